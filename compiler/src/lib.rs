@@ -1,0 +1,5 @@
+//! Ebb's compiler: front ends (StableHLO through melior), the pipeline driver and the `ebb`
+//! command-line tool's library half.
+
+pub mod report;
+pub mod stablehlo;

@@ -1,0 +1,403 @@
+//! Module-level import: naming `@main`'s dynamic dimensions, inlining `func.call`s, importing
+//! blocks and regions, and value bookkeeping ([`Frame`]).
+
+use super::error::ImportError;
+use super::mlir_text::{parse_string, parse_tensor_type};
+use super::sym::{Elems, SymVal};
+use super::{short_loc, ImportStats};
+use ebb_ir::op::Literal;
+use ebb_ir::{Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, ShapeAssertion, Symbol, SymbolScope, TensorType, ValueRef};
+use melior::ir::block::BlockLike;
+use melior::ir::operation::OperationLike;
+use melior::ir::{BlockRef, Module, OperationRef, RegionLike, RegionRef, Value, ValueLike};
+use std::collections::HashMap;
+
+/// What the importer knows of one MLIR value: the graph value holding it, and/or its elements
+/// as symbolic integers. At least one is set.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Entry {
+    pub t: Option<ValueRef>,
+    pub s: Option<SymVal>,
+}
+
+/// Values visible in one function body or region; regions see their parent's symbolic values.
+pub(crate) struct Frame<'p> {
+    vals: HashMap<usize, Entry>,
+    parent: Option<&'p Frame<'p>>,
+}
+
+impl<'p> Frame<'p> {
+    pub fn new(parent: Option<&'p Frame<'p>>) -> Self {
+        Frame { vals: HashMap::new(), parent }
+    }
+
+    pub fn insert(&mut self, v: Value, e: Entry) {
+        self.vals.insert(key(v), e);
+    }
+
+    /// The entry of `v`; from an enclosing frame only its symbolic part is visible.
+    pub fn get(&self, v: Value) -> Option<Entry> {
+        if let Some(e) = self.vals.get(&key(v)) {
+            return Some(e.clone());
+        }
+        let mut p = self.parent;
+        while let Some(f) = p {
+            if let Some(e) = f.vals.get(&key(v)) {
+                return Some(Entry { t: None, s: e.s.clone() });
+            }
+            p = f.parent;
+        }
+        None
+    }
+
+    pub fn set_tensor(&mut self, v: Value, t: ValueRef) {
+        self.vals.entry(key(v)).or_default().t = Some(t);
+    }
+}
+
+fn key(v: Value) -> usize {
+    v.to_raw().ptr as usize
+}
+
+/// Importer state shared across functions.
+pub(crate) struct Importer<'c, 'a> {
+    pub file: String,
+    funcs: HashMap<String, OperationRef<'c, 'a>>,
+    pub scope: SymbolScope,
+    pub assertions: Vec<ShapeAssertion>,
+    depth: usize,
+    /// Counter for fresh data symbols (see `ops::DATA_PREFIX`).
+    pub data_syms: usize,
+}
+
+pub(crate) type R<T> = Result<T, ImportError>;
+
+pub(crate) fn op_name(op: &OperationRef) -> String {
+    op.name().as_string_ref().as_str().unwrap_or("?").to_string()
+}
+
+pub(crate) fn op_loc(op: &OperationRef) -> String {
+    short_loc(&op.location().to_string())
+}
+
+/// Imports a parsed module (see the parent module docs).
+pub(crate) fn import_module(module: &Module, file: &str) -> R<(Graph, ImportStats)> {
+    let mut funcs = HashMap::new();
+    let mut op = module.body().first_operation();
+    while let Some(o) = op {
+        if op_name(&o) == "func.func" {
+            if let Some(name) = o.attribute("sym_name").ok().and_then(|a| parse_string(&a.to_string())) {
+                funcs.insert(name, o);
+            }
+        }
+        op = o.next_in_block();
+    }
+    let main = *funcs
+        .get("main")
+        .ok_or_else(|| ImportError::Structure { file: file.into(), msg: "no function @main (is this a jax.export module?)".into() })?;
+    let mut imp = Importer { file: file.to_string(), funcs, scope: SymbolScope::new(), assertions: Vec::new(), depth: 0, data_syms: 0 };
+    let mut g = Graph::new("main");
+    let body = entry_block(&imp, &main)?;
+    let names = imp.name_dimensions(&body);
+    let mut frame = Frame::new(None);
+    let mut placeholders = 0usize;
+    for i in 0..body.argument_count() {
+        let arg = body.argument(i).map_err(|e| imp.structure(&e.to_string()))?;
+        let mt = parse_tensor_type(&arg.r#type().to_string()).map_err(|m| imp.structure(&format!("@main argument {i}: {m}")))?;
+        let mut shape = Vec::new();
+        for (j, d) in mt.dims.iter().enumerate() {
+            shape.push(match d {
+                Some(k) => DimExpr::constant(*k),
+                None => {
+                    let name = names.get(&(i, j)).cloned().unwrap_or_else(|| {
+                        placeholders += 1;
+                        format!("_arg{i}_d{j}")
+                    });
+                    DimExpr::symbol(&imp.scope.declare(&name))
+                }
+            });
+        }
+        let v = g.add_input("", TensorType::new(mt.dtype, shape));
+        frame.insert(Value::from(arg), Entry { t: Some(v), s: None });
+    }
+    let results = imp.import_block(&mut g, &mut frame, body)?;
+    let mut outs = Vec::new();
+    for (i, (v, e)) in results.into_iter().enumerate() {
+        let _ = i;
+        outs.push(imp.tensor(&mut g, &mut frame, v, e)?);
+    }
+    let names = result_names(&main, outs.len());
+    g.set_outputs(outs, names);
+    g.scope = imp.scope.clone();
+    g.assertions = std::mem::take(&mut imp.assertions);
+    ebb_ir::verify::verify(&g).map_err(|source| ImportError::Verify { file: file.into(), source })?;
+    let unresolved_dims = if placeholders == 0 { 0 } else { count_placeholder_dims(&g) };
+    Ok((g, ImportStats { unresolved_dims }))
+}
+
+fn count_placeholder_dims(g: &Graph) -> usize {
+    let mut n = 0;
+    for &id in g.order() {
+        let node = g.node(id);
+        for t in &node.outputs {
+            n += t.shape.iter().filter(|d| d.symbols().iter().any(|s| s.name().starts_with("_arg"))).count();
+        }
+        n += node.regions.iter().map(count_placeholder_dims).sum::<usize>();
+    }
+    n
+}
+
+/// `jax.result_info` of each result of `func`, or empty strings.
+fn result_names(func: &OperationRef, n: usize) -> Vec<String> {
+    let mut names = vec![String::new(); n];
+    if let Ok(a) = func.attribute("res_attrs") {
+        for (i, part) in a.to_string().split("}, {").enumerate().take(n) {
+            if let Some(p) = part.find("jax.result_info = ") {
+                names[i] = parse_string(part[p + 18..].trim_end_matches(['}', ']'])).unwrap_or_default();
+            }
+        }
+    }
+    names
+}
+
+/// `jax.global_constant` names of the parameters of `func` (None where absent).
+fn global_constant_args(func: &OperationRef) -> Vec<Option<String>> {
+    let Ok(a) = func.attribute("arg_attrs") else { return Vec::new() };
+    a.to_string()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split("}, {")
+        .map(|part| {
+            let p = part.find("jax.global_constant = ")?;
+            let rest = part[p + 22..].trim_end_matches('}');
+            let end = rest.find(['}', ','].as_ref()).unwrap_or(rest.len());
+            parse_string(&rest[..end])
+        })
+        .collect()
+}
+
+fn entry_block<'c, 'a>(imp: &Importer<'c, 'a>, func: &OperationRef<'c, 'a>) -> R<BlockRef<'c, 'a>> {
+    func.region(0)
+        .ok()
+        .and_then(|r| r.first_block())
+        .ok_or_else(|| imp.structure("function without a body"))
+}
+
+impl<'c, 'a> Importer<'c, 'a> {
+    pub fn structure(&self, msg: &str) -> ImportError {
+        ImportError::Structure { file: self.file.clone(), msg: msg.to_string() }
+    }
+
+    pub fn op_error(&self, op: &OperationRef, msg: impl Into<String>) -> ImportError {
+        ImportError::Op { file: self.file.clone(), op: op_name(op), loc: op_loc(op), msg: msg.into() }
+    }
+
+    /// Names `@main`'s dynamic dimensions: (argument, dimension) -> symbol name, from the
+    /// `get_dimension_size` values passed to parameters tagged `jax.global_constant`.
+    fn name_dimensions(&self, body: &BlockRef<'c, 'a>) -> HashMap<(usize, usize), String> {
+        let mut arg_of: HashMap<usize, usize> = HashMap::new();
+        for i in 0..body.argument_count() {
+            if let Ok(a) = body.argument(i) {
+                arg_of.insert(key(Value::from(a)), i);
+            }
+        }
+        let mut dim_of: HashMap<usize, (usize, usize)> = HashMap::new();
+        let mut names = HashMap::new();
+        let mut equal = Vec::new();
+        let mut op = body.first_operation();
+        while let Some(o) = op {
+            let name = op_name(&o);
+            let src = o.operand(0).ok().map(key);
+            match name.as_str() {
+                "stablehlo.get_dimension_size" => {
+                    let d = o.attribute("dimension").ok().and_then(|a| super::mlir_text::parse_int(&a.to_string()));
+                    if let (Some(s), Some(d), Ok(r)) = (src, d, o.result(0)) {
+                        if let Some(&arg) = arg_of.get(&s) {
+                            dim_of.insert(key(Value::from(r)), (arg, d as usize));
+                        }
+                    }
+                }
+                "stablehlo.convert" | "stablehlo.reshape" => {
+                    if let (Some(s), Ok(r)) = (src, o.result(0)) {
+                        if let Some(&ad) = dim_of.get(&s) {
+                            dim_of.insert(key(Value::from(r)), ad);
+                        }
+                    }
+                }
+                "stablehlo.compare" => {
+                    // `EQ` shape assertions tie a dimension to an already named one.
+                    let dir = o.attribute("comparison_direction").map(|a| a.to_string()).unwrap_or_default();
+                    if let (true, Ok(a), Ok(b)) = (dir.contains("EQ"), o.operand(0), o.operand(1)) {
+                        if let (Some(&da), Some(&db)) = (dim_of.get(&key(a)), dim_of.get(&key(b))) {
+                            equal.push((da, db));
+                        }
+                    }
+                }
+                "func.call" => {
+                    let callee = o.attribute("callee").map(|a| a.to_string()).unwrap_or_default();
+                    if let Some(f) = self.funcs.get(callee.trim_start_matches('@')) {
+                        for (i, n) in global_constant_args(f).into_iter().enumerate() {
+                            let (Some(n), Ok(v)) = (n, o.operand(i)) else { continue };
+                            if let Some(&ad) = dim_of.get(&key(v)) {
+                                names.entry(ad).or_insert(n);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+            op = o.next_in_block();
+        }
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for (a, b) in &equal {
+                for (x, y) in [(a, b), (b, a)] {
+                    if let (Some(n), false) = (names.get(x).cloned(), names.contains_key(y)) {
+                        names.insert(*y, n);
+                        changed = true;
+                    }
+                }
+            }
+        }
+        names
+    }
+
+    /// Imports the ops of `block` into `g`; returns the terminator's operands with their entries.
+    pub fn import_block(&mut self, g: &mut Graph, frame: &mut Frame, block: BlockRef<'c, 'a>) -> R<Vec<(Value<'c, 'a>, Entry)>> {
+        let mut op = block.first_operation();
+        while let Some(o) = op {
+            let name = op_name(&o);
+            if name == "func.return" || name == "stablehlo.return" {
+                let mut out = Vec::new();
+                for v in o.operands() {
+                    let e = frame.get(v).ok_or_else(|| self.op_error(&o, "returns an undefined value"))?;
+                    out.push((v, e));
+                }
+                return Ok(out);
+            }
+            self.import_op(g, frame, o)?;
+            op = o.next_in_block();
+        }
+        Err(self.structure("block without a terminator"))
+    }
+
+    /// The graph value of `v`, materializing a symbolic integer value as a `constant` (all
+    /// elements constant) or `dim_constant` node when it is used as data.
+    pub fn tensor(&mut self, g: &mut Graph, frame: &mut Frame, v: Value<'c, 'a>, e: Entry) -> R<ValueRef> {
+        if let Some(t) = e.t {
+            return Ok(t);
+        }
+        let Some(s) = e.s else {
+            return Err(self.structure("value used before it is defined"));
+        };
+        let ty = TensorType::fixed(s.dtype, &s.shape);
+        let node = match &s.elems {
+            Elems::Int(vals) if vals.iter().all(|d| d.as_const().is_some()) => {
+                let mut data = Vec::new();
+                for d in vals {
+                    let k = d.as_const().unwrap_or(0);
+                    data.extend_from_slice(&k.to_le_bytes()[..s.dtype.size_bytes() as usize]);
+                }
+                let mut attrs = Attrs::new();
+                attrs.insert("value".into(), Attr::Literal(Literal { dtype: s.dtype, splat: false, data }));
+                Node::new(OpKind::Constant, attrs, vec![ty])
+            }
+            Elems::Int(vals) => {
+                let mut attrs = Attrs::new();
+                attrs.insert("values".into(), Attr::Dims(vals.clone()));
+                Node::new(OpKind::DimConstant, attrs, vec![ty])
+            }
+            Elems::Bool(preds) => {
+                let mut data = Vec::new();
+                for p in preds {
+                    match p.decide(&self.scope) {
+                        Some(b) => data.push(b as u8),
+                        None => return Err(self.structure("a shape predicate that cannot be decided is used as data")),
+                    }
+                }
+                let mut attrs = Attrs::new();
+                attrs.insert("value".into(), Attr::Literal(Literal { dtype: DType::I1, splat: false, data }));
+                Node::new(OpKind::Constant, attrs, vec![ty])
+            }
+        };
+        let id = g.add_node(node, &[]);
+        let t = ValueRef::new(id, 0);
+        frame.set_tensor(v, t);
+        Ok(t)
+    }
+
+    /// Inlines a `func.call`: imports the callee's body into `g` with the call's operands.
+    pub fn inline_call(&mut self, g: &mut Graph, frame: &mut Frame, op: OperationRef<'c, 'a>) -> R<()> {
+        let callee = op.attribute("callee").map(|a| a.to_string()).unwrap_or_default();
+        let callee = callee.trim_start_matches('@').to_string();
+        let func = *self.funcs.get(&callee).ok_or_else(|| self.op_error(&op, format!("calls unknown function @{callee}")))?;
+        if self.depth > 64 {
+            return Err(self.op_error(&op, "call depth exceeds 64 (recursive functions are not supported)"));
+        }
+        let block = entry_block(self, &func)?;
+        let mut inner = Frame::new(None);
+        for (i, v) in op.operands().enumerate() {
+            let e = frame.get(v).ok_or_else(|| self.op_error(&op, "uses an undefined value"))?;
+            let arg = block.argument(i).map_err(|_| self.op_error(&op, "passes more arguments than the callee takes"))?;
+            // Name graph inputs after the callee's parameter locations (`loc("p['w1']")`).
+            if let Some(t) = e.t {
+                if g.node(t.node).kind == OpKind::Input && g.input_name(t.node).is_empty() {
+                    let l = arg.location().to_string();
+                    if let Some(n) = l.strip_prefix("loc(").and_then(|s| s.strip_suffix(')')).and_then(parse_string) {
+                        g.node_mut(t.node).attrs.insert("name".into(), Attr::Str(n));
+                    }
+                }
+            }
+            inner.insert(Value::from(arg), e);
+        }
+        self.depth += 1;
+        let results = self.import_block(g, &mut inner, block)?;
+        self.depth -= 1;
+        if results.len() != op.result_count() {
+            return Err(self.op_error(&op, "callee returns a different number of results"));
+        }
+        for (i, (_, e)) in results.into_iter().enumerate() {
+            let r = op.result(i).map_err(|e| self.op_error(&op, e.to_string()))?;
+            frame.insert(Value::from(r), e);
+        }
+        Ok(())
+    }
+
+    /// Imports region `r` as a nested graph whose inputs have types `arg_types` (and, where
+    /// given, known symbolic values).
+    pub fn import_region(
+        &mut self,
+        op: &OperationRef<'c, 'a>,
+        r: RegionRef<'c, 'a>,
+        args: &[(TensorType, Option<SymVal>)],
+        parent: &Frame,
+        name: &str,
+    ) -> R<Graph> {
+        let block = r.first_block().ok_or_else(|| self.op_error(op, "empty region"))?;
+        if block.argument_count() != args.len() {
+            return Err(self.op_error(op, format!("region has {} arguments, expected {}", block.argument_count(), args.len())));
+        }
+        let mut g = Graph::new(name);
+        let mut frame = Frame::new(Some(parent));
+        for (i, (ty, s)) in args.iter().enumerate() {
+            let arg = block.argument(i).map_err(|e| self.op_error(op, e.to_string()))?;
+            let v = g.add_input("", ty.clone());
+            frame.insert(Value::from(arg), Entry { t: Some(v), s: s.clone() });
+        }
+        let results = self.import_block(&mut g, &mut frame, block)?;
+        let mut outs = Vec::new();
+        for (v, e) in results {
+            outs.push(self.tensor(&mut g, &mut frame, v, e)?);
+        }
+        let n = outs.len();
+        g.set_outputs(outs, vec![String::new(); n]);
+        Ok(g)
+    }
+
+    /// Declares `name` in the scope and returns it (used by tests of facts).
+    #[allow(dead_code)]
+    pub fn symbol(&mut self, name: &str) -> Symbol {
+        self.scope.declare(name)
+    }
+}

@@ -1,0 +1,134 @@
+//! StableHLO front end: imports a JAX-exported training step (MLIR *generic form* text) into an
+//! [`ebb_ir::Graph`] with symbolic shapes.
+//!
+//! The module is parsed by upstream MLIR through melior with unregistered dialects allowed, so
+//! StableHLO ops are generic operations and their `#stablehlo<...>` attributes opaque
+//! attributes, read from their text ([`mlir_text`]). Then:
+//! 1. `@main`'s dynamic dimensions are named: `@main` reads each with `get_dimension_size` and
+//!    passes it to `@_wrapped_jax_export_main`, whose parameters carry
+//!    `jax.global_constant = "B"`; that names the dimension `B`. A dynamic dimension that cannot
+//!    be named this way gets a placeholder symbol `_argK_dJ` and counts as *unresolved*.
+//! 2. Functions are inlined at their `func.call`s, regions become nested graphs.
+//! 3. Integer shape computations are followed symbolically ([`sym`]), so dynamic ops become
+//!    their static counterparts with symbolic attributes; `shape_assertion` custom calls become
+//!    [`ebb_ir::ShapeAssertion`]s.
+//! 4. Every result type is inferred ([`ebb_ir::shape::infer`]) and checked against the static
+//!    dimensions MLIR declares; the graph is verified at the end.
+
+pub mod error;
+mod func;
+pub mod mlir_text;
+mod ops;
+pub mod sym;
+
+pub use error::ImportError;
+
+use ebb_ir::Graph;
+use melior::ir::Module;
+use melior::Context;
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
+
+/// Import statistics the CLI reports.
+#[derive(Clone, Debug, Default)]
+pub struct ImportStats {
+    /// Dimensions left as placeholder symbols (not a `DimExpr` over named symbols).
+    pub unresolved_dims: usize,
+}
+
+/// Reads and imports a StableHLO module from `path`.
+///
+/// Errors: [`ImportError`] for unreadable files, MLIR parse errors (with line:col),
+/// unsupported ops or attributes (with the op name and location) and invalid graphs.
+pub fn import_file(path: &Path) -> Result<(Graph, ImportStats), ImportError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Io { path: path.to_path_buf(), source })?;
+    import_str(&text, &path.display().to_string())
+}
+
+/// Imports a StableHLO module from its text; `file` names it in error messages.
+pub fn import_str(text: &str, file: &str) -> Result<(Graph, ImportStats), ImportError> {
+    let context = Context::new();
+    context.set_allow_unregistered_dialects(true);
+    let diags: Rc<RefCell<Vec<(String, String)>>> = Rc::default();
+    let sink = diags.clone();
+    let id = context.attach_diagnostic_handler(move |d| {
+        sink.borrow_mut().push((d.to_string(), d.location().to_string()));
+        true
+    });
+    let module = Module::parse(&context, text);
+    context.detach_diagnostic_handler(id);
+    let Some(module) = module else {
+        let (msg, loc) = diags.borrow().first().cloned().unwrap_or_else(|| ("unknown parse error".into(), String::new()));
+        let (line, col) = line_col(&loc);
+        return Err(ImportError::Parse { file: file.to_string(), line, col, msg });
+    };
+    func::import_module(&module, file)
+}
+
+/// Extracts `line:col` from an MLIR location text such as `loc("-":3:14)`.
+fn line_col(loc: &str) -> (u32, u32) {
+    let nums: Vec<u32> = loc
+        .rsplit('"')
+        .next()
+        .unwrap_or("")
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    (nums.first().copied().unwrap_or(0), nums.get(1).copied().unwrap_or(0))
+}
+
+/// A short, readable form of an MLIR location: the innermost `file:line:col` with the op's
+/// name scope, e.g. `jit(step)/jvp()/dot_general @ mlp.py:7:20`.
+pub fn short_loc(loc: &str) -> String {
+    let mut name = None;
+    let mut file = None;
+    let b = loc.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'"' {
+            let start = i + 1;
+            let mut j = start;
+            while j < b.len() && b[j] != b'"' {
+                if b[j] == b'\\' {
+                    j += 1;
+                }
+                j += 1;
+            }
+            let s = &loc[start..j.min(loc.len())];
+            let rest = &loc[(j + 1).min(loc.len())..];
+            if rest.starts_with(':') && file.is_none() {
+                let digits: String = rest.chars().skip(1).take_while(|c| c.is_ascii_digit() || *c == ':').collect();
+                let base = s.rsplit('/').next().unwrap_or(s);
+                file = Some(format!("{base}:{}", digits.trim_end_matches(':')));
+            } else if name.is_none() && !rest.starts_with(':') {
+                name = Some(s.to_string());
+            }
+            i = j + 1;
+        } else {
+            i += 1;
+        }
+    }
+    match (name, file) {
+        (Some(n), Some(f)) => format!("{n} @ {f}"),
+        (Some(n), None) => n,
+        (None, Some(f)) => f,
+        (None, None) => "unknown location".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations() {
+        assert_eq!(line_col("loc(\"-\":3:14)"), (3, 14));
+        assert_eq!(
+            short_loc("loc(\"jit(step)/dot_general\"(\"/tmp/mlp.py\":7:20 to :41))"),
+            "jit(step)/dot_general @ mlp.py:7:20"
+        );
+        assert_eq!(short_loc("loc(unknown)"), "unknown location");
+    }
+}

@@ -1,0 +1,405 @@
+"""Export the JAX training-step fixtures used by Ebb's StableHLO front end.
+
+Usage (from the repository root):
+
+    python examples/export/export_all.py                 # everything into tests/fixtures/jax/
+    python examples/export/export_all.py --only mlp_sgd  # a subset
+    python examples/export/export_all.py --out /tmp/fx   # somewhere else
+
+For each fixture <name> this writes
+  <name>.mlir          StableHLO module in MLIR *generic* form with debug locations,
+  <name>.json          metadata: versions, symbols, flattened inputs/outputs, op counts, refs,
+  <name>.ref<k>.npz    (small models only) numeric reference data at concrete shapes:
+                       in_0..in_{n-1} in @main argument order, out_0..out_{m-1} from the plain
+                       jitted step on CPU.
+The output is deterministic: running the script twice gives byte-identical files (source file
+names in locations are made relative; npz members carry a fixed timestamp).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import io
+import json
+import os
+import re
+import sys
+import time
+import zipfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
+DEFAULT_OUT = REPO_ROOT / "tests" / "fixtures" / "jax"
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import jaxlib  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+from jax._src.interpreters import mlir as jm  # noqa: E402
+from jax._src.lib.mlir import ir  # noqa: E402
+
+# Locations name source files; make them independent of where the repo / venv lives:
+# "<repo>/examples/export/models.py" -> "examples/export/models.py",
+# ".../site-packages/optax/_src/transform.py" -> "optax/_src/transform.py".
+jax.config.update(
+    "jax_hlo_source_file_canonicalization_regex",
+    r"^(?:.*/(?:site|dist)-packages/|" + re.escape(str(REPO_ROOT) + os.sep) + ")",
+)
+
+sys.path.insert(0, str(HERE))
+import models as M  # noqa: E402
+
+PLATFORM = "cpu"
+
+# ----------------------------------------------------------------------------------------------
+# Fixture definitions
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Fixture:
+    name: str
+    description: str
+    step: Callable
+    symbols: str  # e.g. "B, S"
+    constraints: tuple[str, ...]
+    # make_args(dims, concrete, seed) -> tuple of positional args. `dims` maps symbol -> int
+    # (concrete) or -> symbolic dim (export). With concrete=False only shapes are needed, so
+    # params/opt state are ShapeDtypeStructs from jax.eval_shape (never materialized).
+    make_args: Callable
+    refs: list[dict] = field(default_factory=list)  # bindings for numeric references
+    config: dict = field(default_factory=dict)
+    # Reuse the reference files of another fixture whose flattened inputs are identical and whose
+    # outputs must match (e.g. remat vs. plain): verified at export time, no npz written.
+    refs_from: str | None = None
+
+
+def _spec(x):
+    return jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+
+def _data_keys(seed):
+    return jax.random.split(jax.random.PRNGKey(1000 + seed), 2)
+
+
+def mlp_args(dims, concrete, seed=0):
+    b = dims["B"]
+    if concrete:
+        params = M.init_mlp(jax.random.PRNGKey(0))
+        kx, ky = _data_keys(seed)
+        x = jax.random.normal(kx, (b, M.MLP_SIZES[0]), jnp.float32)
+        y = jax.random.randint(ky, (b,), 0, M.MLP_SIZES[-1], jnp.int32)
+        return params, x, y
+    params = jax.eval_shape(M.init_mlp, jax.random.PRNGKey(0))
+    return (params, jax.ShapeDtypeStruct((b, M.MLP_SIZES[0]), jnp.float32),
+            jax.ShapeDtypeStruct((b,), jnp.int32))
+
+
+def cnn_args(dims, concrete, seed=0):
+    b = dims["B"]
+    if concrete:
+        params = M.init_cnn(jax.random.PRNGKey(0))
+        kx, ky = _data_keys(seed)
+        x = jax.random.normal(kx, (b, 1, 28, 28), jnp.float32)
+        y = jax.random.randint(ky, (b,), 0, 10, jnp.int32)
+        return params, x, y
+    params = jax.eval_shape(M.init_cnn, jax.random.PRNGKey(0))
+    return (params, jax.ShapeDtypeStruct((b, 1, 28, 28), jnp.float32),
+            jax.ShapeDtypeStruct((b,), jnp.int32))
+
+
+def gpt_args_fn(cfg: M.GPTConfig):
+    opt = M.make_adamw()
+
+    def init(key):
+        params = M.init_gpt(key, cfg)
+        return params, opt.init(params)
+
+    def make(dims, concrete, seed=0):
+        b, s = dims["B"], dims["S"]
+        if concrete:
+            params, opt_state = init(jax.random.PRNGKey(0))
+            kt, kg = _data_keys(seed)
+            tokens = jax.random.randint(kt, (b, s), 0, cfg.vocab, jnp.int32)
+            targets = jax.random.randint(kg, (b, s), 0, cfg.vocab, jnp.int32)
+            return params, opt_state, tokens, targets
+        params, opt_state = jax.eval_shape(init, jax.random.PRNGKey(0))
+        tok = jax.ShapeDtypeStruct((b, s), jnp.int32)
+        return params, opt_state, tok, tok
+
+    return make
+
+
+def _gpt_config_dict(cfg: M.GPTConfig):
+    return {
+        "n_layer": cfg.n_layer, "d_model": cfg.d_model, "n_head": cfg.n_head,
+        "vocab": cfg.vocab, "n_pos": cfg.n_pos, "d_ff": cfg.d_ff, "remat": cfg.remat,
+        "scan": cfg.scan, "tied_embedding": True, "layer_norm": "pre", "activation": "gelu_tanh",
+        "optimizer": "optax.adamw(lr=1e-3, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1)",
+    }
+
+
+def _gpt_fixture(name, cfg, description, refs=(), refs_from=None):
+    return Fixture(
+        name=name, description=description, step=M.make_gpt_step(cfg), symbols="B, S",
+        constraints=(f"S <= {cfg.n_pos}",), make_args=gpt_args_fn(cfg), refs=list(refs),
+        config=_gpt_config_dict(cfg), refs_from=refs_from)
+
+
+_TINY = M.GPT_TINY
+_GPT_REFS = [{"B": 2, "S": 16}, {"B": 3, "S": 7}]
+_MLP_REFS = [{"B": 8}, {"B": 3}]
+
+FIXTURES: list[Fixture] = [
+    Fixture(
+        name="mlp_sgd",
+        description="MLP 64-256-256-10 (relu), softmax cross-entropy with int labels, plain SGD "
+                    "(lr=0.05). x: f32[B,64], y: i32[B]. Returns (loss, new_params).",
+        step=M.mlp_sgd_step, symbols="B", constraints=(), make_args=mlp_args, refs=_MLP_REFS,
+        config={"sizes": list(M.MLP_SIZES), "lr": M.MLP_LR, "compute_dtype": "float32"}),
+    _gpt_fixture(
+        "gpt2_tiny_adamw", _TINY,
+        "2-layer GPT (d=64, 4 heads, vocab 256, 512 positions, pre-LN, GELU-tanh MLP 4x, causal "
+        "mask by iota compare, tied embedding), wpe[:S] slice, optax.adamw. Returns (loss, "
+        "new_params, new_opt_state).", refs=_GPT_REFS),
+    _gpt_fixture(
+        "gpt2_tiny_remat", M.GPTConfig(**{**_TINY.__dict__, "remat": True}),
+        "gpt2_tiny_adamw with every block wrapped in jax.checkpoint (default policy: save "
+        "nothing inside the block). Its flattened inputs/outputs are those of gpt2_tiny_adamw, "
+        "so it shares that fixture's reference files.", refs=_GPT_REFS,
+        refs_from="gpt2_tiny_adamw"),
+    _gpt_fixture(
+        "gpt2_tiny_scan", M.GPTConfig(**{**_TINY.__dict__, "scan": True}),
+        "gpt2_tiny_adamw with the block params stacked on a leading layer axis and the blocks "
+        "run by lax.scan (stablehlo.while in forward and backward).", refs=_GPT_REFS),
+    _gpt_fixture(
+        "gpt2_small", M.GPT_SMALL,
+        "GPT-2 small shape: 12 layers, d=768, 12 heads, vocab 50257, 1024 positions, tied "
+        "embedding, optax.adamw. Spec-only export (params never materialized)."),
+    _gpt_fixture(
+        "gpt2_24l", M.GPT_24L,
+        "GPT-2 medium shape: 24 layers, d=1024, 16 heads, vocab 50257, 1024 positions, tied "
+        "embedding, optax.adamw. Spec-only export (params never materialized)."),
+    Fixture(
+        name="cnn_sgd",
+        description="CNN: conv3x3(1->8, SAME)+relu+maxpool2x2 (reduce_window), conv3x3(8->16)"
+                    "+relu+maxpool2x2, dense 784->10, softmax cross-entropy, SGD (lr=0.05). "
+                    "x: f32[B,1,28,28] (NCHW), y: i32[B]. Returns (loss, new_params).",
+        step=M.cnn_sgd_step, symbols="B", constraints=(), make_args=cnn_args, refs=_MLP_REFS,
+        config={"layout": "NCHW/OIHW", "lr": M.CNN_LR}),
+    Fixture(
+        name="mlp_bf16",
+        description="mlp_sgd computing in bf16 with f32 master weights (params and x converted "
+                    "to bf16, logits converted back to f32 for the loss); grads and SGD update "
+                    "in f32. Returns (loss, new_params).",
+        step=M.mlp_bf16_step, symbols="B", constraints=(), make_args=mlp_args, refs=_MLP_REFS,
+        config={"sizes": list(M.MLP_SIZES), "lr": M.MLP_LR, "compute_dtype": "bfloat16"}),
+]
+
+FIXTURES_BY_NAME = {f.name: f for f in FIXTURES}
+
+# ----------------------------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------------------------
+
+_OP_LINE = re.compile(r'^\s*(?:%[^=]*= )?"([a-z_][a-z_0-9]*\.[a-z_0-9.]+)"\(', re.M)
+
+
+def generic_text(exp) -> tuple[str, Counter, int]:
+    """Generic-form MLIR text (with debug locations), op-name counts from an IR walk, and the
+    number of arguments of @main."""
+    ctx = jm.make_ir_context()
+    with ctx:
+        m = ir.Module.parse(exp.mlir_module())
+        text = m.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+        counts: Counter = Counter()
+
+        def visit(op):
+            counts[op.name] += 1
+            return ir.WalkResult.ADVANCE
+
+        m.operation.walk(visit)
+        main_args = None
+        for op in m.body.operations:
+            if op.operation.name == "func.func" and \
+                    ir.StringAttr(op.attributes["sym_name"]).value == "main":
+                main_args = len(op.regions[0].blocks[0].arguments)
+    return text, counts, main_args
+
+
+def dim_json(d):
+    return d if isinstance(d, int) else str(d)
+
+
+def keystr(path) -> str:
+    return jax.tree_util.keystr(path)
+
+
+def describe_leaves(tree, top_names) -> list[dict]:
+    """Flatten `tree` (a tuple whose i-th element is named top_names[i]) into per-leaf records,
+    in jax's flattened order."""
+    out = []
+    for i, sub in enumerate(tree):
+        for path, leaf in jax.tree_util.tree_flatten_with_path(sub)[0]:
+            out.append({"path": top_names[i] + keystr(path),
+                        "shape": [dim_json(d) for d in leaf.shape],
+                        "dtype": str(np.dtype(leaf.dtype))})
+    return out
+
+
+def write_npz(path: Path, arrays: dict):
+    """np.savez_compressed equivalent with fixed zip timestamps (deterministic bytes)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, arr in arrays.items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.asarray(arr), allow_pickle=False)  # keeps 0-d
+            info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, buf.getvalue())
+
+
+def check_close(name, a, b, rtol=1e-4, atol=1e-5):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        raise AssertionError(f"{name}: {a.shape}/{a.dtype} vs {b.shape}/{b.dtype}")
+    np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=rtol, atol=atol,
+                               err_msg=name)
+    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0.0))
+
+
+# ----------------------------------------------------------------------------------------------
+# Export
+# ----------------------------------------------------------------------------------------------
+
+
+def export_fixture(fx: Fixture, out_dir: Path, with_refs=True) -> dict:
+    """Export one fixture; write <name>.mlir, <name>.json and its reference npz files."""
+    t0 = time.time()
+    sym = jax.export.symbolic_shape(fx.symbols, constraints=fx.constraints)
+    names = [s.strip() for s in fx.symbols.split(",")]
+    dims = dict(zip(names, sym))
+    specs = fx.make_args(dims, concrete=False)
+
+    exp = jax.export.export(jax.jit(fx.step), platforms=[PLATFORM])(*specs)
+    text, op_counts, main_args = generic_text(exp)
+
+    # The exported calling convention must be jax's flattened argument order, every leaf kept.
+    assert exp.in_tree == jax.tree_util.tree_structure((tuple(specs), {})), exp.in_tree
+    assert len(exp.in_avals) == len(jax.tree_util.tree_leaves(specs))
+    assert tuple(exp.module_kept_var_idx) == tuple(range(len(exp.in_avals))), \
+        f"{fx.name}: unused inputs were dropped: {exp.module_kept_var_idx}"
+    assert main_args == len(exp.in_avals), (main_args, len(exp.in_avals))
+    assert not exp.ordered_effects and not exp.unordered_effects
+
+    arg_names = list(inspect.signature(fx.step).parameters)
+    inputs = describe_leaves(specs, arg_names)
+    out_shape = jax.eval_shape(fx.step, *specs)
+    out_names = ["loss", "new_params", "new_opt_state"][:len(out_shape)]
+    outputs = describe_leaves(out_shape, out_names)
+    assert [o["shape"] for o in outputs] == \
+        [[dim_json(d) for d in a.shape] for a in exp.out_avals]
+    for rec, aval in zip(inputs, exp.in_avals):
+        assert rec["shape"] == [dim_json(d) for d in aval.shape]
+
+    regex_ops = len(_OP_LINE.findall(text))
+    total_ops = sum(op_counts.values())
+    if regex_ops != total_ops:
+        print(f"  note: regex op count {regex_ops} != walk count {total_ops}")
+
+    path = out_dir / f"{fx.name}.mlir"
+    path.write_text(text)
+    size = path.stat().st_size
+
+    refs_meta = []
+    if with_refs:
+        jitted = jax.jit(fx.step)
+        for k, bindings in enumerate(fx.refs):
+            args = fx.make_args(bindings, concrete=True, seed=k)
+            in_leaves = jax.tree_util.tree_leaves(args)
+            want = jax.tree_util.tree_leaves(jitted(*args))
+            got = jax.tree_util.tree_leaves(exp.call(*args))
+            assert len(want) == len(got) == len(outputs)
+            worst = max(check_close(f"{fx.name}.ref{k} out_{i}", g, w)
+                        for i, (g, w) in enumerate(zip(got, want)))
+            if fx.refs_from:
+                other = FIXTURES_BY_NAME[fx.refs_from]
+                assert other.refs[k] == bindings
+                other_args = other.make_args(bindings, concrete=True, seed=k)
+                assert jax.tree_util.tree_structure(other_args) == \
+                    jax.tree_util.tree_structure(args)
+                theirs = jax.tree_util.tree_leaves(jax.jit(other.step)(*other_args))
+                d = max(check_close(f"{fx.name}.ref{k} vs {other.name} out_{i}", w, t)
+                        for i, (w, t) in enumerate(zip(want, theirs)))
+                ref_file = f"{other.name}.ref{k}.npz"
+                print(f"  ref{k} {bindings}: exp.call vs jit max|diff| = {worst:.3g}; shares "
+                      f"{ref_file} (max|diff| vs {other.name} = {d:.3g})")
+            else:
+                arrays = {f"in_{i}": np.asarray(a) for i, a in enumerate(in_leaves)}
+                arrays.update({f"out_{i}": np.asarray(a) for i, a in enumerate(want)})
+                ref_file = f"{fx.name}.ref{k}.npz"
+                write_npz(out_dir / ref_file, arrays)
+                nbytes = (out_dir / ref_file).stat().st_size
+                print(f"  ref{k} {bindings}: exp.call vs jit max|diff| = {worst:.3g}; "
+                      f"{ref_file} {nbytes} bytes")
+            refs_meta.append({"file": ref_file, "bindings": bindings})
+
+    meta = {
+        "name": fx.name,
+        "description": fx.description,
+        "jax_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+        "optax_version": optax.__version__,
+        "numpy_version": np.__version__,
+        "python_version": "%d.%d" % sys.version_info[:2],
+        "platforms": list(exp.platforms),
+        "calling_convention_version": exp.calling_convention_version,
+        "entry": "main",
+        "symbols": names,
+        "constraints": list(fx.constraints),
+        "config": fx.config,
+        "inputs": inputs,
+        "outputs": outputs,
+        "ops": total_ops,
+        "bytes": size,
+        "op_names": dict(sorted(op_counts.items())),
+        "refs": refs_meta,
+        "ref_format": ("npz (deflate); in_i = flattened inputs in @main argument order, out_i = "
+                       "outputs of jax.jit(step) on CPU; compare with rtol~1e-4, atol~1e-5"
+                       if refs_meta else None),
+    }
+    (out_dir / f"{fx.name}.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(f"{fx.name}: {total_ops} ops, {size} bytes, {len(inputs)} inputs, "
+          f"{len(outputs)} outputs ({time.time() - t0:.1f}s)")
+    return meta
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--only", nargs="*", help="fixture names (default: all)")
+    ap.add_argument("--no-refs", action="store_true", help="skip the numeric reference data")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    known = FIXTURES_BY_NAME
+    todo = args.only or list(known)
+    for n in todo:
+        if n not in known:
+            ap.error(f"unknown fixture {n!r}; known: {', '.join(known)}")
+    union: Counter = Counter()
+    for n in todo:
+        meta = export_fixture(known[n], args.out, with_refs=not args.no_refs)
+        union.update(meta["op_names"])
+    print("op names across fixtures:", json.dumps(dict(sorted(union.items()))))
+
+
+if __name__ == "__main__":
+    main()

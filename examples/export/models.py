@@ -1,0 +1,269 @@
+"""Training steps exported as Ebb fixtures.
+
+Every model is written in plain `jax.numpy` / `jax.lax` (no flax) so the exported StableHLO is
+easy to relate back to this file through the debug locations. Each `*_step` function is a full
+training step: forward, backward (`jax.value_and_grad`) and the optimizer update, returning
+`(loss, new_params)` or `(loss, new_params, new_opt_state)`.
+
+Initialisation is deterministic (fixed `jax.random.PRNGKey` seeds). Large models are never
+initialised: `param_specs` uses `jax.eval_shape`, which only traces the init function.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+# ----------------------------------------------------------------------------------------------
+# Shared pieces
+# ----------------------------------------------------------------------------------------------
+
+
+def cross_entropy(logits, labels):
+    """Mean softmax cross-entropy with integer labels, computed in f32."""
+    logits = logits.astype(jnp.float32)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+def sgd_update(params, grads, lr):
+    return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
+
+
+# ----------------------------------------------------------------------------------------------
+# 1. MLP + SGD (f32) and 8. MLP with bf16 compute / f32 master weights
+# ----------------------------------------------------------------------------------------------
+
+MLP_SIZES = (64, 256, 256, 10)
+MLP_LR = 0.05
+
+
+def init_mlp(key, sizes=MLP_SIZES):
+    params = []
+    keys = jax.random.split(key, len(sizes) - 1)
+    for k, fan_in, fan_out in zip(keys, sizes[:-1], sizes[1:]):
+        w = jax.random.normal(k, (fan_in, fan_out), jnp.float32) * math.sqrt(2.0 / fan_in)
+        params.append({"w": w, "b": jnp.zeros((fan_out,), jnp.float32)})
+    return params
+
+
+def mlp_forward(params, x, compute_dtype=jnp.float32):
+    h = x.astype(compute_dtype)
+    for i, layer in enumerate(params):
+        h = h @ layer["w"].astype(compute_dtype) + layer["b"].astype(compute_dtype)
+        if i + 1 < len(params):
+            h = jax.nn.relu(h)
+    return h
+
+
+def mlp_sgd_step(params, x, y):
+    def loss_fn(p):
+        return cross_entropy(mlp_forward(p, x), y)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return loss, sgd_update(params, grads, MLP_LR)
+
+
+def mlp_bf16_step(params, x, y):
+    """bf16 compute, f32 master weights: the grads flow back through the converts to f32."""
+
+    def loss_fn(p):
+        return cross_entropy(mlp_forward(p, x, jnp.bfloat16), y)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return loss, sgd_update(params, grads, MLP_LR)
+
+
+# ----------------------------------------------------------------------------------------------
+# 7. Small CNN + SGD (convolution, reduce_window max-pool, dense)
+# ----------------------------------------------------------------------------------------------
+
+CNN_LR = 0.05
+_CONV_DN = ("NCHW", "OIHW", "NCHW")
+
+
+def init_cnn(key):
+    k1, k2, k3 = jax.random.split(key, 3)
+
+    def he(k, shape, fan_in):
+        return jax.random.normal(k, shape, jnp.float32) * math.sqrt(2.0 / fan_in)
+
+    return {
+        "conv1": {"w": he(k1, (8, 1, 3, 3), 9), "b": jnp.zeros((8,), jnp.float32)},
+        "conv2": {"w": he(k2, (16, 8, 3, 3), 72), "b": jnp.zeros((16,), jnp.float32)},
+        "dense": {"w": he(k3, (16 * 7 * 7, 10), 16 * 7 * 7), "b": jnp.zeros((10,), jnp.float32)},
+    }
+
+
+def _conv(x, p):
+    y = lax.conv_general_dilated(x, p["w"], window_strides=(1, 1), padding="SAME",
+                                 dimension_numbers=_CONV_DN)
+    return y + p["b"][None, :, None, None]
+
+
+def _max_pool_2x2(x):
+    return lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+
+
+def cnn_forward(params, x):
+    h = _max_pool_2x2(jax.nn.relu(_conv(x, params["conv1"])))  # [B, 8, 14, 14]
+    h = _max_pool_2x2(jax.nn.relu(_conv(h, params["conv2"])))  # [B, 16, 7, 7]
+    h = h.reshape(h.shape[0], -1)  # [B, 784]
+    return h @ params["dense"]["w"] + params["dense"]["b"]
+
+
+def cnn_sgd_step(params, x, y):
+    def loss_fn(p):
+        return cross_entropy(cnn_forward(p, x), y)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return loss, sgd_update(params, grads, CNN_LR)
+
+
+# ----------------------------------------------------------------------------------------------
+# 2-6. GPT-2 style decoder + AdamW (plain, remat, scan; tiny / small / 24-layer)
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    n_layer: int
+    d_model: int
+    n_head: int
+    vocab: int
+    n_pos: int
+    remat: bool = False  # wrap each block in jax.checkpoint
+    scan: bool = False  # stack the blocks and run them with lax.scan
+
+    @property
+    def d_ff(self):
+        return 4 * self.d_model
+
+
+GPT_TINY = GPTConfig(n_layer=2, d_model=64, n_head=4, vocab=256, n_pos=512)
+GPT_SMALL = GPTConfig(n_layer=12, d_model=768, n_head=12, vocab=50257, n_pos=1024)
+GPT_24L = GPTConfig(n_layer=24, d_model=1024, n_head=16, vocab=50257, n_pos=1024)
+
+
+def make_adamw():
+    return optax.adamw(learning_rate=1e-3, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1)
+
+
+def _init_block(key, cfg: GPTConfig):
+    d, f = cfg.d_model, cfg.d_ff
+    k_qkv, k_out, k_fc, k_proj = jax.random.split(key, 4)
+    std = 0.02
+    # GPT-2 scales the residual projections by 1/sqrt(2 * n_layer).
+    res_std = std / math.sqrt(2 * cfg.n_layer)
+
+    def ln():
+        return {"g": jnp.ones((d,), jnp.float32), "b": jnp.zeros((d,), jnp.float32)}
+
+    return {
+        "ln1": ln(),
+        "attn": {
+            "w_qkv": jax.random.normal(k_qkv, (d, 3 * d), jnp.float32) * std,
+            "b_qkv": jnp.zeros((3 * d,), jnp.float32),
+            "w_out": jax.random.normal(k_out, (d, d), jnp.float32) * res_std,
+            "b_out": jnp.zeros((d,), jnp.float32),
+        },
+        "ln2": ln(),
+        "mlp": {
+            "w_fc": jax.random.normal(k_fc, (d, f), jnp.float32) * std,
+            "b_fc": jnp.zeros((f,), jnp.float32),
+            "w_proj": jax.random.normal(k_proj, (f, d), jnp.float32) * res_std,
+            "b_proj": jnp.zeros((d,), jnp.float32),
+        },
+    }
+
+
+def init_gpt(key, cfg: GPTConfig):
+    k_wte, k_wpe, k_blocks = jax.random.split(key, 3)
+    blocks = [_init_block(k, cfg) for k in jax.random.split(k_blocks, cfg.n_layer)]
+    if cfg.scan:
+        blocks = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *blocks)
+    return {
+        "wte": jax.random.normal(k_wte, (cfg.vocab, cfg.d_model), jnp.float32) * 0.02,
+        "wpe": jax.random.normal(k_wpe, (cfg.n_pos, cfg.d_model), jnp.float32) * 0.01,
+        "blocks": blocks,
+        "ln_f": {"g": jnp.ones((cfg.d_model,), jnp.float32),
+                 "b": jnp.zeros((cfg.d_model,), jnp.float32)},
+    }
+
+
+def layer_norm(x, p, eps=1e-5):
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) * lax.rsqrt(var + eps) * p["g"] + p["b"]
+
+
+def causal_mask(s):
+    """[S, S] bool, True where key position <= query position (iota compare)."""
+    q = lax.broadcasted_iota(jnp.int32, (s, s), 0)
+    k = lax.broadcasted_iota(jnp.int32, (s, s), 1)
+    return q >= k
+
+
+def attention(x, p, mask, n_head):
+    b, s, d = x.shape
+    dh = d // n_head
+    qkv = x @ p["w_qkv"] + p["b_qkv"]  # [B, S, 3D]
+    q, k, v = jnp.split(qkv, 3, axis=-1)
+    q = q.reshape(b, s, n_head, dh)
+    k = k.reshape(b, s, n_head, dh)
+    v = v.reshape(b, s, n_head, dh)
+    att = jnp.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(dh))  # [B, H, S, S]
+    att = jnp.where(mask, att, jnp.finfo(att.dtype).min)
+    att = jax.nn.softmax(att, axis=-1)
+    y = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, s, d)
+    return y @ p["w_out"] + p["b_out"]
+
+
+def mlp_block(x, p):
+    h = jax.nn.gelu(x @ p["w_fc"] + p["b_fc"], approximate=True)
+    return h @ p["w_proj"] + p["b_proj"]
+
+
+def block(x, p, mask, n_head):
+    """Pre-LayerNorm transformer block."""
+    x = x + attention(layer_norm(x, p["ln1"]), p["attn"], mask, n_head)
+    x = x + mlp_block(layer_norm(x, p["ln2"]), p["mlp"])
+    return x
+
+
+def gpt_forward(params, tokens, cfg: GPTConfig):
+    s = tokens.shape[1]
+    x = params["wte"][tokens] + params["wpe"][:s]  # [B, S, D]; wpe[:S] is a symbolic slice
+    mask = causal_mask(s)
+
+    def run_block(h, p):
+        return block(h, p, mask, cfg.n_head)
+
+    if cfg.remat:
+        run_block = jax.checkpoint(run_block)
+    if cfg.scan:
+        x, _ = lax.scan(lambda h, p: (run_block(h, p), None), x, params["blocks"])
+    else:
+        for p in params["blocks"]:
+            x = run_block(x, p)
+    x = layer_norm(x, params["ln_f"])
+    return x @ params["wte"].T  # tied embedding: [B, S, V]
+
+
+def make_gpt_step(cfg: GPTConfig):
+    opt = make_adamw()
+
+    def gpt_adamw_step(params, opt_state, tokens, targets):
+        def loss_fn(p):
+            return cross_entropy(gpt_forward(p, tokens, cfg), targets)
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, new_opt_state = opt.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        return loss, new_params, new_opt_state
+
+    return gpt_adamw_step

@@ -1,0 +1,367 @@
+//! [`DimExpr`]: the canonical representation and its polynomial arithmetic.
+//!
+//! Invariants of a `DimExpr` (kept by every constructor in this module and in `atoms.rs`):
+//! * `terms` is sorted strictly by monomial (no monomial twice) and no coefficient is zero;
+//!   the zero expression has no terms, a constant `c != 0` is the single term `(1, c)`.
+//! * a [`Monomial`] is a product of atoms sorted strictly by atom, every exponent `>= 1`;
+//!   the empty product is the monomial `1`.
+//! * atom arguments are canonical and already simplified by the rules of `atoms.rs`.
+//!
+//! Under these invariants two expressions without non-symbol atoms are equal as integer
+//! functions iff they are structurally equal (a polynomial identity over the integers has
+//! unique coefficients).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{DimError, Symbol};
+
+/// An indivisible factor of a monomial.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub(crate) enum Atom {
+    /// A symbol.
+    Sym(Symbol),
+    /// `floordiv(e, k)`, `k >= 2`: the largest integer `q` with `q*k <= e`.
+    FloorDiv(Arc<DimExpr>, i64),
+    /// `mod(e, k)`, `k >= 2`: `e - k*floordiv(e, k)`, in `0..k`.
+    Mod(Arc<DimExpr>, i64),
+    /// `min` of at least two distinct arguments, sorted.
+    Min(Arc<[DimExpr]>),
+    /// `max` of at least two distinct arguments, sorted.
+    Max(Arc<[DimExpr]>),
+}
+
+/// A product of atoms with positive exponents, sorted by atom.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Default)]
+pub(crate) struct Monomial(pub(crate) Vec<(Atom, u32)>);
+
+impl Monomial {
+    /// The monomial of a single atom.
+    pub(crate) fn of_atom(a: Atom) -> Monomial {
+        Monomial(vec![(a, 1)])
+    }
+
+    /// True for the empty product `1`.
+    pub(crate) fn is_one(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Total degree (sum of exponents).
+    pub(crate) fn degree(&self) -> u64 {
+        self.0.iter().map(|(_, e)| u64::from(*e)).sum()
+    }
+
+    /// Product of two monomials (merge of the sorted factor lists).
+    pub(crate) fn mul(&self, o: &Monomial) -> Result<Monomial, DimError> {
+        if self.is_one() {
+            return Ok(o.clone());
+        }
+        if o.is_one() {
+            return Ok(self.clone());
+        }
+        let (a, b) = (&self.0, &o.0);
+        let mut out = Vec::with_capacity(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            match a[i].0.cmp(&b[j].0) {
+                std::cmp::Ordering::Less => {
+                    out.push(a[i].clone());
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    out.push(b[j].clone());
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    let e = a[i].1.checked_add(b[j].1).ok_or(DimError::Overflow)?;
+                    out.push((a[i].0.clone(), e));
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        out.extend_from_slice(&a[i..]);
+        out.extend_from_slice(&b[j..]);
+        Ok(Monomial(out))
+    }
+
+    /// The exponent of `atom` in this monomial (0 when absent).
+    pub(crate) fn exponent_of(&self, atom: &Atom) -> u32 {
+        match self.0.binary_search_by(|(a, _)| a.cmp(atom)) {
+            Ok(i) => self.0[i].1,
+            Err(_) => 0,
+        }
+    }
+
+    /// This monomial without `atom` (whatever its exponent).
+    pub(crate) fn without(&self, atom: &Atom) -> Monomial {
+        Monomial(self.0.iter().filter(|(a, _)| a != atom).cloned().collect())
+    }
+}
+
+/// A canonical integer expression over [`Symbol`]s: `+`, `-`, `*`, floor division and floor
+/// modulo by positive constants, `min`, `max`.
+///
+/// The canonical form is a sum of monomials with non-zero `i64` coefficients over atoms
+/// (symbols, `floordiv(e, k)`, `mod(e, k)`, `min(..)`, `max(..)`), so structural equality is
+/// semantic equality for polynomials: `B*S - S*B` is `0`, `(B+1)*(B-1)` is `B*B - 1`.
+/// Build expressions with [`DimExpr::constant`], [`DimExpr::sym`], the operators and
+/// [`DimExpr::floor_div`] / [`DimExpr::rem`] / [`DimExpr::min`] / [`DimExpr::max`], or parse
+/// them from text (`"4*B*S + floordiv(S, 2)"`). The default value is `0`.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Default)]
+pub struct DimExpr {
+    pub(crate) terms: Vec<(Monomial, i64)>,
+}
+
+impl DimExpr {
+    /// The constant `v`.
+    pub fn constant(v: i64) -> DimExpr {
+        if v == 0 {
+            DimExpr::default()
+        } else {
+            DimExpr { terms: vec![(Monomial::default(), v)] }
+        }
+    }
+
+    /// The constant `0`.
+    pub fn zero() -> DimExpr {
+        DimExpr::default()
+    }
+
+    /// The expression consisting of the symbol `s`.
+    pub fn symbol(s: &Symbol) -> DimExpr {
+        DimExpr::from_atom(Atom::Sym(s.clone()))
+    }
+
+    /// The expression consisting of the symbol named `name` (shorthand for
+    /// `DimExpr::symbol(&Symbol::new(name))`).
+    pub fn sym(name: &str) -> DimExpr {
+        DimExpr::symbol(&Symbol::new(name))
+    }
+
+    /// `1 * atom`.
+    pub(crate) fn from_atom(a: Atom) -> DimExpr {
+        DimExpr { terms: vec![(Monomial::of_atom(a), 1)] }
+    }
+
+    /// Builds an expression from accumulated `i128` coefficients, dropping zeros.
+    pub(crate) fn from_map(map: BTreeMap<Monomial, i128>) -> Result<DimExpr, DimError> {
+        let mut terms = Vec::with_capacity(map.len());
+        for (m, c) in map {
+            if c != 0 {
+                terms.push((m, i64::try_from(c).map_err(|_| DimError::Overflow)?));
+            }
+        }
+        Ok(DimExpr { terms })
+    }
+
+    /// The value if this is a constant.
+    pub fn as_const(&self) -> Option<i64> {
+        match self.terms.as_slice() {
+            [] => Some(0),
+            [(m, c)] if m.is_one() => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// The symbol if this expression is exactly one symbol (coefficient 1, exponent 1).
+    pub fn as_symbol(&self) -> Option<&Symbol> {
+        match self.terms.as_slice() {
+            [(m, 1)] => match m.0.as_slice() {
+                [(Atom::Sym(s), 1)] => Some(s),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The atom if this expression is exactly `1 * atom`.
+    pub(crate) fn as_atom(&self) -> Option<&Atom> {
+        match self.terms.as_slice() {
+            [(m, 1)] => match m.0.as_slice() {
+                [(a, 1)] => Some(a),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// True for the constant `0`.
+    pub fn is_zero(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// True when every atom is a symbol (no `floordiv`, `mod`, `min`, `max`).
+    pub fn is_polynomial(&self) -> bool {
+        self.terms.iter().all(|(m, _)| m.0.iter().all(|(a, _)| matches!(a, Atom::Sym(_))))
+    }
+
+    /// The constant term (0 when absent).
+    pub(crate) fn constant_term(&self) -> i64 {
+        match self.terms.first() {
+            Some((m, c)) if m.is_one() => *c,
+            _ => 0,
+        }
+    }
+
+    /// The terms without the constant term.
+    pub(crate) fn non_constant_terms(&self) -> &[(Monomial, i64)] {
+        match self.terms.first() {
+            Some((m, _)) if m.is_one() => &self.terms[1..],
+            _ => &self.terms,
+        }
+    }
+
+    /// `self + o`, or [`DimError::Overflow`] when a coefficient leaves `i64`.
+    pub fn checked_add(&self, o: &DimExpr) -> Result<DimExpr, DimError> {
+        if o.is_zero() {
+            return Ok(self.clone());
+        }
+        if self.is_zero() {
+            return Ok(o.clone());
+        }
+        let (a, b) = (&self.terms, &o.terms);
+        let mut out = Vec::with_capacity(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            match a[i].0.cmp(&b[j].0) {
+                std::cmp::Ordering::Less => {
+                    out.push(a[i].clone());
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    out.push(b[j].clone());
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    let c = a[i].1.checked_add(b[j].1).ok_or(DimError::Overflow)?;
+                    if c != 0 {
+                        out.push((a[i].0.clone(), c));
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        out.extend_from_slice(&a[i..]);
+        out.extend_from_slice(&b[j..]);
+        Ok(DimExpr { terms: out })
+    }
+
+    /// `-self`, or [`DimError::Overflow`] for a coefficient `i64::MIN`.
+    pub fn checked_neg(&self) -> Result<DimExpr, DimError> {
+        self.checked_scale(-1)
+    }
+
+    /// `self - o`, or [`DimError::Overflow`] when a coefficient leaves `i64`.
+    pub fn checked_sub(&self, o: &DimExpr) -> Result<DimExpr, DimError> {
+        if o.is_zero() {
+            return Ok(self.clone());
+        }
+        let mut map: BTreeMap<Monomial, i128> = BTreeMap::new();
+        for (m, c) in &self.terms {
+            map.insert(m.clone(), i128::from(*c));
+        }
+        for (m, c) in &o.terms {
+            *map.entry(m.clone()).or_insert(0) -= i128::from(*c);
+        }
+        DimExpr::from_map(map)
+    }
+
+    /// `c * self`, or [`DimError::Overflow`].
+    pub fn checked_scale(&self, c: i64) -> Result<DimExpr, DimError> {
+        if c == 0 {
+            return Ok(DimExpr::zero());
+        }
+        let mut terms = Vec::with_capacity(self.terms.len());
+        for (m, k) in &self.terms {
+            terms.push((m.clone(), k.checked_mul(c).ok_or(DimError::Overflow)?));
+        }
+        Ok(DimExpr { terms })
+    }
+
+    /// `self * o` (polynomial product), or [`DimError::Overflow`].
+    pub fn checked_mul(&self, o: &DimExpr) -> Result<DimExpr, DimError> {
+        if let Some(c) = o.as_const() {
+            return self.checked_scale(c);
+        }
+        if let Some(c) = self.as_const() {
+            return o.checked_scale(c);
+        }
+        let mut map: BTreeMap<Monomial, i128> = BTreeMap::new();
+        for (ma, ca) in &self.terms {
+            for (mb, cb) in &o.terms {
+                let m = ma.mul(mb)?;
+                let p = i128::from(*ca) * i128::from(*cb);
+                let slot = map.entry(m).or_insert(0);
+                *slot = slot.checked_add(p).ok_or(DimError::Overflow)?;
+            }
+        }
+        DimExpr::from_map(map)
+    }
+
+    /// `self^n` by repeated squaring, or [`DimError::Overflow`].
+    pub fn checked_pow(&self, mut n: u32) -> Result<DimExpr, DimError> {
+        let mut base = self.clone();
+        let mut acc = DimExpr::constant(1);
+        while n > 0 {
+            if n & 1 == 1 {
+                acc = acc.checked_mul(&base)?;
+            }
+            n >>= 1;
+            if n > 0 {
+                base = base.checked_mul(&base)?;
+            }
+        }
+        Ok(acc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(n: &str) -> DimExpr {
+        DimExpr::sym(n)
+    }
+
+    #[test]
+    fn commutative_products_cancel() {
+        let d = s("B").checked_mul(&s("S")).unwrap().checked_sub(&s("S").checked_mul(&s("B")).unwrap());
+        assert!(d.unwrap().is_zero());
+    }
+
+    #[test]
+    fn difference_of_squares() {
+        let b = s("B");
+        let l = b.checked_add(&DimExpr::constant(1)).unwrap();
+        let r = b.checked_sub(&DimExpr::constant(1)).unwrap();
+        let p = l.checked_mul(&r).unwrap();
+        let want = b.checked_mul(&b).unwrap().checked_sub(&DimExpr::constant(1)).unwrap();
+        assert_eq!(p, want);
+        assert_eq!(b.checked_pow(2).unwrap(), b.checked_mul(&b).unwrap());
+        assert_eq!(b.checked_pow(0).unwrap(), DimExpr::constant(1));
+    }
+
+    #[test]
+    fn accessors() {
+        assert_eq!(DimExpr::constant(0).as_const(), Some(0));
+        assert!(DimExpr::constant(0).is_zero());
+        assert_eq!(DimExpr::constant(-3).as_const(), Some(-3));
+        assert_eq!(s("B").as_symbol(), Some(&Symbol::new("B")));
+        assert_eq!(s("B").checked_scale(2).unwrap().as_symbol(), None);
+        assert_eq!(s("B").as_const(), None);
+        assert!(s("B").is_polynomial());
+    }
+
+    #[test]
+    fn coefficient_overflow_is_an_error() {
+        let big = DimExpr::constant(i64::MAX).checked_mul(&s("B")).unwrap();
+        assert_eq!(big.checked_scale(2), Err(DimError::Overflow));
+        assert_eq!(big.checked_add(&s("B")), Err(DimError::Overflow));
+        assert_eq!(DimExpr::constant(i64::MIN).checked_neg(), Err(DimError::Overflow));
+        // Cancellation inside a product is exact even when partial sums are large.
+        let x = big.checked_sub(&big).unwrap();
+        assert!(x.is_zero());
+    }
+}

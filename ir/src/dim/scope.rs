@@ -1,0 +1,475 @@
+//! [`SymbolScope`]: the symbols of a graph and the facts known about them.
+//!
+//! Facts are ranges (`lo <= S <= hi`), divisibility (`S % k == 0`) and equalities
+//! (`S == e`). The prover (`prove.rs`) uses them; [`SymbolScope::check`] verifies concrete
+//! bindings against them. Equalities are also kept in *solved form* (no right-hand side
+//! mentions a solved symbol), rebuilt whenever facts change; an equality that cannot be solved
+//! (its symbol already solved, or it mentions itself) is still checked but not used for
+//! rewriting. A symbol whose range is a single value is solved to that constant. Symbols that
+//! were never declared are unconstrained integers (no fact, not even `>= 1`).
+//!
+//! Serialized as `{"symbols": [{"name", "lo", "hi", "divisible_by"}], "equalities":
+//! [{"symbol", "expr"}]}`; the solved form is rebuilt on deserialization.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Bindings, DimError, DimExpr, Symbol};
+
+/// Upper end used by [`SymbolScope::representative_bindings`] for unbounded symbols.
+pub const SAMPLE_CAP: i64 = 65536;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct SymbolDecl {
+    name: Symbol,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lo: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hi: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    divisible_by: Vec<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct EqualityDecl {
+    symbol: Symbol,
+    expr: DimExpr,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct ScopeRepr {
+    #[serde(default)]
+    symbols: Vec<SymbolDecl>,
+    #[serde(default)]
+    equalities: Vec<EqualityDecl>,
+}
+
+/// Symbols and the facts about them; every comparison made through a scope is a proof under
+/// its facts (see the module docs of `ebb_ir::dim`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ScopeRepr", into = "ScopeRepr")]
+pub struct SymbolScope {
+    /// Declared symbols in declaration order, with their range and divisors.
+    decls: Vec<SymbolDecl>,
+    index: BTreeMap<Symbol, usize>,
+    /// Equalities as given, in order.
+    equalities: Vec<(Symbol, DimExpr)>,
+    /// Derived: solved equalities (see the module docs).
+    pub(crate) solved: BTreeMap<Symbol, DimExpr>,
+}
+
+impl From<ScopeRepr> for SymbolScope {
+    fn from(r: ScopeRepr) -> SymbolScope {
+        let mut scope = SymbolScope::new();
+        for d in r.symbols {
+            let s = scope.declare_range(d.name.name(), d.lo, d.hi);
+            for k in d.divisible_by {
+                scope.add_divisible(&s, k);
+            }
+        }
+        for e in r.equalities {
+            scope.add_equality(&e.symbol, e.expr);
+        }
+        scope
+    }
+}
+
+impl From<SymbolScope> for ScopeRepr {
+    fn from(s: SymbolScope) -> ScopeRepr {
+        ScopeRepr {
+            symbols: s.decls,
+            equalities: s.equalities.into_iter().map(|(symbol, expr)| EqualityDecl { symbol, expr }).collect(),
+        }
+    }
+}
+
+impl SymbolScope {
+    /// An empty scope.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Declares the dimension symbol `name` with the default range `>= 1`; idempotent (an
+    /// existing symbol keeps its facts).
+    pub fn declare(&mut self, name: &str) -> Symbol {
+        let s = Symbol::new(name);
+        if self.index.contains_key(&s) {
+            return s;
+        }
+        self.declare_range(name, Some(1), None)
+    }
+
+    /// Declares `name` with exactly the range `lo..=hi` (`None` = unbounded), e.g. for a
+    /// symbol that may be 0 or negative. For an existing symbol the range is intersected.
+    pub fn declare_range(&mut self, name: &str, lo: Option<i64>, hi: Option<i64>) -> Symbol {
+        let s = Symbol::new(name);
+        if self.index.contains_key(&s) {
+            self.set_range(&s, lo, hi);
+        } else {
+            self.index.insert(s.clone(), self.decls.len());
+            self.decls.push(SymbolDecl { name: s.clone(), lo, hi, divisible_by: Vec::new() });
+            if lo.is_some() && lo == hi {
+                self.rebuild();
+            }
+        }
+        s
+    }
+
+    /// True when `s` was declared.
+    pub fn contains(&self, s: &Symbol) -> bool {
+        self.index.contains_key(s)
+    }
+
+    /// The declared symbols in declaration order.
+    pub fn symbols(&self) -> Vec<Symbol> {
+        self.decls.iter().map(|d| d.name.clone()).collect()
+    }
+
+    fn decl_mut(&mut self, s: &Symbol) -> &mut SymbolDecl {
+        if !self.index.contains_key(s) {
+            self.declare(s.name());
+        }
+        let i = self.index.get(s).copied().unwrap_or(0);
+        &mut self.decls[i]
+    }
+
+    fn decl(&self, s: &Symbol) -> Option<&SymbolDecl> {
+        self.index.get(s).map(|&i| &self.decls[i])
+    }
+
+    /// Adds the fact `lo <= s <= hi` (`None` = no bound on that side), intersected with the
+    /// existing range. Declares `s` (range `>= 1`) first when needed. An empty range makes
+    /// every binding fail [`SymbolScope::check`] (and every comparison vacuously provable).
+    pub fn set_range(&mut self, s: &Symbol, lo: Option<i64>, hi: Option<i64>) {
+        let d = self.decl_mut(s);
+        d.lo = match (d.lo, lo) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        d.hi = match (d.hi, hi) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.rebuild();
+    }
+
+    /// The range of `s` as `(lo, hi)` (`None` = unbounded); `(None, None)` when undeclared.
+    pub fn range(&self, s: &Symbol) -> (Option<i64>, Option<i64>) {
+        self.decl(s).map_or((None, None), |d| (d.lo, d.hi))
+    }
+
+    /// Adds the fact `s % k == 0`. `k` is taken by absolute value; 0, 1 and `i64::MIN` add no
+    /// fact. Declares `s` (range `>= 1`) first when needed.
+    pub fn add_divisible(&mut self, s: &Symbol, k: i64) {
+        let Some(k) = k.checked_abs().filter(|&k| k > 1) else { return };
+        let d = self.decl_mut(s);
+        if !d.divisible_by.contains(&k) {
+            d.divisible_by.push(k);
+        }
+    }
+
+    /// The largest proven divisor of `s` (the lcm of its divisibility facts; 1 when none).
+    /// A factor whose lcm would overflow is left out, which is weaker and so still sound.
+    pub fn divisor_of(&self, s: &Symbol) -> i64 {
+        let Some(d) = self.decl(s) else { return 1 };
+        d.divisible_by.iter().fold(1i64, |acc, &k| {
+            let g = super::atoms::gcd(i128::from(acc), i128::from(k));
+            i64::try_from(g).ok().and_then(|g| (acc / g).checked_mul(k)).unwrap_or(acc)
+        })
+    }
+
+    /// Adds the fact `s == e` (e.g. from a reshape or an ONNX `dim_param` alias). Declares `s`
+    /// first when needed. [`SymbolScope::normalize`] then replaces `s` by `e` wherever the
+    /// equality can be solved (see the module docs).
+    pub fn add_equality(&mut self, s: &Symbol, e: DimExpr) {
+        self.decl_mut(s);
+        self.equalities.push((s.clone(), e));
+        self.rebuild();
+    }
+
+    /// The equalities as given, in order.
+    pub fn equalities(&self) -> &[(Symbol, DimExpr)] {
+        &self.equalities
+    }
+
+    /// Recomputes the solved form from the equalities and single-value ranges.
+    fn rebuild(&mut self) {
+        self.solved.clear();
+        let eqs = self.equalities.clone();
+        for (s, e) in &eqs {
+            self.add_solved(s, e);
+        }
+        let fixed: Vec<(Symbol, i64)> = self
+            .decls
+            .iter()
+            .filter_map(|d| match (d.lo, d.hi) {
+                (Some(a), Some(b)) if a == b => Some((d.name.clone(), a)),
+                _ => None,
+            })
+            .collect();
+        for (s, v) in fixed {
+            self.add_solved(&s, &DimExpr::constant(v));
+        }
+    }
+
+    fn add_solved(&mut self, s: &Symbol, e: &DimExpr) {
+        if self.solved.contains_key(s) {
+            return;
+        }
+        let Ok(e) = e.try_substitute(&self.solved) else { return };
+        if e.mentions(s) {
+            return;
+        }
+        let one = BTreeMap::from([(s.clone(), e.clone())]);
+        let mut next = BTreeMap::new();
+        for (k, v) in &self.solved {
+            match v.try_substitute(&one) {
+                Ok(v) => next.insert(k.clone(), v),
+                Err(_) => return,
+            };
+        }
+        next.insert(s.clone(), e);
+        self.solved = next;
+    }
+
+    /// Checks concrete bindings against the facts: ranges and divisibility of every bound
+    /// declared symbol, and every equality whose symbols are all bound. Facts about unbound
+    /// symbols are skipped (use [`SymbolScope::complete`] first to derive them).
+    ///
+    /// # Errors
+    /// [`DimError::FactViolated`] naming the symbol, the fact (`S >= 1`, `S <= 4096`,
+    /// `S % 8 == 0`, `S == 2*T`) and the symbol's value; [`DimError::Overflow`] when an
+    /// equality's right-hand side overflows.
+    pub fn check(&self, b: &Bindings) -> Result<(), DimError> {
+        let violated = |s: &Symbol, fact: String, value: i64| DimError::FactViolated {
+            symbol: s.name().to_string(),
+            fact,
+            value,
+        };
+        for d in &self.decls {
+            let Some(&v) = b.get(&d.name) else { continue };
+            let s = &d.name;
+            if let Some(lo) = d.lo.filter(|&lo| v < lo) {
+                return Err(violated(s, format!("{s} >= {lo}"), v));
+            }
+            if let Some(hi) = d.hi.filter(|&hi| v > hi) {
+                return Err(violated(s, format!("{s} <= {hi}"), v));
+            }
+            if let Some(k) = d.divisible_by.iter().find(|&&k| v.rem_euclid(k) != 0) {
+                return Err(violated(s, format!("{s} % {k} == 0"), v));
+            }
+        }
+        for (s, e) in &self.equalities {
+            let Some(&v) = b.get(s) else { continue };
+            match e.eval(b) {
+                Ok(x) if x != v => return Err(violated(s, format!("{s} == {e}"), v)),
+                Ok(_) | Err(DimError::Unbound(_)) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+
+    /// `b` extended with the value of every solved symbol (see the module docs) that `b`
+    /// leaves unbound and whose expression `b` determines. Does not check the facts.
+    ///
+    /// # Errors
+    /// [`DimError::Overflow`] when a derived value overflows.
+    pub fn complete(&self, b: &Bindings) -> Result<Bindings, DimError> {
+        let mut out = b.clone();
+        for (s, e) in &self.solved {
+            if out.contains_key(s) {
+                continue;
+            }
+            match e.eval(b) {
+                Ok(v) => {
+                    out.insert(s.clone(), v);
+                }
+                Err(DimError::Unbound(_)) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Up to `n` distinct, deterministic bindings of all declared symbols that satisfy the
+    /// facts: the first has every free symbol at its lower end, the second at its upper end,
+    /// the others mix points spaced geometrically in between (divisibility respected, an
+    /// unbounded upper end capped at [`SAMPLE_CAP`], an unbounded lower end at `-SAMPLE_CAP`).
+    /// Solved symbols are derived with [`SymbolScope::complete`]; points that then break a
+    /// fact are dropped, so fewer than `n` may come back. Meant for resolving
+    /// [`DimOrdering::Unknown`](super::DimOrdering) comparisons heuristically, never as proof.
+    pub fn representative_bindings(&self, n: usize) -> Vec<Bindings> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let free: Vec<&Symbol> =
+            self.decls.iter().map(|d| &d.name).filter(|s| !self.solved.contains_key(*s)).collect();
+        let mut cands = Vec::with_capacity(free.len());
+        for s in &free {
+            let c = self.sample_values(s, n);
+            if c.is_empty() {
+                return Vec::new();
+            }
+            cands.push(c);
+        }
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for i in 0..n {
+            let b: Bindings = free
+                .iter()
+                .zip(&cands)
+                .enumerate()
+                .map(|(j, (s, c))| {
+                    let idx = match i {
+                        0 => 0,
+                        1 => c.len() - 1,
+                        _ => (mix(i as u64, j as u64) % c.len() as u64) as usize,
+                    };
+                    ((*s).clone(), c[idx])
+                })
+                .collect();
+            let Ok(b) = self.complete(&b) else { continue };
+            if self.check(&b).is_ok() && seen.insert(b.clone()) {
+                out.push(b);
+            }
+        }
+        out
+    }
+
+    /// `n` values of `s` from its lower to its upper end, geometrically spaced.
+    fn sample_values(&self, s: &Symbol, n: usize) -> Vec<i64> {
+        let (lo, hi) = self.range(s);
+        let cap = i128::from(SAMPLE_CAP);
+        let lo = match (lo, hi) {
+            (Some(l), _) => i128::from(l),
+            (None, Some(h)) => i128::from(h).min(0) - cap,
+            (None, None) => -cap,
+        };
+        let hi = hi.map_or(if lo < cap { cap } else { lo + cap }, i128::from);
+        let m = i128::from(self.divisor_of(s));
+        let lo = lo + (m - lo.rem_euclid(m)) % m;
+        let hi = hi - hi.rem_euclid(m);
+        if lo > hi {
+            return Vec::new();
+        }
+        let steps = (hi - lo) / m;
+        (0..n)
+            .map(|t| {
+                let frac = if n == 1 { 0.0 } else { t as f64 / (n - 1) as f64 };
+                let k = ((steps as f64 + 1.0).powf(frac) - 1.0).round() as i128;
+                let v = lo + k.clamp(0, steps) * m;
+                i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
+            })
+            .collect()
+    }
+}
+
+/// splitmix64 of a pair: a deterministic, well-mixed index source.
+fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(0xD1B5_4A32_D192_ED03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bind(v: &[(&str, i64)]) -> Bindings {
+        v.iter().map(|(n, x)| (Symbol::new(n), *x)).collect()
+    }
+
+    #[test]
+    fn declare_and_ranges() {
+        let mut sc = SymbolScope::new();
+        let b = sc.declare("B");
+        assert_eq!(sc.declare("B"), b);
+        assert_eq!(sc.range(&b), (Some(1), None));
+        sc.set_range(&b, Some(0), Some(64));
+        sc.set_range(&b, None, Some(128));
+        assert_eq!(sc.range(&b), (Some(1), Some(64)));
+        let x = sc.declare_range("X", None, Some(3));
+        assert_eq!(sc.range(&x), (None, Some(3)));
+        assert_eq!(sc.symbols(), vec![b, x]);
+        assert_eq!(sc.range(&Symbol::new("nope")), (None, None));
+    }
+
+    #[test]
+    fn check_names_symbol_and_fact() {
+        let mut sc = SymbolScope::new();
+        let s = sc.declare("S");
+        let t = sc.declare("T");
+        sc.set_range(&s, None, Some(4096));
+        sc.add_divisible(&s, 8);
+        sc.add_divisible(&s, -4);
+        sc.add_equality(&t, DimExpr::symbol(&s).floor_div(2).unwrap());
+        assert_eq!(sc.divisor_of(&s), 8);
+        assert_eq!(sc.check(&bind(&[("S", 16), ("T", 8)])), Ok(()));
+        let err = |v: &[(&str, i64)]| match sc.check(&bind(v)) {
+            Err(DimError::FactViolated { symbol, fact, value }) => (symbol, fact, value),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(err(&[("S", 0)]), ("S".into(), "S >= 1".into(), 0));
+        assert_eq!(err(&[("S", 8192)]), ("S".into(), "S <= 4096".into(), 8192));
+        assert_eq!(err(&[("S", 12)]), ("S".into(), "S % 8 == 0".into(), 12));
+        assert_eq!(err(&[("S", 16), ("T", 9)]), ("T".into(), "T == floordiv(S, 2)".into(), 9));
+        assert_eq!(sc.complete(&bind(&[("S", 16)])), Ok(bind(&[("S", 16), ("T", 8)])));
+    }
+
+    #[test]
+    fn solved_form_chains_equalities() {
+        let mut sc = SymbolScope::new();
+        let (a, b, c) = (sc.declare("A"), sc.declare("B"), sc.declare("C"));
+        sc.add_equality(&a, "2*B".parse().unwrap());
+        sc.add_equality(&b, "C + 1".parse().unwrap());
+        sc.add_equality(&c, "A".parse().unwrap()); // cyclic: checked, not solved
+        assert_eq!(sc.solved.get(&a), Some(&"2*C + 2".parse().unwrap()));
+        assert!(!sc.solved.contains_key(&c));
+        sc.set_range(&c, Some(5), Some(5));
+        assert_eq!(sc.solved.get(&a), Some(&DimExpr::constant(12)));
+        assert_eq!(sc.complete(&Bindings::new()).map(|b| b.len()), Ok(3));
+    }
+
+    #[test]
+    fn representative_points_satisfy_facts() {
+        let mut sc = SymbolScope::new();
+        let b = sc.declare("B");
+        let s = sc.declare("S");
+        let t = sc.declare("T");
+        sc.set_range(&b, None, Some(32));
+        sc.add_divisible(&s, 64);
+        sc.add_equality(&t, "2*S".parse().unwrap());
+        let pts = sc.representative_bindings(8);
+        assert!(pts.len() >= 4, "{pts:?}");
+        assert_eq!(pts[0], bind(&[("B", 1), ("S", 64), ("T", 128)]));
+        assert_eq!(pts[1], bind(&[("B", 32), ("S", 65536), ("T", 131072)]));
+        for p in &pts {
+            assert_eq!(sc.check(p), Ok(()));
+        }
+        assert_eq!(pts, sc.representative_bindings(8));
+        let mut empty = SymbolScope::new();
+        let e = empty.declare("E");
+        empty.set_range(&e, Some(5), Some(7));
+        empty.add_divisible(&e, 8);
+        assert!(empty.representative_bindings(4).is_empty());
+    }
+
+    #[test]
+    fn serde_round_trip() {
+        let mut sc = SymbolScope::new();
+        let s = sc.declare("S");
+        sc.declare_range("X", None, None);
+        sc.add_divisible(&s, 8);
+        sc.add_equality(&Symbol::new("T"), "floordiv(S, 2)".parse().unwrap());
+        let j = serde_json::to_string(&sc).unwrap();
+        assert_eq!(
+            j,
+            r#"{"symbols":[{"name":"S","lo":1,"divisible_by":[8]},{"name":"X"},{"name":"T","lo":1}],"equalities":[{"symbol":"T","expr":"floordiv(S, 2)"}]}"#
+        );
+        let back: SymbolScope = serde_json::from_str(&j).unwrap();
+        assert_eq!(back, sc);
+    }
+}

@@ -1,0 +1,20 @@
+//! Ebb's intermediate representation: symbolic dimensions ([`dim`]), element and tensor types,
+//! the op set with shape rules, the dataflow graph, the verifier and the textual IR.
+//!
+//! The IR has no dependency on MLIR, egg or CUDA.
+
+pub mod dim;
+pub mod dtype;
+pub mod graph;
+pub mod op;
+pub mod plan;
+pub mod shape;
+pub mod text;
+pub mod types;
+pub mod verify;
+
+pub use dim::{Bindings, DimExpr, DimOrdering, Symbol, SymbolScope};
+pub use dtype::DType;
+pub use graph::{Graph, Node, NodeId, Relation, ShapeAssertion, ValueRef};
+pub use op::{Attr, Attrs, AttrsExt, Literal, OpKind};
+pub use types::{Shape, TensorType};

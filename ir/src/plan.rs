@@ -1,0 +1,382 @@
+//! The memory plan: what the compiler hands to the runtime (`runtime::finalize`) and to the
+//! independent plan checker (`ebb_passes::plan::check`). Serialized as JSON (serde); symbolic
+//! sizes and costs are [`DimExpr`] text, e.g. `"256*B*S"`.
+//!
+//! # Points, positions and value ids
+//! * A *position* is an index into the graph's program order ([`Graph::order`]) at the time the
+//!   plan was made: `plan.schedule`, [`PlanValue::node`] and [`Candidate::recompute`] name ops by
+//!   position, so a plan is only meaningful together with the graph it was made from
+//!   ([`Plan::ops`] records the length of that order as a guard).
+//! * A *point* `p` is the execution of `schedule[p]`: op `order[schedule[p]]` runs at point
+//!   `p`. Input ops are scheduled like every other op (they allocate nothing new but start the
+//!   live range of the argument).
+//! * A [`ValueId`] is an index into [`Plan::values`]. The table lists every result of every op
+//!   exactly once, sorted by (producer position, result index): the ordering is part of the
+//!   format, so a consumer can map ids back to graph values without a lookup table.
+//!
+//! # Live ranges and residency (the accounting both the planner and the checker use)
+//! A value is *resident* at point `p` when `def <= p <= last_use`: it is allocated when its
+//! producer runs and freed after the last op that reads it. `last_use` is the last point that
+//! reads the value; for a graph output it is the last point of the schedule, for a value
+//! nobody reads it is `def`. The resident bytes at `p` are the sum of the sizes of the
+//! resident values; the peak is their maximum over the points.
+//!
+//! # Decisions
+//! A [`Candidate`] may be taken as a [`Decision`] of kind [`DecisionKind::Recompute`]
+//! (evict after `evict_after`, rerun [`Candidate::recompute`] right before
+//! `regenerate_before`) or [`DecisionKind::Swap`] (offload to host after `evict_after`,
+//! prefetch back into device memory at `prefetch_at`). The device buffer is counted as freed
+//! from point `evict_after + 1`; for a swap it is counted again from `prefetch_at` (the reload
+//! is issued before `schedule[prefetch_at]` and must complete before `regenerate_before`),
+//! for a recompute from `regenerate_before`. See `ebb_passes::remat` for how candidates are
+//! found and `ebb_passes::plan::check` for the rules a set of decisions must obey.
+
+use crate::dim::{Bindings, DimExpr, Symbol, SymbolScope};
+use crate::graph::ShapeAssertion;
+use serde::{Deserialize, Serialize};
+
+/// The format version written into [`Plan::version`]; [`Plan::from_json`] rejects others.
+pub const PLAN_VERSION: u32 = 1;
+
+/// Index into [`Plan::values`].
+pub type ValueId = usize;
+
+/// Role of a value in the step (decides how its live range ends).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueClass {
+    /// A graph argument (parameter, optimizer state, batch), owned by the caller.
+    Input,
+    /// A value returned by the graph (live until the end of the schedule).
+    Output,
+    /// Anything else: activations, gradients, temporaries.
+    Intermediate,
+}
+
+/// One row of the value table: a result of an op with its symbolic size and live range.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct PlanValue {
+    /// Program-order position of the producing op.
+    pub node: usize,
+    /// Result index on that op.
+    pub output: u32,
+    /// Size in bytes (`elements * dtype size`).
+    pub bytes: DimExpr,
+    /// Point at which the value is defined (its producer's point).
+    pub def: usize,
+    /// Last point at which the value is resident (see the module docs).
+    pub last_use: usize,
+    /// Input, output or intermediate.
+    pub class: ValueClass,
+}
+
+/// How a candidate is taken.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionKind {
+    /// Rematerialization: free the value, recompute it from resident values before its next use.
+    Recompute,
+    /// Offload to host memory, prefetch back before the next use.
+    Swap,
+}
+
+/// A value that may be evicted across a gap between two consecutive uses, with what it costs
+/// and what it saves (all symbolic). The value is not read at any point strictly between
+/// `evict_after` and `regenerate_before`.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Candidate {
+    /// The value to evict.
+    pub value: ValueId,
+    /// The value is freed after the op at this point (its definition or a use) has run.
+    pub evict_after: usize,
+    /// The value is resident again before the op at this point (its next use) runs.
+    pub regenerate_before: usize,
+    /// For a swap: the point before which the reload is issued
+    /// (`evict_after < prefetch_at <= regenerate_before`).
+    pub prefetch_at: usize,
+    /// For a recompute: the ops to rerun, as program-order positions in execution order; the
+    /// last one produces the value. Their operands are either produced earlier in this list
+    /// (transient values, freed when the regeneration ends) or listed in `recompute_reads`.
+    /// Empty when recompute is not allowed.
+    pub recompute: Vec<usize>,
+    /// Values the recompute reads, all resident right before `regenerate_before` whatever other
+    /// candidates are taken.
+    pub recompute_reads: Vec<ValueId>,
+    /// Bytes freed between `evict_after` and the regeneration: the value's size.
+    pub bytes_saved: DimExpr,
+    /// Cost of the recompute in FLOPs (the model of `ebb_passes::remat::cost`).
+    pub recompute_flops: DimExpr,
+    /// Bytes of the recompute's transient results (all results of `recompute` except the
+    /// value), an upper bound of the extra memory the regeneration needs; never more than
+    /// `bytes_saved`.
+    pub transient_bytes: DimExpr,
+    /// Bytes copied each way by a swap (the value's size).
+    pub swap_bytes: DimExpr,
+    /// The decision kinds that are valid for this candidate.
+    pub kinds: Vec<DecisionKind>,
+}
+
+impl Candidate {
+    /// True when `kind` may be chosen for this candidate.
+    pub fn allows(&self, kind: DecisionKind) -> bool {
+        self.kinds.contains(&kind)
+    }
+}
+
+/// A chosen candidate: index into [`Plan::candidates`] and the kind chosen.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct Decision {
+    /// Index into [`Plan::candidates`].
+    pub candidate: usize,
+    /// Recompute or swap.
+    pub kind: DecisionKind,
+}
+
+/// Where the peak memory (program order or schedule, without decisions) exceeds a budget as a
+/// function of one symbol, the others fixed: the runtime decides by comparing the symbol's
+/// value with these ranges instead of evaluating the peak.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Threshold {
+    /// The free symbol.
+    pub symbol: Symbol,
+    /// Values of the other symbols.
+    pub fixed: Bindings,
+    /// The budget in bytes.
+    pub budget: i64,
+    /// Inclusive ranges of the symbol's values (within its declared range, an unbounded upper
+    /// end capped) at which the peak exceeds `budget`, sorted and disjoint. Usually one range
+    /// `[first, hi]`, i.e. "exceeds iff `symbol >= first`".
+    pub over: Vec<(i64, i64)>,
+}
+
+impl Threshold {
+    /// The smallest value of the symbol at which the peak exceeds the budget.
+    pub fn first_over(&self) -> Option<i64> {
+        self.over.first().map(|r| r.0)
+    }
+
+    /// True when the peak exceeds the budget at `value`.
+    pub fn exceeds(&self, value: i64) -> bool {
+        self.over.iter().any(|&(lo, hi)| lo <= value && value <= hi)
+    }
+}
+
+/// The memory plan of one graph. See the module docs for positions, points and value ids.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct Plan {
+    /// Format version, [`PLAN_VERSION`].
+    pub version: u32,
+    /// Name of the graph the plan was made for.
+    pub graph_name: String,
+    /// Symbols with their ranges, divisibility and equality facts.
+    pub symbols: SymbolScope,
+    /// Run-time shape checks of the graph.
+    pub assertions: Vec<ShapeAssertion>,
+    /// Number of ops (inputs included) in the program order the positions refer to.
+    pub ops: usize,
+    /// The schedule: `schedule[p]` is the program-order position of the op run at point `p`.
+    pub schedule: Vec<usize>,
+    /// Every value with its size and live range, sorted by (position, result).
+    pub values: Vec<PlanValue>,
+    /// Evict/regenerate candidates.
+    pub candidates: Vec<Candidate>,
+    /// The bindings the plan was specialized for (`--bind`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bindings>,
+    /// Symbolic resident bytes that can be the peak: the peak without decisions at a binding
+    /// is the maximum of these expressions (dominated terms are dropped only when proven).
+    pub peak_terms: Vec<DimExpr>,
+    /// Precomputed budget thresholds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<Threshold>,
+}
+
+/// Errors reading or validating a plan.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// Not JSON of a plan.
+    #[error("invalid plan JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A version this build cannot read.
+    #[error("plan version {found} is not supported (expected {PLAN_VERSION})")]
+    Version {
+        /// The version in the file.
+        found: u32,
+    },
+    /// An index that points outside its table.
+    #[error("plan field `{field}`[{index}] = {value} is out of range (< {limit} expected)")]
+    OutOfRange {
+        /// The field (`schedule`, `values.node`, `candidates.value`, ...).
+        field: &'static str,
+        /// Index of the bad entry.
+        index: usize,
+        /// The bad value.
+        value: usize,
+        /// The bound it must stay under.
+        limit: usize,
+    },
+}
+
+impl Plan {
+    /// The plan as pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        // A plan holds only strings, integers, vectors and maps with string keys, so
+        // serialization cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Reads a plan from JSON, checks its version and that every index is in range
+    /// ([`Plan::validate_indices`]).
+    ///
+    /// # Errors
+    /// [`PlanError::Json`], [`PlanError::Version`], [`PlanError::OutOfRange`].
+    pub fn from_json(text: &str) -> Result<Plan, PlanError> {
+        #[derive(Deserialize)]
+        struct VersionOnly {
+            version: u32,
+        }
+        let v: VersionOnly = serde_json::from_str(text)?;
+        if v.version != PLAN_VERSION {
+            return Err(PlanError::Version { found: v.version });
+        }
+        let plan: Plan = serde_json::from_str(text)?;
+        plan.validate_indices()?;
+        Ok(plan)
+    }
+
+    /// Checks that every position, point and value id is inside its table (not the semantics:
+    /// that is the plan checker's job).
+    ///
+    /// # Errors
+    /// [`PlanError::OutOfRange`] naming the first bad field.
+    pub fn validate_indices(&self) -> Result<(), PlanError> {
+        let points = self.schedule.len();
+        let check = |field, index, value, limit| {
+            if value < limit {
+                Ok(())
+            } else {
+                Err(PlanError::OutOfRange { field, index, value, limit })
+            }
+        };
+        for (i, &s) in self.schedule.iter().enumerate() {
+            check("schedule", i, s, self.ops)?;
+        }
+        for (i, v) in self.values.iter().enumerate() {
+            check("values.node", i, v.node, self.ops)?;
+            check("values.def", i, v.def, points)?;
+            check("values.last_use", i, v.last_use, points)?;
+        }
+        for (i, c) in self.candidates.iter().enumerate() {
+            check("candidates.value", i, c.value, self.values.len())?;
+            check("candidates.evict_after", i, c.evict_after, points)?;
+            check("candidates.regenerate_before", i, c.regenerate_before, points)?;
+            check("candidates.prefetch_at", i, c.prefetch_at, points)?;
+            for &r in &c.recompute {
+                check("candidates.recompute", i, r, self.ops)?;
+            }
+            for &r in &c.recompute_reads {
+                check("candidates.recompute_reads", i, r, self.values.len())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The peak without decisions at `b`: the maximum of [`Plan::peak_terms`] (0 when empty).
+    ///
+    /// # Errors
+    /// [`crate::dim::DimError`] when a term does not evaluate (unbound symbol, overflow).
+    pub fn peak_at(&self, b: &Bindings) -> Result<i64, crate::dim::DimError> {
+        let mut best = 0;
+        for t in &self.peak_terms {
+            best = best.max(t.eval(b)?);
+        }
+        Ok(best)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Relation;
+
+    fn sample() -> Plan {
+        let mut symbols = SymbolScope::new();
+        let s = symbols.declare("S");
+        symbols.set_range(&s, None, Some(512));
+        symbols.declare("B");
+        let bytes: DimExpr = "256*B*S".parse().unwrap();
+        Plan {
+            version: PLAN_VERSION,
+            graph_name: "main".into(),
+            symbols,
+            assertions: vec![ShapeAssertion {
+                lhs: DimExpr::sym("B"),
+                rel: Relation::Ge,
+                rhs: DimExpr::constant(1),
+                message: "B >= 1".into(),
+            }],
+            ops: 3,
+            schedule: vec![0, 1, 2],
+            values: vec![
+                PlanValue { node: 0, output: 0, bytes: bytes.clone(), def: 0, last_use: 1, class: ValueClass::Input },
+                PlanValue { node: 1, output: 0, bytes: bytes.clone(), def: 1, last_use: 2, class: ValueClass::Intermediate },
+                PlanValue { node: 2, output: 0, bytes: bytes.clone(), def: 2, last_use: 2, class: ValueClass::Output },
+            ],
+            candidates: vec![Candidate {
+                value: 1,
+                evict_after: 1,
+                regenerate_before: 2,
+                prefetch_at: 2,
+                recompute: vec![1],
+                recompute_reads: vec![0],
+                bytes_saved: bytes.clone(),
+                recompute_flops: "64*B*S".parse().unwrap(),
+                transient_bytes: DimExpr::zero(),
+                swap_bytes: bytes.clone(),
+                kinds: vec![DecisionKind::Recompute, DecisionKind::Swap],
+            }],
+            bound: Some(Bindings::from([(Symbol::new("B"), 4), (Symbol::new("S"), 512)])),
+            peak_terms: vec!["512*B*S".parse().unwrap()],
+            thresholds: vec![Threshold {
+                symbol: Symbol::new("S"),
+                fixed: Bindings::from([(Symbol::new("B"), 4)]),
+                budget: 1 << 20,
+                over: vec![(257, 512)],
+            }],
+        }
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let p = sample();
+        let j = p.to_json();
+        assert!(j.contains("\"bytes_saved\": \"256*B*S\""), "{j}");
+        assert!(j.contains("\"recompute\"") && j.contains("\"class\": \"intermediate\""), "{j}");
+        let back = Plan::from_json(&j).unwrap();
+        assert_eq!(back, p);
+        assert_eq!(back.to_json(), j);
+    }
+
+    #[test]
+    fn rejects_other_versions_and_bad_indices() {
+        let mut p = sample();
+        p.version = 2;
+        assert!(matches!(Plan::from_json(&p.to_json()), Err(PlanError::Version { found: 2 })));
+        let mut p = sample();
+        p.candidates[0].recompute_reads = vec![7];
+        let e = Plan::from_json(&p.to_json()).unwrap_err();
+        assert_eq!(e.to_string(), "plan field `candidates.recompute_reads`[0] = 7 is out of range (< 3 expected)");
+        assert!(matches!(Plan::from_json("{\"version\": 1}"), Err(PlanError::Json(_))));
+    }
+
+    #[test]
+    fn peak_and_threshold_helpers() {
+        let p = sample();
+        let b = p.bound.clone().unwrap();
+        assert_eq!(p.peak_at(&b), Ok(512 * 4 * 512));
+        let t = Threshold { over: vec![(100, 200), (300, 400)], ..p.thresholds[0].clone() };
+        assert_eq!(t.first_over(), Some(100));
+        assert!(t.exceeds(150) && !t.exceeds(250) && t.exceeds(400));
+        assert!(p.candidates[0].allows(DecisionKind::Swap));
+    }
+}

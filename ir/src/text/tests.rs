@@ -1,0 +1,95 @@
+//! Unit tests of the lexer and of printing details; whole-graph round trips are in
+//! `ir/tests/text_roundtrip.rs`.
+
+use super::lexer::{Cursor, Number};
+use super::{parse, print};
+use crate::graph::Graph;
+use crate::op::{Attr, Attrs, OpKind};
+use crate::types::TensorType;
+use crate::{DType, Node};
+
+#[test]
+fn lexer_numbers_strings_and_trivia() {
+    let mut c = Cursor::new("  // comment\n -12 3.5 1e-7 7e 0x1F \"a\\n\\u{e9}\\\"\"");
+    assert_eq!(c.number(), Some(Number::Int("-12")));
+    assert_eq!(c.number(), Some(Number::Float("3.5")));
+    assert_eq!(c.number(), Some(Number::Float("1e-7")));
+    assert_eq!(c.number(), Some(Number::Int("7")));
+    assert_eq!(c.ident(), Some("e"));
+    assert_eq!(c.hex(), Some("1F"));
+    assert_eq!(c.string().unwrap(), "a\né\"");
+    assert!(c.at_end());
+}
+
+#[test]
+fn dim_spans_stop_at_delimiters_outside_parentheses() {
+    let mut c = Cursor::new("floordiv(S, 2)*B, \"seq, len\" + 1] >= x");
+    assert_eq!(c.dim_span().unwrap().0, "floordiv(S, 2)*B");
+    assert!(c.eat(","));
+    assert_eq!(c.dim_span().unwrap().0, "\"seq, len\" + 1");
+    assert!(c.eat("]"));
+    assert!(c.dim_span().is_err(), "an empty expression is an error");
+}
+
+#[test]
+fn errors_count_columns_in_characters() {
+    let c = Cursor::new("éé\nab");
+    let e = c.error_at(2, "x");
+    assert_eq!((e.line, e.col), (1, 2));
+    let e = c.error_at(6, "x");
+    assert_eq!((e.line, e.col), (2, 2));
+    assert_eq!(e.to_string(), "2:2: x");
+}
+
+#[test]
+fn empty_graph_prints_minimally() {
+    let g = Graph::new("main");
+    assert_eq!(print(&g), "graph @main {\n  return\n}\n");
+    assert_eq!(print(&parse("graph @main { return }").unwrap()), print(&g));
+}
+
+#[test]
+fn zero_result_ops_and_multi_result_references() {
+    let mut g = Graph::new("m");
+    let x = g.add_input("x", TensorType::scalar(DType::F32));
+    g.add_node(Node::new(OpKind::CustomCall, Attrs::new(), vec![]), &[x]);
+    let two = g.add_node(
+        Node::new(
+            OpKind::OptimizationBarrier,
+            Attrs::new(),
+            vec![TensorType::scalar(DType::F32); 2],
+        ),
+        &[x, x],
+    );
+    g.set_outputs(vec![crate::ValueRef::new(two, 1)], vec![String::new()]);
+    let text = print(&g);
+    assert!(text.contains("%1:0 = custom_call(%0) : ()\n"), "{text}");
+    assert!(
+        text.contains("%2:2 = optimization_barrier(%0, %0) : f32[], f32[]\n"),
+        "{text}"
+    );
+    assert!(text.contains("return %2#1\n"), "{text}");
+    assert_eq!(print(&parse(&text).unwrap()), text);
+    let e = parse("graph { %0:2 = iota : f32[], f32[]\n return %0 }").unwrap_err();
+    assert!(e.message.contains("name one as `%0#k`"), "{e}");
+}
+
+#[test]
+fn float_attributes_print_exactly() {
+    let mut g = Graph::new("");
+    let mut a = Attrs::new();
+    a.insert("a".into(), Attr::F64(1e16));
+    a.insert("b".into(), Attr::F64(-0.0));
+    a.insert("c".into(), Attr::F64(f64::NEG_INFINITY));
+    a.insert("d".into(), Attr::I64(-3));
+    g.add_node(Node::new(OpKind::CustomCall, a, vec![]), &[]);
+    let text = print(&g);
+    assert!(
+        text.contains("{a = 1e16, b = -0.0, c = -inf, d = -3}"),
+        "{text}"
+    );
+    let back = parse(&text).unwrap();
+    let n = back.node(back.order()[0]);
+    assert!(matches!(n.attrs["b"], Attr::F64(v) if v == 0.0 && v.is_sign_negative()));
+    assert_eq!(n.attrs["d"], Attr::I64(-3));
+}

@@ -1,0 +1,129 @@
+//! The graph verifier: structural and type consistency, run after import and between passes.
+//!
+//! Checks, for the graph and recursively for its regions:
+//! - the program order holds every live node exactly once and is topological (every operand is
+//!   defined earlier);
+//! - operand indices are dense (0..n) and refer to existing results;
+//! - each op has the number of regions its kind requires;
+//! - result types equal the types inferred by [`crate::shape::infer`] (where it infers);
+//! - graph outputs refer to existing results.
+
+use crate::graph::{Graph, NodeId};
+use crate::op::OpKind;
+use crate::shape::{infer, ShapeError};
+use std::collections::HashMap;
+
+/// A verifier finding: which node (by program-order position and op name) and what is wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum VerifyError {
+    /// Structural problem.
+    #[error("graph `{graph}`: op #{position} `{op}`{loc}: {msg}")]
+    Structure {
+        /// Graph name.
+        graph: String,
+        /// Position in program order.
+        position: usize,
+        /// Op name.
+        op: String,
+        /// Location suffix (` at file:line:col`) or empty.
+        loc: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// Shape rule violated.
+    #[error("graph `{graph}`: op #{position}{loc}: {source}")]
+    Shape {
+        /// Graph name.
+        graph: String,
+        /// Position in program order.
+        position: usize,
+        /// Location suffix or empty.
+        loc: String,
+        /// The shape error.
+        source: ShapeError,
+    },
+    /// Graph outputs are invalid.
+    #[error("graph `{graph}`: output {index} refers to a missing value")]
+    Output {
+        /// Graph name.
+        graph: String,
+        /// Output index.
+        index: usize,
+    },
+}
+
+/// Verifies `g` (see the module docs). Returns the first problem found.
+pub fn verify(g: &Graph) -> Result<(), VerifyError> {
+    let mut pos: HashMap<NodeId, usize> = HashMap::with_capacity(g.order().len());
+    for (i, &id) in g.order().iter().enumerate() {
+        if !g.contains(id) || pos.insert(id, i).is_some() {
+            return Err(structure(g, i, id, "removed or repeated node in program order"));
+        }
+    }
+    if pos.len() != g.node_count() {
+        return Err(VerifyError::Structure {
+            graph: g.name.clone(),
+            position: 0,
+            op: String::new(),
+            loc: String::new(),
+            msg: format!("{} nodes but {} in program order", g.node_count(), pos.len()),
+        });
+    }
+    for (i, &id) in g.order().iter().enumerate() {
+        let n = g.node(id);
+        let operands = g.operands(id);
+        for (k, v) in operands.iter().enumerate() {
+            match pos.get(&v.node) {
+                Some(&p) if p < i => {}
+                _ => return Err(structure(g, i, id, &format!("operand {k} is not defined before use"))),
+            }
+            if v.output as usize >= g.node(v.node).outputs.len() {
+                return Err(structure(g, i, id, &format!("operand {k} refers to a missing result")));
+            }
+        }
+        let edges = g.petgraph().edges_directed(id, petgraph::Direction::Incoming).count();
+        if edges != operands.len() || operands.iter().enumerate().any(|(k, _)| k >= edges) {
+            return Err(structure(g, i, id, "operand indices are not dense"));
+        }
+        if n.kind != OpKind::Input && n.regions.len() != n.kind.num_regions() {
+            return Err(structure(g, i, id, &format!("expects {} regions, has {}", n.kind.num_regions(), n.regions.len())));
+        }
+        for r in &n.regions {
+            verify(r)?;
+        }
+        let types: Vec<_> = operands.iter().map(|v| g.value_type(*v)).collect();
+        let inferred = infer(n.kind, &n.attrs, &types, &n.regions).map_err(|source| VerifyError::Shape {
+            graph: g.name.clone(),
+            position: i,
+            loc: loc(g, id),
+            source,
+        })?;
+        if let Some(inferred) = inferred {
+            if inferred != n.outputs {
+                let show = |v: &[crate::types::TensorType]| v.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+                return Err(structure(
+                    g,
+                    i,
+                    id,
+                    &format!("declared result types ({}) differ from inferred ({})", show(&n.outputs), show(&inferred)),
+                ));
+            }
+        }
+    }
+    for (index, v) in g.outputs().iter().enumerate() {
+        if !g.contains(v.node) || v.output as usize >= g.node(v.node).outputs.len() {
+            return Err(VerifyError::Output { graph: g.name.clone(), index });
+        }
+    }
+    Ok(())
+}
+
+fn loc(g: &Graph, id: NodeId) -> String {
+    g.node(id).loc.as_ref().map(|l| format!(" at {l}")).unwrap_or_default()
+}
+
+fn structure(g: &Graph, position: usize, id: NodeId, msg: &str) -> VerifyError {
+    let op = if g.contains(id) { g.node(id).kind.name().to_string() } else { "?".into() };
+    let loc = if g.contains(id) { loc(g, id) } else { String::new() };
+    VerifyError::Structure { graph: g.name.clone(), position, op, loc, msg: msg.to_string() }
+}

@@ -1,0 +1,190 @@
+//! Common subexpression elimination (`cse`): merges ops that compute the same value into the
+//! first one in program order.
+//!
+//! Two ops are identical when they have the same kind, attributes (floats compared by bits),
+//! result types, operands (after earlier merges) and structurally identical regions (same ops,
+//! attributes, types and wiring; locations and region names are ignored). The later op's
+//! results are replaced by the earlier op's and the later op is removed. One forward sweep in
+//! program order with a hash table keyed by a fingerprint of (kind, canonical attribute bytes,
+//! result types, operands, region structure) makes the pass linear in the size of the graph
+//! (expected); fingerprint collisions are resolved by a full comparison. `Attr` holds `f64`s
+//! and is neither `Hash` nor `Eq`, so attributes are hashed and compared through a canonical
+//! byte form (`f64::to_bits`).
+//!
+//! Not merged: `input`s, side-effecting ops ([`super::has_side_effects`]) and
+//! `optimization_barrier`s (a barrier exists precisely to keep the ops behind it distinct, e.g.
+//! JAX's rematerialized recomputations). Regions are processed recursively first, each as an
+//! independent graph (regions cannot capture outer values).
+//!
+//! **CSE undoes rematerialization.** A recomputed op (remat) is by construction identical to
+//! the op it recomputes; CSE would merge the copy back into the original and stretch the
+//! original's live range over the whole gap again, raising peak memory. CSE therefore runs in
+//! canonicalization, *before* scheduling and memory planning, never after.
+//!
+//! Invariant: the graph's inputs, outputs (count, order, types), assertions and side-effecting
+//! ops are kept, and the program order of the remaining ops is unchanged. Change count: ops
+//! merged away, counting the ops inside their regions.
+
+use super::{for_each_region, has_side_effects, total_op_count};
+use crate::manager::{Pass, PassError, PassResult};
+use ebb_ir::{Attr, Attrs, Graph, NodeId, OpKind, ValueRef};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+
+/// The CSE pass (see the module docs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cse;
+
+impl Pass for Cse {
+    fn name(&self) -> &'static str {
+        "cse"
+    }
+
+    fn run(&self, g: &mut Graph) -> Result<PassResult, PassError> {
+        Ok(PassResult::changes(eliminate_common_subexpressions(g)))
+    }
+}
+
+/// Whether CSE may merge `kind` ops with these properties.
+fn mergeable(g: &Graph, id: NodeId) -> bool {
+    let n = g.node(id);
+    !matches!(n.kind, OpKind::Input | OpKind::OptimizationBarrier) && !has_side_effects(n)
+}
+
+/// Merges the duplicate ops of `g` (regions included); returns how many ops were removed.
+/// Expected linear time in ops + edges.
+pub fn eliminate_common_subexpressions(g: &mut Graph) -> usize {
+    let order: Vec<NodeId> = g.order().to_vec();
+    let mut table: HashMap<u64, Vec<NodeId>> = HashMap::with_capacity(order.len());
+    let mut merged: HashSet<NodeId> = HashSet::new();
+    let mut changes = 0;
+    for id in order {
+        changes += for_each_region(g, id, |r| Ok::<_, std::convert::Infallible>(eliminate_common_subexpressions(r))).unwrap_or(0);
+        if !mergeable(g, id) {
+            continue;
+        }
+        let operands = g.operands(id);
+        let key = fingerprint(g, id, &operands);
+        let bucket = table.entry(key).or_default();
+        let rep = bucket.iter().copied().find(|&r| same_op(g, r, id, &operands));
+        match rep {
+            None => bucket.push(id),
+            Some(rep) => {
+                for k in 0..g.node(id).outputs.len() as u32 {
+                    g.replace_all_uses(ValueRef::new(id, k), ValueRef::new(rep, k));
+                }
+                changes += 1 + g.node(id).regions.iter().map(total_op_count).sum::<usize>();
+                merged.insert(id);
+            }
+        }
+    }
+    if !merged.is_empty() {
+        g.remove_nodes(&merged);
+    }
+    changes
+}
+
+/// Hash of (kind, attributes, result types, operands, region structure) of node `id`.
+fn fingerprint(g: &Graph, id: NodeId, operands: &[ValueRef]) -> u64 {
+    let mut h = DefaultHasher::new();
+    let n = g.node(id);
+    n.kind.hash(&mut h);
+    hash_attrs(&n.attrs, &mut h);
+    n.outputs.hash(&mut h);
+    operands.hash(&mut h);
+    for r in &n.regions {
+        hash_region(r, &mut h);
+    }
+    h.finish()
+}
+
+/// Whether node `a` and node `b` (whose operands are `b_operands`) compute the same values.
+fn same_op(g: &Graph, a: NodeId, b: NodeId, b_operands: &[ValueRef]) -> bool {
+    let (x, y) = (g.node(a), g.node(b));
+    x.kind == y.kind
+        && x.outputs == y.outputs
+        && attrs_eq(&x.attrs, &y.attrs)
+        && x.regions.len() == y.regions.len()
+        && g.operands(a) == b_operands
+        && x.regions.iter().zip(&y.regions).all(|(p, q)| regions_eq(p, q))
+}
+
+/// Feeds the canonical byte form of `attrs` to `h` (floats by their bits).
+pub(crate) fn hash_attrs<H: Hasher>(attrs: &Attrs, h: &mut H) {
+    attrs.len().hash(h);
+    for (name, a) in attrs {
+        name.hash(h);
+        match a {
+            Attr::I64(v) => (0u8, v).hash(h),
+            Attr::Ints(v) => (1u8, v).hash(h),
+            Attr::Dims(v) => (2u8, v).hash(h),
+            Attr::Str(v) => (3u8, v).hash(h),
+            Attr::Bool(v) => (4u8, v).hash(h),
+            Attr::F64(v) => (5u8, v.to_bits()).hash(h),
+            Attr::DType(v) => (6u8, v).hash(h),
+            Attr::Literal(v) => (7u8, v).hash(h),
+        }
+    }
+}
+
+/// Attribute equality with floats compared by bits (`NaN == NaN`, `0.0 != -0.0`), matching
+/// [`hash_attrs`].
+pub(crate) fn attrs_eq(a: &Attrs, b: &Attrs) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|((na, va), (nb, vb))| {
+            na == nb
+                && match (va, vb) {
+                    (Attr::F64(x), Attr::F64(y)) => x.to_bits() == y.to_bits(),
+                    _ => va == vb,
+                }
+        })
+}
+
+/// Position of every node of `r` in its program order, for wiring comparisons.
+fn positions(r: &Graph) -> HashMap<NodeId, usize> {
+    r.order().iter().enumerate().map(|(i, &id)| (id, i)).collect()
+}
+
+/// Hashes the structure of region `r`: per op its kind, attributes, result types, operand
+/// positions and nested regions; then the returned positions. Ignores locations and names.
+fn hash_region<H: Hasher>(r: &Graph, h: &mut H) {
+    let pos = positions(r);
+    r.order().len().hash(h);
+    for &id in r.order() {
+        let n = r.node(id);
+        n.kind.hash(h);
+        hash_attrs(&n.attrs, h);
+        n.outputs.hash(h);
+        for v in r.operands(id) {
+            (pos.get(&v.node), v.output).hash(h);
+        }
+        for sub in &n.regions {
+            hash_region(sub, h);
+        }
+    }
+    for v in r.outputs() {
+        (pos.get(&v.node), v.output).hash(h);
+    }
+}
+
+/// Structural equality of two regions (see [`hash_region`]), assertions included.
+fn regions_eq(a: &Graph, b: &Graph) -> bool {
+    if a.order().len() != b.order().len() || a.outputs().len() != b.outputs().len() || a.assertions != b.assertions {
+        return false;
+    }
+    let (pa, pb) = (positions(a), positions(b));
+    let wire = |p: &HashMap<NodeId, usize>, v: &ValueRef| (p.get(&v.node).copied(), v.output);
+    let ops_eq = a.order().iter().zip(b.order()).all(|(&x, &y)| {
+        let (m, n) = (a.node(x), b.node(y));
+        let (ox, oy) = (a.operands(x), b.operands(y));
+        m.kind == n.kind
+            && m.outputs == n.outputs
+            && attrs_eq(&m.attrs, &n.attrs)
+            && ox.len() == oy.len()
+            && ox.iter().zip(&oy).all(|(u, v)| wire(&pa, u) == wire(&pb, v))
+            && m.regions.len() == n.regions.len()
+            && m.regions.iter().zip(&n.regions).all(|(p, q)| regions_eq(p, q))
+    });
+    ops_eq && a.outputs().iter().zip(b.outputs()).all(|(u, v)| wire(&pa, u) == wire(&pb, v))
+}

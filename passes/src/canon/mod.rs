@@ -1,0 +1,114 @@
+//! Canonicalization: the cleanup passes that run right after import and before any memory
+//! planning, one pass per file.
+//!
+//! | pass   | file       | what it does                                                          |
+//! |--------|------------|-----------------------------------------------------------------------|
+//! | `fold` | [`fold`]   | folds shape computations and small integer constants, removes identity ops |
+//! | `cse`  | [`cse`]    | merges identical pure ops into the first one in program order          |
+//! | `dce`  | [`dce`]    | removes ops whose results do not reach the graph outputs              |
+//!
+//! [`pipeline`] runs them in that order to a fixed point: folding exposes duplicates (equal new
+//! constants) and dead producers, CSE exposes dead duplicates, DCE removes them.
+//!
+//! Every pass keeps the graph valid ([`ebb_ir::verify::verify`] passes after it when it passed
+//! before), keeps the graph inputs, outputs (count, order, types, names) and the shape
+//! assertions, keeps every side-effecting op ([`has_side_effects`]) and never makes a tensor
+//! larger than one that existed before it ran. Regions (`reduce` bodies, `while` condition and
+//! body) are processed recursively; they cannot capture outer values, so each is handled as an
+//! independent graph whose roots are its returned values.
+//!
+//! Deliberately not done here: algebraic simplification (`x * 1`, `x + 0`; that is the e-graph
+//! rewrite groups' job), folding of large or float tensors (constants must stay small so that
+//! folding never grows memory), removing unused `while`-carried values (it would change the
+//! loop's interface), and CSE after planning (it would undo rematerialization; see [`cse`]).
+
+pub mod cse;
+pub mod dce;
+pub mod fold;
+
+pub use cse::Cse;
+pub use dce::Dce;
+pub use fold::Fold;
+
+use crate::manager::PassManager;
+use ebb_ir::{Attr, Graph, Node, OpKind};
+
+/// `custom_call` targets known to be pure (no side effects, result depends only on operands),
+/// which DCE may remove and CSE may merge. Any other target is treated as side-effecting, as is
+/// any `custom_call` with `has_side_effect = true`. The list follows XLA's pure SPMD/partitioning
+/// markers and its 64-bit splitting helpers.
+pub const PURE_CUSTOM_CALLS: &[&str] = &[
+    "Sharding",
+    "SPMDFullToShardShape",
+    "SPMDShardToFullShape",
+    "X64Combine",
+    "X64SplitLow",
+    "X64SplitHigh",
+];
+
+/// Whether `node` has side effects: a `custom_call` whose `call_target_name` is not in
+/// [`PURE_CUSTOM_CALLS`] (or that carries `has_side_effect = true`), or an op with a region that
+/// contains such an op. Side-effecting ops are never removed, merged or reordered by the
+/// canonicalization passes.
+pub fn has_side_effects(node: &Node) -> bool {
+    if node.kind == OpKind::CustomCall {
+        let target = match node.attrs.get("call_target_name") {
+            Some(Attr::Str(s)) => s.as_str(),
+            _ => "",
+        };
+        let flagged = matches!(node.attrs.get("has_side_effect"), Some(Attr::Bool(true)));
+        if flagged || !PURE_CUSTOM_CALLS.contains(&target) {
+            return true;
+        }
+    }
+    node.regions.iter().any(graph_has_side_effects)
+}
+
+/// Whether any op of `g` (regions included) has side effects ([`has_side_effects`]).
+pub fn graph_has_side_effects(g: &Graph) -> bool {
+    g.order().iter().any(|&id| has_side_effects(g.node(id)))
+}
+
+/// Number of ops (not `input`s) in `g` and, recursively, in its regions.
+pub fn total_op_count(g: &Graph) -> usize {
+    g.order()
+        .iter()
+        .map(|&id| {
+            let n = g.node(id);
+            let own = usize::from(n.kind != OpKind::Input);
+            own + n.regions.iter().map(total_op_count).sum::<usize>()
+        })
+        .sum()
+}
+
+/// The canonicalization pipeline: `fold`, `cse`, `dce`, repeated until a whole sweep changes
+/// nothing or `max_iterations` sweeps ran. The verifier runs after every pass.
+pub fn pipeline(max_iterations: usize) -> PassManager {
+    PassManager::new().add(Fold::default()).add(Cse).add(Dce).fixed_point(max_iterations)
+}
+
+/// Runs `f` on every region of node `id` of `g`, in order; returns the sum of its results.
+/// The regions are moved out of the node while `f` runs, so `f` may mutate them freely.
+pub(crate) fn for_each_region<E>(
+    g: &mut Graph,
+    id: ebb_ir::NodeId,
+    mut f: impl FnMut(&mut Graph) -> Result<usize, E>,
+) -> Result<usize, E> {
+    if g.node(id).regions.is_empty() {
+        return Ok(0);
+    }
+    let mut regions = std::mem::take(&mut g.node_mut(id).regions);
+    let mut total = 0;
+    let mut result = Ok(());
+    for r in regions.iter_mut() {
+        match f(r) {
+            Ok(n) => total += n,
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    g.node_mut(id).regions = regions;
+    result.map(|()| total)
+}

@@ -1,0 +1,12 @@
+//! Ebb's passes over [`ebb_ir::Graph`]: canonicalization (DCE, CSE, shape constant folding),
+//! memory analysis (liveness, symbolic peak memory, lower bound), op scheduling, e-graph
+//! rewrites that lower memory (egg), rematerialization/swap candidate selection, and the
+//! independent plan checker. One pass per file; see each module's docs for its invariant.
+
+pub mod canon;
+pub mod manager;
+pub mod memory;
+pub mod plan;
+pub mod remat;
+pub mod rewrite;
+pub mod schedule;

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the system packages Ebb builds against (LLVM/MLIR 22 from Debian) on Debian 12.
+# Idempotent: packages already installed are left alone; runs as root or through sudo.
+set -euo pipefail
+pkgs=(llvm-22-dev libmlir-22-dev mlir-22-tools libclang-22-dev libpolly-22-dev zlib1g-dev libzstd-dev build-essential pkg-config)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}" >&2
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+test -x /usr/lib/llvm-22/bin/mlir-tblgen || { echo "setup: /usr/lib/llvm-22/bin/mlir-tblgen missing after install" >&2; exit 1; }
