@@ -116,6 +116,19 @@ def cnn_args(dims, concrete, seed=0):
             jax.ShapeDtypeStruct((b,), jnp.int32))
 
 
+def gpt_block_args(dims, concrete, seed=0):
+    b, s, d = dims["B"], dims["S"], M.GPT_BLOCK.d_model
+    if concrete:
+        params = M.init_gpt_block(jax.random.PRNGKey(0))
+        kx, kt = _data_keys(seed)
+        x = jax.random.normal(kx, (b, s, d), jnp.float32)
+        target = jax.random.normal(kt, (b, s, d), jnp.float32)
+        return params, x, target
+    params = jax.eval_shape(M.init_gpt_block, jax.random.PRNGKey(0))
+    xs = jax.ShapeDtypeStruct((b, s, d), jnp.float32)
+    return params, xs, xs
+
+
 def gpt_args_fn(cfg: M.GPTConfig):
     opt = M.make_adamw()
 
@@ -202,6 +215,15 @@ FIXTURES: list[Fixture] = [
                     "in f32. Returns (loss, new_params).",
         step=M.mlp_bf16_step, symbols="B", constraints=(), make_args=mlp_args, refs=_MLP_REFS,
         config={"sizes": list(M.MLP_SIZES), "lr": M.MLP_LR, "compute_dtype": "bfloat16"}),
+    Fixture(
+        name="gpt_block_sgd",
+        description="One pre-LayerNorm GPT block (d=32, 2 heads, causal mask by iota compare, "
+                    "GELU-tanh MLP 4x), no embedding: mean squared error of block(x) vs target, "
+                    "SGD (lr=0.05). x, target: f32[B,S,32]. Returns (loss, new_params).",
+        step=M.gpt_block_sgd_step, symbols="B, S", constraints=(), make_args=gpt_block_args,
+        config={"d_model": M.GPT_BLOCK.d_model, "n_head": M.GPT_BLOCK.n_head,
+                "d_ff": M.GPT_BLOCK.d_ff, "layer_norm": "pre", "activation": "gelu_tanh",
+                "loss": "mse", "lr": M.GPT_BLOCK_LR}),
 ]
 
 FIXTURES_BY_NAME = {f.name: f for f in FIXTURES}

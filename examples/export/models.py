@@ -267,3 +267,28 @@ def make_gpt_step(cfg: GPTConfig):
         return loss, new_params, new_opt_state
 
     return gpt_adamw_step
+
+
+# ----------------------------------------------------------------------------------------------
+# 9. A single GPT block + SGD (MSE regression on the block output)
+# ----------------------------------------------------------------------------------------------
+
+# Only d_model / n_head / d_ff / n_layer (residual init scale) of the config are used: there is
+# no embedding, so vocab and n_pos play no part.
+GPT_BLOCK = GPTConfig(n_layer=1, d_model=32, n_head=2, vocab=0, n_pos=0)
+GPT_BLOCK_LR = 0.05
+
+
+def init_gpt_block(key):
+    return _init_block(key, GPT_BLOCK)
+
+
+def gpt_block_sgd_step(params, x, target):
+    """x, target: f32[B, S, D]; loss = mean((block(x) - target)^2) over all B*S*D elements."""
+
+    def loss_fn(p):
+        y = block(x, p, causal_mask(x.shape[1]), GPT_BLOCK.n_head)
+        return jnp.mean(jnp.square(y - target))
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return loss, sgd_update(params, grads, GPT_BLOCK_LR)

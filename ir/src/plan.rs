@@ -3,23 +3,26 @@
 //! sizes and costs are [`DimExpr`] text, e.g. `"256*B*S"`.
 //!
 //! # Points, positions and value ids
-//! * A *position* is an index into the graph's program order ([`Graph::order`]) at the time the
-//!   plan was made: `plan.schedule`, [`PlanValue::node`] and [`Candidate::recompute`] name ops by
-//!   position, so a plan is only meaningful together with the graph it was made from
-//!   ([`Plan::ops`] records the length of that order as a guard).
-//! * A *point* `p` is the execution of `schedule[p]`: op `order[schedule[p]]` runs at point
-//!   `p`. Input ops are scheduled like every other op (they allocate nothing new but start the
-//!   live range of the argument).
+//! * A *position* is an index into the graph's program order ([`Graph::order`](crate::Graph::order),
+//!   inputs included) at the time the plan was made: `plan.schedule`, [`PlanValue::node`] and
+//!   [`Candidate::recompute`] name ops by position, so a plan is only meaningful together with
+//!   the graph it was made from ([`Plan::ops`] records the length of that order as a guard).
+//! * The schedule lists the non-input ops in execution order. A *point* `p` is the execution
+//!   of `schedule[p]`; a graph without ops still has one point (at which its inputs are
+//!   resident).
 //! * A [`ValueId`] is an index into [`Plan::values`]. The table lists every result of every op
-//!   exactly once, sorted by (producer position, result index): the ordering is part of the
-//!   format, so a consumer can map ids back to graph values without a lookup table.
+//!   (inputs included) exactly once, sorted by (producer position, result index): the
+//!   ordering is part of the format, so ids map back to graph values without a lookup table.
 //!
-//! # Live ranges and residency (the accounting both the planner and the checker use)
-//! A value is *resident* at point `p` when `def <= p <= last_use`: it is allocated when its
-//! producer runs and freed after the last op that reads it. `last_use` is the last point that
-//! reads the value; for a graph output it is the last point of the schedule, for a value
-//! nobody reads it is `def`. The resident bytes at `p` are the sum of the sizes of the
-//! resident values; the peak is their maximum over the points.
+//! # Live ranges and residency (the accounting of `ebb_passes::memory`)
+//! A value is *resident* at point `p` when `def <= p <= last_use`. Inputs (parameters,
+//! optimizer state, batch) are resident at every point (`def = 0`, `last_use` = last point),
+//! also when they are outputs too; other graph outputs from their producer's point to the last
+//! point; intermediates from their producer's point to the last point that reads them (only at
+//! their producer's point when nothing reads them). A region-carrying op (`while`) also holds
+//! its transient region memory at its own point ([`Plan::region_transients`]). The resident
+//! bytes at `p` are the sizes of the resident values plus that transient memory; the peak is
+//! their maximum over the points.
 //!
 //! # Decisions
 //! A [`Candidate`] may be taken as a [`Decision`] of kind [`DecisionKind::Recompute`]
@@ -62,12 +65,21 @@ pub struct PlanValue {
     pub output: u32,
     /// Size in bytes (`elements * dtype size`).
     pub bytes: DimExpr,
-    /// Point at which the value is defined (its producer's point).
+    /// Point at which the value becomes resident (its producer's point; 0 for inputs).
     pub def: usize,
     /// Last point at which the value is resident (see the module docs).
     pub last_use: usize,
     /// Input, output or intermediate.
     pub class: ValueClass,
+}
+
+/// Extra bytes resident at one point only.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct PointBytes {
+    /// The point.
+    pub point: usize,
+    /// Bytes.
+    pub bytes: DimExpr,
 }
 
 /// How a candidate is taken.
@@ -178,6 +190,9 @@ pub struct Plan {
     pub schedule: Vec<usize>,
     /// Every value with its size and live range, sorted by (position, result).
     pub values: Vec<PlanValue>,
+    /// Transient memory of region-carrying ops, charged at their point only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub region_transients: Vec<PointBytes>,
     /// Evict/regenerate candidates.
     pub candidates: Vec<Candidate>,
     /// The bindings the plan was specialized for (`--bind`), if any.
@@ -250,7 +265,7 @@ impl Plan {
     /// # Errors
     /// [`PlanError::OutOfRange`] naming the first bad field.
     pub fn validate_indices(&self) -> Result<(), PlanError> {
-        let points = self.schedule.len();
+        let points = self.schedule.len().max(1);
         let check = |field, index, value, limit| {
             if value < limit {
                 Ok(())
@@ -265,6 +280,9 @@ impl Plan {
             check("values.node", i, v.node, self.ops)?;
             check("values.def", i, v.def, points)?;
             check("values.last_use", i, v.last_use, points)?;
+        }
+        for (i, t) in self.region_transients.iter().enumerate() {
+            check("region_transients.point", i, t.point, points.max(1))?;
         }
         for (i, c) in self.candidates.iter().enumerate() {
             check("candidates.value", i, c.value, self.values.len())?;
@@ -316,17 +334,18 @@ mod tests {
                 message: "B >= 1".into(),
             }],
             ops: 3,
-            schedule: vec![0, 1, 2],
+            schedule: vec![1, 2],
             values: vec![
                 PlanValue { node: 0, output: 0, bytes: bytes.clone(), def: 0, last_use: 1, class: ValueClass::Input },
-                PlanValue { node: 1, output: 0, bytes: bytes.clone(), def: 1, last_use: 2, class: ValueClass::Intermediate },
-                PlanValue { node: 2, output: 0, bytes: bytes.clone(), def: 2, last_use: 2, class: ValueClass::Output },
+                PlanValue { node: 1, output: 0, bytes: bytes.clone(), def: 0, last_use: 1, class: ValueClass::Intermediate },
+                PlanValue { node: 2, output: 0, bytes: bytes.clone(), def: 1, last_use: 1, class: ValueClass::Output },
             ],
+            region_transients: vec![PointBytes { point: 1, bytes: "4*B".parse().unwrap() }],
             candidates: vec![Candidate {
                 value: 1,
-                evict_after: 1,
-                regenerate_before: 2,
-                prefetch_at: 2,
+                evict_after: 0,
+                regenerate_before: 1,
+                prefetch_at: 1,
                 recompute: vec![1],
                 recompute_reads: vec![0],
                 bytes_saved: bytes.clone(),

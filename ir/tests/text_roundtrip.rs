@@ -699,3 +699,33 @@ proptest! {
         let _ = parse(&format!("graph {{\n{s}\n return\n}}"));
     }
 }
+
+/// Round-trips textual IR files named in `EBB_IR_TEXT` (separated by `:`), e.g. the output of
+/// `ebb import FILE --emit ir`: `EBB_IR_TEXT=a.txt:b.txt cargo test -p ebb-ir --test
+/// text_roundtrip -- --ignored`.
+#[test]
+#[ignore = "needs EBB_IR_TEXT"]
+fn files_round_trip() {
+    let paths = std::env::var("EBB_IR_TEXT").unwrap_or_default();
+    for path in paths.split(':').filter(|p| !p.is_empty()) {
+        let text = std::fs::read_to_string(path).unwrap();
+        let t = std::time::Instant::now();
+        let g = parse(&text).unwrap_or_else(|e| panic!("{path}:{e}"));
+        let parsed = t.elapsed();
+        let again = print(&g);
+        if again != text {
+            let line = again
+                .lines()
+                .zip(text.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            panic!("{path}: line {} differs after a round trip", line + 1);
+        }
+        let verified = ebb_ir::verify::verify(&g).map_err(|e| e.to_string());
+        println!(
+            "{path}: {} ops, {} bytes, parsed in {parsed:?}, verify: {verified:?}",
+            g.op_count(),
+            text.len()
+        );
+    }
+}

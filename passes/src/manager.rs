@@ -65,7 +65,7 @@ pub enum PassError {
     #[error("the input graph does not verify (before any pass): {source}")]
     InvalidInput {
         /// The verifier's finding.
-        source: VerifyError,
+        source: Box<VerifyError>,
     },
     /// The graph stopped verifying after a pass: that pass broke it.
     #[error("pass `{pass}` broke the graph (pass run {run}, iteration {iteration}): {source}")]
@@ -78,7 +78,7 @@ pub enum PassError {
         /// 1-based iteration of the pass list.
         iteration: usize,
         /// The verifier's finding.
-        source: VerifyError,
+        source: Box<VerifyError>,
     },
     /// [`pass_by_name`] was given a name it does not know.
     #[error("unknown pass `{name}` (known passes: {known})")]
@@ -199,7 +199,7 @@ impl PassReport {
 /// use ebb_passes::manager::PassManager;
 /// use ebb_passes::canon::{Cse, Dce, Fold};
 /// let mut g = ebb_ir::text::parse("graph { %0 = input {index = 0, name = \"x\"} : f32[4]\n return %0 }").unwrap();
-/// let report = PassManager::new().add(Fold::default()).add(Cse).add(Dce).fixed_point(8).run(&mut g).unwrap();
+/// let report = PassManager::new().add_pass(Fold::default()).add_pass(Cse).add_pass(Dce).fixed_point(8).run(&mut g).unwrap();
 /// assert!(!report.changed());
 /// ```
 pub struct PassManager {
@@ -233,7 +233,7 @@ impl PassManager {
     }
 
     /// Appends `pass` to the list.
-    pub fn add(mut self, pass: impl Pass + 'static) -> Self {
+    pub fn add_pass(mut self, pass: impl Pass + 'static) -> Self {
         self.passes.push(Box::new(pass));
         self
     }
@@ -275,7 +275,7 @@ impl PassManager {
     pub fn run(&self, g: &mut Graph) -> Result<PassReport, PassError> {
         let start = Instant::now();
         if self.verify {
-            verify(g).map_err(|source| PassError::InvalidInput { source })?;
+            verify(g).map_err(|source| PassError::InvalidInput { source: Box::new(source) })?;
         }
         let ops_before = total_op_count(g);
         let mut report = PassReport {
@@ -303,7 +303,7 @@ impl PassManager {
                 let time_us = micros(t);
                 let t = Instant::now();
                 if self.verify {
-                    verify(g).map_err(|source| PassError::Verify { pass: pass.name(), run, iteration, source })?;
+                    verify(g).map_err(|source| PassError::Verify { pass: pass.name(), run, iteration, source: Box::new(source) })?;
                 }
                 let verify_us = if self.verify { micros(t) } else { 0 };
                 let ops_after = total_op_count(g);

@@ -166,6 +166,7 @@ impl<'c, 'a> Importer<'c, 'a> {
                 Pred::Const(false) => return Err(self.op_error(&op, format!("shape assertion always fails: {msg}"))),
                 Pred::Cmp(lhs, rel, rhs) => {
                     if Pred::Cmp(lhs.clone(), rel, rhs.clone()).decide(&self.scope) != Some(true) {
+                        self.range_fact(&lhs, rel, &rhs);
                         self.assertions.push(ShapeAssertion { lhs, rel, rhs, message: msg });
                     }
                 }
@@ -186,6 +187,35 @@ impl<'c, 'a> Importer<'c, 'a> {
         }
         let operands = (0..op.operand_count()).map(|i| self.operand_tensor(g, frame, &op, i)).collect::<R<Vec<_>>>()?;
         self.add_node(g, frame, &op, OpKind::CustomCall, attrs, &operands, Vec::new(), Some(types))
+    }
+
+    /// Records an assertion that bounds one symbol linearly (`-S + 512 >= 0` from JAX's
+    /// `constraints=["S <= 512"]`) as a range fact of the scope. The assertion is kept as a
+    /// run-time check as well.
+    fn range_fact(&mut self, lhs: &DimExpr, rel: Relation, rhs: &DimExpr) {
+        let (e, strict) = match rel {
+            Relation::Ge => (lhs.clone() - rhs.clone(), false),
+            Relation::Gt => (lhs.clone() - rhs.clone(), true),
+            Relation::Le => (rhs.clone() - lhs.clone(), false),
+            Relation::Lt => (rhs.clone() - lhs.clone(), true),
+            _ => return,
+        };
+        // e >= 0 (or > 0), with e = a*s + c for one symbol s.
+        let syms = e.symbols();
+        let Some(s) = syms.iter().next().filter(|_| syms.len() == 1) else { return };
+        let Some(c) = e.poly_coeffs_in(s) else { return };
+        let (Some(c0), Some(a)) = (c.first().and_then(|x| x.as_const()), c.get(1).and_then(|x| x.as_const())) else { return };
+        if c.len() != 2 || a == 0 {
+            return;
+        }
+        let c0 = if strict { c0 - 1 } else { c0 };
+        if a < 0 {
+            // s <= floor(c0 / -a)
+            self.scope.set_range(s, None, Some(c0.div_euclid(-a)));
+        } else {
+            // s >= ceil(-c0 / a)
+            self.scope.set_range(s, Some((-c0 + a - 1).div_euclid(a)), None);
+        }
     }
 
     /// Follows integer shape arithmetic symbolically when all operands are symbolic and the

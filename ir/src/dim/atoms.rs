@@ -184,10 +184,10 @@ pub(crate) fn min_max_with(
     let mut work = args;
     let mut flat = Vec::with_capacity(work.len());
     while let Some(a) = work.pop() {
-        let nested = a.terms.iter().position(|(m, c)| {
-            *c == 1
-                && matches!(m.0.as_slice(), [(Atom::Max(_), 1)] if is_max)
-                    | matches!(m.0.as_slice(), [(Atom::Min(_), 1)] if !is_max)
+        let nested = a.terms.iter().position(|(m, c)| match m.0.as_slice() {
+            [(Atom::Max(_), 1)] => *c == 1 && is_max,
+            [(Atom::Min(_), 1)] => *c == 1 && !is_max,
+            _ => false,
         });
         match nested {
             Some(i) if flat.len() + work.len() < MAX_FLAT_ARGS => {
@@ -202,31 +202,31 @@ pub(crate) fn min_max_with(
             _ => flat.push(a),
         }
     }
-    let Some(first) = flat.first() else { return Ok(DimExpr::zero()) };
+    // Keep, per non-constant part, only the dominant constant (`max(B, B + 1) = B + 1`).
+    let mut best: BTreeMap<&[(Monomial, i64)], i64> = BTreeMap::new();
+    for a in &flat {
+        let c = a.constant_term();
+        let slot = best.entry(a.non_constant_terms()).or_insert(c);
+        *slot = if is_max { (*slot).max(c) } else { (*slot).min(c) };
+    }
+    let args: Vec<DimExpr> = best
+        .into_iter()
+        .map(|(nc, c)| DimExpr { terms: nc.to_vec() }.checked_add(&DimExpr::constant(c)))
+        .collect::<Result<_, _>>()?;
+    let Some(first) = args.first() else { return Ok(DimExpr::zero()) };
     // The common part: identical non-constant terms, plus the smallest constant term.
     let mut common: Vec<(Monomial, i64)> = first
         .non_constant_terms()
         .iter()
-        .filter(|t| flat[1..].iter().all(|a| a.terms.binary_search(t).is_ok()))
+        .filter(|t| args[1..].iter().all(|a| a.terms.binary_search(t).is_ok()))
         .cloned()
         .collect();
-    let c0 = flat.iter().map(DimExpr::constant_term).min().unwrap_or(0);
+    let c0 = args.iter().map(DimExpr::constant_term).min().unwrap_or(0);
     if c0 != 0 {
         common.insert(0, (Monomial::default(), c0));
     }
     let common = DimExpr { terms: common };
-    // Keep, per non-constant part, only the dominant constant.
-    let mut best: BTreeMap<Vec<(Monomial, i64)>, i64> = BTreeMap::new();
-    for a in &flat {
-        let a = a.checked_sub(&common)?;
-        let c = a.constant_term();
-        let slot = best.entry(a.non_constant_terms().to_vec()).or_insert(c);
-        *slot = if is_max { (*slot).max(c) } else { (*slot).min(c) };
-    }
-    let mut rest: Vec<DimExpr> = best
-        .into_iter()
-        .map(|(nc, c)| DimExpr { terms: nc }.checked_add(&DimExpr::constant(c)))
-        .collect::<Result<_, _>>()?;
+    let mut rest: Vec<DimExpr> = args.iter().map(|a| a.checked_sub(&common)).collect::<Result<_, _>>()?;
     let before = rest.len();
     if facts.prunes() && rest.len() > 1 {
         let mut i = 0;

@@ -56,7 +56,7 @@ impl Facts for SymbolScope {
     fn le(&self, a: &DimExpr, b: &DimExpr) -> bool {
         let Ok(d) = b.checked_sub(a) else { return false };
         let mut fuel = PRUNE_FUEL;
-        self.lower_bound(&d, &mut fuel) >= Ext::Fin(0)
+        self.lower_bound(&d, &mut fuel, Ext::Fin(0)) >= Ext::Fin(0)
     }
 
     fn prunes(&self) -> bool {
@@ -151,9 +151,9 @@ impl SymbolScope {
     pub fn bounds(&self, e: &DimExpr) -> (Option<i64>, Option<i64>) {
         let e = self.normalize(e);
         let mut fuel = FUEL;
-        let lo = self.lower_bound(&e, &mut fuel).to_i64();
+        let lo = self.lower_bound(&e, &mut fuel, Ext::PosInf).to_i64();
         let mut fuel = FUEL;
-        let hi = self.upper_bound(&e, &mut fuel).to_i64();
+        let hi = self.upper_bound(&e, &mut fuel, Ext::NegInf).to_i64();
         (lo, hi)
     }
 
@@ -169,13 +169,21 @@ impl SymbolScope {
                 std::cmp::Ordering::Greater => DimOrdering::Greater,
             };
         }
+        // One interval evaluation decides most queries of a scheduler.
+        let iv = self.interval(&d);
+        if iv.lo >= Ext::Fin(1) {
+            return DimOrdering::Greater;
+        }
+        if iv.hi <= Ext::Fin(-1) {
+            return DimOrdering::Less;
+        }
         let mut fuel = FUEL;
-        let lo = self.lower_bound(&d, &mut fuel);
+        let lo = self.lower_bound(&d, &mut fuel, Ext::Fin(1));
         if lo >= Ext::Fin(1) {
             return DimOrdering::Greater;
         }
         let mut fuel = FUEL;
-        let hi = self.upper_bound(&d, &mut fuel);
+        let hi = self.upper_bound(&d, &mut fuel, Ext::Fin(-1));
         match (lo >= Ext::Fin(0), hi <= Ext::Fin(0)) {
             _ if hi <= Ext::Fin(-1) => DimOrdering::Less,
             (true, true) => DimOrdering::Equal,
@@ -192,44 +200,51 @@ impl SymbolScope {
 
     /// Proven `a <= b`.
     pub fn prove_le(&self, a: &DimExpr, b: &DimExpr) -> bool {
-        self.proven_lower(b, a) >= Ext::Fin(0)
+        self.proven_lower(b, a, Ext::Fin(0)) >= Ext::Fin(0)
     }
 
     /// Proven `a < b`.
     pub fn prove_lt(&self, a: &DimExpr, b: &DimExpr) -> bool {
-        self.proven_lower(b, a) >= Ext::Fin(1)
+        self.proven_lower(b, a, Ext::Fin(1)) >= Ext::Fin(1)
     }
 
-    /// A proven lower bound of `x - y`.
-    fn proven_lower(&self, x: &DimExpr, y: &DimExpr) -> Ext {
+    /// A proven lower bound of `x - y` (aiming for `enough`, see `lower_bound`).
+    fn proven_lower(&self, x: &DimExpr, y: &DimExpr, enough: Ext) -> Ext {
         let Ok(d) = x.checked_sub(y) else { return Ext::NegInf };
         let d = self.normalize_owned(d);
         let mut fuel = FUEL;
-        self.lower_bound(&d, &mut fuel)
+        self.lower_bound(&d, &mut fuel, enough)
     }
 
-    fn upper_bound(&self, d: &DimExpr, fuel: &mut u32) -> Ext {
+    /// A proven upper bound of `d`; stops early once it is `<= enough`.
+    fn upper_bound(&self, d: &DimExpr, fuel: &mut u32, enough: Ext) -> Ext {
         match d.checked_neg() {
-            Ok(n) => self.lower_bound(&n, fuel).neg(),
+            Ok(n) => self.lower_bound(&n, fuel, enough.neg()).neg(),
             Err(_) => Ext::PosInf,
         }
     }
 
-    /// The best of the three methods of the module docs.
-    pub(crate) fn lower_bound(&self, d: &DimExpr, fuel: &mut u32) -> Ext {
+    /// A proven lower bound of `d`: the best of the three methods of the module docs, except
+    /// that it stops as soon as a bound `>= enough` is found (pass `Ext::PosInf` for the best
+    /// bound within the fuel).
+    pub(crate) fn lower_bound(&self, d: &DimExpr, fuel: &mut u32, enough: Ext) -> Ext {
         if let Some(c) = d.as_const() {
             return Ext::Fin(i128::from(c));
         }
+        let mut best = self.interval(d).lo;
+        if best >= enough {
+            return best;
+        }
         let (lower_shift, two_sided) = self.shifted_lower(d, false);
-        let mut best = self.interval(d).lo.max(lower_shift);
-        if two_sided {
+        best = best.max(lower_shift);
+        if two_sided && best < enough {
             best = best.max(self.shifted_lower(d, true).0);
         }
-        if *fuel == 0 {
+        if *fuel == 0 || best >= enough {
             return best;
         }
         *fuel -= 1;
-        best.max(self.split_lower(d, fuel))
+        best.max(self.split_lower(d, fuel, enough))
     }
 
     /// Method 2 of the module docs; `NegInf` when not applicable. Atoms bounded on both sides
@@ -332,14 +347,14 @@ impl SymbolScope {
         if let Some(c) = p.as_const() {
             return Some(i128::from(c.signum()));
         }
-        if self.lower_bound(p, fuel) >= Ext::Fin(0) {
+        if self.lower_bound(p, fuel, Ext::Fin(0)) >= Ext::Fin(0) {
             return Some(1);
         }
-        (self.upper_bound(p, fuel) <= Ext::Fin(0)).then_some(-1)
+        (self.upper_bound(p, fuel, Ext::Fin(0)) <= Ext::Fin(0)).then_some(-1)
     }
 
     /// Method 3 of the module docs; `NegInf` when no atom qualifies or a step overflows.
-    fn split_lower(&self, d: &DimExpr, fuel: &mut u32) -> Ext {
+    fn split_lower(&self, d: &DimExpr, fuel: &mut u32, enough: Ext) -> Ext {
         let Some(atom) = pick_split_atom(d) else { return Ext::NegInf };
         let (mut p, mut r) = (Vec::new(), Vec::new());
         for (m, c) in &d.terms {
@@ -351,8 +366,8 @@ impl SymbolScope {
         }
         p.sort();
         let (p, r) = (DimExpr { terms: p }, DimExpr { terms: r });
-        let lb = |e: Result<DimExpr, DimError>, fuel: &mut u32| match e {
-            Ok(e) => self.lower_bound(&e, fuel),
+        let lb = |e: Result<DimExpr, DimError>, fuel: &mut u32, enough: Ext| match e {
+            Ok(e) => self.lower_bound(&e, fuel, enough),
             Err(_) => Ext::NegInf,
         };
         match atom {
@@ -360,21 +375,36 @@ impl SymbolScope {
                 let e = floor_div_with(x, *k, self).and_then(|fd| {
                     r.checked_add(&p.checked_mul(x)?)?.checked_sub(&p.checked_mul(&fd)?.checked_scale(*k)?)
                 });
-                lb(e, fuel)
+                lb(e, fuel, enough)
             }
             Atom::Min(args) | Atom::Max(args) => {
                 let Some(sign) = self.sign_of(&p, fuel) else { return Ext::NegInf };
+                // d is the min (or max) over the arguments x of r + p*x.
                 let take_min = matches!(atom, Atom::Min(_)) == (sign > 0);
-                let vals = args.iter().map(|x| lb(p.checked_mul(x).and_then(|px| r.checked_add(&px)), fuel));
-                let v = if take_min { vals.min() } else { vals.max() };
-                v.unwrap_or(Ext::NegInf)
+                let mut acc = if take_min { Ext::PosInf } else { Ext::NegInf };
+                for x in args.iter() {
+                    let v = lb(p.checked_mul(x).and_then(|px| r.checked_add(&px)), fuel, enough);
+                    acc = if take_min { acc.min(v) } else { acc.max(v) };
+                    // Any one case bounds a max, so a max at `enough` is done; a min needs
+                    // every case to be sound.
+                    if !take_min && acc >= enough {
+                        break;
+                    }
+                }
+                acc
             }
             Atom::FloorDiv(x, k) => {
                 let Some(sign) = self.sign_of(&p, fuel) else { return Ext::NegInf };
                 let x = if sign > 0 { x.checked_sub(&DimExpr::constant(k - 1)) } else { Ok((**x).clone()) };
                 let e = x.and_then(|x| r.checked_scale(*k)?.checked_add(&p.checked_mul(&x)?));
-                match lb(e, fuel) {
-                    Ext::Fin(v) => Ext::Fin(-((-v).div_euclid(i128::from(*k)))),
+                // lb(d) >= ceil(lb(e) / k): e must reach k*enough - (k - 1).
+                let k = i128::from(*k);
+                let need = match enough {
+                    Ext::Fin(t) => t.checked_mul(k).and_then(|t| t.checked_sub(k - 1)).map_or(Ext::PosInf, Ext::Fin),
+                    other => other,
+                };
+                match lb(e, fuel, need) {
+                    Ext::Fin(v) => Ext::Fin(-((-v).div_euclid(k))),
                     other => other,
                 }
             }

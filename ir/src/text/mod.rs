@@ -1,4 +1,4 @@
-//! Textual IR: a readable, MLIR-like printer ([`print`], also `Display for Graph`) and a parser
+//! Textual IR: a readable, MLIR-like printer ([`print()`], also `Display for Graph`) and a parser
 //! ([`parse`]) that round-trip: `print(&parse(&print(g))?) == print(g)` for every graph, and
 //! parsing keeps op kinds, attributes, types, operand wiring, regions, locations, the symbol
 //! scope (symbols, ranges, divisibility and equality facts), shape assertions and output names.
@@ -77,6 +77,7 @@
 //! The parser does not verify the graph; callers run [`crate::verify::verify`] where wanted.
 //! Both directions are linear in the size of the text.
 
+mod attrs;
 mod lexer;
 mod parse;
 mod print;
@@ -100,7 +101,7 @@ pub struct ParseError {
 }
 
 impl fmt::Display for Graph {
-    /// The textual IR of the graph (see [`print`]).
+    /// The textual IR of the graph (see [`print()`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&print(self))
     }

@@ -46,7 +46,7 @@ impl Pass for Cse {
     }
 }
 
-/// Whether CSE may merge `kind` ops with these properties.
+/// Whether CSE may merge op `id` into an identical earlier one.
 fn mergeable(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
     !matches!(n.kind, OpKind::Input | OpKind::OptimizationBarrier) && !has_side_effects(n)

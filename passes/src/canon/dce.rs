@@ -21,6 +21,7 @@
 use super::{for_each_region, has_side_effects, total_op_count};
 use crate::manager::{Pass, PassError, PassResult};
 use ebb_ir::{Graph, NodeId, OpKind};
+use petgraph::visit::{EdgeRef, NodeIndexable};
 use std::collections::HashSet;
 
 /// The DCE pass (see the module docs).
@@ -58,7 +59,6 @@ pub fn eliminate_dead_code(g: &mut Graph) -> usize {
         }
         live[id.index()] = true;
         for e in g.petgraph().edges_directed(id, petgraph::Direction::Incoming) {
-            use petgraph::visit::EdgeRef;
             live[e.source().index()] = true;
         }
     }

@@ -1,0 +1,330 @@
+//! Constant folding of shape computations (`fold`).
+//!
+//! Rules, applied in one forward sweep over the program order (a folded value feeds the
+//! folding of its users in the same sweep), regions included:
+//! 1. `dim_constant` whose dimensions are all constants → `constant` (splat when all equal).
+//! 2. `convert` of a splat or small constant → `constant` of the new element type, only when
+//!    every element converts exactly (to `i1`: non-zero → true, as the StableHLO spec says;
+//!    float → integer truncates toward zero; anything that would round, overflow or is NaN
+//!    is left alone).
+//! 3. `reshape` / `broadcast_in_dim` of a splat constant → splat `constant` of the result
+//!    type, when the result shape is static.
+//! 4. `add` / `subtract` / `multiply` / `divide` of two small integer constants → `constant`,
+//!    with checked `i64` arithmetic (division truncates toward zero, as in the StableHLO
+//!    spec); overflow of the element type or division by zero is left alone.
+//! 5. Identity ops are bypassed: `reshape` to the same type, `transpose` with the identity
+//!    permutation, `convert` to the same element type, `broadcast_in_dim` to the same shape
+//!    with identity `broadcast_dimensions`.
+//! 6. Literal canonicalization: a non-splat `constant` whose elements are all equal becomes a
+//!    splat (so CSE sees equal constants as equal, and the literal shrinks).
+//!
+//! "Small" means at most [`Fold::max_elements`] elements ([`MAX_FOLD_ELEMENTS`] by default).
+//!
+//! Invariant: folding never grows memory. A new constant is either a splat (one stored
+//! element) that replaces an op producing a tensor of the same type, or a small dense tensor
+//! that replaces an op producing the same small tensor; large non-splat constants are never
+//! materialized. Result types, graph inputs, outputs and assertions are unchanged, and a
+//! folded op's replacement takes its place in the program order. Folded ops are removed;
+//! their operands, when now unused, are left to DCE. Change count: ops folded or bypassed
+//! plus literals canonicalized.
+
+use super::for_each_region;
+use crate::manager::{Pass, PassError, PassResult};
+use ebb_ir::op::{f16_bits_to_f32, f32_to_f16_bits};
+use ebb_ir::{Attr, Attrs, AttrsExt, DType, Graph, Literal, Node, NodeId, OpKind, TensorType, ValueRef};
+use std::collections::{HashMap, HashSet};
+
+/// Default for [`Fold::max_elements`]: the largest non-splat constant (in elements) that
+/// folding may create or read. Shape vectors and index tuples are far smaller.
+pub const MAX_FOLD_ELEMENTS: usize = 64;
+
+/// The constant-folding pass (see the module docs).
+#[derive(Clone, Copy, Debug)]
+pub struct Fold {
+    /// Largest non-splat constant, in elements, that folding creates or reads.
+    pub max_elements: usize,
+}
+
+impl Default for Fold {
+    fn default() -> Self {
+        Fold { max_elements: MAX_FOLD_ELEMENTS }
+    }
+}
+
+impl Pass for Fold {
+    fn name(&self) -> &'static str {
+        "fold"
+    }
+
+    fn run(&self, g: &mut Graph) -> Result<PassResult, PassError> {
+        Ok(PassResult::changes(fold_constants(g, self.max_elements)))
+    }
+}
+
+/// What to do with one op.
+enum Rewrite {
+    /// Replace the op's result by an existing value and remove the op.
+    Forward(ValueRef),
+    /// Replace the op by a `constant` of its result type holding this literal.
+    Constant(Literal),
+    /// Replace the literal of this `constant` in place.
+    Relit(Literal),
+}
+
+/// Folds `g` and its regions (see the module docs); returns the change count. Linear in the
+/// size of the graph (each rule looks at an op and its operands' producers only).
+pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
+    let order: Vec<NodeId> = g.order().to_vec();
+    let mut replaced_by: HashMap<NodeId, NodeId> = HashMap::new();
+    let mut removed: HashSet<NodeId> = HashSet::new();
+    let mut changes = 0;
+    for id in order {
+        changes += for_each_region(g, id, |r| Ok::<_, std::convert::Infallible>(fold_constants(r, max_elements))).unwrap_or(0);
+        let Some(rw) = rewrite(g, id, max_elements) else { continue };
+        changes += 1;
+        match rw {
+            Rewrite::Forward(v) => {
+                g.replace_all_uses(ValueRef::new(id, 0), v);
+                removed.insert(id);
+            }
+            Rewrite::Constant(lit) => {
+                let n = g.node(id);
+                let mut attrs = Attrs::new();
+                attrs.insert("value".into(), Attr::Literal(lit));
+                let mut c = Node::new(OpKind::Constant, attrs, n.outputs.clone());
+                c.loc = n.loc.clone();
+                let c = g.add_node(c, &[]);
+                g.replace_all_uses(ValueRef::new(id, 0), ValueRef::new(c, 0));
+                replaced_by.insert(id, c);
+                removed.insert(id);
+            }
+            Rewrite::Relit(lit) => {
+                g.node_mut(id).attrs.insert("value".into(), Attr::Literal(lit));
+            }
+        }
+    }
+    if !replaced_by.is_empty() {
+        // New constants were appended; move each to the position of the op it replaces.
+        let new: HashSet<NodeId> = replaced_by.values().copied().collect();
+        let mut order = Vec::with_capacity(g.order().len());
+        for &id in g.order() {
+            if new.contains(&id) {
+                continue;
+            }
+            if let Some(&c) = replaced_by.get(&id) {
+                order.push(c);
+            }
+            order.push(id);
+        }
+        g.set_order(order);
+    }
+    if !removed.is_empty() {
+        g.remove_nodes(&removed);
+    }
+    changes
+}
+
+/// The rewrite for op `id`, if a rule applies.
+fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
+    let n = g.node(id);
+    if n.outputs.len() != 1 {
+        return None;
+    }
+    let out = &n.outputs[0];
+    let operands = g.operands(id);
+    let input = |i: usize| operands.get(i).map(|v| (*v, g.value_type(*v)));
+    match n.kind {
+        OpKind::Constant => canonical_literal(n.attrs.literal(n.kind, "value").ok()?, out).map(Rewrite::Relit),
+        OpKind::DimConstant => {
+            let values: Option<Vec<i64>> = n.attrs.dims(n.kind, "values").ok()?.iter().map(|d| d.as_const()).collect();
+            let values: Option<Vec<Num>> = values?.into_iter().map(|v| convert(Num::I(v), out.dtype)).collect();
+            let values = values?;
+            if Some(values.len()) != num_elements(out) {
+                return None;
+            }
+            build(out.dtype, &values, false).map(Rewrite::Constant)
+        }
+        OpKind::Convert => {
+            let (v, t) = input(0)?;
+            if t.dtype == out.dtype {
+                return Some(Rewrite::Forward(v));
+            }
+            let (splat, values) = elements(g, v, max)?;
+            let converted: Option<Vec<Num>> = values.into_iter().map(|x| convert(x, out.dtype)).collect();
+            build(out.dtype, &converted?, splat).map(Rewrite::Constant)
+        }
+        OpKind::Reshape | OpKind::BroadcastInDim => {
+            let (v, t) = input(0)?;
+            let identity = n.kind == OpKind::Reshape
+                || n.attrs.ints(n.kind, "broadcast_dimensions").ok()?.iter().copied().eq(0..t.rank() as i64);
+            if identity && t.shape == out.shape {
+                return Some(Rewrite::Forward(v));
+            }
+            out.static_dims()?;
+            match elements(g, v, 1)? {
+                (true, values) => build(out.dtype, &values, true).map(Rewrite::Constant),
+                _ => None,
+            }
+        }
+        OpKind::Transpose => {
+            let (v, t) = input(0)?;
+            let perm = n.attrs.ints(n.kind, "permutation").ok()?;
+            (perm.iter().copied().eq(0..t.rank() as i64) && t == out).then_some(Rewrite::Forward(v))
+        }
+        OpKind::Add | OpKind::Subtract | OpKind::Multiply | OpKind::Divide => {
+            if !out.dtype.is_int() {
+                return None;
+            }
+            let (a, b) = (input(0)?.0, input(1)?.0);
+            let (sa, xa) = elements(g, a, max)?;
+            let (sb, xb) = elements(g, b, max)?;
+            let splat = sa && sb;
+            let len = if splat { 1 } else { num_elements(out)? };
+            let pick = |xs: &[Num], s: bool, i: usize| if s { xs[0] } else { xs[i] };
+            if (!sa && xa.len() != len) || (!sb && xb.len() != len) {
+                return None;
+            }
+            let mut values = Vec::with_capacity(len);
+            for i in 0..len {
+                let (Num::I(p), Num::I(q)) = (pick(&xa, sa, i), pick(&xb, sb, i)) else { return None };
+                let r = match n.kind {
+                    OpKind::Add => p.checked_add(q),
+                    OpKind::Subtract => p.checked_sub(q),
+                    OpKind::Multiply => p.checked_mul(q),
+                    _ => p.checked_div(q),
+                }?;
+                values.push(Num::I(r));
+            }
+            build(out.dtype, &values, splat).map(Rewrite::Constant)
+        }
+        _ => None,
+    }
+}
+
+/// One literal element: integers (and `i1`) as `i64`, floats as `f64`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Num {
+    I(i64),
+    F(f64),
+}
+
+/// Static element count of `t`, if its shape is static.
+fn num_elements(t: &TensorType) -> Option<usize> {
+    t.static_dims()?.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+}
+
+/// The elements of value `v` when it is produced by a `constant`: `(true, [x])` for a splat
+/// (or a one-element tensor), `(false, xs)` for a dense literal of at most `max` elements.
+fn elements(g: &Graph, v: ValueRef, max: usize) -> Option<(bool, Vec<Num>)> {
+    let n = g.node(v.node);
+    if n.kind != OpKind::Constant || v.output != 0 {
+        return None;
+    }
+    let lit = n.attrs.literal(n.kind, "value").ok()?;
+    let ty = n.outputs.first()?;
+    if lit.dtype != ty.dtype {
+        return None;
+    }
+    let stored = lit.stored_elements();
+    let count = num_elements(ty);
+    if stored == 1 && (lit.splat || count == Some(1)) {
+        return Some((true, vec![read(lit, 0)?]));
+    }
+    if lit.splat || Some(stored) != count || stored > max || lit.data.len() != stored * lit.dtype.size_bytes() as usize {
+        return None;
+    }
+    (0..stored).map(|i| read(lit, i)).collect::<Option<Vec<_>>>().map(|xs| (false, xs))
+}
+
+/// Element `i` of `lit`.
+fn read(lit: &Literal, i: usize) -> Option<Num> {
+    if lit.dtype.is_float() {
+        lit.get_f64(i).map(Num::F)
+    } else {
+        lit.get_i64(i).map(Num::I)
+    }
+}
+
+/// `x` converted to `to` with StableHLO `convert` semantics, or `None` when the result would
+/// not be exact (rounding, overflow, NaN).
+fn convert(x: Num, to: DType) -> Option<Num> {
+    Some(match (x, to) {
+        (Num::I(v), DType::I1) => Num::I(i64::from(v != 0)),
+        (Num::F(f), DType::I1) => Num::I(i64::from(f != 0.0)),
+        (Num::F(f), t) if !t.is_float() => {
+            // Float to integer truncates toward zero; out-of-range values are left alone.
+            if !f.is_finite() || f.trunc().abs() >= 9.0e18 {
+                return None;
+            }
+            Num::I(f.trunc() as i64)
+        }
+        (Num::I(v), t) if t.is_float() => {
+            let f = v as f64;
+            if f as i64 != v || v.unsigned_abs() > (1u64 << 53) {
+                return None;
+            }
+            Num::F(f)
+        }
+        (x, _) => x,
+    })
+}
+
+/// Little-endian bytes of `x` as `dtype`, or `None` when `x` is not exactly representable.
+fn encode(dtype: DType, x: Num) -> Option<Vec<u8>> {
+    match (dtype, x) {
+        (DType::I1, Num::I(v @ (0 | 1))) => Some(vec![v as u8]),
+        (DType::I8, Num::I(v)) => i8::try_from(v).ok().map(|v| v.to_le_bytes().to_vec()),
+        (DType::U8, Num::I(v)) => u8::try_from(v).ok().map(|v| vec![v]),
+        (DType::I16, Num::I(v)) => i16::try_from(v).ok().map(|v| v.to_le_bytes().to_vec()),
+        (DType::I32, Num::I(v)) => i32::try_from(v).ok().map(|v| v.to_le_bytes().to_vec()),
+        (DType::U32, Num::I(v)) => u32::try_from(v).ok().map(|v| v.to_le_bytes().to_vec()),
+        (DType::I64, Num::I(v)) => Some(v.to_le_bytes().to_vec()),
+        (DType::F64, Num::F(f)) if !f.is_nan() => Some(f.to_le_bytes().to_vec()),
+        (t, Num::F(f)) if t.is_float() => {
+            let y = f as f32;
+            if y as f64 != f {
+                return None;
+            }
+            match t {
+                DType::F32 => Some(y.to_le_bytes().to_vec()),
+                DType::BF16 => {
+                    let bits = y.to_bits();
+                    (bits & 0xffff == 0).then(|| ((bits >> 16) as u16).to_le_bytes().to_vec())
+                }
+                DType::F16 => {
+                    let h = f32_to_f16_bits(y);
+                    (f16_bits_to_f32(h) == y).then(|| h.to_le_bytes().to_vec())
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A literal of `dtype` from `values` (one value when `splat`); all-equal values become a
+/// splat. `None` when a value is not exactly representable.
+fn build(dtype: DType, values: &[Num], splat: bool) -> Option<Literal> {
+    let first = values.first()?;
+    if splat || values.iter().all(|x| x == first) {
+        return Some(Literal { dtype, splat: true, data: encode(dtype, *first)? });
+    }
+    let mut data = Vec::with_capacity(values.len() * dtype.size_bytes() as usize);
+    for &x in values {
+        data.extend(encode(dtype, x)?);
+    }
+    Some(Literal { dtype, splat: false, data })
+}
+
+/// The splat form of a dense literal whose elements are all equal (rule 6), if it has one.
+fn canonical_literal(lit: &Literal, ty: &TensorType) -> Option<Literal> {
+    let size = lit.dtype.size_bytes() as usize;
+    if lit.splat || lit.dtype != ty.dtype || lit.data.is_empty() || !lit.data.len().is_multiple_of(size) {
+        return None;
+    }
+    if num_elements(ty) != Some(lit.data.len() / size) {
+        return None;
+    }
+    let first = &lit.data[..size];
+    lit.data.chunks_exact(size).all(|c| c == first).then(|| Literal { dtype: lit.dtype, splat: true, data: first.to_vec() })
+}

@@ -1,0 +1,169 @@
+//! The FLOP model: symbolic floating-point operation counts per op, used to price a
+//! recompute (BladeDISC++, arXiv 2412.16985, §3.2 weighs the recompute cost of a candidate
+//! against the memory it saves; XLA's `HloRematerialization` and Checkmate (Jain et al.,
+//! MLSys 2020) use per-op compute costs the same way).
+//!
+//! Counts are symbolic ([`DimExpr`]) so the runtime evaluates them at the actual shapes.
+//! The model, per op kind (`elems(t)` = number of elements of `t`):
+//! * `dot_general`: `2 * elems(result) * K`, `K` the product of the lhs contracting
+//!   dimensions, i.e. `2*M*N*K` per batch (one multiply and one add per term).
+//! * `convolution`: `2 * elems(result) * (elems(kernel) / output features)`: each output
+//!   element is a dot product over the kernel window and input features of its group.
+//! * elementwise ops (unary, binary, `select`, `clamp`, `convert`, `compare`): `elems(result)`.
+//! * `reduce`: the elements of the reduced inputs; `reduce_window`:
+//!   `elems(result) * window size`; `select_and_scatter`: `elems(operand) * window size +
+//!   elems(source)`; `scatter`: the elements of the updates.
+//! * `sort`: `elems * ceil(log2(n))` for a static sort dimension `n`, `elems * 32` when it is
+//!   symbolic (an upper bound for up to 2^32 keys): the comparisons of a merge sort.
+//! * data movement and creation (`broadcast_in_dim`, `reshape`, `transpose`, `slice`,
+//!   `dynamic_slice`, `dynamic_update_slice`, `concatenate`, `pad`, `reverse`, `gather`,
+//!   `iota`, `constant`, `dim_constant`, `input`, `optimization_barrier`): 0 FLOPs.
+//! * `while` (unknown trip count) and `custom_call` (opaque): 0, so they must never be chosen
+//!   for recompute on this estimate; the candidate search excludes them.
+
+use ebb_ir::dim::DimError;
+use ebb_ir::{AttrsExt, DimExpr, Graph, NodeId, OpKind, TensorType};
+
+/// Symbolic FLOPs of `node` (see the module docs for the model). Saturates to the constant
+/// `i64::MAX` if a coefficient overflows (a model answer, never a panic).
+pub fn flops(g: &Graph, node: NodeId) -> DimExpr {
+    try_flops(g, node).unwrap_or_else(|_| DimExpr::constant(i64::MAX))
+}
+
+/// [`flops`], with coefficient overflow reported as [`DimError::Overflow`].
+pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
+    use OpKind::*;
+    let n = g.node(node);
+    let operands: Vec<&TensorType> = g.operands(node).into_iter().map(|v| g.value_type(v)).collect();
+    let result_elems = || n.outputs.first().map_or(Ok(DimExpr::zero()), elems);
+    let kind = n.kind;
+    match kind {
+        k if k.is_elementwise() => result_elems(),
+        DotGeneral => {
+            let lhs = operands.first().map(|t| t.shape.as_slice()).unwrap_or(&[]);
+            let contracting = n.attrs.ints_or_empty(kind, "lhs_contracting_dimensions").unwrap_or(&[]);
+            let mut k = DimExpr::constant(1);
+            for &d in contracting {
+                if let Some(dim) = usize::try_from(d).ok().and_then(|d| lhs.get(d)) {
+                    k = k.checked_mul(dim)?;
+                }
+            }
+            result_elems()?.checked_mul(&k)?.checked_scale(2)
+        }
+        Convolution => {
+            let Some(kernel) = operands.get(1) else { return Ok(DimExpr::zero()) };
+            let spec = n.attrs.str(kind, "dimension_numbers").unwrap_or("");
+            let o = kernel_output_feature_dim(spec).unwrap_or(0);
+            let mut per_output = DimExpr::constant(1);
+            for (i, d) in kernel.shape.iter().enumerate() {
+                if i != o {
+                    per_output = per_output.checked_mul(d)?;
+                }
+            }
+            result_elems()?.checked_mul(&per_output)?.checked_scale(2)
+        }
+        Reduce => {
+            let inputs = operands.len() / 2;
+            let mut total = DimExpr::zero();
+            for t in &operands[..inputs] {
+                total = total.checked_add(&elems(t)?)?;
+            }
+            Ok(total)
+        }
+        ReduceWindow => {
+            let window = window_size(n.attrs.ints_or_empty(kind, "window_dimensions").unwrap_or(&[]))?;
+            let mut total = DimExpr::zero();
+            for t in &n.outputs {
+                total = total.checked_add(&elems(t)?.checked_scale(window)?)?;
+            }
+            Ok(total)
+        }
+        SelectAndScatter => {
+            let window = window_size(n.attrs.ints_or_empty(kind, "window_dimensions").unwrap_or(&[]))?;
+            let operand = operands.first().map_or(Ok(DimExpr::zero()), |t| elems(t))?;
+            let source = operands.get(1).map_or(Ok(DimExpr::zero()), |t| elems(t))?;
+            operand.checked_scale(window)?.checked_add(&source)
+        }
+        Scatter => {
+            // Operands: inputs..., indices, updates... (as many updates as inputs).
+            let inputs = operands.len().saturating_sub(1) / 2;
+            let mut total = DimExpr::zero();
+            for t in &operands[operands.len() - inputs..] {
+                total = total.checked_add(&elems(t)?)?;
+            }
+            Ok(total)
+        }
+        Sort => {
+            let Some(t) = operands.first() else { return Ok(DimExpr::zero()) };
+            let dim = n.attrs.int(kind, "dimension").ok().and_then(|d| usize::try_from(d).ok());
+            let factor = match dim.and_then(|d| t.shape.get(d)).and_then(|d| d.as_const()) {
+                Some(len) if len > 1 => i64::from(64 - (len - 1).leading_zeros()),
+                Some(_) => 0,
+                None => 32,
+            };
+            elems(t)?.checked_scale(factor)
+        }
+        _ => Ok(DimExpr::zero()),
+    }
+}
+
+/// Number of elements of `t`, with overflow checked.
+fn elems(t: &TensorType) -> Result<DimExpr, DimError> {
+    t.shape.iter().try_fold(DimExpr::constant(1), |acc, d| acc.checked_mul(d))
+}
+
+fn window_size(dims: &[i64]) -> Result<i64, DimError> {
+    dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d).ok_or(DimError::Overflow))
+}
+
+/// The index of the output-feature dimension `o` in the kernel layout of a StableHLO
+/// convolution `dimension_numbers` text (`[b, 0, 1, f]x[o, i, 0, 1]->[b, 0, 1, f]`).
+fn kernel_output_feature_dim(spec: &str) -> Option<usize> {
+    let kernel = spec.split('x').nth(1)?.split("->").next()?;
+    let inner = kernel.trim().strip_prefix('[')?.strip_suffix(']')?;
+    inner.split(',').position(|d| d.trim() == "o")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ebb_ir::graph::Node;
+    use ebb_ir::{Attr, Attrs, DType};
+
+    fn sym(s: &str) -> DimExpr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn dot_general_is_two_mnk() {
+        let mut g = Graph::new("t");
+        let a = g.add_input("a", TensorType::new(DType::F32, vec![sym("B"), sym("S"), DimExpr::constant(64)]));
+        let w = g.add_input("w", TensorType::fixed(DType::F32, &[64, 256]));
+        let mut attrs = Attrs::new();
+        attrs.insert("lhs_contracting_dimensions".into(), Attr::Ints(vec![2]));
+        attrs.insert("rhs_contracting_dimensions".into(), Attr::Ints(vec![0]));
+        let out = TensorType::new(DType::F32, vec![sym("B"), sym("S"), DimExpr::constant(256)]);
+        let d = g.add_node(Node::new(OpKind::DotGeneral, attrs, vec![out.clone()]), &[a, w]);
+        assert_eq!(flops(&g, d), sym("32768*B*S"));
+        let e = g.add_node(Node::new(OpKind::Tanh, Attrs::new(), vec![out.clone()]), &[ebb_ir::ValueRef::new(d, 0)]);
+        assert_eq!(flops(&g, e), sym("256*B*S"));
+        let r = g.add_node(Node::new(OpKind::Reshape, Attrs::new(), vec![out]), &[ebb_ir::ValueRef::new(e, 0)]);
+        assert_eq!(flops(&g, r), DimExpr::zero());
+    }
+
+    #[test]
+    fn convolution_kernel_layout() {
+        assert_eq!(kernel_output_feature_dim("[b, 0, 1, f]x[o, i, 0, 1]->[b, 0, 1, f]"), Some(0));
+        assert_eq!(kernel_output_feature_dim("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]"), Some(3));
+        assert_eq!(kernel_output_feature_dim("nonsense"), None);
+        let mut g = Graph::new("t");
+        let x = g.add_input("x", TensorType::new(DType::F32, vec![sym("B"), DimExpr::constant(8), DimExpr::constant(8), DimExpr::constant(3)]));
+        let k = g.add_input("k", TensorType::fixed(DType::F32, &[3, 3, 3, 16]));
+        let mut attrs = Attrs::new();
+        attrs.insert("dimension_numbers".into(), Attr::Str("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]".into()));
+        let out = TensorType::new(DType::F32, vec![sym("B"), DimExpr::constant(8), DimExpr::constant(8), DimExpr::constant(16)]);
+        let c = g.add_node(Node::new(OpKind::Convolution, attrs, vec![out]), &[x, k]);
+        // 2 * (B*8*8*16 outputs) * (3*3*3 taps).
+        assert_eq!(flops(&g, c), sym("55296*B"));
+    }
+}
