@@ -299,6 +299,14 @@ impl Plan {
         Ok(())
     }
 
+    /// One decision of `kind` for every candidate that allows it.
+    pub fn decisions_of_kind(&self, kind: DecisionKind) -> Vec<Decision> {
+        (0..self.candidates.len())
+            .filter(|&c| self.candidates[c].allows(kind))
+            .map(|candidate| Decision { candidate, kind })
+            .collect()
+    }
+
     /// The peak without decisions at `b`: the maximum of [`Plan::peak_terms`] (0 when empty).
     ///
     /// # Errors

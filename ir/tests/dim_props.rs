@@ -95,7 +95,11 @@ fn text(r: &Raw) -> String {
 }
 
 fn bindings(v: &[i64; 4]) -> Bindings {
-    NAMES.iter().zip(v).map(|(n, x)| (Symbol::new(n), *x)).collect()
+    NAMES
+        .iter()
+        .zip(v)
+        .map(|(n, x)| (Symbol::new(n), *x))
+        .collect()
 }
 
 /// `A` in 1..=12, `B` in -5..=7, `C` in 4..=64 and divisible by 4, `D == 2*A + C`.
@@ -130,8 +134,15 @@ fn holds(o: DimOrdering, x: i64, y: i64) -> bool {
 
 /// 384 cases per property (override with `PROPTEST_CASES`), no regression files.
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(384);
-    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(384);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
 }
 
 proptest! {

@@ -299,8 +299,13 @@ impl<'c, 'a> Importer<'c, 'a> {
                     let k = d.as_const().unwrap_or(0);
                     data.extend_from_slice(&k.to_le_bytes()[..s.dtype.size_bytes() as usize]);
                 }
+                let esz = s.dtype.size_bytes() as usize;
+                let splat = data.len() >= esz && data.chunks(esz).all(|c| c == &data[..esz]);
+                if splat {
+                    data.truncate(esz);
+                }
                 let mut attrs = Attrs::new();
-                attrs.insert("value".into(), Attr::Literal(Literal { dtype: s.dtype, splat: false, data }));
+                attrs.insert("value".into(), Attr::Literal(Literal { dtype: s.dtype, splat, data }));
                 Node::new(OpKind::Constant, attrs, vec![ty])
             }
             Elems::Int(vals) => {

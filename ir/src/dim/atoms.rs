@@ -83,11 +83,16 @@ fn split_multiple(x: &DimExpr, k: i64) -> (DimExpr, DimExpr) {
 
 /// Divides every coefficient by `g` (which divides them all).
 fn divide_coeffs(x: &DimExpr, g: i64) -> DimExpr {
-    DimExpr { terms: x.terms.iter().map(|(m, c)| (m.clone(), c / g)).collect() }
+    DimExpr {
+        terms: x.terms.iter().map(|(m, c)| (m.clone(), c / g)).collect(),
+    }
 }
 
 fn coeff_gcd(x: &DimExpr, k: i64) -> i64 {
-    let g = x.terms.iter().fold(i128::from(k), |g, (_, c)| gcd(g, i128::from(*c)));
+    let g = x
+        .terms
+        .iter()
+        .fold(i128::from(k), |g, (_, c)| gcd(g, i128::from(*c)));
     i64::try_from(g).unwrap_or(1)
 }
 
@@ -124,7 +129,9 @@ pub(crate) fn floor_div_with(x: &DimExpr, k: i64, facts: &dyn Facts) -> Result<D
     if r.terms.len() > 1 && d != 0 && d % i128::from(k) == 0 {
         let mut acc = q;
         for t in &r.terms {
-            let t = DimExpr { terms: vec![t.clone()] };
+            let t = DimExpr {
+                terms: vec![t.clone()],
+            };
             acc = acc.checked_add(&floor_div_with(&t, k, facts)?)?;
         }
         return Ok(acc);
@@ -207,13 +214,19 @@ pub(crate) fn min_max_with(
     for a in &flat {
         let c = a.constant_term();
         let slot = best.entry(a.non_constant_terms()).or_insert(c);
-        *slot = if is_max { (*slot).max(c) } else { (*slot).min(c) };
+        *slot = if is_max {
+            (*slot).max(c)
+        } else {
+            (*slot).min(c)
+        };
     }
     let args: Vec<DimExpr> = best
         .into_iter()
         .map(|(nc, c)| DimExpr { terms: nc.to_vec() }.checked_add(&DimExpr::constant(c)))
         .collect::<Result<_, _>>()?;
-    let Some(first) = args.first() else { return Ok(DimExpr::zero()) };
+    let Some(first) = args.first() else {
+        return Ok(DimExpr::zero());
+    };
     // The common part: identical non-constant terms, plus the smallest constant term.
     let mut common: Vec<(Monomial, i64)> = first
         .non_constant_terms()
@@ -226,7 +239,10 @@ pub(crate) fn min_max_with(
         common.insert(0, (Monomial::default(), c0));
     }
     let common = DimExpr { terms: common };
-    let mut rest: Vec<DimExpr> = args.iter().map(|a| a.checked_sub(&common)).collect::<Result<_, _>>()?;
+    let mut rest: Vec<DimExpr> = args
+        .iter()
+        .map(|a| a.checked_sub(&common))
+        .collect::<Result<_, _>>()?;
     let before = rest.len();
     if facts.prunes() && rest.len() > 1 {
         let mut i = 0;
@@ -333,9 +349,15 @@ mod tests {
     #[test]
     fn floordiv_rules() {
         assert_eq!(p("4*B + 2").floor_div(2).unwrap(), p("2*B + 1"));
-        assert_eq!(p("S + 3").floor_div(2).unwrap(), p("floordiv(S + 1, 2) + 1"));
+        assert_eq!(
+            p("S + 3").floor_div(2).unwrap(),
+            p("floordiv(S + 1, 2) + 1")
+        );
         assert_eq!(p("2*S").floor_div(4).unwrap(), p("floordiv(S, 2)"));
-        assert_eq!(p("floordiv(S, 2)").floor_div(3).unwrap(), p("floordiv(S, 6)"));
+        assert_eq!(
+            p("floordiv(S, 2)").floor_div(3).unwrap(),
+            p("floordiv(S, 6)")
+        );
         assert_eq!(p("7").floor_div(2).unwrap(), p("3"));
         assert_eq!(p("-7").floor_div(2).unwrap(), p("-4"));
         assert_eq!(p("S").floor_div(1).unwrap(), p("S"));
@@ -363,7 +385,10 @@ mod tests {
         assert_eq!(DimExpr::min(&b, &p("B + 1")), b);
         assert_eq!(DimExpr::max(&b, &p("B + 1")), p("B + 1"));
         assert_eq!(DimExpr::min(&p("B + 1"), &p("S + 1")), p("min(B, S) + 1"));
-        assert_eq!(DimExpr::min(&p("B + S"), &p("2*B + S")), p("min(B, 2*B) + S"));
+        assert_eq!(
+            DimExpr::min(&p("B + S"), &p("2*B + S")),
+            p("min(B, 2*B) + S")
+        );
         assert_eq!(DimExpr::min(&p("min(B, S)"), &p("T")), p("min(B, S, T)"));
         assert_eq!(p("min(B, S)"), p("min(S, B)"));
         assert_eq!(p("max(3, 5, 4)"), p("5"));

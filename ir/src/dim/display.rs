@@ -22,7 +22,11 @@ impl fmt::Display for Atom {
             Atom::FloorDiv(x, k) => write!(f, "floordiv({x}, {k})"),
             Atom::Mod(x, k) => write!(f, "mod({x}, {k})"),
             Atom::Min(args) | Atom::Max(args) => {
-                f.write_str(if matches!(self, Atom::Min(_)) { "min(" } else { "max(" })?;
+                f.write_str(if matches!(self, Atom::Min(_)) {
+                    "min("
+                } else {
+                    "max("
+                })?;
                 let non_const = args.iter().filter(|a| a.as_const().is_none());
                 let consts = args.iter().filter(|a| a.as_const().is_some());
                 for (i, a) in non_const.chain(consts).enumerate() {
@@ -119,7 +123,10 @@ mod tests {
         assert_eq!(show(DimExpr::min(&b, &DimExpr::constant(4))), "min(B, 4)");
         assert_eq!(show(DimExpr::constant(-7)), "-7");
         assert_eq!(show(DimExpr::zero()), "0");
-        assert_eq!(show(DimExpr::sym("seq len") + DimExpr::sym("a\"b")), "\"a\\\"b\" + \"seq len\"");
+        assert_eq!(
+            show(DimExpr::sym("seq len") + DimExpr::sym("a\"b")),
+            "\"a\\\"b\" + \"seq len\""
+        );
     }
 
     #[test]

@@ -12,7 +12,10 @@ use super::{Bindings, DimError, DimExpr, Symbol};
 impl Atom {
     fn eval(&self, b: &Bindings) -> Result<i128, DimError> {
         Ok(match self {
-            Atom::Sym(s) => i128::from(*b.get(s).ok_or_else(|| DimError::Unbound(s.name().to_string()))?),
+            Atom::Sym(s) => i128::from(
+                *b.get(s)
+                    .ok_or_else(|| DimError::Unbound(s.name().to_string()))?,
+            ),
             Atom::FloorDiv(x, k) => x.eval_i128(b)?.div_euclid(i128::from(*k)),
             Atom::Mod(x, k) => x.eval_i128(b)?.rem_euclid(i128::from(*k)),
             Atom::Min(args) | Atom::Max(args) => {
@@ -54,7 +57,10 @@ impl Atom {
             Atom::FloorDiv(x, k) => floor_div_with(&x.try_substitute(map)?, *k, &NoFacts),
             Atom::Mod(x, k) => rem_with(&x.try_substitute(map)?, *k, &NoFacts),
             Atom::Min(args) | Atom::Max(args) => {
-                let args = args.iter().map(|a| a.try_substitute(map)).collect::<Result<Vec<_>, _>>()?;
+                let args = args
+                    .iter()
+                    .map(|a| a.try_substitute(map))
+                    .collect::<Result<Vec<_>, _>>()?;
                 min_max_with(args, matches!(self, Atom::Max(_)), &NoFacts)
             }
         }
@@ -102,7 +108,9 @@ impl DimExpr {
 
     /// True when `s` occurs anywhere in the expression.
     pub fn mentions(&self, s: &Symbol) -> bool {
-        self.terms.iter().any(|(m, _)| m.0.iter().any(|(a, _)| a.mentions(s)))
+        self.terms
+            .iter()
+            .any(|(m, _)| m.0.iter().any(|(a, _)| a.mentions(s)))
     }
 
     /// Replaces every symbol that is a key of `map` by its expression (simultaneously, not
@@ -217,7 +225,10 @@ mod tests {
         let b = Symbol::new("B");
         let e = p("3*B*B*S + B + S + 1");
         assert_eq!(e.degree_in(&b), Some(2));
-        assert_eq!(e.poly_coeffs_in(&b), Some(vec![p("S + 1"), p("1"), p("3*S")]));
+        assert_eq!(
+            e.poly_coeffs_in(&b),
+            Some(vec![p("S + 1"), p("1"), p("3*S")])
+        );
         assert_eq!(p("S").poly_coeffs_in(&b), Some(vec![p("S")]));
         assert_eq!(p("floordiv(B, 2) + S").degree_in(&b), None);
         assert_eq!(p("floordiv(B, 2) + S").poly_coeffs_in(&b), None);

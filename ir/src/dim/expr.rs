@@ -119,7 +119,9 @@ impl DimExpr {
         if v == 0 {
             DimExpr::default()
         } else {
-            DimExpr { terms: vec![(Monomial::default(), v)] }
+            DimExpr {
+                terms: vec![(Monomial::default(), v)],
+            }
         }
     }
 
@@ -141,7 +143,9 @@ impl DimExpr {
 
     /// `1 * atom`.
     pub(crate) fn from_atom(a: Atom) -> DimExpr {
-        DimExpr { terms: vec![(Monomial::of_atom(a), 1)] }
+        DimExpr {
+            terms: vec![(Monomial::of_atom(a), 1)],
+        }
     }
 
     /// Builds an expression from accumulated `i128` coefficients, dropping zeros.
@@ -193,7 +197,9 @@ impl DimExpr {
 
     /// True when every atom is a symbol (no `floordiv`, `mod`, `min`, `max`).
     pub fn is_polynomial(&self) -> bool {
-        self.terms.iter().all(|(m, _)| m.0.iter().all(|(a, _)| matches!(a, Atom::Sym(_))))
+        self.terms
+            .iter()
+            .all(|(m, _)| m.0.iter().all(|(a, _)| matches!(a, Atom::Sym(_))))
     }
 
     /// The constant term (0 when absent).
@@ -327,7 +333,10 @@ mod tests {
 
     #[test]
     fn commutative_products_cancel() {
-        let d = s("B").checked_mul(&s("S")).unwrap().checked_sub(&s("S").checked_mul(&s("B")).unwrap());
+        let d = s("B")
+            .checked_mul(&s("S"))
+            .unwrap()
+            .checked_sub(&s("S").checked_mul(&s("B")).unwrap());
         assert!(d.unwrap().is_zero());
     }
 
@@ -337,7 +346,11 @@ mod tests {
         let l = b.checked_add(&DimExpr::constant(1)).unwrap();
         let r = b.checked_sub(&DimExpr::constant(1)).unwrap();
         let p = l.checked_mul(&r).unwrap();
-        let want = b.checked_mul(&b).unwrap().checked_sub(&DimExpr::constant(1)).unwrap();
+        let want = b
+            .checked_mul(&b)
+            .unwrap()
+            .checked_sub(&DimExpr::constant(1))
+            .unwrap();
         assert_eq!(p, want);
         assert_eq!(b.checked_pow(2).unwrap(), b.checked_mul(&b).unwrap());
         assert_eq!(b.checked_pow(0).unwrap(), DimExpr::constant(1));
@@ -359,7 +372,10 @@ mod tests {
         let big = DimExpr::constant(i64::MAX).checked_mul(&s("B")).unwrap();
         assert_eq!(big.checked_scale(2), Err(DimError::Overflow));
         assert_eq!(big.checked_add(&s("B")), Err(DimError::Overflow));
-        assert_eq!(DimExpr::constant(i64::MIN).checked_neg(), Err(DimError::Overflow));
+        assert_eq!(
+            DimExpr::constant(i64::MIN).checked_neg(),
+            Err(DimError::Overflow)
+        );
         // Cancellation inside a product is exact even when partial sums are large.
         let x = big.checked_sub(&big).unwrap();
         assert!(x.is_zero());

@@ -85,7 +85,7 @@ impl Ext {
         match self {
             Ext::Fin(v) => v.checked_pow(n).map_or(Ext::overflow(dir), Ext::Fin),
             Ext::PosInf => Ext::PosInf,
-            Ext::NegInf if n % 2 == 0 => Ext::PosInf,
+            Ext::NegInf if n.is_multiple_of(2) => Ext::PosInf,
             Ext::NegInf => Ext::NegInf,
         }
     }
@@ -115,10 +115,16 @@ pub(crate) struct Interval {
 
 impl Interval {
     /// All integers.
-    pub(crate) const FULL: Interval = Interval { lo: Ext::NegInf, hi: Ext::PosInf };
+    pub(crate) const FULL: Interval = Interval {
+        lo: Ext::NegInf,
+        hi: Ext::PosInf,
+    };
 
     pub(crate) fn point(v: i128) -> Interval {
-        Interval { lo: Ext::Fin(v), hi: Ext::Fin(v) }
+        Interval {
+            lo: Ext::Fin(v),
+            hi: Ext::Fin(v),
+        }
     }
 
     /// From optional `i64` bounds (`None` = unbounded on that side).
@@ -138,13 +144,29 @@ impl Interval {
     }
 
     pub(crate) fn add(self, o: Interval) -> Interval {
-        Interval { lo: self.lo.add(o.lo, Dir::Down), hi: self.hi.add(o.hi, Dir::Up) }
+        Interval {
+            lo: self.lo.add(o.lo, Dir::Down),
+            hi: self.hi.add(o.hi, Dir::Up),
+        }
     }
 
     pub(crate) fn mul(self, o: Interval) -> Interval {
-        let pairs = [(self.lo, o.lo), (self.lo, o.hi), (self.hi, o.lo), (self.hi, o.hi)];
-        let lo = pairs.iter().map(|&(a, b)| a.mul(b, Dir::Down)).min().unwrap_or(Ext::NegInf);
-        let hi = pairs.iter().map(|&(a, b)| a.mul(b, Dir::Up)).max().unwrap_or(Ext::PosInf);
+        let pairs = [
+            (self.lo, o.lo),
+            (self.lo, o.hi),
+            (self.hi, o.lo),
+            (self.hi, o.hi),
+        ];
+        let lo = pairs
+            .iter()
+            .map(|&(a, b)| a.mul(b, Dir::Down))
+            .min()
+            .unwrap_or(Ext::NegInf);
+        let hi = pairs
+            .iter()
+            .map(|&(a, b)| a.mul(b, Dir::Up))
+            .max()
+            .unwrap_or(Ext::PosInf);
         Interval { lo, hi }
     }
 
@@ -156,21 +178,33 @@ impl Interval {
         if n == 1 {
             return self;
         }
-        let even = n % 2 == 0;
+        let even = n.is_multiple_of(2);
         let zero = Ext::Fin(0);
         if self.lo >= zero || !even {
             // Monotone non-decreasing on this interval.
-            Interval { lo: self.lo.pow(n, Dir::Down), hi: self.hi.pow(n, Dir::Up) }
+            Interval {
+                lo: self.lo.pow(n, Dir::Down),
+                hi: self.hi.pow(n, Dir::Up),
+            }
         } else if self.hi <= zero {
-            Interval { lo: self.hi.pow(n, Dir::Down), hi: self.lo.pow(n, Dir::Up) }
+            Interval {
+                lo: self.hi.pow(n, Dir::Down),
+                hi: self.lo.pow(n, Dir::Up),
+            }
         } else {
-            Interval { lo: zero, hi: self.lo.pow(n, Dir::Up).max(self.hi.pow(n, Dir::Up)) }
+            Interval {
+                lo: zero,
+                hi: self.lo.pow(n, Dir::Up).max(self.hi.pow(n, Dir::Up)),
+            }
         }
     }
 
     /// `floordiv(x, k)` for `k > 0` (monotone).
     pub(crate) fn floor_div(self, k: i128) -> Interval {
-        Interval { lo: self.lo.floor_div(k), hi: self.hi.floor_div(k) }
+        Interval {
+            lo: self.lo.floor_div(k),
+            hi: self.hi.floor_div(k),
+        }
     }
 
     /// `mod(x, k)` for `k > 0`: exact shift when `x` stays within one period, else `[0, k-1]`.
@@ -178,20 +212,32 @@ impl Interval {
         if let Some((a, b)) = self.finite() {
             let j = a.div_euclid(k);
             if j == b.div_euclid(k) {
-                return Interval::point(a - j * k).add(Interval { lo: Ext::Fin(0), hi: Ext::Fin(b - a) });
+                return Interval::point(a - j * k).add(Interval {
+                    lo: Ext::Fin(0),
+                    hi: Ext::Fin(b - a),
+                });
             }
         }
-        Interval { lo: Ext::Fin(0), hi: Ext::Fin(k - 1) }
+        Interval {
+            lo: Ext::Fin(0),
+            hi: Ext::Fin(k - 1),
+        }
     }
 
     /// Interval of `min(x, y)`.
     pub(crate) fn min(self, o: Interval) -> Interval {
-        Interval { lo: self.lo.min(o.lo), hi: self.hi.min(o.hi) }
+        Interval {
+            lo: self.lo.min(o.lo),
+            hi: self.hi.min(o.hi),
+        }
     }
 
     /// Interval of `max(x, y)`.
     pub(crate) fn max(self, o: Interval) -> Interval {
-        Interval { lo: self.lo.max(o.lo), hi: self.hi.max(o.hi) }
+        Interval {
+            lo: self.lo.max(o.lo),
+            hi: self.hi.max(o.hi),
+        }
     }
 }
 
@@ -236,7 +282,10 @@ mod tests {
     use super::*;
 
     fn iv(lo: i128, hi: i128) -> Interval {
-        Interval { lo: Ext::Fin(lo), hi: Ext::Fin(hi) }
+        Interval {
+            lo: Ext::Fin(lo),
+            hi: Ext::Fin(hi),
+        }
     }
 
     #[test]
@@ -245,9 +294,18 @@ mod tests {
         assert_eq!(iv(-3, 2).pow(2), iv(0, 9));
         assert_eq!(iv(-3, -2).pow(2), iv(4, 9));
         assert_eq!(iv(-3, 2).pow(3), iv(-27, 8));
-        let pos = Interval { lo: Ext::Fin(1), hi: Ext::PosInf };
+        let pos = Interval {
+            lo: Ext::Fin(1),
+            hi: Ext::PosInf,
+        };
         assert_eq!(pos.mul(iv(0, 0)), iv(0, 0));
-        assert_eq!(pos.mul(iv(-1, 0)), Interval { lo: Ext::NegInf, hi: Ext::Fin(0) });
+        assert_eq!(
+            pos.mul(iv(-1, 0)),
+            Interval {
+                lo: Ext::NegInf,
+                hi: Ext::Fin(0)
+            }
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@
 //! Evaluation ([`DimExpr::eval`]) never panics.
 
 mod atoms;
+mod certificate;
 mod display;
 mod eval;
 mod expr;
@@ -77,12 +78,18 @@ impl DimOrdering {
 
     /// True when this proves `a <= b` (`Less`, `LessEq` or `Equal`).
     pub fn is_le(self) -> bool {
-        matches!(self, DimOrdering::Less | DimOrdering::LessEq | DimOrdering::Equal)
+        matches!(
+            self,
+            DimOrdering::Less | DimOrdering::LessEq | DimOrdering::Equal
+        )
     }
 
     /// True when this proves `a >= b` (`Greater`, `GreaterEq` or `Equal`).
     pub fn is_ge(self) -> bool {
-        matches!(self, DimOrdering::Greater | DimOrdering::GreaterEq | DimOrdering::Equal)
+        matches!(
+            self,
+            DimOrdering::Greater | DimOrdering::GreaterEq | DimOrdering::Equal
+        )
     }
 }
 
@@ -134,8 +141,18 @@ mod tests {
 
     #[test]
     fn error_messages_name_the_problem() {
-        let e = DimError::FactViolated { symbol: "S".into(), fact: "S % 8 == 0".into(), value: 7 };
-        assert_eq!(e.to_string(), "symbol `S` = 7 violates the fact `S % 8 == 0`");
-        assert_eq!(DimError::Unbound("B".into()).to_string(), "symbol `B` is not bound");
+        let e = DimError::FactViolated {
+            symbol: "S".into(),
+            fact: "S % 8 == 0".into(),
+            value: 7,
+        };
+        assert_eq!(
+            e.to_string(),
+            "symbol `S` = 7 violates the fact `S % 8 == 0`"
+        );
+        assert_eq!(
+            DimError::Unbound("B".into()).to_string(),
+            "symbol `B` is not bound"
+        );
     }
 }

@@ -162,8 +162,14 @@ mod tests {
         let v = [b.clone(), s.clone(), DimExpr::from(4)];
         assert_eq!(v.iter().sum::<DimExpr>(), &b + &s + 4);
         assert_eq!(v.iter().product::<DimExpr>(), &b * &s * 4);
-        assert_eq!(v.into_iter().product::<DimExpr>(), DimExpr::from(Symbol::new("B")) * &s * 4);
-        assert_eq!(std::iter::empty::<DimExpr>().product::<DimExpr>(), DimExpr::from(1));
+        assert_eq!(
+            v.into_iter().product::<DimExpr>(),
+            DimExpr::from(Symbol::new("B")) * &s * 4
+        );
+        assert_eq!(
+            std::iter::empty::<DimExpr>().product::<DimExpr>(),
+            DimExpr::from(1)
+        );
     }
 
     #[test]

@@ -31,13 +31,19 @@ type PResult = Result<DimExpr, DimError>;
 
 impl<'a> Parser<'a> {
     fn err(&self, pos: usize, msg: impl Into<String>) -> DimError {
-        DimError::Parse { input: self.src.to_string(), pos, msg: msg.into() }
+        DimError::Parse {
+            input: self.src.to_string(),
+            pos,
+            msg: msg.into(),
+        }
     }
 
     /// Turns an arithmetic error at `pos` into a parse error.
     fn arith(&self, pos: usize, r: PResult) -> PResult {
         r.map_err(|e| match e {
-            DimError::NonPositiveDivisor(k) => self.err(pos, format!("divisor must be positive, got {k}")),
+            DimError::NonPositiveDivisor(k) => {
+                self.err(pos, format!("divisor must be positive, got {k}"))
+            }
             other => self.err(pos, format!("{other}")),
         })
     }
@@ -143,7 +149,10 @@ impl<'a> Parser<'a> {
             self.pos += 1;
         }
         let digits = &self.src[start..self.pos];
-        let v = digits.parse::<i128>().ok().map(|v| if negative { -v } else { v });
+        let v = digits
+            .parse::<i128>()
+            .ok()
+            .map(|v| if negative { -v } else { v });
         match v.and_then(|v| i64::try_from(v).ok()) {
             Some(v) => Ok(DimExpr::constant(v)),
             None => Err(self.err(start, "integer literal out of range")),
@@ -163,7 +172,10 @@ impl<'a> Parser<'a> {
             }
             Some(b'"') => self.quoted(),
             Some(b) if b.is_ascii_alphabetic() || b == b'_' => {
-                while self.peek().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                while self
+                    .peek()
+                    .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+                {
                     self.pos += 1;
                 }
                 let name = &self.src[at..self.pos];
@@ -220,9 +232,17 @@ impl<'a> Parser<'a> {
                     .map_err(|_| self.err(at, format!("`{name}` takes 2 arguments")))?;
                 let k = match k.as_const() {
                     Some(k) if k > 0 => k,
-                    _ => return Err(self.err(at, format!("`{name}` needs a positive constant divisor"))),
+                    _ => {
+                        return Err(
+                            self.err(at, format!("`{name}` needs a positive constant divisor"))
+                        )
+                    }
                 };
-                let r = if name == "mod" { x.rem(k) } else { x.floor_div(k) };
+                let r = if name == "mod" {
+                    x.rem(k)
+                } else {
+                    x.floor_div(k)
+                };
                 self.arith(at, r)
             }
             "min" => self.arith(at, DimExpr::min_of(&args).unwrap_or(Ok(DimExpr::zero()))),
@@ -241,7 +261,11 @@ impl FromStr for DimExpr {
     /// [`DimError::Parse`] with the byte offset of the problem; arithmetic problems
     /// (coefficient overflow, a non-positive divisor) are reported as parse errors too.
     fn from_str(s: &str) -> Result<DimExpr, DimError> {
-        let mut p = Parser { src: s, pos: 0, depth: 0 };
+        let mut p = Parser {
+            src: s,
+            pos: 0,
+            depth: 0,
+        };
         let e = p.expr()?;
         p.ws();
         if p.pos != s.len() {
@@ -289,7 +313,15 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        for t in ["768*B*S", "4*B + 12", "-B + 3", "floordiv(S, 2)", "mod(S, 8)", "min(B, 4)", "B*B - 2*B + max(B, S)"] {
+        for t in [
+            "768*B*S",
+            "4*B + 12",
+            "-B + 3",
+            "floordiv(S, 2)",
+            "mod(S, 8)",
+            "min(B, 4)",
+            "B*B - 2*B + max(B, S)",
+        ] {
             assert_eq!(p(t).to_string(), t);
         }
     }

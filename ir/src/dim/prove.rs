@@ -26,8 +26,6 @@ use super::{DimError, DimOrdering, SymbolScope};
 
 /// Maximum number of recursive lower-bound evaluations per query.
 pub const FUEL: u32 = 48;
-/// Maximum number of terms in a shift-certificate expansion.
-const SHIFT_TERM_CAP: usize = 512;
 /// Fuel for the `min`/`max` pruning done by `normalize`.
 const PRUNE_FUEL: u32 = 8;
 
@@ -39,11 +37,16 @@ impl Facts for SymbolScope {
                 let d = match a {
                     Atom::Sym(s) => i128::from(self.divisor_of(s)),
                     Atom::Mod(x, k) => gcd(self.divisor(x), i128::from(*k)),
-                    Atom::Min(args) | Atom::Max(args) => args.iter().fold(0, |g, x| gcd(g, self.divisor(x))),
+                    Atom::Min(args) | Atom::Max(args) => {
+                        args.iter().fold(0, |g, x| gcd(g, self.divisor(x)))
+                    }
                     Atom::FloorDiv(..) => 1,
                 };
                 // Dropping a factor that overflows leaves a (weaker) divisor of the term.
-                t = d.checked_pow(*n).and_then(|p| t.checked_mul(p)).unwrap_or(t);
+                t = d
+                    .checked_pow(*n)
+                    .and_then(|p| t.checked_mul(p))
+                    .unwrap_or(t);
             }
             gcd(g, t)
         })
@@ -54,7 +57,9 @@ impl Facts for SymbolScope {
     }
 
     fn le(&self, a: &DimExpr, b: &DimExpr) -> bool {
-        let Ok(d) = b.checked_sub(a) else { return false };
+        let Ok(d) = b.checked_sub(a) else {
+            return false;
+        };
         let mut fuel = PRUNE_FUEL;
         self.lower_bound(&d, &mut fuel, Ext::Fin(0)) >= Ext::Fin(0)
     }
@@ -92,11 +97,16 @@ impl SymbolScope {
     }
 
     fn normalize_owned(&self, e: DimExpr) -> DimExpr {
-        let needs_subst = !self.solved.is_empty() && e.symbols().iter().any(|s| self.solved.contains_key(s));
+        let needs_subst =
+            !self.solved.is_empty() && e.symbols().iter().any(|s| self.solved.contains_key(s));
         if !needs_subst && e.is_polynomial() {
             return e;
         }
-        let r = if needs_subst { e.try_substitute(&self.solved) } else { Ok(e.clone()) };
+        let r = if needs_subst {
+            e.try_substitute(&self.solved)
+        } else {
+            Ok(e.clone())
+        };
         r.and_then(|x| self.simplify(&x)).unwrap_or(e)
     }
 
@@ -121,7 +131,10 @@ impl SymbolScope {
             Atom::FloorDiv(x, k) => floor_div_with(&self.simplify(x)?, *k, self),
             Atom::Mod(x, k) => rem_with(&self.simplify(x)?, *k, self),
             Atom::Min(args) | Atom::Max(args) => {
-                let args = args.iter().map(|x| self.simplify(x)).collect::<Result<Vec<_>, _>>()?;
+                let args = args
+                    .iter()
+                    .map(|x| self.simplify(x))
+                    .collect::<Result<Vec<_>, _>>()?;
                 min_max_with(args, matches!(a, Atom::Max(_)), self)
             }
         }
@@ -132,16 +145,26 @@ impl SymbolScope {
         for _ in 0..8 {
             let found = e.terms.iter().find_map(|(m, c)| {
                 m.0.iter().find_map(|(a, n)| match a {
-                    Atom::FloorDiv(x, k) if *n == 1 && c % k == 0 && self.divisor(x) % i128::from(*k) == 0 => {
+                    Atom::FloorDiv(x, k)
+                        if *n == 1 && c % k == 0 && self.divisor(x) % i128::from(*k) == 0 =>
+                    {
                         Some((m.clone(), *c, a.clone(), x.clone(), c / k))
                     }
                     _ => None,
                 })
             });
-            let Some((m, c, a, x, ck)) = found else { return Ok(e) };
-            let rest = DimExpr { terms: vec![(m.without(&a), 1)] };
-            let old = DimExpr { terms: vec![(m, c)] };
-            e = e.checked_sub(&old)?.checked_add(&x.checked_mul(&rest)?.checked_scale(ck)?)?;
+            let Some((m, c, a, x, ck)) = found else {
+                return Ok(e);
+            };
+            let rest = DimExpr {
+                terms: vec![(m.without(&a), 1)],
+            };
+            let old = DimExpr {
+                terms: vec![(m, c)],
+            };
+            e = e
+                .checked_sub(&old)?
+                .checked_add(&x.checked_mul(&rest)?.checked_scale(ck)?)?;
         }
         Ok(e)
     }
@@ -160,7 +183,9 @@ impl SymbolScope {
     /// What is proven about `a` versus `b` under the facts; [`DimOrdering::Unknown`] when
     /// nothing is. Sound: a proven ordering holds at every binding that satisfies the facts.
     pub fn compare(&self, a: &DimExpr, b: &DimExpr) -> DimOrdering {
-        let Ok(d) = a.checked_sub(b) else { return DimOrdering::Unknown };
+        let Ok(d) = a.checked_sub(b) else {
+            return DimOrdering::Unknown;
+        };
         let d = self.normalize_owned(d);
         if let Some(c) = d.as_const() {
             return match c.cmp(&0) {
@@ -210,7 +235,9 @@ impl SymbolScope {
 
     /// A proven lower bound of `x - y` (aiming for `enough`, see `lower_bound`).
     fn proven_lower(&self, x: &DimExpr, y: &DimExpr, enough: Ext) -> Ext {
-        let Ok(d) = x.checked_sub(y) else { return Ext::NegInf };
+        let Ok(d) = x.checked_sub(y) else {
+            return Ext::NegInf;
+        };
         let d = self.normalize_owned(d);
         let mut fuel = FUEL;
         self.lower_bound(&d, &mut fuel, enough)
@@ -247,100 +274,6 @@ impl SymbolScope {
         best.max(self.split_lower(d, fuel, enough))
     }
 
-    /// Method 2 of the module docs; `NegInf` when not applicable. Atoms bounded on both sides
-    /// are shifted to their upper end when `upper` (else to their lower end); the flag
-    /// returned says whether there was such an atom (so that the other choice differs).
-    fn shifted_lower(&self, d: &DimExpr, upper: bool) -> (Ext, bool) {
-        let mut two_sided = false;
-        let lb = self.shifted_lower_inner(d, upper, &mut two_sided);
-        (lb, two_sided)
-    }
-
-    fn shifted_lower_inner(&self, d: &DimExpr, upper: bool, two_sided: &mut bool) -> Ext {
-        // Per atom: (base, sign, range of a') with atom = base + sign*a'.
-        let mut shift: BTreeMap<&Atom, (i128, i128, Interval)> = BTreeMap::new();
-        let mut trivial = true;
-        for (m, _) in &d.terms {
-            for (a, n) in &m.0 {
-                if shift.contains_key(a) {
-                    continue;
-                }
-                if *n > 16 {
-                    return Ext::NegInf;
-                }
-                let iv = atom_interval(a, &|s| self.symbol_interval(s));
-                let zero = Ext::Fin(0);
-                let (base, sign, width) = match (iv.lo, iv.hi) {
-                    (Ext::Fin(l), Ext::Fin(h)) => {
-                        *two_sided = true;
-                        let width = Interval { lo: zero, hi: h.checked_sub(l).map_or(Ext::PosInf, Ext::Fin) };
-                        if upper {
-                            (h, -1, width)
-                        } else {
-                            (l, 1, width)
-                        }
-                    }
-                    (Ext::Fin(l), _) => (l, 1, Interval { lo: zero, hi: Ext::PosInf }),
-                    (_, Ext::Fin(h)) => (h, -1, Interval { lo: zero, hi: Ext::PosInf }),
-                    // Not shiftable: a' = a over its own interval.
-                    _ => (0, 1, iv),
-                };
-                trivial &= base == 0 && sign == 1;
-                shift.insert(a, (base, sign, width));
-            }
-        }
-        if trivial {
-            return Ext::NegInf; // same as the plain interval
-        }
-        let mut acc: BTreeMap<Vec<(&Atom, u32)>, i128> = BTreeMap::new();
-        for (m, c) in &d.terms {
-            let mut partial: Vec<(Vec<(&Atom, u32)>, i128)> = vec![(Vec::new(), i128::from(*c))];
-            for (a, n) in &m.0 {
-                let (base, sign, _) = shift[a];
-                let mut next = Vec::with_capacity(partial.len() * (*n as usize + 1));
-                for (mono, coef) in &partial {
-                    let mut binom: i128 = 1;
-                    for j in 0..=*n {
-                        let k = base
-                            .checked_pow(*n - j)
-                            .and_then(|b| b.checked_mul(binom))
-                            .and_then(|b| b.checked_mul(if j % 2 == 1 { sign } else { 1 }))
-                            .and_then(|b| b.checked_mul(*coef));
-                        let Some(k) = k else { return Ext::NegInf };
-                        if k != 0 {
-                            let mut mono = mono.clone();
-                            if j > 0 {
-                                mono.push((a, j));
-                            }
-                            next.push((mono, k));
-                        }
-                        binom = binom * i128::from(*n - j) / i128::from(j + 1);
-                    }
-                }
-                if next.len() > SHIFT_TERM_CAP {
-                    return Ext::NegInf;
-                }
-                partial = next;
-            }
-            for (mono, k) in partial {
-                let slot = acc.entry(mono).or_insert(0);
-                let Some(v) = slot.checked_add(k) else { return Ext::NegInf };
-                *slot = v;
-            }
-            if acc.len() > SHIFT_TERM_CAP {
-                return Ext::NegInf;
-            }
-        }
-        let mut total = Interval::point(0);
-        for (mono, k) in acc {
-            let mut iv = Interval::point(k);
-            for (a, j) in mono {
-                iv = iv.mul(shift[a].2.pow(j));
-            }
-            total = total.add(iv);
-        }
-        total.lo
-    }
 
     /// Sign of `p` when proven: `Some(1)` for `p >= 0`, `Some(-1)` for `p <= 0`.
     fn sign_of(&self, p: &DimExpr, fuel: &mut u32) -> Option<i128> {
@@ -355,7 +288,9 @@ impl SymbolScope {
 
     /// Method 3 of the module docs; `NegInf` when no atom qualifies or a step overflows.
     fn split_lower(&self, d: &DimExpr, fuel: &mut u32, enough: Ext) -> Ext {
-        let Some(atom) = pick_split_atom(d) else { return Ext::NegInf };
+        let Some(atom) = pick_split_atom(d) else {
+            return Ext::NegInf;
+        };
         let (mut p, mut r) = (Vec::new(), Vec::new());
         for (m, c) in &d.terms {
             if m.exponent_of(atom) == 1 {
@@ -373,17 +308,24 @@ impl SymbolScope {
         match atom {
             Atom::Mod(x, k) => {
                 let e = floor_div_with(x, *k, self).and_then(|fd| {
-                    r.checked_add(&p.checked_mul(x)?)?.checked_sub(&p.checked_mul(&fd)?.checked_scale(*k)?)
+                    r.checked_add(&p.checked_mul(x)?)?
+                        .checked_sub(&p.checked_mul(&fd)?.checked_scale(*k)?)
                 });
                 lb(e, fuel, enough)
             }
             Atom::Min(args) | Atom::Max(args) => {
-                let Some(sign) = self.sign_of(&p, fuel) else { return Ext::NegInf };
+                let Some(sign) = self.sign_of(&p, fuel) else {
+                    return Ext::NegInf;
+                };
                 // d is the min (or max) over the arguments x of r + p*x.
                 let take_min = matches!(atom, Atom::Min(_)) == (sign > 0);
                 let mut acc = if take_min { Ext::PosInf } else { Ext::NegInf };
                 for x in args.iter() {
-                    let v = lb(p.checked_mul(x).and_then(|px| r.checked_add(&px)), fuel, enough);
+                    let v = lb(
+                        p.checked_mul(x).and_then(|px| r.checked_add(&px)),
+                        fuel,
+                        enough,
+                    );
                     acc = if take_min { acc.min(v) } else { acc.max(v) };
                     // Any one case bounds a max, so a max at `enough` is done; a min needs
                     // every case to be sound.
@@ -394,13 +336,22 @@ impl SymbolScope {
                 acc
             }
             Atom::FloorDiv(x, k) => {
-                let Some(sign) = self.sign_of(&p, fuel) else { return Ext::NegInf };
-                let x = if sign > 0 { x.checked_sub(&DimExpr::constant(k - 1)) } else { Ok((**x).clone()) };
+                let Some(sign) = self.sign_of(&p, fuel) else {
+                    return Ext::NegInf;
+                };
+                let x = if sign > 0 {
+                    x.checked_sub(&DimExpr::constant(k - 1))
+                } else {
+                    Ok((**x).clone())
+                };
                 let e = x.and_then(|x| r.checked_scale(*k)?.checked_add(&p.checked_mul(&x)?));
                 // lb(d) >= ceil(lb(e) / k): e must reach k*enough - (k - 1).
                 let k = i128::from(*k);
                 let need = match enough {
-                    Ext::Fin(t) => t.checked_mul(k).and_then(|t| t.checked_sub(k - 1)).map_or(Ext::PosInf, Ext::Fin),
+                    Ext::Fin(t) => t
+                        .checked_mul(k)
+                        .and_then(|t| t.checked_sub(k - 1))
+                        .map_or(Ext::PosInf, Ext::Fin),
                     other => other,
                 };
                 match lb(e, fuel, need) {
@@ -435,5 +386,7 @@ fn pick_split_atom(d: &DimExpr) -> Option<&Atom> {
         Atom::Min(_) | Atom::Max(_) => 1,
         _ => 2,
     };
-    ok.into_iter().filter(|a| !bad.contains(a)).min_by_key(|a| rank(a))
+    ok.into_iter()
+        .filter(|a| !bad.contains(a))
+        .min_by_key(|a| rank(a))
 }

@@ -79,7 +79,11 @@ impl From<SymbolScope> for ScopeRepr {
     fn from(s: SymbolScope) -> ScopeRepr {
         ScopeRepr {
             symbols: s.decls,
-            equalities: s.equalities.into_iter().map(|(symbol, expr)| EqualityDecl { symbol, expr }).collect(),
+            equalities: s
+                .equalities
+                .into_iter()
+                .map(|(symbol, expr)| EqualityDecl { symbol, expr })
+                .collect(),
         }
     }
 }
@@ -108,7 +112,12 @@ impl SymbolScope {
             self.set_range(&s, lo, hi);
         } else {
             self.index.insert(s.clone(), self.decls.len());
-            self.decls.push(SymbolDecl { name: s.clone(), lo, hi, divisible_by: Vec::new() });
+            self.decls.push(SymbolDecl {
+                name: s.clone(),
+                lo,
+                hi,
+                divisible_by: Vec::new(),
+            });
             if lo.is_some() && lo == hi {
                 self.rebuild();
             }
@@ -162,7 +171,9 @@ impl SymbolScope {
     /// Adds the fact `s % k == 0`. `k` is taken by absolute value; 0, 1 and `i64::MIN` add no
     /// fact. Declares `s` (range `>= 1`) first when needed.
     pub fn add_divisible(&mut self, s: &Symbol, k: i64) {
-        let Some(k) = k.checked_abs().filter(|&k| k > 1) else { return };
+        let Some(k) = k.checked_abs().filter(|&k| k > 1) else {
+            return;
+        };
         let d = self.decl_mut(s);
         if !d.divisible_by.contains(&k) {
             d.divisible_by.push(k);
@@ -175,7 +186,10 @@ impl SymbolScope {
         let Some(d) = self.decl(s) else { return 1 };
         d.divisible_by.iter().fold(1i64, |acc, &k| {
             let g = super::atoms::gcd(i128::from(acc), i128::from(k));
-            i64::try_from(g).ok().and_then(|g| (acc / g).checked_mul(k)).unwrap_or(acc)
+            i64::try_from(g)
+                .ok()
+                .and_then(|g| (acc / g).checked_mul(k))
+                .unwrap_or(acc)
         })
     }
 
@@ -217,7 +231,9 @@ impl SymbolScope {
         if self.solved.contains_key(s) {
             return;
         }
-        let Ok(e) = e.try_substitute(&self.solved) else { return };
+        let Ok(e) = e.try_substitute(&self.solved) else {
+            return;
+        };
         if e.mentions(s) {
             return;
         }
@@ -304,8 +320,12 @@ impl SymbolScope {
         if n == 0 {
             return Vec::new();
         }
-        let free: Vec<&Symbol> =
-            self.decls.iter().map(|d| &d.name).filter(|s| !self.solved.contains_key(*s)).collect();
+        let free: Vec<&Symbol> = self
+            .decls
+            .iter()
+            .map(|d| &d.name)
+            .filter(|s| !self.solved.contains_key(*s))
+            .collect();
         let mut cands = Vec::with_capacity(free.len());
         for s in &free {
             let c = self.sample_values(s, n);
@@ -357,7 +377,11 @@ impl SymbolScope {
         let steps = (hi - lo) / m;
         (0..n)
             .map(|t| {
-                let frac = if n == 1 { 0.0 } else { t as f64 / (n - 1) as f64 };
+                let frac = if n == 1 {
+                    0.0
+                } else {
+                    t as f64 / (n - 1) as f64
+                };
                 let k = ((steps as f64 + 1.0).powf(frac) - 1.0).round() as i128;
                 let v = lo + k.clamp(0, steps) * m;
                 i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
@@ -409,14 +433,24 @@ mod tests {
         assert_eq!(sc.divisor_of(&s), 8);
         assert_eq!(sc.check(&bind(&[("S", 16), ("T", 8)])), Ok(()));
         let err = |v: &[(&str, i64)]| match sc.check(&bind(v)) {
-            Err(DimError::FactViolated { symbol, fact, value }) => (symbol, fact, value),
+            Err(DimError::FactViolated {
+                symbol,
+                fact,
+                value,
+            }) => (symbol, fact, value),
             other => panic!("{other:?}"),
         };
         assert_eq!(err(&[("S", 0)]), ("S".into(), "S >= 1".into(), 0));
         assert_eq!(err(&[("S", 8192)]), ("S".into(), "S <= 4096".into(), 8192));
         assert_eq!(err(&[("S", 12)]), ("S".into(), "S % 8 == 0".into(), 12));
-        assert_eq!(err(&[("S", 16), ("T", 9)]), ("T".into(), "T == floordiv(S, 2)".into(), 9));
-        assert_eq!(sc.complete(&bind(&[("S", 16)])), Ok(bind(&[("S", 16), ("T", 8)])));
+        assert_eq!(
+            err(&[("S", 16), ("T", 9)]),
+            ("T".into(), "T == floordiv(S, 2)".into(), 9)
+        );
+        assert_eq!(
+            sc.complete(&bind(&[("S", 16)])),
+            Ok(bind(&[("S", 16), ("T", 8)]))
+        );
     }
 
     #[test]

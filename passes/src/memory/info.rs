@@ -169,13 +169,6 @@ impl GraphInfo {
     pub(crate) fn persistent(&self, v: u32) -> bool {
         !matches!(self.class[v as usize], ValueClass::Intermediate)
     }
-
-    /// The value id of `v`, if `v` is a value of this graph.
-    pub(crate) fn id_of(&self, v: ValueRef) -> Option<u32> {
-        let base = *self.value_base.get(v.node.index())?;
-        let id = base.checked_add(v.output)?;
-        (base != NONE && self.values.get(id as usize) == Some(&v)).then_some(id)
-    }
 }
 
 fn value_id(value_base: &[u32], g: &Graph, v: ValueRef) -> Option<u32> {

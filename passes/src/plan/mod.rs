@@ -1,1 +1,88 @@
-//! Being written.
+//! Plan building and the independent plan checker.
+//!
+//! * [`build_plan`]: assembles the [`Plan`] of a graph under a schedule: the value table and
+//!   candidates of [`crate::remat`], the region transients and pruned symbolic peak terms of
+//!   [`crate::memory`], and the requested budget thresholds.
+//! * [`check`]: the independent checker (see its module docs); `derive.rs` is its own
+//!   dataflow, shared with nothing else.
+//!
+//! Invariant: a plan from [`build_plan`] passes [`check::check`] at every binding that
+//! satisfies the graph's facts, with no decision and with any subset of its candidates taken
+//! as any kind they allow.
+
+pub mod check;
+mod derive;
+
+pub use check::{check, resident_bytes, CheckError, CheckReport};
+
+use crate::memory::{self, Schedule};
+use crate::remat::threshold::{threshold_in_scope, ThresholdError};
+use crate::remat::{self, CandidateOptions, RematError};
+use ebb_ir::plan::{Plan, PointBytes, PLAN_VERSION};
+use ebb_ir::{Bindings, Graph, Symbol};
+
+/// A budget threshold to precompute: where the peak exceeds `budget` bytes as a function of
+/// `symbol`, the other symbols fixed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThresholdQuery {
+    /// The free symbol.
+    pub symbol: Symbol,
+    /// Values of the other symbols.
+    pub fixed: Bindings,
+    /// Budget in bytes.
+    pub budget: i64,
+}
+
+/// Options of [`build_plan`].
+#[derive(Clone, Debug, Default)]
+pub struct PlanOptions {
+    /// Candidate search knobs.
+    pub candidates: CandidateOptions,
+    /// Bindings the plan is specialized for (recorded in [`Plan::bound`]).
+    pub bind: Option<Bindings>,
+    /// Thresholds to precompute.
+    pub thresholds: Vec<ThresholdQuery>,
+}
+
+/// Errors of [`build_plan`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BuildError {
+    /// Invalid schedule or overflow in the candidate search.
+    #[error(transparent)]
+    Remat(#[from] RematError),
+    /// A requested threshold cannot be computed.
+    #[error("threshold: {0}")]
+    Threshold(#[from] ThresholdError),
+}
+
+/// Builds the plan of `g` under `schedule` (non-input ops in execution order).
+///
+/// # Errors
+/// [`BuildError::Remat`] for an invalid schedule or overflow; [`BuildError::Threshold`] when a
+/// requested threshold's terms are not polynomial in its symbol or leave a symbol unbound.
+pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<Plan, BuildError> {
+    let (idx, found) = remat::find_candidates(g, schedule, &opts.candidates)?;
+    let live = memory::liveness(g, schedule);
+    let peak_terms: Vec<_> = live.symbolic_peak(&g.scope).terms.into_iter().map(|(e, _)| e).collect();
+    let region_transients =
+        live.transients.iter().map(|t| PointBytes { point: t.point, bytes: t.bytes.clone() }).collect();
+    let thresholds = opts
+        .thresholds
+        .iter()
+        .map(|q| threshold_in_scope(&g.scope, &peak_terms, &q.symbol, &q.fixed, q.budget))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Plan {
+        version: PLAN_VERSION,
+        graph_name: g.name.clone(),
+        symbols: g.scope.clone(),
+        assertions: g.assertions.clone(),
+        ops: g.order().len(),
+        schedule: idx.schedule_positions(),
+        values: idx.values().to_vec(),
+        region_transients,
+        candidates: found.candidates,
+        bound: opts.bind.clone(),
+        peak_terms,
+        thresholds,
+    })
+}

@@ -3,14 +3,11 @@
 //! peak (BladeDISC++, arXiv 2412.16985, §3.2 defers the final decision to run time; this turns
 //! the common one-symbol case into a comparison).
 //!
-//! * [`resident_terms`]: the symbolic resident bytes at every point of a schedule, by one
-//!   sweep over the live ranges (add at `def`, subtract after `last_use`).
-//! * [`peak_terms`]: the distinct terms, with terms *proven* (under the symbol scope) to be at
-//!   most another kept term dropped, so the peak at any valid binding is still exactly their
-//!   maximum.
-//! * [`threshold`]: for terms that are polynomials in one symbol `s` once the other symbols are
-//!   fixed, the exact set of integer values of `s` in a range at which `max(terms) > budget`,
-//!   as sorted disjoint inclusive ranges.
+//! The peak without decisions is the maximum of symbolic *peak terms* (the resident bytes of
+//! the points that can be the peak, `crate::memory::Liveness::symbolic_peak`). For terms that
+//! are polynomials in one symbol `s` once the other symbols are fixed, [`threshold`] gives the
+//! exact set of integer values of `s` in a range at which `max(terms) > budget`, as sorted
+//! disjoint inclusive ranges; [`threshold_in_scope`] takes the range from the symbol scope.
 //!
 //! Method of [`threshold`]: for each term `f(s) - budget`, the integer line is cut into pieces
 //! on which `f` is monotone by the sign of the forward difference `Δf(s) = f(s+1) - f(s)`,
@@ -20,15 +17,11 @@
 //! `i64` where the leading term decides the sign anyway.
 
 use ebb_ir::dim::{DimError, SymbolScope};
-use ebb_ir::plan::{PlanValue, Threshold};
+use ebb_ir::plan::Threshold;
 use ebb_ir::{Bindings, DimExpr, Symbol};
-use std::collections::HashSet;
 
 /// Upper end of the search range for a symbol without an upper bound.
 pub const THRESHOLD_CAP: i64 = 1 << 31;
-
-/// Number of representative bindings used to pick the dominating terms in [`peak_terms`].
-const DOMINATOR_SAMPLES: usize = 8;
 
 /// Errors of threshold computation.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -60,63 +53,6 @@ pub enum ThresholdError {
         /// Upper end.
         hi: i64,
     },
-}
-
-/// Symbolic resident bytes at every point `0..points` for values with the given live ranges
-/// (bytes, `def`, `last_use`; resident when `def <= p <= last_use`).
-///
-/// # Errors
-/// [`DimError::Overflow`] when a coefficient of a sum overflows.
-pub fn resident_terms(values: &[PlanValue], points: usize) -> Result<Vec<DimExpr>, DimError> {
-    let mut start: Vec<Vec<usize>> = vec![Vec::new(); points];
-    let mut end: Vec<Vec<usize>> = vec![Vec::new(); points];
-    for (i, v) in values.iter().enumerate() {
-        if v.def < points && v.last_use < points {
-            start[v.def].push(i);
-            end[v.last_use].push(i);
-        }
-    }
-    let mut cur = DimExpr::zero();
-    let mut out = Vec::with_capacity(points);
-    for p in 0..points {
-        for &i in &start[p] {
-            cur = cur.checked_add(&values[i].bytes)?;
-        }
-        out.push(cur.clone());
-        for &i in &end[p] {
-            cur = cur.checked_sub(&values[i].bytes)?;
-        }
-    }
-    Ok(out)
-}
-
-/// The distinct `terms`, minus those proven under `scope` to be at most one of the terms that
-/// is largest at some representative binding. The maximum over the result equals the maximum
-/// over `terms` at every binding that satisfies the scope's facts.
-pub fn peak_terms(scope: &SymbolScope, terms: &[DimExpr]) -> Vec<DimExpr> {
-    let mut seen = HashSet::new();
-    let distinct: Vec<&DimExpr> = terms.iter().filter(|t| seen.insert(*t)).collect();
-    let mut dominators: Vec<usize> = Vec::new();
-    for b in scope.representative_bindings(DOMINATOR_SAMPLES) {
-        let best = distinct
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| t.eval(&b).ok().map(|v| (v, i)))
-            .max_by_key(|&(v, i)| (v, std::cmp::Reverse(i)));
-        if let Some((_, i)) = best {
-            if !dominators.contains(&i) {
-                dominators.push(i);
-            }
-        }
-    }
-    distinct
-        .iter()
-        .enumerate()
-        .filter(|(i, t)| {
-            dominators.contains(i) || !dominators.iter().any(|&d| scope.prove_le(t, distinct[d]))
-        })
-        .map(|(_, t)| (*t).clone())
-        .collect()
 }
 
 /// The ranges of `symbol` in `lo..=hi` at which `max(terms) > budget` with the other symbols
@@ -320,22 +256,5 @@ mod tests {
         let e = threshold(&[p("B*S")], &s, &Bindings::new(), 0, 1, 8).unwrap_err();
         assert!(matches!(e, ThresholdError::Dim { .. }), "{e}");
         assert!(matches!(threshold(&[], &s, &Bindings::new(), 0, 9, 8), Err(ThresholdError::EmptyRange { .. })));
-    }
-
-    #[test]
-    fn dominated_terms_are_dropped_only_when_proven() {
-        let mut scope = SymbolScope::new();
-        scope.declare("B");
-        scope.declare("S");
-        let terms = [p("4*B*S + 100"), p("4*B*S + 100"), p("4*B*S"), p("B*S*S"), p("3*B + 2")];
-        let kept = peak_terms(&scope, &terms);
-        // 4*B*S <= 4*B*S + 100 and 3*B + 2 <= 4*B*S + 100 are provable; B*S*S is not below
-        // 4*B*S + 100 (large S) and neither is the converse (S = 1).
-        assert_eq!(kept, vec![p("4*B*S + 100"), p("B*S*S")]);
-        let values = [
-            PlanValue { node: 0, output: 0, bytes: p("B"), def: 0, last_use: 1, class: ebb_ir::plan::ValueClass::Input },
-            PlanValue { node: 1, output: 0, bytes: p("S"), def: 1, last_use: 2, class: ebb_ir::plan::ValueClass::Output },
-        ];
-        assert_eq!(resident_terms(&values, 3).unwrap(), vec![p("B"), p("B + S"), p("S")]);
     }
 }

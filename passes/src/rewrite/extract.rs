@@ -21,9 +21,13 @@
 //!    is used everywhere.
 //! 3. Greedy local search with reference counts (the incremental DAG cost of
 //!    "extraction by local improvement"): for every needed class with alternatives, try each
-//!    alternative e-node; keep it when the total cost strictly drops and no cycle is formed
-//!    (checked with a topological rank, then a depth-first search). Passes repeat until
-//!    nothing improves (at most [`MAX_PASSES`]).
+//!    alternative e-node; keep it when the total cost strictly drops, or stays equal while
+//!    the references to materialized bytes (cost of each class times the number of chosen
+//!    nodes using it) strictly drop, and no cycle is formed (checked with a topological
+//!    rank, then a depth-first search). The secondary objective lets a value shared by two
+//!    users be freed in two steps (e.g. one `transpose` feeding two `dot_general`s: the
+//!    first fold frees nothing, the second frees the copy). Passes repeat until nothing
+//!    improves (at most [`MAX_PASSES`]); both objectives only decrease, so it terminates.
 //!
 //! Invariant: the chosen e-nodes of the needed classes form a DAG whose total cost is at
 //! most that of the input graph.
@@ -38,6 +42,10 @@ use std::collections::BinaryHeap;
 
 /// Passes of local improvement at most.
 pub const MAX_PASSES: usize = 8;
+
+/// Cost differences below this are ties (costs are fractions of the input's bytes, summed
+/// over the bindings; one byte of a 1 GiB graph is about 1e-9).
+const EPS: f64 = 1e-12;
 
 /// The chosen e-nodes and what they cost.
 pub(crate) struct Extraction {
@@ -69,7 +77,10 @@ struct State<'a> {
     choice: Vec<Option<usize>>,
     refc: Vec<u32>,
     cost: Vec<f64>,
+    /// Cost of the materialized classes.
     total: f64,
+    /// Secondary objective: cost of each class times its reference count.
+    refs: f64,
     stack: Vec<usize>,
 }
 
@@ -87,6 +98,7 @@ impl State<'_> {
         stack.extend(roots.iter().map(|r| ix(self.eg.find(*r))));
         while let Some(c) = stack.pop() {
             self.refc[c] += 1;
+            self.refs += self.cost[c];
             if self.refc[c] == 1 {
                 self.total += self.cost[c];
                 stack.extend(self.children(c).iter().map(|x| ix(*x)));
@@ -101,6 +113,7 @@ impl State<'_> {
         stack.extend(roots.iter().map(|r| ix(self.eg.find(*r))));
         while let Some(c) = stack.pop() {
             self.refc[c] -= 1;
+            self.refs -= self.cost[c];
             if self.refc[c] == 0 {
                 self.total -= self.cost[c];
                 stack.extend(self.children(c).iter().map(|x| ix(*x)));
@@ -294,7 +307,7 @@ pub(crate) fn extract(eg: &EbbEGraph, enc: &Encoded, bindings: &[Bindings]) -> R
     if let Some(r) = roots.iter().find(|r| choice[ix(eg.find(**r))].is_none()) {
         return Err(RewriteError::Extract(format!("class {r} has no acyclic derivation")));
     }
-    let mut st = State { eg, choice, refc: vec![0; n], cost, total: 0.0, stack: Vec::new() };
+    let mut st = State { eg, choice, refc: vec![0; n], cost, total: 0.0, refs: 0.0, stack: Vec::new() };
     st.inc(&roots);
     let active_bytes = |st: &State| -> Vec<i64> {
         let mut out = vec![0i64; bindings.len()];
@@ -333,11 +346,11 @@ pub(crate) fn extract(eg: &EbbEGraph, enc: &Encoded, bindings: &[Bindings]) -> R
                     }
                 }
                 let old: Vec<Id> = eg[cid].nodes[cur].children().to_vec();
-                let before = st.total;
+                let (before, refs_before) = (st.total, st.refs);
                 st.choice[c] = Some(m);
                 st.inc(alt);
                 st.dec(&old);
-                if st.total < before - 1e-12 {
+                if st.total < before - EPS || (st.total < before + EPS && st.refs < refs_before - EPS) {
                     improved = true;
                     if !ranked {
                         rank = ranks(eg, &st.choice).ok_or_else(|| RewriteError::Extract("cycle after a checked switch".into()))?;

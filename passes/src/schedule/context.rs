@@ -28,8 +28,6 @@ const FALLBACK_VALUES: [i64; 6] = [1, 4096, 64, 512, 8, 1024];
 /// See the module docs.
 pub(crate) struct Ctx {
     pub info: GraphInfo,
-    /// Sample bindings (all sizes evaluate at each).
-    pub bindings: Vec<Bindings>,
     /// `samples[k][size id]`: bytes at `bindings[k]`.
     pub samples: Vec<Vec<i64>>,
     /// Value id -> size key (see the module docs).
@@ -71,7 +69,7 @@ impl Ctx {
                 value_key[v] += vals[s as usize] as f64 / total;
             }
         }
-        Ctx { info, bindings, samples, value_key }
+        Ctx { info, samples, value_key }
     }
 
     /// Peak bytes of the schedule given by op indices, at every sample binding.

@@ -1,1 +1,271 @@
-//! Being written.
+//! Op scheduling: a topological order of the ops that lowers peak memory, decided on symbolic
+//! shapes (BladeDISC++ §3.1, arXiv 2412.16985; XLA's `DefaultMemoryScheduler`).
+//!
+//! [`schedule`] builds candidate schedules with several heuristics ([`Strategy`]): the
+//! memory-pressure list scheduler in two priorities (`list.rs`) and a depth-first post-order
+//! (`dfs.rs`), evaluates each candidate's peak ([`crate::memory`]) at representative bindings
+//! of the graph's scope (plus [`ScheduleOptions::bindings`]), and returns the candidate with
+//! the smallest mean peak relative to program order *among those that are no worse than
+//! program order at any of those bindings* — program order itself when none is better, so a
+//! graph is reordered only when that pays. [`schedule_checked`] additionally guarantees, on a
+//! caller's sweep of bindings, that the result's peak is never above program order's.
+//!
+//! # Comparing symbolic sizes
+//! Each ready op's effect (bytes allocated minus bytes freed by last uses) is symbolic. Sizes
+//! are compared through keys that agree with every ordering [`SymbolScope::compare`] can
+//! prove, and resolve `Unknown` comparisons by the sum over representative bindings, each
+//! normalized by its total bytes (`context.rs` explains why this is exact for proven orderings
+//! and costs O(1) per comparison). Ties go to program order.
+//!
+//! Dependencies are dataflow only: `optimization_barrier` and `while` ops are scheduled like
+//! any op (after their operands, before their users).
+//!
+//! Invariant: every schedule returned is a topological permutation of the graph's non-input
+//! ops. The whole pass is `O(strategies * (ops + edges) log ops + samples * (ops + values))`.
+//!
+//! [`SymbolScope::compare`]: ebb_ir::SymbolScope::compare
+
+mod context;
+mod dfs;
+mod list;
+
+use crate::memory::{lower_bound_of, validate_schedule, Liveness, Schedule, ScheduleError};
+use context::Ctx;
+use ebb_ir::{Bindings, Graph, OpKind};
+use list::Priority;
+use serde::Serialize;
+use std::fmt;
+
+/// A scheduling heuristic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Strategy {
+    /// The graph's program order, unchanged.
+    ProgramOrder,
+    /// List scheduling, smallest effect (allocated − freed bytes) first.
+    MemoryGreedy,
+    /// List scheduling, ops that free at least what they allocate first, otherwise program
+    /// order.
+    FreeFirst,
+    /// Depth-first post-order, heavier operand subtrees first.
+    DepthFirst,
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Strategy::ProgramOrder => "program-order",
+            Strategy::MemoryGreedy => "memory-greedy",
+            Strategy::FreeFirst => "free-first",
+            Strategy::DepthFirst => "depth-first",
+        })
+    }
+}
+
+/// Options of [`schedule`].
+#[derive(Clone, Debug)]
+pub struct ScheduleOptions {
+    /// Number of representative bindings of the scope to sample (size keys and the choice
+    /// between candidates). Default 8.
+    pub samples: usize,
+    /// Further bindings to optimize for (e.g. the shapes expected in training); those that
+    /// break a fact of the scope are ignored.
+    pub bindings: Vec<Bindings>,
+    /// Heuristics to try besides program order. Default: all.
+    pub strategies: Vec<Strategy>,
+}
+
+impl Default for ScheduleOptions {
+    fn default() -> Self {
+        ScheduleOptions {
+            samples: 8,
+            bindings: Vec::new(),
+            strategies: vec![Strategy::FreeFirst, Strategy::MemoryGreedy, Strategy::DepthFirst],
+        }
+    }
+}
+
+/// Peaks of program order and of the returned schedule at one binding of a sweep (bytes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SweepPoint {
+    /// The binding, as `{symbol: value}` text (`B=4, S=128`).
+    pub bindings: String,
+    /// Peak of program order (`None` when it cannot be evaluated there).
+    pub program_order: Option<i64>,
+    /// Peak of the returned schedule.
+    pub scheduled: Option<i64>,
+    /// [`crate::memory::lower_bound`] there.
+    pub lower_bound: Option<i64>,
+}
+
+/// What [`schedule_checked`] did.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScheduleReport {
+    /// The heuristic whose schedule was returned.
+    pub strategy: Strategy,
+    /// The heuristic [`schedule`] preferred (on its samples).
+    pub preferred: Strategy,
+    /// True when the preferred schedule was rejected because its peak was above program
+    /// order's at some binding of the sweep.
+    pub fell_back: bool,
+    /// Peaks at each binding of the sweep.
+    pub sweep: Vec<SweepPoint>,
+    /// Each candidate's mean peak relative to program order at the samples (1.0 = same).
+    pub candidates: Vec<(Strategy, f64)>,
+}
+
+impl fmt::Display for ScheduleReport {
+    /// A readable table of the report (bytes).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "strategy: {} (preferred {}, fell back: {})", self.strategy, self.preferred, self.fell_back)?;
+        for (s, r) in &self.candidates {
+            writeln!(f, "candidate {s}: {r:.4} x program order")?;
+        }
+        let opt = |x: Option<i64>| x.map_or_else(|| "-".to_string(), |v| v.to_string());
+        for p in &self.sweep {
+            writeln!(
+                f,
+                "{}: program order {}, scheduled {}, lower bound {}",
+                p.bindings,
+                opt(p.program_order),
+                opt(p.scheduled),
+                opt(p.lower_bound)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// One candidate schedule with its peaks at the samples.
+struct Candidate {
+    strategy: Strategy,
+    order: Vec<u32>,
+    peaks: Vec<i64>,
+    /// Mean of `peaks[k] / program_order_peaks[k]`.
+    score: f64,
+}
+
+/// The candidates of `opts.strategies` (program order first), scored at the samples.
+fn candidates(ctx: &Ctx, opts: &ScheduleOptions) -> Vec<Candidate> {
+    let program: Vec<u32> = (0..ctx.num_ops() as u32).collect();
+    let base = ctx.sample_peaks(&program);
+    let mut out = vec![Candidate { strategy: Strategy::ProgramOrder, order: program, peaks: base.clone(), score: 1.0 }];
+    for &strategy in &opts.strategies {
+        if out.iter().any(|c| c.strategy == strategy) {
+            continue;
+        }
+        let order = match strategy {
+            Strategy::ProgramOrder => continue,
+            Strategy::MemoryGreedy => list::list_schedule(ctx, Priority::Greedy),
+            Strategy::FreeFirst => list::list_schedule(ctx, Priority::FreeFirst),
+            Strategy::DepthFirst => dfs::dfs_schedule(ctx),
+        };
+        debug_assert_eq!(order.len(), ctx.num_ops());
+        let peaks = ctx.sample_peaks(&order);
+        let score = relative(&peaks, &base);
+        out.push(Candidate { strategy, order, peaks, score });
+    }
+    out
+}
+
+/// Mean of `a[k] / b[k]` (1.0 for no samples).
+fn relative(a: &[i64], b: &[i64]) -> f64 {
+    if a.is_empty() {
+        return 1.0;
+    }
+    a.iter().zip(b).map(|(&x, &y)| x as f64 / (y.max(1)) as f64).sum::<f64>() / a.len() as f64
+}
+
+/// Candidate indices that are no worse than program order at every sample, best score
+/// first (program order, index 0, breaks ties: it comes first and the sort is stable).
+fn ranked(cands: &[Candidate]) -> Vec<usize> {
+    let base = &cands[0].peaks;
+    let mut ok: Vec<usize> =
+        (0..cands.len()).filter(|&i| cands[i].peaks.iter().zip(base).all(|(a, b)| a <= b)).collect();
+    ok.sort_by(|&a, &b| cands[a].score.total_cmp(&cands[b].score));
+    ok
+}
+
+/// A schedule of `g`'s non-input ops with low peak memory (see the module docs). Never worse
+/// than program order at the sampled bindings; program order when no heuristic is better.
+pub fn schedule(g: &Graph, opts: &ScheduleOptions) -> Schedule {
+    let ctx = Ctx::new(g, opts.samples, &valid(g, &opts.bindings));
+    let cands = candidates(&ctx, opts);
+    let best = ranked(&cands)[0];
+    ctx.to_schedule(&cands[best].order)
+}
+
+/// [`schedule`], checked on `sweep`: the peak of the returned schedule is at most program
+/// order's at every binding of `sweep` where program order's can be evaluated. When the
+/// preferred schedule is higher somewhere, the next-best candidate that passes is returned,
+/// else program order (`fell_back` in the report).
+pub fn schedule_checked(g: &Graph, opts: &ScheduleOptions, sweep: &[Bindings]) -> (Schedule, ScheduleReport) {
+    let ctx = Ctx::new(g, opts.samples, &valid(g, &opts.bindings));
+    let cands = candidates(&ctx, opts);
+    let ranking = ranked(&cands);
+    let preferred = ranking[0];
+    let sweep_sizes: Vec<Option<Vec<i64>>> = sweep.iter().map(|b| ctx.info.sizes.eval(b).ok()).collect();
+    let peaks_on_sweep = |order: &[u32]| -> Vec<Option<i64>> {
+        let live = Liveness::from_info(&ctx.info, &ctx.to_schedule(order));
+        sweep_sizes
+            .iter()
+            .map(|v| v.as_ref().and_then(|v| live.resident_from_sizes(v).ok()).map(|r| crate::memory::argmax(&r).0))
+            .collect()
+    };
+    let base = peaks_on_sweep(&cands[0].order);
+    let mut chosen = 0;
+    let mut chosen_peaks = base.clone();
+    for &i in &ranking {
+        let peaks = if i == 0 { base.clone() } else { peaks_on_sweep(&cands[i].order) };
+        let passes = peaks.iter().zip(&base).all(|(p, b)| match (p, b) {
+            (_, None) => true,
+            (Some(p), Some(b)) => p <= b,
+            (None, Some(_)) => false,
+        });
+        if passes {
+            chosen = i;
+            chosen_peaks = peaks;
+            break;
+        }
+    }
+    let sweep_points = sweep
+        .iter()
+        .zip(&sweep_sizes)
+        .enumerate()
+        .map(|(k, (b, v))| SweepPoint {
+            bindings: binding_text(b),
+            program_order: base[k],
+            scheduled: chosen_peaks[k],
+            lower_bound: v.as_ref().and_then(|v| lower_bound_of(&ctx.info, v).ok()),
+        })
+        .collect();
+    let report = ScheduleReport {
+        strategy: cands[chosen].strategy,
+        preferred: cands[preferred].strategy,
+        fell_back: chosen != preferred,
+        sweep: sweep_points,
+        candidates: cands.iter().map(|c| (c.strategy, c.score)).collect(),
+    };
+    (ctx.to_schedule(&cands[chosen].order), report)
+}
+
+/// The bindings of `bs` that satisfy `g.scope`'s facts.
+fn valid(g: &Graph, bs: &[Bindings]) -> Vec<Bindings> {
+    bs.iter().filter_map(|b| g.scope.complete(b).ok().filter(|b| g.scope.check(b).is_ok())).collect()
+}
+
+/// `B=4, S=128`.
+pub fn binding_text(b: &Bindings) -> String {
+    b.iter().map(|(s, v)| format!("{}={v}", s.name())).collect::<Vec<_>>().join(", ")
+}
+
+/// Sets `g`'s program order to its inputs (in their current order) followed by `s`.
+///
+/// # Errors
+/// [`ScheduleError`] when `s` is not a topological permutation of the non-input ops.
+pub fn apply_schedule(g: &mut Graph, s: &Schedule) -> Result<(), ScheduleError> {
+    validate_schedule(g, s)?;
+    let mut order: Vec<_> = g.order().iter().copied().filter(|&id| g.node(id).kind == OpKind::Input).collect();
+    order.extend_from_slice(s);
+    g.set_order(order);
+    Ok(())
+}

@@ -1,0 +1,523 @@
+//! The independent plan checker: proves, by simulating the schedule at concrete bindings, that
+//! a plan with a set of evict/regenerate/offload/prefetch decisions computes every value
+//! correctly and that the plan's memory accounting is what the schedule implies.
+//!
+//! In the spirit of regalloc2's `src/checker.rs`: the checker trusts nothing the planner
+//! computed. It re-derives positions, value numbering, sizes, live ranges and region memory
+//! from the graph and the schedule alone (`derive.rs`), shares no code with `crate::memory` or
+//! `crate::remat`, and then runs the schedule on a model of device memory.
+//!
+//! # What is proven (each failure is a [`CheckError`] naming the point, value and problem)
+//! 1. The schedule is a topological permutation of the graph's non-input ops, and the plan's
+//!    value table (ids, sizes, live ranges) and region transients equal the derived ones; with
+//!    no decision, the maximum of the plan's peak terms equals the simulated peak.
+//! 2. Every decision names a candidate and a kind the candidate allows; its window is
+//!    `def <= evict_after < regenerate_before <= last_use` (and
+//!    `evict_after < prefetch_at <= regenerate_before` for a swap); its claimed bytes equal the
+//!    value's size.
+//! 3. Every operand read by a scheduled op is resident: defined, not freed, and not evicted
+//!    (or regenerated / reloaded since).
+//! 4. A recompute reruns pure ops only (no input, `while`, `custom_call`,
+//!    `optimization_barrier`), ends with the value's producer, and reads only values produced
+//!    earlier in the same recompute or resident at that moment and listed in
+//!    `recompute_reads`; its transient results fit in the claimed `transient_bytes`. Then the
+//!    regenerated value equals the original (same pure op on equal operands, by induction).
+//! 5. Evictions hit resident values only, and a regeneration brings back a value that is not
+//!    resident, so no value is used after its eviction without a regeneration and windows of
+//!    the same value never overlap.
+//!
+//! # Memory model
+//! Inputs are resident from the start. Before the op at point `p` runs, the regenerations and
+//! reloads due at `p` happen in candidate order; then the op's results are allocated; the
+//! resident bytes at `p` ([`CheckReport::resident`]) are counted with the op's region
+//! transient memory; then values whose last use is `p` are freed and the evictions after `p`
+//! happen (a swap moves the bytes to host memory until its reload). The transient results of a
+//! recompute live only during its regeneration ([`CheckReport::regen_peak`]).
+
+use super::derive::{derive, Derived};
+use ebb_ir::dim::DimError;
+use ebb_ir::plan::{Decision, DecisionKind, Plan};
+use ebb_ir::{Bindings, Graph, OpKind};
+
+/// A failed proof; every variant names where and what.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CheckError {
+    /// The plan was made for another graph (name or number of ops differs).
+    #[error("plan is for graph `{plan}` with {plan_ops} ops, not graph `{graph}` with {graph_ops}")]
+    GraphMismatch {
+        /// Graph name in the plan.
+        plan: String,
+        /// Op count in the plan.
+        plan_ops: usize,
+        /// Graph name.
+        graph: String,
+        /// Op count of the graph (program order, inputs included).
+        graph_ops: usize,
+    },
+    /// The bindings violate a fact of the graph's symbol scope.
+    #[error("bindings: {0}")]
+    Bindings(DimError),
+    /// The schedule is not a topological permutation of the non-input ops.
+    #[error("schedule point {point}: {problem}")]
+    Schedule {
+        /// The point.
+        point: usize,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A size does not evaluate at the bindings.
+    #[error("value {value}: size: {source}")]
+    Size {
+        /// Value id.
+        value: usize,
+        /// Why.
+        source: DimError,
+    },
+    /// A byte count overflowed `i64`.
+    #[error("byte count overflows i64")]
+    Overflow,
+    /// The plan's value table disagrees with the graph.
+    #[error("value {value}: {problem}")]
+    ValueTable {
+        /// Value id.
+        value: usize,
+        /// What disagrees.
+        problem: String,
+    },
+    /// The plan's live range of a value is not the one the schedule implies.
+    #[error("value {value}: planned live range [{planned_def}, {planned_last_use}], derived [{def}, {last_use}]")]
+    LiveRange {
+        /// Value id.
+        value: usize,
+        /// Planned definition point.
+        planned_def: usize,
+        /// Planned last use.
+        planned_last_use: usize,
+        /// Derived definition point.
+        def: usize,
+        /// Derived last use.
+        last_use: usize,
+    },
+    /// Planned and derived region transient memory differ at a point.
+    #[error("point {point}: planned region transient {planned} bytes, derived {derived}")]
+    Transient {
+        /// The point.
+        point: usize,
+        /// Planned bytes.
+        planned: i64,
+        /// Derived bytes.
+        derived: i64,
+    },
+    /// The plan's peak terms do not give the simulated peak.
+    #[error("peak terms give {planned} bytes, the simulation {derived} bytes (at point {point})")]
+    Peak {
+        /// Maximum of the peak terms.
+        planned: i64,
+        /// Simulated peak.
+        derived: i64,
+        /// Point of the simulated peak.
+        point: usize,
+    },
+    /// A decision is malformed (unknown candidate, kind not allowed, bad window, wrong claims).
+    #[error("decision {decision} (candidate {candidate}): {problem}")]
+    Decision {
+        /// Index into the decisions.
+        decision: usize,
+        /// Candidate index.
+        candidate: usize,
+        /// What is wrong.
+        problem: String,
+    },
+    /// An op reads a value that is not resident.
+    #[error("point {point}: `{op}` reads value {value}, which is {why}")]
+    UseNotResident {
+        /// The point.
+        point: usize,
+        /// The op's name.
+        op: String,
+        /// Value id.
+        value: usize,
+        /// Why it is not resident.
+        why: String,
+    },
+    /// A recompute reads a value that is not resident (or is not listed as read).
+    #[error("point {point}: recompute of value {value} (candidate {candidate}) reads value {read}, which is {why}")]
+    RegenRead {
+        /// The point of the regeneration.
+        point: usize,
+        /// Regenerated value.
+        value: usize,
+        /// Candidate index.
+        candidate: usize,
+        /// The value read.
+        read: usize,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A recompute list is not a valid recomputation of the value.
+    #[error("point {point}: recompute of value {value} (candidate {candidate}): {problem}")]
+    BadRecompute {
+        /// The point.
+        point: usize,
+        /// Regenerated value.
+        value: usize,
+        /// Candidate index.
+        candidate: usize,
+        /// What is wrong.
+        problem: String,
+    },
+    /// An eviction of a value that is not resident.
+    #[error("point {point}: candidate {candidate} evicts value {value}, which is {why}")]
+    EvictNotResident {
+        /// The point.
+        point: usize,
+        /// Value id.
+        value: usize,
+        /// Candidate index.
+        candidate: usize,
+        /// Why it is not resident.
+        why: String,
+    },
+    /// A regeneration of a value that is resident.
+    #[error("point {point}: candidate {candidate} regenerates value {value}, which is resident")]
+    RegenerateResident {
+        /// The point.
+        point: usize,
+        /// Value id.
+        value: usize,
+        /// Candidate index.
+        candidate: usize,
+    },
+}
+
+/// What the simulation measured (bytes, at the checked bindings).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Device bytes resident while the op at each point runs (region transients included).
+    pub resident: Vec<i64>,
+    /// Largest device bytes during the regenerations before each point (0 when none).
+    pub regen_peak: Vec<i64>,
+    /// Host bytes held by swaps at each point.
+    pub host: Vec<i64>,
+    /// Largest of `resident` and `regen_peak`.
+    pub peak: i64,
+    /// First point where `peak` is reached.
+    pub peak_point: usize,
+}
+
+/// Whether the checker accepts rerunning ops of `kind` (rule 4 of the module docs).
+fn pure(kind: OpKind) -> bool {
+    !matches!(kind, OpKind::Input | OpKind::While | OpKind::CustomCall | OpKind::OptimizationBarrier)
+}
+
+/// The resident bytes at each point of `plan`'s schedule without decisions, as the checker
+/// derives them (to compare with `crate::memory::Liveness::resident_bytes`).
+///
+/// # Errors
+/// As [`check`].
+pub fn resident_bytes(g: &Graph, plan: &Plan, b: &Bindings) -> Result<Vec<i64>, CheckError> {
+    check(g, plan, &[], b).map(|r| r.resident)
+}
+
+/// Checks `plan` for `g` with `decisions` taken, at bindings `b` (see the module docs).
+///
+/// # Errors
+/// The first failed rule, as a [`CheckError`].
+pub fn check(g: &Graph, plan: &Plan, decisions: &[Decision], b: &Bindings) -> Result<CheckReport, CheckError> {
+    if plan.graph_name != g.name || plan.ops != g.order().len() {
+        return Err(CheckError::GraphMismatch {
+            plan: plan.graph_name.clone(),
+            plan_ops: plan.ops,
+            graph: g.name.clone(),
+            graph_ops: g.order().len(),
+        });
+    }
+    g.scope.check(b).map_err(CheckError::Bindings)?;
+    let d = derive(g, &plan.schedule, b)?;
+    check_tables(plan, &d, b)?;
+    let (evict_at, regen_at) = events(plan, decisions, &d, b)?;
+    let report = simulate(g, plan, decisions, &d, &evict_at, &regen_at, b)?;
+    if decisions.is_empty() && !plan.peak_terms.is_empty() {
+        let planned = plan.peak_at(b).map_err(|source| CheckError::Size { value: usize::MAX, source })?;
+        if planned != report.peak {
+            return Err(CheckError::Peak { planned, derived: report.peak, point: report.peak_point });
+        }
+    }
+    Ok(report)
+}
+
+/// Rule 1: the value table and region transients equal the derived ones.
+fn check_tables(plan: &Plan, d: &Derived, b: &Bindings) -> Result<(), CheckError> {
+    if plan.values.len() != d.bytes.len() {
+        let problem = format!("the plan lists {} values, the graph has {}", plan.values.len(), d.bytes.len());
+        return Err(CheckError::ValueTable { value: plan.values.len().min(d.bytes.len()), problem });
+    }
+    for (v, pv) in plan.values.iter().enumerate() {
+        let (pos, out) = (d.producer[v], (v - d.base[d.producer[v]]) as u32);
+        if (pv.node, pv.output) != (pos, out) {
+            let problem = format!("planned as result {} of position {}, is result {out} of position {pos}", pv.output, pv.node);
+            return Err(CheckError::ValueTable { value: v, problem });
+        }
+        let planned = pv.bytes.eval(b).map_err(|source| CheckError::Size { value: v, source })?;
+        if planned != d.bytes[v] {
+            let problem = format!("planned size {} = {planned} bytes, the type gives {}", pv.bytes, d.bytes[v]);
+            return Err(CheckError::ValueTable { value: v, problem });
+        }
+        if (pv.def, pv.last_use) != (d.def[v], d.last_use[v]) {
+            return Err(CheckError::LiveRange {
+                value: v,
+                planned_def: pv.def,
+                planned_last_use: pv.last_use,
+                def: d.def[v],
+                last_use: d.last_use[v],
+            });
+        }
+    }
+    let mut planned = vec![0i64; d.points];
+    for t in &plan.region_transients {
+        let x = t.bytes.eval(b).map_err(|source| CheckError::Size { value: usize::MAX, source })?;
+        if let Some(slot) = planned.get_mut(t.point) {
+            *slot = slot.checked_add(x).ok_or(CheckError::Overflow)?;
+        }
+    }
+    for p in 0..d.points {
+        if planned[p] != d.transient[p] {
+            return Err(CheckError::Transient { point: p, planned: planned[p], derived: d.transient[p] });
+        }
+    }
+    Ok(())
+}
+
+type Events = Vec<Vec<usize>>;
+
+/// Rule 2, and the decisions bucketed by point: `(evict_at[p], regen_at[p])`, indices into
+/// `decisions` in candidate order.
+fn events(plan: &Plan, decisions: &[Decision], d: &Derived, b: &Bindings) -> Result<(Events, Events), CheckError> {
+    let mut evict_at: Events = vec![Vec::new(); d.points];
+    let mut regen_at: Events = vec![Vec::new(); d.points];
+    for (i, dec) in decisions.iter().enumerate() {
+        let bad = |problem: String| CheckError::Decision { decision: i, candidate: dec.candidate, problem };
+        let c = plan.candidates.get(dec.candidate).ok_or_else(|| bad("no such candidate".into()))?;
+        if !c.allows(dec.kind) {
+            return Err(bad(format!("kind {:?} is not allowed", dec.kind)));
+        }
+        let v = c.value;
+        if v >= d.bytes.len() {
+            return Err(bad(format!("value {v} does not exist")));
+        }
+        let (e, r) = (c.evict_after, c.regenerate_before);
+        if !(d.def[v] <= e && e < r && r <= d.last_use[v]) {
+            let problem = format!(
+                "window ({e}, {r}) is not within the live range [{}, {}] of value {v} with evict < regenerate",
+                d.def[v], d.last_use[v]
+            );
+            return Err(bad(problem));
+        }
+        let size = d.bytes[v];
+        let claims = [("bytes_saved", &c.bytes_saved), ("swap_bytes", &c.swap_bytes)];
+        for (what, claim) in claims {
+            match claim.eval(b) {
+                Ok(x) if x == size => {}
+                Ok(x) => return Err(bad(format!("claims {what} = {claim} = {x} bytes, value {v} has {size}"))),
+                Err(e) => return Err(bad(format!("claims {what} = {claim}, which does not evaluate: {e}"))),
+            }
+        }
+        let back = match dec.kind {
+            DecisionKind::Swap => {
+                if !(e < c.prefetch_at && c.prefetch_at <= r) {
+                    return Err(bad(format!("prefetch point {} is not in ({e}, {r}]", c.prefetch_at)));
+                }
+                c.prefetch_at
+            }
+            DecisionKind::Recompute => r,
+        };
+        evict_at[e].push(i);
+        regen_at[back].push(i);
+    }
+    for list in evict_at.iter_mut().chain(regen_at.iter_mut()) {
+        list.sort_by_key(|&i| (decisions[i].candidate, i));
+    }
+    Ok((evict_at, regen_at))
+}
+
+/// Residency state of the simulation.
+struct State {
+    resident: Vec<bool>,
+    /// Value → decision that evicted it (while evicted).
+    evicted_by: Vec<Option<usize>>,
+    /// Value → freed after its last use.
+    freed: Vec<bool>,
+    cur: i128,
+    host: i128,
+}
+
+impl State {
+    fn why_not(&self, v: usize, d: &Derived, decisions: &[Decision], plan: &Plan) -> String {
+        if self.freed[v] {
+            format!("freed after its last use at point {}", d.last_use[v])
+        } else if let Some(i) = self.evicted_by[v] {
+            let c = decisions[i].candidate;
+            format!("evicted after point {} by candidate {c}", plan.candidates[c].evict_after)
+        } else {
+            format!("not yet defined (defined at point {})", d.def[v])
+        }
+    }
+}
+
+/// Rules 3–5: runs the schedule.
+fn simulate(
+    g: &Graph,
+    plan: &Plan,
+    decisions: &[Decision],
+    d: &Derived,
+    evict_at: &Events,
+    regen_at: &Events,
+    b: &Bindings,
+) -> Result<CheckReport, CheckError> {
+    let nv = d.bytes.len();
+    let mut st = State { resident: vec![false; nv], evicted_by: vec![None; nv], freed: vec![false; nv], cur: 0, host: 0 };
+    for v in 0..nv {
+        if d.is_input[d.producer[v]] {
+            st.resident[v] = true;
+            st.cur += i128::from(d.bytes[v]);
+        }
+    }
+    let order = g.order();
+    let mut freed_after: Events = vec![Vec::new(); d.points];
+    for v in 0..nv {
+        freed_after[d.last_use[v]].push(v);
+    }
+    let fit = |x: i128| i64::try_from(x).map_err(|_| CheckError::Overflow);
+    let mut report = CheckReport {
+        resident: Vec::with_capacity(d.points),
+        regen_peak: vec![0; d.points],
+        host: Vec::with_capacity(d.points),
+        peak: 0,
+        peak_point: 0,
+    };
+    for p in 0..d.points {
+        for &i in &regen_at[p] {
+            let peak = regenerate(g, plan, decisions, (i, p), d, &mut st, b)?;
+            report.regen_peak[p] = report.regen_peak[p].max(fit(peak)?);
+        }
+        if let Some(&pos) = plan.schedule.get(p) {
+            for &w in d.operands_at(p) {
+                if !st.resident[w] {
+                    let why = st.why_not(w, d, decisions, plan);
+                    return Err(CheckError::UseNotResident { point: p, op: g.node(order[pos]).kind.name().into(), value: w, why });
+                }
+            }
+            for u in d.results(pos) {
+                st.resident[u] = true;
+                st.cur += i128::from(d.bytes[u]);
+            }
+        }
+        report.resident.push(fit(st.cur + i128::from(d.transient[p]))?);
+        report.host.push(fit(st.host)?);
+        for &v in &freed_after[p] {
+            if st.resident[v] {
+                st.resident[v] = false;
+                st.cur -= i128::from(d.bytes[v]);
+            }
+            st.freed[v] = true;
+        }
+        for &i in &evict_at[p] {
+            let c = decisions[i].candidate;
+            let v = plan.candidates[c].value;
+            if !st.resident[v] {
+                let why = st.why_not(v, d, decisions, plan);
+                return Err(CheckError::EvictNotResident { point: p, value: v, candidate: c, why });
+            }
+            st.resident[v] = false;
+            st.evicted_by[v] = Some(i);
+            st.cur -= i128::from(d.bytes[v]);
+            if decisions[i].kind == DecisionKind::Swap {
+                st.host += i128::from(d.bytes[v]);
+            }
+        }
+    }
+    for (p, (&r, &q)) in report.resident.iter().zip(&report.regen_peak).enumerate() {
+        let x = r.max(q);
+        if p == 0 || x > report.peak {
+            report.peak = x;
+            report.peak_point = p;
+        }
+    }
+    Ok(report)
+}
+
+/// Rule 4 (and the reload of a swap): brings decision `i`'s value back before point `p`.
+/// Returns the largest device bytes during the regeneration.
+fn regenerate(
+    g: &Graph,
+    plan: &Plan,
+    decisions: &[Decision],
+    (i, p): (usize, usize),
+    d: &Derived,
+    st: &mut State,
+    b: &Bindings,
+) -> Result<i128, CheckError> {
+    let ci = decisions[i].candidate;
+    let c = &plan.candidates[ci];
+    let v = c.value;
+    if st.resident[v] {
+        return Err(CheckError::RegenerateResident { point: p, value: v, candidate: ci });
+    }
+    let bad = |problem: String| CheckError::BadRecompute { point: p, value: v, candidate: ci, problem };
+    if st.evicted_by[v] != Some(i) {
+        let why = st.why_not(v, d, decisions, plan);
+        return Err(bad(format!("the value is not evicted by this decision: it is {why}")));
+    }
+    let bytes = i128::from(d.bytes[v]);
+    let mut peak = st.cur + bytes;
+    if decisions[i].kind == DecisionKind::Swap {
+        st.host -= bytes;
+    } else {
+        if c.recompute.last() != Some(&d.producer[v]) {
+            return Err(bad(format!("does not end with the producer at position {}", d.producer[v])));
+        }
+        // (value, index of its last reader in the list); a result nobody reads is freed at once.
+        let mut produced: Vec<(usize, usize)> = Vec::new();
+        for (k, &pos) in c.recompute.iter().enumerate() {
+            if pos >= d.is_input.len() || !pure(g.node(g.order()[pos]).kind) {
+                return Err(bad(format!("position {pos} is not a pure op")));
+            }
+            for w in g.operands(g.order()[pos]) {
+                let wid = d.value_of(w);
+                if let Some(slot) = produced.iter_mut().find(|(x, _)| *x == wid) {
+                    slot.1 = k;
+                } else if !st.resident[wid] {
+                    let why = st.why_not(wid, d, decisions, plan);
+                    return Err(CheckError::RegenRead { point: p, value: v, candidate: ci, read: wid, why });
+                } else if !c.recompute_reads.contains(&wid) {
+                    let why = "resident but not listed in recompute_reads".to_string();
+                    return Err(CheckError::RegenRead { point: p, value: v, candidate: ci, read: wid, why });
+                }
+            }
+            produced.extend(d.results(pos).map(|u| (u, k)));
+        }
+        let (mut live, mut transient) = (0i128, 0i128);
+        for (k, &pos) in c.recompute.iter().enumerate() {
+            for u in d.results(pos) {
+                live += i128::from(d.bytes[u]);
+                if u != v {
+                    transient += i128::from(d.bytes[u]);
+                }
+            }
+            peak = peak.max(st.cur + live);
+            for &(u, last) in &produced {
+                if last == k && u != v {
+                    live -= i128::from(d.bytes[u]);
+                }
+            }
+        }
+        let claimed = c.transient_bytes.eval(b).map_err(|e| bad(format!("transient_bytes does not evaluate: {e}")))?;
+        if transient > i128::from(claimed) {
+            return Err(bad(format!("transient results take {transient} bytes, more than the claimed {claimed}")));
+        }
+    }
+    st.resident[v] = true;
+    st.evicted_by[v] = None;
+    st.cur += bytes;
+    Ok(peak)
+}

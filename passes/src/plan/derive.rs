@@ -1,0 +1,195 @@
+//! The checker's own dataflow facts about a scheduled graph at concrete bindings: positions,
+//! points, value numbering, sizes in bytes, definition and last-use points, operands per point
+//! and the transient memory of region-carrying ops.
+//!
+//! Part of the independent plan checker: it re-derives everything from the graph and the
+//! plan's schedule and shares no code with `crate::memory` or `crate::remat` (the point of an
+//! independent checker, as regalloc2's `src/checker.rs` is to its allocator).
+//!
+//! Residency rules re-derived here (the plan format's, see [`ebb_ir::plan`]): inputs at every
+//! point, other outputs from their definition to the last point, intermediates from their
+//! definition to their last read; a region-carrying op with a region that holds a tensor adds,
+//! at its own point, the largest over such regions of (the region's peak in its program order
+//! minus its block arguments).
+
+use super::check::CheckError;
+use ebb_ir::{Bindings, Graph, NodeId, OpKind, TensorType, ValueRef};
+use petgraph::visit::NodeIndexable;
+
+/// Facts about one graph under one schedule at one binding (see the module docs).
+pub(crate) struct Derived {
+    /// Number of points (at least 1).
+    pub points: usize,
+    /// Program-order position → is an input.
+    pub is_input: Vec<bool>,
+    /// Position → first value id (one extra entry at the end).
+    pub base: Vec<usize>,
+    /// Value id → producer position.
+    pub producer: Vec<usize>,
+    /// Value id → size in bytes.
+    pub bytes: Vec<i64>,
+    /// Value id → definition point.
+    pub def: Vec<usize>,
+    /// Value id → last resident point.
+    pub last_use: Vec<usize>,
+    /// Point → distinct operand value ids: `operands[op_start[p]..op_start[p + 1]]`.
+    pub op_start: Vec<usize>,
+    pub operands: Vec<usize>,
+    /// Point → transient region bytes.
+    pub transient: Vec<i64>,
+    /// `NodeId::index()` → program-order position.
+    pos_of_id: Vec<usize>,
+}
+
+impl Derived {
+    /// Value ids of the results of the op at program-order position `pos`.
+    pub fn results(&self, pos: usize) -> std::ops::Range<usize> {
+        self.base[pos]..self.base[pos + 1]
+    }
+
+    /// The value id of `v` (a value of the graph: it comes from an operand edge).
+    pub fn value_of(&self, v: ValueRef) -> usize {
+        self.base[self.pos_of_id[v.node.index()]] + v.output as usize
+    }
+
+    /// Operand value ids of the op at point `p`.
+    pub fn operands_at(&self, p: usize) -> &[usize] {
+        &self.operands[self.op_start[p]..self.op_start[p + 1]]
+    }
+
+    /// Resident bytes at each point without any decision, and the bytes of the inputs.
+    pub fn baseline(&self) -> Result<(Vec<i64>, i64), CheckError> {
+        let mut delta = vec![0i128; self.points + 1];
+        let mut inputs = 0i128;
+        for v in 0..self.bytes.len() {
+            let x = i128::from(self.bytes[v]);
+            delta[self.def[v]] += x;
+            delta[self.last_use[v] + 1] -= x;
+            if self.is_input[self.producer[v]] {
+                inputs += x;
+            }
+        }
+        let mut acc = 0i128;
+        let mut out = Vec::with_capacity(self.points);
+        for p in 0..self.points {
+            acc += delta[p];
+            out.push(to_i64(acc + i128::from(self.transient[p]))?);
+        }
+        Ok((out, to_i64(inputs)?))
+    }
+}
+
+fn to_i64(x: i128) -> Result<i64, CheckError> {
+    i64::try_from(x).map_err(|_| CheckError::Overflow)
+}
+
+/// Bytes of a tensor of type `t` at `b`.
+pub(crate) fn tensor_bytes(t: &TensorType, b: &Bindings) -> Result<i64, ebb_ir::dim::DimError> {
+    let mut n: i64 = t.dtype.size_bytes() as i64;
+    for d in &t.shape {
+        n = n.checked_mul(d.eval(b)?).ok_or(ebb_ir::dim::DimError::Overflow)?;
+    }
+    Ok(n)
+}
+
+/// Derives the facts of `g` under `schedule` (program-order positions of the non-input ops, in
+/// execution order) at `b`.
+///
+/// # Errors
+/// [`CheckError::Schedule`] when the schedule is not a topological permutation of the
+/// non-input ops; [`CheckError::Size`] when a size does not evaluate.
+pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Derived, CheckError> {
+    let order = g.order();
+    let n = order.len();
+    let sched_err = |point: usize, problem: String| CheckError::Schedule { point, problem };
+    let is_input: Vec<bool> = order.iter().map(|&id| g.node(id).kind == OpKind::Input).collect();
+    let mut point_of_pos = vec![usize::MAX; n];
+    for (p, &pos) in schedule.iter().enumerate() {
+        if pos >= n || is_input[pos] {
+            return Err(sched_err(p, format!("position {pos} is not a non-input op of the graph")));
+        }
+        if point_of_pos[pos] != usize::MAX {
+            return Err(sched_err(p, format!("position {pos} is scheduled twice")));
+        }
+        point_of_pos[pos] = p;
+    }
+    if let Some(pos) = (0..n).find(|&pos| !is_input[pos] && point_of_pos[pos] == usize::MAX) {
+        return Err(sched_err(schedule.len(), format!("op at position {pos} (`{}`) is never scheduled", g.node(order[pos]).kind)));
+    }
+    let points = schedule.len().max(1);
+    let last = points - 1;
+    let mut pos_of_id = vec![usize::MAX; g.petgraph().node_bound()];
+    for (pos, id) in order.iter().enumerate() {
+        pos_of_id[id.index()] = pos;
+    }
+    let mut base = Vec::with_capacity(n + 1);
+    let (mut producer, mut bytes, mut def, mut last_use) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (pos, &id) in order.iter().enumerate() {
+        base.push(bytes.len());
+        for t in &g.node(id).outputs {
+            let v = bytes.len();
+            bytes.push(tensor_bytes(t, b).map_err(|source| CheckError::Size { value: v, source })?);
+            producer.push(pos);
+            let d = if is_input[pos] { 0 } else { point_of_pos[pos] };
+            def.push(d);
+            last_use.push(if is_input[pos] { last } else { d });
+        }
+    }
+    base.push(bytes.len());
+    let mut op_start = Vec::with_capacity(points + 1);
+    let mut operands = Vec::new();
+    let mut transient = vec![0i64; points];
+    for (p, &pos) in schedule.iter().enumerate() {
+        op_start.push(operands.len());
+        let id = order[pos];
+        let from = operands.len();
+        for v in g.operands(id) {
+            let src = pos_of_id.get(v.node.index()).copied().unwrap_or(usize::MAX);
+            if src == usize::MAX || !is_input[src] && point_of_pos[src] >= p {
+                return Err(sched_err(p, format!("`{}` at position {pos} reads {v} before it is defined", g.node(id).kind)));
+            }
+            let w = base[src] + v.output as usize;
+            operands.push(w);
+            if !is_input[src] {
+                last_use[w] = last_use[w].max(p);
+            }
+        }
+        operands[from..].sort_unstable();
+        let mut k = from;
+        for i in from..operands.len() {
+            if i == from || operands[i] != operands[i - 1] {
+                operands[k] = operands[i];
+                k += 1;
+            }
+        }
+        operands.truncate(k);
+        transient[p] = region_transient(g, id, b)?;
+    }
+    op_start.resize(points + 1, operands.len());
+    for o in g.outputs() {
+        let pos = pos_of_id[o.node.index()];
+        if !is_input[pos] {
+            last_use[base[pos] + o.output as usize] = last;
+        }
+    }
+    Ok(Derived { points, is_input, base, producer, bytes, def, last_use, op_start, operands, transient, pos_of_id })
+}
+
+/// Transient bytes of the op `id` from its regions (see the module docs); 0 without regions
+/// that hold a tensor.
+fn region_transient(g: &Graph, id: NodeId, b: &Bindings) -> Result<i64, CheckError> {
+    let mut best: Option<i64> = None;
+    for r in &g.node(id).regions {
+        let holds_tensor = r.order().iter().any(|&n| r.node(n).outputs.iter().any(|t| t.rank() > 0));
+        if !holds_tensor {
+            continue;
+        }
+        let sched: Vec<usize> = (0..r.order().len()).filter(|&i| r.node(r.order()[i]).kind != OpKind::Input).collect();
+        let d = derive(r, &sched, b)?;
+        let (resident, inputs) = d.baseline()?;
+        let peak = resident.iter().copied().max().unwrap_or(0);
+        let t = peak.checked_sub(inputs).ok_or(CheckError::Overflow)?;
+        best = Some(best.map_or(t, |x: i64| x.max(t)));
+    }
+    Ok(best.unwrap_or(0))
+}

@@ -1,0 +1,81 @@
+//! Rule group `fold_transpose_dot`: folds a `transpose` of a `dot_general` operand into the
+//! dot's dimension numbers, so that the transposed copy is never materialized.
+//!
+//! Why it lowers memory: `dot_general(transpose(x), y)` materializes `transpose(x)` (as
+//! large as `x`) only to feed the dot; `dot_general` can read `x` directly with its batching
+//! and contracting dimensions renumbered. JAX emits such transposes around every matmul of
+//! the backward pass (`bqhd,bkhd->bhqk` and their transposes) and for tied embeddings.
+//!
+//! With `T = transpose(x, perm)`, dimension `i` of `T` is dimension `perm[i]` of `x`
+//! (StableHLO spec, `transpose`). The result of `dot_general` lists the batching dimensions
+//! (in the order of the batching lists), then the lhs free dimensions in increasing order,
+//! then the rhs free dimensions in increasing order (StableHLO spec, `dot_general`, C12).
+//! So the fold maps the operand's batching and contracting lists through `perm`; it keeps
+//! the result layout iff `perm` keeps the free dimensions in increasing order.
+//!
+//! Rules (one direction only):
+//! * `fold-transpose-dot/lhs`: `dot_general_d(transpose_p(x), y) -> dot_general_d'(x, y)`.
+//! * `fold-transpose-dot/rhs`: `dot_general_d(x, transpose_p(y)) -> dot_general_d'(x, y)`.
+//!
+//! Not rewritten: a transpose that reorders the operand's free dimensions (the result
+//! layout would change), and transposes of the dot's *result*.
+
+use super::lang::{add_attrs, attr_entry, ints_attr, union_if_same_type, EbbEGraph, EbbNode, TypeAnalysis};
+use super::rules::{rule_with, var, Rule};
+use ebb_ir::{Attr, OpKind};
+use egg::{Applier, Id, PatternAst, Subst, Symbol, Var};
+
+/// The rules of this group (see the module docs).
+pub fn rules() -> Vec<Rule> {
+    vec![
+        rule_with("fold-transpose-dot/lhs", "(dot_general ?d (transpose ?p ?x) ?y)", FoldTranspose { lhs: true }),
+        rule_with("fold-transpose-dot/rhs", "(dot_general ?d ?x (transpose ?p ?y))", FoldTranspose { lhs: false }),
+    ]
+}
+
+/// The new (batching, contracting) lists of an operand seen through `perm`, or `None` when
+/// the fold would change the result layout or the attributes are out of range.
+///
+/// `batching` and `contracting` are dimensions of the transposed operand (rank
+/// `perm.len()`); the result refers to dimensions of the transpose's input.
+pub fn fold_dims(perm: &[i64], batching: &[i64], contracting: &[i64]) -> Option<(Vec<i64>, Vec<i64>)> {
+    let rank = perm.len();
+    let at = |i: i64| usize::try_from(i).ok().filter(|i| *i < rank).map(|i| perm[i]);
+    let b = batching.iter().map(|&i| at(i)).collect::<Option<Vec<_>>>()?;
+    let c = contracting.iter().map(|&i| at(i)).collect::<Option<Vec<_>>>()?;
+    let free: Vec<i64> =
+        (0..rank as i64).filter(|i| !batching.contains(i) && !contracting.contains(i)).map(|i| perm[i as usize]).collect();
+    free.windows(2).all(|w| w[0] < w[1]).then_some((b, c))
+}
+
+struct FoldTranspose {
+    lhs: bool,
+}
+
+impl Applier<EbbNode, TypeAnalysis> for FoldTranspose {
+    fn apply_one(&self, eg: &mut EbbEGraph, eclass: Id, s: &Subst, _: Option<&PatternAst<EbbNode>>, _: Symbol) -> Vec<Id> {
+        let (d, p, x, y) = (s[var("?d")], s[var("?p")], s[var("?x")], s[var("?y")]);
+        let side = if self.lhs { "lhs" } else { "rhs" };
+        let (bn, cn) = (format!("{side}_batching_dimensions"), format!("{side}_contracting_dimensions"));
+        let (Some(perm), Some(b), Some(c)) = (
+            ints_attr(eg, p, OpKind::Transpose, "permutation"),
+            ints_attr(eg, d, OpKind::DotGeneral, &bn),
+            ints_attr(eg, d, OpKind::DotGeneral, &cn),
+        ) else {
+            return Vec::new();
+        };
+        let Some((nb, nc)) = fold_dims(&perm, &b, &c) else { return Vec::new() };
+        let Some(mut attrs) = attr_entry(eg, d).map(|e| e.attrs.clone()) else { return Vec::new() };
+        for (name, v) in [(bn, nb), (cn, nc)] {
+            if !v.is_empty() || attrs.contains_key(&name) {
+                attrs.insert(name, Attr::Ints(v));
+            }
+        }
+        let a = add_attrs(eg, attrs);
+        union_if_same_type(eg, eclass, EbbNode::Op { kind: OpKind::DotGeneral, copy: 0, children: vec![a, x, y] })
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        ["?d", "?p", "?x", "?y"].into_iter().map(var).collect()
+    }
+}

@@ -1,0 +1,215 @@
+//! Tests of the `fold` pass: before/after IR snapshots on small graphs.
+
+use ebb_ir::text::{parse, print};
+use ebb_ir::verify::verify;
+use ebb_passes::canon::Fold;
+use ebb_passes::manager::{Pass, PassResult};
+
+/// Runs folding on the graph `text`; returns the before/after snapshot text and the result.
+fn before_after(text: &str) -> (String, PassResult) {
+    let mut g = parse(text).expect("test graph parses");
+    verify(&g).expect("test graph verifies");
+    let before = print(&g);
+    let r = Fold::default().run(&mut g).expect("fold runs");
+    verify(&g).expect("graph verifies after fold");
+    (format!("// before\n{before}\n// after: {} change(s)\n{}", r.changes, print(&g)), r)
+}
+
+/// Tests that a `dim_constant` with constant dimensions becomes a `constant` (splat when all
+/// equal), and that its users fold in the same sweep: `convert`, integer `multiply`,
+/// `broadcast_in_dim` and `reshape` of a splat to a static shape.
+#[test]
+fn folds_constant_shape_computations_in_one_sweep() {
+    let (s, r) = before_after(
+        r#"graph @main {
+  %x = input {index = 0, name = "x"} : f32[8,4]
+  %d = dim_constant {values = dims[8, 4]} : i32[2]
+  %two = dim_constant {values = dims[2, 2]} : i32[2]
+  %m = multiply(%d, %two) : i32[2]
+  %n = dim_constant {values = dims[32]} : i32[]
+  %f = convert(%n) {dtype = f32} : f32[]
+  %b = broadcast_in_dim(%f) {broadcast_dimensions = [], shape = dims[8, 4]} : f32[8,4]
+  %r = reshape(%b) {shape = dims[32]} : f32[32]
+  %mean = divide(%x, %b) : f32[8,4]
+  return %mean, %m, %r
+}"#,
+    );
+    assert_eq!(r, PassResult::changes(7));
+    insta::assert_snapshot!(s);
+}
+
+/// Tests that folding does not touch symbolic dimensions: a `dim_constant` over `B` stays,
+/// and a splat is not broadcast into a constant of symbolic shape.
+#[test]
+fn does_not_fold_symbolic_shapes() {
+    let (s, r) = before_after(
+        r#"graph @main {
+  %x = input {index = 0, name = "x"} : f32[B,4]
+  %d = dim_constant {values = dims[B, 4]} : i32[2]
+  %n = dim_constant {values = dims[B*4]} : i32[]
+  %f = convert(%n) {dtype = f32} : f32[]
+  %b = broadcast_in_dim(%f) {broadcast_dimensions = [], shape = dims[B, 4]} : f32[B,4]
+  %one = constant {value = dense<1.0> : f32} : f32[]
+  %ones = broadcast_in_dim(%one) {broadcast_dimensions = [], shape = dims[B, 4]} : f32[B,4]
+  %y = divide(%x, %b) : f32[B,4]
+  %z = add(%y, %ones) : f32[B,4]
+  return %z, %d
+}"#,
+    );
+    assert_eq!(r, PassResult::unchanged());
+    insta::assert_snapshot!(s);
+}
+
+/// Tests integer arithmetic folding (elementwise over small dense constants, with a splat
+/// operand, truncating division) and its negative cases: overflow of the element type,
+/// division by zero, float operands.
+#[test]
+fn folds_small_integer_arithmetic_but_not_overflow_zero_division_or_floats() {
+    let (s, r) = before_after(
+        r#"graph @main {
+  %a = constant {value = dense<"0x07000000f9ffffff"> : i32} : i32[2]
+  %b = constant {value = dense<2> : i32} : i32[2]
+  %add = add(%a, %b) : i32[2]
+  %sub = subtract(%a, %b) : i32[2]
+  %div = divide(%a, %b) : i32[2]
+  %big = constant {value = dense<2147483647> : i32} : i32[]
+  %one = constant {value = dense<1> : i32} : i32[]
+  %zero = constant {value = dense<0> : i32} : i32[]
+  %overflow = add(%big, %one) : i32[]
+  %by_zero = divide(%one, %zero) : i32[]
+  %f = constant {value = dense<1.5> : f32} : f32[]
+  %fsum = add(%f, %f) : f32[]
+  return %add, %sub, %div, %overflow, %by_zero, %fsum
+}"#,
+    );
+    assert_eq!(r, PassResult::changes(3));
+    insta::assert_snapshot!(s);
+}
+
+/// Tests `convert` folding: exact conversions fold (integer to float, float to integer
+/// truncating toward zero, to `i1`, to bf16), inexact ones do not (2^24 + 1 is not an f32,
+/// 0.1 is not a bf16, NaN, 300 is not a ui8).
+#[test]
+fn folds_exact_converts_only() {
+    let (s, r) = before_after(
+        r#"graph @main {
+  %i = constant {value = dense<3> : i32} : i32[]
+  %f = constant {value = dense<-2.75> : f32} : f32[]
+  %big = constant {value = dense<16777217> : i32} : i32[]
+  %tenth = constant {value = dense<0.1> : f32} : f32[]
+  %nan = constant {value = dense<0x7fc00000> : f32} : f32[]
+  %three_hundred = constant {value = dense<300> : i32} : i32[]
+  %c1 = convert(%i) {dtype = f32} : f32[]
+  %c2 = convert(%f) {dtype = i32} : i32[]
+  %c3 = convert(%i) {dtype = i1} : i1[]
+  %c4 = convert(%i) {dtype = bf16} : bf16[]
+  %c5 = convert(%big) {dtype = f32} : f32[]
+  %c6 = convert(%tenth) {dtype = bf16} : bf16[]
+  %c7 = convert(%nan) {dtype = f64} : f64[]
+  %c8 = convert(%three_hundred) {dtype = ui8} : ui8[]
+  return %c1, %c2, %c3, %c4, %c5, %c6, %c7, %c8
+}"#,
+    );
+    assert_eq!(r, PassResult::changes(4));
+    insta::assert_snapshot!(s);
+}
+
+/// Tests that folding does not materialize a large non-splat constant: a `convert` of a
+/// 128-element dense constant, a `broadcast_in_dim` of it, and integer arithmetic on it stay;
+/// with a small enough tensor the same `convert` folds.
+#[test]
+fn does_not_fold_a_non_splat_large_constant() {
+    let hex: String = (0..128u32).map(|i| format!("{:08x}", i.swap_bytes())).collect();
+    let text = format!(
+        r#"graph @main {{
+  %c = constant {{value = dense<"0x{hex}"> : i32}} : i32[128]
+  %f = convert(%c) {{dtype = f32}} : f32[128]
+  %b = broadcast_in_dim(%c) {{broadcast_dimensions = [1], shape = dims[2, 128]}} : i32[2,128]
+  %s = add(%c, %c) : i32[128]
+  return %f, %b, %s
+}}"#
+    );
+    let (s, r) = before_after(&text);
+    assert_eq!(r, PassResult::unchanged());
+    insta::assert_snapshot!(s);
+
+    let mut g = parse(&text).unwrap();
+    let r = Fold { max_elements: 128 }.run(&mut g).unwrap();
+    assert_eq!(r, PassResult::changes(2), "convert and add fold when 128 elements count as small");
+    verify(&g).unwrap();
+}
+
+/// Tests that identity ops are bypassed, with symbolic shapes too: `reshape` to the same
+/// shape, identity `transpose`, `convert` to the same type, identity `broadcast_in_dim`.
+#[test]
+fn removes_identity_ops() {
+    let (s, r) = before_after(
+        r#"graph @main {
+  %x = input {index = 0, name = "x"} : f32[B,S]
+  %r = reshape(%x) {shape = dims[B, S]} : f32[B,S]
+  %t = transpose(%r) {permutation = [0, 1]} : f32[B,S]
+  %c = convert(%t) {dtype = f32} : f32[B,S]
+  %b = broadcast_in_dim(%c) {broadcast_dimensions = [0, 1], shape = dims[B, S]} : f32[B,S]
+  %e = exponential(%b) : f32[B,S]
+  return %e, %t as "t"
+}"#,
+    );
+    assert_eq!(r, PassResult::changes(4));
+    insta::assert_snapshot!(s);
+}
+
+/// Tests that ops that only look like identities are kept: a transpose of a square matrix,
+/// a `broadcast_in_dim` that permutes, a `reshape` that changes the shape.
+#[test]
+fn does_not_remove_permuting_ops_with_equal_types() {
+    let (s, r) = before_after(
+        r#"graph @main {
+  %x = input {index = 0, name = "x"} : f32[4,4]
+  %t = transpose(%x) {permutation = [1, 0]} : f32[4,4]
+  %b = broadcast_in_dim(%x) {broadcast_dimensions = [1, 0], shape = dims[4, 4]} : f32[4,4]
+  %r = reshape(%x) {shape = dims[2, 8]} : f32[2,8]
+  return %t, %b, %r
+}"#,
+    );
+    assert_eq!(r, PassResult::unchanged());
+    insta::assert_snapshot!(s);
+}
+
+/// Tests that a dense constant whose elements are all equal becomes a splat, while one with
+/// different elements stays dense.
+#[test]
+fn canonicalizes_uniform_dense_literals_to_splats() {
+    let (s, r) = before_after(
+        r#"graph @main {
+  %u = constant {value = dense<"0x0100000001000000"> : i32} : i32[2]
+  %s = constant {value = dense<"0x00000000"> : i32} : i32[]
+  %d = constant {value = dense<"0x0100000002000000"> : i32} : i32[2]
+  return %u, %s, %d
+}"#,
+    );
+    assert_eq!(r, PassResult::changes(2));
+    insta::assert_snapshot!(s);
+}
+
+/// Tests that folding applies inside regions.
+#[test]
+fn folds_inside_regions() {
+    let (s, r) = before_after(
+        r#"graph @main {
+  %x = input {index = 0, name = "x"} : f32[B,4]
+  %zero = constant {value = dense<0.0> : f32} : f32[]
+  %sum = reduce(%x, %zero) {dimensions = [1]} : f32[B] {
+    region @body {
+      %a = input {index = 0, name = ""} : f32[]
+      %b = input {index = 1, name = ""} : f32[]
+      %c = convert(%b) {dtype = f32} : f32[]
+      %s = add(%a, %c) : f32[]
+      return %s
+    }
+  }
+  return %sum
+}"#,
+    );
+    assert_eq!(r, PassResult::changes(1));
+    insta::assert_snapshot!(s);
+}
