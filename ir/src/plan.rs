@@ -118,9 +118,9 @@ pub struct Candidate {
     pub bytes_saved: DimExpr,
     /// Cost of the recompute in FLOPs (the model of `ebb_passes::remat::cost`).
     pub recompute_flops: DimExpr,
-    /// Bytes of the recompute's transient results (all results of `recompute` except the
-    /// value), an upper bound of the extra memory the regeneration needs; never more than
-    /// `bytes_saved`.
+    /// Peak bytes of the recompute's transient results (results of `recompute` other than the
+    /// value, each live from its op to its last reader in the list): the extra memory the
+    /// regeneration needs on top of the value; never more than `bytes_saved`.
     pub transient_bytes: DimExpr,
     /// Bytes copied each way by a swap (the value's size).
     pub swap_bytes: DimExpr,
@@ -270,7 +270,12 @@ impl Plan {
             if value < limit {
                 Ok(())
             } else {
-                Err(PlanError::OutOfRange { field, index, value, limit })
+                Err(PlanError::OutOfRange {
+                    field,
+                    index,
+                    value,
+                    limit,
+                })
             }
         };
         for (i, &s) in self.schedule.iter().enumerate() {
@@ -287,7 +292,12 @@ impl Plan {
         for (i, c) in self.candidates.iter().enumerate() {
             check("candidates.value", i, c.value, self.values.len())?;
             check("candidates.evict_after", i, c.evict_after, points)?;
-            check("candidates.regenerate_before", i, c.regenerate_before, points)?;
+            check(
+                "candidates.regenerate_before",
+                i,
+                c.regenerate_before,
+                points,
+            )?;
             check("candidates.prefetch_at", i, c.prefetch_at, points)?;
             for &r in &c.recompute {
                 check("candidates.recompute", i, r, self.ops)?;
@@ -344,11 +354,35 @@ mod tests {
             ops: 3,
             schedule: vec![1, 2],
             values: vec![
-                PlanValue { node: 0, output: 0, bytes: bytes.clone(), def: 0, last_use: 1, class: ValueClass::Input },
-                PlanValue { node: 1, output: 0, bytes: bytes.clone(), def: 0, last_use: 1, class: ValueClass::Intermediate },
-                PlanValue { node: 2, output: 0, bytes: bytes.clone(), def: 1, last_use: 1, class: ValueClass::Output },
+                PlanValue {
+                    node: 0,
+                    output: 0,
+                    bytes: bytes.clone(),
+                    def: 0,
+                    last_use: 1,
+                    class: ValueClass::Input,
+                },
+                PlanValue {
+                    node: 1,
+                    output: 0,
+                    bytes: bytes.clone(),
+                    def: 0,
+                    last_use: 1,
+                    class: ValueClass::Intermediate,
+                },
+                PlanValue {
+                    node: 2,
+                    output: 0,
+                    bytes: bytes.clone(),
+                    def: 1,
+                    last_use: 1,
+                    class: ValueClass::Output,
+                },
             ],
-            region_transients: vec![PointBytes { point: 1, bytes: "4*B".parse().unwrap() }],
+            region_transients: vec![PointBytes {
+                point: 1,
+                bytes: "4*B".parse().unwrap(),
+            }],
             candidates: vec![Candidate {
                 value: 1,
                 evict_after: 0,
@@ -362,7 +396,10 @@ mod tests {
                 swap_bytes: bytes.clone(),
                 kinds: vec![DecisionKind::Recompute, DecisionKind::Swap],
             }],
-            bound: Some(Bindings::from([(Symbol::new("B"), 4), (Symbol::new("S"), 512)])),
+            bound: Some(Bindings::from([
+                (Symbol::new("B"), 4),
+                (Symbol::new("S"), 512),
+            ])),
             peak_terms: vec!["512*B*S".parse().unwrap()],
             thresholds: vec![Threshold {
                 symbol: Symbol::new("S"),
@@ -378,7 +415,10 @@ mod tests {
         let p = sample();
         let j = p.to_json();
         assert!(j.contains("\"bytes_saved\": \"256*B*S\""), "{j}");
-        assert!(j.contains("\"recompute\"") && j.contains("\"class\": \"intermediate\""), "{j}");
+        assert!(
+            j.contains("\"recompute\"") && j.contains("\"class\": \"intermediate\""),
+            "{j}"
+        );
         let back = Plan::from_json(&j).unwrap();
         assert_eq!(back, p);
         assert_eq!(back.to_json(), j);
@@ -388,12 +428,21 @@ mod tests {
     fn rejects_other_versions_and_bad_indices() {
         let mut p = sample();
         p.version = 2;
-        assert!(matches!(Plan::from_json(&p.to_json()), Err(PlanError::Version { found: 2 })));
+        assert!(matches!(
+            Plan::from_json(&p.to_json()),
+            Err(PlanError::Version { found: 2 })
+        ));
         let mut p = sample();
         p.candidates[0].recompute_reads = vec![7];
         let e = Plan::from_json(&p.to_json()).unwrap_err();
-        assert_eq!(e.to_string(), "plan field `candidates.recompute_reads`[0] = 7 is out of range (< 3 expected)");
-        assert!(matches!(Plan::from_json("{\"version\": 1}"), Err(PlanError::Json(_))));
+        assert_eq!(
+            e.to_string(),
+            "plan field `candidates.recompute_reads`[0] = 7 is out of range (< 3 expected)"
+        );
+        assert!(matches!(
+            Plan::from_json("{\"version\": 1}"),
+            Err(PlanError::Json(_))
+        ));
     }
 
     #[test]
@@ -401,7 +450,10 @@ mod tests {
         let p = sample();
         let b = p.bound.clone().unwrap();
         assert_eq!(p.peak_at(&b), Ok(512 * 4 * 512));
-        let t = Threshold { over: vec![(100, 200), (300, 400)], ..p.thresholds[0].clone() };
+        let t = Threshold {
+            over: vec![(100, 200), (300, 400)],
+            ..p.thresholds[0].clone()
+        };
         assert_eq!(t.first_over(), Some(100));
         assert!(t.exceeds(150) && !t.exceeds(250) && t.exceeds(400));
         assert!(p.candidates[0].allows(DecisionKind::Swap));

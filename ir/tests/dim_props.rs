@@ -132,12 +132,12 @@ fn holds(o: DimOrdering, x: i64, y: i64) -> bool {
     }
 }
 
-/// 384 cases per property (override with `PROPTEST_CASES`), no regression files.
+/// 1000 cases per property (override with `PROPTEST_CASES`), no regression files.
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(384);
+        .unwrap_or(1000);
     ProptestConfig {
         cases,
         failure_persistence: None,

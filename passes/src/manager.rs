@@ -29,7 +29,10 @@ pub struct PassResult {
 impl PassResult {
     /// A result of `changes` changes (`changed` is `changes > 0`).
     pub fn changes(changes: usize) -> Self {
-        PassResult { changed: changes > 0, changes }
+        PassResult {
+            changed: changes > 0,
+            changes,
+        }
     }
 
     /// No change.
@@ -101,7 +104,12 @@ pub fn pass_by_name(name: &str) -> Result<Box<dyn Pass>, PassError> {
         "dce" => Box::new(Dce),
         "cse" => Box::new(Cse),
         "fold" => Box::new(Fold::default()),
-        _ => return Err(PassError::UnknownPass { name: name.to_string(), known: KNOWN_PASSES.join(", ") }),
+        _ => {
+            return Err(PassError::UnknownPass {
+                name: name.to_string(),
+                known: KNOWN_PASSES.join(", "),
+            })
+        }
     })
 }
 
@@ -186,7 +194,12 @@ impl PassReport {
                     t.changes += r.result.changes;
                     t.time_us += r.time_us;
                 }
-                None => out.push(PassTotals { pass: r.pass, runs: 1, changes: r.result.changes, time_us: r.time_us }),
+                None => out.push(PassTotals {
+                    pass: r.pass,
+                    runs: 1,
+                    changes: r.result.changes,
+                    time_us: r.time_us,
+                }),
             }
         }
         out
@@ -218,7 +231,12 @@ impl Default for PassManager {
 impl PassManager {
     /// An empty manager: one sweep, no step limit, verification on.
     pub fn new() -> Self {
-        PassManager { passes: Vec::new(), max_iterations: 1, stop_after: None, verify: true }
+        PassManager {
+            passes: Vec::new(),
+            max_iterations: 1,
+            stop_after: None,
+            verify: true,
+        }
     }
 
     /// A manager running the passes called `names` (see [`pass_by_name`]), in order.
@@ -275,7 +293,9 @@ impl PassManager {
     pub fn run(&self, g: &mut Graph) -> Result<PassReport, PassError> {
         let start = Instant::now();
         if self.verify {
-            verify(g).map_err(|source| PassError::InvalidInput { source: Box::new(source) })?;
+            verify(g).map_err(|source| PassError::InvalidInput {
+                source: Box::new(source),
+            })?;
         }
         let ops_before = total_op_count(g);
         let mut report = PassReport {
@@ -303,7 +323,12 @@ impl PassManager {
                 let time_us = micros(t);
                 let t = Instant::now();
                 if self.verify {
-                    verify(g).map_err(|source| PassError::Verify { pass: pass.name(), run, iteration, source: Box::new(source) })?;
+                    verify(g).map_err(|source| PassError::Verify {
+                        pass: pass.name(),
+                        run,
+                        iteration,
+                        source: Box::new(source),
+                    })?;
                 }
                 let verify_us = if self.verify { micros(t) } else { 0 };
                 let ops_after = total_op_count(g);

@@ -12,7 +12,14 @@ fn before_after(text: &str) -> (String, PassResult) {
     let before = print(&g);
     let r = Cse.run(&mut g).expect("cse runs");
     verify(&g).expect("graph verifies after cse");
-    (format!("// before\n{before}\n// after: {} change(s)\n{}", r.changes, print(&g)), r)
+    (
+        format!(
+            "// before\n{before}\n// after: {} change(s)\n{}",
+            r.changes,
+            print(&g)
+        ),
+        r,
+    )
 }
 
 /// Tests that identical ops are merged into the first one in program order, transitively in
@@ -94,7 +101,11 @@ fn does_not_merge_side_effects_or_barriers() {
   return %p2, %o1#0, %o2#1, %s1, %s2
 }"#,
     );
-    assert_eq!(r, PassResult::changes(1), "only the pure Sharding calls merge");
+    assert_eq!(
+        r,
+        PassResult::changes(1),
+        "only the pure Sharding calls merge"
+    );
     insta::assert_snapshot!(s);
 }
 
@@ -134,7 +145,11 @@ fn merges_reductions_with_identical_bodies_only() {
   return %sum1, %sum2, %max
 }"#,
     );
-    assert_eq!(r, PassResult::changes(3), "the duplicate add in sum2's body, then sum2 (with its add)");
+    assert_eq!(
+        r,
+        PassResult::changes(3),
+        "the duplicate add in sum2's body, then sum2 (with its add)"
+    );
     insta::assert_snapshot!(s);
 }
 

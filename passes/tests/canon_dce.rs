@@ -12,7 +12,14 @@ fn before_after(text: &str) -> (String, PassResult) {
     let before = print(&g);
     let r = Dce.run(&mut g).expect("dce runs");
     verify(&g).expect("graph verifies after dce");
-    (format!("// before\n{before}\n// after: {} change(s)\n{}", r.changes, print(&g)), r)
+    (
+        format!(
+            "// before\n{before}\n// after: {} change(s)\n{}",
+            r.changes,
+            print(&g)
+        ),
+        r,
+    )
 }
 
 /// Tests that ops not reaching the outputs are removed transitively, and inputs are kept.
@@ -47,7 +54,11 @@ fn does_not_remove_a_side_effecting_custom_call() {
   return %x
 }"#,
     );
-    assert_eq!(r, PassResult::changes(1), "only the pure Sharding call goes");
+    assert_eq!(
+        r,
+        PassResult::changes(1),
+        "only the pure Sharding call goes"
+    );
     insta::assert_snapshot!(s);
 }
 
@@ -73,7 +84,11 @@ fn keeps_multi_result_ops_with_one_used_result() {
   return %s#1
 }"#,
     );
-    assert_eq!(r, PassResult::changes(2), "the exponential, and the dead negate inside the comparator");
+    assert_eq!(
+        r,
+        PassResult::changes(2),
+        "the exponential, and the dead negate inside the comparator"
+    );
     insta::assert_snapshot!(s);
 }
 
@@ -105,7 +120,11 @@ fn cleans_regions_and_removes_unused_region_ops() {
   return %sum
 }"#,
     );
-    assert_eq!(r, PassResult::changes(3), "the unused reduce and its maximum, and the dead multiply");
+    assert_eq!(
+        r,
+        PassResult::changes(3),
+        "the unused reduce and its maximum, and the dead multiply"
+    );
     insta::assert_snapshot!(s);
 }
 

@@ -12,7 +12,14 @@ fn before_after(text: &str) -> (String, PassResult) {
     let before = print(&g);
     let r = Fold::default().run(&mut g).expect("fold runs");
     verify(&g).expect("graph verifies after fold");
-    (format!("// before\n{before}\n// after: {} change(s)\n{}", r.changes, print(&g)), r)
+    (
+        format!(
+            "// before\n{before}\n// after: {} change(s)\n{}",
+            r.changes,
+            print(&g)
+        ),
+        r,
+    )
 }
 
 /// Tests that a `dim_constant` with constant dimensions becomes a `constant` (splat when all
@@ -119,7 +126,9 @@ fn folds_exact_converts_only() {
 /// with a small enough tensor the same `convert` folds.
 #[test]
 fn does_not_fold_a_non_splat_large_constant() {
-    let hex: String = (0..128u32).map(|i| format!("{:08x}", i.swap_bytes())).collect();
+    let hex: String = (0..128u32)
+        .map(|i| format!("{:08x}", i.swap_bytes()))
+        .collect();
     let text = format!(
         r#"graph @main {{
   %c = constant {{value = dense<"0x{hex}"> : i32}} : i32[128]
@@ -135,7 +144,11 @@ fn does_not_fold_a_non_splat_large_constant() {
 
     let mut g = parse(&text).unwrap();
     let r = Fold { max_elements: 128 }.run(&mut g).unwrap();
-    assert_eq!(r, PassResult::changes(2), "convert and add fold when 128 elements count as small");
+    assert_eq!(
+        r,
+        PassResult::changes(2),
+        "convert and add fold when 128 elements count as small"
+    );
     verify(&g).unwrap();
 }
 

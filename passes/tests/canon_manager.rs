@@ -31,9 +31,15 @@ const MESSY: &str = r#"graph @main {
 fn runs(report: &ebb_passes::manager::PassReport) -> String {
     let mut s = String::new();
     for r in &report.runs {
-        s += &format!("iteration {} run {} {}: {} change(s), ops {} -> {}\n", r.iteration, r.run, r.pass, r.result.changes, r.ops_before, r.ops_after);
+        s += &format!(
+            "iteration {} run {} {}: {} change(s), ops {} -> {}\n",
+            r.iteration, r.run, r.pass, r.result.changes, r.ops_before, r.ops_after
+        );
     }
-    s + &format!("stop: {:?} after {} iteration(s)\n", report.stop_reason, report.iterations)
+    s + &format!(
+        "stop: {:?} after {} iteration(s)\n",
+        report.stop_reason, report.iterations
+    )
 }
 
 /// Tests that the canonicalization pipeline reaches a fixed point (the last sweep changes
@@ -45,7 +51,11 @@ fn fixed_point_terminates() {
     assert_eq!(report.stop_reason, StopReason::FixedPoint);
     assert!(report.iterations < 10);
     let last = report.iterations;
-    assert!(report.runs.iter().filter(|r| r.iteration == last).all(|r| !r.result.changed));
+    assert!(report
+        .runs
+        .iter()
+        .filter(|r| r.iteration == last)
+        .all(|r| !r.result.changed));
     assert_eq!(report.ops_before, 12);
     assert_eq!(report.ops_after, report.runs.last().unwrap().ops_after);
     insta::assert_snapshot!(format!("{}\n{}", runs(&report), print(&g)));
@@ -66,7 +76,12 @@ impl Pass for Liar {
 #[test]
 fn iteration_limit_stops_a_non_converging_pipeline() {
     let mut g = parse(MESSY).unwrap();
-    let report = PassManager::new().add_pass(Dce).add_pass(Liar).fixed_point(4).run(&mut g).unwrap();
+    let report = PassManager::new()
+        .add_pass(Dce)
+        .add_pass(Liar)
+        .fixed_point(4)
+        .run(&mut g)
+        .unwrap();
     assert_eq!(report.stop_reason, StopReason::IterationLimit);
     assert_eq!(report.iterations, 4);
     assert_eq!(report.runs.len(), 8);
@@ -88,18 +103,34 @@ fn stop_after_limits_pass_runs() {
 
     let mut g = parse(MESSY).unwrap();
     let r = canon::pipeline(10).stop_after(Some(1)).run(&mut g).unwrap();
-    assert_eq!((r.runs.len(), r.runs[0].pass, r.stop_reason), (1, "fold", StopReason::StopAfter));
+    assert_eq!(
+        (r.runs.len(), r.runs[0].pass, r.stop_reason),
+        (1, "fold", StopReason::StopAfter)
+    );
     let mut only_fold = parse(MESSY).unwrap();
     Fold::default().run(&mut only_fold).unwrap();
     assert_eq!(print(&g), print(&only_fold));
 
     let mut g = parse(MESSY).unwrap();
     let r = canon::pipeline(10).stop_after(Some(4)).run(&mut g).unwrap();
-    assert_eq!(r.runs.iter().map(|r| (r.iteration, r.pass)).collect::<Vec<_>>(), vec![(1, "fold"), (1, "cse"), (1, "dce"), (2, "fold")]);
+    assert_eq!(
+        r.runs
+            .iter()
+            .map(|r| (r.iteration, r.pass))
+            .collect::<Vec<_>>(),
+        vec![(1, "fold"), (1, "cse"), (1, "dce"), (2, "fold")]
+    );
 
     let mut g = parse(MESSY).unwrap();
-    let r = canon::pipeline(10).stop_after(Some(1000)).run(&mut g).unwrap();
-    assert_eq!(r.stop_reason, StopReason::FixedPoint, "a limit that is not reached changes nothing");
+    let r = canon::pipeline(10)
+        .stop_after(Some(1000))
+        .run(&mut g)
+        .unwrap();
+    assert_eq!(
+        r.stop_reason,
+        StopReason::FixedPoint,
+        "a limit that is not reached changes nothing"
+    );
     assert_eq!(print(&g), print(&full));
 }
 
@@ -121,17 +152,36 @@ impl Pass for Breaker {
 #[test]
 fn verifier_names_the_pass_that_broke_the_graph() {
     let mut g = parse(MESSY).unwrap();
-    let err = PassManager::new().add_pass(Fold::default()).add_pass(Cse).add_pass(Breaker).add_pass(Dce).run(&mut g).unwrap_err();
+    let err = PassManager::new()
+        .add_pass(Fold::default())
+        .add_pass(Cse)
+        .add_pass(Breaker)
+        .add_pass(Dce)
+        .run(&mut g)
+        .unwrap_err();
     match &err {
-        PassError::Verify { pass, run, iteration, .. } => assert_eq!((*pass, *run, *iteration), ("breaker", 3, 1)),
+        PassError::Verify {
+            pass,
+            run,
+            iteration,
+            ..
+        } => assert_eq!((*pass, *run, *iteration), ("breaker", 3, 1)),
         e => panic!("expected a verify error, got {e}"),
     }
     let msg = err.to_string();
-    assert!(msg.contains("pass `breaker` broke the graph (pass run 3"), "{msg}");
+    assert!(
+        msg.contains("pass `breaker` broke the graph (pass run 3"),
+        "{msg}"
+    );
     assert!(msg.contains("differ from inferred"), "{msg}");
 
     let mut g = parse(MESSY).unwrap();
-    let ok = PassManager::new().add_pass(Fold::default()).add_pass(Cse).add_pass(Breaker).stop_after(Some(2)).run(&mut g);
+    let ok = PassManager::new()
+        .add_pass(Fold::default())
+        .add_pass(Cse)
+        .add_pass(Breaker)
+        .stop_after(Some(2))
+        .run(&mut g);
     assert!(ok.is_ok());
 }
 
@@ -150,7 +200,10 @@ fn passes_are_found_by_name() {
     let m = PassManager::from_names(&["fold", "cse", "dce"]).unwrap();
     assert_eq!(m.pass_names(), vec!["fold", "cse", "dce"]);
     let err = PassManager::from_names(&["dce", "licm"]).err().unwrap();
-    assert_eq!(err.to_string(), "unknown pass `licm` (known passes: dce, cse, fold)");
+    assert_eq!(
+        err.to_string(),
+        "unknown pass `licm` (known passes: dce, cse, fold)"
+    );
 }
 
 /// Tests that the report serializes with per-run timing and change counts, and totals.
@@ -161,14 +214,29 @@ fn report_serializes_with_timings_and_totals() {
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["stop_reason"], "fixed_point");
     let run0 = &json["runs"][0];
-    for key in ["run", "iteration", "pass", "result", "ops_before", "ops_after", "time_us", "verify_us"] {
+    for key in [
+        "run",
+        "iteration",
+        "pass",
+        "result",
+        "ops_before",
+        "ops_after",
+        "time_us",
+        "verify_us",
+    ] {
         assert!(run0.get(key).is_some(), "missing {key} in {run0}");
     }
     assert_eq!(run0["result"]["changes"], report.runs[0].result.changes);
     let totals = report.totals();
-    assert_eq!(totals.iter().map(|t| t.pass).collect::<Vec<_>>(), vec!["fold", "cse", "dce"]);
+    assert_eq!(
+        totals.iter().map(|t| t.pass).collect::<Vec<_>>(),
+        vec!["fold", "cse", "dce"]
+    );
     let changes: usize = totals.iter().map(|t| t.changes).sum();
-    assert_eq!(changes, report.runs.iter().map(|r| r.result.changes).sum::<usize>());
+    assert_eq!(
+        changes,
+        report.runs.iter().map(|r| r.result.changes).sum::<usize>()
+    );
 }
 
 // ---- property test: random elementwise graphs -------------------------------------------
@@ -202,7 +270,10 @@ fn rand_op() -> impl Strategy<Value = RandOp> {
 }
 
 fn node(kind: OpKind, attrs: &[(&str, Attr)], ty: TensorType) -> Node {
-    let attrs: Attrs = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let attrs: Attrs = attrs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
     Node::new(kind, attrs, vec![ty])
 }
 
@@ -215,21 +286,68 @@ fn build(ops: &[RandOp], outs: &[usize]) -> Graph {
     for op in ops {
         let pick = |i: usize| vals[i % vals.len()];
         let (n, operands) = match *op {
-            RandOp::Const(c) => (node(OpKind::Constant, &[("value", Attr::Literal(Literal::splat_f64(DType::F32, c as f64)))], v4.clone()), vec![]),
+            RandOp::Const(c) => (
+                node(
+                    OpKind::Constant,
+                    &[(
+                        "value",
+                        Attr::Literal(Literal::splat_f64(DType::F32, c as f64)),
+                    )],
+                    v4.clone(),
+                ),
+                vec![],
+            ),
             RandOp::ScalarBroadcast(c) => {
                 let s = g.add_node(
-                    node(OpKind::Constant, &[("value", Attr::Literal(Literal::splat_f64(DType::F32, c as f64)))], TensorType::scalar(DType::F32)),
+                    node(
+                        OpKind::Constant,
+                        &[(
+                            "value",
+                            Attr::Literal(Literal::splat_f64(DType::F32, c as f64)),
+                        )],
+                        TensorType::scalar(DType::F32),
+                    ),
                     &[],
                 );
-                (node(OpKind::BroadcastInDim, &[("broadcast_dimensions", Attr::Ints(vec![])), ("shape", dims4.clone())], v4.clone()), vec![ValueRef::new(s, 0)])
+                (
+                    node(
+                        OpKind::BroadcastInDim,
+                        &[
+                            ("broadcast_dimensions", Attr::Ints(vec![])),
+                            ("shape", dims4.clone()),
+                        ],
+                        v4.clone(),
+                    ),
+                    vec![ValueRef::new(s, 0)],
+                )
             }
             RandOp::Exp(a) => (node(OpKind::Exponential, &[], v4.clone()), vec![pick(a)]),
             RandOp::Neg(a) => (node(OpKind::Negate, &[], v4.clone()), vec![pick(a)]),
             RandOp::Add(a, b) => (node(OpKind::Add, &[], v4.clone()), vec![pick(a), pick(b)]),
-            RandOp::Mul(a, b) => (node(OpKind::Multiply, &[], v4.clone()), vec![pick(a), pick(b)]),
-            RandOp::SameConvert(a) => (node(OpKind::Convert, &[("dtype", Attr::DType(DType::F32))], v4.clone()), vec![pick(a)]),
-            RandOp::SameReshape(a) => (node(OpKind::Reshape, &[("shape", dims4.clone())], v4.clone()), vec![pick(a)]),
-            RandOp::IdentityTranspose(a) => (node(OpKind::Transpose, &[("permutation", Attr::Ints(vec![0]))], v4.clone()), vec![pick(a)]),
+            RandOp::Mul(a, b) => (
+                node(OpKind::Multiply, &[], v4.clone()),
+                vec![pick(a), pick(b)],
+            ),
+            RandOp::SameConvert(a) => (
+                node(
+                    OpKind::Convert,
+                    &[("dtype", Attr::DType(DType::F32))],
+                    v4.clone(),
+                ),
+                vec![pick(a)],
+            ),
+            RandOp::SameReshape(a) => (
+                node(OpKind::Reshape, &[("shape", dims4.clone())], v4.clone()),
+                vec![pick(a)],
+            ),
+            RandOp::IdentityTranspose(a) => (
+                node(
+                    OpKind::Transpose,
+                    &[("permutation", Attr::Ints(vec![0]))],
+                    v4.clone(),
+                ),
+                vec![pick(a)],
+            ),
         };
         let id = g.add_node(n, &operands);
         vals.push(ValueRef::new(id, 0));
@@ -248,14 +366,24 @@ fn eval(g: &Graph, x: [f32; 4], y: [f32; 4]) -> Vec<[u32; 4]> {
         let ops: Vec<[f32; 4]> = g.operands(id).iter().map(|v| env[&v.node]).collect();
         let map = |f: &dyn Fn(usize) -> f32| -> [f32; 4] { std::array::from_fn(f) };
         let v = match n.kind {
-            OpKind::Input => if g.input_name(id) == "x" { x } else { y },
+            OpKind::Input => {
+                if g.input_name(id) == "x" {
+                    x
+                } else {
+                    y
+                }
+            }
             OpKind::Constant => match &n.attrs["value"] {
                 Attr::Literal(l) => [l.get_f64(0).unwrap() as f32; 4],
                 _ => unreachable!(),
             },
             OpKind::BroadcastInDim | OpKind::Convert | OpKind::Reshape | OpKind::Transpose => {
                 // A broadcast here only ever reads a scalar splat constant.
-                if ops.is_empty() { unreachable!() } else { ops[0] }
+                if ops.is_empty() {
+                    unreachable!()
+                } else {
+                    ops[0]
+                }
             }
             OpKind::Exponential => map(&|i| ops[0][i].exp()),
             OpKind::Negate => map(&|i| -ops[0][i]),
@@ -265,7 +393,10 @@ fn eval(g: &Graph, x: [f32; 4], y: [f32; 4]) -> Vec<[u32; 4]> {
         };
         env.insert(id, v);
     }
-    g.outputs().iter().map(|v| env[&v.node].map(f32::to_bits)).collect()
+    g.outputs()
+        .iter()
+        .map(|v| env[&v.node].map(f32::to_bits))
+        .collect()
 }
 
 proptest! {

@@ -1,16 +1,71 @@
+//! The memory model on the real JAX fixtures: the symbolic peak evaluates to the concrete
+//! peak at representative and typical shapes, the lower bound is below it, and the `while`
+//! loop of the scan fixture is charged its body's transient memory.
+//!
+//! Run with `cargo test --release -p ebb-tests --test memory_fixtures -- --nocapture` to see
+//! the numbers.
+
+use ebb_ir::{Bindings, Graph, Symbol};
+use ebb_passes::memory::{liveness, lower_bound, program_order};
 use std::path::Path;
+use std::time::Instant;
+
+const FIXTURES: &[&str] =
+    &["mlp_sgd", "mlp_bf16", "cnn_sgd", "gpt2_tiny_adamw", "gpt2_tiny_remat", "gpt2_tiny_scan", "gpt2_small"];
+
+fn import(name: &str) -> Graph {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/jax/{name}.mlir"));
+    match ebb_compiler::stablehlo::import_file(&p) {
+        Ok((g, _)) => g,
+        Err(e) => panic!("importing {name}: {e}"),
+    }
+}
+
+/// Typical shapes: B = 8 and, where the graph has it, S = 128.
+fn typical(g: &Graph) -> Bindings {
+    g.scope.symbols().into_iter().map(|s| (s.clone(), if s == Symbol::new("S") { 128 } else { 8 })).collect()
+}
 
 #[test]
-fn probe_import() {
-    for name in ["gpt2_tiny_adamw", "gpt2_small", "gpt2_24l", "gpt2_tiny_scan"] {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/jax/{name}.mlir"));
-        let t = std::time::Instant::now();
-        match ebb_compiler::stablehlo::import_file(&p) {
-            Ok((g, _)) => {
-                println!("{name}: {} ops in {:?}; scope {:?}", g.op_count(), t.elapsed(), g.scope);
-                if name == "gpt2_tiny_adamw" { std::fs::write("/tmp/h4_tiny.txt", ebb_ir::text::print(&g)).unwrap(); }
-            }
-            Err(e) => println!("{name}: ERROR {e}"),
+fn symbolic_peak_matches_the_peak_and_the_lower_bound_is_below_it() {
+    for name in FIXTURES {
+        let g = import(name);
+        let t = Instant::now();
+        let live = liveness(&g, &program_order(&g));
+        let sym = live.symbolic_peak(&g.scope);
+        let took = t.elapsed();
+        let mut bindings = g.scope.representative_bindings(6);
+        bindings.push(typical(&g));
+        for b in &bindings {
+            let Ok((peak, _)) = live.peak(b) else { continue };
+            assert_eq!(sym.eval(b), Ok(peak), "{name} at {b:?}");
+            let lb = lower_bound(&g, b).unwrap();
+            assert!(lb <= peak, "{name} at {b:?}: lower bound {lb} > peak {peak}");
         }
+        let b = typical(&g);
+        println!(
+            "{name}: {} ops, liveness + symbolic peak {took:?}, {} terms; at {b:?}: peak {} bytes, lower bound {} bytes",
+            g.op_count(),
+            sym.terms.len(),
+            live.peak(&b).unwrap().0,
+            lower_bound(&g, &b).unwrap()
+        );
     }
+}
+
+#[test]
+fn scan_loop_is_charged_its_body_transient_memory() {
+    let g = import("gpt2_tiny_scan");
+    let live = liveness(&g, &program_order(&g));
+    assert!(!live.transients.is_empty(), "the scan fixture has a while loop over the layers");
+    let b: Bindings = [(Symbol::new("B"), 8), (Symbol::new("S"), 128)].into_iter().collect();
+    for t in &live.transients {
+        let bytes = t.bytes.eval(&b).unwrap();
+        assert!(bytes > 0, "a layer body allocates activations");
+        println!("while at point {}: transient {} = {bytes} bytes at B=8, S=128", t.point, t.bytes);
+    }
+    let resident = live.resident_bytes(&b).unwrap();
+    let t = &live.transients[0];
+    let without: i64 = live.live_at(t.point).iter().map(|&i| live.ranges[i].bytes.eval(&b).unwrap()).sum();
+    assert_eq!(resident[t.point], without + t.bytes.eval(&b).unwrap());
 }

@@ -106,6 +106,7 @@ fn run_fixture(name: &str) -> Vec<(String, RewriteReport, [i64; 4])> {
             mib(p[1]),
             100.0 * (p[1] - base[1]) as f64 / base[1] as f64,
         );
+        println!("    times: encode {:.0} ms, saturate {:.0} ms, extract+emit {:.0} ms, total {:.0} ms", rep.encode_ms, rep.saturate_ms, rep.extract_ms, rep.total_ms);
         for (rule, n) in rep.applied.iter().filter(|(_, n)| **n > 0) {
             println!("    {rule}: {n}");
         }
@@ -119,4 +120,18 @@ fn tests_that_every_group_rewrites_gpt2_tiny_adamw() {
     let runs = run_fixture("gpt2_tiny_adamw");
     let fold = &runs.iter().find(|(l, ..)| l == "fold_transpose_dot").expect("run").1;
     assert!(fold.applied.values().sum::<usize>() > 0, "JAX's backward matmuls take transposed operands");
+}
+
+#[test]
+fn tests_that_every_group_rewrites_gpt2_small() {
+    let runs = run_fixture("gpt2_small");
+    for (label, rep, _) in &runs {
+        assert!(rep.total_ms < 10_000.0, "{label}: {} ms", rep.total_ms);
+    }
+}
+
+#[test]
+#[ignore = "22k ops; run with --ignored --release for the timing figure"]
+fn tests_that_every_group_rewrites_gpt2_24l() {
+    run_fixture("gpt2_24l");
 }

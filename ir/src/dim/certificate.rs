@@ -16,10 +16,10 @@ use super::SymbolScope;
 const SHIFT_TERM_CAP: usize = 512;
 
 impl SymbolScope {
-    /// Method 2 of the module docs; `NegInf` when not applicable. Atoms bounded on both sides
+    /// Method 2 of `prove.rs`; `NegInf` when not applicable. Atoms bounded on both sides
     /// are shifted to their upper end when `upper` (else to their lower end); the flag
     /// returned says whether there was such an atom (so that the other choice differs).
-    fn shifted_lower(&self, d: &DimExpr, upper: bool) -> (Ext, bool) {
+    pub(crate) fn shifted_lower(&self, d: &DimExpr, upper: bool) -> (Ext, bool) {
         let mut two_sided = false;
         let lb = self.shifted_lower_inner(d, upper, &mut two_sided);
         (lb, two_sided)

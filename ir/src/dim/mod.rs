@@ -36,10 +36,12 @@ mod prove;
 #[cfg(test)]
 mod prove_tests;
 mod scope;
+#[cfg(test)]
+mod scope_tests;
 mod symbol;
 
 pub use expr::DimExpr;
-pub use scope::SymbolScope;
+pub use scope::{SymbolScope, SAMPLE_CAP};
 pub use symbol::Symbol;
 
 /// Values of symbols, e.g. `{B: 8, S: 1024}`; used by [`DimExpr::eval`] and

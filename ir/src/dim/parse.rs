@@ -19,7 +19,7 @@ use std::str::FromStr;
 use super::{DimError, DimExpr, Symbol};
 
 /// Maximum nesting of parentheses, calls and unary signs.
-pub const MAX_DEPTH: usize = 128;
+pub(crate) const MAX_DEPTH: usize = 128;
 
 struct Parser<'a> {
     src: &'a str,

@@ -5,11 +5,12 @@
 //! `lb(-d) >= 1`. A lower bound is the best of three sound methods:
 //! 1. term-wise interval arithmetic over the symbols' ranges (tightened to multiples of their
 //!    divisors) and the atoms' intrinsic ranges (`mod(x, k)` in `0..k`, ...);
-//! 2. a *shift certificate*: every atom `a` with interval `[l, h]` is rewritten `a = l + a'`
-//!    (or `h - a'` when only `h` is finite) with `a' in [0, h - l]`; after expansion, terms with
-//!    positive coefficients are `>= 0`, so the constant plus the negative terms at their
-//!    extremes is a lower bound. This proves `B*S >= S` from `B, S >= 1`: it becomes
-//!    `B'*S' + B' >= 0`;
+//! 2. a *shift certificate* (`certificate.rs`): every atom `a` with interval `[l, h]` is
+//!    rewritten `a = l + a'` (or `h - a'`; both are tried when both ends are finite) with
+//!    `a'` in `[0, h - l]`; after expansion, terms with positive coefficients are `>= 0`, so
+//!    the constant plus the negative terms at their extremes is a lower bound. This proves
+//!    `B*S >= S` from `B, S >= 1` (it becomes `B'*S' + B' >= 0`) and `4096*B >= B*S` from
+//!    `S <= 4096` (it becomes `B*S'' >= 0`);
 //! 3. case splits on an atom `A` occurring linearly, `d = r + p*A`: `min`/`max` split into
 //!    one case per argument (exact when the sign of `p` is proven); `floordiv(x, k)` uses
 //!    `x - k + 1 <= k*A <= x`; `mod(x, k)` is rewritten `x - k*floordiv(x, k)` (exact).
@@ -17,15 +18,15 @@
 //! Recursion is bounded by a fuel budget per query ([`FUEL`]) and the shift expansion by a
 //! term cap, so a query costs at most a few dozen passes over the expression.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::atoms::{floor_div_with, gcd, min_max_with, rem_with, Facts};
 use super::expr::{Atom, DimExpr};
-use super::interval::{atom_interval, expr_interval, Ext, Interval};
+use super::interval::{expr_interval, Ext, Interval};
 use super::{DimError, DimOrdering, SymbolScope};
 
 /// Maximum number of recursive lower-bound evaluations per query.
-pub const FUEL: u32 = 48;
+pub(crate) const FUEL: u32 = 48;
 /// Fuel for the `min`/`max` pruning done by `normalize`.
 const PRUNE_FUEL: u32 = 8;
 
@@ -72,7 +73,7 @@ impl Facts for SymbolScope {
 impl SymbolScope {
     /// Interval of a symbol: its range with both ends rounded inwards to multiples of its
     /// divisor; unbounded when undeclared.
-    fn symbol_interval(&self, s: &super::Symbol) -> Interval {
+    pub(crate) fn symbol_interval(&self, s: &super::Symbol) -> Interval {
         let (lo, hi) = self.range(s);
         let mut iv = Interval::from_opts(lo, hi);
         let m = i128::from(self.divisor_of(s));
@@ -273,7 +274,6 @@ impl SymbolScope {
         *fuel -= 1;
         best.max(self.split_lower(d, fuel, enough))
     }
-
 
     /// Sign of `p` when proven: `Some(1)` for `p >= 0`, `Some(-1)` for `p <= 0`.
     fn sign_of(&self, p: &DimExpr, fuel: &mut u32) -> Option<i128> {

@@ -57,6 +57,9 @@ pub struct SymbolScope {
     equalities: Vec<(Symbol, DimExpr)>,
     /// Derived: solved equalities (see the module docs).
     pub(crate) solved: BTreeMap<Symbol, DimExpr>,
+    /// Derived: whether `solved` holds a single-value range (then adding an equality needs a
+    /// rebuild to keep the order "equalities first").
+    fixed_in_solved: bool,
 }
 
 impl From<ScopeRepr> for SymbolScope {
@@ -136,10 +139,13 @@ impl SymbolScope {
     }
 
     fn decl_mut(&mut self, s: &Symbol) -> &mut SymbolDecl {
-        if !self.index.contains_key(s) {
-            self.declare(s.name());
-        }
-        let i = self.index.get(s).copied().unwrap_or(0);
+        let i = match self.index.get(s) {
+            Some(&i) => i,
+            None => {
+                self.declare(s.name());
+                self.decls.len() - 1
+            }
+        };
         &mut self.decls[i]
     }
 
@@ -152,6 +158,7 @@ impl SymbolScope {
     /// every binding fail [`SymbolScope::check`] (and every comparison vacuously provable).
     pub fn set_range(&mut self, s: &Symbol, lo: Option<i64>, hi: Option<i64>) {
         let d = self.decl_mut(s);
+        let was_fixed = d.lo.is_some() && d.lo == d.hi;
         d.lo = match (d.lo, lo) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -160,7 +167,9 @@ impl SymbolScope {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        self.rebuild();
+        if was_fixed || (d.lo.is_some() && d.lo == d.hi) {
+            self.rebuild();
+        }
     }
 
     /// The range of `s` as `(lo, hi)` (`None` = unbounded); `(None, None)` when undeclared.
@@ -198,8 +207,13 @@ impl SymbolScope {
     /// equality can be solved (see the module docs).
     pub fn add_equality(&mut self, s: &Symbol, e: DimExpr) {
         self.decl_mut(s);
-        self.equalities.push((s.clone(), e));
-        self.rebuild();
+        self.equalities.push((s.clone(), e.clone()));
+        if self.fixed_in_solved {
+            self.rebuild();
+        } else {
+            // Same result as a rebuild: equalities are solved in order, fixed ranges last.
+            self.add_solved(s, &e);
+        }
     }
 
     /// The equalities as given, in order.
@@ -207,9 +221,11 @@ impl SymbolScope {
         &self.equalities
     }
 
-    /// Recomputes the solved form from the equalities and single-value ranges.
+    /// Recomputes the solved form from the facts: the equalities in order, then the
+    /// single-value ranges (so the solved form depends only on the facts).
     fn rebuild(&mut self) {
         self.solved.clear();
+        self.fixed_in_solved = false;
         let eqs = self.equalities.clone();
         for (s, e) in &eqs {
             self.add_solved(s, e);
@@ -223,30 +239,36 @@ impl SymbolScope {
             })
             .collect();
         for (s, v) in fixed {
-            self.add_solved(&s, &DimExpr::constant(v));
+            self.fixed_in_solved |= self.add_solved(&s, &DimExpr::constant(v));
         }
     }
 
-    fn add_solved(&mut self, s: &Symbol, e: &DimExpr) {
+    /// Adds `s == e` to the solved form when it can be solved; returns whether it was.
+    fn add_solved(&mut self, s: &Symbol, e: &DimExpr) -> bool {
         if self.solved.contains_key(s) {
-            return;
+            return false;
         }
         let Ok(e) = e.try_substitute(&self.solved) else {
-            return;
+            return false;
         };
         if e.mentions(s) {
-            return;
+            return false;
         }
         let one = BTreeMap::from([(s.clone(), e.clone())]);
         let mut next = BTreeMap::new();
         for (k, v) in &self.solved {
-            match v.try_substitute(&one) {
-                Ok(v) => next.insert(k.clone(), v),
-                Err(_) => return,
-            };
+            if v.mentions(s) {
+                match v.try_substitute(&one) {
+                    Ok(v) => next.insert(k.clone(), v),
+                    Err(_) => return false,
+                };
+            } else {
+                next.insert(k.clone(), v.clone());
+            }
         }
         next.insert(s.clone(), e);
         self.solved = next;
+        true
     }
 
     /// Checks concrete bindings against the facts: ranges and divisibility of every bound
@@ -396,114 +418,4 @@ fn mix(a: u64, b: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bind(v: &[(&str, i64)]) -> Bindings {
-        v.iter().map(|(n, x)| (Symbol::new(n), *x)).collect()
-    }
-
-    #[test]
-    fn declare_and_ranges() {
-        let mut sc = SymbolScope::new();
-        let b = sc.declare("B");
-        assert_eq!(sc.declare("B"), b);
-        assert_eq!(sc.range(&b), (Some(1), None));
-        sc.set_range(&b, Some(0), Some(64));
-        sc.set_range(&b, None, Some(128));
-        assert_eq!(sc.range(&b), (Some(1), Some(64)));
-        let x = sc.declare_range("X", None, Some(3));
-        assert_eq!(sc.range(&x), (None, Some(3)));
-        assert_eq!(sc.symbols(), vec![b, x]);
-        assert_eq!(sc.range(&Symbol::new("nope")), (None, None));
-    }
-
-    #[test]
-    fn check_names_symbol_and_fact() {
-        let mut sc = SymbolScope::new();
-        let s = sc.declare("S");
-        let t = sc.declare("T");
-        sc.set_range(&s, None, Some(4096));
-        sc.add_divisible(&s, 8);
-        sc.add_divisible(&s, -4);
-        sc.add_equality(&t, DimExpr::symbol(&s).floor_div(2).unwrap());
-        assert_eq!(sc.divisor_of(&s), 8);
-        assert_eq!(sc.check(&bind(&[("S", 16), ("T", 8)])), Ok(()));
-        let err = |v: &[(&str, i64)]| match sc.check(&bind(v)) {
-            Err(DimError::FactViolated {
-                symbol,
-                fact,
-                value,
-            }) => (symbol, fact, value),
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(err(&[("S", 0)]), ("S".into(), "S >= 1".into(), 0));
-        assert_eq!(err(&[("S", 8192)]), ("S".into(), "S <= 4096".into(), 8192));
-        assert_eq!(err(&[("S", 12)]), ("S".into(), "S % 8 == 0".into(), 12));
-        assert_eq!(
-            err(&[("S", 16), ("T", 9)]),
-            ("T".into(), "T == floordiv(S, 2)".into(), 9)
-        );
-        assert_eq!(
-            sc.complete(&bind(&[("S", 16)])),
-            Ok(bind(&[("S", 16), ("T", 8)]))
-        );
-    }
-
-    #[test]
-    fn solved_form_chains_equalities() {
-        let mut sc = SymbolScope::new();
-        let (a, b, c) = (sc.declare("A"), sc.declare("B"), sc.declare("C"));
-        sc.add_equality(&a, "2*B".parse().unwrap());
-        sc.add_equality(&b, "C + 1".parse().unwrap());
-        sc.add_equality(&c, "A".parse().unwrap()); // cyclic: checked, not solved
-        assert_eq!(sc.solved.get(&a), Some(&"2*C + 2".parse().unwrap()));
-        assert!(!sc.solved.contains_key(&c));
-        sc.set_range(&c, Some(5), Some(5));
-        assert_eq!(sc.solved.get(&a), Some(&DimExpr::constant(12)));
-        assert_eq!(sc.complete(&Bindings::new()).map(|b| b.len()), Ok(3));
-    }
-
-    #[test]
-    fn representative_points_satisfy_facts() {
-        let mut sc = SymbolScope::new();
-        let b = sc.declare("B");
-        let s = sc.declare("S");
-        let t = sc.declare("T");
-        sc.set_range(&b, None, Some(32));
-        sc.add_divisible(&s, 64);
-        sc.add_equality(&t, "2*S".parse().unwrap());
-        let pts = sc.representative_bindings(8);
-        assert!(pts.len() >= 4, "{pts:?}");
-        assert_eq!(pts[0], bind(&[("B", 1), ("S", 64), ("T", 128)]));
-        assert_eq!(pts[1], bind(&[("B", 32), ("S", 65536), ("T", 131072)]));
-        for p in &pts {
-            assert_eq!(sc.check(p), Ok(()));
-        }
-        assert_eq!(pts, sc.representative_bindings(8));
-        let mut empty = SymbolScope::new();
-        let e = empty.declare("E");
-        empty.set_range(&e, Some(5), Some(7));
-        empty.add_divisible(&e, 8);
-        assert!(empty.representative_bindings(4).is_empty());
-    }
-
-    #[test]
-    fn serde_round_trip() {
-        let mut sc = SymbolScope::new();
-        let s = sc.declare("S");
-        sc.declare_range("X", None, None);
-        sc.add_divisible(&s, 8);
-        sc.add_equality(&Symbol::new("T"), "floordiv(S, 2)".parse().unwrap());
-        let j = serde_json::to_string(&sc).unwrap();
-        assert_eq!(
-            j,
-            r#"{"symbols":[{"name":"S","lo":1,"divisible_by":[8]},{"name":"X"},{"name":"T","lo":1}],"equalities":[{"symbol":"T","expr":"floordiv(S, 2)"}]}"#
-        );
-        let back: SymbolScope = serde_json::from_str(&j).unwrap();
-        assert_eq!(back, sc);
-    }
 }

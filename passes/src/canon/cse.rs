@@ -60,14 +60,20 @@ pub fn eliminate_common_subexpressions(g: &mut Graph) -> usize {
     let mut merged: HashSet<NodeId> = HashSet::new();
     let mut changes = 0;
     for id in order {
-        changes += for_each_region(g, id, |r| Ok::<_, std::convert::Infallible>(eliminate_common_subexpressions(r))).unwrap_or(0);
+        changes += for_each_region(g, id, |r| {
+            Ok::<_, std::convert::Infallible>(eliminate_common_subexpressions(r))
+        })
+        .unwrap_or(0);
         if !mergeable(g, id) {
             continue;
         }
         let operands = g.operands(id);
         let key = fingerprint(g, id, &operands);
         let bucket = table.entry(key).or_default();
-        let rep = bucket.iter().copied().find(|&r| same_op(g, r, id, &operands));
+        let rep = bucket
+            .iter()
+            .copied()
+            .find(|&r| same_op(g, r, id, &operands));
         match rep {
             None => bucket.push(id),
             Some(rep) => {
@@ -107,7 +113,10 @@ fn same_op(g: &Graph, a: NodeId, b: NodeId, b_operands: &[ValueRef]) -> bool {
         && attrs_eq(&x.attrs, &y.attrs)
         && x.regions.len() == y.regions.len()
         && g.operands(a) == b_operands
-        && x.regions.iter().zip(&y.regions).all(|(p, q)| regions_eq(p, q))
+        && x.regions
+            .iter()
+            .zip(&y.regions)
+            .all(|(p, q)| regions_eq(p, q))
 }
 
 /// Feeds the canonical byte form of `attrs` to `h` (floats by their bits).
@@ -143,7 +152,11 @@ pub(crate) fn attrs_eq(a: &Attrs, b: &Attrs) -> bool {
 
 /// Position of every node of `r` in its program order, for wiring comparisons.
 fn positions(r: &Graph) -> HashMap<NodeId, usize> {
-    r.order().iter().enumerate().map(|(i, &id)| (id, i)).collect()
+    r.order()
+        .iter()
+        .enumerate()
+        .map(|(i, &id)| (id, i))
+        .collect()
 }
 
 /// Hashes the structure of region `r`: per op its kind, attributes, result types, operand
@@ -170,7 +183,10 @@ fn hash_region<H: Hasher>(r: &Graph, h: &mut H) {
 
 /// Structural equality of two regions (see [`hash_region`]), assertions included.
 fn regions_eq(a: &Graph, b: &Graph) -> bool {
-    if a.order().len() != b.order().len() || a.outputs().len() != b.outputs().len() || a.assertions != b.assertions {
+    if a.order().len() != b.order().len()
+        || a.outputs().len() != b.outputs().len()
+        || a.assertions != b.assertions
+    {
         return false;
     }
     let (pa, pb) = (positions(a), positions(b));
@@ -182,9 +198,19 @@ fn regions_eq(a: &Graph, b: &Graph) -> bool {
             && m.outputs == n.outputs
             && attrs_eq(&m.attrs, &n.attrs)
             && ox.len() == oy.len()
-            && ox.iter().zip(&oy).all(|(u, v)| wire(&pa, u) == wire(&pb, v))
+            && ox
+                .iter()
+                .zip(&oy)
+                .all(|(u, v)| wire(&pa, u) == wire(&pb, v))
             && m.regions.len() == n.regions.len()
-            && m.regions.iter().zip(&n.regions).all(|(p, q)| regions_eq(p, q))
+            && m.regions
+                .iter()
+                .zip(&n.regions)
+                .all(|(p, q)| regions_eq(p, q))
     });
-    ops_eq && a.outputs().iter().zip(b.outputs()).all(|(u, v)| wire(&pa, u) == wire(&pb, v))
+    ops_eq
+        && a.outputs()
+            .iter()
+            .zip(b.outputs())
+            .all(|(u, v)| wire(&pa, u) == wire(&pb, v))
 }

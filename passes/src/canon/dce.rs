@@ -58,18 +58,27 @@ pub fn eliminate_dead_code(g: &mut Graph) -> usize {
             continue;
         }
         live[id.index()] = true;
-        for e in g.petgraph().edges_directed(id, petgraph::Direction::Incoming) {
+        for e in g
+            .petgraph()
+            .edges_directed(id, petgraph::Direction::Incoming)
+        {
             live[e.source().index()] = true;
         }
     }
     // Ops inside the regions of removed ops go with them.
-    let mut removed: usize = dead.iter().map(|&id| 1 + g.node(id).regions.iter().map(total_op_count).sum::<usize>()).sum();
+    let mut removed: usize = dead
+        .iter()
+        .map(|&id| 1 + g.node(id).regions.iter().map(total_op_count).sum::<usize>())
+        .sum();
     if !dead.is_empty() {
         g.remove_nodes(&dead);
     }
     for id in order {
         if g.contains(id) {
-            removed += for_each_region(g, id, |r| Ok::<_, std::convert::Infallible>(eliminate_dead_code(r))).unwrap_or(0);
+            removed += for_each_region(g, id, |r| {
+                Ok::<_, std::convert::Infallible>(eliminate_dead_code(r))
+            })
+            .unwrap_or(0);
         }
     }
     removed

@@ -31,7 +31,9 @@
 use super::for_each_region;
 use crate::manager::{Pass, PassError, PassResult};
 use ebb_ir::op::{f16_bits_to_f32, f32_to_f16_bits};
-use ebb_ir::{Attr, Attrs, AttrsExt, DType, Graph, Literal, Node, NodeId, OpKind, TensorType, ValueRef};
+use ebb_ir::{
+    Attr, Attrs, AttrsExt, DType, Graph, Literal, Node, NodeId, OpKind, TensorType, ValueRef,
+};
 use std::collections::{HashMap, HashSet};
 
 /// Default for [`Fold::max_elements`]: the largest non-splat constant (in elements) that
@@ -47,7 +49,9 @@ pub struct Fold {
 
 impl Default for Fold {
     fn default() -> Self {
-        Fold { max_elements: MAX_FOLD_ELEMENTS }
+        Fold {
+            max_elements: MAX_FOLD_ELEMENTS,
+        }
     }
 }
 
@@ -79,8 +83,13 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
     let mut removed: HashSet<NodeId> = HashSet::new();
     let mut changes = 0;
     for id in order {
-        changes += for_each_region(g, id, |r| Ok::<_, std::convert::Infallible>(fold_constants(r, max_elements))).unwrap_or(0);
-        let Some(rw) = rewrite(g, id, max_elements) else { continue };
+        changes += for_each_region(g, id, |r| {
+            Ok::<_, std::convert::Infallible>(fold_constants(r, max_elements))
+        })
+        .unwrap_or(0);
+        let Some(rw) = rewrite(g, id, max_elements) else {
+            continue;
+        };
         changes += 1;
         match rw {
             Rewrite::Forward(v) => {
@@ -99,7 +108,9 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
                 removed.insert(id);
             }
             Rewrite::Relit(lit) => {
-                g.node_mut(id).attrs.insert("value".into(), Attr::Literal(lit));
+                g.node_mut(id)
+                    .attrs
+                    .insert("value".into(), Attr::Literal(lit));
             }
         }
     }
@@ -134,10 +145,21 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
     let operands = g.operands(id);
     let input = |i: usize| operands.get(i).map(|v| (*v, g.value_type(*v)));
     match n.kind {
-        OpKind::Constant => canonical_literal(n.attrs.literal(n.kind, "value").ok()?, out).map(Rewrite::Relit),
+        OpKind::Constant => {
+            canonical_literal(n.attrs.literal(n.kind, "value").ok()?, out).map(Rewrite::Relit)
+        }
         OpKind::DimConstant => {
-            let values: Option<Vec<i64>> = n.attrs.dims(n.kind, "values").ok()?.iter().map(|d| d.as_const()).collect();
-            let values: Option<Vec<Num>> = values?.into_iter().map(|v| convert(Num::I(v), out.dtype)).collect();
+            let values: Option<Vec<i64>> = n
+                .attrs
+                .dims(n.kind, "values")
+                .ok()?
+                .iter()
+                .map(|d| d.as_const())
+                .collect();
+            let values: Option<Vec<Num>> = values?
+                .into_iter()
+                .map(|v| convert(Num::I(v), out.dtype))
+                .collect();
             let values = values?;
             if Some(values.len()) != num_elements(out) {
                 return None;
@@ -150,13 +172,19 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
                 return Some(Rewrite::Forward(v));
             }
             let (splat, values) = elements(g, v, max)?;
-            let converted: Option<Vec<Num>> = values.into_iter().map(|x| convert(x, out.dtype)).collect();
+            let converted: Option<Vec<Num>> =
+                values.into_iter().map(|x| convert(x, out.dtype)).collect();
             build(out.dtype, &converted?, splat).map(Rewrite::Constant)
         }
         OpKind::Reshape | OpKind::BroadcastInDim => {
             let (v, t) = input(0)?;
             let identity = n.kind == OpKind::Reshape
-                || n.attrs.ints(n.kind, "broadcast_dimensions").ok()?.iter().copied().eq(0..t.rank() as i64);
+                || n.attrs
+                    .ints(n.kind, "broadcast_dimensions")
+                    .ok()?
+                    .iter()
+                    .copied()
+                    .eq(0..t.rank() as i64);
             if identity && t.shape == out.shape {
                 return Some(Rewrite::Forward(v));
             }
@@ -186,7 +214,9 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
             }
             let mut values = Vec::with_capacity(len);
             for i in 0..len {
-                let (Num::I(p), Num::I(q)) = (pick(&xa, sa, i), pick(&xb, sb, i)) else { return None };
+                let (Num::I(p), Num::I(q)) = (pick(&xa, sa, i), pick(&xb, sb, i)) else {
+                    return None;
+                };
                 let r = match n.kind {
                     OpKind::Add => p.checked_add(q),
                     OpKind::Subtract => p.checked_sub(q),
@@ -210,7 +240,9 @@ enum Num {
 
 /// Static element count of `t`, if its shape is static.
 fn num_elements(t: &TensorType) -> Option<usize> {
-    t.static_dims()?.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+    t.static_dims()?
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
 }
 
 /// The elements of value `v` when it is produced by a `constant`: `(true, [x])` for a splat
@@ -230,10 +262,17 @@ fn elements(g: &Graph, v: ValueRef, max: usize) -> Option<(bool, Vec<Num>)> {
     if stored == 1 && (lit.splat || count == Some(1)) {
         return Some((true, vec![read(lit, 0)?]));
     }
-    if lit.splat || Some(stored) != count || stored > max || lit.data.len() != stored * lit.dtype.size_bytes() as usize {
+    if lit.splat
+        || Some(stored) != count
+        || stored > max
+        || lit.data.len() != stored * lit.dtype.size_bytes() as usize
+    {
         return None;
     }
-    (0..stored).map(|i| read(lit, i)).collect::<Option<Vec<_>>>().map(|xs| (false, xs))
+    (0..stored)
+        .map(|i| read(lit, i))
+        .collect::<Option<Vec<_>>>()
+        .map(|xs| (false, xs))
 }
 
 /// Element `i` of `lit`.
@@ -307,24 +346,43 @@ fn encode(dtype: DType, x: Num) -> Option<Vec<u8>> {
 fn build(dtype: DType, values: &[Num], splat: bool) -> Option<Literal> {
     let first = values.first()?;
     if splat || values.iter().all(|x| x == first) {
-        return Some(Literal { dtype, splat: true, data: encode(dtype, *first)? });
+        return Some(Literal {
+            dtype,
+            splat: true,
+            data: encode(dtype, *first)?,
+        });
     }
     let mut data = Vec::with_capacity(values.len() * dtype.size_bytes() as usize);
     for &x in values {
         data.extend(encode(dtype, x)?);
     }
-    Some(Literal { dtype, splat: false, data })
+    Some(Literal {
+        dtype,
+        splat: false,
+        data,
+    })
 }
 
 /// The splat form of a dense literal whose elements are all equal (rule 6), if it has one.
 fn canonical_literal(lit: &Literal, ty: &TensorType) -> Option<Literal> {
     let size = lit.dtype.size_bytes() as usize;
-    if lit.splat || lit.dtype != ty.dtype || lit.data.is_empty() || !lit.data.len().is_multiple_of(size) {
+    if lit.splat
+        || lit.dtype != ty.dtype
+        || lit.data.is_empty()
+        || !lit.data.len().is_multiple_of(size)
+    {
         return None;
     }
     if num_elements(ty) != Some(lit.data.len() / size) {
         return None;
     }
     let first = &lit.data[..size];
-    lit.data.chunks_exact(size).all(|c| c == first).then(|| Literal { dtype: lit.dtype, splat: true, data: first.to_vec() })
+    lit.data
+        .chunks_exact(size)
+        .all(|c| c == first)
+        .then(|| Literal {
+            dtype: lit.dtype,
+            splat: true,
+            data: first.to_vec(),
+        })
 }

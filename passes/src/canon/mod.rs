@@ -84,7 +84,11 @@ pub fn total_op_count(g: &Graph) -> usize {
 /// The canonicalization pipeline: `fold`, `cse`, `dce`, repeated until a whole sweep changes
 /// nothing or `max_iterations` sweeps ran. The verifier runs after every pass.
 pub fn pipeline(max_iterations: usize) -> PassManager {
-    PassManager::new().add_pass(Fold::default()).add_pass(Cse).add_pass(Dce).fixed_point(max_iterations)
+    PassManager::new()
+        .add_pass(Fold::default())
+        .add_pass(Cse)
+        .add_pass(Dce)
+        .fixed_point(max_iterations)
 }
 
 /// Runs `f` on every region of node `id` of `g`, in order; returns the sum of its results.

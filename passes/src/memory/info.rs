@@ -205,7 +205,7 @@ fn region_transient(g: &Graph, id: NodeId, scope: &SymbolScope) -> Option<DimExp
         }
     }
     match DimExpr::max_of(&parts) {
-        Some(Ok(e)) => Some(e),
+        Some(Ok(e)) => Some(scope.normalize(&e)),
         _ => None,
     }
 }

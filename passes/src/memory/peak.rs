@@ -12,6 +12,7 @@
 
 use super::info::{GraphInfo, NONE};
 use super::liveness::Liveness;
+use super::ValueClass;
 use ebb_ir::dim::DimError;
 use ebb_ir::{Bindings, DimExpr, Graph, SymbolScope};
 use std::collections::HashMap;
@@ -221,11 +222,15 @@ impl fmt::Display for SymbolicPeak {
     }
 }
 
-/// A lower bound on the peak of every schedule of `g` at bindings `b`, in bytes: the
-/// persistent bytes (inputs and outputs, each value once) plus the largest, over ops, of the
-/// bytes the op needs resident while it runs that are not already persistent (its distinct
-/// operands and results, and its transient region memory). Every schedule executes every op
-/// with its operands and results resident, so no schedule can go below it.
+/// A lower bound on the peak of every schedule of `g` at bindings `b`, in bytes: the input
+/// bytes (resident at every point) plus the larger of
+/// * the output bytes (each value once; all outputs are resident at the last point), and
+/// * the largest, over ops, of the bytes the op needs resident while it runs that are not
+///   inputs: its distinct operands and results and its transient region memory.
+///
+/// Every schedule runs every op with its operands and results resident and ends with all
+/// outputs resident, so no schedule goes below it. (Adding *all* outputs to every op's need
+/// would not be a bound: an output is resident only from its def point.)
 ///
 /// # Errors
 /// As [`Liveness::resident_bytes`].
@@ -237,16 +242,19 @@ pub fn lower_bound(g: &Graph, b: &Bindings) -> Result<i64, DimError> {
 /// [`lower_bound`] over a graph view with its sizes evaluated.
 pub(crate) fn lower_bound_of(info: &GraphInfo, vals: &[i64]) -> Result<i64, DimError> {
     let size = |v: u32| i128::from(vals[info.value_size[v as usize] as usize]);
-    let persistent: i128 = (0..info.num_values() as u32).filter(|&v| info.persistent(v)).map(size).sum();
-    let mut best = 0i128;
+    let is_input = |v: u32| matches!(info.class[v as usize], ValueClass::Input);
+    let all = 0..info.num_values() as u32;
+    let inputs: i128 = all.clone().filter(|&v| is_input(v)).map(size).sum();
+    let outputs: i128 = all.filter(|&v| matches!(info.class[v as usize], ValueClass::Output)).map(size).sum();
+    let mut best = outputs;
     for op in 0..info.ops.len() {
-        let mut need: i128 = info.operands.row(op).iter().filter(|&&v| !info.persistent(v)).map(|&v| size(v)).sum();
-        need += info.results(op).filter(|&v| !info.persistent(v)).map(size).sum::<i128>();
+        let mut need: i128 = info.operands.row(op).iter().filter(|&&v| !is_input(v)).map(|&v| size(v)).sum();
+        need += info.results(op).map(size).sum::<i128>();
         let t = info.transient[op];
         if t != NONE {
             need += i128::from(vals[t as usize]);
         }
         best = best.max(need);
     }
-    i64::try_from(persistent + best).map_err(|_| DimError::Overflow)
+    i64::try_from(inputs + best).map_err(|_| DimError::Overflow)
 }

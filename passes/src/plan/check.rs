@@ -43,7 +43,9 @@ use ebb_ir::{Bindings, Graph, OpKind};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CheckError {
     /// The plan was made for another graph (name or number of ops differs).
-    #[error("plan is for graph `{plan}` with {plan_ops} ops, not graph `{graph}` with {graph_ops}")]
+    #[error(
+        "plan is for graph `{plan}` with {plan_ops} ops, not graph `{graph}` with {graph_ops}"
+    )]
     GraphMismatch {
         /// Graph name in the plan.
         plan: String,
@@ -207,7 +209,10 @@ pub struct CheckReport {
 
 /// Whether the checker accepts rerunning ops of `kind` (rule 4 of the module docs).
 fn pure(kind: OpKind) -> bool {
-    !matches!(kind, OpKind::Input | OpKind::While | OpKind::CustomCall | OpKind::OptimizationBarrier)
+    !matches!(
+        kind,
+        OpKind::Input | OpKind::While | OpKind::CustomCall | OpKind::OptimizationBarrier
+    )
 }
 
 /// The resident bytes at each point of `plan`'s schedule without decisions, as the checker
@@ -223,7 +228,12 @@ pub fn resident_bytes(g: &Graph, plan: &Plan, b: &Bindings) -> Result<Vec<i64>, 
 ///
 /// # Errors
 /// The first failed rule, as a [`CheckError`].
-pub fn check(g: &Graph, plan: &Plan, decisions: &[Decision], b: &Bindings) -> Result<CheckReport, CheckError> {
+pub fn check(
+    g: &Graph,
+    plan: &Plan,
+    decisions: &[Decision],
+    b: &Bindings,
+) -> Result<CheckReport, CheckError> {
     if plan.graph_name != g.name || plan.ops != g.order().len() {
         return Err(CheckError::GraphMismatch {
             plan: plan.graph_name.clone(),
@@ -238,9 +248,16 @@ pub fn check(g: &Graph, plan: &Plan, decisions: &[Decision], b: &Bindings) -> Re
     let (evict_at, regen_at) = events(plan, decisions, &d, b)?;
     let report = simulate(g, plan, decisions, &d, &evict_at, &regen_at, b)?;
     if decisions.is_empty() && !plan.peak_terms.is_empty() {
-        let planned = plan.peak_at(b).map_err(|source| CheckError::Size { value: usize::MAX, source })?;
+        let planned = plan.peak_at(b).map_err(|source| CheckError::Size {
+            value: usize::MAX,
+            source,
+        })?;
         if planned != report.peak {
-            return Err(CheckError::Peak { planned, derived: report.peak, point: report.peak_point });
+            return Err(CheckError::Peak {
+                planned,
+                derived: report.peak,
+                point: report.peak_point,
+            });
         }
     }
     Ok(report)
@@ -249,18 +266,34 @@ pub fn check(g: &Graph, plan: &Plan, decisions: &[Decision], b: &Bindings) -> Re
 /// Rule 1: the value table and region transients equal the derived ones.
 fn check_tables(plan: &Plan, d: &Derived, b: &Bindings) -> Result<(), CheckError> {
     if plan.values.len() != d.bytes.len() {
-        let problem = format!("the plan lists {} values, the graph has {}", plan.values.len(), d.bytes.len());
-        return Err(CheckError::ValueTable { value: plan.values.len().min(d.bytes.len()), problem });
+        let problem = format!(
+            "the plan lists {} values, the graph has {}",
+            plan.values.len(),
+            d.bytes.len()
+        );
+        return Err(CheckError::ValueTable {
+            value: plan.values.len().min(d.bytes.len()),
+            problem,
+        });
     }
     for (v, pv) in plan.values.iter().enumerate() {
         let (pos, out) = (d.producer[v], (v - d.base[d.producer[v]]) as u32);
         if (pv.node, pv.output) != (pos, out) {
-            let problem = format!("planned as result {} of position {}, is result {out} of position {pos}", pv.output, pv.node);
+            let problem = format!(
+                "planned as result {} of position {}, is result {out} of position {pos}",
+                pv.output, pv.node
+            );
             return Err(CheckError::ValueTable { value: v, problem });
         }
-        let planned = pv.bytes.eval(b).map_err(|source| CheckError::Size { value: v, source })?;
+        let planned = pv
+            .bytes
+            .eval(b)
+            .map_err(|source| CheckError::Size { value: v, source })?;
         if planned != d.bytes[v] {
-            let problem = format!("planned size {} = {planned} bytes, the type gives {}", pv.bytes, d.bytes[v]);
+            let problem = format!(
+                "planned size {} = {planned} bytes, the type gives {}",
+                pv.bytes, d.bytes[v]
+            );
             return Err(CheckError::ValueTable { value: v, problem });
         }
         if (pv.def, pv.last_use) != (d.def[v], d.last_use[v]) {
@@ -275,14 +308,21 @@ fn check_tables(plan: &Plan, d: &Derived, b: &Bindings) -> Result<(), CheckError
     }
     let mut planned = vec![0i64; d.points];
     for t in &plan.region_transients {
-        let x = t.bytes.eval(b).map_err(|source| CheckError::Size { value: usize::MAX, source })?;
+        let x = t.bytes.eval(b).map_err(|source| CheckError::Size {
+            value: usize::MAX,
+            source,
+        })?;
         if let Some(slot) = planned.get_mut(t.point) {
             *slot = slot.checked_add(x).ok_or(CheckError::Overflow)?;
         }
     }
-    for p in 0..d.points {
-        if planned[p] != d.transient[p] {
-            return Err(CheckError::Transient { point: p, planned: planned[p], derived: d.transient[p] });
+    for (p, (&planned, &derived)) in planned.iter().zip(&d.transient).enumerate() {
+        if planned != derived {
+            return Err(CheckError::Transient {
+                point: p,
+                planned,
+                derived,
+            });
         }
     }
     Ok(())
@@ -292,12 +332,24 @@ type Events = Vec<Vec<usize>>;
 
 /// Rule 2, and the decisions bucketed by point: `(evict_at[p], regen_at[p])`, indices into
 /// `decisions` in candidate order.
-fn events(plan: &Plan, decisions: &[Decision], d: &Derived, b: &Bindings) -> Result<(Events, Events), CheckError> {
+fn events(
+    plan: &Plan,
+    decisions: &[Decision],
+    d: &Derived,
+    b: &Bindings,
+) -> Result<(Events, Events), CheckError> {
     let mut evict_at: Events = vec![Vec::new(); d.points];
     let mut regen_at: Events = vec![Vec::new(); d.points];
     for (i, dec) in decisions.iter().enumerate() {
-        let bad = |problem: String| CheckError::Decision { decision: i, candidate: dec.candidate, problem };
-        let c = plan.candidates.get(dec.candidate).ok_or_else(|| bad("no such candidate".into()))?;
+        let bad = |problem: String| CheckError::Decision {
+            decision: i,
+            candidate: dec.candidate,
+            problem,
+        };
+        let c = plan
+            .candidates
+            .get(dec.candidate)
+            .ok_or_else(|| bad("no such candidate".into()))?;
         if !c.allows(dec.kind) {
             return Err(bad(format!("kind {:?} is not allowed", dec.kind)));
         }
@@ -314,18 +366,32 @@ fn events(plan: &Plan, decisions: &[Decision], d: &Derived, b: &Bindings) -> Res
             return Err(bad(problem));
         }
         let size = d.bytes[v];
-        let claims = [("bytes_saved", &c.bytes_saved), ("swap_bytes", &c.swap_bytes)];
+        let claims = [
+            ("bytes_saved", &c.bytes_saved),
+            ("swap_bytes", &c.swap_bytes),
+        ];
         for (what, claim) in claims {
             match claim.eval(b) {
                 Ok(x) if x == size => {}
-                Ok(x) => return Err(bad(format!("claims {what} = {claim} = {x} bytes, value {v} has {size}"))),
-                Err(e) => return Err(bad(format!("claims {what} = {claim}, which does not evaluate: {e}"))),
+                Ok(x) => {
+                    return Err(bad(format!(
+                        "claims {what} = {claim} = {x} bytes, value {v} has {size}"
+                    )))
+                }
+                Err(e) => {
+                    return Err(bad(format!(
+                        "claims {what} = {claim}, which does not evaluate: {e}"
+                    )))
+                }
             }
         }
         let back = match dec.kind {
             DecisionKind::Swap => {
                 if !(e < c.prefetch_at && c.prefetch_at <= r) {
-                    return Err(bad(format!("prefetch point {} is not in ({e}, {r}]", c.prefetch_at)));
+                    return Err(bad(format!(
+                        "prefetch point {} is not in ({e}, {r}]",
+                        c.prefetch_at
+                    )));
                 }
                 c.prefetch_at
             }
@@ -357,7 +423,10 @@ impl State {
             format!("freed after its last use at point {}", d.last_use[v])
         } else if let Some(i) = self.evicted_by[v] {
             let c = decisions[i].candidate;
-            format!("evicted after point {} by candidate {c}", plan.candidates[c].evict_after)
+            format!(
+                "evicted after point {} by candidate {c}",
+                plan.candidates[c].evict_after
+            )
         } else {
             format!("not yet defined (defined at point {})", d.def[v])
         }
@@ -375,7 +444,13 @@ fn simulate(
     b: &Bindings,
 ) -> Result<CheckReport, CheckError> {
     let nv = d.bytes.len();
-    let mut st = State { resident: vec![false; nv], evicted_by: vec![None; nv], freed: vec![false; nv], cur: 0, host: 0 };
+    let mut st = State {
+        resident: vec![false; nv],
+        evicted_by: vec![None; nv],
+        freed: vec![false; nv],
+        cur: 0,
+        host: 0,
+    };
     for v in 0..nv {
         if d.is_input[d.producer[v]] {
             st.resident[v] = true;
@@ -404,7 +479,12 @@ fn simulate(
             for &w in d.operands_at(p) {
                 if !st.resident[w] {
                     let why = st.why_not(w, d, decisions, plan);
-                    return Err(CheckError::UseNotResident { point: p, op: g.node(order[pos]).kind.name().into(), value: w, why });
+                    return Err(CheckError::UseNotResident {
+                        point: p,
+                        op: g.node(order[pos]).kind.name().into(),
+                        value: w,
+                        why,
+                    });
                 }
             }
             for u in d.results(pos) {
@@ -412,7 +492,9 @@ fn simulate(
                 st.cur += i128::from(d.bytes[u]);
             }
         }
-        report.resident.push(fit(st.cur + i128::from(d.transient[p]))?);
+        report
+            .resident
+            .push(fit(st.cur + i128::from(d.transient[p]))?);
         report.host.push(fit(st.host)?);
         for &v in &freed_after[p] {
             if st.resident[v] {
@@ -426,7 +508,12 @@ fn simulate(
             let v = plan.candidates[c].value;
             if !st.resident[v] {
                 let why = st.why_not(v, d, decisions, plan);
-                return Err(CheckError::EvictNotResident { point: p, value: v, candidate: c, why });
+                return Err(CheckError::EvictNotResident {
+                    point: p,
+                    value: v,
+                    candidate: c,
+                    why,
+                });
             }
             st.resident[v] = false;
             st.evicted_by[v] = Some(i);
@@ -461,12 +548,23 @@ fn regenerate(
     let c = &plan.candidates[ci];
     let v = c.value;
     if st.resident[v] {
-        return Err(CheckError::RegenerateResident { point: p, value: v, candidate: ci });
+        return Err(CheckError::RegenerateResident {
+            point: p,
+            value: v,
+            candidate: ci,
+        });
     }
-    let bad = |problem: String| CheckError::BadRecompute { point: p, value: v, candidate: ci, problem };
+    let bad = |problem: String| CheckError::BadRecompute {
+        point: p,
+        value: v,
+        candidate: ci,
+        problem,
+    };
     if st.evicted_by[v] != Some(i) {
         let why = st.why_not(v, d, decisions, plan);
-        return Err(bad(format!("the value is not evicted by this decision: it is {why}")));
+        return Err(bad(format!(
+            "the value is not evicted by this decision: it is {why}"
+        )));
     }
     let bytes = i128::from(d.bytes[v]);
     let mut peak = st.cur + bytes;
@@ -474,7 +572,10 @@ fn regenerate(
         st.host -= bytes;
     } else {
         if c.recompute.last() != Some(&d.producer[v]) {
-            return Err(bad(format!("does not end with the producer at position {}", d.producer[v])));
+            return Err(bad(format!(
+                "does not end with the producer at position {}",
+                d.producer[v]
+            )));
         }
         // (value, index of its last reader in the list); a result nobody reads is freed at once.
         let mut produced: Vec<(usize, usize)> = Vec::new();
@@ -488,10 +589,22 @@ fn regenerate(
                     slot.1 = k;
                 } else if !st.resident[wid] {
                     let why = st.why_not(wid, d, decisions, plan);
-                    return Err(CheckError::RegenRead { point: p, value: v, candidate: ci, read: wid, why });
+                    return Err(CheckError::RegenRead {
+                        point: p,
+                        value: v,
+                        candidate: ci,
+                        read: wid,
+                        why,
+                    });
                 } else if !c.recompute_reads.contains(&wid) {
                     let why = "resident but not listed in recompute_reads".to_string();
-                    return Err(CheckError::RegenRead { point: p, value: v, candidate: ci, read: wid, why });
+                    return Err(CheckError::RegenRead {
+                        point: p,
+                        value: v,
+                        candidate: ci,
+                        read: wid,
+                        why,
+                    });
                 }
             }
             produced.extend(d.results(pos).map(|u| (u, k)));
@@ -500,10 +613,14 @@ fn regenerate(
         for (k, &pos) in c.recompute.iter().enumerate() {
             for u in d.results(pos) {
                 live += i128::from(d.bytes[u]);
-                if u != v {
-                    transient += i128::from(d.bytes[u]);
-                }
             }
+            transient = transient.max(
+                live - if d.results(pos).contains(&v) {
+                    bytes
+                } else {
+                    0
+                },
+            );
             peak = peak.max(st.cur + live);
             for &(u, last) in &produced {
                 if last == k && u != v {
@@ -511,9 +628,14 @@ fn regenerate(
                 }
             }
         }
-        let claimed = c.transient_bytes.eval(b).map_err(|e| bad(format!("transient_bytes does not evaluate: {e}")))?;
+        let claimed = c
+            .transient_bytes
+            .eval(b)
+            .map_err(|e| bad(format!("transient_bytes does not evaluate: {e}")))?;
         if transient > i128::from(claimed) {
-            return Err(bad(format!("transient results take {transient} bytes, more than the claimed {claimed}")));
+            return Err(bad(format!(
+                "transient results peak at {transient} bytes, more than the claimed {claimed}"
+            )));
         }
     }
     st.resident[v] = true;

@@ -71,9 +71,9 @@ impl Derived {
         }
         let mut acc = 0i128;
         let mut out = Vec::with_capacity(self.points);
-        for p in 0..self.points {
-            acc += delta[p];
-            out.push(to_i64(acc + i128::from(self.transient[p]))?);
+        for (d, &t) in delta.iter().zip(&self.transient) {
+            acc += d;
+            out.push(to_i64(acc + i128::from(t))?);
         }
         Ok((out, to_i64(inputs)?))
     }
@@ -87,7 +87,9 @@ fn to_i64(x: i128) -> Result<i64, CheckError> {
 pub(crate) fn tensor_bytes(t: &TensorType, b: &Bindings) -> Result<i64, ebb_ir::dim::DimError> {
     let mut n: i64 = t.dtype.size_bytes() as i64;
     for d in &t.shape {
-        n = n.checked_mul(d.eval(b)?).ok_or(ebb_ir::dim::DimError::Overflow)?;
+        n = n
+            .checked_mul(d.eval(b)?)
+            .ok_or(ebb_ir::dim::DimError::Overflow)?;
     }
     Ok(n)
 }
@@ -102,11 +104,17 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
     let order = g.order();
     let n = order.len();
     let sched_err = |point: usize, problem: String| CheckError::Schedule { point, problem };
-    let is_input: Vec<bool> = order.iter().map(|&id| g.node(id).kind == OpKind::Input).collect();
+    let is_input: Vec<bool> = order
+        .iter()
+        .map(|&id| g.node(id).kind == OpKind::Input)
+        .collect();
     let mut point_of_pos = vec![usize::MAX; n];
     for (p, &pos) in schedule.iter().enumerate() {
         if pos >= n || is_input[pos] {
-            return Err(sched_err(p, format!("position {pos} is not a non-input op of the graph")));
+            return Err(sched_err(
+                p,
+                format!("position {pos} is not a non-input op of the graph"),
+            ));
         }
         if point_of_pos[pos] != usize::MAX {
             return Err(sched_err(p, format!("position {pos} is scheduled twice")));
@@ -114,7 +122,13 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
         point_of_pos[pos] = p;
     }
     if let Some(pos) = (0..n).find(|&pos| !is_input[pos] && point_of_pos[pos] == usize::MAX) {
-        return Err(sched_err(schedule.len(), format!("op at position {pos} (`{}`) is never scheduled", g.node(order[pos]).kind)));
+        return Err(sched_err(
+            schedule.len(),
+            format!(
+                "op at position {pos} (`{}`) is never scheduled",
+                g.node(order[pos]).kind
+            ),
+        ));
     }
     let points = schedule.len().max(1);
     let last = points - 1;
@@ -123,7 +137,8 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
         pos_of_id[id.index()] = pos;
     }
     let mut base = Vec::with_capacity(n + 1);
-    let (mut producer, mut bytes, mut def, mut last_use) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut producer, mut bytes, mut def, mut last_use) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (pos, &id) in order.iter().enumerate() {
         base.push(bytes.len());
         for t in &g.node(id).outputs {
@@ -146,7 +161,13 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
         for v in g.operands(id) {
             let src = pos_of_id.get(v.node.index()).copied().unwrap_or(usize::MAX);
             if src == usize::MAX || !is_input[src] && point_of_pos[src] >= p {
-                return Err(sched_err(p, format!("`{}` at position {pos} reads {v} before it is defined", g.node(id).kind)));
+                return Err(sched_err(
+                    p,
+                    format!(
+                        "`{}` at position {pos} reads {v} before it is defined",
+                        g.node(id).kind
+                    ),
+                ));
             }
             let w = base[src] + v.output as usize;
             operands.push(w);
@@ -172,7 +193,19 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
             last_use[base[pos] + o.output as usize] = last;
         }
     }
-    Ok(Derived { points, is_input, base, producer, bytes, def, last_use, op_start, operands, transient, pos_of_id })
+    Ok(Derived {
+        points,
+        is_input,
+        base,
+        producer,
+        bytes,
+        def,
+        last_use,
+        op_start,
+        operands,
+        transient,
+        pos_of_id,
+    })
 }
 
 /// Transient bytes of the op `id` from its regions (see the module docs); 0 without regions
@@ -180,11 +213,16 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
 fn region_transient(g: &Graph, id: NodeId, b: &Bindings) -> Result<i64, CheckError> {
     let mut best: Option<i64> = None;
     for r in &g.node(id).regions {
-        let holds_tensor = r.order().iter().any(|&n| r.node(n).outputs.iter().any(|t| t.rank() > 0));
+        let holds_tensor = r
+            .order()
+            .iter()
+            .any(|&n| r.node(n).outputs.iter().any(|t| t.rank() > 0));
         if !holds_tensor {
             continue;
         }
-        let sched: Vec<usize> = (0..r.order().len()).filter(|&i| r.node(r.order()[i]).kind != OpKind::Input).collect();
+        let sched: Vec<usize> = (0..r.order().len())
+            .filter(|&i| r.node(r.order()[i]).kind != OpKind::Input)
+            .collect();
         let d = derive(r, &sched, b)?;
         let (resident, inputs) = d.baseline()?;
         let peak = resident.iter().copied().max().unwrap_or(0);

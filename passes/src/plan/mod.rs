@@ -63,9 +63,20 @@ pub enum BuildError {
 pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<Plan, BuildError> {
     let (idx, found) = remat::find_candidates(g, schedule, &opts.candidates)?;
     let live = memory::liveness(g, schedule);
-    let peak_terms: Vec<_> = live.symbolic_peak(&g.scope).terms.into_iter().map(|(e, _)| e).collect();
-    let region_transients =
-        live.transients.iter().map(|t| PointBytes { point: t.point, bytes: t.bytes.clone() }).collect();
+    let peak_terms: Vec<_> = live
+        .symbolic_peak(&g.scope)
+        .terms
+        .into_iter()
+        .map(|(e, _)| e)
+        .collect();
+    let region_transients = live
+        .transients
+        .iter()
+        .map(|t| PointBytes {
+            point: t.point,
+            bytes: t.bytes.clone(),
+        })
+        .collect();
     let thresholds = opts
         .thresholds
         .iter()

@@ -6,28 +6,32 @@
 //! spirit of XLA's `HloRematerialization` (bounded recompute of a value from live operands).
 //!
 //! # Rules
-//! 1. *Gaps.* For an intermediate value with definition point `d` and read points
-//!    `u1 < u2 < ...`, every pair of consecutive touch points `(t, t')` of `d, u1, u2, ...`
-//!    with at least `min_gap` points strictly between them is a *window*: the value may be
-//!    evicted after `t` and must be back before `t'`. Values proven smaller than `min_bytes`
-//!    are skipped. Graph inputs and outputs are not candidates.
-//! 2. *Availability.* A value `w` is *available* at point `r` when its live range covers `r`
-//!    (`def(w) < r <= last_use(w)`) and no window of `w` has `evict_after < r <=
-//!    regenerate_before`. Windows of every value count, whether or not their candidate is
-//!    taken later, so an available value is resident before `r` under *any* set of decisions.
-//! 3. *Recompute subgraph.* Starting at the value's producer, operands that are available at
-//!    `regenerate_before` are read; the others are recomputed too, up to `max_recompute_ops`
-//!    ops. Inputs, `while`, `custom_call` and `optimization_barrier` are never recomputed (no
-//!    producer, unknown cost, opaque effects, or a scheduling fence).
-//! 4. *No memory expansion.* The recompute's transient bytes (all results of the recomputed
-//!    ops except the value itself) must be provably at most the bytes the eviction saves;
-//!    otherwise, e.g. a `slice` of a large `broadcast_in_dim` that is no longer resident, the
-//!    regeneration would need more memory than the eviction frees.
-//! 5. *Swap* is allowed for every window (no operands needed). The reload is issued
+//! 1. *Gaps.* For an intermediate value (not a graph input or output, not proven smaller than
+//!    `min_bytes`) with definition point `d`, read points `u1 < u2 < ...` and *pins* `q1, ...`
+//!    (rule 3), every pair of consecutive touch points `(t, t')` of `d, u.., q..` with more
+//!    than `min_gap` points strictly between them is a *window*: the value may be evicted
+//!    after `t` and must be back before `t'`.
+//! 2. *Recompute subgraph.* Starting at the value's producer, an operand whose baseline live
+//!    range covers the regeneration point `r` (`def < r <= last_use`: inputs, parameters and
+//!    values still in use) is read; any other operand is recomputed as well, up to
+//!    `max_recompute_ops` ops. Inputs, `while`, `custom_call` and `optimization_barrier` are
+//!    never recomputed (no producer, unknown cost, opaque effects, a scheduling fence).
+//! 3. *Pins.* A value read by a recompute at `r` must be resident at `r` whatever else is
+//!    decided, so `r` becomes one of its touch points: its windows never contain `r`, and a
+//!    window that ends at `r` regenerates it before the reader (regenerations at the same
+//!    point run in candidate order, and a read value has a smaller id than its reader).
+//! 4. *No memory expansion.* The recompute's transient bytes (the most bytes of results of the
+//!    recomputed ops other than the value itself that are live at once, each freed after its
+//!    last reader in the recompute) must be provably at most the bytes the eviction saves;
+//!    otherwise, e.g. for a `slice` of a large `broadcast_in_dim` that is no longer resident,
+//!    the regeneration would need more memory than the eviction frees.
+//! 5. *Swap* is allowed for every window (it reads nothing). The reload is issued
 //!    `prefetch_distance` points before the next use (never before `evict_after + 1`).
 //!
 //! Invariant: every subset of the returned candidates, each taken as any of its allowed kinds,
-//! is a valid plan (checked independently by `crate::plan::check`).
+//! is a valid plan (checked independently by `crate::plan::check`). Candidates are sorted by
+//! (value, window). Cost: one pass over the values in decreasing id order, with at most
+//! `max_recompute_ops` ops visited per window.
 
 use super::cost;
 use super::index::ScheduleIndex;
@@ -62,7 +66,10 @@ pub struct Found {
 
 /// Whether ops of `kind` may be recomputed (rule 3).
 pub fn recomputable(kind: OpKind) -> bool {
-    !matches!(kind, OpKind::Input | OpKind::While | OpKind::CustomCall | OpKind::OptimizationBarrier)
+    !matches!(
+        kind,
+        OpKind::Input | OpKind::While | OpKind::CustomCall | OpKind::OptimizationBarrier
+    )
 }
 
 /// Finds the candidates of `g` under the schedule indexed by `idx` (see the module docs).
@@ -71,32 +78,38 @@ pub fn recomputable(kind: OpKind) -> bool {
 /// [`RematError::Dim`] when a size or cost overflows.
 pub fn find(g: &Graph, idx: &ScheduleIndex, opts: &CandidateOptions) -> Result<Found, RematError> {
     let values = idx.values();
-    // Rule 1: windows, per value (CSR).
-    let mut win_start = vec![0usize; values.len() + 1];
-    let mut windows: Vec<(usize, usize)> = Vec::new();
-    for (v, val) in values.iter().enumerate() {
-        if val.class == ValueClass::Intermediate && !too_small(g, &val.bytes, opts.min_bytes) {
-            let mut prev = val.def;
-            for &u in idx.uses(v) {
-                if u > prev && u - prev > opts.min_gap.max(1) {
-                    windows.push((prev, u));
-                }
-                prev = u;
-            }
-        }
-        win_start[v + 1] = windows.len();
-    }
-    let wins = |v: ValueId| &windows[win_start[v]..win_start[v + 1]];
-    // Rule 2.
-    let available = |w: ValueId, r: usize| {
-        let val = &values[w];
-        val.def < r && r <= val.last_use && !wins(w).iter().any(|&(e, rr)| e < r && r <= rr)
-    };
+    let eligible: Vec<bool> = values
+        .iter()
+        .map(|val| {
+            val.class == ValueClass::Intermediate && !too_small(g, &val.bytes, opts.min_bytes)
+        })
+        .collect();
+    // Rule 3's pins: points at which a recompute of a later value reads this one. Recompute
+    // reads are ancestors, with smaller ids, so one pass in decreasing id order sees every pin
+    // of a value before windowing it.
+    let mut pins: Vec<Vec<usize>> = vec![Vec::new(); values.len()];
+    let mut out: Vec<(Candidate, Option<Rejection>)> = Vec::new();
     let mut found = Found::default();
-    for (v, val) in values.iter().enumerate() {
-        for &(e, r) in wins(v) {
+    let mut touches: Vec<usize> = Vec::new();
+    for v in (0..values.len()).rev() {
+        if !eligible[v] {
+            continue;
+        }
+        let val = &values[v];
+        touches.clear();
+        touches.push(val.def);
+        touches.extend_from_slice(idx.uses(v));
+        touches.append(&mut pins[v]);
+        touches.sort_unstable();
+        touches.dedup();
+        let mut here: Vec<(Candidate, Option<Rejection>)> = Vec::new();
+        for pair in touches.windows(2) {
+            let (e, r) = (pair[0], pair[1]);
+            if r - e <= opts.min_gap.max(1) {
+                continue;
+            }
             let recompute = if opts.allow_recompute {
-                regenerate(g, idx, v, r, opts, &available)?
+                regenerate(g, idx, v, r, opts)?
             } else {
                 Err(Rejection::Disabled)
             };
@@ -107,20 +120,24 @@ pub fn find(g: &Graph, idx: &ScheduleIndex, opts: &CandidateOptions) -> Result<F
             if opts.allow_swap {
                 kinds.push(DecisionKind::Swap);
             }
-            if kinds.is_empty() {
-                found.dropped.push((v, recompute.err().unwrap_or(Rejection::Disabled)));
-                continue;
-            }
-            let prefetch_at = r.saturating_sub(opts.prefetch_distance).max(e + 1);
             let (sub, rejection) = match recompute {
                 Ok(sub) => (sub, None),
+                Err(why) if kinds.is_empty() => {
+                    found.dropped.push((v, why));
+                    continue;
+                }
                 Err(why) => (Regen::default(), Some(why)),
             };
-            found.candidates.push(Candidate {
+            for &w in &sub.reads {
+                if eligible[w] {
+                    pins[w].push(r);
+                }
+            }
+            let candidate = Candidate {
                 value: v,
                 evict_after: e,
                 regenerate_before: r,
-                prefetch_at,
+                prefetch_at: r.saturating_sub(opts.prefetch_distance).max(e + 1),
                 recompute: sub.ops,
                 recompute_reads: sub.reads,
                 bytes_saved: val.bytes.clone(),
@@ -128,9 +145,15 @@ pub fn find(g: &Graph, idx: &ScheduleIndex, opts: &CandidateOptions) -> Result<F
                 transient_bytes: sub.transient,
                 swap_bytes: val.bytes.clone(),
                 kinds,
-            });
-            found.rejections.push(rejection);
+            };
+            here.push((candidate, rejection));
         }
+        out.extend(here.into_iter().rev());
+    }
+    found.dropped.reverse();
+    for (c, r) in out.into_iter().rev() {
+        found.candidates.push(c);
+        found.rejections.push(r);
     }
     Ok(found)
 }
@@ -160,8 +183,9 @@ fn regenerate(
     v: ValueId,
     r: usize,
     opts: &CandidateOptions,
-    available: &dyn Fn(ValueId, usize) -> bool,
 ) -> Result<Result<Regen, Rejection>, RematError> {
+    let values = idx.values();
+    let available = |w: ValueId| values[w].def < r && r <= values[w].last_use;
     let root = g.order()[idx.values()[v].node];
     if !recomputable(g.node(root).kind) {
         return Ok(Err(Rejection::NotRecomputable(idx.position(root))));
@@ -175,7 +199,7 @@ fn regenerate(
             if set.contains(&w.node) || reads.contains(&wid) {
                 continue;
             }
-            if available(wid, r) {
+            if available(wid) {
                 reads.push(wid);
                 continue;
             }
@@ -190,21 +214,48 @@ fn regenerate(
         }
     }
     set.sort_unstable_by_key(|&n| idx.point(n));
-    let values = idx.values();
-    let mut transient = DimExpr::zero();
-    let mut flops = DimExpr::zero();
-    for &n in &set {
-        flops = flops.checked_add(&cost::try_flops(g, n)?)?;
-        for w in idx.results(n) {
-            if w != v {
-                transient = transient.checked_add(&values[w].bytes)?;
+    // Replay the recompute: each transient result lives from its op to its last reader in the
+    // set (only at its op when nothing in the set reads it).
+    let mut last_reader: Vec<(ValueId, usize)> = Vec::new();
+    for (k, &n) in set.iter().enumerate() {
+        last_reader.extend(idx.results(n).filter(|&w| w != v).map(|w| (w, k)));
+        for w in g.operands(n) {
+            let wid = idx.value_id(w);
+            if let Some(slot) = last_reader.iter_mut().find(|(x, _)| *x == wid) {
+                slot.1 = k;
             }
         }
     }
-    if !transient.is_zero() && !g.scope.prove_le(&transient, &values[v].bytes) {
-        return Ok(Err(Rejection::MemoryExpanding));
+    let mut flops = DimExpr::zero();
+    let mut live = DimExpr::zero();
+    let mut steps: Vec<DimExpr> = Vec::new();
+    for (k, &n) in set.iter().enumerate() {
+        flops = flops.checked_add(&cost::try_flops(g, n)?)?;
+        for w in idx.results(n).filter(|&w| w != v) {
+            live = live.checked_add(&values[w].bytes)?;
+        }
+        if !live.is_zero() && !steps.contains(&live) {
+            if !g.scope.prove_le(&live, &values[v].bytes) {
+                return Ok(Err(Rejection::MemoryExpanding));
+            }
+            steps.push(live.clone());
+        }
+        for &(w, last) in &last_reader {
+            if last == k {
+                live = live.checked_sub(&values[w].bytes)?;
+            }
+        }
     }
+    let transient = match DimExpr::max_of(&steps) {
+        None => DimExpr::zero(),
+        Some(e) => e?,
+    };
     reads.sort_unstable();
     let ops = set.iter().map(|&n| idx.position(n)).collect();
-    Ok(Ok(Regen { ops, reads, flops, transient }))
+    Ok(Ok(Regen {
+        ops,
+        reads,
+        flops,
+        transient,
+    }))
 }

@@ -34,14 +34,21 @@ pub fn flops(g: &Graph, node: NodeId) -> DimExpr {
 pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
     use OpKind::*;
     let n = g.node(node);
-    let operands: Vec<&TensorType> = g.operands(node).into_iter().map(|v| g.value_type(v)).collect();
+    let operands: Vec<&TensorType> = g
+        .operands(node)
+        .into_iter()
+        .map(|v| g.value_type(v))
+        .collect();
     let result_elems = || n.outputs.first().map_or(Ok(DimExpr::zero()), elems);
     let kind = n.kind;
     match kind {
         k if k.is_elementwise() => result_elems(),
         DotGeneral => {
             let lhs = operands.first().map(|t| t.shape.as_slice()).unwrap_or(&[]);
-            let contracting = n.attrs.ints_or_empty(kind, "lhs_contracting_dimensions").unwrap_or(&[]);
+            let contracting = n
+                .attrs
+                .ints_or_empty(kind, "lhs_contracting_dimensions")
+                .unwrap_or(&[]);
             let mut k = DimExpr::constant(1);
             for &d in contracting {
                 if let Some(dim) = usize::try_from(d).ok().and_then(|d| lhs.get(d)) {
@@ -51,7 +58,9 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
             result_elems()?.checked_mul(&k)?.checked_scale(2)
         }
         Convolution => {
-            let Some(kernel) = operands.get(1) else { return Ok(DimExpr::zero()) };
+            let Some(kernel) = operands.get(1) else {
+                return Ok(DimExpr::zero());
+            };
             let spec = n.attrs.str(kind, "dimension_numbers").unwrap_or("");
             let o = kernel_output_feature_dim(spec).unwrap_or(0);
             let mut per_output = DimExpr::constant(1);
@@ -71,7 +80,11 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
             Ok(total)
         }
         ReduceWindow => {
-            let window = window_size(n.attrs.ints_or_empty(kind, "window_dimensions").unwrap_or(&[]))?;
+            let window = window_size(
+                n.attrs
+                    .ints_or_empty(kind, "window_dimensions")
+                    .unwrap_or(&[]),
+            )?;
             let mut total = DimExpr::zero();
             for t in &n.outputs {
                 total = total.checked_add(&elems(t)?.checked_scale(window)?)?;
@@ -79,7 +92,11 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
             Ok(total)
         }
         SelectAndScatter => {
-            let window = window_size(n.attrs.ints_or_empty(kind, "window_dimensions").unwrap_or(&[]))?;
+            let window = window_size(
+                n.attrs
+                    .ints_or_empty(kind, "window_dimensions")
+                    .unwrap_or(&[]),
+            )?;
             let operand = operands.first().map_or(Ok(DimExpr::zero()), |t| elems(t))?;
             let source = operands.get(1).map_or(Ok(DimExpr::zero()), |t| elems(t))?;
             operand.checked_scale(window)?.checked_add(&source)
@@ -94,8 +111,14 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
             Ok(total)
         }
         Sort => {
-            let Some(t) = operands.first() else { return Ok(DimExpr::zero()) };
-            let dim = n.attrs.int(kind, "dimension").ok().and_then(|d| usize::try_from(d).ok());
+            let Some(t) = operands.first() else {
+                return Ok(DimExpr::zero());
+            };
+            let dim = n
+                .attrs
+                .int(kind, "dimension")
+                .ok()
+                .and_then(|d| usize::try_from(d).ok());
             let factor = match dim.and_then(|d| t.shape.get(d)).and_then(|d| d.as_const()) {
                 Some(len) if len > 1 => i64::from(64 - (len - 1).leading_zeros()),
                 Some(_) => 0,
@@ -109,11 +132,14 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
 
 /// Number of elements of `t`, with overflow checked.
 fn elems(t: &TensorType) -> Result<DimExpr, DimError> {
-    t.shape.iter().try_fold(DimExpr::constant(1), |acc, d| acc.checked_mul(d))
+    t.shape
+        .iter()
+        .try_fold(DimExpr::constant(1), |acc, d| acc.checked_mul(d))
 }
 
 fn window_size(dims: &[i64]) -> Result<i64, DimError> {
-    dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d).ok_or(DimError::Overflow))
+    dims.iter()
+        .try_fold(1i64, |acc, &d| acc.checked_mul(d).ok_or(DimError::Overflow))
 }
 
 /// The index of the output-feature dimension `o` in the kernel layout of a StableHLO
@@ -137,31 +163,71 @@ mod tests {
     #[test]
     fn dot_general_is_two_mnk() {
         let mut g = Graph::new("t");
-        let a = g.add_input("a", TensorType::new(DType::F32, vec![sym("B"), sym("S"), DimExpr::constant(64)]));
+        let a = g.add_input(
+            "a",
+            TensorType::new(DType::F32, vec![sym("B"), sym("S"), DimExpr::constant(64)]),
+        );
         let w = g.add_input("w", TensorType::fixed(DType::F32, &[64, 256]));
         let mut attrs = Attrs::new();
         attrs.insert("lhs_contracting_dimensions".into(), Attr::Ints(vec![2]));
         attrs.insert("rhs_contracting_dimensions".into(), Attr::Ints(vec![0]));
         let out = TensorType::new(DType::F32, vec![sym("B"), sym("S"), DimExpr::constant(256)]);
-        let d = g.add_node(Node::new(OpKind::DotGeneral, attrs, vec![out.clone()]), &[a, w]);
+        let d = g.add_node(
+            Node::new(OpKind::DotGeneral, attrs, vec![out.clone()]),
+            &[a, w],
+        );
         assert_eq!(flops(&g, d), sym("32768*B*S"));
-        let e = g.add_node(Node::new(OpKind::Tanh, Attrs::new(), vec![out.clone()]), &[ebb_ir::ValueRef::new(d, 0)]);
+        let e = g.add_node(
+            Node::new(OpKind::Tanh, Attrs::new(), vec![out.clone()]),
+            &[ebb_ir::ValueRef::new(d, 0)],
+        );
         assert_eq!(flops(&g, e), sym("256*B*S"));
-        let r = g.add_node(Node::new(OpKind::Reshape, Attrs::new(), vec![out]), &[ebb_ir::ValueRef::new(e, 0)]);
+        let r = g.add_node(
+            Node::new(OpKind::Reshape, Attrs::new(), vec![out]),
+            &[ebb_ir::ValueRef::new(e, 0)],
+        );
         assert_eq!(flops(&g, r), DimExpr::zero());
     }
 
     #[test]
     fn convolution_kernel_layout() {
-        assert_eq!(kernel_output_feature_dim("[b, 0, 1, f]x[o, i, 0, 1]->[b, 0, 1, f]"), Some(0));
-        assert_eq!(kernel_output_feature_dim("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]"), Some(3));
+        assert_eq!(
+            kernel_output_feature_dim("[b, 0, 1, f]x[o, i, 0, 1]->[b, 0, 1, f]"),
+            Some(0)
+        );
+        assert_eq!(
+            kernel_output_feature_dim("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]"),
+            Some(3)
+        );
         assert_eq!(kernel_output_feature_dim("nonsense"), None);
         let mut g = Graph::new("t");
-        let x = g.add_input("x", TensorType::new(DType::F32, vec![sym("B"), DimExpr::constant(8), DimExpr::constant(8), DimExpr::constant(3)]));
+        let x = g.add_input(
+            "x",
+            TensorType::new(
+                DType::F32,
+                vec![
+                    sym("B"),
+                    DimExpr::constant(8),
+                    DimExpr::constant(8),
+                    DimExpr::constant(3),
+                ],
+            ),
+        );
         let k = g.add_input("k", TensorType::fixed(DType::F32, &[3, 3, 3, 16]));
         let mut attrs = Attrs::new();
-        attrs.insert("dimension_numbers".into(), Attr::Str("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]".into()));
-        let out = TensorType::new(DType::F32, vec![sym("B"), DimExpr::constant(8), DimExpr::constant(8), DimExpr::constant(16)]);
+        attrs.insert(
+            "dimension_numbers".into(),
+            Attr::Str("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]".into()),
+        );
+        let out = TensorType::new(
+            DType::F32,
+            vec![
+                sym("B"),
+                DimExpr::constant(8),
+                DimExpr::constant(8),
+                DimExpr::constant(16),
+            ],
+        );
         let c = g.add_node(Node::new(OpKind::Convolution, attrs, vec![out]), &[x, k]);
         // 2 * (B*8*8*16 outputs) * (3*3*3 taps).
         assert_eq!(flops(&g, c), sym("55296*B"));

@@ -48,17 +48,29 @@ impl ScheduleIndex {
             pos_of_id[id.index()] = i;
         }
         let bad = |point: usize, problem: String| RematError::Schedule { point, problem };
-        let is_input: Vec<bool> = order.iter().map(|&id| g.node(id).kind == OpKind::Input).collect();
+        let is_input: Vec<bool> = order
+            .iter()
+            .map(|&id| g.node(id).kind == OpKind::Input)
+            .collect();
         let mut point_of_pos = vec![usize::MAX; n];
         for (p, id) in schedule.iter().enumerate() {
             let pos = pos_of_id.get(id.index()).copied().unwrap_or(usize::MAX);
             if pos == usize::MAX || is_input[pos] || point_of_pos[pos] != usize::MAX {
-                return Err(bad(p, format!("node {} is not an op of the graph or is scheduled twice", id.index())));
+                return Err(bad(
+                    p,
+                    format!(
+                        "node {} is not an op of the graph or is scheduled twice",
+                        id.index()
+                    ),
+                ));
             }
             point_of_pos[pos] = p;
         }
         if let Some(pos) = (0..n).find(|&pos| !is_input[pos] && point_of_pos[pos] == usize::MAX) {
-            return Err(bad(schedule.len(), format!("op {} is not scheduled", order[pos].index())));
+            return Err(bad(
+                schedule.len(),
+                format!("op {} is not scheduled", order[pos].index()),
+            ));
         }
         let points = schedule.len().max(1);
         let last = points - 1;
@@ -69,11 +81,22 @@ impl ScheduleIndex {
             let (class, def, last_use) = if is_input[pos] {
                 (ValueClass::Input, 0, last)
             } else {
-                (ValueClass::Intermediate, point_of_pos[pos], point_of_pos[pos])
+                (
+                    ValueClass::Intermediate,
+                    point_of_pos[pos],
+                    point_of_pos[pos],
+                )
             };
             for (k, t) in g.node(id).outputs.iter().enumerate() {
                 let bytes = t.size_bytes();
-                values.push(PlanValue { node: pos, output: k as u32, bytes, def, last_use, class });
+                values.push(PlanValue {
+                    node: pos,
+                    output: k as u32,
+                    bytes,
+                    def,
+                    last_use,
+                    class,
+                });
             }
         }
         value_base.push(values.len());
@@ -83,7 +106,10 @@ impl ScheduleIndex {
             for v in g.operands(id) {
                 let pos = pos_of_id[v.node.index()];
                 if !is_input[pos] && point_of_pos[pos] >= p {
-                    return Err(bad(p, format!("op {} reads {} before it is defined", id.index(), v)));
+                    return Err(bad(
+                        p,
+                        format!("op {} reads {} before it is defined", id.index(), v),
+                    ));
                 }
                 reads.push((value_base[pos] + v.output as usize, p));
             }
@@ -113,7 +139,16 @@ impl ScheduleIndex {
             }
         }
         let node_at = schedule.to_vec();
-        Ok(ScheduleIndex { pos_of_id, point_of_pos, node_at, points, value_base, values, use_start, uses })
+        Ok(ScheduleIndex {
+            pos_of_id,
+            point_of_pos,
+            node_at,
+            points,
+            value_base,
+            values,
+            use_start,
+            uses,
+        })
     }
 
     /// Number of points (ops in the schedule, inputs included).

@@ -72,21 +72,35 @@ pub fn threshold(
     hi: i64,
 ) -> Result<Vec<(i64, i64)>, ThresholdError> {
     if lo > hi {
-        return Err(ThresholdError::EmptyRange { symbol: symbol.name().into(), lo, hi });
+        return Err(ThresholdError::EmptyRange {
+            symbol: symbol.name().into(),
+            lo,
+            hi,
+        });
     }
     let mut over: Vec<(i64, i64)> = Vec::new();
     for t in terms {
-        let coeffs = t.poly_coeffs_in(symbol).ok_or_else(|| ThresholdError::NotPolynomial {
-            term: t.to_string(),
-            symbol: symbol.name().into(),
-        })?;
+        let coeffs = t
+            .poly_coeffs_in(symbol)
+            .ok_or_else(|| ThresholdError::NotPolynomial {
+                term: t.to_string(),
+                symbol: symbol.name().into(),
+            })?;
         let mut c: Vec<i128> = Vec::with_capacity(coeffs.len());
         for k in &coeffs {
-            let v = k.eval(fixed).map_err(|source| ThresholdError::Dim { term: t.to_string(), source })?;
+            let v = k.eval(fixed).map_err(|source| ThresholdError::Dim {
+                term: t.to_string(),
+                source,
+            })?;
             c.push(i128::from(v));
         }
         c[0] -= i128::from(budget);
-        over.extend(runs(&c, lo, hi).into_iter().filter(|r| r.2).map(|r| (r.0, r.1)));
+        over.extend(
+            runs(&c, lo, hi)
+                .into_iter()
+                .filter(|r| r.2)
+                .map(|r| (r.0, r.1)),
+        );
     }
     over.sort_unstable();
     let mut merged: Vec<(i64, i64)> = Vec::with_capacity(over.len());
@@ -112,14 +126,28 @@ pub fn threshold_in_scope(
     budget: i64,
 ) -> Result<Threshold, ThresholdError> {
     let (lo, hi) = scope.range(symbol);
-    let over = threshold(terms, symbol, fixed, budget, lo.unwrap_or(0), hi.unwrap_or(THRESHOLD_CAP))?;
-    Ok(Threshold { symbol: symbol.clone(), fixed: fixed.clone(), budget, over })
+    let over = threshold(
+        terms,
+        symbol,
+        fixed,
+        budget,
+        lo.unwrap_or(0),
+        hi.unwrap_or(THRESHOLD_CAP),
+    )?;
+    Ok(Threshold {
+        symbol: symbol.clone(),
+        fixed: fixed.clone(),
+        budget,
+        over,
+    })
 }
 
 /// `c[0] + c[1]*x + ...` with saturating arithmetic.
 fn eval(c: &[i128], x: i64) -> i128 {
     let x = i128::from(x);
-    c.iter().rev().fold(0i128, |acc, &k| acc.saturating_mul(x).saturating_add(k))
+    c.iter()
+        .rev()
+        .fold(0i128, |acc, &k| acc.saturating_mul(x).saturating_add(k))
 }
 
 /// Coefficients of `p(x+1) - p(x)`.
@@ -150,7 +178,10 @@ fn runs(c: &[i128], lo: i64, hi: i64) -> Vec<(i64, i64, bool)> {
     } else {
         let mut d = forward_difference(c);
         d[0] = d[0].saturating_add(1); // Δp(x) >= 0  <=>  Δp(x) + 1 > 0
-        runs(&d, lo, hi - 1).into_iter().map(|(a, b, up)| (a, b + 1, up)).collect()
+        runs(&d, lo, hi - 1)
+            .into_iter()
+            .map(|(a, b, up)| (a, b + 1, up))
+            .collect()
     };
     let mut out: Vec<(i64, i64, bool)> = Vec::new();
     let mut next = lo;
@@ -204,7 +235,14 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn brute(terms: &[DimExpr], s: &Symbol, fixed: &Bindings, budget: i64, lo: i64, hi: i64) -> Vec<(i64, i64)> {
+    fn brute(
+        terms: &[DimExpr],
+        s: &Symbol,
+        fixed: &Bindings,
+        budget: i64,
+        lo: i64,
+        hi: i64,
+    ) -> Vec<(i64, i64)> {
         let mut out: Vec<(i64, i64)> = Vec::new();
         for x in lo..=hi {
             let mut b = fixed.clone();
@@ -243,7 +281,11 @@ mod tests {
         for terms in &cases {
             for budget in [-5, 0, 50, 300, 4000, 100_000] {
                 let got = threshold(terms, &s, &fixed, budget, -10, 80).unwrap();
-                assert_eq!(got, brute(terms, &s, &fixed, budget, -10, 80), "{terms:?} budget {budget}");
+                assert_eq!(
+                    got,
+                    brute(terms, &s, &fixed, budget, -10, 80),
+                    "{terms:?} budget {budget}"
+                );
             }
         }
     }
@@ -252,9 +294,15 @@ mod tests {
     fn errors_name_the_term() {
         let s = Symbol::new("S");
         let e = threshold(&[p("floordiv(S, 2)")], &s, &Bindings::new(), 0, 1, 8).unwrap_err();
-        assert_eq!(e.to_string(), "peak term `floordiv(S, 2)` is not a polynomial in `S`");
+        assert_eq!(
+            e.to_string(),
+            "peak term `floordiv(S, 2)` is not a polynomial in `S`"
+        );
         let e = threshold(&[p("B*S")], &s, &Bindings::new(), 0, 1, 8).unwrap_err();
         assert!(matches!(e, ThresholdError::Dim { .. }), "{e}");
-        assert!(matches!(threshold(&[], &s, &Bindings::new(), 0, 9, 8), Err(ThresholdError::EmptyRange { .. })));
+        assert!(matches!(
+            threshold(&[], &s, &Bindings::new(), 0, 9, 8),
+            Err(ThresholdError::EmptyRange { .. })
+        ));
     }
 }

@@ -21,13 +21,12 @@
 //!    is used everywhere.
 //! 3. Greedy local search with reference counts (the incremental DAG cost of
 //!    "extraction by local improvement"): for every needed class with alternatives, try each
-//!    alternative e-node; keep it when the total cost strictly drops, or stays equal while
-//!    the references to materialized bytes (cost of each class times the number of chosen
-//!    nodes using it) strictly drop, and no cycle is formed (checked with a topological
-//!    rank, then a depth-first search). The secondary objective lets a value shared by two
-//!    users be freed in two steps (e.g. one `transpose` feeding two `dot_general`s: the
-//!    first fold frees nothing, the second frees the copy). Passes repeat until nothing
-//!    improves (at most [`MAX_PASSES`]); both objectives only decrease, so it terminates.
+//!    alternative e-node, and when that alone frees nothing, also move the other users of
+//!    each costly class it stopped using to alternatives that do not use it (a compound
+//!    move: one `transpose` feeding two `dot_general`s is freed only when both fold). Keep
+//!    the move when the total cost strictly drops and no cycle is formed (checked with a
+//!    potential, the height in the choice graph, else a depth-first search). Passes repeat until nothing improves
+//!    (at most [`MAX_PASSES`]); the cost only decreases, so it terminates.
 //!
 //! Invariant: the chosen e-nodes of the needed classes form a DAG whose total cost is at
 //! most that of the input graph.
@@ -54,7 +53,7 @@ pub(crate) struct Extraction {
     pub choice: Vec<Option<usize>>,
     /// Whether a class is materialized by the extraction (reachable from the roots).
     pub active: Vec<bool>,
-    /// Topological rank in the choice graph (children before parents).
+    /// A potential of the choice graph: larger on a parent than on each chosen child.
     pub rank: Vec<usize>,
     /// Position in program order of the first original op of a class.
     pub orig_pos: Vec<Option<usize>>,
@@ -72,54 +71,168 @@ fn ix(id: Id) -> usize {
     usize::from(id)
 }
 
+/// The e-graph flattened for the search: per class index, per e-node, the child classes.
+struct Dag {
+    kids: Vec<Vec<Vec<usize>>>,
+}
+
+impl Dag {
+    fn new(eg: &EbbEGraph, n: usize) -> Dag {
+        let mut kids = vec![Vec::new(); n];
+        for class in eg.classes() {
+            kids[ix(class.id)] = class.nodes.iter().map(|x| x.children().iter().map(|c| ix(*c)).collect()).collect();
+        }
+        Dag { kids }
+    }
+
+    fn chosen<'a>(&'a self, choice: &[Option<usize>], c: usize) -> &'a [usize] {
+        match choice[c] {
+            Some(j) => &self.kids[c][j],
+            None => &[],
+        }
+    }
+}
+
 struct State<'a> {
-    eg: &'a EbbEGraph,
+    dag: &'a Dag,
     choice: Vec<Option<usize>>,
     refc: Vec<u32>,
     cost: Vec<f64>,
     /// Cost of the materialized classes.
     total: f64,
-    /// Secondary objective: cost of each class times its reference count.
-    refs: f64,
     stack: Vec<usize>,
+    /// Marks for cycle searches (`stamp` is the current search).
+    seen: Vec<u32>,
+    stamp: u32,
 }
 
 impl State<'_> {
-    fn children(&self, c: usize) -> &[Id] {
-        match self.choice[c] {
-            Some(j) => self.eg[Id::from(c)].nodes[j].children(),
-            None => &[],
-        }
-    }
-
     /// Adds a reference to each class in `roots`, activating what becomes reachable.
-    fn inc(&mut self, roots: &[Id]) {
+    fn inc(&mut self, roots: &[usize]) {
         let mut stack = std::mem::take(&mut self.stack);
-        stack.extend(roots.iter().map(|r| ix(self.eg.find(*r))));
+        stack.extend_from_slice(roots);
         while let Some(c) = stack.pop() {
             self.refc[c] += 1;
-            self.refs += self.cost[c];
             if self.refc[c] == 1 {
                 self.total += self.cost[c];
-                stack.extend(self.children(c).iter().map(|x| ix(*x)));
+                stack.extend_from_slice(self.dag.chosen(&self.choice, c));
             }
         }
         self.stack = stack;
     }
 
     /// Removes a reference from each class in `roots`, deactivating what becomes unreachable.
-    fn dec(&mut self, roots: &[Id]) {
+    fn dec(&mut self, roots: &[usize]) {
         let mut stack = std::mem::take(&mut self.stack);
-        stack.extend(roots.iter().map(|r| ix(self.eg.find(*r))));
+        stack.extend_from_slice(roots);
         while let Some(c) = stack.pop() {
             self.refc[c] -= 1;
-            self.refs -= self.cost[c];
             if self.refc[c] == 0 {
                 self.total -= self.cost[c];
-                stack.extend(self.children(c).iter().map(|x| ix(*x)));
+                stack.extend_from_slice(self.dag.chosen(&self.choice, c));
             }
         }
         self.stack = stack;
+    }
+
+    /// Whether class `target` is reachable from `from` through the chosen nodes.
+    fn reaches(&mut self, from: &[usize], target: usize) -> bool {
+        self.stamp += 1;
+        let mut stack = from.to_vec();
+        while let Some(c) = stack.pop() {
+            if c == target {
+                return true;
+            }
+            if self.seen[c] == self.stamp {
+                continue;
+            }
+            self.seen[c] = self.stamp;
+            stack.extend_from_slice(self.dag.chosen(&self.choice, c));
+        }
+        false
+    }
+
+    /// Switches class `c` to its node `m` unless that would create a cycle (checked with
+    /// `rank`, else by search; pass no ranks to force the search). Returns the previous node
+    /// and whether `rank` stays valid.
+    fn switch(&mut self, c: usize, m: usize, rank: &[usize]) -> Option<(usize, bool)> {
+        let cur = self.choice[c]?;
+        let dag = self.dag;
+        let alt = &dag.kids[c][m];
+        if alt.iter().any(|ch| self.choice[*ch].is_none()) {
+            return None;
+        }
+        let ranked = !rank.is_empty() && alt.iter().all(|ch| rank[*ch] < rank[c]);
+        if !ranked && self.reaches(alt, c) {
+            return None;
+        }
+        self.choice[c] = Some(m);
+        self.inc(alt);
+        self.dec(&dag.kids[c][cur]);
+        Some((cur, ranked))
+    }
+
+    /// Undoes switches in reverse order.
+    fn revert(&mut self, log: &[(usize, usize)]) {
+        let dag = self.dag;
+        for &(c, old) in log.iter().rev() {
+            let Some(cur) = self.choice[c] else { continue };
+            self.choice[c] = Some(old);
+            self.inc(&dag.kids[c][old]);
+            self.dec(&dag.kids[c][cur]);
+        }
+    }
+
+    /// Tries class `c` with node `m`, and if that alone does not lower the cost, also moves
+    /// the other users of each costly class that `c` stopped using away from it (so that a
+    /// value shared by several users can be freed). Keeps the move if the total cost
+    /// strictly drops: returns `Some(rank still valid)`; otherwise undoes it.
+    fn improve(&mut self, c: usize, m: usize, rank: &[usize], parents: &[Vec<(usize, usize)>]) -> Option<bool> {
+        let before = self.total;
+        let dag = self.dag;
+        let old_children = dag.chosen(&self.choice, c);
+        let (old, mut ranked) = self.switch(c, m, rank)?;
+        let mut log = vec![(c, old)];
+        if self.total >= before - EPS {
+            let new_children = &dag.kids[c][m];
+            let mut stuck: Vec<usize> = old_children
+                .iter()
+                .copied()
+                .filter(|t| self.refc[*t] > 0 && self.cost[*t] > 0.0 && !new_children.contains(t))
+                .collect();
+            stuck.sort_unstable();
+            stuck.dedup();
+            'stuck: for t in stuck {
+                let users: Vec<usize> =
+                    parents[t].iter().filter(|(u, j)| self.refc[*u] > 0 && self.choice[*u] == Some(*j)).map(|(u, _)| *u).collect();
+                let uses: usize = users.iter().map(|u| dag.chosen(&self.choice, *u).iter().filter(|x| **x == t).count()).sum();
+                if uses != self.refc[t] as usize {
+                    continue; // also a root: cannot be freed
+                }
+                for u in users {
+                    let alts = (0..dag.kids[u].len()).filter(|&k| !dag.kids[u][k].contains(&t));
+                    let mut moved = false;
+                    for k in alts {
+                        // After a searched switch `rank` may be stale: search from then on.
+                        if let Some((prev, r)) = self.switch(u, k, if ranked { rank } else { &[] }) {
+                            log.push((u, prev));
+                            ranked &= r;
+                            moved = true;
+                            break;
+                        }
+                    }
+                    if !moved {
+                        continue 'stuck;
+                    }
+                }
+            }
+        }
+        if self.total < before - EPS {
+            Some(ranked)
+        } else {
+            self.revert(&log);
+            None
+        }
     }
 }
 
@@ -137,13 +250,14 @@ fn class_bytes(eg: &EbbEGraph, id: Id, bindings: &[Bindings]) -> Vec<i64> {
     bindings.iter().map(|b| size.as_ref().and_then(|s| s.eval(b).ok()).unwrap_or(0)).collect()
 }
 
-/// Topological ranks of the choice graph over all classes with a choice, or `None` if it
-/// has a cycle.
-fn ranks(eg: &EbbEGraph, choice: &[Option<usize>]) -> Option<Vec<usize>> {
+/// Heights of the choice graph over all classes with a choice (0 for leaves, else one more
+/// than the highest child), or `None` if it has a cycle. Any map that is larger on a parent
+/// than on each chosen child is a valid potential for the cycle check; heights keep classes
+/// created by rules low, so switching to them rarely needs a search.
+fn ranks(dag: &Dag, choice: &[Option<usize>]) -> Option<Vec<usize>> {
     let n = choice.len();
-    let mut rank = vec![usize::MAX; n];
+    let mut rank = vec![0usize; n];
     let mut state = vec![0u8; n]; // 0 new, 1 on stack, 2 done
-    let mut next = 0;
     let mut stack: Vec<(usize, usize)> = Vec::new();
     for start in 0..n {
         if choice[start].is_none() || state[start] != 0 {
@@ -152,10 +266,9 @@ fn ranks(eg: &EbbEGraph, choice: &[Option<usize>]) -> Option<Vec<usize>> {
         stack.push((start, 0));
         state[start] = 1;
         while let Some(&mut (c, ref mut k)) = stack.last_mut() {
-            let kids = choice[c].map(|j| eg[Id::from(c)].nodes[j].children()).unwrap_or(&[]);
+            let kids = dag.chosen(choice, c);
             if let Some(&ch) = kids.get(*k) {
                 *k += 1;
-                let ch = ix(ch);
                 match state[ch] {
                     0 if choice[ch].is_some() => {
                         state[ch] = 1;
@@ -165,9 +278,8 @@ fn ranks(eg: &EbbEGraph, choice: &[Option<usize>]) -> Option<Vec<usize>> {
                     _ => {}
                 }
             } else {
+                rank[c] = kids.iter().map(|x| rank[*x] + 1).max().unwrap_or(0);
                 state[c] = 2;
-                rank[c] = next;
-                next += 1;
                 stack.pop();
             }
         }
@@ -175,54 +287,20 @@ fn ranks(eg: &EbbEGraph, choice: &[Option<usize>]) -> Option<Vec<usize>> {
     Some(rank)
 }
 
-/// Whether class `target` is reachable from `from` through the chosen nodes.
-fn reaches(eg: &EbbEGraph, choice: &[Option<usize>], from: &[Id], target: usize, seen: &mut [u32], stamp: u32) -> bool {
-    let mut stack: Vec<usize> = from.iter().map(|x| ix(*x)).collect();
-    while let Some(c) = stack.pop() {
-        if c == target {
-            return true;
-        }
-        if seen[c] == stamp {
-            continue;
-        }
-        seen[c] = stamp;
-        if let Some(j) = choice[c] {
-            stack.extend(eg[Id::from(c)].nodes[j].children().iter().map(|x| ix(*x)));
-        }
-    }
-    false
-}
-
 /// Fallback choice (step 1 of the module docs): per class, the node minimizing
 /// `cost(class) + max(cost(children))`, acyclic by construction.
-fn fallback(eg: &EbbEGraph, cost: &[f64], usable: &[bool]) -> Vec<Option<usize>> {
+fn fallback(dag: &Dag, cost: &[f64], usable: &[bool], parents: &[Vec<(usize, usize)>]) -> Vec<Option<usize>> {
     let n = cost.len();
-    let mut nodes: Vec<(usize, usize)> = Vec::new();
-    let mut pending: Vec<usize> = Vec::new();
-    let mut parents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut pending: Vec<Vec<usize>> = dag.kids.iter().map(|ns| ns.iter().map(|k| k.len()).collect()).collect();
     let mut best = vec![f64::INFINITY; n];
     let mut choice = vec![None; n];
     let mut done = vec![false; n];
     let mut heap = BinaryHeap::new();
     let key = |v: f64| Reverse(v.to_bits()); // non-negative f64 bits order like the values
-    for class in eg.classes() {
-        let c = ix(class.id);
-        if !usable[c] {
-            continue;
-        }
-        for (j, node) in class.nodes.iter().enumerate() {
-            let t = nodes.len();
-            nodes.push((c, j));
-            pending.push(node.len());
-            for ch in node.children() {
-                parents[ix(*ch)].push(t);
-            }
-            if node.is_leaf() && cost[c] + 1e-12 < best[c] {
-                best[c] = cost[c] + 1e-12;
-                choice[c] = Some(j);
-            }
-        }
-        if best[c].is_finite() {
+    for c in (0..n).filter(|c| usable[*c]) {
+        if let Some(j) = dag.kids[c].iter().position(|k| k.is_empty()) {
+            best[c] = cost[c] + EPS;
+            choice[c] = Some(j);
             heap.push((key(best[c]), c));
         }
     }
@@ -231,18 +309,13 @@ fn fallback(eg: &EbbEGraph, cost: &[f64], usable: &[bool]) -> Vec<Option<usize>>
             continue;
         }
         done[c] = true;
-        for &t in &parents[c] {
-            pending[t] -= 1;
-            if pending[t] > 0 {
+        for &(p, j) in &parents[c] {
+            pending[p][j] -= 1;
+            if pending[p][j] > 0 || done[p] || !usable[p] {
                 continue;
             }
-            let (p, j) = nodes[t];
-            if done[p] {
-                continue;
-            }
-            let node = &eg[Id::from(p)].nodes[j];
-            let m = node.children().iter().map(|ch| best[ix(*ch)]).fold(0.0, f64::max);
-            let v = cost[p] + 1e-12 + m;
+            let m = dag.kids[p][j].iter().map(|ch| best[*ch]).fold(0.0, f64::max);
+            let v = cost[p] + EPS + m;
             if v < best[p] {
                 best[p] = v;
                 choice[p] = Some(j);
@@ -260,12 +333,19 @@ fn fallback(eg: &EbbEGraph, cost: &[f64], usable: &[bool]) -> Vec<Option<usize>>
 /// for an e-graph built by [`super::encode::encode`] and grown by rules).
 pub(crate) fn extract(eg: &EbbEGraph, enc: &Encoded, bindings: &[Bindings]) -> Result<Extraction, RewriteError> {
     let n = eg.classes().map(|c| ix(c.id) + 1).max().unwrap_or(0);
+    let dag = Dag::new(eg, n);
     let mut raw: Vec<Vec<i64>> = vec![Vec::new(); n];
     let mut usable = vec![false; n];
+    let mut parents: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
     for class in eg.classes() {
         let c = ix(class.id);
         raw[c] = class_bytes(eg, class.id, bindings);
         usable[c] = !matches!(class.data, ClassData::Invalid(_));
+        for (j, kids) in dag.kids[c].iter().enumerate() {
+            for ch in kids {
+                parents[*ch].push((c, j));
+            }
+        }
     }
     // Original ops: first per class.
     let mut orig: Vec<Option<(NodeId, usize)>> = vec![None; n];
@@ -282,83 +362,53 @@ pub(crate) fn extract(eg: &EbbEGraph, enc: &Encoded, bindings: &[Bindings]) -> R
     }
     // Weights: 1 / (bytes of the input graph) per binding.
     let mut totals = vec![0i64; bindings.len()];
-    for c in 0..n {
-        if orig[c].is_some() {
-            for (t, b) in totals.iter_mut().zip(&raw[c]) {
-                *t = t.saturating_add(*b);
-            }
+    for c in (0..n).filter(|c| orig[*c].is_some()) {
+        for (t, b) in totals.iter_mut().zip(&raw[c]) {
+            *t = t.saturating_add(*b);
         }
     }
-    let cost: Vec<f64> = raw
-        .iter()
-        .map(|r| r.iter().zip(&totals).map(|(b, t)| *b as f64 / (*t).max(1) as f64).sum())
-        .collect();
-    let fb = fallback(eg, &cost, &usable);
+    let cost: Vec<f64> =
+        raw.iter().map(|r| r.iter().zip(&totals).map(|(b, t)| *b as f64 / (*t).max(1) as f64).sum()).collect();
+    let fb = fallback(&dag, &cost, &usable, &parents);
     let mut choice: Vec<Option<usize>> = (0..n).map(|c| orig[c].map(|(_, j)| j).or(fb[c])).collect();
-    let mut rank = match ranks(eg, &choice) {
+    let mut rank = match ranks(&dag, &choice) {
         Some(r) => r,
         None => {
             choice = fb.clone();
-            ranks(eg, &choice).ok_or_else(|| RewriteError::Extract("fallback choice is cyclic".into()))?
+            ranks(&dag, &choice).ok_or_else(|| RewriteError::Extract("fallback choice is cyclic".into()))?
         }
     };
-    let mut roots: Vec<Id> = enc.roots.clone();
-    roots.extend(enc.inputs.iter().copied());
-    if let Some(r) = roots.iter().find(|r| choice[ix(eg.find(**r))].is_none()) {
+    let roots: Vec<usize> = enc.roots.iter().chain(&enc.inputs).map(|r| ix(eg.find(*r))).collect();
+    if let Some(r) = roots.iter().find(|r| choice[**r].is_none()) {
         return Err(RewriteError::Extract(format!("class {r} has no acyclic derivation")));
     }
-    let mut st = State { eg, choice, refc: vec![0; n], cost, total: 0.0, refs: 0.0, stack: Vec::new() };
+    let mut st = State { dag: &dag, choice, refc: vec![0; n], cost, total: 0.0, stack: Vec::new(), seen: vec![0; n], stamp: 0 };
     st.inc(&roots);
-    let active_bytes = |st: &State| -> Vec<i64> {
+    let active_bytes = |refc: &[u32]| -> Vec<i64> {
         let mut out = vec![0i64; bindings.len()];
-        for c in 0..n {
-            if st.refc[c] > 0 {
-                for (o, b) in out.iter_mut().zip(&raw[c]) {
-                    *o = o.saturating_add(*b);
-                }
+        for c in (0..n).filter(|c| refc[*c] > 0) {
+            for (o, b) in out.iter_mut().zip(&raw[c]) {
+                *o = o.saturating_add(*b);
             }
         }
         out
     };
-    let bytes_before = active_bytes(&st);
-
-    let candidates: Vec<usize> = (0..n).filter(|&c| usable[c] && eg[Id::from(c)].nodes.len() > 1).collect();
-    let mut seen = vec![0u32; n];
-    let mut stamp = 0u32;
+    let bytes_before = active_bytes(&st.refc);
+    let candidates: Vec<usize> = (0..n).filter(|&c| usable[c] && dag.kids[c].len() > 1).collect();
     for _ in 0..MAX_PASSES {
         let mut improved = false;
         for &c in &candidates {
-            let cid = Id::from(c);
-            for m in 0..eg[cid].nodes.len() {
-                let Some(cur) = st.choice[c] else { break };
-                if st.refc[c] == 0 || m == cur {
+            for m in 0..dag.kids[c].len() {
+                if st.refc[c] == 0 || st.choice[c] == Some(m) {
                     continue;
                 }
-                let alt = eg[cid].nodes[m].children();
-                if alt.iter().any(|ch| st.choice[ix(*ch)].is_none()) {
-                    continue;
-                }
-                let ranked = alt.iter().all(|ch| rank[ix(*ch)] < rank[c]);
-                if !ranked {
-                    stamp += 1;
-                    if reaches(eg, &st.choice, alt, c, &mut seen, stamp) {
-                        continue;
+                match st.improve(c, m, &rank, &parents) {
+                    Some(true) => improved = true,
+                    Some(false) => {
+                        improved = true;
+                        rank = ranks(&dag, &st.choice).ok_or_else(|| RewriteError::Extract("cycle after a checked switch".into()))?;
                     }
-                }
-                let old: Vec<Id> = eg[cid].nodes[cur].children().to_vec();
-                let (before, refs_before) = (st.total, st.refs);
-                st.choice[c] = Some(m);
-                st.inc(alt);
-                st.dec(&old);
-                if st.total < before - EPS || (st.total < before + EPS && st.refs < refs_before - EPS) {
-                    improved = true;
-                    if !ranked {
-                        rank = ranks(eg, &st.choice).ok_or_else(|| RewriteError::Extract("cycle after a checked switch".into()))?;
-                    }
-                } else {
-                    st.choice[c] = Some(cur);
-                    st.inc(&old);
-                    st.dec(alt);
+                    None => {}
                 }
             }
         }
@@ -366,7 +416,7 @@ pub(crate) fn extract(eg: &EbbEGraph, enc: &Encoded, bindings: &[Bindings]) -> R
             break;
         }
     }
-    let bytes_after = active_bytes(&st);
+    let bytes_after = active_bytes(&st.refc);
     let active: Vec<bool> = st.refc.iter().map(|r| *r > 0).collect();
     let changed = (0..n).filter(|&c| active[c] && orig[c].is_some_and(|(_, j)| st.choice[c] != Some(j))).count();
     Ok(Extraction { choice: st.choice, active, rank, orig_pos, orig, bytes_before, bytes_after, changed })

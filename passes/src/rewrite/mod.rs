@@ -135,11 +135,11 @@ impl Default for Limits {
 pub enum StopReason {
     /// No rule changed the e-graph: every equivalent form the rules can reach is present.
     Saturated,
-    /// The iteration cap was hit.
+    /// The iteration cap was hit (iterations done).
     IterationLimit(usize),
-    /// The e-node cap was hit.
+    /// The e-node cap was exceeded (e-nodes then, egg's `total_size`).
     NodeLimit(usize),
-    /// The time cap was hit (seconds).
+    /// The time cap was exceeded (seconds elapsed).
     TimeLimit(f64),
     /// Something else.
     Other(String),

@@ -40,6 +40,7 @@ const EPS: f64 = 1e-12;
 struct Entry {
     class: u8,
     key: f64,
+    rank: u32,
     op: u32,
     version: u32,
 }
@@ -56,14 +57,21 @@ impl PartialOrd for Entry {
     }
 }
 impl Ord for Entry {
-    /// Reversed, so that `BinaryHeap` pops the smallest `(class, key, op)`.
+    /// Reversed, so that `BinaryHeap` pops the smallest `(class, key, rank, op)`.
     fn cmp(&self, o: &Self) -> Ordering {
-        o.class.cmp(&self.class).then(o.key.total_cmp(&self.key)).then(o.op.cmp(&self.op)).then(o.version.cmp(&self.version))
+        o.class
+            .cmp(&self.class)
+            .then(o.key.total_cmp(&self.key))
+            .then(o.rank.cmp(&self.rank))
+            .then(o.op.cmp(&self.op))
+            .then(o.version.cmp(&self.version))
     }
 }
 
-/// A list schedule of all ops (op indices) under `priority`.
-pub(crate) fn list_schedule(ctx: &Ctx, priority: Priority) -> Vec<u32> {
+/// A list schedule of all ops (op indices) under `priority`; `rank[op]` breaks ties (and
+/// orders the allocating ops of [`Priority::FreeFirst`]): the op's position in a base
+/// schedule, e.g. program order.
+pub(crate) fn list_schedule(ctx: &Ctx, priority: Priority, rank: &[u32]) -> Vec<u32> {
     let info = &ctx.info;
     let n = ctx.num_ops();
     let mut remaining: Vec<u32> = (0..info.num_values()).map(|v| info.users.row(v).len() as u32).collect();
@@ -94,7 +102,7 @@ pub(crate) fn list_schedule(ctx: &Ctx, priority: Priority) -> Vec<u32> {
             Priority::FreeFirst if e <= EPS => (0, e),
             Priority::FreeFirst => (1, 0.0),
         };
-        Entry { class, key, op: op as u32, version }
+        Entry { class, key, rank: rank[op], op: op as u32, version }
     };
     let mut heap = BinaryHeap::with_capacity(n);
     for op in 0..n {

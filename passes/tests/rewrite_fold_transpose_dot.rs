@@ -1,0 +1,111 @@
+//! Tests of the `fold_transpose_dot` rule group: proofs on small graphs (`rule_test!`),
+//! before/after IR snapshots, negative cases, and the dimension arithmetic.
+
+mod rewrite_util;
+
+use ebb_passes::rewrite::fold_transpose_dot::fold_dims;
+use ebb_passes::rewrite::RuleGroup;
+use rewrite_util::{before_after, graph, run};
+
+const G: [RuleGroup; 1] = [RuleGroup::FoldTransposeDot];
+
+/// The tied embedding of GPT-2: logits = h . transpose(wte), and the input gradient uses
+/// the same transpose (two users).
+const TIED_EMBEDDING: &str = r#"
+  %0 = input {index = 0, name = "wte"} : f32[256,64]
+  %1 = input {index = 1, name = "h"} : f32[B,S,64]
+  %2 = input {index = 2, name = "dlogits"} : f32[B,S,256]
+  %3 = transpose(%0) {permutation = [1, 0]} : f32[64,256]
+  %4 = dot_general(%1, %3) {lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [0]} : f32[B,S,256]
+  %5 = dot_general(%2, %3) {lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]} : f32[B,S,64]
+  return %4, %5"#;
+
+/// Attention backward (JAX, `bhqk,bkhd->bqhd` transposed): the heads of `k` are transposed
+/// to `[B,4,16,S]` before a batched matmul.
+const ATTENTION: &str = r#"
+  %0 = input {index = 0, name = "k"} : f32[B,S,4,16]
+  %1 = input {index = 1, name = "p"} : f32[B,4,S,16]
+  %2 = transpose(%0) {permutation = [0, 2, 3, 1]} : f32[B,4,16,S]
+  %3 = dot_general(%2, %1) {lhs_batching_dimensions = [0, 1], lhs_contracting_dimensions = [3], rhs_batching_dimensions = [0, 1], rhs_contracting_dimensions = [2]} : f32[B,4,16,16]
+  return %3"#;
+
+/// A transpose that swaps the lhs free dimensions `S` and `B`: folding it would produce
+/// `[S,B,32]` instead of `[B,S,32]`.
+const LAYOUT_CHANGING: &str = r#"
+  %0 = input {index = 0, name = "x"} : f32[S,B,64]
+  %1 = input {index = 1, name = "w"} : f32[64,32]
+  %2 = transpose(%0) {permutation = [1, 0, 2]} : f32[B,S,64]
+  %3 = dot_general(%2, %1) {lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [0]} : f32[B,S,32]
+  return %3"#;
+
+rule_test!(
+    /// Tests that a transposed rhs is read in place with a renumbered contracting dimension.
+    folds_a_transposed_rhs, G, TIED_EMBEDDING
+    => "(dot_general ?d input:1 input:0)"
+);
+
+rule_test!(
+    /// Tests that batching and contracting dimensions of a transposed lhs are renumbered.
+    folds_a_transposed_lhs_with_batching_dimensions, G, ATTENTION
+    => "(dot_general ?d input:0 input:1)"
+);
+
+rule_test!(
+    /// Tests that both operands are folded when both are transposed.
+    folds_both_operands, G, r#"
+  %0 = input {index = 0, name = "a"} : f32[64,B]
+  %1 = input {index = 1, name = "b"} : f32[32,64]
+  %2 = transpose(%0) {permutation = [1, 0]} : f32[B,64]
+  %3 = transpose(%1) {permutation = [1, 0]} : f32[64,32]
+  %4 = dot_general(%2, %3) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,32]
+  return %4"#
+    => "(dot_general ?d input:0 input:1)"
+);
+
+rule_test!(
+    /// Tests that the rules do not fold a transpose that changes the result layout.
+    does_not_fold_a_transpose_that_changes_the_result_layout, G, LAYOUT_CHANGING
+    =>; not "(dot_general ?d input:0 input:1)"
+);
+
+rule_test!(
+    /// Tests that a transpose of the dot's result is not folded (not expressible).
+    does_not_fold_a_transpose_of_the_result, G, r#"
+  %0 = input {index = 0, name = "a"} : f32[B,64]
+  %1 = input {index = 1, name = "b"} : f32[64,32]
+  %2 = dot_general(%0, %1) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,32]
+  %3 = transpose(%2) {permutation = [1, 0]} : f32[32,B]
+  return %3"#
+    =>; not "(dot_general ?d ?x ?y)"
+);
+
+#[test]
+fn tests_that_a_transpose_shared_by_two_dots_is_removed() {
+    let g = graph(TIED_EMBEDDING);
+    let (out, rep) = run(&g, &G);
+    assert!(!out.order().iter().any(|id| out.node(*id).kind == ebb_ir::OpKind::Transpose));
+    assert_eq!(rep.classes_changed, 2);
+    insta::assert_snapshot!(before_after(&g, &G));
+}
+
+#[test]
+fn tests_that_attention_heads_are_read_in_place() {
+    insta::assert_snapshot!(before_after(&graph(ATTENTION), &G));
+}
+
+#[test]
+fn tests_that_a_layout_changing_transpose_is_left_alone() {
+    insta::assert_snapshot!(before_after(&graph(LAYOUT_CHANGING), &G));
+}
+
+#[test]
+fn tests_the_dimension_arithmetic() {
+    // T = transpose(x, [0, 2, 3, 1]): T dim i is x dim perm[i].
+    assert_eq!(fold_dims(&[0, 2, 3, 1], &[0, 1], &[3]), Some((vec![0, 2], vec![1])));
+    assert_eq!(fold_dims(&[1, 0], &[], &[0]), Some((vec![], vec![1])));
+    // Free dims 0 and 1 of T come from x dims 1 and 0: the layout would change.
+    assert_eq!(fold_dims(&[1, 0, 2], &[], &[2]), None);
+    // Out-of-range attributes are refused, not indexed.
+    assert_eq!(fold_dims(&[1, 0], &[], &[2]), None);
+    assert_eq!(fold_dims(&[1, 0], &[-1], &[]), None);
+}

@@ -1,0 +1,175 @@
+//! Control flow and ordering: `while` (regions `cond` and `body` run as nested programs on the
+//! loop-carried values) and `sort` (a stable sort of every 1-D slice along `dimension` under
+//! the comparator region). `optimization_barrier` is the identity and handled by the
+//! dispatcher; `custom_call` is rejected there.
+//!
+//! Invariant: `while` charges the executor's memory accounting with the largest
+//! per-iteration region peak minus the region inputs, as the planner does; regions are
+//! prepared once per op execution, not per iteration.
+
+use super::layout::strides_of;
+use super::reduce::scalar_compare;
+use super::region::RegionFn;
+use super::{program_schedule, Ctx, KernelFailure, Program};
+use crate::error::OpError;
+use crate::tensor::{Data, Scalar, Tensor};
+use ebb_ir::{AttrsExt, Graph, OpKind, ValueRef};
+use std::cell::RefCell;
+use std::cmp::Ordering;
+
+fn region_err(name: &str) -> impl Fn(crate::error::ExecError) -> KernelFailure + '_ {
+    move |e| KernelFailure::Op(OpError::Region { region: name.into(), source: Box::new(e) })
+}
+
+/// Whether a region holds a non-scalar value (only those are charged; see the module docs).
+fn has_tensor(r: &Graph) -> bool {
+    r.order().iter().any(|&n| r.node(n).outputs.iter().any(|t| t.rank() > 0))
+}
+
+/// `while`: runs `body` while `cond` returns true.
+pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
+    let [cond, body] = ctx.node.regions.as_slice() else {
+        return Err(OpError::Invalid("while needs cond and body regions".into()).into());
+    };
+    let cp = Program::new(cond, &program_schedule(cond), ctx.bindings).map_err(region_err("cond"))?;
+    let bp = Program::new(body, &program_schedule(body), ctx.bindings).map_err(region_err("body"))?;
+    let (ct, bt) = (has_tensor(cond), has_tensor(body));
+    let mut vals = ops;
+    let mut transient = 0u64;
+    loop {
+        let (c, st) = cp.run(vals.clone()).map_err(region_err("cond"))?;
+        if ct {
+            transient = transient.max(st.peak_bytes - st.input_bytes);
+        }
+        let go = match c.first().and_then(|t| t.scalar_value()) {
+            Some(Scalar::I1(b)) => b,
+            _ => return Err(OpError::Invalid("cond must return an i1 scalar".into()).into()),
+        };
+        if !go {
+            break;
+        }
+        let (next, st) = bp.run(vals).map_err(region_err("body"))?;
+        if bt {
+            transient = transient.max(st.peak_bytes - st.input_bytes);
+        }
+        vals = next;
+    }
+    ctx.transient.set(transient);
+    Ok(vals)
+}
+
+/// A comparator recognized as `compare(lhs0, rhs0)` on the first operand only.
+fn key_compare(r: &Graph) -> Option<(String, bool)> {
+    let ins = r.inputs();
+    let ops = program_schedule(r);
+    if ins.len() < 2 || ops.len() != 1 || r.outputs() != [ValueRef::new(ops[0], 0)] {
+        return None;
+    }
+    let node = r.node(ops[0]);
+    if node.kind != OpKind::Compare {
+        return None;
+    }
+    let (a, b) = (ValueRef::new(ins[0], 0), ValueRef::new(ins[1], 0));
+    let operands = r.operands(ops[0]);
+    let dir = node.attrs.str(OpKind::Compare, "comparison_direction").ok()?;
+    let total = matches!(node.attrs.get("compare_type"), Some(ebb_ir::Attr::Str(s)) if s == "TOTALORDER");
+    if operands == [a, b] {
+        Some((dir.to_string(), total))
+    } else if operands == [b, a] {
+        let m = match dir {
+            "LT" => "GT",
+            "GT" => "LT",
+            "LE" => "GE",
+            "GE" => "LE",
+            d => d,
+        };
+        Some((m.to_string(), total))
+    } else {
+        None
+    }
+}
+
+/// `sort`: sorts all operands together along `dimension` by the comparator (stable).
+pub(crate) fn sort(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
+    let kind = OpKind::Sort;
+    let first = ops.first().ok_or_else(|| OpError::Invalid("sort without operands".into()))?;
+    let shape = first.shape().to_vec();
+    if ops.iter().any(|t| t.shape() != shape.as_slice()) {
+        return Err(OpError::Invalid("sort operands must share a shape".into()).into());
+    }
+    let rank = shape.len() as i64;
+    let mut d = ctx.node.attrs.int(kind, "dimension").map_err(OpError::from)?;
+    if d < 0 {
+        d += rank;
+    }
+    if d < 0 || d >= rank.max(1) {
+        return Err(OpError::Invalid(format!("dimension {d} out of range")).into());
+    }
+    let d = d as usize;
+    let region = ctx.node.regions.first().ok_or_else(|| OpError::Invalid("sort without a comparator".into()))?;
+    let fast = key_compare(region);
+    let f = RegionFn::new(region, "comparator", ctx.bindings)?;
+    let len = shape.get(d).copied().unwrap_or(1);
+    let st = strides_of(&shape);
+    let stride = st.get(d).copied().unwrap_or(1);
+    let total: usize = shape.iter().product();
+    let err: RefCell<Option<OpError>> = RefCell::new(None);
+    let get = |t: &Tensor, i: usize| t.data().get(i).ok_or_else(|| OpError::Invalid("index out of range".into()));
+    let less = |i: usize, j: usize| -> bool {
+        let r = (|| -> Result<bool, OpError> {
+            match &fast {
+                Some((dir, total)) => scalar_compare(get(first, i)?, get(first, j)?, dir, *total),
+                None => {
+                    let mut args = Vec::with_capacity(2 * ops.len());
+                    for t in &ops {
+                        args.push(get(t, i)?);
+                        args.push(get(t, j)?);
+                    }
+                    Ok(matches!(f.call(&args)?.first(), Some(Scalar::I1(true))))
+                }
+            }
+        })();
+        r.unwrap_or_else(|e| {
+            err.borrow_mut().get_or_insert(e);
+            false
+        })
+    };
+    // slices along d: start offsets are all indices with idx[d] == 0
+    let starts: Vec<usize> = (0..total).filter(|&i| len == 0 || (i / stride) % len == 0).collect();
+    let mut order: Vec<usize> = Vec::with_capacity(len);
+    let mut src = vec![0usize; total];
+    for &s in &starts {
+        order.clear();
+        order.extend((0..len).map(|k| s + k * stride));
+        order.sort_by(|&i, &j| {
+            if less(i, j) {
+                Ordering::Less
+            } else if less(j, i) {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        });
+        for (k, &from) in order.iter().enumerate() {
+            src[s + k * stride] = from;
+        }
+    }
+    if let Some(e) = err.into_inner() {
+        return Err(e.into());
+    }
+    let mut out = Vec::with_capacity(ops.len());
+    for t in &ops {
+        let mut data = Data::zeros(t.dtype(), total);
+        for (i, &from) in src.iter().enumerate() {
+            let v = t.data().get(from).ok_or_else(|| OpError::Invalid("index out of range".into()))?;
+            if !data.set(i, v) {
+                return Err(OpError::Invalid("internal: sort element type".into()).into());
+            }
+        }
+        out.push(Tensor::from_parts(shape.clone(), data));
+    }
+    if total == 0 {
+        return Ok(ops);
+    }
+    Ok(out)
+}

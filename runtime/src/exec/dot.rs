@@ -1,0 +1,438 @@
+//! Contractions: `dot_general` and `convolution` (StableHLO spec, section "Ops"), both through
+//! a real GEMM (the `matrixmultiply` crate's `sgemm`/`dgemm`, which take arbitrary strides).
+//!
+//! `dot_general`: each operand is viewed as a batch × rows × columns matrix stack — lhs as
+//! `[batch, M, K]` (batching, free, contracting dimensions), rhs as `[batch, K, N]`. When each
+//! group of dimensions is contiguous in the operand the view is free (a transposed operand is
+//! just other strides); otherwise the operand is first copied into that layout. The result
+//! `[batch, M, N]` is exactly the StableHLO result layout (batch, lhs free, rhs free).
+//! `convolution`: operands are transposed to `[N, C, spatial]` / `[O, I, spatial]`, each
+//! (batch, group) pair is lowered by im2col (padding, lhs/rhs dilation, strides) to one GEMM,
+//! and the `[N, O, spatial]` result is transposed to the output layout; feature and batch
+//! groups follow the spec's split/concatenate definition.
+//!
+//! `bf16`/`f16` operands are computed in `f32` and rounded once at the end; integers use a
+//! wrapping `i64` triple loop. Invariant: work is split into fixed blocks of output rows, so
+//! every output element is computed by one GEMM call with the same inputs whatever the thread
+//! count: results are deterministic.
+
+use super::layout::{gather_view, istrides_of, strides_of};
+use super::{arity, Ctx};
+use crate::error::{invalid, OpError};
+use crate::tensor::{Data, Tensor};
+use ebb_ir::shape::parse_conv_dims;
+use ebb_ir::{AttrsExt, DType, OpKind};
+use rayon::prelude::*;
+use std::borrow::Cow;
+
+/// Element types with a GEMM kernel.
+pub(crate) trait Gemm: crate::tensor::Elem {
+    /// `C = A·B` for raw strided matrices (no bounds checks: see [`gemm`]).
+    ///
+    /// # Safety
+    /// All three views must lie inside their allocations and `c` must not alias `a` or `b`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn raw(m: usize, k: usize, n: usize, a: *const Self, rsa: isize, csa: isize, b: *const Self, rsb: isize, csb: isize, c: *mut Self, rsc: isize, csc: isize);
+    /// The buffer of `d` converted to this type.
+    fn take(d: Data) -> Vec<Self>;
+}
+
+impl Gemm for f32 {
+    unsafe fn raw(m: usize, k: usize, n: usize, a: *const f32, rsa: isize, csa: isize, b: *const f32, rsb: isize, csb: isize, c: *mut f32, rsc: isize, csc: isize) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+    }
+    fn take(d: Data) -> Vec<f32> {
+        match d {
+            Data::F32(v) => v,
+            d => match d.convert(DType::F32) {
+                Data::F32(v) => v,
+                _ => Vec::new(),
+            },
+        }
+    }
+}
+
+impl Gemm for f64 {
+    unsafe fn raw(m: usize, k: usize, n: usize, a: *const f64, rsa: isize, csa: isize, b: *const f64, rsb: isize, csb: isize, c: *mut f64, rsc: isize, csc: isize) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+    }
+    fn take(d: Data) -> Vec<f64> {
+        match d {
+            Data::F64(v) => v,
+            d => match d.convert(DType::F64) {
+                Data::F64(v) => v,
+                _ => Vec::new(),
+            },
+        }
+    }
+}
+
+/// A strided `rows × cols` matrix view into a buffer.
+#[derive(Clone, Copy, Debug)]
+struct Mat {
+    off: usize,
+    rs: isize,
+    cs: isize,
+}
+
+fn view_fits(len: usize, v: Mat, rows: usize, cols: usize) -> bool {
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    let last = v.off as i128 + v.rs as i128 * (rows as i128 - 1) + v.cs as i128 * (cols as i128 - 1);
+    v.rs >= 0 && v.cs >= 0 && last < len as i128
+}
+
+/// `c[m×n] (row-major) = a[m×k] · b[k×n]`, checking every view before calling the kernel.
+fn gemm<T: Gemm>(m: usize, k: usize, n: usize, a: &[T], av: Mat, b: &[T], bv: Mat, c: &mut [T]) -> Result<(), OpError> {
+    if c.len() != m * n || !view_fits(a.len(), av, m, k) || !view_fits(b.len(), bv, k, n) {
+        return invalid("internal: GEMM operand views out of bounds");
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        c.fill(T::default());
+        return Ok(());
+    }
+    // SAFETY: the views were checked to lie inside `a` and `b` (non-negative strides, last
+    // element in range), `c` is exactly m*n contiguous elements, and `c` is a distinct
+    // mutable borrow, so it aliases neither input.
+    unsafe {
+        T::raw(m, k, n, a.as_ptr().add(av.off), av.rs, av.cs, b.as_ptr().add(bv.off), bv.rs, bv.cs, c.as_mut_ptr(), n as isize, 1);
+    }
+    Ok(())
+}
+
+/// Batched GEMM: `c[bt] = a[bt] · b[bt]` for `bt < batch`, `c` row-major `[batch, m, n]`;
+/// `sa`/`sb` are the batch strides. Split across threads in fixed row blocks.
+#[allow(clippy::too_many_arguments)]
+fn batched<T: Gemm>(batch: usize, m: usize, k: usize, n: usize, a: &[T], av: Mat, sa: isize, b: &[T], bv: Mat, sb: isize, c: &mut [T]) -> Result<(), OpError> {
+    if c.len() != batch * m * n {
+        return invalid("internal: GEMM result size");
+    }
+    if batch == 0 || m == 0 || n == 0 {
+        return Ok(());
+    }
+    let work = batch as u64 * m as u64 * n as u64 * k.max(1) as u64;
+    let threads = rayon::current_num_threads().max(1);
+    let blocks_per_batch = if work < (1 << 18) { 1 } else { (4 * threads).div_ceil(batch).max(1) };
+    let rows_per = m.div_ceil(blocks_per_batch).max(1);
+    let job = |bt: usize, r0: usize, cc: &mut [T]| {
+        let rows = cc.len() / n;
+        let a_off = av.off as isize + bt as isize * sa + r0 as isize * av.rs;
+        let b_off = bv.off as isize + bt as isize * sb;
+        if a_off < 0 || b_off < 0 {
+            return invalid("internal: negative GEMM offset");
+        }
+        gemm(rows, k, n, a, Mat { off: a_off as usize, ..av }, b, Mat { off: b_off as usize, ..bv }, cc)
+    };
+    if work < (1 << 18) {
+        for (bt, cb) in c.chunks_mut(m * n).enumerate() {
+            job(bt, 0, cb)?;
+        }
+        return Ok(());
+    }
+    c.par_chunks_mut(m * n).enumerate().try_for_each(|(bt, cb)| {
+        cb.par_chunks_mut(rows_per * n).enumerate().try_for_each(|(i, cc)| job(bt, i * rows_per, cc))
+    })
+}
+
+/// Strides `(batch, rows, cols)` of the operand viewed with dimension groups `g`, if every
+/// group is contiguous within itself; `None` when a copy is needed.
+fn group_strides(shape: &[usize], groups: [&[usize]; 3]) -> Option<[isize; 3]> {
+    let st = istrides_of(shape);
+    let mut out = [0isize; 3];
+    for (k, g) in groups.iter().enumerate() {
+        let dims: Vec<usize> = g.iter().copied().filter(|&d| shape[d] != 1).collect();
+        for w in dims.windows(2) {
+            if st[w[0]] != st[w[1]] * shape[w[1]] as isize {
+                return None;
+            }
+        }
+        out[k] = dims.last().map(|&d| st[d]).unwrap_or(0);
+    }
+    Some(out)
+}
+
+/// The operand as a `[batch, rows, cols]` stack: (buffer, view, batch stride), copying into
+/// that layout when the dimension groups are not contiguous.
+fn as_stack<'a, T: Gemm>(v: Cow<'a, [T]>, shape: &[usize], groups: [&[usize]; 3]) -> Result<(Cow<'a, [T]>, Mat, isize), OpError> {
+    if let Some([sb, sr, sc]) = group_strides(shape, groups) {
+        return Ok((v, Mat { off: 0, rs: sr, cs: sc }, sb));
+    }
+    let perm: Vec<usize> = groups.iter().flat_map(|g| g.iter().copied()).collect();
+    let st = istrides_of(shape);
+    let pshape: Vec<usize> = perm.iter().map(|&d| shape[d]).collect();
+    let pst: Vec<isize> = perm.iter().map(|&d| st[d]).collect();
+    let copy = gather_view(&v, 0, &pst, &pshape)?;
+    let rows: usize = groups[1].iter().map(|&d| shape[d]).product();
+    let cols: usize = groups[2].iter().map(|&d| shape[d]).product();
+    Ok((Cow::Owned(copy), Mat { off: 0, rs: cols as isize, cs: 1 }, (rows * cols) as isize))
+}
+
+fn dims_of(ctx: &Ctx, name: &str, rank: usize) -> Result<Vec<usize>, OpError> {
+    let v = ctx.node.attrs.ints_or_empty(OpKind::DotGeneral, name)?;
+    v.iter()
+        .map(|&d| if d >= 0 && (d as usize) < rank { Ok(d as usize) } else { invalid(format!("{name}: dimension {d} out of range")) })
+        .collect()
+}
+
+/// The computation type of a contraction of `a` and `b` producing `out`.
+fn compute_type(a: DType, b: DType, out: DType) -> DType {
+    if a == DType::F64 || b == DType::F64 || out == DType::F64 {
+        DType::F64
+    } else if a.is_float() || b.is_float() || out.is_float() {
+        DType::F32
+    } else {
+        DType::I64
+    }
+}
+
+/// `dot_general` (see the module docs).
+pub(crate) fn dot_general(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+    arity(&ops, 2, OpKind::DotGeneral)?;
+    let out = ctx.out0()?;
+    let (l, r) = (&ops[0], &ops[1]);
+    let (ls, rs) = (l.shape(), r.shape());
+    let lb = dims_of(ctx, "lhs_batching_dimensions", ls.len())?;
+    let rb = dims_of(ctx, "rhs_batching_dimensions", rs.len())?;
+    let lc = dims_of(ctx, "lhs_contracting_dimensions", ls.len())?;
+    let rc = dims_of(ctx, "rhs_contracting_dimensions", rs.len())?;
+    if lb.len() != rb.len() || lc.len() != rc.len() {
+        return invalid("batching/contracting dimension counts differ");
+    }
+    for (&x, &y) in lb.iter().zip(&rb).chain(lc.iter().zip(&rc)) {
+        if ls[x] != rs[y] {
+            return invalid(format!("lhs dim {x} ({}) != rhs dim {y} ({})", ls[x], rs[y]));
+        }
+    }
+    let lf: Vec<usize> = (0..ls.len()).filter(|d| !lb.contains(d) && !lc.contains(d)).collect();
+    let rf: Vec<usize> = (0..rs.len()).filter(|d| !rb.contains(d) && !rc.contains(d)).collect();
+    let prod = |s: &[usize], g: &[usize]| g.iter().map(|&d| s[d]).product::<usize>();
+    let (bt, m, k, n) = (prod(ls, &lb), prod(ls, &lf), prod(ls, &lc), prod(rs, &rf));
+    let ct = compute_type(l.dtype(), r.dtype(), out.dtype);
+    let (lg, rg): (Groups, Groups) = ([&lb, &lf, &lc], [&rb, &rc, &rf]);
+    let data = match ct {
+        DType::F64 => Data::F64(dot_typed::<f64>(l.data(), r.data(), ls, rs, lg, rg, (bt, m, k, n))?),
+        DType::F32 => Data::F32(dot_typed::<f32>(l.data(), r.data(), ls, rs, lg, rg, (bt, m, k, n))?),
+        _ => Data::I64(dot_int(l, r, &lb, &lf, &lc, &rb, &rc, &rf, (bt, m, k, n))?),
+    };
+    Ok(Tensor::from_parts(out.shape.clone(), data.convert(out.dtype)))
+}
+
+type Groups<'a> = [&'a [usize]; 3];
+
+/// The buffer of `d` as `T`, borrowed when it already has that type.
+fn operand<T: Gemm>(d: &Data) -> Cow<'_, [T]> {
+    match T::slice(d) {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(T::take(d.convert(T::DTYPE))),
+    }
+}
+
+fn dot_typed<T: Gemm>(a: &Data, b: &Data, ls: &[usize], rs: &[usize], lg: Groups, rg: Groups, (bt, m, k, n): (usize, usize, usize, usize)) -> Result<Vec<T>, OpError> {
+    let (av, am, asb) = as_stack(operand::<T>(a), ls, lg)?;
+    let (bv, bm, bsb) = as_stack(operand::<T>(b), rs, rg)?;
+    let mut c = vec![T::default(); bt * m * n];
+    batched(bt, m, k, n, &av, am, asb, &bv, bm, bsb, &mut c)?;
+    Ok(c)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn dot_int(l: &Tensor, r: &Tensor, lb: &[usize], lf: &[usize], lc: &[usize], rb: &[usize], rc: &[usize], rf: &[usize], (bt, m, k, n): (usize, usize, usize, usize)) -> Result<Vec<i64>, OpError> {
+    let stack = |t: &Tensor, g: [&[usize]; 3]| -> Result<Vec<i64>, OpError> {
+        let perm: Vec<usize> = g.iter().flat_map(|x| x.iter().copied()).collect();
+        let st = istrides_of(t.shape());
+        let sh: Vec<usize> = perm.iter().map(|&d| t.shape()[d]).collect();
+        let ps: Vec<isize> = perm.iter().map(|&d| st[d]).collect();
+        gather_view(&t.data().to_i64_vec(), 0, &ps, &sh)
+    };
+    let a = stack(l, [lb, lf, lc])?;
+    let b = stack(r, [rb, rc, rf])?;
+    let mut c = vec![0i64; bt * m * n];
+    for x in 0..bt {
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = 0i64;
+                for p in 0..k {
+                    acc = acc.wrapping_add(a[(x * m + i) * k + p].wrapping_mul(b[(x * k + p) * n + j]));
+                }
+                c[(x * m + i) * n + j] = acc;
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// `convolution` (see the module docs).
+pub(crate) fn convolution(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+    let kind = OpKind::Convolution;
+    arity(&ops, 2, kind)?;
+    let out = ctx.out0()?;
+    let a = &ctx.node.attrs;
+    let dn = a.str(kind, "dimension_numbers")?;
+    let [(ib, ifd, isp), (ko, ki, ksp), (ob, of, osp)] =
+        parse_conv_dims(dn).ok_or_else(|| OpError::Invalid(format!("cannot parse dimension_numbers `{dn}`")))?;
+    let (x, w) = (&ops[0], &ops[1]);
+    let sd = isp.len();
+    if x.shape().len() != sd + 2 || w.shape().len() != sd + 2 || ksp.len() != sd || osp.len() != sd || out.shape.len() != sd + 2 {
+        return invalid("dimension_numbers do not match the operand ranks");
+    }
+    let get = |name: &str, len: usize, default: i64| -> Result<Vec<i64>, OpError> {
+        let v = a.ints_or_empty(kind, name)?;
+        if v.is_empty() {
+            Ok(vec![default; len])
+        } else if v.len() == len {
+            Ok(v.to_vec())
+        } else {
+            invalid(format!("`{name}` has {} entries, expected {len}", v.len()))
+        }
+    };
+    let strides = get("window_strides", sd, 1)?;
+    let pad = get("padding", 2 * sd, 0)?;
+    let ldil = get("lhs_dilation", sd, 1)?;
+    let rdil = get("rhs_dilation", sd, 1)?;
+    if strides.iter().chain(&ldil).chain(&rdil).any(|&v| v <= 0) {
+        return invalid("strides and dilations must be positive");
+    }
+    let fgc = a.int(kind, "feature_group_count").unwrap_or(1).max(1) as usize;
+    let bgc = a.int(kind, "batch_group_count").unwrap_or(1).max(1) as usize;
+    // canonical layouts
+    let perm_x: Vec<usize> = [ib, ifd].into_iter().chain(isp.iter().copied()).collect();
+    let perm_w: Vec<usize> = [ko, ki].into_iter().chain(ksp.iter().copied()).collect();
+    let xs: Vec<usize> = perm_x.iter().map(|&d| x.shape()[d]).collect();
+    let ws: Vec<usize> = perm_w.iter().map(|&d| w.shape()[d]).collect();
+    let q: Vec<usize> = osp.iter().map(|&d| out.shape[d]).collect();
+    let (nb, c, o, i) = (xs[0], xs[1], ws[0], ws[1]);
+    let groups = fgc.max(bgc);
+    if (fgc > 1 && bgc > 1) || c != i * fgc || o % groups != 0 || nb % bgc != 0 {
+        return invalid("feature/batch group counts do not divide the dimensions");
+    }
+    let nb_out = nb / bgc;
+    if out.shape[ob] != nb_out || out.shape[of] != o {
+        return invalid("result batch/feature sizes do not match the operands");
+    }
+    let ct = compute_type(x.dtype(), w.dtype(), out.dtype);
+    let geo = ConvGeometry { xs: xs.clone(), ks: ws[2..].to_vec(), q: q.clone(), strides, pad, ldil, rdil, fgc, bgc, og: o / groups, i };
+    let canon = |t: &Tensor, perm: &[usize], dt: DType| -> Result<Data, OpError> {
+        let st = istrides_of(t.shape());
+        let ps: Vec<isize> = perm.iter().map(|&d| st[d]).collect();
+        let sh: Vec<usize> = perm.iter().map(|&d| t.shape()[d]).collect();
+        Ok(match t.data().convert(dt) {
+            Data::F64(v) => Data::F64(gather_view(&v, 0, &ps, &sh)?),
+            Data::F32(v) => Data::F32(gather_view(&v, 0, &ps, &sh)?),
+            _ => return invalid("internal: convolution compute type"),
+        })
+    };
+    let ct = if ct == DType::F64 { DType::F64 } else { DType::F32 };
+    let res = match (canon(x, &perm_x, ct)?, canon(w, &perm_w, ct)?) {
+        (Data::F32(xv), Data::F32(wv)) => Data::F32(conv_typed(&xv, &wv, &geo)?),
+        (Data::F64(xv), Data::F64(wv)) => Data::F64(conv_typed(&xv, &wv, &geo)?),
+        _ => return invalid("internal: convolution compute type"),
+    };
+    // canonical [N', O, Q...] -> output layout
+    let cshape: Vec<usize> = [nb_out, o].into_iter().chain(q.iter().copied()).collect();
+    let cst = istrides_of(&cshape);
+    let mut ost = vec![0isize; sd + 2];
+    ost[ob] = cst[0];
+    ost[of] = cst[1];
+    for (j, &d) in osp.iter().enumerate() {
+        ost[d] = cst[2 + j];
+    }
+    let data = match res {
+        Data::F32(v) => Data::F32(gather_view(&v, 0, &ost, &out.shape)?),
+        Data::F64(v) => Data::F64(gather_view(&v, 0, &ost, &out.shape)?),
+        _ => return invalid("internal: convolution result type"),
+    };
+    Ok(Tensor::from_parts(out.shape.clone(), data.convert(out.dtype)))
+}
+
+struct ConvGeometry {
+    /// Canonical input shape `[N, C, S...]`.
+    xs: Vec<usize>,
+    /// Kernel spatial sizes.
+    ks: Vec<usize>,
+    /// Output spatial sizes.
+    q: Vec<usize>,
+    strides: Vec<i64>,
+    pad: Vec<i64>,
+    ldil: Vec<i64>,
+    rdil: Vec<i64>,
+    fgc: usize,
+    bgc: usize,
+    /// Output features per group.
+    og: usize,
+    /// Kernel input features.
+    i: usize,
+}
+
+/// Canonical convolution: `x [N, C, S...]`, `w [O, I, K...]` → `[N/bgc, O, Q...]`.
+fn conv_typed<T: Gemm>(x: &[T], w: &[T], g: &ConvGeometry) -> Result<Vec<T>, OpError> {
+    let sd = g.ks.len();
+    let ks: usize = g.ks.iter().product();
+    let os: usize = g.q.iter().product();
+    let groups = g.fgc.max(g.bgc);
+    let o = g.og * groups;
+    let nb_out = g.xs[0] / g.bgc;
+    // per spatial dim: input index of (output position, kernel position), or None
+    let mut table: Vec<Vec<Option<usize>>> = Vec::with_capacity(sd);
+    for d in 0..sd {
+        let mut t = Vec::with_capacity(g.q[d] * g.ks[d]);
+        for qq in 0..g.q[d] as i64 {
+            for kk in 0..g.ks[d] as i64 {
+                let p = qq * g.strides[d] + kk * g.rdil[d] - g.pad[2 * d];
+                let ok = p >= 0 && p % g.ldil[d] == 0 && p / g.ldil[d] < g.xs[2 + d] as i64;
+                t.push(ok.then_some((p / g.ldil[d]) as usize));
+            }
+        }
+        table.push(t);
+    }
+    let xst = strides_of(&g.xs);
+    let kdims = g.ks.clone();
+    let qdims = g.q.clone();
+    let mut out = vec![T::default(); nb_out * o * os];
+    let ci = g.i;
+    let per_batch = |nn: usize, ob: &mut [T]| -> Result<(), OpError> {
+        let mut col = vec![T::default(); ci * ks * os];
+        for grp in 0..groups {
+            let n = if g.bgc > 1 { grp * nb_out + nn } else { nn };
+            let c0 = if g.fgc > 1 { grp * ci } else { 0 };
+            // im2col: col[(c*ks + kidx), qidx]
+            for c in 0..ci {
+                let base = n * xst[0] + (c0 + c) * xst[1];
+                for kidx in 0..ks {
+                    let kv = super::layout::unravel(kidx, &kdims);
+                    let row = &mut col[(c * ks + kidx) * os..(c * ks + kidx + 1) * os];
+                    for (qidx, slot) in row.iter_mut().enumerate() {
+                        let qv = super::layout::unravel(qidx, &qdims);
+                        let mut off = base;
+                        let mut valid = true;
+                        for d in 0..sd {
+                            match table[d][qv[d] * kdims[d] + kv[d]] {
+                                Some(p) => off += p * xst[2 + d],
+                                None => {
+                                    valid = false;
+                                    break;
+                                }
+                            }
+                        }
+                        *slot = if valid { x[off] } else { T::default() };
+                    }
+                }
+            }
+            let o0 = grp * g.og;
+            let wv = Mat { off: o0 * ci * ks, rs: (ci * ks) as isize, cs: 1 };
+            let cv = Mat { off: 0, rs: os as isize, cs: 1 };
+            gemm(g.og, ci * ks, os, w, wv, &col, cv, &mut ob[o0 * os..(o0 + g.og) * os])?;
+        }
+        Ok(())
+    };
+    if o * os == 0 {
+        return Ok(out);
+    }
+    out.par_chunks_mut(o * os).enumerate().try_for_each(|(nn, ob)| per_batch(nn, ob))?;
+    Ok(out)
+}

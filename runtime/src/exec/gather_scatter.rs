@@ -1,0 +1,275 @@
+//! `gather` and `scatter` with the full StableHLO semantics (spec, section "Ops"):
+//! `offset_dims`/`collapsed_slice_dims`/`operand_batching_dims`/`start_indices_batching_dims`/
+//! `start_index_map` for gather, `update_window_dims`/`inserted_window_dims`/
+//! `input_batching_dims`/`scatter_indices_batching_dims`/`scatter_dims_to_operand_dims` for
+//! scatter, and `index_vector_dim` (equal to the indices' rank for an implicit trailing
+//! index vector).
+//!
+//! Both walk the batch (gather) or update-scatter (scatter) index space once; each index
+//! yields one window, copied (gather) or combined (scatter) as a strided block. Gather clamps
+//! start indices so the slice fits (spec); scatter does not clamp and skips update elements
+//! whose result index is out of bounds (spec). Scatter bodies `add`/`multiply`/`maximum`/
+//! `minimum`/`and`/`or` and overwriting bodies run as typed loops, others through the region.
+//! Invariant: updates are applied in row-major update order, so results are deterministic
+//! even with repeated indices.
+
+use super::layout::{assign_view, istrides_of, strides_of, unravel};
+use super::reduce::combine;
+use super::region::{Body, Monoid, RegionFn};
+use super::{arity, Ctx};
+use crate::error::{invalid, OpError};
+use crate::tensor::{Data, Elem, Tensor};
+use ebb_ir::{AttrsExt, OpKind};
+
+fn dims(ctx: &Ctx, kind: OpKind, name: &str, rank: usize) -> Result<Vec<usize>, OpError> {
+    ctx.node
+        .attrs
+        .ints_or_empty(kind, name)?
+        .iter()
+        .map(|&d| if d >= 0 && (d as usize) < rank { Ok(d as usize) } else { invalid(format!("`{name}`: dimension {d} out of range")) })
+        .collect()
+}
+
+/// Reads start index vectors out of an index tensor: for a batch multi-index (over the index
+/// tensor's dimensions other than `index_vector_dim`, in order) the `nvec` components.
+struct IndexReader {
+    vals: Vec<i64>,
+    /// Index-tensor strides of the batch dimensions, in order.
+    batch_strides: Vec<usize>,
+    /// Stride of `index_vector_dim` (0 when implicit).
+    vec_stride: usize,
+    nvec: usize,
+}
+
+impl IndexReader {
+    fn new(idx: &Tensor, ivd: i64, nvec_expected: usize) -> Result<IndexReader, OpError> {
+        let rank = idx.shape().len();
+        if ivd < 0 || ivd as usize > rank {
+            return invalid(format!("index_vector_dim {ivd} out of range for rank {rank}"));
+        }
+        let ivd = ivd as usize;
+        let st = strides_of(idx.shape());
+        let batch_strides = (0..rank).filter(|&d| d != ivd).map(|d| st[d]).collect();
+        let (vec_stride, nvec) = if ivd < rank { (st[ivd], idx.shape()[ivd]) } else { (0, 1) };
+        if nvec != nvec_expected {
+            return invalid(format!("index vectors have {nvec} components, the index map {nvec_expected}"));
+        }
+        if !idx.dtype().is_int() {
+            return invalid(format!("indices must be integers, got {}", idx.dtype()));
+        }
+        Ok(IndexReader { vals: idx.data().to_i64_vec(), batch_strides, vec_stride, nvec })
+    }
+
+    fn batch_rank(&self) -> usize {
+        self.batch_strides.len()
+    }
+
+    fn read(&self, batch: &[usize], out: &mut Vec<i64>) {
+        out.clear();
+        let base: usize = batch.iter().zip(&self.batch_strides).map(|(i, s)| i * s).sum();
+        for j in 0..self.nvec {
+            out.push(self.vals.get(base + j * self.vec_stride).copied().unwrap_or(0));
+        }
+    }
+}
+
+/// `full_batching_index` of the spec: operand dim -> position in the batch index.
+fn batching_map(op_batch: &[usize], idx_batch: &[usize], ivd: usize, rank: usize) -> Result<Vec<Option<usize>>, OpError> {
+    if op_batch.len() != idx_batch.len() {
+        return invalid("operand and index batching dimension counts differ");
+    }
+    let mut m = vec![None; rank];
+    for (&o, &s) in op_batch.iter().zip(idx_batch) {
+        if s == ivd {
+            return invalid("index_vector_dim cannot be a batching dimension");
+        }
+        m[o] = Some(if s < ivd { s } else { s - 1 });
+    }
+    Ok(m)
+}
+
+/// `gather` (see the module docs).
+pub(crate) fn gather(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+    let kind = OpKind::Gather;
+    arity(&ops, 2, kind)?;
+    let (x, idx) = (&ops[0], &ops[1]);
+    let out = ctx.out0()?;
+    let (xr, rr) = (x.shape().len(), out.shape.len());
+    let offset_dims = dims(ctx, kind, "offset_dims", rr)?;
+    let collapsed = dims(ctx, kind, "collapsed_slice_dims", xr)?;
+    let op_batch = dims(ctx, kind, "operand_batching_dims", xr)?;
+    let idx_batch = dims(ctx, kind, "start_indices_batching_dims", idx.shape().len())?;
+    let start_map = dims(ctx, kind, "start_index_map", xr)?;
+    let ivd = ctx.node.attrs.int(kind, "index_vector_dim")?;
+    let sizes: Vec<i64> = ctx.node.attrs.dims(kind, "slice_sizes")?.iter().map(|d| d.eval(ctx.bindings)).collect::<Result<_, _>>()?;
+    if sizes.len() != xr || sizes.iter().zip(x.shape()).any(|(&s, &d)| s < 0 || s as usize > d) {
+        return invalid("slice_sizes must be within the operand shape");
+    }
+    let reader = IndexReader::new(idx, ivd, start_map.len())?;
+    let batch_dims: Vec<usize> = (0..rr).filter(|d| !offset_dims.contains(d)).collect();
+    let window_op_dims: Vec<usize> = (0..xr).filter(|d| !collapsed.contains(d) && !op_batch.contains(d)).collect();
+    if batch_dims.len() != reader.batch_rank() || window_op_dims.len() != offset_dims.len() {
+        return invalid("offset/collapsed/batching dimensions do not match the ranks");
+    }
+    let bmap = batching_map(&op_batch, &idx_batch, ivd as usize, xr)?;
+    let bshape: Vec<usize> = batch_dims.iter().map(|&d| out.shape[d]).collect();
+    let wshape: Vec<usize> = offset_dims.iter().map(|&d| out.shape[d]).collect();
+    let (xst, rst) = (istrides_of(x.shape()), istrides_of(&out.shape));
+    let wdst: Vec<isize> = offset_dims.iter().map(|&d| rst[d]).collect();
+    let wsrc: Vec<isize> = window_op_dims.iter().map(|&d| xst[d]).collect();
+    let nb: usize = bshape.iter().product();
+    fn go<T: Elem>(
+        src: &[T],
+        n_out: usize,
+        nb: usize,
+        plan: &dyn Fn(usize, &mut Vec<i64>) -> (isize, isize),
+        wdst: &[isize],
+        wsrc: &[isize],
+        wshape: &[usize],
+    ) -> Result<Vec<T>, OpError> {
+        let mut res = vec![T::default(); n_out];
+        let mut buf = Vec::new();
+        for b in 0..nb {
+            let (roff, xoff) = plan(b, &mut buf);
+            assign_view(&mut res, roff, wdst, src, xoff, wsrc, wshape)?;
+        }
+        Ok(res)
+    }
+    let plan = |b: usize, buf: &mut Vec<i64>| -> (isize, isize) {
+        let bidx = unravel(b, &bshape);
+        reader.read(&bidx, buf);
+        let mut xoff = 0isize;
+        for (j, &d) in start_map.iter().enumerate() {
+            let hi = x.shape()[d] as i64 - sizes[d];
+            xoff += buf[j].clamp(0, hi.max(0)) as isize * xst[d];
+        }
+        for (d, m) in bmap.iter().enumerate() {
+            if let Some(p) = m {
+                xoff += bidx.get(*p).copied().unwrap_or(0) as isize * xst[d];
+            }
+        }
+        let roff = bidx.iter().zip(&batch_dims).map(|(&i, &d)| i as isize * rst[d]).sum();
+        (roff, xoff)
+    };
+    let n_out: usize = out.shape.iter().product();
+    let data = crate::tensor::map_same!(x.data(), v => go(v, n_out, nb, &plan, &wdst, &wsrc, &wshape)?);
+    Ok(Tensor::from_parts(out.shape.clone(), data))
+}
+
+/// `scatter` (see the module docs): operands are the inputs, the scatter indices, then as
+/// many updates as inputs.
+pub(crate) fn scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpError> {
+    let kind = OpKind::Scatter;
+    let n = ops.len().saturating_sub(1) / 2;
+    if n == 0 || ops.len() != 2 * n + 1 || ctx.out.len() != n {
+        return invalid("expects inputs, scatter_indices and as many updates as inputs");
+    }
+    let mut it = ops.into_iter();
+    let mut inputs: Vec<Tensor> = it.by_ref().take(n).collect();
+    let idx = it.next().ok_or_else(|| OpError::Invalid("missing indices".into()))?;
+    let updates: Vec<Tensor> = it.collect();
+    let xshape = inputs[0].shape().to_vec();
+    let ushape = updates[0].shape().to_vec();
+    if inputs.iter().any(|t| t.shape() != xshape.as_slice()) || updates.iter().any(|t| t.shape() != ushape.as_slice()) {
+        return invalid("inputs (and updates) must share one shape");
+    }
+    let (xr, ur) = (xshape.len(), ushape.len());
+    let uwd = dims(ctx, kind, "update_window_dims", ur)?;
+    let inserted = dims(ctx, kind, "inserted_window_dims", xr)?;
+    let in_batch = dims(ctx, kind, "input_batching_dims", xr)?;
+    let idx_batch = dims(ctx, kind, "scatter_indices_batching_dims", idx.shape().len())?;
+    let to_op = dims(ctx, kind, "scatter_dims_to_operand_dims", xr)?;
+    let ivd = ctx.node.attrs.int(kind, "index_vector_dim")?;
+    let reader = IndexReader::new(&idx, ivd, to_op.len())?;
+    let scatter_dims: Vec<usize> = (0..ur).filter(|d| !uwd.contains(d)).collect();
+    let window_op_dims: Vec<usize> = (0..xr).filter(|d| !inserted.contains(d) && !in_batch.contains(d)).collect();
+    if scatter_dims.len() != reader.batch_rank() || window_op_dims.len() != uwd.len() {
+        return invalid("window/inserted/batching dimensions do not match the ranks");
+    }
+    let bmap = batching_map(&in_batch, &idx_batch, ivd as usize, xr)?;
+    let sshape: Vec<usize> = scatter_dims.iter().map(|&d| ushape[d]).collect();
+    let wshape: Vec<usize> = uwd.iter().map(|&d| ushape[d]).collect();
+    let ust = strides_of(&ushape);
+    let xst = strides_of(&xshape);
+    let region = ctx.node.regions.first().ok_or_else(|| OpError::Invalid("scatter without a body".into()))?;
+    let f = RegionFn::new(region, "body", ctx.bindings)?;
+    let nw: usize = wshape.iter().product();
+    let mut start = Vec::new();
+    // (result offset, update offset) of every in-bounds update element, in update order
+    let mut pairs: Vec<(usize, usize)> = Vec::with_capacity(updates[0].len());
+    for s in 0..sshape.iter().product::<usize>() {
+        let sidx = unravel(s, &sshape);
+        reader.read(&sidx, &mut start);
+        let mut base = vec![0i64; xr];
+        for (j, &d) in to_op.iter().enumerate() {
+            base[d] += start[j];
+        }
+        for (d, m) in bmap.iter().enumerate() {
+            if let Some(p) = m {
+                base[d] += sidx.get(*p).copied().unwrap_or(0) as i64;
+            }
+        }
+        let ubase: usize = sidx.iter().zip(&scatter_dims).map(|(&i, &d)| i * ust[d]).sum();
+        for w in 0..nw {
+            let widx = unravel(w, &wshape);
+            let mut full = base.clone();
+            for (k, &d) in window_op_dims.iter().enumerate() {
+                full[d] += widx[k] as i64;
+            }
+            if full.iter().zip(&xshape).any(|(&i, &dim)| i < 0 || i >= dim as i64) {
+                continue;
+            }
+            let xo: usize = full.iter().zip(&xst).map(|(&i, &s)| i as usize * s).sum();
+            let uo: usize = ubase + widx.iter().zip(&uwd).map(|(&i, &d)| i * ust[d]).sum::<usize>();
+            pairs.push((xo, uo));
+        }
+    }
+    match (&f.body, n) {
+        (Body::Monoid(m), 1) => apply_typed(&mut inputs[0], &updates[0], &pairs, Some(*m))?,
+        (Body::Overwrite, 1) => apply_typed(&mut inputs[0], &updates[0], &pairs, None)?,
+        _ => {
+            let mut datas: Vec<Data> = inputs.iter().map(|t| t.data().clone()).collect();
+            let mut args = Vec::with_capacity(2 * n);
+            for &(xo, uo) in &pairs {
+                args.clear();
+                for d in &datas {
+                    args.push(d.get(xo).ok_or_else(|| OpError::Invalid("index out of range".into()))?);
+                }
+                for u in &updates {
+                    args.push(u.data().get(uo).ok_or_else(|| OpError::Invalid("index out of range".into()))?);
+                }
+                let r = f.call(&args)?;
+                for (d, s) in datas.iter_mut().zip(r) {
+                    if !d.set(xo, s) {
+                        return invalid("update computation returned a value of another element type");
+                    }
+                }
+            }
+            inputs = inputs.iter().zip(datas).map(|(t, d)| Tensor::from_parts(t.shape().to_vec(), d)).collect();
+        }
+    }
+    Ok(inputs)
+}
+
+/// `x[xo] = x[xo] ⊕ u[uo]` (or `= u[uo]` for `None`) for every pair, in place in `x`'s buffer.
+fn apply_typed(x: &mut Tensor, u: &Tensor, pairs: &[(usize, usize)], m: Option<Monoid>) -> Result<(), OpError> {
+    fn go<T: Elem>(x: &mut [T], u: &[T], pairs: &[(usize, usize)], m: Option<Monoid>) -> Result<(), OpError> {
+        for &(xo, uo) in pairs {
+            let (Some(&a), Some(&b)) = (x.get(xo), u.get(uo)) else { return invalid("index out of range") };
+            x[xo] = match m {
+                Some(m) => combine(m, a, b),
+                None => b,
+            };
+        }
+        Ok(())
+    }
+    macro_rules! arms {
+        ($($v:ident),*) => {
+            match (x.data_mut(), u.data()) {
+                $((Data::$v(xv), Data::$v(uv)) => go(xv, uv, pairs, m),)*
+                _ => invalid("input and update element types differ"),
+            }
+        };
+    }
+    arms!(F32, BF16, F16, F64, I1, I8, I16, I32, I64, U8, U32)
+}

@@ -1,0 +1,257 @@
+//! Strided views: the one data-movement primitive behind `broadcast_in_dim`, `transpose`,
+//! `slice`, `reverse`, `dynamic_slice`, `pad`, `gather` and the operand layouts of
+//! `dot_general`.
+//!
+//! A view of a row-major buffer is `(offset, strides, shape)` with element strides that may be
+//! zero (broadcast) or negative (reverse). Invariant: every helper checks, before touching
+//! memory, that the smallest and largest offsets the view reaches lie inside the buffer, so a
+//! wrong view is an error, never an out-of-bounds access.
+
+use crate::error::OpError;
+use rayon::prelude::*;
+
+/// Outputs with at least this many elements are produced by several threads.
+pub(crate) const PAR_MIN: usize = 1 << 15;
+
+/// Row-major element strides of `shape`.
+pub(crate) fn strides_of(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// Row-major strides as `isize`.
+pub(crate) fn istrides_of(shape: &[usize]) -> Vec<isize> {
+    strides_of(shape).into_iter().map(|s| s as isize).collect()
+}
+
+/// Checks that the view stays inside a buffer of `len` elements.
+fn check_view(len: usize, offset: isize, strides: &[isize], shape: &[usize], what: &str) -> Result<(), OpError> {
+    if shape.iter().any(|&d| d == 0) {
+        return Ok(());
+    }
+    let (mut lo, mut hi) = (offset as i128, offset as i128);
+    for (&s, &d) in strides.iter().zip(shape) {
+        let span = s as i128 * (d as i128 - 1);
+        if span < 0 {
+            lo += span;
+        } else {
+            hi += span;
+        }
+    }
+    if strides.len() != shape.len() || lo < 0 || hi >= len as i128 {
+        return Err(OpError::Invalid(format!(
+            "internal: {what} view (offset {offset}, strides {strides:?}, shape {shape:?}) leaves a buffer of {len} elements"
+        )));
+    }
+    Ok(())
+}
+
+/// Drops unit dimensions and merges dimensions that are contiguous with each other, so that
+/// the innermost loop is as long as possible. Returns (strides, shape); empty for a scalar.
+fn simplify(strides: &[isize], shape: &[usize]) -> (Vec<isize>, Vec<usize>) {
+    let mut st: Vec<isize> = Vec::with_capacity(shape.len());
+    let mut sh: Vec<usize> = Vec::with_capacity(shape.len());
+    for (&s, &d) in strides.iter().zip(shape) {
+        if d == 1 {
+            continue;
+        }
+        if let (Some(&ps), Some(&pd)) = (st.last(), sh.last()) {
+            if ps == s * d as isize {
+                *st.last_mut().unwrap_or(&mut 0) = s;
+                *sh.last_mut().unwrap_or(&mut 0) = pd * d;
+                continue;
+            }
+        }
+        st.push(s);
+        sh.push(d);
+    }
+    (st, sh)
+}
+
+/// Copies the view `(offset, strides, shape)` of `src` into a new row-major vector.
+pub(crate) fn gather_view<T: Copy + Send + Sync + Default>(
+    src: &[T],
+    offset: isize,
+    strides: &[isize],
+    shape: &[usize],
+) -> Result<Vec<T>, OpError> {
+    check_view(src.len(), offset, strides, shape, "source")?;
+    let n: usize = shape.iter().product();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let (st, sh) = simplify(strides, shape);
+    if sh.is_empty() {
+        return Ok(vec![src[offset as usize]]);
+    }
+    let inner = *sh.last().unwrap_or(&1);
+    let inner_stride = *st.last().unwrap_or(&1);
+    let outer_shape = &sh[..sh.len() - 1];
+    let outer_strides = &st[..st.len() - 1];
+    let mut out = vec![T::default(); n];
+    let rows = n / inner;
+    let fill = |chunk: &mut [T], row0: usize| {
+        let mut idx = unravel(row0, outer_shape);
+        let mut off = offset + idx.iter().zip(outer_strides).map(|(&i, &s)| i as isize * s).sum::<isize>();
+        for row in chunk.chunks_mut(inner) {
+            let o = off as usize;
+            if inner_stride == 1 {
+                row.copy_from_slice(&src[o..o + inner]);
+            } else if inner_stride == 0 {
+                row.fill(src[o]);
+            } else {
+                for (j, x) in row.iter_mut().enumerate() {
+                    *x = src[(off + j as isize * inner_stride) as usize];
+                }
+            }
+            off += step(&mut idx, outer_shape, outer_strides);
+        }
+    };
+    if n >= PAR_MIN && rows > 1 {
+        let rows_per = rows.div_ceil(4 * rayon::current_num_threads().max(1)).max(1);
+        out.par_chunks_mut(rows_per * inner).enumerate().for_each(|(c, chunk)| fill(chunk, c * rows_per));
+    } else {
+        fill(&mut out, 0);
+    }
+    Ok(out)
+}
+
+/// `dst[view d] = src[view s]` elementwise over `shape`.
+pub(crate) fn assign_view<T: Copy>(
+    dst: &mut [T],
+    doff: isize,
+    dstr: &[isize],
+    src: &[T],
+    soff: isize,
+    sstr: &[isize],
+    shape: &[usize],
+) -> Result<(), OpError> {
+    check_view(dst.len(), doff, dstr, shape, "destination")?;
+    check_view(src.len(), soff, sstr, shape, "source")?;
+    let n: usize = shape.iter().product();
+    if n == 0 {
+        return Ok(());
+    }
+    // keep only non-unit dims (merging needs both views to agree; do it pairwise)
+    let mut ds = Vec::new();
+    let mut ss = Vec::new();
+    let mut sh: Vec<usize> = Vec::new();
+    for i in 0..shape.len() {
+        if shape[i] == 1 {
+            continue;
+        }
+        if let (Some(&pd), Some(&ps), Some(&pn)) = (ds.last(), ss.last(), sh.last()) {
+            if pd == dstr[i] * shape[i] as isize && ps == sstr[i] * shape[i] as isize {
+                let k = sh.len() - 1;
+                ds[k] = dstr[i];
+                ss[k] = sstr[i];
+                sh[k] = pn * shape[i];
+                continue;
+            }
+        }
+        ds.push(dstr[i]);
+        ss.push(sstr[i]);
+        sh.push(shape[i]);
+    }
+    if sh.is_empty() {
+        dst[doff as usize] = src[soff as usize];
+        return Ok(());
+    }
+    let inner = sh[sh.len() - 1];
+    let (di, si) = (ds[ds.len() - 1], ss[ss.len() - 1]);
+    let outer = &sh[..sh.len() - 1];
+    let (dos, sos) = (&ds[..ds.len() - 1], &ss[..ss.len() - 1]);
+    let mut idx = vec![0usize; outer.len()];
+    let (mut d, mut s) = (doff, soff);
+    for _ in 0..n / inner {
+        if di == 1 && si == 1 {
+            dst[d as usize..d as usize + inner].copy_from_slice(&src[s as usize..s as usize + inner]);
+        } else {
+            for j in 0..inner as isize {
+                dst[(d + j * di) as usize] = src[(s + j * si) as usize];
+            }
+        }
+        // advance both odometers together
+        for k in (0..outer.len()).rev() {
+            idx[k] += 1;
+            d += dos[k];
+            s += sos[k];
+            if idx[k] < outer[k] {
+                break;
+            }
+            d -= dos[k] * outer[k] as isize;
+            s -= sos[k] * outer[k] as isize;
+            idx[k] = 0;
+        }
+    }
+    Ok(())
+}
+
+/// The multi-index of row-major linear index `i` in `shape`.
+pub(crate) fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0usize; shape.len()];
+    for k in (0..shape.len()).rev() {
+        let d = shape[k].max(1);
+        idx[k] = i % d;
+        i /= d;
+    }
+    idx
+}
+
+/// Advances the odometer `idx` over `shape` by one and returns the change of the offset.
+#[inline]
+pub(crate) fn step(idx: &mut [usize], shape: &[usize], strides: &[isize]) -> isize {
+    let mut delta = 0isize;
+    for k in (0..shape.len()).rev() {
+        idx[k] += 1;
+        delta += strides[k];
+        if idx[k] < shape[k] {
+            return delta;
+        }
+        delta -= strides[k] * shape[k] as isize;
+        idx[k] = 0;
+    }
+    delta
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_view() {
+        // [[0,1,2],[3,4,5]] transposed
+        let src: Vec<i32> = (0..6).collect();
+        let t = gather_view(&src, 0, &[1, 3], &[3, 2]).unwrap();
+        assert_eq!(t, vec![0, 3, 1, 4, 2, 5]);
+    }
+
+    #[test]
+    fn reverse_and_broadcast_views() {
+        let src: Vec<i32> = (0..4).collect();
+        assert_eq!(gather_view(&src, 3, &[-1], &[4]).unwrap(), vec![3, 2, 1, 0]);
+        assert_eq!(gather_view(&src, 0, &[0, 1], &[2, 4]).unwrap(), vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        assert!(gather_view(&src, 1, &[1], &[4]).is_err());
+    }
+
+    #[test]
+    fn large_views_match_small_ones() {
+        let src: Vec<u32> = (0..(300 * 257)).collect();
+        let big = gather_view(&src, 0, &[1, 300], &[300, 257]).unwrap();
+        for i in 0..300 {
+            for j in 0..257 {
+                assert_eq!(big[i * 257 + j], src[j * 300 + i]);
+            }
+        }
+    }
+
+    #[test]
+    fn assign_into_strided_destination() {
+        let mut dst = vec![0i32; 12];
+        assign_view(&mut dst, 1, &[4, 1], &[7, 8, 9, 10, 11, 12], 0, &[3, 1], &[2, 3]).unwrap();
+        assert_eq!(dst, vec![0, 7, 8, 9, 0, 10, 11, 12, 0, 0, 0, 0]);
+    }
+}

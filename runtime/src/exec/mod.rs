@@ -1,0 +1,445 @@
+//! The CPU executor: runs an imported [`Graph`] at concrete [`Bindings`] in a given schedule,
+//! freeing every intermediate after its last use and accounting resident memory the way the
+//! planner models it.
+//!
+//! # Use
+//! [`execute`] runs once; [`Program::new`] validates a schedule and evaluates all shapes once,
+//! then [`Program::run`] can be called repeatedly (loop bodies use this).
+//!
+//! # Memory accounting (same model as `ebb_passes::memory`)
+//! Program point `p` is the execution of `schedule[p]`. Graph inputs (parameters, optimizer
+//! state, batch) are resident at every point; op results from their def point to their last
+//! use, inclusive (so during op `p` both its operands and its results are resident); graph
+//! outputs from their def point to the end; a result without users only at its def point.
+//! A value's size is its type's `size_bytes` at the bindings. A `while` op is charged, at its
+//! own point, the largest per-iteration peak of its regions minus the regions' inputs
+//! (regions without non-scalar values, i.e. reduction and comparator bodies, are not charged).
+//! [`ExecStats::resident_bytes`] records the total at every point.
+//!
+//! Invariants: results are computed by deterministic kernels (fixed work partitioning, no
+//! atomics), so the outputs are bit-identical under every valid schedule; every kernel result
+//! is checked against the op's declared type at the bindings before it is stored.
+
+mod control;
+mod dot;
+mod elementwise;
+mod gather_scatter;
+mod layout;
+mod reduce;
+mod region;
+mod shape_ops;
+
+use crate::error::{ExecError, OpError};
+use crate::tensor::Tensor;
+use ebb_ir::{Bindings, DType, Graph, Node, NodeId, OpKind};
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+const NONE: u32 = u32::MAX;
+
+/// Memory and time of one execution. Bytes are storage bytes (`TensorType::size_bytes`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExecStats {
+    /// Resident bytes at each program point (see the module docs), indexed like the schedule.
+    pub resident_bytes: Vec<u64>,
+    /// The largest entry of `resident_bytes` (the input bytes for an empty schedule).
+    pub peak_bytes: u64,
+    /// First program point where `peak_bytes` is reached (0 for an empty schedule).
+    pub peak_point: usize,
+    /// Bytes of the graph inputs (resident throughout).
+    pub input_bytes: u64,
+    /// Wall time of each op, indexed like the schedule.
+    pub op_time: Vec<Duration>,
+}
+
+impl ExecStats {
+    /// Total op time per op kind, largest first: `(kind, count, time)`.
+    pub fn time_by_kind(&self, g: &Graph, schedule: &[NodeId]) -> Vec<(OpKind, usize, Duration)> {
+        let mut acc: std::collections::BTreeMap<OpKind, (usize, Duration)> = Default::default();
+        for (id, t) in schedule.iter().zip(&self.op_time) {
+            if g.contains(*id) {
+                let e = acc.entry(g.node(*id).kind).or_default();
+                e.0 += 1;
+                e.1 += *t;
+            }
+        }
+        let mut v: Vec<_> = acc.into_iter().map(|(k, (n, t))| (k, n, t)).collect();
+        v.sort_by(|a, b| b.2.cmp(&a.2));
+        v
+    }
+}
+
+/// The non-input ops of `g` in program order: a valid schedule for [`execute`].
+pub fn program_schedule(g: &Graph) -> Vec<NodeId> {
+    g.order().iter().copied().filter(|&id| g.contains(id) && g.node(id).kind != OpKind::Input).collect()
+}
+
+/// Executes `g` at `bindings` in the order `schedule` (the non-input ops, each exactly once, in
+/// any topological order) on `inputs` (in graph input order). Returns the graph outputs and the
+/// memory/time statistics.
+///
+/// # Errors
+/// [`ExecError`]: a schedule that is not a topological order of the non-input ops, input
+/// tensors that do not match the input types at the bindings, types that cannot be evaluated,
+/// unsupported ops (`custom_call`), or kernel errors, each naming the op and its location.
+pub fn execute(
+    g: &Graph,
+    schedule: &[NodeId],
+    bindings: &Bindings,
+    inputs: Vec<Tensor>,
+) -> Result<(Vec<Tensor>, ExecStats), ExecError> {
+    Program::new(g, schedule, bindings)?.run(inputs)
+}
+
+/// Concrete element type and shape of a value at the bindings.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct OutType {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+}
+
+impl OutType {
+    fn bytes(&self) -> u64 {
+        self.shape.iter().product::<usize>() as u64 * self.dtype.size_bytes()
+    }
+}
+
+fn fmt_type(dtype: DType, shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    format!("{dtype}[{}]", dims.join(","))
+}
+
+/// How long a value stays resident (see the module docs).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Class {
+    Input,
+    Output,
+    Intermediate,
+}
+
+/// One program point.
+struct Step {
+    node: NodeId,
+    /// Operand value ids.
+    operands: Vec<u32>,
+    /// Whether the operand can be moved into the kernel (this is its last use).
+    take: Vec<bool>,
+    /// First result value id (results are consecutive).
+    first_result: u32,
+    /// Result types at the bindings.
+    out: Vec<OutType>,
+    /// Intermediates to drop after this point.
+    frees: Vec<u32>,
+}
+
+/// A graph with a validated schedule and all types evaluated at the bindings, ready to run.
+pub struct Program<'g> {
+    g: &'g Graph,
+    bindings: Bindings,
+    steps: Vec<Step>,
+    inputs: Vec<OutType>,
+    outputs: Vec<u32>,
+    sizes: Vec<u64>,
+    num_values: usize,
+}
+
+impl<'g> Program<'g> {
+    /// Validates `schedule` against `g` and evaluates every result type at `bindings`.
+    ///
+    /// # Errors
+    /// [`ExecError::Schedule`] when `schedule` is not a topological order of exactly the
+    /// non-input ops of `g`; [`ExecError::Shape`] when a type cannot be evaluated.
+    pub fn new(g: &'g Graph, schedule: &[NodeId], bindings: &Bindings) -> Result<Program<'g>, ExecError> {
+        let sched_err = |msg: String| ExecError::Schedule { graph: g.name.clone(), msg };
+        let bound = g.petgraph().node_indices().map(|n| n.index() + 1).max().unwrap_or(0);
+        // value id of result 0 of each node, by node index
+        let mut base = vec![NONE; bound];
+        let mut num_values = 0usize;
+        let mut inputs = Vec::with_capacity(g.inputs().len());
+        let mut sizes = Vec::new();
+        for &id in g.inputs() {
+            let node = g.node(id);
+            let t = node.outputs.first().ok_or_else(|| sched_err("an input node without a type".into()))?;
+            let ot = eval_type(g, node, t.dtype, &t.shape, bindings)?;
+            base[id.index()] = num_values as u32;
+            num_values += 1;
+            sizes.push(ot.bytes());
+            inputs.push(ot);
+        }
+        let num_ops = g.node_count() - g.inputs().len();
+        if schedule.len() != num_ops {
+            return Err(sched_err(format!("it has {} ops, the graph has {num_ops} non-input ops", schedule.len())));
+        }
+        let mut steps = Vec::with_capacity(schedule.len());
+        let mut def = vec![0u32; num_values];
+        for (p, &id) in schedule.iter().enumerate() {
+            if !g.contains(id) || id.index() >= bound {
+                return Err(sched_err(format!("point {p}: node {} is not in the graph", id.index())));
+            }
+            let node = g.node(id);
+            if node.kind == OpKind::Input {
+                return Err(sched_err(format!("point {p}: node {} is an input", id.index())));
+            }
+            if base[id.index()] != NONE {
+                return Err(sched_err(format!("point {p}: node {} is scheduled twice", id.index())));
+            }
+            let mut operands = Vec::new();
+            for v in g.operands(id) {
+                let b = base.get(v.node.index()).copied().unwrap_or(NONE);
+                if b == NONE {
+                    return Err(sched_err(format!(
+                        "point {p}: `{}` (node {}) uses node {} before it is computed",
+                        node.kind,
+                        id.index(),
+                        v.node.index()
+                    )));
+                }
+                if v.output as usize >= g.node(v.node).outputs.len() {
+                    return Err(sched_err(format!("point {p}: operand refers to a missing result {v}")));
+                }
+                operands.push(b + v.output);
+            }
+            let mut out = Vec::with_capacity(node.outputs.len());
+            for t in &node.outputs {
+                let ot = eval_type(g, node, t.dtype, &t.shape, bindings)?;
+                sizes.push(ot.bytes());
+                out.push(ot);
+            }
+            base[id.index()] = num_values as u32;
+            let first_result = num_values as u32;
+            num_values += node.outputs.len();
+            def.resize(num_values, p as u32);
+            steps.push(Step { node: id, take: vec![false; operands.len()], operands, first_result, out, frees: Vec::new() });
+        }
+        let mut outputs = Vec::with_capacity(g.outputs().len());
+        for (i, v) in g.outputs().iter().enumerate() {
+            let b = base.get(v.node.index()).copied().unwrap_or(NONE);
+            if b == NONE || !g.contains(v.node) || v.output as usize >= g.node(v.node).outputs.len() {
+                return Err(sched_err(format!("output {i} refers to a missing value {v}")));
+            }
+            outputs.push(b + v.output);
+        }
+        // classes and last uses
+        let mut class = vec![Class::Intermediate; num_values];
+        for c in class.iter_mut().take(g.inputs().len()) {
+            *c = Class::Input;
+        }
+        for &o in &outputs {
+            if class[o as usize] == Class::Intermediate {
+                class[o as usize] = Class::Output;
+            }
+        }
+        let mut last_use = vec![NONE; num_values];
+        for (p, s) in steps.iter().enumerate() {
+            for &v in &s.operands {
+                last_use[v as usize] = p as u32;
+            }
+        }
+        for (p, s) in steps.iter_mut().enumerate() {
+            for k in 0..s.operands.len() {
+                let v = s.operands[k];
+                let repeated = s.operands[k + 1..].contains(&v);
+                s.take[k] = class[v as usize] == Class::Intermediate && last_use[v as usize] == p as u32 && !repeated;
+            }
+        }
+        for v in g.inputs().len()..num_values {
+            if class[v] != Class::Intermediate {
+                continue;
+            }
+            let p = if last_use[v] == NONE { def[v] } else { last_use[v] } as usize;
+            steps[p].frees.push(v as u32);
+        }
+        Ok(Program { g, bindings: bindings.clone(), steps, inputs, outputs, sizes, num_values })
+    }
+
+    /// Bytes of the graph inputs at the bindings.
+    pub fn input_bytes(&self) -> u64 {
+        self.sizes[..self.inputs.len()].iter().sum()
+    }
+
+    /// Runs the program on `inputs` (graph input order); see [`execute`].
+    ///
+    /// # Errors
+    /// As [`execute`].
+    pub fn run(&self, inputs: Vec<Tensor>) -> Result<(Vec<Tensor>, ExecStats), ExecError> {
+        let g = self.g;
+        if inputs.len() != self.inputs.len() {
+            return Err(ExecError::InputCount { graph: g.name.clone(), expected: self.inputs.len(), got: inputs.len() });
+        }
+        let mut slots: Vec<Option<Tensor>> = vec![None; self.num_values];
+        for (i, (t, ty)) in inputs.into_iter().zip(&self.inputs).enumerate() {
+            if t.dtype() != ty.dtype || t.shape() != ty.shape.as_slice() {
+                let id = g.inputs()[i];
+                return Err(ExecError::InputMismatch {
+                    graph: g.name.clone(),
+                    index: i,
+                    name: g.input_name(id).to_string(),
+                    expected: fmt_type(ty.dtype, &ty.shape),
+                    got: fmt_type(t.dtype(), t.shape()),
+                });
+            }
+            slots[i] = Some(t);
+        }
+        let input_bytes = self.input_bytes();
+        let mut stats = ExecStats {
+            resident_bytes: Vec::with_capacity(self.steps.len()),
+            peak_bytes: input_bytes,
+            peak_point: 0,
+            input_bytes,
+            op_time: Vec::with_capacity(self.steps.len()),
+        };
+        let mut resident = input_bytes;
+        for (p, s) in self.steps.iter().enumerate() {
+            let start = Instant::now();
+            let node = g.node(s.node);
+            let mut operands = Vec::with_capacity(s.operands.len());
+            for (k, &v) in s.operands.iter().enumerate() {
+                let slot = &mut slots[v as usize];
+                let t = if s.take[k] { slot.take() } else { slot.clone() };
+                operands.push(t.ok_or_else(|| op_err(node, OpError::Invalid(format!("operand {k} was freed early"))))?);
+            }
+            let ctx = Ctx { node, out: &s.out, bindings: &self.bindings, transient: Cell::new(0) };
+            let results = dispatch(&ctx, operands).map_err(|e| match e {
+                KernelFailure::Op(source) => op_err(node, source),
+                KernelFailure::Exec(e) => e,
+            })?;
+            if results.len() != s.out.len() {
+                return Err(op_err(node, OpError::Invalid(format!("kernel returned {} results, expected {}", results.len(), s.out.len()))));
+            }
+            for (i, (t, ot)) in results.into_iter().zip(&s.out).enumerate() {
+                if t.dtype() != ot.dtype || t.shape() != ot.shape.as_slice() {
+                    return Err(op_err(
+                        node,
+                        OpError::Invalid(format!(
+                            "result {i} is {} but the op's type is {}",
+                            fmt_type(t.dtype(), t.shape()),
+                            fmt_type(ot.dtype, &ot.shape)
+                        )),
+                    ));
+                }
+                resident += self.sizes[s.first_result as usize + i];
+                slots[s.first_result as usize + i] = Some(t);
+            }
+            let here = resident + ctx.transient.get();
+            if here > stats.peak_bytes || stats.resident_bytes.is_empty() {
+                stats.peak_bytes = here;
+                stats.peak_point = p;
+            }
+            stats.resident_bytes.push(here);
+            for &v in &s.frees {
+                slots[v as usize] = None;
+                resident -= self.sizes[v as usize];
+            }
+            stats.op_time.push(start.elapsed());
+        }
+        let mut outs = Vec::with_capacity(self.outputs.len());
+        for (i, &v) in self.outputs.iter().enumerate() {
+            outs.push(slots[v as usize].clone().ok_or_else(|| ExecError::Schedule {
+                graph: g.name.clone(),
+                msg: format!("output {i} was not computed"),
+            })?);
+        }
+        Ok((outs, stats))
+    }
+}
+
+fn loc_of(node: &Node) -> String {
+    node.loc.clone().unwrap_or_else(|| "unknown location".into())
+}
+
+fn op_err(node: &Node, source: OpError) -> ExecError {
+    ExecError::Op { op: node.kind.name().into(), loc: loc_of(node), source }
+}
+
+fn eval_type(g: &Graph, node: &Node, dtype: DType, shape: &[ebb_ir::DimExpr], b: &Bindings) -> Result<OutType, ExecError> {
+    let mut dims = Vec::with_capacity(shape.len());
+    for d in shape {
+        let v = d.eval(b).map_err(|e| ExecError::Shape {
+            graph: g.name.clone(),
+            op: node.kind.name().into(),
+            loc: loc_of(node),
+            msg: e.to_string(),
+        })?;
+        let v = usize::try_from(v).map_err(|_| ExecError::Shape {
+            graph: g.name.clone(),
+            op: node.kind.name().into(),
+            loc: loc_of(node),
+            msg: format!("dimension {d} is negative ({v})"),
+        })?;
+        dims.push(v);
+    }
+    Ok(OutType { dtype, shape: dims })
+}
+
+/// What a kernel sees: its node, its result types at the bindings, the bindings, and a slot
+/// for the transient bytes of its regions.
+pub(crate) struct Ctx<'a> {
+    pub node: &'a Node,
+    pub out: &'a [OutType],
+    pub bindings: &'a Bindings,
+    pub transient: Cell<u64>,
+}
+
+impl Ctx<'_> {
+    /// The single result type.
+    pub fn out0(&self) -> Result<&OutType, OpError> {
+        self.out.first().ok_or_else(|| OpError::Invalid("op has no result".into()))
+    }
+}
+
+/// A kernel error: either an op-level problem (wrapped with the op's name by the caller) or
+/// an executor error already complete (custom calls, nested failures).
+pub(crate) enum KernelFailure {
+    Op(OpError),
+    Exec(ExecError),
+}
+
+impl From<OpError> for KernelFailure {
+    fn from(e: OpError) -> Self {
+        KernelFailure::Op(e)
+    }
+}
+
+/// Checks the operand count of a kernel.
+pub(crate) fn arity(ops: &[Tensor], n: usize, op: OpKind) -> Result<(), OpError> {
+    if ops.len() != n {
+        return Err(OpError::Invalid(format!("`{op}` expects {n} operands, got {}", ops.len())));
+    }
+    Ok(())
+}
+
+fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
+    use OpKind::*;
+    let kind = ctx.node.kind;
+    let one = |t: Result<Tensor, OpError>| t.map(|t| vec![t]).map_err(KernelFailure::Op);
+    match kind {
+        Input => Err(OpError::Invalid("an input cannot be executed".into()).into()),
+        Constant => one(shape_ops::constant(ctx)),
+        DimConstant => one(shape_ops::dim_constant(ctx)),
+        k if k.is_elementwise() => one(elementwise::run(ctx, ops)),
+        BroadcastInDim | Reshape | Transpose | Concatenate | Slice | DynamicSlice | DynamicUpdateSlice | Pad | Reverse
+        | Iota => one(shape_ops::run(ctx, ops)),
+        Reduce => Ok(reduce::reduce(ctx, ops)?),
+        ReduceWindow => Ok(reduce::reduce_window(ctx, ops)?),
+        SelectAndScatter => one(reduce::select_and_scatter(ctx, ops)),
+        DotGeneral => one(dot::dot_general(ctx, ops)),
+        Convolution => one(dot::convolution(ctx, ops)),
+        Gather => one(gather_scatter::gather(ctx, ops)),
+        Scatter => Ok(gather_scatter::scatter(ctx, ops)?),
+        While => Ok(control::while_loop(ctx, ops)?),
+        Sort => Ok(control::sort(ctx, ops)?),
+        OptimizationBarrier => Ok(ops),
+        CustomCall => {
+            let target = match ctx.node.attrs.get("call_target_name") {
+                Some(ebb_ir::Attr::Str(s)) => format!(" (target \"{s}\")"),
+                _ => String::new(),
+            };
+            Err(KernelFailure::Exec(ExecError::Unsupported { op: kind.name().into(), detail: target, loc: loc_of(ctx.node) }))
+        }
+        _ => Err(KernelFailure::Exec(ExecError::Unsupported {
+            op: kind.name().into(),
+            detail: String::new(),
+            loc: loc_of(ctx.node),
+        })),
+    }
+}

@@ -1,0 +1,484 @@
+//! Reductions: `reduce`, `reduce_window` and `select_and_scatter` (StableHLO spec, section
+//! "Ops").
+//!
+//! Bodies recognized by [`super::region::recognize`] run as typed loops; other bodies are
+//! evaluated element by element through the region graph. `reduce` with a recognized body
+//! merges adjacent reduced/kept dimensions, then walks the input once in memory order,
+//! combining each element into its output's accumulator; float `add`/`multiply` accumulate in
+//! `f64` and round once at the end (more accurate than any `f32` summation order, so the result
+//! is within the reference's own rounding error of it). Large reductions are split across
+//! threads along the outermost kept dimension only.
+//!
+//! Invariant: every output element combines its inputs in row-major order of the input,
+//! whatever the thread split, so results are deterministic.
+
+use super::layout::{istrides_of, unravel, PAR_MIN};
+use super::region::{Body, Monoid, RegionFn};
+use super::{Ctx, OutType};
+use crate::error::{invalid, OpError};
+use crate::tensor::{Data, Elem, Scalar, Tensor};
+use ebb_ir::{AttrsExt, OpKind};
+use rayon::prelude::*;
+
+/// `reduce`: operands are the inputs followed by as many init values.
+pub(crate) fn reduce(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpError> {
+    let kind = OpKind::Reduce;
+    let n = ops.len() / 2;
+    if n == 0 || ops.len() != 2 * n || ctx.out.len() != n {
+        return invalid("expects inputs followed by as many init values");
+    }
+    let (xs, inits) = ops.split_at(n);
+    let shape = xs[0].shape().to_vec();
+    if xs.iter().any(|x| x.shape() != shape.as_slice()) || inits.iter().any(|i| i.len() != 1) {
+        return invalid("inputs must share a shape and init values must be scalars");
+    }
+    let mut red = vec![false; shape.len()];
+    for &d in ctx.node.attrs.ints(kind, "dimensions")? {
+        if d < 0 || d as usize >= shape.len() {
+            return invalid(format!("dimension {d} out of range"));
+        }
+        red[d as usize] = true;
+    }
+    let region = ctx.node.regions.first().ok_or_else(|| OpError::Invalid("reduce without a body".into()))?;
+    let f = RegionFn::new(region, "body", ctx.bindings)?;
+    if let (1, Body::Monoid(m)) = (n, &f.body) {
+        if xs[0].dtype() == inits[0].dtype() && ctx.out[0].dtype == xs[0].dtype() {
+            let data = reduce_monoid(xs[0].data(), inits[0].data(), &shape, &red, *m)?;
+            return Ok(vec![Tensor::from_parts(ctx.out[0].shape.clone(), data)]);
+        }
+    }
+    reduce_general(&f, xs, inits, &shape, &red, ctx.out)
+}
+
+/// Merges adjacent dimensions of the same kind and drops unit dimensions.
+fn merge(shape: &[usize], red: &[bool]) -> (Vec<usize>, Vec<bool>) {
+    let (mut s, mut r): (Vec<usize>, Vec<bool>) = (Vec::new(), Vec::new());
+    for (&d, &k) in shape.iter().zip(red) {
+        if d == 1 {
+            continue;
+        }
+        if r.last() == Some(&k) {
+            let last = s.len() - 1;
+            s[last] *= d;
+        } else {
+            s.push(d);
+            r.push(k);
+        }
+    }
+    (s, r)
+}
+
+/// Output strides of the merged problem (0 for reduced dimensions).
+fn out_strides(shape: &[usize], red: &[bool]) -> Vec<usize> {
+    let mut st = vec![0usize; shape.len()];
+    let mut acc = 1;
+    for i in (0..shape.len()).rev() {
+        if !red[i] {
+            st[i] = acc;
+            acc *= shape[i];
+        }
+    }
+    st
+}
+
+/// Combines every element of `x` (merged `shape`/`red`) into `out` (pre-filled with the
+/// lifted init) in row-major order.
+fn fold_into<T: Copy, A: Copy>(x: &[T], shape: &[usize], red: &[bool], out: &mut [A], lift: &impl Fn(T) -> A, comb: &impl Fn(A, A) -> A) {
+    let r = shape.len();
+    if r == 0 {
+        if let (Some(&v), Some(o)) = (x.first(), out.first_mut()) {
+            *o = comb(*o, lift(v));
+        }
+        return;
+    }
+    let inner = shape[r - 1];
+    let inner_red = red[r - 1];
+    let ost = out_strides(shape, red);
+    let outer = &shape[..r - 1];
+    let mut idx = vec![0usize; outer.len()];
+    let mut o = 0usize;
+    for row in x.chunks(inner) {
+        if inner_red {
+            let mut acc = out[o];
+            for &v in row {
+                acc = comb(acc, lift(v));
+            }
+            out[o] = acc;
+        } else {
+            for (slot, &v) in out[o..o + inner].iter_mut().zip(row) {
+                *slot = comb(*slot, lift(v));
+            }
+        }
+        for k in (0..outer.len()).rev() {
+            idx[k] += 1;
+            o += ost[k];
+            if idx[k] < outer[k] {
+                break;
+            }
+            o -= ost[k] * outer[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+/// Reduction with accumulator type `A`; splits along the outermost merged dimension when it
+/// is kept and the input is large.
+fn reduce_typed<T: Copy + Sync, A: Copy + Send + Sync>(
+    x: &[T],
+    shape: &[usize],
+    red: &[bool],
+    init: A,
+    lift: impl Fn(T) -> A + Sync,
+    comb: impl Fn(A, A) -> A + Sync,
+) -> Vec<A> {
+    let (s, r) = merge(shape, red);
+    let n_out: usize = s.iter().zip(&r).filter(|(_, &k)| !k).map(|(&d, _)| d).product();
+    let mut out = vec![init; n_out];
+    if x.is_empty() {
+        return out;
+    }
+    if x.len() >= PAR_MIN && !s.is_empty() && !r[0] && s[0] > 1 {
+        let x_row: usize = s[1..].iter().product();
+        let o_row = n_out / s[0];
+        let rows_per = s[0].div_ceil(4 * rayon::current_num_threads().max(1)).max(1);
+        out.par_chunks_mut(o_row * rows_per).zip(x.par_chunks(x_row * rows_per)).for_each(|(o, xc)| {
+            let mut sub = s.clone();
+            sub[0] = xc.len() / x_row;
+            fold_into(xc, &sub, &r, o, &lift, &comb);
+        });
+    } else {
+        fold_into(x, &s, &r, &mut out, &lift, &comb);
+    }
+    out
+}
+
+fn float_monoid<T: Elem>(x: &[T], init: T, shape: &[usize], red: &[bool], m: Monoid) -> Result<Vec<T>, OpError> {
+    Ok(match m {
+        Monoid::Add => {
+            reduce_typed(x, shape, red, init.to_f64(), |v| v.to_f64(), |a, b| a + b).into_iter().map(T::from_f64).collect()
+        }
+        Monoid::Mul => {
+            reduce_typed(x, shape, red, init.to_f64(), |v| v.to_f64(), |a, b| a * b).into_iter().map(T::from_f64).collect()
+        }
+        Monoid::Max => reduce_typed(x, shape, red, init, |v| v, T::max_e),
+        Monoid::Min => reduce_typed(x, shape, red, init, |v| v, T::min_e),
+        Monoid::And | Monoid::Or => return Err(OpError::DType { dtype: T::DTYPE, what: " by a logical reduction".into() }),
+    })
+}
+
+fn int_monoid<T: super::elementwise::IntOps>(x: &[T], init: T, shape: &[usize], red: &[bool], m: Monoid) -> Vec<T> {
+    match m {
+        Monoid::Add => reduce_typed(x, shape, red, init, |v| v, T::wadd),
+        Monoid::Mul => reduce_typed(x, shape, red, init, |v| v, T::wmul),
+        Monoid::Max => reduce_typed(x, shape, red, init, |v| v, Ord::max),
+        Monoid::Min => reduce_typed(x, shape, red, init, |v| v, Ord::min),
+        Monoid::And => reduce_typed(x, shape, red, init, |v| v, T::band),
+        Monoid::Or => reduce_typed(x, shape, red, init, |v| v, T::bor),
+    }
+}
+
+fn reduce_monoid(x: &Data, init: &Data, shape: &[usize], red: &[bool], m: Monoid) -> Result<Data, OpError> {
+    let first = |d: &Data| d.get(0).ok_or_else(|| OpError::Invalid("empty init value".into()));
+    Ok(match (x, first(init)?) {
+        (Data::F32(v), Scalar::F32(i)) => Data::F32(float_monoid(v, i, shape, red, m)?),
+        (Data::F64(v), Scalar::F64(i)) => Data::F64(float_monoid(v, i, shape, red, m)?),
+        (Data::BF16(v), Scalar::BF16(i)) => Data::BF16(float_monoid(v, i, shape, red, m)?),
+        (Data::F16(v), Scalar::F16(i)) => Data::F16(float_monoid(v, i, shape, red, m)?),
+        (Data::I8(v), Scalar::I8(i)) => Data::I8(int_monoid(v, i, shape, red, m)),
+        (Data::I16(v), Scalar::I16(i)) => Data::I16(int_monoid(v, i, shape, red, m)),
+        (Data::I32(v), Scalar::I32(i)) => Data::I32(int_monoid(v, i, shape, red, m)),
+        (Data::I64(v), Scalar::I64(i)) => Data::I64(int_monoid(v, i, shape, red, m)),
+        (Data::U8(v), Scalar::U8(i)) => Data::U8(int_monoid(v, i, shape, red, m)),
+        (Data::U32(v), Scalar::U32(i)) => Data::U32(int_monoid(v, i, shape, red, m)),
+        (Data::I1(v), Scalar::I1(i)) => Data::I1(match m {
+            Monoid::And | Monoid::Min | Monoid::Mul => reduce_typed(v, shape, red, i, |b| b, |a, b| a & b),
+            Monoid::Or | Monoid::Max | Monoid::Add => reduce_typed(v, shape, red, i, |b| b, |a, b| a | b),
+        }),
+        _ => return invalid("input and init value element types differ"),
+    })
+}
+
+/// `a ⊕ b` for one pair of elements, with the rounding of the element type (floats through
+/// `f64`, which rounds exactly like the native type for one operation; integers wrap).
+pub(crate) fn combine<T: Elem>(m: Monoid, a: T, b: T) -> T {
+    if T::DTYPE.is_float() {
+        match m {
+            Monoid::Add => T::from_f64(a.to_f64() + b.to_f64()),
+            Monoid::Mul => T::from_f64(a.to_f64() * b.to_f64()),
+            Monoid::Max => a.max_e(b),
+            Monoid::Min => a.min_e(b),
+            Monoid::And | Monoid::Or => T::from_f64(f64::NAN),
+        }
+    } else {
+        let (x, y) = (a.to_i64(), b.to_i64());
+        match m {
+            Monoid::Add => T::from_i64(x.wrapping_add(y)),
+            Monoid::Mul => T::from_i64(x.wrapping_mul(y)),
+            Monoid::Max => a.max_e(b),
+            Monoid::Min => a.min_e(b),
+            Monoid::And => T::from_i64(x & y),
+            Monoid::Or => T::from_i64(x | y),
+        }
+    }
+}
+
+/// Scalar-by-scalar reduction through the region (any number of inputs).
+fn reduce_general(f: &RegionFn, xs: &[Tensor], inits: &[Tensor], shape: &[usize], red: &[bool], out: &[OutType]) -> Result<Vec<Tensor>, OpError> {
+    let n = xs.len();
+    let kept: Vec<usize> = (0..shape.len()).filter(|&i| !red[i]).collect();
+    let oshape: Vec<usize> = kept.iter().map(|&i| shape[i]).collect();
+    let ost = super::layout::strides_of(&oshape);
+    let n_out: usize = oshape.iter().product();
+    let init: Vec<Scalar> = inits.iter().map(|t| t.scalar_value()).collect::<Option<_>>().ok_or_else(|| OpError::Invalid("bad init".into()))?;
+    let mut accs: Vec<Vec<Scalar>> = vec![init; n_out];
+    let total: usize = shape.iter().product();
+    let mut args = Vec::with_capacity(2 * n);
+    for i in 0..total {
+        let idx = unravel(i, shape);
+        let o: usize = kept.iter().zip(&ost).map(|(&d, &s)| idx[d] * s).sum();
+        args.clear();
+        args.extend_from_slice(&accs[o]);
+        for x in xs {
+            args.push(x.data().get(i).ok_or_else(|| OpError::Invalid("index out of range".into()))?);
+        }
+        accs[o] = f.call(&args)?;
+    }
+    collect_outputs(accs, out)
+}
+
+/// Transposes per-output scalar tuples into result tensors of the declared types.
+fn collect_outputs(accs: Vec<Vec<Scalar>>, out: &[OutType]) -> Result<Vec<Tensor>, OpError> {
+    let mut res = Vec::with_capacity(out.len());
+    for (k, ot) in out.iter().enumerate() {
+        let mut d = Data::zeros(ot.dtype, accs.len());
+        for (i, a) in accs.iter().enumerate() {
+            let s = *a.get(k).ok_or_else(|| OpError::Invalid("region returned too few values".into()))?;
+            if !d.set(i, s) {
+                return invalid("region returned a value of another element type");
+            }
+        }
+        res.push(Tensor::from_parts(ot.shape.clone(), d));
+    }
+    Ok(res)
+}
+
+/// Window geometry shared by `reduce_window` and `select_and_scatter`: for every dimension
+/// and every (output position, window position) the input index, or `None` for padding and
+/// base-dilation holes (StableHLO spec, `reduce_window` semantics).
+struct Windows {
+    win: Vec<usize>,
+    /// `table[d][o * win[d] + w]`.
+    table: Vec<Vec<Option<usize>>>,
+}
+
+impl Windows {
+    fn new(ctx: &Ctx, kind: OpKind, input: &[usize], output: &[usize]) -> Result<Windows, OpError> {
+        let a = &ctx.node.attrs;
+        let r = input.len();
+        let get = |name: &str, default: i64| -> Result<Vec<i64>, OpError> {
+            let v = a.ints_or_empty(kind, name)?;
+            Ok(if v.is_empty() { vec![default; r] } else { v.to_vec() })
+        };
+        let win = a.ints(kind, "window_dimensions")?.to_vec();
+        let st = get("window_strides", 1)?;
+        let bd = get("base_dilations", 1)?;
+        let wd = get("window_dilations", 1)?;
+        let pad = {
+            let v = a.ints_or_empty(kind, "padding")?;
+            if v.is_empty() { vec![0; 2 * r] } else { v.to_vec() }
+        };
+        if [win.len(), st.len(), bd.len(), wd.len()].iter().any(|&l| l != r) || pad.len() != 2 * r || output.len() != r {
+            return invalid("window attribute lengths differ from the rank");
+        }
+        if win.iter().chain(&st).chain(&bd).chain(&wd).any(|&v| v <= 0) {
+            return invalid("window sizes, strides and dilations must be positive");
+        }
+        let mut table = Vec::with_capacity(r);
+        for d in 0..r {
+            let mut t = Vec::with_capacity(output[d] * win[d] as usize);
+            for o in 0..output[d] as i64 {
+                for w in 0..win[d] {
+                    let p = o * st[d] + w * wd[d] - pad[2 * d];
+                    let ok = p >= 0 && p % bd[d] == 0 && p / bd[d] < input[d] as i64;
+                    t.push(ok.then_some((p / bd[d].max(1)) as usize));
+                }
+            }
+            table.push(t);
+        }
+        Ok(Windows { win: win.into_iter().map(|w| w as usize).collect(), table })
+    }
+
+    /// Input offsets (or `None` for padding) of the window of output multi-index `o`, in
+    /// row-major window order.
+    fn positions(&self, o: &[usize], in_strides: &[isize], out: &mut Vec<Option<usize>>) {
+        out.clear();
+        let r = o.len();
+        let n: usize = self.win.iter().product();
+        let mut w = vec![0usize; r];
+        for _ in 0..n {
+            let mut off = 0usize;
+            let mut valid = true;
+            for d in 0..r {
+                match self.table[d][o[d] * self.win[d] + w[d]] {
+                    Some(i) => off += i * in_strides[d] as usize,
+                    None => valid = false,
+                }
+            }
+            out.push(valid.then_some(off));
+            for d in (0..r).rev() {
+                w[d] += 1;
+                if w[d] < self.win[d] {
+                    break;
+                }
+                w[d] = 0;
+            }
+        }
+    }
+}
+
+/// `reduce_window`: operands are the inputs followed by as many init values.
+pub(crate) fn reduce_window(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpError> {
+    let kind = OpKind::ReduceWindow;
+    let n = ops.len() / 2;
+    if n == 0 || ops.len() != 2 * n || ctx.out.len() != n {
+        return invalid("expects inputs followed by as many init values");
+    }
+    let (xs, inits) = ops.split_at(n);
+    let ishape = xs[0].shape().to_vec();
+    if xs.iter().any(|x| x.shape() != ishape.as_slice()) || inits.iter().any(|i| i.len() != 1) {
+        return invalid("inputs must share a shape and init values must be scalars");
+    }
+    let oshape = ctx.out[0].shape.clone();
+    let w = Windows::new(ctx, kind, &ishape, &oshape)?;
+    let ist = istrides_of(&ishape);
+    let region = ctx.node.regions.first().ok_or_else(|| OpError::Invalid("reduce_window without a body".into()))?;
+    let f = RegionFn::new(region, "body", ctx.bindings)?;
+    let n_out: usize = oshape.iter().product();
+    if let (1, Body::Monoid(m)) = (n, &f.body) {
+        let m = *m;
+        fn go<T: Elem>(x: &[T], init: T, m: Monoid, w: &Windows, ist: &[isize], oshape: &[usize], n_out: usize) -> Vec<T> {
+            let one = |i: usize| {
+                let o = unravel(i, oshape);
+                let mut pos = Vec::new();
+                w.positions(&o, ist, &mut pos);
+                pos.iter().fold(init, |acc, p| combine(m, acc, p.map(|k| x[k]).unwrap_or(init)))
+            };
+            if n_out * w.win.iter().product::<usize>() >= PAR_MIN {
+                (0..n_out).into_par_iter().map(one).collect()
+            } else {
+                (0..n_out).map(one).collect()
+            }
+        }
+        let init = inits[0].data();
+        let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(go(x, i[0], m, &w, &ist, &oshape, n_out)))
+            .ok_or_else(|| OpError::Invalid("input and init value element types differ".into()))?;
+        return Ok(vec![Tensor::from_parts(oshape, data)]);
+    }
+    let init: Vec<Scalar> = inits.iter().map(|t| t.scalar_value()).collect::<Option<_>>().ok_or_else(|| OpError::Invalid("bad init".into()))?;
+    let mut accs = Vec::with_capacity(n_out);
+    let mut pos = Vec::new();
+    let mut args = Vec::with_capacity(2 * n);
+    for i in 0..n_out {
+        w.positions(&unravel(i, &oshape), &ist, &mut pos);
+        let mut acc = init.clone();
+        for p in &pos {
+            args.clear();
+            args.extend_from_slice(&acc);
+            for (k, x) in xs.iter().enumerate() {
+                args.push(match p {
+                    Some(off) => x.data().get(*off).ok_or_else(|| OpError::Invalid("index out of range".into()))?,
+                    None => init[k],
+                });
+            }
+            acc = f.call(&args)?;
+        }
+        accs.push(acc);
+    }
+    collect_outputs(accs, ctx.out)
+}
+
+/// `select_and_scatter` (operand, source, init_value; regions select, scatter): for every
+/// window, selects one valid operand position (keeping the current choice while
+/// `select(current, candidate)` holds) and scatters the source element into the result there.
+/// Padding positions are never selected.
+pub(crate) fn select_and_scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+    let kind = OpKind::SelectAndScatter;
+    super::arity(&ops, 3, kind)?;
+    let (x, src, init) = (&ops[0], &ops[1], &ops[2]);
+    let w = Windows::new(ctx, kind, x.shape(), src.shape())?;
+    let ist = istrides_of(x.shape());
+    if ctx.node.regions.len() != 2 {
+        return invalid("select_and_scatter needs select and scatter regions");
+    }
+    let sel = RegionFn::new(&ctx.node.regions[0], "select", ctx.bindings)?;
+    let sc = RegionFn::new(&ctx.node.regions[1], "scatter", ctx.bindings)?;
+    let fill = init.scalar_value().ok_or_else(|| OpError::Invalid("init_value must be a scalar".into()))?;
+    let mut out = Data::splat(fill, x.len());
+    let mut pos = Vec::new();
+    let cmp = match &sel.body {
+        Body::Compare { dir, total } => Some((dir.clone(), *total)),
+        _ => None,
+    };
+    for i in 0..src.len() {
+        w.positions(&unravel(i, src.shape()), &ist, &mut pos);
+        let mut chosen: Option<usize> = None;
+        for &p in pos.iter().flatten() {
+            chosen = Some(match chosen {
+                None => p,
+                Some(c) => {
+                    let (a, b) = (get(x.data(), c)?, get(x.data(), p)?);
+                    let keep = match &cmp {
+                        Some((dir, total)) => scalar_compare(a, b, dir, *total)?,
+                        None => matches!(sel.call(&[a, b])?.first(), Some(Scalar::I1(true))),
+                    };
+                    if keep {
+                        c
+                    } else {
+                        p
+                    }
+                }
+            });
+        }
+        let Some(c) = chosen else { continue };
+        let s = get(src.data(), i)?;
+        let cur = get(&out, c)?;
+        let new = match &sc.body {
+            Body::Monoid(m) => combine_scalar(*m, cur, s)?,
+            Body::Overwrite => s,
+            _ => *sc.call(&[cur, s])?.first().ok_or_else(|| OpError::Invalid("scatter region returned nothing".into()))?,
+        };
+        if !out.set(c, new) {
+            return invalid("scatter region returned a value of another element type");
+        }
+    }
+    Ok(Tensor::from_parts(x.shape().to_vec(), out))
+}
+
+fn get(d: &Data, i: usize) -> Result<Scalar, OpError> {
+    d.get(i).ok_or_else(|| OpError::Invalid("index out of range".into()))
+}
+
+/// [`combine`] on two scalars of the same element type.
+pub(crate) fn combine_scalar(m: Monoid, a: Scalar, b: Scalar) -> Result<Scalar, OpError> {
+    use Scalar::*;
+    Ok(match (a, b) {
+        (F32(x), F32(y)) => F32(combine(m, x, y)),
+        (F64(x), F64(y)) => F64(combine(m, x, y)),
+        (BF16(x), BF16(y)) => BF16(combine(m, x, y)),
+        (F16(x), F16(y)) => F16(combine(m, x, y)),
+        (I1(x), I1(y)) => I1(combine(m, x, y)),
+        (I8(x), I8(y)) => I8(combine(m, x, y)),
+        (I16(x), I16(y)) => I16(combine(m, x, y)),
+        (I32(x), I32(y)) => I32(combine(m, x, y)),
+        (I64(x), I64(y)) => I64(combine(m, x, y)),
+        (U8(x), U8(y)) => U8(combine(m, x, y)),
+        (U32(x), U32(y)) => U32(combine(m, x, y)),
+        _ => return invalid("element types differ"),
+    })
+}
+
+/// `compare(a, b)` on two scalars (see [`super::elementwise::compare`]).
+pub(crate) fn scalar_compare(a: Scalar, b: Scalar, dir: &str, total: bool) -> Result<bool, OpError> {
+    let r = super::elementwise::compare(&Data::splat(a, 1), &Data::splat(b, 1), dir, total)?;
+    Ok(matches!(r.get(0), Some(Scalar::I1(true))))
+}

@@ -1,0 +1,119 @@
+//! Scalar region bodies (`reduce`, `reduce_window`, `select_and_scatter`, `scatter`, `sort`):
+//! recognition of the common bodies by pattern, and a general fallback that runs the region
+//! graph on one-element tensors.
+//!
+//! Recognized (two block arguments `a`, `b`, one op, its result returned):
+//! `add`/`multiply`/`maximum`/`minimum`/`and`/`or` of `(a, b)` or `(b, a)` → [`Body::Monoid`];
+//! no op, `b` returned → [`Body::Overwrite`] (scatter without combining); `compare(a, b)` or
+//! `compare(b, a)` → [`Body::Compare`]. Everything else is [`Body::General`]. Invariant: a
+//! recognized body computes exactly what the region graph computes (operand order matters only
+//! for `compare`, whose direction is mirrored when the operands are swapped).
+
+use super::{program_schedule, Program};
+use crate::error::OpError;
+use crate::tensor::{Scalar, Tensor};
+use ebb_ir::{AttrsExt, Bindings, Graph, OpKind, ValueRef};
+
+/// An associative, commutative combiner recognized in a region.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Monoid {
+    Add,
+    Mul,
+    Max,
+    Min,
+    And,
+    Or,
+}
+
+/// What a region computes, as far as recognized.
+#[derive(Clone, PartialEq, Debug)]
+pub(crate) enum Body {
+    /// `a ⊕ b` for one of the [`Monoid`]s.
+    Monoid(Monoid),
+    /// Returns its second argument (`scatter` replacing values).
+    Overwrite,
+    /// `compare(a, b)` in direction `dir` (already mirrored if the region swaps operands);
+    /// `total` for `TOTALORDER`.
+    Compare { dir: String, total: bool },
+    /// Anything else: evaluated by running the region.
+    General,
+}
+
+/// A region prepared for repeated scalar calls.
+pub(crate) struct RegionFn<'g> {
+    pub body: Body,
+    name: String,
+    prog: Program<'g>,
+}
+
+fn mirror(dir: &str) -> String {
+    match dir {
+        "LT" => "GT",
+        "GT" => "LT",
+        "LE" => "GE",
+        "GE" => "LE",
+        d => d,
+    }
+    .to_string()
+}
+
+/// Recognizes the body of `r` (see the module docs).
+pub(crate) fn recognize(r: &Graph) -> Body {
+    let ins = r.inputs();
+    let ops = program_schedule(r);
+    if ins.len() != 2 || r.outputs().len() != 1 {
+        return Body::General;
+    }
+    let (a, b) = (ValueRef::new(ins[0], 0), ValueRef::new(ins[1], 0));
+    let out = r.outputs()[0];
+    if ops.is_empty() {
+        return if out == b { Body::Overwrite } else { Body::General };
+    }
+    if ops.len() != 1 || out != ValueRef::new(ops[0], 0) {
+        return Body::General;
+    }
+    let node = r.node(ops[0]);
+    let operands = r.operands(ops[0]);
+    let straight = operands == [a, b];
+    let swapped = operands == [b, a];
+    if !straight && !swapped {
+        return Body::General;
+    }
+    let m = match node.kind {
+        OpKind::Add => Monoid::Add,
+        OpKind::Multiply => Monoid::Mul,
+        OpKind::Maximum => Monoid::Max,
+        OpKind::Minimum => Monoid::Min,
+        OpKind::And => Monoid::And,
+        OpKind::Or => Monoid::Or,
+        OpKind::Compare => {
+            let Ok(dir) = node.attrs.str(OpKind::Compare, "comparison_direction") else { return Body::General };
+            let total = matches!(node.attrs.get("compare_type"), Some(ebb_ir::Attr::Str(s)) if s == "TOTALORDER");
+            let dir = if straight { dir.to_string() } else { mirror(dir) };
+            return Body::Compare { dir, total };
+        }
+        _ => return Body::General,
+    };
+    Body::Monoid(m)
+}
+
+impl<'g> RegionFn<'g> {
+    /// Prepares region `r` (named `name` in errors) at `bindings`.
+    pub fn new(r: &'g Graph, name: &str, bindings: &Bindings) -> Result<RegionFn<'g>, OpError> {
+        let prog = Program::new(r, &program_schedule(r), bindings)
+            .map_err(|e| OpError::Region { region: name.into(), source: Box::new(e) })?;
+        Ok(RegionFn { body: recognize(r), name: name.into(), prog })
+    }
+
+    /// Evaluates the region on scalar arguments.
+    pub fn call(&self, args: &[Scalar]) -> Result<Vec<Scalar>, OpError> {
+        let inputs = args.iter().map(|&s| Tensor::scalar(s)).collect();
+        let (outs, _) = self
+            .prog
+            .run(inputs)
+            .map_err(|e| OpError::Region { region: self.name.clone(), source: Box::new(e) })?;
+        outs.iter()
+            .map(|t| t.scalar_value().ok_or_else(|| OpError::Invalid(format!("region `{}` returned a non-scalar", self.name))))
+            .collect()
+    }
+}

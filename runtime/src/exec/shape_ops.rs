@@ -1,0 +1,292 @@
+//! Data-movement kernels: `constant`, `dim_constant`, `iota`, `broadcast_in_dim`, `reshape`,
+//! `transpose`, `concatenate`, `slice`, `dynamic_slice`, `dynamic_update_slice`, `pad` and
+//! `reverse` (StableHLO spec, section "Ops", each op's "Semantics").
+//!
+//! Each op is a strided view of its operand ([`super::layout`]) or a strided write into a
+//! fresh result; `reshape` shares the operand's buffer. Start indices of the dynamic ops are
+//! clamped into range as the spec prescribes. Invariant: results have exactly the op's
+//! declared type at the bindings (the executor checks it).
+
+use super::layout::{assign_view, gather_view, istrides_of, strides_of};
+use super::{arity, Ctx};
+use crate::error::{invalid, OpError};
+use crate::tensor::{dispatch, map_same, Data, Elem, Tensor};
+use ebb_ir::{AttrsExt, DType, OpKind};
+
+/// `constant`: the literal, splat or dense, at the result shape.
+pub(crate) fn constant(ctx: &Ctx) -> Result<Tensor, OpError> {
+    let out = ctx.out0()?;
+    let lit = ctx.node.attrs.literal(OpKind::Constant, "value")?;
+    let t = Tensor::from_literal(lit, out.shape.clone()).map_err(|e| OpError::Invalid(e.to_string()))?;
+    if t.dtype() != out.dtype {
+        return Ok(Tensor::from_parts(out.shape.clone(), t.data().convert(out.dtype)));
+    }
+    Ok(t)
+}
+
+/// `dim_constant`: the `values` dimension expressions evaluated at the bindings.
+pub(crate) fn dim_constant(ctx: &Ctx) -> Result<Tensor, OpError> {
+    let out = ctx.out0()?;
+    let vals = ctx.node.attrs.dims(OpKind::DimConstant, "values")?;
+    let n: usize = out.shape.iter().product();
+    let mut v = Vec::with_capacity(vals.len());
+    for d in vals {
+        v.push(d.eval(ctx.bindings)?);
+    }
+    let v = match (v.len(), n) {
+        (a, b) if a == b => v,
+        (1, _) => vec![v[0]; n],
+        (a, b) => return invalid(format!("{a} values for {b} elements")),
+    };
+    Ok(Tensor::from_parts(out.shape.clone(), Data::I64(v).convert(out.dtype)))
+}
+
+/// Dispatches the remaining data-movement ops.
+pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+    use OpKind::*;
+    let kind = ctx.node.kind;
+    let out = ctx.out0()?;
+    let a = &ctx.node.attrs;
+    match kind {
+        Iota => iota(out.dtype, &out.shape, a.int(kind, "iota_dimension")?),
+        Reshape => {
+            arity(&ops, 1, kind)?;
+            ops[0].reshape(out.shape.clone()).map_err(|e| OpError::Invalid(e.to_string()))
+        }
+        BroadcastInDim => {
+            arity(&ops, 1, kind)?;
+            let x = &ops[0];
+            let dims = a.ints(kind, "broadcast_dimensions")?;
+            if dims.len() != x.shape().len() {
+                return invalid("broadcast_dimensions length differs from the operand rank");
+            }
+            let xs = istrides_of(x.shape());
+            let mut st = vec![0isize; out.shape.len()];
+            for (i, &d) in dims.iter().enumerate() {
+                let d = axis(d, out.shape.len())?;
+                let n = x.shape()[i];
+                if n != 1 && n != out.shape[d] {
+                    return invalid(format!("operand dim {i} ({n}) is neither 1 nor result dim {d} ({})", out.shape[d]));
+                }
+                if n != 1 {
+                    st[d] = xs[i];
+                }
+            }
+            view(x, 0, &st, &out.shape)
+        }
+        Transpose => {
+            arity(&ops, 1, kind)?;
+            let x = &ops[0];
+            let perm = a.ints(kind, "permutation")?;
+            let xs = istrides_of(x.shape());
+            let mut st = Vec::with_capacity(perm.len());
+            for &p in perm {
+                st.push(xs[axis(p, x.shape().len())?]);
+            }
+            view(x, 0, &st, &out.shape)
+        }
+        Slice => {
+            arity(&ops, 1, kind)?;
+            let x = &ops[0];
+            let start = eval_dims(ctx, a.dims(kind, "start_indices")?)?;
+            let strides = eval_dims(ctx, a.dims(kind, "strides")?)?;
+            if start.len() != x.shape().len() || strides.len() != start.len() {
+                return invalid("start_indices/strides length differs from the rank");
+            }
+            let xs = istrides_of(x.shape());
+            let mut off = 0isize;
+            let mut st = Vec::with_capacity(xs.len());
+            for i in 0..xs.len() {
+                off += start[i] as isize * xs[i];
+                st.push(strides[i] as isize * xs[i]);
+            }
+            view(x, off, &st, &out.shape)
+        }
+        Reverse => {
+            arity(&ops, 1, kind)?;
+            let x = &ops[0];
+            let mut st = istrides_of(x.shape());
+            let mut off = 0isize;
+            for &d in a.ints(kind, "dimensions")? {
+                let d = axis(d, st.len())?;
+                off += (x.shape()[d] as isize - 1).max(0) * st[d];
+                st[d] = -st[d];
+            }
+            view(x, off, &st, &out.shape)
+        }
+        DynamicSlice => {
+            let x = ops.first().ok_or_else(|| OpError::Invalid("missing operand".into()))?;
+            let sizes = &out.shape;
+            let starts = clamped_starts(&ops[1..], x.shape(), sizes)?;
+            let xs = istrides_of(x.shape());
+            let off = starts.iter().zip(&xs).map(|(&s, &k)| s as isize * k).sum();
+            view(x, off, &xs, sizes)
+        }
+        DynamicUpdateSlice => {
+            let mut it = ops.into_iter();
+            let (Some(mut x), Some(u)) = (it.next(), it.next()) else { return invalid("expects operand and update") };
+            let idx: Vec<Tensor> = it.collect();
+            let starts = clamped_starts(&idx, x.shape(), u.shape())?;
+            if x.dtype() != u.dtype() {
+                return invalid("operand and update element types differ");
+            }
+            let xs = istrides_of(x.shape());
+            let off = starts.iter().zip(&xs).map(|(&s, &k)| s as isize * k).sum();
+            let us = istrides_of(u.shape());
+            let ushape = u.shape().to_vec();
+            assign_data(x.data_mut(), off, &xs, u.data(), 0, &us, &ushape)?;
+            Ok(x)
+        }
+        Concatenate => concatenate(&ops, axis(a.int(kind, "dimension")?, out.shape.len())?, out),
+        Pad => {
+            arity(&ops, 2, kind)?;
+            pad(ctx, &ops[0], &ops[1], out)
+        }
+        _ => Err(OpError::Unsupported(format!("`{kind}` is not a data-movement op"))),
+    }
+}
+
+fn axis(d: i64, rank: usize) -> Result<usize, OpError> {
+    if d < 0 || d as usize >= rank {
+        return invalid(format!("dimension {d} out of range for rank {rank}"));
+    }
+    Ok(d as usize)
+}
+
+fn eval_dims(ctx: &Ctx, d: &[ebb_ir::DimExpr]) -> Result<Vec<i64>, OpError> {
+    d.iter().map(|e| e.eval(ctx.bindings).map_err(OpError::from)).collect()
+}
+
+/// The strided view of `x` as a new tensor of `shape`.
+fn view(x: &Tensor, off: isize, st: &[isize], shape: &[usize]) -> Result<Tensor, OpError> {
+    let data = dispatch!(x.data(), v => Elem::wrap(gather_view(v, off, st, shape)?));
+    Ok(Tensor::from_parts(shape.to_vec(), data))
+}
+
+/// `dst[view] = src[view]` for two data of the same element type.
+pub(crate) fn assign_data(
+    dst: &mut Data,
+    doff: isize,
+    dstr: &[isize],
+    src: &Data,
+    soff: isize,
+    sstr: &[isize],
+    shape: &[usize],
+) -> Result<(), OpError> {
+    macro_rules! go {
+        ($($v:ident),*) => {
+            match (dst, src) {
+                $((Data::$v(d), Data::$v(s)) => assign_view(d, doff, dstr, s, soff, sstr, shape),)*
+                _ => invalid("element types differ"),
+            }
+        };
+    }
+    go!(F32, BF16, F16, F64, I1, I8, I16, I32, I64, U8, U32)
+}
+
+/// Start indices of `dynamic_slice`/`dynamic_update_slice`, each clamped to
+/// `[0, dim - size]` (StableHLO spec, `dynamic_slice` semantics).
+fn clamped_starts(idx: &[Tensor], shape: &[usize], sizes: &[usize]) -> Result<Vec<usize>, OpError> {
+    if idx.len() != shape.len() || sizes.len() != shape.len() {
+        return invalid(format!("{} start indices for rank {}", idx.len(), shape.len()));
+    }
+    let mut out = Vec::with_capacity(idx.len());
+    for (i, t) in idx.iter().enumerate() {
+        if t.len() != 1 {
+            return invalid("start indices must be scalars");
+        }
+        let s = t.data().to_i64_vec()[0];
+        if sizes[i] > shape[i] {
+            return invalid(format!("slice size {} exceeds dimension {}", sizes[i], shape[i]));
+        }
+        out.push(s.clamp(0, (shape[i] - sizes[i]) as i64) as usize);
+    }
+    Ok(out)
+}
+
+fn iota(dtype: DType, shape: &[usize], dim: i64) -> Result<Tensor, OpError> {
+    let d = axis(dim, shape.len())?;
+    let n: usize = shape.iter().product();
+    let st = strides_of(shape);
+    let idx: Vec<i64> = (0..n).map(|i| ((i / st[d]) % shape[d]) as i64).collect();
+    Ok(Tensor::from_parts(shape.to_vec(), Data::I64(idx).convert(dtype)))
+}
+
+fn concatenate(ops: &[Tensor], d: usize, out: &super::OutType) -> Result<Tensor, OpError> {
+    let first = ops.first().ok_or_else(|| OpError::Invalid("no operands".into()))?;
+    let outer: usize = out.shape[..d].iter().product();
+    let inner: usize = out.shape[d + 1..].iter().product();
+    let mut total = 0;
+    for o in ops {
+        if o.dtype() != first.dtype() || o.shape().len() != out.shape.len() {
+            return invalid("operands differ in element type or rank");
+        }
+        for (k, (&a, &b)) in o.shape().iter().zip(&out.shape).enumerate() {
+            if k != d && a != b {
+                return invalid("operand shapes differ outside the concatenation dimension");
+            }
+        }
+        total += o.shape()[d];
+    }
+    if total != out.shape[d] {
+        return invalid("operand sizes do not add up to the result");
+    }
+    let chunks: Vec<usize> = ops.iter().map(|o| o.shape()[d] * inner).collect();
+    let data = map_same!(first.data(), _v => {
+        let srcs: Vec<&[_]> = ops.iter().filter_map(|o| Elem::slice(o.data())).collect();
+        let mut v = Vec::with_capacity(outer * total * inner);
+        for r in 0..outer {
+            for (s, &c) in srcs.iter().zip(&chunks) {
+                v.extend_from_slice(&s[r * c..(r + 1) * c]);
+            }
+        }
+        v
+    });
+    Ok(Tensor::from_parts(out.shape.clone(), data))
+}
+
+/// `pad` (StableHLO spec): edge padding may be negative (cropping); interior padding inserts
+/// `interior[d]` padding elements between neighbours.
+fn pad(ctx: &Ctx, x: &Tensor, pv: &Tensor, out: &super::OutType) -> Result<Tensor, OpError> {
+    let kind = OpKind::Pad;
+    let a = &ctx.node.attrs;
+    let lo = a.ints(kind, "edge_padding_low")?;
+    let it = a.ints(kind, "interior_padding")?;
+    let rank = x.shape().len();
+    if lo.len() != rank || it.len() != rank || out.shape.len() != rank {
+        return invalid("padding lengths differ from the rank");
+    }
+    let fill = pv.scalar_value().ok_or_else(|| OpError::Invalid("padding value must be a scalar".into()))?;
+    if fill.dtype() != x.dtype() {
+        return invalid("padding value has another element type");
+    }
+    let n: usize = out.shape.iter().product();
+    let mut data = Data::splat(fill, n);
+    let os = istrides_of(&out.shape);
+    let xs = istrides_of(x.shape());
+    // per dim: operand index range [a, b) whose positions lo + i*(it+1) land inside the result
+    let (mut doff, mut soff) = (0isize, 0isize);
+    let mut dstr = Vec::with_capacity(rank);
+    let mut shape = Vec::with_capacity(rank);
+    for k in 0..rank {
+        if it[k] < 0 {
+            return invalid("negative interior padding");
+        }
+        let step = it[k] + 1;
+        let dim = x.shape()[k] as i64;
+        let first = if lo[k] >= 0 { 0 } else { (-lo[k] + step - 1) / step };
+        let mut last = dim; // exclusive
+        while last > first && lo[k] + (last - 1) * step >= out.shape[k] as i64 {
+            last -= 1;
+        }
+        let cnt = (last - first).max(0) as usize;
+        shape.push(cnt);
+        doff += (lo[k] + first * step) as isize * os[k];
+        soff += first as isize * xs[k];
+        dstr.push(step as isize * os[k]);
+    }
+    if shape.iter().all(|&c| c > 0) {
+        assign_data(&mut data, doff, &dstr, x.data(), soff, &xs, &shape)?;
+    }
+    Ok(Tensor::from_parts(out.shape.clone(), data))
+}

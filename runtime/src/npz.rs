@@ -1,0 +1,107 @@
+//! Reading `.npz` archives (numpy's zip of `.npy` arrays, deflate-compressed or stored), e.g.
+//! the JAX reference data `tests/fixtures/jax/<name>.ref0.npz` with inputs `in_0..` and
+//! outputs `out_0..`. The archive is read with the `zip` crate and each array with `npyz`.
+//!
+//! Supported element types: `b1`, `i1`, `i2`, `i4`, `i8`, `u1`, `u4`, `f2`, `f4`, `f8` in
+//! either byte order and C order; anything else is [`NpzError::UnsupportedType`].
+
+use crate::error::NpzError;
+use crate::tensor::{Data, Tensor};
+use npyz::{NpyFile, Order, TypeChar};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+/// An open `.npz` archive.
+pub struct Npz {
+    path: String,
+    archive: zip::ZipArchive<BufReader<File>>,
+}
+
+impl Npz {
+    /// Opens the archive at `path`.
+    ///
+    /// # Errors
+    /// [`NpzError::Io`] when the file cannot be opened, [`NpzError::Zip`] when it is not a zip
+    /// archive.
+    pub fn open(path: &Path) -> Result<Npz, NpzError> {
+        let p = path.display().to_string();
+        let f = File::open(path).map_err(|source| NpzError::Io { path: p.clone(), source })?;
+        let archive = zip::ZipArchive::new(BufReader::new(f)).map_err(|e| NpzError::Zip { path: p.clone(), msg: e.to_string() })?;
+        Ok(Npz { path: p, archive })
+    }
+
+    /// Names of the arrays (entry names without `.npy`), in archive order.
+    pub fn names(&self) -> Vec<String> {
+        self.archive.file_names().map(|n| n.strip_suffix(".npy").unwrap_or(n).to_string()).collect()
+    }
+
+    /// Reads array `name`.
+    ///
+    /// # Errors
+    /// [`NpzError::Missing`], [`NpzError::Zip`] (decompression), [`NpzError::Npy`] (bad
+    /// header or data), [`NpzError::UnsupportedType`].
+    pub fn get(&mut self, name: &str) -> Result<Tensor, NpzError> {
+        let path = self.path.clone();
+        let mut entry = match self.archive.by_name(&format!("{name}.npy")) {
+            Ok(e) => e,
+            Err(zip::result::ZipError::FileNotFound) => return Err(NpzError::Missing { path, name: name.into() }),
+            Err(e) => return Err(NpzError::Zip { path, msg: e.to_string() }),
+        };
+        let mut bytes = Vec::with_capacity(entry.size() as usize);
+        entry.read_to_end(&mut bytes).map_err(|e| NpzError::Zip { path: path.clone(), msg: e.to_string() })?;
+        parse_npy(&bytes, &path, name)
+    }
+}
+
+/// Reads every array of the archive at `path`, by name.
+///
+/// # Errors
+/// As [`Npz::open`] and [`Npz::get`].
+pub fn load_npz(path: &Path) -> Result<BTreeMap<String, Tensor>, NpzError> {
+    let mut z = Npz::open(path)?;
+    let mut out = BTreeMap::new();
+    for n in z.names() {
+        let t = z.get(&n)?;
+        out.insert(n, t);
+    }
+    Ok(out)
+}
+
+/// Parses one `.npy` file held in memory.
+///
+/// # Errors
+/// [`NpzError::Npy`] or [`NpzError::UnsupportedType`], naming `path` and `name`.
+pub fn parse_npy(bytes: &[u8], path: &str, name: &str) -> Result<Tensor, NpzError> {
+    let npy_err = |msg: String| NpzError::Npy { path: path.into(), name: name.into(), msg };
+    let npy = NpyFile::new(bytes).map_err(|e| npy_err(e.to_string()))?;
+    let dtype = npy.dtype();
+    let descr = dtype.descr();
+    let unsupported = || NpzError::UnsupportedType { path: path.into(), name: name.into(), descr: descr.clone() };
+    let ts = match &dtype {
+        npyz::DType::Plain(ts) => ts.clone(),
+        _ => return Err(unsupported()),
+    };
+    if npy.order() != Order::C && npy.shape().len() > 1 {
+        return Err(unsupported());
+    }
+    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
+    fn read<T: npyz::Deserialize>(npy: NpyFile<&[u8]>, path: &str, name: &str) -> Result<Vec<T>, NpzError> {
+        npy.into_vec::<T>().map_err(|e| NpzError::Npy { path: path.into(), name: name.into(), msg: e.to_string() })
+    }
+    let data = match (ts.type_char(), ts.size_field()) {
+        (TypeChar::Bool, 1) => Data::I1(read::<bool>(npy, path, name)?),
+        (TypeChar::Int, 1) => Data::I8(read::<i8>(npy, path, name)?),
+        (TypeChar::Int, 2) => Data::I16(read::<i16>(npy, path, name)?),
+        (TypeChar::Int, 4) => Data::I32(read::<i32>(npy, path, name)?),
+        (TypeChar::Int, 8) => Data::I64(read::<i64>(npy, path, name)?),
+        (TypeChar::Uint, 1) => Data::U8(read::<u8>(npy, path, name)?),
+        (TypeChar::Uint, 4) => Data::U32(read::<u32>(npy, path, name)?),
+        (TypeChar::Float, 2) => Data::F16(read::<half::f16>(npy, path, name)?),
+        (TypeChar::Float, 4) => Data::F32(read::<f32>(npy, path, name)?),
+        (TypeChar::Float, 8) => Data::F64(read::<f64>(npy, path, name)?),
+        _ => return Err(unsupported()),
+    };
+    Tensor::new(shape, data).map_err(|err| npy_err(err.to_string()))
+}

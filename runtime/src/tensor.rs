@@ -1,0 +1,737 @@
+//! Host tensors: a row-major buffer of one element type with a concrete shape.
+//!
+//! Representation: [`Data`] is an enum of typed `Vec`s, one variant per [`DType`] (`bf16` and
+//! `f16` as [`half::bf16`] / [`half::f16`], `i1` as `bool`, one byte per element as in XLA).
+//! A [`Tensor`] is a shape (`Vec<usize>`, outermost first) plus an `Arc<Data>`, so cloning a
+//! tensor and reshaping it are O(1) and share the buffer; kernels that update in place
+//! (`dynamic_update_slice`, `scatter`) call [`Tensor::data_mut`], which copies only when the
+//! buffer is shared (copy on write).
+//!
+//! Invariant: `data.len() == shape.iter().product()` for every tensor (checked by
+//! [`Tensor::new`]; the crate's kernels construct results through it or keep it by design).
+
+use ebb_ir::op::{f16_bits_to_f32, Literal};
+use ebb_ir::DType;
+use half::{bf16, f16};
+use std::fmt;
+use std::sync::Arc;
+
+/// Typed element storage of a tensor (row-major). See the module docs.
+#[derive(Clone, PartialEq, Debug)]
+pub enum Data {
+    /// `f32`.
+    F32(Vec<f32>),
+    /// `bf16`.
+    BF16(Vec<bf16>),
+    /// `f16`.
+    F16(Vec<f16>),
+    /// `f64`.
+    F64(Vec<f64>),
+    /// `i1` (boolean), one byte per element.
+    I1(Vec<bool>),
+    /// `i8`.
+    I8(Vec<i8>),
+    /// `i16`.
+    I16(Vec<i16>),
+    /// `i32`.
+    I32(Vec<i32>),
+    /// `i64`.
+    I64(Vec<i64>),
+    /// `ui8`.
+    U8(Vec<u8>),
+    /// `ui32`.
+    U32(Vec<u32>),
+}
+
+/// Evaluates `$e` with `$v` bound to the typed vector of `$d` (any variant); the arms must
+/// have one common type.
+macro_rules! dispatch {
+    ($d:expr, $v:ident => $e:expr) => {
+        match $d {
+            $crate::tensor::Data::F32($v) => $e,
+            $crate::tensor::Data::BF16($v) => $e,
+            $crate::tensor::Data::F16($v) => $e,
+            $crate::tensor::Data::F64($v) => $e,
+            $crate::tensor::Data::I1($v) => $e,
+            $crate::tensor::Data::I8($v) => $e,
+            $crate::tensor::Data::I16($v) => $e,
+            $crate::tensor::Data::I32($v) => $e,
+            $crate::tensor::Data::I64($v) => $e,
+            $crate::tensor::Data::U8($v) => $e,
+            $crate::tensor::Data::U32($v) => $e,
+        }
+    };
+}
+
+/// Evaluates `$e` (a `Vec` of the same element type) for the variant of `$d` and wraps the
+/// result in that variant again: element-type-preserving data movement.
+macro_rules! map_same {
+    ($d:expr, $v:ident => $e:expr) => {
+        match $d {
+            $crate::tensor::Data::F32($v) => $crate::tensor::Data::F32($e),
+            $crate::tensor::Data::BF16($v) => $crate::tensor::Data::BF16($e),
+            $crate::tensor::Data::F16($v) => $crate::tensor::Data::F16($e),
+            $crate::tensor::Data::F64($v) => $crate::tensor::Data::F64($e),
+            $crate::tensor::Data::I1($v) => $crate::tensor::Data::I1($e),
+            $crate::tensor::Data::I8($v) => $crate::tensor::Data::I8($e),
+            $crate::tensor::Data::I16($v) => $crate::tensor::Data::I16($e),
+            $crate::tensor::Data::I32($v) => $crate::tensor::Data::I32($e),
+            $crate::tensor::Data::I64($v) => $crate::tensor::Data::I64($e),
+            $crate::tensor::Data::U8($v) => $crate::tensor::Data::U8($e),
+            $crate::tensor::Data::U32($v) => $crate::tensor::Data::U32($e),
+        }
+    };
+}
+
+/// Like [`map_same!`] for two data of the same variant: `Some(wrapped $e)`, or `None` when the
+/// variants differ.
+macro_rules! zip_same {
+    ($a:expr, $b:expr, $x:ident, $y:ident => $e:expr) => {
+        match ($a, $b) {
+            ($crate::tensor::Data::F32($x), $crate::tensor::Data::F32($y)) => Some($crate::tensor::Data::F32($e)),
+            ($crate::tensor::Data::BF16($x), $crate::tensor::Data::BF16($y)) => Some($crate::tensor::Data::BF16($e)),
+            ($crate::tensor::Data::F16($x), $crate::tensor::Data::F16($y)) => Some($crate::tensor::Data::F16($e)),
+            ($crate::tensor::Data::F64($x), $crate::tensor::Data::F64($y)) => Some($crate::tensor::Data::F64($e)),
+            ($crate::tensor::Data::I1($x), $crate::tensor::Data::I1($y)) => Some($crate::tensor::Data::I1($e)),
+            ($crate::tensor::Data::I8($x), $crate::tensor::Data::I8($y)) => Some($crate::tensor::Data::I8($e)),
+            ($crate::tensor::Data::I16($x), $crate::tensor::Data::I16($y)) => Some($crate::tensor::Data::I16($e)),
+            ($crate::tensor::Data::I32($x), $crate::tensor::Data::I32($y)) => Some($crate::tensor::Data::I32($e)),
+            ($crate::tensor::Data::I64($x), $crate::tensor::Data::I64($y)) => Some($crate::tensor::Data::I64($e)),
+            ($crate::tensor::Data::U8($x), $crate::tensor::Data::U8($y)) => Some($crate::tensor::Data::U8($e)),
+            ($crate::tensor::Data::U32($x), $crate::tensor::Data::U32($y)) => Some($crate::tensor::Data::U32($e)),
+            _ => None,
+        }
+    };
+}
+
+/// Like [`dispatch!`] for two data of the same variant: `Some($e)` (not re-wrapped), or `None`
+/// when the variants differ.
+macro_rules! zip_with {
+    ($a:expr, $b:expr, $x:ident, $y:ident => $e:expr) => {
+        match ($a, $b) {
+            ($crate::tensor::Data::F32($x), $crate::tensor::Data::F32($y)) => Some($e),
+            ($crate::tensor::Data::BF16($x), $crate::tensor::Data::BF16($y)) => Some($e),
+            ($crate::tensor::Data::F16($x), $crate::tensor::Data::F16($y)) => Some($e),
+            ($crate::tensor::Data::F64($x), $crate::tensor::Data::F64($y)) => Some($e),
+            ($crate::tensor::Data::I1($x), $crate::tensor::Data::I1($y)) => Some($e),
+            ($crate::tensor::Data::I8($x), $crate::tensor::Data::I8($y)) => Some($e),
+            ($crate::tensor::Data::I16($x), $crate::tensor::Data::I16($y)) => Some($e),
+            ($crate::tensor::Data::I32($x), $crate::tensor::Data::I32($y)) => Some($e),
+            ($crate::tensor::Data::I64($x), $crate::tensor::Data::I64($y)) => Some($e),
+            ($crate::tensor::Data::U8($x), $crate::tensor::Data::U8($y)) => Some($e),
+            ($crate::tensor::Data::U32($x), $crate::tensor::Data::U32($y)) => Some($e),
+            _ => None,
+        }
+    };
+}
+
+pub(crate) use {dispatch, map_same, zip_same, zip_with};
+
+/// An element type the kernels are generic over, with lossless-where-possible conversions
+/// through `f64` (floats) and `i64` (integers, booleans).
+pub trait Elem: Copy + Send + Sync + Default + PartialEq + PartialOrd + fmt::Debug + 'static {
+    /// The IR element type.
+    const DTYPE: DType;
+    /// The value as `f64` (`true` = 1).
+    fn to_f64(self) -> f64;
+    /// The value as `i64` (floats truncate toward zero and saturate; NaN gives 0).
+    fn to_i64(self) -> i64;
+    /// Converts from `f64` (round to nearest even for floats; truncate and saturate for
+    /// integers; `x != 0` for booleans).
+    fn from_f64(v: f64) -> Self;
+    /// Converts from `i64` (wraps for narrower integers; `x != 0` for booleans).
+    fn from_i64(v: i64) -> Self;
+    /// Wraps a vector into its [`Data`] variant.
+    fn wrap(v: Vec<Self>) -> Data;
+    /// The typed slice of `d`, if `d` holds this element type.
+    fn slice(d: &Data) -> Option<&[Self]>;
+    /// Maximum as in StableHLO `maximum` (NaN propagates; `or` for booleans).
+    fn max_e(self, o: Self) -> Self;
+    /// Minimum as in StableHLO `minimum` (NaN propagates; `and` for booleans).
+    fn min_e(self, o: Self) -> Self;
+}
+
+macro_rules! impl_elem_int {
+    ($t:ty, $dt:ident) => {
+        impl Elem for $t {
+            const DTYPE: DType = DType::$dt;
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+            fn wrap(v: Vec<Self>) -> Data {
+                Data::$dt(v)
+            }
+            fn slice(d: &Data) -> Option<&[Self]> {
+                match d {
+                    Data::$dt(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn max_e(self, o: Self) -> Self {
+                Ord::max(self, o)
+            }
+            fn min_e(self, o: Self) -> Self {
+                Ord::min(self, o)
+            }
+        }
+    };
+}
+
+impl_elem_int!(i8, I8);
+impl_elem_int!(i16, I16);
+impl_elem_int!(i32, I32);
+impl_elem_int!(i64, I64);
+impl_elem_int!(u8, U8);
+impl_elem_int!(u32, U32);
+
+impl Elem for bool {
+    const DTYPE: DType = DType::I1;
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+    fn from_i64(v: i64) -> Self {
+        v != 0
+    }
+    fn wrap(v: Vec<Self>) -> Data {
+        Data::I1(v)
+    }
+    fn slice(d: &Data) -> Option<&[Self]> {
+        match d {
+            Data::I1(v) => Some(v),
+            _ => None,
+        }
+    }
+    fn max_e(self, o: Self) -> Self {
+        self | o
+    }
+    fn min_e(self, o: Self) -> Self {
+        self & o
+    }
+}
+
+macro_rules! impl_elem_float {
+    ($t:ty, $dt:ident, $to:expr, $from:expr) => {
+        impl Elem for $t {
+            const DTYPE: DType = DType::$dt;
+            fn to_f64(self) -> f64 {
+                let f: fn($t) -> f64 = $to;
+                f(self)
+            }
+            fn to_i64(self) -> i64 {
+                self.to_f64() as i64
+            }
+            fn from_f64(v: f64) -> Self {
+                let f: fn(f64) -> $t = $from;
+                f(v)
+            }
+            fn from_i64(v: i64) -> Self {
+                Self::from_f64(v as f64)
+            }
+            fn wrap(v: Vec<Self>) -> Data {
+                Data::$dt(v)
+            }
+            fn slice(d: &Data) -> Option<&[Self]> {
+                match d {
+                    Data::$dt(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn max_e(self, o: Self) -> Self {
+                if self != self || o != o {
+                    Self::from_f64(f64::NAN)
+                } else if o > self {
+                    o
+                } else {
+                    self
+                }
+            }
+            fn min_e(self, o: Self) -> Self {
+                if self != self || o != o {
+                    Self::from_f64(f64::NAN)
+                } else if o < self {
+                    o
+                } else {
+                    self
+                }
+            }
+        }
+    };
+}
+
+impl_elem_float!(f32, F32, |x| x as f64, |v| v as f32);
+impl_elem_float!(f64, F64, |x| x, |v| v);
+impl_elem_float!(bf16, BF16, |x| x.to_f64(), bf16::from_f64);
+impl_elem_float!(f16, F16, |x| x.to_f64(), f16::from_f64);
+
+/// One element of any type (for region bodies evaluated element by element).
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Scalar {
+    /// `f32`.
+    F32(f32),
+    /// `bf16`.
+    BF16(bf16),
+    /// `f16`.
+    F16(f16),
+    /// `f64`.
+    F64(f64),
+    /// `i1`.
+    I1(bool),
+    /// `i8`.
+    I8(i8),
+    /// `i16`.
+    I16(i16),
+    /// `i32`.
+    I32(i32),
+    /// `i64`.
+    I64(i64),
+    /// `ui8`.
+    U8(u8),
+    /// `ui32`.
+    U32(u32),
+}
+
+impl Data {
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Data::F32(_) => DType::F32,
+            Data::BF16(_) => DType::BF16,
+            Data::F16(_) => DType::F16,
+            Data::F64(_) => DType::F64,
+            Data::I1(_) => DType::I1,
+            Data::I8(_) => DType::I8,
+            Data::I16(_) => DType::I16,
+            Data::I32(_) => DType::I32,
+            Data::I64(_) => DType::I64,
+            Data::U8(_) => DType::U8,
+            Data::U32(_) => DType::U32,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        dispatch!(self, v => v.len())
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `n` copies of the default (zero / false) element of `dtype`.
+    pub fn zeros(dtype: DType, n: usize) -> Data {
+        match dtype {
+            DType::F32 => Data::F32(vec![0.0; n]),
+            DType::BF16 => Data::BF16(vec![bf16::ZERO; n]),
+            DType::F16 => Data::F16(vec![f16::ZERO; n]),
+            DType::F64 => Data::F64(vec![0.0; n]),
+            DType::I1 => Data::I1(vec![false; n]),
+            DType::I8 => Data::I8(vec![0; n]),
+            DType::I16 => Data::I16(vec![0; n]),
+            DType::I32 => Data::I32(vec![0; n]),
+            DType::I64 => Data::I64(vec![0; n]),
+            DType::U8 => Data::U8(vec![0; n]),
+            DType::U32 => Data::U32(vec![0; n]),
+        }
+    }
+
+    /// `n` copies of `s`.
+    pub fn splat(s: Scalar, n: usize) -> Data {
+        match s {
+            Scalar::F32(x) => Data::F32(vec![x; n]),
+            Scalar::BF16(x) => Data::BF16(vec![x; n]),
+            Scalar::F16(x) => Data::F16(vec![x; n]),
+            Scalar::F64(x) => Data::F64(vec![x; n]),
+            Scalar::I1(x) => Data::I1(vec![x; n]),
+            Scalar::I8(x) => Data::I8(vec![x; n]),
+            Scalar::I16(x) => Data::I16(vec![x; n]),
+            Scalar::I32(x) => Data::I32(vec![x; n]),
+            Scalar::I64(x) => Data::I64(vec![x; n]),
+            Scalar::U8(x) => Data::U8(vec![x; n]),
+            Scalar::U32(x) => Data::U32(vec![x; n]),
+        }
+    }
+
+    /// Element `i`, or `None` when out of range.
+    pub fn get(&self, i: usize) -> Option<Scalar> {
+        Some(match self {
+            Data::F32(v) => Scalar::F32(*v.get(i)?),
+            Data::BF16(v) => Scalar::BF16(*v.get(i)?),
+            Data::F16(v) => Scalar::F16(*v.get(i)?),
+            Data::F64(v) => Scalar::F64(*v.get(i)?),
+            Data::I1(v) => Scalar::I1(*v.get(i)?),
+            Data::I8(v) => Scalar::I8(*v.get(i)?),
+            Data::I16(v) => Scalar::I16(*v.get(i)?),
+            Data::I32(v) => Scalar::I32(*v.get(i)?),
+            Data::I64(v) => Scalar::I64(*v.get(i)?),
+            Data::U8(v) => Scalar::U8(*v.get(i)?),
+            Data::U32(v) => Scalar::U32(*v.get(i)?),
+        })
+    }
+
+    /// Sets element `i` to `s`; false when out of range or of another element type.
+    pub fn set(&mut self, i: usize, s: Scalar) -> bool {
+        fn put<T>(v: &mut [T], i: usize, x: T) -> bool {
+            match v.get_mut(i) {
+                Some(slot) => {
+                    *slot = x;
+                    true
+                }
+                None => false,
+            }
+        }
+        match (self, s) {
+            (Data::F32(v), Scalar::F32(x)) => put(v, i, x),
+            (Data::BF16(v), Scalar::BF16(x)) => put(v, i, x),
+            (Data::F16(v), Scalar::F16(x)) => put(v, i, x),
+            (Data::F64(v), Scalar::F64(x)) => put(v, i, x),
+            (Data::I1(v), Scalar::I1(x)) => put(v, i, x),
+            (Data::I8(v), Scalar::I8(x)) => put(v, i, x),
+            (Data::I16(v), Scalar::I16(x)) => put(v, i, x),
+            (Data::I32(v), Scalar::I32(x)) => put(v, i, x),
+            (Data::I64(v), Scalar::I64(x)) => put(v, i, x),
+            (Data::U8(v), Scalar::U8(x)) => put(v, i, x),
+            (Data::U32(v), Scalar::U32(x)) => put(v, i, x),
+            _ => false,
+        }
+    }
+
+    /// All elements as `f64` (booleans as 0/1), for comparisons and reports.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        dispatch!(self, v => v.iter().map(|x| x.to_f64()).collect())
+    }
+
+    /// All elements as `i64` (floats truncated), for index operands.
+    pub fn to_i64_vec(&self) -> Vec<i64> {
+        dispatch!(self, v => v.iter().map(|x| x.to_i64()).collect())
+    }
+
+    /// Converts every element to `dtype` with StableHLO `convert` semantics: float to float
+    /// rounds to nearest even; float to integer truncates toward zero and saturates (NaN
+    /// gives 0); integer to integer wraps; anything to `i1` is `x != 0`.
+    pub fn convert(&self, dtype: DType) -> Data {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        let float_src = self.dtype().is_float();
+        fn go<S: Elem, T: Elem>(v: &[S], float_src: bool) -> Vec<T> {
+            if float_src || T::DTYPE.is_float() {
+                if T::DTYPE == DType::I1 {
+                    v.iter().map(|x| T::from_f64(x.to_f64())).collect()
+                } else if float_src && !T::DTYPE.is_float() {
+                    // float -> integer: saturate through f64 (`as` saturates, NaN -> 0)
+                    v.iter().map(|x| T::from_f64(x.to_f64().trunc())).collect()
+                } else {
+                    v.iter().map(|x| T::from_f64(x.to_f64())).collect()
+                }
+            } else {
+                v.iter().map(|x| T::from_i64(x.to_i64())).collect()
+            }
+        }
+        fn to<T: Elem>(d: &Data, float_src: bool) -> Vec<T> {
+            dispatch!(d, v => go::<_, T>(v, float_src))
+        }
+        match dtype {
+            DType::F32 => Data::F32(convert_to_f32(self)),
+            DType::BF16 => Data::BF16(to(self, float_src)),
+            DType::F16 => Data::F16(to(self, float_src)),
+            DType::F64 => Data::F64(to(self, float_src)),
+            DType::I1 => Data::I1(to(self, float_src)),
+            DType::I8 => Data::I8(to(self, float_src)),
+            DType::I16 => Data::I16(to(self, float_src)),
+            DType::I32 => Data::I32(to(self, float_src)),
+            DType::I64 => Data::I64(to(self, float_src)),
+            DType::U8 => Data::U8(to(self, float_src)),
+            DType::U32 => Data::U32(to(self, float_src)),
+        }
+    }
+}
+
+/// `f32` conversion with direct paths for the common float sources (no double rounding).
+fn convert_to_f32(d: &Data) -> Vec<f32> {
+    match d {
+        Data::F32(v) => v.clone(),
+        Data::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        Data::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        Data::F64(v) => v.iter().map(|&x| x as f32).collect(),
+        Data::I1(v) => v.iter().map(|&x| x as u8 as f32).collect(),
+        Data::I8(v) => v.iter().map(|&x| x as f32).collect(),
+        Data::I16(v) => v.iter().map(|&x| x as f32).collect(),
+        Data::I32(v) => v.iter().map(|&x| x as f32).collect(),
+        Data::I64(v) => v.iter().map(|&x| x as f32).collect(),
+        Data::U8(v) => v.iter().map(|&x| x as f32).collect(),
+        Data::U32(v) => v.iter().map(|&x| x as f32).collect(),
+    }
+}
+
+impl Scalar {
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        Data::splat(*self, 0).dtype()
+    }
+}
+
+/// A tensor whose buffer length does not match its shape, or a literal that does not fit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TensorError {
+    /// `data.len()` differs from the product of the shape.
+    #[error("shape {shape:?} holds {expected} elements but the buffer has {got}")]
+    Length {
+        /// The shape.
+        shape: Vec<usize>,
+        /// Product of the shape.
+        expected: usize,
+        /// Buffer length.
+        got: usize,
+    },
+    /// A literal's bytes do not fill the shape.
+    #[error("literal of {stored} {dtype} elements cannot fill shape {shape:?}")]
+    Literal {
+        /// Literal element type.
+        dtype: DType,
+        /// Number of stored elements.
+        stored: usize,
+        /// Requested shape.
+        shape: Vec<usize>,
+    },
+}
+
+/// A host tensor: shape plus shared typed buffer. See the module docs.
+#[derive(Clone, PartialEq)]
+pub struct Tensor {
+    shape: Vec<usize>,
+    data: Arc<Data>,
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor<{}{:?}>", self.dtype(), self.shape)?;
+        if self.len() <= 16 {
+            write!(f, " {:?}", self.data.to_f64_vec())?;
+        }
+        Ok(())
+    }
+}
+
+impl Tensor {
+    /// A tensor of `shape` holding `data` (row-major).
+    ///
+    /// # Errors
+    /// [`TensorError::Length`] when the buffer length is not the product of the shape.
+    pub fn new(shape: Vec<usize>, data: Data) -> Result<Tensor, TensorError> {
+        let expected = shape.iter().product::<usize>();
+        if data.len() != expected {
+            return Err(TensorError::Length { shape, expected, got: data.len() });
+        }
+        Ok(Tensor { shape, data: Arc::new(data) })
+    }
+
+    /// Crate-internal constructor for kernels that keep the length invariant by construction
+    /// (checked in debug builds).
+    pub(crate) fn from_parts(shape: Vec<usize>, data: Data) -> Tensor {
+        debug_assert_eq!(data.len(), shape.iter().product::<usize>(), "shape {shape:?}");
+        Tensor { shape, data: Arc::new(data) }
+    }
+
+    /// A rank-0 tensor holding `s`.
+    pub fn scalar(s: Scalar) -> Tensor {
+        Tensor::from_parts(Vec::new(), Data::splat(s, 1))
+    }
+
+    /// A tensor of `shape` filled with zeros (false for `i1`).
+    pub fn zeros(dtype: DType, shape: Vec<usize>) -> Tensor {
+        let n = shape.iter().product();
+        Tensor::from_parts(shape, Data::zeros(dtype, n))
+    }
+
+    /// An `f32` tensor.
+    ///
+    /// # Errors
+    /// As [`Tensor::new`].
+    pub fn from_f32(shape: Vec<usize>, v: Vec<f32>) -> Result<Tensor, TensorError> {
+        Tensor::new(shape, Data::F32(v))
+    }
+
+    /// An `i32` tensor.
+    ///
+    /// # Errors
+    /// As [`Tensor::new`].
+    pub fn from_i32(shape: Vec<usize>, v: Vec<i32>) -> Result<Tensor, TensorError> {
+        Tensor::new(shape, Data::I32(v))
+    }
+
+    /// The tensor of `shape` a [`Literal`] denotes (a splat literal fills the shape).
+    ///
+    /// # Errors
+    /// [`TensorError::Literal`] when the literal holds neither one (splat) nor
+    /// `product(shape)` elements.
+    pub fn from_literal(lit: &Literal, shape: Vec<usize>) -> Result<Tensor, TensorError> {
+        let n: usize = shape.iter().product();
+        let esz = lit.dtype.size_bytes() as usize;
+        let stored = lit.data.len() / esz;
+        let bad = || TensorError::Literal { dtype: lit.dtype, stored, shape: shape.clone() };
+        if lit.data.len() % esz != 0 || (lit.splat && stored != 1) || (!lit.splat && stored != n) {
+            return Err(bad());
+        }
+        let chunks = lit.data.chunks_exact(esz);
+        let data = match lit.dtype {
+            DType::F32 => Data::F32(chunks.map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()),
+            DType::F64 => Data::F64(
+                chunks.map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])).collect(),
+            ),
+            DType::BF16 => Data::BF16(chunks.map(|b| bf16::from_bits(u16::from_le_bytes([b[0], b[1]]))).collect()),
+            DType::F16 => Data::F16(
+                chunks.map(|b| f16::from_f32(f16_bits_to_f32(u16::from_le_bytes([b[0], b[1]])))).collect(),
+            ),
+            DType::I1 => Data::I1(chunks.map(|b| b[0] != 0).collect()),
+            DType::I8 => Data::I8(chunks.map(|b| b[0] as i8).collect()),
+            DType::U8 => Data::U8(chunks.map(|b| b[0]).collect()),
+            DType::I16 => Data::I16(chunks.map(|b| i16::from_le_bytes([b[0], b[1]])).collect()),
+            DType::I32 => Data::I32(chunks.map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()),
+            DType::U32 => Data::U32(chunks.map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()),
+            DType::I64 => Data::I64(
+                chunks.map(|b| i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])).collect(),
+            ),
+        };
+        if lit.splat {
+            let s = data.get(0).ok_or_else(bad)?;
+            return Ok(Tensor::from_parts(shape, Data::splat(s, n)));
+        }
+        Ok(Tensor::from_parts(shape, data))
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.data.dtype()
+    }
+
+    /// Shape, outermost dimension first.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// True for a tensor without elements.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Storage size in bytes (`len * dtype.size_bytes()`, `i1` one byte), the same measure as
+    /// `TensorType::size_bytes`.
+    pub fn size_bytes(&self) -> u64 {
+        self.len() as u64 * self.dtype().size_bytes()
+    }
+
+    /// The typed buffer.
+    pub fn data(&self) -> &Data {
+        &self.data
+    }
+
+    /// The typed buffer, for in-place updates; copies it first when it is shared.
+    pub fn data_mut(&mut self) -> &mut Data {
+        Arc::make_mut(&mut self.data)
+    }
+
+    /// The same buffer under another shape with as many elements (O(1)).
+    ///
+    /// # Errors
+    /// [`TensorError::Length`] when the element counts differ.
+    pub fn reshape(&self, shape: Vec<usize>) -> Result<Tensor, TensorError> {
+        let expected = shape.iter().product::<usize>();
+        if expected != self.len() {
+            return Err(TensorError::Length { shape, expected, got: self.len() });
+        }
+        Ok(Tensor { shape, data: self.data.clone() })
+    }
+
+    /// The `f32` elements, if this is an `f32` tensor.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        f32::slice(&self.data)
+    }
+
+    /// The `i32` elements, if this is an `i32` tensor.
+    pub fn as_i32(&self) -> Option<&[i32]> {
+        i32::slice(&self.data)
+    }
+
+    /// All elements as `f64` (booleans 0/1).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        self.data.to_f64_vec()
+    }
+
+    /// The single element of a one-element tensor.
+    pub fn scalar_value(&self) -> Option<Scalar> {
+        if self.len() == 1 {
+            self.data.get(0)
+        } else {
+            None
+        }
+    }
+
+    /// True when both tensors have the same element type, shape and bit patterns (NaNs with
+    /// equal payloads compare equal, `0.0` and `-0.0` differ): the test for determinism.
+    pub fn bits_eq(&self, o: &Tensor) -> bool {
+        if self.shape != o.shape || self.dtype() != o.dtype() {
+            return false;
+        }
+        match (&*self.data, &*o.data) {
+            (Data::F32(a), Data::F32(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            (Data::F64(a), Data::F64(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            (Data::BF16(a), Data::BF16(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            (Data::F16(a), Data::F16(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            (a, b) => a == b,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_splat_and_dense() {
+        let lit = Literal::splat_f64(DType::F32, 2.5);
+        let t = Tensor::from_literal(&lit, vec![2, 3]).unwrap();
+        assert_eq!(t.to_f64_vec(), vec![2.5; 6]);
+        let dense = Literal { dtype: DType::I32, splat: false, data: [1i32, -2].iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let t = Tensor::from_literal(&dense, vec![2]).unwrap();
+        assert_eq!(t.as_i32(), Some(&[1, -2][..]));
+        assert!(Tensor::from_literal(&dense, vec![3]).is_err());
+    }
+
+    #[test]
+    fn convert_semantics() {
+        let d = Data::F32(vec![1.7, -1.7, f32::NAN, 3e10, -0.0]);
+        assert_eq!(d.convert(DType::I32), Data::I32(vec![1, -1, 0, i32::MAX, 0]));
+        assert_eq!(d.convert(DType::I1), Data::I1(vec![true, true, true, true, false]));
+        assert_eq!(Data::I32(vec![300, -1]).convert(DType::U8), Data::U8(vec![44, 255]));
+        assert_eq!(Data::F32(vec![1.0 + 1.0 / 256.0]).convert(DType::BF16), Data::BF16(vec![bf16::from_f32(1.0)]));
+    }
+
+    #[test]
+    fn new_checks_length() {
+        assert!(Tensor::from_f32(vec![2, 2], vec![0.0; 3]).is_err());
+        let t = Tensor::from_f32(vec![2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert_eq!(t.reshape(vec![4]).unwrap().shape(), &[4]);
+        assert!(t.reshape(vec![3]).is_err());
+    }
+}
