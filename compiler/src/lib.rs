@@ -1,5 +1,6 @@
 //! Ebb's compiler: front ends (StableHLO through melior), the pipeline driver and the `ebb`
 //! command-line tool's library half.
 
+pub mod pipeline;
 pub mod report;
 pub mod stablehlo;

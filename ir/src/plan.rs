@@ -31,8 +31,12 @@
 //! prefetch back into device memory at `prefetch_at`). The device buffer is counted as freed
 //! from point `evict_after + 1`; for a swap it is counted again from `prefetch_at` (the reload
 //! is issued before `schedule[prefetch_at]` and must complete before `regenerate_before`),
-//! for a recompute from `regenerate_before`. See `ebb_passes::remat` for how candidates are
-//! found and `ebb_passes::plan::check` for the rules a set of decisions must obey.
+//! for a recompute from `regenerate_before`. Regenerations and reloads due before the same
+//! point run in candidate order (a recompute may read a value regenerated just before it by a
+//! candidate with a smaller index). The offload is counted as complete when the buffer is
+//! freed: the runtime must wait for the copy before reusing that memory. See
+//! `ebb_passes::remat` for how candidates are found and `ebb_passes::plan::check` for the rules
+//! a set of decisions must obey.
 
 use crate::dim::{Bindings, DimExpr, Symbol, SymbolScope};
 use crate::graph::ShapeAssertion;
@@ -201,6 +205,13 @@ pub struct Plan {
     /// Symbolic resident bytes that can be the peak: the peak without decisions at a binding
     /// is the maximum of these expressions (dominated terms are dropped only when proven).
     pub peak_terms: Vec<DimExpr>,
+    /// FLOPs of the op at each point (the cost model of `ebb_passes::remat::cost`), used by
+    /// the runtime to price swaps (compute that hides a transfer) and to report step FLOPs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point_flops: Option<Vec<DimExpr>>,
+    /// The planned graph in textual IR (`ebb_ir::text`), so a plan file is self-contained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_ir: Option<String>,
     /// Precomputed budget thresholds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<Threshold>,
@@ -352,6 +363,8 @@ mod tests {
                 message: "B >= 1".into(),
             }],
             ops: 3,
+            point_flops: None,
+            graph_ir: None,
             schedule: vec![1, 2],
             values: vec![
                 PlanValue {

@@ -3,12 +3,20 @@
 //! Compiled on its own as well, as a test target without tests.
 #![allow(dead_code)]
 
-use ebb_ir::{Attr, Attrs, Bindings, DType, DimExpr, Graph, Node, NodeId, OpKind, Symbol, TensorType, ValueRef};
+use ebb_ir::{
+    Attr, Attrs, Bindings, DType, DimExpr, Graph, Node, NodeId, OpKind, Symbol, TensorType,
+    ValueRef,
+};
 use proptest::prelude::*;
 
 /// A tensor type from an element type and dimension texts (`ty(F32, &["B", "64"])`).
 pub fn ty(d: DType, dims: &[&str]) -> TensorType {
-    TensorType::new(d, dims.iter().map(|s| s.parse::<DimExpr>().expect("dimension")).collect())
+    TensorType::new(
+        d,
+        dims.iter()
+            .map(|s| s.parse::<DimExpr>().expect("dimension"))
+            .collect(),
+    )
 }
 
 /// `f32[dims]`.
@@ -37,14 +45,19 @@ impl Builder {
 
     /// An op of kind `kind` whose result type shape inference would give (`t`).
     pub fn op(&mut self, kind: OpKind, operands: &[ValueRef], t: TensorType) -> ValueRef {
-        ValueRef::new(self.g.add_node(Node::new(kind, Attrs::new(), vec![t]), operands), 0)
+        ValueRef::new(
+            self.g
+                .add_node(Node::new(kind, Attrs::new(), vec![t]), operands),
+            0,
+        )
     }
 
     /// A `custom_call @target` with the given result types (any shapes).
     pub fn call(&mut self, target: &str, operands: &[ValueRef], types: Vec<TensorType>) -> NodeId {
         let mut attrs = Attrs::new();
         attrs.insert("call_target_name".into(), Attr::Str(target.into()));
-        self.g.add_node(Node::new(OpKind::CustomCall, attrs, types), operands)
+        self.g
+            .add_node(Node::new(OpKind::CustomCall, attrs, types), operands)
     }
 
     /// A single-result `custom_call @target`.
@@ -59,7 +72,10 @@ impl Builder {
 
     pub fn finish(self) -> Graph {
         if let Err(e) = ebb_ir::verify::verify(&self.g) {
-            panic!("test graph does not verify: {e}\n{}", ebb_ir::text::print(&self.g));
+            panic!(
+                "test graph does not verify: {e}\n{}",
+                ebb_ir::text::print(&self.g)
+            );
         }
         self.g
     }
@@ -67,24 +83,43 @@ impl Builder {
 
 /// `{B: b, S: s}`.
 pub fn bind(b: i64, s: i64) -> Bindings {
-    [(Symbol::new("B"), b), (Symbol::new("S"), s)].into_iter().collect()
+    [(Symbol::new("B"), b), (Symbol::new("S"), s)]
+        .into_iter()
+        .collect()
 }
 
 /// Shapes a random op result may have.
-const SHAPES: &[&[&str]] = &[&["B"], &["B", "S"], &["64"], &["B", "S", "4"], &["S", "S"], &["256"], &[]];
+const SHAPES: &[&[&str]] = &[
+    &["B"],
+    &["B", "S"],
+    &["64"],
+    &["B", "S", "4"],
+    &["S", "S"],
+    &["256"],
+    &[],
+];
 
 /// A random DAG of `custom_call`s: each op reads 1..=3 earlier values (inputs or results),
 /// has 1 or 2 results of random symbolic shapes; some results (and maybe an input) are
 /// outputs.
 pub fn random_dag() -> impl Strategy<Value = Graph> {
-    let op = (prop::collection::vec(any::<prop::sample::Index>(), 1..=3), prop::collection::vec(0..SHAPES.len(), 1..=2));
-    (1usize..=3, prop::collection::vec(op, 1..40), prop::collection::vec(any::<prop::sample::Index>(), 1..4))
+    let op = (
+        prop::collection::vec(any::<prop::sample::Index>(), 1..=3),
+        prop::collection::vec(0..SHAPES.len(), 1..=2),
+    );
+    (
+        1usize..=3,
+        prop::collection::vec(op, 1..40),
+        prop::collection::vec(any::<prop::sample::Index>(), 1..4),
+    )
         .prop_map(|(n_inputs, ops, outs)| {
             let mut b = Builder::new("random");
-            let mut vals: Vec<ValueRef> =
-                (0..n_inputs).map(|i| b.input(&format!("x{i}"), f32t(SHAPES[i % 3]))).collect();
+            let mut vals: Vec<ValueRef> = (0..n_inputs)
+                .map(|i| b.input(&format!("x{i}"), f32t(SHAPES[i % 3])))
+                .collect();
             for (k, (reads, shapes)) in ops.iter().enumerate() {
-                let mut operands: Vec<ValueRef> = reads.iter().map(|ix| vals[ix.index(vals.len())]).collect();
+                let mut operands: Vec<ValueRef> =
+                    reads.iter().map(|ix| vals[ix.index(vals.len())]).collect();
                 operands.dedup();
                 let types = shapes.iter().map(|&s| f32t(SHAPES[s])).collect();
                 let id = b.call(&format!("f{k}"), &operands, types);

@@ -15,10 +15,18 @@ fn table(g: &Graph, live: &Liveness) -> String {
     s.push_str("\n// live ranges (points 0..");
     s.push_str(&format!("{})\n", live.points));
     for r in &live.ranges {
-        s.push_str(&format!("{} {:?} [{}, {}] {}\n", r.value, r.class, r.def, r.last_use, r.bytes));
+        s.push_str(&format!(
+            "{} {:?} [{}, {}] {}\n",
+            r.value, r.class, r.def, r.last_use, r.bytes
+        ));
     }
     for t in &live.transients {
-        s.push_str(&format!("transient of %{} at {}: {}\n", t.node.index(), t.point, t.bytes));
+        s.push_str(&format!(
+            "transient of %{} at {}: {}\n",
+            t.node.index(),
+            t.point,
+            t.bytes
+        ));
     }
     s
 }
@@ -48,7 +56,10 @@ fn chain_ranges_end_at_the_last_use() {
     assert_eq!(range(&live, a), (0, 1, ValueClass::Intermediate));
     assert_eq!(range(&live, t), (1, 2, ValueClass::Intermediate));
     assert_eq!(range(&live, n), (2, 2, ValueClass::Output));
-    assert_eq!(live.range_of(x).map(|r| r.bytes.clone()), Some("256*B".parse::<DimExpr>().unwrap()));
+    assert_eq!(
+        live.range_of(x).map(|r| r.bytes.clone()),
+        Some("256*B".parse::<DimExpr>().unwrap())
+    );
     insta::assert_snapshot!(table(&g, &live));
 }
 
@@ -115,8 +126,9 @@ fn per_point_index_agrees_with_the_ranges() {
         for &r in live.freed_after(p) {
             assert_eq!(live.ranges[r as usize].last_use, p);
         }
-        let expect: Vec<usize> =
-            (0..live.ranges.len()).filter(|&i| live.ranges[i].def <= p && p <= live.ranges[i].last_use).collect();
+        let expect: Vec<usize> = (0..live.ranges.len())
+            .filter(|&i| live.ranges[i].def <= p && p <= live.ranges[i].last_use)
+            .collect();
         assert_eq!(live.live_at(p), expect);
     }
     let total: usize = (0..live.points).map(|p| live.defined_at(p).len()).sum();
@@ -143,8 +155,14 @@ pub fn while_graph() -> Graph {
     let _x = cond.input("x", carried()[1].clone());
     let n = cond.call1("limit", &[], ty(DType::I32, &[]));
     let mut attrs = ebb_ir::Attrs::new();
-    attrs.insert("comparison_direction".into(), ebb_ir::Attr::Str("LT".into()));
-    let lt = cond.g.add_node(ebb_ir::Node::new(OpKind::Compare, attrs, vec![ty(DType::I1, &[])]), &[i, n]);
+    attrs.insert(
+        "comparison_direction".into(),
+        ebb_ir::Attr::Str("LT".into()),
+    );
+    let lt = cond.g.add_node(
+        ebb_ir::Node::new(OpKind::Compare, attrs, vec![ty(DType::I1, &[])]),
+        &[i, n],
+    );
     cond.outputs(&[ValueRef::new(lt, 0)]);
     let mut body = Builder::new("body");
     let i = body.input("i", carried()[0].clone());
@@ -176,6 +194,9 @@ fn while_body_peak_minus_its_inputs_is_charged_at_the_loop() {
     // (4*B*S each); minus the inputs: 8*B*S + 4.
     assert_eq!(t.bytes, "8*B*S + 4".parse::<DimExpr>().unwrap());
     // At B=2, S=3: inputs 4 + 24, the loop's results 4 + 24, transient 52.
-    assert_eq!(live.resident_bytes(&bind(2, 3)).unwrap()[0], 4 + 24 + 4 + 24 + 52);
+    assert_eq!(
+        live.resident_bytes(&bind(2, 3)).unwrap()[0],
+        4 + 24 + 4 + 24 + 52
+    );
     insta::assert_snapshot!(table(&g, &live));
 }

@@ -59,8 +59,18 @@ fn symbolic_peak_keeps_incomparable_points_and_evaluates_to_the_peak() {
     let live = liveness(&g, &program_order(&g));
     let sp = live.symbolic_peak(&g.scope);
     assert_eq!(sp.terms.len(), 2, "{sp}");
-    insta::assert_snapshot!(format!("{}\n// symbolic peak\n{sp}\n// as one expression\n{}", ebb_ir::text::print(&g), sp.to_expr()));
-    for b in [bind(1, 1), bind(4, 128), bind(64, 4096), bind(4096, 1), bind(1, 4096)] {
+    insta::assert_snapshot!(format!(
+        "{}\n// symbolic peak\n{sp}\n// as one expression\n{}",
+        ebb_ir::text::print(&g),
+        sp.to_expr()
+    ));
+    for b in [
+        bind(1, 1),
+        bind(4, 128),
+        bind(64, 4096),
+        bind(4096, 1),
+        bind(1, 4096),
+    ] {
         let (peak, _) = live.peak(&b).unwrap();
         assert_eq!(sp.eval(&b), Ok(peak), "at {b:?}");
         assert_eq!(sp.to_expr().eval(&b), Ok(peak), "at {b:?}");
@@ -78,8 +88,14 @@ fn lower_bound_is_tight_on_a_chain_and_below_every_order_of_a_graph() {
     // A graph with several topological orders: the bound is below each of them.
     let mut bld = Builder::new("fan");
     let x = bld.input("x", f32t(&["B", "S"]));
-    let big: Vec<_> = (0..3).map(|i| bld.call1(&format!("big{i}"), &[x], f32t(&["B", "S", "4"]))).collect();
-    let small: Vec<_> = big.iter().enumerate().map(|(i, &v)| bld.call1(&format!("small{i}"), &[v], f32t(&["B"]))).collect();
+    let big: Vec<_> = (0..3)
+        .map(|i| bld.call1(&format!("big{i}"), &[x], f32t(&["B", "S", "4"])))
+        .collect();
+    let small: Vec<_> = big
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| bld.call1(&format!("small{i}"), &[v], f32t(&["B"])))
+        .collect();
     let out = bld.call1("sum", &small, f32t(&["B"]));
     bld.outputs(&[out]);
     let g = bld.finish();
@@ -97,7 +113,12 @@ fn lower_bound_is_tight_on_a_chain_and_below_every_order_of_a_graph() {
 }
 
 /// Every topological order of the non-input ops `ops` extending `prefix`.
-fn topological_orders(g: &Graph, ops: &[ebb_ir::NodeId], prefix: &mut Schedule, out: &mut Vec<Schedule>) {
+fn topological_orders(
+    g: &Graph,
+    ops: &[ebb_ir::NodeId],
+    prefix: &mut Schedule,
+    out: &mut Vec<Schedule>,
+) {
     if prefix.len() == ops.len() {
         out.push(prefix.clone());
         return;
@@ -106,7 +127,10 @@ fn topological_orders(g: &Graph, ops: &[ebb_ir::NodeId], prefix: &mut Schedule, 
         if prefix.contains(&op) {
             continue;
         }
-        let ready = g.operands(op).iter().all(|v| g.node(v.node).kind == OpKind::Input || prefix.contains(&v.node));
+        let ready = g
+            .operands(op)
+            .iter()
+            .all(|v| g.node(v.node).kind == OpKind::Input || prefix.contains(&v.node));
         if ready {
             prefix.push(op);
             topological_orders(g, ops, prefix, out);
@@ -119,9 +143,15 @@ fn topological_orders(g: &Graph, ops: &[ebb_ir::NodeId], prefix: &mut Schedule, 
 fn evaluation_errors_are_typed() {
     let g = chain();
     let live = liveness(&g, &program_order(&g));
-    assert_eq!(live.resident_bytes(&Bindings::new()), Err(DimError::Unbound("B".into())));
+    assert_eq!(
+        live.resident_bytes(&Bindings::new()),
+        Err(DimError::Unbound("B".into()))
+    );
     assert_eq!(live.peak(&bind(i64::MAX / 2, 1)), Err(DimError::Overflow));
-    assert_eq!(lower_bound(&g, &bind(i64::MAX / 2, 1)), Err(DimError::Overflow));
+    assert_eq!(
+        lower_bound(&g, &bind(i64::MAX / 2, 1)),
+        Err(DimError::Overflow)
+    );
     // The sum overflows even though every size fits.
     assert_eq!(live.peak(&bind(i64::MAX / 512, 1)), Err(DimError::Overflow));
 }

@@ -143,15 +143,16 @@ fn reads(g: &Graph, plan: &Plan, p: usize, v: usize) -> bool {
         .any(|w| *w == ValueRef::new(g.order()[pv.node], pv.output))
 }
 
-fn parts() -> impl Strategy<
-    Value = (
-        usize,
-        Vec<OpSpec>,
-        Vec<usize>,
-        Vec<u32>,
-        (usize, usize, usize),
-    ),
-> {
+/// Inputs, ops, outputs, schedule keys and (min_gap, max_recompute_ops, prefetch_distance).
+type Parts = (
+    usize,
+    Vec<OpSpec>,
+    Vec<usize>,
+    Vec<u32>,
+    (usize, usize, usize),
+);
+
+fn parts() -> impl Strategy<Value = Parts> {
     (
         1usize..4,
         prop::collection::vec((any::<u8>(), any::<usize>(), any::<usize>()), 4..40),

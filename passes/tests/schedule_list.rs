@@ -17,7 +17,14 @@ fn before_after(g: &Graph, opts: &ScheduleOptions) -> (String, Graph) {
     let mut after = g.clone();
     apply_schedule(&mut after, &s).expect("a valid schedule");
     ebb_ir::verify::verify(&after).expect("the scheduled graph verifies");
-    (format!("// before\n{}\n// after\n{}", ebb_ir::text::print(g), ebb_ir::text::print(&after)), after)
+    (
+        format!(
+            "// before\n{}\n// after\n{}",
+            ebb_ir::text::print(g),
+            ebb_ir::text::print(&after)
+        ),
+        after,
+    )
 }
 
 fn peak(g: &Graph, b: &ebb_ir::Bindings) -> i64 {
@@ -56,7 +63,10 @@ fn finishes_one_large_temporary_before_starting_the_next() {
     }
     // It is the order written by hand.
     let best = two_temporaries(false);
-    assert_eq!(ebb_ir::text::print(&after).replace("two_temporaries", ""), ebb_ir::text::print(&best).replace("two_temporaries", ""));
+    assert_eq!(
+        ebb_ir::text::print(&after).replace("two_temporaries", ""),
+        ebb_ir::text::print(&best).replace("two_temporaries", "")
+    );
 }
 
 #[test]
@@ -88,7 +98,11 @@ fn pays_only_when_small() -> Graph {
 fn does_not_reorder_when_the_reordering_is_worse_at_some_shape() {
     let g = pays_only_when_small();
     // Sampling the smallest shape only, free-first hoists `widen`...
-    let small_only = ScheduleOptions { samples: 1, strategies: vec![Strategy::FreeFirst], ..Default::default() };
+    let small_only = ScheduleOptions {
+        samples: 1,
+        strategies: vec![Strategy::FreeFirst],
+        ..Default::default()
+    };
     let (_, hoisted) = before_after(&g, &small_only);
     assert_ne!(program_order(&hoisted), program_order(&g));
     assert!(peak(&hoisted, &bind(1, 1)) < peak(&g, &bind(1, 1)));
@@ -102,12 +116,19 @@ fn does_not_reorder_when_the_reordering_is_worse_at_some_shape() {
 #[test]
 fn checked_schedule_falls_back_to_program_order_when_a_sweep_shape_is_worse() {
     let g = pays_only_when_small();
-    let opts = ScheduleOptions { samples: 1, strategies: vec![Strategy::FreeFirst], ..Default::default() };
+    let opts = ScheduleOptions {
+        samples: 1,
+        strategies: vec![Strategy::FreeFirst],
+        ..Default::default()
+    };
     let sweep = [bind(1, 1), bind(64, 64), bind(4096, 4096)];
     let (s, report) = schedule_checked(&g, &opts, &sweep);
     assert_eq!(s, program_order(&g));
     assert!(report.fell_back);
-    assert_eq!((report.preferred, report.strategy), (Strategy::FreeFirst, Strategy::ProgramOrder));
+    assert_eq!(
+        (report.preferred, report.strategy),
+        (Strategy::FreeFirst, Strategy::ProgramOrder)
+    );
     for p in &report.sweep {
         assert_eq!(p.scheduled, p.program_order);
         assert!(p.lower_bound <= p.scheduled);
@@ -125,7 +146,11 @@ fn schedules_a_while_loop_by_its_dataflow() {
     let mut b = Builder::new("loop_and_barrier");
     let x = b.input("x", f32t(&["B", "S"]));
     let big = b.call1("expand", &[x], f32t(&["B", "S", "16"]));
-    let mut node = ebb_ir::Node::new(OpKind::OptimizationBarrier, ebb_ir::Attrs::new(), vec![f32t(&["B", "S"])]);
+    let mut node = ebb_ir::Node::new(
+        OpKind::OptimizationBarrier,
+        ebb_ir::Attrs::new(),
+        vec![f32t(&["B", "S"])],
+    );
     node.loc = Some("barrier".into());
     let bar = ValueRef::new(b.g.add_node(node, &[x]), 0);
     let small = b.call1("reduce", &[big], f32t(&["B"]));
@@ -149,12 +174,35 @@ fn invalid_schedules_are_rejected_with_typed_errors() {
         (s[..s.len() - 1].to_vec(), "not scheduled"),
         (dup, "scheduled twice"),
         ([&[input][..], &s[..]].concat(), "not an op"),
-        ([&s[2..3], &s[0..2], &s[3..]].concat(), "runs before its operand"),
+        (
+            [&s[2..3], &s[0..2], &s[3..]].concat(),
+            "runs before its operand",
+        ),
     ];
     for (bad, msg) in cases {
         let err = apply_schedule(&mut g, &bad).unwrap_err();
         assert!(err.to_string().contains(msg), "{err}");
     }
-    assert!(matches!(validate_schedule(&g, &s[..s.len() - 1].to_vec()), Err(ScheduleError::Missing { .. })));
-    assert_eq!(program_order(&g), s, "a rejected schedule leaves the graph unchanged");
+    assert!(matches!(
+        validate_schedule(&g, &s[..s.len() - 1].to_vec()),
+        Err(ScheduleError::Missing { .. })
+    ));
+    assert_eq!(
+        program_order(&g),
+        s,
+        "a rejected schedule leaves the graph unchanged"
+    );
+}
+
+#[test]
+fn schedule_pass_reorders_only_when_it_pays() {
+    use ebb_passes::manager::Pass;
+    use ebb_passes::schedule::SchedulePass;
+    let pass = SchedulePass::default();
+    let mut g = two_temporaries(true);
+    let r = pass.run(&mut g).unwrap();
+    assert!(r.changed && r.changes == 2, "{r:?}"); // expand2 and reduce1 swap
+    ebb_ir::verify::verify(&g).unwrap();
+    let r = pass.run(&mut g).unwrap();
+    assert!(!r.changed, "a second run finds nothing better");
 }

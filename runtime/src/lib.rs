@@ -16,8 +16,11 @@
 //! Not here yet (see DESIGN.md): plan finalization at bindings, arena offsets, plan cache,
 //! eviction/regeneration at run time, CUDA.
 
+pub mod arena;
+pub mod cache;
 pub mod error;
 pub mod exec;
+pub mod finalize;
 pub mod npz;
 pub mod tensor;
 

@@ -651,6 +651,18 @@ impl Tensor {
         Arc::make_mut(&mut self.data)
     }
 
+    /// The buffer, if no other tensor shares it (for kernels that reuse their operand's
+    /// buffer as the result).
+    pub(crate) fn unique_data_mut(&mut self) -> Option<&mut Data> {
+        Arc::get_mut(&mut self.data)
+    }
+
+    /// The buffer moved out, or the tensor back when the buffer is shared.
+    pub(crate) fn try_into_data(self) -> Result<Data, Tensor> {
+        let shape = self.shape;
+        Arc::try_unwrap(self.data).map_err(|data| Tensor { shape, data })
+    }
+
     /// The same buffer under another shape with as many elements (O(1)).
     ///
     /// # Errors

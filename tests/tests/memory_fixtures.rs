@@ -10,8 +10,15 @@ use ebb_passes::memory::{liveness, lower_bound, program_order};
 use std::path::Path;
 use std::time::Instant;
 
-const FIXTURES: &[&str] =
-    &["mlp_sgd", "mlp_bf16", "cnn_sgd", "gpt2_tiny_adamw", "gpt2_tiny_remat", "gpt2_tiny_scan", "gpt2_small"];
+const FIXTURES: &[&str] = &[
+    "mlp_sgd",
+    "mlp_bf16",
+    "cnn_sgd",
+    "gpt2_tiny_adamw",
+    "gpt2_tiny_remat",
+    "gpt2_tiny_scan",
+    "gpt2_small",
+];
 
 fn import(name: &str) -> Graph {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/jax/{name}.mlir"));
@@ -23,7 +30,11 @@ fn import(name: &str) -> Graph {
 
 /// Typical shapes: B = 8 and, where the graph has it, S = 128.
 fn typical(g: &Graph) -> Bindings {
-    g.scope.symbols().into_iter().map(|s| (s.clone(), if s == Symbol::new("S") { 128 } else { 8 })).collect()
+    g.scope
+        .symbols()
+        .into_iter()
+        .map(|s| (s.clone(), if s == Symbol::new("S") { 128 } else { 8 }))
+        .collect()
 }
 
 #[test]
@@ -37,10 +48,15 @@ fn symbolic_peak_matches_the_peak_and_the_lower_bound_is_below_it() {
         let mut bindings = g.scope.representative_bindings(6);
         bindings.push(typical(&g));
         for b in &bindings {
-            let Ok((peak, _)) = live.peak(b) else { continue };
+            let Ok((peak, _)) = live.peak(b) else {
+                continue;
+            };
             assert_eq!(sym.eval(b), Ok(peak), "{name} at {b:?}");
             let lb = lower_bound(&g, b).unwrap();
-            assert!(lb <= peak, "{name} at {b:?}: lower bound {lb} > peak {peak}");
+            assert!(
+                lb <= peak,
+                "{name} at {b:?}: lower bound {lb} > peak {peak}"
+            );
         }
         let b = typical(&g);
         println!(
@@ -57,15 +73,27 @@ fn symbolic_peak_matches_the_peak_and_the_lower_bound_is_below_it() {
 fn scan_loop_is_charged_its_body_transient_memory() {
     let g = import("gpt2_tiny_scan");
     let live = liveness(&g, &program_order(&g));
-    assert!(!live.transients.is_empty(), "the scan fixture has a while loop over the layers");
-    let b: Bindings = [(Symbol::new("B"), 8), (Symbol::new("S"), 128)].into_iter().collect();
+    assert!(
+        !live.transients.is_empty(),
+        "the scan fixture has a while loop over the layers"
+    );
+    let b: Bindings = [(Symbol::new("B"), 8), (Symbol::new("S"), 128)]
+        .into_iter()
+        .collect();
     for t in &live.transients {
         let bytes = t.bytes.eval(&b).unwrap();
         assert!(bytes > 0, "a layer body allocates activations");
-        println!("while at point {}: transient {} = {bytes} bytes at B=8, S=128", t.point, t.bytes);
+        println!(
+            "while at point {}: transient {} = {bytes} bytes at B=8, S=128",
+            t.point, t.bytes
+        );
     }
     let resident = live.resident_bytes(&b).unwrap();
     let t = &live.transients[0];
-    let without: i64 = live.live_at(t.point).iter().map(|&i| live.ranges[i].bytes.eval(&b).unwrap()).sum();
+    let without: i64 = live
+        .live_at(t.point)
+        .iter()
+        .map(|&i| live.ranges[i].bytes.eval(&b).unwrap())
+        .sum();
     assert_eq!(resident[t.point], without + t.bytes.eval(&b).unwrap());
 }

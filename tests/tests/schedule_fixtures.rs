@@ -19,7 +19,9 @@ fn import(name: &str) -> Graph {
 }
 
 fn bind(b: i64, s: i64) -> Bindings {
-    [(Symbol::new("B"), b), (Symbol::new("S"), s)].into_iter().collect()
+    [(Symbol::new("B"), b), (Symbol::new("S"), s)]
+        .into_iter()
+        .collect()
 }
 
 fn mib(x: i64) -> String {
@@ -37,7 +39,10 @@ fn check_fixture(name: &str) {
     let live_s = liveness(&g, &s);
     let live_p = liveness(&g, &program_order(&g));
     let t_live = t.elapsed();
-    println!("{name}: {} ops, schedule_checked {t_sched:?}, 2x liveness {t_live:?}", g.op_count());
+    println!(
+        "{name}: {} ops, schedule_checked {t_sched:?}, 2x liveness {t_live:?}",
+        g.op_count()
+    );
     println!("{report}");
     for b in &sweep {
         let (ps, _) = live_s.peak(b).unwrap();
@@ -51,8 +56,14 @@ fn check_fixture(name: &str) {
             mib(lb),
             (ps as f64 / pp as f64 - 1.0) * 100.0
         );
-        assert!(ps <= pp, "{name} at {b:?}: scheduled {ps} > program order {pp}");
-        assert!(lb <= ps && lb <= pp, "{name} at {b:?}: lower bound {lb} above a peak");
+        assert!(
+            ps <= pp,
+            "{name} at {b:?}: scheduled {ps} > program order {pp}"
+        );
+        assert!(
+            lb <= ps && lb <= pp,
+            "{name} at {b:?}: lower bound {lb} above a peak"
+        );
     }
 }
 

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use ebb_compiler::report;
+use ebb_compiler::{pipeline, report};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -36,6 +36,47 @@ enum Command {
         /// Write the output to this file instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
+    },
+    /// Compile a training step into a memory plan (JSON).
+    ///
+    /// Pipeline: import → canonicalize (fold, CSE, DCE) → [e-graph rewrites] → op scheduling
+    /// with symbolic sizes → rematerialization/swap candidates → plan. The plan embeds the
+    /// planned graph, so `ebb plan` and `ebb run` need only the plan file.
+    Compile {
+        /// The module to compile (`.mlir`).
+        file: PathBuf,
+        /// Where to write the plan.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Fix symbols at compile time, e.g. `B=8,S=512` (the precise-shape baseline).
+        #[arg(long)]
+        bind: Option<String>,
+        /// e-graph rule groups to run (comma-separated: sink_broadcast, fold_transpose_dot, reassociate).
+        #[arg(long, value_delimiter = ',')]
+        rewrite: Vec<String>,
+        /// Shapes the schedule must not be worse than program order at, e.g. `B=4,S=128;B=4,S=1024`.
+        #[arg(long)]
+        sweep: Option<String>,
+        /// Stop canonicalization after N pass runs (to bisect a pass bug).
+        #[arg(long)]
+        stop_after: Option<usize>,
+        /// Print the compile report as JSON on standard output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Report a plan's memory at concrete shapes, optionally finalized under a budget.
+    Plan {
+        /// A plan written by `ebb compile`.
+        plan: PathBuf,
+        /// Symbol values, e.g. `B=8,S=512`.
+        #[arg(long)]
+        bind: String,
+        /// Device memory budget (`2GiB`, `512MiB`, `1.5GB`, bytes).
+        #[arg(long)]
+        budget: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -75,6 +116,70 @@ fn run(cli: Cli) -> Result<()> {
                 }
             };
             write_output(output.as_ref(), &text)
+        }
+        Command::Compile { file, output, bind, rewrite, sweep, stop_after, json } => {
+            let (g, stats) = ebb_compiler::stablehlo::import_file(&file)?;
+            if stats.unresolved_dims > 0 {
+                eprintln!("warning: {} dimensions are not expressions over named symbols", stats.unresolved_dims);
+            }
+            let groups = rewrite
+                .iter()
+                .map(|n| {
+                    ebb_passes::rewrite::RuleGroup::from_name(n)
+                        .with_context(|| format!("unknown rule group `{n}` (sink_broadcast, fold_transpose_dot, reassociate)"))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let sweep = match sweep {
+                Some(s) => s.split(';').map(pipeline::parse_bindings).collect::<Result<Vec<_>>>()?,
+                None => Vec::new(),
+            };
+            let bind = bind.as_deref().map(pipeline::parse_bindings).transpose()?;
+            let opts = pipeline::CompileOptions { bind, rewrite_groups: groups, sweep, stop_after };
+            let c = pipeline::compile(g, &opts)?;
+            write_output(Some(&output), &c.plan.to_json())?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&c.report)?);
+            } else {
+                let total: f64 = c.report.stage_ms.values().sum();
+                eprintln!(
+                    "compiled {}: {} ops, {} candidates, {:.0} ms -> {}",
+                    file.display(),
+                    c.report.ops,
+                    c.report.candidates,
+                    total,
+                    output.display()
+                );
+            }
+            Ok(())
+        }
+        Command::Plan { plan, bind, budget, json } => {
+            let text = std::fs::read_to_string(&plan).with_context(|| format!("cannot read {}", plan.display()))?;
+            let p = ebb_ir::plan::Plan::from_json(&text).with_context(|| format!("{}", plan.display()))?;
+            let b = pipeline::parse_bindings(&bind)?;
+            let budget = budget.as_deref().map(pipeline::parse_bytes).transpose()?;
+            let r = pipeline::plan_report(&p, &b, budget)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                let mib = |x: i64| x as f64 / 1048576.0;
+                println!("bind: {bind}");
+                println!("peak, program order: {:>10.1} MiB", mib(r.peak_bytes_program_order));
+                println!("peak, scheduled:     {:>10.1} MiB", mib(r.peak_bytes_scheduled));
+                println!("lower bound:         {:>10.1} MiB", mib(r.lower_bound_bytes));
+                if let (Some(b), Some(pp)) = (r.budget_bytes, r.peak_bytes_planned) {
+                    println!("budget:              {:>10.1} MiB", mib(b));
+                    println!("peak, planned:       {:>10.1} MiB", mib(pp));
+                    println!(
+                        "decisions: {} recompute, {} swap; recompute {:.2}% of step FLOPs; swap {:.1} MiB",
+                        r.recompute_decisions,
+                        r.swap_decisions,
+                        100.0 * r.recompute_flops as f64 / (r.step_flops.max(1)) as f64,
+                        mib(r.swap_bytes)
+                    );
+                }
+                println!("candidates: {}, finalize: {:.0} us", r.candidates, r.finalize_us);
+            }
+            Ok(())
         }
     }
 }

@@ -117,7 +117,13 @@ impl GraphInfo {
         op_values.push(values.len() as u32);
         let mut class: Vec<ValueClass> = producer
             .iter()
-            .map(|&p| if p == NONE { ValueClass::Input } else { ValueClass::Intermediate })
+            .map(|&p| {
+                if p == NONE {
+                    ValueClass::Input
+                } else {
+                    ValueClass::Intermediate
+                }
+            })
             .collect();
         for v in g.outputs() {
             if let Some(id) = value_id(&value_base, g, *v) {
@@ -152,7 +158,20 @@ impl GraphInfo {
             .iter()
             .map(|&id| region_transient(g, id, scope).map_or(NONE, |e| sizes.intern(e)))
             .collect();
-        GraphInfo { ops, op_of_node, value_base, op_values, values, value_size, producer, class, operands, users, transient, sizes }
+        GraphInfo {
+            ops,
+            op_of_node,
+            value_base,
+            op_values,
+            values,
+            value_size,
+            producer,
+            class,
+            operands,
+            users,
+            transient,
+            sizes,
+        }
     }
 
     /// Number of values.
@@ -189,7 +208,10 @@ fn region_transient(g: &Graph, id: NodeId, scope: &SymbolScope) -> Option<DimExp
     let node = g.node(id);
     let mut parts = Vec::new();
     for r in &node.regions {
-        let has_tensor = r.order().iter().any(|&n| r.node(n).outputs.iter().any(|t| t.rank() > 0));
+        let has_tensor = r
+            .order()
+            .iter()
+            .any(|&n| r.node(n).outputs.iter().any(|t| t.rank() > 0));
         if !has_tensor {
             continue;
         }

@@ -84,14 +84,20 @@ impl Liveness {
                 class: info.class[v as usize].clone(),
             });
         };
-        let first_op_value = info.op_values.first().copied().unwrap_or(info.num_values() as u32);
+        let first_op_value = info
+            .op_values
+            .first()
+            .copied()
+            .unwrap_or(info.num_values() as u32);
         for v in 0..first_op_value {
             push(v, 0, last, &mut ranges);
         }
         let mut transients = Vec::new();
         let mut transient_size = Vec::new();
         for (p, id) in s.iter().enumerate() {
-            let Some(&op) = info.op_of_node.get(id.index()) else { continue };
+            let Some(&op) = info.op_of_node.get(id.index()) else {
+                continue;
+            };
             if op == NONE || point_of_op[op as usize] != p as u32 {
                 continue;
             }
@@ -111,13 +117,24 @@ impl Liveness {
             }
             let t = info.transient[op as usize];
             if t != NONE {
-                transients.push(Transient { node: *id, point: p, bytes: info.sizes.get(t).clone() });
+                transients.push(Transient {
+                    node: *id,
+                    point: p,
+                    bytes: info.sizes.get(t).clone(),
+                });
                 transient_size.push(t);
             }
         }
-        let starts: Vec<(u32, u32)> = ranges.iter().enumerate().map(|(i, r)| (r.def as u32, i as u32)).collect();
-        let mut ends: Vec<(u32, u32)> =
-            ranges.iter().enumerate().map(|(i, r)| (r.last_use as u32, i as u32)).collect();
+        let starts: Vec<(u32, u32)> = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.def as u32, i as u32))
+            .collect();
+        let mut ends: Vec<(u32, u32)> = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.last_use as u32, i as u32))
+            .collect();
         ends.sort_unstable();
         Liveness {
             starts: Csr::from_pairs(points, &starts),
@@ -139,7 +156,9 @@ impl Liveness {
         if base == NONE {
             return None;
         }
-        let r = *self.range_of_value.get(base.checked_add(v.output)? as usize)?;
+        let r = *self
+            .range_of_value
+            .get(base.checked_add(v.output)? as usize)?;
         self.ranges.get(r as usize).filter(|x| x.value == v)
     }
 
@@ -166,6 +185,8 @@ impl Liveness {
     /// Indices (into `ranges`) of the values resident at point `p`, ascending. Linear in the
     /// number of ranges; use [`Liveness::resident_bytes`] for sizes at every point.
     pub fn live_at(&self, p: usize) -> Vec<usize> {
-        (0..self.ranges.len()).filter(|&i| self.ranges[i].def <= p && p <= self.ranges[i].last_use).collect()
+        (0..self.ranges.len())
+            .filter(|&i| self.ranges[i].def <= p && p <= self.ranges[i].last_use)
+            .collect()
     }
 }

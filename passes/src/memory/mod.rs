@@ -45,7 +45,11 @@ pub type Schedule = Vec<NodeId>;
 
 /// The graph's program order without its input nodes.
 pub fn program_order(g: &Graph) -> Schedule {
-    g.order().iter().copied().filter(|&id| g.contains(id) && g.node(id).kind != OpKind::Input).collect()
+    g.order()
+        .iter()
+        .copied()
+        .filter(|&id| g.contains(id) && g.node(id).kind != OpKind::Input)
+        .collect()
 }
 
 /// How long a value stays resident.
@@ -143,22 +147,37 @@ pub fn validate_schedule(g: &Graph, s: &Schedule) -> Result<(), ScheduleError> {
     }
     for (position, &id) in s.iter().enumerate() {
         if !g.contains(id) || g.node(id).kind == OpKind::Input {
-            return Err(ScheduleError::UnknownNode { position, node: id.index() });
+            return Err(ScheduleError::UnknownNode {
+                position,
+                node: id.index(),
+            });
         }
         let op = g.node(id).kind.name().to_string();
         if done[id.index()] {
-            return Err(ScheduleError::Duplicate { position, node: id.index(), op });
+            return Err(ScheduleError::Duplicate {
+                position,
+                node: id.index(),
+                op,
+            });
         }
         for src in pg.neighbors_directed(id, petgraph::Direction::Incoming) {
             if !done[src.index()] {
-                return Err(ScheduleError::NotTopological { position, node: id.index(), op, operand: src.index() });
+                return Err(ScheduleError::NotTopological {
+                    position,
+                    node: id.index(),
+                    op,
+                    operand: src.index(),
+                });
             }
         }
         done[id.index()] = true;
     }
     for id in program_order(g) {
         if !done[id.index()] {
-            return Err(ScheduleError::Missing { node: id.index(), op: g.node(id).kind.name().to_string() });
+            return Err(ScheduleError::Missing {
+                node: id.index(),
+                op: g.node(id).kind.name().to_string(),
+            });
         }
     }
     Ok(())
@@ -168,7 +187,14 @@ pub fn validate_schedule(g: &Graph, s: &Schedule) -> Result<(), ScheduleError> {
 ///
 /// # Errors
 /// The first [`DimError`](ebb_ir::dim::DimError) of an evaluation.
-pub fn peaks(g: &Graph, s: &Schedule, bindings: &[Bindings]) -> Result<Vec<i64>, ebb_ir::dim::DimError> {
+pub fn peaks(
+    g: &Graph,
+    s: &Schedule,
+    bindings: &[Bindings],
+) -> Result<Vec<i64>, ebb_ir::dim::DimError> {
     let live = liveness(g, s);
-    bindings.iter().map(|b| live.peak(b).map(|(v, _)| v)).collect()
+    bindings
+        .iter()
+        .map(|b| live.peak(b).map(|(v, _)| v))
+        .collect()
 }

@@ -102,7 +102,8 @@ impl Liveness {
         let sums = self.symbolic_resident();
         let samples = self.sample_values(scope);
         let sample_le = |a: usize, b: usize| samples.iter().all(|v| v[a] <= v[b]);
-        let proven_le = |a: usize, b: usize| sample_le(a, b) && scope.compare(&sums[a], &sums[b]).is_le();
+        let proven_le =
+            |a: usize, b: usize| sample_le(a, b) && scope.compare(&sums[a], &sums[b]).is_le();
         // 1. Dominated by the next point (chains end at the last point, which is kept).
         let mut alive: Vec<usize> = (0..sums.len())
             .filter(|&p| p + 1 == sums.len() || !proven_le(p, p + 1))
@@ -118,8 +119,17 @@ impl Liveness {
         // 3. Deduplicate, then pairwise among the rest, largest first at the samples.
         let mut seen: HashMap<&DimExpr, ()> = HashMap::new();
         kept.retain(|&p| seen.insert(&sums[p], ()).is_none());
-        let scale: Vec<f64> = samples.iter().map(|v| v.iter().copied().max().unwrap_or(1).max(1) as f64).collect();
-        let score = |p: usize| samples.iter().zip(&scale).map(|(v, s)| v[p] as f64 / s).sum::<f64>();
+        let scale: Vec<f64> = samples
+            .iter()
+            .map(|v| v.iter().copied().max().unwrap_or(1).max(1) as f64)
+            .collect();
+        let score = |p: usize| {
+            samples
+                .iter()
+                .zip(&scale)
+                .map(|(v, s)| v[p] as f64 / s)
+                .sum::<f64>()
+        };
         let mut order: Vec<(f64, usize)> = kept.iter().map(|&p| (score(p), p)).collect();
         order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         alive.clear();
@@ -135,7 +145,9 @@ impl Liveness {
             alive.push(p);
         }
         alive.sort_unstable();
-        SymbolicPeak { terms: alive.into_iter().map(|p| (sums[p].clone(), p)).collect() }
+        SymbolicPeak {
+            terms: alive.into_iter().map(|p| (sums[p].clone(), p)).collect(),
+        }
     }
 
     /// Resident bytes at up to [`PRUNE_SAMPLES`] representative bindings of `scope` (those
@@ -143,7 +155,11 @@ impl Liveness {
     fn sample_values(&self, scope: &SymbolScope) -> Vec<Vec<i64>> {
         let mut out = Vec::new();
         let bindings = scope.representative_bindings(PRUNE_SAMPLES);
-        let bindings = if bindings.is_empty() { vec![Bindings::new()] } else { bindings };
+        let bindings = if bindings.is_empty() {
+            vec![Bindings::new()]
+        } else {
+            bindings
+        };
         for b in bindings {
             if let Ok(r) = self.resident_bytes(&b) {
                 out.push(r);
@@ -245,10 +261,19 @@ pub(crate) fn lower_bound_of(info: &GraphInfo, vals: &[i64]) -> Result<i64, DimE
     let is_input = |v: u32| matches!(info.class[v as usize], ValueClass::Input);
     let all = 0..info.num_values() as u32;
     let inputs: i128 = all.clone().filter(|&v| is_input(v)).map(size).sum();
-    let outputs: i128 = all.filter(|&v| matches!(info.class[v as usize], ValueClass::Output)).map(size).sum();
+    let outputs: i128 = all
+        .filter(|&v| matches!(info.class[v as usize], ValueClass::Output))
+        .map(size)
+        .sum();
     let mut best = outputs;
     for op in 0..info.ops.len() {
-        let mut need: i128 = info.operands.row(op).iter().filter(|&&v| !is_input(v)).map(|&v| size(v)).sum();
+        let mut need: i128 = info
+            .operands
+            .row(op)
+            .iter()
+            .filter(|&&v| !is_input(v))
+            .map(|&v| size(v))
+            .sum();
         need += info.results(op).map(size).sum::<i128>();
         let t = info.transient[op];
         if t != NONE {

@@ -75,6 +75,14 @@ pub enum CheckError {
         /// Why.
         source: DimError,
     },
+    /// A symbolic claim of the plan does not evaluate at the bindings.
+    #[error("plan field `{what}`: {source}")]
+    Claim {
+        /// The field.
+        what: String,
+        /// Why.
+        source: DimError,
+    },
     /// A byte count overflowed `i64`.
     #[error("byte count overflows i64")]
     Overflow,
@@ -248,8 +256,8 @@ pub fn check(
     let (evict_at, regen_at) = events(plan, decisions, &d, b)?;
     let report = simulate(g, plan, decisions, &d, &evict_at, &regen_at, b)?;
     if decisions.is_empty() && !plan.peak_terms.is_empty() {
-        let planned = plan.peak_at(b).map_err(|source| CheckError::Size {
-            value: usize::MAX,
+        let planned = plan.peak_at(b).map_err(|source| CheckError::Claim {
+            what: "peak_terms".into(),
             source,
         })?;
         if planned != report.peak {
@@ -307,14 +315,17 @@ fn check_tables(plan: &Plan, d: &Derived, b: &Bindings) -> Result<(), CheckError
         }
     }
     let mut planned = vec![0i64; d.points];
-    for t in &plan.region_transients {
-        let x = t.bytes.eval(b).map_err(|source| CheckError::Size {
-            value: usize::MAX,
+    for (i, t) in plan.region_transients.iter().enumerate() {
+        let x = t.bytes.eval(b).map_err(|source| CheckError::Claim {
+            what: format!("region_transients[{i}]"),
             source,
         })?;
-        if let Some(slot) = planned.get_mut(t.point) {
-            *slot = slot.checked_add(x).ok_or(CheckError::Overflow)?;
-        }
+        let slot = planned.get_mut(t.point).ok_or(CheckError::Transient {
+            point: t.point,
+            planned: x,
+            derived: 0,
+        })?;
+        *slot = slot.checked_add(x).ok_or(CheckError::Overflow)?;
     }
     for (p, (&planned, &derived)) in planned.iter().zip(&d.transient).enumerate() {
         if planned != derived {

@@ -3,7 +3,7 @@
 //! * [`build_plan`]: assembles the [`Plan`] of a graph under a schedule: the value table and
 //!   candidates of [`crate::remat`], the region transients and pruned symbolic peak terms of
 //!   [`crate::memory`], and the requested budget thresholds.
-//! * [`check`]: the independent checker (see its module docs); `derive.rs` is its own
+//! * [`mod@check`]: the independent checker (see its module docs); `derive.rs` is its own
 //!   dataflow, shared with nothing else.
 //!
 //! Invariant: a plan from [`build_plan`] passes [`check::check`] at every binding that
@@ -89,6 +89,13 @@ pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<
         assertions: g.assertions.clone(),
         ops: g.order().len(),
         schedule: idx.schedule_positions(),
+        graph_ir: None,
+        point_flops: Some(
+            schedule
+                .iter()
+                .map(|&id| remat::cost::flops(g, id))
+                .collect(),
+        ),
         values: idx.values().to_vec(),
         region_transients,
         candidates: found.candidates,

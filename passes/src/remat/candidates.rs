@@ -64,7 +64,7 @@ pub struct Found {
     pub dropped: Vec<(ValueId, Rejection)>,
 }
 
-/// Whether ops of `kind` may be recomputed (rule 3).
+/// Whether ops of `kind` may be recomputed (rule 2).
 pub fn recomputable(kind: OpKind) -> bool {
     !matches!(
         kind,

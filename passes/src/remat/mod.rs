@@ -15,7 +15,7 @@
 //!
 //! Invariant: the pass does not change the graph; every subset of the candidates it returns,
 //! each taken as any of its allowed kinds, passes the independent checker
-//! ([`crate::plan::check`]).
+//! ([`crate::plan::check()`]).
 
 pub mod candidates;
 pub mod cost;

@@ -54,8 +54,14 @@ impl Ctx {
             if bindings.contains(&b) {
                 continue;
             }
-            let Ok(vals) = info.sizes.eval(&b) else { continue };
-            let total: i128 = info.value_size.iter().map(|&s| i128::from(vals[s as usize])).sum();
+            let Ok(vals) = info.sizes.eval(&b) else {
+                continue;
+            };
+            let total: i128 = info
+                .value_size
+                .iter()
+                .map(|&s| i128::from(vals[s as usize]))
+                .sum();
             if i64::try_from(total).is_err() {
                 continue;
             }
@@ -64,18 +70,33 @@ impl Ctx {
         }
         let mut value_key = vec![0.0; info.num_values()];
         for vals in &samples {
-            let total: f64 = info.value_size.iter().map(|&s| vals[s as usize] as f64).sum::<f64>().max(1.0);
+            let total: f64 = info
+                .value_size
+                .iter()
+                .map(|&s| vals[s as usize] as f64)
+                .sum::<f64>()
+                .max(1.0);
             for (v, &s) in info.value_size.iter().enumerate() {
                 value_key[v] += vals[s as usize] as f64 / total;
             }
         }
-        Ctx { info, samples, value_key }
+        Ctx {
+            info,
+            samples,
+            value_key,
+        }
     }
 
     /// Peak bytes of the schedule given by op indices, at every sample binding.
     pub(crate) fn sample_peaks(&self, order: &[u32]) -> Vec<i64> {
         let live = Liveness::from_info(&self.info, &self.to_schedule(order));
-        self.samples.iter().map(|vals| live.resident_from_sizes(vals).map_or(i64::MAX, |r| crate::memory::argmax(&r).0)).collect()
+        self.samples
+            .iter()
+            .map(|vals| {
+                live.resident_from_sizes(vals)
+                    .map_or(i64::MAX, |r| crate::memory::argmax(&r).0)
+            })
+            .collect()
     }
 
     /// The schedule (node ids) of the op indices `order`.
@@ -92,6 +113,69 @@ impl Ctx {
 /// Binds every symbol of `symbols` missing from `b` to a fallback value for sample `k`.
 fn complete(b: &mut Bindings, symbols: &BTreeSet<Symbol>, k: usize) {
     for (j, s) in symbols.iter().enumerate() {
-        b.entry(s.clone()).or_insert(FALLBACK_VALUES[(k + j) % FALLBACK_VALUES.len()]);
+        b.entry(s.clone())
+            .or_insert(FALLBACK_VALUES[(k + j) % FALLBACK_VALUES.len()]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ebb_ir::{Attr, Attrs, DType, DimExpr, Node, OpKind, TensorType};
+
+    /// Tests that size keys agree with every ordering the prover establishes.
+    #[test]
+    fn keys_agree_with_proven_orderings() {
+        let mut g = Graph::new("keys");
+        let b = g.scope.declare("B");
+        let s = g.scope.declare("S");
+        g.scope.set_range(&s, None, Some(1024));
+        let shapes = [
+            "B",
+            "S",
+            "B*S",
+            "64",
+            "4096",
+            "B*S*S",
+            "2*B + 3",
+            "S*S",
+            "floordiv(S, 2)",
+            "min(B, 8)",
+        ];
+        let x = g.add_input("x", TensorType::scalar(DType::F32));
+        let mut attrs = Attrs::new();
+        attrs.insert("call_target_name".into(), Attr::Str("f".into()));
+        let types: Vec<TensorType> = shapes
+            .iter()
+            .map(|d| TensorType::new(DType::F32, vec![d.parse::<DimExpr>().unwrap()]))
+            .collect();
+        g.add_node(Node::new(OpKind::CustomCall, attrs, types.clone()), &[x]);
+        let ctx = Ctx::new(&g, 8, &[]);
+        assert!(ctx.samples.len() >= 4);
+        let key = |i: usize| ctx.value_key[i + 1];
+        let mut proven = 0;
+        for i in 0..types.len() {
+            for j in 0..types.len() {
+                let o = g
+                    .scope
+                    .compare(&types[i].size_bytes(), &types[j].size_bytes());
+                if o.is_le() {
+                    proven += 1;
+                    assert!(
+                        key(i) <= key(j),
+                        "{} <= {} proven but keys {} > {}",
+                        shapes[i],
+                        shapes[j],
+                        key(i),
+                        key(j)
+                    );
+                }
+            }
+        }
+        assert!(
+            proven > types.len(),
+            "some non-trivial orderings are proven"
+        );
+        let _ = b;
     }
 }

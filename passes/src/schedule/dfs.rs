@@ -48,12 +48,17 @@ pub(crate) fn dfs_schedule(ctx: &Ctx) -> Vec<u32> {
     }
     let heavier_first = |a: &u32, b: &u32| -> Ordering {
         let (a, b) = (*a as usize, *b as usize);
-        extra[b].total_cmp(&extra[a]).then(total[b].total_cmp(&total[a])).then(a.cmp(&b))
+        extra[b]
+            .total_cmp(&extra[a])
+            .then(total[b].total_cmp(&total[a]))
+            .then(a.cmp(&b))
     };
     for p in preds.iter_mut() {
         p.sort_by(heavier_first);
     }
-    let mut roots: Vec<u32> = (0..n as u32).filter(|&op| !has_users[op as usize]).collect();
+    let mut roots: Vec<u32> = (0..n as u32)
+        .filter(|&op| !has_users[op as usize])
+        .collect();
     roots.sort_by(heavier_first);
     let mut done = vec![false; n];
     let mut order = Vec::with_capacity(n);

@@ -74,9 +74,17 @@ impl Ord for Entry {
 pub(crate) fn list_schedule(ctx: &Ctx, priority: Priority, rank: &[u32]) -> Vec<u32> {
     let info = &ctx.info;
     let n = ctx.num_ops();
-    let mut remaining: Vec<u32> = (0..info.num_values()).map(|v| info.users.row(v).len() as u32).collect();
+    let mut remaining: Vec<u32> = (0..info.num_values())
+        .map(|v| info.users.row(v).len() as u32)
+        .collect();
     let mut pending: Vec<u32> = (0..n)
-        .map(|op| info.operands.row(op).iter().filter(|&&v| info.producer[v as usize] != NONE).count() as u32)
+        .map(|op| {
+            info.operands
+                .row(op)
+                .iter()
+                .filter(|&&v| info.producer[v as usize] != NONE)
+                .count() as u32
+        })
         .collect();
     let mut version = vec![0u32; n];
     let mut done = vec![false; n];
@@ -102,13 +110,17 @@ pub(crate) fn list_schedule(ctx: &Ctx, priority: Priority, rank: &[u32]) -> Vec<
             Priority::FreeFirst if e <= EPS => (0, e),
             Priority::FreeFirst => (1, 0.0),
         };
-        Entry { class, key, rank: rank[op], op: op as u32, version }
+        Entry {
+            class,
+            key,
+            rank: rank[op],
+            op: op as u32,
+            version,
+        }
     };
     let mut heap = BinaryHeap::with_capacity(n);
-    for op in 0..n {
-        if pending[op] == 0 {
-            heap.push(entry(op, 0, &remaining));
-        }
+    for (op, _) in pending.iter().enumerate().filter(|(_, &p)| p == 0) {
+        heap.push(entry(op, 0, &remaining));
     }
     let mut order = Vec::with_capacity(n);
     while let Some(e) = heap.pop() {
@@ -122,7 +134,12 @@ pub(crate) fn list_schedule(ctx: &Ctx, priority: Priority, rank: &[u32]) -> Vec<
             remaining[v as usize] -= 1;
             if remaining[v as usize] == 1 && !info.persistent(v) {
                 // The last remaining user now frees `v`: its effect drops.
-                if let Some(&u) = info.users.row(v as usize).iter().find(|&&u| !done[u as usize]) {
+                if let Some(&u) = info
+                    .users
+                    .row(v as usize)
+                    .iter()
+                    .find(|&&u| !done[u as usize])
+                {
                     let u = u as usize;
                     if pending[u] == 0 {
                         version[u] += 1;

@@ -162,7 +162,11 @@ pub struct CandidateReport {
 impl fmt::Display for ScheduleReport {
     /// A readable table of the report (bytes).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "strategy: {} (preferred {}, fell back: {})", self.strategy, self.preferred, self.fell_back)?;
+        writeln!(
+            f,
+            "strategy: {} (preferred {}, fell back: {})",
+            self.strategy, self.preferred, self.fell_back
+        )?;
         for c in &self.candidates {
             writeln!(
                 f,
@@ -227,12 +231,19 @@ fn candidates(ctx: &Ctx, opts: &ScheduleOptions) -> Vec<Candidate> {
         debug_assert_eq!(order.len(), ctx.num_ops());
         let peaks = ctx.sample_peaks(&order);
         let score = relative(&peaks, &base);
-        out.push(Candidate { strategy, order, peaks, score, refined: false });
+        out.push(Candidate {
+            strategy,
+            order,
+            peaks,
+            score,
+            refined: false,
+        });
     }
     // Local search on the best few heuristic schedules (not on program order, which
     // `Strategy::LocalSearch` covers).
-    let mut best: Vec<usize> =
-        (1..out.len()).filter(|&i| out[i].strategy != Strategy::LocalSearch).collect();
+    let mut best: Vec<usize> = (1..out.len())
+        .filter(|&i| out[i].strategy != Strategy::LocalSearch)
+        .collect();
     best.sort_by(|&a, &b| out[a].score.total_cmp(&out[b].score));
     for i in best.into_iter().take(opts.refine) {
         let order = refine::refine(ctx, std::mem::take(&mut out[i].order), &base);
@@ -259,15 +270,20 @@ fn relative(a: &[i64], b: &[i64]) -> f64 {
     if a.is_empty() {
         return 1.0;
     }
-    a.iter().zip(b).map(|(&x, &y)| x as f64 / (y.max(1)) as f64).sum::<f64>() / a.len() as f64
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| x as f64 / (y.max(1)) as f64)
+        .sum::<f64>()
+        / a.len() as f64
 }
 
 /// Candidate indices that are no worse than program order at every sample, best score
 /// first (program order, index 0, breaks ties: it comes first and the sort is stable).
 fn ranked(cands: &[Candidate]) -> Vec<usize> {
     let base = &cands[0].peaks;
-    let mut ok: Vec<usize> =
-        (0..cands.len()).filter(|&i| cands[i].peaks.iter().zip(base).all(|(a, b)| a <= b)).collect();
+    let mut ok: Vec<usize> = (0..cands.len())
+        .filter(|&i| cands[i].peaks.iter().zip(base).all(|(a, b)| a <= b))
+        .collect();
     ok.sort_by(|&a, &b| cands[a].score.total_cmp(&cands[b].score));
     ok
 }
@@ -285,24 +301,37 @@ pub fn schedule(g: &Graph, opts: &ScheduleOptions) -> Schedule {
 /// order's at every binding of `sweep` where program order's can be evaluated. When the
 /// preferred schedule is higher somewhere, the next-best candidate that passes is returned,
 /// else program order (`fell_back` in the report).
-pub fn schedule_checked(g: &Graph, opts: &ScheduleOptions, sweep: &[Bindings]) -> (Schedule, ScheduleReport) {
+pub fn schedule_checked(
+    g: &Graph,
+    opts: &ScheduleOptions,
+    sweep: &[Bindings],
+) -> (Schedule, ScheduleReport) {
     let ctx = Ctx::new(g, opts.samples, &valid(g, &opts.bindings));
     let cands = candidates(&ctx, opts);
     let ranking = ranked(&cands);
     let preferred = ranking[0];
-    let sweep_sizes: Vec<Option<Vec<i64>>> = sweep.iter().map(|b| ctx.info.sizes.eval(b).ok()).collect();
+    let sweep_sizes: Vec<Option<Vec<i64>>> =
+        sweep.iter().map(|b| ctx.info.sizes.eval(b).ok()).collect();
     let peaks_on_sweep = |order: &[u32]| -> Vec<Option<i64>> {
         let live = Liveness::from_info(&ctx.info, &ctx.to_schedule(order));
         sweep_sizes
             .iter()
-            .map(|v| v.as_ref().and_then(|v| live.resident_from_sizes(v).ok()).map(|r| crate::memory::argmax(&r).0))
+            .map(|v| {
+                v.as_ref()
+                    .and_then(|v| live.resident_from_sizes(v).ok())
+                    .map(|r| crate::memory::argmax(&r).0)
+            })
             .collect()
     };
     let base = peaks_on_sweep(&cands[0].order);
     let mut chosen = 0;
     let mut chosen_peaks = base.clone();
     for &i in &ranking {
-        let peaks = if i == 0 { base.clone() } else { peaks_on_sweep(&cands[i].order) };
+        let peaks = if i == 0 {
+            base.clone()
+        } else {
+            peaks_on_sweep(&cands[i].order)
+        };
         let passes = peaks.iter().zip(&base).all(|(p, b)| match (p, b) {
             (_, None) => true,
             (Some(p), Some(b)) => p <= b,
@@ -351,12 +380,22 @@ pub fn schedule_checked(g: &Graph, opts: &ScheduleOptions, sweep: &[Bindings]) -
 
 /// The bindings of `bs` that satisfy `g.scope`'s facts.
 fn valid(g: &Graph, bs: &[Bindings]) -> Vec<Bindings> {
-    bs.iter().filter_map(|b| g.scope.complete(b).ok().filter(|b| g.scope.check(b).is_ok())).collect()
+    bs.iter()
+        .filter_map(|b| {
+            g.scope
+                .complete(b)
+                .ok()
+                .filter(|b| g.scope.check(b).is_ok())
+        })
+        .collect()
 }
 
 /// `B=4, S=128`.
 pub fn binding_text(b: &Bindings) -> String {
-    b.iter().map(|(s, v)| format!("{}={v}", s.name())).collect::<Vec<_>>().join(", ")
+    b.iter()
+        .map(|(s, v)| format!("{}={v}", s.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Sets `g`'s program order to its inputs (in their current order) followed by `s`.
@@ -365,7 +404,12 @@ pub fn binding_text(b: &Bindings) -> String {
 /// [`ScheduleError`] when `s` is not a topological permutation of the non-input ops.
 pub fn apply_schedule(g: &mut Graph, s: &Schedule) -> Result<(), ScheduleError> {
     validate_schedule(g, s)?;
-    let mut order: Vec<_> = g.order().iter().copied().filter(|&id| g.node(id).kind == OpKind::Input).collect();
+    let mut order: Vec<_> = g
+        .order()
+        .iter()
+        .copied()
+        .filter(|&id| g.node(id).kind == OpKind::Input)
+        .collect();
     order.extend_from_slice(s);
     g.set_order(order);
     Ok(())
@@ -374,10 +418,16 @@ pub fn apply_schedule(g: &mut Graph, s: &Schedule) -> Result<(), ScheduleError> 
 /// The raw schedule of heuristic `strategy` on `g` (default options), without the comparison
 /// with program order; for tests and experiments.
 pub fn candidate_schedule(g: &Graph, strategy: Strategy) -> Schedule {
-    let opts = ScheduleOptions { strategies: vec![strategy], ..Default::default() };
+    let opts = ScheduleOptions {
+        strategies: vec![strategy],
+        ..Default::default()
+    };
     let ctx = Ctx::new(g, opts.samples, &[]);
     let cands = candidates(&ctx, &opts);
-    let c = cands.iter().find(|c| c.strategy == strategy).unwrap_or(&cands[0]);
+    let c = cands
+        .iter()
+        .find(|c| c.strategy == strategy)
+        .unwrap_or(&cands[0]);
     ctx.to_schedule(&c.order)
 }
 
@@ -399,7 +449,10 @@ impl crate::manager::Pass for SchedulePass {
         let s = schedule(g, &self.opts);
         let moved = before.iter().zip(&s).filter(|(a, b)| a != b).count();
         if moved > 0 {
-            apply_schedule(g, &s).map_err(|e| crate::manager::PassError::Failed { pass: "schedule", message: e.to_string() })?;
+            apply_schedule(g, &s).map_err(|e| crate::manager::PassError::Failed {
+                pass: "schedule",
+                message: e.to_string(),
+            })?;
         }
         Ok(crate::manager::PassResult::changes(moved))
     }

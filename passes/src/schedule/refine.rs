@@ -48,14 +48,26 @@ pub(crate) struct Eval {
 impl<'a> Evaluator<'a> {
     pub(crate) fn new(ctx: &'a Ctx) -> Self {
         let info = &ctx.info;
-        let value_bytes =
-            ctx.samples.iter().map(|s| info.value_size.iter().map(|&id| s[id as usize]).collect()).collect();
+        let value_bytes = ctx
+            .samples
+            .iter()
+            .map(|s| info.value_size.iter().map(|&id| s[id as usize]).collect())
+            .collect();
         let transient_bytes = ctx
             .samples
             .iter()
-            .map(|s| info.transient.iter().map(|&t| if t == NONE { 0 } else { s[t as usize] }).collect())
+            .map(|s| {
+                info.transient
+                    .iter()
+                    .map(|&t| if t == NONE { 0 } else { s[t as usize] })
+                    .collect()
+            })
             .collect();
-        Evaluator { ctx, value_bytes, transient_bytes }
+        Evaluator {
+            ctx,
+            value_bytes,
+            transient_bytes,
+        }
     }
 
     /// Evaluates the schedule `order` (op indices), same model as [`crate::memory::Liveness`].
@@ -71,12 +83,22 @@ impl<'a> Evaluator<'a> {
         let mut end = vec![0u32; nv];
         for v in 0..nv {
             let prod = info.producer[v];
-            let d = if prod == NONE { 0 } else { point_of_op[prod as usize] };
+            let d = if prod == NONE {
+                0
+            } else {
+                point_of_op[prod as usize]
+            };
             def[v] = d;
             end[v] = if info.persistent(v as u32) {
                 (n - 1) as u32
             } else {
-                info.users.row(v).iter().map(|&u| point_of_op[u as usize]).max().unwrap_or(d).max(d)
+                info.users
+                    .row(v)
+                    .iter()
+                    .map(|&u| point_of_op[u as usize])
+                    .max()
+                    .unwrap_or(d)
+                    .max(d)
             };
         }
         let mut delta = vec![0i64; n + 1];
@@ -103,7 +125,12 @@ impl<'a> Evaluator<'a> {
                 best
             })
             .collect();
-        Eval { peaks, def, end, point_of_op }
+        Eval {
+            peaks,
+            def,
+            end,
+            point_of_op,
+        }
     }
 }
 
@@ -120,9 +147,9 @@ pub(crate) fn refine(ctx: &Ctx, mut order: Vec<u32>, reference: &[i64]) -> Vec<u
     let mut stuck = vec![false; k_count];
     while evals < MAX_EVALS {
         // Target: the sample with the highest peak relative to the reference, not stuck.
-        let target = (0..k_count)
-            .filter(|&k| !stuck[k])
-            .max_by(|&a, &b| ratio(cur.peaks[a].0, reference[a]).total_cmp(&ratio(cur.peaks[b].0, reference[b])));
+        let target = (0..k_count).filter(|&k| !stuck[k]).max_by(|&a, &b| {
+            ratio(cur.peaks[a].0, reference[a]).total_cmp(&ratio(cur.peaks[b].0, reference[b]))
+        });
         let Some(k) = target else { break };
         let moves = moves_at(ctx, &ev, &cur, k, &order);
         let mut improved = false;
@@ -189,8 +216,17 @@ fn moves_at(ctx: &Ctx, ev: &Evaluator, cur: &Eval, k: usize, order: &[u32]) -> V
             let mut alloc = 0i64;
             for r in info.results(op) {
                 alloc += vb[r as usize];
-                let fu = info.users.row(r as usize).iter().map(|&u| cur.point_of_op[u as usize]).min();
-                first_use = first_use.min(fu.unwrap_or(if info.persistent(r) { last + 1 } else { cur.def[r as usize] }));
+                let fu = info
+                    .users
+                    .row(r as usize)
+                    .iter()
+                    .map(|&u| cur.point_of_op[u as usize])
+                    .min();
+                first_use = first_use.min(fu.unwrap_or(if info.persistent(r) {
+                    last + 1
+                } else {
+                    cur.def[r as usize]
+                }));
             }
             let freed: i64 = info
                 .operands
@@ -201,7 +237,13 @@ fn moves_at(ctx: &Ctx, ev: &Evaluator, cur: &Eval, k: usize, order: &[u32]) -> V
                 .sum();
             if first_use > p && first_use != u32::MAX && alloc > freed {
                 let to = (first_use as usize).min(order.len());
-                moves.push((alloc - freed, Move { from: cur.def[v] as usize, to }));
+                moves.push((
+                    alloc - freed,
+                    Move {
+                        from: cur.def[v] as usize,
+                        to,
+                    },
+                ));
             }
         }
         // Hoist the last user of a value resident at p, if it can run before p.
@@ -211,7 +253,11 @@ fn moves_at(ctx: &Ctx, ev: &Evaluator, cur: &Eval, k: usize, order: &[u32]) -> V
             if !seen_ops.insert((1u8, y)) {
                 continue;
             }
-            let ready = info.operands.row(y as usize).iter().all(|&o| cur.def[o as usize] < p);
+            let ready = info
+                .operands
+                .row(y as usize)
+                .iter()
+                .all(|&o| cur.def[o as usize] < p);
             if !ready {
                 continue;
             }
@@ -224,7 +270,13 @@ fn moves_at(ctx: &Ctx, ev: &Evaluator, cur: &Eval, k: usize, order: &[u32]) -> V
                 .sum();
             let alloc: i64 = info.results(y as usize).map(|r| vb[r as usize]).sum();
             if freed > alloc {
-                moves.push((freed - alloc, Move { from: y_at, to: p as usize }));
+                moves.push((
+                    freed - alloc,
+                    Move {
+                        from: y_at,
+                        to: p as usize,
+                    },
+                ));
             }
         }
     }

@@ -47,12 +47,18 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
         }
         k if k.is_unary_elementwise() => {
             arity(&ops, 1, kind)?;
-            unary(k, ops[0].data())?
+            match try_in_place(k, ops) {
+                Ok(d) => d,
+                Err(ops) => unary(k, ops[0].data())?,
+            }
         }
         k if k.is_binary_elementwise() => {
             arity(&ops, 2, kind)?;
             same_shape(&ops[0], &ops[1])?;
-            binary(k, ops[0].data(), ops[1].data())?
+            match try_in_place(k, ops) {
+                Ok(d) => d,
+                Err(ops) => binary(k, ops[0].data(), ops[1].data())?,
+            }
         }
         _ => return Err(OpError::Unsupported(format!("`{kind}` is not elementwise"))),
     };
@@ -153,45 +159,146 @@ macro_rules! impl_real {
 impl_real!(f32);
 impl_real!(f64);
 
+/// Expands to `Some($apply($args.., f))` with `f` the `Real` method of unary op `$k`, or
+/// `None` for ops without a float kernel (one generic instantiation per op: inlined loops).
+macro_rules! unary_real_match {
+    ($k:expr, $T:ty, $apply:ident, $($arg:expr),*) => {{
+        use OpKind::*;
+        match $k {
+            Abs => Some($apply($($arg,)* <$T as Real>::abs_)),
+            Negate => Some($apply($($arg,)* <$T as Real>::neg_)),
+            Exponential => Some($apply($($arg,)* <$T as Real>::exp_)),
+            ExponentialMinusOne => Some($apply($($arg,)* <$T as Real>::exp_m1_)),
+            Log => Some($apply($($arg,)* <$T as Real>::ln_)),
+            LogPlusOne => Some($apply($($arg,)* <$T as Real>::ln_1p_)),
+            Logistic => Some($apply($($arg,)* <$T as Real>::logistic_)),
+            Sqrt => Some($apply($($arg,)* <$T as Real>::sqrt_)),
+            Rsqrt => Some($apply($($arg,)* <$T as Real>::rsqrt_)),
+            Cbrt => Some($apply($($arg,)* <$T as Real>::cbrt_)),
+            Tanh => Some($apply($($arg,)* <$T as Real>::tanh_)),
+            Sine => Some($apply($($arg,)* <$T as Real>::sin_)),
+            Cosine => Some($apply($($arg,)* <$T as Real>::cos_)),
+            Floor => Some($apply($($arg,)* <$T as Real>::floor_)),
+            Ceil => Some($apply($($arg,)* <$T as Real>::ceil_)),
+            Sign => Some($apply($($arg,)* <$T as Real>::sign_)),
+            RoundNearestEven => Some($apply($($arg,)* <$T as Real>::round_even_)),
+            RoundNearestAfz => Some($apply($($arg,)* <$T as Real>::round_afz_)),
+            _ => None,
+        }
+    }};
+}
+
+/// As [`unary_real_match!`] for binary float ops.
+macro_rules! binary_real_match {
+    ($k:expr, $T:ty, $apply:ident, $($arg:expr),*) => {{
+        use OpKind::*;
+        match $k {
+            Add => Some($apply($($arg,)* <$T as Real>::add_)),
+            Subtract => Some($apply($($arg,)* <$T as Real>::sub_)),
+            Multiply => Some($apply($($arg,)* <$T as Real>::mul_)),
+            Divide => Some($apply($($arg,)* <$T as Real>::div_)),
+            Remainder => Some($apply($($arg,)* <$T as Real>::rem_)),
+            Maximum => Some($apply($($arg,)* <$T as Elem>::max_e)),
+            Minimum => Some($apply($($arg,)* <$T as Elem>::min_e)),
+            Power => Some($apply($($arg,)* <$T as Real>::pow_)),
+            Atan2 => Some($apply($($arg,)* <$T as Real>::atan2_)),
+            _ => None,
+        }
+    }};
+}
+
 fn unary_real<T: Real>(k: OpKind, v: &[T]) -> Result<Vec<T>, OpError> {
-    use OpKind::*;
-    Ok(match k {
-        Abs => map1(v, T::abs_),
-        Negate => map1(v, T::neg_),
-        Exponential => map1(v, T::exp_),
-        ExponentialMinusOne => map1(v, T::exp_m1_),
-        Log => map1(v, T::ln_),
-        LogPlusOne => map1(v, T::ln_1p_),
-        Logistic => map1(v, T::logistic_),
-        Sqrt => map1(v, T::sqrt_),
-        Rsqrt => map1(v, T::rsqrt_),
-        Cbrt => map1(v, T::cbrt_),
-        Tanh => map1(v, T::tanh_),
-        Sine => map1(v, T::sin_),
-        Cosine => map1(v, T::cos_),
-        Floor => map1(v, T::floor_),
-        Ceil => map1(v, T::ceil_),
-        Sign => map1(v, T::sign_),
-        RoundNearestEven => map1(v, T::round_even_),
-        RoundNearestAfz => map1(v, T::round_afz_),
-        _ => return Err(unsupported_dtype(T::DTYPE, k)),
-    })
+    unary_real_match!(k, T, map1, v).ok_or_else(|| unsupported_dtype(T::DTYPE, k))
 }
 
 fn binary_real<T: Real>(k: OpKind, a: &[T], b: &[T]) -> Result<Vec<T>, OpError> {
-    use OpKind::*;
-    Ok(match k {
-        Add => map2(a, b, T::add_),
-        Subtract => map2(a, b, T::sub_),
-        Multiply => map2(a, b, T::mul_),
-        Divide => map2(a, b, T::div_),
-        Remainder => map2(a, b, T::rem_),
-        Maximum => map2(a, b, T::max_e),
-        Minimum => map2(a, b, T::min_e),
-        Power => map2(a, b, T::pow_),
-        Atan2 => map2(a, b, T::atan2_),
-        _ => return Err(unsupported_dtype(T::DTYPE, k)),
-    })
+    binary_real_match!(k, T, map2, a, b).ok_or_else(|| unsupported_dtype(T::DTYPE, k))
+}
+
+/// `v[i] = f(v[i])`, in parallel for large inputs.
+fn map1_inplace<T: Copy + Send + Sync>(v: &mut [T], f: impl Fn(T) -> T + Sync + Send) {
+    if v.len() >= PAR_MIN {
+        v.par_iter_mut().for_each(|x| *x = f(*x));
+    } else {
+        v.iter_mut().for_each(|x| *x = f(*x));
+    }
+}
+
+/// `a[i] = f(a[i], b[i])`.
+fn map2_into_a<T: Copy + Send + Sync>(a: &mut [T], b: &[T], f: impl Fn(T, T) -> T + Sync + Send) {
+    if a.len() >= PAR_MIN {
+        a.par_iter_mut().zip(b.par_iter()).for_each(|(x, &y)| *x = f(*x, y));
+    } else {
+        a.iter_mut().zip(b).for_each(|(x, &y)| *x = f(*x, y));
+    }
+}
+
+/// `b[i] = f(a[i], b[i])`.
+fn map2_into_b<T: Copy + Send + Sync>(a: &[T], b: &mut [T], f: impl Fn(T, T) -> T + Sync + Send) {
+    if a.len() >= PAR_MIN {
+        b.par_iter_mut().zip(a.par_iter()).for_each(|(y, &x)| *y = f(x, *y));
+    } else {
+        b.iter_mut().zip(a).for_each(|(y, &x)| *y = f(x, *y));
+    }
+}
+
+/// Float ops on `f32`/`f64` operands whose buffer is not shared (this op is their last use):
+/// the result is written into that buffer instead of a new one. Gives the operands back when
+/// the op does not qualify.
+fn try_in_place(k: OpKind, ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
+    fn un<T: Real>(k: OpKind, mut v: Vec<T>) -> Result<Vec<T>, Vec<T>> {
+        match unary_real_match!(k, T, map1_inplace, &mut v) {
+            Some(()) => Ok(v),
+            None => Err(v),
+        }
+    }
+    fn bin<T: Real>(k: OpKind, a: &mut [T], b: &[T], into_a: bool) -> bool {
+        if into_a {
+            binary_real_match!(k, T, map2_into_a, a, b).is_some()
+        } else {
+            binary_real_match!(k, T, map2_into_b, b, a).is_some()
+        }
+    }
+    let is_real = |d: DType| matches!(d, DType::F32 | DType::F64);
+    match ops.len() {
+        1 if k.is_unary_elementwise() && k != OpKind::IsFinite && k != OpKind::Convert && is_real(ops[0].dtype()) => {
+            let mut it = ops.into_iter();
+            let Some(t) = it.next() else { return Err(Vec::new()) };
+            let shape = t.shape().to_vec();
+            match t.try_into_data() {
+                Ok(Data::F32(v)) => un(k, v).map(Data::F32).map_err(|v| vec![Tensor::from_parts(shape, Data::F32(v))]),
+                Ok(Data::F64(v)) => un(k, v).map(Data::F64).map_err(|v| vec![Tensor::from_parts(shape, Data::F64(v))]),
+                Ok(d) => Err(vec![Tensor::from_parts(shape, d)]),
+                Err(t) => Err(vec![t]),
+            }
+        }
+        2 if k.is_binary_elementwise()
+            && k != OpKind::Compare
+            && is_real(ops[0].dtype())
+            && ops[0].dtype() == ops[1].dtype()
+            && ops[0].shape() == ops[1].shape() =>
+        {
+            let mut it = ops.into_iter();
+            let (Some(mut a), Some(mut b)) = (it.next(), it.next()) else { return Err(Vec::new()) };
+            let into_a = a.unique_data_mut().is_some();
+            if !into_a && b.unique_data_mut().is_none() {
+                return Err(vec![a, b]);
+            }
+            let (dst, src) = if into_a { (&mut a, &b) } else { (&mut b, &a) };
+            let src = src.data();
+            let ok = match (dst.unique_data_mut(), src) {
+                (Some(Data::F32(d)), Data::F32(s)) => bin(k, d, s, into_a),
+                (Some(Data::F64(d)), Data::F64(s)) => bin(k, d, s, into_a),
+                _ => false,
+            };
+            if !ok {
+                return Err(vec![a, b]);
+            }
+            let out = if into_a { a } else { b };
+            out.try_into_data().map_err(|t| vec![t])
+        }
+        _ => Err(ops),
+    }
 }
 
 /// Integer arithmetic with XLA's wrapping and division-by-zero semantics.
@@ -406,9 +513,11 @@ fn select(p: &Tensor, t: &Tensor, f: &Tensor) -> Result<Data, OpError> {
         return invalid("predicate shape differs from the operands");
     }
     crate::tensor::zip_same!(t.data(), f.data(), x, y => {
-        let n = x.len();
-        let pick = |i: usize| if pv[i] { x[i] } else { y[i] };
-        if n >= PAR_MIN { (0..n).into_par_iter().map(pick).collect() } else { (0..n).map(pick).collect() }
+        if x.len() >= PAR_MIN {
+            pv.par_iter().zip(x.par_iter()).zip(y.par_iter()).map(|((&p, &a), &b)| if p { a } else { b }).collect()
+        } else {
+            pv.iter().zip(x).zip(y).map(|((&p, &a), &b)| if p { a } else { b }).collect()
+        }
     })
     .ok_or_else(|| OpError::Invalid("on_true and on_false element types differ".into()))
 }

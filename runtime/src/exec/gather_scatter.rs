@@ -194,13 +194,27 @@ pub(crate) fn scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpErro
     let region = ctx.node.regions.first().ok_or_else(|| OpError::Invalid("scatter without a body".into()))?;
     let f = RegionFn::new(region, "body", ctx.bindings)?;
     let nw: usize = wshape.iter().product();
+    // offsets of every window element relative to the window's origin, in the result and in
+    // the updates (row-major window order)
+    let mut wx = Vec::with_capacity(nw);
+    let mut wu = Vec::with_capacity(nw);
+    for w in 0..nw {
+        let widx = unravel(w, &wshape);
+        wx.push(widx.iter().zip(&window_op_dims).map(|(&i, &d)| i * xst[d]).sum::<usize>());
+        wu.push(widx.iter().zip(&uwd).map(|(&i, &d)| i * ust[d]).sum::<usize>());
+    }
+    let mut extent = vec![1usize; xr];
+    for (k, &d) in window_op_dims.iter().enumerate() {
+        extent[d] = wshape[k];
+    }
     let mut start = Vec::new();
+    let mut base = vec![0i64; xr];
     // (result offset, update offset) of every in-bounds update element, in update order
     let mut pairs: Vec<(usize, usize)> = Vec::with_capacity(updates[0].len());
     for s in 0..sshape.iter().product::<usize>() {
         let sidx = unravel(s, &sshape);
         reader.read(&sidx, &mut start);
-        let mut base = vec![0i64; xr];
+        base.iter_mut().for_each(|b| *b = 0);
         for (j, &d) in to_op.iter().enumerate() {
             base[d] += start[j];
         }
@@ -210,6 +224,13 @@ pub(crate) fn scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpErro
             }
         }
         let ubase: usize = sidx.iter().zip(&scatter_dims).map(|(&i, &d)| i * ust[d]).sum();
+        let inside = (0..xr).all(|d| base[d] >= 0 && base[d] + extent[d] as i64 <= xshape[d] as i64);
+        if inside {
+            let xbase: usize = base.iter().zip(&xst).map(|(&i, &st)| i as usize * st).sum();
+            pairs.extend(wx.iter().zip(&wu).map(|(&x, &u)| (xbase + x, ubase + u)));
+            continue;
+        }
+        // partly out of bounds: check element by element (spec: skip out-of-bounds elements)
         for w in 0..nw {
             let widx = unravel(w, &wshape);
             let mut full = base.clone();
@@ -219,9 +240,8 @@ pub(crate) fn scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpErro
             if full.iter().zip(&xshape).any(|(&i, &dim)| i < 0 || i >= dim as i64) {
                 continue;
             }
-            let xo: usize = full.iter().zip(&xst).map(|(&i, &s)| i as usize * s).sum();
-            let uo: usize = ubase + widx.iter().zip(&uwd).map(|(&i, &d)| i * ust[d]).sum::<usize>();
-            pairs.push((xo, uo));
+            let xo: usize = full.iter().zip(&xst).map(|(&i, &st)| i as usize * st).sum();
+            pairs.push((xo, ubase + wu[w]));
         }
     }
     match (&f.body, n) {

@@ -1,0 +1,348 @@
+//! Finalize a symbolic [`Plan`] at concrete shapes under a memory budget: check the shape
+//! assertions, evaluate sizes, choose which candidates to evict (and whether each is recomputed
+//! or swapped) until the peak fits, and assign arena offsets.
+//!
+//! # Decision heuristic
+//! Greedy, after DTR (Kirisame et al., "Dynamic Tensor Rematerialization", ICLR 2021, §3:
+//! evict by the heuristic `cost / (memory · staleness)`), adapted to a plan known ahead:
+//! 1. Resident bytes per point are kept in a segment tree ([`segtree::PeakTree`]), so the
+//!    current peak point and each decision's effect cost O(log n).
+//! 2. While the peak exceeds the budget, among the untaken candidates whose eviction window
+//!    covers the peak point, take the one with the lowest `cost_us / (bytes · window)` (window =
+//!    number of points it frees), with the cheaper of its allowed kinds. Costs come from
+//!    [`CostModel`]: recompute = FLOPs / throughput; swap = max(0, 2 · bytes / link bandwidth −
+//!    compute time of the window), i.e. the part of the offload + prefetch that the schedule's
+//!    own compute cannot hide.
+//! 3. When no candidate covers the peak point, the budget is infeasible for this plan: the error
+//!    reports the smallest peak the same greedy reaches with every useful candidate taken.
+//!
+//! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
+//! may be dominated by one that covers several peaks later; the exact ILP in `ebb bench
+//! --exact` measures the gap); recompute transients are charged at the regeneration point in
+//! full (conservative); swap overlap assumes the link is otherwise idle.
+
+pub mod segtree;
+
+use crate::arena::{assign_offsets, Arena};
+use ebb_ir::dim::DimError;
+use ebb_ir::plan::{Decision, DecisionKind, Plan};
+use ebb_ir::{Bindings, DimExpr};
+use segtree::PeakTree;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Throughput figures used to price decisions.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct CostModel {
+    /// Compute throughput in FLOPs per microsecond (1e6 = 1 TFLOP/s).
+    pub flops_per_us: f64,
+    /// Host link bandwidth in bytes per microsecond (25e3 = 25 GB/s, PCIe 4 x16).
+    pub link_bytes_per_us: f64,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        CostModel { flops_per_us: 1e6, link_bytes_per_us: 25e3 }
+    }
+}
+
+/// Options of [`finalize`].
+#[derive(Clone, Debug)]
+pub struct FinalizeOptions {
+    /// Device memory budget in bytes; `None` = no budget (no evictions).
+    pub budget: Option<i64>,
+    /// Prices of recompute and swap.
+    pub cost: CostModel,
+    /// Decision kinds that may be chosen.
+    pub kinds: Vec<DecisionKind>,
+    /// Assign arena offsets (skip for a pure planning report).
+    pub offsets: bool,
+}
+
+impl Default for FinalizeOptions {
+    fn default() -> Self {
+        FinalizeOptions {
+            budget: None,
+            cost: CostModel::default(),
+            kinds: vec![DecisionKind::Recompute, DecisionKind::Swap],
+            offsets: true,
+        }
+    }
+}
+
+/// A plan finalized at concrete bindings: decisions, resident bytes and offsets.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConcretePlan {
+    /// The symbol values.
+    pub bindings: Bindings,
+    /// The budget in bytes, if any.
+    pub budget: Option<i64>,
+    /// Size of every value in bytes (indexed like `Plan::values`).
+    pub value_bytes: Vec<i64>,
+    /// Peak bytes of the schedule without decisions.
+    pub peak_bytes_scheduled: i64,
+    /// Peak bytes with the decisions (regeneration transients included).
+    pub peak_bytes_planned: i64,
+    /// Resident bytes at each point with the decisions.
+    pub resident: Vec<i64>,
+    /// Chosen decisions, in the order they were taken.
+    pub decisions: Vec<Decision>,
+    /// FLOPs spent recomputing evicted values.
+    pub recompute_flops: i64,
+    /// Bytes offloaded to host (each is also reloaded).
+    pub swap_bytes: i64,
+    /// Estimated time the decisions add to the step, in µs (the cost model's).
+    pub overhead_us: f64,
+    /// FLOPs of one step (all scheduled ops), 0 when the plan has no per-point FLOPs.
+    pub step_flops: i64,
+    /// Arena layout (empty when offsets were not requested).
+    pub arena: Arena,
+}
+
+/// Why a plan cannot be finalized at some bindings.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FinalizeError {
+    /// The bindings violate a fact of the symbol scope (range, divisibility, equality).
+    #[error("bindings: {0}")]
+    Fact(DimError),
+    /// A shape assertion of the export fails; `message` is the producer's, with `{0}`, `{1}`
+    /// replaced by the values.
+    #[error("shape assertion failed: {message}")]
+    Assertion {
+        /// The failing check, e.g. `-S + 512 >= 0`.
+        check: String,
+        /// The producer's message.
+        message: String,
+    },
+    /// A size or cost does not evaluate at the bindings.
+    #[error("cannot evaluate `{expr}`: {source}")]
+    Eval {
+        /// The expression.
+        expr: String,
+        /// Why.
+        source: DimError,
+    },
+    /// The budget is below what the plan can reach.
+    #[error("budget {budget} bytes is infeasible: the smallest feasible budget for this plan at these shapes is {smallest} bytes ({smallest_mib:.1} MiB)")]
+    Infeasible {
+        /// The requested budget.
+        budget: i64,
+        /// The smallest peak reachable with every useful candidate taken.
+        smallest: i64,
+        /// The same in MiB.
+        smallest_mib: f64,
+    },
+}
+
+/// Memoized evaluation of the plan's expressions at one binding (sizes repeat a lot).
+struct Evaluator<'a> {
+    b: &'a Bindings,
+    memo: HashMap<&'a DimExpr, i64>,
+}
+
+impl<'a> Evaluator<'a> {
+    fn eval(&mut self, e: &'a DimExpr) -> Result<i64, FinalizeError> {
+        if let Some(v) = e.as_const() {
+            return Ok(v);
+        }
+        if let Some(v) = self.memo.get(e) {
+            return Ok(*v);
+        }
+        let v = e.eval(self.b).map_err(|source| FinalizeError::Eval { expr: e.to_string(), source })?;
+        self.memo.insert(e, v);
+        Ok(v)
+    }
+}
+
+/// Checks the scope's facts and the plan's shape assertions at `b`.
+pub fn check_bindings(plan: &Plan, b: &Bindings) -> Result<(), FinalizeError> {
+    plan.symbols.check(b).map_err(FinalizeError::Fact)?;
+    for a in &plan.assertions {
+        let ev = |e: &DimExpr| e.eval(b).map_err(|source| FinalizeError::Eval { expr: e.to_string(), source });
+        let (l, r) = (ev(&a.lhs)?, ev(&a.rhs)?);
+        if !a.rel.holds(l, r) {
+            let message = a.message.replace("{0}", &l.to_string()).replace("{1}", &r.to_string());
+            return Err(FinalizeError::Assertion { check: format!("{} {} {}", a.lhs, a.rel.name(), a.rhs), message });
+        }
+    }
+    Ok(())
+}
+
+/// One priced option: candidate `c` taken as `kind`, freeing `bytes` over `[l, r]`, adding
+/// `transient` bytes at point `t` (recompute), at `cost_us`.
+#[derive(Clone, Copy, Debug)]
+struct Option_ {
+    c: usize,
+    kind: DecisionKind,
+    l: usize,
+    r: usize,
+    bytes: i64,
+    transient: (usize, i64),
+    cost_us: f64,
+    flops: i64,
+    score: f64,
+}
+
+/// Finalizes `plan` at bindings `b` (see the module docs).
+///
+/// Errors: [`FinalizeError::Fact`] / [`FinalizeError::Assertion`] for invalid shapes,
+/// [`FinalizeError::Infeasible`] (with the smallest feasible budget) when the budget cannot be
+/// met, [`FinalizeError::Eval`] when an expression does not evaluate.
+pub fn finalize(plan: &Plan, b: &Bindings, opts: &FinalizeOptions) -> Result<ConcretePlan, FinalizeError> {
+    check_bindings(plan, b)?;
+    let mut ev = Evaluator { b, memo: HashMap::new() };
+    let points = plan.schedule.len().max(1);
+    let mut value_bytes = Vec::with_capacity(plan.values.len());
+    let mut diff = vec![0i64; points + 1];
+    for v in &plan.values {
+        let bytes = ev.eval(&v.bytes)?;
+        value_bytes.push(bytes);
+        diff[v.def.min(points - 1)] += bytes;
+        diff[(v.last_use + 1).min(points)] -= bytes;
+    }
+    let mut resident = Vec::with_capacity(points);
+    let mut acc = 0i64;
+    for d in &diff[..points] {
+        acc += d;
+        resident.push(acc);
+    }
+    for t in &plan.region_transients {
+        if t.point < points {
+            resident[t.point] += ev.eval(&t.bytes)?;
+        }
+    }
+    let step_flops = match &plan.point_flops {
+        Some(f) => f.iter().map(|e| ev.eval(e)).sum::<Result<i64, _>>()?,
+        None => 0,
+    };
+    let peak_scheduled = resident.iter().copied().max().unwrap_or(0);
+    let mut tree = PeakTree::new(&resident);
+    let mut decisions = Vec::new();
+    let (mut recompute_flops, mut swap_bytes, mut overhead_us) = (0i64, 0i64, 0.0f64);
+    if let Some(budget) = opts.budget {
+        if peak_scheduled > budget {
+            let options = price_options(plan, &mut ev, &value_bytes, opts)?;
+            let mut taken = vec![false; plan.candidates.len()];
+            loop {
+                let (peak, p) = tree.argmax();
+                if peak <= budget {
+                    break;
+                }
+                let best = options.iter().filter(|o| !taken[o.c] && o.l <= p && p <= o.r).min_by(|a, b| {
+                    a.score.total_cmp(&b.score).then(b.bytes.cmp(&a.bytes)).then(a.c.cmp(&b.c))
+                });
+                let Some(o) = best.copied() else {
+                    let smallest = smallest_feasible(plan, &resident, &options);
+                    return Err(FinalizeError::Infeasible { budget, smallest, smallest_mib: smallest as f64 / 1048576.0 });
+                };
+                taken[o.c] = true;
+                tree.add(o.l, o.r, -o.bytes);
+                tree.add(o.transient.0, o.transient.0, o.transient.1);
+                decisions.push(Decision { candidate: o.c, kind: o.kind });
+                overhead_us += o.cost_us;
+                match o.kind {
+                    DecisionKind::Recompute => recompute_flops += o.flops,
+                    DecisionKind::Swap => swap_bytes += o.bytes,
+                }
+            }
+        }
+    }
+    let resident = tree.values();
+    let peak_planned = resident.iter().copied().max().unwrap_or(0);
+    let arena = if opts.offsets { assign_offsets(plan, &value_bytes, &decisions, peak_planned) } else { Arena::default() };
+    Ok(ConcretePlan {
+        bindings: b.clone(),
+        budget: opts.budget,
+        value_bytes,
+        peak_bytes_scheduled: peak_scheduled,
+        peak_bytes_planned: peak_planned,
+        resident,
+        decisions,
+        recompute_flops,
+        swap_bytes,
+        overhead_us,
+        step_flops,
+        arena,
+    })
+}
+
+/// Prices every (candidate, allowed kind) pair and keeps the cheaper kind per candidate.
+fn price_options<'a>(
+    plan: &'a Plan,
+    ev: &mut Evaluator<'a>,
+    value_bytes: &[i64],
+    opts: &FinalizeOptions,
+) -> Result<Vec<Option_>, FinalizeError> {
+    // Prefix sums of compute time per point, for the swap overlap.
+    let mut compute_prefix = vec![0.0f64];
+    if let Some(f) = &plan.point_flops {
+        for e in f {
+            let last = *compute_prefix.last().unwrap_or(&0.0);
+            compute_prefix.push(last + ev.eval(e)? as f64 / opts.cost.flops_per_us);
+        }
+    }
+    let compute_us = |l: usize, r: usize| -> f64 {
+        if compute_prefix.len() <= 1 || l > r {
+            return 0.0;
+        }
+        let r = (r + 1).min(compute_prefix.len() - 1);
+        let l = l.min(r);
+        compute_prefix[r] - compute_prefix[l]
+    };
+    let mut out = Vec::new();
+    for (c, cand) in plan.candidates.iter().enumerate() {
+        let bytes = value_bytes.get(cand.value).copied().unwrap_or(0);
+        if bytes <= 0 {
+            continue;
+        }
+        let mut best: Option<Option_> = None;
+        for &kind in &opts.kinds {
+            if !cand.allows(kind) {
+                continue;
+            }
+            let (l, r, transient, cost_us, flops) = match kind {
+                DecisionKind::Recompute => {
+                    let flops = ev.eval(&cand.recompute_flops)?;
+                    let tr = ev.eval(&cand.transient_bytes)?;
+                    (cand.evict_after + 1, cand.regenerate_before.saturating_sub(1), (cand.regenerate_before, tr), flops as f64 / opts.cost.flops_per_us, flops)
+                }
+                DecisionKind::Swap => {
+                    let (l, r) = (cand.evict_after + 1, cand.prefetch_at.saturating_sub(1));
+                    let transfer = 2.0 * ev.eval(&cand.swap_bytes)? as f64 / opts.cost.link_bytes_per_us;
+                    (l, r, (0, 0), (transfer - compute_us(l, r)).max(0.0), 0)
+                }
+            };
+            if l > r {
+                continue;
+            }
+            let window = (r - l + 1) as f64;
+            let score = cost_us / (bytes as f64 * window);
+            let o = Option_ { c, kind, l, r, bytes, transient, cost_us, flops, score };
+            if best.is_none_or(|b| o.score < b.score) {
+                best = Some(o);
+            }
+        }
+        out.extend(best);
+    }
+    Ok(out)
+}
+
+/// The smallest peak the greedy reaches when it takes every candidate that covers the peak.
+fn smallest_feasible(_plan: &Plan, resident: &[i64], options: &[Option_]) -> i64 {
+    let mut tree = PeakTree::new(resident);
+    let mut taken = vec![false; options.iter().map(|o| o.c + 1).max().unwrap_or(0)];
+    loop {
+        let (peak, p) = tree.argmax();
+        let best = options
+            .iter()
+            .filter(|o| !taken[o.c] && o.l <= p && p <= o.r && o.bytes > if o.transient.0 == p { o.transient.1 } else { 0 })
+            .min_by(|a, b| a.score.total_cmp(&b.score).then(b.bytes.cmp(&a.bytes)));
+        let Some(o) = best.copied() else { return peak };
+        taken[o.c] = true;
+        tree.add(o.l, o.r, -o.bytes);
+        tree.add(o.transient.0, o.transient.0, o.transient.1);
+        if tree.argmax().0 > peak {
+            return peak;
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Helpers shared by the executor tests: graphs from textual IR, tensors from literals.
+#![allow(dead_code)]
+
+use ebb_ir::{Bindings, Symbol};
+use ebb_runtime::{execute, program_schedule, Data, ExecError, ExecStats, Tensor};
+
+/// Parses textual IR and verifies it.
+pub fn graph(src: &str) -> ebb_ir::Graph {
+    let g = ebb_ir::text::parse(src).unwrap_or_else(|e| panic!("parse: {e}\n{src}"));
+    ebb_ir::verify::verify(&g).unwrap_or_else(|e| panic!("verify: {e}\n{src}"));
+    g
+}
+
+/// Bindings from `(name, value)` pairs.
+pub fn bind(pairs: &[(&str, i64)]) -> Bindings {
+    pairs.iter().map(|(k, v)| (Symbol::new(k), *v)).collect()
+}
+
+/// Runs `src` in program order.
+pub fn run_with_stats(src: &str, b: &[(&str, i64)], inputs: Vec<Tensor>) -> Result<(Vec<Tensor>, ExecStats), ExecError> {
+    let g = graph(src);
+    execute(&g, &program_schedule(&g), &bind(b), inputs)
+}
+
+/// Runs `src` in program order and returns its outputs.
+pub fn run(src: &str, b: &[(&str, i64)], inputs: Vec<Tensor>) -> Result<Vec<Tensor>, ExecError> {
+    run_with_stats(src, b, inputs).map(|r| r.0)
+}
+
+/// Runs `src` and returns its single output (panics on errors).
+pub fn run1(src: &str, b: &[(&str, i64)], inputs: Vec<Tensor>) -> Tensor {
+    let mut o = run(src, b, inputs).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.len(), 1);
+    o.remove(0)
+}
+
+pub fn f32t(shape: &[usize], v: &[f32]) -> Tensor {
+    Tensor::new(shape.to_vec(), Data::F32(v.to_vec())).unwrap()
+}
+
+pub fn i32t(shape: &[usize], v: &[i32]) -> Tensor {
+    Tensor::new(shape.to_vec(), Data::I32(v.to_vec())).unwrap()
+}
+
+pub fn i64t(shape: &[usize], v: &[i64]) -> Tensor {
+    Tensor::new(shape.to_vec(), Data::I64(v.to_vec())).unwrap()
+}
+
+/// `0, 1, 2, ...` as f32 of `shape`.
+pub fn arange(shape: &[usize]) -> Tensor {
+    let n: usize = shape.iter().product();
+    f32t(shape, &(0..n).map(|i| i as f32).collect::<Vec<_>>())
+}
+
+/// Row-major strides.
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// All multi-indices of `shape` in row-major order.
+pub fn indices(shape: &[usize]) -> Vec<Vec<usize>> {
+    let n: usize = shape.iter().product();
+    (0..n)
+        .map(|mut i| {
+            let mut idx = vec![0; shape.len()];
+            for k in (0..shape.len()).rev() {
+                idx[k] = i % shape[k];
+                i /= shape[k];
+            }
+            idx
+        })
+        .collect()
+}
+
+/// Formats a shape as IR dims (`2, 3`).
+pub fn dims(shape: &[usize]) -> String {
+    shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")
+}
+
+pub fn assert_close(got: &Tensor, want: &[f64], tol: f64) {
+    let g = got.to_f64_vec();
+    assert_eq!(g.len(), want.len(), "length");
+    for (i, (a, b)) in g.iter().zip(want).enumerate() {
+        assert!((a - b).abs() <= tol * (1.0 + b.abs()), "element {i}: got {a}, want {b}");
+    }
+}
