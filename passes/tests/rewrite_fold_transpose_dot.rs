@@ -83,7 +83,10 @@ rule_test!(
 fn tests_that_a_transpose_shared_by_two_dots_is_removed() {
     let g = graph(TIED_EMBEDDING);
     let (out, rep) = run(&g, &G);
-    assert!(!out.order().iter().any(|id| out.node(*id).kind == ebb_ir::OpKind::Transpose));
+    assert!(!out
+        .order()
+        .iter()
+        .any(|id| out.node(*id).kind == ebb_ir::OpKind::Transpose));
     assert_eq!(rep.classes_changed, 2);
     insta::assert_snapshot!(before_after(&g, &G));
 }
@@ -101,7 +104,10 @@ fn tests_that_a_layout_changing_transpose_is_left_alone() {
 #[test]
 fn tests_the_dimension_arithmetic() {
     // T = transpose(x, [0, 2, 3, 1]): T dim i is x dim perm[i].
-    assert_eq!(fold_dims(&[0, 2, 3, 1], &[0, 1], &[3]), Some((vec![0, 2], vec![1])));
+    assert_eq!(
+        fold_dims(&[0, 2, 3, 1], &[0, 1], &[3]),
+        Some((vec![0, 2], vec![1]))
+    );
     assert_eq!(fold_dims(&[1, 0], &[], &[0]), Some((vec![], vec![1])));
     // Free dims 0 and 1 of T come from x dims 1 and 0: the layout would change.
     assert_eq!(fold_dims(&[1, 0, 2], &[], &[2]), None);

@@ -26,7 +26,11 @@ fn reduce(id: usize, x: usize, init: usize, dims: &str, body: &str, ty: &str) ->
 /// Bias gradient of a layer used twice: `sum(dx1) + sum(dx2)` while `dx1 + dx2` is also
 /// computed (the gradient flowing on). `init` is the reduction's init constant.
 fn bias_gradient(body: &str, dims2: &str, with_sum: bool, init: &str) -> String {
-    let sum = if with_sum { "  %3 = add(%0, %1) : f32[B,S,64]\n" } else { "  %3 = multiply(%0, %1) : f32[B,S,64]\n" };
+    let sum = if with_sum {
+        "  %3 = add(%0, %1) : f32[B,S,64]\n"
+    } else {
+        "  %3 = multiply(%0, %1) : f32[B,S,64]\n"
+    };
     format!(
         r#"  %0 = input {{index = 0, name = "dx1"}} : f32[B,S,64]
   %1 = input {{index = 1, name = "dx2"}} : f32[B,S,64]
@@ -114,20 +118,30 @@ rule_test!(
 fn tests_that_the_bias_gradient_reduces_the_computed_sum() {
     let g = graph(&bias_gradient("add", "0, 1", true, "0.0"));
     let (out, _) = run(&g, &G);
-    let reduces = out.order().iter().filter(|id| out.node(**id).kind == ebb_ir::OpKind::Reduce).count();
+    let reduces = out
+        .order()
+        .iter()
+        .filter(|id| out.node(**id).kind == ebb_ir::OpKind::Reduce)
+        .count();
     assert_eq!(reduces, 1);
     insta::assert_snapshot!(before_after(&g, &G));
 }
 
 #[test]
 fn tests_that_max_reductions_are_left_alone() {
-    insta::assert_snapshot!(before_after(&graph(&bias_gradient("maximum", "0, 1", true, "0.0")), &G));
+    insta::assert_snapshot!(before_after(
+        &graph(&bias_gradient("maximum", "0, 1", true, "0.0")),
+        &G
+    ));
 }
 
 #[test]
 fn tests_that_reductions_over_different_dimensions_are_left_alone() {
     let g = graph(&bias_gradient("add", "1, 0", true, "0.0"));
     let (out, rep) = run(&g, &G);
-    assert_eq!(rep.classes_changed, 0, "dimensions [0, 1] and [1, 0] are different attributes");
+    assert_eq!(
+        rep.classes_changed, 0,
+        "dimensions [0, 1] and [1, 0] are different attributes"
+    );
     assert_eq!(ebb_ir::text::print(&out), ebb_ir::text::print(&g));
 }

@@ -142,8 +142,16 @@ fn tests_that_the_dot_general_consumer_is_left_alone() {
 fn tests_that_sinking_below_add_frees_both_expanded_operands() {
     let g = graph(ADD_OF_BROADCASTS);
     let (out, rep) = run(&g, &G);
-    assert_eq!(out.op_count(), 2, "add on the small tensors, then one broadcast");
-    assert!(rep.bytes_after.iter().zip(&rep.bytes_before).all(|(a, b)| a < b));
+    assert_eq!(
+        out.op_count(),
+        2,
+        "add on the small tensors, then one broadcast"
+    );
+    assert!(rep
+        .bytes_after
+        .iter()
+        .zip(&rep.bytes_before)
+        .all(|(a, b)| a < b));
     insta::assert_snapshot!(before_after(&g, &G));
 }
 
@@ -156,7 +164,11 @@ fn tests_that_a_scalar_divisor_is_rebroadcast_to_the_small_shape() {
 fn tests_that_a_chain_sharing_its_broadcasts_is_sunk_whole() {
     let g = graph(SHARED_IN_A_CHAIN);
     let (out, _) = run(&g, &G);
-    let bcasts = out.order().iter().filter(|id| out.node(**id).kind == ebb_ir::OpKind::BroadcastInDim).count();
+    let bcasts = out
+        .order()
+        .iter()
+        .filter(|id| out.node(**id).kind == ebb_ir::OpKind::BroadcastInDim)
+        .count();
     assert_eq!(bcasts, 1, "a compound move frees both shared broadcasts");
     insta::assert_snapshot!(before_after(&g, &G));
 }
@@ -165,9 +177,15 @@ fn tests_that_a_chain_sharing_its_broadcasts_is_sunk_whole() {
 fn tests_that_shared_broadcasts_are_not_sunk() {
     let g = graph(SHARED_BROADCASTS);
     let x = saturate(&g, &G);
-    assert!(x.applied["sink-broadcast/add"] > 0, "the rule proves the form");
+    assert!(
+        x.applied["sink-broadcast/add"] > 0,
+        "the rule proves the form"
+    );
     let (out, rep) = run(&g, &G);
-    assert_eq!(rep.classes_changed, 0, "extraction keeps the original: sinking adds bytes");
+    assert_eq!(
+        rep.classes_changed, 0,
+        "extraction keeps the original: sinking adds bytes"
+    );
     assert_eq!(ebb_ir::text::print(&out), ebb_ir::text::print(&g));
     insta::assert_snapshot!(before_after(&g, &G));
 }

@@ -61,7 +61,13 @@ rule_test!(
 fn tests_that_the_wide_copy_is_no_longer_materialized() {
     let g = graph(WIDEN_THEN_MOVE);
     let (_, rep) = run(&g, &G);
-    assert!(rep.bytes_after.iter().zip(&rep.bytes_before).all(|(a, b)| a < b), "{rep:?}");
+    assert!(
+        rep.bytes_after
+            .iter()
+            .zip(&rep.bytes_before)
+            .all(|(a, b)| a < b),
+        "{rep:?}"
+    );
     insta::assert_snapshot!(before_after(&g, &G));
 }
 

@@ -43,7 +43,9 @@ pub enum ExecError {
     },
     /// A result type (or a dimension attribute) cannot be evaluated at the bindings
     /// (an unbound symbol, an overflow or a negative dimension).
-    #[error("graph `{graph}`: op `{op}` at {loc}: cannot evaluate its type at the bindings: {msg}")]
+    #[error(
+        "graph `{graph}`: op `{op}` at {loc}: cannot evaluate its type at the bindings: {msg}"
+    )]
     Shape {
         /// Graph name.
         graph: String,

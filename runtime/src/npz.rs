@@ -27,14 +27,23 @@ impl Npz {
     /// archive.
     pub fn open(path: &Path) -> Result<Npz, NpzError> {
         let p = path.display().to_string();
-        let f = File::open(path).map_err(|source| NpzError::Io { path: p.clone(), source })?;
-        let archive = zip::ZipArchive::new(BufReader::new(f)).map_err(|e| NpzError::Zip { path: p.clone(), msg: e.to_string() })?;
+        let f = File::open(path).map_err(|source| NpzError::Io {
+            path: p.clone(),
+            source,
+        })?;
+        let archive = zip::ZipArchive::new(BufReader::new(f)).map_err(|e| NpzError::Zip {
+            path: p.clone(),
+            msg: e.to_string(),
+        })?;
         Ok(Npz { path: p, archive })
     }
 
     /// Names of the arrays (entry names without `.npy`), in archive order.
     pub fn names(&self) -> Vec<String> {
-        self.archive.file_names().map(|n| n.strip_suffix(".npy").unwrap_or(n).to_string()).collect()
+        self.archive
+            .file_names()
+            .map(|n| n.strip_suffix(".npy").unwrap_or(n).to_string())
+            .collect()
     }
 
     /// Reads array `name`.
@@ -46,11 +55,24 @@ impl Npz {
         let path = self.path.clone();
         let mut entry = match self.archive.by_name(&format!("{name}.npy")) {
             Ok(e) => e,
-            Err(zip::result::ZipError::FileNotFound) => return Err(NpzError::Missing { path, name: name.into() }),
-            Err(e) => return Err(NpzError::Zip { path, msg: e.to_string() }),
+            Err(zip::result::ZipError::FileNotFound) => {
+                return Err(NpzError::Missing {
+                    path,
+                    name: name.into(),
+                })
+            }
+            Err(e) => {
+                return Err(NpzError::Zip {
+                    path,
+                    msg: e.to_string(),
+                })
+            }
         };
         let mut bytes = Vec::with_capacity(entry.size() as usize);
-        entry.read_to_end(&mut bytes).map_err(|e| NpzError::Zip { path: path.clone(), msg: e.to_string() })?;
+        entry.read_to_end(&mut bytes).map_err(|e| NpzError::Zip {
+            path: path.clone(),
+            msg: e.to_string(),
+        })?;
         parse_npy(&bytes, &path, name)
     }
 }
@@ -74,11 +96,19 @@ pub fn load_npz(path: &Path) -> Result<BTreeMap<String, Tensor>, NpzError> {
 /// # Errors
 /// [`NpzError::Npy`] or [`NpzError::UnsupportedType`], naming `path` and `name`.
 pub fn parse_npy(bytes: &[u8], path: &str, name: &str) -> Result<Tensor, NpzError> {
-    let npy_err = |msg: String| NpzError::Npy { path: path.into(), name: name.into(), msg };
+    let npy_err = |msg: String| NpzError::Npy {
+        path: path.into(),
+        name: name.into(),
+        msg,
+    };
     let npy = NpyFile::new(bytes).map_err(|e| npy_err(e.to_string()))?;
     let dtype = npy.dtype();
     let descr = dtype.descr();
-    let unsupported = || NpzError::UnsupportedType { path: path.into(), name: name.into(), descr: descr.clone() };
+    let unsupported = || NpzError::UnsupportedType {
+        path: path.into(),
+        name: name.into(),
+        descr: descr.clone(),
+    };
     let ts = match &dtype {
         npyz::DType::Plain(ts) => ts.clone(),
         _ => return Err(unsupported()),
@@ -87,8 +117,16 @@ pub fn parse_npy(bytes: &[u8], path: &str, name: &str) -> Result<Tensor, NpzErro
         return Err(unsupported());
     }
     let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
-    fn read<T: npyz::Deserialize>(npy: NpyFile<&[u8]>, path: &str, name: &str) -> Result<Vec<T>, NpzError> {
-        npy.into_vec::<T>().map_err(|e| NpzError::Npy { path: path.into(), name: name.into(), msg: e.to_string() })
+    fn read<T: npyz::Deserialize>(
+        npy: NpyFile<&[u8]>,
+        path: &str,
+        name: &str,
+    ) -> Result<Vec<T>, NpzError> {
+        npy.into_vec::<T>().map_err(|e| NpzError::Npy {
+            path: path.into(),
+            name: name.into(),
+            msg: e.to_string(),
+        })
     }
     let data = match (ts.type_char(), ts.size_field()) {
         (TypeChar::Bool, 1) => Data::I1(read::<bool>(npy, path, name)?),

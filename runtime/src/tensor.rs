@@ -88,17 +88,39 @@ macro_rules! map_same {
 macro_rules! zip_same {
     ($a:expr, $b:expr, $x:ident, $y:ident => $e:expr) => {
         match ($a, $b) {
-            ($crate::tensor::Data::F32($x), $crate::tensor::Data::F32($y)) => Some($crate::tensor::Data::F32($e)),
-            ($crate::tensor::Data::BF16($x), $crate::tensor::Data::BF16($y)) => Some($crate::tensor::Data::BF16($e)),
-            ($crate::tensor::Data::F16($x), $crate::tensor::Data::F16($y)) => Some($crate::tensor::Data::F16($e)),
-            ($crate::tensor::Data::F64($x), $crate::tensor::Data::F64($y)) => Some($crate::tensor::Data::F64($e)),
-            ($crate::tensor::Data::I1($x), $crate::tensor::Data::I1($y)) => Some($crate::tensor::Data::I1($e)),
-            ($crate::tensor::Data::I8($x), $crate::tensor::Data::I8($y)) => Some($crate::tensor::Data::I8($e)),
-            ($crate::tensor::Data::I16($x), $crate::tensor::Data::I16($y)) => Some($crate::tensor::Data::I16($e)),
-            ($crate::tensor::Data::I32($x), $crate::tensor::Data::I32($y)) => Some($crate::tensor::Data::I32($e)),
-            ($crate::tensor::Data::I64($x), $crate::tensor::Data::I64($y)) => Some($crate::tensor::Data::I64($e)),
-            ($crate::tensor::Data::U8($x), $crate::tensor::Data::U8($y)) => Some($crate::tensor::Data::U8($e)),
-            ($crate::tensor::Data::U32($x), $crate::tensor::Data::U32($y)) => Some($crate::tensor::Data::U32($e)),
+            ($crate::tensor::Data::F32($x), $crate::tensor::Data::F32($y)) => {
+                Some($crate::tensor::Data::F32($e))
+            }
+            ($crate::tensor::Data::BF16($x), $crate::tensor::Data::BF16($y)) => {
+                Some($crate::tensor::Data::BF16($e))
+            }
+            ($crate::tensor::Data::F16($x), $crate::tensor::Data::F16($y)) => {
+                Some($crate::tensor::Data::F16($e))
+            }
+            ($crate::tensor::Data::F64($x), $crate::tensor::Data::F64($y)) => {
+                Some($crate::tensor::Data::F64($e))
+            }
+            ($crate::tensor::Data::I1($x), $crate::tensor::Data::I1($y)) => {
+                Some($crate::tensor::Data::I1($e))
+            }
+            ($crate::tensor::Data::I8($x), $crate::tensor::Data::I8($y)) => {
+                Some($crate::tensor::Data::I8($e))
+            }
+            ($crate::tensor::Data::I16($x), $crate::tensor::Data::I16($y)) => {
+                Some($crate::tensor::Data::I16($e))
+            }
+            ($crate::tensor::Data::I32($x), $crate::tensor::Data::I32($y)) => {
+                Some($crate::tensor::Data::I32($e))
+            }
+            ($crate::tensor::Data::I64($x), $crate::tensor::Data::I64($y)) => {
+                Some($crate::tensor::Data::I64($e))
+            }
+            ($crate::tensor::Data::U8($x), $crate::tensor::Data::U8($y)) => {
+                Some($crate::tensor::Data::U8($e))
+            }
+            ($crate::tensor::Data::U32($x), $crate::tensor::Data::U32($y)) => {
+                Some($crate::tensor::Data::U32($e))
+            }
             _ => None,
         }
     };
@@ -129,7 +151,9 @@ pub(crate) use {dispatch, map_same, zip_same, zip_with};
 
 /// An element type the kernels are generic over, with lossless-where-possible conversions
 /// through `f64` (floats) and `i64` (integers, booleans).
-pub trait Elem: Copy + Send + Sync + Default + PartialEq + PartialOrd + fmt::Debug + 'static {
+pub trait Elem:
+    Copy + Send + Sync + Default + PartialEq + PartialOrd + fmt::Debug + 'static
+{
     /// The IR element type.
     const DTYPE: DType;
     /// The value as `f64` (`true` = 1).
@@ -536,16 +560,30 @@ impl Tensor {
     pub fn new(shape: Vec<usize>, data: Data) -> Result<Tensor, TensorError> {
         let expected = shape.iter().product::<usize>();
         if data.len() != expected {
-            return Err(TensorError::Length { shape, expected, got: data.len() });
+            return Err(TensorError::Length {
+                shape,
+                expected,
+                got: data.len(),
+            });
         }
-        Ok(Tensor { shape, data: Arc::new(data) })
+        Ok(Tensor {
+            shape,
+            data: Arc::new(data),
+        })
     }
 
     /// Crate-internal constructor for kernels that keep the length invariant by construction
     /// (checked in debug builds).
     pub(crate) fn from_parts(shape: Vec<usize>, data: Data) -> Tensor {
-        debug_assert_eq!(data.len(), shape.iter().product::<usize>(), "shape {shape:?}");
-        Tensor { shape, data: Arc::new(data) }
+        debug_assert_eq!(
+            data.len(),
+            shape.iter().product::<usize>(),
+            "shape {shape:?}"
+        );
+        Tensor {
+            shape,
+            data: Arc::new(data),
+        }
     }
 
     /// A rank-0 tensor holding `s`.
@@ -584,28 +622,57 @@ impl Tensor {
         let n: usize = shape.iter().product();
         let esz = lit.dtype.size_bytes() as usize;
         let stored = lit.data.len() / esz;
-        let bad = || TensorError::Literal { dtype: lit.dtype, stored, shape: shape.clone() };
-        if lit.data.len() % esz != 0 || (lit.splat && stored != 1) || (!lit.splat && stored != n) {
+        let bad = || TensorError::Literal {
+            dtype: lit.dtype,
+            stored,
+            shape: shape.clone(),
+        };
+        if !lit.data.len().is_multiple_of(esz)
+            || (lit.splat && stored != 1)
+            || (!lit.splat && stored != n)
+        {
             return Err(bad());
         }
         let chunks = lit.data.chunks_exact(esz);
         let data = match lit.dtype {
-            DType::F32 => Data::F32(chunks.map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()),
-            DType::F64 => Data::F64(
-                chunks.map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])).collect(),
+            DType::F32 => Data::F32(
+                chunks
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
             ),
-            DType::BF16 => Data::BF16(chunks.map(|b| bf16::from_bits(u16::from_le_bytes([b[0], b[1]]))).collect()),
+            DType::F64 => Data::F64(
+                chunks
+                    .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+                    .collect(),
+            ),
+            DType::BF16 => Data::BF16(
+                chunks
+                    .map(|b| bf16::from_bits(u16::from_le_bytes([b[0], b[1]])))
+                    .collect(),
+            ),
             DType::F16 => Data::F16(
-                chunks.map(|b| f16::from_f32(f16_bits_to_f32(u16::from_le_bytes([b[0], b[1]])))).collect(),
+                chunks
+                    .map(|b| f16::from_f32(f16_bits_to_f32(u16::from_le_bytes([b[0], b[1]]))))
+                    .collect(),
             ),
             DType::I1 => Data::I1(chunks.map(|b| b[0] != 0).collect()),
             DType::I8 => Data::I8(chunks.map(|b| b[0] as i8).collect()),
             DType::U8 => Data::U8(chunks.map(|b| b[0]).collect()),
             DType::I16 => Data::I16(chunks.map(|b| i16::from_le_bytes([b[0], b[1]])).collect()),
-            DType::I32 => Data::I32(chunks.map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()),
-            DType::U32 => Data::U32(chunks.map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()),
+            DType::I32 => Data::I32(
+                chunks
+                    .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            ),
+            DType::U32 => Data::U32(
+                chunks
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            ),
             DType::I64 => Data::I64(
-                chunks.map(|b| i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])).collect(),
+                chunks
+                    .map(|b| i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+                    .collect(),
             ),
         };
         if lit.splat {
@@ -670,9 +737,16 @@ impl Tensor {
     pub fn reshape(&self, shape: Vec<usize>) -> Result<Tensor, TensorError> {
         let expected = shape.iter().product::<usize>();
         if expected != self.len() {
-            return Err(TensorError::Length { shape, expected, got: self.len() });
+            return Err(TensorError::Length {
+                shape,
+                expected,
+                got: self.len(),
+            });
         }
-        Ok(Tensor { shape, data: self.data.clone() })
+        Ok(Tensor {
+            shape,
+            data: self.data.clone(),
+        })
     }
 
     /// The `f32` elements, if this is an `f32` tensor.
@@ -706,10 +780,18 @@ impl Tensor {
             return false;
         }
         match (&*self.data, &*o.data) {
-            (Data::F32(a), Data::F32(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
-            (Data::F64(a), Data::F64(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
-            (Data::BF16(a), Data::BF16(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
-            (Data::F16(a), Data::F16(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            (Data::F32(a), Data::F32(b)) => {
+                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (Data::F64(a), Data::F64(b)) => {
+                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (Data::BF16(a), Data::BF16(b)) => {
+                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (Data::F16(a), Data::F16(b)) => {
+                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
             (a, b) => a == b,
         }
     }
@@ -724,7 +806,11 @@ mod tests {
         let lit = Literal::splat_f64(DType::F32, 2.5);
         let t = Tensor::from_literal(&lit, vec![2, 3]).unwrap();
         assert_eq!(t.to_f64_vec(), vec![2.5; 6]);
-        let dense = Literal { dtype: DType::I32, splat: false, data: [1i32, -2].iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let dense = Literal {
+            dtype: DType::I32,
+            splat: false,
+            data: [1i32, -2].iter().flat_map(|x| x.to_le_bytes()).collect(),
+        };
         let t = Tensor::from_literal(&dense, vec![2]).unwrap();
         assert_eq!(t.as_i32(), Some(&[1, -2][..]));
         assert!(Tensor::from_literal(&dense, vec![3]).is_err());
@@ -733,10 +819,22 @@ mod tests {
     #[test]
     fn convert_semantics() {
         let d = Data::F32(vec![1.7, -1.7, f32::NAN, 3e10, -0.0]);
-        assert_eq!(d.convert(DType::I32), Data::I32(vec![1, -1, 0, i32::MAX, 0]));
-        assert_eq!(d.convert(DType::I1), Data::I1(vec![true, true, true, true, false]));
-        assert_eq!(Data::I32(vec![300, -1]).convert(DType::U8), Data::U8(vec![44, 255]));
-        assert_eq!(Data::F32(vec![1.0 + 1.0 / 256.0]).convert(DType::BF16), Data::BF16(vec![bf16::from_f32(1.0)]));
+        assert_eq!(
+            d.convert(DType::I32),
+            Data::I32(vec![1, -1, 0, i32::MAX, 0])
+        );
+        assert_eq!(
+            d.convert(DType::I1),
+            Data::I1(vec![true, true, true, true, false])
+        );
+        assert_eq!(
+            Data::I32(vec![300, -1]).convert(DType::U8),
+            Data::U8(vec![44, 255])
+        );
+        assert_eq!(
+            Data::F32(vec![1.0 + 1.0 / 256.0]).convert(DType::BF16),
+            Data::BF16(vec![bf16::from_f32(1.0)])
+        );
     }
 
     #[test]

@@ -1,63 +1,51 @@
 //! The e-graph rewrite groups (`ebb_passes::rewrite`) on the real JAX fixtures: each group
 //! runs on the imported training step, the result verifies and keeps the interface, never
 //! materializes more bytes than the input under the cost model, and the change in peak
-//! memory (simple liveness over the program order) is reported at B=8,S=256 and
-//! B=4,S=1024.
+//! memory (`ebb_passes::memory` liveness over the program order) is reported at B=8,S=256
+//! and B=4,S=1024. Without rules the fixture comes back unchanged.
 //!
 //! Run with `cargo test --release -p ebb-tests --test rewrite_fixtures -- --nocapture` to
 //! see the figures (one line per fixture and group).
 
 use ebb_compiler::stablehlo::import_file;
-use ebb_ir::{Bindings, Graph, OpKind, Symbol};
+use ebb_ir::{Bindings, Graph, Symbol};
+use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::rewrite::{rewrite, Limits, RewriteReport, RuleGroup, StopReason};
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
 fn fixture(name: &str) -> Graph {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/jax").join(format!("{name}.mlir"));
-    import_file(&p).unwrap_or_else(|e| panic!("importing {name}: {e}")).0
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/jax")
+        .join(format!("{name}.mlir"));
+    import_file(&p)
+        .unwrap_or_else(|e| panic!("importing {name}: {e}"))
+        .0
 }
 
 fn bind(b: i64, s: i64) -> Bindings {
-    [(Symbol::new("B"), b), (Symbol::new("S"), s)].into_iter().collect()
+    [(Symbol::new("B"), b), (Symbol::new("S"), s)]
+        .into_iter()
+        .collect()
 }
 
-/// Peak bytes of `g` in program order: inputs resident for the whole step, every other value
-/// live from its op to its last use (outputs to the end).
+/// Peak bytes of `g` in program order (`ebb_passes::memory`: inputs resident for the whole
+/// step, every other value from its op to its last use, outputs to the end).
 fn peak(g: &Graph, b: &Bindings) -> i64 {
-    let order = g.order();
-    let pos: HashMap<_, _> = order.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    let n = order.len();
-    let mut last = vec![0usize; n];
-    for (i, &id) in order.iter().enumerate() {
-        last[i] = i;
-        for v in g.operands(id) {
-            let p = pos[&v.node];
-            last[p] = last[p].max(i);
-        }
-    }
-    for v in g.outputs() {
-        last[pos[&v.node]] = n;
-    }
-    let mut delta = vec![0i64; n + 2];
-    let mut resident = 0i64;
-    for (i, &id) in order.iter().enumerate() {
-        let node = g.node(id);
-        let bytes: i64 = node.outputs.iter().map(|t| t.size_bytes().eval(b).expect("size evaluates")).sum();
-        if node.kind == OpKind::Input {
-            resident += bytes;
-        } else {
-            delta[i] += bytes;
-            delta[last[i] + 1] -= bytes;
-        }
-    }
-    let (mut cur, mut best) = (0i64, 0i64);
-    for d in delta.iter().take(n + 1) {
-        cur += d;
-        best = best.max(cur);
-    }
-    resident + best
+    liveness(g, &program_order(g))
+        .peak(b)
+        .expect("sizes evaluate")
+        .0
+}
+
+/// Bytes of all values produced by ops (inputs excluded), the quantity extraction minimizes.
+fn materialized(g: &Graph, b: &Bindings) -> i64 {
+    g.order()
+        .iter()
+        .filter(|id| g.node(**id).kind != ebb_ir::OpKind::Input)
+        .flat_map(|id| g.node(*id).outputs.iter())
+        .map(|t| t.size_bytes().eval(b).expect("size evaluates"))
+        .sum()
 }
 
 fn mib(x: i64) -> f64 {
@@ -71,23 +59,38 @@ fn run_fixture(name: &str) -> Vec<(String, RewriteReport, [i64; 4])> {
     let shapes = [bind(8, 256), bind(4, 1024)];
     let base = [peak(&g, &shapes[0]), peak(&g, &shapes[1])];
     let mut out = Vec::new();
-    let mut runs: Vec<(String, Vec<RuleGroup>)> = RuleGroup::ALL.iter().map(|g| (g.name().to_string(), vec![*g])).collect();
+    let mut runs: Vec<(String, Vec<RuleGroup>)> = RuleGroup::ALL
+        .iter()
+        .map(|g| (g.name().to_string(), vec![*g]))
+        .collect();
     runs.push(("all".into(), RuleGroup::ALL.to_vec()));
     for (label, groups) in runs {
         let t = Instant::now();
-        let (r, rep) = rewrite(&g, &groups, &Limits::default()).unwrap_or_else(|e| panic!("{name} {label}: {e}"));
+        let (r, rep) = rewrite(&g, &groups, &Limits::default())
+            .unwrap_or_else(|e| panic!("{name} {label}: {e}"));
         let secs = t.elapsed().as_secs_f64();
         assert_eq!(r.inputs().len(), g.inputs().len());
         assert_eq!(r.outputs().len(), g.outputs().len());
         assert_eq!(r.output_names, g.output_names);
         assert_eq!(r.assertions, g.assertions);
         for (a, b) in r.outputs().iter().zip(g.outputs()) {
-            assert_eq!(r.value_type(*a), g.value_type(*b), "{name} {label}: output type changed");
+            assert_eq!(
+                r.value_type(*a),
+                g.value_type(*b),
+                "{name} {label}: output type changed"
+            );
         }
         for (after, before) in rep.bytes_after.iter().zip(&rep.bytes_before) {
-            assert!(after <= before, "{name} {label}: extraction materializes more bytes ({after} > {before})");
+            assert!(
+                after <= before,
+                "{name} {label}: extraction materializes more bytes ({after} > {before})"
+            );
         }
-        assert!(!matches!(rep.stop_reason, StopReason::Other(_)), "{name} {label}: {:?}", rep.stop_reason);
+        assert!(
+            !matches!(rep.stop_reason, StopReason::Other(_)),
+            "{name} {label}: {:?}",
+            rep.stop_reason
+        );
         let p = [peak(&r, &shapes[0]), peak(&r, &shapes[1])];
         let applied: usize = rep.applied.values().sum();
         println!(
@@ -106,7 +109,17 @@ fn run_fixture(name: &str) -> Vec<(String, RewriteReport, [i64; 4])> {
             mib(p[1]),
             100.0 * (p[1] - base[1]) as f64 / base[1] as f64,
         );
-        println!("    times: encode {:.0} ms, saturate {:.0} ms, extract+emit {:.0} ms, total {:.0} ms", rep.encode_ms, rep.saturate_ms, rep.extract_ms, rep.total_ms);
+        let (m0, m1) = (materialized(&g, &shapes[1]), materialized(&r, &shapes[1]));
+        println!(
+            "    materialized@B4S1024 {:.2}->{:.2} MiB ({:+.2}%)",
+            mib(m0),
+            mib(m1),
+            100.0 * (m1 - m0) as f64 / m0 as f64
+        );
+        println!(
+            "    times: encode {:.0} ms, saturate {:.0} ms, extract+emit {:.0} ms, total {:.0} ms",
+            rep.encode_ms, rep.saturate_ms, rep.extract_ms, rep.total_ms
+        );
         for (rule, n) in rep.applied.iter().filter(|(_, n)| **n > 0) {
             println!("    {rule}: {n}");
         }
@@ -116,10 +129,25 @@ fn run_fixture(name: &str) -> Vec<(String, RewriteReport, [i64; 4])> {
 }
 
 #[test]
+fn tests_that_no_rules_give_back_gpt2_tiny_adamw_unchanged() {
+    let g = fixture("gpt2_tiny_adamw");
+    let (out, rep) = rewrite(&g, &[], &Limits::default()).expect("rewrite");
+    assert_eq!(ebb_ir::text::print(&out), ebb_ir::text::print(&g));
+    assert_eq!(rep.classes_changed, 0);
+}
+
+#[test]
 fn tests_that_every_group_rewrites_gpt2_tiny_adamw() {
     let runs = run_fixture("gpt2_tiny_adamw");
-    let fold = &runs.iter().find(|(l, ..)| l == "fold_transpose_dot").expect("run").1;
-    assert!(fold.applied.values().sum::<usize>() > 0, "JAX's backward matmuls take transposed operands");
+    let fold = &runs
+        .iter()
+        .find(|(l, ..)| l == "fold_transpose_dot")
+        .expect("run")
+        .1;
+    assert!(
+        fold.applied.values().sum::<usize>() > 0,
+        "JAX's backward matmuls take transposed operands"
+    );
 }
 
 #[test]
@@ -134,4 +162,41 @@ fn tests_that_every_group_rewrites_gpt2_small() {
 #[ignore = "22k ops; run with --ignored --release for the timing figure"]
 fn tests_that_every_group_rewrites_gpt2_24l() {
     run_fixture("gpt2_24l");
+}
+
+#[test]
+fn tests_that_every_group_handles_the_other_fixtures() {
+    // `while` loops (scan), optimization barriers (remat), bf16, convolutions, no S symbol.
+    for name in [
+        "mlp_sgd",
+        "mlp_bf16",
+        "cnn_sgd",
+        "gpt2_tiny_remat",
+        "gpt2_tiny_scan",
+    ] {
+        let g = fixture(name);
+        let (out, _) = rewrite(&g, &[], &Limits::default()).expect("round trip");
+        assert_eq!(ebb_ir::text::print(&out), ebb_ir::text::print(&g), "{name}");
+        for groups in [RuleGroup::ALL.to_vec()] {
+            let (r, rep) =
+                rewrite(&g, &groups, &Limits::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(r.outputs().len(), g.outputs().len());
+            assert!(
+                rep.bytes_after
+                    .iter()
+                    .zip(&rep.bytes_before)
+                    .all(|(a, b)| a <= b),
+                "{name}"
+            );
+            let applied: usize = rep.applied.values().sum();
+            println!(
+                "{name:16} all: applied={applied} changed={} ops {}->{} bytes {:?}->{:?}",
+                rep.classes_changed,
+                rep.ops_before,
+                rep.ops_after,
+                rep.bytes_before,
+                rep.bytes_after
+            );
+        }
+    }
 }

@@ -28,9 +28,15 @@ fn ix(id: Id) -> usize {
 ///
 /// Errors: [`RewriteError::Extract`] when a chosen e-node refers to something the graph
 /// cannot express (an attribute leaf where an operand is expected).
-pub(crate) fn emit(g: &Graph, enc: &Encoded, eg: &EbbEGraph, ex: &Extraction) -> Result<Graph, RewriteError> {
+pub(crate) fn emit(
+    g: &Graph,
+    enc: &Encoded,
+    eg: &EbbEGraph,
+    ex: &Extraction,
+) -> Result<Graph, RewriteError> {
     let n = ex.choice.len();
-    let node_at = |c: usize| -> Option<&EbbNode> { ex.choice[c].map(|j| &eg[Id::from(c)].nodes[j]) };
+    let node_at =
+        |c: usize| -> Option<&EbbNode> { ex.choice[c].map(|j| &eg[Id::from(c)].nodes[j]) };
     let mut out = Graph::new(&g.name);
     out.scope = g.scope.clone();
     out.assertions = g.assertions.clone();
@@ -42,10 +48,16 @@ pub(crate) fn emit(g: &Graph, enc: &Encoded, eg: &EbbEGraph, ex: &Extraction) ->
         value[ix(eg.find(enc.inputs[i]))] = Some(v);
     }
     // Classes to emit: active, not attribute leaves, not already inputs.
-    let emit_class = |c: usize| ex.active[c] && value[c].is_none() && !matches!(eg[Id::from(c)].data, ClassData::Attrs(_));
+    let emit_class = |c: usize| {
+        ex.active[c] && value[c].is_none() && !matches!(eg[Id::from(c)].data, ClassData::Attrs(_))
+    };
     let mut todo: Vec<usize> = (0..n).filter(|&c| emit_class(c)).collect();
     // Anchors: original position, or the earliest user's anchor (parents first).
-    let mut anchor: Vec<usize> = ex.orig_pos.iter().map(|p| p.unwrap_or(usize::MAX)).collect();
+    let mut anchor: Vec<usize> = ex
+        .orig_pos
+        .iter()
+        .map(|p| p.unwrap_or(usize::MAX))
+        .collect();
     todo.sort_by_key(|&c| Reverse(ex.rank[c]));
     for &c in &todo {
         let a = anchor[c];
@@ -70,8 +82,11 @@ pub(crate) fn emit(g: &Graph, enc: &Encoded, eg: &EbbEGraph, ex: &Extraction) ->
             }
         }
     }
-    let mut heap: BinaryHeap<Reverse<(usize, usize)>> =
-        todo.iter().filter(|&&c| indeg[c] == 0).map(|&c| Reverse((anchor[c], c))).collect();
+    let mut heap: BinaryHeap<Reverse<(usize, usize)>> = todo
+        .iter()
+        .filter(|&&c| indeg[c] == 0)
+        .map(|&c| Reverse((anchor[c], c)))
+        .collect();
     let mut emitted = 0;
     while let Some(Reverse((_, c))) = heap.pop() {
         emit_one(g, eg, ex, c, &mut out, &mut value, &mut op_of)?;
@@ -84,12 +99,18 @@ pub(crate) fn emit(g: &Graph, enc: &Encoded, eg: &EbbEGraph, ex: &Extraction) ->
         }
     }
     if emitted != todo.len() {
-        return Err(RewriteError::Extract(format!("{} classes could not be ordered", todo.len() - emitted)));
+        return Err(RewriteError::Extract(format!(
+            "{} classes could not be ordered",
+            todo.len() - emitted
+        )));
     }
     let mut outputs = Vec::with_capacity(g.outputs().len());
     for v in g.outputs() {
         let c = enc.values.get(v).map(|c| ix(eg.find(*c)));
-        outputs.push(c.and_then(|c| value[c]).ok_or_else(|| RewriteError::Extract(format!("output {v} was not emitted")))?);
+        outputs.push(
+            c.and_then(|c| value[c])
+                .ok_or_else(|| RewriteError::Extract(format!("output {v} was not emitted")))?,
+        );
     }
     out.set_outputs(outputs, g.output_names.clone());
     Ok(out)
@@ -108,9 +129,12 @@ fn emit_one(
     value: &mut [Option<ValueRef>],
     op_of: &mut [Option<NodeId>],
 ) -> Result<(), RewriteError> {
-    let j = ex.choice[c].ok_or_else(|| RewriteError::Extract(format!("class {c} has no choice")))?;
+    let j =
+        ex.choice[c].ok_or_else(|| RewriteError::Extract(format!("class {c} has no choice")))?;
     let node = &eg[Id::from(c)].nodes[j];
-    let loc = ex.orig[c].filter(|(_, oj)| *oj == j).and_then(|(id, _)| g.node(id).loc.clone());
+    let loc = ex.orig[c]
+        .filter(|(_, oj)| *oj == j)
+        .and_then(|(id, _)| g.node(id).loc.clone());
     match node {
         EbbNode::Op { kind, .. } => {
             let (attr, operands) = node.split_attrs();
@@ -122,24 +146,42 @@ fn emit_one(
                 .ok_or_else(|| RewriteError::Extract(format!("`{kind}` without attributes")))?,
                 None => super::lang::AttrEntry::new(Default::default()),
             };
-            let ty = tensor(eg, Id::from(c)).cloned().ok_or_else(|| RewriteError::Extract(format!("`{kind}` is not a tensor")))?;
-            let ops = operands.iter().map(|o| operand(value, *o)).collect::<Result<Vec<_>, _>>()?;
-            let new = Node { kind: *kind, attrs: entry.attrs, outputs: vec![ty], regions: entry.regions, loc };
+            let ty = tensor(eg, Id::from(c))
+                .cloned()
+                .ok_or_else(|| RewriteError::Extract(format!("`{kind}` is not a tensor")))?;
+            let ops = operands
+                .iter()
+                .map(|o| operand(value, *o))
+                .collect::<Result<Vec<_>, _>>()?;
+            let new = Node {
+                kind: *kind,
+                attrs: entry.attrs,
+                outputs: vec![ty],
+                regions: entry.regions,
+                loc,
+            };
             let id = out.add_node(new, &ops);
             value[c] = Some(ValueRef::new(id, 0));
         }
         EbbNode::Opaque { op, children } => {
             let mut new = eg.analysis.opaque[*op as usize].clone();
             new.loc = new.loc.or(loc);
-            let ops = children.iter().map(|o| operand(value, *o)).collect::<Result<Vec<_>, _>>()?;
+            let ops = children
+                .iter()
+                .map(|o| operand(value, *o))
+                .collect::<Result<Vec<_>, _>>()?;
             op_of[c] = Some(out.add_node(new, &ops));
         }
         EbbNode::Result { index, child } => {
-            let t = op_of[ix(eg.find(child[0]))].ok_or_else(|| RewriteError::Extract(format!("result {index} of an op not emitted")))?;
+            let t = op_of[ix(eg.find(child[0]))].ok_or_else(|| {
+                RewriteError::Extract(format!("result {index} of an op not emitted"))
+            })?;
             value[c] = Some(ValueRef::new(t, *index));
         }
         EbbNode::Input(_) | EbbNode::Attrs(_) => {
-            return Err(RewriteError::Extract(format!("class {c} chose a leaf that is not emitted")));
+            return Err(RewriteError::Extract(format!(
+                "class {c} chose a leaf that is not emitted"
+            )));
         }
     }
     Ok(())

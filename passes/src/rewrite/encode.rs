@@ -42,10 +42,14 @@ pub(crate) struct Encoded {
 /// Whether an op is encoded as an [`EbbNode::Opaque`] node.
 fn is_opaque(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
-    let attr_free_with_attrs = !has_attr_child(n.kind) && (!n.attrs.is_empty() || !n.regions.is_empty());
+    let attr_free_with_attrs =
+        !has_attr_child(n.kind) && (!n.attrs.is_empty() || !n.regions.is_empty());
     n.outputs.len() != 1
         || attr_free_with_attrs
-        || matches!(n.kind, OpKind::While | OpKind::Sort | OpKind::CustomCall | OpKind::OptimizationBarrier)
+        || matches!(
+            n.kind,
+            OpKind::While | OpKind::Sort | OpKind::CustomCall | OpKind::OptimizationBarrier
+        )
 }
 
 /// Encodes `g`. With `merge_duplicates`, structurally identical ops share one e-node
@@ -55,7 +59,11 @@ fn is_opaque(g: &Graph, id: NodeId) -> bool {
 /// (the graph does not verify).
 pub(crate) fn encode(g: &Graph, merge_duplicates: bool) -> Result<Encoded, RewriteError> {
     let analysis = TypeAnalysis {
-        inputs: g.inputs().iter().map(|&id| g.node(id).outputs[0].clone()).collect(),
+        inputs: g
+            .inputs()
+            .iter()
+            .map(|&id| g.node(id).outputs[0].clone())
+            .collect(),
         ..Default::default()
     };
     let mut eg = EbbEGraph::new(analysis);
@@ -75,32 +83,50 @@ pub(crate) fn encode(g: &Graph, merge_duplicates: bool) -> Result<Encoded, Rewri
         }
         let mut operands = Vec::new();
         for v in g.operands(id) {
-            let c = values.get(&v).copied().ok_or_else(|| RewriteError::Encode {
-                position: pos,
-                op: n.kind.name().into(),
-                msg: format!("operand {v} is not defined before use"),
-            })?;
+            let c = values
+                .get(&v)
+                .copied()
+                .ok_or_else(|| RewriteError::Encode {
+                    position: pos,
+                    op: n.kind.name().into(),
+                    msg: format!("operand {v} is not defined before use"),
+                })?;
             operands.push(c);
         }
         let (enode, class) = if is_opaque(g, id) {
             let op = eg.analysis.opaque.len() as u32;
             eg.analysis.opaque.push(n.clone());
-            let enode = EbbNode::Opaque { op, children: operands };
+            let enode = EbbNode::Opaque {
+                op,
+                children: operands,
+            };
             let class = eg.add(enode.clone());
             for k in 0..n.outputs.len() {
-                let r = eg.add(EbbNode::Result { index: k as u32, child: [class] });
+                let r = eg.add(EbbNode::Result {
+                    index: k as u32,
+                    child: [class],
+                });
                 values.insert(ValueRef::new(id, k as u32), r);
             }
             (enode, class)
         } else {
             let mut children = Vec::with_capacity(operands.len() + 1);
             if has_attr_child(n.kind) {
-                let declared = matches!(n.kind, OpKind::Constant | OpKind::DimConstant).then(|| n.outputs.clone());
-                let a = eg.analysis.attrs.intern(AttrEntry::with(n.attrs.clone(), n.regions.clone(), declared));
+                let declared = matches!(n.kind, OpKind::Constant | OpKind::DimConstant)
+                    .then(|| n.outputs.clone());
+                let a = eg.analysis.attrs.intern(AttrEntry::with(
+                    n.attrs.clone(),
+                    n.regions.clone(),
+                    declared,
+                ));
                 children.push(eg.add(EbbNode::Attrs(a)));
             }
             children.extend(operands);
-            let mut enode = EbbNode::Op { kind: n.kind, copy: 0, children };
+            let mut enode = EbbNode::Op {
+                kind: n.kind,
+                copy: 0,
+                children,
+            };
             if !merge_duplicates {
                 while eg.lookup(enode.clone()).is_some() {
                     if let EbbNode::Op { copy, .. } = &mut enode {
@@ -115,7 +141,10 @@ pub(crate) fn encode(g: &Graph, merge_duplicates: bool) -> Result<Encoded, Rewri
                     return Err(RewriteError::Encode {
                         position: pos,
                         op: n.kind.name().into(),
-                        msg: format!("declared type {} but the e-graph infers {other:?}", n.outputs[0]),
+                        msg: format!(
+                            "declared type {} but the e-graph infers {other:?}",
+                            n.outputs[0]
+                        ),
                     })
                 }
             }
@@ -125,7 +154,12 @@ pub(crate) fn encode(g: &Graph, merge_duplicates: bool) -> Result<Encoded, Rewri
         if g.users(id).is_empty() {
             roots.push(class);
         }
-        originals.push(Original { node: id, pos, enode, class });
+        originals.push(Original {
+            node: id,
+            pos,
+            enode,
+            class,
+        });
     }
     for v in g.outputs() {
         let c = values.get(v).copied().ok_or(RewriteError::Encode {
@@ -137,5 +171,11 @@ pub(crate) fn encode(g: &Graph, merge_duplicates: bool) -> Result<Encoded, Rewri
     }
     eg.rebuild();
     debug_assert!(originals.iter().all(|o| o.enode.all(|c| eg.find(c) == c)));
-    Ok(Encoded { egraph: eg, values, originals, roots, inputs })
+    Ok(Encoded {
+        egraph: eg,
+        values,
+        originals,
+        roots,
+        inputs,
+    })
 }

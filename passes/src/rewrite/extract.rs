@@ -25,8 +25,9 @@
 //!    each costly class it stopped using to alternatives that do not use it (a compound
 //!    move: one `transpose` feeding two `dot_general`s is freed only when both fold). Keep
 //!    the move when the total cost strictly drops and no cycle is formed (checked with a
-//!    potential, the height in the choice graph, else a depth-first search). Passes repeat until nothing improves
-//!    (at most [`MAX_PASSES`]); the cost only decreases, so it terminates.
+//!    potential, the height in the choice graph, else a depth-first search). Passes repeat
+//!    until nothing improves (at most [`MAX_PASSES`]); the cost only decreases, so it
+//!    terminates.
 //!
 //! Invariant: the chosen e-nodes of the needed classes form a DAG whose total cost is at
 //! most that of the input graph.
@@ -80,7 +81,11 @@ impl Dag {
     fn new(eg: &EbbEGraph, n: usize) -> Dag {
         let mut kids = vec![Vec::new(); n];
         for class in eg.classes() {
-            kids[ix(class.id)] = class.nodes.iter().map(|x| x.children().iter().map(|c| ix(*c)).collect()).collect();
+            kids[ix(class.id)] = class
+                .nodes
+                .iter()
+                .map(|x| x.children().iter().map(|c| ix(*c)).collect())
+                .collect();
         }
         Dag { kids }
     }
@@ -166,20 +171,26 @@ impl State<'_> {
         if !ranked && self.reaches(alt, c) {
             return None;
         }
-        self.choice[c] = Some(m);
-        self.inc(alt);
-        self.dec(&dag.kids[c][cur]);
+        self.set(c, m);
         Some((cur, ranked))
+    }
+
+    /// Sets the choice of `c` to `m`, moving references only if `c` is materialized (the
+    /// children of an inactive class hold no references from it).
+    fn set(&mut self, c: usize, m: usize) {
+        let dag = self.dag;
+        let Some(cur) = self.choice[c] else { return };
+        self.choice[c] = Some(m);
+        if self.refc[c] > 0 {
+            self.inc(&dag.kids[c][m]);
+            self.dec(&dag.kids[c][cur]);
+        }
     }
 
     /// Undoes switches in reverse order.
     fn revert(&mut self, log: &[(usize, usize)]) {
-        let dag = self.dag;
         for &(c, old) in log.iter().rev() {
-            let Some(cur) = self.choice[c] else { continue };
-            self.choice[c] = Some(old);
-            self.inc(&dag.kids[c][old]);
-            self.dec(&dag.kids[c][cur]);
+            self.set(c, old);
         }
     }
 
@@ -187,7 +198,13 @@ impl State<'_> {
     /// the other users of each costly class that `c` stopped using away from it (so that a
     /// value shared by several users can be freed). Keeps the move if the total cost
     /// strictly drops: returns `Some(rank still valid)`; otherwise undoes it.
-    fn improve(&mut self, c: usize, m: usize, rank: &[usize], parents: &[Vec<(usize, usize)>]) -> Option<bool> {
+    fn improve(
+        &mut self,
+        c: usize,
+        m: usize,
+        rank: &[usize],
+        parents: &[Vec<(usize, usize)>],
+    ) -> Option<bool> {
         let before = self.total;
         let dag = self.dag;
         let old_children = dag.chosen(&self.choice, c);
@@ -203,18 +220,33 @@ impl State<'_> {
             stuck.sort_unstable();
             stuck.dedup();
             'stuck: for t in stuck {
-                let users: Vec<usize> =
-                    parents[t].iter().filter(|(u, j)| self.refc[*u] > 0 && self.choice[*u] == Some(*j)).map(|(u, _)| *u).collect();
-                let uses: usize = users.iter().map(|u| dag.chosen(&self.choice, *u).iter().filter(|x| **x == t).count()).sum();
+                let users: Vec<usize> = parents[t]
+                    .iter()
+                    .filter(|(u, j)| self.refc[*u] > 0 && self.choice[*u] == Some(*j))
+                    .map(|(u, _)| *u)
+                    .collect();
+                let uses: usize = users
+                    .iter()
+                    .map(|u| {
+                        dag.chosen(&self.choice, *u)
+                            .iter()
+                            .filter(|x| **x == t)
+                            .count()
+                    })
+                    .sum();
                 if uses != self.refc[t] as usize {
                     continue; // also a root: cannot be freed
                 }
                 for u in users {
+                    if self.refc[u] == 0 {
+                        continue; // no longer materialized after an earlier switch
+                    }
                     let alts = (0..dag.kids[u].len()).filter(|&k| !dag.kids[u][k].contains(&t));
                     let mut moved = false;
                     for k in alts {
                         // After a searched switch `rank` may be stale: search from then on.
-                        if let Some((prev, r)) = self.switch(u, k, if ranked { rank } else { &[] }) {
+                        if let Some((prev, r)) = self.switch(u, k, if ranked { rank } else { &[] })
+                        {
                             log.push((u, prev));
                             ranked &= r;
                             moved = true;
@@ -239,15 +271,23 @@ impl State<'_> {
 /// Bytes of class `c` at each binding (0 where a size does not evaluate); 0 for classes that
 /// hold an input or an opaque result, or that are not tensors.
 fn class_bytes(eg: &EbbEGraph, id: Id, bindings: &[Bindings]) -> Vec<i64> {
-    let free = eg[id].nodes.iter().any(|n| matches!(n, EbbNode::Input(_) | EbbNode::Result { .. }));
+    let free = eg[id]
+        .nodes
+        .iter()
+        .any(|n| matches!(n, EbbNode::Input(_) | EbbNode::Result { .. }));
     let size = match &eg[id].data {
         ClassData::Tensor(t) if !free => Some(t.size_bytes()),
-        ClassData::Tuple(ts) if !free => {
-            Some(ts.iter().map(|t| t.size_bytes()).fold(ebb_ir::DimExpr::zero(), |a, b| a + b))
-        }
+        ClassData::Tuple(ts) if !free => Some(
+            ts.iter()
+                .map(|t| t.size_bytes())
+                .fold(ebb_ir::DimExpr::zero(), |a, b| a + b),
+        ),
         _ => None,
     };
-    bindings.iter().map(|b| size.as_ref().and_then(|s| s.eval(b).ok()).unwrap_or(0)).collect()
+    bindings
+        .iter()
+        .map(|b| size.as_ref().and_then(|s| s.eval(b).ok()).unwrap_or(0))
+        .collect()
 }
 
 /// Heights of the choice graph over all classes with a choice (0 for leaves, else one more
@@ -287,11 +327,33 @@ fn ranks(dag: &Dag, choice: &[Option<usize>]) -> Option<Vec<usize>> {
     Some(rank)
 }
 
+/// Reference counts recomputed from scratch (for the debug check of the incremental ones).
+fn recount(dag: &Dag, choice: &[Option<usize>], roots: &[usize]) -> Vec<u32> {
+    let mut refc = vec![0u32; choice.len()];
+    let mut stack = roots.to_vec();
+    while let Some(c) = stack.pop() {
+        refc[c] += 1;
+        if refc[c] == 1 {
+            stack.extend_from_slice(dag.chosen(choice, c));
+        }
+    }
+    refc
+}
+
 /// Fallback choice (step 1 of the module docs): per class, the node minimizing
 /// `cost(class) + max(cost(children))`, acyclic by construction.
-fn fallback(dag: &Dag, cost: &[f64], usable: &[bool], parents: &[Vec<(usize, usize)>]) -> Vec<Option<usize>> {
+fn fallback(
+    dag: &Dag,
+    cost: &[f64],
+    usable: &[bool],
+    parents: &[Vec<(usize, usize)>],
+) -> Vec<Option<usize>> {
     let n = cost.len();
-    let mut pending: Vec<Vec<usize>> = dag.kids.iter().map(|ns| ns.iter().map(|k| k.len()).collect()).collect();
+    let mut pending: Vec<Vec<usize>> = dag
+        .kids
+        .iter()
+        .map(|ns| ns.iter().map(|k| k.len()).collect())
+        .collect();
     let mut best = vec![f64::INFINITY; n];
     let mut choice = vec![None; n];
     let mut done = vec![false; n];
@@ -314,7 +376,10 @@ fn fallback(dag: &Dag, cost: &[f64], usable: &[bool], parents: &[Vec<(usize, usi
             if pending[p][j] > 0 || done[p] || !usable[p] {
                 continue;
             }
-            let m = dag.kids[p][j].iter().map(|ch| best[*ch]).fold(0.0, f64::max);
+            let m = dag.kids[p][j]
+                .iter()
+                .map(|ch| best[*ch])
+                .fold(0.0, f64::max);
             let v = cost[p] + EPS + m;
             if v < best[p] {
                 best[p] = v;
@@ -331,7 +396,11 @@ fn fallback(dag: &Dag, cost: &[f64], usable: &[bool], parents: &[Vec<(usize, usi
 ///
 /// Errors: [`RewriteError::Extract`] when a root has no acyclic derivation (cannot happen
 /// for an e-graph built by [`super::encode::encode`] and grown by rules).
-pub(crate) fn extract(eg: &EbbEGraph, enc: &Encoded, bindings: &[Bindings]) -> Result<Extraction, RewriteError> {
+pub(crate) fn extract(
+    eg: &EbbEGraph,
+    enc: &Encoded,
+    bindings: &[Bindings],
+) -> Result<Extraction, RewriteError> {
     let n = eg.classes().map(|c| ix(c.id) + 1).max().unwrap_or(0);
     let dag = Dag::new(eg, n);
     let mut raw: Vec<Vec<i64>> = vec![Vec::new(); n];
@@ -356,7 +425,10 @@ pub(crate) fn extract(eg: &EbbEGraph, enc: &Encoded, bindings: &[Bindings]) -> R
             continue;
         }
         let canon = o.enode.clone().map_children(|x| eg.find(x));
-        let j = eg[c].nodes.binary_search(&canon).map_err(|_| RewriteError::Extract(format!("original op {:?} lost", o.node)))?;
+        let j = eg[c]
+            .nodes
+            .binary_search(&canon)
+            .map_err(|_| RewriteError::Extract(format!("original op {:?} lost", o.node)))?;
         orig[ix(c)] = Some((o.node, j));
         orig_pos[ix(c)] = Some(o.pos);
     }
@@ -367,22 +439,47 @@ pub(crate) fn extract(eg: &EbbEGraph, enc: &Encoded, bindings: &[Bindings]) -> R
             *t = t.saturating_add(*b);
         }
     }
-    let cost: Vec<f64> =
-        raw.iter().map(|r| r.iter().zip(&totals).map(|(b, t)| *b as f64 / (*t).max(1) as f64).sum()).collect();
+    let cost: Vec<f64> = raw
+        .iter()
+        .map(|r| {
+            r.iter()
+                .zip(&totals)
+                .map(|(b, t)| *b as f64 / (*t).max(1) as f64)
+                .sum()
+        })
+        .collect();
     let fb = fallback(&dag, &cost, &usable, &parents);
-    let mut choice: Vec<Option<usize>> = (0..n).map(|c| orig[c].map(|(_, j)| j).or(fb[c])).collect();
+    let mut choice: Vec<Option<usize>> =
+        (0..n).map(|c| orig[c].map(|(_, j)| j).or(fb[c])).collect();
     let mut rank = match ranks(&dag, &choice) {
         Some(r) => r,
         None => {
             choice = fb.clone();
-            ranks(&dag, &choice).ok_or_else(|| RewriteError::Extract("fallback choice is cyclic".into()))?
+            ranks(&dag, &choice)
+                .ok_or_else(|| RewriteError::Extract("fallback choice is cyclic".into()))?
         }
     };
-    let roots: Vec<usize> = enc.roots.iter().chain(&enc.inputs).map(|r| ix(eg.find(*r))).collect();
+    let roots: Vec<usize> = enc
+        .roots
+        .iter()
+        .chain(&enc.inputs)
+        .map(|r| ix(eg.find(*r)))
+        .collect();
     if let Some(r) = roots.iter().find(|r| choice[**r].is_none()) {
-        return Err(RewriteError::Extract(format!("class {r} has no acyclic derivation")));
+        return Err(RewriteError::Extract(format!(
+            "class {r} has no acyclic derivation"
+        )));
     }
-    let mut st = State { dag: &dag, choice, refc: vec![0; n], cost, total: 0.0, stack: Vec::new(), seen: vec![0; n], stamp: 0 };
+    let mut st = State {
+        dag: &dag,
+        choice,
+        refc: vec![0; n],
+        cost,
+        total: 0.0,
+        stack: Vec::new(),
+        seen: vec![0; n],
+        stamp: 0,
+    };
     st.inc(&roots);
     let active_bytes = |refc: &[u32]| -> Vec<i64> {
         let mut out = vec![0i64; bindings.len()];
@@ -394,7 +491,9 @@ pub(crate) fn extract(eg: &EbbEGraph, enc: &Encoded, bindings: &[Bindings]) -> R
         out
     };
     let bytes_before = active_bytes(&st.refc);
-    let candidates: Vec<usize> = (0..n).filter(|&c| usable[c] && dag.kids[c].len() > 1).collect();
+    let candidates: Vec<usize> = (0..n)
+        .filter(|&c| usable[c] && dag.kids[c].len() > 1)
+        .collect();
     for _ in 0..MAX_PASSES {
         let mut improved = false;
         for &c in &candidates {
@@ -406,7 +505,9 @@ pub(crate) fn extract(eg: &EbbEGraph, enc: &Encoded, bindings: &[Bindings]) -> R
                     Some(true) => improved = true,
                     Some(false) => {
                         improved = true;
-                        rank = ranks(&dag, &st.choice).ok_or_else(|| RewriteError::Extract("cycle after a checked switch".into()))?;
+                        rank = ranks(&dag, &st.choice).ok_or_else(|| {
+                            RewriteError::Extract("cycle after a checked switch".into())
+                        })?;
                     }
                     None => {}
                 }
@@ -416,8 +517,24 @@ pub(crate) fn extract(eg: &EbbEGraph, enc: &Encoded, bindings: &[Bindings]) -> R
             break;
         }
     }
+    debug_assert_eq!(
+        recount(&dag, &st.choice, &roots),
+        st.refc,
+        "incremental reference counts drifted"
+    );
     let bytes_after = active_bytes(&st.refc);
     let active: Vec<bool> = st.refc.iter().map(|r| *r > 0).collect();
-    let changed = (0..n).filter(|&c| active[c] && orig[c].is_some_and(|(_, j)| st.choice[c] != Some(j))).count();
-    Ok(Extraction { choice: st.choice, active, rank, orig_pos, orig, bytes_before, bytes_after, changed })
+    let changed = (0..n)
+        .filter(|&c| active[c] && orig[c].is_some_and(|(_, j)| st.choice[c] != Some(j)))
+        .count();
+    Ok(Extraction {
+        choice: st.choice,
+        active,
+        rank,
+        orig_pos,
+        orig,
+        bytes_before,
+        bytes_after,
+        changed,
+    })
 }

@@ -20,7 +20,9 @@
 //! Not rewritten: a transpose that reorders the operand's free dimensions (the result
 //! layout would change), and transposes of the dot's *result*.
 
-use super::lang::{add_attrs, attr_entry, ints_attr, union_if_same_type, EbbEGraph, EbbNode, TypeAnalysis};
+use super::lang::{
+    add_attrs, attr_entry, ints_attr, union_if_same_type, EbbEGraph, EbbNode, TypeAnalysis,
+};
 use super::rules::{rule_with, var, Rule};
 use ebb_ir::{Attr, OpKind};
 use egg::{Applier, Id, PatternAst, Subst, Symbol, Var};
@@ -28,8 +30,16 @@ use egg::{Applier, Id, PatternAst, Subst, Symbol, Var};
 /// The rules of this group (see the module docs).
 pub fn rules() -> Vec<Rule> {
     vec![
-        rule_with("fold-transpose-dot/lhs", "(dot_general ?d (transpose ?p ?x) ?y)", FoldTranspose { lhs: true }),
-        rule_with("fold-transpose-dot/rhs", "(dot_general ?d ?x (transpose ?p ?y))", FoldTranspose { lhs: false }),
+        rule_with(
+            "fold-transpose-dot/lhs",
+            "(dot_general ?d (transpose ?p ?x) ?y)",
+            FoldTranspose { lhs: true },
+        ),
+        rule_with(
+            "fold-transpose-dot/rhs",
+            "(dot_general ?d ?x (transpose ?p ?y))",
+            FoldTranspose { lhs: false },
+        ),
     ]
 }
 
@@ -38,13 +48,30 @@ pub fn rules() -> Vec<Rule> {
 ///
 /// `batching` and `contracting` are dimensions of the transposed operand (rank
 /// `perm.len()`); the result refers to dimensions of the transpose's input.
-pub fn fold_dims(perm: &[i64], batching: &[i64], contracting: &[i64]) -> Option<(Vec<i64>, Vec<i64>)> {
+pub fn fold_dims(
+    perm: &[i64],
+    batching: &[i64],
+    contracting: &[i64],
+) -> Option<(Vec<i64>, Vec<i64>)> {
     let rank = perm.len();
-    let at = |i: i64| usize::try_from(i).ok().filter(|i| *i < rank).map(|i| perm[i]);
-    let b = batching.iter().map(|&i| at(i)).collect::<Option<Vec<_>>>()?;
-    let c = contracting.iter().map(|&i| at(i)).collect::<Option<Vec<_>>>()?;
-    let free: Vec<i64> =
-        (0..rank as i64).filter(|i| !batching.contains(i) && !contracting.contains(i)).map(|i| perm[i as usize]).collect();
+    let at = |i: i64| {
+        usize::try_from(i)
+            .ok()
+            .filter(|i| *i < rank)
+            .map(|i| perm[i])
+    };
+    let b = batching
+        .iter()
+        .map(|&i| at(i))
+        .collect::<Option<Vec<_>>>()?;
+    let c = contracting
+        .iter()
+        .map(|&i| at(i))
+        .collect::<Option<Vec<_>>>()?;
+    let free: Vec<i64> = (0..rank as i64)
+        .filter(|i| !batching.contains(i) && !contracting.contains(i))
+        .map(|i| perm[i as usize])
+        .collect();
     free.windows(2).all(|w| w[0] < w[1]).then_some((b, c))
 }
 
@@ -53,10 +80,20 @@ struct FoldTranspose {
 }
 
 impl Applier<EbbNode, TypeAnalysis> for FoldTranspose {
-    fn apply_one(&self, eg: &mut EbbEGraph, eclass: Id, s: &Subst, _: Option<&PatternAst<EbbNode>>, _: Symbol) -> Vec<Id> {
+    fn apply_one(
+        &self,
+        eg: &mut EbbEGraph,
+        eclass: Id,
+        s: &Subst,
+        _: Option<&PatternAst<EbbNode>>,
+        _: Symbol,
+    ) -> Vec<Id> {
         let (d, p, x, y) = (s[var("?d")], s[var("?p")], s[var("?x")], s[var("?y")]);
         let side = if self.lhs { "lhs" } else { "rhs" };
-        let (bn, cn) = (format!("{side}_batching_dimensions"), format!("{side}_contracting_dimensions"));
+        let (bn, cn) = (
+            format!("{side}_batching_dimensions"),
+            format!("{side}_contracting_dimensions"),
+        );
         let (Some(perm), Some(b), Some(c)) = (
             ints_attr(eg, p, OpKind::Transpose, "permutation"),
             ints_attr(eg, d, OpKind::DotGeneral, &bn),
@@ -64,15 +101,27 @@ impl Applier<EbbNode, TypeAnalysis> for FoldTranspose {
         ) else {
             return Vec::new();
         };
-        let Some((nb, nc)) = fold_dims(&perm, &b, &c) else { return Vec::new() };
-        let Some(mut attrs) = attr_entry(eg, d).map(|e| e.attrs.clone()) else { return Vec::new() };
+        let Some((nb, nc)) = fold_dims(&perm, &b, &c) else {
+            return Vec::new();
+        };
+        let Some(mut attrs) = attr_entry(eg, d).map(|e| e.attrs.clone()) else {
+            return Vec::new();
+        };
         for (name, v) in [(bn, nb), (cn, nc)] {
             if !v.is_empty() || attrs.contains_key(&name) {
                 attrs.insert(name, Attr::Ints(v));
             }
         }
         let a = add_attrs(eg, attrs);
-        union_if_same_type(eg, eclass, EbbNode::Op { kind: OpKind::DotGeneral, copy: 0, children: vec![a, x, y] })
+        union_if_same_type(
+            eg,
+            eclass,
+            EbbNode::Op {
+                kind: OpKind::DotGeneral,
+                copy: 0,
+                children: vec![a, x, y],
+            },
+        )
     }
 
     fn vars(&self) -> Vec<Var> {

@@ -70,7 +70,7 @@ pub enum EbbNode {
 /// Whether ops of `kind` have an attribute leaf as first child: all but the elementwise
 /// ops that never carry attributes (everything elementwise except `convert`, `compare`).
 pub fn has_attr_child(kind: OpKind) -> bool {
-    !(kind.is_elementwise() && !matches!(kind, OpKind::Convert | OpKind::Compare))
+    !kind.is_elementwise() || matches!(kind, OpKind::Convert | OpKind::Compare)
 }
 
 impl EbbNode {
@@ -108,7 +108,8 @@ impl Language for EbbNode {
     }
 
     fn matches(&self, other: &Self) -> bool {
-        self.discriminant() == other.discriminant() && self.children().len() == other.children().len()
+        self.discriminant() == other.discriminant()
+            && self.children().len() == other.children().len()
     }
 
     fn children(&self) -> &[Id] {
@@ -148,7 +149,11 @@ impl FromOp for EbbNode {
     fn from_op(op: &str, children: Vec<Id>) -> Result<Self, Self::Error> {
         let leaf = |prefix: &str| op.strip_prefix(prefix).and_then(|n| n.parse::<u32>().ok());
         if let Some(kind) = OpKind::from_name(op) {
-            return Ok(EbbNode::Op { kind, copy: 0, children });
+            return Ok(EbbNode::Op {
+                kind,
+                copy: 0,
+                children,
+            });
         }
         match (leaf("input:"), leaf("attrs:")) {
             (Some(i), _) if children.is_empty() => Ok(EbbNode::Input(i)),
@@ -183,8 +188,15 @@ impl AttrEntry {
     /// An entry with attributes, regions and declared types.
     pub fn with(attrs: Attrs, regions: Vec<Graph>, declared: Option<Vec<TensorType>>) -> Self {
         let is_sum_body = regions.len() == 1 && is_sum_region(&regions[0]);
-        let is_zero_literal = matches!(attrs.get("value"), Some(Attr::Literal(l)) if l.data.iter().all(|b| *b == 0));
-        AttrEntry { attrs, regions, declared, is_sum_body, is_zero_literal }
+        let is_zero_literal =
+            matches!(attrs.get("value"), Some(Attr::Literal(l)) if l.data.iter().all(|b| *b == 0));
+        AttrEntry {
+            attrs,
+            regions,
+            declared,
+            is_sum_body,
+            is_zero_literal,
+        }
     }
 
     fn key(&self) -> String {
@@ -200,8 +212,14 @@ impl AttrEntry {
 /// Whether region `r` computes `add(arg0, arg1)` of its two block arguments.
 fn is_sum_region(r: &Graph) -> bool {
     let [a, b] = r.inputs() else { return false };
-    let ops: Vec<_> = r.order().iter().filter(|id| r.node(**id).kind != OpKind::Input).collect();
-    let ([op], [out]) = (ops.as_slice(), r.outputs()) else { return false };
+    let ops: Vec<_> = r
+        .order()
+        .iter()
+        .filter(|id| r.node(**id).kind != OpKind::Input)
+        .collect();
+    let ([op], [out]) = (ops.as_slice(), r.outputs()) else {
+        return false;
+    };
     if r.node(**op).kind != OpKind::Add || out.node != **op {
         return false;
     }
@@ -293,9 +311,14 @@ pub fn attr_entry(eg: &EbbEGraph, id: Id) -> Option<&AttrEntry> {
 /// Whether class `id` holds a `constant` whose literal is all zero bytes.
 pub fn is_zero_constant(eg: &EbbEGraph, id: Id) -> bool {
     eg[id].nodes.iter().any(|n| match n {
-        EbbNode::Op { kind: OpKind::Constant, children, .. } => {
-            children.first().and_then(|a| attr_entry(eg, *a)).is_some_and(|e| e.is_zero_literal)
-        }
+        EbbNode::Op {
+            kind: OpKind::Constant,
+            children,
+            ..
+        } => children
+            .first()
+            .and_then(|a| attr_entry(eg, *a))
+            .is_some_and(|e| e.is_zero_literal),
         _ => false,
     })
 }
@@ -306,7 +329,11 @@ fn make_op(eg: &EbbEGraph, kind: OpKind, node: &EbbNode) -> ClassData {
     let entry = match attr {
         Some(a) => match attr_entry(eg, a) {
             Some(e) => e,
-            None => return ClassData::Invalid(format!("`{kind}`: first child is not an attribute leaf")),
+            None => {
+                return ClassData::Invalid(format!(
+                    "`{kind}`: first child is not an attribute leaf"
+                ))
+            }
         },
         None => &empty,
     };
@@ -319,7 +346,10 @@ fn make_op(eg: &EbbEGraph, kind: OpKind, node: &EbbNode) -> ClassData {
     }
     match infer(kind, &entry.attrs, &types, &entry.regions) {
         Ok(Some(mut ts)) if ts.len() == 1 => ClassData::Tensor(ts.remove(0)),
-        Ok(Some(ts)) => ClassData::Invalid(format!("`{kind}`: {} results where one was expected", ts.len())),
+        Ok(Some(ts)) => ClassData::Invalid(format!(
+            "`{kind}`: {} results where one was expected",
+            ts.len()
+        )),
         Ok(None) => match entry.declared.as_deref() {
             Some([t]) => ClassData::Tensor(t.clone()),
             _ => ClassData::Invalid(format!("`{kind}`: no declared result type")),
@@ -344,7 +374,9 @@ impl Analysis<EbbNode> for TypeAnalysis {
                 None => ClassData::Invalid(format!("opaque op {op} out of range")),
             },
             EbbNode::Result { index, child } => match &eg[child[0]].data {
-                ClassData::Tuple(ts) if (*index as usize) < ts.len() => ClassData::Tensor(ts[*index as usize].clone()),
+                ClassData::Tuple(ts) if (*index as usize) < ts.len() => {
+                    ClassData::Tensor(ts[*index as usize].clone())
+                }
                 _ => ClassData::Invalid(format!("result {index} of a class that is not a tuple")),
             },
         }
@@ -361,7 +393,8 @@ impl Analysis<EbbNode> for TypeAnalysis {
             }
             (_, ClassData::Invalid(_)) => DidMerge(false, true),
             _ => {
-                self.conflicts.push(format!("merged classes of types {a:?} and {b:?}"));
+                self.conflicts
+                    .push(format!("merged classes of types {a:?} and {b:?}"));
                 DidMerge(false, true)
             }
         }
@@ -396,5 +429,7 @@ pub fn add_attrs(eg: &mut EbbEGraph, attrs: Attrs) -> Id {
 
 /// The integer-list attribute `name` of the entry of class `id` (empty when missing).
 pub fn ints_attr(eg: &EbbEGraph, id: Id, kind: OpKind, name: &str) -> Option<Vec<i64>> {
-    attr_entry(eg, id).and_then(|e| e.attrs.ints_or_empty(kind, name).ok()).map(|v| v.to_vec())
+    attr_entry(eg, id)
+        .and_then(|e| e.attrs.ints_or_empty(kind, name).ok())
+        .map(|v| v.to_vec())
 }

@@ -28,14 +28,17 @@
 //! Not rewritten: reductions over different dimensions or with other bodies (`max`),
 //! non-zero init values, and sums of reductions whose operand sum is not already computed.
 
-use super::lang::{attr_entry, is_zero_constant, union_if_same_type, EbbEGraph, EbbNode, TypeAnalysis};
+use super::lang::{
+    attr_entry, is_zero_constant, union_if_same_type, EbbEGraph, EbbNode, TypeAnalysis,
+};
 use super::rules::{always, rule, rule_with, same_type_xy, var, Rule};
 use ebb_ir::OpKind;
 use egg::{Applier, Id, PatternAst, Subst, Symbol, Var};
 
 /// Whether `?k` is a sum-reduction body and `?z` a zero constant.
 fn sum_from_zero(eg: &EbbEGraph, s: &Subst) -> bool {
-    attr_entry(eg, s[var("?k")]).is_some_and(|e| e.is_sum_body) && is_zero_constant(eg, s[var("?z")])
+    attr_entry(eg, s[var("?k")]).is_some_and(|e| e.is_sum_body)
+        && is_zero_constant(eg, s[var("?z")])
 }
 
 /// The rules of this group (see the module docs).
@@ -52,9 +55,24 @@ pub fn rules() -> Vec<Rule> {
             "(negate (reduce ?k ?x ?z))",
             sum_from_zero,
         ),
-        rule("reassociate/factor-negate", "(add (negate ?x) (negate ?y))", "(negate (add ?x ?y))", always),
-        rule("reassociate/add-negate-rhs", "(add ?x (negate ?y))", "(subtract ?x ?y)", always),
-        rule("reassociate/add-negate-lhs", "(add (negate ?y) ?x)", "(subtract ?x ?y)", always),
+        rule(
+            "reassociate/factor-negate",
+            "(add (negate ?x) (negate ?y))",
+            "(negate (add ?x ?y))",
+            always,
+        ),
+        rule(
+            "reassociate/add-negate-rhs",
+            "(add ?x (negate ?y))",
+            "(subtract ?x ?y)",
+            always,
+        ),
+        rule(
+            "reassociate/add-negate-lhs",
+            "(add (negate ?y) ?x)",
+            "(subtract ?x ?y)",
+            always,
+        ),
         rule(
             "reassociate/sink-reshape-add",
             "(add (reshape ?s ?x) (reshape ?s ?y))",
@@ -69,14 +87,35 @@ pub fn rules() -> Vec<Rule> {
 struct SumOfReductions;
 
 impl Applier<EbbNode, TypeAnalysis> for SumOfReductions {
-    fn apply_one(&self, eg: &mut EbbEGraph, eclass: Id, s: &Subst, _: Option<&PatternAst<EbbNode>>, _: Symbol) -> Vec<Id> {
+    fn apply_one(
+        &self,
+        eg: &mut EbbEGraph,
+        eclass: Id,
+        s: &Subst,
+        _: Option<&PatternAst<EbbNode>>,
+        _: Symbol,
+    ) -> Vec<Id> {
         if !sum_from_zero(eg, s) || !same_type_xy(eg, s) {
             return Vec::new();
         }
         let (k, x, y, z) = (s[var("?k")], s[var("?x")], s[var("?y")], s[var("?z")]);
-        let add = |a, b| EbbNode::Op { kind: OpKind::Add, copy: 0, children: vec![a, b] };
-        let Some(sum) = eg.lookup(add(x, y)).or_else(|| eg.lookup(add(y, x))) else { return Vec::new() };
-        union_if_same_type(eg, eclass, EbbNode::Op { kind: OpKind::Reduce, copy: 0, children: vec![k, sum, z] })
+        let add = |a, b| EbbNode::Op {
+            kind: OpKind::Add,
+            copy: 0,
+            children: vec![a, b],
+        };
+        let Some(sum) = eg.lookup(add(x, y)).or_else(|| eg.lookup(add(y, x))) else {
+            return Vec::new();
+        };
+        union_if_same_type(
+            eg,
+            eclass,
+            EbbNode::Op {
+                kind: OpKind::Reduce,
+                copy: 0,
+                children: vec![k, sum, z],
+            },
+        )
     }
 
     fn vars(&self) -> Vec<Var> {

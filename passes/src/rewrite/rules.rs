@@ -16,12 +16,14 @@ pub type Guard = fn(&EbbEGraph, &Subst) -> bool;
 /// Panics if `s` is not a pattern: rule patterns are constants of this crate, and every
 /// group's `rules()` is exercised by the tests.
 pub fn pat(s: &str) -> Pattern<EbbNode> {
-    s.parse().unwrap_or_else(|e| panic!("rule pattern `{s}` does not parse: {e:?}"))
+    s.parse()
+        .unwrap_or_else(|e| panic!("rule pattern `{s}` does not parse: {e:?}"))
 }
 
 /// The pattern variable `s` (`?x`). Panics on a malformed name (constants of this crate).
 pub fn var(s: &str) -> Var {
-    s.parse().unwrap_or_else(|e| panic!("pattern variable `{s}` does not parse: {e:?}"))
+    s.parse()
+        .unwrap_or_else(|e| panic!("pattern variable `{s}` does not parse: {e:?}"))
 }
 
 /// Instantiates `rhs` when `guard` holds and unions it with the matched class when both
@@ -32,7 +34,14 @@ pub struct Guarded {
 }
 
 impl Applier<EbbNode, TypeAnalysis> for Guarded {
-    fn apply_one(&self, eg: &mut EbbEGraph, eclass: Id, subst: &Subst, _: Option<&PatternAst<EbbNode>>, _: Symbol) -> Vec<Id> {
+    fn apply_one(
+        &self,
+        eg: &mut EbbEGraph,
+        eclass: Id,
+        subst: &Subst,
+        _: Option<&PatternAst<EbbNode>>,
+        _: Symbol,
+    ) -> Vec<Id> {
         if !(self.guard)(eg, subst) {
             return Vec::new();
         }
@@ -47,11 +56,22 @@ impl Applier<EbbNode, TypeAnalysis> for Guarded {
 
 /// A named rule `lhs => rhs` applied where `guard` holds.
 pub fn rule(name: &str, lhs: &str, rhs: &str, guard: Guard) -> Rule {
-    rule_with(name, lhs, Guarded { rhs: pat(rhs), guard })
+    rule_with(
+        name,
+        lhs,
+        Guarded {
+            rhs: pat(rhs),
+            guard,
+        },
+    )
 }
 
 /// A named rule with a custom applier.
-pub fn rule_with(name: &str, lhs: &str, applier: impl Applier<EbbNode, TypeAnalysis> + Send + Sync + 'static) -> Rule {
+pub fn rule_with(
+    name: &str,
+    lhs: &str,
+    applier: impl Applier<EbbNode, TypeAnalysis> + Send + Sync + 'static,
+) -> Rule {
     let lhs = pat(lhs);
     debug_assert!(!Searcher::<EbbNode, TypeAnalysis>::vars(&lhs).is_empty() || lhs.ast.len() == 1);
     Rewrite::new(name, lhs, applier).unwrap_or_else(|e| panic!("rule `{name}`: {e}"))

@@ -36,7 +36,10 @@ use egg::{Applier, Id, PatternAst, Subst, Symbol, Var};
 /// The rules of this group (see the module docs).
 pub fn rules() -> Vec<Rule> {
     let mut out = Vec::new();
-    for &k in OpKind::ALL.iter().filter(|k| k.is_binary_elementwise() && **k != OpKind::Compare) {
+    for &k in OpKind::ALL
+        .iter()
+        .filter(|k| k.is_binary_elementwise() && **k != OpKind::Compare)
+    {
         let k = k.name();
         out.push(rule(
             &format!("sink-broadcast/{k}"),
@@ -51,12 +54,18 @@ pub fn rules() -> Vec<Rule> {
         out.push(rule_with(
             &format!("sink-broadcast/{name}-scalar-rhs"),
             &format!("({name} {c}(broadcast_in_dim ?a ?x) (broadcast_in_dim ?s ?y))"),
-            ScalarBroadcast { kind: k, scalar_lhs: false },
+            ScalarBroadcast {
+                kind: k,
+                scalar_lhs: false,
+            },
         ));
         out.push(rule_with(
             &format!("sink-broadcast/{name}-scalar-lhs"),
             &format!("({name} {c}(broadcast_in_dim ?s ?y) (broadcast_in_dim ?a ?x))"),
-            ScalarBroadcast { kind: k, scalar_lhs: true },
+            ScalarBroadcast {
+                kind: k,
+                scalar_lhs: true,
+            },
         ));
     }
     out.push(rule(
@@ -65,7 +74,10 @@ pub fn rules() -> Vec<Rule> {
         "(broadcast_in_dim ?a (compare ?c ?x ?y))",
         same_type_xy,
     ));
-    for &u in OpKind::ALL.iter().filter(|k| k.is_unary_elementwise() && **k != OpKind::Convert) {
+    for &u in OpKind::ALL
+        .iter()
+        .filter(|k| k.is_unary_elementwise() && **k != OpKind::Convert)
+    {
         let u = u.name();
         out.push(rule(
             &format!("sink-broadcast/{u}"),
@@ -84,7 +96,7 @@ pub fn rules() -> Vec<Rule> {
         "sink-broadcast/select",
         "(select (broadcast_in_dim ?a ?p) (broadcast_in_dim ?a ?x) (broadcast_in_dim ?a ?y))",
         "(broadcast_in_dim ?a (select ?p ?x ?y))",
-        |eg, s| same_type_xy(eg, s) && matches!((ty(eg, s, "?p"), ty(eg, s, "?x")), (Some(p), Some(x)) if p.shape == x.shape),
+        select_guard,
     ));
     out.push(rule(
         "sink-broadcast/select-scalar-pred",
@@ -95,6 +107,12 @@ pub fn rules() -> Vec<Rule> {
     out
 }
 
+/// `x`, `y` of one type and a predicate `p` of their shape.
+fn select_guard(eg: &EbbEGraph, s: &Subst) -> bool {
+    let shapes = (ty(eg, s, "?p"), ty(eg, s, "?x"));
+    same_type_xy(eg, s) && matches!(shapes, (Some(p), Some(x)) if p.shape == x.shape)
+}
+
 /// `K(bcast_a(x), bcast_s(y))` with scalar `y` to `bcast_a(K(x, bcast(y -> shape(x))))`
 /// (or the mirror image when the scalar is on the left).
 struct ScalarBroadcast {
@@ -103,9 +121,18 @@ struct ScalarBroadcast {
 }
 
 impl Applier<EbbNode, TypeAnalysis> for ScalarBroadcast {
-    fn apply_one(&self, eg: &mut EbbEGraph, eclass: Id, s: &Subst, _: Option<&PatternAst<EbbNode>>, _: Symbol) -> Vec<Id> {
+    fn apply_one(
+        &self,
+        eg: &mut EbbEGraph,
+        eclass: Id,
+        s: &Subst,
+        _: Option<&PatternAst<EbbNode>>,
+        _: Symbol,
+    ) -> Vec<Id> {
         let (a, x, y) = (s[var("?a")], s[var("?x")], s[var("?y")]);
-        let (Some(tx), Some(tyy)) = (tensor(eg, x), tensor(eg, y)) else { return Vec::new() };
+        let (Some(tx), Some(tyy)) = (tensor(eg, x), tensor(eg, y)) else {
+            return Vec::new();
+        };
         if tyy.rank() != 0 || tx.rank() == 0 || tx.dtype != tyy.dtype {
             return Vec::new();
         }
@@ -113,7 +140,11 @@ impl Applier<EbbNode, TypeAnalysis> for ScalarBroadcast {
         attrs.insert("broadcast_dimensions".into(), Attr::Ints(Vec::new()));
         attrs.insert("shape".into(), Attr::Dims(tx.shape.clone()));
         let small = add_attrs(eg, attrs);
-        let yb = eg.add(EbbNode::Op { kind: OpKind::BroadcastInDim, copy: 0, children: vec![small, y] });
+        let yb = eg.add(EbbNode::Op {
+            kind: OpKind::BroadcastInDim,
+            copy: 0,
+            children: vec![small, y],
+        });
         let mut children = Vec::with_capacity(3);
         if self.kind == OpKind::Compare {
             children.push(s[var("?c")]);
@@ -123,8 +154,16 @@ impl Applier<EbbNode, TypeAnalysis> for ScalarBroadcast {
         } else {
             children.extend([x, yb]);
         }
-        let inner = eg.add(EbbNode::Op { kind: self.kind, copy: 0, children });
-        let outer = eg.add(EbbNode::Op { kind: OpKind::BroadcastInDim, copy: 0, children: vec![a, inner] });
+        let inner = eg.add(EbbNode::Op {
+            kind: self.kind,
+            copy: 0,
+            children,
+        });
+        let outer = eg.add(EbbNode::Op {
+            kind: OpKind::BroadcastInDim,
+            copy: 0,
+            children: vec![a, inner],
+        });
         union_ids_if_same_type(eg, eclass, outer)
     }
 

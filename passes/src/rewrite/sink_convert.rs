@@ -19,11 +19,19 @@ use ebb_ir::{AttrsExt, OpKind};
 use egg::Subst;
 
 /// The data-movement ops a widening convert sinks below.
-pub const DATA_MOVEMENT: [OpKind; 4] = [OpKind::Transpose, OpKind::Reshape, OpKind::Slice, OpKind::Reverse];
+pub const DATA_MOVEMENT: [OpKind; 4] = [
+    OpKind::Transpose,
+    OpKind::Reshape,
+    OpKind::Slice,
+    OpKind::Reverse,
+];
 
 fn widening(eg: &super::lang::EbbEGraph, s: &Subst) -> bool {
-    let Some(x) = ty(eg, s, "?x") else { return false };
-    let target = super::lang::attr_entry(eg, s[var("?t")]).and_then(|e| e.attrs.dtype(OpKind::Convert, "dtype").ok());
+    let Some(x) = ty(eg, s, "?x") else {
+        return false;
+    };
+    let target = super::lang::attr_entry(eg, s[var("?t")])
+        .and_then(|e| e.attrs.dtype(OpKind::Convert, "dtype").ok());
     target.is_some_and(|t| t.size_bytes() > x.dtype.size_bytes())
 }
 

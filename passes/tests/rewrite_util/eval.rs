@@ -46,13 +46,20 @@ fn at(t: &Tensor, idx: &[usize]) -> f64 {
 /// Deterministic input values in [-1, 1) for input `k`.
 pub fn input_value(k: usize, shape: Vec<usize>) -> Tensor {
     let n: usize = shape.iter().product();
-    let data = (0..n).map(|i| (((i * 7919 + k * 104_729 + 13) % 2003) as f64) / 1001.5 - 1.0).collect();
+    let data = (0..n)
+        .map(|i| (((i * 7919 + k * 104_729 + 13) % 2003) as f64) / 1001.5 - 1.0)
+        .collect();
     Tensor { shape, data }
 }
 
 fn ints(g: &Graph, id: NodeId, name: &str) -> Vec<usize> {
     let n = g.node(id);
-    n.attrs.ints_or_empty(n.kind, name).expect("int list attribute").iter().map(|&x| x as usize).collect()
+    n.attrs
+        .ints_or_empty(n.kind, name)
+        .expect("int list attribute")
+        .iter()
+        .map(|&x| x as usize)
+        .collect()
 }
 
 /// Evaluates the outputs of `g` at bindings `b`.
@@ -60,7 +67,11 @@ pub fn eval(g: &Graph, b: &Bindings) -> Vec<Tensor> {
     let mut vals: HashMap<ValueRef, Tensor> = HashMap::new();
     for &id in g.order() {
         let n = g.node(id);
-        let shape: Vec<usize> = n.outputs[0].shape.iter().map(|d| d.eval(b).expect("dim") as usize).collect();
+        let shape: Vec<usize> = n.outputs[0]
+            .shape
+            .iter()
+            .map(|d| d.eval(b).expect("dim") as usize)
+            .collect();
         let args: Vec<&Tensor> = g.operands(id).iter().map(|v| &vals[v]).collect();
         let size: usize = shape.iter().product();
         let out = match n.kind {
@@ -69,21 +80,35 @@ pub fn eval(g: &Graph, b: &Bindings) -> Vec<Tensor> {
                 input_value(k, shape)
             }
             OpKind::Constant => {
-                let v = n.attrs.literal(n.kind, "value").expect("literal").get_f64(0).expect("splat");
-                Tensor { shape, data: vec![v; size] }
+                let v = n
+                    .attrs
+                    .literal(n.kind, "value")
+                    .expect("literal")
+                    .get_f64(0)
+                    .expect("splat");
+                Tensor {
+                    shape,
+                    data: vec![v; size],
+                }
             }
             OpKind::BroadcastInDim => {
                 let dims = ints(g, id, "broadcast_dimensions");
                 let x = args[0];
                 let mut data = Vec::with_capacity(size);
                 for_each_index(&shape, |o| {
-                    let src: Vec<usize> =
-                        dims.iter().enumerate().map(|(i, &d)| if x.shape[i] == 1 { 0 } else { o[d] }).collect();
+                    let src: Vec<usize> = dims
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &d)| if x.shape[i] == 1 { 0 } else { o[d] })
+                        .collect();
                     data.push(at(x, &src));
                 });
                 Tensor { shape, data }
             }
-            OpKind::Convert | OpKind::Reshape => Tensor { shape, data: args[0].data.clone() },
+            OpKind::Convert | OpKind::Reshape => Tensor {
+                shape,
+                data: args[0].data.clone(),
+            },
             OpKind::Transpose => {
                 let perm = ints(g, id, "permutation");
                 let mut data = Vec::with_capacity(size);
@@ -104,7 +129,10 @@ pub fn eval(g: &Graph, b: &Bindings) -> Vec<Tensor> {
                     OpKind::Exponential => f64::exp,
                     other => panic!("unary {other} not supported"),
                 };
-                Tensor { shape, data: args[0].data.iter().map(|x| f(*x)).collect() }
+                Tensor {
+                    shape,
+                    data: args[0].data.iter().map(|x| f(*x)).collect(),
+                }
             }
             k if k.is_binary_elementwise() => {
                 let f: fn(f64, f64) -> f64 = match k {
@@ -115,7 +143,15 @@ pub fn eval(g: &Graph, b: &Bindings) -> Vec<Tensor> {
                     OpKind::Maximum => f64::max,
                     other => panic!("binary {other} not supported"),
                 };
-                Tensor { shape, data: args[0].data.iter().zip(&args[1].data).map(|(a, b)| f(*a, *b)).collect() }
+                Tensor {
+                    shape,
+                    data: args[0]
+                        .data
+                        .iter()
+                        .zip(&args[1].data)
+                        .map(|(a, b)| f(*a, *b))
+                        .collect(),
+                }
             }
             OpKind::Reduce => {
                 let dims = ints(g, id, "dimensions");
@@ -138,10 +174,20 @@ pub fn eval(g: &Graph, b: &Bindings) -> Vec<Tensor> {
 }
 
 fn dot(g: &Graph, id: NodeId, a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Tensor {
-    let (lb, rb) = (ints(g, id, "lhs_batching_dimensions"), ints(g, id, "rhs_batching_dimensions"));
-    let (lc, rc) = (ints(g, id, "lhs_contracting_dimensions"), ints(g, id, "rhs_contracting_dimensions"));
-    let lf: Vec<usize> = (0..a.shape.len()).filter(|d| !lb.contains(d) && !lc.contains(d)).collect();
-    let rf: Vec<usize> = (0..b.shape.len()).filter(|d| !rb.contains(d) && !rc.contains(d)).collect();
+    let (lb, rb) = (
+        ints(g, id, "lhs_batching_dimensions"),
+        ints(g, id, "rhs_batching_dimensions"),
+    );
+    let (lc, rc) = (
+        ints(g, id, "lhs_contracting_dimensions"),
+        ints(g, id, "rhs_contracting_dimensions"),
+    );
+    let lf: Vec<usize> = (0..a.shape.len())
+        .filter(|d| !lb.contains(d) && !lc.contains(d))
+        .collect();
+    let rf: Vec<usize> = (0..b.shape.len())
+        .filter(|d| !rb.contains(d) && !rc.contains(d))
+        .collect();
     let cshape: Vec<usize> = lc.iter().map(|&d| a.shape[d]).collect();
     let mut data = Vec::with_capacity(shape.iter().product());
     for_each_index(&shape, |o| {
@@ -176,7 +222,8 @@ pub fn assert_close(a: &[Tensor], b: &[Tensor]) {
     for (k, (x, y)) in a.iter().zip(b).enumerate() {
         assert_eq!(x.shape, y.shape, "output {k}");
         for (i, (p, q)) in x.data.iter().zip(&y.data).enumerate() {
-            let ok = (p - q).abs() <= 1e-9 * (1.0 + p.abs() + q.abs()) || (p.is_nan() && q.is_nan());
+            let ok =
+                (p - q).abs() <= 1e-9 * (1.0 + p.abs() + q.abs()) || (p.is_nan() && q.is_nan());
             assert!(ok, "output {k} element {i}: {p} vs {q}");
         }
     }

@@ -18,12 +18,19 @@ use std::cell::RefCell;
 use std::cmp::Ordering;
 
 fn region_err(name: &str) -> impl Fn(crate::error::ExecError) -> KernelFailure + '_ {
-    move |e| KernelFailure::Op(OpError::Region { region: name.into(), source: Box::new(e) })
+    move |e| {
+        KernelFailure::Op(OpError::Region {
+            region: name.into(),
+            source: Box::new(e),
+        })
+    }
 }
 
 /// Whether a region holds a non-scalar value (only those are charged; see the module docs).
 fn has_tensor(r: &Graph) -> bool {
-    r.order().iter().any(|&n| r.node(n).outputs.iter().any(|t| t.rank() > 0))
+    r.order()
+        .iter()
+        .any(|&n| r.node(n).outputs.iter().any(|t| t.rank() > 0))
 }
 
 /// `while`: runs `body` while `cond` returns true.
@@ -31,8 +38,10 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
     let [cond, body] = ctx.node.regions.as_slice() else {
         return Err(OpError::Invalid("while needs cond and body regions".into()).into());
     };
-    let cp = Program::new(cond, &program_schedule(cond), ctx.bindings).map_err(region_err("cond"))?;
-    let bp = Program::new(body, &program_schedule(body), ctx.bindings).map_err(region_err("body"))?;
+    let cp =
+        Program::new(cond, &program_schedule(cond), ctx.bindings).map_err(region_err("cond"))?;
+    let bp =
+        Program::new(body, &program_schedule(body), ctx.bindings).map_err(region_err("body"))?;
     let (ct, bt) = (has_tensor(cond), has_tensor(body));
     let mut vals = ops;
     let mut transient = 0u64;
@@ -71,8 +80,12 @@ fn key_compare(r: &Graph) -> Option<(String, bool)> {
     }
     let (a, b) = (ValueRef::new(ins[0], 0), ValueRef::new(ins[1], 0));
     let operands = r.operands(ops[0]);
-    let dir = node.attrs.str(OpKind::Compare, "comparison_direction").ok()?;
-    let total = matches!(node.attrs.get("compare_type"), Some(ebb_ir::Attr::Str(s)) if s == "TOTALORDER");
+    let dir = node
+        .attrs
+        .str(OpKind::Compare, "comparison_direction")
+        .ok()?;
+    let total =
+        matches!(node.attrs.get("compare_type"), Some(ebb_ir::Attr::Str(s)) if s == "TOTALORDER");
     if operands == [a, b] {
         Some((dir.to_string(), total))
     } else if operands == [b, a] {
@@ -92,13 +105,19 @@ fn key_compare(r: &Graph) -> Option<(String, bool)> {
 /// `sort`: sorts all operands together along `dimension` by the comparator (stable).
 pub(crate) fn sort(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
     let kind = OpKind::Sort;
-    let first = ops.first().ok_or_else(|| OpError::Invalid("sort without operands".into()))?;
+    let first = ops
+        .first()
+        .ok_or_else(|| OpError::Invalid("sort without operands".into()))?;
     let shape = first.shape().to_vec();
     if ops.iter().any(|t| t.shape() != shape.as_slice()) {
         return Err(OpError::Invalid("sort operands must share a shape".into()).into());
     }
     let rank = shape.len() as i64;
-    let mut d = ctx.node.attrs.int(kind, "dimension").map_err(OpError::from)?;
+    let mut d = ctx
+        .node
+        .attrs
+        .int(kind, "dimension")
+        .map_err(OpError::from)?;
     if d < 0 {
         d += rank;
     }
@@ -106,7 +125,11 @@ pub(crate) fn sort(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFai
         return Err(OpError::Invalid(format!("dimension {d} out of range")).into());
     }
     let d = d as usize;
-    let region = ctx.node.regions.first().ok_or_else(|| OpError::Invalid("sort without a comparator".into()))?;
+    let region = ctx
+        .node
+        .regions
+        .first()
+        .ok_or_else(|| OpError::Invalid("sort without a comparator".into()))?;
     let fast = key_compare(region);
     let f = RegionFn::new(region, "comparator", ctx.bindings)?;
     let len = shape.get(d).copied().unwrap_or(1);
@@ -114,7 +137,11 @@ pub(crate) fn sort(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFai
     let stride = st.get(d).copied().unwrap_or(1);
     let total: usize = shape.iter().product();
     let err: RefCell<Option<OpError>> = RefCell::new(None);
-    let get = |t: &Tensor, i: usize| t.data().get(i).ok_or_else(|| OpError::Invalid("index out of range".into()));
+    let get = |t: &Tensor, i: usize| {
+        t.data()
+            .get(i)
+            .ok_or_else(|| OpError::Invalid("index out of range".into()))
+    };
     let less = |i: usize, j: usize| -> bool {
         let r = (|| -> Result<bool, OpError> {
             match &fast {
@@ -135,7 +162,9 @@ pub(crate) fn sort(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFai
         })
     };
     // slices along d: start offsets are all indices with idx[d] == 0
-    let starts: Vec<usize> = (0..total).filter(|&i| len == 0 || (i / stride) % len == 0).collect();
+    let starts: Vec<usize> = (0..total)
+        .filter(|&i| len == 0 || (i / stride) % len == 0)
+        .collect();
     let mut order: Vec<usize> = Vec::with_capacity(len);
     let mut src = vec![0usize; total];
     for &s in &starts {
@@ -161,7 +190,10 @@ pub(crate) fn sort(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFai
     for t in &ops {
         let mut data = Data::zeros(t.dtype(), total);
         for (i, &from) in src.iter().enumerate() {
-            let v = t.data().get(from).ok_or_else(|| OpError::Invalid("index out of range".into()))?;
+            let v = t
+                .data()
+                .get(from)
+                .ok_or_else(|| OpError::Invalid("index out of range".into()))?;
             if !data.set(i, v) {
                 return Err(OpError::Invalid("internal: sort element type".into()).into());
             }

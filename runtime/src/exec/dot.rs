@@ -32,13 +32,39 @@ pub(crate) trait Gemm: crate::tensor::Elem {
     /// # Safety
     /// All three views must lie inside their allocations and `c` must not alias `a` or `b`.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn raw(m: usize, k: usize, n: usize, a: *const Self, rsa: isize, csa: isize, b: *const Self, rsb: isize, csb: isize, c: *mut Self, rsc: isize, csc: isize);
+    unsafe fn raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const Self,
+        rsa: isize,
+        csa: isize,
+        b: *const Self,
+        rsb: isize,
+        csb: isize,
+        c: *mut Self,
+        rsc: isize,
+        csc: isize,
+    );
     /// The buffer of `d` converted to this type.
     fn take(d: Data) -> Vec<Self>;
 }
 
 impl Gemm for f32 {
-    unsafe fn raw(m: usize, k: usize, n: usize, a: *const f32, rsa: isize, csa: isize, b: *const f32, rsb: isize, csb: isize, c: *mut f32, rsc: isize, csc: isize) {
+    unsafe fn raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        csb: isize,
+        c: *mut f32,
+        rsc: isize,
+        csc: isize,
+    ) {
         // SAFETY: forwarded from the caller's contract.
         unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
     }
@@ -54,7 +80,20 @@ impl Gemm for f32 {
 }
 
 impl Gemm for f64 {
-    unsafe fn raw(m: usize, k: usize, n: usize, a: *const f64, rsa: isize, csa: isize, b: *const f64, rsb: isize, csb: isize, c: *mut f64, rsc: isize, csc: isize) {
+    unsafe fn raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f64,
+        rsa: isize,
+        csa: isize,
+        b: *const f64,
+        rsb: isize,
+        csb: isize,
+        c: *mut f64,
+        rsc: isize,
+        csc: isize,
+    ) {
         // SAFETY: forwarded from the caller's contract.
         unsafe { matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
     }
@@ -81,12 +120,23 @@ fn view_fits(len: usize, v: Mat, rows: usize, cols: usize) -> bool {
     if rows == 0 || cols == 0 {
         return true;
     }
-    let last = v.off as i128 + v.rs as i128 * (rows as i128 - 1) + v.cs as i128 * (cols as i128 - 1);
+    let last =
+        v.off as i128 + v.rs as i128 * (rows as i128 - 1) + v.cs as i128 * (cols as i128 - 1);
     v.rs >= 0 && v.cs >= 0 && last < len as i128
 }
 
 /// `c[m×n] (row-major) = a[m×k] · b[k×n]`, checking every view before calling the kernel.
-fn gemm<T: Gemm>(m: usize, k: usize, n: usize, a: &[T], av: Mat, b: &[T], bv: Mat, c: &mut [T]) -> Result<(), OpError> {
+#[allow(clippy::too_many_arguments)]
+fn gemm<T: Gemm>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    av: Mat,
+    b: &[T],
+    bv: Mat,
+    c: &mut [T],
+) -> Result<(), OpError> {
     if c.len() != m * n || !view_fits(a.len(), av, m, k) || !view_fits(b.len(), bv, k, n) {
         return invalid("internal: GEMM operand views out of bounds");
     }
@@ -101,7 +151,20 @@ fn gemm<T: Gemm>(m: usize, k: usize, n: usize, a: &[T], av: Mat, b: &[T], bv: Ma
     // element in range), `c` is exactly m*n contiguous elements, and `c` is a distinct
     // mutable borrow, so it aliases neither input.
     unsafe {
-        T::raw(m, k, n, a.as_ptr().add(av.off), av.rs, av.cs, b.as_ptr().add(bv.off), bv.rs, bv.cs, c.as_mut_ptr(), n as isize, 1);
+        T::raw(
+            m,
+            k,
+            n,
+            a.as_ptr().add(av.off),
+            av.rs,
+            av.cs,
+            b.as_ptr().add(bv.off),
+            bv.rs,
+            bv.cs,
+            c.as_mut_ptr(),
+            n as isize,
+            1,
+        );
     }
     Ok(())
 }
@@ -109,7 +172,19 @@ fn gemm<T: Gemm>(m: usize, k: usize, n: usize, a: &[T], av: Mat, b: &[T], bv: Ma
 /// Batched GEMM: `c[bt] = a[bt] · b[bt]` for `bt < batch`, `c` row-major `[batch, m, n]`;
 /// `sa`/`sb` are the batch strides. Split across threads in fixed row blocks.
 #[allow(clippy::too_many_arguments)]
-fn batched<T: Gemm>(batch: usize, m: usize, k: usize, n: usize, a: &[T], av: Mat, sa: isize, b: &[T], bv: Mat, sb: isize, c: &mut [T]) -> Result<(), OpError> {
+fn batched<T: Gemm>(
+    batch: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    av: Mat,
+    sa: isize,
+    b: &[T],
+    bv: Mat,
+    sb: isize,
+    c: &mut [T],
+) -> Result<(), OpError> {
     if c.len() != batch * m * n {
         return invalid("internal: GEMM result size");
     }
@@ -118,7 +193,11 @@ fn batched<T: Gemm>(batch: usize, m: usize, k: usize, n: usize, a: &[T], av: Mat
     }
     let work = batch as u64 * m as u64 * n as u64 * k.max(1) as u64;
     let threads = rayon::current_num_threads().max(1);
-    let blocks_per_batch = if work < (1 << 18) { 1 } else { (4 * threads).div_ceil(batch).max(1) };
+    let blocks_per_batch = if work < (1 << 18) {
+        1
+    } else {
+        (4 * threads).div_ceil(batch).max(1)
+    };
     let rows_per = m.div_ceil(blocks_per_batch).max(1);
     let job = |bt: usize, r0: usize, cc: &mut [T]| {
         let rows = cc.len() / n;
@@ -127,7 +206,22 @@ fn batched<T: Gemm>(batch: usize, m: usize, k: usize, n: usize, a: &[T], av: Mat
         if a_off < 0 || b_off < 0 {
             return invalid("internal: negative GEMM offset");
         }
-        gemm(rows, k, n, a, Mat { off: a_off as usize, ..av }, b, Mat { off: b_off as usize, ..bv }, cc)
+        gemm(
+            rows,
+            k,
+            n,
+            a,
+            Mat {
+                off: a_off as usize,
+                ..av
+            },
+            b,
+            Mat {
+                off: b_off as usize,
+                ..bv
+            },
+            cc,
+        )
     };
     if work < (1 << 18) {
         for (bt, cb) in c.chunks_mut(m * n).enumerate() {
@@ -135,9 +229,13 @@ fn batched<T: Gemm>(batch: usize, m: usize, k: usize, n: usize, a: &[T], av: Mat
         }
         return Ok(());
     }
-    c.par_chunks_mut(m * n).enumerate().try_for_each(|(bt, cb)| {
-        cb.par_chunks_mut(rows_per * n).enumerate().try_for_each(|(i, cc)| job(bt, i * rows_per, cc))
-    })
+    c.par_chunks_mut(m * n)
+        .enumerate()
+        .try_for_each(|(bt, cb)| {
+            cb.par_chunks_mut(rows_per * n)
+                .enumerate()
+                .try_for_each(|(i, cc)| job(bt, i * rows_per, cc))
+        })
 }
 
 /// Strides `(batch, rows, cols)` of the operand viewed with dimension groups `g`, if every
@@ -159,9 +257,21 @@ fn group_strides(shape: &[usize], groups: [&[usize]; 3]) -> Option<[isize; 3]> {
 
 /// The operand as a `[batch, rows, cols]` stack: (buffer, view, batch stride), copying into
 /// that layout when the dimension groups are not contiguous.
-fn as_stack<'a, T: Gemm>(v: Cow<'a, [T]>, shape: &[usize], groups: [&[usize]; 3]) -> Result<(Cow<'a, [T]>, Mat, isize), OpError> {
+fn as_stack<'a, T: Gemm>(
+    v: Cow<'a, [T]>,
+    shape: &[usize],
+    groups: [&[usize]; 3],
+) -> Result<(Cow<'a, [T]>, Mat, isize), OpError> {
     if let Some([sb, sr, sc]) = group_strides(shape, groups) {
-        return Ok((v, Mat { off: 0, rs: sr, cs: sc }, sb));
+        return Ok((
+            v,
+            Mat {
+                off: 0,
+                rs: sr,
+                cs: sc,
+            },
+            sb,
+        ));
     }
     let perm: Vec<usize> = groups.iter().flat_map(|g| g.iter().copied()).collect();
     let st = istrides_of(shape);
@@ -170,13 +280,27 @@ fn as_stack<'a, T: Gemm>(v: Cow<'a, [T]>, shape: &[usize], groups: [&[usize]; 3]
     let copy = gather_view(&v, 0, &pst, &pshape)?;
     let rows: usize = groups[1].iter().map(|&d| shape[d]).product();
     let cols: usize = groups[2].iter().map(|&d| shape[d]).product();
-    Ok((Cow::Owned(copy), Mat { off: 0, rs: cols as isize, cs: 1 }, (rows * cols) as isize))
+    Ok((
+        Cow::Owned(copy),
+        Mat {
+            off: 0,
+            rs: cols as isize,
+            cs: 1,
+        },
+        (rows * cols) as isize,
+    ))
 }
 
 fn dims_of(ctx: &Ctx, name: &str, rank: usize) -> Result<Vec<usize>, OpError> {
     let v = ctx.node.attrs.ints_or_empty(OpKind::DotGeneral, name)?;
     v.iter()
-        .map(|&d| if d >= 0 && (d as usize) < rank { Ok(d as usize) } else { invalid(format!("{name}: dimension {d} out of range")) })
+        .map(|&d| {
+            if d >= 0 && (d as usize) < rank {
+                Ok(d as usize)
+            } else {
+                invalid(format!("{name}: dimension {d} out of range"))
+            }
+        })
         .collect()
 }
 
@@ -206,21 +330,47 @@ pub(crate) fn dot_general(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError
     }
     for (&x, &y) in lb.iter().zip(&rb).chain(lc.iter().zip(&rc)) {
         if ls[x] != rs[y] {
-            return invalid(format!("lhs dim {x} ({}) != rhs dim {y} ({})", ls[x], rs[y]));
+            return invalid(format!(
+                "lhs dim {x} ({}) != rhs dim {y} ({})",
+                ls[x], rs[y]
+            ));
         }
     }
-    let lf: Vec<usize> = (0..ls.len()).filter(|d| !lb.contains(d) && !lc.contains(d)).collect();
-    let rf: Vec<usize> = (0..rs.len()).filter(|d| !rb.contains(d) && !rc.contains(d)).collect();
+    let lf: Vec<usize> = (0..ls.len())
+        .filter(|d| !lb.contains(d) && !lc.contains(d))
+        .collect();
+    let rf: Vec<usize> = (0..rs.len())
+        .filter(|d| !rb.contains(d) && !rc.contains(d))
+        .collect();
     let prod = |s: &[usize], g: &[usize]| g.iter().map(|&d| s[d]).product::<usize>();
     let (bt, m, k, n) = (prod(ls, &lb), prod(ls, &lf), prod(ls, &lc), prod(rs, &rf));
     let ct = compute_type(l.dtype(), r.dtype(), out.dtype);
     let (lg, rg): (Groups, Groups) = ([&lb, &lf, &lc], [&rb, &rc, &rf]);
     let data = match ct {
-        DType::F64 => Data::F64(dot_typed::<f64>(l.data(), r.data(), ls, rs, lg, rg, (bt, m, k, n))?),
-        DType::F32 => Data::F32(dot_typed::<f32>(l.data(), r.data(), ls, rs, lg, rg, (bt, m, k, n))?),
+        DType::F64 => Data::F64(dot_typed::<f64>(
+            l.data(),
+            r.data(),
+            ls,
+            rs,
+            lg,
+            rg,
+            (bt, m, k, n),
+        )?),
+        DType::F32 => Data::F32(dot_typed::<f32>(
+            l.data(),
+            r.data(),
+            ls,
+            rs,
+            lg,
+            rg,
+            (bt, m, k, n),
+        )?),
         _ => Data::I64(dot_int(l, r, &lb, &lf, &lc, &rb, &rc, &rf, (bt, m, k, n))?),
     };
-    Ok(Tensor::from_parts(out.shape.clone(), data.convert(out.dtype)))
+    Ok(Tensor::from_parts(
+        out.shape.clone(),
+        data.convert(out.dtype),
+    ))
 }
 
 type Groups<'a> = [&'a [usize]; 3];
@@ -233,7 +383,15 @@ fn operand<T: Gemm>(d: &Data) -> Cow<'_, [T]> {
     }
 }
 
-fn dot_typed<T: Gemm>(a: &Data, b: &Data, ls: &[usize], rs: &[usize], lg: Groups, rg: Groups, (bt, m, k, n): (usize, usize, usize, usize)) -> Result<Vec<T>, OpError> {
+fn dot_typed<T: Gemm>(
+    a: &Data,
+    b: &Data,
+    ls: &[usize],
+    rs: &[usize],
+    lg: Groups,
+    rg: Groups,
+    (bt, m, k, n): (usize, usize, usize, usize),
+) -> Result<Vec<T>, OpError> {
     let (av, am, asb) = as_stack(operand::<T>(a), ls, lg)?;
     let (bv, bm, bsb) = as_stack(operand::<T>(b), rs, rg)?;
     let mut c = vec![T::default(); bt * m * n];
@@ -242,7 +400,17 @@ fn dot_typed<T: Gemm>(a: &Data, b: &Data, ls: &[usize], rs: &[usize], lg: Groups
 }
 
 #[allow(clippy::too_many_arguments)]
-fn dot_int(l: &Tensor, r: &Tensor, lb: &[usize], lf: &[usize], lc: &[usize], rb: &[usize], rc: &[usize], rf: &[usize], (bt, m, k, n): (usize, usize, usize, usize)) -> Result<Vec<i64>, OpError> {
+fn dot_int(
+    l: &Tensor,
+    r: &Tensor,
+    lb: &[usize],
+    lf: &[usize],
+    lc: &[usize],
+    rb: &[usize],
+    rc: &[usize],
+    rf: &[usize],
+    (bt, m, k, n): (usize, usize, usize, usize),
+) -> Result<Vec<i64>, OpError> {
     let stack = |t: &Tensor, g: [&[usize]; 3]| -> Result<Vec<i64>, OpError> {
         let perm: Vec<usize> = g.iter().flat_map(|x| x.iter().copied()).collect();
         let st = istrides_of(t.shape());
@@ -258,7 +426,8 @@ fn dot_int(l: &Tensor, r: &Tensor, lb: &[usize], lf: &[usize], lc: &[usize], rb:
             for j in 0..n {
                 let mut acc = 0i64;
                 for p in 0..k {
-                    acc = acc.wrapping_add(a[(x * m + i) * k + p].wrapping_mul(b[(x * k + p) * n + j]));
+                    acc = acc
+                        .wrapping_add(a[(x * m + i) * k + p].wrapping_mul(b[(x * k + p) * n + j]));
                 }
                 c[(x * m + i) * n + j] = acc;
             }
@@ -274,11 +443,16 @@ pub(crate) fn convolution(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError
     let out = ctx.out0()?;
     let a = &ctx.node.attrs;
     let dn = a.str(kind, "dimension_numbers")?;
-    let [(ib, ifd, isp), (ko, ki, ksp), (ob, of, osp)] =
-        parse_conv_dims(dn).ok_or_else(|| OpError::Invalid(format!("cannot parse dimension_numbers `{dn}`")))?;
+    let [(ib, ifd, isp), (ko, ki, ksp), (ob, of, osp)] = parse_conv_dims(dn)
+        .ok_or_else(|| OpError::Invalid(format!("cannot parse dimension_numbers `{dn}`")))?;
     let (x, w) = (&ops[0], &ops[1]);
     let sd = isp.len();
-    if x.shape().len() != sd + 2 || w.shape().len() != sd + 2 || ksp.len() != sd || osp.len() != sd || out.shape.len() != sd + 2 {
+    if x.shape().len() != sd + 2
+        || w.shape().len() != sd + 2
+        || ksp.len() != sd
+        || osp.len() != sd
+        || out.shape.len() != sd + 2
+    {
         return invalid("dimension_numbers do not match the operand ranks");
     }
     let get = |name: &str, len: usize, default: i64| -> Result<Vec<i64>, OpError> {
@@ -316,7 +490,19 @@ pub(crate) fn convolution(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError
         return invalid("result batch/feature sizes do not match the operands");
     }
     let ct = compute_type(x.dtype(), w.dtype(), out.dtype);
-    let geo = ConvGeometry { xs: xs.clone(), ks: ws[2..].to_vec(), q: q.clone(), strides, pad, ldil, rdil, fgc, bgc, og: o / groups, i };
+    let geo = ConvGeometry {
+        xs: xs.clone(),
+        ks: ws[2..].to_vec(),
+        q: q.clone(),
+        strides,
+        pad,
+        ldil,
+        rdil,
+        fgc,
+        bgc,
+        og: o / groups,
+        i,
+    };
     let canon = |t: &Tensor, perm: &[usize], dt: DType| -> Result<Data, OpError> {
         let st = istrides_of(t.shape());
         let ps: Vec<isize> = perm.iter().map(|&d| st[d]).collect();
@@ -327,7 +513,11 @@ pub(crate) fn convolution(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError
             _ => return invalid("internal: convolution compute type"),
         })
     };
-    let ct = if ct == DType::F64 { DType::F64 } else { DType::F32 };
+    let ct = if ct == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let res = match (canon(x, &perm_x, ct)?, canon(w, &perm_w, ct)?) {
         (Data::F32(xv), Data::F32(wv)) => Data::F32(conv_typed(&xv, &wv, &geo)?),
         (Data::F64(xv), Data::F64(wv)) => Data::F64(conv_typed(&xv, &wv, &geo)?),
@@ -347,7 +537,10 @@ pub(crate) fn convolution(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError
         Data::F64(v) => Data::F64(gather_view(&v, 0, &ost, &out.shape)?),
         _ => return invalid("internal: convolution result type"),
     };
-    Ok(Tensor::from_parts(out.shape.clone(), data.convert(out.dtype)))
+    Ok(Tensor::from_parts(
+        out.shape.clone(),
+        data.convert(out.dtype),
+    ))
 }
 
 struct ConvGeometry {
@@ -424,15 +617,34 @@ fn conv_typed<T: Gemm>(x: &[T], w: &[T], g: &ConvGeometry) -> Result<Vec<T>, OpE
                 }
             }
             let o0 = grp * g.og;
-            let wv = Mat { off: o0 * ci * ks, rs: (ci * ks) as isize, cs: 1 };
-            let cv = Mat { off: 0, rs: os as isize, cs: 1 };
-            gemm(g.og, ci * ks, os, w, wv, &col, cv, &mut ob[o0 * os..(o0 + g.og) * os])?;
+            let wv = Mat {
+                off: o0 * ci * ks,
+                rs: (ci * ks) as isize,
+                cs: 1,
+            };
+            let cv = Mat {
+                off: 0,
+                rs: os as isize,
+                cs: 1,
+            };
+            gemm(
+                g.og,
+                ci * ks,
+                os,
+                w,
+                wv,
+                &col,
+                cv,
+                &mut ob[o0 * os..(o0 + g.og) * os],
+            )?;
         }
         Ok(())
     };
     if o * os == 0 {
         return Ok(out);
     }
-    out.par_chunks_mut(o * os).enumerate().try_for_each(|(nn, ob)| per_batch(nn, ob))?;
+    out.par_chunks_mut(o * os)
+        .enumerate()
+        .try_for_each(|(nn, ob)| per_batch(nn, ob))?;
     Ok(out)
 }

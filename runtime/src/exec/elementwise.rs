@@ -67,13 +67,20 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
 
 fn same_shape(a: &Tensor, b: &Tensor) -> Result<(), OpError> {
     if a.shape() != b.shape() {
-        return invalid(format!("operand shapes differ: {:?} vs {:?}", a.shape(), b.shape()));
+        return invalid(format!(
+            "operand shapes differ: {:?} vs {:?}",
+            a.shape(),
+            b.shape()
+        ));
     }
     Ok(())
 }
 
 fn unsupported_dtype(dtype: DType, kind: OpKind) -> OpError {
-    OpError::DType { dtype, what: format!(" by `{kind}`") }
+    OpError::DType {
+        dtype,
+        what: format!(" by `{kind}`"),
+    }
 }
 
 /// `f(x)` for every element, in parallel for large inputs.
@@ -86,9 +93,16 @@ pub(crate) fn map1<T: Copy + Sync, U: Send>(v: &[T], f: impl Fn(T) -> U + Sync +
 }
 
 /// `f(a, b)` for every pair of elements, in parallel for large inputs.
-pub(crate) fn map2<T: Copy + Sync, S: Copy + Sync, U: Send>(a: &[T], b: &[S], f: impl Fn(T, S) -> U + Sync + Send) -> Vec<U> {
+pub(crate) fn map2<T: Copy + Sync, S: Copy + Sync, U: Send>(
+    a: &[T],
+    b: &[S],
+    f: impl Fn(T, S) -> U + Sync + Send,
+) -> Vec<U> {
     if a.len() >= PAR_MIN {
-        a.par_iter().zip(b.par_iter()).map(|(&x, &y)| f(x, y)).collect()
+        a.par_iter()
+            .zip(b.par_iter())
+            .map(|(&x, &y)| f(x, y))
+            .collect()
     } else {
         a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
     }
@@ -126,33 +140,87 @@ pub(crate) trait Real: Elem {
 macro_rules! impl_real {
     ($t:ty) => {
         impl Real for $t {
-            fn abs_(self) -> Self { self.abs() }
-            fn neg_(self) -> Self { -self }
-            fn exp_(self) -> Self { self.exp() }
-            fn exp_m1_(self) -> Self { self.exp_m1() }
-            fn ln_(self) -> Self { self.ln() }
-            fn ln_1p_(self) -> Self { self.ln_1p() }
-            fn logistic_(self) -> Self { 1.0 / (1.0 + (-self).exp()) }
-            fn sqrt_(self) -> Self { self.sqrt() }
-            fn rsqrt_(self) -> Self { 1.0 / self.sqrt() }
-            fn cbrt_(self) -> Self { self.cbrt() }
-            fn tanh_(self) -> Self { self.tanh() }
-            fn sin_(self) -> Self { self.sin() }
-            fn cos_(self) -> Self { self.cos() }
-            fn floor_(self) -> Self { self.floor() }
-            fn ceil_(self) -> Self { self.ceil() }
-            fn sign_(self) -> Self {
-                if self.is_nan() || self == 0.0 { self } else if self > 0.0 { 1.0 } else { -1.0 }
+            fn abs_(self) -> Self {
+                self.abs()
             }
-            fn round_even_(self) -> Self { self.round_ties_even() }
-            fn round_afz_(self) -> Self { self.round() }
-            fn add_(self, o: Self) -> Self { self + o }
-            fn sub_(self, o: Self) -> Self { self - o }
-            fn mul_(self, o: Self) -> Self { self * o }
-            fn div_(self, o: Self) -> Self { self / o }
-            fn rem_(self, o: Self) -> Self { self % o }
-            fn pow_(self, o: Self) -> Self { self.powf(o) }
-            fn atan2_(self, o: Self) -> Self { self.atan2(o) }
+            fn neg_(self) -> Self {
+                -self
+            }
+            fn exp_(self) -> Self {
+                self.exp()
+            }
+            fn exp_m1_(self) -> Self {
+                self.exp_m1()
+            }
+            fn ln_(self) -> Self {
+                self.ln()
+            }
+            fn ln_1p_(self) -> Self {
+                self.ln_1p()
+            }
+            fn logistic_(self) -> Self {
+                1.0 / (1.0 + (-self).exp())
+            }
+            fn sqrt_(self) -> Self {
+                self.sqrt()
+            }
+            fn rsqrt_(self) -> Self {
+                1.0 / self.sqrt()
+            }
+            fn cbrt_(self) -> Self {
+                self.cbrt()
+            }
+            fn tanh_(self) -> Self {
+                self.tanh()
+            }
+            fn sin_(self) -> Self {
+                self.sin()
+            }
+            fn cos_(self) -> Self {
+                self.cos()
+            }
+            fn floor_(self) -> Self {
+                self.floor()
+            }
+            fn ceil_(self) -> Self {
+                self.ceil()
+            }
+            fn sign_(self) -> Self {
+                if self.is_nan() || self == 0.0 {
+                    self
+                } else if self > 0.0 {
+                    1.0
+                } else {
+                    -1.0
+                }
+            }
+            fn round_even_(self) -> Self {
+                self.round_ties_even()
+            }
+            fn round_afz_(self) -> Self {
+                self.round()
+            }
+            fn add_(self, o: Self) -> Self {
+                self + o
+            }
+            fn sub_(self, o: Self) -> Self {
+                self - o
+            }
+            fn mul_(self, o: Self) -> Self {
+                self * o
+            }
+            fn div_(self, o: Self) -> Self {
+                self / o
+            }
+            fn rem_(self, o: Self) -> Self {
+                self % o
+            }
+            fn pow_(self, o: Self) -> Self {
+                self.powf(o)
+            }
+            fn atan2_(self, o: Self) -> Self {
+                self.atan2(o)
+            }
         }
     };
 }
@@ -227,7 +295,9 @@ fn map1_inplace<T: Copy + Send + Sync>(v: &mut [T], f: impl Fn(T) -> T + Sync + 
 /// `a[i] = f(a[i], b[i])`.
 fn map2_into_a<T: Copy + Send + Sync>(a: &mut [T], b: &[T], f: impl Fn(T, T) -> T + Sync + Send) {
     if a.len() >= PAR_MIN {
-        a.par_iter_mut().zip(b.par_iter()).for_each(|(x, &y)| *x = f(*x, y));
+        a.par_iter_mut()
+            .zip(b.par_iter())
+            .for_each(|(x, &y)| *x = f(*x, y));
     } else {
         a.iter_mut().zip(b).for_each(|(x, &y)| *x = f(*x, y));
     }
@@ -236,7 +306,9 @@ fn map2_into_a<T: Copy + Send + Sync>(a: &mut [T], b: &[T], f: impl Fn(T, T) -> 
 /// `b[i] = f(a[i], b[i])`.
 fn map2_into_b<T: Copy + Send + Sync>(a: &[T], b: &mut [T], f: impl Fn(T, T) -> T + Sync + Send) {
     if a.len() >= PAR_MIN {
-        b.par_iter_mut().zip(a.par_iter()).for_each(|(y, &x)| *y = f(x, *y));
+        b.par_iter_mut()
+            .zip(a.par_iter())
+            .for_each(|(y, &x)| *y = f(x, *y));
     } else {
         b.iter_mut().zip(a).for_each(|(y, &x)| *y = f(x, *y));
     }
@@ -260,14 +332,33 @@ fn try_in_place(k: OpKind, ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
         }
     }
     let is_real = |d: DType| matches!(d, DType::F32 | DType::F64);
+    if matches!(k, OpKind::Exponential | OpKind::Tanh) && ops.len() == 1 && ops[0].dtype() == DType::F32 {
+        let mut it = ops.into_iter();
+        let Some(mut t) = it.next() else { return Err(Vec::new()) };
+        if let Some(Data::F32(v)) = t.unique_data_mut() {
+            super::fastmath::apply_in_place(k, v);
+            return t.try_into_data().map_err(|t| vec![t]);
+        }
+        return Err(vec![t]);
+    }
     match ops.len() {
-        1 if k.is_unary_elementwise() && k != OpKind::IsFinite && k != OpKind::Convert && is_real(ops[0].dtype()) => {
+        1 if k.is_unary_elementwise()
+            && k != OpKind::IsFinite
+            && k != OpKind::Convert
+            && is_real(ops[0].dtype()) =>
+        {
             let mut it = ops.into_iter();
-            let Some(t) = it.next() else { return Err(Vec::new()) };
+            let Some(t) = it.next() else {
+                return Err(Vec::new());
+            };
             let shape = t.shape().to_vec();
             match t.try_into_data() {
-                Ok(Data::F32(v)) => un(k, v).map(Data::F32).map_err(|v| vec![Tensor::from_parts(shape, Data::F32(v))]),
-                Ok(Data::F64(v)) => un(k, v).map(Data::F64).map_err(|v| vec![Tensor::from_parts(shape, Data::F64(v))]),
+                Ok(Data::F32(v)) => un(k, v)
+                    .map(Data::F32)
+                    .map_err(|v| vec![Tensor::from_parts(shape, Data::F32(v))]),
+                Ok(Data::F64(v)) => un(k, v)
+                    .map(Data::F64)
+                    .map_err(|v| vec![Tensor::from_parts(shape, Data::F64(v))]),
                 Ok(d) => Err(vec![Tensor::from_parts(shape, d)]),
                 Err(t) => Err(vec![t]),
             }
@@ -279,7 +370,9 @@ fn try_in_place(k: OpKind, ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
             && ops[0].shape() == ops[1].shape() =>
         {
             let mut it = ops.into_iter();
-            let (Some(mut a), Some(mut b)) = (it.next(), it.next()) else { return Err(Vec::new()) };
+            let (Some(mut a), Some(mut b)) = (it.next(), it.next()) else {
+                return Err(Vec::new());
+            };
             let into_a = a.unique_data_mut().is_some();
             if !into_a && b.unique_data_mut().is_none() {
                 return Err(vec![a, b]);
@@ -324,18 +417,44 @@ pub(crate) trait IntOps: Elem + Ord {
 macro_rules! impl_int {
     ($t:ty, $s:ty, $u:ty, $signed:expr) => {
         impl IntOps for $t {
-            fn wadd(self, o: Self) -> Self { self.wrapping_add(o) }
-            fn wsub(self, o: Self) -> Self { self.wrapping_sub(o) }
-            fn wmul(self, o: Self) -> Self { self.wrapping_mul(o) }
-            fn xdiv(self, o: Self) -> Self { if o == 0 { !0 } else { self.wrapping_div(o) } }
-            fn xrem(self, o: Self) -> Self { if o == 0 { self } else { self.wrapping_rem(o) } }
+            fn wadd(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            fn wsub(self, o: Self) -> Self {
+                self.wrapping_sub(o)
+            }
+            fn wmul(self, o: Self) -> Self {
+                self.wrapping_mul(o)
+            }
+            fn xdiv(self, o: Self) -> Self {
+                if o == 0 {
+                    !0
+                } else {
+                    self.wrapping_div(o)
+                }
+            }
+            fn xrem(self, o: Self) -> Self {
+                if o == 0 {
+                    self
+                } else {
+                    self.wrapping_rem(o)
+                }
+            }
             fn shl(self, o: Self) -> Self {
                 let n = o as u64;
-                if n >= <$t>::BITS as u64 { 0 } else { ((self as $u) << n) as $t }
+                if n >= <$t>::BITS as u64 {
+                    0
+                } else {
+                    ((self as $u) << n) as $t
+                }
             }
             fn shr_l(self, o: Self) -> Self {
                 let n = o as u64;
-                if n >= <$t>::BITS as u64 { 0 } else { ((self as $u) >> n) as $t }
+                if n >= <$t>::BITS as u64 {
+                    0
+                } else {
+                    ((self as $u) >> n) as $t
+                }
             }
             fn shr_a(self, o: Self) -> Self {
                 let n = (o as u64).min(<$t>::BITS as u64 - 1);
@@ -347,25 +466,55 @@ macro_rules! impl_int {
                 if neg {
                     return match self as i64 {
                         1 => 1 as $t,
-                        -1 => if (o as i64) % 2 == 0 { 1 as $t } else { self },
+                        -1 => {
+                            if (o as i64) % 2 == 0 {
+                                1 as $t
+                            } else {
+                                self
+                            }
+                        }
                         _ => 0,
                     };
                 }
                 let (mut base, mut e, mut acc) = (self, o as u64, 1 as $t);
                 while e > 0 {
-                    if e & 1 == 1 { acc = acc.wrapping_mul(base); }
+                    if e & 1 == 1 {
+                        acc = acc.wrapping_mul(base);
+                    }
                     base = base.wrapping_mul(base);
                     e >>= 1;
                 }
                 acc
             }
-            fn wabs(self) -> Self { if $signed { (self as $s).wrapping_abs() as $t } else { self } }
-            fn wneg(self) -> Self { self.wrapping_neg() }
-            fn sgn(self) -> Self { if $signed { (self as $s).signum() as $t } else { (self != 0) as $t } }
-            fn bnot(self) -> Self { !self }
-            fn band(self, o: Self) -> Self { self & o }
-            fn bor(self, o: Self) -> Self { self | o }
-            fn bxor(self, o: Self) -> Self { self ^ o }
+            fn wabs(self) -> Self {
+                if $signed {
+                    (self as $s).wrapping_abs() as $t
+                } else {
+                    self
+                }
+            }
+            fn wneg(self) -> Self {
+                self.wrapping_neg()
+            }
+            fn sgn(self) -> Self {
+                if $signed {
+                    (self as $s).signum() as $t
+                } else {
+                    (self != 0) as $t
+                }
+            }
+            fn bnot(self) -> Self {
+                !self
+            }
+            fn band(self, o: Self) -> Self {
+                self & o
+            }
+            fn bor(self, o: Self) -> Self {
+                self | o
+            }
+            fn bxor(self, o: Self) -> Self {
+                self ^ o
+            }
         }
     };
 }
@@ -424,10 +573,21 @@ pub(crate) fn unary(k: OpKind, d: &Data) -> Result<Data, OpError> {
         }));
     }
     Ok(match d {
+        Data::F32(v) if matches!(k, OpKind::Exponential | OpKind::Tanh) => {
+            let mut out = v.clone();
+            super::fastmath::apply_in_place(k, &mut out);
+            Data::F32(out)
+        }
         Data::F32(v) => Data::F32(unary_real(k, v)?),
         Data::F64(v) => Data::F64(unary_real(k, v)?),
-        Data::BF16(v) => Data::BF16(map1(&unary_real(k, &via_f32(v, bf16::to_f32))?, bf16::from_f32)),
-        Data::F16(v) => Data::F16(map1(&unary_real(k, &via_f32(v, f16::to_f32))?, f16::from_f32)),
+        Data::BF16(v) => Data::BF16(map1(
+            &unary_real(k, &via_f32(v, bf16::to_f32))?,
+            bf16::from_f32,
+        )),
+        Data::F16(v) => Data::F16(map1(
+            &unary_real(k, &via_f32(v, f16::to_f32))?,
+            f16::from_f32,
+        )),
         Data::I8(v) => Data::I8(unary_int(k, v)?),
         Data::I16(v) => Data::I16(unary_int(k, v)?),
         Data::I32(v) => Data::I32(unary_int(k, v)?),
@@ -467,7 +627,13 @@ pub(crate) fn binary(k: OpKind, a: &Data, b: &Data) -> Result<Data, OpError> {
             Xor | Subtract => map2(x, y, |p, q| p ^ q),
             _ => return Err(unsupported_dtype(DType::I1, k)),
         }),
-        _ => return invalid(format!("operand element types differ: {} vs {}", a.dtype(), b.dtype())),
+        _ => {
+            return invalid(format!(
+                "operand element types differ: {} vs {}",
+                a.dtype(),
+                b.dtype()
+            ))
+        }
     })
 }
 
@@ -483,7 +649,12 @@ fn cmp_fn(dir: &str) -> Result<fn(Option<Ordering>) -> bool, OpError> {
     })
 }
 
-fn cmp_slices<T: Elem>(a: &[T], b: &[T], f: fn(Option<Ordering>) -> bool, total: bool) -> Vec<bool> {
+fn cmp_slices<T: Elem>(
+    a: &[T],
+    b: &[T],
+    f: fn(Option<Ordering>) -> bool,
+    total: bool,
+) -> Vec<bool> {
     if total && T::DTYPE.is_float() {
         map2(a, b, |x, y| f(Some(x.to_f64().total_cmp(&y.to_f64()))))
     } else {
@@ -495,8 +666,13 @@ fn cmp_slices<T: Elem>(a: &[T], b: &[T], f: fn(Option<Ordering>) -> bool, total:
 /// total order for floats (`compare_type = TOTALORDER`), otherwise NaN compares unordered.
 pub(crate) fn compare(a: &Data, b: &Data, dir: &str, total: bool) -> Result<Data, OpError> {
     let f = cmp_fn(dir)?;
-    crate::tensor::zip_with!(a, b, x, y => Data::I1(cmp_slices(x, y, f, total)))
-        .ok_or_else(|| OpError::Invalid(format!("operand element types differ: {} vs {}", a.dtype(), b.dtype())))
+    crate::tensor::zip_with!(a, b, x, y => Data::I1(cmp_slices(x, y, f, total))).ok_or_else(|| {
+        OpError::Invalid(format!(
+            "operand element types differ: {} vs {}",
+            a.dtype(),
+            b.dtype()
+        ))
+    })
 }
 
 fn convert(d: &Data, to: DType) -> Data {
@@ -505,9 +681,15 @@ fn convert(d: &Data, to: DType) -> Data {
 
 fn select(p: &Tensor, t: &Tensor, f: &Tensor) -> Result<Data, OpError> {
     same_shape(t, f)?;
-    let Data::I1(pv) = p.data() else { return invalid("predicate must be i1") };
+    let Data::I1(pv) = p.data() else {
+        return invalid("predicate must be i1");
+    };
     if p.len() == 1 {
-        return Ok(if pv[0] { t.data().clone() } else { f.data().clone() });
+        return Ok(if pv[0] {
+            t.data().clone()
+        } else {
+            f.data().clone()
+        });
     }
     if p.shape() != t.shape() {
         return invalid("predicate shape differs from the operands");
@@ -567,7 +749,12 @@ mod tests {
 
     #[test]
     fn max_min_propagate_nan() {
-        let r = binary(OpKind::Maximum, &Data::F32(vec![f32::NAN, 1.0]), &Data::F32(vec![0.0, 2.0])).unwrap();
+        let r = binary(
+            OpKind::Maximum,
+            &Data::F32(vec![f32::NAN, 1.0]),
+            &Data::F32(vec![0.0, 2.0]),
+        )
+        .unwrap();
         let Data::F32(v) = r else { panic!() };
         assert!(v[0].is_nan());
         assert_eq!(v[1], 2.0);
@@ -577,15 +764,27 @@ mod tests {
     fn compare_float_and_total_order() {
         let a = Data::F32(vec![f32::NAN, 1.0, -0.0]);
         let b = Data::F32(vec![f32::NAN, 2.0, 0.0]);
-        assert_eq!(compare(&a, &b, "EQ", false).unwrap(), Data::I1(vec![false, false, true]));
-        assert_eq!(compare(&a, &b, "NE", false).unwrap(), Data::I1(vec![true, true, false]));
-        assert_eq!(compare(&a, &b, "LT", true).unwrap(), Data::I1(vec![false, true, true]));
+        assert_eq!(
+            compare(&a, &b, "EQ", false).unwrap(),
+            Data::I1(vec![false, false, true])
+        );
+        assert_eq!(
+            compare(&a, &b, "NE", false).unwrap(),
+            Data::I1(vec![true, true, false])
+        );
+        assert_eq!(
+            compare(&a, &b, "LT", true).unwrap(),
+            Data::I1(vec![false, true, true])
+        );
     }
 
     #[test]
     fn bf16_rounds_after_each_op() {
         let a = Data::BF16(vec![bf16::from_f32(1.0)]);
         let b = Data::BF16(vec![bf16::from_f32(1.0 / 512.0)]);
-        assert_eq!(binary(OpKind::Add, &a, &b).unwrap(), Data::BF16(vec![bf16::from_f32(1.0)]));
+        assert_eq!(
+            binary(OpKind::Add, &a, &b).unwrap(),
+            Data::BF16(vec![bf16::from_f32(1.0)])
+        );
     }
 }

@@ -26,7 +26,13 @@ fn dims(ctx: &Ctx, kind: OpKind, name: &str, rank: usize) -> Result<Vec<usize>, 
         .attrs
         .ints_or_empty(kind, name)?
         .iter()
-        .map(|&d| if d >= 0 && (d as usize) < rank { Ok(d as usize) } else { invalid(format!("`{name}`: dimension {d} out of range")) })
+        .map(|&d| {
+            if d >= 0 && (d as usize) < rank {
+                Ok(d as usize)
+            } else {
+                invalid(format!("`{name}`: dimension {d} out of range"))
+            }
+        })
         .collect()
 }
 
@@ -45,19 +51,32 @@ impl IndexReader {
     fn new(idx: &Tensor, ivd: i64, nvec_expected: usize) -> Result<IndexReader, OpError> {
         let rank = idx.shape().len();
         if ivd < 0 || ivd as usize > rank {
-            return invalid(format!("index_vector_dim {ivd} out of range for rank {rank}"));
+            return invalid(format!(
+                "index_vector_dim {ivd} out of range for rank {rank}"
+            ));
         }
         let ivd = ivd as usize;
         let st = strides_of(idx.shape());
         let batch_strides = (0..rank).filter(|&d| d != ivd).map(|d| st[d]).collect();
-        let (vec_stride, nvec) = if ivd < rank { (st[ivd], idx.shape()[ivd]) } else { (0, 1) };
+        let (vec_stride, nvec) = if ivd < rank {
+            (st[ivd], idx.shape()[ivd])
+        } else {
+            (0, 1)
+        };
         if nvec != nvec_expected {
-            return invalid(format!("index vectors have {nvec} components, the index map {nvec_expected}"));
+            return invalid(format!(
+                "index vectors have {nvec} components, the index map {nvec_expected}"
+            ));
         }
         if !idx.dtype().is_int() {
             return invalid(format!("indices must be integers, got {}", idx.dtype()));
         }
-        Ok(IndexReader { vals: idx.data().to_i64_vec(), batch_strides, vec_stride, nvec })
+        Ok(IndexReader {
+            vals: idx.data().to_i64_vec(),
+            batch_strides,
+            vec_stride,
+            nvec,
+        })
     }
 
     fn batch_rank(&self) -> usize {
@@ -66,15 +85,29 @@ impl IndexReader {
 
     fn read(&self, batch: &[usize], out: &mut Vec<i64>) {
         out.clear();
-        let base: usize = batch.iter().zip(&self.batch_strides).map(|(i, s)| i * s).sum();
+        let base: usize = batch
+            .iter()
+            .zip(&self.batch_strides)
+            .map(|(i, s)| i * s)
+            .sum();
         for j in 0..self.nvec {
-            out.push(self.vals.get(base + j * self.vec_stride).copied().unwrap_or(0));
+            out.push(
+                self.vals
+                    .get(base + j * self.vec_stride)
+                    .copied()
+                    .unwrap_or(0),
+            );
         }
     }
 }
 
 /// `full_batching_index` of the spec: operand dim -> position in the batch index.
-fn batching_map(op_batch: &[usize], idx_batch: &[usize], ivd: usize, rank: usize) -> Result<Vec<Option<usize>>, OpError> {
+fn batching_map(
+    op_batch: &[usize],
+    idx_batch: &[usize],
+    ivd: usize,
+    rank: usize,
+) -> Result<Vec<Option<usize>>, OpError> {
     if op_batch.len() != idx_batch.len() {
         return invalid("operand and index batching dimension counts differ");
     }
@@ -87,6 +120,9 @@ fn batching_map(op_batch: &[usize], idx_batch: &[usize], ivd: usize, rank: usize
     }
     Ok(m)
 }
+
+/// Maps a batch index to the (result, operand) offsets of its window.
+type Plan<'a> = &'a dyn Fn(usize, &mut Vec<i64>) -> (isize, isize);
 
 /// `gather` (see the module docs).
 pub(crate) fn gather(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
@@ -101,13 +137,26 @@ pub(crate) fn gather(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
     let idx_batch = dims(ctx, kind, "start_indices_batching_dims", idx.shape().len())?;
     let start_map = dims(ctx, kind, "start_index_map", xr)?;
     let ivd = ctx.node.attrs.int(kind, "index_vector_dim")?;
-    let sizes: Vec<i64> = ctx.node.attrs.dims(kind, "slice_sizes")?.iter().map(|d| d.eval(ctx.bindings)).collect::<Result<_, _>>()?;
-    if sizes.len() != xr || sizes.iter().zip(x.shape()).any(|(&s, &d)| s < 0 || s as usize > d) {
+    let sizes: Vec<i64> = ctx
+        .node
+        .attrs
+        .dims(kind, "slice_sizes")?
+        .iter()
+        .map(|d| d.eval(ctx.bindings))
+        .collect::<Result<_, _>>()?;
+    if sizes.len() != xr
+        || sizes
+            .iter()
+            .zip(x.shape())
+            .any(|(&s, &d)| s < 0 || s as usize > d)
+    {
         return invalid("slice_sizes must be within the operand shape");
     }
     let reader = IndexReader::new(idx, ivd, start_map.len())?;
     let batch_dims: Vec<usize> = (0..rr).filter(|d| !offset_dims.contains(d)).collect();
-    let window_op_dims: Vec<usize> = (0..xr).filter(|d| !collapsed.contains(d) && !op_batch.contains(d)).collect();
+    let window_op_dims: Vec<usize> = (0..xr)
+        .filter(|d| !collapsed.contains(d) && !op_batch.contains(d))
+        .collect();
     if batch_dims.len() != reader.batch_rank() || window_op_dims.len() != offset_dims.len() {
         return invalid("offset/collapsed/batching dimensions do not match the ranks");
     }
@@ -122,7 +171,7 @@ pub(crate) fn gather(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
         src: &[T],
         n_out: usize,
         nb: usize,
-        plan: &dyn Fn(usize, &mut Vec<i64>) -> (isize, isize),
+        plan: Plan,
         wdst: &[isize],
         wsrc: &[isize],
         wshape: &[usize],
@@ -148,11 +197,16 @@ pub(crate) fn gather(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
                 xoff += bidx.get(*p).copied().unwrap_or(0) as isize * xst[d];
             }
         }
-        let roff = bidx.iter().zip(&batch_dims).map(|(&i, &d)| i as isize * rst[d]).sum();
+        let roff = bidx
+            .iter()
+            .zip(&batch_dims)
+            .map(|(&i, &d)| i as isize * rst[d])
+            .sum();
         (roff, xoff)
     };
     let n_out: usize = out.shape.iter().product();
-    let data = crate::tensor::map_same!(x.data(), v => go(v, n_out, nb, &plan, &wdst, &wsrc, &wshape)?);
+    let data =
+        crate::tensor::map_same!(x.data(), v => go(v, n_out, nb, &plan, &wdst, &wsrc, &wshape)?);
     Ok(Tensor::from_parts(out.shape.clone(), data))
 }
 
@@ -166,23 +220,34 @@ pub(crate) fn scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpErro
     }
     let mut it = ops.into_iter();
     let mut inputs: Vec<Tensor> = it.by_ref().take(n).collect();
-    let idx = it.next().ok_or_else(|| OpError::Invalid("missing indices".into()))?;
+    let idx = it
+        .next()
+        .ok_or_else(|| OpError::Invalid("missing indices".into()))?;
     let updates: Vec<Tensor> = it.collect();
     let xshape = inputs[0].shape().to_vec();
     let ushape = updates[0].shape().to_vec();
-    if inputs.iter().any(|t| t.shape() != xshape.as_slice()) || updates.iter().any(|t| t.shape() != ushape.as_slice()) {
+    if inputs.iter().any(|t| t.shape() != xshape.as_slice())
+        || updates.iter().any(|t| t.shape() != ushape.as_slice())
+    {
         return invalid("inputs (and updates) must share one shape");
     }
     let (xr, ur) = (xshape.len(), ushape.len());
     let uwd = dims(ctx, kind, "update_window_dims", ur)?;
     let inserted = dims(ctx, kind, "inserted_window_dims", xr)?;
     let in_batch = dims(ctx, kind, "input_batching_dims", xr)?;
-    let idx_batch = dims(ctx, kind, "scatter_indices_batching_dims", idx.shape().len())?;
+    let idx_batch = dims(
+        ctx,
+        kind,
+        "scatter_indices_batching_dims",
+        idx.shape().len(),
+    )?;
     let to_op = dims(ctx, kind, "scatter_dims_to_operand_dims", xr)?;
     let ivd = ctx.node.attrs.int(kind, "index_vector_dim")?;
     let reader = IndexReader::new(&idx, ivd, to_op.len())?;
     let scatter_dims: Vec<usize> = (0..ur).filter(|d| !uwd.contains(d)).collect();
-    let window_op_dims: Vec<usize> = (0..xr).filter(|d| !inserted.contains(d) && !in_batch.contains(d)).collect();
+    let window_op_dims: Vec<usize> = (0..xr)
+        .filter(|d| !inserted.contains(d) && !in_batch.contains(d))
+        .collect();
     if scatter_dims.len() != reader.batch_rank() || window_op_dims.len() != uwd.len() {
         return invalid("window/inserted/batching dimensions do not match the ranks");
     }
@@ -191,7 +256,11 @@ pub(crate) fn scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpErro
     let wshape: Vec<usize> = uwd.iter().map(|&d| ushape[d]).collect();
     let ust = strides_of(&ushape);
     let xst = strides_of(&xshape);
-    let region = ctx.node.regions.first().ok_or_else(|| OpError::Invalid("scatter without a body".into()))?;
+    let region = ctx
+        .node
+        .regions
+        .first()
+        .ok_or_else(|| OpError::Invalid("scatter without a body".into()))?;
     let f = RegionFn::new(region, "body", ctx.bindings)?;
     let nw: usize = wshape.iter().product();
     // offsets of every window element relative to the window's origin, in the result and in
@@ -200,8 +269,18 @@ pub(crate) fn scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpErro
     let mut wu = Vec::with_capacity(nw);
     for w in 0..nw {
         let widx = unravel(w, &wshape);
-        wx.push(widx.iter().zip(&window_op_dims).map(|(&i, &d)| i * xst[d]).sum::<usize>());
-        wu.push(widx.iter().zip(&uwd).map(|(&i, &d)| i * ust[d]).sum::<usize>());
+        wx.push(
+            widx.iter()
+                .zip(&window_op_dims)
+                .map(|(&i, &d)| i * xst[d])
+                .sum::<usize>(),
+        );
+        wu.push(
+            widx.iter()
+                .zip(&uwd)
+                .map(|(&i, &d)| i * ust[d])
+                .sum::<usize>(),
+        );
     }
     let mut extent = vec![1usize; xr];
     for (k, &d) in window_op_dims.iter().enumerate() {
@@ -223,25 +302,34 @@ pub(crate) fn scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpErro
                 base[d] += sidx.get(*p).copied().unwrap_or(0) as i64;
             }
         }
-        let ubase: usize = sidx.iter().zip(&scatter_dims).map(|(&i, &d)| i * ust[d]).sum();
-        let inside = (0..xr).all(|d| base[d] >= 0 && base[d] + extent[d] as i64 <= xshape[d] as i64);
+        let ubase: usize = sidx
+            .iter()
+            .zip(&scatter_dims)
+            .map(|(&i, &d)| i * ust[d])
+            .sum();
+        let inside =
+            (0..xr).all(|d| base[d] >= 0 && base[d] + extent[d] as i64 <= xshape[d] as i64);
         if inside {
             let xbase: usize = base.iter().zip(&xst).map(|(&i, &st)| i as usize * st).sum();
             pairs.extend(wx.iter().zip(&wu).map(|(&x, &u)| (xbase + x, ubase + u)));
             continue;
         }
         // partly out of bounds: check element by element (spec: skip out-of-bounds elements)
-        for w in 0..nw {
+        for (w, &wuo) in wu.iter().enumerate() {
             let widx = unravel(w, &wshape);
             let mut full = base.clone();
             for (k, &d) in window_op_dims.iter().enumerate() {
                 full[d] += widx[k] as i64;
             }
-            if full.iter().zip(&xshape).any(|(&i, &dim)| i < 0 || i >= dim as i64) {
+            if full
+                .iter()
+                .zip(&xshape)
+                .any(|(&i, &dim)| i < 0 || i >= dim as i64)
+            {
                 continue;
             }
             let xo: usize = full.iter().zip(&xst).map(|(&i, &st)| i as usize * st).sum();
-            pairs.push((xo, ubase + wu[w]));
+            pairs.push((xo, ubase + wuo));
         }
     }
     match (&f.body, n) {
@@ -253,29 +341,54 @@ pub(crate) fn scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpErro
             for &(xo, uo) in &pairs {
                 args.clear();
                 for d in &datas {
-                    args.push(d.get(xo).ok_or_else(|| OpError::Invalid("index out of range".into()))?);
+                    args.push(
+                        d.get(xo)
+                            .ok_or_else(|| OpError::Invalid("index out of range".into()))?,
+                    );
                 }
                 for u in &updates {
-                    args.push(u.data().get(uo).ok_or_else(|| OpError::Invalid("index out of range".into()))?);
+                    args.push(
+                        u.data()
+                            .get(uo)
+                            .ok_or_else(|| OpError::Invalid("index out of range".into()))?,
+                    );
                 }
                 let r = f.call(&args)?;
                 for (d, s) in datas.iter_mut().zip(r) {
                     if !d.set(xo, s) {
-                        return invalid("update computation returned a value of another element type");
+                        return invalid(
+                            "update computation returned a value of another element type",
+                        );
                     }
                 }
             }
-            inputs = inputs.iter().zip(datas).map(|(t, d)| Tensor::from_parts(t.shape().to_vec(), d)).collect();
+            inputs = inputs
+                .iter()
+                .zip(datas)
+                .map(|(t, d)| Tensor::from_parts(t.shape().to_vec(), d))
+                .collect();
         }
     }
     Ok(inputs)
 }
 
 /// `x[xo] = x[xo] ⊕ u[uo]` (or `= u[uo]` for `None`) for every pair, in place in `x`'s buffer.
-fn apply_typed(x: &mut Tensor, u: &Tensor, pairs: &[(usize, usize)], m: Option<Monoid>) -> Result<(), OpError> {
-    fn go<T: Elem>(x: &mut [T], u: &[T], pairs: &[(usize, usize)], m: Option<Monoid>) -> Result<(), OpError> {
+fn apply_typed(
+    x: &mut Tensor,
+    u: &Tensor,
+    pairs: &[(usize, usize)],
+    m: Option<Monoid>,
+) -> Result<(), OpError> {
+    fn go<T: Elem>(
+        x: &mut [T],
+        u: &[T],
+        pairs: &[(usize, usize)],
+        m: Option<Monoid>,
+    ) -> Result<(), OpError> {
         for &(xo, uo) in pairs {
-            let (Some(&a), Some(&b)) = (x.get(xo), u.get(uo)) else { return invalid("index out of range") };
+            let (Some(&a), Some(&b)) = (x.get(xo), u.get(uo)) else {
+                return invalid("index out of range");
+            };
             x[xo] = match m {
                 Some(m) => combine(m, a, b),
                 None => b,

@@ -28,8 +28,14 @@ pub(crate) fn istrides_of(shape: &[usize]) -> Vec<isize> {
 }
 
 /// Checks that the view stays inside a buffer of `len` elements.
-fn check_view(len: usize, offset: isize, strides: &[isize], shape: &[usize], what: &str) -> Result<(), OpError> {
-    if shape.iter().any(|&d| d == 0) {
+fn check_view(
+    len: usize,
+    offset: isize,
+    strides: &[isize],
+    shape: &[usize],
+    what: &str,
+) -> Result<(), OpError> {
+    if shape.contains(&0) {
         return Ok(());
     }
     let (mut lo, mut hi) = (offset as i128, offset as i128);
@@ -95,7 +101,12 @@ pub(crate) fn gather_view<T: Copy + Send + Sync + Default>(
     let rows = n / inner;
     let fill = |chunk: &mut [T], row0: usize| {
         let mut idx = unravel(row0, outer_shape);
-        let mut off = offset + idx.iter().zip(outer_strides).map(|(&i, &s)| i as isize * s).sum::<isize>();
+        let mut off = offset
+            + idx
+                .iter()
+                .zip(outer_strides)
+                .map(|(&i, &s)| i as isize * s)
+                .sum::<isize>();
         for row in chunk.chunks_mut(inner) {
             let o = off as usize;
             if inner_stride == 1 {
@@ -111,8 +122,12 @@ pub(crate) fn gather_view<T: Copy + Send + Sync + Default>(
         }
     };
     if n >= PAR_MIN && rows > 1 {
-        let rows_per = rows.div_ceil(4 * rayon::current_num_threads().max(1)).max(1);
-        out.par_chunks_mut(rows_per * inner).enumerate().for_each(|(c, chunk)| fill(chunk, c * rows_per));
+        let rows_per = rows
+            .div_ceil(4 * rayon::current_num_threads().max(1))
+            .max(1);
+        out.par_chunks_mut(rows_per * inner)
+            .enumerate()
+            .for_each(|(c, chunk)| fill(chunk, c * rows_per));
     } else {
         fill(&mut out, 0);
     }
@@ -168,7 +183,8 @@ pub(crate) fn assign_view<T: Copy>(
     let (mut d, mut s) = (doff, soff);
     for _ in 0..n / inner {
         if di == 1 && si == 1 {
-            dst[d as usize..d as usize + inner].copy_from_slice(&src[s as usize..s as usize + inner]);
+            dst[d as usize..d as usize + inner]
+                .copy_from_slice(&src[s as usize..s as usize + inner]);
         } else {
             for j in 0..inner as isize {
                 dst[(d + j * di) as usize] = src[(s + j * si) as usize];
@@ -233,7 +249,10 @@ mod tests {
     fn reverse_and_broadcast_views() {
         let src: Vec<i32> = (0..4).collect();
         assert_eq!(gather_view(&src, 3, &[-1], &[4]).unwrap(), vec![3, 2, 1, 0]);
-        assert_eq!(gather_view(&src, 0, &[0, 1], &[2, 4]).unwrap(), vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        assert_eq!(
+            gather_view(&src, 0, &[0, 1], &[2, 4]).unwrap(),
+            vec![0, 1, 2, 3, 0, 1, 2, 3]
+        );
         assert!(gather_view(&src, 1, &[1], &[4]).is_err());
     }
 
@@ -251,7 +270,16 @@ mod tests {
     #[test]
     fn assign_into_strided_destination() {
         let mut dst = vec![0i32; 12];
-        assign_view(&mut dst, 1, &[4, 1], &[7, 8, 9, 10, 11, 12], 0, &[3, 1], &[2, 3]).unwrap();
+        assign_view(
+            &mut dst,
+            1,
+            &[4, 1],
+            &[7, 8, 9, 10, 11, 12],
+            0,
+            &[3, 1],
+            &[2, 3],
+        )
+        .unwrap();
         assert_eq!(dst, vec![0, 7, 8, 9, 0, 10, 11, 12, 0, 0, 0, 0]);
     }
 }

@@ -23,6 +23,7 @@
 mod control;
 mod dot;
 mod elementwise;
+mod fastmath;
 mod gather_scatter;
 mod layout;
 mod reduce;
@@ -64,14 +65,18 @@ impl ExecStats {
             }
         }
         let mut v: Vec<_> = acc.into_iter().map(|(k, (n, t))| (k, n, t)).collect();
-        v.sort_by(|a, b| b.2.cmp(&a.2));
+        v.sort_by_key(|x| std::cmp::Reverse(x.2));
         v
     }
 }
 
 /// The non-input ops of `g` in program order: a valid schedule for [`execute`].
 pub fn program_schedule(g: &Graph) -> Vec<NodeId> {
-    g.order().iter().copied().filter(|&id| g.contains(id) && g.node(id).kind != OpKind::Input).collect()
+    g.order()
+        .iter()
+        .copied()
+        .filter(|&id| g.contains(id) && g.node(id).kind != OpKind::Input)
+        .collect()
 }
 
 /// Executes `g` at `bindings` in the order `schedule` (the non-input ops, each exactly once, in
@@ -149,9 +154,21 @@ impl<'g> Program<'g> {
     /// # Errors
     /// [`ExecError::Schedule`] when `schedule` is not a topological order of exactly the
     /// non-input ops of `g`; [`ExecError::Shape`] when a type cannot be evaluated.
-    pub fn new(g: &'g Graph, schedule: &[NodeId], bindings: &Bindings) -> Result<Program<'g>, ExecError> {
-        let sched_err = |msg: String| ExecError::Schedule { graph: g.name.clone(), msg };
-        let bound = g.petgraph().node_indices().map(|n| n.index() + 1).max().unwrap_or(0);
+    pub fn new(
+        g: &'g Graph,
+        schedule: &[NodeId],
+        bindings: &Bindings,
+    ) -> Result<Program<'g>, ExecError> {
+        let sched_err = |msg: String| ExecError::Schedule {
+            graph: g.name.clone(),
+            msg,
+        };
+        let bound = g
+            .petgraph()
+            .node_indices()
+            .map(|n| n.index() + 1)
+            .max()
+            .unwrap_or(0);
         // value id of result 0 of each node, by node index
         let mut base = vec![NONE; bound];
         let mut num_values = 0usize;
@@ -159,7 +176,10 @@ impl<'g> Program<'g> {
         let mut sizes = Vec::new();
         for &id in g.inputs() {
             let node = g.node(id);
-            let t = node.outputs.first().ok_or_else(|| sched_err("an input node without a type".into()))?;
+            let t = node
+                .outputs
+                .first()
+                .ok_or_else(|| sched_err("an input node without a type".into()))?;
             let ot = eval_type(g, node, t.dtype, &t.shape, bindings)?;
             base[id.index()] = num_values as u32;
             num_values += 1;
@@ -168,20 +188,32 @@ impl<'g> Program<'g> {
         }
         let num_ops = g.node_count() - g.inputs().len();
         if schedule.len() != num_ops {
-            return Err(sched_err(format!("it has {} ops, the graph has {num_ops} non-input ops", schedule.len())));
+            return Err(sched_err(format!(
+                "it has {} ops, the graph has {num_ops} non-input ops",
+                schedule.len()
+            )));
         }
         let mut steps = Vec::with_capacity(schedule.len());
         let mut def = vec![0u32; num_values];
         for (p, &id) in schedule.iter().enumerate() {
             if !g.contains(id) || id.index() >= bound {
-                return Err(sched_err(format!("point {p}: node {} is not in the graph", id.index())));
+                return Err(sched_err(format!(
+                    "point {p}: node {} is not in the graph",
+                    id.index()
+                )));
             }
             let node = g.node(id);
             if node.kind == OpKind::Input {
-                return Err(sched_err(format!("point {p}: node {} is an input", id.index())));
+                return Err(sched_err(format!(
+                    "point {p}: node {} is an input",
+                    id.index()
+                )));
             }
             if base[id.index()] != NONE {
-                return Err(sched_err(format!("point {p}: node {} is scheduled twice", id.index())));
+                return Err(sched_err(format!(
+                    "point {p}: node {} is scheduled twice",
+                    id.index()
+                )));
             }
             let mut operands = Vec::new();
             for v in g.operands(id) {
@@ -195,7 +227,9 @@ impl<'g> Program<'g> {
                     )));
                 }
                 if v.output as usize >= g.node(v.node).outputs.len() {
-                    return Err(sched_err(format!("point {p}: operand refers to a missing result {v}")));
+                    return Err(sched_err(format!(
+                        "point {p}: operand refers to a missing result {v}"
+                    )));
                 }
                 operands.push(b + v.output);
             }
@@ -209,13 +243,23 @@ impl<'g> Program<'g> {
             let first_result = num_values as u32;
             num_values += node.outputs.len();
             def.resize(num_values, p as u32);
-            steps.push(Step { node: id, take: vec![false; operands.len()], operands, first_result, out, frees: Vec::new() });
+            steps.push(Step {
+                node: id,
+                take: vec![false; operands.len()],
+                operands,
+                first_result,
+                out,
+                frees: Vec::new(),
+            });
         }
         let mut outputs = Vec::with_capacity(g.outputs().len());
         for (i, v) in g.outputs().iter().enumerate() {
             let b = base.get(v.node.index()).copied().unwrap_or(NONE);
-            if b == NONE || !g.contains(v.node) || v.output as usize >= g.node(v.node).outputs.len() {
-                return Err(sched_err(format!("output {i} refers to a missing value {v}")));
+            if b == NONE || !g.contains(v.node) || v.output as usize >= g.node(v.node).outputs.len()
+            {
+                return Err(sched_err(format!(
+                    "output {i} refers to a missing value {v}"
+                )));
             }
             outputs.push(b + v.output);
         }
@@ -239,17 +283,31 @@ impl<'g> Program<'g> {
             for k in 0..s.operands.len() {
                 let v = s.operands[k];
                 let repeated = s.operands[k + 1..].contains(&v);
-                s.take[k] = class[v as usize] == Class::Intermediate && last_use[v as usize] == p as u32 && !repeated;
+                s.take[k] = class[v as usize] == Class::Intermediate
+                    && last_use[v as usize] == p as u32
+                    && !repeated;
             }
         }
         for v in g.inputs().len()..num_values {
             if class[v] != Class::Intermediate {
                 continue;
             }
-            let p = if last_use[v] == NONE { def[v] } else { last_use[v] } as usize;
+            let p = if last_use[v] == NONE {
+                def[v]
+            } else {
+                last_use[v]
+            } as usize;
             steps[p].frees.push(v as u32);
         }
-        Ok(Program { g, bindings: bindings.clone(), steps, inputs, outputs, sizes, num_values })
+        Ok(Program {
+            g,
+            bindings: bindings.clone(),
+            steps,
+            inputs,
+            outputs,
+            sizes,
+            num_values,
+        })
     }
 
     /// Bytes of the graph inputs at the bindings.
@@ -264,7 +322,11 @@ impl<'g> Program<'g> {
     pub fn run(&self, inputs: Vec<Tensor>) -> Result<(Vec<Tensor>, ExecStats), ExecError> {
         let g = self.g;
         if inputs.len() != self.inputs.len() {
-            return Err(ExecError::InputCount { graph: g.name.clone(), expected: self.inputs.len(), got: inputs.len() });
+            return Err(ExecError::InputCount {
+                graph: g.name.clone(),
+                expected: self.inputs.len(),
+                got: inputs.len(),
+            });
         }
         let mut slots: Vec<Option<Tensor>> = vec![None; self.num_values];
         for (i, (t, ty)) in inputs.into_iter().zip(&self.inputs).enumerate() {
@@ -296,15 +358,32 @@ impl<'g> Program<'g> {
             for (k, &v) in s.operands.iter().enumerate() {
                 let slot = &mut slots[v as usize];
                 let t = if s.take[k] { slot.take() } else { slot.clone() };
-                operands.push(t.ok_or_else(|| op_err(node, OpError::Invalid(format!("operand {k} was freed early"))))?);
+                operands.push(t.ok_or_else(|| {
+                    op_err(
+                        node,
+                        OpError::Invalid(format!("operand {k} was freed early")),
+                    )
+                })?);
             }
-            let ctx = Ctx { node, out: &s.out, bindings: &self.bindings, transient: Cell::new(0) };
+            let ctx = Ctx {
+                node,
+                out: &s.out,
+                bindings: &self.bindings,
+                transient: Cell::new(0),
+            };
             let results = dispatch(&ctx, operands).map_err(|e| match e {
                 KernelFailure::Op(source) => op_err(node, source),
                 KernelFailure::Exec(e) => e,
             })?;
             if results.len() != s.out.len() {
-                return Err(op_err(node, OpError::Invalid(format!("kernel returned {} results, expected {}", results.len(), s.out.len()))));
+                return Err(op_err(
+                    node,
+                    OpError::Invalid(format!(
+                        "kernel returned {} results, expected {}",
+                        results.len(),
+                        s.out.len()
+                    )),
+                ));
             }
             for (i, (t, ot)) in results.into_iter().zip(&s.out).enumerate() {
                 if t.dtype() != ot.dtype || t.shape() != ot.shape.as_slice() {
@@ -334,24 +413,40 @@ impl<'g> Program<'g> {
         }
         let mut outs = Vec::with_capacity(self.outputs.len());
         for (i, &v) in self.outputs.iter().enumerate() {
-            outs.push(slots[v as usize].clone().ok_or_else(|| ExecError::Schedule {
-                graph: g.name.clone(),
-                msg: format!("output {i} was not computed"),
-            })?);
+            outs.push(
+                slots[v as usize]
+                    .clone()
+                    .ok_or_else(|| ExecError::Schedule {
+                        graph: g.name.clone(),
+                        msg: format!("output {i} was not computed"),
+                    })?,
+            );
         }
         Ok((outs, stats))
     }
 }
 
 fn loc_of(node: &Node) -> String {
-    node.loc.clone().unwrap_or_else(|| "unknown location".into())
+    node.loc
+        .clone()
+        .unwrap_or_else(|| "unknown location".into())
 }
 
 fn op_err(node: &Node, source: OpError) -> ExecError {
-    ExecError::Op { op: node.kind.name().into(), loc: loc_of(node), source }
+    ExecError::Op {
+        op: node.kind.name().into(),
+        loc: loc_of(node),
+        source,
+    }
 }
 
-fn eval_type(g: &Graph, node: &Node, dtype: DType, shape: &[ebb_ir::DimExpr], b: &Bindings) -> Result<OutType, ExecError> {
+fn eval_type(
+    g: &Graph,
+    node: &Node,
+    dtype: DType,
+    shape: &[ebb_ir::DimExpr],
+    b: &Bindings,
+) -> Result<OutType, ExecError> {
     let mut dims = Vec::with_capacity(shape.len());
     for d in shape {
         let v = d.eval(b).map_err(|e| ExecError::Shape {
@@ -383,7 +478,9 @@ pub(crate) struct Ctx<'a> {
 impl Ctx<'_> {
     /// The single result type.
     pub fn out0(&self) -> Result<&OutType, OpError> {
-        self.out.first().ok_or_else(|| OpError::Invalid("op has no result".into()))
+        self.out
+            .first()
+            .ok_or_else(|| OpError::Invalid("op has no result".into()))
     }
 }
 
@@ -403,7 +500,10 @@ impl From<OpError> for KernelFailure {
 /// Checks the operand count of a kernel.
 pub(crate) fn arity(ops: &[Tensor], n: usize, op: OpKind) -> Result<(), OpError> {
     if ops.len() != n {
-        return Err(OpError::Invalid(format!("`{op}` expects {n} operands, got {}", ops.len())));
+        return Err(OpError::Invalid(format!(
+            "`{op}` expects {n} operands, got {}",
+            ops.len()
+        )));
     }
     Ok(())
 }
@@ -417,8 +517,8 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
         Constant => one(shape_ops::constant(ctx)),
         DimConstant => one(shape_ops::dim_constant(ctx)),
         k if k.is_elementwise() => one(elementwise::run(ctx, ops)),
-        BroadcastInDim | Reshape | Transpose | Concatenate | Slice | DynamicSlice | DynamicUpdateSlice | Pad | Reverse
-        | Iota => one(shape_ops::run(ctx, ops)),
+        BroadcastInDim | Reshape | Transpose | Concatenate | Slice | DynamicSlice
+        | DynamicUpdateSlice | Pad | Reverse | Iota => one(shape_ops::run(ctx, ops)),
         Reduce => Ok(reduce::reduce(ctx, ops)?),
         ReduceWindow => Ok(reduce::reduce_window(ctx, ops)?),
         SelectAndScatter => one(reduce::select_and_scatter(ctx, ops)),
@@ -434,7 +534,11 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
                 Some(ebb_ir::Attr::Str(s)) => format!(" (target \"{s}\")"),
                 _ => String::new(),
             };
-            Err(KernelFailure::Exec(ExecError::Unsupported { op: kind.name().into(), detail: target, loc: loc_of(ctx.node) }))
+            Err(KernelFailure::Exec(ExecError::Unsupported {
+                op: kind.name().into(),
+                detail: target,
+                loc: loc_of(ctx.node),
+            }))
         }
         _ => Err(KernelFailure::Exec(ExecError::Unsupported {
             op: kind.name().into(),

@@ -39,7 +39,11 @@ pub(crate) fn reduce(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpError
         }
         red[d as usize] = true;
     }
-    let region = ctx.node.regions.first().ok_or_else(|| OpError::Invalid("reduce without a body".into()))?;
+    let region = ctx
+        .node
+        .regions
+        .first()
+        .ok_or_else(|| OpError::Invalid("reduce without a body".into()))?;
     let f = RegionFn::new(region, "body", ctx.bindings)?;
     if let (1, Body::Monoid(m)) = (n, &f.body) {
         if xs[0].dtype() == inits[0].dtype() && ctx.out[0].dtype == xs[0].dtype() {
@@ -83,7 +87,14 @@ fn out_strides(shape: &[usize], red: &[bool]) -> Vec<usize> {
 
 /// Combines every element of `x` (merged `shape`/`red`) into `out` (pre-filled with the
 /// lifted init) in row-major order.
-fn fold_into<T: Copy, A: Copy>(x: &[T], shape: &[usize], red: &[bool], out: &mut [A], lift: &impl Fn(T) -> A, comb: &impl Fn(A, A) -> A) {
+fn fold_into<T: Copy, A: Copy>(
+    x: &[T],
+    shape: &[usize],
+    red: &[bool],
+    out: &mut [A],
+    lift: &impl Fn(T) -> A,
+    comb: &impl Fn(A, A) -> A,
+) {
     let r = shape.len();
     if r == 0 {
         if let (Some(&v), Some(o)) = (x.first(), out.first_mut()) {
@@ -132,7 +143,12 @@ fn reduce_typed<T: Copy + Sync, A: Copy + Send + Sync>(
     comb: impl Fn(A, A) -> A + Sync,
 ) -> Vec<A> {
     let (s, r) = merge(shape, red);
-    let n_out: usize = s.iter().zip(&r).filter(|(_, &k)| !k).map(|(&d, _)| d).product();
+    let n_out: usize = s
+        .iter()
+        .zip(&r)
+        .filter(|(_, &k)| !k)
+        .map(|(&d, _)| d)
+        .product();
     let mut out = vec![init; n_out];
     if x.is_empty() {
         return out;
@@ -140,33 +156,56 @@ fn reduce_typed<T: Copy + Sync, A: Copy + Send + Sync>(
     if x.len() >= PAR_MIN && !s.is_empty() && !r[0] && s[0] > 1 {
         let x_row: usize = s[1..].iter().product();
         let o_row = n_out / s[0];
-        let rows_per = s[0].div_ceil(4 * rayon::current_num_threads().max(1)).max(1);
-        out.par_chunks_mut(o_row * rows_per).zip(x.par_chunks(x_row * rows_per)).for_each(|(o, xc)| {
-            let mut sub = s.clone();
-            sub[0] = xc.len() / x_row;
-            fold_into(xc, &sub, &r, o, &lift, &comb);
-        });
+        let rows_per = s[0]
+            .div_ceil(4 * rayon::current_num_threads().max(1))
+            .max(1);
+        out.par_chunks_mut(o_row * rows_per)
+            .zip(x.par_chunks(x_row * rows_per))
+            .for_each(|(o, xc)| {
+                let mut sub = s.clone();
+                sub[0] = xc.len() / x_row;
+                fold_into(xc, &sub, &r, o, &lift, &comb);
+            });
     } else {
         fold_into(x, &s, &r, &mut out, &lift, &comb);
     }
     out
 }
 
-fn float_monoid<T: Elem>(x: &[T], init: T, shape: &[usize], red: &[bool], m: Monoid) -> Result<Vec<T>, OpError> {
+fn float_monoid<T: Elem>(
+    x: &[T],
+    init: T,
+    shape: &[usize],
+    red: &[bool],
+    m: Monoid,
+) -> Result<Vec<T>, OpError> {
     Ok(match m {
-        Monoid::Add => {
-            reduce_typed(x, shape, red, init.to_f64(), |v| v.to_f64(), |a, b| a + b).into_iter().map(T::from_f64).collect()
-        }
-        Monoid::Mul => {
-            reduce_typed(x, shape, red, init.to_f64(), |v| v.to_f64(), |a, b| a * b).into_iter().map(T::from_f64).collect()
-        }
+        Monoid::Add => reduce_typed(x, shape, red, init.to_f64(), |v| v.to_f64(), |a, b| a + b)
+            .into_iter()
+            .map(T::from_f64)
+            .collect(),
+        Monoid::Mul => reduce_typed(x, shape, red, init.to_f64(), |v| v.to_f64(), |a, b| a * b)
+            .into_iter()
+            .map(T::from_f64)
+            .collect(),
         Monoid::Max => reduce_typed(x, shape, red, init, |v| v, T::max_e),
         Monoid::Min => reduce_typed(x, shape, red, init, |v| v, T::min_e),
-        Monoid::And | Monoid::Or => return Err(OpError::DType { dtype: T::DTYPE, what: " by a logical reduction".into() }),
+        Monoid::And | Monoid::Or => {
+            return Err(OpError::DType {
+                dtype: T::DTYPE,
+                what: " by a logical reduction".into(),
+            })
+        }
     })
 }
 
-fn int_monoid<T: super::elementwise::IntOps>(x: &[T], init: T, shape: &[usize], red: &[bool], m: Monoid) -> Vec<T> {
+fn int_monoid<T: super::elementwise::IntOps>(
+    x: &[T],
+    init: T,
+    shape: &[usize],
+    red: &[bool],
+    m: Monoid,
+) -> Vec<T> {
     match m {
         Monoid::Add => reduce_typed(x, shape, red, init, |v| v, T::wadd),
         Monoid::Mul => reduce_typed(x, shape, red, init, |v| v, T::wmul),
@@ -177,8 +216,17 @@ fn int_monoid<T: super::elementwise::IntOps>(x: &[T], init: T, shape: &[usize], 
     }
 }
 
-fn reduce_monoid(x: &Data, init: &Data, shape: &[usize], red: &[bool], m: Monoid) -> Result<Data, OpError> {
-    let first = |d: &Data| d.get(0).ok_or_else(|| OpError::Invalid("empty init value".into()));
+fn reduce_monoid(
+    x: &Data,
+    init: &Data,
+    shape: &[usize],
+    red: &[bool],
+    m: Monoid,
+) -> Result<Data, OpError> {
+    let first = |d: &Data| {
+        d.get(0)
+            .ok_or_else(|| OpError::Invalid("empty init value".into()))
+    };
     Ok(match (x, first(init)?) {
         (Data::F32(v), Scalar::F32(i)) => Data::F32(float_monoid(v, i, shape, red, m)?),
         (Data::F64(v), Scalar::F64(i)) => Data::F64(float_monoid(v, i, shape, red, m)?),
@@ -191,8 +239,12 @@ fn reduce_monoid(x: &Data, init: &Data, shape: &[usize], red: &[bool], m: Monoid
         (Data::U8(v), Scalar::U8(i)) => Data::U8(int_monoid(v, i, shape, red, m)),
         (Data::U32(v), Scalar::U32(i)) => Data::U32(int_monoid(v, i, shape, red, m)),
         (Data::I1(v), Scalar::I1(i)) => Data::I1(match m {
-            Monoid::And | Monoid::Min | Monoid::Mul => reduce_typed(v, shape, red, i, |b| b, |a, b| a & b),
-            Monoid::Or | Monoid::Max | Monoid::Add => reduce_typed(v, shape, red, i, |b| b, |a, b| a | b),
+            Monoid::And | Monoid::Min | Monoid::Mul => {
+                reduce_typed(v, shape, red, i, |b| b, |a, b| a & b)
+            }
+            Monoid::Or | Monoid::Max | Monoid::Add => {
+                reduce_typed(v, shape, red, i, |b| b, |a, b| a | b)
+            }
         }),
         _ => return invalid("input and init value element types differ"),
     })
@@ -223,13 +275,24 @@ pub(crate) fn combine<T: Elem>(m: Monoid, a: T, b: T) -> T {
 }
 
 /// Scalar-by-scalar reduction through the region (any number of inputs).
-fn reduce_general(f: &RegionFn, xs: &[Tensor], inits: &[Tensor], shape: &[usize], red: &[bool], out: &[OutType]) -> Result<Vec<Tensor>, OpError> {
+fn reduce_general(
+    f: &RegionFn,
+    xs: &[Tensor],
+    inits: &[Tensor],
+    shape: &[usize],
+    red: &[bool],
+    out: &[OutType],
+) -> Result<Vec<Tensor>, OpError> {
     let n = xs.len();
     let kept: Vec<usize> = (0..shape.len()).filter(|&i| !red[i]).collect();
     let oshape: Vec<usize> = kept.iter().map(|&i| shape[i]).collect();
     let ost = super::layout::strides_of(&oshape);
     let n_out: usize = oshape.iter().product();
-    let init: Vec<Scalar> = inits.iter().map(|t| t.scalar_value()).collect::<Option<_>>().ok_or_else(|| OpError::Invalid("bad init".into()))?;
+    let init: Vec<Scalar> = inits
+        .iter()
+        .map(|t| t.scalar_value())
+        .collect::<Option<_>>()
+        .ok_or_else(|| OpError::Invalid("bad init".into()))?;
     let mut accs: Vec<Vec<Scalar>> = vec![init; n_out];
     let total: usize = shape.iter().product();
     let mut args = Vec::with_capacity(2 * n);
@@ -239,7 +302,11 @@ fn reduce_general(f: &RegionFn, xs: &[Tensor], inits: &[Tensor], shape: &[usize]
         args.clear();
         args.extend_from_slice(&accs[o]);
         for x in xs {
-            args.push(x.data().get(i).ok_or_else(|| OpError::Invalid("index out of range".into()))?);
+            args.push(
+                x.data()
+                    .get(i)
+                    .ok_or_else(|| OpError::Invalid("index out of range".into()))?,
+            );
         }
         accs[o] = f.call(&args)?;
     }
@@ -252,7 +319,9 @@ fn collect_outputs(accs: Vec<Vec<Scalar>>, out: &[OutType]) -> Result<Vec<Tensor
     for (k, ot) in out.iter().enumerate() {
         let mut d = Data::zeros(ot.dtype, accs.len());
         for (i, a) in accs.iter().enumerate() {
-            let s = *a.get(k).ok_or_else(|| OpError::Invalid("region returned too few values".into()))?;
+            let s = *a
+                .get(k)
+                .ok_or_else(|| OpError::Invalid("region returned too few values".into()))?;
             if !d.set(i, s) {
                 return invalid("region returned a value of another element type");
             }
@@ -277,7 +346,11 @@ impl Windows {
         let r = input.len();
         let get = |name: &str, default: i64| -> Result<Vec<i64>, OpError> {
             let v = a.ints_or_empty(kind, name)?;
-            Ok(if v.is_empty() { vec![default; r] } else { v.to_vec() })
+            Ok(if v.is_empty() {
+                vec![default; r]
+            } else {
+                v.to_vec()
+            })
         };
         let win = a.ints(kind, "window_dimensions")?.to_vec();
         let st = get("window_strides", 1)?;
@@ -285,9 +358,18 @@ impl Windows {
         let wd = get("window_dilations", 1)?;
         let pad = {
             let v = a.ints_or_empty(kind, "padding")?;
-            if v.is_empty() { vec![0; 2 * r] } else { v.to_vec() }
+            if v.is_empty() {
+                vec![0; 2 * r]
+            } else {
+                v.to_vec()
+            }
         };
-        if [win.len(), st.len(), bd.len(), wd.len()].iter().any(|&l| l != r) || pad.len() != 2 * r || output.len() != r {
+        if [win.len(), st.len(), bd.len(), wd.len()]
+            .iter()
+            .any(|&l| l != r)
+            || pad.len() != 2 * r
+            || output.len() != r
+        {
             return invalid("window attribute lengths differ from the rank");
         }
         if win.iter().chain(&st).chain(&bd).chain(&wd).any(|&v| v <= 0) {
@@ -305,7 +387,10 @@ impl Windows {
             }
             table.push(t);
         }
-        Ok(Windows { win: win.into_iter().map(|w| w as usize).collect(), table })
+        Ok(Windows {
+            win: win.into_iter().map(|w| w as usize).collect(),
+            table,
+        })
     }
 
     /// Input offsets (or `None` for padding) of the window of output multi-index `o`, in
@@ -351,17 +436,31 @@ pub(crate) fn reduce_window(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, 
     let oshape = ctx.out[0].shape.clone();
     let w = Windows::new(ctx, kind, &ishape, &oshape)?;
     let ist = istrides_of(&ishape);
-    let region = ctx.node.regions.first().ok_or_else(|| OpError::Invalid("reduce_window without a body".into()))?;
+    let region = ctx
+        .node
+        .regions
+        .first()
+        .ok_or_else(|| OpError::Invalid("reduce_window without a body".into()))?;
     let f = RegionFn::new(region, "body", ctx.bindings)?;
     let n_out: usize = oshape.iter().product();
     if let (1, Body::Monoid(m)) = (n, &f.body) {
         let m = *m;
-        fn go<T: Elem>(x: &[T], init: T, m: Monoid, w: &Windows, ist: &[isize], oshape: &[usize], n_out: usize) -> Vec<T> {
+        fn go<T: Elem>(
+            x: &[T],
+            init: T,
+            m: Monoid,
+            w: &Windows,
+            ist: &[isize],
+            oshape: &[usize],
+            n_out: usize,
+        ) -> Vec<T> {
             let one = |i: usize| {
                 let o = unravel(i, oshape);
                 let mut pos = Vec::new();
                 w.positions(&o, ist, &mut pos);
-                pos.iter().fold(init, |acc, p| combine(m, acc, p.map(|k| x[k]).unwrap_or(init)))
+                pos.iter().fold(init, |acc, p| {
+                    combine(m, acc, p.map(|k| x[k]).unwrap_or(init))
+                })
             };
             if n_out * w.win.iter().product::<usize>() >= PAR_MIN {
                 (0..n_out).into_par_iter().map(one).collect()
@@ -374,7 +473,11 @@ pub(crate) fn reduce_window(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, 
             .ok_or_else(|| OpError::Invalid("input and init value element types differ".into()))?;
         return Ok(vec![Tensor::from_parts(oshape, data)]);
     }
-    let init: Vec<Scalar> = inits.iter().map(|t| t.scalar_value()).collect::<Option<_>>().ok_or_else(|| OpError::Invalid("bad init".into()))?;
+    let init: Vec<Scalar> = inits
+        .iter()
+        .map(|t| t.scalar_value())
+        .collect::<Option<_>>()
+        .ok_or_else(|| OpError::Invalid("bad init".into()))?;
     let mut accs = Vec::with_capacity(n_out);
     let mut pos = Vec::new();
     let mut args = Vec::with_capacity(2 * n);
@@ -386,7 +489,10 @@ pub(crate) fn reduce_window(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, 
             args.extend_from_slice(&acc);
             for (k, x) in xs.iter().enumerate() {
                 args.push(match p {
-                    Some(off) => x.data().get(*off).ok_or_else(|| OpError::Invalid("index out of range".into()))?,
+                    Some(off) => x
+                        .data()
+                        .get(*off)
+                        .ok_or_else(|| OpError::Invalid("index out of range".into()))?,
                     None => init[k],
                 });
             }
@@ -412,7 +518,9 @@ pub(crate) fn select_and_scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, 
     }
     let sel = RegionFn::new(&ctx.node.regions[0], "select", ctx.bindings)?;
     let sc = RegionFn::new(&ctx.node.regions[1], "scatter", ctx.bindings)?;
-    let fill = init.scalar_value().ok_or_else(|| OpError::Invalid("init_value must be a scalar".into()))?;
+    let fill = init
+        .scalar_value()
+        .ok_or_else(|| OpError::Invalid("init_value must be a scalar".into()))?;
     let mut out = Data::splat(fill, x.len());
     let mut pos = Vec::new();
     let cmp = match &sel.body {
@@ -445,7 +553,10 @@ pub(crate) fn select_and_scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, 
         let new = match &sc.body {
             Body::Monoid(m) => combine_scalar(*m, cur, s)?,
             Body::Overwrite => s,
-            _ => *sc.call(&[cur, s])?.first().ok_or_else(|| OpError::Invalid("scatter region returned nothing".into()))?,
+            _ => *sc
+                .call(&[cur, s])?
+                .first()
+                .ok_or_else(|| OpError::Invalid("scatter region returned nothing".into()))?,
         };
         if !out.set(c, new) {
             return invalid("scatter region returned a value of another element type");
@@ -455,7 +566,8 @@ pub(crate) fn select_and_scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, 
 }
 
 fn get(d: &Data, i: usize) -> Result<Scalar, OpError> {
-    d.get(i).ok_or_else(|| OpError::Invalid("index out of range".into()))
+    d.get(i)
+        .ok_or_else(|| OpError::Invalid("index out of range".into()))
 }
 
 /// [`combine`] on two scalars of the same element type.
@@ -478,7 +590,12 @@ pub(crate) fn combine_scalar(m: Monoid, a: Scalar, b: Scalar) -> Result<Scalar, 
 }
 
 /// `compare(a, b)` on two scalars (see [`super::elementwise::compare`]).
-pub(crate) fn scalar_compare(a: Scalar, b: Scalar, dir: &str, total: bool) -> Result<bool, OpError> {
+pub(crate) fn scalar_compare(
+    a: Scalar,
+    b: Scalar,
+    dir: &str,
+    total: bool,
+) -> Result<bool, OpError> {
     let r = super::elementwise::compare(&Data::splat(a, 1), &Data::splat(b, 1), dir, total)?;
     Ok(matches!(r.get(0), Some(Scalar::I1(true))))
 }

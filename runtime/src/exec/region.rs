@@ -67,7 +67,11 @@ pub(crate) fn recognize(r: &Graph) -> Body {
     let (a, b) = (ValueRef::new(ins[0], 0), ValueRef::new(ins[1], 0));
     let out = r.outputs()[0];
     if ops.is_empty() {
-        return if out == b { Body::Overwrite } else { Body::General };
+        return if out == b {
+            Body::Overwrite
+        } else {
+            Body::General
+        };
     }
     if ops.len() != 1 || out != ValueRef::new(ops[0], 0) {
         return Body::General;
@@ -87,9 +91,15 @@ pub(crate) fn recognize(r: &Graph) -> Body {
         OpKind::And => Monoid::And,
         OpKind::Or => Monoid::Or,
         OpKind::Compare => {
-            let Ok(dir) = node.attrs.str(OpKind::Compare, "comparison_direction") else { return Body::General };
+            let Ok(dir) = node.attrs.str(OpKind::Compare, "comparison_direction") else {
+                return Body::General;
+            };
             let total = matches!(node.attrs.get("compare_type"), Some(ebb_ir::Attr::Str(s)) if s == "TOTALORDER");
-            let dir = if straight { dir.to_string() } else { mirror(dir) };
+            let dir = if straight {
+                dir.to_string()
+            } else {
+                mirror(dir)
+            };
             return Body::Compare { dir, total };
         }
         _ => return Body::General,
@@ -100,20 +110,31 @@ pub(crate) fn recognize(r: &Graph) -> Body {
 impl<'g> RegionFn<'g> {
     /// Prepares region `r` (named `name` in errors) at `bindings`.
     pub fn new(r: &'g Graph, name: &str, bindings: &Bindings) -> Result<RegionFn<'g>, OpError> {
-        let prog = Program::new(r, &program_schedule(r), bindings)
-            .map_err(|e| OpError::Region { region: name.into(), source: Box::new(e) })?;
-        Ok(RegionFn { body: recognize(r), name: name.into(), prog })
+        let prog =
+            Program::new(r, &program_schedule(r), bindings).map_err(|e| OpError::Region {
+                region: name.into(),
+                source: Box::new(e),
+            })?;
+        Ok(RegionFn {
+            body: recognize(r),
+            name: name.into(),
+            prog,
+        })
     }
 
     /// Evaluates the region on scalar arguments.
     pub fn call(&self, args: &[Scalar]) -> Result<Vec<Scalar>, OpError> {
         let inputs = args.iter().map(|&s| Tensor::scalar(s)).collect();
-        let (outs, _) = self
-            .prog
-            .run(inputs)
-            .map_err(|e| OpError::Region { region: self.name.clone(), source: Box::new(e) })?;
+        let (outs, _) = self.prog.run(inputs).map_err(|e| OpError::Region {
+            region: self.name.clone(),
+            source: Box::new(e),
+        })?;
         outs.iter()
-            .map(|t| t.scalar_value().ok_or_else(|| OpError::Invalid(format!("region `{}` returned a non-scalar", self.name))))
+            .map(|t| {
+                t.scalar_value().ok_or_else(|| {
+                    OpError::Invalid(format!("region `{}` returned a non-scalar", self.name))
+                })
+            })
             .collect()
     }
 }

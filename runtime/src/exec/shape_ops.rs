@@ -17,9 +17,13 @@ use ebb_ir::{AttrsExt, DType, OpKind};
 pub(crate) fn constant(ctx: &Ctx) -> Result<Tensor, OpError> {
     let out = ctx.out0()?;
     let lit = ctx.node.attrs.literal(OpKind::Constant, "value")?;
-    let t = Tensor::from_literal(lit, out.shape.clone()).map_err(|e| OpError::Invalid(e.to_string()))?;
+    let t = Tensor::from_literal(lit, out.shape.clone())
+        .map_err(|e| OpError::Invalid(e.to_string()))?;
     if t.dtype() != out.dtype {
-        return Ok(Tensor::from_parts(out.shape.clone(), t.data().convert(out.dtype)));
+        return Ok(Tensor::from_parts(
+            out.shape.clone(),
+            t.data().convert(out.dtype),
+        ));
     }
     Ok(t)
 }
@@ -38,7 +42,10 @@ pub(crate) fn dim_constant(ctx: &Ctx) -> Result<Tensor, OpError> {
         (1, _) => vec![v[0]; n],
         (a, b) => return invalid(format!("{a} values for {b} elements")),
     };
-    Ok(Tensor::from_parts(out.shape.clone(), Data::I64(v).convert(out.dtype)))
+    Ok(Tensor::from_parts(
+        out.shape.clone(),
+        Data::I64(v).convert(out.dtype),
+    ))
 }
 
 /// Dispatches the remaining data-movement ops.
@@ -51,7 +58,9 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
         Iota => iota(out.dtype, &out.shape, a.int(kind, "iota_dimension")?),
         Reshape => {
             arity(&ops, 1, kind)?;
-            ops[0].reshape(out.shape.clone()).map_err(|e| OpError::Invalid(e.to_string()))
+            ops[0]
+                .reshape(out.shape.clone())
+                .map_err(|e| OpError::Invalid(e.to_string()))
         }
         BroadcastInDim => {
             arity(&ops, 1, kind)?;
@@ -66,7 +75,10 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
                 let d = axis(d, out.shape.len())?;
                 let n = x.shape()[i];
                 if n != 1 && n != out.shape[d] {
-                    return invalid(format!("operand dim {i} ({n}) is neither 1 nor result dim {d} ({})", out.shape[d]));
+                    return invalid(format!(
+                        "operand dim {i} ({n}) is neither 1 nor result dim {d} ({})",
+                        out.shape[d]
+                    ));
                 }
                 if n != 1 {
                     st[d] = xs[i];
@@ -115,7 +127,9 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             view(x, off, &st, &out.shape)
         }
         DynamicSlice => {
-            let x = ops.first().ok_or_else(|| OpError::Invalid("missing operand".into()))?;
+            let x = ops
+                .first()
+                .ok_or_else(|| OpError::Invalid("missing operand".into()))?;
             let sizes = &out.shape;
             let starts = clamped_starts(&ops[1..], x.shape(), sizes)?;
             let xs = istrides_of(x.shape());
@@ -124,7 +138,9 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
         }
         DynamicUpdateSlice => {
             let mut it = ops.into_iter();
-            let (Some(mut x), Some(u)) = (it.next(), it.next()) else { return invalid("expects operand and update") };
+            let (Some(mut x), Some(u)) = (it.next(), it.next()) else {
+                return invalid("expects operand and update");
+            };
             let idx: Vec<Tensor> = it.collect();
             let starts = clamped_starts(&idx, x.shape(), u.shape())?;
             if x.dtype() != u.dtype() {
@@ -142,7 +158,9 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             arity(&ops, 2, kind)?;
             pad(ctx, &ops[0], &ops[1], out)
         }
-        _ => Err(OpError::Unsupported(format!("`{kind}` is not a data-movement op"))),
+        _ => Err(OpError::Unsupported(format!(
+            "`{kind}` is not a data-movement op"
+        ))),
     }
 }
 
@@ -154,7 +172,9 @@ fn axis(d: i64, rank: usize) -> Result<usize, OpError> {
 }
 
 fn eval_dims(ctx: &Ctx, d: &[ebb_ir::DimExpr]) -> Result<Vec<i64>, OpError> {
-    d.iter().map(|e| e.eval(ctx.bindings).map_err(OpError::from)).collect()
+    d.iter()
+        .map(|e| e.eval(ctx.bindings).map_err(OpError::from))
+        .collect()
 }
 
 /// The strided view of `x` as a new tensor of `shape`.
@@ -188,16 +208,23 @@ pub(crate) fn assign_data(
 /// `[0, dim - size]` (StableHLO spec, `dynamic_slice` semantics).
 fn clamped_starts(idx: &[Tensor], shape: &[usize], sizes: &[usize]) -> Result<Vec<usize>, OpError> {
     if idx.len() != shape.len() || sizes.len() != shape.len() {
-        return invalid(format!("{} start indices for rank {}", idx.len(), shape.len()));
+        return invalid(format!(
+            "{} start indices for rank {}",
+            idx.len(),
+            shape.len()
+        ));
     }
     let mut out = Vec::with_capacity(idx.len());
     for (i, t) in idx.iter().enumerate() {
-        if t.len() != 1 {
+        if !t.shape().is_empty() {
             return invalid("start indices must be scalars");
         }
         let s = t.data().to_i64_vec()[0];
         if sizes[i] > shape[i] {
-            return invalid(format!("slice size {} exceeds dimension {}", sizes[i], shape[i]));
+            return invalid(format!(
+                "slice size {} exceeds dimension {}",
+                sizes[i], shape[i]
+            ));
         }
         out.push(s.clamp(0, (shape[i] - sizes[i]) as i64) as usize);
     }
@@ -209,11 +236,16 @@ fn iota(dtype: DType, shape: &[usize], dim: i64) -> Result<Tensor, OpError> {
     let n: usize = shape.iter().product();
     let st = strides_of(shape);
     let idx: Vec<i64> = (0..n).map(|i| ((i / st[d]) % shape[d]) as i64).collect();
-    Ok(Tensor::from_parts(shape.to_vec(), Data::I64(idx).convert(dtype)))
+    Ok(Tensor::from_parts(
+        shape.to_vec(),
+        Data::I64(idx).convert(dtype),
+    ))
 }
 
 fn concatenate(ops: &[Tensor], d: usize, out: &super::OutType) -> Result<Tensor, OpError> {
-    let first = ops.first().ok_or_else(|| OpError::Invalid("no operands".into()))?;
+    let first = ops
+        .first()
+        .ok_or_else(|| OpError::Invalid("no operands".into()))?;
     let outer: usize = out.shape[..d].iter().product();
     let inner: usize = out.shape[d + 1..].iter().product();
     let mut total = 0;
@@ -256,7 +288,9 @@ fn pad(ctx: &Ctx, x: &Tensor, pv: &Tensor, out: &super::OutType) -> Result<Tenso
     if lo.len() != rank || it.len() != rank || out.shape.len() != rank {
         return invalid("padding lengths differ from the rank");
     }
-    let fill = pv.scalar_value().ok_or_else(|| OpError::Invalid("padding value must be a scalar".into()))?;
+    let fill = pv
+        .scalar_value()
+        .ok_or_else(|| OpError::Invalid("padding value must be a scalar".into()))?;
     if fill.dtype() != x.dtype() {
         return invalid("padding value has another element type");
     }
@@ -274,7 +308,11 @@ fn pad(ctx: &Ctx, x: &Tensor, pv: &Tensor, out: &super::OutType) -> Result<Tenso
         }
         let step = it[k] + 1;
         let dim = x.shape()[k] as i64;
-        let first = if lo[k] >= 0 { 0 } else { (-lo[k] + step - 1) / step };
+        let first = if lo[k] >= 0 {
+            0
+        } else {
+            (-lo[k] + step - 1) / step
+        };
         let mut last = dim; // exclusive
         while last > first && lo[k] + (last - 1) * step >= out.shape[k] as i64 {
             last -= 1;

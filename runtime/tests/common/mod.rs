@@ -17,7 +17,11 @@ pub fn bind(pairs: &[(&str, i64)]) -> Bindings {
 }
 
 /// Runs `src` in program order.
-pub fn run_with_stats(src: &str, b: &[(&str, i64)], inputs: Vec<Tensor>) -> Result<(Vec<Tensor>, ExecStats), ExecError> {
+pub fn run_with_stats(
+    src: &str,
+    b: &[(&str, i64)],
+    inputs: Vec<Tensor>,
+) -> Result<(Vec<Tensor>, ExecStats), ExecError> {
     let g = graph(src);
     execute(&g, &program_schedule(&g), &bind(b), inputs)
 }
@@ -78,13 +82,20 @@ pub fn indices(shape: &[usize]) -> Vec<Vec<usize>> {
 
 /// Formats a shape as IR dims (`2, 3`).
 pub fn dims(shape: &[usize]) -> String {
-    shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")
+    shape
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 pub fn assert_close(got: &Tensor, want: &[f64], tol: f64) {
     let g = got.to_f64_vec();
     assert_eq!(g.len(), want.len(), "length");
     for (i, (a, b)) in g.iter().zip(want).enumerate() {
-        assert!((a - b).abs() <= tol * (1.0 + b.abs()), "element {i}: got {a}, want {b}");
+        assert!(
+            (a - b).abs() <= tol * (1.0 + b.abs()),
+            "element {i}: got {a}, want {b}"
+        );
     }
 }

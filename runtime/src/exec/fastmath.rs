@@ -1,0 +1,141 @@
+//! Vectorizable `f32` `exp` and `tanh` for the elementwise kernels (the softmax and GELU
+//! hot spots), with the accuracy of the scalar library functions (a couple of ulps).
+//!
+//! Algorithms: Cephes `expf` (S. L. Moshier, Cephes Math Library, `expf.c`): `x = n ln2 + r`
+//! with `n = round(x log2 e)` and a two-constant Cody–Waite reduction, a degree-5 polynomial
+//! for `(e^r - 1 - r) / r^2`, and the scale `2^n` built in the exponent bits. Cephes `tanhf`
+//! (`tanhf.c`): an odd degree-11 polynomial for `|x| < 0.625`, `1 - 2 / (e^{2|x|} + 1)` above.
+//! Both loops are branch-free so the compiler vectorizes them; inputs outside the reduced
+//! range (overflow, underflow, NaN) are fixed up afterwards by a scalar pass.
+//!
+//! Invariant: every element depends only on its own input (deterministic under any split).
+
+/// Inputs in `[EXP_LO, EXP_HI]` take the vector path (`2^n` stays a normal number).
+const EXP_LO: f32 = -87.0;
+const EXP_HI: f32 = 88.0;
+
+#[inline(always)]
+fn exp_core(x: f32) -> f32 {
+    let x = x.clamp(EXP_LO, EXP_HI);
+    let n = (x * std::f32::consts::LOG2_E).round();
+    let r = x - n * 0.693_359_4 - n * (-2.121_944_4e-4);
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
+        + 1.666_666_5e-1)
+        * r
+        + 5.000_000_1e-1;
+    let y = p * r * r + r + 1.0;
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    y * scale
+}
+
+/// `e^x` for every element of `v`, in place.
+pub(crate) fn exp_in_place(v: &mut [f32]) {
+    let outside: Vec<(usize, f32)> =
+        v.iter().enumerate().filter(|(_, x)| !(**x >= EXP_LO && **x <= EXP_HI)).map(|(i, &x)| (i, x)).collect();
+    for x in v.iter_mut() {
+        *x = exp_core(*x);
+    }
+    for (i, x) in outside {
+        // below -104, e^x rounds to 0 in f32 (also for -inf); NaN and large x via libm
+        v[i] = if x < -104.0 { 0.0 } else { x.exp() };
+    }
+}
+
+/// `e^x` for every element of `src`.
+#[cfg(test)]
+fn exp(src: &[f32]) -> Vec<f32> {
+    let mut v = src.to_vec();
+    exp_in_place(&mut v);
+    v
+}
+
+/// Applies `exponential` or `tanh` in place with the vector kernels, split over threads for
+/// large inputs; false for other ops.
+pub(crate) fn apply_in_place(k: ebb_ir::OpKind, v: &mut [f32]) -> bool {
+    use rayon::prelude::*;
+    let f: fn(&mut [f32]) = match k {
+        ebb_ir::OpKind::Exponential => exp_in_place,
+        ebb_ir::OpKind::Tanh => tanh_in_place,
+        _ => return false,
+    };
+    if v.len() >= super::layout::PAR_MIN {
+        v.par_chunks_mut(8192).for_each(f);
+    } else {
+        f(v);
+    }
+    true
+}
+
+#[inline(always)]
+fn tanh_core(x: f32) -> f32 {
+    let a = x.abs();
+    // small: odd polynomial
+    let z = x * x;
+    let small = ((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z
+        - 3.333_328_2e-1)
+        * z
+        * x
+        + x;
+    // large: 1 - 2 / (e^{2|x|} + 1); above 9.1, tanh rounds to 1 in f32
+    let e = exp_core((2.0 * a).min(20.0));
+    let big = if a > 9.1 { 1.0 } else { 1.0 - 2.0 / (e + 1.0) };
+    if a < 0.625 {
+        small
+    } else {
+        big.copysign(x)
+    }
+}
+
+/// `tanh(x)` for every element of `v`, in place (NaN stays NaN).
+pub(crate) fn tanh_in_place(v: &mut [f32]) {
+    let nans: Vec<usize> = v.iter().enumerate().filter(|(_, x)| x.is_nan()).map(|(i, _)| i).collect();
+    for x in v.iter_mut() {
+        *x = tanh_core(*x);
+    }
+    for i in nans {
+        v[i] = f32::NAN;
+    }
+}
+
+/// `tanh(x)` for every element of `src`.
+#[cfg(test)]
+fn tanh(src: &[f32]) -> Vec<f32> {
+    let mut v = src.to_vec();
+    tanh_in_place(&mut v);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ulps(a: f32, b: f64) -> f64 {
+        let b32 = b as f32;
+        if a == b32 {
+            return 0.0;
+        }
+        ((a as f64 - b).abs()) / (b32.abs() as f64 * f32::EPSILON as f64).max(f32::MIN_POSITIVE as f64)
+    }
+
+    #[test]
+    fn exp_is_within_two_ulps() {
+        let xs: Vec<f32> = (-200_000..=200_000).map(|i| i as f32 * 4.4e-4).collect();
+        let got = exp(&xs);
+        let worst = xs.iter().zip(&got).map(|(&x, &y)| ulps(y, (x as f64).exp())).fold(0.0, f64::max);
+        assert!(worst <= 2.0, "worst {worst} ulps");
+        let special = exp(&[f32::NEG_INFINITY, -200.0, -100.0, 100.0, f32::INFINITY, f32::NAN, 0.0]);
+        assert_eq!(&special[..5], &[0.0, 0.0, (-100f32).exp(), f32::INFINITY, f32::INFINITY]);
+        assert!(special[5].is_nan());
+        assert_eq!(special[6], 1.0);
+    }
+
+    #[test]
+    fn tanh_is_within_three_ulps() {
+        let xs: Vec<f32> = (-100_000..=100_000).map(|i| i as f32 * 1.1e-4).chain([1e-30, -1e-8, 0.0, 30.0, -30.0]).collect();
+        let got = tanh(&xs);
+        let worst = xs.iter().zip(&got).map(|(&x, &y)| ulps(y, (x as f64).tanh())).fold(0.0, f64::max);
+        assert!(worst <= 3.0, "worst {worst} ulps");
+        assert!(tanh(&[f32::NAN])[0].is_nan());
+        assert_eq!(tanh(&[f32::INFINITY, f32::NEG_INFINITY]), vec![1.0, -1.0]);
+    }
+}

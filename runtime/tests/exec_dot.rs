@@ -1,0 +1,260 @@
+//! Tests of `dot_general` and `convolution` against direct (sum-of-products) definitions from
+//! the StableHLO spec, over random dimension numbers, layouts, strides, padding, dilations and
+//! groups.
+
+mod common;
+use common::*;
+use ebb_runtime::Tensor;
+use proptest::prelude::*;
+
+fn pseudo(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_add(0x9E3779B97F4A7C15);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn shuffle(v: &mut [usize], seed: u64) {
+    let mut s = seed;
+    for i in (1..v.len()).rev() {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        v.swap(i, (s >> 33) as usize % (i + 1));
+    }
+}
+
+fn list(v: &[usize]) -> String {
+    format!(
+        "[{}]",
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Tests dot_general with random batching/contracting/free dimension counts and operand
+    /// dimension orders (so both the strided no-copy path and the copying path run) against
+    /// `result[b, i, j] = sum_k lhs[b, i, k] * rhs[b, k, j]`.
+    #[test]
+    fn dot_general_matches_definition(
+        bs in prop::collection::vec(1usize..4, 0..3),
+        cs in prop::collection::vec(1usize..5, 0..3),
+        lfs in prop::collection::vec(1usize..5, 0..3),
+        rfs in prop::collection::vec(1usize..5, 0..3),
+        seed in any::<u64>(),
+    ) {
+        // canonical lhs dims: batch, free, contracting; rhs: batch, contracting, free
+        let lcanon: Vec<usize> = bs.iter().chain(&lfs).chain(&cs).copied().collect();
+        let rcanon: Vec<usize> = bs.iter().chain(&cs).chain(&rfs).copied().collect();
+        let mut lpos: Vec<usize> = (0..lcanon.len()).collect(); // canonical dim -> actual position
+        let mut rpos: Vec<usize> = (0..rcanon.len()).collect();
+        shuffle(&mut lpos, seed);
+        shuffle(&mut rpos, seed ^ 0xabc);
+        let mut lshape = vec![0; lcanon.len()];
+        for (c, &p) in lpos.iter().enumerate() { lshape[p] = lcanon[c]; }
+        let mut rshape = vec![0; rcanon.len()];
+        for (c, &p) in rpos.iter().enumerate() { rshape[p] = rcanon[c]; }
+        let (nb, nc, nlf) = (bs.len(), cs.len(), lfs.len());
+        let lb: Vec<usize> = (0..nb).map(|i| lpos[i]).collect();
+        let lc: Vec<usize> = (0..nc).map(|i| lpos[nb + nlf + i]).collect();
+        let rb: Vec<usize> = (0..nb).map(|i| rpos[i]).collect();
+        let rc: Vec<usize> = (0..nc).map(|i| rpos[nb + i]).collect();
+        // the free dims appear in the result in their order in the operand
+        let mut lfree: Vec<(usize, usize)> = (0..nlf).map(|i| (lpos[nb + i], i)).collect();
+        lfree.sort();
+        let mut rfree: Vec<(usize, usize)> = (0..rfs.len()).map(|i| (rpos[nb + nc + i], i)).collect();
+        rfree.sort();
+        let out: Vec<usize> = bs.iter().copied()
+            .chain(lfree.iter().map(|&(_, i)| lfs[i]))
+            .chain(rfree.iter().map(|&(_, i)| rfs[i]))
+            .collect();
+        let src = format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"l\"}} : f32[{}]\n  %1 = input {{index = 1, name = \"r\"}} : f32[{}]\n  %2 = dot_general(%0, %1) {{lhs_batching_dimensions = {}, lhs_contracting_dimensions = {}, rhs_batching_dimensions = {}, rhs_contracting_dimensions = {}}} : f32[{}]\n  return %2\n}}",
+            dims(&lshape), dims(&rshape), list(&lb), list(&lc), list(&rb), list(&rc), dims(&out)
+        );
+        let lv = pseudo(lshape.iter().product(), seed);
+        let rv = pseudo(rshape.iter().product(), seed + 1);
+        let got = run1(&src, &[], vec![f32t(&lshape, &lv), f32t(&rshape, &rv)]);
+        prop_assert_eq!(got.shape(), out.as_slice());
+        let (lst, rst) = (strides(&lshape), strides(&rshape));
+        let mut want = Vec::new();
+        for oi in indices(&out) {
+            let mut acc = 0f64;
+            for ki in indices(&cs) {
+                let mut lo = 0;
+                let mut ro = 0;
+                for i in 0..nb { lo += oi[i] * lst[lb[i]]; ro += oi[i] * rst[rb[i]]; }
+                for (k, &(p, _)) in lfree.iter().enumerate() { lo += oi[nb + k] * lst[p]; }
+                for (k, &(p, _)) in rfree.iter().enumerate() { ro += oi[nb + nlf + k] * rst[p]; }
+                for i in 0..nc { lo += ki[i] * lst[lc[i]]; ro += ki[i] * rst[rc[i]]; }
+                acc += lv[lo] as f64 * rv[ro] as f64;
+            }
+            want.push(acc);
+        }
+        assert_close(&got, &want, 1e-5);
+    }
+}
+
+/// Layouts: for canonical (batch/out, feature/in, spatial0, spatial1), the position of each in
+/// the actual tensor, and the dimension-number spelling.
+/// (lhs, rhs, result) positions and the dimension numbers.
+type Layout = ([usize; 4], [usize; 4], [usize; 4], &'static str);
+
+const LAYOUTS: [Layout; 3] = [
+    (
+        [0, 1, 2, 3],
+        [0, 1, 2, 3],
+        [0, 1, 2, 3],
+        "[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]",
+    ),
+    (
+        [0, 3, 1, 2],
+        [3, 2, 0, 1],
+        [0, 3, 1, 2],
+        "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]",
+    ),
+    (
+        [1, 0, 2, 3],
+        [1, 0, 2, 3],
+        [1, 0, 2, 3],
+        "[f, b, 0, 1]x[i, o, 0, 1]->[f, b, 0, 1]",
+    ),
+];
+
+/// Puts a canonical-layout tensor into the layout given by `pos`.
+fn to_layout(canon: &[f32], cshape: &[usize], pos: &[usize; 4]) -> (Vec<f32>, Vec<usize>) {
+    let mut shape = vec![0; 4];
+    for c in 0..4 {
+        shape[pos[c]] = cshape[c];
+    }
+    let st = strides(&shape);
+    let mut out = vec![0f32; canon.len()];
+    for (k, ci) in indices(cshape).iter().enumerate() {
+        let off: usize = (0..4).map(|c| ci[c] * st[pos[c]]).sum();
+        out[off] = canon[k];
+    }
+    (out, shape)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Tests 2-D convolution (im2col + GEMM) against the direct definition, including
+    /// padding (also negative), strides, lhs (input) and rhs (kernel) dilation, feature groups,
+    /// batch groups and three dimension-number layouts.
+    #[test]
+    fn convolution_matches_definition(
+        n in 1usize..3, g in 1usize..3, batch_groups in any::<bool>(), ci in 1usize..3, og in 1usize..3,
+        h in 1usize..6, w in 1usize..6, kh in 1usize..4, kw in 1usize..3,
+        stride in 1i64..3, pad_lo in -1i64..3, pad_hi in -1i64..3, ldil in 1i64..3, rdil in 1i64..3,
+        layout in 0usize..3, seed in any::<u64>(),
+    ) {
+        let (fgc, bgc) = if batch_groups { (1, g) } else { (g, 1) };
+        let nb = n * bgc;
+        let c = ci * fgc;
+        let o = og * g;
+        let dil = |d: usize, k: i64| if d == 0 { 0 } else { (d as i64 - 1) * k + 1 };
+        let q = |d: usize, k: usize| -> i64 {
+            let padded = dil(d, ldil) + pad_lo + pad_hi;
+            let win = dil(k, rdil);
+            if padded < win { 0 } else { (padded - win) / stride + 1 }
+        };
+        let (qh, qw) = (q(h, kh), q(w, kw));
+        prop_assume!(qh > 0 && qw > 0);
+        let (qh, qw) = (qh as usize, qw as usize);
+        let xc = [nb, c, h, w];
+        let wc = [o, ci, kh, kw];
+        let oc = [n, o, qh, qw];
+        let xv = pseudo(xc.iter().product(), seed);
+        let wv = pseudo(wc.iter().product(), seed + 7);
+        let (lx, lw, lo, dn) = LAYOUTS[layout];
+        let (xa, xs) = to_layout(&xv, &xc, &lx);
+        let (wa, ws) = to_layout(&wv, &wc, &lw);
+        let mut os = vec![0; 4];
+        for k in 0..4 { os[lo[k]] = oc[k]; }
+        let src = format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{}]\n  %1 = input {{index = 1, name = \"w\"}} : f32[{}]\n  %2 = convolution(%0, %1) {{batch_group_count = {bgc}, dimension_numbers = \"{dn}\", feature_group_count = {fgc}, lhs_dilation = [{ldil}, {ldil}], padding = [{pad_lo}, {pad_hi}, {pad_lo}, {pad_hi}], rhs_dilation = [{rdil}, {rdil}], window_strides = [{stride}, {stride}]}} : f32[{}]\n  return %2\n}}",
+            dims(&xs), dims(&ws), dims(&os)
+        );
+        let got = run1(&src, &[], vec![f32t(&xs, &xa), f32t(&ws, &wa)]);
+        let xst = strides(&xc);
+        let wst = strides(&wc);
+        let mut want_c = Vec::new();
+        for oi in indices(&oc) {
+            let (nn, oo, y, x) = (oi[0], oi[1], oi[2] as i64, oi[3] as i64);
+            let grp = oo / og;
+            let bn = if bgc > 1 { grp * n + nn } else { nn };
+            let c0 = if fgc > 1 { grp * ci } else { 0 };
+            let mut acc = 0f64;
+            for cc in 0..ci {
+                for ky in 0..kh as i64 {
+                    for kx in 0..kw as i64 {
+                        let py = y * stride + ky * rdil - pad_lo;
+                        let px = x * stride + kx * rdil - pad_lo;
+                        if py < 0 || px < 0 || py % ldil != 0 || px % ldil != 0 { continue; }
+                        let (iy, ix) = ((py / ldil) as usize, (px / ldil) as usize);
+                        if iy >= h || ix >= w { continue; }
+                        let xo = bn * xst[0] + (c0 + cc) * xst[1] + iy * xst[2] + ix * xst[3];
+                        let wo = oo * wst[0] + cc * wst[1] + ky as usize * wst[2] + kx as usize * wst[3];
+                        acc += xv[xo] as f64 * wv[wo] as f64;
+                    }
+                }
+            }
+            want_c.push(acc as f32);
+        }
+        let (want, _) = to_layout(&want_c, &oc, &lo);
+        let want: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+        assert_close(&got, &want, 1e-5);
+    }
+}
+
+/// Tests that a bf16 dot with an f32 result type accumulates in f32: four products
+/// 1 + 2^-7 sum exactly to 4.03125, while rounding the partial sums to bf16 would not (3.0234375
+/// is not a bf16 value).
+#[test]
+fn bf16_dot_accumulates_in_f32() {
+    let src = "graph @t {
+  %0 = input {index = 0, name = \"a\"} : bf16[1,4]
+  %1 = input {index = 1, name = \"b\"} : bf16[4,1]
+  %2 = dot_general(%0, %1) {dtype = f32, lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[1,1]
+  return %2
+}";
+    let v = half::bf16::from_f32(1.0 + 1.0 / 128.0);
+    let a = Tensor::new(vec![1, 4], ebb_runtime::Data::BF16(vec![v; 4])).unwrap();
+    let b = Tensor::new(
+        vec![4, 1],
+        ebb_runtime::Data::BF16(vec![half::bf16::ONE; 4]),
+    )
+    .unwrap();
+    assert_eq!(
+        run1(src, &[], vec![a, b]).to_f64_vec(),
+        vec![4.0 + 4.0 / 128.0]
+    );
+}
+
+/// Tests an integer dot (wrapping i64 accumulation, converted to the result type).
+#[test]
+fn integer_dot() {
+    let src = "graph @t {
+  %0 = input {index = 0, name = \"a\"} : i32[2,3]
+  %1 = input {index = 1, name = \"b\"} : i32[3]
+  %2 = dot_general(%0, %1) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : i32[2]
+  return %2
+}";
+    let got = run1(
+        src,
+        &[],
+        vec![i32t(&[2, 3], &[1, 2, 3, 4, 5, 6]), i32t(&[3], &[1, -1, 2])],
+    );
+    assert_eq!(got.as_i32(), Some(&[5, 11][..]));
+}

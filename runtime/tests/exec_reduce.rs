@@ -1,0 +1,220 @@
+//! Tests of `reduce`, `reduce_window` and `select_and_scatter`: recognized bodies against
+//! direct definitions, general (multi-input) bodies, padding and dilation.
+
+mod common;
+use common::*;
+use proptest::prelude::*;
+
+fn body(dtype: &str, op: &str) -> String {
+    format!(
+        "region @body {{
+      %0 = input {{index = 0, name = \"\"}} : {dtype}[]
+      %1 = input {{index = 1, name = \"\"}} : {dtype}[]
+      %2 = {op}(%0, %1) : {dtype}[]
+      return %2
+    }}"
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Tests reduce-add and reduce-max over a random set of dimensions (merged, split across
+    /// threads or not) against a direct loop.
+    #[test]
+    fn reduce_matches_definition(shape in prop::collection::vec(1usize..6, 1..5), mask in any::<u8>(), max in any::<bool>()) {
+        let r = shape.len();
+        let red: Vec<usize> = (0..r).filter(|i| mask >> i & 1 == 1).collect();
+        let kept: Vec<usize> = (0..r).filter(|i| !red.contains(i)).collect();
+        let out: Vec<usize> = kept.iter().map(|&i| shape[i]).collect();
+        let (op, init) = if max { ("maximum", "-inf") } else { ("add", "0.0") };
+        let src = format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{}]\n  %1 = constant {{value = dense<{init}> : f32}} : f32[]\n  %2 = reduce(%0, %1) {{dimensions = [{}]}} : f32[{}] {{\n    {}\n  }}\n  return %2\n}}",
+            dims(&shape),
+            red.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "),
+            dims(&out),
+            body("f32", op)
+        );
+        let n: usize = shape.iter().product();
+        let x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 101) as f32 - 50.0).collect();
+        let got = run1(&src, &[], vec![f32t(&shape, &x)]);
+        let ost = strides(&out);
+        let mut want = vec![if max { f64::NEG_INFINITY } else { 0.0 }; out.iter().product()];
+        for (k, idx) in indices(&shape).iter().enumerate() {
+            let o: usize = kept.iter().zip(&ost).map(|(&d, &s)| idx[d] * s).sum();
+            want[o] = if max { want[o].max(x[k] as f64) } else { want[o] + x[k] as f64 };
+        }
+        prop_assert_eq!(got.to_f64_vec(), want);
+    }
+}
+
+/// Tests a large reduction (split across threads along the kept dimension) over the last
+/// dimension and over the first dimension.
+#[test]
+fn large_reductions_over_first_and_last_dims() {
+    let (m, n) = (300, 257);
+    let x: Vec<f32> = (0..m * n).map(|i| (i % 13) as f32).collect();
+    for (dim, out) in [(1usize, m), (0, n)] {
+        let src = format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{m},{n}]\n  %1 = constant {{value = dense<1.0> : f32}} : f32[]\n  %2 = reduce(%0, %1) {{dimensions = [{dim}]}} : f32[{out}] {{\n    {}\n  }}\n  return %2\n}}",
+            body("f32", "add")
+        );
+        let got = run1(&src, &[], vec![f32t(&[m, n], &x)]).to_f64_vec();
+        for (o, g) in got.iter().enumerate() {
+            let want: f64 = 1.0
+                + (0..if dim == 1 { n } else { m })
+                    .map(|k| x[if dim == 1 { o * n + k } else { k * n + o }] as f64)
+                    .sum::<f64>();
+            assert_eq!(*g, want, "dim {dim} output {o}");
+        }
+    }
+}
+
+/// Tests a two-input reduce (argmax: value and index) whose body is evaluated through the
+/// region, with ties resolved toward the smaller index by the body itself.
+#[test]
+fn argmax_reduce_runs_the_region() {
+    let src = "graph @t {
+  %0 = input {index = 0, name = \"x\"} : f32[2,4]
+  %1 = iota {dtype = i32, iota_dimension = 1, shape = dims[2, 4]} : i32[2,4]
+  %2 = constant {value = dense<-inf> : f32} : f32[]
+  %3 = constant {value = dense<0> : i32} : i32[]
+  %4:2 = reduce(%0, %1, %2, %3) {dimensions = [1]} : f32[2], i32[2] {
+    region @body {
+      %0 = input {index = 0, name = \"\"} : f32[]
+      %1 = input {index = 1, name = \"\"} : i32[]
+      %2 = input {index = 2, name = \"\"} : f32[]
+      %3 = input {index = 3, name = \"\"} : i32[]
+      %4 = compare(%0, %2) {comparison_direction = \"GE\"} : i1[]
+      %5 = select(%4, %0, %2) : f32[]
+      %6 = select(%4, %1, %3) : i32[]
+      return %5, %6
+    }
+  }
+  return %4#0, %4#1
+}";
+    let out = run(
+        src,
+        &[],
+        vec![f32t(&[2, 4], &[1., 5., 5., 2., -3., -1., -2., -9.])],
+    )
+    .unwrap();
+    assert_eq!(out[0].to_f64_vec(), vec![5., -1.]);
+    assert_eq!(out[1].as_i32(), Some(&[1, 1][..]));
+}
+
+/// Tests a boolean and-reduction (the fixtures' `reduce_and` bounds checks).
+#[test]
+fn boolean_and_reduce() {
+    let src = format!(
+        "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : i1[2,3]\n  %1 = constant {{value = dense<true> : i1}} : i1[]\n  %2 = reduce(%0, %1) {{dimensions = [1]}} : i1[2] {{\n    {}\n  }}\n  return %2\n}}",
+        body("i1", "and")
+    );
+    let x = ebb_runtime::Tensor::new(
+        vec![2, 3],
+        ebb_runtime::Data::I1(vec![true, true, true, true, false, true]),
+    )
+    .unwrap();
+    assert_eq!(run1(&src, &[], vec![x]).to_f64_vec(), vec![1., 0.]);
+}
+
+fn window_graph(
+    attrs: &str,
+    in_shape: &[usize],
+    out_shape: &[usize],
+    op: &str,
+    init: &str,
+) -> String {
+    format!(
+        "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{}]\n  %1 = constant {{value = dense<{init}> : f32}} : f32[]\n  %2 = reduce_window(%0, %1) {{{attrs}}} : f32[{}] {{\n    {}\n  }}\n  return %2\n}}",
+        dims(in_shape),
+        dims(out_shape),
+        body("f32", op)
+    )
+}
+
+/// Tests 2x2/stride-2 max pooling, and padding (padding elements are the init value).
+#[test]
+fn reduce_window_max_pool_and_padding() {
+    let src = window_graph(
+        "window_dimensions = [2, 2], window_strides = [2, 2]",
+        &[4, 4],
+        &[2, 2],
+        "maximum",
+        "-inf",
+    );
+    assert_eq!(
+        run1(&src, &[], vec![arange(&[4, 4])]).to_f64_vec(),
+        vec![5., 7., 13., 15.]
+    );
+    // sum over windows of 3 with padding 1 on each side: [0+0+1, 0+1+2, 1+2+3, 2+3+0]
+    let src = window_graph(
+        "padding = [1, 1], window_dimensions = [3]",
+        &[4],
+        &[4],
+        "add",
+        "0.0",
+    );
+    assert_eq!(
+        run1(&src, &[], vec![arange(&[4])]).to_f64_vec(),
+        vec![1., 3., 6., 5.]
+    );
+}
+
+/// Tests base dilation (holes take the init value) and window dilation.
+#[test]
+fn reduce_window_dilations() {
+    // base dilation 2: [0, _, 1, _, 2] ; windows of 2 with stride 1 -> max(0,_)=0, max(_,1)=1, 1, 2
+    let src = window_graph(
+        "base_dilations = [2], window_dimensions = [2]",
+        &[3],
+        &[4],
+        "maximum",
+        "-inf",
+    );
+    assert_eq!(
+        run1(&src, &[], vec![arange(&[3])]).to_f64_vec(),
+        vec![0., 1., 1., 2.]
+    );
+    // window dilation 2: windows {0,2}, {1,3}, {2,4}
+    let src = window_graph(
+        "window_dilations = [2], window_dimensions = [2]",
+        &[5],
+        &[3],
+        "add",
+        "0.0",
+    );
+    assert_eq!(
+        run1(&src, &[], vec![arange(&[5])]).to_f64_vec(),
+        vec![2., 4., 6.]
+    );
+}
+
+/// Tests select_and_scatter as the gradient of max pooling: each source value lands on its
+/// window's maximum (first one on ties, as `GE` keeps the current choice).
+#[test]
+fn select_and_scatter_routes_to_the_window_maximum() {
+    let src = "graph @t {
+  %0 = input {index = 0, name = \"x\"} : f32[2,4]
+  %1 = input {index = 1, name = \"src\"} : f32[1,2]
+  %2 = constant {value = dense<0.0> : f32} : f32[]
+  %3 = select_and_scatter(%0, %1, %2) {window_dimensions = [2, 2], window_strides = [2, 2]} : f32[2,4] {
+    region @select {
+      %0 = input {index = 0, name = \"\"} : f32[]
+      %1 = input {index = 1, name = \"\"} : f32[]
+      %2 = compare(%0, %1) {comparison_direction = \"GE\"} : i1[]
+      return %2
+    }
+    region @scatter {
+      %0 = input {index = 0, name = \"\"} : f32[]
+      %1 = input {index = 1, name = \"\"} : f32[]
+      %2 = add(%0, %1) : f32[]
+      return %2
+    }
+  }
+  return %3
+}";
+    let x = f32t(&[2, 4], &[1., 9., 3., 3., 4., 2., 3., 0.]);
+    let got = run1(src, &[], vec![x, f32t(&[1, 2], &[10., 20.])]);
+    assert_eq!(got.to_f64_vec(), vec![0., 10., 20., 0., 0., 0., 0., 0.]);
+}
