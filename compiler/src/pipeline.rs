@@ -13,7 +13,7 @@ use ebb_passes::manager::{PassManager, PassReport};
 use ebb_passes::memory::{self, Schedule};
 use ebb_passes::plan::{build_plan, PlanOptions};
 use ebb_passes::rewrite::{self, Limits, RewriteReport, RuleGroup};
-use ebb_passes::schedule::{schedule_checked, ScheduleOptions, ScheduleReport};
+use ebb_passes::schedule::{schedule_checked, schedule_variants, ScheduleOptions, ScheduleReport};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -30,6 +30,8 @@ pub struct CompileOptions {
     pub sweep: Vec<Bindings>,
     /// Stop canonicalization after this many pass runs (bisecting).
     pub stop_after: Option<usize>,
+    /// Schedules kept in a symbolic plan for the runtime to choose from (default 4).
+    pub max_variants: Option<usize>,
 }
 
 /// What each stage did and how long it took.
@@ -106,9 +108,14 @@ pub fn compile(mut g: Graph, opts: &CompileOptions) -> Result<Compiled> {
     }
     let sopts = ScheduleOptions { bindings: sweep.clone(), ..ScheduleOptions::default() };
     let (schedule, sreport) = schedule_checked(&g, &sopts, &sweep);
+    // Without --bind, keep other good schedules too: the runtime picks per shape.
+    let variants = if opts.bind.is_some() { Vec::new() } else { schedule_variants(&g, &sopts, opts.max_variants.unwrap_or(4)) };
     lap("schedule", &mut t);
-    let mut plan = build_plan(&g, &schedule, &PlanOptions { bind: opts.bind.clone(), ..PlanOptions::default() })
-        .context("building the plan")?;
+    let popts = PlanOptions { bind: opts.bind.clone(), ..PlanOptions::default() };
+    let mut plan = build_plan(&g, &schedule, &popts).context("building the plan")?;
+    for (_, s) in variants.iter().filter(|(_, s)| *s != schedule) {
+        plan.alternatives.push(build_plan(&g, s, &popts).context("building a plan variant")?);
+    }
     plan.graph_ir = Some(ebb_ir::text::print(&g));
     lap("plan", &mut t);
     let report = CompileReport {

@@ -212,6 +212,11 @@ pub struct Plan {
     /// The planned graph in textual IR (`ebb_ir::text`), so a plan file is self-contained.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_ir: Option<String>,
+    /// Other schedules of the same graph, each a complete plan (without `graph_ir`): the
+    /// runtime finalizes whichever variant (this plan is variant 0) has the lowest peak at the
+    /// actual shape ([`Plan::best_variant`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Plan>,
     /// Precomputed budget thresholds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<Threshold>,
@@ -331,6 +336,31 @@ impl Plan {
     /// The peak without decisions at `b`: the maximum of [`Plan::peak_terms`] (0 when empty).
     ///
     /// # Errors
+    /// Variant `i`: 0 is this plan, `i > 0` is `alternatives[i - 1]`.
+    pub fn variant(&self, i: usize) -> Option<&Plan> {
+        if i == 0 {
+            Some(self)
+        } else {
+            self.alternatives.get(i - 1)
+        }
+    }
+
+    /// The variant with the lowest peak (without decisions) at `b`, and that peak; ties go to
+    /// the lower index.
+    ///
+    /// # Errors
+    /// When a peak term does not evaluate at `b`.
+    pub fn best_variant(&self, b: &Bindings) -> Result<(usize, i64), crate::dim::DimError> {
+        let mut best = (0, self.peak_at(b)?);
+        for (k, a) in self.alternatives.iter().enumerate() {
+            let p = a.peak_at(b)?;
+            if p < best.1 {
+                best = (k + 1, p);
+            }
+        }
+        Ok(best)
+    }
+
     /// [`crate::dim::DimError`] when a term does not evaluate (unbound symbol, overflow).
     pub fn peak_at(&self, b: &Bindings) -> Result<i64, crate::dim::DimError> {
         let mut best = 0;
@@ -365,6 +395,7 @@ mod tests {
             ops: 3,
             point_flops: None,
             graph_ir: None,
+            alternatives: Vec::new(),
             schedule: vec![1, 2],
             values: vec![
                 PlanValue {

@@ -43,24 +43,24 @@ proptest! {
     }
 
     /// Tests that the in-place path (the operand dies at this op) and the allocating path
-    /// (the operand is used again) give bit-identical results, for large tensors split over
-    /// threads too.
+    /// (the operand is also a graph output) give bit-identical results, for large tensors
+    /// split over threads too, and agree with a scalar computation.
     #[test]
     fn in_place_and_fresh_results_agree(len in prop::sample::select(vec![7usize, 40_000])) {
-        let src = format!(
-            "graph @t {{\n  %0 = input {{index = 0, name = \"a\"}} : f32[{len}]\n  %1 = input {{index = 1, name = \"b\"}} : f32[{len}]\n  %2 = multiply(%0, %1) : f32[{len}]\n  %3 = subtract(%1, %2) : f32[{len}]\n  %4 = exponential(%3) : f32[{len}]\n  %5 = subtract(%2, %4) : f32[{len}]\n  %6 = divide(%5, %2) : f32[{len}]\n  return %6, %2\n}}"
+        let graph = |ret: &str| format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"a\"}} : f32[{len}]\n  %1 = input {{index = 1, name = \"b\"}} : f32[{len}]\n  %2 = multiply(%0, %1) : f32[{len}]\n  %3 = subtract(%1, %2) : f32[{len}]\n  %4 = exponential(%3) : f32[{len}]\n  %5 = subtract(%2, %4) : f32[{len}]\n  %6 = divide(%5, %2) : f32[{len}]\n  %7 = tanh(%6) : f32[{len}]\n  return {ret}\n}}"
         );
         let a: Vec<f32> = (0..len).map(|i| (i % 17) as f32 * 0.1 - 0.7).collect();
         let b: Vec<f32> = (0..len).map(|i| (i % 5) as f32 * 0.3 + 0.2).collect();
-        let out = run(&src, &[], vec![f32t(&[len], &a), f32t(&[len], &b)]).unwrap();
-        let want: Vec<f32> = a.iter().zip(&b).map(|(&x, &y)| {
+        let inputs = || vec![f32t(&[len], &a), f32t(&[len], &b)];
+        let in_place = run(&graph("%7, %2"), &[], inputs()).unwrap();
+        let fresh = run(&graph("%7, %2, %3, %4, %5, %6"), &[], inputs()).unwrap();
+        prop_assert!(in_place[0].bits_eq(&fresh[0]));
+        let want: Vec<f64> = a.iter().zip(&b).map(|(&x, &y)| {
             let m = x * y;
-            (m - (y - m).exp()) / m
+            (((m - (y - m).exp()) / m) as f64).tanh()
         }).collect();
-        let got = out[0].as_f32().unwrap();
-        for (g, w) in got.iter().zip(&want) {
-            prop_assert_eq!(g.to_bits(), w.to_bits());
-        }
+        assert_close(&in_place[0], &want, 1e-6);
     }
 }
 
@@ -206,4 +206,29 @@ fn maximum_nan_is_finite_not() {
 }";
     let got = run1(src, &[], vec![f32t(&[3], &[1.0, f32::INFINITY, f32::NAN])]);
     assert_eq!(got.to_f64_vec(), vec![0., 1., 1.]);
+}
+
+/// Tests that select gives the same result whether it writes into a dead `on_true`, a dead
+/// `on_false`, or a fresh buffer.
+#[test]
+fn select_in_place_matches_fresh() {
+    let graph = |ret: &str| {
+        format!(
+            "graph @t {{
+  %0 = input {{index = 0, name = \"p\"}} : i1[4]
+  %1 = input {{index = 1, name = \"x\"}} : f32[4]
+  %2 = negate(%1) : f32[4]
+  %3 = exponential(%1) : f32[4]
+  %4 = select(%0, %2, %3) : f32[4]
+  return {ret}
+}}"
+        )
+    };
+    let p = || Tensor::new(vec![4], Data::I1(vec![true, false, false, true])).unwrap();
+    let x = || f32t(&[4], &[0., 1., 2., 3.]);
+    let want = [0.0, 1f64.exp(), 2f64.exp(), -3.0];
+    for ret in ["%4", "%4, %2", "%4, %3", "%4, %2, %3"] {
+        let got = run(&graph(ret), &[], vec![p(), x()]).unwrap();
+        assert_close(&got[0], &want, 1e-6);
+    }
 }

@@ -134,7 +134,7 @@ fn run(cli: Cli) -> Result<()> {
                 None => Vec::new(),
             };
             let bind = bind.as_deref().map(pipeline::parse_bindings).transpose()?;
-            let opts = pipeline::CompileOptions { bind, rewrite_groups: groups, sweep, stop_after };
+            let opts = pipeline::CompileOptions { bind, rewrite_groups: groups, sweep, stop_after, max_variants: None };
             let c = pipeline::compile(g, &opts)?;
             write_output(Some(&output), &c.plan.to_json())?;
             if json {

@@ -90,6 +90,7 @@ pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<
         ops: g.order().len(),
         schedule: idx.schedule_positions(),
         graph_ir: None,
+        alternatives: Vec::new(),
         point_flops: Some(
             schedule
                 .iter()

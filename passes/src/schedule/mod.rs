@@ -378,6 +378,30 @@ pub fn schedule_checked(
     (ctx.to_schedule(&cands[chosen].order), report)
 }
 
+/// Every distinct candidate schedule that is no worse than program order at the sampled
+/// bindings, best mean score first (the first is what [`schedule`] returns). A plan can carry
+/// several of them and let the runtime pick, at the actual shape, the one with the lowest
+/// peak: no single order is best at every shape (short sequences favour one order, long ones
+/// another), and picking at run time closes most of the gap to a schedule made for the exact
+/// shape.
+pub fn schedule_variants(g: &Graph, opts: &ScheduleOptions, max: usize) -> Vec<(Strategy, Schedule)> {
+    let ctx = Ctx::new(g, opts.samples, &valid(g, &opts.bindings));
+    let cands = candidates(&ctx, opts);
+    let mut seen: Vec<&[u32]> = Vec::new();
+    let mut out = Vec::new();
+    for i in ranked(&cands) {
+        if out.len() >= max.max(1) {
+            break;
+        }
+        if seen.contains(&cands[i].order.as_slice()) {
+            continue;
+        }
+        seen.push(&cands[i].order);
+        out.push((cands[i].strategy, ctx.to_schedule(&cands[i].order)));
+    }
+    out
+}
+
 /// The bindings of `bs` that satisfy `g.scope`'s facts.
 fn valid(g: &Graph, bs: &[Bindings]) -> Vec<Bindings> {
     bs.iter()

@@ -32,7 +32,10 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
         }
         Select => {
             arity(&ops, 3, kind)?;
-            select(&ops[0], &ops[1], &ops[2])?
+            match select_in_place(ops) {
+                Ok(d) => d,
+                Err(ops) => select(&ops[0], &ops[1], &ops[2])?,
+            }
         }
         Clamp => {
             arity(&ops, 3, kind)?;
@@ -332,9 +335,14 @@ fn try_in_place(k: OpKind, ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
         }
     }
     let is_real = |d: DType| matches!(d, DType::F32 | DType::F64);
-    if matches!(k, OpKind::Exponential | OpKind::Tanh) && ops.len() == 1 && ops[0].dtype() == DType::F32 {
+    if matches!(k, OpKind::Exponential | OpKind::Tanh)
+        && ops.len() == 1
+        && ops[0].dtype() == DType::F32
+    {
         let mut it = ops.into_iter();
-        let Some(mut t) = it.next() else { return Err(Vec::new()) };
+        let Some(mut t) = it.next() else {
+            return Err(Vec::new());
+        };
         if let Some(Data::F32(v)) = t.unique_data_mut() {
             super::fastmath::apply_in_place(k, v);
             return t.try_into_data().map_err(|t| vec![t]);
@@ -677,6 +685,51 @@ pub(crate) fn compare(a: &Data, b: &Data, dir: &str, total: bool) -> Result<Data
 
 fn convert(d: &Data, to: DType) -> Data {
     d.convert(to)
+}
+
+/// `select` on `f32` with a full predicate, writing into `on_true` or `on_false` when this
+/// op is its last use; gives the operands back otherwise.
+fn select_in_place(ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
+    let ok = ops.len() == 3
+        && ops[0].dtype() == DType::I1
+        && ops[0].shape() == ops[1].shape()
+        && ops[1].shape() == ops[2].shape()
+        && ops[1].dtype() == DType::F32
+        && ops[2].dtype() == DType::F32;
+    if !ok {
+        return Err(ops);
+    }
+    let mut it = ops.into_iter();
+    let (Some(p), Some(mut t), Some(mut f)) = (it.next(), it.next(), it.next()) else {
+        return Err(Vec::new());
+    };
+    let into_t = t.unique_data_mut().is_some();
+    if !into_t && f.unique_data_mut().is_none() {
+        return Err(vec![p, t, f]);
+    }
+    let Data::I1(pv) = p.data() else {
+        return Err(vec![p, t, f]);
+    };
+    let (dst, src) = if into_t { (&mut t, &f) } else { (&mut f, &t) };
+    let (Some(Data::F32(d)), Data::F32(s)) = (dst.unique_data_mut(), src.data()) else {
+        return Err(vec![p, t, f]);
+    };
+    // keep dst where the predicate selects it, take src elsewhere
+    let keep_when = into_t;
+    let go = |(x, (&c, &y)): (&mut f32, (&bool, &f32))| {
+        if c != keep_when {
+            *x = y;
+        }
+    };
+    if d.len() >= PAR_MIN {
+        d.par_iter_mut()
+            .zip(pv.par_iter().zip(s.par_iter()))
+            .for_each(go);
+    } else {
+        d.iter_mut().zip(pv.iter().zip(s.iter())).for_each(go);
+    }
+    let out = if into_t { t } else { f };
+    out.try_into_data().map_err(|t| vec![t])
 }
 
 fn select(p: &Tensor, t: &Tensor, f: &Tensor) -> Result<Data, OpError> {

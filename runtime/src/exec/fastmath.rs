@@ -30,8 +30,12 @@ fn exp_core(x: f32) -> f32 {
 
 /// `e^x` for every element of `v`, in place.
 pub(crate) fn exp_in_place(v: &mut [f32]) {
-    let outside: Vec<(usize, f32)> =
-        v.iter().enumerate().filter(|(_, x)| !(**x >= EXP_LO && **x <= EXP_HI)).map(|(i, &x)| (i, x)).collect();
+    let outside: Vec<(usize, f32)> = v
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| !(**x >= EXP_LO && **x <= EXP_HI))
+        .map(|(i, &x)| (i, x))
+        .collect();
     for x in v.iter_mut() {
         *x = exp_core(*x);
     }
@@ -71,11 +75,12 @@ fn tanh_core(x: f32) -> f32 {
     let a = x.abs();
     // small: odd polynomial
     let z = x * x;
-    let small = ((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z
-        - 3.333_328_2e-1)
-        * z
-        * x
-        + x;
+    let small =
+        ((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z
+            - 3.333_328_2e-1)
+            * z
+            * x
+            + x;
     // large: 1 - 2 / (e^{2|x|} + 1); above 9.1, tanh rounds to 1 in f32
     let e = exp_core((2.0 * a).min(20.0));
     let big = if a > 9.1 { 1.0 } else { 1.0 - 2.0 / (e + 1.0) };
@@ -88,7 +93,12 @@ fn tanh_core(x: f32) -> f32 {
 
 /// `tanh(x)` for every element of `v`, in place (NaN stays NaN).
 pub(crate) fn tanh_in_place(v: &mut [f32]) {
-    let nans: Vec<usize> = v.iter().enumerate().filter(|(_, x)| x.is_nan()).map(|(i, _)| i).collect();
+    let nans: Vec<usize> = v
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.is_nan())
+        .map(|(i, _)| i)
+        .collect();
     for x in v.iter_mut() {
         *x = tanh_core(*x);
     }
@@ -114,26 +124,49 @@ mod tests {
         if a == b32 {
             return 0.0;
         }
-        ((a as f64 - b).abs()) / (b32.abs() as f64 * f32::EPSILON as f64).max(f32::MIN_POSITIVE as f64)
+        ((a as f64 - b).abs())
+            / (b32.abs() as f64 * f32::EPSILON as f64).max(f32::MIN_POSITIVE as f64)
     }
 
     #[test]
     fn exp_is_within_two_ulps() {
         let xs: Vec<f32> = (-200_000..=200_000).map(|i| i as f32 * 4.4e-4).collect();
         let got = exp(&xs);
-        let worst = xs.iter().zip(&got).map(|(&x, &y)| ulps(y, (x as f64).exp())).fold(0.0, f64::max);
+        let worst = xs
+            .iter()
+            .zip(&got)
+            .map(|(&x, &y)| ulps(y, (x as f64).exp()))
+            .fold(0.0, f64::max);
         assert!(worst <= 2.0, "worst {worst} ulps");
-        let special = exp(&[f32::NEG_INFINITY, -200.0, -100.0, 100.0, f32::INFINITY, f32::NAN, 0.0]);
-        assert_eq!(&special[..5], &[0.0, 0.0, (-100f32).exp(), f32::INFINITY, f32::INFINITY]);
+        let special = exp(&[
+            f32::NEG_INFINITY,
+            -200.0,
+            -100.0,
+            100.0,
+            f32::INFINITY,
+            f32::NAN,
+            0.0,
+        ]);
+        assert_eq!(
+            &special[..5],
+            &[0.0, 0.0, (-100f32).exp(), f32::INFINITY, f32::INFINITY]
+        );
         assert!(special[5].is_nan());
         assert_eq!(special[6], 1.0);
     }
 
     #[test]
     fn tanh_is_within_three_ulps() {
-        let xs: Vec<f32> = (-100_000..=100_000).map(|i| i as f32 * 1.1e-4).chain([1e-30, -1e-8, 0.0, 30.0, -30.0]).collect();
+        let xs: Vec<f32> = (-100_000..=100_000)
+            .map(|i| i as f32 * 1.1e-4)
+            .chain([1e-30, -1e-8, 0.0, 30.0, -30.0])
+            .collect();
         let got = tanh(&xs);
-        let worst = xs.iter().zip(&got).map(|(&x, &y)| ulps(y, (x as f64).tanh())).fold(0.0, f64::max);
+        let worst = xs
+            .iter()
+            .zip(&got)
+            .map(|(&x, &y)| ulps(y, (x as f64).tanh()))
+            .fold(0.0, f64::max);
         assert!(worst <= 3.0, "worst {worst} ulps");
         assert!(tanh(&[f32::NAN])[0].is_nan());
         assert_eq!(tanh(&[f32::INFINITY, f32::NEG_INFINITY]), vec![1.0, -1.0]);

@@ -9,8 +9,9 @@
 //! is within the reference's own rounding error of it). Large reductions are split across
 //! threads along the outermost kept dimension only.
 //!
-//! Invariant: every output element combines its inputs in row-major order of the input,
-//! whatever the thread split, so results are deterministic.
+//! Invariant: every output element combines its inputs in an order fixed by the shapes alone
+//! (row-major, with contiguous rows folded in eight interleaved lanes), whatever the thread
+//! split, so results are deterministic.
 
 use super::layout::{istrides_of, unravel, PAR_MIN};
 use super::region::{Body, Monoid, RegionFn};
@@ -86,7 +87,8 @@ fn out_strides(shape: &[usize], red: &[bool]) -> Vec<usize> {
 }
 
 /// Combines every element of `x` (merged `shape`/`red`) into `out` (pre-filled with the
-/// lifted init) in row-major order.
+/// lifted init): rows along a reduced innermost dimension through [`fold_row`], otherwise
+/// element by element in row-major order.
 fn fold_into<T: Copy, A: Copy>(
     x: &[T],
     shape: &[usize],
@@ -110,11 +112,7 @@ fn fold_into<T: Copy, A: Copy>(
     let mut o = 0usize;
     for row in x.chunks(inner) {
         if inner_red {
-            let mut acc = out[o];
-            for &v in row {
-                acc = comb(acc, lift(v));
-            }
-            out[o] = acc;
+            out[o] = comb(out[o], fold_row(row, lift, comb));
         } else {
             for (slot, &v) in out[o..o + inner].iter_mut().zip(row) {
                 *slot = comb(*slot, lift(v));
@@ -130,6 +128,39 @@ fn fold_into<T: Copy, A: Copy>(
             idx[k] = 0;
         }
     }
+}
+
+/// Combines a non-empty contiguous row in eight interleaved lanes (independent dependency
+/// chains, so the loop is not bound by the combiner's latency), then the lanes pairwise and
+/// the tail in order: a fixed order for a given row length.
+#[inline]
+fn fold_row<T: Copy, A: Copy>(row: &[T], lift: &impl Fn(T) -> A, comb: &impl Fn(A, A) -> A) -> A {
+    const L: usize = 8;
+    if row.len() < 2 * L {
+        let mut acc = lift(row[0]);
+        for &v in &row[1..] {
+            acc = comb(acc, lift(v));
+        }
+        return acc;
+    }
+    let mut lanes: [A; L] = std::array::from_fn(|j| lift(row[j]));
+    let mut chunks = row[L..].chunks_exact(L);
+    for c in chunks.by_ref() {
+        for j in 0..L {
+            lanes[j] = comb(lanes[j], lift(c[j]));
+        }
+    }
+    let q = [
+        comb(lanes[0], lanes[1]),
+        comb(lanes[2], lanes[3]),
+        comb(lanes[4], lanes[5]),
+        comb(lanes[6], lanes[7]),
+    ];
+    let mut acc = comb(comb(q[0], q[1]), comb(q[2], q[3]));
+    for &v in chunks.remainder() {
+        acc = comb(acc, lift(v));
+    }
+    acc
 }
 
 /// Reduction with accumulator type `A`; splits along the outermost merged dimension when it

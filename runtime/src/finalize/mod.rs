@@ -73,6 +73,9 @@ impl Default for FinalizeOptions {
 /// A plan finalized at concrete bindings: decisions, resident bytes and offsets.
 #[derive(Clone, Debug, Serialize)]
 pub struct ConcretePlan {
+    /// The plan variant finalized (0 = the plan itself; see `Plan::best_variant`): decisions
+    /// and value ids refer to it.
+    pub variant: usize,
     /// The symbol values.
     pub bindings: Bindings,
     /// The budget in bytes, if any.
@@ -190,6 +193,12 @@ struct Option_ {
 /// met, [`FinalizeError::Eval`] when an expression does not evaluate.
 pub fn finalize(plan: &Plan, b: &Bindings, opts: &FinalizeOptions) -> Result<ConcretePlan, FinalizeError> {
     check_bindings(plan, b)?;
+    let variant = if plan.alternatives.is_empty() {
+        0
+    } else {
+        plan.best_variant(b).map_err(|source| FinalizeError::Eval { expr: "peak terms".into(), source })?.0
+    };
+    let plan = plan.variant(variant).unwrap_or(plan);
     let mut ev = Evaluator { b, memo: HashMap::new() };
     let points = plan.schedule.len().max(1);
     let mut value_bytes = Vec::with_capacity(plan.values.len());
@@ -251,6 +260,7 @@ pub fn finalize(plan: &Plan, b: &Bindings, opts: &FinalizeOptions) -> Result<Con
     let peak_planned = resident.iter().copied().max().unwrap_or(0);
     let arena = if opts.offsets { assign_offsets(plan, &value_bytes, &decisions, peak_planned) } else { Arena::default() };
     Ok(ConcretePlan {
+        variant,
         bindings: b.clone(),
         budget: opts.budget,
         value_bytes,
