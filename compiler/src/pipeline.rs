@@ -170,10 +170,36 @@ pub struct PlanReport {
     pub finalize_us: f64,
 }
 
+/// A memory budget: bytes, or a fraction of the program-order peak at the shape.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Budget {
+    /// Bytes.
+    Bytes(i64),
+    /// Fraction of `peak_bytes_program_order` (0.5 = half).
+    Fraction(f64),
+}
+
+/// Parses `2GiB`, `512MiB`, `1.5GB`, `40000` or `50%` (of the program-order peak).
+pub fn parse_budget(s: &str) -> Result<Budget> {
+    match s.trim().strip_suffix('%') {
+        Some(p) => {
+            let f: f64 = p.trim().parse().with_context(|| format!("`{s}` is not a percentage"))?;
+            anyhow::ensure!(f > 0.0, "budget `{s}` must be positive");
+            Ok(Budget::Fraction(f / 100.0))
+        }
+        None => Ok(Budget::Bytes(parse_bytes(s)?)),
+    }
+}
+
 /// Evaluates a plan at `b` (and finalizes it under `budget`).
-pub fn plan_report(plan: &Plan, b: &Bindings, budget: Option<i64>) -> Result<PlanReport> {
+pub fn plan_report(plan: &Plan, b: &Bindings, budget: Option<Budget>) -> Result<PlanReport> {
     let g = plan_graph(plan)?;
+    ebb_runtime::finalize::check_bindings(plan, b)?;
     let po = memory::liveness(&g, &memory::program_order(&g)).peak(b).map_err(|e| anyhow::anyhow!("{e}"))?.0;
+    let budget = budget.map(|x| match x {
+        Budget::Bytes(v) => v,
+        Budget::Fraction(f) => (po as f64 * f) as i64,
+    });
     let lower = memory::lower_bound(&g, b).map_err(|e| anyhow::anyhow!("{e}"))?;
     let opts = ebb_runtime::finalize::FinalizeOptions { budget, ..Default::default() };
     let t = Instant::now();

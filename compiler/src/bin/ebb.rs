@@ -65,13 +65,17 @@ enum Command {
         json: bool,
     },
     /// Report a plan's memory at concrete shapes, optionally finalized under a budget.
+    ///
+    /// Prints the peak in program order, with the plan's schedule, the lower bound and, with
+    /// `--budget`, the peak after the runtime's evict/recompute/swap decisions.
     Plan {
-        /// A plan written by `ebb compile`.
+        /// A plan written by `ebb compile`, or a `.mlir` module (compiled first, in memory).
         plan: PathBuf,
         /// Symbol values, e.g. `B=8,S=512`.
         #[arg(long)]
         bind: String,
-        /// Device memory budget (`2GiB`, `512MiB`, `1.5GB`, bytes).
+        /// Device memory budget: `2GiB`, `512MiB`, `1.5GB`, bytes, or `50%` of the
+        /// program-order peak at these shapes.
         #[arg(long)]
         budget: Option<String>,
         /// Print one JSON object.
@@ -153,10 +157,9 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Plan { plan, bind, budget, json } => {
-            let text = std::fs::read_to_string(&plan).with_context(|| format!("cannot read {}", plan.display()))?;
-            let p = ebb_ir::plan::Plan::from_json(&text).with_context(|| format!("{}", plan.display()))?;
+            let p = load_or_compile(&plan)?;
             let b = pipeline::parse_bindings(&bind)?;
-            let budget = budget.as_deref().map(pipeline::parse_bytes).transpose()?;
+            let budget = budget.as_deref().map(pipeline::parse_budget).transpose()?;
             let r = pipeline::plan_report(&p, &b, budget)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
@@ -182,6 +185,16 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Reads a plan file, or imports and compiles a `.mlir` module.
+fn load_or_compile(path: &PathBuf) -> Result<ebb_ir::plan::Plan> {
+    if path.extension().is_some_and(|e| e == "mlir") {
+        let (g, _) = ebb_compiler::stablehlo::import_file(path)?;
+        return Ok(pipeline::compile(g, &pipeline::CompileOptions::default())?.plan);
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    ebb_ir::plan::Plan::from_json(&text).with_context(|| format!("{}", path.display()))
 }
 
 /// Writes `text` to `path` atomically (temporary file + rename), or to standard output.

@@ -26,7 +26,9 @@ use rayon::prelude::*;
 use std::borrow::Cow;
 
 /// Element types with a GEMM kernel.
-pub(crate) trait Gemm: crate::tensor::Elem {
+pub(crate) trait Gemm:
+    crate::tensor::Elem + std::ops::Mul<Output = Self> + std::ops::AddAssign
+{
     /// `C = A·B` for raw strided matrices (no bounds checks: see [`gemm`]).
     ///
     /// # Safety
@@ -147,6 +149,10 @@ fn gemm<T: Gemm>(
         c.fill(T::default());
         return Ok(());
     }
+    if k <= SMALL_K && n >= 8 {
+        small_k(m, k, n, a, av, b, bv, c);
+        return Ok(());
+    }
     // SAFETY: the views were checked to lie inside `a` and `b` (non-negative strides, last
     // element in range), `c` is exactly m*n contiguous elements, and `c` is a distinct
     // mutable borrow, so it aliases neither input.
@@ -167,6 +173,47 @@ fn gemm<T: Gemm>(
         );
     }
     Ok(())
+}
+
+/// Contractions at most this deep use [`small_k`] (attention's per-head `q·k`, `K = 16`):
+/// the packing GEMM spends most of its time packing and writing tiles there.
+const SMALL_K: usize = 32;
+
+/// `c = a · b` for a shallow contraction: each output row is accumulated in a fixed-size
+/// block (vectorized by the compiler) over `p = 0..k` in order. Views must be checked.
+#[allow(clippy::too_many_arguments)]
+fn small_k<T: Gemm>(m: usize, k: usize, n: usize, a: &[T], av: Mat, b: &[T], bv: Mat, c: &mut [T]) {
+    const W: usize = 64;
+    // B as a contiguous k x n block
+    let bc: std::borrow::Cow<[T]> = if bv.cs == 1 && bv.rs == n as isize {
+        std::borrow::Cow::Borrowed(&b[bv.off..bv.off + k * n])
+    } else {
+        let mut v = Vec::with_capacity(k * n);
+        for p in 0..k {
+            for j in 0..n {
+                v.push(b[(bv.off as isize + p as isize * bv.rs + j as isize * bv.cs) as usize]);
+            }
+        }
+        std::borrow::Cow::Owned(v)
+    };
+    let mut arow = vec![T::default(); k];
+    for (i, crow) in c.chunks_mut(n).enumerate().take(m) {
+        for (p, x) in arow.iter_mut().enumerate() {
+            *x = a[(av.off as isize + i as isize * av.rs + p as isize * av.cs) as usize];
+        }
+        for (jb, cblock) in crow.chunks_mut(W).enumerate() {
+            let j0 = jb * W;
+            let w = cblock.len();
+            let mut acc = [T::default(); W];
+            for (p, &s) in arow.iter().enumerate() {
+                let brow = &bc[p * n + j0..p * n + j0 + w];
+                for (x, &y) in acc[..w].iter_mut().zip(brow) {
+                    *x += s * y;
+                }
+            }
+            cblock.copy_from_slice(&acc[..w]);
+        }
+    }
 }
 
 /// Batched GEMM: `c[bt] = a[bt] · b[bt]` for `bt < batch`, `c` row-major `[batch, m, n]`;

@@ -30,18 +30,20 @@ fn exp_core(x: f32) -> f32 {
 
 /// `e^x` for every element of `v`, in place.
 pub(crate) fn exp_in_place(v: &mut [f32]) {
-    let outside: Vec<(usize, f32)> = v
+    // below -104, e^x rounds to 0 in f32 (also for -inf): handled in the vector loop; the rare
+    // rest of the outside range (subnormal results, overflow, NaN) goes through libm
+    let rare: Vec<(usize, f32)> = v
         .iter()
         .enumerate()
-        .filter(|(_, x)| !(**x >= EXP_LO && **x <= EXP_HI))
+        .filter(|(_, &x)| !(x >= EXP_LO && x <= EXP_HI) && !(x < -104.0))
         .map(|(i, &x)| (i, x))
         .collect();
     for x in v.iter_mut() {
-        *x = exp_core(*x);
+        let y = exp_core(*x);
+        *x = if *x < -104.0 { 0.0 } else { y };
     }
-    for (i, x) in outside {
-        // below -104, e^x rounds to 0 in f32 (also for -inf); NaN and large x via libm
-        v[i] = if x < -104.0 { 0.0 } else { x.exp() };
+    for (i, x) in rare {
+        v[i] = x.exp();
     }
 }
 

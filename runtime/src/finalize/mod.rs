@@ -230,16 +230,16 @@ pub fn finalize(plan: &Plan, b: &Bindings, opts: &FinalizeOptions) -> Result<Con
     let (mut recompute_flops, mut swap_bytes, mut overhead_us) = (0i64, 0i64, 0.0f64);
     if let Some(budget) = opts.budget {
         if peak_scheduled > budget {
-            let options = price_options(plan, &mut ev, &value_bytes, opts)?;
+            let mut options = price_options(plan, &mut ev, &value_bytes, opts)?;
+            // Best first, so each decision takes the first untaken option covering the peak.
+            options.sort_by(|a, b| a.score.total_cmp(&b.score).then(b.bytes.cmp(&a.bytes)).then(a.c.cmp(&b.c)));
             let mut taken = vec![false; plan.candidates.len()];
             loop {
                 let (peak, p) = tree.argmax();
                 if peak <= budget {
                     break;
                 }
-                let best = options.iter().filter(|o| !taken[o.c] && o.l <= p && p <= o.r).min_by(|a, b| {
-                    a.score.total_cmp(&b.score).then(b.bytes.cmp(&a.bytes)).then(a.c.cmp(&b.c))
-                });
+                let best = options.iter().find(|o| !taken[o.c] && o.l <= p && p <= o.r);
                 let Some(o) = best.copied() else {
                     let smallest = smallest_feasible(plan, &resident, &options);
                     return Err(FinalizeError::Infeasible { budget, smallest, smallest_mib: smallest as f64 / 1048576.0 });
