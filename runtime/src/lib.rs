@@ -1,20 +1,19 @@
-//! Ebb's runtime. This crate currently holds the CPU reference executor and its host tensors:
+//! Ebb's runtime: what happens once the symbolic shapes are bound.
 //!
+//! * [`finalize`], [`arena`], [`cache`] — a symbolic plan finalized at concrete bindings under a
+//!   memory budget (evict/recompute/swap decisions, arena offsets), cached per shape.
+//! * [`exec`] — the CPU reference executor: [`execute`] / [`Program`] run an imported
+//!   [`ebb_ir::Graph`] at concrete bindings in any valid schedule (a topological order of the
+//!   non-input ops), free every intermediate after its last use, and report the resident bytes
+//!   at every program point ([`ExecStats`]) under the same memory model as the planner
+//!   (`ebb_passes::memory`). Kernels follow the StableHLO specification; `dot_general` and
+//!   `convolution` go through a real GEMM (`matrixmultiply`); large elementwise ops, copies and
+//!   reductions are split over threads (rayon) in fixed blocks, so outputs are deterministic
+//!   and bit-identical under every schedule.
 //! * [`tensor`] — [`Tensor`]: a shape plus a typed, shared buffer ([`Data`], one variant per
-//!   element type).
-//! * [`exec`] — [`execute`] / [`Program`]: runs an imported [`ebb_ir::Graph`] at concrete
-//!   bindings in any valid schedule (topological order of the non-input ops), frees every
-//!   intermediate after its last use, and reports the resident bytes at every program point
-//!   ([`ExecStats`]) under the same memory model as the planner (`ebb_passes::memory`).
-//!   Kernels follow the StableHLO specification; `dot_general` and `convolution` go through a
-//!   real GEMM (`matrixmultiply`), large elementwise ops, copies and reductions are split over
-//!   threads (rayon) in fixed blocks, so results are deterministic and bit-identical under
-//!   every schedule.
+//!   element type; `bf16`/`f16` via the `half` crate, `i1` as `bool`).
 //! * [`npz`] — reading `.npz` reference data (inputs and outputs exported from JAX).
-//! * [`error`] — typed errors ([`ExecError`], [`NpzError`]).
-//!
-//! Not here yet (see DESIGN.md): plan finalization at bindings, arena offsets, plan cache,
-//! eviction/regeneration at run time, CUDA.
+//! * [`error`] — typed errors of the executor and the loader ([`ExecError`], [`NpzError`]).
 
 pub mod arena;
 pub mod cache;

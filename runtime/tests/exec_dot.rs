@@ -258,3 +258,25 @@ fn integer_dot() {
     );
     assert_eq!(got.as_i32(), Some(&[5, 11][..]));
 }
+
+/// Tests both GEMM paths (shallow contraction `K <= 32` with a row kernel, deeper through the
+/// packing GEMM), with a transposed rhs, against the definition.
+#[test]
+fn shallow_and_deep_contractions() {
+    for k in [5usize, 16, 32, 33, 70] {
+        let (m, n) = (9, 70);
+        let src = format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"a\"}} : f32[{m},{k}]\n  %1 = input {{index = 1, name = \"b\"}} : f32[{n},{k}]\n  %2 = dot_general(%0, %1) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]}} : f32[{m},{n}]\n  return %2\n}}"
+        );
+        let (a, b) = (pseudo(m * k, 1), pseudo(n * k, 2));
+        let got = run1(&src, &[], vec![f32t(&[m, k], &a), f32t(&[n, k], &b)]);
+        let want: Vec<f64> = (0..m * n)
+            .map(|e| {
+                (0..k)
+                    .map(|p| a[(e / n) * k + p] as f64 * b[(e % n) * k + p] as f64)
+                    .sum()
+            })
+            .collect();
+        assert_close(&got, &want, 1e-5);
+    }
+}

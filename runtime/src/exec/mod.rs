@@ -20,6 +20,7 @@
 //! atomics), so the outputs are bit-identical under every valid schedule; every kernel result
 //! is checked against the op's declared type at the bindings before it is stored.
 
+mod arith;
 mod control;
 mod dot;
 mod elementwise;

@@ -230,7 +230,7 @@ fn float_monoid<T: Elem>(
     })
 }
 
-fn int_monoid<T: super::elementwise::IntOps>(
+fn int_monoid<T: super::arith::IntOps>(
     x: &[T],
     init: T,
     shape: &[usize],
