@@ -10,17 +10,26 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/jax").join(format!("{name}.mlir"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/jax")
+        .join(format!("{name}.mlir"))
 }
 
 fn peak_rss_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn bench_import(c: &mut Criterion) {
     let mut group = c.benchmark_group("import");
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
     for name in ["gpt2_small", "gpt2_24l"] {
         let path = fixture(name);
         group.bench_function(name, |b| {
@@ -29,7 +38,10 @@ fn bench_import(c: &mut Criterion) {
     }
     group.finish();
     if let Some(kib) = peak_rss_kib() {
-        println!("peak RSS (VmHWM) of the benchmark process: {:.1} MiB", kib as f64 / 1024.0);
+        println!(
+            "peak RSS (VmHWM) of the benchmark process: {:.1} MiB",
+            kib as f64 / 1024.0
+        );
     }
 }
 

@@ -18,30 +18,44 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/jax").join(format!("{name}.mlir"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/jax")
+        .join(format!("{name}.mlir"))
 }
 
 fn bind(b: i64, s: i64) -> Bindings {
-    [(Symbol::new("B"), b), (Symbol::new("S"), s)].into_iter().collect()
+    [(Symbol::new("B"), b), (Symbol::new("S"), s)]
+        .into_iter()
+        .collect()
 }
 
 fn bench_compile(c: &mut Criterion) {
     let mut group = c.benchmark_group("compile");
-    group.sample_size(10).measurement_time(Duration::from_secs(15));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(15));
     for name in ["gpt2_small", "gpt2_24l"] {
         let (g, _) = ebb_compiler::stablehlo::import_file(&fixture(name)).expect("fixture imports");
-        group.bench_function(name, |b| b.iter(|| compile(g.clone(), &CompileOptions::default()).expect("compiles")));
+        group.bench_function(name, |b| {
+            b.iter(|| compile(g.clone(), &CompileOptions::default()).expect("compiles"))
+        });
     }
     group.finish();
 }
 
 fn bench_finalize(c: &mut Criterion) {
-    let (g, _) = ebb_compiler::stablehlo::import_file(&fixture("gpt2_small")).expect("fixture imports");
-    let plan = compile(g, &CompileOptions::default()).expect("compiles").plan;
+    let (g, _) =
+        ebb_compiler::stablehlo::import_file(&fixture("gpt2_small")).expect("fixture imports");
+    let plan = compile(g, &CompileOptions::default())
+        .expect("compiles")
+        .plan;
     let mut group = c.benchmark_group("finalize");
     // A new shape every iteration: S cycles through 1..=1024 so nothing is reused.
     let mut s = 0i64;
-    let no_offsets = FinalizeOptions { offsets: false, ..Default::default() };
+    let no_offsets = FinalizeOptions {
+        offsets: false,
+        ..Default::default()
+    };
     group.bench_function("gpt2_small_new_shape", |bch| {
         bch.iter(|| {
             s = s % 1024 + 1;
@@ -54,15 +68,23 @@ fn bench_finalize(c: &mut Criterion) {
             finalize(&plan, &bind(4, s), &FinalizeOptions::default()).expect("finalizes")
         })
     });
-    let peak = finalize(&plan, &bind(4, 512), &no_offsets).expect("finalizes").peak_bytes_scheduled;
-    let budget = FinalizeOptions { budget: Some(peak / 2), offsets: false, ..Default::default() };
+    let peak = finalize(&plan, &bind(4, 512), &no_offsets)
+        .expect("finalizes")
+        .peak_bytes_scheduled;
+    let budget = FinalizeOptions {
+        budget: Some(peak / 2),
+        offsets: false,
+        ..Default::default()
+    };
     group.bench_function("gpt2_small_budget_half_B4_S512", |bch| {
         bch.iter(|| finalize(&plan, &bind(4, 512), &budget).expect("finalizes"))
     });
     let mut cache = PlanCache::new(Arc::new(plan.clone()), 64);
     let opts = FinalizeOptions::default();
     cache.get(&bind(4, 512), &opts).expect("finalizes");
-    group.bench_function("gpt2_small_cache_hit", |bch| bch.iter(|| cache.get(&bind(4, 512), &opts).expect("cached")));
+    group.bench_function("gpt2_small_cache_hit", |bch| {
+        bch.iter(|| cache.get(&bind(4, 512), &opts).expect("cached"))
+    });
     group.finish();
 }
 

@@ -67,8 +67,13 @@ pub struct Compiled {
 pub fn parse_bindings(s: &str) -> Result<Bindings> {
     let mut b = Bindings::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = part.split_once('=').with_context(|| format!("binding `{part}` is not NAME=VALUE"))?;
-        let v: i64 = v.trim().parse().with_context(|| format!("binding `{part}`: `{v}` is not an integer"))?;
+        let (k, v) = part
+            .split_once('=')
+            .with_context(|| format!("binding `{part}` is not NAME=VALUE"))?;
+        let v: i64 = v
+            .trim()
+            .parse()
+            .with_context(|| format!("binding `{part}`: `{v}` is not an integer"))?;
         b.insert(Symbol::new(k.trim()), v);
     }
     Ok(b)
@@ -76,8 +81,17 @@ pub fn parse_bindings(s: &str) -> Result<Bindings> {
 
 /// Replaces every bound symbol of `g` by its value (types, attributes, assertions).
 pub fn bind_graph(g: &mut Graph, b: &Bindings) {
-    let map: BTreeMap<Symbol, DimExpr> = b.iter().map(|(s, v)| (s.clone(), DimExpr::constant(*v))).collect();
-    g.map_dims(&|d: &DimExpr| if d.symbols().is_empty() { d.clone() } else { d.substitute(&map) });
+    let map: BTreeMap<Symbol, DimExpr> = b
+        .iter()
+        .map(|(s, v)| (s.clone(), DimExpr::constant(*v)))
+        .collect();
+    g.map_dims(&|d: &DimExpr| {
+        if d.symbols().is_empty() {
+            d.clone()
+        } else {
+            d.substitute(&map)
+        }
+    });
 }
 
 /// Runs the pipeline on an imported graph (see the module docs).
@@ -89,15 +103,20 @@ pub fn compile(mut g: Graph, opts: &CompileOptions) -> Result<Compiled> {
         *t = Instant::now();
     };
     if let Some(b) = &opts.bind {
-        g.scope.check(b).map_err(|e| anyhow::anyhow!("--bind: {e}"))?;
+        g.scope
+            .check(b)
+            .map_err(|e| anyhow::anyhow!("--bind: {e}"))?;
         bind_graph(&mut g, b);
     }
-    let pm = PassManager::from_names(&["fold", "cse", "dce"])?.fixed_point(4).stop_after(opts.stop_after);
+    let pm = PassManager::from_names(&["fold", "cse", "dce"])?
+        .fixed_point(4)
+        .stop_after(opts.stop_after);
     let canonicalize = pm.run(&mut g).context("canonicalization")?;
     lap("canonicalize", &mut t);
     let mut rewrite_report = None;
     if !opts.rewrite_groups.is_empty() {
-        let (ng, r) = rewrite::rewrite(&g, &opts.rewrite_groups, &Limits::default()).context("e-graph rewrites")?;
+        let (ng, r) = rewrite::rewrite(&g, &opts.rewrite_groups, &Limits::default())
+            .context("e-graph rewrites")?;
         g = ng;
         rewrite_report = Some(r);
         lap("rewrite", &mut t);
@@ -106,15 +125,26 @@ pub fn compile(mut g: Graph, opts: &CompileOptions) -> Result<Compiled> {
     if let Some(b) = &opts.bind {
         sweep.push(b.clone());
     }
-    let sopts = ScheduleOptions { bindings: sweep.clone(), ..ScheduleOptions::default() };
+    let sopts = ScheduleOptions {
+        bindings: sweep.clone(),
+        ..ScheduleOptions::default()
+    };
     let (schedule, sreport) = schedule_checked(&g, &sopts, &sweep);
     // Without --bind, keep other good schedules too: the runtime picks per shape.
-    let variants = if opts.bind.is_some() { Vec::new() } else { schedule_variants(&g, &sopts, opts.max_variants.unwrap_or(4)) };
+    let variants = if opts.bind.is_some() {
+        Vec::new()
+    } else {
+        schedule_variants(&g, &sopts, opts.max_variants.unwrap_or(4))
+    };
     lap("schedule", &mut t);
-    let popts = PlanOptions { bind: opts.bind.clone(), ..PlanOptions::default() };
+    let popts = PlanOptions {
+        bind: opts.bind.clone(),
+        ..PlanOptions::default()
+    };
     let mut plan = build_plan(&g, &schedule, &popts).context("building the plan")?;
     for (_, s) in variants.iter().filter(|(_, s)| *s != schedule) {
-        plan.alternatives.push(build_plan(&g, s, &popts).context("building a plan variant")?);
+        plan.alternatives
+            .push(build_plan(&g, s, &popts).context("building a plan variant")?);
     }
     plan.graph_ir = Some(ebb_ir::text::print(&g));
     lap("plan", &mut t);
@@ -126,12 +156,20 @@ pub fn compile(mut g: Graph, opts: &CompileOptions) -> Result<Compiled> {
         ops: g.op_count(),
         stage_ms,
     };
-    Ok(Compiled { graph: g, schedule, plan, report })
+    Ok(Compiled {
+        graph: g,
+        schedule,
+        plan,
+        report,
+    })
 }
 
 /// Reads the planned graph embedded in a plan.
 pub fn plan_graph(plan: &Plan) -> Result<Graph> {
-    let text = plan.graph_ir.as_deref().context("the plan does not embed its graph (made by an older ebb?)")?;
+    let text = plan
+        .graph_ir
+        .as_deref()
+        .context("the plan does not embed its graph (made by an older ebb?)")?;
     let g = ebb_ir::text::parse(text).map_err(|e| anyhow::anyhow!("embedded graph: {e}"))?;
     ebb_ir::verify::verify(&g).map_err(|e| anyhow::anyhow!("embedded graph: {e}"))?;
     Ok(g)
@@ -183,7 +221,10 @@ pub enum Budget {
 pub fn parse_budget(s: &str) -> Result<Budget> {
     match s.trim().strip_suffix('%') {
         Some(p) => {
-            let f: f64 = p.trim().parse().with_context(|| format!("`{s}` is not a percentage"))?;
+            let f: f64 = p
+                .trim()
+                .parse()
+                .with_context(|| format!("`{s}` is not a percentage"))?;
             anyhow::ensure!(f > 0.0, "budget `{s}` must be positive");
             Ok(Budget::Fraction(f / 100.0))
         }
@@ -195,13 +236,19 @@ pub fn parse_budget(s: &str) -> Result<Budget> {
 pub fn plan_report(plan: &Plan, b: &Bindings, budget: Option<Budget>) -> Result<PlanReport> {
     let g = plan_graph(plan)?;
     ebb_runtime::finalize::check_bindings(plan, b)?;
-    let po = memory::liveness(&g, &memory::program_order(&g)).peak(b).map_err(|e| anyhow::anyhow!("{e}"))?.0;
+    let po = memory::liveness(&g, &memory::program_order(&g))
+        .peak(b)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .0;
     let budget = budget.map(|x| match x {
         Budget::Bytes(v) => v,
         Budget::Fraction(f) => (po as f64 * f) as i64,
     });
     let lower = memory::lower_bound(&g, b).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let opts = ebb_runtime::finalize::FinalizeOptions { budget, ..Default::default() };
+    let opts = ebb_runtime::finalize::FinalizeOptions {
+        budget,
+        ..Default::default()
+    };
     let t = Instant::now();
     let c = ebb_runtime::finalize::finalize(plan, b, &opts)?;
     let finalize_us = t.elapsed().as_secs_f64() * 1e6;
@@ -214,8 +261,16 @@ pub fn plan_report(plan: &Plan, b: &Bindings, budget: Option<Budget>) -> Result<
         candidates: plan.candidates.len(),
         budget_bytes: budget,
         peak_bytes_planned: budget.map(|_| c.peak_bytes_planned),
-        recompute_decisions: c.decisions.iter().filter(|d| d.kind == DecisionKind::Recompute).count(),
-        swap_decisions: c.decisions.iter().filter(|d| d.kind == DecisionKind::Swap).count(),
+        recompute_decisions: c
+            .decisions
+            .iter()
+            .filter(|d| d.kind == DecisionKind::Recompute)
+            .count(),
+        swap_decisions: c
+            .decisions
+            .iter()
+            .filter(|d| d.kind == DecisionKind::Swap)
+            .count(),
         recompute_flops: c.recompute_flops,
         step_flops: c.step_flops,
         swap_bytes: c.swap_bytes,
@@ -229,7 +284,10 @@ pub fn parse_bytes(s: &str) -> Result<i64> {
     let s = s.trim();
     let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let v: f64 = num.trim().parse().with_context(|| format!("`{s}` is not a size (e.g. 2GiB, 512MiB, 1.5GB)"))?;
+    let v: f64 = num
+        .trim()
+        .parse()
+        .with_context(|| format!("`{s}` is not a size (e.g. 2GiB, 512MiB, 1.5GB)"))?;
     let mult = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "kib" => 1024.0,

@@ -81,7 +81,11 @@ pub fn import_summary(g: &Graph, stats: &ImportStats, elapsed: Duration) -> Impo
                 params = params.clone() + b.clone();
             }
             all_in = all_in.clone() + b.clone();
-            ValueSummary { name: g.input_name(id).to_string(), ty: t.to_string(), bytes: b.to_string() }
+            ValueSummary {
+                name: g.input_name(id).to_string(),
+                ty: t.to_string(),
+                bytes: b.to_string(),
+            }
         })
         .collect();
     let mut all_out = DimExpr::constant(0);
@@ -104,7 +108,13 @@ pub fn import_summary(g: &Graph, stats: &ImportStats, elapsed: Duration) -> Impo
         ops: g.op_count(),
         ops_with_regions,
         op_counts,
-        symbols: g.scope.symbols().iter().map(|s| s.name().to_string()).filter(|n| !n.starts_with('_')).collect(),
+        symbols: g
+            .scope
+            .symbols()
+            .iter()
+            .map(|s| s.name().to_string())
+            .filter(|n| !n.starts_with('_'))
+            .collect(),
         unresolved_dims: stats.unresolved_dims,
         parameter_bytes: params.to_string(),
         input_bytes: all_in.to_string(),
@@ -120,12 +130,22 @@ impl ImportSummary {
     /// Human-readable multi-line text.
     pub fn to_text(&self) -> String {
         let mut s = String::new();
-        s += &format!("graph @{}: {} ops ({} with regions)\n", self.name, self.ops, self.ops_with_regions);
+        s += &format!(
+            "graph @{}: {} ops ({} with regions)\n",
+            self.name, self.ops, self.ops_with_regions
+        );
         s += &format!("symbols: {}\n", self.symbols.join(", "));
         s += &format!("unresolved dims: {}\n", self.unresolved_dims);
-        s += &format!("parameter bytes: {}\ninput bytes: {}\noutput bytes: {}\n", self.parameter_bytes, self.input_bytes, self.output_bytes);
+        s += &format!(
+            "parameter bytes: {}\ninput bytes: {}\noutput bytes: {}\n",
+            self.parameter_bytes, self.input_bytes, self.output_bytes
+        );
         s += &format!("shape assertions: {}\n", self.assertions);
-        s += &format!("inputs: {}, outputs: {}\n", self.inputs.len(), self.outputs.len());
+        s += &format!(
+            "inputs: {}, outputs: {}\n",
+            self.inputs.len(),
+            self.outputs.len()
+        );
         s += "ops by kind:\n";
         let mut v: Vec<_> = self.op_counts.iter().collect();
         v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));

@@ -72,7 +72,10 @@ impl DType {
 
     /// True for integer types (signed or unsigned), not `i1`.
     pub fn is_int(self) -> bool {
-        matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U32)
+        matches!(
+            self,
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U32
+        )
     }
 }
 

@@ -54,7 +54,13 @@ pub struct Node {
 impl Node {
     /// A node without regions or location.
     pub fn new(kind: OpKind, attrs: Attrs, outputs: Vec<TensorType>) -> Self {
-        Node { kind, attrs, outputs, regions: Vec::new(), loc: None }
+        Node {
+            kind,
+            attrs,
+            outputs,
+            regions: Vec::new(),
+            loc: None,
+        }
     }
 }
 
@@ -151,7 +157,10 @@ pub struct Graph {
 impl Graph {
     /// An empty graph.
     pub fn new(name: &str) -> Self {
-        Graph { name: name.to_string(), ..Default::default() }
+        Graph {
+            name: name.to_string(),
+            ..Default::default()
+        }
     }
 
     /// Adds an `input` node (argument `inputs().len()`) named `name` of type `ty`.
@@ -171,7 +180,14 @@ impl Graph {
     pub fn add_node(&mut self, node: Node, operands: &[ValueRef]) -> NodeId {
         let id = self.g.add_node(node);
         for (i, v) in operands.iter().enumerate() {
-            self.g.add_edge(v.node, id, Operand { output: v.output, operand: i as u32 });
+            self.g.add_edge(
+                v.node,
+                id,
+                Operand {
+                    output: v.output,
+                    operand: i as u32,
+                },
+            );
         }
         self.order.push(id);
         id
@@ -208,7 +224,12 @@ impl Graph {
         let mut ops: Vec<(u32, ValueRef)> = self
             .g
             .edges_directed(id, Direction::Incoming)
-            .map(|e| (e.weight().operand, ValueRef::new(e.source(), e.weight().output)))
+            .map(|e| {
+                (
+                    e.weight().operand,
+                    ValueRef::new(e.source(), e.weight().output),
+                )
+            })
             .collect();
         ops.sort_unstable_by_key(|(i, _)| *i);
         ops.into_iter().map(|(_, v)| v).collect()
@@ -235,7 +256,14 @@ impl Graph {
             .collect();
         for (eid, target, operand) in edges {
             self.g.remove_edge(eid);
-            self.g.add_edge(new.node, target, Operand { output: new.output, operand });
+            self.g.add_edge(
+                new.node,
+                target,
+                Operand {
+                    output: new.output,
+                    operand,
+                },
+            );
         }
         for o in self.outputs.iter_mut() {
             if *o == old {
@@ -254,7 +282,14 @@ impl Graph {
         if let Some(eid) = e {
             self.g.remove_edge(eid);
         }
-        self.g.add_edge(new.node, id, Operand { output: new.output, operand });
+        self.g.add_edge(
+            new.node,
+            id,
+            Operand {
+                output: new.output,
+                operand,
+            },
+        );
     }
 
     /// Removes the given nodes (and their edges) and drops them from the program order.
@@ -296,7 +331,10 @@ impl Graph {
 
     /// Number of ops that are not inputs.
     pub fn op_count(&self) -> usize {
-        self.order.iter().filter(|id| self.g[**id].kind != OpKind::Input).count()
+        self.order
+            .iter()
+            .filter(|id| self.g[**id].kind != OpKind::Input)
+            .count()
     }
 
     /// The underlying petgraph graph, for graph algorithms.

@@ -243,7 +243,11 @@ impl Literal {
             DType::U32 => (v as u32).to_le_bytes().to_vec(),
             DType::I64 => (v as i64).to_le_bytes().to_vec(),
         };
-        Literal { dtype, splat: true, data }
+        Literal {
+            dtype,
+            splat: true,
+            data,
+        }
     }
 
     /// Element `i` of the stored data as f64 (for printing and constant folding).
@@ -253,7 +257,9 @@ impl Literal {
         Some(match self.dtype {
             DType::F32 => f32::from_le_bytes(b.try_into().ok()?) as f64,
             DType::F64 => f64::from_le_bytes(b.try_into().ok()?),
-            DType::BF16 => f32::from_bits((u16::from_le_bytes(b.try_into().ok()?) as u32) << 16) as f64,
+            DType::BF16 => {
+                f32::from_bits((u16::from_le_bytes(b.try_into().ok()?) as u32) << 16) as f64
+            }
             DType::F16 => f16_bits_to_f32(u16::from_le_bytes(b.try_into().ok()?)) as f64,
             DType::I1 | DType::U8 => b[0] as f64,
             DType::I8 => b[0] as i8 as f64,
@@ -302,12 +308,20 @@ pub fn f32_to_f16_bits(v: f32) -> u16 {
         let half = m >> shift;
         let rem = m & ((1 << shift) - 1);
         let mid = 1 << (shift - 1);
-        let r = if rem > mid || (rem == mid && half & 1 == 1) { half + 1 } else { half };
+        let r = if rem > mid || (rem == mid && half & 1 == 1) {
+            half + 1
+        } else {
+            half
+        };
         return sign | r as u16;
     }
     let half = ((e as u32) << 10) | (man >> 13);
     let rem = man & 0x1fff;
-    let r = if rem > 0x1000 || (rem == 0x1000 && half & 1 == 1) { half + 1 } else { half };
+    let r = if rem > 0x1000 || (rem == 0x1000 && half & 1 == 1) {
+        half + 1
+    } else {
+        half
+    };
     sign | r as u16
 }
 
@@ -391,7 +405,11 @@ pub trait AttrsExt {
 }
 
 fn attr_err(op: OpKind, name: &str, problem: &str) -> AttrError {
-    AttrError { op: op.name().into(), name: name.into(), problem: problem.into() }
+    AttrError {
+        op: op.name().into(),
+        name: name.into(),
+        problem: problem.into(),
+    }
 }
 
 impl AttrsExt for Attrs {

@@ -36,25 +36,44 @@ pub enum ShapeError {
 }
 
 fn invalid(op: OpKind, msg: impl Into<String>) -> ShapeError {
-    ShapeError::Invalid { op: op.name().into(), msg: msg.into() }
+    ShapeError::Invalid {
+        op: op.name().into(),
+        msg: msg.into(),
+    }
 }
 
 fn dimerr(op: OpKind) -> impl Fn(DimError) -> ShapeError {
-    move |source| ShapeError::Dim { op: op.name().into(), source }
+    move |source| ShapeError::Dim {
+        op: op.name().into(),
+        source,
+    }
 }
 
 fn axis(op: OpKind, d: i64, rank: usize) -> Result<usize, ShapeError> {
     if d < 0 || d as usize >= rank {
-        return Err(invalid(op, format!("dimension {d} out of range for rank {rank}")));
+        return Err(invalid(
+            op,
+            format!("dimension {d} out of range for rank {rank}"),
+        ));
     }
     Ok(d as usize)
 }
 
-fn nth<'a>(op: OpKind, operands: &[&'a TensorType], i: usize) -> Result<&'a TensorType, ShapeError> {
-    operands
-        .get(i)
-        .copied()
-        .ok_or_else(|| invalid(op, format!("expected at least {} operands, got {}", i + 1, operands.len())))
+fn nth<'a>(
+    op: OpKind,
+    operands: &[&'a TensorType],
+    i: usize,
+) -> Result<&'a TensorType, ShapeError> {
+    operands.get(i).copied().ok_or_else(|| {
+        invalid(
+            op,
+            format!(
+                "expected at least {} operands, got {}",
+                i + 1,
+                operands.len()
+            ),
+        )
+    })
 }
 
 fn fmt_shape(s: &Shape) -> String {
@@ -94,9 +113,19 @@ pub fn infer(
             let a = nth(op, operands, 0)?;
             let b = nth(op, operands, 1)?;
             if a.shape != b.shape {
-                return Err(invalid(op, format!("operand shapes differ: {} vs {}", fmt_shape(&a.shape), fmt_shape(&b.shape))));
+                return Err(invalid(
+                    op,
+                    format!(
+                        "operand shapes differ: {} vs {}",
+                        fmt_shape(&a.shape),
+                        fmt_shape(&b.shape)
+                    ),
+                ));
             }
-            one(t(a.shape.clone(), if k == Compare { DType::I1 } else { a.dtype }))
+            one(t(
+                a.shape.clone(),
+                if k == Compare { DType::I1 } else { a.dtype },
+            ))
         }
         Select => {
             let p = nth(op, operands, 0)?;
@@ -113,13 +142,22 @@ pub fn infer(
             let dims = attrs.ints(op, "broadcast_dimensions")?;
             let shape = attrs.dims(op, "shape")?.to_vec();
             if dims.len() != x.rank() {
-                return Err(invalid(op, "broadcast_dimensions length differs from operand rank"));
+                return Err(invalid(
+                    op,
+                    "broadcast_dimensions length differs from operand rank",
+                ));
             }
             for (i, &d) in dims.iter().enumerate() {
                 let d = axis(op, d, shape.len())?;
                 let od = &x.shape[i];
                 if od.as_const() != Some(1) && *od != shape[d] {
-                    return Err(invalid(op, format!("operand dim {i} ({od}) is neither 1 nor result dim {d} ({})", shape[d])));
+                    return Err(invalid(
+                        op,
+                        format!(
+                            "operand dim {i} ({od}) is neither 1 nor result dim {d} ({})",
+                            shape[d]
+                        ),
+                    ));
                 }
             }
             one(t(shape, x.dtype))
@@ -129,7 +167,14 @@ pub fn infer(
             let shape = attrs.dims(op, "shape")?.to_vec();
             let r = t(shape, x.dtype);
             if r.num_elements() != x.num_elements() {
-                return Err(invalid(op, format!("element count changes: {} -> {}", fmt_shape(&x.shape), fmt_shape(&r.shape))));
+                return Err(invalid(
+                    op,
+                    format!(
+                        "element count changes: {} -> {}",
+                        fmt_shape(&x.shape),
+                        fmt_shape(&r.shape)
+                    ),
+                ));
             }
             one(r)
         }
@@ -139,7 +184,10 @@ pub fn infer(
             if perm.len() != x.rank() {
                 return Err(invalid(op, "permutation length differs from rank"));
             }
-            let s = perm.iter().map(|&p| axis(op, p, x.rank()).map(|p| x.shape[p].clone())).collect::<Result<_, _>>()?;
+            let s = perm
+                .iter()
+                .map(|&p| axis(op, p, x.rank()).map(|p| x.shape[p].clone()))
+                .collect::<Result<_, _>>()?;
             one(t(s, x.dtype))
         }
         Concatenate => {
@@ -164,8 +212,12 @@ pub fn infer(
             }
             let mut s = Vec::new();
             for i in 0..x.rank() {
-                let k = sr[i].as_const().ok_or_else(|| invalid(op, "symbolic stride"))?;
-                let n = (li[i].clone() - st[i].clone() + DimExpr::constant(k - 1)).floor_div(k).map_err(dimerr(op))?;
+                let k = sr[i]
+                    .as_const()
+                    .ok_or_else(|| invalid(op, "symbolic stride"))?;
+                let n = (li[i].clone() - st[i].clone() + DimExpr::constant(k - 1))
+                    .floor_div(k)
+                    .map_err(dimerr(op))?;
                 s.push(n);
             }
             one(t(s, x.dtype))
@@ -174,7 +226,10 @@ pub fn infer(
             let x = nth(op, operands, 0)?;
             let sizes = attrs.dims(op, "slice_sizes")?.to_vec();
             if sizes.len() != x.rank() || operands.len() != 1 + x.rank() {
-                return Err(invalid(op, "slice_sizes/start index count differs from rank"));
+                return Err(invalid(
+                    op,
+                    "slice_sizes/start index count differs from rank",
+                ));
             }
             one(t(sizes, x.dtype))
         }
@@ -191,33 +246,64 @@ pub fn infer(
                 .map(|i| {
                     let d = x.shape[i].clone();
                     // interior padding adds (d-1)*interior for d >= 1
-                    d.clone() + DimExpr::constant(lo[i] + hi[i]) + (d - DimExpr::constant(1)) * DimExpr::constant(it[i])
+                    d.clone()
+                        + DimExpr::constant(lo[i] + hi[i])
+                        + (d - DimExpr::constant(1)) * DimExpr::constant(it[i])
                 })
                 .collect();
             one(t(s, x.dtype))
         }
-        Iota => one(t(attrs.dims(op, "shape")?.to_vec(), attrs.dtype(op, "dtype")?)),
+        Iota => one(t(
+            attrs.dims(op, "shape")?.to_vec(),
+            attrs.dtype(op, "dtype")?,
+        )),
         Reduce => {
             let n = operands.len() / 2;
             if n == 0 || operands.len() % 2 != 0 {
-                return Err(invalid(op, "expects inputs followed by as many init values"));
+                return Err(invalid(
+                    op,
+                    "expects inputs followed by as many init values",
+                ));
             }
             let dims = attrs.ints(op, "dimensions")?;
             let x = operands[0];
             for &d in dims {
                 axis(op, d, x.rank())?;
             }
-            let s: Shape = (0..x.rank()).filter(|i| !dims.contains(&(*i as i64))).map(|i| x.shape[i].clone()).collect();
-            Ok(Some((0..n).map(|i| t(s.clone(), operands[n + i].dtype)).collect()))
+            let s: Shape = (0..x.rank())
+                .filter(|i| !dims.contains(&(*i as i64)))
+                .map(|i| x.shape[i].clone())
+                .collect();
+            Ok(Some(
+                (0..n)
+                    .map(|i| t(s.clone(), operands[n + i].dtype))
+                    .collect(),
+            ))
         }
         ReduceWindow => {
             let n = operands.len() / 2;
             if n == 0 || operands.len() % 2 != 0 {
-                return Err(invalid(op, "expects inputs followed by as many init values"));
+                return Err(invalid(
+                    op,
+                    "expects inputs followed by as many init values",
+                ));
             }
             let x = operands[0];
-            let s = window_shape(op, attrs, &x.shape, "window_dimensions", "window_strides", "base_dilations", "window_dilations", None)?;
-            Ok(Some((0..n).map(|i| t(s.clone(), operands[n + i].dtype)).collect()))
+            let s = window_shape(
+                op,
+                attrs,
+                &x.shape,
+                "window_dimensions",
+                "window_strides",
+                "base_dilations",
+                "window_dilations",
+                None,
+            )?;
+            Ok(Some(
+                (0..n)
+                    .map(|i| t(s.clone(), operands[n + i].dtype))
+                    .collect(),
+            ))
         }
         DotGeneral => {
             let a = nth(op, operands, 0)?;
@@ -232,12 +318,21 @@ pub fn infer(
             for (&l, &r) in lb.iter().zip(rb).chain(lc.iter().zip(rc)) {
                 let (l, r) = (axis(op, l, a.rank())?, axis(op, r, b.rank())?);
                 if a.shape[l] != b.shape[r] {
-                    return Err(invalid(op, format!("lhs dim {l} ({}) != rhs dim {r} ({})", a.shape[l], b.shape[r])));
+                    return Err(invalid(
+                        op,
+                        format!(
+                            "lhs dim {l} ({}) != rhs dim {r} ({})",
+                            a.shape[l], b.shape[r]
+                        ),
+                    ));
                 }
             }
             let mut s: Shape = lb.iter().map(|&d| a.shape[d as usize].clone()).collect();
             let free = |x: &TensorType, bd: &[i64], cd: &[i64]| -> Vec<DimExpr> {
-                (0..x.rank()).filter(|i| !bd.contains(&(*i as i64)) && !cd.contains(&(*i as i64))).map(|i| x.shape[i].clone()).collect()
+                (0..x.rank())
+                    .filter(|i| !bd.contains(&(*i as i64)) && !cd.contains(&(*i as i64)))
+                    .map(|i| x.shape[i].clone())
+                    .collect()
             };
             s.extend(free(a, lb, lc));
             s.extend(free(b, rb, rc));
@@ -257,7 +352,10 @@ pub fn infer(
             if kind == While && regions.len() == 2 {
                 let body = &regions[1];
                 if body.outputs().len() != operands.len() {
-                    return Err(invalid(op, "body returns a different number of values than the loop carries"));
+                    return Err(invalid(
+                        op,
+                        "body returns a different number of values than the loop carries",
+                    ));
                 }
             }
             Ok(Some(operands.iter().map(|x| (*x).clone()).collect()))
@@ -280,21 +378,39 @@ fn window_shape(
     only: Option<&[usize]>,
 ) -> Result<Shape, ShapeError> {
     let rank = input.len();
-    let idx: Vec<usize> = only.map(|o| o.to_vec()).unwrap_or_else(|| (0..rank).collect());
+    let idx: Vec<usize> = only
+        .map(|o| o.to_vec())
+        .unwrap_or_else(|| (0..rank).collect());
     let w = attrs.ints(op, win)?;
     let get = |name: &str, default: i64| -> Result<Vec<i64>, ShapeError> {
         let v = attrs.ints_or_empty(op, name)?;
-        Ok(if v.is_empty() { vec![default; idx.len()] } else { v.to_vec() })
+        Ok(if v.is_empty() {
+            vec![default; idx.len()]
+        } else {
+            v.to_vec()
+        })
     };
     let st = get(strides, 1)?;
     let bd = get(base_dil, 1)?;
     let wd = get(win_dil, 1)?;
     let pad = {
         let v = attrs.ints_or_empty(op, "padding")?;
-        if v.is_empty() { vec![0; 2 * idx.len()] } else { v.to_vec() }
+        if v.is_empty() {
+            vec![0; 2 * idx.len()]
+        } else {
+            v.to_vec()
+        }
     };
-    if w.len() != idx.len() || st.len() != idx.len() || bd.len() != idx.len() || wd.len() != idx.len() || pad.len() != 2 * idx.len() {
-        return Err(invalid(op, "window attribute lengths differ from the number of window dimensions"));
+    if w.len() != idx.len()
+        || st.len() != idx.len()
+        || bd.len() != idx.len()
+        || wd.len() != idx.len()
+        || pad.len() != 2 * idx.len()
+    {
+        return Err(invalid(
+            op,
+            "window attribute lengths differ from the number of window dimensions",
+        ));
     }
     let mut out = input.clone();
     for (j, &i) in idx.iter().enumerate() {
@@ -305,7 +421,10 @@ fn window_shape(
         if st[j] <= 0 {
             return Err(invalid(op, "non-positive window stride"));
         }
-        out[i] = (padded - DimExpr::constant(dw)).floor_div(st[j]).map_err(dimerr(op))? + DimExpr::constant(1);
+        out[i] = (padded - DimExpr::constant(dw))
+            .floor_div(st[j])
+            .map_err(dimerr(op))?
+            + DimExpr::constant(1);
     }
     Ok(out)
 }
@@ -320,8 +439,12 @@ pub fn parse_conv_dims(s: &str) -> Option<[(usize, usize, Vec<usize>); 3]> {
     let part = |p: &str, a: char, b: char| -> Option<(usize, usize, Vec<usize>)> {
         let p = p.strip_prefix('[')?.strip_suffix(']')?;
         let items: Vec<&str> = p.split(',').collect();
-        let ia = items.iter().position(|x| x.len() == 1 && x.starts_with(a))?;
-        let ib = items.iter().position(|x| x.len() == 1 && x.starts_with(b))?;
+        let ia = items
+            .iter()
+            .position(|x| x.len() == 1 && x.starts_with(a))?;
+        let ib = items
+            .iter()
+            .position(|x| x.len() == 1 && x.starts_with(b))?;
         let mut sp: Vec<(usize, usize)> = Vec::new();
         for (pos, x) in items.iter().enumerate() {
             if let Ok(n) = x.parse::<usize>() {
@@ -331,16 +454,28 @@ pub fn parse_conv_dims(s: &str) -> Option<[(usize, usize, Vec<usize>); 3]> {
         sp.sort();
         Some((ia, ib, sp.into_iter().map(|(_, p)| p).collect()))
     };
-    Some([part(lhs, 'b', 'f')?, part(rhs, 'o', 'i')?, part(&out, 'b', 'f')?])
+    Some([
+        part(lhs, 'b', 'f')?,
+        part(rhs, 'o', 'i')?,
+        part(&out, 'b', 'f')?,
+    ])
 }
 
-fn convolution(op: OpKind, attrs: &Attrs, operands: &[&TensorType]) -> Result<Option<Vec<TensorType>>, ShapeError> {
+fn convolution(
+    op: OpKind,
+    attrs: &Attrs,
+    operands: &[&TensorType],
+) -> Result<Option<Vec<TensorType>>, ShapeError> {
     let x = nth(op, operands, 0)?;
     let k = nth(op, operands, 1)?;
     let dn = attrs.str(op, "dimension_numbers")?;
-    let [(ib, _if, isp), (ko, _ki, ksp), (ob, of, osp)] =
-        parse_conv_dims(dn).ok_or_else(|| invalid(op, format!("cannot parse dimension_numbers `{dn}`")))?;
-    if isp.len() != ksp.len() || isp.len() != osp.len() || x.rank() != isp.len() + 2 || k.rank() != ksp.len() + 2 {
+    let [(ib, _if, isp), (ko, _ki, ksp), (ob, of, osp)] = parse_conv_dims(dn)
+        .ok_or_else(|| invalid(op, format!("cannot parse dimension_numbers `{dn}`")))?;
+    if isp.len() != ksp.len()
+        || isp.len() != osp.len()
+        || x.rank() != isp.len() + 2
+        || k.rank() != ksp.len() + 2
+    {
         return Err(invalid(op, "dimension_numbers do not match operand ranks"));
     }
     // Window over the input's spatial dims: window sizes are the kernel's spatial sizes.
@@ -348,7 +483,16 @@ fn convolution(op: OpKind, attrs: &Attrs, operands: &[&TensorType]) -> Result<Op
     let wins: Option<Vec<i64>> = ksp.iter().map(|&i| k.shape[i].as_const()).collect();
     let wins = wins.ok_or_else(|| invalid(op, "symbolic kernel spatial size"))?;
     wattrs.insert("__window".into(), crate::op::Attr::Ints(wins));
-    let spatial = window_shape(op, &wattrs, &x.shape, "__window", "window_strides", "lhs_dilation", "rhs_dilation", Some(&isp))?;
+    let spatial = window_shape(
+        op,
+        &wattrs,
+        &x.shape,
+        "__window",
+        "window_strides",
+        "lhs_dilation",
+        "rhs_dilation",
+        Some(&isp),
+    )?;
     let bgc = attrs.int(op, "batch_group_count").unwrap_or(1).max(1);
     let mut s = vec![DimExpr::constant(0); x.rank()];
     s[ob] = x.shape[ib].clone().floor_div(bgc).map_err(dimerr(op))?;
@@ -360,7 +504,11 @@ fn convolution(op: OpKind, attrs: &Attrs, operands: &[&TensorType]) -> Result<Op
     Ok(Some(vec![TensorType::new(d, s)]))
 }
 
-fn gather(op: OpKind, attrs: &Attrs, operands: &[&TensorType]) -> Result<Option<Vec<TensorType>>, ShapeError> {
+fn gather(
+    op: OpKind,
+    attrs: &Attrs,
+    operands: &[&TensorType],
+) -> Result<Option<Vec<TensorType>>, ShapeError> {
     let x = nth(op, operands, 0)?;
     let idx = nth(op, operands, 1)?;
     let offset_dims = attrs.ints_or_empty(op, "offset_dims")?;
@@ -372,13 +520,19 @@ fn gather(op: OpKind, attrs: &Attrs, operands: &[&TensorType]) -> Result<Option<
         return Err(invalid(op, "slice_sizes length differs from operand rank"));
     }
     // batch dims: indices dims except index_vector_dim (StableHLO spec, gather C22-C24)
-    let batch: Vec<DimExpr> = (0..idx.rank()).filter(|&i| i as i64 != ivd).map(|i| idx.shape[i].clone()).collect();
+    let batch: Vec<DimExpr> = (0..idx.rank())
+        .filter(|&i| i as i64 != ivd)
+        .map(|i| idx.shape[i].clone())
+        .collect();
     let offs: Vec<DimExpr> = (0..x.rank())
         .filter(|i| !collapsed.contains(&(*i as i64)) && !obatch.contains(&(*i as i64)))
         .map(|i| sizes[i].clone())
         .collect();
     if offs.len() != offset_dims.len() {
-        return Err(invalid(op, "offset_dims count differs from the non-collapsed slice dims"));
+        return Err(invalid(
+            op,
+            "offset_dims count differs from the non-collapsed slice dims",
+        ));
     }
     let rank = batch.len() + offs.len();
     let mut s = Vec::with_capacity(rank);
@@ -388,7 +542,12 @@ fn gather(op: OpKind, attrs: &Attrs, operands: &[&TensorType]) -> Result<Option<
             s.push(offs[oi].clone());
             oi += 1;
         } else {
-            s.push(batch.get(bi).cloned().ok_or_else(|| invalid(op, "offset_dims out of range"))?);
+            s.push(
+                batch
+                    .get(bi)
+                    .cloned()
+                    .ok_or_else(|| invalid(op, "offset_dims out of range"))?,
+            );
             bi += 1;
         }
     }

@@ -25,12 +25,18 @@ impl TensorType {
 
     /// A rank-0 tensor.
     pub fn scalar(dtype: DType) -> Self {
-        TensorType { dtype, shape: Vec::new() }
+        TensorType {
+            dtype,
+            shape: Vec::new(),
+        }
     }
 
     /// A tensor with constant dimensions.
     pub fn fixed(dtype: DType, dims: &[i64]) -> Self {
-        TensorType { dtype, shape: dims.iter().map(|&d| DimExpr::constant(d)).collect() }
+        TensorType {
+            dtype,
+            shape: dims.iter().map(|&d| DimExpr::constant(d)).collect(),
+        }
     }
 
     /// Number of dimensions.
@@ -40,7 +46,10 @@ impl TensorType {
 
     /// Number of elements: the product of the dimensions (1 for a scalar).
     pub fn num_elements(&self) -> DimExpr {
-        self.shape.iter().cloned().fold(DimExpr::constant(1), |acc, d| acc * d)
+        self.shape
+            .iter()
+            .cloned()
+            .fold(DimExpr::constant(1), |acc, d| acc * d)
     }
 
     /// Storage size in bytes: `num_elements * dtype.size_bytes()`.

@@ -57,7 +57,12 @@ pub fn verify(g: &Graph) -> Result<(), VerifyError> {
     let mut pos: HashMap<NodeId, usize> = HashMap::with_capacity(g.order().len());
     for (i, &id) in g.order().iter().enumerate() {
         if !g.contains(id) || pos.insert(id, i).is_some() {
-            return Err(structure(g, i, id, "removed or repeated node in program order"));
+            return Err(structure(
+                g,
+                i,
+                id,
+                "removed or repeated node in program order",
+            ));
         }
     }
     if pos.len() != g.node_count() {
@@ -66,7 +71,11 @@ pub fn verify(g: &Graph) -> Result<(), VerifyError> {
             position: 0,
             op: String::new(),
             loc: String::new(),
-            msg: format!("{} nodes but {} in program order", g.node_count(), pos.len()),
+            msg: format!(
+                "{} nodes but {} in program order",
+                g.node_count(),
+                pos.len()
+            ),
         });
     }
     for (i, &id) in g.order().iter().enumerate() {
@@ -75,55 +84,110 @@ pub fn verify(g: &Graph) -> Result<(), VerifyError> {
         for (k, v) in operands.iter().enumerate() {
             match pos.get(&v.node) {
                 Some(&p) if p < i => {}
-                _ => return Err(structure(g, i, id, &format!("operand {k} is not defined before use"))),
+                _ => {
+                    return Err(structure(
+                        g,
+                        i,
+                        id,
+                        &format!("operand {k} is not defined before use"),
+                    ))
+                }
             }
             if v.output as usize >= g.node(v.node).outputs.len() {
-                return Err(structure(g, i, id, &format!("operand {k} refers to a missing result")));
+                return Err(structure(
+                    g,
+                    i,
+                    id,
+                    &format!("operand {k} refers to a missing result"),
+                ));
             }
         }
-        let edges = g.petgraph().edges_directed(id, petgraph::Direction::Incoming).count();
+        let edges = g
+            .petgraph()
+            .edges_directed(id, petgraph::Direction::Incoming)
+            .count();
         if edges != operands.len() || operands.iter().enumerate().any(|(k, _)| k >= edges) {
             return Err(structure(g, i, id, "operand indices are not dense"));
         }
         if n.kind != OpKind::Input && n.regions.len() != n.kind.num_regions() {
-            return Err(structure(g, i, id, &format!("expects {} regions, has {}", n.kind.num_regions(), n.regions.len())));
+            return Err(structure(
+                g,
+                i,
+                id,
+                &format!(
+                    "expects {} regions, has {}",
+                    n.kind.num_regions(),
+                    n.regions.len()
+                ),
+            ));
         }
         for r in &n.regions {
             verify(r)?;
         }
         let types: Vec<_> = operands.iter().map(|v| g.value_type(*v)).collect();
-        let inferred = infer(n.kind, &n.attrs, &types, &n.regions).map_err(|source| VerifyError::Shape {
-            graph: g.name.clone(),
-            position: i,
-            loc: loc(g, id),
-            source,
-        })?;
+        let inferred =
+            infer(n.kind, &n.attrs, &types, &n.regions).map_err(|source| VerifyError::Shape {
+                graph: g.name.clone(),
+                position: i,
+                loc: loc(g, id),
+                source,
+            })?;
         if let Some(inferred) = inferred {
             if inferred != n.outputs {
-                let show = |v: &[crate::types::TensorType]| v.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+                let show = |v: &[crate::types::TensorType]| {
+                    v.iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
                 return Err(structure(
                     g,
                     i,
                     id,
-                    &format!("declared result types ({}) differ from inferred ({})", show(&n.outputs), show(&inferred)),
+                    &format!(
+                        "declared result types ({}) differ from inferred ({})",
+                        show(&n.outputs),
+                        show(&inferred)
+                    ),
                 ));
             }
         }
     }
     for (index, v) in g.outputs().iter().enumerate() {
         if !g.contains(v.node) || v.output as usize >= g.node(v.node).outputs.len() {
-            return Err(VerifyError::Output { graph: g.name.clone(), index });
+            return Err(VerifyError::Output {
+                graph: g.name.clone(),
+                index,
+            });
         }
     }
     Ok(())
 }
 
 fn loc(g: &Graph, id: NodeId) -> String {
-    g.node(id).loc.as_ref().map(|l| format!(" at {l}")).unwrap_or_default()
+    g.node(id)
+        .loc
+        .as_ref()
+        .map(|l| format!(" at {l}"))
+        .unwrap_or_default()
 }
 
 fn structure(g: &Graph, position: usize, id: NodeId, msg: &str) -> VerifyError {
-    let op = if g.contains(id) { g.node(id).kind.name().to_string() } else { "?".into() };
-    let loc = if g.contains(id) { loc(g, id) } else { String::new() };
-    VerifyError::Structure { graph: g.name.clone(), position, op, loc, msg: msg.to_string() }
+    let op = if g.contains(id) {
+        g.node(id).kind.name().to_string()
+    } else {
+        "?".into()
+    };
+    let loc = if g.contains(id) {
+        loc(g, id)
+    } else {
+        String::new()
+    };
+    VerifyError::Structure {
+        graph: g.name.clone(),
+        position,
+        op,
+        loc,
+        msg: msg.to_string(),
+    }
 }

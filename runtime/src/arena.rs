@@ -47,10 +47,16 @@ fn align(x: i64) -> i64 {
 }
 
 /// Device residency intervals of every value under `decisions`.
-pub fn residency_intervals(plan: &Plan, value_bytes: &[i64], decisions: &[Decision]) -> Vec<Allocation> {
+pub fn residency_intervals(
+    plan: &Plan,
+    value_bytes: &[i64],
+    decisions: &[Decision],
+) -> Vec<Allocation> {
     let mut gaps: Vec<Vec<(usize, usize)>> = vec![Vec::new(); plan.values.len()];
     for d in decisions {
-        let Some(c) = plan.candidates.get(d.candidate) else { continue };
+        let Some(c) = plan.candidates.get(d.candidate) else {
+            continue;
+        };
         let back = match d.kind {
             DecisionKind::Recompute => c.regenerate_before,
             DecisionKind::Swap => c.prefetch_at,
@@ -70,21 +76,43 @@ pub fn residency_intervals(plan: &Plan, value_bytes: &[i64], decisions: &[Decisi
         let mut start = v.def;
         for &(l, back) in g.iter() {
             if l > start {
-                out.push(Allocation { value: i, start, end: l - 1, offset: 0, bytes });
+                out.push(Allocation {
+                    value: i,
+                    start,
+                    end: l - 1,
+                    offset: 0,
+                    bytes,
+                });
             }
             start = back;
         }
         if start <= v.last_use {
-            out.push(Allocation { value: i, start, end: v.last_use, offset: 0, bytes });
+            out.push(Allocation {
+                value: i,
+                start,
+                end: v.last_use,
+                offset: 0,
+                bytes,
+            });
         }
     }
     out
 }
 
 /// Assigns offsets to all residency intervals (see the module docs).
-pub fn assign_offsets(plan: &Plan, value_bytes: &[i64], decisions: &[Decision], peak: i64) -> Arena {
+pub fn assign_offsets(
+    plan: &Plan,
+    value_bytes: &[i64],
+    decisions: &[Decision],
+    peak: i64,
+) -> Arena {
     let mut allocs = residency_intervals(plan, value_bytes, decisions);
-    allocs.sort_by(|a, b| a.start.cmp(&b.start).then(b.bytes.cmp(&a.bytes)).then(a.value.cmp(&b.value)));
+    allocs.sort_by(|a, b| {
+        a.start
+            .cmp(&b.start)
+            .then(b.bytes.cmp(&a.bytes))
+            .then(a.value.cmp(&b.value))
+    });
     // Ends, to free intervals in point order.
     let mut by_end: Vec<usize> = (0..allocs.len()).collect();
     by_end.sort_by_key(|&i| allocs[i].end);
@@ -126,8 +154,16 @@ pub fn assign_offsets(plan: &Plan, value_bytes: &[i64], decisions: &[Decision], 
         };
         allocs[i].offset = offset;
     }
-    let fragmentation = if peak > 0 { top as f64 / peak as f64 } else { 1.0 };
-    Arena { arena_bytes: top, fragmentation, allocations: allocs }
+    let fragmentation = if peak > 0 {
+        top as f64 / peak as f64
+    } else {
+        1.0
+    };
+    Arena {
+        arena_bytes: top,
+        fragmentation,
+        allocations: allocs,
+    }
 }
 
 fn release(free: &mut BTreeMap<i64, i64>, mut offset: i64, mut size: i64) {
@@ -150,14 +186,20 @@ pub fn check_layout(arena: &Arena) -> Result<(), String> {
     v.sort_by_key(|a| a.offset);
     for (i, a) in v.iter().enumerate() {
         if a.offset % ALIGN != 0 || a.offset + a.bytes > arena.arena_bytes {
-            return Err(format!("value {} at {} does not fit the arena", a.value, a.offset));
+            return Err(format!(
+                "value {} at {} does not fit the arena",
+                a.value, a.offset
+            ));
         }
         for b in &v[i + 1..] {
             if b.offset >= a.offset + a.bytes {
                 break;
             }
             if a.start <= b.end && b.start <= a.end {
-                return Err(format!("values {} and {} overlap in memory and in time", a.value, b.value));
+                return Err(format!(
+                    "values {} and {} overlap in memory and in time",
+                    a.value, b.value
+                ));
             }
         }
     }

@@ -25,12 +25,21 @@ impl PlanCache {
     /// A cache holding at most `capacity` finalized plans (at least 1).
     pub fn new(plan: Arc<Plan>, capacity: usize) -> Self {
         let cap = NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN);
-        PlanCache { plan, cache: LruCache::new(cap), hits: 0, misses: 0 }
+        PlanCache {
+            plan,
+            cache: LruCache::new(cap),
+            hits: 0,
+            misses: 0,
+        }
     }
 
     /// The plan at `b` under `opts` (cached by bindings and budget; the other options are
     /// assumed fixed for the cache's lifetime).
-    pub fn get(&mut self, b: &Bindings, opts: &FinalizeOptions) -> Result<Arc<ConcretePlan>, FinalizeError> {
+    pub fn get(
+        &mut self,
+        b: &Bindings,
+        opts: &FinalizeOptions,
+    ) -> Result<Arc<ConcretePlan>, FinalizeError> {
         let key: Key = (b.values().copied().collect(), opts.budget);
         if let Some(p) = self.cache.get(&key) {
             self.hits += 1;

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 /// Directory of the committed JAX fixtures (`tests/fixtures/jax`).
 pub fn jax_fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join("jax")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join("jax")
 }
 
 /// Path of fixture `name` (`mlp_sgd` -> `tests/fixtures/jax/mlp_sgd.mlir`).
@@ -18,7 +20,12 @@ pub fn jax_fixture_names() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(jax_fixtures_dir())
         .map(|rd| {
             rd.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".mlir")).map(str::to_string))
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_suffix(".mlir"))
+                        .map(str::to_string)
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -29,6 +36,7 @@ pub fn jax_fixture_names() -> Vec<String> {
 /// The metadata JSON written next to fixture `name` by `examples/export/export_all.py`.
 pub fn jax_metadata(name: &str) -> serde_json::Value {
     let p = jax_fixtures_dir().join(format!("{name}.json"));
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()));
+    let text =
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON in {}: {e}", p.display()))
 }

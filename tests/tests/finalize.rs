@@ -26,24 +26,56 @@ fn compiled(name: &str) -> Compiled {
 fn half_of_program_order_peak_is_met_and_the_checker_proves_it() {
     let c = compiled("gpt2_tiny_adamw");
     let b = bind(&[("B", 8), ("S", 256)]);
-    let po = ebb_passes::memory::liveness(&c.graph, &ebb_passes::memory::program_order(&c.graph)).peak(&b).unwrap().0;
-    for kinds in [vec![DecisionKind::Recompute], vec![DecisionKind::Swap], vec![DecisionKind::Recompute, DecisionKind::Swap]] {
-        let opts = FinalizeOptions { budget: Some(po / 2), kinds: kinds.clone(), ..Default::default() };
+    let po = ebb_passes::memory::liveness(&c.graph, &ebb_passes::memory::program_order(&c.graph))
+        .peak(&b)
+        .unwrap()
+        .0;
+    for kinds in [
+        vec![DecisionKind::Recompute],
+        vec![DecisionKind::Swap],
+        vec![DecisionKind::Recompute, DecisionKind::Swap],
+    ] {
+        let opts = FinalizeOptions {
+            budget: Some(po / 2),
+            kinds: kinds.clone(),
+            ..Default::default()
+        };
         let cp = match finalize(&c.plan, &b, &opts) {
             Ok(cp) => cp,
-            Err(FinalizeError::Infeasible { smallest, .. }) if kinds == vec![DecisionKind::Recompute] => {
+            Err(FinalizeError::Infeasible { smallest, .. })
+                if kinds == vec![DecisionKind::Recompute] =>
+            {
                 // Recompute alone may not reach 50%; the error must say what is reachable.
                 assert!(smallest > po / 2);
                 continue;
             }
             Err(e) => panic!("{kinds:?}: {e}"),
         };
-        assert!(cp.peak_bytes_planned <= po / 2, "{kinds:?}: {} > {}", cp.peak_bytes_planned, po / 2);
+        assert!(
+            cp.peak_bytes_planned <= po / 2,
+            "{kinds:?}: {} > {}",
+            cp.peak_bytes_planned,
+            po / 2
+        );
         assert!(!cp.decisions.is_empty());
-        let report = check(&c.graph, c.plan.variant(cp.variant).unwrap(), &cp.decisions, &b).unwrap_or_else(|e| panic!("{kinds:?}: checker: {e}"));
-        assert!(report.peak <= cp.peak_bytes_planned, "checker peak {} > planned {}", report.peak, cp.peak_bytes_planned);
+        let report = check(
+            &c.graph,
+            c.plan.variant(cp.variant).unwrap(),
+            &cp.decisions,
+            &b,
+        )
+        .unwrap_or_else(|e| panic!("{kinds:?}: checker: {e}"));
+        assert!(
+            report.peak <= cp.peak_bytes_planned,
+            "checker peak {} > planned {}",
+            report.peak,
+            cp.peak_bytes_planned
+        );
         for (p, (&got, &planned)) in report.resident.iter().zip(&cp.resident).enumerate() {
-            assert!(got <= planned, "point {p}: checker {got} > planned {planned}");
+            assert!(
+                got <= planned,
+                "point {p}: checker {got} > planned {planned}"
+            );
         }
         check_layout(&cp.arena).unwrap();
         assert!(cp.arena.arena_bytes >= cp.peak_bytes_planned);
@@ -65,28 +97,67 @@ fn without_decisions_finalize_matches_the_checker_exactly() {
 fn infeasible_budget_states_the_smallest_feasible_one() {
     let c = compiled("mlp_sgd");
     let b = bind(&[("B", 8)]);
-    let err = finalize(&c.plan, &b, &FinalizeOptions { budget: Some(1000), ..Default::default() }).unwrap_err();
+    let err = finalize(
+        &c.plan,
+        &b,
+        &FinalizeOptions {
+            budget: Some(1000),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
     match &err {
-        FinalizeError::Infeasible { budget, smallest, .. } => {
+        FinalizeError::Infeasible {
+            budget, smallest, ..
+        } => {
             assert_eq!(*budget, 1000);
             // The smallest feasible budget is itself feasible.
-            let ok = finalize(&c.plan, &b, &FinalizeOptions { budget: Some(*smallest), ..Default::default() });
+            let ok = finalize(
+                &c.plan,
+                &b,
+                &FinalizeOptions {
+                    budget: Some(*smallest),
+                    ..Default::default()
+                },
+            );
             assert!(ok.is_ok(), "{:?}", ok.err());
         }
         other => panic!("{other}"),
     }
-    assert!(err.to_string().contains("smallest feasible budget"), "{err}");
+    assert!(
+        err.to_string().contains("smallest feasible budget"),
+        "{err}"
+    );
 }
 
 #[test]
 fn assertion_violation_reports_jax_message() {
     let c = compiled("gpt2_tiny_adamw");
     // S <= 512 is a range fact and an assertion of the export.
-    let err = finalize(&c.plan, &bind(&[("B", 2), ("S", 600)]), &FinalizeOptions::default()).unwrap_err();
+    let err = finalize(
+        &c.plan,
+        &bind(&[("B", 2), ("S", 600)]),
+        &FinalizeOptions::default(),
+    )
+    .unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("S") && (msg.contains("512") || msg.contains("600")), "{msg}");
-    let err = finalize(&c.plan, &bind(&[("B", 0), ("S", 16)]), &FinalizeOptions::default()).unwrap_err();
-    assert!(matches!(err, FinalizeError::Fact(_) | FinalizeError::Assertion { .. }), "{err}");
+    assert!(
+        msg.contains("S") && (msg.contains("512") || msg.contains("600")),
+        "{msg}"
+    );
+    let err = finalize(
+        &c.plan,
+        &bind(&[("B", 0), ("S", 16)]),
+        &FinalizeOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            FinalizeError::Fact(_) | FinalizeError::Assertion { .. }
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -112,12 +183,32 @@ fn symbolic_plan_matches_precise_plan_within_one_percent() {
     let sym = compile(g.clone(), &CompileOptions::default()).unwrap();
     for (bb, s) in [(4, 128), (4, 512), (4, 1024)] {
         let b = bind(&[("B", bb), ("S", s)]);
-        let precise = compile(g.clone(), &CompileOptions { bind: Some(b.clone()), ..Default::default() }).unwrap();
-        let ps = finalize(&sym.plan, &b, &FinalizeOptions::default()).unwrap().peak_bytes_scheduled;
-        let pp = finalize(&precise.plan, &b, &FinalizeOptions::default()).unwrap().peak_bytes_scheduled;
+        let precise = compile(
+            g.clone(),
+            &CompileOptions {
+                bind: Some(b.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let ps = finalize(&sym.plan, &b, &FinalizeOptions::default())
+            .unwrap()
+            .peak_bytes_scheduled;
+        let pp = finalize(&precise.plan, &b, &FinalizeOptions::default())
+            .unwrap()
+            .peak_bytes_scheduled;
         let ratio = ps as f64 / pp as f64;
-        let po = ebb_passes::memory::liveness(&sym.graph, &ebb_passes::memory::program_order(&sym.graph)).peak(&b).unwrap().0;
+        let po = ebb_passes::memory::liveness(
+            &sym.graph,
+            &ebb_passes::memory::program_order(&sym.graph),
+        )
+        .peak(&b)
+        .unwrap()
+        .0;
         assert!(ps <= po, "scheduled {ps} > program order {po}");
-        assert!(ratio <= 1.01, "B={bb} S={s}: symbolic {ps} vs precise {pp} (ratio {ratio:.4})");
+        assert!(
+            ratio <= 1.01,
+            "B={bb} S={s}: symbolic {ps} vs precise {pp} (ratio {ratio:.4})"
+        );
     }
 }

@@ -10,7 +10,11 @@ fn mlp_text() -> String {
 
 #[test]
 fn malformed_text_reports_line_and_column() {
-    let err = import_str("\"builtin.module\"() ({\n  %0 = \"stablehlo.add\"(%x) : \n}) : () -> ()\n", "bad.mlir").unwrap_err();
+    let err = import_str(
+        "\"builtin.module\"() ({\n  %0 = \"stablehlo.add\"(%x) : \n}) : () -> ()\n",
+        "bad.mlir",
+    )
+    .unwrap_err();
     match &err {
         ImportError::Parse { line, col, .. } => assert!(*line >= 1 && *col >= 1, "{err}"),
         other => panic!("expected a parse error, got {other}"),
@@ -25,12 +29,19 @@ fn unsupported_op_names_op_and_location() {
     let err = import_str(&text, "mlp.mlir").unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, ImportError::UnsupportedOp { .. }), "{msg}");
-    assert!(msg.contains("stablehlo.fft") && msg.contains(" at ") && msg.contains(".py:"), "{msg}");
+    assert!(
+        msg.contains("stablehlo.fft") && msg.contains(" at ") && msg.contains(".py:"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn module_without_main_is_a_structure_error() {
-    let err = import_str("\"builtin.module\"() ({\n^bb0:\n}) : () -> ()\n", "empty.mlir").unwrap_err();
+    let err = import_str(
+        "\"builtin.module\"() ({\n^bb0:\n}) : () -> ()\n",
+        "empty.mlir",
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("no function @main"), "{err}");
 }
 
@@ -40,9 +51,11 @@ fn truncated_files_never_panic() {
     let n = text.len();
     for k in 1..40 {
         let cut = n * k / 40;
-        let cut = (0..=cut).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+        let cut = (0..=cut)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
         // Any result is fine as long as it is not a panic.
         let _ = import_str(&text[..cut], "cut.mlir");
     }
 }
-

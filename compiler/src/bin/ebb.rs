@@ -104,7 +104,12 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Import { file, emit, json, output } => {
+        Command::Import {
+            file,
+            emit,
+            json,
+            output,
+        } => {
             let t0 = std::time::Instant::now();
             let (g, stats) = ebb_compiler::stablehlo::import_file(&file)?;
             let elapsed = t0.elapsed();
@@ -121,10 +126,21 @@ fn run(cli: Cli) -> Result<()> {
             };
             write_output(output.as_ref(), &text)
         }
-        Command::Compile { file, output, bind, rewrite, sweep, stop_after, json } => {
+        Command::Compile {
+            file,
+            output,
+            bind,
+            rewrite,
+            sweep,
+            stop_after,
+            json,
+        } => {
             let (g, stats) = ebb_compiler::stablehlo::import_file(&file)?;
             if stats.unresolved_dims > 0 {
-                eprintln!("warning: {} dimensions are not expressions over named symbols", stats.unresolved_dims);
+                eprintln!(
+                    "warning: {} dimensions are not expressions over named symbols",
+                    stats.unresolved_dims
+                );
             }
             let groups = rewrite
                 .iter()
@@ -134,11 +150,20 @@ fn run(cli: Cli) -> Result<()> {
                 })
                 .collect::<Result<Vec<_>>>()?;
             let sweep = match sweep {
-                Some(s) => s.split(';').map(pipeline::parse_bindings).collect::<Result<Vec<_>>>()?,
+                Some(s) => s
+                    .split(';')
+                    .map(pipeline::parse_bindings)
+                    .collect::<Result<Vec<_>>>()?,
                 None => Vec::new(),
             };
             let bind = bind.as_deref().map(pipeline::parse_bindings).transpose()?;
-            let opts = pipeline::CompileOptions { bind, rewrite_groups: groups, sweep, stop_after, max_variants: None };
+            let opts = pipeline::CompileOptions {
+                bind,
+                rewrite_groups: groups,
+                sweep,
+                stop_after,
+                max_variants: None,
+            };
             let c = pipeline::compile(g, &opts)?;
             write_output(Some(&output), &c.plan.to_json())?;
             if json {
@@ -156,7 +181,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Plan { plan, bind, budget, json } => {
+        Command::Plan {
+            plan,
+            bind,
+            budget,
+            json,
+        } => {
             let p = load_or_compile(&plan)?;
             let b = pipeline::parse_bindings(&bind)?;
             let budget = budget.as_deref().map(pipeline::parse_budget).transpose()?;
@@ -166,9 +196,18 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 let mib = |x: i64| x as f64 / 1048576.0;
                 println!("bind: {bind}");
-                println!("peak, program order: {:>10.1} MiB", mib(r.peak_bytes_program_order));
-                println!("peak, scheduled:     {:>10.1} MiB", mib(r.peak_bytes_scheduled));
-                println!("lower bound:         {:>10.1} MiB", mib(r.lower_bound_bytes));
+                println!(
+                    "peak, program order: {:>10.1} MiB",
+                    mib(r.peak_bytes_program_order)
+                );
+                println!(
+                    "peak, scheduled:     {:>10.1} MiB",
+                    mib(r.peak_bytes_scheduled)
+                );
+                println!(
+                    "lower bound:         {:>10.1} MiB",
+                    mib(r.lower_bound_bytes)
+                );
                 if let (Some(b), Some(pp)) = (r.budget_bytes, r.peak_bytes_planned) {
                     println!("budget:              {:>10.1} MiB", mib(b));
                     println!("peak, planned:       {:>10.1} MiB", mib(pp));
@@ -180,7 +219,10 @@ fn run(cli: Cli) -> Result<()> {
                         mib(r.swap_bytes)
                     );
                 }
-                println!("candidates: {}, finalize: {:.0} us", r.candidates, r.finalize_us);
+                println!(
+                    "candidates: {}, finalize: {:.0} us",
+                    r.candidates, r.finalize_us
+                );
             }
             Ok(())
         }
@@ -193,7 +235,8 @@ fn load_or_compile(path: &PathBuf) -> Result<ebb_ir::plan::Plan> {
         let (g, _) = ebb_compiler::stablehlo::import_file(path)?;
         return Ok(pipeline::compile(g, &pipeline::CompileOptions::default())?.plan);
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     ebb_ir::plan::Plan::from_json(&text).with_context(|| format!("{}", path.display()))
 }
 
@@ -206,7 +249,8 @@ fn write_output(path: Option<&PathBuf>, text: &str) -> Result<()> {
         }
         Some(p) => {
             let tmp = p.with_extension("tmp~");
-            std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+            std::fs::write(&tmp, text)
+                .with_context(|| format!("cannot write {}", tmp.display()))?;
             std::fs::rename(&tmp, p).with_context(|| format!("cannot write {}", p.display()))
         }
     }

@@ -6,7 +6,10 @@ use super::mlir_text::{parse_string, parse_tensor_type};
 use super::sym::{Elems, SymVal};
 use super::{short_loc, ImportStats};
 use ebb_ir::op::Literal;
-use ebb_ir::{Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, ShapeAssertion, Symbol, SymbolScope, TensorType, ValueRef};
+use ebb_ir::{
+    Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, ShapeAssertion, Symbol, SymbolScope,
+    TensorType, ValueRef,
+};
 use melior::ir::block::BlockLike;
 use melior::ir::operation::OperationLike;
 use melior::ir::{BlockRef, Module, OperationRef, RegionLike, RegionRef, Value, ValueLike};
@@ -28,7 +31,10 @@ pub(crate) struct Frame<'p> {
 
 impl<'p> Frame<'p> {
     pub fn new(parent: Option<&'p Frame<'p>>) -> Self {
-        Frame { vals: HashMap::new(), parent }
+        Frame {
+            vals: HashMap::new(),
+            parent,
+        }
     }
 
     pub fn insert(&mut self, v: Value, e: Entry) {
@@ -43,7 +49,10 @@ impl<'p> Frame<'p> {
         let mut p = self.parent;
         while let Some(f) = p {
             if let Some(e) = f.vals.get(&key(v)) {
-                return Some(Entry { t: None, s: e.s.clone() });
+                return Some(Entry {
+                    t: None,
+                    s: e.s.clone(),
+                });
             }
             p = f.parent;
         }
@@ -73,7 +82,11 @@ pub(crate) struct Importer<'c, 'a> {
 pub(crate) type R<T> = Result<T, ImportError>;
 
 pub(crate) fn op_name(op: &OperationRef) -> String {
-    op.name().as_string_ref().as_str().unwrap_or("?").to_string()
+    op.name()
+        .as_string_ref()
+        .as_str()
+        .unwrap_or("?")
+        .to_string()
 }
 
 pub(crate) fn op_loc(op: &OperationRef) -> String {
@@ -86,24 +99,39 @@ pub(crate) fn import_module(module: &Module, file: &str) -> R<(Graph, ImportStat
     let mut op = module.body().first_operation();
     while let Some(o) = op {
         if op_name(&o) == "func.func" {
-            if let Some(name) = o.attribute("sym_name").ok().and_then(|a| parse_string(&a.to_string())) {
+            if let Some(name) = o
+                .attribute("sym_name")
+                .ok()
+                .and_then(|a| parse_string(&a.to_string()))
+            {
                 funcs.insert(name, o);
             }
         }
         op = o.next_in_block();
     }
-    let main = *funcs
-        .get("main")
-        .ok_or_else(|| ImportError::Structure { file: file.into(), msg: "no function @main (is this a jax.export module?)".into() })?;
-    let mut imp = Importer { file: file.to_string(), funcs, scope: SymbolScope::new(), assertions: Vec::new(), depth: 0, data_syms: 0 };
+    let main = *funcs.get("main").ok_or_else(|| ImportError::Structure {
+        file: file.into(),
+        msg: "no function @main (is this a jax.export module?)".into(),
+    })?;
+    let mut imp = Importer {
+        file: file.to_string(),
+        funcs,
+        scope: SymbolScope::new(),
+        assertions: Vec::new(),
+        depth: 0,
+        data_syms: 0,
+    };
     let mut g = Graph::new("main");
     let body = entry_block(&imp, &main)?;
     let names = imp.name_dimensions(&body);
     let mut frame = Frame::new(None);
     let mut placeholders = 0usize;
     for i in 0..body.argument_count() {
-        let arg = body.argument(i).map_err(|e| imp.structure(&e.to_string()))?;
-        let mt = parse_tensor_type(&arg.r#type().to_string()).map_err(|m| imp.structure(&format!("@main argument {i}: {m}")))?;
+        let arg = body
+            .argument(i)
+            .map_err(|e| imp.structure(&e.to_string()))?;
+        let mt = parse_tensor_type(&arg.r#type().to_string())
+            .map_err(|m| imp.structure(&format!("@main argument {i}: {m}")))?;
         let mut shape = Vec::new();
         for (j, d) in mt.dims.iter().enumerate() {
             shape.push(match d {
@@ -118,7 +146,13 @@ pub(crate) fn import_module(module: &Module, file: &str) -> R<(Graph, ImportStat
             });
         }
         let v = g.add_input("", TensorType::new(mt.dtype, shape));
-        frame.insert(Value::from(arg), Entry { t: Some(v), s: None });
+        frame.insert(
+            Value::from(arg),
+            Entry {
+                t: Some(v),
+                s: None,
+            },
+        );
     }
     let results = imp.import_block(&mut g, &mut frame, body)?;
     let mut outs = Vec::new();
@@ -130,8 +164,15 @@ pub(crate) fn import_module(module: &Module, file: &str) -> R<(Graph, ImportStat
     g.set_outputs(outs, names);
     g.scope = imp.scope.clone();
     g.assertions = std::mem::take(&mut imp.assertions);
-    ebb_ir::verify::verify(&g).map_err(|source| ImportError::Verify { file: file.into(), source })?;
-    let unresolved_dims = if placeholders == 0 { 0 } else { count_placeholder_dims(&g) };
+    ebb_ir::verify::verify(&g).map_err(|source| ImportError::Verify {
+        file: file.into(),
+        source,
+    })?;
+    let unresolved_dims = if placeholders == 0 {
+        0
+    } else {
+        count_placeholder_dims(&g)
+    };
     Ok((g, ImportStats { unresolved_dims }))
 }
 
@@ -140,9 +181,17 @@ fn count_placeholder_dims(g: &Graph) -> usize {
     for &id in g.order() {
         let node = g.node(id);
         for t in &node.outputs {
-            n += t.shape.iter().filter(|d| d.symbols().iter().any(|s| s.name().starts_with("_arg"))).count();
+            n += t
+                .shape
+                .iter()
+                .filter(|d| d.symbols().iter().any(|s| s.name().starts_with("_arg")))
+                .count();
         }
-        n += node.regions.iter().map(count_placeholder_dims).sum::<usize>();
+        n += node
+            .regions
+            .iter()
+            .map(count_placeholder_dims)
+            .sum::<usize>();
     }
     n
 }
@@ -153,7 +202,8 @@ fn result_names(func: &OperationRef, n: usize) -> Vec<String> {
     if let Ok(a) = func.attribute("res_attrs") {
         for (i, part) in a.to_string().split("}, {").enumerate().take(n) {
             if let Some(p) = part.find("jax.result_info = ") {
-                names[i] = parse_string(part[p + 18..].trim_end_matches(['}', ']'])).unwrap_or_default();
+                names[i] =
+                    parse_string(part[p + 18..].trim_end_matches(['}', ']'])).unwrap_or_default();
             }
         }
     }
@@ -162,7 +212,9 @@ fn result_names(func: &OperationRef, n: usize) -> Vec<String> {
 
 /// `jax.global_constant` names of the parameters of `func` (None where absent).
 fn global_constant_args(func: &OperationRef) -> Vec<Option<String>> {
-    let Ok(a) = func.attribute("arg_attrs") else { return Vec::new() };
+    let Ok(a) = func.attribute("arg_attrs") else {
+        return Vec::new();
+    };
     a.to_string()
         .trim_start_matches('[')
         .trim_end_matches(']')
@@ -185,11 +237,19 @@ fn entry_block<'c, 'a>(imp: &Importer<'c, 'a>, func: &OperationRef<'c, 'a>) -> R
 
 impl<'c, 'a> Importer<'c, 'a> {
     pub fn structure(&self, msg: &str) -> ImportError {
-        ImportError::Structure { file: self.file.clone(), msg: msg.to_string() }
+        ImportError::Structure {
+            file: self.file.clone(),
+            msg: msg.to_string(),
+        }
     }
 
     pub fn op_error(&self, op: &OperationRef, msg: impl Into<String>) -> ImportError {
-        ImportError::Op { file: self.file.clone(), op: op_name(op), loc: op_loc(op), msg: msg.into() }
+        ImportError::Op {
+            file: self.file.clone(),
+            op: op_name(op),
+            loc: op_loc(op),
+            msg: msg.into(),
+        }
     }
 
     /// Names `@main`'s dynamic dimensions: (argument, dimension) -> symbol name, from the
@@ -210,7 +270,10 @@ impl<'c, 'a> Importer<'c, 'a> {
             let src = o.operand(0).ok().map(key);
             match name.as_str() {
                 "stablehlo.get_dimension_size" => {
-                    let d = o.attribute("dimension").ok().and_then(|a| super::mlir_text::parse_int(&a.to_string()));
+                    let d = o
+                        .attribute("dimension")
+                        .ok()
+                        .and_then(|a| super::mlir_text::parse_int(&a.to_string()));
                     if let (Some(s), Some(d), Ok(r)) = (src, d, o.result(0)) {
                         if let Some(&arg) = arg_of.get(&s) {
                             dim_of.insert(key(Value::from(r)), (arg, d as usize));
@@ -226,7 +289,10 @@ impl<'c, 'a> Importer<'c, 'a> {
                 }
                 "stablehlo.compare" => {
                     // `EQ` shape assertions tie a dimension to an already named one.
-                    let dir = o.attribute("comparison_direction").map(|a| a.to_string()).unwrap_or_default();
+                    let dir = o
+                        .attribute("comparison_direction")
+                        .map(|a| a.to_string())
+                        .unwrap_or_default();
                     if let (true, Ok(a), Ok(b)) = (dir.contains("EQ"), o.operand(0), o.operand(1)) {
                         if let (Some(&da), Some(&db)) = (dim_of.get(&key(a)), dim_of.get(&key(b))) {
                             equal.push((da, db));
@@ -234,10 +300,15 @@ impl<'c, 'a> Importer<'c, 'a> {
                     }
                 }
                 "func.call" => {
-                    let callee = o.attribute("callee").map(|a| a.to_string()).unwrap_or_default();
+                    let callee = o
+                        .attribute("callee")
+                        .map(|a| a.to_string())
+                        .unwrap_or_default();
                     if let Some(f) = self.funcs.get(callee.trim_start_matches('@')) {
                         for (i, n) in global_constant_args(f).into_iter().enumerate() {
-                            let (Some(n), Ok(v)) = (n, o.operand(i)) else { continue };
+                            let (Some(n), Ok(v)) = (n, o.operand(i)) else {
+                                continue;
+                            };
                             if let Some(&ad) = dim_of.get(&key(v)) {
                                 names.entry(ad).or_insert(n);
                             }
@@ -264,14 +335,21 @@ impl<'c, 'a> Importer<'c, 'a> {
     }
 
     /// Imports the ops of `block` into `g`; returns the terminator's operands with their entries.
-    pub fn import_block(&mut self, g: &mut Graph, frame: &mut Frame, block: BlockRef<'c, 'a>) -> R<Vec<(Value<'c, 'a>, Entry)>> {
+    pub fn import_block(
+        &mut self,
+        g: &mut Graph,
+        frame: &mut Frame,
+        block: BlockRef<'c, 'a>,
+    ) -> R<Vec<(Value<'c, 'a>, Entry)>> {
         let mut op = block.first_operation();
         while let Some(o) = op {
             let name = op_name(&o);
             if name == "func.return" || name == "stablehlo.return" {
                 let mut out = Vec::new();
                 for v in o.operands() {
-                    let e = frame.get(v).ok_or_else(|| self.op_error(&o, "returns an undefined value"))?;
+                    let e = frame
+                        .get(v)
+                        .ok_or_else(|| self.op_error(&o, "returns an undefined value"))?;
                     out.push((v, e));
                 }
                 return Ok(out);
@@ -284,7 +362,13 @@ impl<'c, 'a> Importer<'c, 'a> {
 
     /// The graph value of `v`, materializing a symbolic integer value as a `constant` (all
     /// elements constant) or `dim_constant` node when it is used as data.
-    pub fn tensor(&mut self, g: &mut Graph, frame: &mut Frame, v: Value<'c, 'a>, e: Entry) -> R<ValueRef> {
+    pub fn tensor(
+        &mut self,
+        g: &mut Graph,
+        frame: &mut Frame,
+        v: Value<'c, 'a>,
+        e: Entry,
+    ) -> R<ValueRef> {
         if let Some(t) = e.t {
             return Ok(t);
         }
@@ -305,7 +389,14 @@ impl<'c, 'a> Importer<'c, 'a> {
                     data.truncate(esz);
                 }
                 let mut attrs = Attrs::new();
-                attrs.insert("value".into(), Attr::Literal(Literal { dtype: s.dtype, splat, data }));
+                attrs.insert(
+                    "value".into(),
+                    Attr::Literal(Literal {
+                        dtype: s.dtype,
+                        splat,
+                        data,
+                    }),
+                );
                 Node::new(OpKind::Constant, attrs, vec![ty])
             }
             Elems::Int(vals) => {
@@ -318,11 +409,22 @@ impl<'c, 'a> Importer<'c, 'a> {
                 for p in preds {
                     match p.decide(&self.scope) {
                         Some(b) => data.push(b as u8),
-                        None => return Err(self.structure("a shape predicate that cannot be decided is used as data")),
+                        None => {
+                            return Err(self.structure(
+                                "a shape predicate that cannot be decided is used as data",
+                            ))
+                        }
                     }
                 }
                 let mut attrs = Attrs::new();
-                attrs.insert("value".into(), Attr::Literal(Literal { dtype: DType::I1, splat: false, data }));
+                attrs.insert(
+                    "value".into(),
+                    Attr::Literal(Literal {
+                        dtype: DType::I1,
+                        splat: false,
+                        data,
+                    }),
+                );
                 Node::new(OpKind::Constant, attrs, vec![ty])
             }
         };
@@ -333,23 +435,45 @@ impl<'c, 'a> Importer<'c, 'a> {
     }
 
     /// Inlines a `func.call`: imports the callee's body into `g` with the call's operands.
-    pub fn inline_call(&mut self, g: &mut Graph, frame: &mut Frame, op: OperationRef<'c, 'a>) -> R<()> {
-        let callee = op.attribute("callee").map(|a| a.to_string()).unwrap_or_default();
+    pub fn inline_call(
+        &mut self,
+        g: &mut Graph,
+        frame: &mut Frame,
+        op: OperationRef<'c, 'a>,
+    ) -> R<()> {
+        let callee = op
+            .attribute("callee")
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         let callee = callee.trim_start_matches('@').to_string();
-        let func = *self.funcs.get(&callee).ok_or_else(|| self.op_error(&op, format!("calls unknown function @{callee}")))?;
+        let func = *self
+            .funcs
+            .get(&callee)
+            .ok_or_else(|| self.op_error(&op, format!("calls unknown function @{callee}")))?;
         if self.depth > 64 {
-            return Err(self.op_error(&op, "call depth exceeds 64 (recursive functions are not supported)"));
+            return Err(self.op_error(
+                &op,
+                "call depth exceeds 64 (recursive functions are not supported)",
+            ));
         }
         let block = entry_block(self, &func)?;
         let mut inner = Frame::new(None);
         for (i, v) in op.operands().enumerate() {
-            let e = frame.get(v).ok_or_else(|| self.op_error(&op, "uses an undefined value"))?;
-            let arg = block.argument(i).map_err(|_| self.op_error(&op, "passes more arguments than the callee takes"))?;
+            let e = frame
+                .get(v)
+                .ok_or_else(|| self.op_error(&op, "uses an undefined value"))?;
+            let arg = block
+                .argument(i)
+                .map_err(|_| self.op_error(&op, "passes more arguments than the callee takes"))?;
             // Name graph inputs after the callee's parameter locations (`loc("p['w1']")`).
             if let Some(t) = e.t {
                 if g.node(t.node).kind == OpKind::Input && g.input_name(t.node).is_empty() {
                     let l = arg.location().to_string();
-                    if let Some(n) = l.strip_prefix("loc(").and_then(|s| s.strip_suffix(')')).and_then(parse_string) {
+                    if let Some(n) = l
+                        .strip_prefix("loc(")
+                        .and_then(|s| s.strip_suffix(')'))
+                        .and_then(parse_string)
+                    {
                         g.node_mut(t.node).attrs.insert("name".into(), Attr::Str(n));
                     }
                 }
@@ -363,7 +487,9 @@ impl<'c, 'a> Importer<'c, 'a> {
             return Err(self.op_error(&op, "callee returns a different number of results"));
         }
         for (i, (_, e)) in results.into_iter().enumerate() {
-            let r = op.result(i).map_err(|e| self.op_error(&op, e.to_string()))?;
+            let r = op
+                .result(i)
+                .map_err(|e| self.op_error(&op, e.to_string()))?;
             frame.insert(Value::from(r), e);
         }
         Ok(())
@@ -379,16 +505,33 @@ impl<'c, 'a> Importer<'c, 'a> {
         parent: &Frame,
         name: &str,
     ) -> R<Graph> {
-        let block = r.first_block().ok_or_else(|| self.op_error(op, "empty region"))?;
+        let block = r
+            .first_block()
+            .ok_or_else(|| self.op_error(op, "empty region"))?;
         if block.argument_count() != args.len() {
-            return Err(self.op_error(op, format!("region has {} arguments, expected {}", block.argument_count(), args.len())));
+            return Err(self.op_error(
+                op,
+                format!(
+                    "region has {} arguments, expected {}",
+                    block.argument_count(),
+                    args.len()
+                ),
+            ));
         }
         let mut g = Graph::new(name);
         let mut frame = Frame::new(Some(parent));
         for (i, (ty, s)) in args.iter().enumerate() {
-            let arg = block.argument(i).map_err(|e| self.op_error(op, e.to_string()))?;
+            let arg = block
+                .argument(i)
+                .map_err(|e| self.op_error(op, e.to_string()))?;
             let v = g.add_input("", ty.clone());
-            frame.insert(Value::from(arg), Entry { t: Some(v), s: s.clone() });
+            frame.insert(
+                Value::from(arg),
+                Entry {
+                    t: Some(v),
+                    s: s.clone(),
+                },
+            );
         }
         let results = self.import_block(&mut g, &mut frame, block)?;
         let mut outs = Vec::new();

@@ -27,11 +27,21 @@ pub fn parse_tensor_type(t: &str) -> Result<MlirTensorType, String> {
     // Drop an encoding (`, #...`) if present.
     let inner = inner.split(',').next().unwrap_or(inner).trim();
     let parts: Vec<&str> = inner.split('x').collect();
-    let (elem, dims) = parts.split_last().ok_or_else(|| format!("empty tensor type `{t}`"))?;
+    let (elem, dims) = parts
+        .split_last()
+        .ok_or_else(|| format!("empty tensor type `{t}`"))?;
     let dtype = elem.parse::<DType>().map_err(|e| e.to_string())?;
     let dims = dims
         .iter()
-        .map(|d| if *d == "?" { Ok(None) } else { d.parse::<i64>().map(Some).map_err(|_| format!("bad dimension `{d}` in `{t}`")) })
+        .map(|d| {
+            if *d == "?" {
+                Ok(None)
+            } else {
+                d.parse::<i64>()
+                    .map(Some)
+                    .map_err(|_| format!("bad dimension `{d}` in `{t}`"))
+            }
+        })
         .collect::<Result<_, _>>()?;
     Ok(MlirTensorType { dtype, dims })
 }
@@ -144,7 +154,10 @@ pub fn parse_struct(a: &str, name: &str) -> Option<Vec<(String, Vec<i64>)>> {
 
 /// Body of `#stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]>`.
 pub fn parse_conv_dimension_numbers(a: &str) -> Option<String> {
-    let inner = a.trim().strip_prefix("#stablehlo.conv<")?.strip_suffix('>')?;
+    let inner = a
+        .trim()
+        .strip_prefix("#stablehlo.conv<")?
+        .strip_suffix('>')?;
     // `raw` form has `->`; keep the text, normalised without spaces.
     Some(inner.chars().filter(|c| !c.is_whitespace()).collect())
 }
@@ -155,13 +168,18 @@ pub fn parse_conv_dimension_numbers(a: &str) -> Option<String> {
 pub fn parse_dense(a: &str) -> Option<(Literal, MlirTensorType)> {
     let a = a.trim();
     let body_end = a.rfind("> :")?;
-    let body = a.strip_prefix("dense<")?.get(..body_end - "dense<".len())?.trim();
+    let body = a
+        .strip_prefix("dense<")?
+        .get(..body_end - "dense<".len())?
+        .trim();
     let ty = parse_tensor_type(a[body_end + 3..].trim()).ok()?;
     let n: i64 = ty.dims.iter().map(|d| d.unwrap_or(0)).product();
     let dtype = ty.dtype;
     let esz = dtype.size_bytes() as usize;
     if let Some(hex) = body.strip_prefix("\"0x").and_then(|s| s.strip_suffix('"')) {
-        let data: Option<Vec<u8>> = (0..hex.len() / 2).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()).collect();
+        let data: Option<Vec<u8>> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+            .collect();
         let data = data?;
         let splat = data.len() == esz && n != 1;
         return Some((Literal { dtype, splat, data }, ty));
@@ -202,7 +220,13 @@ fn encode_element(dtype: DType, s: &str) -> Option<Vec<u8>> {
         }
         DType::F16 => f32_to_f16_bits(v as f32).to_le_bytes().to_vec(),
         _ => {
-            let i: i64 = s.parse().ok().or(if s == "true" { Some(1) } else if s == "false" { Some(0) } else { None })?;
+            let i: i64 = s.parse().ok().or(if s == "true" {
+                Some(1)
+            } else if s == "false" {
+                Some(0)
+            } else {
+                None
+            })?;
             i.to_le_bytes()[..dtype.size_bytes() as usize].to_vec()
         }
     })
@@ -227,9 +251,22 @@ mod tests {
         assert_eq!(parse_int("0 : i64"), Some(0));
         assert_eq!(parse_dense_array("array<i64: 1, 0>"), Some(vec![1, 0]));
         assert_eq!(parse_dense_array("array<i64>"), Some(vec![]));
-        assert_eq!(parse_enum("#stablehlo<comparison_direction GE>").as_deref(), Some("GE"));
-        let s = parse_struct("#stablehlo.dot<lhs_batching_dimensions = [0], lhs_contracting_dimensions = [2, 1]>", "dot").unwrap();
-        assert_eq!(s, vec![("lhs_batching_dimensions".into(), vec![0]), ("lhs_contracting_dimensions".into(), vec![2, 1])]);
+        assert_eq!(
+            parse_enum("#stablehlo<comparison_direction GE>").as_deref(),
+            Some("GE")
+        );
+        let s = parse_struct(
+            "#stablehlo.dot<lhs_batching_dimensions = [0], lhs_contracting_dimensions = [2, 1]>",
+            "dot",
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            vec![
+                ("lhs_batching_dimensions".into(), vec![0]),
+                ("lhs_contracting_dimensions".into(), vec![2, 1])
+            ]
+        );
         assert_eq!(parse_string(r#""a\"b\0A""#).as_deref(), Some("a\"b\n"));
     }
 

@@ -42,7 +42,10 @@ pub struct ImportStats {
 /// Errors: [`ImportError`] for unreadable files, MLIR parse errors (with line:col),
 /// unsupported ops or attributes (with the op name and location) and invalid graphs.
 pub fn import_file(path: &Path) -> Result<(Graph, ImportStats), ImportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Io { path: path.to_path_buf(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     import_str(&text, &path.display().to_string())
 }
 
@@ -53,15 +56,25 @@ pub fn import_str(text: &str, file: &str) -> Result<(Graph, ImportStats), Import
     let diags: Rc<RefCell<Vec<(String, String)>>> = Rc::default();
     let sink = diags.clone();
     let id = context.attach_diagnostic_handler(move |d| {
-        sink.borrow_mut().push((d.to_string(), d.location().to_string()));
+        sink.borrow_mut()
+            .push((d.to_string(), d.location().to_string()));
         true
     });
     let module = Module::parse(&context, text);
     context.detach_diagnostic_handler(id);
     let Some(module) = module else {
-        let (msg, loc) = diags.borrow().first().cloned().unwrap_or_else(|| ("unknown parse error".into(), String::new()));
+        let (msg, loc) = diags
+            .borrow()
+            .first()
+            .cloned()
+            .unwrap_or_else(|| ("unknown parse error".into(), String::new()));
         let (line, col) = line_col(&loc);
-        return Err(ImportError::Parse { file: file.to_string(), line, col, msg });
+        return Err(ImportError::Parse {
+            file: file.to_string(),
+            line,
+            col,
+            msg,
+        });
     };
     func::import_module(&module, file)
 }
@@ -76,7 +89,10 @@ fn line_col(loc: &str) -> (u32, u32) {
         .filter(|s| !s.is_empty())
         .filter_map(|s| s.parse().ok())
         .collect();
-    (nums.first().copied().unwrap_or(0), nums.get(1).copied().unwrap_or(0))
+    (
+        nums.first().copied().unwrap_or(0),
+        nums.get(1).copied().unwrap_or(0),
+    )
 }
 
 /// A short, readable form of an MLIR location: the innermost `file:line:col` with the op's
@@ -99,7 +115,11 @@ pub fn short_loc(loc: &str) -> String {
             let s = &loc[start..j.min(loc.len())];
             let rest = &loc[(j + 1).min(loc.len())..];
             if rest.starts_with(':') && file.is_none() {
-                let digits: String = rest.chars().skip(1).take_while(|c| c.is_ascii_digit() || *c == ':').collect();
+                let digits: String = rest
+                    .chars()
+                    .skip(1)
+                    .take_while(|c| c.is_ascii_digit() || *c == ':')
+                    .collect();
                 let base = s.rsplit('/').next().unwrap_or(s);
                 file = Some(format!("{base}:{}", digits.trim_end_matches(':')));
             } else if name.is_none() && !rest.starts_with(':') {

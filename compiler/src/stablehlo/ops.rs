@@ -14,13 +14,21 @@ use super::func::{op_name, Entry, Frame, Importer, R};
 use super::mlir_text::{self as mt, MlirTensorType};
 use super::sym::{self, Elems, Pred, SymVal, MAX_SYM_ELEMS};
 use ebb_ir::shape::infer;
-use ebb_ir::{Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, Relation, ShapeAssertion, TensorType, ValueRef};
+use ebb_ir::{
+    Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, Relation, ShapeAssertion, TensorType,
+    ValueRef,
+};
 use melior::ir::operation::OperationLike;
 use melior::ir::{OperationRef, RegionRef, Value, ValueLike};
 
 impl<'c, 'a> Importer<'c, 'a> {
     /// Imports one op into `g`, recording its results in `frame`.
-    pub fn import_op(&mut self, g: &mut Graph, frame: &mut Frame, op: OperationRef<'c, 'a>) -> R<()> {
+    pub fn import_op(
+        &mut self,
+        g: &mut Graph,
+        frame: &mut Frame,
+        op: OperationRef<'c, 'a>,
+    ) -> R<()> {
         let full = op_name(&op);
         if full == "func.call" {
             return self.inline_call(g, frame, op);
@@ -56,7 +64,12 @@ impl<'c, 'a> Importer<'c, 'a> {
         self.tensor_op(g, frame, op, name)
     }
 
-    fn set_sym_keep_tensor(&mut self, frame: &mut Frame, op: &OperationRef<'c, 'a>, s: SymVal) -> R<()> {
+    fn set_sym_keep_tensor(
+        &mut self,
+        frame: &mut Frame,
+        op: &OperationRef<'c, 'a>,
+        s: SymVal,
+    ) -> R<()> {
         let r = op.result(0).map_err(|e| self.op_error(op, e.to_string()))?;
         let mut e = frame.get(Value::from(r)).unwrap_or_default();
         e.s = Some(s);
@@ -75,30 +88,57 @@ impl<'c, 'a> Importer<'c, 'a> {
         let elems = (0..n)
             .map(|_| {
                 self.data_syms += 1;
-                DimExpr::symbol(&ebb_ir::Symbol::new(&format!("{DATA_PREFIX}{}", self.data_syms)))
+                DimExpr::symbol(&ebb_ir::Symbol::new(&format!(
+                    "{DATA_PREFIX}{}",
+                    self.data_syms
+                )))
             })
             .collect();
-        Some(SymVal { dtype: ty.dtype, shape: dims, elems: Elems::Int(elems) })
+        Some(SymVal {
+            dtype: ty.dtype,
+            shape: dims,
+            elems: Elems::Int(elems),
+        })
     }
 
     fn unsupported(&self, op: &OperationRef) -> super::ImportError {
-        super::ImportError::UnsupportedOp { file: self.file.clone(), op: op_name(op), loc: super::func::op_loc(op) }
+        super::ImportError::UnsupportedOp {
+            file: self.file.clone(),
+            op: op_name(op),
+            loc: super::func::op_loc(op),
+        }
     }
 
     fn entry(&self, frame: &Frame, op: &OperationRef<'c, 'a>, i: usize) -> R<Entry> {
-        let v = op.operand(i).map_err(|_| self.op_error(op, format!("missing operand {i}")))?;
+        let v = op
+            .operand(i)
+            .map_err(|_| self.op_error(op, format!("missing operand {i}")))?;
         frame.get(v).ok_or_else(|| self.op_error(op, format!("operand {i} is not defined (implicit capture of a tensor into a region is not supported)")))
     }
 
-    fn operand_tensor(&mut self, g: &mut Graph, frame: &mut Frame, op: &OperationRef<'c, 'a>, i: usize) -> R<ValueRef> {
-        let v = op.operand(i).map_err(|_| self.op_error(op, format!("missing operand {i}")))?;
+    fn operand_tensor(
+        &mut self,
+        g: &mut Graph,
+        frame: &mut Frame,
+        op: &OperationRef<'c, 'a>,
+        i: usize,
+    ) -> R<ValueRef> {
+        let v = op
+            .operand(i)
+            .map_err(|_| self.op_error(op, format!("missing operand {i}")))?;
         let e = self.entry(frame, op, i)?;
         self.tensor(g, frame, v, e)
     }
 
     fn set_sym(&mut self, frame: &mut Frame, op: &OperationRef<'c, 'a>, s: SymVal) -> R<()> {
         let r = op.result(0).map_err(|e| self.op_error(op, e.to_string()))?;
-        frame.insert(Value::from(r), Entry { t: None, s: Some(s) });
+        frame.insert(
+            Value::from(r),
+            Entry {
+                t: None,
+                s: Some(s),
+            },
+        );
         Ok(())
     }
 
@@ -114,60 +154,111 @@ impl<'c, 'a> Importer<'c, 'a> {
     fn int_attr(&self, op: &OperationRef<'c, 'a>, name: &str) -> R<i64> {
         self.attr_text(op, name)
             .and_then(|t| mt::parse_int(&t))
-            .ok_or_else(|| self.op_error(op, format!("missing or malformed integer attribute `{name}`")))
+            .ok_or_else(|| {
+                self.op_error(
+                    op,
+                    format!("missing or malformed integer attribute `{name}`"),
+                )
+            })
     }
 
     /// Integer-list attribute in any of its spellings (`array<i64: ..>`, `dense<..>`), or empty.
     fn ints_attr(&self, op: &OperationRef<'c, 'a>, name: &str) -> R<Vec<i64>> {
-        let Some(t) = self.attr_text(op, name) else { return Ok(Vec::new()) };
+        let Some(t) = self.attr_text(op, name) else {
+            return Ok(Vec::new());
+        };
         let parsed = if t.starts_with("array<") {
             mt::parse_dense_array(&t)
         } else if t.starts_with("dense<") {
             mt::parse_dense(&t).and_then(|(lit, ty)| {
                 let n: i64 = ty.dims.iter().map(|d| d.unwrap_or(0)).product();
-                (0..n as usize).map(|i| lit.get_i64(if lit.splat { 0 } else { i })).collect()
+                (0..n as usize)
+                    .map(|i| lit.get_i64(if lit.splat { 0 } else { i }))
+                    .collect()
             })
         } else {
             None
         };
-        parsed.ok_or_else(|| self.op_error(op, format!("unsupported form of attribute `{name}`: {t}")))
+        parsed.ok_or_else(|| {
+            self.op_error(op, format!("unsupported form of attribute `{name}`: {t}"))
+        })
     }
 
     fn constant(&mut self, g: &mut Graph, frame: &mut Frame, op: OperationRef<'c, 'a>) -> R<()> {
-        let text = self.attr_text(&op, "value").ok_or_else(|| self.op_error(&op, "missing `value`"))?;
-        let (lit, ty) = mt::parse_dense(&text).ok_or_else(|| self.op_error(&op, format!("unsupported literal {}", abbrev(&text))))?;
+        let text = self
+            .attr_text(&op, "value")
+            .ok_or_else(|| self.op_error(&op, "missing `value`"))?;
+        let (lit, ty) = mt::parse_dense(&text)
+            .ok_or_else(|| self.op_error(&op, format!("unsupported literal {}", abbrev(&text))))?;
         let dims: Vec<i64> = ty.dims.iter().map(|d| d.unwrap_or(0)).collect();
         let n: i64 = dims.iter().product();
         if (lit.dtype.is_int() || lit.dtype == DType::I1) && n <= MAX_SYM_ELEMS {
-            let vals: Vec<i64> = (0..n as usize).map(|i| lit.get_i64(if lit.splat { 0 } else { i }).unwrap_or(0)).collect();
+            let vals: Vec<i64> = (0..n as usize)
+                .map(|i| lit.get_i64(if lit.splat { 0 } else { i }).unwrap_or(0))
+                .collect();
             let elems = if lit.dtype == DType::I1 {
                 Elems::Bool(vals.iter().map(|v| Pred::Const(*v != 0)).collect())
             } else {
                 Elems::Int(vals.into_iter().map(DimExpr::constant).collect())
             };
-            return self.set_sym(frame, &op, SymVal { dtype: lit.dtype, shape: dims, elems });
+            return self.set_sym(
+                frame,
+                &op,
+                SymVal {
+                    dtype: lit.dtype,
+                    shape: dims,
+                    elems,
+                },
+            );
         }
         let mut attrs = Attrs::new();
         attrs.insert("value".into(), Attr::Literal(lit));
-        self.add_node(g, frame, &op, OpKind::Constant, attrs, &[], Vec::new(), Some(vec![TensorType::fixed(ty.dtype, &dims)]))
+        self.add_node(
+            g,
+            frame,
+            &op,
+            OpKind::Constant,
+            attrs,
+            &[],
+            Vec::new(),
+            Some(vec![TensorType::fixed(ty.dtype, &dims)]),
+        )
     }
 
     fn custom_call(&mut self, g: &mut Graph, frame: &mut Frame, op: OperationRef<'c, 'a>) -> R<()> {
-        let target = self.attr_text(&op, "call_target_name").and_then(|t| mt::parse_string(&t)).unwrap_or_default();
+        let target = self
+            .attr_text(&op, "call_target_name")
+            .and_then(|t| mt::parse_string(&t))
+            .unwrap_or_default();
         if target == "shape_assertion" {
             let e = self.entry(frame, &op, 0)?;
-            let msg = self.attr_text(&op, "error_message").and_then(|t| mt::parse_string(&t)).unwrap_or_default();
+            let msg = self
+                .attr_text(&op, "error_message")
+                .and_then(|t| mt::parse_string(&t))
+                .unwrap_or_default();
             let pred = match e.s.map(|s| s.elems) {
                 Some(Elems::Bool(p)) if p.len() == 1 => p[0].clone(),
-                _ => return Err(self.op_error(&op, "shape_assertion on a predicate that is not a symbolic comparison")),
+                _ => {
+                    return Err(self.op_error(
+                        &op,
+                        "shape_assertion on a predicate that is not a symbolic comparison",
+                    ))
+                }
             };
             match pred {
                 Pred::Const(true) => {}
-                Pred::Const(false) => return Err(self.op_error(&op, format!("shape assertion always fails: {msg}"))),
+                Pred::Const(false) => {
+                    return Err(self.op_error(&op, format!("shape assertion always fails: {msg}")))
+                }
                 Pred::Cmp(lhs, rel, rhs) => {
                     if Pred::Cmp(lhs.clone(), rel, rhs.clone()).decide(&self.scope) != Some(true) {
                         self.range_fact(&lhs, rel, &rhs);
-                        self.assertions.push(ShapeAssertion { lhs, rel, rhs, message: msg });
+                        self.assertions.push(ShapeAssertion {
+                            lhs,
+                            rel,
+                            rhs,
+                            message: msg,
+                        });
                     }
                 }
             }
@@ -176,17 +267,36 @@ impl<'c, 'a> Importer<'c, 'a> {
         let mut attrs = Attrs::new();
         attrs.insert("call_target_name".into(), Attr::Str(target));
         if let Some(b) = self.attr_text(&op, "backend_config") {
-            attrs.insert("backend_config".into(), Attr::Str(mt::parse_string(&b).unwrap_or(b)));
+            attrs.insert(
+                "backend_config".into(),
+                Attr::Str(mt::parse_string(&b).unwrap_or(b)),
+            );
         }
         let mut types = Vec::new();
         for i in 0..op.result_count() {
             let t = self.result_type(&op, i)?;
             let dims: Option<Vec<i64>> = t.dims.iter().copied().collect();
-            let dims = dims.ok_or_else(|| self.op_error(&op, "custom_call with a dynamic result shape is not supported"))?;
+            let dims = dims.ok_or_else(|| {
+                self.op_error(
+                    &op,
+                    "custom_call with a dynamic result shape is not supported",
+                )
+            })?;
             types.push(TensorType::fixed(t.dtype, &dims));
         }
-        let operands = (0..op.operand_count()).map(|i| self.operand_tensor(g, frame, &op, i)).collect::<R<Vec<_>>>()?;
-        self.add_node(g, frame, &op, OpKind::CustomCall, attrs, &operands, Vec::new(), Some(types))
+        let operands = (0..op.operand_count())
+            .map(|i| self.operand_tensor(g, frame, &op, i))
+            .collect::<R<Vec<_>>>()?;
+        self.add_node(
+            g,
+            frame,
+            &op,
+            OpKind::CustomCall,
+            attrs,
+            &operands,
+            Vec::new(),
+            Some(types),
+        )
     }
 
     /// Records an assertion that bounds one symbol linearly (`-S + 512 >= 0` from JAX's
@@ -202,9 +312,16 @@ impl<'c, 'a> Importer<'c, 'a> {
         };
         // e >= 0 (or > 0), with e = a*s + c for one symbol s.
         let syms = e.symbols();
-        let Some(s) = syms.iter().next().filter(|_| syms.len() == 1) else { return };
+        let Some(s) = syms.iter().next().filter(|_| syms.len() == 1) else {
+            return;
+        };
         let Some(c) = e.poly_coeffs_in(s) else { return };
-        let (Some(c0), Some(a)) = (c.first().and_then(|x| x.as_const()), c.get(1).and_then(|x| x.as_const())) else { return };
+        let (Some(c0), Some(a)) = (
+            c.first().and_then(|x| x.as_const()),
+            c.get(1).and_then(|x| x.as_const()),
+        ) else {
+            return;
+        };
         if c.len() != 2 || a == 0 {
             return;
         }
@@ -214,19 +331,29 @@ impl<'c, 'a> Importer<'c, 'a> {
             self.scope.set_range(s, None, Some(c0.div_euclid(-a)));
         } else {
             // s >= ceil(-c0 / a)
-            self.scope.set_range(s, Some((-c0 + a - 1).div_euclid(a)), None);
+            self.scope
+                .set_range(s, Some((-c0 + a - 1).div_euclid(a)), None);
         }
     }
 
     /// Follows integer shape arithmetic symbolically when all operands are symbolic and the
     /// result is a small integer/boolean tensor; `None` otherwise (the op is then data).
-    fn try_symbolic(&mut self, frame: &Frame, op: &OperationRef<'c, 'a>, name: &str) -> R<Option<SymVal>> {
+    fn try_symbolic(
+        &mut self,
+        frame: &Frame,
+        op: &OperationRef<'c, 'a>,
+        name: &str,
+    ) -> R<Option<SymVal>> {
         if op.result_count() != 1 || op.operand_count() == 0 {
             return Ok(None);
         }
         let rt = self.result_type(op, 0)?;
-        let Some(shape) = rt.dims.iter().copied().collect::<Option<Vec<i64>>>() else { return Ok(None) };
-        if !(rt.dtype.is_int() || rt.dtype == DType::I1) || shape.iter().product::<i64>() > MAX_SYM_ELEMS {
+        let Some(shape) = rt.dims.iter().copied().collect::<Option<Vec<i64>>>() else {
+            return Ok(None);
+        };
+        if !(rt.dtype.is_int() || rt.dtype == DType::I1)
+            || shape.iter().product::<i64>() > MAX_SYM_ELEMS
+        {
             return Ok(None);
         }
         let mut ins = Vec::new();
@@ -253,7 +380,8 @@ impl<'c, 'a> Importer<'c, 'a> {
                 match (ints(0), st.first(), li.first()) {
                     (Some(v), Some(&s), Some(&l)) => {
                         let step = sr.first().copied().unwrap_or(1).max(1) as usize;
-                        v.get(s as usize..l as usize).map(|x| Elems::Int(x.iter().step_by(step).cloned().collect()))
+                        v.get(s as usize..l as usize)
+                            .map(|x| Elems::Int(x.iter().step_by(step).cloned().collect()))
                     }
                     _ => None,
                 }
@@ -265,14 +393,22 @@ impl<'c, 'a> Importer<'c, 'a> {
                     Elems::Bool(v) => Some(Elems::Bool(vec![v[0].clone(); n])),
                 }
             }
-            "add" | "subtract" | "multiply" | "divide" | "remainder" | "maximum" | "minimum" => match (ints(0), ints(1)) {
-                (Some(a), Some(b)) => sym::binary(name, &a, &b, &self.scope).map(Elems::Int),
-                _ => None,
-            },
+            "add" | "subtract" | "multiply" | "divide" | "remainder" | "maximum" | "minimum" => {
+                match (ints(0), ints(1)) {
+                    (Some(a), Some(b)) => sym::binary(name, &a, &b, &self.scope).map(Elems::Int),
+                    _ => None,
+                }
+            }
             "negate" => ints(0).map(|a| Elems::Int(a.into_iter().map(|x| -x).collect())),
             "compare" => {
-                let dir = self.attr_text(op, "comparison_direction").and_then(|t| mt::parse_enum(&t));
-                match (dir.as_deref().and_then(Relation::from_name), ints(0), ints(1)) {
+                let dir = self
+                    .attr_text(op, "comparison_direction")
+                    .and_then(|t| mt::parse_enum(&t));
+                match (
+                    dir.as_deref().and_then(Relation::from_name),
+                    ints(0),
+                    ints(1),
+                ) {
                     (Some(rel), Some(a), Some(b)) if a.len() == b.len() => Some(Elems::Bool(
                         a.into_iter()
                             .zip(b)
@@ -303,7 +439,11 @@ impl<'c, 'a> Importer<'c, 'a> {
             },
             _ => None,
         };
-        Ok(elems.map(|elems| SymVal { dtype: rt.dtype, shape, elems }))
+        Ok(elems.map(|elems| SymVal {
+            dtype: rt.dtype,
+            shape,
+            elems,
+        }))
     }
 
     /// Symbolic integer elements of operand `i`, which must be a shape computation.
@@ -311,39 +451,73 @@ impl<'c, 'a> Importer<'c, 'a> {
         self.entry(frame, op, i)?
             .s
             .and_then(|s| s.ints().map(|v| v.to_vec()))
-            .ok_or_else(|| self.op_error(op, format!("shape operand {i} is not a symbolic expression of the input dimensions")))
+            .ok_or_else(|| {
+                self.op_error(
+                    op,
+                    format!(
+                        "shape operand {i} is not a symbolic expression of the input dimensions"
+                    ),
+                )
+            })
     }
 
     fn static_result_dims(&self, op: &OperationRef<'c, 'a>) -> R<Vec<DimExpr>> {
         let t = self.result_type(op, 0)?;
         t.dims
             .iter()
-            .map(|d| d.map(DimExpr::constant).ok_or_else(|| self.op_error(op, "dynamic result shape on a static-shape op")))
+            .map(|d| {
+                d.map(DimExpr::constant)
+                    .ok_or_else(|| self.op_error(op, "dynamic result shape on a static-shape op"))
+            })
             .collect()
     }
 
-    fn tensor_op(&mut self, g: &mut Graph, frame: &mut Frame, op: OperationRef<'c, 'a>, name: &str) -> R<()> {
+    fn tensor_op(
+        &mut self,
+        g: &mut Graph,
+        frame: &mut Frame,
+        op: OperationRef<'c, 'a>,
+        name: &str,
+    ) -> R<()> {
         let mut attrs = Attrs::new();
         let mut data: Vec<usize> = (0..op.operand_count()).collect();
         let dims = |v: Vec<i64>| Attr::Dims(v.into_iter().map(DimExpr::constant).collect());
         let kind = match name {
             "dynamic_broadcast_in_dim" | "broadcast_in_dim" => {
-                attrs.insert("broadcast_dimensions".into(), Attr::Ints(self.ints_attr(&op, "broadcast_dimensions")?));
-                let shape = if name == "broadcast_in_dim" { self.static_result_dims(&op)? } else { self.shape_operand(frame, &op, 1)? };
+                attrs.insert(
+                    "broadcast_dimensions".into(),
+                    Attr::Ints(self.ints_attr(&op, "broadcast_dimensions")?),
+                );
+                let shape = if name == "broadcast_in_dim" {
+                    self.static_result_dims(&op)?
+                } else {
+                    self.shape_operand(frame, &op, 1)?
+                };
                 attrs.insert("shape".into(), Attr::Dims(shape));
                 data = vec![0];
                 OpKind::BroadcastInDim
             }
             "dynamic_reshape" | "reshape" => {
-                let shape = if name == "reshape" { self.static_result_dims(&op)? } else { self.shape_operand(frame, &op, 1)? };
+                let shape = if name == "reshape" {
+                    self.static_result_dims(&op)?
+                } else {
+                    self.shape_operand(frame, &op, 1)?
+                };
                 attrs.insert("shape".into(), Attr::Dims(shape));
                 data = vec![0];
                 OpKind::Reshape
             }
             "dynamic_iota" | "iota" => {
-                let shape = if name == "iota" { self.static_result_dims(&op)? } else { self.shape_operand(frame, &op, 0)? };
+                let shape = if name == "iota" {
+                    self.static_result_dims(&op)?
+                } else {
+                    self.shape_operand(frame, &op, 0)?
+                };
                 attrs.insert("shape".into(), Attr::Dims(shape));
-                attrs.insert("iota_dimension".into(), Attr::I64(self.int_attr(&op, "iota_dimension")?));
+                attrs.insert(
+                    "iota_dimension".into(),
+                    Attr::I64(self.int_attr(&op, "iota_dimension")?),
+                );
                 attrs.insert("dtype".into(), Attr::DType(self.result_type(&op, 0)?.dtype));
                 data = vec![];
                 OpKind::Iota
@@ -368,7 +542,10 @@ impl<'c, 'a> Importer<'c, 'a> {
                 OpKind::Slice
             }
             "dynamic_slice" => {
-                attrs.insert("slice_sizes".into(), dims(self.ints_attr(&op, "slice_sizes")?));
+                attrs.insert(
+                    "slice_sizes".into(),
+                    dims(self.ints_attr(&op, "slice_sizes")?),
+                );
                 OpKind::DynamicSlice
             }
             "pad" => {
@@ -380,19 +557,31 @@ impl<'c, 'a> Importer<'c, 'a> {
             "gather" | "dynamic_gather" => {
                 self.struct_attr(&op, "dimension_numbers", "gather", &mut attrs)?;
                 let sizes = if name == "gather" {
-                    self.ints_attr(&op, "slice_sizes")?.into_iter().map(DimExpr::constant).collect()
+                    self.ints_attr(&op, "slice_sizes")?
+                        .into_iter()
+                        .map(DimExpr::constant)
+                        .collect()
                 } else {
                     self.shape_operand(frame, &op, 2)?
                 };
                 attrs.insert("slice_sizes".into(), Attr::Dims(sizes));
-                attrs.insert("indices_are_sorted".into(), Attr::Bool(self.bool_attr(&op, "indices_are_sorted")));
+                attrs.insert(
+                    "indices_are_sorted".into(),
+                    Attr::Bool(self.bool_attr(&op, "indices_are_sorted")),
+                );
                 data = vec![0, 1];
                 OpKind::Gather
             }
             "scatter" => {
                 self.struct_attr(&op, "scatter_dimension_numbers", "scatter", &mut attrs)?;
-                attrs.insert("indices_are_sorted".into(), Attr::Bool(self.bool_attr(&op, "indices_are_sorted")));
-                attrs.insert("unique_indices".into(), Attr::Bool(self.bool_attr(&op, "unique_indices")));
+                attrs.insert(
+                    "indices_are_sorted".into(),
+                    Attr::Bool(self.bool_attr(&op, "indices_are_sorted")),
+                );
+                attrs.insert(
+                    "unique_indices".into(),
+                    Attr::Bool(self.bool_attr(&op, "unique_indices")),
+                );
                 OpKind::Scatter
             }
             "dot_general" => {
@@ -400,8 +589,13 @@ impl<'c, 'a> Importer<'c, 'a> {
                 OpKind::DotGeneral
             }
             "convolution" => {
-                let dn = self.attr_text(&op, "dimension_numbers").and_then(|t| mt::parse_conv_dimension_numbers(&t));
-                attrs.insert("dimension_numbers".into(), Attr::Str(dn.ok_or_else(|| self.op_error(&op, "missing dimension_numbers"))?));
+                let dn = self
+                    .attr_text(&op, "dimension_numbers")
+                    .and_then(|t| mt::parse_conv_dimension_numbers(&t));
+                attrs.insert(
+                    "dimension_numbers".into(),
+                    Attr::Str(dn.ok_or_else(|| self.op_error(&op, "missing dimension_numbers"))?),
+                );
                 for k in ["window_strides", "padding", "lhs_dilation", "rhs_dilation"] {
                     attrs.insert(k.into(), Attr::Ints(self.ints_attr(&op, k)?));
                 }
@@ -411,18 +605,38 @@ impl<'c, 'a> Importer<'c, 'a> {
                 OpKind::Convolution
             }
             "reduce_window" | "select_and_scatter" => {
-                for k in ["window_dimensions", "window_strides", "base_dilations", "window_dilations", "padding"] {
+                for k in [
+                    "window_dimensions",
+                    "window_strides",
+                    "base_dilations",
+                    "window_dilations",
+                    "padding",
+                ] {
                     let v = self.ints_attr(&op, k)?;
                     if !v.is_empty() {
                         attrs.insert(k.into(), Attr::Ints(v));
                     }
                 }
-                if name == "reduce_window" { OpKind::ReduceWindow } else { OpKind::SelectAndScatter }
+                if name == "reduce_window" {
+                    OpKind::ReduceWindow
+                } else {
+                    OpKind::SelectAndScatter
+                }
             }
             "compare" => {
-                let dir = self.attr_text(&op, "comparison_direction").and_then(|t| mt::parse_enum(&t));
-                attrs.insert("comparison_direction".into(), Attr::Str(dir.ok_or_else(|| self.op_error(&op, "missing comparison_direction"))?));
-                if let Some(t) = self.attr_text(&op, "compare_type").and_then(|t| mt::parse_enum(&t)) {
+                let dir = self
+                    .attr_text(&op, "comparison_direction")
+                    .and_then(|t| mt::parse_enum(&t));
+                attrs.insert(
+                    "comparison_direction".into(),
+                    Attr::Str(
+                        dir.ok_or_else(|| self.op_error(&op, "missing comparison_direction"))?,
+                    ),
+                );
+                if let Some(t) = self
+                    .attr_text(&op, "compare_type")
+                    .and_then(|t| mt::parse_enum(&t))
+                {
                     attrs.insert("compare_type".into(), Attr::Str(t));
                 }
                 OpKind::Compare
@@ -432,24 +646,49 @@ impl<'c, 'a> Importer<'c, 'a> {
                 OpKind::Convert
             }
             "sort" => {
-                attrs.insert("dimension".into(), Attr::I64(self.int_attr(&op, "dimension")?));
-                attrs.insert("is_stable".into(), Attr::Bool(self.bool_attr(&op, "is_stable")));
+                attrs.insert(
+                    "dimension".into(),
+                    Attr::I64(self.int_attr(&op, "dimension")?),
+                );
+                attrs.insert(
+                    "is_stable".into(),
+                    Attr::Bool(self.bool_attr(&op, "is_stable")),
+                );
                 OpKind::Sort
             }
             "transpose" => {
-                attrs.insert("permutation".into(), Attr::Ints(self.ints_attr(&op, "permutation")?));
+                attrs.insert(
+                    "permutation".into(),
+                    Attr::Ints(self.ints_attr(&op, "permutation")?),
+                );
                 OpKind::Transpose
             }
             "reverse" | "reduce" => {
-                attrs.insert("dimensions".into(), Attr::Ints(self.ints_attr(&op, "dimensions")?));
+                attrs.insert(
+                    "dimensions".into(),
+                    Attr::Ints(self.ints_attr(&op, "dimensions")?),
+                );
                 OpKind::from_name(name).unwrap_or(OpKind::Reduce)
             }
             "concatenate" => {
-                attrs.insert("dimension".into(), Attr::I64(self.int_attr(&op, "dimension")?));
+                attrs.insert(
+                    "dimension".into(),
+                    Attr::I64(self.int_attr(&op, "dimension")?),
+                );
                 OpKind::Concatenate
             }
             _ => match OpKind::from_name(name) {
-                Some(k) if k.is_elementwise() || matches!(k, OpKind::DynamicUpdateSlice | OpKind::While | OpKind::OptimizationBarrier) => k,
+                Some(k)
+                    if k.is_elementwise()
+                        || matches!(
+                            k,
+                            OpKind::DynamicUpdateSlice
+                                | OpKind::While
+                                | OpKind::OptimizationBarrier
+                        ) =>
+                {
+                    k
+                }
                 _ => return Err(self.unsupported(&op)),
             },
         };
@@ -480,9 +719,16 @@ impl<'c, 'a> Importer<'c, 'a> {
         sr: Vec<DimExpr>,
     ) -> R<()> {
         if sr.iter().any(|k| k.as_const() != Some(1)) {
-            return Err(self.op_error(&op, "data-dependent start indices with non-unit strides are not supported"));
+            return Err(self.op_error(
+                &op,
+                "data-dependent start indices with non-unit strides are not supported",
+            ));
         }
-        let sizes: Vec<DimExpr> = st.iter().zip(&li).map(|(s, l)| l.clone() - s.clone()).collect();
+        let sizes: Vec<DimExpr> = st
+            .iter()
+            .zip(&li)
+            .map(|(s, l)| l.clone() - s.clone())
+            .collect();
         if sizes.iter().any(has_data) {
             return Err(self.op_error(&op, "slice sizes depend on tensor data"));
         }
@@ -508,16 +754,36 @@ impl<'c, 'a> Importer<'c, 'a> {
         }
         let mut attrs = Attrs::new();
         attrs.insert("slice_sizes".into(), Attr::Dims(sizes));
-        self.add_node(g, frame, &op, OpKind::DynamicSlice, attrs, &operands, Vec::new(), None)
+        self.add_node(
+            g,
+            frame,
+            &op,
+            OpKind::DynamicSlice,
+            attrs,
+            &operands,
+            Vec::new(),
+            None,
+        )
     }
 
     fn bool_attr(&self, op: &OperationRef<'c, 'a>, name: &str) -> bool {
-        self.attr_text(op, name).and_then(|t| mt::parse_bool(&t)).unwrap_or(false)
+        self.attr_text(op, name)
+            .and_then(|t| mt::parse_bool(&t))
+            .unwrap_or(false)
     }
 
-    fn struct_attr(&self, op: &OperationRef<'c, 'a>, name: &str, kind: &str, attrs: &mut Attrs) -> R<()> {
-        let t = self.attr_text(op, name).ok_or_else(|| self.op_error(op, format!("missing `{name}`")))?;
-        let fields = mt::parse_struct(&t, kind).ok_or_else(|| self.op_error(op, format!("unsupported `{name}`: {}", abbrev(&t))))?;
+    fn struct_attr(
+        &self,
+        op: &OperationRef<'c, 'a>,
+        name: &str,
+        kind: &str,
+        attrs: &mut Attrs,
+    ) -> R<()> {
+        let t = self
+            .attr_text(op, name)
+            .ok_or_else(|| self.op_error(op, format!("missing `{name}`")))?;
+        let fields = mt::parse_struct(&t, kind)
+            .ok_or_else(|| self.op_error(op, format!("unsupported `{name}`: {}", abbrev(&t))))?;
         if kind == "gather" || kind == "scatter" {
             // The MLIR printer omits `index_vector_dim` when it is 0.
             attrs.insert("index_vector_dim".into(), Attr::I64(0));
@@ -535,30 +801,48 @@ impl<'c, 'a> Importer<'c, 'a> {
     /// Imports the regions of `op`. Reduction-style bodies take scalar arguments of the
     /// operands' element types; `while` regions take the loop-carried values, and a carried
     /// symbolic integer that the body returns unchanged stays symbolic inside the loop.
-    fn regions(&mut self, _g: &mut Graph, frame: &Frame, op: &OperationRef<'c, 'a>, kind: OpKind, operands: &[ValueRef]) -> R<Vec<Graph>> {
+    fn regions(
+        &mut self,
+        _g: &mut Graph,
+        frame: &Frame,
+        op: &OperationRef<'c, 'a>,
+        kind: OpKind,
+        operands: &[ValueRef],
+    ) -> R<Vec<Graph>> {
         let n = kind.num_regions();
         if op.region_count() != n {
-            return Err(self.op_error(op, format!("expected {n} regions, found {}", op.region_count())));
+            return Err(self.op_error(
+                op,
+                format!("expected {n} regions, found {}", op.region_count()),
+            ));
         }
         let mut out = Vec::new();
         for i in 0..n {
-            let r: RegionRef<'c, 'a> = op.region(i).map_err(|e| self.op_error(op, e.to_string()))?;
-            let block = melior::ir::RegionLike::first_block(&r).ok_or_else(|| self.op_error(op, "empty region"))?;
+            let r: RegionRef<'c, 'a> =
+                op.region(i).map_err(|e| self.op_error(op, e.to_string()))?;
+            let block = melior::ir::RegionLike::first_block(&r)
+                .ok_or_else(|| self.op_error(op, "empty region"))?;
             let args: Vec<(TensorType, Option<SymVal>)> = if kind == OpKind::While {
                 (0..op.operand_count())
                     .map(|k| {
                         let e = self.entry(frame, op, k)?;
                         let ty = _g.value_type(operands[k]).clone();
                         let invariant = e.s.is_some() && self.body_passes_through(op, k);
-                        let s = if invariant { e.s } else { self.data_symbols(&ty) };
+                        let s = if invariant {
+                            e.s
+                        } else {
+                            self.data_symbols(&ty)
+                        };
                         Ok((ty, s))
                     })
                     .collect::<R<_>>()?
             } else {
                 (0..melior::ir::block::BlockLike::argument_count(&block))
                     .map(|k| {
-                        let a = melior::ir::block::BlockLike::argument(&block, k).map_err(|e| self.op_error(op, e.to_string()))?;
-                        let t = mt::parse_tensor_type(&a.r#type().to_string()).map_err(|m| self.op_error(op, m))?;
+                        let a = melior::ir::block::BlockLike::argument(&block, k)
+                            .map_err(|e| self.op_error(op, e.to_string()))?;
+                        let t = mt::parse_tensor_type(&a.r#type().to_string())
+                            .map_err(|m| self.op_error(op, m))?;
                         let d: Option<Vec<i64>> = t.dims.iter().copied().collect();
                         let d = d.ok_or_else(|| self.op_error(op, "dynamic region argument"))?;
                         Ok((TensorType::fixed(t.dtype, &d), None))
@@ -578,11 +862,18 @@ impl<'c, 'a> Importer<'c, 'a> {
     /// Whether the `while` body (region 1) returns its block argument `k` unchanged at `k`.
     fn body_passes_through(&self, op: &OperationRef<'c, 'a>, k: usize) -> bool {
         let Ok(body) = op.region(1) else { return false };
-        let Some(block) = melior::ir::RegionLike::first_block(&body) else { return false };
-        let (Ok(arg), Some(term)) = (melior::ir::block::BlockLike::argument(&block, k), melior::ir::block::BlockLike::terminator(&block)) else {
+        let Some(block) = melior::ir::RegionLike::first_block(&body) else {
             return false;
         };
-        term.operand(k).map(|v| v.to_raw().ptr == Value::from(arg).to_raw().ptr).unwrap_or(false)
+        let (Ok(arg), Some(term)) = (
+            melior::ir::block::BlockLike::argument(&block, k),
+            melior::ir::block::BlockLike::terminator(&block),
+        ) else {
+            return false;
+        };
+        term.operand(k)
+            .map(|v| v.to_raw().ptr == Value::from(arg).to_raw().ptr)
+            .unwrap_or(false)
     }
 
     /// Infers result types, checks them against MLIR's declared types (dtype and every static
@@ -600,36 +891,62 @@ impl<'c, 'a> Importer<'c, 'a> {
         declared: Option<Vec<TensorType>>,
     ) -> R<()> {
         let types: Vec<&TensorType> = operands.iter().map(|v| g.value_type(*v)).collect();
-        let inferred = infer(kind, &attrs, &types, &regions).map_err(|e| self.op_error(op, e.to_string()))?;
+        let inferred =
+            infer(kind, &attrs, &types, &regions).map_err(|e| self.op_error(op, e.to_string()))?;
         let outputs = match (inferred, declared) {
             (Some(t), _) | (None, Some(t)) => t,
             (None, None) => return Err(self.op_error(op, "result types cannot be inferred")),
         };
         if outputs.len() != op.result_count() {
-            return Err(self.op_error(op, format!("{} results inferred, {} declared", outputs.len(), op.result_count())));
+            return Err(self.op_error(
+                op,
+                format!(
+                    "{} results inferred, {} declared",
+                    outputs.len(),
+                    op.result_count()
+                ),
+            ));
         }
         for (i, t) in outputs.iter().enumerate() {
             let d = self.result_type(op, i)?;
             let ok = d.dtype == t.dtype
                 && d.dims.len() == t.rank()
-                && d.dims.iter().zip(&t.shape).all(|(a, b)| a.is_none_or(|k| b.as_const() == Some(k)));
+                && d.dims
+                    .iter()
+                    .zip(&t.shape)
+                    .all(|(a, b)| a.is_none_or(|k| b.as_const() == Some(k)));
             if !ok {
-                let r = op.result(i).map(|r| r.r#type().to_string()).unwrap_or_default();
-                return Err(self.op_error(op, format!("inferred result type {t} conflicts with declared {r}")));
+                let r = op
+                    .result(i)
+                    .map(|r| r.r#type().to_string())
+                    .unwrap_or_default();
+                return Err(self.op_error(
+                    op,
+                    format!("inferred result type {t} conflicts with declared {r}"),
+                ));
             }
         }
         if outputs.iter().any(|t| t.shape.iter().any(has_data)) {
             return Err(self.op_error(op, "result shape depends on tensor data"));
         }
-        let syms: Vec<Option<SymVal>> =
-            if kind == OpKind::Constant { vec![None; outputs.len()] } else { outputs.iter().map(|t| self.data_symbols(t)).collect() };
+        let syms: Vec<Option<SymVal>> = if kind == OpKind::Constant {
+            vec![None; outputs.len()]
+        } else {
+            outputs.iter().map(|t| self.data_symbols(t)).collect()
+        };
         let mut node = Node::new(kind, attrs, outputs);
         node.regions = regions;
         node.loc = Some(super::func::op_loc(op));
         let id = g.add_node(node, operands);
         for i in 0..op.result_count() {
             let r = op.result(i).map_err(|e| self.op_error(op, e.to_string()))?;
-            frame.insert(Value::from(r), Entry { t: Some(ValueRef::new(id, i as u32)), s: syms[i].clone() });
+            frame.insert(
+                Value::from(r),
+                Entry {
+                    t: Some(ValueRef::new(id, i as u32)),
+                    s: syms[i].clone(),
+                },
+            );
         }
         Ok(())
     }
@@ -639,19 +956,26 @@ impl<'c, 'a> Importer<'c, 'a> {
 pub const DATA_PREFIX: &str = "_data";
 
 fn has_data(d: &DimExpr) -> bool {
-    d.symbols().iter().any(|s| s.name().starts_with(DATA_PREFIX))
+    d.symbols()
+        .iter()
+        .any(|s| s.name().starts_with(DATA_PREFIX))
 }
 
 fn mentions_data(s: &SymVal) -> bool {
     match &s.elems {
         Elems::Int(v) => v.iter().any(has_data),
-        Elems::Bool(v) => v.iter().any(|p| matches!(p, Pred::Cmp(a, _, b) if has_data(a) || has_data(b))),
+        Elems::Bool(v) => v
+            .iter()
+            .any(|p| matches!(p, Pred::Cmp(a, _, b) if has_data(a) || has_data(b))),
     }
 }
 
 fn abbrev(s: &str) -> String {
     if s.len() > 120 {
-        format!("{}...", &s[..s.char_indices().nth(117).map(|(i, _)| i).unwrap_or(s.len())])
+        format!(
+            "{}...",
+            &s[..s.char_indices().nth(117).map(|(i, _)| i).unwrap_or(s.len())]
+        )
     } else {
         s.to_string()
     }

@@ -30,10 +30,14 @@ impl Pred {
                     (_, Unknown) => None,
                     (Relation::Eq, Equal) | (Relation::Ne, Less | Greater) => Some(true),
                     (Relation::Eq, Less | Greater) | (Relation::Ne, Equal) => Some(false),
-                    (Relation::Ge, Greater | GreaterEq | Equal) | (Relation::Gt, Greater) => Some(true),
+                    (Relation::Ge, Greater | GreaterEq | Equal) | (Relation::Gt, Greater) => {
+                        Some(true)
+                    }
                     (Relation::Ge, Less) | (Relation::Gt, Less | LessEq | Equal) => Some(false),
                     (Relation::Le, Less | LessEq | Equal) | (Relation::Lt, Less) => Some(true),
-                    (Relation::Le, Greater) | (Relation::Lt, Greater | GreaterEq | Equal) => Some(false),
+                    (Relation::Le, Greater) | (Relation::Lt, Greater | GreaterEq | Equal) => {
+                        Some(false)
+                    }
                     _ => None,
                 }
             }
@@ -64,7 +68,11 @@ pub struct SymVal {
 impl SymVal {
     /// A scalar integer.
     pub fn scalar(dtype: DType, e: DimExpr) -> SymVal {
-        SymVal { dtype, shape: vec![], elems: Elems::Int(vec![e]) }
+        SymVal {
+            dtype,
+            shape: vec![],
+            elems: Elems::Int(vec![e]),
+        }
     }
 
     /// The integer elements, if this is an integer value.

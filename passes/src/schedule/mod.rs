@@ -384,7 +384,11 @@ pub fn schedule_checked(
 /// peak: no single order is best at every shape (short sequences favour one order, long ones
 /// another), and picking at run time closes most of the gap to a schedule made for the exact
 /// shape.
-pub fn schedule_variants(g: &Graph, opts: &ScheduleOptions, max: usize) -> Vec<(Strategy, Schedule)> {
+pub fn schedule_variants(
+    g: &Graph,
+    opts: &ScheduleOptions,
+    max: usize,
+) -> Vec<(Strategy, Schedule)> {
     let ctx = Ctx::new(g, opts.samples, &valid(g, &opts.bindings));
     let cands = candidates(&ctx, opts);
     let mut seen: Vec<&[u32]> = Vec::new();

@@ -42,7 +42,10 @@ pub struct CostModel {
 
 impl Default for CostModel {
     fn default() -> Self {
-        CostModel { flops_per_us: 1e6, link_bytes_per_us: 25e3 }
+        CostModel {
+            flops_per_us: 1e6,
+            link_bytes_per_us: 25e3,
+        }
     }
 }
 
@@ -151,7 +154,10 @@ impl<'a> Evaluator<'a> {
         if let Some(v) = self.memo.get(e) {
             return Ok(*v);
         }
-        let v = e.eval(self.b).map_err(|source| FinalizeError::Eval { expr: e.to_string(), source })?;
+        let v = e.eval(self.b).map_err(|source| FinalizeError::Eval {
+            expr: e.to_string(),
+            source,
+        })?;
         self.memo.insert(e, v);
         Ok(v)
     }
@@ -161,11 +167,22 @@ impl<'a> Evaluator<'a> {
 pub fn check_bindings(plan: &Plan, b: &Bindings) -> Result<(), FinalizeError> {
     plan.symbols.check(b).map_err(FinalizeError::Fact)?;
     for a in &plan.assertions {
-        let ev = |e: &DimExpr| e.eval(b).map_err(|source| FinalizeError::Eval { expr: e.to_string(), source });
+        let ev = |e: &DimExpr| {
+            e.eval(b).map_err(|source| FinalizeError::Eval {
+                expr: e.to_string(),
+                source,
+            })
+        };
         let (l, r) = (ev(&a.lhs)?, ev(&a.rhs)?);
         if !a.rel.holds(l, r) {
-            let message = a.message.replace("{0}", &l.to_string()).replace("{1}", &r.to_string());
-            return Err(FinalizeError::Assertion { check: format!("{} {} {}", a.lhs, a.rel.name(), a.rhs), message });
+            let message = a
+                .message
+                .replace("{0}", &l.to_string())
+                .replace("{1}", &r.to_string());
+            return Err(FinalizeError::Assertion {
+                check: format!("{} {} {}", a.lhs, a.rel.name(), a.rhs),
+                message,
+            });
         }
     }
     Ok(())
@@ -191,15 +208,27 @@ struct Option_ {
 /// Errors: [`FinalizeError::Fact`] / [`FinalizeError::Assertion`] for invalid shapes,
 /// [`FinalizeError::Infeasible`] (with the smallest feasible budget) when the budget cannot be
 /// met, [`FinalizeError::Eval`] when an expression does not evaluate.
-pub fn finalize(plan: &Plan, b: &Bindings, opts: &FinalizeOptions) -> Result<ConcretePlan, FinalizeError> {
+pub fn finalize(
+    plan: &Plan,
+    b: &Bindings,
+    opts: &FinalizeOptions,
+) -> Result<ConcretePlan, FinalizeError> {
     check_bindings(plan, b)?;
     let variant = if plan.alternatives.is_empty() {
         0
     } else {
-        plan.best_variant(b).map_err(|source| FinalizeError::Eval { expr: "peak terms".into(), source })?.0
+        plan.best_variant(b)
+            .map_err(|source| FinalizeError::Eval {
+                expr: "peak terms".into(),
+                source,
+            })?
+            .0
     };
     let plan = plan.variant(variant).unwrap_or(plan);
-    let mut ev = Evaluator { b, memo: HashMap::new() };
+    let mut ev = Evaluator {
+        b,
+        memo: HashMap::new(),
+    };
     let points = plan.schedule.len().max(1);
     let mut value_bytes = Vec::with_capacity(plan.values.len());
     let mut diff = vec![0i64; points + 1];
@@ -232,7 +261,12 @@ pub fn finalize(plan: &Plan, b: &Bindings, opts: &FinalizeOptions) -> Result<Con
         if peak_scheduled > budget {
             let mut options = price_options(plan, &mut ev, &value_bytes, opts)?;
             // Best first, so each decision takes the first untaken option covering the peak.
-            options.sort_by(|a, b| a.score.total_cmp(&b.score).then(b.bytes.cmp(&a.bytes)).then(a.c.cmp(&b.c)));
+            options.sort_by(|a, b| {
+                a.score
+                    .total_cmp(&b.score)
+                    .then(b.bytes.cmp(&a.bytes))
+                    .then(a.c.cmp(&b.c))
+            });
             let mut taken = vec![false; plan.candidates.len()];
             loop {
                 let (peak, p) = tree.argmax();
@@ -242,12 +276,19 @@ pub fn finalize(plan: &Plan, b: &Bindings, opts: &FinalizeOptions) -> Result<Con
                 let best = options.iter().find(|o| !taken[o.c] && o.l <= p && p <= o.r);
                 let Some(o) = best.copied() else {
                     let smallest = smallest_feasible(plan, &resident, &options);
-                    return Err(FinalizeError::Infeasible { budget, smallest, smallest_mib: smallest as f64 / 1048576.0 });
+                    return Err(FinalizeError::Infeasible {
+                        budget,
+                        smallest,
+                        smallest_mib: smallest as f64 / 1048576.0,
+                    });
                 };
                 taken[o.c] = true;
                 tree.add(o.l, o.r, -o.bytes);
                 tree.add(o.transient.0, o.transient.0, o.transient.1);
-                decisions.push(Decision { candidate: o.c, kind: o.kind });
+                decisions.push(Decision {
+                    candidate: o.c,
+                    kind: o.kind,
+                });
                 overhead_us += o.cost_us;
                 match o.kind {
                     DecisionKind::Recompute => recompute_flops += o.flops,
@@ -258,7 +299,11 @@ pub fn finalize(plan: &Plan, b: &Bindings, opts: &FinalizeOptions) -> Result<Con
     }
     let resident = tree.values();
     let peak_planned = resident.iter().copied().max().unwrap_or(0);
-    let arena = if opts.offsets { assign_offsets(plan, &value_bytes, &decisions, peak_planned) } else { Arena::default() };
+    let arena = if opts.offsets {
+        assign_offsets(plan, &value_bytes, &decisions, peak_planned)
+    } else {
+        Arena::default()
+    };
     Ok(ConcretePlan {
         variant,
         bindings: b.clone(),
@@ -314,11 +359,18 @@ fn price_options<'a>(
                 DecisionKind::Recompute => {
                     let flops = ev.eval(&cand.recompute_flops)?;
                     let tr = ev.eval(&cand.transient_bytes)?;
-                    (cand.evict_after + 1, cand.regenerate_before.saturating_sub(1), (cand.regenerate_before, tr), flops as f64 / opts.cost.flops_per_us, flops)
+                    (
+                        cand.evict_after + 1,
+                        cand.regenerate_before.saturating_sub(1),
+                        (cand.regenerate_before, tr),
+                        flops as f64 / opts.cost.flops_per_us,
+                        flops,
+                    )
                 }
                 DecisionKind::Swap => {
                     let (l, r) = (cand.evict_after + 1, cand.prefetch_at.saturating_sub(1));
-                    let transfer = 2.0 * ev.eval(&cand.swap_bytes)? as f64 / opts.cost.link_bytes_per_us;
+                    let transfer =
+                        2.0 * ev.eval(&cand.swap_bytes)? as f64 / opts.cost.link_bytes_per_us;
                     (l, r, (0, 0), (transfer - compute_us(l, r)).max(0.0), 0)
                 }
             };
@@ -327,7 +379,17 @@ fn price_options<'a>(
             }
             let window = (r - l + 1) as f64;
             let score = cost_us / (bytes as f64 * window);
-            let o = Option_ { c, kind, l, r, bytes, transient, cost_us, flops, score };
+            let o = Option_ {
+                c,
+                kind,
+                l,
+                r,
+                bytes,
+                transient,
+                cost_us,
+                flops,
+                score,
+            };
             if best.is_none_or(|b| o.score < b.score) {
                 best = Some(o);
             }
@@ -345,7 +407,12 @@ fn smallest_feasible(_plan: &Plan, resident: &[i64], options: &[Option_]) -> i64
         let (peak, p) = tree.argmax();
         let best = options
             .iter()
-            .filter(|o| !taken[o.c] && o.l <= p && p <= o.r && o.bytes > if o.transient.0 == p { o.transient.1 } else { 0 })
+            .filter(|o| {
+                !taken[o.c]
+                    && o.l <= p
+                    && p <= o.r
+                    && o.bytes > if o.transient.0 == p { o.transient.1 } else { 0 }
+            })
             .min_by(|a, b| a.score.total_cmp(&b.score).then(b.bytes.cmp(&a.bytes)));
         let Some(o) = best.copied() else { return peak };
         taken[o.c] = true;

@@ -13,7 +13,11 @@ impl PeakTree {
     /// Builds the tree from the resident bytes at each point.
     pub fn new(values: &[i64]) -> Self {
         let n = values.len().max(1);
-        let mut t = PeakTree { n, max: vec![i64::MIN; 4 * n], lazy: vec![0; 4 * n] };
+        let mut t = PeakTree {
+            n,
+            max: vec![i64::MIN; 4 * n],
+            lazy: vec![0; 4 * n],
+        };
         t.build(1, 0, n - 1, values);
         t
     }
@@ -50,7 +54,9 @@ impl PeakTree {
         let mid = (lo + hi) / 2;
         self.add_rec(2 * node, lo, mid, l, r, d);
         self.add_rec(2 * node + 1, mid + 1, hi, l, r, d);
-        self.max[node] = self.max[2 * node].max(self.max[2 * node + 1]).saturating_add(self.lazy[node]);
+        self.max[node] = self.max[2 * node]
+            .max(self.max[2 * node + 1])
+            .saturating_add(self.lazy[node]);
     }
 
     /// The maximum over all points and the first point where it is reached.
