@@ -7,8 +7,8 @@ use super::sym::{Elems, SymVal};
 use super::{short_loc, ImportStats};
 use ebb_ir::op::Literal;
 use ebb_ir::{
-    Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, ShapeAssertion, Symbol, SymbolScope,
-    TensorType, ValueRef,
+    Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, ShapeAssertion, SymbolScope, TensorType,
+    ValueRef,
 };
 use melior::ir::block::BlockLike;
 use melior::ir::operation::OperationLike;
@@ -156,8 +156,7 @@ pub(crate) fn import_module(module: &Module, file: &str) -> R<(Graph, ImportStat
     }
     let results = imp.import_block(&mut g, &mut frame, body)?;
     let mut outs = Vec::new();
-    for (i, (v, e)) in results.into_iter().enumerate() {
-        let _ = i;
+    for (v, e) in results {
         outs.push(imp.tensor(&mut g, &mut frame, v, e)?);
     }
     let names = result_names(&main, outs.len());
@@ -541,11 +540,5 @@ impl<'c, 'a> Importer<'c, 'a> {
         let n = outs.len();
         g.set_outputs(outs, vec![String::new(); n]);
         Ok(g)
-    }
-
-    /// Declares `name` in the scope and returns it (used by tests of facts).
-    #[allow(dead_code)]
-    pub fn symbol(&mut self, name: &str) -> Symbol {
-        self.scope.declare(name)
     }
 }
