@@ -268,18 +268,24 @@ pub fn finalize(
                     .then(a.c.cmp(&b.c))
             });
             let mut taken = vec![false; plan.candidates.len()];
+            // The choices do not depend on the budget, so the lowest peak seen on the way is
+            // exactly the smallest budget this greedy can meet (it would stop there).
+            let mut lowest = peak_scheduled;
             loop {
                 let (peak, p) = tree.argmax();
+                lowest = lowest.min(peak);
                 if peak <= budget {
                     break;
                 }
-                let best = options.iter().find(|o| !taken[o.c] && o.l <= p && p <= o.r);
-                let Some(o) = best.copied() else {
-                    let smallest = smallest_feasible(plan, &resident, &options);
+                let Some(o) = options
+                    .iter()
+                    .find(|o| !taken[o.c] && o.l <= p && p <= o.r)
+                    .copied()
+                else {
                     return Err(FinalizeError::Infeasible {
                         budget,
-                        smallest,
-                        smallest_mib: smallest as f64 / 1048576.0,
+                        smallest: lowest,
+                        smallest_mib: lowest as f64 / 1048576.0,
                     });
                 };
                 taken[o.c] = true;
@@ -397,29 +403,4 @@ fn price_options<'a>(
         out.extend(best);
     }
     Ok(out)
-}
-
-/// The smallest peak the greedy reaches when it takes every candidate that covers the peak.
-fn smallest_feasible(_plan: &Plan, resident: &[i64], options: &[Option_]) -> i64 {
-    let mut tree = PeakTree::new(resident);
-    let mut taken = vec![false; options.iter().map(|o| o.c + 1).max().unwrap_or(0)];
-    loop {
-        let (peak, p) = tree.argmax();
-        let best = options
-            .iter()
-            .filter(|o| {
-                !taken[o.c]
-                    && o.l <= p
-                    && p <= o.r
-                    && o.bytes > if o.transient.0 == p { o.transient.1 } else { 0 }
-            })
-            .min_by(|a, b| a.score.total_cmp(&b.score).then(b.bytes.cmp(&a.bytes)));
-        let Some(o) = best.copied() else { return peak };
-        taken[o.c] = true;
-        tree.add(o.l, o.r, -o.bytes);
-        tree.add(o.transient.0, o.transient.0, o.transient.1);
-        if tree.argmax().0 > peak {
-            return peak;
-        }
-    }
 }
