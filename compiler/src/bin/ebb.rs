@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use ebb_compiler::frontend::Format;
 use ebb_compiler::{pipeline, report};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,8 +26,11 @@ enum Command {
     /// `module.operation.get_asm(print_generic_op_form=True)` from a `jax.export` with
     /// symbolic shapes (see examples/export/).
     Import {
-        /// The module to import (`.mlir`).
+        /// The module to import (`.mlir` or `.onnx`).
         file: PathBuf,
+        /// Input format; by default from the extension (`.mlir` StableHLO, `.onnx` ONNX).
+        #[arg(long, value_enum)]
+        format: Option<Format>,
         /// What to print: the textual IR or a summary (op counts, symbols, sizes).
         #[arg(long, value_enum, default_value_t = Emit::Stats)]
         emit: Emit,
@@ -43,8 +47,11 @@ enum Command {
     /// with symbolic sizes → rematerialization/swap candidates → plan. The plan embeds the
     /// planned graph, so `ebb plan` and `ebb run` need only the plan file.
     Compile {
-        /// The module to compile (`.mlir`).
+        /// The module to compile (`.mlir` or `.onnx`).
         file: PathBuf,
+        /// Input format; by default from the extension (`.mlir` StableHLO, `.onnx` ONNX).
+        #[arg(long, value_enum)]
+        format: Option<Format>,
         /// Where to write the plan.
         #[arg(short, long)]
         output: PathBuf,
@@ -109,9 +116,10 @@ fn run(cli: Cli) -> Result<()> {
             emit,
             json,
             output,
+            format,
         } => {
             let t0 = std::time::Instant::now();
-            let (g, stats) = ebb_compiler::stablehlo::import_file(&file)?;
+            let (g, stats) = ebb_compiler::frontend::import_file(&file, format)?;
             let elapsed = t0.elapsed();
             let text = match emit {
                 Emit::Ir => ebb_ir::text::print(&g),
@@ -134,8 +142,9 @@ fn run(cli: Cli) -> Result<()> {
             sweep,
             stop_after,
             json,
+            format,
         } => {
-            let (g, stats) = ebb_compiler::stablehlo::import_file(&file)?;
+            let (g, stats) = ebb_compiler::frontend::import_file(&file, format)?;
             if stats.unresolved_dims > 0 {
                 eprintln!(
                     "warning: {} dimensions are not expressions over named symbols",
@@ -231,8 +240,8 @@ fn run(cli: Cli) -> Result<()> {
 
 /// Reads a plan file, or imports and compiles a `.mlir` module.
 fn load_or_compile(path: &PathBuf) -> Result<ebb_ir::plan::Plan> {
-    if path.extension().is_some_and(|e| e == "mlir") {
-        let (g, _) = ebb_compiler::stablehlo::import_file(path)?;
+    if ebb_compiler::frontend::Format::from_path(path).is_some() {
+        let (g, _) = ebb_compiler::frontend::import_file(path, None)?;
         return Ok(pipeline::compile(g, &pipeline::CompileOptions::default())?.plan);
     }
     let text =
