@@ -31,15 +31,19 @@ def write_npz(path: Path, arrays: dict):
             zf.writestr(info, buf.getvalue())
 
 
-def rel_err(got, want) -> float:
-    """max |got - want| / max(max |want|, 1e-30): one relative error per tensor."""
+def rel_err(got, want, mask=None) -> float:
+    """max |got - want| / max(max |want|, 1e-30): one relative error per tensor. With a boolean
+    `mask` (same shape) only the selected elements count in the numerator."""
     got = np.asarray(got, np.float64)
     want = np.asarray(want, np.float64)
     if got.shape != want.shape:
         raise AssertionError(f"shape {got.shape} vs {want.shape}")
-    if want.size == 0:
+    diff = np.abs(got - want)
+    if mask is not None:
+        diff = diff[mask]
+    if diff.size == 0:
         return 0.0
-    return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
+    return float(np.max(diff) / max(float(np.max(np.abs(want))), 1e-30))
 
 
 def _dtype_name(elem_type: int) -> str:
@@ -51,7 +55,7 @@ def _shape(vi) -> list:
     if not t.HasField("shape"):
         return None
     return [d.dim_param if d.HasField("dim_param") else
-            (d.dim_value if d.HasField("dim_value") else "?") for d in t.shape.dim]
+            (d.dim_value if d.HasField("dim_value") else None) for d in t.shape.dim]
 
 
 def describe_values(values, paths=None) -> list[dict]:

@@ -237,7 +237,19 @@ def export_onnx(fx: TorchFixture, tree, in_names, out_names) -> onnx.ModelProto:
                 raise AssertionError(f"{fx.name}: {name} axis {ax} is not symbolic")
             mapping[dim[ax].dim_param] = sym
     rename_dim_params(model, {k: v for k, v in mapping.items() if k != v})
+    _drop_stack_traces(model)
     return model
+
+
+def _drop_stack_traces(model: onnx.ModelProto):
+    """Remove the exporter's `pkg.torch.onnx.stack_trace` node metadata. It only points into
+    the code make_fx generated (`<eval_with_key>.N`, N a process-wide counter) with absolute
+    paths, so it made the bytes depend on the machine and on earlier exports in the process.
+    The other metadata (`namespace`, `pkg.torch.onnx.fx_node`, ...) is kept."""
+    for node in model.graph.node:
+        keep = [p for p in node.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+        del node.metadata_props[:]
+        node.metadata_props.extend(keep)
 
 
 def ort_session(path: Path) -> ort.InferenceSession:
@@ -263,15 +275,20 @@ def export_torch_fixture(fx: TorchFixture, out_dir: Path) -> dict:
     for k, bindings in enumerate(fx.refs):
         inputs, want = eager_reference(fx, bindings, seed=k)
         got = sess.run(None, dict(zip(in_names, inputs)))
-        errs = {out_names[i]: rel_err(g, w) for i, (g, w) in enumerate(zip(got, want))}
-        upd = {out_names[1 + i]: rel_err(got[1 + i] - inputs[i], want[1 + i] - inputs[i])
-               for i in range(n_params)}
+        raw = {out_names[i]: rel_err(g, w) for i, (g, w) in enumerate(zip(got, want))}
+        masks = _noise_masks(fx, want, n_params)
+        errs = {out_names[i]: rel_err(g, w, masks.get(i)) for i, (g, w) in
+                enumerate(zip(got, want))}
+        upd = {out_names[1 + i]: rel_err(got[1 + i] - inputs[i], want[1 + i] - inputs[i],
+                                         masks.get(1 + i)) for i in range(n_params)}
         worst = max(errs, key=errs.get)
         worst_u = max(upd, key=upd.get)
+        worst_raw = max(raw, key=raw.get)
         if errs[worst] > RTOL or upd[worst_u] > RTOL_UPDATE or not all(
                 np.isfinite(g).all() for g in got):
             raise AssertionError(f"{fx.name} ref{k}: ORT vs eager: {worst} {errs[worst]:.3g}, "
                                  f"update {worst_u} {upd[worst_u]:.3g}")
+        n_noise = int(sum((~m).sum() for m in masks.values()))
         for i, (g, w) in enumerate(zip(got, want)):
             assert g.dtype == w.dtype and g.shape == w.shape, (out_names[i], g.dtype, w.dtype)
         arrays = {f"in_{i}": a for i, a in enumerate(inputs)}
@@ -281,9 +298,13 @@ def export_torch_fixture(fx: TorchFixture, out_dir: Path) -> dict:
         refs.append({"file": ref_file, "bindings": bindings})
         checks.append({"bindings": bindings, "loss": float(got[0]),
                        "max_rel_err": errs[worst], "max_rel_err_output": worst,
+                       "max_rel_err_all_elements": raw[worst_raw],
+                       "max_rel_err_all_elements_output": worst_raw,
+                       "small_v_elements_excluded": n_noise,
                        "max_rel_err_update": upd[worst_u], "max_rel_err_update_param": worst_u})
         print(f"  ref{k} {bindings}: loss {float(got[0]):.6f}, max rel err {errs[worst]:.3g} "
-              f"({worst}), update {upd[worst_u]:.3g} ({worst_u}); {ref_file} "
+              f"({worst}; all elements {raw[worst_raw]:.3g}, {n_noise} elements with "
+              f"sqrt(v_hat) < eps excluded), update {upd[worst_u]:.3g} ({worst_u}); {ref_file} "
               f"{(out_dir / ref_file).stat().st_size} bytes")
 
     ops = op_counts(model)
@@ -317,6 +338,27 @@ def export_torch_fixture(fx: TorchFixture, out_dir: Path) -> dict:
     print(f"{fx.name}: {meta['ops']} nodes, {size} bytes, {len(in_names)} inputs, "
           f"{len(out_names)} outputs ({time.time() - t0:.1f}s)")
     return meta
+
+
+def _noise_masks(fx: TorchFixture, want, n_params) -> dict[int, np.ndarray]:
+    """For AdamW: output index -> mask of the elements whose update is well conditioned.
+
+    Where a gradient is zero in exact arithmetic (e.g. the attention key bias: softmax is
+    invariant to a per-query constant) its f32 value is rounding noise (~1e-11), and
+    sqrt(v_hat) < eps makes the AdamW update `m_hat / (sqrt(v_hat) + eps)` amplify that noise to
+    ~1e-3 of lr, differently in every implementation. Such elements (sqrt(v_hat) < eps) are left
+    out of the check of the params and m; they are counted in the metadata."""
+    if fx.optimizer != "adamw":
+        return {}
+    a = M.ADAMW
+    t = float(want[-1])
+    masks = {}
+    for i in range(n_params):
+        v_hat = want[1 + 2 * n_params + i].astype(np.float64) / (1.0 - a.b2 ** t)
+        ok = np.sqrt(v_hat) >= a.eps
+        masks[1 + i] = ok  # new param
+        masks[1 + n_params + i] = ok  # new m
+    return masks
 
 
 def _optimizer_desc(kind):
