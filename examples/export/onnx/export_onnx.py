@@ -33,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def main(argv=None):
     ap.add_argument("--only", nargs="*", help="fixture names (default: all)")
     ap.add_argument("--ort-python", default=os.environ.get("ORT_PYTHON", DEFAULT_ORT_PYTHON),
                     help="interpreter with onnxruntime-training, for the ort_* fixtures")
+    ap.add_argument("--forward-dir", type=Path, help=argparse.SUPPRESS)  # internal
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     known = TORCH_NAMES + ORT_NAMES
@@ -80,14 +82,27 @@ def main(argv=None):
         if _has_ort_training():
             import ort_artifacts
 
+            if args.forward_dir is None:
+                ap.error("the ort_* fixtures start in the torch venv (it exports the forward "
+                         "models); run this script with the venv of requirements.txt")
             for n in ort_todo:
-                union.update(ort_artifacts.export_ort_fixture(n, args.out, sys.executable))
+                fwd = args.forward_dir / f"{n}_forward.onnx"
+                union.update(ort_artifacts.export_ort_fixture(n, args.out, fwd))
         else:
-            # onnxruntime-training and onnxruntime cannot share a venv: re-run under the other.
-            cmd = [args.ort_python, str(Path(__file__).resolve()), "--out", str(args.out),
-                   "--only", *ort_todo]
-            print("running", " ".join(cmd), flush=True)
-            subprocess.run(cmd, check=True)
+            # Forward models here (torch + onnxscript), artifacts in the onnxruntime-training
+            # venv: it cannot share a venv with onnxruntime.
+            import forward_export
+
+            with tempfile.TemporaryDirectory() as tmp:
+                for n in ort_todo:
+                    forward_export.export_forward(n, Path(tmp) / f"{n}_forward.onnx")
+                # One process per fixture: onnxblock numbers some names with a process-wide
+                # counter (`onnx::adamw.updated_flag::1`), so this keeps --only byte-identical.
+                for n in ort_todo:
+                    cmd = [args.ort_python, str(Path(__file__).resolve()), "--out",
+                           str(args.out), "--forward-dir", tmp, "--only", n]
+                    print("running", " ".join(cmd), flush=True)
+                    subprocess.run(cmd, check=True)
     if union:
         print("op names across fixtures:", json.dumps(dict(sorted(union.items()))))
 
