@@ -22,7 +22,9 @@ For each fixture NAME this writes into --out (default tests/fixtures/onnx/):
   NAME.json        metadata: versions, opsets, symbols, inputs/outputs (name, dtype, shape with
                    dim_param strings), op counts by "domain::op", refs, checks,
   NAME.ref{0,1}.npz  onnxruntime's results at two concrete bindings: in_0..in_{n-1} in graph
-                   input order, out_0..out_{m-1} in graph output order.
+                   input order, out_0..out_{m-1} in graph output order (ort_*: also after_in_i,
+                   the inputs ORT updates in place; in_i.j for element j of a sequence input).
+An ort_X fixture writes ort_X_training.* and ort_X_optimizer.*.
 The output is deterministic (fixed seeds; npz members carry a fixed timestamp).
 """
 
@@ -65,10 +67,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     known = TORCH_NAMES + ORT_NAMES
-    todo = args.only or known
-    for n in todo:
-        if n not in known:
-            ap.error(f"unknown fixture {n!r}; known: {', '.join(known)}")
+    # ort_X writes ort_X_training.* and ort_X_optimizer.*; either file name selects it.
+    alias = {f"{n}_{k}": n for n in ORT_NAMES for k in ("training", "optimizer")}
+    todo = []
+    for n in args.only or known:
+        if alias.get(n, n) not in known:
+            ap.error(f"unknown fixture {n!r}; known: {', '.join(known + list(alias))}")
+        if alias.get(n, n) not in todo:
+            todo.append(alias.get(n, n))
     union: Counter = Counter()
     torch_todo = [n for n in todo if n in TORCH_NAMES]
     ort_todo = [n for n in todo if n in ORT_NAMES]

@@ -163,12 +163,10 @@ def export_ort_fixture(name: str, out_dir: Path, forward_path: Path) -> dict:
         print(f"  {paths[kind].name}: {len(model.graph.node)} nodes, {size} bytes")
     train_sess = _session(paths["training"])
     opt_model_ref = _with_optimizer_outputs(optimizer)
-    ref_path = out_dir / f".{name}_optimizer_ref.onnx"
-    ref_path.write_bytes(opt_model_ref.SerializeToString())
-    try:
+    with tempfile.TemporaryDirectory() as tmp:
+        ref_path = Path(tmp) / f"{name}_optimizer_ref.onnx"
+        ref_path.write_bytes(opt_model_ref.SerializeToString())
         opt_sess = _session(ref_path)
-    finally:
-        ref_path.unlink()
 
     fx = TorchFixture(name, "", spec, "adamw", {})
     tree = spec.init()
