@@ -126,6 +126,48 @@ def _with_optimizer_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
+def training_api_check(work: Path, spec, bindings, params, init) -> dict:
+    """Run the unmodified artifacts with ORT's training API (Module + Optimizer from the
+    generated checkpoint: initial params, zero moments) for one step, and the same step the
+    way the references are made (InferenceSession on the training model, then on the optimizer
+    copy with its optional outputs, step = 1). Returns the max relative differences; raises if
+    they exceed RTOL. This pins down the in-place semantics and the meaning of `step`."""
+    from onnxruntime.training import api
+
+    data = [d.numpy() for d in spec.data(bindings, 0)]
+    state = api.CheckpointState.load_checkpoint(str(work / "checkpoint"))
+    module = api.Module(str(work / "training_model.onnx"), state,
+                        str(work / "eval_model.onnx"))
+    opt = api.Optimizer(str(work / "optimizer_model.onnx"), module)
+    module.train()
+    api_loss = module(*data)
+    api_grads = [state.parameters[p].grad.copy() for p in params]
+    opt.step()
+    api_params = [state.parameters[p].data.copy() for p in params]
+
+    sess = _session(work / "training_model.onnx")
+    feeds = dict(zip(spec.data_names, data))
+    feeds.update({p: init[p].copy() for p in params})
+    feeds.update({f"{p}_grad.accumulation.buffer": np.zeros_like(init[p]) for p in params})
+    feeds["lazy_reset_grad"] = np.array([True])
+    loss = sess.run(None, feeds)[0]
+    grads = [feeds[f"{p}_grad.accumulation.buffer"] for p in params]
+    ref = _with_optimizer_outputs(onnx.load(str(work / "optimizer_model.onnx")))
+    (work / "optimizer_ref.onnx").write_bytes(ref.SerializeToString())
+    osess = _session(work / "optimizer_ref.onnx")
+    zeros = lambda: [np.zeros_like(init[p]) for p in params]  # noqa: E731
+    new_p = osess.run(None, {
+        "learning_rate": np.array([opt.get_learning_rate()], np.float32),
+        "step": np.array([1], np.int64), "params": [init[p].copy() for p in params],
+        "gradients": grads, "first_order_moments": zeros(), "second_order_moments": zeros()})[1]
+    out = {"loss": rel_err(loss, api_loss),
+           "grads": max(rel_err(a, b) for a, b in zip(grads, api_grads)),
+           "new_params": max(rel_err(a, b) for a, b in zip(new_p, api_params))}
+    if max(out.values()) > RTOL:
+        raise AssertionError(f"training API vs InferenceSession: {out}")
+    return out
+
+
 def _describe_inputs(model, params_order):
     out = describe_values([i for i in model.graph.input if i.type.HasField("tensor_type")])
     by = {r["name"]: r for r in out}
@@ -153,8 +195,10 @@ def export_ort_fixture(name: str, out_dir: Path, forward_path: Path) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"{name}_"))
     try:
         training, optimizer = generate(forward, params, work)
+        api_check = training_api_check(work, spec, ref_bindings[0], params, init)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print(f"  training API vs InferenceSession (fresh state, step 1): {api_check}")
     forward_ops = op_counts(forward)
     paths = {}
     for kind, model in (("training", training), ("optimizer", optimizer)):
@@ -241,6 +285,10 @@ def export_ort_fixture(name: str, out_dir: Path, forward_path: Path) -> dict:
                    "second_order_moments": [v1[p].copy() for p in params]}
         o_in_names = [i.name for i in optimizer.graph.input]
         assert sorted(o_in_names) == sorted(o_feeds), o_in_names
+        # ORT updates the sequence elements in place (in the caller's numpy buffers): keep the
+        # inputs as they were for the npz.
+        o_before = {nm: [a.copy() for a in v] if isinstance(v, list) else v.copy()
+                    for nm, v in o_feeds.items()}
         flag, new_p, new_m, new_v = opt_sess.run(None, o_feeds)
         errs = {}
         for j, p in enumerate(params):
@@ -256,7 +304,7 @@ def export_ort_fixture(name: str, out_dir: Path, forward_path: Path) -> dict:
             raise AssertionError(f"{name}_optimizer ref{k}: {worst_o} {errs[worst_o]:.3g}")
         arrays = {}
         for i, nm in enumerate(o_in_names):
-            val = o_feeds[nm]
+            val = o_before[nm]
             if isinstance(val, list):
                 arrays.update({f"in_{i}.{j}": a for j, a in enumerate(val)})
             else:
@@ -307,7 +355,8 @@ def export_ort_fixture(name: str, out_dir: Path, forward_path: Path) -> dict:
                       "after_in_i = in-place results (gradients); onnxruntime-training "
                       "InferenceSession (CPU, 1 thread)",
         "checks": {"reference": "eager PyTorch loss.backward() at the same params",
-                   "rtol": RTOL, "rtol_grad": RTOL_GRAD, "refs": train_checks},
+                   "rtol": RTOL, "rtol_grad": RTOL_GRAD, "refs": train_checks,
+                   "training_api_vs_inference_session": api_check},
     }
     write_meta(out_dir, t_meta["name"], t_meta)
     o_ops = op_counts(optimizer)
@@ -334,7 +383,8 @@ def export_ort_fixture(name: str, out_dir: Path, forward_path: Path) -> dict:
                       f"those of {name}_training.ref<k>; state after 1 eager AdamW step",
         "checks": {"reference": "eager torch: Hugging Face AdamW formula (adam_mode=1); "
                                 "elements with sqrt(v_hat) < eps not compared for params/m",
-                   "rtol": RTOL, "refs": opt_checks},
+                   "rtol": RTOL, "refs": opt_checks,
+                   "training_api_vs_inference_session": api_check},
     }
     write_meta(out_dir, o_meta["name"], o_meta)
     print(f"{name}: done ({time.time() - t0:.1f}s)")
