@@ -128,6 +128,12 @@ pub struct Candidate {
     pub transient_bytes: DimExpr,
     /// Bytes copied each way by a swap (the value's size).
     pub swap_bytes: DimExpr,
+    /// Largest bytes the recompute holds while it runs, on top of what is resident before it:
+    /// the live transient results plus the value once its producer has run (the checker's
+    /// regeneration peak minus the resident bytes). At most `bytes_saved + transient_bytes`;
+    /// `None` in plans that predate the field (the runtime then uses that bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regen_peak_bytes: Option<DimExpr>,
     /// The decision kinds that are valid for this candidate.
     pub kinds: Vec<DecisionKind>,
 }
@@ -438,6 +444,7 @@ mod tests {
                 recompute_flops: "64*B*S".parse().unwrap(),
                 transient_bytes: DimExpr::zero(),
                 swap_bytes: bytes.clone(),
+                regen_peak_bytes: Some(bytes.clone()),
                 kinds: vec![DecisionKind::Recompute, DecisionKind::Swap],
             }],
             bound: Some(Bindings::from([

@@ -33,7 +33,16 @@ pub enum ExecError {
         /// Type of the tensor passed, e.g. `f32[3,64]`.
         got: String,
     },
-    /// The schedule is not a topological order of exactly the graph's non-input ops.
+    /// The plan's decisions do not fit the program (unknown candidate or value, a value
+    /// read while evicted, a reload of a value that was not offloaded).
+    #[error("graph `{graph}`: plan decisions: {msg}")]
+    Plan {
+        /// Graph name.
+        graph: String,
+        /// What does not fit (decision, candidate, value, point).
+        msg: String,
+    },
+    /// The schedule is not a topological order of the graph's non-input ops.
     #[error("graph `{graph}`: invalid schedule: {msg}")]
     Schedule {
         /// Graph name.

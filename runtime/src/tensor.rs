@@ -713,6 +713,14 @@ impl Tensor {
         &self.data
     }
 
+    /// A copy with its own buffer (what a device↔host transfer produces).
+    pub fn deep_copy(&self) -> Tensor {
+        Tensor {
+            shape: self.shape.clone(),
+            data: Arc::new((*self.data).clone()),
+        }
+    }
+
     /// The typed buffer, for in-place updates; copies it first when it is shared.
     pub fn data_mut(&mut self) -> &mut Data {
         Arc::make_mut(&mut self.data)

@@ -144,6 +144,7 @@ pub fn find(g: &Graph, idx: &ScheduleIndex, opts: &CandidateOptions) -> Result<F
                 recompute_flops: sub.flops,
                 transient_bytes: sub.transient,
                 swap_bytes: val.bytes.clone(),
+                regen_peak_bytes: sub.peak,
                 kinds,
             };
             here.push((candidate, rejection));
@@ -174,6 +175,9 @@ struct Regen {
     reads: Vec<ValueId>,
     flops: DimExpr,
     transient: DimExpr,
+    /// Largest live bytes during the recompute, the value included (`None` when recompute is
+    /// not possible).
+    peak: Option<DimExpr>,
 }
 
 /// Rules 3 and 4 for value `v` regenerated before point `r`.
@@ -229,10 +233,20 @@ fn regenerate(
     let mut flops = DimExpr::zero();
     let mut live = DimExpr::zero();
     let mut steps: Vec<DimExpr> = Vec::new();
+    // Live bytes after each op with the value counted once produced (by the last op).
+    let mut peaks: Vec<DimExpr> = Vec::new();
     for (k, &n) in set.iter().enumerate() {
         flops = flops.checked_add(&cost::try_flops(g, n)?)?;
         for w in idx.results(n).filter(|&w| w != v) {
             live = live.checked_add(&values[w].bytes)?;
+        }
+        let with_value = if k + 1 == set.len() {
+            live.checked_add(&values[v].bytes)?
+        } else {
+            live.clone()
+        };
+        if !peaks.contains(&with_value) {
+            peaks.push(with_value);
         }
         if !live.is_zero() && !steps.contains(&live) {
             if !g.scope.prove_le(&live, &values[v].bytes) {
@@ -250,6 +264,10 @@ fn regenerate(
         None => DimExpr::zero(),
         Some(e) => e?,
     };
+    let peak = match DimExpr::max_of(&peaks) {
+        None => values[v].bytes.clone(),
+        Some(e) => e?,
+    };
     reads.sort_unstable();
     let ops = set.iter().map(|&n| idx.position(n)).collect();
     Ok(Ok(Regen {
@@ -257,5 +275,6 @@ fn regenerate(
         reads,
         flops,
         transient,
+        peak: Some(peak),
     }))
 }

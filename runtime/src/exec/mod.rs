@@ -24,6 +24,7 @@ mod arith;
 mod control;
 mod dot;
 mod elementwise;
+pub mod evict;
 mod fastmath;
 mod gather_scatter;
 mod layout;
@@ -35,7 +36,10 @@ use crate::error::{ExecError, OpError};
 use crate::tensor::Tensor;
 use ebb_ir::{Bindings, DType, Graph, Node, NodeId, OpKind};
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+pub use evict::{Back, Events, Evict};
 
 const NONE: u32 = u32::MAX;
 
@@ -44,8 +48,16 @@ const NONE: u32 = u32::MAX;
 pub struct ExecStats {
     /// Resident bytes at each program point (see the module docs), indexed like the schedule.
     pub resident_bytes: Vec<u64>,
-    /// The largest entry of `resident_bytes` (the input bytes for an empty schedule).
+    /// Largest device bytes during the regenerations and reloads before each point (0 where
+    /// there are none; see [`evict`]).
+    pub regen_peak: Vec<u64>,
+    /// The largest entry of `resident_bytes` and `regen_peak` (the input bytes for an empty
+    /// schedule).
     pub peak_bytes: u64,
+    /// Largest bytes held in the host pool by offloaded (swapped) values.
+    pub host_peak_bytes: u64,
+    /// Wall time spent regenerating (recompute) and reloading values.
+    pub regen_time: Duration,
     /// First program point where `peak_bytes` is reached (0 for an empty schedule).
     pub peak_point: usize,
     /// Bytes of the graph inputs (resident throughout).
@@ -147,6 +159,10 @@ pub struct Program<'g> {
     outputs: Vec<u32>,
     sizes: Vec<u64>,
     num_values: usize,
+    /// Value id of result 0 of each node, by node index (`NONE` if not computed).
+    base: Vec<u32>,
+    /// Step index of each node, by node index (`NONE` for inputs).
+    step_of: Vec<u32>,
 }
 
 impl<'g> Program<'g> {
@@ -300,6 +316,10 @@ impl<'g> Program<'g> {
             } as usize;
             steps[p].frees.push(v as u32);
         }
+        let mut step_of = vec![NONE; bound];
+        for (p, s) in steps.iter().enumerate() {
+            step_of[s.node.index()] = p as u32;
+        }
         Ok(Program {
             g,
             bindings: bindings.clone(),
@@ -308,6 +328,8 @@ impl<'g> Program<'g> {
             outputs,
             sizes,
             num_values,
+            base,
+            step_of,
         })
     }
 
@@ -316,12 +338,34 @@ impl<'g> Program<'g> {
         self.sizes[..self.inputs.len()].iter().sum()
     }
 
+    /// Number of program points (scheduled ops).
+    pub fn points(&self) -> usize {
+        self.steps.len()
+    }
+
     /// Runs the program on `inputs` (graph input order); see [`execute`].
     ///
     /// # Errors
     /// As [`execute`].
     pub fn run(&self, inputs: Vec<Tensor>) -> Result<(Vec<Tensor>, ExecStats), ExecError> {
+        self.run_with(inputs, None, &mut |_| {})
+    }
+
+    /// Runs the program on `inputs` performing `events` (evictions, regenerations, reloads;
+    /// see [`evict`]), calling `on_point(p)` after each point (for progress reporting).
+    ///
+    /// # Errors
+    /// As [`execute`], and [`ExecError::Plan`] when an event does not fit the run (a value
+    /// read while evicted, a reload of a value that is not offloaded).
+    pub fn run_with(
+        &self,
+        inputs: Vec<Tensor>,
+        events: Option<&Events>,
+        on_point: &mut dyn FnMut(usize),
+    ) -> Result<(Vec<Tensor>, ExecStats), ExecError> {
         let g = self.g;
+        let mut host: HashMap<u32, Tensor> = HashMap::new();
+        let mut host_bytes = 0u64;
         if inputs.len() != self.inputs.len() {
             return Err(ExecError::InputCount {
                 graph: g.name.clone(),
@@ -346,13 +390,27 @@ impl<'g> Program<'g> {
         let input_bytes = self.input_bytes();
         let mut stats = ExecStats {
             resident_bytes: Vec::with_capacity(self.steps.len()),
+            regen_peak: vec![0; self.steps.len()],
             peak_bytes: input_bytes,
             peak_point: 0,
+            host_peak_bytes: 0,
+            regen_time: Duration::ZERO,
             input_bytes,
             op_time: Vec::with_capacity(self.steps.len()),
         };
         let mut resident = input_bytes;
         for (p, s) in self.steps.iter().enumerate() {
+            if let Some(back) = events.and_then(|e| e.before.get(p)) {
+                let t0 = Instant::now();
+                for b in back {
+                    if let Back::Reload { value } = b {
+                        host_bytes -= self.sizes[*value as usize];
+                    }
+                    let peak = self.bring_back(b, p, &mut slots, &mut host, &mut resident)?;
+                    stats.regen_peak[p] = stats.regen_peak[p].max(peak);
+                }
+                stats.regen_time += t0.elapsed();
+            }
             let start = Instant::now();
             let node = g.node(s.node);
             let mut operands = Vec::with_capacity(s.operands.len());
@@ -400,17 +458,37 @@ impl<'g> Program<'g> {
                 resident += self.sizes[s.first_result as usize + i];
                 slots[s.first_result as usize + i] = Some(t);
             }
-            let here = resident + ctx.transient.get();
+            let here = (resident + ctx.transient.get()).max(stats.regen_peak[p]);
             if here > stats.peak_bytes || stats.resident_bytes.is_empty() {
                 stats.peak_bytes = here;
                 stats.peak_point = p;
             }
-            stats.resident_bytes.push(here);
+            stats.resident_bytes.push(resident + ctx.transient.get());
             for &v in &s.frees {
                 slots[v as usize] = None;
                 resident -= self.sizes[v as usize];
             }
+            if let Some(out) = events.and_then(|e| e.after.get(p)) {
+                for e in out {
+                    let t = slots[e.value as usize]
+                        .take()
+                        .ok_or_else(|| ExecError::Plan {
+                            graph: g.name.clone(),
+                            msg: format!(
+                                "point {p}: eviction of value {}, which is not resident",
+                                e.value
+                            ),
+                        })?;
+                    resident -= self.sizes[e.value as usize];
+                    if e.to_host {
+                        host_bytes += self.sizes[e.value as usize];
+                        host.insert(e.value, t.deep_copy());
+                    }
+                }
+                stats.host_peak_bytes = stats.host_peak_bytes.max(host_bytes);
+            }
             stats.op_time.push(start.elapsed());
+            on_point(p);
         }
         let mut outs = Vec::with_capacity(self.outputs.len());
         for (i, &v) in self.outputs.iter().enumerate() {

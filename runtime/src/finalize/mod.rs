@@ -89,8 +89,12 @@ pub struct ConcretePlan {
     pub peak_bytes_scheduled: i64,
     /// Peak bytes with the decisions (regeneration transients included).
     pub peak_bytes_planned: i64,
-    /// Resident bytes at each point with the decisions.
+    /// Resident bytes at each point with the decisions (region transients included), as the
+    /// plan checker and the executor count them.
     pub resident: Vec<i64>,
+    /// Largest device bytes during the regenerations and reloads before each point (0 where
+    /// there are none); `peak_bytes_planned` is the maximum of this and `resident`.
+    pub regen_peak: Vec<i64>,
     /// Chosen decisions, in the order they were taken.
     pub decisions: Vec<Decision>,
     /// FLOPs spent recomputing evicted values.
@@ -303,8 +307,14 @@ pub fn finalize(
             }
         }
     }
-    let resident = tree.values();
-    let peak_planned = resident.iter().copied().max().unwrap_or(0);
+    let (resident, regen_peak) =
+        exact_residency(plan, &mut ev, &value_bytes, tree.values(), &decisions)?;
+    let peak_planned = resident
+        .iter()
+        .chain(&regen_peak)
+        .copied()
+        .max()
+        .unwrap_or(0);
     let arena = if opts.offsets {
         assign_offsets(plan, &value_bytes, &decisions, peak_planned)
     } else {
@@ -318,6 +328,7 @@ pub fn finalize(
         peak_bytes_scheduled: peak_scheduled,
         peak_bytes_planned: peak_planned,
         resident,
+        regen_peak,
         decisions,
         recompute_flops,
         swap_bytes,
@@ -325,6 +336,82 @@ pub fn finalize(
         step_flops,
         arena,
     })
+}
+
+/// The exact memory of the chosen decisions, in the plan checker's model
+/// (`ebb_passes::plan::check`): the greedy charges a recompute's transient results at its
+/// regeneration point on top of that point's op (a bound); here they count only while the
+/// regeneration runs, before the op. `charged` is the greedy's per-point residency.
+///
+/// Returns `(resident, regen_peak)`: resident bytes per point without transient charges, and
+/// per point the largest bytes during its regenerations and reloads (run in candidate order;
+/// each holds what is resident before the op, the values brought back before it, and its own
+/// [`Candidate::regen_peak_bytes`](ebb_ir::plan::Candidate) — the value for a reload).
+fn exact_residency<'a>(
+    plan: &'a Plan,
+    ev: &mut Evaluator<'a>,
+    value_bytes: &[i64],
+    mut resident: Vec<i64>,
+    decisions: &[Decision],
+) -> Result<(Vec<i64>, Vec<i64>), FinalizeError> {
+    let points = resident.len();
+    let mut regen_peak = vec![0i64; points];
+    if decisions.is_empty() {
+        return Ok((resident, regen_peak));
+    }
+    // (point, candidate, bytes brought back, peak bytes while it runs)
+    let mut back: Vec<(usize, usize, i64, i64)> = Vec::with_capacity(decisions.len());
+    for d in decisions {
+        let c = &plan.candidates[d.candidate];
+        let bytes = value_bytes.get(c.value).copied().unwrap_or(0);
+        match d.kind {
+            DecisionKind::Recompute => {
+                let transient = ev.eval(&c.transient_bytes)?;
+                let p = c.regenerate_before;
+                if p < points {
+                    resident[p] -= transient;
+                }
+                let peak = match &c.regen_peak_bytes {
+                    Some(e) => ev.eval(e)?,
+                    None => bytes + transient,
+                };
+                back.push((p, d.candidate, bytes, peak));
+            }
+            DecisionKind::Swap => back.push((c.prefetch_at, d.candidate, bytes, bytes)),
+        }
+    }
+    back.sort_unstable_by_key(|&(p, c, _, _)| (p, c));
+    // Bytes of the op results and region transients at each point with regenerations.
+    let mut before_op = HashMap::new();
+    for &(p, _, _, _) in &back {
+        if p < points {
+            before_op.entry(p).or_insert(resident[p]);
+        }
+    }
+    for (v, pv) in plan.values.iter().enumerate() {
+        if pv.class != ebb_ir::plan::ValueClass::Input {
+            if let Some(x) = before_op.get_mut(&pv.def) {
+                *x -= value_bytes[v];
+            }
+        }
+    }
+    for t in &plan.region_transients {
+        if let Some(x) = before_op.get_mut(&t.point) {
+            *x -= ev.eval(&t.bytes)?;
+        }
+    }
+    for &(p, _, bytes, _) in &back {
+        if let Some(x) = before_op.get_mut(&p) {
+            *x -= bytes;
+        }
+    }
+    for &(p, _, bytes, peak) in &back {
+        if let Some(x) = before_op.get_mut(&p) {
+            regen_peak[p] = regen_peak[p].max(*x + peak);
+            *x += bytes;
+        }
+    }
+    Ok((resident, regen_peak))
 }
 
 /// Prices every (candidate, allowed kind) pair and keeps the cheaper kind per candidate.
