@@ -2,6 +2,8 @@
 //!
 //! * [`finalize`], [`arena`], [`cache`] — a symbolic plan finalized at concrete bindings under a
 //!   memory budget (evict/recompute/swap decisions, arena offsets), cached per shape.
+//! * [`step`] — the embedding API: [`Runtime::step`] finalizes (cached) and executes one
+//!   training step per batch under a budget, performing the evictions, recomputes and swaps.
 //! * [`exec`] — the CPU reference executor: [`execute`] / [`Program`] run an imported
 //!   [`ebb_ir::Graph`] at concrete bindings in any valid schedule (a topological order of the
 //!   non-input ops), free every intermediate after its last use, and report the resident bytes
@@ -20,9 +22,12 @@ pub mod cache;
 pub mod error;
 pub mod exec;
 pub mod finalize;
+pub mod inputs;
 pub mod npz;
+pub mod step;
 pub mod tensor;
 
 pub use error::{ExecError, NpzError, OpError};
 pub use exec::{execute, program_schedule, ExecStats, Program};
+pub use step::{Runtime, RuntimeError, StepOutput, StepReport};
 pub use tensor::{Data, Scalar, Tensor, TensorError};

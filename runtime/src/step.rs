@@ -1,0 +1,258 @@
+//! The embedding API: a trainer compiles its step once (`ebb_compiler::Compiler`), makes one
+//! [`Runtime`] from the plan, and calls [`Runtime::step`] with every batch's shapes and inputs.
+//!
+//! Each step: the plan is finalized at the batch's bindings under the budget (from the LRU
+//! [`PlanCache`] when the shape was seen before), the chosen schedule variant is made into an
+//! executable [`Program`], the decisions into [`Events`], and the step runs on the CPU executor
+//! with evictions, recomputes and swaps performed. [`StepReport`] says what it cost.
+//!
+//! Invariant checked on every step: the executor's measured peak (device bytes, the plan
+//! checker's model) equals the finalized plan's `peak_bytes_planned`; a difference is a bug and
+//! is reported as [`RuntimeError::Accounting`].
+
+use crate::cache::PlanCache;
+use crate::error::ExecError;
+use crate::exec::{ExecStats, Program};
+use crate::finalize::{ConcretePlan, FinalizeError, FinalizeOptions};
+use crate::tensor::Tensor;
+use ebb_ir::plan::{DecisionKind, Plan};
+use ebb_ir::{Bindings, Graph, NodeId};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why a [`Runtime`] cannot be made or a step cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The plan does not embed its graph, or the embedded graph does not parse or verify.
+    #[error("plan graph: {0}")]
+    Graph(String),
+    /// The shapes violate an assertion or fact, or the budget is infeasible (the error states
+    /// the smallest feasible budget).
+    #[error(transparent)]
+    Finalize(#[from] FinalizeError),
+    /// The executor failed (inputs that do not match the bindings, a kernel error).
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// The measured peak differs from the finalized plan's (a bug in Ebb: please report it).
+    #[error("measured peak {measured} bytes differs from the planned {planned} bytes")]
+    Accounting {
+        /// Bytes the plan promised.
+        planned: i64,
+        /// Bytes the executor measured.
+        measured: u64,
+    },
+}
+
+/// What one step cost (bytes, FLOPs, µs, ms).
+#[derive(Clone, Debug, Serialize)]
+pub struct StepReport {
+    /// The plan variant (schedule) finalized for these bindings.
+    pub variant: usize,
+    /// The finalized plan came from the cache.
+    pub cache_hit: bool,
+    /// Time to finalize (or fetch from the cache), µs.
+    pub finalize_us: f64,
+    /// Device budget in bytes, if any.
+    pub budget_bytes: Option<i64>,
+    /// Peak of the schedule without decisions, bytes.
+    pub peak_bytes_scheduled: i64,
+    /// Peak the finalized plan promises, bytes.
+    pub peak_bytes_planned: i64,
+    /// Peak the executor measured, bytes (equals `peak_bytes_planned`).
+    pub measured_peak_bytes: u64,
+    /// Arena size of the layout, bytes.
+    pub arena_bytes: i64,
+    /// Recompute decisions taken.
+    pub recompute_decisions: usize,
+    /// Swap decisions taken.
+    pub swap_decisions: usize,
+    /// FLOPs spent recomputing.
+    pub recompute_flops: i64,
+    /// FLOPs of the step without recomputation.
+    pub step_flops: i64,
+    /// Bytes offloaded to the host pool (each is reloaded).
+    pub swap_bytes: i64,
+    /// Largest bytes held in the host pool.
+    pub host_peak_bytes: u64,
+    /// Wall time of the execution, ms.
+    pub wall_ms: f64,
+    /// Part of `wall_ms` spent recomputing and reloading, ms.
+    pub regen_ms: f64,
+}
+
+/// One step's results.
+pub struct StepOutput {
+    /// The graph outputs, in graph output order.
+    pub outputs: Vec<Tensor>,
+    /// The figures.
+    pub report: StepReport,
+    /// The executor's per-point statistics.
+    pub stats: ExecStats,
+    /// The finalized plan that was executed.
+    pub concrete: Arc<ConcretePlan>,
+}
+
+/// A compiled step ready to run at any shape; see the module docs.
+pub struct Runtime {
+    plan: Arc<Plan>,
+    graph: Graph,
+    cache: PlanCache,
+    opts: FinalizeOptions,
+}
+
+impl Runtime {
+    /// A runtime for `plan` (as written by `ebb compile`, with its embedded graph) under a
+    /// device budget in bytes (`None`: no budget).
+    ///
+    /// # Errors
+    /// [`RuntimeError::Graph`] when the plan has no embedded graph or it does not verify.
+    pub fn new(plan: Plan, budget: Option<i64>) -> Result<Runtime, RuntimeError> {
+        Runtime::with_options(
+            plan,
+            FinalizeOptions {
+                budget,
+                ..Default::default()
+            },
+            64,
+        )
+    }
+
+    /// As [`Runtime::new`] with explicit finalize options and cache capacity (plans kept).
+    ///
+    /// # Errors
+    /// As [`Runtime::new`].
+    pub fn with_options(
+        plan: Plan,
+        opts: FinalizeOptions,
+        cache_capacity: usize,
+    ) -> Result<Runtime, RuntimeError> {
+        let text = plan
+            .graph_ir
+            .as_deref()
+            .ok_or_else(|| RuntimeError::Graph("the plan does not embed its graph".into()))?;
+        let graph = ebb_ir::text::parse(text).map_err(|e| RuntimeError::Graph(e.to_string()))?;
+        ebb_ir::verify::verify(&graph).map_err(|e| RuntimeError::Graph(e.to_string()))?;
+        let plan = Arc::new(plan);
+        Ok(Runtime {
+            cache: PlanCache::new(plan.clone(), cache_capacity),
+            plan,
+            graph,
+            opts,
+        })
+    }
+
+    /// The planned graph (its inputs and outputs are the step's).
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The symbolic plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Changes the device budget (bytes) for later steps.
+    pub fn set_budget(&mut self, budget: Option<i64>) {
+        self.opts.budget = budget;
+    }
+
+    /// Finalizes the plan at `b` (cached): the plan, whether it was a cache hit, and the time
+    /// it took in µs.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Finalize`].
+    pub fn finalize(
+        &mut self,
+        b: &Bindings,
+    ) -> Result<(Arc<ConcretePlan>, bool, f64), RuntimeError> {
+        let hits = self.cache.hits;
+        let t = Instant::now();
+        let c = self.cache.get(b, &self.opts)?;
+        Ok((c, self.cache.hits > hits, t.elapsed().as_secs_f64() * 1e6))
+    }
+
+    /// Runs one step at bindings `b` on `inputs` (graph input order); see the module docs.
+    ///
+    /// # Errors
+    /// [`RuntimeError`]: invalid shapes, infeasible budget, inputs that do not match, kernel
+    /// errors, or an accounting mismatch.
+    pub fn step(&mut self, b: &Bindings, inputs: Vec<Tensor>) -> Result<StepOutput, RuntimeError> {
+        self.step_with_progress(b, inputs, &mut |_, _| {})
+    }
+
+    /// As [`Runtime::step`], calling `progress(point, points)` after every program point.
+    ///
+    /// # Errors
+    /// As [`Runtime::step`].
+    pub fn step_with_progress(
+        &mut self,
+        b: &Bindings,
+        inputs: Vec<Tensor>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<StepOutput, RuntimeError> {
+        let (concrete, cache_hit, finalize_us) = self.finalize(b)?;
+        let plan = self
+            .plan
+            .variant(concrete.variant)
+            .unwrap_or(self.plan.as_ref());
+        let schedule = schedule_nodes(&self.graph, plan)?;
+        let program = Program::new(&self.graph, &schedule, b)?;
+        let events = program.events(plan, &concrete.decisions)?;
+        let points = program.points();
+        let t = Instant::now();
+        let (outputs, stats) =
+            program.run_with(inputs, Some(&events), &mut |p| progress(p, points))?;
+        let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+        if i64::try_from(stats.peak_bytes).ok() != Some(concrete.peak_bytes_planned) {
+            return Err(RuntimeError::Accounting {
+                planned: concrete.peak_bytes_planned,
+                measured: stats.peak_bytes,
+            });
+        }
+        let count = |k: DecisionKind| concrete.decisions.iter().filter(|d| d.kind == k).count();
+        let report = StepReport {
+            variant: concrete.variant,
+            cache_hit,
+            finalize_us,
+            budget_bytes: concrete.budget,
+            peak_bytes_scheduled: concrete.peak_bytes_scheduled,
+            peak_bytes_planned: concrete.peak_bytes_planned,
+            measured_peak_bytes: stats.peak_bytes,
+            arena_bytes: concrete.arena.arena_bytes,
+            recompute_decisions: count(DecisionKind::Recompute),
+            swap_decisions: count(DecisionKind::Swap),
+            recompute_flops: concrete.recompute_flops,
+            step_flops: concrete.step_flops,
+            swap_bytes: concrete.swap_bytes,
+            host_peak_bytes: stats.host_peak_bytes,
+            wall_ms,
+            regen_ms: stats.regen_time.as_secs_f64() * 1e3,
+        };
+        Ok(StepOutput {
+            outputs,
+            report,
+            stats,
+            concrete,
+        })
+    }
+}
+
+/// The schedule of `plan` (program-order positions of `graph`) as node ids.
+///
+/// # Errors
+/// [`RuntimeError::Graph`] when a position is not a node of the graph.
+pub fn schedule_nodes(graph: &Graph, plan: &Plan) -> Result<Vec<NodeId>, RuntimeError> {
+    let order = graph.order();
+    plan.schedule
+        .iter()
+        .map(|&pos| {
+            order.get(pos).copied().ok_or_else(|| {
+                RuntimeError::Graph(format!(
+                    "the plan schedules position {pos}; the graph has {}",
+                    order.len()
+                ))
+            })
+        })
+        .collect()
+}
