@@ -1,5 +1,37 @@
-//! The exact (optimal) mode: a MILP over the plan's eviction candidates (work in progress).
+//! The exact (optimal) mode: the least-overhead set of evict/regenerate decisions that meets a
+//! memory budget, as a mixed-integer linear program (MILP) solved by HiGHS (through `good_lp`).
+//!
+//! # Formulation
+//! After Checkmate (Jain et al., "Checkmate: Breaking the Memory Wall with Optimal Tensor
+//! Rematerialization", MLSys 2020, §4 "Optimal rematerialization"): binary decisions, a linear
+//! cost of the recomputation, and one memory constraint per program point bounding the resident
+//! bytes by the budget. Ebb's version differs in three ways:
+//! 1. *Fixed schedule.* Checkmate's `R[t, i]` (recompute op `i` in stage `t`) and `S[t, i]`
+//!    (keep `i` resident into stage `t`) range over every (stage, op) pair and choose the
+//!    recomputation schedule too. Here the schedule is the plan's, and every value keeps its
+//!    baseline live range unless a decision evicts it.
+//! 2. *Candidate space.* The only choices are the plan's candidates (`ebb_ir::plan::Candidate`:
+//!    one window between two consecutive touches of a value, with a fixed recompute
+//!    subgraph over values that stay resident), so there is one binary per (candidate, kind)
+//!    instead of `O(n²)`; the optimum is the optimum *over the candidates*, the same decision
+//!    space as the runtime's greedy finalize, not over all rematerialization schedules.
+//! 3. *Swap.* A candidate can also be offloaded to host memory and prefetched back (Checkmate
+//!    only recomputes), priced as the transfer time the window's compute cannot hide.
+//!
+//! The memory rows count exactly what the independent plan checker (`crate::plan::check`)
+//! counts, regeneration peaks included, so the optimum's peak is the checker's peak; pairs of
+//! decisions the checker rejects together are excluded. See [`model`] for the rows, their
+//! reduction to the points over budget (exact, since decisions only subtract bytes) and the
+//! exclusions; [`milp`] for the solver call.
+//!
+//! Costs use the runtime finalize's model: recompute µs = FLOPs / `flops_per_us`; swap µs =
+//! max(0, 2 · bytes / `link_bytes_per_us` − compute µs of the points the value is off the
+//! device), i.e. offload plus reload minus the compute that hides them.
 
+pub mod milp;
+pub mod model;
+
+use ebb_ir::dim::DimError;
 use ebb_ir::plan::{Decision, DecisionKind, Plan};
 use ebb_ir::Bindings;
 
@@ -24,14 +56,14 @@ pub struct ExactOptions {
 /// How the solve ended.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ExactStatus {
-    /// Proven optimal (within HiGHS's default relative MIP gap, 1e-4).
+    /// Proven optimal (relative MIP gap at most [`milp::MIP_REL_GAP`]).
     Optimal,
     /// The time limit was hit with an incumbent; `gap` = (incumbent − bound) / incumbent.
     Feasible {
         /// Relative MIP gap of the incumbent.
         gap: f64,
     },
-    /// No set of decisions meets the budget.
+    /// No set of decisions over the plan's candidates meets the budget.
     Infeasible,
     /// The time limit was hit without any incumbent.
     TimedOut,
@@ -50,29 +82,89 @@ pub struct ExactResult {
     pub recompute_flops: i64,
     /// Bytes offloaded (each also reloaded).
     pub swap_bytes: i64,
-    /// Peak device bytes with the decisions (regeneration transients included).
+    /// Peak device bytes with the decisions, as the plan checker counts them (regeneration
+    /// peaks included); the peak without decisions when there is no incumbent.
     pub peak_bytes: i64,
     /// Binary variables of the MILP.
     pub variables: usize,
-    /// Constraints of the MILP.
+    /// Constraints (rows) of the MILP.
     pub constraints: usize,
-    /// Wall-clock time of the MILP solve in ms.
+    /// Wall-clock time of the MILP solve in ms (model building excluded).
     pub solve_ms: f64,
 }
 
 /// Why the exact solver could not run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ExactError {
-    /// Not implemented yet.
-    #[error("the exact solver is not implemented yet")]
-    NotImplemented,
+    /// A size, cost or claim of the plan does not evaluate at the bindings.
+    #[error("cannot evaluate {what} `{expr}`: {source}")]
+    Eval {
+        /// The plan field.
+        what: String,
+        /// The expression.
+        expr: String,
+        /// Why.
+        source: DimError,
+    },
+    /// A byte count overflows `i64`.
+    #[error("byte count overflows i64")]
+    Overflow,
+    /// The plan is malformed (an index out of range).
+    #[error("invalid plan: {0}")]
+    Plan(String),
+    /// Invalid options (non-positive throughput or time limit).
+    #[error("invalid options: {0}")]
+    Options(String),
+    /// HiGHS failed (model, presolve or solve error) or returned a solution that does not
+    /// meet the model's rows after rounding.
+    #[error("MILP solver: {0}")]
+    Solver(String),
 }
 
 /// Solves for the least-overhead set of decisions at concrete bindings `b` on plan `plan`
 /// (a variant already chosen: pass `plan.variant(i)`), exactly in the model the checker uses.
 ///
 /// # Errors
-/// [`ExactError`].
-pub fn solve(_plan: &Plan, _b: &Bindings, _opts: &ExactOptions) -> Result<ExactResult, ExactError> {
-    Err(ExactError::NotImplemented)
+/// [`ExactError::Eval`] / [`ExactError::Overflow`] / [`ExactError::Plan`] for a plan that does
+/// not evaluate at `b`, [`ExactError::Options`], [`ExactError::Solver`]. An infeasible budget
+/// or a time-out is a status, not an error.
+pub fn solve(plan: &Plan, b: &Bindings, opts: &ExactOptions) -> Result<ExactResult, ExactError> {
+    solve_with_start(plan, b, opts, &[])
 }
+
+/// [`solve`] with a warm start: `start` (e.g. the greedy finalize's decisions) is offered to
+/// HiGHS as the first incumbent when it is feasible in the model, so a time-limited solve is
+/// never worse than it. Decisions naming options the model does not have are ignored.
+///
+/// # Errors
+/// As [`solve`].
+pub fn solve_with_start(
+    plan: &Plan,
+    b: &Bindings,
+    opts: &ExactOptions,
+    start: &[Decision],
+) -> Result<ExactResult, ExactError> {
+    let finite_pos = |x: f64| x.is_finite() && x > 0.0;
+    if !finite_pos(opts.flops_per_us) || !finite_pos(opts.link_bytes_per_us) {
+        return Err(ExactError::Options(format!(
+            "throughputs must be positive: flops_per_us = {}, link_bytes_per_us = {}",
+            opts.flops_per_us, opts.link_bytes_per_us
+        )));
+    }
+    if opts.time_limit_s.is_nan() || opts.time_limit_s < 0.0 {
+        return Err(ExactError::Options(format!(
+            "time limit {} s",
+            opts.time_limit_s
+        )));
+    }
+    let prices = model::Prices {
+        flops_per_us: opts.flops_per_us,
+        link_bytes_per_us: opts.link_bytes_per_us,
+        kinds: opts.kinds.clone(),
+    };
+    let inst = model::Instance::new(plan, b, &prices)?;
+    milp::solve(&inst, opts.budget, opts.time_limit_s, start)
+}
+
+#[cfg(test)]
+mod tests;

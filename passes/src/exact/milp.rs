@@ -1,0 +1,187 @@
+//! Builds the MILP of an [`Instance`] with `good_lp` and solves it with HiGHS: one binary
+//! `y_i` per option, minimize `Σ cost_i·y_i` subject to the memory rows of
+//! [`Instance::rows`] and `y_a + y_b <= 1` for every exclusion. The rounded solution is
+//! re-checked against the model ([`Instance::peak`]) before it is returned, and zero-cost
+//! options that the budget does not need are dropped (the objective cannot tell them apart).
+
+use super::model::Instance;
+use super::{ExactError, ExactResult, ExactStatus};
+use ebb_ir::plan::{Decision, DecisionKind};
+use good_lp::solvers::highs::highs;
+use good_lp::{variable, Expression, ProblemVariables, SolverModel, Variable};
+use highs::{HighsModelStatus, HighsSolutionStatus};
+use std::time::Instant;
+
+/// Relative MIP gap at which HiGHS stops as optimal (its default is 1e-4; tighter so that the
+/// optimum is never above a greedy solution by rounding of the gap).
+pub const MIP_REL_GAP: f64 = 1e-7;
+
+/// Solves `inst` under `budget` bytes within `time_limit_s` seconds, with `start` as a warm
+/// start when it is feasible in the model.
+///
+/// # Errors
+/// [`ExactError::Solver`] when HiGHS fails or its rounded solution breaks a row.
+pub fn solve(
+    inst: &Instance,
+    budget: i64,
+    time_limit_s: f64,
+    start: &[Decision],
+) -> Result<ExactResult, ExactError> {
+    let rows = inst.rows(budget);
+    let n = inst.opts.len();
+    let none = vec![false; n];
+    let empty = |status, variables, constraints, solve_ms| ExactResult {
+        status,
+        decisions: Vec::new(),
+        overhead_us: 0.0,
+        recompute_flops: 0,
+        swap_bytes: 0,
+        peak_bytes: inst.peak(&none).0,
+        variables,
+        constraints,
+        solve_ms,
+    };
+    if rows.is_empty() {
+        return Ok(empty(ExactStatus::Optimal, n, 0, 0.0));
+    }
+    // A row that stays violated with every option freeing it taken is infeasible outright
+    // (HiGHS would say so too; this also covers models without variables).
+    if rows.iter().any(|r| {
+        let best: f64 = r.terms.iter().map(|&(_, c)| c.min(0.0)).sum();
+        best > r.rhs
+    }) {
+        return Ok(empty(ExactStatus::Infeasible, n, rows.len(), 0.0));
+    }
+    let mut vars = ProblemVariables::new();
+    let y: Vec<Variable> = (0..n).map(|_| vars.add(variable().binary())).collect();
+    let objective: Expression = inst.opts.iter().zip(&y).map(|(o, &v)| o.cost_us * v).sum();
+    let mut problem = vars.minimise(objective).using(highs);
+    for r in &rows {
+        let lhs: Expression = r.terms.iter().map(|&(i, c)| c * y[i]).sum();
+        problem.add_constraint(lhs.leq(r.rhs));
+    }
+    for &(a, b) in &inst.conflicts {
+        problem.add_constraint((y[a] + y[b]).leq(1.0));
+    }
+    let constraints = rows.len() + inst.conflicts.len();
+    let mut model = problem
+        .try_into_inner()
+        .map_err(|e| ExactError::Solver(e.to_string()))?;
+    let set = |model: &mut highs::Model, k: &str, v: f64| {
+        model
+            .try_set_option(k, v)
+            .map_err(|e| ExactError::Solver(format!("option {k}: {e:?}")))
+    };
+    set(&mut model, "time_limit", time_limit_s)?;
+    set(&mut model, "mip_rel_gap", MIP_REL_GAP)?;
+    if let Some(x) = warm_start(inst, budget, start) {
+        // A start HiGHS rejects is only a lost hint.
+        let _ = model.try_set_solution(Some(&x), None, None, None);
+    }
+    let t0 = Instant::now();
+    let solved = model
+        .try_solve()
+        .map_err(|e| ExactError::Solver(format!("{e:?}")))?;
+    let solve_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let has_incumbent = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
+    let status = match solved.status() {
+        HighsModelStatus::Optimal => ExactStatus::Optimal,
+        HighsModelStatus::Infeasible | HighsModelStatus::UnboundedOrInfeasible => {
+            return Ok(empty(ExactStatus::Infeasible, n, constraints, solve_ms))
+        }
+        HighsModelStatus::ReachedTimeLimit
+        | HighsModelStatus::ReachedIterationLimit
+        | HighsModelStatus::ReachedSolutionLimit
+        | HighsModelStatus::ReachedInterrupt
+        | HighsModelStatus::ReachedMemoryLimit
+            if has_incumbent =>
+        {
+            let gap = solved.mip_gap();
+            ExactStatus::Feasible {
+                gap: if gap.is_finite() { gap } else { 1.0 },
+            }
+        }
+        HighsModelStatus::ReachedTimeLimit
+        | HighsModelStatus::ReachedIterationLimit
+        | HighsModelStatus::ReachedSolutionLimit
+        | HighsModelStatus::ReachedInterrupt
+        | HighsModelStatus::ReachedMemoryLimit => {
+            return Ok(empty(ExactStatus::TimedOut, n, constraints, solve_ms))
+        }
+        other => return Err(ExactError::Solver(format!("HiGHS status {other:?}"))),
+    };
+    let sol = solved.get_solution();
+    let mut taken: Vec<bool> = sol.columns().iter().map(|&x| x > 0.5).collect();
+    taken.resize(n, false);
+    let (peak, ok) = inst.peak(&taken);
+    if !ok || peak > budget {
+        return Err(ExactError::Solver(format!(
+            "the rounded solution breaks the model (peak {peak} bytes, budget {budget}, exclusions respected: {ok})"
+        )));
+    }
+    drop_free_extras(inst, budget, &mut taken);
+    Ok(result(inst, &taken, status, constraints, solve_ms))
+}
+
+/// The decisions and totals of `taken`.
+fn result(
+    inst: &Instance,
+    taken: &[bool],
+    status: ExactStatus,
+    constraints: usize,
+    solve_ms: f64,
+) -> ExactResult {
+    let mut r = ExactResult {
+        status,
+        decisions: Vec::new(),
+        overhead_us: 0.0,
+        recompute_flops: 0,
+        swap_bytes: 0,
+        peak_bytes: inst.peak(taken).0,
+        variables: inst.opts.len(),
+        constraints,
+        solve_ms,
+    };
+    for (o, _) in inst.opts.iter().zip(taken).filter(|(_, &t)| t) {
+        r.decisions.push(Decision {
+            candidate: o.cand,
+            kind: o.kind,
+        });
+        r.overhead_us += o.cost_us;
+        match o.kind {
+            DecisionKind::Recompute => r.recompute_flops += o.flops,
+            DecisionKind::Swap => r.swap_bytes += o.bytes,
+        }
+    }
+    r
+}
+
+/// Drops zero-cost options (fully hidden swaps) whose removal keeps the budget: the optimum
+/// is unchanged and the plan does no needless transfers.
+fn drop_free_extras(inst: &Instance, budget: i64, taken: &mut [bool]) {
+    for i in 0..taken.len() {
+        if taken[i] && inst.opts[i].cost_us == 0.0 {
+            taken[i] = false;
+            if inst.peak(taken).0 > budget {
+                taken[i] = true;
+            }
+        }
+    }
+}
+
+/// `start` as a column vector, when it names known options and is feasible in the model.
+fn warm_start(inst: &Instance, budget: i64, start: &[Decision]) -> Option<Vec<f64>> {
+    if start.is_empty() {
+        return None;
+    }
+    let mut taken = vec![false; inst.opts.len()];
+    for d in start {
+        let i = inst
+            .opts
+            .iter()
+            .position(|o| o.cand == d.candidate && o.kind == d.kind)?;
+        taken[i] = true;
+    }
+    let (peak, ok) = inst.peak(&taken);
+    (ok && peak <= budget).then(|| taken.iter().map(|&t| f64::from(u8::from(t))).collect())
+}
