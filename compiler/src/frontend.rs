@@ -40,6 +40,6 @@ pub fn import_file(path: &Path, format: Option<Format>) -> anyhow::Result<(Graph
     };
     match format {
         Format::Stablehlo => Ok(crate::stablehlo::import_file(path)?),
-        Format::Onnx => crate::onnx::import_file(path),
+        Format::Onnx => Ok(crate::onnx::import_file(path)?),
     }
 }

@@ -47,6 +47,13 @@ pub struct ImportSummary {
     pub outputs: Vec<ValueSummary>,
     /// Import wall time in milliseconds.
     pub import_ms: f64,
+    /// Ops of the source model by `domain::op_type` (ONNX only).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub source_ops: BTreeMap<String, usize>,
+    /// Nested graphs of the source model (ONNX `If`/`Loop`/`Scan` bodies).
+    pub nested_graphs: Vec<String>,
+    /// Import warnings.
+    pub warnings: Vec<String>,
 }
 
 fn count_ops(g: &Graph, counts: &mut BTreeMap<String, usize>) -> usize {
@@ -123,6 +130,9 @@ pub fn import_summary(g: &Graph, stats: &ImportStats, elapsed: Duration) -> Impo
         inputs,
         outputs,
         import_ms: elapsed.as_secs_f64() * 1e3,
+        source_ops: stats.source_ops.clone(),
+        nested_graphs: stats.nested_graphs.clone(),
+        warnings: stats.warnings.clone(),
     }
 }
 
@@ -136,6 +146,12 @@ impl ImportSummary {
         );
         s += &format!("symbols: {}\n", self.symbols.join(", "));
         s += &format!("unresolved dims: {}\n", self.unresolved_dims);
+        if !self.nested_graphs.is_empty() {
+            s += &format!("nested graphs: {}\n", self.nested_graphs.join("; "));
+        }
+        for w in &self.warnings {
+            s += &format!("warning: {w}\n");
+        }
         s += &format!(
             "parameter bytes: {}\ninput bytes: {}\noutput bytes: {}\n",
             self.parameter_bytes, self.input_bytes, self.output_bytes

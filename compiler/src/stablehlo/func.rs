@@ -172,7 +172,13 @@ pub(crate) fn import_module(module: &Module, file: &str) -> R<(Graph, ImportStat
     } else {
         count_placeholder_dims(&g)
     };
-    Ok((g, ImportStats { unresolved_dims }))
+    Ok((
+        g,
+        ImportStats {
+            unresolved_dims,
+            ..Default::default()
+        },
+    ))
 }
 
 fn count_placeholder_dims(g: &Graph) -> usize {

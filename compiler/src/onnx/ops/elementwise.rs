@@ -1,0 +1,529 @@
+//! Elementwise ops: unary math, binary arithmetic with numpy broadcasting, comparisons,
+//! `Where`, `Cast`, `Identity`, `Relu`, `Erf`, GELU and their `com.microsoft` fused and
+//! gradient forms.
+//!
+//! Integer inputs known at import time (shape arithmetic) are evaluated symbolically
+//! ([`super::symbolic`]). `Erf` has no primitive: it is lowered to the rational approximation
+//! XLA and Eigen use for `f32` (`erf(x) ≈ x·P(x²)/Q(x²)` on `x` clamped to `[-4, 4]`,
+//! degree 13/8; absolute error below 2 ulp of f32), evaluated in the input's type.
+
+use super::super::ctx::{Cx, NodeAttrs, Val, R};
+use super::super::proto::NodeProto;
+use super::super::tensor::dtype_of;
+use super::{one, symbolic, Lower};
+use crate::stablehlo::sym::{Elems, SymVal};
+use ebb_ir::{DType, DimExpr, OpKind, Relation, ValueRef};
+
+pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
+    use OpKind::*;
+    Some(match op {
+        "Neg" => &Unary(Negate),
+        "Exp" => &Unary(Exponential),
+        "Log" => &Unary(Log),
+        "Tanh" => &Unary(Tanh),
+        "Sqrt" => &Unary(Sqrt),
+        "Abs" => &Unary(Abs),
+        "Sigmoid" => &Unary(Logistic),
+        "Floor" => &Unary(Floor),
+        "Ceil" => &Unary(Ceil),
+        "Not" => &Unary(Not),
+        "Sin" => &Unary(Sine),
+        "Cos" => &Unary(Cosine),
+        "Sign" => &Unary(Sign),
+        "Round" => &Unary(RoundNearestEven),
+        "Add" => &Binary(Add, "add"),
+        "Sub" => &Binary(Subtract, "subtract"),
+        "Mul" => &Binary(Multiply, "multiply"),
+        "Div" => &Binary(Divide, "divide"),
+        "Mod" => &Binary(Remainder, "remainder"),
+        "Max" => &Binary(Maximum, "maximum"),
+        "Min" => &Binary(Minimum, "minimum"),
+        "Sum" => &Binary(Add, "add"),
+        "And" => &Binary(And, ""),
+        "Or" => &Binary(Or, ""),
+        "Xor" => &Binary(Xor, ""),
+        "Pow" => &Pow,
+        "Equal" => &Cmp("EQ", Relation::Eq),
+        "Less" => &Cmp("LT", Relation::Lt),
+        "LessOrEqual" => &Cmp("LE", Relation::Le),
+        "Greater" => &Cmp("GT", Relation::Gt),
+        "GreaterOrEqual" => &Cmp("GE", Relation::Ge),
+        "Where" => &Where,
+        "Cast" => &Cast,
+        "CastLike" => &Cast,
+        "Identity" => &Identity,
+        "Relu" => &Relu,
+        "Reciprocal" => &Reciprocal,
+        "Erf" => &Erf,
+        "Clip" => &Clip,
+        "Gelu" => &Gelu { bias: false },
+        "IsNaN" => &IsNaN,
+        "Dropout" => &Dropout,
+        _ => return None,
+    })
+}
+
+pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
+    Some(match op {
+        "Gelu" => &Gelu { bias: false },
+        "BiasGelu" => &Gelu { bias: true },
+        "FastGelu" => &FastGelu,
+        "GeluGrad" => &GeluGrad { bias: false },
+        "BiasGeluGrad_dX" => &GeluGrad { bias: true },
+        "FastGeluGrad" => &FastGeluGrad,
+        "BiasFastGeluGrad_dX" => &FastGeluGrad,
+        "ReluGrad" => &ReluGrad,
+        _ => return None,
+    })
+}
+
+struct Unary(OpKind);
+
+impl Lower for Unary {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let x = cx.input(n, 0)?;
+        one(cx.unary(self.0, x)?)
+    }
+}
+
+/// Binary (or, for `Sum`/`Max`/`Min`, variadic) arithmetic; the string names the symbolic
+/// integer form ("" = none).
+struct Binary(OpKind, &'static str);
+
+impl Lower for Binary {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let k = n.input.len();
+        if k == 0 {
+            return Err(cx.err("expects at least one input"));
+        }
+        // Symbolic evaluation of integer shape arithmetic.
+        if !self.1.is_empty() {
+            let vals: Vec<Val> = (0..k).map(|i| cx.input_val(n, i)).collect::<R<_>>()?;
+            if vals
+                .iter()
+                .all(|v| v.s.as_ref().and_then(|s| s.ints()).is_some())
+            {
+                let mut acc = vals[0].s.clone();
+                for v in &vals[1..] {
+                    acc =
+                        acc.and_then(|a| symbolic::binary(self.1, &a, v.s.as_ref()?, &cx.g.scope));
+                }
+                if let Some(s) = acc {
+                    return Ok(vec![Val::sym(s)]);
+                }
+            }
+        }
+        let mut acc = cx.input(n, 0)?;
+        for i in 1..k {
+            let b = cx.input(n, i)?;
+            let kind = if self.0 == OpKind::Divide && cx.ty(acc).dtype.is_int() {
+                // ONNX integer Div truncates toward zero, as StableHLO `divide` does.
+                OpKind::Divide
+            } else {
+                self.0
+            };
+            acc = cx.binary(kind, acc, b)?;
+        }
+        if n.op_type.as_deref() == Some("Mod")
+            && n.int_or("fmod", 0) == 0
+            && cx.ty(acc).dtype.is_int()
+        {
+            // Mod with fmod=0 takes the sign of the divisor: r + b where r != 0 and sign(r) != sign(b).
+            let a = cx.input(n, 0)?;
+            let b = cx.input(n, 1)?;
+            let r = acc;
+            let d = cx.ty(r).dtype;
+            let zero = cx.scalar(d, 0.0);
+            let rz = cx.compare("NE", r, zero)?;
+            let rneg = cx.compare("LT", r, zero)?;
+            let bneg = cx.compare("LT", b, zero)?;
+            let differ = cx.compare("NE", rneg, bneg)?;
+            let fix = cx.binary(OpKind::And, rz, differ)?;
+            let rb = cx.binary(OpKind::Add, r, b)?;
+            let _ = a;
+            acc = cx.select(fix, rb, r)?;
+        }
+        one(acc)
+    }
+}
+
+struct Cmp(&'static str, Relation);
+
+impl Lower for Cmp {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let (a, b) = (cx.input_val(n, 0)?, cx.input_val(n, 1)?);
+        if let (Some(x), Some(y)) = (&a.s, &b.s) {
+            if let Some(s) = symbolic::compare(self.1, x, y, &cx.g.scope) {
+                return Ok(vec![Val::sym(s)]);
+            }
+        }
+        let (a, b) = (cx.input(n, 0)?, cx.input(n, 1)?);
+        one(cx.compare(self.0, a, b)?)
+    }
+}
+
+struct Where;
+
+impl Lower for Where {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let (c, a, b) = (
+            cx.input_val(n, 0)?,
+            cx.input_val(n, 1)?,
+            cx.input_val(n, 2)?,
+        );
+        if let (Some(c), Some(a), Some(b)) = (&c.s, &a.s, &b.s) {
+            if let Some(s) = symbolic::select(c, a, b, &cx.g.scope) {
+                return Ok(vec![Val::sym(s)]);
+            }
+        }
+        let (c, a, b) = (cx.input(n, 0)?, cx.input(n, 1)?, cx.input(n, 2)?);
+        one(cx.select(c, a, b)?)
+    }
+}
+
+struct Cast;
+
+impl Lower for Cast {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let to = if n.op_type.as_deref() == Some("CastLike") {
+            let t = cx.input(n, 1)?;
+            cx.ty(t).dtype
+        } else {
+            let code = n.int_or("to", 0) as i32;
+            dtype_of(code).ok_or_else(|| cx.err(format!("unsupported target type code {code}")))?
+        };
+        let v = cx.input_val(n, 0)?;
+        if let Some(s) = &v.s {
+            if to.is_int() && s.ints().is_some() {
+                let mut s = s.clone();
+                s.dtype = to;
+                return Ok(vec![Val::sym(s)]);
+            }
+        }
+        // A small float literal cast to an integer type (exporters' `CastLike(0.0, n)`).
+        if let (Some(l), true) = (&v.lit, to.is_int()) {
+            let (ty, lit) = (&l.0, &l.1);
+            if let Some(dims) = ty.static_dims() {
+                let k: i64 = dims.iter().product();
+                if k as usize <= super::super::ctx::MAX_SYM {
+                    let vals: Option<Vec<DimExpr>> = (0..k as usize)
+                        .map(|i| {
+                            lit.get_f64(if lit.splat { 0 } else { i })
+                                .filter(|x| x.is_finite())
+                                .map(|x| DimExpr::constant(x.trunc() as i64))
+                        })
+                        .collect();
+                    if let Some(vals) = vals {
+                        return Ok(vec![Val::sym(SymVal {
+                            dtype: to,
+                            shape: dims,
+                            elems: Elems::Int(vals),
+                        })]);
+                    }
+                }
+            }
+        }
+        let x = cx.input(n, 0)?;
+        one(cx.convert(x, to)?)
+    }
+}
+
+struct Identity;
+
+impl Lower for Identity {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        Ok(vec![cx.input_val(n, 0)?])
+    }
+}
+
+/// `Dropout` in inference form (`training_mode` absent or constant false, or ratio 0): the
+/// identity, with an all-true mask when asked for.
+struct Dropout;
+
+impl Lower for Dropout {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let training =
+            cx.opt_input(n, 2).is_some() && cx.input_scalar_f64(n, 2).is_none_or(|t| t != 0.0);
+        let ratio = if cx.opt_input(n, 1).is_some() {
+            cx.input_scalar_f64(n, 1)
+        } else {
+            Some(n.float_or("ratio", 0.5) as f64)
+        };
+        if training && ratio != Some(0.0) {
+            return Err(cx.err(
+                "training-mode Dropout with a non-zero ratio (random masks) is not supported",
+            ));
+        }
+        let x = cx.input_val(n, 0)?;
+        let mut out = vec![x];
+        if n.output.get(1).is_some_and(|s| !s.is_empty()) {
+            let t = cx.input(n, 0)?;
+            let shape = cx.ty(t).shape;
+            out.push(Val::t(cx.full(DType::I1, 1.0, &shape)?));
+        }
+        Ok(out)
+    }
+}
+
+struct Relu;
+
+impl Lower for Relu {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let x = cx.input(n, 0)?;
+        one(cx.binary_scalar(OpKind::Maximum, x, 0.0)?)
+    }
+}
+
+/// `ReluGrad(dY, Y)` (com.microsoft): `dY` where `Y > 0`, else 0.
+struct ReluGrad;
+
+impl Lower for ReluGrad {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let dy = cx.input(n, 0)?;
+        let y = cx.input(n, 1)?;
+        let d = cx.ty(y).dtype;
+        let z = cx.scalar(d, 0.0);
+        let p = cx.compare("GT", y, z)?;
+        let zero = cx.scalar(d, 0.0);
+        one(cx.select(p, dy, zero)?)
+    }
+}
+
+struct Reciprocal;
+
+impl Lower for Reciprocal {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let x = cx.input(n, 0)?;
+        let d = cx.ty(x).dtype;
+        let one_ = cx.scalar(d, 1.0);
+        one(cx.binary(OpKind::Divide, one_, x)?)
+    }
+}
+
+struct IsNaN;
+
+impl Lower for IsNaN {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let x = cx.input(n, 0)?;
+        one(cx.compare("NE", x, x)?)
+    }
+}
+
+/// `Pow(x, y)`: constant exponents 1, 2, 0.5 and -1 become `x`, `x*x`, `sqrt`, `1/x`;
+/// otherwise `power` (the exponent converted to `x`'s type).
+struct Pow;
+
+impl Lower for Pow {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let x = cx.input(n, 0)?;
+        let d = cx.ty(x).dtype;
+        let e = cx.input_scalar_f64(n, 1);
+        let ey = cx.input(n, 1)?;
+        let scalar_e = cx.ty(ey).rank() == 0
+            || cx
+                .ty(ey)
+                .static_dims()
+                .is_some_and(|s| s.iter().product::<i64>() == 1);
+        match (e, scalar_e) {
+            (Some(v), true) if v == 1.0 => return one(x),
+            (Some(v), true) if v == 2.0 => return one(cx.binary(OpKind::Multiply, x, x)?),
+            (Some(v), true) if v == 0.5 && d.is_float() => return one(cx.unary(OpKind::Sqrt, x)?),
+            _ => {}
+        }
+        let y = cx.convert(ey, d)?;
+        one(cx.binary(OpKind::Power, x, y)?)
+    }
+}
+
+/// `Clip(x, min, max)` (inputs since opset 11, attributes before).
+struct Clip;
+
+impl Lower for Clip {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let mut x = cx.input(n, 0)?;
+        let d = cx.ty(x).dtype;
+        let bound = |cx: &mut Cx, i: usize, attr: &str| -> R<Option<ValueRef>> {
+            if cx.opt_input(n, i).is_some() {
+                let b = cx.input(n, i)?;
+                return Ok(Some(cx.convert(b, d)?));
+            }
+            Ok(n.attr(attr)
+                .and_then(|a| a.f)
+                .map(|f| cx.scalar(d, f as f64)))
+        };
+        if let Some(lo) = bound(cx, 1, "min")? {
+            x = cx.binary(OpKind::Maximum, x, lo)?;
+        }
+        if let Some(hi) = bound(cx, 2, "max")? {
+            x = cx.binary(OpKind::Minimum, x, hi)?;
+        }
+        one(x)
+    }
+}
+
+/// The erf approximation of the module docs.
+pub(crate) fn erf(cx: &mut Cx, x: ValueRef) -> R<ValueRef> {
+    const ALPHA: [f64; 7] = [
+        -2.72614225801306e-10,
+        2.77068142495902e-08,
+        -2.10102402082508e-06,
+        -5.69250639462346e-05,
+        -7.34990630326855e-04,
+        -2.95459980854025e-03,
+        -1.60960333262415e-02,
+    ];
+    const BETA: [f64; 5] = [
+        -1.45660718464996e-05,
+        -2.13374055278905e-04,
+        -1.68282697438203e-03,
+        -7.37332916720468e-03,
+        -1.42647390514189e-02,
+    ];
+    let x = cx.binary_scalar(OpKind::Maximum, x, -4.0)?;
+    let x = cx.binary_scalar(OpKind::Minimum, x, 4.0)?;
+    let x2 = cx.binary(OpKind::Multiply, x, x)?;
+    let horner = |cx: &mut Cx, c: &[f64]| -> R<ValueRef> {
+        let d = cx.ty(x2).dtype;
+        let mut acc = cx.scalar(d, c[0]);
+        for &k in &c[1..] {
+            acc = cx.binary(OpKind::Multiply, acc, x2)?;
+            acc = cx.binary_scalar(OpKind::Add, acc, k)?;
+        }
+        Ok(acc)
+    };
+    let p = horner(cx, &ALPHA)?;
+    let p = cx.binary(OpKind::Multiply, x, p)?;
+    let q = horner(cx, &BETA)?;
+    cx.binary(OpKind::Divide, p, q)
+}
+
+struct Erf;
+
+impl Lower for Erf {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let x = cx.input(n, 0)?;
+        if !cx.ty(x).dtype.is_float() {
+            return Err(cx.err("Erf of a non-float tensor"));
+        }
+        one(erf(cx, x)?)
+    }
+}
+
+/// Exact GELU `0.5·x·(1 + erf(x/√2))`; `bias` adds input 1 first (`BiasGelu`). ONNX `Gelu`
+/// with `approximate = "tanh"` uses the tanh form of [`FastGelu`].
+struct Gelu {
+    bias: bool,
+}
+
+fn gelu_tanh(cx: &mut Cx, x: ValueRef) -> R<ValueRef> {
+    // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+    let x2 = cx.binary(OpKind::Multiply, x, x)?;
+    let x3 = cx.binary(OpKind::Multiply, x2, x)?;
+    let c = cx.binary_scalar(OpKind::Multiply, x3, 0.044715)?;
+    let inner = cx.binary(OpKind::Add, x, c)?;
+    let inner = cx.binary_scalar(OpKind::Multiply, inner, (2.0 / std::f64::consts::PI).sqrt())?;
+    let t = cx.unary(OpKind::Tanh, inner)?;
+    let t = cx.binary_scalar(OpKind::Add, t, 1.0)?;
+    let h = cx.binary_scalar(OpKind::Multiply, x, 0.5)?;
+    cx.binary(OpKind::Multiply, h, t)
+}
+
+impl Lower for Gelu {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let mut x = cx.input(n, 0)?;
+        if self.bias {
+            let b = cx.input(n, 1)?;
+            x = cx.binary(OpKind::Add, x, b)?;
+        }
+        if n.string("approximate").as_deref() == Some("tanh") {
+            return one(gelu_tanh(cx, x)?);
+        }
+        let s = cx.binary_scalar(OpKind::Multiply, x, std::f64::consts::FRAC_1_SQRT_2)?;
+        let e = erf(cx, s)?;
+        let e = cx.binary_scalar(OpKind::Add, e, 1.0)?;
+        let h = cx.binary_scalar(OpKind::Multiply, x, 0.5)?;
+        one(cx.binary(OpKind::Multiply, h, e)?)
+    }
+}
+
+/// `FastGelu(x, bias?)` (com.microsoft): the tanh approximation.
+struct FastGelu;
+
+impl Lower for FastGelu {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let mut x = cx.input(n, 0)?;
+        if cx.opt_input(n, 1).is_some() {
+            let b = cx.input(n, 1)?;
+            x = cx.binary(OpKind::Add, x, b)?;
+        }
+        one(gelu_tanh(cx, x)?)
+    }
+}
+
+/// `GeluGrad(dY, X)` / `BiasGeluGrad_dX(dY, X, B)`:
+/// `dY·(0.5·(1 + erf(x/√2)) + x·exp(-x²/2)/√(2π))`.
+struct GeluGrad {
+    bias: bool,
+}
+
+impl Lower for GeluGrad {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let dy = cx.input(n, 0)?;
+        let mut x = cx.input(n, 1)?;
+        if self.bias {
+            let b = cx.input(n, 2)?;
+            x = cx.binary(OpKind::Add, x, b)?;
+        }
+        let s = cx.binary_scalar(OpKind::Multiply, x, std::f64::consts::FRAC_1_SQRT_2)?;
+        let e = erf(cx, s)?;
+        let e = cx.binary_scalar(OpKind::Add, e, 1.0)?;
+        let cdf = cx.binary_scalar(OpKind::Multiply, e, 0.5)?;
+        let x2 = cx.binary(OpKind::Multiply, x, x)?;
+        let m = cx.binary_scalar(OpKind::Multiply, x2, -0.5)?;
+        let pdf = cx.unary(OpKind::Exponential, m)?;
+        let pdf = cx.binary_scalar(
+            OpKind::Multiply,
+            pdf,
+            1.0 / (2.0 * std::f64::consts::PI).sqrt(),
+        )?;
+        let xp = cx.binary(OpKind::Multiply, x, pdf)?;
+        let g = cx.binary(OpKind::Add, cdf, xp)?;
+        one(cx.binary(OpKind::Multiply, dy, g)?)
+    }
+}
+
+/// `FastGeluGrad(dY, X)` / `BiasFastGeluGrad_dX(dY, X, B)`: derivative of the tanh
+/// approximation at `X (+ B)`.
+struct FastGeluGrad;
+
+impl Lower for FastGeluGrad {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let dy = cx.input(n, 0)?;
+        let mut x = cx.input(n, 1)?;
+        if cx.opt_input(n, 2).is_some() {
+            let b = cx.input(n, 2)?;
+            x = cx.binary(OpKind::Add, x, b)?;
+        }
+        let k = (2.0 / std::f64::consts::PI).sqrt();
+        let x2 = cx.binary(OpKind::Multiply, x, x)?;
+        let x3 = cx.binary(OpKind::Multiply, x2, x)?;
+        let c = cx.binary_scalar(OpKind::Multiply, x3, 0.044715)?;
+        let u = cx.binary(OpKind::Add, x, c)?;
+        let u = cx.binary_scalar(OpKind::Multiply, u, k)?;
+        let t = cx.unary(OpKind::Tanh, u)?;
+        // 0.5(1+t) + 0.5·x·(1-t²)·k·(1 + 3·0.044715·x²)
+        let a = cx.binary_scalar(OpKind::Add, t, 1.0)?;
+        let a = cx.binary_scalar(OpKind::Multiply, a, 0.5)?;
+        let t2 = cx.binary(OpKind::Multiply, t, t)?;
+        let d = cx.ty(t2).dtype;
+        let one_ = cx.scalar(d, 1.0);
+        let sech2 = cx.binary(OpKind::Subtract, one_, t2)?;
+        let p = cx.binary_scalar(OpKind::Multiply, x2, 3.0 * 0.044715)?;
+        let p = cx.binary_scalar(OpKind::Add, p, 1.0)?;
+        let p = cx.binary_scalar(OpKind::Multiply, p, 0.5 * k)?;
+        let b = cx.binary(OpKind::Multiply, x, sech2)?;
+        let b = cx.binary(OpKind::Multiply, b, p)?;
+        let g = cx.binary(OpKind::Add, a, b)?;
+        one(cx.binary(OpKind::Multiply, dy, g)?)
+    }
+}

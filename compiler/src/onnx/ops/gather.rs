@@ -1,0 +1,360 @@
+//! Indexing ops: `Gather`, `ScatterND`, `OneHot`, and `com.microsoft` `GatherGrad`, lowered to
+//! StableHLO `gather`/`scatter` (StableHLO spec, sections "gather" and "scatter").
+//!
+//! ONNX indices may be negative (counting from the end of the axis); they are wrapped with a
+//! `select` before indexing, except when known at import time.
+
+use super::super::ctx::{norm_axis, Cx, NodeAttrs, Val, R};
+use super::super::proto::NodeProto;
+use super::{one, symbolic, Lower};
+use ebb_ir::{Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, TensorType, ValueRef};
+
+pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
+    Some(match op {
+        "Gather" => &Gather,
+        "GatherND" => &GatherNd,
+        "ScatterND" => &ScatterNd,
+        "OneHot" => &OneHot,
+        _ => return None,
+    })
+}
+
+pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
+    Some(match op {
+        "GatherGrad" => &GatherGrad,
+        "GatherNDGrad" => &GatherNdGrad,
+        _ => return None,
+    })
+}
+
+/// `idx + n` where `idx < 0` (ONNX negative indices), in `idx`'s integer type.
+fn wrap_negative(cx: &mut Cx, idx: ValueRef, n: &DimExpr) -> R<ValueRef> {
+    let d = cx.ty(idx).dtype;
+    let zero = cx.scalar(d, 0.0);
+    let neg = cx.compare("LT", idx, zero)?;
+    let nv = cx.dim_scalar(n, d)?;
+    let shifted = cx.binary(OpKind::Add, idx, nv)?;
+    cx.select(neg, shifted, idx)
+}
+
+/// `Gather(data, indices, axis)`: `out[a.., i.., b..] = data[a.., indices[i..], b..]`.
+struct Gather;
+
+impl Lower for Gather {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let dv = cx.input_val(n, 0)?;
+        let iv = cx.input_val(n, 1)?;
+        if let (Some(ds), Some(is)) = (&dv.s, &iv.s) {
+            if let Some(ix) = is
+                .ints()
+                .and_then(|v| v.iter().map(|d| d.as_const()).collect::<Option<Vec<_>>>())
+            {
+                let a = norm_axis(cx, n.int_or("axis", 0), ds.shape.len())?;
+                if let Some(s) = symbolic::gather(ds, &ix, &is.shape, a) {
+                    return Ok(vec![Val::sym(s)]);
+                }
+            }
+        }
+        let known_nonneg =
+            iv.s.as_ref()
+                .and_then(|s| s.ints())
+                .is_some_and(|v| v.iter().all(|d| d.as_const().is_some_and(|k| k >= 0)));
+        let data = cx.input(n, 0)?;
+        let mut idx = cx.input(n, 1)?;
+        let td = cx.ty(data);
+        let a = norm_axis(cx, n.int_or("axis", 0), td.rank())?;
+        if !known_nonneg {
+            idx = wrap_negative(cx, idx, &td.shape[a])?;
+        }
+        one(gather_axis(cx, data, idx, a)?)
+    }
+}
+
+/// StableHLO `gather` of whole slices along `axis` at `idx` (any integer type, any rank).
+pub(crate) fn gather_axis(cx: &mut Cx, data: ValueRef, idx: ValueRef, axis: usize) -> R<ValueRef> {
+    let td = cx.ty(data);
+    let ri = cx.ty(idx).rank();
+    let r = td.rank();
+    let mut sizes = td.shape.clone();
+    sizes[axis] = DimExpr::constant(1);
+    let offset: Vec<i64> = (0..axis as i64)
+        .chain((axis + ri) as i64..(r - 1 + ri) as i64)
+        .collect();
+    let mut at = Attrs::new();
+    at.insert("offset_dims".into(), Attr::Ints(offset));
+    at.insert("collapsed_slice_dims".into(), Attr::Ints(vec![axis as i64]));
+    at.insert("start_index_map".into(), Attr::Ints(vec![axis as i64]));
+    at.insert("index_vector_dim".into(), Attr::I64(ri as i64));
+    at.insert("slice_sizes".into(), Attr::Dims(sizes));
+    at.insert("indices_are_sorted".into(), Attr::Bool(false));
+    cx.emit(OpKind::Gather, at, &[data, idx])
+}
+
+/// `GatherND(data, indices)` with `batch_dims = 0`: `out[i..] = data[indices[i..], ..]`.
+struct GatherNd;
+
+impl Lower for GatherNd {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        if n.int_or("batch_dims", 0) != 0 {
+            return Err(cx.err("GatherND with batch_dims != 0 is not supported"));
+        }
+        let data = cx.input(n, 0)?;
+        let mut idx = cx.input(n, 1)?;
+        let (td, ti) = (cx.ty(data), cx.ty(idx));
+        let ri = ti.rank();
+        let k = ti
+            .shape
+            .last()
+            .and_then(|d| d.as_const())
+            .ok_or_else(|| cx.err("the last dimension of GatherND indices must be static"))?
+            as usize;
+        if k == 0 || k > td.rank() {
+            return Err(cx.err("GatherND index depth must be in 1..=rank(data)"));
+        }
+        if k == 1 {
+            idx = wrap_negative(cx, idx, &td.shape[0])?;
+        }
+        let r = td.rank();
+        let mut sizes = td.shape.clone();
+        for s in sizes.iter_mut().take(k) {
+            *s = DimExpr::constant(1);
+        }
+        let mut at = Attrs::new();
+        at.insert(
+            "offset_dims".into(),
+            Attr::Ints((ri as i64 - 1..(ri - 1 + r - k) as i64).collect()),
+        );
+        at.insert(
+            "collapsed_slice_dims".into(),
+            Attr::Ints((0..k as i64).collect()),
+        );
+        at.insert(
+            "start_index_map".into(),
+            Attr::Ints((0..k as i64).collect()),
+        );
+        at.insert("index_vector_dim".into(), Attr::I64(ri as i64 - 1));
+        at.insert("slice_sizes".into(), Attr::Dims(sizes));
+        at.insert("indices_are_sorted".into(), Attr::Bool(false));
+        one(cx.emit(OpKind::Gather, at, &[data, idx])?)
+    }
+}
+
+/// The scalar body `(a, b) -> a + b` (or `-> b` when `add` is false) of a scatter.
+fn scatter_body(dtype: DType, add: bool) -> Graph {
+    let mut body = Graph::new("body");
+    let a = body.add_input("", TensorType::scalar(dtype));
+    let b = body.add_input("", TensorType::scalar(dtype));
+    let out = if add {
+        let r = body.add_node(
+            Node::new(OpKind::Add, Attrs::new(), vec![TensorType::scalar(dtype)]),
+            &[a, b],
+        );
+        ValueRef::new(r, 0)
+    } else {
+        b
+    };
+    body.set_outputs(vec![out], vec![String::new()]);
+    body
+}
+
+/// StableHLO `scatter` with the given dimension numbers and an add/overwrite body.
+#[allow(clippy::too_many_arguments)]
+fn scatter(
+    cx: &mut Cx,
+    data: ValueRef,
+    idx: ValueRef,
+    upd: ValueRef,
+    update_window_dims: Vec<i64>,
+    inserted: Vec<i64>,
+    to_operand: Vec<i64>,
+    index_vector_dim: i64,
+    add: bool,
+) -> R<ValueRef> {
+    let d = cx.ty(data).dtype;
+    let mut at = Attrs::new();
+    at.insert("update_window_dims".into(), Attr::Ints(update_window_dims));
+    at.insert("inserted_window_dims".into(), Attr::Ints(inserted));
+    at.insert(
+        "scatter_dims_to_operand_dims".into(),
+        Attr::Ints(to_operand),
+    );
+    at.insert("index_vector_dim".into(), Attr::I64(index_vector_dim));
+    at.insert("indices_are_sorted".into(), Attr::Bool(false));
+    at.insert("unique_indices".into(), Attr::Bool(false));
+    Ok(cx.emit_n(
+        OpKind::Scatter,
+        at,
+        &[data, idx, upd],
+        vec![scatter_body(d, add)],
+    )?[0])
+}
+
+/// `ScatterND(data, indices, updates, reduction)` with `reduction` `none` or `add`.
+struct ScatterNd;
+
+impl Lower for ScatterNd {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let red = n.string("reduction").unwrap_or_else(|| "none".into());
+        let add = match red.as_str() {
+            "none" => false,
+            "add" => true,
+            r => return Err(cx.err(format!("ScatterND reduction `{r}` is not supported"))),
+        };
+        let data = cx.input(n, 0)?;
+        let idx = cx.input(n, 1)?;
+        let upd = cx.input(n, 2)?;
+        let (td, ti) = (cx.ty(data), cx.ty(idx));
+        let q = ti.rank();
+        let k = ti
+            .shape
+            .last()
+            .and_then(|d| d.as_const())
+            .ok_or_else(|| cx.err("the last dimension of ScatterND indices must be static"))?
+            as usize;
+        if k > td.rank() {
+            return Err(cx.err("ScatterND index depth exceeds the data rank"));
+        }
+        let mut idx = idx;
+        // Negative indices: wrap per component when the depth is 1 (the common case).
+        if k == 1 {
+            idx = wrap_negative(cx, idx, &td.shape[0])?;
+        }
+        let window: Vec<i64> = (q as i64 - 1..(q - 1 + td.rank() - k) as i64).collect();
+        let ins: Vec<i64> = (0..k as i64).collect();
+        one(scatter(
+            cx,
+            data,
+            idx,
+            upd,
+            window,
+            ins.clone(),
+            ins,
+            q as i64 - 1,
+            add,
+        )?)
+    }
+}
+
+/// `GatherNDGrad(shape, indices, update)` (com.microsoft, `batch_dims = 0`): zeros of
+/// `shape` with `update` scatter-added at `indices` (the gradient of `GatherND`).
+struct GatherNdGrad;
+
+impl Lower for GatherNdGrad {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        if n.int_or("batch_dims", 0) != 0 {
+            return Err(cx.err("GatherNDGrad with batch_dims != 0 is not supported"));
+        }
+        let shape = cx.input_dims(n, 0)?;
+        let mut idx = cx.input(n, 1)?;
+        let upd = cx.input(n, 2)?;
+        let d = cx.ty(upd).dtype;
+        let ti = cx.ty(idx);
+        let q = ti.rank();
+        let k = ti
+            .shape
+            .last()
+            .and_then(|d| d.as_const())
+            .ok_or_else(|| cx.err("the last dimension of the indices must be static"))?
+            as usize;
+        if k == 0 || k > shape.len() {
+            return Err(cx.err("index depth must be in 1..=rank"));
+        }
+        if k == 1 {
+            idx = wrap_negative(cx, idx, &shape[0])?;
+        }
+        let zeros = cx.full(d, 0.0, &shape)?;
+        let window: Vec<i64> = (q as i64 - 1..(q - 1 + shape.len() - k) as i64).collect();
+        let ins: Vec<i64> = (0..k as i64).collect();
+        one(scatter(
+            cx,
+            zeros,
+            idx,
+            upd,
+            window,
+            ins.clone(),
+            ins,
+            q as i64 - 1,
+            true,
+        )?)
+    }
+}
+
+/// `GatherGrad(shape, indices, dY)` (com.microsoft, attr `axis`): zeros of `shape` with `dY`
+/// scatter-added at `indices` along `axis` (the gradient of `Gather`).
+struct GatherGrad;
+
+impl Lower for GatherGrad {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let shape = cx.input_dims(n, 0)?;
+        let mut idx = cx.input(n, 1)?;
+        let dy = cx.input(n, 2)?;
+        let d = cx.ty(dy).dtype;
+        let r = shape.len();
+        let a = norm_axis(cx, n.int_or("axis", 0), r)?;
+        let ri = cx.ty(idx).rank();
+        idx = wrap_negative(cx, idx, &shape[a])?;
+        let zeros = cx.full(d, 0.0, &shape)?;
+        let window: Vec<i64> = (0..a as i64)
+            .chain((a + ri) as i64..(r - 1 + ri) as i64)
+            .collect();
+        one(scatter(
+            cx,
+            zeros,
+            idx,
+            dy,
+            window,
+            vec![a as i64],
+            vec![a as i64],
+            ri as i64,
+            true,
+        )?)
+    }
+}
+
+/// `OneHot(indices, depth, values)`: `values[1]` where `iota == indices` along `axis`,
+/// `values[0]` elsewhere (negative indices wrap by `depth`).
+struct OneHot;
+
+impl Lower for OneHot {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let idx = cx.input(n, 0)?;
+        let depth = cx.input_dims(n, 1)?;
+        let depth = depth
+            .first()
+            .cloned()
+            .ok_or_else(|| cx.err("empty depth"))?;
+        let vals = cx.input(n, 2)?;
+        let ti = cx.ty(idx);
+        let r = ti.rank() + 1;
+        let a = norm_axis(cx, n.int_or("axis", -1), r)?;
+        let idx = cx.convert(idx, DType::I64)?;
+        let idx = wrap_negative(cx, idx, &depth)?;
+        let mut shape = ti.shape.clone();
+        shape.insert(a, depth);
+        let io = cx.iota(DType::I64, &shape, a)?;
+        let dims: Vec<i64> = (0..r as i64).filter(|&i| i != a as i64).collect();
+        let ib = cx.broadcast_in_dim(idx, &dims, &shape)?;
+        let hit = cx.compare("EQ", io, ib)?;
+        let tv = cx.ty(vals);
+        let pick = |cx: &mut Cx, k: i64| -> R<ValueRef> {
+            let mut at = Attrs::new();
+            at.insert(
+                "start_indices".into(),
+                Attr::Dims(vec![DimExpr::constant(k)]),
+            );
+            at.insert(
+                "limit_indices".into(),
+                Attr::Dims(vec![DimExpr::constant(k + 1)]),
+            );
+            at.insert("strides".into(), Attr::Dims(vec![DimExpr::constant(1)]));
+            let s = cx.emit(OpKind::Slice, at, &[vals])?;
+            cx.reshape(s, &[])
+        };
+        if tv.rank() != 1 {
+            return Err(cx.err("OneHot values must have rank 1"));
+        }
+        let off = pick(cx, 0)?;
+        let on = pick(cx, 1)?;
+        one(cx.select(hit, on, off)?)
+    }
+}

@@ -1,0 +1,311 @@
+//! Neural-network ops: `Softmax`, `LogSoftmax`, `LayerNormalization`,
+//! `SoftmaxCrossEntropyLoss`, and the `com.microsoft` training forms `SoftmaxGrad_13`,
+//! `LogSoftmaxGrad_13`, `LayerNormalizationGrad`, `SoftmaxCrossEntropyLossInternal` and
+//! `SoftmaxCrossEntropyLossInternalGrad`, lowered to reductions and elementwise math.
+//!
+//! Softmax subtracts the row maximum before `exp` (as every runtime does); layer
+//! normalization computes the biased variance of the centred input, in the input's type.
+
+use super::super::ctx::{norm_axis, Cx, NodeAttrs, Val, R};
+use super::super::proto::NodeProto;
+use super::reduce::mean;
+use super::{one, Lower};
+use ebb_ir::{DType, DimExpr, OpKind, ValueRef};
+
+pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
+    Some(match op {
+        "Softmax" => &Softmax { log: false },
+        "LogSoftmax" => &Softmax { log: true },
+        "LayerNormalization" => &LayerNorm,
+        "SoftmaxCrossEntropyLoss" => &SceLoss,
+        _ => return None,
+    })
+}
+
+pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
+    Some(match op {
+        "SoftmaxGrad_13" | "SoftmaxGrad" => &SoftmaxGrad { log: false },
+        "LogSoftmaxGrad_13" | "LogSoftmaxGrad" => &SoftmaxGrad { log: true },
+        "LayerNormalizationGrad" => &LayerNormGrad,
+        "SoftmaxCrossEntropyLossInternal" => &SceLoss,
+        "SoftmaxCrossEntropyLossInternalGrad" | "SoftmaxCrossEntropyLossGrad" => &SceLossGrad,
+        _ => return None,
+    })
+}
+
+/// The axes a softmax normalizes over: `[axis]` from opset 13 (and for the `_13` grads),
+/// `[axis, rank)` before (the "coerced to 2-D" semantics).
+fn softmax_axes(cx: &Cx, n: &NodeProto, rank: usize, v13: bool) -> R<Vec<usize>> {
+    let default = if v13 { -1 } else { 1 };
+    let a = norm_axis(cx, n.int_or("axis", default), rank)?;
+    Ok(if v13 { vec![a] } else { (a..rank).collect() })
+}
+
+/// `softmax(x)` or `log_softmax(x)` over `axes`.
+pub(crate) fn softmax(cx: &mut Cx, x: ValueRef, axes: &[usize], log: bool) -> R<ValueRef> {
+    let m = cx.reduce(x, axes, OpKind::Maximum, f64::NEG_INFINITY, true)?;
+    let d = cx.binary(OpKind::Subtract, x, m)?;
+    let e = cx.unary(OpKind::Exponential, d)?;
+    let s = cx.reduce(e, axes, OpKind::Add, 0.0, true)?;
+    if log {
+        let l = cx.unary(OpKind::Log, s)?;
+        cx.binary(OpKind::Subtract, d, l)
+    } else {
+        cx.binary(OpKind::Divide, e, s)
+    }
+}
+
+struct Softmax {
+    log: bool,
+}
+
+impl Lower for Softmax {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let x = cx.input(n, 0)?;
+        let r = cx.ty(x).rank();
+        let axes = softmax_axes(cx, n, r, cx.opset() >= 13)?;
+        one(softmax(cx, x, &axes, self.log)?)
+    }
+}
+
+/// `SoftmaxGrad_13(dY, Y)`: `Y·(dY − Σ dY·Y)`; `LogSoftmaxGrad_13(dY, Y)`:
+/// `dY − exp(Y)·Σ dY` (sums over the softmax axis, kept).
+struct SoftmaxGrad {
+    log: bool,
+}
+
+impl Lower for SoftmaxGrad {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let dy = cx.input(n, 0)?;
+        let y = cx.input(n, 1)?;
+        let r = cx.ty(y).rank();
+        let v13 = n.op_type.as_deref().is_some_and(|s| s.ends_with("_13"));
+        let axes = softmax_axes(cx, n, r, v13)?;
+        if self.log {
+            let s = cx.reduce(dy, &axes, OpKind::Add, 0.0, true)?;
+            let e = cx.unary(OpKind::Exponential, y)?;
+            let p = cx.binary(OpKind::Multiply, e, s)?;
+            return one(cx.binary(OpKind::Subtract, dy, p)?);
+        }
+        let p = cx.binary(OpKind::Multiply, dy, y)?;
+        let s = cx.reduce(p, &axes, OpKind::Add, 0.0, true)?;
+        let d = cx.binary(OpKind::Subtract, dy, s)?;
+        one(cx.binary(OpKind::Multiply, y, d)?)
+    }
+}
+
+/// `LayerNormalization(X, Scale, B?)`: outputs `Y`, `Mean`, `InvStdDev` (the statistics with
+/// the normalized axes kept as size 1).
+struct LayerNorm;
+
+impl Lower for LayerNorm {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let x = cx.input(n, 0)?;
+        let t = cx.ty(x);
+        let a = norm_axis(cx, n.int_or("axis", -1), t.rank())?;
+        let axes: Vec<usize> = (a..t.rank()).collect();
+        let eps = n.float_or("epsilon", 1e-5) as f64;
+        let m = mean(cx, x, &axes, true)?;
+        let d = cx.binary(OpKind::Subtract, x, m)?;
+        let d2 = cx.binary(OpKind::Multiply, d, d)?;
+        let var = mean(cx, d2, &axes, true)?;
+        let ve = cx.binary_scalar(OpKind::Add, var, eps)?;
+        let inv = cx.unary(OpKind::Rsqrt, ve)?;
+        let xh = cx.binary(OpKind::Multiply, d, inv)?;
+        let scale = cx.input(n, 1)?;
+        let mut y = cx.binary(OpKind::Multiply, xh, scale)?;
+        if cx.opt_input(n, 2).is_some() {
+            let b = cx.input(n, 2)?;
+            y = cx.binary(OpKind::Add, y, b)?;
+        }
+        Ok(vec![Val::t(y), Val::t(m), Val::t(inv)])
+    }
+}
+
+/// `LayerNormalizationGrad(dY, X, scale, mean, inv_std_dev)` (com.microsoft): outputs `dX`,
+/// `dScale`, `dBias`, with `x̂ = (X − mean)·inv`, `g = dY·scale`,
+/// `dX = inv·(g − mean(g) − x̂·mean(g·x̂))` over the normalized axes, and the parameter
+/// gradients summed over the leading axes.
+struct LayerNormGrad;
+
+impl Lower for LayerNormGrad {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let dy = cx.input(n, 0)?;
+        let x = cx.input(n, 1)?;
+        let scale = cx.input(n, 2)?;
+        let m = cx.input(n, 3)?;
+        let inv = cx.input(n, 4)?;
+        let t = cx.ty(x);
+        let a = norm_axis(cx, n.int_or("axis", -1), t.rank())?;
+        let axes: Vec<usize> = (a..t.rank()).collect();
+        let lead: Vec<usize> = (0..a).collect();
+        let d = cx.binary(OpKind::Subtract, x, m)?;
+        let xh = cx.binary(OpKind::Multiply, d, inv)?;
+        let g = cx.binary(OpKind::Multiply, dy, scale)?;
+        let mg = mean(cx, g, &axes, true)?;
+        let gx = cx.binary(OpKind::Multiply, g, xh)?;
+        let mgx = mean(cx, gx, &axes, true)?;
+        let t1 = cx.binary(OpKind::Subtract, g, mg)?;
+        let t2 = cx.binary(OpKind::Multiply, xh, mgx)?;
+        let t3 = cx.binary(OpKind::Subtract, t1, t2)?;
+        let dx = cx.binary(OpKind::Multiply, inv, t3)?;
+        let dyx = cx.binary(OpKind::Multiply, dy, xh)?;
+        let dscale = cx.reduce(dyx, &lead, OpKind::Add, 0.0, false)?;
+        let dbias = cx.reduce(dy, &lead, OpKind::Add, 0.0, false)?;
+        Ok(vec![Val::t(dx), Val::t(dscale), Val::t(dbias)])
+    }
+}
+
+/// One-hot of integer `labels` (shape `[N, d..]`) over a class axis 1 of size `c`, in
+/// `dtype`, shaped `[N, C, d..]`.
+fn one_hot(cx: &mut Cx, labels: ValueRef, c: &DimExpr, dtype: DType) -> R<ValueRef> {
+    let tl = cx.ty(labels);
+    let labels = cx.convert(labels, DType::I64)?;
+    let mut shape = tl.shape.clone();
+    shape.insert(1, c.clone());
+    let io = cx.iota(DType::I64, &shape, 1)?;
+    let dims: Vec<i64> = (0..shape.len() as i64).filter(|&i| i != 1).collect();
+    let lb = cx.broadcast_in_dim(labels, &dims, &shape)?;
+    let hit = cx.compare("EQ", io, lb)?;
+    cx.convert(hit, dtype)
+}
+
+/// The per-sample weights `w[label]·(label != ignore_index)` (shape of `labels`, `dtype`),
+/// or `None` when neither weights nor an ignore index is given.
+fn sample_weights(
+    cx: &mut Cx,
+    n: &NodeProto,
+    labels_in: usize,
+    dtype: DType,
+    oh: ValueRef,
+) -> R<Option<ValueRef>> {
+    let labels = cx.input(n, labels_in)?;
+    let mut w = None;
+    if cx.opt_input(n, labels_in + 1).is_some() {
+        // Σ_c onehot·w[c] along the class axis.
+        let wt = cx.input(n, labels_in + 1)?;
+        let r = cx.ty(oh).rank();
+        let shape = cx.ty(oh).shape;
+        let wb = cx.broadcast_in_dim(wt, &[1], &shape)?;
+        let p = cx.binary(OpKind::Multiply, oh, wb)?;
+        let _ = r;
+        w = Some(cx.reduce(p, &[1], OpKind::Add, 0.0, false)?);
+    }
+    let ignore = if cx.opt_input(n, labels_in + 2).is_some() {
+        cx.input_ints(n, labels_in + 2)?.first().copied()
+    } else {
+        n.attr("ignore_index").and_then(|a| a.i)
+    };
+    if let Some(ig) = ignore {
+        let l = cx.convert(labels, DType::I64)?;
+        let igv = cx.scalar(DType::I64, ig as f64);
+        let keep = cx.compare("NE", l, igv)?;
+        let keep = cx.convert(keep, dtype)?;
+        w = Some(match w {
+            Some(w) => cx.binary(OpKind::Multiply, w, keep)?,
+            None => keep,
+        });
+    }
+    Ok(w)
+}
+
+/// The divisor of a `mean` reduction: `Σ w` with weights, else the sample count.
+fn mean_divisor(
+    cx: &mut Cx,
+    w: Option<ValueRef>,
+    labels_shape: &[DimExpr],
+    dtype: DType,
+) -> R<ValueRef> {
+    match w {
+        Some(w) => {
+            let all: Vec<usize> = (0..labels_shape.len()).collect();
+            cx.reduce(w, &all, OpKind::Add, 0.0, false)
+        }
+        None => {
+            let count = labels_shape
+                .iter()
+                .fold(DimExpr::constant(1), |a, d| a * d.clone());
+            match count.as_const() {
+                Some(k) => Ok(cx.scalar(dtype, k as f64)),
+                None => cx.dim_scalar(&count, dtype),
+            }
+        }
+    }
+}
+
+/// `SoftmaxCrossEntropyLoss(scores, labels, weights?)` (ai.onnx) and
+/// `SoftmaxCrossEntropyLossInternal(logits, label, weight?, ignore_index?)`
+/// (com.microsoft): outputs the loss (reduced per `reduction`: `mean` default, `sum`,
+/// `none`) and the log-probabilities.
+struct SceLoss;
+
+impl Lower for SceLoss {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let x = cx.input(n, 0)?;
+        let labels = cx.input(n, 1)?;
+        let t = cx.ty(x);
+        if t.rank() < 2 {
+            return Err(cx.err("scores must have rank >= 2 ([N, C, ...])"));
+        }
+        let logp = softmax(cx, x, &[1], true)?;
+        let oh = one_hot(cx, labels, &t.shape[1], t.dtype)?;
+        let w = sample_weights(cx, n, 1, t.dtype, oh)?;
+        let p = cx.binary(OpKind::Multiply, logp, oh)?;
+        let picked = cx.reduce(p, &[1], OpKind::Add, 0.0, false)?;
+        let mut nll = cx.unary(OpKind::Negate, picked)?;
+        if let Some(w) = w {
+            nll = cx.binary(OpKind::Multiply, nll, w)?;
+        }
+        let ls = cx.ty(labels).shape;
+        let all: Vec<usize> = (0..ls.len()).collect();
+        let loss = match n.string("reduction").as_deref().unwrap_or("mean") {
+            "none" => nll,
+            "sum" => cx.reduce(nll, &all, OpKind::Add, 0.0, false)?,
+            "mean" => {
+                let s = cx.reduce(nll, &all, OpKind::Add, 0.0, false)?;
+                let dv = mean_divisor(cx, w, &ls, t.dtype)?;
+                cx.binary(OpKind::Divide, s, dv)?
+            }
+            r => return Err(cx.err(format!("unknown reduction `{r}`"))),
+        };
+        Ok(vec![Val::t(loss), Val::t(logp)])
+    }
+}
+
+/// `SoftmaxCrossEntropyLossInternalGrad(dY, log_prob, label, weight?, ignore_index?)`:
+/// `(exp(log_prob) − onehot)·w·dY`, divided by the mean divisor for `reduction = mean`.
+struct SceLossGrad;
+
+impl Lower for SceLossGrad {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let dy = cx.input(n, 0)?;
+        let logp = cx.input(n, 1)?;
+        let labels = cx.input(n, 2)?;
+        let t = cx.ty(logp);
+        let oh = one_hot(cx, labels, &t.shape[1], t.dtype)?;
+        let w = sample_weights(cx, n, 2, t.dtype, oh)?;
+        let p = cx.unary(OpKind::Exponential, logp)?;
+        let mut g = cx.binary(OpKind::Subtract, p, oh)?;
+        let ls = cx.ty(labels).shape;
+        let shape = t.shape.clone();
+        let dims: Vec<i64> = (0..shape.len() as i64).filter(|&i| i != 1).collect();
+        if let Some(w) = w {
+            let wb = cx.broadcast_in_dim(w, &dims, &shape)?;
+            g = cx.binary(OpKind::Multiply, g, wb)?;
+        }
+        let red = n.string("reduction").unwrap_or_else(|| "mean".into());
+        let dyv = if cx.ty(dy).rank() == 0 {
+            dy
+        } else if red == "none" {
+            cx.broadcast_in_dim(dy, &dims, &shape)?
+        } else {
+            cx.reshape(dy, &[])?
+        };
+        g = cx.binary(OpKind::Multiply, g, dyv)?;
+        if red == "mean" {
+            let dv = mean_divisor(cx, w, &ls, t.dtype)?;
+            g = cx.binary(OpKind::Divide, g, dv)?;
+        }
+        one(g)
+    }
+}
