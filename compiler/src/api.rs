@@ -1,0 +1,68 @@
+//! The embedding API's compile half: a trainer calls [`Compiler::compile_file`] once and hands
+//! the [`Plan`] to `ebb_runtime::Runtime`, whose `step` runs every batch.
+//!
+//! ```no_run
+//! use ebb_compiler::api::Compiler;
+//! use ebb_runtime::{inputs::random_inputs, Runtime};
+//! let plan = Compiler::default().compile_file("tests/fixtures/jax/gpt2_tiny_adamw.mlir".as_ref())?;
+//! let mut rt = Runtime::new(plan, Some(64 << 20))?; // 64 MiB device budget
+//! let b = ebb_compiler::pipeline::parse_bindings("B=8,S=128")?;
+//! let inputs = random_inputs(rt.graph(), &b, 0).map_err(anyhow::Error::msg)?;
+//! let out = rt.step(&b, inputs)?;
+//! println!("peak {} bytes, finalize {:.0} us", out.report.measured_peak_bytes, out.report.finalize_us);
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+use crate::frontend::{self, Format};
+use crate::pipeline::{self, CompileOptions, Compiled};
+use anyhow::{Context, Result};
+use ebb_ir::plan::Plan;
+use ebb_ir::Graph;
+use std::path::Path;
+
+/// Compiles training steps into symbolic memory plans (see [`pipeline::compile`]).
+#[derive(Clone, Debug, Default)]
+pub struct Compiler {
+    /// Pipeline options (bindings for a precise plan, rewrites, sweep, variants).
+    pub options: CompileOptions,
+}
+
+impl Compiler {
+    /// A compiler with `options`.
+    pub fn new(options: CompileOptions) -> Compiler {
+        Compiler { options }
+    }
+
+    /// Imports `path` (`.mlir` StableHLO or `.onnx`) and compiles it into a plan that embeds
+    /// its graph.
+    ///
+    /// # Errors
+    /// Import errors (file, location, op) and pipeline errors.
+    pub fn compile_file(&self, path: &Path) -> Result<Plan> {
+        let (g, _) = frontend::import_file(path, None)?;
+        Ok(self.compile(g)?.plan)
+    }
+
+    /// Compiles an imported graph.
+    ///
+    /// # Errors
+    /// Pipeline errors (a pass breaking the graph, a scheduling failure).
+    pub fn compile(&self, graph: Graph) -> Result<Compiled> {
+        pipeline::compile(graph, &self.options)
+    }
+}
+
+/// Reads a plan file written by `ebb compile`, or imports and compiles a model file (`.mlir`,
+/// `.onnx`, or any file with `format`).
+///
+/// # Errors
+/// Unreadable or invalid plan JSON (with the path), and import/compile errors.
+pub fn load_or_compile(path: &Path, format: Option<Format>) -> Result<Plan> {
+    if format.is_some() || Format::from_path(path).is_some() {
+        let (g, _) = frontend::import_file(path, format)?;
+        return Ok(pipeline::compile(g, &CompileOptions::default())?.plan);
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Plan::from_json(&text).with_context(|| format!("{}", path.display()))
+}

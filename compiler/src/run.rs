@@ -1,0 +1,219 @@
+//! `ebb run`: compile (or load) a plan, finalize it at concrete shapes under a budget, execute
+//! the step on the CPU with the plan's evictions, recomputes and swaps, and report what it cost.
+//!
+//! With `check`, the same inputs also run without decisions; the outputs must be bit-identical
+//! (`outputs_match_reference`), and the independent plan checker
+//! (`ebb_passes::plan::check`) must prove the decisions with the same peak as measured.
+
+use crate::pipeline::{self, Budget, PlanReport};
+use anyhow::{bail, Context, Result};
+use ebb_ir::plan::Plan;
+use ebb_ir::Bindings;
+use ebb_runtime::inputs::{npz_inputs, random_inputs};
+use ebb_runtime::{Runtime, StepOutput, Tensor};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Where the step's inputs come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputSource {
+    /// Seeded random tensors (`random:SEED`).
+    Random(u64),
+    /// The `in_i` arrays of an `.npz` (its `out_i`, if any, are compared too).
+    Npz(PathBuf),
+}
+
+/// Parses `random:SEED` or a path to an `.npz`.
+///
+/// # Errors
+/// A seed that is not an integer.
+pub fn parse_inputs(s: &str) -> Result<InputSource> {
+    match s.strip_prefix("random:") {
+        Some(seed) => Ok(InputSource::Random(seed.trim().parse().with_context(
+            || format!("`{seed}` is not a seed (use random:SEED with an integer)"),
+        )?)),
+        None if s == "random" => Ok(InputSource::Random(0)),
+        None => Ok(InputSource::Npz(PathBuf::from(s))),
+    }
+}
+
+/// The `ebb run` report: the fields of `ebb plan` plus what the execution measured.
+#[derive(Debug, Serialize)]
+pub struct RunReport {
+    /// The planning figures at these shapes (as `ebb plan --json`).
+    #[serde(flatten)]
+    pub plan: PlanReport,
+    /// Peak device bytes the executor measured (equals `peak_bytes_planned`, or the scheduled
+    /// peak without a budget).
+    pub measured_peak_bytes: u64,
+    /// Largest bytes held in the host pool by swapped values.
+    pub host_peak_bytes: u64,
+    /// Wall time of the planned execution, ms.
+    pub wall_ms: f64,
+    /// Part of `wall_ms` spent recomputing and reloading, ms.
+    pub regen_ms: f64,
+    /// With `--check`: the outputs are bit-identical to a run without decisions.
+    pub outputs_match_reference: Option<bool>,
+    /// With `--check`: wall time of the run without decisions, ms.
+    pub wall_ms_unplanned: Option<f64>,
+    /// With `--check`: the peak the independent plan checker proves for the decisions.
+    pub checker_peak_bytes: Option<i64>,
+    /// With `.npz` inputs holding `out_i`: the largest relative error of the outputs against
+    /// them (the framework's own results).
+    pub npz_max_rel_err: Option<f64>,
+    /// Number of program points executed.
+    pub points: usize,
+}
+
+/// Options of [`run`].
+pub struct RunOptions {
+    /// Symbol values.
+    pub bind: Bindings,
+    /// Device budget.
+    pub budget: Option<Budget>,
+    /// Inputs.
+    pub inputs: InputSource,
+    /// Also run without decisions and check bit-identity and the checker.
+    pub check: bool,
+}
+
+/// Everything `ebb run` prints or plots.
+pub struct RunResult {
+    /// The report.
+    pub report: RunReport,
+    /// The planned step's outputs and statistics.
+    pub step: StepOutput,
+    /// Resident bytes per point without decisions (from the finalized plan).
+    pub resident_unplanned: Vec<i64>,
+    /// The graph's name (for plot titles).
+    pub graph_name: String,
+}
+
+/// Runs `plan` (see the module docs), calling `progress(point, points)` during execution.
+///
+/// # Errors
+/// Invalid shapes or assertion violations, an infeasible budget (stating the smallest feasible
+/// one), unreadable or mismatched inputs, kernel errors, and a failed checker proof.
+pub fn run(
+    plan: Plan,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<RunResult> {
+    let b = &opts.bind;
+    let report = pipeline::plan_report(&plan, b, opts.budget)?;
+    let mut rt = Runtime::new(plan.clone(), report.budget_bytes)?;
+    let n_in = rt.graph().inputs().len();
+    let (inputs, expected): (Vec<Tensor>, Vec<Tensor>) = match &opts.inputs {
+        InputSource::Random(seed) => (
+            random_inputs(rt.graph(), b, *seed).map_err(anyhow::Error::msg)?,
+            Vec::new(),
+        ),
+        InputSource::Npz(p) => npz_inputs(p, n_in)?,
+    };
+    let step = rt.step_with_progress(b, inputs.clone(), progress)?;
+    let npz_max_rel_err = (!expected.is_empty()).then(|| max_rel_err(&step.outputs, &expected));
+    let (mut matches, mut unplanned_ms, mut checker_peak) = (None, None, None);
+    if opts.check {
+        let mut free = Runtime::new(plan.clone(), None)?;
+        let reference = free.step(b, inputs)?;
+        matches = Some(
+            reference.outputs.len() == step.outputs.len()
+                && reference
+                    .outputs
+                    .iter()
+                    .zip(&step.outputs)
+                    .all(|(x, y)| x.bits_eq(y)),
+        );
+        unplanned_ms = Some(reference.report.wall_ms);
+        let variant = plan.variant(step.concrete.variant).unwrap_or(&plan);
+        let proof =
+            ebb_passes::plan::check::check(rt.graph(), variant, &step.concrete.decisions, b)
+                .context("the plan checker rejects the finalized decisions")?;
+        if proof.peak != step.concrete.peak_bytes_planned {
+            bail!(
+                "the plan checker proves a peak of {} bytes, the plan claims {}",
+                proof.peak,
+                step.concrete.peak_bytes_planned
+            );
+        }
+        checker_peak = Some(proof.peak);
+    }
+    let concrete = &step.concrete;
+    let resident_unplanned = ebb_runtime::finalize::finalize(
+        &plan,
+        b,
+        &ebb_runtime::finalize::FinalizeOptions {
+            offsets: false,
+            ..Default::default()
+        },
+    )?
+    .resident;
+    let report = RunReport {
+        measured_peak_bytes: step.report.measured_peak_bytes,
+        host_peak_bytes: step.report.host_peak_bytes,
+        wall_ms: step.report.wall_ms,
+        regen_ms: step.report.regen_ms,
+        outputs_match_reference: matches,
+        wall_ms_unplanned: unplanned_ms,
+        checker_peak_bytes: checker_peak,
+        npz_max_rel_err,
+        points: concrete.resident.len(),
+        plan: PlanReport {
+            arena_bytes: Some(concrete.arena.arena_bytes),
+            finalize_us: step.report.finalize_us,
+            ..report
+        },
+    };
+    Ok(RunResult {
+        report,
+        step,
+        resident_unplanned,
+        graph_name: plan.graph_name.clone(),
+    })
+}
+
+/// Largest per-output relative error `max |a − b| / max |b|` (the metric of the numeric tests;
+/// infinite when shapes differ or a value is NaN where the reference is not).
+fn max_rel_err(got: &[Tensor], want: &[Tensor]) -> f64 {
+    let mut worst = 0.0f64;
+    for (g, w) in got.iter().zip(want) {
+        if g.shape() != w.shape() {
+            return f64::INFINITY;
+        }
+        let (a, b) = (g.to_f64_vec(), w.to_f64_vec());
+        let scale = b.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-30);
+        let mut diff = 0f64;
+        for (x, y) in a.iter().zip(&b) {
+            if x.is_nan() != y.is_nan() {
+                return f64::INFINITY;
+            }
+            if !x.is_nan() {
+                diff = diff.max((x - y).abs());
+            }
+        }
+        worst = worst.max(diff / scale);
+    }
+    worst
+}
+
+/// Writes the run's memory timeline as SVG: resident bytes per program point without
+/// decisions and as measured with them (regeneration peaks included), and the budget line.
+///
+/// # Errors
+/// The file cannot be written.
+pub fn write_timeline(r: &RunResult, path: &std::path::Path) -> Result<()> {
+    let stats = &r.step.stats;
+    let measured: Vec<i64> = stats
+        .resident_bytes
+        .iter()
+        .zip(&stats.regen_peak)
+        .map(|(&a, &b)| a.max(b) as i64)
+        .collect();
+    let t = crate::bench::Timeline {
+        bind: r.report.plan.bind.clone(),
+        before: r.resident_unplanned.clone(),
+        after: Some(measured),
+        budget_bytes: r.report.plan.budget_bytes,
+    };
+    crate::bench::plot::timeline(&t, &r.graph_name, path)
+}
