@@ -1,0 +1,324 @@
+//! Tests of the exact (MILP) mode, `ebb_passes::exact`, on real compiled fixtures and on
+//! random graphs: the optimum's decisions pass the independent checker within the budget, its
+//! overhead is never above the runtime's greedy finalize at the same budget and plan variant,
+//! and infeasible budgets are reported as such. `exact_vs_greedy_table` (ignored) prints the
+//! comparison table:
+//! `cargo test --release -p ebb-tests --test exact -- --ignored --nocapture`.
+
+use ebb_compiler::pipeline::{compile, CompileOptions, Compiled};
+use ebb_compiler::stablehlo::import_file;
+use ebb_ir::graph::Node;
+use ebb_ir::plan::{DecisionKind, Plan};
+use ebb_ir::{Attr, Attrs, Bindings, DType, DimExpr, Graph, NodeId, OpKind, Symbol, TensorType};
+use ebb_passes::exact::{solve, solve_with_start, ExactOptions, ExactResult, ExactStatus};
+use ebb_passes::memory::{liveness, program_order};
+use ebb_passes::plan::{build_plan, check, PlanOptions};
+use ebb_passes::remat::CandidateOptions;
+use ebb_runtime::finalize::{finalize, ConcretePlan, CostModel, FinalizeError, FinalizeOptions};
+use ebb_tests::jax_fixture;
+use proptest::prelude::*;
+
+const BOTH: [DecisionKind; 2] = [DecisionKind::Recompute, DecisionKind::Swap];
+
+fn bind(pairs: &[(&str, i64)]) -> Bindings {
+    pairs.iter().map(|(k, v)| (Symbol::new(k), *v)).collect()
+}
+
+fn compiled(name: &str) -> Compiled {
+    let (g, _) = import_file(&jax_fixture(name)).unwrap();
+    compile(g, &CompileOptions::default()).unwrap()
+}
+
+fn program_order_peak(g: &Graph, b: &Bindings) -> i64 {
+    liveness(g, &program_order(g)).peak(b).unwrap().0
+}
+
+fn exact_options(budget: i64, kinds: &[DecisionKind], time_limit_s: f64) -> ExactOptions {
+    let cost = CostModel::default();
+    ExactOptions {
+        budget,
+        time_limit_s,
+        flops_per_us: cost.flops_per_us,
+        link_bytes_per_us: cost.link_bytes_per_us,
+        kinds: kinds.to_vec(),
+    }
+}
+
+/// Greedy finalize and the exact solve (warm-started from the greedy's decisions) on the same
+/// plan variant; the exact result is checked against the independent checker.
+fn compare(
+    g: &Graph,
+    full: &Plan,
+    b: &Bindings,
+    budget: i64,
+    kinds: &[DecisionKind],
+    time_limit_s: f64,
+) -> (Result<ConcretePlan, FinalizeError>, ExactResult) {
+    let greedy = finalize(
+        full,
+        b,
+        &FinalizeOptions {
+            budget: Some(budget),
+            kinds: kinds.to_vec(),
+            offsets: false,
+            ..Default::default()
+        },
+    );
+    let variant = match &greedy {
+        Ok(cp) => cp.variant,
+        Err(_) => full.best_variant(b).unwrap().0,
+    };
+    let plan = full.variant(variant).unwrap();
+    let start = greedy
+        .as_ref()
+        .map(|cp| cp.decisions.clone())
+        .unwrap_or_default();
+    let r = solve_with_start(plan, b, &exact_options(budget, kinds, time_limit_s), &start).unwrap();
+    if matches!(
+        r.status,
+        ExactStatus::Optimal | ExactStatus::Feasible { .. }
+    ) {
+        let report = check(g, plan, &r.decisions, b)
+            .unwrap_or_else(|e| panic!("checker rejects the exact decisions: {e}"));
+        assert_eq!(report.peak, r.peak_bytes, "exact peak is the checker's");
+        assert!(report.peak <= budget, "{} > {budget}", report.peak);
+    }
+    if let Ok(cp) = &greedy {
+        assert!(
+            matches!(
+                r.status,
+                ExactStatus::Optimal | ExactStatus::Feasible { .. }
+            ),
+            "greedy met the budget, exact says {:?}",
+            r.status
+        );
+        assert!(
+            r.overhead_us <= cp.overhead_us + 1e-6 * cp.overhead_us.max(1.0),
+            "exact {} µs > greedy {} µs",
+            r.overhead_us,
+            cp.overhead_us
+        );
+    }
+    (greedy, r)
+}
+
+#[test]
+fn exact_beats_or_ties_greedy_on_the_gpt_fixtures() {
+    for name in ["gpt2_tiny_adamw", "gpt_block_sgd"] {
+        let c = compiled(name);
+        let b = bind(&[("B", 8), ("S", 256)]);
+        let po = program_order_peak(&c.graph, &b);
+        for frac in [0.5, 0.6] {
+            let budget = (po as f64 * frac) as i64;
+            let (greedy, r) = compare(&c.graph, &c.plan, &b, budget, &BOTH, 60.0);
+            // The 2-layer GPT meets both budgets greedily (tests/tests/finalize.rs); where the
+            // greedy cannot, `compare` still proves whatever the exact mode returns.
+            if name == "gpt2_tiny_adamw" {
+                assert!(greedy.is_ok(), "{name} at {frac}: greedy fails: {greedy:?}");
+            }
+            if greedy.is_ok() || r.status == ExactStatus::Optimal {
+                assert!(!r.decisions.is_empty(), "{name} at {frac}: {:?}", r.status);
+            }
+        }
+    }
+}
+
+#[test]
+fn exact_on_the_mlp_with_each_kind() {
+    let c = compiled("mlp_sgd");
+    let b = bind(&[("B", 512)]);
+    let po = program_order_peak(&c.graph, &b);
+    for kinds in [
+        vec![DecisionKind::Recompute],
+        vec![DecisionKind::Swap],
+        BOTH.to_vec(),
+    ] {
+        for frac in [0.5, 0.6, 0.8] {
+            let budget = (po as f64 * frac) as i64;
+            let (greedy, r) = compare(&c.graph, &c.plan, &b, budget, &kinds, 60.0);
+            // Where the greedy cannot meet the budget the exact mode may still.
+            if greedy.is_err() {
+                assert!(
+                    matches!(
+                        r.status,
+                        ExactStatus::Infeasible
+                            | ExactStatus::Optimal
+                            | ExactStatus::Feasible { .. }
+                    ),
+                    "{:?}",
+                    r.status
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn infeasible_budgets_are_reported() {
+    let c = compiled("mlp_sgd");
+    let b = bind(&[("B", 8)]);
+    let r = solve(&c.plan, &b, &exact_options(1000, &BOTH, 10.0)).unwrap();
+    assert_eq!(r.status, ExactStatus::Infeasible);
+    assert!(r.decisions.is_empty());
+    // Below the greedy's smallest feasible budget the exact mode is infeasible too, or meets
+    // a budget the greedy cannot (it never does worse).
+    let smallest = match finalize(
+        &c.plan,
+        &b,
+        &FinalizeOptions {
+            budget: Some(1000),
+            ..Default::default()
+        },
+    ) {
+        Err(FinalizeError::Infeasible { smallest, .. }) => smallest,
+        other => panic!("{other:?}"),
+    };
+    let r = solve(&c.plan, &b, &exact_options(smallest, &BOTH, 10.0)).unwrap();
+    assert_eq!(r.status, ExactStatus::Optimal);
+    assert!(r.peak_bytes <= smallest);
+}
+
+/// A random DAG over `f32[k·B, S]` values (k in 1..=3): elementwise ops over earlier values
+/// of the same size; one op in seven is an opaque `custom_call` (never recomputable).
+fn random_graph(ops: &[(u8, usize, usize)]) -> Graph {
+    let mut g = Graph::new("random");
+    g.scope.declare("B");
+    g.scope.declare("S");
+    let ty = |k: i64| {
+        TensorType::new(
+            DType::F32,
+            vec![
+                DimExpr::sym("B").checked_scale(k).unwrap(),
+                DimExpr::sym("S"),
+            ],
+        )
+    };
+    let mut vals: Vec<(ebb_ir::ValueRef, i64)> = (1..=3)
+        .map(|k| (g.add_input(&format!("in{k}"), ty(k)), k))
+        .collect();
+    for &(k, a, b) in ops {
+        let (x, scale) = vals[a % vals.len()];
+        let same: Vec<_> = vals.iter().filter(|v| v.1 == scale).map(|v| v.0).collect();
+        let y = same[b % same.len()];
+        let (kind, operands) = match k % 7 {
+            0 => (OpKind::Tanh, vec![x]),
+            1 => (OpKind::Exponential, vec![x]),
+            2 => (OpKind::Add, vec![x, y]),
+            3 => (OpKind::Multiply, vec![x, y]),
+            4 => (OpKind::Subtract, vec![y, x]),
+            5 => (OpKind::Maximum, vec![x, y]),
+            _ => (OpKind::CustomCall, vec![x]),
+        };
+        let mut attrs = Attrs::new();
+        if kind == OpKind::CustomCall {
+            attrs.insert("call_target_name".into(), Attr::Str("opaque".into()));
+        }
+        let id = g.add_node(Node::new(kind, attrs, vec![ty(scale)]), &operands);
+        vals.push((ebb_ir::ValueRef::new(id, 0), scale));
+    }
+    let last = vals[vals.len() - 1].0;
+    g.set_outputs(vec![last], vec![String::new()]);
+    g
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Tests that on random graphs the exact optimum is never worse than the greedy finalize
+    /// and its decisions always pass the checker within the budget.
+    #[test]
+    fn exact_never_worse_than_greedy(
+        ops in prop::collection::vec((any::<u8>(), any::<usize>(), any::<usize>()), 6..40),
+        (bv, sv) in (1i64..5, 1i64..9),
+        frac in 0.3f64..1.0,
+        kinds in 0usize..3,
+    ) {
+        let g = random_graph(&ops);
+        let sched: Vec<NodeId> = g
+            .order()
+            .iter()
+            .copied()
+            .filter(|&id| g.node(id).kind != OpKind::Input)
+            .collect();
+        let candidates = CandidateOptions { min_gap: 1, min_bytes: 0, ..Default::default() };
+        let plan = build_plan(&g, &sched, &PlanOptions { candidates, ..Default::default() })
+            .unwrap();
+        let b = bind(&[("B", bv), ("S", sv)]);
+        let peak = check(&g, &plan, &[], &b).unwrap().peak;
+        let kinds = match kinds {
+            0 => vec![DecisionKind::Recompute],
+            1 => vec![DecisionKind::Swap],
+            _ => BOTH.to_vec(),
+        };
+        // `compare` asserts checker validity and exact <= greedy.
+        let _ = compare(&g, &plan, &b, (peak as f64 * frac) as i64, &kinds, 30.0);
+    }
+}
+
+/// Prints greedy vs exact on the fixtures at 50% and 60% of the program-order peak.
+#[test]
+#[ignore = "prints a table (slow); run with --ignored --nocapture"]
+fn exact_vs_greedy_table() {
+    let cases: [(&str, &[&[(&str, i64)]]); 3] = [
+        (
+            "gpt2_tiny_adamw",
+            &[
+                &[("B", 8), ("S", 256)],
+                &[("B", 4), ("S", 128)],
+                &[("B", 16), ("S", 512)],
+            ],
+        ),
+        (
+            "gpt_block_sgd",
+            &[
+                &[("B", 8), ("S", 256)],
+                &[("B", 4), ("S", 128)],
+                &[("B", 16), ("S", 512)],
+            ],
+        ),
+        ("mlp_sgd", &[&[("B", 8)], &[("B", 512)], &[("B", 4096)]]),
+    ];
+    println!(
+        "| fixture | shape | budget | greedy µs | exact µs | saved | status | gap % | vars | rows | solve ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for (name, shapes) in cases {
+        let c = compiled(name);
+        for shape in shapes {
+            let b = bind(shape);
+            let po = program_order_peak(&c.graph, &b);
+            for frac in [0.5, 0.6] {
+                let budget = (po as f64 * frac) as i64;
+                let (greedy, r) = compare(&c.graph, &c.plan, &b, budget, &BOTH, 60.0);
+                let g = match &greedy {
+                    Ok(cp) => format!("{:.1}", cp.overhead_us),
+                    Err(_) => "infeasible".into(),
+                };
+                let saved = match &greedy {
+                    Ok(cp) if cp.overhead_us > 0.0 => {
+                        format!("{:.1}%", 100.0 * (1.0 - r.overhead_us / cp.overhead_us))
+                    }
+                    _ => "-".into(),
+                };
+                let (status, gap) = match r.status {
+                    ExactStatus::Optimal => ("optimal", 0.0),
+                    ExactStatus::Feasible { gap } => ("feasible", gap),
+                    ExactStatus::Infeasible => ("infeasible", f64::NAN),
+                    ExactStatus::TimedOut => ("timed out", f64::NAN),
+                };
+                let shape: Vec<String> = shape.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                println!(
+                    "| {name} | {} | {:.0}% = {:.1} MiB | {g} | {:.1} | {saved} | {status} | {:.3} | {} | {} | {:.0} |",
+                    shape.join(","),
+                    frac * 100.0,
+                    budget as f64 / 1048576.0,
+                    r.overhead_us,
+                    gap * 100.0,
+                    r.variables,
+                    r.constraints,
+                    r.solve_ms
+                );
+            }
+        }
+    }
+}
