@@ -33,8 +33,12 @@ fn program_order_peak(g: &Graph, b: &Bindings) -> i64 {
     liveness(g, &program_order(g)).peak(b).unwrap().0
 }
 
-fn exact_options(budget: i64, kinds: &[DecisionKind], time_limit_s: f64) -> ExactOptions {
-    let cost = CostModel::default();
+fn exact_options(
+    budget: i64,
+    kinds: &[DecisionKind],
+    time_limit_s: f64,
+    cost: CostModel,
+) -> ExactOptions {
     ExactOptions {
         budget,
         time_limit_s,
@@ -53,6 +57,7 @@ fn compare(
     budget: i64,
     kinds: &[DecisionKind],
     time_limit_s: f64,
+    cost: CostModel,
 ) -> (Result<ConcretePlan, FinalizeError>, ExactResult) {
     let greedy = finalize(
         full,
@@ -61,7 +66,7 @@ fn compare(
             budget: Some(budget),
             kinds: kinds.to_vec(),
             offsets: false,
-            ..Default::default()
+            cost,
         },
     );
     let variant = match &greedy {
@@ -73,7 +78,13 @@ fn compare(
         .as_ref()
         .map(|cp| cp.decisions.clone())
         .unwrap_or_default();
-    let r = solve_with_start(plan, b, &exact_options(budget, kinds, time_limit_s), &start).unwrap();
+    let r = solve_with_start(
+        plan,
+        b,
+        &exact_options(budget, kinds, time_limit_s, cost),
+        &start,
+    )
+    .unwrap();
     if matches!(
         r.status,
         ExactStatus::Optimal | ExactStatus::Feasible { .. }
@@ -110,7 +121,15 @@ fn exact_beats_or_ties_greedy_on_the_gpt_fixtures() {
         let po = program_order_peak(&c.graph, &b);
         for frac in [0.5, 0.6] {
             let budget = (po as f64 * frac) as i64;
-            let (greedy, r) = compare(&c.graph, &c.plan, &b, budget, &BOTH, 60.0);
+            let (greedy, r) = compare(
+                &c.graph,
+                &c.plan,
+                &b,
+                budget,
+                &BOTH,
+                60.0,
+                CostModel::default(),
+            );
             // The 2-layer GPT meets both budgets greedily (tests/tests/finalize.rs); where the
             // greedy cannot, `compare` still proves whatever the exact mode returns.
             if name == "gpt2_tiny_adamw" {
@@ -135,7 +154,15 @@ fn exact_on_the_mlp_with_each_kind() {
     ] {
         for frac in [0.5, 0.6, 0.8] {
             let budget = (po as f64 * frac) as i64;
-            let (greedy, r) = compare(&c.graph, &c.plan, &b, budget, &kinds, 60.0);
+            let (greedy, r) = compare(
+                &c.graph,
+                &c.plan,
+                &b,
+                budget,
+                &kinds,
+                60.0,
+                CostModel::default(),
+            );
             // Where the greedy cannot meet the budget the exact mode may still.
             if greedy.is_err() {
                 assert!(
@@ -157,7 +184,12 @@ fn exact_on_the_mlp_with_each_kind() {
 fn infeasible_budgets_are_reported() {
     let c = compiled("mlp_sgd");
     let b = bind(&[("B", 8)]);
-    let r = solve(&c.plan, &b, &exact_options(1000, &BOTH, 10.0)).unwrap();
+    let r = solve(
+        &c.plan,
+        &b,
+        &exact_options(1000, &BOTH, 10.0, CostModel::default()),
+    )
+    .unwrap();
     assert_eq!(r.status, ExactStatus::Infeasible);
     assert!(r.decisions.is_empty());
     // Below the greedy's smallest feasible budget the exact mode is infeasible too, or meets
@@ -173,7 +205,12 @@ fn infeasible_budgets_are_reported() {
         Err(FinalizeError::Infeasible { smallest, .. }) => smallest,
         other => panic!("{other:?}"),
     };
-    let r = solve(&c.plan, &b, &exact_options(smallest, &BOTH, 10.0)).unwrap();
+    let r = solve(
+        &c.plan,
+        &b,
+        &exact_options(smallest, &BOTH, 10.0, CostModel::default()),
+    )
+    .unwrap();
     assert_eq!(r.status, ExactStatus::Optimal);
     assert!(r.peak_bytes <= smallest);
 }
@@ -232,7 +269,9 @@ proptest! {
         (bv, sv) in (1i64..5, 1i64..9),
         frac in 0.3f64..1.0,
         kinds in 0usize..3,
+        link in prop::sample::select(vec![25e3, 1e2, 1.0]),
     ) {
+        let cost = CostModel { flops_per_us: 1.0, link_bytes_per_us: link };
         let g = random_graph(&ops);
         let sched: Vec<NodeId> = g
             .order()
@@ -251,7 +290,7 @@ proptest! {
             _ => BOTH.to_vec(),
         };
         // `compare` asserts checker validity and exact <= greedy.
-        let _ = compare(&g, &plan, &b, (peak as f64 * frac) as i64, &kinds, 30.0);
+        let _ = compare(&g, &plan, &b, (peak as f64 * frac) as i64, &kinds, 30.0, cost);
     }
 }
 
@@ -279,36 +318,53 @@ fn exact_vs_greedy_table() {
         ("mlp_sgd", &[&[("B", 8)], &[("B", 512)], &[("B", 4096)]]),
     ];
     println!(
-        "| fixture | shape | budget | greedy µs | exact µs | saved | status | gap % | vars | rows | solve ms |"
+        "| fixture | shape | kinds | budget | greedy µs | exact µs | saved | status | gap % | vars | rows | solve ms |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, shapes) in cases {
         let c = compiled(name);
         for shape in shapes {
             let b = bind(shape);
             let po = program_order_peak(&c.graph, &b);
-            for frac in [0.5, 0.6] {
-                let budget = (po as f64 * frac) as i64;
-                let (greedy, r) = compare(&c.graph, &c.plan, &b, budget, &BOTH, 60.0);
-                let g = match &greedy {
-                    Ok(cp) => format!("{:.1}", cp.overhead_us),
-                    Err(_) => "infeasible".into(),
-                };
-                let saved = match &greedy {
-                    Ok(cp) if cp.overhead_us > 0.0 => {
-                        format!("{:.1}%", 100.0 * (1.0 - r.overhead_us / cp.overhead_us))
-                    }
-                    _ => "-".into(),
-                };
-                let (status, gap) = match r.status {
-                    ExactStatus::Optimal => ("optimal", 0.0),
-                    ExactStatus::Feasible { gap } => ("feasible", gap),
-                    ExactStatus::Infeasible => ("infeasible", f64::NAN),
-                    ExactStatus::TimedOut => ("timed out", f64::NAN),
-                };
-                let shape: Vec<String> = shape.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                println!(
-                    "| {name} | {} | {:.0}% = {:.1} MiB | {g} | {:.1} | {saved} | {status} | {:.3} | {} | {} | {:.0} |",
+            // The default cost model (25 GB/s link: most swaps hide behind compute), a 1 GB/s
+            // link (swaps cost time), and recompute only.
+            let slow = CostModel {
+                link_bytes_per_us: 1e3,
+                ..CostModel::default()
+            };
+            for (label, kinds, cost) in [
+                ("both, 25 GB/s", &BOTH[..], CostModel::default()),
+                ("both, 1 GB/s", &BOTH[..], slow),
+                ("recompute", &BOTH[..1], CostModel::default()),
+            ] {
+                for frac in [0.5, 0.6] {
+                    let budget = (po as f64 * frac) as i64;
+                    let (greedy, r) = compare(&c.graph, &c.plan, &b, budget, kinds, 60.0, cost);
+                    let g = match &greedy {
+                        Ok(cp) => format!("{:.1}", cp.overhead_us),
+                        Err(_) => "infeasible".into(),
+                    };
+                    let saved = match &greedy {
+                        Ok(cp) if cp.overhead_us > 0.0 => {
+                            format!("{:.1}%", 100.0 * (1.0 - r.overhead_us / cp.overhead_us))
+                        }
+                        _ => "-".into(),
+                    };
+                    let (status, gap) = match r.status {
+                        ExactStatus::Optimal => ("optimal", 0.0),
+                        ExactStatus::Feasible { gap } => ("feasible", gap),
+                        ExactStatus::Infeasible => ("infeasible", 0.0),
+                        ExactStatus::TimedOut => ("timed out", 0.0),
+                    };
+                    let kinds = if kinds.len() == 2 {
+                        "both"
+                    } else {
+                        "recompute"
+                    };
+                    let shape: Vec<String> =
+                        shape.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    println!(
+                    "| {name} | {} | {label} | {:.0}% = {:.1} MiB | {g} | {:.1} | {saved} | {status} | {:.3} | {} | {} | {:.0} |",
                     shape.join(","),
                     frac * 100.0,
                     budget as f64 / 1048576.0,
@@ -318,6 +374,7 @@ fn exact_vs_greedy_table() {
                     r.constraints,
                     r.solve_ms
                 );
+                }
             }
         }
     }
