@@ -1,6 +1,7 @@
 //! Ebb's compiler: front ends (StableHLO through melior), the pipeline driver and the `ebb`
 //! command-line tool's library half.
 
+pub mod bench;
 pub mod frontend;
 pub mod onnx;
 pub mod pipeline;

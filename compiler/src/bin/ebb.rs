@@ -89,6 +89,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Sweep a training step over many shapes and compare memory figures.
+    ///
+    /// Per shape: program-order peak, the symbolic plan's scheduled peak against a plan compiled
+    /// with `--bind` at that shape, the lower bound, the plan finalized under `--budget`,
+    /// optionally XLA's memory analysis (`--xla`) and the exact optimum (`--exact`). Prints a
+    /// markdown table; `--json` and `--plots` write the report and SVG plots.
+    Bench(Box<ebb_compiler::bench::cli::BenchArgs>),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -111,6 +118,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Bench(args) => args.run(),
         Command::Import {
             file,
             emit,

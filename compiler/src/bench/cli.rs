@@ -1,0 +1,201 @@
+//! The `ebb bench` subcommand: arguments (clap), progress bar (indicatif, on stderr) and
+//! outputs (markdown on stdout, `--json FILE`, `--plots DIR`).
+
+use super::shapes::{self, BatchRule, LongTail, ShapeSource};
+use super::{BenchOptions, Progress};
+use crate::frontend::Format;
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+
+/// Shape distributions for `--dist`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Dist {
+    /// Log-normal sequence lengths: median s_min·(s_max/s_min)^0.3, σ = 0.35·ln(s_max/s_min),
+    /// clipped to [s-min, s-max] and the symbol's range facts, rounded to its divisibility.
+    Longtail,
+}
+
+/// Arguments of `ebb bench`.
+#[derive(Clone, Debug, clap::Args)]
+#[command(after_long_help = "\
+Examples:
+  ebb bench tests/fixtures/jax/gpt2_tiny_adamw.mlir --shapes 'B=8,S=64;B=8,S=128;B=8,S=512' --budget 50%
+  EBB_PYTHON=/work/venv-jax/bin/python ebb bench tests/fixtures/jax/gpt2_small.mlir \\
+      --dist longtail --samples 12 --seed 7 --batch 8 --s-min 32 --s-max 1024 \\
+      --budget 50% --xla --json docs/results/gpt2_small.json --plots docs/results
+
+Long-tail shapes (--dist longtail): ln S ~ Normal(mu, sigma) with median
+s_min*(s_max/s_min)^0.3 and sigma = 0.35*ln(s_max/s_min) (most samples short, a few long, as in
+long-context fine-tuning data), clipped to [--s-min, --s-max] and to the symbol's range facts
+(e.g. S <= 512), rounded to a multiple of its proven divisor; PCG-64 seeded by --seed, so the
+same seed gives the same shapes. Duplicate shapes are swept once.
+
+XLA (--xla): runs examples/export/xla_peer.py with $EBB_PYTHON (default python3; the script:
+$EBB_XLA_PEER) on the fixture named in the .json next to the .mlir; without JAX the column is
+left out and the reason printed.")]
+pub struct BenchArgs {
+    /// The module (`.mlir`, `.onnx`) or a plan JSON written by `ebb compile`.
+    pub file: PathBuf,
+    /// Input format; by default from the extension.
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Shapes to sweep, `;`-separated: `B=8,S=128;B=8,S=256`.
+    #[arg(long, conflicts_with = "dist")]
+    pub shapes: Option<String>,
+    /// Draw the shapes from a distribution instead (see below).
+    #[arg(long, value_enum)]
+    pub dist: Option<Dist>,
+    /// Number of draws.
+    #[arg(long, default_value_t = 12)]
+    pub samples: usize,
+    /// Seed of the draws.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Fixed batch size of the draws.
+    #[arg(long, default_value_t = 8, conflicts_with = "tokens")]
+    pub batch: i64,
+    /// Token-budget batching instead of a fixed batch: B = TOKENS / S.
+    #[arg(long)]
+    pub tokens: Option<i64>,
+    /// Smallest sequence length of the draws.
+    #[arg(long, default_value_t = 32)]
+    pub s_min: i64,
+    /// Largest sequence length of the draws (clipped to the symbol's range).
+    #[arg(long, default_value_t = 1024)]
+    pub s_max: i64,
+    /// Name of the sequence symbol.
+    #[arg(long, default_value = "S")]
+    pub seq_symbol: String,
+    /// Name of the batch symbol.
+    #[arg(long, default_value = "B")]
+    pub batch_symbol: String,
+    /// Device memory budget: `2GiB`, `512MiB`, bytes, or `50%` of the program-order peak at
+    /// each shape.
+    #[arg(long)]
+    pub budget: Option<String>,
+    /// Add XLA's memory analysis of the same JAX step (needs JAX, see below).
+    #[arg(long)]
+    pub xla: bool,
+    /// Solve the exact ILP per shape with this time limit (seconds) and report the greedy's
+    /// gap to the optimum (needs --budget).
+    #[arg(long, value_name = "SECONDS")]
+    pub exact: Option<f64>,
+    /// Shape of the memory timeline plot, e.g. `B=8,S=256` (default: the largest shape whose
+    /// budget is met).
+    #[arg(long)]
+    pub timeline_at: Option<String>,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write SVG plots into this directory (`<stem>_peak.svg`, `<stem>_timeline.svg`).
+    #[arg(long)]
+    pub plots: Option<PathBuf>,
+}
+
+/// indicatif bars on stderr (hidden when stderr is not a terminal).
+struct Bars(Option<ProgressBar>);
+
+impl Progress for Bars {
+    fn start(&mut self, phase: &str, len: u64) {
+        let style =
+            ProgressStyle::with_template("{prefix:>4} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
+                .expect("valid template")
+                .progress_chars("=> ");
+        let pb = ProgressBar::new(len)
+            .with_style(style)
+            .with_prefix(phase.to_string());
+        self.0 = Some(pb);
+    }
+    fn tick(&mut self, msg: &str) {
+        if let Some(pb) = &self.0 {
+            pb.set_message(msg.to_string());
+            pb.inc(1);
+        }
+    }
+    fn finish(&mut self) {
+        if let Some(pb) = self.0.take() {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+impl BenchArgs {
+    /// The library options these arguments ask for.
+    ///
+    /// # Errors
+    /// Neither `--shapes` nor `--dist`; a malformed shape list or `--timeline-at`.
+    pub fn options(&self) -> Result<BenchOptions> {
+        let shapes = match (&self.shapes, self.dist) {
+            (Some(s), _) => ShapeSource::List {
+                shapes: shapes::parse_shape_list(s)?
+                    .iter()
+                    .map(shapes::show_bindings)
+                    .collect(),
+            },
+            (None, Some(Dist::Longtail)) => ShapeSource::Longtail(LongTail {
+                samples: self.samples,
+                seed: self.seed,
+                batch: match self.tokens {
+                    Some(t) => BatchRule::Tokens(t),
+                    None => BatchRule::Fixed(self.batch),
+                },
+                s_min: self.s_min,
+                s_max: self.s_max,
+                seq_symbol: self.seq_symbol.clone(),
+                batch_symbol: self.batch_symbol.clone(),
+            }),
+            (None, None) => bail!("give the shapes: --shapes 'B=8,S=128;...' or --dist longtail"),
+        };
+        Ok(BenchOptions {
+            input: self.file.clone(),
+            format: self.format,
+            shapes,
+            budget: self.budget.clone(),
+            xla: self.xla,
+            exact_time_limit_s: self.exact,
+            timeline_at: self
+                .timeline_at
+                .as_deref()
+                .map(crate::pipeline::parse_bindings)
+                .transpose()
+                .context("--timeline-at")?,
+        })
+    }
+
+    /// Runs the sweep and writes the outputs.
+    ///
+    /// # Errors
+    /// Those of [`super::run`], and unwritable output files.
+    pub fn run(&self) -> Result<()> {
+        let opts = self.options()?;
+        let report = super::run(&opts, &mut Bars(None))?;
+        if let Some(note) = &report.xla.note {
+            eprintln!("note: no XLA column: {note}");
+        }
+        print!("{}", super::render::markdown(&report));
+        if let Some(p) = &self.json {
+            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+            let text = serde_json::to_string_pretty(&report)? + "\n";
+            std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?;
+        }
+        if let Some(dir) = &self.plots {
+            let stem = report
+                .fixture
+                .clone()
+                .or_else(|| {
+                    self.file
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                })
+                .unwrap_or_else(|| "bench".into());
+            for p in super::plot::write_plots(&report, dir, &stem)? {
+                eprintln!("wrote {}", p.display());
+            }
+        }
+        Ok(())
+    }
+}

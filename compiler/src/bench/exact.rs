@@ -1,0 +1,110 @@
+//! `ebb bench --exact`: the least-overhead set of decisions meeting the budget at one shape,
+//! found by the ILP of `ebb_passes::exact` on the variant the greedy finalized, and the greedy's
+//! gap to it.
+//!
+//! Both sides are priced by the same cost model (`ebb_runtime::finalize::CostModel`): recompute
+//! µs = FLOPs / throughput, swap µs = the part of offload + prefetch the window's compute cannot
+//! hide. The step's compute time is `step_flops / flops_per_us`.
+//!
+//! Gaps: `greedy_gap` = (greedy overhead − optimum overhead) / (step compute µs + optimum
+//! overhead), the greedy's step-time loss against the optimum (target ≤ 0.05);
+//! `greedy_over_optimum` = greedy overhead / optimum overhead (absent when the optimum is free).
+
+use ebb_ir::plan::Plan;
+use ebb_ir::Bindings;
+use ebb_passes::exact::{self, ExactOptions, ExactStatus};
+use ebb_runtime::finalize::{ConcretePlan, CostModel, FinalizeOptions};
+use serde::Serialize;
+
+/// The exact optimum at one shape and the greedy against it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExactRow {
+    /// `optimal`, `feasible` (time limit hit with an incumbent), `infeasible` or `timed_out`.
+    pub status: String,
+    /// Relative MIP gap of a `feasible` incumbent.
+    pub mip_gap: Option<f64>,
+    /// Overhead of the optimum (or incumbent), µs.
+    pub optimum_overhead_us: Option<f64>,
+    /// `optimum_overhead_us / step compute µs`.
+    pub optimum_overhead_fraction: Option<f64>,
+    /// Recompute FLOPs of the optimum.
+    pub optimum_recompute_flops: Option<i64>,
+    /// Swap bytes of the optimum.
+    pub optimum_swap_bytes: Option<i64>,
+    /// Peak bytes of the optimum.
+    pub optimum_peak_bytes: Option<i64>,
+    /// Overhead of the greedy's decisions, µs (absent when the greedy is infeasible).
+    pub greedy_overhead_us: Option<f64>,
+    /// Step-time gap of the greedy to the optimum (see the module docs).
+    pub greedy_gap: Option<f64>,
+    /// Greedy overhead / optimum overhead.
+    pub greedy_over_optimum: Option<f64>,
+    /// ILP size: variables.
+    pub variables: usize,
+    /// ILP size: constraints.
+    pub constraints: usize,
+    /// Solve time, ms.
+    pub solve_ms: f64,
+}
+
+/// Solves at `b` under `budget` bytes on variant `variant` of `plan` and compares with the
+/// greedy's finalized plan (`None` when the greedy found the budget infeasible). The allowed
+/// decision kinds are finalize's defaults (recompute and swap).
+///
+/// # Errors
+/// The solver's errors (a plan that does not evaluate at `b`, HiGHS failures), and an unknown
+/// variant.
+#[allow(clippy::too_many_arguments)]
+pub fn exact_row(
+    plan: &Plan,
+    variant: usize,
+    b: &Bindings,
+    budget: i64,
+    greedy: Option<&ConcretePlan>,
+    step_flops: i64,
+    cost: &CostModel,
+    time_limit_s: f64,
+) -> anyhow::Result<ExactRow> {
+    let p = plan
+        .variant(variant)
+        .ok_or_else(|| anyhow::anyhow!("plan variant {variant} does not exist"))?;
+    let opts = ExactOptions {
+        budget,
+        time_limit_s,
+        flops_per_us: cost.flops_per_us,
+        link_bytes_per_us: cost.link_bytes_per_us,
+        kinds: FinalizeOptions::default().kinds,
+    };
+    let r = exact::solve(p, b, &opts).map_err(|e| anyhow::anyhow!("exact solver: {e}"))?;
+    let (status, mip_gap, has) = match r.status {
+        ExactStatus::Optimal => ("optimal", None, true),
+        ExactStatus::Feasible { gap } => ("feasible", Some(gap), true),
+        ExactStatus::Infeasible => ("infeasible", None, false),
+        ExactStatus::TimedOut => ("timed_out", None, false),
+    };
+    let step_us = step_flops as f64 / cost.flops_per_us;
+    let opt = has.then_some(r.overhead_us);
+    let greedy_us = greedy.map(|g| g.overhead_us);
+    let (greedy_gap, greedy_over_optimum) = match (opt, greedy_us) {
+        (Some(o), Some(g)) => (
+            Some((g - o) / (step_us + o).max(f64::MIN_POSITIVE)),
+            (o > 0.0).then(|| g / o),
+        ),
+        _ => (None, None),
+    };
+    Ok(ExactRow {
+        status: status.to_string(),
+        mip_gap,
+        optimum_overhead_us: opt,
+        optimum_overhead_fraction: opt.map(|o| o / step_us.max(f64::MIN_POSITIVE)),
+        optimum_recompute_flops: has.then_some(r.recompute_flops),
+        optimum_swap_bytes: has.then_some(r.swap_bytes),
+        optimum_peak_bytes: has.then_some(r.peak_bytes),
+        greedy_overhead_us: greedy_us,
+        greedy_gap,
+        greedy_over_optimum,
+        variables: r.variables,
+        constraints: r.constraints,
+        solve_ms: r.solve_ms,
+    })
+}

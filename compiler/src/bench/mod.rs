@@ -1,0 +1,242 @@
+//! `ebb bench`: sweeps a training step over many concrete shapes and compares Ebb's memory
+//! figures with baselines — program order, a plan compiled for each shape (`--bind`, the
+//! precise-shape baseline), the lower bound, the plan finalized under a budget, XLA's own
+//! memory analysis of the same JAX step (`--xla`) and the exact optimum (`--exact`).
+//!
+//! Per shape (a [`Row`]), all bytes are on Ebb's accounting (every tensor resident at a program
+//! point, every op result materialized, no fusion; see the README):
+//! - `peak_bytes_program_order`: the planned graph executed in program order;
+//! - `peak_bytes_scheduled`: the symbolic plan (compiled once) at this shape, no budget;
+//! - `peak_bytes_precise`: a plan compiled with `--bind` at this shape; `symbolic_over_precise`
+//!   = scheduled / precise;
+//! - `lower_bound_bytes`: persistent bytes + the largest single op's operands and results;
+//! - `budget`: the runtime's finalize under `--budget` (bytes or % of program order): planned
+//!   peak, recompute FLOPs / step FLOPs, swap bytes, finalize time (µs);
+//! - `compile_ms_precise`: compile time of the precise plan (import excluded), against the
+//!   symbolic plan's single `compile_ms_symbolic`;
+//! - `xla`: `compiled.memory_analysis()` of `jax.jit(step)` at this shape on XLA:CPU (argument
+//!   + output − alias + temp bytes), and `ebb_over_xla` = Ebb scheduled / XLA total;
+//! - `exact`: the least overhead (µs, the finalize cost model) of any set of decisions meeting
+//!   the budget, found by the ILP of `ebb_passes::exact`, and the greedy's gap to it.
+//!
+//! The report ([`BenchReport`]) is rendered as a markdown table ([`render`]), written as JSON
+//! (schema [`SCHEMA_VERSION`]; bump it on any change of field names or meaning) and plotted as
+//! SVG ([`plot`]). The `timeline` (resident bytes per program point at one shape, before and
+//! after the budget's decisions) is plotted but not written to the JSON.
+//!
+//! Invariant: every row's bindings satisfy the plan's symbol facts (see [`shapes`]); rows are
+//! sorted by the sequence symbol (`S` when the plan has it), then by the other symbols.
+
+pub mod cli;
+pub mod exact;
+pub mod plot;
+pub mod render;
+mod run;
+pub mod shapes;
+pub mod xla;
+
+pub use run::{run, BenchOptions, Progress};
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Version of the JSON schema of [`BenchReport`].
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The result of a sweep (see the module docs).
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Version of the `ebb` crate that made the report.
+    pub ebb_version: String,
+    /// The input file as given.
+    pub input: String,
+    /// The fixture name from the `.json` metadata next to a `.mlir` input.
+    pub fixture: Option<String>,
+    /// The symbol plotted on the x axis (the sequence symbol `S` when present).
+    pub x_symbol: String,
+    /// Where the shapes came from.
+    pub shape_source: shapes::ShapeSource,
+    /// The budget as given (`50%`, `2GiB`, bytes).
+    pub budget: Option<String>,
+    /// Prices of recompute and swap (finalize's cost model).
+    pub cost_model: ebb_runtime::finalize::CostModel,
+    /// Compile time of the symbolic plan (import excluded), ms; `None` for a plan-file input.
+    pub compile_ms_symbolic: Option<f64>,
+    /// Schedules kept in the symbolic plan (the runtime picks one per shape).
+    pub plan_variants: usize,
+    /// Remat/swap candidates of the symbolic plan.
+    pub candidates: usize,
+    /// The XLA peer: requested, available, and why not.
+    pub xla: XlaInfo,
+    /// Time limit of the exact solver per shape, s (`None` without `--exact`).
+    pub exact_time_limit_s: Option<f64>,
+    /// One row per distinct shape.
+    pub rows: Vec<Row>,
+    /// Worst cases over the rows, read against the targets.
+    pub summary: Summary,
+    /// Resident bytes over program points at one shape (plotted, not serialized).
+    #[serde(skip)]
+    pub timeline: Option<Timeline>,
+}
+
+/// Whether the XLA column is present.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct XlaInfo {
+    /// `--xla` was given.
+    pub requested: bool,
+    /// The peer answered for every shape.
+    pub available: bool,
+    /// `jax.__version__` of the peer.
+    pub jax_version: Option<String>,
+    /// Why there is no column, when requested and unavailable.
+    pub note: Option<String>,
+}
+
+/// Figures at one shape (see the module docs). Bytes, FLOPs, µs and ms as named.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// The bindings, by symbol name.
+    pub bind: BTreeMap<String, i64>,
+    /// Peak bytes in program order.
+    pub peak_bytes_program_order: i64,
+    /// Peak bytes of the symbolic plan (best variant at this shape), no budget.
+    pub peak_bytes_scheduled: i64,
+    /// Peak bytes of a plan compiled with `--bind` at this shape, no budget.
+    pub peak_bytes_precise: i64,
+    /// `peak_bytes_scheduled / peak_bytes_precise`.
+    pub symbolic_over_precise: f64,
+    /// Lower bound in bytes.
+    pub lower_bound_bytes: i64,
+    /// Compile time of the precise plan (import excluded), ms.
+    pub compile_ms_precise: f64,
+    /// Finalize under the budget, when one was given.
+    pub budget: Option<BudgetRow>,
+    /// XLA's memory analysis, when available.
+    pub xla: Option<XlaRow>,
+    /// The exact optimum, with `--exact`.
+    pub exact: Option<exact::ExactRow>,
+}
+
+/// The symbolic plan finalized under the budget at one shape.
+#[derive(Clone, Debug, Serialize)]
+pub struct BudgetRow {
+    /// The budget in bytes.
+    pub budget_bytes: i64,
+    /// Whether the greedy met the budget.
+    pub feasible: bool,
+    /// Peak bytes with the decisions (feasible only).
+    pub peak_bytes_planned: Option<i64>,
+    /// The smallest budget the greedy reaches (infeasible only).
+    pub smallest_feasible_bytes: Option<i64>,
+    /// Recompute decisions taken.
+    pub recompute_decisions: usize,
+    /// Swap decisions taken.
+    pub swap_decisions: usize,
+    /// FLOPs spent recomputing.
+    pub recompute_flops: i64,
+    /// FLOPs of one step.
+    pub step_flops: i64,
+    /// `recompute_flops / step_flops`.
+    pub recompute_fraction: f64,
+    /// Bytes offloaded to host (each also reloaded).
+    pub swap_bytes: i64,
+    /// Time to finalize the plan at this shape (with offsets), µs.
+    pub finalize_us: f64,
+}
+
+/// XLA's figures at one shape and Ebb's ratio to them.
+#[derive(Clone, Debug, Serialize)]
+pub struct XlaRow {
+    /// Arguments (parameters, optimizer state, inputs), bytes.
+    pub argument_bytes: i64,
+    /// Outputs, bytes.
+    pub output_bytes: i64,
+    /// Outputs aliasing arguments, bytes.
+    pub alias_bytes: i64,
+    /// XLA's temporary buffer, bytes.
+    pub temp_bytes: i64,
+    /// argument + output − alias + temp, bytes.
+    pub total_bytes: i64,
+    /// XLA compile time, ms.
+    pub compile_ms: f64,
+    /// Ebb scheduled peak / XLA total.
+    pub ebb_over_xla: f64,
+}
+
+/// Worst cases over the rows.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    /// Shapes swept.
+    pub shapes: usize,
+    /// Largest `symbolic_over_precise` (target ≤ 1.01).
+    pub max_symbolic_over_precise: f64,
+    /// Largest `ebb_over_xla` (target ≤ 0.85), when XLA is present.
+    pub max_ebb_over_xla: Option<f64>,
+    /// Smallest `ebb_over_xla`, when XLA is present.
+    pub min_ebb_over_xla: Option<f64>,
+    /// Shapes at which the budget was infeasible for the greedy.
+    pub budget_infeasible: usize,
+    /// Largest recompute fraction among feasible shapes (target ≤ 0.15).
+    pub max_recompute_fraction: Option<f64>,
+    /// Largest greedy gap to the optimum (target ≤ 0.05), with `--exact`.
+    pub max_greedy_gap: Option<f64>,
+    /// Total precise compile time over the shapes, ms.
+    pub compile_ms_precise_total: f64,
+}
+
+/// Resident bytes per program point at one shape.
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    /// The shape.
+    pub bind: BTreeMap<String, i64>,
+    /// Without decisions.
+    pub before: Vec<i64>,
+    /// With the budget's decisions (regeneration transients included), when feasible.
+    pub after: Option<Vec<i64>>,
+    /// The budget in bytes.
+    pub budget_bytes: Option<i64>,
+}
+
+impl Summary {
+    /// The worst cases of `rows`.
+    pub fn of(rows: &[Row]) -> Summary {
+        let fmax = |it: &mut dyn Iterator<Item = f64>| {
+            it.fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+        };
+        let fmin = |it: &mut dyn Iterator<Item = f64>| {
+            it.fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))))
+        };
+        Summary {
+            shapes: rows.len(),
+            max_symbolic_over_precise: fmax(&mut rows.iter().map(|r| r.symbolic_over_precise))
+                .unwrap_or(0.0),
+            max_ebb_over_xla: fmax(
+                &mut rows
+                    .iter()
+                    .filter_map(|r| r.xla.as_ref())
+                    .map(|x| x.ebb_over_xla),
+            ),
+            min_ebb_over_xla: fmin(
+                &mut rows
+                    .iter()
+                    .filter_map(|r| r.xla.as_ref())
+                    .map(|x| x.ebb_over_xla),
+            ),
+            budget_infeasible: rows
+                .iter()
+                .filter(|r| r.budget.as_ref().is_some_and(|b| !b.feasible))
+                .count(),
+            max_recompute_fraction: fmax(
+                &mut rows
+                    .iter()
+                    .filter_map(|r| r.budget.as_ref())
+                    .filter(|b| b.feasible)
+                    .map(|b| b.recompute_fraction),
+            ),
+            max_greedy_gap: fmax(&mut rows.iter().filter_map(|r| r.exact.as_ref()?.greedy_gap)),
+            compile_ms_precise_total: rows.iter().map(|r| r.compile_ms_precise).sum(),
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Markdown rendering of a [`BenchReport`]: a header, one table row per shape (MiB = 2^20 bytes),
+//! and the worst cases. Columns of absent parts (budget, XLA, exact) are left out.
+
+use super::BenchReport;
+use std::fmt::Write;
+
+/// Bytes as MiB with one decimal.
+pub fn mib(bytes: i64) -> String {
+    format!("{:.1}", bytes as f64 / 1048576.0)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// The report as markdown (see the module docs).
+pub fn markdown(r: &BenchReport) -> String {
+    let mut s = String::new();
+    let name = r.fixture.as_deref().unwrap_or(&r.input);
+    let _ = writeln!(s, "### `{name}`\n");
+    let compile = r
+        .compile_ms_symbolic
+        .map_or("n/a (plan file)".to_string(), |ms| format!("{ms:.0} ms"));
+    let _ = writeln!(
+        s,
+        "Symbolic plan: compiled once in {compile}, {} schedule variant(s), {} candidates. \
+         Precise plans (`--bind`): {:.0} ms in total over {} shapes. Sizes in MiB.",
+        r.plan_variants, r.candidates, r.summary.compile_ms_precise_total, r.summary.shapes
+    );
+    if let Some(b) = &r.budget {
+        let _ = writeln!(s, "Budget: {b}.");
+    }
+    match (&r.xla.requested, &r.xla.note, &r.xla.jax_version) {
+        (true, Some(note), _) => {
+            let _ = writeln!(s, "XLA: not available ({note}).");
+        }
+        (true, None, Some(v)) => {
+            let _ = writeln!(s, "XLA: `compiled.memory_analysis()` of JAX {v} on CPU.");
+        }
+        _ => {}
+    }
+    s.push('\n');
+
+    let has_budget = r.budget.is_some();
+    let has_xla = r.xla.available;
+    let has_exact = r.exact_time_limit_s.is_some();
+    let mut head: Vec<String> = r
+        .rows
+        .first()
+        .map_or_else(Vec::new, |row| row.bind.keys().cloned().collect());
+    head.extend(
+        [
+            "program order",
+            "Ebb scheduled",
+            "Ebb precise",
+            "sym/precise",
+            "lower bound",
+            "compile precise ms",
+        ]
+        .map(String::from),
+    );
+    if has_xla {
+        head.extend(["XLA total", "Ebb/XLA", "XLA compile ms"].map(String::from));
+    }
+    if has_budget {
+        head.extend(["budget", "planned", "recompute", "swap", "finalize µs"].map(String::from));
+    }
+    if has_exact {
+        head.extend(["ILP", "optimum overhead", "greedy gap"].map(String::from));
+    }
+    let _ = writeln!(s, "| {} |", head.join(" | "));
+    let _ = writeln!(s, "|{}", head.iter().map(|_| "---|").collect::<String>());
+    for row in &r.rows {
+        let mut c: Vec<String> = row.bind.values().map(|v| v.to_string()).collect();
+        c.push(mib(row.peak_bytes_program_order));
+        c.push(mib(row.peak_bytes_scheduled));
+        c.push(mib(row.peak_bytes_precise));
+        c.push(format!("{:.4}", row.symbolic_over_precise));
+        c.push(mib(row.lower_bound_bytes));
+        c.push(format!("{:.0}", row.compile_ms_precise));
+        if has_xla {
+            match &row.xla {
+                Some(x) => {
+                    c.push(mib(x.total_bytes));
+                    c.push(format!("{:.2}", x.ebb_over_xla));
+                    c.push(format!("{:.0}", x.compile_ms));
+                }
+                None => c.extend(["–", "–", "–"].map(String::from)),
+            }
+        }
+        if has_budget {
+            match &row.budget {
+                Some(b) if b.feasible => {
+                    c.push(mib(b.budget_bytes));
+                    c.push(b.peak_bytes_planned.map_or("–".into(), mib));
+                    c.push(pct(b.recompute_fraction));
+                    c.push(mib(b.swap_bytes));
+                    c.push(format!("{:.0}", b.finalize_us));
+                }
+                Some(b) => {
+                    c.push(mib(b.budget_bytes));
+                    c.push(format!(
+                        "infeasible (≥ {})",
+                        b.smallest_feasible_bytes.map_or("?".into(), mib)
+                    ));
+                    c.extend(["–", "–", "–"].map(String::from));
+                }
+                None => c.extend(["–", "–", "–", "–", "–"].map(String::from)),
+            }
+        }
+        if has_exact {
+            match &row.exact {
+                Some(e) => {
+                    c.push(e.status.clone());
+                    c.push(e.optimum_overhead_fraction.map_or("–".into(), pct));
+                    c.push(e.greedy_gap.map_or("–".into(), pct));
+                }
+                None => c.extend(["–", "–", "–"].map(String::from)),
+            }
+        }
+        let _ = writeln!(s, "| {} |", c.join(" | "));
+    }
+    let sm = &r.summary;
+    let mut worst = vec![format!("sym/precise ≤ {:.4}", sm.max_symbolic_over_precise)];
+    if let (Some(lo), Some(hi)) = (sm.min_ebb_over_xla, sm.max_ebb_over_xla) {
+        worst.push(format!("Ebb/XLA in [{lo:.2}, {hi:.2}]"));
+    }
+    if has_budget {
+        worst.push(format!(
+            "budget infeasible at {} of {} shapes",
+            sm.budget_infeasible, sm.shapes
+        ));
+        worst.push(format!(
+            "recompute ≤ {} of step FLOPs",
+            sm.max_recompute_fraction.map_or("–".into(), pct)
+        ));
+    }
+    if let Some(g) = sm.max_greedy_gap {
+        worst.push(format!("greedy gap to the optimum ≤ {}", pct(g)));
+    }
+    let _ = writeln!(s, "\nWorst cases: {}.", worst.join("; "));
+    s.push('\n');
+    s
+}

@@ -1,0 +1,305 @@
+//! The shapes `ebb bench` sweeps: an explicit list (`--shapes 'B=8,S=128;B=8,S=256'`) or a
+//! seeded long-tail sequence-length distribution (`--dist longtail`).
+//!
+//! # The long-tail distribution
+//! Sequence lengths in long-context fine-tuning data are mostly short with a few very long
+//! samples. We model them as log-normal, `ln S ~ Normal(μ, σ)` over the requested range
+//! `[s_min, s_max]` with ratio `r = s_max / s_min`:
+//! - median `e^μ = s_min · r^0.3` (e.g. 90 for 32..1024),
+//! - `σ = 0.35 · ln r` (1.21 for 32..1024: about 8% of the samples above `s_max / 2`, mean about
+//!   twice the median).
+//!
+//! A draw is clipped to `[s_min, s_max]` intersected with the symbol's range facts (e.g.
+//! `S <= 512` from the export's constraints), then rounded to the nearest multiple of the
+//! symbol's proven divisor that lies in range. The batch is either fixed (`--batch 8`) or set
+//! from a token budget (`--tokens 4096`: `B = tokens / S`, clipped and rounded the same way), as
+//! in token-budget batching. The generator is PCG-64 (MCG, `rand_pcg::Pcg64Mcg`) seeded with
+//! `--seed`, whose output is specified and portable: the same seed gives the same shapes on every
+//! platform and release.
+//!
+//! Invariant: every returned binding satisfies the plan's symbol facts
+//! ([`SymbolScope::check`]) after [`SymbolScope::complete`].
+
+use anyhow::{bail, Context, Result};
+use ebb_ir::dim::SymbolScope;
+use ebb_ir::{Bindings, Symbol};
+use rand::SeedableRng;
+use rand_distr::{Distribution, LogNormal};
+use serde::Serialize;
+
+/// How the batch dimension of a long-tail sample is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchRule {
+    /// The same batch for every sample.
+    Fixed(i64),
+    /// `B = tokens / S` (token-budget batching), at least the symbol's lower bound.
+    Tokens(i64),
+}
+
+/// Parameters of the long-tail sequence-length distribution (see the module docs).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LongTail {
+    /// Number of draws.
+    pub samples: usize,
+    /// Seed of the PCG-64 generator.
+    pub seed: u64,
+    /// Batch rule.
+    pub batch: BatchRule,
+    /// Smallest sequence length requested (clipped to the symbol's range).
+    pub s_min: i64,
+    /// Largest sequence length requested (clipped to the symbol's range).
+    pub s_max: i64,
+    /// Name of the sequence symbol (`S`).
+    pub seq_symbol: String,
+    /// Name of the batch symbol (`B`).
+    pub batch_symbol: String,
+}
+
+/// Where the swept shapes come from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ShapeSource {
+    /// Explicit bindings, in order.
+    List {
+        /// The bindings as given.
+        shapes: Vec<String>,
+    },
+    /// Seeded long-tail draws.
+    Longtail(LongTail),
+}
+
+/// Parses `B=8,S=128;B=8,S=256` (`;`-separated bindings).
+///
+/// # Errors
+/// An empty list or a part that is not `NAME=VALUE,...`.
+pub fn parse_shape_list(s: &str) -> Result<Vec<Bindings>> {
+    let out = s
+        .split(';')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| crate::pipeline::parse_bindings(p).with_context(|| format!("--shapes `{p}`")))
+        .collect::<Result<Vec<_>>>()?;
+    if out.is_empty() {
+        bail!("--shapes `{s}` names no shape (expected e.g. `B=8,S=128;B=8,S=256`)");
+    }
+    Ok(out)
+}
+
+/// The bindings of `src` for a plan with symbols `scope`, completed and checked against its
+/// facts, in source order (duplicates kept).
+///
+/// # Errors
+/// A listed shape that breaks a fact (range, divisibility, equality) or leaves a symbol unbound;
+/// a long-tail request whose symbols the plan does not declare, or whose range is empty.
+pub fn resolve(src: &ShapeSource, scope: &SymbolScope) -> Result<Vec<Bindings>> {
+    let raw = match src {
+        ShapeSource::List { shapes } => shapes
+            .iter()
+            .map(|s| crate::pipeline::parse_bindings(s))
+            .collect::<Result<Vec<_>>>()?,
+        ShapeSource::Longtail(lt) => sample_longtail(lt, scope)?,
+    };
+    raw.into_iter()
+        .map(|b| {
+            let show = show_bindings(&b);
+            let full = scope
+                .complete(&b)
+                .map_err(|e| anyhow::anyhow!("shape {show}: {e}"))?;
+            scope
+                .check(&full)
+                .map_err(|e| anyhow::anyhow!("shape {show}: {e}"))?;
+            for s in scope.symbols() {
+                if !full.contains_key(&s) {
+                    bail!("shape {show} leaves symbol {} unbound", s.name());
+                }
+            }
+            Ok(full)
+        })
+        .collect()
+}
+
+/// `B=8,S=128`.
+pub fn show_bindings(b: &Bindings) -> String {
+    b.iter()
+        .map(|(s, v)| format!("{}={v}", s.name()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The range `[lo, hi]` of `sym` intersected with `[want_lo, want_hi]`, and its divisor.
+fn clipped_range(
+    scope: &SymbolScope,
+    sym: &Symbol,
+    want_lo: i64,
+    want_hi: i64,
+) -> Result<(i64, i64, i64)> {
+    if !scope.contains(sym) {
+        bail!(
+            "the plan has no symbol {} (its symbols: {})",
+            sym.name(),
+            scope
+                .symbols()
+                .iter()
+                .map(|s| s.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let (lo, hi) = scope.range(sym);
+    let lo = want_lo.max(lo.unwrap_or(i64::MIN));
+    let hi = want_hi.min(hi.unwrap_or(i64::MAX));
+    let d = scope.divisor_of(sym).max(1);
+    let first = lo.div_euclid(d) * d + if lo.rem_euclid(d) == 0 { 0 } else { d };
+    if first > hi {
+        bail!(
+            "symbol {}: no value in [{want_lo}, {want_hi}] satisfies its facts (range {:?}..{:?}, multiple of {d})",
+            sym.name(),
+            scope.range(sym).0,
+            scope.range(sym).1
+        );
+    }
+    Ok((first, hi.div_euclid(d) * d, d))
+}
+
+/// `x` rounded to the nearest multiple of `d` in `[lo, hi]` (`lo`, `hi` multiples of `d`).
+fn round_to(x: f64, lo: i64, hi: i64, d: i64) -> i64 {
+    let k = (x / d as f64).round() as i64;
+    (k * d).clamp(lo, hi)
+}
+
+/// Draws `lt.samples` shapes (see the module docs), in draw order.
+///
+/// # Errors
+/// Unknown symbols, an empty range, zero samples, `s_min > s_max` or a non-positive batch rule.
+pub fn sample_longtail(lt: &LongTail, scope: &SymbolScope) -> Result<Vec<Bindings>> {
+    if lt.samples == 0 {
+        bail!("--samples must be at least 1");
+    }
+    if lt.s_min < 1 || lt.s_min > lt.s_max {
+        bail!(
+            "--s-min {} / --s-max {}: need 1 <= s-min <= s-max",
+            lt.s_min,
+            lt.s_max
+        );
+    }
+    let seq = Symbol::new(&lt.seq_symbol);
+    let (s_lo, s_hi, s_div) = clipped_range(scope, &seq, lt.s_min, lt.s_max)?;
+    let batch = Symbol::new(&lt.batch_symbol);
+    let (b_lo, b_hi, b_div) = clipped_range(scope, &batch, 1, i64::MAX)?;
+    let r = lt.s_max as f64 / lt.s_min as f64;
+    let mu = (lt.s_min as f64).ln() + 0.3 * r.ln();
+    let sigma = (0.35 * r.ln()).max(1e-6);
+    let dist = LogNormal::new(mu, sigma)
+        .map_err(|e| anyhow::anyhow!("log-normal parameters mu={mu}, sigma={sigma}: {e}"))?;
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(lt.seed);
+    let mut out = Vec::with_capacity(lt.samples);
+    for _ in 0..lt.samples {
+        let s = round_to(dist.sample(&mut rng), s_lo, s_hi, s_div);
+        let b = match lt.batch {
+            BatchRule::Fixed(v) if v >= 1 => v,
+            BatchRule::Tokens(t) if t >= 1 => round_to((t / s) as f64, b_lo, b_hi, b_div),
+            other => bail!("batch rule {other:?}: must be positive"),
+        };
+        let mut bind = Bindings::new();
+        bind.insert(batch.clone(), b);
+        bind.insert(seq.clone(), s);
+        out.push(bind);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(s_hi: Option<i64>, s_div: i64) -> SymbolScope {
+        let mut sc = SymbolScope::new();
+        sc.declare("B");
+        let s = sc.declare_range("S", Some(1), s_hi);
+        sc.add_divisible(&s, s_div);
+        sc
+    }
+
+    fn lt(seed: u64, samples: usize) -> LongTail {
+        LongTail {
+            samples,
+            seed,
+            batch: BatchRule::Fixed(8),
+            s_min: 32,
+            s_max: 1024,
+            seq_symbol: "S".into(),
+            batch_symbol: "B".into(),
+        }
+    }
+
+    fn seqs(v: &[Bindings]) -> Vec<i64> {
+        v.iter().map(|b| b[&Symbol::new("S")]).collect()
+    }
+
+    #[test]
+    fn same_seed_same_shapes_other_seed_other_shapes() {
+        let sc = scope(None, 1);
+        let a = sample_longtail(&lt(7, 12), &sc).unwrap();
+        let b = sample_longtail(&lt(7, 12), &sc).unwrap();
+        let c = sample_longtail(&lt(8, 12), &sc).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(seqs(&a), seqs(&c));
+        // Pinned: the generator's output is portable, so the shapes are too.
+        insta::assert_debug_snapshot!(seqs(&a));
+    }
+
+    #[test]
+    fn within_range_and_divisibility_and_long_tailed() {
+        let sc = scope(Some(512), 8);
+        let v = sample_longtail(&lt(1, 400), &sc).unwrap();
+        let s = seqs(&v);
+        assert!(
+            s.iter().all(|&x| (32..=512).contains(&x) && x % 8 == 0),
+            "{s:?}"
+        );
+        assert!(v.iter().all(|b| sc.check(b).is_ok()));
+        let mut sorted = s.clone();
+        sorted.sort_unstable();
+        let median = sorted[sorted.len() / 2] as f64;
+        let mean = s.iter().sum::<i64>() as f64 / s.len() as f64;
+        assert!(median < mean, "median {median} mean {mean}");
+        // Mostly short, a few long: most at most 128, some but under a quarter from 256 on.
+        let short = s.iter().filter(|&&x| x <= 128).count();
+        let long = s.iter().filter(|&&x| x >= 256).count();
+        assert!(
+            short > s.len() / 2 && long > 0 && long < s.len() / 4,
+            "{short} {long}"
+        );
+    }
+
+    #[test]
+    fn token_budget_batching_shrinks_the_batch_for_long_sequences() {
+        let sc = scope(None, 1);
+        let mut l = lt(3, 50);
+        l.batch = BatchRule::Tokens(4096);
+        for b in sample_longtail(&l, &sc).unwrap() {
+            let (bb, s) = (b[&Symbol::new("B")], b[&Symbol::new("S")]);
+            assert_eq!(bb, (4096 / s).max(1));
+        }
+    }
+
+    #[test]
+    fn bad_requests_are_errors() {
+        let sc = scope(Some(16), 1);
+        let e = sample_longtail(&lt(1, 3), &sc).unwrap_err().to_string();
+        assert!(e.contains("no value in [32, 1024]"), "{e}");
+        let mut l = lt(1, 3);
+        l.seq_symbol = "T".into();
+        let e = sample_longtail(&l, &scope(None, 1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no symbol T"), "{e}");
+        assert!(parse_shape_list(" ; ").is_err());
+        let src = ShapeSource::List {
+            shapes: vec!["B=8,S=600".into()],
+        };
+        let e = resolve(&src, &scope(Some(512), 1)).unwrap_err().to_string();
+        assert!(e.contains("S=600"), "{e}");
+    }
+}

@@ -1,0 +1,164 @@
+//! The XLA peer: runs `examples/export/xla_peer.py`, which compiles the same JAX training step
+//! at each concrete shape on XLA's CPU backend and prints `compiled.memory_analysis()` per shape,
+//! one JSON object a line.
+//!
+//! The interpreter is `$EBB_PYTHON` (default `python3`); the script is `$EBB_XLA_PEER` or the
+//! one in this source tree. When the interpreter cannot be run or JAX is not importable, the
+//! peer is [`XlaOutcome::Unavailable`] with a plain reason: `ebb bench` then says so and carries
+//! on without the XLA column.
+
+use ebb_ir::Bindings;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// XLA's memory analysis of one compiled step at one shape (bytes; compile time in ms).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct XlaShape {
+    /// The bindings, by symbol name.
+    pub bind: BTreeMap<String, i64>,
+    /// `argument_size_in_bytes`: parameters, optimizer state and inputs.
+    pub argument_bytes: i64,
+    /// `output_size_in_bytes`.
+    pub output_bytes: i64,
+    /// `alias_size_in_bytes`: outputs that reuse an argument's buffer.
+    pub alias_bytes: i64,
+    /// `temp_size_in_bytes`: XLA's temporary buffer (after fusion and buffer assignment).
+    pub temp_bytes: i64,
+    /// argument + output − alias + temp: XLA's device footprint of the step.
+    pub total_bytes: i64,
+    /// Time of `jit(step).lower(...).compile()`, ms.
+    pub compile_ms: f64,
+}
+
+/// What the peer gave.
+#[derive(Clone, Debug, PartialEq)]
+pub enum XlaOutcome {
+    /// One analysis per requested shape, in order, and the JAX version.
+    Ok {
+        /// Per shape.
+        shapes: Vec<XlaShape>,
+        /// `jax.__version__`.
+        jax_version: String,
+    },
+    /// Why there is no XLA column (no interpreter, no JAX, unknown fixture, peer failure).
+    Unavailable(String),
+}
+
+/// One line of the peer's output.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Line {
+    Shape(XlaShape),
+    Hello { jax_version: String },
+    Error { error: String, message: String },
+}
+
+/// The interpreter: `$EBB_PYTHON`, default `python3`.
+pub fn python() -> String {
+    std::env::var("EBB_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// The peer script: `$EBB_XLA_PEER`, default `examples/export/xla_peer.py` of this source tree.
+pub fn script() -> PathBuf {
+    match std::env::var_os("EBB_XLA_PEER") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/export/xla_peer.py"
+        )),
+    }
+}
+
+/// Runs the peer on fixture `fixture` at `shapes`; `tick` is called after each shape.
+/// Never fails: every problem becomes [`XlaOutcome::Unavailable`] with the reason.
+pub fn run_peer(fixture: &str, shapes: &[Bindings], mut tick: impl FnMut()) -> XlaOutcome {
+    let py = python();
+    let script = script();
+    if !script.is_file() {
+        return XlaOutcome::Unavailable(format!(
+            "the XLA peer script {} does not exist (set EBB_XLA_PEER)",
+            script.display()
+        ));
+    }
+    let list = shapes
+        .iter()
+        .map(super::shapes::show_bindings)
+        .collect::<Vec<_>>()
+        .join(";");
+    let child = Command::new(&py)
+        .arg(&script)
+        .args(["--fixture", fixture, "--shapes", &list])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            return XlaOutcome::Unavailable(format!(
+                "cannot run `{py}` ({e}); set EBB_PYTHON to a Python with jax==0.10.2"
+            ))
+        }
+    };
+    // Drain stderr on a thread so that a chatty peer cannot block on a full pipe.
+    let mut err = child.stderr.take().expect("piped stderr");
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut out = Vec::new();
+    let mut jax_version = String::new();
+    let mut failure = None;
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Line>(&line) {
+            Ok(Line::Shape(s)) => {
+                out.push(s);
+                tick();
+            }
+            Ok(Line::Hello { jax_version: v }) => jax_version = v,
+            Ok(Line::Error { error, message }) => failure = Some(format!("{error}: {message}")),
+            Err(e) => failure = Some(format!("unexpected peer output `{line}`: {e}")),
+        }
+    }
+    let status = child.wait();
+    let stderr = err_thread.join().unwrap_or_default();
+    if let Some(f) = failure {
+        return XlaOutcome::Unavailable(f);
+    }
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => {
+            let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return XlaOutcome::Unavailable(format!(
+                "`{py} {}` exited with {s}: {}",
+                script.display(),
+                tail.join(" | ")
+            ));
+        }
+        Err(e) => return XlaOutcome::Unavailable(format!("waiting for the XLA peer: {e}")),
+    }
+    let want: Vec<BTreeMap<String, i64>> = shapes
+        .iter()
+        .map(|b| b.iter().map(|(s, v)| (s.name().to_string(), *v)).collect())
+        .collect();
+    let got: Vec<_> = out.iter().map(|s| s.bind.clone()).collect();
+    if got != want {
+        return XlaOutcome::Unavailable(format!(
+            "the XLA peer answered for {got:?}, expected {want:?}"
+        ));
+    }
+    XlaOutcome::Ok {
+        shapes: out,
+        jax_version,
+    }
+}
