@@ -210,3 +210,101 @@ fn dim_param_contradicting_inference_names_value_and_both_shapes() {
     assert_eq!(declared, "f32[4*batch,256]");
     assert_eq!(inferred, "f32[batch,256]");
 }
+
+#[test]
+fn cli_summary_reports_ops_symbols_and_source_ops() {
+    let (g, stats) = import_file(&fixture("torch_mlp_sgd")).unwrap();
+    let s = ebb_compiler::report::import_summary(&g, &stats, std::time::Duration::ZERO);
+    let v = serde_json::to_value(&s).unwrap();
+    assert_eq!(v["symbols"], serde_json::json!(["batch"]));
+    assert_eq!(v["unresolved_dims"], 0);
+    assert_eq!(v["nested_graphs"], serde_json::json!([]));
+    assert_eq!(v["source_ops"]["ai.onnx::MatMul"], 8);
+    assert_eq!(v["op_counts"]["dot_general"], 8);
+}
+
+#[test]
+fn unnamed_dynamic_dimension_is_a_fresh_symbol_counted_as_unresolved() {
+    use ebb_compiler::onnx::proto::{
+        tensor_shape_proto::{dimension::Value as D, Dimension},
+        type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
+        TypeProto, ValueInfoProto,
+    };
+    // y = Relu(x) with x: f32[?, 4] (the first dimension has neither value nor parameter).
+    let ty = |dims: Vec<Option<D>>| TypeProto {
+        value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+            elem_type: Some(1),
+            shape: Some(TensorShapeProto {
+                dim: dims
+                    .into_iter()
+                    .map(|value| Dimension {
+                        value,
+                        denotation: None,
+                    })
+                    .collect(),
+            }),
+        })),
+        denotation: None,
+    };
+    let vi = |n: &str, t: TypeProto| ValueInfoProto {
+        name: Some(n.into()),
+        r#type: Some(t),
+        doc_string: None,
+    };
+    let m = ModelProto {
+        ir_version: Some(10),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(18),
+        }],
+        graph: Some(GraphProto {
+            node: vec![NodeProto {
+                input: vec!["x".into()],
+                output: vec!["y".into()],
+                op_type: Some("Relu".into()),
+                ..Default::default()
+            }],
+            input: vec![vi("x", ty(vec![None, Some(D::DimValue(4))]))],
+            output: vec![vi("y", ty(vec![None, Some(D::DimValue(4))]))],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let (g, stats) = import_bytes(&encode_model(&m), "m.onnx", None).unwrap();
+    assert_eq!(stats.unresolved_dims, 3, "{}", ebb_ir::text::print(&g));
+    assert_eq!(
+        stats.warnings,
+        ["graph input `x` dimension 0 has neither dim_value nor dim_param; named `_unk0` (unresolved)"]
+    );
+}
+
+#[test]
+fn unsupported_op_error_reports_its_nested_graphs() {
+    let bytes = std::fs::read(fixture("torch_mlp_sgd")).unwrap();
+    let mut m = decode_model(&bytes, "m").unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let body = ebb_compiler::onnx::proto::GraphProto {
+        node: vec![Default::default(); 3],
+        ..Default::default()
+    };
+    let k = g
+        .node
+        .iter()
+        .position(|n| n.op_type.as_deref() == Some("Relu"))
+        .unwrap();
+    g.node[k].op_type = Some("If".into());
+    g.node[k].name = Some("branch".into());
+    g.node[k]
+        .attribute
+        .push(ebb_compiler::onnx::proto::AttributeProto {
+            name: Some("then_branch".into()),
+            r#type: Some(5),
+            g: Some(body),
+            ..Default::default()
+        });
+    let e = import_bytes(&encode_model(&m), "m.onnx", None).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "m.onnx: unsupported op `If` (domain `ai.onnx`, opset 20) at node `branch`; nested graphs: then_branch (3 nodes)"
+    );
+}
