@@ -464,3 +464,6 @@ fn count_unknown_dims(g: &Graph) -> usize {
     }
     n
 }
+
+#[cfg(test)]
+mod tests;
