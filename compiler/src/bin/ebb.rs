@@ -89,6 +89,40 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Execute a training step on the CPU at concrete shapes under a memory budget.
+    ///
+    /// Finalizes the plan at `--bind` (evictions, recompute or swap, arena offsets), runs the
+    /// step performing those decisions, and reports the planning figures of `ebb plan` with the
+    /// measured peak, wall time and, with `--check`, whether the outputs are bit-identical to
+    /// a run without decisions and the checker's proof of the peak.
+    Run {
+        /// A plan written by `ebb compile`, or a model (`.mlir`, `.onnx`) compiled first.
+        plan: PathBuf,
+        /// Symbol values, e.g. `B=8,S=256`.
+        #[arg(long)]
+        bind: String,
+        /// Device memory budget: `40MiB`, `2GiB`, bytes, or `50%` of the program-order peak.
+        #[arg(long)]
+        budget: Option<String>,
+        /// Inputs: `random:SEED` (seeded random tensors) or an `.npz` with `in_0..in_{n-1}`
+        /// (and `out_i` to compare with, as the fixtures' `.ref0.npz`).
+        #[arg(long, default_value = "random:0")]
+        inputs: String,
+        /// Also run without decisions: outputs must be bit-identical and the plan checker
+        /// must prove the measured peak (exit code 1 otherwise).
+        #[arg(long)]
+        check: bool,
+        /// Write an SVG of resident bytes over program points (budget line, before/after the
+        /// decisions, evict/regenerate/swap points marked).
+        #[arg(long)]
+        timeline: Option<PathBuf>,
+        /// Input format of a model file; by default from the extension.
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Sweep a training step over many shapes and compare memory figures.
     ///
     /// Per shape: program-order peak, the symbolic plan's scheduled peak against a plan compiled
@@ -119,6 +153,16 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Bench(args) => args.run(),
+        Command::Run {
+            plan,
+            bind,
+            budget,
+            inputs,
+            check,
+            timeline,
+            format,
+            json,
+        } => run_step(&plan, &bind, budget, &inputs, check, timeline, format, json),
         Command::Import {
             file,
             emit,
@@ -204,7 +248,7 @@ fn run(cli: Cli) -> Result<()> {
             budget,
             json,
         } => {
-            let p = load_or_compile(&plan)?;
+            let p = ebb_compiler::api::load_or_compile(&plan, None)?;
             let b = pipeline::parse_bindings(&bind)?;
             let budget = budget.as_deref().map(pipeline::parse_budget).transpose()?;
             let r = pipeline::plan_report(&p, &b, budget)?;
@@ -246,15 +290,93 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Reads a plan file, or imports and compiles a `.mlir` module.
-fn load_or_compile(path: &PathBuf) -> Result<ebb_ir::plan::Plan> {
-    if ebb_compiler::frontend::Format::from_path(path).is_some() {
-        let (g, _) = ebb_compiler::frontend::import_file(path, None)?;
-        return Ok(pipeline::compile(g, &pipeline::CompileOptions::default())?.plan);
+/// `ebb run` (see `ebb run --help`).
+#[allow(clippy::too_many_arguments)]
+fn run_step(
+    plan: &PathBuf,
+    bind: &str,
+    budget: Option<String>,
+    inputs: &str,
+    check: bool,
+    timeline: Option<PathBuf>,
+    format: Option<Format>,
+    json: bool,
+) -> Result<()> {
+    use ebb_compiler::run;
+    let p = ebb_compiler::api::load_or_compile(plan, format)?;
+    let opts = run::RunOptions {
+        bind: pipeline::parse_bindings(bind)?,
+        budget: budget.as_deref().map(pipeline::parse_budget).transpose()?,
+        inputs: run::parse_inputs(inputs)?,
+        check,
+    };
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("executing {bar:40} {pos}/{len} points {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let r = run::run(p, &opts, &mut |i, n| {
+        if i == 0 {
+            bar.set_length(n as u64);
+        }
+        bar.set_position(i as u64 + 1);
+    })?;
+    bar.finish_and_clear();
+    if let Some(path) = &timeline {
+        run::write_timeline(&r, path)?;
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    ebb_ir::plan::Plan::from_json(&text).with_context(|| format!("{}", path.display()))
+    let rep = &r.report;
+    if json {
+        println!("{}", serde_json::to_string_pretty(rep)?);
+    } else {
+        let mib = |x: i64| x as f64 / 1048576.0;
+        let pr = &rep.plan;
+        println!("bind: {bind}");
+        println!(
+            "peak, program order:  {:>10.1} MiB",
+            mib(pr.peak_bytes_program_order)
+        );
+        println!(
+            "peak, scheduled:      {:>10.1} MiB",
+            mib(pr.peak_bytes_scheduled)
+        );
+        if let (Some(b), Some(pp)) = (pr.budget_bytes, pr.peak_bytes_planned) {
+            println!("budget:               {:>10.1} MiB", mib(b));
+            println!("peak, planned:        {:>10.1} MiB", mib(pp));
+            println!(
+                "decisions: {} recompute, {} swap; recompute {:.2}% of step FLOPs; swap {:.1} MiB",
+                pr.recompute_decisions,
+                pr.swap_decisions,
+                100.0 * pr.recompute_flops as f64 / pr.step_flops.max(1) as f64,
+                mib(pr.swap_bytes)
+            );
+        }
+        println!(
+            "peak, measured:       {:>10.1} MiB",
+            mib(rep.measured_peak_bytes as i64)
+        );
+        println!(
+            "finalize: {:.0} us; execute: {:.1} ms ({:.1} ms recompute/reload) over {} points",
+            pr.finalize_us, rep.wall_ms, rep.regen_ms, rep.points
+        );
+        if let Some(m) = rep.outputs_match_reference {
+            println!(
+                "check: outputs {} the run without decisions; checker proves a peak of {:.1} MiB",
+                if m { "bit-identical to" } else { "DIFFER from" },
+                mib(rep.checker_peak_bytes.unwrap_or(0))
+            );
+        }
+        if let Some(e) = rep.npz_max_rel_err {
+            println!("largest relative error against the npz outputs: {e:.2e}");
+        }
+        if let Some(path) = &timeline {
+            println!("timeline: {}", path.display());
+        }
+    }
+    if rep.outputs_match_reference == Some(false) {
+        anyhow::bail!("the outputs under the plan's decisions differ from the run without them");
+    }
+    Ok(())
 }
 
 /// Writes `text` to `path` atomically (temporary file + rename), or to standard output.
