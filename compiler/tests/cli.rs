@@ -73,3 +73,95 @@ fn cli_stats_json_has_the_documented_fields() {
     assert_eq!(v["symbols"], serde_json::json!(["B"]));
     assert_eq!(v["unresolved_dims"], 0);
 }
+
+fn ebb(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn run_json_has_the_documented_fields_and_a_checked_timeline() {
+    let dir = std::env::temp_dir().join(format!("ebb-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("mem.svg");
+    let fixture = jax_fixture("gpt_block_sgd");
+    let out = ebb(&[
+        "run",
+        fixture.to_str().unwrap(),
+        "--bind",
+        "B=4,S=64",
+        "--budget",
+        "70%",
+        "--check",
+        "--json",
+        "--timeline",
+        svg.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for k in [
+        "peak_bytes_program_order",
+        "peak_bytes_scheduled",
+        "peak_bytes_planned",
+        "measured_peak_bytes",
+        "arena_bytes",
+        "finalize_us",
+        "outputs_match_reference",
+        "wall_ms",
+        "checker_peak_bytes",
+    ] {
+        assert!(v.get(k).is_some(), "missing `{k}` in {v}");
+    }
+    assert_eq!(v["outputs_match_reference"], true);
+    assert_eq!(v["measured_peak_bytes"], v["peak_bytes_planned"]);
+    assert_eq!(v["checker_peak_bytes"], v["peak_bytes_planned"]);
+    assert!(v["peak_bytes_planned"].as_i64() <= v["budget_bytes"].as_i64());
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.contains("budget"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn run_with_an_infeasible_budget_states_the_smallest_feasible_one() {
+    let fixture = jax_fixture("mlp_sgd");
+    let out = ebb(&[
+        "run",
+        fixture.to_str().unwrap(),
+        "--bind",
+        "B=8",
+        "--budget",
+        "1KiB",
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("infeasible") && stderr.contains("smallest feasible budget"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_with_npz_inputs_compares_with_the_framework_outputs() {
+    let fixture = jax_fixture("mlp_sgd");
+    let npz = jax_fixture("mlp_sgd").with_extension("ref0.npz");
+    let out = ebb(&[
+        "run",
+        fixture.to_str().unwrap(),
+        "--bind",
+        "B=8",
+        "--inputs",
+        npz.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let err = v["npz_max_rel_err"].as_f64().unwrap();
+    assert!(err < 1e-5, "relative error {err} against JAX's outputs");
+}
