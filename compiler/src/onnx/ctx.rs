@@ -125,7 +125,7 @@ impl Cx {
     pub fn err(&self, msg: impl Into<String>) -> OnnxError {
         OnnxError::Op {
             file: self.file.clone(),
-            node: self.node.clone(),
+            node: Box::new(self.node.clone()),
             msg: msg.into(),
         }
     }

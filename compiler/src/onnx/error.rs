@@ -74,7 +74,7 @@ pub enum OnnxError {
         /// File name.
         file: String,
         /// The producing node.
-        node: NodeLoc,
+        node: Box<NodeLoc>,
         /// The value.
         value: String,
         /// Declared type, e.g. `f32[batch,4]`.
@@ -83,18 +83,19 @@ pub enum OnnxError {
         inferred: String,
     },
     /// An op (op type, domain) with no lowering in Ebb.
-    #[error("{file}: unsupported op `{op_type}` (domain `{domain}`, opset {opset}) at node `{node}`{nested}")]
+    #[error(
+        "{file}: unsupported op `{}` (domain `{}`, opset {opset}) at node `{}`{nested}",
+        .node.op_type,
+        .node.domain,
+        .node.name
+    )]
     UnsupportedOp {
         /// File name.
         file: String,
-        /// `op_type`.
-        op_type: String,
-        /// Domain (`ai.onnx`, `com.microsoft`, ...).
-        domain: String,
+        /// The node (name, op type, domain).
+        node: Box<NodeLoc>,
         /// Imported opset version of the domain (0 if not imported).
         opset: i64,
-        /// Node name.
-        node: String,
         /// Nested graphs the node carries (`; nested graphs: then_branch (3 nodes), ...`).
         nested: String,
     },
@@ -104,7 +105,7 @@ pub enum OnnxError {
         /// File name.
         file: String,
         /// The node.
-        node: NodeLoc,
+        node: Box<NodeLoc>,
         /// What is wrong.
         msg: String,
     },
@@ -114,6 +115,6 @@ pub enum OnnxError {
         /// File name.
         file: String,
         /// Verifier finding.
-        source: ebb_ir::verify::VerifyError,
+        source: Box<ebb_ir::verify::VerifyError>,
     },
 }

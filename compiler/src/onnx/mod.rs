@@ -138,7 +138,7 @@ pub fn import_model(
     import_graph(&mut cx, gp, &mut stats, opts)?;
     ebb_ir::verify::verify(&cx.g).map_err(|source| OnnxError::Verify {
         file: file.into(),
-        source,
+        source: Box::new(source),
     })?;
     stats.unresolved_dims = count_unknown_dims(&cx.g);
     stats.warnings = std::mem::take(&mut cx.warnings);
@@ -334,10 +334,8 @@ fn lower_node(cx: &mut Cx, n: &NodeProto, k: usize) -> R<()> {
             .collect();
         return Err(OnnxError::UnsupportedOp {
             file: cx.file.clone(),
-            op_type,
-            domain,
+            node: Box::new(cx.node.clone()),
             opset: cx.opset(),
-            node: cx.node.name.clone(),
             nested: if nested.is_empty() {
                 String::new()
             } else {
@@ -408,7 +406,7 @@ fn check_outputs(
         if !ok {
             return Err(OnnxError::ShapeMismatch {
                 file: cx.file.clone(),
-                node: cx.node.clone(),
+                node: Box::new(cx.node.clone()),
                 value: name.clone(),
                 declared: format!("{dtype}[{}]", shown.join(",")),
                 inferred: ty.to_string(),

@@ -324,11 +324,16 @@ impl Lower for Pow {
                 .ty(ey)
                 .static_dims()
                 .is_some_and(|s| s.iter().product::<i64>() == 1);
-        match (e, scalar_e) {
-            (Some(v), true) if v == 1.0 => return one(x),
-            (Some(v), true) if v == 2.0 => return one(cx.binary(OpKind::Multiply, x, x)?),
-            (Some(v), true) if v == 0.5 && d.is_float() => return one(cx.unary(OpKind::Sqrt, x)?),
-            _ => {}
+        if let (Some(v), true) = (e, scalar_e) {
+            if v == 1.0 {
+                return one(x);
+            }
+            if v == 2.0 {
+                return one(cx.binary(OpKind::Multiply, x, x)?);
+            }
+            if v == 0.5 && d.is_float() {
+                return one(cx.unary(OpKind::Sqrt, x)?);
+            }
         }
         let y = cx.convert(ey, d)?;
         one(cx.binary(OpKind::Power, x, y)?)

@@ -49,7 +49,7 @@ pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
 
 /// `a / b` as an exact symbolic quotient: `b` a positive constant dividing `a`, or a
 /// monomial in symbols whose powers divide every term of `a`. `None` when not exact.
-pub(crate) fn exact_div(a: &DimExpr, b: &DimExpr, scope: &SymbolScope) -> Option<DimExpr> {
+pub(crate) fn exact_div(a: &DimExpr, b: &DimExpr) -> Option<DimExpr> {
     if let Some(k) = b.as_const() {
         if k <= 0 {
             return None;
@@ -70,12 +70,12 @@ pub(crate) fn exact_div(a: &DimExpr, b: &DimExpr, scope: &SymbolScope) -> Option
     let sym = DimExpr::symbol(&s);
     let mut q = DimExpr::zero();
     for (j, c) in ca.iter().enumerate().skip(d) {
-        let qc = exact_div(c, &cb[d], scope)?;
+        let qc = exact_div(c, &cb[d])?;
         let mut term = qc;
         for _ in 0..(j - d) {
-            term = term * sym.clone();
+            term *= sym.clone();
         }
-        q = q + term;
+        q += term;
     }
     (q.clone() * b.clone() == *a).then_some(q)
 }
@@ -155,7 +155,7 @@ impl Lower for Reshape {
         let total = src.iter().fold(DimExpr::constant(1), |a, d| a * d.clone());
         if let Some(i) = infer {
             let rest = out.iter().fold(DimExpr::constant(1), |a, d| a * d.clone());
-            out[i] = exact_div(&total, &rest, &cx.g.scope).ok_or_else(|| {
+            out[i] = exact_div(&total, &rest).ok_or_else(|| {
                 cx.err(format!(
                     "cannot infer the -1 entry: {total} elements are not an exact multiple of {rest}"
                 ))
@@ -526,7 +526,7 @@ fn split(cx: &mut Cx, n: &NodeProto, parts: i64, keep: bool) -> R<Vec<Val>> {
     } else if let Some(s) = n.ints("split") {
         s.into_iter().map(DimExpr::constant).collect()
     } else {
-        let each = exact_div(&d, &DimExpr::constant(parts), &cx.g.scope)
+        let each = exact_div(&d, &DimExpr::constant(parts))
             .ok_or_else(|| cx.err(format!("dimension {d} does not split evenly into {parts}")))?;
         vec![each; parts as usize]
     };
@@ -537,7 +537,7 @@ fn split(cx: &mut Cx, n: &NodeProto, parts: i64, keep: bool) -> R<Vec<Val>> {
         let mut li = shape.clone();
         st[a] = off.clone();
         li[a] = off.clone() + s.clone();
-        off = off + s;
+        off += s;
         let mut at = Attrs::new();
         at.insert("start_indices".into(), Attr::Dims(st));
         at.insert("limit_indices".into(), Attr::Dims(li));
@@ -798,22 +798,18 @@ mod tests {
 
     #[test]
     fn exact_division_of_symbolic_products() {
-        let scope = SymbolScope::new();
         let b = DimExpr::sym("B");
         let s = DimExpr::sym("S");
         let bs64 = b.clone() * s.clone() * DimExpr::constant(64);
         assert_eq!(
-            exact_div(&bs64, &DimExpr::constant(64), &scope),
+            exact_div(&bs64, &DimExpr::constant(64)),
             Some(b.clone() * s.clone())
         );
         assert_eq!(
-            exact_div(&bs64, &(s.clone() * DimExpr::constant(64)), &scope),
+            exact_div(&bs64, &(s.clone() * DimExpr::constant(64))),
             Some(b.clone())
         );
-        assert_eq!(exact_div(&bs64, &DimExpr::constant(128), &scope), None);
-        assert_eq!(
-            exact_div(&(b.clone() + DimExpr::constant(1)), &b, &scope),
-            None
-        );
+        assert_eq!(exact_div(&bs64, &DimExpr::constant(128)), None);
+        assert_eq!(exact_div(&(b.clone() + DimExpr::constant(1)), &b), None);
     }
 }
