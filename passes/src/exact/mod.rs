@@ -28,6 +28,7 @@
 //! max(0, 2 · bytes / `link_bytes_per_us` − compute µs of the points the value is off the
 //! device), i.e. offload plus reload minus the compute that hides them.
 
+pub mod checkmate;
 pub mod milp;
 pub mod model;
 

@@ -294,3 +294,46 @@ fn overlapping_windows_of_one_value_exclude_each_other() {
         assert!(inst.conflicts.contains(&(x, y)));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Tests the full Checkmate MILP against the candidate-restricted one (recompute only):
+    /// with the schedule's own peak as budget it needs no recompute, and its optimum is never
+    /// above the restricted optimum (the plan's candidates are a subset of its choices).
+    #[test]
+    fn checkmate_is_a_relaxation_of_the_candidate_space(
+        ops in ops_strategy(),
+        b in 1i64..6,
+        frac in 0.0f64..1.0,
+    ) {
+        use super::checkmate::{solve_checkmate, CheckmateOptions};
+        let (g, s) = build(&ops);
+        let plan = plan_of(&g, &s, 1);
+        let bind = bind(b);
+        let peak0 = check(&g, &plan, &[], &bind).unwrap().peak;
+        let cm = |budget| solve_checkmate(&g, &s, &bind, &CheckmateOptions {
+            budget, time_limit_s: 20.0, flops_per_us: 1.0 }).unwrap();
+        let at_peak = cm(peak0);
+        prop_assert_eq!(at_peak.status, ExactStatus::Optimal);
+        prop_assert_eq!(at_peak.overhead_us, 0.0);
+        prop_assert!(at_peak.peak_bytes <= peak0);
+        let inst = Instance::new(&plan, &bind, &prices(&options(0, &BOTH[..1]))).unwrap();
+        let mut floor = inst.base.clone();
+        for o in &inst.opts {
+            for x in &mut floor[o.evict_after + 1..o.back] {
+                *x -= o.bytes;
+            }
+        }
+        let lo = floor.iter().copied().max().unwrap_or(0);
+        let budget = lo + ((peak0 - lo) as f64 * frac) as i64;
+        let ours = solve(&plan, &bind, &options(budget, &BOTH[..1])).unwrap();
+        let full = cm(budget);
+        if ours.status == ExactStatus::Optimal {
+            prop_assert_eq!(full.status, ExactStatus::Optimal);
+            prop_assert!(full.overhead_us <= ours.overhead_us + 1e-6 * ours.overhead_us.max(1.0),
+                "checkmate {} > candidates {}", full.overhead_us, ours.overhead_us);
+            prop_assert!(full.peak_bytes <= budget);
+        }
+    }
+}
