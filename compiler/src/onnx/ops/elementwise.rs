@@ -1,11 +1,9 @@
 //! Elementwise ops: unary math, binary arithmetic with numpy broadcasting, comparisons,
-//! `Where`, `Cast`, `Identity`, `Relu`, `Erf`, GELU and their `com.microsoft` fused and
-//! gradient forms.
+//! `Where`, `Cast`, `Identity`, `Dropout` (inference form), `Relu`, `Clip` and
+//! `com.microsoft` `ReluGrad`. `Erf` and the GELU family are in [`super::gelu`].
 //!
 //! Integer inputs known at import time (shape arithmetic) are evaluated symbolically
-//! ([`super::symbolic`]). `Erf` has no primitive: it is lowered to the rational approximation
-//! XLA and Eigen use for `f32` (`erf(x) ≈ x·P(x²)/Q(x²)` on `x` clamped to `[-4, 4]`,
-//! degree 13/8; absolute error below 2 ulp of f32), evaluated in the input's type.
+//! ([`super::symbolic`]).
 
 use super::super::ctx::{Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
@@ -54,9 +52,7 @@ pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
         "Identity" => &Identity,
         "Relu" => &Relu,
         "Reciprocal" => &Reciprocal,
-        "Erf" => &Erf,
         "Clip" => &Clip,
-        "Gelu" => &Gelu { bias: false },
         "IsNaN" => &IsNaN,
         "Dropout" => &Dropout,
         _ => return None,
@@ -65,13 +61,6 @@ pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
 
 pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
     Some(match op {
-        "Gelu" => &Gelu { bias: false },
-        "BiasGelu" => &Gelu { bias: true },
-        "FastGelu" => &FastGelu,
-        "GeluGrad" => &GeluGrad { bias: false },
-        "BiasGeluGrad_dX" => &GeluGrad { bias: true },
-        "FastGeluGrad" => &FastGeluGrad,
-        "BiasFastGeluGrad_dX" => &FastGeluGrad,
         "ReluGrad" => &ReluGrad,
         _ => return None,
     })
@@ -363,172 +352,5 @@ impl Lower for Clip {
             x = cx.binary(OpKind::Minimum, x, hi)?;
         }
         one(x)
-    }
-}
-
-/// The erf approximation of the module docs.
-pub(crate) fn erf(cx: &mut Cx, x: ValueRef) -> R<ValueRef> {
-    const ALPHA: [f64; 7] = [
-        -2.72614225801306e-10,
-        2.77068142495902e-08,
-        -2.10102402082508e-06,
-        -5.69250639462346e-05,
-        -7.34990630326855e-04,
-        -2.95459980854025e-03,
-        -1.60960333262415e-02,
-    ];
-    const BETA: [f64; 5] = [
-        -1.45660718464996e-05,
-        -2.13374055278905e-04,
-        -1.68282697438203e-03,
-        -7.37332916720468e-03,
-        -1.42647390514189e-02,
-    ];
-    let x = cx.binary_scalar(OpKind::Maximum, x, -4.0)?;
-    let x = cx.binary_scalar(OpKind::Minimum, x, 4.0)?;
-    let x2 = cx.binary(OpKind::Multiply, x, x)?;
-    let horner = |cx: &mut Cx, c: &[f64]| -> R<ValueRef> {
-        let d = cx.ty(x2).dtype;
-        let mut acc = cx.scalar(d, c[0]);
-        for &k in &c[1..] {
-            acc = cx.binary(OpKind::Multiply, acc, x2)?;
-            acc = cx.binary_scalar(OpKind::Add, acc, k)?;
-        }
-        Ok(acc)
-    };
-    let p = horner(cx, &ALPHA)?;
-    let p = cx.binary(OpKind::Multiply, x, p)?;
-    let q = horner(cx, &BETA)?;
-    cx.binary(OpKind::Divide, p, q)
-}
-
-struct Erf;
-
-impl Lower for Erf {
-    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
-        let x = cx.input(n, 0)?;
-        if !cx.ty(x).dtype.is_float() {
-            return Err(cx.err("Erf of a non-float tensor"));
-        }
-        one(erf(cx, x)?)
-    }
-}
-
-/// Exact GELU `0.5·x·(1 + erf(x/√2))`; `bias` adds input 1 first (`BiasGelu`). ONNX `Gelu`
-/// with `approximate = "tanh"` uses the tanh form of [`FastGelu`].
-struct Gelu {
-    bias: bool,
-}
-
-fn gelu_tanh(cx: &mut Cx, x: ValueRef) -> R<ValueRef> {
-    // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
-    let x2 = cx.binary(OpKind::Multiply, x, x)?;
-    let x3 = cx.binary(OpKind::Multiply, x2, x)?;
-    let c = cx.binary_scalar(OpKind::Multiply, x3, 0.044715)?;
-    let inner = cx.binary(OpKind::Add, x, c)?;
-    let inner = cx.binary_scalar(OpKind::Multiply, inner, (2.0 / std::f64::consts::PI).sqrt())?;
-    let t = cx.unary(OpKind::Tanh, inner)?;
-    let t = cx.binary_scalar(OpKind::Add, t, 1.0)?;
-    let h = cx.binary_scalar(OpKind::Multiply, x, 0.5)?;
-    cx.binary(OpKind::Multiply, h, t)
-}
-
-impl Lower for Gelu {
-    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
-        let mut x = cx.input(n, 0)?;
-        if self.bias {
-            let b = cx.input(n, 1)?;
-            x = cx.binary(OpKind::Add, x, b)?;
-        }
-        if n.string("approximate").as_deref() == Some("tanh") {
-            return one(gelu_tanh(cx, x)?);
-        }
-        let s = cx.binary_scalar(OpKind::Multiply, x, std::f64::consts::FRAC_1_SQRT_2)?;
-        let e = erf(cx, s)?;
-        let e = cx.binary_scalar(OpKind::Add, e, 1.0)?;
-        let h = cx.binary_scalar(OpKind::Multiply, x, 0.5)?;
-        one(cx.binary(OpKind::Multiply, h, e)?)
-    }
-}
-
-/// `FastGelu(x, bias?)` (com.microsoft): the tanh approximation.
-struct FastGelu;
-
-impl Lower for FastGelu {
-    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
-        let mut x = cx.input(n, 0)?;
-        if cx.opt_input(n, 1).is_some() {
-            let b = cx.input(n, 1)?;
-            x = cx.binary(OpKind::Add, x, b)?;
-        }
-        one(gelu_tanh(cx, x)?)
-    }
-}
-
-/// `GeluGrad(dY, X)` / `BiasGeluGrad_dX(dY, X, B)`:
-/// `dY·(0.5·(1 + erf(x/√2)) + x·exp(-x²/2)/√(2π))`.
-struct GeluGrad {
-    bias: bool,
-}
-
-impl Lower for GeluGrad {
-    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
-        let dy = cx.input(n, 0)?;
-        let mut x = cx.input(n, 1)?;
-        if self.bias {
-            let b = cx.input(n, 2)?;
-            x = cx.binary(OpKind::Add, x, b)?;
-        }
-        let s = cx.binary_scalar(OpKind::Multiply, x, std::f64::consts::FRAC_1_SQRT_2)?;
-        let e = erf(cx, s)?;
-        let e = cx.binary_scalar(OpKind::Add, e, 1.0)?;
-        let cdf = cx.binary_scalar(OpKind::Multiply, e, 0.5)?;
-        let x2 = cx.binary(OpKind::Multiply, x, x)?;
-        let m = cx.binary_scalar(OpKind::Multiply, x2, -0.5)?;
-        let pdf = cx.unary(OpKind::Exponential, m)?;
-        let pdf = cx.binary_scalar(
-            OpKind::Multiply,
-            pdf,
-            1.0 / (2.0 * std::f64::consts::PI).sqrt(),
-        )?;
-        let xp = cx.binary(OpKind::Multiply, x, pdf)?;
-        let g = cx.binary(OpKind::Add, cdf, xp)?;
-        one(cx.binary(OpKind::Multiply, dy, g)?)
-    }
-}
-
-/// `FastGeluGrad(dY, X)` / `BiasFastGeluGrad_dX(dY, X, B)`: derivative of the tanh
-/// approximation at `X (+ B)`.
-struct FastGeluGrad;
-
-impl Lower for FastGeluGrad {
-    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
-        let dy = cx.input(n, 0)?;
-        let mut x = cx.input(n, 1)?;
-        if cx.opt_input(n, 2).is_some() {
-            let b = cx.input(n, 2)?;
-            x = cx.binary(OpKind::Add, x, b)?;
-        }
-        let k = (2.0 / std::f64::consts::PI).sqrt();
-        let x2 = cx.binary(OpKind::Multiply, x, x)?;
-        let x3 = cx.binary(OpKind::Multiply, x2, x)?;
-        let c = cx.binary_scalar(OpKind::Multiply, x3, 0.044715)?;
-        let u = cx.binary(OpKind::Add, x, c)?;
-        let u = cx.binary_scalar(OpKind::Multiply, u, k)?;
-        let t = cx.unary(OpKind::Tanh, u)?;
-        // 0.5(1+t) + 0.5·x·(1-t²)·k·(1 + 3·0.044715·x²)
-        let a = cx.binary_scalar(OpKind::Add, t, 1.0)?;
-        let a = cx.binary_scalar(OpKind::Multiply, a, 0.5)?;
-        let t2 = cx.binary(OpKind::Multiply, t, t)?;
-        let d = cx.ty(t2).dtype;
-        let one_ = cx.scalar(d, 1.0);
-        let sech2 = cx.binary(OpKind::Subtract, one_, t2)?;
-        let p = cx.binary_scalar(OpKind::Multiply, x2, 3.0 * 0.044715)?;
-        let p = cx.binary_scalar(OpKind::Add, p, 1.0)?;
-        let p = cx.binary_scalar(OpKind::Multiply, p, 0.5 * k)?;
-        let b = cx.binary(OpKind::Multiply, x, sech2)?;
-        let b = cx.binary(OpKind::Multiply, b, p)?;
-        let g = cx.binary(OpKind::Add, a, b)?;
-        one(cx.binary(OpKind::Multiply, dy, g)?)
     }
 }

@@ -8,13 +8,16 @@
 //! and, for `com.microsoft` ops, ONNX Runtime's contrib and training op schemas
 //! (`docs/ContribOperators.md`, `orttraining/core/graph/training_op_defs.cc`).
 
+mod constant;
 mod elementwise;
 mod gather;
+mod gelu;
 mod matmul;
 mod nn;
 mod optim;
 mod reduce;
 mod shape;
+mod slicing;
 mod symbolic;
 
 use super::ctx::{Cx, Val, R};
@@ -32,17 +35,21 @@ pub(crate) trait Lower: Sync {
 pub(crate) fn lookup(domain: &str, op_type: &str) -> Option<&'static dyn Lower> {
     match domain {
         "ai.onnx" => elementwise::lookup(op_type)
+            .or_else(|| gelu::lookup(op_type))
             .or_else(|| matmul::lookup(op_type))
             .or_else(|| shape::lookup(op_type))
+            .or_else(|| slicing::lookup(op_type))
+            .or_else(|| constant::lookup(op_type))
             .or_else(|| gather::lookup(op_type))
             .or_else(|| reduce::lookup(op_type))
             .or_else(|| nn::lookup(op_type)),
         "com.microsoft" => elementwise::lookup_ms(op_type)
+            .or_else(|| gelu::lookup_ms(op_type))
             .or_else(|| matmul::lookup_ms(op_type))
             .or_else(|| gather::lookup_ms(op_type))
             .or_else(|| nn::lookup_ms(op_type))
             .or_else(|| optim::lookup_ms(op_type))
-            .or_else(|| shape::lookup_ms(op_type)),
+            .or_else(|| slicing::lookup_ms(op_type)),
         _ => None,
     }
 }
