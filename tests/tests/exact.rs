@@ -1,9 +1,11 @@
 //! Tests of the exact (MILP) mode, `ebb_passes::exact`, on real compiled fixtures and on
 //! random graphs: the optimum's decisions pass the independent checker within the budget, its
 //! overhead is never above the runtime's greedy finalize at the same budget and plan variant,
-//! and infeasible budgets are reported as such. `exact_vs_greedy_table` (ignored) prints the
-//! comparison table:
-//! `cargo test --release -p ebb-tests --test exact -- --ignored --nocapture`.
+//! and infeasible budgets are reported as such. The ignored tests print comparison tables:
+//! `exact_vs_greedy_table` (greedy vs exact on three fixtures; seconds) and
+//! `candidates_vs_full_checkmate_on_the_mlp` (the candidate space vs the full Checkmate MILP;
+//! minutes, HiGHS time limit 60 s per solve):
+//! `cargo test -p ebb-tests --test exact -- --ignored --nocapture`.
 
 use ebb_compiler::pipeline::{compile, CompileOptions, Compiled};
 use ebb_compiler::stablehlo::import_file;
@@ -376,6 +378,64 @@ fn exact_vs_greedy_table() {
                 );
                 }
             }
+        }
+    }
+}
+
+/// Prints the candidate-restricted optimum (recompute only) against the full Checkmate MILP
+/// (every op recomputable, same schedule) on the MLP fixture.
+#[test]
+#[ignore = "prints a table (slow); run with --ignored --nocapture"]
+fn candidates_vs_full_checkmate_on_the_mlp() {
+    use ebb_passes::exact::checkmate::{solve_checkmate, CheckmateOptions};
+    let c = compiled("mlp_sgd");
+    println!("| shape | budget | candidates µs | status | full Checkmate µs | status | gap % | vars | rows | solve ms |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for shape in [&[("B", 8)][..], &[("B", 512)][..]] {
+        let b = bind(shape);
+        let plan = &c.plan;
+        let sched: Vec<NodeId> = plan
+            .schedule
+            .iter()
+            .map(|&pos| c.graph.order()[pos])
+            .collect();
+        let peak = check(&c.graph, plan, &[], &b).unwrap().peak;
+        for frac in [0.95, 0.9, 0.8, 0.7] {
+            let budget = (peak as f64 * frac) as i64;
+            let cost = CostModel::default();
+            let ours = solve(plan, &b, &exact_options(budget, &BOTH[..1], 60.0, cost)).unwrap();
+            let full = solve_checkmate(
+                &c.graph,
+                &sched,
+                &b,
+                &CheckmateOptions {
+                    budget,
+                    time_limit_s: 60.0,
+                    flops_per_us: cost.flops_per_us,
+                },
+            )
+            .unwrap();
+            let st = |s: ExactStatus| match s {
+                ExactStatus::Optimal => ("optimal".to_string(), 0.0),
+                ExactStatus::Feasible { gap } => ("feasible".to_string(), gap),
+                ExactStatus::Infeasible => ("infeasible".to_string(), 0.0),
+                ExactStatus::TimedOut => ("timed out".to_string(), 0.0),
+            };
+            let shape: Vec<String> = shape.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!(
+                "| {} | {:.0}% of scheduled = {:.2} MiB | {:.3} | {} | {:.3} | {} | {:.2} | {} | {} | {:.0} |",
+                shape.join(","),
+                frac * 100.0,
+                budget as f64 / 1048576.0,
+                ours.overhead_us,
+                st(ours.status).0,
+                full.overhead_us,
+                st(full.status).0,
+                st(full.status).1 * 100.0,
+                full.variables,
+                full.constraints,
+                full.solve_ms
+            );
         }
     }
 }
