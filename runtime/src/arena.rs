@@ -2,16 +2,17 @@
 //! value can have several) gets a byte offset in one arena, such that intervals that are
 //! resident at the same point never overlap in memory.
 //!
-//! Algorithm: a linear scan over program points with an address-ordered free list and
-//! first-fit placement (the online policy of classic allocators; cf. TFLite's greedy-by-size
-//! and XLA's heap simulator for alternatives). At each point, intervals ending before it are
+//! Algorithm: a linear scan over program points with a free list indexed by address and by
+//! size, and best-fit placement (smallest free block that holds the interval, lowest address
+//! among equals; the online policy of classic allocators, cf. TFLite's greedy-by-size and XLA's
+//! heap simulator for alternatives), O(log n) per interval. At each point, intervals ending before it are
 //! freed (coalescing neighbours), then intervals starting at it are placed, largest first.
 //! Offsets are aligned to [`ALIGN`] bytes. The arena size over the planned peak is the
 //! fragmentation the layout costs.
 
 use ebb_ir::plan::{Decision, DecisionKind, Plan};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Alignment of every offset in bytes.
 pub const ALIGN: i64 = 64;
@@ -107,7 +108,7 @@ pub fn assign_offsets(
     peak: i64,
 ) -> Arena {
     let mut allocs = residency_intervals(plan, value_bytes, decisions);
-    allocs.sort_by(|a, b| {
+    allocs.sort_unstable_by(|a, b| {
         a.start
             .cmp(&b.start)
             .then(b.bytes.cmp(&a.bytes))
@@ -115,36 +116,28 @@ pub fn assign_offsets(
     });
     // Ends, to free intervals in point order.
     let mut by_end: Vec<usize> = (0..allocs.len()).collect();
-    by_end.sort_by_key(|&i| allocs[i].end);
-    let mut free: BTreeMap<i64, i64> = BTreeMap::new(); // offset -> size
+    by_end.sort_unstable_by_key(|&i| (allocs[i].end, i));
+    let mut free = FreeList::default();
     let mut top = 0i64;
     let mut next_end = 0;
     for i in 0..allocs.len() {
         let start = allocs[i].start;
         while next_end < by_end.len() && allocs[by_end[next_end]].end < start {
             let a = &allocs[by_end[next_end]];
-            release(&mut free, a.offset, align(a.bytes));
+            free.release(a.offset, align(a.bytes));
             next_end += 1;
         }
         let need = align(allocs[i].bytes);
-        let slot = free.iter().find(|(_, &s)| s >= need).map(|(&o, &s)| (o, s));
-        let offset = match slot {
-            Some((o, s)) => {
-                free.remove(&o);
-                if s > need {
-                    free.insert(o + need, s - need);
-                }
-                o
-            }
+        let offset = match free.take_best_fit(need) {
+            Some(o) => o,
             None => {
                 // Grow the arena, reusing a free block that ends at the top.
-                match free.iter().next_back().map(|(&o, &s)| (o, s)) {
-                    Some((o, s)) if o + s == top => {
-                        free.remove(&o);
+                match free.take_at_top(top) {
+                    Some(o) => {
                         top = o + need;
                         o
                     }
-                    _ => {
+                    None => {
                         let o = top;
                         top += need;
                         o
@@ -166,18 +159,60 @@ pub fn assign_offsets(
     }
 }
 
-fn release(free: &mut BTreeMap<i64, i64>, mut offset: i64, mut size: i64) {
-    if let Some((&po, &ps)) = free.range(..offset).next_back() {
-        if po + ps == offset {
-            free.remove(&po);
-            offset = po;
-            size += ps;
+/// Free blocks, indexed by offset (for coalescing) and by (size, offset) (for best fit), so
+/// every operation is O(log n).
+#[derive(Default)]
+struct FreeList {
+    by_offset: BTreeMap<i64, i64>,
+    by_size: BTreeSet<(i64, i64)>,
+}
+
+impl FreeList {
+    fn insert(&mut self, offset: i64, size: i64) {
+        self.by_offset.insert(offset, size);
+        self.by_size.insert((size, offset));
+    }
+
+    fn remove(&mut self, offset: i64) -> Option<i64> {
+        let size = self.by_offset.remove(&offset)?;
+        self.by_size.remove(&(size, offset));
+        Some(size)
+    }
+
+    /// Frees `[offset, offset + size)`, coalescing with free neighbours.
+    fn release(&mut self, mut offset: i64, mut size: i64) {
+        if let Some((&po, &ps)) = self.by_offset.range(..offset).next_back() {
+            if po + ps == offset {
+                self.remove(po);
+                offset = po;
+                size += ps;
+            }
         }
+        if let Some(ns) = self.remove(offset + size) {
+            size += ns;
+        }
+        self.insert(offset, size);
     }
-    if let Some(ns) = free.remove(&(offset + size)) {
-        size += ns;
+
+    /// Takes `need` bytes from the smallest free block that holds them (lowest offset among
+    /// equals); returns the offset.
+    fn take_best_fit(&mut self, need: i64) -> Option<i64> {
+        let &(size, offset) = self.by_size.range((need, i64::MIN)..).next()?;
+        self.remove(offset);
+        if size > need {
+            self.insert(offset + need, size - need);
+        }
+        Some(offset)
     }
-    free.insert(offset, size);
+
+    /// Takes the free block that ends at `top`, if any; returns its offset.
+    fn take_at_top(&mut self, top: i64) -> Option<i64> {
+        let (&o, &s) = self.by_offset.iter().next_back()?;
+        (o + s == top).then(|| {
+            self.remove(o);
+            o
+        })
+    }
 }
 
 /// Checks that no two intervals resident at a common point overlap in memory (for tests).
