@@ -229,3 +229,37 @@ fn bad_shapes_are_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--shapes"));
 }
+
+#[test]
+fn exact_column_is_never_above_the_greedy() {
+    let mut o = opts("gpt2_tiny_adamw", &["B=4,S=64", "B=8,S=128"], Some("50%"));
+    o.exact_time_limit_s = Some(60.0);
+    let r = bench::run(&o, &mut ()).unwrap();
+    for row in &r.rows {
+        let b = row.budget.as_ref().unwrap();
+        let e = row.exact.as_ref().unwrap();
+        assert!(b.feasible, "{row:?}");
+        assert_eq!(e.status, "optimal", "{e:?}");
+        let (opt, greedy) = (
+            e.optimum_overhead_us.unwrap(),
+            e.greedy_overhead_us.unwrap(),
+        );
+        assert!(opt <= greedy + 1e-9, "{e:?}");
+        assert!(e.greedy_gap.unwrap() >= -1e-12);
+        assert!(e.optimum_peak_bytes.unwrap() <= b.budget_bytes);
+    }
+    assert!(r.summary.max_greedy_gap.is_some());
+    let md = bench::render::markdown(&r);
+    assert!(
+        md.contains("| optimal |") && md.contains("greedy gap"),
+        "{md}"
+    );
+}
+
+#[test]
+fn exact_needs_a_budget() {
+    let mut o = opts("gpt2_tiny_adamw", &["B=4,S=64"], None);
+    o.exact_time_limit_s = Some(1.0);
+    let e = bench::run(&o, &mut ()).unwrap_err().to_string();
+    assert!(e.contains("--exact needs --budget"), "{e}");
+}
