@@ -9,7 +9,7 @@ use ebb_compiler::onnx::{
     decode_model, encode_model, import_bytes, import_file, import_file_with, OnnxError,
 };
 use ebb_compiler::pipeline::{compile, CompileOptions};
-use ebb_ir::{Bindings, Symbol};
+use ebb_ir::Bindings;
 use ebb_passes::plan::check::check;
 use ebb_runtime::finalize::{finalize, FinalizeError, FinalizeOptions};
 use onnx_common::{dir, options};
@@ -37,55 +37,60 @@ fn names() -> Vec<String> {
     v
 }
 
-/// The bindings of the first reference of fixture `name`.
-fn ref_bindings(name: &str) -> Bindings {
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap())
-            .unwrap();
-    meta["refs"][0]["bindings"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (Symbol::new(k), v.as_i64().unwrap()))
+/// A training-sized shape for the planning test: `batch = 1024`, `seq = 256` (activations
+/// dominate there; at the reference shapes of the numerics tests, parameters and optimizer
+/// state alone exceed half the peak).
+fn planning_bindings(g: &ebb_ir::Graph) -> Bindings {
+    g.scope
+        .symbols()
+        .into_iter()
+        .map(|s| {
+            let v = if s.name() == "seq" { 256 } else { 1024 };
+            (s, v)
+        })
         .collect()
 }
 
 #[test]
-fn every_fixture_imports_compiles_and_finalizes_at_half_its_peak() {
+fn every_fixture_imports_compiles_and_finalizes_under_half_its_peak_or_the_smallest_feasible_budget(
+) {
     let names = names();
-    assert!(names.len() >= 4, "fixtures: {names:?}");
+    assert!(names.len() >= 8, "fixtures: {names:?}");
+    let mut met_half = Vec::new();
     for name in names {
         let (g, stats) = import_file_with(&fixture(&name), &options(&name))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(stats.unresolved_dims, 0, "{name}: {:?}", stats.warnings);
         ebb_ir::verify::verify(&g).unwrap();
         let c = compile(g, &CompileOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let b = ref_bindings(&name);
+        let b = planning_bindings(&c.graph);
         let po =
             ebb_passes::memory::liveness(&c.graph, &ebb_passes::memory::program_order(&c.graph))
                 .peak(&b)
                 .unwrap()
                 .0;
-        // An optimizer-only model holds little besides its inputs (parameters, gradients,
-        // moments), which stay resident: when the lower bound exceeds half the peak, that
-        // budget must be reported infeasible, and the smallest feasible one must be met.
+        // Half the peak is not always reachable: an optimizer model holds nothing but its
+        // inputs (always resident), and an MLP's backward needs its few large activations at
+        // once. Then finalize must report the smallest feasible budget, which must be met.
         let lb = ebb_passes::memory::lower_bound(&c.graph, &b).unwrap();
         let mut budget = po / 2;
-        if lb > budget {
-            let opts = FinalizeOptions {
-                budget: Some(budget),
-                ..Default::default()
-            };
-            match finalize(&c.plan, &b, &opts) {
-                Err(FinalizeError::Infeasible { smallest, .. }) => {
+        let opts = FinalizeOptions {
+            budget: Some(budget),
+            ..Default::default()
+        };
+        if let Err(e) = finalize(&c.plan, &b, &opts) {
+            match e {
+                FinalizeError::Infeasible { smallest, .. } => {
                     assert!(
-                        smallest >= lb && smallest <= po,
-                        "{name}: {smallest} vs {lb}..{po}"
+                        smallest > budget && smallest >= lb && smallest <= po,
+                        "{name}"
                     );
                     budget = smallest;
                 }
-                other => panic!("{name}: lower bound {lb} > {budget}, got {other:?}"),
+                e => panic!("{name}: {e}"),
             }
+        } else {
+            met_half.push(name.clone());
         }
         let opts = FinalizeOptions {
             budget: Some(budget),
@@ -93,6 +98,11 @@ fn every_fixture_imports_compiles_and_finalizes_at_half_its_peak() {
         };
         let cp = finalize(&c.plan, &b, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(cp.peak_bytes_planned <= budget, "{name}");
+        eprintln!(
+            "{name}: program-order peak {po} B, lower bound {lb} B, budget {budget} B, planned {} B, {} decisions",
+            cp.peak_bytes_planned,
+            cp.decisions.len()
+        );
         let report = check(
             &c.graph,
             c.plan.variant(cp.variant).unwrap(),
@@ -101,6 +111,14 @@ fn every_fixture_imports_compiles_and_finalizes_at_half_its_peak() {
         )
         .unwrap_or_else(|e| panic!("{name}: checker: {e}"));
         assert_eq!(report.peak, cp.peak_bytes_planned, "{name}");
+    }
+    // The transformer training steps (torch SGD/AdamW, ORT) meet half their peak.
+    for n in [
+        "ort_gpt2_tiny_training",
+        "torch_gpt2_tiny_adam",
+        "torch_gpt2_tiny_sgd",
+    ] {
+        assert!(met_half.iter().any(|m| m == n), "{n}: {met_half:?}");
     }
 }
 
