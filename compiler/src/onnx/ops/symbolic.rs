@@ -194,14 +194,14 @@ pub fn slice_indices(n: i64, start: i64, end: i64, step: i64) -> Vec<i64> {
         let mut i = s;
         while i < e {
             out.push(i);
-            i += step;
+            i = i.saturating_add(step);
         }
     } else {
         let (s, e) = (s.clamp(-1, n - 1), e.clamp(-1, n - 1));
         let mut i = s;
         while i > e {
             out.push(i);
-            i += step;
+            i = i.saturating_add(step);
         }
     }
     out
