@@ -118,7 +118,6 @@ impl Lower for Binary {
             && cx.ty(acc).dtype.is_int()
         {
             // Mod with fmod=0 takes the sign of the divisor: r + b where r != 0 and sign(r) != sign(b).
-            let a = cx.input(n, 0)?;
             let b = cx.input(n, 1)?;
             let r = acc;
             let d = cx.ty(r).dtype;
@@ -129,7 +128,6 @@ impl Lower for Binary {
             let differ = cx.compare("NE", rneg, bneg)?;
             let fix = cx.binary(OpKind::And, rz, differ)?;
             let rb = cx.binary(OpKind::Add, r, b)?;
-            let _ = a;
             acc = cx.select(fix, rb, r)?;
         }
         one(acc)

@@ -184,11 +184,9 @@ fn sample_weights(
     if cx.opt_input(n, labels_in + 1).is_some() {
         // Σ_c onehot·w[c] along the class axis.
         let wt = cx.input(n, labels_in + 1)?;
-        let r = cx.ty(oh).rank();
         let shape = cx.ty(oh).shape;
         let wb = cx.broadcast_in_dim(wt, &[1], &shape)?;
         let p = cx.binary(OpKind::Multiply, oh, wb)?;
-        let _ = r;
         w = Some(cx.reduce(p, &[1], OpKind::Add, 0.0, false)?);
     }
     let ignore = if cx.opt_input(n, labels_in + 2).is_some() {
