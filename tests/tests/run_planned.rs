@@ -8,10 +8,18 @@ use ebb_ir::Bindings;
 use ebb_runtime::finalize::{FinalizeError, FinalizeOptions};
 use ebb_runtime::inputs::random_inputs;
 use ebb_runtime::{Runtime, RuntimeError, Tensor};
-use ebb_tests::jax_fixture;
+use ebb_tests::{jax_fixture, jax_fixtures_dir};
 
+/// Compiles a JAX fixture by name, or an ONNX fixture given as `onnx/NAME`.
 fn compile(name: &str) -> Plan {
-    let (g, _) = ebb_compiler::stablehlo::import_file(&jax_fixture(name)).unwrap();
+    let path = match name.strip_prefix("onnx/") {
+        Some(n) => jax_fixtures_dir()
+            .parent()
+            .map(|d| d.join("onnx").join(format!("{n}.onnx")))
+            .unwrap(),
+        None => jax_fixture(name),
+    };
+    let (g, _) = ebb_compiler::frontend::import_file(&path, None).unwrap();
     pipeline::compile(g, &CompileOptions::default())
         .unwrap()
         .plan
@@ -114,6 +122,46 @@ fn gpt2_tiny_at_half_of_program_order_peak_runs_bit_identical() {
     let (budget, overhead) = run_fixture("gpt2_tiny_adamw", "B=8,S=256", 0.5);
     assert_eq!(budget, po / 2, "50% of program order must be feasible");
     assert!(overhead <= 0.15, "recompute overhead {overhead:.3} > 15%");
+}
+
+#[test]
+fn onnx_gpt_steps_at_half_of_program_order_peak_run_bit_identical() {
+    for name in [
+        "onnx/torch_gpt2_tiny_sgd",
+        "onnx/torch_gpt2_tiny_adam",
+        "onnx/ort_gpt2_tiny_training",
+    ] {
+        let plan = compile(name);
+        let b = pipeline::parse_bindings("batch=8,seq=256").unwrap();
+        let po = program_order_peak(&plan, &b);
+        let (budget, _) = run_fixture(name, "batch=8,seq=256", 0.5);
+        assert_eq!(
+            budget,
+            po / 2,
+            "{name}: 50% of program order must be feasible"
+        );
+    }
+}
+
+/// On the MLPs, parameters and optimizer state dominate: half the program-order peak is below
+/// the lower bound (inputs + the largest op), so no plan can meet it; they run at the smallest
+/// feasible budget instead.
+#[test]
+fn onnx_mlp_steps_run_bit_identical_at_their_smallest_feasible_budget() {
+    for name in [
+        "onnx/torch_mlp_sgd",
+        "onnx/torch_mlp_adam",
+        "onnx/ort_mlp_training",
+    ] {
+        let plan = compile(name);
+        let b = pipeline::parse_bindings("batch=512").unwrap();
+        let r = pipeline::plan_report(&plan, &b, None).unwrap();
+        assert!(
+            r.lower_bound_bytes > r.peak_bytes_program_order / 2,
+            "{name}"
+        );
+        run_fixture(name, "batch=512", 0.5);
+    }
 }
 
 #[test]
