@@ -296,11 +296,14 @@ proptest! {
     }
 }
 
+/// Symbol values of the shapes of one fixture.
+type Shapes<'a> = &'a [&'a [(&'a str, i64)]];
+
 /// Prints greedy vs exact on the fixtures at 50% and 60% of the program-order peak.
 #[test]
 #[ignore = "prints a table (slow); run with --ignored --nocapture"]
 fn exact_vs_greedy_table() {
-    let cases: [(&str, &[&[(&str, i64)]]); 3] = [
+    let cases: [(&str, Shapes); 3] = [
         (
             "gpt2_tiny_adamw",
             &[
@@ -357,11 +360,6 @@ fn exact_vs_greedy_table() {
                         ExactStatus::Feasible { gap } => ("feasible", gap),
                         ExactStatus::Infeasible => ("infeasible", 0.0),
                         ExactStatus::TimedOut => ("timed out", 0.0),
-                    };
-                    let kinds = if kinds.len() == 2 {
-                        "both"
-                    } else {
-                        "recompute"
                     };
                     let shape: Vec<String> =
                         shape.iter().map(|(k, v)| format!("{k}={v}")).collect();

@@ -23,6 +23,9 @@
 //! (the MLP fixture) the accounting is the plan checker's. Size: `O(n²)` binaries and
 //! `O(n · edges)` free variables for `n` ops, so only for graphs of a few hundred ops.
 
+// Stages, points and options are parallel index spaces; ranges read better than zips here.
+#![allow(clippy::needless_range_loop)]
+
 use super::{ExactError, ExactStatus};
 use crate::remat::cost;
 use ebb_ir::{Bindings, Graph, NodeId, OpKind};

@@ -22,7 +22,9 @@
 //! counts, regeneration peaks included, so the optimum's peak is the checker's peak; pairs of
 //! decisions the checker rejects together are excluded. See [`model`] for the rows, their
 //! reduction to the points over budget (exact, since decisions only subtract bytes) and the
-//! exclusions; [`milp`] for the solver call.
+//! exclusions; [`milp`] for the solver call. [`checkmate`] is the full fixed-schedule
+//! Checkmate MILP (every op recomputable), for tiny graphs only, to measure what the candidate
+//! restriction costs.
 //!
 //! Costs use the runtime finalize's model: recompute µs = FLOPs / `flops_per_us`; swap µs =
 //! max(0, 2 · bytes / `link_bytes_per_us` − compute µs of the points the value is off the

@@ -11,10 +11,15 @@
 //! * resident bytes at `p`: `base[p] − Σ_{i: e_i < p < t_i} s_i·y_i`;
 //! * the regeneration of option `i` runs before the op at `t_i`, after the regenerations at
 //!   `t_i` of smaller candidates, and holds `g_i` bytes on top of what is resident then
-//!   (`Candidate::regen_peak_bytes`; the value's size for a reload):
-//!   `bound[t_i] − Σ_{j: e_j < t_i < t_j} s_j·y_j − Σ_{j: t_j = t_i, cand_j > cand_i} s_j·y_j
-//!   + (g_i − s_i)·y_i`. With `y_i = 0` this is the device bytes part-way through the
-//!   regenerations at `t_i`, at most the resident bytes at `t_i`, so the row needs no big-M.
+//!   (`Candidate::regen_peak_bytes`; the value's size for a reload), so its peak is
+//!
+//! ```text
+//! bound[t_i] − Σ_{j: e_j < t_i < t_j} s_j·y_j − Σ_{j: t_j = t_i, cand_j > cand_i} s_j·y_j
+//!            + (g_i − s_i)·y_i  <=  budget
+//! ```
+//!
+//!   With `y_i = 0` this is the device bytes part-way through the regenerations at `t_i`, at
+//!   most the resident bytes at `t_i`, so the row needs no big-M.
 //!
 //! # Row reduction (exact)
 //! Decisions only subtract bytes, so a point with `base[p] <= budget` meets the budget under
@@ -30,6 +35,9 @@
 //! read is not live at `t_i`, or a candidate whose window or claimed bytes the checker rejects,
 //! gets no option at all. Options that free no point and reload nothing are kept: evicting a
 //! value across a regeneration can lower that regeneration's peak.
+
+// Stages, points and options are parallel index spaces; ranges read better than zips here.
+#![allow(clippy::needless_range_loop)]
 
 use super::ExactError;
 use ebb_ir::dim::DimError;

@@ -296,7 +296,7 @@ fn overlapping_windows_of_one_value_exclude_each_other() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     /// Tests the full Checkmate MILP against the candidate-restricted one (recompute only):
     /// with the schedule's own peak as budget it needs no recompute, and its optimum is never
