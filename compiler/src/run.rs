@@ -87,6 +87,8 @@ pub struct RunResult {
     pub resident_unplanned: Vec<i64>,
     /// The graph's name (for plot titles).
     pub graph_name: String,
+    /// The plan that ran.
+    pub plan: Plan,
 }
 
 /// Runs `plan` (see the module docs), calling `progress(point, points)` during execution.
@@ -169,6 +171,7 @@ pub fn run(
         step,
         resident_unplanned,
         graph_name: plan.graph_name.clone(),
+        plan,
     })
 }
 
@@ -214,6 +217,10 @@ pub fn write_timeline(r: &RunResult, path: &std::path::Path) -> Result<()> {
         before: r.resident_unplanned.clone(),
         after: Some(measured),
         budget_bytes: r.report.plan.budget_bytes,
+        marks: crate::bench::decision_marks(
+            r.plan.variant(r.step.concrete.variant).unwrap_or(&r.plan),
+            &r.step.concrete.decisions,
+        ),
     };
     crate::bench::plot::timeline(&t, &r.graph_name, path)
 }

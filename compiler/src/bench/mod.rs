@@ -197,6 +197,57 @@ pub struct Timeline {
     pub after: Option<Vec<i64>>,
     /// The budget in bytes.
     pub budget_bytes: Option<i64>,
+    /// Evictions, offloads, regenerations and reloads of the budget's decisions.
+    pub marks: Vec<Mark>,
+}
+
+/// What a decision does at a program point (marked on the timeline).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkKind {
+    /// A value to be recomputed is freed after the point.
+    Evict,
+    /// A value is offloaded to host memory after the point (swap).
+    Offload,
+    /// A value is recomputed before the point.
+    Regenerate,
+    /// A swapped value is reloaded (prefetched) before the point.
+    Reload,
+}
+
+/// One timeline mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    /// The program point.
+    pub point: usize,
+    /// What happens there.
+    pub kind: MarkKind,
+}
+
+/// The marks of `decisions` on `plan` (the finalized variant).
+pub fn decision_marks(
+    plan: &ebb_ir::plan::Plan,
+    decisions: &[ebb_ir::plan::Decision],
+) -> Vec<Mark> {
+    use ebb_ir::plan::DecisionKind;
+    let mut out = Vec::with_capacity(2 * decisions.len());
+    for d in decisions {
+        let Some(c) = plan.candidates.get(d.candidate) else {
+            continue;
+        };
+        let (out_kind, back, back_kind) = match d.kind {
+            DecisionKind::Recompute => (MarkKind::Evict, c.regenerate_before, MarkKind::Regenerate),
+            DecisionKind::Swap => (MarkKind::Offload, c.prefetch_at, MarkKind::Reload),
+        };
+        out.push(Mark {
+            point: c.evict_after,
+            kind: out_kind,
+        });
+        out.push(Mark {
+            point: back,
+            kind: back_kind,
+        });
+    }
+    out
 }
 
 impl Summary {

@@ -205,6 +205,44 @@ pub fn timeline(t: &Timeline, name: &str, path: &Path) -> Result<()> {
             .label("after decisions")
             .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], blue));
     }
+    if let Some(after) = &t.after {
+        use super::MarkKind;
+        let kinds = [
+            (
+                MarkKind::Evict,
+                "evict (recompute)",
+                RGBColor(148, 103, 189),
+            ),
+            (MarkKind::Regenerate, "regenerate", RGBColor(44, 160, 44)),
+            (MarkKind::Offload, "offload (swap)", RGBColor(255, 127, 14)),
+            (
+                MarkKind::Reload,
+                "reload (prefetch)",
+                RGBColor(23, 190, 207),
+            ),
+        ];
+        for (kind, label, color) in kinds {
+            let pts: Vec<(f64, f64)> = t
+                .marks
+                .iter()
+                .filter(|m| m.kind == kind)
+                .filter_map(|m| {
+                    after
+                        .get(m.point)
+                        .map(|&b| (m.point as f64, b as f64 / MIB))
+                })
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            let style = color.filled();
+            chart
+                .draw_series(pts.into_iter().map(|p| TriangleMarker::new(p, 5, style)))
+                .map_err(err)?
+                .label(label)
+                .legend(move |(a, b)| TriangleMarker::new((a + 10, b), 5, style));
+        }
+    }
     if let Some(b) = t.budget_bytes {
         let red = ShapeStyle::from(RGBColor(214, 39, 40)).stroke_width(1);
         let y = b as f64 / MIB;

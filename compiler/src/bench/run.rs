@@ -333,10 +333,22 @@ fn timeline(
         }
     };
     let after = budget.and_then(|x| finalize::finalize(plan, &b, &fo(Some(x))).ok());
+    let marks = after
+        .as_ref()
+        .map(|c| super::decision_marks(plan.variant(c.variant).unwrap_or(plan), &c.decisions))
+        .unwrap_or_default();
     Ok(Timeline {
         bind: names(&b),
         before: before.resident,
-        after: after.map(|c| c.resident),
+        after: after.map(|c| {
+            // Regeneration peaks happen before the point's op: show them at the point.
+            c.resident
+                .iter()
+                .zip(&c.regen_peak)
+                .map(|(&r, &q)| r.max(q))
+                .collect()
+        }),
         budget_bytes: budget,
+        marks,
     })
 }
