@@ -75,7 +75,10 @@ pub fn exact_row(
         link_bytes_per_us: cost.link_bytes_per_us,
         kinds: FinalizeOptions::default().kinds,
     };
-    let r = exact::solve(p, b, &opts).map_err(|e| anyhow::anyhow!("exact solver: {e}"))?;
+    // Warm-started from the greedy's decisions, so a time-limited solve is never worse.
+    let start = greedy.map(|g| g.decisions.as_slice()).unwrap_or(&[]);
+    let r = exact::solve_with_start(p, b, &opts, start)
+        .map_err(|e| anyhow::anyhow!("exact solver: {e}"))?;
     let (status, mip_gap, has) = match r.status {
         ExactStatus::Optimal => ("optimal", None, true),
         ExactStatus::Feasible { gap } => ("feasible", Some(gap), true),
