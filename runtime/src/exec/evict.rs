@@ -15,11 +15,10 @@
 //! operands, and a reloaded value is a bit copy, so outputs are bit-identical to a run without
 //! decisions.
 
-use super::{dispatch, op_err, Ctx, KernelFailure, Program};
-use crate::error::{ExecError, OpError};
+use super::Program;
+use crate::error::ExecError;
 use crate::tensor::Tensor;
 use ebb_ir::plan::{Decision, DecisionKind, Plan};
-use std::cell::Cell;
 use std::collections::HashMap;
 
 /// A value brought back into device memory before a point.
@@ -214,7 +213,6 @@ impl Program<'_> {
                 let (mut live, mut peak) = (0u64, *resident);
                 for (k, &si) in steps.iter().enumerate() {
                     let s = &self.steps[si];
-                    let node = g.node(s.node);
                     let mut operands = Vec::with_capacity(s.operands.len());
                     for &o in &s.operands {
                         let t = temps
@@ -228,22 +226,7 @@ impl Program<'_> {
                             })?;
                         operands.push(t);
                     }
-                    let ctx = Ctx {
-                        node,
-                        out: &s.out,
-                        bindings: &self.bindings,
-                        transient: Cell::new(0),
-                    };
-                    let results = dispatch(&ctx, operands).map_err(|e| match e {
-                        KernelFailure::Op(source) => op_err(node, source),
-                        KernelFailure::Exec(e) => e,
-                    })?;
-                    if results.len() != s.out.len() {
-                        return Err(op_err(
-                            node,
-                            OpError::Invalid("recompute: wrong number of results".into()),
-                        ));
-                    }
+                    let (results, _) = self.run_kernel(s, operands)?;
                     for (i, t) in results.into_iter().enumerate() {
                         let u = s.first_result + i as u32;
                         live += self.sizes[u as usize];

@@ -424,46 +424,17 @@ impl<'g> Program<'g> {
                     )
                 })?);
             }
-            let ctx = Ctx {
-                node,
-                out: &s.out,
-                bindings: &self.bindings,
-                transient: Cell::new(0),
-            };
-            let results = dispatch(&ctx, operands).map_err(|e| match e {
-                KernelFailure::Op(source) => op_err(node, source),
-                KernelFailure::Exec(e) => e,
-            })?;
-            if results.len() != s.out.len() {
-                return Err(op_err(
-                    node,
-                    OpError::Invalid(format!(
-                        "kernel returned {} results, expected {}",
-                        results.len(),
-                        s.out.len()
-                    )),
-                ));
-            }
-            for (i, (t, ot)) in results.into_iter().zip(&s.out).enumerate() {
-                if t.dtype() != ot.dtype || t.shape() != ot.shape.as_slice() {
-                    return Err(op_err(
-                        node,
-                        OpError::Invalid(format!(
-                            "result {i} is {} but the op's type is {}",
-                            fmt_type(t.dtype(), t.shape()),
-                            fmt_type(ot.dtype, &ot.shape)
-                        )),
-                    ));
-                }
+            let (results, transient) = self.run_kernel(s, operands)?;
+            for (i, t) in results.into_iter().enumerate() {
                 resident += self.sizes[s.first_result as usize + i];
                 slots[s.first_result as usize + i] = Some(t);
             }
-            let here = (resident + ctx.transient.get()).max(stats.regen_peak[p]);
+            let here = (resident + transient).max(stats.regen_peak[p]);
             if here > stats.peak_bytes || stats.resident_bytes.is_empty() {
                 stats.peak_bytes = here;
                 stats.peak_point = p;
             }
-            stats.resident_bytes.push(resident + ctx.transient.get());
+            stats.resident_bytes.push(resident + transient);
             for &v in &s.frees {
                 slots[v as usize] = None;
                 resident -= self.sizes[v as usize];
@@ -502,6 +473,47 @@ impl<'g> Program<'g> {
             );
         }
         Ok((outs, stats))
+    }
+}
+
+impl Program<'_> {
+    /// Runs the kernel of step `s` on `operands` and checks its results against the op's types
+    /// at the bindings. Returns the results and the op's region transient bytes.
+    fn run_kernel(&self, s: &Step, operands: Vec<Tensor>) -> Result<(Vec<Tensor>, u64), ExecError> {
+        let node = self.g.node(s.node);
+        let ctx = Ctx {
+            node,
+            out: &s.out,
+            bindings: &self.bindings,
+            transient: Cell::new(0),
+        };
+        let results = dispatch(&ctx, operands).map_err(|e| match e {
+            KernelFailure::Op(source) => op_err(node, source),
+            KernelFailure::Exec(e) => e,
+        })?;
+        if results.len() != s.out.len() {
+            return Err(op_err(
+                node,
+                OpError::Invalid(format!(
+                    "kernel returned {} results, expected {}",
+                    results.len(),
+                    s.out.len()
+                )),
+            ));
+        }
+        for (i, (t, ot)) in results.iter().zip(&s.out).enumerate() {
+            if t.dtype() != ot.dtype || t.shape() != ot.shape.as_slice() {
+                return Err(op_err(
+                    node,
+                    OpError::Invalid(format!(
+                        "result {i} is {} but the op's type is {}",
+                        fmt_type(t.dtype(), t.shape()),
+                        fmt_type(ot.dtype, &ot.shape)
+                    )),
+                ));
+            }
+        }
+        Ok((results, ctx.transient.get()))
     }
 }
 
