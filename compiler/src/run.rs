@@ -113,7 +113,13 @@ pub fn run(
         InputSource::Npz(p) => npz_inputs(p, n_in)?,
     };
     let step = rt.step_with_progress(b, inputs.clone(), progress)?;
-    let npz_max_rel_err = (!expected.is_empty()).then(|| max_rel_err(&step.outputs, &expected));
+    let npz_max_rel_err = (!expected.is_empty()).then(|| {
+        step.outputs
+            .iter()
+            .zip(&expected)
+            .map(|(g, w)| g.rel_err(w))
+            .fold(0f64, f64::max)
+    });
     let (mut matches, mut unplanned_ms, mut checker_peak) = (None, None, None);
     if opts.check {
         let mut free = Runtime::new(plan.clone(), None)?;
@@ -173,30 +179,6 @@ pub fn run(
         graph_name: plan.graph_name.clone(),
         plan,
     })
-}
-
-/// Largest per-output relative error `max |a − b| / max |b|` (the metric of the numeric tests;
-/// infinite when shapes differ or a value is NaN where the reference is not).
-fn max_rel_err(got: &[Tensor], want: &[Tensor]) -> f64 {
-    let mut worst = 0.0f64;
-    for (g, w) in got.iter().zip(want) {
-        if g.shape() != w.shape() {
-            return f64::INFINITY;
-        }
-        let (a, b) = (g.to_f64_vec(), w.to_f64_vec());
-        let scale = b.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-30);
-        let mut diff = 0f64;
-        for (x, y) in a.iter().zip(&b) {
-            if x.is_nan() != y.is_nan() {
-                return f64::INFINITY;
-            }
-            if !x.is_nan() {
-                diff = diff.max((x - y).abs());
-            }
-        }
-        worst = worst.max(diff / scale);
-    }
-    worst
 }
 
 /// Writes the run's memory timeline as SVG: resident bytes per program point without

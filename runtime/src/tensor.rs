@@ -713,6 +713,26 @@ impl Tensor {
         &self.data
     }
 
+    /// Relative error against a reference: `max |a − b| / max |b|` over all elements (the
+    /// metric of the numeric checks against framework outputs). Positions where both are NaN
+    /// agree; a NaN on one side only, or a shape mismatch, gives infinity.
+    pub fn rel_err(&self, want: &Tensor) -> f64 {
+        if self.shape() != want.shape() {
+            return f64::INFINITY;
+        }
+        let (a, b) = (self.to_f64_vec(), want.to_f64_vec());
+        let scale = b.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-30);
+        let mut diff = 0f64;
+        for (x, y) in a.iter().zip(&b) {
+            match (x.is_nan(), y.is_nan()) {
+                (true, true) => {}
+                (false, false) => diff = diff.max((x - y).abs()),
+                _ => return f64::INFINITY,
+            }
+        }
+        diff / scale
+    }
+
     /// A copy with its own buffer (what a device↔host transfer produces).
     pub fn deep_copy(&self) -> Tensor {
         Tensor {

@@ -61,21 +61,6 @@ fn load_ref(path: &Path, n_in: usize, n_out: usize) -> (Vec<Tensor>, Vec<Tensor>
     (ins, outs)
 }
 
-/// `max |a-b| / max(max |b|, 1e-30)` over all elements.
-fn rel_err(got: &Tensor, want: &Tensor) -> f64 {
-    assert_eq!(got.shape(), want.shape(), "shape");
-    let (a, b) = (got.to_f64_vec(), want.to_f64_vec());
-    let scale = b.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-30);
-    let diff = a.iter().zip(&b).fold(0f64, |m, (x, y)| {
-        if x.is_nan() && y.is_nan() {
-            m
-        } else {
-            m.max((x - y).abs())
-        }
-    });
-    diff / scale
-}
-
 /// A schedule different from program order: reverse postorder of a depth-first search along
 /// users, started from the roots in reverse program order.
 fn rpo_schedule(g: &Graph) -> Vec<NodeId> {
@@ -198,7 +183,7 @@ fn compare_outputs(
     let find = |paths: &[String], p: &str| paths.iter().position(|x| x == p);
     let mut res = Vec::new();
     for (i, (a, e)) in got.iter().zip(want).enumerate() {
-        let r = rel_err(a, e);
+        let r = a.rel_err(e);
         let leaf = out_paths[i].strip_prefix("new_params");
         let adam = opt.as_ref().zip(leaf).and_then(|(o, leaf)| {
             let mu_in = find(&in_paths, &format!("opt_state[0].mu{leaf}"))?;

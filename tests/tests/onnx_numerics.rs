@@ -51,21 +51,6 @@ fn npz_names(m: &serde_json::Value) -> (Vec<String>, BTreeMap<String, String>) {
     (ins, after)
 }
 
-/// `max |a-b| / max(max |b|, 1e-30)` over all elements (NaN = NaN).
-fn rel_err(got: &Tensor, want: &Tensor) -> f64 {
-    assert_eq!(got.shape(), want.shape(), "shape");
-    let (a, b) = (got.to_f64_vec(), want.to_f64_vec());
-    let scale = b.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-30);
-    let diff = a.iter().zip(&b).fold(0f64, |m, (x, y)| {
-        if x.is_nan() && y.is_nan() {
-            m
-        } else {
-            m.max((x - y).abs())
-        }
-    });
-    diff / scale
-}
-
 /// AdamW hyper-parameters of a torch fixture (`config.optimizer`, `AdamW(lr=.., betas=(..,
 /// ..), eps=.., weight_decay=..)`).
 struct AdamW {
@@ -218,7 +203,7 @@ fn run(name: &str) -> Vec<(String, OutputErr)> {
         for (i, t) in got.iter().enumerate() {
             let o = &out_names[i];
             let want = &wants[o];
-            let rel = rel_err(t, want);
+            let rel = t.rel_err(want);
             let tol = if adam && adam_state(o) { 1e-4 } else { 1e-5 };
             let units = match (&opt, o.strip_prefix("new_")) {
                 (Some(opt), Some(p)) if p.starts_with("params.") => {
