@@ -8,7 +8,7 @@
 //! block arguments and whose outputs are the returned values.
 
 use crate::dim::{DimExpr, SymbolScope};
-use crate::op::{Attr, Attrs, OpKind};
+use crate::op::{Op, OpKind};
 use crate::types::TensorType;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::EdgeRef;
@@ -36,13 +36,12 @@ impl ValueRef {
     }
 }
 
-/// An op in the graph: its kind, attributes, result types, regions and source location.
+/// An op in the graph: the op (kind and typed payload), result types, regions and source
+/// location.
 #[derive(Clone, Debug)]
 pub struct Node {
-    /// Operation kind.
-    pub kind: OpKind,
-    /// Named attributes.
-    pub attrs: Attrs,
+    /// The op: its kind and typed payload.
+    pub op: Op,
     /// Result types (symbolic shapes).
     pub outputs: Vec<TensorType>,
     /// Nested regions (reduce bodies, while cond/body).
@@ -53,14 +52,18 @@ pub struct Node {
 
 impl Node {
     /// A node without regions or location.
-    pub fn new(kind: OpKind, attrs: Attrs, outputs: Vec<TensorType>) -> Self {
+    pub fn new(op: Op, outputs: Vec<TensorType>) -> Self {
         Node {
-            kind,
-            attrs,
+            op,
             outputs,
             regions: Vec::new(),
             loc: None,
         }
+    }
+
+    /// The op's kind.
+    pub fn kind(&self) -> OpKind {
+        self.op.kind()
     }
 }
 
@@ -73,7 +76,7 @@ pub struct Operand {
     pub operand: u32,
 }
 
-/// Relation of a shape assertion.
+/// A comparison relation: of a shape assertion, or the direction of a `compare` op.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum Relation {
     Eq,
@@ -165,10 +168,8 @@ impl Graph {
 
     /// Adds an `input` node (argument `inputs().len()`) named `name` of type `ty`.
     pub fn add_input(&mut self, name: &str, ty: TensorType) -> ValueRef {
-        let mut attrs = Attrs::new();
-        attrs.insert("index".into(), Attr::I64(self.inputs.len() as i64));
-        attrs.insert("name".into(), Attr::Str(name.to_string()));
-        let id = self.g.add_node(Node::new(OpKind::Input, attrs, vec![ty]));
+        let op = Op::input(self.inputs.len(), name);
+        let id = self.g.add_node(Node::new(op, vec![ty]));
         self.inputs.push(id);
         self.order.push(id);
         ValueRef::new(id, 0)
@@ -296,7 +297,7 @@ impl Graph {
     /// Input nodes cannot be removed and are skipped.
     pub fn remove_nodes(&mut self, ids: &HashSet<NodeId>) {
         for &id in ids {
-            if self.g.contains_node(id) && self.g[id].kind != OpKind::Input {
+            if self.g.contains_node(id) && self.g[id].kind() != OpKind::Input {
                 self.g.remove_node(id);
             }
         }
@@ -333,7 +334,7 @@ impl Graph {
     pub fn op_count(&self) -> usize {
         self.order
             .iter()
-            .filter(|id| self.g[**id].kind != OpKind::Input)
+            .filter(|id| self.g[**id].kind() != OpKind::Input)
             .count()
     }
 
@@ -342,10 +343,10 @@ impl Graph {
         &self.g
     }
 
-    /// Name of input `id` (the `name` attribute), or "".
+    /// Name of input `id`, or "" if `id` is not an input.
     pub fn input_name(&self, id: NodeId) -> &str {
-        match self.g[id].attrs.get("name") {
-            Some(Attr::Str(s)) => s,
+        match &self.g[id].op {
+            Op::Input(s) => &s.name,
             _ => "",
         }
     }
@@ -361,13 +362,7 @@ impl Graph {
                     *d = f(d);
                 }
             }
-            for a in n.attrs.values_mut() {
-                if let Attr::Dims(ds) = a {
-                    for d in ds.iter_mut() {
-                        *d = f(d);
-                    }
-                }
-            }
+            n.op.map_dims(f);
             for r in n.regions.iter_mut() {
                 r.map_dims(f);
             }

@@ -16,5 +16,5 @@ pub mod verify;
 pub use dim::{Bindings, DimExpr, DimOrdering, Symbol, SymbolScope};
 pub use dtype::DType;
 pub use graph::{Graph, Node, NodeId, Relation, ShapeAssertion, ValueRef};
-pub use op::{Attr, Attrs, AttrsExt, Literal, OpKind};
+pub use op::{Attr, Attrs, Literal, Op, OpKind};
 pub use types::{Shape, TensorType};

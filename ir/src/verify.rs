@@ -109,14 +109,14 @@ pub fn verify(g: &Graph) -> Result<(), VerifyError> {
         if edges != operands.len() || operands.iter().enumerate().any(|(k, _)| k >= edges) {
             return Err(structure(g, i, id, "operand indices are not dense"));
         }
-        if n.kind != OpKind::Input && n.regions.len() != n.kind.num_regions() {
+        if n.kind() != OpKind::Input && n.regions.len() != n.kind().num_regions() {
             return Err(structure(
                 g,
                 i,
                 id,
                 &format!(
                     "expects {} regions, has {}",
-                    n.kind.num_regions(),
+                    n.kind().num_regions(),
                     n.regions.len()
                 ),
             ));
@@ -126,7 +126,7 @@ pub fn verify(g: &Graph) -> Result<(), VerifyError> {
         }
         let types: Vec<_> = operands.iter().map(|v| g.value_type(*v)).collect();
         let inferred =
-            infer(n.kind, &n.attrs, &types, &n.regions).map_err(|source| VerifyError::Shape {
+            infer(&n.op, &types, &n.regions).map_err(|source| VerifyError::Shape {
                 graph: g.name.clone(),
                 position: i,
                 loc: loc(g, id),
@@ -174,7 +174,7 @@ fn loc(g: &Graph, id: NodeId) -> String {
 
 fn structure(g: &Graph, position: usize, id: NodeId, msg: &str) -> VerifyError {
     let op = if g.contains(id) {
-        g.node(id).kind.name().to_string()
+        g.node(id).kind().name().to_string()
     } else {
         "?".into()
     };

@@ -13,7 +13,7 @@ use super::ParseError;
 use crate::dim::{DimError, DimExpr, Symbol, SymbolScope};
 use crate::dtype::DType;
 use crate::graph::{Graph, NodeId, Relation, ShapeAssertion, ValueRef};
-use crate::op::{Attr, Attrs, OpKind};
+use crate::op::{Attrs, Op, OpKind};
 use crate::types::TensorType;
 use crate::Node;
 use std::collections::HashMap;
@@ -43,8 +43,7 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
 
 /// An op read but not yet added to the graph; operands are indices of earlier pending ops.
 struct PendingOp {
-    kind: OpKind,
-    attrs: Attrs,
+    op: Op,
     types: Vec<TensorType>,
     operands: Vec<PendingRef>,
     regions: Vec<Graph>,
@@ -181,11 +180,13 @@ impl<'a> Parser<'a> {
             }
             self.c.expect(")", "to close the operand list")?;
         }
+        let attrs_at = self.c.here();
         let attrs = if self.c.peek() == Some(b'{') {
             self.attr_dict()?
         } else {
             Attrs::new()
         };
+        let op = Op::from_attrs(kind, attrs).map_err(|e| self.c.error_at(attrs_at, e.to_string()))?;
         self.c.expect(":", "before the result types")?;
         let types = self.types()?;
         if types.len() != nres {
@@ -230,8 +231,7 @@ impl<'a> Parser<'a> {
                 .error_at(at, format!("value `%{name}` is defined twice")));
         }
         Ok(PendingOp {
-            kind,
-            attrs,
+            op,
             types,
             operands,
             regions,
@@ -434,11 +434,11 @@ fn build(
     g.assertions = assertions;
     let mut ids: Vec<Option<NodeId>> = vec![None; pending.len()];
     let mut inputs: Vec<usize> = (0..pending.len())
-        .filter(|&i| pending[i].kind == OpKind::Input)
+        .filter(|&i| pending[i].op.kind() == OpKind::Input)
         .collect();
-    let index_of = |p: &PendingOp| match p.attrs.get("index") {
-        Some(Attr::I64(i)) => *i,
-        _ => i64::MAX,
+    let index_of = |p: &PendingOp| match &p.op {
+        Op::Input(s) => s.index,
+        _ => usize::MAX,
     };
     inputs.sort_by_key(|&i| (index_of(&pending[i]), i));
     let mut pending: Vec<Option<PendingOp>> = pending.into_iter().map(Some).collect();
@@ -451,7 +451,7 @@ fn build(
             .unwrap_or_else(|| TensorType::scalar(DType::F32));
         let v = g.add_input("", ty);
         let n = g.node_mut(v.node);
-        n.attrs = p.attrs;
+        n.op = p.op;
         n.loc = p.loc;
         ids[i] = Some(v.node);
     }
@@ -464,8 +464,7 @@ fn build(
             .filter_map(|&(j, k)| ids[j].map(|id| ValueRef::new(id, k)))
             .collect();
         let node = Node {
-            kind: p.kind,
-            attrs: p.attrs,
+            op: p.op,
             outputs: p.types,
             regions: p.regions,
             loc: p.loc,

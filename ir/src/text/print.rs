@@ -199,7 +199,7 @@ impl Printer {
         if n.outputs.len() != 1 {
             let _ = write!(self.out, ":{}", n.outputs.len());
         }
-        let _ = write!(self.out, " = {}", n.kind.name());
+        let _ = write!(self.out, " = {}", n.kind().name());
         let operands = g.operands(id);
         if !operands.is_empty() {
             self.out.push('(');
@@ -211,9 +211,10 @@ impl Printer {
             }
             self.out.push(')');
         }
-        if !n.attrs.is_empty() {
+        let attrs = n.op.to_attrs();
+        if !attrs.is_empty() {
             self.out.push_str(" {");
-            for (k, (name, a)) in n.attrs.iter().enumerate() {
+            for (k, (name, a)) in attrs.iter().enumerate() {
                 if k > 0 {
                     self.out.push_str(", ");
                 }

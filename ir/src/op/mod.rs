@@ -1,0 +1,313 @@
+//! The op set: StableHLO operations (named as in the StableHLO spec) plus the few Ebb-specific
+//! ops that the importer and the planner need (`input`, `dim_constant`).
+//!
+//! An op is an [`Op`]: its kind with a typed payload ([`schema`]) where the kind has
+//! configuration — `Op::Compare(CompareSpec { direction, .. })`, `Op::DotGeneral(DotDims)`,
+//! `Op::Convolution(ConvSpec)`, `Op::BroadcastInDim(BroadcastSpec)`, ... Payloads are built and
+//! validated once, by the front ends and the textual-IR parser ([`codec`], the only place that
+//! knows attribute names); everything else matches on fields. [`OpKind`] is the payload-free
+//! discriminant (names, tables, e-graph nodes). Dynamic StableHLO ops (`dynamic_broadcast_in_dim`,
+//! `dynamic_reshape`, `dynamic_iota`, `real_dynamic_slice`, `dynamic_gather`) are imported as
+//! their static counterparts with symbolic payloads, so that every shape in the graph is a
+//! [`DimExpr`] over named symbols.
+
+mod attr;
+pub mod codec;
+mod literal;
+pub mod schema;
+
+pub use attr::{Attr, AttrError, Attrs};
+pub use literal::{f16_bits_to_f32, f32_to_f16_bits, Literal};
+pub use schema::*;
+
+use crate::dim::DimExpr;
+use crate::dtype::DType;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+macro_rules! ops {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal $(($payload:ty))?,)*) => {
+        /// Operation kind. The textual name is the StableHLO spec name (without the
+        /// `stablehlo.` prefix) for StableHLO ops.
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Serialize, Deserialize)]
+        pub enum OpKind { $($(#[$doc])* $variant,)* }
+
+        /// An op: its kind and, where the kind has configuration, the typed payload.
+        #[derive(Clone, PartialEq, Eq, Hash, Debug)]
+        pub enum Op { $($(#[$doc])* $variant $(($payload))?,)* }
+
+        impl OpKind {
+            /// All op kinds.
+            pub const ALL: &'static [OpKind] = &[$(OpKind::$variant,)*];
+
+            /// Textual name, e.g. `dot_general`.
+            pub fn name(self) -> &'static str {
+                match self { $(OpKind::$variant => $name,)* }
+            }
+
+            /// Looks an op kind up by its textual name (`dot_general`, not `stablehlo.dot_general`).
+            pub fn from_name(name: &str) -> Option<OpKind> {
+                match name { $($name => Some(OpKind::$variant),)* _ => None }
+            }
+
+            /// Whether ops of this kind carry no payload (elementwise ops other than `convert`
+            /// and `compare`, `select`, `clamp`, `dynamic_update_slice`, `while`,
+            /// `optimization_barrier`).
+            pub fn is_payload_free(self) -> bool {
+                Op::simple(self).is_some()
+            }
+        }
+
+        impl Op {
+            /// The op's kind.
+            pub fn kind(&self) -> OpKind {
+                match self { $(ops!(@pat $variant $(($payload))?) => OpKind::$variant,)* }
+            }
+
+            /// The op of a payload-free kind (`add`, `select`, `while`, ...); `None` for kinds
+            /// that need a payload.
+            pub fn simple(kind: OpKind) -> Option<Op> {
+                match kind { $(OpKind::$variant => ops!(@unit $variant $(($payload))?),)* }
+            }
+        }
+    };
+    (@pat $variant:ident ($payload:ty)) => { Op::$variant(_) };
+    (@pat $variant:ident) => { Op::$variant };
+    (@unit $variant:ident ($payload:ty)) => { None };
+    (@unit $variant:ident) => { Some(Op::$variant) };
+}
+
+ops! {
+    /// A graph input (parameter, optimizer state, batch). Text attrs: `index`, `name`.
+    Input = "input" (InputSpec),
+    /// A literal tensor. Text attr: `value`.
+    Constant = "constant" (Literal),
+    /// An integer tensor whose elements are symbolic dimensions, evaluated at run time from the
+    /// bindings (e.g. `B` converted to a float for a mean). Text attr: `values`.
+    DimConstant = "dim_constant" (Vec<DimExpr>),
+    Abs = "abs",
+    Negate = "negate",
+    Exponential = "exponential",
+    ExponentialMinusOne = "exponential_minus_one",
+    Log = "log",
+    LogPlusOne = "log_plus_one",
+    Logistic = "logistic",
+    Sqrt = "sqrt",
+    Rsqrt = "rsqrt",
+    Cbrt = "cbrt",
+    Tanh = "tanh",
+    Sine = "sine",
+    Cosine = "cosine",
+    Floor = "floor",
+    Ceil = "ceil",
+    Sign = "sign",
+    RoundNearestEven = "round_nearest_even",
+    RoundNearestAfz = "round_nearest_afz",
+    Not = "not",
+    IsFinite = "is_finite",
+    /// Element type conversion to the payload's type. Text attr: `dtype`.
+    Convert = "convert" (DType),
+    Add = "add",
+    Subtract = "subtract",
+    Multiply = "multiply",
+    Divide = "divide",
+    Remainder = "remainder",
+    Maximum = "maximum",
+    Minimum = "minimum",
+    Power = "power",
+    Atan2 = "atan2",
+    And = "and",
+    Or = "or",
+    Xor = "xor",
+    ShiftLeft = "shift_left",
+    ShiftRightLogical = "shift_right_logical",
+    ShiftRightArithmetic = "shift_right_arithmetic",
+    /// Text attrs: `comparison_direction` (EQ, NE, GE, GT, LE, LT), `compare_type`.
+    Compare = "compare" (CompareSpec),
+    Select = "select",
+    Clamp = "clamp",
+    /// Text attrs: `broadcast_dimensions`, `shape` (result shape).
+    BroadcastInDim = "broadcast_in_dim" (BroadcastSpec),
+    /// The payload is the result shape. Text attr: `shape`.
+    Reshape = "reshape" (Vec<DimExpr>),
+    /// The payload is the permutation. Text attr: `permutation`.
+    Transpose = "transpose" (Vec<i64>),
+    /// The payload is the concatenated dimension. Text attr: `dimension`.
+    Concatenate = "concatenate" (i64),
+    /// Text attrs: `start_indices`, `limit_indices`, `strides`.
+    Slice = "slice" (SliceSpec),
+    /// Operands: tensor, then one scalar start index per dimension. The payload is
+    /// `slice_sizes`.
+    DynamicSlice = "dynamic_slice" (Vec<DimExpr>),
+    /// Operands: tensor, update, then one scalar start index per dimension.
+    DynamicUpdateSlice = "dynamic_update_slice",
+    /// Text attrs: `edge_padding_low`, `edge_padding_high`, `interior_padding`.
+    Pad = "pad" (PadSpec),
+    /// The payload is the reversed `dimensions`.
+    Reverse = "reverse" (Vec<i64>),
+    /// Text attrs: `iota_dimension`, `shape`, `dtype`.
+    Iota = "iota" (IotaSpec),
+    /// Operands: inputs..., init values.... The payload is the reduced `dimensions`. One region
+    /// (the body).
+    Reduce = "reduce" (Vec<i64>),
+    /// Text attrs: `window_dimensions`, `window_strides`, `base_dilations`,
+    /// `window_dilations`, `padding` (flattened pairs). One region.
+    ReduceWindow = "reduce_window" (Window),
+    /// Window as for `reduce_window`. Two regions (select, scatter).
+    SelectAndScatter = "select_and_scatter" (Window),
+    /// Text attrs: `lhs_batching_dimensions`, `rhs_batching_dimensions`,
+    /// `lhs_contracting_dimensions`, `rhs_contracting_dimensions`, `dtype` (mixed precision).
+    DotGeneral = "dot_general" (DotDims),
+    /// Text attrs: `window_strides`, `padding` (flattened pairs), `lhs_dilation`,
+    /// `rhs_dilation`, `dimension_numbers` (`[b,0,1,f]x[o,i,0,1]->[b,0,1,f]`),
+    /// `feature_group_count`, `batch_group_count`, `dtype`.
+    Convolution = "convolution" (ConvSpec),
+    /// Text attrs: the [`GatherDims`] field names.
+    Gather = "gather" (GatherDims),
+    /// Text attrs: the [`ScatterDims`] field names. One region.
+    Scatter = "scatter" (ScatterDims),
+    /// Text attrs: `dimension`, `is_stable`. One region (comparator).
+    Sort = "sort" (SortSpec),
+    /// Loop: regions `cond` and `body`; operands are the loop-carried values.
+    While = "while",
+    /// Identity on its operands that the scheduler must not look through.
+    OptimizationBarrier = "optimization_barrier",
+    /// Text attrs: `call_target_name`, `backend_config`, `has_side_effect`.
+    CustomCall = "custom_call" (CustomCallSpec),
+}
+
+impl Op {
+    /// An `input` op for argument `index` named `name`.
+    pub fn input(index: usize, name: &str) -> Op {
+        Op::Input(InputSpec {
+            index,
+            name: name.to_string(),
+        })
+    }
+
+    /// Applies `f` to every symbolic dimension of the payload (result shapes, slice bounds,
+    /// slice sizes, dimension constants), e.g. to substitute symbols.
+    pub fn map_dims(&mut self, f: &dyn Fn(&DimExpr) -> DimExpr) {
+        let map = |v: &mut Vec<DimExpr>| v.iter_mut().for_each(|d| *d = f(d));
+        match self {
+            Op::DimConstant(v) | Op::Reshape(v) | Op::DynamicSlice(v) => map(v),
+            Op::BroadcastInDim(b) => map(&mut b.shape),
+            Op::Slice(s) => {
+                map(&mut s.start);
+                map(&mut s.limit);
+                map(&mut s.strides);
+            }
+            Op::Iota(i) => map(&mut i.shape),
+            Op::Gather(g) => map(&mut g.slice_sizes),
+            _ => {}
+        }
+    }
+
+    /// The symbolic dimensions of the payload, in the order [`Op::map_dims`] visits them.
+    pub fn dims(&self) -> Vec<&DimExpr> {
+        match self {
+            Op::DimConstant(v) | Op::Reshape(v) | Op::DynamicSlice(v) => v.iter().collect(),
+            Op::BroadcastInDim(b) => b.shape.iter().collect(),
+            Op::Slice(s) => s.start.iter().chain(&s.limit).chain(&s.strides).collect(),
+            Op::Iota(i) => i.shape.iter().collect(),
+            Op::Gather(g) => g.slice_sizes.iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl OpKind {
+    /// Elementwise ops with one operand.
+    pub fn is_unary_elementwise(self) -> bool {
+        use OpKind::*;
+        matches!(
+            self,
+            Abs | Negate
+                | Exponential
+                | ExponentialMinusOne
+                | Log
+                | LogPlusOne
+                | Logistic
+                | Sqrt
+                | Rsqrt
+                | Cbrt
+                | Tanh
+                | Sine
+                | Cosine
+                | Floor
+                | Ceil
+                | Sign
+                | RoundNearestEven
+                | RoundNearestAfz
+                | Not
+                | IsFinite
+                | Convert
+        )
+    }
+
+    /// Elementwise ops with two operands of equal shape.
+    pub fn is_binary_elementwise(self) -> bool {
+        use OpKind::*;
+        matches!(
+            self,
+            Add | Subtract
+                | Multiply
+                | Divide
+                | Remainder
+                | Maximum
+                | Minimum
+                | Power
+                | Atan2
+                | And
+                | Or
+                | Xor
+                | ShiftLeft
+                | ShiftRightLogical
+                | ShiftRightArithmetic
+                | Compare
+        )
+    }
+
+    /// Elementwise ops of any arity (unary, binary, `select`, `clamp`).
+    pub fn is_elementwise(self) -> bool {
+        self.is_unary_elementwise()
+            || self.is_binary_elementwise()
+            || matches!(self, OpKind::Select | OpKind::Clamp)
+    }
+
+    /// Number of regions the op must carry.
+    pub fn num_regions(self) -> usize {
+        match self {
+            OpKind::Reduce | OpKind::ReduceWindow | OpKind::Scatter | OpKind::Sort => 1,
+            OpKind::SelectAndScatter | OpKind::While => 2,
+            _ => 0,
+        }
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_names_round_trip() {
+        for &k in OpKind::ALL {
+            assert_eq!(OpKind::from_name(k.name()), Some(k));
+        }
+    }
+
+    #[test]
+    fn f16_round_trip() {
+        for v in [0.0f32, 1.0, -2.5, 65504.0, 1e-5, 0.1] {
+            let back = f16_bits_to_f32(f32_to_f16_bits(v));
+            assert!((back - v).abs() <= v.abs() * 1e-3 + 1e-7, "{v} -> {back}");
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Shape rules of the contractions: `dot_general` and `convolution` (StableHLO spec, each op's
+//! constraints).
+
+use super::window::window_shape;
+use super::{axis, dimerr, invalid, nth, one, Inferred};
+use crate::dim::DimExpr;
+use crate::op::{ConvSpec, DotDims, OpKind, Window};
+use crate::types::{Shape, TensorType};
+
+/// `dot_general` (spec C1–C12): batching dimensions, then the lhs's and the rhs's free
+/// dimensions; batching and contracting sizes must agree.
+pub(super) fn dot_general(op: OpKind, d: &DotDims, operands: &[&TensorType]) -> Inferred {
+    let a = nth(op, operands, 0)?;
+    let b = nth(op, operands, 1)?;
+    let (lb, rb, lc, rc) = (&d.lhs_batch, &d.rhs_batch, &d.lhs_contract, &d.rhs_contract);
+    if lb.len() != rb.len() || lc.len() != rc.len() {
+        return Err(invalid(op, "batching/contracting dimension counts differ"));
+    }
+    for (&l, &r) in lb.iter().zip(rb).chain(lc.iter().zip(rc)) {
+        let (l, r) = (axis(op, l, a.rank())?, axis(op, r, b.rank())?);
+        if a.shape[l] != b.shape[r] {
+            return Err(invalid(
+                op,
+                format!(
+                    "lhs dim {l} ({}) != rhs dim {r} ({})",
+                    a.shape[l], b.shape[r]
+                ),
+            ));
+        }
+    }
+    let mut s: Shape = lb.iter().map(|&d| a.shape[d as usize].clone()).collect();
+    let free = |x: &TensorType, bd: &[i64], cd: &[i64]| -> Vec<DimExpr> {
+        (0..x.rank())
+            .filter(|i| !bd.contains(&(*i as i64)) && !cd.contains(&(*i as i64)))
+            .map(|i| x.shape[i].clone())
+            .collect()
+    };
+    s.extend(free(a, lb, lc));
+    s.extend(free(b, rb, rc));
+    one(TensorType::new(d.result_dtype.unwrap_or(a.dtype), s))
+}
+
+/// `convolution` (spec C1–C33): the window runs over the input's spatial dimensions with the
+/// kernel's spatial sizes; batch and feature sizes follow the group counts.
+pub(super) fn convolution(op: OpKind, c: &ConvSpec, operands: &[&TensorType]) -> Inferred {
+    let x = nth(op, operands, 0)?;
+    let k = nth(op, operands, 1)?;
+    let dn = &c.dims;
+    let sd = dn.input_spatial.len();
+    let in_range = |r: usize, v: &[usize], extra: [usize; 2]| {
+        v.iter().chain(&extra).all(|&i| i < r)
+    };
+    if dn.kernel_spatial.len() != sd
+        || dn.output_spatial.len() != sd
+        || x.rank() != sd + 2
+        || k.rank() != sd + 2
+        || !in_range(x.rank(), &dn.input_spatial, [dn.input_batch, dn.input_feature])
+        || !in_range(
+            k.rank(),
+            &dn.kernel_spatial,
+            [dn.kernel_output_feature, dn.kernel_input_feature],
+        )
+        || !in_range(x.rank(), &dn.output_spatial, [dn.output_batch, dn.output_feature])
+    {
+        return Err(invalid(op, "dimension_numbers do not match operand ranks"));
+    }
+    let wins: Option<Vec<i64>> = dn.kernel_spatial.iter().map(|&i| k.shape[i].as_const()).collect();
+    let wins = wins.ok_or_else(|| invalid(op, "symbolic kernel spatial size"))?;
+    let window = Window {
+        dimensions: wins,
+        strides: c.window_strides.clone(),
+        base_dilations: c.lhs_dilation.clone(),
+        window_dilations: c.rhs_dilation.clone(),
+        padding: c.padding.clone(),
+    };
+    let spatial = window_shape(op, &window, &x.shape, Some(&dn.input_spatial))?;
+    let bgc = c.batch_group_count.max(1);
+    let mut s = vec![DimExpr::constant(0); x.rank()];
+    s[dn.output_batch] = x.shape[dn.input_batch]
+        .clone()
+        .floor_div(bgc)
+        .map_err(dimerr(op))?;
+    s[dn.output_feature] = k.shape[dn.kernel_output_feature].clone();
+    for (j, &p) in dn.output_spatial.iter().enumerate() {
+        s[p] = spatial[dn.input_spatial[j]].clone();
+    }
+    one(TensorType::new(c.result_dtype.unwrap_or(x.dtype), s))
+}

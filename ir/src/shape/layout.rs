@@ -1,0 +1,127 @@
+//! Shape rules of the data-movement ops: `broadcast_in_dim`, `reshape`, `transpose`,
+//! `concatenate`, `slice`, `dynamic_slice`, `pad` (StableHLO spec, each op's constraints).
+
+use super::{axis, dimerr, fmt_shape, invalid, nth, one, Inferred};
+use crate::dim::DimExpr;
+use crate::op::{BroadcastSpec, OpKind, PadSpec, SliceSpec};
+use crate::types::TensorType;
+
+/// `broadcast_in_dim` (spec C1–C6): each operand dimension is 1 or equals its result dimension.
+pub(super) fn broadcast_in_dim(op: OpKind, b: &BroadcastSpec, operands: &[&TensorType]) -> Inferred {
+    let x = nth(op, operands, 0)?;
+    let shape = b.shape.clone();
+    if b.dims.len() != x.rank() {
+        return Err(invalid(
+            op,
+            "broadcast_dimensions length differs from operand rank",
+        ));
+    }
+    for (i, &d) in b.dims.iter().enumerate() {
+        let d = axis(op, d, shape.len())?;
+        let od = &x.shape[i];
+        if od.as_const() != Some(1) && *od != shape[d] {
+            return Err(invalid(
+                op,
+                format!(
+                    "operand dim {i} ({od}) is neither 1 nor result dim {d} ({})",
+                    shape[d]
+                ),
+            ));
+        }
+    }
+    one(TensorType::new(x.dtype, shape))
+}
+
+/// `reshape` (spec C1): the element count is kept.
+pub(super) fn reshape(op: OpKind, shape: &[DimExpr], operands: &[&TensorType]) -> Inferred {
+    let x = nth(op, operands, 0)?;
+    let r = TensorType::new(x.dtype, shape.to_vec());
+    if r.num_elements() != x.num_elements() {
+        return Err(invalid(
+            op,
+            format!(
+                "element count changes: {} -> {}",
+                fmt_shape(&x.shape),
+                fmt_shape(&r.shape)
+            ),
+        ));
+    }
+    one(r)
+}
+
+/// `transpose` (spec C1–C4).
+pub(super) fn transpose(op: OpKind, perm: &[i64], operands: &[&TensorType]) -> Inferred {
+    let x = nth(op, operands, 0)?;
+    if perm.len() != x.rank() {
+        return Err(invalid(op, "permutation length differs from rank"));
+    }
+    let s = perm
+        .iter()
+        .map(|&p| axis(op, p, x.rank()).map(|p| x.shape[p].clone()))
+        .collect::<Result<_, _>>()?;
+    one(TensorType::new(x.dtype, s))
+}
+
+/// `concatenate` (spec C1–C6): sizes add up along `dimension`.
+pub(super) fn concatenate(op: OpKind, dimension: i64, operands: &[&TensorType]) -> Inferred {
+    let x = nth(op, operands, 0)?;
+    let d = axis(op, dimension, x.rank())?;
+    let mut s = x.shape.clone();
+    for o in &operands[1..] {
+        if o.rank() != x.rank() {
+            return Err(invalid(op, "operand ranks differ"));
+        }
+        s[d] = s[d].clone() + o.shape[d].clone();
+    }
+    one(TensorType::new(x.dtype, s))
+}
+
+/// `slice` (spec C1–C5): `ceil((limit - start) / stride)` per dimension.
+pub(super) fn slice(op: OpKind, sl: &SliceSpec, operands: &[&TensorType]) -> Inferred {
+    let x = nth(op, operands, 0)?;
+    let (st, li, sr) = (&sl.start, &sl.limit, &sl.strides);
+    if st.len() != x.rank() || li.len() != x.rank() || sr.len() != x.rank() {
+        return Err(invalid(op, "start/limit/stride lengths differ from rank"));
+    }
+    let mut s = Vec::new();
+    for i in 0..x.rank() {
+        let k = sr[i]
+            .as_const()
+            .ok_or_else(|| invalid(op, "symbolic stride"))?;
+        let n = (li[i].clone() - st[i].clone() + DimExpr::constant(k - 1))
+            .floor_div(k)
+            .map_err(dimerr(op))?;
+        s.push(n);
+    }
+    one(TensorType::new(x.dtype, s))
+}
+
+/// `dynamic_slice` (spec C1–C5): the result has `slice_sizes`.
+pub(super) fn dynamic_slice(op: OpKind, sizes: &[DimExpr], operands: &[&TensorType]) -> Inferred {
+    let x = nth(op, operands, 0)?;
+    if sizes.len() != x.rank() || operands.len() != 1 + x.rank() {
+        return Err(invalid(
+            op,
+            "slice_sizes/start index count differs from rank",
+        ));
+    }
+    one(TensorType::new(x.dtype, sizes.to_vec()))
+}
+
+/// `pad` (spec C1–C4): `d + low + high + (d - 1) * interior` per dimension.
+pub(super) fn pad(op: OpKind, p: &PadSpec, operands: &[&TensorType]) -> Inferred {
+    let x = nth(op, operands, 0)?;
+    let (lo, hi, it) = (&p.low, &p.high, &p.interior);
+    if lo.len() != x.rank() || hi.len() != x.rank() || it.len() != x.rank() {
+        return Err(invalid(op, "padding lengths differ from rank"));
+    }
+    let s = (0..x.rank())
+        .map(|i| {
+            let d = x.shape[i].clone();
+            d.clone()
+                + DimExpr::constant(lo[i] + hi[i])
+                + (d - DimExpr::constant(1)) * DimExpr::constant(it[i])
+        })
+        .collect();
+    one(TensorType::new(x.dtype, s))
+}
