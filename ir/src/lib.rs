@@ -13,7 +13,7 @@ pub mod text;
 pub mod types;
 pub mod verify;
 
-pub use dim::{Bindings, DimExpr, DimOrdering, Symbol, SymbolScope};
+pub use dim::{Bindings, BindingsExt, DimExpr, DimOrdering, Symbol, SymbolScope};
 pub use dtype::DType;
 pub use graph::{Graph, Node, NodeId, Relation, ShapeAssertion, ValueRef};
 pub use op::{Attr, Attrs, Literal, Op, OpKind};

@@ -25,6 +25,7 @@
 //! Evaluation ([`DimExpr::eval`]) never panics.
 
 mod atoms;
+mod bindings;
 mod certificate;
 mod display;
 mod eval;
@@ -40,6 +41,7 @@ mod scope;
 mod scope_tests;
 mod symbol;
 
+pub use bindings::{BindingsError, BindingsExt};
 pub use expr::DimExpr;
 pub use scope::{SymbolScope, SAMPLE_CAP};
 pub use symbol::Symbol;

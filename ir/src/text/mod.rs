@@ -82,8 +82,8 @@ mod lexer;
 mod parse;
 mod print;
 
-pub use parse::parse;
-pub use print::print;
+pub use parse::{parse, parse_attrs};
+pub use print::{print, print_attrs};
 
 use crate::graph::Graph;
 use std::fmt;

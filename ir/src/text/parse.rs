@@ -53,6 +53,19 @@ struct PendingOp {
 /// A value read but not yet built: (index of the pending op, result index).
 type PendingRef = (usize, u32);
 
+/// Parses an attribute dictionary `{name = value, ...}` as [`super::print_attrs`] writes it.
+/// Errors: [`ParseError`] with line and column; trailing text is an error.
+pub fn parse_attrs(src: &str) -> Result<Attrs, ParseError> {
+    let mut p = Parser {
+        c: Cursor::new(src),
+    };
+    let a = p.attr_dict()?;
+    if !p.c.at_end() {
+        return Err(p.c.error("expected end of input after the attributes"));
+    }
+    Ok(a)
+}
+
 /// The recursive-descent parser (its attribute methods are in `attrs.rs`).
 pub(super) struct Parser<'a> {
     pub(super) c: Cursor<'a>,

@@ -6,7 +6,7 @@ use super::lexer::is_ident;
 use crate::dim::{Symbol, SymbolScope};
 use crate::dtype::DType;
 use crate::graph::{Graph, NodeId, ValueRef};
-use crate::op::{Attr, Literal};
+use crate::op::{Attr, Attrs, Literal};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -23,6 +23,14 @@ pub fn print(g: &Graph) -> String {
     p.out.push_str(" {\n");
     p.body(g, 1);
     p.out.push_str("}\n");
+    p.out
+}
+
+/// Prints an attribute dictionary `{name = value, ...}` in the textual IR's value syntax (the
+/// form of an op's payload, [`crate::Op::to_attrs`]); [`super::parse_attrs`] reads it back.
+pub fn print_attrs(attrs: &Attrs) -> String {
+    let mut p = Printer { out: String::new() };
+    p.attr_dict(attrs);
     p.out
 }
 
@@ -213,20 +221,8 @@ impl Printer {
         }
         let attrs = n.op.to_attrs();
         if !attrs.is_empty() {
-            self.out.push_str(" {");
-            for (k, (name, a)) in attrs.iter().enumerate() {
-                if k > 0 {
-                    self.out.push_str(", ");
-                }
-                if is_ident(name) {
-                    self.out.push_str(name);
-                } else {
-                    self.string(name);
-                }
-                self.out.push_str(" = ");
-                self.attr(a);
-            }
-            self.out.push('}');
+            self.out.push(' ');
+            self.attr_dict(&attrs);
         }
         self.out.push_str(" : ");
         if n.outputs.is_empty() {
@@ -258,6 +254,24 @@ impl Printer {
             self.out.push(')');
         }
         self.out.push('\n');
+    }
+
+    /// `{name = value, ...}`, names sorted.
+    fn attr_dict(&mut self, attrs: &Attrs) {
+        self.out.push('{');
+        for (k, (name, a)) in attrs.iter().enumerate() {
+            if k > 0 {
+                self.out.push_str(", ");
+            }
+            if is_ident(name) {
+                self.out.push_str(name);
+            } else {
+                self.string(name);
+            }
+            self.out.push_str(" = ");
+            self.attr(a);
+        }
+        self.out.push('}');
     }
 
     fn attr(&mut self, a: &Attr) {

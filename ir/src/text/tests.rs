@@ -2,9 +2,9 @@
 //! `ir/tests/text_roundtrip.rs`.
 
 use super::lexer::{Cursor, Number};
-use super::{parse, print};
+use super::{parse, parse_attrs, print, print_attrs};
 use crate::graph::Graph;
-use crate::op::{Attr, Attrs, OpKind};
+use crate::op::{Attr, Attrs, CustomCallSpec, Op};
 use crate::types::TensorType;
 use crate::{DType, Node};
 
@@ -52,44 +52,53 @@ fn empty_graph_prints_minimally() {
 fn zero_result_ops_and_multi_result_references() {
     let mut g = Graph::new("m");
     let x = g.add_input("x", TensorType::scalar(DType::F32));
-    g.add_node(Node::new(OpKind::CustomCall, Attrs::new(), vec![]), &[x]);
+    let call = Op::CustomCall(CustomCallSpec::default());
+    g.add_node(Node::new(call, vec![]), &[x]);
     let two = g.add_node(
         Node::new(
-            OpKind::OptimizationBarrier,
-            Attrs::new(),
+            Op::OptimizationBarrier,
             vec![TensorType::scalar(DType::F32); 2],
         ),
         &[x, x],
     );
     g.set_outputs(vec![crate::ValueRef::new(two, 1)], vec![String::new()]);
     let text = print(&g);
-    assert!(text.contains("%1:0 = custom_call(%0) : ()\n"), "{text}");
+    assert!(
+        text.contains("%1:0 = custom_call(%0) {call_target_name = \"\"} : ()\n"),
+        "{text}"
+    );
     assert!(
         text.contains("%2:2 = optimization_barrier(%0, %0) : f32[], f32[]\n"),
         "{text}"
     );
     assert!(text.contains("return %2#1\n"), "{text}");
     assert_eq!(print(&parse(&text).unwrap()), text);
-    let e = parse("graph { %0:2 = iota : f32[], f32[]\n return %0 }").unwrap_err();
+    let e = parse("graph { %0:2 = optimization_barrier : f32[], f32[]\n return %0 }").unwrap_err();
     assert!(e.message.contains("name one as `%0#k`"), "{e}");
 }
 
 #[test]
 fn float_attributes_print_exactly() {
-    let mut g = Graph::new("");
     let mut a = Attrs::new();
     a.insert("a".into(), Attr::F64(1e16));
     a.insert("b".into(), Attr::F64(-0.0));
     a.insert("c".into(), Attr::F64(f64::NEG_INFINITY));
     a.insert("d".into(), Attr::I64(-3));
-    g.add_node(Node::new(OpKind::CustomCall, a, vec![]), &[]);
-    let text = print(&g);
-    assert!(
-        text.contains("{a = 1e16, b = -0.0, c = -inf, d = -3}"),
-        "{text}"
-    );
-    let back = parse(&text).unwrap();
-    let n = back.node(back.order()[0]);
-    assert!(matches!(n.attrs["b"], Attr::F64(v) if v == 0.0 && v.is_sign_negative()));
-    assert_eq!(n.attrs["d"], Attr::I64(-3));
+    let text = print_attrs(&a);
+    assert_eq!(text, "{a = 1e16, b = -0.0, c = -inf, d = -3}");
+    let back = parse_attrs(&text).unwrap();
+    assert!(matches!(back["b"], Attr::F64(v) if v == 0.0 && v.is_sign_negative()));
+    assert_eq!(back["d"], Attr::I64(-3));
+    assert!(parse_attrs("{a = 1} x").is_err());
+}
+
+#[test]
+fn payloads_are_validated_when_parsed() {
+    let e = parse("graph {\n %0 = input {index = 0} : f32[2,3]\n %1 = transpose(%0) {perm = [1, 0]} : f32[3,2]\n return %1 }")
+        .unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.message.contains("attribute `permutation` is missing"), "{e}");
+    let e = parse("graph {\n %0 = input {index = 0} : i32[2]\n %1 = compare(%0, %0) {comparison_direction = \"XX\"} : i1[2]\n return %1 }")
+        .unwrap_err();
+    assert!(e.message.contains("comparison_direction"), "{e}");
 }
