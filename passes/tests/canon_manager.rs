@@ -2,8 +2,9 @@
 //! broke the graph, pass lookup, the report) and a property test of the canonicalization
 //! pipeline on random graphs (verifies, idempotent, computes the same values).
 
+use ebb_ir::op::BroadcastSpec;
 use ebb_ir::text::{parse, print};
-use ebb_ir::{Attr, Attrs, DType, Graph, Literal, Node, OpKind, TensorType, ValueRef};
+use ebb_ir::{DType, Graph, Literal, Node, Op, TensorType, ValueRef};
 use ebb_passes::canon::{self, Cse, Dce, Fold};
 use ebb_passes::manager::{Pass, PassError, PassManager, PassResult, StopReason};
 use proptest::prelude::*;
@@ -269,12 +270,8 @@ fn rand_op() -> impl Strategy<Value = RandOp> {
     ]
 }
 
-fn node(kind: OpKind, attrs: &[(&str, Attr)], ty: TensorType) -> Node {
-    let attrs: Attrs = attrs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect();
-    Node::new(kind, attrs, vec![ty])
+fn node(op: Op, ty: TensorType) -> Node {
+    Node::new(op, vec![ty])
 }
 
 /// Builds the graph: inputs `x`, `y`, then the ops; outputs are the values picked by `outs`.
@@ -282,17 +279,13 @@ fn build(ops: &[RandOp], outs: &[usize]) -> Graph {
     let v4 = TensorType::fixed(DType::F32, &[4]);
     let mut g = Graph::new("random");
     let mut vals = vec![g.add_input("x", v4.clone()), g.add_input("y", v4.clone())];
-    let dims4 = Attr::Dims(vec![ebb_ir::DimExpr::constant(4)]);
+    let dims4 = vec![ebb_ir::DimExpr::constant(4)];
     for op in ops {
         let pick = |i: usize| vals[i % vals.len()];
         let (n, operands) = match *op {
             RandOp::Const(c) => (
                 node(
-                    OpKind::Constant,
-                    &[(
-                        "value",
-                        Attr::Literal(Literal::splat_f64(DType::F32, c as f64)),
-                    )],
+                    Op::Constant(Literal::splat_f64(DType::F32, c as f64)),
                     v4.clone(),
                 ),
                 vec![],
@@ -300,54 +293,31 @@ fn build(ops: &[RandOp], outs: &[usize]) -> Graph {
             RandOp::ScalarBroadcast(c) => {
                 let s = g.add_node(
                     node(
-                        OpKind::Constant,
-                        &[(
-                            "value",
-                            Attr::Literal(Literal::splat_f64(DType::F32, c as f64)),
-                        )],
+                        Op::Constant(Literal::splat_f64(DType::F32, c as f64)),
                         TensorType::scalar(DType::F32),
                     ),
                     &[],
                 );
                 (
                     node(
-                        OpKind::BroadcastInDim,
-                        &[
-                            ("broadcast_dimensions", Attr::Ints(vec![])),
-                            ("shape", dims4.clone()),
-                        ],
+                        Op::BroadcastInDim(BroadcastSpec {
+                            dims: vec![],
+                            shape: dims4.clone(),
+                        }),
                         v4.clone(),
                     ),
                     vec![ValueRef::new(s, 0)],
                 )
             }
-            RandOp::Exp(a) => (node(OpKind::Exponential, &[], v4.clone()), vec![pick(a)]),
-            RandOp::Neg(a) => (node(OpKind::Negate, &[], v4.clone()), vec![pick(a)]),
-            RandOp::Add(a, b) => (node(OpKind::Add, &[], v4.clone()), vec![pick(a), pick(b)]),
-            RandOp::Mul(a, b) => (
-                node(OpKind::Multiply, &[], v4.clone()),
-                vec![pick(a), pick(b)],
-            ),
-            RandOp::SameConvert(a) => (
-                node(
-                    OpKind::Convert,
-                    &[("dtype", Attr::DType(DType::F32))],
-                    v4.clone(),
-                ),
-                vec![pick(a)],
-            ),
-            RandOp::SameReshape(a) => (
-                node(OpKind::Reshape, &[("shape", dims4.clone())], v4.clone()),
-                vec![pick(a)],
-            ),
-            RandOp::IdentityTranspose(a) => (
-                node(
-                    OpKind::Transpose,
-                    &[("permutation", Attr::Ints(vec![0]))],
-                    v4.clone(),
-                ),
-                vec![pick(a)],
-            ),
+            RandOp::Exp(a) => (node(Op::Exponential, v4.clone()), vec![pick(a)]),
+            RandOp::Neg(a) => (node(Op::Negate, v4.clone()), vec![pick(a)]),
+            RandOp::Add(a, b) => (node(Op::Add, v4.clone()), vec![pick(a), pick(b)]),
+            RandOp::Mul(a, b) => (node(Op::Multiply, v4.clone()), vec![pick(a), pick(b)]),
+            RandOp::SameConvert(a) => (node(Op::Convert(DType::F32), v4.clone()), vec![pick(a)]),
+            RandOp::SameReshape(a) => (node(Op::Reshape(dims4.clone()), v4.clone()), vec![pick(a)]),
+            RandOp::IdentityTranspose(a) => {
+                (node(Op::Transpose(vec![0]), v4.clone()), vec![pick(a)])
+            }
         };
         let id = g.add_node(n, &operands);
         vals.push(ValueRef::new(id, 0));
@@ -365,19 +335,16 @@ fn eval(g: &Graph, x: [f32; 4], y: [f32; 4]) -> Vec<[u32; 4]> {
         let n = g.node(id);
         let ops: Vec<[f32; 4]> = g.operands(id).iter().map(|v| env[&v.node]).collect();
         let map = |f: &dyn Fn(usize) -> f32| -> [f32; 4] { std::array::from_fn(f) };
-        let v = match n.kind {
-            OpKind::Input => {
+        let v = match &n.op {
+            Op::Input(_) => {
                 if g.input_name(id) == "x" {
                     x
                 } else {
                     y
                 }
             }
-            OpKind::Constant => match &n.attrs["value"] {
-                Attr::Literal(l) => [l.get_f64(0).unwrap() as f32; 4],
-                _ => unreachable!(),
-            },
-            OpKind::BroadcastInDim | OpKind::Convert | OpKind::Reshape | OpKind::Transpose => {
+            Op::Constant(l) => [l.get_f64(0).unwrap() as f32; 4],
+            Op::BroadcastInDim(_) | Op::Convert(_) | Op::Reshape(_) | Op::Transpose(_) => {
                 // A broadcast here only ever reads a scalar splat constant.
                 if ops.is_empty() {
                     unreachable!()
@@ -385,11 +352,11 @@ fn eval(g: &Graph, x: [f32; 4], y: [f32; 4]) -> Vec<[u32; 4]> {
                     ops[0]
                 }
             }
-            OpKind::Exponential => map(&|i| ops[0][i].exp()),
-            OpKind::Negate => map(&|i| -ops[0][i]),
-            OpKind::Add => map(&|i| ops[0][i] + ops[1][i]),
-            OpKind::Multiply => map(&|i| ops[0][i] * ops[1][i]),
-            k => panic!("unexpected op {k}"),
+            Op::Exponential => map(&|i| ops[0][i].exp()),
+            Op::Negate => map(&|i| -ops[0][i]),
+            Op::Add => map(&|i| ops[0][i] + ops[1][i]),
+            Op::Multiply => map(&|i| ops[0][i] * ops[1][i]),
+            op => panic!("unexpected op {}", op.kind()),
         };
         env.insert(id, v);
     }

@@ -3,9 +3,9 @@
 //! Compiled on its own as well, as a test target without tests.
 #![allow(dead_code)]
 
+use ebb_ir::op::CustomCallSpec;
 use ebb_ir::{
-    Attr, Attrs, Bindings, DType, DimExpr, Graph, Node, NodeId, OpKind, Symbol, TensorType,
-    ValueRef,
+    Bindings, DType, DimExpr, Graph, Node, NodeId, Op, OpKind, Symbol, TensorType, ValueRef,
 };
 use proptest::prelude::*;
 
@@ -43,21 +43,20 @@ impl Builder {
         self.g.add_input(name, t)
     }
 
-    /// An op of kind `kind` whose result type shape inference would give (`t`).
+    /// An op of the payload-free kind `kind` (`add`, `tanh`, ...) whose result type shape
+    /// inference would give (`t`).
     pub fn op(&mut self, kind: OpKind, operands: &[ValueRef], t: TensorType) -> ValueRef {
-        ValueRef::new(
-            self.g
-                .add_node(Node::new(kind, Attrs::new(), vec![t]), operands),
-            0,
-        )
+        let op = Op::simple(kind).expect("a payload-free op kind");
+        ValueRef::new(self.g.add_node(Node::new(op, vec![t]), operands), 0)
     }
 
     /// A `custom_call @target` with the given result types (any shapes).
     pub fn call(&mut self, target: &str, operands: &[ValueRef], types: Vec<TensorType>) -> NodeId {
-        let mut attrs = Attrs::new();
-        attrs.insert("call_target_name".into(), Attr::Str(target.into()));
-        self.g
-            .add_node(Node::new(OpKind::CustomCall, attrs, types), operands)
+        let op = Op::CustomCall(CustomCallSpec {
+            target: target.into(),
+            ..CustomCallSpec::default()
+        });
+        self.g.add_node(Node::new(op, types), operands)
     }
 
     /// A single-result `custom_call @target`.

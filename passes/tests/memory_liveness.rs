@@ -5,7 +5,8 @@
 #[path = "memory_helpers.rs"]
 mod helpers;
 
-use ebb_ir::{DType, DimExpr, Graph, OpKind, ValueRef};
+use ebb_ir::op::CompareSpec;
+use ebb_ir::{DType, DimExpr, Graph, Op, OpKind, Relation, ValueRef};
 use ebb_passes::memory::{liveness, program_order, Liveness, ValueClass};
 use helpers::*;
 
@@ -154,15 +155,13 @@ pub fn while_graph() -> Graph {
     let i = cond.input("i", carried()[0].clone());
     let _x = cond.input("x", carried()[1].clone());
     let n = cond.call1("limit", &[], ty(DType::I32, &[]));
-    let mut attrs = ebb_ir::Attrs::new();
-    attrs.insert(
-        "comparison_direction".into(),
-        ebb_ir::Attr::Str("LT".into()),
-    );
-    let lt = cond.g.add_node(
-        ebb_ir::Node::new(OpKind::Compare, attrs, vec![ty(DType::I1, &[])]),
-        &[i, n],
-    );
+    let lt_op = Op::Compare(CompareSpec {
+        direction: Relation::Lt,
+        compare_type: None,
+    });
+    let lt = cond
+        .g
+        .add_node(ebb_ir::Node::new(lt_op, vec![ty(DType::I1, &[])]), &[i, n]);
     cond.outputs(&[ValueRef::new(lt, 0)]);
     let mut body = Builder::new("body");
     let i = body.input("i", carried()[0].clone());
@@ -175,7 +174,7 @@ pub fn while_graph() -> Graph {
     let mut b = Builder::new("loop");
     let i0 = b.input("i0", carried()[0].clone());
     let x0 = b.input("x0", carried()[1].clone());
-    let mut node = ebb_ir::Node::new(OpKind::While, ebb_ir::Attrs::new(), carried());
+    let mut node = ebb_ir::Node::new(Op::While, carried());
     node.regions = vec![cond.finish(), body.finish()];
     let w = b.g.add_node(node, &[i0, x0]);
     let y = b.op(OpKind::Negate, &[ValueRef::new(w, 1)], f32t(&["B", "S"]));

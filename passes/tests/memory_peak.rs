@@ -130,7 +130,7 @@ fn topological_orders(
         let ready = g
             .operands(op)
             .iter()
-            .all(|v| g.node(v.node).kind == OpKind::Input || prefix.contains(&v.node));
+            .all(|v| g.node(v.node).kind() == OpKind::Input || prefix.contains(&v.node));
         if ready {
             prefix.push(op);
             topological_orders(g, ops, prefix, out);

@@ -3,10 +3,9 @@
 //! random subsets of candidates taken as random allowed kinds, and deliberately corrupted plans.
 
 use ebb_ir::graph::Node;
+use ebb_ir::op::CustomCallSpec;
 use ebb_ir::plan::{Decision, DecisionKind, Plan};
-use ebb_ir::{
-    Attr, Attrs, Bindings, DType, DimExpr, Graph, NodeId, OpKind, Symbol, TensorType, ValueRef,
-};
+use ebb_ir::{Bindings, DType, DimExpr, Graph, NodeId, Op, OpKind, Symbol, TensorType, ValueRef};
 use ebb_passes::memory::{liveness, Schedule};
 use ebb_passes::plan::{build_plan, check, resident_bytes, CheckError, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
@@ -37,28 +36,28 @@ fn build(inputs: usize, ops: &[OpSpec], outputs: &[usize]) -> Graph {
             .map(|(v, _)| *v)
             .collect();
         let y = same[b % same.len()];
-        let (kind, operands, out, attrs) = match k % 6 {
-            0 => (OpKind::Negate, vec![x], dt, Attrs::new()),
-            1 => (OpKind::Tanh, vec![x], dt, Attrs::new()),
-            2 => (OpKind::Add, vec![x, y], dt, Attrs::new()),
-            3 => (OpKind::Multiply, vec![x, y], dt, Attrs::new()),
+        let (op, operands, out) = match k % 6 {
+            0 => (Op::Negate, vec![x], dt),
+            1 => (Op::Tanh, vec![x], dt),
+            2 => (Op::Add, vec![x, y], dt),
+            3 => (Op::Multiply, vec![x, y], dt),
             4 => {
                 let to = if dt == DType::F32 {
                     DType::BF16
                 } else {
                     DType::F32
                 };
-                let mut a = Attrs::new();
-                a.insert("dtype".into(), Attr::DType(to));
-                (OpKind::Convert, vec![x], to, a)
+                (Op::Convert(to), vec![x], to)
             }
             _ => {
-                let mut a = Attrs::new();
-                a.insert("call_target_name".into(), Attr::Str("opaque".into()));
-                (OpKind::CustomCall, vec![x], dt, a)
+                let call = CustomCallSpec {
+                    target: "opaque".into(),
+                    ..CustomCallSpec::default()
+                };
+                (Op::CustomCall(call), vec![x], dt)
             }
         };
-        let id = g.add_node(Node::new(kind, attrs, vec![ty(out)]), &operands);
+        let id = g.add_node(Node::new(op, vec![ty(out)]), &operands);
         vals.push((ValueRef::new(id, 0), out));
     }
     let n = vals.len();
@@ -81,7 +80,7 @@ fn schedule(g: &Graph, keys: &[u32]) -> Schedule {
         .order()
         .iter()
         .copied()
-        .filter(|&id| g.node(id).kind != OpKind::Input)
+        .filter(|&id| g.node(id).kind() != OpKind::Input)
         .collect();
     let mut done: Vec<NodeId> = g.inputs().to_vec();
     let mut out = Vec::new();

@@ -31,7 +31,7 @@ fn show(g: &Graph, idx: &ScheduleIndex, c: &Candidate, why: &Option<Rejection>) 
     let ops: Vec<String> = c
         .recompute
         .iter()
-        .map(|&p| format!("%{p} {}", g.node(g.order()[p]).kind))
+        .map(|&p| format!("%{p} {}", g.node(g.order()[p]).kind()))
         .collect();
     let reads: Vec<String> = c.recompute_reads.iter().map(|&v| name(idx, v)).collect();
     let kinds: Vec<&str> = c

@@ -86,7 +86,7 @@ fn tests_that_a_transpose_shared_by_two_dots_is_removed() {
     assert!(!out
         .order()
         .iter()
-        .any(|id| out.node(*id).kind == ebb_ir::OpKind::Transpose));
+        .any(|id| out.node(*id).kind() == ebb_ir::OpKind::Transpose));
     assert_eq!(rep.classes_changed, 2);
     insta::assert_snapshot!(before_after(&g, &G));
 }

@@ -121,7 +121,7 @@ fn tests_that_the_bias_gradient_reduces_the_computed_sum() {
     let reduces = out
         .order()
         .iter()
-        .filter(|id| out.node(**id).kind == ebb_ir::OpKind::Reduce)
+        .filter(|id| out.node(**id).kind() == ebb_ir::OpKind::Reduce)
         .count();
     assert_eq!(reduces, 1);
     insta::assert_snapshot!(before_after(&g, &G));

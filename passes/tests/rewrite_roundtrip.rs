@@ -7,11 +7,10 @@
 mod rewrite_util;
 
 use ebb_ir::dim::DimExpr;
+use ebb_ir::op::{BroadcastSpec, DotDims};
 use ebb_ir::shape::infer;
 use ebb_ir::text::print;
-use ebb_ir::{
-    Attr, Attrs, Bindings, DType, Graph, Literal, Node, OpKind, Symbol, TensorType, ValueRef,
-};
+use ebb_ir::{Bindings, DType, Graph, Literal, Node, Op, OpKind, Symbol, TensorType, ValueRef};
 use ebb_passes::rewrite::{rewrite, Limits, RewriteError, RuleGroup, StopReason};
 use proptest::prelude::*;
 use rewrite_util::eval::{assert_close, eval};
@@ -94,7 +93,7 @@ fn tests_that_shared_subterms_stay_shared() {
     let count = |k: OpKind| {
         out.order()
             .iter()
-            .filter(|id| out.node(**id).kind == k)
+            .filter(|id| out.node(**id).kind() == k)
             .count()
     };
     assert_eq!(
@@ -152,7 +151,7 @@ fn tests_that_limits_stop_the_runner_and_the_result_still_verifies() {
     let (out, rep) = run(&g, &[RuleGroup::SinkBroadcast]);
     assert_eq!(rep.stop_reason, StopReason::Saturated);
     assert_eq!(
-        out.order().last().map(|id| out.node(*id).kind),
+        out.order().last().map(|id| out.node(*id).kind()),
         Some(OpKind::BroadcastInDim)
     );
 }
@@ -162,11 +161,7 @@ fn tests_that_an_invalid_graph_is_refused() {
     let mut g = Graph::new("main");
     let x = g.add_input("x", TensorType::fixed(DType::F32, &[4]));
     let bad = g.add_node(
-        Node::new(
-            OpKind::Negate,
-            Attrs::new(),
-            vec![TensorType::fixed(DType::F32, &[5])],
-        ),
+        Node::new(Op::Negate, vec![TensorType::fixed(DType::F32, &[5])]),
         &[x],
     );
     g.set_outputs(vec![ValueRef::new(bad, 0)], vec![String::new()]);
@@ -214,7 +209,7 @@ fn sum_body() -> Graph {
     let s = TensorType::scalar(DType::F32);
     let a = r.add_input("", s.clone());
     let b = r.add_input("", s.clone());
-    let add = r.add_node(Node::new(OpKind::Add, Attrs::new(), vec![s]), &[a, b]);
+    let add = r.add_node(Node::new(Op::Add, vec![s]), &[a, b]);
     r.set_outputs(vec![ValueRef::new(add, 0)], vec![String::new()]);
     r
 }
@@ -235,15 +230,9 @@ impl Builder {
         pools[SCALAR].push(g.add_input("n", f32t(vec![])));
         pools[MAT].push(g.add_input("w", f32t(vec![c(64), c(64)])));
         pools[FULL_T].push(g.add_input("t", f32t(vec![d("S"), d("B"), c(64)])));
-        let mut attrs = Attrs::new();
-        attrs.insert(
-            "value".into(),
-            Attr::Literal(Literal::splat_f64(DType::F32, 0.0)),
-        );
         let z = g.add_node(
             Node::new(
-                OpKind::Constant,
-                attrs,
+                Op::Constant(Literal::splat_f64(DType::F32, 0.0)),
                 vec![TensorType::scalar(DType::F32)],
             ),
             &[],
@@ -261,19 +250,12 @@ impl Builder {
         (!p.is_empty()).then(|| p[sel as usize % p.len()])
     }
 
-    fn add(
-        &mut self,
-        kind: OpKind,
-        attrs: Attrs,
-        regions: Vec<Graph>,
-        operands: &[ValueRef],
-        cat: usize,
-    ) {
+    fn add(&mut self, op: Op, regions: Vec<Graph>, operands: &[ValueRef], cat: usize) {
         let types: Vec<&TensorType> = operands.iter().map(|v| self.g.value_type(*v)).collect();
-        let out = infer(kind, &attrs, &types, &regions)
+        let out = infer(&op, &types, &regions)
             .expect("well-typed")
             .expect("inferred");
-        let mut node = Node::new(kind, attrs, out);
+        let mut node = Node::new(op, out);
         node.regions = regions;
         let id = self.g.add_node(node, operands);
         let v = ValueRef::new(id, 0);
@@ -282,28 +264,15 @@ impl Builder {
     }
 
     fn bcast(&mut self, x: ValueRef, dims: Vec<i64>, shape: Vec<DimExpr>, cat: usize) {
-        let mut a = Attrs::new();
-        a.insert("broadcast_dimensions".into(), Attr::Ints(dims));
-        a.insert("shape".into(), Attr::Dims(shape));
-        self.add(OpKind::BroadcastInDim, a, vec![], &[x], cat);
-    }
-
-    fn one(&mut self, kind: OpKind, name: &str, v: Attr, x: &[ValueRef], cat: usize) {
-        let mut a = Attrs::new();
-        a.insert(name.into(), v);
-        self.add(kind, a, vec![], x, cat);
+        let op = Op::BroadcastInDim(BroadcastSpec { dims, shape });
+        self.add(op, vec![], &[x], cat);
     }
 
     fn step(&mut self, op: u8, s1: u8, s2: u8) {
         let c = DimExpr::constant;
         let full = || vec![d("B"), d("S"), c(64)];
-        let bins = [
-            OpKind::Add,
-            OpKind::Subtract,
-            OpKind::Multiply,
-            OpKind::Maximum,
-        ];
-        let bin = bins[s2 as usize % bins.len()];
+        let bins = [Op::Add, Op::Subtract, Op::Multiply, Op::Maximum];
+        let bin = bins[s2 as usize % bins.len()].clone();
         match op % 22 {
             0 => self
                 .pick(VEC, s1)
@@ -328,19 +297,15 @@ impl Builder {
             5..=7 => {
                 let cat = [FULL, ROW, VEC][(op % 22 - 5) as usize];
                 if let (Some(a), Some(b)) = (self.pick(cat, s1), self.pick(cat, s2 / 2)) {
-                    self.add(bin, Attrs::new(), vec![], &[a, b], cat);
+                    self.add(bin, vec![], &[a, b], cat);
                 }
             }
             8 => {
                 let cat = [FULL, ROW, ROW1][s2 as usize % 3];
-                let k = if s2 & 1 == 0 {
-                    OpKind::Negate
-                } else {
-                    OpKind::Tanh
-                };
+                let k = if s2 & 1 == 0 { Op::Negate } else { Op::Tanh };
                 self.pick(cat, s1)
                     .into_iter()
-                    .for_each(|x| self.add(k, Attrs::new(), vec![], &[x], cat));
+                    .for_each(|x| self.add(k.clone(), vec![], &[x], cat));
             }
             9 | 10 => {
                 let (dims, cat) = if op % 22 == 9 {
@@ -350,139 +315,79 @@ impl Builder {
                 };
                 if let Some(x) = self.pick(FULL, s1) {
                     let z = self.zero;
-                    self.one(OpKind::Reduce, "dimensions", Attr::Ints(dims), &[x, z], cat);
+                    self.add(Op::Reduce(dims), vec![], &[x, z], cat);
                     let id = self.last.last().expect("added").node;
                     self.g.node_mut(id).regions = vec![sum_body()];
                 }
             }
             11 | 12 => {
                 if let (Some(x), Some(w)) = (self.pick(FULL, s1), self.pick(MAT, s2)) {
-                    let mut a = Attrs::new();
-                    a.insert("lhs_contracting_dimensions".into(), Attr::Ints(vec![2]));
-                    a.insert(
-                        "rhs_contracting_dimensions".into(),
-                        Attr::Ints(vec![(op % 22 - 11) as i64]),
-                    );
-                    self.add(OpKind::DotGeneral, a, vec![], &[x, w], FULL);
+                    let dims = DotDims {
+                        lhs_contract: vec![2],
+                        rhs_contract: vec![(op % 22 - 11) as i64],
+                        ..DotDims::default()
+                    };
+                    self.add(Op::DotGeneral(dims), vec![], &[x, w], FULL);
                 }
             }
-            13 => self.pick(MAT, s1).into_iter().for_each(|x| {
-                self.one(
-                    OpKind::Transpose,
-                    "permutation",
-                    Attr::Ints(vec![1, 0]),
-                    &[x],
-                    MAT,
-                )
-            }),
-            14 => self.pick(FULL, s1).into_iter().for_each(|x| {
-                self.one(
-                    OpKind::Transpose,
-                    "permutation",
-                    Attr::Ints(vec![1, 0, 2]),
-                    &[x],
-                    FULL_T,
-                )
-            }),
-            15 => self.pick(FULL_T, s1).into_iter().for_each(|x| {
-                self.one(
-                    OpKind::Transpose,
-                    "permutation",
-                    Attr::Ints(vec![1, 0, 2]),
-                    &[x],
-                    FULL,
-                )
-            }),
-            16 => self.pick(FULL, s1).into_iter().for_each(|x| {
-                self.one(
-                    OpKind::Convert,
-                    "dtype",
-                    Attr::DType(DType::BF16),
-                    &[x],
-                    HALF,
-                )
-            }),
-            17 => self.pick(HALF, s1).into_iter().for_each(|x| {
-                self.one(
-                    OpKind::Convert,
-                    "dtype",
-                    Attr::DType(DType::F32),
-                    &[x],
-                    FULL,
-                )
-            }),
-            18 if s2 & 1 == 0 => self.pick(HALF, s1).into_iter().for_each(|x| {
-                self.one(
-                    OpKind::Transpose,
-                    "permutation",
-                    Attr::Ints(vec![1, 0, 2]),
-                    &[x],
-                    HALF_T,
-                )
-            }),
+            13 => self
+                .pick(MAT, s1)
+                .into_iter()
+                .for_each(|x| self.add(Op::Transpose(vec![1, 0]), vec![], &[x], MAT)),
+            14 => self
+                .pick(FULL, s1)
+                .into_iter()
+                .for_each(|x| self.add(Op::Transpose(vec![1, 0, 2]), vec![], &[x], FULL_T)),
+            15 => self
+                .pick(FULL_T, s1)
+                .into_iter()
+                .for_each(|x| self.add(Op::Transpose(vec![1, 0, 2]), vec![], &[x], FULL)),
+            16 => self
+                .pick(FULL, s1)
+                .into_iter()
+                .for_each(|x| self.add(Op::Convert(DType::BF16), vec![], &[x], HALF)),
+            17 => self
+                .pick(HALF, s1)
+                .into_iter()
+                .for_each(|x| self.add(Op::Convert(DType::F32), vec![], &[x], FULL)),
+            18 if s2 & 1 == 0 => self
+                .pick(HALF, s1)
+                .into_iter()
+                .for_each(|x| self.add(Op::Transpose(vec![1, 0, 2]), vec![], &[x], HALF_T)),
             18 => self.pick(HALF, s1).into_iter().for_each(|x| {
                 // Widen, then move the wide copy (mixed precision): `sink_convert`'s case.
-                self.one(
-                    OpKind::Convert,
-                    "dtype",
-                    Attr::DType(DType::F32),
-                    &[x],
-                    FULL,
-                );
+                self.add(Op::Convert(DType::F32), vec![], &[x], FULL);
                 let w = *self.last.last().expect("added");
-                self.one(
-                    OpKind::Transpose,
-                    "permutation",
-                    Attr::Ints(vec![1, 0, 2]),
-                    &[w],
-                    FULL_T,
-                );
+                self.add(Op::Transpose(vec![1, 0, 2]), vec![], &[w], FULL_T);
             }),
-            19 if s2 & 1 == 0 => self.pick(HALF_T, s1).into_iter().for_each(|x| {
-                self.one(
-                    OpKind::Convert,
-                    "dtype",
-                    Attr::DType(DType::F32),
-                    &[x],
-                    FULL_T,
-                )
-            }),
+            19 if s2 & 1 == 0 => self
+                .pick(HALF_T, s1)
+                .into_iter()
+                .for_each(|x| self.add(Op::Convert(DType::F32), vec![], &[x], FULL_T)),
             20 => {
                 // Gradient accumulation: dx1 + dx2 flows on, and sum(dx1) + sum(dx2).
                 if let (Some(a), Some(b)) = (self.pick(FULL, s1), self.pick(FULL, s2)) {
                     let z = self.zero;
-                    self.add(OpKind::Add, Attrs::new(), vec![], &[a, b], FULL);
+                    self.add(Op::Add, vec![], &[a, b], FULL);
                     let mut sums = Vec::new();
                     for x in [a, b] {
-                        self.one(
-                            OpKind::Reduce,
-                            "dimensions",
-                            Attr::Ints(vec![2]),
-                            &[x, z],
-                            ROW,
-                        );
+                        self.add(Op::Reduce(vec![2]), vec![], &[x, z], ROW);
                         let r = *self.last.last().expect("added");
                         self.g.node_mut(r.node).regions = vec![sum_body()];
                         sums.push(r);
                     }
-                    self.add(OpKind::Add, Attrs::new(), vec![], &sums, ROW);
+                    self.add(Op::Add, vec![], &sums, ROW);
                 }
             }
             21 => {
                 if let (Some(a), Some(b)) = (self.pick(FULL, s1), self.pick(FULL, s2)) {
-                    self.add(OpKind::Negate, Attrs::new(), vec![], &[b], FULL);
+                    self.add(Op::Negate, vec![], &[b], FULL);
                     let n = *self.last.last().expect("added");
-                    self.add(OpKind::Add, Attrs::new(), vec![], &[a, n], FULL);
+                    self.add(Op::Add, vec![], &[a, n], FULL);
                 }
             }
             _ => self.pick(ROW, s1).into_iter().for_each(|x| {
-                self.one(
-                    OpKind::Reshape,
-                    "shape",
-                    Attr::Dims(vec![d("B"), d("S"), c(1)]),
-                    &[x],
-                    ROW1,
-                )
+                self.add(Op::Reshape(vec![d("B"), d("S"), c(1)]), vec![], &[x], ROW1)
             }),
         }
     }

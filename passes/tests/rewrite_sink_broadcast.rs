@@ -167,7 +167,7 @@ fn tests_that_a_chain_sharing_its_broadcasts_is_sunk_whole() {
     let bcasts = out
         .order()
         .iter()
-        .filter(|id| out.node(**id).kind == ebb_ir::OpKind::BroadcastInDim)
+        .filter(|id| out.node(**id).kind() == ebb_ir::OpKind::BroadcastInDim)
         .count();
     assert_eq!(bcasts, 1, "a compound move frees both shared broadcasts");
     insta::assert_snapshot!(before_after(&g, &G));

@@ -146,11 +146,7 @@ fn schedules_a_while_loop_by_its_dataflow() {
     let mut b = Builder::new("loop_and_barrier");
     let x = b.input("x", f32t(&["B", "S"]));
     let big = b.call1("expand", &[x], f32t(&["B", "S", "16"]));
-    let mut node = ebb_ir::Node::new(
-        OpKind::OptimizationBarrier,
-        ebb_ir::Attrs::new(),
-        vec![f32t(&["B", "S"])],
-    );
+    let mut node = ebb_ir::Node::new(ebb_ir::Op::OptimizationBarrier, vec![f32t(&["B", "S"])]);
     node.loc = Some("barrier".into());
     let bar = ValueRef::new(b.g.add_node(node, &[x]), 0);
     let small = b.call1("reduce", &[big], f32t(&["B"]));

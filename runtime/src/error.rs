@@ -1,7 +1,6 @@
 //! Typed errors of the executor and of the `.npz` loader.
 
 use ebb_ir::dim::DimError;
-use ebb_ir::op::AttrError;
 use ebb_ir::DType;
 
 /// Why a graph could not be executed. Every variant names the graph, op or input concerned;
@@ -50,7 +49,7 @@ pub enum ExecError {
         /// What is wrong (position and node).
         msg: String,
     },
-    /// A result type (or a dimension attribute) cannot be evaluated at the bindings
+    /// A result type (or a symbolic dimension of an op) cannot be evaluated at the bindings
     /// (an unbound symbol, an overflow or a negative dimension).
     #[error(
         "graph `{graph}`: op `{op}` at {loc}: cannot evaluate its type at the bindings: {msg}"
@@ -75,7 +74,7 @@ pub enum ExecError {
         /// Source location.
         loc: String,
     },
-    /// A kernel rejected its operands or attributes.
+    /// A kernel rejected its operands or its op's configuration.
     #[error("op `{op}` at {loc}: {source}")]
     Op {
         /// Op name.
@@ -90,13 +89,12 @@ pub enum ExecError {
 /// What a kernel reports; [`ExecError::Op`] adds the op name and location.
 #[derive(Debug, thiserror::Error)]
 pub enum OpError {
-    /// A missing or ill-typed attribute.
-    #[error(transparent)]
-    Attr(#[from] AttrError),
-    /// Dimension arithmetic failed while evaluating an attribute.
+    /// Dimension arithmetic failed while evaluating a symbolic dimension of the op's payload
+    /// (slice bounds, slice sizes, dimension constants).
     #[error("dimension attribute: {0}")]
     Dim(#[from] DimError),
-    /// Operands or attributes are inconsistent with each other or with the result type.
+    /// Operands or the op's configuration are inconsistent with each other or with the
+    /// result type.
     #[error("{0}")]
     Invalid(String),
     /// The op does not support this element type.

@@ -1,15 +1,14 @@
 //! Common subexpression elimination (`cse`): merges ops that compute the same value into the
 //! first one in program order.
 //!
-//! Two ops are identical when they have the same kind, attributes (floats compared by bits),
-//! result types, operands (after earlier merges) and structurally identical regions (same ops,
-//! attributes, types and wiring; locations and region names are ignored). The later op's
+//! Two ops are identical when they have the same op (kind and typed payload), result types,
+//! operands (after earlier merges) and structurally identical regions (same ops, payloads,
+//! types and wiring; locations and region names are ignored). The later op's
 //! results are replaced by the earlier op's and the later op is removed. One forward sweep in
-//! program order with a hash table keyed by a fingerprint of (kind, canonical attribute bytes,
-//! result types, operands, region structure) makes the pass linear in the size of the graph
-//! (expected); fingerprint collisions are resolved by a full comparison. `Attr` holds `f64`s
-//! and is neither `Hash` nor `Eq`, so attributes are hashed and compared through a canonical
-//! byte form (`f64::to_bits`).
+//! program order with a hash table keyed by a fingerprint of (op, result types, operands, region
+//! structure) makes the pass linear in the size of the graph (expected); fingerprint collisions
+//! are resolved by a full comparison. [`ebb_ir::Op`] is `Eq + Hash` (no payload holds a float:
+//! constants are literal bytes), so the op is hashed and compared directly.
 //!
 //! Not merged: `input`s, side-effecting ops ([`super::has_side_effects`]) and
 //! `optimization_barrier`s (a barrier exists precisely to keep the ops behind it distinct, e.g.
@@ -27,7 +26,7 @@
 
 use super::{for_each_region, has_side_effects, total_op_count};
 use crate::manager::{Pass, PassError, PassResult};
-use ebb_ir::{Attr, Attrs, Graph, NodeId, OpKind, ValueRef};
+use ebb_ir::{Graph, NodeId, OpKind, ValueRef};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -49,7 +48,7 @@ impl Pass for Cse {
 /// Whether CSE may merge op `id` into an identical earlier one.
 fn mergeable(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
-    !matches!(n.kind, OpKind::Input | OpKind::OptimizationBarrier) && !has_side_effects(n)
+    !matches!(n.kind(), OpKind::Input | OpKind::OptimizationBarrier) && !has_side_effects(n)
 }
 
 /// Merges the duplicate ops of `g` (regions included); returns how many ops were removed.
@@ -91,12 +90,11 @@ pub fn eliminate_common_subexpressions(g: &mut Graph) -> usize {
     changes
 }
 
-/// Hash of (kind, attributes, result types, operands, region structure) of node `id`.
+/// Hash of (op, result types, operands, region structure) of node `id`.
 fn fingerprint(g: &Graph, id: NodeId, operands: &[ValueRef]) -> u64 {
     let mut h = DefaultHasher::new();
     let n = g.node(id);
-    n.kind.hash(&mut h);
-    hash_attrs(&n.attrs, &mut h);
+    n.op.hash(&mut h);
     n.outputs.hash(&mut h);
     operands.hash(&mut h);
     for r in &n.regions {
@@ -108,46 +106,14 @@ fn fingerprint(g: &Graph, id: NodeId, operands: &[ValueRef]) -> u64 {
 /// Whether node `a` and node `b` (whose operands are `b_operands`) compute the same values.
 fn same_op(g: &Graph, a: NodeId, b: NodeId, b_operands: &[ValueRef]) -> bool {
     let (x, y) = (g.node(a), g.node(b));
-    x.kind == y.kind
+    x.op == y.op
         && x.outputs == y.outputs
-        && attrs_eq(&x.attrs, &y.attrs)
         && x.regions.len() == y.regions.len()
         && g.operands(a) == b_operands
         && x.regions
             .iter()
             .zip(&y.regions)
             .all(|(p, q)| regions_eq(p, q))
-}
-
-/// Feeds the canonical byte form of `attrs` to `h` (floats by their bits).
-pub(crate) fn hash_attrs<H: Hasher>(attrs: &Attrs, h: &mut H) {
-    attrs.len().hash(h);
-    for (name, a) in attrs {
-        name.hash(h);
-        match a {
-            Attr::I64(v) => (0u8, v).hash(h),
-            Attr::Ints(v) => (1u8, v).hash(h),
-            Attr::Dims(v) => (2u8, v).hash(h),
-            Attr::Str(v) => (3u8, v).hash(h),
-            Attr::Bool(v) => (4u8, v).hash(h),
-            Attr::F64(v) => (5u8, v.to_bits()).hash(h),
-            Attr::DType(v) => (6u8, v).hash(h),
-            Attr::Literal(v) => (7u8, v).hash(h),
-        }
-    }
-}
-
-/// Attribute equality with floats compared by bits (`NaN == NaN`, `0.0 != -0.0`), matching
-/// [`hash_attrs`].
-pub(crate) fn attrs_eq(a: &Attrs, b: &Attrs) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|((na, va), (nb, vb))| {
-            na == nb
-                && match (va, vb) {
-                    (Attr::F64(x), Attr::F64(y)) => x.to_bits() == y.to_bits(),
-                    _ => va == vb,
-                }
-        })
 }
 
 /// Position of every node of `r` in its program order, for wiring comparisons.
@@ -159,15 +125,14 @@ fn positions(r: &Graph) -> HashMap<NodeId, usize> {
         .collect()
 }
 
-/// Hashes the structure of region `r`: per op its kind, attributes, result types, operand
+/// Hashes the structure of region `r`: per op its op (kind and payload), result types, operand
 /// positions and nested regions; then the returned positions. Ignores locations and names.
 fn hash_region<H: Hasher>(r: &Graph, h: &mut H) {
     let pos = positions(r);
     r.order().len().hash(h);
     for &id in r.order() {
         let n = r.node(id);
-        n.kind.hash(h);
-        hash_attrs(&n.attrs, h);
+        n.op.hash(h);
         n.outputs.hash(h);
         for v in r.operands(id) {
             (pos.get(&v.node), v.output).hash(h);
@@ -194,9 +159,8 @@ fn regions_eq(a: &Graph, b: &Graph) -> bool {
     let ops_eq = a.order().iter().zip(b.order()).all(|(&x, &y)| {
         let (m, n) = (a.node(x), b.node(y));
         let (ox, oy) = (a.operands(x), b.operands(y));
-        m.kind == n.kind
+        m.op == n.op
             && m.outputs == n.outputs
-            && attrs_eq(&m.attrs, &n.attrs)
             && ox.len() == oy.len()
             && ox
                 .iter()

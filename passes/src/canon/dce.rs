@@ -52,7 +52,7 @@ pub fn eliminate_dead_code(g: &mut Graph) -> usize {
     let mut dead: HashSet<NodeId> = HashSet::new();
     for &id in order.iter().rev() {
         let n = g.node(id);
-        let is_live = live[id.index()] || n.kind == OpKind::Input || has_side_effects(n);
+        let is_live = live[id.index()] || n.kind() == OpKind::Input || has_side_effects(n);
         if !is_live {
             dead.insert(id);
             continue;

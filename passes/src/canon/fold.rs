@@ -31,9 +31,7 @@
 use super::for_each_region;
 use crate::manager::{Pass, PassError, PassResult};
 use ebb_ir::op::{f16_bits_to_f32, f32_to_f16_bits};
-use ebb_ir::{
-    Attr, Attrs, AttrsExt, DType, Graph, Literal, Node, NodeId, OpKind, TensorType, ValueRef,
-};
+use ebb_ir::{DType, Graph, Literal, Node, NodeId, Op, TensorType, ValueRef};
 use std::collections::{HashMap, HashSet};
 
 /// Default for [`Fold::max_elements`]: the largest non-splat constant (in elements) that
@@ -98,9 +96,7 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
             }
             Rewrite::Constant(lit) => {
                 let n = g.node(id);
-                let mut attrs = Attrs::new();
-                attrs.insert("value".into(), Attr::Literal(lit));
-                let mut c = Node::new(OpKind::Constant, attrs, n.outputs.clone());
+                let mut c = Node::new(Op::Constant(lit), n.outputs.clone());
                 c.loc = n.loc.clone();
                 let c = g.add_node(c, &[]);
                 g.replace_all_uses(ValueRef::new(id, 0), ValueRef::new(c, 0));
@@ -108,9 +104,7 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
                 removed.insert(id);
             }
             Rewrite::Relit(lit) => {
-                g.node_mut(id)
-                    .attrs
-                    .insert("value".into(), Attr::Literal(lit));
+                g.node_mut(id).op = Op::Constant(lit);
             }
         }
     }
@@ -144,18 +138,10 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
     let out = &n.outputs[0];
     let operands = g.operands(id);
     let input = |i: usize| operands.get(i).map(|v| (*v, g.value_type(*v)));
-    match n.kind {
-        OpKind::Constant => {
-            canonical_literal(n.attrs.literal(n.kind, "value").ok()?, out).map(Rewrite::Relit)
-        }
-        OpKind::DimConstant => {
-            let values: Option<Vec<i64>> = n
-                .attrs
-                .dims(n.kind, "values")
-                .ok()?
-                .iter()
-                .map(|d| d.as_const())
-                .collect();
+    match &n.op {
+        Op::Constant(lit) => canonical_literal(lit, out).map(Rewrite::Relit),
+        Op::DimConstant(dims) => {
+            let values: Option<Vec<i64>> = dims.iter().map(|d| d.as_const()).collect();
             let values: Option<Vec<Num>> = values?
                 .into_iter()
                 .map(|v| convert(Num::I(v), out.dtype))
@@ -166,7 +152,7 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
             }
             build(out.dtype, &values, false).map(Rewrite::Constant)
         }
-        OpKind::Convert => {
+        Op::Convert(_) => {
             let (v, t) = input(0)?;
             if t.dtype == out.dtype {
                 return Some(Rewrite::Forward(v));
@@ -176,15 +162,12 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
                 values.into_iter().map(|x| convert(x, out.dtype)).collect();
             build(out.dtype, &converted?, splat).map(Rewrite::Constant)
         }
-        OpKind::Reshape | OpKind::BroadcastInDim => {
+        Op::Reshape(_) | Op::BroadcastInDim(_) => {
             let (v, t) = input(0)?;
-            let identity = n.kind == OpKind::Reshape
-                || n.attrs
-                    .ints(n.kind, "broadcast_dimensions")
-                    .ok()?
-                    .iter()
-                    .copied()
-                    .eq(0..t.rank() as i64);
+            let identity = match &n.op {
+                Op::BroadcastInDim(b) => b.dims.iter().copied().eq(0..t.rank() as i64),
+                _ => true,
+            };
             if identity && t.shape == out.shape {
                 return Some(Rewrite::Forward(v));
             }
@@ -194,12 +177,11 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
                 _ => None,
             }
         }
-        OpKind::Transpose => {
+        Op::Transpose(perm) => {
             let (v, t) = input(0)?;
-            let perm = n.attrs.ints(n.kind, "permutation").ok()?;
             (perm.iter().copied().eq(0..t.rank() as i64) && t == out).then_some(Rewrite::Forward(v))
         }
-        OpKind::Add | OpKind::Subtract | OpKind::Multiply | OpKind::Divide => {
+        Op::Add | Op::Subtract | Op::Multiply | Op::Divide => {
             if !out.dtype.is_int() {
                 return None;
             }
@@ -217,10 +199,10 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
                 let (Num::I(p), Num::I(q)) = (pick(&xa, sa, i), pick(&xb, sb, i)) else {
                     return None;
                 };
-                let r = match n.kind {
-                    OpKind::Add => p.checked_add(q),
-                    OpKind::Subtract => p.checked_sub(q),
-                    OpKind::Multiply => p.checked_mul(q),
+                let r = match n.op {
+                    Op::Add => p.checked_add(q),
+                    Op::Subtract => p.checked_sub(q),
+                    Op::Multiply => p.checked_mul(q),
                     _ => p.checked_div(q),
                 }?;
                 values.push(Num::I(r));
@@ -249,10 +231,12 @@ fn num_elements(t: &TensorType) -> Option<usize> {
 /// (or a one-element tensor), `(false, xs)` for a dense literal of at most `max` elements.
 fn elements(g: &Graph, v: ValueRef, max: usize) -> Option<(bool, Vec<Num>)> {
     let n = g.node(v.node);
-    if n.kind != OpKind::Constant || v.output != 0 {
+    let Op::Constant(lit) = &n.op else {
+        return None;
+    };
+    if v.output != 0 {
         return None;
     }
-    let lit = n.attrs.literal(n.kind, "value").ok()?;
     let ty = n.outputs.first()?;
     if lit.dtype != ty.dtype {
         return None;

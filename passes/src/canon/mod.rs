@@ -31,7 +31,7 @@ pub use dce::Dce;
 pub use fold::Fold;
 
 use crate::manager::PassManager;
-use ebb_ir::{Attr, Graph, Node, OpKind};
+use ebb_ir::{Graph, Node, Op, OpKind};
 
 /// `custom_call` targets known to be pure (no side effects, result depends only on operands),
 /// which DCE may remove and CSE may merge. Any other target is treated as side-effecting, as is
@@ -51,13 +51,8 @@ pub const PURE_CUSTOM_CALLS: &[&str] = &[
 /// contains such an op. Side-effecting ops are never removed, merged or reordered by the
 /// canonicalization passes.
 pub fn has_side_effects(node: &Node) -> bool {
-    if node.kind == OpKind::CustomCall {
-        let target = match node.attrs.get("call_target_name") {
-            Some(Attr::Str(s)) => s.as_str(),
-            _ => "",
-        };
-        let flagged = matches!(node.attrs.get("has_side_effect"), Some(Attr::Bool(true)));
-        if flagged || !PURE_CUSTOM_CALLS.contains(&target) {
+    if let Op::CustomCall(c) = &node.op {
+        if c.has_side_effect || !PURE_CUSTOM_CALLS.contains(&c.target.as_str()) {
             return true;
         }
     }
@@ -75,7 +70,7 @@ pub fn total_op_count(g: &Graph) -> usize {
         .iter()
         .map(|&id| {
             let n = g.node(id);
-            let own = usize::from(n.kind != OpKind::Input);
+            let own = usize::from(n.kind() != OpKind::Input);
             own + n.regions.iter().map(total_op_count).sum::<usize>()
         })
         .sum()

@@ -92,7 +92,7 @@ pub fn solve_checkmate(
     };
     let mut inputs = 0i64;
     for &id in g.order() {
-        if g.node(id).kind == OpKind::Input {
+        if g.node(id).kind() == OpKind::Input {
             for t in &g.node(id).outputs {
                 inputs += eval("input size", &t.size_bytes())?;
             }
@@ -111,7 +111,7 @@ pub fn solve_checkmate(
         let flops = cost::try_flops(g, id).map_err(|e| ExactError::Plan(e.to_string()))?;
         c.push(eval("flops", &flops)? as f64 / opts.flops_per_us);
         for v in g.operands(id) {
-            if g.node(v.node).kind == OpKind::Input {
+            if g.node(v.node).kind() == OpKind::Input {
                 continue;
             }
             let j = *stage.get(&v.node).ok_or_else(|| {

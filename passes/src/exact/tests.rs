@@ -9,7 +9,8 @@ use crate::memory::Schedule;
 use crate::plan::{build_plan, check, PlanOptions};
 use crate::remat::CandidateOptions;
 use ebb_ir::graph::Node;
-use ebb_ir::{Attrs, DType, DimExpr, Graph, NodeId, OpKind, Symbol, TensorType, ValueRef};
+use ebb_ir::op::CustomCallSpec;
+use ebb_ir::{DType, DimExpr, Graph, NodeId, Op, OpKind, Symbol, TensorType, ValueRef};
 use proptest::prelude::*;
 
 const BOTH: [DecisionKind; 2] = [DecisionKind::Recompute, DecisionKind::Swap];
@@ -37,22 +38,21 @@ fn build(ops: &[(u8, usize, usize)]) -> (Graph, Schedule) {
             .map(|(v, _)| *v)
             .collect();
         let y = same[b % same.len()];
-        let (kind, operands) = match k % 6 {
-            0 => (OpKind::Tanh, vec![x]),
-            1 => (OpKind::Negate, vec![x]),
-            2 => (OpKind::Add, vec![x, y]),
-            3 => (OpKind::Multiply, vec![x, y]),
-            4 => (OpKind::Subtract, vec![y, x]),
-            _ => (OpKind::CustomCall, vec![x]),
+        let (op, operands) = match k % 6 {
+            0 => (Op::Tanh, vec![x]),
+            1 => (Op::Negate, vec![x]),
+            2 => (Op::Add, vec![x, y]),
+            3 => (Op::Multiply, vec![x, y]),
+            4 => (Op::Subtract, vec![y, x]),
+            _ => (
+                Op::CustomCall(CustomCallSpec {
+                    target: "opaque".into(),
+                    ..CustomCallSpec::default()
+                }),
+                vec![x],
+            ),
         };
-        let mut attrs = Attrs::new();
-        if kind == OpKind::CustomCall {
-            attrs.insert(
-                "call_target_name".into(),
-                ebb_ir::Attr::Str("opaque".into()),
-            );
-        }
-        let id = g.add_node(Node::new(kind, attrs, vec![ty(scale)]), &operands);
+        let id = g.add_node(Node::new(op, vec![ty(scale)]), &operands);
         vals.push((ValueRef::new(id, 0), scale));
     }
     let last = vals[vals.len() - 1].0;
@@ -61,7 +61,7 @@ fn build(ops: &[(u8, usize, usize)]) -> (Graph, Schedule) {
         .order()
         .iter()
         .copied()
-        .filter(|&id| g.node(id).kind != OpKind::Input)
+        .filter(|&id| g.node(id).kind() != OpKind::Input)
         .collect();
     (g, sched)
 }

@@ -106,7 +106,7 @@ impl GraphInfo {
             }
         }
         for &id in g.order() {
-            if !g.contains(id) || g.node(id).kind == OpKind::Input {
+            if !g.contains(id) || g.node(id).kind() == OpKind::Input {
                 continue;
             }
             op_of_node[id.index()] = ops.len() as u32;

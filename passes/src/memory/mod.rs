@@ -48,7 +48,7 @@ pub fn program_order(g: &Graph) -> Schedule {
     g.order()
         .iter()
         .copied()
-        .filter(|&id| g.contains(id) && g.node(id).kind != OpKind::Input)
+        .filter(|&id| g.contains(id) && g.node(id).kind() != OpKind::Input)
         .collect()
 }
 
@@ -146,13 +146,13 @@ pub fn validate_schedule(g: &Graph, s: &Schedule) -> Result<(), ScheduleError> {
         }
     }
     for (position, &id) in s.iter().enumerate() {
-        if !g.contains(id) || g.node(id).kind == OpKind::Input {
+        if !g.contains(id) || g.node(id).kind() == OpKind::Input {
             return Err(ScheduleError::UnknownNode {
                 position,
                 node: id.index(),
             });
         }
-        let op = g.node(id).kind.name().to_string();
+        let op = g.node(id).kind().name().to_string();
         if done[id.index()] {
             return Err(ScheduleError::Duplicate {
                 position,
@@ -176,7 +176,7 @@ pub fn validate_schedule(g: &Graph, s: &Schedule) -> Result<(), ScheduleError> {
         if !done[id.index()] {
             return Err(ScheduleError::Missing {
                 node: id.index(),
-                op: g.node(id).kind.name().to_string(),
+                op: g.node(id).kind().name().to_string(),
             });
         }
     }

@@ -492,7 +492,7 @@ fn simulate(
                     let why = st.why_not(w, d, decisions, plan);
                     return Err(CheckError::UseNotResident {
                         point: p,
-                        op: g.node(order[pos]).kind.name().into(),
+                        op: g.node(order[pos]).kind().name().into(),
                         value: w,
                         why,
                     });
@@ -591,7 +591,7 @@ fn regenerate(
         // (value, index of its last reader in the list); a result nobody reads is freed at once.
         let mut produced: Vec<(usize, usize)> = Vec::new();
         for (k, &pos) in c.recompute.iter().enumerate() {
-            if pos >= d.is_input.len() || !pure(g.node(g.order()[pos]).kind) {
+            if pos >= d.is_input.len() || !pure(g.node(g.order()[pos]).kind()) {
                 return Err(bad(format!("position {pos} is not a pure op")));
             }
             for w in g.operands(g.order()[pos]) {

@@ -106,7 +106,7 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
     let sched_err = |point: usize, problem: String| CheckError::Schedule { point, problem };
     let is_input: Vec<bool> = order
         .iter()
-        .map(|&id| g.node(id).kind == OpKind::Input)
+        .map(|&id| g.node(id).kind() == OpKind::Input)
         .collect();
     let mut point_of_pos = vec![usize::MAX; n];
     for (p, &pos) in schedule.iter().enumerate() {
@@ -126,7 +126,7 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
             schedule.len(),
             format!(
                 "op at position {pos} (`{}`) is never scheduled",
-                g.node(order[pos]).kind
+                g.node(order[pos]).kind()
             ),
         ));
     }
@@ -165,7 +165,7 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
                     p,
                     format!(
                         "`{}` at position {pos} reads {v} before it is defined",
-                        g.node(id).kind
+                        g.node(id).kind()
                     ),
                 ));
             }
@@ -221,7 +221,7 @@ fn region_transient(g: &Graph, id: NodeId, b: &Bindings) -> Result<i64, CheckErr
             continue;
         }
         let sched: Vec<usize> = (0..r.order().len())
-            .filter(|&i| r.node(r.order()[i]).kind != OpKind::Input)
+            .filter(|&i| r.node(r.order()[i]).kind() != OpKind::Input)
             .collect();
         let d = derive(r, &sched, b)?;
         let (resident, inputs) = d.baseline()?;

@@ -191,7 +191,7 @@ fn regenerate(
     let values = idx.values();
     let available = |w: ValueId| values[w].def < r && r <= values[w].last_use;
     let root = g.order()[idx.values()[v].node];
-    if !recomputable(g.node(root).kind) {
+    if !recomputable(g.node(root).kind()) {
         return Ok(Err(Rejection::NotRecomputable(idx.position(root))));
     }
     let mut set: Vec<NodeId> = vec![root];
@@ -207,7 +207,7 @@ fn regenerate(
                 reads.push(wid);
                 continue;
             }
-            if !recomputable(g.node(w.node).kind) {
+            if !recomputable(g.node(w.node).kind()) {
                 return Ok(Err(Rejection::NotRecomputable(idx.position(w.node))));
             }
             if set.len() >= opts.max_recompute_ops {

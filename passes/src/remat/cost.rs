@@ -22,7 +22,7 @@
 //!   for recompute on this estimate; the candidate search excludes them.
 
 use ebb_ir::dim::DimError;
-use ebb_ir::{AttrsExt, DimExpr, Graph, NodeId, OpKind, TensorType};
+use ebb_ir::{DimExpr, Graph, NodeId, Op, TensorType};
 
 /// Symbolic FLOPs of `node` (see the module docs for the model). Saturates to the constant
 /// `i64::MAX` if a coefficient overflows (a model answer, never a panic).
@@ -32,7 +32,6 @@ pub fn flops(g: &Graph, node: NodeId) -> DimExpr {
 
 /// [`flops`], with coefficient overflow reported as [`DimError::Overflow`].
 pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
-    use OpKind::*;
     let n = g.node(node);
     let operands: Vec<&TensorType> = g
         .operands(node)
@@ -40,29 +39,23 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
         .map(|v| g.value_type(v))
         .collect();
     let result_elems = || n.outputs.first().map_or(Ok(DimExpr::zero()), elems);
-    let kind = n.kind;
-    match kind {
-        k if k.is_elementwise() => result_elems(),
-        DotGeneral => {
+    match &n.op {
+        op if op.kind().is_elementwise() => result_elems(),
+        Op::DotGeneral(dims) => {
             let lhs = operands.first().map(|t| t.shape.as_slice()).unwrap_or(&[]);
-            let contracting = n
-                .attrs
-                .ints_or_empty(kind, "lhs_contracting_dimensions")
-                .unwrap_or(&[]);
             let mut k = DimExpr::constant(1);
-            for &d in contracting {
+            for &d in &dims.lhs_contract {
                 if let Some(dim) = usize::try_from(d).ok().and_then(|d| lhs.get(d)) {
                     k = k.checked_mul(dim)?;
                 }
             }
             result_elems()?.checked_mul(&k)?.checked_scale(2)
         }
-        Convolution => {
+        Op::Convolution(spec) => {
             let Some(kernel) = operands.get(1) else {
                 return Ok(DimExpr::zero());
             };
-            let spec = n.attrs.str(kind, "dimension_numbers").unwrap_or("");
-            let o = kernel_output_feature_dim(spec).unwrap_or(0);
+            let o = spec.dims.kernel_output_feature;
             let mut per_output = DimExpr::constant(1);
             for (i, d) in kernel.shape.iter().enumerate() {
                 if i != o {
@@ -71,7 +64,7 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
             }
             result_elems()?.checked_mul(&per_output)?.checked_scale(2)
         }
-        Reduce => {
+        Op::Reduce(_) => {
             let inputs = operands.len() / 2;
             let mut total = DimExpr::zero();
             for t in &operands[..inputs] {
@@ -79,29 +72,21 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
             }
             Ok(total)
         }
-        ReduceWindow => {
-            let window = window_size(
-                n.attrs
-                    .ints_or_empty(kind, "window_dimensions")
-                    .unwrap_or(&[]),
-            )?;
+        Op::ReduceWindow(w) => {
+            let window = window_size(&w.dimensions)?;
             let mut total = DimExpr::zero();
             for t in &n.outputs {
                 total = total.checked_add(&elems(t)?.checked_scale(window)?)?;
             }
             Ok(total)
         }
-        SelectAndScatter => {
-            let window = window_size(
-                n.attrs
-                    .ints_or_empty(kind, "window_dimensions")
-                    .unwrap_or(&[]),
-            )?;
+        Op::SelectAndScatter(w) => {
+            let window = window_size(&w.dimensions)?;
             let operand = operands.first().map_or(Ok(DimExpr::zero()), |t| elems(t))?;
             let source = operands.get(1).map_or(Ok(DimExpr::zero()), |t| elems(t))?;
             operand.checked_scale(window)?.checked_add(&source)
         }
-        Scatter => {
+        Op::Scatter(_) => {
             // Operands: inputs..., indices, updates... (as many updates as inputs).
             let inputs = operands.len().saturating_sub(1) / 2;
             let mut total = DimExpr::zero();
@@ -110,15 +95,11 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
             }
             Ok(total)
         }
-        Sort => {
+        Op::Sort(sort) => {
             let Some(t) = operands.first() else {
                 return Ok(DimExpr::zero());
             };
-            let dim = n
-                .attrs
-                .int(kind, "dimension")
-                .ok()
-                .and_then(|d| usize::try_from(d).ok());
+            let dim = usize::try_from(sort.dimension).ok();
             let factor = match dim.and_then(|d| t.shape.get(d)).and_then(|d| d.as_const()) {
                 Some(len) if len > 1 => i64::from(64 - (len - 1).leading_zeros()),
                 Some(_) => 0,
@@ -142,19 +123,12 @@ fn window_size(dims: &[i64]) -> Result<i64, DimError> {
         .try_fold(1i64, |acc, &d| acc.checked_mul(d).ok_or(DimError::Overflow))
 }
 
-/// The index of the output-feature dimension `o` in the kernel layout of a StableHLO
-/// convolution `dimension_numbers` text (`[b, 0, 1, f]x[o, i, 0, 1]->[b, 0, 1, f]`).
-fn kernel_output_feature_dim(spec: &str) -> Option<usize> {
-    let kernel = spec.split('x').nth(1)?.split("->").next()?;
-    let inner = kernel.trim().strip_prefix('[')?.strip_suffix(']')?;
-    inner.split(',').position(|d| d.trim() == "o")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use ebb_ir::graph::Node;
-    use ebb_ir::{Attr, Attrs, DType};
+    use ebb_ir::op::{ConvDimensionNumbers, ConvSpec, DotDims};
+    use ebb_ir::DType;
 
     fn sym(s: &str) -> DimExpr {
         s.parse().unwrap()
@@ -168,22 +142,21 @@ mod tests {
             TensorType::new(DType::F32, vec![sym("B"), sym("S"), DimExpr::constant(64)]),
         );
         let w = g.add_input("w", TensorType::fixed(DType::F32, &[64, 256]));
-        let mut attrs = Attrs::new();
-        attrs.insert("lhs_contracting_dimensions".into(), Attr::Ints(vec![2]));
-        attrs.insert("rhs_contracting_dimensions".into(), Attr::Ints(vec![0]));
+        let dims = DotDims {
+            lhs_contract: vec![2],
+            rhs_contract: vec![0],
+            ..DotDims::default()
+        };
         let out = TensorType::new(DType::F32, vec![sym("B"), sym("S"), DimExpr::constant(256)]);
-        let d = g.add_node(
-            Node::new(OpKind::DotGeneral, attrs, vec![out.clone()]),
-            &[a, w],
-        );
+        let d = g.add_node(Node::new(Op::DotGeneral(dims), vec![out.clone()]), &[a, w]);
         assert_eq!(flops(&g, d), sym("32768*B*S"));
         let e = g.add_node(
-            Node::new(OpKind::Tanh, Attrs::new(), vec![out.clone()]),
+            Node::new(Op::Tanh, vec![out.clone()]),
             &[ebb_ir::ValueRef::new(d, 0)],
         );
         assert_eq!(flops(&g, e), sym("256*B*S"));
         let r = g.add_node(
-            Node::new(OpKind::Reshape, Attrs::new(), vec![out]),
+            Node::new(Op::Reshape(out.shape.clone()), vec![out]),
             &[ebb_ir::ValueRef::new(e, 0)],
         );
         assert_eq!(flops(&g, r), DimExpr::zero());
@@ -191,15 +164,6 @@ mod tests {
 
     #[test]
     fn convolution_kernel_layout() {
-        assert_eq!(
-            kernel_output_feature_dim("[b, 0, 1, f]x[o, i, 0, 1]->[b, 0, 1, f]"),
-            Some(0)
-        );
-        assert_eq!(
-            kernel_output_feature_dim("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]"),
-            Some(3)
-        );
-        assert_eq!(kernel_output_feature_dim("nonsense"), None);
         let mut g = Graph::new("t");
         let x = g.add_input(
             "x",
@@ -214,11 +178,19 @@ mod tests {
             ),
         );
         let k = g.add_input("k", TensorType::fixed(DType::F32, &[3, 3, 3, 16]));
-        let mut attrs = Attrs::new();
-        attrs.insert(
-            "dimension_numbers".into(),
-            Attr::Str("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]".into()),
-        );
+        // The output-feature dimension `o` is last in this kernel layout.
+        let dims = ConvDimensionNumbers::parse("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]").unwrap();
+        assert_eq!(dims.kernel_output_feature, 3);
+        let spec = ConvSpec {
+            window_strides: vec![1, 1],
+            padding: vec![(1, 1), (1, 1)],
+            lhs_dilation: vec![1, 1],
+            rhs_dilation: vec![1, 1],
+            dims,
+            feature_group_count: 1,
+            batch_group_count: 1,
+            result_dtype: None,
+        };
         let out = TensorType::new(
             DType::F32,
             vec![
@@ -228,7 +200,7 @@ mod tests {
                 DimExpr::constant(16),
             ],
         );
-        let c = g.add_node(Node::new(OpKind::Convolution, attrs, vec![out]), &[x, k]);
+        let c = g.add_node(Node::new(Op::Convolution(spec), vec![out]), &[x, k]);
         // 2 * (B*8*8*16 outputs) * (3*3*3 taps).
         assert_eq!(flops(&g, c), sym("55296*B"));
     }

@@ -50,7 +50,7 @@ impl ScheduleIndex {
         let bad = |point: usize, problem: String| RematError::Schedule { point, problem };
         let is_input: Vec<bool> = order
             .iter()
-            .map(|&id| g.node(id).kind == OpKind::Input)
+            .map(|&id| g.node(id).kind() == OpKind::Input)
             .collect();
         let mut point_of_pos = vec![usize::MAX; n];
         for (p, id) in schedule.iter().enumerate() {

@@ -13,9 +13,9 @@
 
 use super::encode::Encoded;
 use super::extract::Extraction;
-use super::lang::{tensor, ClassData, EbbEGraph, EbbNode};
+use super::lang::{payload_entry, tensor, ClassData, EbbEGraph, EbbNode};
 use super::RewriteError;
-use ebb_ir::{Graph, Node, NodeId, ValueRef};
+use ebb_ir::{Graph, Node, NodeId, Op, ValueRef};
 use egg::{Id, Language};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -27,7 +27,7 @@ fn ix(id: Id) -> usize {
 /// Rebuilds the graph of extraction `ex`. See the module docs.
 ///
 /// Errors: [`RewriteError::Extract`] when a chosen e-node refers to something the graph
-/// cannot express (an attribute leaf where an operand is expected).
+/// cannot express (a payload leaf where an operand is expected).
 pub(crate) fn emit(
     g: &Graph,
     enc: &Encoded,
@@ -47,9 +47,9 @@ pub(crate) fn emit(
         *out.node_mut(v.node) = g.node(id).clone();
         value[ix(eg.find(enc.inputs[i]))] = Some(v);
     }
-    // Classes to emit: active, not attribute leaves, not already inputs.
+    // Classes to emit: active, not payload leaves, not already inputs.
     let emit_class = |c: usize| {
-        ex.active[c] && value[c].is_none() && !matches!(eg[Id::from(c)].data, ClassData::Attrs(_))
+        ex.active[c] && value[c].is_none() && !matches!(eg[Id::from(c)].data, ClassData::Payload(_))
     };
     let mut todo: Vec<usize> = (0..n).filter(|&c| emit_class(c)).collect();
     // Anchors: original position, or the earliest user's anchor (parents first).
@@ -137,15 +137,14 @@ fn emit_one(
         .and_then(|(id, _)| g.node(id).loc.clone());
     match node {
         EbbNode::Op { kind, .. } => {
-            let (attr, operands) = node.split_attrs();
-            let entry = match attr {
-                Some(a) => match &eg[a].data {
-                    ClassData::Attrs(a) => eg.analysis.attrs.get(*a).cloned(),
-                    _ => None,
-                }
-                .ok_or_else(|| RewriteError::Extract(format!("`{kind}` without attributes")))?,
-                None => super::lang::AttrEntry::new(Default::default()),
-            };
+            let (leaf, operands) = node.split_payload();
+            let (op, regions) = match leaf {
+                Some(a) => payload_entry(eg, a)
+                    .filter(|e| e.op.kind() == *kind)
+                    .map(|e| (e.op.clone(), e.regions.clone())),
+                None => Op::simple(*kind).map(|op| (op, Vec::new())),
+            }
+            .ok_or_else(|| RewriteError::Extract(format!("`{kind}` without its payload")))?;
             let ty = tensor(eg, Id::from(c))
                 .cloned()
                 .ok_or_else(|| RewriteError::Extract(format!("`{kind}` is not a tensor")))?;
@@ -154,10 +153,9 @@ fn emit_one(
                 .map(|o| operand(value, *o))
                 .collect::<Result<Vec<_>, _>>()?;
             let new = Node {
-                kind: *kind,
-                attrs: entry.attrs,
+                op,
                 outputs: vec![ty],
-                regions: entry.regions,
+                regions,
                 loc,
             };
             let id = out.add_node(new, &ops);
@@ -178,7 +176,7 @@ fn emit_one(
             })?;
             value[c] = Some(ValueRef::new(t, *index));
         }
-        EbbNode::Input(_) | EbbNode::Attrs(_) => {
+        EbbNode::Input(_) | EbbNode::Payload(_) => {
             return Err(RewriteError::Extract(format!(
                 "class {c} chose a leaf that is not emitted"
             )));

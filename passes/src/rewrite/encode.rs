@@ -6,7 +6,7 @@
 //! input graph is an e-node of the e-graph (identical ops share a node only when duplicates
 //! are merged).
 
-use super::lang::{has_attr_child, AttrEntry, ClassData, EbbEGraph, EbbNode, TypeAnalysis};
+use super::lang::{has_payload_child, ClassData, EbbEGraph, EbbNode, PayloadEntry, TypeAnalysis};
 use super::RewriteError;
 use ebb_ir::{Graph, NodeId, OpKind, ValueRef};
 use egg::{Id, Language};
@@ -42,12 +42,11 @@ pub(crate) struct Encoded {
 /// Whether an op is encoded as an [`EbbNode::Opaque`] node.
 fn is_opaque(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
-    let attr_free_with_attrs =
-        !has_attr_child(n.kind) && (!n.attrs.is_empty() || !n.regions.is_empty());
+    let leafless_with_regions = !has_payload_child(n.kind()) && !n.regions.is_empty();
     n.outputs.len() != 1
-        || attr_free_with_attrs
+        || leafless_with_regions
         || matches!(
-            n.kind,
+            n.kind(),
             OpKind::While | OpKind::Sort | OpKind::CustomCall | OpKind::OptimizationBarrier
         )
 }
@@ -78,7 +77,7 @@ pub(crate) fn encode(g: &Graph, merge_duplicates: bool) -> Result<Encoded, Rewri
     let mut roots = Vec::new();
     for (pos, &id) in g.order().iter().enumerate() {
         let n = g.node(id);
-        if n.kind == OpKind::Input {
+        if n.kind() == OpKind::Input {
             continue;
         }
         let mut operands = Vec::new();
@@ -88,7 +87,7 @@ pub(crate) fn encode(g: &Graph, merge_duplicates: bool) -> Result<Encoded, Rewri
                 .copied()
                 .ok_or_else(|| RewriteError::Encode {
                     position: pos,
-                    op: n.kind.name().into(),
+                    op: n.kind().name().into(),
                     msg: format!("operand {v} is not defined before use"),
                 })?;
             operands.push(c);
@@ -111,19 +110,19 @@ pub(crate) fn encode(g: &Graph, merge_duplicates: bool) -> Result<Encoded, Rewri
             (enode, class)
         } else {
             let mut children = Vec::with_capacity(operands.len() + 1);
-            if has_attr_child(n.kind) {
-                let declared = matches!(n.kind, OpKind::Constant | OpKind::DimConstant)
+            if has_payload_child(n.kind()) {
+                let declared = matches!(n.kind(), OpKind::Constant | OpKind::DimConstant)
                     .then(|| n.outputs.clone());
-                let a = eg.analysis.attrs.intern(AttrEntry::with(
-                    n.attrs.clone(),
+                let a = eg.analysis.payloads.intern(PayloadEntry::with(
+                    n.op.clone(),
                     n.regions.clone(),
                     declared,
                 ));
-                children.push(eg.add(EbbNode::Attrs(a)));
+                children.push(eg.add(EbbNode::Payload(a)));
             }
             children.extend(operands);
             let mut enode = EbbNode::Op {
-                kind: n.kind,
+                kind: n.kind(),
                 copy: 0,
                 children,
             };
@@ -140,7 +139,7 @@ pub(crate) fn encode(g: &Graph, merge_duplicates: bool) -> Result<Encoded, Rewri
                 other => {
                     return Err(RewriteError::Encode {
                         position: pos,
-                        op: n.kind.name().into(),
+                        op: n.kind().name().into(),
                         msg: format!(
                             "declared type {} but the e-graph infers {other:?}",
                             n.outputs[0]

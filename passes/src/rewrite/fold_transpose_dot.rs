@@ -20,11 +20,9 @@
 //! Not rewritten: a transpose that reorders the operand's free dimensions (the result
 //! layout would change), and transposes of the dot's *result*.
 
-use super::lang::{
-    add_attrs, attr_entry, ints_attr, union_if_same_type, EbbEGraph, EbbNode, TypeAnalysis,
-};
+use super::lang::{add_payload, payload_op, union_if_same_type, EbbEGraph, EbbNode, TypeAnalysis};
 use super::rules::{rule_with, var, Rule};
-use ebb_ir::{Attr, OpKind};
+use ebb_ir::{Op, OpKind};
 use egg::{Applier, Id, PatternAst, Subst, Symbol, Var};
 
 /// The rules of this group (see the module docs).
@@ -44,7 +42,7 @@ pub fn rules() -> Vec<Rule> {
 }
 
 /// The new (batching, contracting) lists of an operand seen through `perm`, or `None` when
-/// the fold would change the result layout or the attributes are out of range.
+/// the fold would change the result layout or the dimension numbers are out of range.
 ///
 /// `batching` and `contracting` are dimensions of the transposed operand (rank
 /// `perm.len()`); the result refers to dimensions of the transpose's input.
@@ -89,30 +87,22 @@ impl Applier<EbbNode, TypeAnalysis> for FoldTranspose {
         _: Symbol,
     ) -> Vec<Id> {
         let (d, p, x, y) = (s[var("?d")], s[var("?p")], s[var("?x")], s[var("?y")]);
-        let side = if self.lhs { "lhs" } else { "rhs" };
-        let (bn, cn) = (
-            format!("{side}_batching_dimensions"),
-            format!("{side}_contracting_dimensions"),
-        );
-        let (Some(perm), Some(b), Some(c)) = (
-            ints_attr(eg, p, OpKind::Transpose, "permutation"),
-            ints_attr(eg, d, OpKind::DotGeneral, &bn),
-            ints_attr(eg, d, OpKind::DotGeneral, &cn),
-        ) else {
+        let (Some(Op::Transpose(perm)), Some(Op::DotGeneral(dims))) =
+            (payload_op(eg, p), payload_op(eg, d))
+        else {
             return Vec::new();
         };
-        let Some((nb, nc)) = fold_dims(&perm, &b, &c) else {
+        let mut dims = dims.clone();
+        let (b, c) = if self.lhs {
+            (&mut dims.lhs_batch, &mut dims.lhs_contract)
+        } else {
+            (&mut dims.rhs_batch, &mut dims.rhs_contract)
+        };
+        let Some((nb, nc)) = fold_dims(perm, b, c) else {
             return Vec::new();
         };
-        let Some(mut attrs) = attr_entry(eg, d).map(|e| e.attrs.clone()) else {
-            return Vec::new();
-        };
-        for (name, v) in [(bn, nb), (cn, nc)] {
-            if !v.is_empty() || attrs.contains_key(&name) {
-                attrs.insert(name, Attr::Ints(v));
-            }
-        }
-        let a = add_attrs(eg, attrs);
+        (*b, *c) = (nb, nc);
+        let a = add_payload(eg, Op::DotGeneral(dims));
         union_if_same_type(
             eg,
             eclass,

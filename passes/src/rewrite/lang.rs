@@ -3,14 +3,14 @@
 //!
 //! # Encoding
 //! * A graph input is a leaf [`EbbNode::Input`] (its argument index).
-//! * An op's attributes (and its regions, and the declared result type of ops whose type is
-//!   not inferred from operands, `constant` and `dim_constant`) are interned in an
-//!   [`AttrTable`] and appear as a leaf [`EbbNode::Attrs`] *child*, so that patterns can bind
-//!   them with a variable: `(broadcast_in_dim ?a ?x)`. Ops whose kind never carries
-//!   attributes (the elementwise ops other than `convert` and `compare`) have no attribute
-//!   child: `(add ?x ?y)`. See [`has_attr_child`].
+//! * An op's typed payload (the [`Op`] itself, with its regions and the declared result type
+//!   of ops whose type is not inferred from operands, `constant` and `dim_constant`) is
+//!   interned in a [`PayloadTable`] and appears as a leaf [`EbbNode::Payload`] *child*, so
+//!   that patterns can bind it with a variable: `(broadcast_in_dim ?a ?x)`. The elementwise
+//!   ops without a payload (all but `convert` and `compare`) have no payload child:
+//!   `(add ?x ?y)`. See [`has_payload_child`].
 //! * A single-result op is an [`EbbNode::Op`]: its kind, a `copy` number and its children
-//!   (attributes first, then operand e-classes). `copy` is 0 for every node a rule creates;
+//!   (payload first, then operand e-classes). `copy` is 0 for every node a rule creates;
 //!   the encoder gives structurally identical ops of the input graph distinct copy numbers
 //!   unless duplicates are to be merged (see [`super::Limits::merge_duplicates`]). Patterns
 //!   ignore `copy`.
@@ -25,22 +25,22 @@
 //! in a rule), and rule appliers union only classes whose types are equal.
 
 use ebb_ir::shape::infer;
-use ebb_ir::{Attr, Attrs, AttrsExt, Graph, Node, OpKind, TensorType};
+use ebb_ir::{Graph, Node, Op, OpKind, TensorType};
 use egg::{Analysis, DidMerge, EGraph, FromOp, FromOpError, Id, Language};
 use std::collections::HashMap;
 use std::fmt;
 
-/// Index of an interned attribute entry in an [`AttrTable`].
-pub type AttrId = u32;
+/// Index of an interned payload entry in a [`PayloadTable`].
+pub type PayloadId = u32;
 
 /// An e-node of the Ebb language. See the module docs for the encoding.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EbbNode {
     /// Graph input number `0` (argument order).
     Input(u32),
-    /// Interned attributes (entry of the [`AttrTable`]).
-    Attrs(AttrId),
-    /// A single-result op: children are the attribute leaf (if [`has_attr_child`]) and then
+    /// An interned op payload (entry of the [`PayloadTable`]).
+    Payload(PayloadId),
+    /// A single-result op: children are the payload leaf (if [`has_payload_child`]) and then
     /// the operands.
     Op {
         /// Op kind.
@@ -48,7 +48,7 @@ pub enum EbbNode {
         /// Distinguishes identical ops of the input graph that must stay distinct; 0 for
         /// nodes created by rules. Ignored by pattern matching.
         copy: u32,
-        /// Attribute leaf (if any), then operand e-classes.
+        /// Payload leaf (if any), then operand e-classes.
         children: Vec<Id>,
     },
     /// An op rules never look into; its class is the tuple of its results.
@@ -67,18 +67,21 @@ pub enum EbbNode {
     },
 }
 
-/// Whether ops of `kind` have an attribute leaf as first child: all but the elementwise
-/// ops that never carry attributes (everything elementwise except `convert`, `compare`).
-pub fn has_attr_child(kind: OpKind) -> bool {
-    !kind.is_elementwise() || matches!(kind, OpKind::Convert | OpKind::Compare)
+/// Whether ops of `kind` have a payload leaf as first child: all but the elementwise ops
+/// without a payload (everything elementwise except `convert`, `compare`). Non-elementwise
+/// payload-free kinds (`dynamic_update_slice`) have a leaf too; it holds their regions.
+pub fn has_payload_child(kind: OpKind) -> bool {
+    !(kind.is_elementwise() && kind.is_payload_free())
 }
 
 impl EbbNode {
-    /// The attribute leaf and the operands of an [`EbbNode::Op`] (`None, children` for other
+    /// The payload leaf and the operands of an [`EbbNode::Op`] (`None, children` for other
     /// nodes).
-    pub fn split_attrs(&self) -> (Option<Id>, &[Id]) {
+    pub fn split_payload(&self) -> (Option<Id>, &[Id]) {
         match self {
-            EbbNode::Op { kind, children, .. } if has_attr_child(*kind) && !children.is_empty() => {
+            EbbNode::Op { kind, children, .. }
+                if has_payload_child(*kind) && !children.is_empty() =>
+            {
                 (Some(children[0]), &children[1..])
             }
             _ => (None, self.children()),
@@ -100,7 +103,7 @@ impl Language for EbbNode {
     fn discriminant(&self) -> (u8, u32) {
         match self {
             EbbNode::Input(i) => (0, *i),
-            EbbNode::Attrs(a) => (1, *a),
+            EbbNode::Payload(a) => (1, *a),
             EbbNode::Op { kind, .. } => (2, *kind as u32),
             EbbNode::Opaque { op, .. } => (3, *op),
             EbbNode::Result { index, .. } => (4, *index),
@@ -114,7 +117,7 @@ impl Language for EbbNode {
 
     fn children(&self) -> &[Id] {
         match self {
-            EbbNode::Input(_) | EbbNode::Attrs(_) => &[],
+            EbbNode::Input(_) | EbbNode::Payload(_) => &[],
             EbbNode::Op { children, .. } | EbbNode::Opaque { children, .. } => children,
             EbbNode::Result { child, .. } => child,
         }
@@ -122,7 +125,7 @@ impl Language for EbbNode {
 
     fn children_mut(&mut self) -> &mut [Id] {
         match self {
-            EbbNode::Input(_) | EbbNode::Attrs(_) => &mut [],
+            EbbNode::Input(_) | EbbNode::Payload(_) => &mut [],
             EbbNode::Op { children, .. } | EbbNode::Opaque { children, .. } => children,
             EbbNode::Result { child, .. } => child,
         }
@@ -133,7 +136,7 @@ impl fmt::Display for EbbNode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EbbNode::Input(i) => write!(f, "input:{i}"),
-            EbbNode::Attrs(a) => write!(f, "attrs:{a}"),
+            EbbNode::Payload(a) => write!(f, "payload:{a}"),
             EbbNode::Op { kind, .. } => f.write_str(kind.name()),
             EbbNode::Opaque { op, .. } => write!(f, "opaque:{op}"),
             EbbNode::Result { index, .. } => write!(f, "result:{index}"),
@@ -145,7 +148,7 @@ impl FromOp for EbbNode {
     type Error = FromOpError;
 
     /// Parses an op name (`add`, `broadcast_in_dim`) with its children, or the leaves
-    /// `input:N` and `attrs:N`.
+    /// `input:N` and `payload:N`.
     fn from_op(op: &str, children: Vec<Id>) -> Result<Self, Self::Error> {
         let leaf = |prefix: &str| op.strip_prefix(prefix).and_then(|n| n.parse::<u32>().ok());
         if let Some(kind) = OpKind::from_name(op) {
@@ -155,19 +158,20 @@ impl FromOp for EbbNode {
                 children,
             });
         }
-        match (leaf("input:"), leaf("attrs:")) {
+        match (leaf("input:"), leaf("payload:")) {
             (Some(i), _) if children.is_empty() => Ok(EbbNode::Input(i)),
-            (_, Some(a)) if children.is_empty() => Ok(EbbNode::Attrs(a)),
+            (_, Some(a)) if children.is_empty() => Ok(EbbNode::Payload(a)),
             _ => Err(FromOpError::new(op, children)),
         }
     }
 }
 
-/// Interned attributes of an op, with what rules want to know about them.
+/// The interned payload of an op, with what rules want to know about it.
 #[derive(Debug, Clone)]
-pub struct AttrEntry {
-    /// The op's attributes.
-    pub attrs: Attrs,
+pub struct PayloadEntry {
+    /// The op (kind and typed payload); its kind is the kind of the e-nodes that hold the
+    /// leaf.
+    pub op: Op,
     /// The op's regions (reduce bodies).
     pub regions: Vec<Graph>,
     /// Declared result types, for ops whose type is not inferred (`constant`,
@@ -175,23 +179,26 @@ pub struct AttrEntry {
     pub declared: Option<Vec<TensorType>>,
     /// The single region is a sum: `add(arg0, arg1)` returned (a `reduce` that sums).
     pub is_sum_body: bool,
-    /// The attributes hold a literal whose bytes are all zero (a zero `constant`).
+    /// The op is a `constant` whose literal bytes are all zero.
     pub is_zero_literal: bool,
 }
 
-impl AttrEntry {
-    /// An entry with attributes only.
-    pub fn new(attrs: Attrs) -> Self {
-        AttrEntry::with(attrs, Vec::new(), None)
+/// What makes two payload entries equal: the op, the declared types and the regions (by
+/// their printed form).
+type PayloadKey = (Op, Option<Vec<TensorType>>, Vec<String>);
+
+impl PayloadEntry {
+    /// An entry with the op only.
+    pub fn new(op: Op) -> Self {
+        PayloadEntry::with(op, Vec::new(), None)
     }
 
-    /// An entry with attributes, regions and declared types.
-    pub fn with(attrs: Attrs, regions: Vec<Graph>, declared: Option<Vec<TensorType>>) -> Self {
+    /// An entry with the op, regions and declared types.
+    pub fn with(op: Op, regions: Vec<Graph>, declared: Option<Vec<TensorType>>) -> Self {
         let is_sum_body = regions.len() == 1 && is_sum_region(&regions[0]);
-        let is_zero_literal =
-            matches!(attrs.get("value"), Some(Attr::Literal(l)) if l.data.iter().all(|b| *b == 0));
-        AttrEntry {
-            attrs,
+        let is_zero_literal = matches!(&op, Op::Constant(l) if l.data.iter().all(|b| *b == 0));
+        PayloadEntry {
+            op,
             regions,
             declared,
             is_sum_body,
@@ -199,13 +206,12 @@ impl AttrEntry {
         }
     }
 
-    fn key(&self) -> String {
-        let mut k = format!("{:?}|{:?}", self.attrs, self.declared);
-        for r in &self.regions {
-            k.push('|');
-            k.push_str(&ebb_ir::text::print(r));
-        }
-        k
+    fn key(&self) -> PayloadKey {
+        (
+            self.op.clone(),
+            self.declared.clone(),
+            self.regions.iter().map(ebb_ir::text::print).collect(),
+        )
     }
 }
 
@@ -215,40 +221,40 @@ fn is_sum_region(r: &Graph) -> bool {
     let ops: Vec<_> = r
         .order()
         .iter()
-        .filter(|id| r.node(**id).kind != OpKind::Input)
+        .filter(|id| r.node(**id).kind() != OpKind::Input)
         .collect();
     let ([op], [out]) = (ops.as_slice(), r.outputs()) else {
         return false;
     };
-    if r.node(**op).kind != OpKind::Add || out.node != **op {
+    if r.node(**op).kind() != OpKind::Add || out.node != **op {
         return false;
     }
     let operands: Vec<_> = r.operands(**op).iter().map(|v| v.node).collect();
     operands == [*a, *b] || operands == [*b, *a]
 }
 
-/// The interned attribute entries of an e-graph, deduplicated by value.
+/// The interned payload entries of an e-graph, deduplicated by value.
 #[derive(Debug, Default, Clone)]
-pub struct AttrTable {
-    entries: Vec<AttrEntry>,
-    index: HashMap<String, AttrId>,
+pub struct PayloadTable {
+    entries: Vec<PayloadEntry>,
+    index: HashMap<PayloadKey, PayloadId>,
 }
 
-impl AttrTable {
+impl PayloadTable {
     /// Interns `e`, returning the id of an equal existing entry if there is one.
-    pub fn intern(&mut self, e: AttrEntry) -> AttrId {
+    pub fn intern(&mut self, e: PayloadEntry) -> PayloadId {
         let key = e.key();
         if let Some(&id) = self.index.get(&key) {
             return id;
         }
-        let id = self.entries.len() as AttrId;
+        let id = self.entries.len() as PayloadId;
         self.entries.push(e);
         self.index.insert(key, id);
         id
     }
 
     /// The entry `id`, if it exists.
-    pub fn get(&self, id: AttrId) -> Option<&AttrEntry> {
+    pub fn get(&self, id: PayloadId) -> Option<&PayloadEntry> {
         self.entries.get(id as usize)
     }
 
@@ -266,8 +272,8 @@ impl AttrTable {
 /// What the analysis knows about an e-class.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClassData {
-    /// An attribute leaf.
-    Attrs(AttrId),
+    /// A payload leaf.
+    Payload(PayloadId),
     /// A tensor of this type.
     Tensor(TensorType),
     /// The results of an opaque op.
@@ -279,9 +285,9 @@ pub enum ClassData {
 /// The e-class analysis: symbolic result types, plus the side tables the encoding needs.
 #[derive(Debug, Default)]
 pub struct TypeAnalysis {
-    /// Interned attributes.
-    pub attrs: AttrTable,
-    /// Opaque ops: copies of the original nodes (kind, attributes, result types, regions).
+    /// Interned payloads.
+    pub payloads: PayloadTable,
+    /// Opaque ops: copies of the original nodes (op, result types, regions).
     pub opaque: Vec<Node>,
     /// Types of the graph inputs, by argument index.
     pub inputs: Vec<TensorType>,
@@ -300,12 +306,17 @@ pub fn tensor(eg: &EbbEGraph, id: Id) -> Option<&TensorType> {
     }
 }
 
-/// The attribute entry of class `id`, if it is an attribute leaf.
-pub fn attr_entry(eg: &EbbEGraph, id: Id) -> Option<&AttrEntry> {
+/// The payload entry of class `id`, if it is a payload leaf.
+pub fn payload_entry(eg: &EbbEGraph, id: Id) -> Option<&PayloadEntry> {
     match &eg[id].data {
-        ClassData::Attrs(a) => eg.analysis.attrs.get(*a),
+        ClassData::Payload(a) => eg.analysis.payloads.get(*a),
         _ => None,
     }
+}
+
+/// The op of the payload entry of class `id`, if it is a payload leaf.
+pub fn payload_op(eg: &EbbEGraph, id: Id) -> Option<&Op> {
+    payload_entry(eg, id).map(|e| &e.op)
 }
 
 /// Whether class `id` holds a `constant` whose literal is all zero bytes.
@@ -317,25 +328,35 @@ pub fn is_zero_constant(eg: &EbbEGraph, id: Id) -> bool {
             ..
         } => children
             .first()
-            .and_then(|a| attr_entry(eg, *a))
+            .and_then(|a| payload_entry(eg, *a))
             .is_some_and(|e| e.is_zero_literal),
         _ => false,
     })
 }
 
 fn make_op(eg: &EbbEGraph, kind: OpKind, node: &EbbNode) -> ClassData {
-    let (attr, operands) = node.split_attrs();
-    let empty = AttrEntry::new(Attrs::new());
-    let entry = match attr {
-        Some(a) => match attr_entry(eg, a) {
-            Some(e) => e,
-            None => {
+    let (leaf, operands) = node.split_payload();
+    let simple;
+    let (op, regions, declared): (&Op, &[Graph], Option<&[TensorType]>) = match leaf {
+        Some(a) => match payload_entry(eg, a) {
+            Some(e) if e.op.kind() == kind => (&e.op, &e.regions, e.declared.as_deref()),
+            Some(e) => {
                 return ClassData::Invalid(format!(
-                    "`{kind}`: first child is not an attribute leaf"
+                    "`{kind}`: payload leaf holds a `{}`",
+                    e.op.kind()
                 ))
             }
+            None => {
+                return ClassData::Invalid(format!("`{kind}`: first child is not a payload leaf"))
+            }
         },
-        None => &empty,
+        None => match Op::simple(kind) {
+            Some(op) => {
+                simple = op;
+                (&simple, &[], None)
+            }
+            None => return ClassData::Invalid(format!("`{kind}`: no payload leaf")),
+        },
     };
     let mut types = Vec::with_capacity(operands.len());
     for &c in operands {
@@ -344,13 +365,13 @@ fn make_op(eg: &EbbEGraph, kind: OpKind, node: &EbbNode) -> ClassData {
             None => return ClassData::Invalid(format!("`{kind}`: operand is not a tensor")),
         }
     }
-    match infer(kind, &entry.attrs, &types, &entry.regions) {
+    match infer(op, &types, regions) {
         Ok(Some(mut ts)) if ts.len() == 1 => ClassData::Tensor(ts.remove(0)),
         Ok(Some(ts)) => ClassData::Invalid(format!(
             "`{kind}`: {} results where one was expected",
             ts.len()
         )),
-        Ok(None) => match entry.declared.as_deref() {
+        Ok(None) => match declared {
             Some([t]) => ClassData::Tensor(t.clone()),
             _ => ClassData::Invalid(format!("`{kind}`: no declared result type")),
         },
@@ -367,7 +388,7 @@ impl Analysis<EbbNode> for TypeAnalysis {
                 Some(t) => ClassData::Tensor(t.clone()),
                 None => ClassData::Invalid(format!("input {i} out of range")),
             },
-            EbbNode::Attrs(a) => ClassData::Attrs(*a),
+            EbbNode::Payload(a) => ClassData::Payload(*a),
             EbbNode::Op { kind, .. } => make_op(eg, *kind, enode),
             EbbNode::Opaque { op, .. } => match eg.analysis.opaque.get(*op as usize) {
                 Some(n) => ClassData::Tuple(n.outputs.clone()),
@@ -421,15 +442,8 @@ pub fn union_ids_if_same_type(eg: &mut EbbEGraph, class: Id, id: Id) -> Vec<Id> 
     }
 }
 
-/// Interns `attrs` and adds their leaf, returning its class.
-pub fn add_attrs(eg: &mut EbbEGraph, attrs: Attrs) -> Id {
-    let a = eg.analysis.attrs.intern(AttrEntry::new(attrs));
-    eg.add(EbbNode::Attrs(a))
-}
-
-/// The integer-list attribute `name` of the entry of class `id` (empty when missing).
-pub fn ints_attr(eg: &EbbEGraph, id: Id, kind: OpKind, name: &str) -> Option<Vec<i64>> {
-    attr_entry(eg, id)
-        .and_then(|e| e.attrs.ints_or_empty(kind, name).ok())
-        .map(|v| v.to_vec())
+/// Interns `op` (without regions) and adds its payload leaf, returning its class.
+pub fn add_payload(eg: &mut EbbEGraph, op: Op) -> Id {
+    let a = eg.analysis.payloads.intern(PayloadEntry::new(op));
+    eg.add(EbbNode::Payload(a))
 }

@@ -4,7 +4,7 @@
 //!
 //! Pipeline of [`rewrite`]:
 //! 1. Encoding (`encode.rs`): every op of the main body becomes an e-node ([`lang`]
-//!    describes the language: op kind, an interned attribute leaf as first child, operand
+//!    describes the language: op kind, an interned payload leaf as first child, operand
 //!    e-classes; multi-result and region-carrying control ops are opaque). The e-class
 //!    analysis ([`lang::TypeAnalysis`]) holds each class's symbolic [`ebb_ir::TensorType`].
 //! 2. An egg [`egg::Runner`] applies the chosen [`RuleGroup`]s under hard caps

@@ -29,7 +29,7 @@
 //! non-zero init values, and sums of reductions whose operand sum is not already computed.
 
 use super::lang::{
-    attr_entry, is_zero_constant, union_if_same_type, EbbEGraph, EbbNode, TypeAnalysis,
+    is_zero_constant, payload_entry, union_if_same_type, EbbEGraph, EbbNode, TypeAnalysis,
 };
 use super::rules::{always, rule, rule_with, same_type_xy, var, Rule};
 use ebb_ir::OpKind;
@@ -37,7 +37,7 @@ use egg::{Applier, Id, PatternAst, Subst, Symbol, Var};
 
 /// Whether `?k` is a sum-reduction body and `?z` a zero constant.
 fn sum_from_zero(eg: &EbbEGraph, s: &Subst) -> bool {
-    attr_entry(eg, s[var("?k")]).is_some_and(|e| e.is_sum_body)
+    payload_entry(eg, s[var("?k")]).is_some_and(|e| e.is_sum_body)
         && is_zero_constant(eg, s[var("?z")])
 }
 

@@ -12,13 +12,13 @@
 //! Rules (one direction only; `K` ranges over the binary elementwise kinds other than
 //! `compare`, `U` over the unary ones other than `convert`):
 //! * `sink-broadcast/K`: `K(bcast_a(x), bcast_a(y)) -> bcast_a(K(x, y))` when `x` and `y`
-//!   have the same type (same broadcast attributes alone do not imply it: `f32[1]` and
+//!   have the same type (the same broadcast payload alone does not imply it: `f32[1]` and
 //!   `f32[64]` both broadcast to `f32[B,S,64]` along `[2]`).
 //! * `sink-broadcast/K-scalar-rhs`: `K(bcast_a(x), bcast_s(y)) -> bcast_a(K(x, bcast(y)))`
 //!   when `y` is a scalar and `x` is not (the scalar is re-broadcast to `x`'s small shape);
 //!   `-scalar-lhs` mirrors it. The same two forms exist for `compare` (keeping its
-//!   direction attribute).
-//! * `sink-broadcast/compare`: as `K`, keeping the comparison attributes.
+//!   direction).
+//! * `sink-broadcast/compare`: as `K`, keeping the comparison payload.
 //! * `sink-broadcast/U`: `U(bcast_a(x)) -> bcast_a(U(x))`.
 //! * `sink-broadcast/convert`: `convert_t(bcast_a(x)) -> bcast_a(convert_t(x))`, for any
 //!   element types: the expanded tensor then exists only in the target type.
@@ -26,11 +26,12 @@
 //!   shapes, and `sink-broadcast/select-scalar-pred` with a scalar predicate.
 //!
 //! Not rewritten: consumers that are not elementwise (`dot_general`, `reduce`, ...), and
-//! operands broadcast with different attributes unless one is a scalar.
+//! operands broadcast with different payloads unless one is a scalar.
 
-use super::lang::{add_attrs, tensor, union_ids_if_same_type, EbbEGraph, EbbNode, TypeAnalysis};
+use super::lang::{add_payload, tensor, union_ids_if_same_type, EbbEGraph, EbbNode, TypeAnalysis};
 use super::rules::{always, rule, rule_with, same_type_xy, ty, var, Rule};
-use ebb_ir::{Attr, Attrs, OpKind};
+use ebb_ir::op::BroadcastSpec;
+use ebb_ir::{Op, OpKind};
 use egg::{Applier, Id, PatternAst, Subst, Symbol, Var};
 
 /// The rules of this group (see the module docs).
@@ -136,10 +137,13 @@ impl Applier<EbbNode, TypeAnalysis> for ScalarBroadcast {
         if tyy.rank() != 0 || tx.rank() == 0 || tx.dtype != tyy.dtype {
             return Vec::new();
         }
-        let mut attrs = Attrs::new();
-        attrs.insert("broadcast_dimensions".into(), Attr::Ints(Vec::new()));
-        attrs.insert("shape".into(), Attr::Dims(tx.shape.clone()));
-        let small = add_attrs(eg, attrs);
+        let small = add_payload(
+            eg,
+            Op::BroadcastInDim(BroadcastSpec {
+                dims: Vec::new(),
+                shape: tx.shape.clone(),
+            }),
+        );
         let yb = eg.add(EbbNode::Op {
             kind: OpKind::BroadcastInDim,
             copy: 0,

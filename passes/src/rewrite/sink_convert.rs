@@ -15,7 +15,7 @@
 //! way: the expanded tensor should be materialized after the convert, not before).
 
 use super::rules::{rule, ty, var, Rule};
-use ebb_ir::{AttrsExt, OpKind};
+use ebb_ir::{Op, OpKind};
 use egg::Subst;
 
 /// The data-movement ops a widening convert sinks below.
@@ -30,9 +30,10 @@ fn widening(eg: &super::lang::EbbEGraph, s: &Subst) -> bool {
     let Some(x) = ty(eg, s, "?x") else {
         return false;
     };
-    let target = super::lang::attr_entry(eg, s[var("?t")])
-        .and_then(|e| e.attrs.dtype(OpKind::Convert, "dtype").ok());
-    target.is_some_and(|t| t.size_bytes() > x.dtype.size_bytes())
+    match super::lang::payload_op(eg, s[var("?t")]) {
+        Some(Op::Convert(t)) => t.size_bytes() > x.dtype.size_bytes(),
+        _ => false,
+    }
 }
 
 /// The rules of this group (see the module docs).

@@ -121,7 +121,8 @@ fn complete(b: &mut Bindings, symbols: &BTreeSet<Symbol>, k: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ebb_ir::{Attr, Attrs, DType, DimExpr, Node, OpKind, TensorType};
+    use ebb_ir::op::CustomCallSpec;
+    use ebb_ir::{DType, DimExpr, Node, Op, TensorType};
 
     /// Tests that size keys agree with every ordering the prover establishes.
     #[test]
@@ -143,13 +144,15 @@ mod tests {
             "min(B, 8)",
         ];
         let x = g.add_input("x", TensorType::scalar(DType::F32));
-        let mut attrs = Attrs::new();
-        attrs.insert("call_target_name".into(), Attr::Str("f".into()));
+        let call = Op::CustomCall(CustomCallSpec {
+            target: "f".into(),
+            ..CustomCallSpec::default()
+        });
         let types: Vec<TensorType> = shapes
             .iter()
             .map(|d| TensorType::new(DType::F32, vec![d.parse::<DimExpr>().unwrap()]))
             .collect();
-        g.add_node(Node::new(OpKind::CustomCall, attrs, types.clone()), &[x]);
+        g.add_node(Node::new(call, types.clone()), &[x]);
         let ctx = Ctx::new(&g, 8, &[]);
         assert!(ctx.samples.len() >= 4);
         let key = |i: usize| ctx.value_key[i + 1];

@@ -436,7 +436,7 @@ pub fn apply_schedule(g: &mut Graph, s: &Schedule) -> Result<(), ScheduleError> 
         .order()
         .iter()
         .copied()
-        .filter(|&id| g.node(id).kind == OpKind::Input)
+        .filter(|&id| g.node(id).kind() == OpKind::Input)
         .collect();
     order.extend_from_slice(s);
     g.set_order(order);

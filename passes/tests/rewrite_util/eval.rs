@@ -4,7 +4,8 @@
 //! `reshape`, `reduce` with an `add` body, `dot_general`. Used to check that a rewritten
 //! graph computes what the input graph computes.
 
-use ebb_ir::{AttrsExt, Bindings, Graph, NodeId, OpKind, ValueRef};
+use ebb_ir::op::DotDims;
+use ebb_ir::{Bindings, Graph, Op, OpKind, ValueRef};
 use std::collections::HashMap;
 
 /// A dense tensor.
@@ -52,14 +53,8 @@ pub fn input_value(k: usize, shape: Vec<usize>) -> Tensor {
     Tensor { shape, data }
 }
 
-fn ints(g: &Graph, id: NodeId, name: &str) -> Vec<usize> {
-    let n = g.node(id);
-    n.attrs
-        .ints_or_empty(n.kind, name)
-        .expect("int list attribute")
-        .iter()
-        .map(|&x| x as usize)
-        .collect()
+fn usizes(v: &[i64]) -> Vec<usize> {
+    v.iter().map(|&x| x as usize).collect()
 }
 
 /// Evaluates the outputs of `g` at bindings `b`.
@@ -74,25 +69,21 @@ pub fn eval(g: &Graph, b: &Bindings) -> Vec<Tensor> {
             .collect();
         let args: Vec<&Tensor> = g.operands(id).iter().map(|v| &vals[v]).collect();
         let size: usize = shape.iter().product();
-        let out = match n.kind {
-            OpKind::Input => {
+        let kind = n.kind();
+        let out = match &n.op {
+            Op::Input(_) => {
                 let k = g.inputs().iter().position(|x| *x == id).expect("input");
                 input_value(k, shape)
             }
-            OpKind::Constant => {
-                let v = n
-                    .attrs
-                    .literal(n.kind, "value")
-                    .expect("literal")
-                    .get_f64(0)
-                    .expect("splat");
+            Op::Constant(lit) => {
+                let v = lit.get_f64(0).expect("splat");
                 Tensor {
                     shape,
                     data: vec![v; size],
                 }
             }
-            OpKind::BroadcastInDim => {
-                let dims = ints(g, id, "broadcast_dimensions");
+            Op::BroadcastInDim(bcast) => {
+                let dims = usizes(&bcast.dims);
                 let x = args[0];
                 let mut data = Vec::with_capacity(size);
                 for_each_index(&shape, |o| {
@@ -105,12 +96,12 @@ pub fn eval(g: &Graph, b: &Bindings) -> Vec<Tensor> {
                 });
                 Tensor { shape, data }
             }
-            OpKind::Convert | OpKind::Reshape => Tensor {
+            Op::Convert(_) | Op::Reshape(_) => Tensor {
                 shape,
                 data: args[0].data.clone(),
             },
-            OpKind::Transpose => {
-                let perm = ints(g, id, "permutation");
+            Op::Transpose(perm) => {
+                let perm = usizes(perm);
                 let mut data = Vec::with_capacity(size);
                 for_each_index(&shape, |o| {
                     let mut src = vec![0; o.len()];
@@ -121,8 +112,8 @@ pub fn eval(g: &Graph, b: &Bindings) -> Vec<Tensor> {
                 });
                 Tensor { shape, data }
             }
-            k if k.is_unary_elementwise() => {
-                let f: fn(f64) -> f64 = match k {
+            _ if kind.is_unary_elementwise() => {
+                let f: fn(f64) -> f64 = match kind {
                     OpKind::Negate => |x| -x,
                     OpKind::Abs => f64::abs,
                     OpKind::Tanh => f64::tanh,
@@ -134,8 +125,8 @@ pub fn eval(g: &Graph, b: &Bindings) -> Vec<Tensor> {
                     data: args[0].data.iter().map(|x| f(*x)).collect(),
                 }
             }
-            k if k.is_binary_elementwise() => {
-                let f: fn(f64, f64) -> f64 = match k {
+            _ if kind.is_binary_elementwise() => {
+                let f: fn(f64, f64) -> f64 = match kind {
                     OpKind::Add => |a, b| a + b,
                     OpKind::Subtract => |a, b| a - b,
                     OpKind::Multiply => |a, b| a * b,
@@ -153,8 +144,8 @@ pub fn eval(g: &Graph, b: &Bindings) -> Vec<Tensor> {
                         .collect(),
                 }
             }
-            OpKind::Reduce => {
-                let dims = ints(g, id, "dimensions");
+            Op::Reduce(dims) => {
+                let dims = usizes(dims);
                 let (x, init) = (args[0], args[1].data[0]);
                 let mut data = vec![init; size];
                 let os = strides(&shape);
@@ -165,23 +156,17 @@ pub fn eval(g: &Graph, b: &Bindings) -> Vec<Tensor> {
                 });
                 Tensor { shape, data }
             }
-            OpKind::DotGeneral => dot(g, id, args[0], args[1], shape),
-            other => panic!("op {other} not supported by the test evaluator"),
+            Op::DotGeneral(dims) => dot(dims, args[0], args[1], shape),
+            _ => panic!("op {kind} not supported by the test evaluator"),
         };
         vals.insert(ValueRef::new(id, 0), out);
     }
     g.outputs().iter().map(|v| vals[v].clone()).collect()
 }
 
-fn dot(g: &Graph, id: NodeId, a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Tensor {
-    let (lb, rb) = (
-        ints(g, id, "lhs_batching_dimensions"),
-        ints(g, id, "rhs_batching_dimensions"),
-    );
-    let (lc, rc) = (
-        ints(g, id, "lhs_contracting_dimensions"),
-        ints(g, id, "rhs_contracting_dimensions"),
-    );
+fn dot(dims: &DotDims, a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Tensor {
+    let (lb, rb) = (usizes(&dims.lhs_batch), usizes(&dims.rhs_batch));
+    let (lc, rc) = (usizes(&dims.lhs_contract), usizes(&dims.rhs_contract));
     let lf: Vec<usize> = (0..a.shape.len())
         .filter(|d| !lb.contains(d) && !lc.contains(d))
         .collect();

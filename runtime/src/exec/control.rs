@@ -9,11 +9,12 @@
 
 use super::layout::strides_of;
 use super::reduce::scalar_compare;
-use super::region::RegionFn;
+use super::region::{mirror, RegionFn};
 use super::{program_schedule, Ctx, KernelFailure, Program};
 use crate::error::OpError;
 use crate::tensor::{Data, Scalar, Tensor};
-use ebb_ir::{AttrsExt, Graph, OpKind, ValueRef};
+use ebb_ir::op::SortSpec;
+use ebb_ir::{Graph, Op, Relation, ValueRef};
 use std::cell::RefCell;
 use std::cmp::Ordering;
 
@@ -68,43 +69,33 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
 }
 
 /// A comparator recognized as `compare(lhs0, rhs0)` on the first operand only.
-fn key_compare(r: &Graph) -> Option<(String, bool)> {
+fn key_compare(r: &Graph) -> Option<(Relation, bool)> {
     let ins = r.inputs();
     let ops = program_schedule(r);
     if ins.len() < 2 || ops.len() != 1 || r.outputs() != [ValueRef::new(ops[0], 0)] {
         return None;
     }
-    let node = r.node(ops[0]);
-    if node.kind != OpKind::Compare {
+    let Op::Compare(spec) = &r.node(ops[0]).op else {
         return None;
-    }
+    };
     let (a, b) = (ValueRef::new(ins[0], 0), ValueRef::new(ins[1], 0));
     let operands = r.operands(ops[0]);
-    let dir = node
-        .attrs
-        .str(OpKind::Compare, "comparison_direction")
-        .ok()?;
-    let total =
-        matches!(node.attrs.get("compare_type"), Some(ebb_ir::Attr::Str(s)) if s == "TOTALORDER");
+    let total = spec.total_order();
     if operands == [a, b] {
-        Some((dir.to_string(), total))
+        Some((spec.direction, total))
     } else if operands == [b, a] {
-        let m = match dir {
-            "LT" => "GT",
-            "GT" => "LT",
-            "LE" => "GE",
-            "GE" => "LE",
-            d => d,
-        };
-        Some((m.to_string(), total))
+        Some((mirror(spec.direction), total))
     } else {
         None
     }
 }
 
-/// `sort`: sorts all operands together along `dimension` by the comparator (stable).
-pub(crate) fn sort(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
-    let kind = OpKind::Sort;
+/// `sort`: sorts all operands together along `spec.dimension` by the comparator (stable).
+pub(crate) fn sort(
+    ctx: &Ctx,
+    spec: &SortSpec,
+    ops: Vec<Tensor>,
+) -> Result<Vec<Tensor>, KernelFailure> {
     let first = ops
         .first()
         .ok_or_else(|| OpError::Invalid("sort without operands".into()))?;
@@ -113,11 +104,7 @@ pub(crate) fn sort(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFai
         return Err(OpError::Invalid("sort operands must share a shape".into()).into());
     }
     let rank = shape.len() as i64;
-    let mut d = ctx
-        .node
-        .attrs
-        .int(kind, "dimension")
-        .map_err(OpError::from)?;
+    let mut d = spec.dimension;
     if d < 0 {
         d += rank;
     }
@@ -145,7 +132,7 @@ pub(crate) fn sort(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFai
     let less = |i: usize, j: usize| -> bool {
         let r = (|| -> Result<bool, OpError> {
             match &fast {
-                Some((dir, total)) => scalar_compare(get(first, i)?, get(first, j)?, dir, *total),
+                Some((dir, total)) => scalar_compare(get(first, i)?, get(first, j)?, *dir, *total),
                 None => {
                     let mut args = Vec::with_capacity(2 * ops.len());
                     for t in &ops {

@@ -20,8 +20,8 @@ use super::layout::{gather_view, istrides_of, strides_of};
 use super::{arity, Ctx};
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Tensor};
-use ebb_ir::shape::parse_conv_dims;
-use ebb_ir::{AttrsExt, DType, OpKind};
+use ebb_ir::op::{ConvSpec, DotDims};
+use ebb_ir::{DType, OpKind};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -338,8 +338,7 @@ fn as_stack<'a, T: Gemm>(
     ))
 }
 
-fn dims_of(ctx: &Ctx, name: &str, rank: usize) -> Result<Vec<usize>, OpError> {
-    let v = ctx.node.attrs.ints_or_empty(OpKind::DotGeneral, name)?;
+fn dims_of(v: &[i64], name: &str, rank: usize) -> Result<Vec<usize>, OpError> {
     v.iter()
         .map(|&d| {
             if d >= 0 && (d as usize) < rank {
@@ -363,15 +362,15 @@ fn compute_type(a: DType, b: DType, out: DType) -> DType {
 }
 
 /// `dot_general` (see the module docs).
-pub(crate) fn dot_general(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
     arity(&ops, 2, OpKind::DotGeneral)?;
     let out = ctx.out0()?;
     let (l, r) = (&ops[0], &ops[1]);
     let (ls, rs) = (l.shape(), r.shape());
-    let lb = dims_of(ctx, "lhs_batching_dimensions", ls.len())?;
-    let rb = dims_of(ctx, "rhs_batching_dimensions", rs.len())?;
-    let lc = dims_of(ctx, "lhs_contracting_dimensions", ls.len())?;
-    let rc = dims_of(ctx, "rhs_contracting_dimensions", rs.len())?;
+    let lb = dims_of(&dd.lhs_batch, "lhs_batching_dimensions", ls.len())?;
+    let rb = dims_of(&dd.rhs_batch, "rhs_batching_dimensions", rs.len())?;
+    let lc = dims_of(&dd.lhs_contract, "lhs_contracting_dimensions", ls.len())?;
+    let rc = dims_of(&dd.rhs_contract, "rhs_contracting_dimensions", rs.len())?;
     if lb.len() != rb.len() || lc.len() != rc.len() {
         return invalid("batching/contracting dimension counts differ");
     }
@@ -484,14 +483,17 @@ fn dot_int(
 }
 
 /// `convolution` (see the module docs).
-pub(crate) fn convolution(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
-    let kind = OpKind::Convolution;
-    arity(&ops, 2, kind)?;
+pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+    arity(&ops, 2, OpKind::Convolution)?;
     let out = ctx.out0()?;
-    let a = &ctx.node.attrs;
-    let dn = a.str(kind, "dimension_numbers")?;
-    let [(ib, ifd, isp), (ko, ki, ksp), (ob, of, osp)] = parse_conv_dims(dn)
-        .ok_or_else(|| OpError::Invalid(format!("cannot parse dimension_numbers `{dn}`")))?;
+    let dn = &spec.dims;
+    let (ib, ifd, isp) = (dn.input_batch, dn.input_feature, &dn.input_spatial);
+    let (ko, ki, ksp) = (
+        dn.kernel_output_feature,
+        dn.kernel_input_feature,
+        &dn.kernel_spatial,
+    );
+    let (ob, of, osp) = (dn.output_batch, dn.output_feature, &dn.output_spatial);
     let (x, w) = (&ops[0], &ops[1]);
     let sd = isp.len();
     if x.shape().len() != sd + 2
@@ -502,25 +504,41 @@ pub(crate) fn convolution(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError
     {
         return invalid("dimension_numbers do not match the operand ranks");
     }
-    let get = |name: &str, len: usize, default: i64| -> Result<Vec<i64>, OpError> {
-        let v = a.ints_or_empty(kind, name)?;
-        if v.is_empty() {
-            Ok(vec![default; len])
-        } else if v.len() == len {
+    // each part must place batch, feature and spatial dimensions on distinct positions
+    let is_perm = |a: usize, b: usize, sp: &[usize]| {
+        let mut seen = vec![false; sd + 2];
+        [a, b]
+            .iter()
+            .chain(sp)
+            .all(|&d| d < sd + 2 && !std::mem::replace(&mut seen[d], true))
+    };
+    if !is_perm(ib, ifd, isp) || !is_perm(ko, ki, ksp) || !is_perm(ob, of, osp) {
+        return invalid(format!(
+            "dimension_numbers `{dn}` repeat or skip a dimension"
+        ));
+    }
+    let get = |name: &str, v: &[i64]| -> Result<Vec<i64>, OpError> {
+        if v.len() == sd {
             Ok(v.to_vec())
         } else {
-            invalid(format!("`{name}` has {} entries, expected {len}", v.len()))
+            invalid(format!("`{name}` has {} entries, expected {sd}", v.len()))
         }
     };
-    let strides = get("window_strides", sd, 1)?;
-    let pad = get("padding", 2 * sd, 0)?;
-    let ldil = get("lhs_dilation", sd, 1)?;
-    let rdil = get("rhs_dilation", sd, 1)?;
+    let strides = get("window_strides", &spec.window_strides)?;
+    let ldil = get("lhs_dilation", &spec.lhs_dilation)?;
+    let rdil = get("rhs_dilation", &spec.rhs_dilation)?;
+    if spec.padding.len() != sd {
+        return invalid(format!(
+            "`padding` has {} entries, expected {sd}",
+            spec.padding.len()
+        ));
+    }
+    let pad = spec.padding.clone();
     if strides.iter().chain(&ldil).chain(&rdil).any(|&v| v <= 0) {
         return invalid("strides and dilations must be positive");
     }
-    let fgc = a.int(kind, "feature_group_count").unwrap_or(1).max(1) as usize;
-    let bgc = a.int(kind, "batch_group_count").unwrap_or(1).max(1) as usize;
+    let fgc = spec.feature_group_count.max(1) as usize;
+    let bgc = spec.batch_group_count.max(1) as usize;
     // canonical layouts
     let perm_x: Vec<usize> = [ib, ifd].into_iter().chain(isp.iter().copied()).collect();
     let perm_w: Vec<usize> = [ko, ki].into_iter().chain(ksp.iter().copied()).collect();
@@ -598,7 +616,8 @@ struct ConvGeometry {
     /// Output spatial sizes.
     q: Vec<usize>,
     strides: Vec<i64>,
-    pad: Vec<i64>,
+    /// `(low, high)` padding per spatial dimension.
+    pad: Vec<(i64, i64)>,
     ldil: Vec<i64>,
     rdil: Vec<i64>,
     fgc: usize,
@@ -623,7 +642,7 @@ fn conv_typed<T: Gemm>(x: &[T], w: &[T], g: &ConvGeometry) -> Result<Vec<T>, OpE
         let mut t = Vec::with_capacity(g.q[d] * g.ks[d]);
         for qq in 0..g.q[d] as i64 {
             for kk in 0..g.ks[d] as i64 {
-                let p = qq * g.strides[d] + kk * g.rdil[d] - g.pad[2 * d];
+                let p = qq * g.strides[d] + kk * g.rdil[d] - g.pad[d].0;
                 let ok = p >= 0 && p % g.ldil[d] == 0 && p / g.ldil[d] < g.xs[2 + d] as i64;
                 t.push(ok.then_some((p / g.ldil[d]) as usize));
             }

@@ -22,52 +22,54 @@ use super::layout::PAR_MIN;
 use super::{arity, Ctx};
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Tensor};
-use ebb_ir::{AttrsExt, DType, OpKind};
+use ebb_ir::{DType, Op, OpKind, Relation};
 use half::{bf16, f16};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 
 /// Runs an elementwise op.
 pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
-    use OpKind::*;
-    let kind = ctx.node.kind;
+    let kind = ctx.node.kind();
     let out = ctx.out0()?;
-    let data = match kind {
-        Convert => {
+    let data = match &ctx.node.op {
+        Op::Convert(_) => {
             arity(&ops, 1, kind)?;
             convert(ops[0].data(), out.dtype)
         }
-        Select => {
+        Op::Select => {
             arity(&ops, 3, kind)?;
             match select_in_place(ops) {
                 Ok(d) => d,
                 Err(ops) => select(&ops[0], &ops[1], &ops[2])?,
             }
         }
-        Clamp => {
+        Op::Clamp => {
             arity(&ops, 3, kind)?;
             clamp(&ops[0], &ops[1], &ops[2])?
         }
-        Compare => {
+        Op::Compare(spec) => {
             arity(&ops, 2, kind)?;
             same_shape(&ops[0], &ops[1])?;
-            let dir = ctx.node.attrs.str(kind, "comparison_direction")?;
-            let total = matches!(ctx.node.attrs.get("compare_type"), Some(ebb_ir::Attr::Str(s)) if s == "TOTALORDER");
-            compare(ops[0].data(), ops[1].data(), dir, total)?
+            compare(
+                ops[0].data(),
+                ops[1].data(),
+                spec.direction,
+                spec.total_order(),
+            )?
         }
-        k if k.is_unary_elementwise() => {
+        _ if kind.is_unary_elementwise() => {
             arity(&ops, 1, kind)?;
-            match try_in_place(k, ops) {
+            match try_in_place(kind, ops) {
                 Ok(d) => d,
-                Err(ops) => unary(k, ops[0].data())?,
+                Err(ops) => unary(kind, ops[0].data())?,
             }
         }
-        k if k.is_binary_elementwise() => {
+        _ if kind.is_binary_elementwise() => {
             arity(&ops, 2, kind)?;
             same_shape(&ops[0], &ops[1])?;
-            match try_in_place(k, ops) {
+            match try_in_place(kind, ops) {
                 Ok(d) => d,
-                Err(ops) => binary(k, ops[0].data(), ops[1].data())?,
+                Err(ops) => binary(kind, ops[0].data(), ops[1].data())?,
             }
         }
         _ => return Err(OpError::Unsupported(format!("`{kind}` is not elementwise"))),
@@ -251,16 +253,15 @@ pub(crate) fn binary(k: OpKind, a: &Data, b: &Data) -> Result<Data, OpError> {
     })
 }
 
-fn cmp_fn(dir: &str) -> Result<fn(Option<Ordering>) -> bool, OpError> {
-    Ok(match dir {
-        "EQ" => |o| o == Some(Ordering::Equal),
-        "NE" => |o| o != Some(Ordering::Equal),
-        "LT" => |o| o == Some(Ordering::Less),
-        "LE" => |o| matches!(o, Some(Ordering::Less | Ordering::Equal)),
-        "GT" => |o| o == Some(Ordering::Greater),
-        "GE" => |o| matches!(o, Some(Ordering::Greater | Ordering::Equal)),
-        _ => return invalid(format!("unknown comparison_direction `{dir}`")),
-    })
+fn cmp_fn(dir: Relation) -> fn(Option<Ordering>) -> bool {
+    match dir {
+        Relation::Eq => |o| o == Some(Ordering::Equal),
+        Relation::Ne => |o| o != Some(Ordering::Equal),
+        Relation::Lt => |o| o == Some(Ordering::Less),
+        Relation::Le => |o| matches!(o, Some(Ordering::Less | Ordering::Equal)),
+        Relation::Gt => |o| o == Some(Ordering::Greater),
+        Relation::Ge => |o| matches!(o, Some(Ordering::Greater | Ordering::Equal)),
+    }
 }
 
 fn cmp_slices<T: Elem>(
@@ -276,10 +277,10 @@ fn cmp_slices<T: Elem>(
     }
 }
 
-/// `compare` with direction `EQ`, `NE`, `LT`, `LE`, `GT`, `GE`; `total` selects the IEEE
+/// `compare` in direction `dir` (`EQ`, `NE`, `LT`, `LE`, `GT`, `GE`); `total` selects the IEEE
 /// total order for floats (`compare_type = TOTALORDER`), otherwise NaN compares unordered.
-pub(crate) fn compare(a: &Data, b: &Data, dir: &str, total: bool) -> Result<Data, OpError> {
-    let f = cmp_fn(dir)?;
+pub(crate) fn compare(a: &Data, b: &Data, dir: Relation, total: bool) -> Result<Data, OpError> {
+    let f = cmp_fn(dir);
     crate::tensor::zip_with!(a, b, x, y => Data::I1(cmp_slices(x, y, f, total))).ok_or_else(|| {
         OpError::Invalid(format!(
             "operand element types differ: {} vs {}",
@@ -411,15 +412,15 @@ mod tests {
         let a = Data::F32(vec![f32::NAN, 1.0, -0.0]);
         let b = Data::F32(vec![f32::NAN, 2.0, 0.0]);
         assert_eq!(
-            compare(&a, &b, "EQ", false).unwrap(),
+            compare(&a, &b, Relation::Eq, false).unwrap(),
             Data::I1(vec![false, false, true])
         );
         assert_eq!(
-            compare(&a, &b, "NE", false).unwrap(),
+            compare(&a, &b, Relation::Ne, false).unwrap(),
             Data::I1(vec![true, true, false])
         );
         assert_eq!(
-            compare(&a, &b, "LT", true).unwrap(),
+            compare(&a, &b, Relation::Lt, true).unwrap(),
             Data::I1(vec![false, true, true])
         );
     }

@@ -19,13 +19,11 @@ use super::region::{Body, Monoid, RegionFn};
 use super::{arity, Ctx};
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Tensor};
-use ebb_ir::{AttrsExt, OpKind};
+use ebb_ir::op::{GatherDims, ScatterDims};
+use ebb_ir::OpKind;
 
-fn dims(ctx: &Ctx, kind: OpKind, name: &str, rank: usize) -> Result<Vec<usize>, OpError> {
-    ctx.node
-        .attrs
-        .ints_or_empty(kind, name)?
-        .iter()
+fn dims(v: &[i64], name: &str, rank: usize) -> Result<Vec<usize>, OpError> {
+    v.iter()
         .map(|&d| {
             if d >= 0 && (d as usize) < rank {
                 Ok(d as usize)
@@ -125,22 +123,23 @@ fn batching_map(
 type Plan<'a> = &'a dyn Fn(usize, &mut Vec<i64>) -> (isize, isize);
 
 /// `gather` (see the module docs).
-pub(crate) fn gather(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
-    let kind = OpKind::Gather;
-    arity(&ops, 2, kind)?;
+pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+    arity(&ops, 2, OpKind::Gather)?;
     let (x, idx) = (&ops[0], &ops[1]);
     let out = ctx.out0()?;
     let (xr, rr) = (x.shape().len(), out.shape.len());
-    let offset_dims = dims(ctx, kind, "offset_dims", rr)?;
-    let collapsed = dims(ctx, kind, "collapsed_slice_dims", xr)?;
-    let op_batch = dims(ctx, kind, "operand_batching_dims", xr)?;
-    let idx_batch = dims(ctx, kind, "start_indices_batching_dims", idx.shape().len())?;
-    let start_map = dims(ctx, kind, "start_index_map", xr)?;
-    let ivd = ctx.node.attrs.int(kind, "index_vector_dim")?;
-    let sizes: Vec<i64> = ctx
-        .node
-        .attrs
-        .dims(kind, "slice_sizes")?
+    let offset_dims = dims(&gd.offset_dims, "offset_dims", rr)?;
+    let collapsed = dims(&gd.collapsed_slice_dims, "collapsed_slice_dims", xr)?;
+    let op_batch = dims(&gd.operand_batching_dims, "operand_batching_dims", xr)?;
+    let idx_batch = dims(
+        &gd.start_indices_batching_dims,
+        "start_indices_batching_dims",
+        idx.shape().len(),
+    )?;
+    let start_map = dims(&gd.start_index_map, "start_index_map", xr)?;
+    let ivd = gd.index_vector_dim;
+    let sizes: Vec<i64> = gd
+        .slice_sizes
         .iter()
         .map(|d| d.eval(ctx.bindings))
         .collect::<Result<_, _>>()?;
@@ -212,8 +211,11 @@ pub(crate) fn gather(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
 
 /// `scatter` (see the module docs): operands are the inputs, the scatter indices, then as
 /// many updates as inputs.
-pub(crate) fn scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpError> {
-    let kind = OpKind::Scatter;
+pub(crate) fn scatter(
+    ctx: &Ctx,
+    sd: &ScatterDims,
+    ops: Vec<Tensor>,
+) -> Result<Vec<Tensor>, OpError> {
     let n = ops.len().saturating_sub(1) / 2;
     if n == 0 || ops.len() != 2 * n + 1 || ctx.out.len() != n {
         return invalid("expects inputs, scatter_indices and as many updates as inputs");
@@ -232,17 +234,20 @@ pub(crate) fn scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpErro
         return invalid("inputs (and updates) must share one shape");
     }
     let (xr, ur) = (xshape.len(), ushape.len());
-    let uwd = dims(ctx, kind, "update_window_dims", ur)?;
-    let inserted = dims(ctx, kind, "inserted_window_dims", xr)?;
-    let in_batch = dims(ctx, kind, "input_batching_dims", xr)?;
+    let uwd = dims(&sd.update_window_dims, "update_window_dims", ur)?;
+    let inserted = dims(&sd.inserted_window_dims, "inserted_window_dims", xr)?;
+    let in_batch = dims(&sd.input_batching_dims, "input_batching_dims", xr)?;
     let idx_batch = dims(
-        ctx,
-        kind,
+        &sd.scatter_indices_batching_dims,
         "scatter_indices_batching_dims",
         idx.shape().len(),
     )?;
-    let to_op = dims(ctx, kind, "scatter_dims_to_operand_dims", xr)?;
-    let ivd = ctx.node.attrs.int(kind, "index_vector_dim")?;
+    let to_op = dims(
+        &sd.scatter_dims_to_operand_dims,
+        "scatter_dims_to_operand_dims",
+        xr,
+    )?;
+    let ivd = sd.index_vector_dim;
     let reader = IndexReader::new(&idx, ivd, to_op.len())?;
     let scatter_dims: Vec<usize> = (0..ur).filter(|d| !uwd.contains(d)).collect();
     let window_op_dims: Vec<usize> = (0..xr)

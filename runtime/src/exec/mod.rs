@@ -34,7 +34,7 @@ mod shape_ops;
 
 use crate::error::{ExecError, OpError};
 use crate::tensor::Tensor;
-use ebb_ir::{Bindings, DType, Graph, Node, NodeId, OpKind};
+use ebb_ir::{Bindings, DType, Graph, Node, NodeId, Op, OpKind};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -72,7 +72,7 @@ impl ExecStats {
         let mut acc: std::collections::BTreeMap<OpKind, (usize, Duration)> = Default::default();
         for (id, t) in schedule.iter().zip(&self.op_time) {
             if g.contains(*id) {
-                let e = acc.entry(g.node(*id).kind).or_default();
+                let e = acc.entry(g.node(*id).kind()).or_default();
                 e.0 += 1;
                 e.1 += *t;
             }
@@ -88,7 +88,7 @@ pub fn program_schedule(g: &Graph) -> Vec<NodeId> {
     g.order()
         .iter()
         .copied()
-        .filter(|&id| g.contains(id) && g.node(id).kind != OpKind::Input)
+        .filter(|&id| g.contains(id) && g.node(id).kind() != OpKind::Input)
         .collect()
 }
 
@@ -220,7 +220,7 @@ impl<'g> Program<'g> {
                 )));
             }
             let node = g.node(id);
-            if node.kind == OpKind::Input {
+            if node.kind() == OpKind::Input {
                 return Err(sched_err(format!(
                     "point {p}: node {} is an input",
                     id.index()
@@ -238,7 +238,7 @@ impl<'g> Program<'g> {
                 if b == NONE {
                     return Err(sched_err(format!(
                         "point {p}: `{}` (node {}) uses node {} before it is computed",
-                        node.kind,
+                        node.kind(),
                         id.index(),
                         v.node.index()
                     )));
@@ -525,7 +525,7 @@ fn loc_of(node: &Node) -> String {
 
 fn op_err(node: &Node, source: OpError) -> ExecError {
     ExecError::Op {
-        op: node.kind.name().into(),
+        op: node.kind().name().into(),
         loc: loc_of(node),
         source,
     }
@@ -542,13 +542,13 @@ fn eval_type(
     for d in shape {
         let v = d.eval(b).map_err(|e| ExecError::Shape {
             graph: g.name.clone(),
-            op: node.kind.name().into(),
+            op: node.kind().name().into(),
             loc: loc_of(node),
             msg: e.to_string(),
         })?;
         let v = usize::try_from(v).map_err(|_| ExecError::Shape {
             graph: g.name.clone(),
-            op: node.kind.name().into(),
+            op: node.kind().name().into(),
             loc: loc_of(node),
             msg: format!("dimension {d} is negative ({v})"),
         })?;
@@ -600,37 +600,38 @@ pub(crate) fn arity(ops: &[Tensor], n: usize, op: OpKind) -> Result<(), OpError>
 }
 
 fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
-    use OpKind::*;
-    let kind = ctx.node.kind;
+    let kind = ctx.node.kind();
     let one = |t: Result<Tensor, OpError>| t.map(|t| vec![t]).map_err(KernelFailure::Op);
-    match kind {
-        Input => Err(OpError::Invalid("an input cannot be executed".into()).into()),
-        Constant => one(shape_ops::constant(ctx)),
-        DimConstant => one(shape_ops::dim_constant(ctx)),
-        k if k.is_elementwise() => one(elementwise::run(ctx, ops)),
-        BroadcastInDim | Reshape | Transpose | Concatenate | Slice | DynamicSlice
-        | DynamicUpdateSlice | Pad | Reverse | Iota => one(shape_ops::run(ctx, ops)),
-        Reduce => Ok(reduce::reduce(ctx, ops)?),
-        ReduceWindow => Ok(reduce::reduce_window(ctx, ops)?),
-        SelectAndScatter => one(reduce::select_and_scatter(ctx, ops)),
-        DotGeneral => one(dot::dot_general(ctx, ops)),
-        Convolution => one(dot::convolution(ctx, ops)),
-        Gather => one(gather_scatter::gather(ctx, ops)),
-        Scatter => Ok(gather_scatter::scatter(ctx, ops)?),
-        While => Ok(control::while_loop(ctx, ops)?),
-        Sort => Ok(control::sort(ctx, ops)?),
-        OptimizationBarrier => Ok(ops),
-        CustomCall => {
-            let target = match ctx.node.attrs.get("call_target_name") {
-                Some(ebb_ir::Attr::Str(s)) => format!(" (target \"{s}\")"),
-                _ => String::new(),
-            };
-            Err(KernelFailure::Exec(ExecError::Unsupported {
-                op: kind.name().into(),
-                detail: target,
-                loc: loc_of(ctx.node),
-            }))
-        }
+    match &ctx.node.op {
+        Op::Input(_) => Err(OpError::Invalid("an input cannot be executed".into()).into()),
+        Op::Constant(lit) => one(shape_ops::constant(ctx, lit)),
+        Op::DimConstant(vals) => one(shape_ops::dim_constant(ctx, vals)),
+        _ if kind.is_elementwise() => one(elementwise::run(ctx, ops)),
+        Op::BroadcastInDim(_)
+        | Op::Reshape(_)
+        | Op::Transpose(_)
+        | Op::Concatenate(_)
+        | Op::Slice(_)
+        | Op::DynamicSlice(_)
+        | Op::DynamicUpdateSlice
+        | Op::Pad(_)
+        | Op::Reverse(_)
+        | Op::Iota(_) => one(shape_ops::run(ctx, ops)),
+        Op::Reduce(dims) => Ok(reduce::reduce(ctx, dims, ops)?),
+        Op::ReduceWindow(w) => Ok(reduce::reduce_window(ctx, w, ops)?),
+        Op::SelectAndScatter(w) => one(reduce::select_and_scatter(ctx, w, ops)),
+        Op::DotGeneral(dd) => one(dot::dot_general(ctx, dd, ops)),
+        Op::Convolution(spec) => one(dot::convolution(ctx, spec, ops)),
+        Op::Gather(gd) => one(gather_scatter::gather(ctx, gd, ops)),
+        Op::Scatter(sd) => Ok(gather_scatter::scatter(ctx, sd, ops)?),
+        Op::While => Ok(control::while_loop(ctx, ops)?),
+        Op::Sort(spec) => Ok(control::sort(ctx, spec, ops)?),
+        Op::OptimizationBarrier => Ok(ops),
+        Op::CustomCall(cc) => Err(KernelFailure::Exec(ExecError::Unsupported {
+            op: kind.name().into(),
+            detail: format!(" (target \"{}\")", cc.target),
+            loc: loc_of(ctx.node),
+        })),
         _ => Err(KernelFailure::Exec(ExecError::Unsupported {
             op: kind.name().into(),
             detail: String::new(),

@@ -18,12 +18,16 @@ use super::region::{Body, Monoid, RegionFn};
 use super::{Ctx, OutType};
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Scalar, Tensor};
-use ebb_ir::{AttrsExt, OpKind};
+use ebb_ir::op::Window;
+use ebb_ir::{OpKind, Relation};
 use rayon::prelude::*;
 
-/// `reduce`: operands are the inputs followed by as many init values.
-pub(crate) fn reduce(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpError> {
-    let kind = OpKind::Reduce;
+/// `reduce` over `dimensions`: operands are the inputs followed by as many init values.
+pub(crate) fn reduce(
+    ctx: &Ctx,
+    dimensions: &[i64],
+    ops: Vec<Tensor>,
+) -> Result<Vec<Tensor>, OpError> {
     let n = ops.len() / 2;
     if n == 0 || ops.len() != 2 * n || ctx.out.len() != n {
         return invalid("expects inputs followed by as many init values");
@@ -34,7 +38,7 @@ pub(crate) fn reduce(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpError
         return invalid("inputs must share a shape and init values must be scalars");
     }
     let mut red = vec![false; shape.len()];
-    for &d in ctx.node.attrs.ints(kind, "dimensions")? {
+    for &d in dimensions {
         if d < 0 || d as usize >= shape.len() {
             return invalid(format!("dimension {d} out of range"));
         }
@@ -372,38 +376,23 @@ struct Windows {
 }
 
 impl Windows {
-    fn new(ctx: &Ctx, kind: OpKind, input: &[usize], output: &[usize]) -> Result<Windows, OpError> {
-        let a = &ctx.node.attrs;
+    fn new(window: &Window, input: &[usize], output: &[usize]) -> Result<Windows, OpError> {
         let r = input.len();
-        let get = |name: &str, default: i64| -> Result<Vec<i64>, OpError> {
-            let v = a.ints_or_empty(kind, name)?;
-            Ok(if v.is_empty() {
-                vec![default; r]
-            } else {
-                v.to_vec()
-            })
-        };
-        let win = a.ints(kind, "window_dimensions")?.to_vec();
-        let st = get("window_strides", 1)?;
-        let bd = get("base_dilations", 1)?;
-        let wd = get("window_dilations", 1)?;
-        let pad = {
-            let v = a.ints_or_empty(kind, "padding")?;
-            if v.is_empty() {
-                vec![0; 2 * r]
-            } else {
-                v.to_vec()
-            }
-        };
-        if [win.len(), st.len(), bd.len(), wd.len()]
+        let Window {
+            dimensions: win,
+            strides: st,
+            base_dilations: bd,
+            window_dilations: wd,
+            padding: pad,
+        } = window;
+        if [win.len(), st.len(), bd.len(), wd.len(), pad.len()]
             .iter()
             .any(|&l| l != r)
-            || pad.len() != 2 * r
             || output.len() != r
         {
-            return invalid("window attribute lengths differ from the rank");
+            return invalid("window lengths differ from the rank");
         }
-        if win.iter().chain(&st).chain(&bd).chain(&wd).any(|&v| v <= 0) {
+        if win.iter().chain(st).chain(bd).chain(wd).any(|&v| v <= 0) {
             return invalid("window sizes, strides and dilations must be positive");
         }
         let mut table = Vec::with_capacity(r);
@@ -411,7 +400,7 @@ impl Windows {
             let mut t = Vec::with_capacity(output[d] * win[d] as usize);
             for o in 0..output[d] as i64 {
                 for w in 0..win[d] {
-                    let p = o * st[d] + w * wd[d] - pad[2 * d];
+                    let p = o * st[d] + w * wd[d] - pad[d].0;
                     let ok = p >= 0 && p % bd[d] == 0 && p / bd[d] < input[d] as i64;
                     t.push(ok.then_some((p / bd[d].max(1)) as usize));
                 }
@@ -419,7 +408,7 @@ impl Windows {
             table.push(t);
         }
         Ok(Windows {
-            win: win.into_iter().map(|w| w as usize).collect(),
+            win: win.iter().map(|&w| w as usize).collect(),
             table,
         })
     }
@@ -453,8 +442,11 @@ impl Windows {
 }
 
 /// `reduce_window`: operands are the inputs followed by as many init values.
-pub(crate) fn reduce_window(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, OpError> {
-    let kind = OpKind::ReduceWindow;
+pub(crate) fn reduce_window(
+    ctx: &Ctx,
+    window: &Window,
+    ops: Vec<Tensor>,
+) -> Result<Vec<Tensor>, OpError> {
     let n = ops.len() / 2;
     if n == 0 || ops.len() != 2 * n || ctx.out.len() != n {
         return invalid("expects inputs followed by as many init values");
@@ -465,7 +457,7 @@ pub(crate) fn reduce_window(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, 
         return invalid("inputs must share a shape and init values must be scalars");
     }
     let oshape = ctx.out[0].shape.clone();
-    let w = Windows::new(ctx, kind, &ishape, &oshape)?;
+    let w = Windows::new(window, &ishape, &oshape)?;
     let ist = istrides_of(&ishape);
     let region = ctx
         .node
@@ -538,11 +530,14 @@ pub(crate) fn reduce_window(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, 
 /// window, selects one valid operand position (keeping the current choice while
 /// `select(current, candidate)` holds) and scatters the source element into the result there.
 /// Padding positions are never selected.
-pub(crate) fn select_and_scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
-    let kind = OpKind::SelectAndScatter;
-    super::arity(&ops, 3, kind)?;
+pub(crate) fn select_and_scatter(
+    ctx: &Ctx,
+    window: &Window,
+    ops: Vec<Tensor>,
+) -> Result<Tensor, OpError> {
+    super::arity(&ops, 3, OpKind::SelectAndScatter)?;
     let (x, src, init) = (&ops[0], &ops[1], &ops[2]);
-    let w = Windows::new(ctx, kind, x.shape(), src.shape())?;
+    let w = Windows::new(window, x.shape(), src.shape())?;
     let ist = istrides_of(x.shape());
     if ctx.node.regions.len() != 2 {
         return invalid("select_and_scatter needs select and scatter regions");
@@ -555,7 +550,7 @@ pub(crate) fn select_and_scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, 
     let mut out = Data::splat(fill, x.len());
     let mut pos = Vec::new();
     let cmp = match &sel.body {
-        Body::Compare { dir, total } => Some((dir.clone(), *total)),
+        Body::Compare { dir, total } => Some((*dir, *total)),
         _ => None,
     };
     for i in 0..src.len() {
@@ -567,7 +562,7 @@ pub(crate) fn select_and_scatter(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, 
                 Some(c) => {
                     let (a, b) = (get(x.data(), c)?, get(x.data(), p)?);
                     let keep = match &cmp {
-                        Some((dir, total)) => scalar_compare(a, b, dir, *total)?,
+                        Some((dir, total)) => scalar_compare(a, b, *dir, *total)?,
                         None => matches!(sel.call(&[a, b])?.first(), Some(Scalar::I1(true))),
                     };
                     if keep {
@@ -624,7 +619,7 @@ pub(crate) fn combine_scalar(m: Monoid, a: Scalar, b: Scalar) -> Result<Scalar, 
 pub(crate) fn scalar_compare(
     a: Scalar,
     b: Scalar,
-    dir: &str,
+    dir: Relation,
     total: bool,
 ) -> Result<bool, OpError> {
     let r = super::elementwise::compare(&Data::splat(a, 1), &Data::splat(b, 1), dir, total)?;

@@ -12,7 +12,7 @@
 use super::{program_schedule, Program};
 use crate::error::OpError;
 use crate::tensor::{Scalar, Tensor};
-use ebb_ir::{AttrsExt, Bindings, Graph, OpKind, ValueRef};
+use ebb_ir::{Bindings, Graph, Op, Relation, ValueRef};
 
 /// An associative, commutative combiner recognized in a region.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -34,7 +34,7 @@ pub(crate) enum Body {
     Overwrite,
     /// `compare(a, b)` in direction `dir` (already mirrored if the region swaps operands);
     /// `total` for `TOTALORDER`.
-    Compare { dir: String, total: bool },
+    Compare { dir: Relation, total: bool },
     /// Anything else: evaluated by running the region.
     General,
 }
@@ -46,15 +46,15 @@ pub(crate) struct RegionFn<'g> {
     prog: Program<'g>,
 }
 
-fn mirror(dir: &str) -> String {
+/// The relation with its operands swapped: `a REL b` iff `b mirror(REL) a`.
+pub(crate) fn mirror(dir: Relation) -> Relation {
     match dir {
-        "LT" => "GT",
-        "GT" => "LT",
-        "LE" => "GE",
-        "GE" => "LE",
-        d => d,
+        Relation::Lt => Relation::Gt,
+        Relation::Gt => Relation::Lt,
+        Relation::Le => Relation::Ge,
+        Relation::Ge => Relation::Le,
+        d @ (Relation::Eq | Relation::Ne) => d,
     }
-    .to_string()
 }
 
 /// Recognizes the body of `r` (see the module docs).
@@ -83,24 +83,23 @@ pub(crate) fn recognize(r: &Graph) -> Body {
     if !straight && !swapped {
         return Body::General;
     }
-    let m = match node.kind {
-        OpKind::Add => Monoid::Add,
-        OpKind::Multiply => Monoid::Mul,
-        OpKind::Maximum => Monoid::Max,
-        OpKind::Minimum => Monoid::Min,
-        OpKind::And => Monoid::And,
-        OpKind::Or => Monoid::Or,
-        OpKind::Compare => {
-            let Ok(dir) = node.attrs.str(OpKind::Compare, "comparison_direction") else {
-                return Body::General;
-            };
-            let total = matches!(node.attrs.get("compare_type"), Some(ebb_ir::Attr::Str(s)) if s == "TOTALORDER");
+    let m = match &node.op {
+        Op::Add => Monoid::Add,
+        Op::Multiply => Monoid::Mul,
+        Op::Maximum => Monoid::Max,
+        Op::Minimum => Monoid::Min,
+        Op::And => Monoid::And,
+        Op::Or => Monoid::Or,
+        Op::Compare(spec) => {
             let dir = if straight {
-                dir.to_string()
+                spec.direction
             } else {
-                mirror(dir)
+                mirror(spec.direction)
             };
-            return Body::Compare { dir, total };
+            return Body::Compare {
+                dir,
+                total: spec.total_order(),
+            };
         }
         _ => return Body::General,
     };

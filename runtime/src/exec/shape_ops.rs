@@ -11,12 +11,12 @@ use super::layout::{assign_view, gather_view, istrides_of, strides_of};
 use super::{arity, Ctx};
 use crate::error::{invalid, OpError};
 use crate::tensor::{dispatch, map_same, Data, Elem, Tensor};
-use ebb_ir::{AttrsExt, DType, OpKind};
+use ebb_ir::op::PadSpec;
+use ebb_ir::{DType, DimExpr, Literal, Op};
 
 /// `constant`: the literal, splat or dense, at the result shape.
-pub(crate) fn constant(ctx: &Ctx) -> Result<Tensor, OpError> {
+pub(crate) fn constant(ctx: &Ctx, lit: &Literal) -> Result<Tensor, OpError> {
     let out = ctx.out0()?;
-    let lit = ctx.node.attrs.literal(OpKind::Constant, "value")?;
     let t = Tensor::from_literal(lit, out.shape.clone())
         .map_err(|e| OpError::Invalid(e.to_string()))?;
     if t.dtype() != out.dtype {
@@ -28,10 +28,9 @@ pub(crate) fn constant(ctx: &Ctx) -> Result<Tensor, OpError> {
     Ok(t)
 }
 
-/// `dim_constant`: the `values` dimension expressions evaluated at the bindings.
-pub(crate) fn dim_constant(ctx: &Ctx) -> Result<Tensor, OpError> {
+/// `dim_constant`: the dimension expressions `vals` evaluated at the bindings.
+pub(crate) fn dim_constant(ctx: &Ctx, vals: &[DimExpr]) -> Result<Tensor, OpError> {
     let out = ctx.out0()?;
-    let vals = ctx.node.attrs.dims(OpKind::DimConstant, "values")?;
     let n: usize = out.shape.iter().product();
     let mut v = Vec::with_capacity(vals.len());
     for d in vals {
@@ -50,22 +49,20 @@ pub(crate) fn dim_constant(ctx: &Ctx) -> Result<Tensor, OpError> {
 
 /// Dispatches the remaining data-movement ops.
 pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
-    use OpKind::*;
-    let kind = ctx.node.kind;
+    let kind = ctx.node.kind();
     let out = ctx.out0()?;
-    let a = &ctx.node.attrs;
-    match kind {
-        Iota => iota(out.dtype, &out.shape, a.int(kind, "iota_dimension")?),
-        Reshape => {
+    match &ctx.node.op {
+        Op::Iota(spec) => iota(out.dtype, &out.shape, spec.dimension),
+        Op::Reshape(_) => {
             arity(&ops, 1, kind)?;
             ops[0]
                 .reshape(out.shape.clone())
                 .map_err(|e| OpError::Invalid(e.to_string()))
         }
-        BroadcastInDim => {
+        Op::BroadcastInDim(spec) => {
             arity(&ops, 1, kind)?;
             let x = &ops[0];
-            let dims = a.ints(kind, "broadcast_dimensions")?;
+            let dims = &spec.dims;
             if dims.len() != x.shape().len() {
                 return invalid("broadcast_dimensions length differs from the operand rank");
             }
@@ -86,10 +83,9 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             }
             view(x, 0, &st, &out.shape)
         }
-        Transpose => {
+        Op::Transpose(perm) => {
             arity(&ops, 1, kind)?;
             let x = &ops[0];
-            let perm = a.ints(kind, "permutation")?;
             let xs = istrides_of(x.shape());
             let mut st = Vec::with_capacity(perm.len());
             for &p in perm {
@@ -97,11 +93,11 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             }
             view(x, 0, &st, &out.shape)
         }
-        Slice => {
+        Op::Slice(spec) => {
             arity(&ops, 1, kind)?;
             let x = &ops[0];
-            let start = eval_dims(ctx, a.dims(kind, "start_indices")?)?;
-            let strides = eval_dims(ctx, a.dims(kind, "strides")?)?;
+            let start = eval_dims(ctx, &spec.start)?;
+            let strides = eval_dims(ctx, &spec.strides)?;
             if start.len() != x.shape().len() || strides.len() != start.len() {
                 return invalid("start_indices/strides length differs from the rank");
             }
@@ -114,19 +110,19 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             }
             view(x, off, &st, &out.shape)
         }
-        Reverse => {
+        Op::Reverse(dims) => {
             arity(&ops, 1, kind)?;
             let x = &ops[0];
             let mut st = istrides_of(x.shape());
             let mut off = 0isize;
-            for &d in a.ints(kind, "dimensions")? {
+            for &d in dims {
                 let d = axis(d, st.len())?;
                 off += (x.shape()[d] as isize - 1).max(0) * st[d];
                 st[d] = -st[d];
             }
             view(x, off, &st, &out.shape)
         }
-        DynamicSlice => {
+        Op::DynamicSlice(_) => {
             let x = ops
                 .first()
                 .ok_or_else(|| OpError::Invalid("missing operand".into()))?;
@@ -136,7 +132,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             let off = starts.iter().zip(&xs).map(|(&s, &k)| s as isize * k).sum();
             view(x, off, &xs, sizes)
         }
-        DynamicUpdateSlice => {
+        Op::DynamicUpdateSlice => {
             let mut it = ops.into_iter();
             let (Some(mut x), Some(u)) = (it.next(), it.next()) else {
                 return invalid("expects operand and update");
@@ -153,10 +149,10 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             assign_data(x.data_mut(), off, &xs, u.data(), 0, &us, &ushape)?;
             Ok(x)
         }
-        Concatenate => concatenate(&ops, axis(a.int(kind, "dimension")?, out.shape.len())?, out),
-        Pad => {
+        Op::Concatenate(d) => concatenate(&ops, axis(*d, out.shape.len())?, out),
+        Op::Pad(spec) => {
             arity(&ops, 2, kind)?;
-            pad(ctx, &ops[0], &ops[1], out)
+            pad(spec, &ops[0], &ops[1], out)
         }
         _ => Err(OpError::Unsupported(format!(
             "`{kind}` is not a data-movement op"
@@ -171,7 +167,7 @@ fn axis(d: i64, rank: usize) -> Result<usize, OpError> {
     Ok(d as usize)
 }
 
-fn eval_dims(ctx: &Ctx, d: &[ebb_ir::DimExpr]) -> Result<Vec<i64>, OpError> {
+fn eval_dims(ctx: &Ctx, d: &[DimExpr]) -> Result<Vec<i64>, OpError> {
     d.iter()
         .map(|e| e.eval(ctx.bindings).map_err(OpError::from))
         .collect()
@@ -279,11 +275,8 @@ fn concatenate(ops: &[Tensor], d: usize, out: &super::OutType) -> Result<Tensor,
 
 /// `pad` (StableHLO spec): edge padding may be negative (cropping); interior padding inserts
 /// `interior[d]` padding elements between neighbours.
-fn pad(ctx: &Ctx, x: &Tensor, pv: &Tensor, out: &super::OutType) -> Result<Tensor, OpError> {
-    let kind = OpKind::Pad;
-    let a = &ctx.node.attrs;
-    let lo = a.ints(kind, "edge_padding_low")?;
-    let it = a.ints(kind, "interior_padding")?;
+fn pad(spec: &PadSpec, x: &Tensor, pv: &Tensor, out: &super::OutType) -> Result<Tensor, OpError> {
+    let (lo, it) = (&spec.low, &spec.interior);
     let rank = x.shape().len();
     if lo.len() != rank || it.len() != rank || out.shape.len() != rank {
         return invalid("padding lengths differ from the rank");
