@@ -113,6 +113,17 @@ impl Relation {
         })
     }
 
+    /// The relation with its operands swapped: `a REL b` iff `b REL.mirror() a`.
+    pub fn mirror(self) -> Relation {
+        match self {
+            Relation::Lt => Relation::Gt,
+            Relation::Gt => Relation::Lt,
+            Relation::Le => Relation::Ge,
+            Relation::Ge => Relation::Le,
+            r @ (Relation::Eq | Relation::Ne) => r,
+        }
+    }
+
     /// Whether `a REL b` holds.
     pub fn holds(self, a: i64, b: i64) -> bool {
         match self {

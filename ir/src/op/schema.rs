@@ -159,6 +159,18 @@ pub struct DotDims {
     pub result_dtype: Option<DType>,
 }
 
+impl DotDims {
+    /// A `dot_general` without batching dimensions contracting `lhs` with `rhs` (a matmul is
+    /// `DotDims::contracting(&[1], &[0])`).
+    pub fn contracting(lhs: &[i64], rhs: &[i64]) -> DotDims {
+        DotDims {
+            lhs_contract: lhs.to_vec(),
+            rhs_contract: rhs.to_vec(),
+            ..DotDims::default()
+        }
+    }
+}
+
 /// Convolution dimension numbers (StableHLO spec, `convolution`, `input_batch_dimension` ...):
 /// positions of the batch, feature and spatial dimensions in the input, kernel and output.
 /// Text form `[b,0,1,f]x[o,i,0,1]->[b,0,1,f]` (spatial dimensions numbered in order).
@@ -281,6 +293,24 @@ pub struct ConvSpec {
     pub result_dtype: Option<DType>,
 }
 
+impl ConvSpec {
+    /// A convolution with dimension numbers `dims` and the spec's defaults: unit strides and
+    /// dilations, no padding, group counts 1, the input's element type.
+    pub fn new(dims: ConvDimensionNumbers) -> ConvSpec {
+        let n = dims.input_spatial.len();
+        ConvSpec {
+            window_strides: vec![1; n],
+            padding: vec![(0, 0); n],
+            lhs_dilation: vec![1; n],
+            rhs_dilation: vec![1; n],
+            dims,
+            feature_group_count: 1,
+            batch_group_count: 1,
+            result_dtype: None,
+        }
+    }
+}
+
 /// `gather` dimension numbers (StableHLO spec, `gather`).
 #[derive(Clone, PartialEq, Eq, Hash, Debug, Default)]
 pub struct GatherDims {
@@ -341,4 +371,14 @@ pub struct CustomCallSpec {
     pub backend_config: Option<String>,
     /// `has_side_effect`.
     pub has_side_effect: bool,
+}
+
+impl CustomCallSpec {
+    /// A call of `target` without backend config or declared side effect.
+    pub fn new(target: &str) -> CustomCallSpec {
+        CustomCallSpec {
+            target: target.to_string(),
+            ..CustomCallSpec::default()
+        }
+    }
 }

@@ -10,7 +10,7 @@ use crate::types::{Shape, TensorType};
 /// dropped, each result takes its init value's element type.
 pub(super) fn reduce(op: OpKind, dims: &[i64], operands: &[&TensorType]) -> Inferred {
     let n = operands.len() / 2;
-    if n == 0 || operands.len() % 2 != 0 {
+    if n == 0 || !operands.len().is_multiple_of(2) {
         return Err(invalid(
             op,
             "expects inputs followed by as many init values",
@@ -34,7 +34,7 @@ pub(super) fn reduce(op: OpKind, dims: &[i64], operands: &[&TensorType]) -> Infe
 /// `reduce_window` (spec C1–C16).
 pub(super) fn reduce_window(op: OpKind, w: &Window, operands: &[&TensorType]) -> Inferred {
     let n = operands.len() / 2;
-    if n == 0 || operands.len() % 2 != 0 {
+    if n == 0 || !operands.len().is_multiple_of(2) {
         return Err(invalid(
             op,
             "expects inputs followed by as many init values",

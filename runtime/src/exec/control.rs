@@ -9,7 +9,7 @@
 
 use super::layout::strides_of;
 use super::reduce::scalar_compare;
-use super::region::{mirror, RegionFn};
+use super::region::RegionFn;
 use super::{program_schedule, Ctx, KernelFailure, Program};
 use crate::error::OpError;
 use crate::tensor::{Data, Scalar, Tensor};
@@ -84,7 +84,7 @@ fn key_compare(r: &Graph) -> Option<(Relation, bool)> {
     if operands == [a, b] {
         Some((spec.direction, total))
     } else if operands == [b, a] {
-        Some((mirror(spec.direction), total))
+        Some((spec.direction.mirror(), total))
     } else {
         None
     }

@@ -46,17 +46,6 @@ pub(crate) struct RegionFn<'g> {
     prog: Program<'g>,
 }
 
-/// The relation with its operands swapped: `a REL b` iff `b mirror(REL) a`.
-pub(crate) fn mirror(dir: Relation) -> Relation {
-    match dir {
-        Relation::Lt => Relation::Gt,
-        Relation::Gt => Relation::Lt,
-        Relation::Le => Relation::Ge,
-        Relation::Ge => Relation::Le,
-        d @ (Relation::Eq | Relation::Ne) => d,
-    }
-}
-
 /// Recognizes the body of `r` (see the module docs).
 pub(crate) fn recognize(r: &Graph) -> Body {
     let ins = r.inputs();
@@ -94,7 +83,7 @@ pub(crate) fn recognize(r: &Graph) -> Body {
             let dir = if straight {
                 spec.direction
             } else {
-                mirror(spec.direction)
+                spec.direction.mirror()
             };
             return Body::Compare {
                 dir,
