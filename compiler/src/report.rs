@@ -60,11 +60,11 @@ fn count_ops(g: &Graph, counts: &mut BTreeMap<String, usize>) -> usize {
     let mut n = 0;
     for &id in g.order() {
         let node = g.node(id);
-        if node.kind == OpKind::Input {
+        if node.kind() == OpKind::Input {
             continue;
         }
         n += 1;
-        *counts.entry(node.kind.name().to_string()).or_default() += 1;
+        *counts.entry(node.kind().name().to_string()).or_default() += 1;
         for r in &node.regions {
             n += count_ops(r, counts);
         }

@@ -4,7 +4,7 @@
 //! timing test (`cargo test --release -p ebb-tests --test canon_fixtures -- --ignored --nocapture`).
 
 use ebb_compiler::stablehlo::import_file;
-use ebb_ir::{Graph, OpKind, TensorType};
+use ebb_ir::{Graph, Op, TensorType};
 use ebb_passes::canon;
 use ebb_passes::manager::{PassReport, StopReason};
 use ebb_tests::{jax_fixture, jax_fixture_names};
@@ -38,18 +38,10 @@ fn leftover_foldable(g: &Graph) -> usize {
                 .first()
                 .is_some_and(|v| g.value_type(*v) == &node.outputs[0])
         };
-        n += match node.kind {
-            OpKind::DimConstant => match node.attrs.get("values") {
-                Some(ebb_ir::Attr::Dims(ds)) => {
-                    usize::from(ds.iter().all(|d| d.as_const().is_some()))
-                }
-                _ => 0,
-            },
-            OpKind::Convert | OpKind::Reshape => usize::from(same_type()),
-            OpKind::Transpose => match node.attrs.get("permutation") {
-                Some(ebb_ir::Attr::Ints(p)) => usize::from(p.iter().copied().eq(0..p.len() as i64)),
-                _ => 0,
-            },
+        n += match &node.op {
+            Op::DimConstant(ds) => usize::from(ds.iter().all(|d| d.as_const().is_some())),
+            Op::Convert(_) | Op::Reshape(_) => usize::from(same_type()),
+            Op::Transpose(p) => usize::from(p.iter().copied().eq(0..p.len() as i64)),
             _ => 0,
         };
         n += node.regions.iter().map(leftover_foldable).sum::<usize>();

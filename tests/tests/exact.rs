@@ -10,8 +10,9 @@
 use ebb_compiler::pipeline::{compile, CompileOptions, Compiled};
 use ebb_compiler::stablehlo::import_file;
 use ebb_ir::graph::Node;
+use ebb_ir::op::CustomCallSpec;
 use ebb_ir::plan::{DecisionKind, Plan};
-use ebb_ir::{Attr, Attrs, Bindings, DType, DimExpr, Graph, NodeId, OpKind, Symbol, TensorType};
+use ebb_ir::{Bindings, DType, DimExpr, Graph, NodeId, Op, OpKind, Symbol, TensorType};
 use ebb_passes::exact::{solve, solve_with_start, ExactOptions, ExactResult, ExactStatus};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::plan::{build_plan, check, PlanOptions};
@@ -239,20 +240,22 @@ fn random_graph(ops: &[(u8, usize, usize)]) -> Graph {
         let (x, scale) = vals[a % vals.len()];
         let same: Vec<_> = vals.iter().filter(|v| v.1 == scale).map(|v| v.0).collect();
         let y = same[b % same.len()];
-        let (kind, operands) = match k % 7 {
-            0 => (OpKind::Tanh, vec![x]),
-            1 => (OpKind::Exponential, vec![x]),
-            2 => (OpKind::Add, vec![x, y]),
-            3 => (OpKind::Multiply, vec![x, y]),
-            4 => (OpKind::Subtract, vec![y, x]),
-            5 => (OpKind::Maximum, vec![x, y]),
-            _ => (OpKind::CustomCall, vec![x]),
+        let (op, operands) = match k % 7 {
+            0 => (Op::Tanh, vec![x]),
+            1 => (Op::Exponential, vec![x]),
+            2 => (Op::Add, vec![x, y]),
+            3 => (Op::Multiply, vec![x, y]),
+            4 => (Op::Subtract, vec![y, x]),
+            5 => (Op::Maximum, vec![x, y]),
+            _ => (
+                Op::CustomCall(CustomCallSpec {
+                    target: "opaque".into(),
+                    ..Default::default()
+                }),
+                vec![x],
+            ),
         };
-        let mut attrs = Attrs::new();
-        if kind == OpKind::CustomCall {
-            attrs.insert("call_target_name".into(), Attr::Str("opaque".into()));
-        }
-        let id = g.add_node(Node::new(kind, attrs, vec![ty(scale)]), &operands);
+        let id = g.add_node(Node::new(op, vec![ty(scale)]), &operands);
         vals.push((ebb_ir::ValueRef::new(id, 0), scale));
     }
     let last = vals[vals.len() - 1].0;
@@ -279,7 +282,7 @@ proptest! {
             .order()
             .iter()
             .copied()
-            .filter(|&id| g.node(id).kind != OpKind::Input)
+            .filter(|&id| g.node(id).kind() != OpKind::Input)
             .collect();
         let candidates = CandidateOptions { min_gap: 1, min_bytes: 0, ..Default::default() };
         let plan = build_plan(&g, &sched, &PlanOptions { candidates, ..Default::default() })

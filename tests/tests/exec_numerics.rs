@@ -92,7 +92,7 @@ fn rpo_schedule(g: &Graph) -> Vec<NodeId> {
     }
     post.reverse();
     post.into_iter()
-        .filter(|&id| g.node(id).kind != OpKind::Input)
+        .filter(|&id| g.node(id).kind() != OpKind::Input)
         .collect()
 }
 
@@ -407,7 +407,7 @@ fn measure_gpt2_tiny_adamw_step() {
                 .collect();
             println!(
                 "  {t:>12?} {} ({}) -> {}",
-                n.kind,
+                n.kind(),
                 ops.join(", "),
                 n.outputs[0]
             );

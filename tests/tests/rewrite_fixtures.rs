@@ -42,7 +42,7 @@ fn peak(g: &Graph, b: &Bindings) -> i64 {
 fn materialized(g: &Graph, b: &Bindings) -> i64 {
     g.order()
         .iter()
-        .filter(|id| g.node(**id).kind != ebb_ir::OpKind::Input)
+        .filter(|id| g.node(**id).kind() != ebb_ir::OpKind::Input)
         .flat_map(|id| g.node(*id).outputs.iter())
         .map(|t| t.size_bytes().eval(b).expect("size evaluates"))
         .sum()

@@ -6,16 +6,16 @@
 //! `Concat` → `Reshape` chains are evaluated at import time — and/or a literal (constants,
 //! materialized as graph `constant`s only when used as data).
 //!
-//! Invariant: every node added goes through [`Cx::emit`]/[`Cx::emit_n`], whose result types
-//! come from [`ebb_ir::shape::infer`]; a lowering never states a result type itself except for
-//! constants.
+//! Invariant: every node added goes through [`Cx::emit`]/[`Cx::emit_n`], which take the typed
+//! [`Op`] (kind and payload) and whose result types come from [`ebb_ir::shape::infer`]; a
+//! lowering never states a result type itself except for constants.
 
 use super::error::{NodeLoc, OnnxError};
 use super::proto::{AttributeProto, NodeProto, TensorProto};
 use super::tensor::scalar_literal;
 use crate::stablehlo::sym::{Elems, SymVal};
-use ebb_ir::op::Literal;
-use ebb_ir::{Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, TensorType, ValueRef};
+use ebb_ir::op::{BroadcastSpec, CompareSpec, CompareType, DotDims, IotaSpec, Literal};
+use ebb_ir::{DType, DimExpr, Graph, Node, Op, Relation, TensorType, ValueRef};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -192,11 +192,7 @@ impl Cx {
                     },
                 ));
             }
-            Elems::Int(vals) => {
-                let mut attrs = Attrs::new();
-                attrs.insert("values".into(), Attr::Dims(vals.clone()));
-                Node::new(OpKind::DimConstant, attrs, vec![ty])
-            }
+            Elems::Int(vals) => Node::new(Op::DimConstant(vals.clone()), vec![ty]),
             Elems::Bool(preds) => {
                 let mut data = Vec::new();
                 for p in preds {
@@ -306,9 +302,7 @@ impl Cx {
 
     /// Adds a `constant` of type `ty` with literal `lit`.
     pub fn constant(&mut self, ty: TensorType, lit: Literal) -> ValueRef {
-        let mut attrs = Attrs::new();
-        attrs.insert("value".into(), Attr::Literal(lit));
-        let node = self.located(Node::new(OpKind::Constant, attrs, vec![ty]));
+        let node = self.located(Node::new(Op::Constant(lit), vec![ty]));
         ValueRef::new(self.g.add_node(node, &[]), 0)
     }
 
@@ -323,25 +317,24 @@ impl Cx {
         self.broadcast_in_dim(s, &[], shape)
     }
 
-    /// Adds an op with one result; the result type is inferred.
-    pub fn emit(&mut self, kind: OpKind, attrs: Attrs, operands: &[ValueRef]) -> R<ValueRef> {
-        Ok(self.emit_n(kind, attrs, operands, Vec::new())?[0])
+    /// Adds `op` with one result; the result type is inferred.
+    pub fn emit(&mut self, op: Op, operands: &[ValueRef]) -> R<ValueRef> {
+        Ok(self.emit_n(op, operands, Vec::new())?[0])
     }
 
-    /// Adds an op with regions; returns all results (types inferred).
+    /// Adds `op` with regions; returns all results (types inferred).
     pub fn emit_n(
         &mut self,
-        kind: OpKind,
-        attrs: Attrs,
+        op: Op,
         operands: &[ValueRef],
         regions: Vec<Graph>,
     ) -> R<Vec<ValueRef>> {
         let types: Vec<&TensorType> = operands.iter().map(|v| self.g.value_type(*v)).collect();
-        let outs = ebb_ir::shape::infer(kind, &attrs, &types, &regions)
+        let outs = ebb_ir::shape::infer(&op, &types, &regions)
             .map_err(|e| self.err(e.to_string()))?
-            .ok_or_else(|| self.err(format!("op `{kind}` has no shape rule")))?;
+            .ok_or_else(|| self.err(format!("op `{}` has no shape rule", op.kind())))?;
         let n = outs.len();
-        let mut node = self.located(Node::new(kind, attrs, outs));
+        let mut node = self.located(Node::new(op, outs));
         node.regions = regions;
         let id = self.g.add_node(node, operands);
         Ok((0..n as u32).map(|i| ValueRef::new(id, i)).collect())
@@ -358,10 +351,11 @@ impl Cx {
         if t.shape == shape && dims.iter().enumerate().all(|(i, d)| *d == i as i64) {
             return Ok(v);
         }
-        let mut a = Attrs::new();
-        a.insert("broadcast_dimensions".into(), Attr::Ints(dims.to_vec()));
-        a.insert("shape".into(), Attr::Dims(shape.to_vec()));
-        self.emit(OpKind::BroadcastInDim, a, &[v])
+        let spec = BroadcastSpec {
+            dims: dims.to_vec(),
+            shape: shape.to_vec(),
+        };
+        self.emit(Op::BroadcastInDim(spec), &[v])
     }
 
     /// Numpy (multidirectional) broadcast of two shapes (ONNX "Broadcasting").
@@ -417,13 +411,11 @@ impl Cx {
         if self.ty(v).dtype == dtype {
             return Ok(v);
         }
-        let mut a = Attrs::new();
-        a.insert("dtype".into(), Attr::DType(dtype));
-        self.emit(OpKind::Convert, a, &[v])
+        self.emit(Op::Convert(dtype), &[v])
     }
 
-    /// An elementwise binary op with numpy broadcasting.
-    pub fn binary(&mut self, kind: OpKind, a: ValueRef, b: ValueRef) -> R<ValueRef> {
+    /// An elementwise binary op (payload-free, e.g. `Op::Add`) with numpy broadcasting.
+    pub fn binary(&mut self, op: Op, a: ValueRef, b: ValueRef) -> R<ValueRef> {
         let (ta, tb) = (self.ty(a), self.ty(b));
         if ta.dtype != tb.dtype {
             return Err(self.err(format!(
@@ -434,11 +426,11 @@ impl Cx {
         let s = self.broadcast_shape(&ta.shape, &tb.shape)?;
         let a = self.broadcast_to(a, &s)?;
         let b = self.broadcast_to(b, &s)?;
-        self.emit(kind, Attrs::new(), &[a, b])
+        self.emit(op, &[a, b])
     }
 
-    /// `a <dir> b` with numpy broadcasting (`dir`: EQ, NE, LT, LE, GT, GE).
-    pub fn compare(&mut self, dir: &str, a: ValueRef, b: ValueRef) -> R<ValueRef> {
+    /// `a <direction> b` with numpy broadcasting.
+    pub fn compare(&mut self, direction: Relation, a: ValueRef, b: ValueRef) -> R<ValueRef> {
         let (ta, tb) = (self.ty(a), self.ty(b));
         if ta.dtype != tb.dtype {
             return Err(self.err(format!(
@@ -449,17 +441,18 @@ impl Cx {
         let s = self.broadcast_shape(&ta.shape, &tb.shape)?;
         let a = self.broadcast_to(a, &s)?;
         let b = self.broadcast_to(b, &s)?;
-        let mut at = Attrs::new();
-        at.insert("comparison_direction".into(), Attr::Str(dir.into()));
-        let ct = if ta.dtype.is_float() {
-            "FLOAT"
+        let compare_type = if ta.dtype.is_float() {
+            CompareType::Float
         } else if matches!(ta.dtype, DType::U8 | DType::U32 | DType::I1) {
-            "UNSIGNED"
+            CompareType::Unsigned
         } else {
-            "SIGNED"
+            CompareType::Signed
         };
-        at.insert("compare_type".into(), Attr::Str(ct.into()));
-        self.emit(OpKind::Compare, at, &[a, b])
+        let spec = CompareSpec {
+            direction,
+            compare_type: Some(compare_type),
+        };
+        self.emit(Op::Compare(spec), &[a, b])
     }
 
     /// `select(p, a, b)` with numpy broadcasting of all three.
@@ -470,19 +463,19 @@ impl Cx {
         let p = self.broadcast_to(p, &s)?;
         let a = self.broadcast_to(a, &s)?;
         let b = self.broadcast_to(b, &s)?;
-        self.emit(OpKind::Select, Attrs::new(), &[p, a, b])
+        self.emit(Op::Select, &[p, a, b])
     }
 
-    /// A unary elementwise op.
-    pub fn unary(&mut self, kind: OpKind, v: ValueRef) -> R<ValueRef> {
-        self.emit(kind, Attrs::new(), &[v])
+    /// A unary elementwise op (payload-free, e.g. `Op::Exponential`).
+    pub fn unary(&mut self, op: Op, v: ValueRef) -> R<ValueRef> {
+        self.emit(op, &[v])
     }
 
     /// `v ∘ c` for a scalar constant `c` of `v`'s type, broadcast.
-    pub fn binary_scalar(&mut self, kind: OpKind, v: ValueRef, c: f64) -> R<ValueRef> {
+    pub fn binary_scalar(&mut self, op: Op, v: ValueRef, c: f64) -> R<ValueRef> {
         let d = self.ty(v).dtype;
         let s = self.scalar(d, c);
-        self.binary(kind, v, s)
+        self.binary(op, v, s)
     }
 
     /// `reshape` to `shape` (no-op when equal).
@@ -490,9 +483,7 @@ impl Cx {
         if self.ty(v).shape == shape {
             return Ok(v);
         }
-        let mut a = Attrs::new();
-        a.insert("shape".into(), Attr::Dims(shape.to_vec()));
-        self.emit(OpKind::Reshape, a, &[v])
+        self.emit(Op::Reshape(shape.to_vec()), &[v])
     }
 
     /// `transpose` by `perm` (no-op for the identity).
@@ -500,18 +491,17 @@ impl Cx {
         if perm.iter().enumerate().all(|(i, p)| *p == i as i64) {
             return Ok(v);
         }
-        let mut a = Attrs::new();
-        a.insert("permutation".into(), Attr::Ints(perm.to_vec()));
-        self.emit(OpKind::Transpose, a, &[v])
+        self.emit(Op::Transpose(perm.to_vec()), &[v])
     }
 
-    /// A reduction of `v` over `axes` with the monoid `kind` (`add`, `maximum`, `minimum`,
-    /// `multiply`) and initial value `init`; with `keep`, reduced axes stay as size 1.
+    /// A reduction of `v` over `axes` with the monoid `op` (`Op::Add`, `Op::Maximum`,
+    /// `Op::Minimum`, `Op::Multiply`) and initial value `init`; with `keep`, reduced axes stay
+    /// as size 1.
     pub fn reduce(
         &mut self,
         v: ValueRef,
         axes: &[usize],
-        kind: OpKind,
+        op: Op,
         init: f64,
         keep: bool,
     ) -> R<ValueRef> {
@@ -519,21 +509,14 @@ impl Cx {
         let mut body = Graph::new("body");
         let a = body.add_input("", TensorType::scalar(t.dtype));
         let b = body.add_input("", TensorType::scalar(t.dtype));
-        let r = body.add_node(
-            Node::new(kind, Attrs::new(), vec![TensorType::scalar(t.dtype)]),
-            &[a, b],
-        );
+        let r = body.add_node(Node::new(op, vec![TensorType::scalar(t.dtype)]), &[a, b]);
         body.set_outputs(vec![ValueRef::new(r, 0)], vec![String::new()]);
         let init = self.scalar(t.dtype, init);
-        let mut at = Attrs::new();
         let mut axes = axes.to_vec();
         axes.sort_unstable();
         axes.dedup();
-        at.insert(
-            "dimensions".into(),
-            Attr::Ints(axes.iter().map(|&a| a as i64).collect()),
-        );
-        let out = self.emit_n(OpKind::Reduce, at, &[v, init], vec![body])?[0];
+        let dims = axes.iter().map(|&a| a as i64).collect();
+        let out = self.emit_n(Op::Reduce(dims), &[v, init], vec![body])?[0];
         if !keep {
             return Ok(out);
         }
@@ -557,33 +540,24 @@ impl Cx {
         batch: (&[i64], &[i64]),
         contract: (&[i64], &[i64]),
     ) -> R<ValueRef> {
-        let mut at = Attrs::new();
-        at.insert(
-            "lhs_batching_dimensions".into(),
-            Attr::Ints(batch.0.to_vec()),
-        );
-        at.insert(
-            "rhs_batching_dimensions".into(),
-            Attr::Ints(batch.1.to_vec()),
-        );
-        at.insert(
-            "lhs_contracting_dimensions".into(),
-            Attr::Ints(contract.0.to_vec()),
-        );
-        at.insert(
-            "rhs_contracting_dimensions".into(),
-            Attr::Ints(contract.1.to_vec()),
-        );
-        self.emit(OpKind::DotGeneral, at, &[a, b])
+        let dims = DotDims {
+            lhs_batch: batch.0.to_vec(),
+            rhs_batch: batch.1.to_vec(),
+            lhs_contract: contract.0.to_vec(),
+            rhs_contract: contract.1.to_vec(),
+            result_dtype: None,
+        };
+        self.emit(Op::DotGeneral(dims), &[a, b])
     }
 
     /// An `iota` of `shape` along `dim`.
     pub fn iota(&mut self, dtype: DType, shape: &[DimExpr], dim: usize) -> R<ValueRef> {
-        let mut at = Attrs::new();
-        at.insert("iota_dimension".into(), Attr::I64(dim as i64));
-        at.insert("shape".into(), Attr::Dims(shape.to_vec()));
-        at.insert("dtype".into(), Attr::DType(dtype));
-        self.emit(OpKind::Iota, at, &[])
+        let spec = IotaSpec {
+            dimension: dim as i64,
+            shape: shape.to_vec(),
+            dtype,
+        };
+        self.emit(Op::Iota(spec), &[])
     }
 
     /// A graph value holding the symbolic dimension `d` as a rank-0 tensor of `dtype`.

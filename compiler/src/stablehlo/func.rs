@@ -7,8 +7,7 @@ use super::sym::{Elems, SymVal};
 use super::{short_loc, ImportStats};
 use ebb_ir::op::Literal;
 use ebb_ir::{
-    Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, ShapeAssertion, SymbolScope, TensorType,
-    ValueRef,
+    DType, DimExpr, Graph, Node, Op, OpKind, ShapeAssertion, SymbolScope, TensorType, ValueRef,
 };
 use melior::ir::block::BlockLike;
 use melior::ir::operation::OperationLike;
@@ -393,22 +392,14 @@ impl<'c, 'a> Importer<'c, 'a> {
                 if splat {
                     data.truncate(esz);
                 }
-                let mut attrs = Attrs::new();
-                attrs.insert(
-                    "value".into(),
-                    Attr::Literal(Literal {
-                        dtype: s.dtype,
-                        splat,
-                        data,
-                    }),
-                );
-                Node::new(OpKind::Constant, attrs, vec![ty])
+                let lit = Literal {
+                    dtype: s.dtype,
+                    splat,
+                    data,
+                };
+                Node::new(Op::Constant(lit), vec![ty])
             }
-            Elems::Int(vals) => {
-                let mut attrs = Attrs::new();
-                attrs.insert("values".into(), Attr::Dims(vals.clone()));
-                Node::new(OpKind::DimConstant, attrs, vec![ty])
-            }
+            Elems::Int(vals) => Node::new(Op::DimConstant(vals.clone()), vec![ty]),
             Elems::Bool(preds) => {
                 let mut data = Vec::new();
                 for p in preds {
@@ -421,16 +412,12 @@ impl<'c, 'a> Importer<'c, 'a> {
                         }
                     }
                 }
-                let mut attrs = Attrs::new();
-                attrs.insert(
-                    "value".into(),
-                    Attr::Literal(Literal {
-                        dtype: DType::I1,
-                        splat: false,
-                        data,
-                    }),
-                );
-                Node::new(OpKind::Constant, attrs, vec![ty])
+                let lit = Literal {
+                    dtype: DType::I1,
+                    splat: false,
+                    data,
+                };
+                Node::new(Op::Constant(lit), vec![ty])
             }
         };
         let id = g.add_node(node, &[]);
@@ -472,14 +459,16 @@ impl<'c, 'a> Importer<'c, 'a> {
                 .map_err(|_| self.op_error(&op, "passes more arguments than the callee takes"))?;
             // Name graph inputs after the callee's parameter locations (`loc("p['w1']")`).
             if let Some(t) = e.t {
-                if g.node(t.node).kind == OpKind::Input && g.input_name(t.node).is_empty() {
+                if g.node(t.node).kind() == OpKind::Input && g.input_name(t.node).is_empty() {
                     let l = arg.location().to_string();
                     if let Some(n) = l
                         .strip_prefix("loc(")
                         .and_then(|s| s.strip_suffix(')'))
                         .and_then(parse_string)
                     {
-                        g.node_mut(t.node).attrs.insert("name".into(), Attr::Str(n));
+                        if let Op::Input(spec) = &mut g.node_mut(t.node).op {
+                            spec.name = n;
+                        }
                     }
                 }
             }

@@ -10,7 +10,7 @@
 //!    be named this way gets a placeholder symbol `_argK_dJ` and counts as *unresolved*.
 //! 2. Functions are inlined at their `func.call`s, regions become nested graphs.
 //! 3. Integer shape computations are followed symbolically ([`sym`]), so dynamic ops become
-//!    their static counterparts with symbolic attributes; `shape_assertion` custom calls become
+//!    their static counterparts with symbolic payloads; `shape_assertion` custom calls become
 //!    [`ebb_ir::ShapeAssertion`]s.
 //! 4. Every result type is inferred ([`ebb_ir::shape::infer`]) and checked against the static
 //!    dimensions MLIR declares; the graph is verified at the end.

@@ -1,5 +1,6 @@
-//! Per-op conversion of StableHLO operations into graph nodes: attributes, symbolic shape
-//! operands, result-type inference and the check against MLIR's declared result types.
+//! Per-op conversion of StableHLO operations into graph nodes: the typed [`Op`] payload built
+//! from the MLIR attributes, symbolic shape operands, result-type inference and the check
+//! against MLIR's declared result types.
 //!
 //! Supported (StableHLO spec names): elementwise unary/binary ops, `compare`, `select`,
 //! `clamp`, `convert`, `constant`, `iota`/`dynamic_iota`, `broadcast_in_dim`/
@@ -9,14 +10,24 @@
 //! `gather`/`dynamic_gather`, `scatter`, `sort`, `while`, `optimization_barrier`,
 //! `get_dimension_size`, `custom_call` (`shape_assertion` becomes a shape assertion; other
 //! targets an opaque `custom_call` node with static result types), and `func.call` (inlined).
+//!
+//! [`Importer::tensor_op`] dispatches by op family: data movement ([`layout`]: broadcasts,
+//! reshapes, iota, transpose, concatenate, slices, pad, reverse), contractions and windows
+//! ([`contract`]: `dot_general`, `convolution`, `reduce`, `reduce_window`,
+//! `select_and_scatter`), indexing ([`index`]: `gather`, `scatter`, `sort`); elementwise and
+//! control ops are here.
+
+mod contract;
+mod index;
+mod layout;
 
 use super::func::{op_name, Entry, Frame, Importer, R};
 use super::mlir_text::{self as mt, MlirTensorType};
 use super::sym::{self, Elems, Pred, SymVal, MAX_SYM_ELEMS};
+use ebb_ir::op::{CompareSpec, CompareType, CustomCallSpec};
 use ebb_ir::shape::infer;
 use ebb_ir::{
-    Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, Relation, ShapeAssertion, TensorType,
-    ValueRef,
+    DType, DimExpr, Graph, Node, Op, OpKind, Relation, ShapeAssertion, TensorType, ValueRef,
 };
 use melior::ir::operation::OperationLike;
 use melior::ir::{OperationRef, RegionRef, Value, ValueLike};
@@ -211,14 +222,11 @@ impl<'c, 'a> Importer<'c, 'a> {
                 },
             );
         }
-        let mut attrs = Attrs::new();
-        attrs.insert("value".into(), Attr::Literal(lit));
         self.add_node(
             g,
             frame,
             &op,
-            OpKind::Constant,
-            attrs,
+            Op::Constant(lit),
             &[],
             Vec::new(),
             Some(vec![TensorType::fixed(ty.dtype, &dims)]),
@@ -264,14 +272,13 @@ impl<'c, 'a> Importer<'c, 'a> {
             }
             return Ok(());
         }
-        let mut attrs = Attrs::new();
-        attrs.insert("call_target_name".into(), Attr::Str(target));
-        if let Some(b) = self.attr_text(&op, "backend_config") {
-            attrs.insert(
-                "backend_config".into(),
-                Attr::Str(mt::parse_string(&b).unwrap_or(b)),
-            );
-        }
+        let spec = CustomCallSpec {
+            target,
+            backend_config: self
+                .attr_text(&op, "backend_config")
+                .map(|b| mt::parse_string(&b).unwrap_or(b)),
+            has_side_effect: false,
+        };
         let mut types = Vec::new();
         for i in 0..op.result_count() {
             let t = self.result_type(&op, i)?;
@@ -291,8 +298,7 @@ impl<'c, 'a> Importer<'c, 'a> {
             g,
             frame,
             &op,
-            OpKind::CustomCall,
-            attrs,
+            Op::CustomCall(spec),
             &operands,
             Vec::new(),
             Some(types),
@@ -400,27 +406,18 @@ impl<'c, 'a> Importer<'c, 'a> {
                 }
             }
             "negate" => ints(0).map(|a| Elems::Int(a.into_iter().map(|x| -x).collect())),
-            "compare" => {
-                let dir = self
-                    .attr_text(op, "comparison_direction")
-                    .and_then(|t| mt::parse_enum(&t));
-                match (
-                    dir.as_deref().and_then(Relation::from_name),
-                    ints(0),
-                    ints(1),
-                ) {
-                    (Some(rel), Some(a), Some(b)) if a.len() == b.len() => Some(Elems::Bool(
-                        a.into_iter()
-                            .zip(b)
-                            .map(|(x, y)| match (x.as_const(), y.as_const()) {
-                                (Some(p), Some(q)) => Pred::Const(rel.holds(p, q)),
-                                _ => Pred::Cmp(x, rel, y),
-                            })
-                            .collect(),
-                    )),
-                    _ => None,
-                }
-            }
+            "compare" => match (self.comparison_direction(op), ints(0), ints(1)) {
+                (Some(rel), Some(a), Some(b)) if a.len() == b.len() => Some(Elems::Bool(
+                    a.into_iter()
+                        .zip(b)
+                        .map(|(x, y)| match (x.as_const(), y.as_const()) {
+                            (Some(p), Some(q)) => Pred::Const(rel.holds(p, q)),
+                            _ => Pred::Cmp(x, rel, y),
+                        })
+                        .collect(),
+                )),
+                _ => None,
+            },
             "select" => match (&ins[0].elems, ints(1), ints(2)) {
                 (Elems::Bool(p), Some(a), Some(b)) => {
                     let n = a.len();
@@ -472,6 +469,7 @@ impl<'c, 'a> Importer<'c, 'a> {
             .collect()
     }
 
+    /// Imports an op that becomes a graph node, dispatching by op family (see the module docs).
     fn tensor_op(
         &mut self,
         g: &mut Graph,
@@ -479,291 +477,132 @@ impl<'c, 'a> Importer<'c, 'a> {
         op: OperationRef<'c, 'a>,
         name: &str,
     ) -> R<()> {
-        let mut attrs = Attrs::new();
-        let mut data: Vec<usize> = (0..op.operand_count()).collect();
-        let dims = |v: Vec<i64>| Attr::Dims(v.into_iter().map(DimExpr::constant).collect());
-        let kind = match name {
-            "dynamic_broadcast_in_dim" | "broadcast_in_dim" => {
-                attrs.insert(
-                    "broadcast_dimensions".into(),
-                    Attr::Ints(self.ints_attr(&op, "broadcast_dimensions")?),
-                );
-                let shape = if name == "broadcast_in_dim" {
-                    self.static_result_dims(&op)?
-                } else {
-                    self.shape_operand(frame, &op, 1)?
-                };
-                attrs.insert("shape".into(), Attr::Dims(shape));
-                data = vec![0];
-                OpKind::BroadcastInDim
+        match name {
+            "broadcast_in_dim"
+            | "dynamic_broadcast_in_dim"
+            | "reshape"
+            | "dynamic_reshape"
+            | "iota"
+            | "dynamic_iota"
+            | "transpose"
+            | "concatenate"
+            | "reverse"
+            | "pad" => self.layout_op(g, frame, op, name),
+            "slice" | "real_dynamic_slice" | "dynamic_slice" => self.slice_op(g, frame, op, name),
+            "dot_general" | "convolution" => self.contraction_op(g, frame, op, name),
+            "reduce" | "reduce_window" | "select_and_scatter" => {
+                self.reduction_op(g, frame, op, name)
             }
-            "dynamic_reshape" | "reshape" => {
-                let shape = if name == "reshape" {
-                    self.static_result_dims(&op)?
-                } else {
-                    self.shape_operand(frame, &op, 1)?
-                };
-                attrs.insert("shape".into(), Attr::Dims(shape));
-                data = vec![0];
-                OpKind::Reshape
-            }
-            "dynamic_iota" | "iota" => {
-                let shape = if name == "iota" {
-                    self.static_result_dims(&op)?
-                } else {
-                    self.shape_operand(frame, &op, 0)?
-                };
-                attrs.insert("shape".into(), Attr::Dims(shape));
-                attrs.insert(
-                    "iota_dimension".into(),
-                    Attr::I64(self.int_attr(&op, "iota_dimension")?),
-                );
-                attrs.insert("dtype".into(), Attr::DType(self.result_type(&op, 0)?.dtype));
-                data = vec![];
-                OpKind::Iota
-            }
-            "slice" => {
-                for k in ["start_indices", "limit_indices", "strides"] {
-                    attrs.insert(k.into(), dims(self.ints_attr(&op, k)?));
-                }
-                OpKind::Slice
-            }
-            "real_dynamic_slice" => {
-                let st = self.shape_operand(frame, &op, 1)?;
-                let li = self.shape_operand(frame, &op, 2)?;
-                let sr = self.shape_operand(frame, &op, 3)?;
-                if st.iter().any(has_data) {
-                    return self.data_dependent_slice(g, frame, op, st, li, sr);
-                }
-                attrs.insert("start_indices".into(), Attr::Dims(st));
-                attrs.insert("limit_indices".into(), Attr::Dims(li));
-                attrs.insert("strides".into(), Attr::Dims(sr));
-                data = vec![0];
-                OpKind::Slice
-            }
-            "dynamic_slice" => {
-                attrs.insert(
-                    "slice_sizes".into(),
-                    dims(self.ints_attr(&op, "slice_sizes")?),
-                );
-                OpKind::DynamicSlice
-            }
-            "pad" => {
-                for k in ["edge_padding_low", "edge_padding_high", "interior_padding"] {
-                    attrs.insert(k.into(), Attr::Ints(self.ints_attr(&op, k)?));
-                }
-                OpKind::Pad
-            }
-            "gather" | "dynamic_gather" => {
-                self.struct_attr(&op, "dimension_numbers", "gather", &mut attrs)?;
-                let sizes = if name == "gather" {
-                    self.ints_attr(&op, "slice_sizes")?
-                        .into_iter()
-                        .map(DimExpr::constant)
-                        .collect()
-                } else {
-                    self.shape_operand(frame, &op, 2)?
-                };
-                attrs.insert("slice_sizes".into(), Attr::Dims(sizes));
-                attrs.insert(
-                    "indices_are_sorted".into(),
-                    Attr::Bool(self.bool_attr(&op, "indices_are_sorted")),
-                );
-                data = vec![0, 1];
-                OpKind::Gather
-            }
-            "scatter" => {
-                self.struct_attr(&op, "scatter_dimension_numbers", "scatter", &mut attrs)?;
-                attrs.insert(
-                    "indices_are_sorted".into(),
-                    Attr::Bool(self.bool_attr(&op, "indices_are_sorted")),
-                );
-                attrs.insert(
-                    "unique_indices".into(),
-                    Attr::Bool(self.bool_attr(&op, "unique_indices")),
-                );
-                OpKind::Scatter
-            }
-            "dot_general" => {
-                self.struct_attr(&op, "dot_dimension_numbers", "dot", &mut attrs)?;
-                OpKind::DotGeneral
-            }
-            "convolution" => {
-                let dn = self
-                    .attr_text(&op, "dimension_numbers")
-                    .and_then(|t| mt::parse_conv_dimension_numbers(&t));
-                attrs.insert(
-                    "dimension_numbers".into(),
-                    Attr::Str(dn.ok_or_else(|| self.op_error(&op, "missing dimension_numbers"))?),
-                );
-                for k in ["window_strides", "padding", "lhs_dilation", "rhs_dilation"] {
-                    attrs.insert(k.into(), Attr::Ints(self.ints_attr(&op, k)?));
-                }
-                for k in ["feature_group_count", "batch_group_count"] {
-                    attrs.insert(k.into(), Attr::I64(self.int_attr(&op, k).unwrap_or(1)));
-                }
-                OpKind::Convolution
-            }
-            "reduce_window" | "select_and_scatter" => {
-                for k in [
-                    "window_dimensions",
-                    "window_strides",
-                    "base_dilations",
-                    "window_dilations",
-                    "padding",
-                ] {
-                    let v = self.ints_attr(&op, k)?;
-                    if !v.is_empty() {
-                        attrs.insert(k.into(), Attr::Ints(v));
-                    }
-                }
-                if name == "reduce_window" {
-                    OpKind::ReduceWindow
-                } else {
-                    OpKind::SelectAndScatter
-                }
-            }
-            "compare" => {
-                let dir = self
-                    .attr_text(&op, "comparison_direction")
-                    .and_then(|t| mt::parse_enum(&t));
-                attrs.insert(
-                    "comparison_direction".into(),
-                    Attr::Str(
-                        dir.ok_or_else(|| self.op_error(&op, "missing comparison_direction"))?,
-                    ),
-                );
-                if let Some(t) = self
-                    .attr_text(&op, "compare_type")
-                    .and_then(|t| mt::parse_enum(&t))
-                {
-                    attrs.insert("compare_type".into(), Attr::Str(t));
-                }
-                OpKind::Compare
-            }
-            "convert" => {
-                attrs.insert("dtype".into(), Attr::DType(self.result_type(&op, 0)?.dtype));
-                OpKind::Convert
-            }
-            "sort" => {
-                attrs.insert(
-                    "dimension".into(),
-                    Attr::I64(self.int_attr(&op, "dimension")?),
-                );
-                attrs.insert(
-                    "is_stable".into(),
-                    Attr::Bool(self.bool_attr(&op, "is_stable")),
-                );
-                OpKind::Sort
-            }
-            "transpose" => {
-                attrs.insert(
-                    "permutation".into(),
-                    Attr::Ints(self.ints_attr(&op, "permutation")?),
-                );
-                OpKind::Transpose
-            }
-            "reverse" | "reduce" => {
-                attrs.insert(
-                    "dimensions".into(),
-                    Attr::Ints(self.ints_attr(&op, "dimensions")?),
-                );
-                OpKind::from_name(name).unwrap_or(OpKind::Reduce)
-            }
-            "concatenate" => {
-                attrs.insert(
-                    "dimension".into(),
-                    Attr::I64(self.int_attr(&op, "dimension")?),
-                );
-                OpKind::Concatenate
-            }
-            _ => match OpKind::from_name(name) {
-                Some(k)
-                    if k.is_elementwise()
+            "gather" | "dynamic_gather" | "scatter" | "sort" => self.index_op(g, frame, op, name),
+            _ => self.elementwise_op(g, frame, op, name),
+        }
+    }
+
+    /// Elementwise ops (`compare` and `convert` with their payloads, the others payload-free)
+    /// and the payload-free control ops (`while`, `optimization_barrier`,
+    /// `dynamic_update_slice`).
+    fn elementwise_op(
+        &mut self,
+        g: &mut Graph,
+        frame: &mut Frame,
+        op: OperationRef<'c, 'a>,
+        name: &str,
+    ) -> R<()> {
+        let payload = match name {
+            "compare" => Op::Compare(self.compare_spec(&op)?),
+            "convert" => Op::Convert(self.result_type(&op, 0)?.dtype),
+            _ => OpKind::from_name(name)
+                .filter(|k| {
+                    k.is_elementwise()
                         || matches!(
                             k,
                             OpKind::DynamicUpdateSlice
                                 | OpKind::While
                                 | OpKind::OptimizationBarrier
-                        ) =>
-                {
-                    k
-                }
-                _ => return Err(self.unsupported(&op)),
-            },
+                        )
+                })
+                .and_then(Op::simple)
+                .ok_or_else(|| self.unsupported(&op))?,
         };
-        let mut operands = Vec::with_capacity(data.len());
-        for &i in &data {
-            operands.push(self.operand_tensor(g, frame, &op, i)?);
-        }
-        if kind == OpKind::DotGeneral || kind == OpKind::Convolution {
-            let rd = self.result_type(&op, 0)?.dtype;
-            if rd != g.value_type(operands[0]).dtype {
-                attrs.insert("dtype".into(), Attr::DType(rd));
-            }
-        }
-        let regions = self.regions(g, frame, &op, kind, &operands)?;
-        self.add_node(g, frame, &op, kind, attrs, &operands, regions, None)
+        self.finish(g, frame, &op, payload, None)
     }
 
-    /// `real_dynamic_slice` whose start indices depend on data (a loop counter) but whose sizes
-    /// `limit - start` do not: becomes `dynamic_slice` with scalar start operands sliced out of
-    /// the start vector (indices are in bounds already, so `dynamic_slice`'s clamping is a no-op).
-    fn data_dependent_slice(
+    /// `compare`'s direction and, when given, its `compare_type`.
+    fn compare_spec(&self, op: &OperationRef<'c, 'a>) -> R<CompareSpec> {
+        let direction = self
+            .comparison_direction(op)
+            .ok_or_else(|| self.op_error(op, "missing or unknown comparison_direction"))?;
+        let compare_type = match self.attr_text(op, "compare_type") {
+            None => None,
+            Some(t) => Some(
+                mt::parse_enum(&t)
+                    .as_deref()
+                    .and_then(CompareType::from_name)
+                    .ok_or_else(|| {
+                        self.op_error(op, format!("unsupported compare_type {}", abbrev(&t)))
+                    })?,
+            ),
+        };
+        Ok(CompareSpec {
+            direction,
+            compare_type,
+        })
+    }
+
+    /// `compare`'s `comparison_direction` (`#stablehlo<comparison_direction GE>`).
+    fn comparison_direction(&self, op: &OperationRef<'c, 'a>) -> Option<Relation> {
+        self.attr_text(op, "comparison_direction")
+            .and_then(|t| mt::parse_enum(&t))
+            .as_deref()
+            .and_then(Relation::from_name)
+    }
+
+    /// Materializes the operands of `op` (those at `data`, or all when `None`), imports its
+    /// regions and appends the node with `payload`.
+    fn finish(
         &mut self,
         g: &mut Graph,
         frame: &mut Frame,
-        op: OperationRef<'c, 'a>,
-        st: Vec<DimExpr>,
-        li: Vec<DimExpr>,
-        sr: Vec<DimExpr>,
+        op: &OperationRef<'c, 'a>,
+        payload: Op,
+        data: Option<&[usize]>,
     ) -> R<()> {
-        if sr.iter().any(|k| k.as_const() != Some(1)) {
-            return Err(self.op_error(
-                &op,
-                "data-dependent start indices with non-unit strides are not supported",
-            ));
-        }
-        let sizes: Vec<DimExpr> = st
-            .iter()
-            .zip(&li)
-            .map(|(s, l)| l.clone() - s.clone())
-            .collect();
-        if sizes.iter().any(has_data) {
-            return Err(self.op_error(&op, "slice sizes depend on tensor data"));
-        }
-        let x = self.operand_tensor(g, frame, &op, 0)?;
-        let start = self.operand_tensor(g, frame, &op, 1)?;
-        let sty = g.value_type(start).clone();
-        let mut operands = vec![x];
-        for i in 0..st.len() as i64 {
-            let mut a = Attrs::new();
-            let c = |v: i64| Attr::Dims(vec![DimExpr::constant(v)]);
-            a.insert("start_indices".into(), c(i));
-            a.insert("limit_indices".into(), c(i + 1));
-            a.insert("strides".into(), c(1));
-            let one = TensorType::fixed(sty.dtype, &[1]);
-            let mut n = Node::new(OpKind::Slice, a, vec![one]);
-            n.loc = Some(super::func::op_loc(&op));
-            let sl = g.add_node(n, &[start]);
-            let mut a = Attrs::new();
-            a.insert("shape".into(), Attr::Dims(vec![]));
-            let mut n = Node::new(OpKind::Reshape, a, vec![TensorType::scalar(sty.dtype)]);
-            n.loc = Some(super::func::op_loc(&op));
-            operands.push(ValueRef::new(g.add_node(n, &[ValueRef::new(sl, 0)]), 0));
-        }
-        let mut attrs = Attrs::new();
-        attrs.insert("slice_sizes".into(), Attr::Dims(sizes));
-        self.add_node(
-            g,
-            frame,
-            &op,
-            OpKind::DynamicSlice,
-            attrs,
-            &operands,
-            Vec::new(),
-            None,
-        )
+        let operands = self.operand_tensors(g, frame, op, data)?;
+        self.finish_with(g, frame, op, payload, &operands)
+    }
+
+    /// Imports the regions of `op` and appends the node with `payload` and `operands`.
+    fn finish_with(
+        &mut self,
+        g: &mut Graph,
+        frame: &mut Frame,
+        op: &OperationRef<'c, 'a>,
+        payload: Op,
+        operands: &[ValueRef],
+    ) -> R<()> {
+        let regions = self.regions(g, frame, op, payload.kind(), operands)?;
+        self.add_node(g, frame, op, payload, operands, regions, None)
+    }
+
+    /// The graph values of the operands of `op` at `data` (all when `None`).
+    fn operand_tensors(
+        &mut self,
+        g: &mut Graph,
+        frame: &mut Frame,
+        op: &OperationRef<'c, 'a>,
+        data: Option<&[usize]>,
+    ) -> R<Vec<ValueRef>> {
+        let all: Vec<usize>;
+        let data = match data {
+            Some(d) => d,
+            None => {
+                all = (0..op.operand_count()).collect();
+                &all
+            }
+        };
+        data.iter()
+            .map(|&i| self.operand_tensor(g, frame, op, i))
+            .collect()
     }
 
     fn bool_attr(&self, op: &OperationRef<'c, 'a>, name: &str) -> bool {
@@ -772,30 +611,65 @@ impl<'c, 'a> Importer<'c, 'a> {
             .unwrap_or(false)
     }
 
-    fn struct_attr(
+    /// Like [`Self::ints_attr`], but the attribute must be present.
+    fn required_ints_attr(&self, op: &OperationRef<'c, 'a>, name: &str) -> R<Vec<i64>> {
+        if self.attr_text(op, name).is_none() {
+            return Err(self.op_error(op, format!("missing `{name}`")));
+        }
+        self.ints_attr(op, name)
+    }
+
+    /// An integer-list attribute with one entry per dimension of an `n`-dimensional window:
+    /// `default` repeated `n` times when missing or empty, an error for other lengths.
+    fn ints_n_attr(
+        &self,
+        op: &OperationRef<'c, 'a>,
+        name: &str,
+        n: usize,
+        default: i64,
+    ) -> R<Vec<i64>> {
+        let v = self.ints_attr(op, name)?;
+        if v.is_empty() {
+            return Ok(vec![default; n]);
+        }
+        if v.len() != n {
+            return Err(self.op_error(
+                op,
+                format!("`{name}` has {} entries, expected {n}", v.len()),
+            ));
+        }
+        Ok(v)
+    }
+
+    /// A `padding` attribute (`dense<[[lo, hi], ...]>`) of an `n`-dimensional window as
+    /// `(low, high)` pairs; zero padding when missing or empty.
+    fn padding_attr(&self, op: &OperationRef<'c, 'a>, n: usize) -> R<Vec<(i64, i64)>> {
+        let v = self.ints_n_attr(op, "padding", 2 * n, 0)?;
+        Ok(v.chunks_exact(2).map(|p| (p[0], p[1])).collect())
+    }
+
+    /// The fields of a struct-like attribute `#stablehlo.KIND<k1 = [..], k2 = ..>`, in order.
+    fn struct_fields(
         &self,
         op: &OperationRef<'c, 'a>,
         name: &str,
         kind: &str,
-        attrs: &mut Attrs,
-    ) -> R<()> {
+    ) -> R<Vec<(String, Vec<i64>)>> {
         let t = self
             .attr_text(op, name)
             .ok_or_else(|| self.op_error(op, format!("missing `{name}`")))?;
-        let fields = mt::parse_struct(&t, kind)
-            .ok_or_else(|| self.op_error(op, format!("unsupported `{name}`: {}", abbrev(&t))))?;
-        if kind == "gather" || kind == "scatter" {
-            // The MLIR printer omits `index_vector_dim` when it is 0.
-            attrs.insert("index_vector_dim".into(), Attr::I64(0));
-        }
-        for (k, v) in fields {
-            if k == "index_vector_dim" {
-                attrs.insert(k, Attr::I64(v.first().copied().unwrap_or(0)));
-            } else {
-                attrs.insert(k, Attr::Ints(v));
-            }
-        }
-        Ok(())
+        mt::parse_struct(&t, kind)
+            .ok_or_else(|| self.op_error(op, format!("unsupported `{name}`: {}", abbrev(&t))))
+    }
+
+    /// The error for a field of struct attribute `name` that the importer does not know.
+    fn unknown_field(
+        &self,
+        op: &OperationRef<'c, 'a>,
+        name: &str,
+        field: &str,
+    ) -> super::ImportError {
+        self.op_error(op, format!("unsupported field `{field}` in `{name}`"))
     }
 
     /// Imports the regions of `op`. Reduction-style bodies take scalar arguments of the
@@ -884,15 +758,14 @@ impl<'c, 'a> Importer<'c, 'a> {
         g: &mut Graph,
         frame: &mut Frame,
         op: &OperationRef<'c, 'a>,
-        kind: OpKind,
-        attrs: Attrs,
+        payload: Op,
         operands: &[ValueRef],
         regions: Vec<Graph>,
         declared: Option<Vec<TensorType>>,
     ) -> R<()> {
         let types: Vec<&TensorType> = operands.iter().map(|v| g.value_type(*v)).collect();
         let inferred =
-            infer(kind, &attrs, &types, &regions).map_err(|e| self.op_error(op, e.to_string()))?;
+            infer(&payload, &types, &regions).map_err(|e| self.op_error(op, e.to_string()))?;
         let outputs = match (inferred, declared) {
             (Some(t), _) | (None, Some(t)) => t,
             (None, None) => return Err(self.op_error(op, "result types cannot be inferred")),
@@ -929,12 +802,12 @@ impl<'c, 'a> Importer<'c, 'a> {
         if outputs.iter().any(|t| t.shape.iter().any(has_data)) {
             return Err(self.op_error(op, "result shape depends on tensor data"));
         }
-        let syms: Vec<Option<SymVal>> = if kind == OpKind::Constant {
+        let syms: Vec<Option<SymVal>> = if matches!(payload, Op::Constant(_)) {
             vec![None; outputs.len()]
         } else {
             outputs.iter().map(|t| self.data_symbols(t)).collect()
         };
-        let mut node = Node::new(kind, attrs, outputs);
+        let mut node = Node::new(payload, outputs);
         node.regions = regions;
         node.loc = Some(super::func::op_loc(op));
         let id = g.add_node(node, operands);

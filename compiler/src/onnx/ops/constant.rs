@@ -10,7 +10,7 @@ use super::shape::{static_of, sym_i64};
 use super::{one, Lower};
 use crate::stablehlo::sym::{Elems, SymVal};
 use ebb_ir::op::Literal;
-use ebb_ir::{DType, DimExpr, OpKind, TensorType};
+use ebb_ir::{DType, DimExpr, Op, Relation, TensorType};
 use std::rc::Rc;
 
 pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
@@ -135,8 +135,8 @@ impl Lower for Range {
             };
             let len = ((l - s) / d).ceil().max(0.0) as i64;
             let io = cx.iota(dtype, &[DimExpr::constant(len)], 0)?;
-            let io = cx.binary_scalar(OpKind::Multiply, io, d)?;
-            return one(cx.binary_scalar(OpKind::Add, io, s)?);
+            let io = cx.binary_scalar(Op::Multiply, io, d)?;
+            return one(cx.binary_scalar(Op::Add, io, s)?);
         }
         let start = cx.input_dims(n, 0)?;
         let limit = cx.input_dims(n, 1)?;
@@ -173,7 +173,7 @@ impl Lower for Range {
         }
         let io = cx.iota(dtype, &[len], 0)?;
         let io = if dk != 1 {
-            cx.binary_scalar(OpKind::Multiply, io, dk as f64)?
+            cx.binary_scalar(Op::Multiply, io, dk as f64)?
         } else {
             io
         };
@@ -181,7 +181,7 @@ impl Lower for Range {
             return one(io);
         }
         let sv = cx.dim_scalar(s, dtype)?;
-        one(cx.binary(OpKind::Add, io, sv)?)
+        one(cx.binary(Op::Add, io, sv)?)
     }
 }
 
@@ -206,9 +206,9 @@ impl Lower for Trilu {
         let mn = [t.shape[r - 2].clone(), t.shape[r - 1].clone()];
         let i = cx.iota(DType::I64, &mn, 0)?;
         let j = cx.iota(DType::I64, &mn, 1)?;
-        let ik = cx.binary_scalar(OpKind::Add, i, k as f64)?;
+        let ik = cx.binary_scalar(Op::Add, i, k as f64)?;
         // upper: j >= i + k; lower: j <= i + k
-        let mask = cx.compare(if upper { "GE" } else { "LE" }, j, ik)?;
+        let mask = cx.compare(if upper { Relation::Ge } else { Relation::Le }, j, ik)?;
         let zero = cx.scalar(t.dtype, 0.0);
         one(cx.select(mask, x, zero)?)
     }

@@ -10,10 +10,10 @@ use super::super::proto::NodeProto;
 use super::super::tensor::dtype_of;
 use super::{one, symbolic, Lower};
 use crate::stablehlo::sym::{Elems, SymVal};
-use ebb_ir::{DType, DimExpr, OpKind, Relation, ValueRef};
+use ebb_ir::{DType, DimExpr, Op, Relation, ValueRef};
 
 pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
-    use OpKind::*;
+    use ebb_ir::Op::*;
     Some(match op {
         "Neg" => &Unary(Negate),
         "Exp" => &Unary(Exponential),
@@ -41,11 +41,11 @@ pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
         "Or" => &Binary(Or, ""),
         "Xor" => &Binary(Xor, ""),
         "Pow" => &Pow,
-        "Equal" => &Cmp("EQ", Relation::Eq),
-        "Less" => &Cmp("LT", Relation::Lt),
-        "LessOrEqual" => &Cmp("LE", Relation::Le),
-        "Greater" => &Cmp("GT", Relation::Gt),
-        "GreaterOrEqual" => &Cmp("GE", Relation::Ge),
+        "Equal" => &Cmp(Relation::Eq),
+        "Less" => &Cmp(Relation::Lt),
+        "LessOrEqual" => &Cmp(Relation::Le),
+        "Greater" => &Cmp(Relation::Gt),
+        "GreaterOrEqual" => &Cmp(Relation::Ge),
         "Where" => &Where,
         "Cast" => &Cast,
         "CastLike" => &Cast,
@@ -66,18 +66,18 @@ pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
     })
 }
 
-struct Unary(OpKind);
+struct Unary(Op);
 
 impl Lower for Unary {
     fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
         let x = cx.input(n, 0)?;
-        one(cx.unary(self.0, x)?)
+        one(cx.unary(self.0.clone(), x)?)
     }
 }
 
 /// Binary (or, for `Sum`/`Max`/`Min`, variadic) arithmetic; the string names the symbolic
 /// integer form ("" = none).
-struct Binary(OpKind, &'static str);
+struct Binary(Op, &'static str);
 
 impl Lower for Binary {
     fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
@@ -105,13 +105,8 @@ impl Lower for Binary {
         let mut acc = cx.input(n, 0)?;
         for i in 1..k {
             let b = cx.input(n, i)?;
-            let kind = if self.0 == OpKind::Divide && cx.ty(acc).dtype.is_int() {
-                // ONNX integer Div truncates toward zero, as StableHLO `divide` does.
-                OpKind::Divide
-            } else {
-                self.0
-            };
-            acc = cx.binary(kind, acc, b)?;
+            // ONNX integer Div truncates toward zero, as StableHLO `divide` does.
+            acc = cx.binary(self.0.clone(), acc, b)?;
         }
         if n.op_type.as_deref() == Some("Mod")
             && n.int_or("fmod", 0) == 0
@@ -122,25 +117,25 @@ impl Lower for Binary {
             let r = acc;
             let d = cx.ty(r).dtype;
             let zero = cx.scalar(d, 0.0);
-            let rz = cx.compare("NE", r, zero)?;
-            let rneg = cx.compare("LT", r, zero)?;
-            let bneg = cx.compare("LT", b, zero)?;
-            let differ = cx.compare("NE", rneg, bneg)?;
-            let fix = cx.binary(OpKind::And, rz, differ)?;
-            let rb = cx.binary(OpKind::Add, r, b)?;
+            let rz = cx.compare(Relation::Ne, r, zero)?;
+            let rneg = cx.compare(Relation::Lt, r, zero)?;
+            let bneg = cx.compare(Relation::Lt, b, zero)?;
+            let differ = cx.compare(Relation::Ne, rneg, bneg)?;
+            let fix = cx.binary(Op::And, rz, differ)?;
+            let rb = cx.binary(Op::Add, r, b)?;
             acc = cx.select(fix, rb, r)?;
         }
         one(acc)
     }
 }
 
-struct Cmp(&'static str, Relation);
+struct Cmp(Relation);
 
 impl Lower for Cmp {
     fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
         let (a, b) = (cx.input_val(n, 0)?, cx.input_val(n, 1)?);
         if let (Some(x), Some(y)) = (&a.s, &b.s) {
-            if let Some(s) = symbolic::compare(self.1, x, y, &cx.g.scope) {
+            if let Some(s) = symbolic::compare(self.0, x, y, &cx.g.scope) {
                 return Ok(vec![Val::sym(s)]);
             }
         }
@@ -257,7 +252,7 @@ struct Relu;
 impl Lower for Relu {
     fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
         let x = cx.input(n, 0)?;
-        one(cx.binary_scalar(OpKind::Maximum, x, 0.0)?)
+        one(cx.binary_scalar(Op::Maximum, x, 0.0)?)
     }
 }
 
@@ -270,7 +265,7 @@ impl Lower for ReluGrad {
         let y = cx.input(n, 1)?;
         let d = cx.ty(y).dtype;
         let z = cx.scalar(d, 0.0);
-        let p = cx.compare("GT", y, z)?;
+        let p = cx.compare(Relation::Gt, y, z)?;
         let zero = cx.scalar(d, 0.0);
         one(cx.select(p, dy, zero)?)
     }
@@ -283,7 +278,7 @@ impl Lower for Reciprocal {
         let x = cx.input(n, 0)?;
         let d = cx.ty(x).dtype;
         let one_ = cx.scalar(d, 1.0);
-        one(cx.binary(OpKind::Divide, one_, x)?)
+        one(cx.binary(Op::Divide, one_, x)?)
     }
 }
 
@@ -292,7 +287,7 @@ struct IsNaN;
 impl Lower for IsNaN {
     fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
         let x = cx.input(n, 0)?;
-        one(cx.compare("NE", x, x)?)
+        one(cx.compare(Relation::Ne, x, x)?)
     }
 }
 
@@ -316,14 +311,14 @@ impl Lower for Pow {
                 return one(x);
             }
             if v == 2.0 {
-                return one(cx.binary(OpKind::Multiply, x, x)?);
+                return one(cx.binary(Op::Multiply, x, x)?);
             }
             if v == 0.5 && d.is_float() {
-                return one(cx.unary(OpKind::Sqrt, x)?);
+                return one(cx.unary(Op::Sqrt, x)?);
             }
         }
         let y = cx.convert(ey, d)?;
-        one(cx.binary(OpKind::Power, x, y)?)
+        one(cx.binary(Op::Power, x, y)?)
     }
 }
 
@@ -344,10 +339,10 @@ impl Lower for Clip {
                 .map(|f| cx.scalar(d, f as f64)))
         };
         if let Some(lo) = bound(cx, 1, "min")? {
-            x = cx.binary(OpKind::Maximum, x, lo)?;
+            x = cx.binary(Op::Maximum, x, lo)?;
         }
         if let Some(hi) = bound(cx, 2, "max")? {
-            x = cx.binary(OpKind::Minimum, x, hi)?;
+            x = cx.binary(Op::Minimum, x, hi)?;
         }
         one(x)
     }

@@ -7,7 +7,8 @@
 use super::super::ctx::{norm_axis, Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::{one, symbolic, Lower};
-use ebb_ir::{Attr, Attrs, DType, DimExpr, Graph, Node, OpKind, TensorType, ValueRef};
+use ebb_ir::op::{GatherDims, ScatterDims, SliceSpec};
+use ebb_ir::{DType, DimExpr, Graph, Node, Op, Relation, TensorType, ValueRef};
 
 pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
     Some(match op {
@@ -31,9 +32,9 @@ pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
 fn wrap_negative(cx: &mut Cx, idx: ValueRef, n: &DimExpr) -> R<ValueRef> {
     let d = cx.ty(idx).dtype;
     let zero = cx.scalar(d, 0.0);
-    let neg = cx.compare("LT", idx, zero)?;
+    let neg = cx.compare(Relation::Lt, idx, zero)?;
     let nv = cx.dim_scalar(n, d)?;
-    let shifted = cx.binary(OpKind::Add, idx, nv)?;
+    let shifted = cx.binary(Op::Add, idx, nv)?;
     cx.select(neg, shifted, idx)
 }
 
@@ -80,14 +81,15 @@ pub(crate) fn gather_axis(cx: &mut Cx, data: ValueRef, idx: ValueRef, axis: usiz
     let offset: Vec<i64> = (0..axis as i64)
         .chain((axis + ri) as i64..(r - 1 + ri) as i64)
         .collect();
-    let mut at = Attrs::new();
-    at.insert("offset_dims".into(), Attr::Ints(offset));
-    at.insert("collapsed_slice_dims".into(), Attr::Ints(vec![axis as i64]));
-    at.insert("start_index_map".into(), Attr::Ints(vec![axis as i64]));
-    at.insert("index_vector_dim".into(), Attr::I64(ri as i64));
-    at.insert("slice_sizes".into(), Attr::Dims(sizes));
-    at.insert("indices_are_sorted".into(), Attr::Bool(false));
-    cx.emit(OpKind::Gather, at, &[data, idx])
+    let dims = GatherDims {
+        offset_dims: offset,
+        collapsed_slice_dims: vec![axis as i64],
+        start_index_map: vec![axis as i64],
+        index_vector_dim: ri as i64,
+        slice_sizes: sizes,
+        ..Default::default()
+    };
+    cx.emit(Op::Gather(dims), &[data, idx])
 }
 
 /// `GatherND(data, indices)` with `batch_dims = 0`: `out[i..] = data[indices[i..], ..]`.
@@ -119,23 +121,15 @@ impl Lower for GatherNd {
         for s in sizes.iter_mut().take(k) {
             *s = DimExpr::constant(1);
         }
-        let mut at = Attrs::new();
-        at.insert(
-            "offset_dims".into(),
-            Attr::Ints((ri as i64 - 1..(ri - 1 + r - k) as i64).collect()),
-        );
-        at.insert(
-            "collapsed_slice_dims".into(),
-            Attr::Ints((0..k as i64).collect()),
-        );
-        at.insert(
-            "start_index_map".into(),
-            Attr::Ints((0..k as i64).collect()),
-        );
-        at.insert("index_vector_dim".into(), Attr::I64(ri as i64 - 1));
-        at.insert("slice_sizes".into(), Attr::Dims(sizes));
-        at.insert("indices_are_sorted".into(), Attr::Bool(false));
-        one(cx.emit(OpKind::Gather, at, &[data, idx])?)
+        let dims = GatherDims {
+            offset_dims: (ri as i64 - 1..(ri - 1 + r - k) as i64).collect(),
+            collapsed_slice_dims: (0..k as i64).collect(),
+            start_index_map: (0..k as i64).collect(),
+            index_vector_dim: ri as i64 - 1,
+            slice_sizes: sizes,
+            ..Default::default()
+        };
+        one(cx.emit(Op::Gather(dims), &[data, idx])?)
     }
 }
 
@@ -145,10 +139,7 @@ fn scatter_body(dtype: DType, add: bool) -> Graph {
     let a = body.add_input("", TensorType::scalar(dtype));
     let b = body.add_input("", TensorType::scalar(dtype));
     let out = if add {
-        let r = body.add_node(
-            Node::new(OpKind::Add, Attrs::new(), vec![TensorType::scalar(dtype)]),
-            &[a, b],
-        );
+        let r = body.add_node(Node::new(Op::Add, vec![TensorType::scalar(dtype)]), &[a, b]);
         ValueRef::new(r, 0)
     } else {
         b
@@ -171,19 +162,15 @@ fn scatter(
     add: bool,
 ) -> R<ValueRef> {
     let d = cx.ty(data).dtype;
-    let mut at = Attrs::new();
-    at.insert("update_window_dims".into(), Attr::Ints(update_window_dims));
-    at.insert("inserted_window_dims".into(), Attr::Ints(inserted));
-    at.insert(
-        "scatter_dims_to_operand_dims".into(),
-        Attr::Ints(to_operand),
-    );
-    at.insert("index_vector_dim".into(), Attr::I64(index_vector_dim));
-    at.insert("indices_are_sorted".into(), Attr::Bool(false));
-    at.insert("unique_indices".into(), Attr::Bool(false));
+    let dims = ScatterDims {
+        update_window_dims,
+        inserted_window_dims: inserted,
+        scatter_dims_to_operand_dims: to_operand,
+        index_vector_dim,
+        ..Default::default()
+    };
     Ok(cx.emit_n(
-        OpKind::Scatter,
-        at,
+        Op::Scatter(dims),
         &[data, idx, upd],
         vec![scatter_body(d, add)],
     )?[0])
@@ -334,20 +321,15 @@ impl Lower for OneHot {
         let io = cx.iota(DType::I64, &shape, a)?;
         let dims: Vec<i64> = (0..r as i64).filter(|&i| i != a as i64).collect();
         let ib = cx.broadcast_in_dim(idx, &dims, &shape)?;
-        let hit = cx.compare("EQ", io, ib)?;
+        let hit = cx.compare(Relation::Eq, io, ib)?;
         let tv = cx.ty(vals);
         let pick = |cx: &mut Cx, k: i64| -> R<ValueRef> {
-            let mut at = Attrs::new();
-            at.insert(
-                "start_indices".into(),
-                Attr::Dims(vec![DimExpr::constant(k)]),
-            );
-            at.insert(
-                "limit_indices".into(),
-                Attr::Dims(vec![DimExpr::constant(k + 1)]),
-            );
-            at.insert("strides".into(), Attr::Dims(vec![DimExpr::constant(1)]));
-            let s = cx.emit(OpKind::Slice, at, &[vals])?;
+            let spec = SliceSpec {
+                start: vec![DimExpr::constant(k)],
+                limit: vec![DimExpr::constant(k + 1)],
+                strides: vec![DimExpr::constant(1)],
+            };
+            let s = cx.emit(Op::Slice(spec), &[vals])?;
             cx.reshape(s, &[])
         };
         if tv.rank() != 1 {

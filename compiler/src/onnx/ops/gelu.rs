@@ -10,7 +10,7 @@
 use super::super::ctx::{Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::{one, Lower};
-use ebb_ir::{OpKind, ValueRef};
+use ebb_ir::{Op, ValueRef};
 
 pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
     Some(match op {
@@ -51,22 +51,22 @@ pub(crate) fn erf(cx: &mut Cx, x: ValueRef) -> R<ValueRef> {
         -7.37332916720468e-03,
         -1.42647390514189e-02,
     ];
-    let x = cx.binary_scalar(OpKind::Maximum, x, -4.0)?;
-    let x = cx.binary_scalar(OpKind::Minimum, x, 4.0)?;
-    let x2 = cx.binary(OpKind::Multiply, x, x)?;
+    let x = cx.binary_scalar(Op::Maximum, x, -4.0)?;
+    let x = cx.binary_scalar(Op::Minimum, x, 4.0)?;
+    let x2 = cx.binary(Op::Multiply, x, x)?;
     let horner = |cx: &mut Cx, c: &[f64]| -> R<ValueRef> {
         let d = cx.ty(x2).dtype;
         let mut acc = cx.scalar(d, c[0]);
         for &k in &c[1..] {
-            acc = cx.binary(OpKind::Multiply, acc, x2)?;
-            acc = cx.binary_scalar(OpKind::Add, acc, k)?;
+            acc = cx.binary(Op::Multiply, acc, x2)?;
+            acc = cx.binary_scalar(Op::Add, acc, k)?;
         }
         Ok(acc)
     };
     let p = horner(cx, &ALPHA)?;
-    let p = cx.binary(OpKind::Multiply, x, p)?;
+    let p = cx.binary(Op::Multiply, x, p)?;
     let q = horner(cx, &BETA)?;
-    cx.binary(OpKind::Divide, p, q)
+    cx.binary(Op::Divide, p, q)
 }
 
 struct Erf;
@@ -89,15 +89,15 @@ struct Gelu {
 
 fn gelu_tanh(cx: &mut Cx, x: ValueRef) -> R<ValueRef> {
     // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
-    let x2 = cx.binary(OpKind::Multiply, x, x)?;
-    let x3 = cx.binary(OpKind::Multiply, x2, x)?;
-    let c = cx.binary_scalar(OpKind::Multiply, x3, 0.044715)?;
-    let inner = cx.binary(OpKind::Add, x, c)?;
-    let inner = cx.binary_scalar(OpKind::Multiply, inner, (2.0 / std::f64::consts::PI).sqrt())?;
-    let t = cx.unary(OpKind::Tanh, inner)?;
-    let t = cx.binary_scalar(OpKind::Add, t, 1.0)?;
-    let h = cx.binary_scalar(OpKind::Multiply, x, 0.5)?;
-    cx.binary(OpKind::Multiply, h, t)
+    let x2 = cx.binary(Op::Multiply, x, x)?;
+    let x3 = cx.binary(Op::Multiply, x2, x)?;
+    let c = cx.binary_scalar(Op::Multiply, x3, 0.044715)?;
+    let inner = cx.binary(Op::Add, x, c)?;
+    let inner = cx.binary_scalar(Op::Multiply, inner, (2.0 / std::f64::consts::PI).sqrt())?;
+    let t = cx.unary(Op::Tanh, inner)?;
+    let t = cx.binary_scalar(Op::Add, t, 1.0)?;
+    let h = cx.binary_scalar(Op::Multiply, x, 0.5)?;
+    cx.binary(Op::Multiply, h, t)
 }
 
 impl Lower for Gelu {
@@ -105,16 +105,16 @@ impl Lower for Gelu {
         let mut x = cx.input(n, 0)?;
         if self.bias {
             let b = cx.input(n, 1)?;
-            x = cx.binary(OpKind::Add, x, b)?;
+            x = cx.binary(Op::Add, x, b)?;
         }
         if n.string("approximate").as_deref() == Some("tanh") {
             return one(gelu_tanh(cx, x)?);
         }
-        let s = cx.binary_scalar(OpKind::Multiply, x, std::f64::consts::FRAC_1_SQRT_2)?;
+        let s = cx.binary_scalar(Op::Multiply, x, std::f64::consts::FRAC_1_SQRT_2)?;
         let e = erf(cx, s)?;
-        let e = cx.binary_scalar(OpKind::Add, e, 1.0)?;
-        let h = cx.binary_scalar(OpKind::Multiply, x, 0.5)?;
-        one(cx.binary(OpKind::Multiply, h, e)?)
+        let e = cx.binary_scalar(Op::Add, e, 1.0)?;
+        let h = cx.binary_scalar(Op::Multiply, x, 0.5)?;
+        one(cx.binary(Op::Multiply, h, e)?)
     }
 }
 
@@ -126,7 +126,7 @@ impl Lower for FastGelu {
         let mut x = cx.input(n, 0)?;
         if cx.opt_input(n, 1).is_some() {
             let b = cx.input(n, 1)?;
-            x = cx.binary(OpKind::Add, x, b)?;
+            x = cx.binary(Op::Add, x, b)?;
         }
         one(gelu_tanh(cx, x)?)
     }
@@ -144,23 +144,19 @@ impl Lower for GeluGrad {
         let mut x = cx.input(n, 1)?;
         if self.bias {
             let b = cx.input(n, 2)?;
-            x = cx.binary(OpKind::Add, x, b)?;
+            x = cx.binary(Op::Add, x, b)?;
         }
-        let s = cx.binary_scalar(OpKind::Multiply, x, std::f64::consts::FRAC_1_SQRT_2)?;
+        let s = cx.binary_scalar(Op::Multiply, x, std::f64::consts::FRAC_1_SQRT_2)?;
         let e = erf(cx, s)?;
-        let e = cx.binary_scalar(OpKind::Add, e, 1.0)?;
-        let cdf = cx.binary_scalar(OpKind::Multiply, e, 0.5)?;
-        let x2 = cx.binary(OpKind::Multiply, x, x)?;
-        let m = cx.binary_scalar(OpKind::Multiply, x2, -0.5)?;
-        let pdf = cx.unary(OpKind::Exponential, m)?;
-        let pdf = cx.binary_scalar(
-            OpKind::Multiply,
-            pdf,
-            1.0 / (2.0 * std::f64::consts::PI).sqrt(),
-        )?;
-        let xp = cx.binary(OpKind::Multiply, x, pdf)?;
-        let g = cx.binary(OpKind::Add, cdf, xp)?;
-        one(cx.binary(OpKind::Multiply, dy, g)?)
+        let e = cx.binary_scalar(Op::Add, e, 1.0)?;
+        let cdf = cx.binary_scalar(Op::Multiply, e, 0.5)?;
+        let x2 = cx.binary(Op::Multiply, x, x)?;
+        let m = cx.binary_scalar(Op::Multiply, x2, -0.5)?;
+        let pdf = cx.unary(Op::Exponential, m)?;
+        let pdf = cx.binary_scalar(Op::Multiply, pdf, 1.0 / (2.0 * std::f64::consts::PI).sqrt())?;
+        let xp = cx.binary(Op::Multiply, x, pdf)?;
+        let g = cx.binary(Op::Add, cdf, xp)?;
+        one(cx.binary(Op::Multiply, dy, g)?)
     }
 }
 
@@ -174,28 +170,28 @@ impl Lower for FastGeluGrad {
         let mut x = cx.input(n, 1)?;
         if cx.opt_input(n, 2).is_some() {
             let b = cx.input(n, 2)?;
-            x = cx.binary(OpKind::Add, x, b)?;
+            x = cx.binary(Op::Add, x, b)?;
         }
         let k = (2.0 / std::f64::consts::PI).sqrt();
-        let x2 = cx.binary(OpKind::Multiply, x, x)?;
-        let x3 = cx.binary(OpKind::Multiply, x2, x)?;
-        let c = cx.binary_scalar(OpKind::Multiply, x3, 0.044715)?;
-        let u = cx.binary(OpKind::Add, x, c)?;
-        let u = cx.binary_scalar(OpKind::Multiply, u, k)?;
-        let t = cx.unary(OpKind::Tanh, u)?;
+        let x2 = cx.binary(Op::Multiply, x, x)?;
+        let x3 = cx.binary(Op::Multiply, x2, x)?;
+        let c = cx.binary_scalar(Op::Multiply, x3, 0.044715)?;
+        let u = cx.binary(Op::Add, x, c)?;
+        let u = cx.binary_scalar(Op::Multiply, u, k)?;
+        let t = cx.unary(Op::Tanh, u)?;
         // 0.5(1+t) + 0.5·x·(1-t²)·k·(1 + 3·0.044715·x²)
-        let a = cx.binary_scalar(OpKind::Add, t, 1.0)?;
-        let a = cx.binary_scalar(OpKind::Multiply, a, 0.5)?;
-        let t2 = cx.binary(OpKind::Multiply, t, t)?;
+        let a = cx.binary_scalar(Op::Add, t, 1.0)?;
+        let a = cx.binary_scalar(Op::Multiply, a, 0.5)?;
+        let t2 = cx.binary(Op::Multiply, t, t)?;
         let d = cx.ty(t2).dtype;
         let one_ = cx.scalar(d, 1.0);
-        let sech2 = cx.binary(OpKind::Subtract, one_, t2)?;
-        let p = cx.binary_scalar(OpKind::Multiply, x2, 3.0 * 0.044715)?;
-        let p = cx.binary_scalar(OpKind::Add, p, 1.0)?;
-        let p = cx.binary_scalar(OpKind::Multiply, p, 0.5 * k)?;
-        let b = cx.binary(OpKind::Multiply, x, sech2)?;
-        let b = cx.binary(OpKind::Multiply, b, p)?;
-        let g = cx.binary(OpKind::Add, a, b)?;
-        one(cx.binary(OpKind::Multiply, dy, g)?)
+        let sech2 = cx.binary(Op::Subtract, one_, t2)?;
+        let p = cx.binary_scalar(Op::Multiply, x2, 3.0 * 0.044715)?;
+        let p = cx.binary_scalar(Op::Add, p, 1.0)?;
+        let p = cx.binary_scalar(Op::Multiply, p, 0.5 * k)?;
+        let b = cx.binary(Op::Multiply, x, sech2)?;
+        let b = cx.binary(Op::Multiply, b, p)?;
+        let g = cx.binary(Op::Add, a, b)?;
+        one(cx.binary(Op::Multiply, dy, g)?)
     }
 }

@@ -8,7 +8,7 @@
 use super::super::ctx::{Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::{one, Lower};
-use ebb_ir::{DimExpr, OpKind, ValueRef};
+use ebb_ir::{DimExpr, Op, ValueRef};
 
 pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
     Some(match op {
@@ -103,15 +103,15 @@ impl Lower for Gemm {
         let mut y = cx.dot(a, b, (&[], &[]), (&[ca], &[cb]))?;
         let alpha = n.float_or("alpha", 1.0) as f64;
         if alpha != 1.0 {
-            y = cx.binary_scalar(OpKind::Multiply, y, alpha)?;
+            y = cx.binary_scalar(Op::Multiply, y, alpha)?;
         }
         if cx.opt_input(n, 2).is_some() {
             let mut c = cx.input(n, 2)?;
             let beta = n.float_or("beta", 1.0) as f64;
             if beta != 1.0 {
-                c = cx.binary_scalar(OpKind::Multiply, c, beta)?;
+                c = cx.binary_scalar(Op::Multiply, c, beta)?;
             }
-            y = cx.binary(OpKind::Add, y, c)?;
+            y = cx.binary(Op::Add, y, c)?;
         }
         one(y)
     }
@@ -164,7 +164,7 @@ impl Lower for FusedMatMul {
         };
         let alpha = n.float_or("alpha", 1.0) as f64;
         if alpha != 1.0 {
-            y = cx.binary_scalar(OpKind::Multiply, y, alpha)?;
+            y = cx.binary_scalar(Op::Multiply, y, alpha)?;
         }
         one(y)
     }

@@ -10,7 +10,7 @@ use super::super::ctx::{norm_axis, Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::reduce::mean;
 use super::{one, Lower};
-use ebb_ir::{DType, DimExpr, OpKind, ValueRef};
+use ebb_ir::{DType, DimExpr, Op, Relation, ValueRef};
 
 pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
     Some(match op {
@@ -43,15 +43,15 @@ fn softmax_axes(cx: &Cx, n: &NodeProto, rank: usize, v13: bool) -> R<Vec<usize>>
 
 /// `softmax(x)` or `log_softmax(x)` over `axes`.
 pub(crate) fn softmax(cx: &mut Cx, x: ValueRef, axes: &[usize], log: bool) -> R<ValueRef> {
-    let m = cx.reduce(x, axes, OpKind::Maximum, f64::NEG_INFINITY, true)?;
-    let d = cx.binary(OpKind::Subtract, x, m)?;
-    let e = cx.unary(OpKind::Exponential, d)?;
-    let s = cx.reduce(e, axes, OpKind::Add, 0.0, true)?;
+    let m = cx.reduce(x, axes, Op::Maximum, f64::NEG_INFINITY, true)?;
+    let d = cx.binary(Op::Subtract, x, m)?;
+    let e = cx.unary(Op::Exponential, d)?;
+    let s = cx.reduce(e, axes, Op::Add, 0.0, true)?;
     if log {
-        let l = cx.unary(OpKind::Log, s)?;
-        cx.binary(OpKind::Subtract, d, l)
+        let l = cx.unary(Op::Log, s)?;
+        cx.binary(Op::Subtract, d, l)
     } else {
-        cx.binary(OpKind::Divide, e, s)
+        cx.binary(Op::Divide, e, s)
     }
 }
 
@@ -82,15 +82,15 @@ impl Lower for SoftmaxGrad {
         let v13 = n.op_type.as_deref().is_some_and(|s| s.ends_with("_13"));
         let axes = softmax_axes(cx, n, r, v13)?;
         if self.log {
-            let s = cx.reduce(dy, &axes, OpKind::Add, 0.0, true)?;
-            let e = cx.unary(OpKind::Exponential, y)?;
-            let p = cx.binary(OpKind::Multiply, e, s)?;
-            return one(cx.binary(OpKind::Subtract, dy, p)?);
+            let s = cx.reduce(dy, &axes, Op::Add, 0.0, true)?;
+            let e = cx.unary(Op::Exponential, y)?;
+            let p = cx.binary(Op::Multiply, e, s)?;
+            return one(cx.binary(Op::Subtract, dy, p)?);
         }
-        let p = cx.binary(OpKind::Multiply, dy, y)?;
-        let s = cx.reduce(p, &axes, OpKind::Add, 0.0, true)?;
-        let d = cx.binary(OpKind::Subtract, dy, s)?;
-        one(cx.binary(OpKind::Multiply, y, d)?)
+        let p = cx.binary(Op::Multiply, dy, y)?;
+        let s = cx.reduce(p, &axes, Op::Add, 0.0, true)?;
+        let d = cx.binary(Op::Subtract, dy, s)?;
+        one(cx.binary(Op::Multiply, y, d)?)
     }
 }
 
@@ -106,17 +106,17 @@ impl Lower for LayerNorm {
         let axes: Vec<usize> = (a..t.rank()).collect();
         let eps = n.float_or("epsilon", 1e-5) as f64;
         let m = mean(cx, x, &axes, true)?;
-        let d = cx.binary(OpKind::Subtract, x, m)?;
-        let d2 = cx.binary(OpKind::Multiply, d, d)?;
+        let d = cx.binary(Op::Subtract, x, m)?;
+        let d2 = cx.binary(Op::Multiply, d, d)?;
         let var = mean(cx, d2, &axes, true)?;
-        let ve = cx.binary_scalar(OpKind::Add, var, eps)?;
-        let inv = cx.unary(OpKind::Rsqrt, ve)?;
-        let xh = cx.binary(OpKind::Multiply, d, inv)?;
+        let ve = cx.binary_scalar(Op::Add, var, eps)?;
+        let inv = cx.unary(Op::Rsqrt, ve)?;
+        let xh = cx.binary(Op::Multiply, d, inv)?;
         let scale = cx.input(n, 1)?;
-        let mut y = cx.binary(OpKind::Multiply, xh, scale)?;
+        let mut y = cx.binary(Op::Multiply, xh, scale)?;
         if cx.opt_input(n, 2).is_some() {
             let b = cx.input(n, 2)?;
-            y = cx.binary(OpKind::Add, y, b)?;
+            y = cx.binary(Op::Add, y, b)?;
         }
         Ok(vec![Val::t(y), Val::t(m), Val::t(inv)])
     }
@@ -139,19 +139,19 @@ impl Lower for LayerNormGrad {
         let a = norm_axis(cx, n.int_or("axis", -1), t.rank())?;
         let axes: Vec<usize> = (a..t.rank()).collect();
         let lead: Vec<usize> = (0..a).collect();
-        let d = cx.binary(OpKind::Subtract, x, m)?;
-        let xh = cx.binary(OpKind::Multiply, d, inv)?;
-        let g = cx.binary(OpKind::Multiply, dy, scale)?;
+        let d = cx.binary(Op::Subtract, x, m)?;
+        let xh = cx.binary(Op::Multiply, d, inv)?;
+        let g = cx.binary(Op::Multiply, dy, scale)?;
         let mg = mean(cx, g, &axes, true)?;
-        let gx = cx.binary(OpKind::Multiply, g, xh)?;
+        let gx = cx.binary(Op::Multiply, g, xh)?;
         let mgx = mean(cx, gx, &axes, true)?;
-        let t1 = cx.binary(OpKind::Subtract, g, mg)?;
-        let t2 = cx.binary(OpKind::Multiply, xh, mgx)?;
-        let t3 = cx.binary(OpKind::Subtract, t1, t2)?;
-        let dx = cx.binary(OpKind::Multiply, inv, t3)?;
-        let dyx = cx.binary(OpKind::Multiply, dy, xh)?;
-        let dscale = cx.reduce(dyx, &lead, OpKind::Add, 0.0, false)?;
-        let dbias = cx.reduce(dy, &lead, OpKind::Add, 0.0, false)?;
+        let t1 = cx.binary(Op::Subtract, g, mg)?;
+        let t2 = cx.binary(Op::Multiply, xh, mgx)?;
+        let t3 = cx.binary(Op::Subtract, t1, t2)?;
+        let dx = cx.binary(Op::Multiply, inv, t3)?;
+        let dyx = cx.binary(Op::Multiply, dy, xh)?;
+        let dscale = cx.reduce(dyx, &lead, Op::Add, 0.0, false)?;
+        let dbias = cx.reduce(dy, &lead, Op::Add, 0.0, false)?;
         Ok(vec![Val::t(dx), Val::t(dscale), Val::t(dbias)])
     }
 }
@@ -166,7 +166,7 @@ fn one_hot(cx: &mut Cx, labels: ValueRef, c: &DimExpr, dtype: DType) -> R<ValueR
     let io = cx.iota(DType::I64, &shape, 1)?;
     let dims: Vec<i64> = (0..shape.len() as i64).filter(|&i| i != 1).collect();
     let lb = cx.broadcast_in_dim(labels, &dims, &shape)?;
-    let hit = cx.compare("EQ", io, lb)?;
+    let hit = cx.compare(Relation::Eq, io, lb)?;
     cx.convert(hit, dtype)
 }
 
@@ -186,8 +186,8 @@ fn sample_weights(
         let wt = cx.input(n, labels_in + 1)?;
         let shape = cx.ty(oh).shape;
         let wb = cx.broadcast_in_dim(wt, &[1], &shape)?;
-        let p = cx.binary(OpKind::Multiply, oh, wb)?;
-        w = Some(cx.reduce(p, &[1], OpKind::Add, 0.0, false)?);
+        let p = cx.binary(Op::Multiply, oh, wb)?;
+        w = Some(cx.reduce(p, &[1], Op::Add, 0.0, false)?);
     }
     let ignore = if cx.opt_input(n, labels_in + 2).is_some() {
         cx.input_ints(n, labels_in + 2)?.first().copied()
@@ -197,10 +197,10 @@ fn sample_weights(
     if let Some(ig) = ignore {
         let l = cx.convert(labels, DType::I64)?;
         let igv = cx.scalar(DType::I64, ig as f64);
-        let keep = cx.compare("NE", l, igv)?;
+        let keep = cx.compare(Relation::Ne, l, igv)?;
         let keep = cx.convert(keep, dtype)?;
         w = Some(match w {
-            Some(w) => cx.binary(OpKind::Multiply, w, keep)?,
+            Some(w) => cx.binary(Op::Multiply, w, keep)?,
             None => keep,
         });
     }
@@ -217,7 +217,7 @@ fn mean_divisor(
     match w {
         Some(w) => {
             let all: Vec<usize> = (0..labels_shape.len()).collect();
-            cx.reduce(w, &all, OpKind::Add, 0.0, false)
+            cx.reduce(w, &all, Op::Add, 0.0, false)
         }
         None => {
             let count = labels_shape
@@ -248,21 +248,21 @@ impl Lower for SceLoss {
         let logp = softmax(cx, x, &[1], true)?;
         let oh = one_hot(cx, labels, &t.shape[1], t.dtype)?;
         let w = sample_weights(cx, n, 1, t.dtype, oh)?;
-        let p = cx.binary(OpKind::Multiply, logp, oh)?;
-        let picked = cx.reduce(p, &[1], OpKind::Add, 0.0, false)?;
-        let mut nll = cx.unary(OpKind::Negate, picked)?;
+        let p = cx.binary(Op::Multiply, logp, oh)?;
+        let picked = cx.reduce(p, &[1], Op::Add, 0.0, false)?;
+        let mut nll = cx.unary(Op::Negate, picked)?;
         if let Some(w) = w {
-            nll = cx.binary(OpKind::Multiply, nll, w)?;
+            nll = cx.binary(Op::Multiply, nll, w)?;
         }
         let ls = cx.ty(labels).shape;
         let all: Vec<usize> = (0..ls.len()).collect();
         let loss = match n.string("reduction").as_deref().unwrap_or("mean") {
             "none" => nll,
-            "sum" => cx.reduce(nll, &all, OpKind::Add, 0.0, false)?,
+            "sum" => cx.reduce(nll, &all, Op::Add, 0.0, false)?,
             "mean" => {
-                let s = cx.reduce(nll, &all, OpKind::Add, 0.0, false)?;
+                let s = cx.reduce(nll, &all, Op::Add, 0.0, false)?;
                 let dv = mean_divisor(cx, w, &ls, t.dtype)?;
-                cx.binary(OpKind::Divide, s, dv)?
+                cx.binary(Op::Divide, s, dv)?
             }
             r => return Err(cx.err(format!("unknown reduction `{r}`"))),
         };
@@ -282,14 +282,14 @@ impl Lower for SceLossGrad {
         let t = cx.ty(logp);
         let oh = one_hot(cx, labels, &t.shape[1], t.dtype)?;
         let w = sample_weights(cx, n, 2, t.dtype, oh)?;
-        let p = cx.unary(OpKind::Exponential, logp)?;
-        let mut g = cx.binary(OpKind::Subtract, p, oh)?;
+        let p = cx.unary(Op::Exponential, logp)?;
+        let mut g = cx.binary(Op::Subtract, p, oh)?;
         let ls = cx.ty(labels).shape;
         let shape = t.shape.clone();
         let dims: Vec<i64> = (0..shape.len() as i64).filter(|&i| i != 1).collect();
         if let Some(w) = w {
             let wb = cx.broadcast_in_dim(w, &dims, &shape)?;
-            g = cx.binary(OpKind::Multiply, g, wb)?;
+            g = cx.binary(Op::Multiply, g, wb)?;
         }
         let red = n.string("reduction").unwrap_or_else(|| "mean".into());
         let dyv = if cx.ty(dy).rank() == 0 {
@@ -299,10 +299,10 @@ impl Lower for SceLossGrad {
         } else {
             cx.reshape(dy, &[])?
         };
-        g = cx.binary(OpKind::Multiply, g, dyv)?;
+        g = cx.binary(Op::Multiply, g, dyv)?;
         if red == "mean" {
             let dv = mean_divisor(cx, w, &ls, t.dtype)?;
-            g = cx.binary(OpKind::Divide, g, dv)?;
+            g = cx.binary(Op::Divide, g, dv)?;
         }
         one(g)
     }

@@ -14,7 +14,7 @@
 use super::super::ctx::{Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::Lower;
-use ebb_ir::{DType, DimExpr, OpKind, ValueRef};
+use ebb_ir::{DType, DimExpr, Op, ValueRef};
 use std::rc::Rc;
 
 pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
@@ -39,7 +39,7 @@ impl Lower for Accumulate {
         let buf_name = cx.input_name(n, 0)?.to_string();
         let buf = cx.input(n, 0)?;
         let v = cx.input(n, 1)?;
-        let sum = cx.binary(OpKind::Add, buf, v)?;
+        let sum = cx.binary(Op::Add, buf, v)?;
         let new = if cx.opt_input(n, 2).is_some() {
             let o = cx.input(n, 2)?;
             let o = cx.reshape(o, &[])?;
@@ -90,60 +90,60 @@ impl Lower for AdamW {
         let t = cx.convert(step, DType::F32)?;
         let pow = |cx: &mut Cx, b: f64| -> R<ValueRef> {
             let bv = cx.scalar(DType::F32, b);
-            let p = cx.binary(OpKind::Power, bv, t)?;
+            let p = cx.binary(Op::Power, bv, t)?;
             let one = cx.scalar(DType::F32, 1.0);
-            cx.binary(OpKind::Subtract, one, p)
+            cx.binary(Op::Subtract, one, p)
         };
         let bc1 = pow(cx, alpha)?;
         let bc2 = pow(cx, beta)?;
         let decay = if wd > 0.0 {
-            let lw = cx.binary_scalar(OpKind::Multiply, lr, wd)?;
+            let lw = cx.binary_scalar(Op::Multiply, lr, wd)?;
             let one = cx.scalar(DType::F32, 1.0);
-            Some(cx.binary(OpKind::Subtract, one, lw)?)
+            Some(cx.binary(Op::Subtract, one, lw)?)
         } else {
             None
         };
         let step_size = match mode {
-            0 => cx.binary(OpKind::Divide, lr, bc1)?,
+            0 => cx.binary(Op::Divide, lr, bc1)?,
             1 if correct => {
-                let s2 = cx.unary(OpKind::Sqrt, bc2)?;
-                let a = cx.binary(OpKind::Multiply, lr, s2)?;
-                cx.binary(OpKind::Divide, a, bc1)?
+                let s2 = cx.unary(Op::Sqrt, bc2)?;
+                let a = cx.binary(Op::Multiply, lr, s2)?;
+                cx.binary(Op::Divide, a, bc1)?
             }
             1 => lr,
             m => return Err(cx.err(format!("adam_mode {m} is not supported"))),
         };
-        let sqrt_bc2 = cx.unary(OpKind::Sqrt, bc2)?;
+        let sqrt_bc2 = cx.unary(Op::Sqrt, bc2)?;
         for j in 0..ps.len() {
             let p = cx.materialize(&ps[j])?;
             let g = cx.materialize(&gs[j])?;
             let m1 = cx.materialize(&m1s[j])?;
             let m2 = cx.materialize(&m2s[j])?;
-            let m1a = cx.binary_scalar(OpKind::Multiply, m1, alpha)?;
-            let ga = cx.binary_scalar(OpKind::Multiply, g, 1.0 - alpha)?;
-            let m1n_ = cx.binary(OpKind::Add, m1a, ga)?;
-            let m2b = cx.binary_scalar(OpKind::Multiply, m2, beta)?;
-            let g2 = cx.binary(OpKind::Multiply, g, g)?;
-            let g2b = cx.binary_scalar(OpKind::Multiply, g2, 1.0 - beta)?;
-            let m2n_ = cx.binary(OpKind::Add, m2b, g2b)?;
-            let sv = cx.unary(OpKind::Sqrt, m2n_)?;
+            let m1a = cx.binary_scalar(Op::Multiply, m1, alpha)?;
+            let ga = cx.binary_scalar(Op::Multiply, g, 1.0 - alpha)?;
+            let m1n_ = cx.binary(Op::Add, m1a, ga)?;
+            let m2b = cx.binary_scalar(Op::Multiply, m2, beta)?;
+            let g2 = cx.binary(Op::Multiply, g, g)?;
+            let g2b = cx.binary_scalar(Op::Multiply, g2, 1.0 - beta)?;
+            let m2n_ = cx.binary(Op::Add, m2b, g2b)?;
+            let sv = cx.unary(Op::Sqrt, m2n_)?;
             let p_new = if mode == 0 {
                 let p0 = match decay {
-                    Some(d) => cx.binary(OpKind::Multiply, p, d)?,
+                    Some(d) => cx.binary(Op::Multiply, p, d)?,
                     None => p,
                 };
-                let den = cx.binary(OpKind::Divide, sv, sqrt_bc2)?;
-                let den = cx.binary_scalar(OpKind::Add, den, eps)?;
-                let u = cx.binary(OpKind::Divide, m1n_, den)?;
-                let u = cx.binary(OpKind::Multiply, u, step_size)?;
-                cx.binary(OpKind::Subtract, p0, u)?
+                let den = cx.binary(Op::Divide, sv, sqrt_bc2)?;
+                let den = cx.binary_scalar(Op::Add, den, eps)?;
+                let u = cx.binary(Op::Divide, m1n_, den)?;
+                let u = cx.binary(Op::Multiply, u, step_size)?;
+                cx.binary(Op::Subtract, p0, u)?
             } else {
-                let den = cx.binary_scalar(OpKind::Add, sv, eps)?;
-                let u = cx.binary(OpKind::Divide, m1n_, den)?;
-                let u = cx.binary(OpKind::Multiply, u, step_size)?;
-                let p1 = cx.binary(OpKind::Subtract, p, u)?;
+                let den = cx.binary_scalar(Op::Add, sv, eps)?;
+                let u = cx.binary(Op::Divide, m1n_, den)?;
+                let u = cx.binary(Op::Multiply, u, step_size)?;
+                let p1 = cx.binary(Op::Subtract, p, u)?;
                 match decay {
-                    Some(d) => cx.binary(OpKind::Multiply, p1, d)?,
+                    Some(d) => cx.binary(Op::Multiply, p1, d)?,
                     None => p1,
                 }
             };

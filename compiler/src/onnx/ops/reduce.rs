@@ -10,7 +10,7 @@ use super::super::ctx::{norm_axis, Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::shape::axes_of;
 use super::{one, Lower};
-use ebb_ir::{DimExpr, OpKind, ValueRef};
+use ebb_ir::{DimExpr, Op, ValueRef};
 
 pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
     Some(match op {
@@ -43,7 +43,7 @@ struct Reduce(Kind);
 /// Sum of `x` over `axes` divided by their element count.
 pub(crate) fn mean(cx: &mut Cx, x: ValueRef, axes: &[usize], keep: bool) -> R<ValueRef> {
     let t = cx.ty(x);
-    let s = cx.reduce(x, axes, OpKind::Add, 0.0, keep)?;
+    let s = cx.reduce(x, axes, Op::Add, 0.0, keep)?;
     let count = axes
         .iter()
         .fold(DimExpr::constant(1), |a, &i| a * t.shape[i].clone());
@@ -51,7 +51,7 @@ pub(crate) fn mean(cx: &mut Cx, x: ValueRef, axes: &[usize], keep: bool) -> R<Va
         Some(k) => cx.scalar(t.dtype, k as f64),
         None => cx.dim_scalar(&count, t.dtype)?,
     };
-    cx.binary(OpKind::Divide, s, c)
+    cx.binary(Op::Divide, s, c)
 }
 
 impl Lower for Reduce {
@@ -68,27 +68,27 @@ impl Lower for Reduce {
             _ => (0..t.rank()).collect(),
         };
         let y = match self.0 {
-            Kind::Sum => cx.reduce(x, &axes, OpKind::Add, 0.0, keep)?,
+            Kind::Sum => cx.reduce(x, &axes, Op::Add, 0.0, keep)?,
             Kind::Mean => mean(cx, x, &axes, keep)?,
-            Kind::Max => cx.reduce(x, &axes, OpKind::Maximum, f64::NEG_INFINITY, keep)?,
-            Kind::Min => cx.reduce(x, &axes, OpKind::Minimum, f64::INFINITY, keep)?,
-            Kind::Prod => cx.reduce(x, &axes, OpKind::Multiply, 1.0, keep)?,
+            Kind::Max => cx.reduce(x, &axes, Op::Maximum, f64::NEG_INFINITY, keep)?,
+            Kind::Min => cx.reduce(x, &axes, Op::Minimum, f64::INFINITY, keep)?,
+            Kind::Prod => cx.reduce(x, &axes, Op::Multiply, 1.0, keep)?,
             Kind::SumSquare | Kind::L2 => {
-                let sq = cx.binary(OpKind::Multiply, x, x)?;
-                let s = cx.reduce(sq, &axes, OpKind::Add, 0.0, keep)?;
+                let sq = cx.binary(Op::Multiply, x, x)?;
+                let s = cx.reduce(sq, &axes, Op::Add, 0.0, keep)?;
                 if self.0 == Kind::L2 {
-                    cx.unary(OpKind::Sqrt, s)?
+                    cx.unary(Op::Sqrt, s)?
                 } else {
                     s
                 }
             }
             Kind::LogSumExp => {
-                let m = cx.reduce(x, &axes, OpKind::Maximum, f64::NEG_INFINITY, true)?;
-                let d = cx.binary(OpKind::Subtract, x, m)?;
-                let e = cx.unary(OpKind::Exponential, d)?;
-                let s = cx.reduce(e, &axes, OpKind::Add, 0.0, true)?;
-                let l = cx.unary(OpKind::Log, s)?;
-                let y = cx.binary(OpKind::Add, l, m)?;
+                let m = cx.reduce(x, &axes, Op::Maximum, f64::NEG_INFINITY, true)?;
+                let d = cx.binary(Op::Subtract, x, m)?;
+                let e = cx.unary(Op::Exponential, d)?;
+                let s = cx.reduce(e, &axes, Op::Add, 0.0, true)?;
+                let l = cx.unary(Op::Log, s)?;
+                let y = cx.binary(Op::Add, l, m)?;
                 if keep {
                     y
                 } else {

@@ -11,7 +11,8 @@ use super::super::proto::NodeProto;
 use super::shape::{exact_div, input_shape, sym_i64};
 use super::{one, symbolic, Lower};
 use crate::stablehlo::sym::SymVal;
-use ebb_ir::{Attr, Attrs, DType, DimExpr, OpKind, SymbolScope};
+use ebb_ir::op::SliceSpec;
+use ebb_ir::{DType, DimExpr, Op, SymbolScope};
 use std::rc::Rc;
 
 pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
@@ -69,9 +70,7 @@ impl Lower for Concat {
         let y = if xs.len() == 1 {
             xs[0]
         } else {
-            let mut at = Attrs::new();
-            at.insert("dimension".into(), Attr::I64(a as i64));
-            cx.emit(OpKind::Concatenate, at, &xs)?
+            cx.emit(Op::Concatenate(a as i64), &xs)?
         };
         Ok(vec![Val::t(y), Val::sym(sym_i64(lens))])
     }
@@ -186,11 +185,12 @@ impl Lower for Slice {
         if st.iter().all(|d| d.is_zero()) && li == shape {
             return one(x);
         }
-        let mut at = Attrs::new();
-        at.insert("start_indices".into(), Attr::Dims(st));
-        at.insert("limit_indices".into(), Attr::Dims(li));
-        at.insert("strides".into(), Attr::Dims(sr));
-        one(cx.emit(OpKind::Slice, at, &[x])?)
+        let spec = SliceSpec {
+            start: st,
+            limit: li,
+            strides: sr,
+        };
+        one(cx.emit(Op::Slice(spec), &[x])?)
     }
 }
 
@@ -229,7 +229,7 @@ impl Lower for SliceGrad {
         for s in &st {
             ops.push(cx.dim_scalar(s, DType::I64)?);
         }
-        one(cx.emit(OpKind::DynamicUpdateSlice, Attrs::new(), &ops)?)
+        one(cx.emit(Op::DynamicUpdateSlice, &ops)?)
     }
 }
 
@@ -284,14 +284,12 @@ fn split(cx: &mut Cx, n: &NodeProto, parts: i64, keep: bool) -> R<Vec<Val>> {
         st[a] = off.clone();
         li[a] = off.clone() + s.clone();
         off += s;
-        let mut at = Attrs::new();
-        at.insert("start_indices".into(), Attr::Dims(st));
-        at.insert("limit_indices".into(), Attr::Dims(li));
-        at.insert(
-            "strides".into(),
-            Attr::Dims(vec![DimExpr::constant(1); shape.len()]),
-        );
-        let mut piece = cx.emit(OpKind::Slice, at, &[x])?;
+        let spec = SliceSpec {
+            start: st,
+            limit: li,
+            strides: vec![DimExpr::constant(1); shape.len()],
+        };
+        let mut piece = cx.emit(Op::Slice(spec), &[x])?;
         if !keep {
             let mut s = cx.ty(piece).shape;
             s.remove(a);
