@@ -9,6 +9,7 @@ pub mod exact;
 pub mod manager;
 pub mod memory;
 pub mod plan;
+pub mod registry;
 pub mod remat;
 pub mod rewrite;
 pub mod schedule;

@@ -8,12 +8,12 @@
 //! bisection workflow of tract's optimizer (`core/src/optim/mod.rs`: consistency checks around
 //! every patch and a step limit).
 //!
-//! Passes are looked up by name ([`pass_by_name`], used by the `ebb` CLI's `--passes`) among
-//! [`KNOWN_PASSES`].
+//! Passes are looked up by name in [`crate::registry`] ([`crate::registry::pass_by_name`],
+//! [`PassManager::from_names`]); this module knows no pass, so passes may use it freely (no
+//! import cycle between the manager and the passes it runs).
 
-use crate::canon::{total_op_count, Cse, Dce, Fold};
 use ebb_ir::verify::{verify, VerifyError};
-use ebb_ir::Graph;
+use ebb_ir::{Graph, OpKind};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -83,7 +83,7 @@ pub enum PassError {
         /// The verifier's finding.
         source: Box<VerifyError>,
     },
-    /// [`pass_by_name`] was given a name it does not know.
+    /// [`crate::registry::pass_by_name`] was given a name it does not know.
     #[error("unknown pass `{name}` (known passes: {known})")]
     UnknownPass {
         /// The requested name.
@@ -93,24 +93,17 @@ pub enum PassError {
     },
 }
 
-/// Names accepted by [`pass_by_name`].
-pub const KNOWN_PASSES: &[&str] = &["dce", "cse", "fold"];
-
-/// The pass called `name` (one of [`KNOWN_PASSES`]) with its default settings.
-///
-/// Errors: [`PassError::UnknownPass`] for any other name.
-pub fn pass_by_name(name: &str) -> Result<Box<dyn Pass>, PassError> {
-    Ok(match name {
-        "dce" => Box::new(Dce),
-        "cse" => Box::new(Cse),
-        "fold" => Box::new(Fold::default()),
-        _ => {
-            return Err(PassError::UnknownPass {
-                name: name.to_string(),
-                known: KNOWN_PASSES.join(", "),
-            })
-        }
-    })
+/// Number of ops (not `input`s) in `g` and, recursively, in its regions: the op counts the
+/// manager reports before and after each pass.
+pub fn total_op_count(g: &Graph) -> usize {
+    g.order()
+        .iter()
+        .map(|&id| {
+            let n = g.node(id);
+            let own = usize::from(n.kind != OpKind::Input);
+            own + n.regions.iter().map(total_op_count).sum::<usize>()
+        })
+        .sum()
 }
 
 /// Why [`PassManager::run`] stopped.
@@ -237,17 +230,6 @@ impl PassManager {
             stop_after: None,
             verify: true,
         }
-    }
-
-    /// A manager running the passes called `names` (see [`pass_by_name`]), in order.
-    ///
-    /// Errors: [`PassError::UnknownPass`] naming the first unknown name.
-    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<Self, PassError> {
-        let mut m = PassManager::new();
-        for n in names {
-            m.passes.push(pass_by_name(n.as_ref())?);
-        }
-        Ok(m)
     }
 
     /// Appends `pass` to the list.

@@ -30,6 +30,7 @@ pub use cse::Cse;
 pub use dce::Dce;
 pub use fold::Fold;
 
+pub use crate::manager::total_op_count;
 use crate::manager::PassManager;
 use ebb_ir::{Attr, Graph, Node, OpKind};
 
@@ -67,18 +68,6 @@ pub fn has_side_effects(node: &Node) -> bool {
 /// Whether any op of `g` (regions included) has side effects ([`has_side_effects`]).
 pub fn graph_has_side_effects(g: &Graph) -> bool {
     g.order().iter().any(|&id| has_side_effects(g.node(id)))
-}
-
-/// Number of ops (not `input`s) in `g` and, recursively, in its regions.
-pub fn total_op_count(g: &Graph) -> usize {
-    g.order()
-        .iter()
-        .map(|&id| {
-            let n = g.node(id);
-            let own = usize::from(n.kind != OpKind::Input);
-            own + n.regions.iter().map(total_op_count).sum::<usize>()
-        })
-        .sum()
 }
 
 /// The canonicalization pipeline: `fold`, `cse`, `dce`, repeated until a whole sweep changes
