@@ -169,6 +169,20 @@ pub struct PassReport {
     pub ops_after: usize,
     /// Wall time of the whole call (passes and verification), microseconds.
     pub total_us: u64,
+    /// The graph after the runs selected by [`PassManager::print_after`], in run order.
+    #[serde(skip)]
+    pub dumps: Vec<PassDump>,
+}
+
+/// The graph after one pass run, in textual IR ([`PassManager::print_after`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PassDump {
+    /// 1-based pass run number (as in [`PassRun::run`]).
+    pub run: usize,
+    /// Pass name.
+    pub pass: &'static str,
+    /// The graph after the run (`ebb_ir::text::print`).
+    pub ir: String,
 }
 
 impl PassReport {
@@ -213,6 +227,7 @@ pub struct PassManager {
     max_iterations: usize,
     stop_after: Option<usize>,
     verify: bool,
+    print_after: Vec<String>,
 }
 
 impl Default for PassManager {
@@ -229,6 +244,7 @@ impl PassManager {
             max_iterations: 1,
             stop_after: None,
             verify: true,
+            print_after: Vec::new(),
         }
     }
 
@@ -254,6 +270,18 @@ impl PassManager {
     pub fn stop_after(mut self, n: Option<usize>) -> Self {
         self.stop_after = n;
         self
+    }
+
+    /// Records the graph in textual IR after every run of the passes named in `names`
+    /// (`all` for every pass) into [`PassReport::dumps`], as `mlir-opt --mlir-print-ir-after`
+    /// and XLA's `--xla_dump_hlo_pass_re` do.
+    pub fn print_after<S: AsRef<str>>(mut self, names: &[S]) -> Self {
+        self.print_after = names.iter().map(|n| n.as_ref().to_string()).collect();
+        self
+    }
+
+    fn prints_after(&self, pass: &str) -> bool {
+        self.print_after.iter().any(|n| n == pass || n == "all")
     }
 
     /// Whether to verify the graph before the first pass and after every pass (default: on).
@@ -287,6 +315,7 @@ impl PassManager {
             ops_before,
             ops_after: ops_before,
             total_us: 0,
+            dumps: Vec::new(),
         };
         let mut ops = ops_before;
         'sweeps: for iteration in 1..=self.max_iterations {
@@ -324,6 +353,13 @@ impl PassManager {
                     time_us,
                     verify_us,
                 });
+                if self.prints_after(pass.name()) {
+                    report.dumps.push(PassDump {
+                        run,
+                        pass: pass.name(),
+                        ir: ebb_ir::text::print(g),
+                    });
+                }
                 ops = ops_after;
                 changed |= result.changed;
             }
