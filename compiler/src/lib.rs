@@ -1,5 +1,5 @@
-//! Ebb's compiler: front ends (StableHLO through melior), the pipeline driver and the `ebb`
-//! command-line tool's library half.
+//! Ebb's compiler: front ends (StableHLO through melior, feature `stablehlo`; ONNX), the
+//! pipeline driver and the `ebb` command-line tool's library half.
 
 pub mod api;
 pub mod bench;
@@ -8,4 +8,5 @@ pub mod onnx;
 pub mod pipeline;
 pub mod report;
 pub mod run;
+#[cfg(feature = "stablehlo")]
 pub mod stablehlo;

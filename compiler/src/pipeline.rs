@@ -9,7 +9,7 @@
 use anyhow::{Context, Result};
 use ebb_ir::plan::Plan;
 use ebb_ir::{Bindings, DimExpr, Graph, Symbol};
-use ebb_passes::manager::{PassManager, PassReport};
+use ebb_passes::manager::{PassDump, PassManager, PassReport};
 use ebb_passes::memory::{self, Schedule};
 use ebb_passes::plan::{build_plan, PlanOptions};
 use ebb_passes::rewrite::{self, Limits, RewriteReport, RuleGroup};
@@ -30,6 +30,9 @@ pub struct CompileOptions {
     pub sweep: Vec<Bindings>,
     /// Stop canonicalization after this many pass runs (bisecting).
     pub stop_after: Option<usize>,
+    /// Record the graph after these passes (`fold`, `cse`, `dce`, `rewrite`, or `all`) into
+    /// [`Compiled::dumps`].
+    pub print_after: Vec<String>,
     /// Schedules kept in a symbolic plan for the runtime to choose from (default 4).
     pub max_variants: Option<usize>,
 }
@@ -57,6 +60,8 @@ pub struct Compiled {
     pub graph: Graph,
     /// The schedule chosen.
     pub schedule: Schedule,
+    /// The graph after the passes named by [`CompileOptions::print_after`], in order.
+    pub dumps: Vec<PassDump>,
     /// The plan (embeds `graph` as textual IR in `graph_ir`).
     pub plan: Plan,
     /// Stage reports.
@@ -110,8 +115,10 @@ pub fn compile(mut g: Graph, opts: &CompileOptions) -> Result<Compiled> {
     }
     let pm = PassManager::from_names(&["fold", "cse", "dce"])?
         .fixed_point(4)
-        .stop_after(opts.stop_after);
-    let canonicalize = pm.run(&mut g).context("canonicalization")?;
+        .stop_after(opts.stop_after)
+        .print_after(&opts.print_after);
+    let mut canonicalize = pm.run(&mut g).context("canonicalization")?;
+    let mut dumps = std::mem::take(&mut canonicalize.dumps);
     lap("canonicalize", &mut t);
     let mut rewrite_report = None;
     if !opts.rewrite_groups.is_empty() {
@@ -119,6 +126,13 @@ pub fn compile(mut g: Graph, opts: &CompileOptions) -> Result<Compiled> {
             .context("e-graph rewrites")?;
         g = ng;
         rewrite_report = Some(r);
+        if opts.print_after.iter().any(|p| p == "rewrite" || p == "all") {
+            dumps.push(PassDump {
+                run: canonicalize.runs.len() + 1,
+                pass: "rewrite",
+                ir: ebb_ir::text::print(&g),
+            });
+        }
         lap("rewrite", &mut t);
     }
     let mut sweep = opts.sweep.clone();
@@ -161,6 +175,7 @@ pub fn compile(mut g: Graph, opts: &CompileOptions) -> Result<Compiled> {
         schedule,
         plan,
         report,
+        dumps,
     })
 }
 

@@ -230,6 +230,7 @@ fn bad_shapes_are_clear_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--shapes"));
 }
 
+#[cfg(feature = "exact")]
 #[test]
 fn exact_column_is_never_above_the_greedy() {
     let mut o = opts("gpt2_tiny_adamw", &["B=4,S=64", "B=8,S=128"], Some("50%"));
@@ -256,10 +257,39 @@ fn exact_column_is_never_above_the_greedy() {
     );
 }
 
+#[cfg(feature = "exact")]
 #[test]
 fn exact_needs_a_budget() {
     let mut o = opts("gpt2_tiny_adamw", &["B=4,S=64"], None);
     o.exact_time_limit_s = Some(1.0);
     let e = bench::run(&o, &mut ()).unwrap_err().to_string();
     assert!(e.contains("--exact needs --budget"), "{e}");
+}
+
+/// Without the `exact` feature the flag is still accepted and the run fails with how to build
+/// `ebb` with it.
+#[cfg(not(feature = "exact"))]
+#[test]
+fn exact_without_the_feature_says_how_to_enable_it() {
+    let f = fixture("mlp_sgd");
+    let out = ebb(
+        &[
+            "bench",
+            f.to_str().unwrap(),
+            "--shapes",
+            "B=8",
+            "--budget",
+            "50%",
+            "--exact",
+            "1",
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("`exact` feature")
+            && stderr.contains("cargo build --release -p ebb-compiler --features exact"),
+        "{stderr}"
+    );
 }

@@ -165,3 +165,36 @@ fn run_with_npz_inputs_compares_with_the_framework_outputs() {
     let err = v["npz_max_rel_err"].as_f64().unwrap();
     assert!(err < 1e-5, "relative error {err} against JAX's outputs");
 }
+
+#[test]
+fn compile_prints_the_ir_after_the_named_passes() {
+    let dir = std::env::temp_dir().join(format!("ebb-cli-print-after-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("plan.json");
+    let fixture = jax_fixture("mlp_sgd");
+    let out = ebb(&[
+        "compile",
+        fixture.to_str().unwrap(),
+        "-o",
+        plan.to_str().unwrap(),
+        "--print-after",
+        "cse",
+        "--stop-after",
+        "2",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    // fold runs first, then cse (pass run 2); --stop-after 2 ends canonicalization there.
+    assert_eq!(err.matches("// ----- IR after").count(), 1, "{err}");
+    assert!(err.contains("// ----- IR after cse (pass run 2) -----\ngraph @main {"), "{err}");
+    let bad = ebb(&[
+        "compile",
+        fixture.to_str().unwrap(),
+        "-o",
+        plan.to_str().unwrap(),
+        "--print-after",
+        "licm",
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown pass `licm`"));
+}

@@ -4,10 +4,12 @@
 //! independent plan checker. One pass per file; see each module's docs for its invariant.
 
 pub mod canon;
+#[cfg(feature = "exact")]
 pub mod exact;
 pub mod manager;
 pub mod memory;
 pub mod plan;
+pub mod registry;
 pub mod remat;
 pub mod rewrite;
 pub mod schedule;

@@ -8,12 +8,12 @@
 //! bisection workflow of tract's optimizer (`core/src/optim/mod.rs`: consistency checks around
 //! every patch and a step limit).
 //!
-//! Passes are looked up by name ([`pass_by_name`], used by the `ebb` CLI's `--passes`) among
-//! [`KNOWN_PASSES`].
+//! Passes are looked up by name in [`crate::registry`] ([`crate::registry::pass_by_name`],
+//! [`PassManager::from_names`]); this module knows no pass, so passes may use it freely (no
+//! import cycle between the manager and the passes it runs).
 
-use crate::canon::{total_op_count, Cse, Dce, Fold};
 use ebb_ir::verify::{verify, VerifyError};
-use ebb_ir::Graph;
+use ebb_ir::{Graph, OpKind};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -83,7 +83,7 @@ pub enum PassError {
         /// The verifier's finding.
         source: Box<VerifyError>,
     },
-    /// [`pass_by_name`] was given a name it does not know.
+    /// [`crate::registry::pass_by_name`] was given a name it does not know.
     #[error("unknown pass `{name}` (known passes: {known})")]
     UnknownPass {
         /// The requested name.
@@ -93,24 +93,17 @@ pub enum PassError {
     },
 }
 
-/// Names accepted by [`pass_by_name`].
-pub const KNOWN_PASSES: &[&str] = &["dce", "cse", "fold"];
-
-/// The pass called `name` (one of [`KNOWN_PASSES`]) with its default settings.
-///
-/// Errors: [`PassError::UnknownPass`] for any other name.
-pub fn pass_by_name(name: &str) -> Result<Box<dyn Pass>, PassError> {
-    Ok(match name {
-        "dce" => Box::new(Dce),
-        "cse" => Box::new(Cse),
-        "fold" => Box::new(Fold::default()),
-        _ => {
-            return Err(PassError::UnknownPass {
-                name: name.to_string(),
-                known: KNOWN_PASSES.join(", "),
-            })
-        }
-    })
+/// Number of ops (not `input`s) in `g` and, recursively, in its regions: the op counts the
+/// manager reports before and after each pass.
+pub fn total_op_count(g: &Graph) -> usize {
+    g.order()
+        .iter()
+        .map(|&id| {
+            let n = g.node(id);
+            let own = usize::from(n.kind() != OpKind::Input);
+            own + n.regions.iter().map(total_op_count).sum::<usize>()
+        })
+        .sum()
 }
 
 /// Why [`PassManager::run`] stopped.
@@ -176,6 +169,20 @@ pub struct PassReport {
     pub ops_after: usize,
     /// Wall time of the whole call (passes and verification), microseconds.
     pub total_us: u64,
+    /// The graph after the runs selected by [`PassManager::print_after`], in run order.
+    #[serde(skip)]
+    pub dumps: Vec<PassDump>,
+}
+
+/// The graph after one pass run, in textual IR ([`PassManager::print_after`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PassDump {
+    /// 1-based pass run number (as in [`PassRun::run`]).
+    pub run: usize,
+    /// Pass name.
+    pub pass: &'static str,
+    /// The graph after the run (`ebb_ir::text::print`).
+    pub ir: String,
 }
 
 impl PassReport {
@@ -220,6 +227,7 @@ pub struct PassManager {
     max_iterations: usize,
     stop_after: Option<usize>,
     verify: bool,
+    print_after: Vec<String>,
 }
 
 impl Default for PassManager {
@@ -236,18 +244,8 @@ impl PassManager {
             max_iterations: 1,
             stop_after: None,
             verify: true,
+            print_after: Vec::new(),
         }
-    }
-
-    /// A manager running the passes called `names` (see [`pass_by_name`]), in order.
-    ///
-    /// Errors: [`PassError::UnknownPass`] naming the first unknown name.
-    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<Self, PassError> {
-        let mut m = PassManager::new();
-        for n in names {
-            m.passes.push(pass_by_name(n.as_ref())?);
-        }
-        Ok(m)
     }
 
     /// Appends `pass` to the list.
@@ -272,6 +270,18 @@ impl PassManager {
     pub fn stop_after(mut self, n: Option<usize>) -> Self {
         self.stop_after = n;
         self
+    }
+
+    /// Records the graph in textual IR after every run of the passes named in `names`
+    /// (`all` for every pass) into [`PassReport::dumps`], as `mlir-opt --mlir-print-ir-after`
+    /// and XLA's `--xla_dump_hlo_pass_re` do.
+    pub fn print_after<S: AsRef<str>>(mut self, names: &[S]) -> Self {
+        self.print_after = names.iter().map(|n| n.as_ref().to_string()).collect();
+        self
+    }
+
+    fn prints_after(&self, pass: &str) -> bool {
+        self.print_after.iter().any(|n| n == pass || n == "all")
     }
 
     /// Whether to verify the graph before the first pass and after every pass (default: on).
@@ -305,6 +315,7 @@ impl PassManager {
             ops_before,
             ops_after: ops_before,
             total_us: 0,
+            dumps: Vec::new(),
         };
         let mut ops = ops_before;
         'sweeps: for iteration in 1..=self.max_iterations {
@@ -342,6 +353,13 @@ impl PassManager {
                     time_us,
                     verify_us,
                 });
+                if self.prints_after(pass.name()) {
+                    report.dumps.push(PassDump {
+                        run,
+                        pass: pass.name(),
+                        ir: ebb_ir::text::print(g),
+                    });
+                }
                 ops = ops_after;
                 changed |= result.changed;
             }

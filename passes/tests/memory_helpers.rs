@@ -1,4 +1,4 @@
-//! Helpers shared by the memory and schedule tests (included with `#[path]`): a small graph
+//! Helpers shared by the memory and schedule tests (a module of the `integration` test crate): a small graph
 //! builder with symbolic shapes, binding shorthands and a random DAG strategy for proptests.
 //! Compiled on its own as well, as a test target without tests.
 #![allow(dead_code)]

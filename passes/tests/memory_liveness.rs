@@ -2,8 +2,7 @@
 //! diamonds, dead values, inputs that are outputs, the per-point index, and the transient
 //! memory of a `while` body.
 
-#[path = "memory_helpers.rs"]
-mod helpers;
+use crate::memory_helpers as helpers;
 
 use ebb_ir::op::CompareSpec;
 use ebb_ir::{DType, DimExpr, Graph, Op, OpKind, Relation, ValueRef};

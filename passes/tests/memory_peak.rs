@@ -1,8 +1,7 @@
 //! Tests of peak memory (`Liveness::resident_bytes`, `peak`, `symbolic_peak`) and of
 //! `lower_bound`.
 
-#[path = "memory_helpers.rs"]
-mod helpers;
+use crate::memory_helpers as helpers;
 
 use ebb_ir::dim::DimError;
 use ebb_ir::{Bindings, DimExpr, Graph, OpKind};

@@ -2,8 +2,7 @@
 //! evaluates to the concrete peak, resident bytes agree with a direct sum over the live
 //! ranges, and the lower bound is below the peak of every schedule tried.
 
-#[path = "memory_helpers.rs"]
-mod helpers;
+use crate::memory_helpers as helpers;
 
 use ebb_passes::memory::{liveness, lower_bound, program_order};
 use ebb_passes::schedule::{candidate_schedule, Strategy};

@@ -1,7 +1,7 @@
 //! Tests of the `fold_transpose_dot` rule group: proofs on small graphs (`rule_test!`),
 //! before/after IR snapshots, negative cases, and the dimension arithmetic.
 
-mod rewrite_util;
+use crate::rewrite_util;
 
 use ebb_passes::rewrite::fold_transpose_dot::fold_dims;
 use ebb_passes::rewrite::RuleGroup;

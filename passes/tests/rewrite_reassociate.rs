@@ -1,7 +1,7 @@
 //! Tests of the `reassociate` rule group: proofs on small graphs (`rule_test!`), and
 //! before/after IR snapshots, negative cases included.
 
-mod rewrite_util;
+use crate::rewrite_util;
 
 use ebb_passes::rewrite::RuleGroup;
 use rewrite_util::{before_after, graph, run};

@@ -4,7 +4,7 @@
 //! graphs every group keeps the result verified and numerically equal to the input while
 //! never materializing more bytes under the cost model.
 
-mod rewrite_util;
+use crate::rewrite_util;
 
 use ebb_ir::dim::DimExpr;
 use ebb_ir::op::{BroadcastSpec, DotDims};

@@ -3,8 +3,7 @@
 //! at some shape, falls back to program order on a checked sweep, and rejects invalid
 //! schedules with typed errors.
 
-#[path = "memory_helpers.rs"]
-mod helpers;
+use crate::memory_helpers as helpers;
 
 use ebb_ir::{Graph, OpKind, ValueRef};
 use ebb_passes::memory::{liveness, program_order, validate_schedule, ScheduleError};

@@ -2,8 +2,7 @@
 //! topological permutation of the ops, and the checked schedule's peak is never above program
 //! order's at any binding of the sweep.
 
-#[path = "memory_helpers.rs"]
-mod helpers;
+use crate::memory_helpers as helpers;
 
 use ebb_passes::memory::{liveness, lower_bound, program_order, validate_schedule};
 use ebb_passes::schedule::{schedule, schedule_checked, ScheduleOptions, Strategy};

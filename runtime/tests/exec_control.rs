@@ -1,7 +1,7 @@
 //! Tests of `while`, `sort` and `optimization_barrier`, including the memory the executor
 //! charges for a loop's regions.
 
-mod common;
+use crate::common;
 use common::*;
 use ebb_runtime::{Data, Tensor};
 

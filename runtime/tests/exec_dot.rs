@@ -2,7 +2,7 @@
 //! the StableHLO spec, over random dimension numbers, layouts, strides, padding, dilations and
 //! groups.
 
-mod common;
+use crate::common;
 use common::*;
 use ebb_runtime::Tensor;
 use proptest::prelude::*;

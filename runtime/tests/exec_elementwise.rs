@@ -2,7 +2,7 @@
 //! semantics, `compare`/`select`/`clamp`/`convert`, `bf16` rounding, and in-place reuse of a
 //! dead operand's buffer not changing results.
 
-mod common;
+use crate::common;
 use common::*;
 use ebb_runtime::{Data, Tensor};
 use proptest::prelude::*;

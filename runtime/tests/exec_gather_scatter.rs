@@ -2,7 +2,7 @@
 //! `index_vector_dim`, out-of-bounds indices), embedding lookups and their gradients, and the
 //! recognized and general update bodies.
 
-mod common;
+use crate::common;
 use common::*;
 
 const SPEC_INDICES: [i64; 24] = [

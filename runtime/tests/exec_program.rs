@@ -2,7 +2,7 @@
 //! panics), freeing after the last use and the resident-bytes accounting; and the `.npz`
 //! reader on the JAX reference files.
 
-mod common;
+use crate::common;
 use common::*;
 use ebb_ir::NodeId;
 use ebb_runtime::npz::{load_npz, Npz};

@@ -1,7 +1,7 @@
 //! Tests of `reduce`, `reduce_window` and `select_and_scatter`: recognized bodies against
 //! direct definitions, general (multi-input) bodies, padding and dilation.
 
-mod common;
+use crate::common;
 use common::*;
 use proptest::prelude::*;
 

@@ -3,7 +3,7 @@
 //! `constant`, `dim_constant`) against direct index-by-index definitions from the StableHLO
 //! spec.
 
-mod common;
+use crate::common;
 use common::*;
 use proptest::prelude::*;
 

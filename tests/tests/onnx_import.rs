@@ -15,7 +15,7 @@ use ebb_runtime::finalize::{finalize, FinalizeError, FinalizeOptions};
 use onnx_common::{dir, options};
 use std::path::PathBuf;
 
-mod onnx_common;
+use crate::onnx_common;
 
 fn fixture(name: &str) -> PathBuf {
     dir().join(format!("{name}.onnx"))

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use onnx_common::{dir, meta};
 
-mod onnx_common;
+use crate::onnx_common;
 
 fn import(name: &str) -> Graph {
     let opts = onnx_common::options(name);

@@ -78,7 +78,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub xla: bool,
     /// Solve the exact ILP per shape with this time limit (seconds) and report the greedy's
-    /// gap to the optimum (needs --budget).
+    /// gap to the optimum (needs --budget, and ebb built with the `exact` feature:
+    /// `cargo build --release -p ebb-compiler --features exact`).
     #[arg(long, value_name = "SECONDS")]
     pub exact: Option<f64>,
     /// Shape of the memory timeline plot, e.g. `B=8,S=256` (default: the largest shape whose

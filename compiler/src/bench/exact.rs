@@ -12,8 +12,11 @@
 
 use ebb_ir::plan::Plan;
 use ebb_ir::Bindings;
+#[cfg(feature = "exact")]
 use ebb_passes::exact::{self, ExactOptions, ExactStatus};
-use ebb_runtime::finalize::{ConcretePlan, CostModel, FinalizeOptions};
+#[cfg(feature = "exact")]
+use ebb_runtime::finalize::FinalizeOptions;
+use ebb_runtime::finalize::{ConcretePlan, CostModel};
 use serde::Serialize;
 
 /// The exact optimum at one shape and the greedy against it.
@@ -54,6 +57,7 @@ pub struct ExactRow {
 /// # Errors
 /// The solver's errors (a plan that does not evaluate at `b`, HiGHS failures), and an unknown
 /// variant.
+#[cfg(feature = "exact")]
 #[allow(clippy::too_many_arguments)]
 pub fn exact_row(
     plan: &Plan,
@@ -110,4 +114,33 @@ pub fn exact_row(
         constraints: r.constraints,
         solve_ms: r.solve_ms,
     })
+}
+
+/// Ok when this build has the `exact` feature (HiGHS); otherwise an error saying how to build
+/// `ebb` with it.
+pub fn available() -> anyhow::Result<()> {
+    anyhow::ensure!(
+        cfg!(feature = "exact"),
+        "--exact needs the ILP solver, which this build of ebb leaves out; rebuild with the \
+         `exact` feature (builds HiGHS from source, needs cmake): \
+         `cargo build --release -p ebb-compiler --features exact`"
+    );
+    Ok(())
+}
+
+/// Without the `exact` feature: the error of [`available`].
+#[cfg(not(feature = "exact"))]
+#[allow(clippy::too_many_arguments)]
+pub fn exact_row(
+    _plan: &Plan,
+    _variant: usize,
+    _b: &Bindings,
+    _budget: i64,
+    _greedy: Option<&ConcretePlan>,
+    _step_flops: i64,
+    _cost: &CostModel,
+    _time_limit_s: f64,
+) -> anyhow::Result<ExactRow> {
+    available()?;
+    unreachable!("available() fails without the `exact` feature")
 }

@@ -106,6 +106,7 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
         .map(pipeline::parse_budget)
         .transpose()?;
     if opts.exact_time_limit_s.is_some() {
+        exact::available()?;
         anyhow::ensure!(budget.is_some(), "--exact needs --budget");
     }
     let (graph, plan, compile_ms_symbolic) = load(opts)?;

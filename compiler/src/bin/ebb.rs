@@ -67,6 +67,10 @@ enum Command {
         /// Stop canonicalization after N pass runs (to bisect a pass bug).
         #[arg(long)]
         stop_after: Option<usize>,
+        /// Print the graph (textual IR) to standard error after each run of these passes
+        /// (comma-separated: fold, cse, dce, rewrite; `all` for every one).
+        #[arg(long, value_delimiter = ',')]
+        print_after: Vec<String>,
         /// Print the compile report as JSON on standard output.
         #[arg(long)]
         json: bool,
@@ -193,9 +197,14 @@ fn run(cli: Cli) -> Result<()> {
             rewrite,
             sweep,
             stop_after,
+            print_after,
             json,
             format,
         } => {
+            const PRINTABLE: &[&str] = &["fold", "cse", "dce", "rewrite", "all"];
+            if let Some(p) = print_after.iter().find(|p| !PRINTABLE.contains(&p.as_str())) {
+                anyhow::bail!("--print-after: unknown pass `{p}` (fold, cse, dce, rewrite, all)");
+            }
             let (g, stats) = ebb_compiler::frontend::import_file(&file, format)?;
             if stats.unresolved_dims > 0 {
                 eprintln!(
@@ -223,9 +232,13 @@ fn run(cli: Cli) -> Result<()> {
                 rewrite_groups: groups,
                 sweep,
                 stop_after,
+                print_after,
                 max_variants: None,
             };
             let c = pipeline::compile(g, &opts)?;
+            for d in &c.dumps {
+                eprintln!("// ----- IR after {} (pass run {}) -----\n{}", d.pass, d.run, d.ir);
+            }
             write_output(Some(&output), &c.plan.to_json())?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&c.report)?);

@@ -32,7 +32,7 @@ pub mod tensor;
 
 pub use error::{NodeLoc, OnnxError};
 
-use crate::stablehlo::ImportStats;
+use crate::frontend::ImportStats;
 use ctx::{domain_name, sym_of_literal, Cx, Val, R};
 use dims::{Aliases, DimCheck};
 use ebb_ir::{DType, DimExpr, Graph, TensorType};

@@ -30,8 +30,9 @@ pub use cse::Cse;
 pub use dce::Dce;
 pub use fold::Fold;
 
+pub use crate::manager::total_op_count;
 use crate::manager::PassManager;
-use ebb_ir::{Graph, Node, Op, OpKind};
+use ebb_ir::{Graph, Node, Op};
 
 /// `custom_call` targets known to be pure (no side effects, result depends only on operands),
 /// which DCE may remove and CSE may merge. Any other target is treated as side-effecting, as is
@@ -62,18 +63,6 @@ pub fn has_side_effects(node: &Node) -> bool {
 /// Whether any op of `g` (regions included) has side effects ([`has_side_effects`]).
 pub fn graph_has_side_effects(g: &Graph) -> bool {
     g.order().iter().any(|&id| has_side_effects(g.node(id)))
-}
-
-/// Number of ops (not `input`s) in `g` and, recursively, in its regions.
-pub fn total_op_count(g: &Graph) -> usize {
-    g.order()
-        .iter()
-        .map(|&id| {
-            let n = g.node(id);
-            let own = usize::from(n.kind() != OpKind::Input);
-            own + n.regions.iter().map(total_op_count).sum::<usize>()
-        })
-        .sum()
 }
 
 /// The canonicalization pipeline: `fold`, `cse`, `dce`, repeated until a whole sweep changes

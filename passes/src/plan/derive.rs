@@ -12,7 +12,7 @@
 //! at its own point, the largest over such regions of (the region's peak in its program order
 //! minus its block arguments).
 
-use super::check::CheckError;
+use super::error::CheckError;
 use ebb_ir::{Bindings, Graph, NodeId, OpKind, TensorType, ValueRef};
 use petgraph::visit::NodeIndexable;
 

@@ -12,6 +12,7 @@
 
 pub mod check;
 mod derive;
+mod error;
 
 pub use check::{check, resident_bytes, CheckError, CheckReport};
 

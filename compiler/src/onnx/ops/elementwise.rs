@@ -9,7 +9,7 @@ use super::super::ctx::{Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::super::tensor::dtype_of;
 use super::{one, symbolic, Lower};
-use crate::stablehlo::sym::{Elems, SymVal};
+use crate::frontend::sym::{Elems, SymVal};
 use ebb_ir::{DType, DimExpr, Op, Relation, ValueRef};
 
 pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {

@@ -1,9 +1,16 @@
 //! Front-end dispatch: picks the importer for a file by `--format` or by its extension.
 //!
-//! `.mlir` → StableHLO ([`crate::stablehlo`]); `.onnx` → ONNX ([`crate::onnx`]).
+//! `.mlir` → StableHLO ([`crate::stablehlo`], feature `stablehlo`); `.onnx` → ONNX
+//! ([`crate::onnx`]).
+//!
+//! Also the pieces both front ends share, so that neither owns them (and ONNX import builds
+//! without MLIR): symbolic shape values ([`sym`]) and import statistics ([`ImportStats`]).
 
-use crate::stablehlo::ImportStats;
+mod stats;
+pub mod sym;
+
 use ebb_ir::Graph;
+pub use stats::ImportStats;
 use std::path::Path;
 
 /// The input formats Ebb imports.
@@ -39,7 +46,15 @@ pub fn import_file(path: &Path, format: Option<Format>) -> anyhow::Result<(Graph
         ),
     };
     match format {
+        #[cfg(feature = "stablehlo")]
         Format::Stablehlo => Ok(crate::stablehlo::import_file(path)?),
+        #[cfg(not(feature = "stablehlo"))]
+        Format::Stablehlo => anyhow::bail!(
+            "{}: this build of Ebb has no StableHLO (MLIR) support; rebuild with the `stablehlo` \
+             feature (on by default): `cargo build --release -p ebb-compiler` (needs LLVM/MLIR \
+             22, see scripts/setup-debian.sh)",
+            path.display()
+        ),
         Format::Onnx => Ok(crate::onnx::import_file(path)?),
     }
 }

@@ -1,0 +1,6 @@
+//! The integration tests of `ebb-compiler`, one test binary (`autotests = false` in Cargo.toml,
+//! needs the `stablehlo` feature): every file in this directory is a module here. A new test
+//! file must be added below.
+
+mod bench;
+mod cli;

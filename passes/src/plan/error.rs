@@ -1,0 +1,165 @@
+//! The plan checker's error type, shared by the checker (`check.rs`) and the derivation of
+//! positions, sizes and live ranges it checks against (`derive.rs`).
+
+use ebb_ir::dim::DimError;
+
+/// A failed proof; every variant names where and what.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CheckError {
+    /// The plan was made for another graph (name or number of ops differs).
+    #[error(
+        "plan is for graph `{plan}` with {plan_ops} ops, not graph `{graph}` with {graph_ops}"
+    )]
+    GraphMismatch {
+        /// Graph name in the plan.
+        plan: String,
+        /// Op count in the plan.
+        plan_ops: usize,
+        /// Graph name.
+        graph: String,
+        /// Op count of the graph (program order, inputs included).
+        graph_ops: usize,
+    },
+    /// The bindings violate a fact of the graph's symbol scope.
+    #[error("bindings: {0}")]
+    Bindings(DimError),
+    /// The schedule is not a topological permutation of the non-input ops.
+    #[error("schedule point {point}: {problem}")]
+    Schedule {
+        /// The point.
+        point: usize,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A size does not evaluate at the bindings.
+    #[error("value {value}: size: {source}")]
+    Size {
+        /// Value id.
+        value: usize,
+        /// Why.
+        source: DimError,
+    },
+    /// A symbolic claim of the plan does not evaluate at the bindings.
+    #[error("plan field `{what}`: {source}")]
+    Claim {
+        /// The field.
+        what: String,
+        /// Why.
+        source: DimError,
+    },
+    /// A byte count overflowed `i64`.
+    #[error("byte count overflows i64")]
+    Overflow,
+    /// The plan's value table disagrees with the graph.
+    #[error("value {value}: {problem}")]
+    ValueTable {
+        /// Value id.
+        value: usize,
+        /// What disagrees.
+        problem: String,
+    },
+    /// The plan's live range of a value is not the one the schedule implies.
+    #[error("value {value}: planned live range [{planned_def}, {planned_last_use}], derived [{def}, {last_use}]")]
+    LiveRange {
+        /// Value id.
+        value: usize,
+        /// Planned definition point.
+        planned_def: usize,
+        /// Planned last use.
+        planned_last_use: usize,
+        /// Derived definition point.
+        def: usize,
+        /// Derived last use.
+        last_use: usize,
+    },
+    /// Planned and derived region transient memory differ at a point.
+    #[error("point {point}: planned region transient {planned} bytes, derived {derived}")]
+    Transient {
+        /// The point.
+        point: usize,
+        /// Planned bytes.
+        planned: i64,
+        /// Derived bytes.
+        derived: i64,
+    },
+    /// The plan's peak terms do not give the simulated peak.
+    #[error("peak terms give {planned} bytes, the simulation {derived} bytes (at point {point})")]
+    Peak {
+        /// Maximum of the peak terms.
+        planned: i64,
+        /// Simulated peak.
+        derived: i64,
+        /// Point of the simulated peak.
+        point: usize,
+    },
+    /// A decision is malformed (unknown candidate, kind not allowed, bad window, wrong claims).
+    #[error("decision {decision} (candidate {candidate}): {problem}")]
+    Decision {
+        /// Index into the decisions.
+        decision: usize,
+        /// Candidate index.
+        candidate: usize,
+        /// What is wrong.
+        problem: String,
+    },
+    /// An op reads a value that is not resident.
+    #[error("point {point}: `{op}` reads value {value}, which is {why}")]
+    UseNotResident {
+        /// The point.
+        point: usize,
+        /// The op's name.
+        op: String,
+        /// Value id.
+        value: usize,
+        /// Why it is not resident.
+        why: String,
+    },
+    /// A recompute reads a value that is not resident (or is not listed as read).
+    #[error("point {point}: recompute of value {value} (candidate {candidate}) reads value {read}, which is {why}")]
+    RegenRead {
+        /// The point of the regeneration.
+        point: usize,
+        /// Regenerated value.
+        value: usize,
+        /// Candidate index.
+        candidate: usize,
+        /// The value read.
+        read: usize,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A recompute list is not a valid recomputation of the value.
+    #[error("point {point}: recompute of value {value} (candidate {candidate}): {problem}")]
+    BadRecompute {
+        /// The point.
+        point: usize,
+        /// Regenerated value.
+        value: usize,
+        /// Candidate index.
+        candidate: usize,
+        /// What is wrong.
+        problem: String,
+    },
+    /// An eviction of a value that is not resident.
+    #[error("point {point}: candidate {candidate} evicts value {value}, which is {why}")]
+    EvictNotResident {
+        /// The point.
+        point: usize,
+        /// Value id.
+        value: usize,
+        /// Candidate index.
+        candidate: usize,
+        /// Why it is not resident.
+        why: String,
+    },
+    /// A regeneration of a value that is resident.
+    #[error("point {point}: candidate {candidate} regenerates value {value}, which is resident")]
+    RegenerateResident {
+        /// The point.
+        point: usize,
+        /// Value id.
+        value: usize,
+        /// Candidate index.
+        candidate: usize,
+    },
+}

@@ -1,0 +1,39 @@
+//! The registry of passes by name: what the `ebb` CLI and the compile pipeline can ask the
+//! [`PassManager`] to run. It depends on the manager and on every registered pass; neither
+//! depends on it, which keeps the module graph acyclic.
+
+use crate::canon::{Cse, Dce, Fold};
+use crate::manager::{Pass, PassError, PassManager};
+
+/// Names accepted by [`pass_by_name`].
+pub const KNOWN_PASSES: &[&str] = &["dce", "cse", "fold"];
+
+/// The pass called `name` (one of [`KNOWN_PASSES`]) with its default settings.
+///
+/// Errors: [`PassError::UnknownPass`] for any other name.
+pub fn pass_by_name(name: &str) -> Result<Box<dyn Pass>, PassError> {
+    Ok(match name {
+        "dce" => Box::new(Dce),
+        "cse" => Box::new(Cse),
+        "fold" => Box::new(Fold::default()),
+        _ => {
+            return Err(PassError::UnknownPass {
+                name: name.to_string(),
+                known: KNOWN_PASSES.join(", "),
+            })
+        }
+    })
+}
+
+impl PassManager {
+    /// A manager running the passes called `names` (see [`pass_by_name`]), in order.
+    ///
+    /// Errors: [`PassError::UnknownPass`] naming the first unknown name.
+    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<Self, PassError> {
+        let mut m = PassManager::new();
+        for n in names {
+            m.push(pass_by_name(n.as_ref())?);
+        }
+        Ok(m)
+    }
+}

@@ -1,0 +1,25 @@
+//! The integration tests of `ebb-passes`, one test binary (`autotests = false` in Cargo.toml):
+//! every file in this directory is a module here. A new test file must be added below.
+
+// First: its `rule_test!` macro must be in textual scope of the rewrite tests below.
+#[macro_use]
+mod rewrite_util;
+
+mod canon_cse;
+mod canon_dce;
+mod canon_fold;
+mod canon_manager;
+mod memory_helpers;
+mod memory_liveness;
+mod memory_peak;
+mod memory_proptest;
+mod plan_check_cases;
+mod plan_check_fuzz;
+mod remat_candidates;
+mod rewrite_fold_transpose_dot;
+mod rewrite_reassociate;
+mod rewrite_roundtrip;
+mod rewrite_sink_broadcast;
+mod rewrite_sink_convert;
+mod schedule_list;
+mod schedule_proptest;

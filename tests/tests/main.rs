@@ -1,0 +1,20 @@
+//! Ebb's workspace-level integration tests, one test binary (`autotests = false` in Cargo.toml)
+//! instead of one per file, each linking LLVM/MLIR: every file in this directory is a module
+//! here. A new test file must be added below. `exact` (HiGHS) runs with the `exact` feature:
+//! `cargo test --workspace --all-features`.
+
+mod canon_fixtures;
+#[cfg(feature = "exact")]
+mod exact;
+mod exec_numerics;
+mod finalize;
+mod import_errors;
+mod import_fixtures;
+mod memory_fixtures;
+mod onnx_common;
+mod onnx_import;
+mod onnx_numerics;
+mod plan_fixtures;
+mod rewrite_fixtures;
+mod run_planned;
+mod schedule_fixtures;
