@@ -43,7 +43,9 @@ use crate::graph::ShapeAssertion;
 use serde::{Deserialize, Serialize};
 
 /// The format version written into [`Plan::version`]; [`Plan::from_json`] rejects others.
-pub const PLAN_VERSION: u32 = 1;
+/// Version 2: the embedded graph's op payloads are typed and parsed strictly (an attribute an
+/// op does not have is an error), and optional lists holding only defaults are not printed.
+pub const PLAN_VERSION: u32 = 2;
 
 /// Index into [`Plan::values`].
 pub type ValueId = usize;
