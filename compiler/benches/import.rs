@@ -6,14 +6,8 @@
 //! (Linux), measured after the timing loop, so it covers the largest single import.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use std::path::PathBuf;
+use ebb_testkit::jax_fixture as fixture;
 use std::time::Duration;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/jax")
-        .join(format!("{name}.mlir"))
-}
 
 fn peak_rss_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -13,21 +13,9 @@ use ebb_compiler::pipeline::{compile, CompileOptions};
 use ebb_ir::{Bindings, Symbol};
 use ebb_runtime::cache::PlanCache;
 use ebb_runtime::finalize::{finalize, FinalizeOptions};
-use std::path::PathBuf;
+use ebb_testkit::{bs as bind, jax_fixture as fixture};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/jax")
-        .join(format!("{name}.mlir"))
-}
-
-fn bind(b: i64, s: i64) -> Bindings {
-    [(Symbol::new("B"), b), (Symbol::new("S"), s)]
-        .into_iter()
-        .collect()
-}
 
 fn bench_compile(c: &mut Criterion) {
     let mut group = c.benchmark_group("compile");

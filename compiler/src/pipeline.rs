@@ -126,7 +126,11 @@ pub fn compile(mut g: Graph, opts: &CompileOptions) -> Result<Compiled> {
             .context("e-graph rewrites")?;
         g = ng;
         rewrite_report = Some(r);
-        if opts.print_after.iter().any(|p| p == "rewrite" || p == "all") {
+        if opts
+            .print_after
+            .iter()
+            .any(|p| p == "rewrite" || p == "all")
+        {
             dumps.push(PassDump {
                 run: canonicalize.runs.len() + 1,
                 pass: "rewrite",

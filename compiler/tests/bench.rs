@@ -3,12 +3,8 @@
 
 use ebb_compiler::bench::shapes::ShapeSource;
 use ebb_compiler::bench::{self, BenchOptions, BenchReport};
-use std::path::PathBuf;
+use ebb_testkit::jax_fixture as fixture;
 use std::process::Command;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/fixtures/jax/{name}.mlir"))
-}
 
 fn opts(name: &str, shapes: &[&str], budget: Option<&str>) -> BenchOptions {
     BenchOptions {

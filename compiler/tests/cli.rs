@@ -1,13 +1,7 @@
 //! Tests of the `ebb` command line: exit codes, error locations and the JSON summary.
 
-use std::path::PathBuf;
+use ebb_testkit::jax_fixture;
 use std::process::Command;
-
-fn jax_fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/jax")
-        .join(format!("{name}.mlir"))
-}
 
 #[test]
 fn cli_exits_non_zero_with_location_on_malformed_file() {
@@ -182,11 +176,18 @@ fn compile_prints_the_ir_after_the_named_passes() {
         "--stop-after",
         "2",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     // fold runs first, then cse (pass run 2); --stop-after 2 ends canonicalization there.
     assert_eq!(err.matches("// ----- IR after").count(), 1, "{err}");
-    assert!(err.contains("// ----- IR after cse (pass run 2) -----\ngraph @main {"), "{err}");
+    assert!(
+        err.contains("// ----- IR after cse (pass run 2) -----\ngraph @main {"),
+        "{err}"
+    );
     let bad = ebb(&[
         "compile",
         fixture.to_str().unwrap(),

@@ -480,10 +480,10 @@ mod tests {
     #[test]
     fn rejects_other_versions_and_bad_indices() {
         let mut p = sample();
-        p.version = 2;
+        p.version = 1;
         assert!(matches!(
             Plan::from_json(&p.to_json()),
-            Err(PlanError::Version { found: 2 })
+            Err(PlanError::Version { found: 1 })
         ));
         let mut p = sample();
         p.candidates[0].recompute_reads = vec![7];
@@ -493,7 +493,7 @@ mod tests {
             "plan field `candidates.recompute_reads`[0] = 7 is out of range (< 3 expected)"
         );
         assert!(matches!(
-            Plan::from_json("{\"version\": 1}"),
+            Plan::from_json("{\"version\": 2}"),
             Err(PlanError::Json(_))
         ));
     }

@@ -125,13 +125,12 @@ pub fn verify(g: &Graph) -> Result<(), VerifyError> {
             verify(r)?;
         }
         let types: Vec<_> = operands.iter().map(|v| g.value_type(*v)).collect();
-        let inferred =
-            infer(&n.op, &types, &n.regions).map_err(|source| VerifyError::Shape {
-                graph: g.name.clone(),
-                position: i,
-                loc: loc(g, id),
-                source,
-            })?;
+        let inferred = infer(&n.op, &types, &n.regions).map_err(|source| VerifyError::Shape {
+            graph: g.name.clone(),
+            position: i,
+            loc: loc(g, id),
+            source,
+        })?;
         if let Some(inferred) = inferred {
             if inferred != n.outputs {
                 let show = |v: &[crate::types::TensorType]| {

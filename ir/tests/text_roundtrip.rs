@@ -28,12 +28,7 @@ fn add_region(dtype: DType) -> Graph {
     let mut r = Graph::new("");
     let a = r.add_input("", TensorType::scalar(dtype));
     let b = r.add_input("", TensorType::scalar(dtype));
-    let s = op(
-        &mut r,
-        Op::Add,
-        vec![TensorType::scalar(dtype)],
-        &[a, b],
-    );
+    let s = op(&mut r, Op::Add, vec![TensorType::scalar(dtype)], &[a, b]);
     r.set_outputs(vec![s], vec![String::new()]);
     r
 }
@@ -312,18 +307,8 @@ fn inputs_moved_by_a_schedule_keep_argument_order() {
     let mut g = Graph::new("sched");
     let a = g.add_input("a", ty(DType::F32, &["4"]));
     let b = g.add_input("b", ty(DType::F32, &["4"]));
-    let n = op(
-        &mut g,
-        Op::Negate,
-        vec![ty(DType::F32, &["4"])],
-        &[b],
-    );
-    let s = op(
-        &mut g,
-        Op::Add,
-        vec![ty(DType::F32, &["4"])],
-        &[n, a],
-    );
+    let n = op(&mut g, Op::Negate, vec![ty(DType::F32, &["4"])], &[b]);
+    let s = op(&mut g, Op::Add, vec![ty(DType::F32, &["4"])], &[n, a]);
     g.set_order(vec![b.node, n.node, a.node, s.node]);
     g.set_outputs(vec![s], vec![String::new()]);
     let text = print(&g);
@@ -471,12 +456,7 @@ fn large_graph_round_trips() {
     let mut v = g.add_input("x", ty(DType::F32, &["B", "S"]));
     for i in 0..20_000 {
         let k = if i % 2 == 0 { Op::Negate } else { Op::Tanh };
-        v = op(
-            &mut g,
-            k.clone(),
-            vec![ty(DType::F32, &["B", "S"])],
-            &[v],
-        );
+        v = op(&mut g, k.clone(), vec![ty(DType::F32, &["B", "S"])], &[v]);
     }
     g.set_outputs(vec![v], vec!["y".into()]);
     let t = std::time::Instant::now();

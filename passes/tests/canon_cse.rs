@@ -1,26 +1,9 @@
 //! Tests of the `cse` pass: before/after IR snapshots on small graphs.
 
 use ebb_ir::text::{parse, print};
-use ebb_ir::verify::verify;
 use ebb_passes::canon::Cse;
 use ebb_passes::manager::{Pass, PassResult};
-
-/// Runs CSE on the graph `text`; returns the before/after snapshot text and the result.
-fn before_after(text: &str) -> (String, PassResult) {
-    let mut g = parse(text).expect("test graph parses");
-    verify(&g).expect("test graph verifies");
-    let before = print(&g);
-    let r = Cse.run(&mut g).expect("cse runs");
-    verify(&g).expect("graph verifies after cse");
-    (
-        format!(
-            "// before\n{before}\n// after: {} change(s)\n{}",
-            r.changes,
-            print(&g)
-        ),
-        r,
-    )
-}
+use ebb_testkit::before_after;
 
 /// Tests that identical ops are merged into the first one in program order, transitively in
 /// one sweep (a merge makes the users of the two copies identical too), graph outputs
@@ -37,6 +20,7 @@ fn merges_identical_ops_transitively() {
   %c = add(%b1, %b2) : f32[B,S]
   return %c, %b2 as "b2"
 }"#,
+        &Cse,
     );
     assert_eq!(r, PassResult::changes(2));
     insta::assert_snapshot!(s);
@@ -60,6 +44,7 @@ fn merges_equal_constants_only() {
   %s2 = subtract(%b2, %x) : f32[4]
   return %s1, %s2, %b3, %zv
 }"#,
+        &Cse,
     );
     assert_eq!(r, PassResult::changes(2), "z2 into z1, then b2 into b1");
     insta::assert_snapshot!(s);
@@ -80,6 +65,7 @@ fn does_not_merge_ops_with_different_attributes() {
   %r2 = reshape(%x) {shape = dims[2, 8]} : f32[2,8]
   return %gt, %lt, %t1, %t2, %r1, %r2
 }"#,
+        &Cse,
     );
     assert_eq!(r, PassResult::unchanged());
     insta::assert_snapshot!(s);
@@ -100,6 +86,7 @@ fn does_not_merge_side_effects_or_barriers() {
   %s2 = custom_call(%x) {call_target_name = "Sharding"} : f32[4]
   return %p2, %o1#0, %o2#1, %s1, %s2
 }"#,
+        &Cse,
     );
     assert_eq!(
         r,
@@ -144,6 +131,7 @@ fn merges_reductions_with_identical_bodies_only() {
   }
   return %sum1, %sum2, %max
 }"#,
+        &Cse,
     );
     assert_eq!(
         r,

@@ -1,26 +1,9 @@
 //! Tests of the `dce` pass: before/after IR snapshots on small graphs.
 
 use ebb_ir::text::{parse, print};
-use ebb_ir::verify::verify;
 use ebb_passes::canon::Dce;
 use ebb_passes::manager::{Pass, PassResult};
-
-/// Runs DCE on the graph `text`; returns the before/after snapshot text and the result.
-fn before_after(text: &str) -> (String, PassResult) {
-    let mut g = parse(text).expect("test graph parses");
-    verify(&g).expect("test graph verifies");
-    let before = print(&g);
-    let r = Dce.run(&mut g).expect("dce runs");
-    verify(&g).expect("graph verifies after dce");
-    (
-        format!(
-            "// before\n{before}\n// after: {} change(s)\n{}",
-            r.changes,
-            print(&g)
-        ),
-        r,
-    )
-}
+use ebb_testkit::before_after;
 
 /// Tests that ops not reaching the outputs are removed transitively, and inputs are kept.
 #[test]
@@ -35,6 +18,7 @@ fn removes_unused_chains_and_keeps_inputs() {
   %d = sqrt(%x) : f32[B,4]
   return %d as "out"
 }"#,
+        &Dce,
     );
     assert_eq!(r, PassResult::changes(3));
     insta::assert_snapshot!(s);
@@ -53,6 +37,7 @@ fn does_not_remove_a_side_effecting_custom_call() {
   %f:0 = custom_call(%x) {call_target_name = "Sharding", has_side_effect = true} : ()
   return %x
 }"#,
+        &Dce,
     );
     assert_eq!(
         r,
@@ -83,6 +68,7 @@ fn keeps_multi_result_ops_with_one_used_result() {
   %t = exponential(%s#0) : f32[4]
   return %s#1
 }"#,
+        &Dce,
     );
     assert_eq!(
         r,
@@ -119,6 +105,7 @@ fn cleans_regions_and_removes_unused_region_ops() {
   }
   return %sum
 }"#,
+        &Dce,
     );
     assert_eq!(
         r,

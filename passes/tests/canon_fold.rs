@@ -1,26 +1,10 @@
 //! Tests of the `fold` pass: before/after IR snapshots on small graphs.
 
-use ebb_ir::text::{parse, print};
+use ebb_ir::text::parse;
 use ebb_ir::verify::verify;
 use ebb_passes::canon::Fold;
 use ebb_passes::manager::{Pass, PassResult};
-
-/// Runs folding on the graph `text`; returns the before/after snapshot text and the result.
-fn before_after(text: &str) -> (String, PassResult) {
-    let mut g = parse(text).expect("test graph parses");
-    verify(&g).expect("test graph verifies");
-    let before = print(&g);
-    let r = Fold::default().run(&mut g).expect("fold runs");
-    verify(&g).expect("graph verifies after fold");
-    (
-        format!(
-            "// before\n{before}\n// after: {} change(s)\n{}",
-            r.changes,
-            print(&g)
-        ),
-        r,
-    )
-}
+use ebb_testkit::before_after;
 
 /// Tests that a `dim_constant` with constant dimensions becomes a `constant` (splat when all
 /// equal), and that its users fold in the same sweep: `convert`, integer `multiply`,
@@ -40,6 +24,7 @@ fn folds_constant_shape_computations_in_one_sweep() {
   %mean = divide(%x, %b) : f32[8,4]
   return %mean, %m, %r
 }"#,
+        &Fold::default(),
     );
     assert_eq!(r, PassResult::changes(7));
     insta::assert_snapshot!(s);
@@ -62,6 +47,7 @@ fn does_not_fold_symbolic_shapes() {
   %z = add(%y, %ones) : f32[B,4]
   return %z, %d
 }"#,
+        &Fold::default(),
     );
     assert_eq!(r, PassResult::unchanged());
     insta::assert_snapshot!(s);
@@ -88,6 +74,7 @@ fn folds_small_integer_arithmetic_but_not_overflow_zero_division_or_floats() {
   %fsum = add(%f, %f) : f32[]
   return %add, %sub, %div, %overflow, %by_zero, %fsum
 }"#,
+        &Fold::default(),
     );
     assert_eq!(r, PassResult::changes(3));
     insta::assert_snapshot!(s);
@@ -116,6 +103,7 @@ fn folds_exact_converts_only() {
   %c8 = convert(%three_hundred) {dtype = ui8} : ui8[]
   return %c1, %c2, %c3, %c4, %c5, %c6, %c7, %c8
 }"#,
+        &Fold::default(),
     );
     assert_eq!(r, PassResult::changes(4));
     insta::assert_snapshot!(s);
@@ -138,7 +126,7 @@ fn does_not_fold_a_non_splat_large_constant() {
   return %f, %b, %s
 }}"#
     );
-    let (s, r) = before_after(&text);
+    let (s, r) = before_after(&text, &Fold::default());
     assert_eq!(r, PassResult::unchanged());
     insta::assert_snapshot!(s);
 
@@ -166,6 +154,7 @@ fn removes_identity_ops() {
   %e = exponential(%b) : f32[B,S]
   return %e, %t as "t"
 }"#,
+        &Fold::default(),
     );
     assert_eq!(r, PassResult::changes(4));
     insta::assert_snapshot!(s);
@@ -183,6 +172,7 @@ fn does_not_remove_permuting_ops_with_equal_types() {
   %r = reshape(%x) {shape = dims[2, 8]} : f32[2,8]
   return %t, %b, %r
 }"#,
+        &Fold::default(),
     );
     assert_eq!(r, PassResult::unchanged());
     insta::assert_snapshot!(s);
@@ -199,6 +189,7 @@ fn canonicalizes_uniform_dense_literals_to_splats() {
   %d = constant {value = dense<"0x0100000002000000"> : i32} : i32[2]
   return %u, %s, %d
 }"#,
+        &Fold::default(),
     );
     assert_eq!(r, PassResult::changes(2));
     insta::assert_snapshot!(s);
@@ -222,6 +213,7 @@ fn folds_inside_regions() {
   }
   return %sum
 }"#,
+        &Fold::default(),
     );
     assert_eq!(r, PassResult::changes(1));
     insta::assert_snapshot!(s);

@@ -4,9 +4,8 @@
 #![allow(dead_code)]
 
 use ebb_ir::op::CustomCallSpec;
-use ebb_ir::{
-    Bindings, DType, DimExpr, Graph, Node, NodeId, Op, OpKind, Symbol, TensorType, ValueRef,
-};
+use ebb_ir::{Bindings, DType, DimExpr, Graph, Node, NodeId, Op, OpKind, TensorType, ValueRef};
+pub use ebb_testkit::bs as bind;
 use proptest::prelude::*;
 
 /// A tensor type from an element type and dimension texts (`ty(F32, &["B", "64"])`).
@@ -80,13 +79,6 @@ impl Builder {
     }
 }
 
-/// `{B: b, S: s}`.
-pub fn bind(b: i64, s: i64) -> Bindings {
-    [(Symbol::new("B"), b), (Symbol::new("S"), s)]
-        .into_iter()
-        .collect()
-}
-
 /// Shapes a random op result may have.
 const SHAPES: &[&[&str]] = &[
     &["B"],
@@ -137,3 +129,28 @@ pub fn random_dag() -> impl Strategy<Value = Graph> {
 pub fn random_bindings() -> impl Strategy<Value = Bindings> {
     (1i64..=64, 1i64..=64).prop_map(|(b, s)| bind(b, s))
 }
+
+/// A forward/backward-shaped chain: `%3 = tanh(x @ w)` is read right away by the next layer
+/// and again by the "backward" op at the end, eleven points later, saved across ten negations
+/// (value 3 in the plan's table; points: `%2` is point 0, the final multiply point 13). Used by
+/// the plan checker and remat candidate tests.
+pub const FWD_BWD: &str = r#"graph @main {
+  symbols B in [1, inf), S in [1, inf)
+  %x = input {index = 0, name = "x"} : f32[B,S,64]
+  %w = input {index = 1, name = "w"} : f32[64,64]
+  %h1 = dot_general(%x, %w) {lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [0]} : f32[B,S,64]
+  %h2 = tanh(%h1) : f32[B,S,64]
+  %h3 = dot_general(%h2, %w) {lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [0]} : f32[B,S,64]
+  %n1 = negate(%h3) : f32[B,S,64]
+  %n2 = negate(%n1) : f32[B,S,64]
+  %n3 = negate(%n2) : f32[B,S,64]
+  %n4 = negate(%n3) : f32[B,S,64]
+  %n5 = negate(%n4) : f32[B,S,64]
+  %n6 = negate(%n5) : f32[B,S,64]
+  %n7 = negate(%n6) : f32[B,S,64]
+  %n8 = negate(%n7) : f32[B,S,64]
+  %n9 = negate(%n8) : f32[B,S,64]
+  %n10 = negate(%n9) : f32[B,S,64]
+  %g = multiply(%n10, %h2) : f32[B,S,64]
+  return %g as "grad"
+}"#;

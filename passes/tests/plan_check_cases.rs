@@ -2,35 +2,13 @@
 //! forward/backward graph: what it measures with each decision kind, and that each failure
 //! names the point, the value and the problem.
 
+use crate::memory_helpers::FWD_BWD;
 use ebb_ir::plan::{Decision, DecisionKind, Plan};
 use ebb_ir::text::parse;
-use ebb_ir::{Bindings, DimExpr, Graph, Symbol};
+use ebb_ir::{Bindings, DimExpr, Graph};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::plan::{build_plan, check, CheckError, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
-
-/// `%3 = tanh(x @ w)` is saved across ten negations for the final multiply (value 3 in the
-/// plan's table; points: `%2` is point 0, the final multiply point 13).
-const FWD_BWD: &str = r#"graph @main {
-  symbols B in [1, inf), S in [1, inf)
-  %x = input {index = 0, name = "x"} : f32[B,S,64]
-  %w = input {index = 1, name = "w"} : f32[64,64]
-  %h1 = dot_general(%x, %w) {lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [0]} : f32[B,S,64]
-  %h2 = tanh(%h1) : f32[B,S,64]
-  %h3 = dot_general(%h2, %w) {lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [0]} : f32[B,S,64]
-  %n1 = negate(%h3) : f32[B,S,64]
-  %n2 = negate(%n1) : f32[B,S,64]
-  %n3 = negate(%n2) : f32[B,S,64]
-  %n4 = negate(%n3) : f32[B,S,64]
-  %n5 = negate(%n4) : f32[B,S,64]
-  %n6 = negate(%n5) : f32[B,S,64]
-  %n7 = negate(%n6) : f32[B,S,64]
-  %n8 = negate(%n7) : f32[B,S,64]
-  %n9 = negate(%n8) : f32[B,S,64]
-  %n10 = negate(%n9) : f32[B,S,64]
-  %g = multiply(%n10, %h2) : f32[B,S,64]
-  return %g as "grad"
-}"#;
 
 fn setup() -> (Graph, Plan, Bindings) {
     let g = parse(FWD_BWD).unwrap();
@@ -43,11 +21,7 @@ fn setup() -> (Graph, Plan, Bindings) {
     };
     let plan = build_plan(&g, &program_order(&g), &opts).unwrap();
     assert_eq!(plan.candidates.len(), 1);
-    (
-        g,
-        plan,
-        Bindings::from([(Symbol::new("B"), 2), (Symbol::new("S"), 8)]),
-    )
+    (g, plan, ebb_testkit::bs(2, 8))
 }
 
 const ACT: i64 = 256 * 2 * 8; // bytes of one f32[B,S,64] at B=2, S=8
@@ -212,7 +186,7 @@ fn reports_wrong_accounting() {
         check(&other, &plan, &[], &b),
         Err(CheckError::GraphMismatch { .. })
     ));
-    let bad = Bindings::from([(Symbol::new("B"), 0), (Symbol::new("S"), 8)]);
+    let bad = ebb_testkit::bs(0, 8);
     assert!(matches!(
         check(&g, &plan, &[], &bad),
         Err(CheckError::Bindings(_))

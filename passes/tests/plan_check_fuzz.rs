@@ -5,10 +5,11 @@
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
 use ebb_ir::plan::{Decision, DecisionKind, Plan};
-use ebb_ir::{Bindings, DType, DimExpr, Graph, NodeId, Op, OpKind, Symbol, TensorType, ValueRef};
+use ebb_ir::{DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType, ValueRef};
 use ebb_passes::memory::{liveness, Schedule};
 use ebb_passes::plan::{build_plan, check, resident_bytes, CheckError, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
+use ebb_testkit::bs;
 use proptest::prelude::*;
 
 /// One random op: a kind selector and operand selectors (indices modulo the values so far).
@@ -100,10 +101,6 @@ fn schedule(g: &Graph, keys: &[u32]) -> Schedule {
     out
 }
 
-fn bindings(b: i64, s: i64) -> Bindings {
-    Bindings::from([(Symbol::new("B"), b), (Symbol::new("S"), s)])
-}
-
 /// Graph, schedule, plan and bindings from the random parts.
 fn setup(
     inputs: usize,
@@ -175,7 +172,7 @@ proptest! {
         (b, s) in (1i64..5, 1i64..7),
     ) {
         let (g, sched, plan) = setup(inputs, &ops, &outputs, &keys, knobs);
-        let bind = bindings(b, s);
+        let bind = bs(b, s);
         let base = check(&g, &plan, &[], &bind).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&base.resident, &liveness(&g, &sched).resident_bytes(&bind).unwrap());
         prop_assert_eq!(resident_bytes(&g, &plan, &bind).unwrap(), base.resident.clone());
@@ -205,7 +202,7 @@ proptest! {
         (b, s) in (1i64..5, 1i64..7),
     ) {
         let (g, _, mut plan) = setup(inputs, &ops, &outputs, &keys, knobs);
-        let bind = bindings(b, s);
+        let bind = bs(b, s);
         prop_assume!(!plan.candidates.is_empty());
         let ci = pick % plan.candidates.len();
         let c = plan.candidates[ci].clone();

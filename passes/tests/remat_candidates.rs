@@ -2,6 +2,7 @@
 //! graphs with the candidates snapshotted under the IR (the pass does not change the graph, so
 //! "after" is the candidate list), and negative cases.
 
+use crate::memory_helpers::FWD_BWD;
 use ebb_ir::plan::{Candidate, DecisionKind};
 use ebb_ir::text::{parse, print};
 use ebb_ir::verify::verify;
@@ -102,29 +103,6 @@ fn opts() -> CandidateOptions {
         ..CandidateOptions::default()
     }
 }
-
-/// A forward/backward-shaped chain: `%3 = tanh(x @ w)` is read right away by the next layer
-/// and again by the "backward" op at the end, eleven points later.
-const FWD_BWD: &str = r#"graph @main {
-  symbols B in [1, inf), S in [1, inf)
-  %x = input {index = 0, name = "x"} : f32[B,S,64]
-  %w = input {index = 1, name = "w"} : f32[64,64]
-  %h1 = dot_general(%x, %w) {lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [0]} : f32[B,S,64]
-  %h2 = tanh(%h1) : f32[B,S,64]
-  %h3 = dot_general(%h2, %w) {lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [0]} : f32[B,S,64]
-  %n1 = negate(%h3) : f32[B,S,64]
-  %n2 = negate(%n1) : f32[B,S,64]
-  %n3 = negate(%n2) : f32[B,S,64]
-  %n4 = negate(%n3) : f32[B,S,64]
-  %n5 = negate(%n4) : f32[B,S,64]
-  %n6 = negate(%n5) : f32[B,S,64]
-  %n7 = negate(%n6) : f32[B,S,64]
-  %n8 = negate(%n7) : f32[B,S,64]
-  %n9 = negate(%n8) : f32[B,S,64]
-  %n10 = negate(%n9) : f32[B,S,64]
-  %g = multiply(%n10, %h2) : f32[B,S,64]
-  return %g as "grad"
-}"#;
 
 /// Tests that an activation saved across the gap to its backward use is the one candidate, with
 /// the eviction after its last forward use, the regeneration before the backward use, a

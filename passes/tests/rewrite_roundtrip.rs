@@ -10,7 +10,7 @@ use ebb_ir::dim::DimExpr;
 use ebb_ir::op::{BroadcastSpec, DotDims};
 use ebb_ir::shape::infer;
 use ebb_ir::text::print;
-use ebb_ir::{Bindings, DType, Graph, Literal, Node, Op, OpKind, Symbol, TensorType, ValueRef};
+use ebb_ir::{DType, Graph, Literal, Node, Op, OpKind, TensorType, ValueRef};
 use ebb_passes::rewrite::{rewrite, Limits, RewriteError, RuleGroup, StopReason};
 use proptest::prelude::*;
 use rewrite_util::eval::{assert_close, eval};
@@ -107,9 +107,7 @@ fn tests_that_shared_subterms_stay_shared() {
         "add(a, negate(b)) became subtract(a, b)"
     );
     assert_eq!(out.op_count(), g.op_count() - 1);
-    let b: Bindings = [(Symbol::new("B"), 2), (Symbol::new("S"), 3)]
-        .into_iter()
-        .collect();
+    let b = ebb_testkit::bs(2, 3);
     assert_close(&eval(&g, &b), &eval(&out, &b));
     insta::assert_snapshot!(rewrite_util::before_after(&g, &RuleGroup::ALL));
 }
@@ -431,7 +429,7 @@ proptest! {
     /// the interface, computes the same values at B=2,S=3, and costs no more bytes.
     #[test]
     fn rewriting_keeps_values_and_never_adds_bytes(g in random_graph()) {
-        let b: Bindings = [(Symbol::new("B"), 2), (Symbol::new("S"), 3)].into_iter().collect();
+        let b = ebb_testkit::bs(2, 3);
         let reference = eval(&g, &b);
         let mut runs: Vec<Vec<RuleGroup>> = RuleGroup::ALL.iter().map(|g| vec![*g]).collect();
         runs.push(RuleGroup::ALL.to_vec());

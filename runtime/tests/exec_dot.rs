@@ -29,16 +29,6 @@ fn shuffle(v: &mut [usize], seed: u64) {
     }
 }
 
-fn list(v: &[usize]) -> String {
-    format!(
-        "[{}]",
-        v.iter()
-            .map(|x| x.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 

@@ -123,10 +123,9 @@ fn unsupported_ops_and_kernel_errors_are_typed() {
     );
 }
 
+/// File `name` of the JAX fixtures directory.
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/jax")
-        .join(name)
+    ebb_testkit::jax_fixtures_dir().join(name)
 }
 
 /// Tests reading a JAX reference archive: names, element types and shapes.

@@ -15,16 +15,6 @@ fn unary_graph(op: &str, in_shape: &[usize], attrs: &str, out_shape: &[usize]) -
     )
 }
 
-fn ints(v: &[usize]) -> String {
-    format!(
-        "[{}]",
-        v.iter()
-            .map(|x| x.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -39,7 +29,7 @@ proptest! {
             perm.swap(i, (s >> 33) as usize % (i + 1));
         }
         let out: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
-        let src = unary_graph("transpose", &shape, &format!("permutation = {}", ints(&perm)), &out);
+        let src = unary_graph("transpose", &shape, &format!("permutation = {}", list(&perm)), &out);
         let got = run1(&src, &[], vec![arange(&shape)]).to_f64_vec();
         let st = strides(&shape);
         for (k, idx) in indices(&out).iter().enumerate() {

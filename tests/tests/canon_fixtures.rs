@@ -7,7 +7,7 @@ use ebb_compiler::stablehlo::import_file;
 use ebb_ir::{Graph, Op, TensorType};
 use ebb_passes::canon;
 use ebb_passes::manager::{PassReport, StopReason};
-use ebb_tests::{jax_fixture, jax_fixture_names};
+use ebb_testkit::{jax_fixture, jax_fixture_names};
 use std::fmt::Write;
 use std::time::Instant;
 

@@ -12,20 +12,16 @@ use ebb_compiler::stablehlo::import_file;
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
 use ebb_ir::plan::{DecisionKind, Plan};
-use ebb_ir::{Bindings, DType, DimExpr, Graph, NodeId, Op, OpKind, Symbol, TensorType};
+use ebb_ir::{Bindings, DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType};
 use ebb_passes::exact::{solve, solve_with_start, ExactOptions, ExactResult, ExactStatus};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::plan::{build_plan, check, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
 use ebb_runtime::finalize::{finalize, ConcretePlan, CostModel, FinalizeError, FinalizeOptions};
-use ebb_tests::jax_fixture;
+use ebb_testkit::{bind, jax_fixture};
 use proptest::prelude::*;
 
 const BOTH: [DecisionKind; 2] = [DecisionKind::Recompute, DecisionKind::Swap];
-
-fn bind(pairs: &[(&str, i64)]) -> Bindings {
-    pairs.iter().map(|(k, v)| (Symbol::new(k), *v)).collect()
-}
 
 fn compiled(name: &str) -> Compiled {
     let (g, _) = import_file(&jax_fixture(name)).unwrap();

@@ -9,56 +9,18 @@
 //! Metric: per output, `max |got - want| / max(max |want|, 1e-30)` (the error relative to the
 //! output's scale, so that elements near zero in a gradient do not dominate).
 
-use ebb_ir::{Bindings, Graph, NodeId, OpKind, Symbol};
-use ebb_runtime::npz::load_npz;
+use ebb_ir::{Bindings, Graph, NodeId, OpKind};
 use ebb_runtime::{execute, program_schedule, Tensor};
+use ebb_testkit::{
+    fixture_refs, import_fixture as import, jax_fixtures_dir, jax_metadata as meta, load_ref,
+};
 use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
-
-fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/jax")
-}
-
-fn import(name: &str) -> Graph {
-    let p = fixture_dir().join(format!("{name}.mlir"));
-    ebb_compiler::stablehlo::import_file(&p)
-        .unwrap_or_else(|e| panic!("import {name}: {e}"))
-        .0
-}
 
 /// The reference files of a fixture with their bindings.
 fn refs(name: &str) -> Vec<(PathBuf, Bindings)> {
-    let meta: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture_dir().join(format!("{name}.json"))).unwrap(),
-    )
-    .unwrap();
-    meta["refs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let b: Bindings = r["bindings"]
-                .as_object()
-                .unwrap()
-                .iter()
-                .map(|(k, v)| (Symbol::new(k), v.as_i64().unwrap()))
-                .collect();
-            (fixture_dir().join(r["file"].as_str().unwrap()), b)
-        })
-        .collect()
-}
-
-/// Inputs `in_0..` and expected outputs `out_0..` of a reference file.
-fn load_ref(path: &Path, n_in: usize, n_out: usize) -> (Vec<Tensor>, Vec<Tensor>) {
-    let mut all: BTreeMap<String, Tensor> = load_npz(path).unwrap();
-    let ins = (0..n_in)
-        .map(|i| all.remove(&format!("in_{i}")).unwrap())
-        .collect();
-    let outs = (0..n_out)
-        .map(|i| all.remove(&format!("out_{i}")).unwrap())
-        .collect();
-    (ins, outs)
+    fixture_refs(&meta(name), &jax_fixtures_dir())
 }
 
 /// A schedule different from program order: reverse postorder of a depth-first search along
@@ -107,13 +69,6 @@ struct AdamW {
     b1: f64,
     b2: f64,
     eps: f64,
-}
-
-fn meta(name: &str) -> serde_json::Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(fixture_dir().join(format!("{name}.json"))).unwrap(),
-    )
-    .unwrap()
 }
 
 fn adamw(m: &serde_json::Value) -> Option<AdamW> {
@@ -340,7 +295,7 @@ fn rejects_inputs_of_the_wrong_shape() {
     let g = import("mlp_sgd");
     let (path, _) = refs("mlp_sgd").remove(0);
     let (ins, _) = load_ref(&path, g.inputs().len(), g.outputs().len());
-    let b: Bindings = [(Symbol::new("B"), 5)].into_iter().collect();
+    let b = ebb_testkit::bind(&[("B", 5)]);
     let e = execute(&g, &program_schedule(&g), &b, ins).unwrap_err();
     assert!(e.to_string().contains("expected f32[5,64]"), "{e}");
 }
@@ -354,9 +309,7 @@ fn measure_gpt2_tiny_adamw_step() {
     let (path, _) = refs("gpt2_tiny_adamw").remove(0);
     let (mut ins, _) = load_ref(&path, g.inputs().len(), g.outputs().len());
     let (bv, sv) = (8usize, 256usize);
-    let b: Bindings = [(Symbol::new("B"), bv as i64), (Symbol::new("S"), sv as i64)]
-        .into_iter()
-        .collect();
+    let b = ebb_testkit::bs(bv as i64, sv as i64);
     // tokens and targets: deterministic pseudo-random ids in [0, 256)
     let mut x = 12345u64;
     let mut ids = |n: usize| -> Vec<i32> {

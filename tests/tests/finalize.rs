@@ -5,17 +5,12 @@
 use ebb_compiler::pipeline::{compile, CompileOptions, Compiled};
 use ebb_compiler::stablehlo::import_file;
 use ebb_ir::plan::DecisionKind;
-use ebb_ir::{Bindings, Symbol};
 use ebb_passes::plan::check::check;
 use ebb_runtime::arena::check_layout;
 use ebb_runtime::cache::PlanCache;
 use ebb_runtime::finalize::{finalize, FinalizeError, FinalizeOptions};
-use ebb_tests::jax_fixture;
+use ebb_testkit::{bind, jax_fixture};
 use std::sync::Arc;
-
-fn bind(pairs: &[(&str, i64)]) -> Bindings {
-    pairs.iter().map(|(k, v)| (Symbol::new(k), *v)).collect()
-}
 
 fn compiled(name: &str) -> Compiled {
     let (g, _) = import_file(&jax_fixture(name)).unwrap();

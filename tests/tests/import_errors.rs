@@ -2,7 +2,7 @@
 //! unsupported ops (with name and location), truncated files, and the CLI's exit code.
 
 use ebb_compiler::stablehlo::{import_str, ImportError};
-use ebb_tests::jax_fixture;
+use ebb_testkit::jax_fixture;
 
 fn mlp_text() -> String {
     std::fs::read_to_string(jax_fixture("mlp_sgd")).unwrap()

@@ -4,7 +4,7 @@
 
 use ebb_compiler::stablehlo::import_file;
 use ebb_ir::text;
-use ebb_tests::{jax_fixture, jax_fixture_names, jax_metadata};
+use ebb_testkit::{jax_fixture, jax_fixture_names, jax_metadata};
 
 #[test]
 fn every_fixture_imports_with_no_unresolved_dims() {

@@ -77,9 +77,7 @@ fn scan_loop_is_charged_its_body_transient_memory() {
         !live.transients.is_empty(),
         "the scan fixture has a while loop over the layers"
     );
-    let b: Bindings = [(Symbol::new("B"), 8), (Symbol::new("S"), 128)]
-        .into_iter()
-        .collect();
+    let b = ebb_testkit::bs(8, 128);
     for t in &live.transients {
         let bytes = t.bytes.eval(&b).unwrap();
         assert!(bytes > 0, "a layer body allocates activations");

@@ -12,30 +12,10 @@ use ebb_compiler::pipeline::{compile, CompileOptions};
 use ebb_ir::Bindings;
 use ebb_passes::plan::check::check;
 use ebb_runtime::finalize::{finalize, FinalizeError, FinalizeOptions};
-use onnx_common::{dir, options};
-use std::path::PathBuf;
+use ebb_testkit::{onnx_fixture as fixture, onnx_fixture_names as names};
+use onnx_common::options;
 
 use crate::onnx_common;
-
-fn fixture(name: &str) -> PathBuf {
-    dir().join(format!("{name}.onnx"))
-}
-
-/// Every `.onnx` fixture, sorted.
-fn names() -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()
-                .and_then(|n| n.strip_suffix(".onnx"))
-                .map(str::to_string)
-        })
-        .collect();
-    v.sort();
-    v
-}
 
 /// A training-sized shape for the planning test: `batch = 1024`, `seq = 256` (activations
 /// dominate there; at the reference shapes of the numerics tests, parameters and optimizer

@@ -11,18 +11,19 @@
 //! [`adam_param_units`] (the ORT optimizer fixtures take the gradient as an input, so the
 //! plain 1e-4 holds there).
 
-use ebb_ir::{Bindings, Graph, Symbol};
+use ebb_ir::Graph;
 use ebb_runtime::npz::load_npz;
 use ebb_runtime::{execute, program_schedule, Tensor};
 use std::collections::BTreeMap;
 
+use ebb_testkit::fixture_refs;
 use onnx_common::{dir, meta};
 
 use crate::onnx_common;
 
 fn import(name: &str) -> Graph {
     let opts = onnx_common::options(name);
-    ebb_compiler::onnx::import_file_with(&dir().join(format!("{name}.onnx")), &opts)
+    ebb_compiler::onnx::import_file_with(&ebb_testkit::onnx_fixture(name), &opts)
         .unwrap_or_else(|e| panic!("import {name}: {e}"))
         .0
 }
@@ -158,15 +159,8 @@ fn run(name: &str) -> Vec<(String, OutputErr)> {
             units: 0.0,
         })
         .collect();
-    for r in m["refs"].as_array().unwrap() {
-        let b: Bindings = r["bindings"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (Symbol::new(k), v.as_i64().unwrap()))
-            .collect();
-        let mut all: BTreeMap<String, Tensor> =
-            load_npz(&dir().join(r["file"].as_str().unwrap())).unwrap();
+    for (path, b) in fixture_refs(&m, &dir()) {
+        let mut all: BTreeMap<String, Tensor> = load_npz(&path).unwrap();
         assert_eq!(in_npz.len(), g.inputs().len());
         let ins: Vec<Tensor> = in_npz
             .iter()

@@ -4,24 +4,11 @@
 //! memory module's, and the Plan JSON of `mlp_sgd` is stable (insta snapshot).
 
 use ebb_ir::plan::{DecisionKind, Plan};
-use ebb_ir::{Bindings, Graph, Symbol};
+use ebb_ir::{Bindings, Symbol};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::plan::{build_plan, check, resident_bytes, PlanOptions, ThresholdQuery};
-use std::path::Path;
+use ebb_testkit::{bind, import_fixture as import};
 use std::time::Instant;
-
-fn import(name: &str) -> Graph {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/jax")
-        .join(format!("{name}.mlir"));
-    ebb_compiler::stablehlo::import_file(&path)
-        .unwrap_or_else(|e| panic!("import {name}: {e}"))
-        .0
-}
-
-fn bind(pairs: &[(&str, i64)]) -> Bindings {
-    pairs.iter().map(|(s, v)| (Symbol::new(s), *v)).collect()
-}
 
 /// Builds the plan in program order and checks it with no decision, all-recompute and all-swap;
 /// returns the plan, the build time and the bytes saved by all candidates at `b`.

@@ -7,27 +7,11 @@
 //! Run with `cargo test --release -p ebb-tests --test rewrite_fixtures -- --nocapture` to
 //! see the figures (one line per fixture and group).
 
-use ebb_compiler::stablehlo::import_file;
-use ebb_ir::{Bindings, Graph, Symbol};
+use ebb_ir::{Bindings, Graph};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::rewrite::{rewrite, Limits, RewriteReport, RuleGroup, StopReason};
-use std::path::PathBuf;
+use ebb_testkit::{bs as bind, import_fixture as fixture};
 use std::time::Instant;
-
-fn fixture(name: &str) -> Graph {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/jax")
-        .join(format!("{name}.mlir"));
-    import_file(&p)
-        .unwrap_or_else(|e| panic!("importing {name}: {e}"))
-        .0
-}
-
-fn bind(b: i64, s: i64) -> Bindings {
-    [(Symbol::new("B"), b), (Symbol::new("S"), s)]
-        .into_iter()
-        .collect()
-}
 
 /// Peak bytes of `g` in program order (`ebb_passes::memory`: inputs resident for the whole
 /// step, every other value from its op to its last use, outputs to the end).

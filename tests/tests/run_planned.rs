@@ -8,7 +8,7 @@ use ebb_ir::Bindings;
 use ebb_runtime::finalize::{FinalizeError, FinalizeOptions};
 use ebb_runtime::inputs::random_inputs;
 use ebb_runtime::{Runtime, RuntimeError, Tensor};
-use ebb_tests::{jax_fixture, jax_fixtures_dir};
+use ebb_testkit::{jax_fixture, jax_fixtures_dir};
 
 /// Compiles a JAX fixture by name, or an ONNX fixture given as `onnx/NAME`.
 fn compile(name: &str) -> Plan {

@@ -4,25 +4,11 @@
 //! Run with `cargo test --release -p ebb-tests --test schedule_fixtures -- --nocapture` to see
 //! the numbers and timings.
 
-use ebb_ir::{Bindings, Graph, Symbol};
+use ebb_ir::Bindings;
 use ebb_passes::memory::{liveness, lower_bound, program_order};
 use ebb_passes::schedule::{schedule_checked, ScheduleOptions};
-use std::path::Path;
+use ebb_testkit::{bs as bind, import_fixture as import};
 use std::time::Instant;
-
-fn import(name: &str) -> Graph {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/jax/{name}.mlir"));
-    match ebb_compiler::stablehlo::import_file(&p) {
-        Ok((g, _)) => g,
-        Err(e) => panic!("importing {name}: {e}"),
-    }
-}
-
-fn bind(b: i64, s: i64) -> Bindings {
-    [(Symbol::new("B"), b), (Symbol::new("S"), s)]
-        .into_iter()
-        .collect()
-}
 
 fn mib(x: i64) -> String {
     format!("{:.1} MiB", x as f64 / (1024.0 * 1024.0))

@@ -202,7 +202,10 @@ fn run(cli: Cli) -> Result<()> {
             format,
         } => {
             const PRINTABLE: &[&str] = &["fold", "cse", "dce", "rewrite", "all"];
-            if let Some(p) = print_after.iter().find(|p| !PRINTABLE.contains(&p.as_str())) {
+            if let Some(p) = print_after
+                .iter()
+                .find(|p| !PRINTABLE.contains(&p.as_str()))
+            {
                 anyhow::bail!("--print-after: unknown pass `{p}` (fold, cse, dce, rewrite, all)");
             }
             let (g, stats) = ebb_compiler::frontend::import_file(&file, format)?;
@@ -237,7 +240,10 @@ fn run(cli: Cli) -> Result<()> {
             };
             let c = pipeline::compile(g, &opts)?;
             for d in &c.dumps {
-                eprintln!("// ----- IR after {} (pass run {}) -----\n{}", d.pass, d.run, d.ir);
+                eprintln!(
+                    "// ----- IR after {} (pass run {}) -----\n{}",
+                    d.pass, d.run, d.ir
+                );
             }
             write_output(Some(&output), &c.plan.to_json())?;
             if json {

@@ -74,8 +74,17 @@ mod tests {
             Bindings::parse("B=8,B=9").unwrap_err(),
             BindingsError::Repeated("B".into())
         );
-        assert!(matches!(Bindings::parse("B"), Err(BindingsError::NotAssignment(_))));
-        assert!(matches!(Bindings::parse("B=x"), Err(BindingsError::NotInteger { .. })));
-        assert!(matches!(Bindings::parse("=3"), Err(BindingsError::EmptyName(_))));
+        assert!(matches!(
+            Bindings::parse("B"),
+            Err(BindingsError::NotAssignment(_))
+        ));
+        assert!(matches!(
+            Bindings::parse("B=x"),
+            Err(BindingsError::NotInteger { .. })
+        ));
+        assert!(matches!(
+            Bindings::parse("=3"),
+            Err(BindingsError::EmptyName(_))
+        ));
     }
 }

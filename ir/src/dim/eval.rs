@@ -182,17 +182,15 @@ impl DimExpr {
 mod tests {
     use super::*;
 
+    use crate::BindingsExt;
+
     fn p(s: &str) -> DimExpr {
         s.parse().unwrap()
     }
 
-    fn bind(v: &[(&str, i64)]) -> Bindings {
-        v.iter().map(|(n, x)| (Symbol::new(n), *x)).collect()
-    }
-
     #[test]
     fn eval_values() {
-        let b = bind(&[("B", 3), ("S", 10)]);
+        let b = Bindings::from_pairs(&[("B", 3), ("S", 10)]);
         assert_eq!(p("4*B*S + 12").eval(&b), Ok(132));
         assert_eq!(p("floordiv(S - 13, 4)").eval(&b), Ok(-1));
         assert_eq!(p("mod(S - 13, 4)").eval(&b), Ok(1));
@@ -202,7 +200,7 @@ mod tests {
 
     #[test]
     fn eval_overflow_is_an_error() {
-        let b = bind(&[("B", i64::MAX)]);
+        let b = Bindings::from_pairs(&[("B", i64::MAX)]);
         assert_eq!(p("B + 1").eval(&b), Err(DimError::Overflow));
         assert_eq!(p("B*B*B*B*B").eval(&b), Err(DimError::Overflow));
         // Intermediates may exceed i64 as long as the result fits.

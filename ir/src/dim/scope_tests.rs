@@ -2,10 +2,7 @@
 //! solved form of equalities, sampling and serde.
 
 use super::*;
-
-fn bind(v: &[(&str, i64)]) -> Bindings {
-    v.iter().map(|(n, x)| (Symbol::new(n), *x)).collect()
-}
+use crate::BindingsExt;
 
 #[test]
 fn declare_and_ranges() {
@@ -32,8 +29,11 @@ fn check_names_symbol_and_fact() {
     sc.add_divisible(&s, -4);
     sc.add_equality(&t, DimExpr::symbol(&s).floor_div(2).unwrap());
     assert_eq!(sc.divisor_of(&s), 8);
-    assert_eq!(sc.check(&bind(&[("S", 16), ("T", 8)])), Ok(()));
-    let err = |v: &[(&str, i64)]| match sc.check(&bind(v)) {
+    assert_eq!(
+        sc.check(&Bindings::from_pairs(&[("S", 16), ("T", 8)])),
+        Ok(())
+    );
+    let err = |v: &[(&str, i64)]| match sc.check(&Bindings::from_pairs(v)) {
         Err(DimError::FactViolated {
             symbol,
             fact,
@@ -49,8 +49,8 @@ fn check_names_symbol_and_fact() {
         ("T".into(), "T == floordiv(S, 2)".into(), 9)
     );
     assert_eq!(
-        sc.complete(&bind(&[("S", 16)])),
-        Ok(bind(&[("S", 16), ("T", 8)]))
+        sc.complete(&Bindings::from_pairs(&[("S", 16)])),
+        Ok(Bindings::from_pairs(&[("S", 16), ("T", 8)]))
     );
 }
 
@@ -84,8 +84,13 @@ fn solved_form_depends_only_on_the_facts() {
     assert_eq!(x.solved.get(&s), Some(&"T + 1".parse().unwrap()));
     let back: SymbolScope = serde_json::from_str(&serde_json::to_string(&x).unwrap()).unwrap();
     assert_eq!(back, x);
-    assert_eq!(x.check(&bind(&[("S", 5), ("T", 4)])), Ok(()));
-    assert!(x.check(&bind(&[("S", 5), ("T", 3)])).is_err());
+    assert_eq!(
+        x.check(&Bindings::from_pairs(&[("S", 5), ("T", 4)])),
+        Ok(())
+    );
+    assert!(x
+        .check(&Bindings::from_pairs(&[("S", 5), ("T", 3)]))
+        .is_err());
 }
 
 #[test]
@@ -99,8 +104,14 @@ fn representative_points_satisfy_facts() {
     sc.add_equality(&t, "2*S".parse().unwrap());
     let pts = sc.representative_bindings(8);
     assert!(pts.len() >= 4, "{pts:?}");
-    assert_eq!(pts[0], bind(&[("B", 1), ("S", 64), ("T", 128)]));
-    assert_eq!(pts[1], bind(&[("B", 32), ("S", 65536), ("T", 131072)]));
+    assert_eq!(
+        pts[0],
+        Bindings::from_pairs(&[("B", 1), ("S", 64), ("T", 128)])
+    );
+    assert_eq!(
+        pts[1],
+        Bindings::from_pairs(&[("B", 32), ("S", 65536), ("T", 131072)])
+    );
     for p in &pts {
         assert_eq!(sc.check(p), Ok(()));
     }

@@ -107,7 +107,10 @@ impl Op {
                     ("offset_dims", &g.offset_dims),
                     ("collapsed_slice_dims", &g.collapsed_slice_dims),
                     ("operand_batching_dims", &g.operand_batching_dims),
-                    ("start_indices_batching_dims", &g.start_indices_batching_dims),
+                    (
+                        "start_indices_batching_dims",
+                        &g.start_indices_batching_dims,
+                    ),
                     ("start_index_map", &g.start_index_map),
                 ] {
                     if !v.is_empty() {
@@ -123,8 +126,14 @@ impl Op {
                     ("update_window_dims", &s.update_window_dims),
                     ("inserted_window_dims", &s.inserted_window_dims),
                     ("input_batching_dims", &s.input_batching_dims),
-                    ("scatter_indices_batching_dims", &s.scatter_indices_batching_dims),
-                    ("scatter_dims_to_operand_dims", &s.scatter_dims_to_operand_dims),
+                    (
+                        "scatter_indices_batching_dims",
+                        &s.scatter_indices_batching_dims,
+                    ),
+                    (
+                        "scatter_dims_to_operand_dims",
+                        &s.scatter_dims_to_operand_dims,
+                    ),
                 ] {
                     if !v.is_empty() {
                         put(k, ints(v));
@@ -306,8 +315,7 @@ impl Reader {
         Ok(match self.kind {
             K::Input => {
                 let index = self.int("index")?;
-                let index =
-                    usize::try_from(index).map_err(|_| self.err("index", "is negative"))?;
+                let index = usize::try_from(index).map_err(|_| self.err("index", "is negative"))?;
                 Op::Input(InputSpec {
                     index,
                     name: self.opt_str("name")?.unwrap_or_default(),
@@ -455,7 +463,10 @@ mod tests {
         let e = Op::from_attrs(OpKind::Transpose, a).unwrap_err();
         assert_eq!(e.name, "bogus");
         let e = Op::from_attrs(OpKind::Transpose, Attrs::new()).unwrap_err();
-        assert_eq!(e.to_string(), "op `transpose`: attribute `permutation` is missing");
+        assert_eq!(
+            e.to_string(),
+            "op `transpose`: attribute `permutation` is missing"
+        );
         let mut a = Attrs::new();
         a.insert("comparison_direction".into(), Attr::Str("XX".into()));
         assert!(Op::from_attrs(OpKind::Compare, a).is_err());
@@ -471,6 +482,9 @@ mod tests {
         assert_eq!(w.padding, vec![(0, 0); 4]);
         assert_eq!(w.base_dilations, vec![1; 4]);
         assert_eq!(op.to_attrs(), a);
-        assert_eq!(Op::from_attrs(OpKind::ReduceWindow, op.to_attrs()).unwrap(), op);
+        assert_eq!(
+            Op::from_attrs(OpKind::ReduceWindow, op.to_attrs()).unwrap(),
+            op
+        );
     }
 }

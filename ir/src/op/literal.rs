@@ -141,4 +141,3 @@ pub fn f16_bits_to_f32(h: u16) -> f32 {
     };
     f32::from_bits(bits)
 }
-

@@ -291,7 +291,6 @@ impl OpKind {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -207,7 +207,10 @@ impl ConvDimensionNumbers {
             let p = p.strip_prefix('[')?.strip_suffix(']')?;
             let items: Vec<&str> = p.split(',').collect();
             let one = |c: char| {
-                let mut it = items.iter().enumerate().filter(|(_, x)| **x == c.to_string());
+                let mut it = items
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| **x == c.to_string());
                 let (i, _) = it.next()?;
                 it.next().is_none().then_some(i)
             };
@@ -258,7 +261,13 @@ impl std::fmt::Display for ConvDimensionNumbers {
         write!(
             f,
             "{}x{}->{}",
-            part(self.input_batch, 'b', self.input_feature, 'f', &self.input_spatial),
+            part(
+                self.input_batch,
+                'b',
+                self.input_feature,
+                'f',
+                &self.input_spatial
+            ),
             part(
                 self.kernel_output_feature,
                 'o',
@@ -266,7 +275,13 @@ impl std::fmt::Display for ConvDimensionNumbers {
                 'i',
                 &self.kernel_spatial
             ),
-            part(self.output_batch, 'b', self.output_feature, 'f', &self.output_spatial)
+            part(
+                self.output_batch,
+                'b',
+                self.output_feature,
+                'f',
+                &self.output_spatial
+            )
         )
     }
 }

@@ -47,24 +47,35 @@ pub(super) fn convolution(op: OpKind, c: &ConvSpec, operands: &[&TensorType]) ->
     let k = nth(op, operands, 1)?;
     let dn = &c.dims;
     let sd = dn.input_spatial.len();
-    let in_range = |r: usize, v: &[usize], extra: [usize; 2]| {
-        v.iter().chain(&extra).all(|&i| i < r)
-    };
+    let in_range =
+        |r: usize, v: &[usize], extra: [usize; 2]| v.iter().chain(&extra).all(|&i| i < r);
     if dn.kernel_spatial.len() != sd
         || dn.output_spatial.len() != sd
         || x.rank() != sd + 2
         || k.rank() != sd + 2
-        || !in_range(x.rank(), &dn.input_spatial, [dn.input_batch, dn.input_feature])
+        || !in_range(
+            x.rank(),
+            &dn.input_spatial,
+            [dn.input_batch, dn.input_feature],
+        )
         || !in_range(
             k.rank(),
             &dn.kernel_spatial,
             [dn.kernel_output_feature, dn.kernel_input_feature],
         )
-        || !in_range(x.rank(), &dn.output_spatial, [dn.output_batch, dn.output_feature])
+        || !in_range(
+            x.rank(),
+            &dn.output_spatial,
+            [dn.output_batch, dn.output_feature],
+        )
     {
         return Err(invalid(op, "dimension_numbers do not match operand ranks"));
     }
-    let wins: Option<Vec<i64>> = dn.kernel_spatial.iter().map(|&i| k.shape[i].as_const()).collect();
+    let wins: Option<Vec<i64>> = dn
+        .kernel_spatial
+        .iter()
+        .map(|&i| k.shape[i].as_const())
+        .collect();
     let wins = wins.ok_or_else(|| invalid(op, "symbolic kernel spatial size"))?;
     let window = Window {
         dimensions: wins,

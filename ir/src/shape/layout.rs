@@ -7,7 +7,11 @@ use crate::op::{BroadcastSpec, OpKind, PadSpec, SliceSpec};
 use crate::types::TensorType;
 
 /// `broadcast_in_dim` (spec C1–C6): each operand dimension is 1 or equals its result dimension.
-pub(super) fn broadcast_in_dim(op: OpKind, b: &BroadcastSpec, operands: &[&TensorType]) -> Inferred {
+pub(super) fn broadcast_in_dim(
+    op: OpKind,
+    b: &BroadcastSpec,
+    operands: &[&TensorType],
+) -> Inferred {
     let x = nth(op, operands, 0)?;
     let shape = b.shape.clone();
     if b.dims.len() != x.rank() {

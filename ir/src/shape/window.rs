@@ -95,5 +95,3 @@ pub(super) fn window_shape(
     }
     Ok(out)
 }
-
-

@@ -199,7 +199,8 @@ impl<'a> Parser<'a> {
         } else {
             Attrs::new()
         };
-        let op = Op::from_attrs(kind, attrs).map_err(|e| self.c.error_at(attrs_at, e.to_string()))?;
+        let op =
+            Op::from_attrs(kind, attrs).map_err(|e| self.c.error_at(attrs_at, e.to_string()))?;
         self.c.expect(":", "before the result types")?;
         let types = self.types()?;
         if types.len() != nres {

@@ -97,7 +97,10 @@ fn payloads_are_validated_when_parsed() {
     let e = parse("graph {\n %0 = input {index = 0} : f32[2,3]\n %1 = transpose(%0) {perm = [1, 0]} : f32[3,2]\n return %1 }")
         .unwrap_err();
     assert_eq!(e.line, 3, "{e}");
-    assert!(e.message.contains("attribute `permutation` is missing"), "{e}");
+    assert!(
+        e.message.contains("attribute `permutation` is missing"),
+        "{e}"
+    );
     let e = parse("graph {\n %0 = input {index = 0} : i32[2]\n %1 = compare(%0, %0) {comparison_direction = \"XX\"} : i1[2]\n return %1 }")
         .unwrap_err();
     assert!(e.message.contains("comparison_direction"), "{e}");

@@ -10,7 +10,7 @@ use crate::plan::{build_plan, check, PlanOptions};
 use crate::remat::CandidateOptions;
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
-use ebb_ir::{DType, DimExpr, Graph, NodeId, Op, OpKind, Symbol, TensorType, ValueRef};
+use ebb_ir::{BindingsExt, DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType, ValueRef};
 use proptest::prelude::*;
 
 const BOTH: [DecisionKind; 2] = [DecisionKind::Recompute, DecisionKind::Swap];
@@ -99,7 +99,7 @@ fn prices(o: &ExactOptions) -> Prices {
 }
 
 fn bind(b: i64) -> Bindings {
-    Bindings::from([(Symbol::new("B"), b)])
+    Bindings::from_pairs(&[("B", b)])
 }
 
 /// The least cost over every decision set that respects the exclusions and meets `budget`.

@@ -39,7 +39,6 @@ pub use super::error::CheckError;
 use ebb_ir::plan::{Decision, DecisionKind, Plan};
 use ebb_ir::{Bindings, Graph, OpKind};
 
-
 /// What the simulation measured (bytes, at the checked bindings).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckReport {

@@ -1,19 +1,14 @@
 //! Helpers shared by the executor tests: graphs from textual IR, tensors from literals.
 #![allow(dead_code)]
 
-use ebb_ir::{Bindings, Symbol};
 use ebb_runtime::{execute, program_schedule, Data, ExecError, ExecStats, Tensor};
+pub use ebb_testkit::bind;
 
 /// Parses textual IR and verifies it.
 pub fn graph(src: &str) -> ebb_ir::Graph {
     let g = ebb_ir::text::parse(src).unwrap_or_else(|e| panic!("parse: {e}\n{src}"));
     ebb_ir::verify::verify(&g).unwrap_or_else(|e| panic!("verify: {e}\n{src}"));
     g
-}
-
-/// Bindings from `(name, value)` pairs.
-pub fn bind(pairs: &[(&str, i64)]) -> Bindings {
-    pairs.iter().map(|(k, v)| (Symbol::new(k), *v)).collect()
 }
 
 /// Runs `src` in program order.
@@ -78,6 +73,17 @@ pub fn indices(shape: &[usize]) -> Vec<Vec<usize>> {
             idx
         })
         .collect()
+}
+
+/// Formats integers as an IR list (`[0, 2]`).
+pub fn list(v: &[usize]) -> String {
+    format!(
+        "[{}]",
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// Formats a shape as IR dims (`2, 3`).

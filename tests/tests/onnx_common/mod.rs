@@ -2,18 +2,8 @@
 
 use ebb_compiler::onnx::ImportOptions;
 use ebb_ir::{DType, TensorType};
-use std::path::{Path, PathBuf};
 
-/// `tests/fixtures/onnx`.
-pub fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/onnx")
-}
-
-/// The metadata json of fixture `name`.
-pub fn meta(name: &str) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap())
-        .unwrap()
-}
+pub use ebb_testkit::{onnx_fixtures_dir as dir, onnx_metadata as meta};
 
 /// Import options for fixture `name`: an ONNX Runtime optimizer model gets the element types
 /// of its sequence inputs from its training model's parameter inputs (`elements` in its json).
