@@ -10,7 +10,6 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ebb_compiler::pipeline::{compile, CompileOptions};
-use ebb_ir::{Bindings, Symbol};
 use ebb_runtime::cache::PlanCache;
 use ebb_runtime::finalize::{finalize, FinalizeOptions};
 use ebb_testkit::{bs as bind, jax_fixture as fixture};

@@ -1,0 +1,176 @@
+//! Dev-only test kit of the Ebb workspace: the helpers that the integration tests and benches
+//! of `ebb-passes`, `ebb-runtime`, `ebb-compiler` and `ebb-tests` share, defined once here
+//! instead of copied into every test file.
+//!
+//! Used only as a dev-dependency (`publish = false`). The base crate depends on `ebb-ir` (and
+//! `serde_json`) only; the helpers that need a heavier crate sit behind a feature:
+//! - `passes`: [`before_after`] (a pass's before/after IR snapshot);
+//! - `runtime`: [`load_ref`] (a reference archive's inputs and expected outputs);
+//! - `compiler`: [`import_fixture`] (a JAX fixture through the StableHLO front end, which links
+//!   LLVM/MLIR).
+//!
+//! Unit tests inside `ebb-ir` cannot use this crate (it depends on `ebb-ir`); they use
+//! [`Bindings::from_pairs`](ebb_ir::BindingsExt::from_pairs) directly.
+
+use ebb_ir::{Bindings, Symbol};
+use std::path::{Path, PathBuf};
+
+pub use ebb_ir::BindingsExt;
+
+/// Bindings from `(name, value)` pairs (`bind(&[("B", 8), ("S", 256)])`); a later pair of the
+/// same name wins. Same as [`Bindings::from_pairs`](BindingsExt::from_pairs).
+pub fn bind(pairs: &[(&str, i64)]) -> Bindings {
+    Bindings::from_pairs(pairs)
+}
+
+/// The bindings `{B: b, S: s}` of the batch and sequence symbols used by every fixture.
+pub fn bs(b: i64, s: i64) -> Bindings {
+    bind(&[("B", b), ("S", s)])
+}
+
+/// The directory of the committed fixtures, `tests/fixtures` at the workspace root.
+pub fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
+}
+
+/// The directory of the JAX fixtures, `tests/fixtures/jax`.
+pub fn jax_fixtures_dir() -> PathBuf {
+    fixtures_dir().join("jax")
+}
+
+/// The directory of the ONNX fixtures, `tests/fixtures/onnx`.
+pub fn onnx_fixtures_dir() -> PathBuf {
+    fixtures_dir().join("onnx")
+}
+
+/// Path of JAX fixture `name` (`mlp_sgd` -> `tests/fixtures/jax/mlp_sgd.mlir`).
+pub fn jax_fixture(name: &str) -> PathBuf {
+    jax_fixtures_dir().join(format!("{name}.mlir"))
+}
+
+/// Path of ONNX fixture `name` (`torch_mlp_sgd` -> `tests/fixtures/onnx/torch_mlp_sgd.onnx`).
+pub fn onnx_fixture(name: &str) -> PathBuf {
+    onnx_fixtures_dir().join(format!("{name}.onnx"))
+}
+
+/// Names (without extension) of the files in `dir` ending in `.ext`, sorted; empty if `dir`
+/// cannot be read.
+fn names_with_ext(dir: &Path, ext: &str) -> Vec<String> {
+    let suffix = format!(".{ext}");
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_suffix(suffix.as_str()))
+                        .map(str::to_string)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Names of all committed JAX fixtures (the `.mlir` files), sorted.
+pub fn jax_fixture_names() -> Vec<String> {
+    names_with_ext(&jax_fixtures_dir(), "mlir")
+}
+
+/// Names of all committed ONNX fixtures (the `.onnx` files), sorted.
+pub fn onnx_fixture_names() -> Vec<String> {
+    names_with_ext(&onnx_fixtures_dir(), "onnx")
+}
+
+/// Reads and parses a JSON file; panics naming the file on errors.
+fn read_json(p: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON in {}: {e}", p.display()))
+}
+
+/// The metadata JSON written next to JAX fixture `name` by `examples/export/export_all.py`.
+pub fn jax_metadata(name: &str) -> serde_json::Value {
+    read_json(&jax_fixtures_dir().join(format!("{name}.json")))
+}
+
+/// The metadata JSON written next to ONNX fixture `name` by
+/// `examples/export/onnx/export_onnx.py`.
+pub fn onnx_metadata(name: &str) -> serde_json::Value {
+    read_json(&onnx_fixtures_dir().join(format!("{name}.json")))
+}
+
+/// The reference archives listed under `refs` in a fixture's metadata, each with its
+/// bindings: `(dir/file, bindings)` per entry `{"file": .., "bindings": {"B": .., ..}}`.
+pub fn fixture_refs(meta: &serde_json::Value, dir: &Path) -> Vec<(PathBuf, Bindings)> {
+    meta["refs"]
+        .as_array()
+        .expect("metadata has `refs`")
+        .iter()
+        .map(|r| {
+            let b: Bindings = r["bindings"]
+                .as_object()
+                .expect("a ref has `bindings`")
+                .iter()
+                .map(|(k, v)| (Symbol::new(k), v.as_i64().expect("integer binding")))
+                .collect();
+            (dir.join(r["file"].as_str().expect("a ref has `file`")), b)
+        })
+        .collect()
+}
+
+/// Imports JAX fixture `name` through the StableHLO front end (panics naming the fixture on
+/// errors).
+#[cfg(feature = "compiler")]
+pub fn import_fixture(name: &str) -> ebb_ir::Graph {
+    ebb_compiler::stablehlo::import_file(&jax_fixture(name))
+        .unwrap_or_else(|e| panic!("import {name}: {e}"))
+        .0
+}
+
+/// Runs `pass` on the graph `text` (parsed and verified, verified again after the pass);
+/// returns the snapshot text `// before\n<IR>\n// after: N change(s)\n<IR>` and the result.
+#[cfg(feature = "passes")]
+pub fn before_after(
+    text: &str,
+    pass: &dyn ebb_passes::manager::Pass,
+) -> (String, ebb_passes::manager::PassResult) {
+    use ebb_ir::text::{parse, print};
+    use ebb_ir::verify::verify;
+    let mut g = parse(text).expect("test graph parses");
+    verify(&g).expect("test graph verifies");
+    let before = print(&g);
+    let name = pass.name();
+    let r = pass
+        .run(&mut g)
+        .unwrap_or_else(|e| panic!("{name} runs: {e}"));
+    verify(&g).unwrap_or_else(|e| panic!("graph verifies after {name}: {e}"));
+    (
+        format!(
+            "// before\n{before}\n// after: {} change(s)\n{}",
+            r.changes,
+            print(&g)
+        ),
+        r,
+    )
+}
+
+/// Inputs `in_0..in_{n_in}` and expected outputs `out_0..out_{n_out}` of a reference archive
+/// (`<fixture>.ref{0,1}.npz`); panics if one is missing.
+#[cfg(feature = "runtime")]
+pub fn load_ref(
+    path: &Path,
+    n_in: usize,
+    n_out: usize,
+) -> (Vec<ebb_runtime::Tensor>, Vec<ebb_runtime::Tensor>) {
+    let mut all = ebb_runtime::npz::load_npz(path)
+        .unwrap_or_else(|e| panic!("cannot load {}: {e}", path.display()));
+    let mut take = |k: String| {
+        all.remove(&k)
+            .unwrap_or_else(|| panic!("{}: no {k}", path.display()))
+    };
+    let ins = (0..n_in).map(|i| take(format!("in_{i}"))).collect();
+    let outs = (0..n_out).map(|i| take(format!("out_{i}"))).collect();
+    (ins, outs)
+}
