@@ -509,17 +509,17 @@ const BAD: &[(&str, &str, &str)] = &[
         "unterminated string",
     ),
     (
-        "graph @g {\n  %0:2 = input : f32[]\n  return %0\n}",
+        "graph @g {\n  %0:2 = input {index = 0} : f32[]\n  return %0\n}",
         "2:3",
         "declares 2 results but 1 types",
     ),
     (
-        "graph @g {\n  %0 = input : f32[]\n  %0 = input : f32[]\n  return %0\n}",
+        "graph @g {\n  %0 = input {index = 0} : f32[]\n  %0 = input {index = 1} : f32[]\n  return %0\n}",
         "3:3",
         "defined twice",
     ),
     (
-        "graph @g {\n  %0 = input : f32[]\n  return %0#1\n}",
+        "graph @g {\n  %0 = input {index = 0} : f32[]\n  return %0#1\n}",
         "3:13",
         "no result #1",
     ),

@@ -199,8 +199,6 @@ impl<'a> Parser<'a> {
         } else {
             Attrs::new()
         };
-        let op =
-            Op::from_attrs(kind, attrs).map_err(|e| self.c.error_at(attrs_at, e.to_string()))?;
         self.c.expect(":", "before the result types")?;
         let types = self.types()?;
         if types.len() != nres {
@@ -231,6 +229,8 @@ impl<'a> Parser<'a> {
             loc = Some(self.c.string()?);
             self.c.expect(")", "to close `loc(`")?;
         }
+        let op =
+            Op::from_attrs(kind, attrs).map_err(|e| self.c.error_at(attrs_at, e.to_string()))?;
         if kind == OpKind::Input
             && (!operands.is_empty() || !regions.is_empty() || types.len() != 1)
         {
