@@ -8,7 +8,7 @@
 
 use anyhow::{Context, Result};
 use ebb_ir::plan::Plan;
-use ebb_ir::{Bindings, DimExpr, Graph, Symbol};
+use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, Symbol};
 use ebb_passes::manager::{PassDump, PassManager, PassReport};
 use ebb_passes::memory::{self, Schedule};
 use ebb_passes::plan::{build_plan, PlanOptions};
@@ -70,18 +70,7 @@ pub struct Compiled {
 
 /// Parses `B=8,S=512` into bindings (symbols by name).
 pub fn parse_bindings(s: &str) -> Result<Bindings> {
-    let mut b = Bindings::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = part
-            .split_once('=')
-            .with_context(|| format!("binding `{part}` is not NAME=VALUE"))?;
-        let v: i64 = v
-            .trim()
-            .parse()
-            .with_context(|| format!("binding `{part}`: `{v}` is not an integer"))?;
-        b.insert(Symbol::new(k.trim()), v);
-    }
-    Ok(b)
+    Ok(<Bindings as BindingsExt>::parse(s)?)
 }
 
 /// Replaces every bound symbol of `g` by its value (types, attributes, assertions).

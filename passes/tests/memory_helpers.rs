@@ -51,10 +51,7 @@ impl Builder {
 
     /// A `custom_call @target` with the given result types (any shapes).
     pub fn call(&mut self, target: &str, operands: &[ValueRef], types: Vec<TensorType>) -> NodeId {
-        let op = Op::CustomCall(CustomCallSpec {
-            target: target.into(),
-            ..CustomCallSpec::default()
-        });
+        let op = Op::CustomCall(CustomCallSpec::new(target));
         self.g.add_node(Node::new(op, types), operands)
     }
 

@@ -51,10 +51,7 @@ fn build(inputs: usize, ops: &[OpSpec], outputs: &[usize]) -> Graph {
                 (Op::Convert(to), vec![x], to)
             }
             _ => {
-                let call = CustomCallSpec {
-                    target: "opaque".into(),
-                    ..CustomCallSpec::default()
-                };
+                let call = CustomCallSpec::new("opaque");
                 (Op::CustomCall(call), vec![x], dt)
             }
         };

@@ -244,10 +244,7 @@ fn random_graph(ops: &[(u8, usize, usize)]) -> Graph {
             4 => (Op::Subtract, vec![y, x]),
             5 => (Op::Maximum, vec![x, y]),
             _ => (
-                Op::CustomCall(CustomCallSpec {
-                    target: "opaque".into(),
-                    ..Default::default()
-                }),
+                Op::CustomCall(CustomCallSpec::new("opaque")),
                 vec![x],
             ),
         };

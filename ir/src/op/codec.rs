@@ -436,7 +436,8 @@ impl Reader {
                 backend_config: self.opt_str("backend_config")?,
                 has_side_effect: self.bool_or("has_side_effect", false)?,
             }),
-            k => unreachable!("payload-free kind {k} handled by Op::simple"),
+            // Payload-free kinds returned through `Op::simple` above.
+            _ => return Err(self.err("", "has no payload (internal: not a payload-free kind)")),
         })
     }
 }

@@ -202,18 +202,6 @@ impl Op {
             _ => {}
         }
     }
-
-    /// The symbolic dimensions of the payload, in the order [`Op::map_dims`] visits them.
-    pub fn dims(&self) -> Vec<&DimExpr> {
-        match self {
-            Op::DimConstant(v) | Op::Reshape(v) | Op::DynamicSlice(v) => v.iter().collect(),
-            Op::BroadcastInDim(b) => b.shape.iter().collect(),
-            Op::Slice(s) => s.start.iter().chain(&s.limit).chain(&s.strides).collect(),
-            Op::Iota(i) => i.shape.iter().collect(),
-            Op::Gather(g) => g.slice_sizes.iter().collect(),
-            _ => Vec::new(),
-        }
-    }
 }
 
 impl fmt::Display for OpKind {

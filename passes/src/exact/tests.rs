@@ -45,10 +45,7 @@ fn build(ops: &[(u8, usize, usize)]) -> (Graph, Schedule) {
             3 => (Op::Multiply, vec![x, y]),
             4 => (Op::Subtract, vec![y, x]),
             _ => (
-                Op::CustomCall(CustomCallSpec {
-                    target: "opaque".into(),
-                    ..CustomCallSpec::default()
-                }),
+                Op::CustomCall(CustomCallSpec::new("opaque")),
                 vec![x],
             ),
         };

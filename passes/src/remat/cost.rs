@@ -142,11 +142,7 @@ mod tests {
             TensorType::new(DType::F32, vec![sym("B"), sym("S"), DimExpr::constant(64)]),
         );
         let w = g.add_input("w", TensorType::fixed(DType::F32, &[64, 256]));
-        let dims = DotDims {
-            lhs_contract: vec![2],
-            rhs_contract: vec![0],
-            ..DotDims::default()
-        };
+        let dims = DotDims::contracting(&[2], &[0]);
         let out = TensorType::new(DType::F32, vec![sym("B"), sym("S"), DimExpr::constant(256)]);
         let d = g.add_node(Node::new(Op::DotGeneral(dims), vec![out.clone()]), &[a, w]);
         assert_eq!(flops(&g, d), sym("32768*B*S"));

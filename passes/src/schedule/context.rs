@@ -144,10 +144,7 @@ mod tests {
             "min(B, 8)",
         ];
         let x = g.add_input("x", TensorType::scalar(DType::F32));
-        let call = Op::CustomCall(CustomCallSpec {
-            target: "f".into(),
-            ..CustomCallSpec::default()
-        });
+        let call = Op::CustomCall(CustomCallSpec::new("f"));
         let types: Vec<TensorType> = shapes
             .iter()
             .map(|d| TensorType::new(DType::F32, vec![d.parse::<DimExpr>().unwrap()]))

@@ -109,10 +109,9 @@ impl<'c, 'a> Importer<'c, 'a> {
             padding: self.padding_attr(op, n)?,
             lhs_dilation: self.ints_n_attr(op, "lhs_dilation", n, 1)?,
             rhs_dilation: self.ints_n_attr(op, "rhs_dilation", n, 1)?,
-            dims,
             feature_group_count: self.int_attr(op, "feature_group_count").unwrap_or(1),
             batch_group_count: self.int_attr(op, "batch_group_count").unwrap_or(1),
-            result_dtype: None,
+            ..ConvSpec::new(dims)
         };
         if spec.feature_group_count < 1 || spec.batch_group_count < 1 {
             return Err(self.op_error(op, "group counts must be >= 1"));
