@@ -1,7 +1,8 @@
-//! The compile pipeline: canonicalize (fold, CSE, DCE to a fixed point) → optional e-graph
-//! rewrites → op scheduling with symbolic sizes (never worse than program order on the sweep)
-//! → remat/swap candidates → [`Plan`], which embeds the planned graph as textual IR so that a
-//! plan file is self-contained (`ebb plan`, `ebb run`).
+//! The compile pipeline, every stage a pass of one [`PassManager`] (per-pass timing,
+//! verification between passes, `stop_after`, `print_after`): canonicalize (fold, CSE, DCE to
+//! a fixed point) → optional e-graph rewrites → op scheduling with symbolic sizes (never worse
+//! than program order on the sweep) → remat/swap candidates and the [`Plan`], which embeds the
+//! planned graph as textual IR so that a plan file is self-contained (`ebb plan`, `ebb run`).
 //!
 //! With `bind`, every symbol is replaced by its value before planning: the "precise-shape"
 //! baseline that the symbolic plan is compared against.
@@ -9,11 +10,12 @@
 use anyhow::{Context, Result};
 use ebb_ir::plan::Plan;
 use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, Symbol};
-use ebb_passes::manager::{PassDump, PassManager, PassReport};
+use ebb_passes::canon::{Cse, Dce, Fold};
+use ebb_passes::manager::{PassContext, PassDump, PassManager, PassReport, StopAfter};
 use ebb_passes::memory::{self, Schedule};
-use ebb_passes::plan::{build_plan, PlanOptions};
-use ebb_passes::rewrite::{self, Limits, RewriteReport, RuleGroup};
-use ebb_passes::schedule::{schedule_checked, schedule_variants, ScheduleOptions, ScheduleReport};
+use ebb_passes::plan::{PlanOptions, PlanPass};
+use ebb_passes::rewrite::{Limits, RewritePass, RewriteReport, RuleGroup};
+use ebb_passes::schedule::{ScheduleOptions, SchedulePass, ScheduleReport, Scheduled};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -28,29 +30,31 @@ pub struct CompileOptions {
     /// Extra bindings the scheduler must not be worse than program order at (besides the
     /// scope's representative bindings).
     pub sweep: Vec<Bindings>,
-    /// Stop canonicalization after this many pass runs (bisecting).
-    pub stop_after: Option<usize>,
-    /// Record the graph after these passes (`fold`, `cse`, `dce`, `rewrite`, or `all`) into
-    /// [`Compiled::dumps`].
+    /// Stop after this many pass runs, or after the pass or group with this name
+    /// (`canonicalize`, `fold`, `cse`, `dce`, `rewrite`, `schedule`); see [`run_pipeline`].
+    pub stop_after: Option<StopAfter>,
+    /// Record the graph after these passes (`fold`, `cse`, `dce`, `rewrite`, `schedule`,
+    /// `plan`, or `all`) into [`Compiled::dumps`].
     pub print_after: Vec<String>,
     /// Schedules kept in a symbolic plan for the runtime to choose from (default 4).
     pub max_variants: Option<usize>,
 }
 
-/// What each stage did and how long it took.
+/// What each pass did and how long it took.
 #[derive(Debug, Serialize)]
 pub struct CompileReport {
-    /// Canonicalization report.
-    pub canonicalize: PassReport,
+    /// Every pass run of the pipeline (groups `canonicalize`, `rewrite`, `schedule`, `plan`)
+    /// with its changes, op counts and timing.
+    pub passes: PassReport,
     /// e-graph rewrite report, when groups ran.
     pub rewrite: Option<RewriteReport>,
-    /// Scheduler report.
-    pub schedule: ScheduleReport,
-    /// Number of remat/swap candidates.
+    /// Scheduler report (absent when the pipeline stopped before scheduling).
+    pub schedule: Option<ScheduleReport>,
+    /// Number of remat/swap candidates (0 when the pipeline stopped before the plan).
     pub candidates: usize,
     /// Ops of the planned graph (inputs excluded).
     pub ops: usize,
-    /// Wall time of each stage in ms.
+    /// Wall time of each group in ms (passes and verification).
     pub stage_ms: BTreeMap<String, f64>,
 }
 
@@ -64,7 +68,22 @@ pub struct Compiled {
     pub dumps: Vec<PassDump>,
     /// The plan (embeds `graph` as textual IR in `graph_ir`).
     pub plan: Plan,
-    /// Stage reports.
+    /// Pass reports.
+    pub report: CompileReport,
+}
+
+/// The state of the pipeline where it ended ([`run_pipeline`]): the graph, the analysis
+/// results that were produced, the dumps and the report.
+pub struct Staged {
+    /// The graph after the last pass that ran.
+    pub graph: Graph,
+    /// The schedule and its variants, when the `schedule` pass ran.
+    pub scheduled: Option<Scheduled>,
+    /// The plan, when the `plan` pass ran.
+    pub plan: Option<Plan>,
+    /// The graph after the passes named by [`CompileOptions::print_after`], in order.
+    pub dumps: Vec<PassDump>,
+    /// Pass reports.
     pub report: CompileReport,
 }
 
@@ -88,87 +107,124 @@ pub fn bind_graph(g: &mut Graph, b: &Bindings) {
     });
 }
 
-/// Runs the pipeline on an imported graph (see the module docs).
-pub fn compile(mut g: Graph, opts: &CompileOptions) -> Result<Compiled> {
-    let mut stage_ms = BTreeMap::new();
-    let mut t = Instant::now();
-    let mut lap = |name: &str, t: &mut Instant| {
-        stage_ms.insert(name.to_string(), t.elapsed().as_secs_f64() * 1e3);
-        *t = Instant::now();
-    };
+/// Names `--stop-after` accepts besides a run count: the groups and passes of the pipeline.
+pub const STOP_POINTS: &[&str] = &[
+    "canonicalize",
+    "fold",
+    "cse",
+    "dce",
+    "rewrite",
+    "schedule",
+    "plan",
+];
+
+/// The pass manager of the pipeline (see the module docs): groups `canonicalize` (fold, CSE,
+/// DCE to a fixed point, at most 4 sweeps), `rewrite` (only with rule groups), `schedule`
+/// and `plan`.
+pub fn pass_manager(opts: &CompileOptions) -> PassManager {
+    let mut sweep = opts.sweep.clone();
+    if let Some(b) = &opts.bind {
+        sweep.push(b.clone());
+    }
+    let mut pm = PassManager::new()
+        .group("canonicalize")
+        .add_pass(Fold::default())
+        .add_pass(Cse)
+        .add_pass(Dce)
+        .fixed_point(4);
+    if !opts.rewrite_groups.is_empty() {
+        pm = pm.group("rewrite").add_pass(RewritePass {
+            groups: opts.rewrite_groups.clone(),
+            limits: Limits::default(),
+        });
+    }
+    pm.group("schedule")
+        .add_pass(SchedulePass {
+            opts: ScheduleOptions {
+                bindings: sweep.clone(),
+                ..ScheduleOptions::default()
+            },
+            sweep,
+            // Without --bind, keep other good schedules too: the runtime picks per shape.
+            max_variants: if opts.bind.is_some() {
+                1
+            } else {
+                opts.max_variants.unwrap_or(4)
+            },
+            apply: false,
+        })
+        .group("plan")
+        .add_pass(PlanPass {
+            opts: PlanOptions {
+                bind: opts.bind.clone(),
+                ..PlanOptions::default()
+            },
+        })
+        .stop_at(opts.stop_after.clone())
+        .print_after(&opts.print_after)
+}
+
+/// Runs the pipeline's [`pass_manager`] on an imported graph, after binding symbols with
+/// [`CompileOptions::bind`], up to [`CompileOptions::stop_after`].
+///
+/// Errors: a `--bind` outside the graph's facts; a pass that fails or breaks the graph
+/// (named, with its run number); an unknown `stop_after` name.
+pub fn run_pipeline(mut g: Graph, opts: &CompileOptions) -> Result<Staged> {
+    if let Some(StopAfter::Pass(name)) = &opts.stop_after {
+        if !STOP_POINTS.contains(&name.as_str()) {
+            anyhow::bail!(
+                "--stop-after: unknown pass `{name}` (a run count or one of: {})",
+                STOP_POINTS.join(", ")
+            );
+        }
+    }
     if let Some(b) = &opts.bind {
         g.scope
             .check(b)
             .map_err(|e| anyhow::anyhow!("--bind: {e}"))?;
         bind_graph(&mut g, b);
     }
-    let pm = PassManager::from_names(&["fold", "cse", "dce"])?
-        .fixed_point(4)
-        .stop_after(opts.stop_after)
-        .print_after(&opts.print_after);
-    let mut canonicalize = pm.run(&mut g).context("canonicalization")?;
-    let mut dumps = std::mem::take(&mut canonicalize.dumps);
-    lap("canonicalize", &mut t);
-    let mut rewrite_report = None;
-    if !opts.rewrite_groups.is_empty() {
-        let (ng, r) = rewrite::rewrite(&g, &opts.rewrite_groups, &Limits::default())
-            .context("e-graph rewrites")?;
-        g = ng;
-        rewrite_report = Some(r);
-        if opts
-            .print_after
-            .iter()
-            .any(|p| p == "rewrite" || p == "all")
-        {
-            dumps.push(PassDump {
-                run: canonicalize.runs.len() + 1,
-                pass: "rewrite",
-                ir: ebb_ir::text::print(&g),
-            });
-        }
-        lap("rewrite", &mut t);
-    }
-    let mut sweep = opts.sweep.clone();
-    if let Some(b) = &opts.bind {
-        sweep.push(b.clone());
-    }
-    let sopts = ScheduleOptions {
-        bindings: sweep.clone(),
-        ..ScheduleOptions::default()
-    };
-    let (schedule, sreport) = schedule_checked(&g, &sopts, &sweep);
-    // Without --bind, keep other good schedules too: the runtime picks per shape.
-    let variants = if opts.bind.is_some() {
-        Vec::new()
-    } else {
-        schedule_variants(&g, &sopts, opts.max_variants.unwrap_or(4))
-    };
-    lap("schedule", &mut t);
-    let popts = PlanOptions {
-        bind: opts.bind.clone(),
-        ..PlanOptions::default()
-    };
-    let mut plan = build_plan(&g, &schedule, &popts).context("building the plan")?;
-    for (_, s) in variants.iter().filter(|(_, s)| *s != schedule) {
-        plan.alternatives
-            .push(build_plan(&g, s, &popts).context("building a plan variant")?);
-    }
-    plan.graph_ir = Some(ebb_ir::text::print(&g));
-    lap("plan", &mut t);
+    let mut cx = PassContext::new();
+    let mut passes = pass_manager(opts).run_in(&mut g, &mut cx)?;
+    let dumps = std::mem::take(&mut passes.dumps);
+    let stage_ms = passes
+        .groups
+        .iter()
+        .map(|r| (r.group.to_string(), r.time_us as f64 / 1e3))
+        .collect();
+    let scheduled = cx.take::<Scheduled>();
+    let plan = cx.take::<Plan>();
     let report = CompileReport {
-        canonicalize,
-        rewrite: rewrite_report,
-        schedule: sreport,
-        candidates: plan.candidates.len(),
+        rewrite: cx.take::<RewriteReport>(),
+        schedule: scheduled.as_ref().map(|s| s.report.clone()),
+        candidates: plan.as_ref().map_or(0, |p| p.candidates.len()),
         ops: g.op_count(),
         stage_ms,
+        passes,
+    };
+    Ok(Staged {
+        graph: g,
+        scheduled,
+        plan,
+        dumps,
+        report,
+    })
+}
+
+/// Runs the whole pipeline on an imported graph (see the module docs and [`run_pipeline`]).
+///
+/// Errors: those of [`run_pipeline`], and a `stop_after` that stopped it before the plan.
+pub fn compile(g: Graph, opts: &CompileOptions) -> Result<Compiled> {
+    let s = run_pipeline(g, opts)?;
+    let (Some(scheduled), Some(plan)) = (s.scheduled, s.plan) else {
+        anyhow::bail!("the pipeline stopped before the plan was built (stop_after)");
     };
     Ok(Compiled {
-        graph: g,
-        schedule,
+        graph: s.graph,
+        schedule: scheduled.schedule,
         plan,
-        report,
-        dumps,
+        report: s.report,
+        dumps: s.dumps,
     })
 }
 

@@ -182,12 +182,16 @@ fn compile_prints_the_ir_after_the_named_passes() {
         String::from_utf8_lossy(&out.stderr)
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    // fold runs first, then cse (pass run 2); --stop-after 2 ends canonicalization there.
+    // fold runs first, then cse (pass run 2); --stop-after 2 ends the pipeline there, and the
+    // output is the graph at that point, not a plan.
     assert_eq!(err.matches("// ----- IR after").count(), 1, "{err}");
     assert!(
         err.contains("// ----- IR after cse (pass run 2) -----\ngraph @main {"),
         "{err}"
     );
+    assert!(err.contains("stopped after cse (pass run 2)"), "{err}");
+    let written = std::fs::read_to_string(&plan).unwrap();
+    ebb_ir::text::parse(&written).expect("--stop-after writes textual IR");
     let bad = ebb(&[
         "compile",
         fixture.to_str().unwrap(),
@@ -198,4 +202,69 @@ fn compile_prints_the_ir_after_the_named_passes() {
     ]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown pass `licm`"));
+}
+
+/// Tests that every pipeline stage runs through the pass manager: the JSON report lists the
+/// groups canonicalize, schedule and plan with per-pass timing; `--stop-after schedule` ends
+/// before the plan; an unknown stop point is a clear error.
+#[test]
+fn compile_runs_every_stage_as_a_pass() {
+    let dir = std::env::temp_dir().join(format!("ebb-cli-stages-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out_path = dir.join("plan.json");
+    let fixture = jax_fixture("mlp_sgd");
+    let compile = |extra: &[&str]| {
+        let mut args = vec![
+            "compile",
+            fixture.to_str().unwrap(),
+            "-o",
+            out_path.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        ebb(&args)
+    };
+    let out = compile(&["--print-after", "schedule"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let groups: Vec<&str> = report["passes"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["canonicalize", "schedule", "plan"]);
+    let runs = report["passes"]["runs"].as_array().unwrap();
+    let last = &runs[runs.len() - 1];
+    assert_eq!(last["pass"], "plan");
+    assert!(last["time_us"].is_u64());
+    assert_eq!(last["result"]["changes"], report["candidates"]);
+    assert!(report["schedule"].is_object());
+    ebb_ir::plan::Plan::from_json(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("// ----- IR after schedule"));
+
+    let out = compile(&["--stop-after", "schedule"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["passes"]["stop_reason"], "stop_after");
+    assert_eq!(
+        report["passes"]["runs"].as_array().unwrap().last().unwrap()["pass"],
+        "schedule"
+    );
+    assert!(report["schedule"].is_object());
+    assert_eq!(report["candidates"], 0);
+    ebb_ir::text::parse(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+
+    let bad = compile(&["--stop-after", "licm"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("--stop-after: unknown pass `licm`"), "{err}");
 }

@@ -4,9 +4,14 @@
 
 use crate::canon::{Cse, Dce, Fold};
 use crate::manager::{Pass, PassError, PassManager};
+use crate::plan::PlanPass;
+use crate::rewrite::{RewritePass, RuleGroup};
+use crate::schedule::SchedulePass;
 
-/// Names accepted by [`pass_by_name`].
-pub const KNOWN_PASSES: &[&str] = &["dce", "cse", "fold"];
+/// Names accepted by [`pass_by_name`]: the canonicalization passes, `rewrite` (every rule
+/// group), `schedule` (analysis: leaves a schedule in the context) and `plan` (analysis: needs
+/// a schedule, leaves a plan).
+pub const KNOWN_PASSES: &[&str] = &["dce", "cse", "fold", "rewrite", "schedule", "plan"];
 
 /// The pass called `name` (one of [`KNOWN_PASSES`]) with its default settings.
 ///
@@ -16,6 +21,12 @@ pub fn pass_by_name(name: &str) -> Result<Box<dyn Pass>, PassError> {
         "dce" => Box::new(Dce),
         "cse" => Box::new(Cse),
         "fold" => Box::new(Fold::default()),
+        "rewrite" => Box::new(RewritePass {
+            groups: RuleGroup::ALL.to_vec(),
+            ..RewritePass::default()
+        }),
+        "schedule" => Box::new(SchedulePass::default()),
+        "plan" => Box::new(PlanPass::default()),
         _ => {
             return Err(PassError::UnknownPass {
                 name: name.to_string(),

@@ -2,7 +2,7 @@
 
 use ebb_ir::text::{parse, print};
 use ebb_passes::canon::Cse;
-use ebb_passes::manager::{Pass, PassResult};
+use ebb_passes::manager::{Pass, PassContext, PassResult};
 use ebb_testkit::before_after;
 
 /// Tests that identical ops are merged into the first one in program order, transitively in
@@ -154,8 +154,14 @@ fn second_run_changes_nothing() {
 }"#,
     )
     .unwrap();
-    assert_eq!(Cse.run(&mut g).unwrap(), PassResult::changes(1));
+    assert_eq!(
+        Cse.run(&mut g, &mut PassContext::new()).unwrap(),
+        PassResult::changes(1)
+    );
     let once = print(&g);
-    assert_eq!(Cse.run(&mut g).unwrap(), PassResult::unchanged());
+    assert_eq!(
+        Cse.run(&mut g, &mut PassContext::new()).unwrap(),
+        PassResult::unchanged()
+    );
     assert_eq!(print(&g), once);
 }

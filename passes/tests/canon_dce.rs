@@ -2,7 +2,7 @@
 
 use ebb_ir::text::{parse, print};
 use ebb_passes::canon::Dce;
-use ebb_passes::manager::{Pass, PassResult};
+use ebb_passes::manager::{Pass, PassContext, PassResult};
 use ebb_testkit::before_after;
 
 /// Tests that ops not reaching the outputs are removed transitively, and inputs are kept.
@@ -126,6 +126,9 @@ fn does_not_change_a_fully_live_graph() {
 }"#;
     let mut g = parse(text).unwrap();
     let before = print(&g);
-    assert_eq!(Dce.run(&mut g).unwrap(), PassResult::unchanged());
+    assert_eq!(
+        Dce.run(&mut g, &mut PassContext::new()).unwrap(),
+        PassResult::unchanged()
+    );
     assert_eq!(print(&g), before);
 }

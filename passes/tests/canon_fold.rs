@@ -3,7 +3,7 @@
 use ebb_ir::text::parse;
 use ebb_ir::verify::verify;
 use ebb_passes::canon::Fold;
-use ebb_passes::manager::{Pass, PassResult};
+use ebb_passes::manager::{Pass, PassContext, PassResult};
 use ebb_testkit::before_after;
 
 /// Tests that a `dim_constant` with constant dimensions becomes a `constant` (splat when all
@@ -131,7 +131,9 @@ fn does_not_fold_a_non_splat_large_constant() {
     insta::assert_snapshot!(s);
 
     let mut g = parse(&text).unwrap();
-    let r = Fold { max_elements: 128 }.run(&mut g).unwrap();
+    let r = Fold { max_elements: 128 }
+        .run(&mut g, &mut PassContext::new())
+        .unwrap();
     assert_eq!(
         r,
         PassResult::changes(2),

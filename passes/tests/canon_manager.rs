@@ -6,7 +6,7 @@ use ebb_ir::op::BroadcastSpec;
 use ebb_ir::text::{parse, print};
 use ebb_ir::{DType, Graph, Literal, Node, Op, TensorType, ValueRef};
 use ebb_passes::canon::{self, Cse, Dce, Fold};
-use ebb_passes::manager::{Pass, PassError, PassManager, PassResult, StopReason};
+use ebb_passes::manager::{Pass, PassContext, PassError, PassManager, PassResult, StopReason};
 use proptest::prelude::*;
 
 /// A graph with work for every pass: constant shape math to fold, duplicates to merge, dead
@@ -68,7 +68,7 @@ impl Pass for Liar {
     fn name(&self) -> &'static str {
         "liar"
     }
-    fn run(&self, _g: &mut Graph) -> Result<PassResult, PassError> {
+    fn run(&self, _g: &mut Graph, _cx: &mut PassContext) -> Result<PassResult, PassError> {
         Ok(PassResult::changes(1))
     }
 }
@@ -109,7 +109,9 @@ fn stop_after_limits_pass_runs() {
         (1, "fold", StopReason::StopAfter)
     );
     let mut only_fold = parse(MESSY).unwrap();
-    Fold::default().run(&mut only_fold).unwrap();
+    Fold::default()
+        .run(&mut only_fold, &mut PassContext::new())
+        .unwrap();
     assert_eq!(print(&g), print(&only_fold));
 
     let mut g = parse(MESSY).unwrap();
@@ -141,7 +143,7 @@ impl Pass for Breaker {
     fn name(&self) -> &'static str {
         "breaker"
     }
-    fn run(&self, g: &mut Graph) -> Result<PassResult, PassError> {
+    fn run(&self, g: &mut Graph, _cx: &mut PassContext) -> Result<PassResult, PassError> {
         let last = *g.order().last().unwrap();
         g.node_mut(last).outputs[0] = TensorType::fixed(DType::F32, &[3]);
         Ok(PassResult::changes(1))
@@ -190,7 +192,7 @@ fn verifier_names_the_pass_that_broke_the_graph() {
 #[test]
 fn rejects_an_invalid_input_graph() {
     let mut g = parse(MESSY).unwrap();
-    Breaker.run(&mut g).unwrap();
+    Breaker.run(&mut g, &mut PassContext::new()).unwrap();
     let err = canon::pipeline(4).run(&mut g).unwrap_err();
     assert!(matches!(err, PassError::InvalidInput { .. }), "{err}");
 }
@@ -203,7 +205,7 @@ fn passes_are_found_by_name() {
     let err = PassManager::from_names(&["dce", "licm"]).err().unwrap();
     assert_eq!(
         err.to_string(),
-        "unknown pass `licm` (known passes: dce, cse, fold)"
+        "unknown pass `licm` (known passes: dce, cse, fold, rewrite, schedule, plan)"
     );
 }
 
@@ -392,4 +394,97 @@ proptest! {
         prop_assert_eq!(after_types, types);
         prop_assert_eq!(eval(&g, x, y), expected);
     }
+}
+
+/// Tests groups: each group runs to its own fixed point in order, run numbers continue across
+/// groups, and the report lists every group with its iterations.
+#[test]
+fn groups_run_in_order_each_to_its_fixed_point() {
+    let mut g = parse(MESSY).unwrap();
+    let r = PassManager::new()
+        .group("canonicalize")
+        .add_pass(Fold::default())
+        .add_pass(Cse)
+        .add_pass(Dce)
+        .fixed_point(10)
+        .group("cleanup")
+        .add_pass(Dce)
+        .run(&mut g)
+        .unwrap();
+    let groups: Vec<_> = r.groups.iter().map(|g| (g.group, g.stop_reason)).collect();
+    assert_eq!(
+        groups,
+        [
+            ("canonicalize", StopReason::FixedPoint),
+            ("cleanup", StopReason::Completed)
+        ]
+    );
+    let last = r.runs.last().unwrap();
+    assert_eq!(
+        (last.group, last.pass, last.run),
+        ("cleanup", "dce", r.runs.len())
+    );
+    assert_eq!(r.iterations, r.groups[0].iterations + 1);
+    assert_eq!(r.stop_reason, StopReason::Completed);
+}
+
+/// Tests `StopAfter::Pass`: a pass name stops after its first run, a group name after the
+/// group ends; later groups do not run.
+#[test]
+fn stop_after_a_pass_or_group_name() {
+    use ebb_passes::manager::StopAfter;
+    let two_groups = |stop: &str| {
+        PassManager::new()
+            .group("canonicalize")
+            .add_pass(Fold::default())
+            .add_pass(Cse)
+            .add_pass(Dce)
+            .fixed_point(10)
+            .group("cleanup")
+            .add_pass(Dce)
+            .stop_at(Some(stop.parse::<StopAfter>().unwrap()))
+    };
+    let mut g = parse(MESSY).unwrap();
+    let r = two_groups("cse").run(&mut g).unwrap();
+    let passes: Vec<_> = r.runs.iter().map(|r| r.pass).collect();
+    assert_eq!(passes, ["fold", "cse"]);
+    assert_eq!(r.stop_reason, StopReason::StopAfter);
+
+    let mut g = parse(MESSY).unwrap();
+    let r = two_groups("canonicalize").run(&mut g).unwrap();
+    assert!(r.runs.iter().all(|r| r.group == "canonicalize"));
+    assert_eq!(r.groups.len(), 1);
+    assert_eq!(r.groups[0].stop_reason, StopReason::FixedPoint);
+    assert_eq!(r.stop_reason, StopReason::StopAfter);
+
+    assert_eq!("3".parse::<StopAfter>().unwrap(), StopAfter::Runs(3));
+}
+
+/// Tests that analysis passes hand results through the context: `plan` without a `schedule`
+/// before it is a clear error; with it, the plan is in the context and the graph unchanged.
+#[test]
+fn analysis_passes_share_results_through_the_context() {
+    use ebb_passes::manager::PassContext;
+    let mut g = parse(MESSY).unwrap();
+    let err = PassManager::from_names(&["plan"])
+        .unwrap()
+        .run(&mut g)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "pass `plan` needs the schedule (run `schedule` before it)"
+    );
+    let before = print(&g);
+    let mut cx = PassContext::new();
+    let r = PassManager::from_names(&["schedule", "plan"])
+        .unwrap()
+        .run_in(&mut g, &mut cx)
+        .unwrap();
+    assert_eq!(print(&g), before, "analysis passes leave the graph alone");
+    let plan = cx
+        .get::<ebb_ir::plan::Plan>()
+        .expect("the plan pass left a plan");
+    assert_eq!(r.runs[1].result.changes, plan.candidates.len());
+    assert!(plan.graph_ir.is_some());
+    assert!(cx.contains::<ebb_passes::schedule::Scheduled>());
 }

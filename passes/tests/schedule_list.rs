@@ -191,13 +191,16 @@ fn invalid_schedules_are_rejected_with_typed_errors() {
 
 #[test]
 fn schedule_pass_reorders_only_when_it_pays() {
-    use ebb_passes::manager::Pass;
+    use ebb_passes::manager::{Pass, PassContext};
     use ebb_passes::schedule::SchedulePass;
-    let pass = SchedulePass::default();
+    let pass = SchedulePass {
+        apply: true,
+        ..SchedulePass::default()
+    };
     let mut g = two_temporaries(true);
-    let r = pass.run(&mut g).unwrap();
+    let r = pass.run(&mut g, &mut PassContext::new()).unwrap();
     assert!(r.changed && r.changes == 2, "{r:?}"); // expand2 and reduce1 swap
     ebb_ir::verify::verify(&g).unwrap();
-    let r = pass.run(&mut g).unwrap();
+    let r = pass.run(&mut g, &mut PassContext::new()).unwrap();
     assert!(!r.changed, "a second run finds nothing better");
 }

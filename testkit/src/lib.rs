@@ -143,7 +143,7 @@ pub fn before_after(
     let before = print(&g);
     let name = pass.name();
     let r = pass
-        .run(&mut g)
+        .run(&mut g, &mut ebb_passes::manager::PassContext::new())
         .unwrap_or_else(|e| panic!("{name} runs: {e}"));
     verify(&g).unwrap_or_else(|e| panic!("graph verifies after {name}: {e}"));
     (

@@ -64,11 +64,13 @@ enum Command {
         /// Shapes the schedule must not be worse than program order at, e.g. `B=4,S=128;B=4,S=1024`.
         #[arg(long)]
         sweep: Option<String>,
-        /// Stop canonicalization after N pass runs (to bisect a pass bug).
-        #[arg(long)]
-        stop_after: Option<usize>,
+        /// Stop after N pass runs (to bisect a pass bug), or after a pass or group: one of
+        /// canonicalize, fold, cse, dce, rewrite, schedule, plan. When the pipeline stops
+        /// before the plan, the graph at that point (textual IR) is written to `--output`.
+        #[arg(long, value_name = "N|PASS")]
+        stop_after: Option<ebb_passes::manager::StopAfter>,
         /// Print the graph (textual IR) to standard error after each run of these passes
-        /// (comma-separated: fold, cse, dce, rewrite; `all` for every one).
+        /// (comma-separated: fold, cse, dce, rewrite, schedule, plan; `all` for every one).
         #[arg(long, value_delimiter = ',')]
         print_after: Vec<String>,
         /// Print the compile report as JSON on standard output.
@@ -201,12 +203,14 @@ fn run(cli: Cli) -> Result<()> {
             json,
             format,
         } => {
-            const PRINTABLE: &[&str] = &["fold", "cse", "dce", "rewrite", "all"];
             if let Some(p) = print_after
                 .iter()
-                .find(|p| !PRINTABLE.contains(&p.as_str()))
+                .find(|p| *p != "all" && !ebb_passes::registry::KNOWN_PASSES.contains(&p.as_str()))
             {
-                anyhow::bail!("--print-after: unknown pass `{p}` (fold, cse, dce, rewrite, all)");
+                anyhow::bail!(
+                    "--print-after: unknown pass `{p}` ({}, all)",
+                    ebb_passes::registry::KNOWN_PASSES.join(", ")
+                );
             }
             let (g, stats) = ebb_compiler::frontend::import_file(&file, format)?;
             if stats.unresolved_dims > 0 {
@@ -238,23 +242,36 @@ fn run(cli: Cli) -> Result<()> {
                 print_after,
                 max_variants: None,
             };
-            let c = pipeline::compile(g, &opts)?;
+            let c = pipeline::run_pipeline(g, &opts)?;
             for d in &c.dumps {
                 eprintln!(
                     "// ----- IR after {} (pass run {}) -----\n{}",
                     d.pass, d.run, d.ir
                 );
             }
-            write_output(Some(&output), &c.plan.to_json())?;
+            let what = match &c.plan {
+                Some(plan) => {
+                    write_output(Some(&output), &plan.to_json())?;
+                    format!("{} candidates", c.report.candidates)
+                }
+                None => {
+                    write_output(Some(&output), &ebb_ir::text::print(&c.graph))?;
+                    let last = c.report.passes.runs.last();
+                    format!(
+                        "stopped after {} (pass run {}); wrote the graph (textual IR), no plan",
+                        last.map_or("nothing", |r| r.pass),
+                        last.map_or(0, |r| r.run)
+                    )
+                }
+            };
             if json {
                 println!("{}", serde_json::to_string_pretty(&c.report)?);
             } else {
                 let total: f64 = c.report.stage_ms.values().sum();
                 eprintln!(
-                    "compiled {}: {} ops, {} candidates, {:.0} ms -> {}",
+                    "compiled {}: {} ops, {what}, {:.0} ms -> {}",
                     file.display(),
                     c.report.ops,
-                    c.report.candidates,
                     total,
                     output.display()
                 );

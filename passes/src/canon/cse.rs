@@ -25,7 +25,7 @@
 //! merged away, counting the ops inside their regions.
 
 use super::{for_each_region, has_side_effects, total_op_count};
-use crate::manager::{Pass, PassError, PassResult};
+use crate::manager::{Pass, PassContext, PassError, PassResult};
 use ebb_ir::{Graph, NodeId, OpKind, ValueRef};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
@@ -40,7 +40,7 @@ impl Pass for Cse {
         "cse"
     }
 
-    fn run(&self, g: &mut Graph) -> Result<PassResult, PassError> {
+    fn run(&self, g: &mut Graph, _cx: &mut PassContext) -> Result<PassResult, PassError> {
         Ok(PassResult::changes(eliminate_common_subexpressions(g)))
     }
 }

@@ -19,7 +19,7 @@
 //! [`super::total_op_count`]).
 
 use super::{for_each_region, has_side_effects, total_op_count};
-use crate::manager::{Pass, PassError, PassResult};
+use crate::manager::{Pass, PassContext, PassError, PassResult};
 use ebb_ir::{Graph, NodeId, OpKind};
 use petgraph::visit::{EdgeRef, NodeIndexable};
 use std::collections::HashSet;
@@ -33,7 +33,7 @@ impl Pass for Dce {
         "dce"
     }
 
-    fn run(&self, g: &mut Graph) -> Result<PassResult, PassError> {
+    fn run(&self, g: &mut Graph, _cx: &mut PassContext) -> Result<PassResult, PassError> {
         Ok(PassResult::changes(eliminate_dead_code(g)))
     }
 }

@@ -29,7 +29,7 @@
 //! plus literals canonicalized.
 
 use super::for_each_region;
-use crate::manager::{Pass, PassError, PassResult};
+use crate::manager::{Pass, PassContext, PassError, PassResult};
 use ebb_ir::op::{f16_bits_to_f32, f32_to_f16_bits};
 use ebb_ir::{DType, Graph, Literal, Node, NodeId, Op, TensorType, ValueRef};
 use std::collections::{HashMap, HashSet};
@@ -58,7 +58,7 @@ impl Pass for Fold {
         "fold"
     }
 
-    fn run(&self, g: &mut Graph) -> Result<PassResult, PassError> {
+    fn run(&self, g: &mut Graph, _cx: &mut PassContext) -> Result<PassResult, PassError> {
         Ok(PassResult::changes(fold_constants(g, self.max_elements)))
     }
 }

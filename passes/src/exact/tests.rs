@@ -44,10 +44,7 @@ fn build(ops: &[(u8, usize, usize)]) -> (Graph, Schedule) {
             2 => (Op::Add, vec![x, y]),
             3 => (Op::Multiply, vec![x, y]),
             4 => (Op::Subtract, vec![y, x]),
-            _ => (
-                Op::CustomCall(CustomCallSpec::new("opaque")),
-                vec![x],
-            ),
+            _ => (Op::CustomCall(CustomCallSpec::new("opaque")), vec![x]),
         };
         let id = g.add_node(Node::new(op, vec![ty(scale)]), &operands);
         vals.push((ValueRef::new(id, 0), scale));

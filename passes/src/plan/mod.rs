@@ -13,8 +13,10 @@
 pub mod check;
 mod derive;
 mod error;
+mod pass;
 
 pub use check::{check, resident_bytes, CheckError, CheckReport};
+pub use pass::PlanPass;
 
 use crate::memory::{self, Schedule};
 use crate::remat::threshold::{threshold_in_scope, ThresholdError};

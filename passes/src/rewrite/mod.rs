@@ -51,6 +51,7 @@ mod encode;
 mod extract;
 pub mod fold_transpose_dot;
 pub mod lang;
+mod pass;
 pub mod reassociate;
 pub mod rules;
 pub mod sink_broadcast;
@@ -64,6 +65,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 pub use lang::{ClassData, EbbEGraph, EbbNode, TypeAnalysis};
+pub use pass::RewritePass;
 pub use rules::Rule;
 
 /// A topic of rules. See the module docs of each group.

@@ -42,12 +42,14 @@
 mod context;
 mod dfs;
 mod list;
+mod pass;
 mod refine;
 
 use crate::memory::{lower_bound_of, validate_schedule, Liveness, Schedule, ScheduleError};
 use context::Ctx;
 use ebb_ir::{Bindings, Graph, OpKind};
 use list::Priority;
+pub use pass::{SchedulePass, Scheduled};
 use serde::Serialize;
 use std::fmt;
 
@@ -457,31 +459,4 @@ pub fn candidate_schedule(g: &Graph, strategy: Strategy) -> Schedule {
         .find(|c| c.strategy == strategy)
         .unwrap_or(&cands[0]);
     ctx.to_schedule(&c.order)
-}
-
-/// The scheduling pass for the pass manager: replaces the program order by [`schedule`]'s
-/// result. Reports one change per op whose position changed.
-#[derive(Clone, Debug, Default)]
-pub struct SchedulePass {
-    /// Options of [`schedule`].
-    pub opts: ScheduleOptions,
-}
-
-impl crate::manager::Pass for SchedulePass {
-    fn name(&self) -> &'static str {
-        "schedule"
-    }
-
-    fn run(&self, g: &mut Graph) -> Result<crate::manager::PassResult, crate::manager::PassError> {
-        let before = crate::memory::program_order(g);
-        let s = schedule(g, &self.opts);
-        let moved = before.iter().zip(&s).filter(|(a, b)| a != b).count();
-        if moved > 0 {
-            apply_schedule(g, &s).map_err(|e| crate::manager::PassError::Failed {
-                pass: "schedule",
-                message: e.to_string(),
-            })?;
-        }
-        Ok(crate::manager::PassResult::changes(moved))
-    }
 }
