@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use ebb_ir::plan::Plan;
 use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, Symbol};
 use ebb_passes::canon::{Cse, Dce, Fold};
+use ebb_passes::fuse::{FusePass, FusionReport};
 use ebb_passes::manager::{PassContext, PassDump, PassManager, PassReport, StopAfter};
 use ebb_passes::memory::{self, Schedule};
 use ebb_passes::plan::{PlanOptions, PlanPass};
@@ -38,6 +39,8 @@ pub struct CompileOptions {
     pub print_after: Vec<String>,
     /// Schedules kept in a symbolic plan for the runtime to choose from (default 4).
     pub max_variants: Option<usize>,
+    /// Run the loop fusion pass (`ebb_passes::fuse`) before scheduling (off by default).
+    pub fusion: bool,
 }
 
 /// What each pass did and how long it took.
@@ -48,6 +51,8 @@ pub struct CompileReport {
     pub passes: PassReport,
     /// e-graph rewrite report, when groups ran.
     pub rewrite: Option<RewriteReport>,
+    /// Fusion report (groups and the reasons for pairs not fused), when fusion ran.
+    pub fusion: Option<FusionReport>,
     /// Scheduler report (absent when the pipeline stopped before scheduling).
     pub schedule: Option<ScheduleReport>,
     /// Number of remat/swap candidates (0 when the pipeline stopped before the plan).
@@ -119,8 +124,8 @@ pub const STOP_POINTS: &[&str] = &[
 ];
 
 /// The pass manager of the pipeline (see the module docs): groups `canonicalize` (fold, CSE,
-/// DCE to a fixed point, at most 4 sweeps), `rewrite` (only with rule groups), `schedule`
-/// and `plan`.
+/// DCE to a fixed point, at most 4 sweeps), `rewrite` (only with rule groups), `fuse` (only
+/// with [`CompileOptions::fusion`]), `schedule` and `plan`.
 pub fn pass_manager(opts: &CompileOptions) -> PassManager {
     let mut sweep = opts.sweep.clone();
     if let Some(b) = &opts.bind {
@@ -137,6 +142,9 @@ pub fn pass_manager(opts: &CompileOptions) -> PassManager {
             groups: opts.rewrite_groups.clone(),
             limits: Limits::default(),
         });
+    }
+    if opts.fusion {
+        pm = pm.group("fuse").add_pass(FusePass);
     }
     pm.group("schedule")
         .add_pass(SchedulePass {
@@ -196,6 +204,7 @@ pub fn run_pipeline(mut g: Graph, opts: &CompileOptions) -> Result<Staged> {
     let plan = cx.take::<Plan>();
     let report = CompileReport {
         rewrite: cx.take::<RewriteReport>(),
+        fusion: cx.take::<FusionReport>(),
         schedule: scheduled.as_ref().map(|s| s.report.clone()),
         candidates: plan.as_ref().map_or(0, |p| p.candidates.len()),
         ops: g.op_count(),

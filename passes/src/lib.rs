@@ -6,6 +6,7 @@
 pub mod canon;
 #[cfg(feature = "exact")]
 pub mod exact;
+pub mod fuse;
 pub mod manager;
 pub mod memory;
 pub mod plan;

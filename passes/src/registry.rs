@@ -9,9 +9,9 @@ use crate::rewrite::{RewritePass, RuleGroup};
 use crate::schedule::SchedulePass;
 
 /// Names accepted by [`pass_by_name`]: the canonicalization passes, `rewrite` (every rule
-/// group), `schedule` (analysis: leaves a schedule in the context) and `plan` (analysis: needs
+/// group), `fuse` (loop fusion), `schedule` (analysis: leaves a schedule in the context) and `plan` (analysis: needs
 /// a schedule, leaves a plan).
-pub const KNOWN_PASSES: &[&str] = &["dce", "cse", "fold", "rewrite", "schedule", "plan"];
+pub const KNOWN_PASSES: &[&str] = &["dce", "cse", "fold", "rewrite", "fuse", "schedule", "plan"];
 
 /// The pass called `name` (one of [`KNOWN_PASSES`]) with its default settings.
 ///
@@ -25,6 +25,7 @@ pub fn pass_by_name(name: &str) -> Result<Box<dyn Pass>, PassError> {
             groups: RuleGroup::ALL.to_vec(),
             ..RewritePass::default()
         }),
+        "fuse" => Box::new(crate::fuse::FusePass),
         "schedule" => Box::new(SchedulePass::default()),
         "plan" => Box::new(PlanPass::default()),
         _ => {

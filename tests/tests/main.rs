@@ -8,6 +8,7 @@ mod canon_fixtures;
 mod exact;
 mod exec_numerics;
 mod finalize;
+mod fusion_fixtures;
 mod import_errors;
 mod import_fixtures;
 mod memory_fixtures;

@@ -3,6 +3,15 @@
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use ebb_compiler::frontend::Format;
+
+/// A switch (`on`/`off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OnOff {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
 use ebb_compiler::{pipeline, report};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -73,6 +82,14 @@ enum Command {
         /// (comma-separated: fold, cse, dce, rewrite, schedule, plan; `all` for every one).
         #[arg(long, value_delimiter = ',')]
         print_after: Vec<String>,
+        /// Loop fusion before scheduling (`on`): planning then sees only the values that leave
+        /// a fusion group; `off` (default) materializes every op result.
+        #[arg(long, value_enum, default_value = "off")]
+        fusion: OnOff,
+        /// Print the fusion groups and the reasons for producer-consumer pairs not fused to
+        /// standard error (with `--fusion on`).
+        #[arg(long)]
+        emit_groups: bool,
         /// Print the compile report as JSON on standard output.
         #[arg(long)]
         json: bool,
@@ -200,6 +217,8 @@ fn run(cli: Cli) -> Result<()> {
             sweep,
             stop_after,
             print_after,
+            fusion,
+            emit_groups,
             json,
             format,
         } => {
@@ -241,6 +260,7 @@ fn run(cli: Cli) -> Result<()> {
                 stop_after,
                 print_after,
                 max_variants: None,
+                fusion: fusion == OnOff::On,
             };
             let c = pipeline::run_pipeline(g, &opts)?;
             for d in &c.dumps {
@@ -248,6 +268,12 @@ fn run(cli: Cli) -> Result<()> {
                     "// ----- IR after {} (pass run {}) -----\n{}",
                     d.pass, d.run, d.ir
                 );
+            }
+            if emit_groups {
+                match &c.report.fusion {
+                    Some(f) => eprint!("{}", f.to_text()),
+                    None => eprintln!("--emit-groups: fusion did not run (add --fusion on)"),
+                }
             }
             let what = match &c.plan {
                 Some(plan) => {

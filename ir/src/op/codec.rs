@@ -34,6 +34,7 @@ impl Op {
             Op::Constant(l) => put("value", Attr::Literal(l.clone())),
             Op::DimConstant(v) => put("values", dims(v)),
             Op::Convert(d) => put("dtype", Attr::DType(*d)),
+            Op::Fusion(k) => put("kind", Attr::Str(k.name().into())),
             Op::Compare(c) => {
                 put("comparison_direction", Attr::Str(c.direction.name().into()));
                 if let Some(t) = c.compare_type {
@@ -327,6 +328,13 @@ impl Reader {
             },
             K::DimConstant => Op::DimConstant(self.dims("values")?),
             K::Convert => Op::Convert(self.dtype("dtype")?),
+            K::Fusion => {
+                let k = self.str("kind")?;
+                Op::Fusion(
+                    FusionKind::from_name(&k)
+                        .ok_or_else(|| self.err("kind", "is not loop/input"))?,
+                )
+            }
             K::Compare => {
                 let d = self.str("comparison_direction")?;
                 let direction = Relation::from_name(&d)

@@ -13,10 +13,12 @@
 
 mod attr;
 pub mod codec;
+pub mod fusion;
 mod literal;
 pub mod schema;
 
 pub use attr::{Attr, AttrError, Attrs};
+pub use fusion::{fusion_tile_bytes, FUSION_CHUNK};
 pub use literal::{f16_bits_to_f32, f32_to_f16_bits, Literal};
 pub use schema::*;
 
@@ -174,6 +176,10 @@ ops! {
     OptimizationBarrier = "optimization_barrier",
     /// Text attrs: `call_target_name`, `backend_config`, `has_side_effect`.
     CustomCall = "custom_call" (CustomCallSpec),
+    /// A fusion group made by the fusion pass (`ebb_passes::fuse`): one region whose inputs are
+    /// the operands and whose outputs are the results; the region's internal values are never
+    /// materialized. Text attr: `kind` (`loop`, `input`).
+    Fusion = "fusion" (FusionKind),
 }
 
 impl Op {
@@ -272,7 +278,11 @@ impl OpKind {
     /// Number of regions the op must carry.
     pub fn num_regions(self) -> usize {
         match self {
-            OpKind::Reduce | OpKind::ReduceWindow | OpKind::Scatter | OpKind::Sort => 1,
+            OpKind::Reduce
+            | OpKind::ReduceWindow
+            | OpKind::Scatter
+            | OpKind::Sort
+            | OpKind::Fusion => 1,
             OpKind::SelectAndScatter | OpKind::While => 2,
             _ => 0,
         }

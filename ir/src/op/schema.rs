@@ -102,6 +102,36 @@ pub struct PadSpec {
     pub interior: Vec<i64>,
 }
 
+/// The kind of a `fusion` op (XLA's fusion kinds).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum FusionKind {
+    /// Loop fusion: every op of the region is evaluated at each element of the results, in
+    /// row-major (flat index) order; the results share one element count.
+    Loop,
+    /// Input fusion: a `reduce` root over trailing dimensions with fused elementwise producers
+    /// of its operand.
+    Input,
+}
+
+impl FusionKind {
+    /// Text spelling (`loop`, `input`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FusionKind::Loop => "loop",
+            FusionKind::Input => "input",
+        }
+    }
+
+    /// Parses [`FusionKind::name`]'s spelling.
+    pub fn from_name(s: &str) -> Option<FusionKind> {
+        match s {
+            "loop" => Some(FusionKind::Loop),
+            "input" => Some(FusionKind::Input),
+            _ => None,
+        }
+    }
+}
+
 /// `iota`: indices along `dimension` of a tensor of `shape` and `dtype`.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct IotaSpec {

@@ -129,6 +129,32 @@ pub fn infer(op: &Op, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
         Op::DynamicUpdateSlice | Op::Reverse(_) | Op::SelectAndScatter(_) => {
             one(nth(kind, operands, 0)?.clone())
         }
+        Op::Fusion(_) => {
+            let [r] = regions else {
+                return Err(invalid(kind, "needs one region"));
+            };
+            let ins = r.inputs();
+            if ins.len() != operands.len() {
+                return Err(invalid(
+                    kind,
+                    "region inputs differ from the operands in number",
+                ));
+            }
+            for (i, (&id, t)) in ins.iter().zip(operands).enumerate() {
+                if &r.node(id).outputs[0] != *t {
+                    return Err(invalid(
+                        kind,
+                        format!("region input {i} differs from operand {i}"),
+                    ));
+                }
+            }
+            Ok(Some(
+                r.outputs()
+                    .iter()
+                    .map(|v| r.value_type(*v).clone())
+                    .collect(),
+            ))
+        }
         Op::Sort(_) | Op::While | Op::OptimizationBarrier => {
             if kind == While && regions.len() == 2 {
                 let body = &regions[1];

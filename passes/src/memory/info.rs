@@ -201,11 +201,19 @@ fn value_id(value_base: &[u32], g: &Graph, v: ValueRef) -> Option<u32> {
 /// the maximum over the op's regions. `None` for ops without such regions (`reduce`, `sort`,
 /// `scatter` comparators are scalar bodies and are ignored).
 ///
+/// A `fusion` op is charged its tile buffers only ([`ebb_ir::op::fusion_tile_bytes`]).
+///
 /// Conservative: the region's outputs are counted both inside (in its peak) and outside (as
 /// the op's results), and the regions of a `while` are charged at the op's point only, as if
 /// one iteration's transient memory were live for the whole op.
 fn region_transient(g: &Graph, id: NodeId, scope: &SymbolScope) -> Option<DimExpr> {
     let node = g.node(id);
+    if let (ebb_ir::Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
+        // A fusion's internal values are never materialized: only its tile buffers.
+        return ebb_ir::op::fusion_tile_bytes(region)
+            .ok()
+            .map(|e| scope.normalize(&e));
+    }
     let mut parts = Vec::new();
     for r in &node.regions {
         let has_tensor = r

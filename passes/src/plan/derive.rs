@@ -210,7 +210,16 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
 
 /// Transient bytes of the op `id` from its regions (see the module docs); 0 without regions
 /// that hold a tensor.
+///
+/// A `fusion` op holds its tile buffers only: the contract of [`ebb_ir::op::fusion`], shared
+/// with the executor, evaluated here at the bindings.
 fn region_transient(g: &Graph, id: NodeId, b: &Bindings) -> Result<i64, CheckError> {
+    let node = g.node(id);
+    if let (ebb_ir::Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
+        return ebb_ir::op::fusion_tile_bytes(region)
+            .and_then(|e| e.eval(b))
+            .map_err(CheckError::Bindings);
+    }
     let mut best: Option<i64> = None;
     for r in &g.node(id).regions {
         let holds_tensor = r

@@ -18,6 +18,7 @@
 //! * data movement and creation (`broadcast_in_dim`, `reshape`, `transpose`, `slice`,
 //!   `dynamic_slice`, `dynamic_update_slice`, `concatenate`, `pad`, `reverse`, `gather`,
 //!   `iota`, `constant`, `dim_constant`, `input`, `optimization_barrier`): 0 FLOPs.
+//! * `fusion`: the sum over its region's ops.
 //! * `while` (unknown trip count) and `custom_call` (opaque): 0, so they must never be chosen
 //!   for recompute on this estimate; the candidate search excludes them.
 
@@ -92,6 +93,15 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
             let mut total = DimExpr::zero();
             for t in &operands[operands.len() - inputs..] {
                 total = total.checked_add(&elems(t)?)?;
+            }
+            Ok(total)
+        }
+        Op::Fusion(_) => {
+            let mut total = DimExpr::zero();
+            for r in &n.regions {
+                for &m in r.order() {
+                    total = total.checked_add(&try_flops(r, m)?)?;
+                }
             }
             Ok(total)
         }

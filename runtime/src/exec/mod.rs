@@ -26,6 +26,7 @@ mod dot;
 mod elementwise;
 pub mod evict;
 mod fastmath;
+mod fusion;
 mod gather_scatter;
 mod layout;
 mod reduce;
@@ -625,6 +626,7 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
         Op::Gather(gd) => one(gather_scatter::gather(ctx, gd, ops)),
         Op::Scatter(sd) => Ok(gather_scatter::scatter(ctx, sd, ops)?),
         Op::While => Ok(control::while_loop(ctx, ops)?),
+        Op::Fusion(ebb_ir::op::FusionKind::Loop) => Ok(fusion::loop_fusion(ctx, ops)?),
         Op::Sort(spec) => Ok(control::sort(ctx, spec, ops)?),
         Op::OptimizationBarrier => Ok(ops),
         Op::CustomCall(cc) => Err(KernelFailure::Exec(ExecError::Unsupported {

@@ -1,0 +1,141 @@
+//! Fusion: partitions the graph into loop fusion groups and outlines each into a `fusion` op,
+//! so that planning (liveness, scheduling, candidates, the checker) sees only the values that
+//! leave a group; a group's working set is its tile buffers
+//! ([`ebb_ir::op::fusion_tile_bytes`]), charged at its point.
+//!
+//! * [`legality`]: which producer may join a group, and the named reasons when not;
+//! * [`partition`]: the grouping (reverse program order, producers latest first);
+//! * [`outline`]: the graph transform.
+//!
+//! Loop fusion only, of flat-aligned members (elementwise ops, `convert`, `compare`,
+//! `select`, `clamp`, `reshape`, `broadcast_in_dim` — expanding ones read an outside operand —
+//! and `iota`); not yet: input fusion under a `reduce` root, duplication of cheap producers,
+//! transposes, multi-output fusion of siblings, dot epilogues (issue #11).
+//!
+//! Invariant: [`FusePass`] leaves a graph that verifies and computes the same outputs; every
+//! `fusion` op's region holds at least two ops.
+
+pub mod legality;
+pub mod outline;
+pub mod partition;
+
+pub use legality::NotFused;
+pub use partition::{partition, FusionGroup, Partition, Rejection};
+
+use crate::manager::{Pass, PassContext, PassError, PassResult};
+use ebb_ir::Graph;
+use serde::Serialize;
+
+/// One fusion group as reported (`ebb compile --json`, `--emit groups`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GroupSummary {
+    /// The `fusion` op's region name (`fusion<N>`).
+    pub name: String,
+    /// Op kinds of the members, in program order.
+    pub ops: Vec<&'static str>,
+    /// Elements of the iteration space.
+    pub space: String,
+    /// Number of results (values read outside the group or graph outputs).
+    pub results: usize,
+}
+
+/// A producer-consumer pair left apart, as reported.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RejectionSummary {
+    /// Producer op kind and location.
+    pub producer: String,
+    /// Consumer op kind and location.
+    pub consumer: String,
+    /// Why.
+    #[serde(flatten)]
+    pub reason: NotFused,
+}
+
+/// What [`FusePass`] did, left in the [`PassContext`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FusionReport {
+    /// The groups, in program order.
+    pub groups: Vec<GroupSummary>,
+    /// Ops moved into groups.
+    pub fused_ops: usize,
+    /// Pairs not fused, with the reason.
+    pub rejected: Vec<RejectionSummary>,
+}
+
+impl FusionReport {
+    /// One line per group, then one per rejected pair (for `--emit groups` and snapshots).
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        for g in &self.groups {
+            s += &format!(
+                "{} ({} ops, {} elements, {} results): {}\n",
+                g.name,
+                g.ops.len(),
+                g.space,
+                g.results,
+                g.ops.join(" ")
+            );
+        }
+        for r in &self.rejected {
+            s += &format!(
+                "not fused: {} -> {}: {}\n",
+                r.producer, r.consumer, r.reason
+            );
+        }
+        s
+    }
+}
+
+/// The fusion pass (see the module docs). Reports one change per op moved into a group.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FusePass;
+
+fn describe(g: &Graph, n: ebb_ir::NodeId) -> String {
+    let node = g.node(n);
+    match &node.loc {
+        Some(l) => format!("{} ({l})", node.kind().name()),
+        None => format!("{} (%{})", node.kind().name(), n.index()),
+    }
+}
+
+impl Pass for FusePass {
+    fn name(&self) -> &'static str {
+        "fuse"
+    }
+
+    fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
+        let p = partition(g);
+        let rejected = p
+            .rejected
+            .iter()
+            .map(|r| RejectionSummary {
+                producer: describe(g, r.producer),
+                consumer: describe(g, r.consumer),
+                reason: r.reason.clone(),
+            })
+            .collect();
+        let mut report = FusionReport {
+            rejected,
+            ..FusionReport::default()
+        };
+        for (i, group) in p.groups.iter().enumerate() {
+            let name = format!("fusion{i}");
+            let ops = group
+                .members
+                .iter()
+                .map(|&m| g.node(m).kind().name())
+                .collect();
+            let id = outline::outline(g, group, &name);
+            report.fused_ops += group.members.len();
+            report.groups.push(GroupSummary {
+                name,
+                ops,
+                space: group.space.to_string(),
+                results: g.node(id).outputs.len(),
+            });
+        }
+        let changes = report.fused_ops;
+        cx.insert(report);
+        Ok(PassResult::changes(changes))
+    }
+}

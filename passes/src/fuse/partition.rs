@@ -1,0 +1,128 @@
+//! Partitions a graph into loop fusion groups (XLA's producer-consumer loop fusion, restricted
+//! to flat-aligned members; see [`super::legality`]).
+//!
+//! Algorithm: visit the ops in reverse program order; an op not yet in a group and fusible
+//! becomes the root of a new group over its result's element count; its producers are
+//! considered latest-first (so every user of a producer has been decided before it) and join
+//! when [`join`] allows. Groups of one op are dropped. Deterministic: the result depends on the
+//! program order only.
+//!
+//! Invariant: groups are disjoint but for duplicated members (cheap producers copied into
+//! each group that reads them, which stay in the graph for their other users); every other
+//! member's users are members, except those of values that are graph outputs or of the root;
+//! so outlining a group creates no cycle.
+
+use super::legality::{join, loop_fusible, Join, NotFused};
+use ebb_ir::{DimExpr, Graph, NodeId, OpKind};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+/// One fusion group: its root (the last member in program order) and its members.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FusionGroup {
+    /// The root op, whose result gives the iteration space.
+    pub root: NodeId,
+    /// Members in program order (the root last).
+    pub members: Vec<NodeId>,
+    /// Members that are copies: cheap producers that stay in the graph for their other users.
+    pub duplicated: HashSet<NodeId>,
+    /// Elements of the iteration space (the root's result).
+    pub space: DimExpr,
+}
+
+/// A producer that was not fused into the group of its consumer, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejection {
+    /// The producer.
+    pub producer: NodeId,
+    /// The consumer, a member of the group.
+    pub consumer: NodeId,
+    /// Why.
+    pub reason: NotFused,
+}
+
+/// The groups of a graph and the named reasons for the producer-consumer pairs left apart.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Partition {
+    /// Groups of two or more ops, in order of their roots in program order.
+    pub groups: Vec<FusionGroup>,
+    /// Rejected producer-consumer pairs (inputs and constants are never listed: they stay
+    /// outside every group by design).
+    pub rejected: Vec<Rejection>,
+}
+
+/// Partitions `g` (see the module docs).
+pub fn partition(g: &Graph) -> Partition {
+    let pos: HashMap<NodeId, usize> = g.order().iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    let mut assigned: HashSet<NodeId> = HashSet::new();
+    let mut out = Partition::default();
+    for &root in g.order().iter().rev() {
+        let r = g.node(root);
+        if assigned.contains(&root) || !loop_fusible(&r.op) || r.outputs.len() != 1 {
+            continue;
+        }
+        let space = r.outputs[0].num_elements();
+        let mut members: HashSet<NodeId> = HashSet::from([root]);
+        // Producers to consider, latest first: (position, producer, consumer).
+        let mut todo: BTreeSet<(usize, NodeId, NodeId)> = BTreeSet::new();
+        let push = |todo: &mut BTreeSet<_>, c: NodeId| {
+            for v in g.operands(c) {
+                todo.insert((pos[&v.node], v.node, c));
+            }
+        };
+        push(&mut todo, root);
+        let mut rejected = Vec::new();
+        let mut duplicated: HashSet<NodeId> = HashSet::new();
+        while let Some((_, p, c)) = todo.pop_last() {
+            // A duplicable producer may be copied into several groups.
+            let taken = assigned.contains(&p) && !super::legality::duplicable(&g.node(p).op);
+            if members.contains(&p) || taken || external_by_design(g, p) {
+                continue;
+            }
+            match join(g, p, &space, &|n| members.contains(&n)) {
+                Ok(how) => {
+                    members.insert(p);
+                    if how == Join::Duplicate {
+                        duplicated.insert(p);
+                    }
+                    push(&mut todo, p);
+                }
+                Err(reason) => {
+                    if !rejected.iter().any(|x: &Rejection| x.producer == p) {
+                        rejected.push(Rejection {
+                            producer: p,
+                            consumer: c,
+                            reason,
+                        });
+                    }
+                }
+            }
+        }
+        // A producer rejected for one member may have joined through another path.
+        rejected.retain(|x| !members.contains(&x.producer));
+        out.rejected.extend(rejected);
+        if members.len() < 2 {
+            continue;
+        }
+        let mut ms: Vec<NodeId> = members.into_iter().collect();
+        ms.sort_by_key(|n| pos[n]);
+        assigned.extend(ms.iter().copied().filter(|m| !duplicated.contains(m)));
+        out.groups.push(FusionGroup {
+            root,
+            members: ms,
+            duplicated,
+            space,
+        });
+    }
+    out.groups.reverse();
+    out.rejected
+        .sort_by_key(|x| (pos[&x.consumer], pos[&x.producer]));
+    out
+}
+
+/// Inputs and constants stay outside every group.
+fn external_by_design(g: &Graph, n: NodeId) -> bool {
+    matches!(
+        g.node(n).kind(),
+        OpKind::Input | OpKind::Constant | OpKind::DimConstant
+    )
+}
