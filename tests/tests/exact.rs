@@ -243,10 +243,7 @@ fn random_graph(ops: &[(u8, usize, usize)]) -> Graph {
             3 => (Op::Multiply, vec![x, y]),
             4 => (Op::Subtract, vec![y, x]),
             5 => (Op::Maximum, vec![x, y]),
-            _ => (
-                Op::CustomCall(CustomCallSpec::new("opaque")),
-                vec![x],
-            ),
+            _ => (Op::CustomCall(CustomCallSpec::new("opaque")), vec![x]),
         };
         let id = g.add_node(Node::new(op, vec![ty(scale)]), &operands);
         vals.push((ebb_ir::ValueRef::new(id, 0), scale));
@@ -391,7 +388,7 @@ fn candidates_vs_full_checkmate_on_the_mlp() {
         let sched: Vec<NodeId> = plan
             .schedule
             .iter()
-            .map(|&pos| c.graph.order()[pos])
+            .map(|&pos| c.graph.order()[pos.index()])
             .collect();
         let peak = check(&c.graph, plan, &[], &b).unwrap().peak;
         for frac in [0.95, 0.9, 0.8, 0.7] {
