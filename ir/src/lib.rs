@@ -6,6 +6,7 @@
 pub mod dim;
 pub mod dtype;
 pub mod graph;
+pub mod index;
 pub mod op;
 pub mod plan;
 pub mod shape;
@@ -16,5 +17,6 @@ pub mod verify;
 pub use dim::{Bindings, BindingsExt, DimExpr, DimOrdering, Symbol, SymbolScope};
 pub use dtype::DType;
 pub use graph::{Graph, Node, NodeId, Relation, ShapeAssertion, ValueRef};
+pub use index::{CandidateId, OpPos, Point, ProgPoint, Side, ValueId};
 pub use op::{Attr, Attrs, Literal, Op, OpKind};
 pub use types::{Shape, TensorType};

@@ -3,13 +3,17 @@
 //! sizes and costs are [`DimExpr`] text, e.g. `"256*B*S"`.
 //!
 //! # Points, positions and value ids
-//! * A *position* is an index into the graph's program order ([`Graph::order`](crate::Graph::order),
-//!   inputs included) at the time the plan was made: `plan.schedule`, [`PlanValue::node`] and
-//!   [`Candidate::recompute`] name ops by position, so a plan is only meaningful together with
-//!   the graph it was made from ([`Plan::ops`] records the length of that order as a guard).
-//! * The schedule lists the non-input ops in execution order. A *point* `p` is the execution
-//!   of `schedule[p]`; a graph without ops still has one point (at which its inputs are
-//!   resident).
+//! Each index space has its own type ([`crate::index`]): [`OpPos`], [`Point`], [`ValueId`] and
+//! [`CandidateId`], serialized as bare numbers, and [`ProgPoint`] for "before / after the op at
+//! a point" (not part of the format).
+//! * A *position* ([`OpPos`]) is an index into the graph's program order
+//!   ([`Graph::order`](crate::Graph::order), inputs included) at the time the plan was made:
+//!   `plan.schedule`, [`PlanValue::node`] and [`Candidate::recompute`] name ops by position, so
+//!   a plan is only meaningful together with the graph it was made from ([`Plan::ops`] records
+//!   the length of that order as a guard).
+//! * The schedule lists the non-input ops in execution order. A *point* `p` ([`Point`]) is the
+//!   execution of `schedule[p]`; a graph without ops still has one point (at which its inputs
+//!   are resident).
 //! * A [`ValueId`] is an index into [`Plan::values`]. The table lists every result of every op
 //!   (inputs included) exactly once, sorted by (producer position, result index): the
 //!   ordering is part of the format, so ids map back to graph values without a lookup table.
@@ -33,22 +37,23 @@
 //! is issued before `schedule[prefetch_at]` and must complete before `regenerate_before`),
 //! for a recompute from `regenerate_before`. Regenerations and reloads due before the same
 //! point run in candidate order (a recompute may read a value regenerated just before it by a
-//! candidate with a smaller index). The offload is counted as complete when the buffer is
-//! freed: the runtime must wait for the copy before reusing that memory. See
+//! candidate with a smaller index). In [`ProgPoint`] terms, the eviction happens at
+//! [`Candidate::evict_point`] (after `evict_after`) and the value is back at
+//! [`Candidate::back_point`] (before `regenerate_before` or `prefetch_at`). The offload is
+//! counted as complete when the buffer is freed: the runtime must wait for the copy before
+//! reusing that memory. See
 //! `ebb_passes::remat` for how candidates are found and `ebb_passes::plan::check` for the rules
 //! a set of decisions must obey.
 
 use crate::dim::{Bindings, DimExpr, Symbol, SymbolScope};
 use crate::graph::ShapeAssertion;
+pub use crate::index::{CandidateId, OpPos, Point, ProgPoint, Side, ValueId};
 use serde::{Deserialize, Serialize};
 
 /// The format version written into [`Plan::version`]; [`Plan::from_json`] rejects others.
 /// Version 2: the embedded graph's op payloads are typed and parsed strictly (an attribute an
 /// op does not have is an error), and optional lists holding only defaults are not printed.
 pub const PLAN_VERSION: u32 = 2;
-
-/// Index into [`Plan::values`].
-pub type ValueId = usize;
 
 /// Role of a value in the step (decides how its live range ends).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
@@ -66,15 +71,15 @@ pub enum ValueClass {
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct PlanValue {
     /// Program-order position of the producing op.
-    pub node: usize,
+    pub node: OpPos,
     /// Result index on that op.
     pub output: u32,
     /// Size in bytes (`elements * dtype size`).
     pub bytes: DimExpr,
     /// Point at which the value becomes resident (its producer's point; 0 for inputs).
-    pub def: usize,
+    pub def: Point,
     /// Last point at which the value is resident (see the module docs).
-    pub last_use: usize,
+    pub last_use: Point,
     /// Input, output or intermediate.
     pub class: ValueClass,
 }
@@ -83,7 +88,7 @@ pub struct PlanValue {
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct PointBytes {
     /// The point.
-    pub point: usize,
+    pub point: Point,
     /// Bytes.
     pub bytes: DimExpr,
 }
@@ -106,17 +111,17 @@ pub struct Candidate {
     /// The value to evict.
     pub value: ValueId,
     /// The value is freed after the op at this point (its definition or a use) has run.
-    pub evict_after: usize,
+    pub evict_after: Point,
     /// The value is resident again before the op at this point (its next use) runs.
-    pub regenerate_before: usize,
+    pub regenerate_before: Point,
     /// For a swap: the point before which the reload is issued
     /// (`evict_after < prefetch_at <= regenerate_before`).
-    pub prefetch_at: usize,
+    pub prefetch_at: Point,
     /// For a recompute: the ops to rerun, as program-order positions in execution order; the
     /// last one produces the value. Their operands are either produced earlier in this list
     /// (transient values, freed when the regeneration ends) or listed in `recompute_reads`.
     /// Empty when recompute is not allowed.
-    pub recompute: Vec<usize>,
+    pub recompute: Vec<OpPos>,
     /// Values the recompute reads, all resident right before `regenerate_before` whatever other
     /// candidates are taken.
     pub recompute_reads: Vec<ValueId>,
@@ -145,13 +150,37 @@ impl Candidate {
     pub fn allows(&self, kind: DecisionKind) -> bool {
         self.kinds.contains(&kind)
     }
+
+    /// When the value is evicted: after the op at `evict_after` (and that point's frees).
+    pub fn evict_point(&self) -> ProgPoint {
+        ProgPoint::after(self.evict_after)
+    }
+
+    /// When a recompute brings the value back: before the op at `regenerate_before`.
+    pub fn regenerate_point(&self) -> ProgPoint {
+        ProgPoint::before(self.regenerate_before)
+    }
+
+    /// When a swap's reload is issued: before the op at `prefetch_at`.
+    pub fn prefetch_point(&self) -> ProgPoint {
+        ProgPoint::before(self.prefetch_at)
+    }
+
+    /// When the value is resident again if taken as `kind`: [`Candidate::regenerate_point`]
+    /// for a recompute, [`Candidate::prefetch_point`] for a swap.
+    pub fn back_point(&self, kind: DecisionKind) -> ProgPoint {
+        match kind {
+            DecisionKind::Recompute => self.regenerate_point(),
+            DecisionKind::Swap => self.prefetch_point(),
+        }
+    }
 }
 
 /// A chosen candidate: index into [`Plan::candidates`] and the kind chosen.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub struct Decision {
     /// Index into [`Plan::candidates`].
-    pub candidate: usize,
+    pub candidate: CandidateId,
     /// Recompute or swap.
     pub kind: DecisionKind,
 }
@@ -199,7 +228,7 @@ pub struct Plan {
     /// Number of ops (inputs included) in the program order the positions refer to.
     pub ops: usize,
     /// The schedule: `schedule[p]` is the program-order position of the op run at point `p`.
-    pub schedule: Vec<usize>,
+    pub schedule: Vec<OpPos>,
     /// Every value with its size and live range, sorted by (position, result).
     pub values: Vec<PlanValue>,
     /// Transient memory of region-carrying ops, charged at their point only.
@@ -289,7 +318,7 @@ impl Plan {
     /// # Errors
     /// [`PlanError::OutOfRange`] naming the first bad field.
     pub fn validate_indices(&self) -> Result<(), PlanError> {
-        let points = self.schedule.len().max(1);
+        let points = self.points();
         let check = |field, index, value, limit| {
             if value < limit {
                 Ok(())
@@ -303,40 +332,64 @@ impl Plan {
             }
         };
         for (i, &s) in self.schedule.iter().enumerate() {
-            check("schedule", i, s, self.ops)?;
+            check("schedule", i, s.index(), self.ops)?;
         }
         for (i, v) in self.values.iter().enumerate() {
-            check("values.node", i, v.node, self.ops)?;
-            check("values.def", i, v.def, points)?;
-            check("values.last_use", i, v.last_use, points)?;
+            check("values.node", i, v.node.index(), self.ops)?;
+            check("values.def", i, v.def.index(), points)?;
+            check("values.last_use", i, v.last_use.index(), points)?;
         }
         for (i, t) in self.region_transients.iter().enumerate() {
-            check("region_transients.point", i, t.point, points.max(1))?;
+            check("region_transients.point", i, t.point.index(), points.max(1))?;
         }
         for (i, c) in self.candidates.iter().enumerate() {
-            check("candidates.value", i, c.value, self.values.len())?;
-            check("candidates.evict_after", i, c.evict_after, points)?;
+            check("candidates.value", i, c.value.index(), self.values.len())?;
+            check("candidates.evict_after", i, c.evict_after.index(), points)?;
             check(
                 "candidates.regenerate_before",
                 i,
-                c.regenerate_before,
+                c.regenerate_before.index(),
                 points,
             )?;
-            check("candidates.prefetch_at", i, c.prefetch_at, points)?;
+            check("candidates.prefetch_at", i, c.prefetch_at.index(), points)?;
             for &r in &c.recompute {
-                check("candidates.recompute", i, r, self.ops)?;
+                check("candidates.recompute", i, r.index(), self.ops)?;
             }
             for &r in &c.recompute_reads {
-                check("candidates.recompute_reads", i, r, self.values.len())?;
+                check(
+                    "candidates.recompute_reads",
+                    i,
+                    r.index(),
+                    self.values.len(),
+                )?;
             }
         }
         Ok(())
     }
 
+    /// The value `id`.
+    ///
+    /// # Panics
+    /// When `id` is not below `values.len()` (never for a plan that passed
+    /// [`Plan::validate_indices`] and an id taken from it).
+    pub fn value(&self, id: ValueId) -> &PlanValue {
+        &self.values[id.index()]
+    }
+
+    /// The candidate `id`, `None` when out of range.
+    pub fn candidate(&self, id: CandidateId) -> Option<&Candidate> {
+        self.candidates.get(id.index())
+    }
+
+    /// Number of points: the schedule's length, at least 1 (see the module docs).
+    pub fn points(&self) -> usize {
+        self.schedule.len().max(1)
+    }
+
     /// One decision of `kind` for every candidate that allows it.
     pub fn decisions_of_kind(&self, kind: DecisionKind) -> Vec<Decision> {
-        (0..self.candidates.len())
-            .filter(|&c| self.candidates[c].allows(kind))
+        CandidateId::all(self.candidates.len())
+            .filter(|&c| self.candidates[c.index()].allows(kind))
             .map(|candidate| Decision { candidate, kind })
             .collect()
     }
@@ -404,44 +457,44 @@ mod tests {
             point_flops: None,
             graph_ir: None,
             alternatives: Vec::new(),
-            schedule: vec![1, 2],
+            schedule: vec![OpPos::new(1), OpPos::new(2)],
             values: vec![
                 PlanValue {
-                    node: 0,
+                    node: OpPos::new(0),
                     output: 0,
                     bytes: bytes.clone(),
-                    def: 0,
-                    last_use: 1,
+                    def: Point::new(0),
+                    last_use: Point::new(1),
                     class: ValueClass::Input,
                 },
                 PlanValue {
-                    node: 1,
+                    node: OpPos::new(1),
                     output: 0,
                     bytes: bytes.clone(),
-                    def: 0,
-                    last_use: 1,
+                    def: Point::new(0),
+                    last_use: Point::new(1),
                     class: ValueClass::Intermediate,
                 },
                 PlanValue {
-                    node: 2,
+                    node: OpPos::new(2),
                     output: 0,
                     bytes: bytes.clone(),
-                    def: 1,
-                    last_use: 1,
+                    def: Point::new(1),
+                    last_use: Point::new(1),
                     class: ValueClass::Output,
                 },
             ],
             region_transients: vec![PointBytes {
-                point: 1,
+                point: Point::new(1),
                 bytes: "4*B".parse().unwrap(),
             }],
             candidates: vec![Candidate {
-                value: 1,
-                evict_after: 0,
-                regenerate_before: 1,
-                prefetch_at: 1,
-                recompute: vec![1],
-                recompute_reads: vec![0],
+                value: ValueId::new(1),
+                evict_after: Point::new(0),
+                regenerate_before: Point::new(1),
+                prefetch_at: Point::new(1),
+                recompute: vec![OpPos::new(1)],
+                recompute_reads: vec![ValueId::new(0)],
                 bytes_saved: bytes.clone(),
                 recompute_flops: "64*B*S".parse().unwrap(),
                 transient_bytes: DimExpr::zero(),
@@ -486,7 +539,7 @@ mod tests {
             Err(PlanError::Version { found: 1 })
         ));
         let mut p = sample();
-        p.candidates[0].recompute_reads = vec![7];
+        p.candidates[0].recompute_reads = vec![ValueId::new(7)];
         let e = Plan::from_json(&p.to_json()).unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -510,5 +563,42 @@ mod tests {
         assert_eq!(t.first_over(), Some(100));
         assert!(t.exceeds(150) && !t.exceeds(250) && t.exceeds(400));
         assert!(p.candidates[0].allows(DecisionKind::Swap));
+    }
+
+    #[test]
+    fn typed_indices_serialize_as_bare_numbers() {
+        let p = sample();
+        let v = serde_json::to_string(&p.values[2]).unwrap();
+        assert_eq!(
+            v,
+            r#"{"node":2,"output":0,"bytes":"256*B*S","def":1,"last_use":1,"class":"output"}"#
+        );
+        let c = &p.candidates[0];
+        let j = serde_json::to_string(c).unwrap();
+        assert!(
+            j.starts_with(
+                r#"{"value":1,"evict_after":0,"regenerate_before":1,"prefetch_at":1,"recompute":[1],"recompute_reads":[0],"#
+            ),
+            "{j}"
+        );
+        assert_eq!(&serde_json::from_str::<Candidate>(&j).unwrap(), c);
+        let d = Decision {
+            candidate: CandidateId::new(3),
+            kind: DecisionKind::Swap,
+        };
+        assert_eq!(
+            serde_json::to_string(&d).unwrap(),
+            r#"{"candidate":3,"kind":"swap"}"#
+        );
+        let t = serde_json::to_string(&p.region_transients[0]).unwrap();
+        assert_eq!(t, r#"{"point":1,"bytes":"4*B"}"#);
+        assert!(p.to_json().contains("\"schedule\": [\n    1,\n    2\n  ]"));
+        assert!(c.evict_point() < c.prefetch_point());
+        assert_eq!(c.back_point(DecisionKind::Recompute), c.regenerate_point());
+        assert_eq!(c.regenerate_point(), ProgPoint::before(Point::new(1)));
+        assert_eq!(
+            p.decisions_of_kind(DecisionKind::Swap)[0].candidate,
+            CandidateId::new(0)
+        );
     }
 }

@@ -5,7 +5,7 @@
 use crate::memory_helpers as helpers;
 
 use ebb_ir::op::CompareSpec;
-use ebb_ir::{DType, DimExpr, Graph, Op, OpKind, Relation, ValueRef};
+use ebb_ir::{DType, DimExpr, Graph, Op, OpKind, Point, Relation, ValueRef};
 use ebb_passes::memory::{liveness, program_order, Liveness, ValueClass};
 use helpers::*;
 
@@ -33,7 +33,7 @@ fn table(g: &Graph, live: &Liveness) -> String {
 
 fn range(live: &Liveness, v: ValueRef) -> (usize, usize, ValueClass) {
     let r = live.range_of(v).expect("value has a range");
-    (r.def, r.last_use, r.class.clone())
+    (r.def.index(), r.last_use.index(), r.class.clone())
 }
 
 /// x -> exp -> tanh -> negate (output).
@@ -119,7 +119,7 @@ fn dead_value_lives_only_at_its_def_point_and_input_output_stays_an_input() {
 fn per_point_index_agrees_with_the_ranges() {
     let (g, _) = chain();
     let live = liveness(&g, &program_order(&g));
-    for p in 0..live.points {
+    for p in Point::all(live.points) {
         for &r in live.defined_at(p) {
             assert_eq!(live.ranges[r as usize].def, p);
         }
@@ -131,9 +131,12 @@ fn per_point_index_agrees_with_the_ranges() {
             .collect();
         assert_eq!(live.live_at(p), expect);
     }
-    let total: usize = (0..live.points).map(|p| live.defined_at(p).len()).sum();
+    let total: usize = Point::all(live.points)
+        .map(|p| live.defined_at(p).len())
+        .sum();
     assert_eq!(total, live.ranges.len());
-    assert!(live.defined_at(99).is_empty() && live.freed_after(99).is_empty());
+    let beyond = Point::new(99);
+    assert!(live.defined_at(beyond).is_empty() && live.freed_after(beyond).is_empty());
 }
 
 #[test]
@@ -144,7 +147,7 @@ fn graph_without_ops_has_one_point_with_its_inputs() {
     let g = bld.finish();
     let live = liveness(&g, &program_order(&g));
     assert_eq!(live.points, 1);
-    assert_eq!(live.peak(&bind(3, 1)), Ok((12, 0)));
+    assert_eq!(live.peak(&bind(3, 1)), Ok((12, Point::new(0))));
 }
 
 /// A `while` whose body computes a `[B, S]` intermediate from the carried `[B, S]` value.
@@ -187,7 +190,7 @@ fn while_body_peak_minus_its_inputs_is_charged_at_the_loop() {
     let live = liveness(&g, &program_order(&g));
     assert_eq!(live.transients.len(), 1);
     let t = &live.transients[0];
-    assert_eq!(t.point, 0);
+    assert_eq!(t.point, Point::new(0));
     // Body peak: at `tanh`, its inputs (4 + 4*B*S), the new counter (4), `exp` and `tanh`
     // (4*B*S each); minus the inputs: 8*B*S + 4.
     assert_eq!(t.bytes, "8*B*S + 4".parse::<DimExpr>().unwrap());

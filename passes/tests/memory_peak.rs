@@ -4,7 +4,7 @@
 use crate::memory_helpers as helpers;
 
 use ebb_ir::dim::DimError;
-use ebb_ir::{Bindings, DimExpr, Graph, OpKind};
+use ebb_ir::{Bindings, DimExpr, Graph, OpKind, Point};
 use ebb_passes::memory::{liveness, lower_bound, program_order, Schedule};
 use helpers::*;
 
@@ -38,7 +38,7 @@ fn chain_resident_bytes_and_peak() {
     let live = liveness(&g, &program_order(&g));
     // B = 2: every value is 512 bytes; op 1 (tanh) holds x, exp and tanh.
     assert_eq!(live.resident_bytes(&bind(2, 1)), Ok(vec![1024, 1536, 1536]));
-    assert_eq!(live.peak(&bind(2, 1)), Ok((1536, 1)));
+    assert_eq!(live.peak(&bind(2, 1)), Ok((1536, Point::new(1))));
 }
 
 #[test]
@@ -47,7 +47,10 @@ fn symbolic_peak_drops_points_proven_dominated() {
     let live = liveness(&g, &program_order(&g));
     let sp = live.symbolic_peak(&g.scope);
     // 512*B <= 768*B at point 1, which equals point 2: one term is left.
-    assert_eq!(sp.terms, vec![("768*B".parse::<DimExpr>().unwrap(), 2)]);
+    assert_eq!(
+        sp.terms,
+        vec![("768*B".parse::<DimExpr>().unwrap(), Point::new(2))]
+    );
     assert_eq!(sp.to_string(), "max(768*B @2)");
     assert_eq!(sp.eval(&bind(5, 1)), Ok(3840));
 }
@@ -75,8 +78,11 @@ fn symbolic_peak_keeps_incomparable_points_and_evaluates_to_the_peak() {
         assert_eq!(sp.to_expr().eval(&b), Ok(peak), "at {b:?}");
     }
     // Small shapes peak while the scratch buffer is live, large ones at the activation.
-    assert_eq!(sp.eval_with_point(&bind(1, 1)).unwrap().1, 1);
-    assert_eq!(sp.eval_with_point(&bind(64, 4096)).unwrap().1, 3);
+    assert_eq!(sp.eval_with_point(&bind(1, 1)).unwrap().1, Point::new(1));
+    assert_eq!(
+        sp.eval_with_point(&bind(64, 4096)).unwrap().1,
+        Point::new(3)
+    );
 }
 
 #[test]

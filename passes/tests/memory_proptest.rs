@@ -27,7 +27,7 @@ proptest! {
     fn resident_bytes_is_the_sum_over_live_ranges(g in random_dag(), b in random_bindings()) {
         let live = liveness(&g, &program_order(&g));
         let fast = live.resident_bytes(&b).unwrap();
-        for (p, &bytes) in fast.iter().enumerate() {
+        for (p, &bytes) in ebb_ir::Point::all(fast.len()).zip(&fast) {
             let slow: i64 = live.live_at(p).iter().map(|&i| live.ranges[i].bytes.eval(&b).unwrap()).sum::<i64>()
                 + live.transients.iter().filter(|t| t.point == p).map(|t| t.bytes.eval(&b).unwrap()).sum::<i64>();
             prop_assert_eq!(bytes, slow, "point {}", p);

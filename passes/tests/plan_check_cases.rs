@@ -3,7 +3,7 @@
 //! names the point, the value and the problem.
 
 use crate::memory_helpers::FWD_BWD;
-use ebb_ir::plan::{Decision, DecisionKind, Plan};
+use ebb_ir::plan::{CandidateId, Decision, DecisionKind, OpPos, Plan, Point, ValueId};
 use ebb_ir::text::parse;
 use ebb_ir::{Bindings, DimExpr, Graph};
 use ebb_passes::memory::{liveness, program_order};
@@ -26,6 +26,8 @@ fn setup() -> (Graph, Plan, Bindings) {
 
 const ACT: i64 = 256 * 2 * 8; // bytes of one f32[B,S,64] at B=2, S=8
 const W: i64 = 64 * 64 * 4;
+/// The graph's only candidate.
+const C0: CandidateId = CandidateId::new(0);
 
 /// Tests that without decisions the checker's resident bytes are the memory module's, and that
 /// a recompute frees the activation inside the gap, brings it back before its use (with the
@@ -48,7 +50,7 @@ fn measures_recompute_and_swap() {
         &g,
         &plan,
         &[Decision {
-            candidate: 0,
+            candidate: C0,
             kind: DecisionKind::Recompute,
         }],
         &b,
@@ -68,7 +70,7 @@ fn measures_recompute_and_swap() {
         &g,
         &plan,
         &[Decision {
-            candidate: 0,
+            candidate: C0,
             kind: DecisionKind::Swap,
         }],
         &b,
@@ -86,13 +88,13 @@ fn measures_recompute_and_swap() {
 #[test]
 fn reports_a_use_after_eviction() {
     let (g, mut plan, b) = setup();
-    plan.candidates[0].regenerate_before = 13;
-    plan.candidates[0].evict_after = 1;
+    plan.candidates[0].regenerate_before = Point::new(13);
+    plan.candidates[0].evict_after = Point::new(1);
     let e = check(
         &g,
         &plan,
         &[Decision {
-            candidate: 0,
+            candidate: C0,
             kind: DecisionKind::Swap,
         }],
         &b,
@@ -108,12 +110,12 @@ fn reports_a_use_after_eviction() {
 #[test]
 fn reports_a_recompute_that_reads_a_freed_value() {
     let (g, mut plan, b) = setup();
-    plan.candidates[0].recompute = vec![3];
+    plan.candidates[0].recompute = vec![OpPos::new(3)];
     let e = check(
         &g,
         &plan,
         &[Decision {
-            candidate: 0,
+            candidate: C0,
             kind: DecisionKind::Recompute,
         }],
         &b,
@@ -123,12 +125,12 @@ fn reports_a_recompute_that_reads_a_freed_value() {
         e.to_string(),
         "point 13: recompute of value 3 (candidate 0) reads value 2, which is freed after its last use at point 1"
     );
-    plan.candidates[0].recompute = vec![2];
+    plan.candidates[0].recompute = vec![OpPos::new(2)];
     let e = check(
         &g,
         &plan,
         &[Decision {
-            candidate: 0,
+            candidate: C0,
             kind: DecisionKind::Recompute,
         }],
         &b,
@@ -137,11 +139,8 @@ fn reports_a_recompute_that_reads_a_freed_value() {
     assert!(
         matches!(
             e,
-            CheckError::BadRecompute {
-                point: 13,
-                value: 3,
-                ..
-            }
+            CheckError::BadRecompute { point, value, .. }
+                if point == Point::new(13) && value == ValueId::new(3)
         ),
         "{e}"
     );
@@ -153,7 +152,7 @@ fn reports_a_recompute_that_reads_a_freed_value() {
 fn reports_wrong_accounting() {
     let (g, plan, b) = setup();
     let mut p = plan.clone();
-    p.values[3].last_use = 12;
+    p.values[3].last_use = Point::new(12);
     assert_eq!(
         check(&g, &p, &[], &b).unwrap_err().to_string(),
         "value 3: planned live range [1, 12], derived [1, 13]"
@@ -164,14 +163,14 @@ fn reports_wrong_accounting() {
         &g,
         &p,
         &[Decision {
-            candidate: 0,
+            candidate: C0,
             kind: DecisionKind::Swap,
         }],
         &b,
     )
     .unwrap_err();
     assert!(
-        matches!(e, CheckError::Decision { candidate: 0, .. }),
+        matches!(e, CheckError::Decision { candidate: C0, .. }),
         "{e}"
     );
     let mut p = plan.clone();

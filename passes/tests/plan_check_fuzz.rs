@@ -4,7 +4,7 @@
 
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
-use ebb_ir::plan::{Decision, DecisionKind, Plan};
+use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, Point, ValueId};
 use ebb_ir::{DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType, ValueRef};
 use ebb_passes::memory::{liveness, Schedule};
 use ebb_passes::plan::{build_plan, check, resident_bytes, CheckError, PlanOptions};
@@ -128,12 +128,12 @@ fn setup(
 }
 
 /// True when the op at point `p` reads value `v` of the plan.
-fn reads(g: &Graph, plan: &Plan, p: usize, v: usize) -> bool {
-    let id = g.order()[plan.schedule[p]];
-    let pv = &plan.values[v];
+fn reads(g: &Graph, plan: &Plan, p: Point, v: ValueId) -> bool {
+    let id = g.order()[plan.schedule[p.index()].index()];
+    let pv = plan.value(v);
     g.operands(id)
         .iter()
-        .any(|w| *w == ValueRef::new(g.order()[pv.node], pv.output))
+        .any(|w| *w == ValueRef::new(g.order()[pv.node.index()], pv.output))
 }
 
 /// Inputs, ops, outputs, schedule keys and (min_gap, max_recompute_ops, prefetch_distance).
@@ -174,8 +174,8 @@ proptest! {
         prop_assert_eq!(&base.resident, &liveness(&g, &sched).resident_bytes(&bind).unwrap());
         prop_assert_eq!(resident_bytes(&g, &plan, &bind).unwrap(), base.resident.clone());
         let mut decisions = Vec::new();
-        for (i, c) in plan.candidates.iter().enumerate() {
-            let kind = match choice.get(i).copied().unwrap_or(0) {
+        for (i, c) in CandidateId::all(plan.candidates.len()).zip(&plan.candidates) {
+            let kind = match choice.get(i.index()).copied().unwrap_or(0) {
                 1 if c.allows(DecisionKind::Recompute) => DecisionKind::Recompute,
                 1 | 2 => DecisionKind::Swap,
                 _ => continue,
@@ -205,8 +205,8 @@ proptest! {
         let c = plan.candidates[ci].clone();
         let v = c.value;
         let kind = if c.allows(DecisionKind::Recompute) { DecisionKind::Recompute } else { DecisionKind::Swap };
-        let mut decisions = vec![Decision { candidate: ci, kind }];
-        let last_use = plan.values[v].last_use;
+        let mut decisions = vec![Decision { candidate: CandidateId::new(ci), kind }];
+        let last_use = plan.value(v).last_use;
         match corruption {
             0 => {
                 // Drop the regeneration before the use at `regenerate_before`.
@@ -221,8 +221,8 @@ proptest! {
             }
             1 => {
                 // Evict one point before the use at `evict_after`.
-                prop_assume!(reads(&g, &plan, c.evict_after, v) && c.evict_after > plan.values[v].def);
-                plan.candidates[ci].evict_after -= 1;
+                prop_assume!(reads(&g, &plan, c.evict_after, v) && c.evict_after > plan.value(v).def);
+                plan.candidates[ci].evict_after = c.evict_after.prev().unwrap();
                 let e = check(&g, &plan, &decisions, &bind).unwrap_err();
                 prop_assert!(
                     matches!(e, CheckError::UseNotResident { point, value, .. } if point == c.evict_after && value == v),
@@ -242,8 +242,8 @@ proptest! {
                 prop_assert!(matches!(e, CheckError::RegenRead { .. }), "{}", e);
             }
             4 => {
-                prop_assume!(last_use > plan.values[v].def);
-                plan.values[v].last_use -= 1;
+                prop_assume!(last_use > plan.value(v).def);
+                plan.values[v.index()].last_use = last_use.prev().unwrap();
                 let e = check(&g, &plan, &[], &bind).unwrap_err();
                 prop_assert!(matches!(e, CheckError::LiveRange { value, .. } if value == v), "{}", e);
             }

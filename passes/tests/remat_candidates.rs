@@ -3,7 +3,7 @@
 //! "after" is the candidate list), and negative cases.
 
 use crate::memory_helpers::FWD_BWD;
-use ebb_ir::plan::{Candidate, DecisionKind};
+use ebb_ir::plan::{Candidate, DecisionKind, OpPos, Point, ValueId};
 use ebb_ir::text::{parse, print};
 use ebb_ir::verify::verify;
 use ebb_ir::{DimExpr, Graph};
@@ -18,8 +18,8 @@ fn graph(text: &str) -> Graph {
 }
 
 /// `%pos` (or `%pos#k`) of a value id, as the textual IR names it.
-fn name(idx: &ScheduleIndex, v: usize) -> String {
-    let pv = &idx.values()[v];
+fn name(idx: &ScheduleIndex, v: ValueId) -> String {
+    let pv = &idx.values()[v.index()];
     if pv.output == 0 {
         format!("%{}", pv.node)
     } else {
@@ -28,11 +28,11 @@ fn name(idx: &ScheduleIndex, v: usize) -> String {
 }
 
 fn show(g: &Graph, idx: &ScheduleIndex, c: &Candidate, why: &Option<Rejection>) -> String {
-    let at = |p: usize| format!("{p} (%{})", idx.position(idx.node_at(p)));
+    let at = |p: Point| format!("{p} (%{})", idx.position(idx.node_at(p)));
     let ops: Vec<String> = c
         .recompute
         .iter()
-        .map(|&p| format!("%{p} {}", g.node(g.order()[p]).kind()))
+        .map(|&p| format!("%{p} {}", g.node(g.order()[p.index()]).kind()))
         .collect();
     let reads: Vec<String> = c.recompute_reads.iter().map(|&v| name(idx, v)).collect();
     let kinds: Vec<&str> = c
@@ -115,10 +115,15 @@ fn finds_the_saved_activation_with_points_bytes_and_flops() {
     let c = &found.candidates[0];
     assert_eq!(
         (c.value, c.evict_after, c.regenerate_before, c.prefetch_at),
-        (3, 2, 13, 10)
+        (
+            ValueId::new(3),
+            Point::new(2),
+            Point::new(13),
+            Point::new(10)
+        )
     );
-    assert_eq!(c.recompute, vec![2, 3]);
-    assert_eq!(c.recompute_reads, vec![0, 1]);
+    assert_eq!(c.recompute, vec![OpPos::new(2), OpPos::new(3)]);
+    assert_eq!(c.recompute_reads, vec![ValueId::new(0), ValueId::new(1)]);
     assert_eq!(c.bytes_saved, "256*B*S".parse::<DimExpr>().unwrap());
     assert_eq!(c.recompute_flops, "8256*B*S".parse::<DimExpr>().unwrap());
     assert_eq!(
@@ -190,7 +195,10 @@ fn does_not_create_a_candidate_whose_regeneration_reads_an_evicted_value() {
     let (s, found) = search(&text, &opts());
     assert_eq!(found.candidates.len(), 1);
     assert_eq!(found.candidates[0].kinds, vec![DecisionKind::Swap]);
-    assert_eq!(found.rejections[0], Some(Rejection::NotRecomputable(2)));
+    assert_eq!(
+        found.rejections[0],
+        Some(Rejection::NotRecomputable(OpPos::new(2)))
+    );
     insta::assert_snapshot!(s);
     let (_, found) = search(
         &text,
@@ -200,7 +208,10 @@ fn does_not_create_a_candidate_whose_regeneration_reads_an_evicted_value() {
         },
     );
     assert!(found.candidates.is_empty());
-    assert_eq!(found.dropped, vec![(3, Rejection::NotRecomputable(2))]);
+    assert_eq!(
+        found.dropped,
+        vec![(ValueId::new(3), Rejection::NotRecomputable(OpPos::new(2)))]
+    );
 }
 
 /// Tests that a memory-expanding recompute is refused: regenerating the bf16 `convert` would
@@ -230,7 +241,7 @@ fn does_not_recompute_a_memory_expanding_op() {
     let c = found
         .candidates
         .iter()
-        .position(|c| c.value == 2)
+        .position(|c| c.value == ValueId::new(2))
         .expect("the convert is a candidate");
     assert_eq!(found.rejections[c], Some(Rejection::MemoryExpanding), "{s}");
     assert_eq!(found.candidates[c].kinds, vec![DecisionKind::Swap]);
@@ -244,10 +255,10 @@ fn does_not_recompute_a_memory_expanding_op() {
     let c = found
         .candidates
         .iter()
-        .position(|c| c.value == 2)
+        .position(|c| c.value == ValueId::new(2))
         .expect("candidate");
     assert_eq!(found.rejections[c], None);
-    assert_eq!(found.candidates[c].recompute, vec![2]);
+    assert_eq!(found.candidates[c].recompute, vec![OpPos::new(2)]);
 }
 
 /// Tests that a recompute longer than `max_recompute_ops` is refused.
@@ -281,14 +292,18 @@ fn pins_values_that_a_recompute_reads() {
     let h1: Vec<(usize, usize)> = found
         .candidates
         .iter()
-        .filter(|c| c.value == 2)
-        .map(|c| (c.evict_after, c.regenerate_before))
+        .filter(|c| c.value == ValueId::new(2))
+        .map(|c| (c.evict_after.index(), c.regenerate_before.index()))
         .collect();
     assert_eq!(h1, vec![(1, 13), (13, 23)], "{s}");
-    let h2 = found.candidates.iter().find(|c| c.value == 3).unwrap();
+    let h2 = found
+        .candidates
+        .iter()
+        .find(|c| c.value == ValueId::new(3))
+        .unwrap();
     assert_eq!(
         (h2.regenerate_before, h2.recompute_reads.clone()),
-        (13, vec![2])
+        (Point::new(13), vec![ValueId::new(2)])
     );
     insta::assert_snapshot!(s);
 }

@@ -10,7 +10,7 @@
 //! Offsets are aligned to [`ALIGN`] bytes. The arena size over the planned peak is the
 //! fragmentation the layout costs.
 
-use ebb_ir::plan::{Decision, DecisionKind, Plan};
+use ebb_ir::plan::{Decision, Plan, Point, ValueId};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,11 +21,11 @@ pub const ALIGN: i64 = 64;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Allocation {
     /// Value id (index into `Plan::values`).
-    pub value: usize,
+    pub value: ValueId,
     /// First point of residency.
-    pub start: usize,
+    pub start: Point,
     /// Last point of residency (inclusive).
-    pub end: usize,
+    pub end: Point,
     /// Byte offset in the arena.
     pub offset: i64,
     /// Size in bytes (unaligned).
@@ -53,17 +53,15 @@ pub fn residency_intervals(
     value_bytes: &[i64],
     decisions: &[Decision],
 ) -> Vec<Allocation> {
-    let mut gaps: Vec<Vec<(usize, usize)>> = vec![Vec::new(); plan.values.len()];
+    // Per value: (first point it is not resident, point it is resident again).
+    let mut gaps: Vec<Vec<(Point, Point)>> = vec![Vec::new(); plan.values.len()];
     for d in decisions {
-        let Some(c) = plan.candidates.get(d.candidate) else {
+        let Some(c) = plan.candidate(d.candidate) else {
             continue;
         };
-        let back = match d.kind {
-            DecisionKind::Recompute => c.regenerate_before,
-            DecisionKind::Swap => c.prefetch_at,
-        };
-        if let Some(g) = gaps.get_mut(c.value) {
-            g.push((c.evict_after + 1, back));
+        let back = c.back_point(d.kind).point();
+        if let Some(g) = gaps.get_mut(c.value.index()) {
+            g.push((c.evict_after.next(), back));
         }
     }
     let mut out = Vec::with_capacity(plan.values.len());
@@ -78,9 +76,10 @@ pub fn residency_intervals(
         for &(l, back) in g.iter() {
             if l > start {
                 out.push(Allocation {
-                    value: i,
+                    value: ValueId::new(i),
                     start,
-                    end: l - 1,
+                    // The last resident point before the gap (`l > start`, so `l > 0`).
+                    end: Point::new(l.index() - 1),
                     offset: 0,
                     bytes,
                 });
@@ -89,7 +88,7 @@ pub fn residency_intervals(
         }
         if start <= v.last_use {
             out.push(Allocation {
-                value: i,
+                value: ValueId::new(i),
                 start,
                 end: v.last_use,
                 offset: 0,

@@ -247,7 +247,7 @@ pub fn schedule_nodes(graph: &Graph, plan: &Plan) -> Result<Vec<NodeId>, Runtime
     plan.schedule
         .iter()
         .map(|&pos| {
-            order.get(pos).copied().ok_or_else(|| {
+            order.get(pos.index()).copied().ok_or_else(|| {
                 RuntimeError::Graph(format!(
                     "the plan schedules position {pos}; the graph has {}",
                     order.len()

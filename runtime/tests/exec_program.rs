@@ -34,7 +34,10 @@ fn resident_bytes_follow_the_memory_model() {
         stats.resident_bytes,
         vec![2 * x, 3 * x, 4 * x, 3 * x, 2 * x + 16]
     );
-    assert_eq!((stats.peak_bytes, stats.peak_point), (4 * x, 2));
+    assert_eq!(
+        (stats.peak_bytes, stats.peak_point),
+        (4 * x, ebb_ir::Point::new(2))
+    );
 }
 
 /// Tests that any topological order runs and gives the same outputs, and that orders that are

@@ -388,7 +388,7 @@ fn candidates_vs_full_checkmate_on_the_mlp() {
         let sched: Vec<NodeId> = plan
             .schedule
             .iter()
-            .map(|&pos| c.graph.order()[pos])
+            .map(|&pos| c.graph.order()[pos.index()])
             .collect();
         let peak = check(&c.graph, plan, &[], &b).unwrap().peak;
         for frac in [0.95, 0.9, 0.8, 0.7] {

@@ -93,5 +93,8 @@ fn scan_loop_is_charged_its_body_transient_memory() {
         .iter()
         .map(|&i| live.ranges[i].bytes.eval(&b).unwrap())
         .sum();
-    assert_eq!(resident[t.point], without + t.bytes.eval(&b).unwrap());
+    assert_eq!(
+        resident[t.point.index()],
+        without + t.bytes.eval(&b).unwrap()
+    );
 }

@@ -78,8 +78,8 @@ fn gpt2_tiny_adamw_peak_report_snapshot() {
     let text = format!(
         "ops: {}\nprogram order peak: {pp} bytes at point {pp_at} (`{}`)\nscheduled peak: {ps} bytes at point {ps_at} (`{}`)\nlower bound: {}\nsymbolic peak of program order ({} terms): {sym}\n\n{report}",
         g.op_count(),
-        g.node(program_order(&g)[pp_at]).kind(),
-        g.node(s[ps_at]).kind(),
+        g.node(program_order(&g)[pp_at.index()]).kind(),
+        g.node(s[ps_at.index()]).kind(),
         lower_bound(&g, &b).unwrap(),
         sym.terms.len(),
     );

@@ -217,8 +217,8 @@ pub enum MarkKind {
 /// One timeline mark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mark {
-    /// The program point.
-    pub point: usize,
+    /// When it happens: after a point (evict, offload) or before one (regenerate, reload).
+    pub at: ebb_ir::ProgPoint,
     /// What happens there.
     pub kind: MarkKind,
 }
@@ -231,19 +231,19 @@ pub fn decision_marks(
     use ebb_ir::plan::DecisionKind;
     let mut out = Vec::with_capacity(2 * decisions.len());
     for d in decisions {
-        let Some(c) = plan.candidates.get(d.candidate) else {
+        let Some(c) = plan.candidate(d.candidate) else {
             continue;
         };
-        let (out_kind, back, back_kind) = match d.kind {
-            DecisionKind::Recompute => (MarkKind::Evict, c.regenerate_before, MarkKind::Regenerate),
-            DecisionKind::Swap => (MarkKind::Offload, c.prefetch_at, MarkKind::Reload),
+        let (out_kind, back_kind) = match d.kind {
+            DecisionKind::Recompute => (MarkKind::Evict, MarkKind::Regenerate),
+            DecisionKind::Swap => (MarkKind::Offload, MarkKind::Reload),
         };
         out.push(Mark {
-            point: c.evict_after,
+            at: c.evict_point(),
             kind: out_kind,
         });
         out.push(Mark {
-            point: back,
+            at: c.back_point(d.kind),
             kind: back_kind,
         });
     }

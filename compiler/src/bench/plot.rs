@@ -227,9 +227,8 @@ pub fn timeline(t: &Timeline, name: &str, path: &Path) -> Result<()> {
                 .iter()
                 .filter(|m| m.kind == kind)
                 .filter_map(|m| {
-                    after
-                        .get(m.point)
-                        .map(|&b| (m.point as f64, b as f64 / MIB))
+                    let p = m.at.point().index();
+                    after.get(p).map(|&b| (p as f64, b as f64 / MIB))
                 })
                 .collect();
             if pts.is_empty() {

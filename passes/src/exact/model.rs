@@ -41,7 +41,7 @@
 
 use super::ExactError;
 use ebb_ir::dim::DimError;
-use ebb_ir::plan::{DecisionKind, Plan, ValueClass};
+use ebb_ir::plan::{CandidateId, DecisionKind, Plan, Point, ValueClass, ValueId};
 use ebb_ir::{Bindings, DimExpr};
 use std::collections::HashMap;
 
@@ -49,17 +49,17 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Opt {
     /// Index into `Plan::candidates`.
-    pub cand: usize,
+    pub cand: CandidateId,
     /// Recompute or swap.
     pub kind: DecisionKind,
     /// The evicted value.
-    pub value: usize,
+    pub value: ValueId,
     /// Its size in bytes.
     pub bytes: i64,
     /// Evicted after this point.
-    pub evict_after: usize,
+    pub evict_after: Point,
     /// Resident again before this point (regeneration or reload).
-    pub back: usize,
+    pub back: Point,
     /// Device bytes the regeneration holds on top of what is resident before it.
     pub regen: i64,
     /// Overhead in µs (the cost model of `ExactOptions`).
@@ -149,11 +149,12 @@ impl Instance {
         for (v, pv) in plan.values.iter().enumerate() {
             let s = ev.eval(&format!("values[{v}].bytes"), &pv.bytes)?;
             sizes.push(s);
-            diff[pv.def] += i128::from(s);
-            diff[pv.last_use + 1] -= i128::from(s);
+            let (def, last_use) = (pv.def.index(), pv.last_use.index());
+            diff[def] += i128::from(s);
+            diff[last_use + 1] -= i128::from(s);
             // Resident across the boundary before `t` for def < t <= last_use.
-            bdiff[pv.def + 1] += i128::from(s);
-            bdiff[pv.last_use + 1] -= i128::from(s);
+            bdiff[def + 1] += i128::from(s);
+            bdiff[last_use + 1] -= i128::from(s);
         }
         let fit = |x: i128| i64::try_from(x).map_err(|_| ExactError::Overflow);
         let (mut base, mut bound) = (Vec::with_capacity(points), Vec::with_capacity(points));
@@ -166,7 +167,8 @@ impl Instance {
         }
         for (i, t) in plan.region_transients.iter().enumerate() {
             let x = ev.eval(&format!("region_transients[{i}]"), &t.bytes)?;
-            base[t.point] = base[t.point].checked_add(x).ok_or(ExactError::Overflow)?;
+            let slot = &mut base[t.point.index()];
+            *slot = slot.checked_add(x).ok_or(ExactError::Overflow)?;
         }
         let mut compute = vec![0.0f64];
         if let Some(f) = &plan.point_flops {
@@ -176,18 +178,18 @@ impl Instance {
             }
         }
         // Compute µs of points [l, r], clamped like the runtime's finalize.
-        let compute_us = |l: usize, r: usize| -> f64 {
-            if compute.len() <= 1 || l > r {
+        let compute_us = |l: Point, r: Option<Point>| -> f64 {
+            let Some(r) = r.filter(|&r| compute.len() > 1 && l <= r) else {
                 return 0.0;
-            }
-            let r = (r + 1).min(compute.len() - 1);
-            compute[r] - compute[l.min(r)]
+            };
+            let r = (r.index() + 1).min(compute.len() - 1);
+            compute[r] - compute[l.index().min(r)]
         };
         let mut opts = Vec::new();
-        for (ci, c) in plan.candidates.iter().enumerate() {
+        for (ci, c) in CandidateId::all(plan.candidates.len()).zip(&plan.candidates) {
             let v = c.value;
-            let pv = &plan.values[v];
-            let s = sizes[v];
+            let pv = plan.value(v);
+            let s = sizes[v.index()];
             let (e, r) = (c.evict_after, c.regenerate_before);
             let claims_ok = ev.eval("bytes_saved", &c.bytes_saved)? == s
                 && ev.eval("swap_bytes", &c.swap_bytes)? == s;
@@ -205,7 +207,7 @@ impl Instance {
                     DecisionKind::Recompute => {
                         if c.recompute.is_empty()
                             || c.recompute_reads.iter().any(|&w| {
-                                let w = &plan.values[w];
+                                let w = plan.value(w);
                                 w.class != ValueClass::Input && !(w.def < r && r <= w.last_use)
                             })
                         {
@@ -244,7 +246,7 @@ impl Instance {
                             evict_after: e,
                             back: t,
                             regen: s,
-                            cost_us: (transfer - compute_us(e + 1, t.saturating_sub(1))).max(0.0),
+                            cost_us: (transfer - compute_us(e.next(), t.prev())).max(0.0),
                             flops: 0,
                         }
                     }
@@ -268,7 +270,7 @@ impl Instance {
         // Options freeing each point, by a sweep over the windows.
         let mut covering: Vec<Vec<usize>> = vec![Vec::new(); self.points];
         for (i, o) in self.opts.iter().enumerate() {
-            for cell in &mut covering[o.evict_after + 1..o.back] {
+            for cell in &mut covering[o.evict_after.next().index()..o.back.index()] {
                 cell.push(i);
             }
         }
@@ -286,10 +288,10 @@ impl Instance {
         for (i, o) in self.opts.iter().enumerate() {
             let t = o.back;
             let extra = o.regen - o.bytes;
-            if extra <= 0 || self.bound[t].saturating_add(extra) <= budget {
+            if extra <= 0 || self.bound[t.index()].saturating_add(extra) <= budget {
                 continue;
             }
-            let mut terms: Vec<(usize, f64)> = covering[t]
+            let mut terms: Vec<(usize, f64)> = covering[t.index()]
                 .iter()
                 .filter(|&&j| self.opts[j].back > t)
                 .map(|&j| (j, -(self.opts[j].bytes as f64)))
@@ -304,7 +306,7 @@ impl Instance {
             terms.push((i, extra as f64));
             rows.push(Row {
                 terms,
-                rhs: (budget - self.bound[t]) as f64,
+                rhs: (budget - self.bound[t.index()]) as f64,
             });
         }
         rows
@@ -317,9 +319,9 @@ impl Instance {
         let mut diff = vec![0i64; self.points + 1];
         let mut at: Vec<Vec<usize>> = vec![Vec::new(); self.points];
         for (i, o) in self.opts.iter().enumerate().filter(|(i, _)| taken[*i]) {
-            diff[o.evict_after + 1] -= o.bytes;
-            diff[o.back] += o.bytes;
-            at[o.back].push(i);
+            diff[o.evict_after.next().index()] -= o.bytes;
+            diff[o.back.index()] += o.bytes;
+            at[o.back.index()].push(i);
         }
         let (mut peak, mut acc) = (i64::MIN, 0i64);
         for p in 0..self.points {
@@ -343,7 +345,7 @@ impl Instance {
 
 /// Pairs the checker rejects together (see the module docs).
 fn conflicts(plan: &Plan, opts: &[Opt]) -> Vec<(usize, usize)> {
-    let mut by_value: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut by_value: HashMap<ValueId, Vec<usize>> = HashMap::new();
     for (i, o) in opts.iter().enumerate() {
         by_value.entry(o.value).or_default().push(i);
     }
@@ -363,7 +365,7 @@ fn conflicts(plan: &Plan, opts: &[Opt]) -> Vec<(usize, usize)> {
             continue;
         }
         let t = o.back;
-        for &w in &plan.candidates[o.cand].recompute_reads {
+        for &w in &plan.candidates[o.cand.index()].recompute_reads {
             for &j in by_value.get(&w).map(Vec::as_slice).unwrap_or(&[]) {
                 let q = &opts[j];
                 if q.evict_after < t && (q.back > t || (q.back == t && q.cand > o.cand)) {

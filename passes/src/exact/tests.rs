@@ -10,7 +10,9 @@ use crate::plan::{build_plan, check, PlanOptions};
 use crate::remat::CandidateOptions;
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
-use ebb_ir::{BindingsExt, DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType, ValueRef};
+use ebb_ir::{
+    BindingsExt, CandidateId, DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType, ValueRef,
+};
 use proptest::prelude::*;
 
 const BOTH: [DecisionKind; 2] = [DecisionKind::Recompute, DecisionKind::Swap];
@@ -181,7 +183,7 @@ proptest! {
         // A lower bound on what the options can reach: every option freeing every point.
         let mut floor = inst.base.clone();
         for o in &inst.opts {
-            for x in &mut floor[o.evict_after + 1..o.back] {
+            for x in &mut floor[o.evict_after.next().index()..o.back.index()] {
                 *x -= o.bytes;
             }
         }
@@ -272,17 +274,18 @@ fn overlapping_windows_of_one_value_exclude_each_other() {
     let c = plan.candidates[0].clone();
     // A second window of the same value that overlaps the first.
     let mut d = c.clone();
-    d.regenerate_before = c.evict_after + 1;
-    d.prefetch_at = c.evict_after + 1;
+    d.regenerate_before = c.evict_after.next();
+    d.prefetch_at = c.evict_after.next();
     plan.candidates.push(d);
     let inst = Instance::new(&plan, &bind(2), &prices(&options(0, &BOTH))).unwrap();
-    let last = plan.candidates.len() - 1;
-    let a = inst.opts.iter().position(|o| o.cand == 0).unwrap();
+    let last = CandidateId::new(plan.candidates.len() - 1);
+    let first = CandidateId::new(0);
+    let a = inst.opts.iter().position(|o| o.cand == first).unwrap();
     let b = inst.opts.iter().position(|o| o.cand == last).unwrap();
     assert!(inst.conflicts.contains(&(a.min(b), a.max(b))));
     // Recompute and swap of one candidate exclude each other too.
     let kinds: Vec<usize> = (0..inst.opts.len())
-        .filter(|&i| inst.opts[i].cand == 0)
+        .filter(|&i| inst.opts[i].cand == first)
         .collect();
     if let [x, y] = kinds[..] {
         assert!(inst.conflicts.contains(&(x, y)));
@@ -315,7 +318,7 @@ proptest! {
         let inst = Instance::new(&plan, &bind, &prices(&options(0, &BOTH[..1]))).unwrap();
         let mut floor = inst.base.clone();
         for o in &inst.opts {
-            for x in &mut floor[o.evict_after + 1..o.back] {
+            for x in &mut floor[o.evict_after.next().index()..o.back.index()] {
                 *x -= o.bytes;
             }
         }

@@ -14,7 +14,7 @@
 use super::info::{Csr, GraphInfo, NONE};
 use super::sizes::SizeTable;
 use super::{LiveRange, Schedule, ValueClass};
-use ebb_ir::{DimExpr, NodeId, ValueRef};
+use ebb_ir::{DimExpr, NodeId, Point, ValueRef};
 
 /// Transient memory of a region-carrying op (a `while` body's intermediates), charged at the
 /// op's program point only.
@@ -23,7 +23,7 @@ pub struct Transient {
     /// The region-carrying op.
     pub node: NodeId,
     /// Its program point.
-    pub point: usize,
+    pub point: Point,
     /// Bytes: the region's peak minus its inputs (see the module docs of `memory`).
     pub bytes: DimExpr,
 }
@@ -73,7 +73,7 @@ impl Liveness {
         let mut ranges = Vec::with_capacity(info.num_values());
         let mut size_of = Vec::with_capacity(info.num_values());
         let mut range_of_value = vec![NONE; info.num_values()];
-        let mut push = |v: u32, def: usize, last_use: usize, ranges: &mut Vec<LiveRange>| {
+        let mut push = |v: u32, def: Point, last_use: Point, ranges: &mut Vec<LiveRange>| {
             range_of_value[v as usize] = ranges.len() as u32;
             size_of.push(info.value_size[v as usize]);
             ranges.push(LiveRange {
@@ -90,7 +90,7 @@ impl Liveness {
             .copied()
             .unwrap_or(info.num_values() as u32);
         for v in 0..first_op_value {
-            push(v, 0, last, &mut ranges);
+            push(v, Point::new(0), Point::new(last), &mut ranges);
         }
         let mut transients = Vec::new();
         let mut transient_size = Vec::new();
@@ -113,13 +113,13 @@ impl Liveness {
                         .map_or(p, |q| (q as usize).max(p)),
                     _ => last,
                 };
-                push(v, p, last_use, &mut ranges);
+                push(v, Point::new(p), Point::new(last_use), &mut ranges);
             }
             let t = info.transient[op as usize];
             if t != NONE {
                 transients.push(Transient {
                     node: *id,
-                    point: p,
+                    point: Point::new(p),
                     bytes: info.sizes.get(t).clone(),
                 });
                 transient_size.push(t);
@@ -128,12 +128,12 @@ impl Liveness {
         let starts: Vec<(u32, u32)> = ranges
             .iter()
             .enumerate()
-            .map(|(i, r)| (r.def as u32, i as u32))
+            .map(|(i, r)| (r.def.index() as u32, i as u32))
             .collect();
         let mut ends: Vec<(u32, u32)> = ranges
             .iter()
             .enumerate()
-            .map(|(i, r)| (r.last_use as u32, i as u32))
+            .map(|(i, r)| (r.last_use.index() as u32, i as u32))
             .collect();
         ends.sort_unstable();
         Liveness {
@@ -164,9 +164,9 @@ impl Liveness {
 
     /// Indices (into `ranges`) of the values defined at point `p` (for `p == 0` this includes
     /// the inputs). Empty when `p` is out of range.
-    pub fn defined_at(&self, p: usize) -> &[u32] {
-        if p < self.points {
-            self.starts.row(p)
+    pub fn defined_at(&self, p: Point) -> &[u32] {
+        if p.index() < self.points {
+            self.starts.row(p.index())
         } else {
             &[]
         }
@@ -174,9 +174,9 @@ impl Liveness {
 
     /// Indices (into `ranges`) of the values whose last use is point `p` (they are freed after
     /// it). Empty when `p` is out of range.
-    pub fn freed_after(&self, p: usize) -> &[u32] {
-        if p < self.points {
-            self.ends.row(p)
+    pub fn freed_after(&self, p: Point) -> &[u32] {
+        if p.index() < self.points {
+            self.ends.row(p.index())
         } else {
             &[]
         }
@@ -184,7 +184,7 @@ impl Liveness {
 
     /// Indices (into `ranges`) of the values resident at point `p`, ascending. Linear in the
     /// number of ranges; use [`Liveness::resident_bytes`] for sizes at every point.
-    pub fn live_at(&self, p: usize) -> Vec<usize> {
+    pub fn live_at(&self, p: Point) -> Vec<usize> {
         (0..self.ranges.len())
             .filter(|&i| self.ranges[i].def <= p && p <= self.ranges[i].last_use)
             .collect()

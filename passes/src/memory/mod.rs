@@ -37,7 +37,7 @@ pub(crate) use peak::{argmax, lower_bound_of};
 pub use peak::{lower_bound, SymbolicPeak};
 pub use sizes::SizeTable;
 
-use ebb_ir::{Bindings, DimExpr, Graph, NodeId, OpKind, SymbolScope, ValueRef};
+use ebb_ir::{Bindings, DimExpr, Graph, NodeId, OpKind, Point, SymbolScope, ValueRef};
 use petgraph::visit::NodeIndexable;
 
 /// A schedule: the non-input ops of a graph in execution order (a topological order).
@@ -71,10 +71,10 @@ pub struct LiveRange {
     /// Its size in bytes.
     pub bytes: DimExpr,
     /// Point of the producing op (0 for inputs).
-    pub def: usize,
+    pub def: Point,
     /// Last point that reads it, inclusive (the last point for inputs and outputs; `def` for
     /// a value without users).
-    pub last_use: usize,
+    pub last_use: Point,
     /// Input, output or intermediate.
     pub class: ValueClass,
 }
@@ -97,7 +97,7 @@ pub enum ScheduleError {
     #[error("schedule position {position}: node {node} is not an op of the graph")]
     UnknownNode {
         /// Position in the schedule.
-        position: usize,
+        position: Point,
         /// Node index.
         node: usize,
     },
@@ -105,7 +105,7 @@ pub enum ScheduleError {
     #[error("schedule position {position}: op {node} (`{op}`) is scheduled twice")]
     Duplicate {
         /// Position of the second occurrence.
-        position: usize,
+        position: Point,
         /// Node index.
         node: usize,
         /// Op name.
@@ -123,7 +123,7 @@ pub enum ScheduleError {
     #[error("schedule position {position}: op {node} (`{op}`) runs before its operand from node {operand}")]
     NotTopological {
         /// Position of the op.
-        position: usize,
+        position: Point,
         /// Node index of the op.
         node: usize,
         /// Op name.
@@ -145,7 +145,7 @@ pub fn validate_schedule(g: &Graph, s: &Schedule) -> Result<(), ScheduleError> {
             *d = true;
         }
     }
-    for (position, &id) in s.iter().enumerate() {
+    for (position, &id) in Point::all(s.len()).zip(s) {
         if !g.contains(id) || g.node(id).kind() == OpKind::Input {
             return Err(ScheduleError::UnknownNode {
                 position,

@@ -14,7 +14,7 @@ use super::info::{GraphInfo, NONE};
 use super::liveness::Liveness;
 use super::ValueClass;
 use ebb_ir::dim::DimError;
-use ebb_ir::{Bindings, DimExpr, Graph, SymbolScope};
+use ebb_ir::{Bindings, DimExpr, Graph, Point, SymbolScope};
 use std::collections::HashMap;
 use std::fmt;
 
@@ -41,13 +41,13 @@ impl Liveness {
         let mut delta = vec![0i128; self.points + 1];
         for (r, &sid) in self.ranges.iter().zip(&self.size_of) {
             let v = i128::from(vals[sid as usize]);
-            delta[r.def] += v;
-            delta[r.last_use + 1] -= v;
+            delta[r.def.index()] += v;
+            delta[r.last_use.index() + 1] -= v;
         }
         for (t, &sid) in self.transients.iter().zip(&self.transient_size) {
             let v = i128::from(vals[sid as usize]);
-            delta[t.point] += v;
-            delta[t.point + 1] -= v;
+            delta[t.point.index()] += v;
+            delta[t.point.index() + 1] -= v;
         }
         let mut acc = 0i128;
         delta[..self.points]
@@ -63,9 +63,10 @@ impl Liveness {
     ///
     /// # Errors
     /// As [`Liveness::resident_bytes`].
-    pub fn peak(&self, b: &Bindings) -> Result<(i64, usize), DimError> {
+    pub fn peak(&self, b: &Bindings) -> Result<(i64, Point), DimError> {
         let r = self.resident_bytes(b)?;
-        Ok(argmax(&r))
+        let (peak, p) = argmax(&r);
+        Ok((peak, Point::new(p)))
     }
 
     /// The resident bytes of every point as a symbolic sum of sizes (bytes), indexed by point.
@@ -80,7 +81,7 @@ impl Liveness {
                 running = running.and_then(|x| x.checked_add(&self.ranges[r as usize].bytes).ok());
             }
             let mut here = running.clone();
-            while ti < self.transients.len() && self.transients[ti].point == p {
+            while ti < self.transients.len() && self.transients[ti].point.index() == p {
                 here = here.and_then(|x| x.checked_add(&self.transients[ti].bytes).ok());
                 ti += 1;
             }
@@ -146,7 +147,10 @@ impl Liveness {
         }
         alive.sort_unstable();
         SymbolicPeak {
-            terms: alive.into_iter().map(|p| (sums[p].clone(), p)).collect(),
+            terms: alive
+                .into_iter()
+                .map(|p| (sums[p].clone(), Point::new(p)))
+                .collect(),
         }
     }
 
@@ -185,7 +189,7 @@ pub(crate) fn argmax(v: &[i64]) -> (i64, usize) {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SymbolicPeak {
     /// `(bytes, point)`, ascending by point.
-    pub terms: Vec<(DimExpr, usize)>,
+    pub terms: Vec<(DimExpr, Point)>,
 }
 
 impl SymbolicPeak {
@@ -201,15 +205,15 @@ impl SymbolicPeak {
     ///
     /// # Errors
     /// The first [`DimError`] of evaluating a term.
-    pub fn eval_with_point(&self, b: &Bindings) -> Result<(i64, usize), DimError> {
-        let mut best: Option<(i64, usize)> = None;
+    pub fn eval_with_point(&self, b: &Bindings) -> Result<(i64, Point), DimError> {
+        let mut best: Option<(i64, Point)> = None;
         for (e, p) in &self.terms {
             let v = e.eval(b)?;
             if best.is_none_or(|(x, _)| v > x) {
                 best = Some((v, *p));
             }
         }
-        Ok(best.unwrap_or((0, 0)))
+        Ok(best.unwrap_or((0, Point::new(0))))
     }
 
     /// The peak as one [`DimExpr`] (`max(...)` of the terms; the term itself when there is

@@ -37,7 +37,7 @@
 use super::derive::{derive, Derived};
 pub use super::error::CheckError;
 use ebb_ir::plan::{Decision, DecisionKind, Plan};
-use ebb_ir::{Bindings, Graph, OpKind};
+use ebb_ir::{Bindings, Graph, OpKind, Point, ProgPoint, ValueId};
 
 /// What the simulation measured (bytes, at the checked bindings).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +51,7 @@ pub struct CheckReport {
     /// Largest of `resident` and `regen_peak`.
     pub peak: i64,
     /// First point where `peak` is reached.
-    pub peak_point: usize,
+    pub peak_point: Point,
 }
 
 /// Whether the checker accepts rerunning ops of `kind` (rule 4 of the module docs).
@@ -92,8 +92,8 @@ pub fn check(
     g.scope.check(b).map_err(CheckError::Bindings)?;
     let d = derive(g, &plan.schedule, b)?;
     check_tables(plan, &d, b)?;
-    let (evict_at, regen_at) = events(plan, decisions, &d, b)?;
-    let report = simulate(g, plan, decisions, &d, &evict_at, &regen_at, b)?;
+    let events = events(plan, decisions, &d, b)?;
+    let report = simulate(g, plan, decisions, &d, &events, b)?;
     if decisions.is_empty() && !plan.peak_terms.is_empty() {
         let planned = plan.peak_at(b).map_err(|source| CheckError::Claim {
             what: "peak_terms".into(),
@@ -119,33 +119,35 @@ fn check_tables(plan: &Plan, d: &Derived, b: &Bindings) -> Result<(), CheckError
             d.bytes.len()
         );
         return Err(CheckError::ValueTable {
-            value: plan.values.len().min(d.bytes.len()),
+            value: ValueId::new(plan.values.len().min(d.bytes.len())),
             problem,
         });
     }
     for (v, pv) in plan.values.iter().enumerate() {
-        let (pos, out) = (d.producer[v], (v - d.base[d.producer[v]]) as u32);
+        let id = ValueId::new(v);
+        let pos = d.producer[v];
+        let out = (v - d.base[pos.index()]) as u32;
         if (pv.node, pv.output) != (pos, out) {
             let problem = format!(
                 "planned as result {} of position {}, is result {out} of position {pos}",
                 pv.output, pv.node
             );
-            return Err(CheckError::ValueTable { value: v, problem });
+            return Err(CheckError::ValueTable { value: id, problem });
         }
         let planned = pv
             .bytes
             .eval(b)
-            .map_err(|source| CheckError::Size { value: v, source })?;
+            .map_err(|source| CheckError::Size { value: id, source })?;
         if planned != d.bytes[v] {
             let problem = format!(
                 "planned size {} = {planned} bytes, the type gives {}",
                 pv.bytes, d.bytes[v]
             );
-            return Err(CheckError::ValueTable { value: v, problem });
+            return Err(CheckError::ValueTable { value: id, problem });
         }
         if (pv.def, pv.last_use) != (d.def[v], d.last_use[v]) {
             return Err(CheckError::LiveRange {
-                value: v,
+                value: id,
                 planned_def: pv.def,
                 planned_last_use: pv.last_use,
                 def: d.def[v],
@@ -159,14 +161,16 @@ fn check_tables(plan: &Plan, d: &Derived, b: &Bindings) -> Result<(), CheckError
             what: format!("region_transients[{i}]"),
             source,
         })?;
-        let slot = planned.get_mut(t.point).ok_or(CheckError::Transient {
-            point: t.point,
-            planned: x,
-            derived: 0,
-        })?;
+        let slot = planned
+            .get_mut(t.point.index())
+            .ok_or(CheckError::Transient {
+                point: t.point,
+                planned: x,
+                derived: 0,
+            })?;
         *slot = slot.checked_add(x).ok_or(CheckError::Overflow)?;
     }
-    for (p, (&planned, &derived)) in planned.iter().zip(&d.transient).enumerate() {
+    for (p, (&planned, &derived)) in Point::all(d.points).zip(planned.iter().zip(&d.transient)) {
         if planned != derived {
             return Err(CheckError::Transient {
                 point: p,
@@ -178,18 +182,19 @@ fn check_tables(plan: &Plan, d: &Derived, b: &Bindings) -> Result<(), CheckError
     Ok(())
 }
 
+/// Indices into the decisions, bucketed by program point: entry [`ProgPoint::index`] lists the
+/// decisions whose eviction (after a point) or regeneration / reload (before a point) happens
+/// there, in candidate order.
 type Events = Vec<Vec<usize>>;
 
-/// Rule 2, and the decisions bucketed by point: `(evict_at[p], regen_at[p])`, indices into
-/// `decisions` in candidate order.
+/// Rule 2, and the decisions bucketed by program point ([`Events`]).
 fn events(
     plan: &Plan,
     decisions: &[Decision],
     d: &Derived,
     b: &Bindings,
-) -> Result<(Events, Events), CheckError> {
-    let mut evict_at: Events = vec![Vec::new(); d.points];
-    let mut regen_at: Events = vec![Vec::new(); d.points];
+) -> Result<Events, CheckError> {
+    let mut at: Events = vec![Vec::new(); 2 * d.points];
     for (i, dec) in decisions.iter().enumerate() {
         let bad = |problem: String| CheckError::Decision {
             decision: i,
@@ -197,25 +202,24 @@ fn events(
             problem,
         };
         let c = plan
-            .candidates
-            .get(dec.candidate)
+            .candidate(dec.candidate)
             .ok_or_else(|| bad("no such candidate".into()))?;
         if !c.allows(dec.kind) {
             return Err(bad(format!("kind {:?} is not allowed", dec.kind)));
         }
         let v = c.value;
-        if v >= d.bytes.len() {
+        if v.index() >= d.bytes.len() {
             return Err(bad(format!("value {v} does not exist")));
         }
+        let (def, last_use) = (d.def[v.index()], d.last_use[v.index()]);
         let (e, r) = (c.evict_after, c.regenerate_before);
-        if !(d.def[v] <= e && e < r && r <= d.last_use[v]) {
+        if !(def <= e && e < r && r <= last_use) {
             let problem = format!(
-                "window ({e}, {r}) is not within the live range [{}, {}] of value {v} with evict < regenerate",
-                d.def[v], d.last_use[v]
+                "window ({e}, {r}) is not within the live range [{def}, {last_use}] of value {v} with evict < regenerate"
             );
             return Err(bad(problem));
         }
-        let size = d.bytes[v];
+        let size = d.bytes[v.index()];
         let claims = [
             ("bytes_saved", &c.bytes_saved),
             ("swap_bytes", &c.swap_bytes),
@@ -235,28 +239,22 @@ fn events(
                 }
             }
         }
-        let back = match dec.kind {
-            DecisionKind::Swap => {
-                if !(e < c.prefetch_at && c.prefetch_at <= r) {
-                    return Err(bad(format!(
-                        "prefetch point {} is not in ({e}, {r}]",
-                        c.prefetch_at
-                    )));
-                }
+        if dec.kind == DecisionKind::Swap && !(e < c.prefetch_at && c.prefetch_at <= r) {
+            return Err(bad(format!(
+                "prefetch point {} is not in ({e}, {r}]",
                 c.prefetch_at
-            }
-            DecisionKind::Recompute => r,
-        };
-        evict_at[e].push(i);
-        regen_at[back].push(i);
+            )));
+        }
+        at[c.evict_point().index()].push(i);
+        at[c.back_point(dec.kind).index()].push(i);
     }
-    for list in evict_at.iter_mut().chain(regen_at.iter_mut()) {
+    for list in &mut at {
         list.sort_by_key(|&i| (decisions[i].candidate, i));
     }
-    Ok((evict_at, regen_at))
+    Ok(at)
 }
 
-/// Residency state of the simulation.
+/// Residency state of the simulation, indexed by value id.
 struct State {
     resident: Vec<bool>,
     /// Value → decision that evicted it (while evicted).
@@ -268,17 +266,24 @@ struct State {
 }
 
 impl State {
-    fn why_not(&self, v: usize, d: &Derived, decisions: &[Decision], plan: &Plan) -> String {
-        if self.freed[v] {
-            format!("freed after its last use at point {}", d.last_use[v])
-        } else if let Some(i) = self.evicted_by[v] {
+    fn is_resident(&self, v: ValueId) -> bool {
+        self.resident[v.index()]
+    }
+
+    fn why_not(&self, v: ValueId, d: &Derived, decisions: &[Decision], plan: &Plan) -> String {
+        if self.freed[v.index()] {
+            format!(
+                "freed after its last use at point {}",
+                d.last_use[v.index()]
+            )
+        } else if let Some(i) = self.evicted_by[v.index()] {
             let c = decisions[i].candidate;
             format!(
                 "evicted after point {} by candidate {c}",
-                plan.candidates[c].evict_after
+                plan.candidates[c.index()].evict_after
             )
         } else {
-            format!("not yet defined (defined at point {})", d.def[v])
+            format!("not yet defined (defined at point {})", d.def[v.index()])
         }
     }
 }
@@ -289,8 +294,7 @@ fn simulate(
     plan: &Plan,
     decisions: &[Decision],
     d: &Derived,
-    evict_at: &Events,
-    regen_at: &Events,
+    events: &Events,
     b: &Bindings,
 ) -> Result<CheckReport, CheckError> {
     let nv = d.bytes.len();
@@ -302,15 +306,15 @@ fn simulate(
         host: 0,
     };
     for v in 0..nv {
-        if d.is_input[d.producer[v]] {
+        if d.is_input[d.producer[v].index()] {
             st.resident[v] = true;
             st.cur += i128::from(d.bytes[v]);
         }
     }
     let order = g.order();
-    let mut freed_after: Events = vec![Vec::new(); d.points];
-    for v in 0..nv {
-        freed_after[d.last_use[v]].push(v);
+    let mut freed_after: Vec<Vec<ValueId>> = vec![Vec::new(); d.points];
+    for v in ValueId::all(nv) {
+        freed_after[d.last_use[v.index()].index()].push(v);
     }
     let fit = |x: i128| i64::try_from(x).map_err(|_| CheckError::Overflow);
     let mut report = CheckReport {
@@ -318,45 +322,46 @@ fn simulate(
         regen_peak: vec![0; d.points],
         host: Vec::with_capacity(d.points),
         peak: 0,
-        peak_point: 0,
+        peak_point: Point::new(0),
     };
-    for p in 0..d.points {
-        for &i in &regen_at[p] {
+    for p in Point::all(d.points) {
+        for &i in &events[ProgPoint::before(p).index()] {
             let peak = regenerate(g, plan, decisions, (i, p), d, &mut st, b)?;
-            report.regen_peak[p] = report.regen_peak[p].max(fit(peak)?);
+            let slot = &mut report.regen_peak[p.index()];
+            *slot = (*slot).max(fit(peak)?);
         }
-        if let Some(&pos) = plan.schedule.get(p) {
+        if let Some(&pos) = plan.schedule.get(p.index()) {
             for &w in d.operands_at(p) {
-                if !st.resident[w] {
+                if !st.is_resident(w) {
                     let why = st.why_not(w, d, decisions, plan);
                     return Err(CheckError::UseNotResident {
                         point: p,
-                        op: g.node(order[pos]).kind().name().into(),
+                        op: g.node(order[pos.index()]).kind().name().into(),
                         value: w,
                         why,
                     });
                 }
             }
             for u in d.results(pos) {
-                st.resident[u] = true;
-                st.cur += i128::from(d.bytes[u]);
+                st.resident[u.index()] = true;
+                st.cur += i128::from(d.bytes[u.index()]);
             }
         }
         report
             .resident
-            .push(fit(st.cur + i128::from(d.transient[p]))?);
+            .push(fit(st.cur + i128::from(d.transient[p.index()]))?);
         report.host.push(fit(st.host)?);
-        for &v in &freed_after[p] {
-            if st.resident[v] {
-                st.resident[v] = false;
-                st.cur -= i128::from(d.bytes[v]);
+        for &v in &freed_after[p.index()] {
+            if st.is_resident(v) {
+                st.resident[v.index()] = false;
+                st.cur -= i128::from(d.bytes[v.index()]);
             }
-            st.freed[v] = true;
+            st.freed[v.index()] = true;
         }
-        for &i in &evict_at[p] {
+        for &i in &events[ProgPoint::after(p).index()] {
             let c = decisions[i].candidate;
-            let v = plan.candidates[c].value;
-            if !st.resident[v] {
+            let v = plan.candidates[c.index()].value;
+            if !st.is_resident(v) {
                 let why = st.why_not(v, d, decisions, plan);
                 return Err(CheckError::EvictNotResident {
                     point: p,
@@ -365,17 +370,18 @@ fn simulate(
                     why,
                 });
             }
-            st.resident[v] = false;
-            st.evicted_by[v] = Some(i);
-            st.cur -= i128::from(d.bytes[v]);
+            let bytes = i128::from(d.bytes[v.index()]);
+            st.resident[v.index()] = false;
+            st.evicted_by[v.index()] = Some(i);
+            st.cur -= bytes;
             if decisions[i].kind == DecisionKind::Swap {
-                st.host += i128::from(d.bytes[v]);
+                st.host += bytes;
             }
         }
     }
-    for (p, (&r, &q)) in report.resident.iter().zip(&report.regen_peak).enumerate() {
+    for (p, (&r, &q)) in Point::all(d.points).zip(report.resident.iter().zip(&report.regen_peak)) {
         let x = r.max(q);
-        if p == 0 || x > report.peak {
+        if p.index() == 0 || x > report.peak {
             report.peak = x;
             report.peak_point = p;
         }
@@ -389,15 +395,15 @@ fn regenerate(
     g: &Graph,
     plan: &Plan,
     decisions: &[Decision],
-    (i, p): (usize, usize),
+    (i, p): (usize, Point),
     d: &Derived,
     st: &mut State,
     b: &Bindings,
 ) -> Result<i128, CheckError> {
     let ci = decisions[i].candidate;
-    let c = &plan.candidates[ci];
+    let c = &plan.candidates[ci.index()];
     let v = c.value;
-    if st.resident[v] {
+    if st.is_resident(v) {
         return Err(CheckError::RegenerateResident {
             point: p,
             value: v,
@@ -410,34 +416,34 @@ fn regenerate(
         candidate: ci,
         problem,
     };
-    if st.evicted_by[v] != Some(i) {
+    if st.evicted_by[v.index()] != Some(i) {
         let why = st.why_not(v, d, decisions, plan);
         return Err(bad(format!(
             "the value is not evicted by this decision: it is {why}"
         )));
     }
-    let bytes = i128::from(d.bytes[v]);
+    let bytes = i128::from(d.bytes[v.index()]);
     let mut peak = st.cur + bytes;
     if decisions[i].kind == DecisionKind::Swap {
         st.host -= bytes;
     } else {
-        if c.recompute.last() != Some(&d.producer[v]) {
+        let producer = d.producer[v.index()];
+        if c.recompute.last() != Some(&producer) {
             return Err(bad(format!(
-                "does not end with the producer at position {}",
-                d.producer[v]
+                "does not end with the producer at position {producer}"
             )));
         }
         // (value, index of its last reader in the list); a result nobody reads is freed at once.
-        let mut produced: Vec<(usize, usize)> = Vec::new();
+        let mut produced: Vec<(ValueId, usize)> = Vec::new();
         for (k, &pos) in c.recompute.iter().enumerate() {
-            if pos >= d.is_input.len() || !pure(g.node(g.order()[pos]).kind()) {
+            if pos.index() >= d.is_input.len() || !pure(g.node(g.order()[pos.index()]).kind()) {
                 return Err(bad(format!("position {pos} is not a pure op")));
             }
-            for w in g.operands(g.order()[pos]) {
+            for w in g.operands(g.order()[pos.index()]) {
                 let wid = d.value_of(w);
                 if let Some(slot) = produced.iter_mut().find(|(x, _)| *x == wid) {
                     slot.1 = k;
-                } else if !st.resident[wid] {
+                } else if !st.is_resident(wid) {
                     let why = st.why_not(wid, d, decisions, plan);
                     return Err(CheckError::RegenRead {
                         point: p,
@@ -462,10 +468,10 @@ fn regenerate(
         let (mut live, mut transient) = (0i128, 0i128);
         for (k, &pos) in c.recompute.iter().enumerate() {
             for u in d.results(pos) {
-                live += i128::from(d.bytes[u]);
+                live += i128::from(d.bytes[u.index()]);
             }
             transient = transient.max(
-                live - if d.results(pos).contains(&v) {
+                live - if d.results(pos).any(|u| u == v) {
                     bytes
                 } else {
                     0
@@ -474,7 +480,7 @@ fn regenerate(
             peak = peak.max(st.cur + live);
             for &(u, last) in &produced {
                 if last == k && u != v {
-                    live -= i128::from(d.bytes[u]);
+                    live -= i128::from(d.bytes[u.index()]);
                 }
             }
         }
@@ -488,8 +494,8 @@ fn regenerate(
             )));
         }
     }
-    st.resident[v] = true;
-    st.evicted_by[v] = None;
+    st.resident[v.index()] = true;
+    st.evicted_by[v.index()] = None;
     st.cur += bytes;
     Ok(peak)
 }

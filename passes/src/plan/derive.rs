@@ -13,7 +13,7 @@
 //! minus its block arguments).
 
 use super::error::CheckError;
-use ebb_ir::{Bindings, Graph, NodeId, OpKind, TensorType, ValueRef};
+use ebb_ir::{Bindings, Graph, NodeId, OpKind, OpPos, Point, TensorType, ValueId, ValueRef};
 use petgraph::visit::NodeIndexable;
 
 /// Facts about one graph under one schedule at one binding (see the module docs).
@@ -25,16 +25,16 @@ pub(crate) struct Derived {
     /// Position → first value id (one extra entry at the end).
     pub base: Vec<usize>,
     /// Value id → producer position.
-    pub producer: Vec<usize>,
+    pub producer: Vec<OpPos>,
     /// Value id → size in bytes.
     pub bytes: Vec<i64>,
     /// Value id → definition point.
-    pub def: Vec<usize>,
+    pub def: Vec<Point>,
     /// Value id → last resident point.
-    pub last_use: Vec<usize>,
+    pub last_use: Vec<Point>,
     /// Point → distinct operand value ids: `operands[op_start[p]..op_start[p + 1]]`.
     pub op_start: Vec<usize>,
-    pub operands: Vec<usize>,
+    pub operands: Vec<ValueId>,
     /// Point → transient region bytes.
     pub transient: Vec<i64>,
     /// `NodeId::index()` → program-order position.
@@ -43,18 +43,19 @@ pub(crate) struct Derived {
 
 impl Derived {
     /// Value ids of the results of the op at program-order position `pos`.
-    pub fn results(&self, pos: usize) -> std::ops::Range<usize> {
-        self.base[pos]..self.base[pos + 1]
+    pub fn results(&self, pos: OpPos) -> impl Iterator<Item = ValueId> + Clone {
+        let pos = pos.index();
+        ValueId::new(self.base[pos]).upto(ValueId::new(self.base[pos + 1]))
     }
 
     /// The value id of `v` (a value of the graph: it comes from an operand edge).
-    pub fn value_of(&self, v: ValueRef) -> usize {
-        self.base[self.pos_of_id[v.node.index()]] + v.output as usize
+    pub fn value_of(&self, v: ValueRef) -> ValueId {
+        ValueId::new(self.base[self.pos_of_id[v.node.index()]] + v.output as usize)
     }
 
     /// Operand value ids of the op at point `p`.
-    pub fn operands_at(&self, p: usize) -> &[usize] {
-        &self.operands[self.op_start[p]..self.op_start[p + 1]]
+    pub fn operands_at(&self, p: Point) -> &[ValueId] {
+        &self.operands[self.op_start[p.index()]..self.op_start[p.index() + 1]]
     }
 
     /// Resident bytes at each point without any decision, and the bytes of the inputs.
@@ -63,9 +64,9 @@ impl Derived {
         let mut inputs = 0i128;
         for v in 0..self.bytes.len() {
             let x = i128::from(self.bytes[v]);
-            delta[self.def[v]] += x;
-            delta[self.last_use[v] + 1] -= x;
-            if self.is_input[self.producer[v]] {
+            delta[self.def[v].index()] += x;
+            delta[self.last_use[v].index() + 1] -= x;
+            if self.is_input[self.producer[v].index()] {
                 inputs += x;
             }
         }
@@ -100,16 +101,19 @@ pub(crate) fn tensor_bytes(t: &TensorType, b: &Bindings) -> Result<i64, ebb_ir::
 /// # Errors
 /// [`CheckError::Schedule`] when the schedule is not a topological permutation of the
 /// non-input ops; [`CheckError::Size`] when a size does not evaluate.
-pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Derived, CheckError> {
+pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Derived, CheckError> {
     let order = g.order();
     let n = order.len();
-    let sched_err = |point: usize, problem: String| CheckError::Schedule { point, problem };
+    let sched_err = |point: usize, problem: String| CheckError::Schedule {
+        point: Point::new(point),
+        problem,
+    };
     let is_input: Vec<bool> = order
         .iter()
         .map(|&id| g.node(id).kind() == OpKind::Input)
         .collect();
     let mut point_of_pos = vec![usize::MAX; n];
-    for (p, &pos) in schedule.iter().enumerate() {
+    for (p, pos) in schedule.iter().map(|pos| pos.index()).enumerate() {
         if pos >= n || is_input[pos] {
             return Err(sched_err(
                 p,
@@ -143,18 +147,21 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
         base.push(bytes.len());
         for t in &g.node(id).outputs {
             let v = bytes.len();
-            bytes.push(tensor_bytes(t, b).map_err(|source| CheckError::Size { value: v, source })?);
-            producer.push(pos);
-            let d = if is_input[pos] { 0 } else { point_of_pos[pos] };
+            bytes.push(tensor_bytes(t, b).map_err(|source| CheckError::Size {
+                value: ValueId::new(v),
+                source,
+            })?);
+            producer.push(OpPos::new(pos));
+            let d = Point::new(if is_input[pos] { 0 } else { point_of_pos[pos] });
             def.push(d);
-            last_use.push(if is_input[pos] { last } else { d });
+            last_use.push(if is_input[pos] { Point::new(last) } else { d });
         }
     }
     base.push(bytes.len());
     let mut op_start = Vec::with_capacity(points + 1);
     let mut operands = Vec::new();
     let mut transient = vec![0i64; points];
-    for (p, &pos) in schedule.iter().enumerate() {
+    for (p, pos) in schedule.iter().map(|pos| pos.index()).enumerate() {
         op_start.push(operands.len());
         let id = order[pos];
         let from = operands.len();
@@ -170,9 +177,9 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
                 ));
             }
             let w = base[src] + v.output as usize;
-            operands.push(w);
+            operands.push(ValueId::new(w));
             if !is_input[src] {
-                last_use[w] = last_use[w].max(p);
+                last_use[w] = last_use[w].max(Point::new(p));
             }
         }
         operands[from..].sort_unstable();
@@ -190,7 +197,7 @@ pub(crate) fn derive(g: &Graph, schedule: &[usize], b: &Bindings) -> Result<Deri
     for o in g.outputs() {
         let pos = pos_of_id[o.node.index()];
         if !is_input[pos] {
-            last_use[base[pos] + o.output as usize] = last;
+            last_use[base[pos] + o.output as usize] = Point::new(last);
         }
     }
     Ok(Derived {
@@ -229,8 +236,9 @@ fn region_transient(g: &Graph, id: NodeId, b: &Bindings) -> Result<i64, CheckErr
         if !holds_tensor {
             continue;
         }
-        let sched: Vec<usize> = (0..r.order().len())
+        let sched: Vec<OpPos> = (0..r.order().len())
             .filter(|&i| r.node(r.order()[i]).kind() != OpKind::Input)
+            .map(OpPos::new)
             .collect();
         let d = derive(r, &sched, b)?;
         let (resident, inputs) = d.baseline()?;

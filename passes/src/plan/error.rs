@@ -2,6 +2,7 @@
 //! positions, sizes and live ranges it checks against (`derive.rs`).
 
 use ebb_ir::dim::DimError;
+use ebb_ir::{CandidateId, Point, ValueId};
 
 /// A failed proof; every variant names where and what.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -27,7 +28,7 @@ pub enum CheckError {
     #[error("schedule point {point}: {problem}")]
     Schedule {
         /// The point.
-        point: usize,
+        point: Point,
         /// What is wrong.
         problem: String,
     },
@@ -35,7 +36,7 @@ pub enum CheckError {
     #[error("value {value}: size: {source}")]
     Size {
         /// Value id.
-        value: usize,
+        value: ValueId,
         /// Why.
         source: DimError,
     },
@@ -54,7 +55,7 @@ pub enum CheckError {
     #[error("value {value}: {problem}")]
     ValueTable {
         /// Value id.
-        value: usize,
+        value: ValueId,
         /// What disagrees.
         problem: String,
     },
@@ -62,21 +63,21 @@ pub enum CheckError {
     #[error("value {value}: planned live range [{planned_def}, {planned_last_use}], derived [{def}, {last_use}]")]
     LiveRange {
         /// Value id.
-        value: usize,
+        value: ValueId,
         /// Planned definition point.
-        planned_def: usize,
+        planned_def: Point,
         /// Planned last use.
-        planned_last_use: usize,
+        planned_last_use: Point,
         /// Derived definition point.
-        def: usize,
+        def: Point,
         /// Derived last use.
-        last_use: usize,
+        last_use: Point,
     },
     /// Planned and derived region transient memory differ at a point.
     #[error("point {point}: planned region transient {planned} bytes, derived {derived}")]
     Transient {
         /// The point.
-        point: usize,
+        point: Point,
         /// Planned bytes.
         planned: i64,
         /// Derived bytes.
@@ -90,7 +91,7 @@ pub enum CheckError {
         /// Simulated peak.
         derived: i64,
         /// Point of the simulated peak.
-        point: usize,
+        point: Point,
     },
     /// A decision is malformed (unknown candidate, kind not allowed, bad window, wrong claims).
     #[error("decision {decision} (candidate {candidate}): {problem}")]
@@ -98,7 +99,7 @@ pub enum CheckError {
         /// Index into the decisions.
         decision: usize,
         /// Candidate index.
-        candidate: usize,
+        candidate: CandidateId,
         /// What is wrong.
         problem: String,
     },
@@ -106,11 +107,11 @@ pub enum CheckError {
     #[error("point {point}: `{op}` reads value {value}, which is {why}")]
     UseNotResident {
         /// The point.
-        point: usize,
+        point: Point,
         /// The op's name.
         op: String,
         /// Value id.
-        value: usize,
+        value: ValueId,
         /// Why it is not resident.
         why: String,
     },
@@ -118,13 +119,13 @@ pub enum CheckError {
     #[error("point {point}: recompute of value {value} (candidate {candidate}) reads value {read}, which is {why}")]
     RegenRead {
         /// The point of the regeneration.
-        point: usize,
+        point: Point,
         /// Regenerated value.
-        value: usize,
+        value: ValueId,
         /// Candidate index.
-        candidate: usize,
+        candidate: CandidateId,
         /// The value read.
-        read: usize,
+        read: ValueId,
         /// What is wrong with it.
         why: String,
     },
@@ -132,11 +133,11 @@ pub enum CheckError {
     #[error("point {point}: recompute of value {value} (candidate {candidate}): {problem}")]
     BadRecompute {
         /// The point.
-        point: usize,
+        point: Point,
         /// Regenerated value.
-        value: usize,
+        value: ValueId,
         /// Candidate index.
-        candidate: usize,
+        candidate: CandidateId,
         /// What is wrong.
         problem: String,
     },
@@ -144,11 +145,11 @@ pub enum CheckError {
     #[error("point {point}: candidate {candidate} evicts value {value}, which is {why}")]
     EvictNotResident {
         /// The point.
-        point: usize,
+        point: Point,
         /// Value id.
-        value: usize,
+        value: ValueId,
         /// Candidate index.
-        candidate: usize,
+        candidate: CandidateId,
         /// Why it is not resident.
         why: String,
     },
@@ -156,10 +157,10 @@ pub enum CheckError {
     #[error("point {point}: candidate {candidate} regenerates value {value}, which is resident")]
     RegenerateResident {
         /// The point.
-        point: usize,
+        point: Point,
         /// Value id.
-        value: usize,
+        value: ValueId,
         /// Candidate index.
-        candidate: usize,
+        candidate: CandidateId,
     },
 }

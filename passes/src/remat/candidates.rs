@@ -36,7 +36,7 @@
 use super::cost;
 use super::index::ScheduleIndex;
 use super::{CandidateOptions, RematError};
-use ebb_ir::plan::{Candidate, DecisionKind, ValueClass, ValueId};
+use ebb_ir::plan::{Candidate, DecisionKind, OpPos, Point, ValueClass, ValueId};
 use ebb_ir::{DimExpr, Graph, NodeId, OpKind};
 
 /// Why a window has no recompute option.
@@ -44,7 +44,7 @@ use ebb_ir::{DimExpr, Graph, NodeId, OpKind};
 pub enum Rejection {
     /// The producer (or an op it would need) cannot be recomputed (input, `while`,
     /// `custom_call`, `optimization_barrier`); names the op's position in program order.
-    NotRecomputable(usize),
+    NotRecomputable(OpPos),
     /// More than `max_recompute_ops` ops would be needed.
     TooManyOps,
     /// The transient bytes are not proven to be at most the bytes saved.
@@ -87,25 +87,25 @@ pub fn find(g: &Graph, idx: &ScheduleIndex, opts: &CandidateOptions) -> Result<F
     // Rule 3's pins: points at which a recompute of a later value reads this one. Recompute
     // reads are ancestors, with smaller ids, so one pass in decreasing id order sees every pin
     // of a value before windowing it.
-    let mut pins: Vec<Vec<usize>> = vec![Vec::new(); values.len()];
+    let mut pins: Vec<Vec<Point>> = vec![Vec::new(); values.len()];
     let mut out: Vec<(Candidate, Option<Rejection>)> = Vec::new();
     let mut found = Found::default();
-    let mut touches: Vec<usize> = Vec::new();
-    for v in (0..values.len()).rev() {
-        if !eligible[v] {
+    let mut touches: Vec<Point> = Vec::new();
+    for v in ValueId::all(values.len()).rev() {
+        if !eligible[v.index()] {
             continue;
         }
-        let val = &values[v];
+        let val = &values[v.index()];
         touches.clear();
         touches.push(val.def);
         touches.extend_from_slice(idx.uses(v));
-        touches.append(&mut pins[v]);
+        touches.append(&mut pins[v.index()]);
         touches.sort_unstable();
         touches.dedup();
         let mut here: Vec<(Candidate, Option<Rejection>)> = Vec::new();
         for pair in touches.windows(2) {
             let (e, r) = (pair[0], pair[1]);
-            if r - e <= opts.min_gap.max(1) {
+            if r.index() - e.index() <= opts.min_gap.max(1) {
                 continue;
             }
             let recompute = if opts.allow_recompute {
@@ -129,15 +129,16 @@ pub fn find(g: &Graph, idx: &ScheduleIndex, opts: &CandidateOptions) -> Result<F
                 Err(why) => (Regen::default(), Some(why)),
             };
             for &w in &sub.reads {
-                if eligible[w] {
-                    pins[w].push(r);
+                if eligible[w.index()] {
+                    pins[w.index()].push(r);
                 }
             }
             let candidate = Candidate {
                 value: v,
                 evict_after: e,
                 regenerate_before: r,
-                prefetch_at: r.saturating_sub(opts.prefetch_distance).max(e + 1),
+                prefetch_at: Point::new(r.index().saturating_sub(opts.prefetch_distance))
+                    .max(e.next()),
                 recompute: sub.ops,
                 recompute_reads: sub.reads,
                 bytes_saved: val.bytes.clone(),
@@ -171,7 +172,7 @@ fn too_small(g: &Graph, bytes: &DimExpr, min_bytes: i64) -> bool {
 /// and transient bytes.
 #[derive(Default)]
 struct Regen {
-    ops: Vec<usize>,
+    ops: Vec<OpPos>,
     reads: Vec<ValueId>,
     flops: DimExpr,
     transient: DimExpr,
@@ -185,12 +186,13 @@ fn regenerate(
     g: &Graph,
     idx: &ScheduleIndex,
     v: ValueId,
-    r: usize,
+    r: Point,
     opts: &CandidateOptions,
 ) -> Result<Result<Regen, Rejection>, RematError> {
     let values = idx.values();
-    let available = |w: ValueId| values[w].def < r && r <= values[w].last_use;
-    let root = g.order()[idx.values()[v].node];
+    let available = |w: ValueId| values[w.index()].def < r && r <= values[w.index()].last_use;
+    let value = &values[v.index()];
+    let root = g.order()[value.node.index()];
     if !recomputable(g.node(root).kind()) {
         return Ok(Err(Rejection::NotRecomputable(idx.position(root))));
     }
@@ -238,10 +240,10 @@ fn regenerate(
     for (k, &n) in set.iter().enumerate() {
         flops = flops.checked_add(&cost::try_flops(g, n)?)?;
         for w in idx.results(n).filter(|&w| w != v) {
-            live = live.checked_add(&values[w].bytes)?;
+            live = live.checked_add(&values[w.index()].bytes)?;
         }
         let with_value = if k + 1 == set.len() {
-            live.checked_add(&values[v].bytes)?
+            live.checked_add(&value.bytes)?
         } else {
             live.clone()
         };
@@ -249,14 +251,14 @@ fn regenerate(
             peaks.push(with_value);
         }
         if !live.is_zero() && !steps.contains(&live) {
-            if !g.scope.prove_le(&live, &values[v].bytes) {
+            if !g.scope.prove_le(&live, &value.bytes) {
                 return Ok(Err(Rejection::MemoryExpanding));
             }
             steps.push(live.clone());
         }
         for &(w, last) in &last_reader {
             if last == k {
-                live = live.checked_sub(&values[w].bytes)?;
+                live = live.checked_sub(&values[w.index()].bytes)?;
             }
         }
     }
@@ -265,7 +267,7 @@ fn regenerate(
         Some(e) => e?,
     };
     let peak = match DimExpr::max_of(&peaks) {
-        None => values[v].bytes.clone(),
+        None => value.bytes.clone(),
         Some(e) => e?,
     };
     reads.sort_unstable();

@@ -9,7 +9,7 @@
 //! [`ebb_ir::plan::Plan::values`]: sorted by (program-order position, result index).
 
 use super::RematError;
-use ebb_ir::plan::{PlanValue, ValueClass, ValueId};
+use ebb_ir::plan::{OpPos, PlanValue, Point, ValueClass, ValueId};
 use ebb_ir::{Graph, NodeId, OpKind, ValueRef};
 use petgraph::visit::NodeIndexable;
 
@@ -30,7 +30,7 @@ pub struct ScheduleIndex {
     values: Vec<PlanValue>,
     /// `uses[use_start[v]..use_start[v + 1]]`: the distinct points that read value `v`, sorted.
     use_start: Vec<usize>,
-    uses: Vec<usize>,
+    uses: Vec<Point>,
 }
 
 impl ScheduleIndex {
@@ -47,7 +47,10 @@ impl ScheduleIndex {
         for (i, id) in order.iter().enumerate() {
             pos_of_id[id.index()] = i;
         }
-        let bad = |point: usize, problem: String| RematError::Schedule { point, problem };
+        let bad = |point: usize, problem: String| RematError::Schedule {
+            point: Point::new(point),
+            problem,
+        };
         let is_input: Vec<bool> = order
             .iter()
             .map(|&id| g.node(id).kind() == OpKind::Input)
@@ -79,18 +82,15 @@ impl ScheduleIndex {
         for (pos, &id) in order.iter().enumerate() {
             value_base.push(values.len());
             let (class, def, last_use) = if is_input[pos] {
-                (ValueClass::Input, 0, last)
+                (ValueClass::Input, Point::new(0), Point::new(last))
             } else {
-                (
-                    ValueClass::Intermediate,
-                    point_of_pos[pos],
-                    point_of_pos[pos],
-                )
+                let p = Point::new(point_of_pos[pos]);
+                (ValueClass::Intermediate, p, p)
             };
             for (k, t) in g.node(id).outputs.iter().enumerate() {
                 let bytes = t.size_bytes();
                 values.push(PlanValue {
-                    node: pos,
+                    node: OpPos::new(pos),
                     output: k as u32,
                     bytes,
                     def,
@@ -123,7 +123,7 @@ impl ScheduleIndex {
         for i in 0..values.len() {
             use_start[i + 1] += use_start[i];
         }
-        let uses: Vec<usize> = reads.iter().map(|&(_, p)| p).collect();
+        let uses: Vec<Point> = reads.iter().map(|&(_, p)| Point::new(p)).collect();
         for (v, val) in values.iter_mut().enumerate() {
             if val.class == ValueClass::Intermediate {
                 if let Some(&u) = uses[use_start[v]..use_start[v + 1]].last() {
@@ -135,7 +135,7 @@ impl ScheduleIndex {
             let v = value_base[pos_of_id[o.node.index()]] + o.output as usize;
             if values[v].class == ValueClass::Intermediate {
                 values[v].class = ValueClass::Output;
-                values[v].last_use = last;
+                values[v].last_use = Point::new(last);
             }
         }
         let node_at = schedule.to_vec();
@@ -157,28 +157,28 @@ impl ScheduleIndex {
     }
 
     /// Program-order position of `node`.
-    pub fn position(&self, node: NodeId) -> usize {
-        self.pos_of_id[node.index()]
+    pub fn position(&self, node: NodeId) -> OpPos {
+        OpPos::new(self.pos_of_id[node.index()])
     }
 
-    /// Point at which `node` runs (`usize::MAX` for an input).
-    pub fn point(&self, node: NodeId) -> usize {
-        self.point_of_pos[self.position(node)]
+    /// Point at which `node` runs (`Point::new(usize::MAX)` for an input).
+    pub fn point(&self, node: NodeId) -> Point {
+        Point::new(self.point_of_pos[self.position(node).index()])
     }
 
     /// The node that runs at point `p`.
-    pub fn node_at(&self, p: usize) -> NodeId {
-        self.node_at[p]
+    pub fn node_at(&self, p: Point) -> NodeId {
+        self.node_at[p.index()]
     }
 
     /// The schedule as program-order positions (`Plan::schedule`).
-    pub fn schedule_positions(&self) -> Vec<usize> {
+    pub fn schedule_positions(&self) -> Vec<OpPos> {
         self.node_at.iter().map(|id| self.position(*id)).collect()
     }
 
     /// The value id of `v`.
     pub fn value_id(&self, v: ValueRef) -> ValueId {
-        self.value_base[self.position(v.node)] + v.output as usize
+        ValueId::new(self.value_base[self.position(v.node).index()] + v.output as usize)
     }
 
     /// The value table (see the module docs for the numbering).
@@ -187,13 +187,13 @@ impl ScheduleIndex {
     }
 
     /// The distinct points that read value `v`, sorted ascending.
-    pub fn uses(&self, v: ValueId) -> &[usize] {
-        &self.uses[self.use_start[v]..self.use_start[v + 1]]
+    pub fn uses(&self, v: ValueId) -> &[Point] {
+        &self.uses[self.use_start[v.index()]..self.use_start[v.index() + 1]]
     }
 
-    /// The value ids of all results of `node`.
-    pub fn results(&self, node: NodeId) -> std::ops::Range<ValueId> {
-        let pos = self.position(node);
-        self.value_base[pos]..self.value_base[pos + 1]
+    /// The value ids of all results of `node`, ascending.
+    pub fn results(&self, node: NodeId) -> impl Iterator<Item = ValueId> + Clone {
+        let pos = self.position(node).index();
+        ValueId::new(self.value_base[pos]).upto(ValueId::new(self.value_base[pos + 1]))
     }
 }

@@ -26,7 +26,7 @@ pub use candidates::{Found, Rejection};
 pub use index::ScheduleIndex;
 
 use ebb_ir::dim::DimError;
-use ebb_ir::{Graph, NodeId};
+use ebb_ir::{Graph, NodeId, Point};
 
 /// Knobs of the candidate search (see [`candidates`] for the rules they tune).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,7 +66,7 @@ pub enum RematError {
     #[error("invalid schedule at point {point}: {problem}")]
     Schedule {
         /// The offending point.
-        point: usize,
+        point: Point,
         /// What is wrong.
         problem: String,
     },

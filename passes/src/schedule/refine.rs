@@ -22,6 +22,7 @@
 
 use super::context::Ctx;
 use crate::memory::NONE;
+use ebb_ir::Point;
 
 /// Most schedule evaluations per call.
 pub(crate) const MAX_EVALS: usize = 400;
@@ -39,10 +40,10 @@ pub(crate) struct Evaluator<'a> {
 
 /// Per-sample `(peak, point)` plus the def and end point of every value.
 pub(crate) struct Eval {
-    pub peaks: Vec<(i64, usize)>,
-    pub def: Vec<u32>,
-    pub end: Vec<u32>,
-    pub point_of_op: Vec<u32>,
+    pub peaks: Vec<(i64, Point)>,
+    pub def: Vec<Point>,
+    pub end: Vec<Point>,
+    pub point_of_op: Vec<Point>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -74,23 +75,23 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn eval(&self, order: &[u32]) -> Eval {
         let info = &self.ctx.info;
         let n = order.len().max(1);
-        let mut point_of_op = vec![0u32; order.len()];
-        for (p, &op) in order.iter().enumerate() {
-            point_of_op[op as usize] = p as u32;
+        let mut point_of_op = vec![Point::new(0); order.len()];
+        for (p, &op) in Point::all(order.len()).zip(order) {
+            point_of_op[op as usize] = p;
         }
         let nv = info.num_values();
-        let mut def = vec![0u32; nv];
-        let mut end = vec![0u32; nv];
+        let mut def = vec![Point::new(0); nv];
+        let mut end = vec![Point::new(0); nv];
         for v in 0..nv {
             let prod = info.producer[v];
             let d = if prod == NONE {
-                0
+                Point::new(0)
             } else {
                 point_of_op[prod as usize]
             };
             def[v] = d;
             end[v] = if info.persistent(v as u32) {
-                (n - 1) as u32
+                Point::new(n - 1)
             } else {
                 info.users
                     .row(v)
@@ -107,16 +108,17 @@ impl<'a> Evaluator<'a> {
                 delta.iter_mut().for_each(|d| *d = 0);
                 let vb = &self.value_bytes[k];
                 for v in 0..nv {
-                    delta[def[v] as usize] = delta[def[v] as usize].saturating_add(vb[v]);
-                    delta[end[v] as usize + 1] = delta[end[v] as usize + 1].saturating_sub(vb[v]);
+                    let (d, e) = (def[v].index(), end[v].index());
+                    delta[d] = delta[d].saturating_add(vb[v]);
+                    delta[e + 1] = delta[e + 1].saturating_sub(vb[v]);
                 }
                 for (op, &t) in self.transient_bytes[k].iter().enumerate() {
-                    let p = point_of_op[op] as usize;
+                    let p = point_of_op[op].index();
                     delta[p] = delta[p].saturating_add(t);
                     delta[p + 1] = delta[p + 1].saturating_sub(t);
                 }
-                let (mut acc, mut best) = (0i64, (i64::MIN, 0usize));
-                for (p, d) in delta[..n].iter().enumerate() {
+                let (mut acc, mut best) = (0i64, (i64::MIN, Point::new(0)));
+                for (p, d) in Point::all(n).zip(&delta[..n]) {
                     acc = acc.saturating_add(*d);
                     if acc > best.0 {
                         best = (acc, p);
@@ -184,14 +186,18 @@ fn ratio(a: i64, b: i64) -> f64 {
 /// (positions in the schedule before the move).
 #[derive(Clone, Copy, Debug)]
 struct Move {
-    from: usize,
-    to: usize,
+    from: Point,
+    to: Point,
 }
 
 fn apply(order: &[u32], mv: Move) -> Vec<u32> {
     let mut next = order.to_vec();
-    let op = next.remove(mv.from);
-    let to = if mv.to > mv.from { mv.to - 1 } else { mv.to };
+    let op = next.remove(mv.from.index());
+    let to = if mv.to > mv.from {
+        mv.to.index() - 1
+    } else {
+        mv.to.index()
+    };
     next.insert(to, op);
     next
 }
@@ -199,9 +205,9 @@ fn apply(order: &[u32], mv: Move) -> Vec<u32> {
 /// Sink and hoist moves at the peak point of sample `k`, best estimated gain first.
 fn moves_at(ctx: &Ctx, ev: &Evaluator, cur: &Eval, k: usize, order: &[u32]) -> Vec<Move> {
     let info = &ctx.info;
-    let p = cur.peaks[k].1 as u32;
+    let p = cur.peaks[k].1;
     let vb = &ev.value_bytes[k];
-    let last = order.len() as u32 - 1;
+    let end_of_schedule = Point::new(order.len());
     let mut moves: Vec<(i64, Move)> = Vec::new();
     let mut seen_ops = std::collections::HashSet::new();
     for v in 0..info.num_values() {
@@ -212,7 +218,7 @@ fn moves_at(ctx: &Ctx, ev: &Evaluator, cur: &Eval, k: usize, order: &[u32]) -> V
         let prod = info.producer[v];
         if prod != NONE && cur.def[v] < p && seen_ops.insert((0u8, prod)) {
             let op = prod as usize;
-            let mut first_use = u32::MAX;
+            let mut first_use: Option<Point> = None;
             let mut alloc = 0i64;
             for r in info.results(op) {
                 alloc += vb[r as usize];
@@ -222,11 +228,12 @@ fn moves_at(ctx: &Ctx, ev: &Evaluator, cur: &Eval, k: usize, order: &[u32]) -> V
                     .iter()
                     .map(|&u| cur.point_of_op[u as usize])
                     .min();
-                first_use = first_use.min(fu.unwrap_or(if info.persistent(r) {
-                    last + 1
+                let fu = fu.unwrap_or(if info.persistent(r) {
+                    end_of_schedule
                 } else {
                     cur.def[r as usize]
-                }));
+                });
+                first_use = Some(first_use.map_or(fu, |x| x.min(fu)));
             }
             let freed: i64 = info
                 .operands
@@ -235,21 +242,20 @@ fn moves_at(ctx: &Ctx, ev: &Evaluator, cur: &Eval, k: usize, order: &[u32]) -> V
                 .filter(|&&o| !info.persistent(o) && cur.end[o as usize] == cur.def[v])
                 .map(|&o| vb[o as usize])
                 .sum();
-            if first_use > p && first_use != u32::MAX && alloc > freed {
-                let to = (first_use as usize).min(order.len());
+            if let Some(first_use) = first_use.filter(|&f| f > p && alloc > freed) {
                 moves.push((
                     alloc - freed,
                     Move {
-                        from: cur.def[v] as usize,
-                        to,
+                        from: cur.def[v],
+                        to: first_use.min(end_of_schedule),
                     },
                 ));
             }
         }
         // Hoist the last user of a value resident at p, if it can run before p.
         if !info.persistent(v as u32) && cur.end[v] > p {
-            let y_at = cur.end[v] as usize;
-            let y = order[y_at];
+            let y_at = cur.end[v];
+            let y = order[y_at.index()];
             if !seen_ops.insert((1u8, y)) {
                 continue;
             }
@@ -265,18 +271,12 @@ fn moves_at(ctx: &Ctx, ev: &Evaluator, cur: &Eval, k: usize, order: &[u32]) -> V
                 .operands
                 .row(y as usize)
                 .iter()
-                .filter(|&&o| !info.persistent(o) && cur.end[o as usize] as usize == y_at)
+                .filter(|&&o| !info.persistent(o) && cur.end[o as usize] == y_at)
                 .map(|&o| vb[o as usize])
                 .sum();
             let alloc: i64 = info.results(y as usize).map(|r| vb[r as usize]).sum();
             if freed > alloc {
-                moves.push((
-                    freed - alloc,
-                    Move {
-                        from: y_at,
-                        to: p as usize,
-                    },
-                ));
+                moves.push((freed - alloc, Move { from: y_at, to: p }));
             }
         }
     }

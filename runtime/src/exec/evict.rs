@@ -18,7 +18,7 @@
 use super::Program;
 use crate::error::ExecError;
 use crate::tensor::Tensor;
-use ebb_ir::plan::{Decision, DecisionKind, Plan};
+use ebb_ir::plan::{Decision, DecisionKind, OpPos, Plan};
 use std::collections::HashMap;
 
 /// A value brought back into device memory before a point.
@@ -83,9 +83,9 @@ impl Program<'_> {
             msg,
         };
         let order = g.order();
-        let node_at = |pos: usize| {
+        let node_at = |pos: OpPos| {
             order
-                .get(pos)
+                .get(pos.index())
                 .copied()
                 .filter(|&id| g.contains(id))
                 .ok_or_else(|| bad(format!("position {pos} is not in the graph")))
@@ -113,8 +113,7 @@ impl Program<'_> {
         sorted.sort_by_key(|d| d.candidate);
         for d in sorted {
             let c = plan
-                .candidates
-                .get(d.candidate)
+                .candidate(d.candidate)
                 .ok_or_else(|| bad(format!("no candidate {}", d.candidate)))?;
             if !c.allows(d.kind) {
                 return Err(bad(format!(
@@ -124,15 +123,15 @@ impl Program<'_> {
             }
             let pv = plan
                 .values
-                .get(c.value)
+                .get(c.value.index())
                 .ok_or_else(|| bad(format!("no value {}", c.value)))?;
             let node = node_at(pv.node)?;
             let value = self.base[node.index()]
                 .checked_add(pv.output)
                 .filter(|&v| (v as usize) < self.num_values)
                 .ok_or_else(|| bad(format!("value {} is not computed", c.value)))?;
-            let (at, back) = match d.kind {
-                DecisionKind::Swap => (c.prefetch_at, Back::Reload { value }),
+            let back = match d.kind {
+                DecisionKind::Swap => Back::Reload { value },
                 DecisionKind::Recompute => {
                     let steps = c
                         .recompute
@@ -145,20 +144,23 @@ impl Program<'_> {
                             }
                         })
                         .collect::<Result<Vec<_>, _>>()?;
-                    (c.regenerate_before, Back::Recompute { value, steps })
+                    Back::Recompute { value, steps }
                 }
             };
-            if c.evict_after >= points || at >= points || c.evict_after >= at {
+            // Evicted after a point, back before a later one.
+            let (out_at, back_at) = (c.evict_point(), c.back_point(d.kind));
+            let (out_p, back_p) = (out_at.point(), back_at.point());
+            if out_p.index() >= points || back_p.index() >= points || back_at <= out_at {
                 return Err(bad(format!(
-                    "candidate {}: window ({}, {at}) is outside the schedule",
-                    d.candidate, c.evict_after
+                    "candidate {}: window ({out_p}, {back_p}) is outside the schedule",
+                    d.candidate
                 )));
             }
-            ev.after[c.evict_after].push(Evict {
+            ev.after[out_p.index()].push(Evict {
                 value,
                 to_host: d.kind == DecisionKind::Swap,
             });
-            ev.before[at].push(back);
+            ev.before[back_p.index()].push(back);
         }
         Ok(ev)
     }

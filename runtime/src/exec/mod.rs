@@ -35,7 +35,7 @@ mod shape_ops;
 
 use crate::error::{ExecError, OpError};
 use crate::tensor::Tensor;
-use ebb_ir::{Bindings, DType, Graph, Node, NodeId, Op, OpKind};
+use ebb_ir::{Bindings, DType, Graph, Node, NodeId, Op, OpKind, Point};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -60,7 +60,7 @@ pub struct ExecStats {
     /// Wall time spent regenerating (recompute) and reloading values.
     pub regen_time: Duration,
     /// First program point where `peak_bytes` is reached (0 for an empty schedule).
-    pub peak_point: usize,
+    pub peak_point: Point,
     /// Bytes of the graph inputs (resident throughout).
     pub input_bytes: u64,
     /// Wall time of each op, indexed like the schedule.
@@ -393,7 +393,7 @@ impl<'g> Program<'g> {
             resident_bytes: Vec::with_capacity(self.steps.len()),
             regen_peak: vec![0; self.steps.len()],
             peak_bytes: input_bytes,
-            peak_point: 0,
+            peak_point: Point::new(0),
             host_peak_bytes: 0,
             regen_time: Duration::ZERO,
             input_bytes,
@@ -433,7 +433,7 @@ impl<'g> Program<'g> {
             let here = (resident + transient).max(stats.regen_peak[p]);
             if here > stats.peak_bytes || stats.resident_bytes.is_empty() {
                 stats.peak_bytes = here;
-                stats.peak_point = p;
+                stats.peak_point = Point::new(p);
             }
             stats.resident_bytes.push(resident + transient);
             for &v in &s.frees {

@@ -25,7 +25,7 @@ pub mod segtree;
 
 use crate::arena::{assign_offsets, Arena};
 use ebb_ir::dim::DimError;
-use ebb_ir::plan::{Decision, DecisionKind, Plan};
+use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, Point, ProgPoint};
 use ebb_ir::{Bindings, DimExpr};
 use segtree::PeakTree;
 use serde::Serialize;
@@ -196,12 +196,12 @@ pub fn check_bindings(plan: &Plan, b: &Bindings) -> Result<(), FinalizeError> {
 /// `transient` bytes at point `t` (recompute), at `cost_us`.
 #[derive(Clone, Copy, Debug)]
 struct Option_ {
-    c: usize,
+    c: CandidateId,
     kind: DecisionKind,
-    l: usize,
-    r: usize,
+    l: Point,
+    r: Point,
     bytes: i64,
-    transient: (usize, i64),
+    transient: (Point, i64),
     cost_us: f64,
     flops: i64,
     score: f64,
@@ -239,8 +239,8 @@ pub fn finalize(
     for v in &plan.values {
         let bytes = ev.eval(&v.bytes)?;
         value_bytes.push(bytes);
-        diff[v.def.min(points - 1)] += bytes;
-        diff[(v.last_use + 1).min(points)] -= bytes;
+        diff[v.def.index().min(points - 1)] += bytes;
+        diff[(v.last_use.index() + 1).min(points)] -= bytes;
     }
     let mut resident = Vec::with_capacity(points);
     let mut acc = 0i64;
@@ -249,8 +249,8 @@ pub fn finalize(
         resident.push(acc);
     }
     for t in &plan.region_transients {
-        if t.point < points {
-            resident[t.point] += ev.eval(&t.bytes)?;
+        if let Some(slot) = resident.get_mut(t.point.index()) {
+            *slot += ev.eval(&t.bytes)?;
         }
     }
     let step_flops = match &plan.point_flops {
@@ -277,13 +277,14 @@ pub fn finalize(
             let mut lowest = peak_scheduled;
             loop {
                 let (peak, p) = tree.argmax();
+                let p = Point::new(p);
                 lowest = lowest.min(peak);
                 if peak <= budget {
                     break;
                 }
                 let Some(o) = options
                     .iter()
-                    .find(|o| !taken[o.c] && o.l <= p && p <= o.r)
+                    .find(|o| !taken[o.c.index()] && o.l <= p && p <= o.r)
                     .copied()
                 else {
                     return Err(FinalizeError::Infeasible {
@@ -292,9 +293,10 @@ pub fn finalize(
                         smallest_mib: lowest as f64 / 1048576.0,
                     });
                 };
-                taken[o.c] = true;
-                tree.add(o.l, o.r, -o.bytes);
-                tree.add(o.transient.0, o.transient.0, o.transient.1);
+                taken[o.c.index()] = true;
+                tree.add(o.l.index(), o.r.index(), -o.bytes);
+                let t = o.transient.0.index();
+                tree.add(t, t, o.transient.1);
                 decisions.push(Decision {
                     candidate: o.c,
                     kind: o.kind,
@@ -359,39 +361,39 @@ fn exact_residency<'a>(
     if decisions.is_empty() {
         return Ok((resident, regen_peak));
     }
-    // (point, candidate, bytes brought back, peak bytes while it runs)
-    let mut back: Vec<(usize, usize, i64, i64)> = Vec::with_capacity(decisions.len());
+    // (when, candidate, bytes brought back, peak bytes while it runs), `when` before a point.
+    let mut back: Vec<(ProgPoint, CandidateId, i64, i64)> = Vec::with_capacity(decisions.len());
     for d in decisions {
-        let c = &plan.candidates[d.candidate];
-        let bytes = value_bytes.get(c.value).copied().unwrap_or(0);
-        match d.kind {
+        let c = &plan.candidates[d.candidate.index()];
+        let bytes = value_bytes.get(c.value.index()).copied().unwrap_or(0);
+        let peak = match d.kind {
             DecisionKind::Recompute => {
                 let transient = ev.eval(&c.transient_bytes)?;
-                let p = c.regenerate_before;
-                if p < points {
-                    resident[p] -= transient;
+                if let Some(slot) = resident.get_mut(c.regenerate_before.index()) {
+                    *slot -= transient;
                 }
-                let peak = match &c.regen_peak_bytes {
+                match &c.regen_peak_bytes {
                     Some(e) => ev.eval(e)?,
                     None => bytes + transient,
-                };
-                back.push((p, d.candidate, bytes, peak));
+                }
             }
-            DecisionKind::Swap => back.push((c.prefetch_at, d.candidate, bytes, bytes)),
-        }
+            DecisionKind::Swap => bytes,
+        };
+        back.push((c.back_point(d.kind), d.candidate, bytes, peak));
     }
-    back.sort_unstable_by_key(|&(p, c, _, _)| (p, c));
+    back.sort_unstable_by_key(|&(at, c, _, _)| (at, c));
     // Bytes of the op results and region transients at each point with regenerations.
-    let mut before_op = HashMap::new();
-    for &(p, _, _, _) in &back {
-        if p < points {
-            before_op.entry(p).or_insert(resident[p]);
+    let mut before_op: HashMap<Point, i64> = HashMap::new();
+    for &(at, _, _, _) in &back {
+        let p = at.point();
+        if let Some(&x) = resident.get(p.index()) {
+            before_op.entry(p).or_insert(x);
         }
     }
-    for (v, pv) in plan.values.iter().enumerate() {
+    for (pv, &bytes) in plan.values.iter().zip(value_bytes) {
         if pv.class != ebb_ir::plan::ValueClass::Input {
             if let Some(x) = before_op.get_mut(&pv.def) {
-                *x -= value_bytes[v];
+                *x -= bytes;
             }
         }
     }
@@ -400,14 +402,15 @@ fn exact_residency<'a>(
             *x -= ev.eval(&t.bytes)?;
         }
     }
-    for &(p, _, bytes, _) in &back {
-        if let Some(x) = before_op.get_mut(&p) {
+    for &(at, _, bytes, _) in &back {
+        if let Some(x) = before_op.get_mut(&at.point()) {
             *x -= bytes;
         }
     }
-    for &(p, _, bytes, peak) in &back {
+    for &(at, _, bytes, peak) in &back {
+        let p = at.point();
         if let Some(x) = before_op.get_mut(&p) {
-            regen_peak[p] = regen_peak[p].max(*x + peak);
+            regen_peak[p.index()] = regen_peak[p.index()].max(*x + peak);
             *x += bytes;
         }
     }
@@ -429,17 +432,18 @@ fn price_options<'a>(
             compute_prefix.push(last + ev.eval(e)? as f64 / opts.cost.flops_per_us);
         }
     }
-    let compute_us = |l: usize, r: usize| -> f64 {
-        if compute_prefix.len() <= 1 || l > r {
+    // Compute µs of points `[l, r]` (none when `r` is `None` or before `l`).
+    let compute_us = |l: Point, r: Option<Point>| -> f64 {
+        let Some(r) = r.filter(|&r| compute_prefix.len() > 1 && l <= r) else {
             return 0.0;
-        }
-        let r = (r + 1).min(compute_prefix.len() - 1);
-        let l = l.min(r);
+        };
+        let r = (r.index() + 1).min(compute_prefix.len() - 1);
+        let l = l.index().min(r);
         compute_prefix[r] - compute_prefix[l]
     };
     let mut out = Vec::new();
-    for (c, cand) in plan.candidates.iter().enumerate() {
-        let bytes = value_bytes.get(cand.value).copied().unwrap_or(0);
+    for (c, cand) in CandidateId::all(plan.candidates.len()).zip(&plan.candidates) {
+        let bytes = value_bytes.get(cand.value.index()).copied().unwrap_or(0);
         if bytes <= 0 {
             continue;
         }
@@ -453,24 +457,26 @@ fn price_options<'a>(
                     let flops = ev.eval(&cand.recompute_flops)?;
                     let tr = ev.eval(&cand.transient_bytes)?;
                     (
-                        cand.evict_after + 1,
-                        cand.regenerate_before.saturating_sub(1),
+                        cand.evict_after.next(),
+                        cand.regenerate_before.prev(),
                         (cand.regenerate_before, tr),
                         flops as f64 / opts.cost.flops_per_us,
                         flops,
                     )
                 }
                 DecisionKind::Swap => {
-                    let (l, r) = (cand.evict_after + 1, cand.prefetch_at.saturating_sub(1));
+                    let (l, r) = (cand.evict_after.next(), cand.prefetch_at.prev());
                     let transfer =
                         2.0 * ev.eval(&cand.swap_bytes)? as f64 / opts.cost.link_bytes_per_us;
-                    (l, r, (0, 0), (transfer - compute_us(l, r)).max(0.0), 0)
+                    let cost_us = (transfer - compute_us(l, r)).max(0.0);
+                    (l, r, (Point::new(0), 0), cost_us, 0)
                 }
             };
-            if l > r {
+            // The window frees points `[l, r]`; an empty window frees nothing.
+            let Some(r) = r.filter(|&r| l <= r) else {
                 continue;
-            }
-            let window = (r - l + 1) as f64;
+            };
+            let window = (r.index() - l.index() + 1) as f64;
             let score = cost_us / (bytes as f64 * window);
             let o = Option_ {
                 c,
