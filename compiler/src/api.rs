@@ -62,7 +62,6 @@ pub fn load_or_compile(path: &Path, format: Option<Format>) -> Result<Plan> {
         let (g, _) = frontend::import_file(path, format)?;
         return Ok(pipeline::compile(g, &CompileOptions::default())?.plan);
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = frontend::text::read(path)?;
     Plan::from_json(&text).with_context(|| format!("{}", path.display()))
 }

@@ -5,8 +5,10 @@ pub mod api;
 pub mod bench;
 pub mod frontend;
 pub mod onnx;
+pub mod output;
 pub mod pipeline;
 pub mod report;
 pub mod run;
+pub mod size;
 #[cfg(feature = "stablehlo")]
 pub mod stablehlo;

@@ -21,6 +21,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+pub use crate::size::{parse_budget, parse_bytes, Budget};
+
 /// Options of [`compile`].
 #[derive(Clone, Debug, Default)]
 pub struct CompileOptions {
@@ -97,19 +99,86 @@ pub fn parse_bindings(s: &str) -> Result<Bindings> {
     Ok(<Bindings as BindingsExt>::parse(s)?)
 }
 
-/// Replaces every bound symbol of `g` by its value (types, attributes, assertions).
-pub fn bind_graph(g: &mut Graph, b: &Bindings) {
+/// Replaces every bound symbol of `g` by its value (types, attributes, assertions), then
+/// verifies the bound graph.
+///
+/// # Errors
+/// A dimension whose value overflows 64-bit integers (naming it), or a bound graph that fails
+/// verification (a size that overflows, a shape that no longer holds).
+pub fn bind_graph(g: &mut Graph, b: &Bindings) -> Result<()> {
     let map: BTreeMap<Symbol, DimExpr> = b
         .iter()
         .map(|(s, v)| (s.clone(), DimExpr::constant(*v)))
         .collect();
+    let failed: std::cell::RefCell<Option<String>> = Default::default();
     g.map_dims(&|d: &DimExpr| {
         if d.symbols().is_empty() {
-            d.clone()
-        } else {
-            d.substitute(&map)
+            return d.clone();
         }
+        d.try_substitute(&map).unwrap_or_else(|e| {
+            failed
+                .borrow_mut()
+                .get_or_insert_with(|| format!("dimension `{d}`: {e}"));
+            d.clone()
+        })
     });
+    if let Some(msg) = failed.into_inner() {
+        anyhow::bail!("at {}: {msg}", show(b));
+    }
+    ebb_ir::verify::verify(g).with_context(|| format!("the graph bound at {}", show(b)))?;
+    Ok(())
+}
+
+/// `B=8,S=512`: bindings as the CLI spells them.
+pub fn show(b: &Bindings) -> String {
+    b.iter()
+        .map(|(s, v)| format!("{s}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Checks that every size of `g` evaluates at `b`: `b` names only symbols of `g`'s scope,
+/// keeps its facts, binds (directly or through the scope's equalities) every symbol the sizes
+/// use, and no size or sum of sizes overflows.
+///
+/// # Errors
+/// The first of those that fails, naming the symbol or the fact.
+pub fn check_evaluable(g: &Graph, b: &Bindings) -> Result<()> {
+    g.scope.check_known(b)?;
+    g.scope.check(b)?;
+    let full = g.scope.complete(b)?;
+    memory::liveness(g, &memory::program_order(g))
+        .peak(&full)
+        .map_err(|e| size_error(g, &full, e))?;
+    Ok(())
+}
+
+/// A readable error for sizes of `g` that do not evaluate at `b`: for an overflow, the first
+/// value whose size overflows (its op, type and size expression) or else the sum of sizes.
+fn size_error(g: &Graph, b: &Bindings, e: ebb_ir::dim::DimError) -> anyhow::Error {
+    if e != ebb_ir::dim::DimError::Overflow {
+        return e.into();
+    }
+    for (i, &id) in g.order().iter().enumerate() {
+        let n = g.node(id);
+        for (k, t) in n.outputs.iter().enumerate() {
+            let Ok(size) = t.checked_size_bytes() else {
+                continue;
+            };
+            if size.eval(b) == Err(ebb_ir::dim::DimError::Overflow) {
+                return anyhow::anyhow!(
+                    "at {}, the size of result {k} of op #{i} `{}` ({t}: {size} bytes) overflows \
+                     64-bit integers",
+                    show(b),
+                    n.kind().name()
+                );
+            }
+        }
+    }
+    anyhow::anyhow!(
+        "at {}, the bytes resident at once overflow 64-bit integers",
+        show(b)
+    )
 }
 
 /// Names `--stop-after` accepts besides a run count: the groups and passes of the pipeline.
@@ -186,11 +255,13 @@ pub fn run_pipeline(mut g: Graph, opts: &CompileOptions) -> Result<Staged> {
             );
         }
     }
+    for (i, b) in opts.sweep.iter().enumerate() {
+        check_evaluable(&g, b).with_context(|| format!("--sweep entry {} `{}`", i + 1, show(b)))?;
+    }
     if let Some(b) = &opts.bind {
-        g.scope
-            .check(b)
-            .map_err(|e| anyhow::anyhow!("--bind: {e}"))?;
-        bind_graph(&mut g, b);
+        g.scope.check_known(b).context("--bind")?;
+        g.scope.check(b).context("--bind")?;
+        bind_graph(&mut g, b).context("--bind")?;
     }
     let mut cx = PassContext::new();
     let mut passes = pass_manager(opts).run_in(&mut g, &mut cx)?;
@@ -281,43 +352,37 @@ pub struct PlanReport {
     pub finalize_us: f64,
 }
 
-/// A memory budget: bytes, or a fraction of the program-order peak at the shape.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Budget {
-    /// Bytes.
-    Bytes(i64),
-    /// Fraction of `peak_bytes_program_order` (0.5 = half).
-    Fraction(f64),
-}
-
-/// Parses `2GiB`, `512MiB`, `1.5GB`, `40000` or `50%` (of the program-order peak).
-pub fn parse_budget(s: &str) -> Result<Budget> {
-    match s.trim().strip_suffix('%') {
-        Some(p) => {
-            let f: f64 = p
-                .trim()
-                .parse()
-                .with_context(|| format!("`{s}` is not a percentage"))?;
-            anyhow::ensure!(f > 0.0, "budget `{s}` must be positive");
-            Ok(Budget::Fraction(f / 100.0))
-        }
-        None => Ok(Budget::Bytes(parse_bytes(s)?)),
-    }
-}
-
 /// Evaluates a plan at `b` (and finalizes it under `budget`).
+///
+/// # Errors
+/// As [`plan_report_finalized`].
 pub fn plan_report(plan: &Plan, b: &Bindings, budget: Option<Budget>) -> Result<PlanReport> {
+    Ok(plan_report_finalized(plan, b, budget)?.0)
+}
+
+/// [`plan_report`], with the finalized plan it reports on (arena layout, decisions, the bytes
+/// swapped to the host).
+///
+/// # Errors
+/// Bindings that name symbols the plan does not have or break its facts or assertions; sizes
+/// that overflow at `b`; an infeasible budget; an invalid embedded graph.
+pub fn plan_report_finalized(
+    plan: &Plan,
+    b: &Bindings,
+    budget: Option<Budget>,
+) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
     let g = plan_graph(plan)?;
+    plan.symbols.check_known(b)?;
     ebb_runtime::finalize::check_bindings(plan, b)?;
     let po = memory::liveness(&g, &memory::program_order(&g))
         .peak(b)
-        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .map_err(|e| size_error(&g, b, e))?
         .0;
     let budget = budget.map(|x| match x {
         Budget::Bytes(v) => v,
         Budget::Fraction(f) => (po as f64 * f) as i64,
     });
-    let lower = memory::lower_bound(&g, b).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let lower = memory::lower_bound(&g, b).map_err(|e| size_error(&g, b, e))?;
     let opts = ebb_runtime::finalize::FinalizeOptions {
         budget,
         ..Default::default()
@@ -326,7 +391,7 @@ pub fn plan_report(plan: &Plan, b: &Bindings, budget: Option<Budget>) -> Result<
     let c = ebb_runtime::finalize::finalize(plan, b, &opts)?;
     let finalize_us = t.elapsed().as_secs_f64() * 1e6;
     use ebb_ir::plan::DecisionKind;
-    Ok(PlanReport {
+    let report = PlanReport {
         bind: b.iter().map(|(s, v)| (s.name().to_string(), *v)).collect(),
         peak_bytes_program_order: po,
         peak_bytes_scheduled: c.peak_bytes_scheduled,
@@ -349,27 +414,6 @@ pub fn plan_report(plan: &Plan, b: &Bindings, budget: Option<Budget>) -> Result<
         swap_bytes: c.swap_bytes,
         arena_bytes: budget.map(|_| c.arena.arena_bytes),
         finalize_us,
-    })
-}
-
-/// Parses a byte size: `2GiB`, `512MiB`, `1.5GB`, `40000` (bytes).
-pub fn parse_bytes(s: &str) -> Result<i64> {
-    let s = s.trim();
-    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .trim()
-        .parse()
-        .with_context(|| format!("`{s}` is not a size (e.g. 2GiB, 512MiB, 1.5GB)"))?;
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kib" => 1024.0,
-        "mib" => 1048576.0,
-        "gib" => 1073741824.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        u => anyhow::bail!("unknown size unit `{u}` in `{s}` (use B, KiB, MiB, GiB, KB, MB, GB)"),
     };
-    Ok((v * mult).round() as i64)
+    Ok((report, c))
 }

@@ -75,6 +75,9 @@ pub struct RunOptions {
     pub inputs: InputSource,
     /// Also run without decisions and check bit-identity and the checker.
     pub check: bool,
+    /// Host memory the run may use, bytes; `None`: `MemAvailable` of /proc/meminfo (no
+    /// check where that cannot be read). See [`check_host_memory`].
+    pub max_host_memory: Option<i64>,
 }
 
 /// Everything `ebb run` prints or plots.
@@ -91,18 +94,102 @@ pub struct RunResult {
     pub plan: Plan,
 }
 
+/// What executing a finalized plan holds in host memory at most.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryNeed {
+    /// The finalized arena (the executor's device memory, simulated on the host).
+    pub arena_bytes: i64,
+    /// The host pool for swapped values (at most every swapped byte at once).
+    pub host_pool_bytes: i64,
+    /// With `--check`: the peak of the run without decisions, after the planned one.
+    pub reference_bytes: i64,
+}
+
+impl MemoryNeed {
+    /// The largest number of bytes held at once: the planned run (arena + host pool), or the
+    /// reference run after it, whichever is larger.
+    pub fn total(&self) -> i64 {
+        self.arena_bytes
+            .saturating_add(self.host_pool_bytes)
+            .max(self.reference_bytes)
+    }
+}
+
+/// `MemAvailable` of /proc/meminfo in bytes, `None` where it cannot be read.
+pub fn mem_available() -> Option<i64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: i64 = line
+        .trim_start_matches("MemAvailable:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Refuses a run that needs more memory than `limit` (or, without one, than
+/// [`mem_available`]), naming both figures, before anything large is allocated.
+///
+/// # Errors
+/// The need exceeds the limit.
+pub fn check_host_memory(need: &MemoryNeed, limit: Option<i64>) -> Result<()> {
+    let (limit, source) = match limit {
+        Some(l) => (l, "--max-host-memory"),
+        None => match mem_available() {
+            Some(l) => (l, "MemAvailable in /proc/meminfo"),
+            None => return Ok(()),
+        },
+    };
+    let mib = |x: i64| x as f64 / 1048576.0;
+    if need.total() > limit {
+        let reference = if need.reference_bytes > 0 {
+            format!(
+                "; the --check run without decisions peaks at {} bytes ({:.1} MiB)",
+                need.reference_bytes,
+                mib(need.reference_bytes)
+            )
+        } else {
+            String::new()
+        };
+        bail!(
+            "not enough host memory to run this step: it needs {} bytes ({:.1} MiB: arena {} + \
+             host pool {}{reference}), but only {} bytes ({:.1} MiB) are available ({source}); \
+             lower --budget, bind smaller shapes, or raise --max-host-memory",
+            need.total(),
+            mib(need.total()),
+            need.arena_bytes,
+            need.host_pool_bytes,
+            limit,
+            mib(limit)
+        );
+    }
+    Ok(())
+}
+
 /// Runs `plan` (see the module docs), calling `progress(point, points)` during execution.
 ///
 /// # Errors
 /// Invalid shapes or assertion violations, an infeasible budget (stating the smallest feasible
-/// one), unreadable or mismatched inputs, kernel errors, and a failed checker proof.
+/// one), a step that needs more host memory than available ([`check_host_memory`]),
+/// unreadable or mismatched inputs, kernel errors, and a failed checker proof.
 pub fn run(
     plan: Plan,
     opts: &RunOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<RunResult> {
     let b = &opts.bind;
-    let report = pipeline::plan_report(&plan, b, opts.budget)?;
+    let (report, concrete) = pipeline::plan_report_finalized(&plan, b, opts.budget)?;
+    let mut need = MemoryNeed {
+        arena_bytes: concrete.arena.arena_bytes,
+        host_pool_bytes: concrete.swap_bytes,
+        reference_bytes: 0,
+    };
+    if opts.check {
+        need.reference_bytes = report.peak_bytes_scheduled;
+    }
+    check_host_memory(&need, opts.max_host_memory)?;
     let mut rt = Runtime::new(plan.clone(), report.budget_bytes)?;
     let n_in = rt.graph().inputs().len();
     let (inputs, expected): (Vec<Tensor>, Vec<Tensor>) = match &opts.inputs {

@@ -4,3 +4,4 @@
 
 mod bench;
 mod cli;
+mod reliability;

@@ -1,6 +1,6 @@
 //! Tensor types with symbolic shapes.
 
-use crate::dim::DimExpr;
+use crate::dim::{DimError, DimExpr};
 use crate::dtype::DType;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -45,6 +45,10 @@ impl TensorType {
     }
 
     /// Number of elements: the product of the dimensions (1 for a scalar).
+    ///
+    /// Panics when a coefficient of the product leaves `i64`; a verified graph
+    /// ([`crate::verify::verify`]) never has such a type. Use
+    /// [`TensorType::checked_num_elements`] on unverified types.
     pub fn num_elements(&self) -> DimExpr {
         self.shape
             .iter()
@@ -52,9 +56,31 @@ impl TensorType {
             .fold(DimExpr::constant(1), |acc, d| acc * d)
     }
 
+    /// [`TensorType::num_elements`], with coefficient overflow an error.
+    ///
+    /// # Errors
+    /// [`DimError::Overflow`] when a coefficient of the product leaves `i64`.
+    pub fn checked_num_elements(&self) -> Result<DimExpr, DimError> {
+        self.shape
+            .iter()
+            .try_fold(DimExpr::constant(1), |acc, d| acc.checked_mul(d))
+    }
+
     /// Storage size in bytes: `num_elements * dtype.size_bytes()`.
+    ///
+    /// Panics like [`TensorType::num_elements`]; a verified graph never has a type whose
+    /// size overflows. Use [`TensorType::checked_size_bytes`] on unverified types.
     pub fn size_bytes(&self) -> DimExpr {
         self.num_elements() * DimExpr::constant(self.dtype.size_bytes() as i64)
+    }
+
+    /// [`TensorType::size_bytes`], with coefficient overflow an error.
+    ///
+    /// # Errors
+    /// [`DimError::Overflow`] when a coefficient of the size leaves `i64`.
+    pub fn checked_size_bytes(&self) -> Result<DimExpr, DimError> {
+        self.checked_num_elements()?
+            .checked_scale(self.dtype.size_bytes() as i64)
     }
 
     /// The dimensions as constants, if all of them are.

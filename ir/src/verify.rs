@@ -6,12 +6,15 @@
 //! - operand indices are dense (0..n) and refer to existing results;
 //! - each op has the number of regions its kind requires;
 //! - result types equal the types inferred by [`crate::shape::infer`] (where it infers);
-//! - graph outputs refer to existing results.
+//! - graph outputs refer to existing results;
+//! - every value's size in bytes has `i64` coefficients, and all sizes together stay within
+//!   [`MAX_TOTAL_BYTES`] (huge static dimensions are rejected here, not panicked on later).
 
+use crate::dim::expr::Monomial;
 use crate::graph::{Graph, NodeId};
 use crate::op::OpKind;
 use crate::shape::{infer, ShapeError};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// A verifier finding: which node (by program-order position and op name) and what is wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -39,8 +42,8 @@ pub enum VerifyError {
         position: usize,
         /// Location suffix or empty.
         loc: String,
-        /// The shape error.
-        source: ShapeError,
+        /// The shape error (boxed: keeps `VerifyError` small).
+        source: Box<ShapeError>,
     },
     /// Graph outputs are invalid.
     #[error("graph `{graph}`: output {index} refers to a missing value")]
@@ -52,8 +55,61 @@ pub enum VerifyError {
     },
 }
 
+/// Largest total, over all values of a graph (regions included), of the absolute size
+/// coefficients per monomial: 2^61 bytes. Every sum or difference of the values' sizes (the
+/// resident bytes at a point, a peak, a lower bound) then keeps its coefficients in `i64`
+/// with room to spare, so the passes can add sizes without overflow checks.
+pub const MAX_TOTAL_BYTES: i128 = 1 << 61;
+
 /// Verifies `g` (see the module docs). Returns the first problem found.
 pub fn verify(g: &Graph) -> Result<(), VerifyError> {
+    verify_graph(g)?;
+    let mut totals = BTreeMap::new();
+    check_sizes(g, &mut totals)
+}
+
+/// Checks that every value's size in bytes is an expression with `i64` coefficients and that
+/// the sizes of all values add up to at most [`MAX_TOTAL_BYTES`] per monomial.
+fn check_sizes(g: &Graph, totals: &mut BTreeMap<Monomial, i128>) -> Result<(), VerifyError> {
+    for (i, &id) in g.order().iter().enumerate() {
+        let n = g.node(id);
+        for (k, t) in n.outputs.iter().enumerate() {
+            let size = t.checked_size_bytes().map_err(|_| {
+                structure(
+                    g,
+                    i,
+                    id,
+                    &format!("result {k} of type {t}: its size in bytes overflows 64-bit integers"),
+                )
+            })?;
+            for (m, c) in &size.terms {
+                let sum = match totals.get_mut(m) {
+                    Some(sum) => sum,
+                    None => totals.entry(m.clone()).or_insert(0),
+                };
+                *sum += i128::from(*c).abs();
+                if *sum > MAX_TOTAL_BYTES {
+                    return Err(structure(
+                        g,
+                        i,
+                        id,
+                        &format!(
+                            "result {k} of type {t} ({size} bytes): the sizes of the graph's \
+                             values add up to more than 2^61 bytes"
+                        ),
+                    ));
+                }
+            }
+        }
+        for r in &n.regions {
+            check_sizes(r, totals)?;
+        }
+    }
+    Ok(())
+}
+
+/// The structural and type checks of [`verify`], recursively for regions.
+fn verify_graph(g: &Graph) -> Result<(), VerifyError> {
     let mut pos: HashMap<NodeId, usize> = HashMap::with_capacity(g.order().len());
     for (i, &id) in g.order().iter().enumerate() {
         if !g.contains(id) || pos.insert(id, i).is_some() {
@@ -122,14 +178,14 @@ pub fn verify(g: &Graph) -> Result<(), VerifyError> {
             ));
         }
         for r in &n.regions {
-            verify(r)?;
+            verify_graph(r)?;
         }
         let types: Vec<_> = operands.iter().map(|v| g.value_type(*v)).collect();
         let inferred = infer(&n.op, &types, &n.regions).map_err(|source| VerifyError::Shape {
             graph: g.name.clone(),
             position: i,
             loc: loc(g, id),
-            source,
+            source: Box::new(source),
         })?;
         if let Some(inferred) = inferred {
             if inferred != n.outputs {

@@ -663,3 +663,78 @@ fn files_round_trip() {
         );
     }
 }
+
+/// The message of parsing and then verifying `text`, or `None` when both accept it.
+fn parse_and_verify(text: &str) -> Option<String> {
+    match parse(text) {
+        Err(e) => Some(e.to_string()),
+        Ok(g) => ebb_ir::verify::verify(&g).err().map(|e| e.to_string()),
+    }
+}
+
+/// A one-input graph with `op_line` (which defines `%1`) after the input `%0 : f32[4]`.
+fn with_op(op_line: &str) -> String {
+    format!(
+        "graph @g {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[4]\n  {op_line}\n  return %1\n}}"
+    )
+}
+
+#[test]
+fn invalid_ops_are_rejected_with_a_location() {
+    let cases = [
+        ("%1 = add(%0) : f32[4]", "expects 2 operands, got 1"),
+        ("%1 = add(%0, %0, %0) : f32[4]", "expects 2 operands, got 3"),
+        ("%1 = negate(%0, %0) : f32[4]", "expects 1 operand, got 2"),
+        ("%1 = select(%0, %0) : f32[4]", "expects 3 operands, got 2"),
+        (
+            "%1 = concatenate(%0, %0) {dimension = 1} : f32[8]",
+            "dimension 1 out of range for rank 1",
+        ),
+        (
+            "%1 = concatenate(%0, %0) {dimension = -1} : f32[8]",
+            "dimension -1 out of range for rank 1",
+        ),
+        (
+            "%1 = broadcast_in_dim(%0) {shape = dims[4, 4]} : f32[4,4]",
+            "broadcast_dimensions",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (line, msg) in cases {
+        let text = with_op(line);
+        match parse_and_verify(&text) {
+            None => wrong.push(format!("accepted: {line}")),
+            // Parse errors start with `line:col:`, verifier errors name the op's position.
+            Some(e) if !e.contains(msg) || !(e.starts_with("3:") || e.contains("op #1")) => {
+                wrong.push(format!("{line}: `{e}` lacks `{msg}` or a location"))
+            }
+            Some(_) => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn sizes_that_overflow_are_rejected_by_the_verifier() {
+    // Generated: a huge static dimension, i64::MAX, a product that overflows, and values that
+    // fit one by one but whose sizes add up past the verifier's total.
+    let big = [
+        format!("f32[{}]", 1i64 << 62),
+        format!("f32[{}]", i64::MAX),
+        format!("f32[{},{}]", 1i64 << 32, 1i64 << 32),
+        format!("f32[B,{}]", 1i64 << 62),
+    ];
+    for ty in &big {
+        let text = format!(
+            "graph @g {{\n  symbols B in [1, 64]\n  %0 = input {{index = 0, name = \"x\"}} : {ty}\n  return %0\n}}"
+        );
+        let e = parse_and_verify(&text).unwrap_or_else(|| panic!("accepted {ty}"));
+        assert!(e.contains("overflows 64-bit integers"), "{ty}: {e}");
+    }
+    let half = 1i64 << 58; // 2^60 bytes of f32 each: one fits, two exceed 2^61 in total
+    let text = format!(
+        "graph @g {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{half}]\n  %1 = negate(%0) : f32[{half}]\n  %2 = negate(%1) : f32[{half}]\n  return %2\n}}"
+    );
+    let e = parse_and_verify(&text).expect("accepted");
+    assert!(e.contains("add up to more than 2^61 bytes"), "{e}");
+}

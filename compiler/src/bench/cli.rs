@@ -72,7 +72,7 @@ pub struct BenchArgs {
     pub batch_symbol: String,
     /// Device memory budget: `2GiB`, `512MiB`, bytes, or `50%` of the program-order peak at
     /// each shape.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub budget: Option<String>,
     /// Add XLA's memory analysis of the same JAX step (needs JAX, see below).
     #[arg(long)]
@@ -170,18 +170,24 @@ impl BenchArgs {
     /// Those of [`super::run`], and unwritable output files.
     pub fn run(&self) -> Result<()> {
         let opts = self.options()?;
+        if let Some(p) = &self.json {
+            // Fail before the sweep, not after it (a missing directory is created later).
+            if p.exists() || p.is_symlink() {
+                crate::output::check_target(p).context("--json")?;
+            }
+        }
         let report = super::run(&opts, &mut Bars(None))?;
         if let Some(note) = &report.xla.note {
             eprintln!("note: no XLA column: {note}");
         }
-        print!("{}", super::render::markdown(&report));
+        crate::output::print_stdout(&super::render::markdown(&report))?;
         if let Some(p) = &self.json {
             if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("cannot create {}", dir.display()))?;
             }
             let text = serde_json::to_string_pretty(&report)? + "\n";
-            std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?;
+            crate::output::write_file(p, text.as_bytes())?;
         }
         if let Some(dir) = &self.plots {
             let stem = report

@@ -40,6 +40,18 @@ type Series = (String, RGBColor, Vec<(f64, f64)>);
 
 /// Peak against the x symbol per method.
 pub fn peak_vs_x(r: &BenchReport, path: &Path) -> Result<()> {
+    write_svg(path, &peak_vs_x_svg(r)?)
+}
+
+/// Writes an SVG document atomically ([`crate::output::write_file`]): a failed write names
+/// the path and leaves no truncated file.
+fn write_svg(path: &Path, svg: &str) -> Result<()> {
+    Ok(crate::output::write_file(path, svg.as_bytes())?)
+}
+
+/// The SVG of [`peak_vs_x`].
+fn peak_vs_x_svg(r: &BenchReport) -> Result<String> {
+    let mut buf = String::new();
     let x = |row: &super::Row| row.bind.get(&r.x_symbol).copied().unwrap_or(0) as f64;
     let m = |b: i64| b as f64 / MIB;
     let mut series: Vec<Series> = vec![
@@ -112,45 +124,53 @@ pub fn peak_vs_x(r: &BenchReport, path: &Path) -> Result<()> {
         r.fixture.as_deref().unwrap_or(&r.input),
         r.x_symbol
     );
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(16)
-        .x_label_area_size(44)
-        .y_label_area_size(80)
-        .build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..(y1 * 1.08).max(1.0))
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc(r.x_symbol.as_str())
-        .y_desc("peak (MiB)")
-        .draw()
-        .map_err(err)?;
-    for (name, color, pts) in series {
-        let style = ShapeStyle::from(color).stroke_width(2);
-        chart
-            .draw_series(LineSeries::new(pts.clone(), style))
-            .map_err(err)?
-            .label(name)
-            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], style));
-        chart
-            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+    {
+        let root = SVGBackend::with_string(&mut buf, (960, 600)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 22))
+            .margin(16)
+            .x_label_area_size(44)
+            .y_label_area_size(80)
+            .build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..(y1 * 1.08).max(1.0))
             .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(r.x_symbol.as_str())
+            .y_desc("peak (MiB)")
+            .draw()
+            .map_err(err)?;
+        for (name, color, pts) in series {
+            let style = ShapeStyle::from(color).stroke_width(2);
+            chart
+                .draw_series(LineSeries::new(pts.clone(), style))
+                .map_err(err)?
+                .label(name)
+                .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], style));
+            chart
+                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+                .map_err(err)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
+    Ok(buf)
 }
 
 /// Resident bytes over program points, before/after decisions, with the budget line.
 pub fn timeline(t: &Timeline, name: &str, path: &Path) -> Result<()> {
+    write_svg(path, &timeline_svg(t, name)?)
+}
+
+/// The SVG of [`timeline`].
+fn timeline_svg(t: &Timeline, name: &str) -> Result<String> {
+    let mut buf = String::new();
     let shape = t
         .bind
         .iter()
@@ -167,97 +187,99 @@ pub fn timeline(t: &Timeline, name: &str, path: &Path) -> Result<()> {
         .max()
         .unwrap_or(1) as f64
         / MIB;
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("{name}: resident memory over the schedule at {shape}"),
-            ("sans-serif", 22),
-        )
-        .margin(16)
-        .x_label_area_size(44)
-        .y_label_area_size(80)
-        .build_cartesian_2d(0f64..n, 0f64..(ymax * 1.08).max(1.0))
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("program point (scheduled)")
-        .y_desc("resident (MiB)")
-        .draw()
-        .map_err(err)?;
-    let pts = |v: &[i64]| -> Vec<(f64, f64)> {
-        v.iter()
-            .enumerate()
-            .map(|(i, &b)| (i as f64, b as f64 / MIB))
-            .collect()
-    };
-    let grey = ShapeStyle::from(RGBColor(120, 120, 120)).stroke_width(1);
-    chart
-        .draw_series(LineSeries::new(pts(&t.before), grey))
-        .map_err(err)?
-        .label("before decisions")
-        .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], grey));
-    if let Some(after) = &t.after {
-        let blue = ShapeStyle::from(RGBColor(31, 119, 180)).stroke_width(2);
+    {
+        let root = SVGBackend::with_string(&mut buf, (960, 600)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("{name}: resident memory over the schedule at {shape}"),
+                ("sans-serif", 22),
+            )
+            .margin(16)
+            .x_label_area_size(44)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0f64..n, 0f64..(ymax * 1.08).max(1.0))
+            .map_err(err)?;
         chart
-            .draw_series(LineSeries::new(pts(after), blue))
+            .configure_mesh()
+            .x_desc("program point (scheduled)")
+            .y_desc("resident (MiB)")
+            .draw()
+            .map_err(err)?;
+        let pts = |v: &[i64]| -> Vec<(f64, f64)> {
+            v.iter()
+                .enumerate()
+                .map(|(i, &b)| (i as f64, b as f64 / MIB))
+                .collect()
+        };
+        let grey = ShapeStyle::from(RGBColor(120, 120, 120)).stroke_width(1);
+        chart
+            .draw_series(LineSeries::new(pts(&t.before), grey))
             .map_err(err)?
-            .label("after decisions")
-            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], blue));
-    }
-    if let Some(after) = &t.after {
-        use super::MarkKind;
-        let kinds = [
-            (
-                MarkKind::Evict,
-                "evict (recompute)",
-                RGBColor(148, 103, 189),
-            ),
-            (MarkKind::Regenerate, "regenerate", RGBColor(44, 160, 44)),
-            (MarkKind::Offload, "offload (swap)", RGBColor(255, 127, 14)),
-            (
-                MarkKind::Reload,
-                "reload (prefetch)",
-                RGBColor(23, 190, 207),
-            ),
-        ];
-        for (kind, label, color) in kinds {
-            let pts: Vec<(f64, f64)> = t
-                .marks
-                .iter()
-                .filter(|m| m.kind == kind)
-                .filter_map(|m| {
-                    let p = m.at.point().index();
-                    after.get(p).map(|&b| (p as f64, b as f64 / MIB))
-                })
-                .collect();
-            if pts.is_empty() {
-                continue;
-            }
-            let style = color.filled();
+            .label("before decisions")
+            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], grey));
+        if let Some(after) = &t.after {
+            let blue = ShapeStyle::from(RGBColor(31, 119, 180)).stroke_width(2);
             chart
-                .draw_series(pts.into_iter().map(|p| TriangleMarker::new(p, 5, style)))
+                .draw_series(LineSeries::new(pts(after), blue))
                 .map_err(err)?
-                .label(label)
-                .legend(move |(a, b)| TriangleMarker::new((a + 10, b), 5, style));
+                .label("after decisions")
+                .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], blue));
         }
-    }
-    if let Some(b) = t.budget_bytes {
-        let red = ShapeStyle::from(RGBColor(214, 39, 40)).stroke_width(1);
-        let y = b as f64 / MIB;
+        if let Some(after) = &t.after {
+            use super::MarkKind;
+            let kinds = [
+                (
+                    MarkKind::Evict,
+                    "evict (recompute)",
+                    RGBColor(148, 103, 189),
+                ),
+                (MarkKind::Regenerate, "regenerate", RGBColor(44, 160, 44)),
+                (MarkKind::Offload, "offload (swap)", RGBColor(255, 127, 14)),
+                (
+                    MarkKind::Reload,
+                    "reload (prefetch)",
+                    RGBColor(23, 190, 207),
+                ),
+            ];
+            for (kind, label, color) in kinds {
+                let pts: Vec<(f64, f64)> = t
+                    .marks
+                    .iter()
+                    .filter(|m| m.kind == kind)
+                    .filter_map(|m| {
+                        let p = m.at.point().index();
+                        after.get(p).map(|&b| (p as f64, b as f64 / MIB))
+                    })
+                    .collect();
+                if pts.is_empty() {
+                    continue;
+                }
+                let style = color.filled();
+                chart
+                    .draw_series(pts.into_iter().map(|p| TriangleMarker::new(p, 5, style)))
+                    .map_err(err)?
+                    .label(label)
+                    .legend(move |(a, b)| TriangleMarker::new((a + 10, b), 5, style));
+            }
+        }
+        if let Some(b) = t.budget_bytes {
+            let red = ShapeStyle::from(RGBColor(214, 39, 40)).stroke_width(1);
+            let y = b as f64 / MIB;
+            chart
+                .draw_series(DashedLineSeries::new(vec![(0.0, y), (n, y)], 8, 6, red))
+                .map_err(err)?
+                .label("budget")
+                .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], red));
+        }
         chart
-            .draw_series(DashedLineSeries::new(vec![(0.0, y), (n, y)], 8, 6, red))
-            .map_err(err)?
-            .label("budget")
-            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], red));
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
+    Ok(buf)
 }

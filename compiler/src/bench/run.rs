@@ -104,7 +104,8 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
         .budget
         .as_deref()
         .map(pipeline::parse_budget)
-        .transpose()?;
+        .transpose()
+        .context("--budget")?;
     if opts.exact_time_limit_s.is_some() {
         exact::available()?;
         anyhow::ensure!(budget.is_some(), "--exact needs --budget");

@@ -153,13 +153,19 @@ fn clipped_range(
     let first = lo.div_euclid(d) * d + if lo.rem_euclid(d) == 0 { 0 } else { d };
     if first > hi {
         bail!(
-            "symbol {}: no value in [{want_lo}, {want_hi}] satisfies its facts (range {:?}..{:?}, multiple of {d})",
+            "symbol {}: no value in [{want_lo}, {want_hi}] satisfies its facts (range {}, multiple of {d})",
             sym.name(),
-            scope.range(sym).0,
-            scope.range(sym).1
+            show_range(scope.range(sym))
         );
     }
     Ok((first, hi.div_euclid(d) * d, d))
+}
+
+/// A symbol's range as the textual IR writes it: `[1, 4096]`, `[1, inf)`, `(-inf, 8]`.
+fn show_range((lo, hi): (Option<i64>, Option<i64>)) -> String {
+    let lo = lo.map_or_else(|| "(-inf".to_string(), |v| format!("[{v}"));
+    let hi = hi.map_or_else(|| "inf)".to_string(), |v| format!("{v}]"));
+    format!("{lo}, {hi}")
 }
 
 /// `x` rounded to the nearest multiple of `d` in `[lo, hi]` (`lo`, `hi` multiples of `d`).
@@ -199,7 +205,8 @@ pub fn sample_longtail(lt: &LongTail, scope: &SymbolScope) -> Result<Vec<Binding
         let b = match lt.batch {
             BatchRule::Fixed(v) if v >= 1 => v,
             BatchRule::Tokens(t) if t >= 1 => round_to((t / s) as f64, b_lo, b_hi, b_div),
-            other => bail!("batch rule {other:?}: must be positive"),
+            BatchRule::Fixed(v) => bail!("--batch {v} must be positive"),
+            BatchRule::Tokens(t) => bail!("--tokens {t} must be positive"),
         };
         let mut bind = Bindings::new();
         bind.insert(batch.clone(), b);

@@ -3,6 +3,8 @@
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use ebb_compiler::frontend::Format;
+use ebb_compiler::{output, pipeline, report};
+use std::fmt::Write as _;
 
 /// A switch (`on`/`off`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -12,7 +14,6 @@ enum OnOff {
     /// Disabled.
     Off,
 }
-use ebb_compiler::{pipeline, report};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -106,7 +107,7 @@ enum Command {
         bind: String,
         /// Device memory budget: `2GiB`, `512MiB`, `1.5GB`, bytes, or `50%` of the
         /// program-order peak at these shapes.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         budget: Option<String>,
         /// Print one JSON object.
         #[arg(long)]
@@ -125,7 +126,7 @@ enum Command {
         #[arg(long)]
         bind: String,
         /// Device memory budget: `40MiB`, `2GiB`, bytes, or `50%` of the program-order peak.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         budget: Option<String>,
         /// Inputs: `random:SEED` (seeded random tensors) or an `.npz` with `in_0..in_{n-1}`
         /// (and `out_i` to compare with, as the fixtures' `.ref0.npz`).
@@ -145,6 +146,11 @@ enum Command {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// Host memory the run may use (`16GiB`, bytes, ...); by default `MemAvailable` of
+        /// /proc/meminfo. The run is refused before executing when the finalized arena and the
+        /// host pool for swapped values need more.
+        #[arg(long, value_name = "SIZE")]
+        max_host_memory: Option<String>,
     },
     /// Sweep a training step over many shapes and compare memory figures.
     ///
@@ -166,8 +172,10 @@ enum Emit {
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
+        // `ebb ... | head -1`: the reader has what it wanted; end quietly, as Unix filters do.
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", output::error_message(&e));
             ExitCode::FAILURE
         }
     }
@@ -185,7 +193,20 @@ fn run(cli: Cli) -> Result<()> {
             timeline,
             format,
             json,
-        } => run_step(&plan, &bind, budget, &inputs, check, timeline, format, json),
+            max_host_memory,
+        } => run_step(
+            &plan,
+            &bind,
+            RunFlags {
+                budget,
+                inputs,
+                check,
+                timeline,
+                format,
+                json,
+                max_host_memory,
+            },
+        ),
         Command::Import {
             file,
             emit,
@@ -193,6 +214,9 @@ fn run(cli: Cli) -> Result<()> {
             output,
             format,
         } => {
+            if let Some(o) = &output {
+                output::check_target(o)?;
+            }
             let t0 = std::time::Instant::now();
             let (g, stats) = ebb_compiler::frontend::import_file(&file, format)?;
             let elapsed = t0.elapsed();
@@ -231,6 +255,7 @@ fn run(cli: Cli) -> Result<()> {
                     ebb_passes::registry::KNOWN_PASSES.join(", ")
                 );
             }
+            output::check_target(&output)?;
             let (g, stats) = ebb_compiler::frontend::import_file(&file, format)?;
             if stats.unresolved_dims > 0 {
                 eprintln!(
@@ -291,7 +316,7 @@ fn run(cli: Cli) -> Result<()> {
                 }
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&c.report)?);
+                output::print_stdout(&(serde_json::to_string_pretty(&c.report)? + "\n"))?;
             } else {
                 let total: f64 = c.report.stage_ms.values().sum();
                 eprintln!(
@@ -312,66 +337,92 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let p = ebb_compiler::api::load_or_compile(&plan, None)?;
             let b = pipeline::parse_bindings(&bind)?;
-            let budget = budget.as_deref().map(pipeline::parse_budget).transpose()?;
+            let budget = budget
+                .as_deref()
+                .map(pipeline::parse_budget)
+                .transpose()
+                .context("--budget")?;
             let r = pipeline::plan_report(&p, &b, budget)?;
+            let mut out = String::new();
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                out = serde_json::to_string_pretty(&r)? + "\n";
             } else {
                 let mib = |x: i64| x as f64 / 1048576.0;
-                println!("bind: {bind}");
-                println!(
+                writeln!(out, "bind: {bind}")?;
+                writeln!(
+                    out,
                     "peak, program order: {:>10.1} MiB",
                     mib(r.peak_bytes_program_order)
-                );
-                println!(
+                )?;
+                writeln!(
+                    out,
                     "peak, scheduled:     {:>10.1} MiB",
                     mib(r.peak_bytes_scheduled)
-                );
-                println!(
+                )?;
+                writeln!(
+                    out,
                     "lower bound:         {:>10.1} MiB",
                     mib(r.lower_bound_bytes)
-                );
+                )?;
                 if let (Some(b), Some(pp)) = (r.budget_bytes, r.peak_bytes_planned) {
-                    println!("budget:              {:>10.1} MiB", mib(b));
-                    println!("peak, planned:       {:>10.1} MiB", mib(pp));
-                    println!(
+                    writeln!(out, "budget:              {:>10.1} MiB", mib(b))?;
+                    writeln!(out, "peak, planned:       {:>10.1} MiB", mib(pp))?;
+                    writeln!(
+                        out,
                         "decisions: {} recompute, {} swap; recompute {:.2}% of step FLOPs; swap {:.1} MiB",
                         r.recompute_decisions,
                         r.swap_decisions,
                         100.0 * r.recompute_flops as f64 / (r.step_flops.max(1)) as f64,
                         mib(r.swap_bytes)
-                    );
+                    )?;
                 }
-                println!(
+                writeln!(
+                    out,
                     "candidates: {}, finalize: {:.0} us",
                     r.candidates, r.finalize_us
-                );
+                )?;
             }
+            output::print_stdout(&out)?;
             Ok(())
         }
     }
 }
 
-/// `ebb run` (see `ebb run --help`).
-#[allow(clippy::too_many_arguments)]
-fn run_step(
-    plan: &PathBuf,
-    bind: &str,
+/// The flags of `ebb run` besides the plan and the bindings.
+struct RunFlags {
     budget: Option<String>,
-    inputs: &str,
+    inputs: String,
     check: bool,
     timeline: Option<PathBuf>,
     format: Option<Format>,
     json: bool,
-) -> Result<()> {
+    max_host_memory: Option<String>,
+}
+
+/// `ebb run` (see `ebb run --help`).
+fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
     use ebb_compiler::run;
-    let p = ebb_compiler::api::load_or_compile(plan, format)?;
     let opts = run::RunOptions {
         bind: pipeline::parse_bindings(bind)?,
-        budget: budget.as_deref().map(pipeline::parse_budget).transpose()?,
-        inputs: run::parse_inputs(inputs)?,
-        check,
+        budget: f
+            .budget
+            .as_deref()
+            .map(pipeline::parse_budget)
+            .transpose()
+            .context("--budget")?,
+        inputs: run::parse_inputs(&f.inputs)?,
+        check: f.check,
+        max_host_memory: f
+            .max_host_memory
+            .as_deref()
+            .map(pipeline::parse_bytes)
+            .transpose()
+            .context("--max-host-memory")?,
     };
+    if let Some(t) = &f.timeline {
+        output::check_target(t).context("--timeline")?;
+    }
+    let p = ebb_compiler::api::load_or_compile(plan, f.format)?;
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template("executing {bar:40} {pos}/{len} points {elapsed}")
@@ -382,77 +433,84 @@ fn run_step(
             bar.set_length(n as u64);
         }
         bar.set_position(i as u64 + 1);
-    })?;
+    });
     bar.finish_and_clear();
-    if let Some(path) = &timeline {
+    let r = r?;
+    if let Some(path) = &f.timeline {
         run::write_timeline(&r, path)?;
     }
     let rep = &r.report;
-    if json {
-        println!("{}", serde_json::to_string_pretty(rep)?);
+    let mut out = String::new();
+    if f.json {
+        out = serde_json::to_string_pretty(rep)? + "\n";
     } else {
         let mib = |x: i64| x as f64 / 1048576.0;
         let pr = &rep.plan;
-        println!("bind: {bind}");
-        println!(
+        writeln!(out, "bind: {bind}")?;
+        writeln!(
+            out,
             "peak, program order:  {:>10.1} MiB",
             mib(pr.peak_bytes_program_order)
-        );
-        println!(
+        )?;
+        writeln!(
+            out,
             "peak, scheduled:      {:>10.1} MiB",
             mib(pr.peak_bytes_scheduled)
-        );
+        )?;
         if let (Some(b), Some(pp)) = (pr.budget_bytes, pr.peak_bytes_planned) {
-            println!("budget:               {:>10.1} MiB", mib(b));
-            println!("peak, planned:        {:>10.1} MiB", mib(pp));
-            println!(
+            writeln!(out, "budget:               {:>10.1} MiB", mib(b))?;
+            writeln!(out, "peak, planned:        {:>10.1} MiB", mib(pp))?;
+            writeln!(
+                out,
                 "decisions: {} recompute, {} swap; recompute {:.2}% of step FLOPs; swap {:.1} MiB",
                 pr.recompute_decisions,
                 pr.swap_decisions,
                 100.0 * pr.recompute_flops as f64 / pr.step_flops.max(1) as f64,
                 mib(pr.swap_bytes)
-            );
+            )?;
         }
-        println!(
+        writeln!(
+            out,
             "peak, measured:       {:>10.1} MiB",
             mib(rep.measured_peak_bytes as i64)
-        );
-        println!(
+        )?;
+        writeln!(
+            out,
             "finalize: {:.0} us; execute: {:.1} ms ({:.1} ms recompute/reload) over {} points",
             pr.finalize_us, rep.wall_ms, rep.regen_ms, rep.points
-        );
+        )?;
         if let Some(m) = rep.outputs_match_reference {
-            println!(
+            writeln!(
+                out,
                 "check: outputs {} the run without decisions; checker proves a peak of {:.1} MiB",
                 if m { "bit-identical to" } else { "DIFFER from" },
                 mib(rep.checker_peak_bytes.unwrap_or(0))
-            );
+            )?;
         }
         if let Some(e) = rep.npz_max_rel_err {
-            println!("largest relative error against the npz outputs: {e:.2e}");
+            writeln!(
+                out,
+                "largest relative error against the npz outputs: {e:.2e}"
+            )?;
         }
-        if let Some(path) = &timeline {
-            println!("timeline: {}", path.display());
+        if let Some(path) = &f.timeline {
+            writeln!(out, "timeline: {}", path.display())?;
         }
     }
+    output::print_stdout(&out)?;
     if rep.outputs_match_reference == Some(false) {
         anyhow::bail!("the outputs under the plan's decisions differ from the run without them");
     }
     Ok(())
 }
 
-/// Writes `text` to `path` atomically (temporary file + rename), or to standard output.
+/// Writes `text` to `path` or, without a path, to standard output (see
+/// [`output::write_file`]: atomic, refuses to replace anything but a regular file, writes
+/// through symbolic links).
 fn write_output(path: Option<&PathBuf>, text: &str) -> Result<()> {
     match path {
-        None => {
-            print!("{text}");
-            Ok(())
-        }
-        Some(p) => {
-            let tmp = p.with_extension("tmp~");
-            std::fs::write(&tmp, text)
-                .with_context(|| format!("cannot write {}", tmp.display()))?;
-            std::fs::rename(&tmp, p).with_context(|| format!("cannot write {}", p.display()))
-        }
+        None => output::print_stdout(text)?,
+        Some(p) => output::write_file(p, text.as_bytes())?,
     }
+    Ok(())
 }

@@ -8,6 +8,7 @@
 
 mod stats;
 pub mod sym;
+pub mod text;
 
 use ebb_ir::Graph;
 pub use stats::ImportStats;

@@ -101,7 +101,8 @@ impl SymVal {
 pub const MAX_SYM_ELEMS: i64 = 64;
 
 /// Applies a StableHLO binary integer op elementwise to symbolic values. Returns `None` when the
-/// result is not expressible (division by a non-constant or by a possibly-negative dividend).
+/// result is not expressible (division by a non-constant or by a possibly-negative dividend, a
+/// coefficient that overflows `i64`).
 pub fn binary(op: &str, a: &[DimExpr], b: &[DimExpr], scope: &SymbolScope) -> Option<Vec<DimExpr>> {
     if a.len() != b.len() {
         return None;
@@ -110,11 +111,12 @@ pub fn binary(op: &str, a: &[DimExpr], b: &[DimExpr], scope: &SymbolScope) -> Op
         .zip(b)
         .map(|(x, y)| {
             Some(match op {
-                "add" => x.clone() + y.clone(),
-                "subtract" => x.clone() - y.clone(),
-                "multiply" => x.clone() * y.clone(),
-                "maximum" => x.max(y),
-                "minimum" => x.min(y),
+                // An overflow leaves the value to be computed as data (as the program would).
+                "add" => x.checked_add(y).ok()?,
+                "subtract" => x.checked_sub(y).ok()?,
+                "multiply" => x.checked_mul(y).ok()?,
+                "maximum" => x.checked_max(y).ok()?,
+                "minimum" => x.checked_min(y).ok()?,
                 "divide" | "remainder" => {
                     let k = y.as_const()?;
                     if k <= 0 {

@@ -333,6 +333,13 @@ impl Cx {
         let outs = ebb_ir::shape::infer(&op, &types, &regions)
             .map_err(|e| self.err(e.to_string()))?
             .ok_or_else(|| self.err(format!("op `{}` has no shape rule", op.kind())))?;
+        // Every value's size fits in 64 bits, so products of a value's dimensions (`Size`,
+        // `Flatten`, reductions) cannot overflow either.
+        if let Some(t) = outs.iter().find(|t| t.checked_size_bytes().is_err()) {
+            return Err(self.err(format!(
+                "result type {t}: its size in bytes overflows 64-bit integers"
+            )));
+        }
         let n = outs.len();
         let mut node = self.located(Node::new(op, outs));
         node.regions = regions;

@@ -53,8 +53,9 @@ pub enum OnnxError {
         /// What is wrong.
         msg: String,
     },
-    /// A `dim_param` that is not a dimension expression (grammar in the module docs).
-    #[error("{file}: value `{value}` dimension {dim}: cannot parse dim_param `{param}`: {msg}")]
+    /// A `dim_param` that is not a dimension expression (grammar in the module docs) or is a
+    /// negative constant.
+    #[error("{file}: value `{value}` dimension {dim}: dim_param `{param}`: {msg}")]
     DimParam {
         /// File name.
         file: String,

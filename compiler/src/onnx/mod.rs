@@ -248,15 +248,24 @@ fn input_type(cx: &mut Cx, vi: &ValueInfoProto, unknown: &mut usize) -> R<Tensor
     let mut shape = Vec::new();
     for (j, d) in dims.into_iter().enumerate() {
         shape.push(match d {
+            Decl::Value(k) if k < 0 => {
+                return Err(cx.structure(format!(
+                    "graph input `{name}` dimension {j}: dim_value {k} is negative"
+                )))
+            }
             Decl::Value(k) => DimExpr::constant(k),
             Decl::Param(p) => {
-                let e = dims::parse_dim_param(&p).map_err(|msg| OnnxError::DimParam {
+                let bad = |msg: String| OnnxError::DimParam {
                     file: cx.file.clone(),
                     value: name.into(),
                     dim: j,
                     param: p.clone(),
                     msg,
-                })?;
+                };
+                let e = dims::parse_dim_param(&p).map_err(bad)?;
+                if let Some(k) = e.as_const().filter(|&k| k < 0) {
+                    return Err(bad(format!("the dimension is negative ({k})")));
+                }
                 dims::declare_all(&mut cx.g.scope, &e);
                 e
             }
@@ -270,7 +279,13 @@ fn input_type(cx: &mut Cx, vi: &ValueInfoProto, unknown: &mut usize) -> R<Tensor
             }
         });
     }
-    Ok(TensorType::new(dtype, shape))
+    let t = TensorType::new(dtype, shape);
+    if t.checked_size_bytes().is_err() {
+        return Err(cx.structure(format!(
+            "graph input `{name}` of type {t}: its size in bytes overflows 64-bit integers"
+        )));
+    }
+    Ok(t)
 }
 
 /// One declared dimension.

@@ -205,3 +205,64 @@ fn trilu_onehot_and_batched_matmul() {
         [1., 2., 3., 4., 5., 6., 7., 8., 9., 12., 15., 18.]
     );
 }
+
+/// Imports a one-graph model; the error text when the import fails.
+fn import_err(
+    nodes: Vec<NodeProto>,
+    inits: Vec<TensorProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+) -> Option<String> {
+    let m = ModelProto {
+        ir_version: Some(10),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(18),
+        }],
+        graph: Some(GraphProto {
+            node: nodes,
+            initializer: inits,
+            input: inputs,
+            output: outputs,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    import_bytes(&encode_model(&m), "t.onnx", None)
+        .err()
+        .map(|e| e.to_string())
+}
+
+#[test]
+fn shapes_from_data_that_overflow_are_errors_not_panics() {
+    let big = 1i64 << 40;
+    // Reshape of f32[B,4] to [2^40, 2^40, -1]: the product of the target overflows.
+    let e = import_err(
+        vec![node("Reshape", &["x", "s"], &["y"], vec![])],
+        vec![i64_init("s", &[3], &[big, big, -1])],
+        vec![vi("x", 1, &["B", "4"])],
+        vec![vi("y", 1, &[])],
+    )
+    .expect("accepted");
+    assert!(e.contains("overflows 64-bit integers"), "{e}");
+    // Expand to a huge static shape: the result's size overflows.
+    let e = import_err(
+        vec![node("Expand", &["x", "s"], &["y"], vec![])],
+        vec![i64_init("s", &[2], &[big, big])],
+        vec![vi("x", 1, &["1", "1"])],
+        vec![vi("y", 1, &[])],
+    )
+    .expect("accepted");
+    assert!(e.contains("overflows 64-bit integers"), "{e}");
+    // Range with a delta whose negation overflows: an error or an empty range, no panic.
+    let _ = import_err(
+        vec![node("Range", &["a", "b", "d"], &["y"], vec![])],
+        vec![
+            i64_init("a", &[], &[0]),
+            i64_init("b", &[], &[i64::MAX]),
+            i64_init("d", &[], &[i64::MIN]),
+        ],
+        vec![],
+        vec![vi("y", 7, &[])],
+    );
+}

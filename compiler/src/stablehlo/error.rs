@@ -14,6 +14,9 @@ pub enum ImportError {
         /// Underlying error.
         source: std::io::Error,
     },
+    /// The file is not UTF-8 text or holds a NUL byte (with the byte offset, line and column).
+    #[error(transparent)]
+    Text(#[from] crate::frontend::text::TextError),
     /// MLIR could not parse the text.
     #[error("{file}:{line}:{col}: MLIR parse error: {msg}")]
     Parse {
@@ -63,6 +66,6 @@ pub enum ImportError {
         /// File name.
         file: String,
         /// Verifier finding.
-        source: ebb_ir::verify::VerifyError,
+        source: Box<ebb_ir::verify::VerifyError>,
     },
 }

@@ -4,7 +4,7 @@
 use super::error::ImportError;
 use super::mlir_text::{parse_string, parse_tensor_type};
 use super::sym::{Elems, SymVal};
-use super::{short_loc, ImportStats};
+use super::{short_loc_in, ImportStats};
 use ebb_ir::op::Literal;
 use ebb_ir::{
     DType, DimExpr, Graph, Node, Op, OpKind, ShapeAssertion, SymbolScope, TensorType, ValueRef,
@@ -88,8 +88,10 @@ pub(crate) fn op_name(op: &OperationRef) -> String {
         .to_string()
 }
 
-pub(crate) fn op_loc(op: &OperationRef) -> String {
-    short_loc(&op.location().to_string())
+/// The op's location as [`super::short_loc`] prints it, with MLIR's name for the parsed buffer
+/// (`-`) replaced by the file's name.
+pub(crate) fn op_loc(op: &OperationRef, file: &str) -> String {
+    short_loc_in(&op.location().to_string(), file)
 }
 
 /// Imports a parsed module (see the parent module docs).
@@ -164,7 +166,7 @@ pub(crate) fn import_module(module: &Module, file: &str) -> R<(Graph, ImportStat
     g.assertions = std::mem::take(&mut imp.assertions);
     ebb_ir::verify::verify(&g).map_err(|source| ImportError::Verify {
         file: file.into(),
-        source,
+        source: Box::new(source),
     })?;
     let unresolved_dims = if placeholders == 0 {
         0
@@ -251,7 +253,7 @@ impl<'c, 'a> Importer<'c, 'a> {
         ImportError::Op {
             file: self.file.clone(),
             op: op_name(op),
-            loc: op_loc(op),
+            loc: op_loc(op, &self.file),
             msg: msg.into(),
         }
     }

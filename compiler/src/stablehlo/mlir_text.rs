@@ -42,7 +42,24 @@ pub fn parse_tensor_type(t: &str) -> Result<MlirTensorType, String> {
                     .map_err(|_| format!("bad dimension `{d}` in `{t}`"))
             }
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<Vec<Option<i64>>, _>>()?;
+    // The static part of the size must fit in 64 bits (a huge static dimension is an error
+    // here, not an overflow in the size arithmetic later).
+    let bytes = dims
+        .iter()
+        .flatten()
+        .try_fold(dtype.size_bytes() as i64, |acc, &d| {
+            if d < 0 {
+                None
+            } else {
+                acc.checked_mul(d)
+            }
+        });
+    if bytes.is_none() {
+        return Err(format!(
+            "tensor type `{t}`: a dimension is negative or its size in bytes overflows 64-bit integers"
+        ));
+    }
     Ok(MlirTensorType { dtype, dims })
 }
 
@@ -235,6 +252,19 @@ fn encode_element(dtype: DType, s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_static_dimensions_are_errors() {
+        for t in [
+            "tensor<4611686018427387904x8xf32>",
+            "tensor<9223372036854775807xf32>",
+            "tensor<?x4294967296x4294967296xf32>",
+        ] {
+            let e = parse_tensor_type(t).unwrap_err();
+            assert!(e.contains("overflows 64-bit integers"), "{e}");
+        }
+        assert!(parse_tensor_type("tensor<1073741824x2xf32>").is_ok());
+    }
 
     #[test]
     fn tensor_types() {

@@ -35,15 +35,16 @@ use std::rc::Rc;
 /// Errors: [`ImportError`] for unreadable files, MLIR parse errors (with line:col),
 /// unsupported ops or attributes (with the op name and location) and invalid graphs.
 pub fn import_file(path: &Path) -> Result<(Graph, ImportStats), ImportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::frontend::text::read(path)?;
     import_str(&text, &path.display().to_string())
 }
 
 /// Imports a StableHLO module from its text; `file` names it in error messages.
+///
+/// Errors: as [`import_file`]; a NUL byte in `text` is an error with its location (MLIR
+/// cannot take one).
 pub fn import_str(text: &str, file: &str) -> Result<(Graph, ImportStats), ImportError> {
+    crate::frontend::text::check_no_nul(text, file)?;
     let context = Context::new();
     context.set_allow_unregistered_dialects(true);
     let diags: Rc<RefCell<Vec<(String, String)>>> = Rc::default();
@@ -86,6 +87,22 @@ fn line_col(loc: &str) -> (u32, u32) {
         nums.first().copied().unwrap_or(0),
         nums.get(1).copied().unwrap_or(0),
     )
+}
+
+/// [`short_loc`], naming `file` where the location names MLIR's parse buffer `-` (a module
+/// without source locations: its ops are located in the `.mlir` file itself).
+pub fn short_loc_in(loc: &str, file: &str) -> String {
+    let short = short_loc(loc);
+    let base = Path::new(file)
+        .file_name()
+        .map_or_else(|| file.to_string(), |n| n.to_string_lossy().into_owned());
+    match short.strip_prefix("-:") {
+        Some(rest) => format!("{base}:{rest}"),
+        None => match short.split_once(" @ -:") {
+            Some((name, rest)) => format!("{name} @ {base}:{rest}"),
+            None => short,
+        },
+    }
 }
 
 /// A short, readable form of an MLIR location: the innermost `file:line:col` with the op's
@@ -143,5 +160,13 @@ mod tests {
             "jit(step)/dot_general @ mlp.py:7:20"
         );
         assert_eq!(short_loc("loc(unknown)"), "unknown location");
+        assert_eq!(
+            short_loc_in("loc(\"-\":5:10)", "/tmp/m.mlir"),
+            "m.mlir:5:10"
+        );
+        assert_eq!(
+            short_loc_in("loc(\"add\"(\"-\":5:10))", "/tmp/m.mlir"),
+            "add @ m.mlir:5:10"
+        );
     }
 }

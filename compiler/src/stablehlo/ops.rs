@@ -116,7 +116,7 @@ impl<'c, 'a> Importer<'c, 'a> {
         super::ImportError::UnsupportedOp {
             file: self.file.clone(),
             op: op_name(op),
-            loc: super::func::op_loc(op),
+            loc: super::func::op_loc(op, &self.file),
         }
     }
 
@@ -380,9 +380,9 @@ impl<'c, 'a> Importer<'c, 'a> {
                 Some(Elems::Int(all))
             }
             "slice" if shape.len() == 1 => {
-                let st = self.ints_attr(op, "start_indices")?;
-                let li = self.ints_attr(op, "limit_indices")?;
-                let sr = self.ints_attr(op, "strides")?;
+                let st = self.required_ints_attr(op, "start_indices")?;
+                let li = self.required_ints_attr(op, "limit_indices")?;
+                let sr = self.required_ints_attr(op, "strides")?;
                 match (ints(0), st.first(), li.first()) {
                     (Some(v), Some(&s), Some(&l)) => {
                         let step = sr.first().copied().unwrap_or(1).max(1) as usize;
@@ -809,7 +809,7 @@ impl<'c, 'a> Importer<'c, 'a> {
         };
         let mut node = Node::new(payload, outputs);
         node.regions = regions;
-        node.loc = Some(super::func::op_loc(op));
+        node.loc = Some(super::func::op_loc(op, &self.file));
         let id = g.add_node(node, operands);
         for i in 0..op.result_count() {
             let r = op.result(i).map_err(|e| self.op_error(op, e.to_string()))?;

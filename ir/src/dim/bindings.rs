@@ -3,7 +3,8 @@
 
 use super::{Bindings, Symbol};
 
-/// A binding text that is not `NAME=INT(,NAME=INT)*`.
+/// A binding text that is not `NAME=INT(,NAME=INT)*`, or bindings that name a symbol the
+/// scope does not declare ([`super::SymbolScope::check_known`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BindingsError {
     /// A part without `=`.
@@ -23,6 +24,14 @@ pub enum BindingsError {
     /// An empty name.
     #[error("binding `{0}` has an empty name")]
     EmptyName(String),
+    /// A symbol the scope does not declare (a typo, or a plan for another model).
+    #[error("unknown symbol `{name}` (the symbols are: {known})")]
+    UnknownSymbol {
+        /// The unknown name.
+        name: String,
+        /// The declared symbols, comma-separated (`none` when there are none).
+        known: String,
+    },
 }
 
 /// `Bindings::from_pairs(&[("B", 8)])` and `Bindings::parse("B=8,S=512")` (bring the trait

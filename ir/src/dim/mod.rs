@@ -29,7 +29,7 @@ mod bindings;
 mod certificate;
 mod display;
 mod eval;
-mod expr;
+pub(crate) mod expr;
 mod interval;
 mod ops;
 mod parse;

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Bindings, DimError, DimExpr, Symbol};
+use super::{Bindings, BindingsError, DimError, DimExpr, Symbol};
 
 /// Upper end used by [`SymbolScope::representative_bindings`] for unbounded symbols.
 pub const SAMPLE_CAP: i64 = 65536;
@@ -131,6 +131,27 @@ impl SymbolScope {
     /// True when `s` was declared.
     pub fn contains(&self, s: &Symbol) -> bool {
         self.index.contains_key(s)
+    }
+
+    /// Checks that `b` binds only declared symbols.
+    ///
+    /// # Errors
+    /// [`BindingsError::UnknownSymbol`] naming the first unknown symbol and the declared ones.
+    pub fn check_known(&self, b: &Bindings) -> Result<(), BindingsError> {
+        match b.keys().find(|s| !self.contains(s)) {
+            None => Ok(()),
+            Some(s) => {
+                let known: Vec<String> = self.decls.iter().map(|d| d.name.to_string()).collect();
+                Err(BindingsError::UnknownSymbol {
+                    name: s.name().to_string(),
+                    known: if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(", ")
+                    },
+                })
+            }
+        }
     }
 
     /// The declared symbols in declaration order.

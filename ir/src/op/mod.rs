@@ -275,6 +275,21 @@ impl OpKind {
             || matches!(self, OpKind::Select | OpKind::Clamp)
     }
 
+    /// The number of operands the op takes when that is fixed by its kind: 1 for unary and
+    /// 2 for binary elementwise ops, 3 for `select` and `clamp`; `None` for the others (their
+    /// shape rules check their operand counts against their payloads).
+    pub fn fixed_arity(self) -> Option<usize> {
+        if self.is_unary_elementwise() {
+            Some(1)
+        } else if self.is_binary_elementwise() {
+            Some(2)
+        } else if matches!(self, OpKind::Select | OpKind::Clamp) {
+            Some(3)
+        } else {
+            None
+        }
+    }
+
     /// Number of regions the op must carry.
     pub fn num_regions(self) -> usize {
         match self {

@@ -2,7 +2,7 @@
 //! `concatenate`, `slice`, `dynamic_slice`, `pad` (StableHLO spec, each op's constraints).
 
 use super::{axis, dimerr, fmt_shape, invalid, nth, one, Inferred};
-use crate::dim::DimExpr;
+use crate::dim::{DimError, DimExpr};
 use crate::op::{BroadcastSpec, OpKind, PadSpec, SliceSpec};
 use crate::types::TensorType;
 
@@ -40,7 +40,8 @@ pub(super) fn broadcast_in_dim(
 pub(super) fn reshape(op: OpKind, shape: &[DimExpr], operands: &[&TensorType]) -> Inferred {
     let x = nth(op, operands, 0)?;
     let r = TensorType::new(x.dtype, shape.to_vec());
-    if r.num_elements() != x.num_elements() {
+    let dim = dimerr(op);
+    if r.checked_num_elements().map_err(&dim)? != x.checked_num_elements().map_err(&dim)? {
         return Err(invalid(
             op,
             format!(
@@ -75,7 +76,7 @@ pub(super) fn concatenate(op: OpKind, dimension: i64, operands: &[&TensorType]) 
         if o.rank() != x.rank() {
             return Err(invalid(op, "operand ranks differ"));
         }
-        s[d] = s[d].clone() + o.shape[d].clone();
+        s[d] = s[d].checked_add(&o.shape[d]).map_err(dimerr(op))?;
     }
     one(TensorType::new(x.dtype, s))
 }
@@ -92,8 +93,13 @@ pub(super) fn slice(op: OpKind, sl: &SliceSpec, operands: &[&TensorType]) -> Inf
         let k = sr[i]
             .as_const()
             .ok_or_else(|| invalid(op, "symbolic stride"))?;
-        let n = (li[i].clone() - st[i].clone() + DimExpr::constant(k - 1))
-            .floor_div(k)
+        let k1 = k
+            .checked_sub(1)
+            .ok_or_else(|| invalid(op, "stride out of range"))?;
+        let n = li[i]
+            .checked_sub(&st[i])
+            .and_then(|e| e.checked_add(&DimExpr::constant(k1)))
+            .and_then(|e| e.floor_div(k))
             .map_err(dimerr(op))?;
         s.push(n);
     }
@@ -121,11 +127,12 @@ pub(super) fn pad(op: OpKind, p: &PadSpec, operands: &[&TensorType]) -> Inferred
     }
     let s = (0..x.rank())
         .map(|i| {
-            let d = x.shape[i].clone();
-            d.clone()
-                + DimExpr::constant(lo[i] + hi[i])
-                + (d - DimExpr::constant(1)) * DimExpr::constant(it[i])
+            let d = &x.shape[i];
+            let edges = lo[i].checked_add(hi[i]).ok_or(DimError::Overflow)?;
+            d.checked_add(&DimExpr::constant(edges))?
+                .checked_add(&d.checked_sub(&DimExpr::constant(1))?.checked_scale(it[i])?)
         })
-        .collect();
+        .collect::<Result<_, DimError>>()
+        .map_err(dimerr(op))?;
     one(TensorType::new(x.dtype, s))
 }

@@ -104,6 +104,18 @@ fn one(t: TensorType) -> Inferred {
 pub fn infer(op: &Op, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
     use OpKind::*;
     let kind = op.kind();
+    if let Some(n) = kind.fixed_arity() {
+        if operands.len() != n {
+            return Err(invalid(
+                kind,
+                format!(
+                    "expects {n} operand{}, got {}",
+                    if n == 1 { "" } else { "s" },
+                    operands.len()
+                ),
+            ));
+        }
+    }
     match op {
         Op::Input(_) | Op::Constant(_) | Op::DimConstant(_) | Op::CustomCall(_) => Ok(None),
         Op::BroadcastInDim(b) => layout::broadcast_in_dim(kind, b, operands),

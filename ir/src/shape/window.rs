@@ -2,7 +2,7 @@
 //! `convolution` shares (StableHLO spec, `reduce_window` C15 / `convolution` C25).
 
 use super::{axis, dimerr, invalid, Inferred, ShapeError};
-use crate::dim::DimExpr;
+use crate::dim::{DimError, DimExpr};
 use crate::op::{OpKind, Window};
 use crate::types::{Shape, TensorType};
 
@@ -81,17 +81,26 @@ pub(super) fn window_shape(
             .cloned()
             .ok_or_else(|| invalid(op, "window dimension out of range"))?;
         let (lo, hi) = w.padding[j];
-        let dilated = (d - DimExpr::constant(1)) * DimExpr::constant(w.base_dilations[j])
-            + DimExpr::constant(1);
-        let padded = dilated + DimExpr::constant(lo + hi);
-        let dw = (w.dimensions[j] - 1) * w.window_dilations[j] + 1;
         if w.strides[j] <= 0 {
             return Err(invalid(op, "non-positive window stride"));
         }
-        out[i] = (padded - DimExpr::constant(dw))
-            .floor_div(w.strides[j])
-            .map_err(dimerr(op))?
-            + DimExpr::constant(1);
+        let of = DimError::Overflow;
+        let one_ = DimExpr::constant(1);
+        let dw = (w.dimensions[j].checked_sub(1))
+            .and_then(|x| x.checked_mul(w.window_dilations[j]))
+            .and_then(|x| x.checked_add(1))
+            .ok_or(of.clone())
+            .map_err(dimerr(op))?;
+        let edges = lo.checked_add(hi).ok_or(of).map_err(dimerr(op))?;
+        out[i] = d
+            .checked_sub(&one_)
+            .and_then(|x| x.checked_scale(w.base_dilations[j]))
+            .and_then(|x| x.checked_add(&one_))
+            .and_then(|x| x.checked_add(&DimExpr::constant(edges)))
+            .and_then(|x| x.checked_sub(&DimExpr::constant(dw)))
+            .and_then(|x| x.floor_div(w.strides[j]))
+            .and_then(|x| x.checked_add(&one_))
+            .map_err(dimerr(op))?;
     }
     Ok(out)
 }

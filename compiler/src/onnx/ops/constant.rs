@@ -148,11 +148,16 @@ impl Lower for Range {
             .as_const()
             .filter(|k| *k != 0)
             .ok_or_else(|| cx.err("delta must be a non-zero constant"))?;
+        let overflow = || cx.err("start, limit and delta overflow 64-bit integers");
         let span = if dk > 0 {
-            l.clone() - s.clone() + DimExpr::constant(dk - 1)
+            l.checked_sub(s)
+                .and_then(|x| x.checked_add(&DimExpr::constant(dk - 1)))
         } else {
-            s.clone() - l.clone() + DimExpr::constant(-dk - 1)
-        };
+            let m = dk.checked_neg().ok_or_else(overflow)?;
+            s.checked_sub(l)
+                .and_then(|x| x.checked_add(&DimExpr::constant(m - 1)))
+        }
+        .map_err(|_| overflow())?;
         let len = span
             .floor_div(dk.abs())
             .map_err(|e| cx.err(e.to_string()))?;
@@ -164,8 +169,12 @@ impl Lower for Range {
         if let Some(k) = len.as_const() {
             if (k as usize) <= super::super::ctx::MAX_SYM {
                 let v = (0..k)
-                    .map(|i| s.clone() + DimExpr::constant(i * dk))
-                    .collect();
+                    .map(|i| {
+                        let step = i.checked_mul(dk).ok_or_else(overflow)?;
+                        s.checked_add(&DimExpr::constant(step))
+                            .map_err(|_| overflow())
+                    })
+                    .collect::<R<Vec<_>>>()?;
                 let mut sv = sym_i64(v);
                 sv.dtype = dtype;
                 return Ok(vec![Val::sym(sv)]);

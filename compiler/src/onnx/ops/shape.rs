@@ -95,9 +95,7 @@ struct Size;
 impl Lower for Size {
     fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
         let shape = input_shape(cx, n, 0)?;
-        let p = shape
-            .iter()
-            .fold(DimExpr::constant(1), |a, d| a * d.clone());
+        let p = product(cx, &shape)?;
         Ok(vec![Val::sym(SymVal::scalar(DType::I64, p))])
     }
 }
@@ -130,9 +128,9 @@ impl Lower for Reshape {
                 _ => out.push(d.clone()),
             }
         }
-        let total = src.iter().fold(DimExpr::constant(1), |a, d| a * d.clone());
+        let total = product(cx, &src)?;
         if let Some(i) = infer {
-            let rest = out.iter().fold(DimExpr::constant(1), |a, d| a * d.clone());
+            let rest = product(cx, &out)?;
             out[i] = exact_div(&total, &rest).ok_or_else(|| {
                 cx.err(format!(
                     "cannot infer the -1 entry: {total} elements are not an exact multiple of {rest}"
@@ -141,6 +139,19 @@ impl Lower for Reshape {
         }
         reshape_val(cx, n, 0, out)
     }
+}
+
+/// The product of `dims`, an error naming them when a coefficient overflows `i64`.
+pub(super) fn product(cx: &Cx, dims: &[DimExpr]) -> R<DimExpr> {
+    dims.iter()
+        .try_fold(DimExpr::constant(1), |a, d| a.checked_mul(d))
+        .map_err(|_| {
+            let shown: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+            cx.err(format!(
+                "the product of the dimensions [{}] overflows 64-bit integers",
+                shown.join(", ")
+            ))
+        })
 }
 
 /// Reshapes input `i` to `shape`, symbolically when its elements are known.
@@ -170,8 +181,10 @@ impl Lower for Flatten {
         if a < 0 || a > r {
             return Err(cx.err(format!("axis {a} out of range for rank {r}")));
         }
-        let p = |ds: &[DimExpr]| ds.iter().fold(DimExpr::constant(1), |x, d| x * d.clone());
-        let shape = vec![p(&s[..a as usize]), p(&s[a as usize..])];
+        let shape = vec![
+            product(cx, &s[..a as usize])?,
+            product(cx, &s[a as usize..])?,
+        ];
         reshape_val(cx, n, 0, shape)
     }
 }

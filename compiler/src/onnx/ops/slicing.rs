@@ -282,8 +282,10 @@ fn split(cx: &mut Cx, n: &NodeProto, parts: i64, keep: bool) -> R<Vec<Val>> {
         let mut st = vec![DimExpr::zero(); shape.len()];
         let mut li = shape.clone();
         st[a] = off.clone();
-        li[a] = off.clone() + s.clone();
-        off += s;
+        li[a] = off
+            .checked_add(&s)
+            .map_err(|_| cx.err("the split sizes overflow 64-bit integers"))?;
+        off = li[a].clone();
         let spec = SliceSpec {
             start: st,
             limit: li,

@@ -43,7 +43,7 @@ impl<'c, 'a> Importer<'c, 'a> {
         name: &str,
     ) -> R<()> {
         let payload = match name {
-            "reduce" => Op::Reduce(self.ints_attr(&op, "dimensions")?),
+            "reduce" => Op::Reduce(self.required_ints_attr(&op, "dimensions")?),
             "reduce_window" => Op::ReduceWindow(self.window(&op)?),
             "select_and_scatter" => Op::SelectAndScatter(self.window(&op)?),
             _ => return Err(self.unsupported(&op)),

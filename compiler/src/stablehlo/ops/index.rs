@@ -19,7 +19,7 @@ impl<'c, 'a> Importer<'c, 'a> {
             "gather" | "dynamic_gather" => {
                 let mut dims = self.gather_dims(&op)?;
                 dims.slice_sizes = if name == "gather" {
-                    self.ints_attr(&op, "slice_sizes")?
+                    self.required_ints_attr(&op, "slice_sizes")?
                         .into_iter()
                         .map(DimExpr::constant)
                         .collect()

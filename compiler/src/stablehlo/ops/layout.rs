@@ -24,7 +24,7 @@ impl<'c, 'a> Importer<'c, 'a> {
     ) -> R<()> {
         let (payload, data): (Op, Option<&[usize]>) = match name {
             "broadcast_in_dim" | "dynamic_broadcast_in_dim" => {
-                let dims = self.ints_attr(&op, "broadcast_dimensions")?;
+                let dims = self.required_ints_attr(&op, "broadcast_dimensions")?;
                 let shape = if name == "broadcast_in_dim" {
                     self.static_result_dims(&op)?
                 } else {
@@ -56,14 +56,20 @@ impl<'c, 'a> Importer<'c, 'a> {
                 };
                 (Op::Iota(spec), Some(&[]))
             }
-            "transpose" => (Op::Transpose(self.ints_attr(&op, "permutation")?), None),
+            "transpose" => (
+                Op::Transpose(self.required_ints_attr(&op, "permutation")?),
+                None,
+            ),
             "concatenate" => (Op::Concatenate(self.int_attr(&op, "dimension")?), None),
-            "reverse" => (Op::Reverse(self.ints_attr(&op, "dimensions")?), None),
+            "reverse" => (
+                Op::Reverse(self.required_ints_attr(&op, "dimensions")?),
+                None,
+            ),
             "pad" => {
                 let spec = PadSpec {
-                    low: self.ints_attr(&op, "edge_padding_low")?,
-                    high: self.ints_attr(&op, "edge_padding_high")?,
-                    interior: self.ints_attr(&op, "interior_padding")?,
+                    low: self.required_ints_attr(&op, "edge_padding_low")?,
+                    high: self.required_ints_attr(&op, "edge_padding_high")?,
+                    interior: self.required_ints_attr(&op, "interior_padding")?,
                 };
                 (Op::Pad(spec), None)
             }
@@ -84,9 +90,9 @@ impl<'c, 'a> Importer<'c, 'a> {
         let (payload, data): (Op, Option<&[usize]>) = match name {
             "slice" => {
                 let spec = SliceSpec {
-                    start: consts(self.ints_attr(&op, "start_indices")?),
-                    limit: consts(self.ints_attr(&op, "limit_indices")?),
-                    strides: consts(self.ints_attr(&op, "strides")?),
+                    start: consts(self.required_ints_attr(&op, "start_indices")?),
+                    limit: consts(self.required_ints_attr(&op, "limit_indices")?),
+                    strides: consts(self.required_ints_attr(&op, "strides")?),
                 };
                 (Op::Slice(spec), None)
             }
@@ -105,7 +111,7 @@ impl<'c, 'a> Importer<'c, 'a> {
                 (Op::Slice(spec), Some(&[0]))
             }
             "dynamic_slice" => {
-                let sizes = consts(self.ints_attr(&op, "slice_sizes")?);
+                let sizes = consts(self.required_ints_attr(&op, "slice_sizes")?);
                 (Op::DynamicSlice(sizes), None)
             }
             _ => return Err(self.unsupported(&op)),
@@ -152,10 +158,10 @@ impl<'c, 'a> Importer<'c, 'a> {
             });
             let one = TensorType::fixed(sty.dtype, &[1]);
             let mut n = Node::new(slice, vec![one]);
-            n.loc = Some(op_loc(&op));
+            n.loc = Some(op_loc(&op, &self.file));
             let sl = g.add_node(n, &[start]);
             let mut n = Node::new(Op::Reshape(vec![]), vec![TensorType::scalar(sty.dtype)]);
-            n.loc = Some(op_loc(&op));
+            n.loc = Some(op_loc(&op, &self.file));
             operands.push(ValueRef::new(g.add_node(n, &[ValueRef::new(sl, 0)]), 0));
         }
         self.add_node(

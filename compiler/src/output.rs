@@ -1,0 +1,359 @@
+//! Writing the CLI's outputs without clobbering anything and without losing write errors.
+//!
+//! [`write_file`] replaces a file atomically: the bytes go to a fresh temporary file with a
+//! unique name in the target's directory, are flushed to disk (`fsync`), and the temporary file
+//! is renamed over the target. Only a regular file (or a path that does not exist yet) is ever
+//! replaced: a directory, a FIFO, a device or a socket is refused, so `-o /dev/full` or
+//! `-o some.fifo` is an error instead of being silently turned into a regular file. A symbolic
+//! link is followed: the file it points to is replaced and the link is kept (a dangling link is
+//! refused). The temporary file is removed on every error path.
+//!
+//! [`print_stdout`] writes to standard output and reports failures (`> /dev/full`) as errors;
+//! a closed pipe (`ebb ... | head -1`) is [`OutputError::BrokenPipe`], which the CLI treats as
+//! a quiet, successful end (as `ripgrep` and other Unix filters do).
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// An output that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The target exists and is not a regular file (nor a link to one).
+    #[error("cannot write {path}: it is {what}, not a regular file (refusing to replace it)")]
+    NotRegular {
+        /// The path given.
+        path: PathBuf,
+        /// What it is: `a directory`, `a FIFO`, `a character device`, ...
+        what: &'static str,
+    },
+    /// The target is a symbolic link whose target does not exist.
+    #[error("cannot write {path}: it is a symbolic link to {target}, which does not exist")]
+    DanglingLink {
+        /// The path given.
+        path: PathBuf,
+        /// Where the link points.
+        target: PathBuf,
+    },
+    /// Creating, writing, syncing or renaming failed.
+    #[error("cannot write {path}: {error}")]
+    Io {
+        /// The path given.
+        path: PathBuf,
+        /// The operating system's error (not a `source`: it is part of this message).
+        error: io::Error,
+    },
+    /// The temporary file next to the target could not be created (a missing or read-only
+    /// directory).
+    #[error("cannot write {path}: cannot create a file in {dir}: {error}")]
+    TempFile {
+        /// The path given.
+        path: PathBuf,
+        /// The directory of the target.
+        dir: PathBuf,
+        /// The operating system's error.
+        error: io::Error,
+    },
+    /// Standard output could not be written (other than a closed pipe).
+    #[error("cannot write to standard output: {0}")]
+    Stdout(io::Error),
+    /// Standard output is a pipe whose reader has gone away.
+    #[error("standard output was closed (broken pipe)")]
+    BrokenPipe,
+}
+
+/// What a non-regular file type is, in words.
+fn describe(ft: &fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_fifo() {
+            return "a FIFO";
+        }
+        if ft.is_char_device() {
+            return "a character device";
+        }
+        if ft.is_block_device() {
+            return "a block device";
+        }
+        if ft.is_socket() {
+            return "a socket";
+        }
+    }
+    if ft.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The file that writing `path` replaces: `path` itself, or the final target of a symbolic
+/// link. Errors for directories, FIFOs, devices, sockets and dangling links.
+fn resolve_target(path: &Path) -> Result<PathBuf, OutputError> {
+    let io = |error| OutputError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(path.to_path_buf()),
+        Err(e) => return Err(io(e)),
+    };
+    let target = if meta.file_type().is_symlink() {
+        match fs::metadata(path) {
+            Ok(_) => fs::canonicalize(path).map_err(io)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(OutputError::DanglingLink {
+                    path: path.to_path_buf(),
+                    target: fs::read_link(path).map_err(io)?,
+                })
+            }
+            Err(e) => return Err(io(e)),
+        }
+    } else {
+        path.to_path_buf()
+    };
+    let ft = fs::metadata(&target).map_err(io)?.file_type();
+    if !ft.is_file() {
+        return Err(OutputError::NotRegular {
+            path: path.to_path_buf(),
+            what: describe(&ft),
+        });
+    }
+    Ok(target)
+}
+
+/// Checks, before any work is done, that [`write_file`] could replace `path`: it is a regular
+/// file, a link to one, or a new name in an existing directory.
+///
+/// # Errors
+/// As [`write_file`] for the target's kind; [`OutputError::TempFile`] when the directory does
+/// not exist.
+pub fn check_target(path: &Path) -> Result<(), OutputError> {
+    let target = resolve_target(path)?;
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if dir.is_dir() {
+        return Ok(());
+    }
+    Err(OutputError::TempFile {
+        path: path.to_path_buf(),
+        dir,
+        error: io::Error::new(io::ErrorKind::NotFound, "no such directory"),
+    })
+}
+
+/// Writes `bytes` to `path` atomically (see the module docs): a unique temporary file next to
+/// the target, `fsync`, then a rename over the target. A symbolic link is written through (the
+/// file it points to is replaced, the link stays). An existing file keeps its permissions; a new
+/// one gets the usual `0666 & !umask`.
+///
+/// # Errors
+/// [`OutputError::NotRegular`] for a directory, FIFO, device or socket;
+/// [`OutputError::DanglingLink`]; [`OutputError::TempFile`] when the temporary file cannot be
+/// created; [`OutputError::Io`] when it cannot be written, synced or renamed (it is removed).
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+    let target = resolve_target(path)?;
+    let io = |error| OutputError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let prefix = format!(".{name}.");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    let existing = fs::metadata(&target).ok().map(|m| m.permissions());
+    #[cfg(unix)]
+    {
+        // A new file gets `0666 & !umask`, as `open(2)` would give it.
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(fs::Permissions::from_mode(0o666));
+    }
+    // Dropping `tmp` (on any early return below) removes the temporary file.
+    let mut tmp = builder
+        .tempfile_in(&dir)
+        .map_err(|e| OutputError::TempFile {
+            path: path.to_path_buf(),
+            dir: dir.clone(),
+            // tempfile's message ends with the temporary path; keep the system's error only.
+            error: {
+                let msg = e.to_string();
+                let msg = msg.split(" at path ").next().unwrap_or(&msg).to_string();
+                io::Error::new(e.kind(), msg)
+            },
+        })?;
+    if let Some(perms) = existing {
+        tmp.as_file().set_permissions(perms).map_err(io)?;
+    }
+    tmp.write_all(bytes).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(&target).map_err(|e| io(e.error))?;
+    // Make the rename durable too (best effort: not every file system syncs directories).
+    if let Ok(d) = fs::File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Writes `text` to standard output and flushes it.
+///
+/// # Errors
+/// [`OutputError::BrokenPipe`] when the reader has gone away, [`OutputError::Stdout`] for
+/// any other write failure (`> /dev/full`).
+pub fn print_stdout(text: &str) -> Result<(), OutputError> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::BrokenPipe => OutputError::BrokenPipe,
+            _ => OutputError::Stdout(e),
+        })
+}
+
+/// True when `e` (or an error in its chain) is [`OutputError::BrokenPipe`]: the CLI ends
+/// quietly with success then.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<OutputError>(),
+            Some(OutputError::BrokenPipe)
+        )
+    })
+}
+
+/// The text the CLI prints for an error: its message and the messages of its causes, joined
+/// by `: `, leaving out every cause whose text the message printed so far already contains.
+///
+/// Many errors embed their cause's text in their own message *and* expose the cause as their
+/// `source()` (thiserror's `#[error("...: {source}")]`, anyhow contexts over such errors);
+/// printing the whole chain (`{:#}`) would then say the same thing twice (`X: X`).
+pub fn error_message(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if s.is_empty() || msg.contains(&s) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&s);
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ebb-output-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
+    }
+
+    #[test]
+    fn error_chains_print_each_cause_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot read x.mlir: {source}")]
+        struct Outer {
+            source: io::Error,
+        }
+        let inner = io::Error::new(io::ErrorKind::NotFound, "No such file or directory");
+        let e = anyhow::Error::new(Outer { source: inner }).context("import");
+        assert_eq!(
+            error_message(&e),
+            "import: cannot read x.mlir: No such file or directory"
+        );
+        let plain = anyhow::anyhow!("root").context("top");
+        assert_eq!(error_message(&plain), "top: root");
+    }
+
+    #[test]
+    fn replaces_regular_files_and_creates_new_ones() {
+        let d = scratch("regular");
+        let p = d.join("a.json");
+        write_file(&p, b"one").unwrap();
+        write_file(&p, b"two").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert!(leftovers(&d).is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn replaced_files_keep_their_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = scratch("perms");
+        let p = d.join("a.json");
+        fs::write(&p, "old").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).unwrap();
+        write_file(&p, b"new").unwrap();
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn writes_through_symlinks_and_refuses_dangling_ones() {
+        let d = scratch("link");
+        let real = d.join("real.txt");
+        fs::write(&real, "old").unwrap();
+        let link = d.join("link.txt");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        write_file(&link, b"new").unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(&real).unwrap(), b"new");
+        let dangling = d.join("dangling.txt");
+        std::os::unix::fs::symlink(d.join("nowhere"), &dangling).unwrap();
+        let e = write_file(&dangling, b"x").unwrap_err();
+        assert!(matches!(e, OutputError::DanglingLink { .. }), "{e}");
+        assert!(leftovers(&d).is_empty());
+    }
+
+    #[test]
+    fn refuses_directories_and_devices() {
+        let d = scratch("dir");
+        let e = write_file(&d, b"x").unwrap_err();
+        assert!(e.to_string().contains("a directory"), "{e}");
+        #[cfg(unix)]
+        {
+            let e = write_file(Path::new("/dev/null"), b"x").unwrap_err();
+            assert!(e.to_string().contains("/dev/null"), "{e}");
+            assert!(e.to_string().contains("character device"), "{e}");
+        }
+    }
+
+    #[test]
+    fn missing_directory_is_an_io_error_naming_the_path() {
+        let p = Path::new("/nonexistent-ebb-dir/x.json");
+        let e = write_file(p, b"x").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot write /nonexistent-ebb-dir/x.json"),
+            "{e}"
+        );
+    }
+}

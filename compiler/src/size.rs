@@ -1,0 +1,208 @@
+//! Byte sizes and memory budgets as the CLI reads them: `40000` (bytes), `512MiB`, `2GiB`,
+//! `1.5GB`, and for budgets also `50%` (of the program-order peak at the shape).
+
+/// The formats [`parse_bytes`] and [`parse_budget`] accept, for error messages.
+pub const SIZE_FORMATS: &str =
+    "bytes (40000) or a number with a unit (512MiB, 2GiB, 1.5GB; units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)";
+
+/// A memory budget: bytes, or a fraction of the program-order peak at the shape.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Budget {
+    /// Bytes.
+    Bytes(i64),
+    /// Fraction of `peak_bytes_program_order` (0.5 = half).
+    Fraction(f64),
+}
+
+/// A size or budget text that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SizeError {
+    /// Not a number with an optional unit (or a percentage, for budgets).
+    #[error("`{text}` is not a {what}: use {formats}")]
+    Syntax {
+        /// The text given.
+        text: String,
+        /// `size` or `budget`.
+        what: &'static str,
+        /// The accepted formats.
+        formats: String,
+    },
+    /// A unit that is not one of the accepted ones.
+    #[error("unknown size unit `{unit}` in `{text}`: use {SIZE_FORMATS}")]
+    Unit {
+        /// The text given.
+        text: String,
+        /// The unit found.
+        unit: String,
+    },
+    /// Zero, negative, or not finite.
+    #[error("{what} `{text}` must be positive")]
+    NotPositive {
+        /// The text given.
+        text: String,
+        /// `size` or `budget`.
+        what: &'static str,
+    },
+    /// More bytes than a signed 64-bit integer holds.
+    #[error("size `{text}` is too large (at most {} bytes)", i64::MAX)]
+    TooLarge {
+        /// The text given.
+        text: String,
+    },
+}
+
+/// Splits `s` into its number and unit and returns the number of bytes it names (which may
+/// be zero or negative; the callers decide).
+fn bytes_of(s: &str, what: &'static str, formats: &str) -> Result<f64, SizeError> {
+    let t = s.trim();
+    // The unit starts at the first letter that is not a float exponent (`1e3`, `2.5E-1`).
+    let b = t.as_bytes();
+    let split = (0..b.len())
+        .find(|&i| {
+            b[i].is_ascii_alphabetic()
+                && !((b[i] == b'e' || b[i] == b'E')
+                    && i > 0
+                    && b[i - 1].is_ascii_digit()
+                    && b.get(i + 1)
+                        .is_some_and(|c| c.is_ascii_digit() || *c == b'+' || *c == b'-'))
+        })
+        .unwrap_or(b.len());
+    let (num, unit) = t.split_at(split);
+    let syntax = || SizeError::Syntax {
+        text: s.to_string(),
+        what,
+        formats: formats.to_string(),
+    };
+    let num = num.trim();
+    if num.is_empty() || !num.starts_with(|c: char| c.is_ascii_digit() || "+-.".contains(c)) {
+        return Err(syntax());
+    }
+    let v: f64 = num.parse().map_err(|_| syntax())?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kib" => 1024.0,
+        "mib" => 1048576.0,
+        "gib" => 1073741824.0,
+        "tib" => 1099511627776.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        u => {
+            return Err(SizeError::Unit {
+                text: s.to_string(),
+                unit: u.to_string(),
+            })
+        }
+    };
+    Ok(v * mult)
+}
+
+/// Rounds a positive byte count to `i64`.
+fn to_bytes(v: f64, s: &str, what: &'static str) -> Result<i64, SizeError> {
+    if !(v.is_finite() && v.round() >= 1.0) {
+        return Err(SizeError::NotPositive {
+            text: s.to_string(),
+            what,
+        });
+    }
+    // `i64::MAX as f64` rounds up to 2^63, which does not fit.
+    if v.round() >= i64::MAX as f64 {
+        return Err(SizeError::TooLarge {
+            text: s.to_string(),
+        });
+    }
+    Ok(v.round() as i64)
+}
+
+/// Parses a positive byte size: `2GiB`, `512MiB`, `1.5GB`, `40000` (bytes).
+///
+/// # Errors
+/// [`SizeError`]: not a size (the message lists the accepted formats), an unknown unit, a
+/// size that is not positive or does not fit in `i64`.
+pub fn parse_bytes(s: &str) -> Result<i64, SizeError> {
+    to_bytes(bytes_of(s, "size", SIZE_FORMATS)?, s, "size")
+}
+
+/// Parses a budget: a size as [`parse_bytes`] reads it, or `50%` of the program-order peak.
+///
+/// # Errors
+/// [`SizeError`]: not a size or percentage (the message lists the accepted formats), an
+/// unknown unit, a budget that is not positive (`-5`, `-50%`, `0`) or too large.
+pub fn parse_budget(s: &str) -> Result<Budget, SizeError> {
+    let formats = format!("{SIZE_FORMATS}, or a percentage of the program-order peak (50%)");
+    match s.trim().strip_suffix('%') {
+        Some(p) => {
+            let p = p.trim();
+            let syntax = || SizeError::Syntax {
+                text: s.to_string(),
+                what: "budget",
+                formats: formats.clone(),
+            };
+            if !p.starts_with(|c: char| c.is_ascii_digit() || "+-.".contains(c)) {
+                return Err(syntax());
+            }
+            let f: f64 = p.parse().map_err(|_| syntax())?;
+            if !(f.is_finite() && f > 0.0) {
+                return Err(SizeError::NotPositive {
+                    text: s.to_string(),
+                    what: "budget",
+                });
+            }
+            Ok(Budget::Fraction(f / 100.0))
+        }
+        None => Ok(Budget::Bytes(to_bytes(
+            bytes_of(s, "budget", &formats)?,
+            s,
+            "budget",
+        )?)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_budgets_parse() {
+        assert_eq!(parse_bytes("40000"), Ok(40000));
+        assert_eq!(parse_bytes("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_bytes(" 1.5 GB "), Ok(1_500_000_000));
+        assert_eq!(parse_budget("512MiB"), Ok(Budget::Bytes(512 << 20)));
+        assert_eq!(parse_budget("50%"), Ok(Budget::Fraction(0.5)));
+        assert_eq!(parse_bytes("1e3"), Ok(1000));
+        assert_eq!(parse_bytes("2.5e1KB"), Ok(25000));
+    }
+
+    #[test]
+    fn bad_sizes_say_what_is_accepted() {
+        for bad in ["abc", "", "%", "GiB", "nan", "inf%", "x%"] {
+            let e = parse_budget(bad).unwrap_err();
+            let m = e.to_string();
+            assert!(
+                m.contains("512MiB") || m.contains("must be positive"),
+                "{bad}: {m}"
+            );
+            assert!(!m.contains("float"), "{bad}: {m}");
+        }
+        assert!(matches!(
+            parse_budget("3 parsecs"),
+            Err(SizeError::Unit { .. })
+        ));
+    }
+
+    #[test]
+    fn negative_and_zero_budgets_are_not_positive() {
+        for bad in ["-5", "-50%", "0", "0%", "-1GiB", "0.1"] {
+            assert!(
+                matches!(parse_budget(bad), Err(SizeError::NotPositive { .. })),
+                "{bad}: {:?}",
+                parse_budget(bad)
+            );
+        }
+        assert!(matches!(
+            parse_bytes("99999999999GiB"),
+            Err(SizeError::TooLarge { .. })
+        ));
+    }
+}
