@@ -65,6 +65,16 @@ pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ke
                 m.entry(*v).or_default().push(k);
                 m
             });
+    for (i, t) in ops.iter().enumerate() {
+        if aligned[i] && t.len() != n {
+            return Err(invalid(format!("operand {i} is not of the fusion's size")));
+        }
+    }
+    // Everything that does not depend on the chunk, prepared once per op execution.
+    let steps = members
+        .iter()
+        .map(|&id| prepare(region, id, ctx.bindings))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut results: Vec<Data> = ctx.out.iter().map(|o| Data::zeros(o.dtype, n)).collect();
     let chunk = FUSION_CHUNK as usize;
     let mut start = 0;
@@ -73,9 +83,6 @@ pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ke
         let mut env: HashMap<ValueRef, Tensor> = HashMap::new();
         for (i, (&id, t)) in region.inputs().iter().zip(&ops).enumerate() {
             let v = if aligned[i] {
-                if t.len() != n {
-                    return Err(invalid(format!("operand {i} is not of the fusion's size")));
-                }
                 let d = crate::tensor::map_same!(t.data(), v => v[start..start + len].to_vec());
                 Tensor::from_parts(vec![len], d)
             } else {
@@ -83,18 +90,16 @@ pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ke
             };
             env.insert(ValueRef::new(id, 0), v);
         }
-        for (k, &id) in members.iter().enumerate() {
-            let node = region.node(id);
-            let ins = region.operands(id);
-            let operands: Vec<Tensor> = ins.iter().map(|v| env[v].clone()).collect();
+        for (k, step) in steps.iter().enumerate() {
+            let operands: Vec<Tensor> = step.ins.iter().map(|v| env[v].clone()).collect();
             // Drop what this member reads for the last time (the tiles of the module docs).
-            for v in &ins {
+            for v in &step.ins {
                 if last.get(v) == Some(&k) {
                     env.remove(v);
                 }
             }
-            let t = member(region, id, node, operands, start, len, ctx.bindings)?;
-            let v = ValueRef::new(id, 0);
+            let t = member(step, operands, start, len, ctx.bindings)?;
+            let v = ValueRef::new(step.id, 0);
             for &o in out_of.get(&v).into_iter().flatten() {
                 let dst = &mut results[o];
                 let ok = crate::tensor::zip_with!(dst, t.data(), d, s => d[start..start + len].copy_from_slice(s));
@@ -119,74 +124,111 @@ pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ke
         .collect())
 }
 
+/// How a member computes one chunk.
+enum How {
+    /// `reshape`, or a broadcast that only adds unit dimensions: the operand's chunk.
+    Identity,
+    /// An expanding `broadcast_in_dim` of a whole operand: for each result dimension, the
+    /// result stride, extent, and the operand stride it maps to (0 where the operand repeats).
+    Broadcast(Vec<(usize, usize, usize)>),
+    /// `iota` along a dimension of the result: its stride, extent and the element type.
+    Iota(usize, usize, ebb_ir::DType),
+    /// An elementwise op, run by its ordinary kernel on chunk tensors.
+    Elementwise,
+}
+
+/// A member prepared for the chunk loop: its node, operands and [`How`].
+struct Step<'g> {
+    id: ebb_ir::NodeId,
+    node: &'g Node,
+    ins: Vec<ValueRef>,
+    how: How,
+}
+
+/// Prepares member `id` of `region` at the bindings (shapes, strides, index maps).
+fn prepare<'g>(
+    region: &'g Graph,
+    id: ebb_ir::NodeId,
+    b: &Bindings,
+) -> Result<Step<'g>, KernelFailure> {
+    let node = region.node(id);
+    let ins = region.operands(id);
+    let how = match &node.op {
+        Op::Reshape(_) => How::Identity,
+        Op::BroadcastInDim(_) if reads_aligned(region, id, 0) => How::Identity,
+        Op::BroadcastInDim(bc) => {
+            let full = shape_at(&node.outputs[0].shape, b)?;
+            let src = ins
+                .first()
+                .map(|v| shape_at(&region.value_type(*v).shape, b))
+                .ok_or_else(|| invalid("broadcast_in_dim without an operand"))??;
+            let ost = strides_of(&full);
+            let ist = strides_of(&src);
+            let mut map = Vec::with_capacity(bc.dims.len());
+            for (k, &d) in bc.dims.iter().enumerate() {
+                let d = usize::try_from(d).map_err(|_| invalid("bad broadcast dimension"))?;
+                // A broadcast operand dimension of size 1 repeats its element.
+                let step = if src[k] == 1 { 0 } else { ist[k] };
+                map.push((ost[d], full[d], step));
+            }
+            How::Broadcast(map)
+        }
+        Op::Iota(spec) => {
+            let full = shape_at(&node.outputs[0].shape, b)?;
+            let st = strides_of(&full);
+            let d = usize::try_from(spec.dimension)
+                .ok()
+                .filter(|&d| d < full.len())
+                .ok_or_else(|| invalid("bad iota dimension"))?;
+            How::Iota(st[d], full[d], spec.dtype)
+        }
+        _ if node.kind().is_elementwise() => How::Elementwise,
+        _ => {
+            return Err(invalid(format!(
+                "`{}` cannot be a loop fusion member",
+                node.kind().name()
+            )))
+        }
+    };
+    Ok(Step { id, node, ins, how })
+}
+
 /// One member on the chunk `[start, start + len)`.
 fn member(
-    region: &Graph,
-    id: ebb_ir::NodeId,
-    node: &Node,
+    step: &Step,
     operands: Vec<Tensor>,
     start: usize,
     len: usize,
     b: &Bindings,
 ) -> Result<Tensor, KernelFailure> {
-    let out = &node.outputs[0];
-    match &node.op {
-        Op::Reshape(_) => Ok(operands[0].clone()),
-        Op::BroadcastInDim(_) if reads_aligned(region, id, 0) => Ok(operands[0].clone()),
-        Op::BroadcastInDim(bc) => {
-            let full = shape_at(&out.shape, b)?;
+    match &step.how {
+        How::Identity => Ok(operands[0].clone()),
+        How::Broadcast(map) => {
             let src = &operands[0];
-            let ost = strides_of(&full);
-            let ist = strides_of(src.shape());
             let idx: Vec<usize> = (start..start + len)
-                .map(|i| {
-                    bc.dims
-                        .iter()
-                        .enumerate()
-                        .map(|(k, &d)| {
-                            let d = d as usize;
-                            let j = (i / ost[d]) % full[d];
-                            // A broadcast operand dimension of size 1 repeats its element.
-                            if src.shape()[k] == 1 {
-                                0
-                            } else {
-                                j * ist[k]
-                            }
-                        })
-                        .sum()
-                })
+                .map(|i| map.iter().map(|&(st, n, s)| (i / st) % n * s).sum())
                 .collect();
             let d = crate::tensor::map_same!(src.data(), v => idx.iter().map(|&i| v[i]).collect());
             Ok(Tensor::from_parts(vec![len], d))
         }
-        Op::Iota(spec) => {
-            let full = shape_at(&out.shape, b)?;
-            let st = strides_of(&full);
-            let d = usize::try_from(spec.dimension).map_err(|_| invalid("bad iota dimension"))?;
+        &How::Iota(st, n, dtype) => {
             let v: Vec<i64> = (start..start + len)
-                .map(|i| ((i / st[d]) % full[d]) as i64)
+                .map(|i| ((i / st) % n) as i64)
                 .collect();
-            Ok(Tensor::from_parts(
-                vec![len],
-                Data::I64(v).convert(spec.dtype),
-            ))
+            Ok(Tensor::from_parts(vec![len], Data::I64(v).convert(dtype)))
         }
-        _ if node.kind().is_elementwise() => {
+        How::Elementwise => {
             let out_ty = [OutType {
-                dtype: out.dtype,
+                dtype: step.node.outputs[0].dtype,
                 shape: vec![len],
             }];
             let c = Ctx {
-                node,
+                node: step.node,
                 out: &out_ty,
                 bindings: b,
                 transient: Cell::new(0),
             };
             elementwise::run(&c, operands).map_err(KernelFailure::Op)
         }
-        _ => Err(invalid(format!(
-            "`{}` cannot be a loop fusion member",
-            node.kind().name()
-        ))),
     }
 }
