@@ -4,7 +4,7 @@
 //! and infeasible budgets are reported as such. The ignored tests print comparison tables:
 //! `exact_vs_greedy_table` (greedy vs exact on three fixtures; seconds) and
 //! `candidates_vs_full_checkmate_on_the_mlp` (the candidate space vs the full Checkmate MILP;
-//! minutes, HiGHS time limit 60 s per solve):
+//! minutes, CBC time limit 60 s per solve):
 //! `cargo test -p ebb-tests --test exact -- --ignored --nocapture`.
 
 use ebb_compiler::pipeline::{compile, CompileOptions, Compiled};

@@ -1,6 +1,6 @@
 //! Ebb's workspace-level integration tests, one test binary (`autotests = false` in Cargo.toml)
 //! instead of one per file, each linking LLVM/MLIR: every file in this directory is a module
-//! here. A new test file must be added below. `exact` (HiGHS) runs with the `exact` feature:
+//! here. A new test file must be added below. `exact` (CBC) runs with the `exact` feature:
 //! `cargo test --workspace --all-features`.
 
 mod canon_fixtures;

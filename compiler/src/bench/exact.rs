@@ -55,7 +55,7 @@ pub struct ExactRow {
 /// decision kinds are finalize's defaults (recompute and swap).
 ///
 /// # Errors
-/// The solver's errors (a plan that does not evaluate at `b`, HiGHS failures), and an unknown
+/// The solver's errors (a plan that does not evaluate at `b`, CBC failures), and an unknown
 /// variant.
 #[cfg(feature = "exact")]
 #[allow(clippy::too_many_arguments)]
@@ -116,7 +116,7 @@ pub fn exact_row(
     })
 }
 
-/// Ok when this build has the `exact` feature (HiGHS); otherwise an error saying how to build
+/// Ok when this build has the `exact` feature (CBC); otherwise an error saying how to build
 /// `ebb` with it.
 pub fn available() -> anyhow::Result<()> {
     if cfg!(feature = "exact") {
@@ -130,7 +130,8 @@ pub fn available() -> anyhow::Result<()> {
 fn missing() -> anyhow::Error {
     anyhow::anyhow!(
         "--exact needs the ILP solver, which this build of ebb leaves out; rebuild with the \
-         `exact` feature (builds HiGHS from source, needs cmake): \
+         `exact` feature (links COIN-OR CBC, Debian's `coinor-libcbc-dev`, which \
+         `scripts/setup-debian.sh` installs): \
          `cargo build --release -p ebb-compiler --features exact`"
     )
 }

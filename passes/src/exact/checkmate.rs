@@ -26,14 +26,12 @@
 // Stages, points and options are parallel index spaces; ranges read better than zips here.
 #![allow(clippy::needless_range_loop)]
 
-use super::{ExactError, ExactStatus};
+use super::{cbc, ExactError, ExactStatus};
 use crate::remat::cost;
 use ebb_ir::{Bindings, Graph, NodeId, OpKind};
-use good_lp::solvers::highs::highs;
+use good_lp::solvers::coin_cbc::{coin_cbc, CoinCbcProblem};
 use good_lp::{variable, Expression, ProblemVariables, SolverModel, Variable};
-use highs::{HighsModelStatus, HighsSolutionStatus};
 use std::collections::HashMap;
-use std::time::Instant;
 
 /// Options of [`solve_checkmate`].
 #[derive(Clone, Debug)]
@@ -182,9 +180,9 @@ pub fn solve_checkmate(
             objective += c[i] * r[t][i];
         }
     }
-    let mut problem = vars.minimise(objective).using(highs);
+    let mut problem = vars.minimise(objective).using(coin_cbc);
     let mut rows = 0usize;
-    let mut add = |p: &mut good_lp::solvers::highs::HighsProblem, cons: good_lp::Constraint| {
+    let mut add = |p: &mut CoinCbcProblem, cons: good_lp::Constraint| {
         p.add_constraint(cons);
         rows += 1;
     };
@@ -233,41 +231,20 @@ pub fn solve_checkmate(
             );
         }
     }
-    let mut model = problem
-        .try_into_inner()
-        .map_err(|e| ExactError::Solver(e.to_string()))?;
-    model
-        .try_set_option("time_limit", opts.time_limit_s)
-        .map_err(|e| ExactError::Solver(format!("time_limit: {e:?}")))?;
-    let t0 = Instant::now();
-    let solved = model
-        .try_solve()
-        .map_err(|e| ExactError::Solver(format!("{e:?}")))?;
-    let solve_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let incumbent = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
+    let solved = cbc::solve(problem, opts.time_limit_s, None, None)?;
     let mut result = CheckmateResult {
-        status: ExactStatus::TimedOut,
+        status: solved.status,
         overhead_us: 0.0,
         peak_bytes: 0,
         recomputes: 0,
         variables,
         constraints: rows,
-        solve_ms,
+        solve_ms: solved.solve_ms,
     };
-    result.status = match solved.status() {
-        HighsModelStatus::Optimal => ExactStatus::Optimal,
-        HighsModelStatus::Infeasible | HighsModelStatus::UnboundedOrInfeasible => {
-            result.status = ExactStatus::Infeasible;
-            return Ok(result);
-        }
-        HighsModelStatus::ReachedTimeLimit if incumbent => ExactStatus::Feasible {
-            gap: solved.mip_gap(),
-        },
-        HighsModelStatus::ReachedTimeLimit => return Ok(result),
-        other => return Err(ExactError::Solver(format!("HiGHS status {other:?}"))),
-    };
-    let sol = solved.get_solution();
-    let col = sol.columns();
+    if solved.columns.is_empty() {
+        return Ok(result);
+    }
+    let col = &solved.columns;
     let at = |k: usize| col.get(k).copied().unwrap_or(0.0);
     let (mut r_col, mut u_col) = (0, first_u);
     for t in 0..n {

@@ -1,26 +1,25 @@
-//! Builds the MILP of an [`Instance`] with `good_lp` and solves it with HiGHS: one binary
+//! Builds the MILP of an [`Instance`] with `good_lp` and solves it with CBC ([`super::cbc`]): one binary
 //! `y_i` per option, minimize `Σ cost_i·y_i` subject to the memory rows of
 //! [`Instance::rows`] and `y_a + y_b <= 1` for every exclusion. The rounded solution is
 //! re-checked against the model ([`Instance::peak`]) before it is returned, and zero-cost
 //! options that the budget does not need are dropped (the objective cannot tell them apart).
 
+use super::cbc;
 use super::model::Instance;
 use super::{ExactError, ExactResult, ExactStatus};
 use ebb_ir::plan::{Decision, DecisionKind};
-use good_lp::solvers::highs::highs;
+use good_lp::solvers::coin_cbc::coin_cbc;
 use good_lp::{variable, Expression, ProblemVariables, SolverModel, Variable};
-use highs::{HighsModelStatus, HighsSolutionStatus};
-use std::time::Instant;
 
-/// Relative MIP gap at which HiGHS stops as optimal (its default is 1e-4; tighter so that the
-/// optimum is never above a greedy solution by rounding of the gap).
+/// Relative MIP gap at which CBC stops as optimal (tight, so that the optimum is never above a
+/// greedy solution by rounding of the gap).
 pub const MIP_REL_GAP: f64 = 1e-7;
 
 /// Solves `inst` under `budget` bytes within `time_limit_s` seconds, with `start` as a warm
 /// start when it is feasible in the model.
 ///
 /// # Errors
-/// [`ExactError::Solver`] when HiGHS fails or its rounded solution breaks a row.
+/// [`ExactError::Solver`] when CBC fails or its rounded solution breaks a row.
 pub fn solve(
     inst: &Instance,
     budget: i64,
@@ -45,7 +44,7 @@ pub fn solve(
         return Ok(empty(ExactStatus::Optimal, n, 0, 0.0));
     }
     // A row that stays violated with every option freeing it taken is infeasible outright
-    // (HiGHS would say so too; this also covers models without variables).
+    // (CBC would say so too; this also covers models without variables).
     if rows.iter().any(|r| {
         let best: f64 = r.terms.iter().map(|&(_, c)| c.min(0.0)).sum();
         best > r.rhs
@@ -55,7 +54,7 @@ pub fn solve(
     let mut vars = ProblemVariables::new();
     let y: Vec<Variable> = (0..n).map(|_| vars.add(variable().binary())).collect();
     let objective: Expression = inst.opts.iter().zip(&y).map(|(o, &v)| o.cost_us * v).sum();
-    let mut problem = vars.minimise(objective).using(highs);
+    let mut problem = vars.minimise(objective).using(coin_cbc);
     for r in &rows {
         let lhs: Expression = r.terms.iter().map(|&(i, c)| c * y[i]).sum();
         problem.add_constraint(lhs.leq(r.rhs));
@@ -64,54 +63,17 @@ pub fn solve(
         problem.add_constraint((y[a] + y[b]).leq(1.0));
     }
     let constraints = rows.len() + inst.conflicts.len();
-    let mut model = problem
-        .try_into_inner()
-        .map_err(|e| ExactError::Solver(e.to_string()))?;
-    let set = |model: &mut highs::Model, k: &str, v: f64| {
-        model
-            .try_set_option(k, v)
-            .map_err(|e| ExactError::Solver(format!("option {k}: {e:?}")))
-    };
-    set(&mut model, "time_limit", time_limit_s)?;
-    set(&mut model, "mip_rel_gap", MIP_REL_GAP)?;
-    if let Some(x) = warm_start(inst, budget, start) {
-        // A start HiGHS rejects is only a lost hint.
-        let _ = model.try_set_solution(Some(&x), None, None, None);
+    // A start CBC rejects is only a lost hint.
+    let start = warm_start(inst, budget, start).map(|x| (y.as_slice(), x));
+    let solved = cbc::solve(problem, time_limit_s, Some(MIP_REL_GAP), start)?;
+    let (status, solve_ms) = (solved.status, solved.solve_ms);
+    match status {
+        ExactStatus::Infeasible | ExactStatus::TimedOut => {
+            return Ok(empty(status, n, constraints, solve_ms))
+        }
+        ExactStatus::Optimal | ExactStatus::Feasible { .. } => {}
     }
-    let t0 = Instant::now();
-    let solved = model
-        .try_solve()
-        .map_err(|e| ExactError::Solver(format!("{e:?}")))?;
-    let solve_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let has_incumbent = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
-    let status = match solved.status() {
-        HighsModelStatus::Optimal => ExactStatus::Optimal,
-        HighsModelStatus::Infeasible | HighsModelStatus::UnboundedOrInfeasible => {
-            return Ok(empty(ExactStatus::Infeasible, n, constraints, solve_ms))
-        }
-        HighsModelStatus::ReachedTimeLimit
-        | HighsModelStatus::ReachedIterationLimit
-        | HighsModelStatus::ReachedSolutionLimit
-        | HighsModelStatus::ReachedInterrupt
-        | HighsModelStatus::ReachedMemoryLimit
-            if has_incumbent =>
-        {
-            let gap = solved.mip_gap();
-            ExactStatus::Feasible {
-                gap: if gap.is_finite() { gap } else { 1.0 },
-            }
-        }
-        HighsModelStatus::ReachedTimeLimit
-        | HighsModelStatus::ReachedIterationLimit
-        | HighsModelStatus::ReachedSolutionLimit
-        | HighsModelStatus::ReachedInterrupt
-        | HighsModelStatus::ReachedMemoryLimit => {
-            return Ok(empty(ExactStatus::TimedOut, n, constraints, solve_ms))
-        }
-        other => return Err(ExactError::Solver(format!("HiGHS status {other:?}"))),
-    };
-    let sol = solved.get_solution();
-    let mut taken: Vec<bool> = sol.columns().iter().map(|&x| x > 0.5).collect();
+    let mut taken: Vec<bool> = solved.columns.iter().map(|&x| x > 0.5).collect();
     taken.resize(n, false);
     let (peak, ok) = inst.peak(&taken);
     if !ok || peak > budget {

@@ -1,5 +1,5 @@
 //! The exact (optimal) mode: the least-overhead set of evict/regenerate decisions that meets a
-//! memory budget, as a mixed-integer linear program (MILP) solved by HiGHS (through `good_lp`).
+//! memory budget, as a mixed-integer linear program (MILP) solved by COIN-OR CBC (through `good_lp`; [`cbc`]).
 //!
 //! # Formulation
 //! After Checkmate (Jain et al., "Checkmate: Breaking the Memory Wall with Optimal Tensor
@@ -30,6 +30,7 @@
 //! max(0, 2 · bytes / `link_bytes_per_us` − compute µs of the points the value is off the
 //! device), i.e. offload plus reload minus the compute that hides them.
 
+mod cbc;
 pub mod checkmate;
 pub mod milp;
 pub mod model;
@@ -118,7 +119,7 @@ pub enum ExactError {
     /// Invalid options (non-positive throughput or time limit).
     #[error("invalid options: {0}")]
     Options(String),
-    /// HiGHS failed (model, presolve or solve error) or returned a solution that does not
+    /// CBC failed (abandoned the solve, or found the model unbounded) or returned a solution that does not
     /// meet the model's rows after rounding.
     #[error("MILP solver: {0}")]
     Solver(String),
@@ -136,7 +137,7 @@ pub fn solve(plan: &Plan, b: &Bindings, opts: &ExactOptions) -> Result<ExactResu
 }
 
 /// [`solve`] with a warm start: `start` (e.g. the greedy finalize's decisions) is offered to
-/// HiGHS as the first incumbent when it is feasible in the model, so a time-limited solve is
+/// CBC as the first incumbent when it is feasible in the model, so a time-limited solve is
 /// never worse than it. Decisions naming options the model does not have are ignored.
 ///
 /// # Errors

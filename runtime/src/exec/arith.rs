@@ -5,11 +5,10 @@
 //! Invariant: the helpers split large inputs over threads by element ranges only, so element
 //! `i` of a result depends only on element `i` of the operands.
 
-use super::layout::PAR_MIN;
+use super::par;
 use crate::error::OpError;
 use crate::tensor::Elem;
 use ebb_ir::{DType, OpKind};
-use rayon::prelude::*;
 
 pub(crate) fn unsupported_dtype(dtype: DType, kind: OpKind) -> OpError {
     OpError::DType {
@@ -19,28 +18,32 @@ pub(crate) fn unsupported_dtype(dtype: DType, kind: OpKind) -> OpError {
 }
 
 /// `f(x)` for every element, in parallel for large inputs.
-pub(crate) fn map1<T: Copy + Sync, U: Send>(v: &[T], f: impl Fn(T) -> U + Sync + Send) -> Vec<U> {
-    if v.len() >= PAR_MIN {
-        v.par_iter().map(|&x| f(x)).collect()
-    } else {
-        v.iter().map(|&x| f(x)).collect()
-    }
+pub(crate) fn map1<T: Copy + Sync, U: Copy + Default + Send>(
+    v: &[T],
+    f: impl Fn(T) -> U + Sync + Send,
+) -> Vec<U> {
+    let mut out = vec![U::default(); v.len()];
+    par::elements(&mut out, &|s, o| {
+        for (d, &x) in o.iter_mut().zip(&v[s..]) {
+            *d = f(x);
+        }
+    });
+    out
 }
 
 /// `f(a, b)` for every pair of elements, in parallel for large inputs.
-pub(crate) fn map2<T: Copy + Sync, S: Copy + Sync, U: Send>(
+pub(crate) fn map2<T: Copy + Sync, S: Copy + Sync, U: Copy + Default + Send>(
     a: &[T],
     b: &[S],
     f: impl Fn(T, S) -> U + Sync + Send,
 ) -> Vec<U> {
-    if a.len() >= PAR_MIN {
-        a.par_iter()
-            .zip(b.par_iter())
-            .map(|(&x, &y)| f(x, y))
-            .collect()
-    } else {
-        a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
-    }
+    let mut out = vec![U::default(); a.len().min(b.len())];
+    par::elements(&mut out, &|s, o| {
+        for ((d, &x), &y) in o.iter_mut().zip(&a[s..]).zip(&b[s..]) {
+            *d = f(x, y);
+        }
+    });
+    out
 }
 
 /// Float math used by the kernels (`f32` and `f64`).
@@ -220,11 +223,7 @@ pub(crate) fn binary_real<T: Real>(k: OpKind, a: &[T], b: &[T]) -> Result<Vec<T>
 
 /// `v[i] = f(v[i])`, in parallel for large inputs.
 pub(crate) fn map1_inplace<T: Copy + Send + Sync>(v: &mut [T], f: impl Fn(T) -> T + Sync + Send) {
-    if v.len() >= PAR_MIN {
-        v.par_iter_mut().for_each(|x| *x = f(*x));
-    } else {
-        v.iter_mut().for_each(|x| *x = f(*x));
-    }
+    par::elements(v, &|_, c| c.iter_mut().for_each(|x| *x = f(*x)));
 }
 
 /// `a[i] = f(a[i], b[i])`.
@@ -233,13 +232,9 @@ pub(crate) fn map2_into_a<T: Copy + Send + Sync>(
     b: &[T],
     f: impl Fn(T, T) -> T + Sync + Send,
 ) {
-    if a.len() >= PAR_MIN {
-        a.par_iter_mut()
-            .zip(b.par_iter())
-            .for_each(|(x, &y)| *x = f(*x, y));
-    } else {
-        a.iter_mut().zip(b).for_each(|(x, &y)| *x = f(*x, y));
-    }
+    par::elements(a, &|s, c| {
+        c.iter_mut().zip(&b[s..]).for_each(|(x, &y)| *x = f(*x, y))
+    });
 }
 
 /// `b[i] = f(a[i], b[i])`.
@@ -248,13 +243,9 @@ pub(crate) fn map2_into_b<T: Copy + Send + Sync>(
     b: &mut [T],
     f: impl Fn(T, T) -> T + Sync + Send,
 ) {
-    if a.len() >= PAR_MIN {
-        b.par_iter_mut()
-            .zip(a.par_iter())
-            .for_each(|(y, &x)| *y = f(x, *y));
-    } else {
-        b.iter_mut().zip(a).for_each(|(y, &x)| *y = f(x, *y));
-    }
+    par::elements(b, &|s, c| {
+        c.iter_mut().zip(&a[s..]).for_each(|(y, &x)| *y = f(x, *y))
+    });
 }
 
 /// Integer arithmetic with XLA's wrapping and division-by-zero semantics.

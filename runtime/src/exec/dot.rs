@@ -22,7 +22,6 @@ use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Tensor};
 use ebb_ir::op::{ConvSpec, DotDims};
 use ebb_ir::{DType, OpKind};
-use rayon::prelude::*;
 use std::borrow::Cow;
 
 /// Element types with a GEMM kernel.
@@ -276,13 +275,10 @@ fn batched<T: Gemm>(
         }
         return Ok(());
     }
-    c.par_chunks_mut(m * n)
-        .enumerate()
-        .try_for_each(|(bt, cb)| {
-            cb.par_chunks_mut(rows_per * n)
-                .enumerate()
-                .try_for_each(|(i, cc)| job(bt, i * rows_per, cc))
-        })
+    super::par::try_chunks_mut(c, m * n, &|s, cb| {
+        let bt = s / (m * n);
+        super::par::try_chunks_mut(cb, rows_per * n, &|s2, cc| job(bt, s2 / n, cc))
+    })
 }
 
 /// Strides `(batch, rows, cols)` of the operand viewed with dimension groups `g`, if every
@@ -709,8 +705,6 @@ fn conv_typed<T: Gemm>(x: &[T], w: &[T], g: &ConvGeometry) -> Result<Vec<T>, OpE
     if o * os == 0 {
         return Ok(out);
     }
-    out.par_chunks_mut(o * os)
-        .enumerate()
-        .try_for_each(|(nn, ob)| per_batch(nn, ob))?;
+    super::par::try_chunks_mut(&mut out, o * os, &|s, ob| per_batch(s / (o * os), ob))?;
     Ok(out)
 }

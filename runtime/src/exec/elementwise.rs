@@ -12,19 +12,18 @@
 //! file dispatches on element types and reuses the buffer of an operand that dies at the op.
 //!
 //! Invariant: element `i` of the result depends only on element `i` of the operands, so the
-//! rayon split of large tensors ([`PAR_MIN`]) cannot change any bit of the result.
+//! rayon split of large tensors ([`par::PAR_MIN`]) cannot change any bit of the result.
 
 use super::arith::{
     binary_int, binary_real, binary_real_match, map1, map1_inplace, map2, map2_into_a, map2_into_b,
     unary_int, unary_real, unary_real_match, unsupported_dtype, Real,
 };
-use super::layout::PAR_MIN;
+use super::par;
 use super::{arity, Ctx};
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Tensor};
 use ebb_ir::{DType, Op, OpKind, Relation};
 use half::{bf16, f16};
-use rayon::prelude::*;
 use std::cmp::Ordering;
 
 /// Runs an elementwise op.
@@ -328,13 +327,11 @@ fn select_in_place(ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
             *x = y;
         }
     };
-    if d.len() >= PAR_MIN {
-        d.par_iter_mut()
-            .zip(pv.par_iter().zip(s.par_iter()))
-            .for_each(go);
-    } else {
-        d.iter_mut().zip(pv.iter().zip(s.iter())).for_each(go);
-    }
+    par::elements(d, &|at, c| {
+        c.iter_mut()
+            .zip(pv[at..].iter().zip(&s[at..]))
+            .for_each(go)
+    });
     let out = if into_t { t } else { f };
     out.try_into_data().map_err(|t| vec![t])
 }
@@ -355,11 +352,15 @@ fn select(p: &Tensor, t: &Tensor, f: &Tensor) -> Result<Data, OpError> {
         return invalid("predicate shape differs from the operands");
     }
     crate::tensor::zip_same!(t.data(), f.data(), x, y => {
-        if x.len() >= PAR_MIN {
-            pv.par_iter().zip(x.par_iter()).zip(y.par_iter()).map(|((&p, &a), &b)| if p { a } else { b }).collect()
-        } else {
-            pv.iter().zip(x).zip(y).map(|((&p, &a), &b)| if p { a } else { b }).collect()
-        }
+        let mut out = y.to_vec();
+        par::elements(&mut out, &|s, c| {
+            for ((d, &p), &a) in c.iter_mut().zip(&pv[s..]).zip(&x[s..]) {
+                if p {
+                    *d = a;
+                }
+            }
+        });
+        out
     })
     .ok_or_else(|| OpError::Invalid("on_true and on_false element types differ".into()))
 }

@@ -59,17 +59,14 @@ fn exp(src: &[f32]) -> Vec<f32> {
 /// Applies `exponential` or `tanh` in place with the vector kernels, split over threads for
 /// large inputs; false for other ops.
 pub(crate) fn apply_in_place(k: ebb_ir::OpKind, v: &mut [f32]) -> bool {
-    use rayon::prelude::*;
     let f: fn(&mut [f32]) = match k {
         ebb_ir::OpKind::Exponential => exp_in_place,
         ebb_ir::OpKind::Tanh => tanh_in_place,
         _ => return false,
     };
-    if v.len() >= super::layout::PAR_MIN {
-        v.par_chunks_mut(8192).for_each(f);
-    } else {
-        f(v);
-    }
+    // Chunks of 8192 elements: the vector kernels' results do not depend on the split.
+    let chunk = if v.len() >= super::par::PAR_MIN { 8192 } else { 0 };
+    super::par::chunks_mut(v, chunk, &|_, c| f(c));
     true
 }
 

@@ -8,10 +8,7 @@
 //! wrong view is an error, never an out-of-bounds access.
 
 use crate::error::OpError;
-use rayon::prelude::*;
-
-/// Outputs with at least this many elements are produced by several threads.
-pub(crate) const PAR_MIN: usize = 1 << 15;
+pub(crate) use super::par::PAR_MIN;
 
 /// Row-major element strides of `shape`.
 pub(crate) fn strides_of(shape: &[usize]) -> Vec<usize> {
@@ -125,9 +122,9 @@ pub(crate) fn gather_view<T: Copy + Send + Sync + Default>(
         let rows_per = rows
             .div_ceil(4 * rayon::current_num_threads().max(1))
             .max(1);
-        out.par_chunks_mut(rows_per * inner)
-            .enumerate()
-            .for_each(|(c, chunk)| fill(chunk, c * rows_per));
+        super::par::chunks_mut(&mut out, rows_per * inner, &|s, chunk| {
+            fill(chunk, s / inner)
+        });
     } else {
         fill(&mut out, 0);
     }

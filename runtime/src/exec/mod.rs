@@ -29,6 +29,7 @@ mod fastmath;
 mod fusion;
 mod gather_scatter;
 mod layout;
+mod par;
 mod reduce;
 mod region;
 mod shape_ops;

@@ -20,7 +20,6 @@ use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Scalar, Tensor};
 use ebb_ir::op::Window;
 use ebb_ir::{OpKind, Relation};
-use rayon::prelude::*;
 
 /// `reduce` over `dimensions`: operands are the inputs followed by as many init values.
 pub(crate) fn reduce(
@@ -194,13 +193,14 @@ fn reduce_typed<T: Copy + Sync, A: Copy + Send + Sync>(
         let rows_per = s[0]
             .div_ceil(4 * rayon::current_num_threads().max(1))
             .max(1);
-        out.par_chunks_mut(o_row * rows_per)
-            .zip(x.par_chunks(x_row * rows_per))
-            .for_each(|(o, xc)| {
-                let mut sub = s.clone();
-                sub[0] = xc.len() / x_row;
-                fold_into(xc, &sub, &r, o, &lift, &comb);
-            });
+        super::par::chunks_mut(&mut out, o_row * rows_per, &|at, o| {
+            let r0 = at / o_row;
+            let rows = o.len() / o_row;
+            let xc = &x[r0 * x_row..(r0 + rows) * x_row];
+            let mut sub = s.clone();
+            sub[0] = rows;
+            fold_into(xc, &sub, &r, o, &lift, &comb);
+        });
     } else {
         fold_into(x, &s, &r, &mut out, &lift, &comb);
     }
@@ -485,11 +485,19 @@ pub(crate) fn reduce_window(
                     combine(m, acc, p.map(|k| x[k]).unwrap_or(init))
                 })
             };
-            if n_out * w.win.iter().product::<usize>() >= PAR_MIN {
-                (0..n_out).into_par_iter().map(one).collect()
+            let mut out = vec![init; n_out];
+            // Parallel when the work (outputs times window) is large.
+            let chunk = if n_out * w.win.iter().product::<usize>() >= PAR_MIN {
+                super::par::grain(n_out).min(n_out.div_ceil(4)).max(1)
             } else {
-                (0..n_out).map(one).collect()
-            }
+                0
+            };
+            super::par::chunks_mut(&mut out, chunk, &|s, c| {
+                for (j, d) in c.iter_mut().enumerate() {
+                    *d = one(s + j);
+                }
+            });
+            out
         }
         let init = inits[0].data();
         let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(go(x, i[0], m, &w, &ist, &oshape, n_out)))
