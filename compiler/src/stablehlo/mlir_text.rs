@@ -118,7 +118,7 @@ pub fn parse_dense_array(a: &str) -> Option<Vec<i64>> {
 
 /// Parses a comma-separated list of integers (brackets ignored): `1, 0`, `[1, 0]`, `[[0, 0], [1, 1]]`.
 pub fn parse_int_list(s: &str) -> Option<Vec<i64>> {
-    s.split(|c: char| c == ',' || c == '[' || c == ']')
+    s.split([',', '[', ']'])
         .map(str::trim)
         .filter(|x| !x.is_empty())
         .map(|x| match x {
@@ -202,7 +202,7 @@ pub fn parse_dense(a: &str) -> Option<(Literal, MlirTensorType)> {
         return Some((Literal { dtype, splat, data }, ty));
     }
     let items: Vec<&str> = body
-        .split(|c: char| c == ',' || c == '[' || c == ']' || c == '(' || c == ')')
+        .split([',', '[', ']', '(', ')'])
         .map(str::trim)
         .filter(|x| !x.is_empty())
         .collect();

@@ -39,11 +39,14 @@ pub(crate) fn chunks_mut<U: Send>(
     }
 }
 
+/// A fallible chunk body: `(start, chunk)` to `Ok` or the error that stops the split.
+pub(crate) type TryBody<'a, U, E> = dyn Fn(usize, &mut [U]) -> Result<(), E> + Sync + 'a;
+
 /// [`chunks_mut`] with a fallible body: the first error (in no particular order) is returned.
 pub(crate) fn try_chunks_mut<U: Send, E: Send>(
     out: &mut [U],
     chunk: usize,
-    body: &(dyn Fn(usize, &mut [U]) -> Result<(), E> + Sync),
+    body: &TryBody<'_, U, E>,
 ) -> Result<(), E> {
     if chunk == 0 || out.len() <= chunk {
         body(0, out)
