@@ -11,8 +11,11 @@ use ebb_testkit::{jax_fixture, jax_fixture_names};
 use std::fmt::Write;
 use std::time::Instant;
 
+/// (name, type) pairs of a graph's inputs or outputs.
+type Named = Vec<(String, TensorType)>;
+
 /// Input (name, type) pairs and output (name, type) pairs: the graph's interface.
-fn interface(g: &Graph) -> (Vec<(String, TensorType)>, Vec<(String, TensorType)>) {
+fn interface(g: &Graph) -> (Named, Named) {
     let ins = g
         .inputs()
         .iter()

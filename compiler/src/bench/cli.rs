@@ -21,7 +21,7 @@ pub enum Dist {
 #[command(after_long_help = "\
 Examples:
   ebb bench tests/fixtures/jax/gpt2_tiny_adamw.mlir --shapes 'B=8,S=64;B=8,S=128;B=8,S=512' --budget 50%
-  EBB_PYTHON=/work/venv-jax/bin/python ebb bench tests/fixtures/jax/gpt2_small.mlir \\
+  EBB_PYTHON=$(bash examples/export/make_env.sh) ebb bench tests/fixtures/jax/gpt2_small.mlir \\
       --dist longtail --samples 12 --seed 7 --batch 8 --s-min 32 --s-max 1024 \\
       --budget 50% --xla --json docs/results/gpt2_small.json --plots docs/results
 

@@ -99,7 +99,8 @@ pub fn run_peer(fixture: &str, shapes: &[Bindings], mut tick: impl FnMut()) -> X
         Ok(c) => c,
         Err(e) => {
             return XlaOutcome::Unavailable(format!(
-                "cannot run `{py}` ({e}); set EBB_PYTHON to a Python with jax==0.10.2"
+                "cannot run `{py}` ({e}); set EBB_PYTHON to a Python with jax==0.10.2 \
+                 (`export EBB_PYTHON=$(bash examples/export/make_env.sh)` creates one)"
             ))
         }
     };

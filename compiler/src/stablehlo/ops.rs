@@ -811,13 +811,13 @@ impl<'c, 'a> Importer<'c, 'a> {
         node.regions = regions;
         node.loc = Some(super::func::op_loc(op, &self.file));
         let id = g.add_node(node, operands);
-        for i in 0..op.result_count() {
+        for (i, s) in syms.iter().enumerate().take(op.result_count()) {
             let r = op.result(i).map_err(|e| self.op_error(op, e.to_string()))?;
             frame.insert(
                 Value::from(r),
                 Entry {
                     t: Some(ValueRef::new(id, i as u32)),
-                    s: syms[i].clone(),
+                    s: s.clone(),
                 },
             );
         }
