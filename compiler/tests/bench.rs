@@ -15,6 +15,7 @@ fn opts(name: &str, shapes: &[&str], budget: Option<&str>) -> BenchOptions {
         },
         budget: budget.map(str::to_string),
         xla: false,
+        xla_time_runs: 0,
         exact_time_limit_s: None,
         timeline_at: None,
     }
@@ -162,10 +163,10 @@ fn xla_column_is_merged_from_the_peer() {
     let peer = dir.join("peer.sh");
     std::fs::write(
         &peer,
-        r#"test "$2" = mlp_sgd && test "$4" = "B=8;B=16" || { echo '{"error": "bad_shapes", "message": "args"}'; exit 2; }
+        r#"test "$2" = mlp_sgd && test "$4" = "B=8;B=16" && test "$5 $6" = "--time-runs 2" || { echo '{"error": "bad_shapes", "message": "args"}'; exit 2; }
 echo '{"jax_version": "0.10.2"}'
-echo '{"bind": {"B": 8}, "argument_bytes": 400, "output_bytes": 300, "alias_bytes": 100, "temp_bytes": 400, "total_bytes": 1000, "compile_ms": 1.5}'
-echo '{"bind": {"B": 16}, "argument_bytes": 400, "output_bytes": 300, "alias_bytes": 0, "temp_bytes": 1300, "total_bytes": 2000, "compile_ms": 1.5}'
+echo '{"bind": {"B": 8}, "argument_bytes": 400, "output_bytes": 300, "alias_bytes": 100, "temp_bytes": 400, "total_bytes": 1000, "compile_ms": 1.5, "donated_alias_bytes": 300, "donated_temp_bytes": 400, "donated_total_bytes": 800, "step_ms": 2.5}'
+echo '{"bind": {"B": 16}, "argument_bytes": 400, "output_bytes": 300, "alias_bytes": 0, "temp_bytes": 1300, "total_bytes": 2000, "compile_ms": 1.5, "donated_alias_bytes": 300, "donated_temp_bytes": 1200, "donated_total_bytes": 1600, "step_ms": 4.5}'
 "#,
     )
     .unwrap();
@@ -178,6 +179,8 @@ echo '{"bind": {"B": 16}, "argument_bytes": 400, "output_bytes": 300, "alias_byt
             "--shapes",
             "B=16;B=8",
             "--xla",
+            "--xla-time-runs",
+            "2",
             "--json",
             json.to_str().unwrap(),
         ],
@@ -193,17 +196,24 @@ echo '{"bind": {"B": 16}, "argument_bytes": 400, "output_bytes": 300, "alias_byt
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("XLA total") && stdout.contains("JAX 0.10.2"),
+        stdout.contains("XLA total")
+            && stdout.contains("Ebb/XLA donated")
+            && stdout.contains("XLA step ms")
+            && stdout.contains("JAX 0.10.2"),
         "{stdout}"
     );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["xla"]["available"], true);
-    for (row, total) in v["rows"].as_array().unwrap().iter().zip([1000.0, 2000.0]) {
+    let expected = [(1000.0, 800.0, 2.5), (2000.0, 1600.0, 4.5)];
+    for (row, (total, donated, ms)) in v["rows"].as_array().unwrap().iter().zip(expected) {
         let x = &row["xla"];
         assert_eq!(x["total_bytes"].as_f64().unwrap(), total);
-        let ratio = row["peak_bytes_scheduled"].as_f64().unwrap() / total;
-        assert!((x["ebb_over_xla"].as_f64().unwrap() - ratio).abs() < 1e-12);
+        assert_eq!(x["total_bytes_donated"].as_f64().unwrap(), donated);
+        assert_eq!(x["step_ms"].as_f64().unwrap(), ms);
+        let peak = row["peak_bytes_scheduled"].as_f64().unwrap();
+        assert!((x["ebb_over_xla"].as_f64().unwrap() - peak / total).abs() < 1e-12);
+        assert!((x["ebb_over_xla_donated"].as_f64().unwrap() - peak / donated).abs() < 1e-12);
     }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -1,18 +1,27 @@
 """XLA peer of `ebb bench --xla`: compile a fixture's JAX training step at concrete shapes on the
-CPU backend and print XLA's memory analysis per shape.
+CPU backend and print XLA's memory analysis per shape, without and with donation of the
+arguments, and optionally the time of one executed step.
 
 Usage (from the repository root, with the pinned environment of requirements.txt):
 
     python examples/export/xla_peer.py --fixture gpt2_tiny_adamw --shapes 'B=8,S=128;B=8,S=256'
+    python examples/export/xla_peer.py --fixture mlp_sgd --shapes 'B=8' --time-runs 3
 
 The step and its argument specs are those of `export_all.py` (imported, not copied), so XLA
 compiles exactly the program Ebb imports, at each shape with static dimensions. Nothing is
-materialized: arguments are `jax.ShapeDtypeStruct`s.
+materialized for the memory analysis: arguments are `jax.ShapeDtypeStruct`s. "Donated" compiles
+the step with `donate_argnums` over every argument, as a trainer that updates parameters and
+optimizer state in place does (`jax.jit(step, donate_argnums=...)`): XLA aliases each donated
+buffer that an output of the same type can reuse. With `--time-runs N` (N >= 1) the step (not
+donated) runs on concrete arguments (the fixture's own `make_args(..., concrete=True)`) once to
+warm up and N times timed; `step_ms` is the median wall time, `jax.block_until_ready` included.
 
 Output (stdout), one JSON object a line:
   {"jax_version": "0.10.2"}                                   first
   {"bind": {"B": 8, "S": 128}, "argument_bytes": ..., "output_bytes": ..., "alias_bytes": ...,
-   "temp_bytes": ..., "total_bytes": ..., "compile_ms": ...}   one per shape, in order
+   "temp_bytes": ..., "total_bytes": ..., "compile_ms": ...,
+   "donated_alias_bytes": ..., "donated_temp_bytes": ..., "donated_total_bytes": ...,
+   "step_ms": ... (only with --time-runs)}                    one per shape, in order
   {"error": "jax_unavailable" | "unknown_fixture" | "bad_shapes", "message": "..."}  on failure
 total_bytes = argument + output - alias + temp (`compiled.memory_analysis()`, bytes).
 Exit status: 0, or 2 after an error line.
@@ -23,8 +32,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
+import warnings
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -58,6 +69,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--fixture", required=True, help="fixture name, as in export_all.py")
     ap.add_argument("--shapes", required=True, help="e.g. 'B=8,S=128;B=8,S=256'")
+    ap.add_argument("--time-runs", type=int, default=0,
+                    help="time this many executions of the step per shape (0: none)")
     args = ap.parse_args(argv)
     shapes = parse_shapes(args.shapes)
     try:
@@ -83,9 +96,28 @@ def main(argv=None):
         m = compiled.memory_analysis()
         arg, out = int(m.argument_size_in_bytes), int(m.output_size_in_bytes)
         alias, temp = int(m.alias_size_in_bytes), int(m.temp_size_in_bytes)
-        emit({"bind": {k: dims[k] for k in sorted(dims)}, "argument_bytes": arg,
-              "output_bytes": out, "alias_bytes": alias, "temp_bytes": temp,
-              "total_bytes": arg + out - alias + temp, "compile_ms": round(compile_ms, 3)})
+        line = {"bind": {k: dims[k] for k in sorted(dims)}, "argument_bytes": arg,
+                "output_bytes": out, "alias_bytes": alias, "temp_bytes": temp,
+                "total_bytes": arg + out - alias + temp, "compile_ms": round(compile_ms, 3)}
+        with warnings.catch_warnings():
+            # "Some donated buffers were not usable": inputs without a same-typed output.
+            warnings.simplefilter("ignore")
+            donated = jax.jit(fx.step, donate_argnums=tuple(range(len(specs)))).lower(
+                *specs).compile().memory_analysis()
+        d_alias, d_temp = int(donated.alias_size_in_bytes), int(donated.temp_size_in_bytes)
+        d_arg, d_out = int(donated.argument_size_in_bytes), int(donated.output_size_in_bytes)
+        line.update({"donated_alias_bytes": d_alias, "donated_temp_bytes": d_temp,
+                     "donated_total_bytes": d_arg + d_out - d_alias + d_temp})
+        if args.time_runs > 0:
+            real = fx.make_args(dims, concrete=True)
+            jax.block_until_ready(compiled(*real))
+            times = []
+            for _ in range(args.time_runs):
+                t0 = time.perf_counter()
+                jax.block_until_ready(compiled(*real))
+                times.append((time.perf_counter() - t0) * 1e3)
+            line["step_ms"] = round(statistics.median(times), 3)
+        emit(line)
 
 
 if __name__ == "__main__":

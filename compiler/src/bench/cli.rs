@@ -33,7 +33,11 @@ same seed gives the same shapes. Duplicate shapes are swept once.
 
 XLA (--xla): runs examples/export/xla_peer.py with $EBB_PYTHON (default python3; the script:
 $EBB_XLA_PEER) on the fixture named in the .json next to the .mlir; without JAX the column is
-left out and the reason printed.")]
+left out and the reason printed. XLA is compiled twice per shape, without and with every
+argument donated (`donate_argnums`; parameters and optimizer state updated in place); Ebb does
+not donate yet. --xla-time-runs N also runs XLA's step N times per shape (after a warm-up)
+and reports the median (`step ms`): `export EBB_PYTHON=$(bash examples/export/make_env.sh)`
+creates the pinned JAX environment.")]
 pub struct BenchArgs {
     /// The module (`.mlir`, `.onnx`) or a plan JSON written by `ebb compile`.
     pub file: PathBuf,
@@ -74,9 +78,14 @@ pub struct BenchArgs {
     /// each shape.
     #[arg(long, allow_hyphen_values = true)]
     pub budget: Option<String>,
-    /// Add XLA's memory analysis of the same JAX step (needs JAX, see below).
+    /// Add XLA's memory analysis of the same JAX step, without and with donation of the
+    /// arguments (needs JAX, see below).
     #[arg(long)]
     pub xla: bool,
+    /// With --xla: also run XLA's step on concrete inputs this many times per shape and report
+    /// the median time (0: memory only).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "xla")]
+    pub xla_time_runs: usize,
     /// Solve the exact ILP per shape with this time limit (seconds) and report the greedy's
     /// gap to the optimum (needs --budget, and ebb built with the `exact` feature:
     /// `cargo build --release -p ebb-compiler --features exact`).
@@ -154,6 +163,7 @@ impl BenchArgs {
             shapes,
             budget: self.budget.clone(),
             xla: self.xla,
+            xla_time_runs: self.xla_time_runs,
             exact_time_limit_s: self.exact,
             timeline_at: self
                 .timeline_at

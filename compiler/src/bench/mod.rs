@@ -15,7 +15,9 @@
 //! - `compile_ms_precise`: compile time of the precise plan (import excluded), against the
 //!   symbolic plan's single `compile_ms_symbolic`;
 //! - `xla`: `compiled.memory_analysis()` of `jax.jit(step)` at this shape on XLA:CPU (argument
-//!   + output − alias + temp bytes), and `ebb_over_xla` = Ebb scheduled / XLA total;
+//!   + output − alias + temp bytes), and `ebb_over_xla` = Ebb scheduled / XLA total; the same
+//!   with every argument donated (`total_bytes_donated`, `ebb_over_xla_donated`), and with
+//!   `--xla-time-runs N` the median time of N executed XLA steps (`step_ms`);
 //! - `exact`: the least overhead (µs, the finalize cost model) of any set of decisions meeting
 //!   the budget, found by the ILP of `ebb_passes::exact`, and the greedy's gap to it.
 //!
@@ -163,6 +165,14 @@ pub struct XlaRow {
     pub compile_ms: f64,
     /// Ebb scheduled peak / XLA total.
     pub ebb_over_xla: f64,
+    /// XLA total with every argument donated (parameters and optimizer state updated in
+    /// place), bytes; `None` from a peer that does not measure it.
+    pub total_bytes_donated: Option<i64>,
+    /// Ebb scheduled peak / XLA's donated total. Ebb does not donate yet (issue #11), so this
+    /// compares Ebb without donation to XLA with it.
+    pub ebb_over_xla_donated: Option<f64>,
+    /// Median time of one step executed by XLA:CPU, ms (`--xla-time-runs`).
+    pub step_ms: Option<f64>,
 }
 
 /// Worst cases over the rows.

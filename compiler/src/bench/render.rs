@@ -35,7 +35,12 @@ pub fn markdown(r: &BenchReport) -> String {
             let _ = writeln!(s, "XLA: not available ({note}).");
         }
         (true, None, Some(v)) => {
-            let _ = writeln!(s, "XLA: `compiled.memory_analysis()` of JAX {v} on CPU.");
+            let _ = writeln!(
+                s,
+                "XLA: `compiled.memory_analysis()` of JAX {v} on CPU; \"donated\": every argument \
+                 donated (`donate_argnums`), against Ebb without donation; step ms: median of the \
+                 timed XLA:CPU executions."
+            );
         }
         _ => {}
     }
@@ -43,6 +48,10 @@ pub fn markdown(r: &BenchReport) -> String {
 
     let has_budget = r.budget.is_some();
     let has_xla = r.xla.available;
+    let has_xla_time = r
+        .rows
+        .iter()
+        .any(|row| row.xla.as_ref().is_some_and(|x| x.step_ms.is_some()));
     let has_exact = r.exact_time_limit_s.is_some();
     let mut head: Vec<String> = r
         .rows
@@ -60,7 +69,19 @@ pub fn markdown(r: &BenchReport) -> String {
         .map(String::from),
     );
     if has_xla {
-        head.extend(["XLA total", "Ebb/XLA", "XLA compile ms"].map(String::from));
+        head.extend(
+            [
+                "XLA total",
+                "Ebb/XLA",
+                "XLA donated",
+                "Ebb/XLA donated",
+                "XLA compile ms",
+            ]
+            .map(String::from),
+        );
+        if has_xla_time {
+            head.push("XLA step ms".into());
+        }
     }
     if has_budget {
         head.extend(["budget", "planned", "recompute", "swap", "finalize µs"].map(String::from));
@@ -83,9 +104,17 @@ pub fn markdown(r: &BenchReport) -> String {
                 Some(x) => {
                     c.push(mib(x.total_bytes));
                     c.push(format!("{:.2}", x.ebb_over_xla));
+                    c.push(x.total_bytes_donated.map_or("–".into(), mib));
+                    c.push(x.ebb_over_xla_donated.map_or("–".into(), |r| format!("{r:.2}")));
                     c.push(format!("{:.0}", x.compile_ms));
+                    if has_xla_time {
+                        c.push(x.step_ms.map_or("–".into(), |t| format!("{t:.1}")));
+                    }
                 }
-                None => c.extend(["–", "–", "–"].map(String::from)),
+                None => {
+                    let n = if has_xla_time { 6 } else { 5 };
+                    c.extend(std::iter::repeat_n("–".to_string(), n));
+                }
             }
         }
         if has_budget {

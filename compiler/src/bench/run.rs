@@ -29,6 +29,8 @@ pub struct BenchOptions {
     pub budget: Option<String>,
     /// Run the XLA peer.
     pub xla: bool,
+    /// With `xla`: executions of XLA's step to time per shape (0: memory only).
+    pub xla_time_runs: usize,
     /// Run the exact solver with this time limit per shape, s.
     pub exact_time_limit_s: Option<f64>,
     /// The shape of the memory timeline (default: the largest shape where the budget is met).
@@ -204,7 +206,7 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
             )),
             Some(name) => {
                 progress.start("xla", binds.len() as u64);
-                let o = xla::run_peer(name, &binds, || progress.tick("xla"));
+                let o = xla::run_peer(name, &binds, opts.xla_time_runs, || progress.tick("xla"));
                 progress.finish();
                 o
             }
@@ -223,6 +225,11 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
                         temp_bytes: x.temp_bytes,
                         total_bytes: x.total_bytes,
                         compile_ms: x.compile_ms,
+                        total_bytes_donated: x.donated_total_bytes,
+                        ebb_over_xla_donated: x.donated_total_bytes.map(|t| {
+                            row.peak_bytes_scheduled as f64 / t.max(1) as f64
+                        }),
+                        step_ms: x.step_ms,
                     });
                 }
                 xla_info.available = true;

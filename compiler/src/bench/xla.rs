@@ -1,5 +1,6 @@
 //! The XLA peer: runs `examples/export/xla_peer.py`, which compiles the same JAX training step
-//! at each concrete shape on XLA's CPU backend and prints `compiled.memory_analysis()` per shape,
+//! at each concrete shape on XLA's CPU backend and prints `compiled.memory_analysis()` per shape
+//! (without and with donation of the arguments) and, when asked, the time of one executed step,
 //! one JSON object a line.
 //!
 //! The interpreter is `$EBB_PYTHON` (default `python3`); the script is `$EBB_XLA_PEER` or the
@@ -31,6 +32,20 @@ pub struct XlaShape {
     pub total_bytes: i64,
     /// Time of `jit(step).lower(...).compile()`, ms.
     pub compile_ms: f64,
+    /// With every argument donated (`jit(step, donate_argnums=all)`): outputs aliasing an
+    /// argument, bytes (`None` from a peer that does not measure donation).
+    #[serde(default)]
+    pub donated_alias_bytes: Option<i64>,
+    /// With donation: XLA's temporary buffer, bytes.
+    #[serde(default)]
+    pub donated_temp_bytes: Option<i64>,
+    /// With donation: argument + output − alias + temp, bytes.
+    #[serde(default)]
+    pub donated_total_bytes: Option<i64>,
+    /// Median wall time of one executed step (not donated) on XLA:CPU, ms; only when the
+    /// peer was asked to time (`time_runs` ≥ 1).
+    #[serde(default)]
+    pub step_ms: Option<f64>,
 }
 
 /// What the peer gave.
@@ -72,9 +87,15 @@ pub fn script() -> PathBuf {
     }
 }
 
-/// Runs the peer on fixture `fixture` at `shapes`; `tick` is called after each shape.
+/// Runs the peer on fixture `fixture` at `shapes`, timing `time_runs` executions of the step
+/// per shape (0: none); `tick` is called after each shape.
 /// Never fails: every problem becomes [`XlaOutcome::Unavailable`] with the reason.
-pub fn run_peer(fixture: &str, shapes: &[Bindings], mut tick: impl FnMut()) -> XlaOutcome {
+pub fn run_peer(
+    fixture: &str,
+    shapes: &[Bindings],
+    time_runs: usize,
+    mut tick: impl FnMut(),
+) -> XlaOutcome {
     let py = python();
     let script = script();
     if !script.is_file() {
@@ -91,6 +112,7 @@ pub fn run_peer(fixture: &str, shapes: &[Bindings], mut tick: impl FnMut()) -> X
     let child = Command::new(&py)
         .arg(&script)
         .args(["--fixture", fixture, "--shapes", &list])
+        .args(["--time-runs", &time_runs.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
