@@ -50,7 +50,7 @@ pub struct BenchArgs {
     /// Draw the shapes from a distribution instead (see below).
     #[arg(long, value_enum)]
     pub dist: Option<Dist>,
-    /// Number of draws.
+    /// Number of draws (at most 100000; duplicate shapes are swept once).
     #[arg(long, default_value_t = 12)]
     pub samples: usize,
     /// Seed of the draws.

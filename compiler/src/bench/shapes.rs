@@ -174,13 +174,25 @@ fn round_to(x: f64, lo: i64, hi: i64, d: i64) -> i64 {
     (k * d).clamp(lo, hi)
 }
 
+/// Most draws `--samples` may ask for: the draws are de-duplicated, so more cannot add a shape
+/// that this many do not already give with near certainty, while each draw holds memory.
+pub const MAX_SAMPLES: usize = 100_000;
+
 /// Draws `lt.samples` shapes (see the module docs), in draw order.
 ///
 /// # Errors
-/// Unknown symbols, an empty range, zero samples, `s_min > s_max` or a non-positive batch rule.
+/// Unknown symbols, an empty range, zero or more than [`MAX_SAMPLES`] samples,
+/// `s_min > s_max` or a non-positive batch rule.
 pub fn sample_longtail(lt: &LongTail, scope: &SymbolScope) -> Result<Vec<Bindings>> {
     if lt.samples == 0 {
         bail!("--samples must be at least 1");
+    }
+    if lt.samples > MAX_SAMPLES {
+        bail!(
+            "--samples {} is more than {MAX_SAMPLES}: the draws are de-duplicated, and \
+             {MAX_SAMPLES} already cover every shape of the range that the distribution reaches",
+            lt.samples
+        );
     }
     if lt.s_min < 1 || lt.s_min > lt.s_max {
         bail!(
@@ -302,6 +314,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("no symbol T"), "{e}");
+        // A huge --samples is refused up front, never an allocation failure.
+        let e = sample_longtail(&lt(1, usize::MAX), &scope(Some(1024), 1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than 100000"), "{e}");
         assert!(parse_shape_list(" ; ").is_err());
         let src = ShapeSource::List {
             shapes: vec!["B=8,S=600".into()],
