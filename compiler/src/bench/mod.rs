@@ -14,8 +14,8 @@
 //!   peak, recompute FLOPs / step FLOPs, swap bytes, finalize time (µs);
 //! - `compile_ms_precise`: compile time of the precise plan (import excluded), against the
 //!   symbolic plan's single `compile_ms_symbolic`;
-//! - `xla`: `compiled.memory_analysis()` of `jax.jit(step)` at this shape on XLA:CPU (argument
-//!   + output − alias + temp bytes), and `ebb_over_xla` = Ebb scheduled / XLA total; the same
+//! - `xla`: `compiled.memory_analysis()` of `jax.jit(step)` at this shape on XLA:CPU
+//!   (argument + output − alias + temp bytes), and `ebb_over_xla` = Ebb scheduled / XLA total; the same
 //!   with every argument donated (`total_bytes_donated`, `ebb_over_xla_donated`), and with
 //!   `--xla-time-runs N` the median time of N executed XLA steps (`step_ms`);
 //! - `exact`: the least overhead (µs, the finalize cost model) of any set of decisions meeting

@@ -43,6 +43,25 @@ pub fn peak_vs_x(r: &BenchReport, path: &Path) -> Result<()> {
     write_svg(path, &peak_vs_x_svg(r)?)
 }
 
+/// Draws the series legend (upper left, on a translucent white box) and finishes the drawing.
+fn legend_and_present<'a>(
+    chart: &mut ChartContext<
+        'a,
+        SVGBackend<'a>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
 /// Writes an SVG document atomically ([`crate::output::write_file`]): a failed write names
 /// the path and leaves no truncated file.
 fn write_svg(path: &Path, svg: &str) -> Result<()> {
@@ -151,14 +170,7 @@ fn peak_vs_x_svg(r: &BenchReport) -> Result<String> {
                 .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
                 .map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
+        legend_and_present(&mut chart, &root)?;
     }
     Ok(buf)
 }
@@ -272,14 +284,7 @@ fn timeline_svg(t: &Timeline, name: &str) -> Result<String> {
                 .label("budget")
                 .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], red));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
+        legend_and_present(&mut chart, &root)?;
     }
     Ok(buf)
 }

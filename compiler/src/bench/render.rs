@@ -105,7 +105,10 @@ pub fn markdown(r: &BenchReport) -> String {
                     c.push(mib(x.total_bytes));
                     c.push(format!("{:.2}", x.ebb_over_xla));
                     c.push(x.total_bytes_donated.map_or("–".into(), mib));
-                    c.push(x.ebb_over_xla_donated.map_or("–".into(), |r| format!("{r:.2}")));
+                    c.push(
+                        x.ebb_over_xla_donated
+                            .map_or("–".into(), |r| format!("{r:.2}")),
+                    );
                     c.push(format!("{:.0}", x.compile_ms));
                     if has_xla_time {
                         c.push(x.step_ms.map_or("–".into(), |t| format!("{t:.1}")));

@@ -226,9 +226,9 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
                         total_bytes: x.total_bytes,
                         compile_ms: x.compile_ms,
                         total_bytes_donated: x.donated_total_bytes,
-                        ebb_over_xla_donated: x.donated_total_bytes.map(|t| {
-                            row.peak_bytes_scheduled as f64 / t.max(1) as f64
-                        }),
+                        ebb_over_xla_donated: x
+                            .donated_total_bytes
+                            .map(|t| row.peak_bytes_scheduled as f64 / t.max(1) as f64),
                         step_ms: x.step_ms,
                     });
                 }

@@ -26,6 +26,17 @@ pub(crate) struct Solved {
     pub solve_ms: f64,
 }
 
+impl Solved {
+    /// An outcome without a solution (infeasible, timed out).
+    fn without_columns(status: ExactStatus, solve_ms: f64) -> Solved {
+        Solved {
+            status,
+            columns: Vec::new(),
+            solve_ms,
+        }
+    }
+}
+
 /// Solves `problem` within `time_limit_s` seconds (CBC takes whole seconds: rounded up, at
 /// least 1), stopping as optimal at relative gap `mip_gap`, from `start` when given: the
 /// problem's variables in column order (all of them) and their values, a hint CBC may drop,
@@ -50,9 +61,10 @@ pub(crate) fn solve(
             .with_mip_gap(gap as f32)
             .map_err(|e| ExactError::Solver(format!("MIP gap {gap}: {e}")))?;
     }
-    let start_columns = start.as_ref().map(|(_, x)| x.clone());
+    let mut start_columns = None;
     if let Some((vars, x)) = start {
-        problem = problem.with_initial_solution(vars.iter().copied().zip(x));
+        problem = problem.with_initial_solution(vars.iter().copied().zip(x.iter().copied()));
+        start_columns = Some(x);
     }
     let t0 = Instant::now();
     let outcome = problem.solve();
@@ -60,11 +72,7 @@ pub(crate) fn solve(
     let sol = match outcome {
         Ok(sol) => sol,
         Err(ResolutionError::Infeasible) => {
-            return Ok(Solved {
-                status: ExactStatus::Infeasible,
-                columns: Vec::new(),
-                solve_ms,
-            })
+            return Ok(Solved::without_columns(ExactStatus::Infeasible, solve_ms))
         }
         Err(e) => return Err(ExactError::Solver(format!("CBC: {e}"))),
     };
@@ -73,22 +81,15 @@ pub(crate) fn solve(
     // with this secondary status (good_lp's mapping misses it): the root relaxation is
     // infeasible, or — with a start, which sets the cutoff — nothing beats the start, which is
     // then the optimum (callers pass only starts feasible in the model).
-    if raw.secondary_status() == SecondaryStatus::LinearRelaxationInfeasible {
-        if let Some(columns) = start_columns {
-            return Ok(Solved {
+    let no_better = raw.secondary_status() == SecondaryStatus::LinearRelaxationInfeasible;
+    if no_better || raw.is_proven_infeasible() {
+        return Ok(match start_columns {
+            Some(columns) if no_better => Solved {
                 status: ExactStatus::Optimal,
                 columns,
                 solve_ms,
-            });
-        }
-    }
-    if raw.is_proven_infeasible()
-        || raw.secondary_status() == SecondaryStatus::LinearRelaxationInfeasible
-    {
-        return Ok(Solved {
-            status: ExactStatus::Infeasible,
-            columns: Vec::new(),
-            solve_ms,
+            },
+            _ => Solved::without_columns(ExactStatus::Infeasible, solve_ms),
         });
     }
     let objective = raw.obj_value();
@@ -105,11 +106,7 @@ pub(crate) fn solve(
             ExactStatus::Feasible { gap }
         }
         SolutionStatus::TimeLimit => {
-            return Ok(Solved {
-                status: ExactStatus::TimedOut,
-                columns: Vec::new(),
-                solve_ms,
-            })
+            return Ok(Solved::without_columns(ExactStatus::TimedOut, solve_ms))
         }
     };
     if !incumbent {

@@ -328,9 +328,7 @@ fn select_in_place(ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
         }
     };
     par::elements(d, &|at, c| {
-        c.iter_mut()
-            .zip(pv[at..].iter().zip(&s[at..]))
-            .for_each(go)
+        c.iter_mut().zip(pv[at..].iter().zip(&s[at..])).for_each(go)
     });
     let out = if into_t { t } else { f };
     out.try_into_data().map_err(|t| vec![t])

@@ -65,7 +65,11 @@ pub(crate) fn apply_in_place(k: ebb_ir::OpKind, v: &mut [f32]) -> bool {
         _ => return false,
     };
     // Chunks of 8192 elements: the vector kernels' results do not depend on the split.
-    let chunk = if v.len() >= super::par::PAR_MIN { 8192 } else { 0 };
+    let chunk = if v.len() >= super::par::PAR_MIN {
+        8192
+    } else {
+        0
+    };
     super::par::chunks_mut(v, chunk, &|_, c| f(c));
     true
 }

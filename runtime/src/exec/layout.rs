@@ -7,8 +7,8 @@
 //! memory, that the smallest and largest offsets the view reaches lie inside the buffer, so a
 //! wrong view is an error, never an out-of-bounds access.
 
-use crate::error::OpError;
 pub(crate) use super::par::PAR_MIN;
+use crate::error::OpError;
 
 /// Row-major element strides of `shape`.
 pub(crate) fn strides_of(shape: &[usize]) -> Vec<usize> {
