@@ -53,14 +53,18 @@ impl Compiler {
 }
 
 /// Reads a plan file written by `ebb compile`, or imports and compiles a model file (`.mlir`,
-/// `.onnx`, or any file with `format`).
+/// `.onnx`, or any file with `format`) with `options`.
 ///
 /// # Errors
 /// Unreadable or invalid plan JSON (with the path), and import/compile errors.
-pub fn load_or_compile(path: &Path, format: Option<Format>) -> Result<Plan> {
+pub fn load_or_compile(
+    path: &Path,
+    format: Option<Format>,
+    options: &CompileOptions,
+) -> Result<Plan> {
     if format.is_some() || Format::from_path(path).is_some() {
         let (g, _) = frontend::import_file(path, format)?;
-        return Ok(pipeline::compile(g, &CompileOptions::default())?.plan);
+        return Ok(pipeline::compile(g, options)?.plan);
     }
     let text = frontend::text::read(path)?;
     Plan::from_json(&text).with_context(|| format!("{}", path.display()))

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod flags;
 pub mod frontend;
 pub mod onnx;
 pub mod output;

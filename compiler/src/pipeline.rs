@@ -1,6 +1,7 @@
 //! The compile pipeline, every stage a pass of one [`PassManager`] (per-pass timing,
 //! verification between passes, `stop_after`, `print_after`): canonicalize (fold, CSE, DCE to
-//! a fixed point) → optional e-graph rewrites → op scheduling with symbolic sizes (never worse
+//! a fixed point) → donation (which inputs' buffers the step may reuse) → optional e-graph
+//! rewrites → optional loop fusion → op scheduling with symbolic sizes (never worse
 //! than program order on the sweep) → remat/swap candidates and the [`Plan`], which embeds the
 //! planned graph as textual IR so that a plan file is self-contained (`ebb plan`, `ebb run`).
 //!
@@ -11,6 +12,7 @@ use anyhow::{Context, Result};
 use ebb_ir::plan::Plan;
 use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, Symbol};
 use ebb_passes::canon::{Cse, Dce, Fold};
+use ebb_passes::donate::{DonatePass, DonatePolicy, DonationReport};
 use ebb_passes::fuse::{FusePass, FusionReport};
 use ebb_passes::manager::{PassContext, PassDump, PassManager, PassReport, StopAfter};
 use ebb_passes::memory::{self, Schedule};
@@ -43,6 +45,8 @@ pub struct CompileOptions {
     pub max_variants: Option<usize>,
     /// Run the loop fusion pass (`ebb_passes::fuse`) before scheduling (off by default).
     pub fusion: bool,
+    /// Which inputs are donated (`ebb_passes::donate`; default: as imported).
+    pub donate: DonatePolicy,
 }
 
 /// What each pass did and how long it took.
@@ -55,6 +59,8 @@ pub struct CompileReport {
     pub rewrite: Option<RewriteReport>,
     /// Fusion report (groups and the reasons for pairs not fused), when fusion ran.
     pub fusion: Option<FusionReport>,
+    /// The donated inputs (absent when the pipeline stopped before the `donate` pass).
+    pub donation: Option<DonationReport>,
     /// Scheduler report (absent when the pipeline stopped before scheduling).
     pub schedule: Option<ScheduleReport>,
     /// Number of remat/swap candidates (0 when the pipeline stopped before the plan).
@@ -187,13 +193,15 @@ pub const STOP_POINTS: &[&str] = &[
     "fold",
     "cse",
     "dce",
+    "donate",
     "rewrite",
+    "fuse",
     "schedule",
     "plan",
 ];
 
 /// The pass manager of the pipeline (see the module docs): groups `canonicalize` (fold, CSE,
-/// DCE to a fixed point, at most 4 sweeps), `rewrite` (only with rule groups), `fuse` (only
+/// DCE to a fixed point, at most 4 sweeps), `donate` ([`CompileOptions::donate`]), `rewrite` (only with rule groups), `fuse` (only
 /// with [`CompileOptions::fusion`]), `schedule` and `plan`.
 pub fn pass_manager(opts: &CompileOptions) -> PassManager {
     let mut sweep = opts.sweep.clone();
@@ -205,7 +213,11 @@ pub fn pass_manager(opts: &CompileOptions) -> PassManager {
         .add_pass(Fold::default())
         .add_pass(Cse)
         .add_pass(Dce)
-        .fixed_point(4);
+        .fixed_point(4)
+        .group("donate")
+        .add_pass(DonatePass {
+            policy: opts.donate.clone(),
+        });
     if !opts.rewrite_groups.is_empty() {
         pm = pm.group("rewrite").add_pass(RewritePass {
             groups: opts.rewrite_groups.clone(),
@@ -276,6 +288,7 @@ pub fn run_pipeline(mut g: Graph, opts: &CompileOptions) -> Result<Staged> {
     let report = CompileReport {
         rewrite: cx.take::<RewriteReport>(),
         fusion: cx.take::<FusionReport>(),
+        donation: cx.take::<DonationReport>(),
         schedule: scheduled.as_ref().map(|s| s.report.clone()),
         candidates: plan.as_ref().map_or(0, |p| p.candidates.len()),
         ops: g.op_count(),
@@ -350,6 +363,15 @@ pub struct PlanReport {
     pub arena_bytes: Option<i64>,
     /// Time to finalize the plan at this binding, µs.
     pub finalize_us: f64,
+    /// Bytes of the donated inputs (their buffers are reused after their last read).
+    pub donated_bytes: i64,
+    /// `fusion` ops of the planned graph (0 without fusion).
+    pub fusion_groups: usize,
+    /// Values that exist in memory: inputs and op results of the planned graph (a fusion
+    /// group's internal values are not counted).
+    pub materialized_values: usize,
+    /// What is resident at the scheduled peak, by class, with the largest values there.
+    pub peak: memory::Breakdown,
 }
 
 /// Evaluates a plan at `b` (and finalizes it under `budget`).
@@ -390,6 +412,27 @@ pub fn plan_report_finalized(
     let t = Instant::now();
     let c = ebb_runtime::finalize::finalize(plan, b, &opts)?;
     let finalize_us = t.elapsed().as_secs_f64() * 1e6;
+    let chosen = plan.variant(c.variant).unwrap_or(plan);
+    let schedule: Schedule = chosen
+        .schedule
+        .iter()
+        .filter_map(|pos| g.order().get(pos.index()).copied())
+        .collect();
+    let live = memory::liveness(&g, &schedule);
+    let (_, at) = live.peak(b).map_err(|e| size_error(&g, b, e))?;
+    let peak = live
+        .breakdown(&g, b, at)
+        .map_err(|e| size_error(&g, b, e))?;
+    let mut donated_bytes = 0i64;
+    for &id in g.inputs() {
+        if g.aliasing_output(id).is_some() {
+            let x = g.node(id).outputs[0]
+                .size_bytes()
+                .eval(b)
+                .map_err(|e| size_error(&g, b, e))?;
+            donated_bytes = donated_bytes.saturating_add(x);
+        }
+    }
     use ebb_ir::plan::DecisionKind;
     let report = PlanReport {
         bind: b.iter().map(|(s, v)| (s.name().to_string(), *v)).collect(),
@@ -414,6 +457,14 @@ pub fn plan_report_finalized(
         swap_bytes: c.swap_bytes,
         arena_bytes: budget.map(|_| c.arena.arena_bytes),
         finalize_us,
+        donated_bytes,
+        fusion_groups: g
+            .order()
+            .iter()
+            .filter(|&&id| g.node(id).kind() == ebb_ir::OpKind::Fusion)
+            .count(),
+        materialized_values: g.order().iter().map(|&id| g.node(id).outputs.len()).sum(),
+        peak,
     };
     Ok((report, c))
 }

@@ -18,6 +18,7 @@ fn opts(name: &str, shapes: &[&str], budget: Option<&str>) -> BenchOptions {
         xla_time_runs: 0,
         exact_time_limit_s: None,
         timeline_at: None,
+        compile: Default::default(),
     }
 }
 

@@ -237,7 +237,7 @@ fn compile_runs_every_stage_as_a_pass() {
         .iter()
         .map(|g| g["group"].as_str().unwrap())
         .collect();
-    assert_eq!(groups, ["canonicalize", "schedule", "plan"]);
+    assert_eq!(groups, ["canonicalize", "donate", "schedule", "plan"]);
     let runs = report["passes"]["runs"].as_array().unwrap();
     let last = &runs[runs.len() - 1];
     assert_eq!(last["pass"], "plan");

@@ -362,6 +362,23 @@ impl Graph {
         }
     }
 
+    /// The graph output that donated input `id` aliases (`None` when `id` is not a donated
+    /// input; see [`InputSpec::aliasing_output`](crate::op::InputSpec::aliasing_output)).
+    pub fn aliasing_output(&self, id: NodeId) -> Option<usize> {
+        match &self.g[id].op {
+            Op::Input(s) => s.aliasing_output,
+            _ => None,
+        }
+    }
+
+    /// Sets (or clears, with `None`) the donation of input `id` to graph output `output`;
+    /// does nothing when `id` is not an input. [`crate::verify`] checks the pairing.
+    pub fn set_aliasing_output(&mut self, id: NodeId, output: Option<usize>) {
+        if let Op::Input(s) = &mut self.g[id].op {
+            s.aliasing_output = output;
+        }
+    }
+
     /// Applies `f` to every dimension of every type, attribute, region and assertion
     /// (e.g. to substitute symbols).
     pub fn map_dims(&mut self, f: &dyn Fn(&DimExpr) -> DimExpr) {

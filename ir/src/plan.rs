@@ -21,7 +21,8 @@
 //! # Live ranges and residency (the accounting of `ebb_passes::memory`)
 //! A value is *resident* at point `p` when `def <= p <= last_use`. Inputs (parameters,
 //! optimizer state, batch) are resident at every point (`def = 0`, `last_use` = last point),
-//! also when they are outputs too; other graph outputs from their producer's point to the last
+//! also when they are outputs too; donated inputs ([`ValueClass::Donated`]) from point 0 to
+//! the last point that reads them; other graph outputs from their producer's point to the last
 //! point; intermediates from their producer's point to the last point that reads them (only at
 //! their producer's point when nothing reads them). A region-carrying op (`while`) also holds
 //! its transient region memory at its own point ([`Plan::region_transients`]). The resident
@@ -61,6 +62,9 @@ pub const PLAN_VERSION: u32 = 2;
 pub enum ValueClass {
     /// A graph argument (parameter, optimizer state, batch), owned by the caller.
     Input,
+    /// A donated graph argument (`donate_argnums`): resident from point 0 to its last read,
+    /// after which its bytes are free.
+    Donated,
     /// A value returned by the graph (live until the end of the schedule).
     Output,
     /// Anything else: activations, gradients, temporaries.

@@ -109,6 +109,42 @@ fn check_sizes(g: &Graph, totals: &mut BTreeMap<Monomial, i128>) -> Result<(), V
 }
 
 /// The structural and type checks of [`verify`], recursively for regions.
+/// A donated input names an existing output of its own type, produced by an op (not the input
+/// itself passed through), and no two inputs alias the same output.
+fn verify_donation(g: &Graph, pos: &HashMap<NodeId, usize>) -> Result<(), VerifyError> {
+    let mut taken = vec![false; g.outputs().len()];
+    for &id in g.inputs() {
+        let Some(k) = g.aliasing_output(id) else {
+            continue;
+        };
+        let i = pos.get(&id).copied().unwrap_or(0);
+        let Some(&out) = g.outputs().get(k) else {
+            return Err(structure(
+                g,
+                i,
+                id,
+                &format!(
+                    "donated to output {k}, but the graph has {} outputs",
+                    g.outputs().len()
+                ),
+            ));
+        };
+        let problem = if g.node(out.node).kind() == OpKind::Input {
+            Some("which is an input passed through")
+        } else if g.value_type(out) != &g.node(id).outputs[0] {
+            Some("whose type differs")
+        } else if std::mem::replace(&mut taken[k], true) {
+            Some("which another input is donated to")
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            return Err(structure(g, i, id, &format!("donated to output {k}, {p}")));
+        }
+    }
+    Ok(())
+}
+
 fn verify_graph(g: &Graph) -> Result<(), VerifyError> {
     let mut pos: HashMap<NodeId, usize> = HashMap::with_capacity(g.order().len());
     for (i, &id) in g.order().iter().enumerate() {
@@ -134,6 +170,7 @@ fn verify_graph(g: &Graph) -> Result<(), VerifyError> {
             ),
         });
     }
+    verify_donation(g, &pos)?;
     for (i, &id) in g.order().iter().enumerate() {
         let n = g.node(id);
         let operands = g.operands(id);

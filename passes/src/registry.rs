@@ -9,9 +9,11 @@ use crate::rewrite::{RewritePass, RuleGroup};
 use crate::schedule::SchedulePass;
 
 /// Names accepted by [`pass_by_name`]: the canonicalization passes, `rewrite` (every rule
-/// group), `fuse` (loop fusion), `schedule` (analysis: leaves a schedule in the context) and `plan` (analysis: needs
+/// group), `donate` (the `auto` policy), `fuse` (loop fusion), `schedule` (analysis: leaves a schedule in the context) and `plan` (analysis: needs
 /// a schedule, leaves a plan).
-pub const KNOWN_PASSES: &[&str] = &["dce", "cse", "fold", "rewrite", "fuse", "schedule", "plan"];
+pub const KNOWN_PASSES: &[&str] = &[
+    "dce", "cse", "fold", "donate", "rewrite", "fuse", "schedule", "plan",
+];
 
 /// The pass called `name` (one of [`KNOWN_PASSES`]) with its default settings.
 ///
@@ -21,6 +23,9 @@ pub fn pass_by_name(name: &str) -> Result<Box<dyn Pass>, PassError> {
         "dce" => Box::new(Dce),
         "cse" => Box::new(Cse),
         "fold" => Box::new(Fold::default()),
+        "donate" => Box::new(crate::donate::DonatePass {
+            policy: crate::donate::DonatePolicy::Auto,
+        }),
         "rewrite" => Box::new(RewritePass {
             groups: RuleGroup::ALL.to_vec(),
             ..RewritePass::default()

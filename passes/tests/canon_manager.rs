@@ -205,7 +205,7 @@ fn passes_are_found_by_name() {
     let err = PassManager::from_names(&["dce", "licm"]).err().unwrap();
     assert_eq!(
         err.to_string(),
-        "unknown pass `licm` (known passes: dce, cse, fold, rewrite, fuse, schedule, plan)"
+        "unknown pass `licm` (known passes: dce, cse, fold, donate, rewrite, fuse, schedule, plan)"
     );
 }
 

@@ -9,6 +9,7 @@ mod canon_cse;
 mod canon_dce;
 mod canon_fold;
 mod canon_manager;
+mod donate;
 mod fuse;
 mod memory_helpers;
 mod memory_liveness;

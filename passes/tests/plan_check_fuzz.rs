@@ -105,8 +105,15 @@ fn setup(
     outputs: &[usize],
     keys: &[u32],
     (min_gap, max_ops, prefetch): (usize, usize, usize),
+    donate: bool,
 ) -> (Graph, Schedule, Plan) {
-    let g = build(inputs, ops, outputs);
+    let mut g = build(inputs, ops, outputs);
+    if donate {
+        // Inputs with an output of their type are donated: they die at their last read.
+        ebb_passes::donate::apply(&mut g, &ebb_passes::donate::DonatePolicy::Auto)
+            .expect("auto donation never fails");
+        ebb_ir::verify::verify(&g).expect("a donated graph verifies");
+    }
     let s = schedule(&g, keys);
     let candidates = CandidateOptions {
         min_gap,
@@ -158,7 +165,8 @@ fn parts() -> impl Strategy<Value = Parts> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1024, max_global_rejects: 20_000, ..ProptestConfig::default() })]
 
-    /// Tests that the checker accepts every plan the generator produces, with no decision
+    /// Tests that the checker accepts every plan the generator produces, with and without
+    /// donated inputs, with no decision
     /// (where its resident bytes equal the memory module's) and with any subset of candidates
     /// taken as any allowed kind; and that a decision never raises the resident bytes outside
     /// its own regeneration.
@@ -167,8 +175,9 @@ proptest! {
         (inputs, ops, outputs, keys, knobs) in parts(),
         choice in prop::collection::vec(0u8..3, 0..64),
         (b, s) in (1i64..5, 1i64..7),
+        donate in any::<bool>(),
     ) {
-        let (g, sched, plan) = setup(inputs, &ops, &outputs, &keys, knobs);
+        let (g, sched, plan) = setup(inputs, &ops, &outputs, &keys, knobs, donate);
         let bind = bs(b, s);
         let base = check(&g, &plan, &[], &bind).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&base.resident, &liveness(&g, &sched).resident_bytes(&bind).unwrap());
@@ -198,7 +207,7 @@ proptest! {
         corruption in 0u8..7,
         (b, s) in (1i64..5, 1i64..7),
     ) {
-        let (g, _, mut plan) = setup(inputs, &ops, &outputs, &keys, knobs);
+        let (g, _, mut plan) = setup(inputs, &ops, &outputs, &keys, knobs, pick % 2 == 0);
         let bind = bs(b, s);
         prop_assume!(!plan.candidates.is_empty());
         let ci = pick % plan.candidates.len();

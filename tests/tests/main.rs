@@ -4,6 +4,7 @@
 //! `cargo test --workspace --all-features`.
 
 mod canon_fixtures;
+mod donation_fixtures;
 #[cfg(feature = "exact")]
 mod exact;
 mod exec_numerics;

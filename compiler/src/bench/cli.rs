@@ -34,8 +34,8 @@ same seed gives the same shapes. Duplicate shapes are swept once.
 XLA (--xla): runs examples/export/xla_peer.py with $EBB_PYTHON (default python3; the script:
 $EBB_XLA_PEER) on the fixture named in the .json next to the .mlir; without JAX the column is
 left out and the reason printed. XLA is compiled twice per shape, without and with every
-argument donated (`donate_argnums`; parameters and optimizer state updated in place); Ebb does
-not donate yet. --xla-time-runs N also runs XLA's step N times per shape (after a warm-up)
+argument donated (`donate_argnums`; parameters and optimizer state updated in place); compare
+the donated column with Ebb's `--donate auto`. --xla-time-runs N also runs XLA's step N times per shape (after a warm-up)
 and reports the median (`step ms`): `export EBB_PYTHON=$(bash examples/export/make_env.sh)`
 creates the pinned JAX environment.")]
 pub struct BenchArgs {
@@ -78,6 +78,9 @@ pub struct BenchArgs {
     /// each shape.
     #[arg(long, allow_hyphen_values = true)]
     pub budget: Option<String>,
+    /// How to compile a model file (the symbolic plan and the per-shape precise ones).
+    #[command(flatten)]
+    pub pipeline: crate::flags::PipelineFlags,
     /// Add XLA's memory analysis of the same JAX step, without and with donation of the
     /// arguments (needs JAX, see below).
     #[arg(long)]
@@ -157,7 +160,16 @@ impl BenchArgs {
             }),
             (None, None) => bail!("give the shapes: --shapes 'B=8,S=128;...' or --dist longtail"),
         };
+        if !(self.format.is_some() || Format::from_path(&self.file).is_some())
+            && self.pipeline.changed()
+        {
+            bail!(
+                "--fusion and --donate apply when compiling a model file; {} is a plan",
+                self.file.display()
+            );
+        }
         Ok(BenchOptions {
+            compile: self.pipeline.apply(Default::default()),
             input: self.file.clone(),
             format: self.format,
             shapes,

@@ -35,6 +35,9 @@ pub struct BenchOptions {
     pub exact_time_limit_s: Option<f64>,
     /// The shape of the memory timeline (default: the largest shape where the budget is met).
     pub timeline_at: Option<Bindings>,
+    /// Pipeline options of every compile of a model file (fusion, donation); `bind` is set
+    /// per shape for the precise plans.
+    pub compile: CompileOptions,
 }
 
 /// Progress reporting (a no-op for tests; `indicatif` in the CLI).
@@ -70,7 +73,7 @@ fn load(opts: &BenchOptions) -> Result<(Graph, Plan, Option<f64>)> {
     if is_module {
         let (g, _) = frontend::import_file(&opts.input, opts.format)?;
         let t = Instant::now();
-        let c = pipeline::compile(g.clone(), &CompileOptions::default())
+        let c = pipeline::compile(g.clone(), &opts.compile)
             .with_context(|| format!("compiling {}", opts.input.display()))?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
         Ok((g, c.plan, Some(ms)))
@@ -137,7 +140,7 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
             graph.clone(),
             &CompileOptions {
                 bind: Some(b.clone()),
-                ..CompileOptions::default()
+                ..opts.compile.clone()
             },
         )
         .with_context(|| format!("compiling with --bind {show}"))?;

@@ -6,14 +6,7 @@ use ebb_compiler::frontend::Format;
 use ebb_compiler::{output, pipeline, report};
 use std::fmt::Write as _;
 
-/// A switch (`on`/`off`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum OnOff {
-    /// Enabled.
-    On,
-    /// Disabled.
-    Off,
-}
+use ebb_compiler::flags::PipelineFlags;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -83,10 +76,8 @@ enum Command {
         /// (comma-separated: fold, cse, dce, rewrite, schedule, plan; `all` for every one).
         #[arg(long, value_delimiter = ',')]
         print_after: Vec<String>,
-        /// Loop fusion before scheduling (`on`): planning then sees only the values that leave
-        /// a fusion group; `off` (default) materializes every op result.
-        #[arg(long, value_enum, default_value = "off")]
-        fusion: OnOff,
+        #[command(flatten)]
+        pipeline: PipelineFlags,
         /// Print the fusion groups and the reasons for producer-consumer pairs not fused to
         /// standard error (with `--fusion on`).
         #[arg(long)]
@@ -109,6 +100,9 @@ enum Command {
         /// program-order peak at these shapes.
         #[arg(long, allow_hyphen_values = true)]
         budget: Option<String>,
+        /// For a model file: how to compile it (a plan file was compiled already).
+        #[command(flatten)]
+        pipeline: PipelineFlags,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -143,6 +137,9 @@ enum Command {
         /// Input format of a model file; by default from the extension.
         #[arg(long, value_enum)]
         format: Option<Format>,
+        /// For a model file: how to compile it (a plan file was compiled already).
+        #[command(flatten)]
+        pipeline: PipelineFlags,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -192,6 +189,7 @@ fn run(cli: Cli) -> Result<()> {
             check,
             timeline,
             format,
+            pipeline,
             json,
             max_host_memory,
         } => run_step(
@@ -203,6 +201,7 @@ fn run(cli: Cli) -> Result<()> {
                 check,
                 timeline,
                 format,
+                pipeline,
                 json,
                 max_host_memory,
             },
@@ -241,7 +240,7 @@ fn run(cli: Cli) -> Result<()> {
             sweep,
             stop_after,
             print_after,
-            fusion,
+            pipeline: flags,
             emit_groups,
             json,
             format,
@@ -278,15 +277,14 @@ fn run(cli: Cli) -> Result<()> {
                 None => Vec::new(),
             };
             let bind = bind.as_deref().map(pipeline::parse_bindings).transpose()?;
-            let opts = pipeline::CompileOptions {
+            let opts = flags.apply(pipeline::CompileOptions {
                 bind,
                 rewrite_groups: groups,
                 sweep,
                 stop_after,
                 print_after,
-                max_variants: None,
-                fusion: fusion == OnOff::On,
-            };
+                ..pipeline::CompileOptions::default()
+            });
             let c = pipeline::run_pipeline(g, &opts)?;
             for d in &c.dumps {
                 eprintln!(
@@ -333,9 +331,10 @@ fn run(cli: Cli) -> Result<()> {
             plan,
             bind,
             budget,
+            pipeline: flags,
             json,
         } => {
-            let p = ebb_compiler::api::load_or_compile(&plan, None)?;
+            let p = load_plan(&plan, None, &flags)?;
             let b = pipeline::parse_bindings(&bind)?;
             let budget = budget
                 .as_deref()
@@ -395,8 +394,27 @@ struct RunFlags {
     check: bool,
     timeline: Option<PathBuf>,
     format: Option<Format>,
+    pipeline: PipelineFlags,
     json: bool,
     max_host_memory: Option<String>,
+}
+
+/// A plan file, or a model file compiled with `flags` (refused for a plan file, which was
+/// compiled already).
+fn load_plan(
+    path: &std::path::Path,
+    format: Option<Format>,
+    flags: &PipelineFlags,
+) -> Result<ebb_ir::plan::Plan> {
+    let is_model = format.is_some() || Format::from_path(path).is_some();
+    if !is_model && flags.changed() {
+        anyhow::bail!(
+            "--fusion and --donate apply when compiling a model file; {} is a plan (pass them \
+             to `ebb compile`)",
+            path.display()
+        );
+    }
+    ebb_compiler::api::load_or_compile(path, format, &flags.apply(Default::default()))
 }
 
 /// `ebb run` (see `ebb run --help`).
@@ -422,7 +440,7 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
     if let Some(t) = &f.timeline {
         output::check_target(t).context("--timeline")?;
     }
-    let p = ebb_compiler::api::load_or_compile(plan, f.format)?;
+    let p = load_plan(plan, f.format, &f.pipeline)?;
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template("executing {bar:40} {pos}/{len} points {elapsed}")

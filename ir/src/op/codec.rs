@@ -30,6 +30,9 @@ impl Op {
             Op::Input(s) => {
                 put("index", Attr::I64(s.index as i64));
                 put("name", Attr::Str(s.name.clone()));
+                if let Some(k) = s.aliasing_output {
+                    put("aliasing_output", Attr::I64(k as i64));
+                }
             }
             Op::Constant(l) => put("value", Attr::Literal(l.clone())),
             Op::DimConstant(v) => put("values", dims(v)),
@@ -210,12 +213,16 @@ impl Reader {
         }
     }
 
-    fn int_or(&mut self, name: &str, default: i64) -> Result<i64, AttrError> {
+    fn opt_int(&mut self, name: &str) -> Result<Option<i64>, AttrError> {
         match self.opt(name) {
-            None => Ok(default),
-            Some(Attr::I64(v)) => Ok(v),
+            None => Ok(None),
+            Some(Attr::I64(v)) => Ok(Some(v)),
             Some(_) => Err(self.err(name, "is not an integer")),
         }
+    }
+
+    fn int_or(&mut self, name: &str, default: i64) -> Result<i64, AttrError> {
+        Ok(self.opt_int(name)?.unwrap_or(default))
     }
 
     fn ints(&mut self, name: &str) -> Result<Vec<i64>, AttrError> {
@@ -317,9 +324,17 @@ impl Reader {
             K::Input => {
                 let index = self.int("index")?;
                 let index = usize::try_from(index).map_err(|_| self.err("index", "is negative"))?;
+                let aliasing_output = match self.opt_int("aliasing_output")? {
+                    Some(k) => Some(
+                        usize::try_from(k)
+                            .map_err(|_| self.err("aliasing_output", "is negative"))?,
+                    ),
+                    None => None,
+                };
                 Op::Input(InputSpec {
                     index,
                     name: self.opt_str("name")?.unwrap_or_default(),
+                    aliasing_output,
                 })
             }
             K::Constant => match self.take("value")? {

@@ -188,6 +188,7 @@ impl Op {
         Op::Input(InputSpec {
             index,
             name: name.to_string(),
+            aliasing_output: None,
         })
     }
 

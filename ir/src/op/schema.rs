@@ -17,6 +17,11 @@ pub struct InputSpec {
     pub index: usize,
     /// Pytree path or parameter name, may be empty.
     pub name: String,
+    /// Donation: `Some(k)` when the caller gives the argument's buffer to the step and graph
+    /// output `k` is its updated value (XLA's `input_output_alias`, JAX's `donate_argnums`,
+    /// StableHLO's `tf.aliasing_output`). A donated input is resident only until its last
+    /// read, after which its bytes may hold other values (its updated output among them).
+    pub aliasing_output: Option<usize>,
 }
 
 /// `compare`'s `compare_type` (StableHLO spec, `compare`).

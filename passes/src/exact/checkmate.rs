@@ -88,6 +88,8 @@ pub fn solve_checkmate(
             source,
         })
     };
+    // Inputs are resident throughout, donated ones too: this formulation frees no input, so
+    // with donation its optimum bounds the true one from above.
     let mut inputs = 0i64;
     for &id in g.order() {
         if g.node(id).kind() == OpKind::Input {

@@ -65,16 +65,22 @@ impl std::fmt::Display for NotFused {
     }
 }
 
-/// Whether ops of this kind may be members of a loop fusion group.
+/// Whether ops of this kind may be members of a loop fusion group (a `constant` only when it
+/// is a splat: one value repeated, computed per chunk).
 pub fn loop_fusible(op: &Op) -> bool {
     let k = op.kind();
-    k.is_elementwise() || matches!(k, OpKind::Reshape | OpKind::BroadcastInDim | OpKind::Iota)
+    k.is_elementwise()
+        || matches!(k, OpKind::Reshape | OpKind::BroadcastInDim | OpKind::Iota)
+        || matches!(op, Op::Constant(l) if l.splat)
 }
 
 /// Whether a producer is cheap enough to be duplicated into every group that reads it
-/// (XLA's producer-consumer rule for cheap ops): data movement that computes nothing.
+/// (XLA's producer-consumer rule for cheap ops): data movement that computes nothing, and
+/// splat constants (a folded `broadcast_in_dim` of a scalar must not be materialized whole
+/// because several groups read it).
 pub fn duplicable(op: &Op) -> bool {
     matches!(op.kind(), OpKind::BroadcastInDim | OpKind::Iota)
+        || matches!(op, Op::Constant(l) if l.splat)
 }
 
 /// How a producer joins a group.

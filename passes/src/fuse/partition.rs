@@ -13,7 +13,7 @@
 //! so outlining a group creates no cycle.
 
 use super::legality::{join, loop_fusible, Join, NotFused};
-use ebb_ir::{DimExpr, Graph, NodeId, OpKind};
+use ebb_ir::{DimExpr, Graph, NodeId, Op, OpKind};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// One fusion group: its root (the last member in program order) and its members.
@@ -45,8 +45,8 @@ pub struct Rejection {
 pub struct Partition {
     /// Groups of two or more ops, in order of their roots in program order.
     pub groups: Vec<FusionGroup>,
-    /// Rejected producer-consumer pairs (inputs and constants are never listed: they stay
-    /// outside every group by design).
+    /// Rejected producer-consumer pairs (inputs and constants other than splats of rank > 0
+    /// are never listed: they stay outside every group by design).
     pub rejected: Vec<Rejection>,
 }
 
@@ -119,10 +119,12 @@ pub fn partition(g: &Graph) -> Partition {
     out
 }
 
-/// Inputs and constants stay outside every group.
+/// Inputs, dimension constants, scalar constants and constants that are not splats stay
+/// outside every group.
 fn external_by_design(g: &Graph, n: NodeId) -> bool {
-    matches!(
-        g.node(n).kind(),
-        OpKind::Input | OpKind::Constant | OpKind::DimConstant
-    )
+    let node = g.node(n);
+    match &node.op {
+        Op::Constant(l) => !l.splat || node.outputs.first().is_none_or(|t| t.rank() == 0),
+        _ => matches!(node.kind(), OpKind::Input | OpKind::DimConstant),
+    }
 }

@@ -125,6 +125,15 @@ impl GraphInfo {
                 }
             })
             .collect();
+        for &id in g.inputs() {
+            if g.aliasing_output(id).is_some() {
+                if let Some(&b) = value_base.get(id.index()) {
+                    if b != NONE {
+                        class[b as usize] = ValueClass::Donated;
+                    }
+                }
+            }
+        }
         for v in g.outputs() {
             if let Some(id) = value_id(&value_base, g, *v) {
                 if !matches!(class[id as usize], ValueClass::Input) {
@@ -184,9 +193,13 @@ impl GraphInfo {
         self.op_values[op]..self.op_values[op + 1]
     }
 
-    /// True for inputs and outputs (resident for the whole schedule).
+    /// True for inputs and outputs (resident for the whole schedule); donated inputs are not
+    /// persistent (they are freed after their last read).
     pub(crate) fn persistent(&self, v: u32) -> bool {
-        !matches!(self.class[v as usize], ValueClass::Intermediate)
+        matches!(
+            self.class[v as usize],
+            ValueClass::Input | ValueClass::Output
+        )
     }
 }
 

@@ -4,6 +4,7 @@
 //! to its last use, both inclusive, so during op `p` both its operands and its results are
 //! resident. Inputs (parameters, optimizer state, batch) are resident at every point, outputs
 //! from their def point to the last point; a value without users lives at its def point only.
+//! A donated input is resident from point 0 to its last read.
 //! Region-carrying ops add their transient inner memory at their own point
 //! ([`Transient`]; see `info.rs` for the conservative rule).
 //!
@@ -84,13 +85,27 @@ impl Liveness {
                 class: info.class[v as usize].clone(),
             });
         };
+        // Point of the last scheduled reader of value `v`.
+        let last_read = |v: u32| {
+            info.users
+                .row(v as usize)
+                .iter()
+                .map(|&u| point_of_op[u as usize])
+                .filter(|&q| q != NONE)
+                .max()
+                .map(|q| q as usize)
+        };
         let first_op_value = info
             .op_values
             .first()
             .copied()
             .unwrap_or(info.num_values() as u32);
         for v in 0..first_op_value {
-            push(v, Point::new(0), Point::new(last), &mut ranges);
+            let last_use = match info.class[v as usize] {
+                ValueClass::Donated => last_read(v).unwrap_or(0),
+                _ => last,
+            };
+            push(v, Point::new(0), Point::new(last_use), &mut ranges);
         }
         let mut transients = Vec::new();
         let mut transient_size = Vec::new();
@@ -103,14 +118,7 @@ impl Liveness {
             }
             for v in info.results(op as usize) {
                 let last_use = match info.class[v as usize] {
-                    ValueClass::Intermediate => info
-                        .users
-                        .row(v as usize)
-                        .iter()
-                        .map(|&u| point_of_op[u as usize])
-                        .filter(|&q| q != NONE)
-                        .max()
-                        .map_or(p, |q| (q as usize).max(p)),
+                    ValueClass::Intermediate => last_read(v).map_or(p, |q| q.max(p)),
                     _ => last,
                 };
                 push(v, Point::new(p), Point::new(last_use), &mut ranges);

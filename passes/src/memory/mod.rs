@@ -7,8 +7,10 @@
 //! * Every tensor is resident on the device: parameters, optimizer state and batch inputs for
 //!   the whole schedule, outputs from their def point to the last point, intermediates from
 //!   their def point to their last use (inclusive). During op `p` both its operands and its
-//!   results are resident; a value without users lives at its def point only. No buffer is
-//!   reused in place and nothing aliases (donation is not modelled).
+//!   results are resident; a value without users lives at its def point only.
+//! * A *donated* input ([`ebb_ir::Graph::aliasing_output`]; JAX's `donate_argnums`) is resident
+//!   from point 0 to its last read only: after it, its bytes may hold other values (its
+//!   updated output among them). Nothing else is reused in place and nothing aliases.
 //! * A value's size is [`TensorType::size_bytes`](ebb_ir::TensorType::size_bytes) (bytes), a
 //!   [`DimExpr`] over the graph's symbols.
 //! * Regions: a region-carrying op (`while`) is charged, at its own point, the region's own
@@ -26,11 +28,13 @@
 //! `g.scope`, `lower_bound(g, b) <= liveness(g, s).peak(b).0 ==
 //! liveness(g, s).symbolic_peak(&g.scope).eval(b)`.
 
+mod breakdown;
 mod info;
 mod liveness;
 mod peak;
 mod sizes;
 
+pub use breakdown::Breakdown;
 pub(crate) use info::{GraphInfo, NONE};
 pub use liveness::{Liveness, Transient};
 pub(crate) use peak::{argmax, lower_bound_of};
@@ -57,6 +61,8 @@ pub fn program_order(g: &Graph) -> Schedule {
 pub enum ValueClass {
     /// A graph input (resident at every point). An input that is also an output is an input.
     Input,
+    /// A donated graph input: resident from point 0 to its last read (point 0 when unread).
+    Donated,
     /// A graph output produced by an op (resident from its def point to the last point).
     Output,
     /// Anything else (resident from its def point to its last use).
@@ -73,7 +79,7 @@ pub struct LiveRange {
     /// Point of the producing op (0 for inputs).
     pub def: Point,
     /// Last point that reads it, inclusive (the last point for inputs and outputs; `def` for
-    /// a value without users).
+    /// a value without users; the last read for a donated input).
     pub last_use: Point,
     /// Input, output or intermediate.
     pub class: ValueClass,

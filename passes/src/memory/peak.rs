@@ -242,11 +242,12 @@ impl fmt::Display for SymbolicPeak {
     }
 }
 
-/// A lower bound on the peak of every schedule of `g` at bindings `b`, in bytes: the input
-/// bytes (resident at every point) plus the larger of
+/// A lower bound on the peak of every schedule of `g` at bindings `b`, in bytes: the bytes of
+/// the inputs that are not donated (resident at every point) plus the larger of
 /// * the output bytes (each value once; all outputs are resident at the last point), and
 /// * the largest, over ops, of the bytes the op needs resident while it runs that are not
-///   inputs: its distinct operands and results and its transient region memory.
+///   inputs: its distinct operands (donated inputs among them) and results and its transient
+///   region memory.
 ///
 /// Every schedule runs every op with its operands and results resident and ends with all
 /// outputs resident, so no schedule goes below it. (Adding *all* outputs to every op's need
@@ -262,6 +263,7 @@ pub fn lower_bound(g: &Graph, b: &Bindings) -> Result<i64, DimError> {
 /// [`lower_bound`] over a graph view with its sizes evaluated.
 pub(crate) fn lower_bound_of(info: &GraphInfo, vals: &[i64]) -> Result<i64, DimError> {
     let size = |v: u32| i128::from(vals[info.value_size[v as usize] as usize]);
+    // Inputs resident at every point; a donated input counts only where an op reads it.
     let is_input = |v: u32| matches!(info.class[v as usize], ValueClass::Input);
     let all = 0..info.num_values() as u32;
     let inputs: i128 = all.clone().filter(|&v| is_input(v)).map(size).sum();

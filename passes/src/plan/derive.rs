@@ -7,13 +7,14 @@
 //! independent checker, as regalloc2's `src/checker.rs` is to its allocator).
 //!
 //! Residency rules re-derived here (the plan format's, see [`ebb_ir::plan`]): inputs at every
-//! point, other outputs from their definition to the last point, intermediates from their
+//! point, donated inputs (an `aliasing_output` attribute) from point 0 to their last read,
+//! other outputs from their definition to the last point, intermediates from their
 //! definition to their last read; a region-carrying op with a region that holds a tensor adds,
 //! at its own point, the largest over such regions of (the region's peak in its program order
 //! minus its block arguments).
 
 use super::error::CheckError;
-use ebb_ir::{Bindings, Graph, NodeId, OpKind, OpPos, Point, TensorType, ValueId, ValueRef};
+use ebb_ir::{Bindings, Graph, NodeId, Op, OpKind, OpPos, Point, TensorType, ValueId, ValueRef};
 use petgraph::visit::NodeIndexable;
 
 /// Facts about one graph under one schedule at one binding (see the module docs).
@@ -112,6 +113,10 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
         .iter()
         .map(|&id| g.node(id).kind() == OpKind::Input)
         .collect();
+    let donated: Vec<bool> = order
+        .iter()
+        .map(|&id| matches!(&g.node(id).op, Op::Input(s) if s.aliasing_output.is_some()))
+        .collect();
     let mut point_of_pos = vec![usize::MAX; n];
     for (p, pos) in schedule.iter().map(|pos| pos.index()).enumerate() {
         if pos >= n || is_input[pos] {
@@ -154,7 +159,12 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
             producer.push(OpPos::new(pos));
             let d = Point::new(if is_input[pos] { 0 } else { point_of_pos[pos] });
             def.push(d);
-            last_use.push(if is_input[pos] { Point::new(last) } else { d });
+            // A donated input is resident until its last read (raised below from point 0).
+            last_use.push(if is_input[pos] && !donated[pos] {
+                Point::new(last)
+            } else {
+                d
+            });
         }
     }
     base.push(bytes.len());
@@ -178,7 +188,7 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
             }
             let w = base[src] + v.output as usize;
             operands.push(ValueId::new(w));
-            if !is_input[src] {
+            if !is_input[src] || donated[src] {
                 last_use[w] = last_use[w].max(Point::new(p));
             }
         }

@@ -3,7 +3,8 @@
 //! are linear in the size of the graph.
 //!
 //! The index follows the residency rules of [`ebb_ir::plan`] (module docs "Live ranges"), the
-//! same as `crate::memory`: points are the non-input ops; inputs are resident at every point,
+//! same as `crate::memory`: points are the non-input ops; inputs are resident at every point
+//! (donated inputs from point 0 to their last read),
 //! outputs from their definition to the last point, intermediates from their definition to
 //! their last read (only at their definition when unread). Values are numbered as in
 //! [`ebb_ir::plan::Plan::values`]: sorted by (program-order position, result index).
@@ -81,7 +82,10 @@ impl ScheduleIndex {
         let mut values = Vec::new();
         for (pos, &id) in order.iter().enumerate() {
             value_base.push(values.len());
-            let (class, def, last_use) = if is_input[pos] {
+            let (class, def, last_use) = if is_input[pos] && g.aliasing_output(id).is_some() {
+                // Donated: resident until its last read, set below (point 0 when unread).
+                (ValueClass::Donated, Point::new(0), Point::new(0))
+            } else if is_input[pos] {
                 (ValueClass::Input, Point::new(0), Point::new(last))
             } else {
                 let p = Point::new(point_of_pos[pos]);
@@ -125,7 +129,7 @@ impl ScheduleIndex {
         }
         let uses: Vec<Point> = reads.iter().map(|&(_, p)| Point::new(p)).collect();
         for (v, val) in values.iter_mut().enumerate() {
-            if val.class == ValueClass::Intermediate {
+            if matches!(val.class, ValueClass::Intermediate | ValueClass::Donated) {
                 if let Some(&u) = uses[use_start[v]..use_start[v + 1]].last() {
                     val.last_use = u;
                 }

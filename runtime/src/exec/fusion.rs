@@ -3,7 +3,7 @@
 //! internal value of the group is ever materialized whole. Per chunk: aligned inputs are
 //! copied for the chunk's range, members run with the ordinary kernels on chunk-sized
 //! tensors (`reshape` and unit-dimension broadcasts are the identity on a chunk, expanding
-//! broadcasts and `iota` are computed from the flat indices), and the results' chunks are
+//! broadcasts, `iota` and splat constants are computed from the flat indices), and the results' chunks are
 //! written into the whole results.
 //!
 //! Invariant: the results equal, bit for bit, what running the region's ops one by one on whole
@@ -125,7 +125,7 @@ pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ke
 }
 
 /// How a member computes one chunk.
-enum How {
+enum How<'g> {
     /// `reshape`, or a broadcast that only adds unit dimensions: the operand's chunk.
     Identity,
     /// An expanding `broadcast_in_dim` of a whole operand: for each result dimension, the
@@ -133,6 +133,8 @@ enum How {
     Broadcast(Vec<(usize, usize, usize)>),
     /// `iota` along a dimension of the result: its stride, extent and the element type.
     Iota(usize, usize, ebb_ir::DType),
+    /// A splat `constant`: its one value repeated over the chunk.
+    Splat(&'g ebb_ir::Literal),
     /// An elementwise op, run by its ordinary kernel on chunk tensors.
     Elementwise,
 }
@@ -142,7 +144,7 @@ struct Step<'g> {
     id: ebb_ir::NodeId,
     node: &'g Node,
     ins: Vec<ValueRef>,
-    how: How,
+    how: How<'g>,
 }
 
 /// Prepares member `id` of `region` at the bindings (shapes, strides, index maps).
@@ -182,6 +184,7 @@ fn prepare<'g>(
                 .ok_or_else(|| invalid("bad iota dimension"))?;
             How::Iota(st[d], full[d], spec.dtype)
         }
+        Op::Constant(lit) if lit.splat => How::Splat(lit),
         _ if node.kind().is_elementwise() => How::Elementwise,
         _ => {
             return Err(invalid(format!(
@@ -216,6 +219,15 @@ fn member(
                 .map(|i| ((i / st) % n) as i64)
                 .collect();
             Ok(Tensor::from_parts(vec![len], Data::I64(v).convert(dtype)))
+        }
+        How::Splat(lit) => {
+            let t = Tensor::from_literal(lit, vec![len]).map_err(|e| invalid(e.to_string()))?;
+            let dtype = step.node.outputs[0].dtype;
+            Ok(if t.dtype() == dtype {
+                t
+            } else {
+                Tensor::from_parts(vec![len], t.data().convert(dtype))
+            })
         }
         How::Elementwise => {
             let out_ty = [OutType {

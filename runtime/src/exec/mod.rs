@@ -8,7 +8,8 @@
 //!
 //! # Memory accounting (same model as `ebb_passes::memory`)
 //! Program point `p` is the execution of `schedule[p]`. Graph inputs (parameters, optimizer
-//! state, batch) are resident at every point; op results from their def point to their last
+//! state, batch) are resident at every point, donated inputs up to their last read (they are
+//! dropped then: the caller gave their buffers to the step); op results from their def point to their last
 //! use, inclusive (so during op `p` both its operands and its results are resident); graph
 //! outputs from their def point to the end; a result without users only at its def point.
 //! A value's size is its type's `size_bytes` at the bindings. A `while` op is charged, at its
@@ -133,6 +134,8 @@ fn fmt_type(dtype: DType, shape: &[usize]) -> String {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Class {
     Input,
+    /// A donated input: freed after its last read.
+    Donated,
     Output,
     Intermediate,
 }
@@ -284,8 +287,12 @@ impl<'g> Program<'g> {
         }
         // classes and last uses
         let mut class = vec![Class::Intermediate; num_values];
-        for c in class.iter_mut().take(g.inputs().len()) {
-            *c = Class::Input;
+        for (c, &id) in class.iter_mut().zip(g.inputs()) {
+            *c = if g.aliasing_output(id).is_some() {
+                Class::Donated
+            } else {
+                Class::Input
+            };
         }
         for &o in &outputs {
             if class[o as usize] == Class::Intermediate {
@@ -302,21 +309,28 @@ impl<'g> Program<'g> {
             for k in 0..s.operands.len() {
                 let v = s.operands[k];
                 let repeated = s.operands[k + 1..].contains(&v);
-                s.take[k] = class[v as usize] == Class::Intermediate
+                s.take[k] = matches!(class[v as usize], Class::Intermediate | Class::Donated)
                     && last_use[v as usize] == p as u32
                     && !repeated;
             }
         }
-        for v in g.inputs().len()..num_values {
-            if class[v] != Class::Intermediate {
+        for v in 0..num_values {
+            if !matches!(class[v], Class::Intermediate | Class::Donated) {
                 continue;
             }
             let p = if last_use[v] == NONE {
-                def[v]
+                if class[v] == Class::Donated {
+                    0
+                } else {
+                    def[v]
+                }
             } else {
                 last_use[v]
             } as usize;
-            steps[p].frees.push(v as u32);
+            // (A graph without ops keeps its donated inputs: there is no point to free them.)
+            if let Some(step) = steps.get_mut(p) {
+                step.frees.push(v as u32);
+            }
         }
         let mut step_of = vec![NONE; bound];
         for (p, s) in steps.iter().enumerate() {

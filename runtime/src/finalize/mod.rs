@@ -391,7 +391,10 @@ fn exact_residency<'a>(
         }
     }
     for (pv, &bytes) in plan.values.iter().zip(value_bytes) {
-        if pv.class != ebb_ir::plan::ValueClass::Input {
+        if !matches!(
+            pv.class,
+            ebb_ir::plan::ValueClass::Input | ebb_ir::plan::ValueClass::Donated
+        ) {
             if let Some(x) = before_op.get_mut(&pv.def) {
                 *x -= bytes;
             }

@@ -1,0 +1,46 @@
+//! Command-line flags shared by the subcommands that compile a model (`ebb compile`, and
+//! `ebb plan`, `ebb run`, `ebb bench` when given a `.mlir`/`.onnx` file).
+
+use crate::pipeline::CompileOptions;
+use ebb_passes::donate::DonatePolicy;
+
+/// A switch (`on`/`off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+/// Pipeline choices that change what is planned: fusion and donation.
+#[derive(Clone, Debug, clap::Args)]
+pub struct PipelineFlags {
+    /// Loop fusion before scheduling (`on`): planning then sees only the values that leave a
+    /// fusion group; `off` (default) materializes every op result.
+    #[arg(long, value_enum, default_value = "off")]
+    pub fusion: OnOff,
+    /// Inputs whose buffers the step may reuse after their last read (JAX's
+    /// `donate_argnums`): `keep` (default: as the export marks them, `tf.aliasing_output`),
+    /// `none`, `auto` (every input with an output of its type, i.e. parameters and optimizer
+    /// state), or a comma-separated list of input names or argument indices.
+    #[arg(long, default_value = "keep", value_name = "keep|none|auto|LIST")]
+    pub donate: DonatePolicy,
+}
+
+impl PipelineFlags {
+    /// Whether any flag differs from its default (to refuse them for a plan file, which was
+    /// compiled already).
+    pub fn changed(&self) -> bool {
+        self.fusion == OnOff::On || self.donate != DonatePolicy::Keep
+    }
+
+    /// `base` with these choices.
+    pub fn apply(&self, base: CompileOptions) -> CompileOptions {
+        CompileOptions {
+            fusion: self.fusion == OnOff::On,
+            donate: self.donate.clone(),
+            ..base
+        }
+    }
+}

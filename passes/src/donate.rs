@@ -1,0 +1,200 @@
+//! Donation: marks graph inputs whose buffers the caller gives to the step (JAX's
+//! `donate_argnums`, XLA's `input_output_alias`, ONNX Runtime's in-place optimizer state), each
+//! paired with the graph output that is its updated value
+//! ([`InputSpec::aliasing_output`](ebb_ir::op::InputSpec::aliasing_output)).
+//!
+//! The memory model then keeps a donated input resident only until its last read
+//! (`crate::memory`, [`ebb_ir::plan::ValueClass::Donated`]); the scheduler may free it early by
+//! running its readers (the parameter's update among them) early; the plan checker re-derives
+//! its live range and rejects any read after it (a read of an overwritten buffer).
+//!
+//! Policies ([`DonatePolicy`]):
+//! * `keep` (default): what the import says (StableHLO's `tf.aliasing_output`), nothing more;
+//! * `none`: no input is donated;
+//! * `auto`: besides the imported pairs, every input that is not itself returned is paired
+//!   with the first unpaired output of the same type (dtype and symbolic shape) computed by an
+//!   op, in argument order — the rule JAX applies to `donate_argnums` over all arguments;
+//! * a list of input names or argument indices: exactly those, each paired as `auto` pairs.
+//!
+//! Invariant: the graph's ops are unchanged; every donated input names a distinct output of
+//! its own type computed by an op (checked again by [`ebb_ir::verify`]).
+
+use crate::manager::{Pass, PassContext, PassError, PassResult};
+use ebb_ir::{Graph, NodeId, OpKind};
+use serde::Serialize;
+
+/// Which inputs are donated (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum DonatePolicy {
+    /// The import's donations only.
+    #[default]
+    Keep,
+    /// None.
+    None,
+    /// Every input with an unpaired same-typed output.
+    Auto,
+    /// These inputs, by name or argument index.
+    List(Vec<String>),
+}
+
+impl std::str::FromStr for DonatePolicy {
+    type Err = String;
+
+    /// `keep`, `none`, `auto`, or a comma-separated list of input names or indices.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.trim() {
+            "keep" => DonatePolicy::Keep,
+            "none" => DonatePolicy::None,
+            "auto" => DonatePolicy::Auto,
+            "" => return Err("expected keep, none, auto or a list of inputs".into()),
+            list => DonatePolicy::List(list.split(',').map(|x| x.trim().to_string()).collect()),
+        })
+    }
+}
+
+/// One donated input.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Donation {
+    /// Argument index.
+    pub input: usize,
+    /// Input name (pytree path or parameter name).
+    pub name: String,
+    /// Index of the graph output that is its updated value.
+    pub output: usize,
+    /// Size in bytes (symbolic).
+    pub bytes: String,
+}
+
+/// What [`DonatePass`] decided, left in the [`PassContext`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DonationReport {
+    /// The donated inputs, in argument order.
+    pub donated: Vec<Donation>,
+}
+
+/// The donation pass (see the module docs); one change per input whose donation changed.
+#[derive(Clone, Debug, Default)]
+pub struct DonatePass {
+    /// The policy.
+    pub policy: DonatePolicy,
+}
+
+/// Why a listed input cannot be donated.
+fn refuse(name: &str, why: &str) -> PassError {
+    PassError::Failed {
+        pass: "donate",
+        message: format!("--donate: input `{name}` {why}"),
+    }
+}
+
+/// The first output not yet `taken`, computed by an op, whose type is `input`'s.
+fn partner(g: &Graph, input: NodeId, taken: &[bool]) -> Option<usize> {
+    let ty = &g.node(input).outputs[0];
+    g.outputs().iter().enumerate().position(|(k, o)| {
+        !taken[k] && g.node(o.node).kind() != OpKind::Input && g.value_type(*o) == ty
+    })
+}
+
+/// Applies `policy` to `g`; returns the number of inputs whose donation changed.
+///
+/// # Errors
+/// [`PassError::Failed`] when a listed input does not exist, is returned unchanged, or has no
+/// unpaired output of its type.
+pub fn apply(g: &mut Graph, policy: &DonatePolicy) -> Result<usize, PassError> {
+    let inputs = g.inputs().to_vec();
+    let before: Vec<Option<usize>> = inputs.iter().map(|&id| g.aliasing_output(id)).collect();
+    let returned = |id: NodeId| g.outputs().iter().any(|o| o.node == id);
+    let mut taken = vec![false; g.outputs().len()];
+    // The new pairing, computed in full before the graph changes (nothing half-applied).
+    let after: Vec<Option<usize>> = match policy {
+        DonatePolicy::Keep => before.clone(),
+        DonatePolicy::None => vec![None; inputs.len()],
+        DonatePolicy::Auto => {
+            for k in before.iter().flatten() {
+                if let Some(t) = taken.get_mut(*k) {
+                    *t = true;
+                }
+            }
+            let mut after = before.clone();
+            for (&id, a) in inputs.iter().zip(after.iter_mut()) {
+                if a.is_none() && !returned(id) {
+                    *a = partner(g, id, &taken);
+                    if let Some(k) = *a {
+                        taken[k] = true;
+                    }
+                }
+            }
+            after
+        }
+        DonatePolicy::List(names) => {
+            let mut chosen = vec![false; inputs.len()];
+            for name in names {
+                let i = name
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&i| i < inputs.len())
+                    .or_else(|| inputs.iter().position(|&id| g.input_name(id) == name))
+                    .ok_or_else(|| {
+                        refuse(name, "is not an input name or argument index of the graph")
+                    })?;
+                chosen[i] = true;
+            }
+            let mut after = vec![None; inputs.len()];
+            for (i, &id) in inputs.iter().enumerate().filter(|(i, _)| chosen[*i]) {
+                let name = match g.input_name(id) {
+                    "" => i.to_string(),
+                    n => n.to_string(),
+                };
+                if returned(id) {
+                    return Err(refuse(
+                        &name,
+                        "is returned unchanged, so it cannot be donated",
+                    ));
+                }
+                let k = partner(g, id, &taken).ok_or_else(|| {
+                    refuse(
+                        &name,
+                        "has no unpaired output of its type (nothing updates it)",
+                    )
+                })?;
+                taken[k] = true;
+                after[i] = Some(k);
+            }
+            after
+        }
+    };
+    for (&id, &a) in inputs.iter().zip(&after) {
+        g.set_aliasing_output(id, a);
+    }
+    Ok(before.iter().zip(&after).filter(|(b, a)| b != a).count())
+}
+
+/// The donated inputs of `g` (see [`DonationReport`]).
+pub fn report(g: &Graph) -> DonationReport {
+    let donated = g
+        .inputs()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &id)| {
+            g.aliasing_output(id).map(|output| Donation {
+                input: i,
+                name: g.input_name(id).to_string(),
+                output,
+                bytes: g.node(id).outputs[0].size_bytes().to_string(),
+            })
+        })
+        .collect();
+    DonationReport { donated }
+}
+
+impl Pass for DonatePass {
+    fn name(&self) -> &'static str {
+        "donate"
+    }
+
+    fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
+        let changes = apply(g, &self.policy)?;
+        cx.insert(report(g));
+        Ok(PassResult::changes(changes))
+    }
+}

@@ -1,0 +1,87 @@
+//! What holds the memory at one program point: the resident bytes split by value class, and
+//! the largest values resident there — the answer to "why is the peak this high".
+
+use super::{Liveness, ValueClass};
+use ebb_ir::dim::DimError;
+use ebb_ir::{Bindings, Graph, Point};
+use serde::Serialize;
+
+/// Resident bytes at one point by value class (bytes at the bindings).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Breakdown {
+    /// The point.
+    pub point: Point,
+    /// Kind of the op at the point (empty for a graph without ops).
+    pub op: String,
+    /// Inputs that are not donated (resident throughout).
+    pub inputs: i64,
+    /// Donated inputs not yet past their last read.
+    pub donated: i64,
+    /// Graph outputs already computed.
+    pub outputs: i64,
+    /// Intermediates (activations, gradients, temporaries).
+    pub intermediates: i64,
+    /// Transient region memory of the op at the point.
+    pub transient: i64,
+    /// The largest resident values (at most 8): producer op kind and result index, bytes.
+    pub largest: Vec<(String, i64)>,
+}
+
+impl Breakdown {
+    /// The sum of the classes (the resident bytes at the point).
+    pub fn total(&self) -> i64 {
+        self.inputs + self.donated + self.outputs + self.intermediates + self.transient
+    }
+}
+
+impl Liveness {
+    /// The resident bytes at `p` under bindings `b` by class (see [`Breakdown`]); `g` names
+    /// the producers. Linear in the number of ranges.
+    ///
+    /// # Errors
+    /// As [`Liveness::resident_bytes`].
+    pub fn breakdown(&self, g: &Graph, b: &Bindings, p: Point) -> Result<Breakdown, DimError> {
+        let vals = self.sizes.eval(b)?;
+        let mut out = Breakdown {
+            point: p,
+            ..Breakdown::default()
+        };
+        let mut all = Vec::new();
+        for (r, &sid) in self.ranges.iter().zip(&self.size_of) {
+            if !(r.def <= p && p <= r.last_use) {
+                continue;
+            }
+            let x = vals[sid as usize];
+            let slot = match r.class {
+                ValueClass::Input => &mut out.inputs,
+                ValueClass::Donated => &mut out.donated,
+                ValueClass::Output => &mut out.outputs,
+                ValueClass::Intermediate => &mut out.intermediates,
+            };
+            *slot = slot.checked_add(x).ok_or(DimError::Overflow)?;
+            if g.contains(r.value.node) {
+                all.push((x, r.value));
+            }
+        }
+        for (t, &sid) in self.transients.iter().zip(&self.transient_size) {
+            if t.point == p {
+                out.transient += vals[sid as usize];
+                out.op = g.node(t.node).kind().name().to_string();
+            }
+        }
+        if let Some(r) = self
+            .ranges
+            .iter()
+            .find(|r| r.def == p && !matches!(r.class, ValueClass::Input | ValueClass::Donated))
+        {
+            out.op = g.node(r.value.node).kind().name().to_string();
+        }
+        all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.node.index().cmp(&b.1.node.index())));
+        out.largest = all
+            .into_iter()
+            .take(8)
+            .map(|(x, v)| (format!("{}#{}", g.node(v.node).kind().name(), v.output), x))
+            .collect();
+        Ok(out)
+    }
+}

@@ -1,0 +1,157 @@
+//! Fusion with donation on the real fixtures — what `ebb run --check --fusion on --donate auto
+//! --budget 50%` does: on every JAX and ONNX fixture with reference inputs, the plan finalized
+//! under 50% of its program-order peak (or the smallest feasible budget, where 50% is below
+//! what the lower bound allows) runs with the measured peak equal to the planned one and to the
+//! checker's, outputs bit-identical to the run without decisions and to the unfused,
+//! undonated plan's; and donation never raises the scheduled peak. (The outputs against the
+//! framework's own are `exec_numerics`' and `onnx_numerics`' business.)
+
+use ebb_compiler::flags::{OnOff, PipelineFlags};
+use ebb_compiler::pipeline::{self, Budget, CompileOptions};
+use ebb_compiler::run::{self, InputSource, RunOptions};
+use ebb_ir::plan::Plan;
+use ebb_ir::Bindings;
+use ebb_passes::donate::DonatePolicy;
+use ebb_runtime::finalize::FinalizeError;
+use ebb_testkit::{
+    fixture_refs, jax_fixture, jax_fixture_names, jax_fixtures_dir, jax_metadata, onnx_fixture,
+    onnx_fixture_names, onnx_fixtures_dir, onnx_metadata,
+};
+use std::path::{Path, PathBuf};
+
+/// Imports a fixture (an ONNX Runtime optimizer model with its sequence element types).
+fn import(path: &Path) -> ebb_ir::Graph {
+    if path.extension().is_some_and(|e| e == "onnx") {
+        let name = path.file_stem().unwrap().to_string_lossy();
+        ebb_compiler::onnx::import_file_with(path, &crate::onnx_common::options(&name))
+            .unwrap()
+            .0
+    } else {
+        ebb_compiler::frontend::import_file(path, None).unwrap().0
+    }
+}
+
+/// The plan of `path` with fusion on and `donate`; without fusion and donation when `None`.
+fn compile(path: &Path, donate: Option<DonatePolicy>) -> Plan {
+    let opts = match donate {
+        Some(donate) => PipelineFlags {
+            fusion: OnOff::On,
+            donate,
+        }
+        .apply(CompileOptions::default()),
+        None => CompileOptions::default(),
+    };
+    pipeline::compile(import(path), &opts)
+        .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
+        .plan
+}
+
+/// The reference archive's inputs; seeded random ones for ONNX fixtures (the archives of the
+/// optimizer models hold their sequence inputs in another layout).
+fn source(npz: &Path) -> InputSource {
+    if npz.to_string_lossy().contains("/onnx/") {
+        InputSource::Random(7)
+    } else {
+        InputSource::Npz(npz.to_path_buf())
+    }
+}
+
+/// `ebb run --check` at `b` on the `.npz` inputs under `budget`.
+fn run_checked(
+    plan: &Plan,
+    b: &Bindings,
+    npz: &Path,
+    budget: Budget,
+) -> anyhow::Result<run::RunResult> {
+    let opts = RunOptions {
+        bind: b.clone(),
+        budget: Some(budget),
+        inputs: source(npz),
+        check: true,
+        max_host_memory: None,
+    };
+    run::run(plan.clone(), &opts, &mut |_, _| {})
+}
+
+/// Every fixture with reference archives: (model path, [(npz, bindings)]).
+fn cases() -> Vec<(PathBuf, Vec<(PathBuf, Bindings)>)> {
+    let jax = jax_fixture_names().into_iter().map(|n| {
+        let refs = fixture_refs(&jax_metadata(&n), &jax_fixtures_dir());
+        (jax_fixture(&n), refs)
+    });
+    let onnx = onnx_fixture_names().into_iter().map(|n| {
+        let refs = fixture_refs(&onnx_metadata(&n), &onnx_fixtures_dir());
+        (onnx_fixture(&n), refs)
+    });
+    jax.chain(onnx).filter(|(_, r)| !r.is_empty()).collect()
+}
+
+/// Tests the module docs' acceptance on every fixture with reference inputs.
+#[test]
+fn fused_donated_plans_run_checked_under_half_the_peak() {
+    for (path, refs) in cases() {
+        let plan = compile(&path, Some(DonatePolicy::Auto));
+        let kept = compile(&path, Some(DonatePolicy::Keep));
+        let plain = compile(&path, None);
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        for (npz, b) in &refs {
+            // (An optimizer model's refs also bind its training model's symbols.)
+            let b: &Bindings = &b
+                .iter()
+                .filter(|(s, _)| plan.symbols.contains(s))
+                .map(|(s, v)| (s.clone(), *v))
+                .collect();
+            let donated = pipeline::plan_report(&plan, b, None).unwrap();
+            let undonated = pipeline::plan_report(&kept, b, None).unwrap();
+            assert!(donated.donated_bytes > 0, "{name}: nothing donated");
+            assert!(
+                donated.peak_bytes_scheduled <= undonated.peak_bytes_scheduled,
+                "{name}: donation raised the scheduled peak"
+            );
+            let r = match run_checked(&plan, b, npz, Budget::Fraction(0.5)) {
+                Err(e) => match e.downcast_ref::<FinalizeError>() {
+                    Some(FinalizeError::Infeasible { smallest, .. }) => {
+                        run_checked(&plan, b, npz, Budget::Bytes(*smallest)).unwrap()
+                    }
+                    _ => panic!("{name}: {e:#}"),
+                },
+                Ok(r) => r,
+            };
+            let rep = &r.report;
+            let planned = rep.plan.peak_bytes_planned.unwrap();
+            assert_eq!(rep.measured_peak_bytes as i64, planned, "{name}");
+            assert_eq!(rep.checker_peak_bytes, Some(planned), "{name}");
+            assert_eq!(rep.outputs_match_reference, Some(true), "{name}");
+            // Fusion and donation change no bit: the unfused, undonated plan gives the same.
+            let opts = RunOptions {
+                bind: b.clone(),
+                budget: None,
+                inputs: source(npz),
+                check: false,
+                max_host_memory: None,
+            };
+            let reference = run::run(plain.clone(), &opts, &mut |_, _| {}).unwrap();
+            for (i, (x, y)) in reference
+                .step
+                .outputs
+                .iter()
+                .zip(&r.step.outputs)
+                .enumerate()
+            {
+                assert!(
+                    x.bits_eq(y),
+                    "{name}: output {i} differs from the unfused run"
+                );
+            }
+            eprintln!(
+                "{name} {}: scheduled {} kept, {} donated ({} bytes donated); budget {:?}, planned = measured = checker {planned}; rel err vs framework {:?}",
+                npz.file_name().unwrap().to_string_lossy(),
+                undonated.peak_bytes_scheduled,
+                donated.peak_bytes_scheduled,
+                donated.donated_bytes,
+                rep.plan.budget_bytes,
+                rep.npz_max_rel_err,
+            );
+        }
+    }
+}
