@@ -268,3 +268,58 @@ fn compile_runs_every_stage_as_a_pass() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("--stop-after: unknown pass `licm`"), "{err}");
 }
+
+/// Tests `--donate` and `--fusion` on `ebb plan`: a model file compiled with them reports the
+/// donated bytes, the fusion groups and what holds the peak (by class, summing to the peak);
+/// a plan file refuses them (it was compiled already); an unknown input is named.
+#[test]
+fn plan_reports_donation_fusion_and_the_peak_breakdown() {
+    let fixture = jax_fixture("mlp_sgd");
+    let f = fixture.to_str().unwrap();
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["plan", f, "--bind", "B=8", "--json"];
+        args.extend_from_slice(extra);
+        ebb(&args)
+    };
+    let json = |out: &std::process::Output| -> serde_json::Value {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let kept = json(&plan(&[]));
+    assert_eq!(kept["donated_bytes"], 0);
+    assert_eq!(kept["fusion_groups"], 0);
+    let r = json(&plan(&["--donate", "auto", "--fusion", "on"]));
+    assert!(r["donated_bytes"].as_i64().unwrap() > 0);
+    assert!(r["fusion_groups"].as_i64().unwrap() > 0);
+    assert!(r["materialized_values"].as_i64() < kept["materialized_values"].as_i64());
+    assert!(r["peak_bytes_scheduled"].as_i64() < kept["peak_bytes_scheduled"].as_i64());
+    let p = &r["peak"];
+    let sum: i64 = ["inputs", "donated", "outputs", "intermediates", "transient"]
+        .iter()
+        .map(|k| p[k].as_i64().unwrap())
+        .sum();
+    assert_eq!(sum, r["peak_bytes_scheduled"].as_i64().unwrap());
+
+    let out = plan(&["--donate", "nope"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`nope` is not an input"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let planned = dir.path().join("p.json");
+    let out = ebb(&["compile", f, "-o", planned.to_str().unwrap()]);
+    assert!(out.status.success());
+    let out = ebb(&[
+        "plan",
+        planned.to_str().unwrap(),
+        "--bind",
+        "B=8",
+        "--donate",
+        "auto",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass them to `ebb compile`"));
+}

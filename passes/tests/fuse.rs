@@ -165,3 +165,34 @@ fn reduction_and_transpose_do_not_fuse() {
     );
     insta::assert_snapshot!(snap);
 }
+
+/// A splat constant of full shape (what folding `broadcast_in_dim` of a scalar leaves, e.g.
+/// AdamW's `0.9` for each parameter shape) read by two groups is copied into each, so it is
+/// never materialized; a constant that is not a splat stays outside every group.
+#[test]
+fn splat_constants_are_copied_into_each_group() {
+    let (snap, g) = fused(
+        r#"graph @splat {
+  %m = input {index = 0, name = "m"} : f32[4,8]
+  %v = input {index = 1, name = "v"} : f32[4,8]
+  %b = constant {value = dense<0.9> : f32} : f32[4,8]
+  %k = constant {value = dense<"0x0000803F00000040"> : f32} : f32[2]
+  %m1 = multiply(%m, %b) : f32[4,8]
+  %m2 = negate(%m1) : f32[4,8]
+  %v1 = multiply(%v, %b) : f32[4,8]
+  %v2 = exponential(%v1) : f32[4,8]
+  %k2 = negate(%k) : f32[2]
+  return %m2, %v2, %k2
+}"#,
+    );
+    insta::assert_snapshot!(snap);
+    let top_constants = g
+        .order()
+        .iter()
+        .filter(|&&n| g.node(n).kind() == ebb_ir::OpKind::Constant)
+        .count();
+    assert_eq!(
+        top_constants, 1,
+        "only the non-splat constant stays outside"
+    );
+}

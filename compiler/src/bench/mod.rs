@@ -4,7 +4,8 @@
 //! memory analysis of the same JAX step (`--xla`) and the exact optimum (`--exact`).
 //!
 //! Per shape (a [`Row`]), all bytes are on Ebb's accounting (every tensor resident at a program
-//! point, every op result materialized, no fusion; see the README):
+//! point; every op result materialized unless `--fusion on`, inputs resident throughout unless
+//! donated with `--donate`; see the README):
 //! - `peak_bytes_program_order`: the planned graph executed in program order;
 //! - `peak_bytes_scheduled`: the symbolic plan (compiled once) at this shape, no budget;
 //! - `peak_bytes_precise`: a plan compiled with `--bind` at this shape; `symbolic_over_precise`
@@ -43,7 +44,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// Version of the JSON schema of [`BenchReport`].
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The result of a sweep (see the module docs).
 #[derive(Clone, Debug, Serialize)]
@@ -70,6 +71,11 @@ pub struct BenchReport {
     pub plan_variants: usize,
     /// Remat/swap candidates of the symbolic plan.
     pub candidates: usize,
+    /// `fusion` ops of the planned graph (0 without `--fusion on`).
+    pub fusion_groups: usize,
+    /// Donated inputs of the planned graph (`--donate`); compare with XLA's donated column
+    /// when there are some.
+    pub donated_inputs: usize,
     /// The XLA peer: requested, available, and why not.
     pub xla: XlaInfo,
     /// Time limit of the exact solver per shape, s (`None` without `--exact`).
@@ -168,8 +174,8 @@ pub struct XlaRow {
     /// XLA total with every argument donated (parameters and optimizer state updated in
     /// place), bytes; `None` from a peer that does not measure it.
     pub total_bytes_donated: Option<i64>,
-    /// Ebb scheduled peak / XLA's donated total. Ebb does not donate yet (issue #11), so this
-    /// compares Ebb without donation to XLA with it.
+    /// Ebb scheduled peak / XLA's donated total (the fair ratio when Ebb donates too:
+    /// [`BenchReport::donated_inputs`] > 0).
     pub ebb_over_xla_donated: Option<f64>,
     /// Median time of one step executed by XLA:CPU, ms (`--xla-time-runs`).
     pub step_ms: Option<f64>,

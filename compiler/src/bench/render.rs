@@ -27,6 +27,11 @@ pub fn markdown(r: &BenchReport) -> String {
          Precise plans (`--bind`): {:.0} ms in total over {} shapes. Sizes in MiB.",
         r.plan_variants, r.candidates, r.summary.compile_ms_precise_total, r.summary.shapes
     );
+    let _ = writeln!(
+        s,
+        "Ebb plans {} fusion group(s) and {} donated input(s).",
+        r.fusion_groups, r.donated_inputs
+    );
     if let Some(b) = &r.budget {
         let _ = writeln!(s, "Budget: {b}.");
     }
@@ -38,8 +43,13 @@ pub fn markdown(r: &BenchReport) -> String {
             let _ = writeln!(
                 s,
                 "XLA: `compiled.memory_analysis()` of JAX {v} on CPU; \"donated\": every argument \
-                 donated (`donate_argnums`), against Ebb without donation; step ms: median of the \
-                 timed XLA:CPU executions."
+                 donated (`donate_argnums`), the peer of Ebb with `--donate auto`{}; step ms: \
+                 median of the timed XLA:CPU executions.",
+                if r.donated_inputs > 0 {
+                    " (as here)"
+                } else {
+                    " (here Ebb donates nothing: compare with the undonated column)"
+                }
             );
         }
         _ => {}

@@ -243,6 +243,7 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
     }
 
     let timeline = timeline(&plan, &binds, &rows, opts.timeline_at.as_ref(), budget)?;
+    let planned = pipeline::plan_graph(&plan)?;
     Ok(BenchReport {
         schema_version: SCHEMA_VERSION,
         ebb_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -255,6 +256,16 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
         compile_ms_symbolic,
         plan_variants: 1 + plan.alternatives.len(),
         candidates: plan.candidates.len(),
+        fusion_groups: planned
+            .order()
+            .iter()
+            .filter(|&&id| planned.node(id).kind() == ebb_ir::OpKind::Fusion)
+            .count(),
+        donated_inputs: planned
+            .inputs()
+            .iter()
+            .filter(|&&id| planned.aliasing_output(id).is_some())
+            .count(),
         xla: xla_info,
         exact_time_limit_s: opts.exact_time_limit_s,
         summary: Summary::of(&rows),
