@@ -425,11 +425,8 @@ pub fn plan_report_finalized(
         .map_err(|e| size_error(&g, b, e))?;
     let mut donated_bytes = 0i64;
     for &id in g.inputs() {
-        if g.aliasing_output(id).is_some() {
-            let x = g.node(id).outputs[0]
-                .size_bytes()
-                .eval(b)
-                .map_err(|e| size_error(&g, b, e))?;
+        if let (Some(_), Some(t)) = (g.aliasing_output(id), g.node(id).outputs.first()) {
+            let x = t.size_bytes().eval(b).map_err(|e| size_error(&g, b, e))?;
             donated_bytes = donated_bytes.saturating_add(x);
         }
     }

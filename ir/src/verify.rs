@@ -131,7 +131,7 @@ fn verify_donation(g: &Graph, pos: &HashMap<NodeId, usize>) -> Result<(), Verify
         };
         let problem = if g.node(out.node).kind() == OpKind::Input {
             Some("which is an input passed through")
-        } else if g.value_type(out) != &g.node(id).outputs[0] {
+        } else if g.node(id).outputs.first() != Some(g.value_type(out)) {
             Some("whose type differs")
         } else if std::mem::replace(&mut taken[k], true) {
             Some("which another input is donated to")

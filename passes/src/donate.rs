@@ -89,7 +89,7 @@ fn refuse(name: &str, why: &str) -> PassError {
 
 /// The first output not yet `taken`, computed by an op, whose type is `input`'s.
 fn partner(g: &Graph, input: NodeId, taken: &[bool]) -> Option<usize> {
-    let ty = &g.node(input).outputs[0];
+    let ty = g.node(input).outputs.first()?;
     g.outputs().iter().enumerate().position(|(k, o)| {
         !taken[k] && g.node(o.node).kind() != OpKind::Input && g.value_type(*o) == ty
     })
@@ -176,11 +176,12 @@ pub fn report(g: &Graph) -> DonationReport {
         .iter()
         .enumerate()
         .filter_map(|(i, &id)| {
-            g.aliasing_output(id).map(|output| Donation {
+            let output = g.aliasing_output(id)?;
+            Some(Donation {
                 input: i,
                 name: g.input_name(id).to_string(),
                 output,
-                bytes: g.node(id).outputs[0].size_bytes().to_string(),
+                bytes: g.node(id).outputs.first()?.size_bytes().to_string(),
             })
         })
         .collect();
