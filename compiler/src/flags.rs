@@ -21,7 +21,8 @@ pub struct PipelineFlags {
     #[arg(long, value_enum, default_value = "off")]
     pub fusion: OnOff,
     /// Inputs whose buffers the step may reuse after their last read (JAX's
-    /// `donate_argnums`): `keep` (default: as the export marks them, `tf.aliasing_output`),
+    /// `donate_argnums`): `keep` (default: what the graph already carries; the importers do
+    /// not read StableHLO's `tf.aliasing_output` yet),
     /// `none`, `auto` (every input with an output of its type, i.e. parameters and optimizer
     /// state), or a comma-separated list of input names or argument indices.
     #[arg(long, default_value = "keep", value_name = "keep|none|auto|LIST")]

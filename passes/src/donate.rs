@@ -9,7 +9,8 @@
 //! its live range and rejects any read after it (a read of an overwritten buffer).
 //!
 //! Policies ([`DonatePolicy`]):
-//! * `keep` (default): what the import says (StableHLO's `tf.aliasing_output`), nothing more;
+//! * `keep` (default): what the graph already carries (the textual IR's `aliasing_output`; the
+//!   importers do not read StableHLO's `tf.aliasing_output` yet), nothing more;
 //! * `none`: no input is donated;
 //! * `auto`: besides the imported pairs, every input that is not itself returned is paired
 //!   with the first unpaired output of the same type (dtype and symbolic shape) computed by an
