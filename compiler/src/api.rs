@@ -62,7 +62,7 @@ pub fn load_or_compile(
     format: Option<Format>,
     options: &CompileOptions,
 ) -> Result<Plan> {
-    if format.is_some() || Format::from_path(path).is_some() {
+    if frontend::is_model_file(path, format) {
         let (g, _) = frontend::import_file(path, format)?;
         return Ok(pipeline::compile(g, options)?.plan);
     }

@@ -1,8 +1,11 @@
 //! Command-line flags shared by the subcommands that compile a model (`ebb compile`, and
 //! `ebb plan`, `ebb run`, `ebb bench` when given a `.mlir`/`.onnx` file).
 
+use crate::frontend::{is_model_file, Format};
 use crate::pipeline::CompileOptions;
+use anyhow::{bail, Result};
 use ebb_passes::donate::DonatePolicy;
+use std::path::Path;
 
 /// A switch (`on`/`off`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -30,10 +33,20 @@ pub struct PipelineFlags {
 }
 
 impl PipelineFlags {
-    /// Whether any flag differs from its default (to refuse them for a plan file, which was
-    /// compiled already).
-    pub fn changed(&self) -> bool {
-        self.fusion == OnOff::On || self.donate != DonatePolicy::Keep
+    /// The compile options for `path` (default options with these choices).
+    ///
+    /// # Errors
+    /// A flag other than its default for a plan file, which was compiled already.
+    pub fn options_for(&self, path: &Path, format: Option<Format>) -> Result<CompileOptions> {
+        let changed = self.fusion == OnOff::On || self.donate != DonatePolicy::Keep;
+        if changed && !is_model_file(path, format) {
+            bail!(
+                "--fusion and --donate apply when compiling a model file; {} is a plan (pass \
+                 them to `ebb compile`)",
+                path.display()
+            );
+        }
+        Ok(self.apply(CompileOptions::default()))
     }
 
     /// `base` with these choices.

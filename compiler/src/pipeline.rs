@@ -332,6 +332,14 @@ pub fn plan_graph(plan: &Plan) -> Result<Graph> {
     Ok(g)
 }
 
+/// Number of `fusion` ops of `g` (0 without fusion).
+pub fn fusion_groups(g: &Graph) -> usize {
+    g.order()
+        .iter()
+        .filter(|&&id| g.node(id).kind() == ebb_ir::OpKind::Fusion)
+        .count()
+}
+
 /// Memory figures of a plan at one binding, the `ebb plan` report.
 #[derive(Debug, Serialize)]
 pub struct PlanReport {
@@ -418,10 +426,8 @@ pub fn plan_report_finalized(
         .iter()
         .filter_map(|pos| g.order().get(pos.index()).copied())
         .collect();
-    let live = memory::liveness(&g, &schedule);
-    let (_, at) = live.peak(b).map_err(|e| size_error(&g, b, e))?;
-    let peak = live
-        .breakdown(&g, b, at)
+    let peak = memory::liveness(&g, &schedule)
+        .peak_breakdown(&g, b)
         .map_err(|e| size_error(&g, b, e))?;
     let mut donated_bytes = 0i64;
     for &id in g.inputs() {
@@ -455,11 +461,7 @@ pub fn plan_report_finalized(
         arena_bytes: budget.map(|_| c.arena.arena_bytes),
         finalize_us,
         donated_bytes,
-        fusion_groups: g
-            .order()
-            .iter()
-            .filter(|&&id| g.node(id).kind() == ebb_ir::OpKind::Fusion)
-            .count(),
+        fusion_groups: fusion_groups(&g),
         materialized_values: g.order().iter().map(|&id| g.node(id).outputs.len()).sum(),
         peak,
     };

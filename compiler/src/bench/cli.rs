@@ -160,16 +160,8 @@ impl BenchArgs {
             }),
             (None, None) => bail!("give the shapes: --shapes 'B=8,S=128;...' or --dist longtail"),
         };
-        if !(self.format.is_some() || Format::from_path(&self.file).is_some())
-            && self.pipeline.changed()
-        {
-            bail!(
-                "--fusion and --donate apply when compiling a model file; {} is a plan",
-                self.file.display()
-            );
-        }
         Ok(BenchOptions {
-            compile: self.pipeline.apply(Default::default()),
+            compile: self.pipeline.options_for(&self.file, self.format)?,
             input: self.file.clone(),
             format: self.format,
             shapes,

@@ -69,8 +69,7 @@ fn fixture_name(input: &Path) -> Option<String> {
 /// The loaded input: the graph to compile precise plans from, the symbolic plan and its
 /// compile time.
 fn load(opts: &BenchOptions) -> Result<(Graph, Plan, Option<f64>)> {
-    let is_module = opts.format.is_some() || Format::from_path(&opts.input).is_some();
-    if is_module {
+    if frontend::is_model_file(&opts.input, opts.format) {
         let (g, _) = frontend::import_file(&opts.input, opts.format)?;
         let t = Instant::now();
         let c = pipeline::compile(g.clone(), &opts.compile)
@@ -256,16 +255,8 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
         compile_ms_symbolic,
         plan_variants: 1 + plan.alternatives.len(),
         candidates: plan.candidates.len(),
-        fusion_groups: planned
-            .order()
-            .iter()
-            .filter(|&&id| planned.node(id).kind() == ebb_ir::OpKind::Fusion)
-            .count(),
-        donated_inputs: planned
-            .inputs()
-            .iter()
-            .filter(|&&id| planned.aliasing_output(id).is_some())
-            .count(),
+        fusion_groups: pipeline::fusion_groups(&planned),
+        donated_inputs: ebb_passes::donate::report(&planned).donated.len(),
         xla: xla_info,
         exact_time_limit_s: opts.exact_time_limit_s,
         summary: Summary::of(&rows),

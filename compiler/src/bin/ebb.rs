@@ -119,35 +119,8 @@ enum Command {
         /// Symbol values, e.g. `B=8,S=256`.
         #[arg(long)]
         bind: String,
-        /// Device memory budget: `40MiB`, `2GiB`, bytes, or `50%` of the program-order peak.
-        #[arg(long, allow_hyphen_values = true)]
-        budget: Option<String>,
-        /// Inputs: `random:SEED` (seeded random tensors) or an `.npz` with `in_0..in_{n-1}`
-        /// (and `out_i` to compare with, as the fixtures' `.ref0.npz`).
-        #[arg(long, default_value = "random:0")]
-        inputs: String,
-        /// Also run without decisions: outputs must be bit-identical and the plan checker
-        /// must prove the measured peak (exit code 1 otherwise).
-        #[arg(long)]
-        check: bool,
-        /// Write an SVG of resident bytes over program points (budget line, before/after the
-        /// decisions, evict/regenerate/swap points marked).
-        #[arg(long)]
-        timeline: Option<PathBuf>,
-        /// Input format of a model file; by default from the extension.
-        #[arg(long, value_enum)]
-        format: Option<Format>,
-        /// For a model file: how to compile it (a plan file was compiled already).
         #[command(flatten)]
-        pipeline: PipelineFlags,
-        /// Print one JSON object.
-        #[arg(long)]
-        json: bool,
-        /// Host memory the run may use (`16GiB`, bytes, ...); by default `MemAvailable` of
-        /// /proc/meminfo. The run is refused before executing when the finalized arena and the
-        /// host pool for swapped values need more.
-        #[arg(long, value_name = "SIZE")]
-        max_host_memory: Option<String>,
+        flags: RunFlags,
     },
     /// Sweep a training step over many shapes and compare memory figures.
     ///
@@ -181,31 +154,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Bench(args) => args.run(),
-        Command::Run {
-            plan,
-            bind,
-            budget,
-            inputs,
-            check,
-            timeline,
-            format,
-            pipeline,
-            json,
-            max_host_memory,
-        } => run_step(
-            &plan,
-            &bind,
-            RunFlags {
-                budget,
-                inputs,
-                check,
-                timeline,
-                format,
-                pipeline,
-                json,
-                max_host_memory,
-            },
-        ),
+        Command::Run { plan, bind, flags } => run_step(&plan, &bind, flags),
         Command::Import {
             file,
             emit,
@@ -388,33 +337,46 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 /// The flags of `ebb run` besides the plan and the bindings.
+#[derive(clap::Args)]
 struct RunFlags {
+    /// Device memory budget: `40MiB`, `2GiB`, bytes, or `50%` of the program-order peak.
+    #[arg(long, allow_hyphen_values = true)]
     budget: Option<String>,
+    /// Inputs: `random:SEED` (seeded random tensors) or an `.npz` with `in_0..in_{n-1}`
+    /// (and `out_i` to compare with, as the fixtures' `.ref0.npz`).
+    #[arg(long, default_value = "random:0")]
     inputs: String,
+    /// Also run without decisions: outputs must be bit-identical and the plan checker
+    /// must prove the measured peak (exit code 1 otherwise).
+    #[arg(long)]
     check: bool,
+    /// Write an SVG of resident bytes over program points (budget line, before/after the
+    /// decisions, evict/regenerate/swap points marked).
+    #[arg(long)]
     timeline: Option<PathBuf>,
+    /// Input format of a model file; by default from the extension.
+    #[arg(long, value_enum)]
     format: Option<Format>,
+    /// For a model file: how to compile it (a plan file was compiled already).
+    #[command(flatten)]
     pipeline: PipelineFlags,
+    /// Print one JSON object.
+    #[arg(long)]
     json: bool,
+    /// Host memory the run may use (`16GiB`, bytes, ...); by default `MemAvailable` of
+    /// /proc/meminfo. The run is refused before executing when the finalized arena and the
+    /// host pool for swapped values need more.
+    #[arg(long, value_name = "SIZE")]
     max_host_memory: Option<String>,
 }
 
-/// A plan file, or a model file compiled with `flags` (refused for a plan file, which was
-/// compiled already).
+/// A plan file, or a model file compiled with `flags` (see [`PipelineFlags::options_for`]).
 fn load_plan(
     path: &std::path::Path,
     format: Option<Format>,
     flags: &PipelineFlags,
 ) -> Result<ebb_ir::plan::Plan> {
-    let is_model = format.is_some() || Format::from_path(path).is_some();
-    if !is_model && flags.changed() {
-        anyhow::bail!(
-            "--fusion and --donate apply when compiling a model file; {} is a plan (pass them \
-             to `ebb compile`)",
-            path.display()
-        );
-    }
-    ebb_compiler::api::load_or_compile(path, format, &flags.apply(Default::default()))
+    ebb_compiler::api::load_or_compile(path, format, &flags.options_for(path, format)?)
 }
 
 /// `ebb run` (see `ebb run --help`).

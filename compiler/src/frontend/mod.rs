@@ -34,6 +34,12 @@ impl Format {
     }
 }
 
+/// Whether `path` is a model to import (a `format` was given, or its extension names one)
+/// rather than a plan file written by `ebb compile`.
+pub fn is_model_file(path: &Path, format: Option<Format>) -> bool {
+    format.is_some() || Format::from_path(path).is_some()
+}
+
 /// Imports `path` with the importer for `format`, or for its extension when `format` is `None`.
 ///
 /// Errors: an unknown extension without `--format`, and every importer error (file, location,

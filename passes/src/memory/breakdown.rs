@@ -35,13 +35,33 @@ impl Breakdown {
 }
 
 impl Liveness {
+    /// The breakdown (see [`Breakdown`]) at the peak under bindings `b`, the first point where
+    /// the resident bytes are largest; `g` names the producers. The sizes are evaluated once.
+    ///
+    /// # Errors
+    /// As [`Liveness::resident_bytes`].
+    pub fn peak_breakdown(&self, g: &Graph, b: &Bindings) -> Result<Breakdown, DimError> {
+        let vals = self.sizes.eval(b)?;
+        let (_, p) = super::argmax(&self.resident_from_sizes(&vals)?);
+        self.breakdown_from_sizes(g, &vals, Point::new(p))
+    }
+
     /// The resident bytes at `p` under bindings `b` by class (see [`Breakdown`]); `g` names
     /// the producers. Linear in the number of ranges.
     ///
     /// # Errors
     /// As [`Liveness::resident_bytes`].
     pub fn breakdown(&self, g: &Graph, b: &Bindings, p: Point) -> Result<Breakdown, DimError> {
-        let vals = self.sizes.eval(b)?;
+        self.breakdown_from_sizes(g, &self.sizes.eval(b)?, p)
+    }
+
+    /// [`Liveness::breakdown`] from the sizes already evaluated (indexed by size id).
+    fn breakdown_from_sizes(
+        &self,
+        g: &Graph,
+        vals: &[i64],
+        p: Point,
+    ) -> Result<Breakdown, DimError> {
         let mut out = Breakdown {
             point: p,
             ..Breakdown::default()
@@ -66,7 +86,6 @@ impl Liveness {
         for (t, &sid) in self.transients.iter().zip(&self.transient_size) {
             if t.point == p {
                 out.transient += vals[sid as usize];
-                out.op = g.node(t.node).kind().name().to_string();
             }
         }
         if let Some(r) = self

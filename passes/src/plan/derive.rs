@@ -14,7 +14,7 @@
 //! minus its block arguments).
 
 use super::error::CheckError;
-use ebb_ir::{Bindings, Graph, NodeId, Op, OpKind, OpPos, Point, TensorType, ValueId, ValueRef};
+use ebb_ir::{Bindings, Graph, NodeId, OpKind, OpPos, Point, TensorType, ValueId, ValueRef};
 use petgraph::visit::NodeIndexable;
 
 /// Facts about one graph under one schedule at one binding (see the module docs).
@@ -115,7 +115,7 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
         .collect();
     let donated: Vec<bool> = order
         .iter()
-        .map(|&id| matches!(&g.node(id).op, Op::Input(s) if s.aliasing_output.is_some()))
+        .map(|&id| g.aliasing_output(id).is_some())
         .collect();
     let mut point_of_pos = vec![usize::MAX; n];
     for (p, pos) in schedule.iter().map(|pos| pos.index()).enumerate() {

@@ -125,7 +125,7 @@ pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ke
 }
 
 /// How a member computes one chunk.
-enum How<'g> {
+enum How {
     /// `reshape`, or a broadcast that only adds unit dimensions: the operand's chunk.
     Identity,
     /// An expanding `broadcast_in_dim` of a whole operand: for each result dimension, the
@@ -133,8 +133,8 @@ enum How<'g> {
     Broadcast(Vec<(usize, usize, usize)>),
     /// `iota` along a dimension of the result: its stride, extent and the element type.
     Iota(usize, usize, ebb_ir::DType),
-    /// A splat `constant`: its one value repeated over the chunk.
-    Splat(&'g ebb_ir::Literal),
+    /// A splat `constant`: its one value repeated over a whole chunk, made once.
+    Splat(Tensor),
     /// An elementwise op, run by its ordinary kernel on chunk tensors.
     Elementwise,
 }
@@ -144,7 +144,7 @@ struct Step<'g> {
     id: ebb_ir::NodeId,
     node: &'g Node,
     ins: Vec<ValueRef>,
-    how: How<'g>,
+    how: How,
 }
 
 /// Prepares member `id` of `region` at the bindings (shapes, strides, index maps).
@@ -184,7 +184,9 @@ fn prepare<'g>(
                 .ok_or_else(|| invalid("bad iota dimension"))?;
             How::Iota(st[d], full[d], spec.dtype)
         }
-        Op::Constant(lit) if lit.splat => How::Splat(lit),
+        Op::Constant(lit) if lit.splat => {
+            How::Splat(splat(lit, node.outputs[0].dtype, FUSION_CHUNK as usize)?)
+        }
         _ if node.kind().is_elementwise() => How::Elementwise,
         _ => {
             return Err(invalid(format!(
@@ -194,6 +196,16 @@ fn prepare<'g>(
         }
     };
     Ok(Step { id, node, ins, how })
+}
+
+/// `len` copies of splat literal `lit` as `dtype`.
+fn splat(lit: &ebb_ir::Literal, dtype: ebb_ir::DType, len: usize) -> Result<Tensor, KernelFailure> {
+    let t = Tensor::from_literal(lit, vec![len]).map_err(|e| invalid(e.to_string()))?;
+    Ok(if t.dtype() == dtype {
+        t
+    } else {
+        Tensor::from_parts(vec![len], t.data().convert(dtype))
+    })
 }
 
 /// One member on the chunk `[start, start + len)`.
@@ -220,15 +232,11 @@ fn member(
                 .collect();
             Ok(Tensor::from_parts(vec![len], Data::I64(v).convert(dtype)))
         }
-        How::Splat(lit) => {
-            let t = Tensor::from_literal(lit, vec![len]).map_err(|e| invalid(e.to_string()))?;
-            let dtype = step.node.outputs[0].dtype;
-            Ok(if t.dtype() == dtype {
-                t
-            } else {
-                Tensor::from_parts(vec![len], t.data().convert(dtype))
-            })
-        }
+        How::Splat(full) if full.len() == len => Ok(full.clone()),
+        How::Splat(_) => match &step.node.op {
+            Op::Constant(lit) => splat(lit, step.node.outputs[0].dtype, len),
+            _ => Err(invalid("a splat member that is not a constant")),
+        },
         How::Elementwise => {
             let out_ty = [OutType {
                 dtype: step.node.outputs[0].dtype,

@@ -319,11 +319,7 @@ impl<'g> Program<'g> {
                 continue;
             }
             let p = if last_use[v] == NONE {
-                if class[v] == Class::Donated {
-                    0
-                } else {
-                    def[v]
-                }
+                def[v]
             } else {
                 last_use[v]
             } as usize;
