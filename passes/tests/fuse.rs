@@ -196,3 +196,57 @@ fn splat_constants_are_copied_into_each_group() {
         "only the non-splat constant stays outside"
     );
 }
+
+/// GELU's residuals read by the backward: `tanh(x)` and `1 + tanh(x)` feed the forward's
+/// output and, after a `dot_general`, the backward's product. Both are recomputable (every
+/// reader is an aligned elementwise op, and their cone reads one full-size tensor, `x`), so
+/// each group computes its own copy and neither is materialized. Negative cases, named: `s =
+/// x + z`, read by both groups, reads two full-size tensors (recomputing it would keep both
+/// alive), and `e = exp(x)` is read by a `reduce`, which cannot take a copy; both are
+/// materialized.
+#[test]
+fn residuals_are_recomputed_in_each_reader() {
+    let (snap, g) = fused(
+        r#"graph @residuals {
+  %x = input {index = 0, name = "x"} : f32[B,8]
+  %z = input {index = 1, name = "z"} : f32[B,8]
+  %w = input {index = 2, name = "w"} : f32[8,8]
+  %zero = constant {value = dense<0.0> : f32} : f32[]
+  %one = constant {value = dense<1.0> : f32} : f32[B,8]
+  %t = tanh(%x) : f32[B,8]
+  %tp = add(%one, %t) : f32[B,8]
+  %s = add(%x, %z) : f32[B,8]
+  %y = multiply(%s, %tp) : f32[B,8]
+  %e = exponential(%x) : f32[B,8]
+  %d = dot_general(%y, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,8]
+  %gt = multiply(%d, %tp) : f32[B,8]
+  %gs = multiply(%d, %s) : f32[B,8]
+  %ge = negate(%e) : f32[B,8]
+  %es = reduce(%e, %zero) {dimensions = [1]} : f32[B] {
+    region @body {
+      %a = input {index = 0, name = ""} : f32[]
+      %b = input {index = 1, name = ""} : f32[]
+      %r = add(%a, %b) : f32[]
+      return %r
+    }
+  }
+  %o = add(%gt, %gs) : f32[B,8]
+  %o2 = multiply(%o, %ge) : f32[B,8]
+  return %o2, %es
+}"#,
+    );
+    insta::assert_snapshot!(snap);
+    // Outside the groups remain the dot, the reduce, `s` and `e`; no `tanh`.
+    let top: Vec<&str> = g.order().iter().map(|&n| g.node(n).kind().name()).collect();
+    assert!(!top.contains(&"tanh"), "{top:?}");
+    let before =
+        ebb_ir::text::parse(&snap[snap.find("graph @").unwrap()..snap.find("// after").unwrap()])
+            .unwrap();
+    let mut recomputed: Vec<&str> = ebb_passes::fuse::duplicate::recomputable(&before)
+        .into_iter()
+        .map(|n| before.node(n).kind().name())
+        .collect();
+    recomputed.sort();
+    // `tanh`, `1 + tanh` and `-e` (whose one reader moves it anyway); not `x + z`, not `exp`.
+    assert_eq!(recomputed, ["add", "negate", "tanh"]);
+}

@@ -12,6 +12,7 @@
 use ebb_ir::op::fusion::reads_aligned;
 use ebb_ir::{DimExpr, Graph, NodeId, Op, OpKind};
 use serde::Serialize;
+use std::collections::HashSet;
 
 /// Why a producer was not fused into the group of one of its consumers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -38,8 +39,9 @@ pub enum NotFused {
         /// The group's.
         group: String,
     },
-    /// The producer has a user outside the group (duplication is not implemented): fusing it
-    /// would make it a group result that another group reads, or form a cycle.
+    /// The producer has a user outside the group (or a copied member reads it) and is neither
+    /// cheap data movement nor recomputable ([`super::duplicate`]): fusing it would make it a
+    /// group result that another group reads, or form a cycle.
     UsedOutside {
         /// The op kind of the first user outside the group.
         user: &'static str,
@@ -86,20 +88,30 @@ pub fn duplicable(op: &Op) -> bool {
 /// How a producer joins a group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Join {
-    /// Moved into the group: all its users are members.
+    /// Moved into the group: all its users are members (not copies).
     Move,
-    /// Copied into the group: it has users outside, and is [`duplicable`].
+    /// Copied into the group: it has users outside, or copies read it, and it is
+    /// [`duplicable`] or recomputable ([`super::duplicate`]).
     Duplicate,
 }
 
-/// Checks that `producer` may join a group iterating over `space` elements whose members
-/// satisfy `in_group` (see the module docs); `Err` names the first reason it may not.
-pub fn join(
-    g: &Graph,
-    producer: NodeId,
-    space: &DimExpr,
-    in_group: &dyn Fn(NodeId) -> bool,
-) -> Result<Join, NotFused> {
+/// A group under construction, as [`join`] sees it.
+pub struct GroupView<'a> {
+    /// Elements of the iteration space.
+    pub space: &'a DimExpr,
+    /// The members so far, copies included.
+    pub members: &'a HashSet<NodeId>,
+    /// The members that are copies.
+    pub copies: &'a HashSet<NodeId>,
+    /// The producers that may be copied into every group that reads them
+    /// ([`super::duplicate::recomputable`]).
+    pub recomputable: &'a HashSet<NodeId>,
+}
+
+/// Checks that `producer` may join `group` (see the module docs); `Err` names the first
+/// reason it may not. A producer read by a copy must be copied too: moving it into one group
+/// would leave the other copies of its reader without it.
+pub fn join(g: &Graph, producer: NodeId, group: &GroupView) -> Result<Join, NotFused> {
     let p = g.node(producer);
     if p.kind() == OpKind::Reduce {
         return Err(NotFused::Reduction);
@@ -113,25 +125,29 @@ pub fn join(
         return Err(NotFused::MultiResult);
     }
     let count = p.outputs[0].num_elements();
-    if !g.scope.prove_eq(&count, space) {
+    if !g.scope.prove_eq(&count, group.space) {
         return Err(NotFused::ElementCount {
             producer: count.to_string(),
-            group: space.to_string(),
+            group: group.space.to_string(),
         });
     }
     let mut outside = None;
     for (user, operand, _) in g.users(producer) {
-        if !in_group(user) {
+        if !group.members.contains(&user) {
             outside.get_or_insert(g.node(user).kind().name());
         } else if !reads_aligned(g, user, operand as usize) {
             return Err(NotFused::Unaligned {
                 consumer: g.node(user).kind().name(),
             });
+        } else if group.copies.contains(&user) {
+            outside.get_or_insert(g.node(user).kind().name());
         }
     }
     match outside {
         None => Ok(Join::Move),
-        Some(_) if duplicable(&p.op) => Ok(Join::Duplicate),
+        Some(_) if duplicable(&p.op) || group.recomputable.contains(&producer) => {
+            Ok(Join::Duplicate)
+        }
         Some(user) => Err(NotFused::UsedOutside { user }),
     }
 }

@@ -4,17 +4,21 @@
 //! ([`ebb_ir::op::fusion_tile_bytes`]), charged at its point.
 //!
 //! * [`legality`]: which producer may join a group, and the named reasons when not;
+//! * [`duplicate`]: which elementwise producers are recomputed in every group that reads them
+//!   instead of materialized;
 //! * [`partition`]: the grouping (reverse program order, producers latest first);
 //! * [`outline`]: the graph transform.
 //!
 //! Loop fusion only, of flat-aligned members (elementwise ops, `convert`, `compare`,
 //! `select`, `clamp`, `reshape`, `broadcast_in_dim` — expanding ones read an outside operand —
-//! and `iota`); not yet: input fusion under a `reduce` root, duplication of cheap producers,
-//! transposes, multi-output fusion of siblings, dot epilogues (issue #11).
+//! and `iota`), with cheap producers copied into every group that reads them; not yet: input
+//! fusion under a `reduce` root, transposes, multi-output fusion of siblings, dot epilogues
+//! (issue #11).
 //!
 //! Invariant: [`FusePass`] leaves a graph that verifies and computes the same outputs; every
 //! `fusion` op's region holds at least two ops.
 
+pub mod duplicate;
 pub mod legality;
 pub mod outline;
 pub mod partition;

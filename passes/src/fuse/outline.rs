@@ -96,13 +96,21 @@ pub fn outline(g: &mut Graph, group: &FusionGroup, name: &str) -> NodeId {
         .collect();
     g.remove_nodes(&moved);
     g.set_order(order);
-    // A duplicated producer whose every user was fused is dead now.
-    let dead: HashSet<NodeId> = group
-        .duplicated
-        .iter()
-        .copied()
-        .filter(|&d| g.users(d).is_empty() && !g.outputs().iter().any(|o| o.node == d))
-        .collect();
-    g.remove_nodes(&dead);
+    // A duplicated producer whose every user was fused is dead now, and so, then, may be the
+    // duplicated producers it read.
+    loop {
+        let dead: HashSet<NodeId> = group
+            .duplicated
+            .iter()
+            .copied()
+            .filter(|&d| {
+                g.contains(d) && g.users(d).is_empty() && !g.outputs().iter().any(|o| o.node == d)
+            })
+            .collect();
+        if dead.is_empty() {
+            break;
+        }
+        g.remove_nodes(&dead);
+    }
     id
 }

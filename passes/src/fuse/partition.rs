@@ -12,7 +12,7 @@
 //! member's users are members, except those of values that are graph outputs or of the root;
 //! so outlining a group creates no cycle.
 
-use super::legality::{join, loop_fusible, Join, NotFused};
+use super::legality::{join, loop_fusible, GroupView, Join, NotFused};
 use ebb_ir::{DimExpr, Graph, NodeId, Op, OpKind};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -55,9 +55,16 @@ pub fn partition(g: &Graph) -> Partition {
     let pos: HashMap<NodeId, usize> = g.order().iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let mut assigned: HashSet<NodeId> = HashSet::new();
     let mut out = Partition::default();
+    let recomputable = super::duplicate::recomputable(g);
+    // The groups (indices into `out.groups`) each op is a member of, copies included.
+    let mut groups_of: HashMap<NodeId, Vec<usize>> = HashMap::new();
     for &root in g.order().iter().rev() {
         let r = g.node(root);
-        if assigned.contains(&root) || !loop_fusible(&r.op) || r.outputs.len() != 1 {
+        if assigned.contains(&root)
+            || !loop_fusible(&r.op)
+            || r.outputs.len() != 1
+            || computed_by_copies(g, root, &groups_of)
+        {
             continue;
         }
         let space = r.outputs[0].num_elements();
@@ -73,12 +80,18 @@ pub fn partition(g: &Graph) -> Partition {
         let mut rejected = Vec::new();
         let mut duplicated: HashSet<NodeId> = HashSet::new();
         while let Some((_, p, c)) = todo.pop_last() {
-            // A duplicable producer may be copied into several groups.
-            let taken = assigned.contains(&p) && !super::legality::duplicable(&g.node(p).op);
+            // A duplicable or recomputable producer may be copied into several groups.
+            let taken = assigned.contains(&p);
             if members.contains(&p) || taken || external_by_design(g, p) {
                 continue;
             }
-            match join(g, p, &space, &|n| members.contains(&n)) {
+            let view = GroupView {
+                space: &space,
+                members: &members,
+                copies: &duplicated,
+                recomputable: &recomputable,
+            };
+            match join(g, p, &view) {
                 Ok(how) => {
                     members.insert(p);
                     if how == Join::Duplicate {
@@ -106,6 +119,9 @@ pub fn partition(g: &Graph) -> Partition {
         let mut ms: Vec<NodeId> = members.into_iter().collect();
         ms.sort_by_key(|n| pos[n]);
         assigned.extend(ms.iter().copied().filter(|m| !duplicated.contains(m)));
+        for &m in &ms {
+            groups_of.entry(m).or_default().push(out.groups.len());
+        }
         out.groups.push(FusionGroup {
             root,
             members: ms,
@@ -113,10 +129,27 @@ pub fn partition(g: &Graph) -> Partition {
             space,
         });
     }
+    // `groups_of` indexes groups in the order they were found; the final order is reversed.
     out.groups.reverse();
     out.rejected
         .sort_by_key(|x| (pos[&x.consumer], pos[&x.producer]));
     out
+}
+
+/// Whether every user of `n` is in groups only that hold a copy of `n`: then no group reads
+/// `n` from outside and it needs no group (nor materialization) of its own.
+fn computed_by_copies(g: &Graph, n: NodeId, groups_of: &HashMap<NodeId, Vec<usize>>) -> bool {
+    let Some(own) = groups_of.get(&n) else {
+        return false;
+    };
+    let users = g.users(n);
+    !users.is_empty()
+        && !g.outputs().iter().any(|o| o.node == n)
+        && users.iter().all(|&(u, _, _)| {
+            groups_of
+                .get(&u)
+                .is_some_and(|gs| gs.iter().all(|gi| own.contains(gi)))
+        })
 }
 
 /// Inputs, dimension constants, scalar constants and constants that are not splats stay

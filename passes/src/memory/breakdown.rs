@@ -23,11 +23,16 @@ pub struct Breakdown {
     pub intermediates: i64,
     /// Transient region memory of the op at the point.
     pub transient: i64,
-    /// The largest resident values (at most 8): producer op kind and result index, bytes.
+    /// The largest resident values (at most [`Breakdown::LARGEST`]), largest first: the
+    /// producer's op kind and result index, with its source location when the graph has one
+    /// (`multiply#0 @ models.py:219:10`), and bytes.
     pub largest: Vec<(String, i64)>,
 }
 
 impl Breakdown {
+    /// How many values [`Breakdown::largest`] lists at most.
+    pub const LARGEST: usize = 12;
+
     /// The sum of the classes (the resident bytes at the point).
     pub fn total(&self) -> i64 {
         self.inputs + self.donated + self.outputs + self.intermediates + self.transient
@@ -98,9 +103,23 @@ impl Liveness {
         all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.node.index().cmp(&b.1.node.index())));
         out.largest = all
             .into_iter()
-            .take(8)
-            .map(|(x, v)| (format!("{}#{}", g.node(v.node).kind().name(), v.output), x))
+            .take(Breakdown::LARGEST)
+            .map(|(x, v)| (describe(g, v), x))
             .collect();
         Ok(out)
+    }
+}
+
+/// `kind#output`, with the part of the op's location after the last `/` (JAX puts the source
+/// line there: `jit(step)/jvp()/mul @ models.py:219:10` gives `mul @ models.py:219:10`).
+fn describe(g: &Graph, v: ebb_ir::ValueRef) -> String {
+    let node = g.node(v.node);
+    let name = format!("{}#{}", node.kind().name(), v.output);
+    match &node.loc {
+        Some(l) => {
+            let short = l.rsplit('/').next().unwrap_or(&l).trim_matches('"');
+            format!("{name} ({short})")
+        }
+        None => name,
     }
 }
