@@ -5,6 +5,7 @@ use crate::frontend::{is_model_file, Format};
 use crate::pipeline::CompileOptions;
 use anyhow::{bail, Result};
 use ebb_passes::donate::DonatePolicy;
+use ebb_passes::rewrite::RuleGroup;
 use std::path::Path;
 
 /// A switch (`on`/`off`).
@@ -16,7 +17,7 @@ pub enum OnOff {
     Off,
 }
 
-/// Pipeline choices that change what is planned: fusion and donation.
+/// Pipeline choices that change what is planned: fusion, donation and e-graph rewrites.
 #[derive(Clone, Debug, clap::Args)]
 pub struct PipelineFlags {
     /// Loop fusion before scheduling (`on`): planning then sees only the values that leave a
@@ -30,6 +31,12 @@ pub struct PipelineFlags {
     /// state), or a comma-separated list of input names or argument indices.
     #[arg(long, default_value = "keep", value_name = "keep|none|auto|LIST")]
     pub donate: DonatePolicy,
+    /// e-graph rule groups to run before fusion (comma-separated: sink_broadcast,
+    /// sink_convert, fold_transpose_dot, reassociate; `none` for none). Default: none, and
+    /// `fold_transpose_dot` with `--fusion on` (XLA's transpose folding: a transposed
+    /// `dot_general` operand is read through other strides instead of materialized).
+    #[arg(long, value_delimiter = ',', value_name = "GROUPS")]
+    pub rewrite: Option<Vec<String>>,
 }
 
 impl PipelineFlags {
@@ -38,23 +45,46 @@ impl PipelineFlags {
     /// # Errors
     /// A flag other than its default for a plan file, which was compiled already.
     pub fn options_for(&self, path: &Path, format: Option<Format>) -> Result<CompileOptions> {
-        let changed = self.fusion == OnOff::On || self.donate != DonatePolicy::Keep;
+        let changed =
+            self.fusion == OnOff::On || self.donate != DonatePolicy::Keep || self.rewrite.is_some();
         if changed && !is_model_file(path, format) {
             bail!(
-                "--fusion and --donate apply when compiling a model file; {} is a plan (pass \
-                 them to `ebb compile`)",
+                "--fusion, --donate and --rewrite apply when compiling a model file; {} is a \
+                 plan (pass them to `ebb compile`)",
                 path.display()
             );
         }
-        Ok(self.apply(CompileOptions::default()))
+        self.apply(CompileOptions::default())
     }
 
     /// `base` with these choices.
-    pub fn apply(&self, base: CompileOptions) -> CompileOptions {
-        CompileOptions {
-            fusion: self.fusion == OnOff::On,
+    ///
+    /// # Errors
+    /// An unknown rule group name in `--rewrite`.
+    pub fn apply(&self, base: CompileOptions) -> Result<CompileOptions> {
+        let fusion = self.fusion == OnOff::On;
+        let rewrite_groups = match &self.rewrite {
+            None if fusion => vec![RuleGroup::FoldTransposeDot],
+            None => Vec::new(),
+            Some(names) => names
+                .iter()
+                .filter(|n| n.as_str() != "none")
+                .map(|n| {
+                    RuleGroup::from_name(n).ok_or_else(|| {
+                        let known: Vec<&str> = RuleGroup::ALL.iter().map(|g| g.name()).collect();
+                        anyhow::anyhow!(
+                            "--rewrite: unknown rule group `{n}` ({}, none)",
+                            known.join(", ")
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+        };
+        Ok(CompileOptions {
+            fusion,
             donate: self.donate.clone(),
+            rewrite_groups,
             ..base
-        }
+        })
     }
 }

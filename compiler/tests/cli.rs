@@ -307,6 +307,20 @@ fn plan_reports_donation_fusion_and_the_peak_breakdown() {
     let out = plan(&["--donate", "nope"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("`nope` is not an input"));
+    // `--rewrite` is shared too: `none` turns off fusion's default transpose folding, and an
+    // unknown group is named.
+    let plain = json(&plan(&[
+        "--donate",
+        "auto",
+        "--fusion",
+        "on",
+        "--rewrite",
+        "none",
+    ]));
+    assert!(plain["peak_bytes_scheduled"].as_i64() >= r["peak_bytes_scheduled"].as_i64());
+    let out = plan(&["--rewrite", "nope"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown rule group `nope`"));
 
     let dir = tempfile::tempdir().unwrap();
     let planned = dir.path().join("p.json");
@@ -322,4 +336,13 @@ fn plan_reports_donation_fusion_and_the_peak_breakdown() {
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("pass them to `ebb compile`"));
+    let out = ebb(&[
+        "plan",
+        planned.to_str().unwrap(),
+        "--bind",
+        "B=8",
+        "--rewrite",
+        "none",
+    ]);
+    assert!(!out.status.success());
 }

@@ -122,7 +122,7 @@ fn adamw_update() {
 }"#;
     let (snap, g) = fused(text);
     insta::assert_snapshot!(snap);
-    // Above one chunk (8192 elements) the fused graph's program-order peak drops: the
+    // Above one chunk (2048 elements) the fused graph's program-order peak drops: the
     // update's intermediates vanish (at one chunk or less the tiles cost as much as they save:
     // aligned inputs are copied).
     let po = |g: &ebb_ir::Graph| {

@@ -37,8 +37,10 @@ fn compile(path: &Path, donate: Option<DonatePolicy>) -> Plan {
         Some(donate) => PipelineFlags {
             fusion: OnOff::On,
             donate,
+            rewrite: None,
         }
-        .apply(CompileOptions::default()),
+        .apply(CompileOptions::default())
+        .expect("default rewrites"),
         None => CompileOptions::default(),
     };
     pipeline::compile(import(path), &opts)

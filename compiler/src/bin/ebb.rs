@@ -61,9 +61,6 @@ enum Command {
         /// Fix symbols at compile time, e.g. `B=8,S=512` (the precise-shape baseline).
         #[arg(long)]
         bind: Option<String>,
-        /// e-graph rule groups to run (comma-separated: sink_broadcast, fold_transpose_dot, reassociate).
-        #[arg(long, value_delimiter = ',')]
-        rewrite: Vec<String>,
         /// Shapes the schedule must not be worse than program order at, e.g. `B=4,S=128;B=4,S=1024`.
         #[arg(long)]
         sweep: Option<String>,
@@ -185,7 +182,6 @@ fn run(cli: Cli) -> Result<()> {
             file,
             output,
             bind,
-            rewrite,
             sweep,
             stop_after,
             print_after,
@@ -211,13 +207,6 @@ fn run(cli: Cli) -> Result<()> {
                     stats.unresolved_dims
                 );
             }
-            let groups = rewrite
-                .iter()
-                .map(|n| {
-                    ebb_passes::rewrite::RuleGroup::from_name(n)
-                        .with_context(|| format!("unknown rule group `{n}` (sink_broadcast, fold_transpose_dot, reassociate)"))
-                })
-                .collect::<Result<Vec<_>>>()?;
             let sweep = match sweep {
                 Some(s) => s
                     .split(';')
@@ -228,12 +217,11 @@ fn run(cli: Cli) -> Result<()> {
             let bind = bind.as_deref().map(pipeline::parse_bindings).transpose()?;
             let opts = flags.apply(pipeline::CompileOptions {
                 bind,
-                rewrite_groups: groups,
                 sweep,
                 stop_after,
                 print_after,
                 ..pipeline::CompileOptions::default()
-            });
+            })?;
             let c = pipeline::run_pipeline(g, &opts)?;
             for d in &c.dumps {
                 eprintln!(

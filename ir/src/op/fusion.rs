@@ -13,7 +13,7 @@ use crate::graph::{Graph, NodeId, ValueRef};
 use std::collections::HashMap;
 
 /// Elements per chunk of a loop fusion's iteration space.
-pub const FUSION_CHUNK: i64 = 8192;
+pub const FUSION_CHUNK: i64 = 2048;
 
 /// Whether `consumer` (in `g`) reads its operand `operand` flat-aligned with its own result:
 /// an elementwise operand of the result's shape, a `reshape`, or an order-preserving
