@@ -117,7 +117,7 @@ fn describe(g: &Graph, v: ebb_ir::ValueRef) -> String {
     let name = format!("{}#{}", node.kind().name(), v.output);
     match &node.loc {
         Some(l) => {
-            let short = l.rsplit('/').next().unwrap_or(&l).trim_matches('"');
+            let short = l.rsplit('/').next().unwrap_or(l).trim_matches('"');
             format!("{name} ({short})")
         }
         None => name,
