@@ -38,6 +38,14 @@ struct Cone {
     leaves: BTreeSet<ValueRef>,
 }
 
+impl Cone {
+    /// Adds the cone of a recomputable operand.
+    fn absorb(&mut self, other: &Cone) {
+        self.ops.extend(other.ops.iter().copied());
+        self.leaves.extend(other.leaves.iter().copied());
+    }
+}
+
 /// The recomputable producers of `g` (see the module docs). Deterministic; linear in the graph
 /// size times [`MAX_CONE`].
 pub fn recomputable(g: &Graph) -> HashSet<NodeId> {
@@ -60,8 +68,7 @@ pub fn recomputable(g: &Graph) -> HashSet<NodeId> {
         };
         for (k, v) in g.operands(n).into_iter().enumerate() {
             if let Some(c) = cones.get(&v.node) {
-                cone.ops.extend(c.ops.iter().copied());
-                cone.leaves.extend(c.leaves.iter().copied());
+                cone.absorb(c);
             } else if duplicable(&g.node(v.node).op) {
                 // A copied broadcast reads its operand aligned only when it adds unit
                 // dimensions; that operand is then a leaf of the full size.
@@ -69,10 +76,7 @@ pub fn recomputable(g: &Graph) -> HashSet<NodeId> {
                 for (j, w) in g.operands(b).into_iter().enumerate() {
                     if reads_aligned(g, b, j) {
                         match cones.get(&w.node) {
-                            Some(c) => {
-                                cone.ops.extend(c.ops.iter().copied());
-                                cone.leaves.extend(c.leaves.iter().copied());
-                            }
+                            Some(c) => cone.absorb(c),
                             None => {
                                 cone.leaves.insert(w);
                             }
