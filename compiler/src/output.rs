@@ -255,11 +255,23 @@ pub fn error_message(e: &anyhow::Error) -> String {
 mod tests {
     use super::*;
 
-    fn scratch(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("ebb-output-{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        d
+    /// A scratch directory, removed when dropped.
+    struct Scratch(tempfile::TempDir);
+
+    impl std::ops::Deref for Scratch {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            self.0.path()
+        }
+    }
+
+    fn scratch(tag: &str) -> Scratch {
+        Scratch(
+            tempfile::Builder::new()
+                .prefix(&format!("ebb-output-{tag}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
 
     fn leftovers(dir: &Path) -> Vec<String> {

@@ -5,8 +5,8 @@ use std::process::Command;
 
 #[test]
 fn cli_exits_non_zero_with_location_on_malformed_file() {
-    let dir = std::env::temp_dir().join(format!("ebb-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let bad = dir.join("bad.mlir");
     std::fs::write(
         &bad,
@@ -162,8 +162,8 @@ fn run_with_npz_inputs_compares_with_the_framework_outputs() {
 
 #[test]
 fn compile_prints_the_ir_after_the_named_passes() {
-    let dir = std::env::temp_dir().join(format!("ebb-cli-print-after-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let plan = dir.join("plan.json");
     let fixture = jax_fixture("mlp_sgd");
     let out = ebb(&[
@@ -209,8 +209,8 @@ fn compile_prints_the_ir_after_the_named_passes() {
 /// before the plan; an unknown stop point is a clear error.
 #[test]
 fn compile_runs_every_stage_as_a_pass() {
-    let dir = std::env::temp_dir().join(format!("ebb-cli-stages-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let out_path = dir.join("plan.json");
     let fixture = jax_fixture("mlp_sgd");
     let compile = |extra: &[&str]| {

@@ -4,7 +4,7 @@
 
 use ebb_testkit::jax_fixture;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn ebb(args: &[&str]) -> Output {
@@ -14,12 +14,23 @@ fn ebb(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// A fresh scratch directory for one test.
-fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ebb-rel-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh scratch directory for one test, removed when dropped.
+struct Scratch(tempfile::TempDir);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+fn scratch(tag: &str) -> Scratch {
+    Scratch(
+        tempfile::Builder::new()
+            .prefix(&format!("ebb-rel-{tag}-"))
+            .tempdir()
+            .unwrap(),
+    )
 }
 
 fn s(p: &Path) -> &str {
