@@ -255,23 +255,8 @@ pub fn error_message(e: &anyhow::Error) -> String {
 mod tests {
     use super::*;
 
-    /// A scratch directory, removed when dropped.
-    struct Scratch(tempfile::TempDir);
-
-    impl std::ops::Deref for Scratch {
-        type Target = Path;
-        fn deref(&self) -> &Path {
-            self.0.path()
-        }
-    }
-
-    fn scratch(tag: &str) -> Scratch {
-        Scratch(
-            tempfile::Builder::new()
-                .prefix(&format!("ebb-output-{tag}-"))
-                .tempdir()
-                .unwrap(),
-        )
+    fn scratch(tag: &str) -> ebb_testkit::Scratch {
+        ebb_testkit::scratch(&format!("output-{tag}"))
     }
 
     fn leftovers(dir: &Path) -> Vec<String> {

@@ -15,22 +15,8 @@ fn ebb(args: &[&str]) -> Output {
 }
 
 /// A fresh scratch directory for one test, removed when dropped.
-struct Scratch(tempfile::TempDir);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-fn scratch(tag: &str) -> Scratch {
-    Scratch(
-        tempfile::Builder::new()
-            .prefix(&format!("ebb-rel-{tag}-"))
-            .tempdir()
-            .unwrap(),
-    )
+fn scratch(tag: &str) -> ebb_testkit::Scratch {
+    ebb_testkit::scratch(&format!("rel-{tag}"))
 }
 
 fn s(p: &Path) -> &str {

@@ -174,3 +174,26 @@ pub fn load_ref(
     let outs = (0..n_out).map(|i| take(format!("out_{i}"))).collect();
     (ins, outs)
 }
+
+/// A scratch directory for one test, removed when dropped; it dereferences to its [`Path`].
+pub struct Scratch(tempfile::TempDir);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+/// A fresh scratch directory in the system's temporary directory, named `ebb-{tag}-…`.
+///
+/// # Panics
+/// When the directory cannot be created (a test environment failure).
+pub fn scratch(tag: &str) -> Scratch {
+    Scratch(
+        tempfile::Builder::new()
+            .prefix(&format!("ebb-{tag}-"))
+            .tempdir()
+            .expect("a scratch directory in the temporary directory"),
+    )
+}
