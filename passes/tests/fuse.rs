@@ -53,9 +53,10 @@ const SOFTMAX: &str = r#"graph @softmax {
   return %y
 }"#;
 
-/// Softmax: `exp(x - max)` fuses with the subtraction and the broadcast of the max; the
-/// division fuses with the broadcast of the sum; `exp` feeds a reduce as well, so it stays a
-/// group result (not duplicated); the reductions are not fused (named).
+/// Softmax: the max stays a plain `reduce` (nothing to fuse under it); `exp(x - max)`
+/// is recomputed under the sum (an input fusion: `broadcast_in_dim`, `subtract`,
+/// `exponential`, `reduce`) and again in the division's loop fusion, so it is never
+/// materialized and only `x`, the max and the sum leave a group.
 #[test]
 fn softmax() {
     insta::assert_snapshot!(fused(SOFTMAX).0);
@@ -136,8 +137,9 @@ fn adamw_update() {
     assert!(po(&g) < before, "fused {} vs unfused {before}", po(&g));
 }
 
-/// A reduction over the rows of a transposed input: the transpose is not flat-aligned and
-/// the reduce is a root only — nothing fuses, and both reasons are named.
+/// A reduction over the outermost dimension of a transposed input: the transpose is not
+/// flat-aligned and the reduce cannot root an input fusion (its rows are not contiguous) —
+/// nothing fuses, and both reasons are named.
 #[test]
 fn reduction_and_transpose_do_not_fuse() {
     let text = r#"graph @nofuse {
@@ -145,7 +147,7 @@ fn reduction_and_transpose_do_not_fuse() {
   %zero = constant {value = dense<0.0> : f32} : f32[]
   %t = transpose(%x) {permutation = [1, 0]} : f32[4,8]
   %e = exponential(%t) : f32[4,8]
-  %s = reduce(%e, %zero) {dimensions = [1]} : f32[4] {
+  %s = reduce(%e, %zero) {dimensions = [0]} : f32[8] {
     region @body {
       %a = input {index = 0, name = ""} : f32[]
       %b = input {index = 1, name = ""} : f32[]
@@ -153,7 +155,7 @@ fn reduction_and_transpose_do_not_fuse() {
       return %r
     }
   }
-  %n = negate(%s) : f32[4]
+  %n = negate(%s) : f32[8]
   return %n
 }"#;
     let (snap, g) = fused(text);
@@ -200,10 +202,10 @@ fn splat_constants_are_copied_into_each_group() {
 /// GELU's residuals read by the backward: `tanh(x)` and `1 + tanh(x)` feed the forward's
 /// output and, after a `dot_general`, the backward's product. Both are recomputable (every
 /// reader is an aligned elementwise op, and their cone reads one full-size tensor, `x`), so
-/// each group computes its own copy and neither is materialized. Negative cases, named: `s =
-/// x + z`, read by both groups, reads two full-size tensors (recomputing it would keep both
-/// alive), and `e = exp(x)` is read by a `reduce`, which cannot take a copy; both are
-/// materialized.
+/// each group computes its own copy and neither is materialized. `e = exp(x)` is read by a
+/// `reduce` and by the backward: it is recomputed under the reduce (an input fusion) and in
+/// the backward's group. Negative case: `s = x + z`, read by both groups, reads two full-size
+/// tensors (recomputing it would keep both alive), so it is materialized.
 #[test]
 fn residuals_are_recomputed_in_each_reader() {
     let (snap, g) = fused(
@@ -236,7 +238,7 @@ fn residuals_are_recomputed_in_each_reader() {
 }"#,
     );
     insta::assert_snapshot!(snap);
-    // Outside the groups remain the dot, the reduce, `s` and `e`; no `tanh`.
+    // Outside the groups remain the dot and `s`; no `tanh`, no `exp`.
     let top: Vec<&str> = g.order().iter().map(|&n| g.node(n).kind().name()).collect();
     assert!(!top.contains(&"tanh"), "{top:?}");
     let before =
@@ -247,6 +249,7 @@ fn residuals_are_recomputed_in_each_reader() {
         .map(|n| before.node(n).kind().name())
         .collect();
     recomputed.sort();
-    // `tanh`, `1 + tanh` and `-e` (whose one reader moves it anyway); not `x + z`, not `exp`.
-    assert_eq!(recomputed, ["add", "negate", "tanh"]);
+    // `tanh`, `1 + tanh`, `exp` and `-e` (whose one reader moves it anyway); not `x + z`.
+    assert_eq!(recomputed, ["add", "exponential", "negate", "tanh"]);
+    assert!(!top.contains(&"exponential"), "{top:?}");
 }

@@ -11,6 +11,7 @@ mod canon_fold;
 mod canon_manager;
 mod donate;
 mod fuse;
+mod in_place;
 mod memory_helpers;
 mod memory_liveness;
 mod memory_peak;

@@ -4,6 +4,12 @@
 //! last in-region reader, and so is each region input read flat-aligned (a copy of that chunk
 //! of the operand, made when the chunk starts). Nothing else of the region is materialized.
 //!
+//! An input fusion (XLA's kInput: a `reduce` root, [`input_fusion_rows`]) iterates over the
+//! reduce's operand instead, in chunks of whole *rows* — the elements of one index of the
+//! leading dimensions the reduce keeps — as many rows as fit in [`FUSION_CHUNK`] elements, and
+//! at least one; each chunk's rows are reduced on their own, which combines every output
+//! element's inputs in the same order as reducing the whole operand.
+//!
 //! Invariant: [`fusion_tile_bytes`] is the bytes the executor charges while the op runs, on top
 //! of its operands and results, and never less than what it allocates for the tiles.
 
@@ -15,11 +21,62 @@ use std::collections::HashMap;
 /// Elements per chunk of a loop fusion's iteration space.
 pub const FUSION_CHUNK: i64 = 2048;
 
-/// Whether `consumer` (in `g`) reads its operand `operand` flat-aligned with its own result:
-/// an elementwise operand of the result's shape, a `reshape`, or an order-preserving
-/// `broadcast_in_dim` that adds only unit dimensions.
+/// Whether the op `id` of `g` is a `reduce` that may root an input fusion: one operand and its
+/// init value, one result, and a non-empty prefix of leading dimensions it keeps followed by at
+/// least one it reduces. Returns the length of that prefix (the rows of the module docs are
+/// the indices of these dimensions).
+pub fn reduce_root_prefix(g: &Graph, id: NodeId) -> Option<usize> {
+    let n = g.node(id);
+    let Op::Reduce(dims) = &n.op else {
+        return None;
+    };
+    let ins = g.operands(id);
+    if ins.len() != 2 || n.outputs.len() != 1 || dims.is_empty() {
+        return None;
+    }
+    let rank = g.value_type(ins[0]).rank();
+    let k = (0..rank)
+        .take_while(|&d| !dims.contains(&(d as i64)))
+        .count();
+    (k >= 1 && k < rank).then_some(k)
+}
+
+/// The iteration space of the op `id` as a fusion group member or root, in elements: the
+/// reduce operand's element count for a [`reduce_root_prefix`] root, the first result's
+/// otherwise; `None` for an op without results.
+pub fn iteration_space(g: &Graph, id: NodeId) -> Option<DimExpr> {
+    if reduce_root_prefix(g, id).is_some() {
+        return g
+            .operands(id)
+            .first()
+            .map(|v| g.value_type(*v).num_elements());
+    }
+    g.node(id).outputs.first().map(|t| t.num_elements())
+}
+
+/// For an input fusion's region (its last member a [`reduce_root_prefix`] root): the iteration
+/// space (the reduce operand's elements) and the row length (the product of the dimensions
+/// after the kept prefix), both in elements; `None` for a loop fusion.
+pub fn input_fusion_rows(region: &Graph) -> Option<(DimExpr, DimExpr)> {
+    let root = *region.order().last()?;
+    let k = reduce_root_prefix(region, root)?;
+    let t = region.value_type(*region.operands(root).first()?);
+    let row = t.shape[k..]
+        .iter()
+        .cloned()
+        .fold(DimExpr::constant(1), |acc, d| acc * d);
+    Some((t.num_elements(), row))
+}
+
+/// Whether `consumer` (in `g`) reads its operand `operand` flat-aligned with its iteration
+/// space ([`iteration_space`]): an elementwise operand of the result's shape, a `reshape`, an
+/// order-preserving `broadcast_in_dim` that adds only unit dimensions, or the reduced operand
+/// of a [`reduce_root_prefix`] root.
 pub fn reads_aligned(g: &Graph, consumer: NodeId, operand: usize) -> bool {
     let n = g.node(consumer);
+    if matches!(n.op, Op::Reduce(_)) {
+        return operand == 0 && reduce_root_prefix(g, consumer).is_some();
+    }
     let Some(out) = n.outputs.first() else {
         return false;
     };
@@ -105,16 +162,158 @@ pub fn tile_bytes_per_element(region: &Graph) -> i64 {
     peak
 }
 
-/// Tile bytes of a loop fusion's region (see the module docs): one chunk,
-/// `min(FUSION_CHUNK, elements)`, times [`tile_bytes_per_element`]. `elements` is the
-/// iteration space, the element count of the region's first output.
+/// Elements of one chunk of a fusion's iteration space (see the module docs), at most: for a
+/// loop fusion `min(elements, FUSION_CHUNK)` with `elements` the first output's element count;
+/// for an input fusion `min(elements, max(row, FUSION_CHUNK))` (whole rows, at least one).
+///
+/// Errors: [`DimError`] on overflow.
+pub fn fusion_chunk_elements(region: &Graph) -> Result<DimExpr, DimError> {
+    let chunk = DimExpr::constant(FUSION_CHUNK);
+    if let Some((elements, row)) = input_fusion_rows(region) {
+        return elements.checked_min(&row.checked_max(&chunk)?);
+    }
+    match region.outputs().first() {
+        Some(first) => region.value_type(*first).num_elements().checked_min(&chunk),
+        None => Ok(DimExpr::zero()),
+    }
+}
+
+/// Tile bytes of a fusion's region (see the module docs): [`fusion_chunk_elements`] times
+/// [`tile_bytes_per_element`] (for an input fusion the reduce's chunk result is charged per
+/// element of the chunk, an upper bound).
 ///
 /// Errors: [`DimError`] on overflow.
 pub fn fusion_tile_bytes(region: &Graph) -> Result<DimExpr, DimError> {
-    let Some(first) = region.outputs().first() else {
+    fusion_chunk_elements(region)?.checked_mul(&DimExpr::constant(tile_bytes_per_element(region)))
+}
+
+/// An in-place write of a loop fusion: result `result` is written into the buffer of operand
+/// `operand`, which dies at the op (indices into the op's operands and results).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InPlace {
+    /// Operand index.
+    pub operand: usize,
+    /// Result index.
+    pub result: usize,
+}
+
+/// The in-place writes of every loop `fusion` op of `g` (issue #11, "an elementwise group may
+/// write into an operand that dies at it"), by node; ops without any are absent.
+///
+/// Result `j` of a loop fusion `F` is written into the buffer of its operand `i` (the first
+/// one, in operand order, not already taken by an earlier result) when
+/// * the operand has the result's element type and, provably, its element count;
+/// * every member of the region that reads the operand reads it flat-aligned, so each chunk of
+///   it is read (copied, [`super`]'s chunk contract) before that chunk of the result is written;
+/// * the operand is not a graph output, nor a graph input other than a donated one
+///   (`aliasing_output`), nor a `constant`, and `F` reads it at one operand only;
+/// * every other reader of the operand is an ancestor of `F`, so `F` reads it last in every
+///   schedule: nothing reads the old value after it is overwritten.
+///
+/// The operand's bytes are then not allocated twice at `F`'s point:
+/// [`fusion_transient_bytes`] subtracts them.
+pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
+    let pos: HashMap<NodeId, usize> = g.order().iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    let outputs: std::collections::HashSet<ValueRef> = g.outputs().iter().copied().collect();
+    let mut out = HashMap::new();
+    for &id in g.order() {
+        let node = g.node(id);
+        let (Op::Fusion(super::FusionKind::Loop), [region]) = (&node.op, node.regions.as_slice())
+        else {
+            continue;
+        };
+        let ops = g.operands(id);
+        let mut taken = vec![false; ops.len()];
+        let mut pairs = Vec::new();
+        for (j, ty) in node.outputs.iter().enumerate() {
+            let found = (0..ops.len()).find(|&i| {
+                let v = ops[i];
+                let vt = g.value_type(v);
+                let producer = g.node(v.node);
+                let rin = region.inputs().get(i).copied();
+                !taken[i]
+                    && vt.dtype == ty.dtype
+                    && g.scope.prove_eq(&vt.num_elements(), &ty.num_elements())
+                    && ops.iter().filter(|&&w| w == v).count() == 1
+                    && !outputs.contains(&v)
+                    && !matches!(producer.op, Op::Constant(_))
+                    && (producer.kind() != OpKind::Input || g.aliasing_output(v.node).is_some())
+                    && rin.is_some_and(|r| {
+                        let users = region.users(r);
+                        !users.is_empty()
+                            && users
+                                .iter()
+                                .all(|&(u, k, _)| reads_aligned(region, u, k as usize))
+                    })
+                    && others_precede(g, &pos, v, id)
+            });
+            if let Some(i) = found {
+                taken[i] = true;
+                pairs.push(InPlace {
+                    operand: i,
+                    result: j,
+                });
+            }
+        }
+        if !pairs.is_empty() {
+            out.insert(id, pairs);
+        }
+    }
+    out
+}
+
+/// Whether every reader of `v` other than `f` is an ancestor of `f` (a backward search from
+/// `f` over operands, pruned at program-order positions before the earliest such reader).
+fn others_precede(g: &Graph, pos: &HashMap<NodeId, usize>, v: ValueRef, f: NodeId) -> bool {
+    let mut want: std::collections::HashSet<NodeId> = g
+        .users(v.node)
+        .into_iter()
+        .filter(|&(u, _, out)| out == v.output && u != f)
+        .map(|(u, _, _)| u)
+        .collect();
+    let Some(floor) = want.iter().filter_map(|u| pos.get(u)).min().copied() else {
+        return true;
+    };
+    let mut seen = std::collections::HashSet::from([f]);
+    let mut stack = vec![f];
+    while let Some(n) = stack.pop() {
+        for w in g.operands(n) {
+            if want.remove(&w.node) && want.is_empty() {
+                return true;
+            }
+            if pos.get(&w.node).is_some_and(|&p| p >= floor) && seen.insert(w.node) {
+                stack.push(w.node);
+            }
+        }
+    }
+    want.is_empty()
+}
+
+/// Bytes a `fusion` op adds at its point on top of its operands and results: its tile buffers
+/// ([`fusion_tile_bytes`]) minus the bytes of the operands its results are written into
+/// ([`in_place_writes`]; `in_place` are the op's). Negative when an in-place write saves more
+/// than the tiles hold.
+///
+/// Errors: [`DimError`] on overflow.
+pub fn fusion_transient_bytes(
+    g: &Graph,
+    id: NodeId,
+    in_place: &[InPlace],
+) -> Result<DimExpr, DimError> {
+    let node = g.node(id);
+    let Some(region) = node.regions.first() else {
         return Ok(DimExpr::zero());
     };
-    let elements = region.value_type(*first).num_elements();
-    let chunk = DimExpr::min(&elements, &DimExpr::constant(FUSION_CHUNK));
-    chunk.checked_mul(&DimExpr::constant(tile_bytes_per_element(region)))
+    let mut t = fusion_tile_bytes(region)?;
+    let ops = g.operands(id);
+    for w in in_place {
+        if let Some(v) = ops.get(w.operand) {
+            let ty = g.value_type(*v);
+            let bytes = ty
+                .num_elements()
+                .checked_mul(&DimExpr::constant(ty.dtype.size_bytes() as i64))?;
+            t = t.checked_sub(&bytes)?;
+        }
+    }
+    Ok(t)
 }

@@ -13,7 +13,8 @@
 //!   `iota` or splat `constant`: those are copied anyway, [`super::legality::duplicable`]) and
 //!   not a graph output;
 //! * every user is a single-result loop-fusible op with `p`'s element count (proved with the
-//!   symbolic algebra) that reads `p` flat-aligned, so every user's group can take a copy;
+//!   symbolic algebra), or a `reduce` that roots an input fusion over `p`'s element count, and
+//!   reads `p` flat-aligned, so every user's group can take a copy;
 //! * its cone — `p` and the recomputable producers it reads, transitively — holds at most
 //!   [`MAX_CONE`] ops and reads at most one *leaf* of `p`'s element count: a value that is not
 //!   recomputable and will be materialized. Smaller leaves (the operands of expanding
@@ -24,7 +25,7 @@
 //! instead; the values computed are the same, bit for bit (elementwise ops are deterministic).
 
 use super::legality::{duplicable, loop_fusible};
-use ebb_ir::op::fusion::reads_aligned;
+use ebb_ir::op::fusion::{iteration_space, reads_aligned, reduce_root_prefix};
 use ebb_ir::{Graph, NodeId, ValueRef};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -103,9 +104,8 @@ fn every_user_takes_a_copy(g: &Graph, n: NodeId) -> bool {
     !users.is_empty()
         && users.iter().all(|&(u, operand, _)| {
             let un = g.node(u);
-            loop_fusible(&un.op)
-                && un.outputs.len() == 1
+            (loop_fusible(&un.op) && un.outputs.len() == 1 || reduce_root_prefix(g, u).is_some())
                 && reads_aligned(g, u, operand as usize)
-                && g.scope.prove_eq(&un.outputs[0].num_elements(), &count)
+                && iteration_space(g, u).is_some_and(|s| g.scope.prove_eq(&s, &count))
         })
 }

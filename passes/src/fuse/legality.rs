@@ -24,8 +24,11 @@ pub enum NotFused {
         /// The op kind.
         op: &'static str,
     },
-    /// A `reduce` is a group root only (input fusion of its producers is not implemented yet).
+    /// A `reduce` is a group root only (of an input fusion), never a member.
     Reduction,
+    /// The consumer is a `reduce` that cannot root an input fusion: it reduces its outermost
+    /// dimension (its rows are not contiguous), or it has several inputs.
+    ReduceRows,
     /// The consumer reads the producer through an index map that is not flat-aligned
     /// (`transpose`, an expanding `broadcast_in_dim`, a `slice`, ...).
     Unaligned {
@@ -55,6 +58,10 @@ impl std::fmt::Display for NotFused {
         match self {
             NotFused::Kind { op } => write!(f, "`{op}` is not fusible"),
             NotFused::Reduction => write!(f, "a reduce is a group root only"),
+            NotFused::ReduceRows => write!(
+                f,
+                "the reduce reduces its outermost dimension or has several inputs"
+            ),
             NotFused::Unaligned { consumer } => {
                 write!(f, "`{consumer}` reads it through a non-aligned index map")
             }
@@ -106,6 +113,9 @@ pub struct GroupView<'a> {
     /// The producers that may be copied into every group that reads them
     /// ([`super::duplicate::recomputable`]).
     pub recomputable: &'a HashSet<NodeId>,
+    /// Whether the group is an input fusion (a `reduce` root): its only result is the root's,
+    /// so a graph output may join it only as a copy.
+    pub input: bool,
 }
 
 /// Checks that `producer` may join `group` (see the module docs); `Err` names the first
@@ -132,6 +142,9 @@ pub fn join(g: &Graph, producer: NodeId, group: &GroupView) -> Result<Join, NotF
         });
     }
     let mut outside = None;
+    if group.input && g.outputs().iter().any(|o| o.node == producer) {
+        outside = Some("(graph output)");
+    }
     for (user, operand, _) in g.users(producer) {
         if !group.members.contains(&user) {
             outside.get_or_insert(g.node(user).kind().name());

@@ -9,11 +9,12 @@
 //! * [`partition`]: the grouping (reverse program order, producers latest first);
 //! * [`outline`]: the graph transform.
 //!
-//! Loop fusion only, of flat-aligned members (elementwise ops, `convert`, `compare`,
-//! `select`, `clamp`, `reshape`, `broadcast_in_dim` — expanding ones read an outside operand —
-//! and `iota`), with cheap producers copied into every group that reads them; not yet: input
-//! fusion under a `reduce` root, transposes, multi-output fusion of siblings, dot epilogues
-//! (issue #11).
+//! Loop fusion of flat-aligned members (elementwise ops, `convert`, `compare`, `select`,
+//! `clamp`, `reshape`, `broadcast_in_dim` — expanding ones read an outside operand — and
+//! `iota`), and input fusion of such members under a `reduce` root that keeps its leading
+//! dimensions (softmax's max and sum, layer norm's mean and variance, the cross-entropy's
+//! log-sum-exp), with cheap producers copied into every group that reads them; not yet:
+//! transposes, multi-output fusion of siblings, dot epilogues (issue #11).
 //!
 //! Invariant: [`FusePass`] leaves a graph that verifies and computes the same outputs; every
 //! `fusion` op's region holds at least two ops.

@@ -68,7 +68,12 @@ pub fn outline(g: &mut Graph, group: &FusionGroup, name: &str) -> NodeId {
     let n_out = inner.len();
     region.set_outputs(inner, vec![String::new(); n_out]);
     let types = results.iter().map(|v| g.value_type(*v).clone()).collect();
-    let mut node = Node::new(Op::Fusion(FusionKind::Loop), types);
+    let kind = if g.node(group.root).kind() == ebb_ir::OpKind::Reduce {
+        FusionKind::Input
+    } else {
+        FusionKind::Loop
+    };
+    let mut node = Node::new(Op::Fusion(kind), types);
     node.loc = g.node(group.root).loc.clone();
     node.regions = vec![region];
     let id = g.add_node(node, &external);

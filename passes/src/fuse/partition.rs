@@ -1,8 +1,10 @@
-//! Partitions a graph into loop fusion groups (XLA's producer-consumer loop fusion, restricted
-//! to flat-aligned members; see [`super::legality`]).
+//! Partitions a graph into loop and input fusion groups (XLA's producer-consumer loop fusion,
+//! and input fusion under a `reduce` root, restricted to flat-aligned members; see
+//! [`super::legality`]).
 //!
 //! Algorithm: visit the ops in reverse program order; an op not yet in a group and fusible
-//! becomes the root of a new group over its result's element count; its producers are
+//! (or a `reduce` that may root an input fusion) becomes the root of a new group over its
+//! iteration space ([`iteration_space`]); its producers are
 //! considered latest-first (so every user of a producer has been decided before it) and join
 //! when [`join`] allows. Groups of one op are dropped. Deterministic: the result depends on the
 //! program order only.
@@ -13,10 +15,12 @@
 //! so outlining a group creates no cycle.
 
 use super::legality::{join, loop_fusible, GroupView, Join, NotFused};
+use ebb_ir::op::fusion::{iteration_space, reduce_root_prefix};
 use ebb_ir::{DimExpr, Graph, NodeId, Op, OpKind};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-/// One fusion group: its root (the last member in program order) and its members.
+/// One fusion group: its root (the last member in program order) and its members. The root
+/// of an input fusion is a `reduce` ([`reduce_root_prefix`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FusionGroup {
     /// The root op, whose result gives the iteration space.
@@ -25,7 +29,7 @@ pub struct FusionGroup {
     pub members: Vec<NodeId>,
     /// Members that are copies: cheap producers that stay in the graph for their other users.
     pub duplicated: HashSet<NodeId>,
-    /// Elements of the iteration space (the root's result).
+    /// Elements of the iteration space ([`iteration_space`] of the root).
     pub space: DimExpr,
 }
 
@@ -60,14 +64,27 @@ pub fn partition(g: &Graph) -> Partition {
     let mut groups_of: HashMap<NodeId, Vec<usize>> = HashMap::new();
     for &root in g.order().iter().rev() {
         let r = g.node(root);
+        let input = reduce_root_prefix(g, root).is_some();
+        if r.kind() == OpKind::Reduce && !input && !assigned.contains(&root) {
+            if let Some(v) = g.operands(root).first() {
+                if !external_by_design(g, v.node) {
+                    out.rejected.push(Rejection {
+                        producer: v.node,
+                        consumer: root,
+                        reason: NotFused::ReduceRows,
+                    });
+                }
+            }
+        }
         if assigned.contains(&root)
-            || !loop_fusible(&r.op)
-            || r.outputs.len() != 1
+            || !(input || loop_fusible(&r.op) && r.outputs.len() == 1)
             || computed_by_copies(g, root, &groups_of)
         {
             continue;
         }
-        let space = r.outputs[0].num_elements();
+        let Some(space) = iteration_space(g, root) else {
+            continue;
+        };
         let mut members: HashSet<NodeId> = HashSet::from([root]);
         // Producers to consider, latest first: (position, producer, consumer).
         let mut todo: BTreeSet<(usize, NodeId, NodeId)> = BTreeSet::new();
@@ -90,6 +107,7 @@ pub fn partition(g: &Graph) -> Partition {
                 members: &members,
                 copies: &duplicated,
                 recomputable: &recomputable,
+                input,
             };
             match join(g, p, &view) {
                 Ok(how) => {
@@ -133,6 +151,8 @@ pub fn partition(g: &Graph) -> Partition {
     out.groups.reverse();
     out.rejected
         .sort_by_key(|x| (pos[&x.consumer], pos[&x.producer]));
+    // Two groups may reject the same pair (a producer read by a member copied into both).
+    out.rejected.dedup();
     out
 }
 

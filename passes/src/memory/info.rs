@@ -163,9 +163,10 @@ impl GraphInfo {
         user_pairs.sort_unstable();
         let operands = Csr::from_pairs(ops.len(), &op_pairs);
         let users = Csr::from_pairs(values.len(), &user_pairs);
+        let in_place = ebb_ir::op::in_place_writes(g);
         let transient = ops
             .iter()
-            .map(|&id| region_transient(g, id, scope).map_or(NONE, |e| sizes.intern(e)))
+            .map(|&id| region_transient(g, id, scope, &in_place).map_or(NONE, |e| sizes.intern(e)))
             .collect();
         GraphInfo {
             ops,
@@ -214,16 +215,23 @@ fn value_id(value_base: &[u32], g: &Graph, v: ValueRef) -> Option<u32> {
 /// the maximum over the op's regions. `None` for ops without such regions (`reduce`, `sort`,
 /// `scatter` comparators are scalar bodies and are ignored).
 ///
-/// A `fusion` op is charged its tile buffers only ([`ebb_ir::op::fusion_tile_bytes`]).
+/// A `fusion` op is charged its tile buffers only, minus the operands its results are written
+/// into ([`ebb_ir::op::fusion_transient_bytes`]; negative when those exceed the tiles).
 ///
 /// Conservative: the region's outputs are counted both inside (in its peak) and outside (as
 /// the op's results), and the regions of a `while` are charged at the op's point only, as if
 /// one iteration's transient memory were live for the whole op.
-fn region_transient(g: &Graph, id: NodeId, scope: &SymbolScope) -> Option<DimExpr> {
+fn region_transient(
+    g: &Graph,
+    id: NodeId,
+    scope: &SymbolScope,
+    in_place: &std::collections::HashMap<NodeId, Vec<ebb_ir::op::InPlace>>,
+) -> Option<DimExpr> {
     let node = g.node(id);
-    if let (ebb_ir::Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
+    if let ebb_ir::Op::Fusion(_) = &node.op {
         // A fusion's internal values are never materialized: only its tile buffers.
-        return ebb_ir::op::fusion_tile_bytes(region)
+        let w = in_place.get(&id).map_or(&[][..], |w| w.as_slice());
+        return ebb_ir::op::fusion_transient_bytes(g, id, w)
             .ok()
             .map(|e| scope.normalize(&e));
     }

@@ -11,7 +11,10 @@
 //! other outputs from their definition to the last point, intermediates from their
 //! definition to their last read; a region-carrying op with a region that holds a tensor adds,
 //! at its own point, the largest over such regions of (the region's peak in its program order
-//! minus its block arguments).
+//! minus its block arguments); a `fusion` op adds its tile buffers minus the operands its
+//! results are written into in place ([`ebb_ir::op::in_place_writes`], the contract shared with
+//! the executor), and each such operand is proved to be last read there, and not to be a graph
+//! output or an input that is not donated (no read after the overwrite).
 
 use super::error::CheckError;
 use ebb_ir::{Bindings, Graph, NodeId, OpKind, OpPos, Point, TensorType, ValueId, ValueRef};
@@ -171,6 +174,9 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
     let mut op_start = Vec::with_capacity(points + 1);
     let mut operands = Vec::new();
     let mut transient = vec![0i64; points];
+    let in_place = ebb_ir::op::in_place_writes(g);
+    // (point, overwritten value) of every in-place write, proved below.
+    let mut overwrites: Vec<(usize, usize)> = Vec::new();
     for (p, pos) in schedule.iter().map(|pos| pos.index()).enumerate() {
         op_start.push(operands.len());
         let id = order[pos];
@@ -202,12 +208,51 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
         }
         operands.truncate(k);
         transient[p] = region_transient(g, id, b)?;
+        // An in-place write: the result takes the operand's buffer, allocated once.
+        let ins = g.operands(id);
+        for w in in_place.get(&id).into_iter().flatten() {
+            let v = ins.get(w.operand).ok_or_else(|| {
+                sched_err(
+                    p,
+                    format!("in-place write of missing operand {}", w.operand),
+                )
+            })?;
+            let src = pos_of_id[v.node.index()];
+            let x = base[src] + v.output as usize;
+            transient[p] -= bytes[x];
+            overwrites.push((p, x));
+        }
     }
     op_start.resize(points + 1, operands.len());
     for o in g.outputs() {
         let pos = pos_of_id[o.node.index()];
         if !is_input[pos] {
             last_use[base[pos] + o.output as usize] = Point::new(last);
+        }
+    }
+    // No read after an overwrite: the overwritten value is last resident at the write, and is
+    // neither a graph input the caller keeps nor a graph output.
+    for &(p, x) in &overwrites {
+        let src = producer[x].index();
+        let kept_input = is_input[src] && !donated[src];
+        let is_output = g
+            .outputs()
+            .iter()
+            .any(|o| pos_of_id[o.node.index()] == src && base[src] + o.output as usize == x);
+        if kept_input || is_output || last_use[x] != Point::new(p) {
+            return Err(sched_err(
+                p,
+                format!(
+                    "an in-place write overwrites value {x}, which is {}",
+                    if kept_input {
+                        "a graph input that is not donated".to_string()
+                    } else if is_output {
+                        "a graph output".to_string()
+                    } else {
+                        format!("read until point {}", last_use[x])
+                    }
+                ),
+            ));
         }
     }
     Ok(Derived {

@@ -4,17 +4,22 @@
 //! copied for the chunk's range, members run with the ordinary kernels on chunk-sized
 //! tensors (`reshape` and unit-dimension broadcasts are the identity on a chunk, expanding
 //! broadcasts, `iota` and splat constants are computed from the flat indices), and the results' chunks are
-//! written into the whole results.
+//! written into the whole results. An input fusion's chunks are whole rows of its `reduce`
+//! root's operand; the root reduces each chunk's rows with the ordinary `reduce` kernel and
+//! its rows of the result are written in place.
 //!
 //! Invariant: the results equal, bit for bit, what running the region's ops one by one on whole
-//! tensors gives (every member is elementwise on the flat index), and the transient bytes
+//! tensors gives (every member is elementwise on the flat index; the `reduce` kernel combines
+//! each output element's inputs in an order fixed by its row alone), and the transient bytes
 //! reported are [`fusion_tile_bytes`] at the bindings, the planner's charge.
 
 use super::layout::strides_of;
 use super::{elementwise, Ctx, KernelFailure, OutType};
 use crate::error::OpError;
 use crate::tensor::{Data, Tensor};
-use ebb_ir::op::fusion::{aligned_inputs, member_last_uses, reads_aligned};
+use ebb_ir::op::fusion::{
+    aligned_inputs, input_fusion_rows, member_last_uses, reads_aligned, reduce_root_prefix,
+};
 use ebb_ir::op::{fusion_tile_bytes, FUSION_CHUNK};
 use ebb_ir::{Bindings, Graph, Node, Op, ValueRef};
 use std::cell::Cell;
@@ -35,8 +40,67 @@ fn shape_at(shape: &[ebb_ir::DimExpr], b: &Bindings) -> Result<Vec<usize>, Kerne
         .collect()
 }
 
-/// `fusion` with a loop region (see the module docs).
-pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
+/// How the iteration space is cut into chunks, at the bindings.
+struct Chunking {
+    /// Elements of the iteration space.
+    n: usize,
+    /// Elements per row (1 for a loop fusion: any cut is a row boundary).
+    row: usize,
+    /// Rows per chunk (at least 1).
+    rows_per: usize,
+    /// Rows of the iteration space.
+    rows: usize,
+}
+
+/// The chunking of a loop fusion (chunks of [`FUSION_CHUNK`] elements) or of an input fusion
+/// (whole rows of the reduce's operand, as many as fit, at least one).
+fn chunking(region: &Graph, ctx: &Ctx) -> Result<Chunking, KernelFailure> {
+    let chunk = FUSION_CHUNK as usize;
+    match input_fusion_rows(region) {
+        Some((_, row)) => {
+            let root = region
+                .order()
+                .last()
+                .and_then(|&r| region.operands(r).first().copied())
+                .ok_or_else(|| invalid("input fusion without a reduce root"))?;
+            let shape = shape_at(&region.value_type(root).shape, ctx.bindings)?;
+            let row = usize::try_from(row.eval(ctx.bindings).map_err(|e| invalid(e.to_string()))?)
+                .map_err(|_| invalid("negative row length"))?;
+            let n: usize = shape.iter().product();
+            let rows = if row == 0 {
+                // Empty rows: the reduce still yields its init value for each of them.
+                ctx.out.first().map_or(0, |o| o.shape.iter().product())
+            } else {
+                n / row
+            };
+            Ok(Chunking {
+                n,
+                row,
+                rows_per: (chunk / row.max(1)).max(1),
+                rows,
+            })
+        }
+        None => {
+            let n: usize = ctx.out.first().map_or(0, |o| o.shape.iter().product());
+            if ctx
+                .out
+                .iter()
+                .any(|o| o.shape.iter().product::<usize>() != n)
+            {
+                return Err(invalid("loop fusion results differ in element count"));
+            }
+            Ok(Chunking {
+                n,
+                row: 1,
+                rows_per: chunk,
+                rows: n,
+            })
+        }
+    }
+}
+
+/// `fusion` of either kind (see the module docs).
+pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
     let [region] = ctx.node.regions.as_slice() else {
         return Err(invalid("fusion needs one region"));
     };
@@ -45,16 +109,25 @@ pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ke
             "fusion operands or results differ from its region's",
         ));
     }
-    let n: usize = ctx.out.first().map_or(0, |o| o.shape.iter().product());
-    if ctx
-        .out
-        .iter()
-        .any(|o| o.shape.iter().product::<usize>() != n)
-    {
-        return Err(invalid("loop fusion results differ in element count"));
-    }
+    let Chunking {
+        n,
+        row,
+        rows_per,
+        rows,
+    } = chunking(region, ctx)?;
+    let input = input_fusion_rows(region).is_some();
     let aligned = aligned_inputs(region);
     let (members, last) = member_last_uses(region);
+    if input
+        && region
+            .outputs()
+            .iter()
+            .any(|v| Some(&v.node) != members.last())
+    {
+        return Err(invalid(
+            "an input fusion's only result is its reduce root's",
+        ));
+    }
     // Region output index of each member result that is one.
     let out_of: HashMap<ValueRef, Vec<usize>> =
         region
@@ -75,15 +148,45 @@ pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ke
         .iter()
         .map(|&id| prepare(region, id, ctx.bindings))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut results: Vec<Data> = ctx.out.iter().map(|o| Data::zeros(o.dtype, n)).collect();
-    let chunk = FUSION_CHUNK as usize;
-    let mut start = 0;
-    while start < n {
-        let len = chunk.min(n - start);
+    // In-place writes: a result takes the buffer of an operand this op alone holds; that
+    // operand's chunks are then read from the result buffer, each before it is overwritten.
+    let mut ops = ops;
+    let mut reuse: Vec<Option<Data>> = vec![None; ctx.out.len()];
+    let mut src_result: Vec<Option<usize>> = vec![None; ops.len()];
+    for w in ctx.in_place.iter().filter(|_| !input) {
+        let (Some(t), Some(o)) = (ops.get_mut(w.operand), ctx.out.get(w.result)) else {
+            continue;
+        };
+        if !aligned[w.operand] || t.dtype() != o.dtype || reuse[w.result].is_some() {
+            continue;
+        }
+        let held = std::mem::replace(t, Tensor::scalar(crate::tensor::Scalar::I1(false)));
+        match held.try_into_data() {
+            Ok(d) => {
+                reuse[w.result] = Some(d);
+                src_result[w.operand] = Some(w.result);
+            }
+            Err(back) => *t = back,
+        }
+    }
+    let mut results: Vec<Data> = ctx
+        .out
+        .iter()
+        .zip(reuse)
+        .map(|(o, r)| r.unwrap_or_else(|| Data::zeros(o.dtype, o.shape.iter().product())))
+        .collect();
+    let mut r0 = 0;
+    while r0 < rows {
+        let nrows = rows_per.min(rows - r0);
+        let (start, len) = (r0 * row, nrows * row);
         let mut env: HashMap<ValueRef, Tensor> = HashMap::new();
         for (i, (&id, t)) in region.inputs().iter().zip(&ops).enumerate() {
             let v = if aligned[i] {
-                let d = crate::tensor::map_same!(t.data(), v => v[start..start + len].to_vec());
+                let data = match src_result[i] {
+                    Some(o) => &results[o],
+                    None => t.data(),
+                };
+                let d = crate::tensor::map_same!(data, v => v[start..start + len].to_vec());
                 Tensor::from_parts(vec![len], d)
             } else {
                 t.clone()
@@ -98,11 +201,22 @@ pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ke
                     env.remove(v);
                 }
             }
-            let t = member(step, operands, start, len, ctx.bindings)?;
+            let chunk = Chunk {
+                start,
+                len,
+                rows: nrows,
+            };
+            let t = member(step, operands, &chunk, ctx.bindings)?;
             let v = ValueRef::new(step.id, 0);
+            // A loop member's chunk lands at the chunk's elements, a reduce root's at its rows.
+            let at = if input {
+                r0 * (t.len() / nrows.max(1))
+            } else {
+                start
+            };
             for &o in out_of.get(&v).into_iter().flatten() {
                 let dst = &mut results[o];
-                let ok = crate::tensor::zip_with!(dst, t.data(), d, s => d[start..start + len].copy_from_slice(s));
+                let ok = crate::tensor::zip_with!(dst, t.data(), d, s => d[at..at + s.len()].copy_from_slice(s));
                 if ok.is_none() {
                     return Err(invalid("a fusion result changed its element type"));
                 }
@@ -111,7 +225,7 @@ pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ke
                 env.insert(v, t);
             }
         }
-        start += len;
+        r0 += nrows;
     }
     let tile = fusion_tile_bytes(region)
         .and_then(|e| e.eval(ctx.bindings))
@@ -122,6 +236,16 @@ pub(crate) fn loop_fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ke
         .zip(ctx.out)
         .map(|(d, o)| Tensor::from_parts(o.shape.clone(), d))
         .collect())
+}
+
+/// The part of the iteration space one pass of the chunk loop covers.
+struct Chunk {
+    /// First element.
+    start: usize,
+    /// Elements.
+    len: usize,
+    /// Whole rows (an input fusion's; `len` for a loop fusion).
+    rows: usize,
 }
 
 /// How a member computes one chunk.
@@ -137,6 +261,15 @@ enum How {
     Splat(Tensor),
     /// An elementwise op, run by its ordinary kernel on chunk tensors.
     Elementwise,
+    /// The `reduce` root of an input fusion, run by its ordinary kernel on a chunk of rows
+    /// reshaped to `[rows] ++ rest`: the dimensions it reduces renumbered for that shape,
+    /// `rest` (the operand's dimensions after the kept prefix) and the kept dimensions of
+    /// `rest`.
+    Reduce {
+        dims: Vec<i64>,
+        rest: Vec<usize>,
+        kept_rest: Vec<usize>,
+    },
 }
 
 /// A member prepared for the chunk loop: its node, operands and [`How`].
@@ -188,6 +321,24 @@ fn prepare<'g>(
             How::Splat(splat(lit, node.outputs[0].dtype, FUSION_CHUNK as usize)?)
         }
         _ if node.kind().is_elementwise() => How::Elementwise,
+        Op::Reduce(dims) => {
+            let k = reduce_root_prefix(region, id)
+                .ok_or_else(|| invalid("a reduce that cannot root an input fusion"))?;
+            let src = ins
+                .first()
+                .map(|v| shape_at(&region.value_type(*v).shape, b))
+                .ok_or_else(|| invalid("reduce without an operand"))??;
+            let rest = src[k..].to_vec();
+            let kept_rest = (k..src.len())
+                .filter(|d| !dims.contains(&(*d as i64)))
+                .map(|d| src[d])
+                .collect();
+            How::Reduce {
+                dims: dims.iter().map(|&d| d - k as i64 + 1).collect(),
+                rest,
+                kept_rest,
+            }
+        }
         _ => {
             return Err(invalid(format!(
                 "`{}` cannot be a loop fusion member",
@@ -211,11 +362,11 @@ fn splat(lit: &ebb_ir::Literal, dtype: ebb_ir::DType, len: usize) -> Result<Tens
 /// One member on the chunk `[start, start + len)`.
 fn member(
     step: &Step,
-    operands: Vec<Tensor>,
-    start: usize,
-    len: usize,
+    mut operands: Vec<Tensor>,
+    chunk: &Chunk,
     b: &Bindings,
 ) -> Result<Tensor, KernelFailure> {
+    let &Chunk { start, len, rows } = chunk;
     match &step.how {
         How::Identity => Ok(operands[0].clone()),
         How::Broadcast(map) => {
@@ -247,8 +398,37 @@ fn member(
                 out: &out_ty,
                 bindings: b,
                 transient: Cell::new(0),
+                in_place: &[],
             };
             elementwise::run(&c, operands).map_err(KernelFailure::Op)
+        }
+        How::Reduce {
+            dims,
+            rest,
+            kept_rest,
+        } => {
+            let shape: Vec<usize> = std::iter::once(rows).chain(rest.iter().copied()).collect();
+            let x = operands
+                .first()
+                .ok_or_else(|| invalid("reduce without an operand"))?
+                .reshape(shape)
+                .map_err(|e| invalid(e.to_string()))?;
+            operands[0] = x;
+            let out_ty = [OutType {
+                dtype: step.node.outputs[0].dtype,
+                shape: std::iter::once(rows)
+                    .chain(kept_rest.iter().copied())
+                    .collect(),
+            }];
+            let c = Ctx {
+                node: step.node,
+                out: &out_ty,
+                bindings: b,
+                transient: Cell::new(0),
+                in_place: &[],
+            };
+            let mut r = super::reduce::reduce(&c, dims, operands).map_err(KernelFailure::Op)?;
+            r.pop().ok_or_else(|| invalid("reduce without a result"))
         }
     }
 }

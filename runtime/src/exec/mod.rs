@@ -153,6 +153,11 @@ struct Step {
     out: Vec<OutType>,
     /// Intermediates to drop after this point.
     frees: Vec<u32>,
+    /// Results written into the buffer of an operand that dies here
+    /// ([`ebb_ir::op::in_place_writes`]).
+    in_place: Vec<ebb_ir::op::InPlace>,
+    /// Bytes of those operands: allocated once for operand and result.
+    in_place_bytes: u64,
 }
 
 /// A graph with a validated schedule and all types evaluated at the bindings, ready to run.
@@ -272,6 +277,8 @@ impl<'g> Program<'g> {
                 first_result,
                 out,
                 frees: Vec::new(),
+                in_place: Vec::new(),
+                in_place_bytes: 0,
             });
         }
         let mut outputs = Vec::with_capacity(g.outputs().len());
@@ -313,6 +320,23 @@ impl<'g> Program<'g> {
                     && last_use[v as usize] == p as u32
                     && !repeated;
             }
+        }
+        let in_place = ebb_ir::op::in_place_writes(g);
+        for s in steps.iter_mut() {
+            let Some(w) = in_place.get(&s.node) else {
+                continue;
+            };
+            for x in w {
+                if !s.take.get(x.operand).copied().unwrap_or(false) {
+                    return Err(sched_err(format!(
+                        "`{}` writes in place into operand {}, which is read after it",
+                        g.node(s.node).kind().name(),
+                        x.operand
+                    )));
+                }
+                s.in_place_bytes += sizes[s.operands[x.operand] as usize];
+            }
+            s.in_place = w.clone();
         }
         for v in 0..num_values {
             if !matches!(class[v], Class::Intermediate | Class::Donated) {
@@ -441,12 +465,14 @@ impl<'g> Program<'g> {
                 resident += self.sizes[s.first_result as usize + i];
                 slots[s.first_result as usize + i] = Some(t);
             }
-            let here = (resident + transient).max(stats.regen_peak[p]);
+            // An operand written in place holds a result: its bytes are counted once.
+            let now = (resident + transient).saturating_sub(s.in_place_bytes);
+            let here = now.max(stats.regen_peak[p]);
             if here > stats.peak_bytes || stats.resident_bytes.is_empty() {
                 stats.peak_bytes = here;
                 stats.peak_point = Point::new(p);
             }
-            stats.resident_bytes.push(resident + transient);
+            stats.resident_bytes.push(now);
             for &v in &s.frees {
                 slots[v as usize] = None;
                 resident -= self.sizes[v as usize];
@@ -498,6 +524,7 @@ impl Program<'_> {
             out: &s.out,
             bindings: &self.bindings,
             transient: Cell::new(0),
+            in_place: &s.in_place,
         };
         let results = dispatch(&ctx, operands).map_err(|e| match e {
             KernelFailure::Op(source) => op_err(node, source),
@@ -576,6 +603,10 @@ pub(crate) struct Ctx<'a> {
     pub out: &'a [OutType],
     pub bindings: &'a Bindings,
     pub transient: Cell<u64>,
+    /// Results the kernel may write into the buffer of an operand it is the last reader of
+    /// (a loop `fusion`'s [`ebb_ir::op::in_place_writes`]); the kernel reuses the buffer only
+    /// when it owns it alone.
+    pub in_place: &'a [ebb_ir::op::InPlace],
 }
 
 impl Ctx<'_> {
@@ -637,7 +668,7 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
         Op::Gather(gd) => one(gather_scatter::gather(ctx, gd, ops)),
         Op::Scatter(sd) => Ok(gather_scatter::scatter(ctx, sd, ops)?),
         Op::While => Ok(control::while_loop(ctx, ops)?),
-        Op::Fusion(ebb_ir::op::FusionKind::Loop) => Ok(fusion::loop_fusion(ctx, ops)?),
+        Op::Fusion(_) => Ok(fusion::fusion(ctx, ops)?),
         Op::Sort(spec) => Ok(control::sort(ctx, spec, ops)?),
         Op::OptimizationBarrier => Ok(ops),
         Op::CustomCall(cc) => Err(KernelFailure::Exec(ExecError::Unsupported {

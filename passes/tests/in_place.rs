@@ -1,0 +1,136 @@
+//! In-place writes of loop fusions (`ebb_ir::op::in_place_writes`): which operand a result
+//! overwrites and the named negative cases (an operand read later, a graph output, an input
+//! that is not donated), the planned peak that counts an overwritten operand once, and the
+//! independent checker deriving the same peak.
+
+use ebb_ir::op::{in_place_writes, InPlace};
+use ebb_ir::text::parse;
+use ebb_ir::{Graph, OpKind};
+use ebb_passes::fuse::FusePass;
+use ebb_passes::manager::{Pass, PassContext};
+use ebb_passes::memory::program_order;
+use ebb_passes::plan::{build_plan, check, PlanOptions};
+
+/// `d = x·w` (materialized: a `dot_general`), then `negate(exp(d))` (one loop fusion), and
+/// whatever `extra` adds before the `return` of `ret`.
+fn graph(extra: &str, ret: &str) -> Graph {
+    let text = format!(
+        r#"graph @inplace {{
+  %x = input {{index = 0, name = "x"}} : f32[B,64]
+  %w = input {{index = 1, name = "w"}} : f32[64,64]
+  %d = dot_general(%x, %w) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[B,64]
+  %e = exponential(%d) : f32[B,64]
+  %n = negate(%e) : f32[B,64]
+{extra}  return {ret}
+}}"#
+    );
+    let mut g = parse(&text).unwrap();
+    FusePass.run(&mut g, &mut PassContext::new()).unwrap();
+    ebb_ir::verify::verify(&g).unwrap();
+    g
+}
+
+/// The in-place writes of the graph's one `fusion` op.
+fn writes(g: &Graph) -> Vec<InPlace> {
+    let fusion = *g
+        .order()
+        .iter()
+        .find(|&&n| g.node(n).kind() == OpKind::Fusion)
+        .expect("a fusion op");
+    in_place_writes(g).remove(&fusion).unwrap_or_default()
+}
+
+/// Planned peak (no decisions) and the checker's, at `B = b`.
+fn peaks(g: &Graph, b: i64) -> (i64, i64) {
+    let bind = ebb_testkit::bind(&[("B", b)]);
+    let plan = build_plan(g, &program_order(g), &PlanOptions::default()).unwrap();
+    let checked = check(g, &plan, &[], &bind).unwrap();
+    (plan.peak_at(&bind).unwrap(), checked.peak)
+}
+
+/// Tests that the fusion overwrites `d`, its dying operand, and that the planned peak, the
+/// checker's, counts `d` and the result once: inputs + `d` + the tiles, not + the result.
+#[test]
+fn a_dying_operand_is_overwritten() {
+    let g = graph("", "%n");
+    assert_eq!(
+        writes(&g),
+        [InPlace {
+            operand: 0,
+            result: 0
+        }]
+    );
+    let b = 4096;
+    let (planned, checked) = peaks(&g, b);
+    assert_eq!(planned, checked);
+    let (inputs, d) = (b * 64 * 4 + 64 * 64 * 4, b * 64 * 4);
+    // Tiles: one chunk (2048 elements) of the copied operand and of each member's result.
+    assert!(planned < inputs + 2 * d, "{planned}");
+    assert!(planned >= inputs + d, "{planned}");
+}
+
+/// Tests the negative cases: `d` read after the fusion by an op that does not feed it, `d`
+/// a graph output, and the fusion reading a graph input that is not donated — no write.
+#[test]
+fn no_write_where_the_old_value_is_still_needed() {
+    let later = "  %k = dot_general(%d, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,64]\n";
+    assert_eq!(writes(&graph(later, "%n, %k")), []);
+    assert_eq!(writes(&graph("", "%n, %d")), []);
+    let on_input = parse(
+        r#"graph @input {
+  %x = input {index = 0, name = "x"} : f32[B,64]
+  %e = exponential(%x) : f32[B,64]
+  %n = negate(%e) : f32[B,64]
+  return %n
+}"#,
+    )
+    .unwrap();
+    let mut g = on_input.clone();
+    FusePass.run(&mut g, &mut PassContext::new()).unwrap();
+    assert_eq!(writes(&g), []);
+    // Donated (`aliasing_output`), the same input is overwritten: XLA's input-output alias.
+    let mut g = on_input;
+    let x = g.inputs()[0];
+    g.set_aliasing_output(x, Some(0));
+    FusePass.run(&mut g, &mut PassContext::new()).unwrap();
+    assert_eq!(
+        writes(&g),
+        [InPlace {
+            operand: 0,
+            result: 0
+        }]
+    );
+    let (planned, checked) = peaks(&g, 4096);
+    assert_eq!(planned, checked);
+    assert!(planned < 2 * 4096 * 64 * 4, "{planned}");
+}
+
+/// Tests that a reader of the operand that the fusion depends on (here the `reduce` that
+/// feeds it through a broadcast) does not prevent the write: the fusion reads `d` last in
+/// every schedule.
+#[test]
+fn readers_that_feed_the_fusion_allow_the_write() {
+    let text = r#"graph @feeds {
+  %x = input {index = 0, name = "x"} : f32[B,64]
+  %w = input {index = 1, name = "w"} : f32[64,64]
+  %zero = constant {value = dense<0.0> : f32} : f32[]
+  %d = dot_general(%x, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,64]
+  %m = reduce(%d, %zero) {dimensions = [1]} : f32[B] {
+    region @body {
+      %a = input {index = 0, name = ""} : f32[]
+      %b = input {index = 1, name = ""} : f32[]
+      %r = maximum(%a, %b) : f32[]
+      return %r
+    }
+  }
+  %mb = broadcast_in_dim(%m) {broadcast_dimensions = [0], shape = dims[B, 64]} : f32[B,64]
+  %s = subtract(%d, %mb) : f32[B,64]
+  %n = negate(%s) : f32[B,64]
+  return %n
+}"#;
+    let mut g = parse(text).unwrap();
+    FusePass.run(&mut g, &mut PassContext::new()).unwrap();
+    assert_eq!(writes(&g).len(), 1);
+    let (planned, checked) = peaks(&g, 4096);
+    assert_eq!(planned, checked);
+}
