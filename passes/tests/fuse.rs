@@ -1,5 +1,5 @@
 //! Snapshot tests of the fusion pass on small graphs (softmax, layer norm's statistics, GELU,
-//! an AdamW update, a reduction that must not fuse): the groups, the named reasons for the
+//! an AdamW update, siblings, a reduction that must not fuse): the groups, the named reasons for the
 //! pairs left apart, and the IR before and after; and a check that the fused graph plans a
 //! lower peak where intermediates vanish.
 
@@ -252,4 +252,37 @@ fn residuals_are_recomputed_in_each_reader() {
     // `tanh`, `1 + tanh`, `exp` and `-e` (whose one reader moves it anyway); not `x + z`.
     assert_eq!(recomputed, ["add", "exponential", "negate", "tanh"]);
     assert!(!top.contains(&"exponential"), "{top:?}");
+}
+
+/// Siblings: `exp(d)` and `-(2·d)` read the same `dot_general` result and are both graph
+/// outputs, so their groups merge into one with two results (multi-output fusion) and `d` is
+/// read once per chunk. Negative case: `tanh(d)`, whose result a `dot_general` reads before
+/// the later sibling runs, stays a group of its own (the merged op could not take the later
+/// one's place).
+#[test]
+fn siblings_share_one_group() {
+    let (snap, g) = fused(
+        r#"graph @siblings {
+  %x = input {index = 0, name = "x"} : f32[B,64]
+  %w = input {index = 1, name = "w"} : f32[64,64]
+  %two = constant {value = dense<2.0> : f32} : f32[B,64]
+  %d = dot_general(%x, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,64]
+  %t = tanh(%d) : f32[B,64]
+  %t2 = negate(%t) : f32[B,64]
+  %k = dot_general(%t2, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,64]
+  %e = exponential(%d) : f32[B,64]
+  %e2 = sqrt(%e) : f32[B,64]
+  %m = multiply(%d, %two) : f32[B,64]
+  %n = negate(%m) : f32[B,64]
+  return %e2, %n, %k
+}"#,
+    );
+    insta::assert_snapshot!(snap);
+    let results: Vec<usize> = g
+        .order()
+        .iter()
+        .filter(|&&n| g.node(n).kind() == ebb_ir::OpKind::Fusion)
+        .map(|&n| g.node(n).outputs.len())
+        .collect();
+    assert_eq!(results, [1, 2], "{snap}");
 }

@@ -7,14 +7,17 @@
 //! * [`duplicate`]: which elementwise producers are recomputed in every group that reads them
 //!   instead of materialized;
 //! * [`partition`]: the grouping (reverse program order, producers latest first);
+//! * [`siblings`]: multi-output fusion of sibling loop groups that read the same tensor;
 //! * [`outline`]: the graph transform.
 //!
 //! Loop fusion of flat-aligned members (elementwise ops, `convert`, `compare`, `select`,
 //! `clamp`, `reshape`, `broadcast_in_dim` — expanding ones read an outside operand — and
 //! `iota`), and input fusion of such members under a `reduce` root that keeps its leading
 //! dimensions (softmax's max and sum, layer norm's mean and variance, the cross-entropy's
-//! log-sum-exp), with cheap producers copied into every group that reads them; not yet:
-//! transposes, multi-output fusion of siblings, dot epilogues (issue #11).
+//! log-sum-exp), with cheap producers copied into every group that reads them, and sibling
+//! loop groups merged into multi-output groups; not yet: transposes, dot epilogues (issue #11;
+//! their memory effect, the epilogue's result never coexisting with the dot's, is the in-place
+//! write of [`ebb_ir::op::in_place_writes`]).
 //!
 //! Invariant: [`FusePass`] leaves a graph that verifies and computes the same outputs; every
 //! `fusion` op's region holds at least two ops.
@@ -23,6 +26,7 @@ pub mod duplicate;
 pub mod legality;
 pub mod outline;
 pub mod partition;
+pub mod siblings;
 
 pub use legality::NotFused;
 pub use partition::{partition, FusionGroup, Partition, Rejection};
@@ -109,7 +113,8 @@ impl Pass for FusePass {
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
-        let p = partition(g);
+        let mut p = partition(g);
+        p.groups = siblings::merge_siblings(g, std::mem::take(&mut p.groups));
         let rejected = p
             .rejected
             .iter()
