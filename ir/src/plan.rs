@@ -25,7 +25,8 @@
 //! the last point that reads them; other graph outputs from their producer's point to the last
 //! point; intermediates from their producer's point to the last point that reads them (only at
 //! their producer's point when nothing reads them). A region-carrying op (`while`) also holds
-//! its transient region memory at its own point ([`Plan::region_transients`]). The resident
+//! its transient region memory at its own point, and an op that writes a result into an
+//! operand dying at it holds that buffer once ([`Plan::region_transients`]). The resident
 //! bytes at `p` are the sizes of the resident values plus that transient memory; the peak is
 //! their maximum over the points.
 //!
@@ -235,7 +236,10 @@ pub struct Plan {
     pub schedule: Vec<OpPos>,
     /// Every value with its size and live range, sorted by (position, result).
     pub values: Vec<PlanValue>,
-    /// Transient memory of region-carrying ops, charged at their point only.
+    /// Transient memory of region-carrying ops, charged at their point only, less the bytes
+    /// of the operands an op writes its results into ([`crate::op::in_place_writes`]: a
+    /// `fusion`, `scatter` or `dynamic_update_slice` whose operand dies at it), so an entry may
+    /// be negative.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub region_transients: Vec<PointBytes>,
     /// Evict/regenerate candidates.

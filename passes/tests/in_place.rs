@@ -1,4 +1,4 @@
-//! In-place writes of loop fusions (`ebb_ir::op::in_place_writes`): which operand a result
+//! In-place writes (`ebb_ir::op::in_place_writes`) of loop fusions and scatters: which operand a result
 //! overwrites and the named negative cases (an operand read later, a graph output, an input
 //! that is not donated), the planned peak that counts an overwritten operand once, and the
 //! independent checker deriving the same peak.
@@ -133,4 +133,50 @@ fn readers_that_feed_the_fusion_allow_the_write() {
     assert_eq!(writes(&g).len(), 1);
     let (planned, checked) = peaks(&g, 4096);
     assert_eq!(planned, checked);
+}
+
+/// Tests a `scatter` (an embedding gradient: scatter-add of the updates into zeros of the
+/// table's shape): the zeros die at it, so it writes into their buffer, and the planned and
+/// checked peaks count that buffer once; a constant base (shared, read-only) is not written.
+#[test]
+fn a_scatter_writes_into_its_dying_input() {
+    let text = |base: &str| {
+        format!(
+            r#"graph @embed_grad {{
+  %ids = input {{index = 0, name = "ids"}} : i32[B,1]
+  %u = input {{index = 1, name = "u"}} : f32[B,256]
+  %zero = constant {{value = dense<0.0> : f32}} : f32[]
+{base}  %g = scatter(%z, %ids, %u) {{index_vector_dim = 1, indices_are_sorted = false, inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], unique_indices = false, update_window_dims = [1]}} : f32[1024,256] {{
+    region @body {{
+      %a = input {{index = 0, name = ""}} : f32[]
+      %b = input {{index = 1, name = ""}} : f32[]
+      %r = add(%a, %b) : f32[]
+      return %r
+    }}
+  }}
+  return %g
+}}"#
+        )
+    };
+    let g = parse(&text(
+        "  %z = broadcast_in_dim(%zero) {broadcast_dimensions = [], shape = dims[1024, 256]} : f32[1024,256]\n",
+    ))
+    .unwrap();
+    let scatter = *g.order().last().unwrap();
+    assert_eq!(
+        in_place_writes(&g).remove(&scatter),
+        Some(vec![InPlace {
+            operand: 0,
+            result: 0
+        }])
+    );
+    let (planned, checked) = peaks(&g, 8);
+    assert_eq!(planned, checked);
+    let table = 1024 * 256 * 4;
+    assert!(planned < 2 * table, "{planned}");
+    let g = parse(&text(
+        "  %z = constant {value = dense<0.0> : f32} : f32[1024,256]\n",
+    ))
+    .unwrap();
+    assert!(in_place_writes(&g).is_empty());
 }

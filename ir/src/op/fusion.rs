@@ -187,7 +187,7 @@ pub fn fusion_tile_bytes(region: &Graph) -> Result<DimExpr, DimError> {
     fusion_chunk_elements(region)?.checked_mul(&DimExpr::constant(tile_bytes_per_element(region)))
 }
 
-/// An in-place write of a loop fusion: result `result` is written into the buffer of operand
+/// An in-place write: result `result` of an op is written into the buffer of its operand
 /// `operand`, which dies at the op (indices into the op's operands and results).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InPlace {
@@ -197,63 +197,84 @@ pub struct InPlace {
     pub result: usize,
 }
 
-/// The in-place writes of every loop `fusion` op of `g` (issue #11, "an elementwise group may
-/// write into an operand that dies at it"), by node; ops without any are absent.
+/// The in-place writes of `g`, by node; ops without any are absent. Issue #11: "an
+/// elementwise group may write into an operand that dies at it"; XLA's buffer assignment
+/// shares the same buffers (`CanShareOperandBufferWithUser`: elementwise fusions,
+/// `scatter`, `dynamic_update_slice`).
 ///
-/// Result `j` of a loop fusion `F` is written into the buffer of its operand `i` (the first
-/// one, in operand order, not already taken by an earlier result) when
-/// * the operand has the result's element type and, provably, its element count;
-/// * every member of the region that reads the operand reads it flat-aligned, so each chunk of
-///   it is read (copied, [`super`]'s chunk contract) before that chunk of the result is written;
-/// * the operand is not a graph output, nor a graph input other than a donated one
-///   (`aliasing_output`), nor a `constant`, and `F` reads it at one operand only;
-/// * every other reader of the operand is an ancestor of `F`, so `F` reads it last in every
-///   schedule: nothing reads the old value after it is overwritten.
+/// * A loop `fusion`'s result `j` is written into its operand `i` (the first one, in operand
+///   order, not already taken by an earlier result) when every member of the region that reads
+///   the operand reads it flat-aligned, so each chunk of it is read (copied, the chunk contract
+///   of the module docs) before that chunk of the result is written.
+/// * A `scatter` of one input writes its result into that input (operand 0), and a
+///   `dynamic_update_slice` into its operand: the kernels update the buffer in place.
 ///
-/// The operand's bytes are then not allocated twice at `F`'s point:
-/// [`fusion_transient_bytes`] subtracts them.
+/// In every case the operand has the result's element type and, provably, its element count;
+/// it is not a graph output, nor a graph input other than a donated one (`aliasing_output`),
+/// nor a `constant`; the op reads it at one operand only; and every other reader of it is an
+/// ancestor of the op, so the op reads it last in every schedule: nothing reads the old value
+/// after it is overwritten. The operand's bytes are then not allocated twice at the op's
+/// point: [`in_place_bytes`].
 pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
     let pos: HashMap<NodeId, usize> = g.order().iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let outputs: std::collections::HashSet<ValueRef> = g.outputs().iter().copied().collect();
     let mut out = HashMap::new();
     for &id in g.order() {
         let node = g.node(id);
-        let (Op::Fusion(super::FusionKind::Loop), [region]) = (&node.op, node.regions.as_slice())
-        else {
-            continue;
-        };
         let ops = g.operands(id);
-        let mut taken = vec![false; ops.len()];
+        // Whether operand `i` may hold result `j`, the region aside.
+        let fits = |i: usize, j: usize| {
+            let (Some(&v), Some(ty)) = (ops.get(i), node.outputs.get(j)) else {
+                return false;
+            };
+            let vt = g.value_type(v);
+            let producer = g.node(v.node);
+            vt.dtype == ty.dtype
+                && g.scope.prove_eq(&vt.num_elements(), &ty.num_elements())
+                && ops.iter().filter(|&&w| w == v).count() == 1
+                && !outputs.contains(&v)
+                && !matches!(producer.op, Op::Constant(_))
+                && (producer.kind() != OpKind::Input || g.aliasing_output(v.node).is_some())
+                && others_precede(g, &pos, v, id)
+        };
         let mut pairs = Vec::new();
-        for (j, ty) in node.outputs.iter().enumerate() {
-            let found = (0..ops.len()).find(|&i| {
-                let v = ops[i];
-                let vt = g.value_type(v);
-                let producer = g.node(v.node);
-                let rin = region.inputs().get(i).copied();
-                !taken[i]
-                    && vt.dtype == ty.dtype
-                    && g.scope.prove_eq(&vt.num_elements(), &ty.num_elements())
-                    && ops.iter().filter(|&&w| w == v).count() == 1
-                    && !outputs.contains(&v)
-                    && !matches!(producer.op, Op::Constant(_))
-                    && (producer.kind() != OpKind::Input || g.aliasing_output(v.node).is_some())
-                    && rin.is_some_and(|r| {
-                        let users = region.users(r);
-                        !users.is_empty()
-                            && users
-                                .iter()
-                                .all(|&(u, k, _)| reads_aligned(region, u, k as usize))
-                    })
-                    && others_precede(g, &pos, v, id)
-            });
-            if let Some(i) = found {
-                taken[i] = true;
+        match (&node.op, node.regions.as_slice()) {
+            (Op::Fusion(super::FusionKind::Loop), [region]) => {
+                let mut taken = vec![false; ops.len()];
+                for j in 0..node.outputs.len() {
+                    let found = (0..ops.len()).find(|&i| {
+                        !taken[i]
+                            && region.inputs().get(i).is_some_and(|&r| {
+                                let users = region.users(r);
+                                !users.is_empty()
+                                    && users
+                                        .iter()
+                                        .all(|&(u, k, _)| reads_aligned(region, u, k as usize))
+                            })
+                            && fits(i, j)
+                    });
+                    if let Some(i) = found {
+                        taken[i] = true;
+                        pairs.push(InPlace {
+                            operand: i,
+                            result: j,
+                        });
+                    }
+                }
+            }
+            (Op::Scatter(_), _) if ops.len() == 3 && node.outputs.len() == 1 && fits(0, 0) => {
                 pairs.push(InPlace {
-                    operand: i,
-                    result: j,
+                    operand: 0,
+                    result: 0,
                 });
             }
+            (Op::DynamicUpdateSlice, _) if node.outputs.len() == 1 && fits(0, 0) => {
+                pairs.push(InPlace {
+                    operand: 0,
+                    result: 0,
+                });
+            }
+            _ => {}
         }
         if !pairs.is_empty() {
             out.insert(id, pairs);
@@ -289,30 +310,21 @@ fn others_precede(g: &Graph, pos: &HashMap<NodeId, usize>, v: ValueRef, f: NodeI
     want.is_empty()
 }
 
-/// Bytes a `fusion` op adds at its point on top of its operands and results: its tile buffers
-/// ([`fusion_tile_bytes`]) minus the bytes of the operands its results are written into
-/// ([`in_place_writes`]; `in_place` are the op's). Negative when an in-place write saves more
-/// than the tiles hold.
+/// Bytes of the operands of op `id` that its results are written into (`in_place`, the op's
+/// [`in_place_writes`]): allocated once for operand and result, so subtracted from what the
+/// op adds at its point.
 ///
 /// Errors: [`DimError`] on overflow.
-pub fn fusion_transient_bytes(
-    g: &Graph,
-    id: NodeId,
-    in_place: &[InPlace],
-) -> Result<DimExpr, DimError> {
-    let node = g.node(id);
-    let Some(region) = node.regions.first() else {
-        return Ok(DimExpr::zero());
-    };
-    let mut t = fusion_tile_bytes(region)?;
+pub fn in_place_bytes(g: &Graph, id: NodeId, in_place: &[InPlace]) -> Result<DimExpr, DimError> {
     let ops = g.operands(id);
+    let mut t = DimExpr::zero();
     for w in in_place {
         if let Some(v) = ops.get(w.operand) {
             let ty = g.value_type(*v);
             let bytes = ty
                 .num_elements()
                 .checked_mul(&DimExpr::constant(ty.dtype.size_bytes() as i64))?;
-            t = t.checked_sub(&bytes)?;
+            t = t.checked_add(&bytes)?;
         }
     }
     Ok(t)

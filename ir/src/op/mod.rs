@@ -18,9 +18,7 @@ mod literal;
 pub mod schema;
 
 pub use attr::{Attr, AttrError, Attrs};
-pub use fusion::{
-    fusion_tile_bytes, fusion_transient_bytes, in_place_writes, InPlace, FUSION_CHUNK,
-};
+pub use fusion::{fusion_tile_bytes, in_place_bytes, in_place_writes, InPlace, FUSION_CHUNK};
 pub use literal::{f16_bits_to_f32, f32_to_f16_bits, Literal};
 pub use schema::*;
 

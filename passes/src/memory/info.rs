@@ -215,8 +215,9 @@ fn value_id(value_base: &[u32], g: &Graph, v: ValueRef) -> Option<u32> {
 /// the maximum over the op's regions. `None` for ops without such regions (`reduce`, `sort`,
 /// `scatter` comparators are scalar bodies and are ignored).
 ///
-/// A `fusion` op is charged its tile buffers only, minus the operands its results are written
-/// into ([`ebb_ir::op::fusion_transient_bytes`]; negative when those exceed the tiles).
+/// A `fusion` op is charged its tile buffers only. An op that writes results into operands
+/// that die at it ([`ebb_ir::op::in_place_writes`]) is charged minus those operands' bytes
+/// (negative when they exceed its other transient bytes).
 ///
 /// Conservative: the region's outputs are counted both inside (in its peak) and outside (as
 /// the op's results), and the regions of a `while` are charged at the op's point only, as if
@@ -227,11 +228,22 @@ fn region_transient(
     scope: &SymbolScope,
     in_place: &std::collections::HashMap<NodeId, Vec<ebb_ir::op::InPlace>>,
 ) -> Option<DimExpr> {
+    let own = own_transient(g, id, scope);
+    let Some(w) = in_place.get(&id) else {
+        return own;
+    };
+    // An operand written in place holds the result: its bytes are counted once.
+    let saved = ebb_ir::op::in_place_bytes(g, id, w).ok()?;
+    let base = own.unwrap_or_else(DimExpr::zero);
+    base.checked_sub(&saved).ok().map(|e| scope.normalize(&e))
+}
+
+/// [`region_transient`] without the in-place writes.
+fn own_transient(g: &Graph, id: NodeId, scope: &SymbolScope) -> Option<DimExpr> {
     let node = g.node(id);
-    if let ebb_ir::Op::Fusion(_) = &node.op {
+    if let (ebb_ir::Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
         // A fusion's internal values are never materialized: only its tile buffers.
-        let w = in_place.get(&id).map_or(&[][..], |w| w.as_slice());
-        return ebb_ir::op::fusion_transient_bytes(g, id, w)
+        return ebb_ir::op::fusion_tile_bytes(region)
             .ok()
             .map(|e| scope.normalize(&e));
     }
