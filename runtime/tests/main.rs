@@ -5,6 +5,7 @@ mod common;
 mod exec_control;
 mod exec_dot;
 mod exec_elementwise;
+mod exec_fusion;
 mod exec_gather_scatter;
 mod exec_program;
 mod exec_reduce;

@@ -119,7 +119,7 @@ fn mergeable(
         let producer = g.node(v.node);
         let kept_input = producer.kind() == OpKind::Input && g.aliasing_output(v.node).is_none();
         if !kept_input && last_reader(g, v, b, pos) < b_root {
-            extended = extended + bytes(g, v);
+            extended += bytes(g, v);
         }
     }
     let delayed = fa

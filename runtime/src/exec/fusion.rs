@@ -61,18 +61,21 @@ fn chunking(region: &Graph, ctx: &Ctx) -> Result<Chunking, KernelFailure> {
             let root = region
                 .order()
                 .last()
-                .and_then(|&r| region.operands(r).first().copied())
+                .copied()
                 .ok_or_else(|| invalid("input fusion without a reduce root"))?;
-            let shape = shape_at(&region.value_type(root).shape, ctx.bindings)?;
+            let k = reduce_root_prefix(region, root)
+                .ok_or_else(|| invalid("input fusion without a reduce root"))?;
+            let operand = region
+                .operands(root)
+                .first()
+                .copied()
+                .ok_or_else(|| invalid("reduce without an operand"))?;
+            let shape = shape_at(&region.value_type(operand).shape, ctx.bindings)?;
             let row = usize::try_from(row.eval(ctx.bindings).map_err(|e| invalid(e.to_string()))?)
                 .map_err(|_| invalid("negative row length"))?;
             let n: usize = shape.iter().product();
-            let rows = if row == 0 {
-                // Empty rows: the reduce still yields its init value for each of them.
-                ctx.out.first().map_or(0, |o| o.shape.iter().product())
-            } else {
-                n / row
-            };
+            // One row per index of the kept prefix; empty rows still yield the init value.
+            let rows: usize = shape[..k].iter().product();
             Ok(Chunking {
                 n,
                 row,
@@ -216,6 +219,9 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
             };
             for &o in out_of.get(&v).into_iter().flatten() {
                 let dst = &mut results[o];
+                if at + t.len() > dst.len() {
+                    return Err(invalid("a fusion member's chunk exceeds its result"));
+                }
                 let ok = crate::tensor::zip_with!(dst, t.data(), d, s => d[at..at + s.len()].copy_from_slice(s));
                 if ok.is_none() {
                     return Err(invalid("a fusion result changed its element type"));
