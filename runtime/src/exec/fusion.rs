@@ -258,11 +258,12 @@ struct Chunk {
 enum How {
     /// `reshape`, or a broadcast that only adds unit dimensions: the operand's chunk.
     Identity,
-    /// An expanding `broadcast_in_dim` of a whole operand: for each result dimension, the
-    /// result stride, extent, and the operand stride it maps to (0 where the operand repeats).
-    Broadcast(Vec<(usize, usize, usize)>),
-    /// `iota` along a dimension of the result: its stride, extent and the element type.
-    Iota(usize, usize, ebb_ir::DType),
+    /// An expanding `broadcast_in_dim` of a whole operand: for each result dimension, its
+    /// extent and the operand stride it maps to (0 where the operand repeats).
+    Broadcast(Vec<(usize, usize)>),
+    /// `iota` along a dimension of the result: per result dimension its extent and 1 for the
+    /// iota dimension (0 elsewhere), as for [`How::Broadcast`]; and the element type.
+    Iota(Vec<(usize, usize)>, ebb_ir::DType),
     /// A splat `constant`: its one value repeated over a whole chunk, made once.
     Splat(Tensor),
     /// An elementwise op, run by its ordinary kernel on chunk tensors.
@@ -303,25 +304,28 @@ fn prepare<'g>(
                 .first()
                 .map(|v| shape_at(&region.value_type(*v).shape, b))
                 .ok_or_else(|| invalid("broadcast_in_dim without an operand"))??;
-            let ost = strides_of(&full);
             let ist = strides_of(&src);
-            let mut map = Vec::with_capacity(bc.dims.len());
+            let mut map: Vec<(usize, usize)> = full.iter().map(|&n| (n, 0)).collect();
             for (k, &d) in bc.dims.iter().enumerate() {
-                let d = usize::try_from(d).map_err(|_| invalid("bad broadcast dimension"))?;
+                let slot = usize::try_from(d)
+                    .ok()
+                    .and_then(|d| map.get_mut(d))
+                    .ok_or_else(|| invalid("bad broadcast dimension"))?;
                 // A broadcast operand dimension of size 1 repeats its element.
-                let step = if src[k] == 1 { 0 } else { ist[k] };
-                map.push((ost[d], full[d], step));
+                slot.1 = if src.get(k) == Some(&1) { 0 } else { ist[k] };
             }
             How::Broadcast(map)
         }
         Op::Iota(spec) => {
             let full = shape_at(&node.outputs[0].shape, b)?;
-            let st = strides_of(&full);
             let d = usize::try_from(spec.dimension)
                 .ok()
                 .filter(|&d| d < full.len())
                 .ok_or_else(|| invalid("bad iota dimension"))?;
-            How::Iota(st[d], full[d], spec.dtype)
+            // The index along `d` is the offset of a broadcast whose only stride is `d`'s.
+            let mut map: Vec<(usize, usize)> = full.iter().map(|&n| (n, 0)).collect();
+            map[d].1 = 1;
+            How::Iota(map, spec.dtype)
         }
         Op::Constant(lit) if lit.splat => {
             How::Splat(splat(lit, node.outputs[0].dtype, FUSION_CHUNK as usize)?)
@@ -355,6 +359,34 @@ fn prepare<'g>(
     Ok(Step { id, node, ins, how })
 }
 
+/// Operand offsets of the flat result elements `[start, start + len)` of a broadcast with
+/// per-result-dimension `(extent, operand stride)` `map`: one division per dimension for the
+/// first element, then an odometer (row-major increments, carrying into outer dimensions).
+fn broadcast_offsets(map: &[(usize, usize)], start: usize, len: usize) -> Vec<usize> {
+    let mut idx = vec![0usize; map.len()];
+    let mut rest = start;
+    for (d, &(n, _)) in map.iter().enumerate().rev() {
+        idx[d] = rest % n.max(1);
+        rest /= n.max(1);
+    }
+    let mut off: usize = idx.iter().zip(map).map(|(&i, &(_, s))| i * s).sum();
+    let mut out = Vec::with_capacity(len);
+    for _ in 0..len {
+        out.push(off);
+        for d in (0..map.len()).rev() {
+            let (n, s) = map[d];
+            idx[d] += 1;
+            off += s;
+            if idx[d] < n {
+                break;
+            }
+            off -= s * n;
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
 /// `len` copies of splat literal `lit` as `dtype`.
 fn splat(lit: &ebb_ir::Literal, dtype: ebb_ir::DType, len: usize) -> Result<Tensor, KernelFailure> {
     let t = Tensor::from_literal(lit, vec![len]).map_err(|e| invalid(e.to_string()))?;
@@ -377,17 +409,19 @@ fn member(
         How::Identity => Ok(operands[0].clone()),
         How::Broadcast(map) => {
             let src = &operands[0];
-            let idx: Vec<usize> = (start..start + len)
-                .map(|i| map.iter().map(|&(st, n, s)| (i / st) % n * s).sum())
-                .collect();
+            let idx = broadcast_offsets(map, start, len);
+            if idx.iter().any(|&i| i >= src.len()) {
+                return Err(invalid("a broadcast reads past its operand"));
+            }
             let d = crate::tensor::map_same!(src.data(), v => idx.iter().map(|&i| v[i]).collect());
             Ok(Tensor::from_parts(vec![len], d))
         }
-        &How::Iota(st, n, dtype) => {
-            let v: Vec<i64> = (start..start + len)
-                .map(|i| ((i / st) % n) as i64)
+        How::Iota(map, dtype) => {
+            let v: Vec<i64> = broadcast_offsets(map, start, len)
+                .into_iter()
+                .map(|i| i as i64)
                 .collect();
-            Ok(Tensor::from_parts(vec![len], Data::I64(v).convert(dtype)))
+            Ok(Tensor::from_parts(vec![len], Data::I64(v).convert(*dtype)))
         }
         How::Splat(full) if full.len() == len => Ok(full.clone()),
         How::Splat(_) => match &step.node.op {
