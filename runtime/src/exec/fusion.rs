@@ -428,20 +428,9 @@ fn member(
             Op::Constant(lit) => splat(lit, step.node.outputs[0].dtype, len),
             _ => Err(invalid("a splat member that is not a constant")),
         },
-        How::Elementwise => {
-            let out_ty = [OutType {
-                dtype: step.node.outputs[0].dtype,
-                shape: vec![len],
-            }];
-            let c = Ctx {
-                node: step.node,
-                out: &out_ty,
-                bindings: b,
-                transient: Cell::new(0),
-                in_place: &[],
-            };
-            elementwise::run(&c, operands).map_err(KernelFailure::Op)
-        }
+        How::Elementwise => with_ctx(step, b, vec![len], |c| {
+            elementwise::run(c, operands).map_err(KernelFailure::Op)
+        }),
         How::Reduce {
             dims,
             rest,
@@ -454,21 +443,29 @@ fn member(
                 .reshape(shape)
                 .map_err(|e| invalid(e.to_string()))?;
             operands[0] = x;
-            let out_ty = [OutType {
-                dtype: step.node.outputs[0].dtype,
-                shape: std::iter::once(rows)
-                    .chain(kept_rest.iter().copied())
-                    .collect(),
-            }];
-            let c = Ctx {
-                node: step.node,
-                out: &out_ty,
-                bindings: b,
-                transient: Cell::new(0),
-                in_place: &[],
-            };
-            let mut r = super::reduce::reduce(&c, dims, operands).map_err(KernelFailure::Op)?;
+            let out = std::iter::once(rows)
+                .chain(kept_rest.iter().copied())
+                .collect();
+            let mut r = with_ctx(step, b, out, |c| {
+                super::reduce::reduce(c, dims, operands).map_err(KernelFailure::Op)
+            })?;
             r.pop().ok_or_else(|| invalid("reduce without a result"))
         }
     }
+}
+
+/// Runs `f` with the kernel context of member `step` whose one result has `shape`.
+fn with_ctx<R>(step: &Step, b: &Bindings, shape: Vec<usize>, f: impl FnOnce(&Ctx) -> R) -> R {
+    let out = [OutType {
+        dtype: step.node.outputs[0].dtype,
+        shape,
+    }];
+    let c = Ctx {
+        node: step.node,
+        out: &out,
+        bindings: b,
+        transient: Cell::new(0),
+        in_place: &[],
+    };
+    f(&c)
 }
