@@ -216,11 +216,23 @@ pub struct InPlace {
 /// after it is overwritten. The operand's bytes are then not allocated twice at the op's
 /// point: [`in_place_bytes`].
 pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
+    let writers = |op: &Op| {
+        matches!(
+            op,
+            Op::Fusion(super::FusionKind::Loop) | Op::Scatter(_) | Op::DynamicUpdateSlice
+        )
+    };
+    let mut out = HashMap::new();
+    if !g.order().iter().any(|&id| writers(&g.node(id).op)) {
+        return out;
+    }
     let pos: HashMap<NodeId, usize> = g.order().iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let outputs: std::collections::HashSet<ValueRef> = g.outputs().iter().copied().collect();
-    let mut out = HashMap::new();
     for &id in g.order() {
         let node = g.node(id);
+        if !writers(&node.op) {
+            continue;
+        }
         let ops = g.operands(id);
         // Whether operand `i` may hold result `j`, the region aside.
         let fits = |i: usize, j: usize| {
