@@ -10,8 +10,13 @@
 //! at least one; each chunk's rows are reduced on their own, which combines every output
 //! element's inputs in the same order as reducing the whole operand.
 //!
+//! In-place writes ([`in_place_writes`]): a loop fusion, `scatter` or `dynamic_update_slice`
+//! whose operand dies at it writes its result into that operand's buffer; planner, checker and
+//! executor count the buffer once ([`in_place_bytes`] less at the op's point).
+//!
 //! Invariant: [`fusion_tile_bytes`] is the bytes the executor charges while the op runs, on top
-//! of its operands and results, and never less than what it allocates for the tiles.
+//! of its operands and results, and never less than what it allocates for the tiles; an
+//! in-place write never overwrites a value that any op reads later, in any schedule.
 
 use super::{Op, OpKind};
 use crate::dim::{DimError, DimExpr};
