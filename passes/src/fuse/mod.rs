@@ -40,6 +40,8 @@ use serde::Serialize;
 pub struct GroupSummary {
     /// The `fusion` op's region name (`fusion<N>`).
     pub name: String,
+    /// `loop`, or `input` for a group under a `reduce` root.
+    pub kind: &'static str,
     /// Op kinds of the members, in program order.
     pub ops: Vec<&'static str>,
     /// Elements of the iteration space.
@@ -77,8 +79,9 @@ impl FusionReport {
         let mut s = String::new();
         for g in &self.groups {
             s += &format!(
-                "{} ({} ops, {} elements, {} results): {}\n",
+                "{} ({}, {} ops, {} elements, {} results): {}\n",
                 g.name,
+                g.kind,
                 g.ops.len(),
                 g.space,
                 g.results,
@@ -137,8 +140,13 @@ impl Pass for FusePass {
                 .collect();
             let id = outline::outline(g, group, &name);
             report.fused_ops += group.members.len();
+            let kind = match g.node(id).op {
+                ebb_ir::Op::Fusion(k) => k.name(),
+                _ => "loop",
+            };
             report.groups.push(GroupSummary {
                 name,
+                kind,
                 ops,
                 space: group.space.to_string(),
                 results: g.node(id).outputs.len(),
