@@ -20,8 +20,8 @@ pub enum OnOff {
 /// Pipeline choices that change what is planned: fusion, donation and e-graph rewrites.
 #[derive(Clone, Debug, clap::Args)]
 pub struct PipelineFlags {
-    /// Loop fusion before scheduling (`on`): planning then sees only the values that leave a
-    /// fusion group; `off` (default) materializes every op result.
+    /// Loop and input fusion before scheduling (`on`): planning then sees only the values
+    /// that leave a fusion group; `off` (default) materializes every op result.
     #[arg(long, value_enum, default_value = "off")]
     pub fusion: OnOff,
     /// Inputs whose buffers the step may reuse after their last read (JAX's

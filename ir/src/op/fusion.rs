@@ -337,11 +337,7 @@ pub fn in_place_bytes(g: &Graph, id: NodeId, in_place: &[InPlace]) -> Result<Dim
     let mut t = DimExpr::zero();
     for w in in_place {
         if let Some(v) = ops.get(w.operand) {
-            let ty = g.value_type(*v);
-            let bytes = ty
-                .num_elements()
-                .checked_mul(&DimExpr::constant(ty.dtype.size_bytes() as i64))?;
-            t = t.checked_add(&bytes)?;
+            t = t.checked_add(&g.value_type(*v).checked_size_bytes()?)?;
         }
     }
     Ok(t)

@@ -32,9 +32,15 @@ struct Facts {
     first_outside_reader: usize,
 }
 
-fn facts(g: &Graph, group: &FusionGroup, pos: &HashMap<NodeId, usize>) -> Facts {
+/// What every group's facts look up: program-order positions and the graph outputs.
+struct Lookup {
+    pos: HashMap<NodeId, usize>,
+    outputs: HashSet<ValueRef>,
+}
+
+fn facts(g: &Graph, group: &FusionGroup, cx: &Lookup) -> Facts {
+    let (pos, outputs) = (&cx.pos, &cx.outputs);
     let members: HashSet<NodeId> = group.members.iter().copied().collect();
-    let outputs: HashSet<ValueRef> = g.outputs().iter().copied().collect();
     let mut operands = Vec::new();
     let mut results = Vec::new();
     let mut first = usize::MAX;
@@ -68,15 +74,11 @@ fn facts(g: &Graph, group: &FusionGroup, pos: &HashMap<NodeId, usize>) -> Facts 
     }
 }
 
-fn bytes(g: &Graph, v: ValueRef) -> DimExpr {
-    let t = g.value_type(v);
-    t.num_elements() * DimExpr::constant(t.dtype.size_bytes() as i64)
-}
-
 /// Last program-order position that reads `v` (`usize::MAX` for a graph output), a member of
 /// group `b` counting as `b`'s root (where the outlined group runs).
-fn last_reader(g: &Graph, v: ValueRef, b: &FusionGroup, pos: &HashMap<NodeId, usize>) -> usize {
-    if g.outputs().contains(&v) {
+fn last_reader(g: &Graph, v: ValueRef, b: &FusionGroup, cx: &Lookup) -> usize {
+    let pos = &cx.pos;
+    if cx.outputs.contains(&v) {
         return usize::MAX;
     }
     g.users(v.node)
@@ -98,13 +100,13 @@ fn mergeable(
     g: &Graph,
     (a, fa): (&FusionGroup, &Facts),
     (b, fb): (&FusionGroup, &Facts),
-    pos: &HashMap<NodeId, usize>,
+    cx: &Lookup,
 ) -> bool {
     let kind = |x: &FusionGroup| g.node(x.root).kind();
     if kind(a) == OpKind::Reduce || kind(b) == OpKind::Reduce {
         return false;
     }
-    let b_root = pos[&b.root];
+    let b_root = cx.pos[&b.root];
     if fa.first_outside_reader <= b_root || !g.scope.prove_eq(&a.space, &b.space) {
         return false;
     }
@@ -118,14 +120,13 @@ fn mergeable(
     for &v in &fa.operands {
         let producer = g.node(v.node);
         let kept_input = producer.kind() == OpKind::Input && g.aliasing_output(v.node).is_none();
-        if !kept_input && last_reader(g, v, b, pos) < b_root {
-            extended += bytes(g, v);
+        if !kept_input && last_reader(g, v, b, cx) < b_root {
+            extended += g.value_type(v).size_bytes();
         }
     }
-    let delayed = fa
-        .results
-        .iter()
-        .fold(DimExpr::zero(), |acc, &v| acc + bytes(g, v));
+    let delayed = fa.results.iter().fold(DimExpr::zero(), |acc, &v| {
+        acc + g.value_type(v).size_bytes()
+    });
     extended.is_zero() || g.scope.prove_le(&extended, &delayed)
 }
 
@@ -134,8 +135,11 @@ fn mergeable(
 /// with that share an operand with it, nearest first. Returns the groups in the same order;
 /// deterministic.
 pub fn merge_siblings(g: &Graph, groups: Vec<FusionGroup>) -> Vec<FusionGroup> {
-    let pos: HashMap<NodeId, usize> = g.order().iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    let mut facts_of: Vec<Facts> = groups.iter().map(|x| facts(g, x, &pos)).collect();
+    let cx = Lookup {
+        pos: g.order().iter().enumerate().map(|(i, &n)| (n, i)).collect(),
+        outputs: g.outputs().iter().copied().collect(),
+    };
+    let mut facts_of: Vec<Facts> = groups.iter().map(|x| facts(g, x, &cx)).collect();
     // Groups (indices) by the values they read from outside.
     let mut readers: HashMap<ValueRef, Vec<usize>> = HashMap::new();
     for (i, f) in facts_of.iter().enumerate() {
@@ -157,7 +161,7 @@ pub fn merge_siblings(g: &Graph, groups: Vec<FusionGroup>) -> Vec<FusionGroup> {
             let (Some(a), Some(b)) = (&groups[ai], &groups[bi]) else {
                 continue;
             };
-            if !mergeable(g, (a, &facts_of[ai]), (b, &facts_of[bi]), &pos) {
+            if !mergeable(g, (a, &facts_of[ai]), (b, &facts_of[bi]), &cx) {
                 continue;
             }
             let Some(a) = groups[ai].take() else {
@@ -171,9 +175,9 @@ pub fn merge_siblings(g: &Graph, groups: Vec<FusionGroup>) -> Vec<FusionGroup> {
                     b.members.push(m);
                 }
             }
-            b.members.sort_by_key(|n| pos[n]);
+            b.members.sort_by_key(|n| cx.pos[n]);
             b.duplicated.extend(a.duplicated);
-            facts_of[bi] = facts(g, b, &pos);
+            facts_of[bi] = facts(g, b, &cx);
             // The merged group reads what `a` read: later groups may find it through them.
             for &v in &facts_of[bi].operands {
                 let r = readers.entry(v).or_default();

@@ -1,4 +1,4 @@
-//! `fusion` (loop fusion, made by `ebb_passes::fuse`): the region is evaluated chunk by chunk
+//! `fusion` (loop or input fusion, made by `ebb_passes::fuse`): the region is evaluated chunk by chunk
 //! over the flat (row-major) iteration space, [`FUSION_CHUNK`] elements at a time, so that no
 //! internal value of the group is ever materialized whole. Per chunk: aligned inputs are
 //! copied for the chunk's range, members run with the ordinary kernels on chunk-sized
@@ -17,9 +17,7 @@ use super::layout::strides_of;
 use super::{elementwise, Ctx, KernelFailure, OutType};
 use crate::error::OpError;
 use crate::tensor::{Data, Tensor};
-use ebb_ir::op::fusion::{
-    aligned_inputs, input_fusion_rows, member_last_uses, reads_aligned, reduce_root_prefix,
-};
+use ebb_ir::op::fusion::{aligned_inputs, member_last_uses, reads_aligned, reduce_root_prefix};
 use ebb_ir::op::{fusion_tile_bytes, FUSION_CHUNK};
 use ebb_ir::{Bindings, Graph, Node, Op, ValueRef};
 use std::cell::Cell;
@@ -50,56 +48,47 @@ struct Chunking {
     rows_per: usize,
     /// Rows of the iteration space.
     rows: usize,
+    /// Whether this is an input fusion (a `reduce` root).
+    input: bool,
 }
 
 /// The chunking of a loop fusion (chunks of [`FUSION_CHUNK`] elements) or of an input fusion
 /// (whole rows of the reduce's operand, as many as fit, at least one).
 fn chunking(region: &Graph, ctx: &Ctx) -> Result<Chunking, KernelFailure> {
     let chunk = FUSION_CHUNK as usize;
-    match input_fusion_rows(region) {
-        Some((_, row)) => {
-            let root = region
-                .order()
-                .last()
-                .copied()
-                .ok_or_else(|| invalid("input fusion without a reduce root"))?;
-            let k = reduce_root_prefix(region, root)
-                .ok_or_else(|| invalid("input fusion without a reduce root"))?;
-            let operand = region
-                .operands(root)
-                .first()
-                .copied()
-                .ok_or_else(|| invalid("reduce without an operand"))?;
-            let shape = shape_at(&region.value_type(operand).shape, ctx.bindings)?;
-            let row = usize::try_from(row.eval(ctx.bindings).map_err(|e| invalid(e.to_string()))?)
-                .map_err(|_| invalid("negative row length"))?;
-            let n: usize = shape.iter().product();
+    let root = region.order().last().copied();
+    if let Some((root, k)) = root.and_then(|r| Some((r, reduce_root_prefix(region, r)?))) {
+        let operand = region
+            .operands(root)
+            .first()
+            .copied()
+            .ok_or_else(|| invalid("reduce without an operand"))?;
+        let shape = shape_at(&region.value_type(operand).shape, ctx.bindings)?;
+        let row: usize = shape[k..].iter().product();
+        return Ok(Chunking {
+            n: shape.iter().product(),
+            row,
+            rows_per: (chunk / row.max(1)).max(1),
             // One row per index of the kept prefix; empty rows still yield the init value.
-            let rows: usize = shape[..k].iter().product();
-            Ok(Chunking {
-                n,
-                row,
-                rows_per: (chunk / row.max(1)).max(1),
-                rows,
-            })
-        }
-        None => {
-            let n: usize = ctx.out.first().map_or(0, |o| o.shape.iter().product());
-            if ctx
-                .out
-                .iter()
-                .any(|o| o.shape.iter().product::<usize>() != n)
-            {
-                return Err(invalid("loop fusion results differ in element count"));
-            }
-            Ok(Chunking {
-                n,
-                row: 1,
-                rows_per: chunk,
-                rows: n,
-            })
-        }
+            rows: shape[..k].iter().product(),
+            input: true,
+        });
     }
+    let n: usize = ctx.out.first().map_or(0, |o| o.shape.iter().product());
+    if ctx
+        .out
+        .iter()
+        .any(|o| o.shape.iter().product::<usize>() != n)
+    {
+        return Err(invalid("loop fusion results differ in element count"));
+    }
+    Ok(Chunking {
+        n,
+        row: 1,
+        rows_per: chunk,
+        rows: n,
+        input: false,
+    })
 }
 
 /// `fusion` of either kind (see the module docs).
@@ -117,8 +106,8 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
         row,
         rows_per,
         rows,
+        input,
     } = chunking(region, ctx)?;
-    let input = input_fusion_rows(region).is_some();
     let aligned = aligned_inputs(region);
     let (members, last) = member_last_uses(region);
     if input
@@ -156,6 +145,8 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
     let mut ops = ops;
     let mut reuse: Vec<Option<Data>> = vec![None; ctx.out.len()];
     let mut src_result: Vec<Option<usize>> = vec![None; ops.len()];
+    // (The planner writes in place only into loop fusions, whose results have the
+    // iteration space's size.)
     for w in ctx.in_place.iter().filter(|_| !input) {
         let (Some(t), Some(o)) = (ops.get_mut(w.operand), ctx.out.get(w.result)) else {
             continue;
@@ -182,6 +173,11 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
     while r0 < rows {
         let nrows = rows_per.min(rows - r0);
         let (start, len) = (r0 * row, nrows * row);
+        let chunk = Chunk {
+            start,
+            len,
+            rows: nrows,
+        };
         let mut env: HashMap<ValueRef, Tensor> = HashMap::new();
         for (i, (&id, t)) in region.inputs().iter().zip(&ops).enumerate() {
             let v = if aligned[i] {
@@ -204,11 +200,6 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
                     env.remove(v);
                 }
             }
-            let chunk = Chunk {
-                start,
-                len,
-                rows: nrows,
-            };
             let t = member(step, operands, &chunk, ctx.bindings)?;
             let v = ValueRef::new(step.id, 0);
             // A loop member's chunk lands at the chunk's elements, a reduce root's at its rows.
