@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use ebb_ir::plan::Plan;
 use ebb_ir::Bindings;
 use ebb_runtime::inputs::{npz_inputs, random_inputs};
-use ebb_runtime::{Runtime, StepOutput, Tensor};
+use ebb_runtime::{Executor, Runtime, StepOutput, Tensor};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -63,6 +63,30 @@ pub struct RunReport {
     pub npz_max_rel_err: Option<f64>,
     /// Number of program points executed.
     pub points: usize,
+    /// Which kernels ran the fusion groups.
+    pub executor: Executor,
+    /// Fusion kernels JIT-compiled during the step.
+    pub kernels_compiled: u64,
+    /// Fusion kernels taken from the cache during the step.
+    pub kernels_reused: u64,
+    /// Part of `wall_ms` spent compiling kernels, ms.
+    pub jit_compile_ms: f64,
+    /// With `--repeat N`: the median wall time of the N steps after the first, ms.
+    pub wall_ms_median: Option<f64>,
+    /// Op time of the planned run by op kind, largest first (of the last step with
+    /// `--repeat`).
+    pub time_by_kind: Vec<KindTime>,
+}
+
+/// Time spent in the ops of one kind.
+#[derive(Clone, Debug, Serialize)]
+pub struct KindTime {
+    /// Op kind (`fusion`, `dot_general`, ...).
+    pub kind: String,
+    /// Ops executed.
+    pub count: usize,
+    /// Their total wall time, ms.
+    pub ms: f64,
 }
 
 /// Options of [`run`].
@@ -78,6 +102,12 @@ pub struct RunOptions {
     /// Host memory the run may use, bytes; `None`: `MemAvailable` of /proc/meminfo (no
     /// check where that cannot be read). See [`check_host_memory`].
     pub max_host_memory: Option<i64>,
+    /// Kernels for the fusion groups of the planned run (the `--check` run without
+    /// decisions always uses [`Executor::Reference`]).
+    pub executor: Executor,
+    /// Steps run again after the first (a warm-up: kernels compiled, plan cached) to time
+    /// the step: [`RunReport::wall_ms_median`].
+    pub repeat: usize,
 }
 
 /// Everything `ebb run` prints or plots.
@@ -191,6 +221,7 @@ pub fn run(
     }
     check_host_memory(&need, opts.max_host_memory)?;
     let mut rt = Runtime::new(plan.clone(), report.budget_bytes)?;
+    rt.set_executor(opts.executor);
     let n_in = rt.graph().inputs().len();
     let (inputs, expected): (Vec<Tensor>, Vec<Tensor>) = match &opts.inputs {
         InputSource::Random(seed) => (
@@ -200,6 +231,16 @@ pub fn run(
         InputSource::Npz(p) => npz_inputs(p, n_in)?,
     };
     let step = rt.step_with_progress(b, inputs.clone(), progress)?;
+    let mut times = Vec::with_capacity(opts.repeat);
+    // The op times reported are the last step's (warm with `--repeat`).
+    let mut last_stats = None;
+    for _ in 0..opts.repeat {
+        let s = rt.step(b, inputs.clone())?;
+        times.push(s.report.wall_ms);
+        last_stats = Some(s.stats);
+    }
+    times.sort_by(f64::total_cmp);
+    let wall_ms_median = times.get(times.len() / 2).copied();
     let npz_max_rel_err = (!expected.is_empty()).then(|| {
         step.outputs
             .iter()
@@ -210,6 +251,7 @@ pub fn run(
     let (mut matches, mut unplanned_ms, mut checker_peak) = (None, None, None);
     if opts.check {
         let mut free = Runtime::new(plan.clone(), None)?;
+        free.set_executor(Executor::Reference);
         let reference = free.step(b, inputs)?;
         matches = Some(
             reference.outputs.len() == step.outputs.len()
@@ -234,6 +276,19 @@ pub fn run(
         checker_peak = Some(proof.peak);
     }
     let concrete = &step.concrete;
+    let variant = plan.variant(concrete.variant).unwrap_or(&plan);
+    let schedule = ebb_runtime::step::schedule_nodes(rt.graph(), variant)?;
+    let time_by_kind = last_stats
+        .as_ref()
+        .unwrap_or(&step.stats)
+        .time_by_kind(rt.graph(), &schedule)
+        .into_iter()
+        .map(|(k, count, t)| KindTime {
+            kind: k.name().to_string(),
+            count,
+            ms: t.as_secs_f64() * 1e3,
+        })
+        .collect();
     let resident_unplanned = ebb_runtime::finalize::finalize(
         &plan,
         b,
@@ -253,6 +308,12 @@ pub fn run(
         checker_peak_bytes: checker_peak,
         npz_max_rel_err,
         points: concrete.resident.len(),
+        executor: step.report.executor,
+        kernels_compiled: step.report.kernels_compiled,
+        kernels_reused: step.report.kernels_reused,
+        jit_compile_ms: step.report.jit_compile_ms,
+        time_by_kind,
+        wall_ms_median,
         plan: PlanReport {
             arena_bytes: Some(concrete.arena.arena_bytes),
             finalize_us: step.report.finalize_us,

@@ -28,6 +28,6 @@ pub mod step;
 pub mod tensor;
 
 pub use error::{ExecError, NpzError, OpError};
-pub use exec::{execute, program_schedule, ExecStats, Program};
+pub use exec::{execute, program_schedule, ExecStats, Executor, Program};
 pub use step::{Runtime, RuntimeError, StepOutput, StepReport};
 pub use tensor::{Data, Scalar, Tensor, TensorError};

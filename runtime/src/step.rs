@@ -12,7 +12,7 @@
 
 use crate::cache::PlanCache;
 use crate::error::ExecError;
-use crate::exec::{ExecStats, Program};
+use crate::exec::{ExecStats, Executor, Program};
 use crate::finalize::{ConcretePlan, FinalizeError, FinalizeOptions};
 use crate::tensor::Tensor;
 use ebb_ir::plan::{DecisionKind, Plan};
@@ -79,6 +79,15 @@ pub struct StepReport {
     pub wall_ms: f64,
     /// Part of `wall_ms` spent recomputing and reloading, ms.
     pub regen_ms: f64,
+    /// Which kernels ran the fusion groups.
+    pub executor: Executor,
+    /// Fusion kernels JIT-compiled during the step (the process-wide counter's change; 0
+    /// once every group of the plan has been seen, at any binding).
+    pub kernels_compiled: u64,
+    /// Fusion kernels taken from the process-wide cache during the step.
+    pub kernels_reused: u64,
+    /// Part of `wall_ms` spent compiling kernels, ms.
+    pub jit_compile_ms: f64,
 }
 
 /// One step's results.
@@ -99,6 +108,7 @@ pub struct Runtime {
     graph: Graph,
     cache: PlanCache,
     opts: FinalizeOptions,
+    executor: Executor,
 }
 
 impl Runtime {
@@ -139,7 +149,14 @@ impl Runtime {
             plan,
             graph,
             opts,
+            executor: Executor::default(),
         })
+    }
+
+    /// Runs fusion groups with `executor`'s kernels from the next step on (default
+    /// [`Executor::Jit`]; [`Executor::Reference`] interprets them).
+    pub fn set_executor(&mut self, executor: Executor) {
+        self.executor = executor;
     }
 
     /// The planned graph (its inputs and outputs are the step's).
@@ -197,13 +214,15 @@ impl Runtime {
             .variant(concrete.variant)
             .unwrap_or(self.plan.as_ref());
         let schedule = schedule_nodes(&self.graph, plan)?;
-        let program = Program::new(&self.graph, &schedule, b)?;
+        let program = Program::new(&self.graph, &schedule, b)?.with_executor(self.executor);
         let events = program.events(plan, &concrete.decisions)?;
         let points = program.points();
+        let jit0 = ebb_codegen::stats();
         let t = Instant::now();
         let (outputs, stats) =
             program.run_with(inputs, Some(&events), &mut |p| progress(p, points))?;
         let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+        let jit1 = ebb_codegen::stats();
         if i64::try_from(stats.peak_bytes).ok() != Some(concrete.peak_bytes_planned) {
             return Err(RuntimeError::Accounting {
                 planned: concrete.peak_bytes_planned,
@@ -228,6 +247,10 @@ impl Runtime {
             host_peak_bytes: stats.host_peak_bytes,
             wall_ms,
             regen_ms: stats.regen_time.as_secs_f64() * 1e3,
+            executor: self.executor,
+            kernels_compiled: jit1.kernels_compiled - jit0.kernels_compiled,
+            kernels_reused: jit1.kernels_reused - jit0.kernels_reused,
+            jit_compile_ms: (jit1.compile_us - jit0.compile_us) as f64 / 1e3,
         };
         Ok(StepOutput {
             outputs,

@@ -352,6 +352,18 @@ impl Data {
         dispatch!(self, v => v.len())
     }
 
+    /// Address of element 0 (for generated kernels, which index it by element type).
+    #[allow(clippy::unnecessary_cast)] // a no-op for the `u8` variant only
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        dispatch!(self, v => v.as_ptr() as *const u8)
+    }
+
+    /// Mutable address of element 0 (for generated kernels).
+    #[allow(clippy::unnecessary_cast)] // a no-op for the `u8` variant only
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        dispatch!(self, v => v.as_mut_ptr() as *mut u8)
+    }
+
     /// True when there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

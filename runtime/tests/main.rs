@@ -7,6 +7,7 @@ mod exec_dot;
 mod exec_elementwise;
 mod exec_fusion;
 mod exec_gather_scatter;
+mod exec_jit;
 mod exec_program;
 mod exec_reduce;
 mod exec_shape_ops;

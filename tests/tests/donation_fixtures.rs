@@ -71,6 +71,8 @@ fn run_checked(
         inputs: source(npz),
         check: true,
         max_host_memory: None,
+        executor: ebb_runtime::Executor::Jit,
+        repeat: 0,
     };
     run::run(plan.clone(), &opts, &mut |_, _| {})
 }
@@ -131,6 +133,8 @@ fn fused_donated_plans_run_checked_under_half_the_peak() {
                 inputs: source(npz),
                 check: false,
                 max_host_memory: None,
+                executor: ebb_runtime::Executor::Jit,
+                repeat: 0,
             };
             let reference = run::run(plain.clone(), &opts, &mut |_, _| {}).unwrap();
             for (i, (x, y)) in reference

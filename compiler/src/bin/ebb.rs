@@ -356,6 +356,25 @@ struct RunFlags {
     /// host pool for swapped values need more.
     #[arg(long, value_name = "SIZE")]
     max_host_memory: Option<String>,
+    /// Kernels for fusion groups: `jit` (generated with LLVM, compiled once per group
+    /// structure and reused at every shape; groups it cannot generate are interpreted) or
+    /// `reference` (the chunked interpreter, the numerics oracle). With `--check`, the run
+    /// without decisions always uses the reference executor.
+    #[arg(long, value_enum, default_value = "jit")]
+    executor: ExecutorFlag,
+    /// Run the step N more times after the first (which compiles the kernels and finalizes
+    /// the plan) and report the median wall time of those N.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    repeat: usize,
+}
+
+/// `--executor`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ExecutorFlag {
+    /// Generated kernels (LLVM JIT).
+    Jit,
+    /// The interpreter.
+    Reference,
 }
 
 /// A plan file, or a model file compiled with `flags` (see [`PipelineFlags::options_for`]).
@@ -386,6 +405,11 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
             .map(pipeline::parse_bytes)
             .transpose()
             .context("--max-host-memory")?,
+        executor: match f.executor {
+            ExecutorFlag::Jit => ebb_runtime::Executor::Jit,
+            ExecutorFlag::Reference => ebb_runtime::Executor::Reference,
+        },
+        repeat: f.repeat,
     };
     if let Some(t) = &f.timeline {
         output::check_target(t).context("--timeline")?;
@@ -447,6 +471,16 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
             "finalize: {:.0} us; execute: {:.1} ms ({:.1} ms recompute/reload) over {} points",
             pr.finalize_us, rep.wall_ms, rep.regen_ms, rep.points
         )?;
+        if rep.kernels_compiled + rep.kernels_reused > 0 {
+            writeln!(
+                out,
+                "fusion kernels: {} compiled ({:.0} ms), {} reused",
+                rep.kernels_compiled, rep.jit_compile_ms, rep.kernels_reused
+            )?;
+        }
+        if let Some(m) = rep.wall_ms_median {
+            writeln!(out, "step after warm-up: {m:.1} ms (median)")?;
+        }
         if let Some(m) = rep.outputs_match_reference {
             writeln!(
                 out,

@@ -39,10 +39,12 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
     let [cond, body] = ctx.node.regions.as_slice() else {
         return Err(OpError::Invalid("while needs cond and body regions".into()).into());
     };
-    let cp =
-        Program::new(cond, &program_schedule(cond), ctx.bindings).map_err(region_err("cond"))?;
-    let bp =
-        Program::new(body, &program_schedule(body), ctx.bindings).map_err(region_err("body"))?;
+    let cp = Program::new(cond, &program_schedule(cond), ctx.bindings)
+        .map_err(region_err("cond"))?
+        .with_executor(ctx.executor);
+    let bp = Program::new(body, &program_schedule(body), ctx.bindings)
+        .map_err(region_err("body"))?
+        .with_executor(ctx.executor);
     let (ct, bt) = (has_tensor(cond), has_tensor(body));
     let mut vals = ops;
     let mut transient = 0u64;

@@ -10,41 +10,52 @@
 //!
 //! Invariant: every element depends only on its own input (deterministic under any split).
 
-/// Inputs in `[EXP_LO, EXP_HI]` take the vector path (`2^n` stays a normal number).
-const EXP_LO: f32 = -87.0;
-const EXP_HI: f32 = 88.0;
+/// Inputs are clamped to `[EXP_LO, EXP_HI]`: below, `e^x` rounds to 0 in `f32`; above, to
+/// infinity.
+const EXP_LO: f32 = -104.0;
+const EXP_HI: f32 = 88.75;
+/// 1.5·2^23: adding it to an `f32` of magnitude below 2^22 rounds it to an integer.
+const ROUND_MAGIC: f32 = 12_582_912.0;
 
+/// `e^x` over the whole `f32` range, branch-free: the polynomial of the module docs, and
+/// `2^n` (`n` in `[-150, 128]`) applied as the product of two normal powers of two, `2^h`
+/// and `2^(n-h)` with `h = n >> 1`, so that subnormal results are rounded once and overflow
+/// gives infinity. NaN stays NaN. The generated kernels (`ebb_codegen::math`) emit exactly
+/// these operations.
 #[inline(always)]
 #[allow(clippy::excessive_precision)] // Cephes coefficients as published
 fn exp_core(x: f32) -> f32 {
+    // Below EXP_LO the result is 0: the last scale is then 1 and the result selected, so
+    // that no arithmetic underflows (an underflowing vector multiply costs a microcode
+    // assist on x86: masked attention scores are all down here).
+    let zero = x < EXP_LO;
     let x = x.clamp(EXP_LO, EXP_HI);
-    let n = (x * std::f32::consts::LOG2_E).round();
+    // Round to nearest (even) by adding and subtracting 1.5·2^23: two additions that
+    // vectorize everywhere (`f32::round` has no x86 vector instruction and becomes a libm
+    // call per element).
+    let n = (x * std::f32::consts::LOG2_E + ROUND_MAGIC) - ROUND_MAGIC;
     let r = x - n * 0.693_359_4 - n * (-2.121_944_4e-4);
     let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
         + 1.666_666_5e-1)
         * r
         + 0.5;
     let y = p * r * r + r + 1.0;
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
-    y * scale
+    let ni = n as i32;
+    let h = ni >> 1;
+    let pow2 = |e: i32| f32::from_bits(((e + 127) as u32) << 23);
+    let s2 = if zero { 1.0 } else { pow2(ni - h) };
+    let r = y * pow2(h) * s2;
+    if zero {
+        0.0
+    } else {
+        r
+    }
 }
 
 /// `e^x` for every element of `v`, in place.
 pub(crate) fn exp_in_place(v: &mut [f32]) {
-    // below -104, e^x rounds to 0 in f32 (also for -inf): handled in the vector loop; the rare
-    // rest of the outside range (subnormal results, overflow, NaN) goes through libm
-    let rare: Vec<(usize, f32)> = v
-        .iter()
-        .enumerate()
-        .filter(|(_, &x)| x.is_nan() || (-104.0..EXP_LO).contains(&x) || x > EXP_HI)
-        .map(|(i, &x)| (i, x))
-        .collect();
     for x in v.iter_mut() {
-        let y = exp_core(*x);
-        *x = if *x < -104.0 { 0.0 } else { y };
-    }
-    for (i, x) in rare {
-        v[i] = x.exp();
+        *x = exp_core(*x);
     }
 }
 
@@ -152,10 +163,16 @@ mod tests {
             f32::NAN,
             0.0,
         ]);
-        assert_eq!(
-            &special[..5],
-            &[0.0, 0.0, (-100f32).exp(), f32::INFINITY, f32::INFINITY]
-        );
+        assert_eq!(special[..2], [0.0, 0.0]);
+        assert_eq!(special[3..5], [f32::INFINITY, f32::INFINITY]);
+        // Subnormal results: within one unit of the last place of the correctly rounded one.
+        for x in [-100.0f32, -95.0, -90.0, -87.5, -103.9] {
+            let got = exp(&[x])[0].to_bits() as i64;
+            let want = ((x as f64).exp() as f32).to_bits() as i64;
+            assert!((got - want).abs() <= 1, "exp({x}): {got} vs {want}");
+        }
+        assert_eq!(exp(&[88.8, 88.7])[0], f32::INFINITY);
+        assert!(exp(&[88.7])[0].is_finite());
         assert!(special[5].is_nan());
         assert_eq!(special[6], 1.0);
     }

@@ -23,12 +23,15 @@ use ebb_ir::{Bindings, Graph, Node, Op, ValueRef};
 use std::cell::Cell;
 use std::collections::HashMap;
 
-fn invalid(msg: impl Into<String>) -> KernelFailure {
+pub(super) fn invalid(msg: impl Into<String>) -> KernelFailure {
     KernelFailure::Op(OpError::Invalid(msg.into()))
 }
 
 /// Concrete shape of a region value's type at the bindings.
-fn shape_at(shape: &[ebb_ir::DimExpr], b: &Bindings) -> Result<Vec<usize>, KernelFailure> {
+pub(super) fn shape_at(
+    shape: &[ebb_ir::DimExpr],
+    b: &Bindings,
+) -> Result<Vec<usize>, KernelFailure> {
     shape
         .iter()
         .map(|d| {
@@ -289,35 +292,8 @@ fn prepare<'g>(
     let how = match &node.op {
         Op::Reshape(_) => How::Identity,
         Op::BroadcastInDim(_) if reads_aligned(region, id, 0) => How::Identity,
-        Op::BroadcastInDim(bc) => {
-            let full = shape_at(&node.outputs[0].shape, b)?;
-            let src = ins
-                .first()
-                .map(|v| shape_at(&region.value_type(*v).shape, b))
-                .ok_or_else(|| invalid("broadcast_in_dim without an operand"))??;
-            let ist = strides_of(&src);
-            let mut map: Vec<(usize, usize)> = full.iter().map(|&n| (n, 0)).collect();
-            for (k, &d) in bc.dims.iter().enumerate() {
-                let slot = usize::try_from(d)
-                    .ok()
-                    .and_then(|d| map.get_mut(d))
-                    .ok_or_else(|| invalid("bad broadcast dimension"))?;
-                // A broadcast operand dimension of size 1 repeats its element.
-                slot.1 = if src.get(k) == Some(&1) { 0 } else { ist[k] };
-            }
-            How::Broadcast(map)
-        }
-        Op::Iota(spec) => {
-            let full = shape_at(&node.outputs[0].shape, b)?;
-            let d = usize::try_from(spec.dimension)
-                .ok()
-                .filter(|&d| d < full.len())
-                .ok_or_else(|| invalid("bad iota dimension"))?;
-            // The index along `d` is the offset of a broadcast whose only stride is `d`'s.
-            let mut map: Vec<(usize, usize)> = full.iter().map(|&n| (n, 0)).collect();
-            map[d].1 = 1;
-            How::Iota(map, spec.dtype)
-        }
+        Op::BroadcastInDim(_) => How::Broadcast(index_map(region, id, b)?),
+        Op::Iota(spec) => How::Iota(index_map(region, id, b)?, spec.dtype),
         Op::Constant(lit) if lit.splat => {
             How::Splat(splat(lit, node.outputs[0].dtype, FUSION_CHUNK as usize)?)
         }
@@ -348,6 +324,52 @@ fn prepare<'g>(
         }
     };
     Ok(Step { id, node, ins, how })
+}
+
+/// The index map of an expanding `broadcast_in_dim` or an `iota` member `id` of `region` at
+/// the bindings: per result dimension its extent and the operand stride it maps to (0 where
+/// the operand repeats, including broadcast operand dimensions of size 1); for an `iota`, 1
+/// for the iota dimension and 0 elsewhere (the index along it is the "operand" offset).
+pub(super) fn index_map(
+    region: &Graph,
+    id: ebb_ir::NodeId,
+    b: &Bindings,
+) -> Result<Vec<(usize, usize)>, KernelFailure> {
+    let node = region.node(id);
+    let full = shape_at(&node.outputs[0].shape, b)?;
+    let mut map: Vec<(usize, usize)> = full.iter().map(|&n| (n, 0)).collect();
+    match &node.op {
+        Op::BroadcastInDim(bc) => {
+            let src = region
+                .operands(id)
+                .first()
+                .map(|v| shape_at(&region.value_type(*v).shape, b))
+                .ok_or_else(|| invalid("broadcast_in_dim without an operand"))??;
+            let ist = strides_of(&src);
+            for (k, &d) in bc.dims.iter().enumerate() {
+                let slot = usize::try_from(d)
+                    .ok()
+                    .and_then(|d| map.get_mut(d))
+                    .ok_or_else(|| invalid("bad broadcast dimension"))?;
+                // A broadcast operand dimension of size 1 repeats its element.
+                slot.1 = if src.get(k) == Some(&1) { 0 } else { ist[k] };
+            }
+        }
+        Op::Iota(spec) => {
+            let d = usize::try_from(spec.dimension)
+                .ok()
+                .filter(|&d| d < full.len())
+                .ok_or_else(|| invalid("bad iota dimension"))?;
+            // The index along `d` is the offset of a broadcast whose only stride is `d`'s.
+            map[d].1 = 1;
+        }
+        _ => {
+            return Err(invalid(
+                "an index map of a member that is not a broadcast or iota",
+            ))
+        }
+    }
+    Ok(map)
 }
 
 /// Operand offsets of the flat result elements `[start, start + len)` of a broadcast with
@@ -457,6 +479,7 @@ fn with_ctx<R>(step: &Step, b: &Bindings, shape: Vec<usize>, f: impl FnOnce(&Ctx
         bindings: b,
         transient: Cell::new(0),
         in_place: &[],
+        executor: super::Executor::Reference,
     };
     f(&c)
 }

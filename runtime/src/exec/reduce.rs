@@ -166,6 +166,27 @@ fn fold_row<T: Copy, A: Copy>(row: &[T], lift: &impl Fn(T) -> A, comb: &impl Fn(
     acc
 }
 
+/// One `f32` row reduced by monoid `m` from `init`, exactly as [`reduce`] reduces a row of a
+/// contiguous innermost reduced block: `init ⊕ fold_row(row)` (sums and products through
+/// `f64`), `init` for an empty row; `None` for the logical monoids. The JIT executor folds
+/// the rows its input-fusion kernels write with this, so its results are the reference's.
+pub(crate) fn fold_row_f32(m: Monoid, init: f32, row: &[f32]) -> Option<f32> {
+    if row.is_empty() {
+        return Some(init);
+    }
+    Some(match m {
+        Monoid::Add => {
+            (f64::from(init) + fold_row(row, &|v: f32| f64::from(v), &|a, b| a + b)) as f32
+        }
+        Monoid::Mul => {
+            (f64::from(init) * fold_row(row, &|v: f32| f64::from(v), &|a, b| a * b)) as f32
+        }
+        Monoid::Max => init.max_e(fold_row(row, &|v| v, &f32::max_e)),
+        Monoid::Min => init.min_e(fold_row(row, &|v| v, &f32::min_e)),
+        Monoid::And | Monoid::Or => return None,
+    })
+}
+
 /// Reduction with accumulator type `A`; splits along the outermost merged dimension when it
 /// is kept and the input is large.
 fn reduce_typed<T: Copy + Sync, A: Copy + Send + Sync>(

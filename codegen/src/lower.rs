@@ -1,0 +1,824 @@
+//! Lowers a fusion region ([`KernelLayout`]) to one LLVM function with the kernel ABI
+//! ([`crate::KernelFn`]):
+//!
+//! ```text
+//! void kernel(u8 **buffers, const i64 *params, i64 begin, i64 end)
+//! ```
+//!
+//! `buffers` holds the region inputs' data pointers, then one pointer per store (ignored for a
+//! store written in place, which goes through its input's pointer). `params` is laid out as
+//! [`KernelLayout::param_count`] says: `params[0]` the row length `L`, `params[1]` the store
+//! base (a store of flat index `i` goes to element `i - base`), then per index-mapped member
+//! its inner stride, the number `nb` of blocks in use and up to `rank` `(divisor, extent,
+//! stride)` blocks (only those with a nonzero stride matter). The kernel evaluates the
+//! flat indices `[begin, end)` row by row: rows are the multiples of `L`, and within a row the
+//! offset of index-mapped member `m` is `off_m + j * s_m` with
+//! `off_m = Σ_{d < nb} ((i / div_d) mod ext_d) · stride_d` computed once per row. The caller picks `L`
+//! so that no index map carries inside a row (`L` divides each map's innermost merged extent).
+//! The inner stride is specialized per [`StrideClass`] (0, 1 or a runtime value) so the inner
+//! loop vectorizes.
+//!
+//! The exported function loads the pointers and calls an inner `alwaysinline` function whose
+//! buffer parameters are `noalias` (a store written in place shares its input's parameter), so
+//! after inlining LLVM knows the buffers do not overlap.
+//!
+//! Per-element semantics are the reference executor's (`ebb_runtime` `exec/elementwise.rs`,
+//! `arith.rs`, `tensor.rs` `convert`): wrapping integer arithmetic, NaN-propagating
+//! `maximum`/`minimum`, saturating float-to-integer conversion, libm for the transcendental
+//! functions other than `exponential` and `tanh` (inline, [`crate::math`]); booleans are
+//! bytes in memory.
+
+use crate::layout::{InputRead, KernelLayout};
+use ebb_ir::{DType, Graph, NodeId, Op, OpKind, Relation, ValueRef};
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::builder::{Builder, BuilderError};
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum, IntType};
+use inkwell::values::{BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
+use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
+use std::collections::HashMap;
+
+/// The inner stride of an index map, which the kernel is specialized on (and whether it
+/// reads one element everywhere).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StrideClass {
+    /// The member reads one element everywhere (offset 0: no index arithmetic at all).
+    Uniform,
+    /// The member repeats one element along a row.
+    Zero,
+    /// Consecutive elements.
+    One,
+    /// Any other stride (read from `params`).
+    Any,
+}
+
+/// A kernel to generate: the region, its layout, the stride class of each index map, and
+/// the stores written in place (`(store, input)`: store `store` goes to input `input`'s
+/// buffer).
+pub struct KernelSpec<'a> {
+    /// The `fusion` op's region.
+    pub region: &'a Graph,
+    /// Its [`KernelLayout::of`].
+    pub layout: &'a KernelLayout,
+    /// One per `layout.maps`.
+    pub classes: &'a [StrideClass],
+    /// In-place stores.
+    pub in_place: &'a [(usize, usize)],
+}
+
+/// Failure to build the IR (an LLVM builder error or a missing intrinsic).
+#[derive(Debug, thiserror::Error)]
+pub enum LowerError {
+    /// The builder refused an instruction.
+    #[error("LLVM builder: {0}")]
+    Builder(#[from] BuilderError),
+    /// Anything else that should not happen for a layout-checked region.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn other<T>(msg: impl Into<String>) -> Result<T, LowerError> {
+    Err(LowerError::Other(msg.into()))
+}
+
+/// State while emitting one kernel body.
+pub(crate) struct Emit<'a, 'ctx> {
+    pub(crate) ctx: &'ctx Context,
+    pub(crate) b: &'a Builder<'ctx>,
+    module: &'a Module<'ctx>,
+}
+
+fn is_signed(d: DType) -> bool {
+    !matches!(d, DType::U8 | DType::U32 | DType::I1)
+}
+
+impl<'a, 'ctx> Emit<'a, 'ctx> {
+    /// A function making `f32` constants.
+    pub(crate) fn f32c(&self) -> impl Fn(f32) -> FloatValue<'ctx> + 'ctx {
+        let t = self.ctx.f32_type();
+        move |v| t.const_float(f64::from(v))
+    }
+
+    /// Integer type of an integer element type (booleans as bytes, their memory type).
+    fn int_ty(&self, d: DType) -> IntType<'ctx> {
+        match d {
+            DType::I1 | DType::I8 | DType::U8 => self.ctx.i8_type(),
+            DType::I16 => self.ctx.i16_type(),
+            DType::I32 | DType::U32 => self.ctx.i32_type(),
+            _ => self.ctx.i64_type(),
+        }
+    }
+
+    /// Memory type of an element type.
+    fn mem_ty(&self, d: DType) -> BasicTypeEnum<'ctx> {
+        match d {
+            DType::F32 => self.ctx.f32_type().into(),
+            _ => self.int_ty(d).into(),
+        }
+    }
+
+    fn intrinsic(
+        &self,
+        name: &str,
+        types: &[BasicTypeEnum<'ctx>],
+        args: &[BasicValueEnum<'ctx>],
+    ) -> Result<BasicValueEnum<'ctx>, LowerError> {
+        let f = Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(self.module, types))
+            .ok_or_else(|| LowerError::Other(format!("no intrinsic {name}")))?;
+        let args: Vec<_> = args.iter().map(|&a| a.into()).collect();
+        self.b
+            .build_call(f, &args, "")?
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| LowerError::Other(format!("{name} returns nothing")))
+    }
+
+    /// An `f32` intrinsic overloaded on `f32` (`llvm.fabs`, `llvm.round`, ...).
+    pub(crate) fn float_intrinsic(
+        &self,
+        name: &str,
+        args: &[FloatValue<'ctx>],
+    ) -> Result<FloatValue<'ctx>, LowerError> {
+        let args: Vec<BasicValueEnum> = args.iter().map(|&a| a.into()).collect();
+        Ok(self
+            .intrinsic(name, &[self.ctx.f32_type().into()], &args)?
+            .into_float_value())
+    }
+
+    /// `x as iN` in Rust (saturating, NaN to 0).
+    pub(crate) fn fptosi_sat(
+        &self,
+        x: FloatValue<'ctx>,
+        t: IntType<'ctx>,
+    ) -> Result<IntValue<'ctx>, LowerError> {
+        Ok(self
+            .intrinsic(
+                "llvm.fptosi.sat",
+                &[t.into(), self.ctx.f32_type().into()],
+                &[x.into()],
+            )?
+            .into_int_value())
+    }
+
+    /// A call of a libm function `name(f32...) -> f32` (resolved in the process by the JIT).
+    fn libm(&self, name: &str, args: &[FloatValue<'ctx>]) -> Result<FloatValue<'ctx>, LowerError> {
+        let f32t = self.ctx.f32_type();
+        let f = self.module.get_function(name).unwrap_or_else(|| {
+            let params: Vec<BasicMetadataTypeEnum> = args.iter().map(|_| f32t.into()).collect();
+            self.module
+                .add_function(name, f32t.fn_type(&params, false), Some(Linkage::External))
+        });
+        let args: Vec<_> = args.iter().map(|&a| a.into()).collect();
+        self.b
+            .build_call(f, &args, "")?
+            .try_as_basic_value()
+            .basic()
+            .map(|v| v.into_float_value())
+            .ok_or_else(|| LowerError::Other(format!("{name} returns nothing")))
+    }
+
+    /// Loads element `idx` of `ptr` as element type `d` (booleans: byte != 0).
+    fn load(
+        &self,
+        d: DType,
+        ptr: PointerValue<'ctx>,
+        idx: IntValue<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>, LowerError> {
+        let t = self.mem_ty(d);
+        // SAFETY: the caller passes buffers of the region's types at the bindings; `idx`
+        // stays inside them (the executor checks the sizes before calling).
+        let p = unsafe { self.b.build_in_bounds_gep(t, ptr, &[idx], "")? };
+        let v = self.b.build_load(t, p, "")?;
+        if d == DType::I1 {
+            let z = self.ctx.i8_type().const_zero();
+            return Ok(self
+                .b
+                .build_int_compare(IntPredicate::NE, v.into_int_value(), z, "")?
+                .into());
+        }
+        Ok(v)
+    }
+
+    /// Stores `v` (of element type `d`) at element `idx` of `ptr`.
+    fn store(
+        &self,
+        d: DType,
+        ptr: PointerValue<'ctx>,
+        idx: IntValue<'ctx>,
+        v: BasicValueEnum<'ctx>,
+    ) -> Result<(), LowerError> {
+        let t = self.mem_ty(d);
+        // SAFETY: as in `load`.
+        let p = unsafe { self.b.build_in_bounds_gep(t, ptr, &[idx], "")? };
+        let v = if d == DType::I1 {
+            self.b
+                .build_int_z_extend(v.into_int_value(), self.ctx.i8_type(), "")?
+                .into()
+        } else {
+            v
+        };
+        self.b.build_store(p, v)?;
+        Ok(())
+    }
+
+    /// A splat literal's element as a register value of `d`.
+    fn constant(&self, d: DType, bytes: &[u8]) -> Result<BasicValueEnum<'ctx>, LowerError> {
+        let mut raw = [0u8; 8];
+        let n = (d.size_bytes() as usize).min(8);
+        if bytes.len() < n {
+            return other("a literal shorter than its element type");
+        }
+        raw[..n].copy_from_slice(&bytes[..n]);
+        let v = u64::from_le_bytes(raw);
+        Ok(match d {
+            DType::F32 => {
+                let bits = self.ctx.i32_type().const_int(v, false);
+                self.b.build_bit_cast(bits, self.ctx.f32_type(), "")?
+            }
+            DType::I1 => self
+                .ctx
+                .bool_type()
+                .const_int(u64::from(v != 0), false)
+                .into(),
+            _ => self.int_ty(d).const_int(v, false).into(),
+        })
+    }
+
+    /// Converts `x` of element type `from` to `to` as `tensor.rs`'s `Data::convert`.
+    fn convert(
+        &self,
+        x: BasicValueEnum<'ctx>,
+        from: DType,
+        to: DType,
+    ) -> Result<BasicValueEnum<'ctx>, LowerError> {
+        let b = self.b;
+        if from == to {
+            return Ok(x);
+        }
+        Ok(match (from, to) {
+            (DType::F32, DType::I1) => b
+                .build_float_compare(
+                    FloatPredicate::UNE,
+                    x.into_float_value(),
+                    self.ctx.f32_type().const_zero(),
+                    "",
+                )?
+                .into(),
+            (DType::F32, _) => {
+                let name = if is_signed(to) {
+                    "llvm.fptosi.sat"
+                } else {
+                    "llvm.fptoui.sat"
+                };
+                let t = self.int_ty(to);
+                self.intrinsic(name, &[t.into(), self.ctx.f32_type().into()], &[x])?
+            }
+            (_, DType::F32) if is_signed(from) => b
+                .build_signed_int_to_float(x.into_int_value(), self.ctx.f32_type(), "")?
+                .into(),
+            (_, DType::F32) => b
+                .build_unsigned_int_to_float(x.into_int_value(), self.ctx.f32_type(), "")?
+                .into(),
+            (_, DType::I1) => {
+                let x = x.into_int_value();
+                b.build_int_compare(IntPredicate::NE, x, x.get_type().const_zero(), "")?
+                    .into()
+            }
+            _ => b
+                .build_int_cast_sign_flag(x.into_int_value(), self.int_ty(to), is_signed(from), "")?
+                .into(),
+        })
+    }
+
+    /// NaN-propagating `maximum`/`minimum` of `tensor.rs` (`max_e`/`min_e`).
+    fn float_max_min(
+        &self,
+        x: FloatValue<'ctx>,
+        y: FloatValue<'ctx>,
+        max: bool,
+    ) -> Result<FloatValue<'ctx>, LowerError> {
+        let b = self.b;
+        let pred = if max {
+            FloatPredicate::OGT
+        } else {
+            FloatPredicate::OLT
+        };
+        let take_y = b.build_float_compare(pred, y, x, "")?;
+        let r = b.build_select(take_y, y, x, "")?.into_float_value();
+        let nan = b.build_float_compare(FloatPredicate::UNO, x, y, "")?;
+        Ok(b.build_select(nan, self.f32c()(f32::NAN), r, "")?
+            .into_float_value())
+    }
+
+    /// A unary `f32` op.
+    fn float_unary(
+        &self,
+        k: OpKind,
+        x: FloatValue<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>, LowerError> {
+        let b = self.b;
+        let f = self.f32c();
+        let one = f(1.0);
+        Ok(match k {
+            OpKind::Negate => b.build_float_neg(x, "")?.into(),
+            OpKind::Abs => self.float_intrinsic("llvm.fabs", &[x])?.into(),
+            OpKind::Exponential => self.exp_f32(x)?.into(),
+            OpKind::Tanh => self.tanh_f32(x)?.into(),
+            OpKind::ExponentialMinusOne => self.libm("expm1f", &[x])?.into(),
+            OpKind::Log => self.float_intrinsic("llvm.log", &[x])?.into(),
+            OpKind::LogPlusOne => self.libm("log1pf", &[x])?.into(),
+            OpKind::Logistic => {
+                let e = self.float_intrinsic("llvm.exp", &[b.build_float_neg(x, "")?])?;
+                b.build_float_div(one, b.build_float_add(one, e, "")?, "")?
+                    .into()
+            }
+            OpKind::Sqrt => self.float_intrinsic("llvm.sqrt", &[x])?.into(),
+            OpKind::Rsqrt => {
+                let s = self.float_intrinsic("llvm.sqrt", &[x])?;
+                b.build_float_div(one, s, "")?.into()
+            }
+            OpKind::Cbrt => self.libm("cbrtf", &[x])?.into(),
+            OpKind::Sine => self.float_intrinsic("llvm.sin", &[x])?.into(),
+            OpKind::Cosine => self.float_intrinsic("llvm.cos", &[x])?.into(),
+            OpKind::Floor => self.float_intrinsic("llvm.floor", &[x])?.into(),
+            OpKind::Ceil => self.float_intrinsic("llvm.ceil", &[x])?.into(),
+            OpKind::RoundNearestEven => self.float_intrinsic("llvm.roundeven", &[x])?.into(),
+            OpKind::RoundNearestAfz => self.float_intrinsic("llvm.round", &[x])?.into(),
+            OpKind::Sign => {
+                // NaN or ±0: itself; > 0: 1; else -1
+                let keep = b.build_float_compare(FloatPredicate::UEQ, x, f(0.0), "")?;
+                let pos = b.build_float_compare(FloatPredicate::OGT, x, f(0.0), "")?;
+                let s = b.build_select(pos, one, f(-1.0), "")?;
+                b.build_select(keep, x.into(), s, "")?
+            }
+            OpKind::IsFinite => {
+                let a = self.float_intrinsic("llvm.fabs", &[x])?;
+                b.build_float_compare(FloatPredicate::OLT, a, f(f32::INFINITY), "")?
+                    .into()
+            }
+            _ => return other(format!("no f32 lowering of `{}`", k.name())),
+        })
+    }
+
+    /// A binary `f32` op (compare excluded).
+    fn float_binary(
+        &self,
+        k: OpKind,
+        x: FloatValue<'ctx>,
+        y: FloatValue<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>, LowerError> {
+        let b = self.b;
+        Ok(match k {
+            OpKind::Add => b.build_float_add(x, y, "")?.into(),
+            OpKind::Subtract => b.build_float_sub(x, y, "")?.into(),
+            OpKind::Multiply => b.build_float_mul(x, y, "")?.into(),
+            OpKind::Divide => b.build_float_div(x, y, "")?.into(),
+            OpKind::Remainder => b.build_float_rem(x, y, "")?.into(),
+            OpKind::Maximum => self.float_max_min(x, y, true)?.into(),
+            OpKind::Minimum => self.float_max_min(x, y, false)?.into(),
+            OpKind::Power => self.float_intrinsic("llvm.pow", &[x, y])?.into(),
+            OpKind::Atan2 => self.libm("atan2f", &[x, y])?.into(),
+            _ => return other(format!("no f32 lowering of `{}`", k.name())),
+        })
+    }
+
+    /// An integer or boolean op (`tensor.rs`/`arith.rs` semantics: wrapping arithmetic;
+    /// booleans: `add`/`maximum` are `or`, `multiply`/`minimum` are `and`, `subtract` is `xor`).
+    fn int_op(
+        &self,
+        k: OpKind,
+        d: DType,
+        xs: &[IntValue<'ctx>],
+    ) -> Result<BasicValueEnum<'ctx>, LowerError> {
+        let b = self.b;
+        let bool_ = d == DType::I1;
+        let signed = is_signed(d);
+        let (x, y) = (xs[0], xs.get(1).copied());
+        let y = || y.ok_or_else(|| LowerError::Other("missing operand".into()));
+        Ok(match k {
+            OpKind::Not => b.build_not(x, "")?.into(),
+            OpKind::And => b.build_and(x, y()?, "")?.into(),
+            OpKind::Or => b.build_or(x, y()?, "")?.into(),
+            OpKind::Xor => b.build_xor(x, y()?, "")?.into(),
+            OpKind::Add | OpKind::Maximum if bool_ => b.build_or(x, y()?, "")?.into(),
+            OpKind::Multiply | OpKind::Minimum if bool_ => b.build_and(x, y()?, "")?.into(),
+            OpKind::Subtract if bool_ => b.build_xor(x, y()?, "")?.into(),
+            _ if bool_ => return other(format!("no boolean lowering of `{}`", k.name())),
+            OpKind::Add => b.build_int_add(x, y()?, "")?.into(),
+            OpKind::Subtract => b.build_int_sub(x, y()?, "")?.into(),
+            OpKind::Multiply => b.build_int_mul(x, y()?, "")?.into(),
+            OpKind::Negate => b.build_int_neg(x, "")?.into(),
+            OpKind::Abs if signed => {
+                let neg =
+                    b.build_int_compare(IntPredicate::SLT, x, x.get_type().const_zero(), "")?;
+                let nx = b.build_int_neg(x, "")?;
+                b.build_select(neg, nx, x, "")?
+            }
+            OpKind::Maximum | OpKind::Minimum => {
+                let pred = match (k == OpKind::Maximum, signed) {
+                    (true, true) => IntPredicate::SGT,
+                    (true, false) => IntPredicate::UGT,
+                    (false, true) => IntPredicate::SLT,
+                    (false, false) => IntPredicate::ULT,
+                };
+                let y = y()?;
+                let c = b.build_int_compare(pred, x, y, "")?;
+                b.build_select(c, x, y, "")?
+            }
+            _ => return other(format!("no {d} lowering of `{}`", k.name())),
+        })
+    }
+
+    /// `compare` (partial order for floats: unordered compares false except `NE`).
+    fn compare(
+        &self,
+        dir: Relation,
+        d: DType,
+        x: BasicValueEnum<'ctx>,
+        y: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>, LowerError> {
+        let b = self.b;
+        if d == DType::F32 {
+            let p = match dir {
+                Relation::Eq => FloatPredicate::OEQ,
+                Relation::Ne => FloatPredicate::UNE,
+                Relation::Lt => FloatPredicate::OLT,
+                Relation::Le => FloatPredicate::OLE,
+                Relation::Gt => FloatPredicate::OGT,
+                Relation::Ge => FloatPredicate::OGE,
+            };
+            return Ok(b
+                .build_float_compare(p, x.into_float_value(), y.into_float_value(), "")?
+                .into());
+        }
+        let s = is_signed(d);
+        let p = match dir {
+            Relation::Eq => IntPredicate::EQ,
+            Relation::Ne => IntPredicate::NE,
+            Relation::Lt if s => IntPredicate::SLT,
+            Relation::Le if s => IntPredicate::SLE,
+            Relation::Gt if s => IntPredicate::SGT,
+            Relation::Ge if s => IntPredicate::SGE,
+            Relation::Lt => IntPredicate::ULT,
+            Relation::Le => IntPredicate::ULE,
+            Relation::Gt => IntPredicate::UGT,
+            Relation::Ge => IntPredicate::UGE,
+        };
+        Ok(
+            b.build_int_compare(p, x.into_int_value(), y.into_int_value(), "")?
+                .into(),
+        )
+    }
+}
+
+/// An index map's runtime inner stride (for [`StrideClass::Any`]) and, unless it is
+/// [`StrideClass::Uniform`], its block count and the index of its first block parameter.
+type MapParams<'ctx> = (Option<IntValue<'ctx>>, Option<(IntValue<'ctx>, usize)>);
+
+/// Per-row state of the loop nest: the buffers, the flat index and each map's offset and
+/// inner stride.
+struct Row<'ctx> {
+    bufs: Vec<PointerValue<'ctx>>,
+    idx: IntValue<'ctx>,
+    j: IntValue<'ctx>,
+    map_off: Vec<IntValue<'ctx>>,
+    map_stride: Vec<Option<IntValue<'ctx>>>,
+}
+
+/// Emits the member computations and stores of one element (the inner loop body).
+fn element<'ctx>(
+    e: &Emit<'_, 'ctx>,
+    spec: &KernelSpec,
+    row: &Row<'ctx>,
+    store_buf: &[usize],
+    base: IntValue<'ctx>,
+) -> Result<(), LowerError> {
+    let g = spec.region;
+    let b = e.b;
+    let input_pos: HashMap<NodeId, usize> = g
+        .inputs()
+        .iter()
+        .enumerate()
+        .map(|(k, &id)| (id, k))
+        .collect();
+    let map_pos: HashMap<NodeId, usize> = spec
+        .layout
+        .maps
+        .iter()
+        .enumerate()
+        .map(|(k, m)| (m.id, k))
+        .collect();
+    let i64t = e.ctx.i64_type();
+    let mut vals: HashMap<ValueRef, BasicValueEnum<'ctx>> = HashMap::new();
+    // Region inputs read at the flat index or at element 0.
+    let get = |vals: &mut HashMap<ValueRef, BasicValueEnum<'ctx>>,
+               v: ValueRef|
+     -> Result<BasicValueEnum<'ctx>, LowerError> {
+        if let Some(x) = vals.get(&v) {
+            return Ok(*x);
+        }
+        let Some(&p) = input_pos.get(&v.node) else {
+            return other("a member read before it is computed");
+        };
+        let at = match spec.layout.inputs[p] {
+            InputRead::Aligned => row.idx,
+            InputRead::Whole => i64t.const_zero(),
+        };
+        let x = e.load(g.value_type(v).dtype, row.bufs[p], at)?;
+        vals.insert(v, x);
+        Ok(x)
+    };
+    // The offset of map `m` at this element.
+    let map_offset = |m: usize| -> Result<IntValue<'ctx>, LowerError> {
+        Ok(match (spec.classes[m], row.map_stride[m]) {
+            (StrideClass::Uniform, _) => i64t.const_zero(),
+            (StrideClass::Zero, _) => row.map_off[m],
+            (StrideClass::One, _) => b.build_int_add(row.map_off[m], row.j, "")?,
+            (StrideClass::Any, Some(s)) => {
+                b.build_int_add(row.map_off[m], b.build_int_mul(row.j, s, "")?, "")?
+            }
+            (StrideClass::Any, None) => return other("a runtime stride without its parameter"),
+        })
+    };
+    for &id in &spec.layout.members {
+        let node = g.node(id);
+        let out = &node.outputs[0];
+        let ins = g.operands(id);
+        let v = match &node.op {
+            Op::Constant(l) => e.constant(out.dtype, &l.data)?,
+            Op::Iota(_) => {
+                let m = map_pos[&id];
+                e.convert(map_offset(m)?.into(), DType::I64, out.dtype)?
+            }
+            Op::BroadcastInDim(_) if map_pos.contains_key(&id) => {
+                let src = ins[0];
+                match input_pos.get(&src.node) {
+                    Some(&p) => e.load(out.dtype, row.bufs[p], map_offset(map_pos[&id])?)?,
+                    None => get(&mut vals, src)?,
+                }
+            }
+            Op::Reshape(_) | Op::BroadcastInDim(_) => get(&mut vals, ins[0])?,
+            Op::Convert(to) => {
+                let from = g.value_type(ins[0]).dtype;
+                e.convert(get(&mut vals, ins[0])?, from, *to)?
+            }
+            Op::Select => {
+                let p = get(&mut vals, ins[0])?.into_int_value();
+                let (x, y) = (get(&mut vals, ins[1])?, get(&mut vals, ins[2])?);
+                b.build_select(p, x, y, "")?
+            }
+            Op::Compare(spec_) => {
+                let d = g.value_type(ins[0]).dtype;
+                let (x, y) = (get(&mut vals, ins[0])?, get(&mut vals, ins[1])?);
+                e.compare(spec_.direction, d, x, y)?
+            }
+            _ => {
+                let d = g.value_type(ins[0]).dtype;
+                let xs = ins
+                    .iter()
+                    .map(|v| get(&mut vals, *v))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let k = node.kind();
+                match (d, xs.as_slice()) {
+                    (DType::F32, [x]) => e.float_unary(k, x.into_float_value())?,
+                    (DType::F32, [x, y]) => {
+                        e.float_binary(k, x.into_float_value(), y.into_float_value())?
+                    }
+                    (_, _) if d != DType::F32 => {
+                        let xs: Vec<IntValue> = xs.iter().map(|x| x.into_int_value()).collect();
+                        e.int_op(k, d, &xs)?
+                    }
+                    _ => return other(format!("`{}` with {} operands", k.name(), xs.len())),
+                }
+            }
+        };
+        vals.insert(ValueRef::new(id, 0), v);
+    }
+    let at = b.build_int_sub(row.idx, base, "")?;
+    for (k, v) in spec.layout.stores.iter().enumerate() {
+        let x = get(&mut vals, *v)?;
+        e.store(g.value_type(*v).dtype, row.bufs[store_buf[k]], at, x)?;
+    }
+    Ok(())
+}
+
+/// Emits the function `name` for `spec` into `module` (see the module docs); `cpu` and
+/// `features` become its `target-cpu`/`target-features` attributes.
+pub fn emit<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    spec: &KernelSpec,
+    name: &str,
+    cpu: &str,
+    features: &str,
+) -> Result<FunctionValue<'ctx>, LowerError> {
+    let layout = spec.layout;
+    if spec.classes.len() != layout.maps.len() {
+        return other("one stride class per index map is needed");
+    }
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let i64t = ctx.i64_type();
+    let n_in = layout.inputs.len();
+    // Buffer parameter of each store: its input's when written in place.
+    let mut store_buf = Vec::new();
+    let mut n_bufs = n_in;
+    let mut outer_src = (0..n_in).collect::<Vec<_>>();
+    for k in 0..layout.stores.len() {
+        match spec.in_place.iter().find(|(s, _)| *s == k) {
+            Some(&(_, i)) if i < n_in => store_buf.push(i),
+            _ => {
+                store_buf.push(n_bufs);
+                outer_src.push(n_in + k);
+                n_bufs += 1;
+            }
+        }
+    }
+    let mut inner_params: Vec<BasicMetadataTypeEnum> = vec![ptr.into(); n_bufs];
+    inner_params.extend::<[BasicMetadataTypeEnum; 3]>([ptr.into(), i64t.into(), i64t.into()]);
+    let void = ctx.void_type();
+    let inner = module.add_function(
+        &format!("{name}.body"),
+        void.fn_type(&inner_params, false),
+        Some(Linkage::Internal),
+    );
+    let outer = module.add_function(
+        name,
+        void.fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false),
+        None,
+    );
+    let noalias = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noalias"), 0);
+    for k in 0..n_bufs {
+        inner.add_attribute(AttributeLoc::Param(k as u32), noalias);
+    }
+    inner.add_attribute(
+        AttributeLoc::Function,
+        ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("alwaysinline"), 0),
+    );
+    for f in [inner, outer] {
+        f.add_attribute(
+            AttributeLoc::Function,
+            ctx.create_string_attribute("target-cpu", cpu),
+        );
+        f.add_attribute(
+            AttributeLoc::Function,
+            ctx.create_string_attribute("target-features", features),
+        );
+    }
+    let b = ctx.create_builder();
+    let e = Emit { ctx, b: &b, module };
+    // Outer: load the pointers, call the body.
+    let entry = ctx.append_basic_block(outer, "entry");
+    b.position_at_end(entry);
+    let arr = outer
+        .get_nth_param(0)
+        .ok_or_else(|| LowerError::Other("missing parameter".into()))?
+        .into_pointer_value();
+    let mut args = Vec::new();
+    for &k in &outer_src {
+        // SAFETY: the caller passes one pointer per input and store.
+        let p = unsafe { b.build_in_bounds_gep(ptr, arr, &[i64t.const_int(k as u64, false)], "")? };
+        args.push(b.build_load(ptr, p, "")?.into());
+    }
+    for k in 1..4 {
+        args.push(
+            outer
+                .get_nth_param(k)
+                .ok_or_else(|| LowerError::Other("missing parameter".into()))?
+                .into(),
+        );
+    }
+    b.build_call(inner, &args, "")?;
+    b.build_return(None)?;
+    // Body.
+    let param = |k: u32| {
+        inner
+            .get_nth_param(k)
+            .ok_or_else(|| LowerError::Other("missing parameter".into()))
+    };
+    let bufs: Vec<PointerValue> = (0..n_bufs as u32)
+        .map(|k| param(k).map(|p| p.into_pointer_value()))
+        .collect::<Result<_, _>>()?;
+    let params = param(n_bufs as u32)?.into_pointer_value();
+    let begin = param(n_bufs as u32 + 1)?.into_int_value();
+    let end = param(n_bufs as u32 + 2)?.into_int_value();
+    let entry = ctx.append_basic_block(inner, "entry");
+    let row_head = ctx.append_basic_block(inner, "row");
+    let row_body = ctx.append_basic_block(inner, "row.body");
+    let inner_head = ctx.append_basic_block(inner, "elem");
+    let inner_body = ctx.append_basic_block(inner, "elem.body");
+    let row_latch = ctx.append_basic_block(inner, "row.next");
+    let exit = ctx.append_basic_block(inner, "exit");
+    b.position_at_end(entry);
+    let load_param = |k: usize| -> Result<IntValue, LowerError> {
+        // SAFETY: `params` holds `layout.param_count()` values.
+        let p =
+            unsafe { b.build_in_bounds_gep(i64t, params, &[i64t.const_int(k as u64, false)], "")? };
+        Ok(b.build_load(i64t, p, "")?.into_int_value())
+    };
+    let row_len = load_param(0)?;
+    let base = load_param(1)?;
+    // Per map: the inner stride (for `Any`) and where its triples start.
+    let mut maps: Vec<MapParams> = Vec::new();
+    for (m, _) in layout.maps.iter().enumerate() {
+        let at = layout.map_param(m);
+        let stride = match spec.classes[m] {
+            StrideClass::Any => Some(load_param(at)?),
+            _ => None,
+        };
+        let blocks = match spec.classes[m] {
+            StrideClass::Uniform => None,
+            _ => Some((load_param(at + 1)?, at + 2)),
+        };
+        maps.push((stride, blocks));
+    }
+    b.build_unconditional_branch(row_head)?;
+    // row loop: i from begin to end, in rows of `row_len`
+    b.position_at_end(row_head);
+    let i_phi = b.build_phi(i64t, "i")?;
+    let i = i_phi.as_basic_value().into_int_value();
+    let more = b.build_int_compare(IntPredicate::SLT, i, end, "")?;
+    b.build_conditional_branch(more, row_body, exit)?;
+    b.position_at_end(row_body);
+    let q = b.build_int_unsigned_div(i, row_len, "")?;
+    let next = b.build_int_mul(
+        b.build_int_add(q, i64t.const_int(1, false), "")?,
+        row_len,
+        "",
+    )?;
+    let before_end = b.build_int_compare(IntPredicate::SLT, next, end, "")?;
+    let row_end = b.build_select(before_end, next, end, "")?.into_int_value();
+    let count = b.build_int_sub(row_end, i, "")?;
+    // off_m = Σ_{d < nb_m} ((i / div_d) mod ext_d) · stride_d, a loop over the map's blocks.
+    let mut map_off = Vec::new();
+    for (_, blocks) in &maps {
+        let Some((nb, first)) = blocks else {
+            map_off.push(i64t.const_zero());
+            continue;
+        };
+        let pre = b
+            .get_insert_block()
+            .ok_or_else(|| LowerError::Other("no insert block".into()))?;
+        let head = ctx.append_basic_block(inner, "map");
+        let body = ctx.append_basic_block(inner, "map.body");
+        let done = ctx.append_basic_block(inner, "map.done");
+        b.build_unconditional_branch(head)?;
+        b.position_at_end(head);
+        let d_phi = b.build_phi(i64t, "d")?;
+        let off_phi = b.build_phi(i64t, "off")?;
+        let d = d_phi.as_basic_value().into_int_value();
+        let off = off_phi.as_basic_value().into_int_value();
+        let more = b.build_int_compare(IntPredicate::SLT, d, *nb, "")?;
+        b.build_conditional_branch(more, body, done)?;
+        b.position_at_end(body);
+        let three = b.build_int_mul(d, i64t.const_int(3, false), "")?;
+        let q = b.build_int_add(three, i64t.const_int(*first as u64, false), "")?;
+        let get = |k: u64| -> Result<IntValue, LowerError> {
+            let at = b.build_int_add(q, i64t.const_int(k, false), "")?;
+            // SAFETY: `d < nb <= rank`, so the triple lies inside `params`.
+            let p = unsafe { b.build_in_bounds_gep(i64t, params, &[at], "")? };
+            Ok(b.build_load(i64t, p, "")?.into_int_value())
+        };
+        let (div, ext, stride) = (get(0)?, get(1)?, get(2)?);
+        let k = b.build_int_unsigned_rem(b.build_int_unsigned_div(i, div, "")?, ext, "")?;
+        let off_next = b.build_int_add(off, b.build_int_mul(k, stride, "")?, "")?;
+        let d_next = b.build_int_add(d, i64t.const_int(1, false), "")?;
+        b.build_unconditional_branch(head)?;
+        d_phi.add_incoming(&[(&i64t.const_zero(), pre), (&d_next, body)]);
+        off_phi.add_incoming(&[(&i64t.const_zero(), pre), (&off_next, body)]);
+        b.position_at_end(done);
+        map_off.push(off);
+    }
+    let row_ready = b
+        .get_insert_block()
+        .ok_or_else(|| LowerError::Other("no insert block".into()))?;
+    b.build_unconditional_branch(inner_head)?;
+    b.position_at_end(inner_head);
+    let j_phi = b.build_phi(i64t, "j")?;
+    let j = j_phi.as_basic_value().into_int_value();
+    let more = b.build_int_compare(IntPredicate::SLT, j, count, "")?;
+    b.build_conditional_branch(more, inner_body, row_latch)?;
+    b.position_at_end(inner_body);
+    let row = Row {
+        bufs,
+        idx: b.build_int_add(i, j, "")?,
+        j,
+        map_off,
+        map_stride: maps.iter().map(|(s, _)| *s).collect(),
+    };
+    element(&e, spec, &row, &store_buf, base)?;
+    let j_next = b.build_int_add(j, i64t.const_int(1, false), "")?;
+    let body_end = b
+        .get_insert_block()
+        .ok_or_else(|| LowerError::Other("no insert block".into()))?;
+    b.build_unconditional_branch(inner_head)?;
+    j_phi.add_incoming(&[(&i64t.const_zero(), row_ready), (&j_next, body_end)]);
+    b.position_at_end(row_latch);
+    b.build_unconditional_branch(row_head)?;
+    i_phi.add_incoming(&[(&begin, entry), (&row_end, row_latch)]);
+    b.position_at_end(exit);
+    b.build_return(None)?;
+    Ok(outer)
+}

@@ -1,0 +1,119 @@
+//! `f32` `exponential` and `tanh` emitted inline as LLVM IR, operation for operation the
+//! reference executor's vector kernels (`ebb_runtime`'s `exec/fastmath.rs`: Cephes `expf` with
+//! a two-factor `2^n` scale, Cephes `tanhf`), so that a generated kernel vectorizes them and
+//! agrees with the reference bit for bit. Every constant and every operation order below must
+//! match that file; its tests and `runtime/tests/exec_jit.rs` check the agreement.
+//!
+//! Invariant: only IEEE operations LLVM does not reassociate or contract (no fast-math flags),
+//! and the intrinsics Rust's `f32` methods lower to (`llvm.fabs`,
+//! `llvm.minnum`, `llvm.copysign`, `llvm.fptosi.sat`).
+
+use crate::lower::{Emit, LowerError};
+use inkwell::values::FloatValue;
+use inkwell::FloatPredicate;
+
+/// Inputs are clamped to `[EXP_LO, EXP_HI]` (below, `e^x` rounds to 0; above, to infinity).
+pub const EXP_LO: f32 = -104.0;
+/// See [`EXP_LO`].
+pub const EXP_HI: f32 = 88.75;
+/// 1.5·2^23 (see `exp_f32`).
+const ROUND_MAGIC: f32 = 12_582_912.0;
+
+impl<'ctx> Emit<'_, 'ctx> {
+    /// `exp_core(x)` of `fastmath.rs`: `x = n ln2 + r` (`n` rounded by adding and subtracting
+    /// 1.5·2^23), degree-5 polynomial, `2^n` as the
+    /// product of two normal powers of two (subnormal results and overflow come out right).
+    pub(crate) fn exp_f32(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, LowerError> {
+        let b = self.b;
+        let f = self.f32c();
+        let lo = f(EXP_LO);
+        let hi = f(EXP_HI);
+        // Below EXP_LO the result is 0, selected after a last scale of 1 (no underflow).
+        let zero = b.build_float_compare(FloatPredicate::OLT, x, lo, "")?;
+        // Rust's f32::clamp: `if x < lo { lo }`, then `if x > hi { hi }` (NaN stays NaN).
+        let c = b.build_float_compare(FloatPredicate::OLT, x, lo, "")?;
+        let x = b.build_select(c, lo, x, "")?.into_float_value();
+        let c = b.build_float_compare(FloatPredicate::OGT, x, hi, "")?;
+        let x = b.build_select(c, hi, x, "")?.into_float_value();
+        // n = (x log2 e + 1.5·2^23) - 1.5·2^23: round to nearest even, vectorizable.
+        let n = b.build_float_mul(x, f(std::f32::consts::LOG2_E), "")?;
+        let n = b.build_float_add(n, f(ROUND_MAGIC), "")?;
+        let n = b.build_float_sub(n, f(ROUND_MAGIC), "")?;
+        let r = b.build_float_sub(x, b.build_float_mul(n, f(0.693_359_4), "")?, "")?;
+        let r = b.build_float_sub(r, b.build_float_mul(n, f(-2.121_944_4e-4), "")?, "")?;
+        #[allow(clippy::excessive_precision)] // Cephes coefficients as published
+        let coeffs = [
+            1.987_569_1e-4_f32,
+            1.398_199_9e-3,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            1.666_666_5e-1,
+            0.5,
+        ];
+        let mut p = f(coeffs[0]);
+        for &c in &coeffs[1..] {
+            p = b.build_float_add(b.build_float_mul(p, r, "")?, f(c), "")?;
+        }
+        // y = p * r * r + r + 1
+        let y = b.build_float_mul(b.build_float_mul(p, r, "")?, r, "")?;
+        let y = b.build_float_add(b.build_float_add(y, r, "")?, f(1.0), "")?;
+        // n as i32 (saturating, NaN -> 0); h = n >> 1; scale 2^h * 2^(n - h)
+        let i32t = self.ctx.i32_type();
+        let ni = self.fptosi_sat(n, i32t)?;
+        let h = b.build_right_shift(ni, i32t.const_int(1, false), true, "")?;
+        let nh = b.build_int_sub(ni, h, "")?;
+        let pow2 = |e| -> Result<FloatValue<'ctx>, LowerError> {
+            let bits = b.build_left_shift(
+                b.build_int_add(e, i32t.const_int(127, false), "")?,
+                i32t.const_int(23, false),
+                "",
+            )?;
+            Ok(b.build_bit_cast(bits, self.ctx.f32_type(), "")?
+                .into_float_value())
+        };
+        let s2 = b
+            .build_select(zero, f(1.0), pow2(nh)?, "")?
+            .into_float_value();
+        let y = b.build_float_mul(y, pow2(h)?, "")?;
+        let r = b.build_float_mul(y, s2, "")?;
+        Ok(b.build_select(zero, f(0.0), r, "")?.into_float_value())
+    }
+
+    /// `tanh` of `fastmath.rs`: odd polynomial below 0.625, `1 - 2 / (e^{2|x|} + 1)` above
+    /// (1 above 9.1), sign copied; NaN in gives the canonical NaN.
+    pub(crate) fn tanh_f32(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, LowerError> {
+        let b = self.b;
+        let f = self.f32c();
+        let a = self.float_intrinsic("llvm.fabs", &[x])?;
+        let z = b.build_float_mul(x, x, "")?;
+        #[allow(clippy::excessive_precision)] // Cephes coefficients as published
+        let mut p = f(-5.704_988_7e-3);
+        #[allow(clippy::excessive_precision)]
+        for (c, add) in [
+            (2.063_908_9e-2_f32, true),
+            (5.373_971_6e-2, false),
+            (1.333_144_2e-1, true),
+            (3.333_328_2e-1, false),
+        ] {
+            let pz = b.build_float_mul(p, z, "")?;
+            p = if add {
+                b.build_float_add(pz, f(c), "")?
+            } else {
+                b.build_float_sub(pz, f(c), "")?
+            };
+        }
+        let small = b.build_float_mul(b.build_float_mul(p, z, "")?, x, "")?;
+        let small = b.build_float_add(small, x, "")?;
+        let two_a = b.build_float_mul(f(2.0), a, "")?;
+        let e = self.exp_f32(self.float_intrinsic("llvm.minnum", &[two_a, f(20.0)])?)?;
+        let q = b.build_float_div(f(2.0), b.build_float_add(e, f(1.0), "")?, "")?;
+        let big = b.build_float_sub(f(1.0), q, "")?;
+        let c = b.build_float_compare(FloatPredicate::OGT, a, f(9.1), "")?;
+        let big = b.build_select(c, f(1.0), big, "")?.into_float_value();
+        let big = self.float_intrinsic("llvm.copysign", &[big, x])?;
+        let c = b.build_float_compare(FloatPredicate::OLT, a, f(0.625), "")?;
+        let r = b.build_select(c, small, big, "")?.into_float_value();
+        let nan = b.build_float_compare(FloatPredicate::UNO, x, x, "")?;
+        Ok(b.build_select(nan, f(f32::NAN), r, "")?.into_float_value())
+    }
+}

@@ -1,0 +1,284 @@
+//! The JIT executor's fusion kernels (`ebb_codegen`) against the reference executor (the
+//! chunked interpreter), bit for bit, per kernel family and over random shapes — including
+//! sizes that are not multiples of the vector width, empty tensors and unit dimensions (which
+//! change the index maps' stride classes):
+//! - elementwise chains with `exponential`, `tanh`, `log`, `rsqrt`, `maximum`, `compare`,
+//!   `select`, `convert` and splat constants;
+//! - index maps: bias (`[B]` along the inner dimension), row (`[A]` along the outer one),
+//!   scalar and transposing broadcasts, `iota`;
+//! - row reductions (input fusion: a softmax's max and sum of `exp`);
+//! - a second binding reuses the kernels (no compile).
+
+use crate::common;
+use common::*;
+use ebb_runtime::{program_schedule, Executor, Program, Tensor};
+use proptest::prelude::*;
+
+/// Runs `src` with both executors; returns (JIT outputs, reference outputs).
+fn both(src: &str, b: &[(&str, i64)], inputs: Vec<Tensor>) -> (Vec<Tensor>, Vec<Tensor>) {
+    let g = graph(src);
+    let sched = program_schedule(&g);
+    let run = |e: Executor| {
+        Program::new(&g, &sched, &bind(b))
+            .and_then(|p| p.with_executor(e).run(inputs.clone()))
+            .unwrap_or_else(|err| panic!("{e:?}: {err}"))
+            .0
+    };
+    let before = ebb_codegen::stats();
+    let jit = run(Executor::Jit);
+    let after = ebb_codegen::stats();
+    assert!(
+        after.kernels_compiled + after.kernels_reused
+            > before.kernels_compiled + before.kernels_reused,
+        "no fusion ran through a generated kernel"
+    );
+    (jit, run(Executor::Reference))
+}
+
+fn assert_bits(got: &[Tensor], want: &[Tensor], what: &str) {
+    assert_eq!(got.len(), want.len());
+    for (k, (x, y)) in got.iter().zip(want).enumerate() {
+        assert!(x.bits_eq(y), "{what}: output {k} differs\n{x:?}\nvs\n{y:?}");
+    }
+}
+
+/// A loop fusion over `f32[A,B]` reading every index-map kind.
+const LOOP: &str = r#"graph @t {
+  %0 = input {index = 0, name = "x"} : f32[A,B]
+  %1 = input {index = 1, name = "bias"} : f32[B]
+  %2 = input {index = 2, name = "row"} : f32[A]
+  %3 = input {index = 3, name = "s"} : f32[]
+  %4 = input {index = 4, name = "col"} : f32[B]
+  %5:2 = fusion(%0, %1, %2, %3, %4) {kind = "loop"} : f32[A,B], i1[A,B] {
+    region @fusion0 {
+      %0 = input {index = 0, name = "in0"} : f32[A,B]
+      %1 = input {index = 1, name = "in1"} : f32[B]
+      %2 = input {index = 2, name = "in2"} : f32[A]
+      %3 = input {index = 3, name = "in3"} : f32[]
+      %4 = input {index = 4, name = "in4"} : f32[B]
+      %5 = broadcast_in_dim(%1) {broadcast_dimensions = [1], shape = dims[A, B]} : f32[A,B]
+      %6 = broadcast_in_dim(%2) {broadcast_dimensions = [0], shape = dims[A, B]} : f32[A,B]
+      %7 = broadcast_in_dim(%3) {broadcast_dimensions = [], shape = dims[A, B]} : f32[A,B]
+      %8 = multiply(%0, %7) : f32[A,B]
+      %9 = subtract(%8, %6) : f32[A,B]
+      %10 = exponential(%9) : f32[A,B]
+      %11 = add(%10, %5) : f32[A,B]
+      %12 = tanh(%11) : f32[A,B]
+      %13 = iota {dtype = i32, iota_dimension = 1, shape = dims[A, B]} : i32[A,B]
+      %14 = convert(%13) {dtype = f32} : f32[A,B]
+      %15 = compare(%0, %14) {compare_type = "FLOAT", comparison_direction = "LT"} : i1[A,B]
+      %16 = constant {value = dense<0.5> : f32} : f32[]
+      %17 = broadcast_in_dim(%16) {broadcast_dimensions = [], shape = dims[A, B]} : f32[A,B]
+      %18 = abs(%0) : f32[A,B]
+      %19 = add(%18, %17) : f32[A,B]
+      %20 = log(%19) : f32[A,B]
+      %21 = rsqrt(%19) : f32[A,B]
+      %22 = maximum(%20, %21) : f32[A,B]
+      %23 = select(%15, %12, %22) : f32[A,B]
+      %24 = reshape(%23) {shape = dims[A, B]} : f32[A,B]
+      return %24, %15
+    }
+  }
+  return %5#0, %5#1
+}"#;
+
+/// A softmax over the inner dimension of `f32[A,B]`: the max and the sum of `exp` as input
+/// fusions, the normalization as a loop fusion.
+const SOFTMAX: &str = r#"graph @t {
+  %0 = input {index = 0, name = "x"} : f32[A,B]
+  %1 = constant {value = dense<0xFF800000> : f32} : f32[]
+  %2 = fusion(%0, %1) {kind = "input"} : f32[A] {
+    region @fusion0 {
+      %0 = input {index = 0, name = "in0"} : f32[A,B]
+      %1 = input {index = 1, name = "in1"} : f32[]
+      %2 = reduce(%0, %1) {dimensions = [1]} : f32[A] {
+        region @body {
+          %0 = input {index = 0, name = ""} : f32[]
+          %1 = input {index = 1, name = ""} : f32[]
+          %2 = maximum(%0, %1) : f32[]
+          return %2
+        }
+      }
+      return %2
+    }
+  }
+  %5 = constant {value = dense<0.0> : f32} : f32[]
+  %3 = fusion(%0, %2, %5) {kind = "input"} : f32[A] {
+    region @fusion1 {
+      %0 = input {index = 0, name = "in0"} : f32[A,B]
+      %1 = input {index = 1, name = "in1"} : f32[A]
+      %2 = broadcast_in_dim(%1) {broadcast_dimensions = [0], shape = dims[A, B]} : f32[A,B]
+      %3 = subtract(%0, %2) : f32[A,B]
+      %4 = exponential(%3) : f32[A,B]
+      %5 = input {index = 2, name = "in2"} : f32[]
+      %6 = reduce(%4, %5) {dimensions = [1]} : f32[A] {
+        region @body {
+          %0 = input {index = 0, name = ""} : f32[]
+          %1 = input {index = 1, name = ""} : f32[]
+          %2 = add(%0, %1) : f32[]
+          return %2
+        }
+      }
+      return %6
+    }
+  }
+  %4 = fusion(%0, %2, %3) {kind = "loop"} : f32[A,B] {
+    region @fusion2 {
+      %0 = input {index = 0, name = "in0"} : f32[A,B]
+      %1 = input {index = 1, name = "in1"} : f32[A]
+      %2 = input {index = 2, name = "in2"} : f32[A]
+      %3 = broadcast_in_dim(%1) {broadcast_dimensions = [0], shape = dims[A, B]} : f32[A,B]
+      %4 = subtract(%0, %3) : f32[A,B]
+      %5 = exponential(%4) : f32[A,B]
+      %6 = broadcast_in_dim(%2) {broadcast_dimensions = [0], shape = dims[A, B]} : f32[A,B]
+      %7 = divide(%5, %6) : f32[A,B]
+      return %7
+    }
+  }
+  return %4, %3
+}"#;
+
+/// A transposing broadcast (`[B]` to `[B,A]` along dimension 0) and a bias of `[A]` along the
+/// inner dimension of `[B,A]`, with integer arithmetic on an `iota`.
+const TRANSPOSED: &str = r#"graph @t {
+  %0 = input {index = 0, name = "v"} : f32[B]
+  %1 = input {index = 1, name = "w"} : f32[A]
+  %2 = fusion(%0, %1) {kind = "loop"} : f32[B,A] {
+    region @fusion0 {
+      %0 = input {index = 0, name = "in0"} : f32[B]
+      %1 = input {index = 1, name = "in1"} : f32[A]
+      %2 = broadcast_in_dim(%0) {broadcast_dimensions = [0], shape = dims[B, A]} : f32[B,A]
+      %3 = broadcast_in_dim(%1) {broadcast_dimensions = [1], shape = dims[B, A]} : f32[B,A]
+      %4 = iota {dtype = i64, iota_dimension = 0, shape = dims[B, A]} : i64[B,A]
+      %5 = iota {dtype = i64, iota_dimension = 1, shape = dims[B, A]} : i64[B,A]
+      %6 = multiply(%4, %5) : i64[B,A]
+      %7 = convert(%6) {dtype = f32} : f32[B,A]
+      %8 = multiply(%2, %3) : f32[B,A]
+      %9 = add(%8, %7) : f32[B,A]
+      return %9
+    }
+  }
+  return %2
+}"#;
+
+/// Values with negatives, zeros, large magnitudes (exp overflow/underflow, subnormal
+/// results) and a NaN-free spread.
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let h = (i as u64 ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+            let u = (h % 20001) as f32 / 10000.0 - 1.0;
+            match h % 17 {
+                0 => u * 120.0,
+                1 => 0.0,
+                _ => u * 6.0,
+            }
+        })
+        .collect()
+}
+
+fn loop_inputs(a: usize, b: usize, seed: u64) -> Vec<Tensor> {
+    vec![
+        f32t(&[a, b], &values(a * b, seed)),
+        f32t(&[b], &values(b, seed + 1)),
+        f32t(&[a], &values(a, seed + 2)),
+        f32t(&[], &[0.75]),
+        f32t(&[b], &values(b, seed + 3)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Elementwise chains and every index-map kind, at random shapes (unit dimensions and
+    /// sizes that are not multiples of 8 included).
+    #[test]
+    fn loop_fusion_matches_the_reference(a in 1usize..40, b in 1usize..70, seed in 0u64..1000) {
+        let bind = [("A", a as i64), ("B", b as i64)];
+        let (got, want) = both(LOOP, &bind, loop_inputs(a, b, seed));
+        assert_bits(&got, &want, &format!("A={a} B={b}"));
+    }
+
+    /// Row reductions (max, sum of exp) and the normalization of a softmax.
+    #[test]
+    fn softmax_matches_the_reference(a in 1usize..20, b in 0usize..300, seed in 0u64..1000) {
+        let bind = [("A", a as i64), ("B", b as i64)];
+        let x = f32t(&[a, b], &values(a * b, seed));
+        let (got, want) = both(SOFTMAX, &bind, vec![x]);
+        assert_bits(&got, &want, &format!("A={a} B={b}"));
+    }
+
+    /// A transposing broadcast, a bias and integer `iota` arithmetic.
+    #[test]
+    fn transposed_maps_match_the_reference(a in 1usize..30, b in 1usize..30, seed in 0u64..1000) {
+        let bind = [("A", a as i64), ("B", b as i64)];
+        let ins = vec![f32t(&[b], &values(b, seed)), f32t(&[a], &values(a, seed + 7))];
+        let (got, want) = both(TRANSPOSED, &bind, ins);
+        assert_bits(&got, &want, &format!("A={a} B={b}"));
+    }
+}
+
+/// Large shapes take the threaded split (and the vector loops' bodies, not only their tails).
+#[test]
+fn large_fusions_match_the_reference() {
+    let (a, b) = (300, 257);
+    let bind = [("A", a as i64), ("B", b as i64)];
+    let (got, want) = both(LOOP, &bind, loop_inputs(a, b, 5));
+    assert_bits(&got, &want, "loop");
+    let x = f32t(&[a, b], &values(a * b, 9));
+    let (got, want) = both(SOFTMAX, &bind, vec![x]);
+    assert_bits(&got, &want, "softmax");
+}
+
+/// A second binding compiles nothing: every kernel comes from the cache.
+#[test]
+fn a_second_binding_reuses_every_kernel() {
+    let g = graph(SOFTMAX);
+    let sched = program_schedule(&g);
+    let step = |a: usize, b: usize| {
+        let x = f32t(&[a, b], &values(a * b, 3));
+        Program::new(&g, &sched, &bind(&[("A", a as i64), ("B", b as i64)]))
+            .and_then(|p| p.run(vec![x]))
+            .unwrap_or_else(|e| panic!("{e}"));
+    };
+    step(7, 300);
+    let before = ebb_codegen::stats();
+    step(13, 129);
+    let after = ebb_codegen::stats();
+    assert_eq!(after.kernels_compiled, before.kernels_compiled);
+    // Two kernels (the max alone is the plain reduce kernel).
+    assert!(after.kernels_reused >= before.kernels_reused + 2);
+}
+
+/// Throughput probe on moderate inputs (not a test of speed: `cargo test -- --ignored jit_throughput
+/// --nocapture` prints the figures).
+#[test]
+#[ignore]
+fn jit_throughput() {
+    let (a, b) = (8192, 256);
+    let at = bind(&[("A", a as i64), ("B", b as i64)]);
+    let g = graph(SOFTMAX);
+    let sched = program_schedule(&g);
+    let x = f32t(
+        &[a, b],
+        &values(a * b, 1)
+            .iter()
+            .map(|v| v.clamp(-6.0, 6.0))
+            .collect::<Vec<_>>(),
+    );
+    for e in [Executor::Jit, Executor::Reference] {
+        let p = Program::new(&g, &sched, &at).unwrap().with_executor(e);
+        let _ = p.run(vec![x.clone()]).unwrap();
+        let t = std::time::Instant::now();
+        let (_, stats) = p.run(vec![x.clone()]).unwrap();
+        let ms: Vec<f64> = stats
+            .op_time
+            .iter()
+            .map(|t| t.as_secs_f64() * 1e3)
+            .collect();
+        println!(
+            "{e:?}: {:.2} ms, per op {ms:.2?}",
+            t.elapsed().as_secs_f64() * 1e3
+        );
+    }
+}
