@@ -16,6 +16,7 @@ fn opts(name: &str, shapes: &[&str], budget: Option<&str>) -> BenchOptions {
         budget: budget.map(str::to_string),
         xla: false,
         xla_time_runs: 0,
+        exec_runs: 0,
         exact_time_limit_s: None,
         timeline_at: None,
         compile: Default::default(),

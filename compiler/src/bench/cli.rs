@@ -89,6 +89,11 @@ pub struct BenchArgs {
     /// the median time (0: memory only).
     #[arg(long, value_name = "N", default_value_t = 0, requires = "xla")]
     pub xla_time_runs: usize,
+    /// Also execute Ebb's step (the JIT executor, random inputs, no budget) this many times
+    /// per shape after one warm-up step and report the median wall time, next to XLA's with
+    /// `--xla --xla-time-runs` (0: memory only).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub exec: usize,
     /// Solve the exact ILP per shape with this time limit (seconds) and report the greedy's
     /// gap to the optimum (needs --budget, and ebb built with the `exact` feature:
     /// `cargo build --release -p ebb-compiler --features exact`).
@@ -168,6 +173,7 @@ impl BenchArgs {
             budget: self.budget.clone(),
             xla: self.xla,
             xla_time_runs: self.xla_time_runs,
+            exec_runs: self.exec,
             exact_time_limit_s: self.exact,
             timeline_at: self
                 .timeline_at

@@ -19,6 +19,9 @@
 //!   (argument + output − alias + temp bytes), and `ebb_over_xla` = Ebb scheduled / XLA total; the same
 //!   with every argument donated (`total_bytes_donated`, `ebb_over_xla_donated`), and with
 //!   `--xla-time-runs N` the median time of N executed XLA steps (`step_ms`);
+//! - `exec` (`--exec N`): Ebb's own step executed (JIT executor, seeded random inputs, no
+//!   budget): the median wall time of N steps after a warm-up, the kernels the warm-up
+//!   compiled, and the ratio to XLA's `step_ms`;
 //! - `exact`: the least overhead (µs, the finalize cost model) of any set of decisions meeting
 //!   the budget, found by the ILP of `ebb_passes::exact`, and the greedy's gap to it.
 //!
@@ -44,7 +47,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// Version of the JSON schema of [`BenchReport`].
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The result of a sweep (see the module docs).
 #[derive(Clone, Debug, Serialize)]
@@ -125,6 +128,25 @@ pub struct Row {
     pub xla: Option<XlaRow>,
     /// The exact optimum, with `--exact`.
     pub exact: Option<exact::ExactRow>,
+    /// Ebb's executed step, with `--exec N`.
+    pub exec: Option<ExecRow>,
+}
+
+/// Ebb's step executed at one shape (`--exec N`; JIT executor, no budget).
+#[derive(Clone, Debug, Serialize)]
+pub struct ExecRow {
+    /// Median wall time of the timed steps, ms.
+    pub step_ms: f64,
+    /// Wall time of the warm-up step (kernel compiles included), ms.
+    pub warmup_ms: f64,
+    /// Kernels the warm-up step compiled (0 when an earlier shape compiled them all).
+    pub kernels_compiled_warmup: u64,
+    /// Compile time within the warm-up step, ms.
+    pub jit_compile_ms_warmup: f64,
+    /// Kernels compiled during the timed steps (always 0: every kernel is cached).
+    pub kernels_compiled_timed: u64,
+    /// `step_ms` / XLA's `step_ms` at this shape, with `--xla --xla-time-runs`.
+    pub ebb_over_xla_step: Option<f64>,
 }
 
 /// The symbolic plan finalized under the budget at one shape.

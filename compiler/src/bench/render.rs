@@ -63,6 +63,7 @@ pub fn markdown(r: &BenchReport) -> String {
         .iter()
         .any(|row| row.xla.as_ref().is_some_and(|x| x.step_ms.is_some()));
     let has_exact = r.exact_time_limit_s.is_some();
+    let has_exec = r.rows.iter().any(|row| row.exec.is_some());
     let mut head: Vec<String> = r
         .rows
         .first()
@@ -95,6 +96,11 @@ pub fn markdown(r: &BenchReport) -> String {
     }
     if has_budget {
         head.extend(["budget", "planned", "recompute", "swap", "finalize µs"].map(String::from));
+    }
+    if has_exec {
+        head.extend(
+            ["Ebb step ms", "Ebb/XLA step", "kernels compiled (warm-up)"].map(String::from),
+        );
     }
     if has_exact {
         head.extend(["ILP", "optimum overhead", "greedy gap"].map(String::from));
@@ -148,6 +154,19 @@ pub fn markdown(r: &BenchReport) -> String {
                     c.extend(["–", "–", "–"].map(String::from));
                 }
                 None => c.extend(["–", "–", "–", "–", "–"].map(String::from)),
+            }
+        }
+        if has_exec {
+            match &row.exec {
+                Some(e) => {
+                    c.push(format!("{:.1}", e.step_ms));
+                    c.push(
+                        e.ebb_over_xla_step
+                            .map_or("–".into(), |r| format!("{r:.2}")),
+                    );
+                    c.push(e.kernels_compiled_warmup.to_string());
+                }
+                None => c.extend(["–", "–", "–"].map(String::from)),
             }
         }
         if has_exact {

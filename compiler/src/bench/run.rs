@@ -5,7 +5,9 @@
 use super::exact;
 use super::shapes::{self, ShapeSource};
 use super::xla::{self, XlaOutcome};
-use super::{BenchReport, BudgetRow, Row, Summary, Timeline, XlaInfo, XlaRow, SCHEMA_VERSION};
+use super::{
+    BenchReport, BudgetRow, ExecRow, Row, Summary, Timeline, XlaInfo, XlaRow, SCHEMA_VERSION,
+};
 use crate::frontend::{self, Format};
 use crate::pipeline::{self, Budget, CompileOptions};
 use anyhow::{Context, Result};
@@ -31,6 +33,8 @@ pub struct BenchOptions {
     pub xla: bool,
     /// With `xla`: executions of XLA's step to time per shape (0: memory only).
     pub xla_time_runs: usize,
+    /// Executions of Ebb's step to time per shape, after a warm-up (0: none).
+    pub exec_runs: usize,
     /// Run the exact solver with this time limit per shape, s.
     pub exact_time_limit_s: Option<f64>,
     /// The shape of the memory timeline (default: the largest shape where the budget is met).
@@ -190,6 +194,7 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
             budget: budget_row,
             xla: None,
             exact: exact_row,
+            exec: None,
         });
         progress.tick(&show);
     }
@@ -239,6 +244,20 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
             }
             XlaOutcome::Unavailable(why) => xla_info.note = Some(why),
         }
+    }
+
+    if opts.exec_runs > 0 {
+        progress.start("exec", binds.len() as u64);
+        for (row, b) in rows.iter_mut().zip(&binds) {
+            let exec = time_step(&plan, b, opts.exec_runs)?;
+            let xla_ms = row.xla.as_ref().and_then(|x| x.step_ms);
+            row.exec = Some(ExecRow {
+                ebb_over_xla_step: xla_ms.map(|x| exec.step_ms / x.max(1e-9)),
+                ..exec
+            });
+            progress.tick("exec");
+        }
+        progress.finish();
     }
 
     let timeline = timeline(&plan, &binds, &rows, opts.timeline_at.as_ref(), budget)?;
@@ -364,5 +383,30 @@ fn timeline(
         }),
         budget_bytes: budget,
         marks,
+    })
+}
+
+/// Ebb's step at `b` on seeded random inputs, without a budget: one warm-up step (kernels
+/// compiled, plan finalized and cached), then the median wall time of `runs` steps.
+fn time_step(plan: &Plan, b: &Bindings, runs: usize) -> Result<ExecRow> {
+    let mut rt = ebb_runtime::Runtime::new(plan.clone(), None)?;
+    let inputs =
+        ebb_runtime::inputs::random_inputs(rt.graph(), b, 0).map_err(anyhow::Error::msg)?;
+    let warm = rt.step(b, inputs.clone())?;
+    let mut times = Vec::with_capacity(runs);
+    let mut compiled = 0;
+    for _ in 0..runs {
+        let s = rt.step(b, inputs.clone())?;
+        compiled += s.report.kernels_compiled;
+        times.push(s.report.wall_ms);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(ExecRow {
+        step_ms: times.get(times.len() / 2).copied().unwrap_or(f64::NAN),
+        warmup_ms: warm.report.wall_ms,
+        kernels_compiled_warmup: warm.report.kernels_compiled,
+        jit_compile_ms_warmup: warm.report.jit_compile_ms,
+        kernels_compiled_timed: compiled,
+        ebb_over_xla_step: None,
     })
 }
