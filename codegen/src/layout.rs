@@ -14,7 +14,7 @@
 //! Invariant: a region accepted here is evaluated by [`crate::lower`] with exactly the
 //! per-element operations of the reference executor (same order, same rounding).
 
-use ebb_ir::op::fusion::{aligned_inputs, reads_aligned, reduce_root_prefix};
+use ebb_ir::op::fusion::{aligned_inputs, member_last_uses, reads_aligned, reduce_root_prefix};
 use ebb_ir::{DType, Graph, NodeId, Op, OpKind, ValueRef};
 
 /// A region the code generator does not handle (the caller falls back to the interpreter).
@@ -128,12 +128,7 @@ impl KernelLayout {
     /// # Errors
     /// [`Unsupported`] naming the first member the lowering does not implement.
     pub fn of(region: &Graph) -> Result<KernelLayout, Unsupported> {
-        let order: Vec<NodeId> = region
-            .order()
-            .iter()
-            .copied()
-            .filter(|&id| region.node(id).kind() != OpKind::Input)
-            .collect();
+        let (order, _) = member_last_uses(region);
         let root = order.last().copied();
         let mode = match root.and_then(|r| Some((r, reduce_root_prefix(region, r)?))) {
             Some((root, prefix)) => {

@@ -605,6 +605,14 @@ fn element<'ctx>(
     Ok(())
 }
 
+/// The block the builder is positioned in.
+fn current_block<'ctx>(
+    b: &Builder<'ctx>,
+) -> Result<inkwell::basic_block::BasicBlock<'ctx>, LowerError> {
+    b.get_insert_block()
+        .ok_or_else(|| LowerError::Other("no insert block".into()))
+}
+
 /// Emits the function `name` for `spec` into `module` (see the module docs); `cpu` and
 /// `features` become its `target-cpu`/`target-features` attributes.
 pub fn emit<'ctx>(
@@ -758,9 +766,7 @@ pub fn emit<'ctx>(
             map_off.push(i64t.const_zero());
             continue;
         };
-        let pre = b
-            .get_insert_block()
-            .ok_or_else(|| LowerError::Other("no insert block".into()))?;
+        let pre = current_block(&b)?;
         let head = ctx.append_basic_block(inner, "map");
         let body = ctx.append_basic_block(inner, "map.body");
         let done = ctx.append_basic_block(inner, "map.done");
@@ -791,9 +797,7 @@ pub fn emit<'ctx>(
         b.position_at_end(done);
         map_off.push(off);
     }
-    let row_ready = b
-        .get_insert_block()
-        .ok_or_else(|| LowerError::Other("no insert block".into()))?;
+    let row_ready = current_block(&b)?;
     b.build_unconditional_branch(inner_head)?;
     b.position_at_end(inner_head);
     let j_phi = b.build_phi(i64t, "j")?;
@@ -810,9 +814,7 @@ pub fn emit<'ctx>(
     };
     element(&e, spec, &row, &store_buf, base)?;
     let j_next = b.build_int_add(j, i64t.const_int(1, false), "")?;
-    let body_end = b
-        .get_insert_block()
-        .ok_or_else(|| LowerError::Other("no insert block".into()))?;
+    let body_end = current_block(&b)?;
     b.build_unconditional_branch(inner_head)?;
     j_phi.add_incoming(&[(&i64t.const_zero(), row_ready), (&j_next, body_end)]);
     b.position_at_end(row_latch);
