@@ -129,8 +129,10 @@ fn compile<'ctx>(
         .run_passes("default<O3>", tm, PassBuilderOptions::create())
         .map_err(|e| e.to_string())?;
     if let Some(dir) = std::env::var_os("EBB_JIT_DUMP") {
-        // Debugging aid: the optimized IR of every kernel.
-        let _ = module.print_to_file(std::path::Path::new(&dir).join(format!("{name}.ll")));
+        // Debugging aid: the optimized IR of every kernel, and the region it was made from.
+        let dir = std::path::Path::new(&dir);
+        let _ = module.print_to_file(dir.join(format!("{name}.ll")));
+        let _ = std::fs::write(dir.join(format!("{name}.ebb")), req.region.to_string());
     }
     let engine = module
         .create_jit_execution_engine(OptimizationLevel::Aggressive)

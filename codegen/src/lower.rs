@@ -8,7 +8,8 @@
 //! `buffers` holds the region inputs' data pointers, then one pointer per store (ignored for a
 //! store written in place, which goes through its input's pointer). `params` is laid out as
 //! [`KernelLayout::param_count`] says: `params[0]` the row length `L`, `params[1]` the store
-//! base (a store of flat index `i` goes to element `i - base`), then per index-mapped member
+//! base of an input fusion (a store of flat index `i` goes to scratch element `i - base`; a
+//! loop fusion stores at `i`), then per index-mapped member
 //! its inner stride, the number `nb` of blocks in use and up to `rank` `(divisor, extent,
 //! stride)` blocks (only those with a nonzero stride matter). The kernel evaluates the
 //! flat indices `[begin, end)` row by row: rows are the multiples of `L`, and within a row the
@@ -28,7 +29,7 @@
 //! functions other than `exponential` and `tanh` (inline, [`crate::math`]); booleans are
 //! bytes in memory.
 
-use crate::layout::{InputRead, KernelLayout};
+use crate::layout::{InputRead, KernelLayout, Mode};
 use ebb_ir::{DType, Graph, NodeId, Op, OpKind, Relation, ValueRef};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::{Builder, BuilderError};
@@ -146,21 +147,6 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
         Ok(self
             .intrinsic(name, &[self.ctx.f32_type().into()], &args)?
             .into_float_value())
-    }
-
-    /// `x as iN` in Rust (saturating, NaN to 0).
-    pub(crate) fn fptosi_sat(
-        &self,
-        x: FloatValue<'ctx>,
-        t: IntType<'ctx>,
-    ) -> Result<IntValue<'ctx>, LowerError> {
-        Ok(self
-            .intrinsic(
-                "llvm.fptosi.sat",
-                &[t.into(), self.ctx.f32_type().into()],
-                &[x.into()],
-            )?
-            .into_int_value())
     }
 
     /// A call of a libm function `name(f32...) -> f32` (resolved in the process by the JIT).
@@ -597,7 +583,13 @@ fn element<'ctx>(
         };
         vals.insert(ValueRef::new(id, 0), v);
     }
-    let at = b.build_int_sub(row.idx, base, "")?;
+    // A loop fusion's stores go to the flat index itself (the base is 0): an in-place store
+    // then has the very address of its load, which LLVM's runtime alias check needs to see
+    // to keep the vector loop (a distance it cannot prove nonzero sends it to the scalar one).
+    let at = match spec.layout.mode {
+        Mode::Loop => row.idx,
+        Mode::Input { .. } => b.build_int_sub(row.idx, base, "")?,
+    };
     for (k, v) in spec.layout.stores.iter().enumerate() {
         let x = get(&mut vals, *v)?;
         e.store(g.value_type(*v).dtype, row.bufs[store_buf[k]], at, x)?;

@@ -6,7 +6,7 @@
 //!
 //! Invariant: only IEEE operations LLVM does not reassociate or contract (no fast-math flags),
 //! and the intrinsics Rust's `f32` methods lower to (`llvm.fabs`,
-//! `llvm.minnum`, `llvm.copysign`, `llvm.fptosi.sat`).
+//! `llvm.minnum`, `llvm.copysign`; `exp`'s in-range `fptosi`, Rust's `to_int_unchecked`).
 
 use crate::lower::{Emit, LowerError};
 use inkwell::values::FloatValue;
@@ -57,9 +57,13 @@ impl<'ctx> Emit<'_, 'ctx> {
         // y = p * r * r + r + 1
         let y = b.build_float_mul(b.build_float_mul(p, r, "")?, r, "")?;
         let y = b.build_float_add(b.build_float_add(y, r, "")?, f(1.0), "")?;
-        // n as i32 (saturating, NaN -> 0); h = n >> 1; scale 2^h * 2^(n - h)
+        // n as i32 (NaN -> 0; otherwise n lies in [-150, 128] after the clamp, so a plain
+        // conversion, which vectorizes, equals the saturating one); h = n >> 1; scale
+        // 2^h * 2^(n - h)
         let i32t = self.ctx.i32_type();
-        let ni = self.fptosi_sat(n, i32t)?;
+        let nan = b.build_float_compare(FloatPredicate::UNO, n, n, "")?;
+        let n = b.build_select(nan, f(0.0), n, "")?.into_float_value();
+        let ni = b.build_float_to_signed_int(n, i32t, "")?;
         let h = b.build_right_shift(ni, i32t.const_int(1, false), true, "")?;
         let nh = b.build_int_sub(ni, h, "")?;
         let pow2 = |e| -> Result<FloatValue<'ctx>, LowerError> {

@@ -76,6 +76,19 @@ pub struct RunReport {
     /// Op time of the planned run by op kind, largest first (of the last step with
     /// `--repeat`).
     pub time_by_kind: Vec<KindTime>,
+    /// The ten ops that took longest in that step, slowest first.
+    pub slowest_ops: Vec<OpTime>,
+}
+
+/// Wall time of one executed op.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpTime {
+    /// Op kind (`fusion`, `dot_general`, ...).
+    pub kind: String,
+    /// Its result type (symbolic shape) and source location, when the graph has one.
+    pub op: String,
+    /// Wall time, ms.
+    pub ms: f64,
 }
 
 /// Time spent in the ops of one kind.
@@ -278,9 +291,31 @@ pub fn run(
     let concrete = &step.concrete;
     let variant = plan.variant(concrete.variant).unwrap_or(&plan);
     let schedule = ebb_runtime::step::schedule_nodes(rt.graph(), variant)?;
-    let time_by_kind = last_stats
-        .as_ref()
-        .unwrap_or(&step.stats)
+    let stats = last_stats.as_ref().unwrap_or(&step.stats);
+    let mut slowest: Vec<(usize, std::time::Duration)> =
+        stats.op_time.iter().copied().enumerate().collect();
+    slowest.sort_by_key(|x| std::cmp::Reverse(x.1));
+    let slowest_ops = slowest
+        .iter()
+        .take(10)
+        .filter_map(|&(i, t)| {
+            let node = rt.graph().node(*schedule.get(i)?);
+            let ty = node
+                .outputs
+                .first()
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+            Some(OpTime {
+                kind: node.kind().name().to_string(),
+                op: match &node.loc {
+                    Some(l) => format!("{ty} at {l}"),
+                    None => ty,
+                },
+                ms: t.as_secs_f64() * 1e3,
+            })
+        })
+        .collect();
+    let time_by_kind = stats
         .time_by_kind(rt.graph(), &schedule)
         .into_iter()
         .map(|(k, count, t)| KindTime {
@@ -313,6 +348,7 @@ pub fn run(
         kernels_reused: step.report.kernels_reused,
         jit_compile_ms: step.report.jit_compile_ms,
         time_by_kind,
+        slowest_ops,
         wall_ms_median,
         plan: PlanReport {
             arena_bytes: Some(concrete.arena.arena_bytes),

@@ -40,11 +40,11 @@ pub fn random_inputs(g: &Graph, b: &Bindings, seed: u64) -> Result<Vec<Tensor>, 
         let (dtype, shape) = input_shape(g, i, b)?;
         let n: usize = shape.iter().product();
         let data = if dtype.is_float() {
-            Data::F64((0..n).map(|_| rng.random_range(-0.5..0.5)).collect()).convert(dtype)
+            Data::F64((0..n).map(|_| rng.random_range(-0.5..0.5)).collect()).into_dtype(dtype)
         } else if dtype == DType::I1 {
             Data::I1((0..n).map(|_| rng.random_range(0..2) == 1).collect())
         } else {
-            Data::I64((0..n).map(|_| rng.random_range(0..4)).collect()).convert(dtype)
+            Data::I64((0..n).map(|_| rng.random_range(0..4)).collect()).into_dtype(dtype)
         };
         out.push(Tensor::new(shape, data).map_err(|e| e.to_string())?);
     }

@@ -457,6 +457,15 @@ impl Data {
         dispatch!(self, v => v.iter().map(|x| x.to_i64()).collect())
     }
 
+    /// [`Data::convert`] by value: the buffer itself (no copy) when it already has `dtype`.
+    pub fn into_dtype(self, dtype: DType) -> Data {
+        if self.dtype() == dtype {
+            self
+        } else {
+            self.convert(dtype)
+        }
+    }
+
     /// Converts every element to `dtype` with StableHLO `convert` semantics: float to float
     /// rounds to nearest even; float to integer truncates toward zero and saturates (NaN
     /// gives 0); integer to integer wraps; anything to `i1` is `x != 0`.

@@ -82,6 +82,73 @@ const LOOP: &str = r#"graph @t {
   return %5#0, %5#1
 }"#;
 
+/// GELU-tanh's backward as the 2-layer GPT's export fuses it (`models.py:227`), on
+/// `f32[A,B]`: scalar and bias broadcasts, `tanh`, a chain of products.
+const GELU_BWD: &str = r#"graph @t {
+  %0 = input {index = 0, name = "c0"} : f32[]
+  %1 = input {index = 1, name = "c1"} : f32[]
+  %2 = input {index = 2, name = "c2"} : f32[]
+  %3 = input {index = 3, name = "c3"} : f32[]
+  %4 = input {index = 4, name = "c4"} : f32[]
+  %5 = input {index = 5, name = "bias"} : f32[1,B]
+  %6 = input {index = 6, name = "x"} : f32[A,B]
+  %7 = input {index = 7, name = "dy"} : f32[A,B]
+  %8 = fusion(%0, %1, %2, %3, %4, %5, %6, %7) {kind = "loop"} : f32[A,B] {
+    region @fusion0 {
+      %0 = input {index = 0, name = "in0"} : f32[]
+      %1 = broadcast_in_dim(%0) {broadcast_dimensions = [], shape = dims[A, B]} : f32[A,B]
+      %2 = input {index = 1, name = "in1"} : f32[]
+      %3 = broadcast_in_dim(%2) {broadcast_dimensions = [], shape = dims[A, B]} : f32[A,B]
+      %4 = input {index = 2, name = "in2"} : f32[]
+      %5 = broadcast_in_dim(%4) {broadcast_dimensions = [], shape = dims[A, B]} : f32[A,B]
+      %6 = input {index = 3, name = "in3"} : f32[]
+      %7 = broadcast_in_dim(%6) {broadcast_dimensions = [], shape = dims[A, B]} : f32[A,B]
+      %8 = input {index = 4, name = "in4"} : f32[]
+      %9 = broadcast_in_dim(%8) {broadcast_dimensions = [], shape = dims[A, B]} : f32[A,B]
+      %10 = input {index = 5, name = "in5"} : f32[1,B]
+      %11 = broadcast_in_dim(%10) {broadcast_dimensions = [0, 1], shape = dims[A, B]} : f32[A,B]
+      %12 = input {index = 6, name = "in6"} : f32[A,B]
+      %13 = add(%12, %11) : f32[A,B]
+      %14 = multiply(%13, %13) : f32[A,B]
+      %15 = multiply(%14, %13) : f32[A,B]
+      %16 = multiply(%1, %14) : f32[A,B]
+      %17 = multiply(%3, %15) : f32[A,B]
+      %18 = add(%13, %17) : f32[A,B]
+      %19 = multiply(%5, %18) : f32[A,B]
+      %20 = tanh(%19) : f32[A,B]
+      %21 = subtract(%7, %20) : f32[A,B]
+      %22 = add(%7, %20) : f32[A,B]
+      %23 = multiply(%9, %22) : f32[A,B]
+      %24 = input {index = 7, name = "in7"} : f32[A,B]
+      %25 = multiply(%13, %24) : f32[A,B]
+      %26 = multiply(%24, %23) : f32[A,B]
+      %27 = multiply(%9, %25) : f32[A,B]
+      %28 = multiply(%27, %21) : f32[A,B]
+      %29 = multiply(%28, %20) : f32[A,B]
+      %30 = add(%28, %29) : f32[A,B]
+      %31 = multiply(%5, %30) : f32[A,B]
+      %32 = add(%26, %31) : f32[A,B]
+      %33 = multiply(%3, %31) : f32[A,B]
+      %34 = multiply(%33, %16) : f32[A,B]
+      %35 = add(%32, %34) : f32[A,B]
+      return %35
+    }
+  }
+  return %8
+}"#;
+
+/// GELU-backward inputs at `A x B` (seeded).
+fn gelu_inputs(a: usize, b: usize, seed: u64) -> Vec<Tensor> {
+    let mut v: Vec<Tensor> = [0.134, 0.044, 0.798, 1.0, 0.5]
+        .iter()
+        .map(|&c| f32t(&[], &[c]))
+        .collect();
+    v.push(f32t(&[1, b], &values(b, seed)));
+    v.push(f32t(&[a, b], &values(a * b, seed + 1)));
+    v.push(f32t(&[a, b], &values(a * b, seed + 2)));
+    v
+}
+
 /// A softmax over the inner dimension of `f32[A,B]`: the max and the sum of `exp` as input
 /// fusions, the normalization as a loop fusion.
 const SOFTMAX: &str = r#"graph @t {
@@ -216,6 +283,14 @@ proptest! {
         let (got, want) = both(TRANSPOSED, &bind, ins);
         assert_bits(&got, &want, &format!("A={a} B={b}"));
     }
+
+    /// GELU-tanh's backward as exported (scalar and bias broadcasts, `tanh`).
+    #[test]
+    fn gelu_backward_matches_the_reference(a in 1usize..40, b in 1usize..70, seed in 0u64..1000) {
+        let bind = [("A", a as i64), ("B", b as i64)];
+        let (got, want) = both(GELU_BWD, &bind, gelu_inputs(a, b, seed));
+        assert_bits(&got, &want, &format!("A={a} B={b}"));
+    }
 }
 
 /// Large shapes take the threaded split (and the vector loops' bodies, not only their tails).
@@ -250,35 +325,45 @@ fn a_second_binding_reuses_every_kernel() {
     assert!(after.kernels_reused >= before.kernels_reused + 2);
 }
 
-/// Throughput probe on moderate inputs (not a test of speed: `cargo test -- --ignored jit_throughput
-/// --nocapture` prints the figures).
+/// Throughput probe on moderate inputs (not a test of speed: `cargo test --release --
+/// --ignored jit_throughput --nocapture` prints the figures: per op, the fastest of 10 runs).
 #[test]
 #[ignore]
 fn jit_throughput() {
     let (a, b) = (8192, 256);
     let at = bind(&[("A", a as i64), ("B", b as i64)]);
-    let g = graph(SOFTMAX);
-    let sched = program_schedule(&g);
-    let x = f32t(
-        &[a, b],
-        &values(a * b, 1)
-            .iter()
-            .map(|v| v.clamp(-6.0, 6.0))
-            .collect::<Vec<_>>(),
+    let x: Vec<f32> = values(a * b, 1)
+        .iter()
+        .map(|v| v.clamp(-6.0, 6.0))
+        .collect();
+    // The same with `x` produced by an op, so that it dies at the fusion: written in place.
+    let gelu_bwd_in_place = GELU_BWD.replace(
+        "%8 = fusion(%0, %1, %2, %3, %4, %5, %6, %7)",
+        "%9 = negate(%6) : f32[A,B]\n  %8 = fusion(%0, %1, %2, %3, %4, %5, %9, %7)",
     );
-    for e in [Executor::Jit, Executor::Reference] {
-        let p = Program::new(&g, &sched, &at).unwrap().with_executor(e);
-        let _ = p.run(vec![x.clone()]).unwrap();
-        let t = std::time::Instant::now();
-        let (_, stats) = p.run(vec![x.clone()]).unwrap();
-        let ms: Vec<f64> = stats
-            .op_time
-            .iter()
-            .map(|t| t.as_secs_f64() * 1e3)
-            .collect();
-        println!(
-            "{e:?}: {:.2} ms, per op {ms:.2?}",
-            t.elapsed().as_secs_f64() * 1e3
-        );
+    let cases = [
+        ("softmax", SOFTMAX, vec![f32t(&[a, b], &x)]),
+        ("gelu_bwd", GELU_BWD, gelu_inputs(a, b, 1)),
+        (
+            "gelu_bwd_in_place",
+            &gelu_bwd_in_place,
+            gelu_inputs(a, b, 1),
+        ),
+    ];
+    for (name, src, inputs) in cases {
+        let src: &str = src;
+        let g = graph(src);
+        let sched = program_schedule(&g);
+        for e in [Executor::Jit, Executor::Reference] {
+            let p = Program::new(&g, &sched, &at).unwrap().with_executor(e);
+            let mut best = vec![f64::INFINITY; sched.len()];
+            for _ in 0..10 {
+                let (_, stats) = p.run(inputs.clone()).unwrap();
+                for (b, t) in best.iter_mut().zip(&stats.op_time) {
+                    *b = b.min(t.as_secs_f64() * 1e3);
+                }
+            }
+            println!("{name} {e:?}: per op ms {best:.2?}");
+        }
     }
 }

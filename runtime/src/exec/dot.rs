@@ -411,7 +411,7 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
     };
     Ok(Tensor::from_parts(
         out.shape.clone(),
-        data.convert(out.dtype),
+        data.into_dtype(out.dtype),
     ))
 }
 
@@ -600,7 +600,7 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
     };
     Ok(Tensor::from_parts(
         out.shape.clone(),
-        data.convert(out.dtype),
+        data.into_dtype(out.dtype),
     ))
 }
 

@@ -40,7 +40,11 @@ fn exp_core(x: f32) -> f32 {
         * r
         + 0.5;
     let y = p * r * r + r + 1.0;
-    let ni = n as i32;
+    // `n as i32` (NaN -> 0), without the saturation that keeps a conversion from
+    // vectorizing: `x` was clamped, so a non-NaN `n` lies in [-150, 128].
+    let n = if n.is_nan() { 0.0 } else { n };
+    // SAFETY: `n` is finite and within i32 (see above).
+    let ni: i32 = unsafe { n.to_int_unchecked() };
     let h = ni >> 1;
     let pow2 = |e: i32| f32::from_bits(((e + 127) as u32) << 23);
     let s2 = if zero { 1.0 } else { pow2(ni - h) };

@@ -434,7 +434,10 @@ fn member(
                 .into_iter()
                 .map(|i| i as i64)
                 .collect();
-            Ok(Tensor::from_parts(vec![len], Data::I64(v).convert(*dtype)))
+            Ok(Tensor::from_parts(
+                vec![len],
+                Data::I64(v).into_dtype(*dtype),
+            ))
         }
         How::Splat(full) if full.len() == len => Ok(full.clone()),
         How::Splat(_) => match &step.node.op {

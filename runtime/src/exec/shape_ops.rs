@@ -43,7 +43,7 @@ pub(crate) fn dim_constant(ctx: &Ctx, vals: &[DimExpr]) -> Result<Tensor, OpErro
     };
     Ok(Tensor::from_parts(
         out.shape.clone(),
-        Data::I64(v).convert(out.dtype),
+        Data::I64(v).into_dtype(out.dtype),
     ))
 }
 
@@ -234,7 +234,7 @@ fn iota(dtype: DType, shape: &[usize], dim: i64) -> Result<Tensor, OpError> {
     let idx: Vec<i64> = (0..n).map(|i| ((i / st[d]) % shape[d]) as i64).collect();
     Ok(Tensor::from_parts(
         shape.to_vec(),
-        Data::I64(idx).convert(dtype),
+        Data::I64(idx).into_dtype(dtype),
     ))
 }
 
