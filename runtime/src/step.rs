@@ -12,6 +12,7 @@
 
 use crate::cache::PlanCache;
 use crate::error::ExecError;
+use crate::exec::pool::BufferPool;
 use crate::exec::{ExecStats, Executor, Program};
 use crate::finalize::{ConcretePlan, FinalizeError, FinalizeOptions};
 use crate::tensor::Tensor;
@@ -88,6 +89,9 @@ pub struct StepReport {
     pub kernels_reused: u64,
     /// Part of `wall_ms` spent compiling kernels, ms.
     pub jit_compile_ms: f64,
+    /// Bytes of results written into recycled buffers (see [`crate::exec::pool`]) instead of
+    /// newly allocated ones.
+    pub recycled_bytes: u64,
 }
 
 /// One step's results.
@@ -109,6 +113,7 @@ pub struct Runtime {
     cache: PlanCache,
     opts: FinalizeOptions,
     executor: Executor,
+    pool: Arc<BufferPool>,
 }
 
 impl Runtime {
@@ -150,6 +155,7 @@ impl Runtime {
             graph,
             opts,
             executor: Executor::default(),
+            pool: Arc::new(BufferPool::new(0)),
         })
     }
 
@@ -214,10 +220,16 @@ impl Runtime {
             .variant(concrete.variant)
             .unwrap_or(self.plan.as_ref());
         let schedule = schedule_nodes(&self.graph, plan)?;
-        let program = Program::new(&self.graph, &schedule, b)?.with_executor(self.executor);
+        // Freed buffers are recycled across steps, up to the planned arena's size.
+        self.pool
+            .set_capacity(u64::try_from(concrete.arena.arena_bytes).unwrap_or(0));
+        let program = Program::new(&self.graph, &schedule, b)?
+            .with_executor(self.executor)
+            .with_pool(self.pool.clone());
         let events = program.events(plan, &concrete.decisions)?;
         let points = program.points();
         let jit0 = ebb_codegen::stats();
+        let reused0 = self.pool.reused_bytes();
         let t = Instant::now();
         let (outputs, stats) =
             program.run_with(inputs, Some(&events), &mut |p| progress(p, points))?;
@@ -251,6 +263,7 @@ impl Runtime {
             kernels_compiled: jit1.kernels_compiled - jit0.kernels_compiled,
             kernels_reused: jit1.kernels_reused - jit0.kernels_reused,
             jit_compile_ms: (jit1.compile_us - jit0.compile_us) as f64 / 1e3,
+            recycled_bytes: self.pool.reused_bytes() - reused0,
         };
         Ok(StepOutput {
             outputs,

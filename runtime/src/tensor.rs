@@ -563,6 +563,14 @@ pub struct Tensor {
     data: Arc<Data>,
 }
 
+impl Drop for Tensor {
+    /// While a program runs, a large buffer no other tensor shares goes back to the
+    /// program's buffer pool instead of the allocator ([`crate::exec::pool`]).
+    fn drop(&mut self) {
+        crate::exec::pool::recycle(&mut self.data);
+    }
+}
+
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Tensor<{}{:?}>", self.dtype(), self.shape)?;
@@ -774,9 +782,12 @@ impl Tensor {
     }
 
     /// The buffer moved out, or the tensor back when the buffer is shared.
-    pub(crate) fn try_into_data(self) -> Result<Data, Tensor> {
-        let shape = self.shape;
-        Arc::try_unwrap(self.data).map_err(|data| Tensor { shape, data })
+    pub(crate) fn try_into_data(mut self) -> Result<Data, Tensor> {
+        match Arc::get_mut(&mut self.data) {
+            // The emptied tensor is then dropped with nothing to recycle.
+            Some(d) => Ok(std::mem::replace(d, Data::F32(Vec::new()))),
+            None => Err(self),
+        }
     }
 
     /// The same buffer under another shape with as many elements (O(1)).

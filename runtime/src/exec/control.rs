@@ -41,10 +41,12 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
     };
     let cp = Program::new(cond, &program_schedule(cond), ctx.bindings)
         .map_err(region_err("cond"))?
-        .with_executor(ctx.executor);
+        .with_executor(ctx.executor)
+        .with_pool(ctx.pool.clone());
     let bp = Program::new(body, &program_schedule(body), ctx.bindings)
         .map_err(region_err("body"))?
-        .with_executor(ctx.executor);
+        .with_executor(ctx.executor)
+        .with_pool(ctx.pool.clone());
     let (ct, bt) = (has_tensor(cond), has_tensor(body));
     let mut vals = ops;
     let mut transient = 0u64;

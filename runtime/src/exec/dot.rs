@@ -17,6 +17,7 @@
 //! count: results are deterministic.
 
 use super::layout::{gather_view, istrides_of, strides_of};
+use super::pool::BufferPool;
 use super::{arity, Ctx};
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Tensor};
@@ -397,6 +398,7 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
             lg,
             rg,
             (bt, m, k, n),
+            ctx.pool,
         )?),
         DType::F32 => Data::F32(dot_typed::<f32>(
             l.data(),
@@ -406,6 +408,7 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
             lg,
             rg,
             (bt, m, k, n),
+            ctx.pool,
         )?),
         _ => Data::I64(dot_int(l, r, &lb, &lf, &lc, &rb, &rc, &rf, (bt, m, k, n))?),
     };
@@ -433,10 +436,16 @@ fn dot_typed<T: Gemm>(
     lg: Groups,
     rg: Groups,
     (bt, m, k, n): (usize, usize, usize, usize),
+    pool: &BufferPool,
 ) -> Result<Vec<T>, OpError> {
     let (av, am, asb) = as_stack(operand::<T>(a), ls, lg)?;
     let (bv, bm, bsb) = as_stack(operand::<T>(b), rs, rg)?;
-    let mut c = vec![T::default(); bt * m * n];
+    // A recycled buffer: every element is written (β = 0 in the GEMM, `small_k` stores whole
+    // blocks, `k = 0` fills).
+    let mut c = match pool.take(T::DTYPE, bt * m * n) {
+        Some(d) => T::take(d),
+        None => vec![T::default(); bt * m * n],
+    };
     batched(bt, m, k, n, &av, am, asb, &bv, bm, bsb, &mut c)?;
     Ok(c)
 }

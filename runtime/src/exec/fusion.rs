@@ -483,6 +483,7 @@ fn with_ctx<R>(step: &Step, b: &Bindings, shape: Vec<usize>, f: impl FnOnce(&Ctx
         transient: Cell::new(0),
         in_place: &[],
         executor: super::Executor::Reference,
+        pool: super::pool::BufferPool::none(),
     };
     f(&c)
 }

@@ -298,7 +298,9 @@ fn run_loop(
     let mut results: Vec<Data> = results
         .into_iter()
         .zip(ctx.out)
-        .map(|(r, o)| r.unwrap_or_else(|| Data::zeros(o.dtype, o.shape.iter().product())))
+        .map(|(r, o)| {
+            r.unwrap_or_else(|| ctx.pool.take_or_zeros(o.dtype, o.shape.iter().product()))
+        })
         .collect();
     if results.len() != layout.stores.len() || results.iter().any(|d| d.len() != n) {
         return Err(invalid("loop fusion results differ in element count"));

@@ -32,6 +32,7 @@ mod gather_scatter;
 mod jit;
 mod layout;
 mod par;
+pub mod pool;
 mod reduce;
 mod region;
 mod shape_ops;
@@ -39,8 +40,10 @@ mod shape_ops;
 use crate::error::{ExecError, OpError};
 use crate::tensor::Tensor;
 use ebb_ir::{Bindings, DType, Graph, Node, NodeId, Op, OpKind, Point};
+use pool::BufferPool;
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use evict::{Back, Events, Evict};
@@ -177,6 +180,7 @@ pub enum Executor {
 pub struct Program<'g> {
     g: &'g Graph,
     executor: Executor,
+    pool: Arc<BufferPool>,
     bindings: Bindings,
     steps: Vec<Step>,
     inputs: Vec<OutType>,
@@ -373,6 +377,7 @@ impl<'g> Program<'g> {
         Ok(Program {
             g,
             executor: Executor::default(),
+            pool: Arc::new(BufferPool::new(0)),
             bindings: bindings.clone(),
             steps,
             inputs,
@@ -387,6 +392,13 @@ impl<'g> Program<'g> {
     /// The program run with `executor`'s fusion kernels (default [`Executor::Jit`]).
     pub fn with_executor(mut self, executor: Executor) -> Self {
         self.executor = executor;
+        self
+    }
+
+    /// The program run recycling freed buffers through `pool` (see [`pool`]; by default a
+    /// pool of capacity 0, which keeps nothing).
+    pub fn with_pool(mut self, pool: Arc<BufferPool>) -> Self {
+        self.pool = pool;
         self
     }
 
@@ -421,6 +433,9 @@ impl<'g> Program<'g> {
         on_point: &mut dyn FnMut(usize),
     ) -> Result<(Vec<Tensor>, ExecStats), ExecError> {
         let g = self.g;
+        // Tensors dropped during the run (freed values, consumed operands) recycle their
+        // buffers through the pool.
+        let _recycling = self.pool.activate();
         let mut host: HashMap<u32, Tensor> = HashMap::new();
         let mut host_bytes = 0u64;
         if inputs.len() != self.inputs.len() {
@@ -547,6 +562,7 @@ impl Program<'_> {
             transient: Cell::new(0),
             in_place: &s.in_place,
             executor: self.executor,
+            pool: &self.pool,
         };
         let results = dispatch(&ctx, operands).map_err(|e| match e {
             KernelFailure::Op(source) => op_err(node, source),
@@ -631,6 +647,8 @@ pub(crate) struct Ctx<'a> {
     pub in_place: &'a [ebb_ir::op::InPlace],
     /// Which kernels run fusion groups (nested programs inherit it).
     pub executor: Executor,
+    /// Recycled buffers for large results (nested programs share it).
+    pub pool: &'a Arc<BufferPool>,
 }
 
 impl Ctx<'_> {
