@@ -151,8 +151,9 @@ fn compile<'ctx>(
 /// the same key afterwards, without retrying).
 pub fn kernel(spec: &KernelSpec) -> Result<Kernel, CodegenError> {
     let key = format!(
-        "{}\n{:?}\n{:?}",
+        "{}\n{:?}\n{:?}\n{:?}",
         structure_key(spec.region),
+        spec.layout,
         spec.classes,
         spec.in_place
     );
@@ -199,9 +200,13 @@ pub fn kernel(spec: &KernelSpec) -> Result<Kernel, CodegenError> {
     res
 }
 
-/// The region's structure: per member in program order its op (payload included), result
-/// types and operands by position; then the outputs. Names and source locations are left
-/// out, so the same group in every layer shares one kernel.
+/// The region's structure: per member in program order its op, result element types and
+/// ranks, and operands by position; then the outputs. Names, source locations and extents
+/// are left out (the kernel takes extents as parameters; what the shapes decide, which reads
+/// are aligned and which broadcasts are index maps, is in the [`KernelLayout`], part of the
+/// cache key too), so the same group in every layer, and the optimizer update of every
+/// parameter shape, share one kernel. Payloads are kept except the shapes of
+/// `broadcast_in_dim`, `reshape` and `iota`, which the kernel reads only through index maps.
 pub fn structure_key(region: &ebb_ir::Graph) -> String {
     use std::fmt::Write;
     let pos: HashMap<ebb_ir::NodeId, usize> = region
@@ -217,10 +222,13 @@ pub fn structure_key(region: &ebb_ir::Graph) -> String {
         let op = match &node.op {
             // Input names differ between groups; the index is the position.
             ebb_ir::Op::Input(_) => "input".to_string(),
+            ebb_ir::Op::BroadcastInDim(b) => format!("broadcast_in_dim {:?}", b.dims),
+            ebb_ir::Op::Reshape(_) | ebb_ir::Op::Iota(_) => node.kind().name().to_string(),
             op => format!("{op:?}"),
         };
         let ins: Vec<_> = region.operands(id).iter().map(at).collect();
-        let _ = writeln!(key, "{op} {:?} {ins:?}", node.outputs);
+        let types: Vec<_> = node.outputs.iter().map(|t| (t.dtype, t.rank())).collect();
+        let _ = writeln!(key, "{op} {types:?} {ins:?}");
     }
     let outs: Vec<_> = region.outputs().iter().map(at).collect();
     let _ = write!(key, "-> {outs:?}");

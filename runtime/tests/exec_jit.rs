@@ -325,6 +325,53 @@ fn a_second_binding_reuses_every_kernel() {
     assert!(after.kernels_reused >= before.kernels_reused + 2);
 }
 
+/// The same update of two parameters of different static shapes of one rank (AdamW's, per
+/// parameter) has one cache key: the kernel takes extents as parameters.
+#[test]
+fn groups_differing_only_in_extents_share_a_kernel() {
+    let update = |shape: &str| {
+        format!(
+            r#"graph @t {{
+  %0 = input {{index = 0, name = "p"}} : f32[{shape}]
+  %1 = input {{index = 1, name = "g"}} : f32[{shape}]
+  %2 = input {{index = 2, name = "lr"}} : f32[]
+  %3 = fusion(%0, %1, %2) {{kind = "loop"}} : f32[{shape}] {{
+    region @fusion0 {{
+      %0 = input {{index = 0, name = "in0"}} : f32[{shape}]
+      %1 = input {{index = 1, name = "in1"}} : f32[{shape}]
+      %2 = input {{index = 2, name = "in2"}} : f32[]
+      %3 = broadcast_in_dim(%2) {{broadcast_dimensions = [], shape = dims[{shape}]}} : f32[{shape}]
+      %4 = multiply(%1, %3) : f32[{shape}]
+      %5 = subtract(%0, %4) : f32[{shape}]
+      return %5
+    }}
+  }}
+  return %3
+}}"#
+        )
+    };
+    let key = |src: &str| {
+        let g = graph(src);
+        let id = *g.order().last().unwrap();
+        let region = &g.node(id).regions[0];
+        let layout = ebb_codegen::KernelLayout::of(region).unwrap();
+        (
+            ebb_codegen::jit::structure_key(region),
+            format!("{layout:?}"),
+        )
+    };
+    assert_eq!(key(&update("64")), key(&update("50257")));
+    assert_eq!(key(&update("64, 8")), key(&update("3072, 768")));
+    assert_eq!(key(&update("A, B")), key(&update("3, 5")));
+    // The index maps' rank is part of the kernel (its parameter layout).
+    assert_ne!(key(&update("64")), key(&update("3072, 768")));
+    // A different op is a different kernel.
+    assert_ne!(
+        key(&update("64")),
+        key(&update("64").replace("subtract(%0, %4)", "add(%0, %4)"))
+    );
+}
+
 /// Throughput probe on moderate inputs (not a test of speed: `cargo test --release --
 /// --ignored jit_throughput --nocapture` prints the figures: per op, the fastest of 10 runs).
 #[test]

@@ -74,6 +74,9 @@ fn simplify(strides: &[isize], shape: &[usize]) -> (Vec<isize>, Vec<usize>) {
     (st, sh)
 }
 
+/// Output rows copied together by a transposing [`gather_view`].
+const TILE: usize = 16;
+
 /// Copies the view `(offset, strides, shape)` of `src` into a new row-major vector.
 pub(crate) fn gather_view<T: Copy + Send + Sync + Default>(
     src: &[T],
@@ -96,6 +99,10 @@ pub(crate) fn gather_view<T: Copy + Send + Sync + Default>(
     let outer_strides = &st[..st.len() - 1];
     let mut out = vec![T::default(); n];
     let rows = n / inner;
+    // A transpose: the innermost output dimension strides through the source while the next
+    // one is contiguous there. Rows are then copied in blocks of `TILE` along that dimension,
+    // so that each source cache line read serves `TILE` output rows.
+    let tiled = inner_stride.unsigned_abs() > 1 && outer_strides.last() == Some(&1);
     let fill = |chunk: &mut [T], row0: usize| {
         let mut idx = unravel(row0, outer_shape);
         let mut off = offset
@@ -104,18 +111,35 @@ pub(crate) fn gather_view<T: Copy + Send + Sync + Default>(
                 .zip(outer_strides)
                 .map(|(&i, &s)| i as isize * s)
                 .sum::<isize>();
-        for row in chunk.chunks_mut(inner) {
-            let o = off as usize;
-            if inner_stride == 1 {
-                row.copy_from_slice(&src[o..o + inner]);
+        let rows = chunk.len() / inner;
+        let mut r = 0;
+        while r < rows {
+            let t = match (tiled, idx.last(), outer_shape.last()) {
+                (true, Some(&i), Some(&n)) => TILE.min(rows - r).min(n - i),
+                _ => 1,
+            };
+            let block = &mut chunk[r * inner..(r + t) * inner];
+            if t > 1 {
+                for j in 0..inner {
+                    let base = off + j as isize * inner_stride;
+                    for rr in 0..t {
+                        block[rr * inner + j] = src[(base + rr as isize) as usize];
+                    }
+                }
+            } else if inner_stride == 1 {
+                let o = off as usize;
+                block.copy_from_slice(&src[o..o + inner]);
             } else if inner_stride == 0 {
-                row.fill(src[o]);
+                block.fill(src[off as usize]);
             } else {
-                for (j, x) in row.iter_mut().enumerate() {
+                for (j, x) in block.iter_mut().enumerate() {
                     *x = src[(off + j as isize * inner_stride) as usize];
                 }
             }
-            off += step(&mut idx, outer_shape, outer_strides);
+            for _ in 0..t {
+                off += step(&mut idx, outer_shape, outer_strides);
+            }
+            r += t;
         }
     };
     if n >= PAR_MIN && rows > 1 {
@@ -260,6 +284,31 @@ mod tests {
         for i in 0..300 {
             for j in 0..257 {
                 assert_eq!(big[i * 257 + j], src[j * 300 + i]);
+            }
+        }
+    }
+
+    /// Transposes of every pair of dimensions of rank-3 views, at sizes around the tile
+    /// (and the parallel split), against a naive gather.
+    #[test]
+    fn tiled_transposes_match_a_naive_gather() {
+        for shape in [[3usize, 17, 33], [2, 40, 16], [1, 300, 129], [5, 1, 70]] {
+            let src: Vec<u32> = (0..shape.iter().product::<usize>() as u32).collect();
+            let st = istrides_of(&shape);
+            for perm in [[0, 2, 1], [2, 1, 0], [1, 0, 2], [2, 0, 1], [1, 2, 0]] {
+                let pst: Vec<isize> = perm.iter().map(|&d| st[d]).collect();
+                let psh: Vec<usize> = perm.iter().map(|&d| shape[d]).collect();
+                let got = gather_view(&src, 0, &pst, &psh).unwrap();
+                let mut k = 0;
+                for a in 0..psh[0] {
+                    for b in 0..psh[1] {
+                        for c in 0..psh[2] {
+                            let o = a as isize * pst[0] + b as isize * pst[1] + c as isize * pst[2];
+                            assert_eq!(got[k], src[o as usize], "{shape:?} {perm:?} at {k}");
+                            k += 1;
+                        }
+                    }
+                }
             }
         }
     }
