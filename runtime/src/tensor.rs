@@ -169,6 +169,8 @@ pub trait Elem:
     fn wrap(v: Vec<Self>) -> Data;
     /// The typed slice of `d`, if `d` holds this element type.
     fn slice(d: &Data) -> Option<&[Self]>;
+    /// The typed vector of `d`, if `d` holds this element type.
+    fn unwrap(d: Data) -> Option<Vec<Self>>;
     /// Maximum as in StableHLO `maximum` (NaN propagates; `or` for booleans).
     fn max_e(self, o: Self) -> Self;
     /// Minimum as in StableHLO `minimum` (NaN propagates; `and` for booleans).
@@ -195,6 +197,12 @@ macro_rules! impl_elem_int {
                 Data::$dt(v)
             }
             fn slice(d: &Data) -> Option<&[Self]> {
+                match d {
+                    Data::$dt(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn unwrap(d: Data) -> Option<Vec<Self>> {
                 match d {
                     Data::$dt(v) => Some(v),
                     _ => None,
@@ -240,6 +248,12 @@ impl Elem for bool {
             _ => None,
         }
     }
+    fn unwrap(d: Data) -> Option<Vec<Self>> {
+        match d {
+            Data::I1(v) => Some(v),
+            _ => None,
+        }
+    }
     fn max_e(self, o: Self) -> Self {
         self | o
     }
@@ -270,6 +284,12 @@ macro_rules! impl_elem_float {
                 Data::$dt(v)
             }
             fn slice(d: &Data) -> Option<&[Self]> {
+                match d {
+                    Data::$dt(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn unwrap(d: Data) -> Option<Vec<Self>> {
                 match d {
                     Data::$dt(v) => Some(v),
                     _ => None,

@@ -84,6 +84,18 @@ pub(crate) fn gather_view<T: Copy + Send + Sync + Default>(
     strides: &[isize],
     shape: &[usize],
 ) -> Result<Vec<T>, OpError> {
+    gather_view_into(src, offset, strides, shape, None)
+}
+
+/// [`gather_view`] writing into `reuse` when it has exactly the view's element count (a
+/// recycled buffer, contents overwritten), else into a new vector.
+pub(crate) fn gather_view_into<T: Copy + Send + Sync + Default>(
+    src: &[T],
+    offset: isize,
+    strides: &[isize],
+    shape: &[usize],
+    reuse: Option<Vec<T>>,
+) -> Result<Vec<T>, OpError> {
     check_view(src.len(), offset, strides, shape, "source")?;
     let n: usize = shape.iter().product();
     if n == 0 {
@@ -97,7 +109,10 @@ pub(crate) fn gather_view<T: Copy + Send + Sync + Default>(
     let inner_stride = *st.last().unwrap_or(&1);
     let outer_shape = &sh[..sh.len() - 1];
     let outer_strides = &st[..st.len() - 1];
-    let mut out = vec![T::default(); n];
+    let mut out = match reuse {
+        Some(v) if v.len() == n => v,
+        _ => vec![T::default(); n],
+    };
     let rows = n / inner;
     // A transpose: the innermost output dimension strides through the source while the next
     // one is contiguous there. Rows are then copied in blocks of `TILE` along that dimension,

@@ -7,7 +7,7 @@
 //! clamped into range as the spec prescribes. Invariant: results have exactly the op's
 //! declared type at the bindings (the executor checks it).
 
-use super::layout::{assign_view, gather_view, istrides_of, strides_of};
+use super::layout::{assign_view, gather_view_into, istrides_of, strides_of};
 use super::{arity, Ctx};
 use crate::error::{invalid, OpError};
 use crate::tensor::{dispatch, map_same, Data, Elem, Tensor};
@@ -81,7 +81,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
                     st[d] = xs[i];
                 }
             }
-            view(x, 0, &st, &out.shape)
+            view(ctx, x, 0, &st, &out.shape)
         }
         Op::Transpose(perm) => {
             arity(&ops, 1, kind)?;
@@ -91,7 +91,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             for &p in perm {
                 st.push(xs[axis(p, x.shape().len())?]);
             }
-            view(x, 0, &st, &out.shape)
+            view(ctx, x, 0, &st, &out.shape)
         }
         Op::Slice(spec) => {
             arity(&ops, 1, kind)?;
@@ -108,7 +108,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
                 off += start[i] as isize * xs[i];
                 st.push(strides[i] as isize * xs[i]);
             }
-            view(x, off, &st, &out.shape)
+            view(ctx, x, off, &st, &out.shape)
         }
         Op::Reverse(dims) => {
             arity(&ops, 1, kind)?;
@@ -120,7 +120,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
                 off += (x.shape()[d] as isize - 1).max(0) * st[d];
                 st[d] = -st[d];
             }
-            view(x, off, &st, &out.shape)
+            view(ctx, x, off, &st, &out.shape)
         }
         Op::DynamicSlice(_) => {
             let x = ops
@@ -130,7 +130,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             let starts = clamped_starts(&ops[1..], x.shape(), sizes)?;
             let xs = istrides_of(x.shape());
             let off = starts.iter().zip(&xs).map(|(&s, &k)| s as isize * k).sum();
-            view(x, off, &xs, sizes)
+            view(ctx, x, off, &xs, sizes)
         }
         Op::DynamicUpdateSlice => {
             let mut it = ops.into_iter();
@@ -149,7 +149,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             assign_data(x.data_mut(), off, &xs, u.data(), 0, &us, &ushape)?;
             Ok(x)
         }
-        Op::Concatenate(d) => concatenate(&ops, axis(*d, out.shape.len())?, out),
+        Op::Concatenate(d) => concatenate(ctx, &ops, axis(*d, out.shape.len())?, out),
         Op::Pad(spec) => {
             arity(&ops, 2, kind)?;
             pad(spec, &ops[0], &ops[1], out)
@@ -173,9 +173,19 @@ fn eval_dims(ctx: &Ctx, d: &[DimExpr]) -> Result<Vec<i64>, OpError> {
         .collect()
 }
 
-/// The strided view of `x` as a new tensor of `shape`.
-fn view(x: &Tensor, off: isize, st: &[isize], shape: &[usize]) -> Result<Tensor, OpError> {
-    let data = dispatch!(x.data(), v => Elem::wrap(gather_view(v, off, st, shape)?));
+/// The view of `x` copied into a new tensor (a recycled buffer of the pool when there is one).
+fn view(
+    ctx: &Ctx,
+    x: &Tensor,
+    off: isize,
+    st: &[isize],
+    shape: &[usize],
+) -> Result<Tensor, OpError> {
+    let reuse = ctx.pool.take(x.dtype(), shape.iter().product());
+    let data = dispatch!(x.data(), v => {
+        let reuse = reuse.and_then(|d| Elem::unwrap(d));
+        Elem::wrap(gather_view_into(v, off, st, shape, reuse)?)
+    });
     Ok(Tensor::from_parts(shape.to_vec(), data))
 }
 
@@ -238,7 +248,12 @@ fn iota(dtype: DType, shape: &[usize], dim: i64) -> Result<Tensor, OpError> {
     ))
 }
 
-fn concatenate(ops: &[Tensor], d: usize, out: &super::OutType) -> Result<Tensor, OpError> {
+fn concatenate(
+    ctx: &Ctx,
+    ops: &[Tensor],
+    d: usize,
+    out: &super::OutType,
+) -> Result<Tensor, OpError> {
     let first = ops
         .first()
         .ok_or_else(|| OpError::Invalid("no operands".into()))?;
@@ -260,12 +275,19 @@ fn concatenate(ops: &[Tensor], d: usize, out: &super::OutType) -> Result<Tensor,
         return invalid("operand sizes do not add up to the result");
     }
     let chunks: Vec<usize> = ops.iter().map(|o| o.shape()[d] * inner).collect();
+    let n = outer * total * inner;
+    let reuse = ctx.pool.take(first.dtype(), n);
     let data = map_same!(first.data(), _v => {
         let srcs: Vec<&[_]> = ops.iter().filter_map(|o| Elem::slice(o.data())).collect();
-        let mut v = Vec::with_capacity(outer * total * inner);
+        let mut v = match reuse.and_then(|d| Elem::unwrap(d)) {
+            Some(v) if v.len() == n => v,
+            _ => vec![Default::default(); n],
+        };
+        let mut at = 0;
         for r in 0..outer {
             for (s, &c) in srcs.iter().zip(&chunks) {
-                v.extend_from_slice(&s[r * c..(r + 1) * c]);
+                v[at..at + c].copy_from_slice(&s[r * c..(r + 1) * c]);
+                at += c;
             }
         }
         v
