@@ -149,6 +149,53 @@ fn gelu_inputs(a: usize, b: usize, seed: u64) -> Vec<Tensor> {
     v
 }
 
+/// AdamW's update of one parameter as the export fuses it (`update.py:42`), on `f32[A,B]`:
+/// new first and second moments and the new parameter (three results).
+const ADAMW: &str = r#"graph @t {
+  %0 = input {index = 0, name = "g"} : f32[A,B]
+  %1 = input {index = 1, name = "m"} : f32[A,B]
+  %2 = input {index = 2, name = "v"} : f32[A,B]
+  %3 = input {index = 3, name = "c1"} : f32[]
+  %4 = input {index = 4, name = "c2"} : f32[]
+  %5 = input {index = 5, name = "p"} : f32[A,B]
+  %6:3 = fusion(%0, %1, %2, %3, %4, %5) {kind = "loop"} : f32[A,B], f32[A,B], f32[A,B] {
+    region @fusion0 {
+      %0 = constant {value = dense<0.1> : f32} : f32[A,B]
+      %1 = input {index = 0, name = "in0"} : f32[A,B]
+      %2 = multiply(%0, %1) : f32[A,B]
+      %3 = constant {value = dense<0.9> : f32} : f32[A,B]
+      %4 = input {index = 1, name = "in1"} : f32[A,B]
+      %5 = multiply(%3, %4) : f32[A,B]
+      %6 = add(%2, %5) : f32[A,B]
+      %7 = multiply(%1, %1) : f32[A,B]
+      %8 = constant {value = dense<0.05> : f32} : f32[A,B]
+      %9 = multiply(%8, %7) : f32[A,B]
+      %10 = constant {value = dense<0.95> : f32} : f32[A,B]
+      %11 = input {index = 2, name = "in2"} : f32[A,B]
+      %12 = multiply(%10, %11) : f32[A,B]
+      %13 = add(%9, %12) : f32[A,B]
+      %14 = input {index = 3, name = "in3"} : f32[]
+      %15 = broadcast_in_dim(%14) {broadcast_dimensions = [], shape = dims[A, B]} : f32[A,B]
+      %16 = divide(%6, %15) : f32[A,B]
+      %17 = input {index = 4, name = "in4"} : f32[]
+      %18 = broadcast_in_dim(%17) {broadcast_dimensions = [], shape = dims[A, B]} : f32[A,B]
+      %19 = divide(%13, %18) : f32[A,B]
+      %20 = sqrt(%19) : f32[A,B]
+      %21 = constant {value = dense<1e-8> : f32} : f32[A,B]
+      %22 = add(%20, %21) : f32[A,B]
+      %23 = divide(%16, %22) : f32[A,B]
+      %24 = input {index = 5, name = "in5"} : f32[A,B]
+      %25 = multiply(%0, %24) : f32[A,B]
+      %26 = add(%23, %25) : f32[A,B]
+      %27 = constant {value = dense<-0.001> : f32} : f32[A,B]
+      %28 = multiply(%27, %26) : f32[A,B]
+      %29 = add(%24, %28) : f32[A,B]
+      return %6, %13, %29
+    }
+  }
+  return %6#0, %6#1, %6#2
+}"#;
+
 /// A softmax over the inner dimension of `f32[A,B]`: the max and the sum of `exp` as input
 /// fusions, the normalization as a loop fusion.
 const SOFTMAX: &str = r#"graph @t {
@@ -284,6 +331,24 @@ proptest! {
         assert_bits(&got, &want, &format!("A={a} B={b}"));
     }
 
+    /// AdamW's three-result update.
+    #[test]
+    fn adamw_update_matches_the_reference(a in 1usize..40, b in 1usize..70, seed in 0u64..1000) {
+        let bind = [("A", a as i64), ("B", b as i64)];
+        let x = values(a * b, seed);
+        let v: Vec<f32> = values(a * b, seed + 1).iter().map(|v| v.abs()).collect();
+        let ins = vec![
+            f32t(&[a, b], &x),
+            f32t(&[a, b], &values(a * b, seed + 2)),
+            f32t(&[a, b], &v),
+            f32t(&[], &[0.1]),
+            f32t(&[], &[0.05]),
+            f32t(&[a, b], &values(a * b, seed + 3)),
+        ];
+        let (got, want) = both(ADAMW, &bind, ins);
+        assert_bits(&got, &want, &format!("A={a} B={b}"));
+    }
+
     /// GELU-tanh's backward as exported (scalar and bias broadcasts, `tanh`).
     #[test]
     fn gelu_backward_matches_the_reference(a in 1usize..40, b in 1usize..70, seed in 0u64..1000) {
@@ -388,8 +453,18 @@ fn jit_throughput() {
         "%8 = fusion(%0, %1, %2, %3, %4, %5, %6, %7)",
         "%9 = negate(%6) : f32[A,B]\n  %8 = fusion(%0, %1, %2, %3, %4, %5, %9, %7)",
     );
+    let abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+    let adamw_inputs = vec![
+        f32t(&[a, b], &x),
+        f32t(&[a, b], &x),
+        f32t(&[a, b], &abs),
+        f32t(&[], &[0.1]),
+        f32t(&[], &[0.05]),
+        f32t(&[a, b], &x),
+    ];
     let cases = [
         ("softmax", SOFTMAX, vec![f32t(&[a, b], &x)]),
+        ("adamw", ADAMW, adamw_inputs),
         ("gelu_bwd", GELU_BWD, gelu_inputs(a, b, 1)),
         (
             "gelu_bwd_in_place",
