@@ -3,7 +3,7 @@
 
 use crate::rewrite_util;
 
-use ebb_passes::rewrite::fold_transpose_dot::fold_dims;
+use ebb_passes::rewrite::fold_transpose_dot::{fold_dims, swap_dims};
 use ebb_passes::rewrite::RuleGroup;
 use rewrite_util::{before_after, graph, run};
 
@@ -68,13 +68,40 @@ rule_test!(
     =>; not "(dot_general ?d input:0 input:1)"
 );
 
+/// A weight gradient as JAX emits it: `dW^T = dy^T x` as `[out, in]`, then transposed to the
+/// parameter's `[in, out]`.
+const WEIGHT_GRADIENT: &str = r#"
+  %0 = input {index = 0, name = "x"} : f32[B,S,64]
+  %1 = input {index = 1, name = "dy"} : f32[B,S,32]
+  %2 = dot_general(%1, %0) {lhs_contracting_dimensions = [0, 1], rhs_contracting_dimensions = [0, 1]} : f32[32,64]
+  %3 = transpose(%2) {permutation = [1, 0]} : f32[64,32]
+  return %3"#;
+
 rule_test!(
-    /// Tests that a transpose of the dot's result is not folded (not expressible).
-    does_not_fold_a_transpose_of_the_result, G, r#"
-  %0 = input {index = 0, name = "a"} : f32[B,64]
+    /// Tests that a transpose of the dot's result swapping its free blocks is the dot with
+    /// its operands swapped.
+    folds_a_transpose_of_the_result, G, WEIGHT_GRADIENT
+    => "(dot_general ?d input:0 input:1)"
+);
+
+rule_test!(
+    /// Tests that batching dimensions stay first when the result's free blocks are swapped.
+    folds_a_transposed_batched_result, G, r#"
+  %0 = input {index = 0, name = "a"} : f32[B,8,16]
+  %1 = input {index = 1, name = "b"} : f32[B,16,4]
+  %2 = dot_general(%0, %1) {lhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_batching_dimensions = [0], rhs_contracting_dimensions = [1]} : f32[B,8,4]
+  %3 = transpose(%2) {permutation = [0, 2, 1]} : f32[B,4,8]
+  return %3"#
+    => "(dot_general ?d input:1 input:0)"
+);
+
+rule_test!(
+    /// Tests that a transpose of the result that is not a swap of its free blocks stays.
+    does_not_fold_other_transposes_of_the_result, G, r#"
+  %0 = input {index = 0, name = "a"} : f32[B,S,64]
   %1 = input {index = 1, name = "b"} : f32[64,32]
-  %2 = dot_general(%0, %1) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,32]
-  %3 = transpose(%2) {permutation = [1, 0]} : f32[32,B]
+  %2 = dot_general(%0, %1) {lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [0]} : f32[B,S,32]
+  %3 = transpose(%2) {permutation = [1, 0, 2]} : f32[S,B,32]
   return %3"#
     =>; not "(dot_general ?d ?x ?y)"
 );
@@ -99,6 +126,36 @@ fn tests_that_attention_heads_are_read_in_place() {
 #[test]
 fn tests_that_a_layout_changing_transpose_is_left_alone() {
     insta::assert_snapshot!(before_after(&graph(LAYOUT_CHANGING), &G));
+}
+
+#[test]
+fn tests_that_a_weight_gradient_is_computed_in_the_parameter_layout() {
+    insta::assert_snapshot!(before_after(&graph(WEIGHT_GRADIENT), &G));
+}
+
+#[test]
+fn tests_the_result_swap_arithmetic() {
+    let d = |lb: &[i64], lc: &[i64], rb: &[i64], rc: &[i64]| ebb_ir::op::DotDims {
+        lhs_batch: lb.to_vec(),
+        rhs_batch: rb.to_vec(),
+        lhs_contract: lc.to_vec(),
+        rhs_contract: rc.to_vec(),
+        result_dtype: None,
+    };
+    // [B,S,64] . [64,32] -> [B,S,32]; [2,0,1] puts the rhs free block first.
+    let s = swap_dims(&d(&[], &[2], &[], &[0]), &[2, 0, 1], 3, 2).unwrap();
+    assert_eq!((s.lhs_contract, s.rhs_contract), (vec![0], vec![2]));
+    assert_eq!(swap_dims(&d(&[], &[2], &[], &[0]), &[1, 0, 2], 3, 2), None);
+    // Batched: [B,8,16] . [B,16,4] -> [B,8,4]; [0,2,1] keeps the batch first.
+    let s = swap_dims(&d(&[0], &[2], &[0], &[1]), &[0, 2, 1], 3, 3).unwrap();
+    assert_eq!(
+        (s.lhs_batch, s.lhs_contract, s.rhs_contract),
+        (vec![0], vec![1], vec![2])
+    );
+    assert_eq!(
+        swap_dims(&d(&[0], &[2], &[0], &[1]), &[2, 1, 0], 3, 3),
+        None
+    );
 }
 
 #[test]

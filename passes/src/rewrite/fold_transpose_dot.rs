@@ -13,15 +13,24 @@
 //! So the fold maps the operand's batching and contracting lists through `perm`; it keeps
 //! the result layout iff `perm` keeps the free dimensions in increasing order.
 //!
+//! A transpose of the dot's *result* that swaps the lhs and rhs free blocks (keeping the
+//! batching dimensions first), as JAX emits for every weight gradient (`dW = x^T dy`
+//! computed as `[out, in]`, then transposed to the parameter's `[in, out]`), is the dot
+//! with its operands swapped: `(A B)^T = B^T A^T`, the batching and contracting lists
+//! exchanged (XLA's algebraic simplifier does the same).
+//!
 //! Rules (one direction only):
 //! * `fold-transpose-dot/lhs`: `dot_general_d(transpose_p(x), y) -> dot_general_d'(x, y)`.
 //! * `fold-transpose-dot/rhs`: `dot_general_d(x, transpose_p(y)) -> dot_general_d'(x, y)`.
+//! * `fold-transpose-dot/result`: `transpose_p(dot_general_d(x, y)) -> dot_general_d'(y, x)`
+//!   when `p = [batch..., rhs free..., lhs free...]` and `x`, `y` have one element type.
 //!
-//! Not rewritten: a transpose that reorders the operand's free dimensions (the result
-//! layout would change), and transposes of the dot's *result*.
+//! Not rewritten: a transpose that reorders an operand's free dimensions (the result
+//! layout would change), and other transposes of the result.
 
 use super::lang::{add_payload, payload_op, union_if_same_type, EbbEGraph, EbbNode, TypeAnalysis};
-use super::rules::{rule_with, var, Rule};
+use super::rules::{rule_with, ty, var, Rule};
+use ebb_ir::op::DotDims;
 use ebb_ir::{Op, OpKind};
 use egg::{Applier, Id, PatternAst, Subst, Symbol, Var};
 
@@ -38,7 +47,76 @@ pub fn rules() -> Vec<Rule> {
             "(dot_general ?d ?x (transpose ?p ?y))",
             FoldTranspose { lhs: false },
         ),
+        rule_with(
+            "fold-transpose-dot/result",
+            "(transpose ?p (dot_general ?d ?x ?y))",
+            SwapOperands,
+        ),
     ]
+}
+
+/// The dimension numbers of `dot_general(y, x)` when `transpose(dot_general_d(x, y), perm)`
+/// is that dot: `perm` keeps the `nb` batching dimensions in place and puts the rhs free
+/// block (`fy` dimensions) before the lhs free block (`fx`). `None` otherwise.
+pub fn swap_dims(d: &DotDims, perm: &[i64], rank_x: usize, rank_y: usize) -> Option<DotDims> {
+    let nb = d.lhs_batch.len();
+    let fx = rank_x.checked_sub(nb + d.lhs_contract.len())?;
+    let fy = rank_y.checked_sub(nb + d.rhs_contract.len())?;
+    let want: Vec<i64> = (0..nb)
+        .chain(nb + fx..nb + fx + fy)
+        .chain(nb..nb + fx)
+        .map(|i| i as i64)
+        .collect();
+    (perm == want.as_slice() && fx > 0 && fy > 0).then(|| DotDims {
+        lhs_batch: d.rhs_batch.clone(),
+        rhs_batch: d.lhs_batch.clone(),
+        lhs_contract: d.rhs_contract.clone(),
+        rhs_contract: d.lhs_contract.clone(),
+        result_dtype: d.result_dtype,
+    })
+}
+
+struct SwapOperands;
+
+impl Applier<EbbNode, TypeAnalysis> for SwapOperands {
+    fn apply_one(
+        &self,
+        eg: &mut EbbEGraph,
+        eclass: Id,
+        s: &Subst,
+        _: Option<&PatternAst<EbbNode>>,
+        _: Symbol,
+    ) -> Vec<Id> {
+        let (d, p, x, y) = (s[var("?d")], s[var("?p")], s[var("?x")], s[var("?y")]);
+        let (Some(Op::Transpose(perm)), Some(Op::DotGeneral(dims))) =
+            (payload_op(eg, p), payload_op(eg, d))
+        else {
+            return Vec::new();
+        };
+        let (Some(tx), Some(tyy)) = (ty(eg, s, "?x"), ty(eg, s, "?y")) else {
+            return Vec::new();
+        };
+        if tx.dtype != tyy.dtype {
+            return Vec::new();
+        }
+        let Some(swapped) = swap_dims(dims, perm, tx.rank(), tyy.rank()) else {
+            return Vec::new();
+        };
+        let a = add_payload(eg, Op::DotGeneral(swapped));
+        union_if_same_type(
+            eg,
+            eclass,
+            EbbNode::Op {
+                kind: OpKind::DotGeneral,
+                copy: 0,
+                children: vec![a, y, x],
+            },
+        )
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        ["?d", "?p", "?x", "?y"].into_iter().map(var).collect()
+    }
 }
 
 /// The new (batching, contracting) lists of an operand seen through `perm`, or `None` when
