@@ -71,6 +71,9 @@ pub struct RunReport {
     pub kernels_reused: u64,
     /// Part of `wall_ms` spent compiling kernels, ms.
     pub jit_compile_ms: f64,
+    /// Bytes of results written into buffers recycled from freed values instead of new ones
+    /// (of the last step with `--repeat`; the first step recycles only within itself).
+    pub recycled_bytes: u64,
     /// With `--repeat N`: the median wall time of the N steps after the first, ms.
     pub wall_ms_median: Option<f64>,
     /// Op time of the planned run by op kind, largest first (of the last step with
@@ -247,9 +250,11 @@ pub fn run(
     let mut times = Vec::with_capacity(opts.repeat);
     // The op times reported are the last step's (warm with `--repeat`).
     let mut last_stats = None;
+    let mut recycled_bytes = step.report.recycled_bytes;
     for _ in 0..opts.repeat {
         let s = rt.step(b, inputs.clone())?;
         times.push(s.report.wall_ms);
+        recycled_bytes = s.report.recycled_bytes;
         last_stats = Some(s.stats);
     }
     times.sort_by(f64::total_cmp);
@@ -347,6 +352,7 @@ pub fn run(
         kernels_compiled: step.report.kernels_compiled,
         kernels_reused: step.report.kernels_reused,
         jit_compile_ms: step.report.jit_compile_ms,
+        recycled_bytes,
         time_by_kind,
         slowest_ops,
         wall_ms_median,

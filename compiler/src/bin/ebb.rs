@@ -481,6 +481,11 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
         if let Some(m) = rep.wall_ms_median {
             writeln!(out, "step after warm-up: {m:.1} ms (median)")?;
         }
+        writeln!(
+            out,
+            "results in recycled buffers: {:.1} MiB",
+            mib(rep.recycled_bytes as i64)
+        )?;
         if let Some(m) = rep.outputs_match_reference {
             writeln!(
                 out,
