@@ -256,6 +256,8 @@ pub fn run(
         times.push(s.report.wall_ms);
         recycled_bytes = s.report.recycled_bytes;
         last_stats = Some(s.stats);
+        // As a trainer does once it has read them: the outputs' buffers serve the next step.
+        rt.recycle(s.outputs);
     }
     times.sort_by(f64::total_cmp);
     let wall_ms_median = times.get(times.len() / 2).copied();

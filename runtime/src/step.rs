@@ -180,6 +180,16 @@ impl Runtime {
         self.opts.budget = budget;
     }
 
+    /// Hands back tensors the caller no longer needs (typically the previous step's outputs
+    /// once the trainer has read them): buffers no other tensor shares are kept for later
+    /// steps' results of the same type and length (see [`crate::exec::pool`]), up to the
+    /// planned arena's size, instead of being returned to the allocator. Inputs passed by
+    /// value to [`Runtime::step`] and not held elsewhere are recycled that way already.
+    pub fn recycle(&self, tensors: Vec<Tensor>) {
+        let _on = self.pool.activate();
+        drop(tensors);
+    }
+
     /// Finalizes the plan at `b` (cached): the plan, whether it was a cache hit, and the time
     /// it took in µs.
     ///
