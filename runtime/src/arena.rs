@@ -2,11 +2,16 @@
 //! value can have several) gets a byte offset in one arena, such that intervals that are
 //! resident at the same point never overlap in memory.
 //!
-//! Algorithm: a linear scan over program points with a free list indexed by address and by
-//! size, and best-fit placement (smallest free block that holds the interval, lowest address
-//! among equals; the online policy of classic allocators, cf. TFLite's greedy-by-size and XLA's
-//! heap simulator for alternatives), O(log n) per interval. At each point, intervals ending before it are
-//! freed (coalescing neighbours), then intervals starting at it are placed, largest first.
+//! Two layouts are computed and the smaller arena kept:
+//! - a linear scan over program points with a free list indexed by address and by size, and
+//!   best-fit placement (smallest free block that holds the interval, lowest address among
+//!   equals; the online policy of classic allocators, cf. XLA's heap simulator), O(log n) per
+//!   interval: at each point, intervals ending before it are freed (coalescing neighbours),
+//!   then intervals starting at it are placed, largest first;
+//! - greedy by size (TFLite's offline planner): largest interval first, each in the smallest
+//!   gap left by the placed intervals it overlaps in time, O(n²), for up to
+//!   [`GREEDY_MAX_INTERVALS`] intervals.
+//!
 //! Offsets are aligned to [`ALIGN`] bytes. The arena size over the planned peak is the
 //! fragmentation the layout costs.
 
@@ -99,14 +104,93 @@ pub fn residency_intervals(
     out
 }
 
-/// Assigns offsets to all residency intervals (see the module docs).
+/// Greedy by size runs up to this many intervals. Above, its O(n²) costs more than it saves
+/// at finalize (GPT-2 small at B=1, S=16: 13–27 ms more for a 0.4 % smaller arena, against
+/// 1–15 ms for the scan alone).
+pub const GREEDY_MAX_INTERVALS: usize = 2048;
+
+/// Assigns offsets to all residency intervals (see the module docs): both layouts, the
+/// online best-fit scan and greedy by size (up to [`GREEDY_MAX_INTERVALS`]), are computed and
+/// the smaller arena is kept.
 pub fn assign_offsets(
     plan: &Plan,
     value_bytes: &[i64],
     decisions: &[Decision],
     peak: i64,
 ) -> Arena {
-    let mut allocs = residency_intervals(plan, value_bytes, decisions);
+    let allocs = residency_intervals(plan, value_bytes, decisions);
+    let (a, top_a) = best_fit_scan(allocs.clone());
+    let (b, top_b) = if allocs.len() <= GREEDY_MAX_INTERVALS {
+        greedy_by_size(allocs)
+    } else {
+        (Vec::new(), i64::MAX)
+    };
+    let (allocations, top) = if top_b < top_a {
+        (b, top_b)
+    } else {
+        (a, top_a)
+    };
+    let fragmentation = if peak > 0 {
+        top as f64 / peak as f64
+    } else {
+        1.0
+    };
+    Arena {
+        arena_bytes: top,
+        fragmentation,
+        allocations,
+    }
+}
+
+/// Greedy by size (TFLite's `GreedyBySize`; Pisarchyk & Lee, "Efficient Memory Management
+/// for Deep Neural Net Inference", 2020, section 4.3): intervals largest first, each at the
+/// smallest gap between the already placed intervals that overlap it in time that holds it
+/// (else above them). O(n²) in the number of intervals. Returns the allocations (sorted by
+/// start point) and the arena size.
+fn greedy_by_size(mut allocs: Vec<Allocation>) -> (Vec<Allocation>, i64) {
+    let mut order: Vec<usize> = (0..allocs.len()).collect();
+    order.sort_unstable_by(|&x, &y| {
+        let (a, b) = (&allocs[x], &allocs[y]);
+        b.bytes
+            .cmp(&a.bytes)
+            .then(a.start.cmp(&b.start))
+            .then(a.value.cmp(&b.value))
+    });
+    let mut placed: Vec<usize> = Vec::with_capacity(allocs.len());
+    let mut top = 0i64;
+    let mut live: Vec<(i64, i64)> = Vec::new();
+    for &i in &order {
+        let (start, end, need) = (allocs[i].start, allocs[i].end, align(allocs[i].bytes));
+        live.clear();
+        live.extend(
+            placed
+                .iter()
+                .map(|&j| &allocs[j])
+                .filter(|p| p.start <= end && start <= p.end)
+                .map(|p| (p.offset, p.offset + align(p.bytes))),
+        );
+        live.sort_unstable();
+        let mut best: Option<(i64, i64)> = None; // (gap size, offset)
+        let mut at = 0i64;
+        for &(o, e) in &live {
+            let gap = o - at;
+            if gap >= need && best.is_none_or(|(g, _)| gap < g) {
+                best = Some((gap, at));
+            }
+            at = at.max(e);
+        }
+        let offset = best.map_or(at, |(_, o)| o);
+        allocs[i].offset = offset;
+        top = top.max(offset + need);
+        placed.push(i);
+    }
+    allocs.sort_unstable_by(|a, b| a.start.cmp(&b.start).then(a.value.cmp(&b.value)));
+    (allocs, top)
+}
+
+/// The online scan: intervals by start point, each in the best-fitting free block (see the
+/// module docs). Returns the allocations and the arena size.
+fn best_fit_scan(mut allocs: Vec<Allocation>) -> (Vec<Allocation>, i64) {
     allocs.sort_unstable_by(|a, b| {
         a.start
             .cmp(&b.start)
@@ -146,16 +230,7 @@ pub fn assign_offsets(
         };
         allocs[i].offset = offset;
     }
-    let fragmentation = if peak > 0 {
-        top as f64 / peak as f64
-    } else {
-        1.0
-    };
-    Arena {
-        arena_bytes: top,
-        fragmentation,
-        allocations: allocs,
-    }
+    (allocs, top)
 }
 
 /// Free blocks, indexed by offset (for coalescing) and by (size, offset) (for best fit), so
@@ -238,4 +313,56 @@ pub fn check_layout(arena: &Arena) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Random intervals (a fixed LCG): both layouts are valid, never below the largest live
+    /// bytes at a point.
+    #[test]
+    fn both_layouts_are_valid_and_hold_the_live_bytes() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 33) % m
+        };
+        for _ in 0..50 {
+            let n = 1 + next(60) as usize;
+            let allocs: Vec<Allocation> = (0..n)
+                .map(|i| {
+                    let start = next(40) as usize;
+                    Allocation {
+                        value: ValueId::new(i),
+                        start: Point::new(start),
+                        end: Point::new(start + next(15) as usize),
+                        offset: 0,
+                        bytes: 1 + next(5000) as i64,
+                    }
+                })
+                .collect();
+            let live_max = (0..60)
+                .map(|p| {
+                    allocs
+                        .iter()
+                        .filter(|a| a.start.index() <= p && p <= a.end.index())
+                        .map(|a| align(a.bytes))
+                        .sum::<i64>()
+                })
+                .max()
+                .unwrap_or(0);
+            let (a, top_a) = best_fit_scan(allocs.clone());
+            let (b, top_b) = greedy_by_size(allocs);
+            for (allocations, top) in [(a, top_a), (b, top_b)] {
+                assert!(top >= live_max);
+                let arena = Arena {
+                    arena_bytes: top,
+                    fragmentation: 1.0,
+                    allocations,
+                };
+                check_layout(&arena).unwrap();
+            }
+        }
+    }
 }
