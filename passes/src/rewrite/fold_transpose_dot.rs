@@ -76,6 +76,31 @@ pub fn swap_dims(d: &DotDims, perm: &[i64], rank_x: usize, rank_y: usize) -> Opt
     })
 }
 
+/// The match's transpose permutation, dot dimension numbers, `?x` and `?y`.
+fn matched(eg: &EbbEGraph, s: &Subst) -> Option<(Vec<i64>, DotDims, Id, Id)> {
+    let (d, p) = (s[var("?d")], s[var("?p")]);
+    match (payload_op(eg, p), payload_op(eg, d)) {
+        (Some(Op::Transpose(perm)), Some(Op::DotGeneral(dims))) => {
+            Some((perm.clone(), dims.clone(), s[var("?x")], s[var("?y")]))
+        }
+        _ => None,
+    }
+}
+
+/// `dot_general_dims(lhs, rhs)` added to the e-class (if its type is the class's).
+fn union_dot(eg: &mut EbbEGraph, eclass: Id, dims: DotDims, lhs: Id, rhs: Id) -> Vec<Id> {
+    let a = add_payload(eg, Op::DotGeneral(dims));
+    union_if_same_type(
+        eg,
+        eclass,
+        EbbNode::Op {
+            kind: OpKind::DotGeneral,
+            copy: 0,
+            children: vec![a, lhs, rhs],
+        },
+    )
+}
+
 struct SwapOperands;
 
 impl Applier<EbbNode, TypeAnalysis> for SwapOperands {
@@ -87,10 +112,7 @@ impl Applier<EbbNode, TypeAnalysis> for SwapOperands {
         _: Option<&PatternAst<EbbNode>>,
         _: Symbol,
     ) -> Vec<Id> {
-        let (d, p, x, y) = (s[var("?d")], s[var("?p")], s[var("?x")], s[var("?y")]);
-        let (Some(Op::Transpose(perm)), Some(Op::DotGeneral(dims))) =
-            (payload_op(eg, p), payload_op(eg, d))
-        else {
+        let Some((perm, dims, x, y)) = matched(eg, s) else {
             return Vec::new();
         };
         let (Some(tx), Some(tyy)) = (ty(eg, s, "?x"), ty(eg, s, "?y")) else {
@@ -99,19 +121,10 @@ impl Applier<EbbNode, TypeAnalysis> for SwapOperands {
         if tx.dtype != tyy.dtype {
             return Vec::new();
         }
-        let Some(swapped) = swap_dims(dims, perm, tx.rank(), tyy.rank()) else {
-            return Vec::new();
-        };
-        let a = add_payload(eg, Op::DotGeneral(swapped));
-        union_if_same_type(
-            eg,
-            eclass,
-            EbbNode::Op {
-                kind: OpKind::DotGeneral,
-                copy: 0,
-                children: vec![a, y, x],
-            },
-        )
+        match swap_dims(&dims, &perm, tx.rank(), tyy.rank()) {
+            Some(swapped) => union_dot(eg, eclass, swapped, y, x),
+            None => Vec::new(),
+        }
     }
 
     fn vars(&self) -> Vec<Var> {
@@ -164,32 +177,19 @@ impl Applier<EbbNode, TypeAnalysis> for FoldTranspose {
         _: Option<&PatternAst<EbbNode>>,
         _: Symbol,
     ) -> Vec<Id> {
-        let (d, p, x, y) = (s[var("?d")], s[var("?p")], s[var("?x")], s[var("?y")]);
-        let (Some(Op::Transpose(perm)), Some(Op::DotGeneral(dims))) =
-            (payload_op(eg, p), payload_op(eg, d))
-        else {
+        let Some((perm, mut dims, x, y)) = matched(eg, s) else {
             return Vec::new();
         };
-        let mut dims = dims.clone();
         let (b, c) = if self.lhs {
             (&mut dims.lhs_batch, &mut dims.lhs_contract)
         } else {
             (&mut dims.rhs_batch, &mut dims.rhs_contract)
         };
-        let Some((nb, nc)) = fold_dims(perm, b, c) else {
+        let Some((nb, nc)) = fold_dims(&perm, b, c) else {
             return Vec::new();
         };
         (*b, *c) = (nb, nc);
-        let a = add_payload(eg, Op::DotGeneral(dims));
-        union_if_same_type(
-            eg,
-            eclass,
-            EbbNode::Op {
-                kind: OpKind::DotGeneral,
-                copy: 0,
-                children: vec![a, x, y],
-            },
-        )
+        union_dot(eg, eclass, dims, x, y)
     }
 
     fn vars(&self) -> Vec<Var> {
