@@ -144,6 +144,12 @@ fn compile<'ctx>(
     Ok(addr)
 }
 
+/// Counts a kernel the caller took from its own cache of this module's kernels (as
+/// [`stats`]' `kernels_reused`).
+pub fn count_reuse() {
+    REUSED.fetch_add(1, Ordering::Relaxed);
+}
+
 /// The kernel of `spec`, from the cache or compiled now (blocking on the compile thread).
 ///
 /// # Errors

@@ -12,6 +12,7 @@
 
 use crate::cache::PlanCache;
 use crate::error::ExecError;
+use crate::exec::jit::KernelMemo;
 use crate::exec::pool::BufferPool;
 use crate::exec::{ExecStats, Executor, Program};
 use crate::finalize::{ConcretePlan, FinalizeError, FinalizeOptions};
@@ -114,6 +115,7 @@ pub struct Runtime {
     opts: FinalizeOptions,
     executor: Executor,
     pool: Arc<BufferPool>,
+    memo: Arc<KernelMemo>,
 }
 
 impl Runtime {
@@ -156,6 +158,7 @@ impl Runtime {
             opts,
             executor: Executor::default(),
             pool: Arc::new(BufferPool::new(0)),
+            memo: Arc::default(),
         })
     }
 
@@ -235,7 +238,8 @@ impl Runtime {
             .set_capacity(u64::try_from(concrete.arena.arena_bytes).unwrap_or(0));
         let program = Program::new(&self.graph, &schedule, b)?
             .with_executor(self.executor)
-            .with_pool(self.pool.clone());
+            .with_pool(self.pool.clone())
+            .with_kernel_memo(self.memo.clone());
         let events = program.events(plan, &concrete.decisions)?;
         let points = program.points();
         let jit0 = ebb_codegen::stats();

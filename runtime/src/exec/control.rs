@@ -47,6 +47,13 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
         .map_err(region_err("body"))?
         .with_executor(ctx.executor)
         .with_pool(ctx.pool.clone());
+    let (cp, bp) = match ctx.memo {
+        Some(m) => (
+            cp.with_kernel_memo(m.clone()),
+            bp.with_kernel_memo(m.clone()),
+        ),
+        None => (cp, bp),
+    };
     let (ct, bt) = (has_tensor(cond), has_tensor(body));
     let mut vals = ops;
     let mut transient = 0u64;

@@ -484,6 +484,7 @@ fn with_ctx<R>(step: &Step, b: &Bindings, shape: Vec<usize>, f: impl FnOnce(&Ctx
         in_place: &[],
         executor: super::Executor::Reference,
         pool: super::pool::BufferPool::none(),
+        memo: None,
     };
     f(&c)
 }

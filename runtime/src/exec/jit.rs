@@ -21,9 +21,12 @@ use super::region::{recognize, Body};
 use super::{Ctx, KernelFailure};
 use crate::tensor::{Data, Tensor};
 use ebb_codegen::{KernelLayout, KernelSpec, Mode, StrideClass};
+use ebb_ir::dim::DimError;
 use ebb_ir::op::fusion_tile_bytes;
-use ebb_ir::{DType, Graph, Op};
+use ebb_ir::{DType, DimExpr, Graph, Op};
 use rayon::prelude::*;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Buffer addresses shared by the threads of one kernel launch.
 struct Ptrs(Vec<*mut u8>);
@@ -138,6 +141,70 @@ fn init_value(region: &Graph, root: ebb_ir::NodeId, ops: &[Tensor]) -> Option<f3
     }
 }
 
+/// What a fusion region's kernel needs that does not depend on the bindings: its layout
+/// (`None` when the generator does not implement the region) and its tile bytes.
+type Prepared = Option<(KernelLayout, Result<DimExpr, DimError>)>;
+
+trait Prepare {
+    fn of(region: &Graph) -> Self;
+}
+
+impl Prepare for Prepared {
+    fn of(region: &Graph) -> Prepared {
+        KernelLayout::of(region)
+            .ok()
+            .map(|l| (l, fusion_tile_bytes(region)))
+    }
+}
+
+/// Per-region layouts and kernels kept across steps by a [`crate::Runtime`], keyed by the
+/// region's address: the runtime's graph never changes while it lives, so an address names
+/// one region. Saves each step the layout analysis, the structure key and its hashing (tens
+/// of µs per group, most of a small step).
+#[derive(Default)]
+pub(crate) struct KernelMemo {
+    prepared: Mutex<HashMap<usize, Arc<Prepared>>>,
+    kernels: Mutex<HashMap<KernelKey, ebb_codegen::Kernel>>,
+}
+
+/// A region's address, its index maps' stride classes and its in-place stores.
+type KernelKey = (usize, Vec<StrideClass>, Vec<(usize, usize)>);
+
+impl KernelMemo {
+    fn prepared(&self, region: &Graph) -> Arc<Prepared> {
+        let at = region as *const Graph as usize;
+        if let Some(p) = self.prepared.lock().ok().and_then(|m| m.get(&at).cloned()) {
+            return p;
+        }
+        let p = Arc::new(Prepared::of(region));
+        if let Ok(mut m) = self.prepared.lock() {
+            m.insert(at, p.clone());
+        }
+        p
+    }
+
+    fn kernel(
+        &self,
+        region: &Graph,
+        spec: &KernelSpec,
+    ) -> Result<ebb_codegen::Kernel, ebb_codegen::CodegenError> {
+        let key = (
+            region as *const Graph as usize,
+            spec.classes.to_vec(),
+            spec.in_place.to_vec(),
+        );
+        if let Some(k) = self.kernels.lock().ok().and_then(|m| m.get(&key).copied()) {
+            ebb_codegen::jit::count_reuse();
+            return Ok(k);
+        }
+        let k = ebb_codegen::kernel(spec)?;
+        if let Ok(mut m) = self.kernels.lock() {
+            m.insert(key, k);
+        }
+        Ok(k)
+    }
+}
+
 /// Runs `fusion` through its generated kernel; gives the operands back when the region is not
 /// generated (the caller then interprets it).
 pub(crate) fn fusion(
@@ -147,7 +214,11 @@ pub(crate) fn fusion(
     let [region] = ctx.node.regions.as_slice() else {
         return Err(ops);
     };
-    let Ok(layout) = KernelLayout::of(region) else {
+    let prepared = match ctx.memo {
+        Some(m) => m.prepared(region),
+        None => Arc::new(Prepared::of(region)),
+    };
+    let Some((layout, tile_expr)) = prepared.as_ref() else {
         return Err(ops);
     };
     if ops.len() != layout.inputs.len()
@@ -217,7 +288,11 @@ pub(crate) fn fusion(
         classes: &classes,
         in_place: &in_place,
     };
-    let Ok(kernel) = ebb_codegen::kernel(&spec) else {
+    let kernel = match ctx.memo {
+        Some(m) => m.kernel(region, &spec),
+        None => ebb_codegen::kernel(&spec),
+    };
+    let Ok(kernel) = kernel else {
         return Err(ops);
     };
     for (k, t) in ops.iter().enumerate() {
@@ -227,7 +302,11 @@ pub(crate) fn fusion(
             ))));
         }
     }
-    let tile = match fusion_tile_bytes(region).and_then(|e| e.eval(ctx.bindings)) {
+    let tile = match tile_expr
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|e| e.eval(ctx.bindings))
+    {
         Ok(t) => u64::try_from(t).unwrap_or(0),
         Err(e) => return Ok(Err(invalid(e.to_string()))),
     };

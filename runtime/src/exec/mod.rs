@@ -29,7 +29,7 @@ pub mod evict;
 mod fastmath;
 mod fusion;
 mod gather_scatter;
-mod jit;
+pub(crate) mod jit;
 mod layout;
 mod par;
 pub mod pool;
@@ -181,6 +181,7 @@ pub struct Program<'g> {
     g: &'g Graph,
     executor: Executor,
     pool: Arc<BufferPool>,
+    memo: Option<Arc<jit::KernelMemo>>,
     bindings: Bindings,
     steps: Vec<Step>,
     inputs: Vec<OutType>,
@@ -378,6 +379,7 @@ impl<'g> Program<'g> {
             g,
             executor: Executor::default(),
             pool: Arc::new(BufferPool::new(0)),
+            memo: None,
             bindings: bindings.clone(),
             steps,
             inputs,
@@ -399,6 +401,13 @@ impl<'g> Program<'g> {
     /// pool of capacity 0, which keeps nothing).
     pub fn with_pool(mut self, pool: Arc<BufferPool>) -> Self {
         self.pool = pool;
+        self
+    }
+
+    /// The program run keeping its fusion kernels' layouts and kernels in `memo` (see
+    /// [`jit::KernelMemo`]: only for a graph that outlives the memo unchanged).
+    pub(crate) fn with_kernel_memo(mut self, memo: Arc<jit::KernelMemo>) -> Self {
+        self.memo = Some(memo);
         self
     }
 
@@ -563,6 +572,7 @@ impl Program<'_> {
             in_place: &s.in_place,
             executor: self.executor,
             pool: &self.pool,
+            memo: self.memo.as_ref(),
         };
         let results = dispatch(&ctx, operands).map_err(|e| match e {
             KernelFailure::Op(source) => op_err(node, source),
@@ -649,6 +659,8 @@ pub(crate) struct Ctx<'a> {
     pub executor: Executor,
     /// Recycled buffers for large results (nested programs share it).
     pub pool: &'a Arc<BufferPool>,
+    /// Layouts and kernels kept across steps (nested programs share it).
+    pub memo: Option<&'a Arc<jit::KernelMemo>>,
 }
 
 impl Ctx<'_> {
