@@ -428,6 +428,7 @@ fn operand<T: Gemm>(d: &Data) -> Cow<'_, [T]> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn dot_typed<T: Gemm>(
     a: &Data,
     b: &Data,

@@ -260,7 +260,7 @@ pub(crate) fn fusion(
         Some((_, _, rows, row)) => rows * row,
         None => ctx.out.first().map_or(0, |o| o.shape.iter().product()),
     };
-    let (p, classes) = match params(region, &layout, ctx, reduce.map(|r| r.3), n) {
+    let (p, classes) = match params(region, layout, ctx, reduce.map(|r| r.3), n) {
         Ok(x) => x,
         Err(e) => return Ok(Err(e)),
     };
@@ -284,7 +284,7 @@ pub(crate) fn fusion(
     }
     let spec = KernelSpec {
         region,
-        layout: &layout,
+        layout,
         classes: &classes,
         in_place: &in_place,
     };
@@ -312,7 +312,7 @@ pub(crate) fn fusion(
     };
     ctx.transient.set(tile);
     Ok(match reduce {
-        None => run_loop(ctx, &layout, ops, &in_place, &p, kernel, n),
+        None => run_loop(ctx, layout, ops, &in_place, &p, kernel, n),
         Some((m, init, rows, row)) => {
             // Scratch rows: one per thread, within the planned tile bytes.
             let threads = rayon::current_num_threads().max(1);

@@ -183,7 +183,7 @@ fn view(
 ) -> Result<Tensor, OpError> {
     let reuse = ctx.pool.take(x.dtype(), shape.iter().product());
     let data = dispatch!(x.data(), v => {
-        let reuse = reuse.and_then(|d| Elem::unwrap(d));
+        let reuse = reuse.and_then(Elem::unwrap);
         Elem::wrap(gather_view_into(v, off, st, shape, reuse)?)
     });
     Ok(Tensor::from_parts(shape.to_vec(), data))
@@ -279,7 +279,7 @@ fn concatenate(
     let reuse = ctx.pool.take(first.dtype(), n);
     let data = map_same!(first.data(), _v => {
         let srcs: Vec<&[_]> = ops.iter().filter_map(|o| Elem::slice(o.data())).collect();
-        let mut v = match reuse.and_then(|d| Elem::unwrap(d)) {
+        let mut v = match reuse.and_then(Elem::unwrap) {
             Some(v) if v.len() == n => v,
             _ => vec![Default::default(); n],
         };
