@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use ebb_ir::plan::Plan;
 use ebb_ir::Bindings;
 use ebb_runtime::inputs::{npz_inputs, random_inputs};
-use ebb_runtime::{Executor, Runtime, StepOutput, Tensor};
+use ebb_runtime::{ExecStats, Executor, Runtime, StepOutput, Tensor};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -214,6 +214,46 @@ pub fn check_host_memory(need: &MemoryNeed, limit: Option<i64>) -> Result<()> {
     Ok(())
 }
 
+/// What [`repeat_steps`] measured.
+pub(crate) struct Repeated {
+    /// Median wall time of the steps, ms (`None` for no step).
+    pub median_ms: Option<f64>,
+    /// Kernels the steps compiled.
+    pub kernels_compiled: u64,
+    /// The last step's statistics and recycled bytes.
+    pub last: Option<(ExecStats, u64)>,
+}
+
+/// Runs `runs` more steps at `b` on `inputs`, handing each step's outputs back to `rt` for
+/// recycling (as a trainer does once it has read them; XLA's timed loop likewise drops each
+/// step's outputs).
+///
+/// # Errors
+/// A failed step.
+pub(crate) fn repeat_steps(
+    rt: &mut Runtime,
+    b: &Bindings,
+    inputs: &[Tensor],
+    runs: usize,
+) -> Result<Repeated> {
+    let mut times = Vec::with_capacity(runs);
+    let mut kernels_compiled = 0;
+    let mut last = None;
+    for _ in 0..runs {
+        let s = rt.step(b, inputs.to_vec())?;
+        times.push(s.report.wall_ms);
+        kernels_compiled += s.report.kernels_compiled;
+        last = Some((s.stats, s.report.recycled_bytes));
+        rt.recycle(s.outputs);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(Repeated {
+        median_ms: times.get(times.len() / 2).copied(),
+        kernels_compiled,
+        last,
+    })
+}
+
 /// Runs `plan` (see the module docs), calling `progress(point, points)` during execution.
 ///
 /// # Errors
@@ -247,20 +287,13 @@ pub fn run(
         InputSource::Npz(p) => npz_inputs(p, n_in)?,
     };
     let step = rt.step_with_progress(b, inputs.clone(), progress)?;
-    let mut times = Vec::with_capacity(opts.repeat);
     // The op times reported are the last step's (warm with `--repeat`).
-    let mut last_stats = None;
-    let mut recycled_bytes = step.report.recycled_bytes;
-    for _ in 0..opts.repeat {
-        let s = rt.step(b, inputs.clone())?;
-        times.push(s.report.wall_ms);
-        recycled_bytes = s.report.recycled_bytes;
-        last_stats = Some(s.stats);
-        // As a trainer does once it has read them: the outputs' buffers serve the next step.
-        rt.recycle(s.outputs);
-    }
-    times.sort_by(f64::total_cmp);
-    let wall_ms_median = times.get(times.len() / 2).copied();
+    let repeated = repeat_steps(&mut rt, b, &inputs, opts.repeat)?;
+    let wall_ms_median = repeated.median_ms;
+    let (last_stats, recycled_bytes) = match repeated.last {
+        Some((stats, recycled)) => (Some(stats), recycled),
+        None => (None, step.report.recycled_bytes),
+    };
     let npz_max_rel_err = (!expected.is_empty()).then(|| {
         step.outputs
             .iter()
@@ -299,27 +332,24 @@ pub fn run(
     let variant = plan.variant(concrete.variant).unwrap_or(&plan);
     let schedule = ebb_runtime::step::schedule_nodes(rt.graph(), variant)?;
     let stats = last_stats.as_ref().unwrap_or(&step.stats);
-    let mut slowest: Vec<(usize, std::time::Duration)> =
-        stats.op_time.iter().copied().enumerate().collect();
-    slowest.sort_by_key(|x| std::cmp::Reverse(x.1));
-    let slowest_ops = slowest
-        .iter()
-        .take(10)
-        .filter_map(|&(i, t)| {
-            let node = rt.graph().node(*schedule.get(i)?);
+    let slowest_ops = stats
+        .slowest(&schedule, 10)
+        .into_iter()
+        .map(|(id, t)| {
+            let node = rt.graph().node(id);
             let ty = node
                 .outputs
                 .first()
                 .map(|t| t.to_string())
                 .unwrap_or_default();
-            Some(OpTime {
+            OpTime {
                 kind: node.kind().name().to_string(),
                 op: match &node.loc {
                     Some(l) => format!("{ty} at {l}"),
                     None => ty,
                 },
                 ms: t.as_secs_f64() * 1e3,
-            })
+            }
         })
         .collect();
     let time_by_kind = stats

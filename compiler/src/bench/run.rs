@@ -394,24 +394,14 @@ fn time_step(plan: &Plan, b: &Bindings, runs: usize) -> Result<ExecRow> {
         ebb_runtime::inputs::random_inputs(rt.graph(), b, 0).map_err(anyhow::Error::msg)?;
     let warm = rt.step(b, inputs.clone())?;
     let warm_report = warm.report;
-    // As a trainer does once it has read them: the outputs' buffers serve the next step
-    // (XLA's timed loop likewise drops each step's outputs).
     rt.recycle(warm.outputs);
-    let mut times = Vec::with_capacity(runs);
-    let mut compiled = 0;
-    for _ in 0..runs {
-        let s = rt.step(b, inputs.clone())?;
-        compiled += s.report.kernels_compiled;
-        times.push(s.report.wall_ms);
-        rt.recycle(s.outputs);
-    }
-    times.sort_by(f64::total_cmp);
+    let timed = crate::run::repeat_steps(&mut rt, b, &inputs, runs)?;
     Ok(ExecRow {
-        step_ms: times.get(times.len() / 2).copied().unwrap_or(f64::NAN),
+        step_ms: timed.median_ms.unwrap_or(f64::NAN),
         warmup_ms: warm_report.wall_ms,
         kernels_compiled_warmup: warm_report.kernels_compiled,
         jit_compile_ms_warmup: warm_report.jit_compile_ms,
-        kernels_compiled_timed: compiled,
+        kernels_compiled_timed: timed.kernels_compiled,
         ebb_over_xla_step: None,
     })
 }

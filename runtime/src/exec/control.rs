@@ -34,26 +34,25 @@ fn has_tensor(r: &Graph) -> bool {
         .any(|&n| r.node(n).outputs.iter().any(|t| t.rank() > 0))
 }
 
+/// The program of a nested region, run with the enclosing op's executor, buffer pool and
+/// kernel memo.
+fn nested<'g>(ctx: &Ctx, g: &'g Graph, name: &str) -> Result<Program<'g>, KernelFailure> {
+    let p = Program::new(g, &program_schedule(g), ctx.bindings)
+        .map_err(region_err(name))?
+        .with_executor(ctx.executor)
+        .with_pool(ctx.pool.clone());
+    Ok(match ctx.memo {
+        Some(m) => p.with_kernel_memo(m.clone()),
+        None => p,
+    })
+}
+
 /// `while`: runs `body` while `cond` returns true.
 pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
     let [cond, body] = ctx.node.regions.as_slice() else {
         return Err(OpError::Invalid("while needs cond and body regions".into()).into());
     };
-    let cp = Program::new(cond, &program_schedule(cond), ctx.bindings)
-        .map_err(region_err("cond"))?
-        .with_executor(ctx.executor)
-        .with_pool(ctx.pool.clone());
-    let bp = Program::new(body, &program_schedule(body), ctx.bindings)
-        .map_err(region_err("body"))?
-        .with_executor(ctx.executor)
-        .with_pool(ctx.pool.clone());
-    let (cp, bp) = match ctx.memo {
-        Some(m) => (
-            cp.with_kernel_memo(m.clone()),
-            bp.with_kernel_memo(m.clone()),
-        ),
-        None => (cp, bp),
-    };
+    let (cp, bp) = (nested(ctx, cond, "cond")?, nested(ctx, body, "body")?);
     let (ct, bt) = (has_tensor(cond), has_tensor(body));
     let mut vals = ops;
     let mut transient = 0u64;

@@ -443,10 +443,7 @@ fn dot_typed<T: Gemm>(
     let (bv, bm, bsb) = as_stack(operand::<T>(b), rs, rg)?;
     // A recycled buffer: every element is written (β = 0 in the GEMM, `small_k` stores whole
     // blocks, `k = 0` fills).
-    let mut c = match pool.take(T::DTYPE, bt * m * n) {
-        Some(d) => T::take(d),
-        None => vec![T::default(); bt * m * n],
-    };
+    let mut c = pool.take_vec::<T>(bt * m * n);
     batched(bt, m, k, n, &av, am, asb, &bv, bm, bsb, &mut c)?;
     Ok(c)
 }

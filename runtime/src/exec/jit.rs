@@ -145,16 +145,10 @@ fn init_value(region: &Graph, root: ebb_ir::NodeId, ops: &[Tensor]) -> Option<f3
 /// (`None` when the generator does not implement the region) and its tile bytes.
 type Prepared = Option<(KernelLayout, Result<DimExpr, DimError>)>;
 
-trait Prepare {
-    fn of(region: &Graph) -> Self;
-}
-
-impl Prepare for Prepared {
-    fn of(region: &Graph) -> Prepared {
-        KernelLayout::of(region)
-            .ok()
-            .map(|l| (l, fusion_tile_bytes(region)))
-    }
+fn prepare(region: &Graph) -> Prepared {
+    KernelLayout::of(region)
+        .ok()
+        .map(|l| (l, fusion_tile_bytes(region)))
 }
 
 /// Per-region layouts and kernels kept across steps by a [`crate::Runtime`], keyed by the
@@ -176,7 +170,7 @@ impl KernelMemo {
         if let Some(p) = self.prepared.lock().ok().and_then(|m| m.get(&at).cloned()) {
             return p;
         }
-        let p = Arc::new(Prepared::of(region));
+        let p = Arc::new(prepare(region));
         if let Ok(mut m) = self.prepared.lock() {
             m.insert(at, p.clone());
         }
@@ -216,7 +210,7 @@ pub(crate) fn fusion(
     };
     let prepared = match ctx.memo {
         Some(m) => m.prepared(region),
-        None => Arc::new(Prepared::of(region)),
+        None => Arc::new(prepare(region)),
     };
     let Some((layout, tile_expr)) = prepared.as_ref() else {
         return Err(ops);

@@ -8,7 +8,7 @@
 //! wrong view is an error, never an out-of-bounds access.
 
 pub(crate) use super::par::PAR_MIN;
-use crate::error::OpError;
+use crate::error::{invalid, OpError};
 
 /// Row-major element strides of `shape`.
 pub(crate) fn strides_of(shape: &[usize]) -> Vec<usize> {
@@ -84,35 +84,36 @@ pub(crate) fn gather_view<T: Copy + Send + Sync + Default>(
     strides: &[isize],
     shape: &[usize],
 ) -> Result<Vec<T>, OpError> {
-    gather_view_into(src, offset, strides, shape, None)
+    let n = shape.iter().product();
+    gather_view_into(src, offset, strides, shape, vec![T::default(); n])
 }
 
-/// [`gather_view`] writing into `reuse` when it has exactly the view's element count (a
-/// recycled buffer, contents overwritten), else into a new vector.
+/// [`gather_view`] writing into `out`, which must have the view's element count (a recycled
+/// buffer: every element is overwritten).
 pub(crate) fn gather_view_into<T: Copy + Send + Sync + Default>(
     src: &[T],
     offset: isize,
     strides: &[isize],
     shape: &[usize],
-    reuse: Option<Vec<T>>,
+    mut out: Vec<T>,
 ) -> Result<Vec<T>, OpError> {
     check_view(src.len(), offset, strides, shape, "source")?;
     let n: usize = shape.iter().product();
+    if out.len() != n {
+        return invalid("internal: view output of the wrong size");
+    }
     if n == 0 {
-        return Ok(Vec::new());
+        return Ok(out);
     }
     let (st, sh) = simplify(strides, shape);
     if sh.is_empty() {
-        return Ok(vec![src[offset as usize]]);
+        out[0] = src[offset as usize];
+        return Ok(out);
     }
     let inner = *sh.last().unwrap_or(&1);
     let inner_stride = *st.last().unwrap_or(&1);
     let outer_shape = &sh[..sh.len() - 1];
     let outer_strides = &st[..st.len() - 1];
-    let mut out = match reuse {
-        Some(v) if v.len() == n => v,
-        _ => vec![T::default(); n],
-    };
     let rows = n / inner;
     // A transpose: the innermost output dimension strides through the source while the next
     // one is contiguous there. Rows are then copied in blocks of `TILE` along that dimension,

@@ -88,6 +88,18 @@ impl ExecStats {
         v.sort_by_key(|x| std::cmp::Reverse(x.2));
         v
     }
+
+    /// The `k` ops that took longest, slowest first: `(node, time)`.
+    pub fn slowest(&self, schedule: &[NodeId], k: usize) -> Vec<(NodeId, Duration)> {
+        let mut v: Vec<(NodeId, Duration)> = schedule
+            .iter()
+            .copied()
+            .zip(self.op_time.iter().copied())
+            .collect();
+        v.sort_by_key(|x| std::cmp::Reverse(x.1));
+        v.truncate(k);
+        v
+    }
 }
 
 /// The non-input ops of `g` in program order: a valid schedule for [`execute`].
@@ -378,7 +390,7 @@ impl<'g> Program<'g> {
         Ok(Program {
             g,
             executor: Executor::default(),
-            pool: Arc::new(BufferPool::new(0)),
+            pool: BufferPool::none().clone(),
             memo: None,
             bindings: bindings.clone(),
             steps,

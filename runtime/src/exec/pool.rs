@@ -13,7 +13,7 @@
 //! exactly the requested type and length (its contents are stale: every taker overwrites
 //! every element).
 
-use crate::tensor::Data;
+use crate::tensor::{Data, Elem};
 use ebb_ir::DType;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -70,7 +70,8 @@ impl BufferPool {
         p.free.retain(|_, v| !v.is_empty());
     }
 
-    /// A shared pool of capacity 0 (keeps nothing), for kernel contexts outside a program.
+    /// A shared pool of capacity 0 (keeps nothing), for programs and kernel contexts without a
+    /// pool of their own.
     pub(crate) fn none() -> &'static Arc<BufferPool> {
         static NONE: OnceLock<Arc<BufferPool>> = OnceLock::new();
         NONE.get_or_init(|| Arc::new(BufferPool::new(0)))
@@ -120,6 +121,13 @@ impl BufferPool {
     /// [`BufferPool::take`], or a new zeroed buffer.
     pub(crate) fn take_or_zeros(&self, dtype: DType, n: usize) -> Data {
         self.take(dtype, n).unwrap_or_else(|| Data::zeros(dtype, n))
+    }
+
+    /// [`BufferPool::take_or_zeros`] as a typed vector of `n` elements.
+    pub(crate) fn take_vec<T: Elem>(&self, n: usize) -> Vec<T> {
+        self.take(T::DTYPE, n)
+            .and_then(T::unwrap)
+            .unwrap_or_else(|| vec![T::default(); n])
     }
 }
 

@@ -181,10 +181,9 @@ fn view(
     st: &[isize],
     shape: &[usize],
 ) -> Result<Tensor, OpError> {
-    let reuse = ctx.pool.take(x.dtype(), shape.iter().product());
+    let n = shape.iter().product();
     let data = dispatch!(x.data(), v => {
-        let reuse = reuse.and_then(Elem::unwrap);
-        Elem::wrap(gather_view_into(v, off, st, shape, reuse)?)
+        Elem::wrap(gather_view_into(v, off, st, shape, ctx.pool.take_vec(n))?)
     });
     Ok(Tensor::from_parts(shape.to_vec(), data))
 }
@@ -276,13 +275,9 @@ fn concatenate(
     }
     let chunks: Vec<usize> = ops.iter().map(|o| o.shape()[d] * inner).collect();
     let n = outer * total * inner;
-    let reuse = ctx.pool.take(first.dtype(), n);
     let data = map_same!(first.data(), _v => {
         let srcs: Vec<&[_]> = ops.iter().filter_map(|o| Elem::slice(o.data())).collect();
-        let mut v = match reuse.and_then(Elem::unwrap) {
-            Some(v) if v.len() == n => v,
-            _ => vec![Default::default(); n],
-        };
+        let mut v = ctx.pool.take_vec(n);
         let mut at = 0;
         for r in 0..outer {
             for (s, &c) in srcs.iter().zip(&chunks) {
