@@ -76,6 +76,20 @@ pub struct RunReport {
     pub recycled_bytes: u64,
     /// With `--repeat N`: the median wall time of the N steps after the first, ms.
     pub wall_ms_median: Option<f64>,
+    /// The step ran out of one arena of `arena_bytes`, every result at its planned offset.
+    pub arena_backed: bool,
+    /// Measured in that arena: the highest byte any result used (graph inputs stay where the
+    /// caller keeps them, so their planned ranges are not touched).
+    pub arena_high_water_bytes: u64,
+    /// Measured in that arena: the most bytes held by results at one time.
+    pub arena_peak_live_bytes: u64,
+    /// Bytes of results their kernels wrote at the planned offset directly.
+    pub arena_direct_bytes: u64,
+    /// Bytes of results copied to their planned offset after their kernel (views, in-place
+    /// updates, interpreted kernels, reloads, recomputes).
+    pub arena_copied_bytes: u64,
+    /// Bytes of results that could not be placed (a bug if not 0; `--check` fails then).
+    pub arena_unplaced_bytes: u64,
     /// Op time of the planned run by op kind, largest first (of the last step with
     /// `--repeat`).
     pub time_by_kind: Vec<KindTime>,
@@ -124,6 +138,8 @@ pub struct RunOptions {
     /// Steps run again after the first (a warm-up: kernels compiled, plan cached) to time
     /// the step: [`RunReport::wall_ms_median`].
     pub repeat: usize,
+    /// Run out of the planned arena ([`Runtime::set_arena_backed`]); `false`: heap buffers.
+    pub arena_backed: bool,
 }
 
 /// Everything `ebb run` prints or plots.
@@ -278,6 +294,7 @@ pub fn run(
     check_host_memory(&need, opts.max_host_memory)?;
     let mut rt = Runtime::new(plan.clone(), report.budget_bytes)?;
     rt.set_executor(opts.executor);
+    rt.set_arena_backed(opts.arena_backed);
     let n_in = rt.graph().inputs().len();
     let (inputs, expected): (Vec<Tensor>, Vec<Tensor>) = match &opts.inputs {
         InputSource::Random(seed) => (
@@ -327,6 +344,12 @@ pub fn run(
             );
         }
         checker_peak = Some(proof.peak);
+        if step.report.arena_unplaced_bytes > 0 {
+            bail!(
+                "{} bytes of results could not be placed at their planned arena offsets",
+                step.report.arena_unplaced_bytes
+            );
+        }
     }
     let concrete = &step.concrete;
     let variant = plan.variant(concrete.variant).unwrap_or(&plan);
@@ -385,6 +408,12 @@ pub fn run(
         kernels_reused: step.report.kernels_reused,
         jit_compile_ms: step.report.jit_compile_ms,
         recycled_bytes,
+        arena_backed: step.report.arena_backed,
+        arena_high_water_bytes: step.report.arena_usage.high_water_bytes,
+        arena_peak_live_bytes: step.report.arena_usage.peak_live_bytes,
+        arena_direct_bytes: step.report.arena_direct_bytes,
+        arena_copied_bytes: step.report.arena_copied_bytes,
+        arena_unplaced_bytes: step.report.arena_unplaced_bytes,
         time_by_kind,
         slowest_ops,
         wall_ms_median,

@@ -89,6 +89,17 @@ pub struct PlanValue {
     pub class: ValueClass,
 }
 
+/// A result written into the buffer of an operand that dies at its op
+/// ([`crate::op::in_place_writes`]): the two values share one buffer, so the arena layout
+/// gives them one offset.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct InPlaceWrite {
+    /// The overwritten operand (last resident at the result's def point).
+    pub operand: ValueId,
+    /// The result that takes its buffer.
+    pub result: ValueId,
+}
+
 /// Extra bytes resident at one point only.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct PointBytes {
@@ -242,6 +253,10 @@ pub struct Plan {
     /// be negative.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub region_transients: Vec<PointBytes>,
+    /// The in-place writes of the schedule (their bytes are already taken off
+    /// `region_transients`); the arena layout places each pair at one offset.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_place_writes: Vec<InPlaceWrite>,
     /// Evict/regenerate candidates.
     pub candidates: Vec<Candidate>,
     /// The bindings the plan was specialized for (`--bind`), if any.
@@ -349,6 +364,20 @@ impl Plan {
         }
         for (i, t) in self.region_transients.iter().enumerate() {
             check("region_transients.point", i, t.point.index(), points.max(1))?;
+        }
+        for (i, w) in self.in_place_writes.iter().enumerate() {
+            check(
+                "in_place_writes.operand",
+                i,
+                w.operand.index(),
+                self.values.len(),
+            )?;
+            check(
+                "in_place_writes.result",
+                i,
+                w.result.index(),
+                self.values.len(),
+            )?;
         }
         for (i, c) in self.candidates.iter().enumerate() {
             check("candidates.value", i, c.value.index(), self.values.len())?;
@@ -492,6 +521,7 @@ mod tests {
                     class: ValueClass::Output,
                 },
             ],
+            in_place_writes: Vec::new(),
             region_transients: vec![PointBytes {
                 point: Point::new(1),
                 bytes: "4*B".parse().unwrap(),

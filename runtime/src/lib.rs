@@ -18,6 +18,7 @@
 //! * [`error`] — typed errors of the executor and the loader ([`ExecError`], [`NpzError`]).
 
 pub mod arena;
+pub mod buffer;
 pub mod cache;
 pub mod error;
 pub mod exec;

@@ -5,6 +5,7 @@
 //! Supported element types: `b1`, `i1`, `i2`, `i4`, `i8`, `u1`, `u4`, `f2`, `f4`, `f8` in
 //! either byte order and C order; anything else is [`NpzError::UnsupportedType`].
 
+use crate::buffer::Buf;
 use crate::error::NpzError;
 use crate::tensor::{Data, Tensor};
 use npyz::{NpyFile, Order, TypeChar};
@@ -129,16 +130,16 @@ pub fn parse_npy(bytes: &[u8], path: &str, name: &str) -> Result<Tensor, NpzErro
         })
     }
     let data = match (ts.type_char(), ts.size_field()) {
-        (TypeChar::Bool, 1) => Data::I1(read::<bool>(npy, path, name)?),
-        (TypeChar::Int, 1) => Data::I8(read::<i8>(npy, path, name)?),
-        (TypeChar::Int, 2) => Data::I16(read::<i16>(npy, path, name)?),
-        (TypeChar::Int, 4) => Data::I32(read::<i32>(npy, path, name)?),
-        (TypeChar::Int, 8) => Data::I64(read::<i64>(npy, path, name)?),
-        (TypeChar::Uint, 1) => Data::U8(read::<u8>(npy, path, name)?),
-        (TypeChar::Uint, 4) => Data::U32(read::<u32>(npy, path, name)?),
-        (TypeChar::Float, 2) => Data::F16(read::<half::f16>(npy, path, name)?),
-        (TypeChar::Float, 4) => Data::F32(read::<f32>(npy, path, name)?),
-        (TypeChar::Float, 8) => Data::F64(read::<f64>(npy, path, name)?),
+        (TypeChar::Bool, 1) => Data::I1(Buf::from(read::<bool>(npy, path, name)?)),
+        (TypeChar::Int, 1) => Data::I8(Buf::from(read::<i8>(npy, path, name)?)),
+        (TypeChar::Int, 2) => Data::I16(Buf::from(read::<i16>(npy, path, name)?)),
+        (TypeChar::Int, 4) => Data::I32(Buf::from(read::<i32>(npy, path, name)?)),
+        (TypeChar::Int, 8) => Data::I64(Buf::from(read::<i64>(npy, path, name)?)),
+        (TypeChar::Uint, 1) => Data::U8(Buf::from(read::<u8>(npy, path, name)?)),
+        (TypeChar::Uint, 4) => Data::U32(Buf::from(read::<u32>(npy, path, name)?)),
+        (TypeChar::Float, 2) => Data::F16(Buf::from(read::<half::f16>(npy, path, name)?)),
+        (TypeChar::Float, 4) => Data::F32(Buf::from(read::<f32>(npy, path, name)?)),
+        (TypeChar::Float, 8) => Data::F64(Buf::from(read::<f64>(npy, path, name)?)),
         _ => return Err(unsupported()),
     };
     Tensor::new(shape, data).map_err(|err| npy_err(err.to_string()))

@@ -10,6 +10,7 @@
 //! checker's model) equals the finalized plan's `peak_bytes_planned`; a difference is a bug and
 //! is reported as [`RuntimeError::Accounting`].
 
+use crate::buffer::{ArenaAllocError, ArenaMemory, ArenaUsage};
 use crate::cache::PlanCache;
 use crate::error::ExecError;
 use crate::exec::jit::KernelMemo;
@@ -36,6 +37,9 @@ pub enum RuntimeError {
     /// The executor failed (inputs that do not match the bindings, a kernel error).
     #[error(transparent)]
     Exec(#[from] ExecError),
+    /// The arena of the finalized plan cannot be allocated.
+    #[error(transparent)]
+    Memory(#[from] ArenaAllocError),
     /// The measured peak differs from the finalized plan's (a bug in Ebb: please report it).
     #[error("measured peak {measured} bytes differs from the planned {planned} bytes")]
     Accounting {
@@ -65,6 +69,20 @@ pub struct StepReport {
     pub measured_peak_bytes: u64,
     /// Arena size of the layout, bytes.
     pub arena_bytes: i64,
+    /// Whether the step ran out of the arena (results at their planned offsets; see
+    /// [`crate::exec::Placement`]).
+    pub arena_backed: bool,
+    /// Measured in the arena (0 when not arena-backed): the highest byte used, the largest
+    /// bytes held at once, and the claims made and refused.
+    pub arena_usage: ArenaUsage,
+    /// Bytes of results their kernels wrote at the planned offset directly.
+    pub arena_direct_bytes: u64,
+    /// Bytes of results copied to their planned offset after the kernel (views, in-place
+    /// updates, interpreted kernels, reloads, recomputes).
+    pub arena_copied_bytes: u64,
+    /// Bytes of results left off the arena because their range was still held (a bug if not
+    /// 0).
+    pub arena_unplaced_bytes: u64,
     /// Recompute decisions taken.
     pub recompute_decisions: usize,
     /// Swap decisions taken.
@@ -116,6 +134,9 @@ pub struct Runtime {
     executor: Executor,
     pool: Arc<BufferPool>,
     memo: Arc<KernelMemo>,
+    /// Arenas of recent steps; one still holds the outputs the caller keeps.
+    arenas: Vec<Arc<ArenaMemory>>,
+    arena_backed: bool,
 }
 
 impl Runtime {
@@ -159,6 +180,8 @@ impl Runtime {
             executor: Executor::default(),
             pool: Arc::new(BufferPool::new(0)),
             memo: Arc::default(),
+            arenas: Vec::new(),
+            arena_backed: true,
         })
     }
 
@@ -166,6 +189,35 @@ impl Runtime {
     /// [`Executor::Jit`]; [`Executor::Reference`] interprets them).
     pub fn set_executor(&mut self, executor: Executor) {
         self.executor = executor;
+    }
+
+    /// Runs later steps out of an arena of the finalized plan's `arena_bytes` with every result
+    /// at its planned offset (`true`, the default), or on heap buffers (`false`).
+    pub fn set_arena_backed(&mut self, on: bool) {
+        self.arena_backed = on;
+        if !on {
+            self.arenas.clear();
+        }
+    }
+
+    /// An arena of at least `bytes` that no tensor uses: a kept one, or a new one. At most two
+    /// are kept (the one the caller's outputs of the last step live in, and the next).
+    fn arena_for(
+        arenas: &mut Vec<Arc<ArenaMemory>>,
+        bytes: u64,
+    ) -> Result<Arc<ArenaMemory>, RuntimeError> {
+        let free = |m: &Arc<ArenaMemory>| Arc::strong_count(m) == 1;
+        arenas.retain(|m| !free(m) || m.bytes() >= bytes);
+        if let Some(m) = arenas.iter().find(|m| free(m)) {
+            m.reset_usage();
+            return Ok(m.clone());
+        }
+        let m = ArenaMemory::new(bytes)?;
+        arenas.push(m.clone());
+        if arenas.len() > 2 {
+            arenas.remove(0);
+        }
+        Ok(m)
     }
 
     /// The planned graph (its inputs and outputs are the step's).
@@ -236,10 +288,20 @@ impl Runtime {
         // Freed buffers are recycled across steps, up to the planned arena's size.
         self.pool
             .set_capacity(u64::try_from(concrete.arena.arena_bytes).unwrap_or(0));
-        let program = Program::new(&self.graph, &schedule, b)?
+        let mut program = Program::new(&self.graph, &schedule, b)?
             .with_executor(self.executor)
             .with_pool(self.pool.clone())
             .with_kernel_memo(self.memo.clone());
+        let mem = if self.arena_backed {
+            let m = Runtime::arena_for(
+                &mut self.arenas,
+                u64::try_from(concrete.arena.arena_bytes).unwrap_or(0),
+            )?;
+            program = program.with_arena(plan, &concrete.arena, m.clone())?;
+            Some(m)
+        } else {
+            None
+        };
         let events = program.events(plan, &concrete.decisions)?;
         let points = program.points();
         let jit0 = ebb_codegen::stats();
@@ -265,6 +327,11 @@ impl Runtime {
             peak_bytes_planned: concrete.peak_bytes_planned,
             measured_peak_bytes: stats.peak_bytes,
             arena_bytes: concrete.arena.arena_bytes,
+            arena_backed: mem.is_some(),
+            arena_usage: mem.map(|m| m.usage()).unwrap_or_default(),
+            arena_direct_bytes: stats.arena_direct_bytes,
+            arena_copied_bytes: stats.arena_copied_bytes,
+            arena_unplaced_bytes: stats.arena_unplaced_bytes,
             recompute_decisions: count(DecisionKind::Recompute),
             swap_decisions: count(DecisionKind::Swap),
             recompute_flops: concrete.recompute_flops,

@@ -10,6 +10,7 @@
 //! Invariant: `data.len() == shape.iter().product()` for every tensor (checked by
 //! [`Tensor::new`]; the crate's kernels construct results through it or keep it by design).
 
+pub use crate::buffer::Buf;
 use ebb_ir::op::{f16_bits_to_f32, Literal};
 use ebb_ir::DType;
 use half::{bf16, f16};
@@ -20,27 +21,27 @@ use std::sync::Arc;
 #[derive(Clone, PartialEq, Debug)]
 pub enum Data {
     /// `f32`.
-    F32(Vec<f32>),
+    F32(Buf<f32>),
     /// `bf16`.
-    BF16(Vec<bf16>),
+    BF16(Buf<bf16>),
     /// `f16`.
-    F16(Vec<f16>),
+    F16(Buf<f16>),
     /// `f64`.
-    F64(Vec<f64>),
+    F64(Buf<f64>),
     /// `i1` (boolean), one byte per element.
-    I1(Vec<bool>),
+    I1(Buf<bool>),
     /// `i8`.
-    I8(Vec<i8>),
+    I8(Buf<i8>),
     /// `i16`.
-    I16(Vec<i16>),
+    I16(Buf<i16>),
     /// `i32`.
-    I32(Vec<i32>),
+    I32(Buf<i32>),
     /// `i64`.
-    I64(Vec<i64>),
+    I64(Buf<i64>),
     /// `ui8`.
-    U8(Vec<u8>),
+    U8(Buf<u8>),
     /// `ui32`.
-    U32(Vec<u32>),
+    U32(Buf<u32>),
 }
 
 /// Evaluates `$e` with `$v` bound to the typed vector of `$d` (any variant); the arms must
@@ -68,17 +69,33 @@ macro_rules! dispatch {
 macro_rules! map_same {
     ($d:expr, $v:ident => $e:expr) => {
         match $d {
-            $crate::tensor::Data::F32($v) => $crate::tensor::Data::F32($e),
-            $crate::tensor::Data::BF16($v) => $crate::tensor::Data::BF16($e),
-            $crate::tensor::Data::F16($v) => $crate::tensor::Data::F16($e),
-            $crate::tensor::Data::F64($v) => $crate::tensor::Data::F64($e),
-            $crate::tensor::Data::I1($v) => $crate::tensor::Data::I1($e),
-            $crate::tensor::Data::I8($v) => $crate::tensor::Data::I8($e),
-            $crate::tensor::Data::I16($v) => $crate::tensor::Data::I16($e),
-            $crate::tensor::Data::I32($v) => $crate::tensor::Data::I32($e),
-            $crate::tensor::Data::I64($v) => $crate::tensor::Data::I64($e),
-            $crate::tensor::Data::U8($v) => $crate::tensor::Data::U8($e),
-            $crate::tensor::Data::U32($v) => $crate::tensor::Data::U32($e),
+            $crate::tensor::Data::F32($v) => {
+                $crate::tensor::Data::F32($crate::buffer::Buf::from($e))
+            }
+            $crate::tensor::Data::BF16($v) => {
+                $crate::tensor::Data::BF16($crate::buffer::Buf::from($e))
+            }
+            $crate::tensor::Data::F16($v) => {
+                $crate::tensor::Data::F16($crate::buffer::Buf::from($e))
+            }
+            $crate::tensor::Data::F64($v) => {
+                $crate::tensor::Data::F64($crate::buffer::Buf::from($e))
+            }
+            $crate::tensor::Data::I1($v) => $crate::tensor::Data::I1($crate::buffer::Buf::from($e)),
+            $crate::tensor::Data::I8($v) => $crate::tensor::Data::I8($crate::buffer::Buf::from($e)),
+            $crate::tensor::Data::I16($v) => {
+                $crate::tensor::Data::I16($crate::buffer::Buf::from($e))
+            }
+            $crate::tensor::Data::I32($v) => {
+                $crate::tensor::Data::I32($crate::buffer::Buf::from($e))
+            }
+            $crate::tensor::Data::I64($v) => {
+                $crate::tensor::Data::I64($crate::buffer::Buf::from($e))
+            }
+            $crate::tensor::Data::U8($v) => $crate::tensor::Data::U8($crate::buffer::Buf::from($e)),
+            $crate::tensor::Data::U32($v) => {
+                $crate::tensor::Data::U32($crate::buffer::Buf::from($e))
+            }
         }
     };
 }
@@ -89,37 +106,37 @@ macro_rules! zip_same {
     ($a:expr, $b:expr, $x:ident, $y:ident => $e:expr) => {
         match ($a, $b) {
             ($crate::tensor::Data::F32($x), $crate::tensor::Data::F32($y)) => {
-                Some($crate::tensor::Data::F32($e))
+                Some($crate::tensor::Data::F32($crate::buffer::Buf::from($e)))
             }
             ($crate::tensor::Data::BF16($x), $crate::tensor::Data::BF16($y)) => {
-                Some($crate::tensor::Data::BF16($e))
+                Some($crate::tensor::Data::BF16($crate::buffer::Buf::from($e)))
             }
             ($crate::tensor::Data::F16($x), $crate::tensor::Data::F16($y)) => {
-                Some($crate::tensor::Data::F16($e))
+                Some($crate::tensor::Data::F16($crate::buffer::Buf::from($e)))
             }
             ($crate::tensor::Data::F64($x), $crate::tensor::Data::F64($y)) => {
-                Some($crate::tensor::Data::F64($e))
+                Some($crate::tensor::Data::F64($crate::buffer::Buf::from($e)))
             }
             ($crate::tensor::Data::I1($x), $crate::tensor::Data::I1($y)) => {
-                Some($crate::tensor::Data::I1($e))
+                Some($crate::tensor::Data::I1($crate::buffer::Buf::from($e)))
             }
             ($crate::tensor::Data::I8($x), $crate::tensor::Data::I8($y)) => {
-                Some($crate::tensor::Data::I8($e))
+                Some($crate::tensor::Data::I8($crate::buffer::Buf::from($e)))
             }
             ($crate::tensor::Data::I16($x), $crate::tensor::Data::I16($y)) => {
-                Some($crate::tensor::Data::I16($e))
+                Some($crate::tensor::Data::I16($crate::buffer::Buf::from($e)))
             }
             ($crate::tensor::Data::I32($x), $crate::tensor::Data::I32($y)) => {
-                Some($crate::tensor::Data::I32($e))
+                Some($crate::tensor::Data::I32($crate::buffer::Buf::from($e)))
             }
             ($crate::tensor::Data::I64($x), $crate::tensor::Data::I64($y)) => {
-                Some($crate::tensor::Data::I64($e))
+                Some($crate::tensor::Data::I64($crate::buffer::Buf::from($e)))
             }
             ($crate::tensor::Data::U8($x), $crate::tensor::Data::U8($y)) => {
-                Some($crate::tensor::Data::U8($e))
+                Some($crate::tensor::Data::U8($crate::buffer::Buf::from($e)))
             }
             ($crate::tensor::Data::U32($x), $crate::tensor::Data::U32($y)) => {
-                Some($crate::tensor::Data::U32($e))
+                Some($crate::tensor::Data::U32($crate::buffer::Buf::from($e)))
             }
             _ => None,
         }
@@ -165,12 +182,14 @@ pub trait Elem:
     fn from_f64(v: f64) -> Self;
     /// Converts from `i64` (wraps for narrower integers; `x != 0` for booleans).
     fn from_i64(v: i64) -> Self;
-    /// Wraps a vector into its [`Data`] variant.
-    fn wrap(v: Vec<Self>) -> Data;
+    /// Wraps a buffer into its [`Data`] variant.
+    fn wrap(v: Buf<Self>) -> Data;
     /// The typed slice of `d`, if `d` holds this element type.
     fn slice(d: &Data) -> Option<&[Self]>;
-    /// The typed vector of `d`, if `d` holds this element type.
-    fn unwrap(d: Data) -> Option<Vec<Self>>;
+    /// The typed mutable slice of `d`, if `d` holds this element type.
+    fn slice_mut(d: &mut Data) -> Option<&mut [Self]>;
+    /// The typed buffer of `d`, if `d` holds this element type.
+    fn unwrap(d: Data) -> Option<Buf<Self>>;
     /// Maximum as in StableHLO `maximum` (NaN propagates; `or` for booleans).
     fn max_e(self, o: Self) -> Self;
     /// Minimum as in StableHLO `minimum` (NaN propagates; `and` for booleans).
@@ -193,8 +212,8 @@ macro_rules! impl_elem_int {
             fn from_i64(v: i64) -> Self {
                 v as $t
             }
-            fn wrap(v: Vec<Self>) -> Data {
-                Data::$dt(v)
+            fn wrap(v: Buf<Self>) -> Data {
+                Data::$dt(Buf::from(v))
             }
             fn slice(d: &Data) -> Option<&[Self]> {
                 match d {
@@ -202,7 +221,13 @@ macro_rules! impl_elem_int {
                     _ => None,
                 }
             }
-            fn unwrap(d: Data) -> Option<Vec<Self>> {
+            fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
+                match d {
+                    Data::$dt(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn unwrap(d: Data) -> Option<Buf<Self>> {
                 match d {
                     Data::$dt(v) => Some(v),
                     _ => None,
@@ -239,8 +264,8 @@ impl Elem for bool {
     fn from_i64(v: i64) -> Self {
         v != 0
     }
-    fn wrap(v: Vec<Self>) -> Data {
-        Data::I1(v)
+    fn wrap(v: Buf<Self>) -> Data {
+        Data::I1(Buf::from(v))
     }
     fn slice(d: &Data) -> Option<&[Self]> {
         match d {
@@ -248,7 +273,13 @@ impl Elem for bool {
             _ => None,
         }
     }
-    fn unwrap(d: Data) -> Option<Vec<Self>> {
+    fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
+        match d {
+            Data::I1(v) => Some(v),
+            _ => None,
+        }
+    }
+    fn unwrap(d: Data) -> Option<Buf<Self>> {
         match d {
             Data::I1(v) => Some(v),
             _ => None,
@@ -280,8 +311,8 @@ macro_rules! impl_elem_float {
             fn from_i64(v: i64) -> Self {
                 Self::from_f64(v as f64)
             }
-            fn wrap(v: Vec<Self>) -> Data {
-                Data::$dt(v)
+            fn wrap(v: Buf<Self>) -> Data {
+                Data::$dt(Buf::from(v))
             }
             fn slice(d: &Data) -> Option<&[Self]> {
                 match d {
@@ -289,7 +320,13 @@ macro_rules! impl_elem_float {
                     _ => None,
                 }
             }
-            fn unwrap(d: Data) -> Option<Vec<Self>> {
+            fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
+                match d {
+                    Data::$dt(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn unwrap(d: Data) -> Option<Buf<Self>> {
                 match d {
                     Data::$dt(v) => Some(v),
                     _ => None,
@@ -384,6 +421,16 @@ impl Data {
         dispatch!(self, v => v.as_mut_ptr() as *mut u8)
     }
 
+    /// True when the elements are on the heap (not in an arena).
+    pub fn is_heap(&self) -> bool {
+        dispatch!(self, v => v.is_heap())
+    }
+
+    /// The arena and byte offset the elements are at, if they are in an arena.
+    pub fn arena_offset(&self) -> Option<(&Arc<crate::buffer::ArenaMemory>, usize)> {
+        dispatch!(self, v => v.arena_offset())
+    }
+
     /// True when there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -392,34 +439,34 @@ impl Data {
     /// `n` copies of the default (zero / false) element of `dtype`.
     pub fn zeros(dtype: DType, n: usize) -> Data {
         match dtype {
-            DType::F32 => Data::F32(vec![0.0; n]),
-            DType::BF16 => Data::BF16(vec![bf16::ZERO; n]),
-            DType::F16 => Data::F16(vec![f16::ZERO; n]),
-            DType::F64 => Data::F64(vec![0.0; n]),
-            DType::I1 => Data::I1(vec![false; n]),
-            DType::I8 => Data::I8(vec![0; n]),
-            DType::I16 => Data::I16(vec![0; n]),
-            DType::I32 => Data::I32(vec![0; n]),
-            DType::I64 => Data::I64(vec![0; n]),
-            DType::U8 => Data::U8(vec![0; n]),
-            DType::U32 => Data::U32(vec![0; n]),
+            DType::F32 => Data::F32(Buf::from(vec![0.0; n])),
+            DType::BF16 => Data::BF16(Buf::from(vec![bf16::ZERO; n])),
+            DType::F16 => Data::F16(Buf::from(vec![f16::ZERO; n])),
+            DType::F64 => Data::F64(Buf::from(vec![0.0; n])),
+            DType::I1 => Data::I1(Buf::from(vec![false; n])),
+            DType::I8 => Data::I8(Buf::from(vec![0; n])),
+            DType::I16 => Data::I16(Buf::from(vec![0; n])),
+            DType::I32 => Data::I32(Buf::from(vec![0; n])),
+            DType::I64 => Data::I64(Buf::from(vec![0; n])),
+            DType::U8 => Data::U8(Buf::from(vec![0; n])),
+            DType::U32 => Data::U32(Buf::from(vec![0; n])),
         }
     }
 
     /// `n` copies of `s`.
     pub fn splat(s: Scalar, n: usize) -> Data {
         match s {
-            Scalar::F32(x) => Data::F32(vec![x; n]),
-            Scalar::BF16(x) => Data::BF16(vec![x; n]),
-            Scalar::F16(x) => Data::F16(vec![x; n]),
-            Scalar::F64(x) => Data::F64(vec![x; n]),
-            Scalar::I1(x) => Data::I1(vec![x; n]),
-            Scalar::I8(x) => Data::I8(vec![x; n]),
-            Scalar::I16(x) => Data::I16(vec![x; n]),
-            Scalar::I32(x) => Data::I32(vec![x; n]),
-            Scalar::I64(x) => Data::I64(vec![x; n]),
-            Scalar::U8(x) => Data::U8(vec![x; n]),
-            Scalar::U32(x) => Data::U32(vec![x; n]),
+            Scalar::F32(x) => Data::F32(Buf::from(vec![x; n])),
+            Scalar::BF16(x) => Data::BF16(Buf::from(vec![x; n])),
+            Scalar::F16(x) => Data::F16(Buf::from(vec![x; n])),
+            Scalar::F64(x) => Data::F64(Buf::from(vec![x; n])),
+            Scalar::I1(x) => Data::I1(Buf::from(vec![x; n])),
+            Scalar::I8(x) => Data::I8(Buf::from(vec![x; n])),
+            Scalar::I16(x) => Data::I16(Buf::from(vec![x; n])),
+            Scalar::I32(x) => Data::I32(Buf::from(vec![x; n])),
+            Scalar::I64(x) => Data::I64(Buf::from(vec![x; n])),
+            Scalar::U8(x) => Data::U8(Buf::from(vec![x; n])),
+            Scalar::U32(x) => Data::U32(Buf::from(vec![x; n])),
         }
     }
 
@@ -512,17 +559,17 @@ impl Data {
             dispatch!(d, v => go::<_, T>(v, float_src))
         }
         match dtype {
-            DType::F32 => Data::F32(convert_to_f32(self)),
-            DType::BF16 => Data::BF16(to(self, float_src)),
-            DType::F16 => Data::F16(to(self, float_src)),
-            DType::F64 => Data::F64(to(self, float_src)),
-            DType::I1 => Data::I1(to(self, float_src)),
-            DType::I8 => Data::I8(to(self, float_src)),
-            DType::I16 => Data::I16(to(self, float_src)),
-            DType::I32 => Data::I32(to(self, float_src)),
-            DType::I64 => Data::I64(to(self, float_src)),
-            DType::U8 => Data::U8(to(self, float_src)),
-            DType::U32 => Data::U32(to(self, float_src)),
+            DType::F32 => Data::F32(Buf::from(convert_to_f32(self))),
+            DType::BF16 => Data::BF16(Buf::from(to(self, float_src))),
+            DType::F16 => Data::F16(Buf::from(to(self, float_src))),
+            DType::F64 => Data::F64(Buf::from(to(self, float_src))),
+            DType::I1 => Data::I1(Buf::from(to(self, float_src))),
+            DType::I8 => Data::I8(Buf::from(to(self, float_src))),
+            DType::I16 => Data::I16(Buf::from(to(self, float_src))),
+            DType::I32 => Data::I32(Buf::from(to(self, float_src))),
+            DType::I64 => Data::I64(Buf::from(to(self, float_src))),
+            DType::U8 => Data::U8(Buf::from(to(self, float_src))),
+            DType::U32 => Data::U32(Buf::from(to(self, float_src))),
         }
     }
 }
@@ -530,7 +577,7 @@ impl Data {
 /// `f32` conversion with direct paths for the common float sources (no double rounding).
 fn convert_to_f32(d: &Data) -> Vec<f32> {
     match d {
-        Data::F32(v) => v.clone(),
+        Data::F32(v) => v.to_vec(),
         Data::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
         Data::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
         Data::F64(v) => v.iter().map(|&x| x as f32).collect(),
@@ -651,7 +698,7 @@ impl Tensor {
     /// # Errors
     /// As [`Tensor::new`].
     pub fn from_f32(shape: Vec<usize>, v: Vec<f32>) -> Result<Tensor, TensorError> {
-        Tensor::new(shape, Data::F32(v))
+        Tensor::new(shape, Data::F32(Buf::from(v)))
     }
 
     /// An `i32` tensor.
@@ -659,7 +706,7 @@ impl Tensor {
     /// # Errors
     /// As [`Tensor::new`].
     pub fn from_i32(shape: Vec<usize>, v: Vec<i32>) -> Result<Tensor, TensorError> {
-        Tensor::new(shape, Data::I32(v))
+        Tensor::new(shape, Data::I32(Buf::from(v)))
     }
 
     /// The tensor of `shape` a [`Literal`] denotes (a splat literal fills the shape).
@@ -805,7 +852,7 @@ impl Tensor {
     pub(crate) fn try_into_data(mut self) -> Result<Data, Tensor> {
         match Arc::get_mut(&mut self.data) {
             // The emptied tensor is then dropped with nothing to recycle.
-            Some(d) => Ok(std::mem::replace(d, Data::F32(Vec::new()))),
+            Some(d) => Ok(std::mem::replace(d, Data::F32(Buf::from(Vec::new())))),
             None => Err(self),
         }
     }
@@ -898,22 +945,22 @@ mod tests {
 
     #[test]
     fn convert_semantics() {
-        let d = Data::F32(vec![1.7, -1.7, f32::NAN, 3e10, -0.0]);
+        let d = Data::F32(vec![1.7, -1.7, f32::NAN, 3e10, -0.0].into());
         assert_eq!(
             d.convert(DType::I32),
-            Data::I32(vec![1, -1, 0, i32::MAX, 0])
+            Data::I32(vec![1, -1, 0, i32::MAX, 0].into())
         );
         assert_eq!(
             d.convert(DType::I1),
-            Data::I1(vec![true, true, true, true, false])
+            Data::I1(vec![true, true, true, true, false].into())
         );
         assert_eq!(
-            Data::I32(vec![300, -1]).convert(DType::U8),
-            Data::U8(vec![44, 255])
+            Data::I32(vec![300, -1].into()).convert(DType::U8),
+            Data::U8(vec![44, 255].into())
         );
         assert_eq!(
-            Data::F32(vec![1.0 + 1.0 / 256.0]).convert(DType::BF16),
-            Data::BF16(vec![bf16::from_f32(1.0)])
+            Data::F32(vec![1.0 + 1.0 / 256.0].into()).convert(DType::BF16),
+            Data::BF16(vec![bf16::from_f32(1.0)].into())
         );
     }
 

@@ -114,7 +114,7 @@ fn optimization_barrier_is_the_identity() {
   %2:2 = optimization_barrier(%0, %1) : f32[2], i1[]
   return %2#1, %2#0
 }";
-    let b = Tensor::new(vec![], Data::I1(vec![true])).unwrap();
+    let b = Tensor::new(vec![], Data::I1(vec![true].into())).unwrap();
     let out = run(src, &[], vec![f32t(&[2], &[1., 2.]), b]).unwrap();
     assert_eq!(out[0].to_f64_vec(), vec![1.0]);
     assert_eq!(out[1].to_f64_vec(), vec![1.0, 2.0]);

@@ -220,10 +220,10 @@ fn bf16_dot_accumulates_in_f32() {
   return %2
 }";
     let v = half::bf16::from_f32(1.0 + 1.0 / 128.0);
-    let a = Tensor::new(vec![1, 4], ebb_runtime::Data::BF16(vec![v; 4])).unwrap();
+    let a = Tensor::new(vec![1, 4], ebb_runtime::Data::BF16(vec![v; 4].into())).unwrap();
     let b = Tensor::new(
         vec![4, 1],
-        ebb_runtime::Data::BF16(vec![half::bf16::ONE; 4]),
+        ebb_runtime::Data::BF16(vec![half::bf16::ONE; 4].into()),
     )
     .unwrap();
     assert_eq!(

@@ -129,8 +129,8 @@ fn compare_select_clamp() {
   %8 = clamp(%6, %2, %7) : f32[3]
   return %4, %5, %8
 }";
-    let p = Tensor::new(vec![], Data::I1(vec![false])).unwrap();
-    let q = Tensor::new(vec![3], Data::I1(vec![true, false, true])).unwrap();
+    let p = Tensor::new(vec![], Data::I1(vec![false].into())).unwrap();
+    let q = Tensor::new(vec![3], Data::I1(vec![true, false, true].into())).unwrap();
     let out = run(
         src,
         &[],
@@ -173,7 +173,8 @@ fn convert_between_types() {
 /// Tests that bf16 arithmetic rounds to bf16 after the op (1 + 2^-9 is 1 in bf16).
 #[test]
 fn bf16_add_rounds_to_bf16() {
-    let v = |x: f32| Tensor::new(vec![1], Data::BF16(vec![half::bf16::from_f32(x)])).unwrap();
+    let v =
+        |x: f32| Tensor::new(vec![1], Data::BF16(vec![half::bf16::from_f32(x)].into())).unwrap();
     let got = run1(
         &binary("add", "bf16", "bf16", &[1], ""),
         &[],
@@ -224,7 +225,7 @@ fn select_in_place_matches_fresh() {
 }}"
         )
     };
-    let p = || Tensor::new(vec![4], Data::I1(vec![true, false, false, true])).unwrap();
+    let p = || Tensor::new(vec![4], Data::I1(vec![true, false, false, true].into())).unwrap();
     let x = || f32t(&[4], &[0., 1., 2., 3.]);
     let want = [0.0, 1f64.exp(), 2f64.exp(), -3.0];
     for ret in ["%4", "%4, %2", "%4, %3", "%4, %2, %3"] {

@@ -112,7 +112,7 @@ fn boolean_and_reduce() {
     );
     let x = ebb_runtime::Tensor::new(
         vec![2, 3],
-        ebb_runtime::Data::I1(vec![true, true, true, true, false, true]),
+        ebb_runtime::Data::I1(vec![true, true, true, true, false, true].into()),
     )
     .unwrap();
     assert_eq!(run1(&src, &[], vec![x]).to_f64_vec(), vec![1., 0.]);

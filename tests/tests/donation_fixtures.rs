@@ -73,6 +73,7 @@ fn run_checked(
         max_host_memory: None,
         executor: ebb_runtime::Executor::Jit,
         repeat: 0,
+        arena_backed: true,
     };
     run::run(plan.clone(), &opts, &mut |_, _| {})
 }
@@ -126,6 +127,15 @@ fn fused_donated_plans_run_checked_under_half_the_peak() {
             assert_eq!(rep.measured_peak_bytes as i64, planned, "{name}");
             assert_eq!(rep.checker_peak_bytes, Some(planned), "{name}");
             assert_eq!(rep.outputs_match_reference, Some(true), "{name}");
+            // Run out of the arena: every result placed, within the layout's size.
+            let arena = rep.plan.arena_bytes.unwrap();
+            assert!(rep.arena_backed, "{name}");
+            assert_eq!(rep.arena_unplaced_bytes, 0, "{name}");
+            assert!(rep.arena_high_water_bytes as i64 <= arena, "{name}");
+            eprintln!(
+                "{name}: arena / planned peak {:.4}",
+                arena as f64 / planned as f64
+            );
             // Fusion and donation change no bit: the unfused, undonated plan gives the same.
             let opts = RunOptions {
                 bind: b.clone(),
@@ -135,6 +145,8 @@ fn fused_donated_plans_run_checked_under_half_the_peak() {
                 max_host_memory: None,
                 executor: ebb_runtime::Executor::Jit,
                 repeat: 0,
+                // Heap buffers: the arena-backed run above must give the same bits.
+                arena_backed: false,
             };
             let reference = run::run(plain.clone(), &opts, &mut |_, _| {}).unwrap();
             for (i, (x, y)) in reference

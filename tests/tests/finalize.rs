@@ -205,3 +205,47 @@ fn symbolic_plan_matches_precise_plan_within_one_percent() {
         );
     }
 }
+
+/// A fused plan writes loop fusions' results in place: the layout gives each such pair one
+/// offset (checked valid), and the arena stays within 5 % of the planned peak, without a
+/// budget and under half of the scheduled peak.
+#[test]
+fn fused_layouts_share_in_place_buffers_and_stay_within_five_percent() {
+    let (g, _) = import_file(&jax_fixture("gpt2_tiny_adamw")).unwrap();
+    let c = compile(
+        g,
+        &CompileOptions {
+            fusion: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(!c.plan.in_place_writes.is_empty());
+    let b = bind(&[("B", 8), ("S", 256)]);
+    let free = finalize(&c.plan, &b, &FinalizeOptions::default()).unwrap();
+    for budget in [None, Some(free.peak_bytes_scheduled / 2)] {
+        let cp = finalize(
+            &c.plan,
+            &b,
+            &FinalizeOptions {
+                budget,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        check_layout(&cp.arena).unwrap();
+        assert!(!cp.arena.shared.is_empty(), "{budget:?}");
+        for (o, r) in &cp.arena.shared {
+            let at = |v| {
+                cp.arena
+                    .allocations
+                    .iter()
+                    .find(|a| a.value == v)
+                    .map(|a| a.offset)
+            };
+            assert!(at(*o).is_some() && at(*r).is_some());
+        }
+        let ratio = cp.arena.arena_bytes as f64 / cp.peak_bytes_planned as f64;
+        assert!(ratio <= 1.05, "{budget:?}: arena / peak {ratio:.3}");
+    }
+}

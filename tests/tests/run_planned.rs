@@ -1,6 +1,8 @@
 //! Executing finalized plans: under a budget the executor performs the evictions, recomputes
 //! and swaps; its measured peak equals the plan's and the outputs are bit-identical to the
 //! run without decisions (issue 4's acceptance on the 2-layer GPT at B=8, S=256).
+//! Budgeted runs are arena-backed (every result at its planned offset) and compared with a run
+//! on heap buffers.
 
 use ebb_compiler::pipeline::{self, CompileOptions};
 use ebb_ir::plan::{DecisionKind, Plan};
@@ -59,7 +61,11 @@ fn run_fixture(name: &str, bind: &str, fraction: f64) -> (i64, f64) {
         7,
     )
     .unwrap();
-    let free = runtime(&plan, None, &[]).step(&b, inputs.clone()).unwrap();
+    // The reference: no decisions, results on the heap.
+    let mut heap = runtime(&plan, None, &[]);
+    heap.set_arena_backed(false);
+    let free = heap.step(&b, inputs.clone()).unwrap();
+    assert!(!free.report.arena_backed);
     assert_eq!(
         free.report.measured_peak_bytes as i64,
         free.report.peak_bytes_scheduled
@@ -88,11 +94,19 @@ fn run_fixture(name: &str, bind: &str, fraction: f64) -> (i64, f64) {
             r.peak_bytes_planned
         );
         assert_eq!(r.measured_peak_bytes as i64, r.peak_bytes_planned);
+        // Arena-backed: every result at its planned offset, no claim refused, the measured
+        // high-water mark within the layout's size.
+        assert!(r.arena_backed);
+        assert_eq!(r.arena_unplaced_bytes, 0, "{name} {kinds:?}");
+        assert_eq!(r.arena_usage.refused, 0, "{name} {kinds:?}");
+        assert!(r.arena_usage.high_water_bytes as i64 <= r.arena_bytes);
+        assert!(r.arena_direct_bytes + r.arena_copied_bytes > 0);
         if budget < free.report.peak_bytes_scheduled {
             assert!(r.recompute_decisions + r.swap_decisions > 0);
         }
         assert_bit_identical(&free.outputs, &out.outputs);
-        // The same shape again comes from the cache and gives the same bits.
+        // The same shape again comes from the cache and gives the same bits (in a second
+        // arena: the first holds `out`'s outputs).
         let again = rt.step(&b, inputs.clone()).unwrap();
         assert!(again.report.cache_hit);
         assert_bit_identical(&free.outputs, &again.outputs);

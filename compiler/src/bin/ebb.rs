@@ -366,6 +366,20 @@ struct RunFlags {
     /// the plan) and report the median wall time of those N.
     #[arg(long, value_name = "N", default_value_t = 0)]
     repeat: usize,
+    /// Where results live: `arena` (one block of the plan's arena size, every result at the
+    /// offset the layout gave it; the measured high-water mark is reported) or `heap` (a
+    /// buffer per result, recycled between steps).
+    #[arg(long, value_enum, default_value = "arena")]
+    storage: StorageFlag,
+}
+
+/// `--storage`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum StorageFlag {
+    /// The planned arena.
+    Arena,
+    /// Heap buffers.
+    Heap,
 }
 
 /// `--executor`.
@@ -410,6 +424,7 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
             ExecutorFlag::Reference => ebb_runtime::Executor::Reference,
         },
         repeat: f.repeat,
+        arena_backed: f.storage == StorageFlag::Arena,
     };
     if let Some(t) = &f.timeline {
         output::check_target(t).context("--timeline")?;
@@ -480,6 +495,18 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
         }
         if let Some(m) = rep.wall_ms_median {
             writeln!(out, "step after warm-up: {m:.1} ms (median)")?;
+        }
+        if rep.arena_backed {
+            writeln!(
+                out,
+                "arena: {:.1} MiB, {:.1} MiB used (high water), {:.1} MiB held at most; results \
+                 {:.1} MiB written in place, {:.1} MiB copied in",
+                mib(pr.arena_bytes.unwrap_or(0)),
+                mib(rep.arena_high_water_bytes as i64),
+                mib(rep.arena_peak_live_bytes as i64),
+                mib(rep.arena_direct_bytes as i64),
+                mib(rep.arena_copied_bytes as i64)
+            )?;
         }
         writeln!(
             out,

@@ -190,7 +190,7 @@ fn trilu_onehot_and_batched_matmul() {
         &[("batch", 2)],
         vec![
             Tensor::from_f32(vec![3, 3], (1..=9).map(|i| i as f32).collect()).unwrap(),
-            Tensor::new(vec![2], ebb_runtime::Data::I64(vec![2, -1])).unwrap(),
+            Tensor::new(vec![2], ebb_runtime::Data::I64(vec![2, -1].into())).unwrap(),
             Tensor::from_f32(
                 vec![2, 2, 3],
                 vec![1., 0., 0., 0., 1., 0., 0., 0., 1., 1., 1., 1.],

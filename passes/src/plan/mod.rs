@@ -21,7 +21,7 @@ pub use pass::PlanPass;
 use crate::memory::{self, Schedule};
 use crate::remat::threshold::{threshold_in_scope, ThresholdError};
 use crate::remat::{self, CandidateOptions, RematError};
-use ebb_ir::plan::{Plan, PointBytes, PLAN_VERSION};
+use ebb_ir::plan::{InPlaceWrite, Plan, PointBytes, PLAN_VERSION};
 use ebb_ir::{Bindings, Graph, Symbol};
 
 /// A budget threshold to precompute: where the peak exceeds `budget` bytes as a function of
@@ -85,6 +85,19 @@ pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<
         .iter()
         .map(|q| threshold_in_scope(&g.scope, &peak_terms, &q.symbol, &q.fixed, q.budget))
         .collect::<Result<Vec<_>, _>>()?;
+    let in_place = ebb_ir::op::in_place_writes(g);
+    let mut in_place_writes = Vec::new();
+    for &id in schedule.iter() {
+        let ins = g.operands(id);
+        for w in in_place.get(&id).into_iter().flatten() {
+            if let Some(&v) = ins.get(w.operand) {
+                in_place_writes.push(InPlaceWrite {
+                    operand: idx.value_id(v),
+                    result: idx.value_id(ebb_ir::ValueRef::new(id, w.result as u32)),
+                });
+            }
+        }
+    }
     Ok(Plan {
         version: PLAN_VERSION,
         graph_name: g.name.clone(),
@@ -102,6 +115,7 @@ pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<
         ),
         values: idx.values().to_vec(),
         region_transients,
+        in_place_writes,
         candidates: found.candidates,
         bound: opts.bind.clone(),
         peak_terms,

@@ -17,8 +17,8 @@
 //! count: results are deterministic.
 
 use super::layout::{gather_view, istrides_of, strides_of};
-use super::pool::BufferPool;
 use super::{arity, Ctx};
+use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Tensor};
 use ebb_ir::op::{ConvSpec, DotDims};
@@ -72,9 +72,9 @@ impl Gemm for f32 {
     }
     fn take(d: Data) -> Vec<f32> {
         match d {
-            Data::F32(v) => v,
+            Data::F32(v) => v.into_vec(),
             d => match d.convert(DType::F32) {
-                Data::F32(v) => v,
+                Data::F32(v) => v.into_vec(),
                 _ => Vec::new(),
             },
         }
@@ -101,9 +101,9 @@ impl Gemm for f64 {
     }
     fn take(d: Data) -> Vec<f64> {
         match d {
-            Data::F64(v) => v,
+            Data::F64(v) => v.into_vec(),
             d => match d.convert(DType::F64) {
-                Data::F64(v) => v,
+                Data::F64(v) => v.into_vec(),
                 _ => Vec::new(),
             },
         }
@@ -390,7 +390,7 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
     let ct = compute_type(l.dtype(), r.dtype(), out.dtype);
     let (lg, rg): (Groups, Groups) = ([&lb, &lf, &lc], [&rb, &rc, &rf]);
     let data = match ct {
-        DType::F64 => Data::F64(dot_typed::<f64>(
+        DType::F64 => Data::F64(Buf::from(dot_typed::<f64>(
             l.data(),
             r.data(),
             ls,
@@ -398,9 +398,9 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
             lg,
             rg,
             (bt, m, k, n),
-            ctx.pool,
-        )?),
-        DType::F32 => Data::F32(dot_typed::<f32>(
+            ctx,
+        )?)),
+        DType::F32 => Data::F32(Buf::from(dot_typed::<f32>(
             l.data(),
             r.data(),
             ls,
@@ -408,9 +408,19 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
             lg,
             rg,
             (bt, m, k, n),
-            ctx.pool,
-        )?),
-        _ => Data::I64(dot_int(l, r, &lb, &lf, &lc, &rb, &rc, &rf, (bt, m, k, n))?),
+            ctx,
+        )?)),
+        _ => Data::I64(Buf::from(dot_int(
+            l,
+            r,
+            &lb,
+            &lf,
+            &lc,
+            &rb,
+            &rc,
+            &rf,
+            (bt, m, k, n),
+        )?)),
     };
     Ok(Tensor::from_parts(
         out.shape.clone(),
@@ -437,13 +447,13 @@ fn dot_typed<T: Gemm>(
     lg: Groups,
     rg: Groups,
     (bt, m, k, n): (usize, usize, usize, usize),
-    pool: &BufferPool,
-) -> Result<Vec<T>, OpError> {
+    ctx: &Ctx,
+) -> Result<Buf<T>, OpError> {
     let (av, am, asb) = as_stack(operand::<T>(a), ls, lg)?;
     let (bv, bm, bsb) = as_stack(operand::<T>(b), rs, rg)?;
     // A recycled buffer: every element is written (β = 0 in the GEMM, `small_k` stores whole
     // blocks, `k = 0` fills).
-    let mut c = pool.take_vec::<T>(bt * m * n);
+    let mut c = ctx.take_vec::<T>(bt * m * n);
     batched(bt, m, k, n, &av, am, asb, &bv, bm, bsb, &mut c)?;
     Ok(c)
 }
@@ -576,8 +586,8 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
         let ps: Vec<isize> = perm.iter().map(|&d| st[d]).collect();
         let sh: Vec<usize> = perm.iter().map(|&d| t.shape()[d]).collect();
         Ok(match t.data().convert(dt) {
-            Data::F64(v) => Data::F64(gather_view(&v, 0, &ps, &sh)?),
-            Data::F32(v) => Data::F32(gather_view(&v, 0, &ps, &sh)?),
+            Data::F64(v) => Data::F64(Buf::from(gather_view(&v, 0, &ps, &sh)?)),
+            Data::F32(v) => Data::F32(Buf::from(gather_view(&v, 0, &ps, &sh)?)),
             _ => return invalid("internal: convolution compute type"),
         })
     };
@@ -587,8 +597,8 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
         DType::F32
     };
     let res = match (canon(x, &perm_x, ct)?, canon(w, &perm_w, ct)?) {
-        (Data::F32(xv), Data::F32(wv)) => Data::F32(conv_typed(&xv, &wv, &geo)?),
-        (Data::F64(xv), Data::F64(wv)) => Data::F64(conv_typed(&xv, &wv, &geo)?),
+        (Data::F32(xv), Data::F32(wv)) => Data::F32(Buf::from(conv_typed(&xv, &wv, &geo)?)),
+        (Data::F64(xv), Data::F64(wv)) => Data::F64(Buf::from(conv_typed(&xv, &wv, &geo)?)),
         _ => return invalid("internal: convolution compute type"),
     };
     // canonical [N', O, Q...] -> output layout
@@ -601,8 +611,8 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
         ost[d] = cst[2 + j];
     }
     let data = match res {
-        Data::F32(v) => Data::F32(gather_view(&v, 0, &ost, &out.shape)?),
-        Data::F64(v) => Data::F64(gather_view(&v, 0, &ost, &out.shape)?),
+        Data::F32(v) => Data::F32(Buf::from(gather_view(&v, 0, &ost, &out.shape)?)),
+        Data::F64(v) => Data::F64(Buf::from(gather_view(&v, 0, &ost, &out.shape)?)),
         _ => return invalid("internal: convolution result type"),
     };
     Ok(Tensor::from_parts(

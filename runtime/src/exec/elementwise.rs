@@ -20,6 +20,7 @@ use super::arith::{
 };
 use super::par;
 use super::{arity, Ctx};
+use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Tensor};
 use ebb_ir::{DType, Op, OpKind, Relation};
@@ -91,7 +92,7 @@ fn same_shape(a: &Tensor, b: &Tensor) -> Result<(), OpError> {
 /// the result is written into that buffer instead of a new one. Gives the operands back when
 /// the op does not qualify.
 fn try_in_place(k: OpKind, ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
-    fn un<T: Real>(k: OpKind, mut v: Vec<T>) -> Result<Vec<T>, Vec<T>> {
+    fn un<T: Real>(k: OpKind, mut v: Buf<T>) -> Result<Buf<T>, Buf<T>> {
         match unary_real_match!(k, T, map1_inplace, &mut v) {
             Some(()) => Ok(v),
             None => Err(v),
@@ -133,10 +134,10 @@ fn try_in_place(k: OpKind, ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
             match t.try_into_data() {
                 Ok(Data::F32(v)) => un(k, v)
                     .map(Data::F32)
-                    .map_err(|v| vec![Tensor::from_parts(shape, Data::F32(v))]),
+                    .map_err(|v| vec![Tensor::from_parts(shape, Data::F32(Buf::from(v)))]),
                 Ok(Data::F64(v)) => un(k, v)
                     .map(Data::F64)
-                    .map_err(|v| vec![Tensor::from_parts(shape, Data::F64(v))]),
+                    .map_err(|v| vec![Tensor::from_parts(shape, Data::F64(Buf::from(v)))]),
                 Ok(d) => Err(vec![Tensor::from_parts(shape, d)]),
                 Err(t) => Err(vec![t]),
             }
@@ -180,11 +181,11 @@ fn via_f32<T: Copy + Sync + Send>(v: &[T], to: fn(T) -> f32) -> Vec<f32> {
 pub(crate) fn unary(k: OpKind, d: &Data) -> Result<Data, OpError> {
     if k == OpKind::IsFinite {
         return Ok(Data::I1(match d {
-            Data::F32(v) => map1(v, |x| x.is_finite()),
-            Data::F64(v) => map1(v, |x| x.is_finite()),
-            Data::BF16(v) => map1(v, |x| x.is_finite()),
-            Data::F16(v) => map1(v, |x| x.is_finite()),
-            other => vec![true; other.len()],
+            Data::F32(v) => Buf::from(map1(v, |x| x.is_finite())),
+            Data::F64(v) => Buf::from(map1(v, |x| x.is_finite())),
+            Data::BF16(v) => Buf::from(map1(v, |x| x.is_finite())),
+            Data::F16(v) => Buf::from(map1(v, |x| x.is_finite())),
+            other => Buf::from(vec![true; other.len()]),
         }));
     }
     Ok(match d {
@@ -193,24 +194,24 @@ pub(crate) fn unary(k: OpKind, d: &Data) -> Result<Data, OpError> {
             super::fastmath::apply_in_place(k, &mut out);
             Data::F32(out)
         }
-        Data::F32(v) => Data::F32(unary_real(k, v)?),
-        Data::F64(v) => Data::F64(unary_real(k, v)?),
-        Data::BF16(v) => Data::BF16(map1(
+        Data::F32(v) => Data::F32(Buf::from(unary_real(k, v)?)),
+        Data::F64(v) => Data::F64(Buf::from(unary_real(k, v)?)),
+        Data::BF16(v) => Data::BF16(Buf::from(map1(
             &unary_real(k, &via_f32(v, bf16::to_f32))?,
             bf16::from_f32,
-        )),
-        Data::F16(v) => Data::F16(map1(
+        ))),
+        Data::F16(v) => Data::F16(Buf::from(map1(
             &unary_real(k, &via_f32(v, f16::to_f32))?,
             f16::from_f32,
-        )),
-        Data::I8(v) => Data::I8(unary_int(k, v)?),
-        Data::I16(v) => Data::I16(unary_int(k, v)?),
-        Data::I32(v) => Data::I32(unary_int(k, v)?),
-        Data::I64(v) => Data::I64(unary_int(k, v)?),
-        Data::U8(v) => Data::U8(unary_int(k, v)?),
-        Data::U32(v) => Data::U32(unary_int(k, v)?),
+        ))),
+        Data::I8(v) => Data::I8(Buf::from(unary_int(k, v)?)),
+        Data::I16(v) => Data::I16(Buf::from(unary_int(k, v)?)),
+        Data::I32(v) => Data::I32(Buf::from(unary_int(k, v)?)),
+        Data::I64(v) => Data::I64(Buf::from(unary_int(k, v)?)),
+        Data::U8(v) => Data::U8(Buf::from(unary_int(k, v)?)),
+        Data::U32(v) => Data::U32(Buf::from(unary_int(k, v)?)),
         Data::I1(v) => match k {
-            OpKind::Not => Data::I1(map1(v, |x| !x)),
+            OpKind::Not => Data::I1(Buf::from(map1(v, |x| !x))),
             _ => return Err(unsupported_dtype(DType::I1, k)),
         },
     })
@@ -220,26 +221,26 @@ pub(crate) fn unary(k: OpKind, d: &Data) -> Result<Data, OpError> {
 pub(crate) fn binary(k: OpKind, a: &Data, b: &Data) -> Result<Data, OpError> {
     use OpKind::*;
     Ok(match (a, b) {
-        (Data::F32(x), Data::F32(y)) => Data::F32(binary_real(k, x, y)?),
-        (Data::F64(x), Data::F64(y)) => Data::F64(binary_real(k, x, y)?),
+        (Data::F32(x), Data::F32(y)) => Data::F32(Buf::from(binary_real(k, x, y)?)),
+        (Data::F64(x), Data::F64(y)) => Data::F64(Buf::from(binary_real(k, x, y)?)),
         (Data::BF16(x), Data::BF16(y)) => {
             let r = binary_real(k, &via_f32(x, bf16::to_f32), &via_f32(y, bf16::to_f32))?;
-            Data::BF16(map1(&r, bf16::from_f32))
+            Data::BF16(Buf::from(map1(&r, bf16::from_f32)))
         }
         (Data::F16(x), Data::F16(y)) => {
             let r = binary_real(k, &via_f32(x, f16::to_f32), &via_f32(y, f16::to_f32))?;
-            Data::F16(map1(&r, f16::from_f32))
+            Data::F16(Buf::from(map1(&r, f16::from_f32)))
         }
-        (Data::I8(x), Data::I8(y)) => Data::I8(binary_int(k, x, y)?),
-        (Data::I16(x), Data::I16(y)) => Data::I16(binary_int(k, x, y)?),
-        (Data::I32(x), Data::I32(y)) => Data::I32(binary_int(k, x, y)?),
-        (Data::I64(x), Data::I64(y)) => Data::I64(binary_int(k, x, y)?),
-        (Data::U8(x), Data::U8(y)) => Data::U8(binary_int(k, x, y)?),
-        (Data::U32(x), Data::U32(y)) => Data::U32(binary_int(k, x, y)?),
+        (Data::I8(x), Data::I8(y)) => Data::I8(Buf::from(binary_int(k, x, y)?)),
+        (Data::I16(x), Data::I16(y)) => Data::I16(Buf::from(binary_int(k, x, y)?)),
+        (Data::I32(x), Data::I32(y)) => Data::I32(Buf::from(binary_int(k, x, y)?)),
+        (Data::I64(x), Data::I64(y)) => Data::I64(Buf::from(binary_int(k, x, y)?)),
+        (Data::U8(x), Data::U8(y)) => Data::U8(Buf::from(binary_int(k, x, y)?)),
+        (Data::U32(x), Data::U32(y)) => Data::U32(Buf::from(binary_int(k, x, y)?)),
         (Data::I1(x), Data::I1(y)) => Data::I1(match k {
-            And | Minimum | Multiply => map2(x, y, |p, q| p & q),
-            Or | Maximum | Add => map2(x, y, |p, q| p | q),
-            Xor | Subtract => map2(x, y, |p, q| p ^ q),
+            And | Minimum | Multiply => Buf::from(map2(x, y, |p, q| p & q)),
+            Or | Maximum | Add => Buf::from(map2(x, y, |p, q| p | q)),
+            Xor | Subtract => Buf::from(map2(x, y, |p, q| p ^ q)),
             _ => return Err(unsupported_dtype(DType::I1, k)),
         }),
         _ => {
@@ -280,13 +281,14 @@ fn cmp_slices<T: Elem>(
 /// total order for floats (`compare_type = TOTALORDER`), otherwise NaN compares unordered.
 pub(crate) fn compare(a: &Data, b: &Data, dir: Relation, total: bool) -> Result<Data, OpError> {
     let f = cmp_fn(dir);
-    crate::tensor::zip_with!(a, b, x, y => Data::I1(cmp_slices(x, y, f, total))).ok_or_else(|| {
-        OpError::Invalid(format!(
-            "operand element types differ: {} vs {}",
-            a.dtype(),
-            b.dtype()
-        ))
-    })
+    crate::tensor::zip_with!(a, b, x, y => Data::I1(Buf::from(cmp_slices(x, y, f, total))))
+        .ok_or_else(|| {
+            OpError::Invalid(format!(
+                "operand element types differ: {} vs {}",
+                a.dtype(),
+                b.dtype()
+            ))
+        })
 }
 
 fn convert(d: &Data, to: DType) -> Data {
@@ -381,7 +383,7 @@ fn clamp(lo: &Tensor, x: &Tensor, hi: &Tensor) -> Result<Data, OpError> {
     macro_rules! arms {
         ($($v:ident),*) => {
             match (lo.data(), x.data(), hi.data()) {
-                $((Data::$v(l), Data::$v(v), Data::$v(h)) => Ok(Data::$v(go(l, v, h))),)*
+                $((Data::$v(l), Data::$v(v), Data::$v(h)) => Ok(Data::$v(Buf::from(go(l, v, h)))),)*
                 _ => invalid("clamp operands differ in element type"),
             }
         };
@@ -397,8 +399,8 @@ mod tests {
     fn max_min_propagate_nan() {
         let r = binary(
             OpKind::Maximum,
-            &Data::F32(vec![f32::NAN, 1.0]),
-            &Data::F32(vec![0.0, 2.0]),
+            &Data::F32(vec![f32::NAN, 1.0].into()),
+            &Data::F32(vec![0.0, 2.0].into()),
         )
         .unwrap();
         let Data::F32(v) = r else { panic!() };
@@ -408,29 +410,29 @@ mod tests {
 
     #[test]
     fn compare_float_and_total_order() {
-        let a = Data::F32(vec![f32::NAN, 1.0, -0.0]);
-        let b = Data::F32(vec![f32::NAN, 2.0, 0.0]);
+        let a = Data::F32(vec![f32::NAN, 1.0, -0.0].into());
+        let b = Data::F32(vec![f32::NAN, 2.0, 0.0].into());
         assert_eq!(
             compare(&a, &b, Relation::Eq, false).unwrap(),
-            Data::I1(vec![false, false, true])
+            Data::I1(vec![false, false, true].into())
         );
         assert_eq!(
             compare(&a, &b, Relation::Ne, false).unwrap(),
-            Data::I1(vec![true, true, false])
+            Data::I1(vec![true, true, false].into())
         );
         assert_eq!(
             compare(&a, &b, Relation::Lt, true).unwrap(),
-            Data::I1(vec![false, true, true])
+            Data::I1(vec![false, true, true].into())
         );
     }
 
     #[test]
     fn bf16_rounds_after_each_op() {
-        let a = Data::BF16(vec![bf16::from_f32(1.0)]);
-        let b = Data::BF16(vec![bf16::from_f32(1.0 / 512.0)]);
+        let a = Data::BF16(vec![bf16::from_f32(1.0)].into());
+        let b = Data::BF16(vec![bf16::from_f32(1.0 / 512.0)].into());
         assert_eq!(
             binary(OpKind::Add, &a, &b).unwrap(),
-            Data::BF16(vec![bf16::from_f32(1.0)])
+            Data::BF16(vec![bf16::from_f32(1.0)].into())
         );
     }
 }

@@ -174,6 +174,7 @@ impl Program<'_> {
         slots: &mut [Option<Tensor>],
         host: &mut HashMap<u32, Tensor>,
         resident: &mut u64,
+        placed: &mut super::placement::Placed,
     ) -> Result<u64, ExecError> {
         let g = self.g;
         let bad = |msg: String| ExecError::Plan {
@@ -187,7 +188,15 @@ impl Program<'_> {
                         "point {p}: reload of value {value}, which is not offloaded"
                     ))
                 })?;
-                slots[*value as usize] = Some(t.deep_copy());
+                slots[*value as usize] = {
+                    // A bit copy: into the planned range, or a new heap buffer.
+                    let t = if self.placement.is_some() {
+                        t
+                    } else {
+                        t.deep_copy()
+                    };
+                    Some(self.back_in_arena(*value, p, t, placed))
+                };
                 *resident += self.sizes[*value as usize];
                 Ok(*resident)
             }
@@ -228,7 +237,7 @@ impl Program<'_> {
                             })?;
                         operands.push(t);
                     }
-                    let (results, _) = self.run_kernel(s, operands)?;
+                    let (results, _) = self.run_kernel(s, operands, None)?;
                     for (i, t) in results.into_iter().enumerate() {
                         let u = s.first_result + i as u32;
                         live += self.sizes[u as usize];
@@ -246,10 +255,27 @@ impl Program<'_> {
                         "point {p}: the recompute does not produce value {v}"
                     ))
                 })?;
-                slots[v as usize] = Some(t);
+                slots[v as usize] = Some(self.back_in_arena(v, p, t, placed));
                 *resident += self.sizes[v as usize];
                 Ok(peak)
             }
+        }
+    }
+
+    /// `t`, brought back before point `p`, at its planned offset in an arena-backed run.
+    fn back_in_arena(
+        &self,
+        v: u32,
+        p: usize,
+        t: Tensor,
+        placed: &mut super::placement::Placed,
+    ) -> Tensor {
+        match self.placement.as_ref() {
+            Some(pl) => match pl.back(v, p) {
+                Some(off) => pl.place(t, off, None, placed),
+                None => t,
+            },
+            None => t,
         }
     }
 }

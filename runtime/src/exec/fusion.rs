@@ -15,6 +15,7 @@
 
 use super::layout::strides_of;
 use super::{elementwise, Ctx, KernelFailure, OutType};
+use crate::buffer::Buf;
 use crate::error::OpError;
 use crate::tensor::{Data, Tensor};
 use ebb_ir::op::fusion::{aligned_inputs, member_last_uses, reads_aligned, reduce_root_prefix};
@@ -426,7 +427,7 @@ fn member(
             if idx.iter().any(|&i| i >= src.len()) {
                 return Err(invalid("a broadcast reads past its operand"));
             }
-            let d = crate::tensor::map_same!(src.data(), v => idx.iter().map(|&i| v[i]).collect());
+            let d = crate::tensor::map_same!(src.data(), v => idx.iter().map(|&i| v[i]).collect::<Vec<_>>());
             Ok(Tensor::from_parts(vec![len], d))
         }
         How::Iota(map, dtype) => {
@@ -436,7 +437,7 @@ fn member(
                 .collect();
             Ok(Tensor::from_parts(
                 vec![len],
-                Data::I64(v).into_dtype(*dtype),
+                Data::I64(Buf::from(v)).into_dtype(*dtype),
             ))
         }
         How::Splat(full) if full.len() == len => Ok(full.clone()),
@@ -485,6 +486,7 @@ fn with_ctx<R>(step: &Step, b: &Bindings, shape: Vec<usize>, f: impl FnOnce(&Ctx
         executor: super::Executor::Reference,
         pool: super::pool::BufferPool::none(),
         memo: None,
+        slots: None,
     };
     f(&c)
 }

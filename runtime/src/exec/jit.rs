@@ -19,6 +19,7 @@ use super::fusion::{index_map, invalid, shape_at};
 use super::reduce::fold_row_f32;
 use super::region::{recognize, Body};
 use super::{Ctx, KernelFailure};
+use crate::buffer::Buf;
 use crate::tensor::{Data, Tensor};
 use ebb_codegen::{KernelLayout, KernelSpec, Mode, StrideClass};
 use ebb_ir::dim::DimError;
@@ -340,7 +341,7 @@ pub(crate) fn fusion(
             };
             res.map(|()| {
                 let shape = ctx.out[0].shape.clone();
-                vec![Tensor::from_parts(shape, Data::F32(out))]
+                vec![Tensor::from_parts(shape, Data::F32(Buf::from(out)))]
             })
         }
     })
@@ -371,8 +372,9 @@ fn run_loop(
     let mut results: Vec<Data> = results
         .into_iter()
         .zip(ctx.out)
-        .map(|(r, o)| {
-            r.unwrap_or_else(|| ctx.pool.take_or_zeros(o.dtype, o.shape.iter().product()))
+        .enumerate()
+        .map(|(i, (r, o))| {
+            r.unwrap_or_else(|| ctx.take_result(i, o.dtype, o.shape.iter().product()))
         })
         .collect();
     if results.len() != layout.stores.len() || results.iter().any(|d| d.len() != n) {

@@ -9,6 +9,7 @@
 
 pub(crate) use super::par::PAR_MIN;
 use crate::error::{invalid, OpError};
+use std::ops::DerefMut;
 
 /// Row-major element strides of `shape`.
 pub(crate) fn strides_of(shape: &[usize]) -> Vec<usize> {
@@ -90,13 +91,13 @@ pub(crate) fn gather_view<T: Copy + Send + Sync + Default>(
 
 /// [`gather_view`] writing into `out`, which must have the view's element count (a recycled
 /// buffer: every element is overwritten).
-pub(crate) fn gather_view_into<T: Copy + Send + Sync + Default>(
+pub(crate) fn gather_view_into<T: Copy + Send + Sync + Default, B: DerefMut<Target = [T]>>(
     src: &[T],
     offset: isize,
     strides: &[isize],
     shape: &[usize],
-    mut out: Vec<T>,
-) -> Result<Vec<T>, OpError> {
+    mut out: B,
+) -> Result<B, OpError> {
     check_view(src.len(), offset, strides, shape, "source")?;
     let n: usize = shape.iter().product();
     if out.len() != n {

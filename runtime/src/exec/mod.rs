@@ -32,13 +32,14 @@ mod gather_scatter;
 pub(crate) mod jit;
 mod layout;
 mod par;
+mod placement;
 pub mod pool;
 mod reduce;
 mod region;
 mod shape_ops;
 
 use crate::error::{ExecError, OpError};
-use crate::tensor::Tensor;
+use crate::tensor::{Buf, Data, Elem, Tensor};
 use ebb_ir::{Bindings, DType, Graph, Node, NodeId, Op, OpKind, Point};
 use pool::BufferPool;
 use std::cell::Cell;
@@ -47,6 +48,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use evict::{Back, Events, Evict};
+pub use placement::Placement;
 
 const NONE: u32 = u32::MAX;
 
@@ -71,6 +73,15 @@ pub struct ExecStats {
     pub input_bytes: u64,
     /// Wall time of each op, indexed like the schedule.
     pub op_time: Vec<Duration>,
+    /// Arena-backed runs ([`Program::with_arena`]): bytes of results their kernels wrote at
+    /// the planned offset directly.
+    pub arena_direct_bytes: u64,
+    /// Arena-backed runs: bytes of results copied to their planned offset after the kernel
+    /// (views such as `reshape`, in-place updates, interpreted kernels, reloads, recomputes).
+    pub arena_copied_bytes: u64,
+    /// Arena-backed runs: bytes of results left on the heap because their planned range was
+    /// still held (0 for every plan the checker accepts; see [`placement`]).
+    pub arena_unplaced_bytes: u64,
 }
 
 impl ExecStats {
@@ -194,6 +205,7 @@ pub struct Program<'g> {
     executor: Executor,
     pool: Arc<BufferPool>,
     memo: Option<Arc<jit::KernelMemo>>,
+    placement: Option<Placement>,
     bindings: Bindings,
     steps: Vec<Step>,
     inputs: Vec<OutType>,
@@ -392,6 +404,7 @@ impl<'g> Program<'g> {
             executor: Executor::default(),
             pool: BufferPool::none().clone(),
             memo: None,
+            placement: None,
             bindings: bindings.clone(),
             steps,
             inputs,
@@ -490,7 +503,9 @@ impl<'g> Program<'g> {
             regen_time: Duration::ZERO,
             input_bytes,
             op_time: Vec::with_capacity(self.steps.len()),
+            ..Default::default()
         };
+        let mut placed = placement::Placed::default();
         let mut resident = input_bytes;
         for (p, s) in self.steps.iter().enumerate() {
             if let Some(back) = events.and_then(|e| e.before.get(p)) {
@@ -499,7 +514,8 @@ impl<'g> Program<'g> {
                     if let Back::Reload { value } = b {
                         host_bytes -= self.sizes[*value as usize];
                     }
-                    let peak = self.bring_back(b, p, &mut slots, &mut host, &mut resident)?;
+                    let peak =
+                        self.bring_back(b, p, &mut slots, &mut host, &mut resident, &mut placed)?;
                     stats.regen_peak[p] = stats.regen_peak[p].max(peak);
                 }
                 stats.regen_time += t0.elapsed();
@@ -517,11 +533,23 @@ impl<'g> Program<'g> {
                     )
                 })?);
             }
-            let (results, transient) = self.run_kernel(s, operands)?;
-            for (i, t) in results.into_iter().enumerate() {
-                resident += self.sizes[s.first_result as usize + i];
-                slots[s.first_result as usize + i] = Some(t);
+            let arena = self
+                .placement
+                .as_ref()
+                .map(|pl| (pl, pl.slots(&s.out, s.first_result, &s.in_place)));
+            let (results, transient) =
+                self.run_kernel(s, operands, arena.as_ref().map(|a| &a.1))?;
+            for (i, mut t) in results.into_iter().enumerate() {
+                let v = s.first_result + i as u32;
+                if let Some((pl, kept)) = &arena {
+                    if let Some(off) = pl.at_def(v) {
+                        t = pl.place(t, off, kept.remaining(i), &mut placed);
+                    }
+                }
+                resident += self.sizes[v as usize];
+                slots[v as usize] = Some(t);
             }
+            drop(arena);
             // An operand written in place holds a result: its bytes are counted once.
             let now = (resident + transient).saturating_sub(s.in_place_bytes);
             let here = now.max(stats.regen_peak[p]);
@@ -567,6 +595,9 @@ impl<'g> Program<'g> {
                     })?,
             );
         }
+        stats.arena_direct_bytes = placed.direct;
+        stats.arena_copied_bytes = placed.copied;
+        stats.arena_unplaced_bytes = placed.unplaced;
         Ok((outs, stats))
     }
 }
@@ -574,7 +605,12 @@ impl<'g> Program<'g> {
 impl Program<'_> {
     /// Runs the kernel of step `s` on `operands` and checks its results against the op's types
     /// at the bindings. Returns the results and the op's region transient bytes.
-    fn run_kernel(&self, s: &Step, operands: Vec<Tensor>) -> Result<(Vec<Tensor>, u64), ExecError> {
+    fn run_kernel(
+        &self,
+        s: &Step,
+        operands: Vec<Tensor>,
+        slots: Option<&placement::Slots>,
+    ) -> Result<(Vec<Tensor>, u64), ExecError> {
         let node = self.g.node(s.node);
         let ctx = Ctx {
             node,
@@ -585,6 +621,7 @@ impl Program<'_> {
             executor: self.executor,
             pool: &self.pool,
             memo: self.memo.as_ref(),
+            slots,
         };
         let results = dispatch(&ctx, operands).map_err(|e| match e {
             KernelFailure::Op(source) => op_err(node, source),
@@ -673,9 +710,29 @@ pub(crate) struct Ctx<'a> {
     pub pool: &'a Arc<BufferPool>,
     /// Layouts and kernels kept across steps (nested programs share it).
     pub memo: Option<&'a Arc<jit::KernelMemo>>,
+    /// The claimed arena ranges of the results in an arena-backed run ([`placement`]).
+    pub slots: Option<&'a placement::Slots>,
 }
 
 impl Ctx<'_> {
+    /// A buffer of `n` elements for a result: its planned arena range when the run is
+    /// arena-backed and a result of this type and length is still unserved, else a recycled
+    /// or new heap buffer (stale contents: the kernel overwrites every element).
+    pub fn take_vec<T: Elem>(&self, n: usize) -> Buf<T> {
+        self.slots
+            .and_then(|s| s.take(T::DTYPE, n))
+            .and_then(T::unwrap)
+            .unwrap_or_else(|| self.pool.take_vec(n))
+    }
+
+    /// [`Ctx::take_vec`] for result `i` of an element type known at run time (the range of
+    /// that result, not of another one of the same type and length).
+    pub fn take_result(&self, i: usize, dtype: DType, n: usize) -> Data {
+        self.slots
+            .and_then(|s| s.take_at(i, dtype, n))
+            .unwrap_or_else(|| self.pool.take_or_zeros(dtype, n))
+    }
+
     /// The single result type.
     pub fn out0(&self) -> Result<&OutType, OpError> {
         self.out

@@ -57,6 +57,13 @@ pub(crate) fn try_chunks_mut<U: Send, E: Send>(
     }
 }
 
+/// `dst.copy_from_slice(src)`, split like [`elements`] (equal lengths: the caller's contract).
+pub(crate) fn copy<U: Copy + Send + Sync>(dst: &mut [U], src: &[U]) {
+    elements(dst, &|start, c| {
+        c.copy_from_slice(&src[start..start + c.len()])
+    });
+}
+
 /// The elementwise split: [`chunks_mut`] with chunks of [`grain`] elements when `out` has at
 /// least [`PAR_MIN`], else one sequential call.
 pub(crate) fn elements<U: Send>(out: &mut [U], body: &(dyn Fn(usize, &mut [U]) + Sync)) {

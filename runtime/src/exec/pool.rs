@@ -13,7 +13,7 @@
 //! exactly the requested type and length (its contents are stale: every taker overwrites
 //! every element).
 
-use crate::tensor::{Data, Elem};
+use crate::tensor::{Buf, Data, Elem};
 use ebb_ir::DType;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -90,6 +90,9 @@ impl BufferPool {
     /// Keeps a freed buffer if it fits under the capacity (otherwise drops it).
     fn put(&self, d: Data) {
         let (dtype, n) = (d.dtype(), d.len());
+        if !d.is_heap() {
+            return; // an arena range is released when its slice drops
+        }
         let size = bytes_of(dtype, n);
         let Ok(mut p) = self.inner.lock() else {
             return;
@@ -124,10 +127,10 @@ impl BufferPool {
     }
 
     /// [`BufferPool::take_or_zeros`] as a typed vector of `n` elements.
-    pub(crate) fn take_vec<T: Elem>(&self, n: usize) -> Vec<T> {
+    pub(crate) fn take_vec<T: Elem>(&self, n: usize) -> Buf<T> {
         self.take(T::DTYPE, n)
             .and_then(T::unwrap)
-            .unwrap_or_else(|| vec![T::default(); n])
+            .unwrap_or_else(|| Buf::from(vec![T::default(); n]))
     }
 }
 
@@ -163,7 +166,7 @@ pub(crate) fn recycle(data: &mut Arc<Data>) {
     let _ = CURRENT.try_with(|c| {
         if let Ok(cur) = c.try_borrow() {
             if let Some(pool) = cur.as_ref() {
-                pool.put(std::mem::replace(d, Data::F32(Vec::new())));
+                pool.put(std::mem::replace(d, Data::F32(Buf::from(Vec::new()))));
             }
         }
     });

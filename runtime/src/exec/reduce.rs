@@ -16,6 +16,7 @@
 use super::layout::{istrides_of, unravel, PAR_MIN};
 use super::region::{Body, Monoid, RegionFn};
 use super::{Ctx, OutType};
+use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Scalar, Tensor};
 use ebb_ir::op::Window;
@@ -284,22 +285,24 @@ fn reduce_monoid(
             .ok_or_else(|| OpError::Invalid("empty init value".into()))
     };
     Ok(match (x, first(init)?) {
-        (Data::F32(v), Scalar::F32(i)) => Data::F32(float_monoid(v, i, shape, red, m)?),
-        (Data::F64(v), Scalar::F64(i)) => Data::F64(float_monoid(v, i, shape, red, m)?),
-        (Data::BF16(v), Scalar::BF16(i)) => Data::BF16(float_monoid(v, i, shape, red, m)?),
-        (Data::F16(v), Scalar::F16(i)) => Data::F16(float_monoid(v, i, shape, red, m)?),
-        (Data::I8(v), Scalar::I8(i)) => Data::I8(int_monoid(v, i, shape, red, m)),
-        (Data::I16(v), Scalar::I16(i)) => Data::I16(int_monoid(v, i, shape, red, m)),
-        (Data::I32(v), Scalar::I32(i)) => Data::I32(int_monoid(v, i, shape, red, m)),
-        (Data::I64(v), Scalar::I64(i)) => Data::I64(int_monoid(v, i, shape, red, m)),
-        (Data::U8(v), Scalar::U8(i)) => Data::U8(int_monoid(v, i, shape, red, m)),
-        (Data::U32(v), Scalar::U32(i)) => Data::U32(int_monoid(v, i, shape, red, m)),
+        (Data::F32(v), Scalar::F32(i)) => Data::F32(Buf::from(float_monoid(v, i, shape, red, m)?)),
+        (Data::F64(v), Scalar::F64(i)) => Data::F64(Buf::from(float_monoid(v, i, shape, red, m)?)),
+        (Data::BF16(v), Scalar::BF16(i)) => {
+            Data::BF16(Buf::from(float_monoid(v, i, shape, red, m)?))
+        }
+        (Data::F16(v), Scalar::F16(i)) => Data::F16(Buf::from(float_monoid(v, i, shape, red, m)?)),
+        (Data::I8(v), Scalar::I8(i)) => Data::I8(Buf::from(int_monoid(v, i, shape, red, m))),
+        (Data::I16(v), Scalar::I16(i)) => Data::I16(Buf::from(int_monoid(v, i, shape, red, m))),
+        (Data::I32(v), Scalar::I32(i)) => Data::I32(Buf::from(int_monoid(v, i, shape, red, m))),
+        (Data::I64(v), Scalar::I64(i)) => Data::I64(Buf::from(int_monoid(v, i, shape, red, m))),
+        (Data::U8(v), Scalar::U8(i)) => Data::U8(Buf::from(int_monoid(v, i, shape, red, m))),
+        (Data::U32(v), Scalar::U32(i)) => Data::U32(Buf::from(int_monoid(v, i, shape, red, m))),
         (Data::I1(v), Scalar::I1(i)) => Data::I1(match m {
             Monoid::And | Monoid::Min | Monoid::Mul => {
-                reduce_typed(v, shape, red, i, |b| b, |a, b| a & b)
+                Buf::from(reduce_typed(v, shape, red, i, |b| b, |a, b| a & b))
             }
             Monoid::Or | Monoid::Max | Monoid::Add => {
-                reduce_typed(v, shape, red, i, |b| b, |a, b| a | b)
+                Buf::from(reduce_typed(v, shape, red, i, |b| b, |a, b| a | b))
             }
         }),
         _ => return invalid("input and init value element types differ"),
@@ -521,7 +524,7 @@ pub(crate) fn reduce_window(
             out
         }
         let init = inits[0].data();
-        let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(go(x, i[0], m, &w, &ist, &oshape, n_out)))
+        let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(Buf::from(go(x, i[0], m, &w, &ist, &oshape, n_out))))
             .ok_or_else(|| OpError::Invalid("input and init value element types differ".into()))?;
         return Ok(vec![Tensor::from_parts(oshape, data)]);
     }

@@ -9,6 +9,7 @@
 
 use super::layout::{assign_view, gather_view_into, istrides_of, strides_of};
 use super::{arity, Ctx};
+use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
 use crate::tensor::{dispatch, map_same, Data, Elem, Tensor};
 use ebb_ir::op::PadSpec;
@@ -43,7 +44,7 @@ pub(crate) fn dim_constant(ctx: &Ctx, vals: &[DimExpr]) -> Result<Tensor, OpErro
     };
     Ok(Tensor::from_parts(
         out.shape.clone(),
-        Data::I64(v).into_dtype(out.dtype),
+        Data::I64(Buf::from(v)).into_dtype(out.dtype),
     ))
 }
 
@@ -183,7 +184,7 @@ fn view(
 ) -> Result<Tensor, OpError> {
     let n = shape.iter().product();
     let data = dispatch!(x.data(), v => {
-        Elem::wrap(gather_view_into(v, off, st, shape, ctx.pool.take_vec(n))?)
+        Elem::wrap(Buf::from(gather_view_into(v, off, st, shape, ctx.take_vec(n))?))
     });
     Ok(Tensor::from_parts(shape.to_vec(), data))
 }
@@ -243,7 +244,7 @@ fn iota(dtype: DType, shape: &[usize], dim: i64) -> Result<Tensor, OpError> {
     let idx: Vec<i64> = (0..n).map(|i| ((i / st[d]) % shape[d]) as i64).collect();
     Ok(Tensor::from_parts(
         shape.to_vec(),
-        Data::I64(idx).into_dtype(dtype),
+        Data::I64(Buf::from(idx)).into_dtype(dtype),
     ))
 }
 
@@ -277,7 +278,7 @@ fn concatenate(
     let n = outer * total * inner;
     let data = map_same!(first.data(), _v => {
         let srcs: Vec<&[_]> = ops.iter().filter_map(|o| Elem::slice(o.data())).collect();
-        let mut v = ctx.pool.take_vec(n);
+        let mut v = ctx.take_vec(n);
         let mut at = 0;
         for r in 0..outer {
             for (s, &c) in srcs.iter().zip(&chunks) {

@@ -34,15 +34,15 @@ pub fn run1(src: &str, b: &[(&str, i64)], inputs: Vec<Tensor>) -> Tensor {
 }
 
 pub fn f32t(shape: &[usize], v: &[f32]) -> Tensor {
-    Tensor::new(shape.to_vec(), Data::F32(v.to_vec())).unwrap()
+    Tensor::new(shape.to_vec(), Data::F32(v.to_vec().into())).unwrap()
 }
 
 pub fn i32t(shape: &[usize], v: &[i32]) -> Tensor {
-    Tensor::new(shape.to_vec(), Data::I32(v.to_vec())).unwrap()
+    Tensor::new(shape.to_vec(), Data::I32(v.to_vec().into())).unwrap()
 }
 
 pub fn i64t(shape: &[usize], v: &[i64]) -> Tensor {
-    Tensor::new(shape.to_vec(), Data::I64(v.to_vec())).unwrap()
+    Tensor::new(shape.to_vec(), Data::I64(v.to_vec().into())).unwrap()
 }
 
 /// `0, 1, 2, ...` as f32 of `shape`.

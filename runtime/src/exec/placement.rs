@@ -1,0 +1,267 @@
+//! Arena-backed execution: every op result is stored at the byte offset the finalized plan's
+//! layout ([`crate::arena`]) gave its residency interval, in one [`ArenaMemory`] per run.
+//!
+//! How a result gets there:
+//! - before the op runs, the ranges of its results are claimed and handed to the kernel, which
+//!   writes into them directly where it allocates its results through the context
+//!   ([`super::Ctx::take_vec`]: generated fusion kernels, GEMMs, copies, concatenations);
+//! - results a kernel produces elsewhere — views that share an operand's buffer (`reshape`,
+//!   `optimization_barrier`), results written in place into a dying operand, interpreted
+//!   kernels that build their own vectors — are copied into the claimed range after it;
+//! - a value evicted after a point is dropped (its range released); a reload copies the host
+//!   copy into the offset of the value's next interval, and a recompute's result is copied to
+//!   that offset (the recompute's own temporaries are transient and stay on the heap, as the
+//!   plan charges them: [`super::ExecStats::regen_peak`]).
+//!
+//! Graph inputs stay where the caller keeps them (for a training loop: where the previous step
+//! wrote its outputs); their planned ranges are never claimed, so the operating system never
+//! backs those pages. Graph outputs stay in the arena and keep it alive until the caller drops
+//! them ([`crate::Runtime`] then runs the next step in another arena).
+//!
+//! Invariant: placement never changes a result's elements (copies are bit copies) and never
+//! lets two held values share bytes ([`crate::buffer`]): a range still held by a value that
+//! outlived its plan interval refuses the claim, and the result stays on the heap, counted in
+//! [`super::ExecStats::arena_unplaced_bytes`] (0 for every plan the checker accepts).
+
+use super::{OutType, Program};
+use crate::arena::Arena;
+use crate::buffer::{ArenaMemory, Buf};
+use crate::error::ExecError;
+use crate::tensor::{Data, Elem, Tensor};
+use ebb_ir::op::InPlace;
+use ebb_ir::plan::{Plan, ValueClass};
+use ebb_ir::DType;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Where the results of a program go in an arena; see the module docs.
+pub struct Placement {
+    mem: Arc<ArenaMemory>,
+    /// Offset of each value's first interval (from its def point), by executor value id.
+    at_def: Vec<Option<usize>>,
+    /// Offset of a value's later interval, by (executor value id, point it starts at).
+    back: HashMap<(u32, usize), usize>,
+}
+
+/// Byte counts of how results reached the arena (see [`super::ExecStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Placed {
+    pub direct: u64,
+    pub copied: u64,
+    pub unplaced: u64,
+}
+
+impl Placement {
+    /// The arena all results go to.
+    pub fn memory(&self) -> &Arc<ArenaMemory> {
+        &self.mem
+    }
+
+    pub(crate) fn at_def(&self, v: u32) -> Option<usize> {
+        self.at_def.get(v as usize).copied().flatten()
+    }
+
+    pub(crate) fn back(&self, v: u32, p: usize) -> Option<usize> {
+        self.back.get(&(v, p)).copied()
+    }
+
+    /// Claims `ty`'s elements at `offset`.
+    fn claim(&self, ty: &OutType, offset: usize) -> Option<Data> {
+        let n = ty.shape.iter().product();
+        claim_data(&self.mem, ty.dtype, offset, n)
+    }
+
+    /// The claimed result ranges of a step, to hand to its kernel; not for the results
+    /// written in place (their range is the operand's, held until the kernel takes it).
+    pub(crate) fn slots(&self, out: &[OutType], first: u32, in_place: &[InPlace]) -> Slots {
+        let pending = out
+            .iter()
+            .enumerate()
+            .map(|(i, ty)| {
+                if in_place.iter().any(|w| w.result == i) {
+                    return None;
+                }
+                let off = self.at_def(first + i as u32)?;
+                self.claim(ty, off)
+            })
+            .collect();
+        Slots {
+            pending: RefCell::new(pending),
+        }
+    }
+
+    /// `t` at `offset` (moved if it is there already, else copied into `slot` or a new claim;
+    /// left where it is when the range is held). Adds its bytes to `placed`.
+    pub(crate) fn place(
+        &self,
+        t: Tensor,
+        offset: usize,
+        slot: Option<Data>,
+        placed: &mut Placed,
+    ) -> Tensor {
+        let bytes = t.size_bytes();
+        if bytes == 0 {
+            return t;
+        }
+        let here = t
+            .data()
+            .arena_offset()
+            .is_some_and(|(m, o)| Arc::ptr_eq(m, &self.mem) && o == offset);
+        if here {
+            placed.direct += bytes;
+            return t;
+        }
+        let ty = OutType {
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+        };
+        let slot = slot
+            .filter(|d| d.dtype() == ty.dtype && d.len() == t.len())
+            .or_else(|| self.claim(&ty, offset));
+        match slot {
+            Some(mut d) => {
+                copy_into(&mut d, t.data());
+                placed.copied += bytes;
+                Tensor::from_parts(ty.shape, d)
+            }
+            None => {
+                placed.unplaced += bytes;
+                t
+            }
+        }
+    }
+}
+
+/// `n` elements of `dtype` claimed at `offset` of `mem`.
+fn claim_data(mem: &Arc<ArenaMemory>, dtype: DType, offset: usize, n: usize) -> Option<Data> {
+    fn go<T: Elem>(mem: &Arc<ArenaMemory>, off: usize, n: usize) -> Option<Data> {
+        Some(T::wrap(Buf::Arena(mem.slice::<T>(off, n)?)))
+    }
+    use half::{bf16, f16};
+    match dtype {
+        DType::F32 => go::<f32>(mem, offset, n),
+        DType::BF16 => go::<bf16>(mem, offset, n),
+        DType::F16 => go::<f16>(mem, offset, n),
+        DType::F64 => go::<f64>(mem, offset, n),
+        DType::I1 => go::<bool>(mem, offset, n),
+        DType::I8 => go::<i8>(mem, offset, n),
+        DType::I16 => go::<i16>(mem, offset, n),
+        DType::I32 => go::<i32>(mem, offset, n),
+        DType::I64 => go::<i64>(mem, offset, n),
+        DType::U8 => go::<u8>(mem, offset, n),
+        DType::U32 => go::<u32>(mem, offset, n),
+    }
+}
+
+/// Copies `src` into `dst` (same element type and length, checked by the caller).
+fn copy_into(dst: &mut Data, src: &Data) {
+    fn go<T: Elem>(dst: &mut Data, src: &Data) {
+        if let (Some(d), Some(s)) = (T::slice_mut(dst), T::slice(src)) {
+            super::par::copy(d, s);
+        }
+    }
+    use half::{bf16, f16};
+    match src.dtype() {
+        DType::F32 => go::<f32>(dst, src),
+        DType::BF16 => go::<bf16>(dst, src),
+        DType::F16 => go::<f16>(dst, src),
+        DType::F64 => go::<f64>(dst, src),
+        DType::I1 => go::<bool>(dst, src),
+        DType::I8 => go::<i8>(dst, src),
+        DType::I16 => go::<i16>(dst, src),
+        DType::I32 => go::<i32>(dst, src),
+        DType::I64 => go::<i64>(dst, src),
+        DType::U8 => go::<u8>(dst, src),
+        DType::U32 => go::<u32>(dst, src),
+    }
+}
+
+/// A step's claimed result ranges, handed to its kernel through [`super::Ctx::take_vec`].
+pub(crate) struct Slots {
+    pending: RefCell<Vec<Option<Data>>>,
+}
+
+impl Slots {
+    /// The first unused range of exactly `dtype` and `n` elements.
+    pub(crate) fn take(&self, dtype: DType, n: usize) -> Option<Data> {
+        let mut p = self.pending.borrow_mut();
+        p.iter_mut()
+            .find(|d| {
+                d.as_ref()
+                    .is_some_and(|d| d.dtype() == dtype && d.len() == n)
+            })?
+            .take()
+    }
+
+    /// The range of result `i`, if it has `dtype` and `n` elements and is still unused.
+    pub(crate) fn take_at(&self, i: usize, dtype: DType, n: usize) -> Option<Data> {
+        let mut p = self.pending.borrow_mut();
+        let slot = p.get_mut(i)?;
+        if slot.as_ref()?.dtype() == dtype && slot.as_ref()?.len() == n {
+            slot.take()
+        } else {
+            None
+        }
+    }
+
+    /// The range of result `i`, if the kernel did not use it.
+    pub(crate) fn remaining(&self, i: usize) -> Option<Data> {
+        self.pending.borrow_mut().get_mut(i)?.take()
+    }
+}
+
+impl Program<'_> {
+    /// The program run with its results at the offsets of `arena`, the layout finalized for
+    /// `plan` (the variant this program runs), in `mem`; see the module docs.
+    ///
+    /// # Errors
+    /// [`ExecError::Plan`] when an allocation names a value the program does not compute or
+    /// an offset beyond `mem`.
+    pub fn with_arena(
+        mut self,
+        plan: &Plan,
+        arena: &Arena,
+        mem: Arc<ArenaMemory>,
+    ) -> Result<Self, ExecError> {
+        let g = self.g;
+        let bad = |msg: String| ExecError::Plan {
+            graph: g.name.clone(),
+            msg,
+        };
+        if u64::try_from(arena.arena_bytes).ok() > Some(mem.bytes()) {
+            return Err(bad(format!(
+                "the layout needs {} bytes, the arena has {}",
+                arena.arena_bytes,
+                mem.bytes()
+            )));
+        }
+        let order = g.order();
+        let mut at_def = vec![None; self.num_values];
+        let mut back = HashMap::new();
+        for a in &arena.allocations {
+            let pv = plan
+                .values
+                .get(a.value.index())
+                .ok_or_else(|| bad(format!("the layout places a missing value {}", a.value)))?;
+            if matches!(pv.class, ValueClass::Input | ValueClass::Donated) {
+                continue; // read where the caller keeps it
+            }
+            let v = order
+                .get(pv.node.index())
+                .and_then(|n| self.base.get(n.index()))
+                .and_then(|&b| b.checked_add(pv.output))
+                .filter(|&v| v != super::NONE && (v as usize) < self.num_values)
+                .ok_or_else(|| bad(format!("value {} is not computed", a.value)))?;
+            let offset = usize::try_from(a.offset)
+                .map_err(|_| bad(format!("value {}: offset {}", a.value, a.offset)))?;
+            if a.start == pv.def {
+                at_def[v as usize] = Some(offset);
+            } else {
+                back.insert((v, a.start.index()), offset);
+            }
+        }
+        self.placement = Some(Placement { mem, at_def, back });
+        Ok(self)
+    }
+}
