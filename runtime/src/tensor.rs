@@ -265,7 +265,7 @@ impl Elem for bool {
         v != 0
     }
     fn wrap(v: Buf<Self>) -> Data {
-        Data::I1(Buf::from(v))
+        Data::I1(v)
     }
     fn slice(d: &Data) -> Option<&[Self]> {
         match d {

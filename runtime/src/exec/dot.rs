@@ -390,7 +390,7 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
     let ct = compute_type(l.dtype(), r.dtype(), out.dtype);
     let (lg, rg): (Groups, Groups) = ([&lb, &lf, &lc], [&rb, &rc, &rf]);
     let data = match ct {
-        DType::F64 => Data::F64(Buf::from(dot_typed::<f64>(
+        DType::F64 => Data::F64(dot_typed::<f64>(
             l.data(),
             r.data(),
             ls,
@@ -399,8 +399,8 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
             rg,
             (bt, m, k, n),
             ctx,
-        )?)),
-        DType::F32 => Data::F32(Buf::from(dot_typed::<f32>(
+        )?),
+        DType::F32 => Data::F32(dot_typed::<f32>(
             l.data(),
             r.data(),
             ls,
@@ -409,7 +409,7 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
             rg,
             (bt, m, k, n),
             ctx,
-        )?)),
+        )?),
         _ => Data::I64(Buf::from(dot_int(
             l,
             r,

@@ -134,10 +134,10 @@ fn try_in_place(k: OpKind, ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
             match t.try_into_data() {
                 Ok(Data::F32(v)) => un(k, v)
                     .map(Data::F32)
-                    .map_err(|v| vec![Tensor::from_parts(shape, Data::F32(Buf::from(v)))]),
+                    .map_err(|v| vec![Tensor::from_parts(shape, Data::F32(v))]),
                 Ok(Data::F64(v)) => un(k, v)
                     .map(Data::F64)
-                    .map_err(|v| vec![Tensor::from_parts(shape, Data::F64(Buf::from(v)))]),
+                    .map_err(|v| vec![Tensor::from_parts(shape, Data::F64(v))]),
                 Ok(d) => Err(vec![Tensor::from_parts(shape, d)]),
                 Err(t) => Err(vec![t]),
             }

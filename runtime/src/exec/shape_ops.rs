@@ -184,7 +184,7 @@ fn view(
 ) -> Result<Tensor, OpError> {
     let n = shape.iter().product();
     let data = dispatch!(x.data(), v => {
-        Elem::wrap(Buf::from(gather_view_into(v, off, st, shape, ctx.take_vec(n))?))
+        Elem::wrap(gather_view_into(v, off, st, shape, ctx.take_vec(n))?)
     });
     Ok(Tensor::from_parts(shape.to_vec(), data))
 }
