@@ -191,15 +191,16 @@ pub fn assign_offsets(
     for (k, j) in joined.iter_mut().enumerate() {
         j.value = ValueId::new(k);
     }
+    let n = joined.len();
     let (a, top_a) = best_fit_scan(joined.clone());
-    let (b, top_b) = if joined.len() <= GREEDY_MAX_INTERVALS {
-        greedy_by_size(joined.clone())
+    let (b, top_b) = if n <= GREEDY_MAX_INTERVALS {
+        greedy_by_size(joined)
     } else {
         (Vec::new(), i64::MAX)
     };
     let placed = if top_b < top_a { b } else { a };
     let top = top_a.min(top_b);
-    let mut offset_of = vec![0i64; joined.len()];
+    let mut offset_of = vec![0i64; n];
     for p in &placed {
         offset_of[p.value.index()] = p.offset;
     }
@@ -207,7 +208,6 @@ pub fn assign_offsets(
         a.offset = offset_of[slot[group[i]]];
     }
     allocs.sort_unstable_by(|a, b| a.start.cmp(&b.start).then(a.value.cmp(&b.value)));
-    let allocations = allocs;
     let fragmentation = if peak > 0 {
         top as f64 / peak as f64
     } else {
@@ -216,7 +216,7 @@ pub fn assign_offsets(
     Arena {
         arena_bytes: top,
         fragmentation,
-        allocations,
+        allocations: allocs,
         shared,
     }
 }

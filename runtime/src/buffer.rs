@@ -117,14 +117,6 @@ impl<'a, T> IntoIterator for &'a Buf<T> {
     }
 }
 
-impl<'a, T> IntoIterator for &'a mut Buf<T> {
-    type Item = &'a mut T;
-    type IntoIter = std::slice::IterMut<'a, T>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.iter_mut()
-    }
-}
-
 impl<T> FromIterator<T> for Buf<T> {
     fn from_iter<I: IntoIterator<Item = T>>(it: I) -> Self {
         Buf::Heap(it.into_iter().collect())

@@ -174,7 +174,7 @@ impl Program<'_> {
         slots: &mut [Option<Tensor>],
         host: &mut HashMap<u32, Tensor>,
         resident: &mut u64,
-        placed: &mut super::placement::Placed,
+        stats: &mut super::ExecStats,
     ) -> Result<u64, ExecError> {
         let g = self.g;
         let bad = |msg: String| ExecError::Plan {
@@ -195,7 +195,7 @@ impl Program<'_> {
                     } else {
                         t.deep_copy()
                     };
-                    Some(self.back_in_arena(*value, p, t, placed))
+                    Some(self.back_in_arena(*value, p, t, stats))
                 };
                 *resident += self.sizes[*value as usize];
                 Ok(*resident)
@@ -255,7 +255,7 @@ impl Program<'_> {
                         "point {p}: the recompute does not produce value {v}"
                     ))
                 })?;
-                slots[v as usize] = Some(self.back_in_arena(v, p, t, placed));
+                slots[v as usize] = Some(self.back_in_arena(v, p, t, stats));
                 *resident += self.sizes[v as usize];
                 Ok(peak)
             }
@@ -263,16 +263,10 @@ impl Program<'_> {
     }
 
     /// `t`, brought back before point `p`, at its planned offset in an arena-backed run.
-    fn back_in_arena(
-        &self,
-        v: u32,
-        p: usize,
-        t: Tensor,
-        placed: &mut super::placement::Placed,
-    ) -> Tensor {
+    fn back_in_arena(&self, v: u32, p: usize, t: Tensor, stats: &mut super::ExecStats) -> Tensor {
         match self.placement.as_ref() {
             Some(pl) => match pl.back(v, p) {
-                Some(off) => pl.place(t, off, None, placed),
+                Some(off) => pl.place(t, off, None, stats),
                 None => t,
             },
             None => t,

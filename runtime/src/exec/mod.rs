@@ -505,7 +505,6 @@ impl<'g> Program<'g> {
             op_time: Vec::with_capacity(self.steps.len()),
             ..Default::default()
         };
-        let mut placed = placement::Placed::default();
         let mut resident = input_bytes;
         for (p, s) in self.steps.iter().enumerate() {
             if let Some(back) = events.and_then(|e| e.before.get(p)) {
@@ -515,7 +514,7 @@ impl<'g> Program<'g> {
                         host_bytes -= self.sizes[*value as usize];
                     }
                     let peak =
-                        self.bring_back(b, p, &mut slots, &mut host, &mut resident, &mut placed)?;
+                        self.bring_back(b, p, &mut slots, &mut host, &mut resident, &mut stats)?;
                     stats.regen_peak[p] = stats.regen_peak[p].max(peak);
                 }
                 stats.regen_time += t0.elapsed();
@@ -543,13 +542,12 @@ impl<'g> Program<'g> {
                 let v = s.first_result + i as u32;
                 if let Some((pl, kept)) = &arena {
                     if let Some(off) = pl.at_def(v) {
-                        t = pl.place(t, off, kept.remaining(i), &mut placed);
+                        t = pl.place(t, off, kept.remaining(i), &mut stats);
                     }
                 }
                 resident += self.sizes[v as usize];
                 slots[v as usize] = Some(t);
             }
-            drop(arena);
             // An operand written in place holds a result: its bytes are counted once.
             let now = (resident + transient).saturating_sub(s.in_place_bytes);
             let here = now.max(stats.regen_peak[p]);
@@ -595,9 +593,6 @@ impl<'g> Program<'g> {
                     })?,
             );
         }
-        stats.arena_direct_bytes = placed.direct;
-        stats.arena_copied_bytes = placed.copied;
-        stats.arena_unplaced_bytes = placed.unplaced;
         Ok((outs, stats))
     }
 }
@@ -715,12 +710,12 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// A buffer of `n` elements for a result: its planned arena range when the run is
-    /// arena-backed and a result of this type and length is still unserved, else a recycled
-    /// or new heap buffer (stale contents: the kernel overwrites every element).
+    /// A buffer of `n` elements for the op's single result: its planned arena range when the
+    /// run is arena-backed and the range has this type and length, else a recycled or new
+    /// heap buffer (stale contents: the kernel overwrites every element).
     pub fn take_vec<T: Elem>(&self, n: usize) -> Buf<T> {
         self.slots
-            .and_then(|s| s.take(T::DTYPE, n))
+            .and_then(|s| s.take_at(0, T::DTYPE, n))
             .and_then(T::unwrap)
             .unwrap_or_else(|| self.pool.take_vec(n))
     }

@@ -23,7 +23,7 @@
 //! outlived its plan interval refuses the claim, and the result stays on the heap, counted in
 //! [`super::ExecStats::arena_unplaced_bytes`] (0 for every plan the checker accepts).
 
-use super::{OutType, Program};
+use super::{ExecStats, OutType, Program};
 use crate::arena::Arena;
 use crate::buffer::{ArenaMemory, Buf};
 use crate::error::ExecError;
@@ -44,20 +44,7 @@ pub struct Placement {
     back: HashMap<(u32, usize), usize>,
 }
 
-/// Byte counts of how results reached the arena (see [`super::ExecStats`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Placed {
-    pub direct: u64,
-    pub copied: u64,
-    pub unplaced: u64,
-}
-
 impl Placement {
-    /// The arena all results go to.
-    pub fn memory(&self) -> &Arc<ArenaMemory> {
-        &self.mem
-    }
-
     pub(crate) fn at_def(&self, v: u32) -> Option<usize> {
         self.at_def.get(v as usize).copied().flatten()
     }
@@ -92,13 +79,14 @@ impl Placement {
     }
 
     /// `t` at `offset` (moved if it is there already, else copied into `slot` or a new claim;
-    /// left where it is when the range is held). Adds its bytes to `placed`.
+    /// left where it is when the range is held). Adds its bytes to the `arena_*` counter of
+    /// `stats` that says which.
     pub(crate) fn place(
         &self,
         t: Tensor,
         offset: usize,
         slot: Option<Data>,
-        placed: &mut Placed,
+        stats: &mut ExecStats,
     ) -> Tensor {
         let bytes = t.size_bytes();
         if bytes == 0 {
@@ -109,7 +97,7 @@ impl Placement {
             .arena_offset()
             .is_some_and(|(m, o)| Arc::ptr_eq(m, &self.mem) && o == offset);
         if here {
-            placed.direct += bytes;
+            stats.arena_direct_bytes += bytes;
             return t;
         }
         let ty = OutType {
@@ -122,11 +110,11 @@ impl Placement {
         match slot {
             Some(mut d) => {
                 copy_into(&mut d, t.data());
-                placed.copied += bytes;
+                stats.arena_copied_bytes += bytes;
                 Tensor::from_parts(ty.shape, d)
             }
             None => {
-                placed.unplaced += bytes;
+                stats.arena_unplaced_bytes += bytes;
                 t
             }
         }
@@ -156,44 +144,16 @@ fn claim_data(mem: &Arc<ArenaMemory>, dtype: DType, offset: usize, n: usize) -> 
 
 /// Copies `src` into `dst` (same element type and length, checked by the caller).
 fn copy_into(dst: &mut Data, src: &Data) {
-    fn go<T: Elem>(dst: &mut Data, src: &Data) {
-        if let (Some(d), Some(s)) = (T::slice_mut(dst), T::slice(src)) {
-            super::par::copy(d, s);
-        }
-    }
-    use half::{bf16, f16};
-    match src.dtype() {
-        DType::F32 => go::<f32>(dst, src),
-        DType::BF16 => go::<bf16>(dst, src),
-        DType::F16 => go::<f16>(dst, src),
-        DType::F64 => go::<f64>(dst, src),
-        DType::I1 => go::<bool>(dst, src),
-        DType::I8 => go::<i8>(dst, src),
-        DType::I16 => go::<i16>(dst, src),
-        DType::I32 => go::<i32>(dst, src),
-        DType::I64 => go::<i64>(dst, src),
-        DType::U8 => go::<u8>(dst, src),
-        DType::U32 => go::<u32>(dst, src),
-    }
+    crate::tensor::zip_with!(dst, src, d, s => super::par::copy(d, s));
 }
 
-/// A step's claimed result ranges, handed to its kernel through [`super::Ctx::take_vec`].
+/// A step's claimed result ranges, handed to its kernel through [`super::Ctx::take_vec`] and
+/// [`super::Ctx::take_result`].
 pub(crate) struct Slots {
     pending: RefCell<Vec<Option<Data>>>,
 }
 
 impl Slots {
-    /// The first unused range of exactly `dtype` and `n` elements.
-    pub(crate) fn take(&self, dtype: DType, n: usize) -> Option<Data> {
-        let mut p = self.pending.borrow_mut();
-        p.iter_mut()
-            .find(|d| {
-                d.as_ref()
-                    .is_some_and(|d| d.dtype() == dtype && d.len() == n)
-            })?
-            .take()
-    }
-
     /// The range of result `i`, if it has `dtype` and `n` elements and is still unused.
     pub(crate) fn take_at(&self, i: usize, dtype: DType, n: usize) -> Option<Data> {
         let mut p = self.pending.borrow_mut();
