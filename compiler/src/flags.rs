@@ -2,8 +2,10 @@
 //! `ebb plan`, `ebb run`, `ebb bench` when given a `.mlir`/`.onnx` file).
 
 use crate::frontend::{is_model_file, Format};
-use crate::pipeline::CompileOptions;
+use crate::pipeline::{CompileOptions, Pricing};
 use anyhow::{bail, Result};
+use ebb_ir::device::DeviceProfile;
+use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_passes::donate::DonatePolicy;
 use ebb_passes::rewrite::RuleGroup;
 use std::path::Path;
@@ -87,4 +89,67 @@ impl PipelineFlags {
             ..base
         })
     }
+}
+
+/// `--kinds`: the decision kinds the runtime may choose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kinds {
+    /// Rematerialization only.
+    Recompute,
+    /// Offload to host and prefetch back only.
+    Swap,
+    /// Either, the cheaper per candidate on the device.
+    Both,
+}
+
+impl Kinds {
+    /// The decision kinds.
+    pub fn decision_kinds(self) -> Vec<DecisionKind> {
+        match self {
+            Kinds::Recompute => vec![DecisionKind::Recompute],
+            Kinds::Swap => vec![DecisionKind::Swap],
+            Kinds::Both => vec![DecisionKind::Recompute, DecisionKind::Swap],
+        }
+    }
+}
+
+/// How the runtime prices and chooses decisions: `--device` and `--kinds`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DeviceFlags {
+    /// Device whose roofline times price recompute and swap: `cpu` (this machine, measured
+    /// once in about 0.3 s and cached), `a100-40g-pcie4`, `h100-sxm-pcie5`, `h200-pcie5`, or
+    /// `custom:flops=312T,hbm=1.5T,link=32G[,half=…,vector=…,mem=…]` (rates per second,
+    /// link per direction). Default: the device the plan was compiled for
+    /// (`ebb compile --device`), else `cpu`.
+    #[arg(long, value_name = "NAME")]
+    pub device: Option<String>,
+    /// Decision kinds the runtime may choose.
+    #[arg(long, value_enum, default_value = "both")]
+    pub kinds: Kinds,
+}
+
+impl DeviceFlags {
+    /// The prices for `plan`: `--device`, else the plan's device, else the measured `cpu`.
+    ///
+    /// # Errors
+    /// An unknown device name or a bad `custom:` specification.
+    pub fn pricing(&self, plan: &Plan) -> Result<Pricing> {
+        let device = match (&self.device, &plan.device) {
+            (Some(name), _) => resolve_device(name)?,
+            (None, Some(d)) => d.clone(),
+            (None, None) => ebb_runtime::device::cpu(),
+        };
+        Ok(Pricing {
+            device,
+            kinds: self.kinds.decision_kinds(),
+        })
+    }
+}
+
+/// The profile named `name` (`--device`).
+///
+/// # Errors
+/// An unknown name or a bad `custom:` specification.
+pub fn resolve_device(name: &str) -> Result<DeviceProfile> {
+    ebb_runtime::device::resolve(name).map_err(|e| anyhow::anyhow!("--device: {e}"))
 }

@@ -9,7 +9,8 @@
 //! baseline that the symbolic plan is compared against.
 
 use anyhow::{Context, Result};
-use ebb_ir::plan::Plan;
+use ebb_ir::device::DeviceProfile;
+use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, Symbol};
 use ebb_passes::canon::{Cse, Dce, Fold};
 use ebb_passes::donate::{DonatePass, DonatePolicy, DonationReport};
@@ -19,6 +20,7 @@ use ebb_passes::memory::{self, Schedule};
 use ebb_passes::plan::{PlanOptions, PlanPass};
 use ebb_passes::rewrite::{Limits, RewritePass, RewriteReport, RuleGroup};
 use ebb_passes::schedule::{ScheduleOptions, SchedulePass, ScheduleReport, Scheduled};
+use ebb_runtime::finalize::FinalizeOptions;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -47,6 +49,9 @@ pub struct CompileOptions {
     pub fusion: bool,
     /// Which inputs are donated (`ebb_passes::donate`; default: as imported).
     pub donate: DonatePolicy,
+    /// The device recorded in the plan ([`Plan::device`]) for the runtime to price decisions
+    /// with (`None`: the runtime's default).
+    pub device: Option<DeviceProfile>,
 }
 
 /// What each pass did and how long it took.
@@ -284,7 +289,10 @@ pub fn run_pipeline(mut g: Graph, opts: &CompileOptions) -> Result<Staged> {
         .map(|r| (r.group.to_string(), r.time_us as f64 / 1e3))
         .collect();
     let scheduled = cx.take::<Scheduled>();
-    let plan = cx.take::<Plan>();
+    let mut plan = cx.take::<Plan>();
+    if let Some(p) = &mut plan {
+        p.device.clone_from(&opts.device);
+    }
     let report = CompileReport {
         rewrite: cx.take::<RewriteReport>(),
         fusion: cx.take::<FusionReport>(),
@@ -363,6 +371,18 @@ pub struct PlanReport {
     pub swap_decisions: usize,
     /// FLOPs spent on recomputation.
     pub recompute_flops: i64,
+    /// The device profile the decisions were priced on.
+    pub device: String,
+    /// Modelled step time without decisions on that device, µs (roofline, `ebb_ir::cost`).
+    pub step_us_modelled: f64,
+    /// Modelled time the decisions add, µs (recompute + exposed transfer).
+    pub added_us: f64,
+    /// `added_us / step_us_modelled` (0 for an empty step).
+    pub added_fraction: f64,
+    /// Modelled recompute time, µs.
+    pub recompute_us: f64,
+    /// Modelled transfer time of swaps not hidden behind compute, µs.
+    pub exposed_transfer_us: f64,
     /// FLOPs of the step.
     pub step_flops: i64,
     /// Bytes offloaded to host.
@@ -382,12 +402,42 @@ pub struct PlanReport {
     pub peak: memory::Breakdown,
 }
 
-/// Evaluates a plan at `b` (and finalizes it under `budget`).
+/// How decisions are priced and which kinds may be chosen (`--device`, `--kinds`).
+#[derive(Clone, Debug)]
+pub struct Pricing {
+    /// The device whose roofline times price recompute and swap.
+    pub device: DeviceProfile,
+    /// Decision kinds the runtime may choose.
+    pub kinds: Vec<DecisionKind>,
+}
+
+impl Pricing {
+    /// The plan's device ([`Plan::device`], else the library default) with both kinds.
+    pub fn for_plan(plan: &Plan) -> Pricing {
+        Pricing {
+            device: plan.device.clone().unwrap_or_default(),
+            kinds: vec![DecisionKind::Recompute, DecisionKind::Swap],
+        }
+    }
+
+    /// Finalize options with these prices under `budget` bytes.
+    pub fn finalize_options(&self, budget: Option<i64>, offsets: bool) -> FinalizeOptions {
+        FinalizeOptions {
+            budget,
+            device: self.device.clone(),
+            kinds: self.kinds.clone(),
+            offsets,
+        }
+    }
+}
+
+/// Evaluates a plan at `b` (and finalizes it under `budget`), priced on the plan's device
+/// ([`Pricing::for_plan`]).
 ///
 /// # Errors
 /// As [`plan_report_finalized`].
 pub fn plan_report(plan: &Plan, b: &Bindings, budget: Option<Budget>) -> Result<PlanReport> {
-    Ok(plan_report_finalized(plan, b, budget)?.0)
+    Ok(plan_report_finalized(plan, b, budget, &Pricing::for_plan(plan))?.0)
 }
 
 /// [`plan_report`], with the finalized plan it reports on (arena layout, decisions, the bytes
@@ -400,6 +450,7 @@ pub fn plan_report_finalized(
     plan: &Plan,
     b: &Bindings,
     budget: Option<Budget>,
+    pricing: &Pricing,
 ) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
     let g = plan_graph(plan)?;
     plan.symbols.check_known(b)?;
@@ -413,10 +464,7 @@ pub fn plan_report_finalized(
         Budget::Fraction(f) => (po as f64 * f) as i64,
     });
     let lower = memory::lower_bound(&g, b).map_err(|e| size_error(&g, b, e))?;
-    let opts = ebb_runtime::finalize::FinalizeOptions {
-        budget,
-        ..Default::default()
-    };
+    let opts = pricing.finalize_options(budget, true);
     let t = Instant::now();
     let c = ebb_runtime::finalize::finalize(plan, b, &opts)?;
     let finalize_us = t.elapsed().as_secs_f64() * 1e6;
@@ -436,7 +484,6 @@ pub fn plan_report_finalized(
             donated_bytes = donated_bytes.saturating_add(x);
         }
     }
-    use ebb_ir::plan::DecisionKind;
     let report = PlanReport {
         bind: b.iter().map(|(s, v)| (s.name().to_string(), *v)).collect(),
         peak_bytes_program_order: po,
@@ -456,6 +503,16 @@ pub fn plan_report_finalized(
             .filter(|d| d.kind == DecisionKind::Swap)
             .count(),
         recompute_flops: c.recompute_flops,
+        device: c.device.clone(),
+        step_us_modelled: c.step_us,
+        added_us: c.overhead_us,
+        added_fraction: if c.step_us > 0.0 {
+            c.overhead_us / c.step_us
+        } else {
+            0.0
+        },
+        recompute_us: c.recompute_us,
+        exposed_transfer_us: c.exposed_transfer_us,
         step_flops: c.step_flops,
         swap_bytes: c.swap_bytes,
         arena_bytes: budget.map(|_| c.arena.arena_bytes),

@@ -5,7 +5,7 @@
 //! (`outputs_match_reference`), and the independent plan checker
 //! (`ebb_passes::plan::check`) must prove the decisions with the same peak as measured.
 
-use crate::pipeline::{self, Budget, PlanReport};
+use crate::pipeline::{self, Budget, PlanReport, Pricing};
 use anyhow::{bail, Context, Result};
 use ebb_ir::plan::Plan;
 use ebb_ir::Bindings;
@@ -140,6 +140,8 @@ pub struct RunOptions {
     pub repeat: usize,
     /// Run out of the planned arena ([`Runtime::set_arena_backed`]); `false`: heap buffers.
     pub arena_backed: bool,
+    /// Device and decision kinds; `None`: [`Pricing::for_plan`].
+    pub pricing: Option<Pricing>,
 }
 
 /// Everything `ebb run` prints or plots.
@@ -282,7 +284,11 @@ pub fn run(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<RunResult> {
     let b = &opts.bind;
-    let (report, concrete) = pipeline::plan_report_finalized(&plan, b, opts.budget)?;
+    let pricing = opts
+        .pricing
+        .clone()
+        .unwrap_or_else(|| Pricing::for_plan(&plan));
+    let (report, concrete) = pipeline::plan_report_finalized(&plan, b, opts.budget, &pricing)?;
     let mut need = MemoryNeed {
         arena_bytes: concrete.arena.arena_bytes,
         host_pool_bytes: concrete.swap_bytes,
@@ -292,7 +298,11 @@ pub fn run(
         need.reference_bytes = report.peak_bytes_scheduled;
     }
     check_host_memory(&need, opts.max_host_memory)?;
-    let mut rt = Runtime::new(plan.clone(), report.budget_bytes)?;
+    let mut rt = Runtime::with_options(
+        plan.clone(),
+        pricing.finalize_options(report.budget_bytes, true),
+        64,
+    )?;
     rt.set_executor(opts.executor);
     rt.set_arena_backed(opts.arena_backed);
     let n_in = rt.graph().inputs().len();
@@ -384,15 +394,8 @@ pub fn run(
             ms: t.as_secs_f64() * 1e3,
         })
         .collect();
-    let resident_unplanned = ebb_runtime::finalize::finalize(
-        &plan,
-        b,
-        &ebb_runtime::finalize::FinalizeOptions {
-            offsets: false,
-            ..Default::default()
-        },
-    )?
-    .resident;
+    let resident_unplanned =
+        ebb_runtime::finalize::finalize(&plan, b, &pricing.finalize_options(None, false))?.resident;
     let report = RunReport {
         measured_peak_bytes: step.report.measured_peak_bytes,
         host_peak_bytes: step.report.host_peak_bytes,

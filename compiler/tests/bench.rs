@@ -20,6 +20,11 @@ fn opts(name: &str, shapes: &[&str], budget: Option<&str>) -> BenchOptions {
         exact_time_limit_s: None,
         timeline_at: None,
         compile: Default::default(),
+        // A fixed profile: the measured `cpu` would make the snapshot machine-dependent.
+        device: ebb_compiler::flags::DeviceFlags {
+            device: Some("h100-sxm-pcie5".into()),
+            kinds: ebb_compiler::flags::Kinds::Both,
+        },
     }
 }
 

@@ -3,6 +3,8 @@
 //!
 //! The IR has no dependency on MLIR, egg or CUDA.
 
+pub mod cost;
+pub mod device;
 pub mod dim;
 pub mod dtype;
 pub mod graph;

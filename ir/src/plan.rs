@@ -47,6 +47,7 @@
 //! `ebb_passes::remat` for how candidates are found and `ebb_passes::plan::check` for the rules
 //! a set of decisions must obey.
 
+use crate::device::{ComputeKind, DeviceProfile};
 use crate::dim::{Bindings, DimExpr, Symbol, SymbolScope};
 use crate::graph::ShapeAssertion;
 pub use crate::index::{CandidateId, OpPos, Point, ProgPoint, Side, ValueId};
@@ -269,6 +270,17 @@ pub struct Plan {
     /// the runtime to price swaps (compute that hides a transfer) and to report step FLOPs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub point_flops: Option<Vec<DimExpr>>,
+    /// Bytes each point's op reads and writes (its operands plus its results; 0 for views
+    /// such as `reshape`), for the roofline time model ([`crate::cost`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point_bytes: Option<Vec<DimExpr>>,
+    /// The compute unit of each point's op ([`ComputeKind`]), for the roofline time model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point_kinds: Option<Vec<ComputeKind>>,
+    /// The device the plan was compiled for (`ebb compile --device`): the runtime prices
+    /// decisions with it unless told otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceProfile>,
     /// The planned graph in textual IR (`ebb_ir::text`), so a plan file is self-contained.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_ir: Option<String>,
@@ -492,6 +504,9 @@ mod tests {
             }],
             ops: 3,
             point_flops: None,
+            point_bytes: None,
+            point_kinds: None,
+            device: None,
             graph_ir: None,
             alternatives: Vec::new(),
             schedule: vec![OpPos::new(1), OpPos::new(2)],

@@ -20,6 +20,7 @@
 pub mod arena;
 pub mod buffer;
 pub mod cache;
+pub mod device;
 pub mod error;
 pub mod exec;
 pub mod finalize;

@@ -141,15 +141,18 @@ pub struct Runtime {
 
 impl Runtime {
     /// A runtime for `plan` (as written by `ebb compile`, with its embedded graph) under a
-    /// device budget in bytes (`None`: no budget).
+    /// device budget in bytes (`None`: no budget), pricing decisions on the plan's device
+    /// ([`Plan::device`]) or, when it names none, the default profile.
     ///
     /// # Errors
     /// [`RuntimeError::Graph`] when the plan has no embedded graph or it does not verify.
     pub fn new(plan: Plan, budget: Option<i64>) -> Result<Runtime, RuntimeError> {
+        let device = plan.device.clone().unwrap_or_default();
         Runtime::with_options(
             plan,
             FinalizeOptions {
                 budget,
+                device,
                 ..Default::default()
             },
             64,

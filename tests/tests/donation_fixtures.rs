@@ -74,6 +74,7 @@ fn run_checked(
         executor: ebb_runtime::Executor::Jit,
         repeat: 0,
         arena_backed: true,
+        pricing: None,
     };
     run::run(plan.clone(), &opts, &mut |_, _| {})
 }
@@ -147,6 +148,7 @@ fn fused_donated_plans_run_checked_under_half_the_peak() {
                 repeat: 0,
                 // Heap buffers: the arena-backed run above must give the same bits.
                 arena_backed: false,
+                pricing: None,
             };
             let reference = run::run(plain.clone(), &opts, &mut |_, _| {}).unwrap();
             for (i, (x, y)) in reference

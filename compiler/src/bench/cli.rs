@@ -109,6 +109,8 @@ pub struct BenchArgs {
     /// Write SVG plots into this directory (`<stem>_peak.svg`, `<stem>_timeline.svg`).
     #[arg(long)]
     pub plots: Option<PathBuf>,
+    #[command(flatten)]
+    pub device: crate::flags::DeviceFlags,
 }
 
 /// indicatif bars on stderr (hidden when stderr is not a terminal).
@@ -181,6 +183,7 @@ impl BenchArgs {
                 .map(crate::pipeline::parse_bindings)
                 .transpose()
                 .context("--timeline-at")?,
+            device: self.device.clone(),
         })
     }
 

@@ -2,21 +2,21 @@
 //! found by the ILP of `ebb_passes::exact` on the variant the greedy finalized, and the greedy's
 //! gap to it.
 //!
-//! Both sides are priced by the same cost model (`ebb_runtime::finalize::CostModel`): recompute
-//! µs = FLOPs / throughput, swap µs = the part of offload + prefetch the window's compute cannot
-//! hide. The step's compute time is `step_flops / flops_per_us`.
+//! Both sides are priced by the same model, the roofline times of `ebb_ir::cost` on the bench's
+//! `--device`: recompute µs = the modelled time of the ops rerun, swap µs = the part of offload
+//! + prefetch the window's modelled compute cannot hide. The step's time is the greedy's
+//! modelled step time.
 //!
 //! Gaps: `greedy_gap` = (greedy overhead − optimum overhead) / (step compute µs + optimum
 //! overhead), the greedy's step-time loss against the optimum (target ≤ 0.05);
 //! `greedy_over_optimum` = greedy overhead / optimum overhead (absent when the optimum is free).
 
+use crate::pipeline::Pricing;
 use ebb_ir::plan::Plan;
 use ebb_ir::Bindings;
 #[cfg(feature = "exact")]
 use ebb_passes::exact::{self, ExactOptions, ExactStatus};
-#[cfg(feature = "exact")]
-use ebb_runtime::finalize::FinalizeOptions;
-use ebb_runtime::finalize::{ConcretePlan, CostModel};
+use ebb_runtime::finalize::ConcretePlan;
 use serde::Serialize;
 
 /// The exact optimum at one shape and the greedy against it.
@@ -28,7 +28,7 @@ pub struct ExactRow {
     pub mip_gap: Option<f64>,
     /// Overhead of the optimum (or incumbent), µs.
     pub optimum_overhead_us: Option<f64>,
-    /// `optimum_overhead_us / step compute µs`.
+    /// `optimum_overhead_us / modelled step µs`.
     pub optimum_overhead_fraction: Option<f64>,
     /// Recompute FLOPs of the optimum.
     pub optimum_recompute_flops: Option<i64>,
@@ -51,8 +51,8 @@ pub struct ExactRow {
 }
 
 /// Solves at `b` under `budget` bytes on variant `variant` of `plan` and compares with the
-/// greedy's finalized plan (`None` when the greedy found the budget infeasible). The allowed
-/// decision kinds are finalize's defaults (recompute and swap).
+/// greedy's finalized plan (`None` when the greedy found the budget infeasible), both priced
+/// by `pricing` (device and allowed kinds).
 ///
 /// # Errors
 /// The solver's errors (a plan that does not evaluate at `b`, CBC failures), and an unknown
@@ -65,8 +65,7 @@ pub fn exact_row(
     b: &Bindings,
     budget: i64,
     greedy: Option<&ConcretePlan>,
-    step_flops: i64,
-    cost: &CostModel,
+    pricing: &Pricing,
     time_limit_s: f64,
 ) -> anyhow::Result<ExactRow> {
     let p = plan
@@ -75,9 +74,8 @@ pub fn exact_row(
     let opts = ExactOptions {
         budget,
         time_limit_s,
-        flops_per_us: cost.flops_per_us,
-        link_bytes_per_us: cost.link_bytes_per_us,
-        kinds: FinalizeOptions::default().kinds,
+        device: pricing.device.clone(),
+        kinds: pricing.kinds.clone(),
     };
     // Warm-started from the greedy's decisions, so a time-limited solve is never worse.
     let start = greedy.map(|g| g.decisions.as_slice()).unwrap_or(&[]);
@@ -89,7 +87,11 @@ pub fn exact_row(
         ExactStatus::Infeasible => ("infeasible", None, false),
         ExactStatus::TimedOut => ("timed_out", None, false),
     };
-    let step_us = step_flops as f64 / cost.flops_per_us;
+    let step_us = match greedy {
+        Some(g) => g.step_us,
+        None => ebb_runtime::finalize::finalize(plan, b, &pricing.finalize_options(None, false))
+            .map_or(0.0, |c| c.step_us),
+    };
     let opt = has.then_some(r.overhead_us);
     let greedy_us = greedy.map(|g| g.overhead_us);
     let (greedy_gap, greedy_over_optimum) = match (opt, greedy_us) {
@@ -145,8 +147,7 @@ pub fn exact_row(
     _b: &Bindings,
     _budget: i64,
     _greedy: Option<&ConcretePlan>,
-    _step_flops: i64,
-    _cost: &CostModel,
+    _pricing: &Pricing,
     _time_limit_s: f64,
 ) -> anyhow::Result<ExactRow> {
     Err(missing())

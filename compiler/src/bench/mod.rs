@@ -12,7 +12,8 @@
 //!   = scheduled / precise;
 //! - `lower_bound_bytes`: persistent bytes + the largest single op's operands and results;
 //! - `budget`: the runtime's finalize under `--budget` (bytes or % of program order): planned
-//!   peak, recompute FLOPs / step FLOPs, swap bytes, finalize time (µs);
+//!   peak, recompute FLOPs / step FLOPs, swap bytes, the modelled time the decisions add on
+//!   `--device` (roofline, `ebb_ir::cost`) against the modelled step, finalize time (µs);
 //! - `compile_ms_precise`: compile time of the precise plan (import excluded), against the
 //!   symbolic plan's single `compile_ms_symbolic`;
 //! - `xla`: `compiled.memory_analysis()` of `jax.jit(step)` at this shape on XLA:CPU
@@ -22,7 +23,7 @@
 //! - `exec` (`--exec N`): Ebb's own step executed (JIT executor, seeded random inputs, no
 //!   budget): the median wall time of N steps after a warm-up, the kernels the warm-up
 //!   compiled, and the ratio to XLA's `step_ms`;
-//! - `exact`: the least overhead (µs, the finalize cost model) of any set of decisions meeting
+//! - `exact`: the least overhead (µs, the same time model) of any set of decisions meeting
 //!   the budget, found by the ILP of `ebb_passes::exact`, and the greedy's gap to it.
 //!
 //! The report ([`BenchReport`]) is rendered as a markdown table ([`render`]), written as JSON
@@ -47,7 +48,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// Version of the JSON schema of [`BenchReport`].
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The result of a sweep (see the module docs).
 #[derive(Clone, Debug, Serialize)]
@@ -66,8 +67,10 @@ pub struct BenchReport {
     pub shape_source: shapes::ShapeSource,
     /// The budget as given (`50%`, `2GiB`, bytes).
     pub budget: Option<String>,
-    /// Prices of recompute and swap (finalize's cost model).
-    pub cost_model: ebb_runtime::finalize::CostModel,
+    /// The device whose roofline times price recompute and swap (`--device`).
+    pub device: ebb_ir::device::DeviceProfile,
+    /// Decision kinds the runtime could choose (`--kinds`).
+    pub kinds: Vec<ebb_ir::plan::DecisionKind>,
     /// Compile time of the symbolic plan (import excluded), ms; `None` for a plan-file input.
     pub compile_ms_symbolic: Option<f64>,
     /// Schedules kept in the symbolic plan (the runtime picks one per shape).
@@ -172,6 +175,16 @@ pub struct BudgetRow {
     pub recompute_fraction: f64,
     /// Bytes offloaded to host (each also reloaded).
     pub swap_bytes: i64,
+    /// Modelled step time without decisions on the device, µs (roofline, `ebb_ir::cost`).
+    pub step_us_modelled: f64,
+    /// Modelled time the decisions add, µs (recompute + exposed transfers).
+    pub added_us: f64,
+    /// `added_us / step_us_modelled`.
+    pub added_fraction: f64,
+    /// Modelled recompute time, µs.
+    pub recompute_us: f64,
+    /// Modelled transfer time not hidden behind compute, µs.
+    pub exposed_transfer_us: f64,
     /// Time to finalize the plan at this shape (with offsets), µs.
     pub finalize_us: f64,
 }
@@ -218,6 +231,8 @@ pub struct Summary {
     pub budget_infeasible: usize,
     /// Largest recompute fraction among feasible shapes (target ≤ 0.15).
     pub max_recompute_fraction: Option<f64>,
+    /// Largest modelled added step time fraction among feasible shapes (target ≤ 0.10).
+    pub max_added_fraction: Option<f64>,
     /// Largest greedy gap to the optimum (target ≤ 0.05), with `--exact`.
     pub max_greedy_gap: Option<f64>,
     /// Total precise compile time over the shapes, ms.
@@ -323,6 +338,13 @@ impl Summary {
                     .filter_map(|r| r.budget.as_ref())
                     .filter(|b| b.feasible)
                     .map(|b| b.recompute_fraction),
+            ),
+            max_added_fraction: fmax(
+                &mut rows
+                    .iter()
+                    .filter_map(|r| r.budget.as_ref())
+                    .filter(|b| b.feasible)
+                    .map(|b| b.added_fraction),
             ),
             max_greedy_gap: fmax(&mut rows.iter().filter_map(|r| r.exact.as_ref()?.greedy_gap)),
             compile_ms_precise_total: rows.iter().map(|r| r.compile_ms_precise).sum(),

@@ -33,7 +33,22 @@ pub fn markdown(r: &BenchReport) -> String {
         r.fusion_groups, r.donated_inputs
     );
     if let Some(b) = &r.budget {
-        let _ = writeln!(s, "Budget: {b}.");
+        let kinds: Vec<&str> = r
+            .kinds
+            .iter()
+            .map(|k| match k {
+                ebb_ir::plan::DecisionKind::Recompute => "recompute",
+                ebb_ir::plan::DecisionKind::Swap => "swap",
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "Budget: {b}; decisions ({}) priced on `{}` ({}): \"added\" is the modelled time \
+             they add (recompute + exposed transfers) over the modelled step.",
+            kinds.join(", "),
+            r.device.name,
+            r.device.source
+        );
     }
     match (&r.xla.requested, &r.xla.note, &r.xla.jax_version) {
         (true, Some(note), _) => {
@@ -95,7 +110,17 @@ pub fn markdown(r: &BenchReport) -> String {
         }
     }
     if has_budget {
-        head.extend(["budget", "planned", "recompute", "swap", "finalize µs"].map(String::from));
+        head.extend(
+            [
+                "budget",
+                "planned",
+                "recompute",
+                "swap",
+                "added",
+                "finalize µs",
+            ]
+            .map(String::from),
+        );
     }
     if has_exec {
         head.extend(
@@ -143,6 +168,7 @@ pub fn markdown(r: &BenchReport) -> String {
                     c.push(b.peak_bytes_planned.map_or("–".into(), mib));
                     c.push(pct(b.recompute_fraction));
                     c.push(mib(b.swap_bytes));
+                    c.push(pct(b.added_fraction));
                     c.push(format!("{:.0}", b.finalize_us));
                 }
                 Some(b) => {
@@ -151,9 +177,9 @@ pub fn markdown(r: &BenchReport) -> String {
                         "infeasible (≥ {})",
                         b.smallest_feasible_bytes.map_or("?".into(), mib)
                     ));
-                    c.extend(["–", "–", "–"].map(String::from));
+                    c.extend(["–", "–", "–", "–"].map(String::from));
                 }
-                None => c.extend(["–", "–", "–", "–", "–"].map(String::from)),
+                None => c.extend(["–", "–", "–", "–", "–", "–"].map(String::from)),
             }
         }
         if has_exec {
@@ -194,6 +220,10 @@ pub fn markdown(r: &BenchReport) -> String {
         worst.push(format!(
             "recompute ≤ {} of step FLOPs",
             sm.max_recompute_fraction.map_or("–".into(), pct)
+        ));
+        worst.push(format!(
+            "added step time ≤ {}",
+            sm.max_added_fraction.map_or("–".into(), pct)
         ));
     }
     if let Some(g) = sm.max_greedy_gap {

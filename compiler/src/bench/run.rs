@@ -8,12 +8,13 @@ use super::xla::{self, XlaOutcome};
 use super::{
     BenchReport, BudgetRow, ExecRow, Row, Summary, Timeline, XlaInfo, XlaRow, SCHEMA_VERSION,
 };
+use crate::flags::DeviceFlags;
 use crate::frontend::{self, Format};
-use crate::pipeline::{self, Budget, CompileOptions};
+use crate::pipeline::{self, Budget, CompileOptions, Pricing};
 use anyhow::{Context, Result};
 use ebb_ir::plan::Plan;
 use ebb_ir::{Bindings, Graph, Symbol};
-use ebb_runtime::finalize::{self, FinalizeError, FinalizeOptions};
+use ebb_runtime::finalize::{self, FinalizeError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -42,6 +43,8 @@ pub struct BenchOptions {
     /// Pipeline options of every compile of a model file (fusion, donation); `bind` is set
     /// per shape for the precise plans.
     pub compile: CompileOptions,
+    /// The device and decision kinds (as `ebb plan --device --kinds`).
+    pub device: DeviceFlags,
 }
 
 /// Progress reporting (a no-op for tests; `indicatif` in the CLI).
@@ -131,7 +134,7 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
     let xs = Symbol::new(&x_symbol);
     binds.sort_by(|a, b| (a.get(&xs), a).cmp(&(b.get(&xs), b)));
     binds.dedup();
-    let cost = FinalizeOptions::default().cost;
+    let pricing = opts.device.pricing(&plan)?;
 
     progress.start("ebb", binds.len() as u64);
     let mut rows = Vec::with_capacity(binds.len());
@@ -152,15 +155,17 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
             .with_context(|| format!("precise plan at {show}"))?;
         let budget_row = match budget {
             None => None,
-            Some(bu) => Some(budget_row(&plan, b, bu, sym.peak_bytes_program_order)?),
+            Some(bu) => Some(budget_row(
+                &plan,
+                b,
+                bu,
+                sym.peak_bytes_program_order,
+                &pricing,
+            )?),
         };
         let exact_row = match (opts.exact_time_limit_s, &budget_row) {
             (Some(limit), Some(br)) => {
-                let fo = FinalizeOptions {
-                    budget: Some(br.budget_bytes),
-                    offsets: false,
-                    ..FinalizeOptions::default()
-                };
+                let fo = pricing.finalize_options(Some(br.budget_bytes), false);
                 let greedy = finalize::finalize(&plan, b, &fo).ok();
                 let variant = match &greedy {
                     Some(g) => g.variant,
@@ -173,8 +178,7 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
                         b,
                         br.budget_bytes,
                         greedy.as_ref(),
-                        sym.step_flops,
-                        &cost,
+                        &pricing,
                         limit,
                     )
                     .with_context(|| format!("exact solve at {show}"))?,
@@ -260,7 +264,14 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
         progress.finish();
     }
 
-    let timeline = timeline(&plan, &binds, &rows, opts.timeline_at.as_ref(), budget)?;
+    let timeline = timeline(
+        &plan,
+        &binds,
+        &rows,
+        opts.timeline_at.as_ref(),
+        budget,
+        &pricing,
+    )?;
     let planned = pipeline::plan_graph(&plan)?;
     Ok(BenchReport {
         schema_version: SCHEMA_VERSION,
@@ -270,7 +281,8 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
         x_symbol,
         shape_source: opts.shapes.clone(),
         budget: opts.budget.clone(),
-        cost_model: cost,
+        device: pricing.device.clone(),
+        kinds: pricing.kinds.clone(),
         compile_ms_symbolic,
         plan_variants: 1 + plan.alternatives.len(),
         candidates: plan.candidates.len(),
@@ -285,9 +297,15 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
 }
 
 /// `plan_report` under the budget; an infeasible budget becomes a row with `feasible: false`.
-fn budget_row(plan: &Plan, b: &Bindings, bu: Budget, po: i64) -> Result<BudgetRow> {
+fn budget_row(
+    plan: &Plan,
+    b: &Bindings,
+    bu: Budget,
+    po: i64,
+    pricing: &Pricing,
+) -> Result<BudgetRow> {
     let bytes = budget_bytes(bu, po);
-    match pipeline::plan_report(plan, b, Some(bu)) {
+    match pipeline::plan_report_finalized(plan, b, Some(bu), pricing).map(|r| r.0) {
         Ok(r) => Ok(BudgetRow {
             budget_bytes: r.budget_bytes.unwrap_or(bytes),
             feasible: true,
@@ -299,6 +317,11 @@ fn budget_row(plan: &Plan, b: &Bindings, bu: Budget, po: i64) -> Result<BudgetRo
             step_flops: r.step_flops,
             recompute_fraction: r.recompute_flops as f64 / r.step_flops.max(1) as f64,
             swap_bytes: r.swap_bytes,
+            step_us_modelled: r.step_us_modelled,
+            added_us: r.added_us,
+            added_fraction: r.added_fraction,
+            recompute_us: r.recompute_us,
+            exposed_transfer_us: r.exposed_transfer_us,
             finalize_us: r.finalize_us,
         }),
         Err(e) => match e.downcast_ref::<FinalizeError>() {
@@ -313,6 +336,11 @@ fn budget_row(plan: &Plan, b: &Bindings, bu: Budget, po: i64) -> Result<BudgetRo
                 step_flops: 0,
                 recompute_fraction: 0.0,
                 swap_bytes: 0,
+                step_us_modelled: 0.0,
+                added_us: 0.0,
+                added_fraction: 0.0,
+                recompute_us: 0.0,
+                exposed_transfer_us: 0.0,
                 finalize_us: 0.0,
             }),
             _ => Err(e.context(format!("budget at {}", shapes::show_bindings(b)))),
@@ -328,6 +356,7 @@ fn timeline(
     rows: &[Row],
     at: Option<&Bindings>,
     budget: Option<Budget>,
+    pricing: &Pricing,
 ) -> Result<Timeline> {
     let b = match at {
         Some(b) => {
@@ -349,11 +378,7 @@ fn timeline(
         }
     };
     let show = shapes::show_bindings(&b);
-    let fo = |budget| FinalizeOptions {
-        budget,
-        offsets: false,
-        ..FinalizeOptions::default()
-    };
+    let fo = |budget| pricing.finalize_options(budget, false);
     let before =
         finalize::finalize(plan, &b, &fo(None)).with_context(|| format!("timeline at {show}"))?;
     let budget = match budget {

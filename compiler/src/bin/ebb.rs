@@ -6,7 +6,7 @@ use ebb_compiler::frontend::Format;
 use ebb_compiler::{output, pipeline, report};
 use std::fmt::Write as _;
 
-use ebb_compiler::flags::PipelineFlags;
+use ebb_compiler::flags::{DeviceFlags, PipelineFlags};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -82,6 +82,10 @@ enum Command {
         /// Print the compile report as JSON on standard output.
         #[arg(long)]
         json: bool,
+        /// Record this device in the plan: `ebb plan`/`run`/`bench` and the runtime price
+        /// decisions on it unless given another `--device` (names as in `ebb plan --help`).
+        #[arg(long, value_name = "NAME")]
+        device: Option<String>,
     },
     /// Report a plan's memory at concrete shapes, optionally finalized under a budget.
     ///
@@ -100,6 +104,8 @@ enum Command {
         /// For a model file: how to compile it (a plan file was compiled already).
         #[command(flatten)]
         pipeline: PipelineFlags,
+        #[command(flatten)]
+        device: DeviceFlags,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -189,6 +195,7 @@ fn run(cli: Cli) -> Result<()> {
             emit_groups,
             json,
             format,
+            device,
         } => {
             if let Some(p) = print_after
                 .iter()
@@ -220,6 +227,10 @@ fn run(cli: Cli) -> Result<()> {
                 sweep,
                 stop_after,
                 print_after,
+                device: device
+                    .as_deref()
+                    .map(ebb_compiler::flags::resolve_device)
+                    .transpose()?,
                 ..pipeline::CompileOptions::default()
             })?;
             let c = pipeline::run_pipeline(g, &opts)?;
@@ -269,16 +280,18 @@ fn run(cli: Cli) -> Result<()> {
             bind,
             budget,
             pipeline: flags,
+            device,
             json,
         } => {
             let p = load_plan(&plan, None, &flags)?;
+            let pricing = device.pricing(&p)?;
             let b = pipeline::parse_bindings(&bind)?;
             let budget = budget
                 .as_deref()
                 .map(pipeline::parse_budget)
                 .transpose()
                 .context("--budget")?;
-            let r = pipeline::plan_report(&p, &b, budget)?;
+            let r = pipeline::plan_report_finalized(&p, &b, budget, &pricing)?.0;
             let mut out = String::new();
             if json {
                 out = serde_json::to_string_pretty(&r)? + "\n";
@@ -300,18 +313,7 @@ fn run(cli: Cli) -> Result<()> {
                     "lower bound:         {:>10.1} MiB",
                     mib(r.lower_bound_bytes)
                 )?;
-                if let (Some(b), Some(pp)) = (r.budget_bytes, r.peak_bytes_planned) {
-                    writeln!(out, "budget:              {:>10.1} MiB", mib(b))?;
-                    writeln!(out, "peak, planned:       {:>10.1} MiB", mib(pp))?;
-                    writeln!(
-                        out,
-                        "decisions: {} recompute, {} swap; recompute {:.2}% of step FLOPs; swap {:.1} MiB",
-                        r.recompute_decisions,
-                        r.swap_decisions,
-                        100.0 * r.recompute_flops as f64 / (r.step_flops.max(1)) as f64,
-                        mib(r.swap_bytes)
-                    )?;
-                }
+                write_decisions(&mut out, &r)?;
                 writeln!(
                     out,
                     "candidates: {}, finalize: {:.0} us",
@@ -371,6 +373,8 @@ struct RunFlags {
     /// buffer per result, recycled between steps).
     #[arg(long, value_enum, default_value = "arena")]
     storage: StorageFlag,
+    #[command(flatten)]
+    device: DeviceFlags,
 }
 
 /// `--storage`.
@@ -403,7 +407,12 @@ fn load_plan(
 /// `ebb run` (see `ebb run --help`).
 fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
     use ebb_compiler::run;
+    if let Some(t) = &f.timeline {
+        output::check_target(t).context("--timeline")?;
+    }
+    let p = load_plan(plan, f.format, &f.pipeline)?;
     let opts = run::RunOptions {
+        pricing: Some(f.device.pricing(&p)?),
         bind: pipeline::parse_bindings(bind)?,
         budget: f
             .budget
@@ -426,10 +435,6 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
         repeat: f.repeat,
         arena_backed: f.storage == StorageFlag::Arena,
     };
-    if let Some(t) = &f.timeline {
-        output::check_target(t).context("--timeline")?;
-    }
-    let p = load_plan(plan, f.format, &f.pipeline)?;
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template("executing {bar:40} {pos}/{len} points {elapsed}")
@@ -464,18 +469,7 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
             "peak, scheduled:      {:>10.1} MiB",
             mib(pr.peak_bytes_scheduled)
         )?;
-        if let (Some(b), Some(pp)) = (pr.budget_bytes, pr.peak_bytes_planned) {
-            writeln!(out, "budget:               {:>10.1} MiB", mib(b))?;
-            writeln!(out, "peak, planned:        {:>10.1} MiB", mib(pp))?;
-            writeln!(
-                out,
-                "decisions: {} recompute, {} swap; recompute {:.2}% of step FLOPs; swap {:.1} MiB",
-                pr.recompute_decisions,
-                pr.swap_decisions,
-                100.0 * pr.recompute_flops as f64 / pr.step_flops.max(1) as f64,
-                mib(pr.swap_bytes)
-            )?;
-        }
+        write_decisions(&mut out, pr)?;
         writeln!(
             out,
             "peak, measured:       {:>10.1} MiB",
@@ -534,6 +528,35 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
     output::print_stdout(&out)?;
     if rep.outputs_match_reference == Some(false) {
         anyhow::bail!("the outputs under the plan's decisions differ from the run without them");
+    }
+    Ok(())
+}
+
+/// The budget, planned peak, decisions and their modelled cost of a plan report (text).
+fn write_decisions(out: &mut String, r: &pipeline::PlanReport) -> Result<()> {
+    let mib = |x: i64| x as f64 / 1048576.0;
+    if let (Some(b), Some(pp)) = (r.budget_bytes, r.peak_bytes_planned) {
+        writeln!(out, "budget:               {:>10.1} MiB", mib(b))?;
+        writeln!(out, "peak, planned:        {:>10.1} MiB", mib(pp))?;
+        writeln!(
+            out,
+            "decisions: {} recompute, {} swap; recompute {:.2}% of step FLOPs; swap {:.1} MiB",
+            r.recompute_decisions,
+            r.swap_decisions,
+            100.0 * r.recompute_flops as f64 / r.step_flops.max(1) as f64,
+            mib(r.swap_bytes)
+        )?;
+        writeln!(
+            out,
+            "added step time on {}: {:.1} us of {:.1} us modelled ({:.2}%: recompute {:.1} us, \
+             exposed transfers {:.1} us)",
+            r.device,
+            r.added_us,
+            r.step_us_modelled,
+            100.0 * r.added_fraction,
+            r.recompute_us,
+            r.exposed_transfer_us
+        )?;
     }
     Ok(())
 }

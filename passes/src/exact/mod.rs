@@ -26,33 +26,31 @@
 //! Checkmate MILP (every op recomputable), for tiny graphs only, to measure what the candidate
 //! restriction costs.
 //!
-//! Costs use the runtime finalize's model: recompute µs = FLOPs / `flops_per_us`; swap µs =
-//! max(0, 2 · bytes / `link_bytes_per_us` − compute µs of the points the value is off the
-//! device), i.e. offload plus reload minus the compute that hides them.
+//! Costs use the runtime finalize's model, the roofline time model of `ebb_ir::cost` on
+//! [`ExactOptions::device`]: recompute µs = the modelled time of the ops it reruns; swap µs =
+//! max(0, 2 · bytes / link bandwidth − modelled µs of the points the value is off the device),
+//! i.e. offload plus reload minus the compute that hides them.
 
 mod cbc;
 pub mod checkmate;
 pub mod milp;
 pub mod model;
 
+use ebb_ir::device::DeviceProfile;
 use ebb_ir::dim::DimError;
 use ebb_ir::plan::{Decision, DecisionKind, Plan};
 use ebb_ir::Bindings;
 
-/// Options of the exact solver. Costs use the same model as the runtime's finalize
-/// (`ebb_runtime::finalize::CostModel`): recompute µs = FLOPs / `flops_per_us`; swap µs =
-/// max(0, 2 · bytes / `link_bytes_per_us` − compute µs of the eviction window that can
-/// overlap the transfers).
+/// Options of the exact solver. Costs use the same model as the runtime's finalize (the
+/// roofline model of `ebb_ir::cost` on `device`).
 #[derive(Clone, Debug)]
 pub struct ExactOptions {
     /// Device memory budget in bytes.
     pub budget: i64,
     /// Wall-clock limit of the MILP solve in seconds.
     pub time_limit_s: f64,
-    /// Compute throughput in FLOPs per µs.
-    pub flops_per_us: f64,
-    /// Host link bandwidth in bytes per µs.
-    pub link_bytes_per_us: f64,
+    /// The device whose modelled times price the decisions.
+    pub device: DeviceProfile,
     /// Decision kinds that may be chosen.
     pub kinds: Vec<DecisionKind>,
 }
@@ -148,11 +146,10 @@ pub fn solve_with_start(
     opts: &ExactOptions,
     start: &[Decision],
 ) -> Result<ExactResult, ExactError> {
-    let finite_pos = |x: f64| x.is_finite() && x > 0.0;
-    if !finite_pos(opts.flops_per_us) || !finite_pos(opts.link_bytes_per_us) {
+    if !opts.device.is_valid() {
         return Err(ExactError::Options(format!(
-            "throughputs must be positive: flops_per_us = {}, link_bytes_per_us = {}",
-            opts.flops_per_us, opts.link_bytes_per_us
+            "device `{}`: every throughput must be positive and finite",
+            opts.device.name
         )));
     }
     if opts.time_limit_s.is_nan() || opts.time_limit_s < 0.0 {
@@ -162,8 +159,7 @@ pub fn solve_with_start(
         )));
     }
     let prices = model::Prices {
-        flops_per_us: opts.flops_per_us,
-        link_bytes_per_us: opts.link_bytes_per_us,
+        device: opts.device.clone(),
         kinds: opts.kinds.clone(),
     };
     let inst = model::Instance::new(plan, b, &prices)?;

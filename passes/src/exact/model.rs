@@ -40,6 +40,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::ExactError;
+use ebb_ir::cost::StepCosts;
+use ebb_ir::device::DeviceProfile;
 use ebb_ir::dim::DimError;
 use ebb_ir::plan::{CandidateId, DecisionKind, Plan, Point, ValueClass, ValueId};
 use ebb_ir::{Bindings, DimExpr};
@@ -121,10 +123,8 @@ impl<'a> Eval<'a> {
 /// Cost parameters (see `ExactOptions`).
 #[derive(Clone, Debug)]
 pub struct Prices {
-    /// FLOPs per µs.
-    pub flops_per_us: f64,
-    /// Host link bytes per µs.
-    pub link_bytes_per_us: f64,
+    /// The device whose modelled times price the options.
+    pub device: DeviceProfile,
     /// Allowed kinds.
     pub kinds: Vec<DecisionKind>,
 }
@@ -170,21 +170,7 @@ impl Instance {
             let slot = &mut base[t.point.index()];
             *slot = slot.checked_add(x).ok_or(ExactError::Overflow)?;
         }
-        let mut compute = vec![0.0f64];
-        if let Some(f) = &plan.point_flops {
-            for (p, e) in f.iter().enumerate() {
-                let x = ev.eval(&format!("point_flops[{p}]"), e)? as f64;
-                compute.push(compute[p] + x / prices.flops_per_us);
-            }
-        }
-        // Compute µs of points [l, r], clamped like the runtime's finalize.
-        let compute_us = |l: Point, r: Option<Point>| -> f64 {
-            let Some(r) = r.filter(|&r| compute.len() > 1 && l <= r) else {
-                return 0.0;
-            };
-            let r = (r.index() + 1).min(compute.len() - 1);
-            compute[r] - compute[l.index().min(r)]
-        };
+        let costs = StepCosts::new(plan, &prices.device, |e| ev.eval("point costs", e))?;
         let mut opts = Vec::new();
         for (ci, c) in CandidateId::all(plan.candidates.len()).zip(&plan.candidates) {
             let v = c.value;
@@ -228,7 +214,7 @@ impl Instance {
                             evict_after: e,
                             back: r,
                             regen,
-                            cost_us: flops as f64 / prices.flops_per_us,
+                            cost_us: costs.recompute_us(c, flops),
                             flops,
                         }
                     }
@@ -237,7 +223,6 @@ impl Instance {
                         if !(e < t && t <= r) {
                             continue;
                         }
-                        let transfer = 2.0 * s as f64 / prices.link_bytes_per_us;
                         Opt {
                             cand: ci,
                             kind,
@@ -246,7 +231,7 @@ impl Instance {
                             evict_after: e,
                             back: t,
                             regen: s,
-                            cost_us: (transfer - compute_us(e.next(), t.prev())).max(0.0),
+                            cost_us: costs.swap_us(c, s),
                             flops: 0,
                         }
                     }

@@ -80,16 +80,29 @@ fn options(budget: i64, kinds: &[DecisionKind]) -> ExactOptions {
     ExactOptions {
         budget,
         time_limit_s: 20.0,
-        flops_per_us: 1.0,
-        link_bytes_per_us: 16.0,
+        device: unit_device(),
         kinds: kinds.to_vec(),
+    }
+}
+
+/// 1 FLOP/µs on every unit, a 16 bytes/µs link, memory traffic free: costs are FLOPs, as in
+/// the full Checkmate MILP these tests compare with.
+fn unit_device() -> ebb_ir::device::DeviceProfile {
+    ebb_ir::device::DeviceProfile {
+        name: "unit".into(),
+        matrix_flops: 1e6,
+        matrix_half_flops: 1e6,
+        vector_flops: 1e6,
+        memory_bandwidth: 1e300,
+        link_bandwidth: 16e6,
+        memory_bytes: 0,
+        source: "tests".into(),
     }
 }
 
 fn prices(o: &ExactOptions) -> Prices {
     Prices {
-        flops_per_us: o.flops_per_us,
-        link_bytes_per_us: o.link_bytes_per_us,
+        device: o.device.clone(),
         kinds: o.kinds.clone(),
     }
 }
@@ -259,7 +272,7 @@ fn impossible_budget_is_infeasible() {
 fn bad_options_and_unbound_symbols_are_errors() {
     let (_, _, plan) = long_lived();
     let mut o = options(1000, &BOTH);
-    o.flops_per_us = 0.0;
+    o.device.matrix_flops = 0.0;
     assert!(matches!(
         solve(&plan, &bind(4), &o),
         Err(ExactError::Options(_))

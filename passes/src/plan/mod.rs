@@ -113,6 +113,19 @@ pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<
                 .map(|&id| remat::cost::flops(g, id))
                 .collect(),
         ),
+        point_bytes: Some(
+            schedule
+                .iter()
+                .map(|&id| remat::cost::bytes_accessed(g, id))
+                .collect(),
+        ),
+        point_kinds: Some(
+            schedule
+                .iter()
+                .map(|&id| remat::cost::compute_kind(g, id))
+                .collect(),
+        ),
+        device: None,
         values: idx.values().to_vec(),
         region_transients,
         in_place_writes,

@@ -22,8 +22,9 @@
 //! * `while` (unknown trip count) and `custom_call` (opaque): 0, so they must never be chosen
 //!   for recompute on this estimate; the candidate search excludes them.
 
+use ebb_ir::device::ComputeKind;
 use ebb_ir::dim::DimError;
-use ebb_ir::{DimExpr, Graph, NodeId, Op, TensorType};
+use ebb_ir::{DType, DimExpr, Graph, NodeId, Op, TensorType};
 
 /// Symbolic FLOPs of `node` (see the module docs for the model). Saturates to the constant
 /// `i64::MAX` if a coefficient overflows (a model answer, never a panic).
@@ -118,6 +119,76 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
             elems(t)?.checked_scale(factor)
         }
         _ => Ok(DimExpr::zero()),
+    }
+}
+
+/// Bytes `node` reads and writes: its operands plus its results, the traffic of the roofline
+/// model (`ebb_ir::cost`). Ops that move no data on a device are 0: `reshape` (a view of a
+/// contiguous buffer), `optimization_barrier`, `input`, `dim_constant`. A
+/// `dynamic_update_slice` writes in place: it reads and writes the update only. A `fusion`
+/// counts only the values that cross its boundary. Saturates to `i64::MAX` on overflow.
+pub fn bytes_accessed(g: &Graph, node: NodeId) -> DimExpr {
+    let n = g.node(node);
+    if matches!(
+        n.op,
+        Op::Reshape(_) | Op::OptimizationBarrier | Op::Input(_) | Op::DimConstant(_)
+    ) {
+        return DimExpr::zero();
+    }
+    if matches!(n.op, Op::DynamicUpdateSlice) {
+        let update = g
+            .operands(node)
+            .get(1)
+            .map(|&v| g.value_type(v).checked_size_bytes());
+        return match update {
+            Some(Ok(b)) => b.checked_scale(2).unwrap_or(DimExpr::constant(i64::MAX)),
+            Some(Err(_)) => DimExpr::constant(i64::MAX),
+            None => DimExpr::zero(),
+        };
+    }
+    let types = g
+        .operands(node)
+        .into_iter()
+        .map(|v| g.value_type(v).clone())
+        .chain(n.outputs.iter().cloned());
+    let mut total = DimExpr::zero();
+    for t in types {
+        match t.checked_size_bytes().and_then(|b| total.checked_add(&b)) {
+            Ok(x) => total = x,
+            Err(_) => return DimExpr::constant(i64::MAX),
+        }
+    }
+    total
+}
+
+/// The compute unit `node` runs on: [`ComputeKind::Matrix`] / [`ComputeKind::MatrixHalf`] for
+/// `dot_general` and `convolution` (by their first operand's element type), and for a
+/// `fusion` that contains one; [`ComputeKind::Vector`] otherwise.
+pub fn compute_kind(g: &Graph, node: NodeId) -> ComputeKind {
+    let n = g.node(node);
+    match &n.op {
+        Op::DotGeneral(_) | Op::Convolution(_) => {
+            let half = g
+                .operands(node)
+                .first()
+                .is_some_and(|&v| matches!(g.value_type(v).dtype, DType::BF16 | DType::F16));
+            if half {
+                ComputeKind::MatrixHalf
+            } else {
+                ComputeKind::Matrix
+            }
+        }
+        Op::Fusion(_) => n
+            .regions
+            .iter()
+            .flat_map(|r| r.order().iter().map(move |&m| compute_kind(r, m)))
+            .max_by_key(|k| match k {
+                ComputeKind::Vector => 0,
+                ComputeKind::MatrixHalf => 1,
+                ComputeKind::Matrix => 2,
+            })
+            .unwrap_or_default(),
+        _ => ComputeKind::Vector,
     }
 }
 

@@ -3,59 +3,38 @@
 //! or swapped) until the peak fits, and assign arena offsets.
 //!
 //! # Decision heuristic
-//! Greedy, after DTR (Kirisame et al., "Dynamic Tensor Rematerialization", ICLR 2021, §3:
-//! evict by the heuristic `cost / (memory · staleness)`), adapted to a plan known ahead:
-//! 1. Resident bytes per point are kept in a segment tree ([`segtree::PeakTree`]), so the
-//!    current peak point and each decision's effect cost O(log n).
-//! 2. While the peak exceeds the budget, among the untaken candidates whose eviction window
-//!    covers the peak point, take the one with the lowest `cost_us / (bytes · window)` (window =
-//!    number of points it frees), with the cheaper of its allowed kinds. Costs come from
-//!    [`CostModel`]: recompute = FLOPs / throughput; swap = max(0, 2 · bytes / link bandwidth −
-//!    compute time of the window), i.e. the part of the offload + prefetch that the schedule's
-//!    own compute cannot hide.
-//! 3. When no candidate covers the peak point, the budget is infeasible for this plan: the error
-//!    reports the smallest peak the same greedy reaches with every useful candidate taken.
+//! A greedy after DTR with a widening step and a second look (`finalize/greedy.rs`). Costs come
+//! from the roofline time model of [`ebb_ir::cost`] on [`FinalizeOptions::device`]:
+//! recompute = the modelled time of the ops it reruns; swap = max(0, 2 · bytes / link
+//! bandwidth − modelled time of the window), the part of the offload + prefetch that the
+//! schedule's own compute cannot hide.
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
 //! may be dominated by one that covers several peaks later; the exact ILP in `ebb bench
 //! --exact` measures the gap); recompute transients are charged at the regeneration point in
 //! full (conservative); swap overlap assumes the link is otherwise idle.
 
+mod greedy;
 pub mod segtree;
 
 use crate::arena::{assign_offsets, Arena};
+use ebb_ir::cost::StepCosts;
+use ebb_ir::device::DeviceProfile;
 use ebb_ir::dim::DimError;
 use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, Point, ProgPoint};
 use ebb_ir::{Bindings, DimExpr};
+use greedy::Option_;
 use segtree::PeakTree;
 use serde::Serialize;
 use std::collections::HashMap;
-
-/// Throughput figures used to price decisions.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct CostModel {
-    /// Compute throughput in FLOPs per microsecond (1e6 = 1 TFLOP/s).
-    pub flops_per_us: f64,
-    /// Host link bandwidth in bytes per microsecond (25e3 = 25 GB/s, PCIe 4 x16).
-    pub link_bytes_per_us: f64,
-}
-
-impl Default for CostModel {
-    fn default() -> Self {
-        CostModel {
-            flops_per_us: 1e6,
-            link_bytes_per_us: 25e3,
-        }
-    }
-}
 
 /// Options of [`finalize`].
 #[derive(Clone, Debug)]
 pub struct FinalizeOptions {
     /// Device memory budget in bytes; `None` = no budget (no evictions).
     pub budget: Option<i64>,
-    /// Prices of recompute and swap.
-    pub cost: CostModel,
+    /// The device whose roofline times price recompute and swap ([`ebb_ir::cost`]).
+    pub device: DeviceProfile,
     /// Decision kinds that may be chosen.
     pub kinds: Vec<DecisionKind>,
     /// Assign arena offsets (skip for a pure planning report).
@@ -66,7 +45,7 @@ impl Default for FinalizeOptions {
     fn default() -> Self {
         FinalizeOptions {
             budget: None,
-            cost: CostModel::default(),
+            device: DeviceProfile::default(),
             kinds: vec![DecisionKind::Recompute, DecisionKind::Swap],
             offsets: true,
         }
@@ -101,8 +80,17 @@ pub struct ConcretePlan {
     pub recompute_flops: i64,
     /// Bytes offloaded to host (each is also reloaded).
     pub swap_bytes: i64,
-    /// Estimated time the decisions add to the step, in µs (the cost model's).
+    /// Modelled time the decisions add to the step, µs: `recompute_us + exposed_transfer_us`.
     pub overhead_us: f64,
+    /// Modelled time of the recomputes, µs.
+    pub recompute_us: f64,
+    /// Modelled transfer time of the swaps that compute does not hide, µs.
+    pub exposed_transfer_us: f64,
+    /// Modelled time of the step without decisions, µs (0 when the plan has no per-point
+    /// FLOPs).
+    pub step_us: f64,
+    /// The device profile the decisions were priced on.
+    pub device: String,
     /// FLOPs of one step (all scheduled ops), 0 when the plan has no per-point FLOPs.
     pub step_flops: i64,
     /// Arena layout (empty when offsets were not requested).
@@ -192,21 +180,6 @@ pub fn check_bindings(plan: &Plan, b: &Bindings) -> Result<(), FinalizeError> {
     Ok(())
 }
 
-/// One priced option: candidate `c` taken as `kind`, freeing `bytes` over `[l, r]`, adding
-/// `transient` bytes at point `t` (recompute), at `cost_us`.
-#[derive(Clone, Copy, Debug)]
-struct Option_ {
-    c: CandidateId,
-    kind: DecisionKind,
-    l: Point,
-    r: Point,
-    bytes: i64,
-    transient: (Point, i64),
-    cost_us: f64,
-    flops: i64,
-    score: f64,
-}
-
 /// Finalizes `plan` at bindings `b` (see the module docs).
 ///
 /// Errors: [`FinalizeError::Fact`] / [`FinalizeError::Assertion`] for invalid shapes,
@@ -258,55 +231,20 @@ pub fn finalize(
         None => 0,
     };
     let peak_scheduled = resident.iter().copied().max().unwrap_or(0);
+    let costs = StepCosts::new(plan, &opts.device, |e| ev.eval(e))?;
     let mut tree = PeakTree::new(&resident);
     let mut decisions = Vec::new();
-    let (mut recompute_flops, mut swap_bytes, mut overhead_us) = (0i64, 0i64, 0.0f64);
+    let (mut recompute_flops, mut swap_bytes) = (0i64, 0i64);
+    let (mut recompute_us, mut exposed_transfer_us) = (0.0f64, 0.0f64);
     if let Some(budget) = opts.budget {
         if peak_scheduled > budget {
-            let mut options = price_options(plan, &mut ev, &value_bytes, opts)?;
-            // Best first, so each decision takes the first untaken option covering the peak.
-            options.sort_by(|a, b| {
-                a.score
-                    .total_cmp(&b.score)
-                    .then(b.bytes.cmp(&a.bytes))
-                    .then(a.c.cmp(&b.c))
-            });
-            let mut taken = vec![false; plan.candidates.len()];
-            // The choices do not depend on the budget, so the lowest peak seen on the way is
-            // exactly the smallest budget this greedy can meet (it would stop there).
-            let mut lowest = peak_scheduled;
-            loop {
-                let (peak, p) = tree.argmax();
-                let p = Point::new(p);
-                lowest = lowest.min(peak);
-                if peak <= budget {
-                    break;
-                }
-                let Some(o) = options
-                    .iter()
-                    .find(|o| !taken[o.c.index()] && o.l <= p && p <= o.r)
-                    .copied()
-                else {
-                    return Err(FinalizeError::Infeasible {
-                        budget,
-                        smallest: lowest,
-                        smallest_mib: lowest as f64 / 1048576.0,
-                    });
-                };
-                taken[o.c.index()] = true;
-                tree.add(o.l.index(), o.r.index(), -o.bytes);
-                let t = o.transient.0.index();
-                tree.add(t, t, o.transient.1);
-                decisions.push(Decision {
-                    candidate: o.c,
-                    kind: o.kind,
-                });
-                overhead_us += o.cost_us;
-                match o.kind {
-                    DecisionKind::Recompute => recompute_flops += o.flops,
-                    DecisionKind::Swap => swap_bytes += o.bytes,
-                }
-            }
+            let options = price_options(plan, &mut ev, &costs, &value_bytes, opts)?;
+            let c = greedy::choose(options, plan.candidates.len(), &mut tree, budget)?;
+            decisions = c.decisions;
+            recompute_flops = c.recompute_flops;
+            swap_bytes = c.swap_bytes;
+            recompute_us = c.recompute_us;
+            exposed_transfer_us = c.exposed_transfer_us;
         }
     }
     let (resident, regen_peak) =
@@ -334,7 +272,11 @@ pub fn finalize(
         decisions,
         recompute_flops,
         swap_bytes,
-        overhead_us,
+        overhead_us: recompute_us + exposed_transfer_us,
+        recompute_us,
+        exposed_transfer_us,
+        step_us: costs.step_us(),
+        device: opts.device.name.clone(),
         step_flops,
         arena,
     })
@@ -420,37 +362,21 @@ fn exact_residency<'a>(
     Ok((resident, regen_peak))
 }
 
-/// Prices every (candidate, allowed kind) pair and keeps the cheaper kind per candidate.
+/// Prices every (candidate, allowed kind) pair on `costs` (pairs that free nothing are left
+/// out).
 fn price_options<'a>(
     plan: &'a Plan,
     ev: &mut Evaluator<'a>,
+    costs: &StepCosts,
     value_bytes: &[i64],
     opts: &FinalizeOptions,
 ) -> Result<Vec<Option_>, FinalizeError> {
-    // Prefix sums of compute time per point, for the swap overlap.
-    let mut compute_prefix = vec![0.0f64];
-    if let Some(f) = &plan.point_flops {
-        for e in f {
-            let last = *compute_prefix.last().unwrap_or(&0.0);
-            compute_prefix.push(last + ev.eval(e)? as f64 / opts.cost.flops_per_us);
-        }
-    }
-    // Compute µs of points `[l, r]` (none when `r` is `None` or before `l`).
-    let compute_us = |l: Point, r: Option<Point>| -> f64 {
-        let Some(r) = r.filter(|&r| compute_prefix.len() > 1 && l <= r) else {
-            return 0.0;
-        };
-        let r = (r.index() + 1).min(compute_prefix.len() - 1);
-        let l = l.index().min(r);
-        compute_prefix[r] - compute_prefix[l]
-    };
     let mut out = Vec::new();
     for (c, cand) in CandidateId::all(plan.candidates.len()).zip(&plan.candidates) {
         let bytes = value_bytes.get(cand.value.index()).copied().unwrap_or(0);
         if bytes <= 0 {
             continue;
         }
-        let mut best: Option<Option_> = None;
         for &kind in &opts.kinds {
             if !cand.allows(kind) {
                 continue;
@@ -463,15 +389,13 @@ fn price_options<'a>(
                         cand.evict_after.next(),
                         cand.regenerate_before.prev(),
                         (cand.regenerate_before, tr),
-                        flops as f64 / opts.cost.flops_per_us,
+                        costs.recompute_us(cand, flops),
                         flops,
                     )
                 }
                 DecisionKind::Swap => {
                     let (l, r) = (cand.evict_after.next(), cand.prefetch_at.prev());
-                    let transfer =
-                        2.0 * ev.eval(&cand.swap_bytes)? as f64 / opts.cost.link_bytes_per_us;
-                    let cost_us = (transfer - compute_us(l, r)).max(0.0);
+                    let cost_us = costs.swap_us(cand, ev.eval(&cand.swap_bytes)?);
                     (l, r, (Point::new(0), 0), cost_us, 0)
                 }
             };
@@ -492,11 +416,8 @@ fn price_options<'a>(
                 flops,
                 score,
             };
-            if best.is_none_or(|b| o.score < b.score) {
-                best = Some(o);
-            }
+            out.push(o);
         }
-        out.extend(best);
     }
     Ok(out)
 }

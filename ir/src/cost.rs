@@ -1,0 +1,139 @@
+//! The roofline time model of a plan on a device: what the runtime's finalize and the exact
+//! ILP (`ebb_passes::exact`) price recompute and swap decisions with, so both optimize the
+//! same objective.
+//!
+//! * An op (or fused group) at point `p` takes `max(FLOPs / compute, bytes / memory
+//!   bandwidth)` ([`DeviceProfile::op_us`]), with the FLOPs of [`Plan::point_flops`], the bytes
+//!   read and written of [`Plan::point_bytes`] and the compute unit of [`Plan::point_kinds`]
+//!   (Williams et al., "Roofline", CACM 2009). The step takes the sum over the points (one
+//!   stream, no overlap between ops).
+//! * A recompute costs the modelled time of the ops it reruns: the same ops at the same shapes
+//!   (Checkmate, Jain et al., MLSys 2020, §4.1, prices a recompute by its ops' profiled
+//!   costs; DTR, Kirisame et al., ICLR 2021, by their measured compute time).
+//! * A swap moves the value twice over the host link (offload, then reload), on a copy
+//!   stream: it costs only the part of `2 · bytes / link` that the modelled compute time of
+//!   the points the value is off the device does not cover (the overlap model of MONeT,
+//!   Shah et al., ICLR 2021, §3, and of Capuchin's swap cost). Transfers of different swaps
+//!   are not charged for sharing the link (a known optimism of this model).
+//!
+//! Plans that predate [`Plan::point_bytes`] are priced by FLOPs alone; plans without
+//! [`Plan::point_flops`] price a recompute by its candidate's FLOPs at the matrix rate.
+
+use crate::device::{ComputeKind, DeviceProfile};
+use crate::plan::{Candidate, Plan};
+use crate::{DimExpr, Point};
+
+/// Modelled time per point of one plan at one binding on one device.
+#[derive(Clone, Debug)]
+pub struct StepCosts {
+    /// Modelled time of the op at each point, µs.
+    pub point_us: Vec<f64>,
+    /// `prefix[p]` = time of points `0..p`, µs.
+    prefix: Vec<f64>,
+    /// The point of each program-order position (`None` for inputs and positions not
+    /// scheduled).
+    point_of: Vec<Option<u32>>,
+    /// The device's link bandwidth, bytes per µs.
+    link_bytes_per_us: f64,
+    /// The device's matrix FLOPs per µs (the fallback rate).
+    flops_per_us: f64,
+}
+
+impl StepCosts {
+    /// Evaluates the per-point costs of `plan` on `device` with `eval` (the caller's memoized
+    /// evaluator at its bindings).
+    ///
+    /// # Errors
+    /// The first error of `eval`.
+    pub fn new<'p, E>(
+        plan: &'p Plan,
+        device: &DeviceProfile,
+        mut eval: impl FnMut(&'p DimExpr) -> Result<i64, E>,
+    ) -> Result<StepCosts, E> {
+        let points = plan.schedule.len();
+        let mut point_us = Vec::with_capacity(points);
+        if let Some(flops) = &plan.point_flops {
+            for (p, f) in flops.iter().enumerate() {
+                let f = eval(f)? as f64;
+                let bytes = match plan.point_bytes.as_ref().and_then(|b| b.get(p)) {
+                    Some(b) => eval(b)? as f64,
+                    None => 0.0,
+                };
+                let kind = plan
+                    .point_kinds
+                    .as_ref()
+                    .and_then(|k| k.get(p).copied())
+                    .unwrap_or(if plan.point_bytes.is_some() {
+                        ComputeKind::Vector
+                    } else {
+                        ComputeKind::Matrix
+                    });
+                point_us.push(device.op_us(f, bytes, kind));
+            }
+        }
+        let mut prefix = Vec::with_capacity(point_us.len() + 1);
+        prefix.push(0.0);
+        for t in &point_us {
+            prefix.push(prefix[prefix.len() - 1] + t);
+        }
+        let mut point_of = vec![None; plan.ops];
+        for (p, pos) in plan.schedule.iter().enumerate() {
+            if let Some(slot) = point_of.get_mut(pos.index()) {
+                *slot = Some(p as u32);
+            }
+        }
+        Ok(StepCosts {
+            point_us,
+            prefix,
+            point_of,
+            link_bytes_per_us: device.link_bandwidth / 1e6,
+            flops_per_us: device.matrix_flops / 1e6,
+        })
+    }
+
+    /// Modelled time of the whole step, µs (0 when the plan has no per-point FLOPs).
+    pub fn step_us(&self) -> f64 {
+        self.prefix[self.prefix.len() - 1]
+    }
+
+    /// Modelled time of points `[l, r]`, µs (0 when `r` is `None` or before `l`; `r` is
+    /// clamped to the last point).
+    pub fn window_us(&self, l: Point, r: Option<Point>) -> f64 {
+        let Some(r) = r.filter(|&r| self.prefix.len() > 1 && l <= r) else {
+            return 0.0;
+        };
+        let r = (r.index() + 1).min(self.prefix.len() - 1);
+        self.prefix[r] - self.prefix[l.index().min(r)]
+    }
+
+    /// Modelled time of `c`'s recompute, µs: the sum over the ops it reruns; `flops / matrix
+    /// rate` (`flops` = its evaluated `recompute_flops`) when the plan has no per-point costs.
+    pub fn recompute_us(&self, c: &Candidate, flops: i64) -> f64 {
+        if self.point_us.is_empty() {
+            return flops as f64 / self.flops_per_us;
+        }
+        c.recompute
+            .iter()
+            .map(|pos| {
+                match self.point_of.get(pos.index()).copied().flatten() {
+                    Some(p) => self.point_us.get(p as usize).copied(),
+                    None => None,
+                }
+                .unwrap_or(0.0)
+            })
+            .sum()
+    }
+
+    /// Both transfers of a swap of `bytes`, µs.
+    pub fn transfer_us(&self, bytes: i64) -> f64 {
+        2.0 * bytes as f64 / self.link_bytes_per_us
+    }
+
+    /// Exposed time of swapping `c` (`bytes` each way), µs: the transfers less the modelled
+    /// compute between the eviction and the prefetch (points `evict_after + 1 ..=
+    /// prefetch_at − 1`), never negative.
+    pub fn swap_us(&self, c: &Candidate, bytes: i64) -> f64 {
+        let hidden = self.window_us(c.evict_after.next(), c.prefetch_at.prev());
+        (self.transfer_us(bytes) - hidden).max(0.0)
+    }
+}
