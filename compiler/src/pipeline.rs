@@ -459,10 +459,14 @@ pub fn plan_report_finalized(
         .peak(b)
         .map_err(|e| size_error(&g, b, e))?
         .0;
-    let budget = budget.map(|x| match x {
-        Budget::Bytes(v) => v,
-        Budget::Fraction(f) => (po as f64 * f) as i64,
-    });
+    let budget = match budget {
+        Some(x @ Budget::FractionOfScheduled(_)) => {
+            let scheduled = plan.best_variant(b).map_err(|e| size_error(&g, b, e))?.1;
+            Some(x.resolve(po, scheduled))
+        }
+        Some(x) => Some(x.resolve(po, 0)),
+        None => None,
+    };
     let lower = memory::lower_bound(&g, b).map_err(|e| size_error(&g, b, e))?;
     let opts = pricing.finalize_options(budget, true);
     let t = Instant::now();

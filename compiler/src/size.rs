@@ -1,17 +1,31 @@
 //! Byte sizes and memory budgets as the CLI reads them: `40000` (bytes), `512MiB`, `2GiB`,
-//! `1.5GB`, and for budgets also `50%` (of the program-order peak at the shape).
+//! `1.5GB`, and for budgets also `50%` (of the program-order peak at the shape) and
+//! `50%scheduled` (of the plan's scheduled peak at the shape, without decisions).
 
 /// The formats [`parse_bytes`] and [`parse_budget`] accept, for error messages.
 pub const SIZE_FORMATS: &str =
     "bytes (40000) or a number with a unit (512MiB, 2GiB, 1.5GB; units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)";
 
-/// A memory budget: bytes, or a fraction of the program-order peak at the shape.
+/// A memory budget: bytes, or a fraction of a peak at the shape.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Budget {
     /// Bytes.
     Bytes(i64),
     /// Fraction of `peak_bytes_program_order` (0.5 = half).
     Fraction(f64),
+    /// Fraction of `peak_bytes_scheduled`, the plan's peak without decisions.
+    FractionOfScheduled(f64),
+}
+
+impl Budget {
+    /// Bytes at a shape whose program-order and scheduled peaks are given.
+    pub fn resolve(self, program_order: i64, scheduled: i64) -> i64 {
+        match self {
+            Budget::Bytes(v) => v,
+            Budget::Fraction(f) => (program_order as f64 * f) as i64,
+            Budget::FractionOfScheduled(f) => (scheduled as f64 * f) as i64,
+        }
+    }
 }
 
 /// A size or budget text that cannot be used.
@@ -124,14 +138,22 @@ pub fn parse_bytes(s: &str) -> Result<i64, SizeError> {
     to_bytes(bytes_of(s, "size", SIZE_FORMATS)?, s, "size")
 }
 
-/// Parses a budget: a size as [`parse_bytes`] reads it, or `50%` of the program-order peak.
+/// Parses a budget: a size as [`parse_bytes`] reads it, `50%` of the program-order peak, or
+/// `50%scheduled` of the scheduled peak.
 ///
 /// # Errors
 /// [`SizeError`]: not a size or percentage (the message lists the accepted formats), an
 /// unknown unit, a budget that is not positive (`-5`, `-50%`, `0`) or too large.
 pub fn parse_budget(s: &str) -> Result<Budget, SizeError> {
-    let formats = format!("{SIZE_FORMATS}, or a percentage of the program-order peak (50%)");
-    match s.trim().strip_suffix('%') {
+    let formats = format!(
+        "{SIZE_FORMATS}, or a percentage of the program-order peak (50%) or of the scheduled \
+         peak (50%scheduled)"
+    );
+    let (text, scheduled) = match s.trim().strip_suffix("%scheduled") {
+        Some(t) => (format!("{t}%"), true),
+        None => (s.trim().to_string(), false),
+    };
+    match text.strip_suffix('%') {
         Some(p) => {
             let p = p.trim();
             let syntax = || SizeError::Syntax {
@@ -149,7 +171,11 @@ pub fn parse_budget(s: &str) -> Result<Budget, SizeError> {
                     what: "budget",
                 });
             }
-            Ok(Budget::Fraction(f / 100.0))
+            Ok(if scheduled {
+                Budget::FractionOfScheduled(f / 100.0)
+            } else {
+                Budget::Fraction(f / 100.0)
+            })
         }
         None => Ok(Budget::Bytes(to_bytes(
             bytes_of(s, "budget", &formats)?,
@@ -170,6 +196,12 @@ mod tests {
         assert_eq!(parse_bytes(" 1.5 GB "), Ok(1_500_000_000));
         assert_eq!(parse_budget("512MiB"), Ok(Budget::Bytes(512 << 20)));
         assert_eq!(parse_budget("50%"), Ok(Budget::Fraction(0.5)));
+        assert_eq!(
+            parse_budget("40%scheduled"),
+            Ok(Budget::FractionOfScheduled(0.4))
+        );
+        assert_eq!(Budget::FractionOfScheduled(0.5).resolve(300, 200), 100);
+        assert!(parse_budget("-5%scheduled").is_err());
         assert_eq!(parse_bytes("1e3"), Ok(1000));
         assert_eq!(parse_bytes("2.5e1KB"), Ok(25000));
     }

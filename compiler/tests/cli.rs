@@ -346,3 +346,92 @@ fn plan_reports_donation_fusion_and_the_peak_breakdown() {
     ]);
     assert!(!out.status.success());
 }
+
+#[test]
+fn device_profiles_price_the_decisions_and_are_named_in_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = tmp.path().join("gpt.json");
+    let gpt = jax_fixture("gpt2_tiny_adamw");
+    let out = ebb(&[
+        "compile",
+        gpt.to_str().unwrap(),
+        "-o",
+        plan.to_str().unwrap(),
+        "--device",
+        "a100-40g-pcie4",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let p: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(p["device"]["name"], "a100-40g-pcie4");
+    let report = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "plan",
+            plan.to_str().unwrap(),
+            "--bind",
+            "B=8,S=256",
+            "--budget",
+            "70%",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = ebb(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // The plan's device by default; --device overrides it; --kinds restricts the choice.
+    let a100 = report(&[]);
+    assert_eq!(a100["device"], "a100-40g-pcie4");
+    let h100 = report(&["--device", "h100-sxm-pcie5"]);
+    assert_eq!(h100["device"], "h100-sxm-pcie5");
+    assert!(
+        h100["step_us_modelled"].as_f64().unwrap() < a100["step_us_modelled"].as_f64().unwrap()
+    );
+    let recompute = report(&["--kinds", "recompute"]);
+    assert_eq!(recompute["swap_decisions"], 0);
+    assert!(recompute["recompute_decisions"].as_u64().unwrap() > 0);
+    let custom = report(&["--device", "custom:flops=10T,hbm=1T,link=1G"]);
+    assert!(custom["device"].as_str().unwrap().starts_with("custom:"));
+    for r in [&a100, &h100, &recompute, &custom] {
+        let added = r["added_us"].as_f64().unwrap();
+        let parts =
+            r["recompute_us"].as_f64().unwrap() + r["exposed_transfer_us"].as_f64().unwrap();
+        assert!((added - parts).abs() <= 1e-9 * added.max(1.0), "{r}");
+    }
+    // The text report states the added time and the device.
+    let out = ebb(&[
+        "plan",
+        plan.to_str().unwrap(),
+        "--bind",
+        "B=8,S=256",
+        "--budget",
+        "70%",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("added step time on a100-40g-pcie4"), "{text}");
+    // Unknown devices and bad specifications are clear errors.
+    for (bad, says) in [
+        ("tpu-v9", "unknown device `tpu-v9`"),
+        ("custom:flops=1T", "`hbm=` is required"),
+    ] {
+        let out = ebb(&[
+            "plan",
+            plan.to_str().unwrap(),
+            "--bind",
+            "B=8,S=256",
+            "--device",
+            bad,
+        ]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+}

@@ -10,11 +10,17 @@
 //! * A recompute costs the modelled time of the ops it reruns: the same ops at the same shapes
 //!   (Checkmate, Jain et al., MLSys 2020, §4.1, prices a recompute by its ops' profiled
 //!   costs; DTR, Kirisame et al., ICLR 2021, by their measured compute time).
-//! * A swap moves the value twice over the host link (offload, then reload), on a copy
-//!   stream: it costs only the part of `2 · bytes / link` that the modelled compute time of
-//!   the points the value is off the device does not cover (the overlap model of MONeT,
-//!   Shah et al., ICLR 2021, §3, and of Capuchin's swap cost). Transfers of different swaps
-//!   are not charged for sharing the link (a known optimism of this model).
+//! * A swap moves the value over the host link twice, offload (device to host) and reload
+//!   (host to device), each on its own copy stream and direction of the link (PCIe is full
+//!   duplex), taking `T = bytes / link` each, overlapped with compute (the overlap model of
+//!   MONeT, Shah et al., ICLR 2021, §3, and of Capuchin's swap cost). Alone, a swap exposes
+//!   `max(0, T − W)`, `W` = the modelled time of the points it is off the device
+//!   ([`StepCosts::swap_us`]).
+//! * Swaps share the link: the exposed transfer time of a set of swaps is
+//!   `max(Σ max(0, T_s − W_s), Σ T_s − step time)` ([`exposed_transfer_us`]): each direction
+//!   of the link moves at most the step's modelled time worth of transfers without stalling
+//!   compute. This is a lower bound of a copy-stream schedule (the fluid relaxation over each
+//!   swap's own window and over the whole step), linear enough for the exact ILP to use.
 //!
 //! Plans that predate [`Plan::point_bytes`] are priced by FLOPs alone; plans without
 //! [`Plan::point_flops`] price a recompute by its candidate's FLOPs at the matrix rate.
@@ -124,16 +130,23 @@ impl StepCosts {
             .sum()
     }
 
-    /// Both transfers of a swap of `bytes`, µs.
+    /// One transfer of `bytes` in one direction of the link, µs.
     pub fn transfer_us(&self, bytes: i64) -> f64 {
-        2.0 * bytes as f64 / self.link_bytes_per_us
+        bytes as f64 / self.link_bytes_per_us
     }
 
-    /// Exposed time of swapping `c` (`bytes` each way), µs: the transfers less the modelled
-    /// compute between the eviction and the prefetch (points `evict_after + 1 ..=
-    /// prefetch_at − 1`), never negative.
+    /// Exposed time of swapping `c` alone (`bytes` each way), µs: one transfer less the
+    /// modelled compute between the eviction and the prefetch (points `evict_after + 1 ..=
+    /// prefetch_at − 1`), never negative. See [`exposed_transfer_us`] for several swaps.
     pub fn swap_us(&self, c: &Candidate, bytes: i64) -> f64 {
         let hidden = self.window_us(c.evict_after.next(), c.prefetch_at.prev());
         (self.transfer_us(bytes) - hidden).max(0.0)
     }
+}
+
+/// Exposed transfer time of a set of swaps, µs: `max(alone, transfers − step_us)` with
+/// `alone` = the sum of their [`StepCosts::swap_us`] and `transfers` = the sum of their
+/// [`StepCosts::transfer_us`] (see the module docs).
+pub fn exposed_transfer_us(alone: f64, transfers: f64, step_us: f64) -> f64 {
+    alone.max(transfers - step_us).max(0.0)
 }

@@ -406,7 +406,7 @@ fn gap_matrix(fracs: &[f64], above_lb: &[f64], time_limit_s: f64) -> Vec<GapRow>
 /// of the ILP optimum's, and it meets every budget the optimum meets.
 #[test]
 fn greedy_is_within_five_percent_of_the_optimum() {
-    let rows = gap_matrix(&[0.4, 0.5, 0.6], &[0.2, 0.5], 60.0);
+    let rows = gap_matrix(&[0.4, 0.5, 0.6], &[0.2, 0.5], 10.0);
     let bad: Vec<String> = rows
         .iter()
         .filter(|r| r.gap() > 0.05)

@@ -74,8 +74,8 @@ pub struct BenchArgs {
     /// Name of the batch symbol.
     #[arg(long, default_value = "B")]
     pub batch_symbol: String,
-    /// Device memory budget: `2GiB`, `512MiB`, bytes, or `50%` of the program-order peak at
-    /// each shape.
+    /// Device memory budget: `2GiB`, `512MiB`, bytes, `50%` of the program-order peak at
+    /// each shape, or `50%scheduled` of the plan's scheduled peak there.
     #[arg(long, allow_hyphen_values = true)]
     pub budget: Option<String>,
     /// How to compile a model file (the symbolic plan and the per-shape precise ones).

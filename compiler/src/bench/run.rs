@@ -92,14 +92,6 @@ fn load(opts: &BenchOptions) -> Result<(Graph, Plan, Option<f64>)> {
     }
 }
 
-/// Budget bytes at a shape whose program-order peak is `po` (as `plan_report` resolves it).
-fn budget_bytes(b: Budget, po: i64) -> i64 {
-    match b {
-        Budget::Bytes(v) => v,
-        Budget::Fraction(f) => (po as f64 * f) as i64,
-    }
-}
-
 fn names(b: &Bindings) -> BTreeMap<String, i64> {
     b.iter().map(|(s, v)| (s.name().to_string(), *v)).collect()
 }
@@ -159,7 +151,7 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
                 &plan,
                 b,
                 bu,
-                sym.peak_bytes_program_order,
+                (sym.peak_bytes_program_order, sym.peak_bytes_scheduled),
                 &pricing,
             )?),
         };
@@ -301,10 +293,10 @@ fn budget_row(
     plan: &Plan,
     b: &Bindings,
     bu: Budget,
-    po: i64,
+    (po, scheduled): (i64, i64),
     pricing: &Pricing,
 ) -> Result<BudgetRow> {
-    let bytes = budget_bytes(bu, po);
+    let bytes = bu.resolve(po, scheduled);
     match pipeline::plan_report_finalized(plan, b, Some(bu), pricing).map(|r| r.0) {
         Ok(r) => Ok(BudgetRow {
             budget_bytes: r.budget_bytes.unwrap_or(bytes),
@@ -384,10 +376,9 @@ fn timeline(
     let budget = match budget {
         None => None,
         Some(bu) => {
-            let po = pipeline::plan_report(plan, &b, None)
-                .with_context(|| format!("timeline at {show}"))?
-                .peak_bytes_program_order;
-            Some(budget_bytes(bu, po))
+            let r = pipeline::plan_report(plan, &b, None)
+                .with_context(|| format!("timeline at {show}"))?;
+            Some(bu.resolve(r.peak_bytes_program_order, r.peak_bytes_scheduled))
         }
     };
     let after = budget.and_then(|x| finalize::finalize(plan, &b, &fo(Some(x))).ok());

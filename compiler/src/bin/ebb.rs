@@ -97,8 +97,8 @@ enum Command {
         /// Symbol values, e.g. `B=8,S=512`.
         #[arg(long)]
         bind: String,
-        /// Device memory budget: `2GiB`, `512MiB`, `1.5GB`, bytes, or `50%` of the
-        /// program-order peak at these shapes.
+        /// Device memory budget: `2GiB`, `512MiB`, `1.5GB`, bytes, `50%` of the
+        /// program-order peak at these shapes, or `50%scheduled` of the plan's scheduled peak.
         #[arg(long, allow_hyphen_values = true)]
         budget: Option<String>,
         /// For a model file: how to compile it (a plan file was compiled already).
@@ -329,7 +329,8 @@ fn run(cli: Cli) -> Result<()> {
 /// The flags of `ebb run` besides the plan and the bindings.
 #[derive(clap::Args)]
 struct RunFlags {
-    /// Device memory budget: `40MiB`, `2GiB`, bytes, or `50%` of the program-order peak.
+    /// Device memory budget: `40MiB`, `2GiB`, bytes, `50%` of the program-order peak, or
+    /// `50%scheduled` of the plan's scheduled peak.
     #[arg(long, allow_hyphen_values = true)]
     budget: Option<String>,
     /// Inputs: `random:SEED` (seeded random tensors) or an `.npz` with `in_0..in_{n-1}`

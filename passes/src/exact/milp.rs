@@ -1,6 +1,8 @@
 //! Builds the MILP of an [`Instance`] with `good_lp` and solves it with CBC ([`super::cbc`]): one binary
-//! `y_i` per option, minimize `Σ cost_i·y_i` subject to the memory rows of
-//! [`Instance::rows`] and `y_a + y_b <= 1` for every exclusion. The rounded solution is
+//! `y_i` per option and one continuous `z` (the exposed transfer time of the swaps, which
+//! share the link): minimize `Σ_recompute cost_i·y_i + z` subject to `z ≥ Σ_swap cost_i·y_i`,
+//! `z ≥ Σ_swap transfer_i·y_i − step µs` (`ebb_ir::cost::exposed_transfer_us`), the memory
+//! rows of [`Instance::rows`] and `y_a + y_b <= 1` for every exclusion. The rounded solution is
 //! re-checked against the model ([`Instance::peak`]) before it is returned, and zero-cost
 //! options that the budget does not need are dropped (the objective cannot tell them apart).
 
@@ -53,8 +55,25 @@ pub fn solve(
     }
     let mut vars = ProblemVariables::new();
     let y: Vec<Variable> = (0..n).map(|_| vars.add(variable().binary())).collect();
-    let objective: Expression = inst.opts.iter().zip(&y).map(|(o, &v)| o.cost_us * v).sum();
-    let mut problem = vars.minimise(objective).using(coin_cbc);
+    let z = vars.add(variable().min(0.0));
+    let swaps = || {
+        inst.opts
+            .iter()
+            .zip(&y)
+            .filter(|(o, _)| o.kind == DecisionKind::Swap)
+    };
+    let recompute: Expression = inst
+        .opts
+        .iter()
+        .zip(&y)
+        .filter(|(o, _)| o.kind == DecisionKind::Recompute)
+        .map(|(o, &v)| o.cost_us * v)
+        .sum();
+    let alone: Expression = swaps().map(|(o, &v)| o.cost_us * v).sum();
+    let transfers: Expression = swaps().map(|(o, &v)| o.transfer_us * v).sum();
+    let mut problem = vars.minimise(recompute + z).using(coin_cbc);
+    problem.add_constraint(alone.leq(z));
+    problem.add_constraint((transfers - inst.step_us).leq(z));
     for r in &rows {
         let lhs: Expression = r.terms.iter().map(|&(i, c)| c * y[i]).sum();
         problem.add_constraint(lhs.leq(r.rhs));
@@ -62,7 +81,7 @@ pub fn solve(
     for &(a, b) in &inst.conflicts {
         problem.add_constraint((y[a] + y[b]).leq(1.0));
     }
-    let constraints = rows.len() + inst.conflicts.len();
+    let constraints = rows.len() + inst.conflicts.len() + 2;
     // A start CBC rejects is only a lost hint.
     let start = warm_start(inst, budget, start).map(|x| (y.as_slice(), x));
     let solved = cbc::solve(problem, time_limit_s, Some(MIP_REL_GAP), start)?;
@@ -100,16 +119,16 @@ fn result(
         recompute_flops: 0,
         swap_bytes: 0,
         peak_bytes: inst.peak(taken).0,
-        variables: inst.opts.len(),
+        variables: inst.opts.len() + 1,
         constraints,
         solve_ms,
     };
+    r.overhead_us = inst.overhead_us(taken);
     for (o, _) in inst.opts.iter().zip(taken).filter(|(_, &t)| t) {
         r.decisions.push(Decision {
             candidate: o.cand,
             kind: o.kind,
         });
-        r.overhead_us += o.cost_us;
         match o.kind {
             DecisionKind::Recompute => r.recompute_flops += o.flops,
             DecisionKind::Swap => r.swap_bytes += o.bytes,
@@ -118,8 +137,8 @@ fn result(
     r
 }
 
-/// Drops zero-cost options (fully hidden swaps) whose removal keeps the budget: the optimum
-/// is unchanged and the plan does no needless transfers.
+/// Drops zero-cost options (swaps hidden behind compute) whose removal keeps the budget: the
+/// optimum is not worse (one swap less on the link) and the plan does no needless transfers.
 fn drop_free_extras(inst: &Instance, budget: i64, taken: &mut [bool]) {
     for i in 0..taken.len() {
         if taken[i] && inst.opts[i].cost_us == 0.0 {

@@ -64,8 +64,11 @@ pub struct Opt {
     pub back: Point,
     /// Device bytes the regeneration holds on top of what is resident before it.
     pub regen: i64,
-    /// Overhead in µs (the cost model of `ExactOptions`).
+    /// Overhead in µs (the cost model of `ExactOptions`): recompute time, or a swap's
+    /// exposed transfer time alone (`ebb_ir::cost::StepCosts::swap_us`).
     pub cost_us: f64,
+    /// One transfer of a swap over the link, µs (0 for a recompute).
+    pub transfer_us: f64,
     /// Recompute FLOPs (0 for a swap).
     pub flops: i64,
 }
@@ -83,6 +86,9 @@ pub struct Instance {
     pub opts: Vec<Opt>,
     /// Pairs of option indices that may not be taken together (`a < b`).
     pub conflicts: Vec<(usize, usize)>,
+    /// The step's modelled time, µs: what each direction of the link overlaps with
+    /// (`ebb_ir::cost::exposed_transfer_us`).
+    pub step_us: f64,
 }
 
 /// A linear row `Σ coef·y ≤ rhs` over option indices.
@@ -130,6 +136,23 @@ pub struct Prices {
 }
 
 impl Instance {
+    /// Added step time of the options `taken`, µs: their recompute time plus the exposed
+    /// transfer time of their swaps, which share the link
+    /// ([`ebb_ir::cost::exposed_transfer_us`]).
+    pub fn overhead_us(&self, taken: &[bool]) -> f64 {
+        let (mut recompute, mut alone, mut transfers) = (0.0, 0.0, 0.0);
+        for (o, _) in self.opts.iter().zip(taken).filter(|(_, &t)| t) {
+            match o.kind {
+                DecisionKind::Recompute => recompute += o.cost_us,
+                DecisionKind::Swap => {
+                    alone += o.cost_us;
+                    transfers += o.transfer_us;
+                }
+            }
+        }
+        recompute + ebb_ir::cost::exposed_transfer_us(alone, transfers, self.step_us)
+    }
+
     /// Evaluates `plan` at `b` and lists its options (see the module docs).
     ///
     /// # Errors
@@ -215,6 +238,7 @@ impl Instance {
                             back: r,
                             regen,
                             cost_us: costs.recompute_us(c, flops),
+                            transfer_us: 0.0,
                             flops,
                         }
                     }
@@ -232,6 +256,7 @@ impl Instance {
                             back: t,
                             regen: s,
                             cost_us: costs.swap_us(c, s),
+                            transfer_us: costs.transfer_us(s),
                             flops: 0,
                         }
                     }
@@ -246,6 +271,7 @@ impl Instance {
             bound,
             opts,
             conflicts,
+            step_us: costs.step_us(),
         })
     }
 

@@ -119,10 +119,7 @@ fn brute_force(inst: &Instance, budget: i64) -> Option<f64> {
         let taken: Vec<bool> = (0..n).map(|i| mask >> i & 1 == 1).collect();
         let (peak, ok) = inst.peak(&taken);
         if ok && peak <= budget {
-            let cost: f64 = (0..n)
-                .filter(|&i| taken[i])
-                .map(|i| inst.opts[i].cost_us)
-                .sum();
+            let cost = inst.overhead_us(&taken);
             best = Some(best.map_or(cost, |b| b.min(cost)));
         }
     }

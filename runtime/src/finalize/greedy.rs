@@ -8,7 +8,11 @@
 //!    points it frees. Options are sorted best first.
 //! 2. While the peak (a [`PeakTree`] over resident bytes per point, O(log n) per query) is
 //!    over the budget, take the best option of an untaken candidate whose window covers the
-//!    peak point. When none covers it, *widen* a taken candidate instead: replace its option
+//!    peak point. A swap's score uses its marginal cost given the swaps already taken (they
+//!    share the link: [`ebb_ir::cost::exposed_transfer_us`]); marginal costs are never below
+//!    the static ones, so the scan stops at the first static score above the best marginal
+//!    one found (lazy evaluation, as in lazy greedy submodular maximization, Minoux 1978).
+//!    When no option covers the point, *widen* a taken candidate instead: replace its option
 //!    by one of the same candidate whose window strictly contains the old one and covers the
 //!    point (a swap's window, which ends at its prefetch, becomes the recompute's, which ends
 //!    at the next use), at the least added cost. Windows only grow, so this terminates.
@@ -16,7 +20,10 @@
 //!    budget this greedy meets (its choices do not depend on the budget).
 //! 4. A second look (as Checkmate's rounding and MONeT's pruning tidy a relaxed solution):
 //!    the chosen decisions, most expensive first, are dropped one at a time when the peak
-//!    stays within the budget without them.
+//!    stays within the budget without them; then a local search switches each decision to
+//!    its candidate's other kind where the peak stays within the budget and the total added
+//!    time falls (a swap taken early while the link was free may cost more than its
+//!    recompute once later swaps load the link), for at most [`SWITCH_PASSES`] passes.
 //!
 //! Invariant: the tree holds, at every point, the resident bytes with the chosen decisions
 //! and each recompute's transient bytes charged in full at its regeneration point (a bound
@@ -24,6 +31,7 @@
 
 use super::segtree::PeakTree;
 use super::FinalizeError;
+use ebb_ir::cost::exposed_transfer_us;
 use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Point};
 
 /// One priced option: candidate `c` taken as `kind`, freeing `bytes` over `[l, r]`, adding
@@ -36,12 +44,19 @@ pub(super) struct Option_ {
     pub r: Point,
     pub bytes: i64,
     pub transient: (Point, i64),
+    /// Static cost: recompute time, or a swap's exposure alone.
     pub cost_us: f64,
+    /// One transfer of a swap, µs (0 for a recompute).
+    pub transfer_us: f64,
     pub flops: i64,
     pub score: f64,
 }
 
 impl Option_ {
+    fn window(&self) -> f64 {
+        (self.r.index() - self.l.index() + 1) as f64
+    }
+
     fn covers(&self, p: Point) -> bool {
         self.l <= p && p <= self.r
     }
@@ -63,8 +78,47 @@ pub(super) struct Chosen {
     pub exposed_transfer_us: f64,
 }
 
+/// Passes of the kind-switching local search.
+pub(super) const SWITCH_PASSES: usize = 3;
+
+/// The swaps taken so far, for marginal link costs.
+#[derive(Clone, Copy, Default)]
+struct Link {
+    /// Σ exposure alone.
+    alone: f64,
+    /// Σ one-way transfer time.
+    transfers: f64,
+    /// The step's modelled time (what each direction of the link overlaps with).
+    step_us: f64,
+}
+
+impl Link {
+    fn exposed(&self) -> f64 {
+        exposed_transfer_us(self.alone, self.transfers, self.step_us)
+    }
+
+    fn add(&mut self, o: &Option_, sign: f64) {
+        if o.kind == DecisionKind::Swap {
+            self.alone += sign * o.cost_us;
+            self.transfers += sign * o.transfer_us;
+        }
+    }
+
+    /// Added cost of taking `o` now.
+    fn marginal(&self, o: &Option_) -> f64 {
+        match o.kind {
+            DecisionKind::Recompute => o.cost_us,
+            DecisionKind::Swap => {
+                let mut next = *self;
+                next.add(o, 1.0);
+                next.exposed() - self.exposed()
+            }
+        }
+    }
+}
+
 /// Chooses decisions until `tree`'s peak is at most `budget` (see the module docs); `tree`
-/// is left with the chosen decisions applied.
+/// is left with the chosen decisions applied. `step_us` is the step's modelled time.
 ///
 /// # Errors
 /// [`FinalizeError::Infeasible`] with the smallest budget this greedy meets.
@@ -73,7 +127,12 @@ pub(super) fn choose(
     candidates: usize,
     tree: &mut PeakTree,
     budget: i64,
+    step_us: f64,
 ) -> Result<Chosen, FinalizeError> {
+    let mut link = Link {
+        step_us,
+        ..Link::default()
+    };
     options.sort_by(|a, b| {
         a.score
             .total_cmp(&b.score)
@@ -97,11 +156,23 @@ pub(super) fn choose(
         if peak <= budget {
             break;
         }
-        if let Some(i) = options
-            .iter()
-            .position(|o| state[o.c.index()].is_none() && o.covers(p))
-        {
+        // The best marginal score among untaken options covering `p` (lazy: marginal scores
+        // are at least the static ones the options are sorted by).
+        let mut pick: Option<(f64, usize)> = None;
+        for (i, o) in options.iter().enumerate() {
+            if pick.is_some_and(|(best, _)| o.score >= best) {
+                break;
+            }
+            if state[o.c.index()].is_none() && o.covers(p) {
+                let score = link.marginal(o) / (o.bytes as f64 * o.window());
+                if pick.is_none_or(|(best, _)| score < best) {
+                    pick = Some((score, i));
+                }
+            }
+        }
+        if let Some((_, i)) = pick {
             options[i].apply(tree, 1);
+            link.add(&options[i], 1.0);
             state[options[i].c.index()] = Some(i);
             order.push(options[i].c);
             continue;
@@ -134,22 +205,73 @@ pub(super) fn choose(
             });
         };
         options[old].apply(tree, -1);
+        link.add(&options[old], -1.0);
         options[new].apply(tree, 1);
+        link.add(&options[new], 1.0);
         state[options[new].c.index()] = Some(new);
     }
-    // Second look: drop decisions the budget does not need, most expensive first.
+    let mut recompute_us: f64 = order
+        .iter()
+        .filter_map(|c| state[c.index()])
+        .filter(|&i| options[i].kind == DecisionKind::Recompute)
+        .map(|i| options[i].cost_us)
+        .sum();
+    // Second look: drop decisions the budget does not need, most expensive first (a swap's
+    // transfer time counts: it loads the shared link).
     let mut by_cost: Vec<CandidateId> = order.clone();
-    by_cost.sort_by(|a, b| {
-        let cost = |c: &CandidateId| state[c.index()].map_or(0.0, |i| options[i].cost_us);
-        cost(b).total_cmp(&cost(a)).then(a.cmp(b))
-    });
+    let cost = |c: &CandidateId| {
+        state[c.index()].map_or(0.0, |i| options[i].cost_us.max(options[i].transfer_us))
+    };
+    by_cost.sort_by(|a, b| cost(b).total_cmp(&cost(a)).then(a.cmp(b)));
     for c in by_cost {
         let Some(i) = state[c.index()] else { continue };
         options[i].apply(tree, -1);
         if tree.argmax().0 <= budget {
             state[c.index()] = None;
+            link.add(&options[i], -1.0);
+            if options[i].kind == DecisionKind::Recompute {
+                recompute_us -= options[i].cost_us;
+            }
         } else {
             options[i].apply(tree, 1);
+        }
+    }
+    // Local search: switch a decision's kind where that lowers the total and keeps the budget.
+    let recompute_of = |o: &Option_| match o.kind {
+        DecisionKind::Recompute => o.cost_us,
+        DecisionKind::Swap => 0.0,
+    };
+    for _ in 0..SWITCH_PASSES {
+        let mut improved = false;
+        for &c in &order {
+            let Some(i) = state[c.index()] else { continue };
+            for &j in &of_candidate[c.index()] {
+                if j == i {
+                    continue;
+                }
+                let before = recompute_us + link.exposed();
+                let mut next = link;
+                next.add(&options[i], -1.0);
+                next.add(&options[j], 1.0);
+                let rec = recompute_us - recompute_of(&options[i]) + recompute_of(&options[j]);
+                if rec + next.exposed() >= before - 1e-9 * before.max(1.0) {
+                    continue;
+                }
+                options[i].apply(tree, -1);
+                options[j].apply(tree, 1);
+                if tree.argmax().0 <= budget {
+                    state[c.index()] = Some(j);
+                    link = next;
+                    recompute_us = rec;
+                    improved = true;
+                    break;
+                }
+                options[j].apply(tree, -1);
+                options[i].apply(tree, 1);
+            }
+        }
+        if !improved {
+            break;
         }
     }
     let mut chosen = Chosen {
@@ -159,6 +281,10 @@ pub(super) fn choose(
         recompute_us: 0.0,
         exposed_transfer_us: 0.0,
     };
+    let mut swaps = Link {
+        step_us,
+        ..Link::default()
+    };
     for c in order {
         let Some(i) = state[c.index()] else { continue };
         let o = &options[i];
@@ -166,16 +292,15 @@ pub(super) fn choose(
             candidate: o.c,
             kind: o.kind,
         });
+        swaps.add(o, 1.0);
         match o.kind {
             DecisionKind::Recompute => {
                 chosen.recompute_flops += o.flops;
                 chosen.recompute_us += o.cost_us;
             }
-            DecisionKind::Swap => {
-                chosen.swap_bytes += o.bytes;
-                chosen.exposed_transfer_us += o.cost_us;
-            }
+            DecisionKind::Swap => chosen.swap_bytes += o.bytes,
         }
     }
+    chosen.exposed_transfer_us = swaps.exposed();
     Ok(chosen)
 }

@@ -5,14 +5,14 @@
 //! # Decision heuristic
 //! A greedy after DTR with a widening step and a second look (`finalize/greedy.rs`). Costs come
 //! from the roofline time model of [`ebb_ir::cost`] on [`FinalizeOptions::device`]:
-//! recompute = the modelled time of the ops it reruns; swap = max(0, 2 · bytes / link
-//! bandwidth − modelled time of the window), the part of the offload + prefetch that the
-//! schedule's own compute cannot hide.
+//! recompute = the modelled time of the ops it reruns; swap = the part of its transfers the
+//! schedule's own compute cannot hide, with the link shared by all swaps
+//! ([`ebb_ir::cost::exposed_transfer_us`]).
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
 //! may be dominated by one that covers several peaks later; the exact ILP in `ebb bench
 //! --exact` measures the gap); recompute transients are charged at the regeneration point in
-//! full (conservative); swap overlap assumes the link is otherwise idle.
+//! full (conservative); link sharing is a fluid lower bound (see `ebb_ir::cost`).
 
 mod greedy;
 pub mod segtree;
@@ -239,7 +239,13 @@ pub fn finalize(
     if let Some(budget) = opts.budget {
         if peak_scheduled > budget {
             let options = price_options(plan, &mut ev, &costs, &value_bytes, opts)?;
-            let c = greedy::choose(options, plan.candidates.len(), &mut tree, budget)?;
+            let c = greedy::choose(
+                options,
+                plan.candidates.len(),
+                &mut tree,
+                budget,
+                costs.step_us(),
+            )?;
             decisions = c.decisions;
             recompute_flops = c.recompute_flops;
             swap_bytes = c.swap_bytes;
@@ -381,7 +387,7 @@ fn price_options<'a>(
             if !cand.allows(kind) {
                 continue;
             }
-            let (l, r, transient, cost_us, flops) = match kind {
+            let (l, r, transient, cost_us, transfer_us, flops) = match kind {
                 DecisionKind::Recompute => {
                     let flops = ev.eval(&cand.recompute_flops)?;
                     let tr = ev.eval(&cand.transient_bytes)?;
@@ -390,13 +396,16 @@ fn price_options<'a>(
                         cand.regenerate_before.prev(),
                         (cand.regenerate_before, tr),
                         costs.recompute_us(cand, flops),
+                        0.0,
                         flops,
                     )
                 }
                 DecisionKind::Swap => {
                     let (l, r) = (cand.evict_after.next(), cand.prefetch_at.prev());
-                    let cost_us = costs.swap_us(cand, ev.eval(&cand.swap_bytes)?);
-                    (l, r, (Point::new(0), 0), cost_us, 0)
+                    let moved = ev.eval(&cand.swap_bytes)?;
+                    let cost_us = costs.swap_us(cand, moved);
+                    let transfer_us = costs.transfer_us(moved);
+                    (l, r, (Point::new(0), 0), cost_us, transfer_us, 0)
                 }
             };
             // The window frees points `[l, r]`; an empty window frees nothing.
@@ -413,6 +422,7 @@ fn price_options<'a>(
                 bytes,
                 transient,
                 cost_us,
+                transfer_us,
                 flops,
                 score,
             };
