@@ -164,7 +164,7 @@ fn axpy_flops() -> f64 {
     ys.par_iter_mut().for_each(|y| {
         for _ in 0..PASSES {
             for (y, x) in y.iter_mut().zip(&x) {
-                *y = 0.999 * *x + *y;
+                *y += 0.999 * *x;
             }
             std::hint::black_box(&mut *y);
         }

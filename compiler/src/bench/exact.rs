@@ -3,9 +3,9 @@
 //! gap to it.
 //!
 //! Both sides are priced by the same model, the roofline times of `ebb_ir::cost` on the bench's
-//! `--device`: recompute µs = the modelled time of the ops rerun, swap µs = the part of offload
-//! + prefetch the window's modelled compute cannot hide. The step's time is the greedy's
-//! modelled step time.
+//! `--device`: recompute µs = the modelled time of the ops rerun, swap µs = the part of the
+//! offload and prefetch that the modelled compute cannot hide (the link shared by all swaps).
+//! The step's time is the greedy's modelled step time.
 //!
 //! Gaps: `greedy_gap` = (greedy overhead − optimum overhead) / (step compute µs + optimum
 //! overhead), the greedy's step-time loss against the optimum (target ≤ 0.05);
