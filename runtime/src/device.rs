@@ -211,7 +211,10 @@ fn cache_path() -> Option<PathBuf> {
 fn write_cache(path: &std::path::Path, c: &Cached) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".cpu-profile.{}.tmp", std::process::id()));
+    // Unique per process and call: tests calibrate from several threads at once.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".cpu-profile.{}.{n}.tmp", std::process::id()));
     let text = serde_json::to_string_pretty(c).map_err(std::io::Error::other)?;
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
