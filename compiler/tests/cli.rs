@@ -368,18 +368,14 @@ fn device_profiles_price_the_decisions_and_are_named_in_reports() {
     let text = std::fs::read_to_string(&plan).unwrap();
     let p: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(p["device"]["name"], "a100-40g-pcie4");
-    let report = |extra: &[&str]| -> serde_json::Value {
-        let mut args = vec![
-            "plan",
-            plan.to_str().unwrap(),
-            "--bind",
-            "B=8,S=256",
-            "--budget",
-            "70%",
-            "--json",
-        ];
+    // `ebb plan` on the compiled plan at B=8, S=256 with `extra` arguments.
+    let plan_with = |extra: &[&str]| {
+        let mut args = vec!["plan", plan.to_str().unwrap(), "--bind", "B=8,S=256"];
         args.extend_from_slice(extra);
-        let out = ebb(&args);
+        ebb(&args)
+    };
+    let report = |extra: &[&str]| -> serde_json::Value {
+        let out = plan_with(&[&["--budget", "70%", "--json"], extra].concat());
         assert!(
             out.status.success(),
             "{}",
@@ -407,14 +403,7 @@ fn device_profiles_price_the_decisions_and_are_named_in_reports() {
         assert!((added - parts).abs() <= 1e-9 * added.max(1.0), "{r}");
     }
     // The text report states the added time and the device.
-    let out = ebb(&[
-        "plan",
-        plan.to_str().unwrap(),
-        "--bind",
-        "B=8,S=256",
-        "--budget",
-        "70%",
-    ]);
+    let out = plan_with(&["--budget", "70%"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("added step time on a100-40g-pcie4"), "{text}");
     // Unknown devices and bad specifications are clear errors.
@@ -422,14 +411,7 @@ fn device_profiles_price_the_decisions_and_are_named_in_reports() {
         ("tpu-v9", "unknown device `tpu-v9`"),
         ("custom:flops=1T", "`hbm=` is required"),
     ] {
-        let out = ebb(&[
-            "plan",
-            plan.to_str().unwrap(),
-            "--bind",
-            "B=8,S=256",
-            "--device",
-            bad,
-        ]);
+        let out = plan_with(&["--device", bad]);
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{err}");

@@ -351,12 +351,13 @@ impl GapRow {
 /// of the scheduled peak, so only these budgets leave the decisions something to do).
 fn gap_matrix(fracs: &[f64], above_lb: &[f64], time_limit_s: f64) -> Vec<GapRow> {
     let mut rows = Vec::new();
+    let profiles = target_profiles();
     for (fixture, shape) in SMALL {
         let c = compiled(fixture);
         let b = bind(shape);
         let show: Vec<String> = shape.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let lower = ebb_passes::memory::lower_bound(&c.graph, &b).unwrap();
-        for device in target_profiles() {
+        for device in &profiles {
             let unbudgeted = finalize(
                 &c.plan,
                 &b,
@@ -377,7 +378,7 @@ fn gap_matrix(fracs: &[f64], above_lb: &[f64], time_limit_s: f64) -> Vec<GapRow>
                 }));
             for (label, budget) in budgets {
                 let (greedy, r) =
-                    compare(&c.graph, &c.plan, &b, budget, &BOTH, time_limit_s, &device);
+                    compare(&c.graph, &c.plan, &b, budget, &BOTH, time_limit_s, device);
                 let solved = matches!(
                     r.status,
                     ExactStatus::Optimal | ExactStatus::Feasible { .. }
