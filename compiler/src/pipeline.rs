@@ -389,8 +389,12 @@ pub struct PlanReport {
     pub swap_bytes: i64,
     /// Arena size in bytes (with a budget).
     pub arena_bytes: Option<i64>,
-    /// Time to finalize the plan at this binding, µs.
+    /// Time to finalize the plan at this binding, µs, the plan variant prepared (what a
+    /// runtime pays at a shape it has not seen).
     pub finalize_us: f64,
+    /// Time to prepare the plan variant chosen at this binding, µs (once per plan variant:
+    /// see `ebb_runtime::finalize::Finalizer`).
+    pub prepare_us: f64,
     /// Bytes of the donated inputs (their buffers are reused after their last read).
     pub donated_bytes: i64,
     /// `fusion` ops of the planned graph (0 without fusion).
@@ -469,8 +473,14 @@ pub fn plan_report_finalized(
     };
     let lower = memory::lower_bound(&g, b).map_err(|e| size_error(&g, b, e))?;
     let opts = pricing.finalize_options(budget, true);
+    // Prepared first, as a runtime does once per plan: `finalize_us` is what a new shape
+    // costs.
+    let finalizer = ebb_runtime::finalize::Finalizer::new(plan);
     let t = Instant::now();
-    let c = ebb_runtime::finalize::finalize(plan, b, &opts)?;
+    finalizer.prepare(b)?;
+    let prepare_us = t.elapsed().as_secs_f64() * 1e6;
+    let t = Instant::now();
+    let c = finalizer.finalize(b, &opts)?;
     let finalize_us = t.elapsed().as_secs_f64() * 1e6;
     let chosen = plan.variant(c.variant).unwrap_or(plan);
     let schedule: Schedule = chosen
@@ -521,6 +531,7 @@ pub fn plan_report_finalized(
         swap_bytes: c.swap_bytes,
         arena_bytes: budget.map(|_| c.arena.arena_bytes),
         finalize_us,
+        prepare_us,
         donated_bytes,
         fusion_groups: fusion_groups(&g),
         materialized_values: g.order().iter().map(|&id| g.node(id).outputs.len()).sum(),

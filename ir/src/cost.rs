@@ -56,25 +56,41 @@ impl StepCosts {
         device: &DeviceProfile,
         mut eval: impl FnMut(&'p DimExpr) -> Result<i64, E>,
     ) -> Result<StepCosts, E> {
+        let flops = plan.point_flops.as_deref().unwrap_or_default();
+        let bytes = plan.point_bytes.as_deref().unwrap_or_default();
+        Self::from_points(plan, device, |p| {
+            let b = match bytes.get(p) {
+                Some(b) => eval(b)?,
+                None => 0,
+            };
+            Ok((eval(&flops[p])?, b))
+        })
+    }
+
+    /// As [`StepCosts::new`], with `at(p)` = the evaluated `(point_flops[p], point_bytes[p])`
+    /// (bytes 0 where the plan has none), called once per point when the plan has per-point
+    /// FLOPs.
+    ///
+    /// # Errors
+    /// The first error of `at`.
+    pub fn from_points<E>(
+        plan: &Plan,
+        device: &DeviceProfile,
+        mut at: impl FnMut(usize) -> Result<(i64, i64), E>,
+    ) -> Result<StepCosts, E> {
         let points = plan.schedule.len();
         let mut point_us = Vec::with_capacity(points);
         if let Some(flops) = &plan.point_flops {
-            for (p, f) in flops.iter().enumerate() {
-                let f = eval(f)? as f64;
-                let bytes = match plan.point_bytes.as_ref().and_then(|b| b.get(p)) {
-                    Some(b) => eval(b)? as f64,
-                    None => 0.0,
-                };
-                let kind = plan
-                    .point_kinds
-                    .as_ref()
-                    .and_then(|k| k.get(p).copied())
-                    .unwrap_or(if plan.point_bytes.is_some() {
-                        ComputeKind::Vector
-                    } else {
-                        ComputeKind::Matrix
-                    });
-                point_us.push(device.op_us(f, bytes, kind));
+            let default_kind = if plan.point_bytes.is_some() {
+                ComputeKind::Vector
+            } else {
+                ComputeKind::Matrix
+            };
+            let kinds = plan.point_kinds.as_deref().unwrap_or_default();
+            for p in 0..flops.len() {
+                let (f, bytes) = at(p)?;
+                let kind = kinds.get(p).copied().unwrap_or(default_kind);
+                point_us.push(device.op_us(f as f64, bytes as f64, kind));
             }
         }
         let mut prefix = Vec::with_capacity(point_us.len() + 1);

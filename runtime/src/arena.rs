@@ -3,11 +3,13 @@
 //! resident at the same point never overlap in memory.
 //!
 //! Two layouts are computed and the smaller arena kept:
-//! - a linear scan over program points with a free list indexed by address and by size, and
-//!   best-fit placement (smallest free block that holds the interval, lowest address among
-//!   equals; the online policy of classic allocators, cf. XLA's heap simulator), O(log n) per
-//!   interval: at each point, intervals ending before it are freed (coalescing neighbours),
-//!   then intervals starting at it are placed, largest first;
+//! - a linear scan over program points with a free list sorted by address, and best-fit
+//!   placement (smallest free block that holds the interval, lowest address among equals; the
+//!   online policy of classic allocators, cf. XLA's heap simulator): at each point, intervals
+//!   ending before it are freed (coalescing neighbours), then intervals starting at it are
+//!   placed, largest first. Intervals are ordered by counting sorts over the points, and the
+//!   free list stays short (blocks coalesce), so a linear search of a contiguous vector is the
+//!   fast choice: O(n + points + n·f) for f free blocks;
 //! - greedy by size (TFLite's offline planner): largest interval first, each in the smallest
 //!   gap left by the placed intervals it overlaps in time, O(n²), for up to
 //!   [`GREEDY_MAX_INTERVALS`] intervals.
@@ -21,7 +23,7 @@
 
 use ebb_ir::plan::{Decision, Plan, Point, ValueId};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::HashSet;
 
 /// Alignment of every offset in bytes.
 pub const ALIGN: i64 = 64;
@@ -125,19 +127,28 @@ fn in_place_groups(plan: &Plan, allocs: &[Allocation]) -> (Vec<usize>, Vec<(Valu
     }
     let mut shared = Vec::new();
     if !plan.in_place_writes.is_empty() {
-        let mut ending: HashMap<(ValueId, Point), usize> = HashMap::new();
-        let mut starting: HashMap<(ValueId, Point), usize> = HashMap::new();
-        for (i, a) in allocs.iter().enumerate() {
-            ending.insert((a.value, a.end), i);
-            starting.insert((a.value, a.start), i);
+        // `allocs` is in value order (see `residency_intervals`): the intervals of value `v`
+        // are `allocs[first[v]..first[v + 1]]`.
+        let mut first = vec![0usize; plan.values.len() + 1];
+        for a in allocs {
+            if let Some(slot) = first.get_mut(a.value.index() + 1) {
+                *slot += 1;
+            }
         }
+        for v in 0..plan.values.len() {
+            first[v + 1] += first[v];
+        }
+        let interval = |v: ValueId, pick: &dyn Fn(&Allocation) -> bool| {
+            let (lo, hi) = (*first.get(v.index())?, *first.get(v.index() + 1)?);
+            (lo..hi).find(|&i| pick(&allocs[i]))
+        };
         for w in &plan.in_place_writes {
             let Some(def) = plan.values.get(w.result.index()).map(|v| v.def) else {
                 continue;
             };
-            let (Some(&o), Some(&r)) = (
-                ending.get(&(w.operand, def)),
-                starting.get(&(w.result, def)),
+            let (Some(o), Some(r)) = (
+                interval(w.operand, &|a| a.end == def),
+                interval(w.result, &|a| a.start == def),
             ) else {
                 continue;
             };
@@ -207,7 +218,11 @@ pub fn assign_offsets(
     for (i, a) in allocs.iter_mut().enumerate() {
         a.offset = offset_of[slot[group[i]]];
     }
-    allocs.sort_unstable_by(|a, b| a.start.cmp(&b.start).then(a.value.cmp(&b.value)));
+    // By start point, by value at one point (`allocs` is in value order).
+    let allocs = order_by_point(&allocs, |a| a.start.index())
+        .into_iter()
+        .map(|i| allocs[i as usize].clone())
+        .collect();
     let fragmentation = if peak > 0 {
         top as f64 / peak as f64
     } else {
@@ -267,25 +282,60 @@ fn greedy_by_size(mut allocs: Vec<Allocation>) -> (Vec<Allocation>, i64) {
     (allocs, top)
 }
 
+/// Indices of `allocs` ordered by `key` (a point index), stable: a counting sort, O(n +
+/// points).
+fn order_by_point(allocs: &[Allocation], key: impl Fn(&Allocation) -> usize) -> Vec<u32> {
+    let points = allocs.iter().map(|a| key(a) + 1).max().unwrap_or(0);
+    let mut first = vec![0u32; points + 1];
+    for a in allocs {
+        first[key(a) + 1] += 1;
+    }
+    for p in 0..points {
+        first[p + 1] += first[p];
+    }
+    let mut out = vec![0u32; allocs.len()];
+    for (i, a) in allocs.iter().enumerate() {
+        let slot = &mut first[key(a)];
+        out[*slot as usize] = i as u32;
+        *slot += 1;
+    }
+    out
+}
+
 /// The online scan: intervals by start point, each in the best-fitting free block (see the
-/// module docs). Returns the allocations and the arena size.
-fn best_fit_scan(mut allocs: Vec<Allocation>) -> (Vec<Allocation>, i64) {
-    allocs.sort_unstable_by(|a, b| {
-        a.start
-            .cmp(&b.start)
-            .then(b.bytes.cmp(&a.bytes))
-            .then(a.value.cmp(&b.value))
-    });
+/// module docs). Returns the allocations (by start point, largest first at each point) and the
+/// arena size.
+fn best_fit_scan(allocs: Vec<Allocation>) -> (Vec<Allocation>, i64) {
+    let mut by_start = order_by_point(&allocs, |a| a.start.index());
+    // Largest first among the intervals starting at one point (runs are short).
+    let mut lo = 0;
+    while lo < by_start.len() {
+        let start = allocs[by_start[lo] as usize].start;
+        let mut hi = lo + 1;
+        while hi < by_start.len() && allocs[by_start[hi] as usize].start == start {
+            hi += 1;
+        }
+        if hi - lo > 1 {
+            by_start[lo..hi].sort_unstable_by(|&x, &y| {
+                let (a, b) = (&allocs[x as usize], &allocs[y as usize]);
+                b.bytes.cmp(&a.bytes).then(a.value.cmp(&b.value))
+            });
+        }
+        lo = hi;
+    }
+    let mut allocs: Vec<Allocation> = by_start
+        .iter()
+        .map(|&i| allocs[i as usize].clone())
+        .collect();
     // Ends, to free intervals in point order.
-    let mut by_end: Vec<usize> = (0..allocs.len()).collect();
-    by_end.sort_unstable_by_key(|&i| (allocs[i].end, i));
+    let by_end = order_by_point(&allocs, |a| a.end.index());
     let mut free = FreeList::default();
     let mut top = 0i64;
     let mut next_end = 0;
     for i in 0..allocs.len() {
         let start = allocs[i].start;
-        while next_end < by_end.len() && allocs[by_end[next_end]].end < start {
-            let a = &allocs[by_end[next_end]];
+        while next_end < by_end.len() && allocs[by_end[next_end] as usize].end < start {
+            let a = &allocs[by_end[next_end] as usize];
             free.release(a.offset, align(a.bytes));
             next_end += 1;
         }
@@ -312,57 +362,61 @@ fn best_fit_scan(mut allocs: Vec<Allocation>) -> (Vec<Allocation>, i64) {
     (allocs, top)
 }
 
-/// Free blocks, indexed by offset (for coalescing) and by (size, offset) (for best fit), so
-/// every operation is O(log n).
+/// Free blocks `(offset, size)` sorted by offset. The scan keeps few free blocks at a time
+/// (they coalesce), so a linear best-fit search over a contiguous vector beats the
+/// logarithmic trees of a general allocator here.
 #[derive(Default)]
 struct FreeList {
-    by_offset: BTreeMap<i64, i64>,
-    by_size: BTreeSet<(i64, i64)>,
+    blocks: Vec<(i64, i64)>,
 }
 
 impl FreeList {
-    fn insert(&mut self, offset: i64, size: i64) {
-        self.by_offset.insert(offset, size);
-        self.by_size.insert((size, offset));
-    }
-
-    fn remove(&mut self, offset: i64) -> Option<i64> {
-        let size = self.by_offset.remove(&offset)?;
-        self.by_size.remove(&(size, offset));
-        Some(size)
-    }
-
     /// Frees `[offset, offset + size)`, coalescing with free neighbours.
-    fn release(&mut self, mut offset: i64, mut size: i64) {
-        if let Some((&po, &ps)) = self.by_offset.range(..offset).next_back() {
-            if po + ps == offset {
-                self.remove(po);
-                offset = po;
-                size += ps;
+    fn release(&mut self, offset: i64, size: i64) {
+        let i = self.blocks.partition_point(|&(o, _)| o < offset);
+        let joins_prev = i > 0 && {
+            let (po, ps) = self.blocks[i - 1];
+            po + ps == offset
+        };
+        let joins_next = i < self.blocks.len() && self.blocks[i].0 == offset + size;
+        match (joins_prev, joins_next) {
+            (true, true) => {
+                let next = self.blocks.remove(i).1;
+                self.blocks[i - 1].1 += size + next;
             }
+            (true, false) => self.blocks[i - 1].1 += size,
+            (false, true) => self.blocks[i] = (offset, size + self.blocks[i].1),
+            (false, false) => self.blocks.insert(i, (offset, size)),
         }
-        if let Some(ns) = self.remove(offset + size) {
-            size += ns;
-        }
-        self.insert(offset, size);
     }
 
     /// Takes `need` bytes from the smallest free block that holds them (lowest offset among
     /// equals); returns the offset.
     fn take_best_fit(&mut self, need: i64) -> Option<i64> {
-        let &(size, offset) = self.by_size.range((need, i64::MIN)..).next()?;
-        self.remove(offset);
+        let mut best: Option<(i64, usize)> = None;
+        for (i, &(_, size)) in self.blocks.iter().enumerate() {
+            if size >= need && best.is_none_or(|(s, _)| size < s) {
+                best = Some((size, i));
+                if size == need {
+                    break;
+                }
+            }
+        }
+        let (size, i) = best?;
+        let offset = self.blocks[i].0;
         if size > need {
-            self.insert(offset + need, size - need);
+            self.blocks[i] = (offset + need, size - need);
+        } else {
+            self.blocks.remove(i);
         }
         Some(offset)
     }
 
     /// Takes the free block that ends at `top`, if any; returns its offset.
     fn take_at_top(&mut self, top: i64) -> Option<i64> {
-        let (&o, &s) = self.by_offset.iter().next_back()?;
+        let &(o, s) = self.blocks.last()?;
         (o + s == top).then(|| {
-            self.remove(o);
+            self.blocks.pop();
             o
         })
     }

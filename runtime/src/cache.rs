@@ -1,7 +1,7 @@
 //! A bounded LRU cache of finalized plans keyed by (bindings, budget), so a trainer that meets
 //! a shape again gets its plan in microseconds.
 
-use crate::finalize::{finalize, ConcretePlan, FinalizeError, FinalizeOptions};
+use crate::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
 use ebb_ir::plan::Plan;
 use ebb_ir::Bindings;
 use lru::LruCache;
@@ -11,9 +11,10 @@ use std::sync::Arc;
 /// Cache key: symbol values in symbol order, and the budget.
 type Key = (Vec<i64>, Option<i64>);
 
-/// LRU cache of [`ConcretePlan`]s for one [`Plan`].
+/// LRU cache of [`ConcretePlan`]s for one [`Plan`]; misses finalize through one
+/// [`Finalizer`], so each plan variant is prepared once.
 pub struct PlanCache {
-    plan: Arc<Plan>,
+    finalizer: Finalizer,
     cache: LruCache<Key, Arc<ConcretePlan>>,
     /// Hits since creation.
     pub hits: u64,
@@ -26,7 +27,7 @@ impl PlanCache {
     pub fn new(plan: Arc<Plan>, capacity: usize) -> Self {
         let cap = NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN);
         PlanCache {
-            plan,
+            finalizer: Finalizer::new(plan),
             cache: LruCache::new(cap),
             hits: 0,
             misses: 0,
@@ -46,9 +47,20 @@ impl PlanCache {
             return Ok(p.clone());
         }
         self.misses += 1;
-        let p = Arc::new(finalize(&self.plan, b, opts)?);
+        let p = Arc::new(self.finalizer.finalize(b, opts)?);
         self.cache.put(key, p.clone());
         Ok(p)
+    }
+
+    /// Prepares every plan variant now, so that no later miss pays for it (see
+    /// [`Finalizer::prepare_all`]).
+    pub fn prepare_all(&self) {
+        self.finalizer.prepare_all();
+    }
+
+    /// The finalizer misses go through.
+    pub fn finalizer(&self) -> &Finalizer {
+        &self.finalizer
     }
 
     /// Number of cached plans.

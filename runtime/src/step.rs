@@ -175,8 +175,11 @@ impl Runtime {
         let graph = ebb_ir::text::parse(text).map_err(|e| RuntimeError::Graph(e.to_string()))?;
         ebb_ir::verify::verify(&graph).map_err(|e| RuntimeError::Graph(e.to_string()))?;
         let plan = Arc::new(plan);
+        let cache = PlanCache::new(plan.clone(), cache_capacity);
+        // Prepared now, so a step's finalize is only what depends on its shapes.
+        cache.prepare_all();
         Ok(Runtime {
-            cache: PlanCache::new(plan.clone(), cache_capacity),
+            cache,
             plan,
             graph,
             opts,

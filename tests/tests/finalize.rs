@@ -8,7 +8,7 @@ use ebb_ir::plan::DecisionKind;
 use ebb_passes::plan::check::check;
 use ebb_runtime::arena::check_layout;
 use ebb_runtime::cache::PlanCache;
-use ebb_runtime::finalize::{finalize, FinalizeError, FinalizeOptions};
+use ebb_runtime::finalize::{finalize, FinalizeError, FinalizeOptions, Finalizer};
 use ebb_testkit::{bind, jax_fixture};
 use std::sync::Arc;
 
@@ -247,5 +247,35 @@ fn fused_layouts_share_in_place_buffers_and_stay_within_five_percent() {
         }
         let ratio = cp.arena.arena_bytes as f64 / cp.peak_bytes_planned as f64;
         assert!(ratio <= 1.05, "{budget:?}: arena / peak {ratio:.3}");
+    }
+}
+
+/// A [`Finalizer`] (variants prepared once, expressions interned) finalizes exactly as the
+/// one-off [`finalize`] at every shape and budget: same variant, decisions, peaks and offsets.
+#[test]
+fn a_prepared_finalizer_agrees_with_one_off_finalize() {
+    let c = compiled("gpt2_tiny_adamw");
+    let fin = Finalizer::new(&c.plan);
+    for (bsz, s) in [(1, 16), (8, 256), (4, 100), (2, 512)] {
+        let b = bind(&[("B", bsz), ("S", s)]);
+        let free = finalize(&c.plan, &b, &FinalizeOptions::default()).unwrap();
+        for frac in [1.0, 0.6, 0.45] {
+            let opts = FinalizeOptions {
+                budget: Some((free.peak_bytes_scheduled as f64 * frac) as i64),
+                ..Default::default()
+            };
+            let (one, held) = (finalize(&c.plan, &b, &opts), fin.finalize(&b, &opts));
+            match (one, held) {
+                (Ok(one), Ok(held)) => {
+                    assert_eq!(one.variant, held.variant);
+                    assert_eq!(one.decisions, held.decisions);
+                    assert_eq!(one.resident, held.resident);
+                    assert_eq!(one.arena.allocations, held.arena.allocations);
+                    check_layout(&held.arena).unwrap();
+                }
+                (Err(a), Err(b)) => assert_eq!(a, b),
+                (a, b) => panic!("B={bsz} S={s} {frac}: {:?} vs {:?}", a.is_ok(), b.is_ok()),
+            }
+        }
     }
 }

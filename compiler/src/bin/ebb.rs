@@ -316,8 +316,8 @@ fn run(cli: Cli) -> Result<()> {
                 write_decisions(&mut out, &r)?;
                 writeln!(
                     out,
-                    "candidates: {}, finalize: {:.0} us",
-                    r.candidates, r.finalize_us
+                    "candidates: {}, finalize: {:.0} us (plan variant prepared in {:.0} us)",
+                    r.candidates, r.finalize_us, r.prepare_us
                 )?;
             }
             output::print_stdout(&out)?;

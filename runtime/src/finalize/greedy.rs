@@ -133,12 +133,15 @@ pub(super) fn choose(
         step_us,
         ..Link::default()
     };
-    options.sort_by(|a, b| {
-        a.score
-            .total_cmp(&b.score)
-            .then(b.bytes.cmp(&a.bytes))
-            .then(a.c.cmp(&b.c))
-            .then(a.kind.cmp(&b.kind))
+    // By score, larger first, then candidate and kind. Keys are unique, so an unstable sort
+    // is deterministic; the bits of a non-negative float order like its value.
+    options.sort_unstable_by_key(|o| {
+        (
+            (o.score + 0.0).to_bits(),
+            u64::MAX - o.bytes as u64,
+            o.c,
+            o.kind,
+        )
     });
     // Options of each candidate, for widening.
     let mut of_candidate: Vec<Vec<usize>> = vec![Vec::new(); candidates];
@@ -148,6 +151,20 @@ pub(super) fn choose(
     // The option taken per candidate, and the candidates in the order first taken.
     let mut state: Vec<Option<usize>> = vec![None; candidates];
     let mut order: Vec<CandidateId> = Vec::new();
+    // What the scan below reads, contiguous: (score, first point, last point, candidate).
+    let scan: Vec<(f64, u32, u32, u32)> = options
+        .iter()
+        .map(|o| {
+            (
+                o.score,
+                o.l.index() as u32,
+                o.r.index() as u32,
+                o.c.index() as u32,
+            )
+        })
+        .collect();
+    // `state[c].is_some()`, compact for the scan.
+    let mut taken: Vec<bool> = vec![false; candidates];
     let mut lowest = i64::MAX;
     loop {
         let (peak, p) = tree.argmax();
@@ -159,11 +176,13 @@ pub(super) fn choose(
         // The best marginal score among untaken options covering `p` (lazy: marginal scores
         // are at least the static ones the options are sorted by).
         let mut pick: Option<(f64, usize)> = None;
-        for (i, o) in options.iter().enumerate() {
-            if pick.is_some_and(|(best, _)| o.score >= best) {
+        let at = p.index() as u32;
+        for (i, &(static_score, l, r, c)) in scan.iter().enumerate() {
+            if pick.is_some_and(|(best, _)| static_score >= best) {
                 break;
             }
-            if state[o.c.index()].is_none() && o.covers(p) {
+            if l <= at && at <= r && !taken[c as usize] {
+                let o = &options[i];
                 let score = link.marginal(o) / (o.bytes as f64 * o.window());
                 if pick.is_none_or(|(best, _)| score < best) {
                     pick = Some((score, i));
@@ -174,6 +193,7 @@ pub(super) fn choose(
             options[i].apply(tree, 1);
             link.add(&options[i], 1.0);
             state[options[i].c.index()] = Some(i);
+            taken[options[i].c.index()] = true;
             order.push(options[i].c);
             continue;
         }

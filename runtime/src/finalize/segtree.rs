@@ -78,6 +78,16 @@ impl PeakTree {
         (best, lo)
     }
 
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True when the tree has no points (never: a tree has at least one).
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
     /// Resident bytes at every point (O(n)).
     pub fn values(&self) -> Vec<i64> {
         let mut out = vec![0; self.n];

@@ -1,0 +1,113 @@
+//! A plan prepared for repeated finalize: every symbolic size and cost of the plan interned
+//! into a table of distinct expressions, so finalize at new bindings evaluates each distinct
+//! expression once (GPT-2 medium's plan has about 50 000 size and cost expressions but 133
+//! distinct ones) and reads the rest by index, with no hashing on the finalize path.
+//!
+//! Invariant: every index held here is an index into [`Prepared::exprs`], and the per-value,
+//! per-candidate and per-point vectors are indexed like the plan's own (`Plan::values`,
+//! `Plan::candidates`, the schedule's points) of the plan variant it was prepared from.
+
+use super::FinalizeError;
+use ebb_ir::plan::Plan;
+use ebb_ir::{Bindings, DimExpr};
+use std::collections::HashMap;
+
+/// The expressions of one candidate, as indices into [`Prepared::exprs`].
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CandidateExprs {
+    pub recompute_flops: u32,
+    pub transient_bytes: u32,
+    pub swap_bytes: u32,
+    /// `None` when the plan does not record it (then `value + transient`).
+    pub regen_peak_bytes: Option<u32>,
+}
+
+/// One plan variant's expressions, interned (see the module docs). Built once per plan
+/// variant by [`Prepared::new`] (tens of milliseconds on GPT-2 medium), then shared by every
+/// finalize of that variant.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The distinct expressions.
+    exprs: Vec<DimExpr>,
+    /// Bytes of each value.
+    pub(super) value_bytes: Vec<u32>,
+    /// `(point, bytes)` of each region transient.
+    pub(super) region_transients: Vec<(usize, u32)>,
+    /// FLOPs of each point (empty when the plan has none).
+    pub(super) point_flops: Vec<u32>,
+    /// Bytes read and written at each point (empty when the plan has none).
+    pub(super) point_bytes: Vec<u32>,
+    /// Per candidate.
+    pub(super) candidates: Vec<CandidateExprs>,
+}
+
+impl Prepared {
+    /// Interns the expressions of `plan` (one variant; see [`Plan::variant`]).
+    pub fn new(plan: &Plan) -> Prepared {
+        let mut table = Interner::default();
+        let mut intern = |e| table.intern(e);
+        let value_bytes = plan.values.iter().map(|v| intern(&v.bytes)).collect();
+        let region_transients = plan
+            .region_transients
+            .iter()
+            .map(|t| (t.point.index(), intern(&t.bytes)))
+            .collect();
+        let point_flops = plan.point_flops.iter().flatten().map(&mut intern).collect();
+        let point_bytes = plan.point_bytes.iter().flatten().map(&mut intern).collect();
+        let candidates = plan
+            .candidates
+            .iter()
+            .map(|c| CandidateExprs {
+                recompute_flops: intern(&c.recompute_flops),
+                transient_bytes: intern(&c.transient_bytes),
+                swap_bytes: intern(&c.swap_bytes),
+                regen_peak_bytes: c.regen_peak_bytes.as_ref().map(&mut intern),
+            })
+            .collect();
+        Prepared {
+            exprs: table.exprs,
+            value_bytes,
+            region_transients,
+            point_flops,
+            point_bytes,
+            candidates,
+        }
+    }
+
+    /// Number of distinct expressions.
+    pub fn distinct_exprs(&self) -> usize {
+        self.exprs.len()
+    }
+
+    /// Every distinct expression evaluated at `b`, indexed like the table.
+    ///
+    /// # Errors
+    /// [`FinalizeError::Eval`] naming the first expression that does not evaluate.
+    pub(super) fn eval(&self, b: &Bindings) -> Result<Vec<i64>, FinalizeError> {
+        self.exprs
+            .iter()
+            .map(|e| {
+                e.eval(b).map_err(|source| FinalizeError::Eval {
+                    expr: e.to_string(),
+                    source,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Distinct expressions in first-seen order, and the index of each.
+#[derive(Default)]
+struct Interner<'p> {
+    index: HashMap<&'p DimExpr, u32>,
+    exprs: Vec<DimExpr>,
+}
+
+impl<'p> Interner<'p> {
+    fn intern(&mut self, e: &'p DimExpr) -> u32 {
+        *self.index.entry(e).or_insert_with(|| {
+            self.exprs.push(e.clone());
+            (self.exprs.len() - 1) as u32
+        })
+    }
+}
