@@ -99,6 +99,7 @@ fn every_fixture_imports_compiles_and_finalizes_under_half_its_peak_or_the_small
         "ort_gpt2_tiny_training",
         "torch_gpt2_tiny_adam",
         "torch_gpt2_tiny_sgd",
+        "torch_gpt2_tiny_ce_adam",
     ] {
         assert!(met_half.iter().any(|m| m == n), "{n}: {met_half:?}");
     }

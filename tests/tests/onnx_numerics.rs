@@ -248,6 +248,12 @@ fn torch_gpt2_tiny_adam() {
     check("torch_gpt2_tiny_adam");
 }
 
+/// `F.cross_entropy` as users write it: GatherElements forward, ScatterElements backward.
+#[test]
+fn torch_gpt2_tiny_ce_adam() {
+    check("torch_gpt2_tiny_ce_adam");
+}
+
 #[test]
 fn ort_mlp_training() {
     check("ort_mlp_training");

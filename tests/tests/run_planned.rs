@@ -143,6 +143,7 @@ fn onnx_gpt_steps_at_half_of_program_order_peak_run_bit_identical() {
     for name in [
         "onnx/torch_gpt2_tiny_sgd",
         "onnx/torch_gpt2_tiny_adam",
+        "onnx/torch_gpt2_tiny_ce_adam",
         "onnx/ort_gpt2_tiny_training",
     ] {
         let plan = compile(name);

@@ -47,6 +47,23 @@ fn node(op: &str, ins: &[&str], outs: &[&str], attrs: Vec<AttributeProto>) -> No
     }
 }
 
+/// A `com.microsoft` node.
+fn ms_node(op: &str, ins: &[&str], outs: &[&str]) -> NodeProto {
+    NodeProto {
+        domain: Some("com.microsoft".into()),
+        ..node(op, ins, outs, vec![])
+    }
+}
+
+fn str_attr(name: &str, v: &str) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(3),
+        s: Some(v.as_bytes().to_vec()),
+        ..Default::default()
+    }
+}
+
 fn int_attr(name: &str, v: i64) -> AttributeProto {
     AttributeProto {
         name: Some(name.into()),
@@ -77,10 +94,16 @@ fn run(
 ) -> Vec<Tensor> {
     let m = ModelProto {
         ir_version: Some(10),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(18),
-        }],
+        opset_import: vec![
+            OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(18),
+            },
+            OperatorSetIdProto {
+                domain: Some("com.microsoft".into()),
+                version: Some(1),
+            },
+        ],
         graph: Some(GraphProto {
             node: nodes,
             initializer: inits,
@@ -204,6 +227,94 @@ fn trilu_onehot_and_batched_matmul() {
         out[2].to_f64_vec(),
         [1., 2., 3., 4., 5., 6., 7., 8., 9., 12., 15., 18.]
     );
+}
+
+/// `F.cross_entropy`'s pattern (torch.onnx, dynamo): log-probabilities picked per row with
+/// `GatherElements` on axis 1, negative targets wrapped; its gradient scatters back with
+/// `ScatterElements` (`none` and `add`).
+#[test]
+fn gather_elements_and_scatter_elements_pick_and_place_per_row() {
+    let i64s = |shape: Vec<usize>, v: Vec<i64>| {
+        Tensor::new(shape, ebb_runtime::Data::I64(v.into())).unwrap()
+    };
+    let out = run(
+        vec![
+            node(
+                "GatherElements",
+                &["x", "t"],
+                &["g"],
+                vec![int_attr("axis", 1)],
+            ),
+            node(
+                "ScatterElements",
+                &["z", "t", "u"],
+                &["s"],
+                vec![int_attr("axis", 1)],
+            ),
+            node(
+                "ScatterElements",
+                &["x", "t2", "u2"],
+                &["sa"],
+                vec![int_attr("axis", 0), str_attr("reduction", "add")],
+            ),
+        ],
+        vec![],
+        vec![
+            vi("x", 1, &["batch", "3"]),
+            vi("t", 7, &["batch", "1"]),
+            vi("z", 1, &["batch", "3"]),
+            vi("u", 1, &["batch", "1"]),
+            vi("t2", 7, &["2", "3"]),
+            vi("u2", 1, &["2", "3"]),
+        ],
+        vec![
+            vi("g", 1, &["batch", "1"]),
+            vi("s", 1, &["batch", "3"]),
+            vi("sa", 1, &["batch", "3"]),
+        ],
+        &[("batch", 2)],
+        vec![
+            Tensor::from_f32(vec![2, 3], vec![1., 2., 3., 4., 5., 6.]).unwrap(),
+            i64s(vec![2, 1], vec![2, -3]),
+            Tensor::from_f32(vec![2, 3], vec![0.; 6]).unwrap(),
+            Tensor::from_f32(vec![2, 1], vec![7., 8.]).unwrap(),
+            i64s(vec![2, 3], vec![1, 1, 0, 1, 0, 0]),
+            Tensor::from_f32(vec![2, 3], vec![10., 20., 30., 40., 50., 60.]).unwrap(),
+        ],
+    );
+    assert_eq!(out[0].to_f64_vec(), [3., 4.]);
+    assert_eq!(out[1].to_f64_vec(), [0., 0., 7., 8., 0., 0.]);
+    // Column j of x gets u2[i][j] added at row t2[i][j].
+    assert_eq!(
+        out[2].to_f64_vec(),
+        [1., 2. + 50., 3. + 30. + 60., 4. + 10. + 40., 5. + 20., 6.]
+    );
+}
+
+/// ONNX Runtime training's gradients of `Tanh` and `Sigmoid` from the forward output `Y`.
+#[test]
+fn tanh_and_sigmoid_grads_follow_the_forward_output() {
+    let y = vec![-0.5f32, 0.0, 0.25, 0.9];
+    let dy = vec![1.0f32, 2.0, -3.0, 0.5];
+    let out = run(
+        vec![
+            ms_node("TanhGrad", &["dy", "y"], &["dt"]),
+            ms_node("SigmoidGrad", &["dy", "y"], &["ds"]),
+        ],
+        vec![],
+        vec![vi("dy", 1, &["n"]), vi("y", 1, &["n"])],
+        vec![vi("dt", 1, &["n"]), vi("ds", 1, &["n"])],
+        &[("n", 4)],
+        vec![
+            Tensor::from_f32(vec![4], dy.clone()).unwrap(),
+            Tensor::from_f32(vec![4], y.clone()).unwrap(),
+        ],
+    );
+    for k in 0..4 {
+        let (d, v) = (dy[k], y[k]);
+        assert_eq!(out[0].to_f64_vec()[k], (d * (1.0 - v * v)) as f64);
+        assert_eq!(out[1].to_f64_vec()[k], (d * v * (1.0 - v)) as f64);
+    }
 }
 
 /// Imports a one-graph model; the error text when the import fails.

@@ -45,7 +45,8 @@ DEFAULT_OUT = REPO_ROOT / "tests" / "fixtures" / "onnx"
 DEFAULT_ORT_PYTHON = "/work/venv-ort/bin/python"
 sys.path.insert(0, str(HERE))
 
-TORCH_NAMES = ["torch_mlp_sgd", "torch_mlp_adam", "torch_gpt2_tiny_sgd", "torch_gpt2_tiny_adam"]
+TORCH_NAMES = ["torch_mlp_sgd", "torch_mlp_adam", "torch_gpt2_tiny_sgd", "torch_gpt2_tiny_adam",
+               "torch_gpt2_tiny_ce_adam"]
 ORT_NAMES = ["ort_mlp", "ort_gpt2_tiny"]
 
 

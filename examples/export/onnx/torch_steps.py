@@ -28,6 +28,7 @@ import onnx
 import onnxruntime as ort
 import torch
 import torch.nn.functional as F
+from torch._decomp import get_decompositions
 from torch.export import Dim
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -91,6 +92,13 @@ GPT_TINY = ModelSpec(
             "tied_embedding": True, "layer_norm": "pre (F.layer_norm, eps 1e-5)",
             "activation": "gelu_tanh", "mask": "causal, arange compare", "init_seed": 0})
 
+# The same GPT traced with its eager loss: `F.cross_entropy` as users write it, which the dynamo
+# exporter emits as LogSoftmax + GatherElements (forward) and ScatterElements (backward).
+GPT_TINY_CE = ModelSpec(
+    init=GPT_TINY.init, loss=GPT_TINY.eager_loss, eager_loss=GPT_TINY.eager_loss,
+    data=_gpt_data, data_names=GPT_TINY.data_names, data_dims=GPT_TINY.data_dims,
+    config={**GPT_TINY.config, "loss": "F.cross_entropy (traced as written)"})
+
 
 @dataclass
 class TorchFixture:
@@ -102,6 +110,11 @@ class TorchFixture:
     refs: list[dict] = field(default_factory=list)
     symbols: tuple[str, ...] = ("batch",)
     constraints: tuple[str, ...] = ()
+    # Trace with aten's own decompositions of these ops (as `torch.export`'s
+    # `run_decompositions` does before ONNX export): nll_loss becomes gather/scatter, which the
+    # exporter emits as GatherElements/ScatterElements. The exporter's direct translation of
+    # `nll_loss_backward` (torch 2.15) scales the gradient by the token count.
+    decompose: tuple[str, ...] = ()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -214,7 +227,8 @@ def export_onnx(fx: TorchFixture, tree, in_names, out_names) -> onnx.ModelProto:
     step = make_functional_step(fx, tree)
     inputs, _ = eager_reference(fx, fx.trace_bindings, seed=99)
     example = [torch.from_numpy(np.array(a)) for a in inputs]
-    gm = make_fx(step, tracing_mode="symbolic")(*example)
+    decomp = get_decompositions([getattr(torch.ops.aten, op) for op in fx.decompose])
+    gm = make_fx(step, tracing_mode="symbolic", decomposition_table=decomp)(*example)
 
     dims = {s: Dim(s, min=1, max=M.GPT_TINY.n_pos) if s == "seq" else Dim(s, min=1)
             for s in fx.symbols}
@@ -320,6 +334,7 @@ def export_torch_fixture(fx: TorchFixture, out_dir: Path) -> dict:
         "config": {**fx.model.config, "optimizer": _optimizer_desc(fx.optimizer),
                    "adam_warmup_steps": ADAM_WARMUP_STEPS if fx.optimizer == "adamw" else None,
                    "exported_with": {"tracer": 'make_fx(tracing_mode="symbolic")',
+                                     "decompositions": list(fx.decompose),
                                      "torch.onnx.export": {"dynamo": True,
                                                            "optimize": fx.optimizer != "adamw"}}},
         "inputs": describe_values(model.graph.input, in_paths),
@@ -399,4 +414,12 @@ TORCH_FIXTURES = [
         "hyper-parameters). Inputs: params, m, v, step, tokens, targets. Outputs: loss, new "
         "params, new m, new v, new step.",
         GPT_TINY, "adamw", {"batch": 3, "seq": 11}, _GPT_REFS, _GPT_SYMS, _GPT_CONS),
+    TorchFixture(
+        "torch_gpt2_tiny_ce_adam",
+        "torch_gpt2_tiny_adam with the loss traced as users write it, F.cross_entropy on the "
+        "[batch*seq, vocab] logits (the exporter emits GatherElements and ScatterElements). "
+        "Inputs: params, m, v, step, tokens, targets. Outputs: loss, new params, new m, new v, "
+        "new step.",
+        GPT_TINY_CE, "adamw", {"batch": 3, "seq": 11}, _GPT_REFS, _GPT_SYMS, _GPT_CONS,
+        decompose=("nll_loss_forward", "nll_loss_backward")),
 ]

@@ -1,6 +1,6 @@
 //! Elementwise ops: unary math, binary arithmetic with numpy broadcasting, comparisons,
 //! `Where`, `Cast`, `Identity`, `Dropout` (inference form), `Relu`, `Clip` and
-//! `com.microsoft` `ReluGrad`. `Erf` and the GELU family are in [`super::gelu`].
+//! `com.microsoft` `ReluGrad`, `TanhGrad`, `SigmoidGrad`. `Erf` and the GELU family are in [`super::gelu`].
 //!
 //! Integer inputs known at import time (shape arithmetic) are evaluated symbolically
 //! ([`super::symbolic`]).
@@ -62,6 +62,8 @@ pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
 pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
     Some(match op {
         "ReluGrad" => &ReluGrad,
+        "TanhGrad" => &TanhGrad,
+        "SigmoidGrad" => &SigmoidGrad,
         _ => return None,
     })
 }
@@ -268,6 +270,38 @@ impl Lower for ReluGrad {
         let p = cx.compare(Relation::Gt, y, z)?;
         let zero = cx.scalar(d, 0.0);
         one(cx.select(p, dy, zero)?)
+    }
+}
+
+/// `TanhGrad(dY, Y)` (com.microsoft; ONNX Runtime's gradient of `Tanh`, `Y` = the forward
+/// output): `dX = dY · (1 − Y·Y)`, in the order ONNX Runtime's CPU kernel evaluates it.
+struct TanhGrad;
+
+impl Lower for TanhGrad {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let dy = cx.input(n, 0)?;
+        let y = cx.input(n, 1)?;
+        let d = cx.ty(y).dtype;
+        let one_ = cx.scalar(d, 1.0);
+        let yy = cx.binary(Op::Multiply, y, y)?;
+        let slope = cx.binary(Op::Subtract, one_, yy)?;
+        one(cx.binary(Op::Multiply, dy, slope)?)
+    }
+}
+
+/// `SigmoidGrad(dY, Y)` (com.microsoft; the gradient of `Sigmoid`, `Y` = the forward output):
+/// `dX = dY · Y · (1 − Y)`, left to right as ONNX Runtime's CPU kernel evaluates it.
+struct SigmoidGrad;
+
+impl Lower for SigmoidGrad {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let dy = cx.input(n, 0)?;
+        let y = cx.input(n, 1)?;
+        let d = cx.ty(y).dtype;
+        let one_ = cx.scalar(d, 1.0);
+        let dyy = cx.binary(Op::Multiply, dy, y)?;
+        let rest = cx.binary(Op::Subtract, one_, y)?;
+        one(cx.binary(Op::Multiply, dyy, rest)?)
     }
 }
 

@@ -1,5 +1,8 @@
-//! Indexing ops: `Gather`, `ScatterND`, `OneHot`, and `com.microsoft` `GatherGrad`, lowered to
-//! StableHLO `gather`/`scatter` (StableHLO spec, sections "gather" and "scatter").
+//! Indexing ops: `Gather`, `GatherElements`, `GatherND`, `ScatterElements`, `ScatterND`,
+//! `OneHot`, and `com.microsoft` `GatherGrad`/`GatherNDGrad`, lowered to StableHLO
+//! `gather`/`scatter` (StableHLO spec, sections "gather" and "scatter"). The element-wise
+//! forms use the batching dimensions of `gather`/`scatter` (every dimension but the axis), so
+//! no index tensor is materialized.
 //!
 //! ONNX indices may be negative (counting from the end of the axis); they are wrapped with a
 //! `select` before indexing, except when known at import time.
@@ -14,6 +17,8 @@ pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
     Some(match op {
         "Gather" => &Gather,
         "GatherND" => &GatherNd,
+        "GatherElements" => &GatherElements,
+        "ScatterElements" => &ScatterElements,
         "ScatterND" => &ScatterNd,
         "OneHot" => &OneHot,
         _ => return None,
@@ -90,6 +95,103 @@ pub(crate) fn gather_axis(cx: &mut Cx, data: ValueRef, idx: ValueRef, axis: usiz
         ..Default::default()
     };
     cx.emit(Op::Gather(dims), &[data, idx])
+}
+
+/// Checks that `data` and `indices` of an element-wise gather/scatter have the same rank and
+/// the same sizes along every dimension but `axis` (ONNX allows smaller indices there; Ebb
+/// does not yet); returns the batching dimensions (all but `axis`).
+fn elementwise_batching(cx: &Cx, data: ValueRef, idx: ValueRef, axis: usize) -> R<Vec<i64>> {
+    let (td, ti) = (cx.ty(data), cx.ty(idx));
+    if td.rank() != ti.rank() {
+        return Err(cx.err(format!(
+            "indices of rank {} for data of rank {}: the ranks must be equal",
+            ti.rank(),
+            td.rank()
+        )));
+    }
+    for j in (0..td.rank()).filter(|&j| j != axis) {
+        if td.shape[j] != ti.shape[j] {
+            return Err(cx.err(format!(
+                "indices dimension {j} is {} but the data's is {}: indices smaller than the \
+                 data outside the axis are not supported",
+                ti.shape[j], td.shape[j]
+            )));
+        }
+    }
+    Ok((0..td.rank() as i64)
+        .filter(|&j| j != axis as i64)
+        .collect())
+}
+
+/// `GatherElements(data, indices, axis)`: `out[i, j, k] = data[i, indices[i, j, k], k]` for
+/// `axis = 1` (ONNX operator spec), one element per index: a `gather` whose batching
+/// dimensions are all but `axis`.
+struct GatherElements;
+
+impl Lower for GatherElements {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let data = cx.input(n, 0)?;
+        let idx = cx.input(n, 1)?;
+        let td = cx.ty(data);
+        let r = td.rank();
+        let a = norm_axis(cx, n.int_or("axis", 0), r)?;
+        let batch = elementwise_batching(cx, data, idx, a)?;
+        let idx = wrap_negative(cx, idx, &td.shape[a])?;
+        let dims = GatherDims {
+            offset_dims: Vec::new(),
+            collapsed_slice_dims: vec![a as i64],
+            operand_batching_dims: batch.clone(),
+            start_indices_batching_dims: batch,
+            start_index_map: vec![a as i64],
+            index_vector_dim: r as i64,
+            slice_sizes: vec![DimExpr::constant(1); r],
+            ..Default::default()
+        };
+        one(cx.emit(Op::Gather(dims), &[data, idx])?)
+    }
+}
+
+/// `ScatterElements(data, indices, updates, axis, reduction)` with `reduction` `none` or
+/// `add`: a copy of `data` with `out[i, indices[i, j, k], k] = updates[i, j, k]` (or `+=`) for
+/// `axis = 1`: a `scatter` whose batching dimensions are all but `axis`. With `none` and
+/// repeated indices the result is unspecified by ONNX; Ebb keeps the last update in index order.
+struct ScatterElements;
+
+impl Lower for ScatterElements {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let red = n.string("reduction").unwrap_or_else(|| "none".into());
+        let add = match red.as_str() {
+            "none" => false,
+            "add" => true,
+            r => {
+                return Err(cx.err(format!(
+                    "ScatterElements reduction `{r}` is not supported (none, add are)"
+                )))
+            }
+        };
+        let data = cx.input(n, 0)?;
+        let idx = cx.input(n, 1)?;
+        let upd = cx.input(n, 2)?;
+        let td = cx.ty(data);
+        let r = td.rank();
+        let a = norm_axis(cx, n.int_or("axis", 0), r)?;
+        let batch = elementwise_batching(cx, data, idx, a)?;
+        if cx.ty(upd).shape != cx.ty(idx).shape {
+            return Err(cx.err("updates must have the shape of the indices"));
+        }
+        let idx = wrap_negative(cx, idx, &td.shape[a])?;
+        let dims = ScatterDims {
+            update_window_dims: Vec::new(),
+            inserted_window_dims: vec![a as i64],
+            input_batching_dims: batch.clone(),
+            scatter_indices_batching_dims: batch,
+            scatter_dims_to_operand_dims: vec![a as i64],
+            index_vector_dim: r as i64,
+            ..Default::default()
+        };
+        let body = scatter_body(td.dtype, add);
+        one(cx.emit_n(Op::Scatter(dims), &[data, idx, upd], vec![body])?[0])
+    }
 }
 
 /// `GatherND(data, indices)` with `batch_dims = 0`: `out[i..] = data[indices[i..], ..]`.
