@@ -259,6 +259,17 @@ fn ort_mlp_training() {
     check("ort_mlp_training");
 }
 
+/// Tanh activations: ONNX Runtime differentiates them with `com.microsoft` `TanhGrad`.
+#[test]
+fn ort_mlp_tanh_training() {
+    check("ort_mlp_tanh_training");
+}
+
+#[test]
+fn ort_mlp_tanh_optimizer() {
+    check("ort_mlp_tanh_optimizer");
+}
+
 #[test]
 fn ort_mlp_optimizer() {
     check("ort_mlp_optimizer");

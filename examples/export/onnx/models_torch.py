@@ -121,12 +121,12 @@ def init_mlp(seed=0, sizes=MLP_SIZES):
     return params
 
 
-def mlp_forward(params, x):
+def mlp_forward(params, x, act=torch.relu):
     h = x
     for i, layer in enumerate(params):
         h = h @ layer["w"] + layer["b"]
         if i + 1 < len(params):
-            h = torch.relu(h)
+            h = act(h)
     return h
 
 
