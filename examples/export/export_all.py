@@ -116,6 +116,19 @@ def cnn_args(dims, concrete, seed=0):
             jax.ShapeDtypeStruct((b,), jnp.int32))
 
 
+def cnn_poly_args(dims, concrete, seed=0):
+    b, h, w = dims["B"], dims["h"], dims["w"]
+    shape = (b, 8 * h, 8 * w, 3)
+    if concrete:
+        params = M.init_cnn_poly(jax.random.PRNGKey(0))
+        kx, ky = _data_keys(seed)
+        x = jax.random.normal(kx, shape, jnp.float32)
+        y = jax.random.randint(ky, (b,), 0, 10, jnp.int32)
+        return params, x, y
+    params = jax.eval_shape(M.init_cnn_poly, jax.random.PRNGKey(0))
+    return (params, jax.ShapeDtypeStruct(shape, jnp.float32), jax.ShapeDtypeStruct((b,), jnp.int32))
+
+
 def gpt_block_args(dims, concrete, seed=0):
     b, s, d = dims["B"], dims["S"], M.GPT_BLOCK.d_model
     if concrete:
@@ -208,6 +221,17 @@ FIXTURES: list[Fixture] = [
                     "x: f32[B,1,28,28] (NCHW), y: i32[B]. Returns (loss, new_params).",
         step=M.cnn_sgd_step, symbols="B", constraints=(), make_args=cnn_args, refs=_MLP_REFS,
         config={"layout": "NCHW/OIHW", "lr": M.CNN_LR}),
+    Fixture(
+        name="cnn_poly_sgd",
+        description="CNN on NHWC images whose height and width are any multiple of 8: x: "
+                    "f32[B, 8*h, 8*w, 3] (JAX emits divmod shape assertions for the "
+                    "divisibility), conv3x3(3->16, SAME)+relu+maxpool2x2, conv3x3(16->32)+relu+"
+                    "maxpool2x2, global average pool, dense 32->10, cross-entropy written with "
+                    "jnp.take_along_axis, SGD (lr=0.05). y: i32[B]. Returns (loss, new_params).",
+        step=M.cnn_poly_sgd_step, symbols="B, h, w", constraints=(), make_args=cnn_poly_args,
+        refs=[{"B": 4, "h": 2, "w": 3}, {"B": 2, "h": 4, "w": 1}],
+        config={"layout": "NHWC/HWIO", "lr": M.CNN_POLY_LR,
+                "image": "(B, 8*h, 8*w, 3)"}),
     Fixture(
         name="mlp_bf16",
         description="mlp_sgd computing in bf16 with f32 master weights (params and x converted "

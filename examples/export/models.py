@@ -125,6 +125,54 @@ def cnn_sgd_step(params, x, y):
 
 
 # ----------------------------------------------------------------------------------------------
+# CNN on NHWC images of any size that is a multiple of 8 (`(B, 8*h, 8*w, 3)`), with the loss
+# written with `take_along_axis` as many users write it
+# ----------------------------------------------------------------------------------------------
+
+CNN_POLY_LR = 0.05
+_NHWC_DN = ("NHWC", "HWIO", "NHWC")
+
+
+def init_cnn_poly(key):
+    k1, k2, k3 = jax.random.split(key, 3)
+
+    def he(k, shape, fan_in):
+        return jax.random.normal(k, shape, jnp.float32) * math.sqrt(2.0 / fan_in)
+
+    return {
+        "conv1": {"w": he(k1, (3, 3, 3, 16), 27), "b": jnp.zeros((16,), jnp.float32)},
+        "conv2": {"w": he(k2, (3, 3, 16, 32), 144), "b": jnp.zeros((32,), jnp.float32)},
+        "dense": {"w": he(k3, (32, 10), 32), "b": jnp.zeros((10,), jnp.float32)},
+    }
+
+
+def _conv_nhwc(x, p):
+    y = lax.conv_general_dilated(x, p["w"], window_strides=(1, 1), padding="SAME",
+                                 dimension_numbers=_NHWC_DN)
+    return y + p["b"]
+
+
+def _max_pool_nhwc(x):
+    return lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+
+
+def cnn_poly_forward(params, x):
+    h = _max_pool_nhwc(jax.nn.relu(_conv_nhwc(x, params["conv1"])))  # [B, 4h, 4w, 16]
+    h = _max_pool_nhwc(jax.nn.relu(_conv_nhwc(h, params["conv2"])))  # [B, 2h, 2w, 32]
+    h = h.mean(axis=(1, 2))  # global average pool: [B, 32]
+    return h @ params["dense"]["w"] + params["dense"]["b"]
+
+
+def cnn_poly_sgd_step(params, x, y):
+    def loss_fn(p):
+        logp = jax.nn.log_softmax(cnn_poly_forward(p, x))
+        return -jnp.take_along_axis(logp, y[:, None], axis=1).mean()
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return loss, sgd_update(params, grads, CNN_POLY_LR)
+
+
+# ----------------------------------------------------------------------------------------------
 # 2-6. GPT-2 style decoder + AdamW (plain, remat, scan; tiny / small / 24-layer)
 # ----------------------------------------------------------------------------------------------
 

@@ -247,6 +247,13 @@ fn cnn_sgd_matches_jax() {
     check_fixture("cnn_sgd", 1e-5);
 }
 
+/// Images `(B, 8*h, 8*w, 3)`: JAX's divmod assertions become facts, the weight-gradient
+/// convolutions have symbolic kernel sizes, the loss uses `take_along_axis`.
+#[test]
+fn cnn_poly_sgd_matches_jax() {
+    check_fixture("cnn_poly_sgd", 1e-5);
+}
+
 /// bf16 has an 8-bit significand (relative spacing 2^-8 = 3.9e-3): one rounding of a logit
 /// differently from XLA moves a result by up to half of that, and the bf16 matmuls feed the
 /// f32 loss and gradients, so the tolerance is a few bf16 ulps.

@@ -161,6 +161,7 @@ fn every_fixture_plan_checks_against_the_memory_module() {
         "mlp_sgd",
         "mlp_bf16",
         "cnn_sgd",
+        "cnn_poly_sgd",
         "gpt2_tiny_remat",
         "gpt2_tiny_scan",
     ] {

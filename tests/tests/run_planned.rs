@@ -179,6 +179,31 @@ fn onnx_mlp_steps_run_bit_identical_at_their_smallest_feasible_budget() {
     }
 }
 
+/// Images of any size that is a multiple of 8 (`(B, 8*h, 8*w, 3)`): the symbols are `B, h,
+/// w` and the input is `8*h` by `8*w`. Half the program-order peak is below the lower bound
+/// (the largest convolution's operands and result), so the run is at the smallest feasible
+/// budget, within 0.1% of the lower bound.
+#[test]
+fn polymorphic_image_cnn_imports_named_and_runs_at_its_lower_bound() {
+    let (g, stats) =
+        ebb_compiler::stablehlo::import_file(&ebb_testkit::jax_fixture("cnn_poly_sgd")).unwrap();
+    assert_eq!(stats.unresolved_dims, 0);
+    let syms: Vec<String> = g.scope.symbols().iter().map(|s| s.to_string()).collect();
+    assert_eq!(syms, ["B", "h", "w"]);
+    let x = g.value_type(ebb_ir::ValueRef::new(g.inputs()[6], 0));
+    assert_eq!(x.to_string(), "f32[B,8*h,8*w,3]");
+    let plan = compile("cnn_poly_sgd");
+    let b = pipeline::parse_bindings("B=64,h=4,w=4").unwrap();
+    let r = pipeline::plan_report(&plan, &b, None).unwrap();
+    assert!(r.lower_bound_bytes > r.peak_bytes_program_order / 2);
+    let (budget, _) = run_fixture("cnn_poly_sgd", "B=64,h=4,w=4", 0.5);
+    let lb = r.lower_bound_bytes;
+    assert!(
+        budget >= lb && budget as f64 <= lb as f64 * 1.001,
+        "smallest feasible {budget} vs lower bound {lb}"
+    );
+}
+
 #[test]
 fn mlp_runs_bit_identical_under_a_budget() {
     run_fixture("mlp_sgd", "B=64", 0.6);

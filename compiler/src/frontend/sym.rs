@@ -19,6 +19,46 @@ pub enum Pred {
 }
 
 impl Pred {
+    /// `a AND b` where a truth value decides it (`false` and anything is `false`; `true` and
+    /// `q` is `q`); `None` when neither side is decided (a conjunction of two open comparisons
+    /// has no `Pred` form).
+    pub fn and(a: &Pred, b: &Pred, scope: &SymbolScope) -> Option<Pred> {
+        match (a.decide(scope), b.decide(scope)) {
+            (Some(false), _) | (_, Some(false)) => Some(Pred::Const(false)),
+            (Some(true), _) => Some(b.clone()),
+            (_, Some(true)) => Some(a.clone()),
+            (None, None) => None,
+        }
+    }
+
+    /// `a OR b`, dually to [`Pred::and`].
+    pub fn or(a: &Pred, b: &Pred, scope: &SymbolScope) -> Option<Pred> {
+        match (a.decide(scope), b.decide(scope)) {
+            (Some(true), _) | (_, Some(true)) => Some(Pred::Const(true)),
+            (Some(false), _) => Some(b.clone()),
+            (_, Some(false)) => Some(a.clone()),
+            (None, None) => None,
+        }
+    }
+
+    /// `NOT p`: the complementary comparison.
+    pub fn not(&self) -> Pred {
+        match self {
+            Pred::Const(b) => Pred::Const(!b),
+            Pred::Cmp(a, rel, b) => {
+                let r = match rel {
+                    Relation::Eq => Relation::Ne,
+                    Relation::Ne => Relation::Eq,
+                    Relation::Lt => Relation::Ge,
+                    Relation::Ge => Relation::Lt,
+                    Relation::Le => Relation::Gt,
+                    Relation::Gt => Relation::Le,
+                };
+                Pred::Cmp(a.clone(), r, b.clone())
+            }
+        }
+    }
+
     /// Decides the predicate under the scope's facts if it can be proven either way.
     pub fn decide(&self, scope: &SymbolScope) -> Option<bool> {
         match self {
@@ -42,6 +82,26 @@ impl Pred {
                 }
             }
         }
+    }
+}
+
+impl std::fmt::Display for Pred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pred::Const(b) => write!(f, "{b}"),
+            Pred::Cmp(a, rel, b) => write!(f, "{a} {} {b}", rel.name()),
+        }
+    }
+}
+
+/// The sign of `x` (−1, 0 or 1) when the scope's facts decide it.
+pub fn sign(x: &DimExpr, scope: &SymbolScope) -> Option<i64> {
+    use ebb_ir::DimOrdering::*;
+    match scope.compare(x, &DimExpr::constant(0)) {
+        Greater => Some(1),
+        Less => Some(-1),
+        Equal => Some(0),
+        _ => None,
     }
 }
 
@@ -137,4 +197,36 @@ pub fn binary(op: &str, a: &[DimExpr], b: &[DimExpr], scope: &SymbolScope) -> Op
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// JAX's `floor_divide` and `remainder` test `sign(a) != sign(b) and r != 0`: a decided
+    /// side decides the conjunction even when the other stays open.
+    #[test]
+    fn decided_sides_decide_and_or_not() {
+        let mut scope = SymbolScope::new();
+        let h = DimExpr::symbol(&scope.declare("h"));
+        scope.set_range(&ebb_ir::Symbol::new("h"), Some(1), None);
+        let open = Pred::Cmp(h.clone(), Relation::Gt, DimExpr::constant(5));
+        let (t, f) = (Pred::Const(true), Pred::Const(false));
+        assert_eq!(Pred::and(&f, &open, &scope), Some(f.clone()));
+        assert_eq!(Pred::and(&t, &open, &scope), Some(open.clone()));
+        assert_eq!(Pred::and(&open, &open, &scope), None);
+        assert_eq!(Pred::or(&open, &t, &scope), Some(t.clone()));
+        assert_eq!(Pred::or(&f, &open, &scope), Some(open.clone()));
+        assert_eq!(
+            open.not(),
+            Pred::Cmp(h.clone(), Relation::Le, DimExpr::constant(5))
+        );
+        assert_eq!(open.not().not(), open);
+        assert_eq!(sign(&h.checked_scale(8).unwrap(), &scope), Some(1));
+        assert_eq!(
+            sign(&h.checked_sub(&DimExpr::constant(1)).unwrap(), &scope),
+            None
+        );
+        assert_eq!(open.to_string(), "h GT 5");
+    }
 }

@@ -138,11 +138,13 @@ pub(crate) fn import_module(module: &Module, file: &str) -> R<(Graph, ImportStat
             shape.push(match d {
                 Some(k) => DimExpr::constant(*k),
                 None => {
-                    let name = names.get(&(i, j)).cloned().unwrap_or_else(|| {
+                    let (name, k) = names.get(&(i, j)).cloned().unwrap_or_else(|| {
                         placeholders += 1;
-                        format!("_arg{i}_d{j}")
+                        (format!("_arg{i}_d{j}"), 1)
                     });
                     DimExpr::symbol(&imp.scope.declare(&name))
+                        .checked_scale(k)
+                        .map_err(|e| imp.structure(&format!("@main argument {i}: {e}")))?
                 }
             });
         }
@@ -258,9 +260,12 @@ impl<'c, 'a> Importer<'c, 'a> {
         }
     }
 
-    /// Names `@main`'s dynamic dimensions: (argument, dimension) -> symbol name, from the
-    /// `get_dimension_size` values passed to parameters tagged `jax.global_constant`.
-    fn name_dimensions(&self, body: &BlockRef<'c, 'a>) -> HashMap<(usize, usize), String> {
+    /// Names `@main`'s dynamic dimensions: (argument, dimension) -> (symbol name, multiplier),
+    /// from the `get_dimension_size` values passed to parameters tagged `jax.global_constant`.
+    /// A dimension specified as `k*h` (JAX: `(B, 8*h, 8*w, 3)`) reaches the parameter `h` as
+    /// the quotient of `divmod(dim, k)`, after a shape assertion that the remainder is 0; it is
+    /// named `k*h`, so the divisibility holds by construction.
+    fn name_dimensions(&self, body: &BlockRef<'c, 'a>) -> HashMap<(usize, usize), (String, i64)> {
         let mut arg_of: HashMap<usize, usize> = HashMap::new();
         for i in 0..body.argument_count() {
             if let Ok(a) = body.argument(i) {
@@ -268,6 +273,9 @@ impl<'c, 'a> Importer<'c, 'a> {
             }
         }
         let mut dim_of: HashMap<usize, (usize, usize)> = HashMap::new();
+        // Scalar integer constants, and quotients `divmod(dim, k)#0`.
+        let mut const_of: HashMap<usize, i64> = HashMap::new();
+        let mut quot_of: HashMap<usize, ((usize, usize), i64)> = HashMap::new();
         let mut names = HashMap::new();
         let mut equal = Vec::new();
         let mut op = body.first_operation();
@@ -284,6 +292,16 @@ impl<'c, 'a> Importer<'c, 'a> {
                         if let Some(&arg) = arg_of.get(&s) {
                             dim_of.insert(key(Value::from(r)), (arg, d as usize));
                         }
+                    }
+                }
+                "stablehlo.constant" => {
+                    let v = o.attribute("value").ok().map(|a| a.to_string());
+                    let k = v.as_deref().and_then(|t| {
+                        let t = t.strip_prefix("dense<")?;
+                        t[..t.find('>')?].trim().parse::<i64>().ok()
+                    });
+                    if let (Some(k), Ok(r)) = (k, o.result(0)) {
+                        const_of.insert(key(Value::from(r)), k);
                     }
                 }
                 "stablehlo.convert" | "stablehlo.reshape" => {
@@ -310,13 +328,30 @@ impl<'c, 'a> Importer<'c, 'a> {
                         .attribute("callee")
                         .map(|a| a.to_string())
                         .unwrap_or_default();
-                    if let Some(f) = self.funcs.get(callee.trim_start_matches('@')) {
+                    let callee = callee.trim_start_matches('@');
+                    if callee == "divmod" {
+                        if let (Some(&ad), Some(&k), Ok(q)) = (
+                            src.and_then(|s| dim_of.get(&s)),
+                            o.operand(1).ok().and_then(|v| const_of.get(&key(v))),
+                            o.result(0),
+                        ) {
+                            if k > 0 {
+                                quot_of.insert(key(Value::from(q)), (ad, k));
+                            }
+                        }
+                    }
+                    if let Some(f) = self.funcs.get(callee) {
                         for (i, n) in global_constant_args(f).into_iter().enumerate() {
-                            let (Some(n), Ok(v)) = (n, o.operand(i)) else {
+                            // JAX's helpers (`divmod`, `floor_divide`) tag their parameters
+                            // `jax.global_constant = ""`: no name.
+                            let (Some(n), Ok(v)) = (n.filter(|n| !n.is_empty()), o.operand(i))
+                            else {
                                 continue;
                             };
                             if let Some(&ad) = dim_of.get(&key(v)) {
-                                names.entry(ad).or_insert(n);
+                                names.entry(ad).or_insert((n, 1));
+                            } else if let Some(&(ad, k)) = quot_of.get(&key(v)) {
+                                names.entry(ad).or_insert((n, k));
                             }
                         }
                     }
@@ -408,9 +443,10 @@ impl<'c, 'a> Importer<'c, 'a> {
                     match p.decide(&self.scope) {
                         Some(b) => data.push(b as u8),
                         None => {
-                            return Err(self.structure(
-                                "a shape predicate that cannot be decided is used as data",
-                            ))
+                            return Err(self.structure(&format!(
+                                "the shape predicate `{p}` is used as data but cannot be \
+                                 decided from the symbols' facts"
+                            )))
                         }
                     }
                 }

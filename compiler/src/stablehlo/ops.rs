@@ -406,6 +406,53 @@ impl<'c, 'a> Importer<'c, 'a> {
                 }
             }
             "negate" => ints(0).map(|a| Elems::Int(a.into_iter().map(|x| -x).collect())),
+            // `floor_divide`/`remainder` as JAX writes them: `sign(a) != sign(b) and r != 0`.
+            "sign" => match ints(0) {
+                Some(a) => a
+                    .iter()
+                    .map(|x| sym::sign(x, &self.scope).map(DimExpr::constant))
+                    .collect::<Option<Vec<_>>>()
+                    .map(Elems::Int),
+                None => None,
+            },
+            "and" | "or" if rt.dtype == DType::I1 => match (&ins[0].elems, &ins[1].elems) {
+                (Elems::Bool(p), Elems::Bool(q)) if p.len() == q.len() => p
+                    .iter()
+                    .zip(q)
+                    .map(|(a, b)| {
+                        if name == "and" {
+                            Pred::and(a, b, &self.scope)
+                        } else {
+                            Pred::or(a, b, &self.scope)
+                        }
+                    })
+                    .collect::<Option<Vec<_>>>()
+                    .map(Elems::Bool),
+                _ => None,
+            },
+            "not" if rt.dtype == DType::I1 => match &ins[0].elems {
+                Elems::Bool(p) => Some(Elems::Bool(p.iter().map(Pred::not).collect())),
+                _ => None,
+            },
+            // Comparing two decided predicates (`sign(a) < 0 != sign(b) < 0` in JAX's
+            // `remainder`).
+            "compare" if ins.iter().all(|s| matches!(s.elems, Elems::Bool(_))) => {
+                match (self.comparison_direction(op), &ins[0].elems, &ins[1].elems) {
+                    (Some(rel @ (Relation::Eq | Relation::Ne)), Elems::Bool(p), Elems::Bool(q))
+                        if p.len() == q.len() =>
+                    {
+                        p.iter()
+                            .zip(q)
+                            .map(|(a, b)| {
+                                let (a, b) = (a.decide(&self.scope)?, b.decide(&self.scope)?);
+                                Some(Pred::Const((a == b) == (rel == Relation::Eq)))
+                            })
+                            .collect::<Option<Vec<_>>>()
+                            .map(Elems::Bool)
+                    }
+                    _ => None,
+                }
+            }
             "compare" => match (self.comparison_direction(op), ints(0), ints(1)) {
                 (Some(rel), Some(a), Some(b)) if a.len() == b.len() => Some(Elems::Bool(
                     a.into_iter()

@@ -1,10 +1,10 @@
 //! Shape rules of the contractions: `dot_general` and `convolution` (StableHLO spec, each op's
 //! constraints).
 
-use super::window::window_shape;
+use super::window::window_out;
 use super::{axis, dimerr, invalid, nth, one, Inferred};
 use crate::dim::DimExpr;
-use crate::op::{ConvSpec, DotDims, OpKind, Window};
+use crate::op::{ConvSpec, DotDims, OpKind};
 use crate::types::{Shape, TensorType};
 
 /// `dot_general` (spec C1–C12): batching dimensions, then the lhs's and the rhs's free
@@ -71,20 +71,36 @@ pub(super) fn convolution(op: OpKind, c: &ConvSpec, operands: &[&TensorType]) ->
     {
         return Err(invalid(op, "dimension_numbers do not match operand ranks"));
     }
-    let wins: Option<Vec<i64>> = dn
-        .kernel_spatial
-        .iter()
-        .map(|&i| k.shape[i].as_const())
-        .collect();
-    let wins = wins.ok_or_else(|| invalid(op, "symbolic kernel spatial size"))?;
-    let window = Window {
-        dimensions: wins,
-        strides: c.window_strides.clone(),
-        base_dilations: c.lhs_dilation.clone(),
-        window_dilations: c.rhs_dilation.clone(),
-        padding: c.padding.clone(),
+    let n = |v: &[i64], what: &str| {
+        if v.len() == sd {
+            Ok(())
+        } else {
+            Err(invalid(
+                op,
+                format!("{what} length differs from the spatial rank"),
+            ))
+        }
     };
-    let spatial = window_shape(op, &window, &x.shape, Some(&dn.input_spatial))?;
+    n(&c.window_strides, "window_strides")?;
+    n(&c.lhs_dilation, "lhs_dilation")?;
+    n(&c.rhs_dilation, "rhs_dilation")?;
+    if c.padding.len() != sd {
+        return Err(invalid(op, "padding length differs from the spatial rank"));
+    }
+    // Per spatial dimension; the kernel's size may be symbolic (a weight gradient's kernel is
+    // an activation).
+    let mut spatial = Vec::with_capacity(sd);
+    for j in 0..sd {
+        spatial.push(window_out(
+            op,
+            &x.shape[dn.input_spatial[j]],
+            &k.shape[dn.kernel_spatial[j]],
+            c.window_strides[j],
+            c.lhs_dilation[j],
+            c.rhs_dilation[j],
+            c.padding[j],
+        )?);
+    }
     let bgc = c.batch_group_count.max(1);
     let mut s = vec![DimExpr::constant(0); x.rank()];
     s[dn.output_batch] = x.shape[dn.input_batch]
@@ -93,7 +109,37 @@ pub(super) fn convolution(op: OpKind, c: &ConvSpec, operands: &[&TensorType]) ->
         .map_err(dimerr(op))?;
     s[dn.output_feature] = k.shape[dn.kernel_output_feature].clone();
     for (j, &p) in dn.output_spatial.iter().enumerate() {
-        s[p] = spatial[dn.input_spatial[j]].clone();
+        s[p] = spatial[j].clone();
     }
     one(TensorType::new(c.result_dtype.unwrap_or(x.dtype), s))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dim::DimExpr;
+    use crate::op::{ConvDimensionNumbers, ConvSpec};
+    use crate::types::TensorType;
+    use crate::{DType, Op};
+
+    /// The weight gradient of a SAME 3x3 convolution over `8*h` by `8*w` images: the kernel is
+    /// the activation gradient (symbolic size), the result the 3x3 filter (the sizes cancel).
+    #[test]
+    fn a_symbolic_kernel_size_cancels_in_the_weight_gradient() {
+        let (h, w) = (DimExpr::sym("h"), DimExpr::sym("w"));
+        let (hh, ww) = (h.checked_scale(8).unwrap(), w.checked_scale(8).unwrap());
+        // x^T: [c=3, 8h, 8w, B]; dy^T: [o=16, 8h, 8w, B] as the kernel [o, 0, 1, i].
+        let dn = ConvDimensionNumbers::parse("[f,0,1,b]x[i,0,1,o]->[0,1,b,f]").unwrap();
+        let mut c = ConvSpec::new(dn);
+        c.padding = vec![(1, 1), (1, 1)];
+        let b = DimExpr::sym("B");
+        let x = TensorType::new(
+            DType::F32,
+            vec![b.clone(), hh.clone(), ww.clone(), 3.into()],
+        );
+        let k = TensorType::new(DType::F32, vec![b.clone(), hh, ww, 16.into()]);
+        let out = super::super::infer(&Op::Convolution(c), &[&x, &k], &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(out[0].to_string(), "f32[3,3,3,16]");
+    }
 }

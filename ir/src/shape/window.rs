@@ -84,23 +84,52 @@ pub(super) fn window_shape(
         if w.strides[j] <= 0 {
             return Err(invalid(op, "non-positive window stride"));
         }
-        let of = DimError::Overflow;
-        let one_ = DimExpr::constant(1);
-        let dw = (w.dimensions[j].checked_sub(1))
-            .and_then(|x| x.checked_mul(w.window_dilations[j]))
-            .and_then(|x| x.checked_add(1))
-            .ok_or(of.clone())
-            .map_err(dimerr(op))?;
-        let edges = lo.checked_add(hi).ok_or(of).map_err(dimerr(op))?;
-        out[i] = d
-            .checked_sub(&one_)
-            .and_then(|x| x.checked_scale(w.base_dilations[j]))
-            .and_then(|x| x.checked_add(&one_))
-            .and_then(|x| x.checked_add(&DimExpr::constant(edges)))
-            .and_then(|x| x.checked_sub(&DimExpr::constant(dw)))
-            .and_then(|x| x.floor_div(w.strides[j]))
-            .and_then(|x| x.checked_add(&one_))
-            .map_err(dimerr(op))?;
+        out[i] = window_out(
+            op,
+            &d,
+            &DimExpr::constant(w.dimensions[j]),
+            w.strides[j],
+            w.base_dilations[j],
+            w.window_dilations[j],
+            (lo, hi),
+        )?;
     }
     Ok(out)
+}
+
+/// The output size along one window dimension of input size `d` and window size `k` (both
+/// may be symbolic; a convolution's weight gradient has the activation as its kernel):
+/// `floor(((d − 1)·base_dilation + 1 + lo + hi − ((k − 1)·window_dilation + 1)) / stride) + 1`
+/// (StableHLO spec, `reduce_window` C15 and `convolution` C23, with the dilated and padded
+/// sizes spelled out).
+pub(super) fn window_out(
+    op: OpKind,
+    d: &DimExpr,
+    k: &DimExpr,
+    stride: i64,
+    base_dilation: i64,
+    window_dilation: i64,
+    (lo, hi): (i64, i64),
+) -> Result<DimExpr, ShapeError> {
+    if stride <= 0 {
+        return Err(invalid(op, "non-positive window stride"));
+    }
+    let one_ = DimExpr::constant(1);
+    let dw = k
+        .checked_sub(&one_)
+        .and_then(|x| x.checked_scale(window_dilation))
+        .and_then(|x| x.checked_add(&one_))
+        .map_err(dimerr(op))?;
+    let edges = lo
+        .checked_add(hi)
+        .ok_or(DimError::Overflow)
+        .map_err(dimerr(op))?;
+    d.checked_sub(&one_)
+        .and_then(|x| x.checked_scale(base_dilation))
+        .and_then(|x| x.checked_add(&one_))
+        .and_then(|x| x.checked_add(&DimExpr::constant(edges)))
+        .and_then(|x| x.checked_sub(&dw))
+        .and_then(|x| x.floor_div(stride))
+        .and_then(|x| x.checked_add(&one_))
+        .map_err(dimerr(op))
 }
