@@ -35,6 +35,27 @@ fn unsupported_op_names_op_and_location() {
     );
 }
 
+/// Without the name `h` (JAX's `jax.global_constant` tag removed), the image height is a
+/// placeholder `_arg6_d1` and `8*floordiv(_arg6_d1, 8)` is not provably equal to it (the
+/// divisibility assertion is kept as an assertion, not used as a fact): the error names the
+/// file, the op, its source location and both shapes.
+#[test]
+fn an_unnamed_multiple_dimension_is_reported_at_the_op_with_its_location() {
+    let text = std::fs::read_to_string(jax_fixture("cnn_poly_sgd"))
+        .unwrap()
+        .replace("jax.global_constant = \"h\"", "jax.global_constant = \"\"");
+    let err = import_str(&text, "cnn.mlir").unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, ImportError::Op { .. }), "{msg}");
+    assert!(
+        msg.starts_with("cnn.mlir")
+            && msg.contains("stablehlo.")
+            && msg.contains(".py:")
+            && msg.contains("floordiv(_arg6_d1, 8)"),
+        "{msg}"
+    );
+}
+
 #[test]
 fn module_without_main_is_a_structure_error() {
     let err = import_str(

@@ -138,7 +138,14 @@ impl<'c, 'a> Importer<'c, 'a> {
             .operand(i)
             .map_err(|_| self.op_error(op, format!("missing operand {i}")))?;
         let e = self.entry(frame, op, i)?;
-        self.tensor(g, frame, v, e)
+        // A symbolic value that cannot become data (an undecided shape predicate) is reported
+        // at the op that uses it.
+        self.tensor(g, frame, v, e).map_err(|err| match err {
+            super::ImportError::Structure { msg, .. } => {
+                self.op_error(op, format!("operand {i}: {msg}"))
+            }
+            other => other,
+        })
     }
 
     fn set_sym(&mut self, frame: &mut Frame, op: &OperationRef<'c, 'a>, s: SymVal) -> R<()> {
