@@ -86,12 +86,13 @@ CNN_LR = 0.05
 _CONV_DN = ("NCHW", "OIHW", "NCHW")
 
 
+def he(k, shape, fan_in):
+    """He-normal initialization: N(0, 2 / fan_in)."""
+    return jax.random.normal(k, shape, jnp.float32) * math.sqrt(2.0 / fan_in)
+
+
 def init_cnn(key):
     k1, k2, k3 = jax.random.split(key, 3)
-
-    def he(k, shape, fan_in):
-        return jax.random.normal(k, shape, jnp.float32) * math.sqrt(2.0 / fan_in)
-
     return {
         "conv1": {"w": he(k1, (8, 1, 3, 3), 9), "b": jnp.zeros((8,), jnp.float32)},
         "conv2": {"w": he(k2, (16, 8, 3, 3), 72), "b": jnp.zeros((16,), jnp.float32)},
@@ -135,10 +136,6 @@ _NHWC_DN = ("NHWC", "HWIO", "NHWC")
 
 def init_cnn_poly(key):
     k1, k2, k3 = jax.random.split(key, 3)
-
-    def he(k, shape, fan_in):
-        return jax.random.normal(k, shape, jnp.float32) * math.sqrt(2.0 / fan_in)
-
     return {
         "conv1": {"w": he(k1, (3, 3, 3, 16), 27), "b": jnp.zeros((16,), jnp.float32)},
         "conv2": {"w": he(k2, (3, 3, 16, 32), 144), "b": jnp.zeros((32,), jnp.float32)},
