@@ -417,3 +417,54 @@ fn device_profiles_price_the_decisions_and_are_named_in_reports() {
         assert!(err.contains(says), "{err}");
     }
 }
+
+/// `--allow-unsupported` lists every op the build cannot import (with its count and first
+/// location) and exits 0; without it the import fails at the first; a model without such
+/// ops imports as usual.
+#[test]
+fn cli_allow_unsupported_lists_every_unsupported_op() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(jax_fixture("mlp_sgd")).unwrap();
+    let n = text.matches("\"stablehlo.maximum\"").count();
+    assert!(n >= 2);
+    let bad = tmp.path().join("mlp_fft.mlir");
+    std::fs::write(
+        &bad,
+        text.replace("\"stablehlo.maximum\"", "\"stablehlo.fft\"")
+            .replacen("\"stablehlo.negate\"", "\"chlo.erf_inv\"", 1),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let fails = run(&["import", bad.to_str().unwrap()]);
+    assert!(!fails.status.success());
+    let out = run(&[
+        "import",
+        bad.to_str().unwrap(),
+        "--allow-unsupported",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["imported"], false);
+    let ops = v["unsupported_ops"].as_array().unwrap();
+    let fft = ops.iter().find(|u| u["op"] == "stablehlo.fft").unwrap();
+    assert_eq!(fft["count"].as_u64().unwrap() as usize, n);
+    assert!(fft["first"].as_str().unwrap().contains(".py:"), "{fft}");
+    assert!(ops.iter().any(|u| u["op"] == "chlo.erf_inv"), "{v}");
+    let fine = run(&[
+        "import",
+        jax_fixture("mlp_sgd").to_str().unwrap(),
+        "--allow-unsupported",
+    ]);
+    assert!(fine.status.success());
+    assert!(String::from_utf8_lossy(&fine.stdout).contains("unresolved dims: 0"));
+}

@@ -172,6 +172,24 @@ fn unknown_op_names_op_domain_and_node() {
         e.to_string(),
         "m.onnx: unsupported op `Frobnicate` (domain `com.example`, opset 0) at node `the_node`"
     );
+    // Triage lists it (and every other unsupported node) without importing.
+    let dir = std::env::temp_dir().join(format!("ebb-unsupported-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.onnx");
+    std::fs::write(&path, encode_model(&m)).unwrap();
+    let missing = ebb_compiler::onnx::unsupported_ops(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(missing[0].op, "com.example::Frobnicate");
+    assert_eq!(
+        (missing[0].count, missing[0].first.as_str()),
+        (1, "the_node")
+    );
+    assert!(
+        ebb_compiler::onnx::unsupported_ops(&fixture("torch_mlp_sgd"))
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]

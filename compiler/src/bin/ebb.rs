@@ -43,6 +43,12 @@ enum Command {
         /// Write the output to this file instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Triage: when the model has ops this build cannot import, list every one (op, count,
+        /// first location or node) instead of failing at the first, and exit 0 (with
+        /// `--json`: `{"file", "imported": false, "unsupported_ops": [...]}`). A model
+        /// without such ops imports as usual.
+        #[arg(long)]
+        allow_unsupported: bool,
     },
     /// Compile a training step into a memory plan (JSON).
     ///
@@ -164,9 +170,33 @@ fn run(cli: Cli) -> Result<()> {
             json,
             output,
             format,
+            allow_unsupported,
         } => {
             if let Some(o) = &output {
                 output::check_target(o)?;
+            }
+            if allow_unsupported {
+                let missing = ebb_compiler::frontend::unsupported_ops(&file, format)?;
+                if !missing.is_empty() {
+                    let text = if json {
+                        serde_json::to_string_pretty(&serde_json::json!({
+                            "file": file.display().to_string(),
+                            "imported": false,
+                            "unsupported_ops": missing,
+                        }))? + "\n"
+                    } else {
+                        let mut t = format!(
+                            "{}: {} unsupported op kind(s), not imported:\n",
+                            file.display(),
+                            missing.len()
+                        );
+                        for u in &missing {
+                            t += &format!("  {:>6}  {}  (first: {})\n", u.count, u.op, u.first);
+                        }
+                        t
+                    };
+                    return write_output(output.as_ref(), &text);
+                }
             }
             let t0 = std::time::Instant::now();
             let (g, stats) = ebb_compiler::frontend::import_file(&file, format)?;

@@ -40,6 +40,65 @@ pub fn is_model_file(path: &Path, format: Option<Format>) -> bool {
     format.is_some() || Format::from_path(path).is_some()
 }
 
+/// One op an importer does not take: its name, how often it occurs and where first (for
+/// triage: `ebb import --allow-unsupported`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct UnsupportedUse {
+    /// Op name: `stablehlo.case`, or `domain::OpType` for ONNX (`ai.onnx::If`).
+    pub op: String,
+    /// Occurrences, nested regions/graphs and uncalled functions included.
+    pub count: usize,
+    /// The first occurrence: the op's source location (StableHLO) or the node's name (ONNX).
+    pub first: String,
+}
+
+/// Adds one occurrence of `op` at `at` to `out` (first-seen order).
+pub(crate) fn count_unsupported(
+    out: &mut Vec<UnsupportedUse>,
+    op: String,
+    at: impl FnOnce() -> String,
+) {
+    match out.iter_mut().find(|u| u.op == op) {
+        Some(u) => u.count += 1,
+        None => out.push(UnsupportedUse {
+            first: at(),
+            op,
+            count: 1,
+        }),
+    }
+}
+
+/// Every op of the model at `path` that its importer does not take (see
+/// [`crate::stablehlo::unsupported_ops`], [`crate::onnx::unsupported_ops`]); empty when it
+/// takes them all.
+///
+/// Errors: as [`import_file`] for files that cannot be read or parsed.
+pub fn unsupported_ops(path: &Path, format: Option<Format>) -> anyhow::Result<Vec<UnsupportedUse>> {
+    let format = match format.or_else(|| Format::from_path(path)) {
+        Some(f) => f,
+        None => anyhow::bail!(
+            "{}: cannot tell the format from the extension (expected .mlir or .onnx); pass --format",
+            path.display()
+        ),
+    };
+    match format {
+        #[cfg(feature = "stablehlo")]
+        Format::Stablehlo => {
+            let text = text::read(path)?;
+            Ok(crate::stablehlo::unsupported_ops(
+                &text,
+                &path.display().to_string(),
+            )?)
+        }
+        #[cfg(not(feature = "stablehlo"))]
+        Format::Stablehlo => anyhow::bail!(
+            "{}: this build of Ebb has no StableHLO (MLIR) support",
+            path.display()
+        ),
+        Format::Onnx => Ok(crate::onnx::unsupported_ops(path)?),
+    }
+}
+
 /// Imports `path` with the importer for `format`, or for its extension when `format` is `None`.
 ///
 /// Errors: an unknown extension without `--format`, and every importer error (file, location,

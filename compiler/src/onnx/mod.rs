@@ -86,6 +86,44 @@ pub fn import_bytes(
     import_model(&model, file, model_dir, &ImportOptions::default())
 }
 
+/// Every node of the model at `path` whose op Ebb does not lower, by `domain::OpType`, with
+/// its count and the first node's name (nested graphs and model-local functions included);
+/// empty when every op is supported. For triage: `ebb import --allow-unsupported`.
+///
+/// Errors: unreadable file, protobuf decode errors.
+pub fn unsupported_ops(path: &Path) -> Result<Vec<crate::frontend::UnsupportedUse>, OnnxError> {
+    fn walk(nodes: &[NodeProto], out: &mut Vec<crate::frontend::UnsupportedUse>) {
+        for (k, n) in nodes.iter().enumerate() {
+            let op_type = n.op_type.clone().unwrap_or_default();
+            let domain = ctx::domain_name(n.domain.as_deref()).to_string();
+            if ops::lookup(&domain, &op_type).is_none() {
+                crate::frontend::count_unsupported(out, format!("{domain}::{op_type}"), || {
+                    n.name
+                        .clone()
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or(format!("#{k}"))
+                });
+            }
+            for (_, g) in nested_graphs(n) {
+                walk(&g.node, out);
+            }
+        }
+    }
+    let bytes = std::fs::read(path).map_err(|source| OnnxError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let model = decode_model(&bytes, &path.display().to_string())?;
+    let mut out = Vec::new();
+    if let Some(g) = &model.graph {
+        walk(&g.node, &mut out);
+    }
+    for f in &model.functions {
+        walk(&f.node, &mut out);
+    }
+    Ok(out)
+}
+
 /// Decodes a serialized `ModelProto` (for tools and tests that edit models).
 ///
 /// Errors: [`OnnxError::Decode`] for bytes that are not a valid model.

@@ -20,7 +20,7 @@ mod func;
 pub mod mlir_text;
 mod ops;
 
-pub use crate::frontend::{sym, ImportStats};
+pub use crate::frontend::{sym, ImportStats, UnsupportedUse};
 pub use error::ImportError;
 
 use ebb_ir::Graph;
@@ -44,8 +44,52 @@ pub fn import_file(path: &Path) -> Result<(Graph, ImportStats), ImportError> {
 /// Errors: as [`import_file`]; a NUL byte in `text` is an error with its location (MLIR
 /// cannot take one).
 pub fn import_str(text: &str, file: &str) -> Result<(Graph, ImportStats), ImportError> {
-    crate::frontend::text::check_no_nul(text, file)?;
     let context = Context::new();
+    let module = parse(&context, text, file)?;
+    func::import_module(&module, file)
+}
+
+/// Every op of the module in `text` that the importer does not take, in first-seen order
+/// (empty when it takes them all). It walks every function and region, so ops in functions
+/// that are never called count too.
+///
+/// Errors: as [`import_str`] for text that does not parse.
+pub fn unsupported_ops(text: &str, file: &str) -> Result<Vec<UnsupportedUse>, ImportError> {
+    use melior::ir::block::BlockLike;
+    use melior::ir::operation::OperationLike;
+    use melior::ir::{OperationRef, RegionLike};
+    fn walk(op: OperationRef, file: &str, out: &mut Vec<UnsupportedUse>) {
+        let name = func::op_name(&op);
+        if !ops::is_supported_op(&name) {
+            crate::frontend::count_unsupported(out, name, || func::op_loc(&op, file));
+        }
+        for i in 0..op.region_count() {
+            let Ok(r) = op.region(i) else { continue };
+            let mut block = r.first_block();
+            while let Some(b) = block {
+                let mut inner = b.first_operation();
+                while let Some(o) = inner {
+                    walk(o, file, out);
+                    inner = o.next_in_block();
+                }
+                block = b.next_in_region();
+            }
+        }
+    }
+    let context = Context::new();
+    let module = parse(&context, text, file)?;
+    let mut out = Vec::new();
+    let mut op = module.body().first_operation();
+    while let Some(o) = op {
+        walk(o, file, &mut out);
+        op = o.next_in_block();
+    }
+    Ok(out)
+}
+
+/// Parses `text` into a module of `context` (unregistered dialects allowed).
+fn parse<'c>(context: &'c Context, text: &str, file: &str) -> Result<Module<'c>, ImportError> {
+    crate::frontend::text::check_no_nul(text, file)?;
     context.set_allow_unregistered_dialects(true);
     let diags: Rc<RefCell<Vec<(String, String)>>> = Rc::default();
     let sink = diags.clone();
@@ -70,7 +114,7 @@ pub fn import_str(text: &str, file: &str) -> Result<(Graph, ImportStats), Import
             msg,
         });
     };
-    func::import_module(&module, file)
+    Ok(module)
 }
 
 /// Extracts `line:col` from an MLIR location text such as `loc("-":3:14)`.

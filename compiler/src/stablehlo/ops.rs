@@ -532,22 +532,11 @@ impl<'c, 'a> Importer<'c, 'a> {
         name: &str,
     ) -> R<()> {
         match name {
-            "broadcast_in_dim"
-            | "dynamic_broadcast_in_dim"
-            | "reshape"
-            | "dynamic_reshape"
-            | "iota"
-            | "dynamic_iota"
-            | "transpose"
-            | "concatenate"
-            | "reverse"
-            | "pad" => self.layout_op(g, frame, op, name),
-            "slice" | "real_dynamic_slice" | "dynamic_slice" => self.slice_op(g, frame, op, name),
-            "dot_general" | "convolution" => self.contraction_op(g, frame, op, name),
-            "reduce" | "reduce_window" | "select_and_scatter" => {
-                self.reduction_op(g, frame, op, name)
-            }
-            "gather" | "dynamic_gather" | "scatter" | "sort" => self.index_op(g, frame, op, name),
+            n if LAYOUT_OPS.contains(&n) => self.layout_op(g, frame, op, name),
+            n if SLICE_OPS.contains(&n) => self.slice_op(g, frame, op, name),
+            n if CONTRACTION_OPS.contains(&n) => self.contraction_op(g, frame, op, name),
+            n if REDUCTION_OPS.contains(&n) => self.reduction_op(g, frame, op, name),
+            n if INDEX_OPS.contains(&n) => self.index_op(g, frame, op, name),
             _ => self.elementwise_op(g, frame, op, name),
         }
     }
@@ -565,16 +554,7 @@ impl<'c, 'a> Importer<'c, 'a> {
         let payload = match name {
             "compare" => Op::Compare(self.compare_spec(&op)?),
             "convert" => Op::Convert(self.result_type(&op, 0)?.dtype),
-            _ => OpKind::from_name(name)
-                .filter(|k| {
-                    k.is_elementwise()
-                        || matches!(
-                            k,
-                            OpKind::DynamicUpdateSlice
-                                | OpKind::While
-                                | OpKind::OptimizationBarrier
-                        )
-                })
+            _ => elementwise_kind(name)
                 .and_then(Op::simple)
                 .ok_or_else(|| self.unsupported(&op))?,
         };
@@ -876,6 +856,62 @@ impl<'c, 'a> Importer<'c, 'a> {
             );
         }
         Ok(())
+    }
+}
+
+/// StableHLO ops by importer family (without the `stablehlo.` prefix); the ones not listed
+/// here are elementwise ([`elementwise_kind`]) or handled first in `import_op` (`constant`,
+/// `custom_call`, `get_dimension_size`).
+const LAYOUT_OPS: &[&str] = &[
+    "broadcast_in_dim",
+    "dynamic_broadcast_in_dim",
+    "reshape",
+    "dynamic_reshape",
+    "iota",
+    "dynamic_iota",
+    "transpose",
+    "concatenate",
+    "reverse",
+    "pad",
+];
+const SLICE_OPS: &[&str] = &["slice", "real_dynamic_slice", "dynamic_slice"];
+const CONTRACTION_OPS: &[&str] = &["dot_general", "convolution"];
+const REDUCTION_OPS: &[&str] = &["reduce", "reduce_window", "select_and_scatter"];
+const INDEX_OPS: &[&str] = &["gather", "dynamic_gather", "scatter", "sort"];
+
+/// The kind of an elementwise (or payload-free control) StableHLO op, by its name without the
+/// prefix; `None` when the importer does not take it.
+fn elementwise_kind(name: &str) -> Option<OpKind> {
+    OpKind::from_name(name).filter(|k| {
+        k.is_elementwise()
+            || matches!(
+                k,
+                OpKind::DynamicUpdateSlice | OpKind::While | OpKind::OptimizationBarrier
+            )
+    })
+}
+
+/// Whether the importer takes an op of this full name (`stablehlo.add`, `func.call`), from
+/// the same tables its dispatch uses: for triage (`ebb import --allow-unsupported`).
+pub fn is_supported_op(full: &str) -> bool {
+    match full {
+        "builtin.module" | "func.func" | "func.call" | "func.return" => true,
+        _ => full.strip_prefix("stablehlo.").is_some_and(|n| {
+            matches!(
+                n,
+                "constant" | "custom_call" | "get_dimension_size" | "return"
+            ) || [
+                LAYOUT_OPS,
+                SLICE_OPS,
+                CONTRACTION_OPS,
+                REDUCTION_OPS,
+                INDEX_OPS,
+            ]
+            .iter()
+            .any(|t| t.contains(&n))
+                || matches!(n, "compare" | "convert")
+                || elementwise_kind(n).and_then(Op::simple).is_some()
+        }),
     }
 }
 
