@@ -98,7 +98,7 @@ fn parse<'c>(context: &'c Context, text: &str, file: &str) -> Result<Module<'c>,
             .push((d.to_string(), d.location().to_string()));
         true
     });
-    let module = Module::parse(&context, text);
+    let module = Module::parse(context, text);
     context.detach_diagnostic_handler(id);
     let Some(module) = module else {
         let (msg, loc) = diags
