@@ -74,14 +74,7 @@ pub(crate) fn count_unsupported(
 ///
 /// Errors: as [`import_file`] for files that cannot be read or parsed.
 pub fn unsupported_ops(path: &Path, format: Option<Format>) -> anyhow::Result<Vec<UnsupportedUse>> {
-    let format = match format.or_else(|| Format::from_path(path)) {
-        Some(f) => f,
-        None => anyhow::bail!(
-            "{}: cannot tell the format from the extension (expected .mlir or .onnx); pass --format",
-            path.display()
-        ),
-    };
-    match format {
+    match resolve_format(path, format)? {
         #[cfg(feature = "stablehlo")]
         Format::Stablehlo => {
             let text = text::read(path)?;
@@ -99,19 +92,25 @@ pub fn unsupported_ops(path: &Path, format: Option<Format>) -> anyhow::Result<Ve
     }
 }
 
+/// `format`, or the format of `path`'s extension.
+///
+/// Errors: an unknown extension without a format.
+fn resolve_format(path: &Path, format: Option<Format>) -> anyhow::Result<Format> {
+    match format.or_else(|| Format::from_path(path)) {
+        Some(f) => Ok(f),
+        None => anyhow::bail!(
+            "{}: cannot tell the format from the extension (expected .mlir or .onnx); pass --format",
+            path.display()
+        ),
+    }
+}
+
 /// Imports `path` with the importer for `format`, or for its extension when `format` is `None`.
 ///
 /// Errors: an unknown extension without `--format`, and every importer error (file, location,
 /// op) of the chosen front end.
 pub fn import_file(path: &Path, format: Option<Format>) -> anyhow::Result<(Graph, ImportStats)> {
-    let format = match format.or_else(|| Format::from_path(path)) {
-        Some(f) => f,
-        None => anyhow::bail!(
-            "{}: cannot tell the format from the extension (expected .mlir or .onnx); pass --format",
-            path.display()
-        ),
-    };
-    match format {
+    match resolve_format(path, format)? {
         #[cfg(feature = "stablehlo")]
         Format::Stablehlo => Ok(crate::stablehlo::import_file(path)?),
         #[cfg(not(feature = "stablehlo"))]
