@@ -434,15 +434,9 @@ fn cli_allow_unsupported_lists_every_unsupported_op() {
             .replacen("\"stablehlo.negate\"", "\"chlo.erf_inv\"", 1),
     )
     .unwrap();
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_ebb"))
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let fails = run(&["import", bad.to_str().unwrap()]);
+    let fails = ebb(&["import", bad.to_str().unwrap()]);
     assert!(!fails.status.success());
-    let out = run(&[
+    let out = ebb(&[
         "import",
         bad.to_str().unwrap(),
         "--allow-unsupported",
@@ -460,7 +454,7 @@ fn cli_allow_unsupported_lists_every_unsupported_op() {
     assert_eq!(fft["count"].as_u64().unwrap() as usize, n);
     assert!(fft["first"].as_str().unwrap().contains(".py:"), "{fft}");
     assert!(ops.iter().any(|u| u["op"] == "chlo.erf_inv"), "{v}");
-    let fine = run(&[
+    let fine = ebb(&[
         "import",
         jax_fixture("mlp_sgd").to_str().unwrap(),
         "--allow-unsupported",

@@ -58,11 +58,6 @@ impl PlanCache {
         self.finalizer.prepare_all();
     }
 
-    /// The finalizer misses go through.
-    pub fn finalizer(&self) -> &Finalizer {
-        &self.finalizer
-    }
-
     /// Number of cached plans.
     pub fn len(&self) -> usize {
         self.cache.len()

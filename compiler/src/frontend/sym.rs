@@ -31,14 +31,9 @@ impl Pred {
         }
     }
 
-    /// `a OR b`, dually to [`Pred::and`].
+    /// `a OR b` = `NOT (NOT a AND NOT b)` (see [`Pred::and`]).
     pub fn or(a: &Pred, b: &Pred, scope: &SymbolScope) -> Option<Pred> {
-        match (a.decide(scope), b.decide(scope)) {
-            (Some(true), _) | (_, Some(true)) => Some(Pred::Const(true)),
-            (Some(false), _) => Some(b.clone()),
-            (_, Some(false)) => Some(a.clone()),
-            (None, None) => None,
-        }
+        Pred::and(&a.not(), &b.not(), scope).map(|p| p.not())
     }
 
     /// `NOT p`: the complementary comparison.

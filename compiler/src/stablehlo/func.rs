@@ -295,11 +295,12 @@ impl<'c, 'a> Importer<'c, 'a> {
                     }
                 }
                 "stablehlo.constant" => {
-                    let v = o.attribute("value").ok().map(|a| a.to_string());
-                    let k = v.as_deref().and_then(|t| {
-                        let t = t.strip_prefix("dense<")?;
-                        t[..t.find('>')?].trim().parse::<i64>().ok()
-                    });
+                    let k = o
+                        .attribute("value")
+                        .ok()
+                        .and_then(|a| super::mlir_text::parse_dense(&a.to_string()))
+                        .filter(|(_, ty)| ty.dims.is_empty())
+                        .and_then(|(lit, _)| lit.get_i64(0));
                     if let (Some(k), Ok(r)) = (k, o.result(0)) {
                         const_of.insert(key(Value::from(r)), k);
                     }

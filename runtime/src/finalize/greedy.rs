@@ -133,8 +133,8 @@ pub(super) fn choose(
         step_us,
         ..Link::default()
     };
-    // By score, larger first, then candidate and kind. Keys are unique, so an unstable sort
-    // is deterministic; the bits of a non-negative float order like its value.
+    // By score, then larger values first, then candidate and kind. Keys are unique, so an
+    // unstable sort is deterministic; the bits of a non-negative float order like its value.
     options.sort_unstable_by_key(|o| {
         (
             (o.score + 0.0).to_bits(),

@@ -202,11 +202,6 @@ impl<P: Deref<Target = Plan>> Finalizer<P> {
         Finalizer { plan, prepared }
     }
 
-    /// The plan.
-    pub fn plan(&self) -> &P {
-        &self.plan
-    }
-
     /// Prepares every plan variant now (so that no later finalize pays for it).
     pub fn prepare_all(&self) {
         for i in 0..self.prepared.len() {

@@ -74,11 +74,6 @@ impl Prepared {
         }
     }
 
-    /// Number of distinct expressions.
-    pub fn distinct_exprs(&self) -> usize {
-        self.exprs.len()
-    }
-
     /// Every distinct expression evaluated at `b`, indexed like the table.
     ///
     /// # Errors
