@@ -66,6 +66,19 @@ pub fn load_or_compile(
         let (g, _) = frontend::import_file(path, format)?;
         return Ok(pipeline::compile(g, options)?.plan);
     }
+    read_plan(path)
+}
+
+/// Reads a plan file written by `ebb compile` and verifies it against its embedded graph
+/// ([`ebb_passes::plan::verify_plan`]: graph digest, symbol facts, value table, costs,
+/// candidates, and the independent checker at representative bindings).
+///
+/// # Errors
+/// Unreadable or invalid plan JSON, or a failed verification, each with the path.
+pub fn read_plan(path: &Path) -> Result<Plan> {
     let text = frontend::text::read(path)?;
-    Plan::from_json(&text).with_context(|| format!("{}", path.display()))
+    let plan = Plan::from_json(&text).with_context(|| format!("{}", path.display()))?;
+    ebb_passes::plan::verify_plan(&plan)
+        .with_context(|| format!("{}: the plan does not verify", path.display()))?;
+    Ok(plan)
 }

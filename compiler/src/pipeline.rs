@@ -8,7 +8,7 @@
 //! With `bind`, every symbol is replaced by its value before planning: the "precise-shape"
 //! baseline that the symbolic plan is compared against.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use ebb_ir::device::DeviceProfile;
 use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, Symbol};
@@ -338,6 +338,34 @@ pub fn plan_graph(plan: &Plan) -> Result<Graph> {
     let g = ebb_ir::text::parse(text).map_err(|e| anyhow::anyhow!("embedded graph: {e}"))?;
     ebb_ir::verify::verify(&g).map_err(|e| anyhow::anyhow!("embedded graph: {e}"))?;
     Ok(g)
+}
+
+/// Proves what a report at `b` rests on with the independent plan checker
+/// ([`ebb_passes::plan::check`]): every schedule variant's peak at `b` is the simulated one
+/// (so the variant was chosen honestly), and the finalized decisions of `c` are safe with the
+/// peak they claim. Run by `ebb plan` and `ebb run` on every plan, loaded or compiled.
+///
+/// # Errors
+/// The checker's finding, naming the variant, or a planned peak that differs from the proven
+/// one.
+pub fn prove_at(
+    plan: &Plan,
+    g: &Graph,
+    b: &Bindings,
+    c: &ebb_runtime::finalize::ConcretePlan,
+) -> Result<()> {
+    ebb_passes::plan::check_variants_at(g, plan, b)?;
+    let variant = plan.variant(c.variant).unwrap_or(plan);
+    let proof = ebb_passes::plan::check(g, variant, &c.decisions, b)
+        .context("the plan checker rejects the finalized decisions")?;
+    if proof.peak != c.peak_bytes_planned {
+        bail!(
+            "the plan checker proves a peak of {} bytes with the finalized decisions, the plan claims {}",
+            proof.peak,
+            c.peak_bytes_planned
+        );
+    }
+    Ok(())
 }
 
 /// Number of `fusion` ops of `g` (0 without fusion).

@@ -114,6 +114,12 @@ fn bytes_of(s: &str, what: &'static str, formats: &str) -> Result<f64, SizeError
 
 /// Rounds a positive byte count to `i64`.
 fn to_bytes(v: f64, s: &str, what: &'static str) -> Result<i64, SizeError> {
+    // `1e400` parses as infinity: too large, not "not positive".
+    if v == f64::INFINITY {
+        return Err(SizeError::TooLarge {
+            text: s.to_string(),
+        });
+    }
     if !(v.is_finite() && v.round() >= 1.0) {
         return Err(SizeError::NotPositive {
             text: s.to_string(),

@@ -305,6 +305,7 @@ fn budgets_say_what_they_accept_and_must_be_positive() {
         fails_with(&plan(neg), "must be positive");
     }
     fails_with(&plan("5 parsecs"), "unknown size unit `parsecs`");
+    fails_with(&plan("1e400"), "is too large");
 }
 
 #[test]
@@ -442,4 +443,49 @@ fn onnx_negative_and_huge_dimensions_are_errors() {
     std::fs::write(&p, encode_model(&model(D::DimParam("batch".into())))).unwrap();
     let o = ebb(&["import", s(&p)]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn tampered_plans_are_refused_by_plan_run_and_bench() {
+    let dir = scratch("tamper");
+    let plan = dir.join("mlp.plan.json");
+    let mlp = jax_fixture("mlp_sgd");
+    let o = ebb(&["compile", s(&mlp), "-o", s(&plan)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // A smaller activation: every peak the plan would report shrinks.
+    let size = v["values"][20]["bytes"].as_str().unwrap().to_string();
+    v["values"][20]["bytes"] = serde_json::json!(format!("{size} - 4"));
+    let bad = dir.join("bad.plan.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    for args in [
+        vec!["plan", s(&bad), "--bind", "B=4"],
+        vec!["run", s(&bad), "--bind", "B=4"],
+        vec!["bench", s(&bad), "--shapes", "B=4"],
+    ] {
+        let e = fails_with(&ebb(&args), "the plan does not verify");
+        assert!(e.contains("values[20]"), "{e}");
+    }
+}
+
+#[test]
+fn run_fails_when_outputs_differ_from_the_npz_beyond_the_tolerance() {
+    let mlp = jax_fixture("mlp_sgd");
+    let npz = ebb_testkit::jax_fixtures_dir().join("mlp_sgd.ref0.npz");
+    let run = |tol: &str| {
+        ebb(&[
+            "run",
+            s(&mlp),
+            "--bind",
+            "B=8",
+            "--inputs",
+            s(&npz),
+            "--tolerance",
+            tol,
+        ])
+    };
+    assert!(run("0.02").status.success());
+    fails_with(&run("1e-12"), "largest relative error");
+    fails_with(&run("-1"), "--tolerance -1 must be");
 }

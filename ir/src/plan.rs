@@ -56,7 +56,22 @@ use serde::{Deserialize, Serialize};
 /// The format version written into [`Plan::version`]; [`Plan::from_json`] rejects others.
 /// Version 2: the embedded graph's op payloads are typed and parsed strictly (an attribute an
 /// op does not have is an error), and optional lists holding only defaults are not printed.
-pub const PLAN_VERSION: u32 = 2;
+/// Version 3: the plan records the SHA-256 digest of its embedded graph ([`Plan::graph_digest`]),
+/// checked whenever the plan is loaded.
+pub const PLAN_VERSION: u32 = 3;
+
+/// The digest recorded in [`Plan::graph_digest`] for the embedded graph `graph_ir`:
+/// `sha256:` followed by the SHA-256 (FIPS 180-4) of its UTF-8 bytes in lowercase hex.
+pub fn graph_digest(graph_ir: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let hash = Sha256::digest(graph_ir.as_bytes());
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for b in hash {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
 
 /// Role of a value in the step (decides how its live range ends).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
@@ -284,6 +299,10 @@ pub struct Plan {
     /// The planned graph in textual IR (`ebb_ir::text`), so a plan file is self-contained.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_ir: Option<String>,
+    /// [`graph_digest`] of `graph_ir`, written with it: a loader refuses a plan whose embedded
+    /// graph no longer has this digest (the graph was edited after the plan was made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_digest: Option<String>,
     /// Other schedules of the same graph, each a complete plan (without `graph_ir`): the
     /// runtime finalizes whichever variant (this plan is variant 0) has the lowest peak at the
     /// actual shape ([`Plan::best_variant`]).
@@ -416,6 +435,12 @@ impl Plan {
         Ok(())
     }
 
+    /// Embeds `graph_ir` (the planned graph in textual IR) and records its [`graph_digest`].
+    pub fn embed_graph(&mut self, graph_ir: String) {
+        self.graph_digest = Some(graph_digest(&graph_ir));
+        self.graph_ir = Some(graph_ir);
+    }
+
     /// The value `id`.
     ///
     /// # Panics
@@ -508,6 +533,7 @@ mod tests {
             point_kinds: None,
             device: None,
             graph_ir: None,
+            graph_digest: None,
             alternatives: Vec::new(),
             schedule: vec![OpPos::new(1), OpPos::new(2)],
             values: vec![
@@ -599,7 +625,7 @@ mod tests {
             "plan field `candidates.recompute_reads`[0] = 7 is out of range (< 3 expected)"
         );
         assert!(matches!(
-            Plan::from_json("{\"version\": 2}"),
+            Plan::from_json("{\"version\": 3}"),
             Err(PlanError::Json(_))
         ));
     }

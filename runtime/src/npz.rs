@@ -14,10 +14,11 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-/// An open `.npz` archive.
-pub struct Npz {
+/// An open `.npz` archive, read from a file ([`Npz::open`]) or any seekable reader
+/// ([`Npz::from_reader`]).
+pub struct Npz<R = BufReader<File>> {
     path: String,
-    archive: zip::ZipArchive<BufReader<File>>,
+    archive: zip::ZipArchive<R>,
 }
 
 impl Npz {
@@ -32,11 +33,24 @@ impl Npz {
             path: p.clone(),
             source,
         })?;
-        let archive = zip::ZipArchive::new(BufReader::new(f)).map_err(|e| NpzError::Zip {
-            path: p.clone(),
+        Npz::from_reader(BufReader::new(f), &p)
+    }
+}
+
+impl<R: Read + std::io::Seek> Npz<R> {
+    /// Opens the archive held by `reader`; `path` names it in errors.
+    ///
+    /// # Errors
+    /// [`NpzError::Zip`] when it is not a zip archive.
+    pub fn from_reader(reader: R, path: &str) -> Result<Npz<R>, NpzError> {
+        let archive = zip::ZipArchive::new(reader).map_err(|e| NpzError::Zip {
+            path: path.into(),
             msg: e.to_string(),
         })?;
-        Ok(Npz { path: p, archive })
+        Ok(Npz {
+            path: path.into(),
+            archive,
+        })
     }
 
     /// Names of the arrays (entry names without `.npy`), in archive order.
@@ -69,7 +83,9 @@ impl Npz {
                 })
             }
         };
-        let mut bytes = Vec::with_capacity(entry.size() as usize);
+        // The declared size is only a hint (a damaged archive may claim any size): the
+        // buffer grows with what decompression actually yields.
+        let mut bytes = Vec::with_capacity((entry.size() as usize).min(1 << 26));
         entry.read_to_end(&mut bytes).map_err(|e| NpzError::Zip {
             path: path.clone(),
             msg: e.to_string(),
@@ -118,6 +134,20 @@ pub fn parse_npy(bytes: &[u8], path: &str, name: &str) -> Result<Tensor, NpzErro
         return Err(unsupported());
     }
     let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
+    // The header's shape must fit in the bytes held, before anything is allocated for it
+    // (a damaged header may claim any shape).
+    let declared = shape
+        .iter()
+        .try_fold(ts.num_bytes().unwrap_or(1), |n, &d| n.checked_mul(d));
+    match declared {
+        Some(n) if n <= bytes.len() => {}
+        _ => {
+            return Err(npy_err(format!(
+                "the header declares shape {shape:?} of `{descr}`, more than the {} bytes held",
+                bytes.len()
+            )))
+        }
+    }
     fn read<T: npyz::Deserialize>(
         npy: NpyFile<&[u8]>,
         path: &str,

@@ -236,6 +236,12 @@ impl Runtime {
         &self.plan
     }
 
+    /// Finalized plans held by the plan cache (at most the capacity given to
+    /// [`Runtime::with_options`]).
+    pub fn cached_plans(&self) -> usize {
+        self.cache.len()
+    }
+
     /// Changes the device budget (bytes) for later steps.
     pub fn set_budget(&mut self, budget: Option<i64>) {
         self.opts.budget = budget;

@@ -7,7 +7,8 @@
 //! - `passes`: [`before_after`] (a pass's before/after IR snapshot);
 //! - `runtime`: [`load_ref`] (a reference archive's inputs and expected outputs);
 //! - `compiler`: [`import_fixture`] (a JAX fixture through the StableHLO front end, which links
-//!   LLVM/MLIR).
+//!   LLVM/MLIR);
+//! - `fuzz` (all three): [`fuzz`], the fuzz targets and their seed corpora.
 //!
 //! Unit tests inside `ebb-ir` cannot use this crate (it depends on `ebb-ir`); they use
 //! [`Bindings::from_pairs`](ebb_ir::BindingsExt::from_pairs) directly.
@@ -16,6 +17,9 @@ use ebb_ir::{Bindings, Symbol};
 use std::path::{Path, PathBuf};
 
 pub use ebb_ir::BindingsExt;
+
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 
 /// Bindings from `(name, value)` pairs (`bind(&[("B", 8), ("S", 256)])`); a later pair of the
 /// same name wins. Same as [`Bindings::from_pairs`](BindingsExt::from_pairs).

@@ -84,9 +84,7 @@ fn load(opts: &BenchOptions) -> Result<(Graph, Plan, Option<f64>)> {
         let ms = t.elapsed().as_secs_f64() * 1e3;
         Ok((g, c.plan, Some(ms)))
     } else {
-        let text = std::fs::read_to_string(&opts.input)
-            .with_context(|| format!("cannot read {}", opts.input.display()))?;
-        let plan = Plan::from_json(&text).with_context(|| format!("{}", opts.input.display()))?;
+        let plan = crate::api::read_plan(&opts.input)?;
         let g = pipeline::plan_graph(&plan)?;
         Ok((g, plan, None))
     }

@@ -16,6 +16,12 @@ use std::sync::Arc;
 
 use super::{DimError, Symbol};
 
+/// Largest number of term pairs [`DimExpr::checked_mul`] multiplies out (the product of the
+/// factors' term counts); beyond it the product is [`DimError::TooLarge`]. Real shapes are
+/// sums of a few monomials; this only stops adversarial text such as a `dim_param` of many
+/// nested sums from expanding without bound.
+pub const MAX_PRODUCT_TERMS: usize = 1 << 12;
+
 /// An indivisible factor of a monomial.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub(crate) enum Atom {
@@ -113,7 +119,40 @@ pub struct DimExpr {
     pub(crate) terms: Vec<(Monomial, i64)>,
 }
 
+/// Largest size (terms and factors, nested `floordiv`/`mod`/`min`/`max` arguments counted
+/// each time they appear) of an expression parsed from text: beyond it the text is refused.
+/// The plans' peak terms stay far below it; a `dim_param` of many nested floor divisions of
+/// products, whose interval reasoning grows faster than its text, does not.
+pub const MAX_PARSED_SIZE: usize = 1 << 15;
+
 impl DimExpr {
+    /// True when the size of `self` (terms, factors, and recursively the arguments of its
+    /// atoms) exceeds `limit`; stops counting as soon as it does.
+    pub fn size_exceeds(&self, limit: usize) -> bool {
+        fn walk(e: &DimExpr, left: &mut usize) -> bool {
+            for (m, _) in &e.terms {
+                let n = 1 + m.0.len();
+                if *left < n {
+                    return true;
+                }
+                *left -= n;
+                for (a, _) in &m.0 {
+                    let over = match a {
+                        Atom::Sym(_) => false,
+                        Atom::FloorDiv(x, _) | Atom::Mod(x, _) => walk(x, left),
+                        Atom::Min(xs) | Atom::Max(xs) => xs.iter().any(|x| walk(x, left)),
+                    };
+                    if over {
+                        return true;
+                    }
+                }
+            }
+            false
+        }
+        let mut left = limit;
+        walk(self, &mut left)
+    }
+
     /// The constant `v`.
     pub fn constant(v: i64) -> DimExpr {
         if v == 0 {
@@ -293,6 +332,12 @@ impl DimExpr {
         }
         if let Some(c) = self.as_const() {
             return o.checked_scale(c);
+        }
+        if self.terms.len().saturating_mul(o.terms.len()) > MAX_PRODUCT_TERMS {
+            return Err(DimError::TooLarge {
+                lhs: self.terms.len(),
+                rhs: o.terms.len(),
+            });
         }
         let mut map: BTreeMap<Monomial, i128> = BTreeMap::new();
         for (ma, ca) in &self.terms {

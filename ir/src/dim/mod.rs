@@ -42,7 +42,7 @@ mod scope_tests;
 mod symbol;
 
 pub use bindings::{BindingsError, BindingsExt};
-pub use expr::DimExpr;
+pub use expr::{DimExpr, MAX_PRODUCT_TERMS};
 pub use scope::{SymbolScope, SAMPLE_CAP};
 pub use symbol::Symbol;
 
@@ -118,6 +118,19 @@ pub enum DimError {
         pos: usize,
         /// What was expected.
         msg: String,
+    },
+    /// A product of two expressions whose term counts multiply past
+    /// [`MAX_PRODUCT_TERMS`]: no shape needs such a polynomial, and expanding it would
+    /// take time and memory without bound (`(a+b+c)*(d+e+f)*...`).
+    #[error(
+        "dimension expression too large: a product of {lhs} by {rhs} terms (at most {} term pairs)",
+        expr::MAX_PRODUCT_TERMS
+    )]
+    TooLarge {
+        /// Terms of the left factor.
+        lhs: usize,
+        /// Terms of the right factor.
+        rhs: usize,
     },
     /// A binding breaks a fact of the scope, e.g. `S = 7` against `S % 8 == 0`.
     #[error("symbol `{symbol}` = {value} violates the fact `{fact}`")]

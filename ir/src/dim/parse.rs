@@ -16,6 +16,7 @@
 
 use std::str::FromStr;
 
+use super::expr::MAX_PARSED_SIZE;
 use super::{DimError, DimExpr, Symbol};
 
 /// Maximum nesting of parentheses, calls and unary signs.
@@ -40,6 +41,14 @@ impl<'a> Parser<'a> {
 
     /// Turns an arithmetic error at `pos` into a parse error.
     fn arith(&self, pos: usize, r: PResult) -> PResult {
+        if let Ok(e) = &r {
+            if e.size_exceeds(MAX_PARSED_SIZE) {
+                return Err(self.err(
+                    pos,
+                    format!("expression too large (more than {MAX_PARSED_SIZE} terms and factors)"),
+                ));
+            }
+        }
         r.map_err(|e| match e {
             DimError::NonPositiveDivisor(k) => {
                 self.err(pos, format!("divisor must be positive, got {k}"))

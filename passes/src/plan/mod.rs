@@ -5,6 +5,7 @@
 //!   [`crate::memory`], and the requested budget thresholds.
 //! * [`mod@check`]: the independent checker (see its module docs); `derive.rs` is its own
 //!   dataflow, shared with nothing else.
+//! * [`mod@verify`]: verification of a plan read from a file against its embedded graph.
 //!
 //! Invariant: a plan from [`build_plan`] passes [`check::check`] at every binding that
 //! satisfies the graph's facts, with no decision and with any subset of its candidates taken
@@ -14,15 +15,17 @@ pub mod check;
 mod derive;
 mod error;
 mod pass;
+pub mod verify;
 
 pub use check::{check, resident_bytes, CheckError, CheckReport};
 pub use pass::PlanPass;
+pub use verify::{check_variants_at, verify_plan, PlanVerifyError};
 
 use crate::memory::{self, Schedule};
 use crate::remat::threshold::{threshold_in_scope, ThresholdError};
 use crate::remat::{self, CandidateOptions, RematError};
 use ebb_ir::plan::{InPlaceWrite, Plan, PointBytes, PLAN_VERSION};
-use ebb_ir::{Bindings, Graph, Symbol};
+use ebb_ir::{Bindings, Graph, NodeId, Symbol, ValueId, ValueRef};
 
 /// A budget threshold to precompute: where the peak exceeds `budget` bytes as a function of
 /// `symbol`, the other symbols fixed.
@@ -58,6 +61,26 @@ pub enum BuildError {
     Threshold(#[from] ThresholdError),
 }
 
+/// The in-place writes ([`ebb_ir::op::in_place_writes`]) of the ops of `schedule` in its
+/// order, as (operand, result) value ids under the numbering `value_id`.
+pub(crate) fn in_place_writes(
+    g: &Graph,
+    schedule: &[NodeId],
+    value_id: impl Fn(ValueRef) -> usize,
+) -> Vec<(usize, usize)> {
+    let in_place = ebb_ir::op::in_place_writes(g);
+    let mut out = Vec::new();
+    for &id in schedule {
+        let ins = g.operands(id);
+        for w in in_place.get(&id).into_iter().flatten() {
+            if let Some(&v) = ins.get(w.operand) {
+                out.push((value_id(v), value_id(ValueRef::new(id, w.result as u32))));
+            }
+        }
+    }
+    out
+}
+
 /// Builds the plan of `g` under `schedule` (non-input ops in execution order).
 ///
 /// # Errors
@@ -85,19 +108,13 @@ pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<
         .iter()
         .map(|q| threshold_in_scope(&g.scope, &peak_terms, &q.symbol, &q.fixed, q.budget))
         .collect::<Result<Vec<_>, _>>()?;
-    let in_place = ebb_ir::op::in_place_writes(g);
-    let mut in_place_writes = Vec::new();
-    for &id in schedule.iter() {
-        let ins = g.operands(id);
-        for w in in_place.get(&id).into_iter().flatten() {
-            if let Some(&v) = ins.get(w.operand) {
-                in_place_writes.push(InPlaceWrite {
-                    operand: idx.value_id(v),
-                    result: idx.value_id(ebb_ir::ValueRef::new(id, w.result as u32)),
-                });
-            }
-        }
-    }
+    let in_place_writes = in_place_writes(g, schedule, |v| idx.value_id(v).index())
+        .into_iter()
+        .map(|(operand, result)| InPlaceWrite {
+            operand: ValueId::new(operand),
+            result: ValueId::new(result),
+        })
+        .collect();
     Ok(Plan {
         version: PLAN_VERSION,
         graph_name: g.name.clone(),
@@ -106,6 +123,7 @@ pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<
         ops: g.order().len(),
         schedule: idx.schedule_positions(),
         graph_ir: None,
+        graph_digest: None,
         alternatives: Vec::new(),
         point_flops: Some(
             schedule

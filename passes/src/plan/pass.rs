@@ -40,7 +40,7 @@ impl Pass for PlanPass {
                 build_plan(g, s, &self.opts).map_err(|e| failed("building a plan variant", e))?,
             );
         }
-        plan.graph_ir = Some(ebb_ir::text::print(g));
+        plan.embed_graph(ebb_ir::text::print(g));
         let candidates = plan.candidates.len();
         cx.insert(plan);
         Ok(PassResult::changes(candidates))
