@@ -290,6 +290,10 @@ fn bindings_naming_unknown_symbols_or_unevaluable_sweeps_are_errors() {
         );
     }
     assert!(!out.exists());
+    fails_with(
+        &ebb(&["bench", s(&mlp), "--shapes", "X=3"]),
+        "shape X=3: unknown symbol `X`",
+    );
 }
 
 #[test]

@@ -366,8 +366,8 @@ impl Plan {
         Ok(plan)
     }
 
-    /// Checks that every position, point and value id is inside its table (not the semantics:
-    /// that is the plan checker's job).
+    /// Checks that every position, point and value id is inside its table, in the plan and in
+    /// each of its alternatives (not the semantics: that is the plan checker's job).
     ///
     /// # Errors
     /// [`PlanError::OutOfRange`] naming the first bad field.
@@ -431,6 +431,9 @@ impl Plan {
                     self.values.len(),
                 )?;
             }
+        }
+        for alt in &self.alternatives {
+            alt.validate_indices()?;
         }
         Ok(())
     }

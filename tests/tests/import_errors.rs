@@ -80,3 +80,24 @@ fn truncated_files_never_panic() {
         let _ = import_str(&text[..cut], "cut.mlir");
     }
 }
+
+/// MLIR does not verify StableHLO ops (the dialect is not registered), so a `constant` whose
+/// value's type differs from its result type reaches the importer: an error at the op, not
+/// an out-of-bounds read later (found by the `stablehlo_text` fuzz target).
+#[test]
+fn a_constant_whose_value_does_not_have_the_result_type_is_an_error() {
+    for (from, to) in [
+        ("dense<1> : tensor<i32>}>", "dense<1> : tensor<0xi32>}>"),
+        (
+            "dense<5.000000e-02> : tensor<f32>}>",
+            "dense<5.000000e-02> : tensor<2xf32>}>",
+        ),
+    ] {
+        let text = mlp_text().replacen(from, to, 1);
+        let err = import_str(&text, "mlp.mlir").unwrap_err().to_string();
+        assert!(
+            err.contains("stablehlo.constant") && err.contains("does not have the result type"),
+            "{err}"
+        );
+    }
+}

@@ -102,6 +102,10 @@ fn compiled_plans_verify_and_named_tamperings_are_refused() {
         ("value class", "values[0]", |p| {
             p["values"][0]["class"] = json!("intermediate")
         }),
+        ("a variant's schedule out of range", "out of range", |p| {
+            // Found by the `plan_load` fuzz target: alternatives' indices were not checked.
+            p["alternatives"][0]["schedule"][0] = json!(100000)
+        }),
         (
             "threshold",
             "thresholds[0]",

@@ -90,7 +90,8 @@ pub fn parse_shape_list(s: &str) -> Result<Vec<Bindings>> {
 /// facts, in source order (duplicates kept).
 ///
 /// # Errors
-/// A listed shape that breaks a fact (range, divisibility, equality) or leaves a symbol unbound;
+/// A listed shape that names a symbol the plan does not have, breaks a fact (range,
+/// divisibility, equality) or leaves a symbol unbound;
 /// a long-tail request whose symbols the plan does not declare, or whose range is empty.
 pub fn resolve(src: &ShapeSource, scope: &SymbolScope) -> Result<Vec<Bindings>> {
     let raw = match src {
@@ -103,6 +104,9 @@ pub fn resolve(src: &ShapeSource, scope: &SymbolScope) -> Result<Vec<Bindings>> 
     raw.into_iter()
         .map(|b| {
             let show = show_bindings(&b);
+            scope
+                .check_known(&b)
+                .map_err(|e| anyhow::anyhow!("shape {show}: {e}"))?;
             let full = scope
                 .complete(&b)
                 .map_err(|e| anyhow::anyhow!("shape {show}: {e}"))?;

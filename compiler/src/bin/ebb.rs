@@ -578,8 +578,8 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
         anyhow::bail!("the outputs under the plan's decisions differ from the run without them");
     }
     if let Some(e) = rep.npz_max_rel_err {
-        // `!(e <= tol)`: a NaN error fails too.
-        if !(e <= f.tolerance) {
+        // A NaN error fails too.
+        if e.is_nan() || e > f.tolerance {
             anyhow::bail!(
                 "the outputs differ from the npz's `out_i`: largest relative error {e:.3e} > --tolerance {:e}",
                 f.tolerance

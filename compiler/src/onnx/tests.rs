@@ -377,3 +377,19 @@ fn shapes_from_data_that_overflow_are_errors_not_panics() {
         vec![vi("y", 7, &[])],
     );
 }
+
+/// `SoftmaxCrossEntropyLoss` with labels whose rank is not one less than the scores': an
+/// error naming both types (found by the `onnx_proto` fuzz target: a scalar label panicked).
+#[test]
+fn cross_entropy_labels_of_the_wrong_rank_are_an_error() {
+    for labels in [&[][..], &["N", "2"][..]] {
+        let e = import_err(
+            vec![node("SoftmaxCrossEntropyLoss", &["x", "l"], &["y"], vec![])],
+            vec![],
+            vec![vi("x", 1, &["N", "4"]), vi("l", 7, labels)],
+            vec![vi("y", 1, &[])],
+        )
+        .expect("accepted");
+        assert!(e.contains("labels [N, d..]"), "{e}");
+    }
+}

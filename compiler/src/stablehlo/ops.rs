@@ -208,6 +208,21 @@ impl<'c, 'a> Importer<'c, 'a> {
             .ok_or_else(|| self.op_error(&op, "missing `value`"))?;
         let (lit, ty) = mt::parse_dense(&text)
             .ok_or_else(|| self.op_error(&op, format!("unsupported literal {}", abbrev(&text))))?;
+        // Without the StableHLO dialect registered MLIR does not verify the op: its value
+        // must have the result's type (StableHLO spec, `constant`, constraint C1).
+        let result = self.result_type(&op, 0)?;
+        if result.dtype != ty.dtype || result.dims != ty.dims {
+            return Err(self.op_error(
+                &op,
+                format!(
+                    "the value {} does not have the result type {}",
+                    abbrev(&text),
+                    op.result(0)
+                        .map(|r| r.r#type().to_string())
+                        .unwrap_or_default()
+                ),
+            ));
+        }
         let dims: Vec<i64> = ty.dims.iter().map(|d| d.unwrap_or(0)).collect();
         let n: i64 = dims.iter().product();
         if (lit.dtype.is_int() || lit.dtype == DType::I1) && n <= MAX_SYM_ELEMS {
@@ -473,7 +488,10 @@ impl<'c, 'a> Importer<'c, 'a> {
                 _ => None,
             },
             "select" => match (&ins[0].elems, ints(1), ints(2)) {
-                (Elems::Bool(p), Some(a), Some(b)) => {
+                // Shapes the verifier rejects later: not folded here.
+                (Elems::Bool(p), Some(a), Some(b))
+                    if b.len() == a.len() && (p.len() == 1 || p.len() == a.len()) =>
+                {
                     let n = a.len();
                     let mut out = Vec::with_capacity(n);
                     for i in 0..n {

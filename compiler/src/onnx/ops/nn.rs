@@ -10,7 +10,7 @@ use super::super::ctx::{norm_axis, Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::reduce::mean;
 use super::{one, Lower};
-use ebb_ir::{DType, DimExpr, Op, Relation, ValueRef};
+use ebb_ir::{DType, DimExpr, Op, Relation, TensorType, ValueRef};
 
 pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
     Some(match op {
@@ -156,10 +156,18 @@ impl Lower for LayerNormGrad {
     }
 }
 
-/// One-hot of integer `labels` (shape `[N, d..]`) over a class axis 1 of size `c`, in
-/// `dtype`, shaped `[N, C, d..]`.
-fn one_hot(cx: &mut Cx, labels: ValueRef, c: &DimExpr, dtype: DType) -> R<ValueRef> {
+/// One-hot of integer `labels` (shape `[N, d..]`) over the class axis 1 of `scores`
+/// (shape `[N, C, d..]`), in `scores`' element type, shaped like `scores`.
+///
+/// Errors: `scores` of rank below 2, or `labels` not of rank one less.
+fn one_hot(cx: &mut Cx, labels: ValueRef, scores: &TensorType) -> R<ValueRef> {
     let tl = cx.ty(labels);
+    if scores.rank() < 2 || tl.rank() + 1 != scores.rank() {
+        return Err(cx.err(format!(
+            "scores must have shape [N, C, d..] and labels [N, d..]; got {scores} and {tl}"
+        )));
+    }
+    let (c, dtype) = (&scores.shape[1], scores.dtype);
     let labels = cx.convert(labels, DType::I64)?;
     let mut shape = tl.shape.clone();
     shape.insert(1, c.clone());
@@ -246,7 +254,7 @@ impl Lower for SceLoss {
             return Err(cx.err("scores must have rank >= 2 ([N, C, ...])"));
         }
         let logp = softmax(cx, x, &[1], true)?;
-        let oh = one_hot(cx, labels, &t.shape[1], t.dtype)?;
+        let oh = one_hot(cx, labels, &t)?;
         let w = sample_weights(cx, n, 1, t.dtype, oh)?;
         let p = cx.binary(Op::Multiply, logp, oh)?;
         let picked = cx.reduce(p, &[1], Op::Add, 0.0, false)?;
@@ -280,7 +288,7 @@ impl Lower for SceLossGrad {
         let logp = cx.input(n, 1)?;
         let labels = cx.input(n, 2)?;
         let t = cx.ty(logp);
-        let oh = one_hot(cx, labels, &t.shape[1], t.dtype)?;
+        let oh = one_hot(cx, labels, &t)?;
         let w = sample_weights(cx, n, 2, t.dtype, oh)?;
         let p = cx.unary(Op::Exponential, logp)?;
         let mut g = cx.binary(Op::Subtract, p, oh)?;
