@@ -493,3 +493,35 @@ fn run_fails_when_outputs_differ_from_the_npz_beyond_the_tolerance() {
     fails_with(&run("1e-12"), "largest relative error");
     fails_with(&run("-1"), "--tolerance -1 must be");
 }
+
+/// The candidates' claims that loading does not re-derive (a recompute's transient bytes) are
+/// proven where decisions use them: `plan` and `bench` refuse decisions built on an edited
+/// claim instead of reporting their peak.
+#[test]
+fn edited_candidate_claims_are_caught_when_decisions_use_them() {
+    let dir = scratch("claims");
+    let plan = dir.join("gpt.plan.json");
+    let gpt = jax_fixture("gpt2_tiny_adamw");
+    let o = ebb(&["compile", s(&gpt), "-o", s(&plan)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    for c in v["candidates"].as_array_mut().unwrap() {
+        c["transient_bytes"] = serde_json::json!("0");
+        c["regen_peak_bytes"] = serde_json::json!("0");
+    }
+    let bad = dir.join("bad.plan.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    let budget = ["--budget", "85%", "--kinds", "recompute"];
+    let ok = ebb(&[&["plan", s(&plan), "--bind", "B=4,S=64"][..], &budget].concat());
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    for cmd in [
+        vec!["plan", s(&bad), "--bind", "B=4,S=64"],
+        vec!["bench", s(&bad), "--shapes", "B=4,S=64"],
+    ] {
+        fails_with(
+            &ebb(&[&cmd[..], &budget].concat()),
+            "the plan checker rejects the finalized decisions",
+        );
+    }
+}

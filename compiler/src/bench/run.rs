@@ -295,7 +295,12 @@ fn budget_row(
     pricing: &Pricing,
 ) -> Result<BudgetRow> {
     let bytes = bu.resolve(po, scheduled);
-    match pipeline::plan_report_finalized(plan, b, Some(bu), pricing).map(|r| r.0) {
+    // The decisions rest on the candidates' claims: proven at `b` before they are reported.
+    let proven = pipeline::plan_report_finalized(plan, b, Some(bu), pricing).and_then(|(r, c)| {
+        pipeline::prove_at(plan, &pipeline::plan_graph(plan)?, b, &c)?;
+        Ok(r)
+    });
+    match proven {
         Ok(r) => Ok(BudgetRow {
             budget_bytes: r.budget_bytes.unwrap_or(bytes),
             feasible: true,
