@@ -200,3 +200,29 @@ fn seeded_random_tamperings_are_refused() {
         refused(&p, &format!("round {round}: {what}"));
     }
 }
+
+/// Budget thresholds (computed through the API, not the CLI) verify when they are what the
+/// peak terms give, and are refused once edited.
+#[test]
+fn budget_thresholds_verify_when_recomputed_and_not_when_edited() {
+    let mut plan = Compiler::default()
+        .compile_file(&jax_fixture("mlp_sgd"))
+        .unwrap();
+    let g = verify_plan(&plan).unwrap();
+    let b = g.scope.symbols()[0].clone();
+    let peak = plan.peak_at(&ebb_testkit::bind(&[("B", 64)])).unwrap();
+    let t = ebb_passes::remat::threshold::threshold_in_scope(
+        &g.scope,
+        &plan.peak_terms,
+        &b,
+        &Default::default(),
+        peak,
+    )
+    .unwrap();
+    assert!(t.first_over().is_some());
+    plan.thresholds.push(t);
+    verify_plan(&plan).unwrap();
+    plan.thresholds[0].over[0].0 += 1;
+    let e = verify_plan(&plan).unwrap_err().to_string();
+    assert!(e.contains("thresholds[0]"), "{e}");
+}
