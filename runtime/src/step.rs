@@ -144,6 +144,10 @@ impl Runtime {
     /// device budget in bytes (`None`: no budget), pricing decisions on the plan's device
     /// ([`Plan::device`]) or, when it names none, the default profile.
     ///
+    /// The plan is trusted as given. A plan read from a file should be verified against its
+    /// embedded graph first: `ebb_compiler::api::read_plan` does, as does
+    /// `ebb_passes::plan::verify_plan`.
+    ///
     /// # Errors
     /// [`RuntimeError::Graph`] when the plan has no embedded graph or it does not verify.
     pub fn new(plan: Plan, budget: Option<i64>) -> Result<Runtime, RuntimeError> {
