@@ -76,9 +76,17 @@ pub fn load_or_compile(
 /// # Errors
 /// Unreadable or invalid plan JSON, or a failed verification, each with the path.
 pub fn read_plan(path: &Path) -> Result<Plan> {
+    Ok(read_plan_and_graph(path)?.0)
+}
+
+/// [`read_plan`], with the embedded graph its verification parsed.
+///
+/// # Errors
+/// As [`read_plan`].
+pub fn read_plan_and_graph(path: &Path) -> Result<(Plan, Graph)> {
     let text = frontend::text::read(path)?;
     let plan = Plan::from_json(&text).with_context(|| format!("{}", path.display()))?;
-    ebb_passes::plan::verify_plan(&plan)
+    let g = ebb_passes::plan::verify_plan(&plan)
         .with_context(|| format!("{}: the plan does not verify", path.display()))?;
-    Ok(plan)
+    Ok((plan, g))
 }

@@ -142,10 +142,7 @@ pub fn bind_graph(g: &mut Graph, b: &Bindings) -> Result<()> {
 
 /// `B=8,S=512`: bindings as the CLI spells them.
 pub fn show(b: &Bindings) -> String {
-    b.iter()
-        .map(|(s, v)| format!("{s}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
+    b.to_text()
 }
 
 /// Checks that every size of `g` evaluates at `b`: `b` names only symbols of `g`'s scope,
@@ -343,7 +340,8 @@ pub fn plan_graph(plan: &Plan) -> Result<Graph> {
 /// Proves what a report at `b` rests on with the independent plan checker
 /// ([`ebb_passes::plan::check`]): every schedule variant's peak at `b` is the simulated one
 /// (so the variant was chosen honestly), and the finalized decisions of `c` are safe with the
-/// peak they claim. Run by `ebb plan` and `ebb run` on every plan, loaded or compiled.
+/// peak they claim. `ebb plan`, `ebb run` and `bench`'s budget rows call it through
+/// [`plan_report_proven`], on every plan, loaded or compiled.
 ///
 /// # Errors
 /// The checker's finding, naming the variant, or a planned peak that differs from the proven
@@ -484,22 +482,49 @@ pub fn plan_report_finalized(
     budget: Option<Budget>,
     pricing: &Pricing,
 ) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
+    report_at(plan, &plan_graph(plan)?, b, budget, pricing)
+}
+
+/// [`plan_report_finalized`], then [`prove_at`] on the same parsed graph: what `ebb plan`,
+/// `ebb run` and `bench`'s budget rows report is proven by the independent checker.
+///
+/// # Errors
+/// As [`plan_report_finalized`] and [`prove_at`].
+pub fn plan_report_proven(
+    plan: &Plan,
+    b: &Bindings,
+    budget: Option<Budget>,
+    pricing: &Pricing,
+) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
     let g = plan_graph(plan)?;
+    let (report, c) = report_at(plan, &g, b, budget, pricing)?;
+    prove_at(plan, &g, b, &c)?;
+    Ok((report, c))
+}
+
+/// [`plan_report_finalized`] on the plan's graph `g`, already parsed.
+fn report_at(
+    plan: &Plan,
+    g: &Graph,
+    b: &Bindings,
+    budget: Option<Budget>,
+    pricing: &Pricing,
+) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
     plan.symbols.check_known(b)?;
     ebb_runtime::finalize::check_bindings(plan, b)?;
-    let po = memory::liveness(&g, &memory::program_order(&g))
+    let po = memory::liveness(g, &memory::program_order(g))
         .peak(b)
-        .map_err(|e| size_error(&g, b, e))?
+        .map_err(|e| size_error(g, b, e))?
         .0;
     let budget = match budget {
         Some(x @ Budget::FractionOfScheduled(_)) => {
-            let scheduled = plan.best_variant(b).map_err(|e| size_error(&g, b, e))?.1;
+            let scheduled = plan.best_variant(b).map_err(|e| size_error(g, b, e))?.1;
             Some(x.resolve(po, scheduled))
         }
         Some(x) => Some(x.resolve(po, 0)),
         None => None,
     };
-    let lower = memory::lower_bound(&g, b).map_err(|e| size_error(&g, b, e))?;
+    let lower = memory::lower_bound(g, b).map_err(|e| size_error(g, b, e))?;
     let opts = pricing.finalize_options(budget, true);
     // Prepared first, as a runtime does once per plan: `finalize_us` is what a new shape
     // costs.
@@ -516,13 +541,13 @@ pub fn plan_report_finalized(
         .iter()
         .filter_map(|pos| g.order().get(pos.index()).copied())
         .collect();
-    let peak = memory::liveness(&g, &schedule)
-        .peak_breakdown(&g, b)
-        .map_err(|e| size_error(&g, b, e))?;
+    let peak = memory::liveness(g, &schedule)
+        .peak_breakdown(g, b)
+        .map_err(|e| size_error(g, b, e))?;
     let mut donated_bytes = 0i64;
     for &id in g.inputs() {
         if let (Some(_), Some(t)) = (g.aliasing_output(id), g.node(id).outputs.first()) {
-            let x = t.size_bytes().eval(b).map_err(|e| size_error(&g, b, e))?;
+            let x = t.size_bytes().eval(b).map_err(|e| size_error(g, b, e))?;
             donated_bytes = donated_bytes.saturating_add(x);
         }
     }
@@ -561,7 +586,7 @@ pub fn plan_report_finalized(
         finalize_us,
         prepare_us,
         donated_bytes,
-        fusion_groups: fusion_groups(&g),
+        fusion_groups: fusion_groups(g),
         materialized_values: g.order().iter().map(|&id| g.node(id).outputs.len()).sum(),
         peak,
     };

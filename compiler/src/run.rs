@@ -288,8 +288,7 @@ pub fn run(
         .pricing
         .clone()
         .unwrap_or_else(|| Pricing::for_plan(&plan));
-    let (report, concrete) = pipeline::plan_report_finalized(&plan, b, opts.budget, &pricing)?;
-    pipeline::prove_at(&plan, &pipeline::plan_graph(&plan)?, b, &concrete)?;
+    let (report, concrete) = pipeline::plan_report_proven(&plan, b, opts.budget, &pricing)?;
     let mut need = MemoryNeed {
         arena_bytes: concrete.arena.arena_bytes,
         host_pool_bytes: concrete.swap_bytes,

@@ -449,15 +449,19 @@ fn onnx_negative_and_huge_dimensions_are_errors() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
+/// Compiles JAX fixture `name` into `dir/<name>.plan.json`; the path and the plan as JSON.
+fn compiled_plan(dir: &Path, name: &str) -> (std::path::PathBuf, serde_json::Value) {
+    let plan = dir.join(format!("{name}.plan.json"));
+    let o = ebb(&["compile", s(&jax_fixture(name)), "-o", s(&plan)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    (plan, v)
+}
+
 #[test]
 fn tampered_plans_are_refused_by_plan_run_and_bench() {
     let dir = scratch("tamper");
-    let plan = dir.join("mlp.plan.json");
-    let mlp = jax_fixture("mlp_sgd");
-    let o = ebb(&["compile", s(&mlp), "-o", s(&plan)]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let text = std::fs::read_to_string(&plan).unwrap();
-    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (_, mut v) = compiled_plan(&dir, "mlp_sgd");
     // A smaller activation: every peak the plan would report shrinks.
     let size = v["values"][20]["bytes"].as_str().unwrap().to_string();
     v["values"][20]["bytes"] = serde_json::json!(format!("{size} - 4"));
@@ -500,12 +504,7 @@ fn run_fails_when_outputs_differ_from_the_npz_beyond_the_tolerance() {
 #[test]
 fn edited_candidate_claims_are_caught_when_decisions_use_them() {
     let dir = scratch("claims");
-    let plan = dir.join("gpt.plan.json");
-    let gpt = jax_fixture("gpt2_tiny_adamw");
-    let o = ebb(&["compile", s(&gpt), "-o", s(&plan)]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let (plan, mut v) = compiled_plan(&dir, "gpt2_tiny_adamw");
     for c in v["candidates"].as_array_mut().unwrap() {
         c["transient_bytes"] = serde_json::json!("0");
         c["regen_peak_bytes"] = serde_json::json!("0");

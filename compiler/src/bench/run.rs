@@ -84,8 +84,7 @@ fn load(opts: &BenchOptions) -> Result<(Graph, Plan, Option<f64>)> {
         let ms = t.elapsed().as_secs_f64() * 1e3;
         Ok((g, c.plan, Some(ms)))
     } else {
-        let plan = crate::api::read_plan(&opts.input)?;
-        let g = pipeline::plan_graph(&plan)?;
+        let (plan, g) = crate::api::read_plan_and_graph(&opts.input)?;
         Ok((g, plan, None))
     }
 }
@@ -296,11 +295,7 @@ fn budget_row(
 ) -> Result<BudgetRow> {
     let bytes = bu.resolve(po, scheduled);
     // The decisions rest on the candidates' claims: proven at `b` before they are reported.
-    let proven = pipeline::plan_report_finalized(plan, b, Some(bu), pricing).and_then(|(r, c)| {
-        pipeline::prove_at(plan, &pipeline::plan_graph(plan)?, b, &c)?;
-        Ok(r)
-    });
-    match proven {
+    match pipeline::plan_report_proven(plan, b, Some(bu), pricing).map(|r| r.0) {
         Ok(r) => Ok(BudgetRow {
             budget_bytes: r.budget_bytes.unwrap_or(bytes),
             feasible: true,

@@ -125,10 +125,7 @@ pub fn resolve(src: &ShapeSource, scope: &SymbolScope) -> Result<Vec<Bindings>> 
 
 /// `B=8,S=128`.
 pub fn show_bindings(b: &Bindings) -> String {
-    b.iter()
-        .map(|(s, v)| format!("{}={v}", s.name()))
-        .collect::<Vec<_>>()
-        .join(",")
+    ebb_ir::BindingsExt::to_text(b)
 }
 
 /// The range `[lo, hi]` of `sym` intersected with `[want_lo, want_hi]`, and its divisor.

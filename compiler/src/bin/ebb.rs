@@ -321,8 +321,7 @@ fn run(cli: Cli) -> Result<()> {
                 .map(pipeline::parse_budget)
                 .transpose()
                 .context("--budget")?;
-            let (r, c) = pipeline::plan_report_finalized(&p, &b, budget, &pricing)?;
-            pipeline::prove_at(&p, &pipeline::plan_graph(&p)?, &b, &c)?;
+            let r = pipeline::plan_report_proven(&p, &b, budget, &pricing)?.0;
             let mut out = String::new();
             if json {
                 out = serde_json::to_string_pretty(&r)? + "\n";

@@ -42,11 +42,20 @@ pub trait BindingsExt: Sized {
     /// Parses `NAME=INT` parts separated by commas (spaces allowed, empty parts skipped).
     /// Errors: [`BindingsError`] naming the bad part.
     fn parse(text: &str) -> Result<Self, BindingsError>;
+    /// The text form [`BindingsExt::parse`] reads: `B=8,S=512`, in symbol order.
+    fn to_text(&self) -> String;
 }
 
 impl BindingsExt for Bindings {
     fn from_pairs(pairs: &[(&str, i64)]) -> Self {
         pairs.iter().map(|(k, v)| (Symbol::new(k), *v)).collect()
+    }
+
+    fn to_text(&self) -> String {
+        self.iter()
+            .map(|(s, v)| format!("{}={v}", s.name()))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     fn parse(text: &str) -> Result<Self, BindingsError> {

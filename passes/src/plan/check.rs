@@ -55,7 +55,7 @@ pub struct CheckReport {
 }
 
 /// Whether the checker accepts rerunning ops of `kind` (rule 4 of the module docs).
-fn pure(kind: OpKind) -> bool {
+pub(crate) fn pure(kind: OpKind) -> bool {
     !matches!(
         kind,
         OpKind::Input | OpKind::While | OpKind::CustomCall | OpKind::OptimizationBarrier

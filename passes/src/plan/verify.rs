@@ -35,7 +35,7 @@ use super::check::{check, CheckError};
 use crate::remat::cost;
 use crate::remat::threshold::threshold_in_scope;
 use ebb_ir::plan::{graph_digest, DecisionKind, Plan, ValueClass};
-use ebb_ir::{Bindings, DimExpr, Graph, NodeId, OpKind, ValueRef};
+use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, NodeId, OpKind, ValueRef};
 
 /// Why a loaded plan is refused. Each variant names the schedule variant (0 is the plan
 /// itself, `k` its `k`-th alternative) and the field.
@@ -70,7 +70,7 @@ pub enum PlanVerifyError {
     Check {
         /// Variant index.
         variant: usize,
-        /// The bindings, `B=4, S=16`.
+        /// The bindings, `B=4,S=16`.
         bindings: String,
         /// The checker's finding.
         source: CheckError,
@@ -133,7 +133,7 @@ pub fn check_variants_at(g: &Graph, plan: &Plan, b: &Bindings) -> Result<(), Pla
     for (i, v) in variants(plan) {
         check(g, v, &[], b).map_err(|source| PlanVerifyError::Check {
             variant: i,
-            bindings: show(b),
+            bindings: b.to_text(),
             source,
         })?;
     }
@@ -143,13 +143,6 @@ pub fn check_variants_at(g: &Graph, plan: &Plan, b: &Bindings) -> Result<(), Pla
 /// The plan (variant 0) and its alternatives, numbered.
 fn variants(plan: &Plan) -> impl Iterator<Item = (usize, &Plan)> {
     std::iter::once(plan).chain(&plan.alternatives).enumerate()
-}
-
-fn show(b: &Bindings) -> String {
-    b.iter()
-        .map(|(s, v)| format!("{}={v}", s.name()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn mismatch(variant: usize, field: impl Into<String>, problem: String) -> PlanVerifyError {
@@ -267,15 +260,20 @@ fn verify_variant(g: &Graph, e: &Expected, i: usize, v: &Plan) -> Result<(), Pla
     // run below at sample bindings, so here it only has to be in range.
     let order = g.order();
     let schedule: Vec<NodeId> = v.schedule.iter().map(|p| order[p.index()]).collect();
+    let per_point = |f: fn(&Graph, NodeId) -> DimExpr| -> Vec<DimExpr> {
+        schedule.iter().map(|&id| f(g, id)).collect()
+    };
     if let Some(f) = &v.point_flops {
-        let want: Vec<DimExpr> = schedule.iter().map(|&id| cost::flops(g, id)).collect();
-        same_list(i, "point_flops", f, &want, DimExpr::to_string)?;
+        same_list(
+            i,
+            "point_flops",
+            f,
+            &per_point(cost::flops),
+            DimExpr::to_string,
+        )?;
     }
     if let Some(b) = &v.point_bytes {
-        let want: Vec<DimExpr> = schedule
-            .iter()
-            .map(|&id| cost::bytes_accessed(g, id))
-            .collect();
+        let want = per_point(cost::bytes_accessed);
         same_list(i, "point_bytes", b, &want, DimExpr::to_string)?;
     }
     if let Some(k) = &v.point_kinds {
@@ -410,10 +408,7 @@ fn verify_candidate(
         for p in &c.recompute {
             let id = order[p.index()];
             let kind = g.node(id).kind();
-            if matches!(
-                kind,
-                OpKind::Input | OpKind::While | OpKind::CustomCall | OpKind::OptimizationBarrier
-            ) {
+            if !super::check::pure(kind) {
                 return Err(format!("the recompute reruns `{}`", kind.name()));
             }
             flops = flops
