@@ -7,6 +7,7 @@ pub mod flags;
 pub mod frontend;
 pub mod onnx;
 pub mod output;
+pub mod pack;
 pub mod pipeline;
 pub mod report;
 pub mod run;

@@ -4,4 +4,5 @@
 
 mod bench;
 mod cli;
+mod pack;
 mod reliability;

@@ -26,6 +26,7 @@ pub mod exec;
 pub mod finalize;
 pub mod inputs;
 pub mod npz;
+pub mod pack;
 pub mod step;
 pub mod tensor;
 

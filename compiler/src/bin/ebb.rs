@@ -138,6 +138,13 @@ enum Command {
     /// optionally XLA's memory analysis (`--xla`) and the exact optimum (`--exact`). Prints a
     /// markdown table; `--json` and `--plots` write the report and SVG plots.
     Bench(Box<ebb_compiler::bench::cli::BenchArgs>),
+    /// Pack sequence lengths into batches that fit a device budget (a memory oracle).
+    ///
+    /// For each batch the runtime finalizes the plan at its (B, S) under the budget: Ebb's
+    /// packing takes, longest first, as many sequences as fit, and is compared with token-budget
+    /// batching and fixed-width length buckets at equal safety (every batch of every policy
+    /// fits). Prints tokens per step, padding and the modelled time the decisions add.
+    Pack(Box<ebb_compiler::pack::PackArgs>),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -163,6 +170,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Bench(args) => args.run(),
+        Command::Pack(args) => Ok(output::print_stdout(&args.run()?)?),
         Command::Run { plan, bind, flags } => run_step(&plan, &bind, flags),
         Command::Import {
             file,
