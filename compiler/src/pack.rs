@@ -167,12 +167,8 @@ pub fn read_lengths(path: &Path) -> Result<Vec<i64>> {
         .filter(|t| !t.is_empty())
         .enumerate()
         .map(|(i, t)| {
-            t.parse::<i64>().with_context(|| {
-                format!(
-                    "{}: length #{i} `{t}` is not an integer",
-                    path.display()
-                )
-            })
+            t.parse::<i64>()
+                .with_context(|| format!("{}: length #{i} `{t}` is not an integer", path.display()))
         })
         .collect()
 }
@@ -199,10 +195,7 @@ fn render(r: &PackReport, opts: &PackOptions) -> String {
         let bare = if p.decisions { "" } else { ", no decisions" };
         let (name, param) = match p.policy {
             Policy::Ebb => ("ebb", String::new()),
-            Policy::FixedTokens => (
-                "fixed tokens",
-                format!("T = {}", p.parameter.unwrap_or(0)),
-            ),
+            Policy::FixedTokens => ("fixed tokens", format!("T = {}", p.parameter.unwrap_or(0))),
             Policy::Buckets => (
                 "buckets",
                 format!(
@@ -231,10 +224,16 @@ fn render(r: &PackReport, opts: &PackOptions) -> String {
     );
     match r.gain_vs_fixed_tokens_without_decisions {
         Some(g) => {
-            let _ = writeln!(t, "tokens/step: {g:.2}x the fixed-token baseline without decisions");
+            let _ = writeln!(
+                t,
+                "tokens/step: {g:.2}x the fixed-token baseline without decisions"
+            );
         }
         None => {
-            let _ = writeln!(t, "without decisions the longest sequence does not fit alone");
+            let _ = writeln!(
+                t,
+                "without decisions the longest sequence does not fit alone"
+            );
         }
     }
     let _ = writeln!(

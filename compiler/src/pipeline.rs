@@ -395,6 +395,8 @@ pub struct PlanReport {
     pub recompute_decisions: usize,
     /// Swap decisions taken.
     pub swap_decisions: usize,
+    /// The decisions, in the order the runtime took them (empty without a budget).
+    pub decisions: Vec<ebb_runtime::finalize::DecisionSummary>,
     /// FLOPs spent on recomputation.
     pub recompute_flops: i64,
     /// The device profile the decisions were priced on.
@@ -496,9 +498,24 @@ pub fn plan_report_proven(
     budget: Option<Budget>,
     pricing: &Pricing,
 ) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
-    let g = plan_graph(plan)?;
-    let (report, c) = report_at(plan, &g, b, budget, pricing)?;
-    prove_at(plan, &g, b, &c)?;
+    plan_report_proven_on(plan, &plan_graph(plan)?, b, budget, pricing)
+}
+
+/// [`plan_report_proven`] on the plan's graph `g`, already parsed ([`plan_graph`], or the graph
+/// [`crate::api::read_plan_and_graph`] verified): for callers that report on one plan at many
+/// bindings.
+///
+/// # Errors
+/// As [`plan_report_proven`].
+pub fn plan_report_proven_on(
+    plan: &Plan,
+    g: &Graph,
+    b: &Bindings,
+    budget: Option<Budget>,
+    pricing: &Pricing,
+) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
+    let (report, c) = report_at(plan, g, b, budget, pricing)?;
+    prove_at(plan, g, b, &c)?;
     Ok((report, c))
 }
 
@@ -569,6 +586,7 @@ fn report_at(
             .iter()
             .filter(|d| d.kind == DecisionKind::Swap)
             .count(),
+        decisions: c.decision_summaries(plan),
         recompute_flops: c.recompute_flops,
         device: c.device.clone(),
         step_us_modelled: c.step_us,

@@ -48,7 +48,9 @@ fn options(budget: i64) -> PackOptions {
 
 /// Lengths from a seeded linear congruential generator: mostly short, a few long.
 fn lengths(n: usize, seed: u64) -> Vec<i64> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
             x = x
@@ -67,15 +69,16 @@ fn check(p: &Packing, lengths: &[i64], opts: &PackOptions) {
         assert_eq!(b.batch, b.indices.len() as i64, "{:?}", p.policy);
         let longest = b.indices.iter().map(|&i| lengths[i]).max().unwrap();
         assert!(b.seq >= longest, "{:?}: S={} < {longest}", p.policy, b.seq);
-        assert_eq!(
-            b.tokens,
-            b.indices.iter().map(|&i| lengths[i]).sum::<i64>()
-        );
+        assert_eq!(b.tokens, b.indices.iter().map(|&i| lengths[i]).sum::<i64>());
         assert_eq!(b.padding_tokens, b.batch * b.seq - b.tokens);
         for &i in &b.indices {
             seen[i] += 1;
         }
-        let kinds = if p.decisions { opts.kinds.clone() } else { vec![] };
+        let kinds = if p.decisions {
+            opts.kinds.clone()
+        } else {
+            vec![]
+        };
         let fo = FinalizeOptions {
             budget: Some(opts.budget),
             device: opts.device.clone(),
@@ -90,7 +93,11 @@ fn check(p: &Packing, lengths: &[i64], opts: &PackOptions) {
             assert!(c.decisions.is_empty());
         }
     }
-    assert!(seen.iter().all(|&n| n == 1), "{:?}: not a partition", p.policy);
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "{:?}: not a partition",
+        p.policy
+    );
 }
 
 #[test]
@@ -104,11 +111,20 @@ fn every_batch_of_every_policy_fits_and_the_checker_proves_it() {
     let ebb = &r.packings[0];
     assert_eq!(ebb.policy, Policy::Ebb);
     for p in &r.packings[1..] {
-        assert!(ebb.steps <= p.steps, "{:?}: {} < {}", p.policy, p.steps, ebb.steps);
+        assert!(
+            ebb.steps <= p.steps,
+            "{:?}: {} < {}",
+            p.policy,
+            p.steps,
+            ebb.steps
+        );
     }
     assert!(r.gain_vs_fixed_tokens >= 1.0 && r.gain_vs_buckets >= 1.0);
     // Some batches need decisions (the budget is half a 16 × 256 batch's peak).
-    assert!(ebb.batches.iter().any(|b| b.cost.recompute_decisions + b.cost.swap_decisions > 0));
+    assert!(ebb
+        .batches
+        .iter()
+        .any(|b| b.cost.recompute_decisions + b.cost.swap_decisions > 0));
     // The independent checker proves the decisions of Ebb's largest batches.
     let g = pipeline::plan_graph(plan()).unwrap();
     let pricing = Pricing {
@@ -133,12 +149,30 @@ fn errors_name_the_length_and_the_smallest_feasible_budget() {
     assert!(matches!(pack(plan(), &[], &opts), Err(PackError::Empty)));
     assert!(matches!(
         pack(plan(), &[4, 0], &opts),
-        Err(PackError::BadLength { index: 1, length: 0 })
+        Err(PackError::BadLength {
+            index: 1,
+            length: 0
+        })
     ));
     let e = pack(plan(), &[4, 513], &opts).unwrap_err();
-    assert!(matches!(e, PackError::TooLong { index: 1, max: 512, .. }), "{e}");
-    let e = pack(plan(), &[300], &options(1 << 20)).unwrap_err().to_string();
-    assert!(e.contains("length 300") && e.contains("smallest feasible budget"), "{e}");
+    assert!(
+        matches!(
+            e,
+            PackError::TooLong {
+                index: 1,
+                max: 512,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = pack(plan(), &[300], &options(1 << 20))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("length 300") && e.contains("smallest feasible budget"),
+        "{e}"
+    );
     let mut bad = options(budget());
     bad.seq_symbol = Symbol::new("T");
     let e = pack(plan(), &[4], &bad).unwrap_err().to_string();
@@ -187,7 +221,11 @@ fn cli_packs_a_lengths_file_and_reports_json() {
         .arg("--json")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["lengths"], 300);
     assert_eq!(v["device"], "h100-sxm-pcie5");
@@ -198,7 +236,10 @@ fn cli_packs_a_lengths_file_and_reports_json() {
         .output()
         .unwrap();
     let t = String::from_utf8_lossy(&text.stdout);
-    assert!(t.contains("| ebb |") && t.contains("| fixed tokens |"), "{t}");
+    assert!(
+        t.contains("| ebb |") && t.contains("| fixed tokens |"),
+        "{t}"
+    );
     std::fs::write(&file, "12, 40, x").unwrap();
     let bad = Command::new(env!("CARGO_BIN_EXE_ebb"))
         .args(args)

@@ -174,7 +174,9 @@ pub enum PackError {
         max: i64,
     },
     /// Even alone, the longest sequence does not fit.
-    #[error("a batch of one sequence of length {length} (bound {symbol}={seq}) does not fit: {reason}")]
+    #[error(
+        "a batch of one sequence of length {length} (bound {symbol}={seq}) does not fit: {reason}"
+    )]
     DoesNotFit {
         /// The length.
         length: i64,
@@ -263,10 +265,16 @@ pub fn pack(plan: &Plan, lengths: &[i64], opts: &PackOptions) -> Result<PackRepo
         gain_vs_fixed_tokens: gain(&fixed),
         gain_vs_buckets: gain(&buckets),
         gain_vs_fixed_tokens_without_decisions: bare_fixed.as_ref().map(gain),
-        packings: [Some(ebb), Some(fixed), Some(buckets), bare_fixed, bare_buckets]
-            .into_iter()
-            .flatten()
-            .collect(),
+        packings: [
+            Some(ebb),
+            Some(fixed),
+            Some(buckets),
+            bare_fixed,
+            bare_buckets,
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
         finalizes,
         ebb_ms,
         total_ms: t0.elapsed().as_secs_f64() * 1e3,
@@ -339,7 +347,11 @@ impl<'p> Oracle<'p> {
                 return Err(PackError::Symbol(format!(
                     "the plan has no symbol `{}` (it has {})",
                     s.name(),
-                    known.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+                    known
+                        .iter()
+                        .map(|s| s.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
             if opts.fixed.contains_key(s) {
@@ -470,7 +482,11 @@ impl<'p> Oracle<'p> {
         }
         // Binary search in (lo, hi].
         while lo < hi {
-            let mid = self.b_valid.up(lo + (hi - lo + 1) / 2).unwrap_or(hi).min(hi);
+            let mid = self
+                .b_valid
+                .up(lo + (hi - lo + 1) / 2)
+                .unwrap_or(hi)
+                .min(hi);
             if self.fits(mid, s)?.is_some() {
                 lo = mid;
             } else {

@@ -25,6 +25,7 @@
 mod greedy;
 mod prepared;
 pub mod segtree;
+mod summary;
 
 use crate::arena::{assign_offsets, Arena};
 use ebb_ir::cost::StepCosts;
@@ -38,6 +39,7 @@ use segtree::PeakTree;
 use serde::Serialize;
 use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
+pub use summary::DecisionSummary;
 
 /// Options of [`finalize`].
 #[derive(Clone, Debug)]

@@ -1,0 +1,186 @@
+//! The C ABI from C: `tests/c/finalize.c`, compiled with the system C compiler (`cc`) against
+//! the generated header and `libebb_capi.so`, finalizes the 2-layer GPT's plan and prints the
+//! same decisions as `ebb plan --json` (the report both build on: `plan_report_proven`);
+//! errors come back as messages. Also: `include/ebb.h` is cbindgen's current output.
+
+use ebb_compiler::api::Compiler;
+use ebb_compiler::pipeline::{self, Pricing};
+use ebb_compiler::size::Budget;
+use ebb_ir::device::DeviceProfile;
+use ebb_ir::plan::DecisionKind;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// `target/debug` (or the profile's directory), where cargo puts `libebb_capi.so`.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+fn generated_header_dir() -> PathBuf {
+    PathBuf::from(env!("OUT_DIR"))
+}
+
+#[test]
+fn committed_header_is_cbindgens_output() {
+    let generated = std::fs::read_to_string(generated_header_dir().join("ebb.h")).unwrap();
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/ebb.h")).unwrap();
+    assert!(
+        generated == committed,
+        "capi/include/ebb.h is stale: copy {}/ebb.h over it",
+        generated_header_dir().display()
+    );
+}
+
+#[test]
+fn a_c_program_finalizes_a_plan_and_prints_the_cli_decisions() {
+    let dir = ebb_testkit::scratch("capi");
+    let plan = Compiler::default()
+        .compile_file(&ebb_testkit::jax_fixture("gpt2_tiny_adamw"))
+        .unwrap();
+    let plan_path = dir.join("gpt2_tiny.plan.json");
+    std::fs::write(&plan_path, plan.to_json()).unwrap();
+    let b = pipeline::parse_bindings("B=8,S=256").unwrap();
+    let scheduled = pipeline::plan_report(&plan, &b, None)
+        .unwrap()
+        .peak_bytes_scheduled;
+    let budget = scheduled / 2;
+
+    // What `ebb plan PLAN --bind B=8,S=256 --budget BYTES --device h100-sxm-pcie5 --json` prints.
+    let pricing = Pricing {
+        device: DeviceProfile::named("h100-sxm-pcie5").unwrap(),
+        kinds: vec![DecisionKind::Recompute, DecisionKind::Swap],
+    };
+    let (report, _) =
+        pipeline::plan_report_proven(&plan, &b, Some(Budget::Bytes(budget)), &pricing).unwrap();
+    let json = serde_json::to_value(&report).unwrap();
+    let expected: Vec<String> = json["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            format!(
+                "decision {} {} value={} evict_after={} back_before={} bytes={}",
+                d["candidate"],
+                d["kind"].as_str().unwrap(),
+                d["value"],
+                d["evict_after"],
+                d["back_before"],
+                d["bytes"]
+            )
+        })
+        .collect();
+    assert!(!expected.is_empty(), "a half budget needs decisions");
+
+    let exe = dir.join("finalize");
+    let cc = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(generated_header_dir())
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/finalize.c"))
+        .arg("-L")
+        .arg(lib_dir())
+        .arg(format!("-Wl,-rpath,{}", lib_dir().display()))
+        .arg("-lebb_capi")
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("the C compiler `cc`");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+
+    let out = Command::new(&exe)
+        .arg(&plan_path)
+        .arg("B=8,S=256")
+        .arg(budget.to_string())
+        .arg("h100-sxm-pcie5")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("decision "))
+        .collect();
+    assert_eq!(got, expected);
+    assert!(stdout.contains("symbol B\nsymbol S\n"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("scheduled_peak {scheduled}\n")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("peak {}\n", json["peak_bytes_planned"])),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("arena {}\n", json["arena_bytes"])),
+        "{stdout}"
+    );
+    assert!(stdout.contains("inside the arena"), "{stdout}");
+    assert!(
+        stdout.contains("budget 1: budget 1 bytes is infeasible: the smallest feasible budget"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("unknown symbol: ") && stdout.contains("Q"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("missing file: ") && stdout.contains("/nonexistent/plan.json"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_report_json_is_the_cli_report() {
+    use std::ffi::{CStr, CString};
+    let dir = ebb_testkit::scratch("capi-json");
+    let plan = Compiler::default()
+        .compile_file(&ebb_testkit::jax_fixture("gpt_block_sgd"))
+        .unwrap();
+    let path = dir.join("block.plan.json");
+    std::fs::write(&path, plan.to_json()).unwrap();
+    let b = pipeline::parse_bindings("B=4,S=64").unwrap();
+    let pricing = Pricing {
+        device: DeviceProfile::named("a100-40g-pcie4").unwrap(),
+        kinds: vec![DecisionKind::Recompute, DecisionKind::Swap],
+    };
+    let budget = pipeline::plan_report(&plan, &b, None)
+        .unwrap()
+        .peak_bytes_scheduled
+        * 7
+        / 10;
+    let (want, _) =
+        pipeline::plan_report_proven(&plan, &b, Some(Budget::Bytes(budget)), &pricing).unwrap();
+    let want = serde_json::to_value(&want).unwrap();
+    let p = CString::new(path.to_str().unwrap()).unwrap();
+    let bind = CString::new("B=4,S=64").unwrap();
+    let device = CString::new("a100-40g-pcie4").unwrap();
+    // SAFETY: NUL-terminated strings that outlive the calls; the plan and string are freed once.
+    unsafe {
+        let plan = ebb_capi::ebb_plan_load(p.as_ptr());
+        assert!(!plan.is_null());
+        let s = ebb_capi::ebb_plan_report_json(plan, bind.as_ptr(), budget, device.as_ptr());
+        assert!(!s.is_null());
+        assert!(
+            want["recompute_decisions"].as_u64().unwrap()
+                + want["swap_decisions"].as_u64().unwrap()
+                > 0
+        );
+        let mut got: serde_json::Value =
+            serde_json::from_str(CStr::from_ptr(s).to_str().unwrap()).unwrap();
+        ebb_capi::ebb_string_free(s);
+        ebb_capi::ebb_plan_free(plan);
+        for k in ["finalize_us", "prepare_us"] {
+            got[k] = want[k].clone();
+        }
+        assert_eq!(got, want);
+    }
+}
