@@ -15,3 +15,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 test -x /usr/lib/llvm-22/bin/mlir-tblgen || { echo "setup: /usr/lib/llvm-22/bin/mlir-tblgen missing after install" >&2; exit 1; }
+
+# Python: the pinned JAX environment .venv-jax (examples/export/make_env.sh: the exporters,
+# `ebb bench --xla`) with pytest, where the tests run the `ebb` Python package's tests.
+# Debian's python3 (with venv) is installed when no python3 can make a virtual environment.
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing python3 python3-venv" >&2
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends python3 python3-venv
+fi
+root="$(cd "$(dirname "$0")/.." && pwd)"
+py="$(bash "$root/examples/export/make_env.sh")"
+"$py" -c 'import pytest' >/dev/null 2>&1 || "$py" -m pip install -q -r "$root/python/requirements-test.txt" >&2

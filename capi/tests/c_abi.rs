@@ -11,10 +11,10 @@ use ebb_ir::plan::DecisionKind;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// `target/debug` (or the profile's directory), where cargo puts `libebb_capi.so`.
+/// `target/debug/deps`, where a test build puts `libebb_capi.so` (next to this test).
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
+    exe.parent().unwrap().to_path_buf()
 }
 
 fn generated_header_dir() -> PathBuf {

@@ -10,7 +10,11 @@ use rand_pcg::Pcg64;
 use std::path::Path;
 
 /// Concrete shape of graph input `i` at `b`.
-fn input_shape(g: &Graph, i: usize, b: &Bindings) -> Result<(DType, Vec<usize>), String> {
+/// Element type and concrete shape of input `i` of `g` at `b`.
+///
+/// # Errors
+/// A dimension that does not evaluate at `b`, or is negative.
+pub fn input_shape(g: &Graph, i: usize, b: &Bindings) -> Result<(DType, Vec<usize>), String> {
     let id = g.inputs()[i];
     let t = g
         .node(id)

@@ -804,6 +804,28 @@ impl Tensor {
         self.len() as u64 * self.dtype().size_bytes()
     }
 
+    /// The elements as raw little-endian bytes, row-major (`i1` one byte per element, `bf16`
+    /// and `f16` their bit patterns): the inverse of [`Tensor::from_literal`] with a literal
+    /// that is not a splat. `size_bytes()` long.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        fn le<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+            v.iter().flat_map(|&x| f(x)).collect()
+        }
+        match &*self.data {
+            Data::F32(v) => le(v, f32::to_le_bytes),
+            Data::BF16(v) => le(v, |x: bf16| x.to_bits().to_le_bytes()),
+            Data::F16(v) => le(v, |x: f16| x.to_bits().to_le_bytes()),
+            Data::F64(v) => le(v, f64::to_le_bytes),
+            Data::I1(v) => le(v, |x: bool| [u8::from(x)]),
+            Data::I8(v) => le(v, i8::to_le_bytes),
+            Data::I16(v) => le(v, i16::to_le_bytes),
+            Data::I32(v) => le(v, i32::to_le_bytes),
+            Data::I64(v) => le(v, i64::to_le_bytes),
+            Data::U8(v) => le(v, u8::to_le_bytes),
+            Data::U32(v) => le(v, u32::to_le_bytes),
+        }
+    }
+
     /// The typed buffer.
     pub fn data(&self) -> &Data {
         &self.data
@@ -941,6 +963,35 @@ mod tests {
         let t = Tensor::from_literal(&dense, vec![2]).unwrap();
         assert_eq!(t.as_i32(), Some(&[1, -2][..]));
         assert!(Tensor::from_literal(&dense, vec![3]).is_err());
+    }
+
+    #[test]
+    fn le_bytes_round_trip_through_literals() {
+        let datas = [
+            Data::F32(vec![1.5, -0.0, f32::MAX].into()),
+            Data::BF16(vec![bf16::from_f32(3.0), bf16::from_f32(-1e-3)].into()),
+            Data::F16(vec![f16::from_f32(0.5), f16::from_f32(-65504.0)].into()),
+            Data::F64(vec![1e300, -2.0].into()),
+            Data::I1(vec![true, false, true].into()),
+            Data::I8(vec![-128, 7].into()),
+            Data::I16(vec![-300, 300].into()),
+            Data::I32(vec![i32::MIN, 5].into()),
+            Data::I64(vec![i64::MAX, -1].into()),
+            Data::U8(vec![0, 255].into()),
+            Data::U32(vec![u32::MAX, 1].into()),
+        ];
+        for d in datas {
+            let n = d.len();
+            let t = Tensor::new(vec![n], d).unwrap();
+            let bytes = t.to_le_bytes();
+            assert_eq!(bytes.len() as u64, t.size_bytes());
+            let lit = Literal {
+                dtype: t.dtype(),
+                splat: false,
+                data: bytes,
+            };
+            assert_eq!(Tensor::from_literal(&lit, vec![n]).unwrap(), t);
+        }
     }
 
     #[test]

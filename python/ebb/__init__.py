@@ -1,0 +1,218 @@
+"""Ebb from Python: compile a training step with symbolic shapes once, then ask, for any batch
+and sequence length, what its peak memory is, which evictions (recompute or swap) fit it under a
+device budget, and which batches of a set of sequence lengths fit at all.
+
+Units: bytes for memory, microseconds (``_us``) and milliseconds (``_ms``) for time, FLOPs.
+Bindings are dicts of symbol values, e.g. ``{"B": 8, "S": 512}``. Budgets are bytes (int) or
+text: ``"40GiB"``, ``"50%"`` (of the program-order peak at the bindings), ``"50%scheduled"``.
+
+    >>> import ebb
+    >>> plan = ebb.compile("tests/fixtures/jax/gpt2_tiny_adamw.mlir", device="h100-sxm-pcie5")
+    >>> plan.peak_bytes(B=8, S=256)                       # no decisions
+    >>> plan.finalize({"B": 8, "S": 256}, budget="50%")   # the `ebb plan --json` report
+    >>> ebb.pack(plan, [120, 900, 33, 4000], budget="40GiB")
+
+Errors are exceptions: :class:`EbbError` and its subclasses :class:`ImportFailed`,
+:class:`PlanError`, :class:`ShapeError` and :class:`InfeasibleBudget` (which carries
+``smallest_feasible_bytes``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Iterable, Mapping, Sequence, Union
+
+import numpy as np
+
+from ._ebb import (  # noqa: F401  (re-exported)
+    EbbError,
+    ImportFailed,
+    InfeasibleBudget,
+    PlanError,
+    ShapeError,
+    __version__,
+)
+from . import _ebb
+
+Budget = Union[int, str]
+
+__all__ = [
+    "Plan",
+    "Runtime",
+    "compile",
+    "load",
+    "pack",
+    "EbbError",
+    "ImportFailed",
+    "PlanError",
+    "ShapeError",
+    "InfeasibleBudget",
+]
+
+
+def _bind(bind: Mapping[str, int] | None, kw: Mapping[str, int]) -> dict[str, int]:
+    out = dict(bind or {})
+    out.update(kw)
+    return {str(k): int(v) for k, v in out.items()}
+
+
+class Plan:
+    """A compiled symbolic plan: every memory figure at any bindings, finalized decisions
+    under a budget, and the batch-packing oracle. Made by :func:`compile` or :func:`load`."""
+
+    def __init__(self, inner: _ebb.Plan):
+        self._p = inner
+
+    @property
+    def symbols(self) -> list[str]:
+        """Names of the symbolic dimensions (``["B", "S"]``)."""
+        return self._p.symbols
+
+    @property
+    def device(self) -> str | None:
+        """The device profile recorded at compile time, if any."""
+        return self._p.device
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the plan as JSON (atomically), for :func:`load` or ``ebb plan``."""
+        self._p.save(os.fspath(path))
+
+    def peak_bytes(self, bind: Mapping[str, int] | None = None, **kw: int) -> int:
+        """Peak bytes of the plan's schedule at the bindings, without decisions (bytes)."""
+        return self._p.peak_bytes(_bind(bind, kw))
+
+    def program_order_peak_bytes(self, bind: Mapping[str, int] | None = None, **kw: int) -> int:
+        """Peak bytes executing the graph in program order (what the exporter's order
+        costs), bytes."""
+        return self._p.program_order_peak_bytes(_bind(bind, kw))
+
+    def lower_bound_bytes(self, bind: Mapping[str, int] | None = None, **kw: int) -> int:
+        """A lower bound on any schedule's peak with any decisions: persistent bytes plus the
+        largest single op's operands and results, bytes."""
+        return self._p.lower_bound_bytes(_bind(bind, kw))
+
+    def finalize(
+        self,
+        bind: Mapping[str, int],
+        budget: Budget | None = None,
+        device: str | None = None,
+        kinds: str = "both",
+    ) -> dict:
+        """Finalizes the plan at ``bind`` under ``budget`` and returns the ``ebb plan --json``
+        report: peaks (bytes), the decisions (each ``candidate``, ``kind``, ``value``,
+        ``evict_after``, ``back_before``, ``bytes``), modelled times (µs) and the arena size.
+        The decisions are proven by Ebb's independent plan checker.
+
+        ``device``: a profile name (``cpu``, ``a100-40g-pcie4``, ``h100-sxm-pcie5``,
+        ``h200-pcie5``, ``custom:flops=…,hbm=…,link=…``); default the plan's, else ``cpu``.
+        ``kinds``: ``recompute``, ``swap`` or ``both``.
+
+        Raises :class:`InfeasibleBudget` (with ``smallest_feasible_bytes``) and
+        :class:`ShapeError`."""
+        return json.loads(self._p.finalize_json(_bind(bind, {}), budget, device, kinds))
+
+    def input_specs(self, bind: Mapping[str, int] | None = None, **kw: int) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
+        """``(name, dtype, shape)`` of every step input at the bindings, in the order
+        :meth:`Runtime.step` takes them."""
+        return [(n, _np_dtype(d), tuple(s)) for n, d, s in self._p.input_specs(_bind(bind, kw))]
+
+
+def compile(
+    model: str | os.PathLike,
+    device: str | None = None,
+    fusion: bool = False,
+    donate: str = "keep",
+) -> Plan:
+    """Imports and compiles a training step into a symbolic plan.
+
+    ``model``: a path to a ``.mlir`` (StableHLO, MLIR generic form, as ``jax.export`` with
+    symbolic shapes gives through :func:`ebb.jax.export`) or ``.onnx`` file, or MLIR text.
+    ``device`` is recorded in the plan; ``fusion`` plans fused groups; ``donate``: ``keep``,
+    ``none``, ``auto`` or a comma-separated list of inputs whose buffers may be reused.
+
+    Raises :class:`ImportFailed` (file, op, location) for a model Ebb cannot import."""
+    text = os.fspath(model)
+    if isinstance(model, str) and not os.path.exists(text) and ("func.func" in text or text.lstrip().startswith(("module", '"builtin.module"'))):
+        with tempfile.TemporaryDirectory(prefix="ebb-") as d:
+            path = os.path.join(d, "step.mlir")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            return Plan(_ebb.Plan.compile_file(path, device, fusion, donate))
+    return Plan(_ebb.Plan.compile_file(text, device, fusion, donate))
+
+
+def load(path: str | os.PathLike) -> Plan:
+    """Reads a plan written by ``ebb compile`` or :meth:`Plan.save`, verified against its
+    embedded graph. Raises :class:`PlanError` for a plan that does not verify."""
+    return Plan(_ebb.Plan.load(os.fspath(path)))
+
+
+def _np_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes  # ships with jax
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+class Runtime:
+    """Executes the step on the CPU under a memory budget (bytes or ``"2GiB"``): each
+    :meth:`step` finalizes the plan at its bindings (cached per shape), performs the evictions,
+    recomputes and swaps, and returns the outputs with the step's report."""
+
+    def __init__(self, plan: Plan, budget: Budget | None = None, device: str | None = None, kinds: str = "both"):
+        self._rt = _ebb.Runtime(plan._p, budget, device, kinds)
+
+    def step(self, bind: Mapping[str, int], inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], dict]:
+        """Runs one step. ``inputs`` in the step's input order (:meth:`Plan.input_specs`);
+        returns the outputs as numpy arrays and the report (``measured_peak_bytes``,
+        ``peak_bytes_planned``, decisions counts, ``wall_ms``, ``finalize_us``, …)."""
+        raw = []
+        for x in inputs:
+            a = np.ascontiguousarray(x)
+            name = "bfloat16" if a.dtype.name == "bfloat16" else a.dtype.name
+            raw.append((a.tobytes(), name, list(a.shape)))
+        outs, report = self._rt.step(_bind(bind, {}), raw)
+        arrays = [np.frombuffer(b, dtype=_np_dtype(d)).reshape(s) for b, d, s in outs]
+        return arrays, json.loads(report)
+
+
+def pack(
+    plan: Plan,
+    lengths: Iterable[int],
+    budget: Budget,
+    device: str | None = None,
+    kinds: str = "both",
+    max_added: float = 0.1,
+    bucket_width: int = 64,
+    batch_symbol: str = "B",
+    seq_symbol: str = "S",
+    fixed: Mapping[str, int] | None = None,
+) -> dict:
+    """Packs sequence lengths into batches that fit ``budget`` (bytes or ``"40GiB"``) on
+    ``device`` after the runtime's decisions, whose modelled added time stays within
+    ``max_added`` of the step (0.1 = 10%).
+
+    Returns the ``ebb pack --json`` report: ``packings[0]`` is Ebb's (``batches``: each with
+    ``indices`` into ``lengths``, ``batch``/``seq`` bindings, ``tokens``, ``padding_tokens``
+    and ``cost``: ``peak_bytes``, decision counts, ``added_us``, ``step_us``), then the
+    fixed-token and bucket baselines with and without decisions; ``gain_vs_fixed_tokens``;
+    ``finalizes``; ``ebb_ms``.
+
+    Raises :class:`InfeasibleBudget` when a sequence does not fit alone and
+    :class:`ShapeError` for a length above the sequence symbol's range."""
+    return json.loads(
+        plan._p.pack_json(
+            [int(x) for x in lengths],
+            budget,
+            device,
+            kinds,
+            float(max_added),
+            int(bucket_width),
+            batch_symbol,
+            seq_symbol,
+            _bind(fixed, {}),
+        )
+    )

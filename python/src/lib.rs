@@ -1,0 +1,476 @@
+//! `ebb._ebb`: the extension module behind the `ebb` Python package (python/ebb). The Python
+//! layer converts numpy arrays and JSON; this module holds the plan, the runtime and the
+//! packing oracle and maps Ebb's errors to typed exceptions:
+//!
+//! - `EbbError` (base): everything else;
+//! - `ImportFailed`: a model that does not import (file, op, location);
+//! - `PlanError`: a plan file that does not read or verify against its embedded graph;
+//! - `ShapeError`: bindings that name unknown symbols or violate a fact or shape assertion;
+//! - `InfeasibleBudget`: a budget below the smallest feasible one, which the exception carries
+//!   as `smallest_feasible_bytes` (`None` when a sequence does not fit within the added-time
+//!   cap of `pack`).
+
+use anyhow::{Context, Result};
+use ebb_compiler::flags::Kinds;
+use ebb_compiler::pipeline::{self, Pricing};
+use ebb_compiler::size::{self, Budget};
+use ebb_ir::plan::Plan;
+use ebb_ir::{Bindings, DType, Graph, Literal, Symbol};
+use ebb_runtime::finalize::FinalizeError;
+use ebb_runtime::pack::{PackError, PackOptions};
+use ebb_runtime::{Runtime, Tensor};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+create_exception!(ebb, EbbError, PyException, "An error from Ebb.");
+create_exception!(
+    ebb,
+    ImportFailed,
+    EbbError,
+    "A model that Ebb cannot import."
+);
+create_exception!(
+    ebb,
+    PlanError,
+    EbbError,
+    "A plan that does not read or verify."
+);
+create_exception!(
+    ebb,
+    ShapeError,
+    EbbError,
+    "Bindings the plan does not accept."
+);
+create_exception!(
+    ebb,
+    InfeasibleBudget,
+    EbbError,
+    "A budget below the smallest feasible one (`smallest_feasible_bytes`)."
+);
+
+/// The Python exception for `e`, by the first typed error in its chain.
+fn py_err(e: anyhow::Error) -> PyErr {
+    let msg = format!("{e:#}");
+    Python::attach(|py| {
+        for cause in e.chain() {
+            // `RuntimeError::Finalize` is transparent: its source is not the FinalizeError.
+            let finalize = cause.downcast_ref::<FinalizeError>().or_else(|| {
+                match cause.downcast_ref::<ebb_runtime::RuntimeError>() {
+                    Some(ebb_runtime::RuntimeError::Finalize(f)) => Some(f),
+                    _ => None,
+                }
+            });
+            if let Some(f) = finalize {
+                return match f {
+                    FinalizeError::Infeasible { smallest, .. } => {
+                        let err = InfeasibleBudget::new_err(msg.clone());
+                        let _ = err.value(py).setattr("smallest_feasible_bytes", *smallest);
+                        err
+                    }
+                    FinalizeError::Fact(_) | FinalizeError::Assertion { .. } => {
+                        ShapeError::new_err(msg.clone())
+                    }
+                    FinalizeError::Eval { .. } => EbbError::new_err(msg.clone()),
+                };
+            }
+            if let Some(p) = cause.downcast_ref::<PackError>() {
+                return match p {
+                    PackError::DoesNotFit { .. } => {
+                        let err = InfeasibleBudget::new_err(msg.clone());
+                        let _ = err.value(py).setattr("smallest_feasible_bytes", py.None());
+                        err
+                    }
+                    PackError::TooLong { .. } | PackError::Symbol(_) => {
+                        ShapeError::new_err(msg.clone())
+                    }
+                    _ => EbbError::new_err(msg.clone()),
+                };
+            }
+            if cause.is::<ebb_ir::dim::BindingsError>() {
+                return ShapeError::new_err(msg.clone());
+            }
+            if cause.is::<ebb_passes::plan::PlanVerifyError>() {
+                return PlanError::new_err(msg.clone());
+            }
+            if cause.is::<ebb_compiler::stablehlo::ImportError>()
+                || cause.is::<ebb_compiler::onnx::OnnxError>()
+            {
+                return ImportFailed::new_err(msg.clone());
+            }
+        }
+        EbbError::new_err(msg)
+    })
+}
+
+fn bindings(b: &BTreeMap<String, i64>) -> Bindings {
+    b.iter().map(|(k, v)| (Symbol::new(k), *v)).collect()
+}
+
+/// A budget: bytes (int) or text (`40GiB`, `50%` of the program-order peak,
+/// `50%scheduled`).
+#[derive(FromPyObject)]
+enum BudgetArg {
+    Bytes(i64),
+    Text(String),
+}
+
+impl BudgetArg {
+    fn budget(&self) -> Result<Budget> {
+        Ok(match self {
+            BudgetArg::Bytes(b) => Budget::Bytes(*b),
+            BudgetArg::Text(t) => size::parse_budget(t).with_context(|| format!("budget `{t}`"))?,
+        })
+    }
+
+    fn bytes(&self) -> Result<i64> {
+        match self.budget()? {
+            Budget::Bytes(b) => Ok(b),
+            _ => anyhow::bail!("this budget must be bytes (an int, or `40GiB`), not a percentage"),
+        }
+    }
+}
+
+fn kinds(name: &str) -> Result<Kinds> {
+    match name {
+        "recompute" => Ok(Kinds::Recompute),
+        "swap" => Ok(Kinds::Swap),
+        "both" => Ok(Kinds::Both),
+        k => anyhow::bail!("kinds `{k}`: one of recompute, swap, both"),
+    }
+}
+
+/// The numpy name of an element type (`bfloat16` is ml_dtypes').
+fn numpy_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float32",
+        DType::BF16 => "bfloat16",
+        DType::F16 => "float16",
+        DType::F64 => "float64",
+        DType::I1 => "bool",
+        DType::I8 => "int8",
+        DType::I16 => "int16",
+        DType::I32 => "int32",
+        DType::I64 => "int64",
+        DType::U8 => "uint8",
+        DType::U32 => "uint32",
+    }
+}
+
+/// A compiled symbolic plan with its embedded graph (see `ebb.Plan`).
+#[pyclass(module = "ebb._ebb", name = "Plan", frozen)]
+struct PyPlan {
+    plan: Plan,
+    graph: Graph,
+}
+
+impl PyPlan {
+    fn new(plan: Plan) -> Result<PyPlan> {
+        let graph = pipeline::plan_graph(&plan)?;
+        Ok(PyPlan { plan, graph })
+    }
+
+    fn pricing(&self, device: Option<&str>, kinds_name: &str) -> Result<Pricing> {
+        let flags = ebb_compiler::flags::DeviceFlags {
+            device: device.map(str::to_string),
+            kinds: kinds(kinds_name)?,
+        };
+        flags.pricing(&self.plan)
+    }
+
+    fn checked(&self, b: &BTreeMap<String, i64>) -> Result<Bindings> {
+        let b = bindings(b);
+        self.plan.symbols.check_known(&b)?;
+        ebb_runtime::finalize::check_bindings(&self.plan, &b)?;
+        Ok(b)
+    }
+}
+
+#[pymethods]
+impl PyPlan {
+    /// Imports a model file (`.mlir` StableHLO generic form, `.onnx`) and compiles it.
+    #[staticmethod]
+    #[pyo3(signature = (path, device=None, fusion=false, donate="keep"))]
+    fn compile_file(
+        py: Python<'_>,
+        path: PathBuf,
+        device: Option<String>,
+        fusion: bool,
+        donate: &str,
+    ) -> PyResult<PyPlan> {
+        let donate = donate.to_string();
+        py.detach(move || -> Result<PyPlan> {
+            let flags = ebb_compiler::flags::PipelineFlags {
+                fusion: if fusion {
+                    ebb_compiler::flags::OnOff::On
+                } else {
+                    ebb_compiler::flags::OnOff::Off
+                },
+                donate: donate.parse().map_err(|e| anyhow::anyhow!("donate: {e}"))?,
+                rewrite: None,
+            };
+            let mut opts = flags.apply(Default::default())?;
+            opts.device = device
+                .as_deref()
+                .map(ebb_compiler::flags::resolve_device)
+                .transpose()?;
+            let (g, _) = ebb_compiler::frontend::import_file(&path, None)?;
+            PyPlan::new(pipeline::compile(g, &opts)?.plan)
+        })
+        .map_err(py_err)
+    }
+
+    /// Reads a plan file written by `ebb compile` or `Plan.save`, verified against its graph.
+    #[staticmethod]
+    fn load(py: Python<'_>, path: PathBuf) -> PyResult<PyPlan> {
+        py.detach(move || -> Result<PyPlan> {
+            let (plan, graph) = ebb_compiler::api::read_plan_and_graph(&path)?;
+            Ok(PyPlan { plan, graph })
+        })
+        .map_err(py_err)
+    }
+
+    /// Writes the plan as JSON (atomically: a temporary file renamed over `path`).
+    fn save(&self, path: PathBuf) -> PyResult<()> {
+        ebb_compiler::output::write_file(&path, self.plan.to_json().as_bytes())
+            .map_err(|e| py_err(e.into()))
+    }
+
+    /// Names of the symbolic dimensions.
+    #[getter]
+    fn symbols(&self) -> Vec<String> {
+        self.plan
+            .symbols
+            .symbols()
+            .iter()
+            .map(|s| s.name().to_string())
+            .collect()
+    }
+
+    /// The device profile recorded at compile time, if any.
+    #[getter]
+    fn device(&self) -> Option<String> {
+        self.plan.device.as_ref().map(|d| d.name.clone())
+    }
+
+    /// Peak bytes of the plan's schedule at the bindings, without decisions.
+    fn peak_bytes(&self, bind: BTreeMap<String, i64>) -> PyResult<i64> {
+        (|| -> Result<i64> {
+            let b = self.checked(&bind)?;
+            Ok(self.plan.best_variant(&b)?.1)
+        })()
+        .map_err(py_err)
+    }
+
+    /// Peak bytes executing the graph in program order at the bindings.
+    fn program_order_peak_bytes(&self, bind: BTreeMap<String, i64>) -> PyResult<i64> {
+        (|| -> Result<i64> {
+            let b = self.checked(&bind)?;
+            let order = ebb_passes::memory::program_order(&self.graph);
+            Ok(ebb_passes::memory::liveness(&self.graph, &order)
+                .peak(&b)?
+                .0)
+        })()
+        .map_err(py_err)
+    }
+
+    /// Lower bound on any schedule's peak at the bindings: persistent bytes plus the
+    /// largest single op's operands and results.
+    fn lower_bound_bytes(&self, bind: BTreeMap<String, i64>) -> PyResult<i64> {
+        (|| -> Result<i64> {
+            let b = self.checked(&bind)?;
+            Ok(ebb_passes::memory::lower_bound(&self.graph, &b)?)
+        })()
+        .map_err(py_err)
+    }
+
+    /// The `ebb plan --json` report at the bindings (finalized under `budget`, its decisions
+    /// proven by the plan checker), as JSON text.
+    #[pyo3(signature = (bind, budget=None, device=None, kinds="both"))]
+    fn finalize_json(
+        &self,
+        py: Python<'_>,
+        bind: BTreeMap<String, i64>,
+        budget: Option<BudgetArg>,
+        device: Option<String>,
+        kinds: &str,
+    ) -> PyResult<String> {
+        let pricing = self.pricing(device.as_deref(), kinds).map_err(py_err)?;
+        let budget = budget
+            .as_ref()
+            .map(BudgetArg::budget)
+            .transpose()
+            .map_err(py_err)?;
+        py.detach(|| -> Result<String> {
+            let b = self.checked(&bind)?;
+            let (report, _) =
+                pipeline::plan_report_proven_on(&self.plan, &self.graph, &b, budget, &pricing)?;
+            Ok(serde_json::to_string(&report)?)
+        })
+        .map_err(py_err)
+    }
+
+    /// Packs sequence lengths into batches that fit `budget` (`ebb pack --json`'s report).
+    #[pyo3(signature = (lengths, budget, device=None, kinds="both", max_added=0.1,
+        bucket_width=64, batch_symbol="B", seq_symbol="S", fixed=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn pack_json(
+        &self,
+        py: Python<'_>,
+        lengths: Vec<i64>,
+        budget: BudgetArg,
+        device: Option<String>,
+        kinds: &str,
+        max_added: f64,
+        bucket_width: i64,
+        batch_symbol: &str,
+        seq_symbol: &str,
+        fixed: Option<BTreeMap<String, i64>>,
+    ) -> PyResult<String> {
+        let pricing = self.pricing(device.as_deref(), kinds).map_err(py_err)?;
+        let opts = PackOptions {
+            batch_symbol: Symbol::new(batch_symbol),
+            seq_symbol: Symbol::new(seq_symbol),
+            fixed: fixed.as_ref().map(bindings).unwrap_or_default(),
+            budget: budget.bytes().map_err(py_err)?,
+            device: pricing.device,
+            kinds: pricing.kinds,
+            max_added_fraction: max_added,
+            bucket_width,
+        };
+        if !(max_added.is_finite() && max_added >= 0.0) || bucket_width < 1 {
+            return Err(py_err(anyhow::anyhow!(
+                "max_added must be a fraction >= 0 and bucket_width positive"
+            )));
+        }
+        py.detach(|| -> Result<String> {
+            let r = ebb_runtime::pack::pack(&self.plan, &lengths, &opts)?;
+            Ok(serde_json::to_string(&r)?)
+        })
+        .map_err(py_err)
+    }
+
+    /// Element type (numpy name) and shape of every graph input at the bindings, in the
+    /// order `Runtime.step` takes them, with their names.
+    fn input_specs(
+        &self,
+        bind: BTreeMap<String, i64>,
+    ) -> PyResult<Vec<(String, String, Vec<usize>)>> {
+        (|| -> Result<_> {
+            let b = self.checked(&bind)?;
+            let g = &self.graph;
+            (0..g.inputs().len())
+                .map(|i| {
+                    let (d, shape) =
+                        ebb_runtime::inputs::input_shape(g, i, &b).map_err(anyhow::Error::msg)?;
+                    Ok((
+                        g.input_name(g.inputs()[i]).to_string(),
+                        numpy_name(d).to_string(),
+                        shape,
+                    ))
+                })
+                .collect()
+        })()
+        .map_err(py_err)
+    }
+}
+
+/// One step's tensors crossing the boundary: raw little-endian bytes, numpy dtype name, shape.
+type RawTensor = (Vec<u8>, String, Vec<usize>);
+
+/// The CPU executor under a budget (see `ebb.Runtime`).
+#[pyclass(module = "ebb._ebb", name = "Runtime", unsendable)]
+struct PyRuntime {
+    rt: Runtime,
+}
+
+#[pymethods]
+impl PyRuntime {
+    #[new]
+    #[pyo3(signature = (plan, budget=None, device=None, kinds="both"))]
+    fn new(
+        plan: &PyPlan,
+        budget: Option<BudgetArg>,
+        device: Option<String>,
+        kinds: &str,
+    ) -> PyResult<PyRuntime> {
+        (|| -> Result<PyRuntime> {
+            let pricing = plan.pricing(device.as_deref(), kinds)?;
+            let budget = budget.as_ref().map(BudgetArg::bytes).transpose()?;
+            let rt = Runtime::with_options(
+                plan.plan.clone(),
+                pricing.finalize_options(budget, true),
+                64,
+            )?;
+            Ok(PyRuntime { rt })
+        })()
+        .map_err(py_err)
+    }
+
+    /// Runs one step: inputs as `(bytes, dtype, shape)` in graph input order; returns the
+    /// outputs the same way and the step report as JSON text.
+    fn step<'py>(
+        &mut self,
+        py: Python<'py>,
+        bind: BTreeMap<String, i64>,
+        inputs: Vec<RawTensor>,
+    ) -> PyResult<(Vec<(Bound<'py, PyBytes>, String, Vec<usize>)>, String)> {
+        let (outputs, report) = (|| -> Result<(Vec<RawTensor>, String)> {
+            let b = bindings(&bind);
+            self.rt.plan().symbols.check_known(&b)?;
+            let tensors = inputs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (data, dtype, shape))| {
+                    let d = DType::ALL
+                        .into_iter()
+                        .find(|d| numpy_name(*d) == dtype)
+                        .with_context(|| format!("input {i}: unsupported dtype `{dtype}`"))?;
+                    let lit = Literal {
+                        dtype: d,
+                        splat: false,
+                        data,
+                    };
+                    Tensor::from_literal(&lit, shape).with_context(|| format!("input {i}"))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let out = self.rt.step(&b, tensors)?;
+            let report = serde_json::to_string(&out.report)?;
+            let outputs = out
+                .outputs
+                .iter()
+                .map(|t| {
+                    (
+                        t.to_le_bytes(),
+                        numpy_name(t.dtype()).to_string(),
+                        t.shape().to_vec(),
+                    )
+                })
+                .collect();
+            Ok((outputs, report))
+        })()
+        .map_err(py_err)?;
+        let outputs = outputs
+            .into_iter()
+            .map(|(data, dtype, shape)| (PyBytes::new(py, &data), dtype, shape))
+            .collect();
+        Ok((outputs, report))
+    }
+}
+
+#[pymodule]
+fn _ebb(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyPlan>()?;
+    m.add_class::<PyRuntime>()?;
+    m.add("EbbError", py.get_type::<EbbError>())?;
+    m.add("ImportFailed", py.get_type::<ImportFailed>())?;
+    m.add("PlanError", py.get_type::<PlanError>())?;
+    m.add("ShapeError", py.get_type::<ShapeError>())?;
+    m.add("InfeasibleBudget", py.get_type::<InfeasibleBudget>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
