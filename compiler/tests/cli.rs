@@ -462,3 +462,33 @@ fn cli_allow_unsupported_lists_every_unsupported_op() {
     assert!(fine.status.success());
     assert!(String::from_utf8_lossy(&fine.stdout).contains("unresolved dims: 0"));
 }
+
+#[test]
+fn run_saves_its_outputs_as_npz() {
+    let dir = ebb_testkit::scratch("save-outputs");
+    let saved = dir.join("out.npz");
+    let fixture = jax_fixture("mlp_sgd");
+    let reference = ebb_testkit::jax_fixtures_dir().join("mlp_sgd.ref0.npz");
+    let out = ebb(&[
+        "run",
+        fixture.to_str().unwrap(),
+        "--bind",
+        "B=8",
+        "--inputs",
+        reference.to_str().unwrap(),
+        "--save-outputs",
+        saved.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = ebb_runtime::npz::load_npz(&saved).unwrap();
+    let want = ebb_runtime::npz::load_npz(&reference).unwrap();
+    let outs: Vec<&String> = want.keys().filter(|k| k.starts_with("out_")).collect();
+    assert_eq!(got.len(), outs.len());
+    for k in outs {
+        assert!(got[k].rel_err(&want[k]) < 1e-4, "{k}");
+    }
+}

@@ -87,9 +87,15 @@ def test_a_runtime_step_equals_ebb_run_and_jax(tmp_path):
     assert [o.shape for o in outs] == [w.shape for w in want]
     # Relative error against JAX, as `ebb run --inputs REF.npz` measures it.
     rel = max(float(np.max(np.abs(o.astype(np.float64) - w)) / max(float(np.max(np.abs(w))), 1e-30)) for o, w in zip(outs, want))
-    cli = ebb_cli("run", str(FIXTURES / "mlp_sgd.mlir"), "--bind", "B=8", "--budget", str(budget), "--inputs", str(ref))
+    saved = tmp_path / "outputs.npz"
+    cli = ebb_cli("run", str(FIXTURES / "mlp_sgd.mlir"), "--bind", "B=8", "--budget", str(budget), "--inputs", str(ref), "--save-outputs", str(saved))
     assert cli["npz_max_rel_err"] == pytest.approx(rel, rel=1e-12, abs=1e-15)
     assert rel < 1e-4
+    # Bit for bit what `ebb run` computed.
+    with np.load(saved) as s:
+        assert sorted(s.files) == [f"out_{i}" for i in range(len(outs))]
+        for i, o in enumerate(outs):
+            assert s[f"out_{i}"].dtype == o.dtype and s[f"out_{i}"].tobytes() == o.tobytes()
     # Decisions do not change a bit of the outputs.
     free, _ = ebb.Runtime(plan).step(bind, inputs)
     for a, b in zip(outs, free):

@@ -1,6 +1,7 @@
 //! Reading `.npz` archives (numpy's zip of `.npy` arrays, deflate-compressed or stored), e.g.
 //! the JAX reference data `tests/fixtures/jax/<name>.ref0.npz` with inputs `in_0..` and
-//! outputs `out_0..`. The archive is read with the `zip` crate and each array with `npyz`.
+//! outputs `out_0..`. The archive is read with the `zip` crate and each array with `npyz`;
+//! [`npz_bytes`] writes one the same way (`ebb run --save-outputs`).
 //!
 //! Supported element types: `b1`, `i1`, `i2`, `i4`, `i8`, `u1`, `u4`, `f2`, `f4`, `f8` in
 //! either byte order and C order; anything else is [`NpzError::UnsupportedType`].
@@ -173,4 +174,58 @@ pub fn parse_npy(bytes: &[u8], path: &str, name: &str) -> Result<Tensor, NpzErro
         _ => return Err(unsupported()),
     };
     Tensor::new(shape, data).map_err(|err| npy_err(err.to_string()))
+}
+
+/// One `.npy` file of `v` with `shape`, C order, the element type's default descriptor.
+fn npy<T: npyz::AutoSerialize + Copy>(shape: &[u64], v: &[T]) -> std::io::Result<Vec<u8>> {
+    use npyz::WriterBuilder;
+    let mut buf = Vec::new();
+    let mut w = npyz::WriteOptions::<T>::new()
+        .default_dtype()
+        .shape(shape)
+        .writer(&mut buf)
+        .begin_nd()?;
+    w.extend(v.iter().copied())?;
+    w.finish()?;
+    Ok(buf)
+}
+
+/// An `.npz` archive (deflate) holding `tensors`, each as `<name>.npy` in C order with its own
+/// element type, except `bf16`, which numpy lacks: written as `float32` (exact, every `bf16`
+/// is an `f32`). `path` names the archive in errors.
+///
+/// # Errors
+/// [`NpzError::Zip`] when the archive cannot be assembled.
+pub fn npz_bytes(tensors: &[(String, &Tensor)], path: &str) -> Result<Vec<u8>, NpzError> {
+    let zip_err = |msg: String| NpzError::Zip {
+        path: path.into(),
+        msg,
+    };
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for (name, t) in tensors {
+        let shape: Vec<u64> = t.shape().iter().map(|&d| d as u64).collect();
+        let bytes = match t.data() {
+            Data::F32(v) => npy(&shape, v),
+            Data::BF16(v) => npy(&shape, &v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>()),
+            Data::F16(v) => npy(&shape, v),
+            Data::F64(v) => npy(&shape, v),
+            Data::I1(v) => npy(&shape, v),
+            Data::I8(v) => npy(&shape, v),
+            Data::I16(v) => npy(&shape, v),
+            Data::I32(v) => npy(&shape, v),
+            Data::I64(v) => npy(&shape, v),
+            Data::U8(v) => npy(&shape, v),
+            Data::U32(v) => npy(&shape, v),
+        }
+        .map_err(|e| zip_err(format!("{name}: {e}")))?;
+        zip.start_file(format!("{name}.npy"), options)
+            .map_err(|e| zip_err(e.to_string()))?;
+        std::io::Write::write_all(&mut zip, &bytes).map_err(|e| zip_err(e.to_string()))?;
+    }
+    Ok(zip
+        .finish()
+        .map_err(|e| zip_err(e.to_string()))?
+        .into_inner())
 }

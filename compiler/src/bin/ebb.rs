@@ -389,6 +389,10 @@ struct RunFlags {
     /// must prove the measured peak (exit code 1 otherwise).
     #[arg(long)]
     check: bool,
+    /// Write the step's outputs to this `.npz` (`out_0`, `out_1`, ... in graph output order;
+    /// `bf16` as `float32`, exactly), e.g. to compare with the framework's outputs.
+    #[arg(long, value_name = "FILE.npz")]
+    save_outputs: Option<PathBuf>,
     /// Write an SVG of resident bytes over program points (budget line, before/after the
     /// decisions, evict/regenerate/swap points marked).
     #[arg(long)]
@@ -459,6 +463,9 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
     if let Some(t) = &f.timeline {
         output::check_target(t).context("--timeline")?;
     }
+    if let Some(t) = &f.save_outputs {
+        output::check_target(t).context("--save-outputs")?;
+    }
     if !(f.tolerance.is_finite() && f.tolerance >= 0.0) {
         anyhow::bail!(
             "--tolerance {} must be a finite relative error >= 0",
@@ -505,6 +512,17 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
     let r = r?;
     if let Some(path) = &f.timeline {
         run::write_timeline(&r, path)?;
+    }
+    if let Some(path) = &f.save_outputs {
+        let named: Vec<(String, &ebb_runtime::Tensor)> = r
+            .step
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("out_{i}"), t))
+            .collect();
+        let bytes = ebb_runtime::npz::npz_bytes(&named, &path.display().to_string())?;
+        output::write_file(path, &bytes).context("--save-outputs")?;
     }
     let rep = &r.report;
     let mut out = String::new();
