@@ -126,16 +126,22 @@ unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
         .with_context(|| format!("{what} is not UTF-8"))
 }
 
+/// A NUL-terminated UTF-8 argument that may be NULL.
+unsafe fn opt_text<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>> {
+    if p.is_null() {
+        Ok(None)
+    } else {
+        text(p, what).map(Some)
+    }
+}
+
+/// `ebb plan`'s pricing: `device`, else the plan's, else the measured `cpu`; both kinds.
 fn pricing(plan: &Plan, device: Option<&str>) -> Result<Pricing> {
-    let device = match (device, &plan.device) {
-        (Some(name), _) => ebb_compiler::flags::resolve_device(name)?,
-        (None, Some(d)) => d.clone(),
-        (None, None) => ebb_runtime::device::cpu(),
-    };
-    Ok(Pricing {
-        device,
-        kinds: vec![DecisionKind::Recompute, DecisionKind::Swap],
-    })
+    ebb_compiler::flags::DeviceFlags {
+        device: device.map(str::to_string),
+        kinds: ebb_compiler::flags::Kinds::Both,
+    }
+    .pricing(plan)
 }
 
 fn budget_of(bytes: i64) -> Option<Budget> {
@@ -250,11 +256,7 @@ pub unsafe extern "C" fn ebb_finalize(
     guard(std::ptr::null_mut(), || {
         let p = plan.as_ref().context("plan is NULL")?;
         let b = parse(p, bindings)?;
-        let device = if device.is_null() {
-            None
-        } else {
-            Some(text(device, "device")?)
-        };
+        let device = opt_text(device, "device")?;
         let opts = pricing(&p.plan, device)?
             .finalize_options((budget_bytes >= 0).then_some(budget_bytes), true);
         let concrete = p.finalizer.finalize(&b, &opts)?;
@@ -396,11 +398,7 @@ pub unsafe extern "C" fn ebb_plan_report_json(
     guard(std::ptr::null_mut(), || {
         let p = plan.as_ref().context("plan is NULL")?;
         let b = parse(p, bindings)?;
-        let device = if device.is_null() {
-            None
-        } else {
-            Some(text(device, "device")?)
-        };
+        let device = opt_text(device, "device")?;
         let pricing = pricing(&p.plan, device)?;
         let (report, _) = pipeline::plan_report_proven_on(
             &p.plan,

@@ -381,6 +381,9 @@ impl PyPlan {
 /// One step's tensors crossing the boundary: raw little-endian bytes, numpy dtype name, shape.
 type RawTensor = (Vec<u8>, String, Vec<usize>);
 
+/// [`RawTensor`] as handed to Python (`bytes`), with the step report's JSON.
+type StepResult<'py> = (Vec<(Bound<'py, PyBytes>, String, Vec<usize>)>, String);
+
 /// The CPU executor under a budget (see `ebb.Runtime`).
 #[pyclass(module = "ebb._ebb", name = "Runtime", unsendable)]
 struct PyRuntime {
@@ -417,7 +420,7 @@ impl PyRuntime {
         py: Python<'py>,
         bind: BTreeMap<String, i64>,
         inputs: Vec<RawTensor>,
-    ) -> PyResult<(Vec<(Bound<'py, PyBytes>, String, Vec<usize>)>, String)> {
+    ) -> PyResult<StepResult<'py>> {
         let (outputs, report) = (|| -> Result<(Vec<RawTensor>, String)> {
             let b = bindings(&bind);
             self.rt.plan().symbols.check_known(&b)?;
