@@ -665,3 +665,31 @@ fn totals(policy: Policy, decisions: bool, batches: Vec<Batch>, parameter: Optio
         batches,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Valid;
+
+    #[test]
+    fn valid_values_round_to_the_divisor_inside_the_range() {
+        let v = Valid {
+            lo: 8,
+            hi: 1024,
+            div: 8,
+        };
+        assert_eq!(v.up(1), Some(8));
+        assert_eq!(v.up(9), Some(16));
+        assert_eq!(v.up(16), Some(16));
+        assert_eq!(v.up(1021), Some(1024));
+        assert_eq!(v.up(1025), None);
+        assert_eq!(v.down(15), Some(8));
+        assert_eq!(v.down(7), None);
+        assert_eq!(v.down(5000), Some(1024));
+        let any = Valid {
+            lo: 1,
+            hi: i64::MAX / 2,
+            div: 1,
+        };
+        assert_eq!((any.up(37), any.down(37)), (Some(37), Some(37)));
+    }
+}
