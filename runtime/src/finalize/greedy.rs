@@ -8,7 +8,8 @@
 //!    points it frees. Options are sorted best first.
 //! 2. While the peak (a [`PeakTree`] over resident bytes per point, O(log n) per query) is
 //!    over the budget, take the best option of an untaken candidate whose window covers the
-//!    peak point. A swap's score uses its marginal cost given the swaps already taken (they
+//!    peak point (scanning, in rank order, only the options whose window meets the peak's
+//!    block of [`BLOCK`] points: [`CoverIndex`]). A swap's score uses its marginal cost given the swaps already taken (they
 //!    share the link: [`ebb_ir::cost::exposed_transfer_us`]); marginal costs are never below
 //!    the static ones, so the scan stops at the first static score above the best marginal
 //!    one found (lazy evaluation, as in lazy greedy submodular maximization, Minoux 1978).
@@ -78,6 +79,48 @@ pub(super) struct Chosen {
     pub exposed_transfer_us: f64,
 }
 
+/// Points per block of [`CoverIndex`].
+const BLOCK: usize = 256;
+
+/// For each block of [`BLOCK`] points, the options (indices in rank order) whose window meets
+/// it: the scan for an option covering point `p` reads only `p`'s block (compressed rows).
+struct CoverIndex {
+    /// `entries[start[b]..start[b + 1]]`: the options meeting block `b`.
+    start: Vec<u32>,
+    entries: Vec<u32>,
+}
+
+impl CoverIndex {
+    fn new(scan: &[(f64, u32, u32, u32)], points: usize) -> CoverIndex {
+        let blocks = points.div_ceil(BLOCK).max(1);
+        let block = |p: u32| (p as usize / BLOCK).min(blocks - 1);
+        let mut start = vec![0u32; blocks + 1];
+        for &(_, l, r, _) in scan {
+            for b in block(l)..=block(r) {
+                start[b + 1] += 1;
+            }
+        }
+        for b in 0..blocks {
+            start[b + 1] += start[b];
+        }
+        let mut fill = start.clone();
+        let mut entries = vec![0u32; start[blocks] as usize];
+        for (i, &(_, l, r, _)) in scan.iter().enumerate() {
+            for b in block(l)..=block(r) {
+                entries[fill[b] as usize] = i as u32;
+                fill[b] += 1;
+            }
+        }
+        CoverIndex { start, entries }
+    }
+
+    /// The options whose window meets the block of point `p`, in rank order.
+    fn meeting(&self, p: usize) -> &[u32] {
+        let b = (p / BLOCK).min(self.start.len() - 2);
+        &self.entries[self.start[b] as usize..self.start[b + 1] as usize]
+    }
+}
+
 /// Passes of the kind-switching local search.
 pub(super) const SWITCH_PASSES: usize = 3;
 
@@ -123,7 +166,7 @@ impl Link {
 /// # Errors
 /// [`FinalizeError::Infeasible`] with the smallest budget this greedy meets.
 pub(super) fn choose(
-    mut options: Vec<Option_>,
+    options: Vec<Option_>,
     candidates: usize,
     tree: &mut PeakTree,
     budget: i64,
@@ -135,14 +178,21 @@ pub(super) fn choose(
     };
     // By score, then larger values first, then candidate and kind. Keys are unique, so an
     // unstable sort is deterministic; the bits of a non-negative float order like its value.
-    options.sort_unstable_by_key(|o| {
-        (
-            (o.score + 0.0).to_bits(),
-            u64::MAX - o.bytes as u64,
-            o.c,
-            o.kind,
-        )
-    });
+    // Sorted as compact keys, then gathered: moving the options themselves costs more.
+    let mut keys: Vec<(u64, u64, u32, u32)> = options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            (
+                (o.score + 0.0).to_bits(),
+                u64::MAX - o.bytes as u64,
+                (o.c.index() as u32) << 1 | (o.kind == DecisionKind::Swap) as u32,
+                i as u32,
+            )
+        })
+        .collect();
+    keys.sort_unstable();
+    let options: Vec<Option_> = keys.iter().map(|k| options[k.3 as usize]).collect();
     // Options of each candidate, for widening.
     let mut of_candidate: Vec<Vec<usize>> = vec![Vec::new(); candidates];
     for (i, o) in options.iter().enumerate() {
@@ -165,6 +215,7 @@ pub(super) fn choose(
         .collect();
     // `state[c].is_some()`, compact for the scan.
     let mut taken: Vec<bool> = vec![false; candidates];
+    let blocks = CoverIndex::new(&scan, tree.len());
     let mut lowest = i64::MAX;
     loop {
         let (peak, p) = tree.argmax();
@@ -177,7 +228,9 @@ pub(super) fn choose(
         // are at least the static ones the options are sorted by).
         let mut pick: Option<(f64, usize)> = None;
         let at = p.index() as u32;
-        for (i, &(static_score, l, r, c)) in scan.iter().enumerate() {
+        for &i in blocks.meeting(p.index()) {
+            let i = i as usize;
+            let (static_score, l, r, c) = scan[i];
             if pick.is_some_and(|(best, _)| static_score >= best) {
                 break;
             }
