@@ -101,6 +101,7 @@ fn bench_finalize_medium(c: &mut Criterion) {
         .peak_bytes_scheduled;
     let opts = FinalizeOptions {
         budget: Some(scheduled / 2),
+        device: ebb_ir::device::DeviceProfile::named("h100-sxm-pcie5").expect("a named profile"),
         ..Default::default()
     };
     let mut group = c.benchmark_group("finalize");
