@@ -492,3 +492,47 @@ fn run_saves_its_outputs_as_npz() {
         assert!(got[k].rel_err(&want[k]) < 1e-4, "{k}");
     }
 }
+
+#[test]
+fn an_ort_optimizer_model_compiles_with_params_from_its_training_model() {
+    let dir = ebb_testkit::scratch("params-from");
+    let onnx = ebb_testkit::onnx_fixtures_dir();
+    let optimizer = onnx.join("ort_mlp_optimizer.onnx");
+    let training = onnx.join("ort_mlp_training.onnx");
+    let plan = dir.join("opt.plan.json");
+    let without = ebb(&["import", optimizer.to_str().unwrap()]);
+    assert_eq!(without.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&without.stderr).contains("--params-from TRAINING.onnx"));
+    let out = ebb(&[
+        "compile",
+        optimizer.to_str().unwrap(),
+        "--params-from",
+        training.to_str().unwrap(),
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ebb(&["plan", plan.to_str().unwrap(), "--bind", "", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The optimizer model as its own training model: named as the culprit.
+    let bad = ebb(&[
+        "import",
+        optimizer.to_str().unwrap(),
+        "--params-from",
+        optimizer.to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--params-from"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}

@@ -43,6 +43,11 @@ enum Command {
         /// Write the output to this file instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// An ONNX Runtime optimizer model's training model: its trainable parameters (inputs
+        /// with a `<param>_grad.accumulation.buffer` input, in input order) are the elements of
+        /// the optimizer's `params`, `gradients` and moment sequences.
+        #[arg(long, value_name = "TRAINING.onnx")]
+        params_from: Option<PathBuf>,
         /// Triage: when the model has ops this build cannot import, list every one (op, count,
         /// first location or node) instead of failing at the first, and exit 0 (with
         /// `--json`: `{"file", "imported": false, "unsupported_ops": [...]}`). A model
@@ -61,6 +66,11 @@ enum Command {
         /// Input format; by default from the extension (`.mlir` StableHLO, `.onnx` ONNX).
         #[arg(long, value_enum)]
         format: Option<Format>,
+        /// An ONNX Runtime optimizer model's training model: its trainable parameters (inputs
+        /// with a `<param>_grad.accumulation.buffer` input, in input order) are the elements of
+        /// the optimizer's `params`, `gradients` and moment sequences.
+        #[arg(long, value_name = "TRAINING.onnx")]
+        params_from: Option<PathBuf>,
         /// Where to write the plan.
         #[arg(short, long)]
         output: PathBuf,
@@ -179,6 +189,7 @@ fn run(cli: Cli) -> Result<()> {
             output,
             format,
             allow_unsupported,
+            params_from,
         } => {
             if let Some(o) = &output {
                 output::check_target(o)?;
@@ -207,7 +218,8 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
             let t0 = std::time::Instant::now();
-            let (g, stats) = ebb_compiler::frontend::import_file(&file, format)?;
+            let (g, stats) =
+                ebb_compiler::frontend::import_file_with(&file, format, params_from.as_deref())?;
             let elapsed = t0.elapsed();
             let text = match emit {
                 Emit::Ir => ebb_ir::text::print(&g),
@@ -234,6 +246,7 @@ fn run(cli: Cli) -> Result<()> {
             json,
             format,
             device,
+            params_from,
         } => {
             if let Some(p) = print_after
                 .iter()
@@ -245,7 +258,8 @@ fn run(cli: Cli) -> Result<()> {
                 );
             }
             output::check_target(&output)?;
-            let (g, stats) = ebb_compiler::frontend::import_file(&file, format)?;
+            let (g, stats) =
+                ebb_compiler::frontend::import_file_with(&file, format, params_from.as_deref())?;
             if stats.unresolved_dims > 0 {
                 eprintln!(
                     "warning: {} dimensions are not expressions over named symbols",

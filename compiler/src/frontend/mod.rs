@@ -110,6 +110,31 @@ fn resolve_format(path: &Path, format: Option<Format>) -> anyhow::Result<Format>
 /// Errors: an unknown extension without `--format`, and every importer error (file, location,
 /// op) of the chosen front end.
 pub fn import_file(path: &Path, format: Option<Format>) -> anyhow::Result<(Graph, ImportStats)> {
+    import_file_with(path, format, None)
+}
+
+/// [`import_file`]; an ONNX Runtime optimizer model's sequence inputs take the trainable
+/// parameters of the training model `params_from` as elements
+/// ([`crate::onnx::params_from`]).
+///
+/// Errors: as [`import_file`]; the training model's import errors; `params_from` with a model
+/// that is not ONNX.
+pub fn import_file_with(
+    path: &Path,
+    format: Option<Format>,
+    params_from: Option<&Path>,
+) -> anyhow::Result<(Graph, ImportStats)> {
+    if let Some(training) = params_from {
+        if resolve_format(path, format)? != Format::Onnx {
+            anyhow::bail!(
+                "--params-from applies to ONNX Runtime optimizer models (.onnx); {} is not one",
+                path.display()
+            );
+        }
+        let opts = crate::onnx::params_from::options_from_training(training)
+            .map_err(|e| anyhow::anyhow!("--params-from {}: {e}", training.display()))?;
+        return Ok(crate::onnx::import_file_with(path, &opts)?);
+    }
     match resolve_format(path, format)? {
         #[cfg(feature = "stablehlo")]
         Format::Stablehlo => Ok(crate::stablehlo::import_file(path)?),

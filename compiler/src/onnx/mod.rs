@@ -27,6 +27,7 @@ mod ctx;
 pub mod dims;
 pub mod error;
 mod ops;
+pub mod params_from;
 pub mod proto;
 pub mod tensor;
 
@@ -50,6 +51,9 @@ pub struct ImportOptions {
     /// the model does not state (they are the training model's parameter shapes); each element
     /// becomes a graph input named `<input>[j]`.
     pub sequence_elements: BTreeMap<String, Vec<TensorType>>,
+    /// Element types of the sequence inputs not in `sequence_elements`: the training model's
+    /// trainable parameters ([`params_from::options_from_training`], `--params-from`).
+    pub default_sequence_elements: Option<Vec<TensorType>>,
 }
 
 /// Reads and imports the ONNX model at `path` (external data is read relative to its
@@ -222,11 +226,15 @@ fn import_graph(
         }
         if let Some(Some(type_proto::Value::SequenceType(_))) = vi.r#type.as_ref().map(|t| &t.value)
         {
-            let elems = opts.sequence_elements.get(&name).ok_or_else(|| {
-                cx.structure(format!(
-                    "graph input `{name}` is a tensor sequence whose element types the model does not state; pass them in ImportOptions::sequence_elements"
-                ))
-            })?;
+            let elems = opts
+                .sequence_elements
+                .get(&name)
+                .or(opts.default_sequence_elements.as_ref())
+                .ok_or_else(|| {
+                    cx.structure(format!(
+                        "graph input `{name}` is a tensor sequence whose element types the model does not state (an ONNX Runtime optimizer model): pass its training model, `--params-from TRAINING.onnx` (ImportOptions::sequence_elements in the API)"
+                    ))
+                })?;
             let vals = elems
                 .iter()
                 .enumerate()
