@@ -121,7 +121,7 @@ fn torch_gpt2_names_its_symbols_from_dim_params() {
 
 #[test]
 fn torch_mlp_imported_ir() {
-    let (g, _) = import_file(&fixture("torch_mlp_adam")).unwrap();
+    let (g, _) = import_file(&fixture("torch_mlp_sgd")).unwrap();
     insta::assert_snapshot!(ebb_ir::text::print(&g));
 }
 
@@ -143,7 +143,7 @@ fn sequence_inputs_without_element_types_are_an_error() {
 
 #[test]
 fn truncated_file_is_a_decode_error() {
-    let bytes = std::fs::read(fixture("torch_mlp_adam")).unwrap();
+    let bytes = std::fs::read(fixture("torch_mlp_sgd")).unwrap();
     let cut = &bytes[..bytes.len() / 2];
     let e = import_bytes(cut, "cut.onnx", None).unwrap_err();
     assert!(matches!(e, OnnxError::Decode { .. }), "{e}");
@@ -156,7 +156,7 @@ fn truncated_file_is_a_decode_error() {
 
 #[test]
 fn unknown_op_names_op_domain_and_node() {
-    let bytes = std::fs::read(fixture("torch_mlp_adam")).unwrap();
+    let bytes = std::fs::read(fixture("torch_mlp_sgd")).unwrap();
     let mut m = decode_model(&bytes, "m").unwrap();
     let g = m.graph.as_mut().unwrap();
     let k = g
@@ -186,7 +186,7 @@ fn unknown_op_names_op_domain_and_node() {
         (1, "the_node")
     );
     assert!(
-        ebb_compiler::onnx::unsupported_ops(&fixture("torch_mlp_adam"))
+        ebb_compiler::onnx::unsupported_ops(&fixture("torch_mlp_sgd"))
             .unwrap()
             .is_empty()
     );
@@ -194,7 +194,7 @@ fn unknown_op_names_op_domain_and_node() {
 
 #[test]
 fn dim_param_contradicting_inference_names_value_and_both_shapes() {
-    let bytes = std::fs::read(fixture("torch_mlp_adam")).unwrap();
+    let bytes = std::fs::read(fixture("torch_mlp_sgd")).unwrap();
     let mut m = decode_model(&bytes, "m").unwrap();
     let g = m.graph.as_mut().unwrap();
     // Declare the first MatMul's result as [4*batch, 256] instead of [batch, 256].
@@ -232,7 +232,7 @@ fn dim_param_contradicting_inference_names_value_and_both_shapes() {
 
 #[test]
 fn cli_summary_reports_ops_symbols_and_source_ops() {
-    let (g, stats) = import_file(&fixture("torch_mlp_adam")).unwrap();
+    let (g, stats) = import_file(&fixture("torch_mlp_sgd")).unwrap();
     let s = ebb_compiler::report::import_summary(&g, &stats, std::time::Duration::ZERO);
     let v = serde_json::to_value(&s).unwrap();
     assert_eq!(v["symbols"], serde_json::json!(["batch"]));
@@ -299,7 +299,7 @@ fn unnamed_dynamic_dimension_is_a_fresh_symbol_counted_as_unresolved() {
 
 #[test]
 fn unsupported_op_error_reports_its_nested_graphs() {
-    let bytes = std::fs::read(fixture("torch_mlp_adam")).unwrap();
+    let bytes = std::fs::read(fixture("torch_mlp_sgd")).unwrap();
     let mut m = decode_model(&bytes, "m").unwrap();
     let g = m.graph.as_mut().unwrap();
     let body = ebb_compiler::onnx::proto::GraphProto {
@@ -348,7 +348,7 @@ fn params_from_the_training_model_gives_the_exporters_sequence_elements() {
         );
     }
     // A model without gradient accumulation buffers is not a training model.
-    let e = ebb_compiler::onnx::params_from::trainable_parameters(&fixture("torch_mlp_adam"))
+    let e = ebb_compiler::onnx::params_from::trainable_parameters(&fixture("torch_mlp_sgd"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("no trainable parameters"), "{e}");
