@@ -166,9 +166,9 @@ pub unsafe extern "C" fn ebb_plan_load(path: *const c_char) -> *mut EbbPlan {
     guard(std::ptr::null_mut(), || {
         let path = Path::new(text(path, "path")?);
         let (plan, graph) = if ebb_compiler::frontend::is_model_file(path, None) {
-            let plan = ebb_compiler::api::load_or_compile(path, None, &Default::default())?;
-            let g = pipeline::plan_graph(&plan)?;
-            (plan, g)
+            let (g, _) = ebb_compiler::frontend::import_file(path, None)?;
+            let compiled = pipeline::compile(g, &Default::default())?;
+            (compiled.plan, compiled.graph)
         } else {
             ebb_compiler::api::read_plan_and_graph(path)?
         };
@@ -235,8 +235,7 @@ pub unsafe extern "C" fn ebb_plan_peak_bytes(plan: *const EbbPlan, bindings: *co
 
 unsafe fn parse(p: &EbbPlan, bindings: *const c_char) -> Result<Bindings> {
     let b = pipeline::parse_bindings(text(bindings, "bindings")?)?;
-    p.plan.symbols.check_known(&b)?;
-    ebb_runtime::finalize::check_bindings(&p.plan, &b)?;
+    pipeline::check_plan_bindings(&p.plan, &b)?;
     Ok(b)
 }
 

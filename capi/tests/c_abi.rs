@@ -11,12 +11,6 @@ use ebb_ir::plan::DecisionKind;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// `target/debug/deps`, where a test build puts `libebb_capi.so` (next to this test).
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().to_path_buf()
-}
-
 fn generated_header_dir() -> PathBuf {
     PathBuf::from(env!("OUT_DIR"))
 }
@@ -79,8 +73,8 @@ fn a_c_program_finalizes_a_plan_and_prints_the_cli_decisions() {
         .arg(generated_header_dir())
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/finalize.c"))
         .arg("-L")
-        .arg(lib_dir())
-        .arg(format!("-Wl,-rpath,{}", lib_dir().display()))
+        .arg(ebb_testkit::deps_dir())
+        .arg(format!("-Wl,-rpath,{}", ebb_testkit::deps_dir().display()))
         .arg("-lebb_capi")
         .arg("-o")
         .arg(&exe)

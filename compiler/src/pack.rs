@@ -86,6 +86,9 @@ impl PackArgs {
     /// # Errors
     /// Unreadable lengths or plan, bad flags, and [`ebb_runtime::pack::PackError`].
     pub fn run(&self) -> Result<String> {
+        if self.bucket_width < 1 {
+            bail!("--bucket-width {} must be positive", self.bucket_width);
+        }
         let options = self.pipeline.options_for(&self.plan, self.format)?;
         let plan = crate::api::load_or_compile(&self.plan, self.format, &options)?;
         let lengths = match (&self.lengths, self.dist) {
@@ -123,9 +126,6 @@ impl PackArgs {
             max_added_fraction: parse_fraction(&self.max_added)?,
             bucket_width: self.bucket_width,
         };
-        if self.bucket_width < 1 {
-            bail!("--bucket-width {} must be positive", self.bucket_width);
-        }
         let report = ebb_runtime::pack::pack(&plan, &lengths, &opts)?;
         Ok(if self.json {
             serde_json::to_string_pretty(&report)? + "\n"

@@ -519,6 +519,17 @@ pub fn plan_report_proven_on(
     Ok((report, c))
 }
 
+/// Checks bindings against a plan: every symbol is the plan's, and its facts and shape
+/// assertions hold ([`ebb_runtime::finalize::check_bindings`]).
+///
+/// # Errors
+/// An unknown symbol; a violated fact or assertion (with the producer's message).
+pub fn check_plan_bindings(plan: &Plan, b: &Bindings) -> Result<()> {
+    plan.symbols.check_known(b)?;
+    ebb_runtime::finalize::check_bindings(plan, b)?;
+    Ok(())
+}
+
 /// [`plan_report_finalized`] on the plan's graph `g`, already parsed.
 fn report_at(
     plan: &Plan,
@@ -527,8 +538,7 @@ fn report_at(
     budget: Option<Budget>,
     pricing: &Pricing,
 ) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
-    plan.symbols.check_known(b)?;
-    ebb_runtime::finalize::check_bindings(plan, b)?;
+    check_plan_bindings(plan, b)?;
     let po = memory::liveness(g, &memory::program_order(g))
         .peak(b)
         .map_err(|e| size_error(g, b, e))?

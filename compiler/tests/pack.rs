@@ -9,7 +9,7 @@ use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, Symbol};
 use ebb_runtime::finalize::{finalize, FinalizeOptions};
 use ebb_runtime::pack::{pack, PackError, PackOptions, Packing, Policy};
-use ebb_testkit::jax_fixture;
+use ebb_testkit::{bs as bind, jax_fixture};
 use proptest::prelude::*;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -21,10 +21,6 @@ fn plan() -> &'static Plan {
             .compile_file(&jax_fixture("gpt2_tiny_adamw"))
             .unwrap()
     })
-}
-
-fn bind(b: i64, s: i64) -> Bindings {
-    pipeline::parse_bindings(&format!("B={b},S={s}")).unwrap()
 }
 
 /// Half the scheduled peak of a 16 × 256 batch.
@@ -216,11 +212,14 @@ fn cli_packs_a_lengths_file_and_reports_json() {
         "--device",
         "h100-sxm-pcie5",
     ];
-    let out = Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .arg("--json")
-        .output()
-        .unwrap();
+    let ebb = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(args)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = ebb(&["--json"]);
     assert!(
         out.status.success(),
         "{}",
@@ -231,20 +230,14 @@ fn cli_packs_a_lengths_file_and_reports_json() {
     assert_eq!(v["device"], "h100-sxm-pcie5");
     assert_eq!(v["packings"][0]["policy"], "ebb");
     assert!(v["gain_vs_fixed_tokens"].as_f64().unwrap() >= 1.0);
-    let text = Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .output()
-        .unwrap();
+    let text = ebb(&[]);
     let t = String::from_utf8_lossy(&text.stdout);
     assert!(
         t.contains("| ebb |") && t.contains("| fixed tokens |"),
         "{t}"
     );
     std::fs::write(&file, "12, 40, x").unwrap();
-    let bad = Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .output()
-        .unwrap();
+    let bad = ebb(&[]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("length #2 `x` is not an integer"));
 }

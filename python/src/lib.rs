@@ -168,11 +168,6 @@ struct PyPlan {
 }
 
 impl PyPlan {
-    fn new(plan: Plan) -> Result<PyPlan> {
-        let graph = pipeline::plan_graph(&plan)?;
-        Ok(PyPlan { plan, graph })
-    }
-
     fn pricing(&self, device: Option<&str>, kinds_name: &str) -> Result<Pricing> {
         let flags = ebb_compiler::flags::DeviceFlags {
             device: device.map(str::to_string),
@@ -183,8 +178,7 @@ impl PyPlan {
 
     fn checked(&self, b: &BTreeMap<String, i64>) -> Result<Bindings> {
         let b = bindings(b);
-        self.plan.symbols.check_known(&b)?;
-        ebb_runtime::finalize::check_bindings(&self.plan, &b)?;
+        pipeline::check_plan_bindings(&self.plan, &b)?;
         Ok(b)
     }
 }
@@ -218,7 +212,11 @@ impl PyPlan {
                 .map(ebb_compiler::flags::resolve_device)
                 .transpose()?;
             let (g, _) = ebb_compiler::frontend::import_file(&path, None)?;
-            PyPlan::new(pipeline::compile(g, &opts)?.plan)
+            let compiled = pipeline::compile(g, &opts)?;
+            Ok(PyPlan {
+                plan: compiled.plan,
+                graph: compiled.graph,
+            })
         })
         .map_err(py_err)
     }

@@ -14,12 +14,6 @@ fn repo() -> PathBuf {
         .unwrap_or_default()
 }
 
-/// `target/debug` (the profile directory: `ebb`, and `deps/lib_ebb.so`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
 #[test]
 fn pytest_python_tests() {
     let repo = repo();
@@ -33,7 +27,7 @@ fn pytest_python_tests() {
         python.display()
     );
     // A test build leaves the library in deps/ (`cargo build` also copies it up).
-    let lib = profile_dir().join("deps/lib_ebb.so");
+    let lib = ebb_testkit::deps_dir().join("lib_ebb.so");
     assert!(lib.exists(), "{} was not built", lib.display());
     let site = ebb_testkit::scratch("python");
     let pkg = site.join("ebb");
@@ -45,7 +39,8 @@ fn pytest_python_tests() {
         }
     }
     std::fs::copy(&lib, pkg.join("_ebb.abi3.so")).unwrap();
-    let ebb_bin = profile_dir().join("ebb");
+    // The binaries lie next to `deps/`.
+    let ebb_bin = ebb_testkit::deps_dir().with_file_name("ebb");
     assert!(
         ebb_bin.exists(),
         "{} was not built: run the workspace's tests (`cargo test --workspace`), which build it",

@@ -34,8 +34,9 @@
 
 use crate::finalize::{FinalizeError, FinalizeOptions, Finalizer};
 use ebb_ir::device::DeviceProfile;
+use ebb_ir::dim::ValueGrid;
 use ebb_ir::plan::{DecisionKind, Plan};
-use ebb_ir::{Bindings, Symbol};
+use ebb_ir::{Bindings, BindingsExt, Symbol};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -236,25 +237,21 @@ pub struct PackReport {
 /// error other than an infeasible budget.
 pub fn pack(plan: &Plan, lengths: &[i64], opts: &PackOptions) -> Result<PackReport, PackError> {
     let t0 = Instant::now();
-    let mut o = Oracle::new(plan, lengths, opts)?;
+    let finalizer = Finalizer::new(plan);
+    let mut o = Oracle::new(plan, &finalizer, lengths, opts)?;
     let ebb = o.ebb()?;
     let ebb_ms = t0.elapsed().as_secs_f64() * 1e3;
     let fixed = o.fixed_tokens()?;
     let buckets = o.buckets()?;
-    let mut finalizes = o.finalizes;
     // The baselines as a trainer without Ebb's runtime runs them: no decisions, the
     // scheduled peak must fit.
-    let bare_opts = PackOptions {
-        kinds: Vec::new(),
-        ..opts.clone()
-    };
-    let mut bare = Oracle::new(plan, lengths, &bare_opts)?;
+    let mut bare = o.without_decisions();
     let (bare_fixed, bare_buckets) = match bare.fixed_tokens() {
         Ok(f) => (Some(f), Some(bare.buckets()?)),
         Err(PackError::DoesNotFit { .. }) => (None, None),
         Err(e) => return Err(e),
     };
-    finalizes += bare.finalizes;
+    let finalizes = o.finalizes + bare.finalizes;
     let gain = |p: &Packing| ebb.tokens_per_step / p.tokens_per_step.max(f64::MIN_POSITIVE);
     Ok(PackReport {
         lengths: lengths.len(),
@@ -281,47 +278,18 @@ pub fn pack(plan: &Plan, lengths: &[i64], opts: &PackOptions) -> Result<PackRepo
     })
 }
 
-/// Valid values of a symbol: multiples of `div` in `[lo, hi]`.
-#[derive(Clone, Copy, Debug)]
-struct Valid {
-    lo: i64,
-    hi: i64,
-    div: i64,
-}
-
-impl Valid {
-    fn of(plan: &Plan, s: &Symbol) -> Valid {
-        let (lo, hi) = plan.symbols.range(s);
-        let div = plan.symbols.divisor_of(s).max(1);
-        let lo = lo.unwrap_or(1).max(1);
-        let lo = lo.div_euclid(div) * div + if lo.rem_euclid(div) == 0 { 0 } else { div };
-        let hi = hi.unwrap_or(i64::MAX / 2).div_euclid(div) * div;
-        Valid { lo, hi, div }
-    }
-
-    /// The smallest valid value `≥ x`, if any.
-    fn up(&self, x: i64) -> Option<i64> {
-        let x = x.max(self.lo);
-        let v = x.div_euclid(self.div) * self.div + if x % self.div == 0 { 0 } else { self.div };
-        (v <= self.hi).then_some(v)
-    }
-
-    /// The largest valid value `≤ x`, if any.
-    fn down(&self, x: i64) -> Option<i64> {
-        let v = x.min(self.hi).div_euclid(self.div) * self.div;
-        (v >= self.lo).then_some(v)
-    }
-}
-
 /// Memoized finalizes and capacities of one plan at one budget.
+#[derive(Clone)]
 struct Oracle<'p> {
-    finalizer: Finalizer<&'p Plan>,
+    finalizer: &'p Finalizer<&'p Plan>,
     opts: &'p PackOptions,
+    /// Budget, device and decision kinds of every finalize (no offsets).
+    finalize: FinalizeOptions,
     lengths: &'p [i64],
     /// Indices, longest first (ties by index).
     order: Vec<usize>,
-    b_valid: Valid,
-    s_valid: Valid,
+    b_valid: ValueGrid,
+    s_valid: ValueGrid,
     /// `(B, S)` → the cost when it fits, `None` when it does not.
     memo: HashMap<(i64, i64), Option<ShapeCost>>,
     /// `S` → the largest fitting `B` (0: none).
@@ -332,6 +300,7 @@ struct Oracle<'p> {
 impl<'p> Oracle<'p> {
     fn new(
         plan: &'p Plan,
+        finalizer: &'p Finalizer<&'p Plan>,
         lengths: &'p [i64],
         opts: &'p PackOptions,
     ) -> Result<Oracle<'p>, PackError> {
@@ -361,7 +330,12 @@ impl<'p> Oracle<'p> {
                 )));
             }
         }
-        let s_valid = Valid::of(plan, &opts.seq_symbol);
+        let grid = |s: &Symbol| {
+            plan.symbols.grid(s).ok_or_else(|| {
+                PackError::Symbol(format!("no value of `{}` satisfies its facts", s.name()))
+            })
+        };
+        let (b_valid, s_valid) = (grid(&opts.batch_symbol)?, grid(&opts.seq_symbol)?);
         if let Some((index, &length)) = lengths
             .iter()
             .enumerate()
@@ -377,16 +351,32 @@ impl<'p> Oracle<'p> {
         let mut order: Vec<usize> = (0..lengths.len()).collect();
         order.sort_by_key(|&i| (std::cmp::Reverse(lengths[i]), i));
         Ok(Oracle {
-            finalizer: Finalizer::new(plan),
+            finalizer,
             opts,
+            finalize: FinalizeOptions {
+                budget: Some(opts.budget),
+                device: opts.device.clone(),
+                kinds: opts.kinds.clone(),
+                offsets: false,
+            },
             lengths,
             order,
-            b_valid: Valid::of(plan, &opts.batch_symbol),
+            b_valid,
             s_valid,
             memo: HashMap::new(),
             capacity: BTreeMap::new(),
             finalizes: 0,
         })
+    }
+
+    /// The same oracle with no decisions allowed (nothing memoized yet).
+    fn without_decisions(&self) -> Oracle<'p> {
+        let mut bare = self.clone();
+        bare.finalize.kinds.clear();
+        bare.memo.clear();
+        bare.capacity.clear();
+        bare.finalizes = 0;
+        bare
     }
 
     fn bindings(&self, b: i64, s: i64) -> Bindings {
@@ -407,14 +397,8 @@ impl<'p> Oracle<'p> {
             return Ok(c.clone());
         }
         let bind = self.bindings(b, s);
-        let opts = FinalizeOptions {
-            budget: Some(self.opts.budget),
-            device: self.opts.device.clone(),
-            kinds: self.opts.kinds.clone(),
-            offsets: false,
-        };
         self.finalizes += 1;
-        let cost = match self.finalizer.finalize(&bind, &opts) {
+        let cost = match self.finalizer.finalize(&bind, &self.finalize) {
             Ok(c) => {
                 let cost = ShapeCost {
                     peak_bytes: c.peak_bytes_planned,
@@ -431,11 +415,7 @@ impl<'p> Oracle<'p> {
             Err(FinalizeError::Infeasible { .. }) => None,
             Err(source) => {
                 return Err(PackError::Finalize {
-                    bind: bind
-                        .iter()
-                        .map(|(k, v)| format!("{}={v}", k.name()))
-                        .collect::<Vec<_>>()
-                        .join(","),
+                    bind: bind.to_text(),
                     source,
                 })
             }
@@ -524,13 +504,10 @@ impl<'p> Oracle<'p> {
     fn does_not_fit(&self, from: usize, s: i64) -> PackError {
         let length = self.lengths[self.order[from]];
         let b = self.b_valid.up(1).unwrap_or(1);
-        let opts = FinalizeOptions {
-            budget: Some(self.opts.budget),
-            device: self.opts.device.clone(),
-            kinds: self.opts.kinds.clone(),
-            offsets: false,
-        };
-        let reason = match self.finalizer.finalize(&self.bindings(b, s), &opts) {
+        let reason = match self
+            .finalizer
+            .finalize(&self.bindings(b, s), &self.finalize)
+        {
             Err(e) => e.to_string(),
             Ok(c) => format!(
                 "the decisions add {:.1}% to the modelled step, above the cap of {:.1}%",
@@ -547,7 +524,7 @@ impl<'p> Oracle<'p> {
     }
 
     fn totals(&self, policy: Policy, batches: Vec<Batch>, parameter: Option<i64>) -> Packing {
-        totals(policy, !self.opts.kinds.is_empty(), batches, parameter)
+        totals(policy, !self.finalize.kinds.is_empty(), batches, parameter)
     }
 
     /// [`Policy::Ebb`].
@@ -663,33 +640,5 @@ fn totals(policy: Policy, decisions: bool, batches: Vec<Batch>, parameter: Optio
         distinct_shapes: shapes.len(),
         parameter,
         batches,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Valid;
-
-    #[test]
-    fn valid_values_round_to_the_divisor_inside_the_range() {
-        let v = Valid {
-            lo: 8,
-            hi: 1024,
-            div: 8,
-        };
-        assert_eq!(v.up(1), Some(8));
-        assert_eq!(v.up(9), Some(16));
-        assert_eq!(v.up(16), Some(16));
-        assert_eq!(v.up(1021), Some(1024));
-        assert_eq!(v.up(1025), None);
-        assert_eq!(v.down(15), Some(8));
-        assert_eq!(v.down(7), None);
-        assert_eq!(v.down(5000), Some(1024));
-        let any = Valid {
-            lo: 1,
-            hi: i64::MAX / 2,
-            div: 1,
-        };
-        assert_eq!((any.up(37), any.down(37)), (Some(37), Some(37)));
     }
 }

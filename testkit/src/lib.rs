@@ -201,3 +201,16 @@ pub fn scratch(tag: &str) -> Scratch {
             .expect("a scratch directory in the temporary directory"),
     )
 }
+
+/// `target/<profile>/deps`, the directory of the running test binary: where a test build leaves
+/// the workspace's cdylibs (`libebb_capi.so`, `lib_ebb.so`); its parent holds the binaries
+/// (`ebb`).
+///
+/// # Panics
+/// When the test binary's path cannot be read.
+pub fn deps_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent()
+        .expect("the test binary lies in a directory")
+        .to_path_buf()
+}

@@ -21,7 +21,7 @@
 //! ([`SymbolScope::check`]) after [`SymbolScope::complete`].
 
 use anyhow::{bail, Context, Result};
-use ebb_ir::dim::SymbolScope;
+use ebb_ir::dim::{SymbolScope, ValueGrid};
 use ebb_ir::{Bindings, Symbol};
 use rand::SeedableRng;
 use rand_distr::{Distribution, LogNormal};
@@ -128,13 +128,14 @@ pub fn show_bindings(b: &Bindings) -> String {
     ebb_ir::BindingsExt::to_text(b)
 }
 
-/// The range `[lo, hi]` of `sym` intersected with `[want_lo, want_hi]`, and its divisor.
+/// The values of `sym` (its range and divisibility facts, [`SymbolScope::grid`]) in
+/// `[want_lo, want_hi]`.
 fn clipped_range(
     scope: &SymbolScope,
     sym: &Symbol,
     want_lo: i64,
     want_hi: i64,
-) -> Result<(i64, i64, i64)> {
+) -> Result<ValueGrid> {
     if !scope.contains(sym) {
         bail!(
             "the plan has no symbol {} (its symbols: {})",
@@ -147,19 +148,15 @@ fn clipped_range(
                 .join(", ")
         );
     }
-    let (lo, hi) = scope.range(sym);
-    let lo = want_lo.max(lo.unwrap_or(i64::MIN));
-    let hi = want_hi.min(hi.unwrap_or(i64::MAX));
-    let d = scope.divisor_of(sym).max(1);
-    let first = lo.div_euclid(d) * d + if lo.rem_euclid(d) == 0 { 0 } else { d };
-    if first > hi {
-        bail!(
-            "symbol {}: no value in [{want_lo}, {want_hi}] satisfies its facts (range {}, multiple of {d})",
+    let grid = scope.grid(sym).and_then(|g| g.clip(want_lo, want_hi));
+    grid.ok_or_else(|| {
+        anyhow::anyhow!(
+            "symbol {}: no value in [{want_lo}, {want_hi}] satisfies its facts (range {}, multiple of {})",
             sym.name(),
-            show_range(scope.range(sym))
-        );
-    }
-    Ok((first, hi.div_euclid(d) * d, d))
+            show_range(scope.range(sym)),
+            scope.divisor_of(sym).max(1)
+        )
+    })
 }
 
 /// A symbol's range as the textual IR writes it: `[1, 4096]`, `[1, inf)`, `(-inf, 8]`.
@@ -169,10 +166,10 @@ fn show_range((lo, hi): (Option<i64>, Option<i64>)) -> String {
     format!("{lo}, {hi}")
 }
 
-/// `x` rounded to the nearest multiple of `d` in `[lo, hi]` (`lo`, `hi` multiples of `d`).
-fn round_to(x: f64, lo: i64, hi: i64, d: i64) -> i64 {
-    let k = (x / d as f64).round() as i64;
-    (k * d).clamp(lo, hi)
+/// `x` rounded to the nearest value of `g`.
+fn round_to(x: f64, g: ValueGrid) -> i64 {
+    let k = (x / g.div as f64).round() as i64;
+    k.saturating_mul(g.div).clamp(g.lo, g.hi)
 }
 
 /// Most draws `--samples` may ask for: the draws are de-duplicated, so more cannot add a shape
@@ -203,9 +200,9 @@ pub fn sample_longtail(lt: &LongTail, scope: &SymbolScope) -> Result<Vec<Binding
         );
     }
     let seq = Symbol::new(&lt.seq_symbol);
-    let (s_lo, s_hi, s_div) = clipped_range(scope, &seq, lt.s_min, lt.s_max)?;
+    let s_grid = clipped_range(scope, &seq, lt.s_min, lt.s_max)?;
     let batch = Symbol::new(&lt.batch_symbol);
-    let (b_lo, b_hi, b_div) = clipped_range(scope, &batch, 1, i64::MAX)?;
+    let b_grid = clipped_range(scope, &batch, 1, i64::MAX)?;
     let r = lt.s_max as f64 / lt.s_min as f64;
     let mu = (lt.s_min as f64).ln() + 0.3 * r.ln();
     let sigma = (0.35 * r.ln()).max(1e-6);
@@ -214,10 +211,10 @@ pub fn sample_longtail(lt: &LongTail, scope: &SymbolScope) -> Result<Vec<Binding
     let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(lt.seed);
     let mut out = Vec::with_capacity(lt.samples);
     for _ in 0..lt.samples {
-        let s = round_to(dist.sample(&mut rng), s_lo, s_hi, s_div);
+        let s = round_to(dist.sample(&mut rng), s_grid);
         let b = match lt.batch {
             BatchRule::Fixed(v) if v >= 1 => v,
-            BatchRule::Tokens(t) if t >= 1 => round_to((t / s) as f64, b_lo, b_hi, b_div),
+            BatchRule::Tokens(t) if t >= 1 => round_to((t / s) as f64, b_grid),
             BatchRule::Fixed(v) => bail!("--batch {v} must be positive"),
             BatchRule::Tokens(t) => bail!("--tokens {t} must be positive"),
         };

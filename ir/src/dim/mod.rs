@@ -30,6 +30,7 @@ mod certificate;
 mod display;
 mod eval;
 pub(crate) mod expr;
+mod grid;
 mod interval;
 mod ops;
 mod parse;
@@ -43,6 +44,7 @@ mod symbol;
 
 pub use bindings::{BindingsError, BindingsExt};
 pub use expr::{DimExpr, MAX_PRODUCT_TERMS};
+pub use grid::ValueGrid;
 pub use scope::{SymbolScope, SAMPLE_CAP};
 pub use symbol::Symbol;
 

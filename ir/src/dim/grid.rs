@@ -1,0 +1,99 @@
+//! The values a symbol may take by its range and divisibility facts, as a grid: the multiples
+//! of its proven divisor in its range (a dimension is at least 1). Used to round concrete
+//! shapes onto valid bindings (`ebb bench`'s sampled shapes, `ebb pack`'s padded batches).
+
+use super::{Symbol, SymbolScope};
+
+/// Multiples of `div` in `[lo, hi]` (`lo`, `hi` themselves multiples of `div`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueGrid {
+    /// Smallest valid value.
+    pub lo: i64,
+    /// Largest valid value.
+    pub hi: i64,
+    /// Step (the symbol's proven divisor, at least 1).
+    pub div: i64,
+}
+
+impl ValueGrid {
+    /// The grid of multiples of `div` (at least 1) in `[lo, hi]`; `None` when it is empty.
+    pub fn new(lo: i64, hi: i64, div: i64) -> Option<ValueGrid> {
+        let div = div.max(1);
+        let lo = ceil_to(lo, div)?;
+        let hi = hi.div_euclid(div) * div;
+        (lo <= hi).then_some(ValueGrid { lo, hi, div })
+    }
+
+    /// The smallest valid value `>= x`, if any.
+    pub fn up(&self, x: i64) -> Option<i64> {
+        ceil_to(x.max(self.lo), self.div).filter(|&v| v <= self.hi)
+    }
+
+    /// The largest valid value `<= x`, if any.
+    pub fn down(&self, x: i64) -> Option<i64> {
+        Some(x.min(self.hi).div_euclid(self.div) * self.div).filter(|&v| v >= self.lo)
+    }
+
+    /// The grid's values in `[want_lo, want_hi]`; `None` when there are none.
+    pub fn clip(&self, want_lo: i64, want_hi: i64) -> Option<ValueGrid> {
+        ValueGrid::new(self.lo.max(want_lo), self.hi.min(want_hi), self.div)
+    }
+}
+
+/// `x` rounded up to a multiple of `d` (`d >= 1`); `None` on overflow.
+fn ceil_to(x: i64, d: i64) -> Option<i64> {
+    let r = x.rem_euclid(d);
+    if r == 0 {
+        Some(x)
+    } else {
+        x.checked_add(d - r)
+    }
+}
+
+impl SymbolScope {
+    /// The values `s` may take by its range (at least 1) and divisibility facts; `None` when
+    /// none does.
+    pub fn grid(&self, s: &Symbol) -> Option<ValueGrid> {
+        let (lo, hi) = self.range(s);
+        ValueGrid::new(
+            lo.unwrap_or(1).max(1),
+            hi.unwrap_or(i64::MAX),
+            self.divisor_of(s),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ValueGrid;
+    use crate::dim::SymbolScope;
+
+    #[test]
+    fn values_round_to_the_divisor_inside_the_range() {
+        let v = ValueGrid::new(1, 1024, 8).unwrap();
+        assert_eq!(
+            v,
+            ValueGrid {
+                lo: 8,
+                hi: 1024,
+                div: 8
+            }
+        );
+        assert_eq!(v.up(1), Some(8));
+        assert_eq!(v.up(9), Some(16));
+        assert_eq!(v.up(16), Some(16));
+        assert_eq!(v.up(1021), Some(1024));
+        assert_eq!(v.up(1025), None);
+        assert_eq!(v.down(15), Some(8));
+        assert_eq!(v.down(7), None);
+        assert_eq!(v.down(5000), Some(1024));
+        assert_eq!(v.clip(20, 40), ValueGrid::new(24, 40, 8));
+        assert_eq!(v.clip(2000, 3000), None);
+        let mut sc = SymbolScope::new();
+        let s = sc.declare("S");
+        let any = sc.grid(&s).unwrap();
+        assert_eq!((any.up(37), any.down(37)), (Some(37), Some(37)));
+        assert_eq!(any.up(i64::MAX), Some(i64::MAX));
+        assert_eq!(ValueGrid::new(i64::MAX - 1, i64::MAX, 4), None);
+    }
+}
