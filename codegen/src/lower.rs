@@ -551,6 +551,9 @@ fn element<'ctx>(
                 let from = g.value_type(ins[0]).dtype;
                 e.convert(get(&mut vals, ins[0])?, from, *to)?
             }
+            Op::BitcastConvert(to) => {
+                b.build_bit_cast(get(&mut vals, ins[0])?, e.mem_ty(*to), "")?
+            }
             Op::Select => {
                 let p = get(&mut vals, ins[0])?.into_int_value();
                 let (x, y) = (get(&mut vals, ins[1])?, get(&mut vals, ins[2])?);

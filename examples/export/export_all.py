@@ -164,11 +164,24 @@ def gpt_args_fn(cfg: M.GPTConfig):
     return make
 
 
+def gpt_dropout_args_fn(cfg: M.GPTConfig):
+    base = gpt_args_fn(cfg)
+
+    def make(dims, concrete, seed=0):
+        if concrete:
+            return (*base(dims, True, seed), jax.random.PRNGKey(7 + seed))
+        return (*base(dims, False), jax.ShapeDtypeStruct((2,), jnp.uint32))
+
+    return make
+
+
 def _gpt_config_dict(cfg: M.GPTConfig):
     return {
         "n_layer": cfg.n_layer, "d_model": cfg.d_model, "n_head": cfg.n_head,
         "vocab": cfg.vocab, "n_pos": cfg.n_pos, "d_ff": cfg.d_ff, "remat": cfg.remat,
-        "scan": cfg.scan, "tied_embedding": True, "layer_norm": "pre", "activation": "gelu_tanh",
+        "scan": cfg.scan, **({"dropout": cfg.dropout, "clip_norm": cfg.clip_norm}
+                             if cfg.dropout else {}),
+        "tied_embedding": True, "layer_norm": "pre", "activation": "gelu_tanh",
         "optimizer": "optax.adamw(lr=1e-3, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1)",
     }
 
@@ -182,6 +195,7 @@ def _gpt_fixture(name, cfg, description, refs=(), refs_from=None):
 
 _TINY = M.GPT_TINY
 _GPT_REFS = [{"B": 2, "S": 16}, {"B": 3, "S": 7}]
+_TINY_DROPOUT = M.GPTConfig(**{**_TINY.__dict__, "dropout": 0.1, "clip_norm": 4.5})
 _MLP_REFS = [{"B": 8}, {"B": 3}]
 
 FIXTURES: list[Fixture] = [
@@ -206,6 +220,18 @@ FIXTURES: list[Fixture] = [
         "gpt2_tiny_scan", M.GPTConfig(**{**_TINY.__dict__, "scan": True}),
         "gpt2_tiny_adamw with the block params stacked on a leading layer axis and the blocks "
         "run by lax.scan (stablehlo.while in forward and backward).", refs=_GPT_REFS),
+    Fixture(
+        name="gpt2_tiny_dropout",
+        description="gpt2_tiny_adamw with dropout 0.1 (jax.random.bernoulli on the attention "
+                    "probabilities and both residual branches; threefry2x32 as a stablehlo.while, "
+                    "ui32/ui64 bit ops, bitcast_convert) from a raw uint32[2] key input, and a "
+                    "global-norm gradient clip at 4.5 through lax.cond (stablehlo.case; ref0's "
+                    "gradient norm, 3.88, takes the pass-through branch, ref1's, 5.19, the "
+                    "scaling one). Returns "
+                    "(loss, new_params, new_opt_state).",
+        step=M.make_gpt_dropout_step(_TINY_DROPOUT), symbols="B, S",
+        constraints=(f"S <= {_TINY.n_pos}",), make_args=gpt_dropout_args_fn(_TINY_DROPOUT),
+        refs=_GPT_REFS, config=_gpt_config_dict(_TINY_DROPOUT)),
     _gpt_fixture(
         "gpt2_small", M.GPT_SMALL,
         "GPT-2 small shape: 12 layers, d=768, 12 heads, vocab 50257, 1024 positions, tied "

@@ -183,6 +183,8 @@ class GPTConfig:
     n_pos: int
     remat: bool = False  # wrap each block in jax.checkpoint
     scan: bool = False  # stack the blocks and run them with lax.scan
+    dropout: float = 0.0  # rate on attention probabilities and residual branches (needs a key)
+    clip_norm: float | None = None  # global-norm gradient clip through lax.cond
 
     @property
     def d_ff(self):
@@ -253,7 +255,15 @@ def causal_mask(s):
     return q >= k
 
 
-def attention(x, p, mask, n_head):
+def dropout(key, x, rate):
+    """Inverted dropout: keep with probability 1 - rate (jax.random.bernoulli, threefry)."""
+    if key is None or rate == 0.0:
+        return x
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), jnp.zeros_like(x))
+
+
+def attention(x, p, mask, n_head, key=None, rate=0.0):
     b, s, d = x.shape
     dh = d // n_head
     qkv = x @ p["w_qkv"] + p["b_qkv"]  # [B, S, 3D]
@@ -264,6 +274,7 @@ def attention(x, p, mask, n_head):
     att = jnp.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(dh))  # [B, H, S, S]
     att = jnp.where(mask, att, jnp.finfo(att.dtype).min)
     att = jax.nn.softmax(att, axis=-1)
+    att = dropout(key, att, rate)
     y = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, s, d)
     return y @ p["w_out"] + p["b_out"]
 
@@ -273,25 +284,30 @@ def mlp_block(x, p):
     return h @ p["w_proj"] + p["b_proj"]
 
 
-def block(x, p, mask, n_head):
-    """Pre-LayerNorm transformer block."""
-    x = x + attention(layer_norm(x, p["ln1"]), p["attn"], mask, n_head)
-    x = x + mlp_block(layer_norm(x, p["ln2"]), p["mlp"])
+def block(x, p, mask, n_head, key=None, rate=0.0):
+    """Pre-LayerNorm transformer block (with dropout when given a key and a rate)."""
+    k_att, k_res1, k_res2 = jax.random.split(key, 3) if key is not None else (None,) * 3
+    x = x + dropout(k_res1, attention(layer_norm(x, p["ln1"]), p["attn"], mask, n_head,
+                                      k_att, rate), rate)
+    x = x + dropout(k_res2, mlp_block(layer_norm(x, p["ln2"]), p["mlp"]), rate)
     return x
 
 
-def gpt_forward(params, tokens, cfg: GPTConfig):
+def gpt_forward(params, tokens, cfg: GPTConfig, key=None):
     s = tokens.shape[1]
     x = params["wte"][tokens] + params["wpe"][:s]  # [B, S, D]; wpe[:S] is a symbolic slice
     mask = causal_mask(s)
 
-    def run_block(h, p):
-        return block(h, p, mask, cfg.n_head)
+    def run_block(h, p, k=None):
+        return block(h, p, mask, cfg.n_head, k, cfg.dropout)
 
     if cfg.remat:
         run_block = jax.checkpoint(run_block)
     if cfg.scan:
         x, _ = lax.scan(lambda h, p: (run_block(h, p), None), x, params["blocks"])
+    elif key is not None:
+        for p, k in zip(params["blocks"], jax.random.split(key, cfg.n_layer)):
+            x = run_block(x, p, k)
     else:
         for p in params["blocks"]:
             x = run_block(x, p)
@@ -312,6 +328,33 @@ def make_gpt_step(cfg: GPTConfig):
         return loss, new_params, new_opt_state
 
     return gpt_adamw_step
+
+
+def clip_by_global_norm_cond(grads, max_norm):
+    """Scales the gradients to global norm `max_norm` when above it, through `lax.cond` (a
+    `stablehlo.case`), as training loops that skip work on the common path write it."""
+    norm = optax.global_norm(grads)
+    return lax.cond(norm > max_norm,
+                    lambda g: jax.tree_util.tree_map(lambda v: v * (max_norm / norm), g),
+                    lambda g: g, grads)
+
+
+def make_gpt_dropout_step(cfg: GPTConfig):
+    """gpt_adamw_step with dropout (key: uint32[2], a raw `jax.random.PRNGKey`) and a
+    `lax.cond` global-norm gradient clip."""
+    opt = make_adamw()
+
+    def gpt_dropout_step(params, opt_state, tokens, targets, key):
+        def loss_fn(p):
+            return cross_entropy(gpt_forward(p, tokens, cfg, key), targets)
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        grads = clip_by_global_norm_cond(grads, cfg.clip_norm)
+        updates, new_opt_state = opt.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        return loss, new_params, new_opt_state
+
+    return gpt_dropout_step
 
 
 # ----------------------------------------------------------------------------------------------

@@ -20,11 +20,12 @@ pub enum DType {
     I64,
     U8,
     U32,
+    U64,
 }
 
 impl DType {
     /// All element types, in declaration order.
-    pub const ALL: [DType; 11] = [
+    pub const ALL: [DType; 12] = [
         DType::F32,
         DType::BF16,
         DType::F16,
@@ -36,6 +37,7 @@ impl DType {
         DType::I64,
         DType::U8,
         DType::U32,
+        DType::U64,
     ];
 
     /// Storage size of one element in bytes (`i1` takes one byte, as in XLA).
@@ -44,7 +46,7 @@ impl DType {
             DType::I1 | DType::I8 | DType::U8 => 1,
             DType::BF16 | DType::F16 | DType::I16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::F64 | DType::I64 => 8,
+            DType::F64 | DType::I64 | DType::U64 => 8,
         }
     }
 
@@ -62,6 +64,7 @@ impl DType {
             DType::I64 => "i64",
             DType::U8 => "ui8",
             DType::U32 => "ui32",
+            DType::U64 => "ui64",
         }
     }
 
@@ -74,7 +77,7 @@ impl DType {
     pub fn is_int(self) -> bool {
         matches!(
             self,
-            DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U32
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U32 | DType::U64
         )
     }
 }
@@ -87,7 +90,7 @@ impl fmt::Display for DType {
 
 /// Error for an element type name that Ebb does not support.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unsupported element type `{0}` (supported: f32, bf16, f16, f64, i1, i8, i16, i32, i64, ui8, ui32)")]
+#[error("unsupported element type `{0}` (supported: f32, bf16, f16, f64, i1, i8, i16, i32, i64, ui8, ui32, ui64)")]
 pub struct UnknownDType(pub String);
 
 impl FromStr for DType {
@@ -99,6 +102,7 @@ impl FromStr for DType {
             .or(match s {
                 "u8" => Some(DType::U8),
                 "u32" => Some(DType::U32),
+                "u64" => Some(DType::U64),
                 _ => None,
             })
             .ok_or_else(|| UnknownDType(s.to_string()))

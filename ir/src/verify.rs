@@ -202,7 +202,7 @@ fn verify_graph(g: &Graph) -> Result<(), VerifyError> {
         if edges != operands.len() || operands.iter().enumerate().any(|(k, _)| k >= edges) {
             return Err(structure(g, i, id, "operand indices are not dense"));
         }
-        if n.kind() != OpKind::Input && n.regions.len() != n.kind().num_regions() {
+        if n.kind() != OpKind::Input && !n.kind().accepts_regions(n.regions.len()) {
             return Err(structure(
                 g,
                 i,

@@ -157,6 +157,7 @@ fn numpy_name(d: DType) -> &'static str {
         DType::I64 => "int64",
         DType::U8 => "uint8",
         DType::U32 => "uint32",
+        DType::U64 => "uint64",
     }
 }
 

@@ -168,6 +168,7 @@ pub fn parse_npy(bytes: &[u8], path: &str, name: &str) -> Result<Tensor, NpzErro
         (TypeChar::Int, 8) => Data::I64(Buf::from(read::<i64>(npy, path, name)?)),
         (TypeChar::Uint, 1) => Data::U8(Buf::from(read::<u8>(npy, path, name)?)),
         (TypeChar::Uint, 4) => Data::U32(Buf::from(read::<u32>(npy, path, name)?)),
+        (TypeChar::Uint, 8) => Data::U64(Buf::from(read::<u64>(npy, path, name)?)),
         (TypeChar::Float, 2) => Data::F16(Buf::from(read::<half::f16>(npy, path, name)?)),
         (TypeChar::Float, 4) => Data::F32(Buf::from(read::<f32>(npy, path, name)?)),
         (TypeChar::Float, 8) => Data::F64(Buf::from(read::<f64>(npy, path, name)?)),
@@ -218,6 +219,7 @@ pub fn npz_bytes(tensors: &[(String, &Tensor)], path: &str) -> Result<Vec<u8>, N
             Data::I64(v) => npy(&shape, v),
             Data::U8(v) => npy(&shape, v),
             Data::U32(v) => npy(&shape, v),
+            Data::U64(v) => npy(&shape, v),
         }
         .map_err(|e| zip_err(format!("{name}: {e}")))?;
         zip.start_file(format!("{name}.npy"), options)

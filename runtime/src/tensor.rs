@@ -42,6 +42,7 @@ pub enum Data {
     U8(Buf<u8>),
     /// `ui32`.
     U32(Buf<u32>),
+    U64(Buf<u64>),
 }
 
 /// Evaluates `$e` with `$v` bound to the typed vector of `$d` (any variant); the arms must
@@ -60,6 +61,7 @@ macro_rules! dispatch {
             $crate::tensor::Data::I64($v) => $e,
             $crate::tensor::Data::U8($v) => $e,
             $crate::tensor::Data::U32($v) => $e,
+            $crate::tensor::Data::U64($v) => $e,
         }
     };
 }
@@ -95,6 +97,9 @@ macro_rules! map_same {
             $crate::tensor::Data::U8($v) => $crate::tensor::Data::U8($crate::buffer::Buf::from($e)),
             $crate::tensor::Data::U32($v) => {
                 $crate::tensor::Data::U32($crate::buffer::Buf::from($e))
+            }
+            $crate::tensor::Data::U64($v) => {
+                $crate::tensor::Data::U64($crate::buffer::Buf::from($e))
             }
         }
     };
@@ -138,6 +143,9 @@ macro_rules! zip_same {
             ($crate::tensor::Data::U32($x), $crate::tensor::Data::U32($y)) => {
                 Some($crate::tensor::Data::U32($crate::buffer::Buf::from($e)))
             }
+            ($crate::tensor::Data::U64($x), $crate::tensor::Data::U64($y)) => {
+                Some($crate::tensor::Data::U64($crate::buffer::Buf::from($e)))
+            }
             _ => None,
         }
     };
@@ -159,6 +167,7 @@ macro_rules! zip_with {
             ($crate::tensor::Data::I64($x), $crate::tensor::Data::I64($y)) => Some($e),
             ($crate::tensor::Data::U8($x), $crate::tensor::Data::U8($y)) => Some($e),
             ($crate::tensor::Data::U32($x), $crate::tensor::Data::U32($y)) => Some($e),
+            ($crate::tensor::Data::U64($x), $crate::tensor::Data::U64($y)) => Some($e),
             _ => None,
         }
     };
@@ -249,6 +258,7 @@ impl_elem_int!(i32, I32);
 impl_elem_int!(i64, I64);
 impl_elem_int!(u8, U8);
 impl_elem_int!(u32, U32);
+impl_elem_int!(u64, U64);
 
 impl Elem for bool {
     const DTYPE: DType = DType::I1;
@@ -384,6 +394,7 @@ pub enum Scalar {
     U8(u8),
     /// `ui32`.
     U32(u32),
+    U64(u64),
 }
 
 impl Data {
@@ -401,6 +412,7 @@ impl Data {
             Data::I64(_) => DType::I64,
             Data::U8(_) => DType::U8,
             Data::U32(_) => DType::U32,
+            Data::U64(_) => DType::U64,
         }
     }
 
@@ -450,6 +462,7 @@ impl Data {
             DType::I64 => Data::I64(Buf::from(vec![0; n])),
             DType::U8 => Data::U8(Buf::from(vec![0; n])),
             DType::U32 => Data::U32(Buf::from(vec![0; n])),
+            DType::U64 => Data::U64(Buf::from(vec![0; n])),
         }
     }
 
@@ -467,6 +480,7 @@ impl Data {
             Scalar::I64(x) => Data::I64(Buf::from(vec![x; n])),
             Scalar::U8(x) => Data::U8(Buf::from(vec![x; n])),
             Scalar::U32(x) => Data::U32(Buf::from(vec![x; n])),
+            Scalar::U64(x) => Data::U64(Buf::from(vec![x; n])),
         }
     }
 
@@ -484,6 +498,7 @@ impl Data {
             Data::I64(v) => Scalar::I64(*v.get(i)?),
             Data::U8(v) => Scalar::U8(*v.get(i)?),
             Data::U32(v) => Scalar::U32(*v.get(i)?),
+            Data::U64(v) => Scalar::U64(*v.get(i)?),
         })
     }
 
@@ -510,6 +525,7 @@ impl Data {
             (Data::I64(v), Scalar::I64(x)) => put(v, i, x),
             (Data::U8(v), Scalar::U8(x)) => put(v, i, x),
             (Data::U32(v), Scalar::U32(x)) => put(v, i, x),
+            (Data::U64(v), Scalar::U64(x)) => put(v, i, x),
             _ => false,
         }
     }
@@ -531,6 +547,41 @@ impl Data {
         } else {
             self.convert(dtype)
         }
+    }
+
+    /// Reinterprets every element's bits as `dtype` (StableHLO `bitcast_convert` between types
+    /// of equal size: `ui32` bits to `f32` and back, ...). `None` when the sizes differ.
+    pub fn bitcast(&self, dtype: DType) -> Option<Data> {
+        if self.dtype().size_bytes() != dtype.size_bytes() {
+            return None;
+        }
+        if self.dtype() == dtype {
+            return Some(self.clone());
+        }
+        let words: Option<Vec<u32>> = match self {
+            Data::F32(v) => Some(v.iter().map(|x| x.to_bits()).collect()),
+            Data::I32(v) => Some(v.iter().map(|&x| x as u32).collect()),
+            Data::U32(v) => Some(v.to_vec()),
+            _ => None,
+        };
+        if let Some(w) = words {
+            return Some(match dtype {
+                DType::F32 => Data::F32(w.into_iter().map(f32::from_bits).collect()),
+                DType::I32 => Data::I32(w.into_iter().map(|x| x as i32).collect()),
+                _ => Data::U32(Buf::from(w)),
+            });
+        }
+        // Other widths (rare in training steps): through the little-endian bytes.
+        let n = self.len();
+        let bytes = Tensor::from_parts(vec![n], self.clone()).to_le_bytes();
+        let lit = Literal {
+            dtype,
+            splat: false,
+            data: bytes,
+        };
+        Tensor::from_literal(&lit, vec![n])
+            .ok()
+            .map(|t| t.data().clone())
     }
 
     /// Converts every element to `dtype` with StableHLO `convert` semantics: float to float
@@ -570,6 +621,7 @@ impl Data {
             DType::I64 => Data::I64(Buf::from(to(self, float_src))),
             DType::U8 => Data::U8(Buf::from(to(self, float_src))),
             DType::U32 => Data::U32(Buf::from(to(self, float_src))),
+            DType::U64 => Data::U64(Buf::from(to(self, float_src))),
         }
     }
 }
@@ -588,6 +640,7 @@ fn convert_to_f32(d: &Data) -> Vec<f32> {
         Data::I64(v) => v.iter().map(|&x| x as f32).collect(),
         Data::U8(v) => v.iter().map(|&x| x as f32).collect(),
         Data::U32(v) => v.iter().map(|&x| x as f32).collect(),
+        Data::U64(v) => v.iter().map(|&x| x as f32).collect(),
     }
 }
 
@@ -770,6 +823,11 @@ impl Tensor {
                     .map(|b| i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
                     .collect(),
             ),
+            DType::U64 => Data::U64(
+                chunks
+                    .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+                    .collect(),
+            ),
         };
         if lit.splat {
             let s = data.get(0).ok_or_else(bad)?;
@@ -823,6 +881,7 @@ impl Tensor {
             Data::I64(v) => le(v, i64::to_le_bytes),
             Data::U8(v) => le(v, u8::to_le_bytes),
             Data::U32(v) => le(v, u32::to_le_bytes),
+            Data::U64(v) => le(v, u64::to_le_bytes),
         }
     }
 

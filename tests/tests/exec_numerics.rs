@@ -242,6 +242,14 @@ fn gpt2_tiny_scan_matches_jax() {
     check_fixture("gpt2_tiny_scan", 1e-5);
 }
 
+/// Dropout masks from `jax.random.bernoulli` (threefry2x32 in a `while`, `ui64` products,
+/// `bitcast_convert` to `f32`) must be bit-exact for the loss to match; the `lax.cond` clip
+/// takes the pass-through branch at ref0 and the scaling branch at ref1.
+#[test]
+fn gpt2_tiny_dropout_matches_jax() {
+    check_fixture("gpt2_tiny_dropout", 1e-5);
+}
+
 #[test]
 fn cnn_sgd_matches_jax() {
     check_fixture("cnn_sgd", 1e-5);
@@ -282,10 +290,20 @@ fn outputs_are_bit_identical_under_two_schedules() {
 
 #[test]
 fn resident_bytes_match_the_planner_model() {
-    for name in ["mlp_sgd", "gpt2_tiny_adamw", "gpt2_tiny_scan", "cnn_sgd"] {
+    let cases = [
+        ("mlp_sgd", 1),
+        ("gpt2_tiny_adamw", 1),
+        ("gpt2_tiny_scan", 1),
+        ("cnn_sgd", 1),
+        // Both `case` branches: the executor charges the branch it does not take as the
+        // planner does.
+        ("gpt2_tiny_dropout", 0),
+        ("gpt2_tiny_dropout", 1),
+    ];
+    for (name, r) in cases {
         let g = import(name);
         for sched in [program_schedule(&g), rpo_schedule(&g)] {
-            let (path, bind) = refs(name).remove(1);
+            let (path, bind) = refs(name).remove(r);
             let (ins, _) = load_ref(&path, g.inputs().len(), g.outputs().len());
             let (_, stats) = execute(&g, &sched, &bind, ins).unwrap();
             let live = ebb_passes::memory::liveness(&g, &sched);

@@ -4,6 +4,7 @@
 //! `cargo test --workspace --all-features`.
 
 mod canon_fixtures;
+mod control_flow;
 mod donation_fixtures;
 #[cfg(feature = "exact")]
 mod exact;

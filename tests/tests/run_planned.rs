@@ -214,6 +214,17 @@ fn while_loop_fixture_runs_bit_identical_under_a_budget() {
     run_fixture("gpt2_tiny_scan", "B=4,S=64", 0.6);
 }
 
+/// Dropout (threefry `while` loops, `ui64`, `bitcast_convert`) and a `lax.cond` gradient
+/// clip (`case`): half the program-order peak is feasible and the runs are bit-identical.
+#[test]
+fn dropout_and_cond_fixture_runs_bit_identical_under_half_its_program_order_peak() {
+    let name = "gpt2_tiny_dropout";
+    let plan = compile(name);
+    let po = program_order_peak(&plan, &pipeline::parse_bindings("B=4,S=128").unwrap());
+    let (budget, _) = run_fixture(name, "B=4,S=128", 0.5);
+    assert_eq!(budget, po / 2, "50% of program order must be feasible");
+}
+
 #[test]
 fn wrong_inputs_are_an_error_not_a_panic() {
     let plan = compile("mlp_sgd");

@@ -28,6 +28,7 @@ pub fn dtype_of(code: i32) -> Option<DType> {
         dt::FLOAT16 => DType::F16,
         dt::DOUBLE => DType::F64,
         dt::UINT32 => DType::U32,
+        dt::UINT64 => DType::U64,
         dt::BFLOAT16 => DType::BF16,
         _ => return None,
     })
@@ -109,6 +110,10 @@ fn typed(t: &TensorProto, dtype: DType) -> Result<Vec<u8>, String> {
             .uint64_data
             .iter()
             .for_each(|v| out.extend_from_slice(&(*v as u32).to_le_bytes())),
+        DType::U64 => t
+            .uint64_data
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
         DType::I32 => t
             .int32_data
             .iter()

@@ -58,6 +58,11 @@ impl<'p> Frame<'p> {
         None
     }
 
+    /// The entry of `v` in this frame only (not its enclosing frames).
+    pub fn own(&self, v: Value) -> Option<&Entry> {
+        self.vals.get(&key(v))
+    }
+
     pub fn set_tensor(&mut self, v: Value, t: ValueRef) {
         self.vals.entry(key(v)).or_default().t = Some(t);
     }
@@ -538,6 +543,21 @@ impl<'c, 'a> Importer<'c, 'a> {
         parent: &Frame,
         name: &str,
     ) -> R<Graph> {
+        self.import_region_capturing(op, r, args, &[], parent, name)
+    }
+
+    /// [`Importer::import_region`] for a region that also reads the enclosing values
+    /// `captures` (a `case` branch): each becomes a region input after the block arguments,
+    /// with the enclosing entry's type and symbolic value.
+    pub fn import_region_capturing(
+        &mut self,
+        op: &OperationRef<'c, 'a>,
+        r: RegionRef<'c, 'a>,
+        args: &[(TensorType, Option<SymVal>)],
+        captures: &[(Value<'c, 'a>, TensorType, Option<SymVal>)],
+        parent: &Frame,
+        name: &str,
+    ) -> R<Graph> {
         let block = r
             .first_block()
             .ok_or_else(|| self.op_error(op, "empty region"))?;
@@ -562,6 +582,16 @@ impl<'c, 'a> Importer<'c, 'a> {
                 Value::from(arg),
                 Entry {
                     t: Some(v),
+                    s: s.clone(),
+                },
+            );
+        }
+        for (v, ty, s) in captures {
+            let t = g.add_input("", ty.clone());
+            frame.insert(
+                *v,
+                Entry {
+                    t: Some(t),
                     s: s.clone(),
                 },
             );

@@ -7,7 +7,8 @@
 //! `dynamic_broadcast_in_dim`, `reshape`/`dynamic_reshape`, `transpose`, `concatenate`,
 //! `slice`/`real_dynamic_slice`, `dynamic_slice`, `dynamic_update_slice`, `pad`, `reverse`,
 //! `reduce`, `reduce_window`, `select_and_scatter`, `dot_general`, `convolution`,
-//! `gather`/`dynamic_gather`, `scatter`, `sort`, `while`, `optimization_barrier`,
+//! `gather`/`dynamic_gather`, `scatter`, `sort`, `while`, `case`/`if` ([`control`]),
+//! `bitcast_convert` (equal widths), `optimization_barrier`,
 //! `get_dimension_size`, `custom_call` (`shape_assertion` becomes a shape assertion; other
 //! targets an opaque `custom_call` node with static result types), and `func.call` (inlined).
 //!
@@ -18,6 +19,7 @@
 //! control ops are here.
 
 mod contract;
+mod control;
 mod index;
 mod layout;
 
@@ -555,6 +557,7 @@ impl<'c, 'a> Importer<'c, 'a> {
             n if CONTRACTION_OPS.contains(&n) => self.contraction_op(g, frame, op, name),
             n if REDUCTION_OPS.contains(&n) => self.reduction_op(g, frame, op, name),
             n if INDEX_OPS.contains(&n) => self.index_op(g, frame, op, name),
+            n if CONTROL_OPS.contains(&n) => self.conditional_op(g, frame, op, name),
             _ => self.elementwise_op(g, frame, op, name),
         }
     }
@@ -572,6 +575,7 @@ impl<'c, 'a> Importer<'c, 'a> {
         let payload = match name {
             "compare" => Op::Compare(self.compare_spec(&op)?),
             "convert" => Op::Convert(self.result_type(&op, 0)?.dtype),
+            "bitcast_convert" => Op::BitcastConvert(self.result_type(&op, 0)?.dtype),
             _ => elementwise_kind(name)
                 .and_then(Op::simple)
                 .ok_or_else(|| self.unsupported(&op))?,
@@ -896,6 +900,7 @@ const SLICE_OPS: &[&str] = &["slice", "real_dynamic_slice", "dynamic_slice"];
 const CONTRACTION_OPS: &[&str] = &["dot_general", "convolution"];
 const REDUCTION_OPS: &[&str] = &["reduce", "reduce_window", "select_and_scatter"];
 const INDEX_OPS: &[&str] = &["gather", "dynamic_gather", "scatter", "sort"];
+const CONTROL_OPS: &[&str] = &["case", "if"];
 
 /// The kind of an elementwise (or payload-free control) StableHLO op, by its name without the
 /// prefix; `None` when the importer does not take it.
@@ -924,10 +929,11 @@ pub fn is_supported_op(full: &str) -> bool {
                 CONTRACTION_OPS,
                 REDUCTION_OPS,
                 INDEX_OPS,
+                CONTROL_OPS,
             ]
             .iter()
             .any(|t| t.contains(&n))
-                || matches!(n, "compare" | "convert")
+                || matches!(n, "compare" | "convert" | "bitcast_convert")
                 || elementwise_kind(n).and_then(Op::simple).is_some()
         }),
     }

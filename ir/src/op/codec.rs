@@ -36,7 +36,7 @@ impl Op {
             }
             Op::Constant(l) => put("value", Attr::Literal(l.clone())),
             Op::DimConstant(v) => put("values", dims(v)),
-            Op::Convert(d) => put("dtype", Attr::DType(*d)),
+            Op::Convert(d) | Op::BitcastConvert(d) => put("dtype", Attr::DType(*d)),
             Op::Fusion(k) => put("kind", Attr::Str(k.name().into())),
             Op::Compare(c) => {
                 put("comparison_direction", Attr::Str(c.direction.name().into()));
@@ -343,6 +343,7 @@ impl Reader {
             },
             K::DimConstant => Op::DimConstant(self.dims("values")?),
             K::Convert => Op::Convert(self.dtype("dtype")?),
+            K::BitcastConvert => Op::BitcastConvert(self.dtype("dtype")?),
             K::Fusion => {
                 let k = self.str("kind")?;
                 Op::Fusion(

@@ -33,6 +33,7 @@ impl Literal {
             DType::I16 => (v as i16).to_le_bytes().to_vec(),
             DType::I32 => (v as i32).to_le_bytes().to_vec(),
             DType::U32 => (v as u32).to_le_bytes().to_vec(),
+            DType::U64 => (v as u64).to_le_bytes().to_vec(),
             DType::I64 => (v as i64).to_le_bytes().to_vec(),
         };
         Literal {
@@ -58,6 +59,7 @@ impl Literal {
             DType::I16 => i16::from_le_bytes(b.try_into().ok()?) as f64,
             DType::I32 => i32::from_le_bytes(b.try_into().ok()?) as f64,
             DType::U32 => u32::from_le_bytes(b.try_into().ok()?) as f64,
+            DType::U64 => u64::from_le_bytes(b.try_into().ok()?) as f64,
             DType::I64 => i64::from_le_bytes(b.try_into().ok()?) as f64,
         })
     }
@@ -72,6 +74,7 @@ impl Literal {
             DType::I16 => i16::from_le_bytes(b.try_into().ok()?) as i64,
             DType::I32 => i32::from_le_bytes(b.try_into().ok()?) as i64,
             DType::U32 => u32::from_le_bytes(b.try_into().ok()?) as i64,
+            DType::U64 => u64::from_le_bytes(b.try_into().ok()?) as i64,
             DType::I64 => i64::from_le_bytes(b.try_into().ok()?),
             _ => return None,
         })

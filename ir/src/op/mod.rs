@@ -109,6 +109,10 @@ ops! {
     IsFinite = "is_finite",
     /// Element type conversion to the payload's type. Text attr: `dtype`.
     Convert = "convert" (DType),
+    /// Reinterprets each element's bits as the payload's type, which has the same size in
+    /// bytes (StableHLO `bitcast_convert` between equal widths, e.g. `ui32` to `f32` in JAX's
+    /// uniform sampling). Text attr: `dtype`.
+    BitcastConvert = "bitcast_convert" (DType),
     Add = "add",
     Subtract = "subtract",
     Multiply = "multiply",
@@ -172,6 +176,12 @@ ops! {
     Sort = "sort" (SortSpec),
     /// Loop: regions `cond` and `body`; operands are the loop-carried values.
     While = "while",
+    /// Conditional (StableHLO `case`; `if` imports as a two-branch `case` with the branches
+    /// swapped): operand 0 is the branch index (an `i32` scalar), the others are the values
+    /// the branches read, which every branch region takes as its inputs, in order. One region
+    /// per branch (at least one); the results are the taken branch's outputs. An index outside
+    /// `[0, N)` runs the last branch (spec, "case").
+    Case = "case",
     /// Identity on its operands that the scheduler must not look through.
     OptimizationBarrier = "optimization_barrier",
     /// Text attrs: `call_target_name`, `backend_config`, `has_side_effect`.
@@ -243,6 +253,7 @@ impl OpKind {
                 | Not
                 | IsFinite
                 | Convert
+                | BitcastConvert
         )
     }
 
@@ -291,13 +302,24 @@ impl OpKind {
         }
     }
 
-    /// Number of regions the op must carry.
+    /// Whether an op of this kind may carry `n` regions: [`OpKind::num_regions`] exactly, or
+    /// at least one for `case` (one per branch).
+    pub fn accepts_regions(self, n: usize) -> bool {
+        match self {
+            OpKind::Case => n >= 1,
+            _ => n == self.num_regions(),
+        }
+    }
+
+    /// Number of regions the op must carry (for `case`, which has one per branch: 1, the
+    /// fewest; see [`OpKind::accepts_regions`]).
     pub fn num_regions(self) -> usize {
         match self {
             OpKind::Reduce
             | OpKind::ReduceWindow
             | OpKind::Scatter
             | OpKind::Sort
+            | OpKind::Case
             | OpKind::Fusion => 1,
             OpKind::SelectAndScatter | OpKind::While => 2,
             _ => 0,

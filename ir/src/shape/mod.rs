@@ -167,6 +167,7 @@ pub fn infer(op: &Op, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
                     .collect(),
             ))
         }
+        Op::Case => case(kind, operands, regions),
         Op::Sort(_) | Op::While | Op::OptimizationBarrier => {
             if kind == While && regions.len() == 2 {
                 let body = &regions[1];
@@ -193,6 +194,16 @@ pub fn infer(op: &Op, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
             let x = nth(kind, operands, 0)?;
             let d = match op {
                 Op::Convert(d) => *d,
+                Op::BitcastConvert(d) if d.size_bytes() != x.dtype.size_bytes() => {
+                    return Err(invalid(
+                        kind,
+                        format!(
+                            "{} to {} changes the element size (only equal sizes are supported)",
+                            x.dtype, d
+                        ),
+                    ))
+                }
+                Op::BitcastConvert(d) => *d,
                 Op::IsFinite => DType::I1,
                 _ => x.dtype,
             };
@@ -216,4 +227,44 @@ pub fn infer(op: &Op, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
         }
         _ => Err(invalid(kind, "no shape rule")),
     }
+}
+
+/// `case`: an `i32` scalar index, then the branch inputs; every branch region takes those
+/// inputs and returns values of the same types, which are the results.
+fn case(kind: OpKind, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
+    let index = nth(kind, operands, 0)?;
+    if index.rank() != 0 || !index.dtype.is_int() {
+        return Err(invalid(kind, "the branch index must be an integer scalar"));
+    }
+    let Some(first) = regions.first() else {
+        return Err(invalid(kind, "needs at least one branch region"));
+    };
+    let types = |r: &Graph| -> Vec<TensorType> {
+        r.outputs()
+            .iter()
+            .map(|v| r.value_type(*v).clone())
+            .collect()
+    };
+    let results = types(first);
+    for (b, r) in regions.iter().enumerate() {
+        let ins = r.inputs();
+        if ins.len() + 1 != operands.len()
+            || ins
+                .iter()
+                .zip(&operands[1..])
+                .any(|(&id, t)| &r.node(id).outputs[0] != *t)
+        {
+            return Err(invalid(
+                kind,
+                format!("branch {b}'s inputs differ from the operands after the index"),
+            ));
+        }
+        if types(r) != results {
+            return Err(invalid(
+                kind,
+                format!("branch {b} returns other types than branch 0"),
+            ));
+        }
+    }
+    Ok(Some(results))
 }

@@ -232,6 +232,7 @@ fn scalar_bytes(dtype: DType, s: Scalar<'_>) -> Result<Vec<u8>, String> {
                 DType::I16 => (i16::MIN as i128, i16::MAX as i128),
                 DType::I32 => (i32::MIN as i128, i32::MAX as i128),
                 DType::U32 => (0, u32::MAX as i128),
+                DType::U64 => (0, u64::MAX as i128),
                 _ => (i64::MIN as i128, i64::MAX as i128),
             };
             match t.parse::<i128>() {

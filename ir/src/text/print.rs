@@ -349,7 +349,7 @@ impl Printer {
             DType::F32 => write!(self.out, "0x{bits:08x}"),
             DType::F64 => write!(self.out, "0x{bits:016x}"),
             DType::BF16 | DType::F16 => write!(self.out, "0x{bits:04x}"),
-            DType::I1 | DType::U8 | DType::U32 => write!(self.out, "{bits}"),
+            DType::I1 | DType::U8 | DType::U32 | DType::U64 => write!(self.out, "{bits}"),
             DType::I8 => write!(self.out, "{}", bits as u8 as i8),
             DType::I16 => write!(self.out, "{}", bits as u16 as i16),
             DType::I32 => write!(self.out, "{}", bits as u32 as i32),

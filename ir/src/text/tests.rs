@@ -105,3 +105,19 @@ fn payloads_are_validated_when_parsed() {
         .unwrap_err();
     assert!(e.message.contains("comparison_direction"), "{e}");
 }
+
+#[test]
+fn case_with_several_branches_and_bitcast_round_trip() {
+    let text = "graph @m {\n  %0 = input {index = 0, name = \"i\"} : i32[]\n  %1 = input {index = 1, name = \"x\"} : ui32[B]\n  %2 = case(%0, %1) : f32[B] {\n    region {\n      %0 = input {index = 0} : ui32[B]\n      %1 = bitcast_convert(%0) {dtype = f32} : f32[B]\n      return %1\n    }\n    region {\n      %0 = input {index = 0} : ui32[B]\n      %1 = convert(%0) {dtype = f32} : f32[B]\n      return %1\n    }\n  }\n  return %2\n}\n";
+    let g = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    crate::verify::verify(&g).unwrap();
+    assert_eq!(print(&g), print(&parse(&print(&g)).unwrap()));
+    // A branch returning another type than branch 0 is rejected by verification.
+    let bad = text.replacen(
+        "%1 = convert(%0) {dtype = f32} : f32[B]",
+        "%1 = convert(%0) {dtype = i32} : i32[B]",
+        1,
+    );
+    let g = parse(&bad).unwrap();
+    assert!(crate::verify::verify(&g).is_err());
+}

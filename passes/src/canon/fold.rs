@@ -301,6 +301,7 @@ fn encode(dtype: DType, x: Num) -> Option<Vec<u8>> {
         (DType::I16, Num::I(v)) => i16::try_from(v).ok().map(|v| v.to_le_bytes().to_vec()),
         (DType::I32, Num::I(v)) => i32::try_from(v).ok().map(|v| v.to_le_bytes().to_vec()),
         (DType::U32, Num::I(v)) => u32::try_from(v).ok().map(|v| v.to_le_bytes().to_vec()),
+        (DType::U64, Num::I(v)) => u64::try_from(v).ok().map(|v| v.to_le_bytes().to_vec()),
         (DType::I64, Num::I(v)) => Some(v.to_le_bytes().to_vec()),
         (DType::F64, Num::F(f)) if !f.is_nan() => Some(f.to_le_bytes().to_vec()),
         (t, Num::F(f)) if t.is_float() => {

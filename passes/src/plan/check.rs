@@ -58,7 +58,11 @@ pub struct CheckReport {
 pub(crate) fn pure(kind: OpKind) -> bool {
     !matches!(
         kind,
-        OpKind::Input | OpKind::While | OpKind::CustomCall | OpKind::OptimizationBarrier
+        OpKind::Input
+            | OpKind::While
+            | OpKind::Case
+            | OpKind::CustomCall
+            | OpKind::OptimizationBarrier
     )
 }
 

@@ -68,7 +68,11 @@ pub struct Found {
 pub fn recomputable(kind: OpKind) -> bool {
     !matches!(
         kind,
-        OpKind::Input | OpKind::While | OpKind::CustomCall | OpKind::OptimizationBarrier
+        OpKind::Input
+            | OpKind::While
+            | OpKind::Case
+            | OpKind::CustomCall
+            | OpKind::OptimizationBarrier
     )
 }
 

@@ -47,7 +47,11 @@ fn is_opaque(g: &Graph, id: NodeId) -> bool {
         || leafless_with_regions
         || matches!(
             n.kind(),
-            OpKind::While | OpKind::Sort | OpKind::CustomCall | OpKind::OptimizationBarrier
+            OpKind::While
+                | OpKind::Case
+                | OpKind::Sort
+                | OpKind::CustomCall
+                | OpKind::OptimizationBarrier
         )
 }
 

@@ -75,10 +75,9 @@ pub fn rules() -> Vec<Rule> {
         "(broadcast_in_dim ?a (compare ?c ?x ?y))",
         same_type_xy,
     ));
-    for &u in OpKind::ALL
-        .iter()
-        .filter(|k| k.is_unary_elementwise() && **k != OpKind::Convert)
-    {
+    for &u in OpKind::ALL.iter().filter(|k| {
+        k.is_unary_elementwise() && !matches!(k, OpKind::Convert | OpKind::BitcastConvert)
+    }) {
         let u = u.name();
         out.push(rule(
             &format!("sink-broadcast/{u}"),
@@ -87,12 +86,14 @@ pub fn rules() -> Vec<Rule> {
             always,
         ));
     }
-    out.push(rule(
-        "sink-broadcast/convert",
-        "(convert ?t (broadcast_in_dim ?a ?x))",
-        "(broadcast_in_dim ?a (convert ?t ?x))",
-        always,
-    ));
+    for c in ["convert", "bitcast_convert"] {
+        out.push(rule(
+            &format!("sink-broadcast/{c}"),
+            &format!("({c} ?t (broadcast_in_dim ?a ?x))"),
+            &format!("(broadcast_in_dim ?a ({c} ?t ?x))"),
+            always,
+        ));
+    }
     out.push(rule(
         "sink-broadcast/select",
         "(select (broadcast_in_dim ?a ?p) (broadcast_in_dim ?a ?x) (broadcast_in_dim ?a ?y))",

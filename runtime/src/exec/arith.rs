@@ -378,6 +378,7 @@ impl_int!(i32, i32, u32, true);
 impl_int!(i64, i64, u64, true);
 impl_int!(u8, i8, u8, false);
 impl_int!(u32, i32, u32, false);
+impl_int!(u64, i64, u64, false);
 
 pub(crate) fn unary_int<T: IntOps>(k: OpKind, v: &[T]) -> Result<Vec<T>, OpError> {
     use OpKind::*;

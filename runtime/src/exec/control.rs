@@ -1,10 +1,11 @@
 //! Control flow and ordering: `while` (regions `cond` and `body` run as nested programs on the
-//! loop-carried values) and `sort` (a stable sort of every 1-D slice along `dimension` under
+//! loop-carried values), `case` (the selected branch runs as a nested program) and `sort` (a stable sort of every 1-D slice along `dimension` under
 //! the comparator region). `optimization_barrier` is the identity and handled by the
 //! dispatcher; `custom_call` is rejected there.
 //!
 //! Invariant: `while` charges the executor's memory accounting with the largest
-//! per-iteration region peak minus the region inputs, as the planner does; regions are
+//! per-iteration region peak minus the region inputs, `case` with the taken branch's (the
+//! planner charges the largest branch's, so the executor stays within the plan); regions are
 //! prepared once per op execution, not per iteration.
 
 use super::layout::strides_of;
@@ -76,6 +77,73 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
     }
     ctx.transient.set(transient);
     Ok(vals)
+}
+
+/// `case`: runs the branch that operand 0 selects (the last one for an index outside
+/// `[0, N)`, as the spec says) on the other operands.
+pub(crate) fn case(ctx: &Ctx, mut ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
+    let branches = ctx.node.regions.as_slice();
+    if branches.is_empty() || ops.is_empty() {
+        return Err(OpError::Invalid("case needs an index and a branch".into()).into());
+    }
+    let index = match ops.remove(0).scalar_value() {
+        Some(Scalar::I32(i)) => i64::from(i),
+        Some(Scalar::I64(i)) => i,
+        _ => {
+            return Err(OpError::Invalid("the case index must be an integer scalar".into()).into())
+        }
+    };
+    let last = branches.len() - 1;
+    let taken = usize::try_from(index).map_or(last, |i| i.min(last));
+    let name = format!("branch {taken}");
+    let r = &branches[taken];
+    let (outs, st) = nested(ctx, r, &name)?.run(ops).map_err(region_err(&name))?;
+    // The plan reserves the largest branch's memory whichever runs: the branches not taken
+    // are charged without running them.
+    let mut transient = if has_tensor(r) {
+        st.peak_bytes - st.input_bytes
+    } else {
+        0
+    };
+    for (b, other) in branches.iter().enumerate() {
+        if b != taken && has_tensor(other) {
+            let name = format!("branch {b}");
+            let p = nested(ctx, other, &name)?;
+            transient = transient.max(p.static_transient().map_err(region_err(&name))?);
+        }
+    }
+    ctx.transient.set(transient);
+    Ok(outs)
+}
+
+/// The region memory an op holds at its own point, from its types alone: a `fusion`'s tile
+/// buffers, the largest `case` branch, the larger `while` region (one iteration); 0 for ops
+/// whose regions hold no tensor (reduction bodies, comparators).
+pub(crate) fn static_region_bytes(
+    node: &ebb_ir::Node,
+    bindings: &ebb_ir::Bindings,
+) -> Result<u64, crate::error::ExecError> {
+    let shape_err = |msg: String| crate::error::ExecError::Shape {
+        graph: String::new(),
+        op: node.kind().name().into(),
+        loc: super::loc_of(node),
+        msg,
+    };
+    if let (Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
+        let tile = ebb_ir::op::fusion_tile_bytes(region)
+            .and_then(|e| e.eval(bindings))
+            .map_err(|e| shape_err(e.to_string()))?;
+        return Ok(u64::try_from(tile).unwrap_or(0));
+    }
+    if !matches!(node.op, Op::Case | Op::While) {
+        return Ok(0);
+    }
+    let mut most = 0;
+    for r in node.regions.iter().filter(|r| has_tensor(r)) {
+        let p = Program::new(r, &program_schedule(r), bindings)?;
+        most = most.max(p.static_transient()?);
+    }
+    Ok(most)
 }
 
 /// A comparator recognized as `compare(lhs0, rhs0)` on the first operand only.

@@ -36,6 +36,15 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             arity(&ops, 1, kind)?;
             convert(ops[0].data(), out.dtype)
         }
+        Op::BitcastConvert(to) => {
+            arity(&ops, 1, kind)?;
+            ops[0].data().bitcast(*to).ok_or_else(|| {
+                OpError::Invalid(format!(
+                    "bitcast_convert from {} to {to}: element sizes differ",
+                    ops[0].dtype()
+                ))
+            })?
+        }
         Op::Select => {
             arity(&ops, 3, kind)?;
             match select_in_place(ops) {
@@ -210,6 +219,7 @@ pub(crate) fn unary(k: OpKind, d: &Data) -> Result<Data, OpError> {
         Data::I64(v) => Data::I64(Buf::from(unary_int(k, v)?)),
         Data::U8(v) => Data::U8(Buf::from(unary_int(k, v)?)),
         Data::U32(v) => Data::U32(Buf::from(unary_int(k, v)?)),
+        Data::U64(v) => Data::U64(Buf::from(unary_int(k, v)?)),
         Data::I1(v) => match k {
             OpKind::Not => Data::I1(Buf::from(map1(v, |x| !x))),
             _ => return Err(unsupported_dtype(DType::I1, k)),
@@ -237,6 +247,7 @@ pub(crate) fn binary(k: OpKind, a: &Data, b: &Data) -> Result<Data, OpError> {
         (Data::I64(x), Data::I64(y)) => Data::I64(Buf::from(binary_int(k, x, y)?)),
         (Data::U8(x), Data::U8(y)) => Data::U8(Buf::from(binary_int(k, x, y)?)),
         (Data::U32(x), Data::U32(y)) => Data::U32(Buf::from(binary_int(k, x, y)?)),
+        (Data::U64(x), Data::U64(y)) => Data::U64(Buf::from(binary_int(k, x, y)?)),
         (Data::I1(x), Data::I1(y)) => Data::I1(match k {
             And | Minimum | Multiply => Buf::from(map2(x, y, |p, q| p & q)),
             Or | Maximum | Add => Buf::from(map2(x, y, |p, q| p | q)),

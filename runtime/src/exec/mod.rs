@@ -441,6 +441,31 @@ impl<'g> Program<'g> {
         self.sizes[..self.inputs.len()].iter().sum()
     }
 
+    /// The transient bytes a run of this program (a region) charges to the enclosing op,
+    /// computed without running it: the peak over its points of the resident bytes (results
+    /// added, an operand written in place counted once, frees after the point), plus each
+    /// point's own region memory (a `fusion`'s tile buffers, a nested `case`'s largest branch,
+    /// a nested `while`'s larger region), minus the input bytes. Equal to what [`Program::run`]
+    /// measures as `peak_bytes - input_bytes` without events, for every `case` branch taken;
+    /// what `case` charges for the branches it does not take.
+    ///
+    /// # Errors
+    /// [`ExecError`] when a nested region's types cannot be evaluated at the bindings.
+    pub(crate) fn static_transient(&self) -> Result<u64, ExecError> {
+        let mut resident = self.input_bytes();
+        let mut peak = resident;
+        for s in &self.steps {
+            let node = self.g.node(s.node);
+            resident += s.out.iter().map(OutType::bytes).sum::<u64>();
+            let own = control::static_region_bytes(node, &self.bindings)?;
+            peak = peak.max((resident + own).saturating_sub(s.in_place_bytes));
+            for &v in &s.frees {
+                resident -= self.sizes[v as usize];
+            }
+        }
+        Ok(peak - self.input_bytes())
+    }
+
     /// Number of program points (scheduled ops).
     pub fn points(&self) -> usize {
         self.steps.len()
@@ -786,6 +811,7 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
         Op::Gather(gd) => one(gather_scatter::gather(ctx, gd, ops)),
         Op::Scatter(sd) => Ok(gather_scatter::scatter(ctx, sd, ops)?),
         Op::While => Ok(control::while_loop(ctx, ops)?),
+        Op::Case => Ok(control::case(ctx, ops)?),
         Op::Fusion(_) if ctx.executor == Executor::Jit => match jit::fusion(ctx, ops) {
             Ok(r) => r,
             Err(ops) => fusion::fusion(ctx, ops),

@@ -139,6 +139,7 @@ fn claim_data(mem: &Arc<ArenaMemory>, dtype: DType, offset: usize, n: usize) -> 
         DType::I64 => go::<i64>(mem, offset, n),
         DType::U8 => go::<u8>(mem, offset, n),
         DType::U32 => go::<u32>(mem, offset, n),
+        DType::U64 => go::<u64>(mem, offset, n),
     }
 }
 

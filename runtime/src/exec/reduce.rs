@@ -643,6 +643,7 @@ pub(crate) fn combine_scalar(m: Monoid, a: Scalar, b: Scalar) -> Result<Scalar, 
         (I64(x), I64(y)) => I64(combine(m, x, y)),
         (U8(x), U8(y)) => U8(combine(m, x, y)),
         (U32(x), U32(y)) => U32(combine(m, x, y)),
+        (U64(x), U64(y)) => U64(combine(m, x, y)),
         _ => return invalid("element types differ"),
     })
 }

@@ -1,0 +1,147 @@
+//! Tests of the conditionals and bit-level ops that JAX's `lax.cond` and `jax.random` emit,
+//! on small hand-written StableHLO: `if` and `case` with branches that capture enclosing
+//! tensors (the importer makes the captures explicit operands), the out-of-range index rule,
+//! the executor charging the branch it does not take as the planner does, `bitcast_convert`
+//! and `ui64` arithmetic. The real export is `gpt2_tiny_dropout` (see `exec_numerics`).
+
+use ebb_compiler::stablehlo::import_str;
+use ebb_ir::{Bindings, OpKind};
+use ebb_runtime::{execute, program_schedule, Data, Scalar, Tensor};
+
+/// A module whose `@main` has the given signature and body (generic form).
+fn module(args: &str, results: &str, body: &str) -> String {
+    let arg_types: Vec<&str> = args
+        .split(", ")
+        .map(|a| a.split_once(": ").map_or(a, |(_, t)| t))
+        .collect();
+    format!(
+        "\"builtin.module\"() ({{\n\"func.func\"() <{{function_type = ({}) -> {results}, \
+         sym_name = \"main\"}}> ({{\n^bb0({args}):\n{body}\n}}) : () -> ()\n}}) : () -> ()\n",
+        arg_types.join(", ")
+    )
+}
+
+fn run(text: &str, inputs: Vec<Tensor>) -> (Vec<Tensor>, u64) {
+    let (g, _) = import_str(text, "cond.mlir").unwrap_or_else(|e| panic!("{e}"));
+    let (out, stats) = execute(&g, &program_schedule(&g), &Bindings::new(), inputs)
+        .unwrap_or_else(|e| panic!("{e}"));
+    (out, stats.peak_bytes)
+}
+
+fn f32s(v: &[f32]) -> Tensor {
+    Tensor::from_f32(vec![v.len()], v.to_vec()).unwrap()
+}
+
+const IF_BODY: &str = r#"
+    %0 = "stablehlo.if"(%p) ({
+      %1 = "stablehlo.add"(%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      "stablehlo.return"(%1) : (tensor<4xf32>) -> ()
+    }, {
+      %2 = "stablehlo.multiply"(%y, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %3 = "stablehlo.multiply"(%2, %2) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      "stablehlo.return"(%3) : (tensor<4xf32>) -> ()
+    }) : (tensor<i1>) -> tensor<4xf32>
+    "func.return"(%0) : (tensor<4xf32>) -> ()"#;
+
+#[test]
+fn if_with_captured_tensors_runs_the_taken_branch() {
+    let text = module(
+        "%p: tensor<i1>, %x: tensor<4xf32>, %y: tensor<4xf32>",
+        "tensor<4xf32>",
+        IF_BODY,
+    );
+    let (g, _) = import_str(&text, "cond.mlir").unwrap();
+    let case = g
+        .order()
+        .iter()
+        .find(|&&n| g.node(n).kind() == OpKind::Case)
+        .copied()
+        .expect("a case node");
+    // index, then the two captured tensors in first-use order
+    assert_eq!(g.operands(case).len(), 3);
+    assert_eq!(g.node(case).regions.len(), 2);
+    let x = f32s(&[1.0, 2.0, 3.0, 4.0]);
+    let y = f32s(&[0.5, 0.5, 2.0, -1.0]);
+    let cases = [
+        (true, [1.5f32, 2.5, 5.0, 3.0]),
+        (false, [0.25, 1.0, 36.0, 16.0]),
+    ];
+    let mut peaks = Vec::new();
+    for (p, want) in cases {
+        let (out, peak) = run(
+            &text,
+            vec![Tensor::scalar(Scalar::I1(p)), x.clone(), y.clone()],
+        );
+        assert_eq!(out[0].as_f32().unwrap(), want, "pred {p}");
+        peaks.push(peak);
+    }
+    // The plan reserves the larger branch (two 16-byte temporaries) whichever runs.
+    assert_eq!(peaks[0], peaks[1]);
+}
+
+#[test]
+fn case_index_out_of_range_runs_the_last_branch() {
+    let body = r#"
+    %0 = "stablehlo.case"(%i) ({
+      "stablehlo.return"(%x) : (tensor<2xf32>) -> ()
+    }, {
+      %1 = "stablehlo.negate"(%x) : (tensor<2xf32>) -> tensor<2xf32>
+      "stablehlo.return"(%1) : (tensor<2xf32>) -> ()
+    }, {
+      %2 = "stablehlo.add"(%x, %x) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+      "stablehlo.return"(%2) : (tensor<2xf32>) -> ()
+    }) : (tensor<i32>) -> tensor<2xf32>
+    "func.return"(%0) : (tensor<2xf32>) -> ()"#;
+    let text = module("%i: tensor<i32>, %x: tensor<2xf32>", "tensor<2xf32>", body);
+    let x = f32s(&[1.0, -3.0]);
+    for (i, want) in [
+        (0, [1.0f32, -3.0]),
+        (1, [-1.0, 3.0]),
+        (2, [2.0, -6.0]),
+        (7, [2.0, -6.0]),
+        (-1, [2.0, -6.0]),
+    ] {
+        let (out, _) = run(&text, vec![Tensor::scalar(Scalar::I32(i)), x.clone()]);
+        assert_eq!(out[0].as_f32().unwrap(), want, "index {i}");
+    }
+}
+
+#[test]
+fn bitcast_convert_and_ui64_arithmetic_are_bit_exact() {
+    let body = r#"
+    %0 = "stablehlo.convert"(%u) : (tensor<3xui32>) -> tensor<3xui64>
+    %1 = "stablehlo.constant"() <{value = dense<4294967296> : tensor<3xui64>}> : () -> tensor<3xui64>
+    %2 = "stablehlo.multiply"(%0, %1) : (tensor<3xui64>, tensor<3xui64>) -> tensor<3xui64>
+    %3 = "stablehlo.constant"() <{value = dense<32> : tensor<3xui64>}> : () -> tensor<3xui64>
+    %4 = "stablehlo.shift_right_logical"(%2, %3) : (tensor<3xui64>, tensor<3xui64>) -> tensor<3xui64>
+    %5 = "stablehlo.convert"(%4) : (tensor<3xui64>) -> tensor<3xui32>
+    %6 = "stablehlo.constant"() <{value = dense<9> : tensor<3xui32>}> : () -> tensor<3xui32>
+    %7 = "stablehlo.shift_right_logical"(%5, %6) : (tensor<3xui32>, tensor<3xui32>) -> tensor<3xui32>
+    %8 = "stablehlo.constant"() <{value = dense<1065353216> : tensor<3xui32>}> : () -> tensor<3xui32>
+    %9 = "stablehlo.or"(%7, %8) : (tensor<3xui32>, tensor<3xui32>) -> tensor<3xui32>
+    %10 = "stablehlo.bitcast_convert"(%9) : (tensor<3xui32>) -> tensor<3xf32>
+    "func.return"(%10) : (tensor<3xf32>) -> ()"#;
+    let text = module("%u: tensor<3xui32>", "tensor<3xf32>", body);
+    let bits = vec![0u32, u32::MAX, 0x8000_0000];
+    let u = Tensor::new(vec![3], Data::U32(bits.clone().into())).unwrap();
+    let (out, _) = run(&text, vec![u]);
+    // JAX's uniform sampling: the top 23 bits as a mantissa of a float in [1, 2).
+    let want: Vec<f32> = bits
+        .iter()
+        .map(|&b| f32::from_bits((b >> 9) | 0x3f80_0000))
+        .collect();
+    assert_eq!(out[0].as_f32().unwrap(), want);
+}
+
+#[test]
+fn bitcast_convert_between_sizes_is_a_located_error() {
+    let body = r#"
+    %0 = "stablehlo.bitcast_convert"(%x) : (tensor<2xf32>) -> tensor<2xf64>
+    "func.return"(%0) : (tensor<2xf64>) -> ()"#;
+    let text = module("%x: tensor<2xf32>", "tensor<2xf64>", body);
+    let msg = import_str(&text, "bc.mlir").unwrap_err().to_string();
+    assert!(
+        msg.contains("stablehlo.bitcast_convert") && msg.contains("element size"),
+        "{msg}"
+    );
+}
