@@ -129,6 +129,29 @@ def cnn_poly_args(dims, concrete, seed=0):
     return (params, jax.ShapeDtypeStruct(shape, jnp.float32), jax.ShapeDtypeStruct((b,), jnp.int32))
 
 
+def resnet_bn_args_fn():
+    _, opt = M.make_resnet_bn_step()
+
+    def init(key):
+        params, stats = M.init_resnet_bn(key)
+        return params, {"batch_stats": stats, "opt": opt.init(params)}
+
+    def make(dims, concrete, seed=0):
+        b = dims["B"]
+        shape = (b, 16, 16, 3)
+        if concrete:
+            params, state = init(jax.random.PRNGKey(0))
+            kx, ky = _data_keys(seed)
+            x = jax.random.normal(kx, shape, jnp.float32)
+            y = jax.random.randint(ky, (b,), 0, 10, jnp.int32)
+            return params, state, x, y
+        params, state = jax.eval_shape(init, jax.random.PRNGKey(0))
+        return (params, state, jax.ShapeDtypeStruct(shape, jnp.float32),
+                jax.ShapeDtypeStruct((b,), jnp.int32))
+
+    return make
+
+
 def gpt_block_args(dims, concrete, seed=0):
     b, s, d = dims["B"], dims["S"], M.GPT_BLOCK.d_model
     if concrete:
@@ -258,6 +281,19 @@ FIXTURES: list[Fixture] = [
         refs=[{"B": 4, "h": 2, "w": 3}, {"B": 2, "h": 4, "w": 1}],
         config={"layout": "NHWC/HWIO", "lr": M.CNN_POLY_LR,
                 "image": "(B, 8*h, 8*w, 3)"}),
+    Fixture(
+        name="resnet_bn",
+        description="ResNet-style CNN on NHWC 16x16x3 images: conv3x3 stem, a residual block "
+                    "(16 ch) and a downsampling block (stride-2 conv, 1x1 stride-2 projection "
+                    "shortcut, 32 ch), batch norm in training mode after every conv (batch "
+                    "statistics over N,H,W; running mean/var updated with momentum 0.9 and "
+                    "returned), global average pool, dense 32->10, cross-entropy, "
+                    "optax.sgd(0.05, momentum=0.9). Returns (loss, new_params, new_state) with "
+                    "new_state = {batch_stats, opt}.",
+        step=M.make_resnet_bn_step()[0], symbols="B", constraints=(),
+        make_args=resnet_bn_args_fn(), refs=_MLP_REFS,
+        config={"layout": "NHWC/HWIO", "image": "(B, 16, 16, 3)", "batch_norm": "training",
+                "optimizer": "optax.sgd(0.05, momentum=0.9)"}),
     Fixture(
         name="mlp_bf16",
         description="mlp_sgd computing in bf16 with f32 master weights (params and x converted "

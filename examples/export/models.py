@@ -170,6 +170,101 @@ def cnn_poly_sgd_step(params, x, y):
 
 
 # ----------------------------------------------------------------------------------------------
+# ResNet-style CNN with batch norm in training mode (batch statistics, running averages
+# returned as new state), SGD with momentum
+# ----------------------------------------------------------------------------------------------
+
+RESNET_BN_MOMENTUM = 0.9
+RESNET_BN_EPS = 1e-5
+
+
+def _bn_params(c):
+    return {"scale": jnp.ones((c,), jnp.float32), "bias": jnp.zeros((c,), jnp.float32)}
+
+
+def _bn_stats(c):
+    return {"mean": jnp.zeros((c,), jnp.float32), "var": jnp.ones((c,), jnp.float32)}
+
+
+def init_resnet_bn(key):
+    """Stem conv3x3 3->16, one residual block at 16 channels, one downsampling block to 32
+    (stride-2 conv and a 1x1 stride-2 projection shortcut), global average pool, dense 32->10.
+    Returns (params, batch_stats)."""
+    ks = jax.random.split(key, 7)
+    conv = lambda k, kh, cin, cout: he(k, (kh, kh, cin, cout), kh * kh * cin)  # noqa: E731
+    params = {
+        "stem": {"w": conv(ks[0], 3, 3, 16), "bn": _bn_params(16)},
+        "block1": {"w1": conv(ks[1], 3, 16, 16), "bn1": _bn_params(16),
+                   "w2": conv(ks[2], 3, 16, 16), "bn2": _bn_params(16)},
+        "block2": {"w1": conv(ks[3], 3, 16, 32), "bn1": _bn_params(32),
+                   "w2": conv(ks[4], 3, 32, 32), "bn2": _bn_params(32),
+                   "proj": conv(ks[5], 1, 16, 32), "bn_proj": _bn_params(32)},
+        "dense": {"w": he(ks[6], (32, 10), 32), "b": jnp.zeros((10,), jnp.float32)},
+    }
+    stats = {
+        "stem": _bn_stats(16),
+        "block1": {"bn1": _bn_stats(16), "bn2": _bn_stats(16)},
+        "block2": {"bn1": _bn_stats(32), "bn2": _bn_stats(32), "bn_proj": _bn_stats(32)},
+    }
+    return params, stats
+
+
+def batch_norm_train(x, p, s):
+    """Batch norm in training mode over N, H, W (NHWC): normalizes with the batch statistics
+    and returns the updated running statistics (momentum 0.9, unbiased variance as Flax)."""
+    mean = x.mean(axis=(0, 1, 2))
+    var = jnp.square(x - mean).mean(axis=(0, 1, 2))
+    n = x.shape[0] * x.shape[1] * x.shape[2]
+    y = (x - mean) * lax.rsqrt(var + RESNET_BN_EPS) * p["scale"] + p["bias"]
+    m = RESNET_BN_MOMENTUM
+    new = {"mean": m * s["mean"] + (1 - m) * lax.stop_gradient(mean),
+           "var": m * s["var"] + (1 - m) * lax.stop_gradient(var * n / (n - 1))}
+    return y, new
+
+
+def _conv_s(x, w, stride=1):
+    return lax.conv_general_dilated(x, w, (stride, stride), "SAME", dimension_numbers=_NHWC_DN)
+
+
+def resnet_bn_forward(params, stats, x):
+    new = {}
+    h, new["stem"] = batch_norm_train(_conv_s(x, params["stem"]["w"]), params["stem"]["bn"],
+                                      stats["stem"])
+    h = jax.nn.relu(h)
+    p, s, n1 = params["block1"], stats["block1"], {}
+    r, n1["bn1"] = batch_norm_train(_conv_s(h, p["w1"]), p["bn1"], s["bn1"])
+    r, n1["bn2"] = batch_norm_train(_conv_s(jax.nn.relu(r), p["w2"]), p["bn2"], s["bn2"])
+    h = jax.nn.relu(h + r)
+    new["block1"] = n1
+    p, s, n2 = params["block2"], stats["block2"], {}
+    r, n2["bn1"] = batch_norm_train(_conv_s(h, p["w1"], 2), p["bn1"], s["bn1"])
+    r, n2["bn2"] = batch_norm_train(_conv_s(jax.nn.relu(r), p["w2"]), p["bn2"], s["bn2"])
+    sc, n2["bn_proj"] = batch_norm_train(_conv_s(h, p["proj"], 2), p["bn_proj"], s["bn_proj"])
+    h = jax.nn.relu(sc + r)
+    new["block2"] = n2
+    h = h.mean(axis=(1, 2))
+    return h @ params["dense"]["w"] + params["dense"]["b"], new
+
+
+def make_resnet_bn_step():
+    opt = optax.sgd(learning_rate=0.05, momentum=0.9)
+
+    def resnet_bn_step(params, state, x, y):
+        """state = {"batch_stats": ..., "opt": optax state}; returns (loss, new_params,
+        new_state)."""
+        def loss_fn(p):
+            logits, new_stats = resnet_bn_forward(p, state["batch_stats"], x)
+            return cross_entropy(logits, y), new_stats
+
+        (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        updates, new_opt = opt.update(grads, state["opt"], params)
+        return loss, optax.apply_updates(params, updates), {"batch_stats": new_stats,
+                                                             "opt": new_opt}
+
+    return resnet_bn_step, opt
+
+
+# ----------------------------------------------------------------------------------------------
 # 2-6. GPT-2 style decoder + AdamW (plain, remat, scan; tiny / small / 24-layer)
 # ----------------------------------------------------------------------------------------------
 

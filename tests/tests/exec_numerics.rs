@@ -250,6 +250,13 @@ fn gpt2_tiny_dropout_matches_jax() {
     check_fixture("gpt2_tiny_dropout", 1e-5);
 }
 
+/// Batch norm in training mode (batch statistics, running averages as outputs), residual
+/// blocks, stride-2 and 1x1 convolutions, SGD with momentum.
+#[test]
+fn resnet_bn_matches_jax() {
+    check_fixture("resnet_bn", 1e-5);
+}
+
 #[test]
 fn cnn_sgd_matches_jax() {
     check_fixture("cnn_sgd", 1e-5);

@@ -225,6 +225,15 @@ fn dropout_and_cond_fixture_runs_bit_identical_under_half_its_program_order_peak
     assert_eq!(budget, po / 2, "50% of program order must be feasible");
 }
 
+/// Batch norm in training mode: half the program-order peak is feasible at B=32.
+#[test]
+fn batch_norm_resnet_runs_bit_identical_under_half_its_program_order_peak() {
+    let plan = compile("resnet_bn");
+    let po = program_order_peak(&plan, &pipeline::parse_bindings("B=32").unwrap());
+    let (budget, _) = run_fixture("resnet_bn", "B=32", 0.5);
+    assert_eq!(budget, po / 2, "50% of program order must be feasible");
+}
+
 #[test]
 fn wrong_inputs_are_an_error_not_a_panic() {
     let plan = compile("mlp_sgd");

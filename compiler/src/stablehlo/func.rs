@@ -420,6 +420,17 @@ impl<'c, 'a> Importer<'c, 'a> {
             return Ok(t);
         }
         let Some(s) = e.s else {
+            // A region reading an enclosing `constant` (a comparator's NaN or zero, as
+            // `jnp.sort` writes it): the constant is imported again into this graph.
+            if let Ok(r) = melior::ir::operation::OperationResult::try_from(v) {
+                let owner = r.owner();
+                if op_name(&owner) == "stablehlo.constant" {
+                    self.import_op(g, frame, owner)?;
+                    if let Some(e) = frame.own(v).filter(|e| e.t.is_some() || e.s.is_some()) {
+                        return self.tensor(g, frame, v, e.clone());
+                    }
+                }
+            }
             return Err(self.structure("value used before it is defined"));
         };
         let ty = TensorType::fixed(s.dtype, &s.shape);
@@ -470,15 +481,19 @@ impl<'c, 'a> Importer<'c, 'a> {
         Ok(t)
     }
 
-    /// Inlines a `func.call`: imports the callee's body into `g` with the call's operands.
+    /// Inlines a `func.call` (`callee_attr` = `callee`) or a `stablehlo.composite` (its
+    /// `decomposition`, e.g. `@chlo.sinh.impl`: JAX wraps the `chlo` ops it keeps as
+    /// composites with their StableHLO decomposition): imports the function's body into `g`
+    /// with the op's operands.
     pub fn inline_call(
         &mut self,
         g: &mut Graph,
         frame: &mut Frame,
         op: OperationRef<'c, 'a>,
+        callee_attr: &str,
     ) -> R<()> {
         let callee = op
-            .attribute("callee")
+            .attribute(callee_attr)
             .map(|a| a.to_string())
             .unwrap_or_default();
         let callee = callee.trim_start_matches('@').to_string();

@@ -43,8 +43,10 @@ impl<'c, 'a> Importer<'c, 'a> {
         op: OperationRef<'c, 'a>,
     ) -> R<()> {
         let full = op_name(&op);
-        if full == "func.call" {
-            return self.inline_call(g, frame, op);
+        match full.as_str() {
+            "func.call" => return self.inline_call(g, frame, op, "callee"),
+            "stablehlo.composite" => return self.inline_call(g, frame, op, "decomposition"),
+            _ => {}
         }
         let Some(name) = full.strip_prefix("stablehlo.") else {
             return Err(self.unsupported(&op));
@@ -918,7 +920,9 @@ fn elementwise_kind(name: &str) -> Option<OpKind> {
 /// the same tables its dispatch uses: for triage (`ebb import --allow-unsupported`).
 pub fn is_supported_op(full: &str) -> bool {
     match full {
-        "builtin.module" | "func.func" | "func.call" | "func.return" => true,
+        "builtin.module" | "func.func" | "func.call" | "func.return" | "stablehlo.composite" => {
+            true
+        }
         _ => full.strip_prefix("stablehlo.").is_some_and(|n| {
             matches!(
                 n,

@@ -100,6 +100,7 @@ ops! {
     Tanh = "tanh",
     Sine = "sine",
     Cosine = "cosine",
+    Tan = "tan",
     Floor = "floor",
     Ceil = "ceil",
     Sign = "sign",
@@ -245,6 +246,7 @@ impl OpKind {
                 | Tanh
                 | Sine
                 | Cosine
+                | Tan
                 | Floor
                 | Ceil
                 | Sign

@@ -61,6 +61,7 @@ pub(crate) trait Real: Elem {
     fn tanh_(self) -> Self;
     fn sin_(self) -> Self;
     fn cos_(self) -> Self;
+    fn tan_(self) -> Self;
     fn floor_(self) -> Self;
     fn ceil_(self) -> Self;
     fn sign_(self) -> Self;
@@ -116,6 +117,9 @@ macro_rules! impl_real {
             }
             fn cos_(self) -> Self {
                 self.cos()
+            }
+            fn tan_(self) -> Self {
+                self.tan()
             }
             fn floor_(self) -> Self {
                 self.floor()
@@ -184,6 +188,7 @@ macro_rules! unary_real_match {
             Tanh => Some($apply($($arg,)* <$T as Real>::tanh_)),
             Sine => Some($apply($($arg,)* <$T as Real>::sin_)),
             Cosine => Some($apply($($arg,)* <$T as Real>::cos_)),
+            Tan => Some($apply($($arg,)* <$T as Real>::tan_)),
             Floor => Some($apply($($arg,)* <$T as Real>::floor_)),
             Ceil => Some($apply($($arg,)* <$T as Real>::ceil_)),
             Sign => Some($apply($($arg,)* <$T as Real>::sign_)),
