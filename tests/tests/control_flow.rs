@@ -2,7 +2,8 @@
 //! on small hand-written StableHLO: `if` and `case` with branches that capture enclosing
 //! tensors (the importer makes the captures explicit operands), the out-of-range index rule,
 //! the executor charging the branch it does not take as the planner does, `bitcast_convert`
-//! and `ui64` arithmetic. The real export is `gpt2_tiny_dropout` (see `exec_numerics`).
+//! and `ui64` arithmetic, `composite` (inlined), regions reading enclosing constants. The real
+//! export is `gpt2_tiny_dropout` (see `exec_numerics`).
 
 use ebb_compiler::stablehlo::import_str;
 use ebb_ir::{Bindings, OpKind};
@@ -144,4 +145,56 @@ fn bitcast_convert_between_sizes_is_a_located_error() {
         msg.contains("stablehlo.bitcast_convert") && msg.contains("element size"),
         "{msg}"
     );
+}
+
+/// JAX keeps `chlo` ops (`sinh`, `top_k`, ...) as `stablehlo.composite` with a private
+/// decomposition function, which is inlined.
+#[test]
+fn composite_is_inlined_from_its_decomposition() {
+    let text = r#""builtin.module"() ({
+"func.func"() <{function_type = (tensor<3xf32>) -> tensor<3xf32>, sym_name = "main"}> ({
+^bb0(%x: tensor<3xf32>):
+  %0 = "stablehlo.composite"(%x) <{decomposition = @chlo.sinh.impl, name = "chlo.sinh", version = 1 : i32}> : (tensor<3xf32>) -> tensor<3xf32>
+  %1 = "stablehlo.tan"(%0) : (tensor<3xf32>) -> tensor<3xf32>
+  "func.return"(%1) : (tensor<3xf32>) -> ()
+}) : () -> ()
+"func.func"() <{function_type = (tensor<3xf32>) -> tensor<3xf32>, sym_name = "chlo.sinh.impl", sym_visibility = "private"}> ({
+^bb0(%a: tensor<3xf32>):
+  %0 = "stablehlo.exponential"(%a) : (tensor<3xf32>) -> tensor<3xf32>
+  %1 = "stablehlo.negate"(%a) : (tensor<3xf32>) -> tensor<3xf32>
+  %2 = "stablehlo.exponential"(%1) : (tensor<3xf32>) -> tensor<3xf32>
+  %3 = "stablehlo.subtract"(%0, %2) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %4 = "stablehlo.constant"() <{value = dense<5.000000e-01> : tensor<3xf32>}> : () -> tensor<3xf32>
+  %5 = "stablehlo.multiply"(%3, %4) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  "func.return"(%5) : (tensor<3xf32>) -> ()
+}) : () -> ()
+}) : () -> ()
+"#;
+    let xs = [0.0f32, 0.5, -1.0];
+    let (out, _) = run(text, vec![f32s(&xs)]);
+    for (got, x) in out[0].as_f32().unwrap().iter().zip(xs) {
+        let want = x.sinh().tan();
+        assert!(
+            (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "{got} vs {want}"
+        );
+    }
+}
+
+/// `jnp.sort`'s comparator reads the enclosing function's `0.0` and NaN constants.
+#[test]
+fn a_region_may_read_enclosing_constants() {
+    let body = r#"
+    %z = "stablehlo.constant"() <{value = dense<0.000000e+00> : tensor<f32>}> : () -> tensor<f32>
+    %0 = "stablehlo.sort"(%x) <{dimension = 0 : i64, is_stable = true}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %1 = "stablehlo.subtract"(%a, %z) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      %2 = "stablehlo.subtract"(%b, %z) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      %3 = "stablehlo.compare"(%1, %2) <{comparison_direction = #stablehlo<comparison_direction GT>}> : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      "stablehlo.return"(%3) : (tensor<i1>) -> ()
+    }) : (tensor<4xf32>) -> tensor<4xf32>
+    "func.return"(%0) : (tensor<4xf32>) -> ()"#;
+    let text = module("%x: tensor<4xf32>", "tensor<4xf32>", body);
+    let (out, _) = run(&text, vec![f32s(&[1.0, 3.0, -2.0, 2.0])]);
+    assert_eq!(out[0].as_f32().unwrap(), [3.0, 2.0, 1.0, -2.0]);
 }
