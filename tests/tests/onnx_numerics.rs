@@ -275,6 +275,18 @@ fn ort_mlp_optimizer() {
     check("ort_mlp_optimizer");
 }
 
+/// A CNN: `Conv`, `MaxPool` (its `Indices` kept for the gradient), `ReduceMean` global
+/// pooling; ORT's `ConvGrad`, `MaxPoolGrad` and `Scale`.
+#[test]
+fn ort_cnn_training() {
+    check("ort_cnn_training");
+}
+
+#[test]
+fn ort_cnn_optimizer() {
+    check("ort_cnn_optimizer");
+}
+
 #[test]
 fn ort_gpt2_tiny_training() {
     check("ort_gpt2_tiny_training");

@@ -179,6 +179,23 @@ fn onnx_mlp_steps_run_bit_identical_at_their_smallest_feasible_budget() {
     }
 }
 
+/// The ORT CNN (`Conv`/`ConvGrad`, `MaxPool`/`MaxPoolGrad` as `select_and_scatter`): the
+/// pooling gradient's operands and result put the lower bound above half the program-order
+/// peak, so it runs at its smallest feasible budget.
+#[test]
+fn ort_cnn_runs_bit_identical_at_its_smallest_feasible_budget() {
+    let name = "onnx/ort_cnn_training";
+    let plan = compile(name);
+    let b = pipeline::parse_bindings("batch=64").unwrap();
+    let r = pipeline::plan_report(&plan, &b, None).unwrap();
+    assert!(r.lower_bound_bytes > r.peak_bytes_program_order / 2);
+    let (budget, _) = run_fixture(name, "batch=64", 0.5);
+    assert!(
+        budget < r.peak_bytes_scheduled,
+        "decisions must lower the peak"
+    );
+}
+
 /// Images of any size that is a multiple of 8 (`(B, 8*h, 8*w, 3)`): the symbols are `B, h,
 /// w` and the input is `8*h` by `8*w`. Half the program-order peak is below the lower bound
 /// (the largest convolution's operands and result), so the run is at the smallest feasible

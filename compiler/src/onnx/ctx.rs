@@ -34,6 +34,18 @@ pub(crate) struct Val {
     pub lit: Option<Rc<(TensorType, Literal)>>,
     /// The elements of a tensor sequence (`SplitToSequence` → `SequenceAt`).
     pub seq: Option<Rc<Vec<Val>>>,
+    /// A `MaxPool`'s `Indices` output, kept symbolically for `MaxPoolGrad`.
+    pub pool: Option<Rc<PoolArgmax>>,
+}
+
+/// The argmax indices of a `MaxPool`, not computed: the pooled input and the window, from
+/// which `MaxPoolGrad` scatters the gradient with `select_and_scatter`.
+#[derive(Debug)]
+pub(crate) struct PoolArgmax {
+    /// The pooled input `X`.
+    pub input: ValueRef,
+    /// The pool's `reduce_window` window over `[N, C, spatial..]`.
+    pub window: ebb_ir::op::Window,
 }
 
 impl Val {
@@ -172,6 +184,12 @@ impl Cx {
             return Ok(self.constant(l.0.clone(), l.1.clone()));
         }
         let Some(s) = &v.s else {
+            if v.pool.is_some() {
+                return Err(self.err(
+                    "a MaxPool's Indices output is supported only as the Indices input of \
+                     MaxPoolGrad",
+                ));
+            }
             return Err(self.err("a value without data"));
         };
         let ty = TensorType::fixed(s.dtype, &s.shape);

@@ -34,7 +34,7 @@ pub mod tensor;
 pub use error::{NodeLoc, OnnxError};
 
 use crate::frontend::ImportStats;
-use ctx::{domain_name, sym_of_literal, Cx, Val, R};
+use ctx::{domain_name, Cx, Val, R};
 use dims::{Aliases, DimCheck};
 use ebb_ir::{DType, DimExpr, Graph, TensorType};
 use prost::Message;
@@ -207,16 +207,7 @@ fn import_graph(
         let (dtype, dims, lit) = tensor::decode(t, cx.model_dir.as_deref())
             .map_err(|m| cx.structure(format!("initializer `{name}`: {m}")))?;
         let ty = TensorType::fixed(dtype, &dims);
-        let s = sym_of_literal(&ty, &lit);
-        cx.vals.insert(
-            name,
-            Val {
-                t: None,
-                s,
-                lit: Some(Rc::new((ty, lit))),
-                seq: None,
-            },
-        );
+        cx.vals.insert(name, ops::literal_val(ty, lit));
     }
     let mut unknown = 0usize;
     for vi in &gp.input {
@@ -526,3 +517,5 @@ fn count_unknown_dims(g: &Graph) -> usize {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_conv;

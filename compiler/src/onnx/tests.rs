@@ -11,7 +11,7 @@ use super::{encode_model, import_bytes};
 use ebb_ir::{Bindings, Symbol};
 use ebb_runtime::{execute, program_schedule, Tensor};
 
-fn dim(d: &str) -> Dimension {
+pub(super) fn dim(d: &str) -> Dimension {
     Dimension {
         value: Some(match d.parse::<i64>() {
             Ok(k) => D::DimValue(k),
@@ -21,7 +21,7 @@ fn dim(d: &str) -> Dimension {
     }
 }
 
-fn vi(name: &str, elem: i32, dims: &[&str]) -> ValueInfoProto {
+pub(super) fn vi(name: &str, elem: i32, dims: &[&str]) -> ValueInfoProto {
     ValueInfoProto {
         name: Some(name.into()),
         r#type: Some(TypeProto {
@@ -37,7 +37,7 @@ fn vi(name: &str, elem: i32, dims: &[&str]) -> ValueInfoProto {
     }
 }
 
-fn node(op: &str, ins: &[&str], outs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+pub(super) fn node(op: &str, ins: &[&str], outs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
     NodeProto {
         input: ins.iter().map(|s| s.to_string()).collect(),
         output: outs.iter().map(|s| s.to_string()).collect(),
@@ -48,14 +48,14 @@ fn node(op: &str, ins: &[&str], outs: &[&str], attrs: Vec<AttributeProto>) -> No
 }
 
 /// A `com.microsoft` node.
-fn ms_node(op: &str, ins: &[&str], outs: &[&str]) -> NodeProto {
+pub(super) fn ms_node(op: &str, ins: &[&str], outs: &[&str]) -> NodeProto {
     NodeProto {
         domain: Some("com.microsoft".into()),
         ..node(op, ins, outs, vec![])
     }
 }
 
-fn str_attr(name: &str, v: &str) -> AttributeProto {
+pub(super) fn str_attr(name: &str, v: &str) -> AttributeProto {
     AttributeProto {
         name: Some(name.into()),
         r#type: Some(3),
@@ -64,7 +64,7 @@ fn str_attr(name: &str, v: &str) -> AttributeProto {
     }
 }
 
-fn int_attr(name: &str, v: i64) -> AttributeProto {
+pub(super) fn int_attr(name: &str, v: i64) -> AttributeProto {
     AttributeProto {
         name: Some(name.into()),
         r#type: Some(2),
@@ -73,7 +73,7 @@ fn int_attr(name: &str, v: i64) -> AttributeProto {
     }
 }
 
-fn i64_init(name: &str, dims: &[i64], v: &[i64]) -> TensorProto {
+pub(super) fn i64_init(name: &str, dims: &[i64], v: &[i64]) -> TensorProto {
     TensorProto {
         name: Some(name.into()),
         dims: dims.to_vec(),
@@ -84,7 +84,7 @@ fn i64_init(name: &str, dims: &[i64], v: &[i64]) -> TensorProto {
 }
 
 /// Imports a one-graph model and runs it at `b` on `ins`.
-fn run(
+pub(super) fn run(
     nodes: Vec<NodeProto>,
     inits: Vec<TensorProto>,
     inputs: Vec<ValueInfoProto>,

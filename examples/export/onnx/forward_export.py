@@ -22,7 +22,7 @@ from torch.export import Dim
 
 import models_torch as M
 from onnx_common import rename_dim_params
-from torch_steps import GPT_TINY, MLP, MLP_TANH, ModelSpec
+from torch_steps import CNN, GPT_TINY, MLP, MLP_TANH, ModelSpec
 
 
 class ParamTree(torch.nn.Module):
@@ -59,7 +59,8 @@ class LossModel(torch.nn.Module):
 
 
 SPECS = {"ort_mlp": (MLP, {"batch": 5}), "ort_mlp_tanh": (MLP_TANH, {"batch": 5}),
-         "ort_gpt2_tiny": (GPT_TINY, {"batch": 3, "seq": 11})}
+         "ort_gpt2_tiny": (GPT_TINY, {"batch": 3, "seq": 11}),
+         "ort_cnn": (CNN, {"batch": 5})}
 
 
 def export_forward(name: str, path: Path) -> list[str]:

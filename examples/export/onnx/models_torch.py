@@ -227,3 +227,36 @@ def gpt_forward(params, tokens, cfg: GPTConfig):
 def gpt_loss(params, tokens, targets, cfg: GPTConfig):
     logits = gpt_forward(params, tokens, cfg)
     return cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
+
+
+# ----------------------------------------------------------------------------------------------
+# CNN (NCHW): conv3x3 3->8 + relu + max pool 2x2, conv3x3 8->16 + relu + global average pool
+# (adaptive_avg_pool2d), dense 16->10. No batch norm: the dynamo exporter writes F.batch_norm in
+# training mode as ReduceMean statistics fed to an inference-form BatchNormalization, whose ONNX
+# Runtime gradient then disagrees with eager PyTorch (conv1.b's gradient, exactly 0 in eager).
+# ----------------------------------------------------------------------------------------------
+
+CNN_IMAGE = (3, 16, 16)
+
+
+def init_cnn(seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def he(shape, fan_in):
+        return torch.randn(*shape, generator=g) * math.sqrt(2.0 / fan_in)
+
+    # Conv biases start at 0.01: the exporter's optimizer drops an all-zero Conv bias
+    # initializer (and with it the parameter) even when it is marked as a graph input.
+    return {
+        "conv1": {"w": he((8, 3, 3, 3), 27), "b": torch.full((8,), 0.01)},
+        "conv2": {"w": he((16, 8, 3, 3), 72), "b": torch.full((16,), 0.01)},
+        "dense": {"w": he((16, 10), 16), "b": torch.zeros(10)},
+    }
+
+
+def cnn_forward(params, x):
+    h = F.conv2d(x, params["conv1"]["w"], params["conv1"]["b"], padding=1)
+    h = F.max_pool2d(torch.relu(h), 2)  # [B, 8, 8, 8]
+    h = F.conv2d(h, params["conv2"]["w"], params["conv2"]["b"], padding=1)
+    h = F.adaptive_avg_pool2d(torch.relu(h), 1)  # [B, 16, 1, 1]
+    return h.flatten(1) @ params["dense"]["w"] + params["dense"]["b"]

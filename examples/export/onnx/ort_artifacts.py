@@ -36,7 +36,7 @@ import torch
 import models_torch as M
 from onnx_common import (describe_values, dim_params, model_meta, op_counts, rel_err,
                          save_model, versions, write_meta, write_npz)
-from torch_steps import GPT_TINY, MLP, MLP_TANH, TorchFixture, eager_reference
+from torch_steps import CNN, GPT_TINY, MLP, MLP_TANH, TorchFixture, eager_reference
 
 RTOL = 1e-5  # loss, new params, new moments
 RTOL_GRAD = 1e-5  # gradients, per tensor relative to max |grad|
@@ -45,6 +45,7 @@ LR = M.ADAMW.lr
 MODELS = {
     "ort_mlp": (MLP, [{"batch": 8}, {"batch": 3}], ("batch",), ()),
     "ort_mlp_tanh": (MLP_TANH, [{"batch": 8}, {"batch": 3}], ("batch",), ()),
+    "ort_cnn": (CNN, [{"batch": 8}, {"batch": 3}], ("batch",), ()),
     "ort_gpt2_tiny": (GPT_TINY, [{"batch": 4, "seq": 37}, {"batch": 2, "seq": 64}],
                       ("batch", "seq"), (f"seq <= {M.GPT_TINY.n_pos}",)),
 }

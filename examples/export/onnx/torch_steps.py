@@ -107,6 +107,23 @@ GPT_TINY_CE = ModelSpec(
     config={**GPT_TINY.config, "loss": "F.cross_entropy (traced as written)"})
 
 
+def _cnn_data(b, seed):
+    g = _gen(seed)
+    x = torch.randn(b["batch"], *M.CNN_IMAGE, generator=g)
+    y = torch.randint(0, 10, (b["batch"],), generator=g, dtype=torch.int64)
+    return x, y
+
+
+# A CNN with max and global average pooling; F.cross_entropy as users write it.
+CNN = ModelSpec(
+    init=M.init_cnn,
+    loss=lambda p, x, y: F.cross_entropy(M.cnn_forward(p, x), y),
+    eager_loss=lambda p, x, y: F.cross_entropy(M.cnn_forward(p, x), y),
+    data=_cnn_data, data_names=("x", "y"), data_dims=({0: "batch"}, {0: "batch"}),
+    config={"layout": "NCHW/OIHW", "image": list(M.CNN_IMAGE), "pools": "max 2x2, global average",
+            "init_seed": 0})
+
+
 @dataclass
 class TorchFixture:
     name: str

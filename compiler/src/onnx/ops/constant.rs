@@ -30,7 +30,7 @@ pub(crate) fn literal_val(ty: TensorType, lit: Literal) -> Val {
         t: None,
         s,
         lit: Some(Rc::new((ty, lit))),
-        seq: None,
+        ..Default::default()
     }
 }
 

@@ -64,6 +64,7 @@ pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
         "ReluGrad" => &ReluGrad,
         "TanhGrad" => &TanhGrad,
         "SigmoidGrad" => &SigmoidGrad,
+        "Scale" => &Scale,
         _ => return None,
     })
 }
@@ -246,6 +247,31 @@ impl Lower for Dropout {
             out.push(Val::t(cx.full(DType::I1, 1.0, &shape)?));
         }
         Ok(out)
+    }
+}
+
+/// `Scale(input, scale)` (com.microsoft, ORT's gradient of `ReduceMean` and friends):
+/// `input / scale` with `scale_down = 1`, else `input * scale`; `scale` is a scalar of any
+/// numeric type, converted to the input's.
+struct Scale;
+
+impl Lower for Scale {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let x = cx.input(n, 0)?;
+        let s = cx.input(n, 1)?;
+        let t = cx.ty(x);
+        if cx.ty(s).rank() > 1 || cx.ty(s).shape.iter().any(|d| d.as_const() != Some(1)) {
+            return Err(cx.err("the scale must be a scalar"));
+        }
+        let s = cx.convert(s, t.dtype)?;
+        let s = cx.reshape(s, &[])?;
+        let s = cx.broadcast_in_dim(s, &[], &t.shape)?;
+        let op = if n.int_or("scale_down", 0) != 0 {
+            Op::Divide
+        } else {
+            Op::Multiply
+        };
+        one(cx.binary(op, x, s)?)
     }
 }
 

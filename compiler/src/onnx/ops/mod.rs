@@ -9,6 +9,7 @@
 //! (`docs/ContribOperators.md`, `orttraining/core/graph/training_op_defs.cc`).
 
 mod constant;
+mod conv;
 mod elementwise;
 mod gather;
 mod gelu;
@@ -19,6 +20,8 @@ mod reduce;
 mod shape;
 mod slicing;
 mod symbolic;
+
+pub(crate) use constant::literal_val;
 
 use super::ctx::{Cx, Val, R};
 use super::proto::NodeProto;
@@ -42,12 +45,14 @@ pub(crate) fn lookup(domain: &str, op_type: &str) -> Option<&'static dyn Lower> 
             .or_else(|| constant::lookup(op_type))
             .or_else(|| gather::lookup(op_type))
             .or_else(|| reduce::lookup(op_type))
-            .or_else(|| nn::lookup(op_type)),
+            .or_else(|| nn::lookup(op_type))
+            .or_else(|| conv::lookup(op_type)),
         "com.microsoft" => elementwise::lookup_ms(op_type)
             .or_else(|| gelu::lookup_ms(op_type))
             .or_else(|| matmul::lookup_ms(op_type))
             .or_else(|| gather::lookup_ms(op_type))
             .or_else(|| nn::lookup_ms(op_type))
+            .or_else(|| conv::lookup_ms(op_type))
             .or_else(|| optim::lookup_ms(op_type))
             .or_else(|| slicing::lookup_ms(op_type)),
         _ => None,
