@@ -536,3 +536,32 @@ fn an_ort_optimizer_model_compiles_with_params_from_its_training_model() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+/// `ebb ops --json` lists every front end's ops from the importers' tables.
+#[test]
+fn ops_lists_each_front_end() {
+    let out = ebb(&["ops", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lists = v.as_array().unwrap();
+    let find = |fe: &str| {
+        lists
+            .iter()
+            .find(|l| l["front_end"] == fe)
+            .unwrap_or_else(|| panic!("no {fe} in {v}"))["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o.as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(find("stablehlo").contains(&"stablehlo.case".to_string()));
+    assert!(find("onnx:ai.onnx").contains(&"Conv".to_string()));
+    assert!(find("onnx:com.microsoft").contains(&"ConvGrad".to_string()));
+    let md = ebb(&["ops", "--markdown"]);
+    assert!(String::from_utf8_lossy(&md.stdout).starts_with("<!-- BEGIN ops"));
+}

@@ -55,6 +55,18 @@ enum Command {
         #[arg(long)]
         allow_unsupported: bool,
     },
+    /// List the ops each front end imports (StableHLO, ONNX `ai.onnx`, ONNX `com.microsoft`).
+    ///
+    /// The lists come from the importers' own dispatch tables; `--markdown` prints the block
+    /// the README carries (a test checks that the two agree).
+    Ops {
+        /// Print one JSON array of `{front_end, ops}` objects.
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print the README's generated op table.
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Compile a training step into a memory plan (JSON).
     ///
     /// Pipeline: import → canonicalize (fold, CSE, DCE) → [e-graph rewrites] → op scheduling
@@ -182,6 +194,28 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(args) => args.run(),
         Command::Pack(args) => Ok(output::print_stdout(&args.run()?)?),
         Command::Run { plan, bind, flags } => run_step(&plan, &bind, flags),
+        Command::Ops { json, markdown } => {
+            use ebb_compiler::frontend::op_table;
+            let lists = op_table::op_lists();
+            let text = if json {
+                serde_json::to_string_pretty(&lists)? + "\n"
+            } else if markdown {
+                op_table::markdown(&lists)
+            } else {
+                lists
+                    .iter()
+                    .map(|l| {
+                        format!(
+                            "{} ({} ops):\n  {}\n",
+                            l.front_end,
+                            l.ops.len(),
+                            l.ops.join(" ")
+                        )
+                    })
+                    .collect()
+            };
+            Ok(output::print_stdout(&text)?)
+        }
         Command::Import {
             file,
             emit,

@@ -6,6 +6,7 @@
 //! Also the pieces both front ends share, so that neither owns them (and ONNX import builds
 //! without MLIR): symbolic shape values ([`sym`]) and import statistics ([`ImportStats`]).
 
+pub mod op_table;
 mod stats;
 pub mod sym;
 pub mod text;

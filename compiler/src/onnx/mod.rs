@@ -32,6 +32,7 @@ pub mod proto;
 pub mod tensor;
 
 pub use error::{NodeLoc, OnnxError};
+pub use ops::supported as supported_ops;
 
 use crate::frontend::ImportStats;
 use ctx::{domain_name, Cx, Val, R};

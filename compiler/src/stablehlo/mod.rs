@@ -22,6 +22,7 @@ mod ops;
 
 pub use crate::frontend::{sym, ImportStats, UnsupportedUse};
 pub use error::ImportError;
+pub use ops::supported_op_names;
 
 use ebb_ir::Graph;
 use melior::ir::Module;

@@ -943,6 +943,40 @@ pub fn is_supported_op(full: &str) -> bool {
     }
 }
 
+/// Every op the importer takes, by full name (`stablehlo.add`, `func.call`), sorted: the
+/// registry behind the README's op table and `ebb ops` (region terminators and the module
+/// structure left out).
+pub fn supported_op_names() -> Vec<String> {
+    let special = [
+        "constant",
+        "custom_call",
+        "get_dimension_size",
+        "compare",
+        "convert",
+        "bitcast_convert",
+        "composite",
+    ];
+    let mut names: Vec<String> = [
+        LAYOUT_OPS,
+        SLICE_OPS,
+        CONTRACTION_OPS,
+        REDUCTION_OPS,
+        INDEX_OPS,
+        CONTROL_OPS,
+        &special,
+    ]
+    .iter()
+    .flat_map(|t| t.iter().copied())
+    .chain(OpKind::ALL.iter().map(|k| k.name()))
+    .map(|n| format!("stablehlo.{n}"))
+    .filter(|n| is_supported_op(n))
+    .collect();
+    names.push("func.call".into());
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// Prefix of the fresh symbols that stand for integer values computed from tensor data.
 pub const DATA_PREFIX: &str = "_data";
 

@@ -13,15 +13,13 @@ use ebb_ir::op::Literal;
 use ebb_ir::{DType, DimExpr, Op, Relation, TensorType};
 use std::rc::Rc;
 
-pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "Constant" => &Constant,
-        "ConstantOfShape" => &ConstantOfShape,
-        "Range" => &Range,
-        "Trilu" => &Trilu,
-        _ => return None,
-    })
-}
+/// The ai.onnx ops this module lowers, by op type.
+pub(super) static OPS: &[(&str, &dyn Lower)] = &[
+    ("Constant", &Constant),
+    ("ConstantOfShape", &ConstantOfShape),
+    ("Range", &Range),
+    ("Trilu", &Trilu),
+];
 
 /// A literal value as a [`Val`] (symbolic too when it is a small integer tensor).
 pub(crate) fn literal_val(ty: TensorType, lit: Literal) -> Val {

@@ -22,24 +22,18 @@ use ebb_ir::op::{CompareSpec, ConvDimensionNumbers, ConvSpec, Window};
 use ebb_ir::{DType, DimExpr, Graph, Node, Op, Relation, TensorType, ValueRef};
 use std::rc::Rc;
 
-pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "Conv" => &Conv,
-        "MaxPool" => &Pool { max: true },
-        "AveragePool" => &Pool { max: false },
-        "GlobalAveragePool" => &GlobalPool { max: false },
-        "GlobalMaxPool" => &GlobalPool { max: true },
-        "MaxPoolGrad" => &MaxPoolGrad,
-        _ => return None,
-    })
-}
+/// The ai.onnx ops this module lowers, by op type.
+pub(super) static OPS: &[(&str, &dyn Lower)] = &[
+    ("Conv", &Conv),
+    ("MaxPool", &Pool { max: true }),
+    ("AveragePool", &Pool { max: false }),
+    ("GlobalAveragePool", &GlobalPool { max: false }),
+    ("GlobalMaxPool", &GlobalPool { max: true }),
+    ("MaxPoolGrad", &MaxPoolGrad),
+];
 
-pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "ConvGrad" => &ConvGrad,
-        _ => return None,
-    })
-}
+/// The com.microsoft ops this module lowers, by op type.
+pub(super) static OPS_MS: &[(&str, &dyn Lower)] = &[("ConvGrad", &ConvGrad)];
 
 /// The spatial configuration shared by `Conv`, `ConvGrad` and the pools.
 struct Spatial {

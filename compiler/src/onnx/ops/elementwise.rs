@@ -12,62 +12,57 @@ use super::{one, symbolic, Lower};
 use crate::frontend::sym::{Elems, SymVal};
 use ebb_ir::{DType, DimExpr, Op, Relation, ValueRef};
 
-pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
-    use ebb_ir::Op::*;
-    Some(match op {
-        "Neg" => &Unary(Negate),
-        "Exp" => &Unary(Exponential),
-        "Log" => &Unary(Log),
-        "Tanh" => &Unary(Tanh),
-        "Sqrt" => &Unary(Sqrt),
-        "Abs" => &Unary(Abs),
-        "Sigmoid" => &Unary(Logistic),
-        "Floor" => &Unary(Floor),
-        "Ceil" => &Unary(Ceil),
-        "Not" => &Unary(Not),
-        "Sin" => &Unary(Sine),
-        "Cos" => &Unary(Cosine),
-        "Sign" => &Unary(Sign),
-        "Round" => &Unary(RoundNearestEven),
-        "Add" => &Binary(Add, "add"),
-        "Sub" => &Binary(Subtract, "subtract"),
-        "Mul" => &Binary(Multiply, "multiply"),
-        "Div" => &Binary(Divide, "divide"),
-        "Mod" => &Binary(Remainder, "remainder"),
-        "Max" => &Binary(Maximum, "maximum"),
-        "Min" => &Binary(Minimum, "minimum"),
-        "Sum" => &Binary(Add, "add"),
-        "And" => &Binary(And, ""),
-        "Or" => &Binary(Or, ""),
-        "Xor" => &Binary(Xor, ""),
-        "Pow" => &Pow,
-        "Equal" => &Cmp(Relation::Eq),
-        "Less" => &Cmp(Relation::Lt),
-        "LessOrEqual" => &Cmp(Relation::Le),
-        "Greater" => &Cmp(Relation::Gt),
-        "GreaterOrEqual" => &Cmp(Relation::Ge),
-        "Where" => &Where,
-        "Cast" => &Cast,
-        "CastLike" => &Cast,
-        "Identity" => &Identity,
-        "Relu" => &Relu,
-        "Reciprocal" => &Reciprocal,
-        "Clip" => &Clip,
-        "IsNaN" => &IsNaN,
-        "Dropout" => &Dropout,
-        _ => return None,
-    })
-}
+/// The ai.onnx ops this module lowers, by op type.
+pub(super) static OPS: &[(&str, &dyn Lower)] = &[
+    ("Neg", &Unary(Op::Negate)),
+    ("Exp", &Unary(Op::Exponential)),
+    ("Log", &Unary(Op::Log)),
+    ("Tanh", &Unary(Op::Tanh)),
+    ("Sqrt", &Unary(Op::Sqrt)),
+    ("Abs", &Unary(Op::Abs)),
+    ("Sigmoid", &Unary(Op::Logistic)),
+    ("Floor", &Unary(Op::Floor)),
+    ("Ceil", &Unary(Op::Ceil)),
+    ("Not", &Unary(Op::Not)),
+    ("Sin", &Unary(Op::Sine)),
+    ("Cos", &Unary(Op::Cosine)),
+    ("Sign", &Unary(Op::Sign)),
+    ("Round", &Unary(Op::RoundNearestEven)),
+    ("Add", &Binary(Op::Add, "add")),
+    ("Sub", &Binary(Op::Subtract, "subtract")),
+    ("Mul", &Binary(Op::Multiply, "multiply")),
+    ("Div", &Binary(Op::Divide, "divide")),
+    ("Mod", &Binary(Op::Remainder, "remainder")),
+    ("Max", &Binary(Op::Maximum, "maximum")),
+    ("Min", &Binary(Op::Minimum, "minimum")),
+    ("Sum", &Binary(Op::Add, "add")),
+    ("And", &Binary(Op::And, "")),
+    ("Or", &Binary(Op::Or, "")),
+    ("Xor", &Binary(Op::Xor, "")),
+    ("Pow", &Pow),
+    ("Equal", &Cmp(Relation::Eq)),
+    ("Less", &Cmp(Relation::Lt)),
+    ("LessOrEqual", &Cmp(Relation::Le)),
+    ("Greater", &Cmp(Relation::Gt)),
+    ("GreaterOrEqual", &Cmp(Relation::Ge)),
+    ("Where", &Where),
+    ("Cast", &Cast),
+    ("CastLike", &Cast),
+    ("Identity", &Identity),
+    ("Relu", &Relu),
+    ("Reciprocal", &Reciprocal),
+    ("Clip", &Clip),
+    ("IsNaN", &IsNaN),
+    ("Dropout", &Dropout),
+];
 
-pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "ReluGrad" => &ReluGrad,
-        "TanhGrad" => &TanhGrad,
-        "SigmoidGrad" => &SigmoidGrad,
-        "Scale" => &Scale,
-        _ => return None,
-    })
-}
+/// The com.microsoft ops this module lowers, by op type.
+pub(super) static OPS_MS: &[(&str, &dyn Lower)] = &[
+    ("ReluGrad", &ReluGrad),
+    ("TanhGrad", &TanhGrad),
+    ("SigmoidGrad", &SigmoidGrad),
+    ("Scale", &Scale),
+];
 
 struct Unary(Op);
 

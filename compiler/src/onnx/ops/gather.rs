@@ -13,25 +13,19 @@ use super::{one, symbolic, Lower};
 use ebb_ir::op::{GatherDims, ScatterDims, SliceSpec};
 use ebb_ir::{DType, DimExpr, Graph, Node, Op, Relation, TensorType, ValueRef};
 
-pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "Gather" => &Gather,
-        "GatherND" => &GatherNd,
-        "GatherElements" => &GatherElements,
-        "ScatterElements" => &ScatterElements,
-        "ScatterND" => &ScatterNd,
-        "OneHot" => &OneHot,
-        _ => return None,
-    })
-}
+/// The ai.onnx ops this module lowers, by op type.
+pub(super) static OPS: &[(&str, &dyn Lower)] = &[
+    ("Gather", &Gather),
+    ("GatherND", &GatherNd),
+    ("GatherElements", &GatherElements),
+    ("ScatterElements", &ScatterElements),
+    ("ScatterND", &ScatterNd),
+    ("OneHot", &OneHot),
+];
 
-pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "GatherGrad" => &GatherGrad,
-        "GatherNDGrad" => &GatherNdGrad,
-        _ => return None,
-    })
-}
+/// The com.microsoft ops this module lowers, by op type.
+pub(super) static OPS_MS: &[(&str, &dyn Lower)] =
+    &[("GatherGrad", &GatherGrad), ("GatherNDGrad", &GatherNdGrad)];
 
 /// `idx + n` where `idx < 0` (ONNX negative indices), in `idx`'s integer type.
 fn wrap_negative(cx: &mut Cx, idx: ValueRef, n: &DimExpr) -> R<ValueRef> {

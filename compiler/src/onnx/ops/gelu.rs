@@ -12,26 +12,19 @@ use super::super::proto::NodeProto;
 use super::{one, Lower};
 use ebb_ir::{Op, ValueRef};
 
-pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "Erf" => &Erf,
-        "Gelu" => &Gelu { bias: false },
-        _ => return None,
-    })
-}
+/// The ai.onnx ops this module lowers, by op type.
+pub(super) static OPS: &[(&str, &dyn Lower)] = &[("Erf", &Erf), ("Gelu", &Gelu { bias: false })];
 
-pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "Gelu" => &Gelu { bias: false },
-        "BiasGelu" => &Gelu { bias: true },
-        "FastGelu" => &FastGelu,
-        "GeluGrad" => &GeluGrad { bias: false },
-        "BiasGeluGrad_dX" => &GeluGrad { bias: true },
-        "FastGeluGrad" => &FastGeluGrad,
-        "BiasFastGeluGrad_dX" => &FastGeluGrad,
-        _ => return None,
-    })
-}
+/// The com.microsoft ops this module lowers, by op type.
+pub(super) static OPS_MS: &[(&str, &dyn Lower)] = &[
+    ("Gelu", &Gelu { bias: false }),
+    ("BiasGelu", &Gelu { bias: true }),
+    ("FastGelu", &FastGelu),
+    ("GeluGrad", &GeluGrad { bias: false }),
+    ("BiasGeluGrad_dX", &GeluGrad { bias: true }),
+    ("FastGeluGrad", &FastGeluGrad),
+    ("BiasFastGeluGrad_dX", &FastGeluGrad),
+];
 
 /// The erf approximation of the module docs.
 pub(crate) fn erf(cx: &mut Cx, x: ValueRef) -> R<ValueRef> {

@@ -10,20 +10,11 @@ use super::super::proto::NodeProto;
 use super::{one, Lower};
 use ebb_ir::{DimExpr, Op, ValueRef};
 
-pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "MatMul" => &MatMul,
-        "Gemm" => &Gemm,
-        _ => return None,
-    })
-}
+/// The ai.onnx ops this module lowers, by op type.
+pub(super) static OPS: &[(&str, &dyn Lower)] = &[("MatMul", &MatMul), ("Gemm", &Gemm)];
 
-pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "FusedMatMul" => &FusedMatMul,
-        _ => return None,
-    })
-}
+/// The com.microsoft ops this module lowers, by op type.
+pub(super) static OPS_MS: &[(&str, &dyn Lower)] = &[("FusedMatMul", &FusedMatMul)];
 
 /// `matmul(a, b)` with numpy semantics.
 pub(crate) fn matmul(cx: &mut Cx, a: ValueRef, b: ValueRef) -> R<ValueRef> {

@@ -33,30 +33,61 @@ pub(crate) trait Lower: Sync {
     fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>>;
 }
 
-/// The lowering registered for `op_type` in `domain` (`ai.onnx`, `com.microsoft`,
-/// `ai.onnx.ml` is not supported), or `None`.
-pub(crate) fn lookup(domain: &str, op_type: &str) -> Option<&'static dyn Lower> {
+/// The lowering tables of the `ai.onnx` domain, searched in order.
+static AI_ONNX: &[&[(&str, &dyn Lower)]] = &[
+    elementwise::OPS,
+    gelu::OPS,
+    matmul::OPS,
+    shape::OPS,
+    slicing::OPS,
+    constant::OPS,
+    gather::OPS,
+    reduce::OPS,
+    nn::OPS,
+    conv::OPS,
+];
+
+/// The lowering tables of the `com.microsoft` domain (ONNX Runtime's contrib and training
+/// ops), searched in order.
+static COM_MICROSOFT: &[&[(&str, &dyn Lower)]] = &[
+    elementwise::OPS_MS,
+    gelu::OPS_MS,
+    matmul::OPS_MS,
+    gather::OPS_MS,
+    nn::OPS_MS,
+    conv::OPS_MS,
+    optim::OPS_MS,
+    slicing::OPS_MS,
+];
+
+/// The tables of `domain` (`ai.onnx`, `com.microsoft`; `ai.onnx.ml` is not supported).
+fn tables(domain: &str) -> &'static [&'static [(&'static str, &'static dyn Lower)]] {
     match domain {
-        "ai.onnx" => elementwise::lookup(op_type)
-            .or_else(|| gelu::lookup(op_type))
-            .or_else(|| matmul::lookup(op_type))
-            .or_else(|| shape::lookup(op_type))
-            .or_else(|| slicing::lookup(op_type))
-            .or_else(|| constant::lookup(op_type))
-            .or_else(|| gather::lookup(op_type))
-            .or_else(|| reduce::lookup(op_type))
-            .or_else(|| nn::lookup(op_type))
-            .or_else(|| conv::lookup(op_type)),
-        "com.microsoft" => elementwise::lookup_ms(op_type)
-            .or_else(|| gelu::lookup_ms(op_type))
-            .or_else(|| matmul::lookup_ms(op_type))
-            .or_else(|| gather::lookup_ms(op_type))
-            .or_else(|| nn::lookup_ms(op_type))
-            .or_else(|| conv::lookup_ms(op_type))
-            .or_else(|| optim::lookup_ms(op_type))
-            .or_else(|| slicing::lookup_ms(op_type)),
-        _ => None,
+        "ai.onnx" => AI_ONNX,
+        "com.microsoft" => COM_MICROSOFT,
+        _ => &[],
     }
+}
+
+/// The lowering registered for `op_type` in `domain`, or `None`.
+pub(crate) fn lookup(domain: &str, op_type: &str) -> Option<&'static dyn Lower> {
+    tables(domain)
+        .iter()
+        .flat_map(|t| t.iter())
+        .find(|(name, _)| *name == op_type)
+        .map(|(_, l)| *l)
+}
+
+/// Every op type the importer lowers in `domain`, sorted (the registry behind the README's
+/// op tables and `ebb ops`).
+pub fn supported(domain: &str) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = tables(domain)
+        .iter()
+        .flat_map(|t| t.iter().map(|(n, _)| *n))
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// One output holding graph value `v`.

@@ -12,26 +12,25 @@ use super::reduce::mean;
 use super::{one, Lower};
 use ebb_ir::{DType, DimExpr, Op, Relation, TensorType, ValueRef};
 
-pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "Softmax" => &Softmax { log: false },
-        "LogSoftmax" => &Softmax { log: true },
-        "LayerNormalization" => &LayerNorm,
-        "SoftmaxCrossEntropyLoss" => &SceLoss,
-        _ => return None,
-    })
-}
+/// The ai.onnx ops this module lowers, by op type.
+pub(super) static OPS: &[(&str, &dyn Lower)] = &[
+    ("Softmax", &Softmax { log: false }),
+    ("LogSoftmax", &Softmax { log: true }),
+    ("LayerNormalization", &LayerNorm),
+    ("SoftmaxCrossEntropyLoss", &SceLoss),
+];
 
-pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "SoftmaxGrad_13" | "SoftmaxGrad" => &SoftmaxGrad { log: false },
-        "LogSoftmaxGrad_13" | "LogSoftmaxGrad" => &SoftmaxGrad { log: true },
-        "LayerNormalizationGrad" => &LayerNormGrad,
-        "SoftmaxCrossEntropyLossInternal" => &SceLoss,
-        "SoftmaxCrossEntropyLossInternalGrad" | "SoftmaxCrossEntropyLossGrad" => &SceLossGrad,
-        _ => return None,
-    })
-}
+/// The com.microsoft ops this module lowers, by op type.
+pub(super) static OPS_MS: &[(&str, &dyn Lower)] = &[
+    ("SoftmaxGrad_13", &SoftmaxGrad { log: false }),
+    ("SoftmaxGrad", &SoftmaxGrad { log: false }),
+    ("LogSoftmaxGrad_13", &SoftmaxGrad { log: true }),
+    ("LogSoftmaxGrad", &SoftmaxGrad { log: true }),
+    ("LayerNormalizationGrad", &LayerNormGrad),
+    ("SoftmaxCrossEntropyLossInternal", &SceLoss),
+    ("SoftmaxCrossEntropyLossInternalGrad", &SceLossGrad),
+    ("SoftmaxCrossEntropyLossGrad", &SceLossGrad),
+];
 
 /// The axes a softmax normalizes over: `[axis]` from opset 13 (and for the `_13` grads),
 /// `[axis, rank)` before (the "coerced to 2-D" semantics).

@@ -17,13 +17,11 @@ use super::Lower;
 use ebb_ir::{DType, DimExpr, Op, ValueRef};
 use std::rc::Rc;
 
-pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "InPlaceAccumulatorV2" => &Accumulate,
-        "AdamWOptimizer" => &AdamW,
-        _ => return None,
-    })
-}
+/// The com.microsoft ops this module lowers, by op type.
+pub(super) static OPS_MS: &[(&str, &dyn Lower)] = &[
+    ("InPlaceAccumulatorV2", &Accumulate),
+    ("AdamWOptimizer", &AdamW),
+];
 
 /// A `bool[1]` constant `true` (an `updated_flag`).
 fn flag(cx: &mut Cx) -> R<ValueRef> {

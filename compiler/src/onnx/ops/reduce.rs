@@ -12,19 +12,17 @@ use super::shape::axes_of;
 use super::{one, Lower};
 use ebb_ir::{DimExpr, Op, ValueRef};
 
-pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "ReduceSum" => &Reduce(Kind::Sum),
-        "ReduceMean" => &Reduce(Kind::Mean),
-        "ReduceMax" => &Reduce(Kind::Max),
-        "ReduceMin" => &Reduce(Kind::Min),
-        "ReduceProd" => &Reduce(Kind::Prod),
-        "ReduceSumSquare" => &Reduce(Kind::SumSquare),
-        "ReduceL2" => &Reduce(Kind::L2),
-        "ReduceLogSumExp" => &Reduce(Kind::LogSumExp),
-        _ => return None,
-    })
-}
+/// The ai.onnx ops this module lowers, by op type.
+pub(super) static OPS: &[(&str, &dyn Lower)] = &[
+    ("ReduceSum", &Reduce(Kind::Sum)),
+    ("ReduceMean", &Reduce(Kind::Mean)),
+    ("ReduceMax", &Reduce(Kind::Max)),
+    ("ReduceMin", &Reduce(Kind::Min)),
+    ("ReduceProd", &Reduce(Kind::Prod)),
+    ("ReduceSumSquare", &Reduce(Kind::SumSquare)),
+    ("ReduceL2", &Reduce(Kind::L2)),
+    ("ReduceLogSumExp", &Reduce(Kind::LogSumExp)),
+];
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {

@@ -11,19 +11,17 @@ use super::{one, symbolic, Lower};
 use crate::frontend::sym::{Elems, SymVal};
 use ebb_ir::{DType, DimExpr};
 
-pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "Shape" => &Shape,
-        "Size" => &Size,
-        "Reshape" => &Reshape,
-        "Flatten" => &Flatten,
-        "Transpose" => &Transpose,
-        "Unsqueeze" => &Unsqueeze,
-        "Squeeze" => &Squeeze,
-        "Expand" => &Expand,
-        _ => return None,
-    })
-}
+/// The ai.onnx ops this module lowers, by op type.
+pub(super) static OPS: &[(&str, &dyn Lower)] = &[
+    ("Shape", &Shape),
+    ("Size", &Size),
+    ("Reshape", &Reshape),
+    ("Flatten", &Flatten),
+    ("Transpose", &Transpose),
+    ("Unsqueeze", &Unsqueeze),
+    ("Squeeze", &Squeeze),
+    ("Expand", &Expand),
+];
 
 /// `a / b` as an exact symbolic quotient: `b` a positive constant dividing `a`, or a
 /// monomial in symbols whose powers divide every term of `a`. `None` when not exact.

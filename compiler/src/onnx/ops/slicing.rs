@@ -15,24 +15,18 @@ use ebb_ir::op::SliceSpec;
 use ebb_ir::{DType, DimExpr, Op, SymbolScope};
 use std::rc::Rc;
 
-pub(super) fn lookup(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "Concat" => &Concat,
-        "Slice" => &Slice,
-        "Split" => &Split,
-        "SplitToSequence" => &SplitToSequence,
-        "SequenceAt" => &SequenceAt,
-        _ => return None,
-    })
-}
+/// The ai.onnx ops this module lowers, by op type.
+pub(super) static OPS: &[(&str, &dyn Lower)] = &[
+    ("Concat", &Concat),
+    ("Slice", &Slice),
+    ("Split", &Split),
+    ("SplitToSequence", &SplitToSequence),
+    ("SequenceAt", &SequenceAt),
+];
 
-pub(super) fn lookup_ms(op: &str) -> Option<&'static dyn Lower> {
-    Some(match op {
-        "ConcatTraining" => &Concat,
-        "SliceGrad" => &SliceGrad,
-        _ => return None,
-    })
-}
+/// The com.microsoft ops this module lowers, by op type.
+pub(super) static OPS_MS: &[(&str, &dyn Lower)] =
+    &[("ConcatTraining", &Concat), ("SliceGrad", &SliceGrad)];
 
 struct Concat;
 
