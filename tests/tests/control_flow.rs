@@ -135,14 +135,16 @@ fn bitcast_convert_and_ui64_arithmetic_are_bit_exact() {
 }
 
 #[test]
-fn bitcast_convert_between_sizes_is_a_located_error() {
+fn bitcast_convert_to_a_wrong_shape_is_a_located_error() {
     let body = r#"
     %0 = "stablehlo.bitcast_convert"(%x) : (tensor<2xf32>) -> tensor<2xf64>
     "func.return"(%0) : (tensor<2xf64>) -> ()"#;
     let text = module("%x: tensor<2xf32>", "tensor<2xf64>", body);
     let msg = import_str(&text, "bc.mlir").unwrap_err().to_string();
     assert!(
-        msg.contains("stablehlo.bitcast_convert") && msg.contains("element size"),
+        msg.contains("stablehlo.bitcast_convert")
+            && msg.contains("f64[]")
+            && msg.contains("conflicts with the declared"),
         "{msg}"
     );
 }
@@ -197,4 +199,38 @@ fn a_region_may_read_enclosing_constants() {
     let text = module("%x: tensor<4xf32>", "tensor<4xf32>", body);
     let (out, _) = run(&text, vec![f32s(&[1.0, 3.0, -2.0, 2.0])]);
     assert_eq!(out[0].as_f32().unwrap(), [3.0, 2.0, 1.0, -2.0]);
+}
+
+/// JAX's `rbg` keys: `ui32[2, 2]` words bitcast to the `ui64[2]` state (least significant
+/// word first, as XLA lays them out) and back; `rng_bit_generator` advances the counter by
+/// the blocks it used and is a pure function of the state.
+#[test]
+fn rng_bit_generator_and_resizing_bitcasts() {
+    let body = r#"
+    %0 = "stablehlo.bitcast_convert"(%k) : (tensor<2x2xui32>) -> tensor<2xui64>
+    %1:2 = "stablehlo.rng_bit_generator"(%0) <{rng_algorithm = #stablehlo<rng_algorithm DEFAULT>}> : (tensor<2xui64>) -> (tensor<2xui64>, tensor<5xui32>)
+    %2:2 = "stablehlo.rng_bit_generator"(%0) <{rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>}> : (tensor<2xui64>) -> (tensor<2xui64>, tensor<5xui32>)
+    %3 = "stablehlo.bitcast_convert"(%1#0) : (tensor<2xui64>) -> tensor<2x2xui32>
+    "func.return"(%0, %1#1, %2#1, %3) : (tensor<2xui64>, tensor<5xui32>, tensor<5xui32>, tensor<2x2xui32>) -> ()"#;
+    let text = module(
+        "%k: tensor<2x2xui32>",
+        "(tensor<2xui64>, tensor<5xui32>, tensor<5xui32>, tensor<2x2xui32>)",
+        body,
+    );
+    let words = vec![7u32, 1, 40, 0];
+    let k = Tensor::new(vec![2, 2], Data::U32(words.into())).unwrap();
+    let (out, _) = run(&text, vec![k]);
+    let Data::U64(state) = out[0].data() else {
+        panic!("state type")
+    };
+    assert_eq!(&state[..], [7 | (1 << 32), 40]);
+    assert!(
+        out[1].bits_eq(&out[2]),
+        "the same state gives the same bits"
+    );
+    // 5 ui32 words take 3 blocks: the counter moves from 40 to 43; the key stays.
+    let Data::U32(next) = out[3].data() else {
+        panic!("next state type")
+    };
+    assert_eq!(&next[..], [7, 1, 43, 0]);
 }

@@ -18,10 +18,12 @@
 //! `select_and_scatter`), indexing ([`index`]: `gather`, `scatter`, `sort`); elementwise and
 //! control ops are here.
 
+mod bitcast;
 mod contract;
 mod control;
 mod index;
 mod layout;
+mod random;
 
 use super::func::{op_name, Entry, Frame, Importer, R};
 use super::mlir_text::{self as mt, MlirTensorType};
@@ -560,6 +562,7 @@ impl<'c, 'a> Importer<'c, 'a> {
             n if REDUCTION_OPS.contains(&n) => self.reduction_op(g, frame, op, name),
             n if INDEX_OPS.contains(&n) => self.index_op(g, frame, op, name),
             n if CONTROL_OPS.contains(&n) => self.conditional_op(g, frame, op, name),
+            "rng_bit_generator" => self.rng_op(g, frame, op),
             _ => self.elementwise_op(g, frame, op, name),
         }
     }
@@ -577,7 +580,32 @@ impl<'c, 'a> Importer<'c, 'a> {
         let payload = match name {
             "compare" => Op::Compare(self.compare_spec(&op)?),
             "convert" => Op::Convert(self.result_type(&op, 0)?.dtype),
-            "bitcast_convert" => Op::BitcastConvert(self.result_type(&op, 0)?.dtype),
+            "bitcast_convert" => {
+                let to = self.result_type(&op, 0)?.dtype;
+                let x = self.operand_tensor(g, frame, &op, 0)?;
+                if g.value_type(x).dtype.size_bytes() != to.size_bytes() {
+                    let v = self.bitcast_resize(g, &op, x, to)?;
+                    let (got, want) = (g.value_type(v), self.result_type(&op, 0)?);
+                    let fits = got.rank() == want.dims.len()
+                        && got
+                            .shape
+                            .iter()
+                            .zip(&want.dims)
+                            .all(|(a, b)| b.is_none_or(|k| a.as_const() == Some(k)));
+                    if !fits {
+                        return Err(self.op_error(
+                            &op,
+                            format!("the bitcast's type {got} conflicts with the declared result"),
+                        ));
+                    }
+                    let r = op
+                        .result(0)
+                        .map_err(|e| self.op_error(&op, e.to_string()))?;
+                    frame.set_tensor(melior::ir::Value::from(r), v);
+                    return Ok(());
+                }
+                Op::BitcastConvert(to)
+            }
             _ => elementwise_kind(name)
                 .and_then(Op::simple)
                 .ok_or_else(|| self.unsupported(&op))?,
@@ -937,7 +965,10 @@ pub fn is_supported_op(full: &str) -> bool {
             ]
             .iter()
             .any(|t| t.contains(&n))
-                || matches!(n, "compare" | "convert" | "bitcast_convert")
+                || matches!(
+                    n,
+                    "compare" | "convert" | "bitcast_convert" | "rng_bit_generator"
+                )
                 || elementwise_kind(n).and_then(Op::simple).is_some()
         }),
     }
@@ -955,6 +986,7 @@ pub fn supported_op_names() -> Vec<String> {
         "convert",
         "bitcast_convert",
         "composite",
+        "rng_bit_generator",
     ];
     let mut names: Vec<String> = [
         LAYOUT_OPS,

@@ -63,6 +63,11 @@ impl Op {
                 put("interior_padding", ints(&p.interior));
             }
             Op::Reverse(d) | Op::Reduce(d) => put("dimensions", ints(d)),
+            Op::RngBitGenerator(r) => {
+                put("rng_algorithm", Attr::Str(r.algorithm.name().into()));
+                put("shape", dims(&r.shape));
+                put("dtype", Attr::DType(r.dtype));
+            }
             Op::Iota(i) => {
                 put("iota_dimension", Attr::I64(i.dimension));
                 put("shape", dims(&i.shape));
@@ -391,6 +396,16 @@ impl Reader {
                 shape: self.dims("shape")?,
                 dtype: self.dtype("dtype")?,
             }),
+            K::RngBitGenerator => {
+                let a = self.str("rng_algorithm")?;
+                Op::RngBitGenerator(RngSpec {
+                    algorithm: RngAlgorithm::from_name(&a).ok_or_else(|| {
+                        self.err("rng_algorithm", "is not DEFAULT/THREE_FRY/PHILOX")
+                    })?,
+                    shape: self.dims("shape")?,
+                    dtype: self.dtype("dtype")?,
+                })
+            }
             K::ReduceWindow => Op::ReduceWindow(self.window()?),
             K::SelectAndScatter => Op::SelectAndScatter(self.window()?),
             K::DotGeneral => Op::DotGeneral(DotDims {

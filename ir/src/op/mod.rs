@@ -154,6 +154,10 @@ ops! {
     Reverse = "reverse" (Vec<i64>),
     /// Text attrs: `iota_dimension`, `shape`, `dtype`.
     Iota = "iota" (IotaSpec),
+    /// Operand: the state, `ui64[2]` (`[key, counter]`). Results: the next state and random
+    /// bits of the payload's shape and type, a pure function of the state (so a recomputed
+    /// value equals the original). Text attrs: `rng_algorithm`, `shape`, `dtype`.
+    RngBitGenerator = "rng_bit_generator" (RngSpec),
     /// Operands: inputs..., init values.... The payload is the reduced `dimensions`. One region
     /// (the body).
     Reduce = "reduce" (Vec<i64>),
@@ -216,6 +220,7 @@ impl Op {
                 map(&mut s.strides);
             }
             Op::Iota(i) => map(&mut i.shape),
+            Op::RngBitGenerator(r) => map(&mut r.shape),
             Op::Gather(g) => map(&mut g.slice_sizes),
             _ => {}
         }

@@ -148,6 +148,51 @@ pub struct IotaSpec {
     pub dtype: DType,
 }
 
+/// `rng_bit_generator`'s algorithm (StableHLO spec, `rng_bit_generator`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum RngAlgorithm {
+    /// The implementation's choice (Ebb: threefry2x32).
+    Default,
+    /// Threefry2x32 (Salmon et al., "Parallel Random Numbers: As Easy as 1, 2, 3", SC 2011).
+    ThreeFry,
+    /// Philox4x32 (same paper); Ebb generates its bits with threefry2x32 as well.
+    Philox,
+}
+
+impl RngAlgorithm {
+    /// StableHLO spelling (`DEFAULT`, `THREE_FRY`, `PHILOX`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RngAlgorithm::Default => "DEFAULT",
+            RngAlgorithm::ThreeFry => "THREE_FRY",
+            RngAlgorithm::Philox => "PHILOX",
+        }
+    }
+
+    /// Parses [`RngAlgorithm::name`]'s spelling.
+    pub fn from_name(s: &str) -> Option<RngAlgorithm> {
+        [
+            RngAlgorithm::Default,
+            RngAlgorithm::ThreeFry,
+            RngAlgorithm::Philox,
+        ]
+        .into_iter()
+        .find(|a| a.name() == s)
+    }
+}
+
+/// `rng_bit_generator`: random bits of `shape` and `dtype` (`ui32` or `ui64`) from a
+/// `ui64[2]` state `[key, counter]`.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct RngSpec {
+    /// `rng_algorithm`.
+    pub algorithm: RngAlgorithm,
+    /// Shape of the bits.
+    pub shape: Vec<DimExpr>,
+    /// Element type of the bits.
+    pub dtype: DType,
+}
+
 /// A window of `reduce_window` / `select_and_scatter` (StableHLO spec, `reduce_window`), with
 /// the spec's defaults filled in: every list has one entry per window dimension, padding one
 /// `(low, high)` pair.

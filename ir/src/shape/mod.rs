@@ -126,6 +126,25 @@ pub fn infer(op: &Op, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
         Op::DynamicSlice(sizes) => layout::dynamic_slice(kind, sizes, operands),
         Op::Pad(p) => layout::pad(kind, p, operands),
         Op::Iota(i) => one(TensorType::new(i.dtype, i.shape.clone())),
+        Op::RngBitGenerator(r) => {
+            let state = nth(kind, operands, 0)?;
+            if state.dtype != DType::U64 || state.shape != [crate::dim::DimExpr::constant(2)] {
+                return Err(invalid(
+                    kind,
+                    format!("the state must be ui64[2], got {state}"),
+                ));
+            }
+            if !matches!(r.dtype, DType::U32 | DType::U64) {
+                return Err(invalid(
+                    kind,
+                    format!("bits of type {} (ui32 or ui64 only)", r.dtype),
+                ));
+            }
+            Ok(Some(vec![
+                state.clone(),
+                TensorType::new(r.dtype, r.shape.clone()),
+            ]))
+        }
         Op::Reduce(dims) => window::reduce(kind, dims, operands),
         Op::ReduceWindow(w) => window::reduce_window(kind, w, operands),
         Op::DotGeneral(d) => contract::dot_general(kind, d, operands),

@@ -34,6 +34,7 @@ mod layout;
 mod par;
 mod placement;
 pub mod pool;
+mod random;
 mod reduce;
 mod region;
 mod shape_ops;
@@ -812,6 +813,7 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
         Op::Scatter(sd) => Ok(gather_scatter::scatter(ctx, sd, ops)?),
         Op::While => Ok(control::while_loop(ctx, ops)?),
         Op::Case => Ok(control::case(ctx, ops)?),
+        Op::RngBitGenerator(spec) => Ok(random::rng_bit_generator(ctx, spec, ops)?),
         Op::Fusion(_) if ctx.executor == Executor::Jit => match jit::fusion(ctx, ops) {
             Ok(r) => r,
             Err(ops) => fusion::fusion(ctx, ops),

@@ -34,10 +34,8 @@ impl<'c, 'a> Importer<'c, 'a> {
         }
         let selector = self.operand_tensor(g, frame, &op, 0)?;
         let index = if name == "if" {
-            let t = g.value_type(selector).clone();
-            let not = self.helper_node(g, &op, Op::Not, t.clone(), &[selector]);
-            let i32_t = TensorType::new(DType::I32, t.shape.clone());
-            self.helper_node(g, &op, Op::Convert(DType::I32), i32_t, &[not])
+            let not = self.helper(g, &op, Op::Not, &[selector])?;
+            self.helper(g, &op, Op::Convert(DType::I32), &[not])?
         } else {
             selector
         };
@@ -61,18 +59,23 @@ impl<'c, 'a> Importer<'c, 'a> {
         self.add_node(g, frame, &op, Op::Case, &operands, branches, None)
     }
 
-    /// A node the importer adds to express an op (its location is the op's).
-    fn helper_node(
+    /// A one-result node the importer adds to express `op` (its location is `op`'s), with
+    /// its type inferred.
+    pub(super) fn helper(
         &self,
         g: &mut Graph,
         op: &OperationRef<'c, 'a>,
         payload: Op,
-        ty: TensorType,
         operands: &[ValueRef],
-    ) -> ValueRef {
+    ) -> R<ValueRef> {
+        let types: Vec<&TensorType> = operands.iter().map(|v| g.value_type(*v)).collect();
+        let ty = ebb_ir::shape::infer(&payload, &types, &[])
+            .map_err(|e| self.op_error(op, e.to_string()))?
+            .and_then(|t| t.into_iter().next())
+            .ok_or_else(|| self.op_error(op, "a helper op without a result type"))?;
         let mut node = Node::new(payload, vec![ty]);
         node.loc = Some(super::super::func::op_loc(op, &self.file));
-        ValueRef::new(g.add_node(node, operands), 0)
+        Ok(ValueRef::new(g.add_node(node, operands), 0))
     }
 
     /// The values defined in `frame` as tensors that the regions of `op` read (at any depth),
