@@ -196,6 +196,18 @@ fn ort_cnn_runs_bit_identical_at_its_smallest_feasible_budget() {
     );
 }
 
+/// A transformer with training-mode dropout (ORT's `Dropout`/`DropoutGrad`; the masks are
+/// `rng_bit_generator` bits from the `ebb.rng_seed` input): half the program-order peak is
+/// feasible, and recomputed masks equal the originals (bit-identical outputs).
+#[test]
+fn ort_dropout_transformer_runs_bit_identical_under_half_its_program_order_peak() {
+    let name = "onnx/ort_gpt2_tiny_dropout_training";
+    let plan = compile(name);
+    let po = program_order_peak(&plan, &pipeline::parse_bindings("batch=4,seq=64").unwrap());
+    let (budget, _) = run_fixture(name, "batch=4,seq=64", 0.5);
+    assert_eq!(budget, po / 2, "50% of program order must be feasible");
+}
+
 /// Images of any size that is a multiple of 8 (`(B, 8*h, 8*w, 3)`): the symbols are `B, h,
 /// w` and the input is `8*h` by `8*w`. Half the program-order peak is below the lower bound
 /// (the largest convolution's operands and result), so the run is at the smallest feasible

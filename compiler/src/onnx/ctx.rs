@@ -122,7 +122,16 @@ pub(crate) struct Cx {
     /// `AdamWOptimizer`): (input name, new value). They become extra graph outputs named
     /// `<input>@after`, after the declared outputs.
     pub in_place: Vec<(String, ValueRef)>,
+    /// The `ebb.rng_seed` graph input, added by the first random op (see
+    /// [`Cx::rng_state`]).
+    pub rng_seed: Option<ValueRef>,
 }
+
+/// The graph input a model with random ops (training-mode `Dropout`, `RandomUniformLike`, ...)
+/// gains, after its own inputs: a `ui64` scalar that a trainer sets anew at every step (the
+/// step number will do). Every random value is a pure function of it, of the node and of the
+/// element, so a recomputed dropout mask equals the original.
+pub const RNG_SEED_INPUT: &str = "ebb.rng_seed";
 
 /// The canonical name of a node's domain (`""` → `ai.onnx`).
 pub(crate) fn domain_name(d: Option<&str>) -> &str {
@@ -305,6 +314,35 @@ impl Cx {
             .filter(|d| d.len() == 1)
             .and_then(|d| d[0].as_const())
             .map(|k| k as f64)
+    }
+
+    /// The `ui64[2]` state `[seed, stream]` of the current node's random bits: the
+    /// [`RNG_SEED_INPUT`] (added on first use) and a stream number hashed from the node's
+    /// first output name (FNV-1a), so that two nodes draw from different counter ranges.
+    pub fn rng_state(&mut self, n: &NodeProto) -> R<ValueRef> {
+        let seed = match self.rng_seed {
+            Some(s) => s,
+            None => {
+                let s = self
+                    .g
+                    .add_input(RNG_SEED_INPUT, TensorType::scalar(DType::U64));
+                self.rng_seed = Some(s);
+                s
+            }
+        };
+        let name = n.output.first().map(String::as_str).unwrap_or("");
+        let stream = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        let one = [DimExpr::constant(1)];
+        let s1 = self.reshape(seed, &one)?;
+        let lit = Literal {
+            dtype: DType::U64,
+            splat: false,
+            data: stream.to_le_bytes().to_vec(),
+        };
+        let st = self.constant(TensorType::fixed(DType::U64, &[1]), lit);
+        self.emit(Op::Concatenate(0), &[s1, st])
     }
 
     // ----- builders -------------------------------------------------------------------------

@@ -176,6 +176,7 @@ pub fn import_model(
         node: NodeLoc::default(),
         warnings: Vec::new(),
         in_place: Vec::new(),
+        rng_seed: None,
     };
     let mut stats = ImportStats::default();
     import_graph(&mut cx, gp, &mut stats, opts)?;
@@ -520,3 +521,5 @@ fn count_unknown_dims(g: &Graph) -> usize {
 mod tests;
 #[cfg(test)]
 mod tests_conv;
+#[cfg(test)]
+mod tests_random;

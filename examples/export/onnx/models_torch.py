@@ -146,6 +146,7 @@ class GPTConfig:
     n_head: int
     vocab: int
     n_pos: int
+    dropout: float = 0.0  # F.dropout on the attention probabilities and both residual branches
 
     @property
     def d_ff(self):
@@ -153,6 +154,7 @@ class GPTConfig:
 
 
 GPT_TINY = GPTConfig(n_layer=2, d_model=64, n_head=4, vocab=256, n_pos=512)
+GPT_TINY_DROPOUT = GPTConfig(n_layer=2, d_model=64, n_head=4, vocab=256, n_pos=512, dropout=0.1)
 
 
 def init_gpt(cfg: GPTConfig, seed=0):
@@ -186,7 +188,7 @@ def layer_norm(x, p, eps=1e-5):
     return F.layer_norm(x, (x.shape[-1],), p["g"], p["b"], eps)
 
 
-def attention(x, p, n_head):
+def attention(x, p, n_head, rate=0.0):
     b, s, d = x.shape
     dh = d // n_head
     qkv = x @ p["w_qkv"] + p["b_qkv"]  # [B, S, 3D]
@@ -199,6 +201,8 @@ def attention(x, p, n_head):
     mask = pos.unsqueeze(1) >= pos.unsqueeze(0)  # causal: key <= query (iota compare)
     att = torch.where(mask, att, torch.finfo(att.dtype).min)
     att = torch.softmax(att, dim=-1)
+    if rate:
+        att = F.dropout(att, rate, training=True)
     y = (att @ v).transpose(1, 2).reshape(b, s, d)
     return y @ p["w_out"] + p["b_out"]
 
@@ -208,10 +212,11 @@ def mlp_block(x, p):
     return h @ p["w_proj"] + p["b_proj"]
 
 
-def block(x, p, n_head):
-    """Pre-LayerNorm transformer block."""
-    x = x + attention(layer_norm(x, p["ln1"]), p["attn"], n_head)
-    x = x + mlp_block(layer_norm(x, p["ln2"]), p["mlp"])
+def block(x, p, n_head, rate=0.0):
+    """Pre-LayerNorm transformer block (dropout at `rate`, in training mode, when non-zero)."""
+    drop = (lambda t: F.dropout(t, rate, training=True)) if rate else (lambda t: t)
+    x = x + drop(attention(layer_norm(x, p["ln1"]), p["attn"], n_head, rate))
+    x = x + drop(mlp_block(layer_norm(x, p["ln2"]), p["mlp"]))
     return x
 
 
@@ -219,7 +224,7 @@ def gpt_forward(params, tokens, cfg: GPTConfig):
     s = tokens.shape[1]
     x = params["wte"][tokens] + params["wpe"][:s]  # [B, S, D]
     for p in params["blocks"]:
-        x = block(x, p, cfg.n_head)
+        x = block(x, p, cfg.n_head, cfg.dropout)
     x = layer_norm(x, params["ln_f"])
     return x @ params["wte"].t()  # tied embedding: [B, S, V]
 

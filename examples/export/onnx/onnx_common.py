@@ -167,3 +167,28 @@ def versions(*mods) -> dict:
         except ImportError:
             pass
     return out
+
+
+def zero_dropout(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+    """A copy of `model` whose Dropout ratios are all 0 (the references of a model with
+    dropout: the masks are random numbers of each runtime's own), and the names of the ratio
+    values it changed (initializers or Constant outputs)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    names = sorted({n.input[1] for n in m.graph.node
+                    if n.op_type == "Dropout" and len(n.input) > 1 and n.input[1]})
+    done = []
+    for t in m.graph.initializer:
+        if t.name in names:
+            t.CopyFrom(onnx.numpy_helper.from_array(
+                np.zeros_like(onnx.numpy_helper.to_array(t)), t.name))
+            done.append(t.name)
+    for n in m.graph.node:
+        if n.op_type == "Constant" and n.output[0] in names:
+            for a in n.attribute:
+                if a.name == "value":
+                    a.t.CopyFrom(onnx.numpy_helper.from_array(
+                        np.zeros_like(onnx.numpy_helper.to_array(a.t)), a.t.name))
+                    done.append(n.output[0])
+    assert sorted(done) == names, (done, names)
+    return m, names

@@ -5,7 +5,8 @@ written by `forward_export.py` in the torch venv (params as initializers, dynami
 
 Steps for one model NAME:
   1. post-process the forward model for ORT's gradient builder: every `LayerNormalization` gets
-     its optional Mean / InvStdDev outputs and `SoftmaxCrossEntropyLoss` its log_prob output
+     its optional Mean / InvStdDev outputs, `Dropout` its mask output (for `DropoutGrad`) and
+     `SoftmaxCrossEntropyLoss` its log_prob output
      (torch omits them; LayerNormalizationGrad and SoftmaxCrossEntropyLossGrad consume them),
      and `Gelu(approximate="tanh")` becomes com.microsoft::FastGelu (ORT 1.19 differentiates
      ai.onnx Gelu as the exact erf GELU whatever `approximate` says);
@@ -23,6 +24,7 @@ Steps for one model NAME:
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -35,8 +37,9 @@ import torch
 
 import models_torch as M
 from onnx_common import (describe_values, dim_params, model_meta, op_counts, rel_err,
-                         save_model, versions, write_meta, write_npz)
-from torch_steps import CNN, GPT_TINY, MLP, MLP_TANH, TorchFixture, eager_reference
+                         save_model, versions, write_meta, write_npz, zero_dropout)
+from torch_steps import (CNN, GPT_TINY, GPT_TINY_DROPOUT, MLP, MLP_TANH, TorchFixture,
+                         eager_reference)
 
 RTOL = 1e-5  # loss, new params, new moments
 RTOL_GRAD = 1e-5  # gradients, per tensor relative to max |grad|
@@ -46,6 +49,8 @@ MODELS = {
     "ort_mlp": (MLP, [{"batch": 8}, {"batch": 3}], ("batch",), ()),
     "ort_mlp_tanh": (MLP_TANH, [{"batch": 8}, {"batch": 3}], ("batch",), ()),
     "ort_cnn": (CNN, [{"batch": 8}, {"batch": 3}], ("batch",), ()),
+    "ort_gpt2_tiny_dropout": (GPT_TINY_DROPOUT, [{"batch": 4, "seq": 37}, {"batch": 2, "seq": 64}],
+                              ("batch", "seq"), (f"seq <= {M.GPT_TINY.n_pos}",)),
     "ort_gpt2_tiny": (GPT_TINY, [{"batch": 4, "seq": 37}, {"batch": 2, "seq": 64}],
                       ("batch", "seq"), (f"seq <= {M.GPT_TINY.n_pos}",)),
 }
@@ -59,6 +64,9 @@ def add_optional_outputs(model: onnx.ModelProto) -> list[str]:
                 and len(node.output) == 1:
             node.output.extend([node.output[0] + "_mean", node.output[0] + "_inv_std_dev"])
             changes.append(f"LayerNormalization {node.name}: + Mean, InvStdDev outputs")
+        if node.domain in ("", "ai.onnx") and node.op_type == "Dropout" and len(node.output) == 1:
+            node.output.append(node.output[0] + "_mask")  # DropoutGrad reads the mask
+            changes.append(f"Dropout {node.name}: + mask output")
         if node.domain in ("", "ai.onnx") and node.op_type == "SoftmaxCrossEntropyLoss" \
                 and len(node.output) == 1:
             node.output.append(node.output[0] + "_log_prob")
@@ -197,7 +205,8 @@ def export_ort_fixture(name: str, out_dir: Path, forward_path: Path) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"{name}_"))
     try:
         training, optimizer = generate(forward, params, work)
-        api_check = training_api_check(work, spec, ref_bindings[0], params, init)
+        api_check = ("skipped: dropout masks are random" if spec.reference_loss else
+                     training_api_check(work, spec, ref_bindings[0], params, init))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"  training API vs InferenceSession (fresh state, step 1): {api_check}")
@@ -207,13 +216,22 @@ def export_ort_fixture(name: str, out_dir: Path, forward_path: Path) -> dict:
         paths[kind] = out_dir / f"{name}_{kind}.onnx"
         size = save_model(model, paths[kind])
         print(f"  {paths[kind].name}: {len(model.graph.node)} nodes, {size} bytes")
-    train_sess = _session(paths["training"])
     opt_model_ref = _with_optimizer_outputs(optimizer)
+    ratio_inputs = []
     with tempfile.TemporaryDirectory() as tmp:
         ref_path = Path(tmp) / f"{name}_optimizer_ref.onnx"
         ref_path.write_bytes(opt_model_ref.SerializeToString())
         opt_sess = _session(ref_path)
+        if spec.reference_loss:
+            no_drop, ratio_inputs = zero_dropout(training)
+            t_path = Path(tmp) / f"{name}_training_ratio0.onnx"
+            t_path.write_bytes(no_drop.SerializeToString())
+            train_sess = _session(t_path)
+        else:
+            train_sess = _session(paths["training"])
 
+    if spec.reference_loss:
+        spec = dataclasses.replace(spec, eager_loss=spec.reference_loss)
     fx = TorchFixture(name, "", spec, "adamw", {})
     tree = spec.init()
     n = len(M.flatten(tree))
@@ -356,6 +374,7 @@ def export_ort_fixture(name: str, out_dir: Path, forward_path: Path) -> dict:
         "ref_format": "npz (deflate); in_i = graph inputs in order, out_i = outputs in order, "
                       "after_in_i = in-place results (gradients); onnxruntime-training "
                       "InferenceSession (CPU, 1 thread)",
+        **({"refs_dropout_ratio_zero": ratio_inputs} if ratio_inputs else {}),
         "checks": {"reference": "eager PyTorch loss.backward() at the same params",
                    "rtol": RTOL, "rtol_grad": RTOL_GRAD, "refs": train_checks,
                    "training_api_vs_inference_session": api_check},

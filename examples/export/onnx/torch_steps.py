@@ -54,6 +54,10 @@ class ModelSpec:
     data_names: tuple[str, ...]
     data_dims: tuple[dict, ...]  # per data input: {axis: symbol name}
     config: dict
+    # The eager loss the references are checked against when it differs from eager_loss: for
+    # a model with dropout, the loss without it (ONNX Runtime's and Ebb's masks are their own
+    # random numbers, so the references run with every Dropout ratio set to 0).
+    reference_loss: Callable | None = None
 
 
 def _gen(seed):
@@ -113,6 +117,18 @@ def _cnn_data(b, seed):
     y = torch.randint(0, 10, (b["batch"],), generator=g, dtype=torch.int64)
     return x, y
 
+
+# GPT_TINY with dropout 0.1 (attention probabilities, both residual branches): training-mode
+# Dropout nodes, which ONNX Runtime differentiates with com.microsoft::DropoutGrad.
+GPT_TINY_DROPOUT = ModelSpec(
+    init=GPT_TINY.init,
+    loss=GPT_TINY.loss,
+    eager_loss=lambda p, t, y: F.cross_entropy(
+        M.gpt_forward(p, t, M.GPT_TINY_DROPOUT).reshape(-1, M.GPT_TINY.vocab), y.reshape(-1)),
+    data=_gpt_data, data_names=GPT_TINY.data_names, data_dims=GPT_TINY.data_dims,
+    config={**GPT_TINY.config, "dropout": 0.1,
+            "references": "every Dropout ratio set to 0 (the masks are random)"},
+    reference_loss=GPT_TINY.eager_loss)
 
 # A CNN with max and global average pooling; F.cross_entropy as users write it.
 CNN = ModelSpec(

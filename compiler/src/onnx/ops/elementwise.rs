@@ -1,5 +1,5 @@
 //! Elementwise ops: unary math, binary arithmetic with numpy broadcasting, comparisons,
-//! `Where`, `Cast`, `Identity`, `Dropout` (inference form), `Relu`, `Clip` and
+//! `Where`, `Cast`, `Identity`, `Relu`, `Clip` and
 //! `com.microsoft` `ReluGrad`, `TanhGrad`, `SigmoidGrad`. `Erf` and the GELU family are in [`super::gelu`].
 //!
 //! Integer inputs known at import time (shape arithmetic) are evaluated symbolically
@@ -10,7 +10,7 @@ use super::super::proto::NodeProto;
 use super::super::tensor::dtype_of;
 use super::{one, symbolic, Lower};
 use crate::frontend::sym::{Elems, SymVal};
-use ebb_ir::{DType, DimExpr, Op, Relation, ValueRef};
+use ebb_ir::{DimExpr, Op, Relation, ValueRef};
 
 /// The ai.onnx ops this module lowers, by op type.
 pub(super) static OPS: &[(&str, &dyn Lower)] = &[
@@ -53,7 +53,6 @@ pub(super) static OPS: &[(&str, &dyn Lower)] = &[
     ("Reciprocal", &Reciprocal),
     ("Clip", &Clip),
     ("IsNaN", &IsNaN),
-    ("Dropout", &Dropout),
 ];
 
 /// The com.microsoft ops this module lowers, by op type.
@@ -218,33 +217,6 @@ impl Lower for Identity {
 
 /// `Dropout` in inference form (`training_mode` absent or constant false, or ratio 0): the
 /// identity, with an all-true mask when asked for.
-struct Dropout;
-
-impl Lower for Dropout {
-    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
-        let training =
-            cx.opt_input(n, 2).is_some() && cx.input_scalar_f64(n, 2).is_none_or(|t| t != 0.0);
-        let ratio = if cx.opt_input(n, 1).is_some() {
-            cx.input_scalar_f64(n, 1)
-        } else {
-            Some(n.float_or("ratio", 0.5) as f64)
-        };
-        if training && ratio != Some(0.0) {
-            return Err(cx.err(
-                "training-mode Dropout with a non-zero ratio (random masks) is not supported",
-            ));
-        }
-        let x = cx.input_val(n, 0)?;
-        let mut out = vec![x];
-        if n.output.get(1).is_some_and(|s| !s.is_empty()) {
-            let t = cx.input(n, 0)?;
-            let shape = cx.ty(t).shape;
-            out.push(Val::t(cx.full(DType::I1, 1.0, &shape)?));
-        }
-        Ok(out)
-    }
-}
-
 /// `Scale(input, scale)` (com.microsoft, ORT's gradient of `ReduceMean` and friends):
 /// `input / scale` with `scale_down = 1`, else `input * scale`; `scale` is a scalar of any
 /// numeric type, converted to the input's.

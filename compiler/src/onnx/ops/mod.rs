@@ -16,6 +16,7 @@ mod gelu;
 mod matmul;
 mod nn;
 mod optim;
+mod random;
 mod reduce;
 mod shape;
 mod slicing;
@@ -45,6 +46,7 @@ static AI_ONNX: &[&[(&str, &dyn Lower)]] = &[
     reduce::OPS,
     nn::OPS,
     conv::OPS,
+    random::OPS,
 ];
 
 /// The lowering tables of the `com.microsoft` domain (ONNX Runtime's contrib and training
@@ -56,6 +58,7 @@ static COM_MICROSOFT: &[&[(&str, &dyn Lower)]] = &[
     gather::OPS_MS,
     nn::OPS_MS,
     conv::OPS_MS,
+    random::OPS_MS,
     optim::OPS_MS,
     slicing::OPS_MS,
 ];
