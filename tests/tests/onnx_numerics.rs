@@ -321,6 +321,13 @@ fn ort_cnn_training() {
     check("ort_cnn_training");
 }
 
+/// Batch norm in training mode: ORT rewrites it to `BatchNormInternal` (batch statistics,
+/// saved mean and inverse std) with `BatchNormalizationGrad`.
+#[test]
+fn ort_cnn_bn_training() {
+    check("ort_cnn_bn_training");
+}
+
 #[test]
 fn ort_cnn_optimizer() {
     check("ort_cnn_optimizer");

@@ -1,7 +1,7 @@
 //! Unit tests of the convolution and pooling lowerings against direct loops: `Conv` and
 //! `ConvGrad` with strides, padding and dilation (the fixture `ort_cnn` has unit strides
 //! only), `MaxPool` + `MaxPoolGrad` with padding and ties, `AveragePool` with padding,
-//! `GlobalMaxPool`.
+//! `GlobalMaxPool`, `BatchNormalization` in both modes with its running statistics.
 
 use super::proto::{AttributeProto, NodeProto};
 use super::tests::{ms_node, node, run, vi};
@@ -233,4 +233,87 @@ fn average_pool_excludes_padding_and_global_max_pool_reduces_space() {
     // Windows over the padded 4x4 (pad row/col -1): {0}, {1,2}, {3,6}, {4,5,7,8}.
     close(&out[0], &[0.0, 1.5, 4.5, 6.0], "a");
     close(&out[1], &[8.0], "g");
+}
+
+#[test]
+fn batch_normalization_modes_and_running_statistics() {
+    // x: [2, 2, 1, 2]; channel 0 holds 1,2,3,4, channel 1 holds 0,0,4,4.
+    let x = vec![1.0, 2.0, 0.0, 0.0, 3.0, 4.0, 4.0, 4.0];
+    let vec_in = |name: &str, v: [f32; 2]| super::proto::TensorProto {
+        name: Some(name.into()),
+        dims: vec![2],
+        data_type: Some(1),
+        float_data: v.to_vec(),
+        ..Default::default()
+    };
+    let train = NodeProto {
+        attribute: vec![super::tests::int_attr("training_mode", 1)],
+        ..node(
+            "BatchNormalization",
+            &["x", "s", "b", "m", "v"],
+            &["y", "rm", "rv"],
+            vec![],
+        )
+    };
+    let infer = node(
+        "BatchNormalization",
+        &["x", "s", "b", "m", "v"],
+        &["yi"],
+        vec![],
+    );
+    let out = run(
+        vec![train, infer],
+        vec![
+            vec_in("s", [2.0, 1.0]),
+            vec_in("b", [0.5, 0.0]),
+            vec_in("m", [0.0, 1.0]),
+            vec_in("v", [1.0, 4.0]),
+        ],
+        vec![vi("x", 1, &["2", "2", "1", "2"])],
+        vec![
+            vi("y", 1, &["2", "2", "1", "2"]),
+            vi("rm", 1, &["2"]),
+            vi("rv", 1, &["2"]),
+            vi("yi", 1, &["2", "2", "1", "2"]),
+        ],
+        &[],
+        vec![t(&[2, 2, 1, 2], x.clone())],
+    );
+    // Batch statistics: channel 0 mean 2.5, biased var 1.25; channel 1 mean 2, var 4.
+    let eps = 1e-5f32;
+    let (i0, i1) = (1.0 / (1.25 + eps).sqrt(), 1.0 / (4.0 + eps).sqrt());
+    let y: Vec<f32> = x
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| {
+            if (k / 2) % 2 == 0 {
+                (v - 2.5) * i0 * 2.0 + 0.5
+            } else {
+                (v - 2.0) * i1
+            }
+        })
+        .collect();
+    close(&out[0], &y, "y");
+    close(
+        &out[1],
+        &[0.9 * 0.0 + 0.1 * 2.5, 0.9 * 1.0 + 0.1 * 2.0],
+        "running mean",
+    );
+    close(
+        &out[2],
+        &[0.9 * 1.0 + 0.1 * 1.25, 0.9 * 4.0 + 0.1 * 4.0],
+        "running var",
+    );
+    let yi: Vec<f32> = x
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| {
+            if (k / 2) % 2 == 0 {
+                v / (1.0 + eps).sqrt() * 2.0 + 0.5
+            } else {
+                (v - 1.0) / (4.0 + eps).sqrt()
+            }
+        })
+        .collect();
+    close(&out[3], &yi, "inference");
 }

@@ -22,7 +22,7 @@ from torch.export import Dim
 
 import models_torch as M
 from onnx_common import rename_dim_params, zero_dropout
-from torch_steps import CNN, GPT_TINY, GPT_TINY_DROPOUT, MLP, MLP_TANH, ModelSpec
+from torch_steps import CNN, CNN_BN, GPT_TINY, GPT_TINY_DROPOUT, MLP, MLP_TANH, ModelSpec
 
 
 class ParamTree(torch.nn.Module):
@@ -61,6 +61,7 @@ class LossModel(torch.nn.Module):
 SPECS = {"ort_mlp": (MLP, {"batch": 5}), "ort_mlp_tanh": (MLP_TANH, {"batch": 5}),
          "ort_gpt2_tiny": (GPT_TINY, {"batch": 3, "seq": 11}),
          "ort_cnn": (CNN, {"batch": 5}),
+         "ort_cnn_bn": (CNN_BN, {"batch": 5}),
          "ort_gpt2_tiny_dropout": (GPT_TINY_DROPOUT, {"batch": 3, "seq": 11})}
 
 

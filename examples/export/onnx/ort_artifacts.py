@@ -38,7 +38,7 @@ import torch
 import models_torch as M
 from onnx_common import (describe_values, dim_params, model_meta, op_counts, rel_err,
                          save_model, versions, write_meta, write_npz, zero_dropout)
-from torch_steps import (CNN, GPT_TINY, GPT_TINY_DROPOUT, MLP, MLP_TANH, TorchFixture,
+from torch_steps import (CNN, CNN_BN, GPT_TINY, GPT_TINY_DROPOUT, MLP, MLP_TANH, TorchFixture,
                          eager_reference)
 
 RTOL = 1e-5  # loss, new params, new moments
@@ -49,6 +49,7 @@ MODELS = {
     "ort_mlp": (MLP, [{"batch": 8}, {"batch": 3}], ("batch",), ()),
     "ort_mlp_tanh": (MLP_TANH, [{"batch": 8}, {"batch": 3}], ("batch",), ()),
     "ort_cnn": (CNN, [{"batch": 8}, {"batch": 3}], ("batch",), ()),
+    "ort_cnn_bn": (CNN_BN, [{"batch": 8}, {"batch": 3}], ("batch",), ()),
     "ort_gpt2_tiny_dropout": (GPT_TINY_DROPOUT, [{"batch": 4, "seq": 37}, {"batch": 2, "seq": 64}],
                               ("batch", "seq"), (f"seq <= {M.GPT_TINY.n_pos}",)),
     "ort_gpt2_tiny": (GPT_TINY, [{"batch": 4, "seq": 37}, {"batch": 2, "seq": 64}],

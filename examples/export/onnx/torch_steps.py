@@ -130,6 +130,16 @@ GPT_TINY_DROPOUT = ModelSpec(
             "references": "every Dropout ratio set to 0 (the masks are random)"},
     reference_loss=GPT_TINY.eager_loss)
 
+# The CNN with batch norm in training mode (batch statistics) after its first convolution.
+CNN_BN = ModelSpec(
+    init=lambda: M.init_cnn_bn(),
+    loss=lambda p, x, y: F.cross_entropy(M.cnn_forward(p, x), y),
+    eager_loss=lambda p, x, y: F.cross_entropy(M.cnn_forward(p, x), y),
+    data=lambda b, seed: _cnn_data(b, seed), data_names=("x", "y"),
+    data_dims=({0: "batch"}, {0: "batch"}),
+    config={"layout": "NCHW/OIHW", "image": [3, 16, 16], "batch_norm": "training mode, "
+            "batch statistics, after conv1 (no conv1 bias)", "init_seed": 0})
+
 # A CNN with max and global average pooling; F.cross_entropy as users write it.
 CNN = ModelSpec(
     init=M.init_cnn,

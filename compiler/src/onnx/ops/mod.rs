@@ -8,6 +8,7 @@
 //! and, for `com.microsoft` ops, ONNX Runtime's contrib and training op schemas
 //! (`docs/ContribOperators.md`, `orttraining/core/graph/training_op_defs.cc`).
 
+mod batchnorm;
 mod constant;
 mod conv;
 mod elementwise;
@@ -47,6 +48,7 @@ static AI_ONNX: &[&[(&str, &dyn Lower)]] = &[
     nn::OPS,
     conv::OPS,
     random::OPS,
+    batchnorm::OPS,
 ];
 
 /// The lowering tables of the `com.microsoft` domain (ONNX Runtime's contrib and training
@@ -59,6 +61,7 @@ static COM_MICROSOFT: &[&[(&str, &dyn Lower)]] = &[
     nn::OPS_MS,
     conv::OPS_MS,
     random::OPS_MS,
+    batchnorm::OPS_MS,
     optim::OPS_MS,
     slicing::OPS_MS,
 ];
