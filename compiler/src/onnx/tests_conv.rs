@@ -1,7 +1,8 @@
 //! Unit tests of the convolution and pooling lowerings against direct loops: `Conv` and
 //! `ConvGrad` with strides, padding and dilation (the fixture `ort_cnn` has unit strides
 //! only), `MaxPool` + `MaxPoolGrad` with padding and ties, `AveragePool` with padding,
-//! `GlobalMaxPool`, `BatchNormalization` in both modes with its running statistics.
+//! `GlobalMaxPool`, `AveragePoolGrad` in both padding-count modes, `BatchNormalization` in both
+//! modes with its running statistics.
 
 use super::proto::{AttributeProto, NodeProto};
 use super::tests::{ms_node, node, run, vi};
@@ -316,4 +317,52 @@ fn batch_normalization_modes_and_running_statistics() {
         })
         .collect();
     close(&out[3], &yi, "inference");
+}
+
+/// `AveragePoolGrad` against direct loops on 1-D pools: each input element receives the sum,
+/// over the windows that contain it, of the window's gradient over its count.
+#[test]
+fn average_pool_grad_spreads_over_the_windows() {
+    for (len, k, s, p, include) in [
+        (9usize, 3usize, 2usize, 1usize, 1i64),
+        (9, 3, 2, 1, 0),
+        (6, 2, 2, 0, 0),
+    ] {
+        let out_len = (len + 2 * p - k) / s + 1;
+        let dy = values(out_len, 9);
+        let mut dx = vec![0f32; len];
+        for (o, g) in dy.iter().enumerate() {
+            let taps: Vec<usize> = (0..k)
+                .filter_map(|j| (o * s + j).checked_sub(p).filter(|&i| i < len))
+                .collect();
+            let count = if include == 1 { k } else { taps.len() };
+            for i in taps {
+                dx[i] += g / count as f32;
+            }
+        }
+        let attrs = vec![
+            ints_attr("kernel_shape", &[k as i64]),
+            ints_attr("strides", &[s as i64]),
+            ints_attr("pads", &[p as i64, p as i64]),
+            super::tests::int_attr("count_include_pad", include),
+        ];
+        let grad = NodeProto {
+            attribute: attrs,
+            ..node("AveragePoolGrad", &["dy"], &["dx"], vec![])
+        };
+        let (o, l) = (out_len.to_string(), len.to_string());
+        let out = run(
+            vec![grad],
+            vec![],
+            vec![vi("dy", 1, &["1", "1", &o])],
+            vec![vi("dx", 1, &["1", "1", &l])],
+            &[],
+            vec![t(&[1, 1, out_len], dy)],
+        );
+        close(
+            &out[0],
+            &dx,
+            &format!("len {len} k {k} s {s} p {p} include {include}"),
+        );
+    }
 }

@@ -10,6 +10,11 @@
 //! strides with the spatially reversed kernel, the weight gradient a convolution of `X` with
 //! `dY` that contracts the batch; both need static spatial sizes, and `group` 1.
 //!
+//! `AveragePoolGrad(dY)` (ORT, ai.onnx domain) spreads each `dY` element, divided by its
+//! window's count, over the window: `dY / count` dilated by the strides, padded, and summed
+//! over windows of the kernel's size (the transpose of the pool). Its input size per spatial
+//! dimension is ORT's `(out − 1)·stride − pads + kernel`.
+//!
 //! `MaxPool`'s `Indices` output is not computed: it is kept as the pooled input and window,
 //! and `MaxPoolGrad(dY, Indices)` becomes `select_and_scatter` on that input (select `GE`, so
 //! the first maximum of a window receives the gradient, as ORT's strict `>` scan picks it;
@@ -18,7 +23,7 @@
 use super::super::ctx::{Cx, NodeAttrs, PoolArgmax, Val, R};
 use super::super::proto::NodeProto;
 use super::{one, Lower};
-use ebb_ir::op::{CompareSpec, ConvDimensionNumbers, ConvSpec, Window};
+use ebb_ir::op::{CompareSpec, ConvDimensionNumbers, ConvSpec, PadSpec, Window};
 use ebb_ir::{DType, DimExpr, Graph, Node, Op, Relation, TensorType, ValueRef};
 use std::rc::Rc;
 
@@ -30,6 +35,7 @@ pub(super) static OPS: &[(&str, &dyn Lower)] = &[
     ("GlobalAveragePool", &GlobalPool { max: false }),
     ("GlobalMaxPool", &GlobalPool { max: true }),
     ("MaxPoolGrad", &MaxPoolGrad),
+    ("AveragePoolGrad", &AveragePoolGrad),
 ];
 
 /// The com.microsoft ops this module lowers, by op type.
@@ -379,5 +385,58 @@ impl Lower for MaxPoolGrad {
             vec![select, scatter],
         )?[0];
         one(dx)
+    }
+}
+
+/// `AveragePoolGrad(dY) -> dX` (see the module docs).
+struct AveragePoolGrad;
+
+impl Lower for AveragePoolGrad {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let dy = cx.input(n, 0)?;
+        let k = cx.ty(dy).rank().saturating_sub(2);
+        if k == 0 {
+            return Err(cx.err("dY must have rank 2 + spatial dims"));
+        }
+        let s = spatial(cx, n, k, None)?;
+        if s.dilations.iter().any(|&d| d != 1) {
+            return Err(cx.err("AveragePoolGrad with dilations is not supported"));
+        }
+        let outs = static_spatial(cx, dy, "AveragePoolGrad")?;
+        let ins: Vec<i64> = (0..k)
+            .map(|i| (outs[i] - 1) * s.strides[i] - s.pads[i].0 - s.pads[i].1 + s.kernel[i])
+            .collect();
+        let dyt = cx.ty(dy);
+        let mut x_shape = dyt.shape[..2].to_vec();
+        x_shape.extend(ins.iter().map(|&d| DimExpr::constant(d)));
+        let padded = s.pads.iter().any(|&(a, b)| a > 0 || b > 0);
+        let count = if padded && n.int_or("count_include_pad", 0) == 0 {
+            let ones = cx.full(dyt.dtype, 1.0, &x_shape)?;
+            reduce_window(cx, ones, pool_window(&s), Op::Add, 0.0)?
+        } else {
+            let size: i64 = s.kernel.iter().product();
+            let c = cx.scalar(dyt.dtype, size as f64);
+            cx.broadcast_in_dim(c, &[], &dyt.shape)?
+        };
+        let share = cx.binary(Op::Divide, dy, count)?;
+        let mut pad = PadSpec {
+            low: vec![0, 0],
+            high: vec![0, 0],
+            interior: vec![0, 0],
+        };
+        for i in 0..k {
+            let before = s.kernel[i] - 1 - s.pads[i].0;
+            let after = ins[i] + s.kernel[i] - 1 - dilate(outs[i], s.strides[i]) - before;
+            if before < 0 || after < 0 {
+                return Err(cx.err("pads larger than the kernel are not supported"));
+            }
+            pad.low.push(before);
+            pad.high.push(after);
+            pad.interior.push(s.strides[i] - 1);
+        }
+        let zero = cx.scalar(dyt.dtype, 0.0);
+        let spread = cx.emit(Op::Pad(pad), &[share, zero])?;
+        let window = Window::new([vec![1, 1], s.kernel.clone()].concat());
+        one(reduce_window(cx, spread, window, Op::Add, 0.0)?)
     }
 }
