@@ -234,3 +234,81 @@ fn rng_bit_generator_and_resizing_bitcasts() {
     };
     assert_eq!(&next[..], [7, 1, 43, 0]);
 }
+
+/// `batch_norm_training`, `batch_norm_inference` and `batch_norm_grad` (decomposed) against
+/// direct computations on `x: f32[2, 3, 2]`, features on dimension 1.
+#[test]
+fn batch_norm_ops_match_direct_computations() {
+    let body = r#"
+    %0:3 = "stablehlo.batch_norm_training"(%x, %s, %b) <{epsilon = 1.000000e-03 : f32, feature_index = 1 : i64}> : (tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>)
+    %1 = "stablehlo.batch_norm_inference"(%x, %s, %b, %0#1, %0#2) <{epsilon = 1.000000e-03 : f32, feature_index = 1 : i64}> : (tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x2xf32>
+    %2:3 = "stablehlo.batch_norm_grad"(%x, %s, %0#1, %0#2, %dy) <{epsilon = 1.000000e-03 : f32, feature_index = 1 : i64}> : (tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<2x3x2xf32>) -> (tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>)
+    "func.return"(%0#0, %0#1, %0#2, %1, %2#0, %2#1, %2#2) : (tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>) -> ()"#;
+    let text = module(
+        "%x: tensor<2x3x2xf32>, %s: tensor<3xf32>, %b: tensor<3xf32>, %dy: tensor<2x3x2xf32>",
+        "(tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>)",
+        body,
+    );
+    let x: Vec<f32> = (0..12)
+        .map(|i| ((i * 7) % 5) as f32 - 1.5 + 0.1 * i as f32)
+        .collect();
+    let dy: Vec<f32> = (0..12).map(|i| ((i * 3) % 4) as f32 * 0.5 - 0.7).collect();
+    let (s, b) = ([1.5f32, -0.5, 2.0], [0.1f32, 0.2, -0.3]);
+    let at = |n: usize, f: usize, k: usize| (n * 3 + f) * 2 + k;
+    let eps = 1e-3f64;
+    let (mut y, mut mean, mut var, mut dx, mut ds, mut db) = (
+        vec![0f64; 12],
+        [0f64; 3],
+        [0f64; 3],
+        vec![0f64; 12],
+        [0f64; 3],
+        [0f64; 3],
+    );
+    for f in 0..3 {
+        let idx: Vec<usize> = (0..2)
+            .flat_map(|n| (0..2).map(move |k| at(n, f, k)))
+            .collect();
+        let nf = idx.len() as f64;
+        mean[f] = idx.iter().map(|&i| x[i] as f64).sum::<f64>() / nf;
+        var[f] = idx
+            .iter()
+            .map(|&i| (x[i] as f64 - mean[f]).powi(2))
+            .sum::<f64>()
+            / nf;
+        let inv = 1.0 / (var[f] + eps).sqrt();
+        for &i in &idx {
+            let xh = (x[i] as f64 - mean[f]) * inv;
+            y[i] = xh * s[f] as f64 + b[f] as f64;
+            db[f] += dy[i] as f64;
+            ds[f] += dy[i] as f64 * xh;
+        }
+        for &i in &idx {
+            let xh = (x[i] as f64 - mean[f]) * inv;
+            dx[i] = s[f] as f64 * inv / nf * (nf * dy[i] as f64 - db[f] - xh * ds[f]);
+        }
+    }
+    let (out, _) = run(
+        &text,
+        vec![
+            Tensor::from_f32(vec![2, 3, 2], x.clone()).unwrap(),
+            f32s(&s),
+            f32s(&b),
+            Tensor::from_f32(vec![2, 3, 2], dy.clone()).unwrap(),
+        ],
+    );
+    let check = |t: &Tensor, want: &[f64], what: &str| {
+        for (i, (g, w)) in t.to_f64_vec().iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "{what}[{i}]: {g} vs {w}"
+            );
+        }
+    };
+    check(&out[0], &y, "y");
+    check(&out[1], &mean, "mean");
+    check(&out[2], &var, "var");
+    check(&out[3], &y, "inference with the batch statistics");
+    check(&out[4], &dx, "grad_operand");
+    check(&out[5], &ds, "grad_scale");
+    check(&out[6], &db, "grad_offset");
+}

@@ -18,6 +18,7 @@
 //! `select_and_scatter`), indexing ([`index`]: `gather`, `scatter`, `sort`); elementwise and
 //! control ops are here.
 
+mod batch_norm;
 mod bitcast;
 mod contract;
 mod control;
@@ -562,6 +563,7 @@ impl<'c, 'a> Importer<'c, 'a> {
             n if REDUCTION_OPS.contains(&n) => self.reduction_op(g, frame, op, name),
             n if INDEX_OPS.contains(&n) => self.index_op(g, frame, op, name),
             n if CONTROL_OPS.contains(&n) => self.conditional_op(g, frame, op, name),
+            n if BATCH_NORM_OPS.contains(&n) => self.batch_norm_op(g, frame, op, name),
             "rng_bit_generator" => self.rng_op(g, frame, op),
             _ => self.elementwise_op(g, frame, op, name),
         }
@@ -931,6 +933,11 @@ const CONTRACTION_OPS: &[&str] = &["dot_general", "convolution"];
 const REDUCTION_OPS: &[&str] = &["reduce", "reduce_window", "select_and_scatter"];
 const INDEX_OPS: &[&str] = &["gather", "dynamic_gather", "scatter", "sort"];
 const CONTROL_OPS: &[&str] = &["case", "if"];
+const BATCH_NORM_OPS: &[&str] = &[
+    "batch_norm_training",
+    "batch_norm_inference",
+    "batch_norm_grad",
+];
 
 /// The kind of an elementwise (or payload-free control) StableHLO op, by its name without the
 /// prefix; `None` when the importer does not take it.
@@ -962,6 +969,7 @@ pub fn is_supported_op(full: &str) -> bool {
                 REDUCTION_OPS,
                 INDEX_OPS,
                 CONTROL_OPS,
+                BATCH_NORM_OPS,
             ]
             .iter()
             .any(|t| t.contains(&n))
@@ -995,6 +1003,7 @@ pub fn supported_op_names() -> Vec<String> {
         REDUCTION_OPS,
         INDEX_OPS,
         CONTROL_OPS,
+        BATCH_NORM_OPS,
         &special,
     ]
     .iter()
