@@ -10,6 +10,7 @@
 
 mod batchnorm;
 mod constant;
+mod control;
 mod conv;
 mod elementwise;
 mod gather;
@@ -49,6 +50,7 @@ static AI_ONNX: &[&[(&str, &dyn Lower)]] = &[
     conv::OPS,
     random::OPS,
     batchnorm::OPS,
+    control::OPS,
 ];
 
 /// The lowering tables of the `com.microsoft` domain (ONNX Runtime's contrib and training

@@ -1,0 +1,121 @@
+//! Unit tests of `If`: branches reading enclosing tensors (captured as `case` operands) and
+//! their own initializers, both branches taken at run time, and a condition known at import
+//! time imported inline.
+
+use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
+use super::tests::{node, vi};
+use super::{encode_model, import_bytes};
+use ebb_ir::{Bindings, OpKind};
+use ebb_runtime::{execute, program_schedule, Data, Tensor};
+
+fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(5),
+        g: Some(g),
+        ..Default::default()
+    }
+}
+
+fn model(cond: Option<bool>) -> Vec<u8> {
+    // then: x + y (both enclosing); else: x * x + 2 (an initializer of the branch).
+    let then_g = GraphProto {
+        node: vec![node("Add", &["x", "y"], &["t_out"], vec![])],
+        output: vec![vi("t_out", 1, &["n"])],
+        ..Default::default()
+    };
+    let else_g = GraphProto {
+        node: vec![
+            node("Mul", &["x", "x"], &["sq"], vec![]),
+            node("Add", &["sq", "two"], &["e_out"], vec![]),
+        ],
+        initializer: vec![TensorProto {
+            name: Some("two".into()),
+            dims: vec![],
+            data_type: Some(1),
+            float_data: vec![2.0],
+            ..Default::default()
+        }],
+        output: vec![vi("e_out", 1, &["n"])],
+        ..Default::default()
+    };
+    let mut nodes = Vec::new();
+    let mut inputs = vec![vi("x", 1, &["n"]), vi("y", 1, &["n"])];
+    match cond {
+        Some(c) => nodes.push(NodeProto {
+            attribute: vec![AttributeProto {
+                name: Some("value".into()),
+                r#type: Some(4),
+                t: Some(TensorProto {
+                    dims: vec![],
+                    data_type: Some(9),
+                    int32_data: vec![i32::from(c)],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..node("Constant", &[], &["c"], vec![])
+        }),
+        None => inputs.push(vi("c", 9, &[])),
+    }
+    nodes.push(NodeProto {
+        attribute: vec![
+            graph_attr("then_branch", then_g),
+            graph_attr("else_branch", else_g),
+        ],
+        ..node("If", &["c"], &["out"], vec![])
+    });
+    let m = super::proto::ModelProto {
+        ir_version: Some(10),
+        opset_import: vec![super::proto::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(18),
+        }],
+        graph: Some(GraphProto {
+            node: nodes,
+            input: inputs,
+            output: vec![vi("out", 1, &["n"])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    encode_model(&m)
+}
+
+fn run(bytes: &[u8], extra: Option<bool>) -> (Vec<f32>, bool) {
+    let (g, stats) = import_bytes(bytes, "if.onnx", None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stats.unresolved_dims, 0);
+    let has_case = g
+        .order()
+        .iter()
+        .any(|&id| g.node(id).kind() == OpKind::Case);
+    let b: Bindings = [(ebb_ir::Symbol::new("n"), 3)].into_iter().collect();
+    let mut ins = vec![
+        Tensor::from_f32(vec![3], vec![1.0, 2.0, 3.0]).unwrap(),
+        Tensor::from_f32(vec![3], vec![10.0, 20.0, 30.0]).unwrap(),
+    ];
+    if let Some(c) = extra {
+        ins.push(Tensor::new(vec![], Data::I1(vec![c].into())).unwrap());
+    }
+    let out = execute(&g, &program_schedule(&g), &b, ins).unwrap().0;
+    (out[0].as_f32().unwrap().to_vec(), has_case)
+}
+
+#[test]
+fn if_runs_the_taken_branch_with_captured_tensors() {
+    let bytes = model(None);
+    assert_eq!(run(&bytes, Some(true)), (vec![11.0, 22.0, 33.0], true));
+    assert_eq!(run(&bytes, Some(false)), (vec![3.0, 6.0, 11.0], true));
+}
+
+#[test]
+fn if_with_a_known_condition_is_imported_inline() {
+    assert_eq!(
+        run(&model(Some(true)), None),
+        (vec![11.0, 22.0, 33.0], false)
+    );
+    assert_eq!(
+        run(&model(Some(false)), None),
+        (vec![3.0, 6.0, 11.0], false)
+    );
+}
