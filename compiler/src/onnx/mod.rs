@@ -26,6 +26,7 @@
 mod ctx;
 pub mod dims;
 pub mod error;
+mod functions;
 mod ops;
 pub mod params_from;
 pub mod proto;
@@ -97,11 +98,15 @@ pub fn import_bytes(
 ///
 /// Errors: unreadable file, protobuf decode errors.
 pub fn unsupported_ops(path: &Path) -> Result<Vec<crate::frontend::UnsupportedUse>, OnnxError> {
-    fn walk(nodes: &[NodeProto], out: &mut Vec<crate::frontend::UnsupportedUse>) {
+    fn walk(
+        nodes: &[NodeProto],
+        fs: &[proto::FunctionProto],
+        out: &mut Vec<crate::frontend::UnsupportedUse>,
+    ) {
         for (k, n) in nodes.iter().enumerate() {
             let op_type = n.op_type.clone().unwrap_or_default();
             let domain = ctx::domain_name(n.domain.as_deref()).to_string();
-            if ops::lookup(&domain, &op_type).is_none() {
+            if ops::lookup(&domain, &op_type).is_none() && !functions::is_call(n, fs) {
                 crate::frontend::count_unsupported(out, format!("{domain}::{op_type}"), || {
                     n.name
                         .clone()
@@ -110,7 +115,7 @@ pub fn unsupported_ops(path: &Path) -> Result<Vec<crate::frontend::UnsupportedUs
                 });
             }
             for (_, g) in nested_graphs(n) {
-                walk(&g.node, out);
+                walk(&g.node, fs, out);
             }
         }
     }
@@ -121,10 +126,10 @@ pub fn unsupported_ops(path: &Path) -> Result<Vec<crate::frontend::UnsupportedUs
     let model = decode_model(&bytes, &path.display().to_string())?;
     let mut out = Vec::new();
     if let Some(g) = &model.graph {
-        walk(&g.node, &mut out);
+        walk(&g.node, &model.functions, &mut out);
     }
     for f in &model.functions {
-        walk(&f.node, &mut out);
+        walk(&f.node, &model.functions, &mut out);
     }
     Ok(out)
 }
@@ -155,6 +160,13 @@ pub fn import_model(
         file: file.into(),
         msg: "the model has no graph".into(),
     })?;
+    let expanded;
+    let gp = if model.functions.is_empty() {
+        gp
+    } else {
+        expanded = functions::expand(gp, &model.functions, file)?;
+        &expanded
+    };
     let mut opsets = HashMap::new();
     for o in &model.opset_import {
         opsets.insert(

@@ -1,6 +1,6 @@
 //! Unit tests of `If`: branches reading enclosing tensors (captured as `case` operands) and
 //! their own initializers, both branches taken at run time, and a condition known at import
-//! time imported inline.
+//! time imported inline; model-local functions expanded with their attribute references.
 
 use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
 use super::tests::{node, vi};
@@ -118,4 +118,77 @@ fn if_with_a_known_condition_is_imported_inline() {
         run(&model(Some(false)), None),
         (vec![3.0, 6.0, 11.0], false)
     );
+}
+
+/// A model-local function `SoftAdd(a, b) = Softmax(a + b, axis = @ax)` called twice, once
+/// with `ax` given and once with its default, expands in place.
+#[test]
+fn local_functions_expand_with_their_attributes() {
+    use super::proto::{FunctionProto, ModelProto, OperatorSetIdProto};
+    let int_attr = super::tests::int_attr;
+    let f = FunctionProto {
+        name: Some("SoftAdd".into()),
+        domain: Some("local".into()),
+        input: vec!["a".into(), "b".into()],
+        output: vec!["y".into()],
+        attribute_proto: vec![int_attr("ax", 0)],
+        node: vec![
+            node("Add", &["a", "b"], &["s"], vec![]),
+            NodeProto {
+                attribute: vec![AttributeProto {
+                    name: Some("axis".into()),
+                    r#type: Some(2),
+                    ref_attr_name: Some("ax".into()),
+                    ..Default::default()
+                }],
+                ..node("Softmax", &["s"], &["y"], vec![])
+            },
+        ],
+        ..Default::default()
+    };
+    let call = |out: &str, attrs: Vec<AttributeProto>| NodeProto {
+        domain: Some("local".into()),
+        attribute: attrs,
+        ..node("SoftAdd", &["x", "x"], &[out], vec![])
+    };
+    let m = ModelProto {
+        ir_version: Some(10),
+        opset_import: vec![
+            OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(18),
+            },
+            OperatorSetIdProto {
+                domain: Some("local".into()),
+                version: Some(1),
+            },
+        ],
+        graph: Some(GraphProto {
+            node: vec![call("p", vec![int_attr("ax", 1)]), call("q", vec![])],
+            input: vec![vi("x", 1, &["2", "2"])],
+            output: vec![vi("p", 1, &["2", "2"]), vi("q", 1, &["2", "2"])],
+            ..Default::default()
+        }),
+        functions: vec![f],
+        ..Default::default()
+    };
+    let (g, _) = import_bytes(&encode_model(&m), "f.onnx", None).unwrap_or_else(|e| panic!("{e}"));
+    let x = Tensor::from_f32(vec![2, 2], vec![0.0, 1.0, 2.0, 0.5]).unwrap();
+    let out = execute(&g, &program_schedule(&g), &Bindings::new(), vec![x])
+        .unwrap()
+        .0;
+    let sm = |v: &[f32]| {
+        let e: Vec<f32> = v.iter().map(|x| (2.0 * x).exp()).collect();
+        let s: f32 = e.iter().sum();
+        e.into_iter().map(|x| x / s).collect::<Vec<f32>>()
+    };
+    // axis 1: rows [0, 1], [2, 0.5]; axis 0 (the default): columns [0, 2], [1, 0.5].
+    let rows = [sm(&[0.0, 1.0]), sm(&[2.0, 0.5])].concat();
+    let (c0, c1) = (sm(&[0.0, 2.0]), sm(&[1.0, 0.5]));
+    let cols = vec![c0[0], c1[0], c0[1], c1[1]];
+    for (got, want) in [(&out[0], rows), (&out[1], cols)] {
+        for (a, b) in got.as_f32().unwrap().iter().zip(&want) {
+            assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+        }
+    }
 }
