@@ -311,12 +311,12 @@ fn unsupported_op_error_reports_its_nested_graphs() {
         .iter()
         .position(|n| n.op_type.as_deref() == Some("Relu"))
         .unwrap();
-    g.node[k].op_type = Some("If".into());
+    g.node[k].op_type = Some("Loop".into());
     g.node[k].name = Some("branch".into());
     g.node[k]
         .attribute
         .push(ebb_compiler::onnx::proto::AttributeProto {
-            name: Some("then_branch".into()),
+            name: Some("body".into()),
             r#type: Some(5),
             g: Some(body),
             ..Default::default()
@@ -324,7 +324,7 @@ fn unsupported_op_error_reports_its_nested_graphs() {
     let e = import_bytes(&encode_model(&m), "m.onnx", None).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "m.onnx: unsupported op `If` (domain `ai.onnx`, opset 20) at node `branch`; nested graphs: then_branch (3 nodes)"
+        "m.onnx: unsupported op `Loop` (domain `ai.onnx`, opset 20) at node `branch`; nested graphs: body (3 nodes)"
     );
 }
 
