@@ -84,6 +84,24 @@ pub(super) fn i64_init(name: &str, dims: &[i64], v: &[i64]) -> TensorProto {
 }
 
 /// Imports a one-graph model and runs it at `b` on `ins`.
+/// A model of one graph importing opset 18 of ai.onnx and version 1 of each `extra` domain.
+pub(super) fn model(graph: GraphProto, extra: &[&str]) -> ModelProto {
+    let mut opset_import = vec![OperatorSetIdProto {
+        domain: Some(String::new()),
+        version: Some(18),
+    }];
+    opset_import.extend(extra.iter().map(|d| OperatorSetIdProto {
+        domain: Some(d.to_string()),
+        version: Some(1),
+    }));
+    ModelProto {
+        ir_version: Some(10),
+        opset_import,
+        graph: Some(graph),
+        ..Default::default()
+    }
+}
+
 pub(super) fn run(
     nodes: Vec<NodeProto>,
     inits: Vec<TensorProto>,
@@ -92,27 +110,16 @@ pub(super) fn run(
     b: &[(&str, i64)],
     ins: Vec<Tensor>,
 ) -> Vec<Tensor> {
-    let m = ModelProto {
-        ir_version: Some(10),
-        opset_import: vec![
-            OperatorSetIdProto {
-                domain: Some(String::new()),
-                version: Some(18),
-            },
-            OperatorSetIdProto {
-                domain: Some("com.microsoft".into()),
-                version: Some(1),
-            },
-        ],
-        graph: Some(GraphProto {
+    let m = model(
+        GraphProto {
             node: nodes,
             initializer: inits,
             input: inputs,
             output: outputs,
             ..Default::default()
-        }),
-        ..Default::default()
-    };
+        },
+        &["com.microsoft"],
+    );
     let (g, stats) = import_bytes(&encode_model(&m), "t.onnx", None).unwrap();
     assert_eq!(stats.unresolved_dims, 0);
     let b: Bindings = b.iter().map(|(k, v)| (Symbol::new(k), *v)).collect();

@@ -65,20 +65,15 @@ fn model(cond: Option<bool>) -> Vec<u8> {
         ],
         ..node("If", &["c"], &["out"], vec![])
     });
-    let m = super::proto::ModelProto {
-        ir_version: Some(10),
-        opset_import: vec![super::proto::OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(18),
-        }],
-        graph: Some(GraphProto {
+    let m = super::tests::model(
+        GraphProto {
             node: nodes,
             input: inputs,
             output: vec![vi("out", 1, &["n"])],
             ..Default::default()
-        }),
-        ..Default::default()
-    };
+        },
+        &[],
+    );
     encode_model(&m)
 }
 
@@ -124,7 +119,7 @@ fn if_with_a_known_condition_is_imported_inline() {
 /// with `ax` given and once with its default, expands in place.
 #[test]
 fn local_functions_expand_with_their_attributes() {
-    use super::proto::{FunctionProto, ModelProto, OperatorSetIdProto};
+    use super::proto::FunctionProto;
     let int_attr = super::tests::int_attr;
     let f = FunctionProto {
         name: Some("SoftAdd".into()),
@@ -151,26 +146,17 @@ fn local_functions_expand_with_their_attributes() {
         attribute: attrs,
         ..node("SoftAdd", &["x", "x"], &[out], vec![])
     };
-    let m = ModelProto {
-        ir_version: Some(10),
-        opset_import: vec![
-            OperatorSetIdProto {
-                domain: Some(String::new()),
-                version: Some(18),
-            },
-            OperatorSetIdProto {
-                domain: Some("local".into()),
-                version: Some(1),
-            },
-        ],
-        graph: Some(GraphProto {
-            node: vec![call("p", vec![int_attr("ax", 1)]), call("q", vec![])],
-            input: vec![vi("x", 1, &["2", "2"])],
-            output: vec![vi("p", 1, &["2", "2"]), vi("q", 1, &["2", "2"])],
-            ..Default::default()
-        }),
+    let m = super::proto::ModelProto {
         functions: vec![f],
-        ..Default::default()
+        ..super::tests::model(
+            GraphProto {
+                node: vec![call("p", vec![int_attr("ax", 1)]), call("q", vec![])],
+                input: vec![vi("x", 1, &["2", "2"])],
+                output: vec![vi("p", 1, &["2", "2"]), vi("q", 1, &["2", "2"])],
+                ..Default::default()
+            },
+            &["local"],
+        )
     };
     let (g, _) = import_bytes(&encode_model(&m), "f.onnx", None).unwrap_or_else(|e| panic!("{e}"));
     let x = Tensor::from_f32(vec![2, 2], vec![0.0, 1.0, 2.0, 0.5]).unwrap();

@@ -951,32 +951,38 @@ fn elementwise_kind(name: &str) -> Option<OpKind> {
     })
 }
 
+/// The op families [`Importer::tensor_op`] dispatches by name.
+const FAMILIES: &[&[&str]] = &[
+    LAYOUT_OPS,
+    SLICE_OPS,
+    CONTRACTION_OPS,
+    REDUCTION_OPS,
+    INDEX_OPS,
+    CONTROL_OPS,
+    BATCH_NORM_OPS,
+];
+
+/// Ops handled by name outside the families and the payload-free elementwise kinds.
+const SPECIAL_OPS: &[&str] = &[
+    "constant",
+    "custom_call",
+    "get_dimension_size",
+    "compare",
+    "convert",
+    "bitcast_convert",
+    "rng_bit_generator",
+    "composite",
+];
+
 /// Whether the importer takes an op of this full name (`stablehlo.add`, `func.call`), from
 /// the same tables its dispatch uses: for triage (`ebb import --allow-unsupported`).
 pub fn is_supported_op(full: &str) -> bool {
     match full {
-        "builtin.module" | "func.func" | "func.call" | "func.return" | "stablehlo.composite" => {
-            true
-        }
+        "builtin.module" | "func.func" | "func.call" | "func.return" => true,
         _ => full.strip_prefix("stablehlo.").is_some_and(|n| {
-            matches!(
-                n,
-                "constant" | "custom_call" | "get_dimension_size" | "return"
-            ) || [
-                LAYOUT_OPS,
-                SLICE_OPS,
-                CONTRACTION_OPS,
-                REDUCTION_OPS,
-                INDEX_OPS,
-                CONTROL_OPS,
-                BATCH_NORM_OPS,
-            ]
-            .iter()
-            .any(|t| t.contains(&n))
-                || matches!(
-                    n,
-                    "compare" | "convert" | "bitcast_convert" | "rng_bit_generator"
-                )
+            n == "return"
+                || SPECIAL_OPS.contains(&n)
+                || FAMILIES.iter().any(|t| t.contains(&n))
                 || elementwise_kind(n).and_then(Op::simple).is_some()
         }),
     }
@@ -986,32 +992,14 @@ pub fn is_supported_op(full: &str) -> bool {
 /// registry behind the README's op table and `ebb ops` (region terminators and the module
 /// structure left out).
 pub fn supported_op_names() -> Vec<String> {
-    let special = [
-        "constant",
-        "custom_call",
-        "get_dimension_size",
-        "compare",
-        "convert",
-        "bitcast_convert",
-        "composite",
-        "rng_bit_generator",
-    ];
-    let mut names: Vec<String> = [
-        LAYOUT_OPS,
-        SLICE_OPS,
-        CONTRACTION_OPS,
-        REDUCTION_OPS,
-        INDEX_OPS,
-        CONTROL_OPS,
-        BATCH_NORM_OPS,
-        &special,
-    ]
-    .iter()
-    .flat_map(|t| t.iter().copied())
-    .chain(OpKind::ALL.iter().map(|k| k.name()))
-    .map(|n| format!("stablehlo.{n}"))
-    .filter(|n| is_supported_op(n))
-    .collect();
+    let mut names: Vec<String> = FAMILIES
+        .iter()
+        .chain([SPECIAL_OPS].iter())
+        .flat_map(|t| t.iter().copied())
+        .chain(OpKind::ALL.iter().map(|k| k.name()))
+        .map(|n| format!("stablehlo.{n}"))
+        .filter(|n| is_supported_op(n))
+        .collect();
     names.push("func.call".into());
     names.sort();
     names.dedup();
