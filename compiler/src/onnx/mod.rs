@@ -30,6 +30,7 @@ mod functions;
 mod ops;
 pub mod params_from;
 pub mod proto;
+mod subgraph;
 pub mod tensor;
 
 pub use error::{NodeLoc, OnnxError};
@@ -381,7 +382,7 @@ fn declared_type(cx: &Cx, vi: &ValueInfoProto) -> R<Option<(DType, Vec<Decl>)>> 
     Ok(Some((dtype, dims)))
 }
 
-fn lower_node(cx: &mut Cx, n: &NodeProto, k: usize) -> R<()> {
+pub(crate) fn lower_node(cx: &mut Cx, n: &NodeProto, k: usize) -> R<()> {
     let op_type = n.op_type.clone().unwrap_or_default();
     let domain = domain_name(n.domain.as_deref()).to_string();
     cx.node = NodeLoc {
@@ -483,120 +484,7 @@ fn check_outputs(
 }
 
 /// The graph-valued attributes of `n`: (attribute name, graph).
-/// The names a nested graph reads from its enclosing scopes: node inputs (at any depth) that
-/// no node of it produces and that are not its initializers, in first-use order.
-pub(crate) fn outer_names(gp: &GraphProto) -> Vec<String> {
-    fn walk(
-        gp: &GraphProto,
-        defined: &mut std::collections::HashSet<String>,
-        out: &mut Vec<String>,
-    ) {
-        for t in &gp.initializer {
-            defined.insert(t.name.clone().unwrap_or_default());
-        }
-        for vi in &gp.input {
-            defined.insert(vi.name.clone().unwrap_or_default());
-        }
-        for n in &gp.node {
-            for i in n.input.iter().filter(|i| !i.is_empty()) {
-                if !defined.contains(i) && !out.contains(i) {
-                    out.push(i.clone());
-                }
-            }
-            for (_, sub) in nested_graphs(n) {
-                let mut inner = defined.clone();
-                walk(sub, &mut inner, out);
-            }
-            defined.extend(n.output.iter().cloned());
-        }
-    }
-    let mut out = Vec::new();
-    walk(gp, &mut Default::default(), &mut out);
-    out
-}
-
-/// Lowers a nested graph (an `If` branch) into a region graph named `name`: the enclosing
-/// values in `captures` become its inputs, in order; the enclosing constants and shape values
-/// are visible as they are; its outputs are the region's. Errors for random or in-place ops
-/// inside (their extra input or output cannot leave a region).
-pub(crate) fn lower_subgraph(
-    cx: &mut Cx,
-    gp: &GraphProto,
-    captures: &[(String, TensorType)],
-    name: &str,
-) -> R<Graph> {
-    let mut sub = Cx {
-        file: cx.file.clone(),
-        model_dir: cx.model_dir.clone(),
-        g: Graph::new(name),
-        vals: HashMap::new(),
-        opsets: cx.opsets.clone(),
-        node: cx.node.clone(),
-        warnings: Vec::new(),
-        in_place: Vec::new(),
-        rng_seed: None,
-    };
-    for (k, v) in &cx.vals {
-        if v.lit.is_some() || v.s.is_some() || v.seq.is_some() {
-            sub.vals.insert(
-                k.clone(),
-                Val {
-                    t: None,
-                    ..v.clone()
-                },
-            );
-        }
-    }
-    for (k, ty) in captures {
-        let v = sub.g.add_input(k, ty.clone());
-        sub.vals.insert(k.clone(), Val::t(v));
-    }
-    for t in &gp.initializer {
-        let tn = t.name.clone().unwrap_or_default();
-        let (dtype, dims, lit) = tensor::decode(t, sub.model_dir.as_deref())
-            .map_err(|m| sub.structure(format!("initializer `{tn}`: {m}")))?;
-        sub.vals
-            .insert(tn, ops::literal_val(TensorType::fixed(dtype, &dims), lit));
-    }
-    for (k, n) in gp.node.iter().enumerate() {
-        lower_node(&mut sub, n, k)?;
-    }
-    let mut outs = Vec::new();
-    for vi in &gp.output {
-        let o = vi.name.clone().unwrap_or_default();
-        outs.push(sub.tensor(&o)?);
-    }
-    if sub.rng_seed.is_some() || !sub.in_place.is_empty() {
-        return Err(cx.err("random or in-place ops inside a nested graph are not supported"));
-    }
-    let k = outs.len();
-    sub.g.set_outputs(outs, vec![String::new(); k]);
-    cx.warnings.append(&mut sub.warnings);
-    Ok(sub.g)
-}
-
-/// Lowers a nested graph's initializers and nodes into the enclosing graph itself (an `If`
-/// whose condition is known at import time); returns its outputs.
-pub(crate) fn lower_inline(cx: &mut Cx, gp: &GraphProto) -> R<Vec<Val>> {
-    for t in &gp.initializer {
-        let tn = t.name.clone().unwrap_or_default();
-        let (dtype, dims, lit) = tensor::decode(t, cx.model_dir.as_deref())
-            .map_err(|m| cx.structure(format!("initializer `{tn}`: {m}")))?;
-        cx.vals
-            .insert(tn, ops::literal_val(TensorType::fixed(dtype, &dims), lit));
-    }
-    let at = cx.node.clone();
-    for (k, n) in gp.node.iter().enumerate() {
-        lower_node(cx, n, k)?;
-    }
-    cx.node = at;
-    gp.output
-        .iter()
-        .map(|vi| cx.val(vi.name.as_deref().unwrap_or("")))
-        .collect()
-}
-
-fn nested_graphs(n: &NodeProto) -> Vec<(String, &GraphProto)> {
+pub(crate) fn nested_graphs(n: &NodeProto) -> Vec<(String, &GraphProto)> {
     let mut v = Vec::new();
     for a in &n.attribute {
         let an = a.name.clone().unwrap_or_default();

@@ -1,6 +1,7 @@
 //! Unit tests of `If`: branches reading enclosing tensors (captured as `case` operands) and
 //! their own initializers, both branches taken at run time, and a condition known at import
-//! time imported inline; model-local functions expanded with their attribute references.
+//! time imported inline; `Loop` with captures, scan outputs and a run-time trip count;
+//! model-local functions expanded with their attribute references.
 
 use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
 use super::tests::{node, vi};
@@ -177,4 +178,79 @@ fn local_functions_expand_with_their_attributes() {
             assert!((a - b).abs() < 1e-6, "{a} vs {b}");
         }
     }
+}
+
+/// `Loop` with a trip count known at import time: `acc += x·i` for `i` in `0..4`, `x`
+/// captured, the running `acc` stacked as a scan output; and with the trip count a graph input
+/// (no scan output).
+#[test]
+fn loop_carries_values_captures_and_stacks_scan_outputs() {
+    let body = GraphProto {
+        node: vec![
+            node(
+                "Cast",
+                &["i"],
+                &["fi"],
+                vec![super::tests::int_attr("to", 1)],
+            ),
+            node("Mul", &["x", "fi"], &["xi"], vec![]),
+            node("Add", &["acc", "xi"], &["acc_out"], vec![]),
+            node("Identity", &["cond"], &["cond_out"], vec![]),
+            node("Identity", &["acc_out"], &["row"], vec![]),
+        ],
+        input: vec![vi("i", 7, &[]), vi("cond", 9, &[]), vi("acc", 1, &["2"])],
+        output: vec![
+            vi("cond_out", 9, &[]),
+            vi("acc_out", 1, &["2"]),
+            vi("row", 1, &["2"]),
+        ],
+        ..Default::default()
+    };
+    let short = GraphProto {
+        output: vec![vi("cond_out", 9, &[]), vi("acc_out", 1, &["2"])],
+        ..body.clone()
+    };
+    let looped = |g: GraphProto, trip: &str, outs: &[&str]| NodeProto {
+        attribute: vec![graph_attr("body", g)],
+        ..node("Loop", &[trip, "", "acc0"], outs, vec![])
+    };
+    let m = super::tests::model(
+        GraphProto {
+            node: vec![
+                looped(body, "four", &["acc", "rows"]),
+                looped(short, "trips", &["acc2"]),
+            ],
+            initializer: vec![super::tests::i64_init("four", &[], &[4])],
+            input: vec![
+                vi("x", 1, &["2"]),
+                vi("acc0", 1, &["2"]),
+                vi("trips", 7, &[]),
+            ],
+            output: vec![
+                vi("acc", 1, &["2"]),
+                vi("rows", 1, &["4", "2"]),
+                vi("acc2", 1, &["2"]),
+            ],
+            ..Default::default()
+        },
+        &[],
+    );
+    let (g, _) =
+        import_bytes(&encode_model(&m), "loop.onnx", None).unwrap_or_else(|e| panic!("{e}"));
+    let ins = vec![
+        Tensor::from_f32(vec![2], vec![1.0, -2.0]).unwrap(),
+        Tensor::from_f32(vec![2], vec![0.5, 0.5]).unwrap(),
+        Tensor::new(vec![], Data::I64(vec![3].into())).unwrap(),
+    ];
+    let out = execute(&g, &program_schedule(&g), &Bindings::new(), ins)
+        .unwrap()
+        .0;
+    // acc after i = 0..3: 0.5 + x·(0+1+2+3) = 0.5 + 6x; rows are the running sums.
+    assert_eq!(out[0].as_f32().unwrap(), [6.5, -11.5]);
+    assert_eq!(
+        out[1].as_f32().unwrap(),
+        [0.5, 0.5, 1.5, -1.5, 3.5, -5.5, 6.5, -11.5]
+    );
+    // Three trips from the graph input: 0.5 + 3x.
+    assert_eq!(out[2].as_f32().unwrap(), [3.5, -5.5]);
 }
