@@ -311,7 +311,7 @@ fn unsupported_op_error_reports_its_nested_graphs() {
         .iter()
         .position(|n| n.op_type.as_deref() == Some("Relu"))
         .unwrap();
-    g.node[k].op_type = Some("Scan".into());
+    g.node[k].op_type = Some("SequenceMap".into());
     g.node[k].name = Some("branch".into());
     g.node[k]
         .attribute
@@ -324,7 +324,7 @@ fn unsupported_op_error_reports_its_nested_graphs() {
     let e = import_bytes(&encode_model(&m), "m.onnx", None).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "m.onnx: unsupported op `Scan` (domain `ai.onnx`, opset 20) at node `branch`; nested graphs: body (3 nodes)"
+        "m.onnx: unsupported op `SequenceMap` (domain `ai.onnx`, opset 20) at node `branch`; nested graphs: body (3 nodes)"
     );
 }
 

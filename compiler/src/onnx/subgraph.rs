@@ -46,6 +46,10 @@ pub(crate) fn outer_names(gp: &GraphProto) -> Vec<String> {
 /// Maps a nested graph's outputs (in the region being built) to the region's outputs.
 pub(crate) type Finish<'f> = &'f mut dyn FnMut(&mut Cx, Vec<ValueRef>) -> R<Vec<ValueRef>>;
 
+/// Defines values of the region being built before the nested graph's nodes are lowered
+/// (`Scan`'s rows, sliced from the carried scan inputs).
+pub(crate) type Prepare<'f> = &'f mut dyn FnMut(&mut Cx) -> R<()>;
+
 /// Lowers a nested graph (an `If` branch, a `Loop` body) into a region graph named `name`:
 /// `inputs` (the graph's own inputs by name, then the enclosing values it captures) become
 /// the region's inputs, in order; the enclosing constants and shape values are visible as they
@@ -56,6 +60,7 @@ pub(crate) fn lower_subgraph(
     gp: &GraphProto,
     inputs: &[(String, TensorType)],
     name: &str,
+    prepare: Option<Prepare>,
     finish: Option<Finish>,
 ) -> R<Graph> {
     let mut sub = Cx {
@@ -85,6 +90,9 @@ pub(crate) fn lower_subgraph(
         sub.vals.insert(k.clone(), Val::t(v));
     }
     insert_initializers(&mut sub, gp)?;
+    if let Some(p) = prepare {
+        p(&mut sub)?;
+    }
     for (k, n) in gp.node.iter().enumerate() {
         lower_node(&mut sub, n, k)?;
     }

@@ -1,6 +1,7 @@
 //! Unit tests of `If`: branches reading enclosing tensors (captured as `case` operands) and
 //! their own initializers, both branches taken at run time, and a condition known at import
-//! time imported inline; `Loop` with captures, scan outputs and a run-time trip count;
+//! time imported inline; `Loop` with captures, scan outputs and a run-time trip count; `Scan`
+//! in both directions;
 //! model-local functions expanded with their attribute references.
 
 use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
@@ -253,4 +254,74 @@ fn loop_carries_values_captures_and_stacks_scan_outputs() {
     );
     // Three trips from the graph input: 0.5 + 3x.
     assert_eq!(out[2].as_f32().unwrap(), [3.5, -5.5]);
+}
+
+/// `Scan` over rows of a `[t, 2]` input with a symbolic `t`: a running sum as the state and
+/// twice it as the scan output, forwards and with the input reversed (direction 1), with a
+/// captured tensor.
+#[test]
+fn scan_runs_over_rows_in_both_directions() {
+    let body = GraphProto {
+        node: vec![
+            node("Add", &["s", "row"], &["s_out"], vec![]),
+            node("Mul", &["s_out", "k"], &["y"], vec![]),
+        ],
+        input: vec![vi("s", 1, &["2"]), vi("row", 1, &["2"])],
+        output: vec![vi("s_out", 1, &["2"]), vi("y", 1, &["2"])],
+        ..Default::default()
+    };
+    let scan = |out: [&str; 2], reverse: bool| NodeProto {
+        attribute: {
+            let mut a = vec![
+                graph_attr("body", body.clone()),
+                super::tests::int_attr("num_scan_inputs", 1),
+            ];
+            if reverse {
+                a.push(AttributeProto {
+                    name: Some("scan_input_directions".into()),
+                    r#type: Some(7),
+                    ints: vec![1],
+                    ..Default::default()
+                });
+            }
+            a
+        },
+        ..node("Scan", &["s0", "xs"], &out, vec![])
+    };
+    let m = super::tests::model(
+        GraphProto {
+            node: vec![scan(["f", "fy"], false), scan(["r", "ry"], true)],
+            input: vec![
+                vi("s0", 1, &["2"]),
+                vi("xs", 1, &["t", "2"]),
+                vi("k", 1, &["2"]),
+            ],
+            output: vec![
+                vi("f", 1, &["2"]),
+                vi("fy", 1, &["t", "2"]),
+                vi("r", 1, &["2"]),
+                vi("ry", 1, &["t", "2"]),
+            ],
+            ..Default::default()
+        },
+        &[],
+    );
+    let (g, stats) =
+        import_bytes(&encode_model(&m), "scan.onnx", None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stats.unresolved_dims, 0);
+    let b: Bindings = [(ebb_ir::Symbol::new("t"), 3)].into_iter().collect();
+    let ins = vec![
+        Tensor::from_f32(vec![2], vec![0.0, 10.0]).unwrap(),
+        Tensor::from_f32(vec![3, 2], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap(),
+        Tensor::from_f32(vec![2], vec![2.0, 2.0]).unwrap(),
+    ];
+    let out = execute(&g, &program_schedule(&g), &b, ins).unwrap().0;
+    assert_eq!(out[0].as_f32().unwrap(), [9.0, 22.0]);
+    assert_eq!(out[1].as_f32().unwrap(), [2.0, 24.0, 8.0, 32.0, 18.0, 44.0]);
+    assert_eq!(out[2].as_f32().unwrap(), [9.0, 22.0]);
+    // Reversed: rows 5,6 then 3,4 then 1,2.
+    assert_eq!(
+        out[3].as_f32().unwrap(),
+        [10.0, 32.0, 16.0, 40.0, 18.0, 44.0]
+    );
 }
