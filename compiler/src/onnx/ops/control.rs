@@ -92,9 +92,13 @@ fn while_cond(inputs: &[(String, TensorType)], trip: usize, cond: Option<usize>)
     g
 }
 
-/// The enclosing tensors a nested graph reads (without a value known at import time), with
-/// their types and graph values: they become loop-carried or branch operands.
-fn captured(cx: &mut Cx, graphs: &[&GraphProto]) -> R<(Vec<(String, TensorType)>, Vec<ValueRef>)> {
+/// Captured enclosing tensors: `(name, type)` for the region inputs, and the graph values to
+/// pass as operands.
+type Captures = (Vec<(String, TensorType)>, Vec<ValueRef>);
+
+/// The enclosing tensors the nested `graphs` read (without a value known at import time), in
+/// first-use order: they become loop-carried or branch operands.
+fn captured(cx: &mut Cx, graphs: &[&GraphProto]) -> R<Captures> {
     let mut names: Vec<String> = Vec::new();
     for g in graphs {
         for o in outer_names(g) {
