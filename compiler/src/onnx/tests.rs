@@ -324,6 +324,22 @@ fn tanh_and_sigmoid_grads_follow_the_forward_output() {
     }
 }
 
+/// ORT's `ReduceSumTraining` (axes as an input, keepdims) sums as `ReduceSum` does.
+#[test]
+fn reduce_sum_training_sums_over_its_axes_input() {
+    let mut node = ms_node("ReduceSumTraining", &["x", "ax"], &["s"]);
+    node.attribute.push(int_attr("keepdims", 0));
+    let out = run(
+        vec![node],
+        vec![i64_init("ax", &[1], &[0])],
+        vec![vi("x", 1, &["n", "2"])],
+        vec![vi("s", 1, &["2"])],
+        &[("n", 3)],
+        vec![Tensor::from_f32(vec![3, 2], vec![1., 2., 3., 4., 5., 6.]).unwrap()],
+    );
+    assert_eq!(out[0].to_f64_vec(), [9., 12.]);
+}
+
 /// Imports a one-graph model; the error text when the import fails.
 fn import_err(
     nodes: Vec<NodeProto>,

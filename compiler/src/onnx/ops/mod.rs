@@ -64,6 +64,7 @@ static COM_MICROSOFT: &[&[(&str, &dyn Lower)]] = &[
     conv::OPS_MS,
     random::OPS_MS,
     batchnorm::OPS_MS,
+    reduce::OPS_MS,
     optim::OPS_MS,
     slicing::OPS_MS,
 ];

@@ -1,4 +1,4 @@
-//! Reductions: `ReduceSum`, `ReduceMean`, `ReduceMax`, `ReduceMin`, `ReduceProd`,
+//! Reductions: `ReduceSum` (and ORT's `ReduceSumTraining`), `ReduceMean`, `ReduceMax`, `ReduceMin`, `ReduceProd`,
 //! `ReduceSumSquare`, `ReduceL2`, `ReduceLogSumExp`, lowered to StableHLO `reduce` with a
 //! one-op body (recognized by the executor as a monoid).
 //!
@@ -23,6 +23,10 @@ pub(super) static OPS: &[(&str, &dyn Lower)] = &[
     ("ReduceL2", &Reduce(Kind::L2)),
     ("ReduceLogSumExp", &Reduce(Kind::LogSumExp)),
 ];
+
+/// The com.microsoft reductions: ORT's `ReduceSumTraining` is `ReduceSum` with its axes as an
+/// input, as opset 13's.
+pub(super) static OPS_MS: &[(&str, &dyn Lower)] = &[("ReduceSumTraining", &Reduce(Kind::Sum))];
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
