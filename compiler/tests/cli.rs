@@ -48,11 +48,7 @@ fn cli_stats_json_has_the_documented_fields() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for k in [
         "ops",
@@ -66,6 +62,15 @@ fn cli_stats_json_has_the_documented_fields() {
     }
     assert_eq!(v["symbols"], serde_json::json!(["B"]));
     assert_eq!(v["unresolved_dims"], 0);
+}
+
+/// Asserts that a run of `ebb` succeeded, showing its standard error when it did not.
+fn assert_ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn ebb(args: &[&str]) -> std::process::Output {
@@ -150,11 +155,7 @@ fn run_with_npz_inputs_compares_with_the_framework_outputs() {
         npz.to_str().unwrap(),
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let err = v["npz_max_rel_err"].as_f64().unwrap();
     assert!(err < 1e-5, "relative error {err} against JAX's outputs");
@@ -176,11 +177,7 @@ fn compile_prints_the_ir_after_the_named_passes() {
         "--stop-after",
         "2",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     // fold runs first, then cse (pass run 2); --stop-after 2 ends the pipeline there, and the
     // output is the graph at that point, not a plan.
@@ -225,11 +222,7 @@ fn compile_runs_every_stage_as_a_pass() {
         ebb(&args)
     };
     let out = compile(&["--print-after", "schedule"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let groups: Vec<&str> = report["passes"]["groups"]
         .as_array()
@@ -248,11 +241,7 @@ fn compile_runs_every_stage_as_a_pass() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("// ----- IR after schedule"));
 
     let out = compile(&["--stop-after", "schedule"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["passes"]["stop_reason"], "stop_after");
     assert_eq!(
@@ -282,11 +271,7 @@ fn plan_reports_donation_fusion_and_the_peak_breakdown() {
         ebb(&args)
     };
     let json = |out: &std::process::Output| -> serde_json::Value {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(out);
         serde_json::from_slice(&out.stdout).unwrap()
     };
     let kept = json(&plan(&[]));
@@ -360,11 +345,7 @@ fn device_profiles_price_the_decisions_and_are_named_in_reports() {
         "--device",
         "a100-40g-pcie4",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let text = std::fs::read_to_string(&plan).unwrap();
     let p: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(p["device"]["name"], "a100-40g-pcie4");
@@ -376,11 +357,7 @@ fn device_profiles_price_the_decisions_and_are_named_in_reports() {
     };
     let report = |extra: &[&str]| -> serde_json::Value {
         let out = plan_with(&[&["--budget", "70%", "--json"], extra].concat());
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out);
         serde_json::from_slice(&out.stdout).unwrap()
     };
     // The plan's device by default; --device overrides it; --kinds restricts the choice.
@@ -442,11 +419,7 @@ fn cli_allow_unsupported_lists_every_unsupported_op() {
         "--allow-unsupported",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["imported"], false);
     let ops = v["unsupported_ops"].as_array().unwrap();
@@ -479,11 +452,7 @@ fn run_saves_its_outputs_as_npz() {
         "--save-outputs",
         saved.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let got = ebb_runtime::npz::load_npz(&saved).unwrap();
     let want = ebb_runtime::npz::load_npz(&reference).unwrap();
     let outs: Vec<&String> = want.keys().filter(|k| k.starts_with("out_")).collect();
@@ -511,17 +480,9 @@ fn an_ort_optimizer_model_compiles_with_params_from_its_training_model() {
         "-o",
         plan.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let out = ebb(&["plan", plan.to_str().unwrap(), "--bind", "", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     // The optimizer model as its own training model: named as the culprit.
     let bad = ebb(&[
         "import",
@@ -541,11 +502,7 @@ fn an_ort_optimizer_model_compiles_with_params_from_its_training_model() {
 #[test]
 fn ops_lists_each_front_end() {
     let out = ebb(&["ops", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let lists = v.as_array().unwrap();
     let find = |fe: &str| {

@@ -177,6 +177,18 @@ impl Graph {
         }
     }
 
+    /// The region `(a, b) -> op(a, b)` over two scalars of `dtype`, with a result of type
+    /// `out`: a `reduce`/`reduce_window` body (`op` a monoid, `out == dtype`) or a
+    /// `select_and_scatter` select (`op` a `compare`, `out` `i1`).
+    pub fn scalar_binary(op: Op, dtype: crate::dtype::DType, out: crate::dtype::DType) -> Graph {
+        let mut r = Graph::new("body");
+        let a = r.add_input("", TensorType::scalar(dtype));
+        let b = r.add_input("", TensorType::scalar(dtype));
+        let id = r.add_node(Node::new(op, vec![TensorType::scalar(out)]), &[a, b]);
+        r.set_outputs(vec![ValueRef::new(id, 0)], vec![String::new()]);
+        r
+    }
+
     /// Adds an `input` node (argument `inputs().len()`) named `name` of type `ty`.
     pub fn add_input(&mut self, name: &str, ty: TensorType) -> ValueRef {
         let op = Op::input(self.inputs.len(), name);

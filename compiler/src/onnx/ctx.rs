@@ -569,11 +569,7 @@ impl Cx {
         keep: bool,
     ) -> R<ValueRef> {
         let t = self.ty(v);
-        let mut body = Graph::new("body");
-        let a = body.add_input("", TensorType::scalar(t.dtype));
-        let b = body.add_input("", TensorType::scalar(t.dtype));
-        let r = body.add_node(Node::new(op, vec![TensorType::scalar(t.dtype)]), &[a, b]);
-        body.set_outputs(vec![ValueRef::new(r, 0)], vec![String::new()]);
+        let body = Graph::scalar_binary(op, t.dtype, t.dtype);
         let init = self.scalar(t.dtype, init);
         let mut axes = axes.to_vec();
         axes.sort_unstable();

@@ -92,6 +92,54 @@ fn while_cond(inputs: &[(String, TensorType)], trip: usize, cond: Option<usize>)
     g
 }
 
+/// The input values of the region being built, in order.
+fn region_inputs(sub: &Cx) -> Vec<ValueRef> {
+    sub.g
+        .inputs()
+        .iter()
+        .map(|&id| ValueRef::new(id, 0))
+        .collect()
+}
+
+/// Zero `[len, ...]` buffers for scan outputs of the row types `rows`, each also appended to
+/// the loop's carried `inputs` (named `@scan_out<k>`).
+fn scan_buffers(
+    cx: &mut Cx,
+    rows: &[TensorType],
+    len: &ebb_ir::DimExpr,
+    inputs: &mut Vec<(String, TensorType)>,
+) -> R<Vec<ValueRef>> {
+    let mut bufs = Vec::new();
+    for (k, t) in rows.iter().enumerate() {
+        let mut shape = vec![len.clone()];
+        shape.extend(t.shape.iter().cloned());
+        bufs.push(cx.full(t.dtype, 0.0, &shape)?);
+        inputs.push((format!("@scan_out{k}"), TensorType::new(t.dtype, shape)));
+    }
+    Ok(bufs)
+}
+
+/// The row a counted loop's iteration `i` addresses: `i`, or `trips − 1 − i` in reverse.
+fn row_index(sub: &mut Cx, i: ValueRef, trips: ValueRef, reverse: bool) -> R<ValueRef> {
+    if !reverse {
+        return Ok(i);
+    }
+    let one = sub.scalar(DType::I64, 1.0);
+    let last = sub.binary(Op::Subtract, trips, one)?;
+    sub.binary(Op::Subtract, last, i)
+}
+
+/// `buf` (a `[T, ...]` scan buffer) with `row` written at index `at` of its first dimension.
+fn write_row(sub: &mut Cx, buf: ValueRef, row: ValueRef, at: ValueRef) -> R<ValueRef> {
+    let mut shape1 = vec![ebb_ir::DimExpr::constant(1)];
+    shape1.extend(sub.ty(row).shape);
+    let slab = sub.reshape(row, &shape1)?;
+    let zero = sub.scalar(DType::I64, 0.0);
+    let mut operands = vec![buf, slab, at];
+    operands.extend(std::iter::repeat_n(zero, shape1.len() - 1));
+    sub.emit(Op::DynamicUpdateSlice, &operands)
+}
+
 /// Captured enclosing tensors: `(name, type)` for the region inputs, and the graph values to
 /// pass as operands.
 type Captures = (Vec<(String, TensorType)>, Vec<ValueRef>);
@@ -182,36 +230,22 @@ impl Lower for Loop {
                      cannot stop early",
                 ));
             };
-            for (k, o) in outs[1 + nv..].iter().enumerate() {
-                let t = probe.value_type(*o).clone();
-                let mut shape = vec![m_dim.clone()];
-                shape.extend(t.shape.iter().cloned());
-                bufs.push(cx.full(t.dtype, 0.0, &shape)?);
-                inputs.push((format!("@scan{k}"), TensorType::new(t.dtype, shape)));
-            }
+            let rows: Vec<TensorType> = outs[1 + nv..]
+                .iter()
+                .map(|o| probe.value_type(*o).clone())
+                .collect();
+            bufs = scan_buffers(cx, &rows, &m_dim, &mut inputs)?;
         }
         let ncap = captures.len();
         let mut finish = |sub: &mut Cx, outs: Vec<ValueRef>| -> R<Vec<ValueRef>> {
-            let ins: Vec<ValueRef> = sub
-                .g
-                .inputs()
-                .iter()
-                .map(|&id| ValueRef::new(id, 0))
-                .collect();
+            let ins = region_inputs(sub);
             let i = ins[0];
             let one = sub.scalar(DType::I64, 1.0);
             let mut r = vec![sub.binary(Op::Add, i, one)?, sub.reshape(outs[0], &[])?];
             r.extend_from_slice(&outs[1..1 + nv]);
             r.extend_from_slice(&ins[2 + nv..3 + nv + ncap]);
             for k in 0..k_scan {
-                let s = outs[1 + nv + k];
-                let mut shape1 = vec![ebb_ir::DimExpr::constant(1)];
-                shape1.extend(sub.ty(s).shape);
-                let row = sub.reshape(s, &shape1)?;
-                let zero = sub.scalar(DType::I64, 0.0);
-                let mut operands = vec![ins[3 + nv + ncap + k], row, i];
-                operands.extend(std::iter::repeat_n(zero, shape1.len() - 1));
-                r.push(sub.emit(Op::DynamicUpdateSlice, &operands)?);
+                r.push(write_row(sub, ins[3 + nv + ncap + k], outs[1 + nv + k], i)?);
             }
             Ok(r)
         };
@@ -298,32 +332,15 @@ impl Lower for Scan {
             .iter()
             .map(|o| probe.value_type(*o).clone())
             .collect();
-        let mut bufs = Vec::new();
-        for (k, ot) in out_types.iter().enumerate() {
-            let mut shape = vec![t_dim.clone()];
-            shape.extend(ot.shape.iter().cloned());
-            bufs.push(cx.full(ot.dtype, 0.0, &shape)?);
-            inputs.push((format!("@scan_out{k}"), TensorType::new(ot.dtype, shape)));
-        }
+        let bufs = scan_buffers(cx, &out_types, &t_dim, &mut inputs)?;
         // The body region: rows sliced from the carried scan inputs (defined under the body's
         // scan-input names before its nodes), the body, then the counter and the buffers.
         let mut prepare = |sub: &mut Cx| -> R<()> {
-            let ins: Vec<ValueRef> = sub
-                .g
-                .inputs()
-                .iter()
-                .map(|&id| ValueRef::new(id, 0))
-                .collect();
+            let ins = region_inputs(sub);
             let (i, tc) = (ins[0], ins[1 + n_state]);
             for k in 0..n_scan {
                 let x = ins[2 + n_state + k];
-                let at = if in_dirs.get(k) == Some(&1) {
-                    let one = sub.scalar(DType::I64, 1.0);
-                    let last = sub.binary(Op::Subtract, tc, one)?;
-                    sub.binary(Op::Subtract, last, i)?
-                } else {
-                    i
-                };
+                let at = row_index(sub, i, tc, in_dirs.get(k) == Some(&1))?;
                 let xt = sub.ty(x);
                 let mut sizes = xt.shape.clone();
                 sizes[0] = ebb_ir::DimExpr::constant(1);
@@ -339,32 +356,16 @@ impl Lower for Scan {
         let nstate = n_state;
         let ncap = captures.len();
         let mut finish = |sub: &mut Cx, outs: Vec<ValueRef>| -> R<Vec<ValueRef>> {
-            let ins: Vec<ValueRef> = sub
-                .g
-                .inputs()
-                .iter()
-                .map(|&id| ValueRef::new(id, 0))
-                .collect();
+            let ins = region_inputs(sub);
             let (i, tc) = (ins[0], ins[1 + nstate]);
             let one = sub.scalar(DType::I64, 1.0);
             let mut r = vec![sub.binary(Op::Add, i, one)?];
             r.extend_from_slice(&outs[..nstate]);
             r.extend_from_slice(&ins[1 + nstate..2 + nstate + n_scan + ncap]);
             for k in 0..k_out {
-                let s = outs[nstate + k];
-                let at = if out_dirs.get(k) == Some(&1) {
-                    let last = sub.binary(Op::Subtract, tc, one)?;
-                    sub.binary(Op::Subtract, last, i)?
-                } else {
-                    i
-                };
-                let mut shape1 = vec![ebb_ir::DimExpr::constant(1)];
-                shape1.extend(sub.ty(s).shape);
-                let row = sub.reshape(s, &shape1)?;
-                let zero = sub.scalar(DType::I64, 0.0);
-                let mut operands = vec![ins[2 + nstate + n_scan + ncap + k], row, at];
-                operands.extend(std::iter::repeat_n(zero, shape1.len() - 1));
-                r.push(sub.emit(Op::DynamicUpdateSlice, &operands)?);
+                let at = row_index(sub, i, tc, out_dirs.get(k) == Some(&1))?;
+                let buf = ins[2 + nstate + n_scan + ncap + k];
+                r.push(write_row(sub, buf, outs[nstate + k], at)?);
             }
             Ok(r)
         };

@@ -24,7 +24,7 @@ use super::super::ctx::{Cx, NodeAttrs, PoolArgmax, Val, R};
 use super::super::proto::NodeProto;
 use super::{one, Lower};
 use ebb_ir::op::{CompareSpec, ConvDimensionNumbers, ConvSpec, PadSpec, Window};
-use ebb_ir::{DType, DimExpr, Graph, Node, Op, Relation, TensorType, ValueRef};
+use ebb_ir::{DType, DimExpr, Graph, Op, Relation, ValueRef};
 use std::rc::Rc;
 
 /// The ai.onnx ops this module lowers, by op type.
@@ -274,21 +274,11 @@ fn pool_window(s: &Spatial) -> Window {
     w
 }
 
-/// A region of two scalars of `dtype` combined by `op` (result `out`).
-fn scalar_region(op: Op, dtype: DType, out: DType) -> Graph {
-    let mut r = Graph::new("body");
-    let a = r.add_input("", TensorType::scalar(dtype));
-    let b = r.add_input("", TensorType::scalar(dtype));
-    let id = r.add_node(Node::new(op, vec![TensorType::scalar(out)]), &[a, b]);
-    r.set_outputs(vec![ValueRef::new(id, 0)], vec![String::new()]);
-    r
-}
-
 /// `reduce_window` of `x` with `op` from `init`.
 fn reduce_window(cx: &mut Cx, x: ValueRef, w: Window, op: Op, init: f64) -> R<ValueRef> {
     let dtype = cx.ty(x).dtype;
     let init = cx.scalar(dtype, init);
-    let body = scalar_region(op, dtype, dtype);
+    let body = Graph::scalar_binary(op, dtype, dtype);
     Ok(cx.emit_n(Op::ReduceWindow(w), &[x, init], vec![body])?[0])
 }
 
@@ -377,8 +367,8 @@ impl Lower for MaxPoolGrad {
             direction: Relation::Ge,
             compare_type: None,
         };
-        let select = scalar_region(Op::Compare(ge), dtype, DType::I1);
-        let scatter = scalar_region(Op::Add, dtype, dtype);
+        let select = Graph::scalar_binary(Op::Compare(ge), dtype, DType::I1);
+        let scatter = Graph::scalar_binary(Op::Add, dtype, dtype);
         let dx = cx.emit_n(
             Op::SelectAndScatter(p.window.clone()),
             &[p.input, dy, zero],

@@ -11,7 +11,7 @@ use super::super::ctx::{norm_axis, Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::{one, symbolic, Lower};
 use ebb_ir::op::{GatherDims, ScatterDims, SliceSpec};
-use ebb_ir::{DType, DimExpr, Graph, Node, Op, Relation, TensorType, ValueRef};
+use ebb_ir::{DType, DimExpr, Graph, Op, Relation, TensorType, ValueRef};
 
 /// The ai.onnx ops this module lowers, by op type.
 pub(super) static OPS: &[(&str, &dyn Lower)] = &[
@@ -231,16 +231,13 @@ impl Lower for GatherNd {
 
 /// The scalar body `(a, b) -> a + b` (or `-> b` when `add` is false) of a scatter.
 fn scatter_body(dtype: DType, add: bool) -> Graph {
+    if add {
+        return Graph::scalar_binary(Op::Add, dtype, dtype);
+    }
     let mut body = Graph::new("body");
-    let a = body.add_input("", TensorType::scalar(dtype));
+    body.add_input("", TensorType::scalar(dtype));
     let b = body.add_input("", TensorType::scalar(dtype));
-    let out = if add {
-        let r = body.add_node(Node::new(Op::Add, vec![TensorType::scalar(dtype)]), &[a, b]);
-        ValueRef::new(r, 0)
-    } else {
-        b
-    };
-    body.set_outputs(vec![out], vec![String::new()]);
+    body.set_outputs(vec![b], vec![String::new()]);
     body
 }
 

@@ -105,11 +105,7 @@ impl<'c, 'a> Importer<'c, 'a> {
     /// The sum of `x` over every dimension but the feature one.
     fn bn_sum(&self, g: &mut Graph, bn: &Bn, x: ValueRef) -> R<ValueRef> {
         let dtype = bn.t.dtype;
-        let mut body = Graph::new("body");
-        let a = body.add_input("", TensorType::scalar(dtype));
-        let b = body.add_input("", TensorType::scalar(dtype));
-        let r = body.add_node(Node::new(Op::Add, vec![TensorType::scalar(dtype)]), &[a, b]);
-        body.set_outputs(vec![ValueRef::new(r, 0)], vec![String::new()]);
+        let body = Graph::scalar_binary(Op::Add, dtype, dtype);
         let zero = self.bn_splat(g, bn, 0.0, &[])?;
         let dims: Vec<i64> = (0..bn.t.rank() as i64)
             .filter(|&d| d != bn.f as i64)
