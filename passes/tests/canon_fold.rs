@@ -220,3 +220,29 @@ fn folds_inside_regions() {
     assert_eq!(r, PassResult::changes(1));
     insta::assert_snapshot!(s);
 }
+
+/// Tests that `reduce_precision` to a format holding every value of the operand's type
+/// (`f32` to 8/23 bits, as `jax.checkpoint` policies emit it) is bypassed, and that one that
+/// really rounds (`f32` to bfloat16's 8/7 bits, `bf16` to 5/10) is kept.
+#[test]
+fn removes_identity_reduce_precision_only() {
+    let (s, r) = before_after(
+        r#"graph @main {
+  %x = input {index = 0, name = "x"} : f32[B,8]
+  %h = input {index = 1, name = "h"} : bf16[4]
+  %id = reduce_precision(%x) {exponent_bits = 8, mantissa_bits = 23} : f32[B,8]
+  %wide = reduce_precision(%id) {exponent_bits = 11, mantissa_bits = 52} : f32[B,8]
+  %bf = reduce_precision(%wide) {exponent_bits = 8, mantissa_bits = 7} : f32[B,8]
+  %hh = reduce_precision(%h) {exponent_bits = 5, mantissa_bits = 10} : bf16[4]
+  return %bf, %hh
+}"#,
+        &Fold::default(),
+    );
+    assert_eq!(r, PassResult::changes(2));
+    let after = s.split("// after").nth(1).unwrap();
+    assert_eq!(after.matches("reduce_precision").count(), 2, "{after}");
+    assert!(
+        after.contains("reduce_precision(%0) {exponent_bits = 8, mantissa_bits = 7}"),
+        "{after}"
+    );
+}

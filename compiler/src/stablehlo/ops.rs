@@ -8,7 +8,7 @@
 //! `slice`/`real_dynamic_slice`, `dynamic_slice`, `dynamic_update_slice`, `pad`, `reverse`,
 //! `reduce`, `reduce_window`, `select_and_scatter`, `dot_general`, `convolution`,
 //! `gather`/`dynamic_gather`, `scatter`, `sort`, `while`, `case`/`if` ([`control`]),
-//! `bitcast_convert` (equal widths), `optimization_barrier`,
+//! `bitcast_convert` (equal widths), `reduce_precision`, `optimization_barrier`,
 //! `get_dimension_size`, `custom_call` (`shape_assertion` becomes a shape assertion; other
 //! targets an opaque `custom_call` node with static result types), and `func.call` (inlined).
 //!
@@ -582,6 +582,13 @@ impl<'c, 'a> Importer<'c, 'a> {
         let payload = match name {
             "compare" => Op::Compare(self.compare_spec(&op)?),
             "convert" => Op::Convert(self.result_type(&op, 0)?.dtype),
+            "reduce_precision" => Op::ReducePrecision(
+                ebb_ir::op::ReducePrecisionSpec::new(
+                    self.int_attr(&op, "exponent_bits")?,
+                    self.int_attr(&op, "mantissa_bits")?,
+                )
+                .map_err(|m| self.op_error(&op, m))?,
+            ),
             "bitcast_convert" => {
                 let to = self.result_type(&op, 0)?.dtype;
                 let x = self.operand_tensor(g, frame, &op, 0)?;
@@ -970,6 +977,7 @@ const SPECIAL_OPS: &[&str] = &[
     "compare",
     "convert",
     "bitcast_convert",
+    "reduce_precision",
     "rng_bit_generator",
     "composite",
 ];

@@ -37,6 +37,10 @@ impl Op {
             Op::Constant(l) => put("value", Attr::Literal(l.clone())),
             Op::DimConstant(v) => put("values", dims(v)),
             Op::Convert(d) | Op::BitcastConvert(d) => put("dtype", Attr::DType(*d)),
+            Op::ReducePrecision(r) => {
+                put("exponent_bits", Attr::I64(r.exponent_bits.into()));
+                put("mantissa_bits", Attr::I64(r.mantissa_bits.into()));
+            }
             Op::Fusion(k) => put("kind", Attr::Str(k.name().into())),
             Op::Compare(c) => {
                 put("comparison_direction", Attr::Str(c.direction.name().into()));
@@ -349,6 +353,14 @@ impl Reader {
             K::DimConstant => Op::DimConstant(self.dims("values")?),
             K::Convert => Op::Convert(self.dtype("dtype")?),
             K::BitcastConvert => Op::BitcastConvert(self.dtype("dtype")?),
+            K::ReducePrecision => {
+                let e = self.int("exponent_bits")?;
+                let m = self.int("mantissa_bits")?;
+                Op::ReducePrecision(
+                    super::ReducePrecisionSpec::new(e, m)
+                        .map_err(|msg| self.err("exponent_bits", &msg))?,
+                )
+            }
             K::Fusion => {
                 let k = self.str("kind")?;
                 Op::Fusion(

@@ -15,11 +15,13 @@ mod attr;
 pub mod codec;
 pub mod fusion;
 mod literal;
+mod reduce_precision;
 pub mod schema;
 
 pub use attr::{Attr, AttrError, Attrs};
 pub use fusion::{fusion_tile_bytes, in_place_bytes, in_place_writes, InPlace, FUSION_CHUNK};
 pub use literal::{f16_bits_to_f32, f32_to_f16_bits, Literal};
+pub use reduce_precision::{float_format, ReducePrecisionSpec};
 pub use schema::*;
 
 use crate::dim::DimExpr;
@@ -114,6 +116,9 @@ ops! {
     /// bytes (StableHLO `bitcast_convert` between equal widths, e.g. `ui32` to `f32` in JAX's
     /// uniform sampling). Text attr: `dtype`.
     BitcastConvert = "bitcast_convert" (DType),
+    /// Rounds each float element to a narrower format and back (see [`ReducePrecisionSpec`]).
+    /// Text attrs: `exponent_bits`, `mantissa_bits`.
+    ReducePrecision = "reduce_precision" (ReducePrecisionSpec),
     Add = "add",
     Subtract = "subtract",
     Multiply = "multiply",
@@ -261,6 +266,7 @@ impl OpKind {
                 | IsFinite
                 | Convert
                 | BitcastConvert
+                | ReducePrecision
         )
     }
 

@@ -223,6 +223,12 @@ pub fn infer(op: &Op, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
                     ))
                 }
                 Op::BitcastConvert(d) => *d,
+                Op::ReducePrecision(_) if !x.dtype.is_float() => {
+                    return Err(invalid(
+                        kind,
+                        format!("operand element type {} is not a float", x.dtype),
+                    ))
+                }
                 Op::IsFinite => DType::I1,
                 _ => x.dtype,
             };

@@ -14,7 +14,9 @@
 //!    spec); overflow of the element type or division by zero is left alone.
 //! 5. Identity ops are bypassed: `reshape` to the same type, `transpose` with the identity
 //!    permutation, `convert` to the same element type, `broadcast_in_dim` to the same shape
-//!    with identity `broadcast_dimensions`.
+//!    with identity `broadcast_dimensions`, `reduce_precision` to a format that holds every
+//!    value of the operand's type (`f32` to 8 exponent and 23 mantissa bits, which
+//!    `jax.checkpoint` policies emit).
 //! 6. Literal canonicalization: a non-splat `constant` whose elements are all equal becomes a
 //!    splat (so CSE sees equal constants as equal, and the literal shrinks).
 //!
@@ -176,6 +178,10 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
                 (true, values) => build(out.dtype, &values, true).map(Rewrite::Constant),
                 _ => None,
             }
+        }
+        Op::ReducePrecision(r) => {
+            let (v, t) = input(0)?;
+            (r.is_identity_on(t.dtype) && t == out).then_some(Rewrite::Forward(v))
         }
         Op::Transpose(perm) => {
             let (v, t) = input(0)?;

@@ -23,6 +23,7 @@ use super::{arity, Ctx};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Tensor};
+use ebb_ir::op::ReducePrecisionSpec;
 use ebb_ir::{DType, Op, OpKind, Relation};
 use half::{bf16, f16};
 use std::cmp::Ordering;
@@ -44,6 +45,10 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
                     ops[0].dtype()
                 ))
             })?
+        }
+        Op::ReducePrecision(spec) => {
+            arity(&ops, 1, kind)?;
+            reduce_precision(spec, ops[0].data())?
         }
         Op::Select => {
             arity(&ops, 3, kind)?;
@@ -300,6 +305,28 @@ pub(crate) fn compare(a: &Data, b: &Data, dir: Relation, total: bool) -> Result<
                 b.dtype()
             ))
         })
+}
+
+/// `reduce_precision` on a float tensor (each element through
+/// [`ReducePrecisionSpec::apply_bits`] on its own bits, so `bf16`/`f16` are reduced in their
+/// own format, as XLA does).
+fn reduce_precision(spec: &ReducePrecisionSpec, d: &Data) -> Result<Data, OpError> {
+    Ok(match d {
+        Data::F32(v) => Data::F32(Buf::from(map1(v, |x| spec.apply_f32(x)))),
+        Data::F64(v) => Data::F64(Buf::from(map1(v, |x| spec.apply_f64(x)))),
+        Data::BF16(v) => Data::BF16(Buf::from(map1(v, |x| {
+            bf16::from_bits(spec.apply_bits(x.to_bits().into(), 16, 7) as u16)
+        }))),
+        Data::F16(v) => Data::F16(Buf::from(map1(v, |x| {
+            f16::from_bits(spec.apply_bits(x.to_bits().into(), 16, 10) as u16)
+        }))),
+        other => {
+            return Err(OpError::Unsupported(format!(
+                "reduce_precision on {} (not a float)",
+                other.dtype()
+            )))
+        }
+    })
 }
 
 fn convert(d: &Data, to: DType) -> Data {
