@@ -10,7 +10,8 @@
 //! `gather`/`dynamic_gather`, `scatter`, `sort`, `while`, `case`/`if` ([`control`]),
 //! `bitcast_convert` (equal widths), `reduce_precision`, `optimization_barrier`,
 //! `get_dimension_size`, `custom_call` (`shape_assertion` becomes a shape assertion; other
-//! targets an opaque `custom_call` node with static result types), and `func.call` (inlined).
+//! targets an opaque `custom_call` node with static result types), `func.call` (inlined), and
+//! Shardy's `sdy.sharding_constraint` (an identity; the module-level `sdy.mesh` is skipped).
 //!
 //! [`Importer::tensor_op`] dispatches by op family: data movement ([`layout`]: broadcasts,
 //! reshapes, iota, transpose, concatenate, slices, pad, reverse), contractions and windows
@@ -49,6 +50,7 @@ impl<'c, 'a> Importer<'c, 'a> {
         match full.as_str() {
             "func.call" => return self.inline_call(g, frame, op, "callee"),
             "stablehlo.composite" => return self.inline_call(g, frame, op, "decomposition"),
+            SHARDING_CONSTRAINT => return self.sharding_constraint(frame, op),
             _ => {}
         }
         let Some(name) = full.strip_prefix("stablehlo.") else {
@@ -80,6 +82,34 @@ impl<'c, 'a> Importer<'c, 'a> {
             return self.set_sym_keep_tensor(frame, &op, s);
         }
         self.tensor_op(g, frame, op, name)
+    }
+
+    /// Shardy's `sdy.sharding_constraint` (JAX emits it around typed PRNG keys): an identity
+    /// on its operand, whose tensor and symbolic value the result takes over.
+    fn sharding_constraint(&mut self, frame: &mut Frame, op: OperationRef<'c, 'a>) -> R<()> {
+        if op.operand_count() != 1 || op.result_count() != 1 {
+            return Err(self.op_error(&op, "expects one operand and one result"));
+        }
+        let (have, want) = (
+            op.operand(0)
+                .map(|v| v.r#type().to_string())
+                .unwrap_or_default(),
+            op.result(0)
+                .map(|r| r.r#type().to_string())
+                .unwrap_or_default(),
+        );
+        if have != want {
+            return Err(self.op_error(
+                &op,
+                format!("result type {want} differs from the operand's {have}"),
+            ));
+        }
+        let e = self.entry(frame, &op, 0)?;
+        let r = op
+            .result(0)
+            .map_err(|e| self.op_error(&op, e.to_string()))?;
+        frame.insert(Value::from(r), e);
+        Ok(())
     }
 
     fn set_sym_keep_tensor(
@@ -982,11 +1012,18 @@ const SPECIAL_OPS: &[&str] = &[
     "composite",
 ];
 
+/// Shardy's identity annotation of a tensor's sharding.
+const SHARDING_CONSTRAINT: &str = "sdy.sharding_constraint";
+/// Shardy's module-level mesh symbol (no data; skipped like every module-level op other than
+/// `func.func`).
+const SHARDY_MESH: &str = "sdy.mesh";
+
 /// Whether the importer takes an op of this full name (`stablehlo.add`, `func.call`), from
 /// the same tables its dispatch uses: for triage (`ebb import --allow-unsupported`).
 pub fn is_supported_op(full: &str) -> bool {
     match full {
         "builtin.module" | "func.func" | "func.call" | "func.return" => true,
+        SHARDING_CONSTRAINT | SHARDY_MESH => true,
         _ => full.strip_prefix("stablehlo.").is_some_and(|n| {
             n == "return"
                 || SPECIAL_OPS.contains(&n)
@@ -1009,6 +1046,8 @@ pub fn supported_op_names() -> Vec<String> {
         .filter(|n| is_supported_op(n))
         .collect();
     names.push("func.call".into());
+    names.push(SHARDING_CONSTRAINT.into());
+    names.push(SHARDY_MESH.into());
     names.sort();
     names.dedup();
     names
