@@ -286,3 +286,59 @@ fn siblings_share_one_group() {
         .collect();
     assert_eq!(results, [1, 2], "{snap}");
 }
+
+/// A node copied into one group and moved into another: `jnp.take`'s `mode="fill"` index
+/// clamp `w = select(x < 0, x + 16, x)`, broadcast to `[B, S, 1]`, is read by a `reduce`'s
+/// input fusion (the in-bounds check, which copies the whole chain: it is cheap or
+/// recomputable) and by something outside every group (the `gather`; here a graph output).
+/// The broadcast then roots a group of its own that moves the chain; the reduce's group must
+/// read that group's result instead of its copies (before the fix, outlining the first group
+/// removed the nodes the second one copied, and the pass panicked).
+#[test]
+fn a_group_root_copied_into_another_group() {
+    let text = r#"graph @take_fill {
+  %x = input {index = 0, name = "x"} : f32[B,S]
+  %zero = constant {value = dense<0.0> : f32} : f32[]
+  %sixteen = constant {value = dense<16.0> : f32} : f32[]
+  %zb = broadcast_in_dim(%zero) {broadcast_dimensions = [], shape = dims[B, S]} : f32[B,S]
+  %sb = broadcast_in_dim(%sixteen) {broadcast_dimensions = [], shape = dims[B, S]} : f32[B,S]
+  %c = compare(%x, %zb) {compare_type = "FLOAT", comparison_direction = "LT"} : i1[B,S]
+  %a = add(%x, %sb) : f32[B,S]
+  %w = select(%c, %a, %x) : f32[B,S]
+  %wb = broadcast_in_dim(%w) {broadcast_dimensions = [0, 1], shape = dims[B, S, 1]} : f32[B,S,1]
+  %n = negate(%wb) : f32[B,S,1]
+  %r = reduce(%n, %zero) {dimensions = [2]} : f32[B,S] {
+    region @body {
+      %p = input {index = 0, name = ""} : f32[]
+      %q = input {index = 1, name = ""} : f32[]
+      %s = add(%p, %q) : f32[]
+      return %s
+    }
+  }
+  return %wb, %r
+}"#;
+    let g0 = ebb_ir::text::parse(text).expect("test graph parses");
+    let p = ebb_passes::fuse::partition(&g0);
+    // Disjoint but for copies, and no copy is moved by another group.
+    for (i, a) in p.groups.iter().enumerate() {
+        assert!(a.members.len() >= 2);
+        for b in &p.groups[i + 1..] {
+            for m in a.members.iter().filter(|m| b.members.contains(m)) {
+                assert!(
+                    a.duplicated.contains(m) && b.duplicated.contains(m),
+                    "{m:?} is shared but not a copy in both groups"
+                );
+            }
+        }
+    }
+    let (snap, g) = fused(text);
+    let kinds: Vec<&str> = g.order().iter().map(|&n| g.node(n).kind().name()).collect();
+    assert_eq!(
+        kinds.iter().filter(|&&k| k == "fusion").count(),
+        2,
+        "{snap}"
+    );
+    // The chain is computed once, in the broadcast's group; the reduce's group reads it.
+    assert!(!kinds.contains(&"select"), "{kinds:?}");
+    assert_eq!(snap.matches("select(").count(), 2, "{snap}");
+}

@@ -12,7 +12,10 @@
 //! Invariant: groups are disjoint but for duplicated members (cheap producers copied into
 //! each group that reads them, which stay in the graph for their other users); every other
 //! member's users are members, except those of values that are graph outputs or of the root;
-//! so outlining a group creates no cycle.
+//! so outlining a group creates no cycle. No node is copied into one group and moved into
+//! another (outlining the latter would remove it from under the former's copy): the group
+//! found earlier then reads the moved value from the other group's results.
+//! Every group has at least two members.
 
 use super::legality::{join, loop_fusible, GroupView, Join, NotFused};
 use ebb_ir::op::fusion::{iteration_space, reduce_root_prefix};
@@ -137,6 +140,12 @@ pub fn partition(g: &Graph) -> Partition {
         let mut ms: Vec<NodeId> = members.into_iter().collect();
         ms.sort_by_key(|n| pos[n]);
         assigned.extend(ms.iter().copied().filter(|m| !duplicated.contains(m)));
+        let moved: Vec<NodeId> = ms
+            .iter()
+            .copied()
+            .filter(|m| !duplicated.contains(m))
+            .collect();
+        drop_copies_of_moved(g, &moved, &mut out.groups, &mut groups_of);
         for &m in &ms {
             groups_of.entry(m).or_default().push(out.groups.len());
         }
@@ -147,6 +156,8 @@ pub fn partition(g: &Graph) -> Partition {
             space,
         });
     }
+    // Groups that lost their copies down to one op (see `drop_copies_of_moved`).
+    out.groups.retain(|x| x.members.len() >= 2);
     // `groups_of` indexes groups in the order they were found; the final order is reversed.
     out.groups.reverse();
     out.rejected
@@ -154,6 +165,57 @@ pub fn partition(g: &Graph) -> Partition {
     // Two groups may reject the same pair (a producer read by a member copied into both).
     out.rejected.dedup();
     out
+}
+
+/// Keeps the groups disjoint but for copies that stay in the graph: a group found earlier
+/// (its root later in program order) may hold a copy of a node that the group just found
+/// moves — its root, with readers outside every group (a `gather` reading a broadcast index
+/// tensor that a `reduce`'s input fusion also recomputes), or a producer all of whose readers
+/// it holds. Outlining the new group removes that node and rewires its readers to the
+/// `fusion` op's results, so the earlier group reads the value from there instead of
+/// recomputing it: its copies of the moved nodes are dropped, and then the copies that only
+/// they read (copies are never group results). A group left with fewer than two ops is
+/// dropped when the partition is done.
+fn drop_copies_of_moved(
+    g: &Graph,
+    moved: &[NodeId],
+    groups: &mut [FusionGroup],
+    groups_of: &mut HashMap<NodeId, Vec<usize>>,
+) {
+    let mut touched: BTreeSet<usize> = BTreeSet::new();
+    for m in moved {
+        let Some(gs) = groups_of.remove(m) else {
+            continue;
+        };
+        for gi in gs {
+            let group = &mut groups[gi];
+            group.members.retain(|x| x != m);
+            group.duplicated.remove(m);
+            touched.insert(gi);
+        }
+    }
+    for gi in touched {
+        let group = &mut groups[gi];
+        loop {
+            let members: HashSet<NodeId> = group.members.iter().copied().collect();
+            let unread: Vec<NodeId> = group
+                .duplicated
+                .iter()
+                .copied()
+                .filter(|&d| !g.users(d).iter().any(|&(u, _, _)| members.contains(&u)))
+                .collect();
+            if unread.is_empty() {
+                break;
+            }
+            for d in unread {
+                group.members.retain(|&x| x != d);
+                group.duplicated.remove(&d);
+                if let Some(gs) = groups_of.get_mut(&d) {
+                    gs.retain(|&x| x != gi);
+                }
+            }
+        }
+    }
 }
 
 /// Whether every user of `n` is in groups only that hold a copy of `n`: then no group reads
