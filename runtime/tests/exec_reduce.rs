@@ -218,3 +218,29 @@ fn select_and_scatter_routes_to_the_window_maximum() {
     let got = run1(src, &[], vec![x, f32t(&[1, 2], &[10., 20.])]);
     assert_eq!(got.to_f64_vec(), vec![0., 10., 20., 0., 0., 0., 0., 0.]);
 }
+
+/// Tests a `reduce_window` whose window size and padding are symbolic (`jnp.cumsum` over a
+/// symbolic axis: window `[1, S]` padded by `S - 1` below): at several bindings of `S` the
+/// result is the running sum along that axis, and a running maximum likewise.
+#[test]
+fn reduce_window_with_a_symbolic_window_is_a_cumulative_reduction() {
+    for (op, init) in [("add", "0.0"), ("maximum", "-inf")] {
+        let src = format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[2,S]\n  %1 = constant {{value = dense<{init}> : f32}} : f32[]\n  %2 = reduce_window(%0, %1) {{padding = dims[0, 0, S - 1, 0], window_dimensions = dims[1, S]}} : f32[2,S] {{\n    {}\n  }}\n  return %2\n}}",
+            body("f32", op)
+        );
+        for s in [1usize, 3, 6] {
+            let x: Vec<f32> = (0..2 * s).map(|i| ((i * 7) % 5) as f32 - 2.0).collect();
+            let got = run1(&src, &[("S", s as i64)], vec![f32t(&[2, s], &x)]).to_f64_vec();
+            let mut want = Vec::new();
+            for row in x.chunks(s) {
+                let mut acc = if op == "add" { 0.0f32 } else { f32::NEG_INFINITY };
+                for &v in row {
+                    acc = if op == "add" { acc + v } else { acc.max(v) };
+                    want.push(acc as f64);
+                }
+            }
+            assert_eq!(got, want, "{op} at S={s}");
+        }
+    }
+}

@@ -60,8 +60,7 @@ pub fn unsupported_ops(text: &str, file: &str) -> Result<Vec<UnsupportedUse>, Im
     use melior::ir::operation::OperationLike;
     use melior::ir::{OperationRef, RegionLike};
     fn walk(op: OperationRef, file: &str, out: &mut Vec<UnsupportedUse>) {
-        let name = func::op_name(&op);
-        if !ops::is_supported_op(&name) {
+        if let Some(name) = ops::unsupported_name(&op) {
             crate::frontend::count_unsupported(out, name, || func::op_loc(&op, file));
         }
         for i in 0..op.region_count() {

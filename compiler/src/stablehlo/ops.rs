@@ -23,6 +23,7 @@ mod batch_norm;
 mod bitcast;
 mod contract;
 mod control;
+mod dynamic_window;
 mod index;
 mod layout;
 mod random;
@@ -331,6 +332,9 @@ impl<'c, 'a> Importer<'c, 'a> {
             }
             return Ok(());
         }
+        if target == dynamic_window::DYNAMIC_REDUCE_WINDOW {
+            return self.dynamic_reduce_window(g, frame, op);
+        }
         let spec = CustomCallSpec {
             target,
             backend_config: self
@@ -345,7 +349,10 @@ impl<'c, 'a> Importer<'c, 'a> {
             let dims = dims.ok_or_else(|| {
                 self.op_error(
                     &op,
-                    "custom_call with a dynamic result shape is not supported",
+                    format!(
+                        "custom_call @{} with a dynamic result shape is not supported",
+                        spec.target
+                    ),
                 )
             })?;
             types.push(TensorType::fixed(t.dtype, &dims));
@@ -431,7 +438,8 @@ impl<'c, 'a> Importer<'c, 'a> {
         let ints = |i: usize| ins.get(i).and_then(|s| s.ints()).map(|v| v.to_vec());
         let elems = match name {
             "reshape" | "convert" if rt.dtype != DType::I1 => ints(0).map(Elems::Int),
-            "concatenate" if shape.len() == 1 => {
+            // Along the first dimension (row-major), so rows of a padding matrix too.
+            "concatenate" if shape.len() == 1 || self.int_attr(op, "dimension")? == 0 => {
                 let mut all = Vec::new();
                 for s in &ins {
                     all.extend(s.ints().map(|v| v.to_vec()).unwrap_or_default());
@@ -1031,6 +1039,36 @@ pub fn is_supported_op(full: &str) -> bool {
                 || elementwise_kind(n).and_then(Op::simple).is_some()
         }),
     }
+}
+
+/// For triage: the name under which `op` is listed as unsupported (`None` when the importer
+/// takes it). By op name ([`is_supported_op`]); a `custom_call` also by its target: one
+/// whose result shape is dynamic is taken only for the targets imported as ops
+/// (`shape_assertion`, `stablehlo.dynamic_reduce_window`), and is listed as
+/// `stablehlo.custom_call @TARGET`.
+pub fn unsupported_name(op: &OperationRef) -> Option<String> {
+    let name = super::func::op_name(op);
+    if !is_supported_op(&name) {
+        return Some(name);
+    }
+    if name != "stablehlo.custom_call" {
+        return None;
+    }
+    let target = op
+        .attribute("call_target_name")
+        .ok()
+        .and_then(|a| mt::parse_string(&a.to_string()))
+        .unwrap_or_default();
+    if target == "shape_assertion" || target == dynamic_window::DYNAMIC_REDUCE_WINDOW {
+        return None;
+    }
+    let dynamic = (0..op.result_count()).any(|i| {
+        op.result(i).ok().is_none_or(|r| {
+            mt::parse_tensor_type(&r.r#type().to_string())
+                .map_or(true, |t| t.dims.iter().any(Option::is_none))
+        })
+    });
+    dynamic.then(|| format!("{name} @{target}"))
 }
 
 /// Every op the importer takes, by full name (`stablehlo.add`, `func.call`), sorted: the

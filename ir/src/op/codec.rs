@@ -78,7 +78,15 @@ impl Op {
                 put("dtype", Attr::DType(i.dtype));
             }
             Op::ReduceWindow(w) | Op::SelectAndScatter(w) => {
-                put("window_dimensions", ints(&w.dimensions));
+                // Constant sizes and padding print as integer lists (the form before they
+                // could be symbolic), symbolic ones as `dims[..]`.
+                put(
+                    "window_dimensions",
+                    match w.static_dimensions() {
+                        Some(v) => ints(&v),
+                        None => dims(&w.dimensions),
+                    },
+                );
                 for (k, v) in [
                     ("window_strides", &w.strides),
                     ("base_dilations", &w.base_dilations),
@@ -88,8 +96,18 @@ impl Op {
                         put(k, ints(v));
                     }
                 }
-                if w.padding.iter().any(|&p| p != (0, 0)) {
-                    put("padding", Attr::Ints(flatten(&w.padding)));
+                match w.static_padding() {
+                    Some(p) if p.iter().all(|&x| x == (0, 0)) => {}
+                    Some(p) => put("padding", Attr::Ints(flatten(&p))),
+                    None => put(
+                        "padding",
+                        Attr::Dims(
+                            w.padding
+                                .iter()
+                                .flat_map(|(l, h)| [l.clone(), h.clone()])
+                                .collect(),
+                        ),
+                    ),
                 }
             }
             Op::DotGeneral(d) => {
@@ -313,15 +331,45 @@ impl Reader {
     }
 
     fn window(&mut self) -> Result<Window, AttrError> {
-        let dimensions = self.ints("window_dimensions")?;
+        let dimensions = self.ints_or_dims("window_dimensions")?;
         let n = dimensions.len();
+        let padding = match self.opt("padding") {
+            Some(Attr::Dims(v)) if v.len() == 2 * n => v
+                .chunks_exact(2)
+                .map(|p| (p[0].clone(), p[1].clone()))
+                .collect(),
+            Some(Attr::Dims(v)) => {
+                return Err(self.err(
+                    "padding",
+                    &format!("has {} entries, expected {}", v.len(), 2 * n),
+                ))
+            }
+            other => {
+                if let Some(a) = other {
+                    self.attrs.insert("padding".into(), a);
+                }
+                self.padding(n)?
+                    .into_iter()
+                    .map(|(l, h)| (DimExpr::constant(l), DimExpr::constant(h)))
+                    .collect()
+            }
+        };
         Ok(Window {
             strides: self.ints_n("window_strides", n, 1)?,
             base_dilations: self.ints_n("base_dilations", n, 1)?,
             window_dilations: self.ints_n("window_dilations", n, 1)?,
-            padding: self.padding(n)?,
+            padding,
             dimensions,
         })
+    }
+
+    /// A list of integers or of dimensions, as dimensions.
+    fn ints_or_dims(&mut self, name: &str) -> Result<Vec<DimExpr>, AttrError> {
+        match self.take(name)? {
+            Attr::Ints(v) => Ok(v.into_iter().map(DimExpr::constant).collect()),
+            Attr::Dims(v) => Ok(v),
+            _ => Err(self.err(name, "is not a list of integers or dimensions")),
+        }
     }
 
     fn op(&mut self) -> Result<Op, AttrError> {
@@ -531,12 +579,36 @@ mod tests {
         a.insert("window_strides".into(), Attr::Ints(vec![1, 2, 2, 1]));
         let op = Op::from_attrs(OpKind::ReduceWindow, a.clone()).unwrap();
         let Op::ReduceWindow(w) = &op else { panic!() };
-        assert_eq!(w.padding, vec![(0, 0); 4]);
+        assert_eq!(w.static_padding(), Some(vec![(0, 0); 4]));
         assert_eq!(w.base_dilations, vec![1; 4]);
         assert_eq!(op.to_attrs(), a);
         assert_eq!(
             Op::from_attrs(OpKind::ReduceWindow, op.to_attrs()).unwrap(),
             op
         );
+    }
+
+    /// Tests that a symbolic window (sizes and padding as `dims[..]`) round-trips, that a
+    /// constant one still prints as integer lists, and that a padding list of the wrong
+    /// length is an error.
+    #[test]
+    fn symbolic_windows_round_trip() {
+        let s = DimExpr::symbol(&crate::Symbol::new("S"));
+        let one = DimExpr::constant(1);
+        let mut w = Window::symbolic(vec![one.clone(), s.clone()]);
+        w.padding[1] = (s.checked_sub(&one).unwrap(), DimExpr::zero());
+        let op = Op::ReduceWindow(w);
+        let a = op.to_attrs();
+        assert!(matches!(a.get("window_dimensions"), Some(Attr::Dims(_))));
+        assert!(matches!(a.get("padding"), Some(Attr::Dims(v)) if v.len() == 4));
+        assert_eq!(Op::from_attrs(OpKind::ReduceWindow, a).unwrap(), op);
+        let c = Op::ReduceWindow(Window::new(vec![2, 2]).with_padding(&[(1, 0), (0, 1)]));
+        let a = c.to_attrs();
+        assert_eq!(a.get("padding"), Some(&Attr::Ints(vec![1, 0, 0, 1])));
+        assert_eq!(Op::from_attrs(OpKind::ReduceWindow, a).unwrap(), c);
+        let mut bad = Attrs::new();
+        bad.insert("window_dimensions".into(), Attr::Dims(vec![s.clone()]));
+        bad.insert("padding".into(), Attr::Dims(vec![s]));
+        assert!(Op::from_attrs(OpKind::ReduceWindow, bad).is_err());
     }
 }

@@ -227,6 +227,7 @@ impl Op {
             Op::Iota(i) => map(&mut i.shape),
             Op::RngBitGenerator(r) => map(&mut r.shape),
             Op::Gather(g) => map(&mut g.slice_sizes),
+            Op::ReduceWindow(w) | Op::SelectAndScatter(w) => w.map_dims(f),
             _ => {}
         }
     }

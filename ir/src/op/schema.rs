@@ -195,11 +195,12 @@ pub struct RngSpec {
 
 /// A window of `reduce_window` / `select_and_scatter` (StableHLO spec, `reduce_window`), with
 /// the spec's defaults filled in: every list has one entry per window dimension, padding one
-/// `(low, high)` pair.
+/// `(low, high)` pair. Window sizes and padding may be symbolic (`jnp.cumsum` over a symbolic
+/// axis is a window `[1, S, 1]` padded by `S - 1`, from `stablehlo.dynamic_reduce_window`).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct Window {
     /// `window_dimensions`.
-    pub dimensions: Vec<i64>,
+    pub dimensions: Vec<DimExpr>,
     /// `window_strides` (default 1).
     pub strides: Vec<i64>,
     /// `base_dilations` (default 1; always 1 for `select_and_scatter`).
@@ -207,19 +208,55 @@ pub struct Window {
     /// `window_dilations` (default 1; always 1 for `select_and_scatter`).
     pub window_dilations: Vec<i64>,
     /// `padding` as `(low, high)` per dimension (default 0).
-    pub padding: Vec<(i64, i64)>,
+    pub padding: Vec<(DimExpr, DimExpr)>,
 }
 
 impl Window {
     /// A window of `dimensions` with unit strides and dilations and no padding.
     pub fn new(dimensions: Vec<i64>) -> Window {
+        Window::symbolic(dimensions.into_iter().map(DimExpr::constant).collect())
+    }
+
+    /// A window of symbolic `dimensions` with unit strides and dilations and no padding.
+    pub fn symbolic(dimensions: Vec<DimExpr>) -> Window {
         let n = dimensions.len();
         Window {
             dimensions,
             strides: vec![1; n],
             base_dilations: vec![1; n],
             window_dilations: vec![1; n],
-            padding: vec![(0, 0); n],
+            padding: vec![(DimExpr::zero(), DimExpr::zero()); n],
+        }
+    }
+
+    /// Sets constant `(low, high)` padding.
+    pub fn with_padding(mut self, padding: &[(i64, i64)]) -> Window {
+        self.padding = padding
+            .iter()
+            .map(|&(l, h)| (DimExpr::constant(l), DimExpr::constant(h)))
+            .collect();
+        self
+    }
+
+    /// The window sizes when they are all constants.
+    pub fn static_dimensions(&self) -> Option<Vec<i64>> {
+        self.dimensions.iter().map(DimExpr::as_const).collect()
+    }
+
+    /// The padding when it is all constant.
+    pub fn static_padding(&self) -> Option<Vec<(i64, i64)>> {
+        self.padding
+            .iter()
+            .map(|(l, h)| Some((l.as_const()?, h.as_const()?)))
+            .collect()
+    }
+
+    /// Applies `f` to every symbolic size and padding.
+    pub fn map_dims(&mut self, f: &dyn Fn(&DimExpr) -> DimExpr) {
+        self.dimensions.iter_mut().for_each(|d| *d = f(d));
+        for (l, h) in &mut self.padding {
+            *l = f(l);
+            *h = f(h);
         }
     }
 }

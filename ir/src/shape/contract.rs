@@ -98,7 +98,10 @@ pub(super) fn convolution(op: OpKind, c: &ConvSpec, operands: &[&TensorType]) ->
             c.window_strides[j],
             c.lhs_dilation[j],
             c.rhs_dilation[j],
-            c.padding[j],
+            (
+                &DimExpr::constant(c.padding[j].0),
+                &DimExpr::constant(c.padding[j].1),
+            ),
         )?);
     }
     let bgc = c.batch_group_count.max(1);

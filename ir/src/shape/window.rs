@@ -2,7 +2,7 @@
 //! `convolution` shares (StableHLO spec, `reduce_window` C15 / `convolution` C25).
 
 use super::{axis, dimerr, invalid, Inferred, ShapeError};
-use crate::dim::{DimError, DimExpr};
+use crate::dim::DimExpr;
 use crate::op::{OpKind, Window};
 use crate::types::{Shape, TensorType};
 
@@ -80,14 +80,14 @@ pub(super) fn window_shape(
             .get(i)
             .cloned()
             .ok_or_else(|| invalid(op, "window dimension out of range"))?;
-        let (lo, hi) = w.padding[j];
+        let (lo, hi) = &w.padding[j];
         if w.strides[j] <= 0 {
             return Err(invalid(op, "non-positive window stride"));
         }
         out[i] = window_out(
             op,
             &d,
-            &DimExpr::constant(w.dimensions[j]),
+            &w.dimensions[j],
             w.strides[j],
             w.base_dilations[j],
             w.window_dilations[j],
@@ -101,7 +101,8 @@ pub(super) fn window_shape(
 /// may be symbolic; a convolution's weight gradient has the activation as its kernel):
 /// `floor(((d − 1)·base_dilation + 1 + lo + hi − ((k − 1)·window_dilation + 1)) / stride) + 1`
 /// (StableHLO spec, `reduce_window` C15 and `convolution` C23, with the dilated and padded
-/// sizes spelled out).
+/// sizes spelled out). Padding may be symbolic (`reduce_window`'s from
+/// `dynamic_reduce_window`).
 pub(super) fn window_out(
     op: OpKind,
     d: &DimExpr,
@@ -109,7 +110,7 @@ pub(super) fn window_out(
     stride: i64,
     base_dilation: i64,
     window_dilation: i64,
-    (lo, hi): (i64, i64),
+    (lo, hi): (&DimExpr, &DimExpr),
 ) -> Result<DimExpr, ShapeError> {
     if stride <= 0 {
         return Err(invalid(op, "non-positive window stride"));
@@ -120,14 +121,11 @@ pub(super) fn window_out(
         .and_then(|x| x.checked_scale(window_dilation))
         .and_then(|x| x.checked_add(&one_))
         .map_err(dimerr(op))?;
-    let edges = lo
-        .checked_add(hi)
-        .ok_or(DimError::Overflow)
-        .map_err(dimerr(op))?;
+    let edges = lo.checked_add(hi).map_err(dimerr(op))?;
     d.checked_sub(&one_)
         .and_then(|x| x.checked_scale(base_dilation))
         .and_then(|x| x.checked_add(&one_))
-        .and_then(|x| x.checked_add(&DimExpr::constant(edges)))
+        .and_then(|x| x.checked_add(&edges))
         .and_then(|x| x.checked_sub(&dw))
         .and_then(|x| x.floor_div(stride))
         .and_then(|x| x.checked_add(&one_))

@@ -78,7 +78,7 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
             let window = window_size(&w.dimensions)?;
             let mut total = DimExpr::zero();
             for t in &n.outputs {
-                total = total.checked_add(&elems(t)?.checked_scale(window)?)?;
+                total = total.checked_add(&elems(t)?.checked_mul(&window)?)?;
             }
             Ok(total)
         }
@@ -86,7 +86,7 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
             let window = window_size(&w.dimensions)?;
             let operand = operands.first().map_or(Ok(DimExpr::zero()), |t| elems(t))?;
             let source = operands.get(1).map_or(Ok(DimExpr::zero()), |t| elems(t))?;
-            operand.checked_scale(window)?.checked_add(&source)
+            operand.checked_mul(&window)?.checked_add(&source)
         }
         Op::Scatter(_) => {
             // Operands: inputs..., indices, updates... (as many updates as inputs).
@@ -199,9 +199,9 @@ fn elems(t: &TensorType) -> Result<DimExpr, DimError> {
         .try_fold(DimExpr::constant(1), |acc, d| acc.checked_mul(d))
 }
 
-fn window_size(dims: &[i64]) -> Result<i64, DimError> {
+fn window_size(dims: &[DimExpr]) -> Result<DimExpr, DimError> {
     dims.iter()
-        .try_fold(1i64, |acc, &d| acc.checked_mul(d).ok_or(DimError::Overflow))
+        .try_fold(DimExpr::constant(1), |acc, d| acc.checked_mul(d))
 }
 
 #[cfg(test)]

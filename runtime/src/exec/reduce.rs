@@ -19,7 +19,9 @@ use super::{Ctx, OutType};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Scalar, Tensor};
+use ebb_ir::Bindings;
 use ebb_ir::op::Window;
+use ebb_ir::DimExpr;
 use ebb_ir::{OpKind, Relation};
 
 /// `reduce` over `dimensions`: operands are the inputs followed by as many init values.
@@ -400,15 +402,34 @@ struct Windows {
 }
 
 impl Windows {
-    fn new(window: &Window, input: &[usize], output: &[usize]) -> Result<Windows, OpError> {
+    /// The window tables of `window` (its symbolic sizes and padding evaluated at
+    /// `bindings`) over `input`, producing `output`.
+    fn new(
+        window: &Window,
+        bindings: &Bindings,
+        input: &[usize],
+        output: &[usize],
+    ) -> Result<Windows, OpError> {
         let r = input.len();
-        let Window {
-            dimensions: win,
-            strides: st,
-            base_dilations: bd,
-            window_dilations: wd,
-            padding: pad,
-        } = window;
+        let eval = |d: &DimExpr| {
+            d.eval(bindings)
+                .map_err(|e| OpError::Invalid(format!("window size or padding `{d}`: {e}")))
+        };
+        let win = &window
+            .dimensions
+            .iter()
+            .map(eval)
+            .collect::<Result<Vec<i64>, _>>()?;
+        let pad = &window
+            .padding
+            .iter()
+            .map(|(l, h)| Ok((eval(l)?, eval(h)?)))
+            .collect::<Result<Vec<(i64, i64)>, OpError>>()?;
+        let (st, bd, wd) = (
+            &window.strides,
+            &window.base_dilations,
+            &window.window_dilations,
+        );
         if [win.len(), st.len(), bd.len(), wd.len(), pad.len()]
             .iter()
             .any(|&l| l != r)
@@ -481,7 +502,7 @@ pub(crate) fn reduce_window(
         return invalid("inputs must share a shape and init values must be scalars");
     }
     let oshape = ctx.out[0].shape.clone();
-    let w = Windows::new(window, &ishape, &oshape)?;
+    let w = Windows::new(window, ctx.bindings, &ishape, &oshape)?;
     let ist = istrides_of(&ishape);
     let region = ctx
         .node
@@ -569,7 +590,7 @@ pub(crate) fn select_and_scatter(
 ) -> Result<Tensor, OpError> {
     super::arity(&ops, 3, OpKind::SelectAndScatter)?;
     let (x, src, init) = (&ops[0], &ops[1], &ops[2]);
-    let w = Windows::new(window, x.shape(), src.shape())?;
+    let w = Windows::new(window, ctx.bindings, x.shape(), src.shape())?;
     let ist = istrides_of(x.shape());
     if ctx.node.regions.len() != 2 {
         return invalid("select_and_scatter needs select and scatter regions");

@@ -270,8 +270,7 @@ fn pool_window(s: &Spatial) -> Window {
     let mut w = Window::new([vec![1, 1], s.kernel.clone()].concat());
     w.strides = [vec![1, 1], s.strides.clone()].concat();
     w.window_dilations = [vec![1, 1], s.dilations.clone()].concat();
-    w.padding = [vec![(0, 0), (0, 0)], s.pads.clone()].concat();
-    w
+    w.with_padding(&[vec![(0, 0), (0, 0)], s.pads.clone()].concat())
 }
 
 /// `reduce_window` of `x` with `op` from `init`.

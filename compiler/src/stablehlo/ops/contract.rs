@@ -127,7 +127,6 @@ impl<'c, 'a> Importer<'c, 'a> {
         w.strides = self.ints_n_attr(op, "window_strides", n, 1)?;
         w.base_dilations = self.ints_n_attr(op, "base_dilations", n, 1)?;
         w.window_dilations = self.ints_n_attr(op, "window_dilations", n, 1)?;
-        w.padding = self.padding_attr(op, n)?;
-        Ok(w)
+        Ok(w.with_padding(&self.padding_attr(op, n)?))
     }
 }
