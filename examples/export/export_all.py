@@ -80,6 +80,8 @@ class Fixture:
     # Reuse the reference files of another fixture whose flattened inputs are identical and whose
     # outputs must match (e.g. remat vs. plain): verified at export time, no npz written.
     refs_from: str | None = None
+    # Names of the step's outputs (default: loss, new_params, new_opt_state).
+    out_names: tuple[str, ...] | None = None
 
 
 def _spec(x):
@@ -88,6 +90,17 @@ def _spec(x):
 
 def _data_keys(seed):
     return jax.random.split(jax.random.PRNGKey(1000 + seed), 2)
+
+
+def ckpt_cumsum_args(dims, concrete, seed=0):
+    b, s = dims["B"], dims["S"]
+    shape = (b, s, M.CKPT_CUMSUM_D)
+    if concrete:
+        params = M.init_ckpt_cumsum(jax.random.PRNGKey(0))
+        kx, _ = _data_keys(seed)
+        return params, jax.random.key(7 + seed), jax.random.normal(kx, shape, jnp.float32)
+    params = jax.eval_shape(M.init_ckpt_cumsum, jax.random.PRNGKey(0))
+    return params, jax.eval_shape(jax.random.key, 0), jax.ShapeDtypeStruct(shape, jnp.float32)
 
 
 def mlp_args(dims, concrete, seed=0):
@@ -310,6 +323,19 @@ FIXTURES: list[Fixture] = [
         config={"d_model": M.GPT_BLOCK.d_model, "n_head": M.GPT_BLOCK.n_head,
                 "d_ff": M.GPT_BLOCK.d_ff, "layer_norm": "pre", "activation": "gelu_tanh",
                 "loss": "mse", "lr": M.GPT_BLOCK_LR}),
+    Fixture(
+        name="ckpt_cumsum_key",
+        description="jax.checkpoint(policy=dots_saveable) around a dense-tanh-dense block "
+                    "(stablehlo.reduce_precision), jnp.cumsum over the symbolic S "
+                    "(custom_call @stablehlo.dynamic_reduce_window), inverted dropout (keep "
+                    "3/4) from a typed jax.random.key input that is split and returned (Shardy "
+                    "sdy.mesh / sdy.sharding_constraint); loss = mean(h^2), SGD (lr=0.1). "
+                    "x: f32[B, S, 8]. Returns (loss, new_params, new_key).",
+        step=M.ckpt_cumsum_key_step, symbols="B, S", constraints=(),
+        make_args=ckpt_cumsum_args, refs=[{"B": 2, "S": 5}, {"B": 3, "S": 3}],
+        out_names=("loss", "new_params", "new_key"),
+        config={"d_model": M.CKPT_CUMSUM_D, "lr": M.CKPT_CUMSUM_LR,
+                "keep": M.CKPT_CUMSUM_KEEP, "policy": "dots_saveable", "key": "typed"}),
 ]
 
 FIXTURES_BY_NAME = {f.name: f for f in FIXTURES}
@@ -343,6 +369,18 @@ def generic_text(exp) -> tuple[str, Counter, int]:
     return text, counts, main_args
 
 
+def _np(a):
+    """A leaf as a numpy array; a typed PRNG key (`jax.random.key`) as its key data
+    (`uint32[..., 2]`, what the exported module takes and returns)."""
+    if jax.dtypes.issubdtype(getattr(a, "dtype", None), jax.dtypes.prng_key):
+        a = jax.random.key_data(a)
+    return np.asarray(a)
+
+
+def _dtype_name(d) -> str:
+    return str(d) if jax.dtypes.issubdtype(d, jax.dtypes.prng_key) else str(np.dtype(d))
+
+
 def dim_json(d):
     return d if isinstance(d, int) else str(d)
 
@@ -359,7 +397,7 @@ def describe_leaves(tree, top_names) -> list[dict]:
         for path, leaf in jax.tree_util.tree_flatten_with_path(sub)[0]:
             out.append({"path": top_names[i] + keystr(path),
                         "shape": [dim_json(d) for d in leaf.shape],
-                        "dtype": str(np.dtype(leaf.dtype))})
+                        "dtype": _dtype_name(leaf.dtype)})
     return out
 
 
@@ -376,7 +414,7 @@ def write_npz(path: Path, arrays: dict):
 
 
 def check_close(name, a, b, rtol=1e-4, atol=1e-5):
-    a, b = np.asarray(a), np.asarray(b)
+    a, b = _np(a), _np(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         raise AssertionError(f"{name}: {a.shape}/{a.dtype} vs {b.shape}/{b.dtype}")
     np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=rtol, atol=atol,
@@ -411,7 +449,7 @@ def export_fixture(fx: Fixture, out_dir: Path, with_refs=True) -> dict:
     arg_names = list(inspect.signature(fx.step).parameters)
     inputs = describe_leaves(specs, arg_names)
     out_shape = jax.eval_shape(fx.step, *specs)
-    out_names = ["loss", "new_params", "new_opt_state"][:len(out_shape)]
+    out_names = list(fx.out_names or ("loss", "new_params", "new_opt_state"))[:len(out_shape)]
     outputs = describe_leaves(out_shape, out_names)
     assert [o["shape"] for o in outputs] == \
         [[dim_json(d) for d in a.shape] for a in exp.out_avals]
@@ -451,8 +489,8 @@ def export_fixture(fx: Fixture, out_dir: Path, with_refs=True) -> dict:
                 print(f"  ref{k} {bindings}: exp.call vs jit max|diff| = {worst:.3g}; shares "
                       f"{ref_file} (max|diff| vs {other.name} = {d:.3g})")
             else:
-                arrays = {f"in_{i}": np.asarray(a) for i, a in enumerate(in_leaves)}
-                arrays.update({f"out_{i}": np.asarray(a) for i, a in enumerate(want)})
+                arrays = {f"in_{i}": _np(a) for i, a in enumerate(in_leaves)}
+                arrays.update({f"out_{i}": _np(a) for i, a in enumerate(want)})
                 ref_file = f"{fx.name}.ref{k}.npz"
                 write_npz(out_dir / ref_file, arrays)
                 nbytes = (out_dir / ref_file).stat().st_size

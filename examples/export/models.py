@@ -475,3 +475,41 @@ def gpt_block_sgd_step(params, x, target):
 
     loss, grads = jax.value_and_grad(loss_fn)(params)
     return loss, sgd_update(params, grads, GPT_BLOCK_LR)
+
+
+# ----------------------------------------------------------------------------------------------
+# 11. jax.checkpoint with a policy, a cumulative sum over S and a typed PRNG key
+# ----------------------------------------------------------------------------------------------
+
+CKPT_CUMSUM_D = 8
+CKPT_CUMSUM_LR = 0.1
+CKPT_CUMSUM_KEEP = 0.75
+
+
+def init_ckpt_cumsum(key):
+    k1, k2 = jax.random.split(key)
+    d = CKPT_CUMSUM_D
+    return {"w1": he(k1, (d, d), d), "w2": he(k2, (d, d), d)}
+
+
+def ckpt_cumsum_key_step(params, key, x):
+    """x: f32[B, S, 8]; key: a typed `jax.random.key` (JAX brackets it with Shardy
+    `sdy.sharding_constraint`s), split into the next step's key and a dropout key. The block
+    dense-tanh-dense runs under `jax.checkpoint(policy=dots_saveable)` (the saved dots are
+    marked by `stablehlo.reduce_precision`); `jnp.cumsum` over the symbolic S (a
+    `custom_call @stablehlo.dynamic_reduce_window`); inverted dropout keeping 3/4 from the
+    typed key; loss = mean of the squares. Returns (loss, new_params, new_key)."""
+    key, sub = jax.random.split(key)
+
+    def loss_fn(p):
+        def blk(h):
+            return jnp.tanh(h @ p["w1"]) @ p["w2"]
+
+        h = jax.checkpoint(blk, policy=jax.checkpoint_policies.dots_saveable)(x)
+        h = jnp.cumsum(h, axis=1)
+        keep = jax.random.bernoulli(sub, CKPT_CUMSUM_KEEP, h.shape)
+        h = jnp.where(keep, h / CKPT_CUMSUM_KEEP, 0.0)
+        return jnp.mean(h * h)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return loss, sgd_update(params, grads, CKPT_CUMSUM_LR), key

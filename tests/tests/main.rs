@@ -24,3 +24,4 @@ mod rewrite_fixtures;
 mod run_planned;
 mod schedule_fixtures;
 mod soak;
+mod trial_imports;
