@@ -142,6 +142,20 @@ def cnn_poly_args(dims, concrete, seed=0):
     return (params, jax.ShapeDtypeStruct(shape, jnp.float32), jax.ShapeDtypeStruct((b,), jnp.int32))
 
 
+def shifted_lm_args(dims, concrete, seed=0):
+    b, s = dims["B"], dims["S"]
+    tok_shape, w_shape = (b, s + 1), (b * s,)
+    if concrete:
+        params = M.init_shifted_lm(jax.random.PRNGKey(0))
+        kt, kw = _data_keys(seed)
+        tokens = jax.random.randint(kt, tok_shape, 0, M.SHIFTED_LM_VOCAB, jnp.int32)
+        weights = jax.random.uniform(kw, w_shape, jnp.float32, 0.5, 1.5)
+        return params, tokens, weights
+    params = jax.eval_shape(M.init_shifted_lm, jax.random.PRNGKey(0))
+    return (params, jax.ShapeDtypeStruct(tok_shape, jnp.int32),
+            jax.ShapeDtypeStruct(w_shape, jnp.float32))
+
+
 def resnet_bn_args_fn():
     _, opt = M.make_resnet_bn_step()
 
@@ -323,6 +337,19 @@ FIXTURES: list[Fixture] = [
         config={"d_model": M.GPT_BLOCK.d_model, "n_head": M.GPT_BLOCK.n_head,
                 "d_ff": M.GPT_BLOCK.d_ff, "layer_norm": "pre", "activation": "gelu_tanh",
                 "loss": "mse", "lr": M.GPT_BLOCK_LR}),
+    Fixture(
+        name="shifted_lm_take",
+        description="Token LM step whose inputs' dimensions are expressions of the symbols: "
+                    "tokens: i32[B, S+1] sliced into inputs [:, :-1] and targets [:, 1:] (JAX "
+                    "computes S as tokens.shape[1] - 1), weights: f32[B*S] per-token loss "
+                    "weights (a shape assertion ties its dimension to B*S). Embedding (vocab 32, "
+                    "d=16) read with jnp.take (mode='fill': in-bounds check, NaN fill), tanh MLP "
+                    "16-32-32, weighted mean cross-entropy, SGD (lr=0.1). Returns (loss, "
+                    "new_params).",
+        step=M.shifted_lm_sgd_step, symbols="B, S", constraints=(), make_args=shifted_lm_args,
+        refs=[{"B": 2, "S": 5}, {"B": 3, "S": 4}],
+        config={"vocab": M.SHIFTED_LM_VOCAB, "d_model": M.SHIFTED_LM_D, "lr": M.SHIFTED_LM_LR,
+                "tokens": "(B, S+1)", "weights": "(B*S,)", "embedding": "jnp.take"}),
     Fixture(
         name="ckpt_cumsum_key",
         description="jax.checkpoint(policy=dots_saveable) around a dense-tanh-dense block "

@@ -478,6 +478,43 @@ def gpt_block_sgd_step(params, x, target):
 
 
 # ----------------------------------------------------------------------------------------------
+# 10. A shifted-token LM step whose inputs' dimensions are expressions of the symbols
+# ----------------------------------------------------------------------------------------------
+
+SHIFTED_LM_VOCAB = 32
+SHIFTED_LM_D = 16
+SHIFTED_LM_LR = 0.1
+
+
+def init_shifted_lm(key):
+    k1, k2, k3 = jax.random.split(key, 3)
+    v, d = SHIFTED_LM_VOCAB, SHIFTED_LM_D
+    return {
+        "emb": jax.random.normal(k1, (v, d), jnp.float32) * 0.1,
+        "w1": he(k2, (d, 2 * d), d), "b1": jnp.zeros((2 * d,), jnp.float32),
+        "w2": he(k3, (2 * d, v), 2 * d), "b2": jnp.zeros((v,), jnp.float32),
+    }
+
+
+def shifted_lm_sgd_step(params, tokens, weights):
+    """tokens: i32[B, S+1], sliced into inputs `tokens[:, :-1]` and targets `tokens[:, 1:]`;
+    weights: f32[B*S], one loss weight per target token, flattened. The embedding is read with
+    `jnp.take` (its default `mode="fill"`: an in-bounds check and a NaN fill). The loss is the
+    weighted mean cross-entropy."""
+
+    def loss_fn(p):
+        inp, tgt = tokens[:, :-1], tokens[:, 1:]
+        h = jnp.take(p["emb"], inp, axis=0)  # [B, S, D]
+        h = jnp.tanh(h @ p["w1"] + p["b1"])
+        logits = (h @ p["w2"] + p["b2"]).reshape(-1, SHIFTED_LM_VOCAB)  # [B*S, V]
+        ce = optax.softmax_cross_entropy_with_integer_labels(logits, tgt.reshape(-1))
+        return jnp.sum(weights * ce) / jnp.sum(weights)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return loss, sgd_update(params, grads, SHIFTED_LM_LR)
+
+
+# ----------------------------------------------------------------------------------------------
 # 11. jax.checkpoint with a policy, a cumulative sum over S and a typed PRNG key
 # ----------------------------------------------------------------------------------------------
 

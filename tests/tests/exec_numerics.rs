@@ -269,6 +269,14 @@ fn cnn_poly_sgd_matches_jax() {
     check_fixture("cnn_poly_sgd", 1e-5);
 }
 
+/// Inputs whose dimensions are expressions of the symbols: tokens `(B, S+1)` sliced into
+/// inputs and targets, per-token weights `(B*S,)`; the embedding read by `jnp.take`
+/// (`mode="fill"`).
+#[test]
+fn shifted_lm_take_matches_jax() {
+    check_fixture("shifted_lm_take", 1e-5);
+}
+
 /// bf16 has an 8-bit significand (relative spacing 2^-8 = 3.9e-3): one rounding of a logit
 /// differently from XLA moves a result by up to half of that, and the bf16 matmuls feed the
 /// f32 loss and gradients, so the tolerance is a few bf16 ulps.

@@ -5,6 +5,7 @@
 
 mod canon_fixtures;
 mod control_flow;
+mod dim_expressions;
 mod donation_fixtures;
 #[cfg(feature = "exact")]
 mod exact;

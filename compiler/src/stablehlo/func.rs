@@ -68,7 +68,7 @@ impl<'p> Frame<'p> {
     }
 }
 
-fn key(v: Value) -> usize {
+pub(super) fn key(v: Value) -> usize {
     v.to_raw().ptr as usize
 }
 
@@ -129,7 +129,7 @@ pub(crate) fn import_module(module: &Module, file: &str) -> R<(Graph, ImportStat
     };
     let mut g = Graph::new("main");
     let body = entry_block(&imp, &main)?;
-    let names = imp.name_dimensions(&body);
+    let names = super::dims::name_dimensions(&body, &imp.funcs);
     let mut frame = Frame::new(None);
     let mut placeholders = 0usize;
     for i in 0..body.argument_count() {
@@ -142,15 +142,18 @@ pub(crate) fn import_module(module: &Module, file: &str) -> R<(Graph, ImportStat
         for (j, d) in mt.dims.iter().enumerate() {
             shape.push(match d {
                 Some(k) => DimExpr::constant(*k),
-                None => {
-                    let (name, k) = names.get(&(i, j)).cloned().unwrap_or_else(|| {
+                None => match names.get(&(i, j)) {
+                    Some(e) => {
+                        for s in e.symbols() {
+                            imp.scope.declare(s.name());
+                        }
+                        e.clone()
+                    }
+                    None => {
                         placeholders += 1;
-                        (format!("_arg{i}_d{j}"), 1)
-                    });
-                    DimExpr::symbol(&imp.scope.declare(&name))
-                        .checked_scale(k)
-                        .map_err(|e| imp.structure(&format!("@main argument {i}: {e}")))?
-                }
+                        DimExpr::symbol(&imp.scope.declare(&format!("_arg{i}_d{j}")))
+                    }
+                },
             });
         }
         let v = g.add_input("", TensorType::new(mt.dtype, shape));
@@ -223,24 +226,6 @@ fn result_names(func: &OperationRef, n: usize) -> Vec<String> {
     names
 }
 
-/// `jax.global_constant` names of the parameters of `func` (None where absent).
-fn global_constant_args(func: &OperationRef) -> Vec<Option<String>> {
-    let Ok(a) = func.attribute("arg_attrs") else {
-        return Vec::new();
-    };
-    a.to_string()
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .split("}, {")
-        .map(|part| {
-            let p = part.find("jax.global_constant = ")?;
-            let rest = part[p + 22..].trim_end_matches('}');
-            let end = rest.find(['}', ','].as_ref()).unwrap_or(rest.len());
-            parse_string(&rest[..end])
-        })
-        .collect()
-}
-
 fn entry_block<'c, 'a>(imp: &Importer<'c, 'a>, func: &OperationRef<'c, 'a>) -> R<BlockRef<'c, 'a>> {
     func.region(0)
         .ok()
@@ -263,122 +248,6 @@ impl<'c, 'a> Importer<'c, 'a> {
             loc: op_loc(op, &self.file),
             msg: msg.into(),
         }
-    }
-
-    /// Names `@main`'s dynamic dimensions: (argument, dimension) -> (symbol name, multiplier),
-    /// from the `get_dimension_size` values passed to parameters tagged `jax.global_constant`.
-    /// A dimension specified as `k*h` (JAX: `(B, 8*h, 8*w, 3)`) reaches the parameter `h` as
-    /// the quotient of `divmod(dim, k)`, after a shape assertion that the remainder is 0; it is
-    /// named `k*h`, so the divisibility holds by construction.
-    fn name_dimensions(&self, body: &BlockRef<'c, 'a>) -> HashMap<(usize, usize), (String, i64)> {
-        let mut arg_of: HashMap<usize, usize> = HashMap::new();
-        for i in 0..body.argument_count() {
-            if let Ok(a) = body.argument(i) {
-                arg_of.insert(key(Value::from(a)), i);
-            }
-        }
-        let mut dim_of: HashMap<usize, (usize, usize)> = HashMap::new();
-        // Scalar integer constants, and quotients `divmod(dim, k)#0`.
-        let mut const_of: HashMap<usize, i64> = HashMap::new();
-        let mut quot_of: HashMap<usize, ((usize, usize), i64)> = HashMap::new();
-        let mut names = HashMap::new();
-        let mut equal = Vec::new();
-        let mut op = body.first_operation();
-        while let Some(o) = op {
-            let name = op_name(&o);
-            let src = o.operand(0).ok().map(key);
-            match name.as_str() {
-                "stablehlo.get_dimension_size" => {
-                    let d = o
-                        .attribute("dimension")
-                        .ok()
-                        .and_then(|a| super::mlir_text::parse_int(&a.to_string()));
-                    if let (Some(s), Some(d), Ok(r)) = (src, d, o.result(0)) {
-                        if let Some(&arg) = arg_of.get(&s) {
-                            dim_of.insert(key(Value::from(r)), (arg, d as usize));
-                        }
-                    }
-                }
-                "stablehlo.constant" => {
-                    let k = o
-                        .attribute("value")
-                        .ok()
-                        .and_then(|a| super::mlir_text::parse_dense(&a.to_string()))
-                        .filter(|(_, ty)| ty.dims.is_empty())
-                        .and_then(|(lit, _)| lit.get_i64(0));
-                    if let (Some(k), Ok(r)) = (k, o.result(0)) {
-                        const_of.insert(key(Value::from(r)), k);
-                    }
-                }
-                "stablehlo.convert" | "stablehlo.reshape" => {
-                    if let (Some(s), Ok(r)) = (src, o.result(0)) {
-                        if let Some(&ad) = dim_of.get(&s) {
-                            dim_of.insert(key(Value::from(r)), ad);
-                        }
-                    }
-                }
-                "stablehlo.compare" => {
-                    // `EQ` shape assertions tie a dimension to an already named one.
-                    let dir = o
-                        .attribute("comparison_direction")
-                        .map(|a| a.to_string())
-                        .unwrap_or_default();
-                    if let (true, Ok(a), Ok(b)) = (dir.contains("EQ"), o.operand(0), o.operand(1)) {
-                        if let (Some(&da), Some(&db)) = (dim_of.get(&key(a)), dim_of.get(&key(b))) {
-                            equal.push((da, db));
-                        }
-                    }
-                }
-                "func.call" => {
-                    let callee = o
-                        .attribute("callee")
-                        .map(|a| a.to_string())
-                        .unwrap_or_default();
-                    let callee = callee.trim_start_matches('@');
-                    if callee == "divmod" {
-                        if let (Some(&ad), Some(&k), Ok(q)) = (
-                            src.and_then(|s| dim_of.get(&s)),
-                            o.operand(1).ok().and_then(|v| const_of.get(&key(v))),
-                            o.result(0),
-                        ) {
-                            if k > 0 {
-                                quot_of.insert(key(Value::from(q)), (ad, k));
-                            }
-                        }
-                    }
-                    if let Some(f) = self.funcs.get(callee) {
-                        for (i, n) in global_constant_args(f).into_iter().enumerate() {
-                            // JAX's helpers (`divmod`, `floor_divide`) tag their parameters
-                            // `jax.global_constant = ""`: no name.
-                            let (Some(n), Ok(v)) = (n.filter(|n| !n.is_empty()), o.operand(i))
-                            else {
-                                continue;
-                            };
-                            if let Some(&ad) = dim_of.get(&key(v)) {
-                                names.entry(ad).or_insert((n, 1));
-                            } else if let Some(&(ad, k)) = quot_of.get(&key(v)) {
-                                names.entry(ad).or_insert((n, k));
-                            }
-                        }
-                    }
-                }
-                _ => {}
-            }
-            op = o.next_in_block();
-        }
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for (a, b) in &equal {
-                for (x, y) in [(a, b), (b, a)] {
-                    if let (Some(n), false) = (names.get(x).cloned(), names.contains_key(y)) {
-                        names.insert(*y, n);
-                        changed = true;
-                    }
-                }
-            }
-        }
-        names
     }
 
     /// Imports the ops of `block` into `g`; returns the terminator's operands with their entries.

@@ -4,9 +4,11 @@
 //! The module is parsed by upstream MLIR through melior with unregistered dialects allowed, so
 //! StableHLO ops are generic operations and their `#stablehlo<...>` attributes opaque
 //! attributes, read from their text ([`mlir_text`]). Then:
-//! 1. `@main`'s dynamic dimensions are named: `@main` reads each with `get_dimension_size` and
-//!    passes it to `@_wrapped_jax_export_main`, whose parameters carry
-//!    `jax.global_constant = "B"`; that names the dimension `B`. A dynamic dimension that cannot
+//! 1. `@main`'s dynamic dimensions are named ([`dims`]): `@main` computes each dimension
+//!    variable from the input dimensions and passes it to `@_wrapped_jax_export_main`, whose
+//!    parameters carry `jax.global_constant = "B"`, and asserts the other input dimensions
+//!    equal to their specification (`4*m`, `B*S`, `S + 1`); solving these equations makes
+//!    every input dimension an expression over the variables. A dynamic dimension that cannot
 //!    be named this way gets a placeholder symbol `_argK_dJ` and counts as *unresolved*.
 //! 2. Functions are inlined at their `func.call`s, regions become nested graphs.
 //! 3. Integer shape computations are followed symbolically ([`sym`]), so dynamic ops become
@@ -15,6 +17,7 @@
 //! 4. Every result type is inferred ([`ebb_ir::shape::infer`]) and checked against the static
 //!    dimensions MLIR declares; the graph is verified at the end.
 
+mod dims;
 pub mod error;
 mod func;
 pub mod mlir_text;
