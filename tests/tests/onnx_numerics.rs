@@ -293,6 +293,13 @@ fn torch_gpt2_tiny_ce_adam() {
     check("torch_gpt2_tiny_ce_adam");
 }
 
+/// `F.cross_entropy` traced as written: `NegativeLogLikelihoodLoss` (one ignored label per
+/// batch) against ONNX Runtime's outputs on the file.
+#[test]
+fn torch_mlp_ce_nll_sgd() {
+    check("torch_mlp_ce_nll_sgd");
+}
+
 #[test]
 fn ort_mlp_training() {
     check("ort_mlp_training");

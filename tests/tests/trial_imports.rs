@@ -2,8 +2,10 @@
 //! the project's export scripts: `ckpt_cumsum_key` (JAX) holds `stablehlo.reduce_precision`
 //! (`jax.checkpoint` with a policy), `custom_call @stablehlo.dynamic_reduce_window`
 //! (`jnp.cumsum` over the symbolic `S`) and Shardy's `sdy.mesh`/`sdy.sharding_constraint`
-//! (a typed `jax.random.key` input); small hand-written modules check each op's semantics
-//! against direct computations.
+//! (a typed `jax.random.key` input); `torch_mlp_ce_nll_sgd` (torch.onnx, dynamo) holds
+//! `ai.onnx::NegativeLogLikelihoodLoss` (`F.cross_entropy` traced as written). Small
+//! hand-written modules check the StableHLO ops' semantics against direct computations (the
+//! ONNX lowering's are in `compiler/src/onnx/tests_nll.rs`).
 
 use ebb_compiler::pipeline::{self, Budget, CompileOptions};
 use ebb_compiler::run::{self, InputSource, RunOptions};
@@ -224,4 +226,31 @@ fn reduce_precision_identity_and_bad_attributes() {
         e.contains("reduce_precision") && e.contains("exponent_bits"),
         "{e}"
     );
+}
+
+const ONNX: &str = "torch_mlp_ce_nll_sgd";
+
+/// Tests that the torch export with `NegativeLogLikelihoodLoss` imports with its `batch`
+/// symbol and runs checked under a budget within float rounding of ONNX Runtime's outputs on
+/// the file, at both references (each with one ignored label).
+#[test]
+fn torch_nll_loss_step_runs_checked_under_a_budget() {
+    let path = ebb_testkit::onnx_fixture(ONNX);
+    let (g, stats) = ebb_compiler::frontend::import_file(&path, None).unwrap();
+    assert_eq!(stats.unresolved_dims, 0);
+    let symbols: Vec<String> = g
+        .scope
+        .symbols()
+        .iter()
+        .map(|s| s.name().to_string())
+        .collect();
+    assert_eq!(symbols, ["batch"]);
+    let meta = ebb_testkit::onnx_metadata(ONNX);
+    assert_eq!(meta["op_names"]["ai.onnx::NegativeLogLikelihoodLoss"], 1);
+    let refs = fixture_refs(&meta, &ebb_testkit::onnx_fixtures_dir());
+    assert_eq!(refs.len(), 2);
+    let plan = pipeline::compile(g, &CompileOptions::default())
+        .unwrap()
+        .plan;
+    runs_checked_at_every_ref(ONNX, &plan, &refs, 1e-5);
 }

@@ -150,6 +150,29 @@ CNN = ModelSpec(
             "init_seed": 0})
 
 
+# A small MLP (16-32-10, relu) trained with F.cross_entropy as users write it, traced without
+# decompositions: the exporter emits ai.onnx NegativeLogLikelihoodLoss (forward). The last
+# label of every batch is F.cross_entropy's default ignore_index (-100).
+MLP_CE_SIZES = (16, 32, 10)
+
+
+def _mlp_ce_data(b, seed):
+    g = _gen(seed)
+    x = torch.randn(b["batch"], MLP_CE_SIZES[0], generator=g)
+    y = torch.randint(0, MLP_CE_SIZES[-1], (b["batch"],), generator=g, dtype=torch.int64)
+    y[-1] = -100
+    return x, y
+
+
+MLP_CE = ModelSpec(
+    init=lambda: M.init_mlp(0, MLP_CE_SIZES),
+    loss=lambda p, x, y: F.cross_entropy(M.mlp_forward(p, x), y),
+    eager_loss=lambda p, x, y: F.cross_entropy(M.mlp_forward(p, x), y),
+    data=_mlp_ce_data, data_names=("x", "y"), data_dims=({0: "batch"}, {0: "batch"}),
+    config={"sizes": list(MLP_CE_SIZES), "activation": "relu", "init_seed": 0,
+            "loss": "F.cross_entropy (traced as written, ignore_index -100 on the last label)"})
+
+
 @dataclass
 class TorchFixture:
     name: str
@@ -165,6 +188,10 @@ class TorchFixture:
     # exporter emits as GatherElements/ScatterElements. The exporter's direct translation of
     # `nll_loss_backward` (torch 2.15) scales the gradient by the token count.
     decompose: tuple[str, ...] = ()
+    # A known defect of the exporter that makes ONNX Runtime's outputs differ from the eager
+    # step: then only the loss is checked against eager (the references are ORT's outputs on
+    # the file, which is what an importer must reproduce), and the reason is recorded.
+    exporter_defect: str | None = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -350,7 +377,11 @@ def export_torch_fixture(fx: TorchFixture, out_dir: Path) -> dict:
         worst = max(errs, key=errs.get)
         worst_u = max(upd, key=upd.get)
         worst_raw = max(raw, key=raw.get)
-        if errs[worst] > RTOL or upd[worst_u] > RTOL_UPDATE or not all(
+        if fx.exporter_defect:
+            if errs[out_names[0]] > RTOL or not all(np.isfinite(g).all() for g in got):
+                raise AssertionError(f"{fx.name} ref{k}: ORT vs eager loss "
+                                     f"{errs[out_names[0]]:.3g}")
+        elif errs[worst] > RTOL or upd[worst_u] > RTOL_UPDATE or not all(
                 np.isfinite(g).all() for g in got):
             raise AssertionError(f"{fx.name} ref{k}: ORT vs eager: {worst} {errs[worst]:.3g}, "
                                  f"update {worst_u} {upd[worst_u]:.3g}")
@@ -400,7 +431,9 @@ def export_torch_fixture(fx: TorchFixture, out_dir: Path) -> dict:
                       "(CPU, 1 thread) outputs in order; compare with rtol~1e-4, atol~1e-5",
         "checks": {"reference": "eager PyTorch step: F.cross_entropy, backward(), "
                                 "torch.optim." + ("SGD" if fx.optimizer == "sgd" else "AdamW"),
-                   "rtol": RTOL, "rtol_update": RTOL_UPDATE, "refs": checks},
+                   "rtol": RTOL, "rtol_update": RTOL_UPDATE, "refs": checks,
+                   **({"exporter_defect": fx.exporter_defect,
+                       "checked_against_eager": "loss only"} if fx.exporter_defect else {})},
     }
     write_meta(out_dir, fx.name, meta)
     print(f"{fx.name}: {meta['ops']} nodes, {size} bytes, {len(in_names)} inputs, "
@@ -475,4 +508,14 @@ TORCH_FIXTURES = [
         "new step.",
         GPT_TINY_CE, "adamw", {"batch": 3, "seq": 11}, _GPT_REFS, _GPT_SYMS, _GPT_CONS,
         decompose=("nll_loss_forward", "nll_loss_backward")),
+    TorchFixture(
+        "torch_mlp_ce_nll_sgd",
+        "PyTorch MLP 16-32-10 (relu), F.cross_entropy traced as written (no decompositions: "
+        "LogSoftmax + ai.onnx NegativeLogLikelihoodLoss with ignore_index -100, which the last "
+        "label of every batch is), SGD (lr=0.05). Inputs: params, x: f32[batch,16], "
+        "y: i64[batch]. Outputs: loss, new params. The references are ONNX Runtime's outputs on "
+        "the file; only the loss equals the eager step's (exporter_defect).",
+        MLP_CE, "sgd", {"batch": 5}, _MLP_REFS,
+        exporter_defect="torch.onnx (dynamo) translates aten.nll_loss_backward with a wrong "
+                        "scale, so the gradients in the file differ from eager PyTorch's"),
 ]

@@ -1,5 +1,5 @@
 //! Neural-network ops: `Softmax`, `LogSoftmax`, `LayerNormalization`,
-//! `SoftmaxCrossEntropyLoss`, and the `com.microsoft` training forms `SoftmaxGrad_13`,
+//! `SoftmaxCrossEntropyLoss`, `NegativeLogLikelihoodLoss`, and the `com.microsoft` training forms `SoftmaxGrad_13`,
 //! `LogSoftmaxGrad_13`, `LayerNormalizationGrad`, `SoftmaxCrossEntropyLossInternal` and
 //! `SoftmaxCrossEntropyLossInternalGrad`, lowered to reductions and elementwise math.
 //!
@@ -18,6 +18,7 @@ pub(super) static OPS: &[(&str, &dyn Lower)] = &[
     ("LogSoftmax", &Softmax { log: true }),
     ("LayerNormalization", &LayerNorm),
     ("SoftmaxCrossEntropyLoss", &SceLoss),
+    ("NegativeLogLikelihoodLoss", &NllLoss),
 ];
 
 /// The com.microsoft ops this module lowers, by op type.
@@ -160,21 +161,26 @@ impl Lower for LayerNormGrad {
 ///
 /// Errors: `scores` of rank below 2, or `labels` not of rank one less.
 fn one_hot(cx: &mut Cx, labels: ValueRef, scores: &TensorType) -> R<ValueRef> {
+    let hit = class_mask(cx, labels, scores)?;
+    cx.convert(hit, scores.dtype)
+}
+
+/// [`one_hot`] as a boolean mask: true at `[n, labels[n, d..], d..]`.
+fn class_mask(cx: &mut Cx, labels: ValueRef, scores: &TensorType) -> R<ValueRef> {
     let tl = cx.ty(labels);
     if scores.rank() < 2 || tl.rank() + 1 != scores.rank() {
         return Err(cx.err(format!(
             "scores must have shape [N, C, d..] and labels [N, d..]; got {scores} and {tl}"
         )));
     }
-    let (c, dtype) = (&scores.shape[1], scores.dtype);
+    let c = &scores.shape[1];
     let labels = cx.convert(labels, DType::I64)?;
     let mut shape = tl.shape.clone();
     shape.insert(1, c.clone());
     let io = cx.iota(DType::I64, &shape, 1)?;
     let dims: Vec<i64> = (0..shape.len() as i64).filter(|&i| i != 1).collect();
     let lb = cx.broadcast_in_dim(labels, &dims, &shape)?;
-    let hit = cx.compare(Relation::Eq, io, lb)?;
-    cx.convert(hit, dtype)
+    cx.compare(Relation::Eq, io, lb)
 }
 
 /// The per-sample weights `w[label]·(label != ignore_index)` (shape of `labels`, `dtype`),
@@ -274,6 +280,55 @@ impl Lower for SceLoss {
             r => return Err(cx.err(format!("unknown reduction `{r}`"))),
         };
         Ok(vec![Val::t(loss), Val::t(logp)])
+    }
+}
+
+/// `NegativeLogLikelihoodLoss(input, target, weight?)` (ai.onnx, opset 12+):
+/// `loss[n, d..] = −input[n, target[n, d..], d..] · weight[target[n, d..]]`, 0 (with no
+/// weight) where the target is `ignore_index`; reduced per `reduction` (`mean` default: the
+/// sum divided by the sum of the applied weights, or by the count of targets when there are
+/// neither weights nor an ignore index; `sum`; `none`). The picked element is selected by a
+/// class mask (not multiplied by a one-hot), so an infinite or NaN input at another class does
+/// not reach the loss. A target outside `[0, C)` other than `ignore_index` contributes 0.
+struct NllLoss;
+
+impl Lower for NllLoss {
+    fn lower(&self, cx: &mut Cx, n: &NodeProto) -> R<Vec<Val>> {
+        let x = cx.input(n, 0)?;
+        let labels = cx.input(n, 1)?;
+        let t = cx.ty(x);
+        if t.rank() < 2 {
+            return Err(cx.err("input must have rank >= 2 ([N, C, d..])"));
+        }
+        if !t.dtype.is_float() {
+            return Err(cx.err(format!("input must be a float tensor, not {}", t.dtype)));
+        }
+        if !cx.ty(labels).dtype.is_int() {
+            return Err(cx.err("target must be an integer tensor"));
+        }
+        let hit = class_mask(cx, labels, &t)?;
+        let oh = cx.convert(hit, t.dtype)?;
+        let w = sample_weights(cx, n, 1, t.dtype, oh)?;
+        let zeros = cx.full(t.dtype, 0.0, &t.shape)?;
+        let sel = cx.select(hit, x, zeros)?;
+        let picked = cx.reduce(sel, &[1], Op::Add, 0.0, false)?;
+        let mut nll = cx.unary(Op::Negate, picked)?;
+        if let Some(w) = w {
+            nll = cx.binary(Op::Multiply, nll, w)?;
+        }
+        let ls = cx.ty(labels).shape;
+        let all: Vec<usize> = (0..ls.len()).collect();
+        let loss = match n.string("reduction").as_deref().unwrap_or("mean") {
+            "none" => nll,
+            "sum" => cx.reduce(nll, &all, Op::Add, 0.0, false)?,
+            "mean" => {
+                let s = cx.reduce(nll, &all, Op::Add, 0.0, false)?;
+                let dv = mean_divisor(cx, w, &ls, t.dtype)?;
+                cx.binary(Op::Divide, s, dv)?
+            }
+            r => return Err(cx.err(format!("unknown reduction `{r}`"))),
+        };
+        one(loss)
     }
 }
 
