@@ -62,8 +62,23 @@ pub fn load_or_compile(
     format: Option<Format>,
     options: &CompileOptions,
 ) -> Result<Plan> {
+    load_or_compile_with(path, format, None, options)
+}
+
+/// [`load_or_compile`], importing an ONNX Runtime optimizer model with the sequence elements
+/// of the training model `params_from` ([`frontend::import_file_with`]).
+///
+/// # Errors
+/// As [`load_or_compile`]; `params_from` with a model that is not ONNX, or an unreadable
+/// training model.
+pub fn load_or_compile_with(
+    path: &Path,
+    format: Option<Format>,
+    params_from: Option<&Path>,
+    options: &CompileOptions,
+) -> Result<Plan> {
     if frontend::is_model_file(path, format) {
-        let (g, _) = frontend::import_file(path, format)?;
+        let (g, _) = frontend::import_file_with(path, format, params_from)?;
         return Ok(pipeline::compile(g, options)?.plan);
     }
     read_plan(path)

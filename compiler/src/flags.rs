@@ -19,6 +19,34 @@ pub enum OnOff {
     Off,
 }
 
+/// How to import a model file that `ebb plan`, `ebb run`, `ebb bench` and `ebb pack` compile
+/// first (`ebb import` and `ebb compile` take the same flag).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ImportFlags {
+    /// An ONNX Runtime optimizer model's training model: its trainable parameters (inputs
+    /// with a `<param>_grad.accumulation.buffer` input, in input order) are the elements of
+    /// the optimizer's `params`, `gradients` and moment sequences.
+    #[arg(long, value_name = "TRAINING.onnx")]
+    pub params_from: Option<std::path::PathBuf>,
+}
+
+impl ImportFlags {
+    /// The training model to read the optimizer's sequence elements from, for `path`.
+    ///
+    /// # Errors
+    /// `--params-from` given with a plan file, which was compiled already.
+    pub fn params_from_for(&self, path: &Path, format: Option<Format>) -> Result<Option<&Path>> {
+        match &self.params_from {
+            Some(_) if !is_model_file(path, format) => bail!(
+                "--params-from applies when compiling a model file; {} is a plan (pass it to \
+                 `ebb compile`)",
+                path.display()
+            ),
+            p => Ok(p.as_deref()),
+        }
+    }
+}
+
 /// Pipeline choices that change what is planned: fusion, donation and e-graph rewrites.
 #[derive(Clone, Debug, clap::Args)]
 pub struct PipelineFlags {

@@ -75,6 +75,9 @@ pub struct PackArgs {
     /// For a model file: how to compile it.
     #[command(flatten)]
     pub pipeline: crate::flags::PipelineFlags,
+    /// For a model file: how to import it.
+    #[command(flatten)]
+    pub import: crate::flags::ImportFlags,
     /// Print the whole report (every batch's indices, binding and cost) as JSON.
     #[arg(long)]
     pub json: bool,
@@ -90,7 +93,9 @@ impl PackArgs {
             bail!("--bucket-width {} must be positive", self.bucket_width);
         }
         let options = self.pipeline.options_for(&self.plan, self.format)?;
-        let plan = crate::api::load_or_compile(&self.plan, self.format, &options)?;
+        let params_from = self.import.params_from_for(&self.plan, self.format)?;
+        let plan =
+            crate::api::load_or_compile_with(&self.plan, self.format, params_from, &options)?;
         let lengths = match (&self.lengths, self.dist) {
             (Some(p), _) => read_lengths(p)?,
             (None, Some(_)) => {

@@ -10,6 +10,7 @@ fn opts(name: &str, shapes: &[&str], budget: Option<&str>) -> BenchOptions {
     BenchOptions {
         input: fixture(name),
         format: None,
+        params_from: None,
         shapes: ShapeSource::List {
             shapes: shapes.iter().map(|s| s.to_string()).collect(),
         },

@@ -81,6 +81,9 @@ pub struct BenchArgs {
     /// How to compile a model file (the symbolic plan and the per-shape precise ones).
     #[command(flatten)]
     pub pipeline: crate::flags::PipelineFlags,
+    /// How to import a model file.
+    #[command(flatten)]
+    pub import: crate::flags::ImportFlags,
     /// Add XLA's memory analysis of the same JAX step, without and with donation of the
     /// arguments (needs JAX, see below).
     #[arg(long)]
@@ -169,6 +172,10 @@ impl BenchArgs {
         };
         Ok(BenchOptions {
             compile: self.pipeline.options_for(&self.file, self.format)?,
+            params_from: self
+                .import
+                .params_from_for(&self.file, self.format)?
+                .map(std::path::Path::to_path_buf),
             input: self.file.clone(),
             format: self.format,
             shapes,

@@ -26,6 +26,9 @@ pub struct BenchOptions {
     pub input: PathBuf,
     /// Input format; by default from the extension.
     pub format: Option<Format>,
+    /// For an ONNX Runtime optimizer model: the training model whose trainable parameters are
+    /// its sequence elements (`--params-from`).
+    pub params_from: Option<PathBuf>,
     /// The shapes.
     pub shapes: ShapeSource,
     /// The budget as `pipeline::parse_budget` reads it (`50%`, `2GiB`, bytes).
@@ -77,7 +80,8 @@ fn fixture_name(input: &Path) -> Option<String> {
 /// compile time.
 fn load(opts: &BenchOptions) -> Result<(Graph, Plan, Option<f64>)> {
     if frontend::is_model_file(&opts.input, opts.format) {
-        let (g, _) = frontend::import_file(&opts.input, opts.format)?;
+        let (g, _) =
+            frontend::import_file_with(&opts.input, opts.format, opts.params_from.as_deref())?;
         let t = Instant::now();
         let c = pipeline::compile(g.clone(), &opts.compile)
             .with_context(|| format!("compiling {}", opts.input.display()))?;

@@ -6,7 +6,7 @@ use ebb_compiler::frontend::Format;
 use ebb_compiler::{output, pipeline, report};
 use std::fmt::Write as _;
 
-use ebb_compiler::flags::{DeviceFlags, PipelineFlags};
+use ebb_compiler::flags::{DeviceFlags, ImportFlags, PipelineFlags};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -132,6 +132,9 @@ enum Command {
         /// For a model file: how to compile it (a plan file was compiled already).
         #[command(flatten)]
         pipeline: PipelineFlags,
+        /// For a model file: how to import it.
+        #[command(flatten)]
+        import: ImportFlags,
         #[command(flatten)]
         device: DeviceFlags,
         /// Print one JSON object.
@@ -366,10 +369,11 @@ fn run(cli: Cli) -> Result<()> {
             bind,
             budget,
             pipeline: flags,
+            import,
             device,
             json,
         } => {
-            let p = load_plan(&plan, None, &flags)?;
+            let p = load_plan(&plan, None, &flags, &import)?;
             let pricing = device.pricing(&p)?;
             let b = pipeline::parse_bindings(&bind)?;
             let budget = budget
@@ -451,6 +455,9 @@ struct RunFlags {
     /// For a model file: how to compile it (a plan file was compiled already).
     #[command(flatten)]
     pipeline: PipelineFlags,
+    /// For a model file: how to import it.
+    #[command(flatten)]
+    import: ImportFlags,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -496,13 +503,20 @@ enum ExecutorFlag {
     Reference,
 }
 
-/// A plan file, or a model file compiled with `flags` (see [`PipelineFlags::options_for`]).
+/// A plan file, or a model file imported with `import` (`--params-from`) and compiled with `flags`
+/// (see [`PipelineFlags::options_for`]).
 fn load_plan(
     path: &std::path::Path,
     format: Option<Format>,
     flags: &PipelineFlags,
+    import: &ImportFlags,
 ) -> Result<ebb_ir::plan::Plan> {
-    ebb_compiler::api::load_or_compile(path, format, &flags.options_for(path, format)?)
+    ebb_compiler::api::load_or_compile_with(
+        path,
+        format,
+        import.params_from_for(path, format)?,
+        &flags.options_for(path, format)?,
+    )
 }
 
 /// `ebb run` (see `ebb run --help`).
@@ -520,7 +534,7 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
             f.tolerance
         );
     }
-    let p = load_plan(plan, f.format, &f.pipeline)?;
+    let p = load_plan(plan, f.format, &f.pipeline, &f.import)?;
     let opts = run::RunOptions {
         pricing: Some(f.device.pricing(&p)?),
         bind: pipeline::parse_bindings(bind)?,
