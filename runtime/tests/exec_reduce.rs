@@ -234,7 +234,11 @@ fn reduce_window_with_a_symbolic_window_is_a_cumulative_reduction() {
             let got = run1(&src, &[("S", s as i64)], vec![f32t(&[2, s], &x)]).to_f64_vec();
             let mut want = Vec::new();
             for row in x.chunks(s) {
-                let mut acc = if op == "add" { 0.0f32 } else { f32::NEG_INFINITY };
+                let mut acc = if op == "add" {
+                    0.0f32
+                } else {
+                    f32::NEG_INFINITY
+                };
                 for &v in row {
                     acc = if op == "add" { acc + v } else { acc.max(v) };
                     want.push(acc as f64);

@@ -25,7 +25,7 @@ pub struct ReducePrecisionSpec {
 impl ReducePrecisionSpec {
     /// The spec, or a message when `exponent_bits < 1` or either count is negative.
     pub fn new(exponent_bits: i64, mantissa_bits: i64) -> Result<Self, String> {
-        if exponent_bits < 1 || exponent_bits > 64 {
+        if !(1..=64).contains(&exponent_bits) {
             return Err(format!("exponent_bits {exponent_bits} is not in [1, 64]"));
         }
         if !(0..=64).contains(&mantissa_bits) {
@@ -124,7 +124,15 @@ mod tests {
         assert!(s.is_identity_on(DType::F32));
         assert!(!s.is_identity_on(DType::F64));
         assert!(spec(11, 52).is_identity_on(DType::BF16));
-        for x in [0.0f32, -0.0, 1.5, -3.25e-40, f32::MAX, f32::MIN_POSITIVE, f32::INFINITY] {
+        for x in [
+            0.0f32,
+            -0.0,
+            1.5,
+            -3.25e-40,
+            f32::MAX,
+            f32::MIN_POSITIVE,
+            f32::INFINITY,
+        ] {
             assert_eq!(s.apply_f32(x).to_bits(), x.to_bits());
         }
         assert!(s.apply_f32(f32::NAN).is_nan());
@@ -135,14 +143,26 @@ mod tests {
     #[test]
     fn bf16_format_rounds_to_nearest_even() {
         let s = spec(8, 7);
-        for x in [1.0f32, 1.00390625, 1.01171875, 3.14159, -2.7182817, 1e30, -1e-30, 65504.0] {
+        for x in [
+            1.0f32,
+            1.003_906_2,
+            1.011_718_8,
+            2.5e-3,
+            -2.718_281_7,
+            1e30,
+            -1e-30,
+            65504.0,
+        ] {
             let b = x.to_bits();
             let want = f32::from_bits((b + 0x7fff + ((b >> 16) & 1)) & 0xffff_0000);
             assert_eq!(s.apply_f32(x), want, "{x}");
         }
         // A tie goes to the even mantissa: 1 + 2^-8 is halfway between 1 and 1 + 2^-7.
         assert_eq!(s.apply_f32(1.0 + 2f32.powi(-8)), 1.0);
-        assert_eq!(s.apply_f32(1.0 + 3.0 * 2f32.powi(-8)), 1.0 + 2.0 * 2f32.powi(-7));
+        assert_eq!(
+            s.apply_f32(1.0 + 3.0 * 2f32.powi(-8)),
+            1.0 + 2.0 * 2f32.powi(-7)
+        );
     }
 
     /// To IEEE half's format: overflow to infinity, underflow (and half's denormals) to zero.

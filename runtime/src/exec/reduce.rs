@@ -19,8 +19,8 @@ use super::{Ctx, OutType};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Scalar, Tensor};
-use ebb_ir::Bindings;
 use ebb_ir::op::Window;
+use ebb_ir::Bindings;
 use ebb_ir::DimExpr;
 use ebb_ir::{OpKind, Relation};
 

@@ -122,10 +122,7 @@ impl<'c, 'a> Importer<'c, 'a> {
             .filter(|s| !s.is_empty())
             .collect();
         let [name] = names.as_slice() else {
-            return Err(self.op_error(
-                op,
-                format!("expects one called computation, found {text}"),
-            ));
+            return Err(self.op_error(op, format!("expects one called computation, found {text}")));
         };
         let mut module = op.parent_operation();
         while let Some(m) = module {
@@ -145,9 +142,7 @@ impl<'c, 'a> Importer<'c, 'a> {
                 .ok()
                 .and_then(|a| mt::parse_string(&a.to_string()));
             if op_name(&o) == "func.func" && sym.as_deref() == Some(*name) {
-                return o
-                    .region(0)
-                    .map_err(|e| self.op_error(op, e.to_string()));
+                return o.region(0).map_err(|e| self.op_error(op, e.to_string()));
             }
             f = o.next_in_block();
         }
