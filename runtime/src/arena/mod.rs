@@ -2,26 +2,30 @@
 //! value can have several) gets a byte offset in one arena, such that intervals that are
 //! resident at the same point never overlap in memory.
 //!
-//! Two layouts are computed and the smaller arena kept:
-//! - a linear scan over program points with a free list sorted by address, and best-fit
-//!   placement (smallest free block that holds the interval, lowest address among equals; the
-//!   online policy of classic allocators, cf. XLA's heap simulator): at each point, intervals
-//!   ending before it are freed (coalescing neighbours), then intervals starting at it are
-//!   placed, largest first. Intervals are ordered by counting sorts over the points, and the
-//!   free list stays short (blocks coalesce), so a linear search of a contiguous vector is the
-//!   fast choice: O(n + points + n·f) for f free blocks;
-//! - greedy by size (TFLite's offline planner): largest interval first, each in the smallest
-//!   gap left by the placed intervals it overlaps in time, O(n²), for up to
-//!   [`GREEDY_MAX_INTERVALS`] intervals.
+//! Two kinds of layout are computed and the smallest arena kept:
+//! - the online scan ([`scan`]): program points in order, a free list sorted by address,
+//!   best-fit placement — the policy of classic allocators, O(n + points + n·f) for f free
+//!   blocks;
+//! - the offline greedy layouts ([`greedy`]): greedy by size (TFLite's offline planner) and
+//!   variants of its order, each interval at the first (or smallest) gap left by the placed
+//!   intervals it overlaps in time, found through a segment tree over the points; tried only
+//!   when the scan's arena is more than [`SCAN_KEPT_WITHIN`] above the lower bound (the largest
+//!   live bytes at a point), and ended once a layout is within it.
 //!
 //! An in-place write ([`Plan::in_place_writes`]: a result written into the buffer of an
 //! operand that dies at its op) joins the operand's last interval and the result's first into
 //! one interval placed once, so both values get the same offset, as the executor stores them.
 //!
 //! Offsets are aligned to [`ALIGN`] bytes. The arena size over the planned peak is the
-//! fragmentation the layout costs.
+//! fragmentation the layout costs (`Arena::fragmentation`; at most 1.03 on the fixtures'
+//! plans, with and without budgets: `tests/tests/finalize.rs`).
+
+mod greedy;
+mod scan;
 
 use ebb_ir::plan::{Decision, Plan, Point, ValueId};
+use greedy::{best_layout, Item};
+use scan::best_fit_scan;
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -166,15 +170,19 @@ fn in_place_groups(plan: &Plan, allocs: &[Allocation]) -> (Vec<usize>, Vec<(Valu
     (group, shared)
 }
 
-/// Greedy by size runs up to this many intervals. Above, its O(n²) costs more than it saves
-/// at finalize: the unfused 2-layer GPT at B=8, S=256 under a 50 % budget (about 1 500
-/// intervals) finalizes in 5.3 ms with it against 0.7 ms without; GPT-2 small at B=1, S=16
-/// takes 13–27 ms more for a 0.4 % smaller arena. The fused 2-layer GPT stays below.
-pub const GREEDY_MAX_INTERVALS: usize = 1024;
+/// A layout within this fraction of the lower bound (the largest live bytes at a point) is good
+/// enough: the online scan's is kept without trying the greedy layouts (on GPT-2 medium,
+/// 11 600 intervals 1.2 % above the bound, the greedy search would cost 80 times the rest of a
+/// finalize), and the greedy search ends at the first variant that reaches it.
+pub const SCAN_KEPT_WITHIN: f64 = 0.02;
 
-/// Assigns offsets to all residency intervals (see the module docs): both layouts, the
-/// online best-fit scan and greedy by size (up to [`GREEDY_MAX_INTERVALS`]), are computed and
-/// the smaller arena is kept.
+/// The greedy layouts' local search runs only while no layout is within this fraction of the
+/// lower bound (and within its budget of work, [`greedy::MAX_VISITS`]).
+pub const SEARCH_UNTIL_WITHIN: f64 = 0.04;
+
+/// Assigns offsets to all residency intervals (see the module docs): the online best-fit scan
+/// and the offline greedy layouts are computed and the smallest arena is kept. `peak` (bytes)
+/// is the planned peak that `Arena::fragmentation` divides by.
 pub fn assign_offsets(
     plan: &Plan,
     value_bytes: &[i64],
@@ -203,17 +211,29 @@ pub fn assign_offsets(
         j.value = ValueId::new(k);
     }
     let n = joined.len();
-    let (a, top_a) = best_fit_scan(joined.clone());
-    let (b, top_b) = if n <= GREEDY_MAX_INTERVALS {
-        greedy_by_size(joined)
-    } else {
-        (Vec::new(), i64::MAX)
-    };
-    let placed = if top_b < top_a { b } else { a };
-    let top = top_a.min(top_b);
+    let (scanned, top_scan) = best_fit_scan(joined.clone());
     let mut offset_of = vec![0i64; n];
-    for p in &placed {
+    for p in &scanned {
         offset_of[p.value.index()] = p.offset;
+    }
+    let items: Vec<Item> = joined
+        .iter()
+        .map(|j| Item {
+            start: j.start.index() as u32,
+            end: j.end.index() as u32,
+            need: align(j.bytes),
+        })
+        .collect();
+    let mut top = top_scan;
+    let lower_bound = live_max(&items);
+    let good_enough = (lower_bound as f64 * (1.0 + SCAN_KEPT_WITHIN)) as i64;
+    if top_scan > good_enough {
+        let acceptable = (lower_bound as f64 * (1.0 + SEARCH_UNTIL_WITHIN)) as i64;
+        if let Some((offsets, top_greedy)) = best_layout(&items, good_enough, acceptable, top_scan)
+        {
+            offset_of = offsets;
+            top = top_greedy;
+        }
     }
     for (i, a) in allocs.iter_mut().enumerate() {
         a.offset = offset_of[slot[group[i]]];
@@ -235,56 +255,35 @@ pub fn assign_offsets(
         shared,
     }
 }
-
-/// Greedy by size (TFLite's `GreedyBySize`; Pisarchyk & Lee, "Efficient Memory Management
-/// for Deep Neural Net Inference", 2020, section 4.3): intervals largest first, each at the
-/// smallest gap between the already placed intervals that overlap it in time that holds it
-/// (else above them). O(n²) in the number of intervals. Returns the allocations (sorted by
-/// start point) and the arena size.
-fn greedy_by_size(mut allocs: Vec<Allocation>) -> (Vec<Allocation>, i64) {
-    let mut order: Vec<usize> = (0..allocs.len()).collect();
-    order.sort_unstable_by(|&x, &y| {
-        let (a, b) = (&allocs[x], &allocs[y]);
-        b.bytes
-            .cmp(&a.bytes)
-            .then(a.start.cmp(&b.start))
-            .then(a.value.cmp(&b.value))
-    });
-    let mut placed: Vec<usize> = Vec::with_capacity(allocs.len());
-    let mut top = 0i64;
-    let mut live: Vec<(i64, i64)> = Vec::new();
-    for &i in &order {
-        let (start, end, need) = (allocs[i].start, allocs[i].end, align(allocs[i].bytes));
-        live.clear();
-        live.extend(
-            placed
-                .iter()
-                .map(|&j| &allocs[j])
-                .filter(|p| p.start <= end && start <= p.end)
-                .map(|p| (p.offset, p.offset + align(p.bytes))),
-        );
-        live.sort_unstable();
-        let mut best: Option<(i64, i64)> = None; // (gap size, offset)
-        let mut at = 0i64;
-        for &(o, e) in &live {
-            let gap = o - at;
-            if gap >= need && best.is_none_or(|(g, _)| gap < g) {
-                best = Some((gap, at));
-            }
-            at = at.max(e);
-        }
-        let offset = best.map_or(at, |(_, o)| o);
-        allocs[i].offset = offset;
-        top = top.max(offset + need);
-        placed.push(i);
+/// The largest sum of aligned sizes resident at one point: no layout is smaller.
+fn live_max(items: &[Item]) -> i64 {
+    let points = items
+        .iter()
+        .map(|it| it.end as usize + 2)
+        .max()
+        .unwrap_or(0);
+    let mut delta = vec![0i64; points];
+    for it in items {
+        delta[it.start as usize] += it.need;
+        delta[it.end as usize + 1] -= it.need;
     }
-    allocs.sort_unstable_by(|a, b| a.start.cmp(&b.start).then(a.value.cmp(&b.value)));
-    (allocs, top)
+    let mut live = 0i64;
+    delta
+        .iter()
+        .map(|d| {
+            live += d;
+            live
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Indices of `allocs` ordered by `key` (a point index), stable: a counting sort, O(n +
 /// points).
-fn order_by_point(allocs: &[Allocation], key: impl Fn(&Allocation) -> usize) -> Vec<u32> {
+pub(super) fn order_by_point(
+    allocs: &[Allocation],
+    key: impl Fn(&Allocation) -> usize,
+) -> Vec<u32> {
     let points = allocs.iter().map(|a| key(a) + 1).max().unwrap_or(0);
     let mut first = vec![0u32; points + 1];
     for a in allocs {
@@ -301,127 +300,6 @@ fn order_by_point(allocs: &[Allocation], key: impl Fn(&Allocation) -> usize) -> 
     }
     out
 }
-
-/// The online scan: intervals by start point, each in the best-fitting free block (see the
-/// module docs). Returns the allocations (by start point, largest first at each point) and the
-/// arena size.
-fn best_fit_scan(allocs: Vec<Allocation>) -> (Vec<Allocation>, i64) {
-    let mut by_start = order_by_point(&allocs, |a| a.start.index());
-    // Largest first among the intervals starting at one point (runs are short).
-    let mut lo = 0;
-    while lo < by_start.len() {
-        let start = allocs[by_start[lo] as usize].start;
-        let mut hi = lo + 1;
-        while hi < by_start.len() && allocs[by_start[hi] as usize].start == start {
-            hi += 1;
-        }
-        if hi - lo > 1 {
-            by_start[lo..hi].sort_unstable_by(|&x, &y| {
-                let (a, b) = (&allocs[x as usize], &allocs[y as usize]);
-                b.bytes.cmp(&a.bytes).then(a.value.cmp(&b.value))
-            });
-        }
-        lo = hi;
-    }
-    let mut allocs: Vec<Allocation> = by_start
-        .iter()
-        .map(|&i| allocs[i as usize].clone())
-        .collect();
-    // Ends, to free intervals in point order.
-    let by_end = order_by_point(&allocs, |a| a.end.index());
-    let mut free = FreeList::default();
-    let mut top = 0i64;
-    let mut next_end = 0;
-    for i in 0..allocs.len() {
-        let start = allocs[i].start;
-        while next_end < by_end.len() && allocs[by_end[next_end] as usize].end < start {
-            let a = &allocs[by_end[next_end] as usize];
-            free.release(a.offset, align(a.bytes));
-            next_end += 1;
-        }
-        let need = align(allocs[i].bytes);
-        let offset = match free.take_best_fit(need) {
-            Some(o) => o,
-            None => {
-                // Grow the arena, reusing a free block that ends at the top.
-                match free.take_at_top(top) {
-                    Some(o) => {
-                        top = o + need;
-                        o
-                    }
-                    None => {
-                        let o = top;
-                        top += need;
-                        o
-                    }
-                }
-            }
-        };
-        allocs[i].offset = offset;
-    }
-    (allocs, top)
-}
-
-/// Free blocks `(offset, size)` sorted by offset. The scan keeps few free blocks at a time
-/// (they coalesce), so a linear best-fit search over a contiguous vector beats the
-/// logarithmic trees of a general allocator here.
-#[derive(Default)]
-struct FreeList {
-    blocks: Vec<(i64, i64)>,
-}
-
-impl FreeList {
-    /// Frees `[offset, offset + size)`, coalescing with free neighbours.
-    fn release(&mut self, offset: i64, size: i64) {
-        let i = self.blocks.partition_point(|&(o, _)| o < offset);
-        let joins_prev = i > 0 && {
-            let (po, ps) = self.blocks[i - 1];
-            po + ps == offset
-        };
-        let joins_next = i < self.blocks.len() && self.blocks[i].0 == offset + size;
-        match (joins_prev, joins_next) {
-            (true, true) => {
-                let next = self.blocks.remove(i).1;
-                self.blocks[i - 1].1 += size + next;
-            }
-            (true, false) => self.blocks[i - 1].1 += size,
-            (false, true) => self.blocks[i] = (offset, size + self.blocks[i].1),
-            (false, false) => self.blocks.insert(i, (offset, size)),
-        }
-    }
-
-    /// Takes `need` bytes from the smallest free block that holds them (lowest offset among
-    /// equals); returns the offset.
-    fn take_best_fit(&mut self, need: i64) -> Option<i64> {
-        let mut best: Option<(i64, usize)> = None;
-        for (i, &(_, size)) in self.blocks.iter().enumerate() {
-            if size >= need && best.is_none_or(|(s, _)| size < s) {
-                best = Some((size, i));
-                if size == need {
-                    break;
-                }
-            }
-        }
-        let (size, i) = best?;
-        let offset = self.blocks[i].0;
-        if size > need {
-            self.blocks[i] = (offset + need, size - need);
-        } else {
-            self.blocks.remove(i);
-        }
-        Some(offset)
-    }
-
-    /// Takes the free block that ends at `top`, if any; returns its offset.
-    fn take_at_top(&mut self, top: i64) -> Option<i64> {
-        let &(o, s) = self.blocks.last()?;
-        (o + s == top).then(|| {
-            self.blocks.pop();
-            o
-        })
-    }
-}
-
 /// Checks that no two intervals resident at a common point overlap in memory (for tests),
 /// except the two intervals of a pair in [`Arena::shared`], which touch at one point at one
 /// offset.
@@ -460,8 +338,9 @@ pub fn check_layout(arena: &Arena) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    /// Random intervals (a fixed LCG): both layouts are valid, never below the largest live
-    /// bytes at a point.
+    /// Random intervals (a fixed LCG): the scan's and the greedy layouts are valid, never below
+    /// the largest live bytes at a point, and the greedy search never returns a layout larger
+    /// than the one it is asked to beat.
     #[test]
     fn both_layouts_are_valid_and_hold_the_live_bytes() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -493,9 +372,29 @@ mod tests {
                 })
                 .max()
                 .unwrap_or(0);
+            let items: Vec<Item> = allocs
+                .iter()
+                .map(|a| Item {
+                    start: a.start.index() as u32,
+                    end: a.end.index() as u32,
+                    need: align(a.bytes),
+                })
+                .collect();
+            assert_eq!(super::live_max(&items), live_max);
             let (a, top_a) = best_fit_scan(allocs.clone());
-            let (b, top_b) = greedy_by_size(allocs);
-            for (allocations, top) in [(a, top_a), (b, top_b)] {
+            let mut layouts = vec![(a, top_a)];
+            if let Some((offsets, top_b)) = best_layout(&items, live_max, live_max, i64::MAX) {
+                let mut b = allocs.clone();
+                for (x, o) in b.iter_mut().zip(offsets) {
+                    x.offset = o;
+                }
+                layouts.push((b, top_b));
+            }
+            assert_eq!(layouts.len(), 2);
+            if let Some((_, top_c)) = best_layout(&items, live_max, live_max, top_a) {
+                assert!(top_c < top_a);
+            }
+            for (allocations, top) in layouts {
                 assert!(top >= live_max);
                 let arena = Arena {
                     arena_bytes: top,
