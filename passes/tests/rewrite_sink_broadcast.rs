@@ -95,6 +95,16 @@ rule_test!(
 );
 
 rule_test!(
+    /// Tests that `reduce_precision` (with its format payload) runs before the broadcast.
+    sinks_a_broadcast_below_reduce_precision, G, r#"
+  %0 = input {index = 0, name = "x"} : f32[S]
+  %1 = broadcast_in_dim(%0) {broadcast_dimensions = [1], shape = dims[B, S]} : f32[B,S]
+  %2 = reduce_precision(%1) {exponent_bits = 5, mantissa_bits = 10} : f32[B,S]
+  return %2"#
+    => "(broadcast_in_dim ?a (reduce_precision ?t input:0))"
+);
+
+rule_test!(
     /// Tests that a select with a scalar predicate and broadcast branches is sunk.
     sinks_a_broadcast_below_select_with_a_scalar_predicate, G, r#"
   %0 = input {index = 0, name = "p"} : i1[]

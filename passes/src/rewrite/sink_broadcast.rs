@@ -10,7 +10,7 @@
 //! every rule here is exact in floating point.
 //!
 //! Rules (one direction only; `K` ranges over the binary elementwise kinds other than
-//! `compare`, `U` over the unary ones other than `convert`):
+//! `compare`, `U` over the unary ones without a payload):
 //! * `sink-broadcast/K`: `K(bcast_a(x), bcast_a(y)) -> bcast_a(K(x, y))` when `x` and `y`
 //!   have the same type (the same broadcast payload alone does not imply it: `f32[1]` and
 //!   `f32[64]` both broadcast to `f32[B,S,64]` along `[2]`).
@@ -21,7 +21,8 @@
 //! * `sink-broadcast/compare`: as `K`, keeping the comparison payload.
 //! * `sink-broadcast/U`: `U(bcast_a(x)) -> bcast_a(U(x))`.
 //! * `sink-broadcast/convert`: `convert_t(bcast_a(x)) -> bcast_a(convert_t(x))`, for any
-//!   element types: the expanded tensor then exists only in the target type.
+//!   element types: the expanded tensor then exists only in the target type; likewise
+//!   `bitcast_convert` and `reduce_precision` (with their payloads).
 //! * `sink-broadcast/select`: `select(bcast_a(p), bcast_a(x), bcast_a(y))` with equal
 //!   shapes, and `sink-broadcast/select-scalar-pred` with a scalar predicate.
 //!
@@ -75,9 +76,10 @@ pub fn rules() -> Vec<Rule> {
         "(broadcast_in_dim ?a (compare ?c ?x ?y))",
         same_type_xy,
     ));
-    for &u in OpKind::ALL.iter().filter(|k| {
-        k.is_unary_elementwise() && !matches!(k, OpKind::Convert | OpKind::BitcastConvert)
-    }) {
+    for &u in OpKind::ALL
+        .iter()
+        .filter(|k| k.is_unary_elementwise() && k.is_payload_free())
+    {
         let u = u.name();
         out.push(rule(
             &format!("sink-broadcast/{u}"),
@@ -86,7 +88,7 @@ pub fn rules() -> Vec<Rule> {
             always,
         ));
     }
-    for c in ["convert", "bitcast_convert"] {
+    for c in ["convert", "bitcast_convert", "reduce_precision"] {
         out.push(rule(
             &format!("sink-broadcast/{c}"),
             &format!("({c} ?t (broadcast_in_dim ?a ?x))"),
