@@ -68,6 +68,25 @@ fn ckpt_cumsum_key_imports_with_a_symbolic_window() {
     assert!(ops.iter().any(|o| matches!(o, Op::ReducePrecision(_))));
 }
 
+/// Tests that a `custom_call` with a dynamic result whose target the importer does not take
+/// is listed by the triage (`--allow-unsupported`) under its target, and that importing it is
+/// an error naming the target, not a panic.
+#[test]
+fn an_unknown_dynamic_custom_call_is_listed_by_target() {
+    let text = std::fs::read_to_string(jax_fixture(JAX))
+        .unwrap()
+        .replace("\"stablehlo.dynamic_reduce_window\"", "\"my.dynamic_op\"");
+    let found = unsupported_ops(&text, JAX).unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].op, "stablehlo.custom_call @my.dynamic_op");
+    assert_eq!(found[0].count, 2);
+    let e = import_str(&text, JAX).unwrap_err().to_string();
+    assert!(
+        e.contains("custom_call @my.dynamic_op with a dynamic result shape"),
+        "{e}"
+    );
+}
+
 /// `ebb run --check` at `b` on the reference's inputs under `budget`.
 fn run_checked(
     plan: &Plan,
