@@ -14,7 +14,9 @@
 //! Invariant: a region accepted here is evaluated by [`crate::lower`] with exactly the
 //! per-element operations of the reference executor (same order, same rounding).
 
-use ebb_ir::op::fusion::{aligned_inputs, member_last_uses, reads_aligned, reduce_root_prefix};
+use ebb_ir::op::fusion::{
+    aligned_inputs, member_last_uses, reads_aligned, reduce_root_columns, reduce_root_prefix,
+};
 use ebb_ir::{DType, Graph, NodeId, Op, OpKind, ValueRef};
 
 /// A region the code generator does not handle (the caller falls back to the interpreter).
@@ -66,6 +68,25 @@ pub enum Mode {
         /// Kept leading dimensions.
         prefix: usize,
     },
+    /// Column input fusion: the one store is operand 0 of the `reduce` root `root`
+    /// ([`reduce_root_columns`]), whose leading `reduced` dimensions are reduced; the caller
+    /// folds the rows (one index of those dimensions each) into per-column accumulators.
+    Columns {
+        /// The `reduce` root.
+        root: NodeId,
+        /// Reduced leading dimensions.
+        reduced: usize,
+    },
+}
+
+impl Mode {
+    /// The `reduce` root of an input fusion of either kind.
+    pub fn root(&self) -> Option<NodeId> {
+        match *self {
+            Mode::Loop => None,
+            Mode::Input { root, .. } | Mode::Columns { root, .. } => Some(root),
+        }
+    }
 }
 
 /// The shape-independent description of a fusion region's kernel.
@@ -123,8 +144,9 @@ fn one_element(g: &Graph, v: ValueRef) -> bool {
 }
 
 impl KernelLayout {
-    /// Analyzes a `fusion` op's region (loop fusion, or input fusion under a
-    /// [`reduce_root_prefix`] root reducing every dimension after its kept prefix).
+    /// Analyzes a `fusion` op's region (loop fusion, input fusion under a
+    /// [`reduce_root_prefix`] root reducing every dimension after its kept prefix, or under a
+    /// [`reduce_root_columns`] root).
     ///
     /// # Errors
     /// [`Unsupported`] naming the first member the lowering does not implement.
@@ -145,7 +167,10 @@ impl KernelLayout {
                 }
                 Mode::Input { root, prefix }
             }
-            None => Mode::Loop,
+            None => match root.and_then(|r| Some((r, reduce_root_columns(region, r)?))) {
+                Some((root, reduced)) => Mode::Columns { root, reduced },
+                None => Mode::Loop,
+            },
         };
         let aligned = aligned_inputs(region);
         let inputs = aligned
@@ -161,7 +186,7 @@ impl KernelLayout {
         let mut maps = Vec::new();
         let mut members = Vec::new();
         for &id in &order {
-            if matches!(mode, Mode::Input { root, .. } if root == id) {
+            if mode.root() == Some(id) {
                 continue;
             }
             let node = region.node(id);
@@ -223,7 +248,7 @@ impl KernelLayout {
         }
         let stores = match mode {
             Mode::Loop => region.outputs().to_vec(),
-            Mode::Input { root, .. } => {
+            Mode::Input { root, .. } | Mode::Columns { root, .. } => {
                 let ins = region.operands(root);
                 if region.value_type(ins[0]).dtype != DType::F32 {
                     return Err(unsupported(OpKind::Reduce, "of a non-f32 operand"));

@@ -591,7 +591,7 @@ fn element<'ctx>(
     // to keep the vector loop (a distance it cannot prove nonzero sends it to the scalar one).
     let at = match spec.layout.mode {
         Mode::Loop => row.idx,
-        Mode::Input { .. } => b.build_int_sub(row.idx, base, "")?,
+        Mode::Input { .. } | Mode::Columns { .. } => b.build_int_sub(row.idx, base, "")?,
     };
     for (k, v) in spec.layout.stores.iter().enumerate() {
         let x = get(&mut vals, *v)?;

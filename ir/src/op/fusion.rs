@@ -10,6 +10,14 @@
 //! at least one; each chunk's rows are reduced on their own, which combines every output
 //! element's inputs in the same order as reducing the whole operand.
 //!
+//! A *column* reduction ([`reduce_root_columns`]: the reduce reduces leading dimensions and
+//! keeps the trailing ones, as a bias or layer-norm scale gradient sums `[B, S, d]` to `[d]`)
+//! roots an input fusion too: its rows are the elements of one index of the reduced leading
+//! dimensions (one row has the result's size), chunks are whole rows as above, and each row is
+//! combined in order into one accumulator per result element, as the reference `reduce` walks
+//! the operand in memory order. The accumulators (at most 8 bytes per result element: `f32`
+//! sums accumulate in `f64`) are charged with the tiles.
+//!
 //! In-place writes ([`in_place_writes`]): a loop fusion, `scatter` or `dynamic_update_slice`
 //! whose operand dies at it writes its result into that operand's buffer; planner, checker and
 //! executor count the buffer once ([`in_place_bytes`] less at the op's point).
@@ -46,11 +54,64 @@ pub fn reduce_root_prefix(g: &Graph, id: NodeId) -> Option<usize> {
     (k >= 1 && k < rank).then_some(k)
 }
 
+/// Whether the op `id` of `g` is a `reduce` that may root a column input fusion (see the
+/// module docs): one `f32` operand and its init value, one result, a body that is one
+/// `add`, `multiply`, `maximum` or `minimum` of its two arguments, and a non-empty prefix of
+/// leading dimensions it reduces followed by at least one it keeps and none it reduces.
+/// Returns the length of that prefix.
+pub fn reduce_root_columns(g: &Graph, id: NodeId) -> Option<usize> {
+    let n = g.node(id);
+    let Op::Reduce(dims) = &n.op else {
+        return None;
+    };
+    let ins = g.operands(id);
+    if ins.len() != 2 || n.outputs.len() != 1 || dims.is_empty() {
+        return None;
+    }
+    let t = g.value_type(ins[0]);
+    if t.dtype != crate::DType::F32 || n.outputs[0].dtype != crate::DType::F32 {
+        return None;
+    }
+    let k = dims.len();
+    let leading = (0..k).all(|d| dims.contains(&(d as i64)));
+    (leading && k < t.rank() && n.regions.first().is_some_and(monoid_body)).then_some(k)
+}
+
+/// Whether a reduce body is one `add`, `multiply`, `maximum` or `minimum` of its two
+/// arguments, returned.
+fn monoid_body(body: &Graph) -> bool {
+    let ins = body.inputs();
+    let ops: Vec<NodeId> = body
+        .order()
+        .iter()
+        .copied()
+        .filter(|&id| body.node(id).kind() != OpKind::Input)
+        .collect();
+    let [op] = ops.as_slice() else {
+        return false;
+    };
+    let args = body.operands(*op);
+    ins.len() == 2
+        && matches!(
+            body.node(*op).kind(),
+            OpKind::Add | OpKind::Multiply | OpKind::Maximum | OpKind::Minimum
+        )
+        && args.len() == 2
+        && args.iter().all(|a| ins.contains(&a.node))
+        && body.outputs() == [ValueRef::new(*op, 0)]
+}
+
+/// Whether the op `id` of `g` may root an input fusion: a row ([`reduce_root_prefix`]) or
+/// column ([`reduce_root_columns`]) reduction.
+pub fn is_reduce_root(g: &Graph, id: NodeId) -> bool {
+    reduce_root_prefix(g, id).is_some() || reduce_root_columns(g, id).is_some()
+}
+
 /// The iteration space of the op `id` as a fusion group member or root, in elements: the
-/// reduce operand's element count for a [`reduce_root_prefix`] root, the first result's
-/// otherwise; `None` for an op without results.
+/// reduce operand's element count for an input fusion root ([`is_reduce_root`]), the first
+/// result's otherwise; `None` for an op without results.
 pub fn iteration_space(g: &Graph, id: NodeId) -> Option<DimExpr> {
-    if reduce_root_prefix(g, id).is_some() {
+    if is_reduce_root(g, id) {
         return g
             .operands(id)
             .first()
@@ -59,12 +120,13 @@ pub fn iteration_space(g: &Graph, id: NodeId) -> Option<DimExpr> {
     g.node(id).outputs.first().map(|t| t.num_elements())
 }
 
-/// For an input fusion's region (its last member a [`reduce_root_prefix`] root): the iteration
+/// For an input fusion's region (its last member an [`is_reduce_root`] root): the iteration
 /// space (the reduce operand's elements) and the row length (the product of the dimensions
-/// after the kept prefix), both in elements; `None` for a loop fusion.
+/// after the kept prefix of a row reduction, or after the reduced prefix of a column
+/// reduction: the result's size), both in elements; `None` for a loop fusion.
 pub fn input_fusion_rows(region: &Graph) -> Option<(DimExpr, DimExpr)> {
     let root = *region.order().last()?;
-    let k = reduce_root_prefix(region, root)?;
+    let k = reduce_root_prefix(region, root).or_else(|| reduce_root_columns(region, root))?;
     let t = region.value_type(*region.operands(root).first()?);
     let row = t.shape[k..]
         .iter()
@@ -76,11 +138,11 @@ pub fn input_fusion_rows(region: &Graph) -> Option<(DimExpr, DimExpr)> {
 /// Whether `consumer` (in `g`) reads its operand `operand` flat-aligned with its iteration
 /// space ([`iteration_space`]): an elementwise operand of the result's shape, a `reshape`, an
 /// order-preserving `broadcast_in_dim` that adds only unit dimensions, or the reduced operand
-/// of a [`reduce_root_prefix`] root.
+/// of an [`is_reduce_root`] root.
 pub fn reads_aligned(g: &Graph, consumer: NodeId, operand: usize) -> bool {
     let n = g.node(consumer);
     if matches!(n.op, Op::Reduce(_)) {
-        return operand == 0 && reduce_root_prefix(g, consumer).is_some();
+        return operand == 0 && is_reduce_root(g, consumer);
     }
     let Some(out) = n.outputs.first() else {
         return false;
@@ -185,11 +247,22 @@ pub fn fusion_chunk_elements(region: &Graph) -> Result<DimExpr, DimError> {
 
 /// Tile bytes of a fusion's region (see the module docs): [`fusion_chunk_elements`] times
 /// [`tile_bytes_per_element`] (for an input fusion the reduce's chunk result is charged per
-/// element of the chunk, an upper bound).
+/// element of the chunk, an upper bound), plus 8 bytes per result element for a column
+/// reduction's accumulators.
 ///
 /// Errors: [`DimError`] on overflow.
 pub fn fusion_tile_bytes(region: &Graph) -> Result<DimExpr, DimError> {
-    fusion_chunk_elements(region)?.checked_mul(&DimExpr::constant(tile_bytes_per_element(region)))
+    let tiles = fusion_chunk_elements(region)?
+        .checked_mul(&DimExpr::constant(tile_bytes_per_element(region)))?;
+    let columns = region
+        .order()
+        .last()
+        .filter(|&&root| reduce_root_columns(region, root).is_some())
+        .and_then(|_| input_fusion_rows(region));
+    match columns {
+        Some((_, row)) => tiles.checked_add(&row.checked_mul(&DimExpr::constant(8))?),
+        None => Ok(tiles),
+    }
 }
 
 /// An in-place write: result `result` of an op is written into the buffer of its operand

@@ -25,7 +25,7 @@
 //! instead; the values computed are the same, bit for bit (elementwise ops are deterministic).
 
 use super::legality::{duplicable, loop_fusible};
-use ebb_ir::op::fusion::{iteration_space, reads_aligned, reduce_root_prefix};
+use ebb_ir::op::fusion::{is_reduce_root, iteration_space, reads_aligned};
 use ebb_ir::{Graph, NodeId, ValueRef};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -104,7 +104,7 @@ fn every_user_takes_a_copy(g: &Graph, n: NodeId) -> bool {
     !users.is_empty()
         && users.iter().all(|&(u, operand, _)| {
             let un = g.node(u);
-            (loop_fusible(&un.op) && un.outputs.len() == 1 || reduce_root_prefix(g, u).is_some())
+            (loop_fusible(&un.op) && un.outputs.len() == 1 || is_reduce_root(g, u))
                 && reads_aligned(g, u, operand as usize)
                 && iteration_space(g, u).is_some_and(|s| g.scope.prove_eq(&s, &count))
         })

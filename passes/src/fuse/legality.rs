@@ -26,8 +26,9 @@ pub enum NotFused {
     },
     /// A `reduce` is a group root only (of an input fusion), never a member.
     Reduction,
-    /// The consumer is a `reduce` that cannot root an input fusion: it reduces its outermost
-    /// dimension (its rows are not contiguous), or it has several inputs.
+    /// The consumer is a `reduce` that cannot root an input fusion: it has several inputs, or
+    /// it reduces neither every dimension after a kept prefix (a row reduction) nor a prefix of
+    /// leading dimensions of an `f32` operand with a monoid body (a column reduction).
     ReduceRows,
     /// The consumer reads the producer through an index map that is not flat-aligned
     /// (`transpose`, an expanding `broadcast_in_dim`, a `slice`, ...).
@@ -60,7 +61,7 @@ impl std::fmt::Display for NotFused {
             NotFused::Reduction => write!(f, "a reduce is a group root only"),
             NotFused::ReduceRows => write!(
                 f,
-                "the reduce reduces its outermost dimension or has several inputs"
+                "the reduce is neither a row nor a column reduction of one input"
             ),
             NotFused::Unaligned { consumer } => {
                 write!(f, "`{consumer}` reads it through a non-aligned index map")

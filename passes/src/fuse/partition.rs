@@ -18,12 +18,12 @@
 //! Every group has at least two members.
 
 use super::legality::{join, loop_fusible, GroupView, Join, NotFused};
-use ebb_ir::op::fusion::{iteration_space, reduce_root_prefix};
+use ebb_ir::op::fusion::{is_reduce_root, iteration_space};
 use ebb_ir::{DimExpr, Graph, NodeId, Op, OpKind};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// One fusion group: its root (the last member in program order) and its members. The root
-/// of an input fusion is a `reduce` ([`reduce_root_prefix`]).
+/// of an input fusion is a `reduce` ([`is_reduce_root`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FusionGroup {
     /// The root op, whose result gives the iteration space.
@@ -67,7 +67,7 @@ pub fn partition(g: &Graph) -> Partition {
     let mut groups_of: HashMap<NodeId, Vec<usize>> = HashMap::new();
     for &root in g.order().iter().rev() {
         let r = g.node(root);
-        let input = reduce_root_prefix(g, root).is_some();
+        let input = is_reduce_root(g, root);
         if r.kind() == OpKind::Reduce && !input && !assigned.contains(&root) {
             if let Some(v) = g.operands(root).first() {
                 if !external_by_design(g, v.node) {

@@ -6,7 +6,9 @@
 //! broadcasts, `iota` and splat constants are computed from the flat indices), and the results' chunks are
 //! written into the whole results. An input fusion's chunks are whole rows of its `reduce`
 //! root's operand; the root reduces each chunk's rows with the ordinary `reduce` kernel and
-//! its rows of the result are written in place.
+//! its rows of the result are written in place. A column reduction's root instead combines
+//! each chunk's rows, in order, into one accumulator per result element
+//! ([`super::reduce::ColumnAcc`]), written out after the last chunk.
 //!
 //! Invariant: the results equal, bit for bit, what running the region's ops one by one on whole
 //! tensors gives (every member is elementwise on the flat index; the `reduce` kernel combines
@@ -18,7 +20,9 @@ use super::{elementwise, Ctx, KernelFailure, OutType};
 use crate::buffer::Buf;
 use crate::error::OpError;
 use crate::tensor::{Data, Tensor};
-use ebb_ir::op::fusion::{aligned_inputs, member_last_uses, reads_aligned, reduce_root_prefix};
+use ebb_ir::op::fusion::{
+    aligned_inputs, member_last_uses, reads_aligned, reduce_root_columns, reduce_root_prefix,
+};
 use ebb_ir::op::{fusion_tile_bytes, FUSION_CHUNK};
 use ebb_ir::{Bindings, Graph, Node, Op, ValueRef};
 use std::cell::Cell;
@@ -61,7 +65,8 @@ struct Chunking {
 fn chunking(region: &Graph, ctx: &Ctx) -> Result<Chunking, KernelFailure> {
     let chunk = FUSION_CHUNK as usize;
     let root = region.order().last().copied();
-    if let Some((root, k)) = root.and_then(|r| Some((r, reduce_root_prefix(region, r)?))) {
+    let prefix = |r| reduce_root_prefix(region, r).or_else(|| reduce_root_columns(region, r));
+    if let Some((root, k)) = root.and_then(|r| Some((r, prefix(r)?))) {
         let operand = region
             .operands(root)
             .first()
@@ -73,7 +78,8 @@ fn chunking(region: &Graph, ctx: &Ctx) -> Result<Chunking, KernelFailure> {
             n: shape.iter().product(),
             row,
             rows_per: (chunk / row.max(1)).max(1),
-            // One row per index of the kept prefix; empty rows still yield the init value.
+            // One row per index of the kept (row reduction) or reduced (column reduction)
+            // prefix; empty rows still yield the init value.
             rows: shape[..k].iter().product(),
             input: true,
         });
@@ -173,6 +179,8 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
         .zip(reuse)
         .map(|(o, r)| r.unwrap_or_else(|| Data::zeros(o.dtype, o.shape.iter().product())))
         .collect();
+    // A column reduction's accumulators (its root is the last step).
+    let mut columns: Option<super::reduce::ColumnAcc> = None;
     let mut r0 = 0;
     while r0 < rows {
         let nrows = rows_per.min(rows - r0);
@@ -204,6 +212,10 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
                     env.remove(v);
                 }
             }
+            if let How::Columns(m) = step.how {
+                column_rows(&mut columns, m, &operands, row)?;
+                continue;
+            }
             let t = member(step, operands, &chunk, ctx.bindings)?;
             let v = ValueRef::new(step.id, 0);
             // A loop member's chunk lands at the chunk's elements, a reduce root's at its rows.
@@ -227,6 +239,22 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
             }
         }
         r0 += nrows;
+    }
+    if let Some(How::Columns(m)) = steps.last().map(|s| &s.how) {
+        // No rows at all: every result element is the init value.
+        if columns.is_none() {
+            let init = ops_init(region, &ops, &steps)?;
+            columns = super::reduce::ColumnAcc::new(*m, init, row);
+        }
+        let acc = columns.ok_or_else(|| invalid("a logical column reduction of f32"))?;
+        let v = ValueRef::new(steps[steps.len() - 1].id, 0);
+        let data = Data::F32(Buf::from(acc.finish()));
+        for &o in out_of.get(&v).into_iter().flatten() {
+            if results[o].len() != data.len() {
+                return Err(invalid("a column reduction's result differs from its row"));
+            }
+            results[o] = data.clone();
+        }
     }
     let tile = fusion_tile_bytes(region)
         .and_then(|e| e.eval(ctx.bindings))
@@ -272,6 +300,59 @@ enum How {
         rest: Vec<usize>,
         kept_rest: Vec<usize>,
     },
+    /// The `reduce` root of a column input fusion ([`reduce_root_columns`]), folding each
+    /// chunk's rows into the accumulators with its monoid.
+    Columns(super::region::Monoid),
+}
+
+/// Folds a chunk of whole rows (operand 0, `f32`) into a column reduction's accumulators,
+/// made at the first chunk from the init value (operand 1, element 0).
+fn column_rows(
+    acc: &mut Option<super::reduce::ColumnAcc>,
+    m: super::region::Monoid,
+    operands: &[Tensor],
+    row: usize,
+) -> Result<(), KernelFailure> {
+    let (Some(Data::F32(x)), Some(Data::F32(init))) = (
+        operands.first().map(Tensor::data),
+        operands.get(1).map(Tensor::data),
+    ) else {
+        return Err(invalid("a column reduction of other than f32"));
+    };
+    if acc.is_none() {
+        let init = *init.first().ok_or_else(|| invalid("empty init value"))?;
+        *acc = super::reduce::ColumnAcc::new(m, init, row);
+    }
+    let acc = acc
+        .as_mut()
+        .ok_or_else(|| invalid("a logical column reduction of f32"))?;
+    if x.len() % row.max(1) != 0 {
+        return Err(invalid("a column reduction's chunk is not whole rows"));
+    }
+    acc.fold_rows(x);
+    Ok(())
+}
+
+/// The init value of a column reduction root (the last step) when no chunk ran: a region
+/// input, or a splat constant member.
+fn ops_init(region: &Graph, ops: &[Tensor], steps: &[Step]) -> Result<f32, KernelFailure> {
+    let root = steps.last().ok_or_else(|| invalid("an empty fusion"))?;
+    let init = *root
+        .ins
+        .get(1)
+        .ok_or_else(|| invalid("reduce without an init value"))?;
+    if let Some(k) = region.inputs().iter().position(|&id| id == init.node) {
+        if let Some(crate::tensor::Scalar::F32(v)) = ops.get(k).and_then(|t| t.data().get(0)) {
+            return Ok(v);
+        }
+    }
+    match &region.node(init.node).op {
+        Op::Constant(lit) if lit.splat => match splat(lit, ebb_ir::DType::F32, 1)?.data().get(0) {
+            Some(crate::tensor::Scalar::F32(v)) => Ok(v),
+            _ => Err(invalid("a column reduction's init value is not f32")),
+        },
+        _ => Err(invalid("a column reduction's init value is computed")),
+    }
 }
 
 /// A member prepared for the chunk loop: its node, operands and [`How`].
@@ -299,6 +380,16 @@ fn prepare<'g>(
             How::Splat(splat(lit, node.outputs[0].dtype, FUSION_CHUNK as usize)?)
         }
         _ if node.kind().is_elementwise() => How::Elementwise,
+        Op::Reduce(_) if reduce_root_columns(region, id).is_some() => {
+            let body = node
+                .regions
+                .first()
+                .ok_or_else(|| invalid("reduce without a body"))?;
+            match super::region::recognize(body) {
+                super::region::Body::Monoid(m) => How::Columns(m),
+                _ => return Err(invalid("a column reduction whose body is not a monoid")),
+            }
+        }
         Op::Reduce(dims) => {
             let k = reduce_root_prefix(region, id)
                 .ok_or_else(|| invalid("a reduce that cannot root an input fusion"))?;
@@ -448,6 +539,7 @@ fn member(
         How::Elementwise => with_ctx(step, b, vec![len], |c| {
             elementwise::run(c, operands).map_err(KernelFailure::Op)
         }),
+        How::Columns(_) => Err(invalid("a column reduction is folded, not run per chunk")),
         How::Reduce {
             dims,
             rest,

@@ -16,7 +16,7 @@
 //! the thread split; the scratch rows never exceed the planned tile bytes.
 
 use super::fusion::{index_map, invalid, shape_at};
-use super::reduce::fold_row_f32;
+use super::reduce::{fold_row_f32, ColumnAcc};
 use super::region::{recognize, Body};
 use super::{Ctx, KernelFailure};
 use crate::buffer::Buf;
@@ -226,7 +226,11 @@ pub(crate) fn fusion(
     }
     // Input fusion: the reduce's monoid and init value, the row length.
     let reduce = match layout.mode {
-        Mode::Input { root, prefix } => {
+        Mode::Input { root, prefix }
+        | Mode::Columns {
+            root,
+            reduced: prefix,
+        } => {
             let node = region.node(root);
             let (Some(body), Some(init)) = (node.regions.first(), init_value(region, root, &ops))
             else {
@@ -308,6 +312,16 @@ pub(crate) fn fusion(
     ctx.transient.set(tile);
     Ok(match reduce {
         None => run_loop(ctx, layout, ops, &in_place, &p, kernel, n),
+        Some((m, init, rows, row)) if matches!(layout.mode, Mode::Columns { .. }) => {
+            let reduction = Columns {
+                m,
+                init,
+                rows,
+                row,
+                tile,
+            };
+            run_columns(ctx, &ops, &p, kernel, &reduction)
+        }
         Some((m, init, rows, row)) => {
             // Scratch rows: one per thread, within the planned tile bytes.
             let threads = rayon::current_num_threads().max(1);
@@ -345,6 +359,87 @@ pub(crate) fn fusion(
             })
         }
     })
+}
+
+/// A column reduction at the bindings: monoid, init value, rows (indices of the reduced
+/// leading dimensions) and row length (the result's elements), and the planned tile bytes.
+struct Columns {
+    m: super::region::Monoid,
+    init: f32,
+    rows: usize,
+    row: usize,
+    tile: u64,
+}
+
+/// A column input fusion's launch: the columns split into blocks of whole kernel rows (`L`
+/// divides the row), one block per thread; each block's kernel writes its part of every row,
+/// in row order, into a scratch buffer folded into the block's accumulators
+/// ([`ColumnAcc`]: the reference `reduce`'s order). With one block the kernel writes several
+/// whole rows per call, as many as the planned tile bytes hold.
+fn run_columns(
+    ctx: &Ctx,
+    ops: &[Tensor],
+    p: &[i64],
+    kernel: ebb_codegen::Kernel,
+    c: &Columns,
+) -> Result<Vec<Tensor>, KernelFailure> {
+    let &Columns {
+        m,
+        init,
+        rows,
+        row,
+        tile,
+    } = c;
+    let l = usize::try_from(p[0]).unwrap_or(1).max(1);
+    if row % l != 0 {
+        return Err(invalid("a column reduction's row is not whole kernel rows"));
+    }
+    let units = row / l;
+    let threads = rayon::current_num_threads().max(1);
+    let blocks = if rows * row >= super::par::PAR_MIN {
+        threads.min(units).max(1)
+    } else {
+        1
+    };
+    let per = units.div_ceil(blocks).max(1) * l;
+    let rows_per = (tile / (4 * row.max(1) as u64)).clamp(1, rows.max(1) as u64) as usize;
+    let shared = Ptrs(ops.iter().map(|t| t.data().as_ptr() as *mut u8).collect());
+    let body = |(b, out): (usize, &mut [f32])| -> Result<(), KernelFailure> {
+        let (c0, width) = (b * per, out.len());
+        let mut acc =
+            ColumnAcc::new(m, init, width).ok_or_else(|| invalid("a logical reduction of f32"))?;
+        let (step, span) = if width == row {
+            (rows_per, rows_per * row)
+        } else {
+            (1, width)
+        };
+        let mut scratch = vec![0f32; span];
+        let mut bufs = shared.get().to_vec();
+        bufs.push(scratch.as_mut_ptr() as *mut u8);
+        let mut pp = p.to_vec();
+        let mut r = 0;
+        while r < rows {
+            let nr = step.min(rows - r);
+            let begin = to_i64(r * row + c0)?;
+            let len = if width == row { nr * row } else { width };
+            pp[1] = begin;
+            // SAFETY: `bufs` holds the operands (checked sizes) and a scratch buffer of `span`
+            // elements; the kernel writes elements `[begin, begin + len) - begin`, `len <= span`.
+            unsafe { (kernel.f)(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(len)?) };
+            acc.fold_rows(&scratch[..len]);
+            r += nr;
+        }
+        out.copy_from_slice(&acc.finish());
+        Ok(())
+    };
+    let mut out = vec![0f32; row];
+    if blocks > 1 {
+        out.par_chunks_mut(per).enumerate().try_for_each(body)?;
+    } else {
+        out.chunks_mut(per.max(1)).enumerate().try_for_each(body)?;
+    }
+    let shape = ctx.out.first().map(|o| o.shape.clone()).unwrap_or_default();
+    Ok(vec![Tensor::from_parts(shape, Data::F32(Buf::from(out)))])
 }
 
 /// A loop fusion's launch: results allocated (or taken over in place), the flat range split

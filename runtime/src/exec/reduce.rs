@@ -190,6 +190,64 @@ pub(crate) fn fold_row_f32(m: Monoid, init: f32, row: &[f32]) -> Option<f32> {
     })
 }
 
+/// The accumulators of an `f32` column reduction (a `reduce` of leading dimensions, the root
+/// of a column input fusion) fed whole rows in order: per result element, the init value
+/// lifted, then each row's element combined into it — the order in which [`reduce`] walks the
+/// operand (memory order; a kept innermost block is combined element by element, and an outer
+/// reduced dimension is never split across threads), so the result is bit-identical to
+/// reducing the whole operand. Sums and products accumulate in `f64`, as there.
+pub(crate) enum ColumnAcc {
+    /// `add` / `multiply` (`true`) in `f64`.
+    Float(Vec<f64>, bool),
+    /// `maximum` / `minimum` (`true`) in `f32`.
+    Extremum(Vec<f32>, bool),
+}
+
+impl ColumnAcc {
+    /// `cols` accumulators of monoid `m` from `init`; `None` for the logical monoids.
+    pub(crate) fn new(m: Monoid, init: f32, cols: usize) -> Option<ColumnAcc> {
+        Some(match m {
+            Monoid::Add => ColumnAcc::Float(vec![f64::from(init); cols], false),
+            Monoid::Mul => ColumnAcc::Float(vec![f64::from(init); cols], true),
+            Monoid::Max => ColumnAcc::Extremum(vec![init; cols], false),
+            Monoid::Min => ColumnAcc::Extremum(vec![init; cols], true),
+            Monoid::And | Monoid::Or => return None,
+        })
+    }
+
+    /// Combines the whole rows `rows` (a multiple of the accumulators' count), in order.
+    pub(crate) fn fold_rows(&mut self, rows: &[f32]) {
+        match self {
+            ColumnAcc::Float(acc, mul) => {
+                for row in rows.chunks_exact(acc.len().max(1)) {
+                    for (a, &v) in acc.iter_mut().zip(row) {
+                        *a = if *mul {
+                            *a * f64::from(v)
+                        } else {
+                            *a + f64::from(v)
+                        };
+                    }
+                }
+            }
+            ColumnAcc::Extremum(acc, min) => {
+                for row in rows.chunks_exact(acc.len().max(1)) {
+                    for (a, &v) in acc.iter_mut().zip(row) {
+                        *a = if *min { a.min_e(v) } else { a.max_e(v) };
+                    }
+                }
+            }
+        }
+    }
+
+    /// The result elements.
+    pub(crate) fn finish(self) -> Vec<f32> {
+        match self {
+            ColumnAcc::Float(acc, _) => acc.into_iter().map(|a| a as f32).collect(),
+            ColumnAcc::Extremum(acc, _) => acc,
+        }
+    }
+}
+
 /// Reduction with accumulator type `A`; splits along the outermost merged dimension when it
 /// is kept and the input is large.
 fn reduce_typed<T: Copy + Sync, A: Copy + Send + Sync>(
