@@ -259,6 +259,50 @@ mod tests {
         }
     }
 
+    /// Tests that reducing a 16-bit float in its own bits (as the executor does for `bf16`
+    /// and `f16` tensors) equals reducing the same value as an `f32`, for every one of the
+    /// 65 536 bit patterns and formats narrower than the 16-bit type.
+    #[test]
+    fn sixteen_bit_types_agree_with_f32_on_every_value() {
+        for (e, m) in [(8, 7), (5, 2), (4, 3), (8, 0), (2, 1)] {
+            let s = spec(e, m);
+            for b in 0..=u16::MAX {
+                let x = f32::from_bits(u32::from(b) << 16);
+                let want = s.apply_f32(x).to_bits();
+                let got = u32::from(s.apply_bits(b.into(), 16, 7) as u16) << 16;
+                if x.is_nan() {
+                    assert_eq!(got, u32::from(b) << 16);
+                } else {
+                    assert_eq!(got, want, "bf16 e{e}m{m} of {b:#06x}");
+                }
+            }
+        }
+        // With f16's own 5 exponent bits nothing is flushed (XLA reduces in the tensor's own
+        // type), so f16 denormals survive there: (5, 10) is the identity on f16.
+        for b in 0..=u16::MAX {
+            if !crate::op::f16_bits_to_f32(b).is_nan() {
+                assert_eq!(spec(5, 10).apply_bits(b.into(), 16, 10) as u16, b);
+            }
+        }
+        for (e, m) in [(4, 10), (4, 3), (3, 7), (2, 0)] {
+            let s = spec(e, m);
+            for b in 0..=u16::MAX {
+                let x = crate::op::f16_bits_to_f32(b);
+                let got = s.apply_bits(b.into(), 16, 10) as u16;
+                if x.is_nan() {
+                    assert_eq!(got, b);
+                } else {
+                    let want = s.apply_f32(x);
+                    assert_eq!(
+                        crate::op::f16_bits_to_f32(got),
+                        want,
+                        "f16 e{e}m{m} of {b:#06x}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn bad_specs_are_refused() {
         assert!(ReducePrecisionSpec::new(0, 3).is_err());
