@@ -6,14 +6,12 @@
 //! made the fusion pass panic), matching JAX's outputs.
 
 use ebb_compiler::flags::{OnOff, PipelineFlags};
-use ebb_compiler::pipeline::{self, Budget, CompileOptions};
-use ebb_compiler::run::{self, InputSource, RunOptions};
+use ebb_compiler::pipeline::{self, CompileOptions};
+use ebb_compiler::run::InputSource::Npz;
 use ebb_ir::plan::Plan;
-use ebb_ir::{Bindings, DimExpr};
+use ebb_ir::DimExpr;
 use ebb_passes::donate::DonatePolicy;
-use ebb_runtime::finalize::FinalizeError;
 use ebb_testkit::{fixture_refs, jax_fixture, jax_fixtures_dir, jax_metadata};
-use std::path::Path;
 
 const NAME: &str = "shifted_lm_take";
 
@@ -67,27 +65,6 @@ fn compile(fused: bool) -> Plan {
     pipeline::compile(g, &opts).unwrap().plan
 }
 
-/// `ebb run --check` at `b` on the reference's inputs under `budget`.
-fn run_checked(
-    plan: &Plan,
-    b: &Bindings,
-    npz: &Path,
-    budget: Budget,
-) -> anyhow::Result<run::RunResult> {
-    let opts = RunOptions {
-        bind: b.clone(),
-        budget: Some(budget),
-        inputs: InputSource::Npz(npz.to_path_buf()),
-        check: true,
-        max_host_memory: None,
-        executor: ebb_runtime::Executor::Jit,
-        repeat: 0,
-        arena_backed: true,
-        pricing: None,
-    };
-    run::run(plan.clone(), &opts, &mut |_, _| {})
-}
-
 /// Under 50% of the program-order peak, or the smallest feasible budget where that is below
 /// the lower bound: measured peak == planned == checker's, outputs bit-identical to the run
 /// without decisions and within float rounding of JAX's; the fused run gives the plain run's
@@ -100,15 +77,8 @@ fn runs_checked_under_a_budget_with_and_without_fusion() {
     for (npz, b) in &refs {
         let mut outputs = Vec::new();
         for (tag, plan) in [("plain", &plain), ("fused", &fused)] {
-            let r = match run_checked(plan, b, npz, Budget::Fraction(0.5)) {
-                Err(e) => match e.downcast_ref::<FinalizeError>() {
-                    Some(FinalizeError::Infeasible { smallest, .. }) => {
-                        run_checked(plan, b, npz, Budget::Bytes(*smallest)).unwrap()
-                    }
-                    _ => panic!("{tag} {b:?}: {e:#}"),
-                },
-                Ok(r) => r,
-            };
+            let r =
+                crate::donation_fixtures::run_checked_under_half(tag, plan, b, Npz(npz.clone()));
             let rep = &r.report;
             let planned = rep.plan.peak_bytes_planned.unwrap();
             assert!(planned <= rep.plan.budget_bytes.unwrap(), "{tag} {b:?}");

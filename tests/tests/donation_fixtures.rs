@@ -58,17 +58,17 @@ fn source(npz: &Path) -> InputSource {
     }
 }
 
-/// `ebb run --check` at `b` on the `.npz` inputs under `budget`.
+/// `ebb run --check` at `b` on `inputs` under `budget`.
 fn run_checked(
     plan: &Plan,
     b: &Bindings,
-    npz: &Path,
+    inputs: InputSource,
     budget: Budget,
 ) -> anyhow::Result<run::RunResult> {
     let opts = RunOptions {
         bind: b.clone(),
         budget: Some(budget),
-        inputs: source(npz),
+        inputs,
         check: true,
         max_host_memory: None,
         executor: ebb_runtime::Executor::Jit,
@@ -77,6 +77,26 @@ fn run_checked(
         pricing: None,
     };
     run::run(plan.clone(), &opts, &mut |_, _| {})
+}
+
+/// `ebb run --check` at `b` on `inputs` under half the program-order peak, or under the
+/// smallest feasible budget where that is below the lower bound; `what` names a failure.
+pub(crate) fn run_checked_under_half(
+    what: &str,
+    plan: &Plan,
+    b: &Bindings,
+    inputs: InputSource,
+) -> run::RunResult {
+    match run_checked(plan, b, inputs.clone(), Budget::Fraction(0.5)) {
+        Err(e) => match e.downcast_ref::<FinalizeError>() {
+            Some(FinalizeError::Infeasible { smallest, .. }) => {
+                run_checked(plan, b, inputs, Budget::Bytes(*smallest))
+                    .unwrap_or_else(|e| panic!("{what} {b:?}: {e:#}"))
+            }
+            _ => panic!("{what} {b:?}: {e:#}"),
+        },
+        Ok(r) => r,
+    }
 }
 
 /// Every fixture with reference archives: (model path, [(npz, bindings)]).
@@ -114,15 +134,7 @@ fn fused_donated_plans_run_checked_under_half_the_peak() {
                 donated.peak_bytes_scheduled <= undonated.peak_bytes_scheduled,
                 "{name}: donation raised the scheduled peak"
             );
-            let r = match run_checked(&plan, b, npz, Budget::Fraction(0.5)) {
-                Err(e) => match e.downcast_ref::<FinalizeError>() {
-                    Some(FinalizeError::Infeasible { smallest, .. }) => {
-                        run_checked(&plan, b, npz, Budget::Bytes(*smallest)).unwrap()
-                    }
-                    _ => panic!("{name}: {e:#}"),
-                },
-                Ok(r) => r,
-            };
+            let r = run_checked_under_half(&name, &plan, b, source(npz));
             let rep = &r.report;
             let planned = rep.plan.peak_bytes_planned.unwrap();
             assert_eq!(rep.measured_peak_bytes as i64, planned, "{name}");

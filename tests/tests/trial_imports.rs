@@ -7,16 +7,14 @@
 //! hand-written modules check the StableHLO ops' semantics against direct computations (the
 //! ONNX lowering's are in `compiler/src/onnx/tests_nll.rs`).
 
-use ebb_compiler::pipeline::{self, Budget, CompileOptions};
-use ebb_compiler::run::{self, InputSource, RunOptions};
+use ebb_compiler::pipeline::{self, CompileOptions};
+use ebb_compiler::run::InputSource::Npz;
 use ebb_compiler::stablehlo::{import_str, unsupported_ops};
 use ebb_ir::op::ReducePrecisionSpec;
 use ebb_ir::plan::Plan;
 use ebb_ir::{Bindings, Op};
-use ebb_runtime::finalize::FinalizeError;
 use ebb_runtime::{execute, program_schedule, Tensor};
 use ebb_testkit::{fixture_refs, jax_fixture, jax_fixtures_dir, jax_metadata};
-use std::path::Path;
 
 const JAX: &str = "ckpt_cumsum_key";
 
@@ -87,27 +85,6 @@ fn an_unknown_dynamic_custom_call_is_listed_by_target() {
     );
 }
 
-/// `ebb run --check` at `b` on the reference's inputs under `budget`.
-fn run_checked(
-    plan: &Plan,
-    b: &Bindings,
-    npz: &Path,
-    budget: Budget,
-) -> anyhow::Result<run::RunResult> {
-    let opts = RunOptions {
-        bind: b.clone(),
-        budget: Some(budget),
-        inputs: InputSource::Npz(npz.to_path_buf()),
-        check: true,
-        max_host_memory: None,
-        executor: ebb_runtime::Executor::Jit,
-        repeat: 0,
-        arena_backed: true,
-        pricing: None,
-    };
-    run::run(plan.clone(), &opts, &mut |_, _| {})
-}
-
 /// Runs `plan` checked at every reference under 50% of its program-order peak, or at the
 /// smallest feasible budget where that is below the lower bound: measured peak == planned ==
 /// checker's, outputs bit-identical to the run without decisions and within `tol` (relative)
@@ -120,15 +97,7 @@ pub(crate) fn runs_checked_at_every_ref(
 ) {
     assert!(!refs.is_empty(), "{what}: no references");
     for (npz, b) in refs {
-        let r = match run_checked(plan, b, npz, Budget::Fraction(0.5)) {
-            Err(e) => match e.downcast_ref::<FinalizeError>() {
-                Some(FinalizeError::Infeasible { smallest, .. }) => {
-                    run_checked(plan, b, npz, Budget::Bytes(*smallest)).unwrap()
-                }
-                _ => panic!("{what} {b:?}: {e:#}"),
-            },
-            Ok(r) => r,
-        };
+        let r = crate::donation_fixtures::run_checked_under_half(what, plan, b, Npz(npz.clone()));
         let rep = &r.report;
         let planned = rep.plan.peak_bytes_planned.unwrap();
         assert!(planned <= rep.plan.budget_bytes.unwrap(), "{what} {b:?}");
