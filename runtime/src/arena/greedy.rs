@@ -85,9 +85,13 @@ pub(super) fn best_layout(
         }
     }
     let sub: Vec<Item> = rest.iter().map(|&i| items[i as usize]).collect();
-    let index = Overlaps::new(&sub);
-    let mut scratch = Vec::new();
-    let mut budget = Budget { left: MAX_VISITS };
+    let mut placer = Placer {
+        index: Overlaps::new(&sub),
+        items: &sub,
+        base,
+        scratch: Vec::new(),
+        left: MAX_VISITS,
+    };
     // (order, first fit, offsets, arena bytes) of the best layout so far.
     let mut best: Option<(Vec<u32>, bool, Vec<i64>, i64)> = None;
     for &(r, by_end, first_fit) in &VARIANTS {
@@ -95,20 +99,10 @@ pub(super) fn best_layout(
         // the best order even when no variant beats `beat`.
         let limit = best.as_ref().map_or(i64::MAX, |b| b.3);
         let order = order(&sub, r, by_end);
-        let found = place(
-            &sub,
-            &index,
-            &order,
-            first_fit,
-            base,
-            limit,
-            &mut scratch,
-            &mut budget,
-        );
-        if let Some((offsets, top)) = found {
+        if let Some((offsets, top)) = placer.place(&order, first_fit, limit) {
             best = Some((order, first_fit, offsets, top));
         }
-        if budget.left == 0 || best.as_ref().is_some_and(|b| b.3 <= good_enough) {
+        if placer.left == 0 || best.as_ref().is_some_and(|b| b.3 <= good_enough) {
             break;
         }
     }
@@ -119,7 +113,7 @@ pub(super) fn best_layout(
         let (mut current, first_fit, mut current_top) = (start.clone(), *first_fit, *top);
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let n = current.len();
-        while n > 1 && budget.left > 0 {
+        while n > 1 && placer.left > 0 {
             let mut candidate = current.clone();
             for _ in 0..1 + rng.below(3) {
                 let i = rng.below(n);
@@ -127,18 +121,7 @@ pub(super) fn best_layout(
                 let x = candidate.remove(i);
                 candidate.insert(j, x);
             }
-            let limit = current_top + 1;
-            let found = place(
-                &sub,
-                &index,
-                &candidate,
-                first_fit,
-                base,
-                limit,
-                &mut scratch,
-                &mut budget,
-            );
-            if let Some((offsets, top)) = found {
+            if let Some((offsets, top)) = placer.place(&candidate, first_fit, current_top + 1) {
                 current = candidate;
                 current_top = top;
                 if best.as_ref().is_none_or(|b| top < b.3) {
@@ -200,66 +183,66 @@ fn order(items: &[Item], r: f64, by_end: bool) -> Vec<u32> {
     order
 }
 
-/// Overlap visits left to the search.
-struct Budget {
+/// Places orders of the items above `base`, within a budget of overlap visits.
+struct Placer<'a> {
+    items: &'a [Item],
+    index: Overlaps,
+    base: i64,
+    /// The placed intervals overlapping the one being placed, `(offset, end)`.
+    scratch: Vec<(i64, i64)>,
+    /// Overlap visits left to the search.
     left: usize,
 }
 
-/// Places the items in `order` above `base`; `None` once the arena reaches `limit` or the
-/// visits exceed the budget.
-#[allow(clippy::too_many_arguments)]
-fn place(
-    items: &[Item],
-    index: &Overlaps,
-    order: &[u32],
-    first_fit: bool,
-    base: i64,
-    limit: i64,
-    scratch: &mut Vec<(i64, i64)>,
-    budget: &mut Budget,
-) -> Option<(Vec<i64>, i64)> {
-    if base >= limit {
-        return None;
-    }
-    let mut offsets = vec![-1i64; items.len()];
-    let mut top = base;
-    for &i in order {
-        let it = items[i as usize];
-        scratch.clear();
-        let mut seen = 0usize;
-        index.for_each(items, i, |j| {
-            seen += 1;
-            let o = offsets[j as usize];
-            if o >= 0 {
-                scratch.push((o, o + items[j as usize].need));
-            }
-        });
-        let Some(left) = budget.left.checked_sub(seen) else {
-            budget.left = 0;
+impl Placer<'_> {
+    /// Places the items in `order` (first fit or best fit among the gaps); `None` once the
+    /// arena reaches `limit` or the visits exceed the budget (which is then spent).
+    fn place(&mut self, order: &[u32], first_fit: bool, limit: i64) -> Option<(Vec<i64>, i64)> {
+        let (items, base) = (self.items, self.base);
+        if base >= limit {
             return None;
-        };
-        budget.left = left;
-        scratch.sort_unstable();
-        let mut at = base;
-        let mut best: Option<(i64, i64)> = None; // (gap, offset)
-        for &(o, e) in scratch.iter() {
-            let gap = o - at;
-            if gap >= it.need && best.is_none_or(|(g, _)| gap < g) {
-                best = Some((gap, at));
-                if first_fit {
-                    break;
+        }
+        let mut offsets = vec![-1i64; items.len()];
+        let mut top = base;
+        for &i in order {
+            let it = items[i as usize];
+            self.scratch.clear();
+            let mut seen = 0usize;
+            let scratch = &mut self.scratch;
+            self.index.for_each(items, i, |j| {
+                seen += 1;
+                let o = offsets[j as usize];
+                if o >= 0 {
+                    scratch.push((o, o + items[j as usize].need));
                 }
+            });
+            let Some(left) = self.left.checked_sub(seen) else {
+                self.left = 0;
+                return None;
+            };
+            self.left = left;
+            scratch.sort_unstable();
+            let mut at = base;
+            let mut best: Option<(i64, i64)> = None; // (gap, offset)
+            for &(o, e) in scratch.iter() {
+                let gap = o - at;
+                if gap >= it.need && best.is_none_or(|(g, _)| gap < g) {
+                    best = Some((gap, at));
+                    if first_fit {
+                        break;
+                    }
+                }
+                at = at.max(e);
             }
-            at = at.max(e);
+            let offset = best.map_or(at, |(_, o)| o);
+            offsets[i as usize] = offset;
+            top = top.max(offset + it.need);
+            if top >= limit {
+                return None;
+            }
         }
-        let offset = best.map_or(at, |(_, o)| o);
-        offsets[i as usize] = offset;
-        top = top.max(offset + it.need);
-        if top >= limit {
-            return None;
-        }
+        Some((offsets, top))
     }
-    Some((offsets, top))
 }
 
 /// Which items overlap an item in time: a segment tree over the points holding each item at
