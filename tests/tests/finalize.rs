@@ -206,6 +206,68 @@ fn symbolic_plan_matches_precise_plan_within_one_percent() {
     }
 }
 
+/// Issue #13 item 5: the symbolic plan's variants (scheduled for points spread over the
+/// symbol space, picked at run time by the evaluated peak) are within 1 % of a plan compiled
+/// for the exact shape, on the small JAX fixtures at short and long sequences, with and
+/// without fusion.
+#[test]
+fn symbolic_plan_matches_precise_plan_within_one_percent_on_small_fixtures() {
+    let seq: &[(i64, i64)] = &[
+        (1, 16),
+        (2, 16),
+        (8, 16),
+        (8, 37),
+        (8, 85),
+        (4, 128),
+        (8, 256),
+    ];
+    let batch: &[(i64, i64)] = &[(1, 0), (3, 0), (8, 0), (64, 0)];
+    for (name, shapes, fusions) in [
+        ("gpt2_tiny_adamw", seq, &[false, true][..]),
+        ("gpt2_tiny_scan", seq, &[false, true][..]),
+        ("gpt_block_sgd", seq, &[false, true][..]),
+        ("shifted_lm_take", seq, &[false][..]),
+        ("mlp_sgd", batch, &[false, true][..]),
+        ("cnn_sgd", batch, &[false][..]),
+    ] {
+        let (g, _) = import_file(&jax_fixture(name)).unwrap();
+        for &fusion in fusions {
+            let opts = CompileOptions {
+                fusion,
+                ..Default::default()
+            };
+            let sym = compile(g.clone(), &opts).unwrap();
+            for &(bb, s) in shapes {
+                let b = if s == 0 {
+                    bind(&[("B", bb)])
+                } else {
+                    bind(&[("B", bb), ("S", s)])
+                };
+                let precise = compile(
+                    g.clone(),
+                    &CompileOptions {
+                        bind: Some(b.clone()),
+                        ..opts.clone()
+                    },
+                )
+                .unwrap();
+                let peak = |p| {
+                    finalize(p, &b, &FinalizeOptions::default())
+                        .unwrap()
+                        .peak_bytes_scheduled
+                };
+                let (ps, pp) = (peak(&sym.plan), peak(&precise.plan));
+                let ratio = ps as f64 / pp as f64;
+                assert!(
+                    ratio <= 1.01,
+                    "{name} fusion={fusion} B={bb} S={s}: symbolic {ps} vs precise {pp} \
+                     (ratio {ratio:.4})"
+                );
+            }
+        }
+    }
+}
+
 /// A fused plan writes loop fusions' results in place: the layout gives each such pair one
 /// offset (checked valid), and the arena stays within 5 % of the planned peak, without a
 /// budget and under half of the scheduled peak.

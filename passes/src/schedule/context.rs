@@ -28,6 +28,8 @@ const FALLBACK_VALUES: [i64; 6] = [1, 4096, 64, 512, 8, 1024];
 /// See the module docs.
 pub(crate) struct Ctx {
     pub info: GraphInfo,
+    /// The sampled bindings (complete: every symbol of a size is bound).
+    pub bindings: Vec<Bindings>,
     /// `samples[k][size id]`: bytes at `bindings[k]`.
     pub samples: Vec<Vec<i64>>,
     /// Value id -> size key (see the module docs).
@@ -38,15 +40,30 @@ impl Ctx {
     /// The context of `g`, sampling `n` representative bindings of its scope plus `extra`.
     pub(crate) fn new(g: &Graph, n: usize, extra: &[Bindings]) -> Ctx {
         let info = GraphInfo::build(g, &g.scope);
-        let mut symbols = BTreeSet::new();
-        for id in 0..info.sizes.len() as u32 {
-            symbols.extend(info.sizes.get(id).symbols());
-        }
         let mut cands = g.scope.representative_bindings(n);
         if cands.is_empty() {
             cands = (0..n.max(1)).map(|_| Bindings::new()).collect();
         }
         cands.extend(extra.iter().cloned());
+        let mut ctx = Ctx {
+            info,
+            bindings: Vec::new(),
+            samples: Vec::new(),
+            value_key: Vec::new(),
+        };
+        ctx.rebind(cands);
+        ctx
+    }
+
+    /// Replaces the sampled bindings by `cands` (completed with fallback values for symbols
+    /// they leave unbound; duplicates and bindings where some size cannot be evaluated, or
+    /// the total overflows, are dropped) and recomputes the size keys.
+    pub(crate) fn rebind(&mut self, cands: Vec<Bindings>) {
+        let info = &self.info;
+        let mut symbols = BTreeSet::new();
+        for id in 0..info.sizes.len() as u32 {
+            symbols.extend(info.sizes.get(id).symbols());
+        }
         let mut bindings = Vec::new();
         let mut samples = Vec::new();
         for (k, mut b) in cands.into_iter().enumerate() {
@@ -80,11 +97,9 @@ impl Ctx {
                 value_key[v] += vals[s as usize] as f64 / total;
             }
         }
-        Ctx {
-            info,
-            samples,
-            value_key,
-        }
+        self.bindings = bindings;
+        self.samples = samples;
+        self.value_key = value_key;
     }
 
     /// Peak bytes of the schedule given by op indices, at every sample binding.

@@ -47,10 +47,11 @@ mod refine;
 
 use crate::memory::{lower_bound_of, validate_schedule, Liveness, Schedule, ScheduleError};
 use context::Ctx;
-use ebb_ir::{Bindings, Graph, OpKind};
+use ebb_ir::{Bindings, Graph, OpKind, Symbol};
 use list::Priority;
 pub use pass::{SchedulePass, Scheduled};
 use serde::Serialize;
+use std::collections::HashSet;
 use std::fmt;
 
 /// A scheduling heuristic.
@@ -380,31 +381,174 @@ pub fn schedule_checked(
     (ctx.to_schedule(&cands[chosen].order), report)
 }
 
-/// Every distinct candidate schedule that is no worse than program order at the sampled
-/// bindings, best mean score first (the first is what [`schedule`] returns). A plan can carry
-/// several of them and let the runtime pick, at the actual shape, the one with the lowest
-/// peak: no single order is best at every shape (short sequences favour one order, long ones
-/// another), and picking at run time closes most of the gap to a schedule made for the exact
-/// shape.
+/// Schedules for the runtime to choose from per shape, the first what [`schedule`] returns.
+///
+/// No single order is best at every shape (short sequences favour one order, long ones
+/// another), so a plan carries several and the runtime picks, at the actual shape, the one
+/// with the lowest evaluated peak. They are chosen to cover the symbol space
+/// ([`variant_points`]): at each point the graph is scheduled as for that shape alone (the
+/// candidates of [`schedule`] with sizes evaluated there only, what `--bind` gets), every
+/// candidate found anywhere is evaluated at every point, and, after the first, the schedules
+/// that bring the most points within [`VARIANT_TOLERANCE`] of the best candidate there are
+/// added greedily (set cover), at most `max` in all.
+///
+/// Cost: one [`schedule`] per point (at most [`VARIANT_POINTS`]) plus the evaluation of each
+/// distinct candidate at every point.
 pub fn schedule_variants(
     g: &Graph,
     opts: &ScheduleOptions,
     max: usize,
 ) -> Vec<(Strategy, Schedule)> {
-    let ctx = Ctx::new(g, opts.samples, &valid(g, &opts.bindings));
+    let mut ctx = Ctx::new(g, opts.samples, &valid(g, &opts.bindings));
     let cands = candidates(&ctx, opts);
-    let mut seen: Vec<&[u32]> = Vec::new();
-    let mut out = Vec::new();
-    for i in ranked(&cands) {
-        if out.len() >= max.max(1) {
-            break;
+    let first = ranked(&cands)[0];
+    let max = max.max(1);
+    let mut pool: Vec<(Strategy, Vec<u32>)> = Vec::new();
+    let mut seen: HashSet<Vec<u32>> = HashSet::new();
+    let mut add = |pool: &mut Vec<(Strategy, Vec<u32>)>, strategy, order: Vec<u32>| {
+        if seen.insert(order.clone()) {
+            pool.push((strategy, order));
         }
-        if seen.contains(&cands[i].order.as_slice()) {
+    };
+    add(&mut pool, cands[first].strategy, cands[first].order.clone());
+    for i in ranked(&cands) {
+        add(&mut pool, cands[i].strategy, cands[i].order.clone());
+    }
+    if max == 1 {
+        return vec![(pool[0].0, ctx.to_schedule(&pool[0].1))];
+    }
+    let points = variant_points(g);
+    let mut eval = ctx.bindings.clone();
+    for b in &points {
+        ctx.rebind(vec![b.clone()]);
+        if ctx.samples.is_empty() {
             continue;
         }
-        seen.push(&cands[i].order);
-        out.push((cands[i].strategy, ctx.to_schedule(&cands[i].order)));
+        eval.push(ctx.bindings[0].clone());
+        for c in candidates(&ctx, opts) {
+            add(&mut pool, c.strategy, c.order);
+        }
     }
+    ctx.rebind(eval);
+    let peaks: Vec<Vec<i64>> = pool.iter().map(|(_, o)| ctx.sample_peaks(o)).collect();
+    let n = ctx.samples.len();
+    let best: Vec<i64> = (0..n)
+        .map(|k| peaks.iter().map(|p| p[k]).min().unwrap_or(0))
+        .collect();
+    let good =
+        |c: usize, k: usize| peaks[c][k] as f64 <= best[k] as f64 * (1.0 + VARIANT_TOLERANCE);
+    let mut covered: Vec<bool> = (0..n).map(|k| good(0, k)).collect();
+    let mut kept = vec![0];
+    while kept.len() < max {
+        // The candidate covering most points not yet covered; ties: lowest mean peak
+        // relative to the best there.
+        let rel = |c: usize| {
+            (0..n)
+                .map(|k| peaks[c][k] as f64 / best[k].max(1) as f64)
+                .sum::<f64>()
+        };
+        let Some((c, gain)) = (0..pool.len())
+            .filter(|c| !kept.contains(c))
+            .map(|c| (c, (0..n).filter(|&k| !covered[k] && good(c, k)).count()))
+            .filter(|&(_, gain)| gain > 0)
+            .max_by(|a, b| a.1.cmp(&b.1).then_with(|| rel(b.0).total_cmp(&rel(a.0))))
+        else {
+            break;
+        };
+        debug_assert!(gain > 0);
+        for (k, cov) in covered.iter_mut().enumerate() {
+            *cov |= good(c, k);
+        }
+        kept.push(c);
+    }
+    kept.into_iter()
+        .map(|c| (pool[c].0, ctx.to_schedule(&pool[c].1)))
+        .collect()
+}
+
+/// A kept variant covers a point when its peak there is within this fraction of the best
+/// candidate's.
+pub const VARIANT_TOLERANCE: f64 = 0.005;
+
+/// At most this many points of the symbol space are scheduled for by [`schedule_variants`].
+pub const VARIANT_POINTS: usize = 32;
+
+/// Largest value [`variant_points`] gives a symbol without an upper bound.
+const VARIANT_CAP: i64 = 256;
+
+/// Points of `g`'s symbol space to schedule for: for every free symbol (one not solved by an
+/// equality) a ladder of valid values from its smallest up to its largest (capped at
+/// [`VARIANT_CAP`]), each twice the last, and their cross product; the longest ladder is
+/// coarsened (each value 4, 8, ... times the last) until at most [`VARIANT_POINTS`] points
+/// remain.
+/// Points that break a fact of the scope are dropped; none when the scope declares no symbol.
+pub fn variant_points(g: &Graph) -> Vec<Bindings> {
+    let solved: HashSet<Symbol> = g
+        .scope
+        .equalities()
+        .iter()
+        .map(|(s, _)| s.clone())
+        .collect();
+    let free: Vec<Symbol> = g
+        .scope
+        .symbols()
+        .into_iter()
+        .filter(|s| !solved.contains(s))
+        .collect();
+    if free.is_empty() {
+        return Vec::new();
+    }
+    let mut factors = vec![2; free.len()];
+    let ladders = loop {
+        let ladders: Vec<Vec<i64>> = free
+            .iter()
+            .zip(&factors)
+            .map(|(s, &f)| ladder(&g.scope, s, f))
+            .collect();
+        let n = ladders
+            .iter()
+            .map(Vec::len)
+            .fold(1usize, usize::saturating_mul);
+        // Coarsen the longest ladder.
+        let longest = (0..free.len()).max_by_key(|&i| (ladders[i].len(), usize::MAX - i));
+        match longest {
+            Some(i) if n > VARIANT_POINTS && factors[i] < 1 << 20 => factors[i] *= 2,
+            _ => break ladders,
+        }
+    };
+    let mut points = vec![Bindings::new()];
+    for (s, values) in free.iter().zip(&ladders) {
+        points = points
+            .into_iter()
+            .flat_map(|b| {
+                values.iter().map(move |&v| {
+                    let mut b = b.clone();
+                    b.insert(s.clone(), v);
+                    b
+                })
+            })
+            .collect();
+    }
+    points.truncate(VARIANT_POINTS);
+    valid(g, &points)
+}
+
+/// Valid values of `s` from its smallest to its largest (capped), each at least `factor`
+/// times the last (the largest always included).
+fn ladder(scope: &ebb_ir::SymbolScope, s: &Symbol, factor: i64) -> Vec<i64> {
+    let Some(grid) = scope.grid(s) else {
+        return Vec::new();
+    };
+    let Some(hi) = grid.down(grid.hi.min(VARIANT_CAP.max(grid.lo))) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut x = grid.lo;
+    while let Some(v) = grid.up(x).filter(|&v| v < hi) {
+        out.push(v);
+        x = v.saturating_mul(factor).max(v + 1);
+    }
+    out.push(hi);
     out
 }
 

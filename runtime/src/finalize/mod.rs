@@ -36,6 +36,7 @@ use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, Point, ProgPoint};
 use ebb_ir::{Bindings, DimExpr};
 use greedy::Option_;
 pub use prepared::Prepared;
+use rayon::prelude::*;
 use segtree::PeakTree;
 use serde::Serialize;
 use std::ops::Deref;
@@ -182,9 +183,7 @@ pub fn finalize(
     b: &Bindings,
     opts: &FinalizeOptions,
 ) -> Result<ConcretePlan, FinalizeError> {
-    let variant = check_and_choose_variant(plan, b)?;
-    let v = plan.variant(variant).unwrap_or(plan);
-    finalize_prepared(v, &Prepared::new(v), variant, b, opts)
+    Finalizer::new(plan).finalize(b, opts)
 }
 
 /// A plan held for finalize at many bindings: each plan variant is prepared ([`Prepared`])
@@ -196,7 +195,7 @@ pub struct Finalizer<P: Deref<Target = Plan> = Arc<Plan>> {
     prepared: Vec<OnceLock<Prepared>>,
 }
 
-impl<P: Deref<Target = Plan>> Finalizer<P> {
+impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     /// A finalizer of `plan`; nothing is prepared yet.
     pub fn new(plan: P) -> Self {
         let prepared = (0..=plan.alternatives.len())
@@ -229,16 +228,84 @@ impl<P: Deref<Target = Plan>> Finalizer<P> {
 
     /// As [`finalize`] on the held plan, without preparing a variant twice.
     ///
+    /// The plan variant with the lowest scheduled peak at `b` is finalized first. When that
+    /// takes decisions (or cannot meet the budget), the other variants are finalized too and
+    /// the best result kept ([`better`]): a variant whose peak is a little higher can need
+    /// fewer or cheaper evictions, lay out into an arena that fits the budget, or meet a
+    /// budget the lowest peak's cannot. That costs one
+    /// finalize per variant (plans keep 1–4), only under a budget that binds.
+    ///
     /// # Errors
-    /// As [`finalize`].
+    /// As [`finalize`]; an infeasible budget names the smallest budget some variant meets.
     pub fn finalize(
         &self,
         b: &Bindings,
         opts: &FinalizeOptions,
     ) -> Result<ConcretePlan, FinalizeError> {
-        let variant = check_and_choose_variant(&self.plan, b)?;
-        let (v, prep) = self.prepared_variant(variant);
-        finalize_prepared(v, prep, variant, b, opts)
+        let first = check_and_choose_variant(&self.plan, b)?;
+        let compare = opts.budget.is_some() && self.prepared.len() > 1;
+        let run = |i: usize| {
+            let (v, prep) = self.prepared_variant(i);
+            finalize_prepared(v, prep, i, b, opts)
+        };
+        if !compare {
+            return run(first);
+        }
+        // Every variant at once (one per core), so the comparison costs about one finalize
+        // of wall time; kept only where the first variant's decisions bind.
+        let mut all: Vec<_> = (0..self.prepared.len())
+            .into_par_iter()
+            .map(|i| (i, run(i)))
+            .collect();
+        let first_result = all.swap_remove(first).1;
+        let binds = match &first_result {
+            Ok(c) => !c.decisions.is_empty(),
+            Err(e) => matches!(e, FinalizeError::Infeasible { .. }),
+        };
+        let mut best = first_result;
+        if binds {
+            all.sort_by_key(|(i, _)| *i);
+            for (_, r) in all {
+                if better(&r, &best, opts.budget) {
+                    best = r;
+                }
+            }
+        }
+        best
+    }
+}
+
+/// Whether finalize result `a` beats `b` under `budget`: feasible over infeasible; then (with
+/// offsets) an arena that fits the budget (the memory the step actually holds) over one that
+/// does not;
+/// then the lower modelled added time, the lower planned peak, the smaller arena. Of two
+/// infeasible results the one with the smaller smallest feasible budget wins; other errors
+/// never do.
+fn better(
+    a: &Result<ConcretePlan, FinalizeError>,
+    b: &Result<ConcretePlan, FinalizeError>,
+    budget: Option<i64>,
+) -> bool {
+    match (a, b) {
+        (Ok(x), Ok(y)) => {
+            // Without offsets `arena_bytes` is 0: never over.
+            let over = |c: &ConcretePlan| budget.is_some_and(|b| c.arena.arena_bytes > b);
+            let key = |c: &ConcretePlan| (c.peak_bytes_planned, c.arena.arena_bytes);
+            match (over(x), over(y)) {
+                (false, true) => true,
+                (true, false) => false,
+                _ => {
+                    x.overhead_us < y.overhead_us
+                        || x.overhead_us == y.overhead_us && key(x) < key(y)
+                }
+            }
+        }
+        (Ok(_), Err(_)) => true,
+        (
+            Err(FinalizeError::Infeasible { smallest: sa, .. }),
+            Err(FinalizeError::Infeasible { smallest: sb, .. }),
+        ) => sa < sb,
+        _ => false,
     }
 }
 
