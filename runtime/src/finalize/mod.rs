@@ -277,10 +277,9 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
 
 /// Whether finalize result `a` beats `b` under `budget`: feasible over infeasible; then (with
 /// offsets) an arena that fits the budget (the memory the step actually holds) over one that
-/// does not;
-/// then the lower modelled added time, the lower planned peak, the smaller arena. Of two
-/// infeasible results the one with the smaller smallest feasible budget wins; other errors
-/// never do.
+/// does not; then the lower modelled added time, the smaller arena (with offsets), the lower
+/// planned peak. Of two infeasible results the one with the smaller smallest feasible budget
+/// wins; other errors never do.
 fn better(
     a: &Result<ConcretePlan, FinalizeError>,
     b: &Result<ConcretePlan, FinalizeError>,
@@ -290,7 +289,8 @@ fn better(
         (Ok(x), Ok(y)) => {
             // Without offsets `arena_bytes` is 0: never over.
             let over = |c: &ConcretePlan| budget.is_some_and(|b| c.arena.arena_bytes > b);
-            let key = |c: &ConcretePlan| (c.peak_bytes_planned, c.arena.arena_bytes);
+            // The arena is the memory the step holds (0 without offsets: then the peak).
+            let key = |c: &ConcretePlan| (c.arena.arena_bytes, c.peak_bytes_planned);
             match (over(x), over(y)) {
                 (false, true) => true,
                 (true, false) => false,
