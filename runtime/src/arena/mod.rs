@@ -170,8 +170,8 @@ fn in_place_groups(plan: &Plan, allocs: &[Allocation]) -> (Vec<usize>, Vec<(Valu
     (group, shared)
 }
 
-/// A layout within this fraction of the lower bound (the largest live bytes at a point) is good
-/// enough: the online scan's is kept without trying the greedy layouts (on GPT-2 medium,
+/// A layout within this fraction of the lower bound (the largest live bytes at a point, or the
+/// planned peak where that is larger) is good enough: the online scan's is kept without trying the greedy layouts (on GPT-2 medium,
 /// 11 600 intervals 1.2 % above the bound, the greedy search would cost 80 times the rest of a
 /// finalize), and the greedy search ends at the first variant that reaches it.
 pub const SCAN_KEPT_WITHIN: f64 = 0.02;
@@ -225,7 +225,9 @@ pub fn assign_offsets(
         })
         .collect();
     let mut top = top_scan;
-    let lower_bound = live_max(&items);
+    // Fragmentation is measured against the planned peak, which can exceed the intervals'
+    // live bytes (it also counts region and regeneration transients): the target is the larger.
+    let lower_bound = live_max(&items).max(peak);
     let good_enough = (lower_bound as f64 * (1.0 + SCAN_KEPT_WITHIN)) as i64;
     if top_scan > good_enough {
         let acceptable = (lower_bound as f64 * (1.0 + SEARCH_UNTIL_WITHIN)) as i64;

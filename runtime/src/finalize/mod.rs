@@ -244,38 +244,96 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     ) -> Result<ConcretePlan, FinalizeError> {
         let first = check_and_choose_variant(&self.plan, b)?;
         let compare = opts.budget.is_some() && self.prepared.len() > 1;
-        let run = |i: usize| {
-            let (v, prep) = self.prepared_variant(i);
-            finalize_prepared(v, prep, i, b, opts)
-        };
         if !compare {
-            return run(first);
+            let (v, prep) = self.prepared_variant(first);
+            return finalize_prepared(v, prep, first, b, opts);
         }
-        // Every variant at once (one per core), so the comparison costs about one finalize
-        // of wall time; kept only where the first variant's decisions bind.
-        let mut all: Vec<_> = (0..self.prepared.len())
+        // Every variant's decisions at once (one per core, no offsets yet), so the comparison
+        // costs about one finalize of wall time; kept only where the first variant's decisions
+        // bind. Arenas are laid out lazily, best candidate first.
+        let bare = FinalizeOptions {
+            offsets: false,
+            ..opts.clone()
+        };
+        let mut all: Vec<(usize, Result<ConcretePlan, FinalizeError>)> = (0..self.prepared.len())
             .into_par_iter()
-            .map(|i| (i, run(i)))
+            .map(|i| {
+                let (v, prep) = self.prepared_variant(i);
+                (i, finalize_prepared(v, prep, i, b, &bare))
+            })
             .collect();
-        let first_result = all.swap_remove(first).1;
-        let binds = match &first_result {
+        let binds = match &all[first].1 {
             Ok(c) => !c.decisions.is_empty(),
             Err(e) => matches!(e, FinalizeError::Infeasible { .. }),
         };
-        let mut best = first_result;
-        if binds {
-            all.sort_by_key(|(i, _)| *i);
-            for (_, r) in all {
-                if better(&r, &best, opts.budget) {
-                    best = r;
+        if !binds {
+            let mut c = all.swap_remove(first).1;
+            if let Ok(c) = &mut c {
+                self.lay_out(c, opts);
+            }
+            return c;
+        }
+        // Feasible results by added time, then planned peak (the first variant first among
+        // equals); the first whose arena fits the budget wins, else the smallest arena.
+        let mut ok: Vec<ConcretePlan> = Vec::new();
+        let mut infeasible: Option<Result<ConcretePlan, FinalizeError>> = None;
+        all.swap(0, first);
+        for (_, r) in all {
+            match r {
+                Ok(c) => ok.push(c),
+                Err(e) => {
+                    let e = Err(e);
+                    if infeasible.as_ref().is_none_or(|i| better(&e, i, None)) {
+                        infeasible = Some(e);
+                    }
                 }
             }
         }
-        best
+        ok.sort_by(|x, y| {
+            x.overhead_us
+                .total_cmp(&y.overhead_us)
+                .then(x.peak_bytes_planned.cmp(&y.peak_bytes_planned))
+        });
+        if ok.is_empty() {
+            return infeasible.unwrap_or(Err(FinalizeError::Eval {
+                expr: "plan variants".into(),
+                source: DimError::Overflow,
+            }));
+        }
+        if !opts.offsets {
+            return Ok(ok.swap_remove(0));
+        }
+        let budget = opts.budget.unwrap_or(i64::MAX);
+        let mut best: Option<ConcretePlan> = None;
+        for mut c in ok {
+            self.lay_out(&mut c, opts);
+            if c.arena.arena_bytes <= budget {
+                return Ok(c);
+            }
+            if best
+                .as_ref()
+                .is_none_or(|b| better(&Ok(c.clone()), &Ok(b.clone()), None))
+            {
+                best = Some(c);
+            }
+        }
+        best.ok_or(FinalizeError::Eval {
+            expr: "plan variants".into(),
+            source: DimError::Overflow,
+        })
+    }
+
+    /// Lays out the arena of finalized plan `c` (of variant `c.variant`) when `opts` asks for
+    /// offsets.
+    fn lay_out(&self, c: &mut ConcretePlan, opts: &FinalizeOptions) {
+        if opts.offsets {
+            let (v, _) = self.prepared_variant(c.variant);
+            c.arena = assign_offsets(v, &c.value_bytes, &c.decisions, c.peak_bytes_planned);
+        }
     }
 }
 
-/// Whether finalize result `a` beats `b` under `budget`: feasible over infeasible; then (with
+/// Whether finalize result `a` beats `b`: feasible over infeasible; then (with `budget` and
 /// offsets) an arena that fits the budget (the memory the step actually holds) over one that
 /// does not; then the lower modelled added time, the smaller arena (with offsets), the lower
 /// planned peak. Of two infeasible results the one with the smaller smallest feasible budget
