@@ -228,12 +228,14 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
 
     /// As [`finalize`] on the held plan, without preparing a variant twice.
     ///
-    /// The plan variant with the lowest scheduled peak at `b` is finalized first. When that
-    /// takes decisions (or cannot meet the budget), the other variants are finalized too and
-    /// the best result kept ([`better`]): a variant whose peak is a little higher can need
-    /// fewer or cheaper evictions, lay out into an arena that fits the budget, or meet a
-    /// budget the lowest peak's cannot. That costs one
-    /// finalize per variant (plans keep 1–4), only under a budget that binds.
+    /// Without a budget (or with one plan variant) the variant with the lowest scheduled peak
+    /// at `b` is finalized. Under a budget every variant's decisions are computed, in
+    /// parallel; when the lowest peak's decisions bind (it evicts, or cannot meet the budget),
+    /// a variant whose peak is a little higher can need fewer or cheaper evictions, lay out
+    /// into an arena that fits the budget, or meet a budget the lowest peak's cannot. The
+    /// feasible results are ordered by modelled added time, then planned peak; with offsets
+    /// their arenas are laid out (in parallel) and the first that fits the budget is kept,
+    /// else the smallest; without offsets the first is kept. Plans keep 1–4 variants.
     ///
     /// # Errors
     /// As [`finalize`]; an infeasible budget names the smallest budget some variant meets.
@@ -250,7 +252,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         }
         // Every variant's decisions at once (one per core, no offsets yet), so the comparison
         // costs about one finalize of wall time; kept only where the first variant's decisions
-        // bind. Arenas are laid out lazily, best candidate first.
+        // bind.
         let bare = FinalizeOptions {
             offsets: false,
             ..opts.clone()
@@ -303,17 +305,18 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         if !opts.offsets {
             return Ok(ok.swap_remove(0));
         }
+        // Arenas of every candidate at once (one per core); the first that fits the budget in
+        // that order wins, else the smallest.
         let budget = opts.budget.unwrap_or(i64::MAX);
+        ok.par_iter_mut().for_each(|c| self.lay_out(c, opts));
+        if let Some(k) = ok.iter().position(|c| c.arena.arena_bytes <= budget) {
+            return Ok(ok.swap_remove(k));
+        }
         let mut best: Option<ConcretePlan> = None;
-        for mut c in ok {
-            self.lay_out(&mut c, opts);
-            if c.arena.arena_bytes <= budget {
-                return Ok(c);
-            }
-            if best
-                .as_ref()
-                .is_none_or(|b| better(&Ok(c.clone()), &Ok(b.clone()), None))
-            {
+        for c in ok {
+            if best.as_ref().is_none_or(|b| {
+                (c.arena.arena_bytes, c.overhead_us) < (b.arena.arena_bytes, b.overhead_us)
+            }) {
                 best = Some(c);
             }
         }
