@@ -262,25 +262,40 @@ impl Lower for SceLoss {
         let oh = one_hot(cx, labels, &t)?;
         let w = sample_weights(cx, n, 1, t.dtype, oh)?;
         let p = cx.binary(Op::Multiply, logp, oh)?;
-        let picked = cx.reduce(p, &[1], Op::Add, 0.0, false)?;
-        let mut nll = cx.unary(Op::Negate, picked)?;
-        if let Some(w) = w {
-            nll = cx.binary(Op::Multiply, nll, w)?;
-        }
-        let ls = cx.ty(labels).shape;
-        let all: Vec<usize> = (0..ls.len()).collect();
-        let loss = match n.string("reduction").as_deref().unwrap_or("mean") {
-            "none" => nll,
-            "sum" => cx.reduce(nll, &all, Op::Add, 0.0, false)?,
-            "mean" => {
-                let s = cx.reduce(nll, &all, Op::Add, 0.0, false)?;
-                let dv = mean_divisor(cx, w, &ls, t.dtype)?;
-                cx.binary(Op::Divide, s, dv)?
-            }
-            r => return Err(cx.err(format!("unknown reduction `{r}`"))),
-        };
+        let loss = nll_reduced(cx, n, p, w, labels, t.dtype)?;
         Ok(vec![Val::t(loss), Val::t(logp)])
     }
+}
+
+/// The loss of the cross-entropy ops from `picked`, `[N, C, d..]` holding each target's
+/// (log-)probability at its class and 0 elsewhere: summed over the classes and negated,
+/// times the per-sample weights `w`, then reduced per the node's `reduction` (`mean` default:
+/// divided by the applied weights, [`mean_divisor`]; `sum`; `none`).
+fn nll_reduced(
+    cx: &mut Cx,
+    n: &NodeProto,
+    picked: ValueRef,
+    w: Option<ValueRef>,
+    labels: ValueRef,
+    dtype: DType,
+) -> R<ValueRef> {
+    let picked = cx.reduce(picked, &[1], Op::Add, 0.0, false)?;
+    let mut nll = cx.unary(Op::Negate, picked)?;
+    if let Some(w) = w {
+        nll = cx.binary(Op::Multiply, nll, w)?;
+    }
+    let ls = cx.ty(labels).shape;
+    let all: Vec<usize> = (0..ls.len()).collect();
+    Ok(match n.string("reduction").as_deref().unwrap_or("mean") {
+        "none" => nll,
+        "sum" => cx.reduce(nll, &all, Op::Add, 0.0, false)?,
+        "mean" => {
+            let s = cx.reduce(nll, &all, Op::Add, 0.0, false)?;
+            let dv = mean_divisor(cx, w, &ls, dtype)?;
+            cx.binary(Op::Divide, s, dv)?
+        }
+        r => return Err(cx.err(format!("unknown reduction `{r}`"))),
+    })
 }
 
 /// `NegativeLogLikelihoodLoss(input, target, weight?)` (ai.onnx, opset 12+):
@@ -311,24 +326,7 @@ impl Lower for NllLoss {
         let w = sample_weights(cx, n, 1, t.dtype, oh)?;
         let zeros = cx.full(t.dtype, 0.0, &t.shape)?;
         let sel = cx.select(hit, x, zeros)?;
-        let picked = cx.reduce(sel, &[1], Op::Add, 0.0, false)?;
-        let mut nll = cx.unary(Op::Negate, picked)?;
-        if let Some(w) = w {
-            nll = cx.binary(Op::Multiply, nll, w)?;
-        }
-        let ls = cx.ty(labels).shape;
-        let all: Vec<usize> = (0..ls.len()).collect();
-        let loss = match n.string("reduction").as_deref().unwrap_or("mean") {
-            "none" => nll,
-            "sum" => cx.reduce(nll, &all, Op::Add, 0.0, false)?,
-            "mean" => {
-                let s = cx.reduce(nll, &all, Op::Add, 0.0, false)?;
-                let dv = mean_divisor(cx, w, &ls, t.dtype)?;
-                cx.binary(Op::Divide, s, dv)?
-            }
-            r => return Err(cx.err(format!("unknown reduction `{r}`"))),
-        };
-        one(loss)
+        one(nll_reduced(cx, n, sel, w, labels, t.dtype)?)
     }
 }
 
