@@ -535,8 +535,8 @@ mod tests;
 #[cfg(test)]
 mod tests_control;
 #[cfg(test)]
-mod tests_nll;
-#[cfg(test)]
 mod tests_conv;
+#[cfg(test)]
+mod tests_nll;
 #[cfg(test)]
 mod tests_random;
