@@ -34,19 +34,27 @@ use std::collections::HashMap;
 /// Elements per chunk of a loop fusion's iteration space.
 pub const FUSION_CHUNK: i64 = 2048;
 
-/// Whether the op `id` of `g` is a `reduce` that may root an input fusion: one operand and its
-/// init value, one result, and a non-empty prefix of leading dimensions it keeps followed by at
-/// least one it reduces. Returns the length of that prefix (the rows of the module docs are
-/// the indices of these dimensions).
-pub fn reduce_root_prefix(g: &Graph, id: NodeId) -> Option<usize> {
+/// The op `id` of `g` when it is a `reduce` of one operand and its init value, with one result
+/// and at least one reduced dimension: the node, its dimensions and its operands.
+fn single_reduce(g: &Graph, id: NodeId) -> Option<(&crate::graph::Node, &[i64], Vec<ValueRef>)> {
     let n = g.node(id);
     let Op::Reduce(dims) = &n.op else {
         return None;
     };
     let ins = g.operands(id);
-    if ins.len() != 2 || n.outputs.len() != 1 || dims.is_empty() {
-        return None;
-    }
+    (ins.len() == 2 && n.outputs.len() == 1 && !dims.is_empty()).then_some((
+        n,
+        dims.as_slice(),
+        ins,
+    ))
+}
+
+/// Whether the op `id` of `g` is a `reduce` that may root an input fusion: one operand and its
+/// init value, one result, and a non-empty prefix of leading dimensions it keeps followed by at
+/// least one it reduces. Returns the length of that prefix (the rows of the module docs are
+/// the indices of these dimensions).
+pub fn reduce_root_prefix(g: &Graph, id: NodeId) -> Option<usize> {
+    let (_, dims, ins) = single_reduce(g, id)?;
     let rank = g.value_type(ins[0]).rank();
     let k = (0..rank)
         .take_while(|&d| !dims.contains(&(d as i64)))
@@ -60,14 +68,7 @@ pub fn reduce_root_prefix(g: &Graph, id: NodeId) -> Option<usize> {
 /// leading dimensions it reduces followed by at least one it keeps and none it reduces.
 /// Returns the length of that prefix.
 pub fn reduce_root_columns(g: &Graph, id: NodeId) -> Option<usize> {
-    let n = g.node(id);
-    let Op::Reduce(dims) = &n.op else {
-        return None;
-    };
-    let ins = g.operands(id);
-    if ins.len() != 2 || n.outputs.len() != 1 || dims.is_empty() {
-        return None;
-    }
+    let (n, dims, ins) = single_reduce(g, id)?;
     let t = g.value_type(ins[0]);
     if t.dtype != crate::DType::F32 || n.outputs[0].dtype != crate::DType::F32 {
         return None;

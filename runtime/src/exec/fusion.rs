@@ -243,7 +243,10 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
     if let Some(How::Columns(m)) = steps.last().map(|s| &s.how) {
         // No rows at all: every result element is the init value.
         if columns.is_none() {
-            let init = ops_init(region, &ops, &steps)?;
+            let root = steps[steps.len() - 1].id;
+            let init = super::jit::init_value(region, root, &ops).ok_or_else(|| {
+                invalid("a column reduction's init value is not an f32 input or splat")
+            })?;
             columns = super::reduce::ColumnAcc::new(*m, init, row);
         }
         let acc = columns.ok_or_else(|| invalid("a logical column reduction of f32"))?;
@@ -331,28 +334,6 @@ fn column_rows(
     }
     acc.fold_rows(x);
     Ok(())
-}
-
-/// The init value of a column reduction root (the last step) when no chunk ran: a region
-/// input, or a splat constant member.
-fn ops_init(region: &Graph, ops: &[Tensor], steps: &[Step]) -> Result<f32, KernelFailure> {
-    let root = steps.last().ok_or_else(|| invalid("an empty fusion"))?;
-    let init = *root
-        .ins
-        .get(1)
-        .ok_or_else(|| invalid("reduce without an init value"))?;
-    if let Some(k) = region.inputs().iter().position(|&id| id == init.node) {
-        if let Some(crate::tensor::Scalar::F32(v)) = ops.get(k).and_then(|t| t.data().get(0)) {
-            return Ok(v);
-        }
-    }
-    match &region.node(init.node).op {
-        Op::Constant(lit) if lit.splat => match splat(lit, ebb_ir::DType::F32, 1)?.data().get(0) {
-            Some(crate::tensor::Scalar::F32(v)) => Ok(v),
-            _ => Err(invalid("a column reduction's init value is not f32")),
-        },
-        _ => Err(invalid("a column reduction's init value is computed")),
-    }
 }
 
 /// A member prepared for the chunk loop: its node, operands and [`How`].

@@ -124,7 +124,7 @@ fn params(
 
 /// The init value of an input fusion's root: a region input's element 0 or a splat `f32`
 /// constant member.
-fn init_value(region: &Graph, root: ebb_ir::NodeId, ops: &[Tensor]) -> Option<f32> {
+pub(super) fn init_value(region: &Graph, root: ebb_ir::NodeId, ops: &[Tensor]) -> Option<f32> {
     let v = *region.operands(root).get(1)?;
     let node = region.node(v.node);
     match &node.op {

@@ -278,14 +278,16 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         // Feasible results by added time, then planned peak (the first variant first among
         // equals); the first whose arena fits the budget wins, else the smallest arena.
         let mut ok: Vec<ConcretePlan> = Vec::new();
-        let mut infeasible: Option<Result<ConcretePlan, FinalizeError>> = None;
+        let mut infeasible: Option<FinalizeError> = None;
         all.swap(0, first);
         for (_, r) in all {
             match r {
                 Ok(c) => ok.push(c),
                 Err(e) => {
-                    let e = Err(e);
-                    if infeasible.as_ref().is_none_or(|i| better(&e, i, None)) {
+                    if infeasible
+                        .as_ref()
+                        .is_none_or(|i| smaller_infeasible(&e, i))
+                    {
                         infeasible = Some(e);
                     }
                 }
@@ -297,7 +299,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                 .then(x.peak_bytes_planned.cmp(&y.peak_bytes_planned))
         });
         if ok.is_empty() {
-            return infeasible.unwrap_or(Err(FinalizeError::Eval {
+            return Err(infeasible.unwrap_or(FinalizeError::Eval {
                 expr: "plan variants".into(),
                 source: DimError::Overflow,
             }));
@@ -336,35 +338,13 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     }
 }
 
-/// Whether finalize result `a` beats `b`: feasible over infeasible; then (with `budget` and
-/// offsets) an arena that fits the budget (the memory the step actually holds) over one that
-/// does not; then the lower modelled added time, the smaller arena (with offsets), the lower
-/// planned peak. Of two infeasible results the one with the smaller smallest feasible budget
-/// wins; other errors never do.
-fn better(
-    a: &Result<ConcretePlan, FinalizeError>,
-    b: &Result<ConcretePlan, FinalizeError>,
-    budget: Option<i64>,
-) -> bool {
+/// Of two finalize errors, whether `a` should be reported over `b`: an infeasible budget with
+/// the smaller smallest feasible budget (the one some variant meets); other errors never win.
+fn smaller_infeasible(a: &FinalizeError, b: &FinalizeError) -> bool {
     match (a, b) {
-        (Ok(x), Ok(y)) => {
-            // Without offsets `arena_bytes` is 0: never over.
-            let over = |c: &ConcretePlan| budget.is_some_and(|b| c.arena.arena_bytes > b);
-            // The arena is the memory the step holds (0 without offsets: then the peak).
-            let key = |c: &ConcretePlan| (c.arena.arena_bytes, c.peak_bytes_planned);
-            match (over(x), over(y)) {
-                (false, true) => true,
-                (true, false) => false,
-                _ => {
-                    x.overhead_us < y.overhead_us
-                        || x.overhead_us == y.overhead_us && key(x) < key(y)
-                }
-            }
-        }
-        (Ok(_), Err(_)) => true,
         (
-            Err(FinalizeError::Infeasible { smallest: sa, .. }),
-            Err(FinalizeError::Infeasible { smallest: sb, .. }),
+            FinalizeError::Infeasible { smallest: sa, .. },
+            FinalizeError::Infeasible { smallest: sb, .. },
         ) => sa < sb,
         _ => false,
     }
