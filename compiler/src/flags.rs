@@ -47,7 +47,8 @@ impl ImportFlags {
     }
 }
 
-/// Pipeline choices that change what is planned: fusion, donation and e-graph rewrites.
+/// Pipeline choices that change what is planned: loop unrolling, fusion, donation and e-graph
+/// rewrites.
 #[derive(Clone, Debug, clap::Args)]
 pub struct PipelineFlags {
     /// Loop and input fusion before scheduling (`on`): planning then sees only the values
@@ -67,6 +68,12 @@ pub struct PipelineFlags {
     /// `dot_general` operand is read through other strides instead of materialized).
     #[arg(long, value_delimiter = ',', value_name = "GROUPS")]
     pub rewrite: Option<Vec<String>>,
+    /// Unroll `while` loops whose trip count is a constant (`on`, default: a `lax.scan` over
+    /// layers, `fori_loop` with literal bounds, up to 64 iterations), so that liveness,
+    /// scheduling and remat/swap see every iteration's tensors; `off` keeps them as loops,
+    /// planned whole at their point.
+    #[arg(long, value_enum, default_value = "on")]
+    pub unroll: OnOff,
 }
 
 impl PipelineFlags {
@@ -75,12 +82,14 @@ impl PipelineFlags {
     /// # Errors
     /// A flag other than its default for a plan file, which was compiled already.
     pub fn options_for(&self, path: &Path, format: Option<Format>) -> Result<CompileOptions> {
-        let changed =
-            self.fusion == OnOff::On || self.donate != DonatePolicy::Keep || self.rewrite.is_some();
+        let changed = self.fusion == OnOff::On
+            || self.donate != DonatePolicy::Keep
+            || self.rewrite.is_some()
+            || self.unroll == OnOff::Off;
         if changed && !is_model_file(path, format) {
             bail!(
-                "--fusion, --donate and --rewrite apply when compiling a model file; {} is a \
-                 plan (pass them to `ebb compile`)",
+                "--fusion, --donate, --rewrite and --unroll apply when compiling a model file; \
+                 {} is a plan (pass them to `ebb compile`)",
                 path.display()
             );
         }
@@ -112,6 +121,7 @@ impl PipelineFlags {
         };
         Ok(CompileOptions {
             fusion,
+            keep_loops: self.unroll == OnOff::Off,
             donate: self.donate.clone(),
             rewrite_groups,
             ..base

@@ -1,6 +1,6 @@
 //! The compile pipeline, every stage a pass of one [`PassManager`] (per-pass timing,
-//! verification between passes, `stop_after`, `print_after`): canonicalize (fold, CSE, DCE to
-//! a fixed point) → donation (which inputs' buffers the step may reuse) → optional e-graph
+//! verification between passes, `stop_after`, `print_after`): canonicalize (unrolling of
+//! constant-trip-count loops, fold, slice forwarding, CSE, DCE to a fixed point) → donation (which inputs' buffers the step may reuse) → optional e-graph
 //! rewrites → optional loop fusion → op scheduling with symbolic sizes (never worse
 //! than program order on the sweep) → remat/swap candidates and the [`Plan`], which embeds the
 //! planned graph as textual IR so that a plan file is self-contained (`ebb plan`, `ebb run`).
@@ -12,7 +12,8 @@ use anyhow::{bail, Context, Result};
 use ebb_ir::device::DeviceProfile;
 use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, Symbol};
-use ebb_passes::canon::{Cse, Dce, Fold};
+use ebb_passes::canon::unroll::MAX_TRIP_COUNT;
+use ebb_passes::canon::{Cse, Dce, Fold, ForwardSlices, Unroll};
 use ebb_passes::donate::{DonatePass, DonatePolicy, DonationReport};
 use ebb_passes::fuse::{FusePass, FusionReport};
 use ebb_passes::manager::{PassContext, PassDump, PassManager, PassReport, StopAfter};
@@ -38,7 +39,7 @@ pub struct CompileOptions {
     /// scope's representative bindings).
     pub sweep: Vec<Bindings>,
     /// Stop after this many pass runs, or after the pass or group with this name
-    /// (`canonicalize`, `fold`, `cse`, `dce`, `rewrite`, `schedule`); see [`run_pipeline`].
+    /// (`canonicalize`, `unroll`, `fold`, `forward_slices`, `cse`, `dce`, `rewrite`, `schedule`); see [`run_pipeline`].
     pub stop_after: Option<StopAfter>,
     /// Record the graph after these passes (`fold`, `cse`, `dce`, `rewrite`, `schedule`,
     /// `plan`, or `all`) into [`Compiled::dumps`].
@@ -47,6 +48,9 @@ pub struct CompileOptions {
     pub max_variants: Option<usize>,
     /// Run the loop fusion pass (`ebb_passes::fuse`) before scheduling (off by default).
     pub fusion: bool,
+    /// Keep `while` loops with a constant trip count as loops instead of unrolling them
+    /// (`ebb_passes::canon::unroll`; unrolled by default).
+    pub keep_loops: bool,
     /// Which inputs are donated (`ebb_passes::donate`; default: as imported).
     pub donate: DonatePolicy,
     /// The device recorded in the plan ([`Plan::device`]) for the runtime to price decisions
@@ -192,7 +196,9 @@ fn size_error(g: &Graph, b: &Bindings, e: ebb_ir::dim::DimError) -> anyhow::Erro
 /// Names `--stop-after` accepts besides a run count: the groups and passes of the pipeline.
 pub const STOP_POINTS: &[&str] = &[
     "canonicalize",
+    "unroll",
     "fold",
+    "forward_slices",
     "cse",
     "dce",
     "donate",
@@ -202,8 +208,8 @@ pub const STOP_POINTS: &[&str] = &[
     "plan",
 ];
 
-/// The pass manager of the pipeline (see the module docs): groups `canonicalize` (fold, CSE,
-/// DCE to a fixed point, at most 4 sweeps), `donate` ([`CompileOptions::donate`]), `rewrite` (only with rule groups), `fuse` (only
+/// The pass manager of the pipeline (see the module docs): groups `canonicalize` (unroll,
+/// fold, forward_slices, CSE, DCE to a fixed point, at most 4 sweeps), `donate` ([`CompileOptions::donate`]), `rewrite` (only with rule groups), `fuse` (only
 /// with [`CompileOptions::fusion`]), `schedule` and `plan`.
 pub fn pass_manager(opts: &CompileOptions) -> PassManager {
     let mut sweep = opts.sweep.clone();
@@ -212,7 +218,12 @@ pub fn pass_manager(opts: &CompileOptions) -> PassManager {
     }
     let mut pm = PassManager::new()
         .group("canonicalize")
+        .add_pass(Unroll {
+            max_trip_count: if opts.keep_loops { 0 } else { MAX_TRIP_COUNT },
+            ..Unroll::default()
+        })
         .add_pass(Fold::default())
+        .add_pass(ForwardSlices)
         .add_pass(Cse)
         .add_pass(Dce)
         .fixed_point(4)

@@ -175,18 +175,18 @@ fn compile_prints_the_ir_after_the_named_passes() {
         "--print-after",
         "cse",
         "--stop-after",
-        "2",
+        "4",
     ]);
     assert_ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
-    // fold runs first, then cse (pass run 2); --stop-after 2 ends the pipeline there, and the
-    // output is the graph at that point, not a plan.
+    // unroll, fold and forward_slices run first, then cse (pass run 4); --stop-after 4 ends
+    // the pipeline there, and the output is the graph at that point, not a plan.
     assert_eq!(err.matches("// ----- IR after").count(), 1, "{err}");
     assert!(
-        err.contains("// ----- IR after cse (pass run 2) -----\ngraph @main {"),
+        err.contains("// ----- IR after cse (pass run 4) -----\ngraph @main {"),
         "{err}"
     );
-    assert!(err.contains("stopped after cse (pass run 2)"), "{err}");
+    assert!(err.contains("stopped after cse (pass run 4)"), "{err}");
     let written = std::fs::read_to_string(&plan).unwrap();
     ebb_ir::text::parse(&written).expect("--stop-after writes textual IR");
     let bad = ebb(&[

@@ -246,3 +246,39 @@ fn removes_identity_reduce_precision_only() {
         "{after}"
     );
 }
+
+/// Tests rule 7, index arithmetic on small integer constants: `compare`, `select`, `maximum`,
+/// `minimum`, `clamp` with scalar bounds, `concatenate`, `slice` and a dense `reshape` fold
+/// (JAX's wrap-around of a negative scan index: `select(i < 0, i + n, i)`), while the same
+/// ops on floats or on a non-constant operand are left alone.
+#[test]
+fn folds_index_arithmetic_on_small_integer_constants() {
+    let (s, r) = before_after(
+        r#"graph @main {
+  %j = input {index = 0, name = "j"} : i32[]
+  %i = constant {value = dense<-1> : i32} : i32[]
+  %n = constant {value = dense<3> : i32} : i32[]
+  %z = constant {value = dense<0> : i32} : i32[]
+  %neg = compare(%i, %z) {comparison_direction = "LT"} : i1[]
+  %wrap = add(%i, %n) : i32[]
+  %k = select(%neg, %wrap, %i) : i32[]
+  %hi = maximum(%k, %n) : i32[]
+  %lo = minimum(%k, %z) : i32[]
+  %k1 = reshape(%k) {shape = dims[1]} : i32[1]
+  %n1 = reshape(%n) {shape = dims[1]} : i32[1]
+  %v = concatenate(%k1, %n1) {dimension = 0} : i32[2]
+  %c = clamp(%z, %v, %k) : i32[2]
+  %s = slice(%c) {limit_indices = dims[2], start_indices = dims[1], strides = dims[1]} : i32[1]
+  %m = reshape(%v) {shape = dims[2, 1]} : i32[2,1]
+  %f = constant {value = dense<1.5> : f32} : f32[]
+  %g = constant {value = dense<2.5> : f32} : f32[]
+  %fm = maximum(%f, %g) : f32[]
+  %dyn = maximum(%j, %n) : i32[]
+  return %k, %hi, %lo, %s, %m, %fm, %dyn
+}"#,
+        &Fold::default(),
+    );
+    // neg, wrap, k, hi, lo, k1, n1, v, c, s, m.
+    assert_eq!(r, PassResult::changes(11));
+    insta::assert_snapshot!(s);
+}

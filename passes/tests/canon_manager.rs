@@ -103,10 +103,11 @@ fn stop_after_limits_pass_runs() {
     assert_eq!(print(&g), print(&parse(MESSY).unwrap()));
 
     let mut g = parse(MESSY).unwrap();
-    let r = canon::pipeline(10).stop_after(Some(1)).run(&mut g).unwrap();
+    // Run 1 is `unroll` (nothing to do here), run 2 `fold`.
+    let r = canon::pipeline(10).stop_after(Some(2)).run(&mut g).unwrap();
     assert_eq!(
-        (r.runs.len(), r.runs[0].pass, r.stop_reason),
-        (1, "fold", StopReason::StopAfter)
+        (r.runs.len(), r.runs[1].pass, r.stop_reason),
+        (2, "fold", StopReason::StopAfter)
     );
     let mut only_fold = parse(MESSY).unwrap();
     Fold::default()
@@ -115,13 +116,20 @@ fn stop_after_limits_pass_runs() {
     assert_eq!(print(&g), print(&only_fold));
 
     let mut g = parse(MESSY).unwrap();
-    let r = canon::pipeline(10).stop_after(Some(4)).run(&mut g).unwrap();
+    let r = canon::pipeline(10).stop_after(Some(6)).run(&mut g).unwrap();
     assert_eq!(
         r.runs
             .iter()
             .map(|r| (r.iteration, r.pass))
             .collect::<Vec<_>>(),
-        vec![(1, "fold"), (1, "cse"), (1, "dce"), (2, "fold")]
+        vec![
+            (1, "unroll"),
+            (1, "fold"),
+            (1, "forward_slices"),
+            (1, "cse"),
+            (1, "dce"),
+            (2, "unroll")
+        ]
     );
 
     let mut g = parse(MESSY).unwrap();
@@ -233,7 +241,7 @@ fn report_serializes_with_timings_and_totals() {
     let totals = report.totals();
     assert_eq!(
         totals.iter().map(|t| t.pass).collect::<Vec<_>>(),
-        vec!["fold", "cse", "dce"]
+        vec!["unroll", "fold", "forward_slices", "cse", "dce"]
     );
     let changes: usize = totals.iter().map(|t| t.changes).sum();
     assert_eq!(

@@ -9,6 +9,7 @@ mod canon_cse;
 mod canon_dce;
 mod canon_fold;
 mod canon_manager;
+mod canon_unroll;
 mod donate;
 mod fuse;
 mod in_place;

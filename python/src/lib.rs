@@ -206,6 +206,7 @@ impl PyPlan {
                 },
                 donate: donate.parse().map_err(|e| anyhow::anyhow!("donate: {e}"))?,
                 rewrite: None,
+                unroll: ebb_compiler::flags::OnOff::On,
             };
             let mut opts = flags.apply(Default::default())?;
             opts.device = device

@@ -55,6 +55,7 @@ fn compile(fused: bool) -> Plan {
             fusion: OnOff::On,
             donate: DonatePolicy::Auto,
             rewrite: None,
+            unroll: ebb_compiler::flags::OnOff::On,
         }
         .apply(CompileOptions::default())
         .expect("default rewrites")

@@ -38,6 +38,7 @@ fn compile(path: &Path, donate: Option<DonatePolicy>) -> Plan {
             fusion: OnOff::On,
             donate,
             rewrite: None,
+            unroll: ebb_compiler::flags::OnOff::On,
         }
         .apply(CompileOptions::default())
         .expect("default rewrites"),

@@ -446,3 +446,39 @@ fn every_fixture_layout_stays_within_five_percent_of_the_planned_peak() {
     }
     eprintln!("largest arena / planned peak: {:.4} ({})", worst.0, worst.1);
 }
+
+/// Issue #13 item 6: the 2-layer GPT whose blocks run under `lax.scan` (two `while` loops,
+/// stacked residuals) is unrolled at compile time, so its scheduled peak without a budget is
+/// within 5% of the unrolled export's (`gpt2_tiny_adamw`, the same model) at small and large
+/// shapes; with `--unroll off` the loops are planned whole and the peak is far above it.
+#[test]
+fn scan_fixture_schedules_within_five_percent_of_the_unrolled_export() {
+    let scan = compiled("gpt2_tiny_scan");
+    let unrolled = compiled("gpt2_tiny_adamw");
+    let (g, _) = import_file(&jax_fixture("gpt2_tiny_scan")).unwrap();
+    let kept = compile(
+        g,
+        &CompileOptions {
+            keep_loops: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let peak = |c: &Compiled, b: &ebb_ir::Bindings| {
+        ebb_compiler::pipeline::plan_report(&c.plan, b, None)
+            .unwrap()
+            .peak_bytes_scheduled
+    };
+    for (bb, s) in [(1, 16), (2, 64), (8, 256), (16, 512)] {
+        let b = bind(&[("B", bb), ("S", s)]);
+        let (p, u, k) = (peak(&scan, &b), peak(&unrolled, &b), peak(&kept, &b));
+        eprintln!("B={bb} S={s}: scan {p}, unrolled export {u}, loops kept {k}");
+        assert!(p as f64 <= 1.05 * u as f64, "B={bb} S={s}: {p} vs {u}");
+        if s >= 256 {
+            assert!(
+                k as f64 > 1.3 * u as f64,
+                "B={bb} S={s}: loops kept {k} vs {u}"
+            );
+        }
+    }
+}

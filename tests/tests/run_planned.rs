@@ -6,7 +6,7 @@
 
 use ebb_compiler::pipeline::{self, CompileOptions};
 use ebb_ir::plan::{DecisionKind, Plan};
-use ebb_ir::Bindings;
+use ebb_ir::{Bindings, OpKind};
 use ebb_runtime::finalize::{FinalizeError, FinalizeOptions};
 use ebb_runtime::inputs::random_inputs;
 use ebb_runtime::{Runtime, RuntimeError, Tensor};
@@ -14,6 +14,10 @@ use ebb_testkit::{jax_fixture, jax_fixtures_dir};
 
 /// Compiles a JAX fixture by name, or an ONNX fixture given as `onnx/NAME`.
 fn compile(name: &str) -> Plan {
+    compile_with(name, &CompileOptions::default())
+}
+
+fn compile_with(name: &str, opts: &CompileOptions) -> Plan {
     let path = match name.strip_prefix("onnx/") {
         Some(n) => jax_fixtures_dir()
             .parent()
@@ -22,9 +26,7 @@ fn compile(name: &str) -> Plan {
         None => jax_fixture(name),
     };
     let (g, _) = ebb_compiler::frontend::import_file(&path, None).unwrap();
-    pipeline::compile(g, &CompileOptions::default())
-        .unwrap()
-        .plan
+    pipeline::compile(g, opts).unwrap().plan
 }
 
 fn program_order_peak(plan: &Plan, b: &Bindings) -> i64 {
@@ -53,7 +55,10 @@ fn assert_bit_identical(a: &[Tensor], b: &[Tensor]) {
 /// the smallest feasible budget when that is infeasible) for each decision-kind set; returns
 /// (budget, recompute FLOPs / step FLOPs) of the run with both kinds.
 fn run_fixture(name: &str, bind: &str, fraction: f64) -> (i64, f64) {
-    let plan = compile(name);
+    run_plan(name, compile(name), bind, fraction)
+}
+
+fn run_plan(name: &str, plan: Plan, bind: &str, fraction: f64) -> (i64, f64) {
     let b = pipeline::parse_bindings(bind).unwrap();
     let inputs = random_inputs(
         &Runtime::new(plan.clone(), None).unwrap().graph().clone(),
@@ -238,9 +243,35 @@ fn mlp_runs_bit_identical_under_a_budget() {
     run_fixture("mlp_sgd", "B=64", 0.6);
 }
 
+/// The scan over layers kept as `while` loops (`--unroll off`): the loops are planned whole.
 #[test]
 fn while_loop_fixture_runs_bit_identical_under_a_budget() {
-    run_fixture("gpt2_tiny_scan", "B=4,S=64", 0.6);
+    let opts = CompileOptions {
+        keep_loops: true,
+        ..CompileOptions::default()
+    };
+    let plan = compile_with("gpt2_tiny_scan", &opts);
+    let g = pipeline::plan_graph(&plan).unwrap();
+    assert!(g
+        .order()
+        .iter()
+        .any(|&id| g.node(id).kind() == OpKind::While));
+    run_plan("gpt2_tiny_scan", plan, "B=4,S=64", 0.6);
+}
+
+/// The scan over layers unrolled (the default): half the program-order peak is feasible at
+/// B=8, S=256, the runs are bit-identical, and the plan holds no loop.
+#[test]
+fn unrolled_scan_fixture_runs_bit_identical_under_half_its_program_order_peak() {
+    let plan = compile("gpt2_tiny_scan");
+    let g = pipeline::plan_graph(&plan).unwrap();
+    assert!(g
+        .order()
+        .iter()
+        .all(|&id| g.node(id).kind() != OpKind::While));
+    let (budget, _) = run_plan("gpt2_tiny_scan", plan.clone(), "B=8,S=256", 0.5);
+    let b = pipeline::parse_bindings("B=8,S=256").unwrap();
+    assert!(budget as f64 <= 0.5 * program_order_peak(&plan, &b) as f64);
 }
 
 /// Dropout (threefry `while` loops, `ui64`, `bitcast_convert`) and a `lax.cond` gradient

@@ -123,6 +123,7 @@ fn ckpt_cumsum_key_runs_checked_under_a_budget() {
         fusion: ebb_compiler::flags::OnOff::On,
         donate: ebb_passes::donate::DonatePolicy::Auto,
         rewrite: None,
+        unroll: ebb_compiler::flags::OnOff::On,
     }
     .apply(CompileOptions::default())
     .unwrap();

@@ -19,6 +19,10 @@
 //!    `jax.checkpoint` policies emit).
 //! 6. Literal canonicalization: a non-splat `constant` whose elements are all equal becomes a
 //!    splat (so CSE sees equal constants as equal, and the literal shrinks).
+//! 7. Index arithmetic on small integer constants ([`super::fold_index`]): `reshape`,
+//!    `concatenate`, `slice`, `clamp`, `select`, `compare`, `maximum`, `minimum` → `constant`.
+//!    These compute the start indices of a loop's `dynamic_slice`s once the loop is unrolled
+//!    ([`super::unroll`]), e.g. `clamp(0, concatenate(reshape(1 - i), 0, 0), 1)`.
 //!
 //! "Small" means at most [`Fold::max_elements`] elements ([`MAX_FOLD_ELEMENTS`] by default).
 //!
@@ -174,9 +178,9 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
                 return Some(Rewrite::Forward(v));
             }
             out.static_dims()?;
-            match elements(g, v, 1)? {
-                (true, values) => build(out.dtype, &values, true).map(Rewrite::Constant),
-                _ => None,
+            match elements(g, v, 1) {
+                Some((true, values)) => build(out.dtype, &values, true).map(Rewrite::Constant),
+                _ => super::fold_index::rewrite(g, id, max).map(Rewrite::Constant),
             }
         }
         Op::ReducePrecision(r) => {
@@ -215,19 +219,19 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
             }
             build(out.dtype, &values, splat).map(Rewrite::Constant)
         }
-        _ => None,
+        _ => super::fold_index::rewrite(g, id, max).map(Rewrite::Constant),
     }
 }
 
 /// One literal element: integers (and `i1`) as `i64`, floats as `f64`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Num {
+pub(super) enum Num {
     I(i64),
     F(f64),
 }
 
 /// Static element count of `t`, if its shape is static.
-fn num_elements(t: &TensorType) -> Option<usize> {
+pub(super) fn num_elements(t: &TensorType) -> Option<usize> {
     t.static_dims()?
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
@@ -235,7 +239,7 @@ fn num_elements(t: &TensorType) -> Option<usize> {
 
 /// The elements of value `v` when it is produced by a `constant`: `(true, [x])` for a splat
 /// (or a one-element tensor), `(false, xs)` for a dense literal of at most `max` elements.
-fn elements(g: &Graph, v: ValueRef, max: usize) -> Option<(bool, Vec<Num>)> {
+pub(super) fn elements(g: &Graph, v: ValueRef, max: usize) -> Option<(bool, Vec<Num>)> {
     let n = g.node(v.node);
     let Op::Constant(lit) = &n.op else {
         return None;
@@ -334,7 +338,7 @@ fn encode(dtype: DType, x: Num) -> Option<Vec<u8>> {
 
 /// A literal of `dtype` from `values` (one value when `splat`); all-equal values become a
 /// splat. `None` when a value is not exactly representable.
-fn build(dtype: DType, values: &[Num], splat: bool) -> Option<Literal> {
+pub(super) fn build(dtype: DType, values: &[Num], splat: bool) -> Option<Literal> {
     let first = values.first()?;
     if splat || values.iter().all(|x| x == first) {
         return Some(Literal {

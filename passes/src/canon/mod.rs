@@ -1,13 +1,17 @@
 //! Canonicalization: the cleanup passes that run right after import and before any memory
 //! planning, one pass per file.
 //!
-//! | pass   | file       | what it does                                                          |
-//! |--------|------------|-----------------------------------------------------------------------|
-//! | `fold` | [`fold`]   | folds shape computations and small integer constants, removes identity ops |
-//! | `cse`  | [`cse`]    | merges identical pure ops into the first one in program order          |
-//! | `dce`  | [`dce`]    | removes ops whose results do not reach the graph outputs              |
+//! | pass             | file       | what it does                                                |
+//! |------------------|------------|-------------------------------------------------------------|
+//! | `unroll`         | [`unroll`] | unrolls `while` loops with a constant trip count (a scan over layers) |
+//! | `fold`           | [`fold`]   | folds shape computations and small integer constants, removes identity ops |
+//! | `forward_slices` | [`slices`] | forwards `dynamic_slice` of a `dynamic_update_slice` to the update (or its operand) |
+//! | `cse`            | [`cse`]    | merges identical pure ops into the first one in program order |
+//! | `dce`            | [`dce`]    | removes ops whose results do not reach the graph outputs    |
 //!
-//! [`pipeline`] runs them in that order to a fixed point: folding exposes duplicates (equal new
+//! [`pipeline`] runs them in that order to a fixed point: unrolling makes loop counters
+//! constants, folding turns the index arithmetic on them into constants, which lets slices of
+//! stacked residuals forward to the values written; folding also exposes duplicates (equal new
 //! constants) and dead producers, CSE exposes dead duplicates, DCE removes them.
 //!
 //! Every pass keeps the graph valid ([`ebb_ir::verify::verify`] passes after it when it passed
@@ -25,10 +29,15 @@
 pub mod cse;
 pub mod dce;
 pub mod fold;
+mod fold_index;
+pub mod slices;
+pub mod unroll;
 
 pub use cse::Cse;
 pub use dce::Dce;
 pub use fold::Fold;
+pub use slices::ForwardSlices;
+pub use unroll::Unroll;
 
 pub use crate::manager::total_op_count;
 use crate::manager::PassManager;
@@ -65,11 +74,14 @@ pub fn graph_has_side_effects(g: &Graph) -> bool {
     g.order().iter().any(|&id| has_side_effects(g.node(id)))
 }
 
-/// The canonicalization pipeline: `fold`, `cse`, `dce`, repeated until a whole sweep changes
-/// nothing or `max_iterations` sweeps ran. The verifier runs after every pass.
+/// The canonicalization pipeline: `unroll`, `fold`, `forward_slices`, `cse`, `dce`, repeated
+/// until a whole sweep changes nothing or `max_iterations` sweeps ran. The verifier runs after
+/// every pass.
 pub fn pipeline(max_iterations: usize) -> PassManager {
     PassManager::new()
+        .add_pass(Unroll::default())
         .add_pass(Fold::default())
+        .add_pass(ForwardSlices)
         .add_pass(Cse)
         .add_pass(Dce)
         .fixed_point(max_iterations)
