@@ -141,6 +141,47 @@ fn leaves_loops_over_the_limits_or_with_symbolic_trip_counts() {
     assert_eq!(r, PassResult::unchanged());
 }
 
+/// Tests a trip count carried through the loop (as ONNX `Loop`/`Scan` import): the bound is a
+/// carried value the body returns unchanged, so a constant start makes the trip count known
+/// (2 trips, the copies in the loop's place), while a bound the body changes does not.
+#[test]
+fn unrolls_a_loop_whose_bound_is_a_carried_constant() {
+    let src = |bound_out: &str| {
+        format!(
+            r#"graph @main {{
+  %x = input {{index = 0, name = "x"}} : f32[4]
+  %zero = constant {{value = dense<0> : i64}} : i64[]
+  %two = constant {{value = dense<2> : i64}} : i64[]
+  %w:3 = while(%zero, %two, %x) : i64[], i64[], f32[4] {{
+    region @cond {{
+      %i = input {{index = 0, name = ""}} : i64[]
+      %t = input {{index = 1, name = ""}} : i64[]
+      %a = input {{index = 2, name = ""}} : f32[4]
+      %p = compare(%i, %t) {{comparison_direction = "LT"}} : i1[]
+      return %p
+    }}
+    region @body {{
+      %i = input {{index = 0, name = ""}} : i64[]
+      %t = input {{index = 1, name = ""}} : i64[]
+      %a = input {{index = 2, name = ""}} : f32[4]
+      %one = constant {{value = dense<1> : i64}} : i64[]
+      %i2 = add(%i, %one) : i64[]
+      %t2 = add(%t, %one) : i64[]
+      %a2 = multiply(%a, %a) : f32[4]
+      return %i2, {bound_out}, %a2
+    }}
+  }}
+  return %w#2
+}}"#
+        )
+    };
+    let (s, r) = before_after(&src("%t"), &Unroll::default());
+    assert_eq!(r, PassResult::changes(1));
+    assert_eq!(s.matches("multiply").count(), 1 + 2, "{s}");
+    let (_, r) = before_after(&src("%t2"), &Unroll::default());
+    assert_eq!(r, PassResult::unchanged());
+}
+
 /// Tests slice forwarding on constant indices: a read of the row just written takes the
 /// update; a read of another row looks through the write to the earlier one; a read that
 /// overlaps a write partially stays on it; constant-start reads become `slice`s and one with

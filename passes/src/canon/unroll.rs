@@ -12,7 +12,8 @@
 //! buffers then die and the planner sees every layer's tensors, as in an unrolled export.
 //!
 //! A loop is unrolled when its condition is `compare(counter, c)` (either operand order) with a
-//! constant `c`, the body returns `counter + step` (or `counter - step`) at the counter's
+//! constant `c` (or a carried value the body passes through, with a constant start: the trip
+//! count an ONNX `Loop` or `Scan` carries), the body returns `counter + step` (or `counter - step`) at the counter's
 //! position with a constant `step`, the counter's initial value is a constant, and the trip
 //! count (found by running the counter) is at most [`Unroll::max_trip_count`] with at most
 //! [`Unroll::max_ops`] body ops in all. Loops with a symbolic trip count (a scan over `S`) or a
@@ -26,7 +27,7 @@
 use super::fold::{elements, Num};
 use super::has_side_effects;
 use crate::manager::{Pass, PassContext, PassError, PassResult};
-use ebb_ir::{Graph, Node, NodeId, Op, OpKind, ValueRef};
+use ebb_ir::{Graph, Node, NodeId, Op, OpKind, Relation, ValueRef};
 use std::collections::{HashMap, HashSet};
 
 /// Default for [`Unroll::max_trip_count`].
@@ -100,28 +101,33 @@ pub fn trip_count(g: &Graph, id: NodeId, max: u64) -> Option<u64> {
     if has_side_effects(n) {
         return None;
     }
-    // The condition: compare(input k, constant c) or compare(constant c, input k).
+    let inits = g.operands(id);
+    // The condition: compare(counter, bound) in either operand order, the bound a constant
+    // or a carried value the body passes through unchanged with a constant start (the trip
+    // count ONNX `Loop`/`Scan` carry).
     let &[p] = cond.outputs() else { return None };
     let Op::Compare(spec) = &cond.node(p.node).op else {
         return None;
     };
     let ops = cond.operands(p.node);
-    let (k, c, rel) = match (input_index(cond, ops[0]), input_index(cond, ops[1])) {
-        (Some(k), None) => (k, scalar_int(cond, ops[1])?, spec.direction),
-        (None, Some(k)) => (k, scalar_int(cond, ops[0])?, spec.direction.mirror()),
-        _ => return None,
+    let bound = |v: ValueRef| {
+        scalar_int(cond, v).or_else(|| {
+            let j = input_index(cond, v)?;
+            let through = *body.outputs().get(j)? == ValueRef::new(*body.inputs().get(j)?, 0);
+            through.then(|| scalar_int(g, *inits.get(j)?)).flatten()
+        })
     };
-    // The body: counter + step or counter - step at position k.
-    let next = *body.outputs().get(k)?;
-    let counter = ValueRef::new(*body.inputs().get(k)?, 0);
-    let bops = body.operands(next.node);
-    let step = match &body.node(next.node).op {
-        Op::Add if bops[0] == counter => scalar_int(body, bops[1])?,
-        Op::Add if bops[1] == counter => scalar_int(body, bops[0])?,
-        Op::Subtract if bops[0] == counter => scalar_int(body, bops[1])?.checked_neg()?,
-        _ => return None,
-    };
-    let init = *g.operands(id).get(k)?;
+    let counted = |k: usize, c: i64, rel: Relation| Some((k, c, rel, step(body, k)?));
+    let (k, c, rel, step) = input_index(cond, ops[0])
+        .and_then(|k| counted(k, bound(ops[1])?, spec.direction))
+        .or_else(|| {
+            counted(
+                input_index(cond, ops[1])?,
+                bound(ops[0])?,
+                spec.direction.mirror(),
+            )
+        })?;
+    let init = *inits.get(k)?;
     let mut v = scalar_int(g, init)?;
     let mut trips = 0u64;
     while rel.holds(v, c) {
@@ -132,6 +138,20 @@ pub fn trip_count(g: &Graph, id: NodeId, max: u64) -> Option<u64> {
         v = v.checked_add(step)?;
     }
     Some(trips)
+}
+
+/// The step of carried value `k` when the body returns `counter + step` or `counter - step`
+/// there, `step` a constant.
+fn step(body: &Graph, k: usize) -> Option<i64> {
+    let next = *body.outputs().get(k)?;
+    let counter = ValueRef::new(*body.inputs().get(k)?, 0);
+    let bops = body.operands(next.node);
+    match &body.node(next.node).op {
+        Op::Add if bops[0] == counter => scalar_int(body, bops[1]),
+        Op::Add if bops[1] == counter => scalar_int(body, bops[0]),
+        Op::Subtract if bops[0] == counter => scalar_int(body, bops[1])?.checked_neg(),
+        _ => None,
+    }
 }
 
 /// The argument index of `v` when it is a region input.
