@@ -210,12 +210,7 @@ pub fn assign_offsets(
     for (k, j) in joined.iter_mut().enumerate() {
         j.value = ValueId::new(k);
     }
-    let n = joined.len();
-    let (scanned, top_scan) = best_fit_scan(joined.clone());
-    let mut offset_of = vec![0i64; n];
-    for p in &scanned {
-        offset_of[p.value.index()] = p.offset;
-    }
+    let (mut offset_of, top_scan) = best_fit_scan(&joined);
     let items: Vec<Item> = joined
         .iter()
         .map(|j| Item {
@@ -383,7 +378,11 @@ mod tests {
                 })
                 .collect();
             assert_eq!(super::live_max(&items), live_max);
-            let (a, top_a) = best_fit_scan(allocs.clone());
+            let (offsets, top_a) = best_fit_scan(&allocs);
+            let mut a = allocs.clone();
+            for (x, o) in a.iter_mut().zip(offsets) {
+                x.offset = o;
+            }
             let mut layouts = vec![(a, top_a)];
             if let Some((offsets, top_b)) = best_layout(&items, live_max, live_max, i64::MAX) {
                 let mut b = allocs.clone();

@@ -10,10 +10,10 @@
 use super::{align, order_by_point, Allocation};
 
 /// The online scan: intervals by start point, each in the best-fitting free block (see the
-/// module docs). Returns the allocations (by start point, largest first at each point) and the
-/// arena size.
-pub(super) fn best_fit_scan(allocs: Vec<Allocation>) -> (Vec<Allocation>, i64) {
-    let mut by_start = order_by_point(&allocs, |a| a.start.index());
+/// module docs), largest first at each point. Returns the offset of every interval (indexed
+/// like `allocs`) and the arena size in bytes.
+pub(super) fn best_fit_scan(allocs: &[Allocation]) -> (Vec<i64>, i64) {
+    let mut by_start = order_by_point(allocs, |a| a.start.index());
     // Largest first among the intervals starting at one point (runs are short).
     let mut lo = 0;
     while lo < by_start.len() {
@@ -30,23 +30,24 @@ pub(super) fn best_fit_scan(allocs: Vec<Allocation>) -> (Vec<Allocation>, i64) {
         }
         lo = hi;
     }
-    let mut allocs: Vec<Allocation> = by_start
-        .iter()
-        .map(|&i| allocs[i as usize].clone())
-        .collect();
-    // Ends, to free intervals in point order.
-    let by_end = order_by_point(&allocs, |a| a.end.index());
+    // Ends, to free intervals in point order (the order of frees between two placements does
+    // not matter: free blocks are always coalesced, so the free list after them is the same).
+    let by_end = order_by_point(allocs, |a| a.end.index());
+    let mut offsets = vec![0i64; allocs.len()];
     let mut free = FreeList::default();
     let mut top = 0i64;
     let mut next_end = 0;
-    for i in 0..allocs.len() {
-        let start = allocs[i].start;
-        while next_end < by_end.len() && allocs[by_end[next_end] as usize].end < start {
-            let a = &allocs[by_end[next_end] as usize];
-            free.release(a.offset, align(a.bytes));
+    for &i in &by_start {
+        let a = &allocs[i as usize];
+        while let Some(&j) = by_end.get(next_end) {
+            let e = &allocs[j as usize];
+            if e.end >= a.start {
+                break;
+            }
+            free.release(offsets[j as usize], align(e.bytes));
             next_end += 1;
         }
-        let need = align(allocs[i].bytes);
+        let need = align(a.bytes);
         let offset = match free.take_best_fit(need) {
             Some(o) => o,
             None => {
@@ -64,66 +65,76 @@ pub(super) fn best_fit_scan(allocs: Vec<Allocation>) -> (Vec<Allocation>, i64) {
                 }
             }
         };
-        allocs[i].offset = offset;
+        offsets[i as usize] = offset;
     }
-    (allocs, top)
+    (offsets, top)
 }
 
-/// Free blocks `(offset, size)` sorted by offset. The scan keeps few free blocks at a time
-/// (they coalesce), so a linear best-fit search over a contiguous vector beats the
-/// logarithmic trees of a general allocator here.
+/// Free blocks sorted by offset, as two parallel vectors (`offsets[i]`, `sizes[i]`). The scan
+/// keeps few free blocks at a time (they coalesce), so a linear best-fit search over
+/// contiguous sizes beats the logarithmic trees of a general allocator here.
 #[derive(Default)]
 struct FreeList {
-    blocks: Vec<(i64, i64)>,
+    offsets: Vec<i64>,
+    sizes: Vec<i64>,
 }
 
 impl FreeList {
     /// Frees `[offset, offset + size)`, coalescing with free neighbours.
     fn release(&mut self, offset: i64, size: i64) {
-        let i = self.blocks.partition_point(|&(o, _)| o < offset);
-        let joins_prev = i > 0 && {
-            let (po, ps) = self.blocks[i - 1];
-            po + ps == offset
-        };
-        let joins_next = i < self.blocks.len() && self.blocks[i].0 == offset + size;
+        let i = self.offsets.partition_point(|&o| o < offset);
+        let joins_prev = i > 0 && self.offsets[i - 1] + self.sizes[i - 1] == offset;
+        let joins_next = i < self.offsets.len() && self.offsets[i] == offset + size;
         match (joins_prev, joins_next) {
             (true, true) => {
-                let next = self.blocks.remove(i).1;
-                self.blocks[i - 1].1 += size + next;
+                self.offsets.remove(i);
+                let next = self.sizes.remove(i);
+                self.sizes[i - 1] += size + next;
             }
-            (true, false) => self.blocks[i - 1].1 += size,
-            (false, true) => self.blocks[i] = (offset, size + self.blocks[i].1),
-            (false, false) => self.blocks.insert(i, (offset, size)),
+            (true, false) => self.sizes[i - 1] += size,
+            (false, true) => {
+                self.offsets[i] = offset;
+                self.sizes[i] += size;
+            }
+            (false, false) => {
+                self.offsets.insert(i, offset);
+                self.sizes.insert(i, size);
+            }
         }
     }
 
     /// Takes `need` bytes from the smallest free block that holds them (lowest offset among
     /// equals); returns the offset.
     fn take_best_fit(&mut self, need: i64) -> Option<i64> {
-        let mut best: Option<(i64, usize)> = None;
-        for (i, &(_, size)) in self.blocks.iter().enumerate() {
-            if size >= need && best.is_none_or(|(s, _)| size < s) {
-                best = Some((size, i));
-                if size == need {
-                    break;
-                }
-            }
+        // Branch-free over the blocks: too small ones count as `i64::MAX`; the first smallest
+        // wins (an exact fit is the smallest possible).
+        let (mut best, mut at) = (i64::MAX, usize::MAX);
+        for (i, &size) in self.sizes.iter().enumerate() {
+            let key = if size >= need { size } else { i64::MAX };
+            let better = key < best;
+            best = if better { key } else { best };
+            at = if better { i } else { at };
         }
-        let (size, i) = best?;
-        let offset = self.blocks[i].0;
-        if size > need {
-            self.blocks[i] = (offset + need, size - need);
+        if at == usize::MAX {
+            return None;
+        }
+        let offset = self.offsets[at];
+        if best > need {
+            self.offsets[at] = offset + need;
+            self.sizes[at] = best - need;
         } else {
-            self.blocks.remove(i);
+            self.offsets.remove(at);
+            self.sizes.remove(at);
         }
         Some(offset)
     }
 
     /// Takes the free block that ends at `top`, if any; returns its offset.
     fn take_at_top(&mut self, top: i64) -> Option<i64> {
-        let &(o, s) = self.blocks.last()?;
+        let (&o, &s) = (self.offsets.last()?, self.sizes.last()?);
         (o + s == top).then(|| {
-            self.blocks.pop();
+            self.offsets.pop();
+            self.sizes.pop();
             o
         })
     }
