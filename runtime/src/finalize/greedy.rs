@@ -5,14 +5,17 @@
 //! `cost / (memory · staleness)`), adapted to a plan known ahead:
 //! 1. Every (candidate, allowed kind) pair is an option priced on the device
 //!    ([`ebb_ir::cost::StepCosts`]) and scored `cost_us / (bytes · window)`, window = the
-//!    points it frees. Options are sorted best first.
+//!    points it frees; the windows and which node of a segment tree over the points holds each
+//!    are known ahead ([`super::Prepared`]).
 //! 2. While the peak (a [`PeakTree`] over resident bytes per point, O(log n) per query) is
 //!    over the budget, take the best option of an untaken candidate whose window covers the
-//!    peak point (scanning, in rank order, only the options whose window meets the peak's
-//!    block of [`BLOCK`] points: [`CoverIndex`]). A swap's score uses its marginal cost given the swaps already taken (they
-//!    share the link: [`ebb_ir::cost::exposed_transfer_us`]); marginal costs are never below
-//!    the static ones, so the scan stops at the first static score above the best marginal
-//!    one found (lazy evaluation, as in lazy greedy submodular maximization, Minoux 1978).
+//!    peak point ([`CoverHeaps`]: lazy heaps over a segment tree of the points). A swap's score
+//!    uses its marginal cost given the swaps already taken (they share the link:
+//!    [`ebb_ir::cost::exposed_transfer_us`]); marginal costs are never below the static ones and
+//!    only grow as swaps are taken, so a score evaluated earlier bounds the current one from
+//!    below and only the options that could win are evaluated again (lazy evaluation, as in
+//!    lazy greedy submodular maximization, Minoux 1978). Ties go to the better rank: static
+//!    score, then larger values, then candidate and kind.
 //!    When no option covers the point, *widen* a taken candidate instead: replace its option
 //!    by one of the same candidate whose window strictly contains the old one and covers the
 //!    point (a swap's window, which ends at its prefetch, becomes the recompute's, which ends
@@ -30,6 +33,7 @@
 //! and each recompute's transient bytes charged in full at its regeneration point (a bound
 //! on the checker's count, which `super::exact_residency` computes afterwards).
 
+use super::cover::{CoverHeaps, CoverNodes, Rank};
 use super::segtree::PeakTree;
 use super::FinalizeError;
 use ebb_ir::cost::exposed_transfer_us;
@@ -54,6 +58,12 @@ pub(super) struct Option_ {
 }
 
 impl Option_ {
+    /// Whether the option can be taken (an absent one is a placeholder: a kind not allowed, or
+    /// a value without bytes).
+    pub fn present(&self) -> bool {
+        self.bytes > 0
+    }
+
     fn window(&self) -> f64 {
         (self.r.index() - self.l.index() + 1) as f64
     }
@@ -79,47 +89,8 @@ pub(super) struct Chosen {
     pub exposed_transfer_us: f64,
 }
 
-/// Points per block of [`CoverIndex`].
-const BLOCK: usize = 256;
-
-/// For each block of [`BLOCK`] points, the options (indices in rank order) whose window meets
-/// it: the scan for an option covering point `p` reads only `p`'s block (compressed rows).
-struct CoverIndex {
-    /// `entries[start[b]..start[b + 1]]`: the options meeting block `b`.
-    start: Vec<u32>,
-    entries: Vec<u32>,
-}
-
-impl CoverIndex {
-    fn new(scan: &[(f64, u32, u32, u32)], points: usize) -> CoverIndex {
-        let blocks = points.div_ceil(BLOCK).max(1);
-        let block = |p: u32| (p as usize / BLOCK).min(blocks - 1);
-        let mut start = vec![0u32; blocks + 1];
-        for &(_, l, r, _) in scan {
-            for b in block(l)..=block(r) {
-                start[b + 1] += 1;
-            }
-        }
-        for b in 0..blocks {
-            start[b + 1] += start[b];
-        }
-        let mut fill = start.clone();
-        let mut entries = vec![0u32; start[blocks] as usize];
-        for (i, &(_, l, r, _)) in scan.iter().enumerate() {
-            for b in block(l)..=block(r) {
-                entries[fill[b] as usize] = i as u32;
-                fill[b] += 1;
-            }
-        }
-        CoverIndex { start, entries }
-    }
-
-    /// The options whose window meets the block of point `p`, in rank order.
-    fn meeting(&self, p: usize) -> &[u32] {
-        let b = (p / BLOCK).min(self.start.len() - 2);
-        &self.entries[self.start[b] as usize..self.start[b + 1] as usize]
-    }
-}
+/// No option (in [`choose`]'s per-candidate table).
+const NONE: u32 = u32::MAX;
 
 /// Passes of the kind-switching local search.
 pub(super) const SWITCH_PASSES: usize = 3;
@@ -167,6 +138,7 @@ impl Link {
 /// [`FinalizeError::Infeasible`] with the smallest budget this greedy meets.
 pub(super) fn choose(
     options: Vec<Option_>,
+    cover: &CoverNodes,
     candidates: usize,
     tree: &mut PeakTree,
     budget: i64,
@@ -176,46 +148,41 @@ pub(super) fn choose(
         step_us,
         ..Link::default()
     };
-    // By score, then larger values first, then candidate and kind. Keys are unique, so an
-    // unstable sort is deterministic; the bits of a non-negative float order like its value.
-    // Sorted as compact keys, then gathered: moving the options themselves costs more.
-    let mut keys: Vec<(u64, u64, u32, u32)> = options
+    // Rank order: by score, then larger values first, then candidate and kind (unique keys;
+    // the bits of a non-negative float order like its value).
+    let rank: Vec<Rank> = options
         .iter()
-        .enumerate()
-        .map(|(i, o)| {
+        .map(|o| {
             (
                 (o.score + 0.0).to_bits(),
                 u64::MAX - o.bytes as u64,
                 (o.c.index() as u32) << 1 | (o.kind == DecisionKind::Swap) as u32,
-                i as u32,
             )
         })
         .collect();
-    keys.sort_unstable();
-    let options: Vec<Option_> = keys.iter().map(|k| options[k.3 as usize]).collect();
-    // Options of each candidate, for widening.
-    let mut of_candidate: Vec<Vec<usize>> = vec![Vec::new(); candidates];
-    for (i, o) in options.iter().enumerate() {
-        of_candidate[o.c.index()].push(i);
+    // Options of each candidate (at most one per kind), in rank order, for widening and
+    // switching.
+    let mut of_candidate: Vec<[u32; 2]> = vec![[NONE; 2]; candidates];
+    for (i, o) in options.iter().enumerate().filter(|(_, o)| o.present()) {
+        let slot = &mut of_candidate[o.c.index()];
+        if slot[0] == NONE {
+            slot[0] = i as u32;
+        } else if rank[i] < rank[slot[0] as usize] {
+            *slot = [i as u32, slot[0]];
+        } else {
+            slot[1] = i as u32;
+        }
     }
+    let of = |c: usize| of_candidate[c].into_iter().filter(|&i| i != NONE);
     // The option taken per candidate, and the candidates in the order first taken.
     let mut state: Vec<Option<usize>> = vec![None; candidates];
     let mut order: Vec<CandidateId> = Vec::new();
-    // What the scan below reads, contiguous: (score, first point, last point, candidate).
-    let scan: Vec<(f64, u32, u32, u32)> = options
-        .iter()
-        .map(|o| {
-            (
-                o.score,
-                o.l.index() as u32,
-                o.r.index() as u32,
-                o.c.index() as u32,
-            )
-        })
-        .collect();
-    // `state[c].is_some()`, compact for the scan.
+    // `state[c].is_some()`, compact for the queries.
     let mut taken: Vec<bool> = vec![false; candidates];
-    let blocks = CoverIndex::new(&scan, tree.len());
+    let mut heaps = CoverHeaps::new(cover, &rank);
+    // A swap's score evaluated at link state `epoch` (bumped whenever the link changes).
+    let mut fresh: Vec<(u32, u64)> = vec![(0, 0); options.len()];
+    let mut epoch = 1u32;
     let mut lowest = i64::MAX;
     loop {
         let (peak, p) = tree.argmax();
@@ -225,26 +192,29 @@ pub(super) fn choose(
             break;
         }
         // The best marginal score among untaken options covering `p` (lazy: marginal scores
-        // are at least the static ones the options are sorted by).
-        let mut pick: Option<(f64, usize)> = None;
-        let at = p.index() as u32;
-        for &i in blocks.meeting(p.index()) {
-            let i = i as usize;
-            let (static_score, l, r, c) = scan[i];
-            if pick.is_some_and(|(best, _)| static_score >= best) {
-                break;
-            }
-            if l <= at && at <= r && !taken[c as usize] {
+        // are at least the static ones, and only grow while the link only gains swaps).
+        let pick = heaps.best(
+            p.index(),
+            |i| !options[i].present() || taken[options[i].c.index()],
+            |i, key| {
                 let o = &options[i];
-                let score = link.marginal(o) / (o.bytes as f64 * o.window());
-                if pick.is_none_or(|(best, _)| score < best) {
-                    pick = Some((score, i));
+                if o.kind == DecisionKind::Recompute {
+                    return None;
                 }
-            }
-        }
+                let f = &mut fresh[i];
+                if f.0 != epoch {
+                    let score = link.marginal(o) / (o.bytes as f64 * o.window());
+                    *f = (epoch, (score + 0.0).to_bits());
+                }
+                (f.1 != key).then_some(f.1)
+            },
+        );
         if let Some((_, i)) = pick {
             options[i].apply(tree, 1);
-            link.add(&options[i], 1.0);
+            if options[i].kind == DecisionKind::Swap {
+                link.add(&options[i], 1.0);
+                epoch += 1;
+            }
             state[options[i].c.index()] = Some(i);
             taken[options[i].c.index()] = true;
             order.push(options[i].c);
@@ -260,7 +230,8 @@ pub(super) fn choose(
             if o.covers(p) {
                 continue;
             }
-            for &j in &of_candidate[c.index()] {
+            for j in of(c.index()) {
+                let j = j as usize;
                 let n = &options[j];
                 if n.covers(p) && n.l <= o.l && o.r <= n.r {
                     let delta = n.cost_us - o.cost_us;
@@ -282,6 +253,11 @@ pub(super) fn choose(
         options[new].apply(tree, 1);
         link.add(&options[new], 1.0);
         state[options[new].c.index()] = Some(new);
+        // Scores may have fallen (a swap left the link): back to the static bounds.
+        epoch += 1;
+        if options[old].kind == DecisionKind::Swap {
+            heaps.reset();
+        }
     }
     let mut recompute_us: f64 = order
         .iter()
@@ -299,7 +275,7 @@ pub(super) fn choose(
     for c in by_cost {
         let Some(i) = state[c.index()] else { continue };
         options[i].apply(tree, -1);
-        if tree.argmax().0 <= budget {
+        if tree.max() <= budget {
             state[c.index()] = None;
             link.add(&options[i], -1.0);
             if options[i].kind == DecisionKind::Recompute {
@@ -318,7 +294,8 @@ pub(super) fn choose(
         let mut improved = false;
         for &c in &order {
             let Some(i) = state[c.index()] else { continue };
-            for &j in &of_candidate[c.index()] {
+            for j in of(c.index()) {
+                let j = j as usize;
                 if j == i {
                     continue;
                 }
@@ -332,7 +309,7 @@ pub(super) fn choose(
                 }
                 options[i].apply(tree, -1);
                 options[j].apply(tree, 1);
-                if tree.argmax().0 <= budget {
+                if tree.max() <= budget {
                     state[c.index()] = Some(j);
                     link = next;
                     recompute_us = rec;

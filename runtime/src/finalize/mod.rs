@@ -23,6 +23,7 @@
 //! --exact` measures the gap); recompute transients are charged at the regeneration point in
 //! full (conservative); link sharing is a fluid lower bound (see `ebb_ir::cost`).
 
+mod cover;
 mod greedy;
 mod prepared;
 pub mod segtree;
@@ -373,12 +374,6 @@ fn finalize_prepared(
     b: &Bindings,
     opts: &FinalizeOptions,
 ) -> Result<ConcretePlan, FinalizeError> {
-    let __t = std::time::Instant::now();
-    let __tr = |what: &str| {
-        if std::env::var_os("EBB_TRACE").is_some() {
-            eprintln!("{what}: {:.0} us", __t.elapsed().as_secs_f64() * 1e6)
-        }
-    };
     let vals = prep.eval(b)?;
     let at = |i: u32| vals[i as usize];
     let points = plan.schedule.len().max(1);
@@ -414,6 +409,7 @@ fn finalize_prepared(
             let options = price_options(plan, prep, &vals, &costs, &value_bytes, opts);
             let c = greedy::choose(
                 options,
+                &prep.cover,
                 plan.candidates.len(),
                 &mut tree,
                 budget,
@@ -541,8 +537,9 @@ fn exact_residency(
     (resident, regen_peak)
 }
 
-/// Prices every (candidate, allowed kind) pair on `costs` (pairs that free nothing are left
-/// out).
+/// Prices every option of `prep` (a candidate and a kind it allows, [`prepared::Slot`]), in slot
+/// order; options of a kind `opts` does not allow or of a value without bytes are left
+/// [absent](Option_::present).
 fn price_options(
     plan: &Plan,
     prep: &Prepared,
@@ -552,26 +549,24 @@ fn price_options(
     opts: &FinalizeOptions,
 ) -> Vec<Option_> {
     let at = |i: u32| vals[i as usize];
-    let mut out = Vec::with_capacity(plan.candidates.len() * opts.kinds.len());
-    for ((c, cand), e) in CandidateId::all(plan.candidates.len())
-        .zip(&plan.candidates)
-        .zip(&prep.candidates)
-    {
-        let bytes = value_bytes.get(cand.value.index()).copied().unwrap_or(0);
-        if bytes <= 0 {
-            continue;
-        }
-        for &kind in &opts.kinds {
-            if !cand.allows(kind) {
-                continue;
-            }
-            let (l, r, transient, cost_us, transfer_us, flops) = match kind {
+    let allowed = |k: DecisionKind| opts.kinds.contains(&k);
+    let (recompute, swap) = (
+        allowed(DecisionKind::Recompute),
+        allowed(DecisionKind::Swap),
+    );
+    prep.slots
+        .iter()
+        .map(|s| {
+            let c = CandidateId::new(s.c as usize);
+            let cand = &plan.candidates[s.c as usize];
+            let e = &prep.candidates[s.c as usize];
+            let mut bytes = value_bytes.get(cand.value.index()).copied().unwrap_or(0);
+            let (transient, cost_us, transfer_us, flops) = match s.kind {
                 DecisionKind::Recompute => {
+                    bytes = if recompute { bytes } else { 0 };
                     let flops = at(e.recompute_flops);
                     let tr = at(e.transient_bytes);
                     (
-                        cand.evict_after.next(),
-                        cand.regenerate_before.prev(),
                         (cand.regenerate_before, tr),
                         costs.recompute_us(cand, flops),
                         0.0,
@@ -579,33 +574,27 @@ fn price_options(
                     )
                 }
                 DecisionKind::Swap => {
-                    let (l, r) = (cand.evict_after.next(), cand.prefetch_at.prev());
+                    bytes = if swap { bytes } else { 0 };
                     let moved = at(e.swap_bytes);
                     let cost_us = costs.swap_us(cand, moved);
                     let transfer_us = costs.transfer_us(moved);
-                    (l, r, (Point::new(0), 0), cost_us, transfer_us, 0)
+                    ((Point::new(0), 0), cost_us, transfer_us, 0)
                 }
             };
-            // The window frees points `[l, r]`; an empty window frees nothing.
-            let Some(r) = r.filter(|&r| l <= r) else {
-                continue;
-            };
-            let window = (r.index() - l.index() + 1) as f64;
+            let window = (s.r - s.l + 1) as f64;
             let score = cost_us / (bytes as f64 * window);
-            let o = Option_ {
+            Option_ {
                 c,
-                kind,
-                l,
-                r,
-                bytes,
+                kind: s.kind,
+                l: Point::new(s.l as usize),
+                r: Point::new(s.r as usize),
+                bytes: bytes.max(0),
                 transient,
                 cost_us,
                 transfer_us,
                 flops,
                 score,
-            };
-            out.push(o);
-        }
-    }
-    out
+            }
+        })
+        .collect()
 }

@@ -7,8 +7,9 @@
 //! per-candidate and per-point vectors are indexed like the plan's own (`Plan::values`,
 //! `Plan::candidates`, the schedule's points) of the plan variant it was prepared from.
 
+use super::cover::CoverNodes;
 use super::FinalizeError;
-use ebb_ir::plan::Plan;
+use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, DimExpr};
 use std::collections::HashMap;
 
@@ -20,6 +21,17 @@ pub(super) struct CandidateExprs {
     pub swap_bytes: u32,
     /// `None` when the plan does not record it (then `value + transient`).
     pub regen_peak_bytes: Option<u32>,
+}
+
+/// A (candidate, kind) pair the candidate allows whose window is not empty: an option finalize
+/// may price. Its window, the points `[l, r]` it frees, does not depend on the shapes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Slot {
+    /// Index into `Plan::candidates`.
+    pub c: u32,
+    pub kind: DecisionKind,
+    pub l: u32,
+    pub r: u32,
 }
 
 /// One plan variant's expressions, interned (see the module docs). Built once per plan
@@ -39,6 +51,10 @@ pub struct Prepared {
     pub(super) point_bytes: Vec<u32>,
     /// Per candidate.
     pub(super) candidates: Vec<CandidateExprs>,
+    /// Every option finalize may price, by candidate, recompute before swap.
+    pub(super) slots: Vec<Slot>,
+    /// The slots by the canonical nodes of their windows.
+    pub(super) cover: CoverNodes,
 }
 
 impl Prepared {
@@ -64,7 +80,29 @@ impl Prepared {
                 regen_peak_bytes: c.regen_peak_bytes.as_ref().map(&mut intern),
             })
             .collect();
+        let mut slots = Vec::new();
+        for (c, cand) in plan.candidates.iter().enumerate() {
+            for kind in [DecisionKind::Recompute, DecisionKind::Swap] {
+                let r = match kind {
+                    DecisionKind::Recompute => cand.regenerate_before.prev(),
+                    DecisionKind::Swap => cand.prefetch_at.prev(),
+                };
+                let l = cand.evict_after.next();
+                // An empty window frees nothing.
+                if let Some(r) = r.filter(|&r| cand.allows(kind) && l <= r) {
+                    slots.push(Slot {
+                        c: c as u32,
+                        kind,
+                        l: l.index() as u32,
+                        r: r.index() as u32,
+                    });
+                }
+            }
+        }
+        let cover = CoverNodes::new(plan.schedule.len().max(1), slots.iter().map(|s| (s.l, s.r)));
         Prepared {
+            slots,
+            cover,
             exprs: table.exprs,
             value_bytes,
             region_transients,

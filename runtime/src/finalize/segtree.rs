@@ -59,6 +59,11 @@ impl PeakTree {
             .saturating_add(self.lazy[node]);
     }
 
+    /// The maximum over all points.
+    pub fn max(&self) -> i64 {
+        self.max[1]
+    }
+
     /// The maximum over all points and the first point where it is reached.
     pub fn argmax(&self) -> (i64, usize) {
         let (mut node, mut lo, mut hi) = (1, 0, self.n - 1);

@@ -1,0 +1,279 @@
+//! Which option to take at a peak point: the untaken option covering the point with the
+//! lowest current score, found through lazy heaps over a segment tree of the points.
+//!
+//! Every option is stored at the canonical nodes of its window (a segment tree over the
+//! points), so the options covering point `p` are exactly those stored on the path from `p`'s
+//! leaf to the root (a stabbing query); which options a node holds does not depend on the
+//! shapes ([`CoverNodes`], built once per plan variant). During a greedy run each node keeps its
+//! live options in a binary min-heap keyed by `(score bound, rank)`, built the first time a
+//! query passes the node (most nodes never are).
+//!
+//! Scores only grow while options are taken (a swap's marginal cost rises as the link fills:
+//! `ebb_ir::cost::exposed_transfer_us`), so a key evaluated earlier is a lower bound of the
+//! option's score now, and the static score is a lower bound from the start (lazy evaluation,
+//! as in lazy greedy submodular maximization, Minoux 1978). A query looks at the tops of the
+//! path's heaps: the smallest top whose key is current is the answer; a stale top is evaluated
+//! and sifted down; a taken one is dropped. When scores can fall (a widening removes a swap),
+//! the heaps are rebuilt with the static scores ([`CoverHeaps::reset`]).
+//!
+//! Invariant: every heap entry's key is at most its option's current score, and entries of
+//! options whose candidate is taken are only ever removed.
+
+/// The options a finalize may price, by the canonical nodes of their windows: built once per
+/// plan variant ([`super::Prepared`]), as windows do not depend on the shapes.
+#[derive(Clone, Debug)]
+pub(super) struct CoverNodes {
+    /// Leaves of the segment tree: a power of two at least the number of points.
+    leaves: usize,
+    /// Node `k`'s options are `options[first[k]..first[k + 1]]` (indices into the slots).
+    first: Vec<u32>,
+    options: Vec<u32>,
+}
+
+/// The canonical nodes of points `[l, r]` in a tree of `leaves` leaves.
+fn canonical(leaves: usize, l: u32, r: u32, mut f: impl FnMut(usize)) {
+    let (mut l, mut r) = (l as usize + leaves, r as usize + 1 + leaves);
+    while l < r {
+        if l & 1 == 1 {
+            f(l);
+            l += 1;
+        }
+        if r & 1 == 1 {
+            r -= 1;
+            f(r);
+        }
+        l >>= 1;
+        r >>= 1;
+    }
+}
+
+impl CoverNodes {
+    /// The index of options with windows `windows[i] = (l, r)` (inclusive) over `points`
+    /// points; the part of a window past the last point is left out.
+    pub(super) fn new(points: usize, windows: impl Iterator<Item = (u32, u32)> + Clone) -> Self {
+        let leaves = points.max(1).next_power_of_two();
+        let last = points.max(1) as u32 - 1;
+        let clip = |(l, r): (u32, u32)| (l <= r.min(last)).then_some((l, r.min(last)));
+        let mut first = vec![0u32; 2 * leaves + 1];
+        for (l, r) in windows.clone().filter_map(clip) {
+            canonical(leaves, l, r, |k| first[k + 1] += 1);
+        }
+        for k in 0..2 * leaves {
+            first[k + 1] += first[k];
+        }
+        let mut fill = first.clone();
+        let mut options = vec![0u32; first[2 * leaves] as usize];
+        for (i, w) in windows.enumerate() {
+            if let Some((l, r)) = clip(w) {
+                canonical(leaves, l, r, |k| {
+                    options[fill[k] as usize] = i as u32;
+                    fill[k] += 1;
+                });
+            }
+        }
+        CoverNodes {
+            leaves,
+            first,
+            options,
+        }
+    }
+}
+
+/// The rank order of an option among options of equal score: its static score's bits, then
+/// `u64::MAX - bytes` (larger values first), then `candidate << 1 | kind`.
+pub(super) type Rank = (u64, u64, u32);
+
+/// One heap entry: a score bound (the bits of a non-negative float, which order like it) and
+/// the option.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    key: u64,
+    option: u32,
+}
+
+/// The lazy heaps of one greedy run (see the module docs): a node's heap is built the first
+/// time a query passes it.
+pub(super) struct CoverHeaps<'a> {
+    nodes: &'a CoverNodes,
+    /// Per option, the order among equal scores ([`Rank`]).
+    rank: &'a [Rank],
+    /// Node `k`'s heap is `entries[at[k].0..at[k].0 + at[k].1]`; `at[k].0 == u32::MAX` until
+    /// built.
+    at: Vec<(u32, u32)>,
+    entries: Vec<Entry>,
+    /// Path of the current query, leaf to root.
+    path: Vec<usize>,
+}
+
+impl<'a> CoverHeaps<'a> {
+    /// Heaps over `nodes` for options ranked by `rank[i]`; an option's static score
+    /// (`rank[i].0`) is its first key.
+    pub(super) fn new(nodes: &'a CoverNodes, rank: &'a [Rank]) -> Self {
+        CoverHeaps {
+            nodes,
+            rank,
+            at: vec![(u32::MAX, 0); 2 * nodes.leaves],
+            entries: Vec::new(),
+            path: Vec::with_capacity(64),
+        }
+    }
+
+    /// `(key, rank)` order of two entries.
+    fn before(&self, a: &Entry, b: &Entry) -> bool {
+        (a.key, self.rank[a.option as usize]) < (b.key, self.rank[b.option as usize])
+    }
+
+    /// Forgets every heap (after scores fell): they are rebuilt with the static scores.
+    pub(super) fn reset(&mut self) {
+        self.at.fill((u32::MAX, 0));
+        self.entries.clear();
+    }
+
+    /// Builds node `k`'s heap from its options that are not `dead`.
+    fn build(&mut self, k: usize, dead: &impl Fn(usize) -> bool) {
+        let base = self.entries.len();
+        let (a, b) = (
+            self.nodes.first[k] as usize,
+            self.nodes.first[k + 1] as usize,
+        );
+        for &i in &self.nodes.options[a..b] {
+            if !dead(i as usize) {
+                self.entries.push(Entry {
+                    key: self.rank[i as usize].0,
+                    option: i,
+                });
+            }
+        }
+        let n = self.entries.len() - base;
+        self.at[k] = (base as u32, n as u32);
+        for i in (0..n / 2).rev() {
+            self.sift_down(base, n, i);
+        }
+    }
+
+    /// The option covering point `p` that is not `dead` with the lowest `(score, rank)`, or
+    /// `None` when there is none. `refresh(option, key)` is `None` when `key` (score bits) is
+    /// the option's current score, else `Some(bits of its score now)`, never below `key`.
+    pub(super) fn best(
+        &mut self,
+        p: usize,
+        dead: impl Fn(usize) -> bool,
+        mut refresh: impl FnMut(usize, u64) -> Option<u64>,
+    ) -> Option<(u64, usize)> {
+        self.path.clear();
+        let mut k = p + self.nodes.leaves;
+        while k >= 1 {
+            if self.nodes.first[k] < self.nodes.first[k + 1] {
+                if self.at[k].0 == u32::MAX {
+                    self.build(k, &dead);
+                }
+                self.path.push(k);
+            }
+            k >>= 1;
+        }
+        loop {
+            // The smallest top among the path's heaps.
+            let mut top: Option<(Entry, usize)> = None;
+            for &k in &self.path {
+                let (base, n) = self.at[k];
+                if n == 0 {
+                    continue;
+                }
+                let e = self.entries[base as usize];
+                if top.is_none_or(|(t, _)| self.before(&e, &t)) {
+                    top = Some((e, k));
+                }
+            }
+            let (e, k) = top?;
+            let option = e.option as usize;
+            if dead(option) {
+                self.pop(k);
+                continue;
+            }
+            match refresh(option, e.key) {
+                None => return Some((e.key, option)),
+                Some(key) => {
+                    let base = self.at[k].0 as usize;
+                    self.entries[base].key = key;
+                    self.sift_down(base, self.at[k].1 as usize, 0);
+                }
+            }
+        }
+    }
+
+    /// Removes the top of node `k`'s heap.
+    fn pop(&mut self, k: usize) {
+        let (base, n) = self.at[k];
+        let (base, n) = (base as usize, n as usize - 1);
+        self.at[k].1 -= 1;
+        self.entries[base] = self.entries[base + n];
+        self.sift_down(base, n, 0);
+    }
+
+    /// Moves entry `i` of the heap `entries[base..base + n]` down to its place.
+    fn sift_down(&mut self, base: usize, n: usize, mut i: usize) {
+        if i >= n {
+            return;
+        }
+        let e = self.entries[base + i];
+        loop {
+            let mut c = 2 * i + 1;
+            if c >= n {
+                break;
+            }
+            if c + 1 < n && self.before(&self.entries[base + c + 1], &self.entries[base + c]) {
+                c += 1;
+            }
+            if !self.before(&self.entries[base + c], &e) {
+                break;
+            }
+            self.entries[base + i] = self.entries[base + c];
+            i = c;
+        }
+        self.entries[base + i] = e;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Static scores only: the heaps answer exactly what a scan in rank order answers.
+    #[test]
+    fn best_matches_a_scan() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |m: u64| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 33) % m
+        };
+        for _ in 0..40 {
+            let points = 1 + next(70) as usize;
+            let n = next(60) as usize;
+            let windows: Vec<(u32, u32)> = (0..n)
+                .map(|_| {
+                    let l = next(points as u64 + 3) as u32;
+                    (l, l + next(20) as u32)
+                })
+                .collect();
+            let rank: Vec<Rank> = (0..n)
+                .map(|i| ((next(8) as f64).to_bits(), next(3), i as u32))
+                .collect();
+            let nodes = CoverNodes::new(points, windows.iter().copied());
+            let mut heaps = CoverHeaps::new(&nodes, &rank);
+            let mut taken = vec![false; n];
+            for _ in 0..30 {
+                let p = next(points as u64) as usize;
+                let want = (0..n)
+                    .filter(|&i| {
+                        !taken[i] && windows[i].0 as usize <= p && p <= windows[i].1 as usize
+                    })
+                    .min_by_key(|&i| rank[i]);
+                let got = heaps.best(p, |i| taken[i], |_, _| None);
+                assert_eq!(got.map(|g| g.1), want);
+                if let Some(i) = want {
+                    taken[i] = true;
+                }
+            }
+        }
+    }
+}
