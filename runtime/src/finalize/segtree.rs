@@ -1,36 +1,38 @@
 //! A segment tree over program points with range add and global argmax, so that each eviction
 //! decision during [`super::finalize`] costs O(log n) (n = points of the schedule).
 
-/// Range-add / max segment tree over `n` points (lazy propagation).
+/// Range-add / max segment tree over `n` points, bottom-up (no recursion): a node holds the
+/// maximum of its children plus the bytes added to its whole range.
 #[derive(Clone, Debug)]
 pub struct PeakTree {
     n: usize,
+    /// Leaves: a power of two at least `n` (the extra ones hold [`PAD`]).
+    size: usize,
+    /// `max[k]` = max(`max[2k]`, `max[2k + 1]`) + `add[k]`; leaves hold their points' bytes.
     max: Vec<i64>,
-    lazy: Vec<i64>,
+    /// Bytes added to every point under internal node `k`.
+    add: Vec<i64>,
 }
+
+/// The bytes of a padding leaf: below any point's (and safe to add to).
+const PAD: i64 = i64::MIN / 4;
 
 impl PeakTree {
     /// Builds the tree from the resident bytes at each point.
     pub fn new(values: &[i64]) -> Self {
         let n = values.len().max(1);
-        let mut t = PeakTree {
-            n,
-            max: vec![i64::MIN; 4 * n],
-            lazy: vec![0; 4 * n],
-        };
-        t.build(1, 0, n - 1, values);
-        t
-    }
-
-    fn build(&mut self, node: usize, lo: usize, hi: usize, v: &[i64]) {
-        if lo == hi {
-            self.max[node] = v.get(lo).copied().unwrap_or(i64::MIN);
-            return;
+        let size = n.next_power_of_two();
+        let mut max = vec![PAD; 2 * size];
+        max[size..size + values.len()].copy_from_slice(values);
+        for k in (1..size).rev() {
+            max[k] = max[2 * k].max(max[2 * k + 1]);
         }
-        let mid = (lo + hi) / 2;
-        self.build(2 * node, lo, mid, v);
-        self.build(2 * node + 1, mid + 1, hi, v);
-        self.max[node] = self.max[2 * node].max(self.max[2 * node + 1]);
+        PeakTree {
+            n,
+            size,
+            max,
+            add: vec![0; size],
+        }
     }
 
     /// Adds `delta` bytes at every point of `[l, r]` (inclusive; empty when `l > r`).
@@ -39,24 +41,38 @@ impl PeakTree {
             return;
         }
         let r = r.min(self.n - 1);
-        self.add_rec(1, 0, self.n - 1, l, r, delta);
+        let (l0, r0) = (l + self.size, r + self.size);
+        let (mut l, mut r) = (l0, r0 + 1);
+        while l < r {
+            if l & 1 == 1 {
+                self.apply(l, delta);
+                l += 1;
+            }
+            if r & 1 == 1 {
+                r -= 1;
+                self.apply(r, delta);
+            }
+            l >>= 1;
+            r >>= 1;
+        }
+        self.pull(l0);
+        self.pull(r0);
     }
 
-    fn add_rec(&mut self, node: usize, lo: usize, hi: usize, l: usize, r: usize, d: i64) {
-        if r < lo || hi < l {
-            return;
+    fn apply(&mut self, k: usize, delta: i64) {
+        self.max[k] += delta;
+        if k < self.size {
+            self.add[k] += delta;
         }
-        if l <= lo && hi <= r {
-            self.max[node] = self.max[node].saturating_add(d);
-            self.lazy[node] += d;
-            return;
+    }
+
+    /// Recomputes the ancestors of node `k`.
+    fn pull(&mut self, mut k: usize) {
+        k >>= 1;
+        while k >= 1 {
+            self.max[k] = self.max[2 * k].max(self.max[2 * k + 1]) + self.add[k];
+            k >>= 1;
         }
-        let mid = (lo + hi) / 2;
-        self.add_rec(2 * node, lo, mid, l, r, d);
-        self.add_rec(2 * node + 1, mid + 1, hi, l, r, d);
-        self.max[node] = self.max[2 * node]
-            .max(self.max[2 * node + 1])
-            .saturating_add(self.lazy[node]);
     }
 
     /// The maximum over all points.
@@ -66,21 +82,17 @@ impl PeakTree {
 
     /// The maximum over all points and the first point where it is reached.
     pub fn argmax(&self) -> (i64, usize) {
-        let (mut node, mut lo, mut hi) = (1, 0, self.n - 1);
         let best = self.max[1];
-        let mut acc = 0i64;
-        while lo < hi {
-            acc += self.lazy[node];
-            let mid = (lo + hi) / 2;
-            if self.max[2 * node].saturating_add(acc) == best {
-                node *= 2;
-                hi = mid;
+        let (mut k, mut target) = (1, best);
+        while k < self.size {
+            target -= self.add[k];
+            k = if self.max[2 * k] == target {
+                2 * k
             } else {
-                node = 2 * node + 1;
-                lo = mid + 1;
-            }
+                2 * k + 1
+            };
         }
-        (best, lo)
+        (best, k - self.size)
     }
 
     /// Number of points.
@@ -95,20 +107,22 @@ impl PeakTree {
 
     /// Resident bytes at every point (O(n)).
     pub fn values(&self) -> Vec<i64> {
-        let mut out = vec![0; self.n];
-        self.collect(1, 0, self.n - 1, 0, &mut out);
-        out
-    }
-
-    fn collect(&self, node: usize, lo: usize, hi: usize, acc: i64, out: &mut [i64]) {
-        if lo == hi {
-            out[lo] = self.max[node].saturating_add(acc);
-            return;
+        // Bytes added above each node, top down.
+        let mut above = vec![0i64; self.size];
+        for k in 2..self.size {
+            above[k] = above[k / 2] + self.add[k / 2];
         }
-        let acc = acc + self.lazy[node];
-        let mid = (lo + hi) / 2;
-        self.collect(2 * node, lo, mid, acc, out);
-        self.collect(2 * node + 1, mid + 1, hi, acc, out);
+        (0..self.n)
+            .map(|p| {
+                let leaf = p + self.size;
+                let up = if self.size > 1 {
+                    above[leaf / 2] + self.add[leaf / 2]
+                } else {
+                    0
+                };
+                self.max[leaf] + up
+            })
+            .collect()
     }
 }
 
