@@ -282,3 +282,28 @@ fn folds_index_arithmetic_on_small_integer_constants() {
     assert_eq!(r, PassResult::changes(11));
     insta::assert_snapshot!(s);
 }
+
+/// Tests rule 8: a broadcast of a `[1,1]` splat to a symbolic shape becomes a broadcast of a
+/// scalar constant (so that CSE can merge it with the broadcast of the scalar zero), while a
+/// broadcast of a scalar splat, or of a dense constant, stays as it is.
+#[test]
+fn broadcasts_of_splats_to_symbolic_shapes_read_a_scalar_constant() {
+    let (s, r) = before_after(
+        r#"graph @main {
+  %x = input {index = 0, name = "x"} : f32[B,4]
+  %z = constant {value = dense<0.0> : f32} : f32[]
+  %z11 = constant {value = dense<0.0> : f32} : f32[1,1]
+  %d = constant {value = dense<"0x0000000000000000000080400000803f"> : f32} : f32[1,4]
+  %a = broadcast_in_dim(%z) {broadcast_dimensions = [], shape = dims[B, 4]} : f32[B,4]
+  %b = broadcast_in_dim(%z11) {broadcast_dimensions = [0, 1], shape = dims[B, 4]} : f32[B,4]
+  %c = broadcast_in_dim(%d) {broadcast_dimensions = [0, 1], shape = dims[B, 4]} : f32[B,4]
+  %s = add(%a, %b) : f32[B,4]
+  %t = add(%s, %c) : f32[B,4]
+  %u = add(%t, %x) : f32[B,4]
+  return %u
+}"#,
+        &Fold::default(),
+    );
+    assert_eq!(r, PassResult::changes(1), "%b");
+    insta::assert_snapshot!(s);
+}
