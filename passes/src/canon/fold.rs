@@ -135,21 +135,8 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
             }
         }
     }
-    if !replaced_by.is_empty() {
-        // New constants were appended; move each to the position of the op it replaces.
-        let new: HashSet<NodeId> = replaced_by.values().copied().collect();
-        let mut order = Vec::with_capacity(g.order().len());
-        for &id in g.order() {
-            if new.contains(&id) {
-                continue;
-            }
-            if let Some(&c) = replaced_by.get(&id) {
-                order.push(c);
-            }
-            order.push(id);
-        }
-        g.set_order(order);
-    }
+    // New constants were appended; move each to the position of the op it replaces.
+    super::place_before(g, &replaced_by);
     if !removed.is_empty() {
         g.remove_nodes(&removed);
     }

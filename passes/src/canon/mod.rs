@@ -41,7 +41,8 @@ pub use unroll::Unroll;
 
 pub use crate::manager::total_op_count;
 use crate::manager::PassManager;
-use ebb_ir::{Graph, Node, Op};
+use ebb_ir::{Graph, Node, NodeId, Op};
+use std::collections::{HashMap, HashSet};
 
 /// `custom_call` targets known to be pure (no side effects, result depends only on operands),
 /// which DCE may remove and CSE may merge. Any other target is treated as side-effecting, as is
@@ -85,6 +86,27 @@ pub fn pipeline(max_iterations: usize) -> PassManager {
         .add_pass(Cse)
         .add_pass(Dce)
         .fixed_point(max_iterations)
+}
+
+/// Moves each node `before[id]` (appended to the program order by a rewrite) to just before
+/// `id`, so that a replacement takes the place of the op it replaces; `id` itself stays
+/// (a caller removing it does so afterwards).
+pub(crate) fn place_before(g: &mut Graph, before: &HashMap<NodeId, NodeId>) {
+    if before.is_empty() {
+        return;
+    }
+    let new: HashSet<NodeId> = before.values().copied().collect();
+    let mut order = Vec::with_capacity(g.order().len());
+    for &id in g.order() {
+        if new.contains(&id) {
+            continue;
+        }
+        if let Some(&n) = before.get(&id) {
+            order.push(n);
+        }
+        order.push(id);
+    }
+    g.set_order(order);
 }
 
 /// Runs `f` on every region of node `id` of `g`, in order; returns the sum of its results.

@@ -104,20 +104,7 @@ pub fn forward_slices(g: &mut Graph) -> usize {
             changes += 1;
         }
     }
-    if !replaced_by.is_empty() {
-        let new: HashSet<NodeId> = replaced_by.values().copied().collect();
-        let mut order = Vec::with_capacity(g.order().len());
-        for &id in g.order() {
-            if new.contains(&id) {
-                continue;
-            }
-            if let Some(&n) = replaced_by.get(&id) {
-                order.push(n);
-            }
-            order.push(id);
-        }
-        g.set_order(order);
-    }
+    super::place_before(g, &replaced_by);
     if !removed.is_empty() {
         g.remove_nodes(&removed);
     }
