@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use ebb_ir::device::DeviceProfile;
 use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, Symbol};
-use ebb_passes::canon::unroll::MAX_TRIP_COUNT;
+use ebb_passes::canon::unroll::{UnrollReport, MAX_TRIP_COUNT};
 use ebb_passes::canon::{Cse, Dce, Fold, ForwardSlices, Unroll};
 use ebb_passes::donate::{DonatePass, DonatePolicy, DonationReport};
 use ebb_passes::fuse::{FusePass, FusionReport};
@@ -70,6 +70,8 @@ pub struct CompileReport {
     pub fusion: Option<FusionReport>,
     /// The donated inputs (absent when the pipeline stopped before the `donate` pass).
     pub donation: Option<DonationReport>,
+    /// The `while` loops unrolled and kept (absent when no loop was seen).
+    pub unroll: Option<UnrollReport>,
     /// Scheduler report (absent when the pipeline stopped before scheduling).
     pub schedule: Option<ScheduleReport>,
     /// Number of remat/swap candidates (0 when the pipeline stopped before the plan).
@@ -305,6 +307,9 @@ pub fn run_pipeline(mut g: Graph, opts: &CompileOptions) -> Result<Staged> {
         rewrite: cx.take::<RewriteReport>(),
         fusion: cx.take::<FusionReport>(),
         donation: cx.take::<DonationReport>(),
+        unroll: cx
+            .take::<UnrollReport>()
+            .filter(|r| !r.unrolled.is_empty() || !r.kept.is_empty()),
         schedule: scheduled.as_ref().map(|s| s.report.clone()),
         candidates: plan.as_ref().map_or(0, |p| p.candidates.len()),
         ops: g.op_count(),

@@ -650,3 +650,34 @@ fn ops_lists_each_front_end() {
     let md = ebb(&["ops", "--markdown"]);
     assert!(String::from_utf8_lossy(&md.stdout).starts_with("<!-- BEGIN ops"));
 }
+
+/// `--unroll` (on by default) unrolls the scan fixture's two loops, which `--json` lists; with
+/// `--unroll off` each kept loop gets a note naming its location and the reason.
+#[test]
+fn compile_reports_loops_unrolled_and_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = tmp.path().join("plan.json");
+    let fixture = jax_fixture("gpt2_tiny_scan");
+    let (f, p) = (fixture.to_str().unwrap(), plan.to_str().unwrap());
+    let on = ebb(&["compile", f, "-o", p, "--json"]);
+    assert_ok(&on);
+    let v: serde_json::Value = serde_json::from_slice(&on.stdout).unwrap();
+    let trips: Vec<u64> = v["unroll"]["unrolled"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["trip_count"].as_u64().unwrap())
+        .collect();
+    assert_eq!(trips, [2, 2], "{}", v["unroll"]);
+    assert!(!String::from_utf8_lossy(&on.stderr).contains("note:"));
+    let off = ebb(&["compile", f, "-o", p, "--unroll", "off"]);
+    assert_ok(&off);
+    let err = String::from_utf8_lossy(&off.stderr);
+    assert_eq!(
+        err.matches("note: the `while` loop at jit(gpt_adamw_step)")
+            .count(),
+        2,
+        "{err}"
+    );
+    assert!(err.contains("unrolling is off (--unroll off)"), "{err}");
+}

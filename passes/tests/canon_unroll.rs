@@ -5,6 +5,7 @@
 
 use ebb_ir::text::{parse, print};
 use ebb_ir::verify::verify;
+use ebb_passes::canon::unroll::{unroll_loops, KeepReason};
 use ebb_passes::canon::{self, ForwardSlices, Unroll};
 use ebb_passes::manager::PassResult;
 use ebb_testkit::before_after;
@@ -113,6 +114,33 @@ fn leaves_loops_over_the_limits_or_with_symbolic_trip_counts() {
         let (_, r) = before_after(SCAN, &limits);
         assert_eq!(r, PassResult::unchanged(), "{limits:?}");
     }
+    // The report says why each loop was kept.
+    let reasons = |limits: Unroll| {
+        let mut g = parse(SCAN).unwrap();
+        let report = unroll_loops(&mut g, &limits);
+        assert!(report.unrolled.is_empty());
+        report.kept.iter().map(|k| k.reason).collect::<Vec<_>>()
+    };
+    let l = |max_trip_count, max_ops| Unroll {
+        max_trip_count,
+        max_ops,
+    };
+    assert_eq!(
+        reasons(l(2, 1000)),
+        [
+            KeepReason::TooManyIterations(2),
+            KeepReason::TooManyIterations(2)
+        ]
+    );
+    assert_eq!(
+        reasons(l(0, 1000)),
+        [KeepReason::Disabled, KeepReason::Disabled]
+    );
+    // Body ops × 3 trips: 9 × 3 and 16 × 3.
+    assert_eq!(
+        reasons(l(64, 10)),
+        [KeepReason::TooManyOps(27), KeepReason::TooManyOps(48)]
+    );
     let symbolic = r#"graph @main {
   %x = input {index = 0, name = "x"} : f32[4]
   %n = input {index = 1, name = "n"} : i32[]
@@ -139,6 +167,12 @@ fn leaves_loops_over_the_limits_or_with_symbolic_trip_counts() {
 }"#;
     let (_, r) = before_after(symbolic, &Unroll::default());
     assert_eq!(r, PassResult::unchanged());
+    let report = unroll_loops(&mut parse(symbolic).unwrap(), &Unroll::default());
+    assert_eq!(report.kept[0].reason, KeepReason::NotConstant);
+    assert_eq!(
+        report.kept[0].reason.to_string(),
+        "its trip count is not a compile-time constant"
+    );
 }
 
 /// Tests a trip count carried through the loop (as ONNX `Loop`/`Scan` import): the bound is a

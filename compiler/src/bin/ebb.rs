@@ -329,6 +329,15 @@ fn run(cli: Cli) -> Result<()> {
                     d.pass, d.run, d.ir
                 );
             }
+            if let Some(u) = &c.report.unroll {
+                for k in &u.kept {
+                    eprintln!(
+                        "note: the `while` loop at {} is kept as a loop and planned whole: {}",
+                        k.loc.as_deref().unwrap_or("an unknown location"),
+                        k.reason
+                    );
+                }
+            }
             if emit_groups {
                 match &c.report.fusion {
                     Some(f) => eprint!("{}", f.to_text()),

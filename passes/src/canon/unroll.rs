@@ -15,25 +15,27 @@
 //! constant `c` (or a carried value the body passes through, with a constant start: the trip
 //! count an ONNX `Loop` or `Scan` carries), the body returns `counter + step` (or `counter - step`) at the counter's
 //! position with a constant `step`, the counter's initial value is a constant, and the trip
-//! count (found by running the counter) is at most [`Unroll::max_trip_count`] with at most
-//! [`Unroll::max_ops`] body ops in all. Loops with a symbolic trip count (a scan over `S`) or a
+//! count (found by running the counter) is at most [`Unroll::max_trip_count`] and the copies
+//! add at most [`Unroll::max_ops`] ops. Loops with a symbolic trip count (a scan over `S`) or a
 //! data-dependent condition are left alone, as are loops in regions.
 //!
 //! Invariant: the step computes the same values in the same order of floating-point
 //! operations (each copy is the body verbatim), so results are bit-identical; graph inputs,
 //! outputs and assertions are unchanged; the copies take the `while`'s place in program order.
-//! Change count: loops unrolled.
+//! Change count: loops unrolled. The pass records an [`UnrollReport`] (loops unrolled; loops
+//! kept and why) that `ebb compile` prints.
 
 use super::fold::{elements, Num};
 use super::has_side_effects;
 use crate::manager::{Pass, PassContext, PassError, PassResult};
 use ebb_ir::{Graph, Node, NodeId, Op, OpKind, Relation, ValueRef};
+use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
 /// Default for [`Unroll::max_trip_count`].
 pub const MAX_TRIP_COUNT: u64 = 64;
 
-/// Default for [`Unroll::max_ops`]: body ops × trip count, summed over the loops unrolled.
+/// Default for [`Unroll::max_ops`].
 pub const MAX_UNROLLED_OPS: usize = 200_000;
 
 /// The unrolling pass (see the module docs).
@@ -41,7 +43,7 @@ pub const MAX_UNROLLED_OPS: usize = 200_000;
 pub struct Unroll {
     /// Largest trip count unrolled; 0 disables the pass (`--unroll off`).
     pub max_trip_count: u64,
-    /// Largest number of ops the copies may add to the graph, over all loops.
+    /// Largest number of ops one loop's copies may add (body ops × trip count).
     pub max_ops: usize,
 }
 
@@ -59,52 +61,151 @@ impl Pass for Unroll {
         "unroll"
     }
 
-    fn run(&self, g: &mut Graph, _cx: &mut PassContext) -> Result<PassResult, PassError> {
-        Ok(PassResult::changes(unroll_loops(g, self)))
+    /// Unrolls what it can and records an [`UnrollReport`] in `cx` (loops unrolled over all
+    /// runs; the loops kept, and why, as of the last run).
+    fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
+        let mut report = cx.take::<UnrollReport>().unwrap_or_default();
+        let run = unroll_loops(g, self);
+        let n = run.unrolled.len();
+        report.unrolled.extend(run.unrolled);
+        report.kept = run.kept;
+        cx.insert(report);
+        Ok(PassResult::changes(n))
     }
 }
 
-/// Unrolls the eligible `while` loops of `g` (not of its regions); returns how many.
-pub fn unroll_loops(g: &mut Graph, limits: &Unroll) -> usize {
-    if limits.max_trip_count == 0 {
-        return 0;
+/// What [`Unroll`] did with the `while` loops of a graph (not of its regions).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct UnrollReport {
+    /// The loops unrolled, in program order.
+    pub unrolled: Vec<UnrolledLoop>,
+    /// The loops kept as loops (planned whole at their point), with the reason.
+    pub kept: Vec<KeptLoop>,
+}
+
+/// A loop replaced by copies of its body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnrolledLoop {
+    /// Source location of the `while`.
+    pub loc: Option<String>,
+    /// Iterations (copies of the body).
+    pub trip_count: u64,
+    /// Ops the copies added (body ops × trip count).
+    pub ops: usize,
+}
+
+/// A loop left as a `while`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KeptLoop {
+    /// Source location of the `while`.
+    pub loc: Option<String>,
+    /// Why it was not unrolled.
+    pub reason: KeepReason,
+}
+
+/// Why a loop was not unrolled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeepReason {
+    /// Unrolling is off (`--unroll off`).
+    Disabled,
+    /// The loop (or its body) has side effects.
+    SideEffects,
+    /// The trip count is not a compile-time constant: the condition is not `compare(counter,
+    /// bound)` with a constant bound, step and start (a scan over a symbolic length, a
+    /// data-dependent `while_loop`).
+    NotConstant,
+    /// More iterations than [`Unroll::max_trip_count`] (this limit).
+    TooManyIterations(u64),
+    /// The copies would add more ops than [`Unroll::max_ops`] (this many).
+    TooManyOps(u64),
+}
+
+impl std::fmt::Display for KeepReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeepReason::Disabled => write!(f, "unrolling is off (--unroll off)"),
+            KeepReason::SideEffects => write!(f, "the loop has side effects"),
+            KeepReason::NotConstant => write!(f, "its trip count is not a compile-time constant"),
+            KeepReason::TooManyIterations(max) => write!(f, "it runs more than {max} iterations"),
+            KeepReason::TooManyOps(n) => {
+                write!(f, "its copies would add {n} ops, over the unrolling limit")
+            }
+        }
     }
-    let mut budget = limits.max_ops;
-    let loops: Vec<(NodeId, u64)> = g
+}
+
+/// Unrolls the eligible `while` loops of `g` (not of its regions); reports what it did.
+pub fn unroll_loops(g: &mut Graph, limits: &Unroll) -> UnrollReport {
+    let loops: Vec<NodeId> = g
         .order()
         .iter()
-        .filter(|&&id| g.node(id).kind() == OpKind::While)
-        .filter_map(|&id| trip_count(g, id, limits.max_trip_count).map(|n| (id, n)))
+        .copied()
+        .filter(|&id| g.node(id).kind() == OpKind::While)
         .collect();
-    let mut done = 0;
-    for (id, trips) in loops {
-        let body_ops = g.node(id).regions[1].op_count();
-        let Some(cost) = body_ops.checked_mul(trips as usize) else {
-            continue;
+    let mut report = UnrollReport::default();
+    for id in loops {
+        let loc = g.node(id).loc.clone();
+        let outcome = if limits.max_trip_count == 0 {
+            Err(KeepReason::Disabled)
+        } else {
+            trip_count(g, id, limits.max_trip_count).and_then(|trips| {
+                let body_ops = g.node(id).regions[1].op_count();
+                let ops = body_ops.saturating_mul(trips as usize);
+                if ops > limits.max_ops {
+                    Err(KeepReason::TooManyOps(ops as u64))
+                } else {
+                    Ok((trips, ops))
+                }
+            })
         };
-        if cost > budget {
-            continue;
+        match outcome {
+            Ok((trip_count, ops)) => {
+                unroll(g, id, trip_count);
+                report.unrolled.push(UnrolledLoop {
+                    loc,
+                    trip_count,
+                    ops,
+                });
+            }
+            Err(reason) => report.kept.push(KeptLoop { loc, reason }),
         }
-        budget -= cost;
-        unroll(g, id, trips);
-        done += 1;
     }
-    done
+    report
 }
 
-/// The trip count of `while` node `id`, when it is a constant of at most `max`.
-pub fn trip_count(g: &Graph, id: NodeId, max: u64) -> Option<u64> {
+/// The trip count of `while` node `id` when it is a constant of at most `max`, else why not.
+///
+/// # Errors
+/// [`KeepReason::SideEffects`], [`KeepReason::NotConstant`],
+/// [`KeepReason::TooManyIterations`].
+pub fn trip_count(g: &Graph, id: NodeId, max: u64) -> Result<u64, KeepReason> {
     let n = g.node(id);
-    let [cond, body] = n.regions.as_slice() else {
+    if has_side_effects(n) {
+        return Err(KeepReason::SideEffects);
+    }
+    let (init, c, rel, step) = counted(g, id).ok_or(KeepReason::NotConstant)?;
+    let mut v = init;
+    let mut trips = 0u64;
+    while rel.holds(v, c) {
+        trips += 1;
+        if trips > max {
+            return Err(KeepReason::TooManyIterations(max));
+        }
+        v = v.checked_add(step).ok_or(KeepReason::NotConstant)?;
+    }
+    Ok(trips)
+}
+
+/// `(start, bound, relation, step)` of a counted loop: the condition is `compare(counter,
+/// bound)` in either operand order, the bound a constant or a carried value the body passes
+/// through unchanged with a constant start (the trip count ONNX `Loop`/`Scan` carry); the body
+/// returns `counter ± step`; the counter starts at a constant.
+fn counted(g: &Graph, id: NodeId) -> Option<(i64, i64, Relation, i64)> {
+    let [cond, body] = g.node(id).regions.as_slice() else {
         return None;
     };
-    if has_side_effects(n) {
-        return None;
-    }
     let inits = g.operands(id);
-    // The condition: compare(counter, bound) in either operand order, the bound a constant
-    // or a carried value the body passes through unchanged with a constant start (the trip
-    // count ONNX `Loop`/`Scan` carry).
     let &[p] = cond.outputs() else { return None };
     let Op::Compare(spec) = &cond.node(p.node).op else {
         return None;
@@ -127,17 +228,7 @@ pub fn trip_count(g: &Graph, id: NodeId, max: u64) -> Option<u64> {
                 spec.direction.mirror(),
             )
         })?;
-    let init = *inits.get(k)?;
-    let mut v = scalar_int(g, init)?;
-    let mut trips = 0u64;
-    while rel.holds(v, c) {
-        trips += 1;
-        if trips > max {
-            return None;
-        }
-        v = v.checked_add(step)?;
-    }
-    Some(trips)
+    Some((scalar_int(g, *inits.get(k)?)?, c, rel, step))
 }
 
 /// The step of carried value `k` when the body returns `counter + step` or `counter - step`
