@@ -41,8 +41,8 @@ pub struct CompileOptions {
     /// Stop after this many pass runs, or after the pass or group with this name
     /// (`canonicalize`, `unroll`, `fold`, `forward_slices`, `cse`, `dce`, `rewrite`, `schedule`); see [`run_pipeline`].
     pub stop_after: Option<StopAfter>,
-    /// Record the graph after these passes (`fold`, `cse`, `dce`, `rewrite`, `schedule`,
-    /// `plan`, or `all`) into [`Compiled::dumps`].
+    /// Record the graph after these passes (`unroll`, `fold`, `forward_slices`, `cse`, `dce`,
+    /// `donate`, `rewrite`, `fuse`, `schedule`, `plan`, or `all`) into [`Compiled::dumps`].
     pub print_after: Vec<String>,
     /// Schedules kept in a symbolic plan for the runtime to choose from (default 4).
     pub max_variants: Option<usize>,

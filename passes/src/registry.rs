@@ -2,7 +2,7 @@
 //! [`PassManager`] to run. It depends on the manager and on every registered pass; neither
 //! depends on it, which keeps the module graph acyclic.
 
-use crate::canon::{Cse, Dce, Fold};
+use crate::canon::{Cse, Dce, Fold, ForwardSlices, Unroll};
 use crate::manager::{Pass, PassError, PassManager};
 use crate::plan::PlanPass;
 use crate::rewrite::{RewritePass, RuleGroup};
@@ -12,7 +12,16 @@ use crate::schedule::SchedulePass;
 /// group), `donate` (the `auto` policy), `fuse` (loop fusion), `schedule` (analysis: leaves a schedule in the context) and `plan` (analysis: needs
 /// a schedule, leaves a plan).
 pub const KNOWN_PASSES: &[&str] = &[
-    "dce", "cse", "fold", "donate", "rewrite", "fuse", "schedule", "plan",
+    "unroll",
+    "dce",
+    "cse",
+    "fold",
+    "forward_slices",
+    "donate",
+    "rewrite",
+    "fuse",
+    "schedule",
+    "plan",
 ];
 
 /// The pass called `name` (one of [`KNOWN_PASSES`]) with its default settings.
@@ -20,6 +29,8 @@ pub const KNOWN_PASSES: &[&str] = &[
 /// Errors: [`PassError::UnknownPass`] for any other name.
 pub fn pass_by_name(name: &str) -> Result<Box<dyn Pass>, PassError> {
     Ok(match name {
+        "unroll" => Box::new(Unroll::default()),
+        "forward_slices" => Box::new(ForwardSlices),
         "dce" => Box::new(Dce),
         "cse" => Box::new(Cse),
         "fold" => Box::new(Fold::default()),

@@ -208,12 +208,16 @@ fn rejects_an_invalid_input_graph() {
 /// Tests pass lookup by name (the CLI's `--passes`), unknown names included.
 #[test]
 fn passes_are_found_by_name() {
-    let m = PassManager::from_names(&["fold", "cse", "dce"]).unwrap();
-    assert_eq!(m.pass_names(), vec!["fold", "cse", "dce"]);
+    let m = PassManager::from_names(&["unroll", "fold", "forward_slices", "cse", "dce"]).unwrap();
+    assert_eq!(
+        m.pass_names(),
+        vec!["unroll", "fold", "forward_slices", "cse", "dce"]
+    );
     let err = PassManager::from_names(&["dce", "licm"]).err().unwrap();
     assert_eq!(
         err.to_string(),
-        "unknown pass `licm` (known passes: dce, cse, fold, donate, rewrite, fuse, schedule, plan)"
+        "unknown pass `licm` (known passes: unroll, dce, cse, fold, forward_slices, donate, rewrite, \
+         fuse, schedule, plan)"
     );
 }
 
