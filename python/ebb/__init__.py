@@ -124,6 +124,7 @@ def compile(
     device: str | None = None,
     fusion: bool = False,
     donate: str = "keep",
+    unroll: bool = True,
 ) -> Plan:
     """Imports and compiles a training step into a symbolic plan.
 
@@ -131,6 +132,9 @@ def compile(
     symbolic shapes gives through :func:`ebb.jax.export`) or ``.onnx`` file, or MLIR text.
     ``device`` is recorded in the plan; ``fusion`` plans fused groups; ``donate``: ``keep``,
     ``none``, ``auto`` or a comma-separated list of inputs whose buffers may be reused.
+    ``unroll``: unroll ``while`` loops with a constant trip count (a ``lax.scan`` over layers)
+    so that their iterations are planned like straight-line code; ``False`` keeps them as
+    loops, planned whole.
 
     Raises :class:`ImportFailed` (file, op, location) for a model Ebb cannot import."""
     text = os.fspath(model)
@@ -139,8 +143,8 @@ def compile(
             path = os.path.join(d, "step.mlir")
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
-            return Plan(_ebb.Plan.compile_file(path, device, fusion, donate))
-    return Plan(_ebb.Plan.compile_file(text, device, fusion, donate))
+            return Plan(_ebb.Plan.compile_file(path, device, fusion, donate, unroll))
+    return Plan(_ebb.Plan.compile_file(text, device, fusion, donate, unroll))
 
 
 def load(path: str | os.PathLike) -> Plan:

@@ -188,13 +188,14 @@ impl PyPlan {
 impl PyPlan {
     /// Imports a model file (`.mlir` StableHLO generic form, `.onnx`) and compiles it.
     #[staticmethod]
-    #[pyo3(signature = (path, device=None, fusion=false, donate="keep"))]
+    #[pyo3(signature = (path, device=None, fusion=false, donate="keep", unroll=true))]
     fn compile_file(
         py: Python<'_>,
         path: PathBuf,
         device: Option<String>,
         fusion: bool,
         donate: &str,
+        unroll: bool,
     ) -> PyResult<PyPlan> {
         let donate = donate.to_string();
         py.detach(move || -> Result<PyPlan> {
@@ -206,7 +207,11 @@ impl PyPlan {
                 },
                 donate: donate.parse().map_err(|e| anyhow::anyhow!("donate: {e}"))?,
                 rewrite: None,
-                unroll: ebb_compiler::flags::OnOff::On,
+                unroll: if unroll {
+                    ebb_compiler::flags::OnOff::On
+                } else {
+                    ebb_compiler::flags::OnOff::Off
+                },
             };
             let mut opts = flags.apply(Default::default())?;
             opts.device = device
