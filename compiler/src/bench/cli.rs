@@ -44,7 +44,8 @@ pub struct BenchArgs {
     /// Input format; by default from the extension.
     #[arg(long, value_enum)]
     pub format: Option<Format>,
-    /// Shapes to sweep, `;`-separated: `B=8,S=128;B=8,S=256`.
+    /// Shapes to sweep, `;`-separated: `B=8,S=128;B=8,S=256`; `''` for a model without
+    /// symbols (one shape).
     #[arg(long, conflicts_with = "dist")]
     pub shapes: Option<String>,
     /// Draw the shapes from a distribution instead (see below).
@@ -168,7 +169,10 @@ impl BenchArgs {
                 seq_symbol: self.seq_symbol.clone(),
                 batch_symbol: self.batch_symbol.clone(),
             }),
-            (None, None) => bail!("give the shapes: --shapes 'B=8,S=128;...' or --dist longtail"),
+            (None, None) => bail!(
+                "give the shapes: --shapes 'B=8,S=128;...' (--shapes '' for a model without \
+                 symbols) or --dist longtail"
+            ),
         };
         Ok(BenchOptions {
             compile: self.pipeline.options_for(&self.file, self.format)?,

@@ -69,11 +69,15 @@ pub enum ShapeSource {
     Longtail(LongTail),
 }
 
-/// Parses `B=8,S=128;B=8,S=256` (`;`-separated bindings).
+/// Parses `B=8,S=128;B=8,S=256` (`;`-separated bindings); `''` is the one shape of a model
+/// without symbols (an ONNX Runtime optimizer model, a static export).
 ///
 /// # Errors
-/// An empty list or a part that is not `NAME=VALUE,...`.
+/// A list of separators only, or a part that is not `NAME=VALUE,...`.
 pub fn parse_shape_list(s: &str) -> Result<Vec<Bindings>> {
+    if s.trim().is_empty() {
+        return Ok(vec![Bindings::new()]);
+    }
     let out = s
         .split(';')
         .map(str::trim)
@@ -103,7 +107,10 @@ pub fn resolve(src: &ShapeSource, scope: &SymbolScope) -> Result<Vec<Bindings>> 
     };
     raw.into_iter()
         .map(|b| {
-            let show = show_bindings(&b);
+            let show = match show_bindings(&b) {
+                s if s.is_empty() => "`` (no symbols)".to_string(),
+                s => s,
+            };
             scope
                 .check_known(&b)
                 .map_err(|e| anyhow::anyhow!("shape {show}: {e}"))?;
@@ -252,6 +259,21 @@ mod tests {
 
     fn seqs(v: &[Bindings]) -> Vec<i64> {
         v.iter().map(|b| b[&Symbol::new("S")]).collect()
+    }
+
+    /// `--shapes ''` is the one shape of a model without symbols; on a model with symbols
+    /// it is refused by name.
+    #[test]
+    fn empty_shape_list_is_the_shape_without_symbols() {
+        let list = parse_shape_list("").unwrap();
+        assert_eq!(list, vec![Bindings::new()]);
+        assert!(parse_shape_list(";").is_err());
+        let src = ShapeSource::List {
+            shapes: vec![String::new()],
+        };
+        assert_eq!(resolve(&src, &SymbolScope::new()).unwrap().len(), 1);
+        let e = resolve(&src, &scope(None, 1)).unwrap_err().to_string();
+        assert!(e.contains("`` (no symbols) leaves symbol B unbound"), "{e}");
     }
 
     #[test]
