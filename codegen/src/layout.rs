@@ -125,6 +125,7 @@ fn supported_elementwise(kind: OpKind, dtype: DType) -> bool {
     let float = dtype == DType::F32;
     match kind {
         Convert | Select | Compare => true,
+        ReducePrecision => float,
         BitcastConvert => dtype.size_bytes() == 4,
         Add | Subtract | Multiply | Maximum | Minimum | And | Or | Xor | Not | Negate | Abs => true,
         Divide | Remainder | Power | Atan2 => float,

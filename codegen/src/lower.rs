@@ -551,6 +551,9 @@ fn element<'ctx>(
                 let from = g.value_type(ins[0]).dtype;
                 e.convert(get(&mut vals, ins[0])?, from, *to)?
             }
+            Op::ReducePrecision(r) => e
+                .reduce_precision_f32(get(&mut vals, ins[0])?.into_float_value(), r)?
+                .into(),
             Op::BitcastConvert(to) => {
                 b.build_bit_cast(get(&mut vals, ins[0])?, e.mem_ty(*to), "")?
             }

@@ -1,7 +1,8 @@
-//! `f32` `exponential` and `tanh` emitted inline as LLVM IR, operation for operation the
-//! reference executor's vector kernels (`ebb_runtime`'s `exec/fastmath.rs`: Cephes `expf` with
-//! a two-factor `2^n` scale, Cephes `tanhf`), so that a generated kernel vectorizes them and
-//! agrees with the reference bit for bit. Every constant and every operation order below must
+//! `f32` `exponential`, `tanh` and `reduce_precision` emitted inline as LLVM IR. The first two
+//! follow, operation for operation, the reference executor's vector kernels (`ebb_runtime`'s
+//! `exec/fastmath.rs`: Cephes `expf` with a two-factor `2^n` scale, Cephes `tanhf`), and
+//! `reduce_precision` the bit manipulation of `ReducePrecisionSpec::apply_bits`, so that a
+//! generated kernel vectorizes them and agrees with the reference bit for bit. Every constant and every operation order below must
 //! match that file; its tests and `runtime/tests/exec_jit.rs` check the agreement.
 //!
 //! Invariant: only IEEE operations LLVM does not reassociate or contract (no fast-math flags),
@@ -9,8 +10,9 @@
 //! `llvm.minnum`, `llvm.copysign`; `exp`'s in-range `fptosi`, Rust's `to_int_unchecked`).
 
 use crate::lower::{Emit, LowerError};
+use ebb_ir::op::ReducePrecisionSpec;
 use inkwell::values::FloatValue;
-use inkwell::FloatPredicate;
+use inkwell::{FloatPredicate, IntPredicate};
 
 /// Inputs are clamped to `[EXP_LO, EXP_HI]` (below, `e^x` rounds to 0; above, to infinity).
 pub const EXP_LO: f32 = -104.0;
@@ -119,5 +121,51 @@ impl<'ctx> Emit<'_, 'ctx> {
         let r = b.build_select(c, small, big, "")?.into_float_value();
         let nan = b.build_float_compare(FloatPredicate::UNO, x, x, "")?;
         Ok(b.build_select(nan, f(f32::NAN), r, "")?.into_float_value())
+    }
+
+    /// `reduce_precision` of an `f32` to `spec`'s exponent and mantissa bits, on the bits as
+    /// [`ReducePrecisionSpec::apply_bits`] does it (XLA's algorithm: round the mantissa to
+    /// nearest even, then saturate an exponent above the target range to infinity and flush
+    /// one below it to zero, keeping the sign; a NaN passes unchanged). `u32` wrapping
+    /// arithmetic, so the vectorizer keeps it.
+    pub(crate) fn reduce_precision_f32(
+        &self,
+        x: FloatValue<'ctx>,
+        spec: &ReducePrecisionSpec,
+    ) -> Result<FloatValue<'ctx>, LowerError> {
+        let b = self.b;
+        let i32t = self.ctx.i32_type();
+        let c = |v: u32| i32t.const_int(u64::from(v), false);
+        const SIGN: u32 = 1 << 31;
+        const EXP_MASK: u32 = 0xff << 23;
+        let bits = b.build_bit_cast(x, i32t, "")?.into_int_value();
+        let magnitude = b.build_and(bits, c(!SIGN), "")?;
+        let is_nan = b.build_int_compare(IntPredicate::UGT, magnitude, c(EXP_MASK), "")?;
+        let mut v = bits;
+        let (e_bits, m_bits) = (spec.exponent_bits, spec.mantissa_bits);
+        if m_bits < 23 {
+            let shift = 23 - m_bits;
+            let last = 1u32 << shift;
+            let base_bias = (last >> 1).wrapping_sub(1);
+            let lsb = b.build_right_shift(b.build_and(v, c(last), "")?, c(shift), false, "")?;
+            let bias = b.build_int_add(lsb, c(base_bias), "")?;
+            v = b.build_and(b.build_int_add(v, bias, "")?, c(!(last - 1)), "")?;
+        }
+        if e_bits < 8 {
+            let bias = 127u32;
+            let reduced_bias = (1u32 << (e_bits - 1)) - 1;
+            let max_exp = (bias + reduced_bias) << 23;
+            let min_exp = (bias - reduced_bias) << 23;
+            let e = b.build_and(v, c(EXP_MASK), "")?;
+            let zero = b.build_and(v, c(SIGN), "")?;
+            let inf = b.build_or(zero, c(EXP_MASK), "")?;
+            let over = b.build_int_compare(IntPredicate::UGT, e, c(max_exp), "")?;
+            v = b.build_select(over, inf, v, "")?.into_int_value();
+            let under = b.build_int_compare(IntPredicate::ULE, e, c(min_exp), "")?;
+            v = b.build_select(under, zero, v, "")?.into_int_value();
+        }
+        let v = b.build_select(is_nan, bits, v, "")?.into_int_value();
+        Ok(b.build_bit_cast(v, self.ctx.f32_type(), "")?
+            .into_float_value())
     }
 }
