@@ -55,8 +55,7 @@ impl PeakTree {
             l >>= 1;
             r >>= 1;
         }
-        self.pull(l0);
-        self.pull(r0);
+        self.pull(l0, r0);
     }
 
     fn apply(&mut self, k: usize, delta: i64) {
@@ -66,12 +65,20 @@ impl PeakTree {
         }
     }
 
-    /// Recomputes the ancestors of node `k`.
-    fn pull(&mut self, mut k: usize) {
-        k >>= 1;
-        while k >= 1 {
-            self.max[k] = self.max[2 * k].max(self.max[2 * k + 1]) + self.add[k];
-            k >>= 1;
+    /// Recomputes the ancestors of leaves `a` and `b`, level by level (each common ancestor
+    /// once).
+    fn pull(&mut self, mut a: usize, mut b: usize) {
+        a >>= 1;
+        b >>= 1;
+        while a != b {
+            self.max[a] = self.max[2 * a].max(self.max[2 * a + 1]) + self.add[a];
+            self.max[b] = self.max[2 * b].max(self.max[2 * b + 1]) + self.add[b];
+            a >>= 1;
+            b >>= 1;
+        }
+        while a >= 1 {
+            self.max[a] = self.max[2 * a].max(self.max[2 * a + 1]) + self.add[a];
+            a >>= 1;
         }
     }
 
