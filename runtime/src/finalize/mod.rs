@@ -16,9 +16,9 @@
 //! variants). A finalize is then linear in the plan (values, points, candidates) plus the
 //! greedy's heap queries and the arena layout; GPT-2 medium (10 458 points, 5 469 candidates)
 //! at B=8, S=1024 under 50% of its scheduled peak takes, per variant on one core of a 2-core
-//! VM, about 0.7 ms of decisions and 0.9 ms of arena layout (most of it the best-fit scan of
-//! its ~11 600 residency intervals); its two variants run in parallel
-//! (`cargo bench -p ebb-compiler --bench plan -- finalize`).
+//! VM, about 0.65 ms of decisions and 0.9 ms of arena layout (most of it the best-fit scan of
+//! its ~11 600 residency intervals); its two variants run in parallel, each variant's
+//! decisions and layout in one task (`cargo bench -p ebb-compiler --bench plan -- finalize`).
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
 //! may be dominated by one that covers several peaks later; the exact ILP in `ebb bench
@@ -233,12 +233,13 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     ///
     /// Without a budget (or with one plan variant) the variant with the lowest scheduled peak
     /// at `b` is finalized. Under a budget every variant's decisions are computed, in
-    /// parallel; when the lowest peak's decisions bind (it evicts, or cannot meet the budget),
-    /// a variant whose peak is a little higher can need fewer or cheaper evictions, lay out
-    /// into an arena that fits the budget, or meet a budget the lowest peak's cannot. The
-    /// feasible results are ordered by modelled added time, then planned peak; with offsets
-    /// their arenas are laid out (in parallel) and the first that fits the budget is kept,
-    /// else the smallest; without offsets the first is kept. Plans keep 1–4 variants.
+    /// parallel (with offsets, each task lays out its arena too, where it can be needed);
+    /// when the lowest peak's decisions bind (it evicts, or cannot meet the budget), a variant
+    /// whose peak is a little higher can need fewer or cheaper evictions, lay out into an arena
+    /// that fits the budget, or meet a budget the lowest peak's cannot. The feasible results
+    /// are ordered by modelled added time, then planned peak; with offsets the first whose
+    /// arena fits the budget is kept, else the smallest arena; without offsets the first is
+    /// kept. Plans keep 1–4 variants.
     ///
     /// # Errors
     /// As [`finalize`]; an infeasible budget names the smallest budget some variant meets.
@@ -253,9 +254,10 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             let (v, prep) = self.prepared_variant(first);
             return finalize_prepared(v, prep, first, b, opts);
         }
-        // Every variant's decisions at once (one per core, no offsets yet), so the comparison
-        // costs about one finalize of wall time; kept only where the first variant's decisions
-        // bind.
+        // Every variant at once (one per core), so the comparison costs about one finalize of
+        // wall time; kept only where the first variant's decisions bind. Each task lays out
+        // its variant's arena right after its decisions (one fork and join, not one per phase)
+        // where the arena can be needed: the first variant's, and any that evicts.
         let bare = FinalizeOptions {
             offsets: false,
             ..opts.clone()
@@ -264,7 +266,13 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             .into_par_iter()
             .map(|i| {
                 let (v, prep) = self.prepared_variant(i);
-                (i, finalize_prepared(v, prep, i, b, &bare))
+                let mut r = finalize_prepared(v, prep, i, b, &bare);
+                if let Ok(c) = &mut r {
+                    if i == first || !c.decisions.is_empty() {
+                        self.lay_out(c, opts);
+                    }
+                }
+                (i, r)
             })
             .collect();
         let binds = match &all[first].1 {
@@ -272,11 +280,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             Err(e) => matches!(e, FinalizeError::Infeasible { .. }),
         };
         if !binds {
-            let mut c = all.swap_remove(first).1;
-            if let Ok(c) = &mut c {
-                self.lay_out(c, opts);
-            }
-            return c;
+            return all.swap_remove(first).1;
         }
         // Feasible results by added time, then planned peak (the first variant first among
         // equals); the first whose arena fits the budget wins, else the smallest arena.
@@ -310,10 +314,15 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         if !opts.offsets {
             return Ok(ok.swap_remove(0));
         }
-        // Arenas of every candidate at once (one per core); the first that fits the budget in
-        // that order wins, else the smallest.
+        // Arenas of the candidates not laid out yet (a variant that does not evict while the
+        // first's decisions bind: rare); the first that fits the budget in that order wins,
+        // else the smallest.
+        for c in ok.iter_mut() {
+            if c.variant != first && c.decisions.is_empty() {
+                self.lay_out(c, opts);
+            }
+        }
         let budget = opts.budget.unwrap_or(i64::MAX);
-        ok.par_iter_mut().for_each(|c| self.lay_out(c, opts));
         if let Some(k) = ok.iter().position(|c| c.arena.arena_bytes <= budget) {
             return Ok(ok.swap_remove(k));
         }
