@@ -11,13 +11,15 @@
 //!
 //! # Cost
 //! A plan is prepared once per plan variant ([`Prepared`]: its size and cost expressions
-//! interned, so finalize evaluates each distinct one once, and the options' windows indexed by
-//! a segment tree of the points; [`Finalizer`] and the runtime's plan cache hold the prepared
-//! variants). A finalize is then linear in the plan (values, points, candidates) plus the
-//! greedy's heap queries and the arena layout; GPT-2 medium (10 458 points, 5 469 candidates)
-//! at B=8, S=1024 under 50% of its scheduled peak takes, per variant on one core of a 2-core
-//! VM, about 0.65 ms of decisions and 0.9 ms of arena layout (most of it the best-fit scan of
-//! its ~11 600 residency intervals); its two variants run in parallel, each variant's
+//! interned, so finalize evaluates each distinct one once, the options' windows indexed by a
+//! segment tree of the points, and the step times' tables built (`finalize/costs.rs`: each
+//! distinct point cost timed once, each candidate's recompute points listed); [`Finalizer`]
+//! and the runtime's plan cache hold the prepared variants). A finalize is then linear in the
+//! plan (values, points, candidates) plus the greedy's heap queries and the arena layout;
+//! GPT-2 medium (10 458 points, 5 469 candidates) at B=8, S=1024 under 50% of its scheduled
+//! peak takes, per variant on one core of a 2-core VM, about 0.55–0.6 ms of decisions and
+//! 0.9 ms of arena layout (about 0.65 ms of it the best-fit scan of its ~11 600 residency
+//! intervals over ~30 free blocks); its two variants run in parallel, each variant's
 //! decisions and layout in one task (`cargo bench -p ebb-compiler --bench plan -- finalize`).
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
@@ -25,6 +27,7 @@
 //! --exact` measures the gap); recompute transients are charged at the regeneration point in
 //! full (conservative); link sharing is a fluid lower bound (see `ebb_ir::cost`).
 
+mod costs;
 mod cover;
 mod greedy;
 mod prepared;
@@ -32,7 +35,7 @@ pub mod segtree;
 mod summary;
 
 use crate::arena::{assign_offsets, Arena};
-use ebb_ir::cost::StepCosts;
+use costs::StepTimes;
 use ebb_ir::device::DeviceProfile;
 use ebb_ir::dim::DimError;
 use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, Point, ProgPoint};
@@ -407,10 +410,7 @@ fn finalize_prepared(
     }
     let step_flops = prep.point_flops.iter().map(|&i| at(i)).sum();
     let peak_scheduled = resident.iter().copied().max().unwrap_or(0);
-    let costs = StepCosts::from_points(plan, &opts.device, |p| {
-        let bytes = prep.point_bytes.get(p).map_or(0, |&i| at(i));
-        Ok::<_, FinalizeError>((at(prep.point_flops[p]), bytes))
-    })?;
+    let costs = prep.costs.times(&opts.device, at);
     let mut tree = PeakTree::new(&resident);
     let mut decisions = Vec::new();
     let (mut recompute_flops, mut swap_bytes) = (0i64, 0i64);
@@ -555,7 +555,7 @@ fn price_options(
     plan: &Plan,
     prep: &Prepared,
     vals: &[i64],
-    costs: &StepCosts,
+    costs: &StepTimes,
     value_bytes: &[i64],
     opts: &FinalizeOptions,
 ) -> Vec<Option_> {
@@ -579,7 +579,7 @@ fn price_options(
                     let tr = at(e.transient_bytes);
                     (
                         (cand.regenerate_before, tr),
-                        costs.recompute_us(cand, flops),
+                        prep.costs.recompute_us(costs, s.c as usize, flops),
                         0.0,
                         flops,
                     )

@@ -7,6 +7,7 @@
 //! per-candidate and per-point vectors are indexed like the plan's own (`Plan::values`,
 //! `Plan::candidates`, the schedule's points) of the plan variant it was prepared from.
 
+use super::costs::CostTables;
 use super::cover::CoverNodes;
 use super::FinalizeError;
 use ebb_ir::plan::{DecisionKind, Plan};
@@ -47,14 +48,14 @@ pub struct Prepared {
     pub(super) region_transients: Vec<(usize, u32)>,
     /// FLOPs of each point (empty when the plan has none).
     pub(super) point_flops: Vec<u32>,
-    /// Bytes read and written at each point (empty when the plan has none).
-    pub(super) point_bytes: Vec<u32>,
     /// Per candidate.
     pub(super) candidates: Vec<CandidateExprs>,
     /// Every option finalize may price, by candidate, recompute before swap.
     pub(super) slots: Vec<Slot>,
     /// The slots by the canonical nodes of their windows.
     pub(super) cover: CoverNodes,
+    /// The shape-independent part of the step times.
+    pub(super) costs: CostTables,
 }
 
 impl Prepared {
@@ -68,8 +69,8 @@ impl Prepared {
             .iter()
             .map(|t| (t.point.index(), intern(&t.bytes)))
             .collect();
-        let point_flops = plan.point_flops.iter().flatten().map(&mut intern).collect();
-        let point_bytes = plan.point_bytes.iter().flatten().map(&mut intern).collect();
+        let point_flops: Vec<u32> = plan.point_flops.iter().flatten().map(&mut intern).collect();
+        let point_bytes: Vec<u32> = plan.point_bytes.iter().flatten().map(&mut intern).collect();
         let candidates = plan
             .candidates
             .iter()
@@ -100,14 +101,15 @@ impl Prepared {
             }
         }
         let cover = CoverNodes::new(plan.schedule.len().max(1), slots.iter().map(|s| (s.l, s.r)));
+        let costs = CostTables::new(plan, &point_flops, &point_bytes);
         Prepared {
+            costs,
             slots,
             cover,
             exprs: table.exprs,
             value_bytes,
             region_transients,
             point_flops,
-            point_bytes,
             candidates,
         }
     }
