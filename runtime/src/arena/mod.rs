@@ -71,27 +71,28 @@ pub fn residency_intervals(
     value_bytes: &[i64],
     decisions: &[Decision],
 ) -> Vec<Allocation> {
-    // Per value: (first point it is not resident, point it is resident again).
-    let mut gaps: Vec<Vec<(Point, Point)>> = vec![Vec::new(); plan.values.len()];
-    for d in decisions {
-        let Some(c) = plan.candidate(d.candidate) else {
-            continue;
-        };
-        let back = c.back_point(d.kind).point();
-        if let Some(g) = gaps.get_mut(c.value.index()) {
-            g.push((c.evict_after.next(), back));
-        }
-    }
-    let mut out = Vec::with_capacity(plan.values.len());
+    // (value, first point it is not resident, point it is resident again), by value then
+    // point: each value's gaps in order.
+    let mut gaps: Vec<(usize, Point, Point)> = decisions
+        .iter()
+        .filter_map(|d| {
+            let c = plan.candidate(d.candidate)?;
+            let back = c.back_point(d.kind).point();
+            (c.value.index() < plan.values.len())
+                .then(|| (c.value.index(), c.evict_after.next(), back))
+        })
+        .collect();
+    gaps.sort_unstable();
+    let mut gaps = gaps.into_iter().peekable();
+    let mut out = Vec::with_capacity(plan.values.len() + decisions.len());
     for (i, v) in plan.values.iter().enumerate() {
         let bytes = value_bytes.get(i).copied().unwrap_or(0);
-        if bytes <= 0 {
-            continue;
-        }
-        let g = &mut gaps[i];
-        g.sort_unstable();
         let mut start = v.def;
-        for &(l, back) in g.iter() {
+        while let Some(&(_, l, back)) = gaps.peek().filter(|g| g.0 == i) {
+            gaps.next();
+            if bytes <= 0 {
+                continue;
+            }
             if l > start {
                 out.push(Allocation {
                     value: ValueId::new(i),
@@ -104,7 +105,7 @@ pub fn residency_intervals(
             }
             start = back;
         }
-        if start <= v.last_use {
+        if bytes > 0 && start <= v.last_use {
             out.push(Allocation {
                 value: ValueId::new(i),
                 start,
