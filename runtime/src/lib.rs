@@ -29,6 +29,8 @@ pub mod npz;
 pub mod pack;
 pub mod step;
 pub mod tensor;
+#[cfg(test)]
+mod test_lcg;
 
 pub use error::{ExecError, NpzError, OpError};
 pub use exec::{execute, program_schedule, ExecStats, Executor, Program};

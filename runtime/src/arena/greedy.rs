@@ -351,11 +351,7 @@ mod tests {
     /// The index finds exactly the pairs a quadratic scan finds.
     #[test]
     fn overlaps_match_a_quadratic_scan() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |m: u64| {
-            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            (x >> 33) % m
-        };
+        let mut next = crate::test_lcg::lcg(0x9e37_79b9_7f4a_7c15);
         for _ in 0..30 {
             let n = 1 + next(80) as usize;
             let items: Vec<Item> = (0..n)

@@ -181,6 +181,15 @@ pub const SCAN_KEPT_WITHIN: f64 = 0.02;
 /// lower bound (and within its budget of work, [`greedy::MAX_VISITS`]).
 pub const SEARCH_UNTIL_WITHIN: f64 = 0.04;
 
+/// The greedy's view of an allocation: its points and its aligned size.
+fn item(a: &Allocation) -> Item {
+    Item {
+        start: a.start.index() as u32,
+        end: a.end.index() as u32,
+        need: align(a.bytes),
+    }
+}
+
 /// Assigns offsets to all residency intervals (see the module docs): the online best-fit scan
 /// and the offline greedy layouts are computed and the smallest arena is kept. `peak` (bytes)
 /// is the planned peak that `Arena::fragmentation` divides by.
@@ -212,14 +221,7 @@ pub fn assign_offsets(
         j.value = ValueId::new(k);
     }
     let (mut offset_of, top_scan) = best_fit_scan(&joined);
-    let items: Vec<Item> = joined
-        .iter()
-        .map(|j| Item {
-            start: j.start.index() as u32,
-            end: j.end.index() as u32,
-            need: align(j.bytes),
-        })
-        .collect();
+    let items: Vec<Item> = joined.iter().map(item).collect();
     let mut top = top_scan;
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
     // live bytes (it also counts region and regeneration transients): the target is the larger.
@@ -341,11 +343,7 @@ mod tests {
     /// than the one it is asked to beat.
     #[test]
     fn both_layouts_are_valid_and_hold_the_live_bytes() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |m: u64| {
-            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            (x >> 33) % m
-        };
+        let mut next = crate::test_lcg::lcg(0x2545_f491_4f6c_dd1d);
         for _ in 0..50 {
             let n = 1 + next(60) as usize;
             let allocs: Vec<Allocation> = (0..n)
@@ -370,14 +368,7 @@ mod tests {
                 })
                 .max()
                 .unwrap_or(0);
-            let items: Vec<Item> = allocs
-                .iter()
-                .map(|a| Item {
-                    start: a.start.index() as u32,
-                    end: a.end.index() as u32,
-                    need: align(a.bytes),
-                })
-                .collect();
+            let items: Vec<Item> = allocs.iter().map(item).collect();
             assert_eq!(super::live_max(&items), live_max);
             let (offsets, top_a) = best_fit_scan(&allocs);
             let mut a = allocs.clone();

@@ -1,6 +1,6 @@
 //! The modelled step times of one finalize, read through tables prepared once per plan variant:
-//! the same numbers as [`ebb_ir::cost::StepCosts`] (same formulas, same operands, same order of
-//! summation), without its per-finalize map from program positions to points.
+//! the same numbers as [`ebb_ir::cost::StepCosts`] (the same [`PointTimes`], same operands, same
+//! order of summation), without its per-finalize map from program positions to points.
 //!
 //! - Each point's roofline time depends only on its FLOPs and bytes expressions and its compute
 //!   kind, and a plan has few distinct triples (GPT-2 medium: a few hundred over 10 458
@@ -8,8 +8,9 @@
 //! - A candidate's recompute time sums the times of the points of the ops it reruns; their
 //!   points are listed once per variant ([`CostTables::recompute_points`]).
 
+use ebb_ir::cost::{default_kind, PointTimes};
 use ebb_ir::device::{ComputeKind, DeviceProfile};
-use ebb_ir::plan::{Candidate, Plan, Point};
+use ebb_ir::plan::Plan;
 use std::collections::HashMap;
 
 /// A point whose op has no modelled time (not scheduled, or beyond the per-point costs): 0 µs.
@@ -37,11 +38,7 @@ impl CostTables {
     /// interned indices (empty when the plan has none).
     pub(super) fn new(plan: &Plan, point_flops: &[u32], point_bytes: &[u32]) -> CostTables {
         let per_point = plan.point_flops.is_some();
-        let default_kind = if plan.point_bytes.is_some() {
-            ComputeKind::Vector
-        } else {
-            ComputeKind::Matrix
-        };
+        let default_kind = default_kind(plan);
         let kinds = plan.point_kinds.as_deref().unwrap_or_default();
         let mut index: HashMap<(u32, Option<u32>, ComputeKind), u32> = HashMap::new();
         let mut terms = Vec::new();
@@ -87,7 +84,7 @@ impl CostTables {
     }
 
     /// The step times at one binding on `device`: `at` reads an interned expression's value.
-    pub(super) fn times(&self, device: &DeviceProfile, at: impl Fn(u32) -> i64) -> StepTimes {
+    pub(super) fn times(&self, device: &DeviceProfile, at: impl Fn(u32) -> i64) -> PointTimes {
         let mut point_us = Vec::new();
         if self.per_point {
             let term_us: Vec<f64> = self
@@ -104,25 +101,15 @@ impl CostTables {
                 .map(|&t| term_us[t as usize])
                 .collect();
         }
-        let mut prefix = Vec::with_capacity(point_us.len() + 1);
-        prefix.push(0.0);
-        for t in &point_us {
-            prefix.push(prefix[prefix.len() - 1] + t);
-        }
-        StepTimes {
-            point_us,
-            prefix,
-            link_bytes_per_us: device.link_bandwidth / 1e6,
-            flops_per_us: device.matrix_flops / 1e6,
-        }
+        PointTimes::new(point_us, device)
     }
 
     /// Modelled time of candidate `c`'s recompute, µs (as `StepCosts::recompute_us`): the sum
     /// of the times of the points it reruns, or `flops` at the matrix rate when the plan has no
     /// per-point costs.
-    pub(super) fn recompute_us(&self, t: &StepTimes, c: usize, flops: i64) -> f64 {
+    pub(super) fn recompute_us(&self, t: &PointTimes, c: usize, flops: i64) -> f64 {
         if t.point_us.is_empty() {
-            return flops as f64 / t.flops_per_us;
+            return t.fallback_us(flops);
         }
         let (lo, hi) = (
             self.recompute_first[c] as usize,
@@ -132,46 +119,5 @@ impl CostTables {
             .iter()
             .map(|&p| t.point_us.get(p as usize).copied().unwrap_or(0.0))
             .sum()
-    }
-}
-
-/// Modelled times of one plan variant at one binding on one device (as
-/// [`ebb_ir::cost::StepCosts`]).
-#[derive(Clone, Debug)]
-pub(super) struct StepTimes {
-    /// Modelled time of the op at each point, µs (empty when the plan has no per-point FLOPs).
-    point_us: Vec<f64>,
-    /// `prefix[p]` = time of points `0..p`, µs.
-    prefix: Vec<f64>,
-    /// The device's link bandwidth, bytes per µs.
-    link_bytes_per_us: f64,
-    /// The device's matrix FLOPs per µs (the fallback rate).
-    flops_per_us: f64,
-}
-
-impl StepTimes {
-    /// Modelled time of the whole step, µs (0 when the plan has no per-point FLOPs).
-    pub(super) fn step_us(&self) -> f64 {
-        self.prefix[self.prefix.len() - 1]
-    }
-
-    /// Modelled time of points `[l, r]`, µs (0 when `r` is `None` or before `l`).
-    fn window_us(&self, l: Point, r: Option<Point>) -> f64 {
-        let Some(r) = r.filter(|&r| self.prefix.len() > 1 && l <= r) else {
-            return 0.0;
-        };
-        let r = (r.index() + 1).min(self.prefix.len() - 1);
-        self.prefix[r] - self.prefix[l.index().min(r)]
-    }
-
-    /// One transfer of `bytes` in one direction of the link, µs.
-    pub(super) fn transfer_us(&self, bytes: i64) -> f64 {
-        bytes as f64 / self.link_bytes_per_us
-    }
-
-    /// Exposed time of swapping `c` alone (`bytes` each way), µs, as `StepCosts::swap_us`.
-    pub(super) fn swap_us(&self, c: &Candidate, bytes: i64) -> f64 {
-        let hidden = self.window_us(c.evict_after.next(), c.prefetch_at.prev());
-        (self.transfer_us(bytes) - hidden).max(0.0)
     }
 }

@@ -35,7 +35,7 @@ pub mod segtree;
 mod summary;
 
 use crate::arena::{assign_offsets, Arena};
-use costs::StepTimes;
+use ebb_ir::cost::PointTimes;
 use ebb_ir::device::DeviceProfile;
 use ebb_ir::dim::DimError;
 use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, Point, ProgPoint};
@@ -555,7 +555,7 @@ fn price_options(
     plan: &Plan,
     prep: &Prepared,
     vals: &[i64],
-    costs: &StepTimes,
+    costs: &PointTimes,
     value_bytes: &[i64],
     opts: &FinalizeOptions,
 ) -> Vec<Option_> {
