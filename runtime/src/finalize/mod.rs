@@ -326,21 +326,14 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             }
         }
         let budget = opts.budget.unwrap_or(i64::MAX);
-        if let Some(k) = ok.iter().position(|c| c.arena.arena_bytes <= budget) {
-            return Ok(ok.swap_remove(k));
-        }
-        let mut best: Option<ConcretePlan> = None;
-        for c in ok {
-            if best.as_ref().is_none_or(|b| {
-                (c.arena.arena_bytes, c.overhead_us) < (b.arena.arena_bytes, b.overhead_us)
-            }) {
-                best = Some(c);
-            }
-        }
-        best.ok_or(FinalizeError::Eval {
-            expr: "plan variants".into(),
-            source: DimError::Overflow,
-        })
+        let key = |c: &ConcretePlan| (c.arena.arena_bytes, c.overhead_us);
+        let k = ok
+            .iter()
+            .position(|c| c.arena.arena_bytes <= budget)
+            .unwrap_or_else(|| {
+                (0..ok.len()).fold(0, |b, i| if key(&ok[i]) < key(&ok[b]) { i } else { b })
+            });
+        Ok(ok.swap_remove(k))
     }
 
     /// Lays out the arena of finalized plan `c` (of variant `c.variant`) when `opts` asks for
