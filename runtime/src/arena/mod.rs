@@ -5,7 +5,7 @@
 //! Two kinds of layout are computed and the smallest arena kept:
 //! - the online scan ([`scan`]): program points in order, a free list sorted by address,
 //!   best-fit placement — the policy of classic allocators, O(n + points + n·f) for f free
-//!   blocks;
+//!   blocks — with the small intervals in per-size slabs above the others;
 //! - the offline greedy layouts ([`greedy`]): greedy by size (TFLite's offline planner) and
 //!   variants of its order, each interval at the first (or smallest) gap left by the placed
 //!   intervals it overlaps in time, found through a segment tree over the points; tried only
@@ -199,49 +199,52 @@ pub fn assign_offsets(
     decisions: &[Decision],
     peak: i64,
 ) -> Arena {
-    let mut allocs = residency_intervals(plan, value_bytes, decisions);
+    let allocs = residency_intervals(plan, value_bytes, decisions);
     let (group, shared) = in_place_groups(plan, &allocs);
-    // One interval per group, spanning its members.
-    let mut joined: Vec<Allocation> = Vec::with_capacity(allocs.len());
-    let mut slot = vec![usize::MAX; allocs.len()];
-    for i in 0..allocs.len() {
+    // One item per group, spanning its members; `slot[i]` is interval `i`'s item (a group's
+    // root is its first interval, so its item exists when a member extends it).
+    let mut items: Vec<Item> = Vec::with_capacity(allocs.len());
+    let mut slot = vec![0u32; allocs.len()];
+    for (i, a) in allocs.iter().enumerate() {
+        let it = item(a);
         let r = group[i];
-        if slot[r] == usize::MAX {
-            slot[r] = joined.len();
-            joined.push(allocs[i].clone());
+        if r == i {
+            slot[i] = items.len() as u32;
+            items.push(it);
         } else {
-            let j = &mut joined[slot[r]];
-            j.start = j.start.min(allocs[i].start);
-            j.end = j.end.max(allocs[i].end);
-            j.bytes = j.bytes.max(allocs[i].bytes);
+            slot[i] = slot[r];
+            let j = &mut items[slot[r] as usize];
+            j.start = j.start.min(it.start);
+            j.end = j.end.max(it.end);
+            j.need = j.need.max(it.need);
         }
     }
-    // Each joined interval's index, carried through the layouts (which sort) as its value.
-    for (k, j) in joined.iter_mut().enumerate() {
-        j.value = ValueId::new(k);
-    }
-    let (mut offset_of, top_scan) = best_fit_scan(&joined);
-    let items: Vec<Item> = joined.iter().map(item).collect();
+    let (mut offset_of, top_scan) = best_fit_scan(&items, peak);
     let mut top = top_scan;
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
-    // live bytes (it also counts region and regeneration transients): the target is the larger.
-    let lower_bound = live_max(&items).max(peak);
-    let good_enough = (lower_bound as f64 * (1.0 + SCAN_KEPT_WITHIN)) as i64;
-    if top_scan > good_enough {
-        let acceptable = (lower_bound as f64 * (1.0 + SEARCH_UNTIL_WITHIN)) as i64;
-        if let Some((offsets, top_greedy)) = best_layout(&items, good_enough, acceptable, top_scan)
-        {
-            offset_of = offsets;
-            top = top_greedy;
+    // live bytes (it also counts region and regeneration transients): the target is the
+    // larger. The live bytes are only counted when the scan is not within reach of the peak.
+    let within = |bound: i64, f: f64| (bound as f64 * (1.0 + f)) as i64;
+    if top_scan > within(peak, SCAN_KEPT_WITHIN) {
+        let lower_bound = live_max(&items).max(peak);
+        let good_enough = within(lower_bound, SCAN_KEPT_WITHIN);
+        if top_scan > good_enough {
+            let acceptable = within(lower_bound, SEARCH_UNTIL_WITHIN);
+            if let Some((offsets, top_greedy)) =
+                best_layout(&items, good_enough, acceptable, top_scan)
+            {
+                offset_of = offsets;
+                top = top_greedy;
+            }
         }
     }
-    for (i, a) in allocs.iter_mut().enumerate() {
-        a.offset = offset_of[slot[group[i]]];
-    }
     // By start point, by value at one point (`allocs` is in value order).
-    let allocs = order_by_point(&allocs, |a| a.start.index())
+    let allocations = order_by_point(&allocs, |a| a.start.index())
         .into_iter()
-        .map(|i| allocs[i as usize].clone())
+        .map(|i| Allocation {
+            offset: offset_of[slot[i as usize] as usize],
+            ..allocs[i as usize].clone()
+        })
         .collect();
     let fragmentation = if peak > 0 {
         top as f64 / peak as f64
@@ -251,7 +254,7 @@ pub fn assign_offsets(
     Arena {
         arena_bytes: top,
         fragmentation,
-        allocations: allocs,
+        allocations,
         shared,
     }
 }
@@ -280,10 +283,7 @@ fn live_max(items: &[Item]) -> i64 {
 
 /// Indices of `allocs` ordered by `key` (a point index), stable: a counting sort, O(n +
 /// points).
-pub(super) fn order_by_point(
-    allocs: &[Allocation],
-    key: impl Fn(&Allocation) -> usize,
-) -> Vec<u32> {
+pub(super) fn order_by_point<T>(allocs: &[T], key: impl Fn(&T) -> usize) -> Vec<u32> {
     let points = allocs.iter().map(|a| key(a) + 1).max().unwrap_or(0);
     let mut first = vec![0u32; points + 1];
     for a in allocs {
@@ -338,9 +338,9 @@ pub fn check_layout(arena: &Arena) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    /// Random intervals (a fixed LCG): the scan's and the greedy layouts are valid, never below
-    /// the largest live bytes at a point, and the greedy search never returns a layout larger
-    /// than the one it is asked to beat.
+    /// Random intervals (a fixed LCG): the scan's (with and without slabs) and the greedy
+    /// layouts are valid, never below the largest live bytes at a point, and the greedy search
+    /// never returns a layout larger than the one it is asked to beat.
     #[test]
     fn both_layouts_are_valid_and_hold_the_live_bytes() {
         let mut next = crate::test_lcg::lcg(0x2545_f491_4f6c_dd1d);
@@ -370,12 +370,18 @@ mod tests {
                 .unwrap_or(0);
             let items: Vec<Item> = allocs.iter().map(item).collect();
             assert_eq!(super::live_max(&items), live_max);
-            let (offsets, top_a) = best_fit_scan(&allocs);
-            let mut a = allocs.clone();
-            for (x, o) in a.iter_mut().zip(offsets) {
-                x.offset = o;
+            // The scan with every interval in the free list (peak 0), every one in slabs (a
+            // huge peak), and a mix (small = 2 KiB).
+            let mut layouts = Vec::new();
+            for peak in [0, 2048 * 4096, i64::MAX] {
+                let (offsets, top) = best_fit_scan(&items, peak);
+                let mut a = allocs.clone();
+                for (x, o) in a.iter_mut().zip(offsets) {
+                    x.offset = o;
+                }
+                layouts.push((a, top));
             }
-            let mut layouts = vec![(a, top_a)];
+            let top_a = layouts[0].1;
             if let Some((offsets, top_b)) = best_layout(&items, live_max, live_max, i64::MAX) {
                 let mut b = allocs.clone();
                 for (x, o) in b.iter_mut().zip(offsets) {
@@ -383,7 +389,7 @@ mod tests {
                 }
                 layouts.push((b, top_b));
             }
-            assert_eq!(layouts.len(), 2);
+            assert_eq!(layouts.len(), 4);
             if let Some((_, top_c)) = best_layout(&items, live_max, live_max, top_a) {
                 assert!(top_c < top_a);
             }
