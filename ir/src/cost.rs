@@ -90,8 +90,14 @@ impl PointTimes {
     /// modelled compute between the eviction and the prefetch (points `evict_after + 1 ..=
     /// prefetch_at − 1`), never negative. See [`exposed_transfer_us`] for several swaps.
     pub fn swap_us(&self, c: &Candidate, bytes: i64) -> f64 {
-        let hidden = self.window_us(c.evict_after.next(), c.prefetch_at.prev());
-        (self.transfer_us(bytes) - hidden).max(0.0)
+        self.swap_over_us(c.evict_after.next(), c.prefetch_at.prev(), bytes)
+    }
+
+    /// Exposed time of a swap of `bytes` each way whose transfers may overlap the compute of
+    /// points `[l, r]` ([`PointTimes::window_us`]), µs: as [`PointTimes::swap_us`], for a
+    /// caller that holds the window.
+    pub fn swap_over_us(&self, l: Point, r: Option<Point>, bytes: i64) -> f64 {
+        (self.transfer_us(bytes) - self.window_us(l, r)).max(0.0)
     }
 }
 

@@ -274,15 +274,16 @@ pub(super) fn choose(
     by_cost.sort_by(|a, b| cost(b).total_cmp(&cost(a)).then(a.cmp(b)));
     for c in by_cost {
         let Some(i) = state[c.index()] else { continue };
-        options[i].apply(tree, -1);
-        if tree.max() <= budget {
+        // Undoing it raises its window by its bytes and lowers only its transient's point
+        // (after the window): the peak stays within the budget when the window's does.
+        let o = &options[i];
+        if tree.max_in(o.l.index(), o.r.index()) + o.bytes <= budget {
+            o.apply(tree, -1);
             state[c.index()] = None;
-            link.add(&options[i], -1.0);
-            if options[i].kind == DecisionKind::Recompute {
-                recompute_us -= options[i].cost_us;
+            link.add(o, -1.0);
+            if o.kind == DecisionKind::Recompute {
+                recompute_us -= o.cost_us;
             }
-        } else {
-            options[i].apply(tree, 1);
         }
     }
     // Local search: switch a decision's kind where that lowers the total and keeps the budget.

@@ -18,9 +18,9 @@
 //! plan (values, points, candidates) plus the greedy's heap queries and the arena layout;
 //! GPT-2 medium (10 458 points, 5 469 candidates) at B=8, S=1024 under 50% of its scheduled
 //! peak takes, per variant on one core of a 2-core VM, about 0.55–0.6 ms of decisions and
-//! 0.9 ms of arena layout (about 0.65 ms of it the best-fit scan of its ~11 600 residency
-//! intervals over ~30 free blocks); its two variants run in parallel, each variant's
-//! decisions and layout in one task (`cargo bench -p ebb-compiler --bench plan -- finalize`).
+//! 0.6 ms of arena layout (about 0.45 ms of it the scan of its ~11 600 residency intervals);
+//! its two variants run in parallel, each variant's decisions and layout in one task, 1.3 ms
+//! in all (`cargo bench -p ebb-compiler --bench plan -- finalize`).
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
 //! may be dominated by one that covers several peaks later; the exact ILP in `ebb bench
@@ -386,9 +386,9 @@ fn finalize_prepared(
     let points = plan.schedule.len().max(1);
     let value_bytes: Vec<i64> = prep.value_bytes.iter().map(|&i| at(i)).collect();
     let mut diff = vec![0i64; points + 1];
-    for (v, &bytes) in plan.values.iter().zip(&value_bytes) {
-        diff[v.def.index().min(points - 1)] += bytes;
-        diff[(v.last_use.index() + 1).min(points)] -= bytes;
+    for (&(def, last_use), &bytes) in prep.value_live.iter().zip(&value_bytes) {
+        diff[(def as usize).min(points - 1)] += bytes;
+        diff[(last_use as usize + 1).min(points)] -= bytes;
     }
     let mut resident = Vec::with_capacity(points);
     let mut acc = 0i64;
@@ -410,7 +410,7 @@ fn finalize_prepared(
     let (mut recompute_us, mut exposed_transfer_us) = (0.0f64, 0.0f64);
     if let Some(budget) = opts.budget {
         if peak_scheduled > budget {
-            let options = price_options(plan, prep, &vals, &costs, &value_bytes, opts);
+            let options = price_options(prep, &vals, &costs, &value_bytes, opts);
             let c = greedy::choose(
                 options,
                 &prep.cover,
@@ -545,7 +545,6 @@ fn exact_residency(
 /// order; options of a kind `opts` does not allow or of a value without bytes are left
 /// [absent](Option_::present).
 fn price_options(
-    plan: &Plan,
     prep: &Prepared,
     vals: &[i64],
     costs: &PointTimes,
@@ -562,16 +561,15 @@ fn price_options(
         .iter()
         .map(|s| {
             let c = CandidateId::new(s.c as usize);
-            let cand = &plan.candidates[s.c as usize];
             let e = &prep.candidates[s.c as usize];
-            let mut bytes = value_bytes.get(cand.value.index()).copied().unwrap_or(0);
+            let mut bytes = value_bytes.get(s.value as usize).copied().unwrap_or(0);
             let (transient, cost_us, transfer_us, flops) = match s.kind {
                 DecisionKind::Recompute => {
                     bytes = if recompute { bytes } else { 0 };
                     let flops = at(e.recompute_flops);
                     let tr = at(e.transient_bytes);
                     (
-                        (cand.regenerate_before, tr),
+                        (Point::new(s.regenerate_before as usize), tr),
                         prep.costs.recompute_us(costs, s.c as usize, flops),
                         0.0,
                         flops,
@@ -580,7 +578,11 @@ fn price_options(
                 DecisionKind::Swap => {
                     bytes = if swap { bytes } else { 0 };
                     let moved = at(e.swap_bytes);
-                    let cost_us = costs.swap_us(cand, moved);
+                    let cost_us = costs.swap_over_us(
+                        Point::new(s.l as usize),
+                        s.overlap_end.map(|p| Point::new(p as usize)),
+                        moved,
+                    );
                     let transfer_us = costs.transfer_us(moved);
                     ((Point::new(0), 0), cost_us, transfer_us, 0)
                 }

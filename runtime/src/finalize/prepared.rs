@@ -25,7 +25,9 @@ pub(super) struct CandidateExprs {
 }
 
 /// A (candidate, kind) pair the candidate allows whose window is not empty: an option finalize
-/// may price. Its window, the points `[l, r]` it frees, does not depend on the shapes.
+/// may price. Its window, the points `[l, r]` it frees, does not depend on the shapes. The
+/// candidate's fields finalize reads are copied here, so pricing does not walk the plan's
+/// candidates.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Slot {
     /// Index into `Plan::candidates`.
@@ -33,6 +35,13 @@ pub(super) struct Slot {
     pub kind: DecisionKind,
     pub l: u32,
     pub r: u32,
+    /// The candidate's value (index into `Plan::values`).
+    pub value: u32,
+    /// The candidate's `regenerate_before` point (where a recompute's transients are charged).
+    pub regenerate_before: u32,
+    /// For a swap, the last point whose compute its transfers may overlap
+    /// (`prefetch_at − 1`, unclipped; `None` when the prefetch is at point 0).
+    pub overlap_end: Option<u32>,
 }
 
 /// One plan variant's expressions, interned (see the module docs). Built once per plan
@@ -44,6 +53,8 @@ pub struct Prepared {
     exprs: Vec<DimExpr>,
     /// Bytes of each value.
     pub(super) value_bytes: Vec<u32>,
+    /// `(def, last_use)` points of each value.
+    pub(super) value_live: Vec<(u32, u32)>,
     /// `(point, bytes)` of each region transient.
     pub(super) region_transients: Vec<(usize, u32)>,
     /// FLOPs of each point (empty when the plan has none).
@@ -64,6 +75,11 @@ impl Prepared {
         let mut table = Interner::default();
         let mut intern = |e| table.intern(e);
         let value_bytes = plan.values.iter().map(|v| intern(&v.bytes)).collect();
+        let value_live = plan
+            .values
+            .iter()
+            .map(|v| (v.def.index() as u32, v.last_use.index() as u32))
+            .collect();
         let region_transients = plan
             .region_transients
             .iter()
@@ -96,6 +112,9 @@ impl Prepared {
                         kind,
                         l: l.index() as u32,
                         r: r.index() as u32,
+                        value: cand.value.index() as u32,
+                        regenerate_before: cand.regenerate_before.index() as u32,
+                        overlap_end: cand.prefetch_at.prev().map(|p| p.index() as u32),
                     });
                 }
             }
@@ -108,6 +127,7 @@ impl Prepared {
             cover,
             exprs: table.exprs,
             value_bytes,
+            value_live,
             region_transients,
             point_flops,
             candidates,

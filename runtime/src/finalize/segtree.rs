@@ -37,7 +37,7 @@ impl PeakTree {
 
     /// Adds `delta` bytes at every point of `[l, r]` (inclusive; empty when `l > r`).
     pub fn add(&mut self, l: usize, r: usize, delta: i64) {
-        if l > r || l >= self.n {
+        if l > r || l >= self.n || delta == 0 {
             return;
         }
         let r = r.min(self.n - 1);
@@ -85,6 +85,34 @@ impl PeakTree {
     /// The maximum over all points.
     pub fn max(&self) -> i64 {
         self.max[1]
+    }
+
+    /// The maximum over the points `[l, r]` (inclusive; `i64::MIN` when empty), O(log n).
+    pub fn max_in(&self, l: usize, r: usize) -> i64 {
+        let r = r.min(self.n - 1);
+        if l > r {
+            return i64::MIN;
+        }
+        self.query(1, 0, self.size - 1, l, r)
+    }
+
+    /// The maximum over `[l, r]` within node `k`, which covers `[lo, hi]` and overlaps it.
+    fn query(&self, k: usize, lo: usize, hi: usize, l: usize, r: usize) -> i64 {
+        if l <= lo && hi <= r {
+            return self.max[k];
+        }
+        let mid = (lo + hi) / 2;
+        let left = if l <= mid {
+            self.query(2 * k, lo, mid, l, r)
+        } else {
+            i64::MIN
+        };
+        let right = if r > mid {
+            self.query(2 * k + 1, mid + 1, hi, l, r)
+        } else {
+            i64::MIN
+        };
+        left.max(right) + self.add[k]
     }
 
     /// The maximum over all points and the first point where it is reached.
@@ -151,6 +179,8 @@ mod tests {
                 let m = *a.iter().max().unwrap();
                 let p = a.iter().position(|x| *x == m).unwrap();
                 prop_assert_eq!(t.argmax(), (m, p));
+                let (ql, qr) = (l.min(r), l.max(r));
+                prop_assert_eq!(t.max_in(ql, qr), *a[ql..=qr].iter().max().unwrap());
             }
             prop_assert_eq!(t.values(), a);
         }
