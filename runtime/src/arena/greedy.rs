@@ -29,6 +29,8 @@
 //!
 //! Invariant: two intervals overlapping in time never share a byte.
 
+use crate::finalize::segtree::IntervalIndex;
+
 /// One interval to place: first and last resident point, aligned size in bytes.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Item {
@@ -248,11 +250,8 @@ impl Placer<'_> {
 /// Which items overlap an item in time: a segment tree over the points holding each item at
 /// its canonical nodes (stabbing queries), and the items sorted by start.
 struct Overlaps {
-    /// Leaves of the segment tree (a power of two ≥ the number of points).
-    leaves: usize,
-    /// CSR of the tree: node `k`'s items are `node_items[node_first[k]..node_first[k + 1]]`.
-    node_first: Vec<u32>,
-    node_items: Vec<u32>,
+    /// The items at the canonical nodes of their intervals.
+    nodes: IntervalIndex,
     /// Items by start point.
     by_start: Vec<u32>,
     /// Per point `p`, the first position in `by_start` of an item starting at `p` or later.
@@ -266,37 +265,7 @@ impl Overlaps {
             .map(|it| it.end as usize + 1)
             .max()
             .unwrap_or(1);
-        let leaves = points.next_power_of_two();
-        let canonical = |it: &Item, f: &mut dyn FnMut(usize)| {
-            let (mut l, mut r) = (it.start as usize + leaves, it.end as usize + 1 + leaves);
-            while l < r {
-                if l & 1 == 1 {
-                    f(l);
-                    l += 1;
-                }
-                if r & 1 == 1 {
-                    r -= 1;
-                    f(r);
-                }
-                l >>= 1;
-                r >>= 1;
-            }
-        };
-        let mut node_first = vec![0u32; 2 * leaves + 1];
-        for it in items {
-            canonical(it, &mut |k| node_first[k + 1] += 1);
-        }
-        for k in 0..2 * leaves {
-            node_first[k + 1] += node_first[k];
-        }
-        let mut fill = node_first.clone();
-        let mut node_items = vec![0u32; node_first[2 * leaves] as usize];
-        for (i, it) in items.iter().enumerate() {
-            canonical(it, &mut |k| {
-                node_items[fill[k] as usize] = i as u32;
-                fill[k] += 1;
-            });
-        }
+        let nodes = IntervalIndex::new(points, items.iter().map(|it| (it.start, it.end)));
         let mut start_pos = vec![0u32; points + 2];
         for it in items {
             start_pos[it.start as usize + 1] += 1;
@@ -311,9 +280,7 @@ impl Overlaps {
             slot[it.start as usize] += 1;
         }
         Overlaps {
-            leaves,
-            node_first,
-            node_items,
+            nodes,
             by_start,
             start_pos,
         }
@@ -323,10 +290,9 @@ impl Overlaps {
     fn for_each(&self, items: &[Item], i: u32, mut f: impl FnMut(u32)) {
         let it = items[i as usize];
         // Items containing `start`.
-        let mut k = it.start as usize + self.leaves;
+        let mut k = it.start as usize + self.nodes.leaves();
         while k >= 1 {
-            let (a, b) = (self.node_first[k] as usize, self.node_first[k + 1] as usize);
-            for &j in &self.node_items[a..b] {
+            for &j in self.nodes.at(k) {
                 if j != i {
                     f(j);
                 }

@@ -70,18 +70,18 @@ pub(super) fn best_fit_scan(items: &[Item], peak: i64) -> (Vec<i64>, i64) {
         };
     }
     // The slabs sit on top of the large intervals, by size.
-    let base = slabs.bases(large.top);
+    let (base, top) = slabs.stack(large.top);
     for (o, a) in offsets.iter_mut().zip(items) {
         if a.need <= small {
             *o = base[(a.need / ALIGN) as usize] + *o * a.need;
         }
     }
-    (offsets, large.top + slabs.bytes())
+    (offsets, top)
 }
 
 /// Intervals of at most this many bytes (aligned) are placed in slabs (see the module docs):
 /// 64 KiB, or 1/4096 of the planned `peak` where that is less.
-pub(super) fn small_bytes(peak: i64) -> i64 {
+fn small_bytes(peak: i64) -> i64 {
     (64 << 10).min(peak / 4096)
 }
 
@@ -134,18 +134,11 @@ impl Slabs {
         }
     }
 
-    /// Bytes of all slabs.
-    fn bytes(&self) -> i64 {
-        self.slots
-            .iter()
-            .enumerate()
-            .map(|(c, &n)| c as i64 * ALIGN * n)
-            .sum()
-    }
-
-    /// The offset of each slab (indexed by `size / ALIGN`) when they are stacked from `at`.
-    fn bases(&self, mut at: i64) -> Vec<i64> {
-        self.slots
+    /// The offset of each slab (indexed by `size / ALIGN`) when they are stacked from `at`,
+    /// and the end of the stack.
+    fn stack(&self, mut at: i64) -> (Vec<i64>, i64) {
+        let base = self
+            .slots
             .iter()
             .enumerate()
             .map(|(c, &n)| {
@@ -153,7 +146,8 @@ impl Slabs {
                 at += c as i64 * ALIGN * n;
                 base
             })
-            .collect()
+            .collect();
+        (base, at)
     }
 }
 

@@ -19,65 +19,11 @@
 //! Invariant: every heap entry's key is at most its option's current score, and entries of
 //! options whose candidate is taken are only ever removed.
 
+use super::segtree::IntervalIndex;
+
 /// The options a finalize may price, by the canonical nodes of their windows: built once per
 /// plan variant ([`super::Prepared`]), as windows do not depend on the shapes.
-#[derive(Clone, Debug)]
-pub(super) struct CoverNodes {
-    /// Leaves of the segment tree: a power of two at least the number of points.
-    leaves: usize,
-    /// Node `k`'s options are `options[first[k]..first[k + 1]]` (indices into the slots).
-    first: Vec<u32>,
-    options: Vec<u32>,
-}
-
-/// The canonical nodes of points `[l, r]` in a tree of `leaves` leaves.
-fn canonical(leaves: usize, l: u32, r: u32, mut f: impl FnMut(usize)) {
-    let (mut l, mut r) = (l as usize + leaves, r as usize + 1 + leaves);
-    while l < r {
-        if l & 1 == 1 {
-            f(l);
-            l += 1;
-        }
-        if r & 1 == 1 {
-            r -= 1;
-            f(r);
-        }
-        l >>= 1;
-        r >>= 1;
-    }
-}
-
-impl CoverNodes {
-    /// The index of options with windows `windows[i] = (l, r)` (inclusive) over `points`
-    /// points; the part of a window past the last point is left out.
-    pub(super) fn new(points: usize, windows: impl Iterator<Item = (u32, u32)> + Clone) -> Self {
-        let leaves = points.max(1).next_power_of_two();
-        let last = points.max(1) as u32 - 1;
-        let clip = |(l, r): (u32, u32)| (l <= r.min(last)).then_some((l, r.min(last)));
-        let mut first = vec![0u32; 2 * leaves + 1];
-        for (l, r) in windows.clone().filter_map(clip) {
-            canonical(leaves, l, r, |k| first[k + 1] += 1);
-        }
-        for k in 0..2 * leaves {
-            first[k + 1] += first[k];
-        }
-        let mut fill = first.clone();
-        let mut options = vec![0u32; first[2 * leaves] as usize];
-        for (i, w) in windows.enumerate() {
-            if let Some((l, r)) = clip(w) {
-                canonical(leaves, l, r, |k| {
-                    options[fill[k] as usize] = i as u32;
-                    fill[k] += 1;
-                });
-            }
-        }
-        CoverNodes {
-            leaves,
-            first,
-            options,
-        }
-    }
-}
+pub(super) type CoverNodes = IntervalIndex;
 
 /// The rank order of an option among options of equal score: its static score's bits, then
 /// `u64::MAX - bytes` (larger values first), then `candidate << 1 | kind`.
@@ -112,7 +58,7 @@ impl<'a> CoverHeaps<'a> {
         CoverHeaps {
             nodes,
             rank,
-            at: vec![(u32::MAX, 0); 2 * nodes.leaves],
+            at: vec![(u32::MAX, 0); 2 * nodes.leaves()],
             entries: Vec::new(),
             path: Vec::with_capacity(64),
         }
@@ -132,11 +78,7 @@ impl<'a> CoverHeaps<'a> {
     /// Builds node `k`'s heap from its options that are not `dead`.
     fn build(&mut self, k: usize, dead: &impl Fn(usize) -> bool) {
         let base = self.entries.len();
-        let (a, b) = (
-            self.nodes.first[k] as usize,
-            self.nodes.first[k + 1] as usize,
-        );
-        for &i in &self.nodes.options[a..b] {
+        for &i in self.nodes.at(k) {
             if !dead(i as usize) {
                 self.entries.push(Entry {
                     key: self.rank[i as usize].0,
@@ -161,9 +103,9 @@ impl<'a> CoverHeaps<'a> {
         mut refresh: impl FnMut(usize, u64) -> Option<u64>,
     ) -> Option<(u64, usize)> {
         self.path.clear();
-        let mut k = p + self.nodes.leaves;
+        let mut k = p + self.nodes.leaves();
         while k >= 1 {
-            if self.nodes.first[k] < self.nodes.first[k + 1] {
+            if !self.nodes.at(k).is_empty() {
                 if self.at[k].0 == u32::MAX {
                     self.build(k, &dead);
                 }

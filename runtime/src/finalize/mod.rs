@@ -569,7 +569,7 @@ fn price_options(
                     let flops = at(e.recompute_flops);
                     let tr = at(e.transient_bytes);
                     (
-                        (Point::new(s.regenerate_before as usize), tr),
+                        (Point::new(s.r as usize + 1), tr),
                         prep.costs.recompute_us(costs, s.c as usize, flops),
                         0.0,
                         flops,
@@ -578,11 +578,8 @@ fn price_options(
                 DecisionKind::Swap => {
                     bytes = if swap { bytes } else { 0 };
                     let moved = at(e.swap_bytes);
-                    let cost_us = costs.swap_over_us(
-                        Point::new(s.l as usize),
-                        s.overlap_end.map(|p| Point::new(p as usize)),
-                        moved,
-                    );
+                    let (l, r) = (Point::new(s.l as usize), Point::new(s.r as usize));
+                    let cost_us = costs.swap_over_us(l, Some(r), moved);
                     let transfer_us = costs.transfer_us(moved);
                     ((Point::new(0), 0), cost_us, transfer_us, 0)
                 }

@@ -25,9 +25,10 @@ pub(super) struct CandidateExprs {
 }
 
 /// A (candidate, kind) pair the candidate allows whose window is not empty: an option finalize
-/// may price. Its window, the points `[l, r]` it frees, does not depend on the shapes. The
-/// candidate's fields finalize reads are copied here, so pricing does not walk the plan's
-/// candidates.
+/// may price. Its window, the points `[l, r]` it frees, does not depend on the shapes: a
+/// recompute's ends before `regenerate_before` (so `r + 1` is where its transients are
+/// charged), a swap's before `prefetch_at` (its transfers may overlap the compute of `[l, r]`).
+/// With the value, these are all of the candidate that pricing reads.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Slot {
     /// Index into `Plan::candidates`.
@@ -37,11 +38,6 @@ pub(super) struct Slot {
     pub r: u32,
     /// The candidate's value (index into `Plan::values`).
     pub value: u32,
-    /// The candidate's `regenerate_before` point (where a recompute's transients are charged).
-    pub regenerate_before: u32,
-    /// For a swap, the last point whose compute its transfers may overlap
-    /// (`prefetch_at − 1`, unclipped; `None` when the prefetch is at point 0).
-    pub overlap_end: Option<u32>,
 }
 
 /// One plan variant's expressions, interned (see the module docs). Built once per plan
@@ -113,8 +109,6 @@ impl Prepared {
                         l: l.index() as u32,
                         r: r.index() as u32,
                         value: cand.value.index() as u32,
-                        regenerate_before: cand.regenerate_before.index() as u32,
-                        overlap_end: cand.prefetch_at.prev().map(|p| p.index() as u32),
                     });
                 }
             }

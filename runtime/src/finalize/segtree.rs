@@ -1,8 +1,88 @@
-//! A segment tree over program points with range add and global argmax, so that each eviction
-//! decision during [`super::finalize`] costs O(log n) (n = points of the schedule).
+//! Segment trees over program points: [`PeakTree`] (range add, global argmax, range max), so
+//! that each eviction decision during [`super::finalize`] costs O(log n) (n = points of the
+//! schedule), and `IntervalIndex` (intervals stored at the canonical nodes of their points,
+//! for stabbing queries: which intervals contain a point).
+//!
+//! Both are bottom-up trees over a power of two of leaves (node 1 the root, node `k`'s
+//! children `2k` and `2k + 1`, point `p` at leaf `p + leaves`); a range of points is the union
+//! of its O(log n) canonical nodes (`canonical_nodes`).
 
-/// Range-add / max segment tree over `n` points, bottom-up (no recursion): a node holds the
-/// maximum of its children plus the bytes added to its whole range.
+/// Calls `f` with the canonical nodes of points `[l, r]` (inclusive, `l <= r`) in a tree of
+/// `leaves` leaves: the O(log n) nodes whose ranges are inside `[l, r]` and whose parents'
+/// are not, which together cover it exactly.
+pub(crate) fn canonical_nodes(leaves: usize, l: usize, r: usize, mut f: impl FnMut(usize)) {
+    let (mut l, mut r) = (l + leaves, r + 1 + leaves);
+    while l < r {
+        if l & 1 == 1 {
+            f(l);
+            l += 1;
+        }
+        if r & 1 == 1 {
+            r -= 1;
+            f(r);
+        }
+        l >>= 1;
+        r >>= 1;
+    }
+}
+
+/// Intervals of points stored at the canonical nodes of their ranges ([`canonical_nodes`]), in
+/// CSR form: the intervals containing point `p` are exactly those stored on the path from
+/// `p`'s leaf to the root. Interval ids are their positions in the list it was built from.
+#[derive(Clone, Debug)]
+pub(crate) struct IntervalIndex {
+    /// Leaves of the tree: a power of two at least the number of points.
+    leaves: usize,
+    /// Node `k`'s intervals are `members[first[k]..first[k + 1]]`.
+    first: Vec<u32>,
+    members: Vec<u32>,
+}
+
+impl IntervalIndex {
+    /// The index of intervals `windows[i] = (l, r)` (inclusive) over `points` points; the part
+    /// of an interval past the last point is left out, an empty one is not stored.
+    pub(crate) fn new(points: usize, windows: impl Iterator<Item = (u32, u32)> + Clone) -> Self {
+        let leaves = points.max(1).next_power_of_two();
+        let last = points.max(1) as u32 - 1;
+        let clip = |(l, r): (u32, u32)| (l <= r.min(last)).then_some((l, r.min(last)));
+        let mut first = vec![0u32; 2 * leaves + 1];
+        for (l, r) in windows.clone().filter_map(clip) {
+            canonical_nodes(leaves, l as usize, r as usize, |k| first[k + 1] += 1);
+        }
+        for k in 0..2 * leaves {
+            first[k + 1] += first[k];
+        }
+        let mut fill = first.clone();
+        let mut members = vec![0u32; first[2 * leaves] as usize];
+        for (i, w) in windows.enumerate() {
+            if let Some((l, r)) = clip(w) {
+                canonical_nodes(leaves, l as usize, r as usize, |k| {
+                    members[fill[k] as usize] = i as u32;
+                    fill[k] += 1;
+                });
+            }
+        }
+        IntervalIndex {
+            leaves,
+            first,
+            members,
+        }
+    }
+
+    /// Leaves of the tree (point `p` is node `p + leaves`).
+    pub(crate) fn leaves(&self) -> usize {
+        self.leaves
+    }
+
+    /// The intervals stored at node `k`.
+    pub(crate) fn at(&self, k: usize) -> &[u32] {
+        &self.members[self.first[k] as usize..self.first[k + 1] as usize]
+    }
+}
+
+/// Range-add / max segment tree over `n` points, updated bottom-up (a range maximum is a short
+/// top-down descent): a node holds the maximum of its children plus the bytes added to its
+/// whole range.
 #[derive(Clone, Debug)]
 pub struct PeakTree {
     n: usize,
@@ -41,21 +121,8 @@ impl PeakTree {
             return;
         }
         let r = r.min(self.n - 1);
-        let (l0, r0) = (l + self.size, r + self.size);
-        let (mut l, mut r) = (l0, r0 + 1);
-        while l < r {
-            if l & 1 == 1 {
-                self.apply(l, delta);
-                l += 1;
-            }
-            if r & 1 == 1 {
-                r -= 1;
-                self.apply(r, delta);
-            }
-            l >>= 1;
-            r >>= 1;
-        }
-        self.pull(l0, r0);
+        canonical_nodes(self.size, l, r, |k| self.apply(k, delta));
+        self.pull(l + self.size, r + self.size);
     }
 
     fn apply(&mut self, k: usize, delta: i64) {
