@@ -47,11 +47,14 @@ pub struct PointTimes {
 impl PointTimes {
     /// The times `point_us` (µs per point) on `device` (its link and matrix rates).
     pub fn new(point_us: Vec<f64>, device: &DeviceProfile) -> PointTimes {
-        let mut prefix = Vec::with_capacity(point_us.len() + 1);
-        prefix.push(0.0);
-        for t in &point_us {
-            prefix.push(prefix[prefix.len() - 1] + t);
-        }
+        // The running sum stays in a register (no reload of the last element per point).
+        let mut sum = 0.0;
+        let prefix = std::iter::once(0.0)
+            .chain(point_us.iter().map(|t| {
+                sum += t;
+                sum
+            }))
+            .collect();
         PointTimes {
             point_us,
             prefix,

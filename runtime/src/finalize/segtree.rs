@@ -80,9 +80,8 @@ impl IntervalIndex {
     }
 }
 
-/// Range-add / max segment tree over `n` points, updated bottom-up (a range maximum is a short
-/// top-down descent): a node holds the maximum of its children plus the bytes added to its
-/// whole range.
+/// Range-add / max segment tree over `n` points, bottom-up (no recursion): a node holds the
+/// maximum of its children plus the bytes added to its whole range.
 #[derive(Clone, Debug)]
 pub struct PeakTree {
     n: usize,
@@ -154,32 +153,49 @@ impl PeakTree {
         self.max[1]
     }
 
-    /// The maximum over the points `[l, r]` (inclusive; `i64::MIN` when empty), O(log n).
+    /// The maximum over the points `[l, r]` (inclusive; `i64::MIN` when empty), O(log n),
+    /// bottom-up: the canonical nodes of `[l, r]`, each plus the bytes added at its ancestors.
+    /// After each level, every left node taken so far lies under node `lo − 1` and every right
+    /// one under node `hi` (the nodes next to the boundaries), so one running sum per side
+    /// collects their ancestors' adds.
     pub fn max_in(&self, l: usize, r: usize) -> i64 {
         let r = r.min(self.n - 1);
         if l > r {
             return i64::MIN;
         }
-        self.query(1, 0, self.size - 1, l, r)
-    }
-
-    /// The maximum over `[l, r]` within node `k`, which covers `[lo, hi]` and overlaps it.
-    fn query(&self, k: usize, lo: usize, hi: usize, l: usize, r: usize) -> i64 {
-        if l <= lo && hi <= r {
-            return self.max[k];
+        let (mut lo, mut hi) = (l + self.size, r + 1 + self.size);
+        let (mut left, mut right): (Option<i64>, Option<i64>) = (None, None);
+        let take = |side: &mut Option<i64>, v: i64| *side = Some(side.map_or(v, |s| s.max(v)));
+        while lo < hi {
+            if lo & 1 == 1 {
+                take(&mut left, self.max[lo]);
+                lo += 1;
+            }
+            if hi & 1 == 1 {
+                hi -= 1;
+                take(&mut right, self.max[hi]);
+            }
+            lo >>= 1;
+            hi >>= 1;
+            if let Some(x) = &mut left {
+                *x += self.add[lo - 1];
+            }
+            if let Some(x) = &mut right {
+                *x += self.add[hi];
+            }
         }
-        let mid = (lo + hi) / 2;
-        let left = if l <= mid {
-            self.query(2 * k, lo, mid, l, r)
-        } else {
-            i64::MIN
+        // The ancestors above the level where the boundaries met.
+        let above = |side: Option<i64>, mut k: usize| {
+            side.map(|mut x| {
+                while k > 1 {
+                    k >>= 1;
+                    x += self.add[k];
+                }
+                x
+            })
         };
-        let right = if r > mid {
-            self.query(2 * k + 1, mid + 1, hi, l, r)
-        } else {
-            i64::MIN
-        };
-        left.max(right) + self.add[k]
+        let (left, right) = (above(left, lo - 1), above(right, hi));
+        left.max(right).unwrap_or(i64::MIN)
     }
 
     /// The maximum over all points and the first point where it is reached.
