@@ -19,7 +19,7 @@
 //! GPT-2 medium (10 458 points, 5 469 candidates) at B=8, S=1024 under 50% of its scheduled
 //! peak takes, per variant on one core of a 2-core VM, about 0.55–0.6 ms of decisions and
 //! 0.6 ms of arena layout (about 0.45 ms of it the scan of its ~11 600 residency intervals);
-//! its two variants run in parallel, each variant's decisions and layout in one task, 1.3 ms
+//! its two variants run in parallel, each variant's decisions and layout in one task, 1.2 ms
 //! in all (`cargo bench -p ebb-compiler --bench plan -- finalize`).
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
