@@ -29,12 +29,20 @@ pub(super) type CoverNodes = IntervalIndex;
 /// `u64::MAX - bytes` (larger values first), then `candidate << 1 | kind`.
 pub(super) type Rank = (u64, u64, u32);
 
-/// One heap entry: a score bound (the bits of a non-negative float, which order like it) and
-/// the option.
+/// One heap entry: a score bound (the bits of a non-negative float, which order like it), the
+/// option's rank (ties) and the option; entries order by `(key, rank)`.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     key: u64,
+    rank: Rank,
     option: u32,
+}
+
+impl Entry {
+    /// `(key, rank)` order of two entries.
+    fn before(&self, b: &Entry) -> bool {
+        (self.key, self.rank) < (b.key, b.rank)
+    }
 }
 
 /// The lazy heaps of one greedy run (see the module docs): a node's heap is built the first
@@ -47,8 +55,9 @@ pub(super) struct CoverHeaps<'a> {
     /// built.
     at: Vec<(u32, u32)>,
     entries: Vec<Entry>,
-    /// Path of the current query, leaf to root.
-    path: Vec<usize>,
+    /// Nodes of the current query's path with live options, leaf to root, and their heaps'
+    /// tops.
+    path: Vec<(usize, Entry)>,
 }
 
 impl<'a> CoverHeaps<'a> {
@@ -64,11 +73,6 @@ impl<'a> CoverHeaps<'a> {
         }
     }
 
-    /// `(key, rank)` order of two entries.
-    fn before(&self, a: &Entry, b: &Entry) -> bool {
-        (a.key, self.rank[a.option as usize]) < (b.key, self.rank[b.option as usize])
-    }
-
     /// Forgets every heap (after scores fell): they are rebuilt with the static scores.
     pub(super) fn reset(&mut self) {
         self.at.fill((u32::MAX, 0));
@@ -80,8 +84,10 @@ impl<'a> CoverHeaps<'a> {
         let base = self.entries.len();
         for &i in self.nodes.at(k) {
             if !dead(i as usize) {
+                let rank = self.rank[i as usize];
                 self.entries.push(Entry {
-                    key: self.rank[i as usize].0,
+                    key: rank.0,
+                    rank,
                     option: i,
                 });
             }
@@ -109,38 +115,45 @@ impl<'a> CoverHeaps<'a> {
                 if self.at[k].0 == u32::MAX {
                     self.build(k, &dead);
                 }
-                self.path.push(k);
+                if let Some(top) = self.top(k) {
+                    self.path.push((k, top));
+                }
             }
             k >>= 1;
         }
         loop {
             // The smallest top among the path's heaps.
-            let mut top: Option<(Entry, usize)> = None;
-            for &k in &self.path {
-                let (base, n) = self.at[k];
-                if n == 0 {
-                    continue;
-                }
-                let e = self.entries[base as usize];
-                if top.is_none_or(|(t, _)| self.before(&e, &t)) {
-                    top = Some((e, k));
-                }
-            }
-            let (e, k) = top?;
+            let (j, &(k, e)) = self
+                .path
+                .iter()
+                .enumerate()
+                .reduce(|a, b| if b.1 .1.before(&a.1 .1) { b } else { a })?;
             let option = e.option as usize;
             if dead(option) {
                 self.pop(k);
-                continue;
+            } else {
+                match refresh(option, e.key) {
+                    None => return Some((e.key, option)),
+                    Some(key) => {
+                        let base = self.at[k].0 as usize;
+                        self.entries[base].key = key;
+                        self.sift_down(base, self.at[k].1 as usize, 0);
+                    }
+                }
             }
-            match refresh(option, e.key) {
-                None => return Some((e.key, option)),
-                Some(key) => {
-                    let base = self.at[k].0 as usize;
-                    self.entries[base].key = key;
-                    self.sift_down(base, self.at[k].1 as usize, 0);
+            match self.top(k) {
+                Some(top) => self.path[j].1 = top,
+                None => {
+                    self.path.swap_remove(j);
                 }
             }
         }
+    }
+
+    /// The top of node `k`'s (built) heap, if it is not empty.
+    fn top(&self, k: usize) -> Option<Entry> {
+        let (base, n) = self.at[k];
+        (n > 0).then(|| self.entries[base as usize])
     }
 
     /// Removes the top of node `k`'s heap.
@@ -163,10 +176,10 @@ impl<'a> CoverHeaps<'a> {
             if c >= n {
                 break;
             }
-            if c + 1 < n && self.before(&self.entries[base + c + 1], &self.entries[base + c]) {
+            if c + 1 < n && self.entries[base + c + 1].before(&self.entries[base + c]) {
                 c += 1;
             }
-            if !self.before(&self.entries[base + c], &e) {
+            if !self.entries[base + c].before(&e) {
                 break;
             }
             self.entries[base + i] = self.entries[base + c];
