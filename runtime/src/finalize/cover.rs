@@ -123,11 +123,11 @@ impl<'a> CoverHeaps<'a> {
         }
         loop {
             // The smallest top among the path's heaps.
-            let (j, &(k, e)) = self
-                .path
-                .iter()
-                .enumerate()
-                .reduce(|a, b| if b.1 .1.before(&a.1 .1) { b } else { a })?;
+            let (j, &(k, e)) =
+                self.path
+                    .iter()
+                    .enumerate()
+                    .reduce(|a, b| if b.1 .1.before(&a.1 .1) { b } else { a })?;
             let option = e.option as usize;
             if dead(option) {
                 self.pop(k);
