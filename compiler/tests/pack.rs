@@ -76,9 +76,15 @@ fn check(p: &Packing, lengths: &[i64], opts: &PackOptions) {
             vec![]
         };
         // As the oracle finalizes (no offsets: with offsets the choice between plan variants
-        // also weighs whether the arena fits the budget).
-        let fo = FinalizeOptions {
+        // also weighs whether the arena fits the budget), under the target a finalize with
+        // offsets decides under.
+        let target = FinalizeOptions {
             budget: Some(opts.budget),
+            ..Default::default()
+        }
+        .decisions_target();
+        let fo = FinalizeOptions {
+            budget: target,
             device: opts.device.clone(),
             kinds,
             offsets: false,

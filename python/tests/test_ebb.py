@@ -137,9 +137,14 @@ def test_pack_never_exceeds_the_budget(gpt2_tiny):
     assert seen == list(range(len(lengths)))
     for b in ebb_packing["batches"]:
         assert b["seq"] >= max(lengths[i] for i in b["indices"])
+        assert b["cost"]["peak_bytes"] <= budget
+        assert b["cost"]["added_us"] <= 0.1 * b["cost"]["step_us"] + 1e-9
+        # The trainer's finalize at the batch's shape fits, arena included (where the layout
+        # fragments more than the allowance it decides again, so it may add a little more time
+        # than the oracle's estimate).
         f = gpt2_tiny.finalize({"B": b["batch"], "S": b["seq"]}, budget=budget, device="h100-sxm-pcie5")
-        assert f["peak_bytes_planned"] <= budget
-        assert f["added_us"] <= 0.1 * f["step_us_modelled"] + 1e-9
+        assert f["peak_bytes_planned"] <= budget and f["arena_bytes"] <= budget
+        assert f["added_us"] <= 0.15 * f["step_us_modelled"] + 1e-9
     with pytest.raises(ebb.ShapeError):
         ebb.pack(gpt2_tiny, [600], budget=budget)
     with pytest.raises(ebb.InfeasibleBudget):

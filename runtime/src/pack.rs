@@ -6,6 +6,9 @@
 //! A symbolic plan answers it for every `(B, S)` by finalizing there
 //! ([`crate::finalize`]): the batch fits when the finalized peak is at most the budget and the
 //! decisions' modelled added time is at most a cap (a fraction of the modelled step time).
+//! The oracle finalizes without arena offsets but under the target a finalize with offsets
+//! decides under (the budget less [`crate::finalize::ARENA_ALLOWANCE`]), so the trainer's
+//! finalize at a packed batch's shape agrees with it.
 //!
 //! # Policies
 //! Every policy pads each batch to its longest sequence (`S` rounded up to the symbol's
@@ -353,8 +356,14 @@ impl<'p> Oracle<'p> {
         Ok(Oracle {
             finalizer,
             opts,
+            // Without offsets (faster), under the target the trainer's finalize with offsets
+            // decides under, so that both agree.
             finalize: FinalizeOptions {
-                budget: Some(opts.budget),
+                budget: FinalizeOptions {
+                    budget: Some(opts.budget),
+                    ..FinalizeOptions::default()
+                }
+                .decisions_target(),
                 device: opts.device.clone(),
                 kinds: opts.kinds.clone(),
                 offsets: false,

@@ -347,10 +347,11 @@ fn a_prepared_finalizer_agrees_with_one_off_finalize() {
 
 /// Issue #12's fragmentation target on every training-step fixture small enough for a debug
 /// test (JAX and ONNX; GPT-2 small and medium are measured by the README's commands): the arena
-/// layout is valid and at most 5 % above the planned peak, unfused and fused, without a budget
-/// and under half of the program-order peak (`ebb plan --budget 50%`; where that is below the
-/// lower bound, the smallest feasible budget), with the decisions priced for an A100 and an
-/// H100 (the measured `cpu` profile would make the test depend on the machine).
+/// layout is valid and at most 5 % above the planned peak (or within the decisions' target),
+/// unfused and fused, without a budget and under half of the program-order peak (`ebb plan
+/// --budget 50%`; where that is below the lower bound, the smallest feasible budget), whose
+/// arena then fits it, with the decisions priced for an A100 and an H100 (the measured `cpu`
+/// profile would make the test depend on the machine).
 #[test]
 fn every_fixture_layout_stays_within_five_percent_of_the_planned_peak() {
     let jax = |n: &str| ebb_testkit::jax_fixture(n);
@@ -428,8 +429,14 @@ fn every_fixture_layout_stays_within_five_percent_of_the_planned_peak() {
                         },
                     )
                 };
+                // At the smallest feasible budget the planned peak is the budget, and the
+                // arena's alignment and fragmentation may not fit it.
+                let mut at_edge = false;
                 let cp = match at(budget) {
-                    Err(FinalizeError::Infeasible { smallest, .. }) => at(Some(smallest)),
+                    Err(FinalizeError::Infeasible { smallest, .. }) => {
+                        at_edge = true;
+                        at(Some(smallest))
+                    }
                     other => other,
                 }
                 .unwrap();
@@ -440,7 +447,22 @@ fn every_fixture_layout_stays_within_five_percent_of_the_planned_peak() {
                     path.display(),
                     device.name
                 );
-                assert!(ratio <= 1.05, "{what}: arena / planned peak {ratio:.4}");
+                // Under a budget the arena fits it (the decisions leave the layout
+                // `ARENA_ALLOWANCE`, and decide again where it fragments more); a layout
+                // within the decisions' target need not be tighter (decisions that overshoot
+                // the target leave it slack).
+                let target = FinalizeOptions {
+                    budget: cp.budget,
+                    ..Default::default()
+                }
+                .decisions_target();
+                if let Some(budget) = cp.budget.filter(|_| !at_edge) {
+                    assert!(cp.arena.arena_bytes <= budget, "{what}: arena over budget: arena {} planned {} budget {budget} decisions {}", cp.arena.arena_bytes, cp.peak_bytes_planned, cp.decisions.len());
+                }
+                assert!(
+                    ratio <= 1.05 || Some(cp.arena.arena_bytes) <= target,
+                    "{what}: arena / planned peak {ratio:.4}"
+                );
                 if ratio > worst.0 {
                     worst = (ratio, what);
                 }

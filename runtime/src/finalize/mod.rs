@@ -9,6 +9,15 @@
 //! schedule's own compute cannot hide, with the link shared by all swaps
 //! ([`ebb_ir::cost::exposed_transfer_us`]).
 //!
+//! # The arena fits the budget
+//! With offsets, the decisions aim at the budget less [`ARENA_ALLOWANCE`] (2%, the
+//! fragmentation the layout accepts before it tries harder), so that the arena, not only the
+//! planned peak, fits the budget ([`FinalizeOptions::decisions_target`]); where the layout
+//! fragments more, the decisions are made again under the planned peak scaled by
+//! budget / arena (at most [`FIT_RETRIES`] times). Only at the smallest feasible budget (the
+//! planned peak is the budget) can the arena still exceed it. Without offsets the decisions
+//! aim at the budget itself.
+//!
 //! # Cost
 //! A plan is prepared once per plan variant ([`Prepared`]: its size and cost expressions
 //! interned, so finalize evaluates each distinct one once, the options' windows indexed by a
@@ -60,6 +69,20 @@ pub struct FinalizeOptions {
     pub kinds: Vec<DecisionKind>,
     /// Assign arena offsets (skip for a pure planning report).
     pub offsets: bool,
+}
+
+impl FinalizeOptions {
+    /// The peak in bytes the decisions aim at: the budget, less [`ARENA_ALLOWANCE`] of it when
+    /// arena offsets are laid out (so that the arena fits the budget).
+    pub fn decisions_target(&self) -> Option<i64> {
+        self.budget.map(|budget| {
+            if self.offsets {
+                budget - (budget as f64 * ARENA_ALLOWANCE) as i64
+            } else {
+                budget
+            }
+        })
+    }
 }
 
 impl Default for FinalizeOptions {
@@ -254,27 +277,24 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let first = check_and_choose_variant(&self.plan, b)?;
         let compare = opts.budget.is_some() && self.prepared.len() > 1;
         if !compare {
-            let (v, prep) = self.prepared_variant(first);
-            return finalize_prepared(v, prep, first, b, opts);
+            let c = self.decide(first, b, opts, opts.decisions_target())?;
+            return Ok(self.lay_out(c, b, opts));
         }
         // Every variant at once (one per core), so the comparison costs about one finalize of
         // wall time; kept only where the first variant's decisions bind. Each task lays out
         // its variant's arena right after its decisions (one fork and join, not one per phase)
         // where the arena can be needed: the first variant's, and any that evicts.
-        let bare = FinalizeOptions {
-            offsets: false,
-            ..opts.clone()
-        };
+        let target = opts.decisions_target();
         let mut all: Vec<(usize, Result<ConcretePlan, FinalizeError>)> = (0..self.prepared.len())
             .into_par_iter()
             .map(|i| {
-                let (v, prep) = self.prepared_variant(i);
-                let mut r = finalize_prepared(v, prep, i, b, &bare);
-                if let Ok(c) = &mut r {
+                let r = self.decide(i, b, opts, target).map(|c| {
                     if i == first || !c.decisions.is_empty() {
-                        self.lay_out(c, opts);
+                        self.lay_out(c, b, opts)
+                    } else {
+                        c
                     }
-                }
+                });
                 (i, r)
             })
             .collect();
@@ -320,11 +340,16 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         // Arenas of the candidates not laid out yet (a variant that does not evict while the
         // first's decisions bind: rare); the first that fits the budget in that order wins,
         // else the smallest.
-        for c in ok.iter_mut() {
-            if c.variant != first && c.decisions.is_empty() {
-                self.lay_out(c, opts);
-            }
-        }
+        let ok: Vec<ConcretePlan> = ok
+            .into_iter()
+            .map(|c| {
+                if c.variant != first && c.decisions.is_empty() {
+                    self.lay_out(c, b, opts)
+                } else {
+                    c
+                }
+            })
+            .collect();
         let budget = opts.budget.unwrap_or(i64::MAX);
         let key = |c: &ConcretePlan| (c.arena.arena_bytes, c.overhead_us);
         let k = ok
@@ -333,18 +358,88 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             .unwrap_or_else(|| {
                 (0..ok.len()).fold(0, |b, i| if key(&ok[i]) < key(&ok[b]) { i } else { b })
             });
-        Ok(ok.swap_remove(k))
+        Ok(ok.into_iter().nth(k).expect("k indexes ok"))
+    }
+
+    /// The decisions of plan variant `i` at `b` under `target` bytes, without the arena
+    /// layout. Where `target` is below the budget (the arena's allowance) and cannot be met
+    /// while the budget can, the decisions reach the smallest peak the greedy meets instead.
+    fn decide(
+        &self,
+        i: usize,
+        b: &Bindings,
+        opts: &FinalizeOptions,
+        target: Option<i64>,
+    ) -> Result<ConcretePlan, FinalizeError> {
+        let (v, prep) = self.prepared_variant(i);
+        match finalize_prepared(v, prep, i, b, opts, target) {
+            Err(FinalizeError::Infeasible { smallest, .. })
+                if target < opts.budget && Some(smallest) <= opts.budget =>
+            {
+                finalize_prepared(v, prep, i, b, opts, Some(smallest))
+            }
+            // Reported against the budget asked for, not the target.
+            Err(FinalizeError::Infeasible {
+                smallest,
+                smallest_mib,
+                ..
+            }) => Err(FinalizeError::Infeasible {
+                budget: opts.budget.or(target).unwrap_or(0),
+                smallest,
+                smallest_mib,
+            }),
+            r => r,
+        }
     }
 
     /// Lays out the arena of finalized plan `c` (of variant `c.variant`) when `opts` asks for
-    /// offsets.
-    fn lay_out(&self, c: &mut ConcretePlan, opts: &FinalizeOptions) {
-        if opts.offsets {
-            let (v, _) = self.prepared_variant(c.variant);
-            c.arena = assign_offsets(v, &c.value_bytes, &c.decisions, c.peak_bytes_planned);
+    /// offsets. Where the arena exceeds the budget (the layout fragmented more than
+    /// [`ARENA_ALLOWANCE`]), the decisions are made again under the planned peak scaled by
+    /// budget / arena, up to [`FIT_RETRIES`] times, until the arena fits; else the smallest
+    /// arena is kept.
+    fn lay_out(&self, mut c: ConcretePlan, b: &Bindings, opts: &FinalizeOptions) -> ConcretePlan {
+        if !opts.offsets {
+            return c;
         }
+        let (v, _) = self.prepared_variant(c.variant);
+        c.arena = assign_offsets(v, &c.value_bytes, &c.decisions, c.peak_bytes_planned);
+        let Some(budget) = opts.budget else {
+            return c;
+        };
+        let mut last = (c.peak_bytes_planned, c.arena.arena_bytes);
+        for _ in 0..FIT_RETRIES {
+            if c.arena.arena_bytes <= budget || last.1 <= 0 {
+                break;
+            }
+            let scaled = (last.0 as f64 * budget as f64 / last.1 as f64) as i64;
+            let Ok(mut again) = self.decide(c.variant, b, opts, Some(scaled)) else {
+                break;
+            };
+            again.arena = assign_offsets(
+                v,
+                &again.value_bytes,
+                &again.decisions,
+                again.peak_bytes_planned,
+            );
+            last = (again.peak_bytes_planned, again.arena.arena_bytes);
+            if again.arena.arena_bytes < c.arena.arena_bytes {
+                c = again;
+            }
+        }
+        c
     }
 }
+
+/// How many times [`Finalizer::finalize`] decides again under a lower target when the arena
+/// does not fit the budget.
+pub const FIT_RETRIES: usize = 3;
+
+/// Share of the budget left to the arena's fragmentation: with offsets, the decisions bring
+/// the planned peak to the budget less this share, so that the arena (the planned peak times
+/// the layout's fragmentation, which the layout brings within
+/// [`SCAN_KEPT_WITHIN`](crate::arena::SCAN_KEPT_WITHIN) of its lower bound where it can) fits
+/// the budget.
+pub const ARENA_ALLOWANCE: f64 = crate::arena::SCAN_KEPT_WITHIN;
 
 /// Of two finalize errors, whether `a` should be reported over `b`: an infeasible budget with
 /// the smaller smallest feasible budget (the one some variant meets); other errors never win.
@@ -373,13 +468,16 @@ fn check_and_choose_variant(plan: &Plan, b: &Bindings) -> Result<usize, Finalize
         .0)
 }
 
-/// Finalizes plan variant `variant` (`plan`, prepared as `prep`) at checked bindings `b`.
+/// Finalizes plan variant `variant` (`plan`, prepared as `prep`) at checked bindings `b`,
+/// with decisions that bring the peak to `target` bytes (`None`: no decisions), without the
+/// arena layout.
 fn finalize_prepared(
     plan: &Plan,
     prep: &Prepared,
     variant: usize,
     b: &Bindings,
     opts: &FinalizeOptions,
+    target: Option<i64>,
 ) -> Result<ConcretePlan, FinalizeError> {
     let vals = prep.eval(b)?;
     let at = |i: u32| vals[i as usize];
@@ -408,7 +506,7 @@ fn finalize_prepared(
     let mut decisions = Vec::new();
     let (mut recompute_flops, mut swap_bytes) = (0i64, 0i64);
     let (mut recompute_us, mut exposed_transfer_us) = (0.0f64, 0.0f64);
-    if let Some(budget) = opts.budget {
+    if let Some(budget) = target {
         if peak_scheduled > budget {
             let options = price_options(prep, &vals, &costs, &value_bytes, opts);
             let c = greedy::choose(
@@ -434,11 +532,6 @@ fn finalize_prepared(
         .copied()
         .max()
         .unwrap_or(0);
-    let arena = if opts.offsets {
-        assign_offsets(plan, &value_bytes, &decisions, peak_planned)
-    } else {
-        Arena::default()
-    };
     Ok(ConcretePlan {
         variant,
         bindings: b.clone(),
@@ -457,7 +550,7 @@ fn finalize_prepared(
         step_us: costs.step_us(),
         device: opts.device.name.clone(),
         step_flops,
-        arena,
+        arena: Arena::default(),
     })
 }
 
