@@ -28,8 +28,8 @@
 //! GPT-2 medium (10 458 points, 5 469 candidates) at B=8, S=1024 under 50% of its scheduled
 //! peak takes, per variant on one core of a 2-core VM, about 0.55–0.6 ms of decisions and
 //! 0.6 ms of arena layout (about 0.45 ms of it the scan of its ~11 600 residency intervals);
-//! its two variants run in parallel, each variant's decisions and layout in one task, 1.2 ms
-//! in all (`cargo bench -p ebb-compiler --bench plan -- finalize`).
+//! the decisions of its two variants run in parallel, then the arena of the one that adds less
+//! time is laid out, 1.2 ms in all (`cargo bench -p ebb-compiler --bench plan -- finalize`).
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
 //! may be dominated by one that covers several peaks later; the exact ILP in `ebb bench
@@ -259,13 +259,13 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     ///
     /// Without a budget (or with one plan variant) the variant with the lowest scheduled peak
     /// at `b` is finalized. Under a budget every variant's decisions are computed, in
-    /// parallel (with offsets, each task lays out its arena too, where it can be needed);
-    /// when the lowest peak's decisions bind (it evicts, or cannot meet the budget), a variant
-    /// whose peak is a little higher can need fewer or cheaper evictions, lay out into an arena
-    /// that fits the budget, or meet a budget the lowest peak's cannot. The feasible results
-    /// are ordered by modelled added time, then planned peak; with offsets the first whose
-    /// arena fits the budget is kept, else the smallest arena; without offsets the first is
-    /// kept. Plans keep 1–4 variants.
+    /// parallel; when the lowest peak's decisions bind (it evicts, or cannot meet the budget),
+    /// a variant whose peak is a little higher can need fewer or cheaper evictions, lay out
+    /// into an arena that fits the budget, or meet a budget the lowest peak's cannot. The
+    /// feasible results are ordered by modelled added time, then planned peak; with offsets
+    /// their arenas are laid out in that order until one fits the budget (the decisions leave
+    /// the layout [`ARENA_ALLOWANCE`], so the first usually does), else the smallest arena is
+    /// kept; without offsets the first is kept. Plans keep 1–4 variants.
     ///
     /// # Errors
     /// As [`finalize`]; an infeasible budget names the smallest budget some variant meets.
@@ -280,30 +280,19 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             let c = self.decide(first, b, opts, opts.decisions_target())?;
             return Ok(self.lay_out(c, b, opts));
         }
-        // Every variant at once (one per core), so the comparison costs about one finalize of
-        // wall time; kept only where the first variant's decisions bind. Each task lays out
-        // its variant's arena right after its decisions (one fork and join, not one per phase)
-        // where the arena can be needed: the first variant's, and any that evicts.
+        // Every variant's decisions at once (one per core), so the comparison costs about one
+        // variant's decisions of wall time; kept only where the first variant's decisions bind.
         let target = opts.decisions_target();
         let mut all: Vec<(usize, Result<ConcretePlan, FinalizeError>)> = (0..self.prepared.len())
             .into_par_iter()
-            .map(|i| {
-                let r = self.decide(i, b, opts, target).map(|c| {
-                    if i == first || !c.decisions.is_empty() {
-                        self.lay_out(c, b, opts)
-                    } else {
-                        c
-                    }
-                });
-                (i, r)
-            })
+            .map(|i| (i, self.decide(i, b, opts, target)))
             .collect();
         let binds = match &all[first].1 {
             Ok(c) => !c.decisions.is_empty(),
             Err(e) => matches!(e, FinalizeError::Infeasible { .. }),
         };
         if !binds {
-            return all.swap_remove(first).1;
+            return all.swap_remove(first).1.map(|c| self.lay_out(c, b, opts));
         }
         // Feasible results by added time, then planned peak (the first variant first among
         // equals); the first whose arena fits the budget wins, else the smallest arena.
@@ -337,28 +326,20 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         if !opts.offsets {
             return Ok(ok.swap_remove(0));
         }
-        // Arenas of the candidates not laid out yet (a variant that does not evict while the
-        // first's decisions bind: rare); the first that fits the budget in that order wins,
-        // else the smallest.
-        let ok: Vec<ConcretePlan> = ok
-            .into_iter()
-            .map(|c| {
-                if c.variant != first && c.decisions.is_empty() {
-                    self.lay_out(c, b, opts)
-                } else {
-                    c
-                }
-            })
-            .collect();
+        // Arenas in that order, until one fits the budget (the decisions leave the layout
+        // room, so the first usually does); else the smallest.
         let budget = opts.budget.unwrap_or(i64::MAX);
+        let mut laid: Vec<ConcretePlan> = Vec::with_capacity(ok.len());
+        for c in ok {
+            let c = self.lay_out(c, b, opts);
+            if c.arena.arena_bytes <= budget {
+                return Ok(c);
+            }
+            laid.push(c);
+        }
         let key = |c: &ConcretePlan| (c.arena.arena_bytes, c.overhead_us);
-        let k = ok
-            .iter()
-            .position(|c| c.arena.arena_bytes <= budget)
-            .unwrap_or_else(|| {
-                (0..ok.len()).fold(0, |b, i| if key(&ok[i]) < key(&ok[b]) { i } else { b })
-            });
-        Ok(ok.into_iter().nth(k).expect("k indexes ok"))
+        let k = (0..laid.len()).fold(0, |b, i| if key(&laid[i]) < key(&laid[b]) { i } else { b });
+        Ok(laid.swap_remove(k))
     }
 
     /// The decisions of plan variant `i` at `b` under `target` bytes, without the arena
