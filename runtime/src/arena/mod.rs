@@ -219,7 +219,10 @@ pub fn assign_offsets(
             j.need = j.need.max(it.need);
         }
     }
-    let (mut offset_of, top_scan) = best_fit_scan(&items, peak);
+    // The output's order (by start point) does not depend on the offsets: sorted meanwhile.
+    let ((mut offset_of, top_scan), by_start) = best_fit_scan(&items, peak, || {
+        order_by_point(&allocs, |a| a.start.index())
+    });
     let mut top = top_scan;
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
     // live bytes (it also counts region and regeneration transients): the target is the
@@ -239,7 +242,7 @@ pub fn assign_offsets(
         }
     }
     // By start point, by value at one point (`allocs` is in value order).
-    let allocations = order_by_point(&allocs, |a| a.start.index())
+    let allocations = by_start
         .into_iter()
         .map(|i| Allocation {
             offset: offset_of[slot[i as usize] as usize],
@@ -374,7 +377,7 @@ mod tests {
             // huge peak), and a mix (small = 2 KiB).
             let mut layouts = Vec::new();
             for peak in [0, 2048 * 4096, i64::MAX] {
-                let (offsets, top) = best_fit_scan(&items, peak);
+                let ((offsets, top), ()) = best_fit_scan(&items, peak, || ());
                 let mut a = allocs.clone();
                 for (x, o) in a.iter_mut().zip(offsets) {
                     x.offset = o;

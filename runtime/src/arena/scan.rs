@@ -21,10 +21,59 @@ use super::{greedy::Item, order_by_point, ALIGN};
 
 /// The online scan: intervals by start point, each in the best-fitting free block (see the
 /// module docs), largest first at each point (then in index order). Returns the offset of
-/// every interval (indexed like `items`) and the arena size in bytes.
+/// every interval (indexed like `items`) and the arena size in bytes, and what `also` returns.
 ///
-/// `peak` (bytes, the planned peak) sets which intervals are small ([`small_bytes`]).
-pub(super) fn best_fit_scan(items: &[Item], peak: i64) -> (Vec<i64>, i64) {
+/// `peak` (bytes, the planned peak) sets which intervals are small ([`small_bytes`]). The
+/// large intervals' pool and the slabs do not interact: the calling thread scans the large
+/// ones while a thread of the pool scans the small ones, then runs `also`.
+pub(super) fn best_fit_scan<R: Send>(
+    items: &[Item],
+    peak: i64,
+    also: impl FnOnce() -> R + Send,
+) -> ((Vec<i64>, i64), R) {
+    let small = small_bytes(peak);
+    let (mut large_items, mut small_items) = (Vec::new(), Vec::new());
+    let (mut large_ix, mut small_ix) = (Vec::new(), Vec::new());
+    for (i, it) in items.iter().enumerate() {
+        if it.need <= small {
+            small_items.push(*it);
+            small_ix.push(i as u32);
+        } else {
+            large_items.push(*it);
+            large_ix.push(i as u32);
+        }
+    }
+    let mut side = None;
+    let (large_at, large) = rayon::in_place_scope(|s| {
+        s.spawn(|_| side = Some((scan_with(&small_items, Slabs::default()), also())));
+        scan_with(&large_items, Pool::default())
+    });
+    let ((slots, slabs), extra) = side.expect("the scope ran its task");
+    let mut offsets = vec![0i64; items.len()];
+    for (&i, o) in large_ix.iter().zip(large_at) {
+        offsets[i as usize] = o;
+    }
+    // The slabs sit on top of the large intervals, by size.
+    let (base, top) = slabs.stack(large.top);
+    for ((&i, slot), it) in small_ix.iter().zip(slots).zip(&small_items) {
+        offsets[i as usize] = base[(it.need / ALIGN) as usize] + slot * it.need;
+    }
+    ((offsets, top), extra)
+}
+
+/// Where a scan places intervals: the large intervals' [`Pool`] (offsets) or the [`Slabs`]
+/// (slot numbers).
+trait Placer {
+    /// Places `need` (aligned) bytes; returns where.
+    fn place(&mut self, need: i64) -> i64;
+    /// Frees what [`Placer::place`] returned for `need` bytes.
+    fn release(&mut self, need: i64, at: i64);
+}
+
+/// The scan of `items` into `placer`: by start point, largest first at a point (then in index
+/// order), each freed once the scan passes its end. Returns where each was placed (indexed
+/// like `items`) and the placer.
+fn scan_with<P: Placer>(items: &[Item], mut placer: P) -> (Vec<i64>, P) {
     let mut by_start = order_by_point(items, |a| a.start as usize);
     // Largest first among the intervals starting at one point (runs are short).
     let mut lo = 0;
@@ -40,14 +89,10 @@ pub(super) fn best_fit_scan(items: &[Item], peak: i64) -> (Vec<i64>, i64) {
         lo = hi;
     }
     // Ends, to free intervals in point order (the order of frees between two placements does
-    // not matter: free blocks are always coalesced, so the free list after them is the same).
+    // not matter for the pool, whose free blocks are always coalesced; the slabs free in this
+    // order).
     let by_end = order_by_point(items, |a| a.end as usize);
-    let small = small_bytes(peak);
-    // Large intervals get offsets in the free-list pool, small ones slot numbers in their
-    // slab, turned into offsets at the end.
-    let mut offsets = vec![0i64; items.len()];
-    let mut large = Pool::default();
-    let mut slabs = Slabs::default();
+    let mut at = vec![0i64; items.len()];
     let mut next_end = 0;
     for &i in &by_start {
         let a = &items[i as usize];
@@ -56,27 +101,12 @@ pub(super) fn best_fit_scan(items: &[Item], peak: i64) -> (Vec<i64>, i64) {
             if e.end >= a.start {
                 break;
             }
-            if e.need <= small {
-                slabs.release(e.need, offsets[j as usize]);
-            } else {
-                large.free.release(offsets[j as usize], e.need);
-            }
+            placer.release(e.need, at[j as usize]);
             next_end += 1;
         }
-        offsets[i as usize] = if a.need <= small {
-            slabs.place(a.need)
-        } else {
-            large.place(a.need)
-        };
+        at[i as usize] = placer.place(a.need);
     }
-    // The slabs sit on top of the large intervals, by size.
-    let (base, top) = slabs.stack(large.top);
-    for (o, a) in offsets.iter_mut().zip(items) {
-        if a.need <= small {
-            *o = base[(a.need / ALIGN) as usize] + *o * a.need;
-        }
-    }
-    (offsets, top)
+    (at, placer)
 }
 
 /// Intervals of at most this many bytes (aligned) are placed in slabs (see the module docs):
@@ -92,7 +122,7 @@ struct Pool {
     top: i64,
 }
 
-impl Pool {
+impl Placer for Pool {
     /// Places `need` (aligned) bytes: the best-fitting free block, else at the top (reusing a
     /// free block that ends there). Returns the offset.
     fn place(&mut self, need: i64) -> i64 {
@@ -102,6 +132,10 @@ impl Pool {
         let o = self.free.take_at_top(self.top).unwrap_or(self.top);
         self.top = o + need;
         o
+    }
+
+    fn release(&mut self, need: i64, offset: i64) {
+        self.free.release(offset, need);
     }
 }
 
@@ -113,7 +147,7 @@ struct Slabs {
     free: Vec<Vec<i64>>,
 }
 
-impl Slabs {
+impl Placer for Slabs {
     /// A slot of the slab of `need` bytes (aligned): the last freed, else a new one.
     fn place(&mut self, need: i64) -> i64 {
         let c = (need / ALIGN) as usize;
@@ -133,7 +167,9 @@ impl Slabs {
             free.push(slot);
         }
     }
+}
 
+impl Slabs {
     /// The offset of each slab (indexed by `size / ALIGN`) when they are stacked from `at`,
     /// and the end of the stack.
     fn stack(&self, mut at: i64) -> (Vec<i64>, i64) {

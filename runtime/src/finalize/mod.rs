@@ -51,7 +51,6 @@ use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, Point, ProgPoint};
 use ebb_ir::{Bindings, DimExpr};
 use greedy::Option_;
 pub use prepared::Prepared;
-use rayon::prelude::*;
 use segtree::PeakTree;
 use serde::Serialize;
 use std::ops::Deref;
@@ -283,9 +282,28 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         // Every variant's decisions at once (one per core), so the comparison costs about one
         // variant's decisions of wall time; kept only where the first variant's decisions bind.
         let target = opts.decisions_target();
-        let mut all: Vec<(usize, Result<ConcretePlan, FinalizeError>)> = (0..self.prepared.len())
-            .into_par_iter()
-            .map(|i| (i, self.decide(i, b, opts, target)))
+        // The calling thread decides the first variant itself while the pool's threads take
+        // the others: it neither waits for a sleeping thread to start nor sleeps itself when the
+        // others end first (each hand-off costs tens of µs on a VM).
+        let mut slots: Vec<Option<Result<ConcretePlan, FinalizeError>>> =
+            (0..self.prepared.len()).map(|_| None).collect();
+        rayon::in_place_scope(|s| {
+            let mut own = None;
+            for (i, slot) in slots.iter_mut().enumerate() {
+                if i == first {
+                    own = Some(slot);
+                } else {
+                    s.spawn(move |_| *slot = Some(self.decide(i, b, opts, target)));
+                }
+            }
+            if let Some(slot) = own {
+                *slot = Some(self.decide(first, b, opts, target));
+            }
+        });
+        let mut all: Vec<(usize, Result<ConcretePlan, FinalizeError>)> = slots
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((i, r?)))
             .collect();
         let binds = match &all[first].1 {
             Ok(c) => !c.decisions.is_empty(),
