@@ -47,14 +47,15 @@ pub struct PointTimes {
 impl PointTimes {
     /// The times `point_us` (µs per point) on `device` (its link and matrix rates).
     pub fn new(point_us: Vec<f64>, device: &DeviceProfile) -> PointTimes {
-        // The running sum stays in a register (no reload of the last element per point).
+        // The running sum stays in a register (no reload of the last element per point); the
+        // vector is sized once (a chained iterator's collect grew it several times).
+        let mut prefix = Vec::with_capacity(point_us.len() + 1);
         let mut sum = 0.0;
-        let prefix = std::iter::once(0.0)
-            .chain(point_us.iter().map(|t| {
-                sum += t;
-                sum
-            }))
-            .collect();
+        prefix.push(sum);
+        for t in &point_us {
+            sum += t;
+            prefix.push(sum);
+        }
         PointTimes {
             point_us,
             prefix,

@@ -21,10 +21,12 @@
 //! plans, with and without budgets: `tests/tests/finalize.rs`).
 
 mod greedy;
+mod intervals;
 mod scan;
 
 use ebb_ir::plan::{Decision, Plan, Point, ValueId};
 use greedy::{best_layout, Item};
+use intervals::Piece;
 use scan::best_fit_scan;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -65,110 +67,28 @@ fn align(x: i64) -> i64 {
     (x + ALIGN - 1) / ALIGN * ALIGN
 }
 
-/// Device residency intervals of every value under `decisions`.
+/// Device residency intervals of every value under `decisions` (offsets 0), in value order.
 pub fn residency_intervals(
     plan: &Plan,
     value_bytes: &[i64],
     decisions: &[Decision],
 ) -> Vec<Allocation> {
-    // (value, first point it is not resident, point it is resident again), by value then
-    // point: each value's gaps in order.
-    let mut gaps: Vec<(usize, Point, Point)> = decisions
+    let (pieces, _) = intervals::pieces(plan, value_bytes, decisions);
+    pieces
         .iter()
-        .filter_map(|d| {
-            let c = plan.candidate(d.candidate)?;
-            let back = c.back_point(d.kind).point();
-            (c.value.index() < plan.values.len())
-                .then(|| (c.value.index(), c.evict_after.next(), back))
-        })
-        .collect();
-    gaps.sort_unstable();
-    let mut gaps = gaps.into_iter().peekable();
-    let mut out = Vec::with_capacity(plan.values.len() + decisions.len());
-    for (i, v) in plan.values.iter().enumerate() {
-        let bytes = value_bytes.get(i).copied().unwrap_or(0);
-        let mut start = v.def;
-        while let Some(&(_, l, back)) = gaps.peek().filter(|g| g.0 == i) {
-            gaps.next();
-            if bytes <= 0 {
-                continue;
-            }
-            if l > start {
-                out.push(Allocation {
-                    value: ValueId::new(i),
-                    start,
-                    // The last resident point before the gap (`l > start`, so `l > 0`).
-                    end: Point::new(l.index() - 1),
-                    offset: 0,
-                    bytes,
-                });
-            }
-            start = back;
-        }
-        if bytes > 0 && start <= v.last_use {
-            out.push(Allocation {
-                value: ValueId::new(i),
-                start,
-                end: v.last_use,
-                offset: 0,
-                bytes,
-            });
-        }
-    }
-    out
+        .map(|p| allocation(p, value_bytes, 0))
+        .collect()
 }
 
-/// Per interval of `allocs`, the first interval of its in-place group (union-find over
-/// [`Plan::in_place_writes`] whose operand interval ends where the result's starts, with equal
-/// aligned sizes), and the pairs joined.
-fn in_place_groups(plan: &Plan, allocs: &[Allocation]) -> (Vec<usize>, Vec<(ValueId, ValueId)>) {
-    let mut parent: Vec<usize> = (0..allocs.len()).collect();
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
+/// Piece `p` placed at `offset`.
+fn allocation(p: &Piece, value_bytes: &[i64], offset: i64) -> Allocation {
+    Allocation {
+        value: ValueId::new(p.value as usize),
+        start: Point::new(p.start as usize),
+        end: Point::new(p.end as usize),
+        offset,
+        bytes: value_bytes.get(p.value as usize).copied().unwrap_or(0),
     }
-    let mut shared = Vec::new();
-    if !plan.in_place_writes.is_empty() {
-        // `allocs` is in value order (see `residency_intervals`): the intervals of value `v`
-        // are `allocs[first[v]..first[v + 1]]`.
-        let mut first = vec![0usize; plan.values.len() + 1];
-        for a in allocs {
-            if let Some(slot) = first.get_mut(a.value.index() + 1) {
-                *slot += 1;
-            }
-        }
-        for v in 0..plan.values.len() {
-            first[v + 1] += first[v];
-        }
-        let interval = |v: ValueId, pick: &dyn Fn(&Allocation) -> bool| {
-            let (lo, hi) = (*first.get(v.index())?, *first.get(v.index() + 1)?);
-            (lo..hi).find(|&i| pick(&allocs[i]))
-        };
-        for w in &plan.in_place_writes {
-            let Some(def) = plan.values.get(w.result.index()).map(|v| v.def) else {
-                continue;
-            };
-            let (Some(o), Some(r)) = (
-                interval(w.operand, &|a| a.end == def),
-                interval(w.result, &|a| a.start == def),
-            ) else {
-                continue;
-            };
-            if align(allocs[o].bytes) != align(allocs[r].bytes) {
-                continue;
-            }
-            let (a, b) = (root(&mut parent, o), root(&mut parent, r));
-            if a != b {
-                parent[b.max(a)] = a.min(b);
-                shared.push((w.operand, w.result));
-            }
-        }
-    }
-    let group = (0..allocs.len()).map(|i| root(&mut parent, i)).collect();
-    (group, shared)
 }
 
 /// A layout within this fraction of the lower bound (the largest live bytes at a point, or the
@@ -182,6 +102,7 @@ pub const SCAN_KEPT_WITHIN: f64 = 0.02;
 pub const SEARCH_UNTIL_WITHIN: f64 = 0.04;
 
 /// The greedy's view of an allocation: its points and its aligned size.
+#[cfg(test)]
 fn item(a: &Allocation) -> Item {
     Item {
         start: a.start.index() as u32,
@@ -199,29 +120,11 @@ pub fn assign_offsets(
     decisions: &[Decision],
     peak: i64,
 ) -> Arena {
-    let allocs = residency_intervals(plan, value_bytes, decisions);
-    let (group, shared) = in_place_groups(plan, &allocs);
-    // One item per group, spanning its members; `slot[i]` is interval `i`'s item (a group's
-    // root is its first interval, so its item exists when a member extends it).
-    let mut items: Vec<Item> = Vec::with_capacity(allocs.len());
-    let mut slot = vec![0u32; allocs.len()];
-    for (i, a) in allocs.iter().enumerate() {
-        let it = item(a);
-        let r = group[i];
-        if r == i {
-            slot[i] = items.len() as u32;
-            items.push(it);
-        } else {
-            slot[i] = slot[r];
-            let j = &mut items[slot[r] as usize];
-            j.start = j.start.min(it.start);
-            j.end = j.end.max(it.end);
-            j.need = j.need.max(it.need);
-        }
-    }
+    let (pieces, first) = intervals::pieces(plan, value_bytes, decisions);
+    let (items, slot, shared) = intervals::group_items(plan, &pieces, &first, value_bytes);
     // The output's order (by start point) does not depend on the offsets: sorted meanwhile.
     let ((mut offset_of, top_scan), by_start) = best_fit_scan(&items, peak, || {
-        order_by_point(&allocs, |a| a.start.index())
+        order_by_point(&pieces, |p| p.start as usize)
     });
     let mut top = top_scan;
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
@@ -241,12 +144,12 @@ pub fn assign_offsets(
             }
         }
     }
-    // By start point, by value at one point (`allocs` is in value order).
+    // By start point, by value at one point (`pieces` is in value order).
     let allocations = by_start
         .into_iter()
-        .map(|i| Allocation {
-            offset: offset_of[slot[i as usize] as usize],
-            ..allocs[i as usize].clone()
+        .map(|i| {
+            let i = i as usize;
+            allocation(&pieces[i], value_bytes, offset_of[slot[i] as usize])
         })
         .collect();
     let fragmentation = if peak > 0 {

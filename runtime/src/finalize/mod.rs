@@ -609,12 +609,15 @@ fn exact_residency(
             *x -= bytes;
         }
     };
-    for (pv, &bytes) in plan.values.iter().zip(value_bytes) {
-        if !matches!(
-            pv.class,
-            ebb_ir::plan::ValueClass::Input | ebb_ir::plan::ValueClass::Donated
-        ) {
-            sub(pv.def.index(), bytes);
+    // The results of the ops at the points with regenerations (`back` is by point).
+    let mut last = usize::MAX;
+    for &(at, _, _, _) in &back {
+        let p = at.point().index();
+        if p != last {
+            last = p;
+            for &v in prep.produced_at(p) {
+                sub(p, value_bytes.get(v as usize).copied().unwrap_or(0));
+            }
         }
     }
     for &(p, bytes) in &prep.region_transients {

@@ -51,6 +51,10 @@ pub struct Prepared {
     pub(super) value_bytes: Vec<u32>,
     /// `(def, last_use)` points of each value.
     pub(super) value_live: Vec<(u32, u32)>,
+    /// CSR per point `p`: the values its op produces (not inputs or donated ones) are
+    /// `produced[produced_first[p]..produced_first[p + 1]]`.
+    produced_first: Vec<u32>,
+    produced: Vec<u32>,
     /// `(point, bytes)` of each region transient.
     pub(super) region_transients: Vec<(usize, u32)>,
     /// FLOPs of each point (empty when the plan has none).
@@ -76,6 +80,29 @@ impl Prepared {
             .iter()
             .map(|v| (v.def.index() as u32, v.last_use.index() as u32))
             .collect();
+        let points = plan.schedule.len().max(1);
+        let mut produced_first = vec![0u32; points + 1];
+        let made = |v: &&ebb_ir::plan::PlanValue| {
+            !matches!(
+                v.class,
+                ebb_ir::plan::ValueClass::Input | ebb_ir::plan::ValueClass::Donated
+            ) && v.def.index() < points
+        };
+        for v in plan.values.iter().filter(made) {
+            produced_first[v.def.index() + 1] += 1;
+        }
+        for p in 0..points {
+            produced_first[p + 1] += produced_first[p];
+        }
+        let mut produced = vec![0u32; produced_first[points] as usize];
+        let mut next = produced_first.clone();
+        for (i, v) in plan.values.iter().enumerate() {
+            if made(&v) {
+                let slot = &mut next[v.def.index()];
+                produced[*slot as usize] = i as u32;
+                *slot += 1;
+            }
+        }
         let region_transients = plan
             .region_transients
             .iter()
@@ -122,9 +149,20 @@ impl Prepared {
             exprs: table.exprs,
             value_bytes,
             value_live,
+            produced_first,
+            produced,
             region_transients,
             point_flops,
             candidates,
+        }
+    }
+
+    /// The values the op at point `p` produces (indices into `Plan::values`; not inputs or
+    /// donated values), in value order.
+    pub(super) fn produced_at(&self, p: usize) -> &[u32] {
+        match (self.produced_first.get(p), self.produced_first.get(p + 1)) {
+            (Some(&lo), Some(&hi)) => &self.produced[lo as usize..hi as usize],
+            _ => &[],
         }
     }
 

@@ -1,0 +1,143 @@
+//! The residency intervals a layout places, in a compact form: every value's device-resident
+//! pieces under the decisions (a value without decisions is one piece, `[def, last_use]`; each
+//! decision cuts a gap from the point after its eviction to the point it is back), and the
+//! in-place groups joined into one item each.
+//!
+//! Invariant: pieces are in value order, a value's pieces in point order and disjoint; a
+//! group's item spans its members and is as large as the largest, and its root (first piece)
+//! precedes its other members.
+
+use super::{align, greedy::Item};
+use ebb_ir::plan::{Decision, Plan, Point, ValueId};
+
+/// One resident piece of a value: points `[start, end]`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Piece {
+    pub value: u32,
+    pub start: u32,
+    pub end: u32,
+}
+
+/// The pieces of every value with bytes under `decisions`, in value order, and per value `v`
+/// the range `first[v]..first[v + 1]` of its pieces.
+pub(super) fn pieces(
+    plan: &Plan,
+    value_bytes: &[i64],
+    decisions: &[Decision],
+) -> (Vec<Piece>, Vec<u32>) {
+    // (value, first point it is not resident, point it is resident again), by value then
+    // point: each value's gaps in order.
+    let mut gaps: Vec<(usize, Point, Point)> = decisions
+        .iter()
+        .filter_map(|d| {
+            let c = plan.candidate(d.candidate)?;
+            let back = c.back_point(d.kind).point();
+            (c.value.index() < plan.values.len())
+                .then(|| (c.value.index(), c.evict_after.next(), back))
+        })
+        .collect();
+    gaps.sort_unstable();
+    let mut gaps = gaps.into_iter().peekable();
+    let mut out = Vec::with_capacity(plan.values.len() + decisions.len());
+    let mut first = Vec::with_capacity(plan.values.len() + 1);
+    for (i, v) in plan.values.iter().enumerate() {
+        first.push(out.len() as u32);
+        let bytes = value_bytes.get(i).copied().unwrap_or(0);
+        let mut start = v.def;
+        while let Some(&(_, l, back)) = gaps.peek().filter(|g| g.0 == i) {
+            gaps.next();
+            if bytes <= 0 {
+                continue;
+            }
+            if l > start {
+                // The last resident point before the gap (`l > start`, so `l > 0`).
+                out.push(piece(i, start, Point::new(l.index() - 1)));
+            }
+            start = back;
+        }
+        if bytes > 0 && start <= v.last_use {
+            out.push(piece(i, start, v.last_use));
+        }
+    }
+    first.push(out.len() as u32);
+    (out, first)
+}
+
+fn piece(value: usize, start: Point, end: Point) -> Piece {
+    Piece {
+        value: value as u32,
+        start: start.index() as u32,
+        end: end.index() as u32,
+    }
+}
+
+/// One layout item per in-place group of `pieces` (union-find over [`Plan::in_place_writes`]
+/// whose operand piece ends where the result's starts, with equal aligned sizes), each spanning
+/// its members at the largest member's aligned size; per piece, its item; and the pairs joined.
+/// `first` is [`pieces`]'s per-value range.
+pub(super) fn group_items(
+    plan: &Plan,
+    pieces: &[Piece],
+    first: &[u32],
+    value_bytes: &[i64],
+) -> (Vec<Item>, Vec<u32>, Vec<(ValueId, ValueId)>) {
+    let need = |p: &Piece| align(value_bytes.get(p.value as usize).copied().unwrap_or(0));
+    let mut parent: Vec<u32> = (0..pieces.len() as u32).collect();
+    fn root(parent: &mut [u32], mut i: u32) -> u32 {
+        while parent[i as usize] != i {
+            parent[i as usize] = parent[parent[i as usize] as usize];
+            i = parent[i as usize];
+        }
+        i
+    }
+    let mut shared = Vec::new();
+    let find = |v: ValueId, pick: &dyn Fn(&Piece) -> bool| {
+        let (lo, hi) = (*first.get(v.index())?, *first.get(v.index() + 1)?);
+        (lo..hi).find(|&i| pick(&pieces[i as usize]))
+    };
+    for w in &plan.in_place_writes {
+        let Some(def) = plan
+            .values
+            .get(w.result.index())
+            .map(|v| v.def.index() as u32)
+        else {
+            continue;
+        };
+        let (Some(o), Some(r)) = (
+            find(w.operand, &|p| p.end == def),
+            find(w.result, &|p| p.start == def),
+        ) else {
+            continue;
+        };
+        if need(&pieces[o as usize]) != need(&pieces[r as usize]) {
+            continue;
+        }
+        let (a, b) = (root(&mut parent, o), root(&mut parent, r));
+        if a != b {
+            parent[b.max(a) as usize] = a.min(b);
+            shared.push((w.operand, w.result));
+        }
+    }
+    // A group's root is its first piece, so its item exists when a member extends it.
+    let mut items: Vec<Item> = Vec::with_capacity(pieces.len());
+    let mut slot = vec![0u32; pieces.len()];
+    for (i, p) in pieces.iter().enumerate() {
+        let it = Item {
+            start: p.start,
+            end: p.end,
+            need: need(p),
+        };
+        let r = root(&mut parent, i as u32) as usize;
+        if r == i {
+            slot[i] = items.len() as u32;
+            items.push(it);
+        } else {
+            slot[i] = slot[r];
+            let j = &mut items[slot[r] as usize];
+            j.start = j.start.min(it.start);
+            j.end = j.end.max(it.end);
+            j.need = j.need.max(it.need);
+        }
+    }
+    (items, slot, shared)
+}
