@@ -32,7 +32,7 @@
 use crate::finalize::segtree::IntervalIndex;
 
 /// One interval to place: first and last resident point, aligned size in bytes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Item {
     pub start: u32,
     pub end: u32,

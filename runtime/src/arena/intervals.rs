@@ -19,9 +19,11 @@ pub(super) struct Piece {
 }
 
 /// The pieces of every value with bytes under `decisions`, in value order, and per value `v`
-/// the range `first[v]..first[v + 1]` of its pieces.
+/// the range `first[v]..first[v + 1]` of its pieces. `live` is each value's `(def, last_use)`
+/// points (indexed like `Plan::values`).
 pub(super) fn pieces(
     plan: &Plan,
+    live: &[(u32, u32)],
     value_bytes: &[i64],
     decisions: &[Decision],
 ) -> (Vec<Piece>, Vec<u32>) {
@@ -32,42 +34,42 @@ pub(super) fn pieces(
         .filter_map(|d| {
             let c = plan.candidate(d.candidate)?;
             let back = c.back_point(d.kind).point();
-            (c.value.index() < plan.values.len())
-                .then(|| (c.value.index(), c.evict_after.next(), back))
+            (c.value.index() < live.len()).then(|| (c.value.index(), c.evict_after.next(), back))
         })
         .collect();
     gaps.sort_unstable();
     let mut gaps = gaps.into_iter().peekable();
-    let mut out = Vec::with_capacity(plan.values.len() + decisions.len());
-    let mut first = Vec::with_capacity(plan.values.len() + 1);
-    for (i, v) in plan.values.iter().enumerate() {
+    let mut out = Vec::with_capacity(live.len() + decisions.len());
+    let mut first = Vec::with_capacity(live.len() + 1);
+    for (i, &(def, last_use)) in live.iter().enumerate() {
         first.push(out.len() as u32);
         let bytes = value_bytes.get(i).copied().unwrap_or(0);
-        let mut start = v.def;
+        let mut start = def;
         while let Some(&(_, l, back)) = gaps.peek().filter(|g| g.0 == i) {
             gaps.next();
             if bytes <= 0 {
                 continue;
             }
+            let (l, back) = (l.index() as u32, back.index() as u32);
             if l > start {
                 // The last resident point before the gap (`l > start`, so `l > 0`).
-                out.push(piece(i, start, Point::new(l.index() - 1)));
+                out.push(piece(i, start, l - 1));
             }
             start = back;
         }
-        if bytes > 0 && start <= v.last_use {
-            out.push(piece(i, start, v.last_use));
+        if bytes > 0 && start <= last_use {
+            out.push(piece(i, start, last_use));
         }
     }
     first.push(out.len() as u32);
     (out, first)
 }
 
-fn piece(value: usize, start: Point, end: Point) -> Piece {
+fn piece(value: usize, start: u32, end: u32) -> Piece {
     Piece {
         value: value as u32,
-        start: start.index() as u32,
-        end: end.index() as u32,
+        start,
+        end,
     }
 }
 

@@ -73,10 +73,18 @@ pub fn residency_intervals(
     value_bytes: &[i64],
     decisions: &[Decision],
 ) -> Vec<Allocation> {
-    let (pieces, _) = intervals::pieces(plan, value_bytes, decisions);
+    let (pieces, _) = intervals::pieces(plan, &live_points(plan), value_bytes, decisions);
     pieces
         .iter()
         .map(|p| allocation(p, value_bytes, 0))
+        .collect()
+}
+
+/// `(def, last_use)` of every value of `plan`.
+pub(crate) fn live_points(plan: &Plan) -> Vec<(u32, u32)> {
+    plan.values
+        .iter()
+        .map(|v| (v.def.index() as u32, v.last_use.index() as u32))
         .collect()
 }
 
@@ -120,7 +128,19 @@ pub fn assign_offsets(
     decisions: &[Decision],
     peak: i64,
 ) -> Arena {
-    let (pieces, first) = intervals::pieces(plan, value_bytes, decisions);
+    assign_offsets_live(plan, &live_points(plan), value_bytes, decisions, peak)
+}
+
+/// As [`assign_offsets`], with each value's `(def, last_use)` points given (`live`, indexed
+/// like `Plan::values`; the finalizer holds them prepared).
+pub(crate) fn assign_offsets_live(
+    plan: &Plan,
+    live: &[(u32, u32)],
+    value_bytes: &[i64],
+    decisions: &[Decision],
+    peak: i64,
+) -> Arena {
+    let (pieces, first) = intervals::pieces(plan, live, value_bytes, decisions);
     let (items, slot, shared) = intervals::group_items(plan, &pieces, &first, value_bytes);
     // The output's order (by start point) does not depend on the offsets: sorted meanwhile.
     let ((mut offset_of, top_scan), by_start) = best_fit_scan(&items, peak, || {

@@ -32,21 +32,26 @@ pub(super) fn best_fit_scan<R: Send>(
     also: impl FnOnce() -> R + Send,
 ) -> ((Vec<i64>, i64), R) {
     let small = small_bytes(peak);
-    let (mut large_items, mut small_items) = (Vec::new(), Vec::new());
-    let (mut large_ix, mut small_ix) = (Vec::new(), Vec::new());
+    // Large intervals first, then small ones, each in index order: a branch-free partition
+    // (whether an interval is small follows no pattern a branch predictor could learn).
+    let n_large = items.iter().filter(|it| it.need > small).count();
+    let mut parts = vec![Item::default(); items.len()];
+    let mut index = vec![0u32; items.len()];
+    let (mut l, mut s) = (0, n_large);
     for (i, it) in items.iter().enumerate() {
-        if it.need <= small {
-            small_items.push(*it);
-            small_ix.push(i as u32);
-        } else {
-            large_items.push(*it);
-            large_ix.push(i as u32);
-        }
+        let is_small = usize::from(it.need <= small);
+        let at = if is_small == 1 { s } else { l };
+        parts[at] = *it;
+        index[at] = i as u32;
+        s += is_small;
+        l += 1 - is_small;
     }
+    let (large_items, small_items) = parts.split_at(n_large);
+    let (large_ix, small_ix) = index.split_at(n_large);
     let mut side = None;
     let (large_at, large) = rayon::in_place_scope(|s| {
-        s.spawn(|_| side = Some((scan_with(&small_items, Slabs::default()), also())));
-        scan_with(&large_items, Pool::default())
+        s.spawn(|_| side = Some((scan_with(small_items, Slabs::default()), also())));
+        scan_with(large_items, Pool::default())
     });
     let ((slots, slabs), extra) = side.expect("the scope ran its task");
     let mut offsets = vec![0i64; items.len()];
@@ -55,7 +60,7 @@ pub(super) fn best_fit_scan<R: Send>(
     }
     // The slabs sit on top of the large intervals, by size.
     let (base, top) = slabs.stack(large.top);
-    for ((&i, slot), it) in small_ix.iter().zip(slots).zip(&small_items) {
+    for ((&i, slot), it) in small_ix.iter().zip(slots).zip(small_items) {
         offsets[i as usize] = base[(it.need / ALIGN) as usize] + slot * it.need;
     }
     ((offsets, top), extra)

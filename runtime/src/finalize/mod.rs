@@ -43,7 +43,7 @@ mod prepared;
 pub mod segtree;
 mod summary;
 
-use crate::arena::{assign_offsets, Arena};
+use crate::arena::{assign_offsets_live, Arena};
 use ebb_ir::cost::PointTimes;
 use ebb_ir::device::DeviceProfile;
 use ebb_ir::dim::DimError;
@@ -400,8 +400,17 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         if !opts.offsets {
             return c;
         }
-        let (v, _) = self.prepared_variant(c.variant);
-        c.arena = assign_offsets(v, &c.value_bytes, &c.decisions, c.peak_bytes_planned);
+        let (v, prep) = self.prepared_variant(c.variant);
+        let lay = |c: &ConcretePlan| {
+            assign_offsets_live(
+                v,
+                &prep.value_live,
+                &c.value_bytes,
+                &c.decisions,
+                c.peak_bytes_planned,
+            )
+        };
+        c.arena = lay(&c);
         let Some(budget) = opts.budget else {
             return c;
         };
@@ -414,12 +423,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             let Ok(mut again) = self.decide(c.variant, b, opts, Some(scaled)) else {
                 break;
             };
-            again.arena = assign_offsets(
-                v,
-                &again.value_bytes,
-                &again.decisions,
-                again.peak_bytes_planned,
-            );
+            again.arena = lay(&again);
             last = (again.peak_bytes_planned, again.arena.arena_bytes);
             if again.arena.arena_bytes < c.arena.arena_bytes {
                 c = again;
