@@ -48,10 +48,19 @@ pub(super) fn best_fit_scan<R: Send>(
     }
     let (large_items, small_items) = parts.split_at(n_large);
     let (large_ix, small_ix) = index.split_at(n_large);
+    // The pool counts in units of ALIGN, in 32 bits where the large intervals' total allows
+    // (half the bytes to search and move).
+    let units: i64 = large_items.iter().map(|it| it.need / ALIGN).sum();
     let mut side = None;
-    let (large_at, large) = rayon::in_place_scope(|s| {
+    let (large_at, large_top) = rayon::in_place_scope(|s| {
         s.spawn(|_| side = Some((scan_with(small_items, Slabs::default()), also())));
-        scan_with(large_items, Pool::default())
+        if units <= i64::from(u32::MAX) {
+            let (at, pool) = scan_with(large_items, Pool::<u32>::default());
+            (at, pool.top.bytes())
+        } else {
+            let (at, pool) = scan_with(large_items, Pool::<i64>::default());
+            (at, pool.top.bytes())
+        }
     });
     let ((slots, slabs), extra) = side.expect("the scope ran its task");
     let mut offsets = vec![0i64; items.len()];
@@ -59,7 +68,7 @@ pub(super) fn best_fit_scan<R: Send>(
         offsets[i as usize] = o;
     }
     // The slabs sit on top of the large intervals, by size.
-    let (base, top) = slabs.stack(large.top);
+    let (base, top) = slabs.stack(large_top);
     for ((&i, slot), it) in small_ix.iter().zip(slots).zip(small_items) {
         offsets[i as usize] = base[(it.need / ALIGN) as usize] + slot * it.need;
     }
@@ -120,27 +129,59 @@ fn small_bytes(peak: i64) -> i64 {
     (64 << 10).min(peak / 4096)
 }
 
-/// The large intervals' pool: its free blocks and its top (its size in bytes so far).
-#[derive(Default)]
-struct Pool {
-    free: FreeList,
-    top: i64,
+/// An offset or size in the large intervals' pool, in units of [`ALIGN`] bytes (every size
+/// placed there is aligned): `u32` where the pool stays below 2^32 units (256 GiB), else `i64`.
+trait Unit: Copy + Ord + Default + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> {
+    /// Larger than any size.
+    const MAX: Self;
+    /// `bytes` (aligned) in units.
+    fn units(bytes: i64) -> Self;
+    /// In bytes.
+    fn bytes(self) -> i64;
 }
 
-impl Placer for Pool {
+impl Unit for u32 {
+    const MAX: Self = u32::MAX;
+    fn units(bytes: i64) -> Self {
+        (bytes / ALIGN) as u32
+    }
+    fn bytes(self) -> i64 {
+        i64::from(self) * ALIGN
+    }
+}
+
+impl Unit for i64 {
+    const MAX: Self = i64::MAX;
+    fn units(bytes: i64) -> Self {
+        bytes / ALIGN
+    }
+    fn bytes(self) -> i64 {
+        self * ALIGN
+    }
+}
+
+/// The large intervals' pool: its free blocks and its top (its size so far), in units.
+#[derive(Default)]
+struct Pool<U> {
+    free: FreeList<U>,
+    top: U,
+}
+
+impl<U: Unit> Placer for Pool<U> {
     /// Places `need` (aligned) bytes: the best-fitting free block, else at the top (reusing a
-    /// free block that ends there). Returns the offset.
+    /// free block that ends there). Returns the offset in bytes.
     fn place(&mut self, need: i64) -> i64 {
+        let need = U::units(need);
         if let Some(o) = self.free.take_best_fit(need) {
-            return o;
+            return o.bytes();
         }
         let o = self.free.take_at_top(self.top).unwrap_or(self.top);
         self.top = o + need;
-        o
+        o.bytes()
     }
 
     fn release(&mut self, need: i64, offset: i64) {
-        self.free.release(offset, need);
+        self.free.release(U::units(offset), U::units(need));
     }
 }
 
@@ -192,18 +233,18 @@ impl Slabs {
     }
 }
 
-/// Free blocks sorted by offset, as two parallel vectors (`offsets[i]`, `sizes[i]`). The scan
-/// keeps few free blocks at a time (they coalesce), so a linear best-fit search over
-/// contiguous sizes beats the logarithmic trees of a general allocator here.
+/// Free blocks sorted by offset, as two parallel vectors (`offsets[i]`, `sizes[i]`, in
+/// units). The scan keeps few free blocks at a time (they coalesce), so a linear best-fit
+/// search over contiguous sizes beats the logarithmic trees of a general allocator here.
 #[derive(Default)]
-struct FreeList {
-    offsets: Vec<i64>,
-    sizes: Vec<i64>,
+struct FreeList<U> {
+    offsets: Vec<U>,
+    sizes: Vec<U>,
 }
 
-impl FreeList {
+impl<U: Unit> FreeList<U> {
     /// Frees `[offset, offset + size)`, coalescing with free neighbours.
-    fn release(&mut self, offset: i64, size: i64) {
+    fn release(&mut self, offset: U, size: U) {
         let i = self.offsets.partition_point(|&o| o < offset);
         let joins_prev = i > 0 && self.offsets[i - 1] + self.sizes[i - 1] == offset;
         let joins_next = i < self.offsets.len() && self.offsets[i] == offset + size;
@@ -211,12 +252,12 @@ impl FreeList {
             (true, true) => {
                 self.offsets.remove(i);
                 let next = self.sizes.remove(i);
-                self.sizes[i - 1] += size + next;
+                self.sizes[i - 1] = self.sizes[i - 1] + size + next;
             }
-            (true, false) => self.sizes[i - 1] += size,
+            (true, false) => self.sizes[i - 1] = self.sizes[i - 1] + size,
             (false, true) => {
                 self.offsets[i] = offset;
-                self.sizes[i] += size;
+                self.sizes[i] = self.sizes[i] + size;
             }
             (false, false) => {
                 self.offsets.insert(i, offset);
@@ -225,14 +266,18 @@ impl FreeList {
         }
     }
 
-    /// Takes `need` bytes from the smallest free block that holds them (lowest offset among
+    /// Takes `need` units from the smallest free block that holds them (lowest offset among
     /// equals); returns the offset.
-    fn take_best_fit(&mut self, need: i64) -> Option<i64> {
-        // Branch-free over the blocks: too small ones count as `i64::MAX`; the first smallest
-        // wins (an exact fit is the smallest possible).
-        let (mut best, mut at) = (i64::MAX, usize::MAX);
+    fn take_best_fit(&mut self, need: U) -> Option<U> {
+        // Branch-free over the blocks (too small ones count as `MAX`; the first smallest wins)
+        // until an exact fit, the smallest possible.
+        let (mut best, mut at) = (U::MAX, usize::MAX);
         for (i, &size) in self.sizes.iter().enumerate() {
-            let key = if size >= need { size } else { i64::MAX };
+            if size == need {
+                (best, at) = (size, i);
+                break;
+            }
+            let key = if size >= need { size } else { U::MAX };
             let better = key < best;
             best = if better { key } else { best };
             at = if better { i } else { at };
@@ -252,12 +297,49 @@ impl FreeList {
     }
 
     /// Takes the free block that ends at `top`, if any; returns its offset.
-    fn take_at_top(&mut self, top: i64) -> Option<i64> {
+    fn take_at_top(&mut self, top: U) -> Option<U> {
         let (&o, &s) = (self.offsets.last()?, self.sizes.last()?);
         (o + s == top).then(|| {
             self.offsets.pop();
             self.sizes.pop();
             o
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pool places the same whether it counts in 32 or 64 bits (random intervals, a fixed
+    /// LCG), and its layouts hold: no two intervals resident at one point share a byte.
+    #[test]
+    fn both_unit_widths_place_alike() {
+        let mut next = crate::test_lcg::lcg(0x0bad_5eed_1234_5678);
+        for _ in 0..50 {
+            let n = 1 + next(80) as usize;
+            let items: Vec<Item> = (0..n)
+                .map(|_| {
+                    let start = next(50) as u32;
+                    Item {
+                        start,
+                        end: start + next(12) as u32,
+                        need: (1 + next(40) as i64) * ALIGN,
+                    }
+                })
+                .collect();
+            let (narrow, p32) = scan_with(&items, Pool::<u32>::default());
+            let (wide, p64) = scan_with(&items, Pool::<i64>::default());
+            assert_eq!(narrow, wide);
+            assert_eq!(p32.top.bytes(), p64.top.bytes());
+            for (i, a) in items.iter().enumerate() {
+                for (j, b) in items.iter().enumerate().skip(i + 1) {
+                    let (oa, ob) = (narrow[i], narrow[j]);
+                    let in_time = a.start <= b.end && b.start <= a.end;
+                    let in_memory = oa < ob + b.need && ob < oa + a.need;
+                    assert!(!(in_time && in_memory), "{i} and {j} overlap");
+                }
+            }
+        }
     }
 }
