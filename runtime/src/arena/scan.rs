@@ -24,8 +24,8 @@ use super::{greedy::Item, order_by_point, ALIGN};
 /// every interval (indexed like `items`) and the arena size in bytes, and what `also` returns.
 ///
 /// `peak` (bytes, the planned peak) sets which intervals are small ([`small_bytes`]). The
-/// large intervals' pool and the slabs do not interact: the calling thread scans the large
-/// ones while a thread of the pool scans the small ones, then runs `also`.
+/// large intervals' pool and the slabs do not interact: the large ones are scanned while
+/// another thread of the pool scans the small ones, then runs `also`.
 pub(super) fn best_fit_scan<R: Send>(
     items: &[Item],
     peak: i64,
@@ -51,18 +51,18 @@ pub(super) fn best_fit_scan<R: Send>(
     // The pool counts in units of ALIGN, in 32 bits where the large intervals' total allows
     // (half the bytes to search and move).
     let units: i64 = large_items.iter().map(|it| it.need / ALIGN).sum();
-    let mut side = None;
-    let (large_at, large_top) = rayon::in_place_scope(|s| {
-        s.spawn(|_| side = Some((scan_with(small_items, Slabs::default()), also())));
-        if units <= i64::from(u32::MAX) {
-            let (at, pool) = scan_with(large_items, Pool::<u32>::default());
-            (at, pool.top.bytes())
-        } else {
-            let (at, pool) = scan_with(large_items, Pool::<i64>::default());
-            (at, pool.top.bytes())
-        }
-    });
-    let ((slots, slabs), extra) = side.expect("the scope ran its task");
+    let ((large_at, large_top), ((slots, slabs), extra)) = rayon::join(
+        || {
+            if units <= i64::from(u32::MAX) {
+                let (at, pool) = scan_with(large_items, Pool::<u32>::default());
+                (at, pool.top.bytes())
+            } else {
+                let (at, pool) = scan_with(large_items, Pool::<i64>::default());
+                (at, pool.top.bytes())
+            }
+        },
+        || (scan_with(small_items, Slabs::default()), also()),
+    );
     let mut offsets = vec![0i64; items.len()];
     for (&i, o) in large_ix.iter().zip(large_at) {
         offsets[i as usize] = o;

@@ -51,6 +51,7 @@ use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, Point, ProgPoint};
 use ebb_ir::{Bindings, DimExpr};
 use greedy::Option_;
 pub use prepared::Prepared;
+use rayon::prelude::*;
 use segtree::PeakTree;
 use serde::Serialize;
 use std::ops::Deref;
@@ -273,6 +274,18 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         b: &Bindings,
         opts: &FinalizeOptions,
     ) -> Result<ConcretePlan, FinalizeError> {
+        // On the pool's threads only (the calling thread, when outside the pool, waits): with
+        // the caller running too, one thread more than cores would be runnable while a pool
+        // thread waits for work, and on a 2-core VM that costs more than the hand-off.
+        rayon::scope(|_| self.finalize_in_pool(b, opts))
+    }
+
+    /// [`Finalizer::finalize`] on a thread of the pool.
+    fn finalize_in_pool(
+        &self,
+        b: &Bindings,
+        opts: &FinalizeOptions,
+    ) -> Result<ConcretePlan, FinalizeError> {
         let first = check_and_choose_variant(&self.plan, b)?;
         let compare = opts.budget.is_some() && self.prepared.len() > 1;
         if !compare {
@@ -282,28 +295,9 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         // Every variant's decisions at once (one per core), so the comparison costs about one
         // variant's decisions of wall time; kept only where the first variant's decisions bind.
         let target = opts.decisions_target();
-        // The calling thread decides the first variant itself while the pool's threads take
-        // the others: it neither waits for a sleeping thread to start nor sleeps itself when the
-        // others end first (each hand-off costs tens of µs on a VM).
-        let mut slots: Vec<Option<Result<ConcretePlan, FinalizeError>>> =
-            (0..self.prepared.len()).map(|_| None).collect();
-        rayon::in_place_scope(|s| {
-            let mut own = None;
-            for (i, slot) in slots.iter_mut().enumerate() {
-                if i == first {
-                    own = Some(slot);
-                } else {
-                    s.spawn(move |_| *slot = Some(self.decide(i, b, opts, target)));
-                }
-            }
-            if let Some(slot) = own {
-                *slot = Some(self.decide(first, b, opts, target));
-            }
-        });
-        let mut all: Vec<(usize, Result<ConcretePlan, FinalizeError>)> = slots
-            .into_iter()
-            .enumerate()
-            .filter_map(|(i, r)| Some((i, r?)))
+        let mut all: Vec<(usize, Result<ConcretePlan, FinalizeError>)> = (0..self.prepared.len())
+            .into_par_iter()
+            .map(|i| (i, self.decide(i, b, opts, target)))
             .collect();
         let binds = match &all[first].1 {
             Ok(c) => !c.decisions.is_empty(),
