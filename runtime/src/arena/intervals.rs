@@ -84,6 +84,32 @@ pub(super) fn group_items(
     value_bytes: &[i64],
 ) -> (Vec<Item>, Vec<u32>, Vec<(ValueId, ValueId)>) {
     let need = |p: &Piece| align(value_bytes.get(p.value as usize).copied().unwrap_or(0));
+    let find = |v: ValueId, pick: &dyn Fn(&Piece) -> bool| {
+        let (lo, hi) = (*first.get(v.index())?, *first.get(v.index() + 1)?);
+        (lo..hi).find(|&i| pick(&pieces[i as usize]))
+    };
+    // The pieces each in-place write joins (operand's, result's), where they qualify.
+    let joins: Vec<(u32, u32, ValueId, ValueId)> = plan
+        .in_place_writes
+        .iter()
+        .filter_map(|w| {
+            let def = plan.values.get(w.result.index())?.def.index() as u32;
+            let o = find(w.operand, &|p| p.end == def)?;
+            let r = find(w.result, &|p| p.start == def)?;
+            (need(&pieces[o as usize]) == need(&pieces[r as usize]))
+                .then_some((o, r, w.operand, w.result))
+        })
+        .collect();
+    let item = |p: &Piece| Item {
+        start: p.start,
+        end: p.end,
+        need: need(p),
+    };
+    if joins.is_empty() {
+        // One item per piece (most plans join few or no pieces).
+        let items = pieces.iter().map(item).collect();
+        return (items, (0..pieces.len() as u32).collect(), Vec::new());
+    }
     let mut parent: Vec<u32> = (0..pieces.len() as u32).collect();
     fn root(parent: &mut [u32], mut i: u32) -> u32 {
         while parent[i as usize] != i {
@@ -93,42 +119,18 @@ pub(super) fn group_items(
         i
     }
     let mut shared = Vec::new();
-    let find = |v: ValueId, pick: &dyn Fn(&Piece) -> bool| {
-        let (lo, hi) = (*first.get(v.index())?, *first.get(v.index() + 1)?);
-        (lo..hi).find(|&i| pick(&pieces[i as usize]))
-    };
-    for w in &plan.in_place_writes {
-        let Some(def) = plan
-            .values
-            .get(w.result.index())
-            .map(|v| v.def.index() as u32)
-        else {
-            continue;
-        };
-        let (Some(o), Some(r)) = (
-            find(w.operand, &|p| p.end == def),
-            find(w.result, &|p| p.start == def),
-        ) else {
-            continue;
-        };
-        if need(&pieces[o as usize]) != need(&pieces[r as usize]) {
-            continue;
-        }
+    for (o, r, operand, result) in joins {
         let (a, b) = (root(&mut parent, o), root(&mut parent, r));
         if a != b {
             parent[b.max(a) as usize] = a.min(b);
-            shared.push((w.operand, w.result));
+            shared.push((operand, result));
         }
     }
     // A group's root is its first piece, so its item exists when a member extends it.
     let mut items: Vec<Item> = Vec::with_capacity(pieces.len());
     let mut slot = vec![0u32; pieces.len()];
     for (i, p) in pieces.iter().enumerate() {
-        let it = Item {
-            start: p.start,
-            end: p.end,
-            need: need(p),
-        };
+        let it = item(p);
         let r = root(&mut parent, i as u32) as usize;
         if r == i {
             slot[i] = items.len() as u32;
