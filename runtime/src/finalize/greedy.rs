@@ -39,16 +39,18 @@ use super::FinalizeError;
 use ebb_ir::cost::exposed_transfer_us;
 use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Point};
 
-/// One priced option: candidate `c` taken as `kind`, freeing `bytes` over `[l, r]`, adding
-/// `transient` bytes at point `transient.0` (recompute), at `cost_us`.
+/// One priced option: candidate `c` taken as `kind`, freeing `bytes` over points `[l, r]`,
+/// adding `transient` bytes at point `r + 1` (a recompute's regeneration point; 0 for a swap),
+/// at `cost_us`. Compact (64 bytes): the greedy reads options at random.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Option_ {
-    pub c: CandidateId,
+    /// Index into `Plan::candidates`.
+    pub c: u32,
     pub kind: DecisionKind,
-    pub l: Point,
-    pub r: Point,
+    pub l: u32,
+    pub r: u32,
     pub bytes: i64,
-    pub transient: (Point, i64),
+    pub transient: i64,
     /// Static cost: recompute time, or a swap's exposure alone.
     pub cost_us: f64,
     /// One transfer of a swap, µs (0 for a recompute).
@@ -64,19 +66,24 @@ impl Option_ {
         self.bytes > 0
     }
 
+    /// The candidate.
+    fn candidate(&self) -> CandidateId {
+        CandidateId::new(self.c as usize)
+    }
+
     fn window(&self) -> f64 {
-        (self.r.index() - self.l.index() + 1) as f64
+        (self.r - self.l + 1) as f64
     }
 
     fn covers(&self, p: Point) -> bool {
-        self.l <= p && p <= self.r
+        self.l as usize <= p.index() && p.index() <= self.r as usize
     }
 
     /// Applies (`sign` = 1) or undoes (`sign` = −1) the option on `tree`.
     fn apply(&self, tree: &mut PeakTree, sign: i64) {
-        tree.add(self.l.index(), self.r.index(), -sign * self.bytes);
-        let t = self.transient.0.index();
-        tree.add(t, t, sign * self.transient.1);
+        tree.add(self.l as usize, self.r as usize, -sign * self.bytes);
+        let t = self.r as usize + 1;
+        tree.add(t, t, sign * self.transient);
     }
 }
 
@@ -156,7 +163,7 @@ pub(super) fn choose(
             (
                 (o.score + 0.0).to_bits(),
                 u64::MAX - o.bytes as u64,
-                (o.c.index() as u32) << 1 | (o.kind == DecisionKind::Swap) as u32,
+                o.c << 1 | (o.kind == DecisionKind::Swap) as u32,
             )
         })
         .collect();
@@ -164,7 +171,7 @@ pub(super) fn choose(
     // switching.
     let mut of_candidate: Vec<[u32; 2]> = vec![[NONE; 2]; candidates];
     for (i, o) in options.iter().enumerate().filter(|(_, o)| o.present()) {
-        let slot = &mut of_candidate[o.c.index()];
+        let slot = &mut of_candidate[o.c as usize];
         if slot[0] == NONE {
             slot[0] = i as u32;
         } else if rank[i] < rank[slot[0] as usize] {
@@ -195,7 +202,7 @@ pub(super) fn choose(
         // are at least the static ones, and only grow while the link only gains swaps).
         let pick = heaps.best(
             p.index(),
-            |i| !options[i].present() || taken[options[i].c.index()],
+            |i| !options[i].present() || taken[options[i].c as usize],
             |i, key| {
                 let o = &options[i];
                 if o.kind == DecisionKind::Recompute {
@@ -215,9 +222,9 @@ pub(super) fn choose(
                 link.add(&options[i], 1.0);
                 epoch += 1;
             }
-            state[options[i].c.index()] = Some(i);
-            taken[options[i].c.index()] = true;
-            order.push(options[i].c);
+            state[options[i].c as usize] = Some(i);
+            taken[options[i].c as usize] = true;
+            order.push(options[i].candidate());
             continue;
         }
         // Widen a taken candidate's window over `p`, at the least added cost.
@@ -252,7 +259,7 @@ pub(super) fn choose(
         link.add(&options[old], -1.0);
         options[new].apply(tree, 1);
         link.add(&options[new], 1.0);
-        state[options[new].c.index()] = Some(new);
+        state[options[new].c as usize] = Some(new);
         // Scores may have fallen (a swap left the link): back to the static bounds.
         epoch += 1;
         if options[old].kind == DecisionKind::Swap {
@@ -277,7 +284,7 @@ pub(super) fn choose(
         // Undoing it raises its window by its bytes and lowers only its transient's point
         // (after the window): the peak stays within the budget when the window's does.
         let o = &options[i];
-        if tree.max_in(o.l.index(), o.r.index()) + o.bytes <= budget {
+        if tree.max_in(o.l as usize, o.r as usize) + o.bytes <= budget {
             o.apply(tree, -1);
             state[c.index()] = None;
             link.add(o, -1.0);
@@ -340,7 +347,7 @@ pub(super) fn choose(
         let Some(i) = state[c.index()] else { continue };
         let o = &options[i];
         chosen.decisions.push(Decision {
-            candidate: o.c,
+            candidate: o.candidate(),
             kind: o.kind,
         });
         swaps.add(o, 1.0);

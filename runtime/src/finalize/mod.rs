@@ -653,16 +653,14 @@ fn price_options(
     prep.slots
         .iter()
         .map(|s| {
-            let c = CandidateId::new(s.c as usize);
             let e = &prep.candidates[s.c as usize];
             let mut bytes = value_bytes.get(s.value as usize).copied().unwrap_or(0);
             let (transient, cost_us, transfer_us, flops) = match s.kind {
                 DecisionKind::Recompute => {
                     bytes = if recompute { bytes } else { 0 };
                     let flops = at(e.recompute_flops);
-                    let tr = at(e.transient_bytes);
                     (
-                        (Point::new(s.r as usize + 1), tr),
+                        at(e.transient_bytes),
                         prep.costs.recompute_us(costs, s.c as usize, flops),
                         0.0,
                         flops,
@@ -674,16 +672,16 @@ fn price_options(
                     let (l, r) = (Point::new(s.l as usize), Point::new(s.r as usize));
                     let cost_us = costs.swap_over_us(l, Some(r), moved);
                     let transfer_us = costs.transfer_us(moved);
-                    ((Point::new(0), 0), cost_us, transfer_us, 0)
+                    (0, cost_us, transfer_us, 0)
                 }
             };
             let window = (s.r - s.l + 1) as f64;
             let score = cost_us / (bytes as f64 * window);
             Option_ {
-                c,
+                c: s.c,
                 kind: s.kind,
-                l: Point::new(s.l as usize),
-                r: Point::new(s.r as usize),
+                l: s.l,
+                r: s.r,
                 bytes: bytes.max(0),
                 transient,
                 cost_us,
