@@ -315,6 +315,97 @@ fn fused_layouts_share_in_place_buffers_and_stay_within_five_percent() {
     }
 }
 
+/// Under a budget a plan with several schedule variants returns what its rule says, whatever
+/// the order in which the variants' decisions end (the first to end lays out its arena ahead,
+/// and is cancelled when it does not come first): each variant finalized alone, the result is
+/// the lowest-peak variant's where its decisions do not bind, else the first feasible one by
+/// its decisions' (added time, planned peak, lowest-peak variant first, index) whose arena
+/// fits the budget (a layout that misses it decides again), else the smallest arena.
+#[test]
+fn the_variant_comparison_follows_its_rule() {
+    let c = compiled("gpt2_tiny_adamw");
+    assert!(
+        !c.plan.alternatives.is_empty(),
+        "the fixture keeps several variants"
+    );
+    let alone: Vec<_> = (0..=c.plan.alternatives.len())
+        .map(|i| {
+            let mut v = c.plan.variant(i).unwrap().clone();
+            v.alternatives.clear();
+            v
+        })
+        .collect();
+    let fin = Finalizer::new(&c.plan);
+    for (bsz, s) in [(8, 256), (4, 100), (2, 512), (8, 64)] {
+        let b = bind(&[("B", bsz), ("S", s)]);
+        let free = fin.finalize(&b, &FinalizeOptions::default()).unwrap();
+        let first = free.variant;
+        for frac in [0.9, 0.6, 0.5, 0.45] {
+            let opts = FinalizeOptions {
+                budget: Some((free.peak_bytes_scheduled as f64 * frac) as i64),
+                ..Default::default()
+            };
+            // Each variant alone: its decisions (ordered before any layout; without offsets,
+            // under the target a finalize with offsets decides under) and its arena (a layout
+            // that misses the budget decides again).
+            let bare = FinalizeOptions {
+                budget: opts.decisions_target(),
+                offsets: false,
+                ..Default::default()
+            };
+            let decided: Vec<_> = alone.iter().map(|v| finalize(v, &b, &bare)).collect();
+            let laid: Vec<_> = alone.iter().map(|v| finalize(v, &b, &opts)).collect();
+            let want = match &decided[first] {
+                Ok(f) if f.decisions.is_empty() => laid[first]
+                    .as_ref()
+                    .ok()
+                    .map(|l| (first, l.arena.arena_bytes)),
+                _ => {
+                    let rank = |i: usize| match i {
+                        i if i == first => 0,
+                        0 => first,
+                        i => i,
+                    };
+                    let mut ok: Vec<(usize, f64, i64)> = decided
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, r)| {
+                            r.as_ref()
+                                .ok()
+                                .map(|f| (i, f.overhead_us, f.peak_bytes_planned))
+                        })
+                        .collect();
+                    ok.sort_by(|x, y| {
+                        x.1.total_cmp(&y.1)
+                            .then(x.2.cmp(&y.2))
+                            .then(rank(x.0).cmp(&rank(y.0)))
+                    });
+                    let arena =
+                        |i: usize| laid[i].as_ref().map_or(i64::MAX, |l| l.arena.arena_bytes);
+                    let added = |i: usize| laid[i].as_ref().map_or(f64::MAX, |l| l.overhead_us);
+                    let budget = opts.budget.unwrap();
+                    ok.iter()
+                        .map(|x| x.0)
+                        .find(|&i| arena(i) <= budget)
+                        .or_else(|| {
+                            ok.iter().map(|x| x.0).min_by(|&x, &y| {
+                                arena(x).cmp(&arena(y)).then(added(x).total_cmp(&added(y)))
+                            })
+                        })
+                        .map(|i| (i, arena(i)))
+                }
+            };
+            for _ in 0..3 {
+                let got = fin
+                    .finalize(&b, &opts)
+                    .ok()
+                    .map(|f| (f.variant, f.arena.arena_bytes));
+                assert_eq!(got, want, "B={bsz} S={s} {frac}");
+            }
+        }
+    }
+}
+
 /// A [`Finalizer`] (variants prepared once, expressions interned) finalizes exactly as the
 /// one-off [`finalize`] at every shape and budget: same variant, decisions, peaks and offsets.
 #[test]

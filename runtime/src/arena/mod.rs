@@ -30,6 +30,7 @@ use intervals::Piece;
 use scan::best_fit_scan;
 use serde::Serialize;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Alignment of every offset in bytes.
 pub const ALIGN: i64 = 64;
@@ -128,24 +129,35 @@ pub fn assign_offsets(
     decisions: &[Decision],
     peak: i64,
 ) -> Arena {
-    assign_offsets_live(plan, &live_points(plan), value_bytes, decisions, peak)
+    let never = AtomicBool::new(false);
+    assign_offsets_live(
+        plan,
+        &live_points(plan),
+        value_bytes,
+        decisions,
+        peak,
+        &never,
+    )
+    .unwrap_or_default()
 }
 
 /// As [`assign_offsets`], with each value's `(def, last_use)` points given (`live`, indexed
-/// like `Plan::values`; the finalizer holds them prepared).
+/// like `Plan::values`; the finalizer holds them prepared); `None` when `cancel` is set before
+/// the layout is done (a speculative layout no longer needed).
 pub(crate) fn assign_offsets_live(
     plan: &Plan,
     live: &[(u32, u32)],
     value_bytes: &[i64],
     decisions: &[Decision],
     peak: i64,
-) -> Arena {
+    cancel: &AtomicBool,
+) -> Option<Arena> {
     let (pieces, first) = intervals::pieces(plan, live, value_bytes, decisions);
     let (items, slot, shared) = intervals::group_items(plan, &pieces, &first, value_bytes);
     // The output's order (by start point) does not depend on the offsets: sorted meanwhile.
-    let ((mut offset_of, top_scan), by_start) = best_fit_scan(&items, peak, || {
+    let ((mut offset_of, top_scan), by_start) = best_fit_scan(&items, peak, cancel, || {
         order_by_point(&pieces, |p| p.start as usize)
-    });
+    })?;
     let mut top = top_scan;
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
     // live bytes (it also counts region and regeneration transients): the target is the
@@ -154,7 +166,7 @@ pub(crate) fn assign_offsets_live(
     if top_scan > within(peak, SCAN_KEPT_WITHIN) {
         let lower_bound = live_max(&items).max(peak);
         let good_enough = within(lower_bound, SCAN_KEPT_WITHIN);
-        if top_scan > good_enough {
+        if top_scan > good_enough && !cancel.load(Ordering::Relaxed) {
             let acceptable = within(lower_bound, SEARCH_UNTIL_WITHIN);
             if let Some((offsets, top_greedy)) =
                 best_layout(&items, good_enough, acceptable, top_scan)
@@ -177,12 +189,12 @@ pub(crate) fn assign_offsets_live(
     } else {
         1.0
     };
-    Arena {
+    Some(Arena {
         arena_bytes: top,
         fragmentation,
         allocations,
         shared,
-    }
+    })
 }
 /// The largest sum of aligned sizes resident at one point: no layout is smaller.
 fn live_max(items: &[Item]) -> i64 {
@@ -300,7 +312,8 @@ mod tests {
             // huge peak), and a mix (small = 2 KiB).
             let mut layouts = Vec::new();
             for peak in [0, 2048 * 4096, i64::MAX] {
-                let ((offsets, top), ()) = best_fit_scan(&items, peak, || ());
+                let never = AtomicBool::new(false);
+                let ((offsets, top), ()) = best_fit_scan(&items, peak, &never, || ()).unwrap();
                 let mut a = allocs.clone();
                 for (x, o) in a.iter_mut().zip(offsets) {
                     x.offset = o;

@@ -18,6 +18,7 @@
 //! when no free block holds the interval (reusing a free block that ends at its top).
 
 use super::{greedy::Item, order_by_point, ALIGN};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The online scan: intervals by start point, each in the best-fitting free block (see the
 /// module docs), largest first at each point (then in index order). Returns the offset of
@@ -25,12 +26,14 @@ use super::{greedy::Item, order_by_point, ALIGN};
 ///
 /// `peak` (bytes, the planned peak) sets which intervals are small ([`small_bytes`]). The
 /// large intervals' pool and the slabs do not interact: the large ones are scanned while
-/// another thread of the pool scans the small ones, then runs `also`.
+/// another thread of the pool scans the small ones, then runs `also`. `None` when `cancel` is
+/// set before the scans end (checked every [`CANCEL_EVERY`] placements).
 pub(super) fn best_fit_scan<R: Send>(
     items: &[Item],
     peak: i64,
+    cancel: &AtomicBool,
     also: impl FnOnce() -> R + Send,
-) -> ((Vec<i64>, i64), R) {
+) -> Option<((Vec<i64>, i64), R)> {
     let small = small_bytes(peak);
     // Large intervals first, then small ones, each in index order: a branch-free partition
     // (whether an interval is small follows no pattern a branch predictor could learn).
@@ -51,18 +54,19 @@ pub(super) fn best_fit_scan<R: Send>(
     // The pool counts in units of ALIGN, in 32 bits where the large intervals' total allows
     // (half the bytes to search and move).
     let units: i64 = large_items.iter().map(|it| it.need / ALIGN).sum();
-    let ((large_at, large_top), ((slots, slabs), extra)) = rayon::join(
+    let (large, small) = rayon::join(
         || {
             if units <= i64::from(u32::MAX) {
-                let (at, pool) = scan_with(large_items, Pool::<u32>::default());
-                (at, pool.top.bytes())
+                let (at, pool) = scan_with(large_items, Pool::<u32>::default(), cancel)?;
+                Some((at, pool.top.bytes()))
             } else {
-                let (at, pool) = scan_with(large_items, Pool::<i64>::default());
-                (at, pool.top.bytes())
+                let (at, pool) = scan_with(large_items, Pool::<i64>::default(), cancel)?;
+                Some((at, pool.top.bytes()))
             }
         },
-        || (scan_with(small_items, Slabs::default()), also()),
+        || Some((scan_with(small_items, Slabs::default(), cancel)?, also())),
     );
+    let ((large_at, large_top), ((slots, slabs), extra)) = (large?, small?);
     let mut offsets = vec![0i64; items.len()];
     for (&i, o) in large_ix.iter().zip(large_at) {
         offsets[i as usize] = o;
@@ -72,7 +76,7 @@ pub(super) fn best_fit_scan<R: Send>(
     for ((&i, slot), it) in small_ix.iter().zip(slots).zip(small_items) {
         offsets[i as usize] = base[(it.need / ALIGN) as usize] + slot * it.need;
     }
-    ((offsets, top), extra)
+    Some(((offsets, top), extra))
 }
 
 /// Where a scan places intervals: the large intervals' [`Pool`] (offsets) or the [`Slabs`]
@@ -87,7 +91,11 @@ trait Placer {
 /// The scan of `items` into `placer`: by start point, largest first at a point (then in index
 /// order), each freed once the scan passes its end. Returns where each was placed (indexed
 /// like `items`) and the placer.
-fn scan_with<P: Placer>(items: &[Item], mut placer: P) -> (Vec<i64>, P) {
+fn scan_with<P: Placer>(
+    items: &[Item],
+    mut placer: P,
+    cancel: &AtomicBool,
+) -> Option<(Vec<i64>, P)> {
     let mut by_start = order_by_point(items, |a| a.start as usize);
     // Largest first among the intervals starting at one point (runs are short).
     let mut lo = 0;
@@ -108,7 +116,10 @@ fn scan_with<P: Placer>(items: &[Item], mut placer: P) -> (Vec<i64>, P) {
     let by_end = order_by_point(items, |a| a.end as usize);
     let mut at = vec![0i64; items.len()];
     let mut next_end = 0;
-    for &i in &by_start {
+    for (n, &i) in by_start.iter().enumerate() {
+        if n % CANCEL_EVERY == 0 && cancel.load(Ordering::Relaxed) {
+            return None;
+        }
         let a = &items[i as usize];
         while let Some(&j) = by_end.get(next_end) {
             let e = &items[j as usize];
@@ -120,8 +131,11 @@ fn scan_with<P: Placer>(items: &[Item], mut placer: P) -> (Vec<i64>, P) {
         }
         at[i as usize] = placer.place(a.need);
     }
-    (at, placer)
+    Some((at, placer))
 }
+
+/// How many placements a scan makes between two looks at its cancel flag.
+const CANCEL_EVERY: usize = 512;
 
 /// Intervals of at most this many bytes (aligned) are placed in slabs (see the module docs):
 /// 64 KiB, or 1/4096 of the planned `peak` where that is less.
@@ -328,8 +342,9 @@ mod tests {
                     }
                 })
                 .collect();
-            let (narrow, p32) = scan_with(&items, Pool::<u32>::default());
-            let (wide, p64) = scan_with(&items, Pool::<i64>::default());
+            let never = AtomicBool::new(false);
+            let (narrow, p32) = scan_with(&items, Pool::<u32>::default(), &never).unwrap();
+            let (wide, p64) = scan_with(&items, Pool::<i64>::default(), &never).unwrap();
             assert_eq!(narrow, wide);
             assert_eq!(p32.top.bytes(), p64.top.bytes());
             for (i, a) in items.iter().enumerate() {

@@ -42,6 +42,7 @@ mod greedy;
 mod prepared;
 pub mod segtree;
 mod summary;
+mod variants;
 
 use crate::arena::{assign_offsets_live, Arena};
 use ebb_ir::cost::PointTimes;
@@ -51,10 +52,10 @@ use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, Point, ProgPoint};
 use ebb_ir::{Bindings, DimExpr};
 use greedy::Option_;
 pub use prepared::Prepared;
-use rayon::prelude::*;
 use segtree::PeakTree;
 use serde::Serialize;
 use std::ops::Deref;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 pub use summary::DecisionSummary;
 
@@ -292,66 +293,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             let c = self.decide(first, b, opts, opts.decisions_target())?;
             return Ok(self.lay_out(c, b, opts));
         }
-        // Every variant's decisions at once (one per core), so the comparison costs about one
-        // variant's decisions of wall time; kept only where the first variant's decisions bind.
-        let target = opts.decisions_target();
-        let mut all: Vec<(usize, Result<ConcretePlan, FinalizeError>)> = (0..self.prepared.len())
-            .into_par_iter()
-            .map(|i| (i, self.decide(i, b, opts, target)))
-            .collect();
-        let binds = match &all[first].1 {
-            Ok(c) => !c.decisions.is_empty(),
-            Err(e) => matches!(e, FinalizeError::Infeasible { .. }),
-        };
-        if !binds {
-            return all.swap_remove(first).1.map(|c| self.lay_out(c, b, opts));
-        }
-        // Feasible results by added time, then planned peak (the first variant first among
-        // equals); the first whose arena fits the budget wins, else the smallest arena.
-        let mut ok: Vec<ConcretePlan> = Vec::new();
-        let mut infeasible: Option<FinalizeError> = None;
-        all.swap(0, first);
-        for (_, r) in all {
-            match r {
-                Ok(c) => ok.push(c),
-                Err(e) => {
-                    if infeasible
-                        .as_ref()
-                        .is_none_or(|i| smaller_infeasible(&e, i))
-                    {
-                        infeasible = Some(e);
-                    }
-                }
-            }
-        }
-        ok.sort_by(|x, y| {
-            x.overhead_us
-                .total_cmp(&y.overhead_us)
-                .then(x.peak_bytes_planned.cmp(&y.peak_bytes_planned))
-        });
-        if ok.is_empty() {
-            return Err(infeasible.unwrap_or(FinalizeError::Eval {
-                expr: "plan variants".into(),
-                source: DimError::Overflow,
-            }));
-        }
-        if !opts.offsets {
-            return Ok(ok.swap_remove(0));
-        }
-        // Arenas in that order, until one fits the budget (the decisions leave the layout
-        // room, so the first usually does); else the smallest.
-        let budget = opts.budget.unwrap_or(i64::MAX);
-        let mut laid: Vec<ConcretePlan> = Vec::with_capacity(ok.len());
-        for c in ok {
-            let c = self.lay_out(c, b, opts);
-            if c.arena.arena_bytes <= budget {
-                return Ok(c);
-            }
-            laid.push(c);
-        }
-        let key = |c: &ConcretePlan| (c.arena.arena_bytes, c.overhead_us);
-        let k = (0..laid.len()).fold(0, |b, i| if key(&laid[i]) < key(&laid[b]) { i } else { b });
-        Ok(laid.swap_remove(k))
+        self.finalize_variants(first, b, opts)
     }
 
     /// The decisions of plan variant `i` at `b` under `target` bytes, without the arena
@@ -390,9 +332,22 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     /// [`ARENA_ALLOWANCE`]), the decisions are made again under the planned peak scaled by
     /// budget / arena, up to [`FIT_RETRIES`] times, until the arena fits; else the smallest
     /// arena is kept.
-    fn lay_out(&self, mut c: ConcretePlan, b: &Bindings, opts: &FinalizeOptions) -> ConcretePlan {
+    fn lay_out(&self, c: ConcretePlan, b: &Bindings, opts: &FinalizeOptions) -> ConcretePlan {
+        let never = AtomicBool::new(false);
+        self.lay_out_unless(c, b, opts, &never).0
+    }
+
+    /// As [`Finalizer::lay_out`], and whether it is done: given back without an arena
+    /// (`false`) when `cancel` is set before.
+    fn lay_out_unless(
+        &self,
+        mut c: ConcretePlan,
+        b: &Bindings,
+        opts: &FinalizeOptions,
+        cancel: &AtomicBool,
+    ) -> (ConcretePlan, bool) {
         if !opts.offsets {
-            return c;
+            return (c, true);
         }
         let (v, prep) = self.prepared_variant(c.variant);
         let lay = |c: &ConcretePlan| {
@@ -402,11 +357,15 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                 &c.value_bytes,
                 &c.decisions,
                 c.peak_bytes_planned,
+                cancel,
             )
         };
-        c.arena = lay(&c);
+        let Some(arena) = lay(&c) else {
+            return (c, false);
+        };
+        c.arena = arena;
         let Some(budget) = opts.budget else {
-            return c;
+            return (c, true);
         };
         let mut last = (c.peak_bytes_planned, c.arena.arena_bytes);
         for _ in 0..FIT_RETRIES {
@@ -417,13 +376,17 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             let Ok(mut again) = self.decide(c.variant, b, opts, Some(scaled)) else {
                 break;
             };
-            again.arena = lay(&again);
+            let Some(arena) = lay(&again) else {
+                c.arena = Arena::default();
+                return (c, false);
+            };
+            again.arena = arena;
             last = (again.peak_bytes_planned, again.arena.arena_bytes);
             if again.arena.arena_bytes < c.arena.arena_bytes {
                 c = again;
             }
         }
-        c
+        (c, true)
     }
 }
 
