@@ -26,10 +26,12 @@
 //! and the runtime's plan cache hold the prepared variants). A finalize is then linear in the
 //! plan (values, points, candidates) plus the greedy's heap queries and the arena layout;
 //! GPT-2 medium (10 458 points, 5 469 candidates) at B=8, S=1024 under 50% of its scheduled
-//! peak takes, per variant on one core of a 2-core VM, about 0.55–0.6 ms of decisions and
-//! 0.6 ms of arena layout (about 0.45 ms of it the scan of its ~11 600 residency intervals);
-//! the decisions of its two variants run in parallel, then the arena of the one that adds less
-//! time is laid out, 1.2 ms in all (`cargo bench -p ebb-compiler --bench plan -- finalize`).
+//! peak takes, per variant on one core of a 2-core VM, about 0.45–0.52 ms of decisions and
+//! 0.45 ms of arena layout (about 0.3 ms of it the best-fit scan of its ~5 800 large residency
+//! intervals, the ~5 900 small ones in slabs on the other thread); the decisions of its two
+//! variants run in parallel and the first done lays out its arena at once
+//! (`finalize/variants.rs`), 0.98–1.00 ms in all (`cargo bench -p ebb-compiler --bench plan --
+//! finalize`, end of session 19).
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
 //! may be dominated by one that covers several peaks later; the exact ILP in `ebb bench
