@@ -320,16 +320,7 @@ mod tests {
         let mut next = crate::test_lcg::lcg(0x9e37_79b9_7f4a_7c15);
         for _ in 0..30 {
             let n = 1 + next(80) as usize;
-            let items: Vec<Item> = (0..n)
-                .map(|_| {
-                    let start = next(50) as u32;
-                    Item {
-                        start,
-                        end: start + next(20) as u32,
-                        need: 64,
-                    }
-                })
-                .collect();
+            let items = super::super::random_items(&mut next, n, 50, 20, 1);
             let index = Overlaps::new(&items);
             for i in 0..n {
                 let mut got = Vec::new();

@@ -272,6 +272,28 @@ pub fn check_layout(arena: &Arena) -> Result<(), String> {
     Ok(())
 }
 
+/// `n` random intervals for tests: each starts before point `starts`, lasts up to `longest`
+/// more points and needs 1 to `sizes` times [`ALIGN`] bytes.
+#[cfg(test)]
+fn random_items(
+    next: &mut impl FnMut(u64) -> u64,
+    n: usize,
+    starts: u64,
+    longest: u64,
+    sizes: u64,
+) -> Vec<Item> {
+    (0..n)
+        .map(|_| {
+            let start = next(starts) as u32;
+            Item {
+                start,
+                end: start + next(longest) as u32,
+                need: (1 + next(sizes) as i64) * ALIGN,
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -332,16 +332,7 @@ mod tests {
         let mut next = crate::test_lcg::lcg(0x0bad_5eed_1234_5678);
         for _ in 0..50 {
             let n = 1 + next(80) as usize;
-            let items: Vec<Item> = (0..n)
-                .map(|_| {
-                    let start = next(50) as u32;
-                    Item {
-                        start,
-                        end: start + next(12) as u32,
-                        need: (1 + next(40) as i64) * ALIGN,
-                    }
-                })
-                .collect();
+            let items = super::super::random_items(&mut next, n, 50, 12, 40);
             let never = AtomicBool::new(false);
             let (narrow, p32) = scan_with(&items, Pool::<u32>::default(), &never).unwrap();
             let (wide, p64) = scan_with(&items, Pool::<i64>::default(), &never).unwrap();
