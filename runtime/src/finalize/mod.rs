@@ -369,9 +369,13 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let Some(budget) = opts.budget else {
             return (c, true);
         };
+        // `c` keeps the decisions it came with (given back as they were when cancelled); a
+        // retry whose arena is smaller than the best so far replaces `best`.
+        let mut best: Option<ConcretePlan> = None;
         let mut last = (c.peak_bytes_planned, c.arena.arena_bytes);
         for _ in 0..FIT_RETRIES {
-            if c.arena.arena_bytes <= budget || last.1 <= 0 {
+            let smallest = best.as_ref().unwrap_or(&c).arena.arena_bytes;
+            if smallest <= budget || last.1 <= 0 {
                 break;
             }
             let scaled = (last.0 as f64 * budget as f64 / last.1 as f64) as i64;
@@ -384,11 +388,11 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             };
             again.arena = arena;
             last = (again.peak_bytes_planned, again.arena.arena_bytes);
-            if again.arena.arena_bytes < c.arena.arena_bytes {
-                c = again;
+            if again.arena.arena_bytes < smallest {
+                best = Some(again);
             }
         }
-        (c, true)
+        (best.unwrap_or(c), true)
     }
 }
 

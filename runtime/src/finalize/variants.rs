@@ -67,8 +67,15 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             speculating: None,
         });
         let cancel = AtomicBool::new(false);
-        // (variant, result, whether its arena is laid out)
-        let mut all: Vec<(usize, Result<ConcretePlan, FinalizeError>, bool)> = (0..n)
+        // (variant, result, whether its arena is laid out, its decisions' key before any
+        // layout: a layout that misses the budget decides again and adds time)
+        type Decided = (
+            usize,
+            Result<ConcretePlan, FinalizeError>,
+            bool,
+            Option<Key>,
+        );
+        let mut all: Vec<Decided> = (0..n)
             .into_par_iter()
             .map(|i| {
                 let r = self.decide(i, b, opts, target);
@@ -100,9 +107,9 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                 match r {
                     Ok(c) if speculate => {
                         let (c, laid) = self.lay_out_unless(c, b, opts, &cancel);
-                        (i, Ok(c), laid)
+                        (i, Ok(c), laid, key)
                     }
-                    r => (i, r, false),
+                    r => (i, r, false, key),
                 }
             })
             .collect();
@@ -111,15 +118,16 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             Err(e) => matches!(e, FinalizeError::Infeasible { .. }),
         };
         if !binds {
-            let (_, r, laid) = all.swap_remove(first);
+            let (_, r, laid, _) = all.swap_remove(first);
             return r.map(|c| if laid { c } else { self.lay_out(c, b, opts) });
         }
-        let mut ok: Vec<(ConcretePlan, bool)> = Vec::new();
+        let mut ok: Vec<(ConcretePlan, bool, Key)> = Vec::new();
         let mut infeasible: Option<FinalizeError> = None;
-        for (_, r, laid) in all {
-            match r {
-                Ok(c) => ok.push((c, laid)),
-                Err(e) => {
+        for (_, r, laid, key) in all {
+            match (r, key) {
+                (Ok(c), Some(key)) => ok.push((c, laid, key)),
+                (Ok(_), None) => {}
+                (Err(e), _) => {
                     if infeasible
                         .as_ref()
                         .is_none_or(|i| smaller_infeasible(&e, i))
@@ -129,8 +137,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                 }
             }
         }
-        let key = |c: &ConcretePlan| (c.overhead_us, c.peak_bytes_planned, rank(c.variant, first));
-        ok.sort_by(|x, y| compare(&key(&x.0), &key(&y.0)));
+        ok.sort_by(|x, y| compare(&x.2, &y.2));
         if ok.is_empty() {
             return Err(infeasible.unwrap_or(FinalizeError::Eval {
                 expr: "plan variants".into(),
@@ -144,7 +151,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         // room, so the first usually does); else the smallest.
         let budget = opts.budget.unwrap_or(i64::MAX);
         let mut laid: Vec<ConcretePlan> = Vec::with_capacity(ok.len());
-        for (c, done) in ok {
+        for (c, done, _) in ok {
             let c = if done { c } else { self.lay_out(c, b, opts) };
             if c.arena.arena_bytes <= budget {
                 return Ok(c);
