@@ -30,8 +30,8 @@
 //! 0.45 ms of arena layout (about 0.3 ms of it the best-fit scan of its ~5 800 large residency
 //! intervals, the ~5 900 small ones in slabs on the other thread); the decisions of its two
 //! variants run in parallel and the first done lays out its arena at once
-//! (`finalize/variants.rs`), 0.98–1.00 ms in all (`cargo bench -p ebb-compiler --bench plan --
-//! finalize`, end of session 19).
+//! (`finalize/variants.rs`), 0.98–1.12 ms in all depending on the VM's load (`cargo bench -p
+//! ebb-compiler --bench plan -- finalize`, end of session 19).
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
 //! may be dominated by one that covers several peaks later; the exact ILP in `ebb bench
