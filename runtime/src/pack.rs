@@ -35,7 +35,7 @@
 //! ≤ the cap), each length index appears in exactly one batch, and `seq` is at least the
 //! longest length of the batch.
 
-use crate::finalize::{FinalizeError, FinalizeOptions, Finalizer};
+use crate::finalize::{arena_target, FinalizeError, FinalizeOptions, Finalizer};
 use ebb_ir::device::DeviceProfile;
 use ebb_ir::dim::ValueGrid;
 use ebb_ir::plan::{DecisionKind, Plan};
@@ -359,11 +359,7 @@ impl<'p> Oracle<'p> {
             // Without offsets (faster), under the target the trainer's finalize with offsets
             // decides under, so that both agree.
             finalize: FinalizeOptions {
-                budget: FinalizeOptions {
-                    budget: Some(opts.budget),
-                    ..FinalizeOptions::default()
-                }
-                .decisions_target(),
+                budget: Some(arena_target(opts.budget)),
                 device: opts.device.clone(),
                 kinds: opts.kinds.clone(),
                 offsets: false,

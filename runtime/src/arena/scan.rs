@@ -57,11 +57,9 @@ pub(super) fn best_fit_scan<R: Send>(
     let (large, small) = rayon::join(
         || {
             if units <= i64::from(u32::MAX) {
-                let (at, pool) = scan_with(large_items, Pool::<u32>::default(), cancel)?;
-                Some((at, pool.top.bytes()))
+                scan_pool::<u32>(large_items, cancel)
             } else {
-                let (at, pool) = scan_with(large_items, Pool::<i64>::default(), cancel)?;
-                Some((at, pool.top.bytes()))
+                scan_pool::<i64>(large_items, cancel)
             }
         },
         || Some((scan_with(small_items, Slabs::default(), cancel)?, also())),
@@ -77,6 +75,13 @@ pub(super) fn best_fit_scan<R: Send>(
         offsets[i as usize] = base[(it.need / ALIGN) as usize] + slot * it.need;
     }
     Some(((offsets, top), extra))
+}
+
+/// The scan of the large intervals `items` into a [`Pool`] counting in `U`: the offset of each
+/// and the pool's size in bytes.
+fn scan_pool<U: Unit>(items: &[Item], cancel: &AtomicBool) -> Option<(Vec<i64>, i64)> {
+    let (at, pool) = scan_with(items, Pool::<U>::default(), cancel)?;
+    Some((at, pool.top.bytes()))
 }
 
 /// Where a scan places intervals: the large intervals' [`Pool`] (offsets) or the [`Slabs`]

@@ -80,12 +80,18 @@ impl FinalizeOptions {
     pub fn decisions_target(&self) -> Option<i64> {
         self.budget.map(|budget| {
             if self.offsets {
-                budget - (budget as f64 * ARENA_ALLOWANCE) as i64
+                arena_target(budget)
             } else {
                 budget
             }
         })
     }
+}
+
+/// The peak in bytes decisions aim at under `budget` when the arena is laid out: the budget
+/// less [`ARENA_ALLOWANCE`] of it.
+pub fn arena_target(budget: i64) -> i64 {
+    budget - (budget as f64 * ARENA_ALLOWANCE) as i64
 }
 
 impl Default for FinalizeOptions {

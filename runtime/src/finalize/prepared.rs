@@ -75,11 +75,7 @@ impl Prepared {
         let mut table = Interner::default();
         let mut intern = |e| table.intern(e);
         let value_bytes = plan.values.iter().map(|v| intern(&v.bytes)).collect();
-        let value_live = plan
-            .values
-            .iter()
-            .map(|v| (v.def.index() as u32, v.last_use.index() as u32))
-            .collect();
+        let value_live = crate::arena::live_points(plan);
         let points = plan.schedule.len().max(1);
         let mut produced_first = vec![0u32; points + 1];
         let made = |v: &&ebb_ir::plan::PlanValue| {

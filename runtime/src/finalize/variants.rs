@@ -44,10 +44,11 @@ fn rank(i: usize, first: usize) -> usize {
     }
 }
 
-/// The shared state of one comparison: per variant, its key once its decisions are done
-/// (`Some(None)` when infeasible), and the variant laying out its arena ahead, if any.
+/// The shared state of one comparison: how many variants' decisions are done, each feasible
+/// one's key, and the variant laying out its arena ahead, if any.
 struct Race {
-    done: Vec<Option<Option<Key>>>,
+    finished: usize,
+    keys: Vec<Option<Key>>,
     speculating: Option<usize>,
 }
 
@@ -63,40 +64,36 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let n = self.prepared.len();
         let target = opts.decisions_target();
         let race = Mutex::new(Race {
-            done: vec![None; n],
+            finished: 0,
+            keys: vec![None; n],
             speculating: None,
         });
         let cancel = AtomicBool::new(false);
-        // (variant, result, whether its arena is laid out, its decisions' key before any
-        // layout: a layout that misses the budget decides again and adds time)
-        type Decided = (
-            usize,
-            Result<ConcretePlan, FinalizeError>,
-            bool,
-            Option<Key>,
-        );
-        let mut all: Vec<Decided> = (0..n)
+        // Per variant (in index order): the result, whether its arena is laid out, and its
+        // decisions' key before any layout (a layout that misses the budget decides again
+        // and adds time).
+        let mut all: Vec<Result<(ConcretePlan, bool, Key), FinalizeError>> = (0..n)
             .into_par_iter()
             .map(|i| {
-                let r = self.decide(i, b, opts, target);
-                let key = r
-                    .as_ref()
-                    .ok()
-                    .map(|c| (c.overhead_us, c.peak_bytes_planned, rank(i, first)));
+                let decided = self.decide(i, b, opts, target).map(|c| {
+                    let key = (c.overhead_us, c.peak_bytes_planned, rank(i, first));
+                    (c, key)
+                });
+                let key = decided.as_ref().ok().map(|&(_, key)| key);
                 let speculate = {
                     let mut race = race.lock().unwrap_or_else(|e| e.into_inner());
-                    race.done[i] = Some(key);
-                    let finished = race.done.iter().filter(|d| d.is_some()).count();
-                    if finished == n {
+                    race.keys[i] = key;
+                    race.finished += 1;
+                    if race.finished == n {
                         if let Some(s) = race.speculating {
-                            if !leads(s, &race.done) {
+                            if !leads(s, &race.keys) {
                                 cancel.store(true, Ordering::Relaxed);
                             }
                         }
                         false
-                    } else if finished == 1
+                    } else if race.finished == 1
                         && opts.offsets
-                        && r.as_ref().is_ok_and(|c| !c.decisions.is_empty())
+                        && decided.as_ref().is_ok_and(|(c, _)| !c.decisions.is_empty())
                     {
                         race.speculating = Some(i);
                         true
@@ -104,30 +101,30 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                         false
                     }
                 };
-                match r {
-                    Ok(c) if speculate => {
-                        let (c, laid) = self.lay_out_unless(c, b, opts, &cancel);
-                        (i, Ok(c), laid, key)
-                    }
-                    r => (i, r, false, key),
-                }
+                let (c, key) = decided?;
+                Ok(if speculate {
+                    let (c, laid) = self.lay_out_unless(c, b, opts, &cancel);
+                    (c, laid, key)
+                } else {
+                    (c, false, key)
+                })
             })
             .collect();
-        let binds = match &all[first].1 {
-            Ok(c) => !c.decisions.is_empty(),
+        let binds = match &all[first] {
+            Ok((c, _, _)) => !c.decisions.is_empty(),
             Err(e) => matches!(e, FinalizeError::Infeasible { .. }),
         };
         if !binds {
-            let (_, r, laid, _) = all.swap_remove(first);
-            return r.map(|c| if laid { c } else { self.lay_out(c, b, opts) });
+            return all
+                .swap_remove(first)
+                .map(|(c, laid, _)| if laid { c } else { self.lay_out(c, b, opts) });
         }
         let mut ok: Vec<(ConcretePlan, bool, Key)> = Vec::new();
         let mut infeasible: Option<FinalizeError> = None;
-        for (_, r, laid, key) in all {
-            match (r, key) {
-                (Ok(c), Some(key)) => ok.push((c, laid, key)),
-                (Ok(_), None) => {}
-                (Err(e), _) => {
+        for r in all {
+            match r {
+                Ok(r) => ok.push(r),
+                Err(e) => {
                     if infeasible
                         .as_ref()
                         .is_none_or(|i| smaller_infeasible(&e, i))
@@ -170,14 +167,14 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     }
 }
 
-/// Whether variant `s`'s result comes before every other feasible one (`done`: every
-/// variant's key, all decided).
-fn leads(s: usize, done: &[Option<Option<Key>>]) -> bool {
-    let Some(Some(Some(ks))) = done.get(s) else {
+/// Whether variant `s`'s result comes before every other feasible one (`keys`: every
+/// variant's key, all decided; `None` for an infeasible one).
+fn leads(s: usize, keys: &[Option<Key>]) -> bool {
+    let Some(Some(ks)) = keys.get(s) else {
         return false;
     };
-    done.iter().enumerate().all(|(j, d)| match d {
-        Some(Some(kj)) if j != s => compare(ks, kj) == Cmp::Less,
+    keys.iter().enumerate().all(|(j, k)| match k {
+        Some(kj) if j != s => compare(ks, kj) == Cmp::Less,
         _ => true,
     })
 }
