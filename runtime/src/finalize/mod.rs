@@ -650,8 +650,6 @@ fn price_options(
                     (0, cost_us, transfer_us, 0)
                 }
             };
-            let window = (s.r - s.l + 1) as f64;
-            let score = cost_us / (bytes as f64 * window);
             Option_ {
                 c: s.c,
                 kind: s.kind,
@@ -662,7 +660,6 @@ fn price_options(
                 cost_us,
                 transfer_us,
                 flops,
-                score,
             }
         })
         .collect()
