@@ -393,7 +393,8 @@ impl<'a> Greedy<'a> {
             for k in 0..self.order.len() {
                 let c = self.order[k].index();
                 let Some(i) = self.state[c] else { continue };
-                for j in self.of(c).collect::<Vec<_>>() {
+                for j in self.of_candidate[c].into_iter().filter(|&j| j != NONE) {
+                    let j = j as usize;
                     if j == i {
                         continue;
                     }
@@ -464,7 +465,8 @@ impl<'a> Greedy<'a> {
 }
 
 /// Chooses decisions until `tree`'s peak is at most `budget` (see the module docs); `tree`
-/// is left with the chosen decisions applied. `step_us` is the step's modelled time.
+/// (over `resident`, the bytes per point before any decision) is left with the chosen
+/// decisions applied. `step_us` is the step's modelled time.
 ///
 /// Runs the greedy with swaps priced by their marginal exposed time; when its swaps saturate
 /// the link, runs it again with every swap priced at least its transfer time (what it costs
@@ -477,6 +479,7 @@ pub(super) fn choose(
     cover: &CoverNodes,
     candidates: usize,
     tree: &mut PeakTree,
+    resident: &[i64],
     budget: i64,
     step_us: f64,
 ) -> Result<Chosen, FinalizeError> {
@@ -487,13 +490,13 @@ pub(super) fn choose(
         budget,
         step_us,
     };
-    let over = benefits(&options, tree, Some(budget));
+    let over = benefits(&options, Some((resident, budget)));
     let first = match run.decide(tree, &over, 0.0) {
         Ok(first) => first,
         // Scores that do not depend on the budget: this run's choices are the same at every
         // budget down to the lowest peak it reaches, so that peak is a budget it meets.
         Err(_) => {
-            let window = benefits(&options, tree, None);
+            let window = benefits(&options, None);
             return run
                 .decide(tree, &window, 0.0)
                 .map(|c| c.0)
@@ -520,10 +523,10 @@ pub(super) fn choose(
     Ok(first.0)
 }
 
-/// Each option's benefit, the denominator of its score. With a `budget`: its bytes times
-/// the square root of the number of points of its window over the budget before any
-/// decision (at least one); without: its bytes times its window's points (the score does
-/// not depend on the budget).
+/// Each option's benefit, the denominator of its score. With `(resident, budget)` (bytes per
+/// point before any decision): its bytes times the square root of the number of points of
+/// its window over the budget (at least one); without: its bytes times its window's points
+/// (the score does not depend on the budget).
 ///
 /// Bytes alone price the memory freed at the peak point only and overrate short windows of
 /// large values; bytes times the points over the budget (a covering greedy's "elements
@@ -533,16 +536,18 @@ pub(super) fn choose(
 /// 11.1/18.8/7.8% with bytes × points, 11.1/5.5/7.8% with the square root, against the ILP
 /// optimum's 11.1/5.2/7.8%; the whole window's points, over the budget or not, gave
 /// 17.6/20.7/26.9%).
-fn benefits(options: &[Option_], tree: &PeakTree, budget: Option<i64>) -> Vec<f64> {
-    let Some(budget) = budget else {
+fn benefits(options: &[Option_], over_budget: Option<(&[i64], i64)>) -> Vec<f64> {
+    let Some((resident, budget)) = over_budget else {
         return options
             .iter()
             .map(|o| o.bytes as f64 * (o.r - o.l + 1) as f64)
             .collect();
     };
-    let mut over = vec![0u32];
+    // over[p] = points before p over the budget.
+    let mut over = Vec::with_capacity(resident.len() + 1);
+    over.push(0u32);
     let mut n = 0u32;
-    for x in tree.values() {
+    for &x in resident {
         n += (x > budget) as u32;
         over.push(n);
     }
@@ -551,7 +556,8 @@ fn benefits(options: &[Option_], tree: &PeakTree, budget: Option<i64>) -> Vec<f6
         .iter()
         .map(|o| {
             let (l, r) = ((o.l as usize).min(last), (o.r as usize + 1).min(last));
-            o.bytes as f64 * (over[r].saturating_sub(over[l]).max(1) as f64).sqrt()
+            let k = over[r].saturating_sub(over[l]).max(1);
+            o.bytes as f64 * f64::from((k as f32).sqrt())
         })
         .collect()
 }

@@ -486,6 +486,7 @@ fn finalize_prepared(
                 &prep.cover,
                 plan.candidates.len(),
                 &mut tree,
+                &resident,
                 budget,
                 costs.step_us(),
             )?;
