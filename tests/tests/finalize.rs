@@ -206,6 +206,45 @@ fn symbolic_plan_matches_precise_plan_within_one_percent() {
     }
 }
 
+/// Issue #13 item 1: GPT-2 small at B=8 on `h100-sxm-pcie5` under half its scheduled peak,
+/// with arena offsets: the arena fits the budget and the decisions add at most 10% of the
+/// modelled step at S = 379 and 1024 (5.5% and 8.7%; the ILP optimum at the decisions' target
+/// is 5.2% and 7.8%; before session 20's greedy, 20.7% and 26.9%, the link saturated).
+#[test]
+fn gpt2_small_under_half_its_scheduled_peak_adds_at_most_ten_percent() {
+    let (g, _) = import_file(&jax_fixture("gpt2_small")).unwrap();
+    let sym = compile(g, &CompileOptions::default()).unwrap();
+    let device = ebb_ir::device::DeviceProfile::h100_sxm_pcie5();
+    for s in [379, 1024] {
+        let b = bind(&[("B", 8), ("S", s)]);
+        let sched = finalize(&sym.plan, &b, &FinalizeOptions::default())
+            .unwrap()
+            .peak_bytes_scheduled;
+        let budget = sched / 2;
+        let cp = finalize(
+            &sym.plan,
+            &b,
+            &FinalizeOptions {
+                budget: Some(budget),
+                device: device.clone(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let added = cp.overhead_us / cp.step_us;
+        assert!(
+            cp.arena.arena_bytes <= budget,
+            "S={s}: arena {} > budget {budget}",
+            cp.arena.arena_bytes
+        );
+        assert!(
+            added <= 0.10,
+            "S={s}: decisions add {:.1}% of the step",
+            100.0 * added
+        );
+    }
+}
+
 /// Issue #13 item 5: the symbolic plan's variants (scheduled for points spread over the
 /// symbol space, picked at run time by the evaluated peak) are within 1 % of a plan compiled
 /// for the exact shape, on the small JAX fixtures at short and long sequences, with and
