@@ -345,6 +345,21 @@ impl GapRow {
     }
 }
 
+/// `plan` finalized at `b` on `device` without a budget or offsets: the scheduled peak and the
+/// modelled step.
+fn unbudgeted(plan: &Plan, b: &Bindings, device: &DeviceProfile) -> ConcretePlan {
+    finalize(
+        plan,
+        b,
+        &FinalizeOptions {
+            offsets: false,
+            device: device.clone(),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
 /// The greedy and the ILP on every small fixture × profile × budget, both kinds allowed.
 /// Budgets: `fracs` of the scheduled peak, and the lower bound plus `above_lb` of the way to
 /// the scheduled peak (on the MLPs and the CNN one op's operands and results alone exceed 60%
@@ -358,16 +373,7 @@ fn gap_matrix(fracs: &[f64], above_lb: &[f64], time_limit_s: f64) -> Vec<GapRow>
         let show: Vec<String> = shape.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let lower = ebb_passes::memory::lower_bound(&c.graph, &b).unwrap();
         for device in &profiles {
-            let unbudgeted = finalize(
-                &c.plan,
-                &b,
-                &FinalizeOptions {
-                    offsets: false,
-                    device: device.clone(),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+            let unbudgeted = unbudgeted(&c.plan, &b, device);
             let sched = unbudgeted.peak_bytes_scheduled;
             let budgets = fracs
                 .iter()
@@ -522,16 +528,7 @@ fn greedy_stays_near_the_optimum_on_a_saturated_link() {
     let c = compiled("gpt2_tiny_adamw");
     let b = bind(&[("B", 8), ("S", 256)]);
     let device = DeviceProfile::named("custom:flops=495T,hbm=3.35T,link=4G").unwrap();
-    let sched = finalize(
-        &c.plan,
-        &b,
-        &FinalizeOptions {
-            offsets: false,
-            device: device.clone(),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let sched = unbudgeted(&c.plan, &b, &device);
     let mut rows = Vec::new();
     for frac in [0.4, 0.5, 0.6] {
         let budget = (sched.peak_bytes_scheduled as f64 * frac) as i64;

@@ -194,7 +194,8 @@ struct Greedy<'a> {
 }
 
 impl<'a> Greedy<'a> {
-    /// The options of each candidate in rank order ([`NONE`] where absent).
+    /// A run with nothing taken: `options` ranked by `rank` (static scores from `benefit`
+    /// and `link_price`), stabbed through `cover`, over `tree` (the bytes per point).
     #[allow(clippy::too_many_arguments)]
     fn new(
         options: &'a [Option_],
