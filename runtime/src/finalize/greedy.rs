@@ -33,7 +33,7 @@
 //!    (Σ transfers > step time), the greedy runs again with every swap priced at least its
 //!    transfer time (its cost on a saturated link, the link's price in a Lagrangian sense)
 //!    and the run that adds less time is kept (GPT-2 small B=8 S=1024 on `h100-sxm-pcie5`
-//!    at 98% of half the scheduled peak: 19.8% → 7.8%, the ILP optimum).
+//!    at 98% of half the scheduled peak: 12.1% → 7.8%, the ILP optimum).
 //! 6. When the budget is not met, the greedy runs once more with the budget-independent
 //!    score `cost_us / (bytes · window)`: its choices are the same at every budget down to
 //!    the lowest peak it reaches, which is then the smallest budget reported.
@@ -532,11 +532,11 @@ pub(super) fn choose(
 /// Bytes alone price the memory freed at the peak point only and overrate short windows of
 /// large values; bytes times the points over the budget (a covering greedy's "elements
 /// covered", Chvátal 1979) overrates long windows, whose points are mostly covered by other
-/// options by the time they matter (GPT-2 small, B=8, S = 250/379/1024, `h100-sxm-pcie5`,
-/// decisions for 98% of half the scheduled peak: 14.5/12.1/8.9% added with bytes alone,
-/// 11.1/18.8/7.8% with bytes × points, 11.1/5.5/7.8% with the square root, against the ILP
-/// optimum's 11.1/5.2/7.8%; the whole window's points, over the budget or not, gave
-/// 17.6/20.7/26.9%).
+/// options by the time they matter. GPT-2 small, B=8, S = 250/379/1024, `h100-sxm-pcie5`,
+/// decisions for 98% of half the scheduled peak, each with step 5's second run: bytes alone
+/// 14.5/12.1/8.9% added, bytes × points 11.1/18.8/7.8%, the square root 11.1/5.5/7.8%, the
+/// ILP optimum 11.1/5.2/7.8%; the previous score (bytes × the whole window, no second run)
+/// 17.6/20.7/26.9%.
 fn benefits(options: &[Option_], over_budget: Option<(&[i64], i64)>) -> Vec<f64> {
     let Some((resident, budget)) = over_budget else {
         return options
