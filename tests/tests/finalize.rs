@@ -212,8 +212,7 @@ fn symbolic_plan_matches_precise_plan_within_one_percent() {
 /// is 5.2% and 7.8%; before session 20's greedy, 20.7% and 26.9%, the link saturated).
 #[test]
 fn gpt2_small_under_half_its_scheduled_peak_adds_at_most_ten_percent() {
-    let (g, _) = import_file(&jax_fixture("gpt2_small")).unwrap();
-    let sym = compile(g, &CompileOptions::default()).unwrap();
+    let sym = compiled("gpt2_small");
     let device = ebb_ir::device::DeviceProfile::h100_sxm_pcie5();
     for s in [379, 1024] {
         let b = bind(&[("B", 8), ("S", s)]);

@@ -222,22 +222,40 @@ fn live_max(items: &[Item]) -> i64 {
 /// Indices of `allocs` ordered by `key` (a point index), stable: a counting sort, O(n +
 /// points).
 pub(super) fn order_by_point<T>(allocs: &[T], key: impl Fn(&T) -> usize) -> Vec<u32> {
-    let points = allocs.iter().map(|a| key(a) + 1).max().unwrap_or(0);
+    counting_sort(allocs, key).1
+}
+
+/// [`order_by_point`] in CSR form: `(first, order)`, the items keyed `p` being
+/// `order[first[p]..first[p + 1]]` for every `p` up to the largest key.
+pub(crate) fn group_by_point<T>(items: &[T], key: impl Fn(&T) -> usize) -> (Vec<u32>, Vec<u32>) {
+    let (ends, order) = counting_sort(items, key);
+    // `ends[p]` is where point `p`'s items end, i.e. where point `p + 1`'s begin.
+    let mut first = Vec::with_capacity(ends.len());
+    first.push(0);
+    first.extend_from_slice(&ends[..ends.len() - 1]);
+    (first, order)
+}
+
+/// The counting sort of [`order_by_point`]: per point, where its items end in the order
+/// (one entry more than points), and the order.
+fn counting_sort<T>(items: &[T], key: impl Fn(&T) -> usize) -> (Vec<u32>, Vec<u32>) {
+    let points = items.iter().map(|a| key(a) + 1).max().unwrap_or(0);
     let mut first = vec![0u32; points + 1];
-    for a in allocs {
+    for a in items {
         first[key(a) + 1] += 1;
     }
     for p in 0..points {
         first[p + 1] += first[p];
     }
-    let mut out = vec![0u32; allocs.len()];
-    for (i, a) in allocs.iter().enumerate() {
+    let mut out = vec![0u32; items.len()];
+    for (i, a) in items.iter().enumerate() {
         let slot = &mut first[key(a)];
         out[*slot as usize] = i as u32;
         *slot += 1;
     }
-    out
+    (first, out)
 }
+
 /// Checks that no two intervals resident at a common point overlap in memory (for tests),
 /// except the two intervals of a pair in [`Arena::shared`], which touch at one point at one
 /// offset.
@@ -270,6 +288,29 @@ pub fn check_layout(arena: &Arena) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The arena of `items` placed at `offsets` (bytes) in `top` bytes, item `i` as value `i`,
+/// for [`check_layout`] in tests.
+#[cfg(test)]
+fn layout_of(items: &[Item], offsets: &[i64], top: i64) -> Arena {
+    Arena {
+        arena_bytes: top,
+        fragmentation: 1.0,
+        allocations: items
+            .iter()
+            .zip(offsets)
+            .enumerate()
+            .map(|(i, (it, &offset))| Allocation {
+                value: ValueId::new(i),
+                start: Point::new(it.start as usize),
+                end: Point::new(it.end as usize),
+                offset,
+                bytes: it.need,
+            })
+            .collect(),
+        shared: Vec::new(),
+    }
 }
 
 /// `n` random intervals for tests: each starts before point `starts`, lasts up to `longest`

@@ -328,6 +328,7 @@ impl<U: Unit> FreeList<U> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::check_layout;
     use super::*;
 
     /// The pool places the same whether it counts in 32 or 64 bits (random intervals, a fixed
@@ -343,14 +344,7 @@ mod tests {
             let (wide, p64) = scan_with(&items, Pool::<i64>::default(), &never).unwrap();
             assert_eq!(narrow, wide);
             assert_eq!(p32.top.bytes(), p64.top.bytes());
-            for (i, a) in items.iter().enumerate() {
-                for (j, b) in items.iter().enumerate().skip(i + 1) {
-                    let (oa, ob) = (narrow[i], narrow[j]);
-                    let in_time = a.start <= b.end && b.start <= a.end;
-                    let in_memory = oa < ob + b.need && ob < oa + a.need;
-                    assert!(!(in_time && in_memory), "{i} and {j} overlap");
-                }
-            }
+            check_layout(&super::super::layout_of(&items, &narrow, p32.top.bytes())).unwrap();
         }
     }
 }

@@ -240,12 +240,10 @@ impl<'a> Greedy<'a> {
         }
     }
 
-    /// The options of candidate `c`, in rank order.
-    fn of(&self, c: usize) -> impl Iterator<Item = usize> + '_ {
-        self.of_candidate[c]
-            .into_iter()
-            .filter(|&i| i != NONE)
-            .map(|i| i as usize)
+    /// The options of candidate `c`, in rank order (a copy: `self` stays free to change).
+    fn of(&self, c: usize) -> impl Iterator<Item = usize> {
+        let slots = self.of_candidate[c];
+        slots.into_iter().filter(|&i| i != NONE).map(|i| i as usize)
     }
 
     /// Replaces candidate `c`'s option by `new` on the tree and the link.
@@ -344,6 +342,15 @@ impl<'a> Greedy<'a> {
         best.map(|(_, old, new)| (old, new))
     }
 
+    /// Removes every taken option from the tree (left as before the run); the lowest peak
+    /// seen.
+    fn give_back(self) -> i64 {
+        for i in self.state.iter().flatten() {
+            self.options[*i].apply(self.tree, -1);
+        }
+        self.lowest
+    }
+
     /// Σ modelled time of the taken recomputes, µs (in the order taken).
     fn recompute_us(&self) -> f64 {
         self.order
@@ -394,8 +401,7 @@ impl<'a> Greedy<'a> {
             for k in 0..self.order.len() {
                 let c = self.order[k].index();
                 let Some(i) = self.state[c] else { continue };
-                for j in self.of_candidate[c].into_iter().filter(|&j| j != NONE) {
-                    let j = j as usize;
+                for j in self.of(c) {
                     if j == i {
                         continue;
                     }
@@ -610,10 +616,7 @@ impl Run<'_> {
             self.step_us,
         );
         if !g.fill() {
-            let lowest = g.lowest;
-            let chosen = g.chosen();
-            self.undo(tree, &chosen);
-            return Err(lowest);
+            return Err(g.give_back());
         }
         let mut recompute_us = g.recompute_us();
         g.drop_unneeded(&mut recompute_us);

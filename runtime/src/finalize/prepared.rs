@@ -52,7 +52,7 @@ pub struct Prepared {
     /// `(def, last_use)` points of each value.
     pub(super) value_live: Vec<(u32, u32)>,
     /// CSR per point `p`: the values its op produces (not inputs or donated ones) are
-    /// `produced[produced_first[p]..produced_first[p + 1]]`.
+    /// `produced[produced_first[p]..produced_first[p + 1]]` (up to the last point with one).
     produced_first: Vec<u32>,
     produced: Vec<u32>,
     /// `(point, bytes)` of each region transient.
@@ -77,28 +77,21 @@ impl Prepared {
         let value_bytes = plan.values.iter().map(|v| intern(&v.bytes)).collect();
         let value_live = crate::arena::live_points(plan);
         let points = plan.schedule.len().max(1);
-        let mut produced_first = vec![0u32; points + 1];
-        let made = |v: &&ebb_ir::plan::PlanValue| {
-            !matches!(
-                v.class,
-                ebb_ir::plan::ValueClass::Input | ebb_ir::plan::ValueClass::Donated
-            ) && v.def.index() < points
-        };
-        for v in plan.values.iter().filter(made) {
-            produced_first[v.def.index() + 1] += 1;
-        }
-        for p in 0..points {
-            produced_first[p + 1] += produced_first[p];
-        }
-        let mut produced = vec![0u32; produced_first[points] as usize];
-        let mut next = produced_first.clone();
-        for (i, v) in plan.values.iter().enumerate() {
-            if made(&v) {
-                let slot = &mut next[v.def.index()];
-                produced[*slot as usize] = i as u32;
-                *slot += 1;
-            }
-        }
+        // The values ops produce (not inputs or donated ones), grouped by their point.
+        let made: Vec<(u32, u32)> = plan
+            .values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| {
+                !matches!(
+                    v.class,
+                    ebb_ir::plan::ValueClass::Input | ebb_ir::plan::ValueClass::Donated
+                ) && v.def.index() < points
+            })
+            .map(|(i, v)| (i as u32, v.def.index() as u32))
+            .collect();
+        let (produced_first, order) = crate::arena::group_by_point(&made, |m| m.1 as usize);
+        let produced = order.into_iter().map(|k| made[k as usize].0).collect();
         let region_transients = plan
             .region_transients
             .iter()
