@@ -24,6 +24,7 @@ pub mod device;
 pub mod error;
 pub mod exec;
 pub mod finalize;
+mod helpers;
 pub mod inputs;
 pub mod npz;
 pub mod pack;

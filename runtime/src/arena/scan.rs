@@ -54,7 +54,7 @@ pub(super) fn best_fit_scan<R: Send>(
     // The pool counts in units of ALIGN, in 32 bits where the large intervals' total allows
     // (half the bytes to search and move).
     let units: i64 = large_items.iter().map(|it| it.need / ALIGN).sum();
-    let (large, small) = rayon::join(
+    let (large, small) = crate::helpers::join(
         || {
             if units <= i64::from(u32::MAX) {
                 scan_pool::<u32>(large_items, cancel)

@@ -58,7 +58,7 @@ pub use prepared::Prepared;
 use segtree::PeakTree;
 use serde::Serialize;
 use std::ops::Deref;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, OnceLock};
 pub use summary::DecisionSummary;
 
@@ -232,6 +232,10 @@ pub fn finalize(
 pub struct Finalizer<P: Deref<Target = Plan> = Arc<Plan>> {
     plan: P,
     prepared: Vec<OnceLock<Prepared>>,
+    /// The plan variant whose decisions ended first in the last comparison of variants
+    /// (`finalize/variants.rs` runs it first: a hint for the order of work, never for the
+    /// result).
+    ended_first: AtomicUsize,
 }
 
 impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
@@ -240,7 +244,11 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let prepared = (0..=plan.alternatives.len())
             .map(|_| OnceLock::new())
             .collect();
-        Finalizer { plan, prepared }
+        Finalizer {
+            plan,
+            prepared,
+            ended_first: AtomicUsize::new(0),
+        }
     }
 
     /// Prepares every plan variant now (so that no later finalize pays for it).
@@ -269,7 +277,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     ///
     /// Without a budget (or with one plan variant) the variant with the lowest scheduled peak
     /// at `b` is finalized. Under a budget every variant's decisions are computed, in
-    /// parallel; when the lowest peak's decisions bind (it evicts, or cannot meet the budget),
+    /// parallel (on the calling thread and the helper threads of `crate::helpers`); when the lowest peak's decisions bind (it evicts, or cannot meet the budget),
     /// a variant whose peak is a little higher can need fewer or cheaper evictions, lay out
     /// into an arena that fits the budget, or meet a budget the lowest peak's cannot. The
     /// feasible results are ordered by modelled added time, then planned peak; with offsets
@@ -280,18 +288,6 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     /// # Errors
     /// As [`finalize`]; an infeasible budget names the smallest budget some variant meets.
     pub fn finalize(
-        &self,
-        b: &Bindings,
-        opts: &FinalizeOptions,
-    ) -> Result<ConcretePlan, FinalizeError> {
-        // On the pool's threads only (the calling thread, when outside the pool, waits): with
-        // the caller running too, one thread more than cores would be runnable while a pool
-        // thread waits for work, and on a 2-core VM that costs more than the hand-off.
-        rayon::scope(|_| self.finalize_in_pool(b, opts))
-    }
-
-    /// [`Finalizer::finalize`] on a thread of the pool.
-    fn finalize_in_pool(
         &self,
         b: &Bindings,
         opts: &FinalizeOptions,

@@ -1,13 +1,17 @@
 //! Finalize under a budget when a plan keeps several schedule variants ([`Finalizer`]): every
-//! variant's decisions in parallel, then arenas laid out in order of modelled added time until
-//! one fits the budget.
+//! variant's decisions in parallel (the calling thread and the helper threads,
+//! `crate::helpers`), then arenas laid out in order of modelled added time until one fits the
+//! budget.
 //!
 //! The variant whose decisions end first lays out its arena at once, speculating that it adds
 //! the least time (on GPT-2 medium the variant with fewer evictions both ends first and adds
 //! less); the variant whose decisions end last checks the speculation against every result
 //! and cancels the layout when another variant comes first. A right guess overlaps the
 //! layout with the other variants' decisions; a wrong one costs the time until the cancel is
-//! seen (the scan looks every few hundred placements).
+//! seen (the scan looks every few hundred placements). The calling thread starts with the
+//! variant that ended first at the previous finalize, so that the layout on the critical path
+//! runs where the result is awaited (no thread is woken for it); the thread that decides last
+//! stays awake, helping, until the speculative layout returns.
 //!
 //! Invariant: speculation changes when arenas are laid out, never which result is returned:
 //! the first feasible result in order of its decisions' (added time, planned peak, the first
@@ -19,7 +23,6 @@ use super::{smaller_infeasible, ConcretePlan, FinalizeError, FinalizeOptions, Fi
 use ebb_ir::dim::DimError;
 use ebb_ir::plan::Plan;
 use ebb_ir::Bindings;
-use rayon::prelude::*;
 use std::cmp::Ordering as Cmp;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +31,10 @@ use std::sync::Mutex;
 /// A feasible result's place in the order: added time (µs), planned peak (bytes), and its
 /// rank among equals (the first variant first, then by index).
 type Key = (f64, i64, usize);
+
+/// One variant's outcome: the result, whether its arena is laid out, and its decisions' key
+/// before any layout.
+type Outcome = Result<(ConcretePlan, bool, Key), FinalizeError>;
 
 fn compare(a: &Key, b: &Key) -> Cmp {
     a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2))
@@ -69,47 +76,77 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             speculating: None,
         });
         let cancel = AtomicBool::new(false);
-        // Per variant (in index order): the result, whether its arena is laid out, and its
-        // decisions' key before any layout (a layout that misses the budget decides again
-        // and adds time).
-        let mut all: Vec<Result<(ConcretePlan, bool, Key), FinalizeError>> = (0..n)
-            .into_par_iter()
-            .map(|i| {
-                let decided = self.decide(i, b, opts, target).map(|c| {
-                    let key = (c.overhead_us, c.peak_bytes_planned, rank(i, first));
-                    (c, key)
-                });
-                let key = decided.as_ref().ok().map(|&(_, key)| key);
-                let speculate = {
-                    let mut race = race.lock().unwrap_or_else(|e| e.into_inner());
-                    race.keys[i] = key;
-                    race.finished += 1;
-                    if race.finished == n {
-                        if let Some(s) = race.speculating {
-                            if !leads(s, &race.keys) {
-                                cancel.store(true, Ordering::Relaxed);
-                            }
-                        }
-                        false
-                    } else if race.finished == 1
-                        && opts.offsets
-                        && decided.as_ref().is_ok_and(|(c, _)| !c.decisions.is_empty())
-                    {
-                        race.speculating = Some(i);
-                        true
-                    } else {
-                        false
-                    }
-                };
-                let (c, key) = decided?;
-                Ok(if speculate {
-                    let (c, laid) = self.lay_out_unless(c, b, opts, &cancel);
-                    (c, laid, key)
-                } else {
-                    (c, false, key)
-                })
-            })
+        // Set once the speculative layout has returned (done or cancelled).
+        let laid_out = AtomicBool::new(false);
+        // The variant that ended first last time runs first, on this thread: the speculative
+        // layout then starts without waiting for another thread to wake (timing only).
+        let lead = self.ended_first.load(Ordering::Relaxed).min(n - 1);
+        let order: Vec<usize> = std::iter::once(lead)
+            .chain((0..n).filter(|&i| i != lead))
             .collect();
+        // Per variant (in index order once sorted): the result, whether its arena is laid
+        // out, and its decisions' key before any layout (a layout that misses the budget
+        // decides again and adds time).
+        let run: Vec<(usize, Outcome)> = crate::helpers::map_shared(n, |k| {
+            let i = order[k];
+            let decided = self.decide(i, b, opts, target).map(|c| {
+                let key = (c.overhead_us, c.peak_bytes_planned, rank(i, first));
+                (c, key)
+            });
+            let key = decided.as_ref().ok().map(|&(_, key)| key);
+            let (speculate, wait) = {
+                let mut race = race.lock().unwrap_or_else(|e| e.into_inner());
+                race.keys[i] = key;
+                race.finished += 1;
+                if race.finished == 1 {
+                    self.ended_first.store(i, Ordering::Relaxed);
+                }
+                if race.finished == n {
+                    let wait = match race.speculating {
+                        Some(s) if !leads(s, &race.keys) => {
+                            cancel.store(true, Ordering::Relaxed);
+                            false
+                        }
+                        Some(_) => true,
+                        None => false,
+                    };
+                    (false, wait)
+                } else if race.finished == 1
+                    && opts.offsets
+                    && decided.as_ref().is_ok_and(|(c, _)| !c.decisions.is_empty())
+                {
+                    race.speculating = Some(i);
+                    (true, false)
+                } else {
+                    (false, false)
+                }
+            };
+            if wait {
+                // The last decisions are done and the speculation stands: stay awake
+                // (taking any work of the pool, such as the layout's other half) until
+                // the layout returns, rather than sleep and be woken late.
+                while !laid_out.load(Ordering::Acquire) {
+                    if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+            let r = match decided {
+                Ok((c, key)) if speculate => {
+                    let (c, laid) = self.lay_out_unless(c, b, opts, &cancel);
+                    laid_out.store(true, Ordering::Release);
+                    Ok((c, laid, key))
+                }
+                Ok((c, key)) => Ok((c, false, key)),
+                Err(e) => Err(e),
+            };
+            (i, r)
+        });
+        let mut all: Vec<Option<Outcome>> = (0..n).map(|_| None).collect();
+        for (i, r) in run {
+            all[i] = Some(r);
+        }
+        let mut all: Vec<Outcome> = all.into_iter().flatten().collect();
         let binds = match &all[first] {
             Ok((c, _, _)) => !c.decisions.is_empty(),
             Err(e) => matches!(e, FinalizeError::Infeasible { .. }),
