@@ -26,7 +26,8 @@ use super::segtree::IntervalIndex;
 pub(super) type CoverNodes = IntervalIndex;
 
 /// The rank order of an option among options of equal score: its static score's bits, then
-/// `u64::MAX - bytes` (larger values first), then `candidate << 1 | kind`.
+/// `u64::MAX - bytes` (larger values first), then its tag `candidate << 1 | kind` (kind 1 =
+/// swap).
 pub(super) type Rank = (u64, u64, u32);
 
 /// One heap entry: a score bound (the bits of a non-negative float, which order like it), the
@@ -99,13 +100,18 @@ impl<'a> CoverHeaps<'a> {
         }
     }
 
-    /// The option covering point `p` that is not `dead` with the lowest `(score, rank)`, or
-    /// `None` when there is none. `refresh(option, key)` is `None` when `key` (score bits) is
-    /// the option's current score, else `Some(bits of its score now)`, never below `key`.
+    /// The option covering point `p` that is not dead with the lowest `(score, rank)`, or
+    /// `None` when there is none. An option is dead when `dead(option)` (read when a node's
+    /// heap is built) or, later, `taken(tag)` of its rank's tag (`candidate << 1 | kind`: the
+    /// heaps answer from their entries alone, without reading the options). `refresh(option,
+    /// key)` is called for the swaps only (tag bit 0 set; a recompute's score never changes):
+    /// `None` when `key` (score bits) is the option's current score, else `Some(bits of its
+    /// score now)`, never below `key`.
     pub(super) fn best(
         &mut self,
         p: usize,
         dead: impl Fn(usize) -> bool,
+        taken: impl Fn(u32) -> bool,
         mut refresh: impl FnMut(usize, u64) -> Option<u64>,
     ) -> Option<(u64, usize)> {
         self.path.clear();
@@ -129,10 +135,16 @@ impl<'a> CoverHeaps<'a> {
                     .enumerate()
                     .reduce(|a, b| if b.1 .1.before(&a.1 .1) { b } else { a })?;
             let option = e.option as usize;
-            if dead(option) {
+            let tag = e.rank.2;
+            if taken(tag >> 1) {
                 self.pop(k);
             } else {
-                match refresh(option, e.key) {
+                let now = if tag & 1 == 1 {
+                    refresh(option, e.key)
+                } else {
+                    None
+                };
+                match now {
                     None => return Some((e.key, option)),
                     Some(key) => {
                         let base = self.at[k].0 as usize;
@@ -207,7 +219,7 @@ mod tests {
                 })
                 .collect();
             let rank: Vec<Rank> = (0..n)
-                .map(|i| ((next(8) as f64).to_bits(), next(3), i as u32))
+                .map(|i| ((next(8) as f64).to_bits(), next(3), (i as u32) << 1))
                 .collect();
             let nodes = CoverNodes::new(points, windows.iter().copied());
             let mut heaps = CoverHeaps::new(&nodes, &rank);
@@ -219,7 +231,7 @@ mod tests {
                         !taken[i] && windows[i].0 as usize <= p && p <= windows[i].1 as usize
                     })
                     .min_by_key(|&i| rank[i]);
-                let got = heaps.best(p, |i| taken[i], |_, _| None);
+                let got = heaps.best(p, |i| taken[i], |t| taken[t as usize], |_, _| None);
                 assert_eq!(got.map(|g| g.1), want);
                 if let Some(i) = want {
                     taken[i] = true;

@@ -285,11 +285,9 @@ impl<'a> Greedy<'a> {
             let pick = self.heaps.best(
                 p.index(),
                 |i| !options[i].present() || taken[options[i].c as usize],
+                |c| taken[c as usize],
                 |i, key| {
                     let o = &options[i];
-                    if o.kind == DecisionKind::Recompute {
-                        return None;
-                    }
                     let f = &mut fresh[i];
                     if f.0 != epoch {
                         let score = o.priced(link.marginal(o), link_price) / benefit[i];
