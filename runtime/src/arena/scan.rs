@@ -252,36 +252,31 @@ impl Slabs {
     }
 }
 
-/// Free blocks sorted by offset, as two parallel vectors (`offsets[i]`, `sizes[i]`, in
-/// units). The scan keeps few free blocks at a time (they coalesce), so a linear best-fit
-/// search over contiguous sizes beats the logarithmic trees of a general allocator here.
+/// Free blocks sorted by offset, as `(offset, size)` pairs in units. The scan keeps few free
+/// blocks at a time (GPT-2 medium: 25 on average, at most 53), so linear searches over one
+/// contiguous vector (a single move per insertion or removal) beat the logarithmic trees of a
+/// general allocator here.
 #[derive(Default)]
 struct FreeList<U> {
-    offsets: Vec<U>,
-    sizes: Vec<U>,
+    blocks: Vec<(U, U)>,
 }
 
 impl<U: Unit> FreeList<U> {
     /// Frees `[offset, offset + size)`, coalescing with free neighbours.
     fn release(&mut self, offset: U, size: U) {
-        let i = self.offsets.partition_point(|&o| o < offset);
-        let joins_prev = i > 0 && self.offsets[i - 1] + self.sizes[i - 1] == offset;
-        let joins_next = i < self.offsets.len() && self.offsets[i] == offset + size;
+        // The blocks before `offset`: a count rather than a binary search (no mispredicted
+        // branches over so few blocks).
+        let i: usize = self.blocks.iter().map(|b| usize::from(b.0 < offset)).sum();
+        let joins_prev = i > 0 && self.blocks[i - 1].0 + self.blocks[i - 1].1 == offset;
+        let joins_next = i < self.blocks.len() && self.blocks[i].0 == offset + size;
         match (joins_prev, joins_next) {
             (true, true) => {
-                self.offsets.remove(i);
-                let next = self.sizes.remove(i);
-                self.sizes[i - 1] = self.sizes[i - 1] + size + next;
+                let next = self.blocks.remove(i).1;
+                self.blocks[i - 1].1 = self.blocks[i - 1].1 + size + next;
             }
-            (true, false) => self.sizes[i - 1] = self.sizes[i - 1] + size,
-            (false, true) => {
-                self.offsets[i] = offset;
-                self.sizes[i] = self.sizes[i] + size;
-            }
-            (false, false) => {
-                self.offsets.insert(i, offset);
-                self.sizes.insert(i, size);
-            }
+            (true, false) => self.blocks[i - 1].1 = self.blocks[i - 1].1 + size,
+            (false, true) => self.blocks[i] = (offset, self.blocks[i].1 + size),
+            (false, false) => self.blocks.insert(i, (offset, size)),
         }
     }
 
@@ -291,7 +286,7 @@ impl<U: Unit> FreeList<U> {
         // Branch-free over the blocks (too small ones count as `MAX`; the first smallest wins)
         // until an exact fit, the smallest possible.
         let (mut best, mut at) = (U::MAX, usize::MAX);
-        for (i, &size) in self.sizes.iter().enumerate() {
+        for (i, &(_, size)) in self.blocks.iter().enumerate() {
             if size == need {
                 (best, at) = (size, i);
                 break;
@@ -304,23 +299,20 @@ impl<U: Unit> FreeList<U> {
         if at == usize::MAX {
             return None;
         }
-        let offset = self.offsets[at];
+        let offset = self.blocks[at].0;
         if best > need {
-            self.offsets[at] = offset + need;
-            self.sizes[at] = best - need;
+            self.blocks[at] = (offset + need, best - need);
         } else {
-            self.offsets.remove(at);
-            self.sizes.remove(at);
+            self.blocks.remove(at);
         }
         Some(offset)
     }
 
     /// Takes the free block that ends at `top`, if any; returns its offset.
     fn take_at_top(&mut self, top: U) -> Option<U> {
-        let (&o, &s) = (self.offsets.last()?, self.sizes.last()?);
+        let &(o, s) = self.blocks.last()?;
         (o + s == top).then(|| {
-            self.offsets.pop();
-            self.sizes.pop();
+            self.blocks.pop();
             o
         })
     }

@@ -112,6 +112,32 @@ pub(super) struct Chosen {
 }
 
 impl Chosen {
+    /// Charges the chosen `options` (those [`choose`] was given) to `resident`, the bytes per
+    /// point before any decision: each frees its bytes over its window and adds its transient
+    /// at the point after — what [`Option_::apply`] does on the tree, as one difference array
+    /// (O(points + decisions)).
+    pub fn charge(&self, options: &[Option_], resident: &mut [i64]) {
+        let n = resident.len();
+        let mut diff = vec![0i64; n + 1];
+        for &i in &self.options {
+            let o = &options[i];
+            let (l, t) = (o.l as usize, o.r as usize + 1);
+            if l < n && o.l <= o.r {
+                diff[l] -= o.bytes;
+                diff[t.min(n)] += o.bytes;
+            }
+            if t < n {
+                diff[t] += o.transient;
+                diff[t + 1] -= o.transient;
+            }
+        }
+        let mut acc = 0i64;
+        for (x, d) in resident.iter_mut().zip(&diff) {
+            acc += d;
+            *x += acc;
+        }
+    }
+
     /// The time the decisions add, µs.
     fn added_us(&self) -> f64 {
         self.recompute_us + self.exposed_transfer_us
@@ -480,7 +506,7 @@ impl<'a> Greedy<'a> {
 /// # Errors
 /// [`FinalizeError::Infeasible`] with the smallest budget this greedy meets.
 pub(super) fn choose(
-    options: Vec<Option_>,
+    options: &[Option_],
     cover: &CoverNodes,
     candidates: usize,
     tree: &mut PeakTree,
@@ -489,19 +515,19 @@ pub(super) fn choose(
     step_us: f64,
 ) -> Result<Chosen, FinalizeError> {
     let run = Run {
-        options: &options,
+        options,
         cover,
         candidates,
         budget,
         step_us,
     };
-    let over = benefits(&options, Some((resident, budget)));
+    let over = benefits(options, Some((resident, budget)));
     let first = match run.decide(tree, &over, 0.0) {
         Ok(first) => first,
         // Scores that do not depend on the budget: this run's choices are the same at every
         // budget down to the lowest peak it reaches, so that peak is a budget it meets.
         Err(_) => {
-            let window = benefits(&options, None);
+            let window = benefits(options, None);
             return run
                 .decide(tree, &window, 0.0)
                 .map(|c| c.0)

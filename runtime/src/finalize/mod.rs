@@ -515,15 +515,15 @@ fn finalize_prepared(
     let step_flops = prep.point_flops.iter().map(|&i| at(i)).sum();
     let peak_scheduled = resident.iter().copied().max().unwrap_or(0);
     let costs = prep.costs.times(&opts.device, at);
-    let mut tree = PeakTree::new(&resident);
     let mut decisions = Vec::new();
     let (mut recompute_flops, mut swap_bytes) = (0i64, 0i64);
     let (mut recompute_us, mut exposed_transfer_us) = (0.0f64, 0.0f64);
     if let Some(budget) = target {
         if peak_scheduled > budget {
             let options = price_options(prep, &vals, &costs, &value_bytes, opts);
+            let mut tree = PeakTree::new(&resident);
             let c = greedy::choose(
-                options,
+                &options,
                 &prep.cover,
                 plan.candidates.len(),
                 &mut tree,
@@ -531,6 +531,8 @@ fn finalize_prepared(
                 budget,
                 costs.step_us(),
             )?;
+            // The tree's residency, without walking it.
+            c.charge(&options, &mut resident);
             decisions = c.decisions;
             recompute_flops = c.recompute_flops;
             swap_bytes = c.swap_bytes;
@@ -539,7 +541,7 @@ fn finalize_prepared(
         }
     }
     let (resident, regen_peak) =
-        exact_residency(plan, prep, &vals, &value_bytes, tree.values(), &decisions);
+        exact_residency(plan, prep, &vals, &value_bytes, resident, &decisions);
     let peak_planned = resident
         .iter()
         .chain(&regen_peak)
