@@ -612,42 +612,47 @@ fn exact_residency(
         back.push((c.back_point(d.kind), d.candidate, bytes, peak));
     }
     back.sort_unstable_by_key(|&(at, c, _, _)| (at, c));
-    // Bytes of the op results and region transients at each point with regenerations
-    // (`None` at the other points).
-    let mut before_op: Vec<Option<i64>> = vec![None; points];
+    // The points with regenerations, in order, each with the bytes resident there less its
+    // op's results and region transients and everything brought back before it (sparse: a
+    // few hundred points of thousands).
+    let mut pts: Vec<usize> = Vec::new();
+    let mut xs: Vec<i64> = Vec::new();
     for &(at, _, _, _) in &back {
         let p = at.point().index();
-        if let (Some(slot), Some(&x)) = (before_op.get_mut(p), resident.get(p)) {
-            slot.get_or_insert(x);
-        }
-    }
-    let mut sub = |p: usize, bytes: i64| {
-        if let Some(Some(x)) = before_op.get_mut(p) {
-            *x -= bytes;
-        }
-    };
-    // The results of the ops at the points with regenerations (`back` is by point).
-    let mut last = usize::MAX;
-    for &(at, _, _, _) in &back {
-        let p = at.point().index();
-        if p != last {
-            last = p;
-            for &v in prep.produced_at(p) {
-                sub(p, value_bytes.get(v as usize).copied().unwrap_or(0));
-            }
+        if p < points && pts.last() != Some(&p) {
+            let made: i64 = prep
+                .produced_at(p)
+                .iter()
+                .map(|&v| value_bytes.get(v as usize).copied().unwrap_or(0))
+                .sum();
+            pts.push(p);
+            xs.push(resident[p] - made);
         }
     }
     for &(p, bytes) in &prep.region_transients {
-        sub(p, at(bytes));
+        if let Ok(k) = pts.binary_search(&p) {
+            xs[k] -= at(bytes);
+        }
     }
+    // `back` is by point: walk it alongside `pts`.
+    let slot = |k: &mut usize, p: usize| {
+        while *k < pts.len() && pts[*k] < p {
+            *k += 1;
+        }
+        (*k < pts.len() && pts[*k] == p).then_some(*k)
+    };
+    let mut k = 0;
     for &(at, _, bytes, _) in &back {
-        sub(at.point().index(), bytes);
+        if let Some(j) = slot(&mut k, at.point().index()) {
+            xs[j] -= bytes;
+        }
     }
+    let mut k = 0;
     for &(at, _, bytes, peak) in &back {
         let p = at.point().index();
-        if let Some(Some(x)) = before_op.get_mut(p) {
-            regen_peak[p] = regen_peak[p].max(*x + peak);
-            *x += bytes;
+        if let Some(j) = slot(&mut k, p) {
+            regen_peak[p] = regen_peak[p].max(xs[j] + peak);
+            xs[j] += bytes;
         }
     }
     (resident, regen_peak)
