@@ -154,10 +154,16 @@ pub(crate) fn assign_offsets_live(
 ) -> Option<Arena> {
     let (pieces, first) = intervals::pieces(plan, live, value_bytes, decisions);
     let (items, slot, shared) = intervals::group_items(plan, &pieces, &first, value_bytes);
-    // The output's order (by start point) does not depend on the offsets: sorted meanwhile.
-    let ((mut offset_of, top_scan), by_start) = best_fit_scan(&items, peak, cancel, || {
-        order_by_point(&pieces, |p| p.start as usize)
-    })?;
+    // The output (by start point) but its offsets does not depend on the scan: made meanwhile.
+    let ((mut offset_of, top_scan), (by_start, mut allocations)) =
+        best_fit_scan(&items, peak, cancel, || {
+            let by_start = order_by_point(&pieces, |p| p.start as usize);
+            let allocations: Vec<Allocation> = by_start
+                .iter()
+                .map(|&i| allocation(&pieces[i as usize], value_bytes, 0))
+                .collect();
+            (by_start, allocations)
+        })?;
     let mut top = top_scan;
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
     // live bytes (it also counts region and regeneration transients): the target is the
@@ -177,13 +183,9 @@ pub(crate) fn assign_offsets_live(
         }
     }
     // By start point, by value at one point (`pieces` is in value order).
-    let allocations = by_start
-        .into_iter()
-        .map(|i| {
-            let i = i as usize;
-            allocation(&pieces[i], value_bytes, offset_of[slot[i] as usize])
-        })
-        .collect();
+    for (a, &i) in allocations.iter_mut().zip(&by_start) {
+        a.offset = offset_of[slot[i as usize] as usize];
+    }
     let fragmentation = if peak > 0 {
         top as f64 / peak as f64
     } else {
