@@ -46,23 +46,21 @@ pub(crate) fn join<RA, RB: Send>(
         return (ra, b());
     };
     let job = Mutex::new(Some(b));
-    let out: Mutex<Option<RB>> = Mutex::new(None);
-    let ra = pool.in_place_scope(|s| {
+    let theirs: Mutex<Option<RB>> = Mutex::new(None);
+    let (ra, mine) = pool.in_place_scope(|s| {
         s.spawn(|_| {
             if let Some(b) = take(&job) {
                 let rb = b();
-                *out.lock().unwrap_or_else(|e| e.into_inner()) = Some(rb);
+                *theirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(rb);
             }
         });
         let ra = a();
-        if let Some(b) = take(&job) {
-            let rb = b();
-            *out.lock().unwrap_or_else(|e| e.into_inner()) = Some(rb);
-        }
-        ra
+        (ra, take(&job).map(|b| b()))
     });
-    // The scope has ended: the helper's run (if it took `b`) is done and stored.
-    let rb = take(&out).unwrap_or_else(|| unreachable!("`b` ran on one thread or the other"));
+    // The scope has ended: a helper that took `b` has stored its result.
+    let rb = mine
+        .or_else(|| take(&theirs))
+        .unwrap_or_else(|| unreachable!("`b` ran on one thread or the other"));
     (ra, rb)
 }
 
@@ -71,13 +69,13 @@ pub(crate) fn join<RA, RB: Send>(
 pub(crate) fn map_shared<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
     let slots: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
+    let run = |k: usize| *slots[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(f(k));
     let work = || loop {
         let k = next.fetch_add(1, Ordering::Relaxed);
         if k >= n {
             break;
         }
-        let r = f(k);
-        *slots[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        run(k);
     };
     match pool() {
         Some(pool) if n > 1 => pool.in_place_scope(|s| {
@@ -86,7 +84,7 @@ pub(crate) fn map_shared<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Ve
             for _ in 1..n.min(pool.current_num_threads() + 1) {
                 s.spawn(|_| work());
             }
-            *slots[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(f(k));
+            run(k);
             work();
         }),
         _ => work(),

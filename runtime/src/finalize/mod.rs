@@ -280,10 +280,11 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     ///
     /// Without a budget (or with one plan variant) the variant with the lowest scheduled peak
     /// at `b` is finalized. Under a budget every variant's decisions are computed, in
-    /// parallel (on the calling thread and the helper threads of `crate::helpers`); when the lowest peak's decisions bind (it evicts, or cannot meet the budget),
-    /// a variant whose peak is a little higher can need fewer or cheaper evictions, lay out
-    /// into an arena that fits the budget, or meet a budget the lowest peak's cannot. The
-    /// feasible results are ordered by modelled added time, then planned peak; with offsets
+    /// parallel (on the calling thread and the helper threads of `crate::helpers`); when the
+    /// lowest peak's decisions bind (it evicts, or cannot meet the budget), a variant whose
+    /// peak is a little higher can need fewer or cheaper evictions, lay out into an arena
+    /// that fits the budget, or meet a budget the lowest peak's cannot. The feasible results
+    /// are ordered by modelled added time, then planned peak; with offsets
     /// their arenas are laid out in that order until one fits the budget (the decisions leave
     /// the layout [`ARENA_ALLOWANCE`], so the first usually does), else the smallest arena is
     /// kept; without offsets the first is kept. Plans keep 1–4 variants.

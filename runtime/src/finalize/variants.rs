@@ -87,7 +87,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         // Per variant (in index order once sorted): the result, whether its arena is laid
         // out, and its decisions' key before any layout (a layout that misses the budget
         // decides again and adds time).
-        let run: Vec<(usize, Outcome)> = crate::helpers::map_shared(n, |k| {
+        let mut run: Vec<(usize, Outcome)> = crate::helpers::map_shared(n, |k| {
             let i = order[k];
             let decided = self.decide(i, b, opts, target).map(|c| {
                 let key = (c.overhead_us, c.peak_bytes_planned, rank(i, first));
@@ -142,11 +142,8 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             };
             (i, r)
         });
-        let mut all: Vec<Option<Outcome>> = (0..n).map(|_| None).collect();
-        for (i, r) in run {
-            all[i] = Some(r);
-        }
-        let mut all: Vec<Outcome> = all.into_iter().flatten().collect();
+        run.sort_unstable_by_key(|r| r.0);
+        let mut all: Vec<Outcome> = run.into_iter().map(|(_, r)| r).collect();
         let binds = match &all[first] {
             Ok((c, _, _)) => !c.decisions.is_empty(),
             Err(e) => matches!(e, FinalizeError::Infeasible { .. }),
