@@ -47,14 +47,14 @@ pub struct PointTimes {
 impl PointTimes {
     /// The times `point_us` (µs per point) on `device` (its link and matrix rates).
     pub fn new(point_us: Vec<f64>, device: &DeviceProfile) -> PointTimes {
-        // The running sum stays in a register (no reload of the last element per point); the
-        // vector is sized once (a chained iterator's collect grew it several times).
-        let mut prefix = Vec::with_capacity(point_us.len() + 1);
+        // Written into a vector sized once, so that the running sum stays in a register (a
+        // push per point spilled it to the stack around the push's growth check: twice the
+        // time).
+        let mut prefix = vec![0.0; point_us.len() + 1];
         let mut sum = 0.0;
-        prefix.push(sum);
-        for t in &point_us {
+        for (slot, t) in prefix[1..].iter_mut().zip(&point_us) {
             sum += t;
-            prefix.push(sum);
+            *slot = sum;
         }
         PointTimes {
             point_us,

@@ -9,6 +9,7 @@
 
 use super::{align, greedy::Item};
 use ebb_ir::plan::{Decision, Plan, Point, ValueId};
+use std::collections::BTreeMap;
 
 /// One resident piece of a value: points `[start, end]`.
 #[derive(Clone, Copy, Debug)]
@@ -38,15 +39,28 @@ pub(super) fn pieces(
         })
         .collect();
     gaps.sort_unstable();
-    let mut gaps = gaps.into_iter().peekable();
     let mut out = Vec::with_capacity(live.len() + decisions.len());
     let mut first = Vec::with_capacity(live.len() + 1);
-    for (i, &(def, last_use)) in live.iter().enumerate() {
+    // The values before the next one with a gap are one piece each (or none, without bytes).
+    let whole = |out: &mut Vec<Piece>, first: &mut Vec<u32>, from: usize, to: usize| {
+        for (i, &(def, last_use)) in live.iter().enumerate().take(to).skip(from) {
+            first.push(out.len() as u32);
+            if value_bytes.get(i).is_some_and(|&b| b > 0) && def <= last_use {
+                out.push(piece(i, def, last_use));
+            }
+        }
+    };
+    let mut g = 0;
+    let mut next = 0;
+    while g < gaps.len() {
+        let i = gaps[g].0;
+        whole(&mut out, &mut first, next, i);
         first.push(out.len() as u32);
         let bytes = value_bytes.get(i).copied().unwrap_or(0);
+        let (def, last_use) = live[i];
         let mut start = def;
-        while let Some(&(_, l, back)) = gaps.peek().filter(|g| g.0 == i) {
-            gaps.next();
+        while let Some(&(_, l, back)) = gaps.get(g).filter(|g| g.0 == i) {
+            g += 1;
             if bytes <= 0 {
                 continue;
             }
@@ -60,7 +74,9 @@ pub(super) fn pieces(
         if bytes > 0 && start <= last_use {
             out.push(piece(i, start, last_use));
         }
+        next = i + 1;
     }
+    whole(&mut out, &mut first, next, live.len());
     first.push(out.len() as u32);
     (out, first)
 }
@@ -105,43 +121,43 @@ pub(super) fn group_items(
         end: p.end,
         need: need(p),
     };
-    if joins.is_empty() {
-        // One item per piece (most plans join few or no pieces).
-        let items = pieces.iter().map(item).collect();
-        return (items, (0..pieces.len() as u32).collect(), Vec::new());
-    }
-    let mut parent: Vec<u32> = (0..pieces.len() as u32).collect();
-    fn root(parent: &mut [u32], mut i: u32) -> u32 {
-        while parent[i as usize] != i {
-            parent[i as usize] = parent[parent[i as usize] as usize];
-            i = parent[i as usize];
+    // Union-find over the joined pieces only (most plans join few or none): `parent` maps
+    // each piece that is not its group's root to a lower piece of the group.
+    let mut parent: BTreeMap<u32, u32> = BTreeMap::new();
+    let root = |parent: &BTreeMap<u32, u32>, mut i: u32| {
+        while let Some(&up) = parent.get(&i) {
+            i = up;
         }
         i
-    }
+    };
     let mut shared = Vec::new();
     for (o, r, operand, result) in joins {
-        let (a, b) = (root(&mut parent, o), root(&mut parent, r));
+        let (a, b) = (root(&parent, o), root(&parent, r));
         if a != b {
-            parent[b.max(a) as usize] = a.min(b);
+            parent.insert(b.max(a), a.min(b));
             shared.push((operand, result));
         }
     }
-    // A group's root is its first piece, so its item exists when a member extends it.
+    // One item per piece but the members below a root, which extend their root's item (a
+    // group's root is its lowest piece, so its item exists by then).
     let mut items: Vec<Item> = Vec::with_capacity(pieces.len());
-    let mut slot = vec![0u32; pieces.len()];
-    for (i, p) in pieces.iter().enumerate() {
-        let it = item(p);
-        let r = root(&mut parent, i as u32) as usize;
-        if r == i {
-            slot[i] = items.len() as u32;
-            items.push(it);
-        } else {
-            slot[i] = slot[r];
-            let j = &mut items[slot[r] as usize];
-            j.start = j.start.min(it.start);
-            j.end = j.end.max(it.end);
-            j.need = j.need.max(it.need);
-        }
+    let mut slot: Vec<u32> = Vec::with_capacity(pieces.len());
+    let mut from = 0usize;
+    for &member in parent.keys() {
+        let member = member as usize;
+        let first = items.len() as u32;
+        items.extend(pieces[from..member].iter().map(item));
+        slot.extend(first..items.len() as u32);
+        let s = slot[root(&parent, member as u32) as usize];
+        slot.push(s);
+        let (it, j) = (item(&pieces[member]), &mut items[s as usize]);
+        j.start = j.start.min(it.start);
+        j.end = j.end.max(it.end);
+        j.need = j.need.max(it.need);
+        from = member + 1;
     }
+    let first = items.len() as u32;
+    items.extend(pieces[from..].iter().map(item));
+    slot.extend(first..items.len() as u32);
     (items, slot, shared)
 }

@@ -154,38 +154,46 @@ pub(crate) fn assign_offsets_live(
 ) -> Option<Arena> {
     let (pieces, first) = intervals::pieces(plan, live, value_bytes, decisions);
     let (items, slot, shared) = intervals::group_items(plan, &pieces, &first, value_bytes);
-    // The output (by start point) but its offsets does not depend on the scan: made meanwhile.
-    let ((mut offset_of, top_scan), (by_start, mut allocations)) =
-        best_fit_scan(&items, peak, cancel, || {
+    // The output (by start point), made meanwhile with each interval's placement code as its
+    // offset (`Scan::offset` resolves it).
+    let (scan, (by_start, mut allocations)) =
+        best_fit_scan(&items, peak, cancel, |code| {
             let by_start = order_by_point(&pieces, |p| p.start as usize);
             let allocations: Vec<Allocation> = by_start
                 .iter()
-                .map(|&i| allocation(&pieces[i as usize], value_bytes, 0))
+                .map(|&i| allocation(&pieces[i as usize], value_bytes, code[slot[i as usize] as usize]))
                 .collect();
             (by_start, allocations)
         })?;
-    let mut top = top_scan;
+    let top_scan = scan.top;
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
     // live bytes (it also counts region and regeneration transients): the target is the
     // larger. The live bytes are only counted when the scan is not within reach of the peak.
     let within = |bound: i64, f: f64| (bound as f64 * (1.0 + f)) as i64;
+    let mut searched = None;
     if top_scan > within(peak, SCAN_KEPT_WITHIN) {
         let lower_bound = live_max(&items).max(peak);
         let good_enough = within(lower_bound, SCAN_KEPT_WITHIN);
         if top_scan > good_enough && !cancel.load(Ordering::Relaxed) {
             let acceptable = within(lower_bound, SEARCH_UNTIL_WITHIN);
-            if let Some((offsets, top_greedy)) =
-                best_layout(&items, good_enough, acceptable, top_scan)
-            {
-                offset_of = offsets;
-                top = top_greedy;
-            }
+            searched = best_layout(&items, good_enough, acceptable, top_scan);
         }
     }
-    // By start point, by value at one point (`pieces` is in value order).
-    for (a, &i) in allocations.iter_mut().zip(&by_start) {
-        a.offset = offset_of[slot[i as usize] as usize];
-    }
+    let top = match searched {
+        // By start point, by value at one point (`pieces` is in value order).
+        Some((offset_of, top)) => {
+            for (a, &i) in allocations.iter_mut().zip(&by_start) {
+                a.offset = offset_of[slot[i as usize] as usize];
+            }
+            top
+        }
+        None => {
+            for a in &mut allocations {
+                a.offset = scan.offset(a.offset);
+            }
+            top_scan
+        }
+    };
     let fragmentation = if peak > 0 {
         top as f64 / peak as f64
     } else {
@@ -378,7 +386,8 @@ mod tests {
             let mut layouts = Vec::new();
             for peak in [0, 2048 * 4096, i64::MAX] {
                 let never = AtomicBool::new(false);
-                let ((offsets, top), ()) = best_fit_scan(&items, peak, &never, || ()).unwrap();
+                let (scan, code) = best_fit_scan(&items, peak, &never, |c| c.to_vec()).unwrap();
+                let (offsets, top) = (code.iter().map(|&c| scan.offset(c)), scan.top);
                 let mut a = allocs.clone();
                 for (x, o) in a.iter_mut().zip(offsets) {
                     x.offset = o;

@@ -20,20 +20,45 @@
 use super::{greedy::Item, order_by_point, ALIGN};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Where the online scan placed each interval, resolved to an offset by [`Scan::offset`].
+pub(super) struct Scan {
+    /// Offset (bytes) of each large interval, by its place among the large ones.
+    large_at: Vec<i64>,
+    /// The large intervals' pool size, bytes: where the slabs start.
+    large_top: i64,
+    /// The arena size, bytes (the pool and the slabs).
+    pub top: i64,
+}
+
+impl Scan {
+    /// The offset (bytes) of the interval whose placement is `code`: the `k`-th large interval
+    /// is `!k` (negative), a small one its offset from the bottom of the slabs (not negative).
+    pub fn offset(&self, code: i64) -> i64 {
+        if code < 0 {
+            self.large_at[!code as usize]
+        } else {
+            self.large_top + code
+        }
+    }
+}
+
 /// The online scan: intervals by start point, each in the best-fitting free block (see the
-/// module docs), largest first at each point (then in index order). Returns the offset of
-/// every interval (indexed like `items`) and the arena size in bytes, and what `also` returns.
+/// module docs), largest first at each point (then in index order). Returns the placements with
+/// the arena size, and what `also` returns given the placement of every interval (indexed like
+/// `items`, a code for [`Scan::offset`]).
 ///
 /// `peak` (bytes, the planned peak) sets which intervals are small ([`small_bytes`]). The
-/// large intervals' pool and the slabs do not interact: the large ones are scanned while
-/// another thread of the pool scans the small ones, then runs `also`. `None` when `cancel` is
-/// set before the scans end (checked every [`CANCEL_EVERY`] placements).
+/// large intervals' pool and the slabs do not interact: the large ones are scanned while a
+/// helper thread scans the small ones, then codes every placement and runs `also` (the
+/// slabs' offsets depend on the pool's size only by a shift, which [`Scan::offset`] adds).
+/// `None` when `cancel` is set before the scans end (checked every [`CANCEL_EVERY`]
+/// placements).
 pub(super) fn best_fit_scan<R: Send>(
     items: &[Item],
     peak: i64,
     cancel: &AtomicBool,
-    also: impl FnOnce() -> R + Send,
-) -> Option<((Vec<i64>, i64), R)> {
+    also: impl FnOnce(&[i64]) -> R + Send,
+) -> Option<(Scan, R)> {
     let small = small_bytes(peak);
     // Large intervals first, then small ones, each in index order: a branch-free partition
     // (whether an interval is small follows no pattern a branch predictor could learn).
@@ -62,19 +87,27 @@ pub(super) fn best_fit_scan<R: Send>(
                 scan_pool::<i64>(large_items, cancel)
             }
         },
-        || Some((scan_with(small_items, Slabs::default(), cancel)?, also())),
+        || {
+            let (slots, slabs) = scan_with(small_items, Slabs::default(), cancel)?;
+            let mut code = vec![0i64; items.len()];
+            for (k, &i) in large_ix.iter().enumerate() {
+                code[i as usize] = !(k as i64);
+            }
+            // The slabs sit on top of the large intervals, by size.
+            let (base, height) = slabs.stack(0);
+            for ((&i, slot), it) in small_ix.iter().zip(slots).zip(small_items) {
+                code[i as usize] = base[(it.need / ALIGN) as usize] + slot * it.need;
+            }
+            Some((height, also(&code)))
+        },
     );
-    let ((large_at, large_top), ((slots, slabs), extra)) = (large?, small?);
-    let mut offsets = vec![0i64; items.len()];
-    for (&i, o) in large_ix.iter().zip(large_at) {
-        offsets[i as usize] = o;
-    }
-    // The slabs sit on top of the large intervals, by size.
-    let (base, top) = slabs.stack(large_top);
-    for ((&i, slot), it) in small_ix.iter().zip(slots).zip(small_items) {
-        offsets[i as usize] = base[(it.need / ALIGN) as usize] + slot * it.need;
-    }
-    Some(((offsets, top), extra))
+    let ((large_at, large_top), (height, extra)) = (large?, small?);
+    let scan = Scan {
+        large_at,
+        large_top,
+        top: large_top + height,
+    };
+    Some((scan, extra))
 }
 
 /// The scan of the large intervals `items` into a [`Pool`] counting in `U`: the offset of each

@@ -388,14 +388,19 @@ impl<'a> Greedy<'a> {
     /// Second look: drops decisions the budget does not need, most expensive first (a swap's
     /// transfer time counts: it loads the shared link); `recompute_us` follows.
     fn drop_unneeded(&mut self, recompute_us: &mut f64) {
-        let mut by_cost: Vec<CandidateId> = self.order.clone();
-        let cost = |c: &CandidateId| {
-            self.state[c.index()].map_or(0.0, |i| {
-                self.options[i].cost_us.max(self.options[i].transfer_us)
+        // Each cost read once (not per comparison).
+        let mut by_cost: Vec<(f64, CandidateId)> = self
+            .order
+            .iter()
+            .map(|&c| {
+                let cost = self.state[c.index()].map_or(0.0, |i| {
+                    self.options[i].cost_us.max(self.options[i].transfer_us)
+                });
+                (cost, c)
             })
-        };
-        by_cost.sort_by(|a, b| cost(b).total_cmp(&cost(a)).then(a.cmp(b)));
-        for c in by_cost {
+            .collect();
+        by_cost.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, c) in by_cost {
             let Some(i) = self.state[c.index()] else {
                 continue;
             };

@@ -514,7 +514,7 @@ fn finalize_prepared(
             *slot += at(bytes);
         }
     }
-    let step_flops = prep.point_flops.iter().map(|&i| at(i)).sum();
+    let step_flops = prep.step_flops.iter().map(|&(e, n)| n * at(e)).sum();
     let peak_scheduled = resident.iter().copied().max().unwrap_or(0);
     let costs = prep.costs.times(&opts.device, at);
     let mut decisions = Vec::new();

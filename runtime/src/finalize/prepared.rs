@@ -57,8 +57,9 @@ pub struct Prepared {
     produced: Vec<u32>,
     /// `(point, bytes)` of each region transient.
     pub(super) region_transients: Vec<(usize, u32)>,
-    /// FLOPs of each point (empty when the plan has none).
-    pub(super) point_flops: Vec<u32>,
+    /// The step's FLOPs as `(expression, how many points have it)` (empty when the plan has
+    /// no per-point FLOPs): a sum over the distinct expressions rather than the points.
+    pub(super) step_flops: Vec<(u32, i64)>,
     /// Per candidate.
     pub(super) candidates: Vec<CandidateExprs>,
     /// Every option finalize may price, by candidate, recompute before swap.
@@ -131,6 +132,12 @@ impl Prepared {
         }
         let cover = CoverNodes::new(plan.schedule.len().max(1), slots.iter().map(|s| (s.l, s.r)));
         let costs = CostTables::new(plan, &point_flops, &point_bytes);
+        let mut points_of: HashMap<u32, i64> = HashMap::new();
+        for &e in &point_flops {
+            *points_of.entry(e).or_default() += 1;
+        }
+        let mut step_flops: Vec<(u32, i64)> = points_of.into_iter().collect();
+        step_flops.sort_unstable();
         Prepared {
             costs,
             slots,
@@ -141,7 +148,7 @@ impl Prepared {
             produced_first,
             produced,
             region_transients,
-            point_flops,
+            step_flops,
             candidates,
         }
     }
