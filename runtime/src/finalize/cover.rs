@@ -31,18 +31,22 @@ pub(super) type CoverNodes = IntervalIndex;
 pub(super) type Rank = (u64, u64, u32);
 
 /// One heap entry: a score bound (the bits of a non-negative float, which order like it), the
-/// option's rank (ties) and the option; entries order by `(key, rank)`.
+/// option's rank (ties; its fields flat, so that an entry takes 32 bytes) and the option;
+/// entries order by `(key, rank)`.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     key: u64,
-    rank: Rank,
+    static_bits: u64,
+    larger_first: u64,
+    tag: u32,
     option: u32,
 }
 
 impl Entry {
     /// `(key, rank)` order of two entries.
     fn before(&self, b: &Entry) -> bool {
-        (self.key, self.rank) < (b.key, b.rank)
+        (self.key, self.static_bits, self.larger_first, self.tag)
+            < (b.key, b.static_bits, b.larger_first, b.tag)
     }
 }
 
@@ -52,12 +56,12 @@ pub(super) struct CoverHeaps<'a> {
     nodes: &'a CoverNodes,
     /// Per option, the order among equal scores ([`Rank`]).
     rank: &'a [Rank],
-    /// Node `k`'s heap is `entries[at[k].0..at[k].0 + at[k].1]`; `at[k].0 == u32::MAX` until
-    /// built.
+    /// The heap of the node with id `d` ([`CoverNodes::id`], only nodes that store options have
+    /// one) is `entries[at[d].0..at[d].0 + at[d].1]`; `at[d].0 == u32::MAX` until built.
     at: Vec<(u32, u32)>,
     entries: Vec<Entry>,
-    /// Nodes of the current query's path with live options, leaf to root, and their heaps'
-    /// tops.
+    /// Nodes (ids) of the current query's path with live options, leaf to root, and their
+    /// heaps' tops.
     path: Vec<(usize, Entry)>,
 }
 
@@ -68,7 +72,7 @@ impl<'a> CoverHeaps<'a> {
         CoverHeaps {
             nodes,
             rank,
-            at: vec![(u32::MAX, 0); 2 * nodes.leaves()],
+            at: vec![(u32::MAX, 0); nodes.stored()],
             entries: Vec::new(),
             path: Vec::with_capacity(64),
         }
@@ -80,21 +84,23 @@ impl<'a> CoverHeaps<'a> {
         self.entries.clear();
     }
 
-    /// Builds node `k`'s heap from its options that are not `dead`.
-    fn build(&mut self, k: usize, dead: &impl Fn(usize) -> bool) {
+    /// Builds the heap of node `k` (id `d`) from its options that are not `dead`.
+    fn build(&mut self, k: usize, d: usize, dead: &impl Fn(usize) -> bool) {
         let base = self.entries.len();
         for &i in self.nodes.at(k) {
             if !dead(i as usize) {
-                let rank = self.rank[i as usize];
+                let (static_bits, larger_first, tag) = self.rank[i as usize];
                 self.entries.push(Entry {
-                    key: rank.0,
-                    rank,
+                    key: static_bits,
+                    static_bits,
+                    larger_first,
+                    tag,
                     option: i,
                 });
             }
         }
         let n = self.entries.len() - base;
-        self.at[k] = (base as u32, n as u32);
+        self.at[d] = (base as u32, n as u32);
         for i in (0..n / 2).rev() {
             self.sift_down(base, n, i);
         }
@@ -117,27 +123,27 @@ impl<'a> CoverHeaps<'a> {
         self.path.clear();
         let mut k = p + self.nodes.leaves();
         while k >= 1 {
-            if !self.nodes.at(k).is_empty() {
-                if self.at[k].0 == u32::MAX {
-                    self.build(k, &dead);
+            if let Some(d) = self.nodes.id(k) {
+                if self.at[d].0 == u32::MAX {
+                    self.build(k, d, &dead);
                 }
-                if let Some(top) = self.top(k) {
-                    self.path.push((k, top));
+                if let Some(top) = self.top(d) {
+                    self.path.push((d, top));
                 }
             }
             k >>= 1;
         }
         loop {
             // The smallest top among the path's heaps.
-            let (j, &(k, e)) =
+            let (j, &(d, e)) =
                 self.path
                     .iter()
                     .enumerate()
                     .reduce(|a, b| if b.1 .1.before(&a.1 .1) { b } else { a })?;
             let option = e.option as usize;
-            let tag = e.rank.2;
+            let tag = e.tag;
             if taken(tag >> 1) {
-                self.pop(k);
+                self.pop(d);
             } else {
                 let now = if tag & 1 == 1 {
                     refresh(option, e.key)
@@ -147,13 +153,13 @@ impl<'a> CoverHeaps<'a> {
                 match now {
                     None => return Some((e.key, option)),
                     Some(key) => {
-                        let base = self.at[k].0 as usize;
+                        let base = self.at[d].0 as usize;
                         self.entries[base].key = key;
-                        self.sift_down(base, self.at[k].1 as usize, 0);
+                        self.sift_down(base, self.at[d].1 as usize, 0);
                     }
                 }
             }
-            match self.top(k) {
+            match self.top(d) {
                 Some(top) => self.path[j].1 = top,
                 None => {
                     self.path.swap_remove(j);
@@ -162,17 +168,17 @@ impl<'a> CoverHeaps<'a> {
         }
     }
 
-    /// The top of node `k`'s (built) heap, if it is not empty.
-    fn top(&self, k: usize) -> Option<Entry> {
-        let (base, n) = self.at[k];
+    /// The top of the (built) heap of the node with id `d`, if it is not empty.
+    fn top(&self, d: usize) -> Option<Entry> {
+        let (base, n) = self.at[d];
         (n > 0).then(|| self.entries[base as usize])
     }
 
-    /// Removes the top of node `k`'s heap.
-    fn pop(&mut self, k: usize) {
-        let (base, n) = self.at[k];
+    /// Removes the top of the heap of the node with id `d`.
+    fn pop(&mut self, d: usize) {
+        let (base, n) = self.at[d];
         let (base, n) = (base as usize, n as usize - 1);
-        self.at[k].1 -= 1;
+        self.at[d].1 -= 1;
         self.entries[base] = self.entries[base + n];
         self.sift_down(base, n, 0);
     }

@@ -36,6 +36,11 @@ pub(crate) struct IntervalIndex {
     /// Node `k`'s intervals are `members[first[k]..first[k + 1]]`.
     first: Vec<u32>,
     members: Vec<u32>,
+    /// Per node, its rank among the nodes that store intervals ([`IntervalIndex::id`]), or
+    /// `u32::MAX` for one that stores none.
+    ids: Vec<u32>,
+    /// How many nodes store intervals.
+    stored: usize,
 }
 
 impl IntervalIndex {
@@ -62,11 +67,35 @@ impl IntervalIndex {
                 });
             }
         }
+        let mut stored = 0;
+        let ids = (0..2 * leaves)
+            .map(|k| {
+                if first[k + 1] > first[k] {
+                    stored += 1;
+                    stored as u32 - 1
+                } else {
+                    u32::MAX
+                }
+            })
+            .collect();
         IntervalIndex {
             leaves,
             first,
             members,
+            ids,
+            stored,
         }
+    }
+
+    /// Node `k`'s rank among the nodes that store intervals (`0..stored()`), `None` when it
+    /// stores none: for per-node state kept only where there are intervals.
+    pub(crate) fn id(&self, k: usize) -> Option<usize> {
+        self.ids.get(k).filter(|&&i| i != u32::MAX).map(|&i| i as usize)
+    }
+
+    /// How many nodes store intervals.
+    pub(crate) fn stored(&self) -> usize {
+        self.stored
     }
 
     /// Leaves of the tree (point `p` is node `p + leaves`).
