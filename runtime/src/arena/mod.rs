@@ -248,7 +248,7 @@ pub(crate) fn group_by_point<T>(items: &[T], key: impl Fn(&T) -> usize) -> (Vec<
 
 /// The counting sort of [`order_by_point`]: per point, where its items end in the order
 /// (one entry more than points), and the order.
-fn counting_sort<T>(items: &[T], key: impl Fn(&T) -> usize) -> (Vec<u32>, Vec<u32>) {
+pub(super) fn counting_sort<T>(items: &[T], key: impl Fn(&T) -> usize) -> (Vec<u32>, Vec<u32>) {
     let points = items.iter().map(|a| key(a) + 1).max().unwrap_or(0);
     let mut first = vec![0u32; points + 1];
     for a in items {

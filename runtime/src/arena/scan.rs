@@ -17,7 +17,7 @@
 //! Invariant: two intervals resident at a common point never share a byte; a pool grows only
 //! when no free block holds the interval (reusing a free block that ends at its top).
 
-use super::{greedy::Item, order_by_point, ALIGN};
+use super::{counting_sort, greedy::Item, order_by_point, ALIGN};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Where the online scan placed each interval, resolved to an offset by [`Scan::offset`].
@@ -134,15 +134,12 @@ fn scan_with<P: Placer>(
     mut placer: P,
     cancel: &AtomicBool,
 ) -> Option<(Vec<i64>, P)> {
-    let mut by_start = order_by_point(items, |a| a.start as usize);
-    // Largest first among the intervals starting at one point (runs are short).
+    let (ends, mut by_start) = counting_sort(items, |a| a.start as usize);
+    // Largest first among the intervals starting at one point (runs are short; a point's run
+    // ends at `ends[p]`).
     let mut lo = 0;
-    while lo < by_start.len() {
-        let start = items[by_start[lo] as usize].start;
-        let mut hi = lo + 1;
-        while hi < by_start.len() && items[by_start[hi] as usize].start == start {
-            hi += 1;
-        }
+    for &hi in &ends {
+        let hi = hi as usize;
         if hi - lo > 1 {
             by_start[lo..hi].sort_unstable_by_key(|&x| (-items[x as usize].need, x));
         }
