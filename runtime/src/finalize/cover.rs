@@ -50,12 +50,26 @@ impl Entry {
     }
 }
 
+/// What [`CoverHeaps::best`] asks of the options: which are dead, their ranks, and their
+/// scores now.
+pub(super) trait Scores {
+    /// Whether option `i` cannot be taken (read when a node's heap is built).
+    fn dead(&mut self, i: usize) -> bool;
+    /// Option `i`'s [`Rank`]; its static score (`.0`) is its first key.
+    fn rank(&mut self, i: usize) -> Rank;
+    /// Whether the candidate of tag `tag >> 1` ([`Rank`]'s `.2`) is taken: the heaps drop its
+    /// options from their entries alone, without reading the options.
+    fn taken(&self, candidate: u32) -> bool;
+    /// Called for the swaps only (tag bit 0 set; a recompute's score never changes): `None`
+    /// when `key` (score bits) is option `i`'s current score, else `Some(bits of its score
+    /// now)`, never below `key`.
+    fn refresh(&mut self, i: usize, key: u64) -> Option<u64>;
+}
+
 /// The lazy heaps of one greedy run (see the module docs): a node's heap is built the first
 /// time a query passes it.
 pub(super) struct CoverHeaps<'a> {
     nodes: &'a CoverNodes,
-    /// Per option, the order among equal scores ([`Rank`]).
-    rank: &'a [Rank],
     /// The heap of the node with id `d` ([`CoverNodes::id`], only nodes that store options have
     /// one) is `entries[at[d].0..at[d].0 + at[d].1]`; `at[d].0 == u32::MAX` until built.
     at: Vec<(u32, u32)>,
@@ -66,12 +80,10 @@ pub(super) struct CoverHeaps<'a> {
 }
 
 impl<'a> CoverHeaps<'a> {
-    /// Heaps over `nodes` for options ranked by `rank[i]`; an option's static score
-    /// (`rank[i].0`) is its first key.
-    pub(super) fn new(nodes: &'a CoverNodes, rank: &'a [Rank]) -> Self {
+    /// Heaps over `nodes`, none built.
+    pub(super) fn new(nodes: &'a CoverNodes) -> Self {
         CoverHeaps {
             nodes,
-            rank,
             at: vec![(u32::MAX, 0); nodes.stored()],
             entries: Vec::new(),
             path: Vec::with_capacity(64),
@@ -84,12 +96,12 @@ impl<'a> CoverHeaps<'a> {
         self.entries.clear();
     }
 
-    /// Builds the heap of node `k` (id `d`) from its options that are not `dead`.
-    fn build(&mut self, k: usize, d: usize, dead: &impl Fn(usize) -> bool) {
+    /// Builds the heap of node `k` (id `d`) from its options that are not dead.
+    fn build(&mut self, k: usize, d: usize, scores: &mut impl Scores) {
         let base = self.entries.len();
         for &i in self.nodes.at(k) {
-            if !dead(i as usize) {
-                let (static_bits, larger_first, tag) = self.rank[i as usize];
+            if !scores.dead(i as usize) {
+                let (static_bits, larger_first, tag) = scores.rank(i as usize);
                 self.entries.push(Entry {
                     key: static_bits,
                     static_bits,
@@ -107,25 +119,14 @@ impl<'a> CoverHeaps<'a> {
     }
 
     /// The option covering point `p` that is not dead with the lowest `(score, rank)`, or
-    /// `None` when there is none. An option is dead when `dead(option)` (read when a node's
-    /// heap is built) or, later, `taken(tag)` of its rank's tag (`candidate << 1 | kind`: the
-    /// heaps answer from their entries alone, without reading the options). `refresh(option,
-    /// key)` is called for the swaps only (tag bit 0 set; a recompute's score never changes):
-    /// `None` when `key` (score bits) is the option's current score, else `Some(bits of its
-    /// score now)`, never below `key`.
-    pub(super) fn best(
-        &mut self,
-        p: usize,
-        dead: impl Fn(usize) -> bool,
-        taken: impl Fn(u32) -> bool,
-        mut refresh: impl FnMut(usize, u64) -> Option<u64>,
-    ) -> Option<(u64, usize)> {
+    /// `None` when there is none (see [`Scores`] for what is asked of the options).
+    pub(super) fn best(&mut self, p: usize, scores: &mut impl Scores) -> Option<(u64, usize)> {
         self.path.clear();
         let mut k = p + self.nodes.leaves();
         while k >= 1 {
             if let Some(d) = self.nodes.id(k) {
                 if self.at[d].0 == u32::MAX {
-                    self.build(k, d, &dead);
+                    self.build(k, d, scores);
                 }
                 if let Some(top) = self.top(d) {
                     self.path.push((d, top));
@@ -142,11 +143,11 @@ impl<'a> CoverHeaps<'a> {
                     .reduce(|a, b| if b.1 .1.before(&a.1 .1) { b } else { a })?;
             let option = e.option as usize;
             let tag = e.tag;
-            if taken(tag >> 1) {
+            if scores.taken(tag >> 1) {
                 self.pop(d);
             } else {
                 let now = if tag & 1 == 1 {
-                    refresh(option, e.key)
+                    scores.refresh(option, e.key)
                 } else {
                     None
                 };
@@ -211,6 +212,27 @@ impl<'a> CoverHeaps<'a> {
 mod tests {
     use super::*;
 
+    /// Static scores: ranks from a table, nothing refreshed.
+    struct Static<'a> {
+        rank: &'a [Rank],
+        taken: &'a [bool],
+    }
+
+    impl Scores for Static<'_> {
+        fn dead(&mut self, i: usize) -> bool {
+            self.taken[i]
+        }
+        fn rank(&mut self, i: usize) -> Rank {
+            self.rank[i]
+        }
+        fn taken(&self, candidate: u32) -> bool {
+            self.taken[candidate as usize]
+        }
+        fn refresh(&mut self, _: usize, _: u64) -> Option<u64> {
+            None
+        }
+    }
+
     /// Static scores only: the heaps answer exactly what a scan in rank order answers.
     #[test]
     fn best_matches_a_scan() {
@@ -228,7 +250,7 @@ mod tests {
                 .map(|i| ((next(8) as f64).to_bits(), next(3), (i as u32) << 1))
                 .collect();
             let nodes = CoverNodes::new(points, windows.iter().copied());
-            let mut heaps = CoverHeaps::new(&nodes, &rank);
+            let mut heaps = CoverHeaps::new(&nodes);
             let mut taken = vec![false; n];
             for _ in 0..30 {
                 let p = next(points as u64) as usize;
@@ -237,7 +259,13 @@ mod tests {
                         !taken[i] && windows[i].0 as usize <= p && p <= windows[i].1 as usize
                     })
                     .min_by_key(|&i| rank[i]);
-                let got = heaps.best(p, |i| taken[i], |t| taken[t as usize], |_, _| None);
+                let got = heaps.best(
+                    p,
+                    &mut Static {
+                        rank: &rank,
+                        taken: &taken,
+                    },
+                );
                 assert_eq!(got.map(|g| g.1), want);
                 if let Some(i) = want {
                     taken[i] = true;

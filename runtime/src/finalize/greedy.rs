@@ -5,9 +5,10 @@
 //! `cost / (memory · staleness)`), adapted to a plan known ahead:
 //! 1. Every (candidate, allowed kind) pair is an option priced on the device
 //!    ([`ebb_ir::cost::StepCosts`]) and scored `cost_us / (bytes · √k)`, k = the points of
-//!    its window (the points it frees) over the budget before any decision (`benefits`
-//!    gives the measurements behind the square root); the windows and which node of a
-//!    segment tree over the points holds each are known ahead ([`super::Prepared`]).
+//!    its window (the points it frees) over the budget before any decision
+//!    ([`Options::benefit`] gives the measurements behind the square root), each when the
+//!    run first reads it ([`Options`]); the windows and which node of a segment tree over the
+//!    points holds each are known ahead ([`super::Prepared`]).
 //! 2. While the peak (a [`PeakTree`] over resident bytes per point, O(log n) per query) is
 //!    over the budget, take the best option of an untaken candidate whose window covers the
 //!    peak point ([`CoverHeaps`]: lazy heaps over a segment tree of the points). A swap's score
@@ -42,69 +43,18 @@
 //! and each recompute's transient bytes charged in full at its regeneration point (a bound
 //! on the checker's count, which `super::exact_residency` computes afterwards).
 
-use super::cover::{CoverHeaps, CoverNodes, Rank};
+use super::cover::{CoverHeaps, CoverNodes, Rank, Scores};
+pub(super) use super::options::{Option_, Options};
 use super::segtree::PeakTree;
 use super::FinalizeError;
 use ebb_ir::cost::exposed_transfer_us;
 use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Point};
 
-/// One priced option: candidate `c` taken as `kind`, freeing `bytes` over points `[l, r]`,
-/// adding `transient` bytes at point `r + 1` (a recompute's regeneration point; 0 for a swap),
-/// at `cost_us`. Compact (64 bytes): the greedy reads options at random.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Option_ {
-    /// Index into `Plan::candidates`.
-    pub c: u32,
-    pub kind: DecisionKind,
-    pub l: u32,
-    pub r: u32,
-    pub bytes: i64,
-    pub transient: i64,
-    /// Static cost: recompute time, or a swap's exposure alone.
-    pub cost_us: f64,
-    /// One transfer of a swap, µs (0 for a recompute).
-    pub transfer_us: f64,
-    pub flops: i64,
-}
-
-impl Option_ {
-    /// Whether the option can be taken (an absent one is a placeholder: a kind not allowed, or
-    /// a value without bytes).
-    pub fn present(&self) -> bool {
-        self.bytes > 0
-    }
-
-    /// The candidate.
-    fn candidate(&self) -> CandidateId {
-        CandidateId::new(self.c as usize)
-    }
-
-    /// The option's cost for its score given `cost_us` (a swap's marginal or static exposed
-    /// time): a swap costs at least `link_price` times its transfer time.
-    fn priced(&self, cost_us: f64, link_price: f64) -> f64 {
-        match self.kind {
-            DecisionKind::Swap => cost_us.max(link_price * self.transfer_us),
-            DecisionKind::Recompute => cost_us,
-        }
-    }
-
-    fn covers(&self, p: Point) -> bool {
-        self.l as usize <= p.index() && p.index() <= self.r as usize
-    }
-
-    /// Applies (`sign` = 1) or undoes (`sign` = −1) the option on `tree`.
-    fn apply(&self, tree: &mut PeakTree, sign: i64) {
-        tree.add(self.l as usize, self.r as usize, -sign * self.bytes);
-        let t = self.r as usize + 1;
-        tree.add(t, t, sign * self.transient);
-    }
-}
-
 /// The decisions chosen, in the order taken (the order regenerations run in).
 pub(super) struct Chosen {
     pub decisions: Vec<Decision>,
     /// The options taken, parallel to `decisions`.
-    options: Vec<usize>,
+    options: Vec<Option_>,
     pub recompute_flops: i64,
     pub swap_bytes: i64,
     pub recompute_us: f64,
@@ -112,15 +62,13 @@ pub(super) struct Chosen {
 }
 
 impl Chosen {
-    /// Charges the chosen `options` (those [`choose`] was given) to `resident`, the bytes per
-    /// point before any decision: each frees its bytes over its window and adds its transient
-    /// at the point after — what [`Option_::apply`] does on the tree, as one difference array
-    /// (O(points + decisions)).
-    pub fn charge(&self, options: &[Option_], resident: &mut [i64]) {
+    /// Charges the chosen options to `resident`, the bytes per point before any decision:
+    /// each frees its bytes over its window and adds its transient at the point after — what
+    /// [`Option_::apply`] does on the tree, as one difference array (O(points + decisions)).
+    pub fn charge(&self, resident: &mut [i64]) {
         let n = resident.len();
         let mut diff = vec![0i64; n + 1];
-        for &i in &self.options {
-            let o = &options[i];
+        for o in &self.options {
             let (l, t) = (o.l as usize, o.r as usize + 1);
             if l < n && o.l <= o.r {
                 diff[l] -= o.bytes;
@@ -143,9 +91,6 @@ impl Chosen {
         self.recompute_us + self.exposed_transfer_us
     }
 }
-
-/// No option (in [`choose`]'s per-candidate table).
-const NONE: u32 = u32::MAX;
 
 /// Passes of the kind-switching local search.
 pub(super) const SWITCH_PASSES: usize = 3;
@@ -194,10 +139,8 @@ impl Link {
 
 /// The state of one greedy run (see the module docs): the options, which one each candidate
 /// has taken, the link's load and the peak tree with the taken options applied.
-struct Greedy<'a> {
-    options: &'a [Option_],
-    /// Options of each candidate (at most one per kind), in rank order.
-    of_candidate: Vec<[u32; 2]>,
+struct Greedy<'a, 'o> {
+    options: &'a mut Options<'o>,
     /// The option taken per candidate.
     state: Vec<Option<usize>>,
     /// The candidates in the order first taken.
@@ -205,7 +148,8 @@ struct Greedy<'a> {
     /// `state[c].is_some()` at some time: candidates that may not be picked.
     taken: Vec<bool>,
     heaps: CoverHeaps<'a>,
-    /// A swap's score evaluated at link state `epoch` (bumped whenever the link changes).
+    /// Per option (by [`Options::position`]), a swap's score evaluated at link state `epoch`
+    /// (bumped whenever the link changes).
     fresh: Vec<(u32, u64)>,
     epoch: u32,
     link: Link,
@@ -213,46 +157,70 @@ struct Greedy<'a> {
     budget: i64,
     /// The lowest peak seen by [`Greedy::fill`].
     lowest: i64,
-    /// Per option, the denominator of its score ([`benefits`]).
-    benefit: &'a [f64],
     /// A swap is priced at least this times its transfer time ([`Option_::priced`]).
     link_price: f64,
 }
 
-impl<'a> Greedy<'a> {
-    /// A run with nothing taken: `options` ranked by `rank` (static scores from `benefit`
-    /// and `link_price`), stabbed through `cover`, over `tree` (the bytes per point).
+/// What the cover heaps ask of one greedy run's options ([`Scores`]): the run's fields they
+/// read, borrowed apart from the heaps.
+struct RunScores<'g, 'o> {
+    options: &'g mut Options<'o>,
+    taken: &'g [bool],
+    fresh: &'g mut Vec<(u32, u64)>,
+    link: &'g Link,
+    epoch: u32,
+    link_price: f64,
+}
+
+impl Scores for RunScores<'_, '_> {
+    fn dead(&mut self, i: usize) -> bool {
+        !self.options.present(i) || self.taken[self.options.candidate_of(i) as usize]
+    }
+
+    fn rank(&mut self, i: usize) -> Rank {
+        self.options.rank(i, self.link_price)
+    }
+
+    fn taken(&self, candidate: u32) -> bool {
+        self.taken[candidate as usize]
+    }
+
+    fn refresh(&mut self, i: usize, key: u64) -> Option<u64> {
+        let k = self.options.position(i);
+        if k >= self.fresh.len() {
+            self.fresh.resize(k + 1, (0, 0));
+        }
+        if self.fresh[k].0 != self.epoch {
+            let o = self.options.get(i);
+            let score =
+                o.priced(self.link.marginal(&o), self.link_price) / self.options.benefit(&o);
+            self.fresh[k] = (self.epoch, (score + 0.0).to_bits());
+        }
+        (self.fresh[k].1 != key).then_some(self.fresh[k].1)
+    }
+}
+
+impl<'a, 'o> Greedy<'a, 'o> {
+    /// A run with nothing taken over `options` (scored as [`Options::score_over`] set them,
+    /// swaps priced at least `link_price` times their transfer time), stabbed through `cover`,
+    /// over `tree` (the bytes per point).
     #[allow(clippy::too_many_arguments)]
     fn new(
-        options: &'a [Option_],
-        benefit: &'a [f64],
+        options: &'a mut Options<'o>,
         link_price: f64,
-        rank: &'a [Rank],
         cover: &'a CoverNodes,
         candidates: usize,
         tree: &'a mut PeakTree,
         budget: i64,
         step_us: f64,
     ) -> Self {
-        let mut of_candidate: Vec<[u32; 2]> = vec![[NONE; 2]; candidates];
-        for (i, o) in options.iter().enumerate().filter(|(_, o)| o.present()) {
-            let slot = &mut of_candidate[o.c as usize];
-            if slot[0] == NONE {
-                slot[0] = i as u32;
-            } else if rank[i] < rank[slot[0] as usize] {
-                *slot = [i as u32, slot[0]];
-            } else {
-                slot[1] = i as u32;
-            }
-        }
         Greedy {
             options,
-            of_candidate,
             state: vec![None; candidates],
             order: Vec::new(),
             taken: vec![false; candidates],
-            heaps: CoverHeaps::new(cover, rank),
-            fresh: vec![(0, 0); options.len()],
+            heaps: CoverHeaps::new(cover),
+            fresh: Vec::new(),
             epoch: 1,
             link: Link {
                 step_us,
@@ -261,27 +229,37 @@ impl<'a> Greedy<'a> {
             tree,
             budget,
             lowest: i64::MAX,
-            benefit,
             link_price,
         }
     }
 
-    /// The options of candidate `c`, in rank order (a copy: `self` stays free to change).
-    fn of(&self, c: usize) -> impl Iterator<Item = usize> {
-        let slots = self.of_candidate[c];
-        slots.into_iter().filter(|&i| i != NONE).map(|i| i as usize)
+    /// The options of candidate `c` that can be taken, in rank order (at most one per kind).
+    fn of(&mut self, c: usize) -> Vec<usize> {
+        let mut of: Vec<usize> = self
+            .options
+            .of_candidate(c)
+            .filter(|&i| self.options.present(i))
+            .collect();
+        if of.len() == 2
+            && self.options.rank(of[1], self.link_price) < self.options.rank(of[0], self.link_price)
+        {
+            of.swap(0, 1);
+        }
+        of
     }
 
     /// Replaces candidate `c`'s option by `new` on the tree and the link.
     fn set(&mut self, c: usize, new: usize) {
         if let Some(o) = self.state[c] {
-            self.options[o].apply(self.tree, -1);
-            self.link.add(&self.options[o], -1.0);
+            let o = self.options.get(o);
+            o.apply(self.tree, -1);
+            self.link.add(&o, -1.0);
         } else {
             self.order.push(CandidateId::new(c));
         }
-        self.options[new].apply(self.tree, 1);
-        self.link.add(&self.options[new], 1.0);
+        let n = self.options.get(new);
+        n.apply(self.tree, 1);
+        self.link.add(&n, 1.0);
         self.state[c] = Some(new);
         self.taken[c] = true;
     }
@@ -300,31 +278,21 @@ impl<'a> Greedy<'a> {
             // The best marginal score among untaken options covering `p` (lazy: marginal
             // scores are at least the static ones, and only grow while the link only gains
             // swaps).
-            let (benefit, link_price) = (self.benefit, self.link_price);
-            let (options, taken, fresh, link, epoch) = (
-                self.options,
-                &self.taken,
-                &mut self.fresh,
-                &self.link,
-                self.epoch,
-            );
             let pick = self.heaps.best(
                 p.index(),
-                |i| !options[i].present() || taken[options[i].c as usize],
-                |c| taken[c as usize],
-                |i, key| {
-                    let o = &options[i];
-                    let f = &mut fresh[i];
-                    if f.0 != epoch {
-                        let score = o.priced(link.marginal(o), link_price) / benefit[i];
-                        *f = (epoch, (score + 0.0).to_bits());
-                    }
-                    (f.1 != key).then_some(f.1)
+                &mut RunScores {
+                    options: self.options,
+                    taken: &self.taken,
+                    fresh: &mut self.fresh,
+                    link: &self.link,
+                    epoch: self.epoch,
+                    link_price: self.link_price,
                 },
             );
             if let Some((_, i)) = pick {
-                self.set(options[i].c as usize, i);
-                if options[i].kind == DecisionKind::Swap {
+                let o = self.options.get(i);
+                self.set(o.c as usize, i);
+                if o.kind == DecisionKind::Swap {
                     self.epoch += 1;
                 }
                 continue;
@@ -333,28 +301,30 @@ impl<'a> Greedy<'a> {
             let Some((old, new)) = self.widening(p) else {
                 return false;
             };
-            self.set(options[new].c as usize, new);
+            let (o, n) = (self.options.get(old), self.options.get(new));
+            self.set(n.c as usize, new);
             // Scores may have fallen (a swap left the link): back to the static bounds.
             self.epoch += 1;
-            if options[old].kind == DecisionKind::Swap {
+            if o.kind == DecisionKind::Swap {
                 self.heaps.reset();
             }
         }
     }
 
     /// The widening of least added cost that covers `p`: `(old option, new option)`.
-    fn widening(&self, p: Point) -> Option<(usize, usize)> {
+    fn widening(&mut self, p: Point) -> Option<(usize, usize)> {
         let mut best: Option<(f64, usize, usize)> = None;
-        for &c in &self.order {
-            let Some(old) = self.state[c.index()] else {
+        for k in 0..self.order.len() {
+            let c = self.order[k].index();
+            let Some(old) = self.state[c] else {
                 continue;
             };
-            let o = &self.options[old];
+            let o = self.options.get(old);
             if o.covers(p) {
                 continue;
             }
-            for j in self.of(c.index()) {
-                let n = &self.options[j];
+            for j in self.of(c) {
+                let n = self.options.get(j);
                 if n.covers(p) && n.l <= o.l && o.r <= n.r {
                     let delta = n.cost_us - o.cost_us;
                     if best.is_none_or(|(d, _, _)| delta < d) {
@@ -370,35 +340,38 @@ impl<'a> Greedy<'a> {
     /// seen.
     fn give_back(self) -> i64 {
         for i in self.state.iter().flatten() {
-            self.options[*i].apply(self.tree, -1);
+            self.options.get(*i).apply(self.tree, -1);
         }
         self.lowest
     }
 
     /// Σ modelled time of the taken recomputes, µs (in the order taken).
-    fn recompute_us(&self) -> f64 {
-        self.order
-            .iter()
-            .filter_map(|c| self.state[c.index()])
-            .filter(|&i| self.options[i].kind == DecisionKind::Recompute)
-            .map(|i| self.options[i].cost_us)
-            .sum()
+    fn recompute_us(&mut self) -> f64 {
+        let mut sum = 0.0;
+        for k in 0..self.order.len() {
+            if let Some(i) = self.state[self.order[k].index()] {
+                let o = self.options.get(i);
+                if o.kind == DecisionKind::Recompute {
+                    sum += o.cost_us;
+                }
+            }
+        }
+        sum
     }
 
     /// Second look: drops decisions the budget does not need, most expensive first (a swap's
     /// transfer time counts: it loads the shared link); `recompute_us` follows.
     fn drop_unneeded(&mut self, recompute_us: &mut f64) {
         // Each cost read once (not per comparison).
-        let mut by_cost: Vec<(f64, CandidateId)> = self
-            .order
-            .iter()
-            .map(|&c| {
-                let cost = self.state[c.index()].map_or(0.0, |i| {
-                    self.options[i].cost_us.max(self.options[i].transfer_us)
-                });
-                (cost, c)
-            })
-            .collect();
+        let mut by_cost: Vec<(f64, CandidateId)> = Vec::with_capacity(self.order.len());
+        for k in 0..self.order.len() {
+            let c = self.order[k];
+            let cost = self.state[c.index()].map_or(0.0, |i| {
+                let o = self.options.get(i);
+                o.cost_us.max(o.transfer_us)
+            });
+            by_cost.push((cost, c));
+        }
         by_cost.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         for (_, c) in by_cost {
             let Some(i) = self.state[c.index()] else {
@@ -406,11 +379,11 @@ impl<'a> Greedy<'a> {
             };
             // Undoing it raises its window by its bytes and lowers only its transient's point
             // (after the window): the peak stays within the budget when the window's does.
-            let o = &self.options[i];
+            let o = self.options.get(i);
             if self.tree.max_in(o.l as usize, o.r as usize) + o.bytes <= self.budget {
                 o.apply(self.tree, -1);
                 self.state[c.index()] = None;
-                self.link.add(o, -1.0);
+                self.link.add(&o, -1.0);
                 if o.kind == DecisionKind::Recompute {
                     *recompute_us -= o.cost_us;
                 }
@@ -434,12 +407,12 @@ impl<'a> Greedy<'a> {
                     if j == i {
                         continue;
                     }
-                    let (oi, oj) = (&self.options[i], &self.options[j]);
+                    let (oi, oj) = (self.options.get(i), self.options.get(j));
                     let before = *recompute_us + self.link.exposed();
                     let mut next = self.link;
-                    next.add(oi, -1.0);
-                    next.add(oj, 1.0);
-                    let rec = *recompute_us - recompute_of(oi) + recompute_of(oj);
+                    next.add(&oi, -1.0);
+                    next.add(&oj, 1.0);
+                    let rec = *recompute_us - recompute_of(&oi) + recompute_of(&oj);
                     if rec + next.exposed() >= before - 1e-9 * before.max(1.0) {
                         continue;
                     }
@@ -463,7 +436,7 @@ impl<'a> Greedy<'a> {
     }
 
     /// The decisions taken, in the order first taken, with their totals.
-    fn chosen(&self) -> Chosen {
+    fn chosen(&mut self) -> Chosen {
         let mut chosen = Chosen {
             decisions: Vec::new(),
             options: Vec::new(),
@@ -476,17 +449,17 @@ impl<'a> Greedy<'a> {
             step_us: self.link.step_us,
             ..Link::default()
         };
-        for c in &self.order {
-            let Some(i) = self.state[c.index()] else {
+        for k in 0..self.order.len() {
+            let Some(i) = self.state[self.order[k].index()] else {
                 continue;
             };
-            let o = &self.options[i];
+            let o = self.options.get(i);
             chosen.decisions.push(Decision {
                 candidate: o.candidate(),
                 kind: o.kind,
             });
-            chosen.options.push(i);
-            swaps.add(o, 1.0);
+            chosen.options.push(o);
+            swaps.add(&o, 1.0);
             match o.kind {
                 DecisionKind::Recompute => {
                     chosen.recompute_flops += o.flops;
@@ -502,7 +475,7 @@ impl<'a> Greedy<'a> {
 
 /// Chooses decisions until `tree`'s peak is at most `budget` (see the module docs); `tree`
 /// (over `resident`, the bytes per point before any decision) is left with the chosen
-/// decisions applied. `step_us` is the step's modelled time.
+/// decisions applied. `step_us` is the step's modelled time; `options` are priced as read.
 ///
 /// Runs the greedy with swaps priced by their marginal exposed time; when its swaps saturate
 /// the link, runs it again with every swap priced at least its transfer time (what it costs
@@ -511,7 +484,7 @@ impl<'a> Greedy<'a> {
 /// # Errors
 /// [`FinalizeError::Infeasible`] with the smallest budget this greedy meets.
 pub(super) fn choose(
-    options: &[Option_],
+    options: &mut Options<'_>,
     cover: &CoverNodes,
     candidates: usize,
     tree: &mut PeakTree,
@@ -520,21 +493,20 @@ pub(super) fn choose(
     step_us: f64,
 ) -> Result<Chosen, FinalizeError> {
     let run = Run {
-        options,
         cover,
         candidates,
         budget,
         step_us,
     };
-    let over = benefits(options, Some((resident, budget)));
-    let first = match run.decide(tree, &over, 0.0) {
+    options.score_over(Some((resident, budget)));
+    let first = match run.decide(options, tree, 0.0) {
         Ok(first) => first,
         // Scores that do not depend on the budget: this run's choices are the same at every
         // budget down to the lowest peak it reaches, so that peak is a budget it meets.
         Err(_) => {
-            let window = benefits(options, None);
+            options.score_over(None);
             return run
-                .decide(tree, &window, 0.0)
+                .decide(options, tree, 0.0)
                 .map(|c| c.0)
                 .map_err(|lowest| FinalizeError::Infeasible {
                     budget,
@@ -546,61 +518,21 @@ pub(super) fn choose(
     if !first.1 {
         return Ok(first.0);
     }
-    run.undo(tree, &first.0);
-    let Ok(second) = run.decide(tree, &over, 1.0) else {
-        run.redo(tree, &first.0);
+    first.0.undo(tree);
+    let Ok(second) = run.decide(options, tree, 1.0) else {
+        first.0.redo(tree);
         return Ok(first.0);
     };
     if second.0.added_us() < first.0.added_us() {
         return Ok(second.0);
     }
-    run.undo(tree, &second.0);
-    run.redo(tree, &first.0);
+    second.0.undo(tree);
+    first.0.redo(tree);
     Ok(first.0)
-}
-
-/// Each option's benefit, the denominator of its score. With `(resident, budget)` (bytes per
-/// point before any decision): its bytes times the square root of the number of points of
-/// its window over the budget (at least one); without: its bytes times its window's points
-/// (the score does not depend on the budget).
-///
-/// Bytes alone price the memory freed at the peak point only and overrate short windows of
-/// large values; bytes times the points over the budget (a covering greedy's "elements
-/// covered", Chvátal 1979) overrates long windows, whose points are mostly covered by other
-/// options by the time they matter. GPT-2 small, B=8, S = 250/379/1024, `h100-sxm-pcie5`,
-/// decisions for 98% of half the scheduled peak, each with step 5's second run: bytes alone
-/// 14.5/12.1/8.9% added, bytes × points 11.1/18.8/7.8%, the square root 11.1/5.5/7.8%, the
-/// ILP optimum 11.1/5.2/7.8%; the previous score (bytes × the whole window, no second run)
-/// 17.6/20.7/26.9%.
-fn benefits(options: &[Option_], over_budget: Option<(&[i64], i64)>) -> Vec<f64> {
-    let Some((resident, budget)) = over_budget else {
-        return options
-            .iter()
-            .map(|o| o.bytes as f64 * (o.r - o.l + 1) as f64)
-            .collect();
-    };
-    // over[p] = points before p over the budget.
-    let mut over = Vec::with_capacity(resident.len() + 1);
-    over.push(0u32);
-    let mut n = 0u32;
-    for &x in resident {
-        n += (x > budget) as u32;
-        over.push(n);
-    }
-    let last = over.len() - 1;
-    options
-        .iter()
-        .map(|o| {
-            let (l, r) = ((o.l as usize).min(last), (o.r as usize + 1).min(last));
-            let k = over[r].saturating_sub(over[l]).max(1);
-            o.bytes as f64 * f64::from((k as f32).sqrt())
-        })
-        .collect()
 }
 
 /// What every greedy run of one [`choose`] reads.
 struct Run<'a> {
-    options: &'a [Option_],
     cover: &'a CoverNodes,
     candidates: usize,
     budget: i64,
@@ -608,36 +540,18 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// One greedy run with options scored by `benefit` ([`benefits`]) and swaps priced at
-    /// least `link_price` times their transfer time: the decisions and whether their swaps
-    /// saturate the link, or the lowest peak it reached when the budget is infeasible (then
-    /// `tree` is left as it was).
+    /// One greedy run over `options` with swaps priced at least `link_price` times their
+    /// transfer time: the decisions and whether their swaps saturate the link, or the lowest
+    /// peak it reached when the budget is infeasible (then `tree` is left as it was).
     fn decide(
         &self,
+        options: &mut Options<'_>,
         tree: &mut PeakTree,
-        benefit: &[f64],
         link_price: f64,
     ) -> Result<(Chosen, bool), i64> {
-        // Rank order: by score, then larger values first, then candidate and kind (unique
-        // keys; the bits of a non-negative float order like its value).
-        let rank: Vec<Rank> = self
-            .options
-            .iter()
-            .zip(benefit)
-            .map(|(o, benefit)| {
-                let score = o.priced(o.cost_us, link_price) / benefit;
-                (
-                    (score + 0.0).to_bits(),
-                    u64::MAX - o.bytes as u64,
-                    o.c << 1 | (o.kind == DecisionKind::Swap) as u32,
-                )
-            })
-            .collect();
         let mut g = Greedy::new(
-            self.options,
-            benefit,
+            options,
             link_price,
-            &rank,
             self.cover,
             self.candidates,
             tree,
@@ -652,18 +566,20 @@ impl Run<'_> {
         g.switch_kinds(&mut recompute_us);
         Ok((g.chosen(), g.link.saturated()))
     }
+}
 
-    /// Removes `chosen`'s options from `tree`.
-    fn undo(&self, tree: &mut PeakTree, chosen: &Chosen) {
-        for &i in &chosen.options {
-            self.options[i].apply(tree, -1);
+impl Chosen {
+    /// Removes the chosen options from `tree`.
+    fn undo(&self, tree: &mut PeakTree) {
+        for o in &self.options {
+            o.apply(tree, -1);
         }
     }
 
-    /// Applies `chosen`'s options to `tree` again.
-    fn redo(&self, tree: &mut PeakTree, chosen: &Chosen) {
-        for &i in &chosen.options {
-            self.options[i].apply(tree, 1);
+    /// Applies the chosen options to `tree` again.
+    fn redo(&self, tree: &mut PeakTree) {
+        for o in &self.options {
+            o.apply(tree, 1);
         }
     }
 }

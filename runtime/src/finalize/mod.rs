@@ -45,18 +45,18 @@
 mod costs;
 mod cover;
 mod greedy;
+mod options;
 mod prepared;
 pub mod segtree;
 mod summary;
 mod variants;
 
 use crate::arena::{assign_offsets_live, Arena};
-use ebb_ir::cost::PointTimes;
 use ebb_ir::device::DeviceProfile;
 use ebb_ir::dim::DimError;
-use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, Point, ProgPoint};
+use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, ProgPoint};
 use ebb_ir::{Bindings, DimExpr};
-use greedy::Option_;
+use options::Options;
 pub use prepared::Prepared;
 use segtree::PeakTree;
 use serde::Serialize;
@@ -522,10 +522,10 @@ fn finalize_prepared(
     let (mut recompute_us, mut exposed_transfer_us) = (0.0f64, 0.0f64);
     if let Some(budget) = target {
         if peak_scheduled > budget {
-            let options = price_options(prep, &vals, &costs, &value_bytes, opts);
+            let mut options = Options::new(prep, &vals, &costs, &value_bytes, opts);
             let mut tree = PeakTree::new(&resident);
             let c = greedy::choose(
-                &options,
+                &mut options,
                 &prep.cover,
                 plan.candidates.len(),
                 &mut tree,
@@ -534,7 +534,7 @@ fn finalize_prepared(
                 costs.step_us(),
             )?;
             // The tree's residency, without walking it.
-            c.charge(&options, &mut resident);
+            c.charge(&mut resident);
             decisions = c.decisions;
             recompute_flops = c.recompute_flops;
             swap_bytes = c.swap_bytes;
@@ -658,60 +658,4 @@ fn exact_residency(
         }
     }
     (resident, regen_peak)
-}
-
-/// Prices every option of `prep` (a candidate and a kind it allows, [`prepared::Slot`]), in slot
-/// order; options of a kind `opts` does not allow or of a value without bytes are left
-/// [absent](Option_::present).
-fn price_options(
-    prep: &Prepared,
-    vals: &[i64],
-    costs: &PointTimes,
-    value_bytes: &[i64],
-    opts: &FinalizeOptions,
-) -> Vec<Option_> {
-    let at = |i: u32| vals[i as usize];
-    let allowed = |k: DecisionKind| opts.kinds.contains(&k);
-    let (recompute, swap) = (
-        allowed(DecisionKind::Recompute),
-        allowed(DecisionKind::Swap),
-    );
-    prep.slots
-        .iter()
-        .map(|s| {
-            let e = &prep.candidates[s.c as usize];
-            let mut bytes = value_bytes.get(s.value as usize).copied().unwrap_or(0);
-            let (transient, cost_us, transfer_us, flops) = match s.kind {
-                DecisionKind::Recompute => {
-                    bytes = if recompute { bytes } else { 0 };
-                    let flops = at(e.recompute_flops);
-                    (
-                        at(e.transient_bytes),
-                        prep.costs.recompute_us(costs, s.c as usize, flops),
-                        0.0,
-                        flops,
-                    )
-                }
-                DecisionKind::Swap => {
-                    bytes = if swap { bytes } else { 0 };
-                    let moved = at(e.swap_bytes);
-                    let (l, r) = (Point::new(s.l as usize), Point::new(s.r as usize));
-                    let cost_us = costs.swap_over_us(l, Some(r), moved);
-                    let transfer_us = costs.transfer_us(moved);
-                    (0, cost_us, transfer_us, 0)
-                }
-            };
-            Option_ {
-                c: s.c,
-                kind: s.kind,
-                l: s.l,
-                r: s.r,
-                bytes: bytes.max(0),
-                transient,
-                cost_us,
-                transfer_us,
-                flops,
-            }
-        })
-        .collect()
 }

@@ -64,6 +64,8 @@ pub struct Prepared {
     pub(super) candidates: Vec<CandidateExprs>,
     /// Every option finalize may price, by candidate, recompute before swap.
     pub(super) slots: Vec<Slot>,
+    /// CSR per candidate `c`: its slots are `slots[slot_first[c]..slot_first[c + 1]]`.
+    slot_first: Vec<u32>,
     /// The slots by the canonical nodes of their windows.
     pub(super) cover: CoverNodes,
     /// The shape-independent part of the step times.
@@ -111,7 +113,9 @@ impl Prepared {
             })
             .collect();
         let mut slots = Vec::new();
+        let mut slot_first = Vec::with_capacity(plan.candidates.len() + 1);
         for (c, cand) in plan.candidates.iter().enumerate() {
+            slot_first.push(slots.len() as u32);
             for kind in [DecisionKind::Recompute, DecisionKind::Swap] {
                 let r = match kind {
                     DecisionKind::Recompute => cand.regenerate_before.prev(),
@@ -130,6 +134,7 @@ impl Prepared {
                 }
             }
         }
+        slot_first.push(slots.len() as u32);
         let cover = CoverNodes::new(plan.schedule.len().max(1), slots.iter().map(|s| (s.l, s.r)));
         let costs = CostTables::new(plan, &point_flops, &point_bytes);
         let mut points_of: HashMap<u32, i64> = HashMap::new();
@@ -141,6 +146,7 @@ impl Prepared {
         Prepared {
             costs,
             slots,
+            slot_first,
             cover,
             exprs: table.exprs,
             value_bytes,
@@ -150,6 +156,14 @@ impl Prepared {
             region_transients,
             step_flops,
             candidates,
+        }
+    }
+
+    /// The slots (options) of candidate `c`, as indices into [`Prepared::slots`].
+    pub(super) fn slots_of(&self, c: usize) -> std::ops::Range<usize> {
+        match (self.slot_first.get(c), self.slot_first.get(c + 1)) {
+            (Some(&lo), Some(&hi)) => lo as usize..hi as usize,
+            _ => 0..0,
         }
     }
 
