@@ -156,15 +156,20 @@ pub(crate) fn assign_offsets_live(
     let (items, slot, shared) = intervals::group_items(plan, &pieces, &first, value_bytes);
     // The output (by start point), made meanwhile with each interval's placement code as its
     // offset (`Scan::offset` resolves it).
-    let (scan, (by_start, mut allocations)) =
-        best_fit_scan(&items, peak, cancel, |code| {
-            let by_start = order_by_point(&pieces, |p| p.start as usize);
-            let allocations: Vec<Allocation> = by_start
-                .iter()
-                .map(|&i| allocation(&pieces[i as usize], value_bytes, code[slot[i as usize] as usize]))
-                .collect();
-            (by_start, allocations)
-        })?;
+    let (scan, (by_start, mut allocations)) = best_fit_scan(&items, peak, cancel, |code| {
+        let by_start = order_by_point(&pieces, |p| p.start as usize);
+        let allocations: Vec<Allocation> = by_start
+            .iter()
+            .map(|&i| {
+                allocation(
+                    &pieces[i as usize],
+                    value_bytes,
+                    code[slot[i as usize] as usize],
+                )
+            })
+            .collect();
+        (by_start, allocations)
+    })?;
     let top_scan = scan.top;
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
     // live bytes (it also counts region and regeneration transients): the target is the

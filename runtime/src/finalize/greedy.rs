@@ -474,8 +474,9 @@ impl<'a, 'o> Greedy<'a, 'o> {
 }
 
 /// Chooses decisions until `tree`'s peak is at most `budget` (see the module docs); `tree`
-/// (over `resident`, the bytes per point before any decision) is left with the chosen
-/// decisions applied. `step_us` is the step's modelled time; `options` are priced as read.
+/// is over `resident`, the bytes per point before any decision, and is used up (the caller
+/// charges the chosen decisions to `resident` itself, [`Chosen::charge`]). `step_us` is the
+/// step's modelled time; `options` are priced as read.
 ///
 /// Runs the greedy with swaps priced by their marginal exposed time; when its swaps saturate
 /// the link, runs it again with every swap priced at least its transfer time (what it costs
@@ -487,11 +488,12 @@ pub(super) fn choose(
     options: &mut Options<'_>,
     cover: &CoverNodes,
     candidates: usize,
-    tree: &mut PeakTree,
+    mut tree: PeakTree,
     resident: &[i64],
     budget: i64,
     step_us: f64,
 ) -> Result<Chosen, FinalizeError> {
+    let tree = &mut tree;
     let run = Run {
         cover,
         candidates,
@@ -518,17 +520,14 @@ pub(super) fn choose(
     if !first.1 {
         return Ok(first.0);
     }
-    first.0.undo(tree);
-    let Ok(second) = run.decide(options, tree, 1.0) else {
-        first.0.redo(tree);
-        return Ok(first.0);
-    };
-    if second.0.added_us() < first.0.added_us() {
-        return Ok(second.0);
+    // The second run starts from the bytes before any decision: the tree built again (a
+    // pass over the points costs less than undoing each decision; the tree is not needed
+    // after).
+    *tree = PeakTree::new(resident);
+    match run.decide(options, tree, 1.0) {
+        Ok(second) if second.0.added_us() < first.0.added_us() => Ok(second.0),
+        _ => Ok(first.0),
     }
-    second.0.undo(tree);
-    first.0.redo(tree);
-    Ok(first.0)
 }
 
 /// What every greedy run of one [`choose`] reads.
@@ -565,21 +564,5 @@ impl Run<'_> {
         g.drop_unneeded(&mut recompute_us);
         g.switch_kinds(&mut recompute_us);
         Ok((g.chosen(), g.link.saturated()))
-    }
-}
-
-impl Chosen {
-    /// Removes the chosen options from `tree`.
-    fn undo(&self, tree: &mut PeakTree) {
-        for o in &self.options {
-            o.apply(tree, -1);
-        }
-    }
-
-    /// Applies the chosen options to `tree` again.
-    fn redo(&self, tree: &mut PeakTree) {
-        for o in &self.options {
-            o.apply(tree, 1);
-        }
     }
 }

@@ -523,12 +523,12 @@ fn finalize_prepared(
     if let Some(budget) = target {
         if peak_scheduled > budget {
             let mut options = Options::new(prep, &vals, &costs, &value_bytes, opts);
-            let mut tree = PeakTree::new(&resident);
+            let tree = PeakTree::new(&resident);
             let c = greedy::choose(
                 &mut options,
                 &prep.cover,
                 plan.candidates.len(),
-                &mut tree,
+                tree,
                 &resident,
                 budget,
                 costs.step_us(),

@@ -90,7 +90,10 @@ impl IntervalIndex {
     /// Node `k`'s rank among the nodes that store intervals (`0..stored()`), `None` when it
     /// stores none: for per-node state kept only where there are intervals.
     pub(crate) fn id(&self, k: usize) -> Option<usize> {
-        self.ids.get(k).filter(|&&i| i != u32::MAX).map(|&i| i as usize)
+        self.ids
+            .get(k)
+            .filter(|&&i| i != u32::MAX)
+            .map(|&i| i as usize)
     }
 
     /// How many nodes store intervals.
