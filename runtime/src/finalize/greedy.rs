@@ -148,7 +148,7 @@ struct Greedy<'a, 'o> {
     /// `state[c].is_some()` at some time: candidates that may not be picked.
     taken: Vec<bool>,
     heaps: CoverHeaps<'a>,
-    /// Per option (by [`Options::position`]), a swap's score evaluated at link state `epoch`
+    /// Per option (by its place, [`Options::scored`]), a swap's score evaluated at link state `epoch`
     /// (bumped whenever the link changes).
     fresh: Vec<(u32, u64)>,
     epoch: u32,
@@ -186,14 +186,12 @@ impl Scores for RunScores<'_, '_> {
     }
 
     fn refresh(&mut self, i: usize, key: u64) -> Option<u64> {
-        let k = self.options.position(i);
+        let (k, o, benefit) = self.options.scored(i);
         if k >= self.fresh.len() {
             self.fresh.resize(k + 1, (0, 0));
         }
         if self.fresh[k].0 != self.epoch {
-            let o = self.options.get(i);
-            let score =
-                o.priced(self.link.marginal(&o), self.link_price) / self.options.benefit(&o);
+            let score = o.priced(self.link.marginal(&o), self.link_price) / benefit;
             self.fresh[k] = (self.epoch, (score + 0.0).to_bits());
         }
         (self.fresh[k].1 != key).then_some(self.fresh[k].1)

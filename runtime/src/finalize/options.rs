@@ -5,8 +5,8 @@
 //! (the heaps of the nodes its peak points stab, the options of the candidates it takes: about
 //! 1 000), so pricing, scoring and ranking all of them ahead cost more than the run's search
 //! (on GPT-2 medium at B=8, S=1024: 100 of 300 µs). [`Options`] prices an option the first
-//! time it is read and keeps it; its score's denominator ([`Options::benefit`]) and its rank
-//! ([`Options::rank`]) are computed from the priced option when asked.
+//! time it is read and keeps it with its score's denominator ([`Options::benefit`]); its rank
+//! ([`Options::rank`]) is computed from them when asked.
 //!
 //! Invariant: an option's price does not depend on when it is read: [`Options::get`] returns
 //! what pricing every option ahead returned, so the greedy's choices do not change.
@@ -80,7 +80,8 @@ pub(super) struct Options<'a> {
     swap: bool,
     /// Per option, its place in `priced` ([`UNPRICED`] until read).
     at: Vec<u32>,
-    priced: Vec<Option_>,
+    /// The options read so far, each with its benefit ([`Options::benefit`]).
+    priced: Vec<(Option_, f64)>,
     /// Per point `p`, the points before `p` over the budget before any decision
     /// ([`Options::benefit`]); `None`: scores that do not depend on the budget.
     over: Option<Vec<u32>>,
@@ -137,21 +138,22 @@ impl<'a> Options<'a> {
 
     /// Option `i`, priced (once).
     pub fn get(&mut self, i: usize) -> Option_ {
-        let at = self.at[i];
-        if at != UNPRICED {
-            return self.priced[at as usize];
-        }
-        let o = self.price(&self.prep.slots[i]);
-        self.at[i] = self.priced.len() as u32;
-        self.priced.push(o);
-        o
+        self.scored(i).1
     }
 
-    /// Option `i`'s place among the options priced so far (pricing it if not yet): a dense
-    /// index for per-option state of the few options a run reads.
-    pub fn position(&mut self, i: usize) -> usize {
-        self.get(i);
-        self.at[i] as usize
+    /// Option `i`'s place among the options priced so far (a dense index for per-option state
+    /// of the few options a run reads), the option and its benefit ([`Options::benefit`]),
+    /// pricing it if not yet.
+    pub fn scored(&mut self, i: usize) -> (usize, Option_, f64) {
+        let at = self.at[i] as usize;
+        if let Some(&(o, benefit)) = self.priced.get(at) {
+            return (at, o, benefit);
+        }
+        let o = self.price(&self.prep.slots[i]);
+        let benefit = self.benefit(&o);
+        self.at[i] = self.priced.len() as u32;
+        self.priced.push((o, benefit));
+        (self.priced.len() - 1, o, benefit)
     }
 
     /// Prices slot `s` (the formulas of `ebb_ir::cost`).
@@ -196,7 +198,7 @@ impl<'a> Options<'a> {
     /// Scores from now on with the points over `budget` given `resident` (the bytes per point
     /// before any decision), or, with `None`, by whole windows ([`Options::benefit`]).
     pub fn score_over(&mut self, over_budget: Option<(&[i64], i64)>) {
-        self.over = over_budget.map(|(resident, budget)| {
+        let over = over_budget.map(|(resident, budget)| {
             let mut over = Vec::with_capacity(resident.len() + 1);
             over.push(0u32);
             let mut n = 0u32;
@@ -206,6 +208,10 @@ impl<'a> Options<'a> {
             }
             over
         });
+        self.over = over;
+        for k in 0..self.priced.len() {
+            self.priced[k].1 = self.benefit(&self.priced[k].0);
+        }
     }
 
     /// The denominator of option `o`'s score. Scoring over the budget
@@ -235,8 +241,8 @@ impl<'a> Options<'a> {
     /// by static score, then larger values first, then candidate and kind (unique keys; the
     /// bits of a non-negative float order like its value).
     pub fn rank(&mut self, i: usize, link_price: f64) -> Rank {
-        let o = self.get(i);
-        let score = o.priced(o.cost_us, link_price) / self.benefit(&o);
+        let (_, o, benefit) = self.scored(i);
+        let score = o.priced(o.cost_us, link_price) / benefit;
         (
             (score + 0.0).to_bits(),
             u64::MAX - o.bytes as u64,
