@@ -232,18 +232,22 @@ impl<'a, 'o> Greedy<'a, 'o> {
     }
 
     /// The options of candidate `c` that can be taken, in rank order (at most one per kind).
-    fn of(&mut self, c: usize) -> Vec<usize> {
-        let mut of: Vec<usize> = self
-            .options
-            .of_candidate(c)
-            .filter(|&i| self.options.present(i))
-            .collect();
-        if of.len() == 2
+    fn of(&mut self, c: usize) -> impl Iterator<Item = usize> {
+        // A candidate has one option per kind at most (`Prepared`'s slots).
+        let mut of = [0usize; 2];
+        let mut n = 0;
+        for i in self.options.of_candidate(c) {
+            if n < 2 && self.options.present(i) {
+                of[n] = i;
+                n += 1;
+            }
+        }
+        if n == 2
             && self.options.rank(of[1], self.link_price) < self.options.rank(of[0], self.link_price)
         {
             of.swap(0, 1);
         }
-        of
+        of.into_iter().take(n)
     }
 
     /// Replaces candidate `c`'s option by `new` on the tree and the link.
