@@ -209,7 +209,8 @@ pub fn kernel(spec: &KernelSpec) -> Result<Kernel, CodegenError> {
 /// The region's structure: per member in program order its op, result element types and
 /// ranks, and operands by position; then the outputs. Names, source locations and extents
 /// are left out (the kernel takes extents as parameters; what the shapes decide, which reads
-/// are aligned and which broadcasts are index maps, is in the [`KernelLayout`], part of the
+/// are aligned and which broadcasts are index maps, is in the
+/// [`KernelLayout`](crate::layout::KernelLayout), part of the
 /// cache key too), so the same group in every layer, and the optimizer update of every
 /// parameter shape, share one kernel. Payloads are kept except the shapes of
 /// `broadcast_in_dim`, `reshape` and `iota`, which the kernel reads only through index maps.

@@ -354,7 +354,7 @@ pub fn plan_graph(plan: &Plan) -> Result<Graph> {
 }
 
 /// Proves what a report at `b` rests on with the independent plan checker
-/// ([`ebb_passes::plan::check`]): every schedule variant's peak at `b` is the simulated one
+/// ([`ebb_passes::plan::check()`]): every schedule variant's peak at `b` is the simulated one
 /// (so the variant was chosen honestly), and the finalized decisions of `c` are safe with the
 /// peak they claim. `ebb plan`, `ebb run` and `bench`'s budget rows call it through
 /// [`plan_report_proven`], on every plan, loaded or compiled.

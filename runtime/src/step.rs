@@ -3,7 +3,8 @@
 //!
 //! Each step: the plan is finalized at the batch's bindings under the budget (from the LRU
 //! [`PlanCache`] when the shape was seen before), the chosen schedule variant is made into an
-//! executable [`Program`], the decisions into [`Events`], and the step runs on the CPU executor
+//! executable [`Program`], the decisions into [`Events`](crate::exec::Events), and the step runs
+//! on the CPU executor
 //! with evictions, recomputes and swaps performed. [`StepReport`] says what it cost.
 //!
 //! Invariant checked on every step: the executor's measured peak (device bytes, the plan

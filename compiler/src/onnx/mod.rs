@@ -10,7 +10,7 @@
 //!    expressions over named symbols ([`dims`]), declared in the graph's scope with range
 //!    `>= 1`. Unnamed dynamic dimensions become fresh `_unkN` symbols, with a warning, and are
 //!    counted in [`ImportStats::unresolved_dims`].
-//! 3. Each node is lowered by the lowering registered for its (domain, op type) ([`ops`]) into
+//! 3. Each node is lowered by the lowering registered for its (domain, op type) (`onnx/ops`) into
 //!    Ebb's StableHLO-named primitive ops; every result type is inferred by
 //!    [`ebb_ir::shape::infer`]. Integer shape computations (`Shape`, `Gather`, `Concat`,
 //!    arithmetic, ...) are evaluated symbolically, so `Reshape`, `Expand`, `ConstantOfShape`,

@@ -4,7 +4,7 @@
 //! The module is parsed by upstream MLIR through melior with unregistered dialects allowed, so
 //! StableHLO ops are generic operations and their `#stablehlo<...>` attributes opaque
 //! attributes, read from their text ([`mlir_text`]). Then:
-//! 1. `@main`'s dynamic dimensions are named ([`dims`]): `@main` computes each dimension
+//! 1. `@main`'s dynamic dimensions are named (`stablehlo/dims.rs`): `@main` computes each dimension
 //!    variable from the input dimensions and passes it to `@_wrapped_jax_export_main`, whose
 //!    parameters carry `jax.global_constant = "B"`, and asserts the other input dimensions
 //!    equal to their specification (`4*m`, `B*S`, `S + 1`); solving these equations makes

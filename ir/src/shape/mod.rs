@@ -1,11 +1,12 @@
 //! Shape inference: the result types of an op from its operand types and typed payload, with
 //! symbolic dimensions. Rules follow the StableHLO specification (section "Ops", each op's
-//! "Constraints" on result shapes), one file per op family: [`layout`] (broadcast, reshape,
-//! transpose, concatenate, slices, pad, iota), [`window`] (reduce, reduce_window and the window
-//! arithmetic shared with convolution), [`contract`] (dot_general, convolution), [`index`]
+//! "Constraints" on result shapes), one file per op family: `layout` (broadcast, reshape,
+//! transpose, concatenate, slices, pad, iota), `window` (reduce, reduce_window and the window
+//! arithmetic shared with convolution), `contract` (dot_general, convolution), `index`
 //! (gather); elementwise and control ops are here.
 //!
-//! Dimension equality is structural on canonical [`DimExpr`]s: two dimensions are equal when
+//! Dimension equality is structural on canonical [`DimExpr`](crate::DimExpr)s: two dimensions
+//! are equal when
 //! their canonical forms are identical (that is, their difference simplifies to zero).
 
 mod contract;

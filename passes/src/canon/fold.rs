@@ -19,7 +19,7 @@
 //!    `jax.checkpoint` policies emit).
 //! 6. Literal canonicalization: a non-splat `constant` whose elements are all equal becomes a
 //!    splat (so CSE sees equal constants as equal, and the literal shrinks).
-//! 7. Index arithmetic on small integer constants ([`super::fold_index`]): `reshape`,
+//! 7. Index arithmetic on small integer constants (`canon/fold_index.rs`): `reshape`,
 //!    `concatenate`, `slice`, `clamp`, `select`, `compare`, `maximum`, `minimum` → `constant`.
 //!    These compute the start indices of a loop's `dynamic_slice`s once the loop is unrolled
 //!    ([`super::unroll`]), e.g. `clamp(0, concatenate(reshape(1 - i), 0, 0), 1)`.

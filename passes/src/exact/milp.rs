@@ -1,4 +1,5 @@
-//! Builds the MILP of an [`Instance`] with `good_lp` and solves it with CBC ([`super::cbc`]): one binary
+//! Builds the MILP of an [`Instance`] with `good_lp` and solves it with CBC (`exact/cbc.rs`): one
+//! binary
 //! `y_i` per option and one continuous `z` (the exposed transfer time of the swaps, which
 //! share the link): minimize `Σ_recompute cost_i·y_i + z` subject to `z ≥ Σ_swap cost_i·y_i`,
 //! `z ≥ Σ_swap transfer_i·y_i − step µs` (`ebb_ir::cost::exposed_transfer_us`), the memory

@@ -1,5 +1,6 @@
 //! The exact (optimal) mode: the least-overhead set of evict/regenerate decisions that meets a
-//! memory budget, as a mixed-integer linear program (MILP) solved by COIN-OR CBC (through `good_lp`; [`cbc`]).
+//! memory budget, as a mixed-integer linear program (MILP) solved by COIN-OR CBC (through
+//! `good_lp`; `exact/cbc.rs`).
 //!
 //! # Formulation
 //! After Checkmate (Jain et al., "Checkmate: Breaking the Memory Wall with Optimal Tensor

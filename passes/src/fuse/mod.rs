@@ -6,7 +6,7 @@
 //! * [`legality`]: which producer may join a group, and the named reasons when not;
 //! * [`duplicate`]: which elementwise producers are recomputed in every group that reads them
 //!   instead of materialized;
-//! * [`partition`]: the grouping (reverse program order, producers latest first);
+//! * [`partition`](mod@partition): the grouping (reverse program order, producers latest first);
 //! * [`siblings`]: multi-output fusion of sibling loop groups that read the same tensor;
 //! * [`outline`]: the graph transform.
 //!

@@ -1,11 +1,12 @@
-//! Outlines each fusion group of a [`Partition`] into one `fusion` op whose region holds the
+//! Outlines each fusion group of a [`Partition`](super::partition::Partition) into one `fusion`
+//! op whose region holds the
 //! group's ops (XLA's fusion computation): the region's inputs are the values the group reads
 //! from outside, its outputs the members' results that are read outside the group or are graph
 //! outputs.
 //!
 //! Invariant: the graph computes the same values; the `fusion` op takes the root's place in
 //! program order (every member precedes the root, and every outside user of a group result
-//! follows it: [`super::partition`]'s invariant).
+//! follows it: [`super::partition`](mod@super::partition)'s invariant).
 
 use super::partition::FusionGroup;
 use ebb_ir::op::FusionKind;

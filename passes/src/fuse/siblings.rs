@@ -13,7 +13,8 @@
 //!   donated aside, are provably at most the bytes of `A`'s results (whose allocation it
 //!   delays to it).
 //!
-//! Invariant: the merged groups keep [`super::partition`]'s invariant — members precede the
+//! Invariant: the merged groups keep [`super::partition`](mod@super::partition)'s invariant —
+//! members precede the
 //! root, every outside reader of a result follows it — so outlining creates no cycle, and the
 //! values computed are the same.
 

@@ -2,6 +2,8 @@
 //! change count, op counts and timing, per-group iteration counts, and the IR dumps requested
 //! with `print_after`.
 
+#[cfg(doc)]
+use super::PassManager;
 use serde::Serialize;
 
 /// What one run of a pass did.

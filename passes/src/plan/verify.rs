@@ -19,7 +19,7 @@
 //!    last_use` of an intermediate in which the schedule never reads it (and `evict_after < prefetch_at <= regenerate_before` for
 //!    a swap), bytes equal to the value's size, a recompute of pure ops ending with the value's
 //!    producer whose FLOPs are the cost model's;
-//! 5. the independent checker ([`super::check`]) accepts every variant without decisions at
+//! 5. the independent checker ([`super::check()`]) accepts every variant without decisions at
 //!    up to three representative bindings of the scope
 //!    ([`ebb_ir::SymbolScope::representative_bindings`]): the schedule is a topological
 //!    permutation, live ranges and region transients are the derived ones, and the maximum of
@@ -29,7 +29,7 @@
 //! Invariant: a plan that passes [`verify_plan`] and then [`check_variants_at`] at bindings
 //! `b` reports, at `b`, the peaks the independent checker simulates for every variant, so a
 //! runtime choosing a variant by [`Plan::best_variant`] chooses honestly. Decisions taken at
-//! `b` are proven separately by [`super::check`] with those decisions.
+//! `b` are proven separately by [`super::check()`] with those decisions.
 
 use super::check::{check, CheckError};
 use crate::remat::cost;

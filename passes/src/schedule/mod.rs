@@ -478,7 +478,7 @@ const VARIANT_CAP: i64 = 256;
 
 /// Points of `g`'s symbol space to schedule for: for every free symbol (one not solved by an
 /// equality) a ladder of valid values from its smallest up to its largest (capped at
-/// [`VARIANT_CAP`]), each twice the last, and their cross product; the longest ladder is
+/// `VARIANT_CAP`), each twice the last, and their cross product; the longest ladder is
 /// coarsened (each value 4, 8, ... times the last) until at most [`VARIANT_POINTS`] points
 /// remain.
 /// Points that break a fact of the scope are dropped; none when the scope declares no symbol.

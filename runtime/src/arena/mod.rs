@@ -3,10 +3,10 @@
 //! resident at the same point never overlap in memory.
 //!
 //! Two kinds of layout are computed and the smallest arena kept:
-//! - the online scan ([`scan`]): program points in order, a free list sorted by address,
+//! - the online scan (`arena/scan.rs`): program points in order, a free list sorted by address,
 //!   best-fit placement — the policy of classic allocators, O(n + points + n·f) for f free
 //!   blocks — with the small intervals in per-size slabs above the others;
-//! - the offline greedy layouts ([`greedy`]): greedy by size (TFLite's offline planner) and
+//! - the offline greedy layouts (`arena/greedy.rs`): greedy by size (TFLite's offline planner) and
 //!   variants of its order, each interval at the first (or smallest) gap left by the placed
 //!   intervals it overlaps in time, found through a segment tree over the points; tried only
 //!   when the scan's arena is more than [`SCAN_KEPT_WITHIN`] above the lower bound (the largest
@@ -107,7 +107,7 @@ fn allocation(p: &Piece, value_bytes: &[i64], offset: i64) -> Allocation {
 pub const SCAN_KEPT_WITHIN: f64 = 0.02;
 
 /// The greedy layouts' local search runs only while no layout is within this fraction of the
-/// lower bound (and within its budget of work, [`greedy::MAX_VISITS`]).
+/// lower bound (and within its budget of work, `MAX_VISITS` in `arena/greedy.rs`).
 pub const SEARCH_UNTIL_WITHIN: f64 = 0.04;
 
 /// The greedy's view of an allocation: its points and its aligned size.

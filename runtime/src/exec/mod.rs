@@ -81,7 +81,7 @@ pub struct ExecStats {
     /// (views such as `reshape`, in-place updates, interpreted kernels, reloads, recomputes).
     pub arena_copied_bytes: u64,
     /// Arena-backed runs: bytes of results left on the heap because their planned range was
-    /// still held (0 for every plan the checker accepts; see [`placement`]).
+    /// still held (0 for every plan the checker accepts; see `exec/placement.rs`).
     pub arena_unplaced_bytes: u64,
 }
 
