@@ -148,8 +148,8 @@ struct Greedy<'a, 'o> {
     /// `state[c].is_some()` at some time: candidates that may not be picked.
     taken: Vec<bool>,
     heaps: CoverHeaps<'a>,
-    /// Per option (by its place, [`Options::scored`]), a swap's score evaluated at link state `epoch`
-    /// (bumped whenever the link changes).
+    /// Per option (by its place, [`Options::scored`]), a swap's score evaluated at link state
+    /// `epoch` (bumped whenever the link changes).
     fresh: Vec<(u32, u64)>,
     epoch: u32,
     link: Link,
@@ -202,7 +202,6 @@ impl<'a, 'o> Greedy<'a, 'o> {
     /// A run with nothing taken over `options` (scored as [`Options::score_over`] set them,
     /// swaps priced at least `link_price` times their transfer time), stabbed through `cover`,
     /// over `tree` (the bytes per point).
-    #[allow(clippy::too_many_arguments)]
     fn new(
         options: &'a mut Options<'o>,
         link_price: f64,
@@ -336,15 +335,6 @@ impl<'a, 'o> Greedy<'a, 'o> {
             }
         }
         best.map(|(_, old, new)| (old, new))
-    }
-
-    /// Removes every taken option from the tree (left as before the run); the lowest peak
-    /// seen.
-    fn give_back(self) -> i64 {
-        for i in self.state.iter().flatten() {
-            self.options.get(*i).apply(self.tree, -1);
-        }
-        self.lowest
     }
 
     /// Σ modelled time of the taken recomputes, µs (in the order taken).
@@ -495,7 +485,6 @@ pub(super) fn choose(
     budget: i64,
     step_us: f64,
 ) -> Result<Chosen, FinalizeError> {
-    let tree = &mut tree;
     let run = Run {
         cover,
         candidates,
@@ -503,14 +492,18 @@ pub(super) fn choose(
         step_us,
     };
     options.score_over(Some((resident, budget)));
-    let first = match run.decide(options, tree, 0.0) {
+    let first = match run.decide(options, &mut tree, 0.0) {
         Ok(first) => first,
         // Scores that do not depend on the budget: this run's choices are the same at every
         // budget down to the lowest peak it reaches, so that peak is a budget it meets.
         Err(_) => {
+            // Each later run starts from the bytes before any decision: the tree built again
+            // (a pass over the points costs less than undoing each decision; the tree is not
+            // needed after).
+            tree = PeakTree::new(resident);
             options.score_over(None);
             return run
-                .decide(options, tree, 0.0)
+                .decide(options, &mut tree, 0.0)
                 .map(|c| c.0)
                 .map_err(|lowest| FinalizeError::Infeasible {
                     budget,
@@ -522,11 +515,9 @@ pub(super) fn choose(
     if !first.1 {
         return Ok(first.0);
     }
-    // The second run starts from the bytes before any decision: the tree built again (a
-    // pass over the points costs less than undoing each decision; the tree is not needed
-    // after).
-    *tree = PeakTree::new(resident);
-    match run.decide(options, tree, 1.0) {
+    // The second run from the bytes before any decision, as above.
+    tree = PeakTree::new(resident);
+    match run.decide(options, &mut tree, 1.0) {
         Ok(second) if second.0.added_us() < first.0.added_us() => Ok(second.0),
         _ => Ok(first.0),
     }
@@ -543,7 +534,8 @@ struct Run<'a> {
 impl Run<'_> {
     /// One greedy run over `options` with swaps priced at least `link_price` times their
     /// transfer time: the decisions and whether their swaps saturate the link, or the lowest
-    /// peak it reached when the budget is infeasible (then `tree` is left as it was).
+    /// peak it reached when the budget is infeasible. `tree` is left with the run's options
+    /// applied.
     fn decide(
         &self,
         options: &mut Options<'_>,
@@ -560,7 +552,7 @@ impl Run<'_> {
             self.step_us,
         );
         if !g.fill() {
-            return Err(g.give_back());
+            return Err(g.lowest);
         }
         let mut recompute_us = g.recompute_us();
         g.drop_unneeded(&mut recompute_us);

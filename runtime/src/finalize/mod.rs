@@ -28,14 +28,14 @@
 //! and the runtime's plan cache hold the prepared variants). A finalize is then linear in the
 //! plan (values, points, candidates) plus the greedy's heap queries and the arena layout;
 //! GPT-2 medium (10 458 points, 5 469 candidates) at B=8, S=1024 under 50% of its scheduled
-//! peak takes, per variant on one core of a 2-core VM, about 0.45–0.6 ms of decisions (the
-//! variant whose swaps saturate the link decides twice, ~0.78 ms, `finalize/greedy.rs`) and
-//! 0.45 ms of arena layout (about 0.25 ms of it the best-fit scan of its ~5 700 large
-//! residency intervals on the calling thread, the ~5 900 small ones in slabs on a helper
-//! thread); the calling thread decides one variant and lays out its arena at once while a
-//! helper thread decides the other (`finalize/variants.rs`, `crate::helpers`): 1.0–1.05 ms in
-//! all depending on the VM's load (`cargo bench -p ebb-compiler --bench plan -- finalize`,
-//! session 21).
+//! peak takes, per variant on one core of a 2-core VM, about 0.4 ms of decisions (options
+//! priced when first read, `finalize/options.rs`; the variant whose swaps saturate the link
+//! decides twice, ~0.56 ms, `finalize/greedy.rs`) and 0.4 ms of arena layout (0.32 ms of it
+//! the best-fit scan of its ~5 700 large residency intervals on the calling thread, the ~5 900
+//! small ones in slabs on a helper thread); the calling thread decides one variant and lays
+//! out its arena at once while a helper thread decides the other (`finalize/variants.rs`,
+//! `crate::helpers`): 0.86–0.89 ms in all in quiet windows of the VM (`cargo bench -p
+//! ebb-compiler --bench plan -- finalize`, session 22).
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
 //! may be dominated by one that covers several peaks later; the exact ILP in `ebb bench

@@ -119,16 +119,21 @@ impl<'a> Options<'a> {
     /// Whether option `i` can be taken (its kind allowed, its value with bytes), without
     /// pricing it.
     pub fn present(&self, i: usize) -> bool {
-        let s = &self.prep.slots[i];
+        self.freed_bytes(&self.prep.slots[i]) > 0
+    }
+
+    /// The bytes slot `s` frees: its value's, or 0 when its kind is not allowed.
+    fn freed_bytes(&self, s: &Slot) -> i64 {
         let allowed = match s.kind {
             DecisionKind::Recompute => self.recompute,
             DecisionKind::Swap => self.swap,
         };
-        allowed
-            && self
-                .value_bytes
-                .get(s.value as usize)
-                .is_some_and(|&b| b > 0)
+        let bytes = self.value_bytes.get(s.value as usize).copied().unwrap_or(0);
+        if allowed {
+            bytes.max(0)
+        } else {
+            0
+        }
     }
 
     /// The options of candidate `c` (indices, recompute before swap).
@@ -160,10 +165,8 @@ impl<'a> Options<'a> {
     fn price(&self, s: &Slot) -> Option_ {
         let at = |i: u32| self.vals[i as usize];
         let e = &self.prep.candidates[s.c as usize];
-        let mut bytes = self.value_bytes.get(s.value as usize).copied().unwrap_or(0);
         let (transient, cost_us, transfer_us, flops) = match s.kind {
             DecisionKind::Recompute => {
-                bytes = if self.recompute { bytes } else { 0 };
                 let flops = at(e.recompute_flops);
                 (
                     at(e.transient_bytes),
@@ -175,7 +178,6 @@ impl<'a> Options<'a> {
                 )
             }
             DecisionKind::Swap => {
-                bytes = if self.swap { bytes } else { 0 };
                 let moved = at(e.swap_bytes);
                 let (l, r) = (Point::new(s.l as usize), Point::new(s.r as usize));
                 let cost_us = self.costs.swap_over_us(l, Some(r), moved);
@@ -187,7 +189,7 @@ impl<'a> Options<'a> {
             kind: s.kind,
             l: s.l,
             r: s.r,
-            bytes: bytes.max(0),
+            bytes: self.freed_bytes(s),
             transient,
             cost_us,
             transfer_us,
@@ -227,7 +229,7 @@ impl<'a> Options<'a> {
     /// second run: bytes alone 14.5/12.1/8.9% added, bytes × points 11.1/18.8/7.8%, the square
     /// root 11.1/5.5/7.8%, the ILP optimum 11.1/5.2/7.8%; the previous score (bytes × the
     /// whole window, no second run) 17.6/20.7/26.9%.
-    pub fn benefit(&self, o: &Option_) -> f64 {
+    fn benefit(&self, o: &Option_) -> f64 {
         let Some(over) = &self.over else {
             return o.bytes as f64 * (o.r - o.l + 1) as f64;
         };
