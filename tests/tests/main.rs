@@ -13,6 +13,7 @@ mod exec_numerics;
 mod finalize;
 mod fusion_fixtures;
 mod fuzz_smoke;
+mod golden;
 mod import_errors;
 mod import_fixtures;
 mod memory_fixtures;
