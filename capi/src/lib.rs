@@ -19,9 +19,9 @@
 use anyhow::{anyhow, Context, Result};
 use ebb_compiler::pipeline::{self, Pricing};
 use ebb_compiler::size::Budget;
-use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, Graph};
-use ebb_runtime::finalize::{ConcretePlan, DecisionSummary, Finalizer};
+use ebb_plan::finalize::{ConcretePlan, DecisionSummary, Finalizer};
+use ebb_plan::format::{DecisionKind, Plan};
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -6,8 +6,8 @@
 use ebb_compiler::api::Compiler;
 use ebb_compiler::pipeline::{self, Pricing};
 use ebb_compiler::size::Budget;
-use ebb_ir::device::DeviceProfile;
-use ebb_ir::plan::DecisionKind;
+use ebb_plan::device::DeviceProfile;
+use ebb_plan::format::DecisionKind;
 use std::path::PathBuf;
 use std::process::Command;
 

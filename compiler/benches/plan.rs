@@ -12,8 +12,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ebb_compiler::pipeline::{compile, CompileOptions};
-use ebb_runtime::cache::PlanCache;
-use ebb_runtime::finalize::{finalize, FinalizeOptions, Finalizer};
+use ebb_plan::cache::PlanCache;
+use ebb_plan::finalize::{finalize, FinalizeOptions, Finalizer};
 use ebb_testkit::{bs as bind, jax_fixture as fixture};
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,7 +101,7 @@ fn bench_finalize_medium(c: &mut Criterion) {
         .peak_bytes_scheduled;
     let opts = FinalizeOptions {
         budget: Some(scheduled / 2),
-        device: ebb_ir::device::DeviceProfile::named("h100-sxm-pcie5").expect("a named profile"),
+        device: ebb_plan::device::DeviceProfile::named("h100-sxm-pcie5").expect("a named profile"),
         ..Default::default()
     };
     let mut group = c.benchmark_group("finalize");

@@ -16,8 +16,8 @@
 use crate::frontend::{self, Format};
 use crate::pipeline::{self, CompileOptions, Compiled};
 use anyhow::{Context, Result};
-use ebb_ir::plan::Plan;
 use ebb_ir::Graph;
+use ebb_plan::format::Plan;
 use std::path::Path;
 
 /// Compiles training steps into symbolic memory plans (see [`pipeline::compile`]).

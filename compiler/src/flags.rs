@@ -4,10 +4,10 @@
 use crate::frontend::{is_model_file, Format};
 use crate::pipeline::{CompileOptions, Pricing};
 use anyhow::{bail, Result};
-use ebb_ir::device::DeviceProfile;
-use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_passes::donate::DonatePolicy;
 use ebb_passes::rewrite::RuleGroup;
+use ebb_plan::device::DeviceProfile;
+use ebb_plan::format::{DecisionKind, Plan};
 use std::path::Path;
 
 /// A switch (`on`/`off`).

@@ -1,5 +1,5 @@
 //! The `ebb pack` subcommand: batches of given sequence lengths that fit a device budget after
-//! the runtime's decisions ([`ebb_runtime::pack`]), against token-budget and bucket batching.
+//! the runtime's decisions ([`ebb_plan::pack`]), against token-budget and bucket batching.
 
 use crate::bench::shapes::{self, BatchRule, LongTail};
 use crate::flags::DeviceFlags;
@@ -7,7 +7,7 @@ use crate::frontend::Format;
 use crate::pipeline;
 use anyhow::{bail, Context, Result};
 use ebb_ir::Symbol;
-use ebb_runtime::pack::{PackOptions, PackReport, Policy};
+use ebb_plan::pack::{PackOptions, PackReport, Policy};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -87,7 +87,7 @@ impl PackArgs {
     /// Runs `ebb pack`: the report as text or JSON.
     ///
     /// # Errors
-    /// Unreadable lengths or plan, bad flags, and [`ebb_runtime::pack::PackError`].
+    /// Unreadable lengths or plan, bad flags, and [`ebb_plan::pack::PackError`].
     pub fn run(&self) -> Result<String> {
         if self.bucket_width < 1 {
             bail!("--bucket-width {} must be positive", self.bucket_width);
@@ -131,7 +131,7 @@ impl PackArgs {
             max_added_fraction: parse_fraction(&self.max_added)?,
             bucket_width: self.bucket_width,
         };
-        let report = ebb_runtime::pack::pack(&plan, &lengths, &opts)?;
+        let report = ebb_plan::pack::pack(&plan, &lengths, &opts)?;
         Ok(if self.json {
             serde_json::to_string_pretty(&report)? + "\n"
         } else {

@@ -9,8 +9,6 @@
 //! baseline that the symbolic plan is compared against.
 
 use anyhow::{bail, Context, Result};
-use ebb_ir::device::DeviceProfile;
-use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, Symbol};
 use ebb_passes::canon::unroll::{UnrollReport, MAX_TRIP_COUNT};
 use ebb_passes::canon::{Cse, Dce, Fold, ForwardSlices, Unroll};
@@ -21,7 +19,9 @@ use ebb_passes::memory::{self, Schedule};
 use ebb_passes::plan::{PlanOptions, PlanPass};
 use ebb_passes::rewrite::{Limits, RewritePass, RewriteReport, RuleGroup};
 use ebb_passes::schedule::{ScheduleOptions, SchedulePass, ScheduleReport, Scheduled};
-use ebb_runtime::finalize::FinalizeOptions;
+use ebb_plan::device::DeviceProfile;
+use ebb_plan::finalize::FinalizeOptions;
+use ebb_plan::format::{DecisionKind, Plan};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -366,7 +366,7 @@ pub fn prove_at(
     plan: &Plan,
     g: &Graph,
     b: &Bindings,
-    c: &ebb_runtime::finalize::ConcretePlan,
+    c: &ebb_plan::finalize::ConcretePlan,
 ) -> Result<()> {
     ebb_passes::plan::check_variants_at(g, plan, b)?;
     let variant = plan.variant(c.variant).unwrap_or(plan);
@@ -412,12 +412,12 @@ pub struct PlanReport {
     /// Swap decisions taken.
     pub swap_decisions: usize,
     /// The decisions, in the order the runtime took them (empty without a budget).
-    pub decisions: Vec<ebb_runtime::finalize::DecisionSummary>,
+    pub decisions: Vec<ebb_plan::finalize::DecisionSummary>,
     /// FLOPs spent on recomputation.
     pub recompute_flops: i64,
     /// The device profile the decisions were priced on.
     pub device: String,
-    /// Modelled step time without decisions on that device, µs (roofline, `ebb_ir::cost`).
+    /// Modelled step time without decisions on that device, µs (roofline, `ebb_plan::cost`).
     pub step_us_modelled: f64,
     /// Modelled time the decisions add, µs (recompute + exposed transfer).
     pub added_us: f64,
@@ -437,7 +437,7 @@ pub struct PlanReport {
     /// runtime pays at a shape it has not seen).
     pub finalize_us: f64,
     /// Time to prepare the plan variant chosen at this binding, µs (once per plan variant:
-    /// see `ebb_runtime::finalize::Finalizer`).
+    /// see `ebb_plan::finalize::Finalizer`).
     pub prepare_us: f64,
     /// Bytes of the donated inputs (their buffers are reused after their last read).
     pub donated_bytes: i64,
@@ -499,7 +499,7 @@ pub fn plan_report_finalized(
     b: &Bindings,
     budget: Option<Budget>,
     pricing: &Pricing,
-) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
+) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
     report_at(plan, &plan_graph(plan)?, b, budget, pricing)
 }
 
@@ -513,7 +513,7 @@ pub fn plan_report_proven(
     b: &Bindings,
     budget: Option<Budget>,
     pricing: &Pricing,
-) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
+) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
     plan_report_proven_on(plan, &plan_graph(plan)?, b, budget, pricing)
 }
 
@@ -529,20 +529,20 @@ pub fn plan_report_proven_on(
     b: &Bindings,
     budget: Option<Budget>,
     pricing: &Pricing,
-) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
+) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
     let (report, c) = report_at(plan, g, b, budget, pricing)?;
     prove_at(plan, g, b, &c)?;
     Ok((report, c))
 }
 
 /// Checks bindings against a plan: every symbol is the plan's, and its facts and shape
-/// assertions hold ([`ebb_runtime::finalize::check_bindings`]).
+/// assertions hold ([`ebb_plan::finalize::check_bindings`]).
 ///
 /// # Errors
 /// An unknown symbol; a violated fact or assertion (with the producer's message).
 pub fn check_plan_bindings(plan: &Plan, b: &Bindings) -> Result<()> {
     plan.symbols.check_known(b)?;
-    ebb_runtime::finalize::check_bindings(plan, b)?;
+    ebb_plan::finalize::check_bindings(plan, b)?;
     Ok(())
 }
 
@@ -553,7 +553,7 @@ fn report_at(
     b: &Bindings,
     budget: Option<Budget>,
     pricing: &Pricing,
-) -> Result<(PlanReport, ebb_runtime::finalize::ConcretePlan)> {
+) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
     check_plan_bindings(plan, b)?;
     let po = memory::liveness(g, &memory::program_order(g))
         .peak(b)
@@ -571,7 +571,7 @@ fn report_at(
     let opts = pricing.finalize_options(budget, true);
     // Prepared first, as a runtime does once per plan: `finalize_us` is what a new shape
     // costs.
-    let finalizer = ebb_runtime::finalize::Finalizer::new(plan);
+    let finalizer = ebb_plan::finalize::Finalizer::new(plan);
     let t = Instant::now();
     finalizer.prepare(b)?;
     let prepare_us = t.elapsed().as_secs_f64() * 1e6;

@@ -7,8 +7,8 @@
 
 use crate::pipeline::{self, Budget, PlanReport, Pricing};
 use anyhow::{bail, Context, Result};
-use ebb_ir::plan::Plan;
 use ebb_ir::Bindings;
+use ebb_plan::format::Plan;
 use ebb_runtime::inputs::{npz_inputs, random_inputs};
 use ebb_runtime::{ExecStats, Executor, Runtime, StepOutput, Tensor};
 use serde::Serialize;
@@ -395,7 +395,7 @@ pub fn run(
         })
         .collect();
     let resident_unplanned =
-        ebb_runtime::finalize::finalize(&plan, b, &pricing.finalize_options(None, false))?.resident;
+        ebb_plan::finalize::finalize(&plan, b, &pricing.finalize_options(None, false))?.resident;
     let report = RunReport {
         measured_peak_bytes: step.report.measured_peak_bytes,
         host_peak_bytes: step.report.host_peak_bytes,

@@ -237,7 +237,7 @@ fn compile_runs_every_stage_as_a_pass() {
     assert!(last["time_us"].is_u64());
     assert_eq!(last["result"]["changes"], report["candidates"]);
     assert!(report["schedule"].is_object());
-    ebb_ir::plan::Plan::from_json(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    ebb_plan::format::Plan::from_json(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("// ----- IR after schedule"));
 
     let out = compile(&["--stop-after", "schedule"]);

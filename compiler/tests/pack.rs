@@ -1,14 +1,14 @@
-//! The batch-packing oracle (`ebb_runtime::pack`, `ebb pack`) on the 2-layer GPT: every batch of
+//! The batch-packing oracle (`ebb_plan::pack`, `ebb pack`) on the 2-layer GPT: every batch of
 //! every policy fits when finalized again independently (and the checker proves it), every
 //! length is packed exactly once, and Ebb's packing needs no more steps than the baselines.
 
 use ebb_compiler::api::Compiler;
 use ebb_compiler::pipeline::{self, Pricing};
-use ebb_ir::device::DeviceProfile;
-use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, Symbol};
-use ebb_runtime::finalize::{finalize, FinalizeOptions};
-use ebb_runtime::pack::{pack, PackError, PackOptions, Packing, Policy};
+use ebb_plan::device::DeviceProfile;
+use ebb_plan::finalize::{finalize, FinalizeOptions};
+use ebb_plan::format::{DecisionKind, Plan};
+use ebb_plan::pack::{pack, PackError, PackOptions, Packing, Policy};
 use ebb_testkit::{bs as bind, jax_fixture};
 use proptest::prelude::*;
 use std::process::Command;

@@ -3,14 +3,11 @@
 //!
 //! The IR has no dependency on MLIR, egg or CUDA.
 
-pub mod cost;
-pub mod device;
 pub mod dim;
 pub mod dtype;
 pub mod graph;
 pub mod index;
 pub mod op;
-pub mod plan;
 pub mod shape;
 pub mod text;
 pub mod types;

@@ -4,7 +4,7 @@
 //! ([`InputSpec::aliasing_output`](ebb_ir::op::InputSpec::aliasing_output)).
 //!
 //! The memory model then keeps a donated input resident only until its last read
-//! (`crate::memory`, [`ebb_ir::plan::ValueClass::Donated`]); the scheduler may free it early by
+//! (`crate::memory`, [`ebb_plan::format::ValueClass::Donated`]); the scheduler may free it early by
 //! running its readers (the parameter's update among them) early; the plan checker re-derives
 //! its live range and rejects any read after it (a read of an overwritten buffer).
 //!

@@ -494,7 +494,7 @@ fn analysis_passes_share_results_through_the_context() {
         .unwrap();
     assert_eq!(print(&g), before, "analysis passes leave the graph alone");
     let plan = cx
-        .get::<ebb_ir::plan::Plan>()
+        .get::<ebb_plan::format::Plan>()
         .expect("the plan pass left a plan");
     assert_eq!(r.runs[1].result.changes, plan.candidates.len());
     assert!(plan.graph_ir.is_some());

@@ -4,13 +4,13 @@
 //! rejection of such a read.
 
 use crate::memory_helpers::FWD_BWD;
-use ebb_ir::plan::{CandidateId, Decision, DecisionKind};
 use ebb_ir::text::parse;
 use ebb_ir::{Graph, Point, ValueRef};
 use ebb_passes::donate::{apply, report, DonatePolicy};
 use ebb_passes::memory::{liveness, lower_bound, program_order, ValueClass};
 use ebb_passes::plan::{build_plan, check, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
+use ebb_plan::format::{CandidateId, Decision, DecisionKind};
 
 /// FWD_BWD with an SGD-like update of `w` (read right after the forward) returned second, and
 /// an unread scalar input `lr` that no output matches.

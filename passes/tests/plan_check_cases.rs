@@ -3,12 +3,12 @@
 //! names the point, the value and the problem.
 
 use crate::memory_helpers::FWD_BWD;
-use ebb_ir::plan::{CandidateId, Decision, DecisionKind, OpPos, Plan, Point, ValueId};
 use ebb_ir::text::parse;
 use ebb_ir::{Bindings, DimExpr, Graph};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::plan::{build_plan, check, CheckError, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
+use ebb_plan::format::{CandidateId, Decision, DecisionKind, OpPos, Plan, Point, ValueId};
 
 fn setup() -> (Graph, Plan, Bindings) {
     let g = parse(FWD_BWD).unwrap();

@@ -4,11 +4,11 @@
 
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
-use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, Point, ValueId};
 use ebb_ir::{DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType, ValueRef};
 use ebb_passes::memory::{liveness, Schedule};
 use ebb_passes::plan::{build_plan, check, resident_bytes, CheckError, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
+use ebb_plan::format::{CandidateId, Decision, DecisionKind, Plan, Point, ValueId};
 use ebb_testkit::bs;
 use proptest::prelude::*;
 

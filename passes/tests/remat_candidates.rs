@@ -3,13 +3,13 @@
 //! "after" is the candidate list), and negative cases.
 
 use crate::memory_helpers::FWD_BWD;
-use ebb_ir::plan::{Candidate, DecisionKind, OpPos, Point, ValueId};
 use ebb_ir::text::{parse, print};
 use ebb_ir::verify::verify;
 use ebb_ir::{DimExpr, Graph};
 use ebb_passes::memory::program_order;
 use ebb_passes::plan::{build_plan, check, PlanOptions};
 use ebb_passes::remat::{find_candidates, CandidateOptions, Found, Rejection, ScheduleIndex};
+use ebb_plan::format::{Candidate, DecisionKind, OpPos, Point, ValueId};
 
 fn graph(text: &str) -> Graph {
     let g = parse(text).expect("test graph parses");

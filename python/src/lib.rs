@@ -14,10 +14,10 @@ use anyhow::{Context, Result};
 use ebb_compiler::flags::Kinds;
 use ebb_compiler::pipeline::{self, Pricing};
 use ebb_compiler::size::{self, Budget};
-use ebb_ir::plan::Plan;
 use ebb_ir::{Bindings, DType, Graph, Literal, Symbol};
-use ebb_runtime::finalize::FinalizeError;
-use ebb_runtime::pack::{PackError, PackOptions};
+use ebb_plan::finalize::FinalizeError;
+use ebb_plan::format::Plan;
+use ebb_plan::pack::{PackError, PackOptions};
 use ebb_runtime::{Runtime, Tensor};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -352,7 +352,7 @@ impl PyPlan {
             )));
         }
         py.detach(|| -> Result<String> {
-            let r = ebb_runtime::pack::pack(&self.plan, &lengths, &opts)?;
+            let r = ebb_plan::pack::pack(&self.plan, &lengths, &opts)?;
             Ok(serde_json::to_string(&r)?)
         })
         .map_err(py_err)

@@ -4,7 +4,7 @@
 //! inputs the caller owns, small results and values outside a finalized plan) or
 //! [`Buf::Arena`] (an [`ArenaSlice`]: `n` elements at a byte offset of one [`ArenaMemory`],
 //! the block the runtime allocates once per finalized plan of `arena_bytes`; see
-//! [`crate::arena`] for how offsets are chosen). Both dereference to `[T]`, so kernels read
+//! [`ebb_plan::arena`] for how offsets are chosen). Both dereference to `[T]`, so kernels read
 //! and write either the same way.
 //!
 //! Invariant (what makes [`ArenaSlice`] sound): an [`ArenaMemory`] hands out a byte range only
@@ -23,7 +23,7 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 /// Alignment of an arena's base address in bytes (offsets are multiples of
-/// [`crate::arena::ALIGN`], so every slice is at least this aligned).
+/// [`ebb_plan::arena::ALIGN`], so every slice is at least this aligned).
 pub const ARENA_BASE_ALIGN: usize = 64;
 
 /// Element storage: a heap vector or an arena slice; see the module docs.

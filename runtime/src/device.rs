@@ -1,7 +1,7 @@
 //! Device profiles by name, and the `cpu` profile measured on this machine.
 //!
-//! [`resolve`] maps a name to an [`ebb_ir::device::DeviceProfile`]: the built-in accelerator
-//! profiles and `custom:` specifications come from `ebb_ir::device`; `cpu` is calibrated here
+//! [`resolve`] maps a name to an [`ebb_plan::device::DeviceProfile`]: the built-in accelerator
+//! profiles and `custom:` specifications come from `ebb_plan::device`; `cpu` is calibrated here
 //! by three short measurements on the executor's thread pool, about 0.3 s in all:
 //! * matrix FLOP/s: an `f32` GEMM of 512³ (2·512³ FLOPs), row blocks in parallel through
 //!   `matrixmultiply`, as the executor's `dot_general` runs (`bf16` is computed in `f32`, so
@@ -15,7 +15,7 @@
 //! `cpu-profile.json`), keyed by the thread count and the build (release or dev); a cache that
 //! cannot be written is skipped.
 
-use ebb_ir::device::{DeviceError, DeviceProfile};
+use ebb_plan::device::{DeviceError, DeviceProfile};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

@@ -1,7 +1,9 @@
 //! Ebb's runtime: what happens once the symbolic shapes are bound.
 //!
-//! * [`finalize`], [`arena`], [`cache`] — a symbolic plan finalized at concrete bindings under a
-//!   memory budget (evict/recompute/swap decisions, arena offsets), cached per shape.
+//! The decisions — a symbolic plan finalized at concrete bindings under a memory budget
+//! (evict/recompute/swap, arena offsets), cached per shape — are made by `ebb_plan`; this crate
+//! executes them.
+//!
 //! * [`step`] — the embedding API: [`Runtime::step`] finalizes (cached) and executes one
 //!   training step per batch under a budget, performing the evictions, recomputes and swaps.
 //! * [`exec`] — the CPU reference executor: [`execute`] / [`Program`] run an imported
@@ -17,21 +19,14 @@
 //! * [`npz`] — reading `.npz` reference data (inputs and outputs exported from JAX).
 //! * [`error`] — typed errors of the executor and the loader ([`ExecError`], [`NpzError`]).
 
-pub mod arena;
 pub mod buffer;
-pub mod cache;
 pub mod device;
 pub mod error;
 pub mod exec;
-pub mod finalize;
-mod helpers;
 pub mod inputs;
 pub mod npz;
-pub mod pack;
 pub mod step;
 pub mod tensor;
-#[cfg(test)]
-mod test_lcg;
 
 pub use error::{ExecError, NpzError, OpError};
 pub use exec::{execute, program_schedule, ExecStats, Executor, Program};

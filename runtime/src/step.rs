@@ -12,15 +12,15 @@
 //! is reported as [`RuntimeError::Accounting`].
 
 use crate::buffer::{ArenaAllocError, ArenaMemory, ArenaUsage};
-use crate::cache::PlanCache;
 use crate::error::ExecError;
 use crate::exec::jit::KernelMemo;
 use crate::exec::pool::BufferPool;
 use crate::exec::{ExecStats, Executor, Program};
-use crate::finalize::{ConcretePlan, FinalizeError, FinalizeOptions};
 use crate::tensor::Tensor;
-use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, Graph, NodeId};
+use ebb_plan::cache::PlanCache;
+use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions};
+use ebb_plan::format::{DecisionKind, Plan};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;

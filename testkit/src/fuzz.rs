@@ -11,8 +11,8 @@
 //! [`seeds`] builds each target's seed corpus from the repository's real fixtures.
 
 use ebb_compiler::{onnx, pipeline, stablehlo};
-use ebb_ir::plan::Plan;
-use ebb_runtime::finalize::{finalize, FinalizeOptions};
+use ebb_plan::finalize::{finalize, FinalizeOptions};
+use ebb_plan::format::Plan;
 use std::io::Cursor;
 
 /// A fuzz target: its name (the `fuzz/` binary and the corpus folder) and its function.

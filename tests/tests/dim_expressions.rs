@@ -8,9 +8,9 @@
 use ebb_compiler::flags::{OnOff, PipelineFlags};
 use ebb_compiler::pipeline::{self, CompileOptions};
 use ebb_compiler::run::InputSource::Npz;
-use ebb_ir::plan::Plan;
 use ebb_ir::DimExpr;
 use ebb_passes::donate::DonatePolicy;
+use ebb_plan::format::Plan;
 use ebb_testkit::{fixture_refs, jax_fixture, jax_fixtures_dir, jax_metadata};
 
 const NAME: &str = "shifted_lm_take";

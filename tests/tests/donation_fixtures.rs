@@ -9,10 +9,10 @@
 use ebb_compiler::flags::{OnOff, PipelineFlags};
 use ebb_compiler::pipeline::{self, Budget, CompileOptions};
 use ebb_compiler::run::{self, InputSource, RunOptions};
-use ebb_ir::plan::Plan;
 use ebb_ir::Bindings;
 use ebb_passes::donate::DonatePolicy;
-use ebb_runtime::finalize::FinalizeError;
+use ebb_plan::finalize::FinalizeError;
+use ebb_plan::format::Plan;
 use ebb_testkit::{
     fixture_refs, jax_fixture, jax_fixture_names, jax_fixtures_dir, jax_metadata, onnx_fixture,
     onnx_fixture_names, onnx_fixtures_dir, onnx_metadata,

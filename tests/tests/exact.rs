@@ -1,4 +1,4 @@
-//! Tests of the exact (MILP) mode, `ebb_passes::exact`, on real compiled fixtures and on
+//! Tests of the exact (MILP) mode, `ebb_plan::exact`, on real compiled fixtures and on
 //! random graphs: the optimum's decisions pass the independent checker within the budget, its
 //! overhead is never above the runtime's greedy finalize at the same budget and plan variant,
 //! and infeasible budgets are reported as such. The ignored tests print comparison tables:
@@ -9,16 +9,16 @@
 
 use ebb_compiler::pipeline::{compile, CompileOptions, Compiled};
 use ebb_compiler::stablehlo::import_file;
-use ebb_ir::device::DeviceProfile;
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
-use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType};
-use ebb_passes::exact::{solve, solve_with_start, ExactOptions, ExactResult, ExactStatus};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::plan::{build_plan, check, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
-use ebb_runtime::finalize::{finalize, ConcretePlan, FinalizeError, FinalizeOptions};
+use ebb_plan::device::DeviceProfile;
+use ebb_plan::exact::{solve, solve_with_start, ExactOptions, ExactResult, ExactStatus};
+use ebb_plan::finalize::{finalize, ConcretePlan, FinalizeError, FinalizeOptions};
+use ebb_plan::format::{DecisionKind, Plan};
 use ebb_testkit::{bind, jax_fixture};
 use proptest::prelude::*;
 

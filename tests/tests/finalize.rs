@@ -4,11 +4,11 @@
 
 use ebb_compiler::pipeline::{compile, CompileOptions, Compiled};
 use ebb_compiler::stablehlo::import_file;
-use ebb_ir::plan::DecisionKind;
 use ebb_passes::plan::check::check;
-use ebb_runtime::arena::check_layout;
-use ebb_runtime::cache::PlanCache;
-use ebb_runtime::finalize::{finalize, FinalizeError, FinalizeOptions, Finalizer};
+use ebb_plan::arena::check_layout;
+use ebb_plan::cache::PlanCache;
+use ebb_plan::finalize::{finalize, FinalizeError, FinalizeOptions, Finalizer};
+use ebb_plan::format::DecisionKind;
 use ebb_testkit::{bind, jax_fixture};
 use std::sync::Arc;
 
@@ -215,7 +215,7 @@ fn symbolic_plan_matches_precise_plan_within_one_percent() {
 #[test]
 fn gpt2_small_under_half_its_scheduled_peak_adds_at_most_ten_percent() {
     let sym = compiled("gpt2_small");
-    let device = ebb_ir::device::DeviceProfile::h100_sxm_pcie5();
+    let device = ebb_plan::device::DeviceProfile::h100_sxm_pcie5();
     for s in [250, 379, 1024] {
         let b = bind(&[("B", 8), ("S", s)]);
         let sched = finalize(&sym.plan, &b, &FinalizeOptions::default())
@@ -548,7 +548,7 @@ fn every_fixture_layout_stays_within_five_percent_of_the_planned_peak() {
                 .into_iter()
                 .flat_map(|b| ["a100-40g-pcie4", "h100-sxm-pcie5"].map(|d| (b, d)))
             {
-                let device = ebb_ir::device::DeviceProfile::named(device).unwrap();
+                let device = ebb_plan::device::DeviceProfile::named(device).unwrap();
                 let at = |budget| {
                     finalize(
                         &c.plan,
@@ -636,5 +636,56 @@ fn scan_fixture_schedules_within_five_percent_of_the_unrolled_export() {
                 "B={bb} S={s}: loops kept {k} vs {u}"
             );
         }
+    }
+}
+
+/// Tests that the one pricing implementation gives finalize and a one-off [`StepCosts`] (what
+/// the exact ILP prices with) the same figures: the step time bit for bit, and the recompute
+/// time of the decisions finalize took, on the 2-layer GPT under half its scheduled peak.
+#[test]
+fn step_costs_price_as_finalize_does() {
+    use ebb_ir::dim::DimExpr;
+    use ebb_plan::cost::StepCosts;
+    use ebb_plan::device::DeviceProfile;
+    let c = compiled("gpt2_tiny_adamw");
+    let device = DeviceProfile::named("h100-sxm-pcie5").unwrap();
+    for s in [64, 200, 512] {
+        let b = bind(&[("B", 8), ("S", s)]);
+        let opts = FinalizeOptions {
+            device: device.clone(),
+            ..Default::default()
+        };
+        let peak = finalize(&c.plan, &b, &opts).unwrap().peak_bytes_scheduled;
+        let cp = finalize(
+            &c.plan,
+            &b,
+            &FinalizeOptions {
+                budget: Some(peak / 2),
+                ..opts
+            },
+        )
+        .unwrap();
+        assert!(cp
+            .decisions
+            .iter()
+            .any(|d| d.kind == DecisionKind::Recompute));
+        let plan = c.plan.variant(cp.variant).unwrap();
+        let costs =
+            StepCosts::new(plan, &device, |e: &DimExpr| e.eval(&b)).expect("costs evaluate");
+        assert_eq!(costs.step_us().to_bits(), cp.step_us.to_bits(), "S={s}");
+        let recompute: f64 = cp
+            .decisions
+            .iter()
+            .filter(|d| d.kind == DecisionKind::Recompute)
+            .map(|d| {
+                let cand = &plan.candidates[d.candidate.index()];
+                costs.recompute_us(d.candidate, cand.recompute_flops.eval(&b).unwrap())
+            })
+            .sum();
+        assert!(
+            (recompute - cp.recompute_us).abs() <= 1e-9 * cp.recompute_us.max(1.0),
+            "S={s}: {recompute} vs {}",
+            cp.recompute_us
+        );
     }
 }

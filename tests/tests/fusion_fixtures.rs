@@ -5,9 +5,9 @@
 //! measured peak equal to the planned one, bit-identical to the run without decisions.
 
 use ebb_compiler::pipeline::{self, CompileOptions, Compiled};
-use ebb_ir::plan::DecisionKind;
 use ebb_ir::{Bindings, OpKind};
-use ebb_runtime::finalize::FinalizeOptions;
+use ebb_plan::finalize::FinalizeOptions;
+use ebb_plan::format::DecisionKind;
 use ebb_runtime::{execute, Runtime};
 use ebb_testkit::{
     fixture_refs, import_fixture, jax_fixture_names, jax_fixtures_dir, jax_metadata, load_ref,

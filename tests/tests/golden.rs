@@ -15,10 +15,10 @@
 //! that a change of the pipeline's defaults does not move the set.
 
 use ebb_compiler::pipeline::{compile, CompileOptions};
-use ebb_ir::device::DeviceProfile;
-use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_passes::donate::DonatePolicy;
-use ebb_runtime::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
+use ebb_plan::device::DeviceProfile;
+use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
+use ebb_plan::format::{DecisionKind, Plan};
 use ebb_testkit::{bs, import_fixture};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;

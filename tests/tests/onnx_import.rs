@@ -11,7 +11,7 @@ use ebb_compiler::onnx::{
 use ebb_compiler::pipeline::{compile, CompileOptions};
 use ebb_ir::Bindings;
 use ebb_passes::plan::check::check;
-use ebb_runtime::finalize::{finalize, FinalizeError, FinalizeOptions};
+use ebb_plan::finalize::{finalize, FinalizeError, FinalizeOptions};
 use ebb_testkit::{onnx_fixture as fixture, onnx_fixture_names as names};
 use onnx_common::options;
 

@@ -3,10 +3,10 @@
 //! with every candidate taken as recompute and as swap, its per-point resident bytes equal the
 //! memory module's, and the Plan JSON of `mlp_sgd` is stable (insta snapshot).
 
-use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, Symbol};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::plan::{build_plan, check, resident_bytes, PlanOptions, ThresholdQuery};
+use ebb_plan::format::{DecisionKind, Plan};
 use ebb_testkit::{bind, import_fixture as import};
 use std::time::Instant;
 

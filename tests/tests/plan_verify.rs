@@ -4,8 +4,8 @@
 //! table, the schedule, the costs, the peak terms and the candidates — is refused.
 
 use ebb_compiler::api::Compiler;
-use ebb_ir::plan::Plan;
 use ebb_passes::plan::verify_plan;
+use ebb_plan::format::Plan;
 use ebb_testkit::jax_fixture;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;

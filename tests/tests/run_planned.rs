@@ -5,9 +5,9 @@
 //! on heap buffers.
 
 use ebb_compiler::pipeline::{self, CompileOptions};
-use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, OpKind};
-use ebb_runtime::finalize::{FinalizeError, FinalizeOptions};
+use ebb_plan::finalize::{FinalizeError, FinalizeOptions};
+use ebb_plan::format::{DecisionKind, Plan};
 use ebb_runtime::inputs::random_inputs;
 use ebb_runtime::{Runtime, RuntimeError, Tensor};
 use ebb_testkit::{jax_fixture, jax_fixtures_dir};

@@ -10,7 +10,7 @@
 //! child's report.
 
 use ebb_compiler::api::Compiler;
-use ebb_runtime::finalize::{FinalizeError, FinalizeOptions};
+use ebb_plan::finalize::{FinalizeError, FinalizeOptions};
 use ebb_runtime::inputs::random_inputs;
 use ebb_runtime::{Runtime, RuntimeError};
 use ebb_testkit::{bind, jax_fixture};
@@ -47,7 +47,7 @@ fn soak_child() {
         ..FinalizeOptions::default()
     };
     if let Err(FinalizeError::Infeasible { smallest, .. }) =
-        ebb_runtime::finalize::finalize(&plan, &big, &opts(budget))
+        ebb_plan::finalize::finalize(&plan, &big, &opts(budget))
     {
         budget = smallest;
     }

@@ -11,8 +11,8 @@ use ebb_compiler::pipeline::{self, CompileOptions};
 use ebb_compiler::run::InputSource::Npz;
 use ebb_compiler::stablehlo::{import_str, unsupported_ops};
 use ebb_ir::op::ReducePrecisionSpec;
-use ebb_ir::plan::Plan;
 use ebb_ir::{Bindings, Op};
+use ebb_plan::format::Plan;
 use ebb_runtime::{execute, program_schedule, Tensor};
 use ebb_testkit::{fixture_refs, jax_fixture, jax_fixtures_dir, jax_metadata};
 

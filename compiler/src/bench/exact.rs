@@ -1,8 +1,8 @@
 //! `ebb bench --exact`: the least-overhead set of decisions meeting the budget at one shape,
-//! found by the ILP of `ebb_passes::exact` on the variant the greedy finalized, and the greedy's
+//! found by the ILP of `ebb_plan::exact` on the variant the greedy finalized, and the greedy's
 //! gap to it.
 //!
-//! Both sides are priced by the same model, the roofline times of `ebb_ir::cost` on the bench's
+//! Both sides are priced by the same model, the roofline times of `ebb_plan::cost` on the bench's
 //! `--device`: recompute µs = the modelled time of the ops rerun, swap µs = the part of the
 //! offload and prefetch that the modelled compute cannot hide (the link shared by all swaps).
 //! The step's time is the greedy's modelled step time.
@@ -12,11 +12,11 @@
 //! `greedy_over_optimum` = greedy overhead / optimum overhead (absent when the optimum is free).
 
 use crate::pipeline::Pricing;
-use ebb_ir::plan::Plan;
 use ebb_ir::Bindings;
 #[cfg(feature = "exact")]
-use ebb_passes::exact::{self, ExactOptions, ExactStatus};
-use ebb_runtime::finalize::ConcretePlan;
+use ebb_plan::exact::{self, ExactOptions, ExactStatus};
+use ebb_plan::finalize::ConcretePlan;
+use ebb_plan::format::Plan;
 use serde::Serialize;
 
 /// The exact optimum at one shape and the greedy against it.
@@ -89,7 +89,7 @@ pub fn exact_row(
     };
     let step_us = match greedy {
         Some(g) => g.step_us,
-        None => ebb_runtime::finalize::finalize(plan, b, &pricing.finalize_options(None, false))
+        None => ebb_plan::finalize::finalize(plan, b, &pricing.finalize_options(None, false))
             .map_or(0.0, |c| c.step_us),
     };
     let opt = has.then_some(r.overhead_us);

@@ -13,7 +13,7 @@
 //! - `lower_bound_bytes`: persistent bytes + the largest single op's operands and results;
 //! - `budget`: the runtime's finalize under `--budget` (bytes or % of program order): planned
 //!   peak, recompute FLOPs / step FLOPs, swap bytes, the modelled time the decisions add on
-//!   `--device` (roofline, `ebb_ir::cost`) against the modelled step, finalize time (µs);
+//!   `--device` (roofline, `ebb_plan::cost`) against the modelled step, finalize time (µs);
 //! - `compile_ms_precise`: compile time of the precise plan (import excluded), against the
 //!   symbolic plan's single `compile_ms_symbolic`;
 //! - `xla`: `compiled.memory_analysis()` of `jax.jit(step)` at this shape on XLA:CPU
@@ -24,7 +24,7 @@
 //!   budget): the median wall time of N steps after a warm-up, the kernels the warm-up
 //!   compiled, and the ratio to XLA's `step_ms`;
 //! - `exact`: the least overhead (µs, the same time model) of any set of decisions meeting
-//!   the budget, found by the ILP of `ebb_passes::exact`, and the greedy's gap to it.
+//!   the budget, found by the ILP of `ebb_plan::exact`, and the greedy's gap to it.
 //!
 //! The report ([`BenchReport`]) is rendered as a markdown table ([`render`]), written as JSON
 //! (schema [`SCHEMA_VERSION`]; bump it on any change of field names or meaning) and plotted as
@@ -68,9 +68,9 @@ pub struct BenchReport {
     /// The budget as given (`50%`, `2GiB`, bytes).
     pub budget: Option<String>,
     /// The device whose roofline times price recompute and swap (`--device`).
-    pub device: ebb_ir::device::DeviceProfile,
+    pub device: ebb_plan::device::DeviceProfile,
     /// Decision kinds the runtime could choose (`--kinds`).
-    pub kinds: Vec<ebb_ir::plan::DecisionKind>,
+    pub kinds: Vec<ebb_plan::format::DecisionKind>,
     /// Compile time of the symbolic plan (import excluded), ms; `None` for a plan-file input.
     pub compile_ms_symbolic: Option<f64>,
     /// Schedules kept in the symbolic plan (the runtime picks one per shape).
@@ -175,7 +175,7 @@ pub struct BudgetRow {
     pub recompute_fraction: f64,
     /// Bytes offloaded to host (each also reloaded).
     pub swap_bytes: i64,
-    /// Modelled step time without decisions on the device, µs (roofline, `ebb_ir::cost`).
+    /// Modelled step time without decisions on the device, µs (roofline, `ebb_plan::cost`).
     pub step_us_modelled: f64,
     /// Modelled time the decisions add, µs (recompute + exposed transfers).
     pub added_us: f64,
@@ -278,10 +278,10 @@ pub struct Mark {
 
 /// The marks of `decisions` on `plan` (the finalized variant).
 pub fn decision_marks(
-    plan: &ebb_ir::plan::Plan,
-    decisions: &[ebb_ir::plan::Decision],
+    plan: &ebb_plan::format::Plan,
+    decisions: &[ebb_plan::format::Decision],
 ) -> Vec<Mark> {
-    use ebb_ir::plan::DecisionKind;
+    use ebb_plan::format::DecisionKind;
     let mut out = Vec::with_capacity(2 * decisions.len());
     for d in decisions {
         let Some(c) = plan.candidate(d.candidate) else {

@@ -37,8 +37,8 @@ pub fn markdown(r: &BenchReport) -> String {
             .kinds
             .iter()
             .map(|k| match k {
-                ebb_ir::plan::DecisionKind::Recompute => "recompute",
-                ebb_ir::plan::DecisionKind::Swap => "swap",
+                ebb_plan::format::DecisionKind::Recompute => "recompute",
+                ebb_plan::format::DecisionKind::Swap => "swap",
             })
             .collect();
         let _ = writeln!(

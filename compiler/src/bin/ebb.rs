@@ -521,7 +521,7 @@ fn load_plan(
     format: Option<Format>,
     flags: &PipelineFlags,
     import: &ImportFlags,
-) -> Result<ebb_ir::plan::Plan> {
+) -> Result<ebb_plan::format::Plan> {
     ebb_compiler::api::load_or_compile_with(
         path,
         format,

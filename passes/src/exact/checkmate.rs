@@ -26,9 +26,9 @@
 // Stages, points and options are parallel index spaces; ranges read better than zips here.
 #![allow(clippy::needless_range_loop)]
 
-use super::{cbc, ExactError, ExactStatus};
 use crate::remat::cost;
 use ebb_ir::{Bindings, Graph, NodeId, OpKind};
+use ebb_plan::exact::{cbc, ExactError, ExactStatus};
 use good_lp::solvers::coin_cbc::{coin_cbc, CoinCbcProblem};
 use good_lp::{variable, Expression, ProblemVariables, SolverModel, Variable};
 use std::collections::HashMap;

@@ -3,16 +3,18 @@
 //! sets and passes the checker, and budgets are reported as infeasible exactly when no decision
 //! set meets them.
 
-use super::model::{Instance, Prices};
-use super::*;
 use crate::memory::Schedule;
 use crate::plan::{build_plan, check, PlanOptions};
 use crate::remat::CandidateOptions;
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
+use ebb_ir::Bindings;
 use ebb_ir::{
     BindingsExt, CandidateId, DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType, ValueRef,
 };
+use ebb_plan::exact::model::{Instance, Prices};
+use ebb_plan::exact::*;
+use ebb_plan::format::{Decision, DecisionKind, Plan};
 use proptest::prelude::*;
 
 const BOTH: [DecisionKind; 2] = [DecisionKind::Recompute, DecisionKind::Swap];
@@ -87,8 +89,8 @@ fn options(budget: i64, kinds: &[DecisionKind]) -> ExactOptions {
 
 /// 1 FLOP/µs on every unit, a 16 bytes/µs link, memory traffic free: costs are FLOPs, as in
 /// the full Checkmate MILP these tests compare with.
-fn unit_device() -> ebb_ir::device::DeviceProfile {
-    ebb_ir::device::DeviceProfile {
+fn unit_device() -> ebb_plan::device::DeviceProfile {
+    ebb_plan::device::DeviceProfile {
         name: "unit".into(),
         matrix_flops: 1e6,
         matrix_half_flops: 1e6,
@@ -314,7 +316,7 @@ proptest! {
         b in 1i64..6,
         frac in 0.0f64..1.0,
     ) {
-        use super::checkmate::{solve_checkmate, CheckmateOptions};
+        use crate::exact::checkmate::{solve_checkmate, CheckmateOptions};
         let (g, s) = build(&ops);
         let plan = plan_of(&g, &s, 1);
         let bind = bind(b);

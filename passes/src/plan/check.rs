@@ -36,8 +36,8 @@
 
 use super::derive::{derive, Derived};
 pub use super::error::CheckError;
-use ebb_ir::plan::{Decision, DecisionKind, Plan};
 use ebb_ir::{Bindings, Graph, OpKind, Point, ProgPoint, ValueId};
+use ebb_plan::format::{Decision, DecisionKind, Plan};
 
 /// What the simulation measured (bytes, at the checked bindings).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 //! plan's schedule and shares no code with `crate::memory` or `crate::remat` (the point of an
 //! independent checker, as regalloc2's `src/checker.rs` is to its allocator).
 //!
-//! Residency rules re-derived here (the plan format's, see [`ebb_ir::plan`]): inputs at every
+//! Residency rules re-derived here (the plan format's, see [`ebb_plan::format`]): inputs at every
 //! point, donated inputs (an `aliasing_output` attribute) from point 0 to their last read,
 //! other outputs from their definition to the last point, intermediates from their
 //! definition to their last read; a region-carrying op with a region that holds a tensor adds,

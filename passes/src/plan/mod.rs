@@ -24,8 +24,8 @@ pub use verify::{check_variants_at, verify_plan, PlanVerifyError};
 use crate::memory::{self, Schedule};
 use crate::remat::threshold::{threshold_in_scope, ThresholdError};
 use crate::remat::{self, CandidateOptions, RematError};
-use ebb_ir::plan::{InPlaceWrite, Plan, PointBytes, PLAN_VERSION};
 use ebb_ir::{Bindings, Graph, NodeId, Symbol, ValueId, ValueRef};
+use ebb_plan::format::{InPlaceWrite, Plan, PointBytes, PLAN_VERSION};
 
 /// A budget threshold to precompute: where the peak exceeds `budget` bytes as a function of
 /// `symbol`, the other symbols fixed.

@@ -6,7 +6,7 @@
 //! edited, or its embedded graph changed after compilation. [`verify_plan`] proves that the
 //! plan is the plan of its embedded graph:
 //! 1. the embedded graph (`graph_ir`) has the digest recorded at compile time
-//!    ([`ebb_ir::plan::graph_digest`], SHA-256), parses, and passes the IR verifier (arity,
+//!    ([`ebb_plan::format::graph_digest`], SHA-256), parses, and passes the IR verifier (arity,
 //!    typed attributes, result types equal to the shape rules');
 //! 2. every schedule variant names the graph, its op count, its symbol scope (ranges,
 //!    divisibility, equalities) and its shape assertions exactly as the graph re-derives them;
@@ -34,8 +34,8 @@
 use super::check::{check, CheckError};
 use crate::remat::cost;
 use crate::remat::threshold::threshold_in_scope;
-use ebb_ir::plan::{graph_digest, DecisionKind, Plan, ValueClass};
 use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, NodeId, OpKind, ValueRef};
+use ebb_plan::format::{graph_digest, DecisionKind, Plan, ValueClass};
 
 /// Why a loaded plan is refused. Each variant names the schedule variant (0 is the plan
 /// itself, `k` its `k`-th alternative) and the field.
@@ -360,7 +360,7 @@ fn reads_by_value(g: &Graph, e: &Expected, schedule: &[NodeId]) -> Vec<Vec<usize
 fn verify_candidate(
     g: &Graph,
     v: &Plan,
-    c: &ebb_ir::plan::Candidate,
+    c: &ebb_plan::format::Candidate,
     reads: &[usize],
 ) -> Result<(), String> {
     let val = &v.values[c.value.index()];

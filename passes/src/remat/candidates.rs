@@ -36,8 +36,8 @@
 use super::cost;
 use super::index::ScheduleIndex;
 use super::{CandidateOptions, RematError};
-use ebb_ir::plan::{Candidate, DecisionKind, OpPos, Point, ValueClass, ValueId};
 use ebb_ir::{DimExpr, Graph, NodeId, OpKind};
+use ebb_plan::format::{Candidate, DecisionKind, OpPos, Point, ValueClass, ValueId};
 
 /// Why a window has no recompute option.
 #[derive(Clone, Debug, PartialEq, Eq)]

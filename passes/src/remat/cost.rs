@@ -22,9 +22,9 @@
 //! * `while` (unknown trip count) and `custom_call` (opaque): 0, so they must never be chosen
 //!   for recompute on this estimate; the candidate search excludes them.
 
-use ebb_ir::device::ComputeKind;
 use ebb_ir::dim::DimError;
 use ebb_ir::{DType, DimExpr, Graph, NodeId, Op, TensorType};
+use ebb_plan::device::ComputeKind;
 
 /// Symbolic FLOPs of `node` (see the module docs for the model). Saturates to the constant
 /// `i64::MAX` if a coefficient overflows (a model answer, never a panic).
@@ -123,7 +123,7 @@ pub fn try_flops(g: &Graph, node: NodeId) -> Result<DimExpr, DimError> {
 }
 
 /// Bytes `node` reads and writes: its operands plus its results, the traffic of the roofline
-/// model (`ebb_ir::cost`). Ops that move no data on a device are 0: `reshape` (a view of a
+/// model (`ebb_plan::cost`). Ops that move no data on a device are 0: `reshape` (a view of a
 /// contiguous buffer), `optimization_barrier`, `input`, `dim_constant`. A
 /// `dynamic_update_slice` writes in place: it reads and writes the update only. A `fusion`
 /// counts only the values that cross its boundary. Saturates to `i64::MAX` on overflow.

@@ -2,16 +2,16 @@
 //! `Vec`s indexed by position, point or value id, so that candidate search and plan building
 //! are linear in the size of the graph.
 //!
-//! The index follows the residency rules of [`ebb_ir::plan`] (module docs "Live ranges"), the
+//! The index follows the residency rules of [`ebb_plan::format`] (module docs "Live ranges"), the
 //! same as `crate::memory`: points are the non-input ops; inputs are resident at every point
 //! (donated inputs from point 0 to their last read),
 //! outputs from their definition to the last point, intermediates from their definition to
 //! their last read (only at their definition when unread). Values are numbered as in
-//! [`ebb_ir::plan::Plan::values`]: sorted by (program-order position, result index).
+//! [`ebb_plan::format::Plan::values`]: sorted by (program-order position, result index).
 
 use super::RematError;
-use ebb_ir::plan::{OpPos, PlanValue, Point, ValueClass, ValueId};
 use ebb_ir::{Graph, NodeId, OpKind, ValueRef};
+use ebb_plan::format::{OpPos, PlanValue, Point, ValueClass, ValueId};
 use petgraph::visit::NodeIndexable;
 
 /// Positions, points, value ids, live ranges and use points of a scheduled graph.

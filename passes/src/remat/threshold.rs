@@ -17,8 +17,8 @@
 //! `i64` where the leading term decides the sign anyway.
 
 use ebb_ir::dim::{DimError, SymbolScope};
-use ebb_ir::plan::Threshold;
 use ebb_ir::{Bindings, DimExpr, Symbol};
+use ebb_plan::format::Threshold;
 
 /// Upper end of the search range for a symbol without an upper bound.
 pub const THRESHOLD_CAP: i64 = 1 << 31;

@@ -18,7 +18,7 @@
 use super::Program;
 use crate::error::ExecError;
 use crate::tensor::Tensor;
-use ebb_ir::plan::{Decision, DecisionKind, OpPos, Plan};
+use ebb_plan::format::{Decision, DecisionKind, OpPos, Plan};
 use std::collections::HashMap;
 
 /// A value brought back into device memory before a point.

@@ -1,5 +1,5 @@
 //! Arena-backed execution: every op result is stored at the byte offset the finalized plan's
-//! layout ([`crate::arena`]) gave its residency interval, in one [`ArenaMemory`] per run.
+//! layout ([`ebb_plan::arena`]) gave its residency interval, in one [`ArenaMemory`] per run.
 //!
 //! How a result gets there:
 //! - before the op runs, the ranges of its results are claimed and handed to the kernel, which
@@ -24,13 +24,13 @@
 //! [`super::ExecStats::arena_unplaced_bytes`] (0 for every plan the checker accepts).
 
 use super::{ExecStats, OutType, Program};
-use crate::arena::Arena;
 use crate::buffer::{ArenaMemory, Buf};
 use crate::error::ExecError;
 use crate::tensor::{Data, Elem, Tensor};
 use ebb_ir::op::InPlace;
-use ebb_ir::plan::{Plan, ValueClass};
 use ebb_ir::DType;
+use ebb_plan::arena::Arena;
+use ebb_plan::format::{Plan, ValueClass};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;

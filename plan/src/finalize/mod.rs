@@ -4,10 +4,10 @@
 //!
 //! # Decision heuristic
 //! A greedy after DTR with a widening step and a second look (`finalize/greedy.rs`). Costs come
-//! from the roofline time model of [`ebb_ir::cost`] on [`FinalizeOptions::device`]:
+//! from the roofline time model of [`crate::cost`] on [`FinalizeOptions::device`]:
 //! recompute = the modelled time of the ops it reruns; swap = the part of its transfers the
 //! schedule's own compute cannot hide, with the link shared by all swaps
-//! ([`ebb_ir::cost::exposed_transfer_us`]).
+//! ([`crate::cost::exposed_transfer_us`]).
 //!
 //! # The arena fits the budget
 //! With offsets, the decisions aim at the budget less [`ARENA_ALLOWANCE`] (2%, the
@@ -23,7 +23,7 @@
 //! # Cost
 //! A plan is prepared once per plan variant ([`Prepared`]: its size and cost expressions
 //! interned, so finalize evaluates each distinct one once, the options' windows indexed by a
-//! segment tree of the points, and the step times' tables built (`finalize/costs.rs`: each
+//! segment tree of the points, and the step times' tables built ([`crate::cost::CostTables`]: each
 //! distinct point cost timed once, each candidate's recompute points listed); [`Finalizer`]
 //! and the runtime's plan cache hold the prepared variants). A finalize is then linear in the
 //! plan (values, points, candidates) plus the greedy's heap queries and the arena layout;
@@ -40,9 +40,8 @@
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
 //! may be dominated by one that covers several peaks later; the exact ILP in `ebb bench
 //! --exact` measures the gap); recompute transients are charged at the regeneration point in
-//! full (conservative); link sharing is a fluid lower bound (see `ebb_ir::cost`).
+//! full (conservative); link sharing is a fluid lower bound (see `crate::cost`).
 
-mod costs;
 mod cover;
 mod greedy;
 mod options;
@@ -52,9 +51,9 @@ mod summary;
 mod variants;
 
 use crate::arena::{assign_offsets_live, Arena};
-use ebb_ir::device::DeviceProfile;
+use crate::device::DeviceProfile;
+use crate::format::{CandidateId, Decision, DecisionKind, Plan, ProgPoint};
 use ebb_ir::dim::DimError;
-use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Plan, ProgPoint};
 use ebb_ir::{Bindings, DimExpr};
 use options::Options;
 pub use prepared::Prepared;
@@ -70,7 +69,7 @@ pub use summary::DecisionSummary;
 pub struct FinalizeOptions {
     /// Device memory budget in bytes; `None` = no budget (no evictions).
     pub budget: Option<i64>,
-    /// The device whose roofline times price recompute and swap ([`ebb_ir::cost`]).
+    /// The device whose roofline times price recompute and swap ([`crate::cost`]).
     pub device: DeviceProfile,
     /// Decision kinds that may be chosen.
     pub kinds: Vec<DecisionKind>,
@@ -580,7 +579,7 @@ fn finalize_prepared(
 /// Returns `(resident, regen_peak)`: resident bytes per point without transient charges, and
 /// per point the largest bytes during its regenerations and reloads (run in candidate order;
 /// each holds what is resident before the op, the values brought back before it, and its own
-/// [`Candidate::regen_peak_bytes`](ebb_ir::plan::Candidate) — the value for a reload).
+/// [`Candidate::regen_peak_bytes`](crate::format::Candidate) — the value for a reload).
 fn exact_residency(
     plan: &Plan,
     prep: &Prepared,

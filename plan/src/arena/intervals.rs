@@ -8,7 +8,7 @@
 //! precedes its other members.
 
 use super::{align, greedy::Item};
-use ebb_ir::plan::{Decision, Plan, Point, ValueId};
+use crate::format::{Decision, Plan, Point, ValueId};
 use std::collections::BTreeMap;
 
 /// One resident piece of a value: points `[start, end]`.

@@ -20,8 +20,8 @@
 //! (test: `tests/tests/finalize.rs`, `the_variant_comparison_follows_its_rule`).
 
 use super::{smaller_infeasible, ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
+use crate::format::Plan;
 use ebb_ir::dim::DimError;
-use ebb_ir::plan::Plan;
 use ebb_ir::Bindings;
 use std::cmp::Ordering as Cmp;
 use std::ops::Deref;

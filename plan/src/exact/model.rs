@@ -40,10 +40,10 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::ExactError;
-use ebb_ir::cost::StepCosts;
-use ebb_ir::device::DeviceProfile;
+use crate::cost::StepCosts;
+use crate::device::DeviceProfile;
+use crate::format::{CandidateId, DecisionKind, Plan, Point, ValueClass, ValueId};
 use ebb_ir::dim::DimError;
-use ebb_ir::plan::{CandidateId, DecisionKind, Plan, Point, ValueClass, ValueId};
 use ebb_ir::{Bindings, DimExpr};
 use std::collections::HashMap;
 
@@ -65,7 +65,7 @@ pub struct Opt {
     /// Device bytes the regeneration holds on top of what is resident before it.
     pub regen: i64,
     /// Overhead in µs (the cost model of `ExactOptions`): recompute time, or a swap's
-    /// exposed transfer time alone (`ebb_ir::cost::StepCosts::swap_us`).
+    /// exposed transfer time alone (`crate::cost::StepCosts::swap_us`).
     pub cost_us: f64,
     /// One transfer of a swap over the link, µs (0 for a recompute).
     pub transfer_us: f64,
@@ -87,7 +87,7 @@ pub struct Instance {
     /// Pairs of option indices that may not be taken together (`a < b`).
     pub conflicts: Vec<(usize, usize)>,
     /// The step's modelled time, µs: what each direction of the link overlaps with
-    /// (`ebb_ir::cost::exposed_transfer_us`).
+    /// (`crate::cost::exposed_transfer_us`).
     pub step_us: f64,
 }
 
@@ -138,7 +138,7 @@ pub struct Prices {
 impl Instance {
     /// Added step time of the options `taken`, µs: their recompute time plus the exposed
     /// transfer time of their swaps, which share the link
-    /// ([`ebb_ir::cost::exposed_transfer_us`]).
+    /// ([`crate::cost::exposed_transfer_us`]).
     pub fn overhead_us(&self, taken: &[bool]) -> f64 {
         let (mut recompute, mut alone, mut transfers) = (0.0, 0.0, 0.0);
         for (o, _) in self.opts.iter().zip(taken).filter(|(_, &t)| t) {
@@ -150,7 +150,7 @@ impl Instance {
                 }
             }
         }
-        recompute + ebb_ir::cost::exposed_transfer_us(alone, transfers, self.step_us)
+        recompute + crate::cost::exposed_transfer_us(alone, transfers, self.step_us)
     }
 
     /// Evaluates `plan` at `b` and lists its options (see the module docs).
@@ -237,7 +237,7 @@ impl Instance {
                             evict_after: e,
                             back: r,
                             regen,
-                            cost_us: costs.recompute_us(c, flops),
+                            cost_us: costs.recompute_us(ci, flops),
                             transfer_us: 0.0,
                             flops,
                         }

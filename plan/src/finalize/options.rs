@@ -15,8 +15,8 @@ use super::cover::Rank;
 use super::prepared::{Prepared, Slot};
 use super::segtree::PeakTree;
 use super::FinalizeOptions;
-use ebb_ir::cost::PointTimes;
-use ebb_ir::plan::{CandidateId, DecisionKind, Point};
+use crate::cost::PointTimes;
+use crate::format::{CandidateId, DecisionKind, Point};
 
 /// One priced option: candidate `c` taken as `kind`, freeing `bytes` over points `[l, r]`,
 /// adding `transient` bytes at point `r + 1` (a recompute's regeneration point; 0 for a swap),
@@ -161,7 +161,7 @@ impl<'a> Options<'a> {
         (self.priced.len() - 1, o, benefit)
     }
 
-    /// Prices slot `s` (the formulas of `ebb_ir::cost`).
+    /// Prices slot `s` (the formulas of `crate::cost`).
     fn price(&self, s: &Slot) -> Option_ {
         let at = |i: u32| self.vals[i as usize];
         let e = &self.prep.candidates[s.c as usize];

@@ -24,7 +24,7 @@ mod greedy;
 mod intervals;
 mod scan;
 
-use ebb_ir::plan::{Decision, Plan, Point, ValueId};
+use crate::format::{Decision, Plan, Point, ValueId};
 use greedy::{best_layout, Item};
 use intervals::Piece;
 use scan::best_fit_scan;

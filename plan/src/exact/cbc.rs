@@ -16,7 +16,7 @@ use std::time::Instant;
 const NO_SOLUTION: f64 = 1e49;
 
 /// What one CBC solve gave.
-pub(crate) struct Solved {
+pub struct Solved {
     /// Optimal (within the gap), feasible at the time limit, infeasible or timed out.
     pub status: ExactStatus,
     /// The value of every column (in the order the variables were added); empty unless the
@@ -43,7 +43,7 @@ impl Solved {
 /// which must be feasible in the model.
 ///
 /// Errors: [`ExactError::Solver`] when CBC abandons the solve or reports the model unbounded.
-pub(crate) fn solve(
+pub fn solve(
     mut problem: CoinCbcProblem,
     time_limit_s: f64,
     mip_gap: Option<f64>,

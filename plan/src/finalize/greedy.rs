@@ -4,7 +4,7 @@
 //! After DTR (Kirisame et al., "Dynamic Tensor Rematerialization", ICLR 2021, §3: evict by
 //! `cost / (memory · staleness)`), adapted to a plan known ahead:
 //! 1. Every (candidate, allowed kind) pair is an option priced on the device
-//!    ([`ebb_ir::cost::StepCosts`]) and scored `cost_us / (bytes · √k)`, k = the points of
+//!    ([`crate::cost::StepCosts`]) and scored `cost_us / (bytes · √k)`, k = the points of
 //!    its window (the points it frees) over the budget before any decision
 //!    ([`Options::benefit`] gives the measurements behind the square root), each when the
 //!    run first reads it ([`Options`]); the windows and which node of a segment tree over the
@@ -13,7 +13,7 @@
 //!    over the budget, take the best option of an untaken candidate whose window covers the
 //!    peak point ([`CoverHeaps`]: lazy heaps over a segment tree of the points). A swap's score
 //!    uses its marginal cost given the swaps already taken (they share the link:
-//!    [`ebb_ir::cost::exposed_transfer_us`]); marginal costs are never below the static ones and
+//!    [`crate::cost::exposed_transfer_us`]); marginal costs are never below the static ones and
 //!    only grow as swaps are taken, so a score evaluated earlier bounds the current one from
 //!    below and only the options that could win are evaluated again (lazy evaluation, as in
 //!    lazy greedy submodular maximization, Minoux 1978). Ties go to the better rank: static
@@ -47,8 +47,8 @@ use super::cover::{CoverHeaps, CoverNodes, Rank, Scores};
 pub(super) use super::options::{Option_, Options};
 use super::segtree::PeakTree;
 use super::FinalizeError;
-use ebb_ir::cost::exposed_transfer_us;
-use ebb_ir::plan::{CandidateId, Decision, DecisionKind, Point};
+use crate::cost::exposed_transfer_us;
+use crate::format::{CandidateId, Decision, DecisionKind, Point};
 
 /// The decisions chosen, in the order taken (the order regenerations run in).
 pub(super) struct Chosen {

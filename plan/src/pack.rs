@@ -35,10 +35,10 @@
 //! ≤ the cap), each length index appears in exactly one batch, and `seq` is at least the
 //! longest length of the batch.
 
+use crate::device::DeviceProfile;
 use crate::finalize::{arena_target, FinalizeError, FinalizeOptions, Finalizer};
-use ebb_ir::device::DeviceProfile;
+use crate::format::{DecisionKind, Plan};
 use ebb_ir::dim::ValueGrid;
-use ebb_ir::plan::{DecisionKind, Plan};
 use ebb_ir::{Bindings, BindingsExt, Symbol};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -620,7 +620,7 @@ impl<'p> Oracle<'p> {
     }
 }
 
-fn count(d: &[ebb_ir::plan::Decision], kind: DecisionKind) -> usize {
+fn count(d: &[crate::format::Decision], kind: DecisionKind) -> usize {
     d.iter().filter(|d| d.kind == kind).count()
 }
 

@@ -7,10 +7,10 @@
 //! per-candidate and per-point vectors are indexed like the plan's own (`Plan::values`,
 //! `Plan::candidates`, the schedule's points) of the plan variant it was prepared from.
 
-use super::costs::CostTables;
 use super::cover::CoverNodes;
 use super::FinalizeError;
-use ebb_ir::plan::{DecisionKind, Plan};
+use crate::cost::CostTables;
+use crate::format::{DecisionKind, Plan};
 use ebb_ir::{Bindings, DimExpr};
 use std::collections::HashMap;
 
@@ -88,7 +88,7 @@ impl Prepared {
             .filter(|(_, v)| {
                 !matches!(
                     v.class,
-                    ebb_ir::plan::ValueClass::Input | ebb_ir::plan::ValueClass::Donated
+                    crate::format::ValueClass::Input | crate::format::ValueClass::Donated
                 ) && v.def.index() < points
             })
             .map(|(i, v)| (i as u32, v.def.index() as u32))

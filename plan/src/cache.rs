@@ -2,7 +2,7 @@
 //! a shape again gets its plan in microseconds.
 
 use crate::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
-use ebb_ir::plan::Plan;
+use crate::format::Plan;
 use ebb_ir::Bindings;
 use lru::LruCache;
 use std::num::NonZeroUsize;

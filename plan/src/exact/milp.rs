@@ -2,7 +2,7 @@
 //! binary
 //! `y_i` per option and one continuous `z` (the exposed transfer time of the swaps, which
 //! share the link): minimize `Σ_recompute cost_i·y_i + z` subject to `z ≥ Σ_swap cost_i·y_i`,
-//! `z ≥ Σ_swap transfer_i·y_i − step µs` (`ebb_ir::cost::exposed_transfer_us`), the memory
+//! `z ≥ Σ_swap transfer_i·y_i − step µs` (`crate::cost::exposed_transfer_us`), the memory
 //! rows of [`Instance::rows`] and `y_a + y_b <= 1` for every exclusion. The rounded solution is
 //! re-checked against the model ([`Instance::peak`]) before it is returned, and zero-cost
 //! options that the budget does not need are dropped (the objective cannot tell them apart).
@@ -10,7 +10,7 @@
 use super::cbc;
 use super::model::Instance;
 use super::{ExactError, ExactResult, ExactStatus};
-use ebb_ir::plan::{Decision, DecisionKind};
+use crate::format::{Decision, DecisionKind};
 use good_lp::solvers::coin_cbc::coin_cbc;
 use good_lp::{variable, Expression, ProblemVariables, SolverModel, Variable};
 

@@ -3,7 +3,7 @@
 //! sizes and costs are [`DimExpr`] text, e.g. `"256*B*S"`.
 //!
 //! # Points, positions and value ids
-//! Each index space has its own type ([`crate::index`]): [`OpPos`], [`Point`], [`ValueId`] and
+//! Each index space has its own type ([`ebb_ir::index`]): [`OpPos`], [`Point`], [`ValueId`] and
 //! [`CandidateId`], serialized as bare numbers, and [`ProgPoint`] for "before / after the op at
 //! a point" (not part of the format).
 //! * A *position* ([`OpPos`]) is an index into the graph's program order
@@ -48,9 +48,9 @@
 //! a set of decisions must obey.
 
 use crate::device::{ComputeKind, DeviceProfile};
-use crate::dim::{Bindings, DimExpr, Symbol, SymbolScope};
-use crate::graph::ShapeAssertion;
-pub use crate::index::{CandidateId, OpPos, Point, ProgPoint, Side, ValueId};
+use ebb_ir::dim::{Bindings, DimExpr, Symbol, SymbolScope};
+use ebb_ir::graph::ShapeAssertion;
+pub use ebb_ir::index::{CandidateId, OpPos, Point, ProgPoint, Side, ValueId};
 use serde::{Deserialize, Serialize};
 
 /// The format version written into [`Plan::version`]; [`Plan::from_json`] rejects others.
@@ -106,7 +106,7 @@ pub struct PlanValue {
 }
 
 /// A result written into the buffer of an operand that dies at its op
-/// ([`crate::op::in_place_writes`]): the two values share one buffer, so the arena layout
+/// ([`ebb_ir::op::in_place_writes`]): the two values share one buffer, so the arena layout
 /// gives them one offset.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct InPlaceWrite {
@@ -264,7 +264,7 @@ pub struct Plan {
     /// Every value with its size and live range, sorted by (position, result).
     pub values: Vec<PlanValue>,
     /// Transient memory of region-carrying ops, charged at their point only, less the bytes
-    /// of the operands an op writes its results into ([`crate::op::in_place_writes`]: a
+    /// of the operands an op writes its results into ([`ebb_ir::op::in_place_writes`]: a
     /// `fusion`, `scatter` or `dynamic_update_slice` whose operand dies at it), so an entry may
     /// be negative.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -488,7 +488,7 @@ impl Plan {
     ///
     /// # Errors
     /// When a peak term does not evaluate at `b`.
-    pub fn best_variant(&self, b: &Bindings) -> Result<(usize, i64), crate::dim::DimError> {
+    pub fn best_variant(&self, b: &Bindings) -> Result<(usize, i64), ebb_ir::dim::DimError> {
         let mut best = (0, self.peak_at(b)?);
         for (k, a) in self.alternatives.iter().enumerate() {
             let p = a.peak_at(b)?;
@@ -499,8 +499,8 @@ impl Plan {
         Ok(best)
     }
 
-    /// [`crate::dim::DimError`] when a term does not evaluate (unbound symbol, overflow).
-    pub fn peak_at(&self, b: &Bindings) -> Result<i64, crate::dim::DimError> {
+    /// [`ebb_ir::dim::DimError`] when a term does not evaluate (unbound symbol, overflow).
+    pub fn peak_at(&self, b: &Bindings) -> Result<i64, ebb_ir::dim::DimError> {
         let mut best = 0;
         for t in &self.peak_terms {
             best = best.max(t.eval(b)?);
@@ -512,7 +512,7 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::Relation;
+    use ebb_ir::graph::Relation;
 
     fn sample() -> Plan {
         let mut symbols = SymbolScope::new();

@@ -9,7 +9,7 @@
 //! query passes the node (most nodes never are).
 //!
 //! Scores only grow while options are taken (a swap's marginal cost rises as the link fills:
-//! `ebb_ir::cost::exposed_transfer_us`), so a key evaluated earlier is a lower bound of the
+//! `crate::cost::exposed_transfer_us`), so a key evaluated earlier is a lower bound of the
 //! option's score now, and the static score is a lower bound from the start (lazy evaluation,
 //! as in lazy greedy submodular maximization, Minoux 1978). A query looks at the tops of the
 //! path's heaps: the smallest top whose key is current is the answer; a stale top is evaluated

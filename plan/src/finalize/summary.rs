@@ -2,7 +2,7 @@
 //! prints, the C ABI hands out and the Python package returns.
 
 use super::ConcretePlan;
-use ebb_ir::plan::{DecisionKind, Plan};
+use crate::format::{DecisionKind, Plan};
 use serde::Serialize;
 
 /// One decision of a [`ConcretePlan`], resolved against its plan variant.
