@@ -12,8 +12,8 @@
 //! the 85 updated tensors, which feed the next step.
 
 use anyhow::{ensure, Context, Result};
-use ebb_compiler::api::Compiler;
-use ebb_compiler::pipeline::{self, parse_bindings};
+use ebb_pipeline::api::Compiler;
+use ebb_pipeline::{self as pipeline, parse_bindings};
 use ebb_runtime::inputs::npz_inputs;
 use ebb_runtime::{Runtime, Tensor};
 use std::path::Path;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the system packages Ebb builds against on Debian 12: LLVM/MLIR 22, and COIN-OR CBC,
-# the MILP solver of `ebb_passes::exact` (feature `exact`; linked as a shared library).
+# the MILP solver of `ebb_plan::exact` (feature `exact`; linked as a shared library).
 # Idempotent: packages already installed are left alone; runs as root or through sudo.
 set -euo pipefail
 pkgs=(llvm-22-dev libmlir-22-dev mlir-22-tools libclang-22-dev libpolly-22-dev zlib1g-dev libzstd-dev build-essential pkg-config coinor-libcbc-dev)

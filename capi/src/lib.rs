@@ -17,9 +17,9 @@
 #![allow(clippy::missing_safety_doc)] // each function's `# Safety` is in its C documentation
 
 use anyhow::{anyhow, Context, Result};
-use ebb_compiler::pipeline::{self, Pricing};
-use ebb_compiler::size::Budget;
 use ebb_ir::{Bindings, Graph};
+use ebb_pipeline::size::Budget;
+use ebb_pipeline::{self as pipeline, Kinds, Pricing};
 use ebb_plan::finalize::{ConcretePlan, DecisionSummary, Finalizer};
 use ebb_plan::format::{DecisionKind, Plan};
 use std::cell::RefCell;
@@ -137,11 +137,7 @@ unsafe fn opt_text<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>> 
 
 /// `ebb plan`'s pricing: `device`, else the plan's, else the measured `cpu`; both kinds.
 fn pricing(plan: &Plan, device: Option<&str>) -> Result<Pricing> {
-    ebb_compiler::flags::DeviceFlags {
-        device: device.map(str::to_string),
-        kinds: ebb_compiler::flags::Kinds::Both,
-    }
-    .pricing(plan)
+    Pricing::resolve(device, Kinds::Both, plan)
 }
 
 fn budget_of(bytes: i64) -> Option<Budget> {
@@ -165,12 +161,12 @@ pub extern "C" fn ebb_last_error() -> *const c_char {
 pub unsafe extern "C" fn ebb_plan_load(path: *const c_char) -> *mut EbbPlan {
     guard(std::ptr::null_mut(), || {
         let path = Path::new(text(path, "path")?);
-        let (plan, graph) = if ebb_compiler::frontend::is_model_file(path, None) {
-            let (g, _) = ebb_compiler::frontend::import_file(path, None)?;
+        let (plan, graph) = if ebb_import::is_model_file(path, None) {
+            let (g, _) = ebb_import::import_file(path, None)?;
             let compiled = pipeline::compile(g, &Default::default())?;
             (compiled.plan, compiled.graph)
         } else {
-            ebb_compiler::api::read_plan_and_graph(path)?
+            ebb_pipeline::api::read_plan_and_graph(path)?
         };
         let symbols = plan
             .symbols

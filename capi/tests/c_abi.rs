@@ -3,9 +3,9 @@
 //! same decisions as `ebb plan --json` (the report both build on: `plan_report_proven`);
 //! errors come back as messages. Also: `include/ebb.h` is cbindgen's current output.
 
-use ebb_compiler::api::Compiler;
-use ebb_compiler::pipeline::{self, Pricing};
-use ebb_compiler::size::Budget;
+use ebb_pipeline::api::Compiler;
+use ebb_pipeline::size::Budget;
+use ebb_pipeline::{self as pipeline, Pricing};
 use ebb_plan::device::DeviceProfile;
 use ebb_plan::format::DecisionKind;
 use std::path::PathBuf;

@@ -27,7 +27,7 @@ fn bench_import(c: &mut Criterion) {
     for name in ["gpt2_small", "gpt2_24l"] {
         let path = fixture(name);
         group.bench_function(name, |b| {
-            b.iter(|| ebb_compiler::stablehlo::import_file(&path).expect("fixture imports"));
+            b.iter(|| ebb_import::stablehlo::import_file(&path).expect("fixture imports"));
         });
     }
     group.finish();

@@ -11,7 +11,7 @@
 //! Run: `cargo bench -p ebb-compiler --bench plan`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use ebb_compiler::pipeline::{compile, CompileOptions};
+use ebb_pipeline::{compile, CompileOptions};
 use ebb_plan::cache::PlanCache;
 use ebb_plan::finalize::{finalize, FinalizeOptions, Finalizer};
 use ebb_testkit::{bs as bind, jax_fixture as fixture};
@@ -24,7 +24,7 @@ fn bench_compile(c: &mut Criterion) {
         .sample_size(10)
         .measurement_time(Duration::from_secs(15));
     for name in ["gpt2_small", "gpt2_24l"] {
-        let (g, _) = ebb_compiler::stablehlo::import_file(&fixture(name)).expect("fixture imports");
+        let (g, _) = ebb_import::stablehlo::import_file(&fixture(name)).expect("fixture imports");
         group.bench_function(name, |b| {
             b.iter(|| compile(g.clone(), &CompileOptions::default()).expect("compiles"))
         });
@@ -34,7 +34,7 @@ fn bench_compile(c: &mut Criterion) {
 
 fn bench_finalize(c: &mut Criterion) {
     let (g, _) =
-        ebb_compiler::stablehlo::import_file(&fixture("gpt2_small")).expect("fixture imports");
+        ebb_import::stablehlo::import_file(&fixture("gpt2_small")).expect("fixture imports");
     let plan = compile(g, &CompileOptions::default())
         .expect("compiles")
         .plan;
@@ -85,8 +85,7 @@ fn bench_finalize(c: &mut Criterion) {
 }
 
 fn bench_finalize_medium(c: &mut Criterion) {
-    let (g, _) =
-        ebb_compiler::stablehlo::import_file(&fixture("gpt2_24l")).expect("fixture imports");
+    let (g, _) = ebb_import::stablehlo::import_file(&fixture("gpt2_24l")).expect("fixture imports");
     let plan = Arc::new(
         compile(g, &CompileOptions::default())
             .expect("compiles")

@@ -1,13 +1,12 @@
 //! Command-line flags shared by the subcommands that compile a model (`ebb compile`, and
 //! `ebb plan`, `ebb run`, `ebb bench` when given a `.mlir`/`.onnx` file).
 
-use crate::frontend::{is_model_file, Format};
-use crate::pipeline::{CompileOptions, Pricing};
 use anyhow::{bail, Result};
+use ebb_import::{is_model_file, Format};
 use ebb_passes::donate::DonatePolicy;
-use ebb_passes::rewrite::RuleGroup;
-use ebb_plan::device::DeviceProfile;
-use ebb_plan::format::{DecisionKind, Plan};
+use ebb_pipeline::options::{rewrite_groups, CompileOptionsBuilder, RewriteSpec};
+use ebb_pipeline::{CompileOptions, Kinds, Pricing};
+use ebb_plan::format::Plan;
 use std::path::Path;
 
 /// A switch (`on`/`off`).
@@ -67,7 +66,7 @@ pub struct PipelineFlags {
     /// `fold_transpose_dot` with `--fusion on` (XLA's transpose folding: a transposed
     /// `dot_general` operand is read through other strides instead of materialized).
     #[arg(long, value_delimiter = ',', value_name = "GROUPS")]
-    pub rewrite: Option<Vec<String>>,
+    pub rewrite: Option<Vec<RewriteSpec>>,
     /// Unroll `while` loops whose trip count is a constant (`on`, default: a `lax.scan` over
     /// layers, `fori_loop` with literal bounds, up to 64 iterations), so that liveness,
     /// scheduling and remat/swap see every iteration's tensors; `off` keeps them as loops,
@@ -77,61 +76,50 @@ pub struct PipelineFlags {
 }
 
 impl PipelineFlags {
+    /// These choices as a builder ([`CompileOptions::builder`]).
+    pub fn builder(&self) -> CompileOptionsBuilder {
+        let b = CompileOptions::builder()
+            .fusion(self.fusion == OnOff::On)
+            .donate(self.donate.clone())
+            .unroll(self.unroll == OnOff::On);
+        match &self.rewrite {
+            Some(specs) => b.rewrite(rewrite_groups(specs)),
+            None => b,
+        }
+    }
+
     /// The compile options for `path` (default options with these choices).
     ///
     /// # Errors
     /// A flag other than its default for a plan file, which was compiled already.
     pub fn options_for(&self, path: &Path, format: Option<Format>) -> Result<CompileOptions> {
-        let changed = self.fusion == OnOff::On
-            || self.donate != DonatePolicy::Keep
-            || self.rewrite.is_some()
-            || self.unroll == OnOff::Off;
-        if changed && !is_model_file(path, format) {
+        let builder = self.builder();
+        if !builder.is_default_pipeline() && !is_model_file(path, format) {
             bail!(
                 "--fusion, --donate, --rewrite and --unroll apply when compiling a model file; \
                  {} is a plan (pass them to `ebb compile`)",
                 path.display()
             );
         }
-        self.apply(CompileOptions::default())
+        Ok(builder.build())
     }
 
-    /// `base` with these choices.
-    ///
-    /// # Errors
-    /// An unknown rule group name in `--rewrite`.
-    pub fn apply(&self, base: CompileOptions) -> Result<CompileOptions> {
-        let fusion = self.fusion == OnOff::On;
-        let rewrite_groups = match &self.rewrite {
-            None if fusion => vec![RuleGroup::FoldTransposeDot],
-            None => Vec::new(),
-            Some(names) => names
-                .iter()
-                .filter(|n| n.as_str() != "none")
-                .map(|n| {
-                    RuleGroup::from_name(n).ok_or_else(|| {
-                        let known: Vec<&str> = RuleGroup::ALL.iter().map(|g| g.name()).collect();
-                        anyhow::anyhow!(
-                            "--rewrite: unknown rule group `{n}` ({}, none)",
-                            known.join(", ")
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?,
-        };
-        Ok(CompileOptions {
-            fusion,
-            keep_loops: self.unroll == OnOff::Off,
-            donate: self.donate.clone(),
-            rewrite_groups,
+    /// `base` with these choices (the pipeline choices replaced, the rest of `base` kept).
+    pub fn apply(&self, base: CompileOptions) -> CompileOptions {
+        let o = self.builder().build();
+        CompileOptions {
+            fusion: o.fusion,
+            keep_loops: o.keep_loops,
+            donate: o.donate,
+            rewrite_groups: o.rewrite_groups,
             ..base
-        })
+        }
     }
 }
 
-/// `--kinds`: the decision kinds the runtime may choose.
+/// `--kinds` as the command line spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Kinds {
+pub enum KindsArg {
     /// Rematerialization only.
     Recompute,
     /// Offload to host and prefetch back only.
@@ -140,13 +128,12 @@ pub enum Kinds {
     Both,
 }
 
-impl Kinds {
-    /// The decision kinds.
-    pub fn decision_kinds(self) -> Vec<DecisionKind> {
-        match self {
-            Kinds::Recompute => vec![DecisionKind::Recompute],
-            Kinds::Swap => vec![DecisionKind::Swap],
-            Kinds::Both => vec![DecisionKind::Recompute, DecisionKind::Swap],
+impl From<KindsArg> for Kinds {
+    fn from(k: KindsArg) -> Kinds {
+        match k {
+            KindsArg::Recompute => Kinds::Recompute,
+            KindsArg::Swap => Kinds::Swap,
+            KindsArg::Both => Kinds::Both,
         }
     }
 }
@@ -163,7 +150,7 @@ pub struct DeviceFlags {
     pub device: Option<String>,
     /// Decision kinds the runtime may choose.
     #[arg(long, value_enum, default_value = "both")]
-    pub kinds: Kinds,
+    pub kinds: KindsArg,
 }
 
 impl DeviceFlags {
@@ -172,22 +159,6 @@ impl DeviceFlags {
     /// # Errors
     /// An unknown device name or a bad `custom:` specification.
     pub fn pricing(&self, plan: &Plan) -> Result<Pricing> {
-        let device = match (&self.device, &plan.device) {
-            (Some(name), _) => resolve_device(name)?,
-            (None, Some(d)) => d.clone(),
-            (None, None) => ebb_runtime::device::cpu(),
-        };
-        Ok(Pricing {
-            device,
-            kinds: self.kinds.decision_kinds(),
-        })
+        Pricing::resolve(self.device.as_deref(), self.kinds.into(), plan)
     }
-}
-
-/// The profile named `name` (`--device`).
-///
-/// # Errors
-/// An unknown name or a bad `custom:` specification.
-pub fn resolve_device(name: &str) -> Result<DeviceProfile> {
-    ebb_runtime::device::resolve(name).map_err(|e| anyhow::anyhow!("--device: {e}"))
 }

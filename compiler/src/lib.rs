@@ -1,16 +1,9 @@
-//! Ebb's compiler: front ends (StableHLO through melior, feature `stablehlo`; ONNX), the
-//! pipeline driver and the `ebb` command-line tool's library half.
+//! The `ebb` command-line tool's library half: its flags ([`flags`], clap), the bench harness
+//! ([`bench`]: sweeps over shapes, the XLA comparison, SVG plots), `ebb pack` ([`pack`]) and
+//! the import summary ([`report`]). The importers are `ebb_import`, the pipeline and what the
+//! CLI shares with Python and C are `ebb_pipeline`.
 
-pub mod api;
 pub mod bench;
 pub mod flags;
-pub mod frontend;
-pub mod onnx;
-pub mod output;
 pub mod pack;
-pub mod pipeline;
 pub mod report;
-pub mod run;
-pub mod size;
-#[cfg(feature = "stablehlo")]
-pub mod stablehlo;

@@ -3,10 +3,10 @@
 
 use crate::bench::shapes::{self, BatchRule, LongTail};
 use crate::flags::DeviceFlags;
-use crate::frontend::Format;
-use crate::pipeline;
 use anyhow::{bail, Context, Result};
+use ebb_import::Format;
 use ebb_ir::Symbol;
+use ebb_pipeline as pipeline;
 use ebb_plan::pack::{PackOptions, PackReport, Policy};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -94,8 +94,12 @@ impl PackArgs {
         }
         let options = self.pipeline.options_for(&self.plan, self.format)?;
         let params_from = self.import.params_from_for(&self.plan, self.format)?;
-        let plan =
-            crate::api::load_or_compile_with(&self.plan, self.format, params_from, &options)?;
+        let plan = ebb_pipeline::api::load_or_compile_with(
+            &self.plan,
+            self.format,
+            params_from,
+            &options,
+        )?;
         let lengths = match (&self.lengths, self.dist) {
             (Some(p), _) => read_lengths(p)?,
             (None, Some(_)) => {
@@ -124,7 +128,7 @@ impl PackArgs {
                 Some(b) => pipeline::parse_bindings(b)?,
                 None => Default::default(),
             },
-            budget: crate::size::parse_bytes(&self.budget)
+            budget: ebb_pipeline::size::parse_bytes(&self.budget)
                 .with_context(|| format!("--budget {}", self.budget))?,
             device: pricing.device,
             kinds: pricing.kinds,
@@ -161,7 +165,7 @@ pub fn read_lengths(path: &Path) -> Result<Vec<i64>> {
     let text = if path.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin()).context("reading lengths from standard input")?
     } else {
-        crate::frontend::text::read(path)?
+        ebb_import::text::read(path)?
     };
     let body = text.trim();
     let body = body

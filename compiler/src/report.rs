@@ -1,6 +1,6 @@
 //! Summaries the CLI prints (`ebb import --emit stats`), as serializable structs.
 
-use crate::frontend::ImportStats;
+use ebb_import::ImportStats;
 use ebb_ir::{DimExpr, Graph, OpKind};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -24,7 +24,7 @@ fn opts(name: &str, shapes: &[&str], budget: Option<&str>) -> BenchOptions {
         // A fixed profile: the measured `cpu` would make the snapshot machine-dependent.
         device: ebb_compiler::flags::DeviceFlags {
             device: Some("h100-sxm-pcie5".into()),
-            kinds: ebb_compiler::flags::Kinds::Both,
+            kinds: ebb_compiler::flags::KindsArg::Both,
         },
     }
 }

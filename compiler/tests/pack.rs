@@ -2,9 +2,9 @@
 //! every policy fits when finalized again independently (and the checker proves it), every
 //! length is packed exactly once, and Ebb's packing needs no more steps than the baselines.
 
-use ebb_compiler::api::Compiler;
-use ebb_compiler::pipeline::{self, Pricing};
 use ebb_ir::{Bindings, Symbol};
+use ebb_pipeline::api::Compiler;
+use ebb_pipeline::{self as pipeline, Pricing};
 use ebb_plan::device::DeviceProfile;
 use ebb_plan::finalize::{finalize, FinalizeOptions};
 use ebb_plan::format::{DecisionKind, Plan};
@@ -139,7 +139,7 @@ fn every_batch_of_every_policy_fits_and_the_checker_proves_it() {
         let (_, c) = pipeline::plan_report_finalized(
             plan(),
             &bind(b.batch, b.seq),
-            Some(ebb_compiler::size::Budget::Bytes(opts.budget)),
+            Some(ebb_pipeline::size::Budget::Bytes(opts.budget)),
             &pricing,
         )
         .unwrap();

@@ -371,8 +371,8 @@ fn messages_name_the_file_and_say_each_cause_once() {
 
 #[test]
 fn onnx_negative_and_huge_dimensions_are_errors() {
-    use ebb_compiler::onnx::encode_model;
-    use ebb_compiler::onnx::proto::{
+    use ebb_import::onnx::encode_model;
+    use ebb_import::onnx::proto::{
         tensor_shape_proto::{dimension::Value as D, Dimension},
         type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
         TypeProto, ValueInfoProto,

@@ -11,10 +11,9 @@
 //!   cap of `pack`).
 
 use anyhow::{Context, Result};
-use ebb_compiler::flags::Kinds;
-use ebb_compiler::pipeline::{self, Pricing};
-use ebb_compiler::size::{self, Budget};
 use ebb_ir::{Bindings, DType, Graph, Literal, Symbol};
+use ebb_pipeline::size::{self, Budget};
+use ebb_pipeline::{self as pipeline, CompileOptions, Kinds, Pricing};
 use ebb_plan::finalize::FinalizeError;
 use ebb_plan::format::Plan;
 use ebb_plan::pack::{PackError, PackOptions};
@@ -96,8 +95,8 @@ fn py_err(e: anyhow::Error) -> PyErr {
             if cause.is::<ebb_passes::plan::PlanVerifyError>() {
                 return PlanError::new_err(msg.clone());
             }
-            if cause.is::<ebb_compiler::stablehlo::ImportError>()
-                || cause.is::<ebb_compiler::onnx::OnnxError>()
+            if cause.is::<ebb_import::stablehlo::ImportError>()
+                || cause.is::<ebb_import::onnx::OnnxError>()
             {
                 return ImportFailed::new_err(msg.clone());
             }
@@ -135,12 +134,7 @@ impl BudgetArg {
 }
 
 fn kinds(name: &str) -> Result<Kinds> {
-    match name {
-        "recompute" => Ok(Kinds::Recompute),
-        "swap" => Ok(Kinds::Swap),
-        "both" => Ok(Kinds::Both),
-        k => anyhow::bail!("kinds `{k}`: one of recompute, swap, both"),
-    }
+    name.parse().map_err(|e| anyhow::anyhow!("kinds: {e}"))
 }
 
 /// The numpy name of an element type (`bfloat16` is ml_dtypes').
@@ -170,11 +164,7 @@ struct PyPlan {
 
 impl PyPlan {
     fn pricing(&self, device: Option<&str>, kinds_name: &str) -> Result<Pricing> {
-        let flags = ebb_compiler::flags::DeviceFlags {
-            device: device.map(str::to_string),
-            kinds: kinds(kinds_name)?,
-        };
-        flags.pricing(&self.plan)
+        Pricing::resolve(device, kinds(kinds_name)?, &self.plan)
     }
 
     fn checked(&self, b: &BTreeMap<String, i64>) -> Result<Bindings> {
@@ -199,26 +189,18 @@ impl PyPlan {
     ) -> PyResult<PyPlan> {
         let donate = donate.to_string();
         py.detach(move || -> Result<PyPlan> {
-            let flags = ebb_compiler::flags::PipelineFlags {
-                fusion: if fusion {
-                    ebb_compiler::flags::OnOff::On
-                } else {
-                    ebb_compiler::flags::OnOff::Off
-                },
-                donate: donate.parse().map_err(|e| anyhow::anyhow!("donate: {e}"))?,
-                rewrite: None,
-                unroll: if unroll {
-                    ebb_compiler::flags::OnOff::On
-                } else {
-                    ebb_compiler::flags::OnOff::Off
-                },
-            };
-            let mut opts = flags.apply(Default::default())?;
-            opts.device = device
-                .as_deref()
-                .map(ebb_compiler::flags::resolve_device)
-                .transpose()?;
-            let (g, _) = ebb_compiler::frontend::import_file(&path, None)?;
+            let opts = CompileOptions::builder()
+                .fusion(fusion)
+                .donate(donate.parse().map_err(|e| anyhow::anyhow!("donate: {e}"))?)
+                .unroll(unroll)
+                .device(
+                    device
+                        .as_deref()
+                        .map(pipeline::resolve_device)
+                        .transpose()?,
+                )
+                .build();
+            let (g, _) = ebb_import::import_file(&path, None)?;
             let compiled = pipeline::compile(g, &opts)?;
             Ok(PyPlan {
                 plan: compiled.plan,
@@ -232,7 +214,7 @@ impl PyPlan {
     #[staticmethod]
     fn load(py: Python<'_>, path: PathBuf) -> PyResult<PyPlan> {
         py.detach(move || -> Result<PyPlan> {
-            let (plan, graph) = ebb_compiler::api::read_plan_and_graph(&path)?;
+            let (plan, graph) = ebb_pipeline::api::read_plan_and_graph(&path)?;
             Ok(PyPlan { plan, graph })
         })
         .map_err(py_err)
@@ -240,7 +222,7 @@ impl PyPlan {
 
     /// Writes the plan as JSON (atomically: a temporary file renamed over `path`).
     fn save(&self, path: PathBuf) -> PyResult<()> {
-        ebb_compiler::output::write_file(&path, self.plan.to_json().as_bytes())
+        ebb_pipeline::output::write_file(&path, self.plan.to_json().as_bytes())
             .map_err(|e| py_err(e.into()))
     }
 

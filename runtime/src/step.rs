@@ -1,4 +1,4 @@
-//! The embedding API: a trainer compiles its step once (`ebb_compiler::Compiler`), makes one
+//! The embedding API: a trainer compiles its step once (`ebb_pipeline::api::Compiler`), makes one
 //! [`Runtime`] from the plan, and calls [`Runtime::step`] with every batch's shapes and inputs.
 //!
 //! Each step: the plan is finalized at the batch's bindings under the budget (from the LRU
@@ -146,7 +146,7 @@ impl Runtime {
     /// ([`Plan::device`]) or, when it names none, the default profile.
     ///
     /// The plan is trusted as given. A plan read from a file should be verified against its
-    /// embedded graph first: `ebb_compiler::api::read_plan` does, as does
+    /// embedded graph first: `ebb_pipeline::api::read_plan` does, as does
     /// `ebb_passes::plan::verify_plan`.
     ///
     /// # Errors

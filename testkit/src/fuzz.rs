@@ -10,7 +10,8 @@
 //!
 //! [`seeds`] builds each target's seed corpus from the repository's real fixtures.
 
-use ebb_compiler::{onnx, pipeline, stablehlo};
+use ebb_import::{onnx, stablehlo};
+use ebb_pipeline as pipeline;
 use ebb_plan::finalize::{finalize, FinalizeOptions};
 use ebb_plan::format::Plan;
 use std::io::Cursor;
@@ -43,10 +44,10 @@ fn compile_small(g: ebb_ir::Graph) {
 /// StableHLO text as `ebb compile file.mlir` reads it: UTF-8 and NUL checks with a location,
 /// MLIR parsing (melior), import, then the pipeline on small graphs.
 pub fn stablehlo_text(data: &[u8]) {
-    let Ok(text) = ebb_compiler::frontend::text::decode(data.to_vec(), "fuzz.mlir") else {
+    let Ok(text) = ebb_import::text::decode(data.to_vec(), "fuzz.mlir") else {
         return;
     };
-    if ebb_compiler::frontend::text::check_no_nul(&text, "fuzz.mlir").is_err() {
+    if ebb_import::text::check_no_nul(&text, "fuzz.mlir").is_err() {
         return;
     }
     if let Ok((g, _)) = stablehlo::import_str(&text, "fuzz.mlir") {

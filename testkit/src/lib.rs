@@ -128,7 +128,7 @@ pub fn fixture_refs(meta: &serde_json::Value, dir: &Path) -> Vec<(PathBuf, Bindi
 /// errors).
 #[cfg(feature = "compiler")]
 pub fn import_fixture(name: &str) -> ebb_ir::Graph {
-    ebb_compiler::stablehlo::import_file(&jax_fixture(name))
+    ebb_import::stablehlo::import_file(&jax_fixture(name))
         .unwrap_or_else(|e| panic!("import {name}: {e}"))
         .0
 }

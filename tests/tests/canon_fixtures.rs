@@ -3,7 +3,7 @@
 //! op counts before and after. `gpt2_24l` is left out to save time, except in the ignored
 //! timing test (`cargo test --release -p ebb-tests --test canon_fixtures -- --ignored --nocapture`).
 
-use ebb_compiler::stablehlo::import_file;
+use ebb_import::stablehlo::import_file;
 use ebb_ir::{Graph, Op, TensorType};
 use ebb_passes::canon;
 use ebb_passes::manager::{PassReport, StopReason};

@@ -5,7 +5,7 @@
 //! and `ui64` arithmetic, `composite` (inlined), regions reading enclosing constants. The real
 //! export is `gpt2_tiny_dropout` (see `exec_numerics`).
 
-use ebb_compiler::stablehlo::import_str;
+use ebb_import::stablehlo::import_str;
 use ebb_ir::{Bindings, OpKind};
 use ebb_runtime::{execute, program_schedule, Data, Scalar, Tensor};
 

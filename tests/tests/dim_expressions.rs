@@ -5,11 +5,10 @@
 //! a budget, plain and with fusion and donation (its `jnp.take` embedding, `mode="fill"`, once
 //! made the fusion pass panic), matching JAX's outputs.
 
-use ebb_compiler::flags::{OnOff, PipelineFlags};
-use ebb_compiler::pipeline::{self, CompileOptions};
-use ebb_compiler::run::InputSource::Npz;
 use ebb_ir::DimExpr;
 use ebb_passes::donate::DonatePolicy;
+use ebb_pipeline::run::InputSource::Npz;
+use ebb_pipeline::{self as pipeline, CompileOptions};
 use ebb_plan::format::Plan;
 use ebb_testkit::{fixture_refs, jax_fixture, jax_fixtures_dir, jax_metadata};
 
@@ -17,7 +16,7 @@ const NAME: &str = "shifted_lm_take";
 
 #[test]
 fn shifted_tokens_and_flattened_weights_are_expressions_of_b_and_s() {
-    let (g, stats) = ebb_compiler::stablehlo::import_file(&jax_fixture(NAME)).unwrap();
+    let (g, stats) = ebb_import::stablehlo::import_file(&jax_fixture(NAME)).unwrap();
     assert_eq!(stats.unresolved_dims, 0);
     let symbols: Vec<String> = g
         .scope
@@ -51,18 +50,14 @@ fn shifted_tokens_and_flattened_weights_are_expressions_of_b_and_s() {
 /// The plan plain, or with fusion on and donation `auto`.
 fn compile(fused: bool) -> Plan {
     let opts = if fused {
-        PipelineFlags {
-            fusion: OnOff::On,
-            donate: DonatePolicy::Auto,
-            rewrite: None,
-            unroll: ebb_compiler::flags::OnOff::On,
-        }
-        .apply(CompileOptions::default())
-        .expect("default rewrites")
+        CompileOptions::builder()
+            .fusion(true)
+            .donate(DonatePolicy::Auto)
+            .build()
     } else {
         CompileOptions::default()
     };
-    let (g, _) = ebb_compiler::frontend::import_file(&jax_fixture(NAME), None).unwrap();
+    let (g, _) = ebb_import::import_file(&jax_fixture(NAME), None).unwrap();
     pipeline::compile(g, &opts).unwrap().plan
 }
 

@@ -6,11 +6,10 @@
 //! undonated plan's; and donation never raises the scheduled peak. (The outputs against the
 //! framework's own are `exec_numerics`' and `onnx_numerics`' business.)
 
-use ebb_compiler::flags::{OnOff, PipelineFlags};
-use ebb_compiler::pipeline::{self, Budget, CompileOptions};
-use ebb_compiler::run::{self, InputSource, RunOptions};
 use ebb_ir::Bindings;
 use ebb_passes::donate::DonatePolicy;
+use ebb_pipeline::run::{self, InputSource, RunOptions};
+use ebb_pipeline::{self as pipeline, Budget, CompileOptions};
 use ebb_plan::finalize::FinalizeError;
 use ebb_plan::format::Plan;
 use ebb_testkit::{
@@ -23,25 +22,21 @@ use std::path::{Path, PathBuf};
 fn import(path: &Path) -> ebb_ir::Graph {
     if path.extension().is_some_and(|e| e == "onnx") {
         let name = path.file_stem().unwrap().to_string_lossy();
-        ebb_compiler::onnx::import_file_with(path, &crate::onnx_common::options(&name))
+        ebb_import::onnx::import_file_with(path, &crate::onnx_common::options(&name))
             .unwrap()
             .0
     } else {
-        ebb_compiler::frontend::import_file(path, None).unwrap().0
+        ebb_import::import_file(path, None).unwrap().0
     }
 }
 
 /// The plan of `path` with fusion on and `donate`; without fusion and donation when `None`.
 fn compile(path: &Path, donate: Option<DonatePolicy>) -> Plan {
     let opts = match donate {
-        Some(donate) => PipelineFlags {
-            fusion: OnOff::On,
-            donate,
-            rewrite: None,
-            unroll: ebb_compiler::flags::OnOff::On,
-        }
-        .apply(CompileOptions::default())
-        .expect("default rewrites"),
+        Some(donate) => CompileOptions::builder()
+            .fusion(true)
+            .donate(donate)
+            .build(),
         None => CompileOptions::default(),
     };
     pipeline::compile(import(path), &opts)

@@ -7,14 +7,14 @@
 //! minutes, CBC time limit 60 s per solve):
 //! `cargo test -p ebb-tests --test exact -- --ignored --nocapture`.
 
-use ebb_compiler::pipeline::{compile, CompileOptions, Compiled};
-use ebb_compiler::stablehlo::import_file;
+use ebb_import::stablehlo::import_file;
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
 use ebb_ir::{Bindings, DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::plan::{build_plan, check, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
+use ebb_pipeline::{compile, CompileOptions, Compiled};
 use ebb_plan::device::DeviceProfile;
 use ebb_plan::exact::{solve, solve_with_start, ExactOptions, ExactResult, ExactStatus};
 use ebb_plan::finalize::{finalize, ConcretePlan, FinalizeError, FinalizeOptions};

@@ -2,9 +2,9 @@
 //! independent checker, infeasible budgets and violated shape assertions reported as errors,
 //! plan-cache hits, arena layouts without overlap.
 
-use ebb_compiler::pipeline::{compile, CompileOptions, Compiled};
-use ebb_compiler::stablehlo::import_file;
+use ebb_import::stablehlo::import_file;
 use ebb_passes::plan::check::check;
+use ebb_pipeline::{compile, CompileOptions, Compiled};
 use ebb_plan::arena::check_layout;
 use ebb_plan::cache::PlanCache;
 use ebb_plan::finalize::{finalize, FinalizeError, FinalizeOptions, Finalizer};
@@ -527,7 +527,7 @@ fn every_fixture_layout_stays_within_five_percent_of_the_planned_peak() {
     ];
     let mut worst = (0.0f64, String::new());
     for (path, b) in &cases {
-        let (g, _) = ebb_compiler::frontend::import_file(path, None).unwrap();
+        let (g, _) = ebb_import::import_file(path, None).unwrap();
         for fusion in [false, true] {
             let c = compile(
                 g.clone(),
@@ -621,7 +621,7 @@ fn scan_fixture_schedules_within_five_percent_of_the_unrolled_export() {
     )
     .unwrap();
     let peak = |c: &Compiled, b: &ebb_ir::Bindings| {
-        ebb_compiler::pipeline::plan_report(&c.plan, b, None)
+        ebb_pipeline::plan_report(&c.plan, b, None)
             .unwrap()
             .peak_bytes_scheduled
     };

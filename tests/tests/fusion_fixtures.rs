@@ -4,8 +4,8 @@
 //! peak is lower where intermediates dominate; and a fused plan under a budget runs with the
 //! measured peak equal to the planned one, bit-identical to the run without decisions.
 
-use ebb_compiler::pipeline::{self, CompileOptions, Compiled};
 use ebb_ir::{Bindings, OpKind};
+use ebb_pipeline::{self as pipeline, CompileOptions, Compiled};
 use ebb_plan::finalize::FinalizeOptions;
 use ebb_plan::format::DecisionKind;
 use ebb_runtime::{execute, Runtime};

@@ -14,8 +14,8 @@
 //! spelled out (fusion off with the import's donations; fusion on with `--donate auto`), so
 //! that a change of the pipeline's defaults does not move the set.
 
-use ebb_compiler::pipeline::{compile, CompileOptions};
 use ebb_passes::donate::DonatePolicy;
+use ebb_pipeline::{compile, CompileOptions};
 use ebb_plan::device::DeviceProfile;
 use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
 use ebb_plan::format::{DecisionKind, Plan};

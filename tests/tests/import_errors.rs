@@ -1,7 +1,7 @@
 //! Tests that bad input gets a clear error, never a panic: malformed MLIR (with line:col),
 //! unsupported ops (with name and location), truncated files, and the CLI's exit code.
 
-use ebb_compiler::stablehlo::{import_str, ImportError};
+use ebb_import::stablehlo::{import_str, ImportError};
 use ebb_testkit::jax_fixture;
 
 fn mlp_text() -> String {

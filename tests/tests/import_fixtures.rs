@@ -2,7 +2,7 @@
 //! an expression over the named symbols, that the imported IR round-trips through the textual
 //! IR, and that the import agrees with the export's metadata.
 
-use ebb_compiler::stablehlo::import_file;
+use ebb_import::stablehlo::import_file;
 use ebb_ir::text;
 use ebb_testkit::{jax_fixture, jax_fixture_names, jax_metadata};
 

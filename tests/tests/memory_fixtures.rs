@@ -22,7 +22,7 @@ const FIXTURES: &[&str] = &[
 
 fn import(name: &str) -> Graph {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/jax/{name}.mlir"));
-    match ebb_compiler::stablehlo::import_file(&p) {
+    match ebb_import::stablehlo::import_file(&p) {
         Ok((g, _)) => g,
         Err(e) => panic!("importing {name}: {e}"),
     }

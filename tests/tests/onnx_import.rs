@@ -5,12 +5,12 @@
 //! malformed models (truncated bytes, an unknown op, a `dim_param` contradicting inference)
 //! give typed errors that name the problem.
 
-use ebb_compiler::onnx::{
+use ebb_import::onnx::{
     decode_model, encode_model, import_bytes, import_file, import_file_with, OnnxError,
 };
-use ebb_compiler::pipeline::{compile, CompileOptions};
 use ebb_ir::Bindings;
 use ebb_passes::plan::check::check;
+use ebb_pipeline::{compile, CompileOptions};
 use ebb_plan::finalize::{finalize, FinalizeError, FinalizeOptions};
 use ebb_testkit::{onnx_fixture as fixture, onnx_fixture_names as names};
 use onnx_common::options;
@@ -177,7 +177,7 @@ fn unknown_op_names_op_domain_and_node() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("m.onnx");
     std::fs::write(&path, encode_model(&m)).unwrap();
-    let missing = ebb_compiler::onnx::unsupported_ops(&path).unwrap();
+    let missing = ebb_import::onnx::unsupported_ops(&path).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(missing.len(), 1, "{missing:?}");
     assert_eq!(missing[0].op, "com.example::Frobnicate");
@@ -185,11 +185,9 @@ fn unknown_op_names_op_domain_and_node() {
         (missing[0].count, missing[0].first.as_str()),
         (1, "the_node")
     );
-    assert!(
-        ebb_compiler::onnx::unsupported_ops(&fixture("torch_mlp_sgd"))
-            .unwrap()
-            .is_empty()
-    );
+    assert!(ebb_import::onnx::unsupported_ops(&fixture("torch_mlp_sgd"))
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
@@ -210,7 +208,7 @@ fn dim_param_contradicting_inference_names_value_and_both_shapes() {
         .iter_mut()
         .find(|v| v.name.as_deref() == Some(mm.as_str()))
         .expect("value_info of the first MatMul");
-    use ebb_compiler::onnx::proto::{tensor_shape_proto::dimension::Value as D, type_proto};
+    use ebb_import::onnx::proto::{tensor_shape_proto::dimension::Value as D, type_proto};
     let Some(type_proto::Value::TensorType(t)) = vi.r#type.as_mut().unwrap().value.as_mut() else {
         panic!("not a tensor type")
     };
@@ -244,7 +242,7 @@ fn cli_summary_reports_ops_symbols_and_source_ops() {
 
 #[test]
 fn unnamed_dynamic_dimension_is_a_fresh_symbol_counted_as_unresolved() {
-    use ebb_compiler::onnx::proto::{
+    use ebb_import::onnx::proto::{
         tensor_shape_proto::{dimension::Value as D, Dimension},
         type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
         TypeProto, ValueInfoProto,
@@ -302,7 +300,7 @@ fn unsupported_op_error_reports_its_nested_graphs() {
     let bytes = std::fs::read(fixture("torch_mlp_sgd")).unwrap();
     let mut m = decode_model(&bytes, "m").unwrap();
     let g = m.graph.as_mut().unwrap();
-    let body = ebb_compiler::onnx::proto::GraphProto {
+    let body = ebb_import::onnx::proto::GraphProto {
         node: vec![Default::default(); 3],
         ..Default::default()
     };
@@ -315,7 +313,7 @@ fn unsupported_op_error_reports_its_nested_graphs() {
     g.node[k].name = Some("branch".into());
     g.node[k]
         .attribute
-        .push(ebb_compiler::onnx::proto::AttributeProto {
+        .push(ebb_import::onnx::proto::AttributeProto {
             name: Some("body".into()),
             r#type: Some(5),
             g: Some(body),
@@ -338,7 +336,7 @@ fn params_from_the_training_model_gives_the_exporters_sequence_elements() {
     for name in optimizers {
         let training = fixture(&name.replace("_optimizer", "_training"));
         let from_training =
-            ebb_compiler::onnx::params_from::options_from_training(&training).unwrap();
+            ebb_import::onnx::params_from::options_from_training(&training).unwrap();
         let (g, _) = import_file_with(&fixture(&name), &from_training).unwrap();
         let (want, _) = import_file_with(&fixture(&name), &options(&name)).unwrap();
         assert_eq!(
@@ -348,7 +346,7 @@ fn params_from_the_training_model_gives_the_exporters_sequence_elements() {
         );
     }
     // A model without gradient accumulation buffers is not a training model.
-    let e = ebb_compiler::onnx::params_from::trainable_parameters(&fixture("torch_mlp_sgd"))
+    let e = ebb_import::onnx::params_from::trainable_parameters(&fixture("torch_mlp_sgd"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("no trainable parameters"), "{e}");

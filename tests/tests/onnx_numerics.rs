@@ -29,16 +29,16 @@ fn import(name: &str) -> Graph {
         .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
         .unwrap_or_default();
     if zero.is_empty() {
-        return ebb_compiler::onnx::import_file_with(&path, &opts)
+        return ebb_import::onnx::import_file_with(&path, &opts)
             .unwrap_or_else(|e| panic!("import {name}: {e}"))
             .0;
     }
     // The references ran with every Dropout ratio at 0 (the masks are random): so does this
     // import.
     let bytes = std::fs::read(&path).unwrap();
-    let mut model = ebb_compiler::onnx::decode_model(&bytes, name).unwrap();
+    let mut model = ebb_import::onnx::decode_model(&bytes, name).unwrap();
     let graph = model.graph.as_mut().unwrap();
-    let zeroed = |t: &mut ebb_compiler::onnx::proto::TensorProto| {
+    let zeroed = |t: &mut ebb_import::onnx::proto::TensorProto| {
         t.float_data.iter_mut().for_each(|x| *x = 0.0);
         if let Some(r) = t.raw_data.as_mut() {
             r.iter_mut().for_each(|b| *b = 0);
@@ -62,7 +62,7 @@ fn import(name: &str) -> Graph {
         }
     }
     assert_eq!(done, zero.len(), "{name}: ratio values not found");
-    ebb_compiler::onnx::import_model(&model, name, None, &opts)
+    ebb_import::onnx::import_model(&model, name, None, &opts)
         .unwrap_or_else(|e| panic!("import {name}: {e}"))
         .0
 }

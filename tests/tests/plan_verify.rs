@@ -3,8 +3,8 @@
 //! a list of hand-picked edits from the probe, then seeded random edits of the value
 //! table, the schedule, the costs, the peak terms and the candidates — is refused.
 
-use ebb_compiler::api::Compiler;
 use ebb_passes::plan::verify_plan;
+use ebb_pipeline::api::Compiler;
 use ebb_plan::format::Plan;
 use ebb_testkit::jax_fixture;
 use rand::{RngExt, SeedableRng};

@@ -4,8 +4,8 @@
 //! Budgeted runs are arena-backed (every result at its planned offset) and compared with a run
 //! on heap buffers.
 
-use ebb_compiler::pipeline::{self, CompileOptions};
 use ebb_ir::{Bindings, OpKind};
+use ebb_pipeline::{self as pipeline, CompileOptions};
 use ebb_plan::finalize::{FinalizeError, FinalizeOptions};
 use ebb_plan::format::{DecisionKind, Plan};
 use ebb_runtime::inputs::random_inputs;
@@ -25,7 +25,7 @@ fn compile_with(name: &str, opts: &CompileOptions) -> Plan {
             .unwrap(),
         None => jax_fixture(name),
     };
-    let (g, _) = ebb_compiler::frontend::import_file(&path, None).unwrap();
+    let (g, _) = ebb_import::import_file(&path, None).unwrap();
     pipeline::compile(g, opts).unwrap().plan
 }
 
@@ -220,7 +220,7 @@ fn ort_dropout_transformer_runs_bit_identical_under_half_its_program_order_peak(
 #[test]
 fn polymorphic_image_cnn_imports_named_and_runs_at_its_lower_bound() {
     let (g, stats) =
-        ebb_compiler::stablehlo::import_file(&ebb_testkit::jax_fixture("cnn_poly_sgd")).unwrap();
+        ebb_import::stablehlo::import_file(&ebb_testkit::jax_fixture("cnn_poly_sgd")).unwrap();
     assert_eq!(stats.unresolved_dims, 0);
     let syms: Vec<String> = g.scope.symbols().iter().map(|s| s.to_string()).collect();
     assert_eq!(syms, ["B", "h", "w"]);

@@ -9,7 +9,7 @@
 //! [`soak_child`] (selected by the `EBB_SOAK_CHILD` environment variable), and reads the
 //! child's report.
 
-use ebb_compiler::api::Compiler;
+use ebb_pipeline::api::Compiler;
 use ebb_plan::finalize::{FinalizeError, FinalizeOptions};
 use ebb_runtime::inputs::random_inputs;
 use ebb_runtime::{Runtime, RuntimeError};

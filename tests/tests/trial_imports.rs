@@ -7,11 +7,11 @@
 //! hand-written modules check the StableHLO ops' semantics against direct computations (the
 //! ONNX lowering's are in `compiler/src/onnx/tests_nll.rs`).
 
-use ebb_compiler::pipeline::{self, CompileOptions};
-use ebb_compiler::run::InputSource::Npz;
-use ebb_compiler::stablehlo::{import_str, unsupported_ops};
+use ebb_import::stablehlo::{import_str, unsupported_ops};
 use ebb_ir::op::ReducePrecisionSpec;
 use ebb_ir::{Bindings, Op};
+use ebb_pipeline::run::InputSource::Npz;
+use ebb_pipeline::{self as pipeline, CompileOptions};
 use ebb_plan::format::Plan;
 use ebb_runtime::{execute, program_schedule, Tensor};
 use ebb_testkit::{fixture_refs, jax_fixture, jax_fixtures_dir, jax_metadata};
@@ -34,7 +34,7 @@ fn ckpt_cumsum_key_imports_with_a_symbolic_window() {
         assert!(text.contains(op), "the export holds {op}");
     }
     assert!(unsupported_ops(&text, JAX).unwrap().is_empty());
-    let (g, stats) = ebb_compiler::stablehlo::import_file(&path).unwrap();
+    let (g, stats) = ebb_import::stablehlo::import_file(&path).unwrap();
     assert_eq!(stats.unresolved_dims, 0);
     let ops: Vec<&Op> = g.order().iter().map(|&id| &g.node(id).op).collect();
     assert!(!ops.iter().any(|o| matches!(o, Op::CustomCall(_))));
@@ -119,16 +119,12 @@ pub(crate) fn runs_checked_at_every_ref(
 fn ckpt_cumsum_key_runs_checked_under_a_budget() {
     let refs = fixture_refs(&jax_metadata(JAX), &jax_fixtures_dir());
     assert_eq!(refs.len(), 2);
-    let fused = ebb_compiler::flags::PipelineFlags {
-        fusion: ebb_compiler::flags::OnOff::On,
-        donate: ebb_passes::donate::DonatePolicy::Auto,
-        rewrite: None,
-        unroll: ebb_compiler::flags::OnOff::On,
-    }
-    .apply(CompileOptions::default())
-    .unwrap();
+    let fused = CompileOptions::builder()
+        .fusion(true)
+        .donate(ebb_passes::donate::DonatePolicy::Auto)
+        .build();
     for (tag, opts) in [("plain", CompileOptions::default()), ("fused", fused)] {
-        let (g, _) = ebb_compiler::frontend::import_file(&jax_fixture(JAX), None).unwrap();
+        let (g, _) = ebb_import::import_file(&jax_fixture(JAX), None).unwrap();
         let plan = pipeline::compile(g, &opts).unwrap().plan;
         runs_checked_at_every_ref(&format!("{JAX} {tag}"), &plan, &refs, 1e-5);
     }
@@ -218,7 +214,7 @@ const ONNX: &str = "torch_mlp_ce_nll_sgd";
 #[test]
 fn torch_nll_loss_step_runs_checked_under_a_budget() {
     let path = ebb_testkit::onnx_fixture(ONNX);
-    let (g, stats) = ebb_compiler::frontend::import_file(&path, None).unwrap();
+    let (g, stats) = ebb_import::import_file(&path, None).unwrap();
     assert_eq!(stats.unresolved_dims, 0);
     let symbols: Vec<String> = g
         .scope

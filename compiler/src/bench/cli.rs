@@ -3,8 +3,8 @@
 
 use super::shapes::{self, BatchRule, LongTail, ShapeSource};
 use super::{BenchOptions, Progress};
-use crate::frontend::Format;
 use anyhow::{bail, Context, Result};
+use ebb_import::Format;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 
@@ -191,7 +191,7 @@ impl BenchArgs {
             timeline_at: self
                 .timeline_at
                 .as_deref()
-                .map(crate::pipeline::parse_bindings)
+                .map(ebb_pipeline::parse_bindings)
                 .transpose()
                 .context("--timeline-at")?,
             device: self.device.clone(),
@@ -207,21 +207,21 @@ impl BenchArgs {
         if let Some(p) = &self.json {
             // Fail before the sweep, not after it (a missing directory is created later).
             if p.exists() || p.is_symlink() {
-                crate::output::check_target(p).context("--json")?;
+                ebb_pipeline::output::check_target(p).context("--json")?;
             }
         }
         let report = super::run(&opts, &mut Bars(None))?;
         if let Some(note) = &report.xla.note {
             eprintln!("note: no XLA column: {note}");
         }
-        crate::output::print_stdout(&super::render::markdown(&report))?;
+        ebb_pipeline::output::print_stdout(&super::render::markdown(&report))?;
         if let Some(p) = &self.json {
             if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("cannot create {}", dir.display()))?;
             }
             let text = serde_json::to_string_pretty(&report)? + "\n";
-            crate::output::write_file(p, text.as_bytes())?;
+            ebb_pipeline::output::write_file(p, text.as_bytes())?;
         }
         if let Some(dir) = &self.plots {
             let stem = report

@@ -11,8 +11,8 @@
 //! overhead), the greedy's step-time loss against the optimum (target ≤ 0.05);
 //! `greedy_over_optimum` = greedy overhead / optimum overhead (absent when the optimum is free).
 
-use crate::pipeline::Pricing;
 use ebb_ir::Bindings;
+use ebb_pipeline::Pricing;
 #[cfg(feature = "exact")]
 use ebb_plan::exact::{self, ExactOptions, ExactStatus};
 use ebb_plan::finalize::ConcretePlan;

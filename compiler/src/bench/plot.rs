@@ -62,10 +62,10 @@ fn legend_and_present<'a>(
     root.present().map_err(err)
 }
 
-/// Writes an SVG document atomically ([`crate::output::write_file`]): a failed write names
+/// Writes an SVG document atomically ([`ebb_pipeline::output::write_file`]): a failed write names
 /// the path and leaves no truncated file.
 fn write_svg(path: &Path, svg: &str) -> Result<()> {
-    Ok(crate::output::write_file(path, svg.as_bytes())?)
+    Ok(ebb_pipeline::output::write_file(path, svg.as_bytes())?)
 }
 
 /// The SVG of [`peak_vs_x`].
@@ -287,4 +287,30 @@ fn timeline_svg(t: &Timeline, name: &str) -> Result<String> {
         legend_and_present(&mut chart, &root)?;
     }
     Ok(buf)
+}
+
+/// Writes the run's memory timeline as SVG: resident bytes per program point without
+/// decisions and as measured with them (regeneration peaks included), and the budget line.
+///
+/// # Errors
+/// The file cannot be written.
+pub fn run_timeline(r: &ebb_pipeline::run::RunResult, path: &std::path::Path) -> Result<()> {
+    let stats = &r.step.stats;
+    let measured: Vec<i64> = stats
+        .resident_bytes
+        .iter()
+        .zip(&stats.regen_peak)
+        .map(|(&a, &b)| a.max(b) as i64)
+        .collect();
+    let t = crate::bench::Timeline {
+        bind: r.report.plan.bind.clone(),
+        before: r.resident_unplanned.clone(),
+        after: Some(measured),
+        budget_bytes: r.report.plan.budget_bytes,
+        marks: crate::bench::decision_marks(
+            r.plan.variant(r.step.concrete.variant).unwrap_or(&r.plan),
+            &r.step.concrete.decisions,
+        ),
+    };
+    timeline(&t, &r.graph_name, path)
 }

@@ -9,10 +9,10 @@ use super::{
     BenchReport, BudgetRow, ExecRow, Row, Summary, Timeline, XlaInfo, XlaRow, SCHEMA_VERSION,
 };
 use crate::flags::DeviceFlags;
-use crate::frontend::{self, Format};
-use crate::pipeline::{self, Budget, CompileOptions, Pricing};
 use anyhow::{Context, Result};
+use ebb_import::{self as frontend, Format};
 use ebb_ir::{Bindings, Graph, Symbol};
+use ebb_pipeline::{self as pipeline, Budget, CompileOptions, Pricing};
 use ebb_plan::finalize::{self, FinalizeError};
 use ebb_plan::format::Plan;
 use std::collections::BTreeMap;
@@ -88,7 +88,7 @@ fn load(opts: &BenchOptions) -> Result<(Graph, Plan, Option<f64>)> {
         let ms = t.elapsed().as_secs_f64() * 1e3;
         Ok((g, c.plan, Some(ms)))
     } else {
-        let (plan, g) = crate::api::read_plan_and_graph(&opts.input)?;
+        let (plan, g) = ebb_pipeline::api::read_plan_and_graph(&opts.input)?;
         Ok((g, plan, None))
     }
 }
@@ -413,7 +413,7 @@ fn time_step(plan: &Plan, b: &Bindings, runs: usize) -> Result<ExecRow> {
     let warm = rt.step(b, inputs.clone())?;
     let warm_report = warm.report;
     rt.recycle(warm.outputs);
-    let timed = crate::run::repeat_steps(&mut rt, b, &inputs, runs)?;
+    let timed = ebb_pipeline::run::repeat_steps(&mut rt, b, &inputs, runs)?;
     Ok(ExecRow {
         step_ms: timed.median_ms.unwrap_or(f64::NAN),
         warmup_ms: warm_report.wall_ms,

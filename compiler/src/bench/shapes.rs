@@ -82,7 +82,7 @@ pub fn parse_shape_list(s: &str) -> Result<Vec<Bindings>> {
         .split(';')
         .map(str::trim)
         .filter(|p| !p.is_empty())
-        .map(|p| crate::pipeline::parse_bindings(p).with_context(|| format!("--shapes `{p}`")))
+        .map(|p| ebb_pipeline::parse_bindings(p).with_context(|| format!("--shapes `{p}`")))
         .collect::<Result<Vec<_>>>()?;
     if out.is_empty() {
         bail!("--shapes `{s}` names no shape (expected e.g. `B=8,S=128;B=8,S=256`)");
@@ -101,7 +101,7 @@ pub fn resolve(src: &ShapeSource, scope: &SymbolScope) -> Result<Vec<Bindings>> 
     let raw = match src {
         ShapeSource::List { shapes } => shapes
             .iter()
-            .map(|s| crate::pipeline::parse_bindings(s))
+            .map(|s| ebb_pipeline::parse_bindings(s))
             .collect::<Result<Vec<_>>>()?,
         ShapeSource::Longtail(lt) => sample_longtail(lt, scope)?,
     };

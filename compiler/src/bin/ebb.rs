@@ -2,11 +2,11 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use ebb_compiler::frontend::Format;
-use ebb_compiler::{output, pipeline, report};
-use std::fmt::Write as _;
-
 use ebb_compiler::flags::{DeviceFlags, ImportFlags, PipelineFlags};
+use ebb_compiler::report;
+use ebb_import::Format;
+use ebb_pipeline::{self as pipeline, output};
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -200,7 +200,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Pack(args) => Ok(output::print_stdout(&args.run()?)?),
         Command::Run { plan, bind, flags } => run_step(&plan, &bind, flags),
         Command::Ops { json, markdown } => {
-            use ebb_compiler::frontend::op_table;
+            use ebb_import::op_table;
             let lists = op_table::op_lists();
             let text = if json {
                 serde_json::to_string_pretty(&lists)? + "\n"
@@ -234,7 +234,7 @@ fn run(cli: Cli) -> Result<()> {
                 output::check_target(o)?;
             }
             if allow_unsupported {
-                let missing = ebb_compiler::frontend::unsupported_ops(&file, format)?;
+                let missing = ebb_import::unsupported_ops(&file, format)?;
                 if !missing.is_empty() {
                     let text = if json {
                         serde_json::to_string_pretty(&serde_json::json!({
@@ -257,8 +257,7 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
             let t0 = std::time::Instant::now();
-            let (g, stats) =
-                ebb_compiler::frontend::import_file_with(&file, format, params_from.as_deref())?;
+            let (g, stats) = ebb_import::import_file_with(&file, format, params_from.as_deref())?;
             let elapsed = t0.elapsed();
             let text = match emit {
                 Emit::Ir => ebb_ir::text::print(&g),
@@ -297,8 +296,7 @@ fn run(cli: Cli) -> Result<()> {
                 );
             }
             output::check_target(&output)?;
-            let (g, stats) =
-                ebb_compiler::frontend::import_file_with(&file, format, params_from.as_deref())?;
+            let (g, stats) = ebb_import::import_file_with(&file, format, params_from.as_deref())?;
             if stats.unresolved_dims > 0 {
                 eprintln!(
                     "warning: {} dimensions are not expressions over named symbols",
@@ -313,17 +311,19 @@ fn run(cli: Cli) -> Result<()> {
                 None => Vec::new(),
             };
             let bind = bind.as_deref().map(pipeline::parse_bindings).transpose()?;
-            let opts = flags.apply(pipeline::CompileOptions {
-                bind,
-                sweep,
-                stop_after,
-                print_after,
-                device: device
-                    .as_deref()
-                    .map(ebb_compiler::flags::resolve_device)
-                    .transpose()?,
-                ..pipeline::CompileOptions::default()
-            })?;
+            let opts = flags
+                .builder()
+                .bind(bind)
+                .sweep(sweep)
+                .stop_after(stop_after)
+                .print_after(print_after)
+                .device(
+                    device
+                        .as_deref()
+                        .map(pipeline::resolve_device)
+                        .transpose()?,
+                )
+                .build();
             let c = pipeline::run_pipeline(g, &opts)?;
             for d in &c.dumps {
                 eprintln!(
@@ -522,7 +522,7 @@ fn load_plan(
     flags: &PipelineFlags,
     import: &ImportFlags,
 ) -> Result<ebb_plan::format::Plan> {
-    ebb_compiler::api::load_or_compile_with(
+    ebb_pipeline::api::load_or_compile_with(
         path,
         format,
         import.params_from_for(path, format)?,
@@ -532,7 +532,7 @@ fn load_plan(
 
 /// `ebb run` (see `ebb run --help`).
 fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
-    use ebb_compiler::run;
+    use ebb_pipeline::run;
     if let Some(t) = &f.timeline {
         output::check_target(t).context("--timeline")?;
     }
@@ -584,7 +584,7 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
     bar.finish_and_clear();
     let r = r?;
     if let Some(path) = &f.timeline {
-        run::write_timeline(&r, path)?;
+        ebb_compiler::bench::plot::run_timeline(&r, path)?;
     }
     if let Some(path) = &f.save_outputs {
         let named: Vec<(String, &ebb_runtime::Tensor)> = r

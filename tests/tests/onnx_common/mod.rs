@@ -1,6 +1,6 @@
 //! Helpers shared by the ONNX fixture tests (`onnx_import.rs`, `onnx_numerics.rs`).
 
-use ebb_compiler::onnx::ImportOptions;
+use ebb_import::onnx::ImportOptions;
 use ebb_ir::{DType, TensorType};
 
 pub use ebb_testkit::{onnx_fixtures_dir as dir, onnx_metadata as meta};

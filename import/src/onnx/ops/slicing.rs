@@ -10,7 +10,7 @@ use super::super::ctx::{norm_axis, Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::shape::{exact_div, input_shape, sym_i64};
 use super::{one, symbolic, Lower};
-use crate::frontend::sym::SymVal;
+use crate::sym::SymVal;
 use ebb_ir::op::SliceSpec;
 use ebb_ir::{DType, DimExpr, Op, SymbolScope};
 use std::rc::Rc;

@@ -13,7 +13,7 @@
 use super::error::{NodeLoc, OnnxError};
 use super::proto::{AttributeProto, NodeProto, TensorProto};
 use super::tensor::scalar_literal;
-use crate::frontend::sym::{Elems, SymVal};
+use crate::sym::{Elems, SymVal};
 use ebb_ir::op::{BroadcastSpec, CompareSpec, CompareType, DotDims, IotaSpec, Literal};
 use ebb_ir::{DType, DimExpr, Graph, Node, Op, Relation, TensorType, ValueRef};
 use std::collections::HashMap;
@@ -79,9 +79,7 @@ pub(crate) fn sym_of_literal(ty: &TensorType, lit: &Literal) -> Option<SymVal> {
     let get = |i: usize| if lit.splat { 0 } else { i };
     if lit.dtype == DType::I1 {
         let v = (0..n as usize)
-            .map(|i| {
-                crate::frontend::sym::Pred::Const(lit.data.get(get(i)).copied().unwrap_or(0) != 0)
-            })
+            .map(|i| crate::sym::Pred::Const(lit.data.get(get(i)).copied().unwrap_or(0) != 0))
             .collect();
         return Some(SymVal {
             dtype: DType::I1,

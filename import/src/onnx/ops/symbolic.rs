@@ -7,7 +7,7 @@
 //! then lowers the op to graph ops instead.
 
 use super::super::ctx::MAX_SYM;
-use crate::frontend::sym::{self, Elems, Pred, SymVal};
+use crate::sym::{self, Elems, Pred, SymVal};
 use ebb_ir::{DType, DimExpr, Relation, SymbolScope};
 
 fn numel(shape: &[i64]) -> i64 {

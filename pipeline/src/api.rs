@@ -2,20 +2,20 @@
 //! the [`Plan`] to `ebb_runtime::Runtime`, whose `step` runs every batch.
 //!
 //! ```no_run
-//! use ebb_compiler::api::Compiler;
+//! use ebb_pipeline::api::Compiler;
 //! use ebb_runtime::{inputs::random_inputs, Runtime};
 //! let plan = Compiler::default().compile_file("tests/fixtures/jax/gpt2_tiny_adamw.mlir".as_ref())?;
 //! let mut rt = Runtime::new(plan, Some(64 << 20))?; // 64 MiB device budget
-//! let b = ebb_compiler::pipeline::parse_bindings("B=8,S=128")?;
+//! let b = ebb_pipeline::parse_bindings("B=8,S=128")?;
 //! let inputs = random_inputs(rt.graph(), &b, 0).map_err(anyhow::Error::msg)?;
 //! let out = rt.step(&b, inputs)?;
 //! println!("peak {} bytes, finalize {:.0} us", out.report.measured_peak_bytes, out.report.finalize_us);
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
-use crate::frontend::{self, Format};
-use crate::pipeline::{self, CompileOptions, Compiled};
+use crate::{self as pipeline, CompileOptions, Compiled};
 use anyhow::{Context, Result};
+use ebb_import::{self as frontend, Format};
 use ebb_ir::Graph;
 use ebb_plan::format::Plan;
 use std::path::Path;

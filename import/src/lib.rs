@@ -1,12 +1,18 @@
-//! Front-end dispatch: picks the importer for a file by `--format` or by its extension.
+//! Ebb's importers: a training step exported by JAX (StableHLO) or PyTorch / ONNX Runtime
+//! (ONNX) into an [`ebb_ir::Graph`] with symbolic shapes.
 //!
-//! `.mlir` → StableHLO ([`crate::stablehlo`], feature `stablehlo`); `.onnx` → ONNX
-//! ([`crate::onnx`]).
+//! [`import_file`] picks the importer for a file by `--format` or by its extension: `.mlir` →
+//! StableHLO ([`crate::stablehlo`], feature `stablehlo`, MLIR's parser through melior);
+//! `.onnx` → ONNX ([`crate::onnx`], protobuf through prost; builds without LLVM/MLIR).
 //!
-//! Also the pieces both front ends share, so that neither owns them (and ONNX import builds
-//! without MLIR): symbolic shape values ([`sym`]) and import statistics ([`ImportStats`]).
+//! Also the pieces both front ends share, so that neither owns them: symbolic shape values
+//! ([`sym`]), text decoding ([`text`]), the supported-op table ([`op_table`]) and import
+//! statistics ([`ImportStats`]).
 
+pub mod onnx;
 pub mod op_table;
+#[cfg(feature = "stablehlo")]
+pub mod stablehlo;
 mod stats;
 pub mod sym;
 pub mod text;
@@ -16,7 +22,7 @@ pub use stats::ImportStats;
 use std::path::Path;
 
 /// The input formats Ebb imports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// StableHLO in MLIR generic form (`jax.export`), extension `.mlir`.
     Stablehlo,
@@ -31,6 +37,19 @@ impl Format {
             "mlir" => Some(Format::Stablehlo),
             "onnx" => Some(Format::Onnx),
             _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+
+    /// `stablehlo` or `onnx` (`--format`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "stablehlo" => Ok(Format::Stablehlo),
+            "onnx" => Ok(Format::Onnx),
+            _ => Err(format!("unknown format `{s}` (stablehlo, onnx)")),
         }
     }
 }

@@ -9,7 +9,7 @@ use super::super::ctx::{Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::super::tensor::dtype_of;
 use super::{one, symbolic, Lower};
-use crate::frontend::sym::{Elems, SymVal};
+use crate::sym::{Elems, SymVal};
 use ebb_ir::{DimExpr, Op, Relation, ValueRef};
 
 /// The ai.onnx ops this module lowers, by op type.

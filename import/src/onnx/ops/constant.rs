@@ -8,7 +8,7 @@ use super::super::proto::{NodeProto, TensorProto};
 use super::super::tensor::{decode, scalar_literal};
 use super::shape::{static_of, sym_i64};
 use super::{one, Lower};
-use crate::frontend::sym::{Elems, SymVal};
+use crate::sym::{Elems, SymVal};
 use ebb_ir::op::Literal;
 use ebb_ir::{DType, DimExpr, Op, Relation, TensorType};
 use std::rc::Rc;

@@ -16,7 +16,7 @@ pub enum ImportError {
     },
     /// The file is not UTF-8 text or holds a NUL byte (with the byte offset, line and column).
     #[error(transparent)]
-    Text(#[from] crate::frontend::text::TextError),
+    Text(#[from] crate::text::TextError),
     /// MLIR could not parse the text.
     #[error("{file}:{line}:{col}: MLIR parse error: {msg}")]
     Parse {

@@ -36,7 +36,7 @@ pub mod tensor;
 pub use error::{NodeLoc, OnnxError};
 pub use ops::supported as supported_ops;
 
-use crate::frontend::ImportStats;
+use crate::ImportStats;
 use ctx::{domain_name, Cx, Val, R};
 use dims::{Aliases, DimCheck};
 use ebb_ir::{DType, DimExpr, Graph, TensorType};
@@ -98,17 +98,17 @@ pub fn import_bytes(
 /// empty when every op is supported. For triage: `ebb import --allow-unsupported`.
 ///
 /// Errors: unreadable file, protobuf decode errors.
-pub fn unsupported_ops(path: &Path) -> Result<Vec<crate::frontend::UnsupportedUse>, OnnxError> {
+pub fn unsupported_ops(path: &Path) -> Result<Vec<crate::UnsupportedUse>, OnnxError> {
     fn walk(
         nodes: &[NodeProto],
         fs: &[proto::FunctionProto],
-        out: &mut Vec<crate::frontend::UnsupportedUse>,
+        out: &mut Vec<crate::UnsupportedUse>,
     ) {
         for (k, n) in nodes.iter().enumerate() {
             let op_type = n.op_type.clone().unwrap_or_default();
             let domain = ctx::domain_name(n.domain.as_deref()).to_string();
             if ops::lookup(&domain, &op_type).is_none() && !functions::is_call(n, fs) {
-                crate::frontend::count_unsupported(out, format!("{domain}::{op_type}"), || {
+                crate::count_unsupported(out, format!("{domain}::{op_type}"), || {
                     n.name
                         .clone()
                         .filter(|s| !s.is_empty())

@@ -8,7 +8,7 @@
 use super::super::ctx::{norm_axis, Cx, NodeAttrs, Val, R};
 use super::super::proto::NodeProto;
 use super::{one, symbolic, Lower};
-use crate::frontend::sym::{Elems, SymVal};
+use crate::sym::{Elems, SymVal};
 use ebb_ir::{DType, DimExpr};
 
 /// The ai.onnx ops this module lowers, by op type.

@@ -5,7 +5,7 @@
 //! (`outputs_match_reference`), and the independent plan checker
 //! (`ebb_passes::plan::check`) must prove the decisions with the same peak as measured.
 
-use crate::pipeline::{self, Budget, PlanReport, Pricing};
+use crate::{self as pipeline, Budget, PlanReport, Pricing};
 use anyhow::{bail, Context, Result};
 use ebb_ir::Bindings;
 use ebb_plan::format::Plan;
@@ -233,7 +233,7 @@ pub fn check_host_memory(need: &MemoryNeed, limit: Option<i64>) -> Result<()> {
 }
 
 /// What [`repeat_steps`] measured.
-pub(crate) struct Repeated {
+pub struct Repeated {
     /// Median wall time of the steps, ms (`None` for no step).
     pub median_ms: Option<f64>,
     /// Kernels the steps compiled.
@@ -248,7 +248,7 @@ pub(crate) struct Repeated {
 ///
 /// # Errors
 /// A failed step.
-pub(crate) fn repeat_steps(
+pub fn repeat_steps(
     rt: &mut Runtime,
     b: &Bindings,
     inputs: &[Tensor],
@@ -433,30 +433,4 @@ pub fn run(
         graph_name: plan.graph_name.clone(),
         plan,
     })
-}
-
-/// Writes the run's memory timeline as SVG: resident bytes per program point without
-/// decisions and as measured with them (regeneration peaks included), and the budget line.
-///
-/// # Errors
-/// The file cannot be written.
-pub fn write_timeline(r: &RunResult, path: &std::path::Path) -> Result<()> {
-    let stats = &r.step.stats;
-    let measured: Vec<i64> = stats
-        .resident_bytes
-        .iter()
-        .zip(&stats.regen_peak)
-        .map(|(&a, &b)| a.max(b) as i64)
-        .collect();
-    let t = crate::bench::Timeline {
-        bind: r.report.plan.bind.clone(),
-        before: r.resident_unplanned.clone(),
-        after: Some(measured),
-        budget_bytes: r.report.plan.budget_bytes,
-        marks: crate::bench::decision_marks(
-            r.plan.variant(r.step.concrete.variant).unwrap_or(&r.plan),
-            &r.step.concrete.decisions,
-        ),
-    };
-    crate::bench::plot::timeline(&t, &r.graph_name, path)
 }

@@ -23,7 +23,7 @@ mod func;
 pub mod mlir_text;
 mod ops;
 
-pub use crate::frontend::{sym, ImportStats, UnsupportedUse};
+pub use crate::{sym, ImportStats, UnsupportedUse};
 pub use error::ImportError;
 pub use ops::supported_op_names;
 
@@ -39,7 +39,7 @@ use std::rc::Rc;
 /// Errors: [`ImportError`] for unreadable files, MLIR parse errors (with line:col),
 /// unsupported ops or attributes (with the op name and location) and invalid graphs.
 pub fn import_file(path: &Path) -> Result<(Graph, ImportStats), ImportError> {
-    let text = crate::frontend::text::read(path)?;
+    let text = crate::text::read(path)?;
     import_str(&text, &path.display().to_string())
 }
 
@@ -64,7 +64,7 @@ pub fn unsupported_ops(text: &str, file: &str) -> Result<Vec<UnsupportedUse>, Im
     use melior::ir::{OperationRef, RegionLike};
     fn walk(op: OperationRef, file: &str, out: &mut Vec<UnsupportedUse>) {
         if let Some(name) = ops::unsupported_name(&op) {
-            crate::frontend::count_unsupported(out, name, || func::op_loc(&op, file));
+            crate::count_unsupported(out, name, || func::op_loc(&op, file));
         }
         for i in 0..op.region_count() {
             let Ok(r) = op.region(i) else { continue };
@@ -92,7 +92,7 @@ pub fn unsupported_ops(text: &str, file: &str) -> Result<Vec<UnsupportedUse>, Im
 
 /// Parses `text` into a module of `context` (unregistered dialects allowed).
 fn parse<'c>(context: &'c Context, text: &str, file: &str) -> Result<Module<'c>, ImportError> {
-    crate::frontend::text::check_no_nul(text, file)?;
+    crate::text::check_no_nul(text, file)?;
     context.set_allow_unregistered_dialects(true);
     let diags: Rc<RefCell<Vec<(String, String)>>> = Rc::default();
     let sink = diags.clone();

@@ -1,0 +1,262 @@
+//! The `ebb plan` report: a plan's memory figures at one binding, finalized under a budget on
+//! a priced device ([`Pricing`]), and proven by the independent plan checker
+//! ([`ebb_passes::plan::check()`]) before anything is reported.
+
+use crate::bind::size_error;
+use crate::compile::{fusion_groups, plan_graph};
+use crate::options::Pricing;
+use crate::size::Budget;
+use anyhow::{bail, Context, Result};
+use ebb_ir::{Bindings, Graph};
+use ebb_passes::memory::{self, Schedule};
+use ebb_plan::format::{DecisionKind, Plan};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Proves what a report at `b` rests on with the independent plan checker
+/// ([`ebb_passes::plan::check()`]): every schedule variant's peak at `b` is the simulated one
+/// (so the variant was chosen honestly), and the finalized decisions of `c` are safe with the
+/// peak they claim. `ebb plan`, `ebb run` and `bench`'s budget rows call it through
+/// [`plan_report_proven`], on every plan, loaded or compiled.
+///
+/// # Errors
+/// The checker's finding, naming the variant, or a planned peak that differs from the proven
+/// one.
+pub fn prove_at(
+    plan: &Plan,
+    g: &Graph,
+    b: &Bindings,
+    c: &ebb_plan::finalize::ConcretePlan,
+) -> Result<()> {
+    ebb_passes::plan::check_variants_at(g, plan, b)?;
+    let variant = plan.variant(c.variant).unwrap_or(plan);
+    let proof = ebb_passes::plan::check(g, variant, &c.decisions, b)
+        .context("the plan checker rejects the finalized decisions")?;
+    if proof.peak != c.peak_bytes_planned {
+        bail!(
+            "the plan checker proves a peak of {} bytes with the finalized decisions, the plan claims {}",
+            proof.peak,
+            c.peak_bytes_planned
+        );
+    }
+    Ok(())
+}
+
+/// Memory figures of a plan at one binding, the `ebb plan` report.
+#[derive(Debug, Serialize)]
+pub struct PlanReport {
+    /// The bindings.
+    pub bind: BTreeMap<String, i64>,
+    /// Peak bytes executing the planned graph in program order.
+    pub peak_bytes_program_order: i64,
+    /// Peak bytes of the plan's schedule (no evictions).
+    pub peak_bytes_scheduled: i64,
+    /// Lower bound: persistent bytes + the largest single op's operands and results.
+    pub lower_bound_bytes: i64,
+    /// Remat/swap candidates in the plan.
+    pub candidates: usize,
+    /// The budget, if one was given.
+    pub budget_bytes: Option<i64>,
+    /// Peak bytes with the runtime's decisions under the budget.
+    pub peak_bytes_planned: Option<i64>,
+    /// Decisions taken (recompute, swap).
+    pub recompute_decisions: usize,
+    /// Swap decisions taken.
+    pub swap_decisions: usize,
+    /// The decisions, in the order the runtime took them (empty without a budget).
+    pub decisions: Vec<ebb_plan::finalize::DecisionSummary>,
+    /// FLOPs spent on recomputation.
+    pub recompute_flops: i64,
+    /// The device profile the decisions were priced on.
+    pub device: String,
+    /// Modelled step time without decisions on that device, µs (roofline, `ebb_plan::cost`).
+    pub step_us_modelled: f64,
+    /// Modelled time the decisions add, µs (recompute + exposed transfer).
+    pub added_us: f64,
+    /// `added_us / step_us_modelled` (0 for an empty step).
+    pub added_fraction: f64,
+    /// Modelled recompute time, µs.
+    pub recompute_us: f64,
+    /// Modelled transfer time of swaps not hidden behind compute, µs.
+    pub exposed_transfer_us: f64,
+    /// FLOPs of the step.
+    pub step_flops: i64,
+    /// Bytes offloaded to host.
+    pub swap_bytes: i64,
+    /// Arena size in bytes (with a budget).
+    pub arena_bytes: Option<i64>,
+    /// Time to finalize the plan at this binding, µs, the plan variant prepared (what a
+    /// runtime pays at a shape it has not seen).
+    pub finalize_us: f64,
+    /// Time to prepare the plan variant chosen at this binding, µs (once per plan variant:
+    /// see `ebb_plan::finalize::Finalizer`).
+    pub prepare_us: f64,
+    /// Bytes of the donated inputs (their buffers are reused after their last read).
+    pub donated_bytes: i64,
+    /// `fusion` ops of the planned graph (0 without fusion).
+    pub fusion_groups: usize,
+    /// Values that exist in memory: inputs and op results of the planned graph (a fusion
+    /// group's internal values are not counted).
+    pub materialized_values: usize,
+    /// What is resident at the scheduled peak, by class, with the largest values there.
+    pub peak: memory::Breakdown,
+}
+
+/// Evaluates a plan at `b` (and finalizes it under `budget`), priced on the plan's device
+/// ([`Pricing::for_plan`]).
+///
+/// # Errors
+/// As [`plan_report_finalized`].
+pub fn plan_report(plan: &Plan, b: &Bindings, budget: Option<Budget>) -> Result<PlanReport> {
+    Ok(plan_report_finalized(plan, b, budget, &Pricing::for_plan(plan))?.0)
+}
+
+/// [`plan_report`], with the finalized plan it reports on (arena layout, decisions, the bytes
+/// swapped to the host).
+///
+/// # Errors
+/// Bindings that name symbols the plan does not have or break its facts or assertions; sizes
+/// that overflow at `b`; an infeasible budget; an invalid embedded graph.
+pub fn plan_report_finalized(
+    plan: &Plan,
+    b: &Bindings,
+    budget: Option<Budget>,
+    pricing: &Pricing,
+) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
+    report_at(plan, &plan_graph(plan)?, b, budget, pricing)
+}
+
+/// [`plan_report_finalized`], then [`prove_at`] on the same parsed graph: what `ebb plan`,
+/// `ebb run` and `bench`'s budget rows report is proven by the independent checker.
+///
+/// # Errors
+/// As [`plan_report_finalized`] and [`prove_at`].
+pub fn plan_report_proven(
+    plan: &Plan,
+    b: &Bindings,
+    budget: Option<Budget>,
+    pricing: &Pricing,
+) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
+    plan_report_proven_on(plan, &plan_graph(plan)?, b, budget, pricing)
+}
+
+/// [`plan_report_proven`] on the plan's graph `g`, already parsed ([`plan_graph`], or the graph
+/// [`crate::api::read_plan_and_graph`] verified): for callers that report on one plan at many
+/// bindings.
+///
+/// # Errors
+/// As [`plan_report_proven`].
+pub fn plan_report_proven_on(
+    plan: &Plan,
+    g: &Graph,
+    b: &Bindings,
+    budget: Option<Budget>,
+    pricing: &Pricing,
+) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
+    let (report, c) = report_at(plan, g, b, budget, pricing)?;
+    prove_at(plan, g, b, &c)?;
+    Ok((report, c))
+}
+
+/// Checks bindings against a plan: every symbol is the plan's, and its facts and shape
+/// assertions hold ([`ebb_plan::finalize::check_bindings`]).
+///
+/// # Errors
+/// An unknown symbol; a violated fact or assertion (with the producer's message).
+pub fn check_plan_bindings(plan: &Plan, b: &Bindings) -> Result<()> {
+    plan.symbols.check_known(b)?;
+    ebb_plan::finalize::check_bindings(plan, b)?;
+    Ok(())
+}
+
+/// [`plan_report_finalized`] on the plan's graph `g`, already parsed.
+fn report_at(
+    plan: &Plan,
+    g: &Graph,
+    b: &Bindings,
+    budget: Option<Budget>,
+    pricing: &Pricing,
+) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
+    check_plan_bindings(plan, b)?;
+    let po = memory::liveness(g, &memory::program_order(g))
+        .peak(b)
+        .map_err(|e| size_error(g, b, e))?
+        .0;
+    let budget = match budget {
+        Some(x @ Budget::FractionOfScheduled(_)) => {
+            let scheduled = plan.best_variant(b).map_err(|e| size_error(g, b, e))?.1;
+            Some(x.resolve(po, scheduled))
+        }
+        Some(x) => Some(x.resolve(po, 0)),
+        None => None,
+    };
+    let lower = memory::lower_bound(g, b).map_err(|e| size_error(g, b, e))?;
+    let opts = pricing.finalize_options(budget, true);
+    // Prepared first, as a runtime does once per plan: `finalize_us` is what a new shape
+    // costs.
+    let finalizer = ebb_plan::finalize::Finalizer::new(plan);
+    let t = Instant::now();
+    finalizer.prepare(b)?;
+    let prepare_us = t.elapsed().as_secs_f64() * 1e6;
+    let t = Instant::now();
+    let c = finalizer.finalize(b, &opts)?;
+    let finalize_us = t.elapsed().as_secs_f64() * 1e6;
+    let chosen = plan.variant(c.variant).unwrap_or(plan);
+    let schedule: Schedule = chosen
+        .schedule
+        .iter()
+        .filter_map(|pos| g.order().get(pos.index()).copied())
+        .collect();
+    let peak = memory::liveness(g, &schedule)
+        .peak_breakdown(g, b)
+        .map_err(|e| size_error(g, b, e))?;
+    let mut donated_bytes = 0i64;
+    for &id in g.inputs() {
+        if let (Some(_), Some(t)) = (g.aliasing_output(id), g.node(id).outputs.first()) {
+            let x = t.size_bytes().eval(b).map_err(|e| size_error(g, b, e))?;
+            donated_bytes = donated_bytes.saturating_add(x);
+        }
+    }
+    let report = PlanReport {
+        bind: b.iter().map(|(s, v)| (s.name().to_string(), *v)).collect(),
+        peak_bytes_program_order: po,
+        peak_bytes_scheduled: c.peak_bytes_scheduled,
+        lower_bound_bytes: lower,
+        candidates: plan.candidates.len(),
+        budget_bytes: budget,
+        peak_bytes_planned: budget.map(|_| c.peak_bytes_planned),
+        recompute_decisions: c
+            .decisions
+            .iter()
+            .filter(|d| d.kind == DecisionKind::Recompute)
+            .count(),
+        swap_decisions: c
+            .decisions
+            .iter()
+            .filter(|d| d.kind == DecisionKind::Swap)
+            .count(),
+        decisions: c.decision_summaries(plan),
+        recompute_flops: c.recompute_flops,
+        device: c.device.clone(),
+        step_us_modelled: c.step_us,
+        added_us: c.overhead_us,
+        added_fraction: if c.step_us > 0.0 {
+            c.overhead_us / c.step_us
+        } else {
+            0.0
+        },
+        recompute_us: c.recompute_us,
+        exposed_transfer_us: c.exposed_transfer_us,
+        step_flops: c.step_flops,
+        swap_bytes: c.swap_bytes,
+        arena_bytes: budget.map(|_| c.arena.arena_bytes),
+        finalize_us,
+        prepare_us,
+        donated_bytes,
+        fusion_groups: fusion_groups(g),
+        materialized_values: g.order().iter().map(|&id| g.node(id).outputs.len()).sum(),
+        peak,
+    };
+    Ok((report, c))
+}
