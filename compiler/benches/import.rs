@@ -1,5 +1,5 @@
 //! Benchmark: StableHLO import time and peak resident memory on the GPT-2 small fixture
-//! (11.4k MLIR ops, 1.8 MB of generic-form text). Target (issue #2): under 3 s and under 1 GiB
+//! (11.4k MLIR ops, 1.8 MB of generic-form text). Target: under 3 s and under 1 GiB
 //! on a 2-core machine.
 //!
 //! Run: `cargo bench -p ebb-compiler --bench import`. Peak RSS is the process's `VmHWM`

@@ -1,4 +1,4 @@
-//! Reliability of the `ebb` command line (issue 15): malformed inputs, odd arguments and
+//! Reliability of the `ebb` command line: malformed inputs, odd arguments and
 //! unwritable outputs give a clear error and a non-zero exit, never a panic (exit 101), a
 //! silent wrong answer, or a clobbered or half-written file. Every input is generated here.
 
@@ -337,7 +337,7 @@ fn run_refuses_a_step_that_does_not_fit_in_host_memory() {
 #[test]
 fn messages_name_the_file_and_say_each_cause_once() {
     let dir = scratch("messages");
-    // Not found: the system's message once (it used to be printed twice, `X: X`).
+    // Not found: the system's message once (not twice, `X: X`).
     let e = fails_with(&ebb(&["import", "/nonexistent/x.mlir"]), "cannot read");
     assert_eq!(e.matches("No such file").count(), 1, "{e}");
     let e = fails_with(

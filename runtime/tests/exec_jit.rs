@@ -593,8 +593,9 @@ fn groups_differing_only_in_extents_share_a_kernel() {
     );
 }
 
-/// Throughput probe on moderate inputs (not a test of speed: `cargo test --release --
-/// --ignored jit_throughput --nocapture` prints the figures: per op, the fastest of 10 runs).
+/// Throughput probe on moderate inputs (not a test of speed: `cargo test --release -p
+/// ebb-runtime --test integration jit_throughput -- --ignored --nocapture` prints the figures:
+/// per op, the fastest of 10 runs).
 #[test]
 #[ignore]
 fn jit_throughput() {

@@ -1,6 +1,6 @@
 //! Fuzz targets: each takes arbitrary bytes and drives one of Ebb's input boundaries the way
 //! the CLI does. A target must return for every input; a panic, an abort, a hang or an
-//! unbounded allocation is a bug (issue #15 item 6).
+//! unbounded allocation is a bug.
 //!
 //! The same functions run under two drivers:
 //! - libFuzzer, coverage-guided, through `fuzz/` (`libfuzzer-sys`, instrumented with rustc's

@@ -1,7 +1,8 @@
 //! Tests that the canonicalization passes (`fold`, `cse`, `dce` to a fixed point) keep every
 //! real JAX fixture valid, keep its interface, are idempotent, and shrink it; snapshots the
 //! op counts before and after. `gpt2_24l` is left out to save time, except in the ignored
-//! timing test (`cargo test --release -p ebb-tests --test canon_fixtures -- --ignored --nocapture`).
+//! timing test (`cargo test --release -p ebb-tests --test integration canon_fixtures --
+//! --ignored --nocapture`).
 
 use ebb_import::stablehlo::import_file;
 use ebb_ir::{Graph, Op, TensorType};

@@ -2,10 +2,12 @@
 //! random graphs: the optimum's decisions pass the independent checker within the budget, its
 //! overhead is never above the runtime's greedy finalize at the same budget and plan variant,
 //! and infeasible budgets are reported as such. The ignored tests print comparison tables:
-//! `exact_vs_greedy_table` (greedy vs exact on three fixtures; seconds) and
+//! `exact_vs_greedy_table` (greedy vs exact on the five small fixtures, per profile and
+//! budget; minutes) and
 //! `candidates_vs_full_checkmate_on_the_mlp` (the candidate space vs the full Checkmate MILP;
 //! minutes, CBC time limit 60 s per solve):
-//! `cargo test -p ebb-tests --test exact -- --ignored --nocapture`.
+//! `cargo test --release -p ebb-tests --all-features --test integration exact:: -- --ignored
+//! --nocapture`.
 
 use ebb_import::stablehlo::import_file;
 use ebb_ir::graph::Node;
@@ -299,7 +301,7 @@ proptest! {
     }
 }
 
-/// The small fixtures of the near-optimality target (issue #13), each at one shape.
+/// The small fixtures of the near-optimality target, each at one shape.
 const SMALL: [(&str, &[(&str, i64)]); 5] = [
     ("mlp_sgd", &[("B", 4096)]),
     ("mlp_bf16", &[("B", 8192)]),
@@ -407,8 +409,8 @@ fn gap_matrix(fracs: &[f64], above_lb: &[f64], time_limit_s: f64) -> Vec<GapRow>
     rows
 }
 
-/// Issue #13's target: on every small fixture, at 40%, 50% and 60% of the scheduled peak (and
-/// at two budgets between the lower bound and the scheduled peak), on the `cpu`,
+/// The near-optimality target: on every small fixture, at 40%, 50% and 60% of the scheduled
+/// peak (and at two budgets between the lower bound and the scheduled peak), on the `cpu`,
 /// `a100-40g-pcie4` and `h100-sxm-pcie5` profiles, the greedy's added step time is within 5%
 /// of the ILP optimum's, and it meets every budget the optimum meets.
 #[test]

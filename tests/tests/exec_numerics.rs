@@ -341,7 +341,7 @@ fn rejects_inputs_of_the_wrong_shape() {
 }
 
 /// One training step of the tiny GPT at B=8, S=256 (release build):
-/// `cargo test --release -p ebb-tests --test exec_numerics -- --ignored --nocapture`.
+/// `cargo test --release -p ebb-tests --test integration exec_numerics -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn measure_gpt2_tiny_adamw_step() {

@@ -171,7 +171,7 @@ fn plan_cache_hits_on_a_shape_seen_before() {
 
 #[test]
 fn symbolic_plan_matches_precise_plan_within_one_percent() {
-    // The issue's acceptance shapes: GPT-2 small at B=4, S in {128, 512, 1024}.
+    // GPT-2 small at B=4, S in {128, 512, 1024}.
     let (g, _) = import_file(&jax_fixture("gpt2_small")).unwrap();
     let sym = compile(g.clone(), &CompileOptions::default()).unwrap();
     for (bb, s) in [(4, 128), (4, 512), (4, 1024)] {
@@ -206,12 +206,12 @@ fn symbolic_plan_matches_precise_plan_within_one_percent() {
     }
 }
 
-/// Issue #13 item 1: GPT-2 small at B=8 on `h100-sxm-pcie5` under half its scheduled peak,
-/// with arena offsets: the arena fits the budget and the decisions add at most 10% of the
-/// modelled step at S = 250, 379 and 1024 (7.4%, 5.5% and 8.7%; the ILP optimum at the
-/// decisions' target is 11.1%, 5.2% and 7.8%; at S = 250 the arena leaves 0.8% of the budget
-/// unused and the decisions are made again for the whole budget, `UPWARD_SLACK`; before
-/// session 20's greedy, 17.6%, 20.7% and 26.9%, the link saturated).
+/// GPT-2 small at B=8 on `h100-sxm-pcie5` under half its scheduled peak, with arena offsets:
+/// the arena fits the budget and the decisions add at most 10% of the modelled step at
+/// S = 250, 379 and 1024 (7.4%, 5.5% and 8.7%; the ILP optimum at the decisions' target is
+/// 11.1%, 5.2% and 7.8%; at S = 250 the arena leaves 0.8% of the budget unused and the
+/// decisions are made again for the whole budget, `UPWARD_SLACK`). A greedy that scores
+/// options by bytes times window length saturates the link here (17.6%, 20.7% and 26.9%).
 #[test]
 fn gpt2_small_under_half_its_scheduled_peak_adds_at_most_ten_percent() {
     let sym = compiled("gpt2_small");
@@ -246,7 +246,7 @@ fn gpt2_small_under_half_its_scheduled_peak_adds_at_most_ten_percent() {
     }
 }
 
-/// Issue #13 item 5: the symbolic plan's variants (scheduled for points spread over the
+/// The symbolic plan's variants (scheduled for points spread over the
 /// symbol space, picked at run time by the evaluated peak) are within 1 % of a plan compiled
 /// for the exact shape, on the small JAX fixtures at short and long sequences, with and
 /// without fusion.
@@ -476,8 +476,8 @@ fn a_prepared_finalizer_agrees_with_one_off_finalize() {
     }
 }
 
-/// Issue #12's fragmentation target on every training-step fixture small enough for a debug
-/// test (JAX and ONNX; GPT-2 small and medium are measured by the README's commands): the arena
+/// The fragmentation target on every training-step fixture small enough for a debug test
+/// (JAX and ONNX; GPT-2 small and medium are measured by the commands in docs/results/): the arena
 /// layout is valid and at most 5 % above the planned peak (or within the decisions' target),
 /// unfused and fused, without a budget and under half of the program-order peak (`ebb plan
 /// --budget 50%`; where that is below the lower bound, the smallest feasible budget), whose
@@ -603,7 +603,7 @@ fn every_fixture_layout_stays_within_five_percent_of_the_planned_peak() {
     eprintln!("largest arena / planned peak: {:.4} ({})", worst.0, worst.1);
 }
 
-/// Issue #13 item 6: the 2-layer GPT whose blocks run under `lax.scan` (two `while` loops,
+/// The 2-layer GPT whose blocks run under `lax.scan` (two `while` loops,
 /// stacked residuals) is unrolled at compile time, so its scheduled peak without a budget is
 /// within 5% of the unrolled export's (`gpt2_tiny_adamw`, the same model) at small and large
 /// shapes; with `--unroll off` the loops are planned whole and the peak is far above it.

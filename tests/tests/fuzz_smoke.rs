@@ -1,4 +1,4 @@
-//! The fuzz targets' smoke run (issue #15 item 6): every target of
+//! The fuzz targets' smoke run: every target of
 //! [`ebb_testkit::fuzz::TARGETS`] on its seed corpus and on seeded mutations of it (bit flips,
 //! byte overwrites with boundary values, truncations, duplicated and deleted ranges, splices
 //! of two seeds), without coverage instrumentation. The coverage-guided runs are

@@ -2,8 +2,8 @@
 //! peak at representative and typical shapes, the lower bound is below it, and the `while`
 //! loop of the scan fixture is charged its body's transient memory.
 //!
-//! Run with `cargo test --release -p ebb-tests --test memory_fixtures -- --nocapture` to see
-//! the numbers.
+//! Run with `cargo test --release -p ebb-tests --test integration memory_fixtures --
+//! --nocapture` to see the numbers.
 
 use ebb_ir::{Bindings, Graph, Symbol};
 use ebb_passes::memory::{liveness, lower_bound, program_order};

@@ -1,7 +1,7 @@
-//! Plans read from files are verified against their embedded graph (issue #15 item 2,
-//! `ebb_passes::plan::verify`): the plans the compiler writes verify, and every tampering —
-//! a list of hand-picked edits from the issue's probe, then seeded random edits of the value
-//! table, the schedule, the costs, the peak terms and the candidates — is refused.
+//! Plans read from files are verified against their embedded graph
+//! (`ebb_passes::plan::verify`): the plans the compiler writes verify, and every tampering —
+//! a list of hand-picked edits, then seeded random edits of the value table, the schedule, the
+//! costs, the peak terms and the candidates — is refused.
 
 use ebb_passes::plan::verify_plan;
 use ebb_pipeline::api::Compiler;

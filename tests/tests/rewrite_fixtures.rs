@@ -4,8 +4,8 @@
 //! memory (`ebb_passes::memory` liveness over the program order) is reported at B=8,S=256
 //! and B=4,S=1024. Without rules the fixture comes back unchanged.
 //!
-//! Run with `cargo test --release -p ebb-tests --test rewrite_fixtures -- --nocapture` to
-//! see the figures (one line per fixture and group).
+//! Run with `cargo test --release -p ebb-tests --test integration rewrite_fixtures --
+//! --nocapture` to see the figures (one line per fixture and group).
 
 use ebb_ir::{Bindings, Graph};
 use ebb_passes::memory::{liveness, program_order};

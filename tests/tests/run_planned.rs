@@ -1,6 +1,6 @@
 //! Executing finalized plans: under a budget the executor performs the evictions, recomputes
 //! and swaps; its measured peak equals the plan's and the outputs are bit-identical to the
-//! run without decisions (issue 4's acceptance on the 2-layer GPT at B=8, S=256).
+//! run without decisions (on the 2-layer GPT at B=8, S=256 among others).
 //! Budgeted runs are arena-backed (every result at its planned offset) and compared with a run
 //! on heap buffers.
 

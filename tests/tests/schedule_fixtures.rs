@@ -1,8 +1,8 @@
 //! Op scheduling on the real JAX fixtures: the scheduled peak is never above program order's,
 //! the lower bound is below both, and the pass is fast on the 12- and 24-layer GPT-2 graphs.
 //!
-//! Run with `cargo test --release -p ebb-tests --test schedule_fixtures -- --nocapture` to see
-//! the numbers and timings.
+//! Run with `cargo test --release -p ebb-tests --test integration schedule_fixtures --
+//! --nocapture` to see the numbers and timings.
 
 use ebb_ir::Bindings;
 use ebb_passes::memory::{liveness, lower_bound, program_order};

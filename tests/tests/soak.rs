@@ -1,4 +1,4 @@
-//! The soak run (issue #15 item 7): the runtime, embedded as a trainer embeds it, runs 1 000
+//! The soak run: the runtime, embedded as a trainer embeds it, runs 1 000
 //! steps of the `mlp_sgd` training step at random batch sizes (256 distinct shapes, more than
 //! the plan cache holds) under a fixed device budget that forces evictions at the larger
 //! shapes. Every step's measured peak equals its plan's, the plan cache stays within its

@@ -1,4 +1,4 @@
-//! Ops a new-user trial (issue #14) found unimported on real exports, each on a fixture made by
+//! Ops a new-user trial found unimported on real exports, each on a fixture made by
 //! the project's export scripts: `ckpt_cumsum_key` (JAX) holds `stablehlo.reduce_precision`
 //! (`jax.checkpoint` with a policy), `custom_call @stablehlo.dynamic_reduce_window`
 //! (`jnp.cumsum` over the symbolic `S`) and Shardy's `sdy.mesh`/`sdy.sharding_constraint`

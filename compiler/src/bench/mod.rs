@@ -5,7 +5,7 @@
 //!
 //! Per shape (a [`Row`]), all bytes are on Ebb's accounting (every tensor resident at a program
 //! point; every op result materialized unless `--fusion on`, inputs resident throughout unless
-//! donated with `--donate`; see the README):
+//! donated with `--donate`; see docs/architecture.md, the memory model):
 //! - `peak_bytes_program_order`: the planned graph executed in program order;
 //! - `peak_bytes_scheduled`: the symbolic plan (compiled once) at this shape, no budget;
 //! - `peak_bytes_precise`: a plan compiled with `--bind` at this shape; `symbolic_over_precise`

@@ -276,8 +276,8 @@ pub struct InPlace {
     pub result: usize,
 }
 
-/// The in-place writes of `g`, by node; ops without any are absent. Issue #11: "an
-/// elementwise group may write into an operand that dies at it"; XLA's buffer assignment
+/// The in-place writes of `g`, by node; ops without any are absent. An elementwise group
+/// may write into an operand that dies at it; XLA's buffer assignment
 /// shares the same buffers (`CanShareOperandBufferWithUser`: elementwise fusions,
 /// `scatter`, `dynamic_update_slice`).
 ///

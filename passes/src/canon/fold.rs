@@ -27,9 +27,9 @@
 //!    `broadcast_in_dim` of a scalar `constant` of that value (`broadcast_dimensions = []`).
 //!    JAX broadcasts the same zero from a scalar in one place and from a `[1,1,1,1]` splat in
 //!    another; in this one form CSE merges them, as a precise compile merges the splat
-//!    constants it folds both into (the dropout step's symbolic plan was 3% above its precise
-//!    plan from one such pair of `[B,4,S,S]` zeros). The old operand, when now unused, is
-//!    left to DCE.
+//!    constants it folds both into (without this rule, one such pair of `[B,4,S,S]` zeros puts
+//!    the dropout step's symbolic plan 3% above its precise plan). The old operand, when now
+//!    unused, is left to DCE.
 //!
 //! "Small" means at most [`Fold::max_elements`] elements ([`MAX_FOLD_ELEMENTS`] by default).
 //!

@@ -15,8 +15,8 @@
 //! `iota`), and input fusion of such members under a `reduce` root that keeps its leading
 //! dimensions (softmax's max and sum, layer norm's mean and variance, the cross-entropy's
 //! log-sum-exp), with cheap producers copied into every group that reads them, and sibling
-//! loop groups merged into multi-output groups; not yet: transposes, dot epilogues (issue #11;
-//! their memory effect, the epilogue's result never coexisting with the dot's, is the in-place
+//! loop groups merged into multi-output groups; not yet: transposes, dot epilogues (their
+//! memory effect, the epilogue's result never coexisting with the dot's, is the in-place
 //! write of [`ebb_ir::op::in_place_writes`]).
 //!
 //! Invariant: [`FusePass`] leaves a graph that verifies and computes the same outputs; every

@@ -10,7 +10,10 @@
 //!   results are resident; a value without users lives at its def point only.
 //! * A *donated* input ([`ebb_ir::Graph::aliasing_output`]; JAX's `donate_argnums`) is resident
 //!   from point 0 to its last read only: after it, its bytes may hold other values (its
-//!   updated output among them). Nothing else is reused in place and nothing aliases.
+//!   updated output among them).
+//! * An op that writes a result into an operand dying at it ([`ebb_ir::op::in_place_writes`])
+//!   holds that buffer once: its transient bytes are reduced by the operand's (`info.rs`).
+//!   Nothing else is reused in place and nothing aliases.
 //! * A value's size is [`TensorType::size_bytes`](ebb_ir::TensorType::size_bytes) (bytes), a
 //!   [`DimExpr`] over the graph's symbols.
 //! * Regions: a region-carrying op (`while`) is charged, at its own point, the region's own

@@ -1,6 +1,6 @@
 //! Verification of a plan read from a file: every command that loads a plan runs
 //! [`verify_plan`] before trusting any of it, and [`check_variants_at`] at the bindings it is
-//! about to report on or execute (issue #15, "a plan is verified when loaded").
+//! about to report on or execute.
 //!
 //! A plan file is user input: its value table, peaks, costs and candidates could have been
 //! edited, or its embedded graph changed after compilation. [`verify_plan`] proves that the

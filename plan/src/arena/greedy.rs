@@ -59,7 +59,7 @@ const VARIANTS: [(f64, bool, bool); 8] = [
 /// is abandoned, so the search costs a bounded, deterministic amount of work: at most about
 /// 0.2 s on this 2-core machine, spent only where the online scan lands more than
 /// [`super::SCAN_KEPT_WITHIN`] above the lower bound (budgeted plans with many evictions).
-/// 1 000 000 (session 18) abandoned every variant on GPT-2 small at B=8, S=250 under half its
+/// A budget of 1 000 000 abandons every variant on GPT-2 small at B=8, S=250 under half its
 /// scheduled peak (one variant needs a few million visits there), leaving the scan's arena 8%
 /// above the bound where the first variant reaches 1%.
 pub(super) const MAX_VISITS: usize = 10_000_000;

@@ -26,16 +26,16 @@
 //! segment tree of the points, and the step times' tables built ([`crate::cost::CostTables`]: each
 //! distinct point cost timed once, each candidate's recompute points listed); [`Finalizer`]
 //! and the runtime's plan cache hold the prepared variants). A finalize is then linear in the
-//! plan (values, points, candidates) plus the greedy's heap queries and the arena layout;
-//! GPT-2 medium (10 458 points, 5 469 candidates) at B=8, S=1024 under 50% of its scheduled
-//! peak takes, per variant on one core of a 2-core VM, about 0.4 ms of decisions (options
-//! priced when first read, `finalize/options.rs`; the variant whose swaps saturate the link
-//! decides twice, ~0.56 ms, `finalize/greedy.rs`) and 0.4 ms of arena layout (0.32 ms of it
-//! the best-fit scan of its ~5 700 large residency intervals on the calling thread, the ~5 900
-//! small ones in slabs on a helper thread); the calling thread decides one variant and lays
-//! out its arena at once while a helper thread decides the other (`finalize/variants.rs`,
-//! `crate::helpers`): 0.86–0.89 ms in all in quiet windows of the VM (`cargo bench -p
-//! ebb-compiler --bench plan -- finalize`, session 22).
+//! plan (values, points, candidates) plus the greedy's heap queries and the arena layout.
+//! On GPT-2 medium (10 458 points, 5 469 candidates) at B=8, S=1024 under 50% of its scheduled
+//! peak the work per variant is the decisions (options priced when first read,
+//! `finalize/options.rs`; the variant whose swaps saturate the link decides twice,
+//! `finalize/greedy.rs`) and the arena layout (mostly the best-fit scan of its ~5 700 large
+//! residency intervals on the calling thread, the ~5 900 small ones in slabs on a helper
+//! thread); the calling thread decides one variant and lays out its arena at once while a
+//! helper thread decides the other (`finalize/variants.rs`, `crate::helpers`). Timings:
+//! `cargo bench -p ebb-compiler --bench plan -- finalize`, and docs/results/ (about 0.9 ms in
+//! all on a 2-core VM).
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
 //! may be dominated by one that covers several peaks later; the exact ILP in `ebb bench
