@@ -4,5 +4,6 @@
 
 mod bench;
 mod cli;
+mod docs_commands;
 mod pack;
 mod reliability;

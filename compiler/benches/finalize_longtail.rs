@@ -1,0 +1,206 @@
+//! `finalize/longtail`: finalize at every shape of a seeded long-tail distribution, in a warm
+//! runtime (a [`Finalizer`] prepared once, as a trainer's runtime holds it), with arena
+//! offsets, reported as a distribution over the shapes rather than one point.
+//!
+//! Cases: GPT-2 small and the 24-layer d=1024 GPT (`gpt2_24l`), compiled with the pipeline's
+//! defaults; B=8 and 64 sequence lengths drawn from the long-tail distribution of `ebb bench
+//! --dist longtail` (log-normal over 32..1024, seed 7; de-duplicated); devices
+//! `h100-sxm-pcie5` and the measured `cpu`; three budget modes:
+//! - `fixed-mid-median`: midway between the smallest feasible budget and the scheduled peak at
+//!   the median length, in bytes, for every shape (no decision at the short shapes, decisions
+//!   at the longer ones, infeasible at the longest);
+//! - `fixed-fits-all`: the largest scheduled peak of the sweep, in bytes (no decision anywhere);
+//! - `po-50%`: half of each shape's own program-order peak (what `--budget 50%` means).
+//!
+//! Per shape, the median of 5 finalizes is its time; the table gives p50 / p90 / max over the
+//! shapes, the largest arena / planned peak, and how many shapes were infeasible. The table is
+//! printed and written to `target/finalize_longtail.json`; then criterion times each case with
+//! the shapes taken round-robin (`finalize/longtail/<fixture>/<device>/<mode>`).
+//!
+//! Run: `cargo bench -p ebb-compiler --bench finalize_longtail` (with `EBB_TABLE_ONLY=1` in the
+//! environment, only the table).
+
+use criterion::Criterion;
+use ebb_compiler::bench::shapes::{sample_longtail, BatchRule, LongTail};
+use ebb_ir::{Bindings, BindingsExt};
+use ebb_pipeline::{compile, CompileOptions};
+use ebb_plan::device::DeviceProfile;
+use ebb_passes::memory;
+use ebb_plan::finalize::{FinalizeError, FinalizeOptions, Finalizer};
+use ebb_plan::format::Plan;
+use ebb_testkit::jax_fixture;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// Finalizes timed per shape; their median is the shape's time.
+const REPEATS: usize = 5;
+
+/// One case's distribution over the shapes.
+#[derive(Serialize)]
+struct Row {
+    fixture: String,
+    device: String,
+    mode: String,
+    shapes: usize,
+    infeasible: usize,
+    p50_ms: f64,
+    p90_ms: f64,
+    max_ms: f64,
+    /// The shape of the slowest finalize.
+    max_at: String,
+    /// Largest arena / planned peak over the feasible shapes with a budget.
+    max_arena_over_planned: f64,
+    /// Largest arena / budget over the feasible shapes.
+    max_arena_over_budget: f64,
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn shapes(plan: &Plan) -> Vec<Bindings> {
+    let lt = LongTail {
+        samples: 64,
+        seed: 7,
+        batch: BatchRule::Fixed(8),
+        s_min: 32,
+        s_max: 1024,
+        seq_symbol: "S".into(),
+        batch_symbol: "B".into(),
+    };
+    sample_longtail(&lt, &plan.symbols).expect("long-tail shapes")
+}
+
+/// The budgets of one mode per shape: `scheduled` and `program_order` peaks per shape,
+/// `mid_median` the fixed budget of `fixed-mid-median`.
+fn budgets(mode: &str, scheduled: &[i64], program_order: &[i64], mid_median: i64) -> Vec<i64> {
+    match mode {
+        "fixed-mid-median" => vec![mid_median; scheduled.len()],
+        "fixed-fits-all" => vec![*scheduled.iter().max().unwrap_or(&0); scheduled.len()],
+        _ => program_order.iter().map(|p| p / 2).collect(),
+    }
+}
+
+const MODES: [&str; 3] = ["fixed-mid-median", "fixed-fits-all", "po-50%"];
+
+fn main() {
+    let quick = std::env::var_os("EBB_TABLE_ONLY").is_some();
+    let mut rows = Vec::new();
+    let mut criterion = Criterion::default()
+        .configure_from_args()
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5));
+    for fixture in ["gpt2_small", "gpt2_24l"] {
+        let (g, _) = ebb_import::stablehlo::import_file(&jax_fixture(fixture)).expect("imports");
+        let compiled = compile(g, &CompileOptions::default()).expect("compiles");
+        let (graph, plan) = (compiled.graph, compiled.plan);
+        let shapes = shapes(&plan);
+        let liveness = memory::liveness(&graph, &memory::program_order(&graph));
+        let program_order: Vec<i64> = shapes
+            .iter()
+            .map(|b| liveness.peak(b).expect("sizes evaluate").0)
+            .collect();
+        let fin = Finalizer::new(&plan);
+        fin.prepare_all();
+        for device in [
+            DeviceProfile::named("h100-sxm-pcie5").expect("named profile"),
+            ebb_runtime::device::cpu(),
+        ] {
+            let base = FinalizeOptions {
+                device: device.clone(),
+                ..Default::default()
+            };
+            let scheduled: Vec<i64> = shapes
+                .iter()
+                .map(|b| fin.finalize(b, &base).expect("finalizes").peak_bytes_scheduled)
+                .collect();
+            let mut order: Vec<usize> = (0..shapes.len()).collect();
+            order.sort_by_key(|&i| scheduled[i]);
+            let median = order[order.len() / 2];
+            let smallest = match fin.finalize(
+                &shapes[median],
+                &FinalizeOptions {
+                    budget: Some(1),
+                    ..base.clone()
+                },
+            ) {
+                Err(FinalizeError::Infeasible { smallest, .. }) => smallest,
+                _ => 0,
+            };
+            let mid_median = (smallest + scheduled[median]) / 2;
+            for mode in MODES {
+                let budgets = budgets(mode, &scheduled, &program_order, mid_median);
+                let mut times = Vec::new();
+                let (mut infeasible, mut worst, mut over_planned, mut over_budget) =
+                    (0, (0.0, String::new()), 0.0f64, 0.0f64);
+                for (b, &budget) in shapes.iter().zip(&budgets) {
+                    let opts = FinalizeOptions {
+                        budget: Some(budget),
+                        ..base.clone()
+                    };
+                    let mut ts = Vec::with_capacity(REPEATS);
+                    let mut last = None;
+                    for _ in 0..REPEATS {
+                        let t = Instant::now();
+                        last = Some(fin.finalize(b, &opts));
+                        ts.push(t.elapsed().as_secs_f64() * 1e3);
+                    }
+                    ts.sort_by(f64::total_cmp);
+                    let ms = ts[REPEATS / 2];
+                    if ms > worst.0 {
+                        worst = (ms, b.to_text());
+                    }
+                    times.push(ms);
+                    match last.expect("timed") {
+                        Ok(cp) => {
+                            let arena = cp.arena.arena_bytes as f64;
+                            over_planned = over_planned.max(arena / cp.peak_bytes_planned as f64);
+                            over_budget = over_budget.max(arena / budget as f64);
+                        }
+                        Err(_) => infeasible += 1,
+                    }
+                }
+                times.sort_by(f64::total_cmp);
+                let row = Row {
+                    fixture: fixture.into(),
+                    device: device.name.clone(),
+                    mode: mode.into(),
+                    shapes: shapes.len(),
+                    infeasible,
+                    p50_ms: quantile(&times, 0.5),
+                    p90_ms: quantile(&times, 0.9),
+                    max_ms: worst.0,
+                    max_at: worst.1,
+                    max_arena_over_planned: over_planned,
+                    max_arena_over_budget: over_budget,
+                };
+                println!(
+                    "{:<11} {:<15} {:<18} shapes {:>2} infeasible {:>2}  p50 {:>7.3} ms  p90 {:>7.3} ms  max {:>8.3} ms ({})  arena/planned <= {:.4}  arena/budget <= {:.4}",
+                    row.fixture, row.device, row.mode, row.shapes, row.infeasible, row.p50_ms,
+                    row.p90_ms, row.max_ms, row.max_at, row.max_arena_over_planned,
+                    row.max_arena_over_budget
+                );
+                rows.push(row);
+                if !quick {
+                    let mut k = 0usize;
+                    let id = format!("longtail/{fixture}/{}/{mode}", device.name);
+                    criterion.bench_function(&id, |bch| {
+                        bch.iter(|| {
+                            k = (k + 1) % shapes.len();
+                            let opts = FinalizeOptions {
+                                budget: Some(budgets[k]),
+                                ..base.clone()
+                            };
+                            fin.finalize(&shapes[k], &opts)
+                        })
+                    });
+                }
+            }
+        }
+    }
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/finalize_longtail.json");
+    let _ = std::fs::write(&out, serde_json::to_string_pretty(&rows).expect("serializes"));
+    if !quick {
+        criterion.final_summary();
+    }
+}
