@@ -392,7 +392,7 @@ fn gap_matrix(fracs: &[f64], above_lb: &[f64], time_limit_s: f64) -> Vec<GapRow>
                 rows.push(GapRow {
                     fixture,
                     shape: show.join(","),
-                    device: device.name.clone(),
+                    device: device.name.to_string(),
                     label,
                     budget,
                     step_us: unbudgeted.step_us,

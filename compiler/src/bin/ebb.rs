@@ -288,11 +288,11 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             if let Some(p) = print_after
                 .iter()
-                .find(|p| *p != "all" && !ebb_passes::registry::KNOWN_PASSES.contains(&p.as_str()))
+                .find(|p| *p != "all" && ebb_passes::PassId::from_name(p).is_none())
             {
                 anyhow::bail!(
                     "--print-after: unknown pass `{p}` ({}, all)",
-                    ebb_passes::registry::KNOWN_PASSES.join(", ")
+                    ebb_passes::PassId::known()
                 );
             }
             output::check_target(&output)?;

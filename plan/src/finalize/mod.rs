@@ -51,7 +51,7 @@ mod summary;
 mod variants;
 
 use crate::arena::{assign_offsets_live, Arena};
-use crate::device::DeviceProfile;
+use crate::device::{DeviceId, DeviceProfile};
 use crate::format::{CandidateId, Decision, DecisionKind, Plan, ProgPoint};
 use crate::index::{ExprValues, PointIx};
 use ebb_ir::dim::DimError;
@@ -146,8 +146,8 @@ pub struct ConcretePlan {
     /// Modelled time of the step without decisions, µs (0 when the plan has no per-point
     /// FLOPs).
     pub step_us: f64,
-    /// The device profile the decisions were priced on.
-    pub device: String,
+    /// The device profile the decisions were priced on (serialized as its name).
+    pub device: DeviceId,
     /// FLOPs of one step (all scheduled ops), 0 when the plan has no per-point FLOPs.
     pub step_flops: i64,
     /// Arena layout (empty when offsets were not requested).
