@@ -28,8 +28,6 @@ pub mod format;
 mod helpers;
 mod index;
 pub mod pack;
-#[cfg(test)]
-mod test_lcg;
 
 pub use finalize::{finalize, ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
 pub use format::{Candidate, Decision, DecisionKind, Plan};

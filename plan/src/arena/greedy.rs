@@ -314,7 +314,7 @@ mod tests {
     /// The index finds exactly the pairs a quadratic scan finds.
     #[test]
     fn overlaps_match_a_quadratic_scan() {
-        let mut next = crate::test_lcg::lcg(0x9e37_79b9_7f4a_7c15);
+        let mut next = ebb_testkit::lcg(0x9e37_79b9_7f4a_7c15);
         for _ in 0..30 {
             let n = 1 + next(80) as usize;
             let items = super::super::random_items(&mut next, n, 50, 20, 1);

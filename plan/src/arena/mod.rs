@@ -332,7 +332,7 @@ mod tests {
     /// never returns a layout larger than the one it is asked to beat.
     #[test]
     fn both_layouts_are_valid_and_hold_the_live_bytes() {
-        let mut next = crate::test_lcg::lcg(0x2545_f491_4f6c_dd1d);
+        let mut next = ebb_testkit::lcg(0x2545_f491_4f6c_dd1d);
         for _ in 0..50 {
             let n = 1 + next(60) as usize;
             let allocs: Vec<Allocation> = (0..n)

@@ -377,7 +377,7 @@ mod tests {
     /// LCG), and its layouts hold: no two intervals resident at one point share a byte.
     #[test]
     fn both_unit_widths_place_alike() {
-        let mut next = crate::test_lcg::lcg(0x0bad_5eed_1234_5678);
+        let mut next = ebb_testkit::lcg(0x0bad_5eed_1234_5678);
         for _ in 0..50 {
             let n = 1 + next(80) as usize;
             let items = super::super::random_items(&mut next, n, 50, 12, 40);

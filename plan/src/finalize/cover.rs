@@ -326,7 +326,7 @@ mod tests {
     /// Static scores only: the heaps answer exactly what a scan in rank order answers.
     #[test]
     fn best_matches_a_scan() {
-        let mut next = crate::test_lcg::lcg(0x9e37_79b9_7f4a_7c15);
+        let mut next = ebb_testkit::lcg(0x9e37_79b9_7f4a_7c15);
         for _ in 0..40 {
             let points = 1 + next(70) as usize;
             let n = next(60) as usize;
