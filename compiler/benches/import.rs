@@ -4,6 +4,8 @@
 //!
 //! Run: `cargo bench -p ebb-compiler --bench import`. Peak RSS is the process's `VmHWM`
 //! (Linux), measured after the timing loop, so it covers the largest single import.
+// `criterion_group!` defines an undocumented `pub fn`; a bench has no API to document.
+#![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ebb_testkit::jax_fixture as fixture;

@@ -70,6 +70,7 @@ pub struct PackArgs {
     /// Values of the plan's other symbols, e.g. `H=12`.
     #[arg(long)]
     pub bind: Option<String>,
+    /// The device that prices the decisions and the kinds allowed (`--device`, `--kinds`).
     #[command(flatten)]
     pub device: DeviceFlags,
     /// For a model file: how to compile it.

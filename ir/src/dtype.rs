@@ -8,18 +8,29 @@ use std::str::FromStr;
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
+    /// IEEE-754 binary32, 4 bytes.
     F32,
+    /// bfloat16 (8 exponent bits, 7 mantissa bits), 2 bytes.
     BF16,
+    /// IEEE-754 binary16, 2 bytes.
     F16,
+    /// IEEE-754 binary64, 8 bytes.
     F64,
     /// Boolean; stored as one byte per element.
     I1,
+    /// Signed 8-bit integer, 1 byte.
     I8,
+    /// Signed 16-bit integer, 2 bytes.
     I16,
+    /// Signed 32-bit integer, 4 bytes.
     I32,
+    /// Signed 64-bit integer, 8 bytes.
     I64,
+    /// Unsigned 8-bit integer (`ui8`), 1 byte.
     U8,
+    /// Unsigned 32-bit integer (`ui32`), 4 bytes.
     U32,
+    /// Unsigned 64-bit integer (`ui64`), 8 bytes.
     U64,
 }
 

@@ -79,11 +79,17 @@ pub struct Operand {
 /// A comparison relation: of a shape assertion, or the direction of a `compare` op.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum Relation {
+    /// `lhs == rhs` (StableHLO `EQ`).
     Eq,
+    /// `lhs != rhs` (`NE`).
     Ne,
+    /// `lhs >= rhs` (`GE`).
     Ge,
+    /// `lhs > rhs` (`GT`).
     Gt,
+    /// `lhs <= rhs` (`LE`).
     Le,
+    /// `lhs < rhs` (`LT`).
     Lt,
 }
 

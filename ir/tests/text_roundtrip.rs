@@ -8,15 +8,12 @@ use ebb_ir::{
     Attr, Attrs, DType, DimExpr, Graph, Literal, Node, NodeId, Op, Relation, ShapeAssertion,
     TensorType, ValueRef,
 };
+use ebb_testkit::ty;
 use proptest::prelude::*;
 use std::collections::HashMap;
 
 fn d(s: &str) -> DimExpr {
     s.parse().unwrap_or_else(|e| panic!("bad dim `{s}`: {e}"))
-}
-
-fn ty(dtype: DType, dims: &[&str]) -> TensorType {
-    TensorType::new(dtype, dims.iter().map(|s| d(s)).collect())
 }
 
 fn op(g: &mut Graph, op: Op, outs: Vec<TensorType>, operands: &[ValueRef]) -> ValueRef {

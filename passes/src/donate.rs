@@ -21,6 +21,7 @@
 //! its own type computed by an op (checked again by [`ebb_ir::verify`]).
 
 use crate::manager::{Pass, PassContext, PassError, PassResult};
+use crate::pass_id::PassId;
 use ebb_ir::{Graph, NodeId, OpKind};
 use serde::Serialize;
 
@@ -83,7 +84,7 @@ pub struct DonatePass {
 /// Why a listed input cannot be donated.
 fn refuse(name: &str, why: &str) -> PassError {
     PassError::Failed {
-        pass: "donate",
+        pass: PassId::Donate.name(),
         message: format!("--donate: input `{name}` {why}"),
     }
 }
@@ -191,7 +192,7 @@ pub fn report(g: &Graph) -> DonationReport {
 
 impl Pass for DonatePass {
     fn name(&self) -> &'static str {
-        "donate"
+        PassId::Donate.name()
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {

@@ -10,8 +10,11 @@ pub mod exact;
 pub mod fuse;
 pub mod manager;
 pub mod memory;
+pub mod pass_id;
 pub mod plan;
 pub mod registry;
 pub mod remat;
 pub mod rewrite;
 pub mod schedule;
+
+pub use pass_id::PassId;

@@ -13,7 +13,7 @@ use ebb_passes::plan::{build_plan, check, PlanOptions};
 
 /// `d = x·w` (materialized: a `dot_general`), then `negate(exp(d))` (one loop fusion), and
 /// whatever `extra` adds before the `return` of `ret`.
-fn graph(extra: &str, ret: &str) -> Graph {
+fn fused_graph(extra: &str, ret: &str) -> Graph {
     let text = format!(
         r#"graph @inplace {{
   %x = input {{index = 0, name = "x"}} : f32[B,64]
@@ -24,7 +24,7 @@ fn graph(extra: &str, ret: &str) -> Graph {
 {extra}  return {ret}
 }}"#
     );
-    let mut g = parse(&text).unwrap();
+    let mut g = ebb_testkit::graph(&text);
     FusePass.run(&mut g, &mut PassContext::new()).unwrap();
     ebb_ir::verify::verify(&g).unwrap();
     g
@@ -52,7 +52,7 @@ fn peaks(g: &Graph, b: i64) -> (i64, i64) {
 /// checker's, counts `d` and the result once: inputs + `d` + the tiles, not + the result.
 #[test]
 fn a_dying_operand_is_overwritten() {
-    let g = graph("", "%n");
+    let g = fused_graph("", "%n");
     assert_eq!(
         writes(&g),
         [InPlace {
@@ -74,8 +74,8 @@ fn a_dying_operand_is_overwritten() {
 #[test]
 fn no_write_where_the_old_value_is_still_needed() {
     let later = "  %k = dot_general(%d, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,64]\n";
-    assert_eq!(writes(&graph(later, "%n, %k")), []);
-    assert_eq!(writes(&graph("", "%n, %d")), []);
+    assert_eq!(writes(&fused_graph(later, "%n, %k")), []);
+    assert_eq!(writes(&fused_graph("", "%n, %d")), []);
     let on_input = parse(
         r#"graph @input {
   %x = input {index = 0, name = "x"} : f32[B,64]

@@ -4,19 +4,11 @@
 #![allow(dead_code)]
 
 use ebb_ir::op::CustomCallSpec;
-use ebb_ir::{Bindings, DType, DimExpr, Graph, Node, NodeId, Op, OpKind, TensorType, ValueRef};
+use ebb_ir::{Bindings, DType, Graph, Node, NodeId, Op, OpKind, TensorType, ValueRef};
 pub use ebb_testkit::bs as bind;
 use proptest::prelude::*;
 
-/// A tensor type from an element type and dimension texts (`ty(F32, &["B", "64"])`).
-pub fn ty(d: DType, dims: &[&str]) -> TensorType {
-    TensorType::new(
-        d,
-        dims.iter()
-            .map(|s| s.parse::<DimExpr>().expect("dimension"))
-            .collect(),
-    )
-}
+pub use ebb_testkit::ty;
 
 /// `f32[dims]`.
 pub fn f32t(dims: &[&str]) -> TensorType {

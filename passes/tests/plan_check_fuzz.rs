@@ -4,20 +4,16 @@
 
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
-use ebb_ir::{DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType, ValueRef};
+use ebb_ir::{DType, Graph, NodeId, Op, OpKind, ValueRef};
 use ebb_passes::memory::{liveness, Schedule};
 use ebb_passes::plan::{build_plan, check, resident_bytes, CheckError, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
 use ebb_plan::format::{CandidateId, Decision, DecisionKind, Plan, Point, ValueId};
-use ebb_testkit::bs;
+use ebb_testkit::{bs, ty};
 use proptest::prelude::*;
 
 /// One random op: a kind selector and operand selectors (indices modulo the values so far).
 type OpSpec = (u8, usize, usize);
-
-fn ty(dtype: DType) -> TensorType {
-    TensorType::new(dtype, vec![DimExpr::sym("B"), DimExpr::sym("S")])
-}
 
 /// A random DAG over `f32[B,S]` / `bf16[B,S]` values: unary and binary elementwise ops,
 /// conversions, and opaque `custom_call`s (never recomputable).
@@ -27,7 +23,10 @@ fn build(inputs: usize, ops: &[OpSpec], outputs: &[usize]) -> Graph {
     g.scope.declare("S");
     let mut vals: Vec<(ValueRef, DType)> = Vec::new();
     for i in 0..inputs {
-        vals.push((g.add_input(&format!("in{i}"), ty(DType::F32)), DType::F32));
+        vals.push((
+            g.add_input(&format!("in{i}"), ty(DType::F32, &["B", "S"])),
+            DType::F32,
+        ));
     }
     for &(k, a, b) in ops {
         let (x, dt) = vals[a % vals.len()];
@@ -55,7 +54,7 @@ fn build(inputs: usize, ops: &[OpSpec], outputs: &[usize]) -> Graph {
                 (Op::CustomCall(call), vec![x], dt)
             }
         };
-        let id = g.add_node(Node::new(op, vec![ty(out)]), &operands);
+        let id = g.add_node(Node::new(op, vec![ty(out, &["B", "S"])]), &operands);
         vals.push((ValueRef::new(id, 0), out));
     }
     let n = vals.len();

@@ -3,19 +3,13 @@
 //! "after" is the candidate list), and negative cases.
 
 use crate::memory_helpers::FWD_BWD;
-use ebb_ir::text::{parse, print};
-use ebb_ir::verify::verify;
+use ebb_ir::text::print;
 use ebb_ir::{DimExpr, Graph};
 use ebb_passes::memory::program_order;
 use ebb_passes::plan::{build_plan, check, PlanOptions};
 use ebb_passes::remat::{find_candidates, CandidateOptions, Found, Rejection, ScheduleIndex};
 use ebb_plan::format::{Candidate, DecisionKind, OpPos, Point, ValueId};
-
-fn graph(text: &str) -> Graph {
-    let g = parse(text).expect("test graph parses");
-    verify(&g).expect("test graph verifies");
-    g
-}
+use ebb_testkit::graph;
 
 /// `%pos` (or `%pos#k`) of a value id, as the textual IR names it.
 fn name(idx: &ScheduleIndex, v: ValueId) -> String {

@@ -20,6 +20,7 @@ use ebb_passes::memory::Schedule;
 use ebb_passes::plan::{PlanOptions, PlanPass};
 use ebb_passes::rewrite::{Limits, RewritePass, RewriteReport, RuleGroup};
 use ebb_passes::schedule::{ScheduleOptions, SchedulePass, ScheduleReport, Scheduled};
+use ebb_passes::PassId;
 use ebb_plan::device::DeviceProfile;
 use ebb_plan::format::Plan;
 use serde::Serialize;
@@ -108,19 +109,38 @@ pub struct Staged {
     pub report: CompileReport,
 }
 
-/// Names `--stop-after` accepts besides a run count: the groups and passes of the pipeline.
-pub const STOP_POINTS: &[&str] = &[
-    "canonicalize",
-    "unroll",
-    "fold",
-    "forward_slices",
-    "cse",
-    "dce",
-    "donate",
-    "rewrite",
-    "fuse",
-    "schedule",
-    "plan",
+/// The name of the pipeline's group of canonicalization passes.
+pub const CANONICALIZE: &str = "canonicalize";
+
+/// The pipeline's passes in the order they run ([`pass_manager`]): the first five are the
+/// [`CANONICALIZE`] group; every other pass is a group of its own, named after it.
+pub const PIPELINE_PASSES: [PassId; 10] = [
+    PassId::Unroll,
+    PassId::Fold,
+    PassId::ForwardSlices,
+    PassId::Cse,
+    PassId::Dce,
+    PassId::Donate,
+    PassId::Rewrite,
+    PassId::Fuse,
+    PassId::Schedule,
+    PassId::Plan,
+];
+
+/// Names `--stop-after` accepts besides a run count: the [`CANONICALIZE`] group, then the
+/// [`PIPELINE_PASSES`] in order.
+pub const STOP_POINTS: [&str; 11] = [
+    CANONICALIZE,
+    PIPELINE_PASSES[0].name(),
+    PIPELINE_PASSES[1].name(),
+    PIPELINE_PASSES[2].name(),
+    PIPELINE_PASSES[3].name(),
+    PIPELINE_PASSES[4].name(),
+    PIPELINE_PASSES[5].name(),
+    PIPELINE_PASSES[6].name(),
+    PIPELINE_PASSES[7].name(),
+    PIPELINE_PASSES[8].name(),
+    PIPELINE_PASSES[9].name(),
 ];
 
 /// The pass manager of the pipeline (see the module docs): groups `canonicalize` (unroll,
@@ -132,7 +152,7 @@ pub fn pass_manager(opts: &CompileOptions) -> PassManager {
         sweep.push(b.clone());
     }
     let mut pm = PassManager::new()
-        .group("canonicalize")
+        .group(CANONICALIZE)
         .add_pass(Unroll {
             max_trip_count: if opts.keep_loops { 0 } else { MAX_TRIP_COUNT },
             ..Unroll::default()
@@ -142,20 +162,20 @@ pub fn pass_manager(opts: &CompileOptions) -> PassManager {
         .add_pass(Cse)
         .add_pass(Dce)
         .fixed_point(4)
-        .group("donate")
+        .group(PassId::Donate.name())
         .add_pass(DonatePass {
             policy: opts.donate.clone(),
         });
     if !opts.rewrite_groups.is_empty() {
-        pm = pm.group("rewrite").add_pass(RewritePass {
+        pm = pm.group(PassId::Rewrite.name()).add_pass(RewritePass {
             groups: opts.rewrite_groups.clone(),
             limits: Limits::default(),
         });
     }
     if opts.fusion {
-        pm = pm.group("fuse").add_pass(FusePass);
+        pm = pm.group(PassId::Fuse.name()).add_pass(FusePass);
     }
-    pm.group("schedule")
+    pm.group(PassId::Schedule.name())
         .add_pass(SchedulePass {
             opts: ScheduleOptions {
                 bindings: sweep.clone(),
@@ -170,7 +190,7 @@ pub fn pass_manager(opts: &CompileOptions) -> PassManager {
             },
             apply: false,
         })
-        .group("plan")
+        .group(PassId::Plan.name())
         .add_pass(PlanPass {
             opts: PlanOptions {
                 bind: opts.bind.clone(),
@@ -272,4 +292,22 @@ pub fn fusion_groups(g: &Graph) -> usize {
         .iter()
         .filter(|&&id| g.node(id).kind() == ebb_ir::OpKind::Fusion)
         .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pipeline runs every pass of the one table once, and `--stop-after` names them all.
+    #[test]
+    fn the_pipeline_names_every_pass_once() {
+        for id in PassId::ALL {
+            assert_eq!(
+                PIPELINE_PASSES.iter().filter(|&&p| p == id).count(),
+                1,
+                "{id}"
+            );
+            assert!(STOP_POINTS.contains(&id.name()), "{id}");
+        }
+    }
 }

@@ -9,6 +9,7 @@ use crate::size::Budget;
 use anyhow::{bail, Context, Result};
 use ebb_ir::{Bindings, Graph};
 use ebb_passes::memory::{self, Schedule};
+use ebb_plan::device::DeviceId;
 use ebb_plan::format::{DecisionKind, Plan};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -68,8 +69,8 @@ pub struct PlanReport {
     pub decisions: Vec<ebb_plan::finalize::DecisionSummary>,
     /// FLOPs spent on recomputation.
     pub recompute_flops: i64,
-    /// The device profile the decisions were priced on.
-    pub device: String,
+    /// The device profile the decisions were priced on (serialized as its name).
+    pub device: DeviceId,
     /// Modelled step time without decisions on that device, µs (roofline, `ebb_plan::cost`).
     pub step_us_modelled: f64,
     /// Modelled time the decisions add, µs (recompute + exposed transfer).

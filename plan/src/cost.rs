@@ -25,8 +25,10 @@
 //! Plans that predate [`Plan::point_bytes`] are priced by FLOPs alone; plans without
 //! [`Plan::point_flops`] price a recompute by its candidate's FLOPs at the matrix rate.
 
+use crate::csr::Csr;
 use crate::device::{ComputeKind, DeviceProfile};
 use crate::format::{Candidate, Plan};
+use crate::index::{CandidateIx, ExprIx, ExprValues, IndexVec, PointIx};
 use ebb_ir::CandidateId;
 use ebb_ir::{DimExpr, Point};
 use std::collections::HashMap;
@@ -150,18 +152,18 @@ impl StepCosts {
                 byte_values.push(eval(b)?);
             }
         }
-        let flop_index: Vec<u32> = (0..n as u32).collect();
-        let byte_index: Vec<u32> = (n as u32..(n + byte_values.len()) as u32).collect();
+        let flop_index: Vec<ExprIx> = (0..n).map(ExprIx::new).collect();
+        let byte_index: Vec<ExprIx> = (n..n + byte_values.len()).map(ExprIx::new).collect();
         values.extend(byte_values);
         let tables = CostTables::new(plan, &flop_index, &byte_index);
-        let times = tables.times(device, |i| values[i as usize]);
+        let times = tables.times(device, &IndexVec::from_raw(values));
         Ok(StepCosts { times, tables })
     }
 
     /// Modelled time of candidate `c`'s recompute, µs ([`CostTables::recompute_us`]): `flops`
     /// = its evaluated `recompute_flops`, the price when the plan has no per-point costs.
     pub fn recompute_us(&self, c: CandidateId, flops: i64) -> f64 {
-        self.tables.recompute_us(&self.times, c.index(), flops)
+        self.tables.recompute_us(&self.times, c, flops)
     }
 }
 
@@ -183,7 +185,7 @@ pub fn exposed_transfer_us(alone: f64, transfers: f64, step_us: f64) -> f64 {
 }
 
 /// A point whose op has no modelled time (not scheduled, or beyond the per-point costs): 0 µs.
-const NO_POINT: u32 = u32::MAX;
+const NO_POINT: PointIx = PointIx::from_raw(u32::MAX);
 
 /// The shape-independent part of the step times of one plan variant, the one implementation of
 /// the model's per-point and recompute pricing (used by finalize, prepared once per variant,
@@ -198,26 +200,23 @@ const NO_POINT: u32 = u32::MAX;
 pub struct CostTables {
     /// Whether the plan has per-point FLOPs (else recomputes are priced by their FLOPs alone).
     per_point: bool,
-    /// Distinct `(FLOPs expression, bytes expression or none, kind)` of the points, the
-    /// expressions as indices into the prepared expressions.
-    terms: Vec<(u32, Option<u32>, ComputeKind)>,
+    /// Distinct `(FLOPs expression, bytes expression or none, kind)` of the points.
+    terms: Vec<(ExprIx, Option<ExprIx>, ComputeKind)>,
     /// Per point (of the per-point FLOPs), its index into `terms`.
     point_term: Vec<u32>,
-    /// CSR per candidate `c`: the points of its `Candidate::recompute` ops in order
-    /// ([`NO_POINT`] for an op without a modelled time) are
-    /// `recompute_points[recompute_first[c]..recompute_first[c + 1]]`.
-    recompute_first: Vec<u32>,
-    recompute_points: Vec<u32>,
+    /// Per candidate, the points of its `Candidate::recompute` ops in order ([`NO_POINT`] for
+    /// an op without a modelled time).
+    recompute_points: Csr<CandidateIx, PointIx>,
 }
 
 impl CostTables {
     /// The tables of `plan`; `point_flops` and `point_bytes` are its per-point expressions as
     /// interned indices (empty when the plan has none).
-    pub fn new(plan: &Plan, point_flops: &[u32], point_bytes: &[u32]) -> CostTables {
+    pub(crate) fn new(plan: &Plan, point_flops: &[ExprIx], point_bytes: &[ExprIx]) -> CostTables {
         let per_point = plan.point_flops.is_some();
         let default_kind = default_kind(plan);
         let kinds = plan.point_kinds.as_deref().unwrap_or_default();
-        let mut index: HashMap<(u32, Option<u32>, ComputeKind), u32> = HashMap::new();
+        let mut index: HashMap<(ExprIx, Option<ExprIx>, ComputeKind), u32> = HashMap::new();
         let mut terms = Vec::new();
         let point_term = (0..point_flops.len())
             .map(|p| {
@@ -233,43 +232,38 @@ impl CostTables {
         let mut point_of = vec![NO_POINT; plan.ops];
         for (p, pos) in plan.schedule.iter().enumerate() {
             if let Some(slot) = point_of.get_mut(pos.index()) {
-                *slot = p as u32;
+                *slot = PointIx::new(p);
             }
         }
         let timed = point_flops.len();
-        let mut recompute_first = Vec::with_capacity(plan.candidates.len() + 1);
-        let mut recompute_points = Vec::new();
-        recompute_first.push(0);
+        let recompute_ops = plan.candidates.iter().map(|c| c.recompute.len()).sum();
+        let mut recompute_points = Csr::with_capacity(plan.candidates.len(), recompute_ops);
         for c in &plan.candidates {
-            recompute_points.extend(c.recompute.iter().map(|pos| {
+            for pos in &c.recompute {
                 let p = point_of.get(pos.index()).copied().unwrap_or(NO_POINT);
-                if (p as usize) < timed {
-                    p
-                } else {
-                    NO_POINT
-                }
-            }));
-            recompute_first.push(recompute_points.len() as u32);
+                recompute_points.push(if p.index() < timed { p } else { NO_POINT });
+            }
+            recompute_points.end_row();
         }
         CostTables {
             per_point,
             terms,
             point_term,
-            recompute_first,
             recompute_points,
         }
     }
 
-    /// The step times at one binding on `device`: `at` reads an interned expression's value.
-    pub fn times(&self, device: &DeviceProfile, at: impl Fn(u32) -> i64) -> PointTimes {
+    /// The step times at one binding on `device`, given the value of every interned
+    /// expression.
+    pub(crate) fn times(&self, device: &DeviceProfile, vals: &ExprValues) -> PointTimes {
         let mut point_us = Vec::new();
         if self.per_point {
             let term_us: Vec<f64> = self
                 .terms
                 .iter()
                 .map(|&(f, bytes, kind)| {
-                    let bytes = bytes.map_or(0, &at);
-                    device.op_us(at(f) as f64, bytes as f64, kind)
+                    let bytes = bytes.map_or(0, |b| vals[b]);
+                    device.op_us(vals[f] as f64, bytes as f64, kind)
                 })
                 .collect();
             point_us = self
@@ -285,17 +279,14 @@ impl CostTables {
     /// of the ops it reruns (the last point at which each is scheduled; 0 µs for an op with no
     /// modelled time), or `flops` at the matrix rate when the plan has no per-point costs
     /// (Checkmate, Jain et al., MLSys 2020, §4.1, prices a recompute by its ops' costs).
-    pub fn recompute_us(&self, t: &PointTimes, c: usize, flops: i64) -> f64 {
+    pub fn recompute_us(&self, t: &PointTimes, c: CandidateId, flops: i64) -> f64 {
         if t.point_us.is_empty() {
             return t.fallback_us(flops);
         }
-        let (lo, hi) = (
-            self.recompute_first[c] as usize,
-            self.recompute_first[c + 1] as usize,
-        );
-        self.recompute_points[lo..hi]
+        self.recompute_points
+            .row(c.into())
             .iter()
-            .map(|&p| t.point_us.get(p as usize).copied().unwrap_or(0.0))
+            .map(|&p| t.point_us.get(p.index()).copied().unwrap_or(0.0))
             .sum()
     }
 }

@@ -25,6 +25,79 @@
 //! runtime (`ebb_runtime::device`).
 
 use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Which device a profile describes: its identity, written (printed, serialized) as the
+/// profile's name — `a100-40g-pcie4`, `h100-sxm-pcie5`, `h200-pcie5`, `cpu`, `custom:SPEC` —
+/// so plan files, reports and JSON output carry the same text a bare name did.
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum DeviceId {
+    /// NVIDIA A100 40GB PCIe (`a100-40g-pcie4`).
+    A100Pcie4,
+    /// NVIDIA H100 SXM5 80GB with a PCIe Gen5 host link (`h100-sxm-pcie5`).
+    H100SxmPcie5,
+    /// NVIDIA H200 141GB with a PCIe Gen5 host link (`h200-pcie5`).
+    H200Pcie5,
+    /// This machine's CPU, measured by the runtime (`cpu`).
+    Cpu,
+    /// Figures given as `custom:SPEC`; holds `SPEC` (see the module docs).
+    Custom(String),
+    /// Any other name (a profile built by hand, or read from a file written elsewhere).
+    Other(String),
+}
+
+impl DeviceId {
+    /// The built-in accelerator profiles ([`DeviceProfile::named`] builds them), in the
+    /// order of [`DeviceProfile::NAMED`].
+    pub const BUILT_IN: [DeviceId; 3] = [
+        DeviceId::A100Pcie4,
+        DeviceId::H100SxmPcie5,
+        DeviceId::H200Pcie5,
+    ];
+}
+
+impl fmt::Display for DeviceId {
+    /// The profile's name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceId::A100Pcie4 => f.write_str("a100-40g-pcie4"),
+            DeviceId::H100SxmPcie5 => f.write_str("h100-sxm-pcie5"),
+            DeviceId::H200Pcie5 => f.write_str("h200-pcie5"),
+            DeviceId::Cpu => f.write_str("cpu"),
+            DeviceId::Custom(spec) => write!(f, "custom:{spec}"),
+            DeviceId::Other(name) => f.write_str(name),
+        }
+    }
+}
+
+impl From<&str> for DeviceId {
+    /// The identity a name spells ([`DeviceId::Other`] for a name Ebb does not define).
+    fn from(name: &str) -> Self {
+        match name {
+            "a100-40g-pcie4" => DeviceId::A100Pcie4,
+            "h100-sxm-pcie5" => DeviceId::H100SxmPcie5,
+            "h200-pcie5" => DeviceId::H200Pcie5,
+            "cpu" => DeviceId::Cpu,
+            _ => match name.strip_prefix("custom:") {
+                Some(spec) => DeviceId::Custom(spec.to_string()),
+                None => DeviceId::Other(name.to_string()),
+            },
+        }
+    }
+}
+
+impl From<String> for DeviceId {
+    fn from(name: String) -> Self {
+        DeviceId::from(name.as_str())
+    }
+}
+
+impl From<DeviceId> for String {
+    fn from(id: DeviceId) -> Self {
+        id.to_string()
+    }
+}
 
 /// The kind of compute unit an op runs on, which selects its throughput in a profile.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
@@ -42,8 +115,9 @@ pub enum ComputeKind {
 /// Throughput figures of one device (all rates per second).
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub struct DeviceProfile {
-    /// The profile's name (`h100-sxm-pcie5`, `cpu`, `custom:…`).
-    pub name: String,
+    /// Which device it is; serialized as the profile's name (`h100-sxm-pcie5`, `cpu`,
+    /// `custom:…`).
+    pub name: DeviceId,
     /// FLOP/s of [`ComputeKind::Matrix`] ops.
     pub matrix_flops: f64,
     /// FLOP/s of [`ComputeKind::MatrixHalf`] ops.
@@ -90,7 +164,7 @@ impl DeviceProfile {
     /// NVIDIA A100 40GB PCIe (see the module docs for the figures and their source).
     pub fn a100_40g_pcie4() -> Self {
         DeviceProfile {
-            name: "a100-40g-pcie4".into(),
+            name: DeviceId::A100Pcie4,
             matrix_flops: 156e12,
             matrix_half_flops: 312e12,
             vector_flops: 19.5e12,
@@ -104,7 +178,7 @@ impl DeviceProfile {
     /// NVIDIA H100 SXM5 80GB with a PCIe Gen5 host link (see the module docs).
     pub fn h100_sxm_pcie5() -> Self {
         DeviceProfile {
-            name: "h100-sxm-pcie5".into(),
+            name: DeviceId::H100SxmPcie5,
             matrix_flops: 494.5e12,
             matrix_half_flops: 989.5e12,
             vector_flops: 67e12,
@@ -118,7 +192,7 @@ impl DeviceProfile {
     /// NVIDIA H200 141GB with a PCIe Gen5 host link (see the module docs).
     pub fn h200_pcie5() -> Self {
         DeviceProfile {
-            name: "h200-pcie5".into(),
+            name: DeviceId::H200Pcie5,
             memory_bandwidth: 4.8e12,
             memory_bytes: 141_000_000_000,
             source: "NVIDIA H200 Tensor Core GPU datasheet (2024), H200 SXM, dense".into(),
@@ -133,17 +207,17 @@ impl DeviceProfile {
     /// [`DeviceError::Unknown`] for another name, [`DeviceError::Custom`] for a bad
     /// specification.
     pub fn named(name: &str) -> Result<DeviceProfile, DeviceError> {
-        match name {
-            "a100-40g-pcie4" => Ok(DeviceProfile::a100_40g_pcie4()),
-            "h100-sxm-pcie5" => Ok(DeviceProfile::h100_sxm_pcie5()),
-            "h200-pcie5" => Ok(DeviceProfile::h200_pcie5()),
-            _ => match name.strip_prefix("custom:") {
-                Some(spec) => DeviceProfile::custom(spec).map_err(|reason| DeviceError::Custom {
+        match DeviceId::from(name) {
+            DeviceId::A100Pcie4 => Ok(DeviceProfile::a100_40g_pcie4()),
+            DeviceId::H100SxmPcie5 => Ok(DeviceProfile::h100_sxm_pcie5()),
+            DeviceId::H200Pcie5 => Ok(DeviceProfile::h200_pcie5()),
+            DeviceId::Custom(spec) => {
+                DeviceProfile::custom(&spec).map_err(|reason| DeviceError::Custom {
                     spec: name.to_string(),
                     reason,
-                }),
-                None => Err(DeviceError::Unknown(name.to_string())),
-            },
+                })
+            }
+            DeviceId::Cpu | DeviceId::Other(_) => Err(DeviceError::Unknown(name.to_string())),
         }
     }
 
@@ -175,7 +249,7 @@ impl DeviceProfile {
         let need = |v: Option<f64>, k: &str| v.ok_or_else(|| format!("`{k}=` is required"));
         let flops = need(flops, "flops")?;
         Ok(DeviceProfile {
-            name: format!("custom:{spec}"),
+            name: DeviceId::Custom(spec.to_string()),
             matrix_flops: flops,
             matrix_half_flops: half.unwrap_or(flops),
             vector_flops: vector.unwrap_or(flops),
@@ -246,9 +320,10 @@ mod tests {
 
     #[test]
     fn named_profiles_are_valid_and_round_trip() {
-        for n in DeviceProfile::NAMED {
+        for (n, id) in DeviceProfile::NAMED.iter().zip(DeviceId::BUILT_IN) {
             let p = DeviceProfile::named(n).unwrap();
-            assert_eq!(p.name, n);
+            assert_eq!((p.name.to_string().as_str(), &p.name), (*n, &id));
+            assert_eq!(serde_json::to_string(&p.name).unwrap(), format!("\"{n}\""));
             assert!(p.is_valid());
             let back: DeviceProfile =
                 serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
@@ -258,6 +333,20 @@ mod tests {
             DeviceProfile::named("tpu"),
             Err(DeviceError::Unknown(_))
         ));
+    }
+
+    #[test]
+    fn ids_spell_their_names() {
+        for name in ["cpu", "custom:flops=1T,hbm=1T,link=1G", "my-gpu"] {
+            let id = DeviceId::from(name);
+            assert_eq!(id.to_string(), name);
+            let json = serde_json::to_string(&id).unwrap();
+            assert_eq!(serde_json::from_str::<DeviceId>(&json).unwrap(), id);
+        }
+        assert_eq!(DeviceId::from("cpu"), DeviceId::Cpu);
+        assert_eq!(DeviceId::from("my-gpu"), DeviceId::Other("my-gpu".into()));
+        let p = DeviceProfile::named("custom:flops=100T,hbm=2T,link=25G").unwrap();
+        assert_eq!(p.name.to_string(), "custom:flops=100T,hbm=2T,link=25G");
     }
 
     #[test]

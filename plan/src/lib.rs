@@ -19,15 +19,15 @@
 pub mod arena;
 pub mod cache;
 pub mod cost;
+mod csr;
 pub mod device;
 #[cfg(feature = "exact")]
 pub mod exact;
 pub mod finalize;
 pub mod format;
 mod helpers;
+mod index;
 pub mod pack;
-#[cfg(test)]
-mod test_lcg;
 
 pub use finalize::{finalize, ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
 pub use format::{Candidate, Decision, DecisionKind, Plan};

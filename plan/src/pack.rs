@@ -35,7 +35,7 @@
 //! ≤ the cap), each length index appears in exactly one batch, and `seq` is at least the
 //! longest length of the batch.
 
-use crate::device::DeviceProfile;
+use crate::device::{DeviceId, DeviceProfile};
 use crate::finalize::{arena_target, FinalizeError, FinalizeOptions, Finalizer};
 use crate::format::{DecisionKind, Plan};
 use ebb_ir::dim::ValueGrid;
@@ -210,8 +210,8 @@ pub struct PackReport {
     pub tokens: i64,
     /// Budget, bytes.
     pub budget_bytes: i64,
-    /// The device profile.
-    pub device: String,
+    /// The device profile (serialized as its name).
+    pub device: DeviceId,
     /// Added-time cap, fraction of the step.
     pub max_added_fraction: f64,
     /// Ebb's packing, then the baselines with the runtime's decisions, then the baselines

@@ -240,7 +240,7 @@ impl PyPlan {
     /// The device profile recorded at compile time, if any.
     #[getter]
     fn device(&self) -> Option<String> {
-        self.plan.device.as_ref().map(|d| d.name.clone())
+        self.plan.device.as_ref().map(|d| d.name.to_string())
     }
 
     /// Peak bytes of the plan's schedule at the bindings, without decisions.

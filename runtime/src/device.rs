@@ -15,7 +15,7 @@
 //! `cpu-profile.json`), keyed by the thread count and the build (release or dev); a cache that
 //! cannot be written is skipped.
 
-use ebb_plan::device::{DeviceError, DeviceProfile};
+use ebb_plan::device::{DeviceError, DeviceId, DeviceProfile};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -46,7 +46,7 @@ fn build_kind() -> &'static str {
 /// # Errors
 /// As [`DeviceProfile::named`] for names other than `cpu`.
 pub fn resolve(name: &str) -> Result<DeviceProfile, DeviceError> {
-    if name == "cpu" {
+    if DeviceId::from(name) == DeviceId::Cpu {
         Ok(cpu())
     } else {
         DeviceProfile::named(name)
@@ -65,7 +65,7 @@ pub fn cpu() -> DeviceProfile {
             if c.threads == threads
                 && c.build == build_kind()
                 && c.profile.is_valid()
-                && c.profile.name == "cpu"
+                && c.profile.name == DeviceId::Cpu
             {
                 return c.profile;
             }
@@ -91,7 +91,7 @@ pub fn calibrate_cpu() -> DeviceProfile {
     let vector = best_of_3(axpy_flops);
     let copy = best_of_3(copy_bytes_per_s);
     DeviceProfile {
-        name: "cpu".into(),
+        name: DeviceId::Cpu,
         matrix_flops: matrix,
         matrix_half_flops: matrix,
         vector_flops: vector,
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn calibrated_cpu_profile_is_valid_and_named() {
         let p = calibrate_cpu();
-        assert_eq!(p.name, "cpu");
+        assert_eq!(p.name, DeviceId::Cpu);
         assert!(p.is_valid(), "{p:?}");
         // Any machine that runs the tests does more than 0.1 GFLOP/s and copies 10 MB/s.
         assert!(p.matrix_flops > 1e8 && p.link_bandwidth > 1e7, "{p:?}");
@@ -237,7 +237,10 @@ mod tests {
 
     #[test]
     fn names_resolve() {
-        assert_eq!(resolve("h100-sxm-pcie5").unwrap().name, "h100-sxm-pcie5");
+        assert_eq!(
+            resolve("h100-sxm-pcie5").unwrap().name,
+            DeviceId::H100SxmPcie5
+        );
         assert!(resolve("warp-drive").is_err());
     }
 }

@@ -42,6 +42,7 @@ pub enum Data {
     U8(Buf<u8>),
     /// `ui32`.
     U32(Buf<u32>),
+    /// `ui64`.
     U64(Buf<u64>),
 }
 
@@ -394,6 +395,7 @@ pub enum Scalar {
     U8(u8),
     /// `ui32`.
     U32(u32),
+    /// `ui64`.
     U64(u64),
 }
 

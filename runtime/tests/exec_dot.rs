@@ -5,28 +5,17 @@
 use crate::common;
 use common::*;
 use ebb_runtime::Tensor;
+use ebb_testkit::Lcg;
 use proptest::prelude::*;
 
+/// `n` values in `[-1, 1)` drawn from `seed`.
 fn pseudo(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_add(0x9E3779B97F4A7C15);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
+    let mut g = Lcg::new(seed.wrapping_add(0x9E3779B97F4A7C15));
+    (0..n).map(|_| g.symmetric_f32()).collect()
 }
 
 fn shuffle(v: &mut [usize], seed: u64) {
-    let mut s = seed;
-    for i in (1..v.len()).rev() {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        v.swap(i, (s >> 33) as usize % (i + 1));
-    }
+    Lcg::new(seed).shuffle(v);
 }
 
 proptest! {

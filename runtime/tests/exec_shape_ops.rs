@@ -23,11 +23,7 @@ proptest! {
     fn transpose_matches_definition(shape in prop::collection::vec(1usize..5, 1..5), seed in any::<u64>()) {
         let r = shape.len();
         let mut perm: Vec<usize> = (0..r).collect();
-        let mut s = seed;
-        for i in (1..r).rev() {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
-            perm.swap(i, (s >> 33) as usize % (i + 1));
-        }
+        ebb_testkit::Lcg::new(seed).shuffle(&mut perm);
         let out: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
         let src = unary_graph("transpose", &shape, &format!("permutation = {}", list(&perm)), &out);
         let got = run1(&src, &[], vec![arange(&shape)]).to_f64_vec();

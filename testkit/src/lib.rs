@@ -7,19 +7,60 @@
 //! - `passes`: [`before_after`] (a pass's before/after IR snapshot);
 //! - `runtime`: [`load_ref`] (a reference archive's inputs and expected outputs);
 //! - `compiler`: [`import_fixture`] (a JAX fixture through the StableHLO front end, which links
-//!   LLVM/MLIR);
+//!   LLVM/MLIR), [`import_path`], [`compile_fixture`] and the other fixture compile helpers;
 //! - `fuzz` (all three): [`fuzz`], the fuzz targets and their seed corpora.
 //!
-//! Unit tests inside `ebb-ir` cannot use this crate (it depends on `ebb-ir`); they use
-//! [`Bindings::from_pairs`](ebb_ir::BindingsExt::from_pairs) directly.
+//! The base crate also holds [`graph`] (textual IR parsed and verified), [`ty`] (a tensor type
+//! from dimension texts) and [`Lcg`] (the tests' one pseudo-random generator).
+//!
+//! Unit tests inside `ebb-ir` cannot use this crate (it depends on `ebb-ir`, so they would see
+//! two copies of its types); they use
+//! [`Bindings::from_pairs`](ebb_ir::BindingsExt::from_pairs) directly. Integration tests of
+//! `ebb-ir` (`ir/tests`) and unit tests of the other crates can.
 
-use ebb_ir::{Bindings, Symbol};
+use ebb_ir::{Bindings, DType, DimExpr, Graph, Symbol, TensorType};
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "compiler")]
+pub use compile::{
+    compile_fixture, compile_path, compiled, fixture_path, import_path, onnx_import_options,
+};
 pub use ebb_ir::BindingsExt;
+pub use random::{lcg, Lcg};
 
+#[cfg(feature = "compiler")]
+mod compile;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
+mod random;
+
+/// Parses the textual IR `text` and verifies it.
+///
+/// # Panics
+/// When it does not parse or verify (with the error and the text).
+pub fn graph(text: &str) -> Graph {
+    let g = ebb_ir::text::parse(text)
+        .unwrap_or_else(|e| panic!("the test graph does not parse: {e}\n{text}"));
+    ebb_ir::verify::verify(&g)
+        .unwrap_or_else(|e| panic!("the test graph does not verify: {e}\n{text}"));
+    g
+}
+
+/// A tensor type from an element type and dimension texts (`ty(DType::F32, &["B", "64"])`).
+///
+/// # Panics
+/// On a dimension that does not parse.
+pub fn ty(dtype: DType, dims: &[&str]) -> TensorType {
+    TensorType::new(
+        dtype,
+        dims.iter()
+            .map(|s| {
+                s.parse::<DimExpr>()
+                    .unwrap_or_else(|e| panic!("bad dimension `{s}`: {e}"))
+            })
+            .collect(),
+    )
+}
 
 /// Bindings from `(name, value)` pairs (`bind(&[("B", 8), ("S", 256)])`); a later pair of the
 /// same name wins. Same as [`Bindings::from_pairs`](BindingsExt::from_pairs).
@@ -140,10 +181,9 @@ pub fn before_after(
     text: &str,
     pass: &dyn ebb_passes::manager::Pass,
 ) -> (String, ebb_passes::manager::PassResult) {
-    use ebb_ir::text::{parse, print};
+    use ebb_ir::text::print;
     use ebb_ir::verify::verify;
-    let mut g = parse(text).expect("test graph parses");
-    verify(&g).expect("test graph verifies");
+    let mut g = graph(text);
     let before = print(&g);
     let name = pass.name();
     let r = pass

@@ -57,8 +57,7 @@ fn compile(fused: bool) -> Plan {
     } else {
         CompileOptions::default()
     };
-    let (g, _) = ebb_import::import_file(&jax_fixture(NAME), None).unwrap();
-    pipeline::compile(g, &opts).unwrap().plan
+    ebb_testkit::compile_fixture(NAME, &opts).plan
 }
 
 /// Under 50% of the program-order peak, or the smallest feasible budget where that is below

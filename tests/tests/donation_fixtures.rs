@@ -18,18 +18,6 @@ use ebb_testkit::{
 };
 use std::path::{Path, PathBuf};
 
-/// Imports a fixture (an ONNX Runtime optimizer model with its sequence element types).
-fn import(path: &Path) -> ebb_ir::Graph {
-    if path.extension().is_some_and(|e| e == "onnx") {
-        let name = path.file_stem().unwrap().to_string_lossy();
-        ebb_import::onnx::import_file_with(path, &crate::onnx_common::options(&name))
-            .unwrap()
-            .0
-    } else {
-        ebb_import::import_file(path, None).unwrap().0
-    }
-}
-
 /// The plan of `path` with fusion on and `donate`; without fusion and donation when `None`.
 fn compile(path: &Path, donate: Option<DonatePolicy>) -> Plan {
     let opts = match donate {
@@ -39,9 +27,7 @@ fn compile(path: &Path, donate: Option<DonatePolicy>) -> Plan {
             .build(),
         None => CompileOptions::default(),
     };
-    pipeline::compile(import(path), &opts)
-        .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
-        .plan
+    ebb_testkit::compile_path(path, &opts).plan
 }
 
 /// The reference archive's inputs; seeded random ones for ONNX fixtures (the archives of the

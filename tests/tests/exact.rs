@@ -9,27 +9,20 @@
 //! `cargo test --release -p ebb-tests --all-features --test integration exact:: -- --ignored
 //! --nocapture`.
 
-use ebb_import::stablehlo::import_file;
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
 use ebb_ir::{Bindings, DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::plan::{build_plan, check, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
-use ebb_pipeline::{compile, CompileOptions, Compiled};
 use ebb_plan::device::DeviceProfile;
 use ebb_plan::exact::{solve, solve_with_start, ExactOptions, ExactResult, ExactStatus};
 use ebb_plan::finalize::{finalize, ConcretePlan, FinalizeError, FinalizeOptions};
 use ebb_plan::format::{DecisionKind, Plan};
-use ebb_testkit::{bind, jax_fixture};
+use ebb_testkit::{bind, compiled};
 use proptest::prelude::*;
 
 const BOTH: [DecisionKind; 2] = [DecisionKind::Recompute, DecisionKind::Swap];
-
-fn compiled(name: &str) -> Compiled {
-    let (g, _) = import_file(&jax_fixture(name)).unwrap();
-    compile(g, &CompileOptions::default()).unwrap()
-}
 
 fn program_order_peak(g: &Graph, b: &Bindings) -> i64 {
     liveness(g, &program_order(g)).peak(b).unwrap().0
@@ -394,7 +387,7 @@ fn gap_matrix(fracs: &[f64], above_lb: &[f64], time_limit_s: f64) -> Vec<GapRow>
                 rows.push(GapRow {
                     fixture,
                     shape: show.join(","),
-                    device: device.name.clone(),
+                    device: device.name.to_string(),
                     label,
                     budget,
                     step_us: unbudgeted.step_us,

@@ -9,13 +9,8 @@ use ebb_plan::arena::check_layout;
 use ebb_plan::cache::PlanCache;
 use ebb_plan::finalize::{finalize, FinalizeError, FinalizeOptions, Finalizer};
 use ebb_plan::format::DecisionKind;
-use ebb_testkit::{bind, jax_fixture};
+use ebb_testkit::{bind, compiled, jax_fixture};
 use std::sync::Arc;
-
-fn compiled(name: &str) -> Compiled {
-    let (g, _) = import_file(&jax_fixture(name)).unwrap();
-    compile(g, &CompileOptions::default()).unwrap()
-}
 
 #[test]
 fn half_of_program_order_peak_is_met_and_the_checker_proves_it() {

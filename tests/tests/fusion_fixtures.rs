@@ -9,16 +9,14 @@ use ebb_pipeline::{self as pipeline, CompileOptions, Compiled};
 use ebb_plan::finalize::FinalizeOptions;
 use ebb_plan::format::DecisionKind;
 use ebb_runtime::{execute, Runtime};
-use ebb_testkit::{
-    fixture_refs, import_fixture, jax_fixture_names, jax_fixtures_dir, jax_metadata, load_ref,
-};
+use ebb_testkit::{fixture_refs, jax_fixture_names, jax_fixtures_dir, jax_metadata, load_ref};
 
 fn compile(name: &str, fusion: bool) -> Compiled {
     let opts = CompileOptions {
         fusion,
         ..CompileOptions::default()
     };
-    pipeline::compile(import_fixture(name), &opts).unwrap()
+    ebb_testkit::compile_fixture(name, &opts)
 }
 
 fn fusions(c: &Compiled) -> usize {

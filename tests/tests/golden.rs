@@ -16,7 +16,7 @@
 
 use ebb_passes::donate::DonatePolicy;
 use ebb_pipeline::{compile, CompileOptions};
-use ebb_plan::device::DeviceProfile;
+use ebb_plan::device::{DeviceId, DeviceProfile};
 use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
 use ebb_plan::format::{DecisionKind, Plan};
 use ebb_testkit::{bs, import_fixture};
@@ -170,10 +170,9 @@ fn table(
                         let _ = writeln!(
                             out,
                             "{fixture} {config} {} offsets={offsets} B=8 S={s} {label}: {}",
-                            if device.name.starts_with("custom") {
-                                "cpu-like"
-                            } else {
-                                &device.name
+                            match &device.name {
+                                DeviceId::Custom(_) => "cpu-like".to_string(),
+                                name => name.to_string(),
                             },
                             row(&fin, s, budget, &opts)
                         );

@@ -7,7 +7,7 @@
 
 use ebb_ir::{Bindings, Graph, Symbol};
 use ebb_passes::memory::{liveness, lower_bound, program_order};
-use std::path::Path;
+use ebb_testkit::import_fixture as import;
 use std::time::Instant;
 
 const FIXTURES: &[&str] = &[
@@ -19,14 +19,6 @@ const FIXTURES: &[&str] = &[
     "gpt2_tiny_scan",
     "gpt2_small",
 ];
-
-fn import(name: &str) -> Graph {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/jax/{name}.mlir"));
-    match ebb_import::stablehlo::import_file(&p) {
-        Ok((g, _)) => g,
-        Err(e) => panic!("importing {name}: {e}"),
-    }
-}
 
 /// Typical shapes: B = 8 and, where the graph has it, S = 128.
 fn typical(g: &Graph) -> Bindings {

@@ -10,7 +10,6 @@ use ebb_plan::finalize::{FinalizeError, FinalizeOptions};
 use ebb_plan::format::{DecisionKind, Plan};
 use ebb_runtime::inputs::random_inputs;
 use ebb_runtime::{Runtime, RuntimeError, Tensor};
-use ebb_testkit::{jax_fixture, jax_fixtures_dir};
 
 /// Compiles a JAX fixture by name, or an ONNX fixture given as `onnx/NAME`.
 fn compile(name: &str) -> Plan {
@@ -18,15 +17,7 @@ fn compile(name: &str) -> Plan {
 }
 
 fn compile_with(name: &str, opts: &CompileOptions) -> Plan {
-    let path = match name.strip_prefix("onnx/") {
-        Some(n) => jax_fixtures_dir()
-            .parent()
-            .map(|d| d.join("onnx").join(format!("{n}.onnx")))
-            .unwrap(),
-        None => jax_fixture(name),
-    };
-    let (g, _) = ebb_import::import_file(&path, None).unwrap();
-    pipeline::compile(g, opts).unwrap().plan
+    ebb_testkit::compile_fixture(name, opts).plan
 }
 
 fn program_order_peak(plan: &Plan, b: &Bindings) -> i64 {

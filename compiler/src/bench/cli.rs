@@ -113,6 +113,7 @@ pub struct BenchArgs {
     /// Write SVG plots into this directory (`<stem>_peak.svg`, `<stem>_timeline.svg`).
     #[arg(long)]
     pub plots: Option<PathBuf>,
+    /// The device that prices the decisions and the kinds allowed (`--device`, `--kinds`).
     #[command(flatten)]
     pub device: crate::flags::DeviceFlags,
 }

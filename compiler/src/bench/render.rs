@@ -1,7 +1,7 @@
 //! Markdown rendering of a [`BenchReport`]: a header, one table row per shape (MiB = 2^20 bytes),
 //! and the worst cases. Columns of absent parts (budget, XLA, exact) are left out.
 
-use super::BenchReport;
+use super::{BenchReport, Row};
 use std::fmt::Write;
 
 /// Bytes as MiB with one decimal.
@@ -13,8 +13,30 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
+/// `n` empty cells.
+fn dashes(n: usize) -> impl Iterator<Item = String> {
+    std::iter::repeat_n("–".to_string(), n)
+}
+
 /// The report as markdown (see the module docs).
 pub fn markdown(r: &BenchReport) -> String {
+    let mut s = header(r);
+    s.push('\n');
+    let parts = Parts::of(r);
+    let head = parts.head(r);
+    let _ = writeln!(s, "| {} |", head.join(" | "));
+    let _ = writeln!(s, "|{}", head.iter().map(|_| "---|").collect::<String>());
+    for row in &r.rows {
+        let _ = writeln!(s, "| {} |", parts.cells(row).join(" | "));
+    }
+    let _ = writeln!(s, "\nWorst cases: {}.", worst_cases(r, &parts).join("; "));
+    s.push('\n');
+    s
+}
+
+/// The title and the paragraph before the table: what was compiled, the budget and its
+/// pricing, and how XLA was measured.
+fn header(r: &BenchReport) -> String {
     let mut s = String::new();
     let name = r.fixture.as_deref().unwrap_or(&r.input);
     let _ = writeln!(s, "### `{name}`\n");
@@ -69,70 +91,80 @@ pub fn markdown(r: &BenchReport) -> String {
         }
         _ => {}
     }
-    s.push('\n');
+    s
+}
 
-    let has_budget = r.budget.is_some();
-    let has_xla = r.xla.available;
-    let has_xla_time = r
-        .rows
-        .iter()
-        .any(|row| row.xla.as_ref().is_some_and(|x| x.step_ms.is_some()));
-    let has_exact = r.exact_time_limit_s.is_some();
-    let has_exec = r.rows.iter().any(|row| row.exec.is_some());
-    let mut head: Vec<String> = r
-        .rows
-        .first()
-        .map_or_else(Vec::new, |row| row.bind.keys().cloned().collect());
-    head.extend(
-        [
+/// Which optional parts of the report have columns.
+struct Parts {
+    budget: bool,
+    xla: bool,
+    xla_time: bool,
+    exact: bool,
+    exec: bool,
+}
+
+impl Parts {
+    fn of(r: &BenchReport) -> Parts {
+        Parts {
+            budget: r.budget.is_some(),
+            xla: r.xla.available,
+            xla_time: r
+                .rows
+                .iter()
+                .any(|row| row.xla.as_ref().is_some_and(|x| x.step_ms.is_some())),
+            exact: r.exact_time_limit_s.is_some(),
+            exec: r.rows.iter().any(|row| row.exec.is_some()),
+        }
+    }
+
+    /// The column heads: the symbols, the memory columns, then each part's.
+    fn head(&self, r: &BenchReport) -> Vec<String> {
+        let mut head: Vec<String> = r
+            .rows
+            .first()
+            .map_or_else(Vec::new, |row| row.bind.keys().cloned().collect());
+        let mut add = |names: &[&str]| head.extend(names.iter().map(|n| n.to_string()));
+        add(&[
             "program order",
             "Ebb scheduled",
             "Ebb precise",
             "sym/precise",
             "lower bound",
             "compile precise ms",
-        ]
-        .map(String::from),
-    );
-    if has_xla {
-        head.extend(
-            [
+        ]);
+        if self.xla {
+            add(&[
                 "XLA total",
                 "Ebb/XLA",
                 "XLA donated",
                 "Ebb/XLA donated",
                 "XLA compile ms",
-            ]
-            .map(String::from),
-        );
-        if has_xla_time {
-            head.push("XLA step ms".into());
+            ]);
+            if self.xla_time {
+                add(&["XLA step ms"]);
+            }
         }
-    }
-    if has_budget {
-        head.extend(
-            [
+        if self.budget {
+            add(&[
                 "budget",
                 "planned",
                 "recompute",
                 "swap",
                 "added",
                 "finalize µs",
-            ]
-            .map(String::from),
-        );
+            ]);
+        }
+        if self.exec {
+            add(&["Ebb step ms", "Ebb/XLA step", "kernels compiled (warm-up)"]);
+        }
+        if self.exact {
+            add(&["ILP", "optimum overhead", "greedy gap"]);
+        }
+        head
     }
-    if has_exec {
-        head.extend(
-            ["Ebb step ms", "Ebb/XLA step", "kernels compiled (warm-up)"].map(String::from),
-        );
-    }
-    if has_exact {
-        head.extend(["ILP", "optimum overhead", "greedy gap"].map(String::from));
-    }
-    let _ = writeln!(s, "| {} |", head.join(" | "));
-    let _ = writeln!(s, "|{}", head.iter().map(|_| "---|").collect::<String>());
-    for row in &r.rows {
+
+    /// The cells of one row, in [`Parts::head`]'s order.
+    fn cells(&self, row: &Row) -> Vec<String> {
         let mut c: Vec<String> = row.bind.values().map(|v| v.to_string()).collect();
         c.push(mib(row.peak_bytes_program_order));
         c.push(mib(row.peak_bytes_scheduled));
@@ -140,49 +172,13 @@ pub fn markdown(r: &BenchReport) -> String {
         c.push(format!("{:.4}", row.symbolic_over_precise));
         c.push(mib(row.lower_bound_bytes));
         c.push(format!("{:.0}", row.compile_ms_precise));
-        if has_xla {
-            match &row.xla {
-                Some(x) => {
-                    c.push(mib(x.total_bytes));
-                    c.push(format!("{:.2}", x.ebb_over_xla));
-                    c.push(x.total_bytes_donated.map_or("–".into(), mib));
-                    c.push(
-                        x.ebb_over_xla_donated
-                            .map_or("–".into(), |r| format!("{r:.2}")),
-                    );
-                    c.push(format!("{:.0}", x.compile_ms));
-                    if has_xla_time {
-                        c.push(x.step_ms.map_or("–".into(), |t| format!("{t:.1}")));
-                    }
-                }
-                None => {
-                    let n = if has_xla_time { 6 } else { 5 };
-                    c.extend(std::iter::repeat_n("–".to_string(), n));
-                }
-            }
+        if self.xla {
+            self.xla_cells(row, &mut c);
         }
-        if has_budget {
-            match &row.budget {
-                Some(b) if b.feasible => {
-                    c.push(mib(b.budget_bytes));
-                    c.push(b.peak_bytes_planned.map_or("–".into(), mib));
-                    c.push(pct(b.recompute_fraction));
-                    c.push(mib(b.swap_bytes));
-                    c.push(pct(b.added_fraction));
-                    c.push(format!("{:.0}", b.finalize_us));
-                }
-                Some(b) => {
-                    c.push(mib(b.budget_bytes));
-                    c.push(format!(
-                        "infeasible (≥ {})",
-                        b.smallest_feasible_bytes.map_or("?".into(), mib)
-                    ));
-                    c.extend(["–", "–", "–", "–"].map(String::from));
-                }
-                None => c.extend(["–", "–", "–", "–", "–", "–"].map(String::from)),
-            }
+        if self.budget {
+            budget_cells(row, &mut c);
         }
-        if has_exec {
+        if self.exec {
             match &row.exec {
                 Some(e) => {
                     c.push(format!("{:.1}", e.step_ms));
@@ -192,27 +188,74 @@ pub fn markdown(r: &BenchReport) -> String {
                     );
                     c.push(e.kernels_compiled_warmup.to_string());
                 }
-                None => c.extend(["–", "–", "–"].map(String::from)),
+                None => c.extend(dashes(3)),
             }
         }
-        if has_exact {
+        if self.exact {
             match &row.exact {
                 Some(e) => {
                     c.push(e.status.clone());
                     c.push(e.optimum_overhead_fraction.map_or("–".into(), pct));
                     c.push(e.greedy_gap.map_or("–".into(), pct));
                 }
-                None => c.extend(["–", "–", "–"].map(String::from)),
+                None => c.extend(dashes(3)),
             }
         }
-        let _ = writeln!(s, "| {} |", c.join(" | "));
+        c
     }
+
+    /// The XLA columns of `row`.
+    fn xla_cells(&self, row: &Row, c: &mut Vec<String>) {
+        match &row.xla {
+            Some(x) => {
+                c.push(mib(x.total_bytes));
+                c.push(format!("{:.2}", x.ebb_over_xla));
+                c.push(x.total_bytes_donated.map_or("–".into(), mib));
+                c.push(
+                    x.ebb_over_xla_donated
+                        .map_or("–".into(), |r| format!("{r:.2}")),
+                );
+                c.push(format!("{:.0}", x.compile_ms));
+                if self.xla_time {
+                    c.push(x.step_ms.map_or("–".into(), |t| format!("{t:.1}")));
+                }
+            }
+            None => c.extend(dashes(if self.xla_time { 6 } else { 5 })),
+        }
+    }
+}
+
+/// The budget columns of `row`.
+fn budget_cells(row: &Row, c: &mut Vec<String>) {
+    match &row.budget {
+        Some(b) if b.feasible => {
+            c.push(mib(b.budget_bytes));
+            c.push(b.peak_bytes_planned.map_or("–".into(), mib));
+            c.push(pct(b.recompute_fraction));
+            c.push(mib(b.swap_bytes));
+            c.push(pct(b.added_fraction));
+            c.push(format!("{:.0}", b.finalize_us));
+        }
+        Some(b) => {
+            c.push(mib(b.budget_bytes));
+            c.push(format!(
+                "infeasible (≥ {})",
+                b.smallest_feasible_bytes.map_or("?".into(), mib)
+            ));
+            c.extend(dashes(4));
+        }
+        None => c.extend(dashes(6)),
+    }
+}
+
+/// The worst case of each figure over the rows.
+fn worst_cases(r: &BenchReport, parts: &Parts) -> Vec<String> {
     let sm = &r.summary;
     let mut worst = vec![format!("sym/precise ≤ {:.4}", sm.max_symbolic_over_precise)];
     if let (Some(lo), Some(hi)) = (sm.min_ebb_over_xla, sm.max_ebb_over_xla) {
         worst.push(format!("Ebb/XLA in [{lo:.2}, {hi:.2}]"));
     }
-    if has_budget {
+    if parts.budget {
         worst.push(format!(
             "budget infeasible at {} of {} shapes",
             sm.budget_infeasible, sm.shapes
@@ -229,7 +272,5 @@ pub fn markdown(r: &BenchReport) -> String {
     if let Some(g) = sm.max_greedy_gap {
         worst.push(format!("greedy gap to the optimum ≤ {}", pct(g)));
     }
-    let _ = writeln!(s, "\nWorst cases: {}.", worst.join("; "));
-    s.push('\n');
-    s
+    worst
 }

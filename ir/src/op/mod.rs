@@ -89,26 +89,47 @@ ops! {
     /// An integer tensor whose elements are symbolic dimensions, evaluated at run time from the
     /// bindings (e.g. `B` converted to a float for a mean). Text attr: `values`.
     DimConstant = "dim_constant" (Vec<DimExpr>),
+    /// Elementwise absolute value `|x|`.
     Abs = "abs",
+    /// Elementwise `-x`.
     Negate = "negate",
+    /// Elementwise `e^x`.
     Exponential = "exponential",
+    /// Elementwise `e^x - 1`, accurate near 0.
     ExponentialMinusOne = "exponential_minus_one",
+    /// Elementwise natural logarithm.
     Log = "log",
+    /// Elementwise `ln(1 + x)`, accurate near 0.
     LogPlusOne = "log_plus_one",
+    /// Elementwise logistic sigmoid `1 / (1 + e^-x)`.
     Logistic = "logistic",
+    /// Elementwise square root.
     Sqrt = "sqrt",
+    /// Elementwise reciprocal square root `1 / sqrt(x)`.
     Rsqrt = "rsqrt",
+    /// Elementwise cube root.
     Cbrt = "cbrt",
+    /// Elementwise hyperbolic tangent.
     Tanh = "tanh",
+    /// Elementwise sine (radians).
     Sine = "sine",
+    /// Elementwise cosine (radians).
     Cosine = "cosine",
+    /// Elementwise tangent (radians).
     Tan = "tan",
+    /// Elementwise round toward negative infinity.
     Floor = "floor",
+    /// Elementwise round toward positive infinity.
     Ceil = "ceil",
+    /// Elementwise sign: -1, 0 or 1 (NaN for NaN; `-0.0` for `-0.0`).
     Sign = "sign",
+    /// Elementwise round to the nearest integer, ties to even.
     RoundNearestEven = "round_nearest_even",
+    /// Elementwise round to the nearest integer, ties away from zero.
     RoundNearestAfz = "round_nearest_afz",
+    /// Elementwise logical not (`i1`) or bitwise not (integers).
     Not = "not",
+    /// Elementwise: whether each float element is neither infinite nor NaN (an `i1` result).
     IsFinite = "is_finite",
     /// Element type conversion to the payload's type. Text attr: `dtype`.
     Convert = "convert" (DType),
@@ -119,24 +140,43 @@ ops! {
     /// Rounds each float element to a narrower format and back (see [`ReducePrecisionSpec`]).
     /// Text attrs: `exponent_bits`, `mantissa_bits`.
     ReducePrecision = "reduce_precision" (ReducePrecisionSpec),
+    /// Elementwise `lhs + rhs` (logical or on `i1`).
     Add = "add",
+    /// Elementwise `lhs - rhs`.
     Subtract = "subtract",
+    /// Elementwise `lhs * rhs` (logical and on `i1`).
     Multiply = "multiply",
+    /// Elementwise `lhs / rhs` (integer division rounds toward zero).
     Divide = "divide",
+    /// Elementwise remainder of `lhs / rhs`, with the sign of `lhs`.
     Remainder = "remainder",
+    /// Elementwise maximum (NaN if either is NaN).
     Maximum = "maximum",
+    /// Elementwise minimum (NaN if either is NaN).
     Minimum = "minimum",
+    /// Elementwise `lhs^rhs`.
     Power = "power",
+    /// Elementwise `atan2(lhs, rhs)` (radians).
     Atan2 = "atan2",
+    /// Elementwise logical (`i1`) or bitwise and.
     And = "and",
+    /// Elementwise logical (`i1`) or bitwise or.
     Or = "or",
+    /// Elementwise logical (`i1`) or bitwise exclusive or.
     Xor = "xor",
+    /// Elementwise `lhs << rhs` (0 when `rhs` is at least the bit width).
     ShiftLeft = "shift_left",
+    /// Elementwise logical `lhs >> rhs`, shifting in zeros.
     ShiftRightLogical = "shift_right_logical",
+    /// Elementwise arithmetic `lhs >> rhs`, shifting in the sign bit.
     ShiftRightArithmetic = "shift_right_arithmetic",
     /// Text attrs: `comparison_direction` (EQ, NE, GE, GT, LE, LT), `compare_type`.
     Compare = "compare" (CompareSpec),
+    /// Elementwise `pred ? on_true : on_false`; operands: `pred` (`i1`, same shape or scalar),
+    /// `on_true`, `on_false`.
     Select = "select",
+    /// Elementwise `min(max(operand, min), max)`; operands: `min`, `operand`, `max` (`min`, `max`
+    /// scalars or the operand's shape).
     Clamp = "clamp",
     /// Text attrs: `broadcast_dimensions`, `shape` (result shape).
     BroadcastInDim = "broadcast_in_dim" (BroadcastSpec),

@@ -107,8 +107,10 @@ pub struct PadSpec {
     pub interior: Vec<i64>,
 }
 
-/// The kind of a `fusion` op (XLA's fusion kinds).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+/// The kind of a `fusion` op (XLA's fusion kinds); serialized and printed as its
+/// [`name`](FusionKind::name).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FusionKind {
     /// Loop fusion: every op of the region is evaluated at each element of the results, in
     /// row-major (flat index) order; the results share one element count.
@@ -134,6 +136,13 @@ impl FusionKind {
             "input" => Some(FusionKind::Input),
             _ => None,
         }
+    }
+}
+
+impl std::fmt::Display for FusionKind {
+    /// [`FusionKind::name`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

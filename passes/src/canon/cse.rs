@@ -26,6 +26,7 @@
 
 use super::{for_each_region, has_side_effects, total_op_count};
 use crate::manager::{Pass, PassContext, PassError, PassResult};
+use crate::pass_id::PassId;
 use ebb_ir::{Graph, NodeId, OpKind, ValueRef};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
@@ -37,7 +38,7 @@ pub struct Cse;
 
 impl Pass for Cse {
     fn name(&self) -> &'static str {
-        "cse"
+        PassId::Cse.name()
     }
 
     fn run(&self, g: &mut Graph, _cx: &mut PassContext) -> Result<PassResult, PassError> {

@@ -20,6 +20,7 @@
 
 use super::{for_each_region, has_side_effects, total_op_count};
 use crate::manager::{Pass, PassContext, PassError, PassResult};
+use crate::pass_id::PassId;
 use ebb_ir::{Graph, NodeId, OpKind};
 use petgraph::visit::{EdgeRef, NodeIndexable};
 use std::collections::HashSet;
@@ -30,7 +31,7 @@ pub struct Dce;
 
 impl Pass for Dce {
     fn name(&self) -> &'static str {
-        "dce"
+        PassId::Dce.name()
     }
 
     fn run(&self, g: &mut Graph, _cx: &mut PassContext) -> Result<PassResult, PassError> {

@@ -43,6 +43,7 @@
 
 use super::for_each_region;
 use crate::manager::{Pass, PassContext, PassError, PassResult};
+use crate::pass_id::PassId;
 use ebb_ir::op::BroadcastSpec;
 use ebb_ir::op::{f16_bits_to_f32, f32_to_f16_bits};
 use ebb_ir::{DType, Graph, Literal, Node, NodeId, Op, TensorType, ValueRef};
@@ -69,7 +70,7 @@ impl Default for Fold {
 
 impl Pass for Fold {
     fn name(&self) -> &'static str {
-        "fold"
+        PassId::Fold.name()
     }
 
     fn run(&self, g: &mut Graph, _cx: &mut PassContext) -> Result<PassResult, PassError> {

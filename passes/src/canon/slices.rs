@@ -27,6 +27,7 @@
 
 use super::unroll::scalar_int;
 use crate::manager::{Pass, PassContext, PassError, PassResult};
+use crate::pass_id::PassId;
 use ebb_ir::op::SliceSpec;
 use ebb_ir::{DimExpr, Graph, Node, NodeId, Op, OpKind, ValueRef};
 use std::collections::{HashMap, HashSet};
@@ -37,7 +38,7 @@ pub struct ForwardSlices;
 
 impl Pass for ForwardSlices {
     fn name(&self) -> &'static str {
-        "forward_slices"
+        PassId::ForwardSlices.name()
     }
 
     fn run(&self, g: &mut Graph, _cx: &mut PassContext) -> Result<PassResult, PassError> {

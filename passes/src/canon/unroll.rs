@@ -28,6 +28,7 @@
 use super::fold::{elements, Num};
 use super::has_side_effects;
 use crate::manager::{Pass, PassContext, PassError, PassResult};
+use crate::pass_id::PassId;
 use ebb_ir::{Graph, Node, NodeId, Op, OpKind, Relation, ValueRef};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -58,7 +59,7 @@ impl Default for Unroll {
 
 impl Pass for Unroll {
     fn name(&self) -> &'static str {
-        "unroll"
+        PassId::Unroll.name()
     }
 
     /// Unrolls what it can and records an [`UnrollReport`] in `cx` (loops unrolled over all

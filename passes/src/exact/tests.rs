@@ -9,9 +9,7 @@ use crate::remat::CandidateOptions;
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
 use ebb_ir::Bindings;
-use ebb_ir::{
-    BindingsExt, CandidateId, DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType, ValueRef,
-};
+use ebb_ir::{BindingsExt, CandidateId, DType, Graph, NodeId, Op, OpKind, TensorType, ValueRef};
 use ebb_plan::exact::model::{Instance, Prices};
 use ebb_plan::exact::*;
 use ebb_plan::format::{Decision, DecisionKind, Plan};
@@ -19,11 +17,9 @@ use proptest::prelude::*;
 
 const BOTH: [DecisionKind; 2] = [DecisionKind::Recompute, DecisionKind::Swap];
 
+/// `f32[scale·B]`.
 fn ty(scale: i64) -> TensorType {
-    TensorType::new(
-        DType::F32,
-        vec![DimExpr::sym("B").checked_scale(scale).unwrap()],
-    )
+    ebb_testkit::ty(DType::F32, &[&format!("{scale} * B")])
 }
 
 /// A random DAG over `f32[k·B]` values (k in 1..=4 per op, so sizes differ): unary and binary

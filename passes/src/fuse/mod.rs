@@ -32,6 +32,8 @@ pub use legality::NotFused;
 pub use partition::{partition, FusionGroup, Partition, Rejection};
 
 use crate::manager::{Pass, PassContext, PassError, PassResult};
+use crate::pass_id::PassId;
+use ebb_ir::op::FusionKind;
 use ebb_ir::Graph;
 use serde::Serialize;
 
@@ -40,8 +42,9 @@ use serde::Serialize;
 pub struct GroupSummary {
     /// The `fusion` op's region name (`fusion<N>`).
     pub name: String,
-    /// `loop`, or `input` for a group under a `reduce` root.
-    pub kind: &'static str,
+    /// Loop fusion, or input fusion for a group under a `reduce` root (serialized as `loop`,
+    /// `input`).
+    pub kind: FusionKind,
     /// Op kinds of the members, in program order.
     pub ops: Vec<&'static str>,
     /// Elements of the iteration space.
@@ -112,7 +115,7 @@ fn describe(g: &Graph, n: ebb_ir::NodeId) -> String {
 
 impl Pass for FusePass {
     fn name(&self) -> &'static str {
-        "fuse"
+        PassId::Fuse.name()
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
@@ -141,8 +144,8 @@ impl Pass for FusePass {
             let id = outline::outline(g, group, &name);
             report.fused_ops += group.members.len();
             let kind = match g.node(id).op {
-                ebb_ir::Op::Fusion(k) => k.name(),
-                _ => "loop",
+                ebb_ir::Op::Fusion(k) => k,
+                _ => FusionKind::Loop,
             };
             report.groups.push(GroupSummary {
                 name,

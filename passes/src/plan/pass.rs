@@ -7,6 +7,7 @@
 
 use super::{build_plan, PlanOptions};
 use crate::manager::{Pass, PassContext, PassError, PassResult};
+use crate::pass_id::PassId;
 use crate::schedule::Scheduled;
 use ebb_ir::Graph;
 
@@ -20,17 +21,17 @@ pub struct PlanPass {
 
 impl Pass for PlanPass {
     fn name(&self) -> &'static str {
-        "plan"
+        PassId::Plan.name()
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
         let scheduled = cx.get::<Scheduled>().ok_or(PassError::Missing {
-            pass: "plan",
+            pass: PassId::Plan.name(),
             needs: "schedule",
-            producer: "schedule",
+            producer: PassId::Schedule.name(),
         })?;
         let failed = |what: &str, e: super::BuildError| PassError::Failed {
-            pass: "plan",
+            pass: PassId::Plan.name(),
             message: format!("{what}: {e}"),
         };
         let mut plan = build_plan(g, &scheduled.schedule, &self.opts)

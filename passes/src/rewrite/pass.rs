@@ -7,6 +7,7 @@
 
 use super::{rewrite, Limits, RewriteReport, RuleGroup};
 use crate::manager::{Pass, PassContext, PassError, PassResult};
+use crate::pass_id::PassId;
 use ebb_ir::Graph;
 
 /// The rewrite pass (see the module docs). Reports one change per e-class whose extracted op
@@ -21,13 +22,13 @@ pub struct RewritePass {
 
 impl Pass for RewritePass {
     fn name(&self) -> &'static str {
-        "rewrite"
+        PassId::Rewrite.name()
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
         let (out, report) =
             rewrite(g, &self.groups, &self.limits).map_err(|e| PassError::Failed {
-                pass: "rewrite",
+                pass: PassId::Rewrite.name(),
                 message: e.to_string(),
             })?;
         *g = out;

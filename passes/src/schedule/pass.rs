@@ -8,6 +8,7 @@
 use super::{apply_schedule, schedule_checked, schedule_variants, ScheduleOptions, ScheduleReport};
 use crate::manager::{Pass, PassContext, PassError, PassResult};
 use crate::memory::{program_order, Schedule};
+use crate::pass_id::PassId;
 use ebb_ir::{Bindings, Graph};
 
 /// The result of [`SchedulePass`]: the chosen schedule, the report, and the other kept
@@ -38,7 +39,7 @@ pub struct SchedulePass {
 
 impl Pass for SchedulePass {
     fn name(&self) -> &'static str {
-        "schedule"
+        PassId::Schedule.name()
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
@@ -56,7 +57,7 @@ impl Pass for SchedulePass {
         let moved = before.iter().zip(&schedule).filter(|(a, b)| a != b).count();
         if self.apply && moved > 0 {
             apply_schedule(g, &schedule).map_err(|e| PassError::Failed {
-                pass: "schedule",
+                pass: PassId::Schedule.name(),
                 message: e.to_string(),
             })?;
         }

@@ -6,8 +6,7 @@
 
 pub mod eval;
 
-use ebb_ir::text::{parse, print};
-use ebb_ir::verify::verify;
+use ebb_ir::text::print;
 use ebb_ir::Graph;
 use ebb_passes::rewrite::{explore, rewrite, Explored, Limits, RewriteReport, RuleGroup};
 
@@ -17,10 +16,7 @@ pub const SYMBOLS: &str = "symbols B in [1, 64], S in [1, 4096]";
 /// Parses a graph body (the lines between `graph @main {` and `}`), adding [`SYMBOLS`], and
 /// verifies it.
 pub fn graph(body: &str) -> Graph {
-    let text = format!("graph @main {{\n  {SYMBOLS}\n{body}\n}}\n");
-    let g = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    verify(&g).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    g
+    ebb_testkit::graph(&format!("graph @main {{\n  {SYMBOLS}\n{body}\n}}\n"))
 }
 
 /// Saturates `g` with `groups` under the default limits.

@@ -29,13 +29,14 @@
 //!
 //! Invariant: two intervals overlapping in time never share a byte.
 
+use crate::csr::Csr;
 use crate::finalize::segtree::IntervalIndex;
+use crate::index::{IndexVec, IntervalIx, PointIx, Window};
 
-/// One interval to place: first and last resident point, aligned size in bytes.
+/// One interval to place: its resident points and its aligned size in bytes.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Item {
-    pub start: u32,
-    pub end: u32,
+    pub window: Window,
     pub need: i64,
 }
 
@@ -64,32 +65,35 @@ const VARIANTS: [(f64, bool, bool); 8] = [
 /// above the bound where the first variant reaches 1%.
 pub(super) const MAX_VISITS: usize = 10_000_000;
 
-/// The best layout of the variants: an offset per item (aligned to the items' sizes' alignment)
-/// and the arena size in bytes. A layout of at most `good_enough` bytes (e.g. within 2% of the
-/// largest live bytes at a point, which no layout goes below) ends the search; `beat` is an arena size to beat (a layout that reaches it is abandoned).
-/// `None` when no variant beats `beat`.
+/// The best layout of the variants: an offset per interval (aligned to the intervals' sizes'
+/// alignment) and the arena size in bytes. A layout of at most `good_enough` bytes (e.g. within
+/// 2% of the largest live bytes at a point, which no layout goes below) ends the search; the
+/// local search runs while no layout is within `acceptable` bytes; `beat` is an arena size to
+/// beat (a layout that reaches it is abandoned). `None` when no variant beats `beat`.
 pub(super) fn best_layout(
-    items: &[Item],
+    items: &IndexVec<IntervalIx, Item>,
     good_enough: i64,
     acceptable: i64,
     beat: i64,
-) -> Option<(Vec<i64>, i64)> {
-    let (min_end, max_start) = items.iter().fold((u32::MAX, 0), |(lo, hi), it| {
-        (lo.min(it.end), hi.max(it.start))
-    });
+) -> Option<(IndexVec<IntervalIx, i64>, i64)> {
+    let (min_end, max_start) = items.iter().fold(
+        (PointIx::from_raw(u32::MAX), PointIx::default()),
+        |(lo, hi), it| (lo.min(it.window.end), hi.max(it.window.start)),
+    );
     // Intervals overlapping every other one: stacked at the bottom.
-    let mut offsets = vec![-1i64; items.len()];
+    let mut offsets = IndexVec::from_elem(-1i64, items.len());
     let mut base = 0i64;
-    let mut rest: Vec<u32> = Vec::with_capacity(items.len());
-    for (i, it) in items.iter().enumerate() {
-        if it.start <= min_end && it.end >= max_start {
+    // The others, each named in `sub` by its position in `rest`.
+    let mut rest: Vec<IntervalIx> = Vec::with_capacity(items.len());
+    for (i, it) in items.iter_enumerated() {
+        if it.window.start <= min_end && it.window.end >= max_start {
             offsets[i] = base;
             base += it.need;
         } else {
-            rest.push(i as u32);
+            rest.push(i);
         }
     }
-    let sub: Vec<Item> = rest.iter().map(|&i| items[i as usize]).collect();
+    let sub: IndexVec<IntervalIx, Item> = rest.iter().map(|&i| items[i]).collect();
     let mut placer = Placer {
         index: Overlaps::new(&sub),
         items: &sub,
@@ -98,7 +102,8 @@ pub(super) fn best_layout(
         left: MAX_VISITS,
     };
     // (order, first fit, offsets, arena bytes) of the best layout so far.
-    let mut best: Option<(Vec<u32>, bool, Vec<i64>, i64)> = None;
+    type Layout = (Vec<IntervalIx>, bool, IndexVec<IntervalIx, i64>, i64);
+    let mut best: Option<Layout> = None;
     for &(r, by_end, first_fit) in &VARIANTS {
         // The first variant always completes (within the budget): the local search starts from
         // the best order even when no variant beats `beat`.
@@ -139,8 +144,8 @@ pub(super) fn best_layout(
         }
     }
     let (_, _, sub_offsets, top) = best.filter(|b| b.3 < beat)?;
-    for (k, &i) in rest.iter().enumerate() {
-        offsets[i as usize] = sub_offsets[k];
+    for (&i, &offset) in rest.iter().zip(sub_offsets.iter()) {
+        offsets[i] = offset;
     }
     Some((offsets, top.max(base)))
 }
@@ -159,28 +164,28 @@ impl Rng {
     }
 }
 
-/// The items' indices by descending `need · lifetime^r`, ties by start (or by end, latest
-/// first), then by index.
-fn order(items: &[Item], r: f64, by_end: bool) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..items.len() as u32).collect();
-    let tie = |i: u32| {
-        let it = &items[i as usize];
+/// The intervals by descending `need · lifetime^r`, ties by start (or by end, latest first),
+/// then by index.
+fn order(items: &IndexVec<IntervalIx, Item>, r: f64, by_end: bool) -> Vec<IntervalIx> {
+    let mut order: Vec<IntervalIx> = (0..items.len()).map(IntervalIx::new).collect();
+    let tie = |i: IntervalIx| {
+        let w = items[i].window;
         if by_end {
-            u32::MAX - it.end
+            u32::MAX - w.end.raw()
         } else {
-            it.start
+            w.start.raw()
         }
     };
     if r == 0.0 {
-        order.sort_unstable_by_key(|&i| (std::cmp::Reverse(items[i as usize].need), tie(i), i));
+        order.sort_unstable_by_key(|&i| (std::cmp::Reverse(items[i].need), tie(i), i));
     } else {
-        let key: Vec<f64> = items
+        let key: IndexVec<IntervalIx, f64> = items
             .iter()
-            .map(|it| it.need as f64 * f64::from(it.end - it.start + 1).powf(r))
+            .map(|it| it.need as f64 * f64::from(it.window.points()).powf(r))
             .collect();
         order.sort_unstable_by(|&a, &b| {
-            key[b as usize]
-                .total_cmp(&key[a as usize])
+            key[b]
+                .total_cmp(&key[a])
                 .then(tie(a).cmp(&tie(b)))
                 .then(a.cmp(&b))
         });
@@ -190,7 +195,7 @@ fn order(items: &[Item], r: f64, by_end: bool) -> Vec<u32> {
 
 /// Places orders of the items above `base`, within a budget of overlap visits.
 struct Placer<'a> {
-    items: &'a [Item],
+    items: &'a IndexVec<IntervalIx, Item>,
     index: Overlaps,
     base: i64,
     /// The placed intervals overlapping the one being placed, `(offset, end)`.
@@ -202,23 +207,28 @@ struct Placer<'a> {
 impl Placer<'_> {
     /// Places the items in `order` (first fit or best fit among the gaps); `None` once the
     /// arena reaches `limit` or the visits exceed the budget (which is then spent).
-    fn place(&mut self, order: &[u32], first_fit: bool, limit: i64) -> Option<(Vec<i64>, i64)> {
+    fn place(
+        &mut self,
+        order: &[IntervalIx],
+        first_fit: bool,
+        limit: i64,
+    ) -> Option<(IndexVec<IntervalIx, i64>, i64)> {
         let (items, base) = (self.items, self.base);
         if base >= limit {
             return None;
         }
-        let mut offsets = vec![-1i64; items.len()];
+        let mut offsets = IndexVec::from_elem(-1i64, items.len());
         let mut top = base;
         for &i in order {
-            let it = items[i as usize];
+            let it = items[i];
             self.scratch.clear();
             let mut seen = 0usize;
             let scratch = &mut self.scratch;
             self.index.for_each(items, i, |j| {
                 seen += 1;
-                let o = offsets[j as usize];
+                let o = offsets[j];
                 if o >= 0 {
-                    scratch.push((o, o + items[j as usize].need));
+                    scratch.push((o, o + items[j].need));
                 }
             });
             let Some(left) = self.left.checked_sub(seen) else {
@@ -227,20 +237,21 @@ impl Placer<'_> {
             };
             self.left = left;
             scratch.sort_unstable();
-            let mut at = base;
+            // The lowest free byte above the placed intervals seen so far.
+            let mut free_from = base;
             let mut best: Option<(i64, i64)> = None; // (gap, offset)
             for &(o, e) in scratch.iter() {
-                let gap = o - at;
+                let gap = o - free_from;
                 if gap >= it.need && best.is_none_or(|(g, _)| gap < g) {
-                    best = Some((gap, at));
+                    best = Some((gap, free_from));
                     if first_fit {
                         break;
                     }
                 }
-                at = at.max(e);
+                free_from = free_from.max(e);
             }
-            let offset = best.map_or(at, |(_, o)| o);
-            offsets[i as usize] = offset;
+            let offset = best.map_or(free_from, |(_, o)| o);
+            offsets[i] = offset;
             top = top.max(offset + it.need);
             if top >= limit {
                 return None;
@@ -250,64 +261,47 @@ impl Placer<'_> {
     }
 }
 
-/// Which items overlap an item in time: a segment tree over the points holding each item at
-/// its canonical nodes (stabbing queries), and the items sorted by start.
+/// Which intervals overlap an interval in time: a segment tree over the points holding each
+/// interval at its canonical nodes (stabbing queries), and the intervals by start point.
 struct Overlaps {
-    /// The items at the canonical nodes of their intervals.
-    nodes: IntervalIndex,
-    /// Items by start point.
-    by_start: Vec<u32>,
-    /// Per point `p`, the first position in `by_start` of an item starting at `p` or later.
-    start_pos: Vec<u32>,
+    /// The intervals at the canonical nodes of their windows.
+    nodes: IntervalIndex<IntervalIx>,
+    /// Per point (`0..=` the last point + 1), the intervals starting there.
+    by_start: Csr<PointIx, IntervalIx>,
 }
 
 impl Overlaps {
-    fn new(items: &[Item]) -> Overlaps {
-        let points = items
-            .iter()
-            .map(|it| it.end as usize + 1)
-            .max()
-            .unwrap_or(1);
-        let nodes = IntervalIndex::new(points, items.iter().map(|it| (it.start, it.end)));
-        let mut start_pos = vec![0u32; points + 2];
-        for it in items {
-            start_pos[it.start as usize + 1] += 1;
-        }
-        for p in 0..=points {
-            start_pos[p + 1] += start_pos[p];
-        }
-        let mut slot = start_pos.clone();
-        let mut by_start = vec![0u32; items.len()];
-        for (i, it) in items.iter().enumerate() {
-            by_start[slot[it.start as usize] as usize] = i as u32;
-            slot[it.start as usize] += 1;
-        }
-        Overlaps {
-            nodes,
-            by_start,
-            start_pos,
-        }
+    fn new(items: &IndexVec<IntervalIx, Item>) -> Overlaps {
+        let points = items.iter().map(|it| it.window.after()).max().unwrap_or(1);
+        let nodes = IntervalIndex::new(points, items.iter().map(|it| it.window));
+        let by_start = Csr::from_pairs(points + 1, || {
+            items.iter_enumerated().map(|(i, it)| (it.window.start, i))
+        });
+        Overlaps { nodes, by_start }
     }
 
-    /// Calls `f` with every other item resident at a point of item `i`'s interval, once each.
-    fn for_each(&self, items: &[Item], i: u32, mut f: impl FnMut(u32)) {
-        let it = items[i as usize];
-        // Items containing `start`.
-        let mut k = it.start as usize + self.nodes.leaves();
+    /// Calls `f` with every other interval resident at a point of interval `i`'s window, once
+    /// each.
+    fn for_each(
+        &self,
+        items: &IndexVec<IntervalIx, Item>,
+        i: IntervalIx,
+        mut f: impl FnMut(IntervalIx),
+    ) {
+        let w = items[i].window;
+        // Intervals containing `start`.
+        let mut k = w.start.index() + self.nodes.leaves();
         while k >= 1 {
-            for &j in self.nodes.at(k) {
+            for &j in self.nodes.members(k) {
                 if j != i {
                     f(j);
                 }
             }
             k >>= 1;
         }
-        // Items starting in `(start, end]`.
-        let (a, b) = (
-            self.start_pos[it.start as usize + 1] as usize,
-            self.start_pos[it.end as usize + 1] as usize,
-        );
-        for &j in &self.by_start[a..b] {
+        // Intervals starting in `(start, end]`.
+        let after = |p: PointIx| PointIx::new(p.index() + 1);
+        for &j in self.by_start.rows_between(after(w.start), after(w.end)) {
             f(j);
         }
     }
@@ -320,19 +314,18 @@ mod tests {
     /// The index finds exactly the pairs a quadratic scan finds.
     #[test]
     fn overlaps_match_a_quadratic_scan() {
-        let mut next = crate::test_lcg::lcg(0x9e37_79b9_7f4a_7c15);
+        let mut next = ebb_testkit::lcg(0x9e37_79b9_7f4a_7c15);
         for _ in 0..30 {
             let n = 1 + next(80) as usize;
             let items = super::super::random_items(&mut next, n, 50, 20, 1);
             let index = Overlaps::new(&items);
-            for i in 0..n {
+            for i in (0..n).map(IntervalIx::new) {
                 let mut got = Vec::new();
-                index.for_each(&items, i as u32, |j| got.push(j as usize));
+                index.for_each(&items, i, |j| got.push(j));
                 got.sort_unstable();
-                let want: Vec<usize> = (0..n)
-                    .filter(|&j| {
-                        j != i && items[j].start <= items[i].end && items[i].start <= items[j].end
-                    })
+                let want: Vec<IntervalIx> = (0..n)
+                    .map(IntervalIx::new)
+                    .filter(|&j| j != i && items[j].window.overlaps(items[i].window))
                     .collect();
                 assert_eq!(got, want);
             }

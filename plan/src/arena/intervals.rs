@@ -4,127 +4,145 @@
 //! in-place groups joined into one item each.
 //!
 //! Invariant: pieces are in value order, a value's pieces in point order and disjoint; a
-//! group's item spans its members and is as large as the largest, and its root (first piece)
-//! precedes its other members.
+//! group's interval spans its members and is as large as the largest, and its root (first
+//! piece) precedes its other members.
 
 use super::{align, greedy::Item};
-use crate::format::{Decision, Plan, Point, ValueId};
+use crate::csr::Csr;
+use crate::format::{Decision, Plan, ValueId};
+use crate::index::{IndexVec, IntervalIx, PieceIx, PointIx, ValueIx, Window};
 use std::collections::BTreeMap;
 
-/// One resident piece of a value: points `[start, end]`.
+/// One resident piece of a value: the points of `window`.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Piece {
-    pub value: u32,
-    pub start: u32,
-    pub end: u32,
+    pub value: ValueIx,
+    pub window: Window,
 }
 
-/// The pieces of every value with bytes under `decisions`, in value order, and per value `v`
-/// the range `first[v]..first[v + 1]` of its pieces. `live` is each value's `(def, last_use)`
-/// points (indexed like `Plan::values`).
+/// The resident pieces of every value, in value order: a piece's [`PieceIx`] is its position.
+pub(super) struct Pieces {
+    by_value: Csr<ValueIx, Piece>,
+}
+
+impl Pieces {
+    /// Piece `i`.
+    #[inline]
+    pub fn get(&self, i: PieceIx) -> &Piece {
+        &self.by_value.entries()[i.index()]
+    }
+
+    /// Every piece, in value order (a piece's position is its [`PieceIx`]).
+    pub fn all(&self) -> &[Piece] {
+        self.by_value.entries()
+    }
+
+    /// The pieces of value `v`, in point order (none for a value the plan does not have).
+    pub fn of_value(&self, v: ValueIx) -> impl Iterator<Item = PieceIx> {
+        self.by_value.row_range(v).map(PieceIx::new)
+    }
+}
+
+/// The pieces of every value with bytes under `decisions`. `live` is each value's
+/// `[def, last_use]` points.
 pub(super) fn pieces(
     plan: &Plan,
-    live: &[(u32, u32)],
+    live: &IndexVec<ValueIx, Window>,
     value_bytes: &[i64],
     decisions: &[Decision],
-) -> (Vec<Piece>, Vec<u32>) {
+) -> Pieces {
     // (value, first point it is not resident, point it is resident again), by value then
     // point: each value's gaps in order.
-    let mut gaps: Vec<(usize, Point, Point)> = decisions
+    let mut gaps: Vec<(ValueIx, PointIx, PointIx)> = decisions
         .iter()
         .filter_map(|d| {
             let c = plan.candidate(d.candidate)?;
             let back = c.back_point(d.kind).point();
-            (c.value.index() < live.len()).then(|| (c.value.index(), c.evict_after.next(), back))
+            (c.value.index() < live.len())
+                .then(|| (c.value.into(), c.evict_after.next().into(), back.into()))
         })
         .collect();
     gaps.sort_unstable();
-    let mut out = Vec::with_capacity(live.len() + decisions.len());
-    let mut first = Vec::with_capacity(live.len() + 1);
+    let mut by_value = Csr::with_capacity(live.len(), live.len() + decisions.len());
+    let has_bytes = |v: ValueIx| value_bytes.get(v.index()).is_some_and(|&b| b > 0);
     // The values before the next one with a gap are one piece each (or none, without bytes).
-    let whole = |out: &mut Vec<Piece>, first: &mut Vec<u32>, from: usize, to: usize| {
-        for (i, &(def, last_use)) in live.iter().enumerate().take(to).skip(from) {
-            first.push(out.len() as u32);
-            if value_bytes.get(i).is_some_and(|&b| b > 0) && def <= last_use {
-                out.push(piece(i, def, last_use));
+    let whole = |by_value: &mut Csr<ValueIx, Piece>, from: usize, to: usize| {
+        for value in (from..to.min(live.len())).map(ValueIx::new) {
+            let window = live[value];
+            if has_bytes(value) && !window.is_empty() {
+                by_value.push(Piece { value, window });
             }
+            by_value.end_row();
         }
     };
     let mut g = 0;
     let mut next = 0;
     while g < gaps.len() {
-        let i = gaps[g].0;
-        whole(&mut out, &mut first, next, i);
-        first.push(out.len() as u32);
-        let bytes = value_bytes.get(i).copied().unwrap_or(0);
-        let (def, last_use) = live[i];
-        let mut start = def;
-        while let Some(&(_, l, back)) = gaps.get(g).filter(|g| g.0 == i) {
+        let value = gaps[g].0;
+        whole(&mut by_value, next, value.index());
+        let bytes = has_bytes(value);
+        let resident = live[value];
+        let mut start = resident.start;
+        while let Some(&(_, l, back)) = gaps.get(g).filter(|g| g.0 == value) {
             g += 1;
-            if bytes <= 0 {
+            if !bytes {
                 continue;
             }
-            let (l, back) = (l.index() as u32, back.index() as u32);
             if l > start {
                 // The last resident point before the gap (`l > start`, so `l > 0`).
-                out.push(piece(i, start, l - 1));
+                let window = Window::new(start, PointIx::new(l.index() - 1));
+                by_value.push(Piece { value, window });
             }
             start = back;
         }
-        if bytes > 0 && start <= last_use {
-            out.push(piece(i, start, last_use));
+        if bytes && start <= resident.end {
+            let window = Window::new(start, resident.end);
+            by_value.push(Piece { value, window });
         }
-        next = i + 1;
+        by_value.end_row();
+        next = value.index() + 1;
     }
-    whole(&mut out, &mut first, next, live.len());
-    first.push(out.len() as u32);
-    (out, first)
+    whole(&mut by_value, next, live.len());
+    Pieces { by_value }
 }
 
-fn piece(value: usize, start: u32, end: u32) -> Piece {
-    Piece {
-        value: value as u32,
-        start,
-        end,
-    }
+/// The intervals a layout places ([`group_items`]).
+pub(super) struct Intervals {
+    /// One per in-place group of pieces (most are one piece).
+    pub items: IndexVec<IntervalIx, Item>,
+    /// Per piece, its interval.
+    pub interval_of: IndexVec<PieceIx, IntervalIx>,
+    /// The in-place writes joined: `(operand, result)`.
+    pub shared: Vec<(ValueId, ValueId)>,
 }
 
-/// One layout item per in-place group of `pieces` (union-find over [`Plan::in_place_writes`]
-/// whose operand piece ends where the result's starts, with equal aligned sizes), each spanning
-/// its members at the largest member's aligned size; per piece, its item; and the pairs joined.
-/// `first` is [`pieces`]'s per-value range.
-pub(super) fn group_items(
-    plan: &Plan,
-    pieces: &[Piece],
-    first: &[u32],
-    value_bytes: &[i64],
-) -> (Vec<Item>, Vec<u32>, Vec<(ValueId, ValueId)>) {
-    let need = |p: &Piece| align(value_bytes.get(p.value as usize).copied().unwrap_or(0));
+/// One layout interval per in-place group of `pieces` (union-find over
+/// [`Plan::in_place_writes`] whose operand piece ends where the result's starts, with equal
+/// aligned sizes), each spanning its members at the largest member's aligned size.
+pub(super) fn group_items(plan: &Plan, pieces: &Pieces, value_bytes: &[i64]) -> Intervals {
+    let need = |p: &Piece| align(value_bytes.get(p.value.index()).copied().unwrap_or(0));
     let find = |v: ValueId, pick: &dyn Fn(&Piece) -> bool| {
-        let (lo, hi) = (*first.get(v.index())?, *first.get(v.index() + 1)?);
-        (lo..hi).find(|&i| pick(&pieces[i as usize]))
+        pieces.of_value(v.into()).find(|&i| pick(pieces.get(i)))
     };
     // The pieces each in-place write joins (operand's, result's), where they qualify.
-    let joins: Vec<(u32, u32, ValueId, ValueId)> = plan
+    let joins: Vec<(PieceIx, PieceIx, ValueId, ValueId)> = plan
         .in_place_writes
         .iter()
         .filter_map(|w| {
-            let def = plan.values.get(w.result.index())?.def.index() as u32;
-            let o = find(w.operand, &|p| p.end == def)?;
-            let r = find(w.result, &|p| p.start == def)?;
-            (need(&pieces[o as usize]) == need(&pieces[r as usize]))
-                .then_some((o, r, w.operand, w.result))
+            let def = PointIx::from(plan.values.get(w.result.index())?.def);
+            let o = find(w.operand, &|p| p.window.end == def)?;
+            let r = find(w.result, &|p| p.window.start == def)?;
+            (need(pieces.get(o)) == need(pieces.get(r))).then_some((o, r, w.operand, w.result))
         })
         .collect();
     let item = |p: &Piece| Item {
-        start: p.start,
-        end: p.end,
+        window: p.window,
         need: need(p),
     };
     // Union-find over the joined pieces only (most plans join few or none): `parent` maps
     // each piece that is not its group's root to a lower piece of the group.
-    let mut parent: BTreeMap<u32, u32> = BTreeMap::new();
-    let root = |parent: &BTreeMap<u32, u32>, mut i: u32| {
+    let mut parent: BTreeMap<PieceIx, PieceIx> = BTreeMap::new();
+    let root = |parent: &BTreeMap<PieceIx, PieceIx>, mut i: PieceIx| {
         while let Some(&up) = parent.get(&i) {
             i = up;
         }
@@ -138,26 +156,34 @@ pub(super) fn group_items(
             shared.push((operand, result));
         }
     }
-    // One item per piece but the members below a root, which extend their root's item (a
-    // group's root is its lowest piece, so its item exists by then).
-    let mut items: Vec<Item> = Vec::with_capacity(pieces.len());
-    let mut slot: Vec<u32> = Vec::with_capacity(pieces.len());
+    // One interval per piece but the members below a root, which extend their root's interval
+    // (a group's root is its lowest piece, so its interval exists by then).
+    let all = pieces.all();
+    let mut items: IndexVec<IntervalIx, Item> = IndexVec::with_capacity(all.len());
+    let mut interval_of: IndexVec<PieceIx, IntervalIx> = IndexVec::with_capacity(all.len());
     let mut from = 0usize;
+    // Each piece from `from` to `to` its own interval.
+    let each_own = |items: &mut IndexVec<IntervalIx, Item>,
+                    interval_of: &mut IndexVec<PieceIx, IntervalIx>,
+                    from: usize,
+                    to: usize| {
+        let first = items.len();
+        items.extend(all[from..to].iter().map(item));
+        interval_of.extend((first..items.len()).map(IntervalIx::new));
+    };
     for &member in parent.keys() {
-        let member = member as usize;
-        let first = items.len() as u32;
-        items.extend(pieces[from..member].iter().map(item));
-        slot.extend(first..items.len() as u32);
-        let s = slot[root(&parent, member as u32) as usize];
-        slot.push(s);
-        let (it, j) = (item(&pieces[member]), &mut items[s as usize]);
-        j.start = j.start.min(it.start);
-        j.end = j.end.max(it.end);
-        j.need = j.need.max(it.need);
-        from = member + 1;
+        each_own(&mut items, &mut interval_of, from, member.index());
+        let joined = interval_of[root(&parent, member)];
+        interval_of.push(joined);
+        let (m, j) = (item(pieces.get(member)), &mut items[joined]);
+        j.window = j.window.hull(m.window);
+        j.need = j.need.max(m.need);
+        from = member.index() + 1;
     }
-    let first = items.len() as u32;
-    items.extend(pieces[from..].iter().map(item));
-    slot.extend(first..items.len() as u32);
-    (items, slot, shared)
+    each_own(&mut items, &mut interval_of, from, all.len());
+    Intervals {
+        items,
+        interval_of,
+        shared,
+    }
 }

@@ -24,10 +24,12 @@ mod greedy;
 mod intervals;
 mod scan;
 
+use crate::csr::Csr;
 use crate::format::{Decision, Plan, Point, ValueId};
+use crate::index::{IndexVec, IntervalIx, PieceIx, PointIx, ValueIx, Window};
 use greedy::{best_layout, Item};
 use intervals::Piece;
-use scan::best_fit_scan;
+use scan::{best_fit_scan, Placement};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,29 +76,30 @@ pub fn residency_intervals(
     value_bytes: &[i64],
     decisions: &[Decision],
 ) -> Vec<Allocation> {
-    let (pieces, _) = intervals::pieces(plan, &live_points(plan), value_bytes, decisions);
+    let pieces = intervals::pieces(plan, &live_windows(plan), value_bytes, decisions);
     pieces
+        .all()
         .iter()
         .map(|p| allocation(p, value_bytes, 0))
         .collect()
 }
 
-/// `(def, last_use)` of every value of `plan`.
-pub(crate) fn live_points(plan: &Plan) -> Vec<(u32, u32)> {
+/// The points `[def, last_use]` of every value of `plan`.
+pub(crate) fn live_windows(plan: &Plan) -> IndexVec<ValueIx, Window> {
     plan.values
         .iter()
-        .map(|v| (v.def.index() as u32, v.last_use.index() as u32))
+        .map(|v| Window::new(v.def.into(), v.last_use.into()))
         .collect()
 }
 
 /// Piece `p` placed at `offset`.
 fn allocation(p: &Piece, value_bytes: &[i64], offset: i64) -> Allocation {
     Allocation {
-        value: ValueId::new(p.value as usize),
-        start: Point::new(p.start as usize),
-        end: Point::new(p.end as usize),
+        value: p.value.into(),
+        start: p.window.start.into(),
+        end: p.window.end.into(),
         offset,
-        bytes: value_bytes.get(p.value as usize).copied().unwrap_or(0),
+        bytes: value_bytes.get(p.value.index()).copied().unwrap_or(0),
     }
 }
 
@@ -114,8 +117,7 @@ pub const SEARCH_UNTIL_WITHIN: f64 = 0.04;
 #[cfg(test)]
 fn item(a: &Allocation) -> Item {
     Item {
-        start: a.start.index() as u32,
-        end: a.end.index() as u32,
+        window: Window::new(a.start.into(), a.end.into()),
         need: align(a.bytes),
     }
 }
@@ -132,7 +134,7 @@ pub fn assign_offsets(
     let never = AtomicBool::new(false);
     assign_offsets_live(
         plan,
-        &live_points(plan),
+        &live_windows(plan),
         value_bytes,
         decisions,
         peak,
@@ -141,35 +143,39 @@ pub fn assign_offsets(
     .unwrap_or_default()
 }
 
-/// As [`assign_offsets`], with each value's `(def, last_use)` points given (`live`, indexed
-/// like `Plan::values`; the finalizer holds them prepared); `None` when `cancel` is set before
-/// the layout is done (a speculative layout no longer needed).
+/// As [`assign_offsets`], with each value's `[def, last_use]` points given (`live`; the
+/// finalizer holds them prepared); `None` when `cancel` is set before the layout is done (a
+/// speculative layout no longer needed).
 pub(crate) fn assign_offsets_live(
     plan: &Plan,
-    live: &[(u32, u32)],
+    live: &IndexVec<ValueIx, Window>,
     value_bytes: &[i64],
     decisions: &[Decision],
     peak: i64,
     cancel: &AtomicBool,
 ) -> Option<Arena> {
-    let (pieces, first) = intervals::pieces(plan, live, value_bytes, decisions);
-    let (items, slot, shared) = intervals::group_items(plan, &pieces, &first, value_bytes);
-    // The output (by start point), made meanwhile with each interval's placement code as its
-    // offset (`Scan::offset` resolves it).
-    let (scan, (by_start, mut allocations)) = best_fit_scan(&items, peak, cancel, |code| {
-        let by_start = order_by_point(&pieces, |p| p.start as usize);
-        let allocations: Vec<Allocation> = by_start
-            .iter()
-            .map(|&i| {
-                allocation(
-                    &pieces[i as usize],
-                    value_bytes,
-                    code[slot[i as usize] as usize],
-                )
-            })
-            .collect();
-        (by_start, allocations)
-    })?;
+    let pieces = intervals::pieces(plan, live, value_bytes, decisions);
+    let intervals::Intervals {
+        items,
+        interval_of,
+        shared,
+    } = intervals::group_items(plan, &pieces, value_bytes);
+    // The output (one allocation per piece, by start point), made meanwhile, its offsets
+    // assigned below, with the scan's placement of each allocation's interval.
+    let (scan, (by_start, mut allocations, placements)) =
+        best_fit_scan(&items, peak, cancel, |placement| {
+            let by_start: Vec<PieceIx> =
+                Csr::<PointIx, PieceIx>::group(pieces.all(), |p| p.window.start).into_entries();
+            let allocations: Vec<Allocation> = by_start
+                .iter()
+                .map(|&i| allocation(pieces.get(i), value_bytes, 0))
+                .collect();
+            let placements: Vec<Placement> = by_start
+                .iter()
+                .map(|&i| placement[interval_of[i]])
+                .collect();
+            (by_start, allocations, placements)
+        })?;
     let top_scan = scan.top;
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
     // live bytes (it also counts region and regeneration transients): the target is the
@@ -188,13 +194,13 @@ pub(crate) fn assign_offsets_live(
         // By start point, by value at one point (`pieces` is in value order).
         Some((offset_of, top)) => {
             for (a, &i) in allocations.iter_mut().zip(&by_start) {
-                a.offset = offset_of[slot[i as usize] as usize];
+                a.offset = offset_of[interval_of[i]];
             }
             top
         }
         None => {
-            for a in &mut allocations {
-                a.offset = scan.offset(a.offset);
+            for (a, &placed) in allocations.iter_mut().zip(&placements) {
+                a.offset = scan.offset(placed);
             }
             top_scan
         }
@@ -212,16 +218,16 @@ pub(crate) fn assign_offsets_live(
     })
 }
 /// The largest sum of aligned sizes resident at one point: no layout is smaller.
-fn live_max(items: &[Item]) -> i64 {
+fn live_max(items: &IndexVec<IntervalIx, Item>) -> i64 {
     let points = items
         .iter()
-        .map(|it| it.end as usize + 2)
+        .map(|it| it.window.after() + 1)
         .max()
         .unwrap_or(0);
     let mut delta = vec![0i64; points];
-    for it in items {
-        delta[it.start as usize] += it.need;
-        delta[it.end as usize + 1] -= it.need;
+    for it in items.iter() {
+        delta[it.window.start.index()] += it.need;
+        delta[it.window.after()] -= it.need;
     }
     let mut live = 0i64;
     delta
@@ -232,43 +238,6 @@ fn live_max(items: &[Item]) -> i64 {
         })
         .max()
         .unwrap_or(0)
-}
-
-/// Indices of `allocs` ordered by `key` (a point index), stable: a counting sort, O(n +
-/// points).
-pub(super) fn order_by_point<T>(allocs: &[T], key: impl Fn(&T) -> usize) -> Vec<u32> {
-    counting_sort(allocs, key).1
-}
-
-/// [`order_by_point`] in CSR form: `(first, order)`, the items keyed `p` being
-/// `order[first[p]..first[p + 1]]` for every `p` up to the largest key.
-pub(crate) fn group_by_point<T>(items: &[T], key: impl Fn(&T) -> usize) -> (Vec<u32>, Vec<u32>) {
-    let (ends, order) = counting_sort(items, key);
-    // `ends[p]` is where point `p`'s items end, i.e. where point `p + 1`'s begin.
-    let mut first = Vec::with_capacity(ends.len());
-    first.push(0);
-    first.extend_from_slice(&ends[..ends.len() - 1]);
-    (first, order)
-}
-
-/// The counting sort of [`order_by_point`]: per point, where its items end in the order
-/// (one entry more than points), and the order.
-pub(super) fn counting_sort<T>(items: &[T], key: impl Fn(&T) -> usize) -> (Vec<u32>, Vec<u32>) {
-    let points = items.iter().map(|a| key(a) + 1).max().unwrap_or(0);
-    let mut first = vec![0u32; points + 1];
-    for a in items {
-        first[key(a) + 1] += 1;
-    }
-    for p in 0..points {
-        first[p + 1] += first[p];
-    }
-    let mut out = vec![0u32; items.len()];
-    for (i, a) in items.iter().enumerate() {
-        let slot = &mut first[key(a)];
-        out[*slot as usize] = i as u32;
-        *slot += 1;
-    }
-    (first, out)
 }
 
 /// Checks that no two intervals resident at a common point overlap in memory (for tests),
@@ -308,7 +277,11 @@ pub fn check_layout(arena: &Arena) -> Result<(), String> {
 /// The arena of `items` placed at `offsets` (bytes) in `top` bytes, item `i` as value `i`,
 /// for [`check_layout`] in tests.
 #[cfg(test)]
-fn layout_of(items: &[Item], offsets: &[i64], top: i64) -> Arena {
+fn layout_of(
+    items: &IndexVec<IntervalIx, Item>,
+    offsets: &IndexVec<IntervalIx, i64>,
+    top: i64,
+) -> Arena {
     Arena {
         arena_bytes: top,
         fragmentation: 1.0,
@@ -318,8 +291,8 @@ fn layout_of(items: &[Item], offsets: &[i64], top: i64) -> Arena {
             .enumerate()
             .map(|(i, (it, &offset))| Allocation {
                 value: ValueId::new(i),
-                start: Point::new(it.start as usize),
-                end: Point::new(it.end as usize),
+                start: it.window.start.into(),
+                end: it.window.end.into(),
                 offset,
                 bytes: it.need,
             })
@@ -337,13 +310,13 @@ fn random_items(
     starts: u64,
     longest: u64,
     sizes: u64,
-) -> Vec<Item> {
+) -> IndexVec<IntervalIx, Item> {
     (0..n)
         .map(|_| {
-            let start = next(starts) as u32;
+            let start = next(starts) as usize;
+            let end = start + next(longest) as usize;
             Item {
-                start,
-                end: start + next(longest) as u32,
+                window: Window::new(PointIx::new(start), PointIx::new(end)),
                 need: (1 + next(sizes) as i64) * ALIGN,
             }
         })
@@ -359,7 +332,7 @@ mod tests {
     /// never returns a layout larger than the one it is asked to beat.
     #[test]
     fn both_layouts_are_valid_and_hold_the_live_bytes() {
-        let mut next = crate::test_lcg::lcg(0x2545_f491_4f6c_dd1d);
+        let mut next = ebb_testkit::lcg(0x2545_f491_4f6c_dd1d);
         for _ in 0..50 {
             let n = 1 + next(60) as usize;
             let allocs: Vec<Allocation> = (0..n)
@@ -384,15 +357,16 @@ mod tests {
                 })
                 .max()
                 .unwrap_or(0);
-            let items: Vec<Item> = allocs.iter().map(item).collect();
+            let items: IndexVec<IntervalIx, Item> = allocs.iter().map(item).collect();
             assert_eq!(super::live_max(&items), live_max);
             // The scan with every interval in the free list (peak 0), every one in slabs (a
             // huge peak), and a mix (small = 2 KiB).
             let mut layouts = Vec::new();
             for peak in [0, 2048 * 4096, i64::MAX] {
                 let never = AtomicBool::new(false);
-                let (scan, code) = best_fit_scan(&items, peak, &never, |c| c.to_vec()).unwrap();
-                let (offsets, top) = (code.iter().map(|&c| scan.offset(c)), scan.top);
+                let (scan, placement) =
+                    best_fit_scan(&items, peak, &never, |placement| placement.clone()).unwrap();
+                let (offsets, top) = (placement.iter().map(|&c| scan.offset(c)), scan.top);
                 let mut a = allocs.clone();
                 for (x, o) in a.iter_mut().zip(offsets) {
                     x.offset = o;

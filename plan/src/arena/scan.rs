@@ -17,13 +17,26 @@
 //! Invariant: two intervals resident at a common point never share a byte; a pool grows only
 //! when no free block holds the interval (reusing a free block that ends at its top).
 
-use super::{counting_sort, greedy::Item, order_by_point, ALIGN};
+use super::{greedy::Item, ALIGN};
+use crate::csr::Csr;
+use crate::index::{IndexVec, IntervalIx, PointIx};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Where the online scan put an interval, before the size of the large intervals' pool (the
+/// bottom of the slabs) is known; [`Scan::offset`] resolves it to an offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Placement {
+    /// The large interval at this position among the large ones (its offset is in
+    /// [`Scan`]'s table).
+    Large(IntervalIx),
+    /// A small interval, at this many bytes above the bottom of the slabs.
+    Slab(i64),
+}
 
 /// Where the online scan placed each interval, resolved to an offset by [`Scan::offset`].
 pub(super) struct Scan {
-    /// Offset (bytes) of each large interval, by its place among the large ones.
-    large_at: Vec<i64>,
+    /// Offset (bytes) of each large interval, by its position among the large ones.
+    large_offsets: IndexVec<IntervalIx, i64>,
     /// The large intervals' pool size, bytes: where the slabs start.
     large_top: i64,
     /// The arena size, bytes (the pool and the slabs).
@@ -31,51 +44,50 @@ pub(super) struct Scan {
 }
 
 impl Scan {
-    /// The offset (bytes) of the interval whose placement is `code`: the `k`-th large interval
-    /// is `!k` (negative), a small one its offset from the bottom of the slabs (not negative).
-    pub fn offset(&self, code: i64) -> i64 {
-        if code < 0 {
-            self.large_at[!code as usize]
-        } else {
-            self.large_top + code
+    /// The offset (bytes) of the interval placed at `placement`.
+    #[inline]
+    pub fn offset(&self, placement: Placement) -> i64 {
+        match placement {
+            Placement::Large(k) => self.large_offsets[k],
+            Placement::Slab(above) => self.large_top + above,
         }
     }
 }
 
 /// The online scan: intervals by start point, each in the best-fitting free block (see the
 /// module docs), largest first at each point (then in index order). Returns the placements with
-/// the arena size, and what `also` returns given the placement of every interval (indexed like
-/// `items`, a code for [`Scan::offset`]).
+/// the arena size, and what `also` returns given the placement of every interval (a
+/// [`Placement`] for [`Scan::offset`]).
 ///
 /// `peak` (bytes, the planned peak) sets which intervals are small ([`small_bytes`]). The
 /// large intervals' pool and the slabs do not interact: the large ones are scanned while a
-/// helper thread scans the small ones, then codes every placement and runs `also` (the
+/// helper thread scans the small ones, then records every placement and runs `also` (the
 /// slabs' offsets depend on the pool's size only by a shift, which [`Scan::offset`] adds).
 /// `None` when `cancel` is set before the scans end (checked every [`CANCEL_EVERY`]
 /// placements).
 pub(super) fn best_fit_scan<R: Send>(
-    items: &[Item],
+    items: &IndexVec<IntervalIx, Item>,
     peak: i64,
     cancel: &AtomicBool,
-    also: impl FnOnce(&[i64]) -> R + Send,
+    also: impl FnOnce(&IndexVec<IntervalIx, Placement>) -> R + Send,
 ) -> Option<(Scan, R)> {
     let small = small_bytes(peak);
     // Large intervals first, then small ones, each in index order: a branch-free partition
     // (whether an interval is small follows no pattern a branch predictor could learn).
     let n_large = items.iter().filter(|it| it.need > small).count();
     let mut parts = vec![Item::default(); items.len()];
-    let mut index = vec![0u32; items.len()];
+    let mut origin = vec![IntervalIx::default(); items.len()];
     let (mut l, mut s) = (0, n_large);
-    for (i, it) in items.iter().enumerate() {
+    for (i, it) in items.iter_enumerated() {
         let is_small = usize::from(it.need <= small);
-        let at = if is_small == 1 { s } else { l };
-        parts[at] = *it;
-        index[at] = i as u32;
+        let to = if is_small == 1 { s } else { l };
+        parts[to] = *it;
+        origin[to] = i;
         s += is_small;
         l += 1 - is_small;
     }
     let (large_items, small_items) = parts.split_at(n_large);
-    let (large_ix, small_ix) = index.split_at(n_large);
+    let (large_origin, small_origin) = origin.split_at(n_large);
     // The pool counts in units of ALIGN, in 32 bits where the large intervals' total allows
     // (half the bytes to search and move).
     let units: i64 = large_items.iter().map(|it| it.need / ALIGN).sum();
@@ -89,21 +101,22 @@ pub(super) fn best_fit_scan<R: Send>(
         },
         || {
             let (slots, slabs) = scan_with(small_items, Slabs::default(), cancel)?;
-            let mut code = vec![0i64; items.len()];
-            for (k, &i) in large_ix.iter().enumerate() {
-                code[i as usize] = !(k as i64);
+            let mut placement = IndexVec::from_elem(Placement::Slab(0), items.len());
+            for (k, &i) in large_origin.iter().enumerate() {
+                placement[i] = Placement::Large(IntervalIx::new(k));
             }
             // The slabs sit on top of the large intervals, by size.
-            let (base, height) = slabs.stack(0);
-            for ((&i, slot), it) in small_ix.iter().zip(slots).zip(small_items) {
-                code[i as usize] = base[(it.need / ALIGN) as usize] + slot * it.need;
+            let (slab_bottom, height) = slabs.stack(0);
+            for ((&i, &slot), it) in small_origin.iter().zip(slots.iter()).zip(small_items) {
+                let above = slab_bottom[slab_class(it.need)] + slot * it.need;
+                placement[i] = Placement::Slab(above);
             }
-            Some((height, also(&code)))
+            Some((height, also(&placement)))
         },
     );
-    let ((large_at, large_top), (height, extra)) = (large?, small?);
+    let ((large_offsets, large_top), (height, extra)) = (large?, small?);
     let scan = Scan {
-        large_at,
+        large_offsets,
         large_top,
         top: large_top + height,
     };
@@ -112,9 +125,12 @@ pub(super) fn best_fit_scan<R: Send>(
 
 /// The scan of the large intervals `items` into a [`Pool`] counting in `U`: the offset of each
 /// and the pool's size in bytes.
-fn scan_pool<U: Unit>(items: &[Item], cancel: &AtomicBool) -> Option<(Vec<i64>, i64)> {
-    let (at, pool) = scan_with(items, Pool::<U>::default(), cancel)?;
-    Some((at, pool.top.bytes()))
+fn scan_pool<U: Unit>(
+    items: &[Item],
+    cancel: &AtomicBool,
+) -> Option<(IndexVec<IntervalIx, i64>, i64)> {
+    let (offsets, pool) = scan_with(items, Pool::<U>::default(), cancel)?;
+    Some((offsets, pool.top.bytes()))
 }
 
 /// Where a scan places intervals: the large intervals' [`Pool`] (offsets) or the [`Slabs`]
@@ -122,51 +138,48 @@ fn scan_pool<U: Unit>(items: &[Item], cancel: &AtomicBool) -> Option<(Vec<i64>, 
 trait Placer {
     /// Places `need` (aligned) bytes; returns where.
     fn place(&mut self, need: i64) -> i64;
-    /// Frees what [`Placer::place`] returned for `need` bytes.
-    fn release(&mut self, need: i64, at: i64);
+    /// Frees `placed`, what [`Placer::place`] returned for `need` bytes.
+    fn release(&mut self, need: i64, placed: i64);
 }
 
-/// The scan of `items` into `placer`: by start point, largest first at a point (then in index
-/// order), each freed once the scan passes its end. Returns where each was placed (indexed
-/// like `items`) and the placer.
+/// The scan of `items` (named by their positions, as [`IntervalIx`]) into `placer`: by start
+/// point, largest first at a point (then in index order), each freed once the scan passes its
+/// end. Returns where each was placed and the placer.
 fn scan_with<P: Placer>(
     items: &[Item],
     mut placer: P,
     cancel: &AtomicBool,
-) -> Option<(Vec<i64>, P)> {
-    let (ends, mut by_start) = counting_sort(items, |a| a.start as usize);
-    // Largest first among the intervals starting at one point (runs are short; a point's run
-    // ends at `ends[p]`).
-    let mut lo = 0;
-    for &hi in &ends {
-        let hi = hi as usize;
-        if hi - lo > 1 {
-            by_start[lo..hi].sort_unstable_by_key(|&x| (-items[x as usize].need, x));
+) -> Option<(IndexVec<IntervalIx, i64>, P)> {
+    let mut by_start: Csr<PointIx, IntervalIx> = Csr::group(items, |a| a.window.start);
+    // Largest first among the intervals starting at one point (runs are short).
+    for p in 0..by_start.rows() {
+        let run = by_start.row_mut(PointIx::new(p));
+        if run.len() > 1 {
+            run.sort_unstable_by_key(|&x| (-items[x.index()].need, x));
         }
-        lo = hi;
     }
     // Ends, to free intervals in point order (the order of frees between two placements does
     // not matter for the pool, whose free blocks are always coalesced; the slabs free in this
     // order).
-    let by_end = order_by_point(items, |a| a.end as usize);
-    let mut at = vec![0i64; items.len()];
+    let by_end = Csr::<PointIx, IntervalIx>::group(items, |a| a.window.end).into_entries();
+    let mut placed = IndexVec::from_elem(0i64, items.len());
     let mut next_end = 0;
-    for (n, &i) in by_start.iter().enumerate() {
+    for (n, &i) in by_start.entries().iter().enumerate() {
         if n % CANCEL_EVERY == 0 && cancel.load(Ordering::Relaxed) {
             return None;
         }
-        let a = &items[i as usize];
+        let a = &items[i.index()];
         while let Some(&j) = by_end.get(next_end) {
-            let e = &items[j as usize];
-            if e.end >= a.start {
+            let e = &items[j.index()];
+            if e.window.end >= a.window.start {
                 break;
             }
-            placer.release(e.need, at[j as usize]);
+            placer.release(e.need, placed[j]);
             next_end += 1;
         }
-        at[i as usize] = placer.place(a.need);
+        placed[i] = placer.place(a.need);
     }
-    Some((at, placer))
+    Some((placed, placer))
 }
 
 /// How many placements a scan makes between two looks at its cancel flag.
@@ -234,8 +247,14 @@ impl<U: Unit> Placer for Pool<U> {
     }
 }
 
-/// The slabs of the small intervals: per aligned size (`size / ALIGN` indexes them), the slots
-/// made so far and the free ones, last freed on top.
+/// The slab of intervals of `need` (aligned) bytes: `need / ALIGN`.
+#[inline(always)]
+fn slab_class(need: i64) -> usize {
+    (need / ALIGN) as usize
+}
+
+/// The slabs of the small intervals: per aligned size (by [`slab_class`]), the slots made so
+/// far and the free ones, last freed on top.
 #[derive(Default)]
 struct Slabs {
     slots: Vec<i64>,
@@ -245,7 +264,7 @@ struct Slabs {
 impl Placer for Slabs {
     /// A slot of the slab of `need` bytes (aligned): the last freed, else a new one.
     fn place(&mut self, need: i64) -> i64 {
-        let c = (need / ALIGN) as usize;
+        let c = slab_class(need);
         if c >= self.slots.len() {
             self.slots.resize(c + 1, 0);
             self.free.resize_with(c + 1, Vec::new);
@@ -258,27 +277,28 @@ impl Placer for Slabs {
 
     /// Frees `slot` of the slab of `need` bytes (aligned; placed by [`Slabs::place`]).
     fn release(&mut self, need: i64, slot: i64) {
-        if let Some(free) = self.free.get_mut((need / ALIGN) as usize) {
+        if let Some(free) = self.free.get_mut(slab_class(need)) {
             free.push(slot);
         }
     }
 }
 
 impl Slabs {
-    /// The offset of each slab (indexed by `size / ALIGN`) when they are stacked from `at`,
-    /// and the end of the stack.
-    fn stack(&self, mut at: i64) -> (Vec<i64>, i64) {
+    /// The offset of each slab (indexed by [`slab_class`]) when they are stacked from
+    /// `bottom`, and the end of the stack.
+    fn stack(&self, bottom: i64) -> (Vec<i64>, i64) {
+        let mut end = bottom;
         let base = self
             .slots
             .iter()
             .enumerate()
             .map(|(c, &n)| {
-                let base = at;
-                at += c as i64 * ALIGN * n;
+                let base = end;
+                end += c as i64 * ALIGN * n;
                 base
             })
             .collect();
-        (base, at)
+        (base, end)
     }
 }
 
@@ -315,25 +335,25 @@ impl<U: Unit> FreeList<U> {
     fn take_best_fit(&mut self, need: U) -> Option<U> {
         // Branch-free over the blocks (too small ones count as `MAX`; the first smallest wins)
         // until an exact fit, the smallest possible.
-        let (mut best, mut at) = (U::MAX, usize::MAX);
+        let (mut best, mut block) = (U::MAX, usize::MAX);
         for (i, &(_, size)) in self.blocks.iter().enumerate() {
             if size == need {
-                (best, at) = (size, i);
+                (best, block) = (size, i);
                 break;
             }
             let key = if size >= need { size } else { U::MAX };
             let better = key < best;
             best = if better { key } else { best };
-            at = if better { i } else { at };
+            block = if better { i } else { block };
         }
-        if at == usize::MAX {
+        if block == usize::MAX {
             return None;
         }
-        let offset = self.blocks[at].0;
+        let offset = self.blocks[block].0;
         if best > need {
-            self.blocks[at] = (offset + need, best - need);
+            self.blocks[block] = (offset + need, best - need);
         } else {
-            self.blocks.remove(at);
+            self.blocks.remove(block);
         }
         Some(offset)
     }
@@ -357,13 +377,13 @@ mod tests {
     /// LCG), and its layouts hold: no two intervals resident at one point share a byte.
     #[test]
     fn both_unit_widths_place_alike() {
-        let mut next = crate::test_lcg::lcg(0x0bad_5eed_1234_5678);
+        let mut next = ebb_testkit::lcg(0x0bad_5eed_1234_5678);
         for _ in 0..50 {
             let n = 1 + next(80) as usize;
             let items = super::super::random_items(&mut next, n, 50, 12, 40);
             let never = AtomicBool::new(false);
-            let (narrow, p32) = scan_with(&items, Pool::<u32>::default(), &never).unwrap();
-            let (wide, p64) = scan_with(&items, Pool::<i64>::default(), &never).unwrap();
+            let (narrow, p32) = scan_with(items.raw(), Pool::<u32>::default(), &never).unwrap();
+            let (wide, p64) = scan_with(items.raw(), Pool::<i64>::default(), &never).unwrap();
             assert_eq!(narrow, wide);
             assert_eq!(p32.top.bytes(), p64.top.bytes());
             check_layout(&super::super::layout_of(&items, &narrow, p32.top.bytes())).unwrap();

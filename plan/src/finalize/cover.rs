@@ -20,33 +20,90 @@
 //! options whose candidate is taken are only ever removed.
 
 use super::segtree::IntervalIndex;
+use crate::format::DecisionKind;
+use crate::index::{CandidateIx, IndexVec, OptionIx, PointIx, StoredNode};
 
 /// The options a finalize may price, by the canonical nodes of their windows: built once per
 /// plan variant ([`super::Prepared`]), as windows do not depend on the shapes.
-pub(super) type CoverNodes = IntervalIndex;
+pub(super) type CoverNodes = IntervalIndex<OptionIx>;
 
-/// The rank order of an option among options of equal score: its static score's bits, then
-/// `u64::MAX - bytes` (larger values first), then its tag `candidate << 1 | kind` (kind 1 =
-/// swap).
-pub(super) type Rank = (u64, u64, u32);
+/// A score (µs added per byte freed, weighted by points: lower is better; never negative) as
+/// the bits of its `f64`, `(score + 0.0).to_bits()`.
+///
+/// Why bits: the heaps and ranks compare scores millions of times per finalize, and the
+/// IEEE-754 bits of a non-negative float order, as unsigned integers, exactly as the float
+/// does; so a key compares as one integer, is totally ordered (`Ord`, usable in derived and
+/// tuple orders) and needs no NaN handling. Adding `0.0` turns `-0.0` (a zero cost divided by
+/// a positive benefit can give it) into `+0.0`, whose bits are 0; the bits of `-0.0` have the
+/// sign bit set and would order above every positive score.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Debug)]
+#[repr(transparent)]
+pub(super) struct ScoreKey(u64);
 
-/// One heap entry: a score bound (the bits of a non-negative float, which order like it), the
-/// option's rank (ties; its fields flat, so that an entry takes 32 bytes) and the option;
-/// entries order by `(key, rank)`.
+impl ScoreKey {
+    /// The key of `score` (not negative; see the type's docs).
+    #[inline(always)]
+    pub(super) fn of(score: f64) -> ScoreKey {
+        ScoreKey((score + 0.0).to_bits())
+    }
+}
+
+/// An option's tag, `candidate << 1 | kind` (kind bit 1 = swap): one `u32` that orders options
+/// by candidate, then recompute before swap, and names the candidate and whether the option is
+/// a swap without reading the option (the heaps keep it in their entries).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+#[repr(transparent)]
+pub(super) struct OptionTag(u32);
+
+impl OptionTag {
+    /// The tag of candidate `c` taken as `kind`.
+    #[inline(always)]
+    pub(super) fn new(c: CandidateIx, kind: DecisionKind) -> OptionTag {
+        OptionTag(c.raw() << 1 | u32::from(kind == DecisionKind::Swap))
+    }
+
+    /// The candidate.
+    #[inline(always)]
+    pub(super) fn candidate(self) -> CandidateIx {
+        CandidateIx::from_raw(self.0 >> 1)
+    }
+
+    /// Whether the option is a swap (its score can change as the link fills).
+    #[inline(always)]
+    pub(super) fn is_swap(self) -> bool {
+        self.0 & 1 == 1
+    }
+}
+
+/// The rank order of an option among options of equal score (fields compared in order):
+/// unique per option.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(super) struct Rank {
+    /// Its static score.
+    pub score: ScoreKey,
+    /// `u64::MAX − bytes`: larger values first.
+    pub larger_first: u64,
+    /// Then by candidate and kind.
+    pub tag: OptionTag,
+}
+
+/// One heap entry: a score bound, the option's rank (ties; its fields flat, so that an entry
+/// takes 32 bytes) and the option; entries order by `(key, rank)`.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    key: u64,
-    static_bits: u64,
+    key: ScoreKey,
+    static_score: ScoreKey,
     larger_first: u64,
-    tag: u32,
-    option: u32,
+    tag: OptionTag,
+    option: OptionIx,
 }
 
 impl Entry {
     /// `(key, rank)` order of two entries.
+    #[inline(always)]
     fn before(&self, b: &Entry) -> bool {
-        (self.key, self.static_bits, self.larger_first, self.tag)
-            < (b.key, b.static_bits, b.larger_first, b.tag)
+        (self.key, self.static_score, self.larger_first, self.tag)
+            < (b.key, b.static_score, b.larger_first, b.tag)
     }
 }
 
@@ -54,29 +111,59 @@ impl Entry {
 /// scores now.
 pub(super) trait Scores {
     /// Whether option `i` cannot be taken (read when a node's heap is built).
-    fn dead(&mut self, i: usize) -> bool;
-    /// Option `i`'s [`Rank`]; its static score (`.0`) is its first key.
-    fn rank(&mut self, i: usize) -> Rank;
-    /// Whether the candidate of tag `tag >> 1` ([`Rank`]'s `.2`) is taken: the heaps drop its
-    /// options from their entries alone, without reading the options.
-    fn taken(&self, candidate: u32) -> bool;
-    /// Called for the swaps only (tag bit 0 set; a recompute's score never changes): `None`
-    /// when `key` (score bits) is option `i`'s current score, else `Some(bits of its score
-    /// now)`, never below `key`.
-    fn refresh(&mut self, i: usize, key: u64) -> Option<u64>;
+    fn dead(&mut self, i: OptionIx) -> bool;
+    /// Option `i`'s [`Rank`]; its static score is its first key.
+    fn rank(&mut self, i: OptionIx) -> Rank;
+    /// Whether `candidate` is taken: the heaps drop its options from their entries' tags
+    /// alone, without reading the options.
+    fn taken(&self, candidate: CandidateIx) -> bool;
+    /// Called for the swaps only (a recompute's score never changes): `None` when `key` is
+    /// option `i`'s current score, else `Some(its score now)`, never below `key`.
+    fn refresh(&mut self, i: OptionIx, key: ScoreKey) -> Option<ScoreKey>;
 }
+
+/// Where a built heap lies in [`CoverHeaps`]'s entries: `entries[base..base + len]` (32-bit:
+/// one heap range per node that stores options).
+#[derive(Clone, Copy, Debug)]
+struct HeapRange {
+    base: u32,
+    len: u32,
+}
+
+impl HeapRange {
+    /// The heap of `len` entries from `base`.
+    #[inline(always)]
+    fn new(base: usize, len: usize) -> HeapRange {
+        HeapRange {
+            base: base as u32,
+            len: len as u32,
+        }
+    }
+
+    /// `(base, len)` as positions.
+    #[inline(always)]
+    fn get(self) -> (usize, usize) {
+        (self.base as usize, self.len as usize)
+    }
+}
+
+/// The range of a heap not built yet.
+const NOT_BUILT: HeapRange = HeapRange {
+    base: u32::MAX,
+    len: 0,
+};
 
 /// The lazy heaps of one greedy run (see the module docs): a node's heap is built the first
 /// time a query passes it.
 pub(super) struct CoverHeaps<'a> {
     nodes: &'a CoverNodes,
-    /// The heap of the node with id `d` ([`CoverNodes::id`], only nodes that store options have
-    /// one) is `entries[at[d].0..at[d].0 + at[d].1]`; `at[d].0 == u32::MAX` until built.
-    at: Vec<(u32, u32)>,
+    /// The heap of each node that stores options ([`CoverNodes::id`]), [`NOT_BUILT`] until
+    /// built.
+    heaps: IndexVec<StoredNode, HeapRange>,
     entries: Vec<Entry>,
-    /// Nodes (ids) of the current query's path with live options, leaf to root, and their
-    /// heaps' tops.
-    path: Vec<(usize, Entry)>,
+    /// Nodes of the current query's path with live options, leaf to root, and their heaps'
+    /// tops.
+    path: Vec<(StoredNode, Entry)>,
 }
 
 impl<'a> CoverHeaps<'a> {
@@ -84,7 +171,7 @@ impl<'a> CoverHeaps<'a> {
     pub(super) fn new(nodes: &'a CoverNodes) -> Self {
         CoverHeaps {
             nodes,
-            at: vec![(u32::MAX, 0); nodes.stored()],
+            heaps: IndexVec::from_elem(NOT_BUILT, nodes.stored()),
             entries: Vec::new(),
             path: Vec::with_capacity(64),
         }
@@ -92,40 +179,44 @@ impl<'a> CoverHeaps<'a> {
 
     /// Forgets every heap (after scores fell): they are rebuilt with the static scores.
     pub(super) fn reset(&mut self) {
-        self.at.fill((u32::MAX, 0));
+        self.heaps.fill(NOT_BUILT);
         self.entries.clear();
     }
 
     /// Builds the heap of node `k` (id `d`) from its options that are not dead.
-    fn build(&mut self, k: usize, d: usize, scores: &mut impl Scores) {
+    fn build(&mut self, k: usize, d: StoredNode, scores: &mut impl Scores) {
         let base = self.entries.len();
-        for &i in self.nodes.at(k) {
-            if !scores.dead(i as usize) {
-                let (static_bits, larger_first, tag) = scores.rank(i as usize);
+        for &option in self.nodes.members(k) {
+            if !scores.dead(option) {
+                let rank = scores.rank(option);
                 self.entries.push(Entry {
-                    key: static_bits,
-                    static_bits,
-                    larger_first,
-                    tag,
-                    option: i,
+                    key: rank.score,
+                    static_score: rank.score,
+                    larger_first: rank.larger_first,
+                    tag: rank.tag,
+                    option,
                 });
             }
         }
-        let n = self.entries.len() - base;
-        self.at[d] = (base as u32, n as u32);
-        for i in (0..n / 2).rev() {
-            self.sift_down(base, n, i);
+        let len = self.entries.len() - base;
+        self.heaps[d] = HeapRange::new(base, len);
+        for i in (0..len / 2).rev() {
+            self.sift_down(base, len, i);
         }
     }
 
     /// The option covering point `p` that is not dead with the lowest `(score, rank)`, or
     /// `None` when there is none (see [`Scores`] for what is asked of the options).
-    pub(super) fn best(&mut self, p: usize, scores: &mut impl Scores) -> Option<(u64, usize)> {
+    pub(super) fn best(
+        &mut self,
+        p: PointIx,
+        scores: &mut impl Scores,
+    ) -> Option<(ScoreKey, OptionIx)> {
         self.path.clear();
-        let mut k = p + self.nodes.leaves();
+        let mut k = p.index() + self.nodes.leaves();
         while k >= 1 {
             if let Some(d) = self.nodes.id(k) {
-                if self.at[d].0 == u32::MAX {
+                if self.heaps[d].base == NOT_BUILT.base {
                     self.build(k, d, scores);
                 }
                 if let Some(top) = self.top(d) {
@@ -141,22 +232,20 @@ impl<'a> CoverHeaps<'a> {
                     .iter()
                     .enumerate()
                     .reduce(|a, b| if b.1 .1.before(&a.1 .1) { b } else { a })?;
-            let option = e.option as usize;
-            let tag = e.tag;
-            if scores.taken(tag >> 1) {
+            if scores.taken(e.tag.candidate()) {
                 self.pop(d);
             } else {
-                let now = if tag & 1 == 1 {
-                    scores.refresh(option, e.key)
+                let now = if e.tag.is_swap() {
+                    scores.refresh(e.option, e.key)
                 } else {
                     None
                 };
                 match now {
-                    None => return Some((e.key, option)),
+                    None => return Some((e.key, e.option)),
                     Some(key) => {
-                        let base = self.at[d].0 as usize;
+                        let (base, len) = self.heaps[d].get();
                         self.entries[base].key = key;
-                        self.sift_down(base, self.at[d].1 as usize, 0);
+                        self.sift_down(base, len, 0);
                     }
                 }
             }
@@ -169,19 +258,19 @@ impl<'a> CoverHeaps<'a> {
         }
     }
 
-    /// The top of the (built) heap of the node with id `d`, if it is not empty.
-    fn top(&self, d: usize) -> Option<Entry> {
-        let (base, n) = self.at[d];
-        (n > 0).then(|| self.entries[base as usize])
+    /// The top of the (built) heap of node `d`, if it is not empty.
+    #[inline]
+    fn top(&self, d: StoredNode) -> Option<Entry> {
+        let (base, len) = self.heaps[d].get();
+        (len > 0).then(|| self.entries[base])
     }
 
-    /// Removes the top of the heap of the node with id `d`.
-    fn pop(&mut self, d: usize) {
-        let (base, n) = self.at[d];
-        let (base, n) = (base as usize, n as usize - 1);
-        self.at[d].1 -= 1;
-        self.entries[base] = self.entries[base + n];
-        self.sift_down(base, n, 0);
+    /// Removes the top of the heap of node `d`.
+    fn pop(&mut self, d: StoredNode) {
+        self.heaps[d].len -= 1;
+        let (base, len) = self.heaps[d].get();
+        self.entries[base] = self.entries[base + len];
+        self.sift_down(base, len, 0);
     }
 
     /// Moves entry `i` of the heap `entries[base..base + n]` down to its place.
@@ -211,6 +300,7 @@ impl<'a> CoverHeaps<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::Window;
 
     /// Static scores: ranks from a table, nothing refreshed.
     struct Static<'a> {
@@ -219,16 +309,16 @@ mod tests {
     }
 
     impl Scores for Static<'_> {
-        fn dead(&mut self, i: usize) -> bool {
-            self.taken[i]
+        fn dead(&mut self, i: OptionIx) -> bool {
+            self.taken[i.index()]
         }
-        fn rank(&mut self, i: usize) -> Rank {
-            self.rank[i]
+        fn rank(&mut self, i: OptionIx) -> Rank {
+            self.rank[i.index()]
         }
-        fn taken(&self, candidate: u32) -> bool {
-            self.taken[candidate as usize]
+        fn taken(&self, candidate: CandidateIx) -> bool {
+            self.taken[candidate.index()]
         }
-        fn refresh(&mut self, _: usize, _: u64) -> Option<u64> {
+        fn refresh(&mut self, _: OptionIx, _: ScoreKey) -> Option<ScoreKey> {
             None
         }
     }
@@ -236,28 +326,31 @@ mod tests {
     /// Static scores only: the heaps answer exactly what a scan in rank order answers.
     #[test]
     fn best_matches_a_scan() {
-        let mut next = crate::test_lcg::lcg(0x9e37_79b9_7f4a_7c15);
+        let mut next = ebb_testkit::lcg(0x9e37_79b9_7f4a_7c15);
         for _ in 0..40 {
             let points = 1 + next(70) as usize;
             let n = next(60) as usize;
-            let windows: Vec<(u32, u32)> = (0..n)
+            let windows: Vec<Window> = (0..n)
                 .map(|_| {
-                    let l = next(points as u64 + 3) as u32;
-                    (l, l + next(20) as u32)
+                    let l = next(points as u64 + 3) as usize;
+                    Window::new(PointIx::new(l), PointIx::new(l + next(20) as usize))
                 })
                 .collect();
+            // Option `i` is candidate `i`'s recompute.
             let rank: Vec<Rank> = (0..n)
-                .map(|i| ((next(8) as f64).to_bits(), next(3), (i as u32) << 1))
+                .map(|i| Rank {
+                    score: ScoreKey::of(next(8) as f64),
+                    larger_first: next(3),
+                    tag: OptionTag::new(CandidateIx::new(i), DecisionKind::Recompute),
+                })
                 .collect();
             let nodes = CoverNodes::new(points, windows.iter().copied());
             let mut heaps = CoverHeaps::new(&nodes);
             let mut taken = vec![false; n];
             for _ in 0..30 {
-                let p = next(points as u64) as usize;
+                let p = PointIx::new(next(points as u64) as usize);
                 let want = (0..n)
-                    .filter(|&i| {
-                        !taken[i] && windows[i].0 as usize <= p && p <= windows[i].1 as usize
-                    })
+                    .filter(|&i| !taken[i] && windows[i].contains(p))
                     .min_by_key(|&i| rank[i]);
                 let got = heaps.best(
                     p,
@@ -266,7 +359,7 @@ mod tests {
                         taken: &taken,
                     },
                 );
-                assert_eq!(got.map(|g| g.1), want);
+                assert_eq!(got.map(|g| g.1.index()), want);
                 if let Some(i) = want {
                     taken[i] = true;
                 }

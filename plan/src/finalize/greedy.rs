@@ -43,18 +43,19 @@
 //! and each recompute's transient bytes charged in full at its regeneration point (a bound
 //! on the checker's count, which `super::exact_residency` computes afterwards).
 
-use super::cover::{CoverHeaps, CoverNodes, Rank, Scores};
-pub(super) use super::options::{Option_, Options};
+use super::cover::{CoverHeaps, CoverNodes, Rank, ScoreKey, Scores};
+pub(super) use super::options::{Options, PricedOption};
 use super::segtree::PeakTree;
 use super::FinalizeError;
 use crate::cost::exposed_transfer_us;
-use crate::format::{CandidateId, Decision, DecisionKind, Point};
+use crate::format::{Decision, DecisionKind};
+use crate::index::{CandidateIx, IndexVec, OptionIx, PointIx, PricedIx};
 
 /// The decisions chosen, in the order taken (the order regenerations run in).
 pub(super) struct Chosen {
     pub decisions: Vec<Decision>,
     /// The options taken, parallel to `decisions`.
-    options: Vec<Option_>,
+    options: Vec<PricedOption>,
     pub recompute_flops: i64,
     pub swap_bytes: i64,
     pub recompute_us: f64,
@@ -64,13 +65,14 @@ pub(super) struct Chosen {
 impl Chosen {
     /// Charges the chosen options to `resident`, the bytes per point before any decision:
     /// each frees its bytes over its window and adds its transient at the point after — what
-    /// [`Option_::apply`] does on the tree, as one difference array (O(points + decisions)).
+    /// [`PricedOption::apply`] does on the tree, as one difference array (O(points +
+    /// decisions)).
     pub fn charge(&self, resident: &mut [i64]) {
         let n = resident.len();
         let mut diff = vec![0i64; n + 1];
         for o in &self.options {
-            let (l, t) = (o.l as usize, o.r as usize + 1);
-            if l < n && o.l <= o.r {
+            let (l, t) = (o.window.start.index(), o.window.after());
+            if l < n && !o.window.is_empty() {
                 diff[l] -= o.bytes;
                 diff[t.min(n)] += o.bytes;
             }
@@ -117,7 +119,7 @@ impl Link {
         exposed_transfer_us(self.alone, self.transfers, self.step_us)
     }
 
-    fn add(&mut self, o: &Option_, sign: f64) {
+    fn add(&mut self, o: &PricedOption, sign: f64) {
         if o.kind == DecisionKind::Swap {
             self.alone += sign * o.cost_us;
             self.transfers += sign * o.transfer_us;
@@ -125,7 +127,7 @@ impl Link {
     }
 
     /// Added cost of taking `o` now.
-    fn marginal(&self, o: &Option_) -> f64 {
+    fn marginal(&self, o: &PricedOption) -> f64 {
         match o.kind {
             DecisionKind::Recompute => o.cost_us,
             DecisionKind::Swap => {
@@ -142,22 +144,22 @@ impl Link {
 struct Greedy<'a, 'o> {
     options: &'a mut Options<'o>,
     /// The option taken per candidate.
-    state: Vec<Option<usize>>,
+    state: IndexVec<CandidateIx, Option<OptionIx>>,
     /// The candidates in the order first taken.
-    order: Vec<CandidateId>,
+    order: Vec<CandidateIx>,
     /// `state[c].is_some()` at some time: candidates that may not be picked.
-    taken: Vec<bool>,
+    taken: IndexVec<CandidateIx, bool>,
     heaps: CoverHeaps<'a>,
     /// Per option (by its place, [`Options::scored`]), a swap's score evaluated at link state
     /// `epoch` (bumped whenever the link changes).
-    fresh: Vec<(u32, u64)>,
+    fresh: IndexVec<PricedIx, (u32, ScoreKey)>,
     epoch: u32,
     link: Link,
     tree: &'a mut PeakTree,
     budget: i64,
     /// The lowest peak seen by [`Greedy::fill`].
     lowest: i64,
-    /// A swap is priced at least this times its transfer time ([`Option_::priced`]).
+    /// A swap is priced at least this times its transfer time ([`PricedOption::priced`]).
     link_price: f64,
 }
 
@@ -165,34 +167,34 @@ struct Greedy<'a, 'o> {
 /// read, borrowed apart from the heaps.
 struct RunScores<'g, 'o> {
     options: &'g mut Options<'o>,
-    taken: &'g [bool],
-    fresh: &'g mut Vec<(u32, u64)>,
+    taken: &'g IndexVec<CandidateIx, bool>,
+    fresh: &'g mut IndexVec<PricedIx, (u32, ScoreKey)>,
     link: &'g Link,
     epoch: u32,
     link_price: f64,
 }
 
 impl Scores for RunScores<'_, '_> {
-    fn dead(&mut self, i: usize) -> bool {
-        !self.options.present(i) || self.taken[self.options.candidate_of(i) as usize]
+    fn dead(&mut self, i: OptionIx) -> bool {
+        !self.options.present(i) || self.taken[self.options.candidate_of(i)]
     }
 
-    fn rank(&mut self, i: usize) -> Rank {
+    fn rank(&mut self, i: OptionIx) -> Rank {
         self.options.rank(i, self.link_price)
     }
 
-    fn taken(&self, candidate: u32) -> bool {
-        self.taken[candidate as usize]
+    fn taken(&self, candidate: CandidateIx) -> bool {
+        self.taken[candidate]
     }
 
-    fn refresh(&mut self, i: usize, key: u64) -> Option<u64> {
+    fn refresh(&mut self, i: OptionIx, key: ScoreKey) -> Option<ScoreKey> {
         let (k, o, benefit) = self.options.scored(i);
-        if k >= self.fresh.len() {
-            self.fresh.resize(k + 1, (0, 0));
+        if k.index() >= self.fresh.len() {
+            self.fresh.resize(k.index() + 1, (0, ScoreKey::default()));
         }
         if self.fresh[k].0 != self.epoch {
             let score = o.priced(self.link.marginal(&o), self.link_price) / benefit;
-            self.fresh[k] = (self.epoch, (score + 0.0).to_bits());
+            self.fresh[k] = (self.epoch, ScoreKey::of(score));
         }
         (self.fresh[k].1 != key).then_some(self.fresh[k].1)
     }
@@ -213,11 +215,11 @@ impl<'a, 'o> Greedy<'a, 'o> {
     ) -> Self {
         Greedy {
             options,
-            state: vec![None; candidates],
+            state: IndexVec::from_elem(None, candidates),
             order: Vec::new(),
-            taken: vec![false; candidates],
+            taken: IndexVec::from_elem(false, candidates),
             heaps: CoverHeaps::new(cover),
-            fresh: Vec::new(),
+            fresh: IndexVec::new(),
             epoch: 1,
             link: Link {
                 step_us,
@@ -231,9 +233,9 @@ impl<'a, 'o> Greedy<'a, 'o> {
     }
 
     /// The options of candidate `c` that can be taken, in rank order (at most one per kind).
-    fn of(&mut self, c: usize) -> impl Iterator<Item = usize> {
-        // A candidate has one option per kind at most (`Prepared`'s slots).
-        let mut of = [0usize; 2];
+    fn of(&mut self, c: CandidateIx) -> impl Iterator<Item = OptionIx> {
+        // A candidate has one option per kind at most (`Prepared`'s options).
+        let mut of = [OptionIx::default(); 2];
         let mut n = 0;
         for i in self.options.of_candidate(c) {
             if n < 2 && self.options.present(i) {
@@ -250,13 +252,13 @@ impl<'a, 'o> Greedy<'a, 'o> {
     }
 
     /// Replaces candidate `c`'s option by `new` on the tree and the link.
-    fn set(&mut self, c: usize, new: usize) {
+    fn set(&mut self, c: CandidateIx, new: OptionIx) {
         if let Some(o) = self.state[c] {
             let o = self.options.get(o);
             o.apply(self.tree, -1);
             self.link.add(&o, -1.0);
         } else {
-            self.order.push(CandidateId::new(c));
+            self.order.push(c);
         }
         let n = self.options.get(new);
         n.apply(self.tree, 1);
@@ -271,7 +273,7 @@ impl<'a, 'o> Greedy<'a, 'o> {
     fn fill(&mut self) -> bool {
         loop {
             let (peak, p) = self.tree.argmax();
-            let p = Point::new(p);
+            let p = PointIx::new(p);
             self.lowest = self.lowest.min(peak);
             if peak <= self.budget {
                 return true;
@@ -280,7 +282,7 @@ impl<'a, 'o> Greedy<'a, 'o> {
             // scores are at least the static ones, and only grow while the link only gains
             // swaps).
             let pick = self.heaps.best(
-                p.index(),
+                p,
                 &mut RunScores {
                     options: self.options,
                     taken: &self.taken,
@@ -292,7 +294,7 @@ impl<'a, 'o> Greedy<'a, 'o> {
             );
             if let Some((_, i)) = pick {
                 let o = self.options.get(i);
-                self.set(o.c as usize, i);
+                self.set(o.candidate, i);
                 if o.kind == DecisionKind::Swap {
                     self.epoch += 1;
                 }
@@ -303,7 +305,7 @@ impl<'a, 'o> Greedy<'a, 'o> {
                 return false;
             };
             let (o, n) = (self.options.get(old), self.options.get(new));
-            self.set(n.c as usize, new);
+            self.set(n.candidate, new);
             // Scores may have fallen (a swap left the link): back to the static bounds.
             self.epoch += 1;
             if o.kind == DecisionKind::Swap {
@@ -313,10 +315,10 @@ impl<'a, 'o> Greedy<'a, 'o> {
     }
 
     /// The widening of least added cost that covers `p`: `(old option, new option)`.
-    fn widening(&mut self, p: Point) -> Option<(usize, usize)> {
-        let mut best: Option<(f64, usize, usize)> = None;
+    fn widening(&mut self, p: PointIx) -> Option<(OptionIx, OptionIx)> {
+        let mut best: Option<(f64, OptionIx, OptionIx)> = None;
         for k in 0..self.order.len() {
-            let c = self.order[k].index();
+            let c = self.order[k];
             let Some(old) = self.state[c] else {
                 continue;
             };
@@ -326,7 +328,7 @@ impl<'a, 'o> Greedy<'a, 'o> {
             }
             for j in self.of(c) {
                 let n = self.options.get(j);
-                if n.covers(p) && n.l <= o.l && o.r <= n.r {
+                if n.covers(p) && n.window.contains_window(o.window) {
                     let delta = n.cost_us - o.cost_us;
                     if best.is_none_or(|(d, _, _)| delta < d) {
                         best = Some((delta, old, j));
@@ -341,7 +343,7 @@ impl<'a, 'o> Greedy<'a, 'o> {
     fn recompute_us(&mut self) -> f64 {
         let mut sum = 0.0;
         for k in 0..self.order.len() {
-            if let Some(i) = self.state[self.order[k].index()] {
+            if let Some(i) = self.state[self.order[k]] {
                 let o = self.options.get(i);
                 if o.kind == DecisionKind::Recompute {
                     sum += o.cost_us;
@@ -355,10 +357,10 @@ impl<'a, 'o> Greedy<'a, 'o> {
     /// transfer time counts: it loads the shared link); `recompute_us` follows.
     fn drop_unneeded(&mut self, recompute_us: &mut f64) {
         // Each cost read once (not per comparison).
-        let mut by_cost: Vec<(f64, CandidateId)> = Vec::with_capacity(self.order.len());
+        let mut by_cost: Vec<(f64, CandidateIx)> = Vec::with_capacity(self.order.len());
         for k in 0..self.order.len() {
             let c = self.order[k];
-            let cost = self.state[c.index()].map_or(0.0, |i| {
+            let cost = self.state[c].map_or(0.0, |i| {
                 let o = self.options.get(i);
                 o.cost_us.max(o.transfer_us)
             });
@@ -366,15 +368,20 @@ impl<'a, 'o> Greedy<'a, 'o> {
         }
         by_cost.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         for (_, c) in by_cost {
-            let Some(i) = self.state[c.index()] else {
+            let Some(i) = self.state[c] else {
                 continue;
             };
             // Undoing it raises its window by its bytes and lowers only its transient's point
             // (after the window): the peak stays within the budget when the window's does.
             let o = self.options.get(i);
-            if self.tree.max_in(o.l as usize, o.r as usize) + o.bytes <= self.budget {
+            if self
+                .tree
+                .max_in(o.window.start.index(), o.window.end.index())
+                + o.bytes
+                <= self.budget
+            {
                 o.apply(self.tree, -1);
-                self.state[c.index()] = None;
+                self.state[c] = None;
                 self.link.add(&o, -1.0);
                 if o.kind == DecisionKind::Recompute {
                     *recompute_us -= o.cost_us;
@@ -386,14 +393,14 @@ impl<'a, 'o> Greedy<'a, 'o> {
     /// Local search: switches a decision's kind where that lowers the total and keeps the
     /// budget, for at most [`SWITCH_PASSES`] passes; `recompute_us` follows.
     fn switch_kinds(&mut self, recompute_us: &mut f64) {
-        let recompute_of = |o: &Option_| match o.kind {
+        let recompute_of = |o: &PricedOption| match o.kind {
             DecisionKind::Recompute => o.cost_us,
             DecisionKind::Swap => 0.0,
         };
         for _ in 0..SWITCH_PASSES {
             let mut improved = false;
             for k in 0..self.order.len() {
-                let c = self.order[k].index();
+                let c = self.order[k];
                 let Some(i) = self.state[c] else { continue };
                 for j in self.of(c) {
                     if j == i {
@@ -442,12 +449,12 @@ impl<'a, 'o> Greedy<'a, 'o> {
             ..Link::default()
         };
         for k in 0..self.order.len() {
-            let Some(i) = self.state[self.order[k].index()] else {
+            let Some(i) = self.state[self.order[k]] else {
                 continue;
             };
             let o = self.options.get(i);
             chosen.decisions.push(Decision {
-                candidate: o.candidate(),
+                candidate: o.candidate.into(),
                 kind: o.kind,
             });
             chosen.options.push(o);

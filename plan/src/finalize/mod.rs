@@ -51,8 +51,9 @@ mod summary;
 mod variants;
 
 use crate::arena::{assign_offsets_live, Arena};
-use crate::device::DeviceProfile;
+use crate::device::{DeviceId, DeviceProfile};
 use crate::format::{CandidateId, Decision, DecisionKind, Plan, ProgPoint};
+use crate::index::{ExprValues, PointIx};
 use ebb_ir::dim::DimError;
 use ebb_ir::{Bindings, DimExpr};
 use options::Options;
@@ -145,8 +146,8 @@ pub struct ConcretePlan {
     /// Modelled time of the step without decisions, µs (0 when the plan has no per-point
     /// FLOPs).
     pub step_us: f64,
-    /// The device profile the decisions were priced on.
-    pub device: String,
+    /// The device profile the decisions were priced on (serialized as its name).
+    pub device: DeviceId,
     /// FLOPs of one step (all scheduled ops), 0 when the plan has no per-point FLOPs.
     pub step_flops: i64,
     /// Arena layout (empty when offsets were not requested).
@@ -494,13 +495,12 @@ fn finalize_prepared(
     target: Option<i64>,
 ) -> Result<ConcretePlan, FinalizeError> {
     let vals = prep.eval(b)?;
-    let at = |i: u32| vals[i as usize];
     let points = plan.schedule.len().max(1);
-    let value_bytes: Vec<i64> = prep.value_bytes.iter().map(|&i| at(i)).collect();
+    let value_bytes: Vec<i64> = prep.value_bytes.iter().map(|&e| vals[e]).collect();
     let mut diff = vec![0i64; points + 1];
-    for (&(def, last_use), &bytes) in prep.value_live.iter().zip(&value_bytes) {
-        diff[(def as usize).min(points - 1)] += bytes;
-        diff[(last_use as usize + 1).min(points)] -= bytes;
+    for (live, &bytes) in prep.value_live.iter().zip(&value_bytes) {
+        diff[live.start.index().min(points - 1)] += bytes;
+        diff[live.after().min(points)] -= bytes;
     }
     let mut resident = Vec::with_capacity(points);
     let mut acc = 0i64;
@@ -509,13 +509,13 @@ fn finalize_prepared(
         resident.push(acc);
     }
     for &(p, bytes) in &prep.region_transients {
-        if let Some(slot) = resident.get_mut(p) {
-            *slot += at(bytes);
+        if let Some(slot) = resident.get_mut(p.index()) {
+            *slot += vals[bytes];
         }
     }
-    let step_flops = prep.step_flops.iter().map(|&(e, n)| n * at(e)).sum();
+    let step_flops = prep.step_flops.iter().map(|&(e, n)| n * vals[e]).sum();
     let peak_scheduled = resident.iter().copied().max().unwrap_or(0);
-    let costs = prep.costs.times(&opts.device, at);
+    let costs = prep.costs.times(&opts.device, &vals);
     let mut decisions = Vec::new();
     let (mut recompute_flops, mut swap_bytes) = (0i64, 0i64);
     let (mut recompute_us, mut exposed_transfer_us) = (0.0f64, 0.0f64);
@@ -583,12 +583,11 @@ fn finalize_prepared(
 fn exact_residency(
     plan: &Plan,
     prep: &Prepared,
-    vals: &[i64],
+    vals: &ExprValues,
     value_bytes: &[i64],
     mut resident: Vec<i64>,
     decisions: &[Decision],
 ) -> (Vec<i64>, Vec<i64>) {
-    let at = |i: u32| vals[i as usize];
     let points = resident.len();
     let mut regen_peak = vec![0i64; points];
     if decisions.is_empty() {
@@ -598,62 +597,63 @@ fn exact_residency(
     let mut back: Vec<(ProgPoint, CandidateId, i64, i64)> = Vec::with_capacity(decisions.len());
     for d in decisions {
         let c = &plan.candidates[d.candidate.index()];
-        let e = &prep.candidates[d.candidate.index()];
+        let e = &prep.candidates[d.candidate.into()];
         let bytes = value_bytes.get(c.value.index()).copied().unwrap_or(0);
         let peak = match d.kind {
             DecisionKind::Recompute => {
-                let transient = at(e.transient_bytes);
+                let transient = vals[e.transient_bytes];
                 if let Some(slot) = resident.get_mut(c.regenerate_before.index()) {
                     *slot -= transient;
                 }
-                e.regen_peak_bytes.map_or(bytes + transient, at)
+                e.regen_peak_bytes.map_or(bytes + transient, |x| vals[x])
             }
             DecisionKind::Swap => bytes,
         };
         back.push((c.back_point(d.kind), d.candidate, bytes, peak));
     }
-    back.sort_unstable_by_key(|&(at, c, _, _)| (at, c));
-    // The points with regenerations, in order, each with the bytes resident there less its
-    // op's results and region transients and everything brought back before it (sparse: a
-    // few hundred points of thousands).
-    let mut pts: Vec<usize> = Vec::new();
-    let mut xs: Vec<i64> = Vec::new();
-    for &(at, _, _, _) in &back {
-        let p = at.point().index();
-        if p < points && pts.last() != Some(&p) {
+    back.sort_unstable_by_key(|&(when, c, _, _)| (when, c));
+    // The points with regenerations, in order (`regen_points`), each with the bytes resident
+    // there less its op's results and region transients and everything brought back before it
+    // (`base_bytes`; sparse: a few hundred points of thousands).
+    let mut regen_points: Vec<usize> = Vec::new();
+    let mut base_bytes: Vec<i64> = Vec::new();
+    for &(when, _, _, _) in &back {
+        let p = when.point().index();
+        if p < points && regen_points.last() != Some(&p) {
             let made: i64 = prep
-                .produced_at(p)
+                .produced
+                .row(PointIx::new(p))
                 .iter()
-                .map(|&v| value_bytes.get(v as usize).copied().unwrap_or(0))
+                .map(|&v| value_bytes.get(v.index()).copied().unwrap_or(0))
                 .sum();
-            pts.push(p);
-            xs.push(resident[p] - made);
+            regen_points.push(p);
+            base_bytes.push(resident[p] - made);
         }
     }
     for &(p, bytes) in &prep.region_transients {
-        if let Ok(k) = pts.binary_search(&p) {
-            xs[k] -= at(bytes);
+        if let Ok(k) = regen_points.binary_search(&p.index()) {
+            base_bytes[k] -= vals[bytes];
         }
     }
-    // `back` is by point: walk it alongside `pts`.
-    let slot = |k: &mut usize, p: usize| {
-        while *k < pts.len() && pts[*k] < p {
+    // `back` is by point: walk it alongside `regen_points`.
+    let position = |k: &mut usize, p: usize| {
+        while *k < regen_points.len() && regen_points[*k] < p {
             *k += 1;
         }
-        (*k < pts.len() && pts[*k] == p).then_some(*k)
+        (*k < regen_points.len() && regen_points[*k] == p).then_some(*k)
     };
     let mut k = 0;
-    for &(at, _, bytes, _) in &back {
-        if let Some(j) = slot(&mut k, at.point().index()) {
-            xs[j] -= bytes;
+    for &(when, _, bytes, _) in &back {
+        if let Some(j) = position(&mut k, when.point().index()) {
+            base_bytes[j] -= bytes;
         }
     }
     let mut k = 0;
-    for &(at, _, bytes, peak) in &back {
-        let p = at.point().index();
-        if let Some(j) = slot(&mut k, p) {
-            regen_peak[p] = regen_peak[p].max(xs[j] + peak);
-            xs[j] += bytes;
+    for &(when, _, bytes, peak) in &back {
+        let p = when.point().index();
+        if let Some(j) = position(&mut k, p) {
+            regen_peak[p] = regen_peak[p].max(base_bytes[j] + peak);
+            base_bytes[j] += bytes;
         }
     }
     (resident, regen_peak)

@@ -3,41 +3,41 @@
 //! expression once (GPT-2 medium's plan has about 50 000 size and cost expressions but 133
 //! distinct ones) and reads the rest by index, with no hashing on the finalize path.
 //!
-//! Invariant: every index held here is an index into [`Prepared::exprs`], and the per-value,
+//! Invariant: every [`ExprIx`] held here indexes [`Prepared::exprs`], and the per-value,
 //! per-candidate and per-point vectors are indexed like the plan's own (`Plan::values`,
 //! `Plan::candidates`, the schedule's points) of the plan variant it was prepared from.
 
 use super::cover::CoverNodes;
 use super::FinalizeError;
 use crate::cost::CostTables;
-use crate::format::{DecisionKind, Plan};
+use crate::csr::Csr;
+use crate::format::{DecisionKind, Plan, Point};
+use crate::index::{CandidateIx, ExprIx, ExprValues, IndexVec, OptionIx, PointIx, ValueIx, Window};
 use ebb_ir::{Bindings, DimExpr};
 use std::collections::HashMap;
 
-/// The expressions of one candidate, as indices into [`Prepared::exprs`].
+/// The expressions of one candidate.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct CandidateExprs {
-    pub recompute_flops: u32,
-    pub transient_bytes: u32,
-    pub swap_bytes: u32,
+    pub recompute_flops: ExprIx,
+    pub transient_bytes: ExprIx,
+    pub swap_bytes: ExprIx,
     /// `None` when the plan does not record it (then `value + transient`).
-    pub regen_peak_bytes: Option<u32>,
+    pub regen_peak_bytes: Option<ExprIx>,
 }
 
-/// A (candidate, kind) pair the candidate allows whose window is not empty: an option finalize
-/// may price. Its window, the points `[l, r]` it frees, does not depend on the shapes: a
-/// recompute's ends before `regenerate_before` (so `r + 1` is where its transients are
-/// charged), a swap's before `prefetch_at` (its transfers may overlap the compute of `[l, r]`).
-/// With the value, these are all of the candidate that pricing reads.
+/// An option finalize may price: a candidate and a kind it allows whose window is not empty.
+/// Its window, the points it frees, does not depend on the shapes: a recompute's ends before
+/// `regenerate_before` (so the point after it is where its transients are charged), a swap's
+/// before `prefetch_at` (its transfers may overlap the compute of the window). With the
+/// value, these are all of the candidate that pricing reads.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Slot {
-    /// Index into `Plan::candidates`.
-    pub c: u32,
+pub(super) struct OptionSpec {
+    pub candidate: CandidateIx,
     pub kind: DecisionKind,
-    pub l: u32,
-    pub r: u32,
-    /// The candidate's value (index into `Plan::values`).
-    pub value: u32,
+    pub window: Window,
+    /// The candidate's value.
+    pub value: ValueIx,
 }
 
 /// One plan variant's expressions, interned (see the module docs). Built once per plan
@@ -46,27 +46,25 @@ pub(super) struct Slot {
 #[derive(Clone, Debug)]
 pub struct Prepared {
     /// The distinct expressions.
-    exprs: Vec<DimExpr>,
+    exprs: IndexVec<ExprIx, DimExpr>,
     /// Bytes of each value.
-    pub(super) value_bytes: Vec<u32>,
-    /// `(def, last_use)` points of each value.
-    pub(super) value_live: Vec<(u32, u32)>,
-    /// CSR per point `p`: the values its op produces (not inputs or donated ones) are
-    /// `produced[produced_first[p]..produced_first[p + 1]]` (up to the last point with one).
-    produced_first: Vec<u32>,
-    produced: Vec<u32>,
+    pub(super) value_bytes: IndexVec<ValueIx, ExprIx>,
+    /// The points `[def, last_use]` of each value.
+    pub(super) value_live: IndexVec<ValueIx, Window>,
+    /// Per point, the values its op produces (not inputs or donated ones), in value order (up
+    /// to the last point with one).
+    pub(super) produced: Csr<PointIx, ValueIx>,
     /// `(point, bytes)` of each region transient.
-    pub(super) region_transients: Vec<(usize, u32)>,
+    pub(super) region_transients: Vec<(Point, ExprIx)>,
     /// The step's FLOPs as `(expression, how many points have it)` (empty when the plan has
     /// no per-point FLOPs): a sum over the distinct expressions rather than the points.
-    pub(super) step_flops: Vec<(u32, i64)>,
+    pub(super) step_flops: Vec<(ExprIx, i64)>,
     /// Per candidate.
-    pub(super) candidates: Vec<CandidateExprs>,
-    /// Every option finalize may price, by candidate, recompute before swap.
-    pub(super) slots: Vec<Slot>,
-    /// CSR per candidate `c`: its slots are `slots[slot_first[c]..slot_first[c + 1]]`.
-    slot_first: Vec<u32>,
-    /// The slots by the canonical nodes of their windows.
+    pub(super) candidates: IndexVec<CandidateIx, CandidateExprs>,
+    /// Per candidate, every option finalize may price, recompute before swap; an option's
+    /// [`OptionIx`] is its position in [`Csr::entries`].
+    pub(super) options: Csr<CandidateIx, OptionSpec>,
+    /// The options by the canonical nodes of their windows.
     pub(super) cover: CoverNodes,
     /// The shape-independent part of the step times.
     pub(super) costs: CostTables,
@@ -78,10 +76,10 @@ impl Prepared {
         let mut table = Interner::default();
         let mut intern = |e| table.intern(e);
         let value_bytes = plan.values.iter().map(|v| intern(&v.bytes)).collect();
-        let value_live = crate::arena::live_points(plan);
+        let value_live = crate::arena::live_windows(plan);
         let points = plan.schedule.len().max(1);
         // The values ops produce (not inputs or donated ones), grouped by their point.
-        let made: Vec<(u32, u32)> = plan
+        let made: Vec<(ValueIx, PointIx)> = plan
             .values
             .iter()
             .enumerate()
@@ -91,17 +89,19 @@ impl Prepared {
                     crate::format::ValueClass::Input | crate::format::ValueClass::Donated
                 ) && v.def.index() < points
             })
-            .map(|(i, v)| (i as u32, v.def.index() as u32))
+            .map(|(i, v)| (ValueIx::new(i), PointIx::from(v.def)))
             .collect();
-        let (produced_first, order) = crate::arena::group_by_point(&made, |m| m.1 as usize);
-        let produced = order.into_iter().map(|k| made[k as usize].0).collect();
+        let produced = Csr::from_pairs(
+            made.iter().map(|m| m.1.index() + 1).max().unwrap_or(0),
+            || made.iter().map(|&(v, p)| (p, v)),
+        );
         let region_transients = plan
             .region_transients
             .iter()
-            .map(|t| (t.point.index(), intern(&t.bytes)))
+            .map(|t| (t.point, intern(&t.bytes)))
             .collect();
-        let point_flops: Vec<u32> = plan.point_flops.iter().flatten().map(&mut intern).collect();
-        let point_bytes: Vec<u32> = plan.point_bytes.iter().flatten().map(&mut intern).collect();
+        let point_flops: Vec<ExprIx> = plan.point_flops.iter().flatten().map(&mut intern).collect();
+        let point_bytes: Vec<ExprIx> = plan.point_bytes.iter().flatten().map(&mut intern).collect();
         let candidates = plan
             .candidates
             .iter()
@@ -112,10 +112,8 @@ impl Prepared {
                 regen_peak_bytes: c.regen_peak_bytes.as_ref().map(&mut intern),
             })
             .collect();
-        let mut slots = Vec::new();
-        let mut slot_first = Vec::with_capacity(plan.candidates.len() + 1);
+        let mut options = Csr::with_capacity(plan.candidates.len(), 2 * plan.candidates.len());
         for (c, cand) in plan.candidates.iter().enumerate() {
-            slot_first.push(slots.len() as u32);
             for kind in [DecisionKind::Recompute, DecisionKind::Swap] {
                 let r = match kind {
                     DecisionKind::Recompute => cand.regenerate_before.prev(),
@@ -124,34 +122,34 @@ impl Prepared {
                 let l = cand.evict_after.next();
                 // An empty window frees nothing.
                 if let Some(r) = r.filter(|&r| cand.allows(kind) && l <= r) {
-                    slots.push(Slot {
-                        c: c as u32,
+                    options.push(OptionSpec {
+                        candidate: CandidateIx::new(c),
                         kind,
-                        l: l.index() as u32,
-                        r: r.index() as u32,
-                        value: cand.value.index() as u32,
+                        window: Window::new(l.into(), r.into()),
+                        value: cand.value.into(),
                     });
                 }
             }
+            options.end_row();
         }
-        slot_first.push(slots.len() as u32);
-        let cover = CoverNodes::new(plan.schedule.len().max(1), slots.iter().map(|s| (s.l, s.r)));
+        let cover = CoverNodes::new(
+            plan.schedule.len().max(1),
+            options.entries().iter().map(|o| o.window),
+        );
         let costs = CostTables::new(plan, &point_flops, &point_bytes);
-        let mut points_of: HashMap<u32, i64> = HashMap::new();
+        let mut points_of: HashMap<ExprIx, i64> = HashMap::new();
         for &e in &point_flops {
             *points_of.entry(e).or_default() += 1;
         }
-        let mut step_flops: Vec<(u32, i64)> = points_of.into_iter().collect();
+        let mut step_flops: Vec<(ExprIx, i64)> = points_of.into_iter().collect();
         step_flops.sort_unstable();
         Prepared {
             costs,
-            slots,
-            slot_first,
+            options,
             cover,
             exprs: table.exprs,
             value_bytes,
             value_live,
-            produced_first,
             produced,
             region_transients,
             step_flops,
@@ -159,28 +157,28 @@ impl Prepared {
         }
     }
 
-    /// The slots (options) of candidate `c`, as indices into [`Prepared::slots`].
-    pub(super) fn slots_of(&self, c: usize) -> std::ops::Range<usize> {
-        match (self.slot_first.get(c), self.slot_first.get(c + 1)) {
-            (Some(&lo), Some(&hi)) => lo as usize..hi as usize,
-            _ => 0..0,
-        }
+    /// The option `i`.
+    #[inline(always)]
+    pub(super) fn option(&self, i: OptionIx) -> &OptionSpec {
+        &self.options.entries()[i.index()]
     }
 
-    /// The values the op at point `p` produces (indices into `Plan::values`; not inputs or
-    /// donated values), in value order.
-    pub(super) fn produced_at(&self, p: usize) -> &[u32] {
-        match (self.produced_first.get(p), self.produced_first.get(p + 1)) {
-            (Some(&lo), Some(&hi)) => &self.produced[lo as usize..hi as usize],
-            _ => &[],
-        }
+    /// How many options.
+    pub(super) fn option_count(&self) -> usize {
+        self.options.entries().len()
+    }
+
+    /// The options of candidate `c`, recompute before swap.
+    #[inline]
+    pub(super) fn options_of(&self, c: CandidateIx) -> impl Iterator<Item = OptionIx> {
+        self.options.row_range(c).map(OptionIx::new)
     }
 
     /// Every distinct expression evaluated at `b`, indexed like the table.
     ///
     /// # Errors
     /// [`FinalizeError::Eval`] naming the first expression that does not evaluate.
-    pub(super) fn eval(&self, b: &Bindings) -> Result<Vec<i64>, FinalizeError> {
+    pub(super) fn eval(&self, b: &Bindings) -> Result<ExprValues, FinalizeError> {
         self.exprs
             .iter()
             .map(|e| {
@@ -196,15 +194,15 @@ impl Prepared {
 /// Distinct expressions in first-seen order, and the index of each.
 #[derive(Default)]
 struct Interner<'p> {
-    index: HashMap<&'p DimExpr, u32>,
-    exprs: Vec<DimExpr>,
+    index: HashMap<&'p DimExpr, ExprIx>,
+    exprs: IndexVec<ExprIx, DimExpr>,
 }
 
 impl<'p> Interner<'p> {
-    fn intern(&mut self, e: &'p DimExpr) -> u32 {
-        *self.index.entry(e).or_insert_with(|| {
-            self.exprs.push(e.clone());
-            (self.exprs.len() - 1) as u32
-        })
+    fn intern(&mut self, e: &'p DimExpr) -> ExprIx {
+        *self
+            .index
+            .entry(e)
+            .or_insert_with(|| self.exprs.push(e.clone()))
     }
 }

@@ -7,6 +7,9 @@
 //! children `2k` and `2k + 1`, point `p` at leaf `p + leaves`); a range of points is the union
 //! of its O(log n) canonical nodes (`canonical_nodes`).
 
+use crate::csr::Csr;
+use crate::index::{Idx, PointIx, StoredNode, Window};
+
 /// Calls `f` with the canonical nodes of points `[l, r]` (inclusive, `l <= r`) in a tree of
 /// `leaves` leaves: the O(log n) nodes whose ranges are inside `[l, r]` and whose parents'
 /// are not, which together cover it exactly.
@@ -26,61 +29,57 @@ pub(crate) fn canonical_nodes(leaves: usize, l: usize, r: usize, mut f: impl FnM
     }
 }
 
-/// Intervals of points stored at the canonical nodes of their ranges ([`canonical_nodes`]), in
-/// CSR form: the intervals containing point `p` are exactly those stored on the path from
-/// `p`'s leaf to the root. Interval ids are their positions in the list it was built from.
+/// Intervals of points stored at the canonical nodes of their ranges ([`canonical_nodes`]), by
+/// node ([`Csr`]): the intervals containing point `p` are exactly those stored on the path from
+/// `p`'s leaf to the root. Intervals are named by `T`, their positions in the list the index was
+/// built from.
 #[derive(Clone, Debug)]
-pub(crate) struct IntervalIndex {
+pub(crate) struct IntervalIndex<T> {
     /// Leaves of the tree: a power of two at least the number of points.
     leaves: usize,
-    /// Node `k`'s intervals are `members[first[k]..first[k + 1]]`.
-    first: Vec<u32>,
-    members: Vec<u32>,
+    /// Per node `k` (`0..2 · leaves`), the intervals stored there, in list order.
+    members: Csr<usize, T>,
     /// Per node, its rank among the nodes that store intervals ([`IntervalIndex::id`]), or
-    /// `u32::MAX` for one that stores none.
-    ids: Vec<u32>,
+    /// [`NOT_STORED`] for one that stores none.
+    ids: Vec<StoredNode>,
     /// How many nodes store intervals.
     stored: usize,
 }
 
-impl IntervalIndex {
-    /// The index of intervals `windows[i] = (l, r)` (inclusive) over `points` points; the part
-    /// of an interval past the last point is left out, an empty one is not stored.
-    pub(crate) fn new(points: usize, windows: impl Iterator<Item = (u32, u32)> + Clone) -> Self {
+/// The id of a node that stores no interval.
+const NOT_STORED: StoredNode = StoredNode::from_raw(u32::MAX);
+
+impl<T: Idx + Default> IntervalIndex<T> {
+    /// The index of intervals `windows[i]` over `points` points, interval `i` named
+    /// `T::new(i)`; the part of an interval past the last point is left out, an empty one is
+    /// not stored.
+    pub(crate) fn new(points: usize, windows: impl Iterator<Item = Window>) -> Self {
         let leaves = points.max(1).next_power_of_two();
-        let last = points.max(1) as u32 - 1;
-        let clip = |(l, r): (u32, u32)| (l <= r.min(last)).then_some((l, r.min(last)));
-        let mut first = vec![0u32; 2 * leaves + 1];
-        for (l, r) in windows.clone().filter_map(clip) {
-            canonical_nodes(leaves, l as usize, r as usize, |k| first[k + 1] += 1);
-        }
-        for k in 0..2 * leaves {
-            first[k + 1] += first[k];
-        }
-        let mut fill = first.clone();
-        let mut members = vec![0u32; first[2 * leaves] as usize];
+        let last = PointIx::new(points.max(1) - 1);
+        // (node, interval) for every canonical node of every interval, in interval order.
+        let mut stored_at: Vec<(usize, T)> = Vec::new();
         for (i, w) in windows.enumerate() {
-            if let Some((l, r)) = clip(w) {
-                canonical_nodes(leaves, l as usize, r as usize, |k| {
-                    members[fill[k] as usize] = i as u32;
-                    fill[k] += 1;
+            let w = Window::new(w.start, w.end.min(last));
+            if !w.is_empty() {
+                canonical_nodes(leaves, w.start.index(), w.end.index(), |k| {
+                    stored_at.push((k, T::new(i)))
                 });
             }
         }
+        let members = Csr::from_pairs(2 * leaves, || stored_at.iter().copied());
         let mut stored = 0;
         let ids = (0..2 * leaves)
             .map(|k| {
-                if first[k + 1] > first[k] {
-                    stored += 1;
-                    stored as u32 - 1
+                if members.row_range(k).is_empty() {
+                    NOT_STORED
                 } else {
-                    u32::MAX
+                    stored += 1;
+                    StoredNode::new(stored - 1)
                 }
             })
             .collect();
         IntervalIndex {
             leaves,
-            first,
             members,
             ids,
             stored,
@@ -89,11 +88,9 @@ impl IntervalIndex {
 
     /// Node `k`'s rank among the nodes that store intervals (`0..stored()`), `None` when it
     /// stores none: for per-node state kept only where there are intervals.
-    pub(crate) fn id(&self, k: usize) -> Option<usize> {
-        self.ids
-            .get(k)
-            .filter(|&&i| i != u32::MAX)
-            .map(|&i| i as usize)
+    #[inline]
+    pub(crate) fn id(&self, k: usize) -> Option<StoredNode> {
+        self.ids.get(k).copied().filter(|&i| i != NOT_STORED)
     }
 
     /// How many nodes store intervals.
@@ -102,13 +99,15 @@ impl IntervalIndex {
     }
 
     /// Leaves of the tree (point `p` is node `p + leaves`).
+    #[inline]
     pub(crate) fn leaves(&self) -> usize {
         self.leaves
     }
 
     /// The intervals stored at node `k`.
-    pub(crate) fn at(&self, k: usize) -> &[u32] {
-        &self.members[self.first[k] as usize..self.first[k + 1] as usize]
+    #[inline]
+    pub(crate) fn members(&self, k: usize) -> &[T] {
+        self.members.row(k)
     }
 }
 

@@ -2,14 +2,7 @@
 #![allow(dead_code)]
 
 use ebb_runtime::{execute, program_schedule, Data, ExecError, ExecStats, Tensor};
-pub use ebb_testkit::bind;
-
-/// Parses textual IR and verifies it.
-pub fn graph(src: &str) -> ebb_ir::Graph {
-    let g = ebb_ir::text::parse(src).unwrap_or_else(|e| panic!("parse: {e}\n{src}"));
-    ebb_ir::verify::verify(&g).unwrap_or_else(|e| panic!("verify: {e}\n{src}"));
-    g
-}
+pub use ebb_testkit::{bind, graph};
 
 /// Runs `src` in program order.
 pub fn run_with_stats(
