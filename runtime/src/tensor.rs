@@ -890,24 +890,36 @@ impl Tensor {
         &self.data
     }
 
-    /// Relative error against a reference: `max |a − b| / max |b|` over all elements (the
-    /// metric of the numeric checks against framework outputs). Positions where both are NaN
-    /// agree; a NaN on one side only, or a shape mismatch, gives infinity.
+    /// Relative error against a reference: `max |a − b| / max |b|` over the finite elements
+    /// (the metric of the numeric checks against framework outputs). Positions where both are
+    /// NaN, or both the same infinity, agree; a NaN or an infinity on one side only (or
+    /// infinities of opposite signs), or a shape mismatch, gives infinity. The result is never
+    /// NaN, so a `max` over outputs cannot drop it.
     pub fn rel_err(&self, want: &Tensor) -> f64 {
         if self.shape() != want.shape() {
             return f64::INFINITY;
         }
         let (a, b) = (self.to_f64_vec(), want.to_f64_vec());
-        let scale = b.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-30);
+        // The scale of the finite reference values: an infinite one would make every error 0.
+        let scale = b
+            .iter()
+            .filter(|x| x.is_finite())
+            .fold(0f64, |m, x| m.max(x.abs()))
+            .max(1e-30);
         let mut diff = 0f64;
         for (x, y) in a.iter().zip(&b) {
-            match (x.is_nan(), y.is_nan()) {
-                (true, true) => {}
-                (false, false) => diff = diff.max((x - y).abs()),
-                _ => return f64::INFINITY,
+            if x.is_finite() && y.is_finite() {
+                diff = diff.max((x - y).abs());
+            } else if !(x.is_nan() && y.is_nan() || x == y) {
+                return f64::INFINITY;
             }
         }
-        diff / scale
+        let e = diff / scale;
+        if e.is_nan() {
+            f64::INFINITY
+        } else {
+            e
+        }
     }
 
     /// A copy with its own buffer (what a device↔host transfer produces).
