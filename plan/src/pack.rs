@@ -333,6 +333,19 @@ impl<'p> Oracle<'p> {
                 )));
             }
         }
+        // A fixed value of a symbol the plan does not have would be silently ignored (and the
+        // plan's own symbol left at its default).
+        if let Some(s) = opts.fixed.keys().find(|s| !known.contains(s)) {
+            return Err(PackError::Symbol(format!(
+                "fixed symbol `{}` is not a symbol of the plan (it has {})",
+                s.name(),
+                known
+                    .iter()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
         let grid = |s: &Symbol| {
             plan.symbols.grid(s).ok_or_else(|| {
                 PackError::Symbol(format!("no value of `{}` satisfies its facts", s.name()))
