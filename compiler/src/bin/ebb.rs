@@ -182,7 +182,28 @@ enum Emit {
     Stats,
 }
 
+/// Set before `main` when descriptor 1 is closed (`ebb ... >&-`): Rust's runtime reopens it on
+/// `/dev/null` before `main`, so it can only be seen this early.
+static STDOUT_WAS_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static PROBE_STDOUT: extern "C" fn() = probe_stdout;
+
+#[cfg(target_os = "linux")]
+extern "C" fn probe_stdout() {
+    // SAFETY: F_GETFD on descriptor 1 only reads its flags (EBADF when it is closed).
+    if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+        STDOUT_WAS_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 fn main() -> ExitCode {
+    if STDOUT_WAS_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
+        output::mark_stdout_closed();
+    }
+    output::install_signal_cleanup();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         // `ebb ... | head -1`: the reader has what it wanted; end quietly, as Unix filters do.
@@ -472,9 +493,10 @@ struct RunFlags {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
-    /// Host memory the run may use (`16GiB`, bytes, ...); by default `MemAvailable` of
-    /// /proc/meminfo. The run is refused before executing when the finalized arena and the
-    /// host pool for swapped values need more.
+    /// Host memory the run may use (`16GiB`, bytes, ...); by default what the process may
+    /// still allocate: the smallest of `MemAvailable` of /proc/meminfo and the headroom under
+    /// `ulimit -v`, `ulimit -d` and the cgroup's `memory.max`. The run is refused before
+    /// executing when the finalized arena and the host pool for swapped values need more.
     #[arg(long, value_name = "SIZE")]
     max_host_memory: Option<String>,
     /// Kernels for fusion groups: `jit` (generated with LLVM, compiled once per group
@@ -485,7 +507,8 @@ struct RunFlags {
     executor: ExecutorFlag,
     /// Run the step N more times after the first (which compiles the kernels and finalizes
     /// the plan) and report the median wall time of those N.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0, allow_hyphen_values = true,
+          value_parser = ebb_compiler::flags::count)]
     repeat: usize,
     /// Where results live: `arena` (one block of the plan's arena size, every result at the
     /// offset the layout gave it; the measured high-water mark is reported) or `heap` (a
