@@ -768,7 +768,9 @@ impl Tensor {
     /// [`TensorError::Literal`] when the literal holds neither one (splat) nor
     /// `product(shape)` elements.
     pub fn from_literal(lit: &Literal, shape: Vec<usize>) -> Result<Tensor, TensorError> {
-        let n: usize = shape.iter().product();
+        // A shape from outside (the Python and C boundaries) may name more elements than
+        // `usize` counts: that is a mismatch, not an overflow.
+        let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         let esz = lit.dtype.size_bytes() as usize;
         let stored = lit.data.len() / esz;
         let bad = || TensorError::Literal {
@@ -777,8 +779,8 @@ impl Tensor {
             shape: shape.clone(),
         };
         if !lit.data.len().is_multiple_of(esz)
-            || (lit.splat && stored != 1)
-            || (!lit.splat && stored != n)
+            || (lit.splat && (stored != 1 || n.is_none()))
+            || (!lit.splat && Some(stored) != n)
         {
             return Err(bad());
         }
@@ -831,6 +833,7 @@ impl Tensor {
         };
         if lit.splat {
             let s = data.get(0).ok_or_else(bad)?;
+            let n = n.ok_or_else(bad)?;
             return Ok(Tensor::from_parts(shape, Data::splat(s, n)));
         }
         Ok(Tensor::from_parts(shape, data))
