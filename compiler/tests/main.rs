@@ -4,5 +4,6 @@
 
 mod bench;
 mod cli;
+mod hostile;
 mod pack;
 mod reliability;
