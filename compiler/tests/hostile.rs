@@ -72,6 +72,13 @@ fn succeeds(o: &Output) {
     assert!(o.status.success(), "exit {:?}: {}", o.status, stderr(o));
 }
 
+/// Compiles JAX fixture `name` into `dir/NAME.plan.json`.
+fn compile_fixture(dir: &Path, name: &str) -> PathBuf {
+    let plan = dir.join(format!("{name}.plan.json"));
+    succeeds(&ebb(&["compile", s(&jax_fixture(name)), "-o", s(&plan)]));
+    plan
+}
+
 /// A small LCG: the seeded choices of these tests.
 struct Lcg(u64);
 
@@ -226,13 +233,7 @@ fn mkfifo(p: &Path) {
 #[test]
 fn fifos_and_devices_given_as_input_files_are_refused_without_blocking() {
     let dir = scratch("fifo");
-    let plan = dir.join("mlp.plan.json");
-    succeeds(&ebb(&[
-        "compile",
-        s(&jax_fixture("mlp_sgd")),
-        "-o",
-        s(&plan),
-    ]));
+    let plan = compile_fixture(&dir, "mlp_sgd");
     for name in ["m.mlir", "m.onnx", "p.plan.json", "in.npz"] {
         mkfifo(&dir.join(name));
     }
@@ -482,8 +483,11 @@ fn bindings_and_symbols_are_checked_in_pack_and_bench() {
     let gpt = jax_fixture("gpt2_tiny_adamw");
     let lengths = dir.join("lengths.txt");
     std::fs::write(&lengths, "120\n33\n64\n").unwrap();
-    fails_with(
-        &ebb(&[
+    for (bind, want) in [
+        ("Q=3", "fixed symbol `Q` is not a symbol of the plan"),
+        ("B=8.9", "`8.9` is not an integer"),
+    ] {
+        let args = [
             "pack",
             s(&gpt),
             "--lengths",
@@ -491,23 +495,10 @@ fn bindings_and_symbols_are_checked_in_pack_and_bench() {
             "--budget",
             "1GiB",
             "--bind",
-            "Q=3",
-        ]),
-        &["fixed symbol `Q` is not a symbol of the plan"],
-    );
-    fails_with(
-        &ebb(&[
-            "pack",
-            s(&gpt),
-            "--lengths",
-            s(&lengths),
-            "--budget",
-            "1GiB",
-            "--bind",
-            "B=8.9",
-        ]),
-        &["8.9"],
-    );
+            bind,
+        ];
+        fails_with(&ebb(&args), &[want]);
+    }
     fails_with(
         &ebb(&["bench", s(&gpt), "--dist", "longtail", "--tokens", "1"]),
         &["--tokens 1 is less than the sequence length"],
@@ -585,13 +576,7 @@ fn signals_during_a_write_leave_no_temporary_file() {
 #[test]
 fn tampered_plans_are_refused_whichever_variant_is_edited() {
     let dir = scratch("tamper");
-    let plan = dir.join("gpt.plan.json");
-    succeeds(&ebb(&[
-        "compile",
-        s(&jax_fixture("gpt2_tiny_adamw")),
-        "-o",
-        s(&plan),
-    ]));
+    let plan = compile_fixture(&dir, "gpt2_tiny_adamw");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     // The variants with a recompute candidate (every edit below applies to them).

@@ -314,16 +314,16 @@ impl<'p> Oracle<'p> {
             return Err(PackError::BadLength { index, length });
         }
         let known = plan.symbols.symbols();
+        let names = known
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", ");
         for s in [&opts.batch_symbol, &opts.seq_symbol] {
             if !known.contains(s) {
                 return Err(PackError::Symbol(format!(
-                    "the plan has no symbol `{}` (it has {})",
+                    "the plan has no symbol `{}` (it has {names})",
                     s.name(),
-                    known
-                        .iter()
-                        .map(|s| s.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
                 )));
             }
             if opts.fixed.contains_key(s) {
@@ -337,13 +337,8 @@ impl<'p> Oracle<'p> {
         // plan's own symbol left at its default).
         if let Some(s) = opts.fixed.keys().find(|s| !known.contains(s)) {
             return Err(PackError::Symbol(format!(
-                "fixed symbol `{}` is not a symbol of the plan (it has {})",
+                "fixed symbol `{}` is not a symbol of the plan (it has {names})",
                 s.name(),
-                known
-                    .iter()
-                    .map(|s| s.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
             )));
         }
         let grid = |s: &Symbol| {

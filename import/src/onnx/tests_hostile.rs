@@ -6,7 +6,7 @@
 use super::proto::{
     AttributeProto, GraphProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
 };
-use super::tests::{model, node, vi};
+use super::tests::{ints_attr, model, node, vi};
 use super::{encode_model, import_bytes, OnnxError};
 use std::path::Path;
 
@@ -30,15 +30,6 @@ fn import_err(g: GraphProto, opset: i64, dir: Option<&Path>) -> String {
     match import_bytes(&encode_model(&m), "m.onnx", dir) {
         Ok(_) => panic!("imported"),
         Err(e) => e.to_string(),
-    }
-}
-
-fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(7),
-        ints: v.to_vec(),
-        ..Default::default()
     }
 }
 
