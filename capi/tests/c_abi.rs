@@ -178,3 +178,59 @@ fn the_report_json_is_the_cli_report() {
         assert_eq!(got, want);
     }
 }
+
+/// The C ABI's file boundary: a FIFO, a device or a module nested too deep given to
+/// `ebb_plan_load` is an error message (NULL), never a hang or a crash of the host process.
+#[test]
+fn hostile_files_are_errors_not_hangs_or_crashes() {
+    use std::ffi::{CStr, CString};
+    let dir = ebb_testkit::scratch("capi-hostile");
+    let fifo = dir.join("plan.json");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // Nested far deeper than MLIR's parser could recurse on a small host stack.
+    let depth = 5000;
+    let deep = dir.join("deep.mlir");
+    std::fs::write(
+        &deep,
+        format!(
+            "\"builtin.module\"() ({}{}) : () -> ()\n",
+            "\"x.op\"() ({".repeat(depth),
+            "}) : () -> ()".repeat(depth)
+        ),
+    )
+    .unwrap();
+    let cases = [
+        (
+            fifo.to_str().unwrap().to_string(),
+            "it is a FIFO, not a regular file",
+        ),
+        ("/dev/zero".to_string(), "not a regular file"),
+        (
+            deep.to_str().unwrap().to_string(),
+            "nested more than 1024 deep",
+        ),
+    ];
+    for (path, want) in cases {
+        let c = CString::new(path.clone()).unwrap();
+        // A host thread with a small stack, as a C program's worker may have.
+        let msg = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || {
+                // SAFETY: `c` is a NUL-terminated path; the result is NULL or a plan to free.
+                let p = unsafe { ebb_capi::ebb_plan_load(c.as_ptr()) };
+                assert!(p.is_null(), "{path} loaded");
+                // SAFETY: after a failed call the last error is a NUL-terminated message.
+                unsafe { CStr::from_ptr(ebb_capi::ebb_last_error()) }
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(msg.contains(want), "{msg}");
+    }
+}

@@ -163,7 +163,7 @@ fn main() {
                 times.sort_by(f64::total_cmp);
                 let row = Row {
                     fixture: fixture.into(),
-                    device: device.name.clone(),
+                    device: device.name.to_string(),
                     mode: mode.into(),
                     shapes: shapes.len(),
                     infeasible,

@@ -162,3 +162,25 @@ impl DeviceFlags {
         Pricing::resolve(self.device.as_deref(), self.kinds.into(), plan)
     }
 }
+
+/// Parses a count flag (`--repeat`, `--samples`, `--exec`, ...): an integer >= 0. With
+/// `allow_hyphen_values`, `--repeat -1` reaches this parser and gets this message instead of
+/// clap's "unexpected argument '-1'".
+///
+/// # Errors
+/// The text and what is accepted.
+pub fn count(s: &str) -> Result<usize, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a count (an integer from 0 to {})", usize::MAX))
+}
+
+/// Parses a `--seed`: an integer from 0 to 2^64 - 1.
+///
+/// # Errors
+/// The text and what is accepted.
+pub fn seed(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a seed (an integer from 0 to {})", u64::MAX))
+}

@@ -40,10 +40,10 @@ pub struct PackArgs {
     #[arg(long, value_enum)]
     pub dist: Option<crate::bench::cli::Dist>,
     /// Number of draws.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, allow_hyphen_values = true, value_parser = crate::flags::count)]
     pub samples: usize,
     /// Seed of the draws.
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, default_value_t = 7, allow_hyphen_values = true, value_parser = crate::flags::seed)]
     pub seed: u64,
     /// Smallest drawn length.
     #[arg(long, default_value_t = 32)]

@@ -5,5 +5,6 @@
 mod bench;
 mod cli;
 mod docs_commands;
+mod hostile;
 mod pack;
 mod reliability;

@@ -498,11 +498,11 @@ fn run_fails_when_outputs_differ_from_the_npz_beyond_the_tolerance() {
     fails_with(&run("-1"), "--tolerance -1 must be");
 }
 
-/// The candidates' claims that loading does not re-derive (a recompute's transient bytes) are
-/// proven where decisions use them: `plan` and `bench` refuse decisions built on an edited
-/// claim instead of reporting their peak.
+/// A candidate's claims (a recompute's transient bytes, its regeneration peak) are re-derived
+/// when the plan is loaded: `plan` and `bench` refuse a plan with an edited claim instead of
+/// reporting the peak of decisions built on it.
 #[test]
-fn edited_candidate_claims_are_caught_when_decisions_use_them() {
+fn edited_candidate_claims_are_refused_when_the_plan_loads() {
     let dir = scratch("claims");
     let (plan, mut v) = compiled_plan(&dir, "gpt2_tiny_adamw");
     // In every schedule variant: the runtime may pick any of them at the shape.
@@ -525,9 +525,10 @@ fn edited_candidate_claims_are_caught_when_decisions_use_them() {
         vec!["plan", s(&bad), "--bind", "B=4,S=64"],
         vec!["bench", s(&bad), "--shapes", "B=4,S=64"],
     ] {
-        fails_with(
+        let e = fails_with(
             &ebb(&[&cmd[..], &budget].concat()),
-            "the plan checker rejects the finalized decisions",
+            "the plan does not verify",
         );
+        assert!(e.contains("transient bytes 0, the search derives"), "{e}");
     }
 }

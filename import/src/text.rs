@@ -95,10 +95,11 @@ pub fn check_no_nul(text: &str, file: &str) -> Result<(), TextError> {
 /// Reads `path` as text ([`decode`]).
 ///
 /// # Errors
-/// [`TextError::Io`] for an unreadable file, and those of [`decode`].
+/// [`TextError::Io`] for an unreadable file or one that is not a regular file (a FIFO, a
+/// device: refused before reading, [`ebb_ir::fsio`]), and those of [`decode`].
 pub fn read(path: &Path) -> Result<String, TextError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|error| TextError::Io {
+    let bytes = ebb_ir::fsio::read_regular(path).map_err(|error| TextError::Io {
         path: file.clone(),
         error,
     })?;

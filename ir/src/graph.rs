@@ -17,6 +17,16 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::fmt;
 
+/// Deepest nesting of regions an importer accepts (a `while` in a `case` branch is two
+/// levels). Deeper modules are refused at import with the op's location, so every graph Ebb
+/// compiles also loads back from its plan ([`MAX_REGION_DEPTH`]).
+pub const MAX_IMPORT_REGION_DEPTH: usize = 64;
+
+/// Deepest nesting of regions any graph may have: the verifier and the textual IR's parser
+/// refuse more. One more than [`MAX_IMPORT_REGION_DEPTH`]: fusion wraps ops of the deepest
+/// region in a region of their own.
+pub const MAX_REGION_DEPTH: usize = MAX_IMPORT_REGION_DEPTH + 1;
+
 /// Identifier of a node (an op) in a [`Graph`].
 pub type NodeId = NodeIndex<u32>;
 

@@ -5,6 +5,7 @@
 
 pub mod dim;
 pub mod dtype;
+pub mod fsio;
 pub mod graph;
 pub mod index;
 pub mod op;

@@ -7,11 +7,15 @@
 //! - each op has the number of regions its kind requires;
 //! - result types equal the types inferred by [`crate::shape::infer`] (where it infers);
 //! - graph outputs refer to existing results;
+//! - regions nest at most [`MAX_REGION_DEPTH`] deep (what the textual IR's parser accepts);
+//! - every attribute the shape rules read is in range (axes below the rank, slice bounds
+//!   inside the dimension, region arities), so an accepted graph never fails a shape rule
+//!   later, at finalize or run time;
 //! - every value's size in bytes has `i64` coefficients, and all sizes together stay within
 //!   [`MAX_TOTAL_BYTES`] (huge static dimensions are rejected here, not panicked on later).
 
 use crate::dim::expr::Monomial;
-use crate::graph::{Graph, NodeId};
+use crate::graph::{Graph, NodeId, MAX_REGION_DEPTH};
 use crate::op::OpKind;
 use crate::shape::{infer, ShapeError};
 use std::collections::{BTreeMap, HashMap};
@@ -63,7 +67,7 @@ pub const MAX_TOTAL_BYTES: i128 = 1 << 61;
 
 /// Verifies `g` (see the module docs). Returns the first problem found.
 pub fn verify(g: &Graph) -> Result<(), VerifyError> {
-    verify_graph(g)?;
+    verify_graph(g, 0)?;
     let mut totals = BTreeMap::new();
     check_sizes(g, &mut totals)
 }
@@ -145,7 +149,7 @@ fn verify_donation(g: &Graph, pos: &HashMap<NodeId, usize>) -> Result<(), Verify
     Ok(())
 }
 
-fn verify_graph(g: &Graph) -> Result<(), VerifyError> {
+fn verify_graph(g: &Graph, depth: usize) -> Result<(), VerifyError> {
     let mut pos: HashMap<NodeId, usize> = HashMap::with_capacity(g.order().len());
     for (i, &id) in g.order().iter().enumerate() {
         if !g.contains(id) || pos.insert(id, i).is_some() {
@@ -214,8 +218,19 @@ fn verify_graph(g: &Graph) -> Result<(), VerifyError> {
                 ),
             ));
         }
+        if !n.regions.is_empty() && depth >= MAX_REGION_DEPTH {
+            return Err(structure(
+                g,
+                i,
+                id,
+                &format!(
+                    "regions nested more than {MAX_REGION_DEPTH} deep (at most \
+                     {MAX_REGION_DEPTH} levels are accepted)"
+                ),
+            ));
+        }
         for r in &n.regions {
-            verify_graph(r)?;
+            verify_graph(r, depth + 1)?;
         }
         let types: Vec<_> = operands.iter().map(|v| g.value_type(*v)).collect();
         let inferred = infer(&n.op, &types, &n.regions).map_err(|source| VerifyError::Shape {

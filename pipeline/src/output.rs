@@ -8,13 +8,22 @@
 //! link is followed: the file it points to is replaced and the link is kept (a dangling link is
 //! refused). The temporary file is removed on every error path.
 //!
+//! No temporary file outlives its process: the temporary name carries the writer's process id
+//! (`.NAME.ebb<PID>.XXXXXX.tmp`); a process that has called [`install_signal_cleanup`] removes
+//! its temporary files when `SIGINT`, `SIGTERM`, `SIGHUP` or `SIGQUIT` ends it, and every write
+//! first removes the temporary files of the same target left by processes that no longer exist
+//! (killed with `SIGKILL`, or by a power cut).
+//!
 //! [`print_stdout`] writes to standard output and reports failures (`> /dev/full`) as errors;
 //! a closed pipe (`ebb ... | head -1`) is [`OutputError::BrokenPipe`], which the CLI treats as
-//! a quiet, successful end (as `ripgrep` and other Unix filters do).
+//! a quiet, successful end (as `ripgrep` and other Unix filters do). A standard output that was
+//! closed when the process started (`ebb ... >&-`, see [`mark_stdout_closed`]) is an error too,
+//! not output silently lost.
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// An output that could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -62,31 +71,6 @@ pub enum OutputError {
     BrokenPipe,
 }
 
-/// What a non-regular file type is, in words.
-fn describe(ft: &fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if ft.is_fifo() {
-            return "a FIFO";
-        }
-        if ft.is_char_device() {
-            return "a character device";
-        }
-        if ft.is_block_device() {
-            return "a block device";
-        }
-        if ft.is_socket() {
-            return "a socket";
-        }
-    }
-    if ft.is_dir() {
-        "a directory"
-    } else {
-        "not a regular file"
-    }
-}
-
 /// The file that writing `path` replaces: `path` itself, or the final target of a symbolic
 /// link. Errors for directories, FIFOs, devices, sockets and dangling links.
 fn resolve_target(path: &Path) -> Result<PathBuf, OutputError> {
@@ -117,7 +101,7 @@ fn resolve_target(path: &Path) -> Result<PathBuf, OutputError> {
     if !ft.is_file() {
         return Err(OutputError::NotRegular {
             path: path.to_path_buf(),
-            what: describe(&ft),
+            what: ebb_ir::fsio::describe(&ft),
         });
     }
     Ok(target)
@@ -168,7 +152,8 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "out".into());
-    let prefix = format!(".{name}.");
+    let prefix = format!(".{name}.ebb{}.", std::process::id());
+    remove_stale_temp_files(&dir, &name);
     let mut builder = tempfile::Builder::new();
     builder.prefix(&prefix).suffix(".tmp");
     let existing = fs::metadata(&target).ok().map(|m| m.permissions());
@@ -191,6 +176,7 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
                 io::Error::new(e.kind(), msg)
             },
         })?;
+    let _armed = Armed::new(tmp.path());
     if let Some(perms) = existing {
         tmp.as_file().set_permissions(perms).map_err(io)?;
     }
@@ -204,12 +190,177 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
     Ok(())
 }
 
+/// Removes the temporary files of target `name` in `dir` whose writer no longer runs
+/// (`.NAME.ebb<PID>.XXXXXX.tmp` with no process `PID`). Best effort: errors are ignored.
+fn remove_stale_temp_files(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.ebb");
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file = e.file_name();
+        let Some(rest) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix))
+            .filter(|f| f.ends_with(".tmp"))
+        else {
+            continue;
+        };
+        let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid > 0 && !process_exists(pid) {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Whether a process `pid` exists (`kill(pid, 0)` does not fail with `ESRCH`).
+fn process_exists(pid: i32) -> bool {
+    #[cfg(unix)]
+    {
+        // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+        let r = unsafe { libc::kill(pid, 0) };
+        r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
+}
+
+/// Longest temporary path the signal handler can remove (longer ones are left to
+/// [`remove_stale_temp_files`]).
+const SLOT_BYTES: usize = 4096;
+
+/// A temporary file being written, as the signal handler sees it: `state` is 0 (free), 1
+/// (being filled or emptied) or 2 (armed: `path` holds a NUL-terminated path).
+struct Slot {
+    state: AtomicU8,
+    path: std::cell::UnsafeCell<[u8; SLOT_BYTES]>,
+}
+
+// SAFETY: `path` is written only by the thread that moved `state` from 0 to 1, and read (by
+// the signal handler) only while `state` is 2.
+unsafe impl Sync for Slot {}
+
+/// The temporary files being written by this process at once (more are left to
+/// [`remove_stale_temp_files`]).
+static SLOTS: [Slot; 8] = [const {
+    Slot {
+        state: AtomicU8::new(0),
+        path: std::cell::UnsafeCell::new([0; SLOT_BYTES]),
+    }
+}; 8];
+
+/// A temporary file registered with the signal handler while it exists.
+struct Armed(Option<usize>);
+
+impl Armed {
+    fn new(path: &Path) -> Armed {
+        #[cfg(unix)]
+        let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
+        #[cfg(not(unix))]
+        let bytes: &[u8] = &[0];
+        if bytes.len() >= SLOT_BYTES || bytes.contains(&0) {
+            return Armed(None);
+        }
+        for (i, slot) in SLOTS.iter().enumerate() {
+            if slot
+                .state
+                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                // SAFETY: state 1 gives this thread the buffer (see `Slot`).
+                let buf = unsafe { &mut *slot.path.get() };
+                buf[..bytes.len()].copy_from_slice(bytes);
+                buf[bytes.len()] = 0;
+                slot.state.store(2, Ordering::Release);
+                return Armed(Some(i));
+            }
+        }
+        Armed(None)
+    }
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        if let Some(i) = self.0 {
+            SLOTS[i].state.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// The signals after which [`install_signal_cleanup`] removes temporary files.
+#[cfg(unix)]
+const CLEANUP_SIGNALS: [libc::c_int; 4] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+#[cfg(unix)]
+extern "C" fn cleanup_and_reraise(sig: libc::c_int) {
+    for slot in &SLOTS {
+        if slot.state.load(Ordering::Acquire) == 2 {
+            // SAFETY: an armed slot holds a NUL-terminated path; `unlink` is
+            // async-signal-safe.
+            unsafe { libc::unlink(slot.path.get() as *const libc::c_char) };
+        }
+    }
+    // SAFETY: restoring the default action and raising the signal again ends the process
+    // as the signal would have (exit status and core dump as usual); both are
+    // async-signal-safe.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
+/// Makes `SIGINT`, `SIGTERM`, `SIGHUP` and `SIGQUIT` remove the temporary files this process
+/// is writing before it ends (with the signal's usual exit status). For programs that own
+/// their signals (the CLI), not for libraries embedded in another process. Idempotent.
+pub fn install_signal_cleanup() {
+    #[cfg(unix)]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            for sig in CLEANUP_SIGNALS {
+                // SAFETY: the handler only touches atomics, static buffers and
+                // async-signal-safe calls.
+                unsafe {
+                    let mut sa: libc::sigaction = std::mem::zeroed();
+                    sa.sa_sigaction = cleanup_and_reraise as *const () as usize;
+                    libc::sigemptyset(&mut sa.sa_mask);
+                    libc::sigaction(sig, &sa, std::ptr::null_mut());
+                }
+            }
+        });
+    }
+}
+
+/// Set by [`mark_stdout_closed`].
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Records that standard output was closed when the process started (`>&-`): the Rust
+/// runtime then opens `/dev/null` in its place, so writes would succeed and the output be
+/// lost; [`print_stdout`] fails instead. A program checks descriptor 1 before the runtime
+/// starts (the CLI does, from an `.init_array` constructor) and calls this from `main`.
+pub fn mark_stdout_closed() {
+    STDOUT_CLOSED.store(true, Ordering::Relaxed);
+}
+
 /// Writes `text` to standard output and flushes it.
 ///
 /// # Errors
 /// [`OutputError::BrokenPipe`] when the reader has gone away, [`OutputError::Stdout`] for
-/// any other write failure (`> /dev/full`).
+/// any other write failure (`> /dev/full`) and for a standard output closed at start
+/// ([`mark_stdout_closed`]).
 pub fn print_stdout(text: &str) -> Result<(), OutputError> {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return Err(OutputError::Stdout(io::Error::new(
+            io::ErrorKind::Other,
+            "it was closed when ebb started (`>&-`); redirect it to a file or `/dev/null` instead",
+        )));
+    }
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())

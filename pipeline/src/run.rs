@@ -129,8 +129,9 @@ pub struct RunOptions {
     pub inputs: InputSource,
     /// Also run without decisions and check bit-identity and the checker.
     pub check: bool,
-    /// Host memory the run may use, bytes; `None`: `MemAvailable` of /proc/meminfo (no
-    /// check where that cannot be read). See [`check_host_memory`].
+    /// Host memory the run may use, bytes; `None`: what the process may still allocate
+    /// ([`mem_available`]: `MemAvailable`, `ulimit -v`/`-d`, the cgroup's limit; no check
+    /// where none can be read). See [`check_host_memory`].
     pub max_host_memory: Option<i64>,
     /// Kernels for the fusion groups of the planned run (the `--check` run without
     /// decisions always uses [`Executor::Reference`]).
@@ -179,30 +180,24 @@ impl MemoryNeed {
     }
 }
 
-/// `MemAvailable` of /proc/meminfo in bytes, `None` where it cannot be read.
+/// Bytes this process may still allocate on the host, `None` where no limit can be read: the
+/// smallest of `MemAvailable`, the `RLIMIT_AS`/`RLIMIT_DATA` headroom and the cgroup's
+/// `memory.max` headroom ([`ebb_runtime::host_memory::host_memory_limit`]).
 pub fn mem_available() -> Option<i64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: i64 = line
-        .trim_start_matches("MemAvailable:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    kib.checked_mul(1024)
+    ebb_runtime::host_memory::host_memory_limit().map(|l| l.bytes)
 }
 
-/// Refuses a run that needs more memory than `limit` (or, without one, than
-/// [`mem_available`]), naming both figures, before anything large is allocated.
+/// Refuses a run that needs more memory than `limit` (or, without one, than the process may
+/// still allocate: [`mem_available`]), naming both figures and the limit's source, before
+/// anything large is allocated.
 ///
 /// # Errors
 /// The need exceeds the limit.
 pub fn check_host_memory(need: &MemoryNeed, limit: Option<i64>) -> Result<()> {
     let (limit, source) = match limit {
-        Some(l) => (l, "--max-host-memory"),
-        None => match mem_available() {
-            Some(l) => (l, "MemAvailable in /proc/meminfo"),
+        Some(l) => (l, "--max-host-memory".to_string()),
+        None => match ebb_runtime::host_memory::host_memory_limit() {
+            Some(l) => (l.bytes, l.source),
             None => return Ok(()),
         },
     };

@@ -58,10 +58,15 @@ pub enum SizeError {
         what: &'static str,
     },
     /// More bytes than a signed 64-bit integer holds.
-    #[error("size `{text}` is too large (at most {} bytes)", i64::MAX)]
+    #[error(
+        "{what} `{text}` is too large: sizes are at most {} bytes (2^63 - 1)",
+        i64::MAX
+    )]
     TooLarge {
         /// The text given.
         text: String,
+        /// `size` or `budget`.
+        what: &'static str,
     },
 }
 
@@ -112,12 +117,33 @@ fn bytes_of(s: &str, what: &'static str, formats: &str) -> Result<f64, SizeError
     Ok(v * mult)
 }
 
-/// Rounds a positive byte count to `i64`.
+/// Rounds a positive byte count to `i64`; a whole number of bytes (`40000`, `40000B`) is
+/// read exactly, so every size up to `i64::MAX` is accepted as written.
 fn to_bytes(v: f64, s: &str, what: &'static str) -> Result<i64, SizeError> {
+    let t = s.trim();
+    let digits = t.strip_suffix(['B', 'b']).unwrap_or(t).trim();
+    if let Ok(n) = digits.parse::<i128>() {
+        return match i64::try_from(n) {
+            Ok(n) if n >= 1 => Ok(n),
+            Ok(_) => Err(SizeError::NotPositive {
+                text: s.to_string(),
+                what,
+            }),
+            Err(_) if n < 0 => Err(SizeError::NotPositive {
+                text: s.to_string(),
+                what,
+            }),
+            Err(_) => Err(SizeError::TooLarge {
+                text: s.to_string(),
+                what,
+            }),
+        };
+    }
     // `1e400` parses as infinity: too large, not "not positive".
     if v == f64::INFINITY {
         return Err(SizeError::TooLarge {
             text: s.to_string(),
+            what,
         });
     }
     if !(v.is_finite() && v.round() >= 1.0) {
@@ -130,6 +156,7 @@ fn to_bytes(v: f64, s: &str, what: &'static str) -> Result<i64, SizeError> {
     if v.round() >= i64::MAX as f64 {
         return Err(SizeError::TooLarge {
             text: s.to_string(),
+            what,
         });
     }
     Ok(v.round() as i64)

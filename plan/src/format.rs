@@ -316,9 +316,17 @@ pub struct Plan {
 /// Errors reading or validating a plan.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    /// Not JSON of a plan.
-    #[error("invalid plan JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    /// Not JSON of a plan: the line and column and what was expected there (in JSON terms,
+    /// without the names of Ebb's internal types).
+    #[error("invalid plan JSON at line {line}, column {column}: {msg}")]
+    Json {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        msg: String,
+    },
     /// A version this build cannot read.
     #[error("plan version {found} is not supported (expected {PLAN_VERSION})")]
     Version {
@@ -339,6 +347,52 @@ pub enum PlanError {
     },
 }
 
+/// [`PlanError::Json`] of a serde error, its message in JSON terms: serde names the Rust type
+/// it expected (`expected struct Candidate`), which means nothing to whoever edits the file.
+fn json_error(e: serde_json::Error) -> PlanError {
+    let msg = e.to_string();
+    // serde appends " at line L column C"; the variant carries them on their own.
+    let msg = match msg.rfind(" at line ") {
+        Some(k) => &msg[..k],
+        None => &msg,
+    };
+    let mut out = String::with_capacity(msg.len());
+    let mut words = msg.split(' ').peekable();
+    while let Some(w) = words.next() {
+        let named = match w {
+            "struct" => Some("a JSON object"),
+            "enum" => Some("one of its names (a string)"),
+            "tuple"
+                if words
+                    .peek()
+                    .is_some_and(|n| n.starts_with(char::is_uppercase)) =>
+            {
+                Some("a JSON array")
+            }
+            _ => None,
+        };
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        match named {
+            Some(t)
+                if words
+                    .peek()
+                    .is_some_and(|n| n.starts_with(char::is_uppercase)) =>
+            {
+                words.next();
+                out.push_str(t);
+            }
+            _ => out.push_str(w),
+        }
+    }
+    PlanError::Json {
+        line: e.line(),
+        column: e.column(),
+        msg: out,
+    }
+}
+
 impl Plan {
     /// The plan as pretty-printed JSON.
     pub fn to_json(&self) -> String {
@@ -357,11 +411,11 @@ impl Plan {
         struct VersionOnly {
             version: u32,
         }
-        let v: VersionOnly = serde_json::from_str(text)?;
+        let v: VersionOnly = serde_json::from_str(text).map_err(json_error)?;
         if v.version != PLAN_VERSION {
             return Err(PlanError::Version { found: v.version });
         }
-        let plan: Plan = serde_json::from_str(text)?;
+        let plan: Plan = serde_json::from_str(text).map_err(json_error)?;
         plan.validate_indices()?;
         Ok(plan)
     }
@@ -629,8 +683,18 @@ mod tests {
         );
         assert!(matches!(
             Plan::from_json("{\"version\": 3}"),
-            Err(PlanError::Json(_))
+            Err(PlanError::Json { .. })
         ));
+        // serde's names of the types it expected are not in the message.
+        for text in [
+            "[1, 2]",
+            "{\"version\": \"x\"}",
+            "{\"version\": 3, \"values\": 5}",
+        ] {
+            let e = Plan::from_json(text).unwrap_err().to_string();
+            assert!(!e.contains("VersionOnly") && !e.contains("struct"), "{e}");
+            assert!(e.starts_with("invalid plan JSON at line 1, column"), "{e}");
+        }
     }
 
     #[test]

@@ -314,16 +314,16 @@ impl<'p> Oracle<'p> {
             return Err(PackError::BadLength { index, length });
         }
         let known = plan.symbols.symbols();
+        let names = known
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", ");
         for s in [&opts.batch_symbol, &opts.seq_symbol] {
             if !known.contains(s) {
                 return Err(PackError::Symbol(format!(
-                    "the plan has no symbol `{}` (it has {})",
+                    "the plan has no symbol `{}` (it has {names})",
                     s.name(),
-                    known
-                        .iter()
-                        .map(|s| s.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
                 )));
             }
             if opts.fixed.contains_key(s) {
@@ -332,6 +332,14 @@ impl<'p> Oracle<'p> {
                     s.name()
                 )));
             }
+        }
+        // A fixed value of a symbol the plan does not have would be silently ignored (and the
+        // plan's own symbol left at its default).
+        if let Some(s) = opts.fixed.keys().find(|s| !known.contains(s)) {
+            return Err(PackError::Symbol(format!(
+                "fixed symbol `{}` is not a symbol of the plan (it has {names})",
+                s.name(),
+            )));
         }
         let grid = |s: &Symbol| {
             plan.symbols.grid(s).ok_or_else(|| {

@@ -20,7 +20,9 @@ Errors are exceptions: :class:`EbbError` and its subclasses :class:`ImportFailed
 from __future__ import annotations
 
 import json
+import operator
 import os
+import sys
 import tempfile
 from typing import Iterable, Mapping, Sequence, Union
 
@@ -52,10 +54,24 @@ __all__ = [
 ]
 
 
+def _int(v: object, what: str) -> int:
+    """``v`` as an int when it is one (a Python or numpy integer); :class:`ShapeError` for
+    anything else (a float such as 8.9 is refused, never truncated; so is a bool)."""
+    if isinstance(v, (bool, np.bool_)):
+        raise ShapeError(f"{what} is {v!r}, a bool; it must be an integer")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise ShapeError(f"{what} is {v!r} ({type(v).__name__}); it must be an integer") from None
+
+
 def _bind(bind: Mapping[str, int] | None, kw: Mapping[str, int]) -> dict[str, int]:
     out = dict(bind or {})
     out.update(kw)
-    return {str(k): int(v) for k, v in out.items()}
+    for k in out:
+        if not isinstance(k, str):
+            raise ShapeError(f"binding name {k!r} ({type(k).__name__}) is not a string")
+    return {k: _int(v, f"binding {k}") for k, v in out.items()}
 
 
 class Plan:
@@ -174,12 +190,23 @@ class Runtime:
         returns the outputs as numpy arrays and the report (``measured_peak_bytes``,
         ``peak_bytes_planned``, decisions counts, ``wall_ms``, ``finalize_us``, …)."""
         raw = []
-        for x in inputs:
-            a = np.ascontiguousarray(x)
-            name = "bfloat16" if a.dtype.name == "bfloat16" else a.dtype.name
-            raw.append((a.tobytes(), name, list(a.shape)))
+        for i, x in enumerate(inputs):
+            if not isinstance(x, np.ndarray) and not np.isscalar(x):
+                raise EbbError(f"input {i} is a {type(x).__name__}, not a numpy array")
+            a = np.asarray(x)
+            if a.dtype.kind not in "biuf" and a.dtype.name != "bfloat16" or a.dtype.fields is not None:
+                raise EbbError(
+                    f"input {i} has dtype {a.dtype.str} ({a.dtype.name}); Ebb takes bool, int8/16/32/64, "
+                    "uint8/32/64, float16/32/64 and bfloat16 arrays"
+                )
+            # The bytes cross the boundary little-endian: a big-endian array (`>f4`) is
+            # converted, value for value, never reinterpreted.
+            if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and sys.byteorder == "big"):
+                a = a.astype(a.dtype.newbyteorder("<"))
+            a = np.ascontiguousarray(a)
+            raw.append((a.tobytes(), a.dtype.name, list(a.shape)))
         outs, report = self._rt.step(_bind(bind, {}), raw)
-        arrays = [np.frombuffer(b, dtype=_np_dtype(d)).reshape(s) for b, d, s in outs]
+        arrays = [np.frombuffer(b, dtype=_np_dtype(d).newbyteorder("<")).reshape(s) for b, d, s in outs]
         return arrays, json.loads(report)
 
 
@@ -209,12 +236,12 @@ def pack(
     :class:`ShapeError` for a length above the sequence symbol's range."""
     return json.loads(
         plan._p.pack_json(
-            [int(x) for x in lengths],
+            [_int(x, f"length {i}") for i, x in enumerate(lengths)],
             budget,
             device,
             kinds,
             float(max_added),
-            int(bucket_width),
+            _int(bucket_width, "bucket_width"),
             batch_symbol,
             seq_symbol,
             _bind(fixed, {}),

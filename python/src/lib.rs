@@ -11,13 +11,14 @@
 //!   cap of `pack`).
 
 use anyhow::{Context, Result};
-use ebb_ir::{Bindings, DType, Graph, Literal, Symbol};
+use ebb_ir::{Bindings, Graph, Symbol};
 use ebb_pipeline::size::{self, Budget};
 use ebb_pipeline::{self as pipeline, CompileOptions, Kinds, Pricing};
 use ebb_plan::finalize::FinalizeError;
 use ebb_plan::format::Plan;
 use ebb_plan::pack::{PackError, PackOptions};
-use ebb_runtime::{Runtime, Tensor};
+use ebb_runtime::raw::{from_raw, numpy_name};
+use ebb_runtime::Runtime;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -135,24 +136,6 @@ impl BudgetArg {
 
 fn kinds(name: &str) -> Result<Kinds> {
     name.parse().map_err(|e| anyhow::anyhow!("kinds: {e}"))
-}
-
-/// The numpy name of an element type (`bfloat16` is ml_dtypes').
-fn numpy_name(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "float32",
-        DType::BF16 => "bfloat16",
-        DType::F16 => "float16",
-        DType::F64 => "float64",
-        DType::I1 => "bool",
-        DType::I8 => "int8",
-        DType::I16 => "int16",
-        DType::I32 => "int32",
-        DType::I64 => "int64",
-        DType::U8 => "uint8",
-        DType::U32 => "uint32",
-        DType::U64 => "uint64",
-    }
 }
 
 /// A compiled symbolic plan with its embedded graph (see `ebb.Plan`).
@@ -371,10 +354,12 @@ type RawTensor = (Vec<u8>, String, Vec<usize>);
 /// [`RawTensor`] as handed to Python (`bytes`), with the step report's JSON.
 type StepResult<'py> = (Vec<(Bound<'py, PyBytes>, String, Vec<usize>)>, String);
 
-/// The CPU executor under a budget (see `ebb.Runtime`).
-#[pyclass(module = "ebb._ebb", name = "Runtime", unsendable)]
+/// The CPU executor under a budget (see `ebb.Runtime`). Usable from any Python thread: the
+/// runtime sits behind a mutex, waited for and held with the GIL released, so steps from
+/// several threads run one after another while other Python code goes on.
+#[pyclass(module = "ebb._ebb", name = "Runtime", frozen)]
 struct PyRuntime {
-    rt: Runtime,
+    rt: std::sync::Mutex<Runtime>,
 }
 
 #[pymethods]
@@ -395,7 +380,9 @@ impl PyRuntime {
                 pricing.finalize_options(budget, true),
                 64,
             )?;
-            Ok(PyRuntime { rt })
+            Ok(PyRuntime {
+                rt: std::sync::Mutex::new(rt),
+            })
         })()
         .map_err(py_err)
     }
@@ -403,46 +390,43 @@ impl PyRuntime {
     /// Runs one step: inputs as `(bytes, dtype, shape)` in graph input order; returns the
     /// outputs the same way and the step report as JSON text.
     fn step<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         bind: BTreeMap<String, i64>,
         inputs: Vec<RawTensor>,
     ) -> PyResult<StepResult<'py>> {
-        let (outputs, report) = (|| -> Result<(Vec<RawTensor>, String)> {
-            let b = bindings(&bind);
-            self.rt.plan().symbols.check_known(&b)?;
-            let tensors = inputs
-                .into_iter()
-                .enumerate()
-                .map(|(i, (data, dtype, shape))| {
-                    let d = DType::ALL
-                        .into_iter()
-                        .find(|d| numpy_name(*d) == dtype)
-                        .with_context(|| format!("input {i}: unsupported dtype `{dtype}`"))?;
-                    let lit = Literal {
-                        dtype: d,
-                        splat: false,
-                        data,
-                    };
-                    Tensor::from_literal(&lit, shape).with_context(|| format!("input {i}"))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let out = self.rt.step(&b, tensors)?;
-            let report = serde_json::to_string(&out.report)?;
-            let outputs = out
-                .outputs
-                .iter()
-                .map(|t| {
-                    (
-                        t.to_le_bytes(),
-                        numpy_name(t.dtype()).to_string(),
-                        t.shape().to_vec(),
+        let (outputs, report) = py
+            .detach(|| -> Result<(Vec<RawTensor>, String)> {
+                let mut rt = self.rt.lock().map_err(|_| {
+                    anyhow::anyhow!(
+                        "an earlier step of this Runtime failed with a panic; create a new Runtime"
                     )
-                })
-                .collect();
-            Ok((outputs, report))
-        })()
-        .map_err(py_err)?;
+                })?;
+                let b = bindings(&bind);
+                rt.plan().symbols.check_known(&b)?;
+                let tensors = inputs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (data, dtype, shape))| {
+                        from_raw(data, &dtype, shape).map_err(|e| anyhow::anyhow!("input {i}: {e}"))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let out = rt.step(&b, tensors)?;
+                let report = serde_json::to_string(&out.report)?;
+                let outputs = out
+                    .outputs
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.to_le_bytes(),
+                            numpy_name(t.dtype()).to_string(),
+                            t.shape().to_vec(),
+                        )
+                    })
+                    .collect();
+                Ok((outputs, report))
+            })
+            .map_err(py_err)?;
         let outputs = outputs
             .into_iter()
             .map(|(data, dtype, shape)| (PyBytes::new(py, &data), dtype, shape))

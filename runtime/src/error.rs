@@ -170,4 +170,19 @@ pub enum NpzError {
         /// The requested name.
         name: String,
     },
+    /// An entry holds more bytes (decompressed) than the process may still allocate.
+    #[error(
+        "{path}: entry `{name}` holds more than {limit} bytes decompressed, the most this process \
+         may still allocate ({limited_by}); it is not read"
+    )]
+    TooLarge {
+        /// The file.
+        path: String,
+        /// Entry name.
+        name: String,
+        /// The limit, bytes.
+        limit: i64,
+        /// Where the limit comes from ([`crate::host_memory::HostLimit::source`]).
+        limited_by: String,
+    },
 }

@@ -2,7 +2,7 @@
 //! the bindings, or the `in_i` arrays of a reference `.npz` (as written by `examples/export/`).
 
 use crate::error::NpzError;
-use crate::npz::load_npz;
+use crate::npz::Npz;
 use crate::tensor::{Data, Tensor};
 use ebb_ir::{Bindings, DType, Graph};
 use rand::{RngExt, SeedableRng};
@@ -56,23 +56,21 @@ pub fn random_inputs(g: &Graph, b: &Bindings, seed: u64) -> Result<Vec<Tensor>, 
 }
 
 /// The `in_0..in_{n-1}` arrays (graph input order) and, when present, the `out_i` arrays of a
-/// reference `.npz`.
+/// reference `.npz`. Only these arrays are read (decompressed): any other member is left
+/// alone, whatever size it declares.
 ///
 /// # Errors
 /// [`NpzError`] when the file cannot be read or an `in_i` is missing.
 pub fn npz_inputs(path: &Path, n_inputs: usize) -> Result<(Vec<Tensor>, Vec<Tensor>), NpzError> {
-    let mut all = load_npz(path)?;
+    let mut z = Npz::open(path)?;
+    let names: std::collections::HashSet<String> = z.names().into_iter().collect();
     let mut ins = Vec::with_capacity(n_inputs);
     for i in 0..n_inputs {
-        let name = format!("in_{i}");
-        ins.push(all.remove(&name).ok_or_else(|| NpzError::Missing {
-            path: path.display().to_string(),
-            name,
-        })?);
+        ins.push(z.get(&format!("in_{i}"))?);
     }
     let mut outs = Vec::new();
-    while let Some(t) = all.remove(&format!("out_{}", outs.len())) {
-        outs.push(t);
+    while names.contains(&format!("out_{}", outs.len())) {
+        outs.push(z.get(&format!("out_{}", outs.len()))?);
     }
     Ok((ins, outs))
 }

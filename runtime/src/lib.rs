@@ -23,8 +23,10 @@ pub mod buffer;
 pub mod device;
 pub mod error;
 pub mod exec;
+pub mod host_memory;
 pub mod inputs;
 pub mod npz;
+pub mod raw;
 pub mod step;
 pub mod tensor;
 

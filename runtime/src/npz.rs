@@ -30,7 +30,7 @@ impl Npz {
     /// archive.
     pub fn open(path: &Path) -> Result<Npz, NpzError> {
         let p = path.display().to_string();
-        let f = File::open(path).map_err(|source| NpzError::Io {
+        let f = ebb_ir::fsio::open_regular(path).map_err(|source| NpzError::Io {
             path: p.clone(),
             source,
         })?;
@@ -62,11 +62,13 @@ impl<R: Read + std::io::Seek> Npz<R> {
             .collect()
     }
 
-    /// Reads array `name`.
+    /// Reads array `name` (and nothing else of the archive).
     ///
     /// # Errors
     /// [`NpzError::Missing`], [`NpzError::Zip`] (decompression), [`NpzError::Npy`] (bad
-    /// header or data), [`NpzError::UnsupportedType`].
+    /// header or data), [`NpzError::UnsupportedType`], [`NpzError::TooLarge`] for an entry
+    /// larger than the process may still allocate ([`crate::host_memory`]), before it is
+    /// read.
     pub fn get(&mut self, name: &str) -> Result<Tensor, NpzError> {
         let path = self.path.clone();
         let mut entry = match self.archive.by_name(&format!("{name}.npy")) {
@@ -85,17 +87,38 @@ impl<R: Read + std::io::Seek> Npz<R> {
             }
         };
         // The declared size is only a hint (a damaged archive may claim any size): the
-        // buffer grows with what decompression actually yields.
-        let mut bytes = Vec::with_capacity((entry.size() as usize).min(1 << 26));
-        entry.read_to_end(&mut bytes).map_err(|e| NpzError::Zip {
+        // buffer grows with what decompression actually yields, up to what the process may
+        // still allocate.
+        let limit = crate::host_memory::host_memory_limit();
+        let too_large = |limit: &crate::host_memory::HostLimit| NpzError::TooLarge {
             path: path.clone(),
-            msg: e.to_string(),
-        })?;
+            name: name.into(),
+            limit: limit.bytes,
+            limited_by: limit.source.clone(),
+        };
+        if let Some(l) = &limit {
+            if entry.size() > l.bytes as u64 {
+                return Err(too_large(l));
+            }
+        }
+        let cap = limit.as_ref().map_or(u64::MAX, |l| l.bytes as u64);
+        let mut bytes = Vec::with_capacity((entry.size() as usize).min(1 << 26));
+        (&mut entry)
+            .take(cap.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| NpzError::Zip {
+                path: path.clone(),
+                msg: e.to_string(),
+            })?;
+        if let Some(l) = limit.filter(|l| bytes.len() as u64 > l.bytes as u64) {
+            return Err(too_large(&l));
+        }
         parse_npy(&bytes, &path, name)
     }
 }
 
-/// Reads every array of the archive at `path`, by name.
+/// Reads every array of the archive at `path`, by name (for tools and tests: a step's inputs
+/// are read with [`crate::inputs::npz_inputs`], which reads only the arrays it names).
 ///
 /// # Errors
 /// As [`Npz::open`] and [`Npz::get`].

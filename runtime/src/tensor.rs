@@ -770,7 +770,9 @@ impl Tensor {
     /// [`TensorError::Literal`] when the literal holds neither one (splat) nor
     /// `product(shape)` elements.
     pub fn from_literal(lit: &Literal, shape: Vec<usize>) -> Result<Tensor, TensorError> {
-        let n: usize = shape.iter().product();
+        // A shape from outside (the Python and C boundaries) may name more elements than
+        // `usize` counts: that is a mismatch, not an overflow.
+        let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         let esz = lit.dtype.size_bytes() as usize;
         let stored = lit.data.len() / esz;
         let bad = || TensorError::Literal {
@@ -779,8 +781,8 @@ impl Tensor {
             shape: shape.clone(),
         };
         if !lit.data.len().is_multiple_of(esz)
-            || (lit.splat && stored != 1)
-            || (!lit.splat && stored != n)
+            || (lit.splat && (stored != 1 || n.is_none()))
+            || (!lit.splat && Some(stored) != n)
         {
             return Err(bad());
         }
@@ -833,6 +835,7 @@ impl Tensor {
         };
         if lit.splat {
             let s = data.get(0).ok_or_else(bad)?;
+            let n = n.ok_or_else(bad)?;
             return Ok(Tensor::from_parts(shape, Data::splat(s, n)));
         }
         Ok(Tensor::from_parts(shape, data))
@@ -892,24 +895,36 @@ impl Tensor {
         &self.data
     }
 
-    /// Relative error against a reference: `max |a − b| / max |b|` over all elements (the
-    /// metric of the numeric checks against framework outputs). Positions where both are NaN
-    /// agree; a NaN on one side only, or a shape mismatch, gives infinity.
+    /// Relative error against a reference: `max |a − b| / max |b|` over the finite elements
+    /// (the metric of the numeric checks against framework outputs). Positions where both are
+    /// NaN, or both the same infinity, agree; a NaN or an infinity on one side only (or
+    /// infinities of opposite signs), or a shape mismatch, gives infinity. The result is never
+    /// NaN, so a `max` over outputs cannot drop it.
     pub fn rel_err(&self, want: &Tensor) -> f64 {
         if self.shape() != want.shape() {
             return f64::INFINITY;
         }
         let (a, b) = (self.to_f64_vec(), want.to_f64_vec());
-        let scale = b.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-30);
+        // The scale of the finite reference values: an infinite one would make every error 0.
+        let scale = b
+            .iter()
+            .filter(|x| x.is_finite())
+            .fold(0f64, |m, x| m.max(x.abs()))
+            .max(1e-30);
         let mut diff = 0f64;
         for (x, y) in a.iter().zip(&b) {
-            match (x.is_nan(), y.is_nan()) {
-                (true, true) => {}
-                (false, false) => diff = diff.max((x - y).abs()),
-                _ => return f64::INFINITY,
+            if x.is_finite() && y.is_finite() {
+                diff = diff.max((x - y).abs());
+            } else if !(x.is_nan() && y.is_nan() || x == y) {
+                return f64::INFINITY;
             }
         }
-        diff / scale
+        let e = diff / scale;
+        if e.is_nan() {
+            f64::INFINITY
+        } else {
+            e
+        }
     }
 
     /// A copy with its own buffer (what a device↔host transfer produces).

@@ -28,6 +28,7 @@ pub const TARGETS: &[Target] = &[
     ("dim_param", dim_param),
     ("npz", npz),
     ("cli_args", cli_args),
+    ("py_step", py_step),
 ];
 
 /// Graphs with at most this many ops (program order) that a target imported are also
@@ -144,6 +145,70 @@ pub fn cli_args(data: &[u8]) {
     }
 }
 
+/// The Python extension's step boundary (`ebb.Runtime.step` through `ebb._ebb`): raw input
+/// tensors as `(bytes, numpy dtype name, shape)` converted by [`ebb_runtime::raw::from_raw`]
+/// and stepped by a runtime of `mlp_sgd` at `B` from the first byte (0 to 15). Each input's
+/// dtype name, shape and bytes come from the data: a byte selects the dtype (the right one,
+/// another, or a name numpy has and Ebb lacks), another bends the shape, and the data's bytes
+/// fill the tensor (cut short or padded by a third byte).
+pub fn py_step(data: &[u8]) {
+    use ebb_runtime::raw::{from_raw, numpy_name};
+    use std::sync::{Mutex, OnceLock};
+    static RT: OnceLock<Option<Mutex<ebb_runtime::Runtime>>> = OnceLock::new();
+    let rt = RT.get_or_init(|| {
+        let g = crate::import_fixture("mlp_sgd");
+        let plan = pipeline::compile(g, &pipeline::CompileOptions::default())
+            .ok()?
+            .plan;
+        ebb_runtime::Runtime::new(plan, None).ok().map(Mutex::new)
+    });
+    let (Some(rt), Some((&b, mut rest))) = (rt, data.split_first()) else {
+        return;
+    };
+    let Ok(mut rt) = rt.lock() else {
+        return;
+    };
+    let bind = ebb_ir::BindingsExt::from_pairs(&[("B", i64::from(b % 16))]);
+    let mut inputs = Vec::new();
+    for i in 0..rt.graph().inputs().len() {
+        let Ok((dtype, mut shape)) = ebb_runtime::inputs::input_shape(rt.graph(), i, &bind) else {
+            return;
+        };
+        let [pick, bend, fill, tail @ ..] = rest else {
+            return;
+        };
+        rest = tail;
+        let name = match pick % 8 {
+            0..=4 => numpy_name(dtype),
+            5 => numpy_name(ebb_ir::DType::ALL[usize::from(*pick) % ebb_ir::DType::ALL.len()]),
+            6 => "complex64",
+            _ => "",
+        };
+        match bend % 8 {
+            0 if !shape.is_empty() => shape[0] += 1,
+            1 => shape.push(1),
+            2 => {
+                shape.pop();
+            }
+            3 if !shape.is_empty() => shape[0] = usize::MAX / 2,
+            _ => {}
+        }
+        let n: usize = shape.iter().fold(1usize, |a, &d| a.saturating_mul(d));
+        let want = n.saturating_mul(dtype.size_bytes() as usize).min(1 << 20);
+        let len = match fill % 4 {
+            0 => want.saturating_sub(1),
+            1 => want + 1,
+            _ => want,
+        };
+        let bytes: Vec<u8> = rest.iter().copied().cycle().take(len).collect();
+        match from_raw(bytes, name, shape) {
+            Ok(t) => inputs.push(t),
+            Err(_) => return,
+        }
+    }
+    let _ = rt.step(&bind, inputs);
+}
+
 /// The seed corpus of target `name` from the repository's fixtures (small ones: the fuzzer
 /// mutates them, and each run should take milliseconds). Empty for an unknown name.
 pub fn seeds(name: &str) -> Vec<Vec<u8>> {
@@ -151,7 +216,13 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
     let onnx_file = |f: &str| std::fs::read(crate::onnx_fixture(f)).unwrap_or_default();
     let strings = |v: &[&str]| v.iter().map(|s| s.as_bytes().to_vec()).collect();
     match name {
-        "stablehlo_text" => vec![jax("mlp_sgd"), jax("mlp_bf16"), jax("cnn_sgd")],
+        "stablehlo_text" => vec![
+            jax("mlp_sgd"),
+            jax("mlp_bf16"),
+            jax("cnn_sgd"),
+            crate::nested_case_module(ebb_ir::graph::MAX_IMPORT_REGION_DEPTH).into_bytes(),
+            crate::nested_case_module(ebb_ir::graph::MAX_IMPORT_REGION_DEPTH + 1).into_bytes(),
+        ],
         "onnx_proto" => vec![
             onnx_file("ort_mlp_training"),
             onnx_file("ort_mlp_optimizer"),
@@ -185,6 +256,11 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             .iter()
             .map(|f| std::fs::read(crate::jax_fixtures_dir().join(f)).unwrap_or_default())
             .collect(),
+        "py_step" => vec![
+            [8u8, 0, 4, 2].repeat(8),
+            [4u8, 1, 0, 7, 5, 3, 1].repeat(6),
+            [0u8, 6, 3, 0].repeat(8),
+        ],
         "cli_args" => strings(&[
             "B=4,S=128",
             "B=8",

@@ -254,3 +254,24 @@ pub fn deps_dir() -> PathBuf {
         .expect("the test binary lies in a directory")
         .to_path_buf()
 }
+
+/// A StableHLO module `@main(%a: tensor<4xf32>, %i: tensor<i32>)` whose result is computed
+/// inside `depth` nested `stablehlo.case` ops (one branch each), so its regions nest `depth`
+/// deep: the reliability tests' and the fuzzer's seed at the nesting bound.
+pub fn nested_case_module(depth: usize) -> String {
+    let t = "tensor<4xf32>";
+    let mut body = String::new();
+    for k in 0..depth {
+        body += &format!("%v{k} = \"stablehlo.case\"(%i) ({{\n");
+    }
+    body += &format!("%v{depth} = \"stablehlo.add\"(%a, %a) : ({t}, {t}) -> {t}\n");
+    for k in (0..depth).rev() {
+        body += &format!(
+            "\"stablehlo.return\"(%v{}) : ({t}) -> ()\n}}) : (tensor<i32>) -> {t}\n",
+            k + 1
+        );
+    }
+    format!(
+        "\"builtin.module\"() ({{\n\"func.func\"() <{{function_type = ({t}, tensor<i32>) -> {t}, sym_name = \"main\"}}> ({{\n^bb0(%a: {t}, %i: tensor<i32>):\n{body}\"func.return\"(%v0) : ({t}) -> ()\n}}) : () -> ()\n}}) : () -> ()\n"
+    )
+}

@@ -7,6 +7,7 @@ mod canon_fixtures;
 mod control_flow;
 mod dim_expressions;
 mod donation_fixtures;
+mod error_messages;
 #[cfg(feature = "exact")]
 mod exact;
 mod exec_numerics;

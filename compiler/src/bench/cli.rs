@@ -52,10 +52,10 @@ pub struct BenchArgs {
     #[arg(long, value_enum)]
     pub dist: Option<Dist>,
     /// Number of draws (at most 100000; duplicate shapes are swept once).
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, default_value_t = 12, allow_hyphen_values = true, value_parser = crate::flags::count)]
     pub samples: usize,
     /// Seed of the draws.
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, default_value_t = 7, allow_hyphen_values = true, value_parser = crate::flags::seed)]
     pub seed: u64,
     /// Fixed batch size of the draws.
     #[arg(long, default_value_t = 8, conflicts_with = "tokens")]
@@ -91,12 +91,14 @@ pub struct BenchArgs {
     pub xla: bool,
     /// With --xla: also run XLA's step on concrete inputs this many times per shape and report
     /// the median time (0: memory only).
-    #[arg(long, value_name = "N", default_value_t = 0, requires = "xla")]
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "xla",
+          allow_hyphen_values = true, value_parser = crate::flags::count)]
     pub xla_time_runs: usize,
     /// Also execute Ebb's step (the JIT executor, random inputs, no budget) this many times
     /// per shape after one warm-up step and report the median wall time, next to XLA's with
     /// `--xla --xla-time-runs` (0: memory only).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0, allow_hyphen_values = true,
+          value_parser = crate::flags::count)]
     pub exec: usize,
     /// Solve the exact ILP per shape with this time limit (seconds) and report the greedy's
     /// gap to the optimum (needs --budget, and ebb built with the `exact` feature:

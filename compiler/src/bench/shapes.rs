@@ -221,6 +221,15 @@ pub fn sample_longtail(lt: &LongTail, scope: &SymbolScope) -> Result<Vec<Binding
         let s = round_to(dist.sample(&mut rng), s_grid);
         let b = match lt.batch {
             BatchRule::Fixed(v) if v >= 1 => v,
+            // Fewer tokens than one sequence holds: no batch keeps to the budget (rounding
+            // B = 0 up to 1 would exceed it silently).
+            BatchRule::Tokens(t) if (1..s).contains(&t) => bail!(
+                "--tokens {t} is less than the sequence length {}={s} drawn: a batch must hold \
+                 at least one sequence; give --tokens at least {} (the largest sequence \
+                 length, --s-max) or lower --s-max",
+                lt.seq_symbol,
+                lt.s_max
+            ),
             BatchRule::Tokens(t) if t >= 1 => round_to((t / s) as f64, b_grid),
             BatchRule::Fixed(v) => bail!("--batch {v} must be positive"),
             BatchRule::Tokens(t) => bail!("--tokens {t} must be positive"),

@@ -202,7 +202,28 @@ enum Emit {
     Stats,
 }
 
+/// Set before `main` when descriptor 1 is closed (`ebb ... >&-`): Rust's runtime reopens it on
+/// `/dev/null` before `main`, so it can only be seen this early.
+static STDOUT_WAS_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static PROBE_STDOUT: extern "C" fn() = probe_stdout;
+
+#[cfg(target_os = "linux")]
+extern "C" fn probe_stdout() {
+    // SAFETY: F_GETFD on descriptor 1 only reads its flags (EBADF when it is closed).
+    if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+        STDOUT_WAS_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 fn main() -> ExitCode {
+    if STDOUT_WAS_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
+        output::mark_stdout_closed();
+    }
+    output::install_signal_cleanup();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         // `ebb ... | head -1`: the reader has what it wanted; end quietly, as Unix filters do.

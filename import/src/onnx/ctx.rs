@@ -123,6 +123,9 @@ pub(crate) struct Cx {
     /// The `ebb.rng_seed` graph input, added by the first random op (see
     /// [`Cx::rng_state`]).
     pub rng_seed: Option<ValueRef>,
+    /// Nested graphs (`If` branches, `Loop`/`Scan` bodies) around this one (at most
+    /// [`ebb_ir::graph::MAX_IMPORT_REGION_DEPTH`]).
+    pub depth: usize,
 }
 
 /// The graph input a model with random ops (training-mode `Dropout`, `RandomUniformLike`, ...)

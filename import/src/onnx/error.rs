@@ -25,6 +25,26 @@ impl std::fmt::Display for NodeLoc {
     }
 }
 
+/// prost's message for `e`, with a path of nested messages longer than six cut in the middle
+/// (a deeply nested model would otherwise print a hundred `GraphProto.node` steps).
+fn short_decode(e: &prost::DecodeError) -> String {
+    let full = e.to_string();
+    let parts: Vec<&str> = full.split(": ").collect();
+    if parts.len() <= 8 {
+        return full;
+    }
+    let n = parts.len();
+    format!(
+        "{}: {}: {}: ... ({} more levels): {}: {}",
+        parts[0],
+        parts[1],
+        parts[2],
+        n - 5,
+        parts[n - 2],
+        parts[n - 1]
+    )
+}
+
 /// An error importing an ONNX model.
 #[derive(Debug, thiserror::Error)]
 pub enum OnnxError {
@@ -36,8 +56,12 @@ pub enum OnnxError {
         /// Underlying error.
         source: std::io::Error,
     },
-    /// The bytes are not a valid `ModelProto` (truncated or not an ONNX file).
-    #[error("{file}: not a valid ONNX model (protobuf decode error: {source})")]
+    /// The bytes are not a valid `ModelProto` (truncated, not an ONNX file, or messages
+    /// nested deeper than the decoder's limit of 100, about 31 levels of `If`/`Loop` graphs).
+    #[error(
+        "{file}: not a valid ONNX model (protobuf decode error: {})",
+        short_decode(source)
+    )]
     Decode {
         /// File name.
         file: String,

@@ -74,7 +74,7 @@ pub fn import_file_with(
     path: &Path,
     opts: &ImportOptions,
 ) -> Result<(Graph, ImportStats), OnnxError> {
-    let bytes = std::fs::read(path).map_err(|source| OnnxError::Io {
+    let bytes = ebb_ir::fsio::read_regular(path).map_err(|source| OnnxError::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -120,7 +120,7 @@ pub fn unsupported_ops(path: &Path) -> Result<Vec<crate::UnsupportedUse>, OnnxEr
             }
         }
     }
-    let bytes = std::fs::read(path).map_err(|source| OnnxError::Io {
+    let bytes = ebb_ir::fsio::read_regular(path).map_err(|source| OnnxError::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -175,6 +175,7 @@ pub fn import_model(
             o.version.unwrap_or(0),
         );
     }
+    check_opsets(&opsets, gp, file)?;
     let name = gp
         .name
         .clone()
@@ -190,6 +191,7 @@ pub fn import_model(
         warnings: Vec::new(),
         in_place: Vec::new(),
         rng_seed: None,
+        depth: 0,
     };
     let mut stats = ImportStats::default();
     import_graph(&mut cx, gp, &mut stats, opts)?;
@@ -382,6 +384,57 @@ fn declared_type(cx: &Cx, vi: &ValueInfoProto) -> R<Option<(DType, Vec<Decl>)>> 
     Ok(Some((dtype, dims)))
 }
 
+/// The opset versions the importer's lowerings follow, per domain: `ai.onnx` up to 23 (the
+/// ops it lowers keep their meaning from opset 20 to 23, which only add element types and new
+/// ops), `ai.onnx.ml` up to 5, Microsoft's and the training domains at version 1. A domain not
+/// listed is not checked here: its nodes are unsupported ops.
+pub const OPSETS: &[(&str, i64)] = &[
+    ("ai.onnx", 23),
+    ("ai.onnx.ml", 5),
+    ("com.microsoft", 1),
+    ("com.microsoft.experimental", 1),
+    ("ai.onnx.training", 1),
+    ("ai.onnx.preview.training", 1),
+];
+
+/// Refuses an imported opset version outside [`OPSETS`], naming the first node of that domain
+/// (a model would otherwise be lowered with another version's semantics).
+fn check_opsets(opsets: &HashMap<String, i64>, gp: &GraphProto, file: &str) -> R<()> {
+    for &(domain, max) in OPSETS {
+        let Some(&v) = opsets.get(domain) else {
+            continue;
+        };
+        if (1..=max).contains(&v) {
+            continue;
+        }
+        let first = gp
+            .node
+            .iter()
+            .enumerate()
+            .find(|(_, n)| domain_name(n.domain.as_deref()) == domain)
+            .map(|(k, n)| {
+                let name = n
+                    .name
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or(format!("#{k}"));
+                format!(
+                    "; its first node is `{name}` ({domain}::{})",
+                    n.op_type.as_deref().unwrap_or("")
+                )
+            })
+            .unwrap_or_default();
+        return Err(OnnxError::Structure {
+            file: file.into(),
+            msg: format!(
+                "opset_import: domain `{domain}` version {v} is not supported (Ebb imports \
+                 versions 1 to {max} of `{domain}`){first}"
+            ),
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn lower_node(cx: &mut Cx, n: &NodeProto, k: usize) -> R<()> {
     let op_type = n.op_type.clone().unwrap_or_default();
     let domain = domain_name(n.domain.as_deref()).to_string();
@@ -410,6 +463,16 @@ pub(crate) fn lower_node(cx: &mut Cx, n: &NodeProto, k: usize) -> R<()> {
             },
         });
     };
+    // Each value is assigned once (ONNX graphs are in SSA form): a second definition would
+    // silently replace the first for every later reader.
+    for (i, name) in n.output.iter().enumerate() {
+        if !name.is_empty() && (cx.vals.contains_key(name) || n.output[..i].contains(name)) {
+            return Err(cx.err(format!(
+                "output {i} defines value `{name}`, which is already defined (by a graph input, \
+                 an initializer or an earlier node): each value must be defined once"
+            )));
+        }
+    }
     let outs = op.lower(cx, n)?;
     for (i, name) in n.output.iter().enumerate() {
         if name.is_empty() {
@@ -536,6 +599,8 @@ mod tests;
 mod tests_control;
 #[cfg(test)]
 mod tests_conv;
+#[cfg(test)]
+mod tests_hostile;
 #[cfg(test)]
 mod tests_nll;
 #[cfg(test)]

@@ -24,7 +24,7 @@ pub const GRAD_BUFFER_SUFFIX: &str = "_grad.accumulation.buffer";
 /// The training model's import errors, and [`OnnxError::Structure`] when it has no gradient
 /// accumulation buffer inputs (not an ORT training model).
 pub fn trainable_parameters(path: &Path) -> Result<Vec<(String, TensorType)>, OnnxError> {
-    let bytes = std::fs::read(path).map_err(|source| OnnxError::Io {
+    let bytes = ebb_ir::fsio::read_regular(path).map_err(|source| OnnxError::Io {
         path: path.to_path_buf(),
         source,
     })?;

@@ -63,6 +63,13 @@ pub(crate) fn lower_subgraph(
     prepare: Option<Prepare>,
     finish: Option<Finish>,
 ) -> R<Graph> {
+    let max = ebb_ir::graph::MAX_IMPORT_REGION_DEPTH;
+    if cx.depth >= max {
+        return Err(cx.err(format!(
+            "nested graphs more than {max} deep (Ebb imports at most {max} levels of `If`, \
+             `Loop` and `Scan` graphs)"
+        )));
+    }
     let mut sub = Cx {
         file: cx.file.clone(),
         model_dir: cx.model_dir.clone(),
@@ -73,6 +80,7 @@ pub(crate) fn lower_subgraph(
         warnings: Vec::new(),
         in_place: Vec::new(),
         rng_seed: None,
+        depth: cx.depth + 1,
     };
     for (k, v) in &cx.vals {
         if v.lit.is_some() || v.s.is_some() || v.seq.is_some() {

@@ -147,26 +147,60 @@ fn external(t: &TensorProto, model_dir: Option<&Path>) -> Result<Vec<u8>, String
     }
     let dir = model_dir.ok_or("external data, but the model was not read from a file")?;
     let path = dir.join(rel);
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let num = |k: &str| -> Result<Option<usize>, String> {
+    // Symbolic links are followed, and where they lead must still be inside the model's
+    // directory (a link is no way around the relative-path rule above).
+    let canon = |p: &Path| {
+        std::fs::canonicalize(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+    };
+    let (real_dir, real) = (
+        canon(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        })?,
+        canon(&path)?,
+    );
+    if !real.starts_with(&real_dir) {
+        return Err(format!(
+            "external data location `{loc}` resolves to {}, outside the model directory {} \
+             (symbolic links must stay inside it)",
+            real.display(),
+            real_dir.display()
+        ));
+    }
+    let mut f = ebb_ir::fsio::open_regular(&real)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let size = f
+        .metadata()
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        .len();
+    let num = |k: &str| -> Result<Option<u64>, String> {
         get(k)
             .map(|s| {
-                s.parse::<usize>()
-                    .map_err(|_| format!("bad external data {k} `{s}`"))
+                s.parse::<u64>().map_err(|_| {
+                    format!(
+                        "external data `{k}` is `{s}`, not a byte count (a non-negative integer)"
+                    )
+                })
             })
             .transpose()
     };
     let off = num("offset")?.unwrap_or(0);
-    let len = num("length")?.unwrap_or(bytes.len().saturating_sub(off));
-    let end = off
-        .checked_add(len)
-        .ok_or("external data range overflows")?;
-    bytes.get(off..end).map(|b| b.to_vec()).ok_or_else(|| {
+    let len = num("length")?.unwrap_or(size.saturating_sub(off));
+    let end = off.checked_add(len).filter(|&e| e <= size).ok_or_else(|| {
         format!(
-            "external data {off}..{end} is past the end of {}",
+            "external data {off}..{} is past the end of {} ({size} bytes)",
+            off as u128 + len as u128,
             path.display()
         )
-    })
+    })?;
+    // Only the range named is read, never the whole file.
+    use std::io::{Read, Seek, SeekFrom};
+    let mut bytes = vec![0u8; (end - off) as usize];
+    f.seek(SeekFrom::Start(off))
+        .and_then(|_| f.read_exact(&mut bytes))
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(bytes)
 }
 
 /// A one-element literal holding `v` in `dtype` (booleans: `v != 0`).

@@ -73,6 +73,15 @@ pub(super) fn int_attr(name: &str, v: i64) -> AttributeProto {
     }
 }
 
+pub(super) fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(7),
+        ints: v.to_vec(),
+        ..Default::default()
+    }
+}
+
 pub(super) fn i64_init(name: &str, dims: &[i64], v: &[i64]) -> TensorProto {
     TensorProto {
         name: Some(name.into()),

@@ -5,17 +5,8 @@
 //! modes with its running statistics.
 
 use super::proto::{AttributeProto, NodeProto};
-use super::tests::{ms_node, node, run, vi};
+use super::tests::{ints_attr, ms_node, node, run, vi};
 use ebb_runtime::Tensor;
-
-fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(7),
-        ints: v.to_vec(),
-        ..Default::default()
-    }
-}
 
 /// Deterministic values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {

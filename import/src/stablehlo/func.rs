@@ -5,6 +5,7 @@ use super::error::ImportError;
 use super::mlir_text::{parse_string, parse_tensor_type};
 use super::sym::{Elems, SymVal};
 use super::{short_loc_in, ImportStats};
+use ebb_ir::graph::MAX_IMPORT_REGION_DEPTH;
 use ebb_ir::op::Literal;
 use ebb_ir::{
     DType, DimExpr, Graph, Node, Op, OpKind, ShapeAssertion, SymbolScope, TensorType, ValueRef,
@@ -79,6 +80,9 @@ pub(crate) struct Importer<'c, 'a> {
     pub scope: SymbolScope,
     pub assertions: Vec<ShapeAssertion>,
     depth: usize,
+    /// Regions entered around the op being imported (at most
+    /// [`ebb_ir::graph::MAX_IMPORT_REGION_DEPTH`]).
+    region_depth: usize,
     /// Counter for fresh data symbols (see `ops::DATA_PREFIX`).
     pub data_syms: usize,
 }
@@ -125,6 +129,7 @@ pub(crate) fn import_module(module: &Module, file: &str) -> R<(Graph, ImportStat
         scope: SymbolScope::new(),
         assertions: Vec::new(),
         depth: 0,
+        region_depth: 0,
         data_syms: 0,
     };
     let mut g = Graph::new("main");
@@ -455,6 +460,31 @@ impl<'c, 'a> Importer<'c, 'a> {
                 ),
             ));
         }
+        if self.region_depth >= MAX_IMPORT_REGION_DEPTH {
+            return Err(self.op_error(
+                op,
+                format!(
+                    "regions nested more than {MAX_IMPORT_REGION_DEPTH} deep (Ebb imports at most \
+                     {MAX_IMPORT_REGION_DEPTH} levels of nested regions)"
+                ),
+            ));
+        }
+        self.region_depth += 1;
+        let g = self.region_body(op, block, args, captures, parent, name);
+        self.region_depth -= 1;
+        g
+    }
+
+    /// The body of [`Importer::import_region_capturing`], one region level deeper.
+    fn region_body(
+        &mut self,
+        op: &OperationRef<'c, 'a>,
+        block: BlockRef<'c, 'a>,
+        args: &[(TensorType, Option<SymVal>)],
+        captures: &[(Value<'c, 'a>, TensorType, Option<SymVal>)],
+        parent: &Frame,
+        name: &str,
+    ) -> R<Graph> {
         let mut g = Graph::new(name);
         let mut frame = Frame::new(Some(parent));
         for (i, (ty, s)) in args.iter().enumerate() {

@@ -48,9 +48,81 @@ pub fn import_file(path: &Path) -> Result<(Graph, ImportStats), ImportError> {
 /// Errors: as [`import_file`]; a NUL byte in `text` is an error with its location (MLIR
 /// cannot take one).
 pub fn import_str(text: &str, file: &str) -> Result<(Graph, ImportStats), ImportError> {
-    let context = Context::new();
-    let module = parse(&context, text, file)?;
-    func::import_module(&module, file)
+    on_parser_stack(file, || {
+        let context = Context::new();
+        let module = parse(&context, text, file)?;
+        func::import_module(&module, file)
+    })
+}
+
+/// Stack of the thread that parses and imports a module: MLIR's parser and the importer
+/// recurse once per nesting level, and [`MAX_NESTING`] levels must fit whatever thread the
+/// caller runs on (a Python or C host thread may have a small stack).
+const PARSER_STACK_BYTES: usize = 256 << 20;
+
+/// Deepest nesting of brackets (`(`, `[`, `{`, and `<` after a name, as in `tensor<`) that
+/// reaches MLIR's parser: enough for [`ebb_ir::graph::MAX_IMPORT_REGION_DEPTH`] levels of
+/// regions (about three brackets each) with nested types and attributes inside; deeper text is
+/// refused with its location before MLIR sees it.
+pub const MAX_NESTING: usize = 1024;
+
+/// Runs `f` (parsing and importing) on a thread with a [`PARSER_STACK_BYTES`] stack.
+fn on_parser_stack<T: Send>(
+    file: &str,
+    f: impl FnOnce() -> Result<T, ImportError> + Send,
+) -> Result<T, ImportError> {
+    std::thread::scope(|s| {
+        let h = std::thread::Builder::new()
+            .name("ebb-mlir-parse".into())
+            .stack_size(PARSER_STACK_BYTES)
+            .spawn_scoped(s, f)
+            .map_err(|e| ImportError::Structure {
+                file: file.into(),
+                msg: format!("cannot start the parser's thread: {e}"),
+            })?;
+        match h.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// Refuses text whose brackets nest deeper than [`MAX_NESTING`], naming the line and column
+/// where that depth is passed. String literals are skipped; unbalanced brackets are left to
+/// MLIR's parser.
+fn check_nesting(text: &str, file: &str) -> Result<(), ImportError> {
+    let b = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b'<' if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            b'>' if b.get(i.wrapping_sub(1)) != Some(&b'-') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth > MAX_NESTING {
+            let (line, col) = crate::text::line_col(&b[..i]);
+            return Err(ImportError::Parse {
+                file: file.to_string(),
+                line: line as u32,
+                col: col as u32,
+                msg: format!(
+                    "brackets nested more than {MAX_NESTING} deep (Ebb parses at most \
+                     {MAX_NESTING} levels of nested regions, types and attributes)"
+                ),
+            });
+        }
+        i += 1;
+    }
+    Ok(())
 }
 
 /// Every op of the module in `text` that the importer does not take, in first-seen order
@@ -79,20 +151,23 @@ pub fn unsupported_ops(text: &str, file: &str) -> Result<Vec<UnsupportedUse>, Im
             }
         }
     }
-    let context = Context::new();
-    let module = parse(&context, text, file)?;
-    let mut out = Vec::new();
-    let mut op = module.body().first_operation();
-    while let Some(o) = op {
-        walk(o, file, &mut out);
-        op = o.next_in_block();
-    }
-    Ok(out)
+    on_parser_stack(file, || {
+        let context = Context::new();
+        let module = parse(&context, text, file)?;
+        let mut out = Vec::new();
+        let mut op = module.body().first_operation();
+        while let Some(o) = op {
+            walk(o, file, &mut out);
+            op = o.next_in_block();
+        }
+        Ok(out)
+    })
 }
 
 /// Parses `text` into a module of `context` (unregistered dialects allowed).
 fn parse<'c>(context: &'c Context, text: &str, file: &str) -> Result<Module<'c>, ImportError> {
     crate::text::check_no_nul(text, file)?;
+    check_nesting(text, file)?;
     context.set_allow_unregistered_dialects(true);
     let diags: Rc<RefCell<Vec<(String, String)>>> = Rc::default();
     let sink = diags.clone();

@@ -9,8 +9,9 @@
 //! `reduce`, `reduce_window`, `select_and_scatter`, `dot_general`, `convolution`,
 //! `gather`/`dynamic_gather`, `scatter`, `sort`, `while`, `case`/`if` ([`control`]),
 //! `bitcast_convert` (equal widths), `reduce_precision`, `optimization_barrier`,
-//! `get_dimension_size`, `custom_call` (`shape_assertion` becomes a shape assertion; other
-//! targets an opaque `custom_call` node with static result types), `func.call` (inlined), and
+//! `get_dimension_size`, `custom_call` (`shape_assertion` becomes a shape assertion,
+//! `stablehlo.dynamic_reduce_window` a `reduce_window`; any other target is refused, as no
+//! executor has a kernel for it), `func.call` (inlined), and
 //! Shardy's `sdy.sharding_constraint` (an identity; the module-level `sdy.mesh` is skipped).
 //!
 //! [`Importer::tensor_op`] dispatches by op family: data movement ([`layout`]: broadcasts,
@@ -31,7 +32,7 @@ mod random;
 use super::func::{op_name, Entry, Frame, Importer, R};
 use super::mlir_text::{self as mt, MlirTensorType};
 use super::sym::{self, Elems, Pred, SymVal, MAX_SYM_ELEMS};
-use ebb_ir::op::{CompareSpec, CompareType, CustomCallSpec};
+use ebb_ir::op::{CompareSpec, CompareType};
 use ebb_ir::shape::infer;
 use ebb_ir::{
     DType, DimExpr, Graph, Node, Op, OpKind, Relation, ShapeAssertion, TensorType, ValueRef,
@@ -335,40 +336,17 @@ impl<'c, 'a> Importer<'c, 'a> {
         if target == dynamic_window::DYNAMIC_REDUCE_WINDOW {
             return self.dynamic_reduce_window(g, frame, op);
         }
-        let spec = CustomCallSpec {
-            target,
-            backend_config: self
-                .attr_text(&op, "backend_config")
-                .map(|b| mt::parse_string(&b).unwrap_or(b)),
-            has_side_effect: false,
-        };
-        let mut types = Vec::new();
-        for i in 0..op.result_count() {
-            let t = self.result_type(&op, i)?;
-            let dims: Option<Vec<i64>> = t.dims.iter().copied().collect();
-            let dims = dims.ok_or_else(|| {
-                self.op_error(
-                    &op,
-                    format!(
-                        "custom_call @{} with a dynamic result shape is not supported",
-                        spec.target
-                    ),
-                )
-            })?;
-            types.push(TensorType::fixed(t.dtype, &dims));
-        }
-        let operands = (0..op.operand_count())
-            .map(|i| self.operand_tensor(g, frame, &op, i))
-            .collect::<R<Vec<_>>>()?;
-        self.add_node(
-            g,
-            frame,
+        // Any other target is a kernel Ebb does not have: refused here rather than compiled
+        // into a plan whose run then fails.
+        Err(self.op_error(
             &op,
-            Op::CustomCall(spec),
-            &operands,
-            Vec::new(),
-            Some(types),
-        )
+            format!(
+                "custom_call @{target} is not supported: Ebb has no kernel for this target (it \
+                 imports custom_call @shape_assertion and @{}; `ebb import --allow-unsupported` \
+                 lists every such op)",
+                dynamic_window::DYNAMIC_REDUCE_WINDOW
+            ),
+        ))
     }
 
     /// Records an assertion that bounds one symbol linearly (`-S + 512 >= 0` from JAX's
@@ -408,6 +386,80 @@ impl<'c, 'a> Importer<'c, 'a> {
         }
     }
 
+    /// Checks the attributes of a layout op followed symbolically ([`Importer::try_symbolic`])
+    /// as the op's node would be checked by the verifier: no node is made for it, so an
+    /// attribute out of range would otherwise pass unseen.
+    fn check_symbolic_attrs(&self, op: &OperationRef<'c, 'a>, name: &str) -> R<()> {
+        if !matches!(name, "concatenate" | "slice" | "broadcast_in_dim") {
+            return Ok(());
+        }
+        let operand = op
+            .operand(0)
+            .map_err(|e| self.op_error(op, e.to_string()))?;
+        let x = mt::parse_tensor_type(&operand.r#type().to_string())
+            .map_err(|m| self.op_error(op, m))?;
+        let rank = x.dims.len();
+        match name {
+            "concatenate" => {
+                let d = self.int_attr(op, "dimension")?;
+                if d < 0 || d as usize >= rank {
+                    return Err(self.op_error(
+                        op,
+                        format!("`dimension` {d} is out of range for operands of rank {rank} (0..{rank})"),
+                    ));
+                }
+            }
+            "broadcast_in_dim" => {
+                let dims = self.required_ints_attr(op, "broadcast_dimensions")?;
+                let out = self.result_type(op, 0)?.dims.len();
+                if dims.len() != rank {
+                    return Err(self.op_error(
+                        op,
+                        format!(
+                            "`broadcast_dimensions` has {} entries, the operand's rank is {rank}",
+                            dims.len()
+                        ),
+                    ));
+                }
+                if let Some(d) = dims.iter().find(|&&d| d < 0 || d as usize >= out) {
+                    return Err(self.op_error(
+                        op,
+                        format!("`broadcast_dimensions` entry {d} is out of range for the result's rank {out} (0..{out})"),
+                    ));
+                }
+            }
+            _ => {
+                let st = self.required_ints_attr(op, "start_indices")?;
+                let li = self.required_ints_attr(op, "limit_indices")?;
+                let sr = self.required_ints_attr(op, "strides")?;
+                if st.len() != rank || li.len() != rank || sr.len() != rank {
+                    return Err(self.op_error(
+                        op,
+                        format!("`start_indices`, `limit_indices` and `strides` must each have {rank} entries (the operand's rank)"),
+                    ));
+                }
+                for i in 0..rank {
+                    let dim = x.dims[i];
+                    let bad =
+                        st[i] < 0 || st[i] > li[i] || dim.is_some_and(|n| li[i] > n) || sr[i] < 1;
+                    if bad {
+                        return Err(self.op_error(
+                            op,
+                            format!(
+                                "dimension {i}: start {}, limit {}, stride {} do not slice a dimension of size {} (0 <= start <= limit <= size, stride >= 1)",
+                                st[i],
+                                li[i],
+                                sr[i],
+                                dim.map_or("?".to_string(), |n| n.to_string())
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Follows integer shape arithmetic symbolically when all operands are symbolic and the
     /// result is a small integer/boolean tensor; `None` otherwise (the op is then data).
     fn try_symbolic(
@@ -435,6 +487,7 @@ impl<'c, 'a> Importer<'c, 'a> {
                 None => return Ok(None),
             }
         }
+        self.check_symbolic_attrs(op, name)?;
         let ints = |i: usize| ins.get(i).and_then(|s| s.ints()).map(|v| v.to_vec());
         let elems = match name {
             "reshape" | "convert" if rt.dtype != DType::I1 => ints(0).map(Elems::Int),
@@ -1042,10 +1095,9 @@ pub fn is_supported_op(full: &str) -> bool {
 }
 
 /// For triage: the name under which `op` is listed as unsupported (`None` when the importer
-/// takes it). By op name ([`is_supported_op`]); a `custom_call` also by its target: one
-/// whose result shape is dynamic is taken only for the targets imported as ops
-/// (`shape_assertion`, `stablehlo.dynamic_reduce_window`), and is listed as
-/// `stablehlo.custom_call @TARGET`.
+/// takes it). By op name ([`is_supported_op`]); a `custom_call` also by its target: only the
+/// targets imported as ops (`shape_assertion`, `stablehlo.dynamic_reduce_window`) are taken,
+/// any other is listed as `stablehlo.custom_call @TARGET`.
 pub fn unsupported_name(op: &OperationRef) -> Option<String> {
     let name = super::func::op_name(op);
     if !is_supported_op(&name) {
@@ -1062,13 +1114,7 @@ pub fn unsupported_name(op: &OperationRef) -> Option<String> {
     if target == "shape_assertion" || target == dynamic_window::DYNAMIC_REDUCE_WINDOW {
         return None;
     }
-    let dynamic = (0..op.result_count()).any(|i| {
-        op.result(i).ok().is_none_or(|r| {
-            mt::parse_tensor_type(&r.r#type().to_string())
-                .map_or(true, |t| t.dims.iter().any(Option::is_none))
-        })
-    });
-    dynamic.then(|| format!("{name} @{target}"))
+    Some(format!("{name} @{target}"))
 }
 
 /// Every op the importer takes, by full name (`stablehlo.add`, `func.call`), sorted: the

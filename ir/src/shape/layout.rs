@@ -60,6 +60,18 @@ pub(super) fn transpose(op: OpKind, perm: &[i64], operands: &[&TensorType]) -> I
     if perm.len() != x.rank() {
         return Err(invalid(op, "permutation length differs from rank"));
     }
+    let mut seen = vec![false; perm.len()];
+    for &p in perm {
+        if axis(op, p, x.rank()).is_ok_and(|p| std::mem::replace(&mut seen[p], true)) {
+            return Err(invalid(
+                op,
+                format!(
+                    "permutation {perm:?} names dimension {p} twice (each of 0..{} once)",
+                    x.rank()
+                ),
+            ));
+        }
+    }
     let s = perm
         .iter()
         .map(|&p| axis(op, p, x.rank()).map(|p| x.shape[p].clone()))
@@ -72,9 +84,21 @@ pub(super) fn concatenate(op: OpKind, dimension: i64, operands: &[&TensorType]) 
     let x = nth(op, operands, 0)?;
     let d = axis(op, dimension, x.rank())?;
     let mut s = x.shape.clone();
-    for o in &operands[1..] {
-        if o.rank() != x.rank() {
-            return Err(invalid(op, "operand ranks differ"));
+    for (k, o) in operands.iter().enumerate().skip(1) {
+        if o.rank() != x.rank() || o.dtype != x.dtype {
+            return Err(invalid(
+                op,
+                format!("operand {k} ({o}) differs in rank or element type from operand 0 ({x})"),
+            ));
+        }
+        if let Some(j) = (0..x.rank()).find(|&j| j != d && o.shape[j] != x.shape[j]) {
+            return Err(invalid(
+                op,
+                format!(
+                    "operand {k} ({o}) differs from operand 0 ({x}) in dimension {j}, which is \
+                     not the concatenated dimension {d}"
+                ),
+            ));
         }
         s[d] = s[d].checked_add(&o.shape[d]).map_err(dimerr(op))?;
     }
@@ -93,9 +117,34 @@ pub(super) fn slice(op: OpKind, sl: &SliceSpec, operands: &[&TensorType]) -> Inf
         let k = sr[i]
             .as_const()
             .ok_or_else(|| invalid(op, "symbolic stride"))?;
+        if k < 1 {
+            return Err(invalid(
+                op,
+                format!("dimension {i}: stride {k} (a stride is at least 1)"),
+            ));
+        }
         let k1 = k
             .checked_sub(1)
             .ok_or_else(|| invalid(op, "stride out of range"))?;
+        // 0 <= start <= limit <= size, where the difference is a known constant (symbolic
+        // bounds are checked at run time, with the bindings).
+        let below = |a: &DimExpr, b: &DimExpr| {
+            b.checked_sub(a)
+                .ok()
+                .and_then(|d| d.as_const())
+                .is_some_and(|d| d < 0)
+        };
+        let zero = DimExpr::constant(0);
+        if below(&zero, &st[i]) || below(&st[i], &li[i]) || below(&li[i], &x.shape[i]) {
+            return Err(invalid(
+                op,
+                format!(
+                    "dimension {i}: start {}, limit {} do not slice a dimension of size {} \
+                     (0 <= start <= limit <= size)",
+                    st[i], li[i], x.shape[i]
+                ),
+            ));
+        }
         let n = li[i]
             .checked_sub(&st[i])
             .and_then(|e| e.checked_add(&DimExpr::constant(k1)))

@@ -126,7 +126,10 @@ pub fn infer(op: &Op, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
         Op::Slice(s) => layout::slice(kind, s, operands),
         Op::DynamicSlice(sizes) => layout::dynamic_slice(kind, sizes, operands),
         Op::Pad(p) => layout::pad(kind, p, operands),
-        Op::Iota(i) => one(TensorType::new(i.dtype, i.shape.clone())),
+        Op::Iota(i) => {
+            axis(kind, i.dimension, i.shape.len())?;
+            one(TensorType::new(i.dtype, i.shape.clone()))
+        }
         Op::RngBitGenerator(r) => {
             let state = nth(kind, operands, 0)?;
             if state.dtype != DType::U64 || state.shape != [crate::dim::DimExpr::constant(2)] {
@@ -146,8 +149,16 @@ pub fn infer(op: &Op, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
                 TensorType::new(r.dtype, r.shape.clone()),
             ]))
         }
-        Op::Reduce(dims) => window::reduce(kind, dims, operands),
-        Op::ReduceWindow(w) => window::reduce_window(kind, w, operands),
+        Op::Reduce(dims) => {
+            let r = window::reduce(kind, dims, operands)?;
+            window::check_body(kind, operands, regions)?;
+            Ok(r)
+        }
+        Op::ReduceWindow(w) => {
+            let r = window::reduce_window(kind, w, operands)?;
+            window::check_body(kind, operands, regions)?;
+            Ok(r)
+        }
         Op::DotGeneral(d) => contract::dot_general(kind, d, operands),
         Op::Convolution(c) => contract::convolution(kind, c, operands),
         Op::Gather(g) => index::gather(kind, g, operands),

@@ -3,6 +3,7 @@
 
 use super::{axis, dimerr, invalid, Inferred, ShapeError};
 use crate::dim::DimExpr;
+use crate::graph::Graph;
 use crate::op::{OpKind, Window};
 use crate::types::{Shape, TensorType};
 
@@ -29,6 +30,46 @@ pub(super) fn reduce(op: OpKind, dims: &[i64], operands: &[&TensorType]) -> Infe
             .map(|i| TensorType::new(operands[n + i].dtype, s.clone()))
             .collect(),
     ))
+}
+
+/// The body of a `reduce` or `reduce_window` over `n` inputs (spec `reduce` C6, `reduce_window`
+/// C13): it takes `2n` scalars and returns `n` scalars, each of its init value's element type.
+/// A missing region (a graph built without one) is left to the region-count check.
+pub(super) fn check_body(
+    op: OpKind,
+    operands: &[&TensorType],
+    regions: &[Graph],
+) -> Result<(), ShapeError> {
+    let Some(body) = regions.first() else {
+        return Ok(());
+    };
+    let n = operands.len() / 2;
+    let (ins, outs) = (body.inputs().len(), body.outputs().len());
+    if ins != 2 * n || outs != n {
+        return Err(invalid(
+            op,
+            format!(
+                "its body takes {ins} values and returns {outs}; over {n} input(s) it must take \
+                 {} scalars and return {n}",
+                2 * n
+            ),
+        ));
+    }
+    for (i, v) in body.outputs().iter().enumerate() {
+        let t = body.value_type(*v);
+        let init = operands[n + i];
+        if t.rank() != 0 || t.dtype != init.dtype {
+            return Err(invalid(
+                op,
+                format!(
+                    "its body returns {t} as value {i}; it must return a scalar of the init \
+                     value's type {}",
+                    init.dtype
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `reduce_window` (spec C1–C16).

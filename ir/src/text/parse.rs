@@ -12,14 +12,12 @@ use super::lexer::Cursor;
 use super::ParseError;
 use crate::dim::{DimError, DimExpr, Symbol, SymbolScope};
 use crate::dtype::DType;
+use crate::graph::MAX_REGION_DEPTH;
 use crate::graph::{Graph, NodeId, Relation, ShapeAssertion, ValueRef};
 use crate::op::{Attrs, Op, OpKind};
 use crate::types::TensorType;
 use crate::Node;
 use std::collections::HashMap;
-
-/// Deepest region nesting accepted.
-const MAX_REGION_DEPTH: usize = 64;
 
 /// Parses a graph printed by [`print()`](super::print()) (or written by hand in the same format).
 ///
@@ -214,7 +212,10 @@ impl<'a> Parser<'a> {
         if self.c.eat("{") {
             while self.c.eat_keyword("region") {
                 if depth + 1 > MAX_REGION_DEPTH {
-                    return Err(self.c.error("regions nested too deeply"));
+                    return Err(self.c.error(format!(
+                        "regions nested more than {MAX_REGION_DEPTH} deep (at most \
+                         {MAX_REGION_DEPTH} levels are accepted)"
+                    )));
                 }
                 let rname = self.opt_name()?;
                 self.c.expect("{", "to open the region body")?;

@@ -15,10 +15,14 @@
 //!    per-point FLOPs, bytes accessed and compute units equal the cost model's
 //!    (`crate::remat::cost`), its in-place writes equal [`ebb_ir::op::in_place_writes`], and
 //!    its peak terms equal the pruned symbolic peak of its schedule (`crate::memory`);
+//!    Every variant carries its per-point FLOPs, bytes and compute units (a variant without
+//!    them would be priced as free);
 //! 4. every candidate is well formed: a window `def <= evict_after < regenerate_before <=
-//!    last_use` of an intermediate in which the schedule never reads it (and `evict_after < prefetch_at <= regenerate_before` for
-//!    a swap), bytes equal to the value's size, a recompute of pure ops ending with the value's
-//!    producer whose FLOPs are the cost model's;
+//!    last_use` of an intermediate in which the schedule never reads it (and `evict_after <
+//!    prefetch_at <= regenerate_before` for a swap), bytes equal to the value's size; a
+//!    recompute's ops, reads, FLOPs, transient and peak bytes equal their re-derivation by the
+//!    candidate search's own rules ([`crate::remat::candidates::rederive_recompute`]); and the
+//!    candidates are sorted by (value, window) with no window listed twice;
 //! 5. the independent checker ([`super::check()`]) accepts every variant without decisions at
 //!    up to three representative bindings of the scope
 //!    ([`ebb_ir::SymbolScope::representative_bindings`]): the schedule is a topological
@@ -263,26 +267,41 @@ fn verify_variant(g: &Graph, e: &Expected, i: usize, v: &Plan) -> Result<(), Pla
     let per_point = |f: fn(&Graph, NodeId) -> DimExpr| -> Vec<DimExpr> {
         schedule.iter().map(|&id| f(g, id)).collect()
     };
-    if let Some(f) = &v.point_flops {
-        same_list(
+    let missing = |field: &str| {
+        mismatch(
             i,
-            "point_flops",
-            f,
-            &per_point(cost::flops),
-            DimExpr::to_string,
-        )?;
-    }
-    if let Some(b) = &v.point_bytes {
-        let want = per_point(cost::bytes_accessed);
-        same_list(i, "point_bytes", b, &want, DimExpr::to_string)?;
-    }
-    if let Some(k) = &v.point_kinds {
-        let want: Vec<_> = schedule
-            .iter()
-            .map(|&id| cost::compute_kind(g, id))
-            .collect();
-        same_list(i, "point_kinds", k, &want, |x| format!("{x:?}"))?;
-    }
+            field,
+            "missing; `ebb compile` writes it for every variant (the time model prices the \
+             variant with it)"
+                .into(),
+        )
+    };
+    let f = v
+        .point_flops
+        .as_ref()
+        .ok_or_else(|| missing("point_flops"))?;
+    same_list(
+        i,
+        "point_flops",
+        f,
+        &per_point(cost::flops),
+        DimExpr::to_string,
+    )?;
+    let b = v
+        .point_bytes
+        .as_ref()
+        .ok_or_else(|| missing("point_bytes"))?;
+    let want = per_point(cost::bytes_accessed);
+    same_list(i, "point_bytes", b, &want, DimExpr::to_string)?;
+    let k = v
+        .point_kinds
+        .as_ref()
+        .ok_or_else(|| missing("point_kinds"))?;
+    let want: Vec<_> = schedule
+        .iter()
+        .map(|&id| cost::compute_kind(g, id))
+        .collect();
+    same_list(i, "point_kinds", k, &want, |x| format!("{x:?}"))?;
     let in_place = super::in_place_writes(g, &schedule, |r: ValueRef| {
         e.pos_of
             .get(&r.node)
@@ -297,9 +316,32 @@ fn verify_variant(g: &Graph, e: &Expected, i: usize, v: &Plan) -> Result<(), Pla
         format!("value {o} into value {r}")
     })?;
     let reads = reads_by_value(g, e, &schedule);
+    // The index derives live ranges from the schedule; a schedule that is not a topological
+    // permutation is the checker's finding (rule 5), so recomputes are re-derived only for a
+    // valid one.
+    let idx = crate::remat::ScheduleIndex::new(g, &schedule).ok();
     for (k, c) in v.candidates.iter().enumerate() {
         verify_candidate(g, v, c, &reads[c.value.index()])
+            .and_then(|()| match &idx {
+                Some(idx) => verify_recompute(g, idx, c),
+                None => Ok(()),
+            })
             .map_err(|p| mismatch(i, format!("candidates[{k}]"), p))?;
+        if let Some(prev) = k.checked_sub(1).map(|j| &v.candidates[j]) {
+            let key =
+                |c: &ebb_plan::format::Candidate| (c.value, c.evict_after, c.regenerate_before);
+            if key(prev) >= key(c) {
+                return Err(mismatch(
+                    i,
+                    format!("candidates[{k}]"),
+                    format!(
+                        "value {} evicted after {} until {} is listed out of order or twice \
+                         (candidates are sorted by value and window, each window once)",
+                        c.value, c.evict_after, c.regenerate_before
+                    ),
+                ));
+            }
+        }
     }
     let terms: Vec<DimExpr> = crate::memory::liveness(g, &schedule)
         .symbolic_peak(&g.scope)
@@ -421,6 +463,66 @@ fn verify_candidate(
                 c.recompute_flops
             ));
         }
+    }
+    Ok(())
+}
+
+/// Rule 4's re-derivation of a candidate's recompute (ops, reads, FLOPs, transient and peak
+/// bytes) by the candidate search's rules; the problem in words.
+fn verify_recompute(
+    g: &Graph,
+    idx: &crate::remat::ScheduleIndex,
+    c: &ebb_plan::format::Candidate,
+) -> Result<(), String> {
+    if !c.allows(DecisionKind::Recompute) {
+        return if c.recompute.is_empty() && c.recompute_reads.is_empty() {
+            Ok(())
+        } else {
+            Err("a candidate without the recompute kind lists a recompute".into())
+        };
+    }
+    let want = crate::remat::candidates::rederive_recompute(g, idx, c.value, c.regenerate_before)
+        .map_err(|e| format!("recompute: {e}"))?
+        .ok_or("recompute is listed, but the value cannot be recomputed at this point")?;
+    let show = |ops: &[ebb_plan::format::OpPos]| {
+        ops.iter()
+            .map(|p| format!("#{p}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    if c.recompute != want.ops {
+        return Err(format!(
+            "recompute reruns ops [{}]; the search derives [{}]",
+            show(&c.recompute),
+            show(&want.ops)
+        ));
+    }
+    if c.recompute_reads != want.reads {
+        return Err(format!(
+            "recompute reads values {:?}; the search derives {:?}",
+            c.recompute_reads
+                .iter()
+                .map(|v| v.index())
+                .collect::<Vec<_>>(),
+            want.reads.iter().map(|v| v.index()).collect::<Vec<_>>()
+        ));
+    }
+    if c.transient_bytes != want.transient_bytes {
+        return Err(format!(
+            "transient bytes {}, the search derives {}",
+            c.transient_bytes, want.transient_bytes
+        ));
+    }
+    if c.regen_peak_bytes.is_some() && c.regen_peak_bytes != want.peak_bytes {
+        return Err(format!(
+            "regeneration peak {}, the search derives {}",
+            c.regen_peak_bytes
+                .as_ref()
+                .map_or("none".into(), |e| e.to_string()),
+            want.peak_bytes
+                .as_ref()
+                .map_or("none".into(), |e| e.to_string())
+        ));
     }
     Ok(())
 }

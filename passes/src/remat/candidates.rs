@@ -164,6 +164,47 @@ pub fn find(g: &Graph, idx: &ScheduleIndex, opts: &CandidateOptions) -> Result<F
     Ok(found)
 }
 
+/// The recompute fields of a candidate for value `v` regenerated before `r`, as [`find`]
+/// derives them (rules 2–4) whatever the cap on the subgraph's size: the plan verifier's
+/// re-derivation of a loaded candidate. `None` when `v` cannot be recomputed at `r`.
+///
+/// # Errors
+/// [`RematError::Dim`] when a size or cost overflows.
+pub fn rederive_recompute(
+    g: &Graph,
+    idx: &ScheduleIndex,
+    v: ValueId,
+    r: Point,
+) -> Result<Option<Recompute>, RematError> {
+    let opts = CandidateOptions {
+        max_recompute_ops: usize::MAX,
+        ..CandidateOptions::default()
+    };
+    Ok(regenerate(g, idx, v, r, &opts)?.ok().map(|sub| Recompute {
+        ops: sub.ops,
+        reads: sub.reads,
+        flops: sub.flops,
+        transient_bytes: sub.transient,
+        peak_bytes: sub.peak,
+    }))
+}
+
+/// A candidate's recompute as [`rederive_recompute`] derives it (the fields of
+/// [`Candidate`] of the same names).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recompute {
+    /// `Candidate::recompute`.
+    pub ops: Vec<OpPos>,
+    /// `Candidate::recompute_reads`.
+    pub reads: Vec<ValueId>,
+    /// `Candidate::recompute_flops`.
+    pub flops: DimExpr,
+    /// `Candidate::transient_bytes`.
+    pub transient_bytes: DimExpr,
+    /// `Candidate::regen_peak_bytes`.
+    pub peak_bytes: Option<DimExpr>,
+}
+
 /// True when `bytes` is proven below `min_bytes`.
 fn too_small(g: &Graph, bytes: &DimExpr, min_bytes: i64) -> bool {
     if let Some(c) = bytes.as_const() {

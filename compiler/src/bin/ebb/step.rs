@@ -55,9 +55,10 @@ pub(crate) struct RunFlags {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
-    /// Host memory the run may use (`16GiB`, bytes, ...); by default `MemAvailable` of
-    /// /proc/meminfo. The run is refused before executing when the finalized arena and the
-    /// host pool for swapped values need more.
+    /// Host memory the run may use (`16GiB`, bytes, ...); by default what the process may
+    /// still allocate: the smallest of `MemAvailable` of /proc/meminfo and the headroom under
+    /// `ulimit -v`, `ulimit -d` and the cgroup's `memory.max`. The run is refused before
+    /// executing when the finalized arena and the host pool for swapped values need more.
     #[arg(long, value_name = "SIZE")]
     max_host_memory: Option<String>,
     /// Kernels for fusion groups: `jit` (generated with LLVM, compiled once per group
@@ -68,7 +69,8 @@ pub(crate) struct RunFlags {
     executor: ExecutorFlag,
     /// Run the step N more times after the first (which compiles the kernels and finalizes
     /// the plan) and report the median wall time of those N.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0, allow_hyphen_values = true,
+          value_parser = ebb_compiler::flags::count)]
     repeat: usize,
     /// Where results live: `arena` (one block of the plan's arena size, every result at the
     /// offset the layout gave it; the measured high-water mark is reported) or `heap` (a

@@ -1,0 +1,70 @@
+//! Tensors crossing a language boundary as raw bytes, as the Python extension passes them
+//! (numpy's `tobytes()`, its dtype name, its shape): the bytes are little-endian and in C
+//! order, and the dtype is named exactly as numpy names it (`float32`, `int64`, `bool`,
+//! `bfloat16` from ml_dtypes). A caller with other byte orders converts before (the Python
+//! layer converts `>f4` arrays value by value).
+
+use crate::tensor::Tensor;
+use ebb_ir::{DType, Literal};
+
+/// The numpy name of an element type (`bfloat16` is ml_dtypes').
+pub fn numpy_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float32",
+        DType::BF16 => "bfloat16",
+        DType::F16 => "float16",
+        DType::F64 => "float64",
+        DType::I1 => "bool",
+        DType::I8 => "int8",
+        DType::I16 => "int16",
+        DType::I32 => "int32",
+        DType::I64 => "int64",
+        DType::U8 => "uint8",
+        DType::U32 => "uint32",
+        DType::U64 => "uint64",
+    }
+}
+
+/// The tensor of `shape` held by `data` (little-endian, C order) with numpy dtype `dtype`.
+///
+/// # Errors
+/// A dtype Ebb has no counterpart for (the message lists the accepted names), or a byte count
+/// that is not the shape's element count times the element size.
+pub fn from_raw(data: Vec<u8>, dtype: &str, shape: Vec<usize>) -> Result<Tensor, String> {
+    let d = DType::ALL
+        .into_iter()
+        .find(|d| numpy_name(*d) == dtype)
+        .ok_or_else(|| {
+            let names: Vec<&str> = DType::ALL.into_iter().map(numpy_name).collect();
+            format!(
+                "dtype `{dtype}` is not supported (Ebb takes {})",
+                names.join(", ")
+            )
+        })?;
+    let lit = Literal {
+        dtype: d,
+        splat: false,
+        data,
+    };
+    Tensor::from_literal(&lit, shape).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_and_byte_counts_from_outside_are_checked() {
+        let t = from_raw(vec![0; 8], "float32", vec![2]).unwrap();
+        assert_eq!(t.shape(), &[2]);
+        // An element count past `usize` (found by the `py_step` fuzz target: it panicked).
+        let e = from_raw(vec![0; 8], "float32", vec![usize::MAX / 2, 3]).unwrap_err();
+        assert!(e.contains("float32") || e.contains("f32"), "{e}");
+        assert!(from_raw(vec![0; 7], "float32", vec![2]).is_err());
+        let e = from_raw(vec![0; 8], "complex64", vec![1]).unwrap_err();
+        assert!(
+            e.contains("`complex64` is not supported") && e.contains("bfloat16"),
+            "{e}"
+        );
+    }
+}
