@@ -230,7 +230,18 @@ fn compile_runs_every_stage_as_a_pass() {
         .iter()
         .map(|g| g["group"].as_str().unwrap())
         .collect();
-    assert_eq!(groups, ["canonicalize", "donate", "schedule", "plan"]);
+    // The default pipeline: fusion on (with its default rewrite, transpose folding).
+    assert_eq!(
+        groups,
+        [
+            "canonicalize",
+            "donate",
+            "rewrite",
+            "fuse",
+            "schedule",
+            "plan"
+        ]
+    );
     let runs = report["passes"]["runs"].as_array().unwrap();
     let last = &runs[runs.len() - 1];
     assert_eq!(last["pass"], "plan");
@@ -260,7 +271,8 @@ fn compile_runs_every_stage_as_a_pass() {
 
 /// Tests `--donate` and `--fusion` on `ebb plan`: a model file compiled with them reports the
 /// donated bytes, the fusion groups and what holds the peak (by class, summing to the peak);
-/// a plan file refuses them (it was compiled already); an unknown input is named.
+/// the defaults are `--fusion on --donate auto` (the same report as the explicit flags);
+/// a plan file refuses other values (it was compiled already); an unknown input is named.
 #[test]
 fn plan_reports_donation_fusion_and_the_peak_breakdown() {
     let fixture = jax_fixture("mlp_sgd");
@@ -274,10 +286,22 @@ fn plan_reports_donation_fusion_and_the_peak_breakdown() {
         assert_ok(out);
         serde_json::from_slice(&out.stdout).unwrap()
     };
-    let kept = json(&plan(&[]));
+    let kept = json(&plan(&["--fusion", "off", "--donate", "keep"]));
     assert_eq!(kept["donated_bytes"], 0);
     assert_eq!(kept["fusion_groups"], 0);
     let r = json(&plan(&["--donate", "auto", "--fusion", "on"]));
+    let default = json(&plan(&[]));
+    for k in [
+        "peak_bytes_scheduled",
+        "peak_bytes_program_order",
+        "donated_bytes",
+        "fusion_groups",
+    ] {
+        assert_eq!(
+            default[k], r[k],
+            "{k}: the default is --fusion on --donate auto"
+        );
+    }
     assert!(r["donated_bytes"].as_i64().unwrap() > 0);
     assert!(r["fusion_groups"].as_i64().unwrap() > 0);
     assert!(r["materialized_values"].as_i64() < kept["materialized_values"].as_i64());
@@ -317,10 +341,19 @@ fn plan_reports_donation_fusion_and_the_peak_breakdown() {
         "--bind",
         "B=8",
         "--donate",
-        "auto",
+        "keep",
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("pass them to `ebb compile`"));
+    let out = ebb(&[
+        "plan",
+        planned.to_str().unwrap(),
+        "--bind",
+        "B=8",
+        "--fusion",
+        "off",
+    ]);
+    assert!(!out.status.success());
     let out = ebb(&[
         "plan",
         planned.to_str().unwrap(),

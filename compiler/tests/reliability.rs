@@ -451,8 +451,19 @@ fn onnx_negative_and_huge_dimensions_are_errors() {
 
 /// Compiles JAX fixture `name` into `dir/<name>.plan.json`; the path and the plan as JSON.
 fn compiled_plan(dir: &Path, name: &str) -> (std::path::PathBuf, serde_json::Value) {
+    compiled_plan_with(dir, name, &[])
+}
+
+/// [`compiled_plan`] with extra `ebb compile` flags.
+fn compiled_plan_with(
+    dir: &Path,
+    name: &str,
+    flags: &[&str],
+) -> (std::path::PathBuf, serde_json::Value) {
     let plan = dir.join(format!("{name}.plan.json"));
-    let o = ebb(&["compile", s(&jax_fixture(name)), "-o", s(&plan)]);
+    let fixture = jax_fixture(name);
+    let args = [&["compile", s(&fixture), "-o", s(&plan)][..], flags].concat();
+    let o = ebb(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let v = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     (plan, v)
@@ -504,7 +515,12 @@ fn run_fails_when_outputs_differ_from_the_npz_beyond_the_tolerance() {
 #[test]
 fn edited_candidate_claims_are_caught_when_decisions_use_them() {
     let dir = scratch("claims");
-    let (plan, mut v) = compiled_plan(&dir, "gpt2_tiny_adamw");
+    // Unfused: its recompute candidates carry transient claims at this budget.
+    let (plan, mut v) = compiled_plan_with(
+        &dir,
+        "gpt2_tiny_adamw",
+        &["--fusion", "off", "--donate", "keep"],
+    );
     // In every schedule variant: the runtime may pick any of them at the shape.
     let zero = |p: &mut serde_json::Value| {
         for c in p["candidates"].as_array_mut().unwrap() {

@@ -122,16 +122,19 @@ class Plan:
 def compile(
     model: str | os.PathLike,
     device: str | None = None,
-    fusion: bool = False,
-    donate: str = "keep",
+    fusion: bool = True,
+    donate: str = "auto",
     unroll: bool = True,
 ) -> Plan:
     """Imports and compiles a training step into a symbolic plan.
 
     ``model``: a path to a ``.mlir`` (StableHLO, MLIR generic form, as ``jax.export`` with
     symbolic shapes gives through :func:`ebb.jax.export`) or ``.onnx`` file, or MLIR text.
-    ``device`` is recorded in the plan; ``fusion`` plans fused groups; ``donate``: ``keep``,
-    ``none``, ``auto`` or a comma-separated list of inputs whose buffers may be reused.
+    ``device`` is recorded in the plan; ``fusion`` plans fused groups (default; ``False``
+    materializes every op result); ``donate``: ``auto`` (default: every input with an output
+    of its type, i.e. parameters and optimizer state, as JAX's ``donate_argnums``), ``keep``
+    (what the model carries), ``none``, or a comma-separated list of inputs whose buffers may
+    be reused.
     ``unroll``: unroll ``while`` loops with a constant trip count (a ``lax.scan`` over layers)
     so that their iterations are planned like straight-line code; ``False`` keeps them as
     loops, planned whole.

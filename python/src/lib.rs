@@ -178,7 +178,7 @@ impl PyPlan {
 impl PyPlan {
     /// Imports a model file (`.mlir` StableHLO generic form, `.onnx`) and compiles it.
     #[staticmethod]
-    #[pyo3(signature = (path, device=None, fusion=false, donate="keep", unroll=true))]
+    #[pyo3(signature = (path, device=None, fusion=true, donate="auto", unroll=true))]
     fn compile_file(
         py: Python<'_>,
         path: PathBuf,

@@ -133,6 +133,16 @@ pub fn import_fixture(name: &str) -> ebb_ir::Graph {
         .0
 }
 
+/// The unfused configuration that keeps every input resident (`--fusion off --donate keep`):
+/// what tests whose figures were measured without fusion and donation compile with.
+#[cfg(feature = "compiler")]
+pub fn unfused_options() -> ebb_pipeline::CompileOptions {
+    ebb_pipeline::CompileOptions::builder()
+        .fusion(false)
+        .donate("keep".parse().expect("a donation policy"))
+        .build()
+}
+
 /// Runs `pass` on the graph `text` (parsed and verified, verified again after the pass);
 /// returns the snapshot text `// before\n<IR>\n// after: N change(s)\n<IR>` and the result.
 #[cfg(feature = "passes")]

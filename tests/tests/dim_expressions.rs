@@ -55,7 +55,7 @@ fn compile(fused: bool) -> Plan {
             .donate(DonatePolicy::Auto)
             .build()
     } else {
-        CompileOptions::default()
+        ebb_testkit::unfused_options()
     };
     let (g, _) = ebb_import::import_file(&jax_fixture(NAME), None).unwrap();
     pipeline::compile(g, &opts).unwrap().plan

@@ -37,7 +37,7 @@ fn compile(path: &Path, donate: Option<DonatePolicy>) -> Plan {
             .fusion(true)
             .donate(donate)
             .build(),
-        None => CompileOptions::default(),
+        None => ebb_testkit::unfused_options(),
     };
     pipeline::compile(import(path), &opts)
         .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))

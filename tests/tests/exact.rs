@@ -14,7 +14,7 @@ use ebb_ir::{Bindings, DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::plan::{build_plan, check, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
-use ebb_pipeline::{compile, CompileOptions, Compiled};
+use ebb_pipeline::{compile, Compiled};
 use ebb_plan::device::DeviceProfile;
 use ebb_plan::exact::{solve, solve_with_start, ExactOptions, ExactResult, ExactStatus};
 use ebb_plan::finalize::{finalize, ConcretePlan, FinalizeError, FinalizeOptions};
@@ -24,9 +24,11 @@ use proptest::prelude::*;
 
 const BOTH: [DecisionKind; 2] = [DecisionKind::Recompute, DecisionKind::Swap];
 
+/// `name` compiled unfused, every input kept (`--fusion off --donate keep`): the configuration
+/// of the greedy-vs-optimum table these tests and the documentation give.
 fn compiled(name: &str) -> Compiled {
     let (g, _) = import_file(&jax_fixture(name)).unwrap();
-    compile(g, &CompileOptions::default()).unwrap()
+    compile(g, &ebb_testkit::unfused_options()).unwrap()
 }
 
 fn program_order_peak(g: &Graph, b: &Bindings) -> i64 {
