@@ -161,6 +161,68 @@ fn run_with_npz_inputs_compares_with_the_framework_outputs() {
     assert!(err < 1e-5, "relative error {err} against JAX's outputs");
 }
 
+/// The numerics report of `ebb run --inputs REF.npz`, text and `--json`, on a Lion step whose
+/// key bias has a zero gradient in exact arithmetic: every output's name, pytree path, shape,
+/// errors and count over the tolerance; the key bias passes by its sensitivity to round-off.
+#[test]
+fn run_reports_numerics_per_output_in_text_and_json() {
+    let fixture = jax_fixture("attn_kbias_lion");
+    let npz = fixture.with_extension("ref0.npz");
+    let args = [
+        "run",
+        fixture.to_str().unwrap(),
+        "--bind",
+        "B=2,S=8",
+        "--inputs",
+        npz.to_str().unwrap(),
+    ];
+    let out = ebb(&[&args[..], &["--json"]].concat());
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = &v["numerics"];
+    assert_eq!(n["passed"], true);
+    assert_eq!(n["tolerance"], 0.02);
+    assert!(n["rule"].as_str().unwrap().contains("normwise"));
+    let outputs = n["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 22);
+    for o in outputs {
+        for k in [
+            "name",
+            "path",
+            "shape",
+            "reference_shape",
+            "compared",
+            "max_abs_err",
+            "max_rel_err",
+            "normwise_rel_err",
+            "over_tolerance",
+            "sensitivity",
+            "passed",
+            "verdict",
+        ] {
+            assert!(o.get(k).is_some(), "{k} missing in {o}");
+        }
+    }
+    let bk = outputs
+        .iter()
+        .find(|o| o["path"] == "result[1]['bk']")
+        .unwrap();
+    assert_eq!(bk["compared"], "update");
+    assert_eq!(bk["shape"], serde_json::json!([16]));
+    assert!(bk["normwise_rel_err"].as_f64().unwrap() > 0.02);
+    assert!(bk["sensitivity"].as_f64().unwrap() > 0.1);
+    assert!(bk["over_tolerance"].as_u64().unwrap() > 0);
+    let text = ebb(&args);
+    assert_ok(&text);
+    let t = String::from_utf8_lossy(&text.stdout);
+    assert!(t.contains("22 of 22 outputs pass"), "{t}");
+    assert!(
+        t.lines()
+            .any(|l| l.contains("result[1]['bk']") && l.contains("within 8 x its sensitivity")),
+        "{t}"
+    );
+}
+
 #[test]
 fn compile_prints_the_ir_after_the_named_passes() {
     let tmp = tempfile::tempdir().unwrap();

@@ -505,8 +505,35 @@ fn run_fails_when_outputs_differ_from_the_npz_beyond_the_tolerance() {
         ])
     };
     assert!(run("0.02").status.success());
-    fails_with(&run("1e-12"), "largest relative error");
     fails_with(&run("-1"), "--tolerance -1 must be");
+    // A reference whose loss is off by 1% fails at a tolerance of 0.1%, naming the output.
+    let dir = scratch("npz_tol");
+    let mut arrays = ebb_runtime::npz::load_npz(&npz).unwrap();
+    let loss = arrays["out_0"].as_f32().unwrap()[0];
+    arrays.insert(
+        "out_0".into(),
+        ebb_runtime::Tensor::from_f32(vec![], vec![loss * 1.01]).unwrap(),
+    );
+    let named: Vec<(String, &ebb_runtime::Tensor)> =
+        arrays.iter().map(|(k, t)| (k.clone(), t)).collect();
+    let off = dir.join("off.npz");
+    std::fs::write(
+        &off,
+        ebb_runtime::npz::npz_bytes(&named, "off.npz").unwrap(),
+    )
+    .unwrap();
+    let o = ebb(&[
+        "run",
+        s(&mlp),
+        "--bind",
+        "B=8",
+        "--inputs",
+        s(&off),
+        "--tolerance",
+        "1e-3",
+    ]);
+    let e = fails_with(&o, "1 of 7 outputs differ");
+    assert!(e.contains("out_0 `result[0]`"), "{e}");
 }
 
 /// The candidates' claims that loading does not re-derive (a recompute's transient bytes) are

@@ -5,6 +5,7 @@
 //! (`outputs_match_reference`), and the independent plan checker
 //! (`ebb_passes::plan::check`) must prove the decisions with the same peak as measured.
 
+use crate::numerics::{self, NumericsReport};
 use crate::{self as pipeline, Budget, PlanReport, Pricing};
 use anyhow::{bail, Context, Result};
 use ebb_ir::Bindings;
@@ -58,9 +59,12 @@ pub struct RunReport {
     pub wall_ms_unplanned: Option<f64>,
     /// With `--check`: the peak the independent plan checker proves for the decisions.
     pub checker_peak_bytes: Option<i64>,
-    /// With `.npz` inputs holding `out_i`: the largest relative error of the outputs against
-    /// them (the framework's own results).
+    /// With `.npz` inputs holding `out_i`: the largest `max_rel_err` of [`RunReport::numerics`]
+    /// (infinite where a shape or a NaN/inf position differs).
     pub npz_max_rel_err: Option<f64>,
+    /// With `.npz` inputs holding `out_i`: every output against the framework's
+    /// ([`crate::numerics`]: the rule, per output its errors and verdict).
+    pub numerics: Option<NumericsReport>,
     /// Number of program points executed.
     pub points: usize,
     /// Which kernels ran the fusion groups.
@@ -142,7 +146,33 @@ pub struct RunOptions {
     pub arena_backed: bool,
     /// Device and decision kinds; `None`: [`Pricing::for_plan`].
     pub pricing: Option<Pricing>,
+    /// With `.npz` inputs holding `out_i`: the tolerance on each output's normwise relative
+    /// error ([`crate::numerics`]; `--tolerance`, default 2%).
+    pub tolerance: f64,
 }
+
+impl RunOptions {
+    /// `ebb run`'s defaults at bindings `bind`: no budget, seeded random inputs (seed 0), no
+    /// check, generated kernels, the arena, the plan's pricing, tolerance 2%.
+    pub fn new(bind: Bindings) -> RunOptions {
+        RunOptions {
+            bind,
+            budget: None,
+            inputs: InputSource::Random(0),
+            check: false,
+            max_host_memory: None,
+            executor: Executor::Jit,
+            repeat: 0,
+            arena_backed: true,
+            pricing: None,
+            tolerance: DEFAULT_TOLERANCE,
+        }
+    }
+}
+
+/// The default tolerance on an output's normwise relative error against the framework's
+/// (`--tolerance`).
+pub const DEFAULT_TOLERANCE: f64 = 0.02;
 
 /// Everything `ebb run` prints or plots.
 pub struct RunResult {
@@ -321,13 +351,21 @@ pub fn run(
         Some((stats, recycled)) => (Some(stats), recycled),
         None => (None, step.report.recycled_bytes),
     };
-    let npz_max_rel_err = (!expected.is_empty()).then(|| {
-        step.outputs
-            .iter()
-            .zip(&expected)
-            .map(|(g, w)| g.rel_err(w))
-            .fold(0f64, f64::max)
-    });
+    let numerics = if expected.is_empty() {
+        None
+    } else {
+        let graph = rt.graph().clone();
+        let mut rerun = |ins: Vec<Tensor>| -> Result<Vec<Tensor>> { Ok(rt.step(b, ins)?.outputs) };
+        Some(numerics::compare(
+            &graph,
+            &inputs,
+            &step.outputs,
+            &expected,
+            opts.tolerance,
+            &mut rerun,
+        )?)
+    };
+    let npz_max_rel_err = numerics.as_ref().map(NumericsReport::max_rel_err);
     let (mut matches, mut unplanned_ms, mut checker_peak) = (None, None, None);
     if opts.check {
         let mut free = Runtime::new(plan.clone(), None)?;
@@ -405,6 +443,7 @@ pub fn run(
         wall_ms_unplanned: unplanned_ms,
         checker_peak_bytes: checker_peak,
         npz_max_rel_err,
+        numerics,
         points: concrete.resident.len(),
         executor: step.report.executor,
         kernels_compiled: step.report.kernels_compiled,

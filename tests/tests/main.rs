@@ -17,6 +17,7 @@ mod golden;
 mod import_errors;
 mod import_fixtures;
 mod memory_fixtures;
+mod numerics_check;
 mod onnx_common;
 mod onnx_import;
 mod onnx_numerics;
