@@ -4,5 +4,6 @@
 
 mod bench;
 mod cli;
+mod kernel_cache;
 mod pack;
 mod reliability;

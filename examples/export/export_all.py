@@ -447,6 +447,14 @@ def generic_text(exp) -> tuple[str, Counter, int]:
     return text, counts, main_args
 
 
+def pretty_text(generic: str) -> str:
+    """The pretty form of a module given in generic form, exactly as
+    `jax.export.Exported.mlir_module()` prints the same module: JAX's MLIR context (StableHLO,
+    Shardy registered), `mlir.module_to_string` (pretty form, debug locations)."""
+    with jm.make_ir_context():
+        return jm.module_to_string(ir.Module.parse(generic))
+
+
 def _np(a):
     """A leaf as a numpy array; a typed PRNG key (`jax.random.key`) as its key data
     (`uint32[..., 2]`, what the exported module takes and returns)."""
@@ -534,6 +542,8 @@ def export_fixture(fx: Fixture, out_dir: Path, with_refs=True) -> dict:
     for rec, aval in zip(inputs, exp.in_avals):
         assert rec["shape"] == [dim_json(d) for d in aval.shape]
 
+    # The pretty form `ebb import` also reads is the one mlir_module() prints.
+    assert pretty_text(text) == exp.mlir_module(), f"{fx.name}: pretty form differs"
     regex_ops = len(_OP_LINE.findall(text))
     total_ops = sum(op_counts.values())
     if regex_ops != total_ops:
@@ -618,7 +628,15 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--only", nargs="*", help="fixture names (default: all)")
     ap.add_argument("--no-refs", action="store_true", help="skip the numeric reference data")
+    ap.add_argument("--pretty-of", nargs="*", type=Path, metavar="FIXTURE.mlir",
+                    help="write these exported modules (generic form) in the pretty form "
+                         "jax.export's mlir_module() prints, to --out, instead of exporting")
     args = ap.parse_args(argv)
+    if args.pretty_of is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for f in args.pretty_of:
+            (args.out / f.name).write_text(pretty_text(f.read_text()))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     known = FIXTURES_BY_NAME
     todo = args.only or list(known)

@@ -32,6 +32,6 @@ pub use compile::{
 pub use options::{resolve_device, CompileOptionsBuilder, Kinds, Pricing, RewriteSpec};
 pub use report::{
     check_plan_bindings, plan_report, plan_report_finalized, plan_report_proven,
-    plan_report_proven_on, prove_at, PlanReport,
+    plan_report_proven_on, prove_at, resolve_budget, PlanReport,
 };
 pub use size::{parse_budget, parse_bytes, Budget};

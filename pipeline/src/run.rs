@@ -69,17 +69,26 @@ pub struct RunReport {
     pub points: usize,
     /// Which kernels ran the fusion groups.
     pub executor: Executor,
-    /// Fusion kernels JIT-compiled during the step.
+    /// Fusion kernels JIT-compiled during the step (0 when an earlier process on this machine
+    /// compiled them all: they come from the on-disk kernel cache).
     pub kernels_compiled: u64,
-    /// Fusion kernels taken from the cache during the step.
+    /// Fusion kernels whose object code came from the on-disk kernel cache (linked, not
+    /// compiled) during the step.
+    pub kernels_loaded: u64,
+    /// Fusion kernels taken from the process's cache during the step.
     pub kernels_reused: u64,
     /// Part of `wall_ms` spent compiling kernels, ms.
     pub jit_compile_ms: f64,
+    /// Part of `wall_ms` spent reading cached kernels and linking them, ms.
+    pub jit_load_ms: f64,
     /// Bytes of results written into buffers recycled from freed values instead of new ones
     /// (of the last step with `--repeat`; the first step recycles only within itself).
     pub recycled_bytes: u64,
     /// With `--repeat N`: the median wall time of the N steps after the first, ms.
     pub wall_ms_median: Option<f64>,
+    /// Bytes of the step's inputs (the caller holds them; the arena's ranges planned for them
+    /// are not used).
+    pub input_bytes: u64,
     /// The step ran out of one arena of `arena_bytes`, every result at its planned offset.
     pub arena_backed: bool,
     /// Measured in that arena: the highest byte any result used (graph inputs stay where the
@@ -302,6 +311,23 @@ pub fn repeat_steps(
     })
 }
 
+/// Resident bytes per program point of schedule variant `variant` of `plan` at `b` without
+/// decisions: the "before" of a timeline whose "after" is that variant finalized under a
+/// budget (the best variant without a budget may be another schedule).
+///
+/// # Errors
+/// Sizes that do not evaluate at `b`.
+pub fn resident_of_variant(
+    plan: &Plan,
+    variant: usize,
+    b: &Bindings,
+    pricing: &Pricing,
+) -> Result<Vec<i64>> {
+    let mut only = plan.variant(variant).unwrap_or(plan).clone();
+    only.alternatives.clear();
+    Ok(ebb_plan::finalize::finalize(&only, b, &pricing.finalize_options(None, false))?.resident)
+}
+
 /// Runs `plan` (see the module docs), calling `progress(point, points)` during execution.
 ///
 /// # Errors
@@ -343,6 +369,7 @@ pub fn run(
         ),
         InputSource::Npz(p) => npz_inputs(p, n_in)?,
     };
+    let input_bytes = inputs.iter().map(Tensor::size_bytes).sum();
     let step = rt.step_with_progress(b, inputs.clone(), progress)?;
     // The op times reported are the last step's (warm with `--repeat`).
     let repeated = repeat_steps(&mut rt, b, &inputs, opts.repeat)?;
@@ -432,8 +459,7 @@ pub fn run(
             ms: t.as_secs_f64() * 1e3,
         })
         .collect();
-    let resident_unplanned =
-        ebb_plan::finalize::finalize(&plan, b, &pricing.finalize_options(None, false))?.resident;
+    let resident_unplanned = resident_of_variant(&plan, concrete.variant, b, &pricing)?;
     let report = RunReport {
         measured_peak_bytes: step.report.measured_peak_bytes,
         host_peak_bytes: step.report.host_peak_bytes,
@@ -447,9 +473,12 @@ pub fn run(
         points: concrete.resident.len(),
         executor: step.report.executor,
         kernels_compiled: step.report.kernels_compiled,
+        kernels_loaded: step.report.kernels_loaded,
         kernels_reused: step.report.kernels_reused,
         jit_compile_ms: step.report.jit_compile_ms,
+        jit_load_ms: step.report.jit_load_ms,
         recycled_bytes,
+        input_bytes,
         arena_backed: step.report.arena_backed,
         arena_high_water_bytes: step.report.arena_usage.high_water_bytes,
         arena_peak_live_bytes: step.report.arena_usage.peak_live_bytes,

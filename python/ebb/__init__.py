@@ -165,9 +165,13 @@ def _np_dtype(name: str) -> np.dtype:
 
 
 class Runtime:
-    """Executes the step on the CPU under a memory budget (bytes or ``"2GiB"``): each
-    :meth:`step` finalizes the plan at its bindings (cached per shape), performs the evictions,
-    recomputes and swaps, and returns the outputs with the step's report."""
+    """Executes the step on the CPU under a memory budget: each :meth:`step` finalizes the plan
+    at its bindings (cached per shape), performs the evictions, recomputes and swaps, and
+    returns the outputs with the step's report.
+
+    ``budget``: bytes (int) or text, as everywhere: ``"2GiB"``, ``"50%"`` (of the step's
+    program-order peak at each step's bindings), ``"50%scheduled"`` (of the plan's scheduled
+    peak there)."""
 
     def __init__(self, plan: Plan, budget: Budget | None = None, device: str | None = None, kinds: str = "both"):
         self._rt = _ebb.Runtime(plan._p, budget, device, kinds)
@@ -178,11 +182,12 @@ class Runtime:
         ``peak_bytes_planned``, decisions counts, ``wall_ms``, ``finalize_us``, …)."""
         raw = []
         for x in inputs:
-            a = np.ascontiguousarray(x)
+            # C order, 0-d kept 0-d (np.ascontiguousarray would make it 1-d).
+            a = np.asarray(x, order="C")
             name = "bfloat16" if a.dtype.name == "bfloat16" else a.dtype.name
             raw.append((a.tobytes(), name, list(a.shape)))
         outs, report = self._rt.step(_bind(bind, {}), raw)
-        arrays = [np.frombuffer(b, dtype=_np_dtype(d)).reshape(s) for b, d, s in outs]
+        arrays = [np.frombuffer(b, dtype=_np_dtype(d)).reshape(tuple(s)) for b, d, s in outs]
         return arrays, json.loads(report)
 
 

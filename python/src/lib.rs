@@ -375,6 +375,12 @@ type StepResult<'py> = (Vec<(Bound<'py, PyBytes>, String, Vec<usize>)>, String);
 #[pyclass(module = "ebb._ebb", name = "Runtime", unsendable)]
 struct PyRuntime {
     rt: Runtime,
+    /// The plan's graph, to resolve a fractional budget at each shape.
+    graph: Graph,
+    /// The budget as given (a fraction resolves per shape: [`pipeline::resolve_budget`]).
+    budget: Option<Budget>,
+    /// Bytes of a fractional budget per shape seen (symbol values in symbol order).
+    resolved: std::collections::HashMap<Vec<i64>, i64>,
 }
 
 #[pymethods]
@@ -389,13 +395,22 @@ impl PyRuntime {
     ) -> PyResult<PyRuntime> {
         (|| -> Result<PyRuntime> {
             let pricing = plan.pricing(device.as_deref(), kinds)?;
-            let budget = budget.as_ref().map(BudgetArg::bytes).transpose()?;
+            let budget = budget.as_ref().map(BudgetArg::budget).transpose()?;
+            let bytes = match budget {
+                Some(Budget::Bytes(b)) => Some(b),
+                _ => None,
+            };
             let rt = Runtime::with_options(
                 plan.plan.clone(),
-                pricing.finalize_options(budget, true),
+                pricing.finalize_options(bytes, true),
                 64,
             )?;
-            Ok(PyRuntime { rt })
+            Ok(PyRuntime {
+                rt,
+                graph: plan.graph.clone(),
+                budget,
+                resolved: Default::default(),
+            })
         })()
         .map_err(py_err)
     }
@@ -411,6 +426,22 @@ impl PyRuntime {
         let (outputs, report) = (|| -> Result<(Vec<RawTensor>, String)> {
             let b = bindings(&bind);
             self.rt.plan().symbols.check_known(&b)?;
+            if let Some(budget @ (Budget::Fraction(_) | Budget::FractionOfScheduled(_))) =
+                self.budget
+            {
+                pipeline::check_plan_bindings(self.rt.plan(), &b)?;
+                let key: Vec<i64> = b.values().copied().collect();
+                let bytes = match self.resolved.get(&key) {
+                    Some(&x) => x,
+                    None => {
+                        let x =
+                            pipeline::resolve_budget(self.rt.plan(), &self.graph, &b, budget)?;
+                        self.resolved.insert(key, x);
+                        x
+                    }
+                };
+                self.rt.set_budget(Some(bytes));
+            }
             let tensors = inputs
                 .into_iter()
                 .enumerate()

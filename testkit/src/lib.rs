@@ -212,6 +212,24 @@ pub fn scratch(tag: &str) -> Scratch {
     )
 }
 
+/// The Python the tests run (pytest, the exporters' scripts): `$EBB_PYTHON`, else the
+/// repository's `.venv-jax` (made by `scripts/setup-debian.sh`, with JAX, numpy, pytest).
+///
+/// # Panics
+/// When neither exists, with the command that creates it.
+pub fn test_python() -> PathBuf {
+    let python = std::env::var("EBB_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| fixtures_dir().join("../../.venv-jax/bin/python"));
+    assert!(
+        python.exists(),
+        "no Python environment at {}: run `bash scripts/setup-debian.sh` (it creates .venv-jax \
+         with JAX, numpy and pytest) or set EBB_PYTHON",
+        python.display()
+    );
+    python
+}
+
 /// `target/<profile>/deps`, the directory of the running test binary: where a test build leaves
 /// the workspace's cdylibs (`libebb_capi.so`, `lib_ebb.so`); its parent holds the binaries
 /// (`ebb`).

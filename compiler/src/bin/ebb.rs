@@ -575,18 +575,14 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
         arena_backed: f.storage == StorageFlag::Arena,
         tolerance: f.tolerance,
     };
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("executing {bar:40} {pos}/{len} points {elapsed}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let mut progress = ebb_compiler::progress::Progress::new("ebb run");
     let r = run::run(p, &opts, &mut |i, n| {
         if i == 0 {
-            bar.set_length(n as u64);
+            progress.start("executing", n as u64);
         }
-        bar.set_position(i as u64 + 1);
+        progress.set(i as u64 + 1, "points");
     });
-    bar.finish_and_clear();
+    progress.finish();
     let r = r?;
     if let Some(path) = &f.timeline {
         ebb_compiler::bench::plot::run_timeline(&r, path)?;
@@ -631,11 +627,16 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
             "finalize: {:.0} us; execute: {:.1} ms ({:.1} ms recompute/reload) over {} points",
             pr.finalize_us, rep.wall_ms, rep.regen_ms, rep.points
         )?;
-        if rep.kernels_compiled + rep.kernels_reused > 0 {
+        if rep.kernels_compiled + rep.kernels_loaded + rep.kernels_reused > 0 {
             writeln!(
                 out,
-                "fusion kernels: {} compiled ({:.0} ms), {} reused",
-                rep.kernels_compiled, rep.jit_compile_ms, rep.kernels_reused
+                "fusion kernels: {} compiled ({:.0} ms), {} from the kernel cache ({:.0} ms), {} \
+                 reused",
+                rep.kernels_compiled,
+                rep.jit_compile_ms,
+                rep.kernels_loaded,
+                rep.jit_load_ms,
+                rep.kernels_reused
             )?;
         }
         if let Some(m) = rep.wall_ms_median {
@@ -644,9 +645,12 @@ fn run_step(plan: &std::path::Path, bind: &str, f: RunFlags) -> Result<()> {
         if rep.arena_backed {
             writeln!(
                 out,
-                "arena: {:.1} MiB, {:.1} MiB used (high water), {:.1} MiB held at most; results \
-                 {:.1} MiB written in place, {:.1} MiB copied in",
+                "arena: {:.1} MiB laid out for inputs and results; the {:.1} MiB of inputs stay \
+                 where the caller keeps them, so results alone reach {:.1} MiB (highest byte \
+                 used) and hold {:.1} MiB at most; {:.1} MiB written in place by their \
+                 kernels, {:.1} MiB copied in",
                 mib(pr.arena_bytes.unwrap_or(0)),
+                mib(rep.input_bytes as i64),
                 mib(rep.arena_high_water_bytes as i64),
                 mib(rep.arena_peak_live_bytes as i64),
                 mib(rep.arena_direct_bytes as i64),
@@ -771,26 +775,46 @@ fn write_numerics(out: &mut String, n: &pipeline::numerics::NumericsReport) -> R
 
 /// The budget, planned peak, decisions and their modelled cost of a plan report (text).
 fn write_decisions(out: &mut String, r: &pipeline::PlanReport) -> Result<()> {
+    use ebb_compiler::units::{bytes, flops, percent};
     let mib = |x: i64| x as f64 / 1048576.0;
     if let (Some(b), Some(pp)) = (r.budget_bytes, r.peak_bytes_planned) {
-        writeln!(out, "budget:               {:>10.1} MiB", mib(b))?;
+        let basis = match (r.budget_fraction, r.budget_fraction_of) {
+            (Some(f), Some(of)) => {
+                let (what, x) = if of == "peak_bytes_scheduled" {
+                    ("the scheduled peak", r.peak_bytes_scheduled)
+                } else {
+                    ("the program-order peak", r.peak_bytes_program_order)
+                };
+                format!(" = {} of {what} at these shapes ({})", percent(f, 1.0), bytes(x))
+            }
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "budget:               {:>10.1} MiB ({b} bytes{basis})",
+            mib(b)
+        )?;
         writeln!(out, "peak, planned:        {:>10.1} MiB", mib(pp))?;
         writeln!(
             out,
-            "decisions: {} recompute, {} swap; recompute {:.2}% of step FLOPs; swap {:.1} MiB",
+            "decisions: {} recompute ({} recomputed, {} of the step's {}), {} swap ({} \
+             offloaded and reloaded)",
             r.recompute_decisions,
+            flops(r.recompute_flops),
+            percent(r.recompute_flops as f64, r.step_flops as f64),
+            flops(r.step_flops),
             r.swap_decisions,
-            100.0 * r.recompute_flops as f64 / r.step_flops.max(1) as f64,
-            mib(r.swap_bytes)
+            bytes(r.swap_bytes)
         )?;
         writeln!(
             out,
-            "added step time on {}: {:.1} us of {:.1} us modelled ({:.2}%: recompute {:.1} us, \
-             exposed transfers {:.1} us)",
+            "added step time on {}: {:.1} us of {:.1} us modelled ({}: recompute {:.1} us, \
+             exposed transfers {:.1} us; an op's time is the larger of its FLOPs and its bytes \
+             moved at the device's rates)",
             r.device,
             r.added_us,
             r.step_us_modelled,
-            100.0 * r.added_fraction,
+            percent(r.added_us, r.step_us_modelled),
             r.recompute_us,
             r.exposed_transfer_us
         )?;
