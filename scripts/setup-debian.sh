@@ -28,3 +28,6 @@ fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 py="$(bash "$root/examples/export/make_env.sh")"
 "$py" -c 'import pytest' >/dev/null 2>&1 || "$py" -m pip install -q -r "$root/python/requirements-test.txt" >&2
+# ebb.torch.export's tests: torch, onnxscript and onnx in the same environment (the torch wheel on
+# PyPI is the CUDA build, about 4 GB with its nvidia-* libraries; only the CPU is used).
+"$py" -c 'import torch, onnxscript' >/dev/null 2>&1 || "$py" -m pip install -q -r "$root/python/requirements-torch.txt" >&2

@@ -152,7 +152,8 @@ pub extern "C" fn ebb_last_error() -> *const c_char {
 }
 
 /// Loads a plan written by `ebb compile` and verifies it against its embedded graph, or
-/// imports and compiles a model (`.mlir` StableHLO, `.onnx`) with the default options.
+/// imports and compiles a model (`.mlir` StableHLO, `.onnx`) with the default options
+/// (fusion on, donation `auto`: `ebb_pipeline::CompileOptions::default`).
 /// Returns NULL on error (unreadable, malformed or tampered plan; import errors).
 ///
 /// # Safety

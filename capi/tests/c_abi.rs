@@ -234,3 +234,71 @@ fn hostile_files_are_errors_not_hangs_or_crashes() {
         assert!(msg.contains(want), "{msg}");
     }
 }
+
+/// The documented install (`scripts/install-capi.sh PREFIX`, here with the library this test
+/// build made): a C program builds with `cc prog.c $(pkg-config --cflags --libs ebb)` alone and
+/// runs against the installed library.
+#[test]
+fn the_installed_library_builds_a_program_through_pkg_config() {
+    let dir = ebb_testkit::scratch("capi-install");
+    let prefix = dir.join("prefix");
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let install = Command::new("bash")
+        .arg(repo.join("scripts/install-capi.sh"))
+        .arg(&prefix)
+        .env(
+            "EBB_CAPI_LIB",
+            ebb_testkit::deps_dir().join("libebb_capi.so"),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        install.status.success(),
+        "{}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "ebb"])
+        .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+        .output()
+        .expect("pkg-config (scripts/setup-debian.sh installs it)");
+    assert!(
+        flags.status.success(),
+        "{}",
+        String::from_utf8_lossy(&flags.stderr)
+    );
+    let flags = String::from_utf8_lossy(&flags.stdout).to_string();
+    let exe = dir.join("finalize");
+    let cc = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Werror"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/finalize.c"))
+        .args(flags.split_whitespace())
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let plan = Compiler::default()
+        .compile_file(&ebb_testkit::jax_fixture("gpt_block_sgd"))
+        .unwrap();
+    let plan_path = dir.join("p.json");
+    std::fs::write(&plan_path, plan.to_json()).unwrap();
+    let out = Command::new(&exe)
+        .arg(&plan_path)
+        .arg("B=2,S=16")
+        .arg("-1")
+        .arg("h100-sxm-pcie5")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("symbol B\nsymbol S\n"), "{stdout}");
+}

@@ -1,22 +1,26 @@
-//! The JIT: one compile thread per process owns the LLVM context and the MCJIT engines (LLVM
-//! contexts are not thread-safe); callers send it kernels to build and wait for the machine
-//! code's address. Kernels are cached by their key — the region's textual IR (symbolic
-//! shapes, so one kernel serves every binding), the stride classes and the in-place stores —
-//! for the life of the process: a second shape, or a second layer with the same group,
-//! compiles nothing.
+//! The JIT: one compile thread per process owns the LLVM context (LLVM contexts are not
+//! thread-safe) and turns kernels into object code; callers send it kernels to build and wait
+//! for the object, which [`crate::loader`] links into the process. Kernels are cached by their
+//! key — the region's structure (symbolic shapes, so one kernel serves every binding), the
+//! stride classes and the in-place stores — for the life of the process (a second shape, or a
+//! second layer with the same group, compiles nothing) and on disk ([`crate::disk_cache`]: a
+//! second process running the same plan compiles nothing either; it links the cached object).
 //!
 //! Pipeline per kernel: [`crate::lower::emit`], LLVM's `default<O3>` for the host CPU (its
 //! name and features as the functions' `target-cpu`/`target-features`, so the loop vectorizer
-//! and MCJIT's code generator use AVX2/AVX-512 where the CPU has them), MCJIT at `-O3`.
+//! and the code generator use AVX2/AVX-512 where the CPU has them), object code from the host
+//! target machine at `-O3` (position-independent), linked by ORC's LLJIT.
 //! No fast-math flags: results are the IEEE results of the operations emitted.
 
 use crate::lower::{emit, KernelSpec};
-use crate::{CodegenError, Kernel, KernelFn};
+use crate::{disk_cache, loader, CodegenError, Kernel, KernelFn};
 use inkwell::context::Context;
-use inkwell::execution_engine::ExecutionEngine;
 use inkwell::passes::PassBuilderOptions;
-use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine,
+};
 use inkwell::OptimizationLevel;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
@@ -26,34 +30,44 @@ use std::time::Instant;
 /// Process-wide JIT counters (see [`crate::stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JitStats {
-    /// Kernels compiled.
+    /// Kernels compiled (LLVM ran: IR, optimization, object code).
     pub kernels_compiled: u64,
-    /// Kernel requests served from the cache.
+    /// Kernels whose object code came from the on-disk cache (linked, not compiled).
+    pub kernels_loaded: u64,
+    /// Kernel requests served from the process's cache.
     pub kernels_reused: u64,
-    /// Total compile time (IR, optimization, machine code), µs.
+    /// Time spent compiling kernels and linking them, µs.
     pub compile_us: u64,
+    /// Time spent reading cached kernels and linking them, µs.
+    pub load_us: u64,
 }
 
 static COMPILED: AtomicU64 = AtomicU64::new(0);
+static LOADED: AtomicU64 = AtomicU64::new(0);
 static REUSED: AtomicU64 = AtomicU64::new(0);
 static COMPILE_US: AtomicU64 = AtomicU64::new(0);
+static LOAD_US: AtomicU64 = AtomicU64::new(0);
 
 /// Current counters.
 pub fn stats() -> JitStats {
     JitStats {
         kernels_compiled: COMPILED.load(Ordering::Relaxed),
+        kernels_loaded: LOADED.load(Ordering::Relaxed),
         kernels_reused: REUSED.load(Ordering::Relaxed),
         compile_us: COMPILE_US.load(Ordering::Relaxed),
+        load_us: LOAD_US.load(Ordering::Relaxed),
     }
 }
 
-/// A request to the compile thread: the spec's owned parts and where to answer.
+/// A request to the compile thread: the spec's owned parts, the kernel's symbol and where to
+/// answer (with the object code).
 struct Request {
     region: ebb_ir::Graph,
     layout: crate::KernelLayout,
     classes: Vec<crate::StrideClass>,
     in_place: Vec<(usize, usize)>,
-    reply: Sender<Result<usize, String>>,
+    symbol: String,
+    reply: Sender<Result<Vec<u8>, String>>,
 }
 
 type Cache = Mutex<HashMap<String, Result<Kernel, CodegenError>>>;
@@ -71,11 +85,10 @@ fn compiler() -> &'static Mutex<Option<Sender<Request>>> {
             .name("ebb-jit".into())
             .spawn(move || {
                 let ctx = Context::create();
-                let mut engines: Vec<ExecutionEngine> = Vec::new();
                 let tm = host_machine();
-                for (n, req) in rx.into_iter().enumerate() {
+                for req in rx {
                     let out = match &tm {
-                        Ok(tm) => compile(&ctx, tm, &req, n, &mut engines),
+                        Ok(tm) => compile(&ctx, tm, &req),
                         Err(e) => Err(e.clone()),
                     };
                     // The requester may have given up; nothing to do then.
@@ -86,35 +99,45 @@ fn compiler() -> &'static Mutex<Option<Sender<Request>>> {
     })
 }
 
-/// The host CPU's target machine (and its name and features).
+/// The host CPU's name and features (as LLVM names them).
+fn host_cpu() -> &'static (String, String) {
+    static CPU: OnceLock<(String, String)> = OnceLock::new();
+    CPU.get_or_init(|| {
+        (
+            TargetMachine::get_host_cpu_name().to_string(),
+            TargetMachine::get_host_cpu_features().to_string(),
+        )
+    })
+}
+
+/// The host CPU's target machine (and its name and features): `-O3`, position-independent
+/// code (ORC links it anywhere in memory).
 fn host_machine() -> Result<(TargetMachine, String, String), String> {
     Target::initialize_native(&InitializationConfig::default())?;
     let triple = TargetMachine::get_default_triple();
     let target = Target::from_triple(&triple).map_err(|e| e.to_string())?;
-    let cpu = TargetMachine::get_host_cpu_name().to_string();
-    let features = TargetMachine::get_host_cpu_features().to_string();
+    let (cpu, features) = host_cpu().clone();
     let tm = target
         .create_target_machine(
             &triple,
             &cpu,
             &features,
             OptimizationLevel::Aggressive,
-            RelocMode::Default,
-            CodeModel::JITDefault,
+            RelocMode::PIC,
+            CodeModel::Default,
         )
         .ok_or_else(|| format!("LLVM has no target machine for {triple}"))?;
     Ok((tm, cpu, features))
 }
 
-fn compile<'ctx>(
-    ctx: &'ctx Context,
+/// The object code of the kernel of `req`.
+fn compile(
+    ctx: &Context,
     (tm, cpu, features): &(TargetMachine, String, String),
     req: &Request,
-    n: usize,
-    engines: &mut Vec<ExecutionEngine<'ctx>>,
-) -> Result<usize, String> {
-    let name = format!("ebb_kernel_{n}");
-    let module = ctx.create_module(&name);
+) -> Result<Vec<u8>, String> {
+    let name = &req.symbol;
+    let module = ctx.create_module(name);
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     let spec = KernelSpec {
@@ -123,7 +146,7 @@ fn compile<'ctx>(
         classes: &req.classes,
         in_place: &req.in_place,
     };
-    emit(ctx, &module, &spec, &name, cpu, features).map_err(|e| e.to_string())?;
+    emit(ctx, &module, &spec, name, cpu, features).map_err(|e| e.to_string())?;
     module.verify().map_err(|e| format!("invalid IR: {e}"))?;
     module
         .run_passes("default<O3>", tm, PassBuilderOptions::create())
@@ -134,14 +157,61 @@ fn compile<'ctx>(
         let _ = module.print_to_file(dir.join(format!("{name}.ll")));
         let _ = std::fs::write(dir.join(format!("{name}.ebb")), req.region.to_string());
     }
-    let engine = module
-        .create_jit_execution_engine(OptimizationLevel::Aggressive)
+    let object = tm
+        .write_to_memory_buffer(&module, FileType::Object)
         .map_err(|e| e.to_string())?;
-    let addr = engine
-        .get_function_address(&name)
-        .map_err(|e| e.to_string())?;
-    engines.push(engine);
-    Ok(addr)
+    Ok(object.as_slice().to_vec())
+}
+
+/// The on-disk cache key of a kernel whose in-process key is `key`: the code generator's
+/// build, LLVM's version, the target and the host CPU, then `key` (see [`disk_cache`]).
+fn disk_key(key: &str) -> String {
+    let (cpu, features) = host_cpu();
+    let (mut major, mut minor, mut patch) = (0, 0, 0);
+    // SAFETY: writes three integers.
+    unsafe { llvm_sys::core::LLVMGetVersion(&mut major, &mut minor, &mut patch) };
+    format!(
+        "{}\nllvm {major}.{minor}.{patch}\ntriple {}\ncpu {cpu}\nfeatures {features}\n{key}",
+        disk_cache::build_id(),
+        TargetMachine::get_default_triple()
+    )
+}
+
+/// The kernel function's symbol: from the key's SHA-256, so that it is the same in every
+/// process (a cached object defines it) and distinct between kernels.
+fn symbol_of(key: &str) -> String {
+    let h = Sha256::digest(key.as_bytes());
+    let hex: String = h[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("ebb_kernel_{hex}")
+}
+
+/// Compiles the kernel of `req` on the compile thread; its object code.
+fn compile_on_thread(
+    req: Request,
+    rx: std::sync::mpsc::Receiver<Result<Vec<u8>, String>>,
+) -> Result<Vec<u8>, String> {
+    let sent = compiler()
+        .lock()
+        .map_err(|_| "the compile thread's lock is poisoned".to_string())?
+        .as_ref()
+        .map(|tx| tx.send(req).is_ok())
+        .unwrap_or(false);
+    if !sent {
+        return Err("cannot start the compile thread".into());
+    }
+    rx.recv()
+        .map_err(|_| "the compile thread stopped".to_string())?
+}
+
+/// The kernel at `addr` (from the loader).
+fn kernel_at(addr: usize) -> Result<Kernel, CodegenError> {
+    if addr == 0 {
+        return Err(CodegenError::Jit("null kernel address".into()));
+    }
+    // SAFETY: `addr` is the entry of a function with the kernel ABI, emitted by `emit` and
+    // linked by the loader, whose memory lives for the rest of the process.
+    let f: KernelFn = unsafe { std::mem::transmute::<usize, KernelFn>(addr) };
+    Ok(Kernel { f })
 }
 
 /// Counts a kernel the caller took from its own cache of this module's kernels (as
@@ -150,11 +220,13 @@ pub fn count_reuse() {
     REUSED.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The kernel of `spec`, from the cache or compiled now (blocking on the compile thread).
+/// The kernel of `spec`: from the process's cache, else the object code from the on-disk
+/// cache ([`disk_cache`]), else compiled now (blocking on the compile thread) and stored there;
+/// the object is linked into the process by [`loader`].
 ///
 /// # Errors
-/// [`CodegenError::Jit`] when LLVM cannot build the kernel (the same error is returned for
-/// the same key afterwards, without retrying).
+/// [`CodegenError::Jit`] when LLVM cannot build or link the kernel (the same error is returned
+/// for the same key afterwards, without retrying).
 pub fn kernel(spec: &KernelSpec) -> Result<Kernel, CodegenError> {
     let key = format!(
         "{}\n{:?}\n{:?}\n{:?}",
@@ -168,37 +240,40 @@ pub fn kernel(spec: &KernelSpec) -> Result<Kernel, CodegenError> {
         return k.clone();
     }
     let t0 = Instant::now();
-    let (reply, rx) = channel();
-    let req = Request {
-        region: spec.region.clone(),
-        layout: spec.layout.clone(),
-        classes: spec.classes.to_vec(),
-        in_place: spec.in_place.to_vec(),
-        reply,
-    };
-    let sent = compiler()
-        .lock()
-        .map_err(|_| poisoned())?
+    let symbol = symbol_of(&key);
+    let disk = disk_cache::kernels_dir().map(|dir| (dir, disk_key(&key)));
+    let cached = disk
         .as_ref()
-        .map(|tx| tx.send(req).is_ok())
-        .unwrap_or(false);
-    let res = if sent {
-        match rx.recv() {
-            Ok(Ok(addr)) if addr != 0 => {
-                // SAFETY: `addr` is the entry of a function with the kernel ABI, emitted by
-                // `emit` and kept alive by its engine for the life of the process.
-                let f: KernelFn = unsafe { std::mem::transmute::<usize, KernelFn>(addr) };
-                Ok(Kernel { f })
-            }
-            Ok(Ok(_)) => Err(CodegenError::Jit("null kernel address".into())),
-            Ok(Err(e)) => Err(CodegenError::Jit(e)),
-            Err(_) => Err(CodegenError::Jit("the compile thread stopped".into())),
+        .and_then(|(dir, k)| disk_cache::load(dir, k))
+        .and_then(|object| loader::load(&object, &symbol).ok());
+    let res = match cached {
+        Some(addr) => {
+            LOADED.fetch_add(1, Ordering::Relaxed);
+            LOAD_US.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+            kernel_at(addr)
         }
-    } else {
-        Err(CodegenError::Jit("cannot start the compile thread".into()))
+        None => {
+            let (reply, rx) = channel();
+            let req = Request {
+                region: spec.region.clone(),
+                layout: spec.layout.clone(),
+                classes: spec.classes.to_vec(),
+                in_place: spec.in_place.to_vec(),
+                symbol: symbol.clone(),
+                reply,
+            };
+            let res = compile_on_thread(req, rx).and_then(|object| {
+                if let Some((dir, k)) = &disk {
+                    // Without the cache the kernel still runs: a write error is not one.
+                    let _ = disk_cache::store(dir, k, &object, disk_cache::max_bytes());
+                }
+                loader::load(&object, &symbol)
+            });
+            COMPILED.fetch_add(1, Ordering::Relaxed);
+            COMPILE_US.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+            res.map_err(CodegenError::Jit).and_then(kernel_at)
+        }
     };
-    COMPILED.fetch_add(1, Ordering::Relaxed);
-    COMPILE_US.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
     cache()
         .lock()
         .map_err(|_| poisoned())?

@@ -7,8 +7,10 @@
 //!   and writes ([`layout`]);
 //! - [`lower::emit`] emits the IR (loop nest, index maps, per-element semantics of the
 //!   reference executor; [`math`] for `exponential`/`tanh`);
-//! - [`kernel`] compiles (`default<O3>`, MCJIT) and caches ([`jit`]); [`stats`] counts
-//!   compiles and reuses.
+//! - [`kernel`] compiles (`default<O3>`, object code for the host CPU) and caches ([`jit`]:
+//!   for the process, and on disk in [`disk_cache`]: kernels are compiled once per machine);
+//!   [`loader`] links the object code (ORC's LLJIT); [`stats`] counts compiles, loads from
+//!   disk and reuses.
 //!
 //! The caller (the runtime's JIT executor) computes the parameters at the bindings, splits the
 //! range over threads, and for an input fusion folds each row the kernel wrote with the
@@ -17,8 +19,10 @@
 //! Invariant: a generated kernel computes every element with the same operations, in the same
 //! order, as the reference executor, so results are bit-identical to it.
 
+pub mod disk_cache;
 pub mod jit;
 pub mod layout;
+pub mod loader;
 pub mod lower;
 pub mod math;
 

@@ -23,9 +23,9 @@
 use criterion::Criterion;
 use ebb_compiler::bench::shapes::{sample_longtail, BatchRule, LongTail};
 use ebb_ir::{Bindings, BindingsExt};
+use ebb_passes::memory;
 use ebb_pipeline::{compile, CompileOptions};
 use ebb_plan::device::DeviceProfile;
-use ebb_passes::memory;
 use ebb_plan::finalize::{FinalizeError, FinalizeOptions, Finalizer};
 use ebb_plan::format::Plan;
 use ebb_testkit::jax_fixture;
@@ -112,7 +112,11 @@ fn main() {
             };
             let scheduled: Vec<i64> = shapes
                 .iter()
-                .map(|b| fin.finalize(b, &base).expect("finalizes").peak_bytes_scheduled)
+                .map(|b| {
+                    fin.finalize(b, &base)
+                        .expect("finalizes")
+                        .peak_bytes_scheduled
+                })
                 .collect();
             let mut order: Vec<usize> = (0..shapes.len()).collect();
             order.sort_by_key(|&i| scheduled[i]);
@@ -198,8 +202,12 @@ fn main() {
             }
         }
     }
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/finalize_longtail.json");
-    let _ = std::fs::write(&out, serde_json::to_string_pretty(&rows).expect("serializes"));
+    let out =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/finalize_longtail.json");
+    let _ = std::fs::write(
+        &out,
+        serde_json::to_string_pretty(&rows).expect("serializes"),
+    );
     if !quick {
         criterion.final_summary();
     }

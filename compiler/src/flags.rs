@@ -50,20 +50,20 @@ impl ImportFlags {
 /// rewrites.
 #[derive(Clone, Debug, clap::Args)]
 pub struct PipelineFlags {
-    /// Loop and input fusion before scheduling (`on`): planning then sees only the values
-    /// that leave a fusion group; `off` (default) materializes every op result.
-    #[arg(long, value_enum, default_value = "off")]
+    /// Loop and input fusion before scheduling (`on`, default): planning then sees only the
+    /// values that leave a fusion group; `off` materializes every op result (to compare).
+    #[arg(long, value_enum, default_value = "on")]
     pub fusion: OnOff,
     /// Inputs whose buffers the step may reuse after their last read (JAX's
-    /// `donate_argnums`): `keep` (default: what the graph already carries; the importers do
-    /// not read StableHLO's `tf.aliasing_output` yet),
-    /// `none`, `auto` (every input with an output of its type, i.e. parameters and optimizer
-    /// state), or a comma-separated list of input names or argument indices.
-    #[arg(long, default_value = "keep", value_name = "keep|none|auto|LIST")]
+    /// `donate_argnums`): `auto` (default: every input with an output of its type, i.e.
+    /// parameters and optimizer state), `keep` (what the graph already carries; the importers
+    /// do not read StableHLO's `tf.aliasing_output` yet), `none`, or a comma-separated list
+    /// of input names or argument indices.
+    #[arg(long, default_value = "auto", value_name = "keep|none|auto|LIST")]
     pub donate: DonatePolicy,
     /// e-graph rule groups to run before fusion (comma-separated: sink_broadcast,
-    /// sink_convert, fold_transpose_dot, reassociate; `none` for none). Default: none, and
-    /// `fold_transpose_dot` with `--fusion on` (XLA's transpose folding: a transposed
+    /// sink_convert, fold_transpose_dot, reassociate; `none` for none). Default:
+    /// `fold_transpose_dot` with `--fusion on`, none with `--fusion off` (XLA's transpose folding: a transposed
     /// `dot_general` operand is read through other strides instead of materialized).
     #[arg(long, value_delimiter = ',', value_name = "GROUPS")]
     pub rewrite: Option<Vec<RewriteSpec>>,

@@ -6,4 +6,6 @@
 pub mod bench;
 pub mod flags;
 pub mod pack;
+pub mod progress;
 pub mod report;
+pub mod units;

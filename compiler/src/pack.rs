@@ -185,20 +185,21 @@ pub fn read_lengths(path: &Path) -> Result<Vec<i64>> {
 
 /// The text report: one row per policy and the gains.
 fn render(r: &PackReport, opts: &PackOptions) -> String {
-    let gib = |b: i64| b as f64 / (1u64 << 30) as f64;
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "{} lengths, {} tokens; budget {:.2} GiB on {}; decisions may add at most {:.1}% to a step",
+        "{} lengths, {} tokens; budget {} ({} bytes) on {}; decisions may add at most {:.1}% to \
+         a step",
         r.lengths,
         r.tokens,
-        gib(r.budget_bytes),
+        crate::units::bytes(r.budget_bytes),
+        r.budget_bytes,
         r.device,
         100.0 * r.max_added_fraction
     );
     let _ = writeln!(
         t,
-        "\n| policy | steps | tokens/step | padding | max peak GiB | added | shapes | parameter |"
+        "\n| policy | steps | tokens/step | padding | max peak | added | shapes | parameter |"
     );
     let _ = writeln!(t, "|---|---:|---:|---:|---:|---:|---:|---|");
     for p in &r.packings {
@@ -218,11 +219,11 @@ fn render(r: &PackReport, opts: &PackOptions) -> String {
         };
         let _ = writeln!(
             t,
-            "| {name}{bare} | {} | {:.0} | {:.1}% | {:.2} | {:.1}% | {} | {param} |",
+            "| {name}{bare} | {} | {:.0} | {:.1}% | {} | {:.1}% | {} | {param} |",
             p.steps,
             p.tokens_per_step,
             100.0 * p.padding_fraction,
-            gib(p.max_peak_bytes),
+            crate::units::bytes(p.max_peak_bytes),
             100.0 * p.added_fraction,
             p.distinct_shapes
         );

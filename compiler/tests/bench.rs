@@ -136,31 +136,63 @@ fn ebb(args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
     c.output().unwrap()
 }
 
+/// `--xla` without a usable Python is an error naming the interpreter and how to get one,
+/// before the sweep; a peer that starts but gives no column (here: an interpreter that is not
+/// Python) fails after printing the table without the XLA column.
 #[test]
-fn without_jax_the_xla_column_is_left_out_with_a_plain_message() {
+fn without_jax_xla_is_an_error_with_a_plain_message() {
     let f = fixture("mlp_sgd");
-    let out = ebb(
-        &[
-            "bench",
-            f.to_str().unwrap(),
-            "--shapes",
-            "B=8;B=16",
-            "--xla",
-        ],
-        &[("EBB_PYTHON", "/nonexistent")],
-    );
+    let args = [
+        "bench",
+        f.to_str().unwrap(),
+        "--shapes",
+        "B=8;B=16",
+        "--xla",
+    ];
+    let out = ebb(&args, &[("EBB_PYTHON", "/nonexistent")]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stderr}");
+    assert!(!out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("no XLA column") && stderr.contains("cannot run `/nonexistent`"),
+        stderr.contains("cannot run `/nonexistent`") && stderr.contains("EBB_PYTHON"),
         "{stderr}"
     );
+    assert!(out.stdout.is_empty(), "refused before the sweep");
+
+    let out = ebb(&args, &[("EBB_PYTHON", "/bin/false")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--xla: no XLA column"), "{stderr}");
     assert!(
         stdout.contains("XLA: not available") && !stdout.contains("XLA total"),
         "{stdout}"
     );
     assert!(stdout.contains("| 16 |"), "{stdout}");
+}
+
+/// Without a terminal, long work prints progress lines on stderr (`EBB_PROGRESS_SECS=0`: at
+/// every tenth of a phase), where a bar would be hidden.
+#[test]
+fn progress_lines_when_stderr_is_not_a_terminal() {
+    let f = fixture("mlp_sgd");
+    let out = ebb(
+        &["bench", f.to_str().unwrap(), "--shapes", "B=8;B=16"],
+        &[("EBB_PROGRESS_SECS", "0")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("ebb bench: ebb 1/2"), "{stderr}");
+    assert!(stderr.contains("ebb bench: ebb 2/2"), "{stderr}");
+    let out = ebb(
+        &["run", f.to_str().unwrap(), "--bind", "B=8"],
+        &[("EBB_PROGRESS_SECS", "0")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("ebb run: executing") && stderr.contains("(100%"),
+        "{stderr}"
+    );
 }
 
 #[test]

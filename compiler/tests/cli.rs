@@ -161,6 +161,68 @@ fn run_with_npz_inputs_compares_with_the_framework_outputs() {
     assert!(err < 1e-5, "relative error {err} against JAX's outputs");
 }
 
+/// The numerics report of `ebb run --inputs REF.npz`, text and `--json`, on a Lion step whose
+/// key bias has a zero gradient in exact arithmetic: every output's name, pytree path, shape,
+/// errors and count over the tolerance; the key bias passes by its sensitivity to round-off.
+#[test]
+fn run_reports_numerics_per_output_in_text_and_json() {
+    let fixture = jax_fixture("attn_kbias_lion");
+    let npz = fixture.with_extension("ref0.npz");
+    let args = [
+        "run",
+        fixture.to_str().unwrap(),
+        "--bind",
+        "B=2,S=8",
+        "--inputs",
+        npz.to_str().unwrap(),
+    ];
+    let out = ebb(&[&args[..], &["--json"]].concat());
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = &v["numerics"];
+    assert_eq!(n["passed"], true);
+    assert_eq!(n["tolerance"], 0.02);
+    assert!(n["rule"].as_str().unwrap().contains("normwise"));
+    let outputs = n["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 22);
+    for o in outputs {
+        for k in [
+            "name",
+            "path",
+            "shape",
+            "reference_shape",
+            "compared",
+            "max_abs_err",
+            "max_rel_err",
+            "normwise_rel_err",
+            "over_tolerance",
+            "sensitivity",
+            "passed",
+            "verdict",
+        ] {
+            assert!(o.get(k).is_some(), "{k} missing in {o}");
+        }
+    }
+    let bk = outputs
+        .iter()
+        .find(|o| o["path"] == "result[1]['bk']")
+        .unwrap();
+    assert_eq!(bk["compared"], "update");
+    assert_eq!(bk["shape"], serde_json::json!([16]));
+    assert!(bk["normwise_rel_err"].as_f64().unwrap() > 0.02);
+    assert!(bk["sensitivity"].as_f64().unwrap() > 0.1);
+    assert!(bk["over_tolerance"].as_u64().unwrap() > 0);
+    let text = ebb(&args);
+    assert_ok(&text);
+    let t = String::from_utf8_lossy(&text.stdout);
+    assert!(t.contains("22 of 22 outputs pass"), "{t}");
+    assert!(
+        t.lines()
+            .any(|l| l.contains("result[1]['bk']") && l.contains("within 8 x its sensitivity")),
+        "{t}"
+    );
+}
+
 #[test]
 fn compile_prints_the_ir_after_the_named_passes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -230,7 +292,18 @@ fn compile_runs_every_stage_as_a_pass() {
         .iter()
         .map(|g| g["group"].as_str().unwrap())
         .collect();
-    assert_eq!(groups, ["canonicalize", "donate", "schedule", "plan"]);
+    // The default pipeline: fusion on (with its default rewrite, transpose folding).
+    assert_eq!(
+        groups,
+        [
+            "canonicalize",
+            "donate",
+            "rewrite",
+            "fuse",
+            "schedule",
+            "plan"
+        ]
+    );
     let runs = report["passes"]["runs"].as_array().unwrap();
     let last = &runs[runs.len() - 1];
     assert_eq!(last["pass"], "plan");
@@ -260,7 +333,8 @@ fn compile_runs_every_stage_as_a_pass() {
 
 /// Tests `--donate` and `--fusion` on `ebb plan`: a model file compiled with them reports the
 /// donated bytes, the fusion groups and what holds the peak (by class, summing to the peak);
-/// a plan file refuses them (it was compiled already); an unknown input is named.
+/// the defaults are `--fusion on --donate auto` (the same report as the explicit flags);
+/// a plan file refuses other values (it was compiled already); an unknown input is named.
 #[test]
 fn plan_reports_donation_fusion_and_the_peak_breakdown() {
     let fixture = jax_fixture("mlp_sgd");
@@ -274,10 +348,22 @@ fn plan_reports_donation_fusion_and_the_peak_breakdown() {
         assert_ok(out);
         serde_json::from_slice(&out.stdout).unwrap()
     };
-    let kept = json(&plan(&[]));
+    let kept = json(&plan(&["--fusion", "off", "--donate", "keep"]));
     assert_eq!(kept["donated_bytes"], 0);
     assert_eq!(kept["fusion_groups"], 0);
     let r = json(&plan(&["--donate", "auto", "--fusion", "on"]));
+    let default = json(&plan(&[]));
+    for k in [
+        "peak_bytes_scheduled",
+        "peak_bytes_program_order",
+        "donated_bytes",
+        "fusion_groups",
+    ] {
+        assert_eq!(
+            default[k], r[k],
+            "{k}: the default is --fusion on --donate auto"
+        );
+    }
     assert!(r["donated_bytes"].as_i64().unwrap() > 0);
     assert!(r["fusion_groups"].as_i64().unwrap() > 0);
     assert!(r["materialized_values"].as_i64() < kept["materialized_values"].as_i64());
@@ -287,7 +373,14 @@ fn plan_reports_donation_fusion_and_the_peak_breakdown() {
         .iter()
         .map(|k| p[k].as_i64().unwrap())
         .sum();
-    assert_eq!(sum, r["peak_bytes_scheduled"].as_i64().unwrap());
+    // Every figure is non-negative; an in-place write's shared bytes are counted once.
+    for k in ["transient", "in_place"] {
+        assert!(p[k].as_i64().unwrap() >= 0, "{k}: {p}");
+    }
+    assert_eq!(
+        sum - p["in_place"].as_i64().unwrap(),
+        r["peak_bytes_scheduled"].as_i64().unwrap()
+    );
 
     let out = plan(&["--donate", "nope"]);
     assert!(!out.status.success());
@@ -317,10 +410,19 @@ fn plan_reports_donation_fusion_and_the_peak_breakdown() {
         "--bind",
         "B=8",
         "--donate",
-        "auto",
+        "keep",
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("pass them to `ebb compile`"));
+    let out = ebb(&[
+        "plan",
+        planned.to_str().unwrap(),
+        "--bind",
+        "B=8",
+        "--fusion",
+        "off",
+    ]);
+    assert!(!out.status.success());
     let out = ebb(&[
         "plan",
         planned.to_str().unwrap(),

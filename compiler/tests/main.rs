@@ -6,5 +6,6 @@ mod bench;
 mod cli;
 mod docs_commands;
 mod hostile;
+mod kernel_cache;
 mod pack;
 mod reliability;

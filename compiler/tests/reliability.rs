@@ -451,8 +451,19 @@ fn onnx_negative_and_huge_dimensions_are_errors() {
 
 /// Compiles JAX fixture `name` into `dir/<name>.plan.json`; the path and the plan as JSON.
 fn compiled_plan(dir: &Path, name: &str) -> (std::path::PathBuf, serde_json::Value) {
+    compiled_plan_with(dir, name, &[])
+}
+
+/// [`compiled_plan`] with extra `ebb compile` flags.
+fn compiled_plan_with(
+    dir: &Path,
+    name: &str,
+    flags: &[&str],
+) -> (std::path::PathBuf, serde_json::Value) {
     let plan = dir.join(format!("{name}.plan.json"));
-    let o = ebb(&["compile", s(&jax_fixture(name)), "-o", s(&plan)]);
+    let fixture = jax_fixture(name);
+    let args = [&["compile", s(&fixture), "-o", s(&plan)][..], flags].concat();
+    let o = ebb(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let v = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     (plan, v)
@@ -494,8 +505,35 @@ fn run_fails_when_outputs_differ_from_the_npz_beyond_the_tolerance() {
         ])
     };
     assert!(run("0.02").status.success());
-    fails_with(&run("1e-12"), "largest relative error");
     fails_with(&run("-1"), "--tolerance -1 must be");
+    // A reference whose loss is off by 1% fails at a tolerance of 0.1%, naming the output.
+    let dir = scratch("npz_tol");
+    let mut arrays = ebb_runtime::npz::load_npz(&npz).unwrap();
+    let loss = arrays["out_0"].as_f32().unwrap()[0];
+    arrays.insert(
+        "out_0".into(),
+        ebb_runtime::Tensor::from_f32(vec![], vec![loss * 1.01]).unwrap(),
+    );
+    let named: Vec<(String, &ebb_runtime::Tensor)> =
+        arrays.iter().map(|(k, t)| (k.clone(), t)).collect();
+    let off = dir.join("off.npz");
+    std::fs::write(
+        &off,
+        ebb_runtime::npz::npz_bytes(&named, "off.npz").unwrap(),
+    )
+    .unwrap();
+    let o = ebb(&[
+        "run",
+        s(&mlp),
+        "--bind",
+        "B=8",
+        "--inputs",
+        s(&off),
+        "--tolerance",
+        "1e-3",
+    ]);
+    let e = fails_with(&o, "1 of 7 outputs differ");
+    assert!(e.contains("out_0 `result[0]`"), "{e}");
 }
 
 /// A candidate's claims (a recompute's transient bytes, its regeneration peak) are re-derived
@@ -504,7 +542,12 @@ fn run_fails_when_outputs_differ_from_the_npz_beyond_the_tolerance() {
 #[test]
 fn edited_candidate_claims_are_refused_when_the_plan_loads() {
     let dir = scratch("claims");
-    let (plan, mut v) = compiled_plan(&dir, "gpt2_tiny_adamw");
+    // Unfused: its recompute candidates carry transient claims at this budget.
+    let (plan, mut v) = compiled_plan_with(
+        &dir,
+        "gpt2_tiny_adamw",
+        &["--fusion", "off", "--donate", "keep"],
+    );
     // In every schedule variant: the runtime may pick any of them at the shape.
     let zero = |p: &mut serde_json::Value| {
         for c in p["candidates"].as_array_mut().unwrap() {

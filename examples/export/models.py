@@ -550,3 +550,64 @@ def ckpt_cumsum_key_step(params, key, x):
 
     loss, grads = jax.value_and_grad(loss_fn)(params)
     return loss, sgd_update(params, grads, CKPT_CUMSUM_LR), key
+
+
+# ----------------------------------------------------------------------------------------------
+# 12. Attention with its own key bias under Adam, Lion and SGD momentum
+# ----------------------------------------------------------------------------------------------
+# The key bias `bk` adds `q . bk` to every logit of a query's row, which softmax ignores: its
+# gradient is zero in exact arithmetic, and what a float computation gives is round-off. Adam
+# (`g / (|g| + eps)` at the first step, `|g| << eps`), Lion (`sign`) and momentum turn that
+# noise into updates no two implementations share: the case a numerics check must not flag.
+
+ATTN_KBIAS_VOCAB = 32
+ATTN_KBIAS_D = 16
+ATTN_KBIAS_HEADS = 2
+
+
+def init_attn_kbias(key):
+    ks = jax.random.split(key, 6)
+    v, d = ATTN_KBIAS_VOCAB, ATTN_KBIAS_D
+    p = {"emb": jax.random.normal(ks[0], (v, d), jnp.float32) * 0.5}
+    for name, k in zip(("q", "k", "v", "o"), ks[1:5]):
+        p["w" + name] = jax.random.normal(k, (d, d), jnp.float32) * (1.0 / math.sqrt(d))
+        p["b" + name] = jnp.full((d,), 0.1, jnp.float32)
+    p["head"] = jax.random.normal(ks[5], (d, v), jnp.float32) * (1.0 / math.sqrt(d))
+    return p
+
+
+def attn_kbias_loss(p, tokens, targets):
+    """tokens, targets: i32[B, S]; one causal self-attention layer with separate q/k/v/o
+    projections and biases, a residual, a linear head; mean cross-entropy."""
+    b, s = tokens.shape
+    h, dh = ATTN_KBIAS_HEADS, ATTN_KBIAS_D // ATTN_KBIAS_HEADS
+    x = p["emb"][tokens]  # [B, S, D]
+
+    def proj(name):
+        return (x @ p["w" + name] + p["b" + name]).reshape(b, s, h, dh)
+
+    q, k, v = proj("q"), proj("k"), proj("v")
+    att = jnp.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(dh))
+    att = jnp.where(causal_mask(s), att, jnp.finfo(att.dtype).min)
+    att = jax.nn.softmax(att, axis=-1)
+    y = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, s, ATTN_KBIAS_D)
+    x = x + y @ p["wo"] + p["bo"]
+    return cross_entropy(x @ p["head"], targets)
+
+
+ATTN_KBIAS_OPTIMIZERS = {
+    "adam": lambda: optax.adam(1e-3),
+    "lion": lambda: optax.lion(1e-4),
+    "momentum": lambda: optax.sgd(0.05, momentum=0.9),
+}
+
+
+def make_attn_kbias_step(optimizer: str):
+    opt = ATTN_KBIAS_OPTIMIZERS[optimizer]()
+
+    def attn_kbias_step(params, opt_state, tokens, targets):
+        loss, grads = jax.value_and_grad(attn_kbias_loss)(params, tokens, targets)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return loss, optax.apply_updates(params, updates), opt_state
+
+    return attn_kbias_step, opt

@@ -26,12 +26,13 @@ use ebb_plan::format::Plan;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Options of [`compile`].
-#[derive(Clone, Debug, Default)]
+/// Options of [`compile`]. Make them with [`CompileOptions::builder`];
+/// [`CompileOptions::default`] is the builder's defaults (fusion on, donation `auto`).
+#[derive(Clone, Debug)]
 pub struct CompileOptions {
     /// Fix the symbols to these values before planning (precise-shape baseline).
     pub bind: Option<Bindings>,
-    /// e-graph rule groups to run (none by default).
+    /// e-graph rule groups to run (by default `fold_transpose_dot` with fusion, none without).
     pub rewrite_groups: Vec<RuleGroup>,
     /// Extra bindings the scheduler must not be worse than program order at (besides the
     /// scope's representative bindings).
@@ -44,12 +45,13 @@ pub struct CompileOptions {
     pub print_after: Vec<String>,
     /// Schedules kept in a symbolic plan for the runtime to choose from (default 4).
     pub max_variants: Option<usize>,
-    /// Run the loop fusion pass (`ebb_passes::fuse`) before scheduling (off by default).
+    /// Run the loop fusion pass (`ebb_passes::fuse`) before scheduling (on by default).
     pub fusion: bool,
     /// Keep `while` loops with a constant trip count as loops instead of unrolling them
     /// (`ebb_passes::canon::unroll`; unrolled by default).
     pub keep_loops: bool,
-    /// Which inputs are donated (`ebb_passes::donate`; default: as imported).
+    /// Which inputs are donated (`ebb_passes::donate`; default `auto`: every input with an
+    /// output of its type).
     pub donate: DonatePolicy,
     /// The device recorded in the plan ([`Plan::device`]) for the runtime to price decisions
     /// with (`None`: the runtime's default).

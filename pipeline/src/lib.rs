@@ -8,6 +8,7 @@
 //! * [`bind`] — symbol bindings (`B=8,S=512`), binding a graph, checking sizes evaluate;
 //! * [`report`] — a plan's memory figures at one binding, finalized and proven by the checker;
 //! * [`run`] — `ebb run`: finalize, execute on the CPU with the decisions, check and report;
+//! * [`numerics`] — the outputs against the framework's (`ebb run --inputs REF.npz`);
 //! * [`size`] — byte sizes and budgets as written (`2GiB`, `50%`);
 //! * [`output`] — output files written atomically, stdout write errors reported.
 //!
@@ -16,6 +17,7 @@
 pub mod api;
 pub mod bind;
 pub mod compile;
+pub mod numerics;
 pub mod options;
 pub mod output;
 pub mod report;
@@ -30,6 +32,6 @@ pub use compile::{
 pub use options::{resolve_device, CompileOptionsBuilder, Kinds, Pricing, RewriteSpec};
 pub use report::{
     check_plan_bindings, plan_report, plan_report_finalized, plan_report_proven,
-    plan_report_proven_on, prove_at, PlanReport,
+    plan_report_proven_on, prove_at, resolve_budget, PlanReport,
 };
 pub use size::{parse_budget, parse_bytes, Budget};

@@ -51,18 +51,24 @@ pub fn rewrite_groups(specs: &[RewriteSpec]) -> Vec<RuleGroup> {
         .collect()
 }
 
-/// Builds [`CompileOptions`] from typed choices, with the pipeline's defaults: no fusion,
-/// the import's donations, rule groups none (and `fold_transpose_dot` when fusion is on),
-/// constant-trip-count loops unrolled.
+/// Builds [`CompileOptions`] from typed choices, with the pipeline's defaults — the best plan
+/// Ebb makes: loop and input fusion on, donation `auto` (every input with an output of its
+/// type, i.e. parameters and optimizer state, as JAX's `donate_argnums`), rule groups
+/// `fold_transpose_dot` (fusion's default; none without fusion), constant-trip-count loops
+/// unrolled. `fusion(false)` and `donate(DonatePolicy::Keep)` give the unfused plan that keeps
+/// every input resident, to compare.
 ///
 /// ```
 /// use ebb_pipeline::CompileOptions;
 /// use ebb_passes::donate::DonatePolicy;
-/// let opts = CompileOptions::builder().fusion(true).donate(DonatePolicy::Auto).build();
+/// let opts = CompileOptions::builder().build();
 /// assert!(opts.fusion);
+/// assert_eq!(opts.donate, DonatePolicy::Auto);
 /// assert_eq!(opts.rewrite_groups.len(), 1); // fold_transpose_dot, fusion's default
+/// let plain = CompileOptions::builder().fusion(false).donate(DonatePolicy::Keep).build();
+/// assert!(plain.rewrite_groups.is_empty());
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CompileOptionsBuilder {
     fusion: bool,
     donate: DonatePolicy,
@@ -76,10 +82,35 @@ pub struct CompileOptionsBuilder {
     max_variants: Option<usize>,
 }
 
+impl Default for CompileOptionsBuilder {
+    /// The pipeline's defaults (see [`CompileOptionsBuilder`]).
+    fn default() -> Self {
+        CompileOptionsBuilder {
+            fusion: true,
+            donate: DonatePolicy::Auto,
+            rewrite: None,
+            keep_loops: false,
+            device: None,
+            bind: None,
+            sweep: Vec::new(),
+            stop_after: None,
+            print_after: Vec::new(),
+            max_variants: None,
+        }
+    }
+}
+
 impl CompileOptions {
     /// A builder starting from the defaults (see [`CompileOptionsBuilder`]).
     pub fn builder() -> CompileOptionsBuilder {
         CompileOptionsBuilder::default()
+    }
+}
+
+impl Default for CompileOptions {
+    /// The builder's defaults: fusion on, donation `auto` (see [`CompileOptionsBuilder`]).
+    fn default() -> Self {
+        CompileOptions::builder().build()
     }
 }
 
@@ -97,8 +128,8 @@ impl CompileOptionsBuilder {
         self
     }
 
-    /// The e-graph rule groups to run, replacing the default (none, or `fold_transpose_dot`
-    /// with fusion).
+    /// The e-graph rule groups to run, replacing the default (`fold_transpose_dot` with
+    /// fusion, none without).
     pub fn rewrite(mut self, groups: Vec<RuleGroup>) -> Self {
         self.rewrite = Some(groups);
         self
@@ -150,10 +181,11 @@ impl CompileOptionsBuilder {
     /// Whether every choice that changes what is planned (fusion, donation, rewrites,
     /// unrolling) is at its default: a plan file, compiled already, accepts only these.
     pub fn is_default_pipeline(&self) -> bool {
-        !self.fusion
-            && self.donate == DonatePolicy::Keep
+        let d = CompileOptionsBuilder::default();
+        self.fusion == d.fusion
+            && self.donate == d.donate
             && self.rewrite.is_none()
-            && !self.keep_loops
+            && self.keep_loops == d.keep_loops
     }
 
     /// The options.

@@ -57,8 +57,13 @@ pub struct PlanReport {
     pub lower_bound_bytes: i64,
     /// Remat/swap candidates in the plan.
     pub candidates: usize,
-    /// The budget, if one was given.
+    /// The budget, if one was given, bytes.
     pub budget_bytes: Option<i64>,
+    /// A budget given as a fraction (`--budget 50%`): that fraction (0.5)...
+    pub budget_fraction: Option<f64>,
+    /// ...of this figure of the report: `peak_bytes_program_order` (`50%`) or
+    /// `peak_bytes_scheduled` (`50%scheduled`).
+    pub budget_fraction_of: Option<&'static str>,
     /// Peak bytes with the runtime's decisions under the budget.
     pub peak_bytes_planned: Option<i64>,
     /// Decisions taken (recompute, swap).
@@ -171,6 +176,40 @@ pub fn check_plan_bindings(plan: &Plan, b: &Bindings) -> Result<()> {
     Ok(())
 }
 
+/// Peak bytes of `g` executed in program order at `b`.
+fn program_order_peak(g: &Graph, b: &Bindings) -> Result<i64> {
+    Ok(memory::liveness(g, &memory::program_order(g))
+        .peak(b)
+        .map_err(|e| size_error(g, b, e))?
+        .0)
+}
+
+/// The bytes of `budget` at `b` for `plan` (whose graph is `g`): bytes as given, `50%` of the
+/// program-order peak at `b`, or `50%scheduled` of the plan's scheduled peak at `b` (its best
+/// schedule variant's, without decisions) — what `ebb plan`/`run --budget`, `Plan.finalize`
+/// and `ebb.Runtime(budget=…)` resolve a budget to at each shape.
+///
+/// # Errors
+/// Sizes that do not evaluate at `b`.
+pub fn resolve_budget(plan: &Plan, g: &Graph, b: &Bindings, budget: Budget) -> Result<i64> {
+    match budget {
+        Budget::Bytes(x) => Ok(x),
+        Budget::Fraction(_) => resolve_with(plan, g, b, budget, program_order_peak(g, b)?),
+        Budget::FractionOfScheduled(_) => resolve_with(plan, g, b, budget, 0),
+    }
+}
+
+/// [`resolve_budget`] with the program-order peak `po` at `b` known.
+fn resolve_with(plan: &Plan, g: &Graph, b: &Bindings, budget: Budget, po: i64) -> Result<i64> {
+    Ok(match budget {
+        Budget::FractionOfScheduled(_) => {
+            let scheduled = plan.best_variant(b).map_err(|e| size_error(g, b, e))?.1;
+            budget.resolve(po, scheduled)
+        }
+        x => x.resolve(po, 0),
+    })
+}
+
 /// [`plan_report_finalized`] on the plan's graph `g`, already parsed.
 fn report_at(
     plan: &Plan,
@@ -180,18 +219,11 @@ fn report_at(
     pricing: &Pricing,
 ) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
     check_plan_bindings(plan, b)?;
-    let po = memory::liveness(g, &memory::program_order(g))
-        .peak(b)
-        .map_err(|e| size_error(g, b, e))?
-        .0;
-    let budget = match budget {
-        Some(x @ Budget::FractionOfScheduled(_)) => {
-            let scheduled = plan.best_variant(b).map_err(|e| size_error(g, b, e))?.1;
-            Some(x.resolve(po, scheduled))
-        }
-        Some(x) => Some(x.resolve(po, 0)),
-        None => None,
-    };
+    let po = program_order_peak(g, b)?;
+    let given = budget;
+    let budget = budget
+        .map(|x| resolve_with(plan, g, b, x, po))
+        .transpose()?;
     let lower = memory::lower_bound(g, b).map_err(|e| size_error(g, b, e))?;
     let opts = pricing.finalize_options(budget, true);
     // Prepared first, as a runtime does once per plan: `finalize_us` is what a new shape
@@ -226,6 +258,15 @@ fn report_at(
         lower_bound_bytes: lower,
         candidates: plan.candidates.len(),
         budget_bytes: budget,
+        budget_fraction: match given {
+            Some(Budget::Fraction(f) | Budget::FractionOfScheduled(f)) => Some(f),
+            _ => None,
+        },
+        budget_fraction_of: match given {
+            Some(Budget::Fraction(_)) => Some("peak_bytes_program_order"),
+            Some(Budget::FractionOfScheduled(_)) => Some("peak_bytes_scheduled"),
+            _ => None,
+        },
         peak_bytes_planned: budget.map(|_| c.peak_bytes_planned),
         recompute_decisions: c
             .decisions

@@ -5,6 +5,7 @@
 //! (`outputs_match_reference`), and the independent plan checker
 //! (`ebb_passes::plan::check`) must prove the decisions with the same peak as measured.
 
+use crate::numerics::{self, NumericsReport};
 use crate::{self as pipeline, Budget, PlanReport, Pricing};
 use anyhow::{bail, Context, Result};
 use ebb_ir::Bindings;
@@ -58,24 +59,36 @@ pub struct RunReport {
     pub wall_ms_unplanned: Option<f64>,
     /// With `--check`: the peak the independent plan checker proves for the decisions.
     pub checker_peak_bytes: Option<i64>,
-    /// With `.npz` inputs holding `out_i`: the largest relative error of the outputs against
-    /// them (the framework's own results).
+    /// With `.npz` inputs holding `out_i`: the largest `max_rel_err` of [`RunReport::numerics`]
+    /// (infinite where a shape or a NaN/inf position differs).
     pub npz_max_rel_err: Option<f64>,
+    /// With `.npz` inputs holding `out_i`: every output against the framework's
+    /// ([`crate::numerics`]: the rule, per output its errors and verdict).
+    pub numerics: Option<NumericsReport>,
     /// Number of program points executed.
     pub points: usize,
     /// Which kernels ran the fusion groups.
     pub executor: Executor,
-    /// Fusion kernels JIT-compiled during the step.
+    /// Fusion kernels JIT-compiled during the step (0 when an earlier process on this machine
+    /// compiled them all: they come from the on-disk kernel cache).
     pub kernels_compiled: u64,
-    /// Fusion kernels taken from the cache during the step.
+    /// Fusion kernels whose object code came from the on-disk kernel cache (linked, not
+    /// compiled) during the step.
+    pub kernels_loaded: u64,
+    /// Fusion kernels taken from the process's cache during the step.
     pub kernels_reused: u64,
     /// Part of `wall_ms` spent compiling kernels, ms.
     pub jit_compile_ms: f64,
+    /// Part of `wall_ms` spent reading cached kernels and linking them, ms.
+    pub jit_load_ms: f64,
     /// Bytes of results written into buffers recycled from freed values instead of new ones
     /// (of the last step with `--repeat`; the first step recycles only within itself).
     pub recycled_bytes: u64,
     /// With `--repeat N`: the median wall time of the N steps after the first, ms.
     pub wall_ms_median: Option<f64>,
+    /// Bytes of the step's inputs (the caller holds them; the arena's ranges planned for them
+    /// are not used).
+    pub input_bytes: u64,
     /// The step ran out of one arena of `arena_bytes`, every result at its planned offset.
     pub arena_backed: bool,
     /// Measured in that arena: the highest byte any result used (graph inputs stay where the
@@ -143,7 +156,33 @@ pub struct RunOptions {
     pub arena_backed: bool,
     /// Device and decision kinds; `None`: [`Pricing::for_plan`].
     pub pricing: Option<Pricing>,
+    /// With `.npz` inputs holding `out_i`: the tolerance on each output's normwise relative
+    /// error ([`crate::numerics`]; `--tolerance`, default 2%).
+    pub tolerance: f64,
 }
+
+impl RunOptions {
+    /// `ebb run`'s defaults at bindings `bind`: no budget, seeded random inputs (seed 0), no
+    /// check, generated kernels, the arena, the plan's pricing, tolerance 2%.
+    pub fn new(bind: Bindings) -> RunOptions {
+        RunOptions {
+            bind,
+            budget: None,
+            inputs: InputSource::Random(0),
+            check: false,
+            max_host_memory: None,
+            executor: Executor::Jit,
+            repeat: 0,
+            arena_backed: true,
+            pricing: None,
+            tolerance: DEFAULT_TOLERANCE,
+        }
+    }
+}
+
+/// The default tolerance on an output's normwise relative error against the framework's
+/// (`--tolerance`).
+pub const DEFAULT_TOLERANCE: f64 = 0.02;
 
 /// Everything `ebb run` prints or plots.
 pub struct RunResult {
@@ -267,6 +306,23 @@ pub fn repeat_steps(
     })
 }
 
+/// Resident bytes per program point of schedule variant `variant` of `plan` at `b` without
+/// decisions: the "before" of a timeline whose "after" is that variant finalized under a
+/// budget (the best variant without a budget may be another schedule).
+///
+/// # Errors
+/// Sizes that do not evaluate at `b`.
+pub fn resident_of_variant(
+    plan: &Plan,
+    variant: usize,
+    b: &Bindings,
+    pricing: &Pricing,
+) -> Result<Vec<i64>> {
+    let mut only = plan.variant(variant).unwrap_or(plan).clone();
+    only.alternatives.clear();
+    Ok(ebb_plan::finalize::finalize(&only, b, &pricing.finalize_options(None, false))?.resident)
+}
+
 /// Runs `plan` (see the module docs), calling `progress(point, points)` during execution.
 ///
 /// # Errors
@@ -308,6 +364,7 @@ pub fn run(
         ),
         InputSource::Npz(p) => npz_inputs(p, n_in)?,
     };
+    let input_bytes = inputs.iter().map(Tensor::size_bytes).sum();
     let step = rt.step_with_progress(b, inputs.clone(), progress)?;
     // The op times reported are the last step's (warm with `--repeat`).
     let repeated = repeat_steps(&mut rt, b, &inputs, opts.repeat)?;
@@ -316,13 +373,21 @@ pub fn run(
         Some((stats, recycled)) => (Some(stats), recycled),
         None => (None, step.report.recycled_bytes),
     };
-    let npz_max_rel_err = (!expected.is_empty()).then(|| {
-        step.outputs
-            .iter()
-            .zip(&expected)
-            .map(|(g, w)| g.rel_err(w))
-            .fold(0f64, f64::max)
-    });
+    let numerics = if expected.is_empty() {
+        None
+    } else {
+        let graph = rt.graph().clone();
+        let mut rerun = |ins: Vec<Tensor>| -> Result<Vec<Tensor>> { Ok(rt.step(b, ins)?.outputs) };
+        Some(numerics::compare(
+            &graph,
+            &inputs,
+            &step.outputs,
+            &expected,
+            opts.tolerance,
+            &mut rerun,
+        )?)
+    };
+    let npz_max_rel_err = numerics.as_ref().map(NumericsReport::max_rel_err);
     let (mut matches, mut unplanned_ms, mut checker_peak) = (None, None, None);
     if opts.check {
         let mut free = Runtime::new(plan.clone(), None)?;
@@ -389,8 +454,7 @@ pub fn run(
             ms: t.as_secs_f64() * 1e3,
         })
         .collect();
-    let resident_unplanned =
-        ebb_plan::finalize::finalize(&plan, b, &pricing.finalize_options(None, false))?.resident;
+    let resident_unplanned = resident_of_variant(&plan, concrete.variant, b, &pricing)?;
     let report = RunReport {
         measured_peak_bytes: step.report.measured_peak_bytes,
         host_peak_bytes: step.report.host_peak_bytes,
@@ -400,12 +464,16 @@ pub fn run(
         wall_ms_unplanned: unplanned_ms,
         checker_peak_bytes: checker_peak,
         npz_max_rel_err,
+        numerics,
         points: concrete.resident.len(),
         executor: step.report.executor,
         kernels_compiled: step.report.kernels_compiled,
+        kernels_loaded: step.report.kernels_loaded,
         kernels_reused: step.report.kernels_reused,
         jit_compile_ms: step.report.jit_compile_ms,
+        jit_load_ms: step.report.jit_load_ms,
         recycled_bytes,
+        input_bytes,
         arena_backed: step.report.arena_backed,
         arena_high_water_bytes: step.report.arena_usage.high_water_bytes,
         arena_peak_live_bytes: step.report.arena_usage.peak_live_bytes,

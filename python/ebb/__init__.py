@@ -138,16 +138,19 @@ class Plan:
 def compile(
     model: str | os.PathLike,
     device: str | None = None,
-    fusion: bool = False,
-    donate: str = "keep",
+    fusion: bool = True,
+    donate: str = "auto",
     unroll: bool = True,
 ) -> Plan:
     """Imports and compiles a training step into a symbolic plan.
 
     ``model``: a path to a ``.mlir`` (StableHLO, MLIR generic form, as ``jax.export`` with
     symbolic shapes gives through :func:`ebb.jax.export`) or ``.onnx`` file, or MLIR text.
-    ``device`` is recorded in the plan; ``fusion`` plans fused groups; ``donate``: ``keep``,
-    ``none``, ``auto`` or a comma-separated list of inputs whose buffers may be reused.
+    ``device`` is recorded in the plan; ``fusion`` plans fused groups (default; ``False``
+    materializes every op result); ``donate``: ``auto`` (default: every input with an output
+    of its type, i.e. parameters and optimizer state, as JAX's ``donate_argnums``), ``keep``
+    (what the model carries), ``none``, or a comma-separated list of inputs whose buffers may
+    be reused.
     ``unroll``: unroll ``while`` loops with a constant trip count (a ``lax.scan`` over layers)
     so that their iterations are planned like straight-line code; ``False`` keeps them as
     loops, planned whole.
@@ -178,9 +181,13 @@ def _np_dtype(name: str) -> np.dtype:
 
 
 class Runtime:
-    """Executes the step on the CPU under a memory budget (bytes or ``"2GiB"``): each
-    :meth:`step` finalizes the plan at its bindings (cached per shape), performs the evictions,
-    recomputes and swaps, and returns the outputs with the step's report."""
+    """Executes the step on the CPU under a memory budget: each :meth:`step` finalizes the plan
+    at its bindings (cached per shape), performs the evictions, recomputes and swaps, and
+    returns the outputs with the step's report.
+
+    ``budget``: bytes (int) or text, as everywhere: ``"2GiB"``, ``"50%"`` (of the step's
+    program-order peak at each step's bindings), ``"50%scheduled"`` (of the plan's scheduled
+    peak there)."""
 
     def __init__(self, plan: Plan, budget: Budget | None = None, device: str | None = None, kinds: str = "both"):
         self._rt = _ebb.Runtime(plan._p, budget, device, kinds)
@@ -203,10 +210,11 @@ class Runtime:
             # converted, value for value, never reinterpreted.
             if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and sys.byteorder == "big"):
                 a = a.astype(a.dtype.newbyteorder("<"))
-            a = np.ascontiguousarray(a)
+            # C order, 0-d kept 0-d (np.ascontiguousarray would make it 1-d).
+            a = np.asarray(a, order="C")
             raw.append((a.tobytes(), a.dtype.name, list(a.shape)))
         outs, report = self._rt.step(_bind(bind, {}), raw)
-        arrays = [np.frombuffer(b, dtype=_np_dtype(d).newbyteorder("<")).reshape(s) for b, d, s in outs]
+        arrays = [np.frombuffer(b, dtype=_np_dtype(d).newbyteorder("<")).reshape(tuple(s)) for b, d, s in outs]
         return arrays, json.loads(report)
 
 

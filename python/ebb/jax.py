@@ -56,8 +56,8 @@ def export(
     symbolic: str | None = None,
     constraints: Sequence[str] = (),
     device: str | None = None,
-    fusion: bool = False,
-    donate: str = "keep",
+    fusion: bool = True,
+    donate: str = "auto",
     platform: str = "cpu",
 ) -> Plan:
     """Exports ``fn`` at ``arg_specs`` with symbolic shapes and compiles it into a plan.

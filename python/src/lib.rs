@@ -161,7 +161,7 @@ impl PyPlan {
 impl PyPlan {
     /// Imports a model file (`.mlir` StableHLO generic form, `.onnx`) and compiles it.
     #[staticmethod]
-    #[pyo3(signature = (path, device=None, fusion=false, donate="keep", unroll=true))]
+    #[pyo3(signature = (path, device=None, fusion=true, donate="auto", unroll=true))]
     fn compile_file(
         py: Python<'_>,
         path: PathBuf,
@@ -357,9 +357,22 @@ type StepResult<'py> = (Vec<(Bound<'py, PyBytes>, String, Vec<usize>)>, String);
 /// The CPU executor under a budget (see `ebb.Runtime`). Usable from any Python thread: the
 /// runtime sits behind a mutex, waited for and held with the GIL released, so steps from
 /// several threads run one after another while other Python code goes on.
+/// A [`PyRuntime`]'s mutable part.
+struct RuntimeState {
+    /// The runtime.
+    rt: Runtime,
+    /// Bytes of a fractional budget per shape seen (symbol values in symbol order).
+    resolved: std::collections::HashMap<Vec<i64>, i64>,
+}
+
 #[pyclass(module = "ebb._ebb", name = "Runtime", frozen)]
 struct PyRuntime {
-    rt: std::sync::Mutex<Runtime>,
+    /// The runtime and the budget bytes resolved per shape, behind one lock.
+    inner: std::sync::Mutex<RuntimeState>,
+    /// The plan's graph, to resolve a fractional budget at each shape.
+    graph: Graph,
+    /// The budget as given (a fraction resolves per shape: [`pipeline::resolve_budget`]).
+    budget: Option<Budget>,
 }
 
 #[pymethods]
@@ -374,14 +387,23 @@ impl PyRuntime {
     ) -> PyResult<PyRuntime> {
         (|| -> Result<PyRuntime> {
             let pricing = plan.pricing(device.as_deref(), kinds)?;
-            let budget = budget.as_ref().map(BudgetArg::bytes).transpose()?;
+            let budget = budget.as_ref().map(BudgetArg::budget).transpose()?;
+            let bytes = match budget {
+                Some(Budget::Bytes(b)) => Some(b),
+                _ => None,
+            };
             let rt = Runtime::with_options(
                 plan.plan.clone(),
-                pricing.finalize_options(budget, true),
+                pricing.finalize_options(bytes, true),
                 64,
             )?;
             Ok(PyRuntime {
-                rt: std::sync::Mutex::new(rt),
+                inner: std::sync::Mutex::new(RuntimeState {
+                    rt,
+                    resolved: Default::default(),
+                }),
+                graph: plan.graph.clone(),
+                budget,
             })
         })()
         .map_err(py_err)
@@ -397,13 +419,29 @@ impl PyRuntime {
     ) -> PyResult<StepResult<'py>> {
         let (outputs, report) = py
             .detach(|| -> Result<(Vec<RawTensor>, String)> {
-                let mut rt = self.rt.lock().map_err(|_| {
+                let mut state = self.inner.lock().map_err(|_| {
                     anyhow::anyhow!(
                         "an earlier step of this Runtime failed with a panic; create a new Runtime"
                     )
                 })?;
+                let RuntimeState { rt, resolved } = &mut *state;
                 let b = bindings(&bind);
                 rt.plan().symbols.check_known(&b)?;
+                if let Some(budget @ (Budget::Fraction(_) | Budget::FractionOfScheduled(_))) =
+                    self.budget
+                {
+                    pipeline::check_plan_bindings(rt.plan(), &b)?;
+                    let key: Vec<i64> = b.values().copied().collect();
+                    let bytes = match resolved.get(&key) {
+                        Some(&x) => x,
+                        None => {
+                            let x = pipeline::resolve_budget(rt.plan(), &self.graph, &b, budget)?;
+                            resolved.insert(key, x);
+                            x
+                        }
+                    };
+                    rt.set_budget(Some(bytes));
+                }
                 let tensors = inputs
                     .into_iter()
                     .enumerate()

@@ -17,15 +17,7 @@ fn repo() -> PathBuf {
 #[test]
 fn pytest_python_tests() {
     let repo = repo();
-    let python = std::env::var("EBB_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo.join(".venv-jax/bin/python"));
-    assert!(
-        python.exists(),
-        "no Python environment at {}: run `bash scripts/setup-debian.sh` (it creates .venv-jax \
-         with JAX, numpy and pytest) or set EBB_PYTHON",
-        python.display()
-    );
+    let python = ebb_testkit::test_python();
     // A test build leaves the library in deps/ (`cargo build` also copies it up).
     let lib = ebb_testkit::deps_dir().join("lib_ebb.so");
     assert!(lib.exists(), "{} was not built", lib.display());

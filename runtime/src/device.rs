@@ -200,11 +200,7 @@ fn mem_total_bytes() -> Option<i64> {
 
 /// Where the `cpu` profile is cached (see the module docs).
 fn cache_path() -> Option<PathBuf> {
-    let dir = std::env::var_os("EBB_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("ebb")))
-        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/ebb")))?;
-    Some(dir.join("cpu-profile.json"))
+    Some(ebb_codegen::disk_cache::cache_dir()?.join("cpu-profile.json"))
 }
 
 /// Writes the cache through a temporary file in the same directory, renamed into place.

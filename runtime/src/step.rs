@@ -103,12 +103,18 @@ pub struct StepReport {
     /// Which kernels ran the fusion groups.
     pub executor: Executor,
     /// Fusion kernels JIT-compiled during the step (the process-wide counter's change; 0
-    /// once every group of the plan has been seen, at any binding).
+    /// once every group of the plan has been seen, at any binding, in this process or — with
+    /// the on-disk kernel cache — in an earlier one on this machine).
     pub kernels_compiled: u64,
+    /// Fusion kernels whose object code came from the on-disk kernel cache during the step
+    /// (`ebb_codegen::disk_cache`: linked, not compiled).
+    pub kernels_loaded: u64,
     /// Fusion kernels taken from the process-wide cache during the step.
     pub kernels_reused: u64,
-    /// Part of `wall_ms` spent compiling kernels, ms.
+    /// Part of `wall_ms` spent compiling kernels (and linking them), ms.
     pub jit_compile_ms: f64,
+    /// Part of `wall_ms` spent reading kernels from the on-disk cache and linking them, ms.
+    pub jit_load_ms: f64,
     /// Bytes of results written into recycled buffers (see [`crate::exec::pool`]) instead of
     /// newly allocated ones.
     pub recycled_bytes: u64,
@@ -359,8 +365,10 @@ impl Runtime {
             regen_ms: stats.regen_time.as_secs_f64() * 1e3,
             executor: self.executor,
             kernels_compiled: jit1.kernels_compiled - jit0.kernels_compiled,
+            kernels_loaded: jit1.kernels_loaded - jit0.kernels_loaded,
             kernels_reused: jit1.kernels_reused - jit0.kernels_reused,
             jit_compile_ms: (jit1.compile_us - jit0.compile_us) as f64 / 1e3,
+            jit_load_ms: (jit1.load_us - jit0.load_us) as f64 / 1e3,
             recycled_bytes: self.pool.reused_bytes() - reused0,
         };
         Ok(StepOutput {

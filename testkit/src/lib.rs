@@ -174,6 +174,16 @@ pub fn import_fixture(name: &str) -> ebb_ir::Graph {
         .0
 }
 
+/// The unfused configuration that keeps every input resident (`--fusion off --donate keep`):
+/// what tests whose figures were measured without fusion and donation compile with.
+#[cfg(feature = "compiler")]
+pub fn unfused_options() -> ebb_pipeline::CompileOptions {
+    ebb_pipeline::CompileOptions::builder()
+        .fusion(false)
+        .donate("keep".parse().expect("a donation policy"))
+        .build()
+}
+
 /// Runs `pass` on the graph `text` (parsed and verified, verified again after the pass);
 /// returns the snapshot text `// before\n<IR>\n// after: N change(s)\n<IR>` and the result.
 #[cfg(feature = "passes")]
@@ -240,6 +250,24 @@ pub fn scratch(tag: &str) -> Scratch {
             .tempdir()
             .expect("a scratch directory in the temporary directory"),
     )
+}
+
+/// The Python the tests run (pytest, the exporters' scripts): `$EBB_PYTHON`, else the
+/// repository's `.venv-jax` (made by `scripts/setup-debian.sh`, with JAX, numpy, pytest).
+///
+/// # Panics
+/// When neither exists, with the command that creates it.
+pub fn test_python() -> PathBuf {
+    let python = std::env::var("EBB_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| fixtures_dir().join("../../.venv-jax/bin/python"));
+    assert!(
+        python.exists(),
+        "no Python environment at {}: run `bash scripts/setup-debian.sh` (it creates .venv-jax \
+         with JAX, numpy and pytest) or set EBB_PYTHON",
+        python.display()
+    );
+    python
 }
 
 /// `target/<profile>/deps`, the directory of the running test binary: where a test build leaves

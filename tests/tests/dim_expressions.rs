@@ -55,7 +55,7 @@ fn compile(fused: bool) -> Plan {
             .donate(DonatePolicy::Auto)
             .build()
     } else {
-        CompileOptions::default()
+        ebb_testkit::unfused_options()
     };
     ebb_testkit::compile_fixture(NAME, &opts).plan
 }

@@ -3,7 +3,8 @@
 //! under 50% of its program-order peak (or the smallest feasible budget, where 50% is below
 //! what the lower bound allows) runs with the measured peak equal to the planned one and to the
 //! checker's, outputs bit-identical to the run without decisions and to the unfused,
-//! undonated plan's; and donation never raises the scheduled peak. (The outputs against the
+//! undonated plan's; and donation never raises the scheduled peak. The default compile options
+//! give exactly that fused, donated plan. (The outputs against the
 //! framework's own are `exec_numerics`' and `onnx_numerics`' business.)
 
 use ebb_ir::Bindings;
@@ -25,7 +26,7 @@ fn compile(path: &Path, donate: Option<DonatePolicy>) -> Plan {
             .fusion(true)
             .donate(donate)
             .build(),
-        None => CompileOptions::default(),
+        None => ebb_testkit::unfused_options(),
     };
     ebb_testkit::compile_path(path, &opts).plan
 }
@@ -57,6 +58,7 @@ fn run_checked(
         repeat: 0,
         arena_backed: true,
         pricing: None,
+        tolerance: run::DEFAULT_TOLERANCE,
     };
     run::run(plan.clone(), &opts, &mut |_, _| {})
 }
@@ -102,6 +104,13 @@ fn fused_donated_plans_run_checked_under_half_the_peak() {
         let kept = compile(&path, Some(DonatePolicy::Keep));
         let plain = compile(&path, None);
         let name = path.file_name().unwrap().to_string_lossy().to_string();
+        // The pipeline's defaults are these flags: a plain `ebb compile` makes this plan.
+        let default = ebb_testkit::compile_path(&path, &CompileOptions::default()).plan;
+        assert_eq!(
+            default.to_json(),
+            plan.to_json(),
+            "{name}: the default plan is --fusion on --donate auto"
+        );
         for (npz, b) in &refs {
             // (An optimizer model's refs also bind its training model's symbols.)
             let b: &Bindings = &b
@@ -143,6 +152,7 @@ fn fused_donated_plans_run_checked_under_half_the_peak() {
                 // Heap buffers: the arena-backed run above must give the same bits.
                 arena_backed: false,
                 pricing: None,
+                tolerance: run::DEFAULT_TOLERANCE,
             };
             let reference = run::run(plain.clone(), &opts, &mut |_, _| {}).unwrap();
             for (i, (x, y)) in reference

@@ -15,14 +15,21 @@ use ebb_ir::{Bindings, DType, DimExpr, Graph, NodeId, Op, OpKind, TensorType};
 use ebb_passes::memory::{liveness, program_order};
 use ebb_passes::plan::{build_plan, check, PlanOptions};
 use ebb_passes::remat::CandidateOptions;
+use ebb_pipeline::Compiled;
 use ebb_plan::device::DeviceProfile;
 use ebb_plan::exact::{solve, solve_with_start, ExactOptions, ExactResult, ExactStatus};
 use ebb_plan::finalize::{finalize, ConcretePlan, FinalizeError, FinalizeOptions};
 use ebb_plan::format::{DecisionKind, Plan};
-use ebb_testkit::{bind, compiled};
+use ebb_testkit::bind;
 use proptest::prelude::*;
 
 const BOTH: [DecisionKind; 2] = [DecisionKind::Recompute, DecisionKind::Swap];
+
+/// `name` compiled unfused, every input kept (`--fusion off --donate keep`): the configuration
+/// of the greedy-vs-optimum table these tests and the documentation give.
+fn compiled(name: &str) -> Compiled {
+    ebb_testkit::compile_fixture(name, &ebb_testkit::unfused_options())
+}
 
 fn program_order_peak(g: &Graph, b: &Bindings) -> i64 {
     liveness(g, &program_order(g)).peak(b).unwrap().0

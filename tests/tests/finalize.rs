@@ -3,14 +3,21 @@
 //! plan-cache hits, arena layouts without overlap.
 
 use ebb_import::stablehlo::import_file;
+use ebb_passes::donate::DonatePolicy;
 use ebb_passes::plan::check::check;
 use ebb_pipeline::{compile, CompileOptions, Compiled};
 use ebb_plan::arena::check_layout;
 use ebb_plan::cache::PlanCache;
 use ebb_plan::finalize::{finalize, FinalizeError, FinalizeOptions, Finalizer};
 use ebb_plan::format::DecisionKind;
-use ebb_testkit::{bind, compiled, jax_fixture};
+use ebb_testkit::{bind, jax_fixture, unfused_options};
 use std::sync::Arc;
+
+/// `name` compiled unfused, every input kept (`--fusion off --donate keep`): the configuration
+/// these tests' figures were measured in.
+fn compiled(name: &str) -> Compiled {
+    ebb_testkit::compile_fixture(name, &unfused_options())
+}
 
 #[test]
 fn half_of_program_order_peak_is_met_and_the_checker_proves_it() {
@@ -270,10 +277,11 @@ fn symbolic_plan_matches_precise_plan_within_one_percent_on_small_fixtures() {
     ] {
         let (g, _) = import_file(&jax_fixture(name)).unwrap();
         for &fusion in fusions {
-            let opts = CompileOptions {
-                fusion,
-                ..Default::default()
-            };
+            let opts = CompileOptions::builder()
+                .fusion(fusion)
+                .donate(DonatePolicy::Keep)
+                .rewrite(Vec::new())
+                .build();
             let sym = compile(g.clone(), &opts).unwrap();
             for &(bb, s) in shapes {
                 let b = if s == 0 {
@@ -611,7 +619,7 @@ fn scan_fixture_schedules_within_five_percent_of_the_unrolled_export() {
         g,
         &CompileOptions {
             keep_loops: true,
-            ..Default::default()
+            ..unfused_options()
         },
     )
     .unwrap();

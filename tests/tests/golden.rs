@@ -133,11 +133,11 @@ fn table(
     for (config, fusion, donate) in configs.iter().cloned() {
         let compiled = compile(
             graph.clone(),
-            &CompileOptions {
-                fusion,
-                donate,
-                ..Default::default()
-            },
+            &CompileOptions::builder()
+                .fusion(fusion)
+                .donate(donate)
+                .rewrite(Vec::new())
+                .build(),
         )
         .unwrap_or_else(|e| panic!("{fixture} ({config}) compiles: {e:#}"));
         let plan = &compiled.plan;

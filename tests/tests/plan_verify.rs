@@ -6,14 +6,15 @@
 use ebb_passes::plan::verify_plan;
 use ebb_pipeline::api::Compiler;
 use ebb_plan::format::Plan;
-use ebb_testkit::jax_fixture;
+use ebb_testkit::{jax_fixture, unfused_options};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use serde_json::{json, Value};
 
-/// The compiled plan of `name` as JSON (with its schedule variants).
+/// The compiled plan of `name` as JSON (with its schedule variants), unfused with every input
+/// kept (`--fusion off --donate keep`: the tamperings below name that plan's fields).
 fn plan_json(name: &str) -> Value {
-    let plan = Compiler::default()
+    let plan = Compiler::new(unfused_options())
         .compile_file(&jax_fixture(name))
         .unwrap();
     serde_json::from_str(&plan.to_json()).unwrap()
@@ -205,7 +206,7 @@ fn seeded_random_tamperings_are_refused() {
 /// peak terms give, and are refused once edited.
 #[test]
 fn budget_thresholds_verify_when_recomputed_and_not_when_edited() {
-    let mut plan = Compiler::default()
+    let mut plan = Compiler::new(unfused_options())
         .compile_file(&jax_fixture("mlp_sgd"))
         .unwrap();
     let g = verify_plan(&plan).unwrap();

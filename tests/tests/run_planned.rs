@@ -10,10 +10,13 @@ use ebb_plan::finalize::{FinalizeError, FinalizeOptions};
 use ebb_plan::format::{DecisionKind, Plan};
 use ebb_runtime::inputs::random_inputs;
 use ebb_runtime::{Runtime, RuntimeError, Tensor};
+use ebb_testkit::unfused_options;
 
-/// Compiles a JAX fixture by name, or an ONNX fixture given as `onnx/NAME`.
+/// Compiles a JAX fixture by name, or an ONNX fixture given as `onnx/NAME`, unfused with every
+/// input kept (`--fusion off --donate keep`: the configuration these tests' budgets were set
+/// in; `donation_fixtures` runs the default, fused and donated, plans).
 fn compile(name: &str) -> Plan {
-    compile_with(name, &CompileOptions::default())
+    compile_with(name, &unfused_options())
 }
 
 fn compile_with(name: &str, opts: &CompileOptions) -> Plan {
@@ -239,7 +242,7 @@ fn mlp_runs_bit_identical_under_a_budget() {
 fn while_loop_fixture_runs_bit_identical_under_a_budget() {
     let opts = CompileOptions {
         keep_loops: true,
-        ..CompileOptions::default()
+        ..unfused_options()
     };
     let plan = compile_with("gpt2_tiny_scan", &opts);
     let g = pipeline::plan_graph(&plan).unwrap();

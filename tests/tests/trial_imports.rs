@@ -123,7 +123,7 @@ fn ckpt_cumsum_key_runs_checked_under_a_budget() {
         .fusion(true)
         .donate(ebb_passes::donate::DonatePolicy::Auto)
         .build();
-    for (tag, opts) in [("plain", CompileOptions::default()), ("fused", fused)] {
+    for (tag, opts) in [("plain", ebb_testkit::unfused_options()), ("fused", fused)] {
         let (g, _) = ebb_import::import_file(&jax_fixture(JAX), None).unwrap();
         let plan = pipeline::compile(g, &opts).unwrap().plan;
         runs_checked_at_every_ref(&format!("{JAX} {tag}"), &plan, &refs, 1e-5);

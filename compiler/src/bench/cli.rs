@@ -1,11 +1,10 @@
-//! The `ebb bench` subcommand: arguments (clap), progress bar (indicatif, on stderr) and
-//! outputs (markdown on stdout, `--json FILE`, `--plots DIR`).
+//! The `ebb bench` subcommand: arguments (clap), progress on stderr (a bar on a terminal, lines
+//! otherwise) and outputs (markdown on stdout, `--json FILE`, `--plots DIR`).
 
 use super::shapes::{self, BatchRule, LongTail, ShapeSource};
 use super::{BenchOptions, Progress};
 use anyhow::{bail, Context, Result};
 use ebb_import::Format;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 
 /// Shape distributions for `--dist`.
@@ -120,30 +119,18 @@ pub struct BenchArgs {
     pub device: crate::flags::DeviceFlags,
 }
 
-/// indicatif bars on stderr (hidden when stderr is not a terminal).
-struct Bars(Option<ProgressBar>);
+/// Progress on stderr ([`crate::progress::Progress`]: a bar on a terminal, lines otherwise).
+struct Bars(crate::progress::Progress);
 
 impl Progress for Bars {
     fn start(&mut self, phase: &str, len: u64) {
-        let style =
-            ProgressStyle::with_template("{prefix:>4} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
-                .expect("valid template")
-                .progress_chars("=> ");
-        let pb = ProgressBar::new(len)
-            .with_style(style)
-            .with_prefix(phase.to_string());
-        self.0 = Some(pb);
+        self.0.start(phase, len);
     }
     fn tick(&mut self, msg: &str) {
-        if let Some(pb) = &self.0 {
-            pb.set_message(msg.to_string());
-            pb.inc(1);
-        }
+        self.0.inc(msg);
     }
     fn finish(&mut self) {
-        if let Some(pb) = self.0.take() {
-            pb.finish_and_clear();
-        }
+        self.0.finish();
     }
 }
 
@@ -213,10 +200,13 @@ impl BenchArgs {
                 ebb_pipeline::output::check_target(p).context("--json")?;
             }
         }
-        let report = super::run(&opts, &mut Bars(None))?;
-        if let Some(note) = &report.xla.note {
-            eprintln!("note: no XLA column: {note}");
+        if self.xla {
+            super::xla::check_python().map_err(anyhow::Error::msg)?;
         }
+        let report = super::run(
+            &opts,
+            &mut Bars(crate::progress::Progress::new("ebb bench")),
+        )?;
         ebb_pipeline::output::print_stdout(&super::render::markdown(&report))?;
         if let Some(p) = &self.json {
             if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -239,6 +229,9 @@ impl BenchArgs {
             for p in super::plot::write_plots(&report, dir, &stem)? {
                 eprintln!("wrote {}", p.display());
             }
+        }
+        if let Some(note) = report.xla.note.as_ref().filter(|_| self.xla) {
+            anyhow::bail!("--xla: no XLA column: {note}");
         }
         Ok(())
     }

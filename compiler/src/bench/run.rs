@@ -373,8 +373,6 @@ fn timeline(
     };
     let show = shapes::show_bindings(&b);
     let fo = |budget| pricing.finalize_options(budget, false);
-    let before =
-        finalize::finalize(plan, &b, &fo(None)).with_context(|| format!("timeline at {show}"))?;
     let budget = match budget {
         None => None,
         Some(bu) => {
@@ -384,13 +382,24 @@ fn timeline(
         }
     };
     let after = budget.and_then(|x| finalize::finalize(plan, &b, &fo(Some(x))).ok());
+    // "Before" is the schedule "after" finalized (the best one without a budget may differ).
+    let variant = match &after {
+        Some(c) => c.variant,
+        None => {
+            finalize::finalize(plan, &b, &fo(None))
+                .with_context(|| format!("timeline at {show}"))?
+                .variant
+        }
+    };
+    let before = pipeline::run::resident_of_variant(plan, variant, &b, pricing)
+        .with_context(|| format!("timeline at {show}"))?;
     let marks = after
         .as_ref()
         .map(|c| super::decision_marks(plan.variant(c.variant).unwrap_or(plan), &c.decisions))
         .unwrap_or_default();
     Ok(Timeline {
         bind: names(&b),
-        before: before.resident,
+        before,
         after: after.map(|c| {
             // Regeneration peaks happen before the point's op: show them at the point.
             c.resident

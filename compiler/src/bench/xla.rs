@@ -5,8 +5,9 @@
 //!
 //! The interpreter is `$EBB_PYTHON` (default `python3`); the script is `$EBB_XLA_PEER` or the
 //! one in this source tree. When the interpreter cannot be run or JAX is not importable, the
-//! peer is [`XlaOutcome::Unavailable`] with a plain reason: `ebb bench` then says so and carries
-//! on without the XLA column.
+//! peer is [`XlaOutcome::Unavailable`] with a plain reason: `ebb bench --xla` then prints the
+//! table without the XLA column and fails with that reason (exit code 1); an interpreter that
+//! cannot be started at all is refused before the sweep ([`check_python`]).
 
 use ebb_ir::Bindings;
 use serde::{Deserialize, Serialize};
@@ -74,6 +75,28 @@ enum Line {
 /// The interpreter: `$EBB_PYTHON`, default `python3`.
 pub fn python() -> String {
     std::env::var("EBB_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// Whether the interpreter ([`python`]) can be started at all, checked before a sweep that
+/// needs it: the reason, and how to get one, when not.
+///
+/// # Errors
+/// The interpreter cannot be run.
+pub fn check_python() -> Result<(), String> {
+    let py = python();
+    match Command::new(&py)
+        .args(["-c", ""])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!(
+            "--xla needs a Python with jax==0.10.2: cannot run `{py}` ({e}); set EBB_PYTHON \
+             (`export EBB_PYTHON=$(bash examples/export/make_env.sh)` creates one)"
+        )),
+    }
 }
 
 /// The peer script: `$EBB_XLA_PEER`, default `examples/export/xla_peer.py` of this source tree.

@@ -510,26 +510,50 @@ fn load_plan(
 
 /// The budget, planned peak, decisions and their modelled cost of a plan report (text).
 fn write_decisions(out: &mut String, r: &pipeline::PlanReport) -> Result<()> {
+    use ebb_compiler::units::{bytes, flops, percent};
     let mib = |x: i64| x as f64 / 1048576.0;
     if let (Some(b), Some(pp)) = (r.budget_bytes, r.peak_bytes_planned) {
-        writeln!(out, "budget:               {:>10.1} MiB", mib(b))?;
+        let basis = match (r.budget_fraction, r.budget_fraction_of) {
+            (Some(f), Some(of)) => {
+                let (what, x) = if of == "peak_bytes_scheduled" {
+                    ("the scheduled peak", r.peak_bytes_scheduled)
+                } else {
+                    ("the program-order peak", r.peak_bytes_program_order)
+                };
+                format!(
+                    " = {} of {what} at these shapes ({})",
+                    percent(f, 1.0),
+                    bytes(x)
+                )
+            }
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "budget:               {:>10.1} MiB ({b} bytes{basis})",
+            mib(b)
+        )?;
         writeln!(out, "peak, planned:        {:>10.1} MiB", mib(pp))?;
         writeln!(
             out,
-            "decisions: {} recompute, {} swap; recompute {:.2}% of step FLOPs; swap {:.1} MiB",
+            "decisions: {} recompute ({} recomputed, {} of the step's {}), {} swap ({} \
+             offloaded and reloaded)",
             r.recompute_decisions,
+            flops(r.recompute_flops),
+            percent(r.recompute_flops as f64, r.step_flops as f64),
+            flops(r.step_flops),
             r.swap_decisions,
-            100.0 * r.recompute_flops as f64 / r.step_flops.max(1) as f64,
-            mib(r.swap_bytes)
+            bytes(r.swap_bytes)
         )?;
         writeln!(
             out,
-            "added step time on {}: {:.1} us of {:.1} us modelled ({:.2}%: recompute {:.1} us, \
-             exposed transfers {:.1} us)",
+            "added step time on {}: {:.1} us of {:.1} us modelled ({}: recompute {:.1} us, \
+             exposed transfers {:.1} us; an op's time is the larger of its FLOPs and its bytes \
+             moved at the device's rates)",
             r.device,
             r.added_us,
             r.step_us_modelled,
-            100.0 * r.added_fraction,
+            percent(r.added_us, r.step_us_modelled),
             r.recompute_us,
             r.exposed_transfer_us
         )?;

@@ -1,4 +1,5 @@
-//! StableHLO front end: imports a JAX-exported training step (MLIR *generic form* text) into an
+//! StableHLO front end: imports a JAX-exported training step (MLIR text, generic form or the
+//! pretty form `jax.export(...).mlir_module()` prints, see [`pretty`]) into an
 //! [`ebb_ir::Graph`] with symbolic shapes.
 //!
 //! The module is parsed by upstream MLIR through melior with unregistered dialects allowed, so
@@ -22,6 +23,7 @@ pub mod error;
 mod func;
 pub mod mlir_text;
 mod ops;
+pub mod pretty;
 
 pub use crate::{sym, ImportStats, UnsupportedUse};
 pub use error::ImportError;
@@ -164,10 +166,53 @@ pub fn unsupported_ops(text: &str, file: &str) -> Result<Vec<UnsupportedUse>, Im
     })
 }
 
-/// Parses `text` into a module of `context` (unregistered dialects allowed).
+/// Parses `text` into a module of `context` (unregistered dialects allowed). A module in MLIR's
+/// pretty form (as `jax.export(...).mlir_module()` prints it) is first brought to the generic
+/// form ([`generic_of_pretty`]), so the importer reads the same operations either way.
 fn parse<'c>(context: &'c Context, text: &str, file: &str) -> Result<Module<'c>, ImportError> {
     crate::text::check_no_nul(text, file)?;
     check_nesting(text, file)?;
+    if pretty::is_pretty(text) {
+        let generic = generic_of_pretty(text, file)?;
+        return parse_generic(context, &generic, file);
+    }
+    parse_generic(context, text, file)
+}
+
+/// The generic form of a module in pretty form: its StableHLO and Shardy ops rewritten by
+/// [`pretty::to_generic`], the module parsed by MLIR with the upstream `func` dialect
+/// registered (its `func.func`, `call` and `return` keep their custom forms) and printed in
+/// the generic form with its locations.
+///
+/// # Errors
+/// [`ImportError::Parse`] where the pretty form is not understood or does not parse.
+pub fn generic_of_pretty(text: &str, file: &str) -> Result<String, ImportError> {
+    use melior::ir::operation::{OperationLike, OperationPrintingFlags};
+    let converted = pretty::to_generic(text, file)?;
+    let context = Context::new();
+    melior::dialect::DialectHandle::func().register_dialect(&context);
+    let module = parse_generic(&context, &converted, file)?;
+    module
+        .as_operation()
+        .to_string_with_flags(
+            OperationPrintingFlags::new()
+                .enable_debug_info(true, false)
+                .print_generic_operation_form(),
+        )
+        .map_err(|e| ImportError::Parse {
+            file: file.to_string(),
+            line: 0,
+            col: 0,
+            msg: format!("printing the generic form: {e}"),
+        })
+}
+
+/// [`parse`] of a module in generic form (or with only registered dialects in custom form).
+fn parse_generic<'c>(
+    context: &'c Context,
+    text: &str,
+    file: &str,
+) -> Result<Module<'c>, ImportError> {
     context.set_allow_unregistered_dialects(true);
     let diags: Rc<RefCell<Vec<(String, String)>>> = Rc::default();
     let sink = diags.clone();

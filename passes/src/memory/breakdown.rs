@@ -21,8 +21,13 @@ pub struct Breakdown {
     pub outputs: i64,
     /// Intermediates (activations, gradients, temporaries).
     pub intermediates: i64,
-    /// Transient region memory of the op at the point.
+    /// Transient memory of the op at the point: its regions' peak (a `while` body, a
+    /// branch), a fusion's tile buffers (never negative).
     pub transient: i64,
+    /// Bytes the op at the point writes into operands that die there (an in-place write):
+    /// counted both as the operand and as the result above, held once, so subtracted in
+    /// [`Breakdown::total`].
+    pub in_place: i64,
     /// The largest resident values (at most [`Breakdown::LARGEST`]), largest first: the
     /// producer's op kind and result index, with its source location when the graph has one
     /// (`multiply#0 @ models.py:219:10`), and bytes.
@@ -33,9 +38,11 @@ impl Breakdown {
     /// How many values [`Breakdown::largest`] lists at most.
     pub const LARGEST: usize = 12;
 
-    /// The sum of the classes (the resident bytes at the point).
+    /// The resident bytes at the point: the classes and the transient bytes, less the bytes
+    /// an in-place write shares between an operand and a result.
     pub fn total(&self) -> i64 {
         self.inputs + self.donated + self.outputs + self.intermediates + self.transient
+            - self.in_place
     }
 }
 
@@ -48,7 +55,7 @@ impl Liveness {
     pub fn peak_breakdown(&self, g: &Graph, b: &Bindings) -> Result<Breakdown, DimError> {
         let vals = self.sizes.eval(b)?;
         let (_, p) = super::argmax(&self.resident_from_sizes(&vals)?);
-        self.breakdown_from_sizes(g, &vals, Point::new(p))
+        self.breakdown_from_sizes(g, b, &vals, Point::new(p))
     }
 
     /// The resident bytes at `p` under bindings `b` by class (see [`Breakdown`]); `g` names
@@ -57,13 +64,14 @@ impl Liveness {
     /// # Errors
     /// As [`Liveness::resident_bytes`].
     pub fn breakdown(&self, g: &Graph, b: &Bindings, p: Point) -> Result<Breakdown, DimError> {
-        self.breakdown_from_sizes(g, &self.sizes.eval(b)?, p)
+        self.breakdown_from_sizes(g, b, &self.sizes.eval(b)?, p)
     }
 
     /// [`Liveness::breakdown`] from the sizes already evaluated (indexed by size id).
     fn breakdown_from_sizes(
         &self,
         g: &Graph,
+        b: &Bindings,
         vals: &[i64],
         p: Point,
     ) -> Result<Breakdown, DimError> {
@@ -88,9 +96,18 @@ impl Liveness {
                 all.push((x, r.value));
             }
         }
+        let mut in_place = None;
         for (t, &sid) in self.transients.iter().zip(&self.transient_size) {
             if t.point == p {
-                out.transient += vals[sid as usize];
+                // The transient charge is the op's own transient bytes less what it writes in
+                // place: reported apart, both non-negative.
+                let writes = in_place.get_or_insert_with(|| ebb_ir::op::in_place_writes(g));
+                let shared = match writes.get(&t.node).filter(|_| g.contains(t.node)) {
+                    Some(w) => ebb_ir::op::in_place_bytes(g, t.node, w)?.eval(b)?,
+                    None => 0,
+                };
+                out.transient += vals[sid as usize] + shared;
+                out.in_place += shared;
             }
         }
         if let Some(r) = self
