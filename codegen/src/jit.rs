@@ -14,6 +14,7 @@ use crate::lower::{emit, KernelSpec};
 use crate::{CodegenError, Kernel, KernelFn};
 use inkwell::context::Context;
 use inkwell::execution_engine::ExecutionEngine;
+use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
 use inkwell::OptimizationLevel;
@@ -47,12 +48,26 @@ pub fn stats() -> JitStats {
     }
 }
 
-/// A request to the compile thread: the spec's owned parts and where to answer.
+/// Builds a module's functions and returns the entry's name.
+pub type ModuleBuilder =
+    Box<dyn for<'ctx> FnOnce(&'ctx Context, &Module<'ctx>) -> Result<String, String> + Send>;
+
+/// What the compile thread builds.
+enum Job {
+    /// A host fusion kernel: the spec's owned parts.
+    Fusion {
+        region: ebb_ir::Graph,
+        layout: crate::KernelLayout,
+        classes: Vec<crate::StrideClass>,
+        in_place: Vec<(usize, usize)>,
+    },
+    /// Any module ([`module`]).
+    Module(ModuleBuilder),
+}
+
+/// A request to the compile thread: what to build and where to answer.
 struct Request {
-    region: ebb_ir::Graph,
-    layout: crate::KernelLayout,
-    classes: Vec<crate::StrideClass>,
-    in_place: Vec<(usize, usize)>,
+    job: Job,
     reply: Sender<Result<usize, String>>,
 }
 
@@ -75,7 +90,7 @@ fn compiler() -> &'static Mutex<Option<Sender<Request>>> {
                 let tm = host_machine();
                 for (n, req) in rx.into_iter().enumerate() {
                     let out = match &tm {
-                        Ok(tm) => compile(&ctx, tm, &req, n, &mut engines),
+                        Ok(tm) => compile(&ctx, tm, req.job, n, &mut engines),
                         Err(e) => Err(e.clone()),
                     };
                     // The requester may have given up; nothing to do then.
@@ -109,7 +124,7 @@ fn host_machine() -> Result<(TargetMachine, String, String), String> {
 fn compile<'ctx>(
     ctx: &'ctx Context,
     (tm, cpu, features): &(TargetMachine, String, String),
-    req: &Request,
+    job: Job,
     n: usize,
     engines: &mut Vec<ExecutionEngine<'ctx>>,
 ) -> Result<usize, String> {
@@ -117,13 +132,38 @@ fn compile<'ctx>(
     let module = ctx.create_module(&name);
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    let spec = KernelSpec {
-        region: &req.region,
-        layout: &req.layout,
-        classes: &req.classes,
-        in_place: &req.in_place,
+    let (entry, region) = match job {
+        Job::Fusion {
+            region,
+            layout,
+            classes,
+            in_place,
+        } => {
+            let spec = KernelSpec {
+                region: &region,
+                layout: &layout,
+                classes: &classes,
+                in_place: &in_place,
+            };
+            emit(ctx, &module, &spec, &name, cpu, features).map_err(|e| e.to_string())?;
+            (name.clone(), Some(region))
+        }
+        Job::Module(build) => {
+            let entry = build(ctx, &module)?;
+            // The host's CPU for every function, so the vectorizer sees its features.
+            for f in module.get_functions() {
+                f.add_attribute(
+                    inkwell::attributes::AttributeLoc::Function,
+                    ctx.create_string_attribute("target-cpu", cpu),
+                );
+                f.add_attribute(
+                    inkwell::attributes::AttributeLoc::Function,
+                    ctx.create_string_attribute("target-features", features),
+                );
+            }
+            (entry, None)
+        }
     };
-    emit(ctx, &module, &spec, &name, cpu, features).map_err(|e| e.to_string())?;
     module.verify().map_err(|e| format!("invalid IR: {e}"))?;
     module
         .run_passes("default<O3>", tm, PassBuilderOptions::create())
@@ -132,13 +172,15 @@ fn compile<'ctx>(
         // Debugging aid: the optimized IR of every kernel, and the region it was made from.
         let dir = std::path::Path::new(&dir);
         let _ = module.print_to_file(dir.join(format!("{name}.ll")));
-        let _ = std::fs::write(dir.join(format!("{name}.ebb")), req.region.to_string());
+        if let Some(region) = &region {
+            let _ = std::fs::write(dir.join(format!("{name}.ebb")), region.to_string());
+        }
     }
     let engine = module
         .create_jit_execution_engine(OptimizationLevel::Aggressive)
         .map_err(|e| e.to_string())?;
     let addr = engine
-        .get_function_address(&name)
+        .get_function_address(&entry)
         .map_err(|e| e.to_string())?;
     engines.push(engine);
     Ok(addr)
@@ -168,35 +210,18 @@ pub fn kernel(spec: &KernelSpec) -> Result<Kernel, CodegenError> {
         return k.clone();
     }
     let t0 = Instant::now();
-    let (reply, rx) = channel();
-    let req = Request {
+    let res = submit(Job::Fusion {
         region: spec.region.clone(),
         layout: spec.layout.clone(),
         classes: spec.classes.to_vec(),
         in_place: spec.in_place.to_vec(),
-        reply,
-    };
-    let sent = compiler()
-        .lock()
-        .map_err(|_| poisoned())?
-        .as_ref()
-        .map(|tx| tx.send(req).is_ok())
-        .unwrap_or(false);
-    let res = if sent {
-        match rx.recv() {
-            Ok(Ok(addr)) if addr != 0 => {
-                // SAFETY: `addr` is the entry of a function with the kernel ABI, emitted by
-                // `emit` and kept alive by its engine for the life of the process.
-                let f: KernelFn = unsafe { std::mem::transmute::<usize, KernelFn>(addr) };
-                Ok(Kernel { f })
-            }
-            Ok(Ok(_)) => Err(CodegenError::Jit("null kernel address".into())),
-            Ok(Err(e)) => Err(CodegenError::Jit(e)),
-            Err(_) => Err(CodegenError::Jit("the compile thread stopped".into())),
-        }
-    } else {
-        Err(CodegenError::Jit("cannot start the compile thread".into()))
-    };
+    })
+    .map(|addr| {
+        // SAFETY: `addr` is the entry of a function with the kernel ABI, emitted by `emit`
+        // and kept alive by its engine for the life of the process.
+        let f: KernelFn = unsafe { std::mem::transmute::<usize, KernelFn>(addr) };
+        Kernel { f }
+    });
     COMPILED.fetch_add(1, Ordering::Relaxed);
     COMPILE_US.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
     cache()
@@ -240,6 +265,52 @@ pub fn structure_key(region: &ebb_ir::Graph) -> String {
     let outs: Vec<_> = region.outputs().iter().map(at).collect();
     let _ = write!(key, "-> {outs:?}");
     key
+}
+
+/// Sends `job` to the compile thread and waits for the entry's address.
+fn submit(job: Job) -> Result<usize, CodegenError> {
+    let (reply, rx) = channel();
+    let sent = compiler()
+        .lock()
+        .map_err(|_| poisoned())?
+        .as_ref()
+        .map(|tx| tx.send(Request { job, reply }).is_ok())
+        .unwrap_or(false);
+    if !sent {
+        return Err(CodegenError::Jit("cannot start the compile thread".into()));
+    }
+    match rx.recv() {
+        Ok(Ok(addr)) if addr != 0 => Ok(addr),
+        Ok(Ok(_)) => Err(CodegenError::Jit("null kernel address".into())),
+        Ok(Err(e)) => Err(CodegenError::Jit(e)),
+        Err(_) => Err(CodegenError::Jit("the compile thread stopped".into())),
+    }
+}
+
+type ModuleCache = Mutex<HashMap<String, Result<usize, CodegenError>>>;
+
+/// The entry address of the module `build` makes (optimized at `default<O3>` for the host
+/// CPU, MCJIT), cached by `key` for the life of the process (counted in [`stats`]).
+///
+/// # Errors
+/// [`CodegenError::Jit`] when the builder or LLVM fails (the same error is returned for the
+/// same key afterwards).
+pub fn module(key: String, build: ModuleBuilder) -> Result<usize, CodegenError> {
+    static CACHE: OnceLock<ModuleCache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(r) = cache.lock().map_err(|_| poisoned())?.get(&key) {
+        REUSED.fetch_add(1, Ordering::Relaxed);
+        return r.clone();
+    }
+    let t0 = Instant::now();
+    let res = submit(Job::Module(build));
+    COMPILED.fetch_add(1, Ordering::Relaxed);
+    COMPILE_US.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+    cache
+        .lock()
+        .map_err(|_| poisoned())?
+        .insert(key, res.clone());
+    res
 }
 
 fn poisoned() -> CodegenError {

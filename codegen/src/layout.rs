@@ -14,6 +14,7 @@
 //! Invariant: a region accepted here is evaluated by [`crate::lower`] with exactly the
 //! per-element operations of the reference executor (same order, same rounding).
 
+use crate::Target;
 use ebb_ir::op::fusion::{
     aligned_inputs, member_last_uses, reads_aligned, reduce_root_columns, reduce_root_prefix,
 };
@@ -119,10 +120,20 @@ pub fn supported_dtype(d: DType) -> bool {
     )
 }
 
-/// Elementwise kinds the lowering implements (per element type, see [`crate::lower`]).
-fn supported_elementwise(kind: OpKind, dtype: DType) -> bool {
+/// Elementwise kinds the lowering implements (per element type and target, see
+/// [`crate::lower`]; on the GPU, the functions only the C library provides are not, nor
+/// `remainder`, which NVPTX expands inexactly).
+fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
     use OpKind::*;
     let float = dtype == DType::F32;
+    if target == Target::Gpu
+        && matches!(
+            kind,
+            Remainder | Atan2 | ExponentialMinusOne | LogPlusOne | Cbrt | Sine | Cosine
+        )
+    {
+        return false;
+    }
     match kind {
         Convert | Select | Compare => true,
         ReducePrecision => float,
@@ -152,6 +163,16 @@ impl KernelLayout {
     /// # Errors
     /// [`Unsupported`] naming the first member the lowering does not implement.
     pub fn of(region: &Graph) -> Result<KernelLayout, Unsupported> {
+        KernelLayout::of_target(region, Target::Host)
+    }
+
+    /// [`KernelLayout::of`] for `target`: on [`Target::Gpu`] loop fusions only (a reduction
+    /// root is the reduce kernel's, [`crate::gpu::reduce`]) and the ops the GPU lowering
+    /// implements.
+    ///
+    /// # Errors
+    /// [`Unsupported`] naming the first member the lowering does not implement.
+    pub fn of_target(region: &Graph, target: Target) -> Result<KernelLayout, Unsupported> {
         let (order, _) = member_last_uses(region);
         let root = order.last().copied();
         let mode = match root.and_then(|r| Some((r, reduce_root_prefix(region, r)?))) {
@@ -233,7 +254,7 @@ impl KernelLayout {
                     let dt = ins
                         .first()
                         .map_or(out.dtype, |v| region.value_type(*v).dtype);
-                    if !supported_elementwise(kind, dt) {
+                    if !supported_elementwise(kind, dt, target) {
                         return Err(unsupported(kind, &format!("on {dt}")));
                     }
                     for (k, v) in ins.iter().enumerate() {
@@ -246,6 +267,9 @@ impl KernelLayout {
                 _ => return Err(unsupported(kind, "is not elementwise")),
             }
             members.push(id);
+        }
+        if target == Target::Gpu && mode != Mode::Loop {
+            return Err(unsupported(OpKind::Reduce, "as a fusion root on the GPU"));
         }
         let stores = match mode {
             Mode::Loop => region.outputs().to_vec(),

@@ -17,6 +17,7 @@
 //! Invariant: a generated kernel computes every element with the same operations, in the same
 //! order, as the reference executor, so results are bit-identical to it.
 
+pub mod gpu;
 pub mod jit;
 pub mod layout;
 pub mod lower;
@@ -25,6 +26,15 @@ pub mod math;
 pub use jit::{kernel, stats, JitStats};
 pub use layout::{InputRead, KernelLayout, MapMember, Mode, Unsupported};
 pub use lower::{KernelSpec, StrideClass};
+
+/// The machine a kernel is generated for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// The host CPU (JIT; the C library's transcendental functions).
+    Host,
+    /// NVPTX, and the simt emulation of the same IR on the host ([`gpu`]).
+    Gpu,
+}
 
 /// The kernel ABI: `(buffers, params, begin, end)`; see [`lower`].
 pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);

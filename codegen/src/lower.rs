@@ -88,7 +88,10 @@ fn other<T>(msg: impl Into<String>) -> Result<T, LowerError> {
 pub(crate) struct Emit<'a, 'ctx> {
     pub(crate) ctx: &'ctx Context,
     pub(crate) b: &'a Builder<'ctx>,
-    module: &'a Module<'ctx>,
+    pub(crate) module: &'a Module<'ctx>,
+    /// Which machine the code is for: on [`crate::Target::Gpu`] no libm exists, so the
+    /// transcendental functions are emitted inline ([`crate::math`]).
+    pub(crate) target: crate::Target,
 }
 
 fn is_signed(d: DType) -> bool {
@@ -96,6 +99,26 @@ fn is_signed(d: DType) -> bool {
 }
 
 impl<'a, 'ctx> Emit<'a, 'ctx> {
+    /// A code emitter for `target` positioned by `b`.
+    pub(crate) fn new(
+        ctx: &'ctx Context,
+        b: &'a Builder<'ctx>,
+        module: &'a Module<'ctx>,
+        target: crate::Target,
+    ) -> Self {
+        Emit {
+            ctx,
+            b,
+            module,
+            target,
+        }
+    }
+
+    /// True when emitting for the GPU.
+    pub(crate) fn gpu(&self) -> bool {
+        self.target == crate::Target::Gpu
+    }
+
     /// A function making `f32` constants.
     pub(crate) fn f32c(&self) -> impl Fn(f32) -> FloatValue<'ctx> + 'ctx {
         let t = self.ctx.f32_type();
@@ -103,7 +126,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// Integer type of an integer element type (booleans as bytes, their memory type).
-    fn int_ty(&self, d: DType) -> IntType<'ctx> {
+    pub(crate) fn int_ty(&self, d: DType) -> IntType<'ctx> {
         match d {
             DType::I1 | DType::I8 | DType::U8 => self.ctx.i8_type(),
             DType::I16 => self.ctx.i16_type(),
@@ -113,14 +136,14 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// Memory type of an element type.
-    fn mem_ty(&self, d: DType) -> BasicTypeEnum<'ctx> {
+    pub(crate) fn mem_ty(&self, d: DType) -> BasicTypeEnum<'ctx> {
         match d {
             DType::F32 => self.ctx.f32_type().into(),
             _ => self.int_ty(d).into(),
         }
     }
 
-    fn intrinsic(
+    pub(crate) fn intrinsic(
         &self,
         name: &str,
         types: &[BasicTypeEnum<'ctx>],
@@ -167,7 +190,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// Loads element `idx` of `ptr` as element type `d` (booleans: byte != 0).
-    fn load(
+    pub(crate) fn load(
         &self,
         d: DType,
         ptr: PointerValue<'ctx>,
@@ -189,7 +212,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// Stores `v` (of element type `d`) at element `idx` of `ptr`.
-    fn store(
+    pub(crate) fn store(
         &self,
         d: DType,
         ptr: PointerValue<'ctx>,
@@ -211,7 +234,11 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// A splat literal's element as a register value of `d`.
-    fn constant(&self, d: DType, bytes: &[u8]) -> Result<BasicValueEnum<'ctx>, LowerError> {
+    pub(crate) fn constant(
+        &self,
+        d: DType,
+        bytes: &[u8],
+    ) -> Result<BasicValueEnum<'ctx>, LowerError> {
         let mut raw = [0u8; 8];
         let n = (d.size_bytes() as usize).min(8);
         if bytes.len() < n {
@@ -234,7 +261,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// Converts `x` of element type `from` to `to` as `tensor.rs`'s `Data::convert`.
-    fn convert(
+    pub(crate) fn convert(
         &self,
         x: BasicValueEnum<'ctx>,
         from: DType,
@@ -300,7 +327,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// A unary `f32` op.
-    fn float_unary(
+    pub(crate) fn float_unary(
         &self,
         k: OpKind,
         x: FloatValue<'ctx>,
@@ -314,10 +341,16 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             OpKind::Exponential => self.exp_f32(x)?.into(),
             OpKind::Tanh => self.tanh_f32(x)?.into(),
             OpKind::ExponentialMinusOne => self.libm("expm1f", &[x])?.into(),
+            OpKind::Log if self.gpu() => self.log_f32_gpu(x)?.into(),
             OpKind::Log => self.float_intrinsic("llvm.log", &[x])?.into(),
             OpKind::LogPlusOne => self.libm("log1pf", &[x])?.into(),
             OpKind::Logistic => {
-                let e = self.float_intrinsic("llvm.exp", &[b.build_float_neg(x, "")?])?;
+                let nx = b.build_float_neg(x, "")?;
+                let e = if self.gpu() {
+                    self.expf_gpu(nx)?
+                } else {
+                    self.float_intrinsic("llvm.exp", &[nx])?
+                };
                 b.build_float_div(one, b.build_float_add(one, e, "")?, "")?
                     .into()
             }
@@ -350,7 +383,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// A binary `f32` op (compare excluded).
-    fn float_binary(
+    pub(crate) fn float_binary(
         &self,
         k: OpKind,
         x: FloatValue<'ctx>,
@@ -365,6 +398,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             OpKind::Remainder => b.build_float_rem(x, y, "")?.into(),
             OpKind::Maximum => self.float_max_min(x, y, true)?.into(),
             OpKind::Minimum => self.float_max_min(x, y, false)?.into(),
+            OpKind::Power if self.gpu() => self.pow_f32_gpu(x, y)?.into(),
             OpKind::Power => self.float_intrinsic("llvm.pow", &[x, y])?.into(),
             OpKind::Atan2 => self.libm("atan2f", &[x, y])?.into(),
             _ => return other(format!("no f32 lowering of `{}`", k.name())),
@@ -373,7 +407,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
 
     /// An integer or boolean op (`tensor.rs`/`arith.rs` semantics: wrapping arithmetic;
     /// booleans: `add`/`maximum` are `or`, `multiply`/`minimum` are `and`, `subtract` is `xor`).
-    fn int_op(
+    pub(crate) fn int_op(
         &self,
         k: OpKind,
         d: DType,
@@ -419,7 +453,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// `compare` (partial order for floats: unordered compares false except `NE`).
-    fn compare(
+    pub(crate) fn compare(
         &self,
         dir: Relation,
         d: DType,
@@ -621,6 +655,58 @@ pub fn emit<'ctx>(
     cpu: &str,
     features: &str,
 ) -> Result<FunctionValue<'ctx>, LowerError> {
+    let attrs = [("target-cpu", cpu), ("target-features", features)];
+    let (inner, outer_src) = emit_body(ctx, module, spec, name, &attrs, crate::Target::Host)?;
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let i64t = ctx.i64_type();
+    let void = ctx.void_type();
+    let outer = module.add_function(
+        name,
+        void.fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false),
+        None,
+    );
+    for (k, v) in attrs {
+        outer.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(k, v));
+    }
+    let b = ctx.create_builder();
+    // Outer: load the pointers, call the body.
+    let entry = ctx.append_basic_block(outer, "entry");
+    b.position_at_end(entry);
+    let arr = outer
+        .get_nth_param(0)
+        .ok_or_else(|| LowerError::Other("missing parameter".into()))?
+        .into_pointer_value();
+    let mut args = Vec::new();
+    for &k in &outer_src {
+        // SAFETY: the caller passes one pointer per input and store.
+        let p = unsafe { b.build_in_bounds_gep(ptr, arr, &[i64t.const_int(k as u64, false)], "")? };
+        args.push(b.build_load(ptr, p, "")?.into());
+    }
+    for k in 1..4 {
+        args.push(
+            outer
+                .get_nth_param(k)
+                .ok_or_else(|| LowerError::Other("missing parameter".into()))?
+                .into(),
+        );
+    }
+    b.build_call(inner, &args, "")?;
+    b.build_return(None)?;
+    Ok(outer)
+}
+
+/// Emits the kernel body `{name}.body(bufs.., params, begin, end)` for `spec` (internal,
+/// `alwaysinline`; on the host its buffer parameters are `noalias`, see the module docs) with
+/// the function attributes `attrs`. Returns it and, per buffer parameter, its slot in the
+/// host ABI's buffer array (inputs, then the stores not written in place).
+pub(crate) fn emit_body<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    spec: &KernelSpec,
+    name: &str,
+    attrs: &[(&str, &str)],
+    target: crate::Target,
+) -> Result<(FunctionValue<'ctx>, Vec<usize>), LowerError> {
     let layout = spec.layout;
     if spec.classes.len() != layout.maps.len() {
         return other("one stride class per index map is needed");
@@ -650,54 +736,22 @@ pub fn emit<'ctx>(
         void.fn_type(&inner_params, false),
         Some(Linkage::Internal),
     );
-    let outer = module.add_function(
-        name,
-        void.fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false),
-        None,
-    );
-    let noalias = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noalias"), 0);
-    for k in 0..n_bufs {
-        inner.add_attribute(AttributeLoc::Param(k as u32), noalias);
+    if target == crate::Target::Host {
+        // On the GPU a store written in place is passed its input's pointer: not `noalias`.
+        let noalias = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noalias"), 0);
+        for k in 0..n_bufs {
+            inner.add_attribute(AttributeLoc::Param(k as u32), noalias);
+        }
     }
     inner.add_attribute(
         AttributeLoc::Function,
         ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("alwaysinline"), 0),
     );
-    for f in [inner, outer] {
-        f.add_attribute(
-            AttributeLoc::Function,
-            ctx.create_string_attribute("target-cpu", cpu),
-        );
-        f.add_attribute(
-            AttributeLoc::Function,
-            ctx.create_string_attribute("target-features", features),
-        );
+    for (k, v) in attrs {
+        inner.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(k, v));
     }
     let b = ctx.create_builder();
-    let e = Emit { ctx, b: &b, module };
-    // Outer: load the pointers, call the body.
-    let entry = ctx.append_basic_block(outer, "entry");
-    b.position_at_end(entry);
-    let arr = outer
-        .get_nth_param(0)
-        .ok_or_else(|| LowerError::Other("missing parameter".into()))?
-        .into_pointer_value();
-    let mut args = Vec::new();
-    for &k in &outer_src {
-        // SAFETY: the caller passes one pointer per input and store.
-        let p = unsafe { b.build_in_bounds_gep(ptr, arr, &[i64t.const_int(k as u64, false)], "")? };
-        args.push(b.build_load(ptr, p, "")?.into());
-    }
-    for k in 1..4 {
-        args.push(
-            outer
-                .get_nth_param(k)
-                .ok_or_else(|| LowerError::Other("missing parameter".into()))?
-                .into(),
-        );
-    }
-    b.build_call(inner, &args, "")?;
-    b.build_return(None)?;
+    let e = Emit::new(ctx, &b, module, target);
     // Body.
     let param = |k: u32| {
         inner
@@ -820,5 +874,5 @@ pub fn emit<'ctx>(
     i_phi.add_incoming(&[(&begin, entry), (&row_end, row_latch)]);
     b.position_at_end(exit);
     b.build_return(None)?;
-    Ok(outer)
+    Ok((inner, outer_src))
 }
