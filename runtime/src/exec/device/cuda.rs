@@ -1,0 +1,1 @@
+//! The CUDA device (placeholder until the driver-API implementation lands).
