@@ -117,6 +117,7 @@ pub fn supported_dtype(d: DType) -> bool {
             | DType::I64
             | DType::U8
             | DType::U32
+            | DType::U64
     )
 }
 
@@ -139,7 +140,9 @@ fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
         ReducePrecision => float,
         BitcastConvert => dtype.size_bytes() == 4,
         Add | Subtract | Multiply | Maximum | Minimum | And | Or | Xor | Not | Negate | Abs => true,
-        Divide | Remainder | Power | Atan2 => float,
+        ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => !float && dtype != DType::I1,
+        Divide | Remainder => dtype != DType::I1,
+        Power | Atan2 => float,
         Exponential | ExponentialMinusOne | Log | LogPlusOne | Logistic | Sqrt | Rsqrt | Cbrt
         | Tanh | Sine | Cosine | Floor | Ceil | Sign | RoundNearestEven | RoundNearestAfz
         | IsFinite => float,

@@ -95,7 +95,7 @@ pub(crate) struct Emit<'a, 'ctx> {
 }
 
 fn is_signed(d: DType) -> bool {
-    !matches!(d, DType::U8 | DType::U32 | DType::I1)
+    !matches!(d, DType::U8 | DType::U32 | DType::U64 | DType::I1)
 }
 
 impl<'a, 'ctx> Emit<'a, 'ctx> {
@@ -430,6 +430,66 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             OpKind::Add => b.build_int_add(x, y()?, "")?.into(),
             OpKind::Subtract => b.build_int_sub(x, y()?, "")?.into(),
             OpKind::Multiply => b.build_int_mul(x, y()?, "")?.into(),
+            OpKind::ShiftLeft | OpKind::ShiftRightLogical | OpKind::ShiftRightArithmetic => {
+                // `arith.rs`: the amount as unsigned; at least the width: 0 (logical) or the
+                // sign (arithmetic, which shifts by width - 1).
+                let y = y()?;
+                let t = x.get_type();
+                let bits = t.const_int(u64::from(t.get_bit_width()), false);
+                let big = b.build_int_compare(IntPredicate::UGE, y, bits, "")?;
+                if k == OpKind::ShiftRightArithmetic {
+                    let last = t.const_int(u64::from(t.get_bit_width() - 1), false);
+                    let n = b.build_select(big, last, y, "")?.into_int_value();
+                    b.build_right_shift(x, n, true, "")?.into()
+                } else {
+                    let safe = b.build_select(big, t.const_zero(), y, "")?.into_int_value();
+                    let r = if k == OpKind::ShiftLeft {
+                        b.build_left_shift(x, safe, "")?
+                    } else {
+                        b.build_right_shift(x, safe, false, "")?
+                    };
+                    b.build_select(big, t.const_zero(), r, "")?
+                }
+            }
+            OpKind::Divide | OpKind::Remainder => {
+                // `arith.rs` `xdiv`/`xrem`: by zero all ones / the dividend; wrapping
+                // `MIN / -1` (MIN, remainder 0). The divisor is made safe first (LLVM's
+                // division by zero or overflow is undefined).
+                let y = y()?;
+                let t = x.get_type();
+                let zero = b.build_int_compare(IntPredicate::EQ, y, t.const_zero(), "")?;
+                let ones = t.const_all_ones();
+                let over = if signed {
+                    let min = t.const_int(1u64 << (t.get_bit_width() - 1), false);
+                    b.build_and(
+                        b.build_int_compare(IntPredicate::EQ, x, min, "")?,
+                        b.build_int_compare(IntPredicate::EQ, y, ones, "")?,
+                        "",
+                    )?
+                } else {
+                    e_false(self)
+                };
+                let bad = b.build_or(zero, over, "")?;
+                let safe = b
+                    .build_select(bad, t.const_int(1, false), y, "")?
+                    .into_int_value();
+                let div = k == OpKind::Divide;
+                let r = match (div, signed) {
+                    (true, true) => b.build_int_signed_div(x, safe, "")?,
+                    (true, false) => b.build_int_unsigned_div(x, safe, "")?,
+                    (false, true) => b.build_int_signed_rem(x, safe, "")?,
+                    (false, false) => b.build_int_unsigned_rem(x, safe, "")?,
+                };
+                // x / 1 = x = MIN for the overflow; MIN % -1 = 0.
+                let r = if div {
+                    r
+                } else {
+                    b.build_select(over, t.const_zero(), r, "")?
+                        .into_int_value()
+                };
+                let by_zero = if div { ones } else { x };
+                b.build_select(zero, by_zero, r, "")?
+            }
             OpKind::Negate => b.build_int_neg(x, "")?.into(),
             OpKind::Abs if signed => {
                 let neg =
@@ -492,6 +552,11 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
                 .into(),
         )
     }
+}
+
+/// The `i1` constant false.
+fn e_false<'ctx>(e: &Emit<'_, 'ctx>) -> IntValue<'ctx> {
+    e.ctx.bool_type().const_zero()
 }
 
 /// An index map's runtime inner stride (for [`StrideClass::Any`]) and, unless it is

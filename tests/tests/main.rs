@@ -25,5 +25,6 @@ mod plan_verify;
 mod rewrite_fixtures;
 mod run_planned;
 mod schedule_fixtures;
+mod simt_fixtures;
 mod soak;
 mod trial_imports;

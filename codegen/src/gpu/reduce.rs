@@ -57,9 +57,14 @@ pub struct ReduceKernel {
 pub fn reduce_supported(d: DType, op: ReduceOp) -> bool {
     match d {
         DType::F32 => !matches!(op, ReduceOp::And | ReduceOp::Or),
-        DType::I1 | DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U32 => {
-            true
-        }
+        DType::I1
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U32
+        | DType::U64 => true,
         _ => false,
     }
 }
@@ -121,7 +126,7 @@ impl ReduceKernel {
         }
         let (x, y) = (a.into_int_value(), v.into_int_value());
         let boolean = self.dtype == DType::I1;
-        let signed = !matches!(self.dtype, DType::U8 | DType::U32 | DType::I1);
+        let signed = !matches!(self.dtype, DType::U8 | DType::U32 | DType::U64 | DType::I1);
         Ok(match self.op {
             ReduceOp::And => b.build_and(x, y, "")?.into(),
             ReduceOp::Or => b.build_or(x, y, "")?.into(),

@@ -247,22 +247,26 @@ impl Lower<'_> {
                 })
             }
             Op::DimConstant(vals) => {
-                if outs[0].ty.dtype != DType::I64 {
-                    return Lowered::Host;
-                }
-                let mut bytes = Vec::with_capacity(8 * vals.len());
-                for v in vals {
-                    match v.eval(self.bindings) {
-                        Ok(x) => bytes.extend_from_slice(&x.to_le_bytes()),
+                // As the CPU kernel (`shape_ops::dim_constant`): the values, one repeated.
+                let n = outs[0].elems();
+                let mut v = Vec::with_capacity(vals.len());
+                for d in vals {
+                    match d.eval(self.bindings) {
+                        Ok(x) => v.push(x),
                         Err(_) => return Lowered::Host,
                     }
                 }
-                if bytes.len() as u64 != outs[0].ty.bytes() {
-                    return Lowered::Host;
-                }
+                let v = match (v.len(), n) {
+                    (a, b) if a == b => v,
+                    (1, _) => vec![v[0]; n],
+                    _ => return Lowered::Host,
+                };
+                let data = crate::tensor::Data::I64(crate::buffer::Buf::from(v))
+                    .into_dtype(outs[0].ty.dtype);
+                let t = Tensor::from_parts(outs[0].ty.shape.clone(), data);
                 one(Work::Upload {
                     dst: outs[0].ptr,
-                    data: Arc::new(bytes),
+                    data: Arc::new(t.to_le_bytes()),
                 })
             }
             Op::Reshape(_) => self.moves(&ins[..1], outs),

@@ -3,27 +3,35 @@
 //! bookkeeping (claims, releases, transient charges) of the plan's model.
 //!
 //! Per program point `p` (the CPU executor's order, `exec/evict.rs`):
-//! 1. reloads due at `p`: the copy stream waits for an event recorded on the compute stream
-//!    now (the bytes' previous holders are done), copies the value from its host-pool slot to
-//!    its planned offset, records an event; the first compute command touching those bytes
-//!    waits for it;
+//! 1. reloads due at `p` (the plan's prefetch point): a copy on the copy stream from the
+//!    value's host-pool slot to its planned offset;
 //! 2. recomputes due at `p`: the candidate's ops lowered again on the compute stream, their
 //!    temporaries in scratch, the value at its planned offset;
 //! 3. the op: its results claimed at their planned offsets (a result written in place takes
 //!    its operand's bytes), its device work ([`super::lower`]) or a host call, its transient
 //!    bytes charged;
 //! 4. values freed after `p` released;
-//! 5. evictions after `p`: the value's bytes released; for a swap, the copy stream waits for
-//!    an event recorded on the compute stream after the op (the value is complete and read),
-//!    copies it to a host-pool slot and records an event, which the first compute command
-//!    writing or reading those bytes again waits for.
+//! 5. evictions after `p`: the value's bytes released; for a swap, a copy on the copy stream
+//!    to a host-pool slot.
+//!
+//! Events are placed where the bytes demand them, and only there: before a command is
+//! emitted, every earlier command of the other stream that touches a common byte, one of the
+//! two writing it, and is not yet ordered before it (vector clocks, as in
+//! [`super::hazard`]) gets an event recorded right after it, which the command's stream waits
+//! for. So an offload waits for the kernel that wrote the value, a reload for the last
+//! kernels that used its bytes, the first reader of a reloaded value for the reload, and the
+//! first kernel to reuse an offloaded value's bytes for the offload; the compute stream never
+//! waits for a copy whose bytes it does not touch (the plan prices the others as hidden).
+//! Each wait is necessary: without it the hazard checker finds a race.
 //!
 //! Graph inputs are uploaded to their planned offsets first; outputs are read back from
 //! theirs after the last point. Every device command names the bytes it reads and writes
 //! ([`super::Access`]) for [`super::hazard::check`].
 
 use super::lower::{Io, KernelCache, Lower, Lowered, Work};
-use super::{Access, DevPtr, DevRange, Event, HostCall, Space, Stream, Transfer, COMPUTE, COPY};
+use super::{
+    Access, DevPtr, DevRange, Event, HostCall, Space, Stream, Transfer, COMPUTE, COPY, STREAMS,
+};
 use crate::arena::Arena;
 use crate::error::ExecError;
 use crate::exec::evict::{Back, Events};
@@ -153,8 +161,7 @@ struct Builder<'a, 'g> {
     ivals: Intervals,
     cmds: Vec<Cmd>,
     next_event: Event,
-    /// Offloads and reloads the compute stream has not waited for: bytes and event.
-    pending: Vec<(DevRange, Event)>,
+    sync: Sync,
     scratch_top: u64,
     pool_top: u64,
     host_slot: HashMap<u32, u64>,
@@ -223,32 +230,35 @@ impl Builder<'_, '_> {
         }
     }
 
-    /// Emits compute work, after waiting for the pending copies whose bytes it touches.
+    /// Emits compute work ([`Builder::emit`]).
     fn compute(&mut self, cmd: Cmd) {
-        if let Some((_, access, _)) = cmd.device_work() {
-            let touched = |r: &DevRange| {
-                access
-                    .reads
-                    .iter()
-                    .chain(&access.writes)
-                    .any(|a| a.overlaps(r))
-            };
-            let mut waits = Vec::new();
-            self.pending.retain(|(r, e)| {
-                let t = touched(r);
-                if t {
-                    waits.push(*e);
+        self.emit(cmd);
+    }
+
+    /// Emits a command; device work first waits for the unordered conflicting commands of
+    /// the other streams (see the module docs).
+    fn emit(&mut self, cmd: Cmd) {
+        let Some((stream, access, _)) = cmd.device_work() else {
+            self.cmds.push(cmd);
+            return;
+        };
+        let access = access.clone();
+        for (other, idx, snap) in self.sync.conflicts(stream, &access) {
+            let event = match self.sync.recorded.get(&idx) {
+                Some(&e) => e,
+                None => {
+                    let e = self.event();
+                    self.sync.recorded.insert(idx, e);
+                    self.sync.inserts.push((idx, other, e));
+                    e
                 }
-                !t
-            });
-            for event in waits {
-                self.cmds.push(Cmd::Wait {
-                    stream: COMPUTE,
-                    event,
-                });
-            }
+            };
+            self.sync.join(stream, &snap);
+            self.cmds.push(Cmd::Wait { stream, event });
         }
+        let idx = self.cmds.len();
         self.cmds.push(cmd);
+        self.sync.issue(stream, idx, &access);
     }
 
     /// Lowers step `si` at point `p` with operand and result addresses given, and emits it;
@@ -394,7 +404,7 @@ impl DeviceProgram {
             ivals,
             cmds: Vec::new(),
             next_event: 0,
-            pending: Vec::new(),
+            sync: Sync::default(),
             scratch_top: 0,
             pool_top: 0,
             host_slot: HashMap::new(),
@@ -413,7 +423,7 @@ impl DeviceProgram {
                 value: i as u32,
             });
             if r.bytes > 0 {
-                b.cmds.push(Cmd::Input {
+                b.emit(Cmd::Input {
                     index: i,
                     dst: r.ptr,
                     access: Access {
@@ -441,34 +451,17 @@ impl DeviceProgram {
             }
             b.step(p)?;
             if let Some(outs) = events.after.get(p) {
-                let mut after_op: Option<Event> = None;
                 for e in outs {
                     let r = b.range(e.value, p, false)?;
                     b.cmds.push(Cmd::Release { range: r });
                     if !e.to_host || r.bytes == 0 {
                         continue;
                     }
-                    let ev = match after_op {
-                        Some(ev) => ev,
-                        None => {
-                            let ev = b.event();
-                            b.cmds.push(Cmd::Record {
-                                stream: COMPUTE,
-                                event: ev,
-                            });
-                            after_op = Some(ev);
-                            ev
-                        }
-                    };
-                    b.cmds.push(Cmd::Wait {
-                        stream: COPY,
-                        event: ev,
-                    });
                     let slot = b.pool_top;
                     b.pool_top += align(r.bytes);
                     b.host_slot.insert(e.value, slot);
                     b.stats.swaps += 1;
-                    b.cmds.push(Cmd::Work {
+                    b.emit(Cmd::Work {
                         stream: COPY,
                         work: Work::Copy {
                             t: Transfer::ToHost {
@@ -486,12 +479,6 @@ impl DeviceProgram {
                             what: format!("offload of value {}", e.value),
                         },
                     });
-                    let done = b.event();
-                    b.cmds.push(Cmd::Record {
-                        stream: COPY,
-                        event: done,
-                    });
-                    b.pending.push((r, done));
                 }
             }
         }
@@ -499,6 +486,12 @@ impl DeviceProgram {
         let mut outputs = Vec::with_capacity(prog.outputs.len());
         for &v in &prog.outputs {
             outputs.push((b.range(v, last, false)?, types[v as usize].clone()));
+        }
+        let mut cmds = b.cmds;
+        let mut inserts = std::mem::take(&mut b.sync.inserts);
+        inserts.sort_unstable_by(|x, y| y.0.cmp(&x.0));
+        for (idx, stream, event) in inserts {
+            cmds.insert(idx + 1, Cmd::Record { stream, event });
         }
         let mut stats = b.stats;
         stats.pool_bytes = b.pool_top;
@@ -508,7 +501,7 @@ impl DeviceProgram {
         host_ops.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
         stats.host_ops = host_ops;
         Ok(DeviceProgram {
-            cmds: b.cmds,
+            cmds,
             stats,
             outputs,
             types,
@@ -566,17 +559,8 @@ impl Builder<'_, '_> {
         if r.bytes == 0 {
             return Ok(());
         }
-        let free = self.event();
-        self.cmds.push(Cmd::Record {
-            stream: COMPUTE,
-            event: free,
-        });
-        self.cmds.push(Cmd::Wait {
-            stream: COPY,
-            event: free,
-        });
         self.stats.swaps += 1;
-        self.cmds.push(Cmd::Work {
+        self.emit(Cmd::Work {
             stream: COPY,
             work: Work::Copy {
                 t: Transfer::ToDevice {
@@ -594,12 +578,6 @@ impl Builder<'_, '_> {
                 what: format!("reload of value {v}"),
             },
         });
-        let done = self.event();
-        self.cmds.push(Cmd::Record {
-            stream: COPY,
-            event: done,
-        });
-        self.pending.push((r, done));
         Ok(())
     }
 
@@ -673,5 +651,83 @@ impl Builder<'_, '_> {
             )));
         }
         Ok(())
+    }
+}
+
+type Clock = [u64; STREAMS];
+
+/// An access of an issued command: its stream's count, the command's index and its
+/// stream's clock after it, the bytes and whether they are written.
+struct Past {
+    clock: u64,
+    idx: usize,
+    snap: Clock,
+    range: DevRange,
+    write: bool,
+}
+
+/// The builder's view of the streams' order (see the module docs).
+#[derive(Default)]
+struct Sync {
+    vc: [Clock; STREAMS],
+    hist: [Vec<Past>; STREAMS],
+    /// Events recorded after a command (by its index).
+    recorded: HashMap<usize, Event>,
+    /// Records to insert after a command: (its index, its stream, event).
+    inserts: Vec<(usize, Stream, Event)>,
+    issued: u64,
+}
+
+impl Sync {
+    /// Per other stream, its latest command that conflicts with `a` on `stream` and is not
+    /// ordered before it: (stream, command index, clock after it).
+    fn conflicts(&self, stream: Stream, a: &Access) -> Vec<(Stream, usize, Clock)> {
+        let mut out = Vec::new();
+        for other in (0..STREAMS).filter(|&s| s != stream) {
+            let seen = self.vc[stream][other];
+            let hit = self.hist[other]
+                .iter()
+                .rev()
+                .filter(|p| p.clock > seen)
+                .find(|p| {
+                    a.writes.iter().any(|r| r.overlaps(&p.range))
+                        || p.write && a.reads.iter().any(|r| r.overlaps(&p.range))
+                });
+            if let Some(p) = hit {
+                out.push((other, p.idx, p.snap));
+            }
+        }
+        out
+    }
+
+    fn join(&mut self, stream: Stream, snap: &Clock) {
+        for s in 0..STREAMS {
+            self.vc[stream][s] = self.vc[stream][s].max(snap[s]);
+        }
+    }
+
+    /// Command `idx` with access `a` is issued on `stream`.
+    fn issue(&mut self, stream: Stream, idx: usize, a: &Access) {
+        self.vc[stream][stream] += 1;
+        let (clock, snap) = (self.vc[stream][stream], self.vc[stream]);
+        for (write, ranges) in [(false, &a.reads), (true, &a.writes)] {
+            for r in ranges.iter().filter(|r| r.bytes > 0) {
+                self.hist[stream].push(Past {
+                    clock,
+                    idx,
+                    snap,
+                    range: *r,
+                    write,
+                });
+            }
+        }
+        self.issued += 1;
+        if self.issued % 64 == 0 {
+            // Forget what every other stream is ordered after.
+            let vc = self.vc;
+            for (s, h) in self.hist.iter_mut().enumerate() {
+                h.retain(|p| (0..STREAMS).any(|o| o != s && vc[o][s] < p.clock));
+            }
+        }
     }
 }
