@@ -121,11 +121,42 @@ pub fn supported_dtype(d: DType) -> bool {
     )
 }
 
+/// Element types the kernels compute in on `target` (`bf16` on the GPU only, as `f32`
+/// rounded after each op).
+pub fn supported_dtype_on(d: DType, target: Target) -> bool {
+    supported_dtype(d) || target == Target::Gpu && d == DType::BF16
+}
+
 /// Elementwise kinds the lowering implements (per element type and target, see
 /// [`crate::lower`]; on the GPU, the functions only the C library provides are not, nor
 /// `remainder`, which NVPTX expands inexactly).
 fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
     use OpKind::*;
+    if dtype == DType::BF16 {
+        // `bf16` ops the reference computes as `f32` ops rounded once: no transcendental
+        // functions (the reference's are the C library's there, not `fastmath.rs`).
+        return matches!(
+            kind,
+            Add | Subtract
+                | Multiply
+                | Divide
+                | Maximum
+                | Minimum
+                | Negate
+                | Abs
+                | Sqrt
+                | Rsqrt
+                | Floor
+                | Ceil
+                | Sign
+                | RoundNearestEven
+                | RoundNearestAfz
+                | IsFinite
+                | Select
+                | Compare
+                | Convert
+        );
+    }
     let float = dtype == DType::F32;
     if target == Target::Gpu
         && matches!(
@@ -219,13 +250,19 @@ impl KernelLayout {
             let [out] = node.outputs.as_slice() else {
                 return Err(unsupported(kind, "has several results"));
             };
-            if !supported_dtype(out.dtype) {
+            if !supported_dtype_on(out.dtype, target) {
                 return Err(unsupported(kind, &format!("of element type {}", out.dtype)));
             }
             let ins = region.operands(id);
             for v in &ins {
-                if !supported_dtype(region.value_type(*v).dtype) {
+                if !supported_dtype_on(region.value_type(*v).dtype, target) {
                     return Err(unsupported(kind, "reads an unsupported element type"));
+                }
+            }
+            // An integer converted to `bf16` rounds once from its exact value there.
+            if let Op::Convert(DType::BF16) = node.op {
+                if ins.iter().any(|v| !region.value_type(*v).dtype.is_float()) {
+                    return Err(unsupported(kind, "from an integer to bf16"));
                 }
             }
             match &node.op {

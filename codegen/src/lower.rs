@@ -129,7 +129,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     pub(crate) fn int_ty(&self, d: DType) -> IntType<'ctx> {
         match d {
             DType::I1 | DType::I8 | DType::U8 => self.ctx.i8_type(),
-            DType::I16 => self.ctx.i16_type(),
+            DType::I16 | DType::BF16 => self.ctx.i16_type(),
             DType::I32 | DType::U32 => self.ctx.i32_type(),
             _ => self.ctx.i64_type(),
         }
@@ -201,6 +201,22 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
         // stays inside them (the executor checks the sizes before calling).
         let p = unsafe { self.b.build_in_bounds_gep(t, ptr, &[idx], "")? };
         let v = self.b.build_load(t, p, "")?;
+        if d == DType::BF16 {
+            // `bf16::to_f32`: the bits shifted up, a NaN's quiet bit set.
+            let i32t = self.ctx.i32_type();
+            let w = self.b.build_int_z_extend(v.into_int_value(), i32t, "")?;
+            let mag = self.b.build_and(w, i32t.const_int(0x7fff, false), "")?;
+            let nan = self.b.build_int_compare(
+                IntPredicate::UGT,
+                mag,
+                i32t.const_int(0x7f80, false),
+                "",
+            )?;
+            let quiet = self.b.build_or(w, i32t.const_int(0x40, false), "")?;
+            let w = self.b.build_select(nan, quiet, w, "")?.into_int_value();
+            let w = self.b.build_left_shift(w, i32t.const_int(16, false), "")?;
+            return Ok(self.b.build_bit_cast(w, self.ctx.f32_type(), "")?);
+        }
         if d == DType::I1 {
             let z = self.ctx.i8_type().const_zero();
             return Ok(self
@@ -225,6 +241,16 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
         let v = if d == DType::I1 {
             self.b
                 .build_int_z_extend(v.into_int_value(), self.ctx.i8_type(), "")?
+                .into()
+        } else if d == DType::BF16 {
+            // The value is a `bf16` already (rounded where computed): its top 16 bits.
+            let i32t = self.ctx.i32_type();
+            let w = self.b.build_bit_cast(v, i32t, "")?.into_int_value();
+            let w = self
+                .b
+                .build_right_shift(w, i32t.const_int(16, false), false, "")?;
+            self.b
+                .build_int_truncate(w, self.ctx.i16_type(), "")?
                 .into()
         } else {
             v
@@ -251,6 +277,10 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
                 let bits = self.ctx.i32_type().const_int(v, false);
                 self.b.build_bit_cast(bits, self.ctx.f32_type(), "")?
             }
+            DType::BF16 => {
+                let bits = self.ctx.i32_type().const_int(v << 16, false);
+                self.b.build_bit_cast(bits, self.ctx.f32_type(), "")?
+            }
             DType::I1 => self
                 .ctx
                 .bool_type()
@@ -268,6 +298,20 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
         to: DType,
     ) -> Result<BasicValueEnum<'ctx>, LowerError> {
         let b = self.b;
+        if from == to {
+            return Ok(x);
+        }
+        if to == DType::BF16 {
+            // `tensor.rs` converts through `bf16::from_f64` of the (exact) `f64` value.
+            let f = self.convert(x, from, DType::F32)?;
+            let d = b.build_float_ext(f.into_float_value(), self.ctx.f64_type(), "")?;
+            return Ok(self.f64_to_bf16(d)?.into());
+        }
+        let from = if from == DType::BF16 {
+            DType::F32
+        } else {
+            from
+        };
         if from == to {
             return Ok(x);
         }
@@ -304,6 +348,125 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
                 .build_int_cast_sign_flag(x.into_int_value(), self.int_ty(to), is_signed(from), "")?
                 .into(),
         })
+    }
+
+    /// `half::bf16::from_f32` of `x`, as an `f32` holding the `bf16`'s value: round to
+    /// nearest even on the bits; a NaN keeps its top bits with the quiet bit set.
+    pub(crate) fn round_bf16(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, LowerError> {
+        let b = self.b;
+        let i32t = self.ctx.i32_type();
+        let c = |v: u64| i32t.const_int(v, false);
+        let bits = b.build_bit_cast(x, i32t, "")?.into_int_value();
+        let hi = b.build_right_shift(bits, c(16), false, "")?;
+        let mag = b.build_and(bits, c(0x7fff_ffff), "")?;
+        let nan = b.build_int_compare(IntPredicate::UGT, mag, c(0x7f80_0000), "")?;
+        let quiet = b.build_or(hi, c(0x40), "")?;
+        let round = b.build_int_compare(
+            IntPredicate::NE,
+            b.build_and(bits, c(0x8000), "")?,
+            c(0),
+            "",
+        )?;
+        let sticky = b.build_int_compare(
+            IntPredicate::NE,
+            b.build_and(bits, c(3 * 0x8000 - 1), "")?,
+            c(0),
+            "",
+        )?;
+        let up = b.build_and(round, sticky, "")?;
+        let r = b
+            .build_select(up, b.build_int_add(hi, c(1), "")?, hi, "")?
+            .into_int_value();
+        let r = b.build_select(nan, quiet, r, "")?.into_int_value();
+        let r = b.build_left_shift(b.build_and(r, c(0xffff), "")?, c(16), "")?;
+        Ok(b.build_bit_cast(r, self.ctx.f32_type(), "")?
+            .into_float_value())
+    }
+
+    /// `half::bf16::from_f64` of `d` (as an `f32` holding the `bf16`'s value), operation for
+    /// operation: it rounds on the top 32 bits of the `f64` only (the low 32 mantissa bits
+    /// count only for telling a NaN from an infinity), so it is not always the nearest.
+    pub(crate) fn f64_to_bf16(&self, d: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, LowerError> {
+        let b = self.b;
+        let (i32t, i64t) = (self.ctx.i32_type(), self.ctx.i64_type());
+        let c = |v: u64| i32t.const_int(v, false);
+        let val = b.build_bit_cast(d, i64t, "")?.into_int_value();
+        let x = b.build_int_truncate(
+            b.build_right_shift(val, i64t.const_int(32, false), false, "")?,
+            i32t,
+            "",
+        )?;
+        let lo = b.build_int_truncate(val, i32t, "")?;
+        let sign = b.build_and(x, c(0x8000_0000), "")?;
+        let exp = b.build_and(x, c(0x7ff0_0000), "")?;
+        let man = b.build_and(x, c(0x000f_ffff), "")?;
+        let hsign = b.build_right_shift(sign, c(16), false, "")?;
+        let sel =
+            |cond, t: IntValue<'ctx>, f: IntValue<'ctx>| -> Result<IntValue<'ctx>, LowerError> {
+                Ok(b.build_select(cond, t, f, "")?.into_int_value())
+            };
+        let eq =
+            |u: IntValue<'ctx>, v: IntValue<'ctx>| b.build_int_compare(IntPredicate::EQ, u, v, "");
+        // Infinity or NaN.
+        let zero_man = b.build_and(eq(man, c(0))?, eq(lo, c(0))?, "")?;
+        let nan_bit = sel(zero_man, c(0), c(0x40))?;
+        let special = b.build_or(
+            b.build_or(hsign, c(0x7f80), "")?,
+            b.build_or(nan_bit, b.build_right_shift(man, c(13), false, "")?, "")?,
+            "",
+        )?;
+        // half_exp = exp - 1023 + 127, signed.
+        let e = b.build_int_sub(
+            b.build_right_shift(exp, c(20), false, "")?,
+            c(1023 - 127),
+            "",
+        )?;
+        let overflow = b.build_int_compare(IntPredicate::SGE, e, c(0xff), "")?;
+        let inf = b.build_or(hsign, c(0x7f80), "")?;
+        // Subnormal (e <= 0): zero when 7 - e > 21, else shifted with the hidden bit.
+        let sub = b.build_int_compare(IntPredicate::SLE, e, c(0), "")?;
+        let flush = b.build_int_compare(
+            IntPredicate::SLT,
+            e,
+            i32t.const_int((-14i64) as u64, true),
+            "",
+        )?;
+        // `e` in [-14, 0] where the shifts below are used; 0 elsewhere (keeps them in range).
+        let es = sel(sub, sel(flush, c(0), e)?, c(0))?;
+        let mh = b.build_or(man, c(0x0010_0000), "")?;
+        let sh = b.build_int_sub(c(14), es, "")?;
+        let half_man = b.build_right_shift(mh, sh, false, "")?;
+        let rb = b.build_left_shift(c(1), b.build_int_sub(c(13), es, "")?, "")?;
+        let three = b.build_int_sub(b.build_int_mul(rb, c(3), "")?, c(1), "")?;
+        let up = b.build_and(
+            b.build_int_compare(IntPredicate::NE, b.build_and(mh, rb, "")?, c(0), "")?,
+            b.build_int_compare(IntPredicate::NE, b.build_and(mh, three, "")?, c(0), "")?,
+            "",
+        )?;
+        let subr = b.build_or(
+            hsign,
+            sel(up, b.build_int_add(half_man, c(1), "")?, half_man)?,
+            "",
+        )?;
+        let subr = sel(flush, hsign, subr)?;
+        // Normal.
+        let norm = b.build_or(
+            b.build_or(hsign, b.build_left_shift(sel(sub, c(0), e)?, c(7), "")?, "")?,
+            b.build_right_shift(man, c(13), false, "")?,
+            "",
+        )?;
+        let up = b.build_and(
+            b.build_int_compare(IntPredicate::NE, b.build_and(man, c(0x1000), "")?, c(0), "")?,
+            b.build_int_compare(IntPredicate::NE, b.build_and(man, c(0x2fff), "")?, c(0), "")?,
+            "",
+        )?;
+        let norm = sel(up, b.build_int_add(norm, c(1), "")?, norm)?;
+        let r = sel(sub, subr, norm)?;
+        let r = sel(overflow, inf, r)?;
+        let r = sel(eq(exp, c(0x7ff0_0000))?, special, r)?;
+        let r = b.build_left_shift(b.build_and(r, c(0xffff), "")?, c(16), "")?;
+        Ok(b.build_bit_cast(r, self.ctx.f32_type(), "")?
+            .into_float_value())
     }
 
     /// NaN-propagating `maximum`/`minimum` of `tensor.rs` (`max_e`/`min_e`).
@@ -521,7 +684,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
         y: BasicValueEnum<'ctx>,
     ) -> Result<BasicValueEnum<'ctx>, LowerError> {
         let b = self.b;
-        if d == DType::F32 {
+        if matches!(d, DType::F32 | DType::BF16) {
             let p = match dir {
                 Relation::Eq => FloatPredicate::OEQ,
                 Relation::Ne => FloatPredicate::UNE,
@@ -668,12 +831,15 @@ fn element<'ctx>(
             }
             _ => {
                 let d = g.value_type(ins[0]).dtype;
+                // `bf16` is computed in `f32` and rounded (`exec/elementwise.rs`).
+                let bf16 = d == DType::BF16;
+                let d = if bf16 { DType::F32 } else { d };
                 let xs = ins
                     .iter()
                     .map(|v| get(&mut vals, *v))
                     .collect::<Result<Vec<_>, _>>()?;
                 let k = node.kind();
-                match (d, xs.as_slice()) {
+                let v = match (d, xs.as_slice()) {
                     (DType::F32, [x]) => e.float_unary(k, x.into_float_value())?,
                     (DType::F32, [x, y]) => {
                         e.float_binary(k, x.into_float_value(), y.into_float_value())?
@@ -683,6 +849,11 @@ fn element<'ctx>(
                         e.int_op(k, d, &xs)?
                     }
                     _ => return other(format!("`{}` with {} operands", k.name(), xs.len())),
+                };
+                if bf16 && out.dtype == DType::BF16 {
+                    e.round_bf16(v.into_float_value())?.into()
+                } else {
+                    v
                 }
             }
         };

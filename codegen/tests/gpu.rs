@@ -290,3 +290,54 @@ fn reduce_kernel_folds_rows_in_the_reference_order() {
         }
     }
 }
+
+/// `half`'s conversions, bit for bit: `from_f32` after an elementwise `bf16` op, `from_f64`
+/// for `convert` and a `bf16` sum, `to_f32` on load (NaN quieted).
+#[test]
+fn bf16_rounding_matches_half() {
+    use half::bf16;
+    // add(x, 0) rounds x with from_f32; convert(f32 -> bf16) with from_f64.
+    let add = {
+        let r = region(
+            "graph @k {\n  symbols N in [0, inf)\n  %0 = input {index = 0, name = \"x\"} : f32[N]\n  \
+             %1 = convert(%0) {dtype = bf16} : bf16[N]\n  %2 = add(%1, %1) : bf16[N]\n  \
+             %3 = convert(%2) {dtype = f32} : f32[N]\n  return %1, %2, %3\n}",
+        );
+        let layout = KernelLayout::of_target(&r, Target::Gpu).expect("layout");
+        GpuKernel::Fusion { region: r, layout }
+    };
+    let mut xs: Vec<f32> = samples();
+    // ties and near-ties of every kind in the low bits
+    for m in [
+        0x8000u32, 0x8001, 0x7fff, 0x18000, 0x18001, 0x8004, 0x8007, 0x10000,
+    ] {
+        for e in [
+            0x3f80_0000u32,
+            0x0000_0000,
+            0x0080_0000,
+            0x7f00_0000,
+            0x7f80_0000,
+        ] {
+            xs.push(f32::from_bits(e | m));
+            xs.push(-f32::from_bits(e | m));
+        }
+    }
+    let n = xs.len();
+    let mut c = vec![0u16; n];
+    let mut s = vec![0u16; n];
+    let mut back = vec![0f32; n];
+    let bufs = [
+        xs.as_ptr() as *mut u8,
+        c.as_mut_ptr() as *mut u8,
+        s.as_mut_ptr() as *mut u8,
+        back.as_mut_ptr() as *mut u8,
+    ];
+    run(&add, &bufs, &fusion_params(&add, n), 5, 64);
+    for (k, &x) in xs.iter().enumerate() {
+        let conv = bf16::from_f64(f64::from(x));
+        assert_eq!(c[k], conv.to_bits(), "convert({x:e} = {:#x})", x.to_bits());
+        let sum = bf16::from_f32(conv.to_f32() + conv.to_f32());
+        assert_eq!(s[k], sum.to_bits(), "add of {x:e}");
+        assert_eq!(back[k].to_bits(), sum.to_f32().to_bits(), "to_f32 of {x:e}");
+    }
+}

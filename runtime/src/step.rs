@@ -240,7 +240,7 @@ impl Runtime {
                 Executor::Simt => {
                     Box::new(device::simt::Simt::new().map_err(RuntimeError::Device)?)
                 }
-                Executor::Cuda => new_cuda()?,
+                Executor::Cuda => new_cuda(&self.plan)?,
                 e => {
                     return Err(RuntimeError::Device(device::DeviceError::Unavailable(
                         format!("{e:?} is not a device executor"),
@@ -539,17 +539,65 @@ impl Runtime {
     }
 }
 
+/// The GPU kernels of `plan` (every schedule variant) at the bindings `shapes`, with their
+/// PTX ([`ebb_codegen::gpu::ptx`]): what `ebb compile --target cuda` stores with the plan.
+///
+/// # Errors
+/// [`RuntimeError::Graph`] for a plan without its graph; [`RuntimeError::Exec`] when the
+/// shapes do not evaluate; [`RuntimeError::Device`] when a kernel's PTX cannot be generated.
+pub fn plan_kernels(
+    plan: &Plan,
+    shapes: &[Bindings],
+) -> Result<Vec<ebb_ir::plan::PlanKernel>, RuntimeError> {
+    let rt = Runtime::new(plan.clone(), None)?;
+    let cache = KernelCache::default();
+    let mut kernels: std::collections::BTreeMap<String, Arc<ebb_codegen::gpu::GpuKernel>> =
+        Default::default();
+    let variants = std::iter::once(plan).chain(plan.alternatives.iter());
+    for variant in variants {
+        let schedule = schedule_nodes(rt.graph(), variant)?;
+        for b in shapes {
+            let prog = Program::new(rt.graph(), &schedule, b)?;
+            for k in device::program::device_kernels(&prog, &cache) {
+                kernels.entry(k.name()).or_insert(k);
+            }
+        }
+    }
+    kernels
+        .into_iter()
+        .map(|(name, k)| {
+            let ptx = ebb_codegen::gpu::ptx(&k).map_err(|e| {
+                RuntimeError::Device(device::DeviceError::Kernel {
+                    name: name.clone(),
+                    msg: e.to_string(),
+                })
+            })?;
+            Ok(ebb_ir::plan::PlanKernel {
+                name,
+                arch: ebb_codegen::gpu::SM.to_string(),
+                ptx,
+            })
+        })
+        .collect()
+}
+
 /// The CUDA device (the `cuda` feature).
 #[cfg(feature = "cuda")]
-fn new_cuda() -> Result<Box<dyn Device + Send>, RuntimeError> {
-    Ok(Box::new(
-        device::cuda::Cuda::new().map_err(RuntimeError::Device)?,
-    ))
+fn new_cuda(plan: &Plan) -> Result<Box<dyn Device + Send>, RuntimeError> {
+    let mut d = device::cuda::Cuda::new().map_err(RuntimeError::Device)?;
+    // The plan's stored kernels (`ebb compile --target cuda`) are loaded instead of generated.
+    d.set_ptx(
+        plan.kernels
+            .iter()
+            .map(|k| (k.name.clone(), k.ptx.clone()))
+            .collect(),
+    );
+    Ok(Box::new(d))
 }
 
 /// Without the `cuda` feature: an error saying so.
 #[cfg(not(feature = "cuda"))]
-fn new_cuda() -> Result<Box<dyn Device + Send>, RuntimeError> {
+fn new_cuda(_plan: &Plan) -> Result<Box<dyn Device + Send>, RuntimeError> {
     Err(RuntimeError::Device(device::DeviceError::Unavailable(
         "this build of Ebb has no CUDA executor: build with the `cuda` feature \
          (cargo build --features cuda)"

@@ -326,3 +326,40 @@ fn a_reload_onto_live_bytes_is_caught() {
     let e = hazard::check(&cmds).expect_err("a reload onto live bytes");
     assert!(e.to_string().contains("still holds"), "{e}");
 }
+
+/// `--executor cuda` where no GPU is usable fails with a message naming the cause (without
+/// the `cuda` feature: the feature; with it, on a machine without the NVIDIA driver: the
+/// driver library), never a panic. On a machine with a GPU the step runs instead.
+#[test]
+fn the_cuda_executor_without_a_driver_is_a_clean_error() {
+    let plan = compile("mlp_sgd");
+    let b = bindings("mlp_sgd");
+    let mut rt = ebb_runtime::Runtime::new(plan, None).unwrap();
+    rt.set_executor(Executor::Cuda);
+    let inputs = ebb_runtime::inputs::random_inputs(rt.graph(), &b, 7).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.step(&b, inputs)))
+        .expect("no panic");
+    match r {
+        Err(e) => {
+            let msg = e.to_string();
+            eprintln!("--executor cuda: {msg}");
+            if cfg!(feature = "cuda") {
+                assert!(
+                    msg.contains("NVIDIA driver")
+                        || msg.contains("CUDA device")
+                        || msg.contains("cuBLAS"),
+                    "{msg}"
+                );
+            } else {
+                assert!(msg.contains("`cuda` feature"), "{msg}");
+            }
+        }
+        Ok(out) => {
+            assert!(cfg!(feature = "cuda"), "a CUDA step without the feature");
+            eprintln!(
+                "a GPU is present: measured {} bytes",
+                out.report.measured_peak_bytes
+            );
+        }
+    }
+}

@@ -24,6 +24,7 @@
 //! (one thread per result element, folding in the reference `reduce`'s order; [`reduce`]).
 
 pub mod copy;
+pub mod gather;
 mod math;
 pub mod reduce;
 
@@ -32,6 +33,7 @@ use crate::lower::{Emit, KernelSpec, LowerError, StrideClass};
 use crate::{CodegenError, Target};
 pub use copy::CopyKernel;
 use ebb_ir::Graph;
+pub use gather::{GatherKernel, ScatterKernel};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
@@ -70,6 +72,10 @@ pub enum GpuKernel {
     Copy(CopyKernel),
     /// A reduction ([`ReduceKernel`]).
     Reduce(ReduceKernel),
+    /// A gather ([`GatherKernel`]).
+    Gather(GatherKernel),
+    /// A scatter ([`ScatterKernel`]).
+    Scatter(ScatterKernel),
 }
 
 impl GpuKernel {
@@ -83,6 +89,8 @@ impl GpuKernel {
             ),
             GpuKernel::Copy(c) => format!("{c:?}"),
             GpuKernel::Reduce(r) => format!("{r:?}"),
+            GpuKernel::Gather(g) => format!("{g:?}"),
+            GpuKernel::Scatter(s) => format!("{s:?}"),
         }
     }
 
@@ -101,7 +109,7 @@ impl GpuKernel {
         match self {
             GpuKernel::Fusion { layout, .. } => layout.inputs.len() + layout.stores.len(),
             GpuKernel::Copy(c) => c.buffers(),
-            GpuKernel::Reduce(_) => 3,
+            GpuKernel::Reduce(_) | GpuKernel::Gather(_) | GpuKernel::Scatter(_) => 3,
         }
     }
 
@@ -111,6 +119,8 @@ impl GpuKernel {
             GpuKernel::Fusion { layout, .. } => 1 + layout.param_count(),
             GpuKernel::Copy(c) => c.params(),
             GpuKernel::Reduce(r) => r.params(),
+            GpuKernel::Gather(g) => g.params(),
+            GpuKernel::Scatter(s) => s.params(),
         }
     }
 
@@ -244,6 +254,8 @@ impl GpuKernel {
             }
             GpuKernel::Copy(c) => c.element(e, core, bufs, params, i),
             GpuKernel::Reduce(r) => r.element(e, core, bufs, params, i),
+            GpuKernel::Gather(g) => g.element(e, bufs, params, i),
+            GpuKernel::Scatter(s) => s.element(e, core, bufs, params, i),
         }
     }
 

@@ -9,8 +9,9 @@
 //! contiguous row of `row_len` elements there (innermost reduced), combined into the
 //! accumulator. A row is folded as the reference's `fold_row`: in order when shorter than 16,
 //! otherwise in eight interleaved lanes, the lanes pairwise, then the tail in order. `f32`
-//! sums and products accumulate in `f64` and round once; `maximum`/`minimum` propagate NaN;
-//! integers wrap; booleans reduce by `and`/`or`.
+//! and `bf16` sums and products accumulate in `f64` and round once (`bf16` through
+//! `half`'s `from_f64`); `maximum`/`minimum` propagate NaN; integers wrap; booleans reduce by
+//! `and`/`or`.
 //!
 //! Buffers: input, init value (one element), result. Params: `n` (result elements),
 //! `(ext, stride)` per kept dimension, `(ext, stride)` per reduced outer dimension (strides in
@@ -56,7 +57,7 @@ pub struct ReduceKernel {
 /// Element types the reduce kernel implements.
 pub fn reduce_supported(d: DType, op: ReduceOp) -> bool {
     match d {
-        DType::F32 => !matches!(op, ReduceOp::And | ReduceOp::Or),
+        DType::F32 | DType::BF16 => !matches!(op, ReduceOp::And | ReduceOp::Or),
         DType::I1
         | DType::I8
         | DType::I16
@@ -75,8 +76,12 @@ impl ReduceKernel {
         2 + 2 * (self.kept as usize + self.reduced as usize)
     }
 
+    fn float(&self) -> bool {
+        matches!(self.dtype, DType::F32 | DType::BF16)
+    }
+
     fn wide(&self) -> bool {
-        self.dtype == DType::F32 && matches!(self.op, ReduceOp::Add | ReduceOp::Mul)
+        self.float() && matches!(self.op, ReduceOp::Add | ReduceOp::Mul)
     }
 
     /// Element `i` of the input at `x[off]`, lifted to the accumulator type.
@@ -102,7 +107,7 @@ impl ReduceKernel {
         v: BasicValueEnum<'ctx>,
     ) -> Result<BasicValueEnum<'ctx>, LowerError> {
         let b = e.b;
-        if self.dtype == DType::F32 {
+        if self.float() {
             let (x, y) = (a.into_float_value(), v.into_float_value());
             return Ok(match self.op {
                 ReduceOp::Add => b.build_float_add(x, y, "")?.into(),
@@ -256,11 +261,13 @@ impl ReduceKernel {
         let row_len = params[1 + 2 * (kept + self.reduced as usize)];
         self.walk(e, f, x, off, &red, row_len, acc, acc_ty)?;
         let a = b.build_load(acc_ty, acc, "")?;
-        let r: BasicValueEnum = if self.wide() {
-            b.build_float_trunc(a.into_float_value(), e.ctx.f32_type(), "")?
-                .into()
-        } else {
-            a
+        // `T::from_f64` of the `f64` accumulator (`bf16`: `half`'s conversion).
+        let r: BasicValueEnum = match (self.wide(), self.dtype) {
+            (true, DType::BF16) => e.f64_to_bf16(a.into_float_value())?.into(),
+            (true, _) => b
+                .build_float_trunc(a.into_float_value(), e.ctx.f32_type(), "")?
+                .into(),
+            _ => a,
         };
         e.store(self.dtype, out, o, r)
     }

@@ -11,8 +11,10 @@
 //! | `broadcast_in_dim`, `transpose`, `slice`, `reverse`, `concatenate`, `pad`, `dynamic_slice`, `dynamic_update_slice` | copy kernel |
 //! | `reduce` (one input, a monoid body) | reduce kernel |
 //! | `dot_general` (`f32`) | GEMM, with a copy into workspace for an operand whose dimension groups are not one strided matrix stack |
+//! | `gather` | gather kernel |
+//! | `scatter` (one input, a monoid or overwriting body, indexed dimensions of window extent 1) | copy of the input (unless in place), scatter kernel |
 //!
-//! Everything else (`gather`, `scatter`, `convolution`, `reduce_window`, `select_and_scatter`,
+//! Everything else (other scatters, `convolution`, `reduce_window`, `select_and_scatter`,
 //! `sort`, `while`, `case`, `rng_bit_generator`, input fusions, element types the kernels do
 //! not implement) is [`Lowered::Host`].
 //!
@@ -182,6 +184,268 @@ fn copy_launch(elem: u8, ext: &[usize], src: Side, dst: Side) -> Launch {
 
 fn access(reads: Vec<DevRange>, writes: Vec<DevRange>) -> Access {
     Access { reads, writes }
+}
+
+/// Dimension numbers as indices below `rank`.
+fn dims_below(v: &[i64], rank: usize) -> Option<Vec<usize>> {
+    v.iter()
+        .map(|&d| usize::try_from(d).ok().filter(|&d| d < rank))
+        .collect()
+}
+
+/// An index tensor read as `IndexReader` does (`exec/gather_scatter.rs`): the strides of its
+/// batch dimensions (every dimension but `index_vector_dim`), the index vector's stride and
+/// length.
+fn index_layout(idx: &OutType, ivd: i64) -> Option<(Vec<i64>, i64, usize)> {
+    let rank = idx.shape.len();
+    let ivd = usize::try_from(ivd).ok().filter(|&v| v <= rank)?;
+    let st = strides(&idx.shape);
+    let batch = (0..rank).filter(|&d| d != ivd).map(|d| st[d]).collect();
+    let (vs, n) = if ivd < rank {
+        (st[ivd], idx.shape[ivd])
+    } else {
+        (0, 1)
+    };
+    Some((batch, vs, n))
+}
+
+/// `full_batching_index`: operand dimension -> position in the batch index.
+fn batching(
+    op_batch: &[usize],
+    idx_batch: &[usize],
+    ivd: i64,
+    rank: usize,
+) -> Option<Vec<Option<usize>>> {
+    if op_batch.len() != idx_batch.len() {
+        return None;
+    }
+    let ivd = usize::try_from(ivd).ok()?;
+    let mut m = vec![None; rank];
+    for (&o, &s) in op_batch.iter().zip(idx_batch) {
+        if s == ivd {
+            return None;
+        }
+        m[o] = Some(if s < ivd { s } else { s - 1 });
+    }
+    Some(m)
+}
+
+/// The gather kernel's launch (see [`ebb_codegen::gpu::gather`]).
+fn gather(gd: &ebb_ir::op::GatherDims, ins: &[Io], outs: &[Io], b: &Bindings) -> Option<Launch> {
+    let ([x, idx], [out]) = (ins, outs) else {
+        return None;
+    };
+    if !idx.ty.dtype.is_int() || x.ty.dtype != out.ty.dtype {
+        return None;
+    }
+    let (xr, rr) = (x.ty.shape.len(), out.ty.shape.len());
+    let offset_dims = dims_below(&gd.offset_dims, rr)?;
+    let collapsed = dims_below(&gd.collapsed_slice_dims, xr)?;
+    let op_batch = dims_below(&gd.operand_batching_dims, xr)?;
+    let idx_batch = dims_below(&gd.start_indices_batching_dims, idx.ty.shape.len())?;
+    let start_map = dims_below(&gd.start_index_map, xr)?;
+    let sizes: Vec<i64> = gd
+        .slice_sizes
+        .iter()
+        .map(|d| d.eval(b).ok())
+        .collect::<Option<_>>()?;
+    if sizes.len() != xr {
+        return None;
+    }
+    let (batch_strides, vec_stride, nvec) = index_layout(idx.ty, gd.index_vector_dim)?;
+    if nvec != start_map.len() {
+        return None;
+    }
+    let batch_dims: Vec<usize> = (0..rr).filter(|d| !offset_dims.contains(d)).collect();
+    let window_op_dims: Vec<usize> = (0..xr)
+        .filter(|d| !collapsed.contains(d) && !op_batch.contains(d))
+        .collect();
+    if batch_dims.len() != batch_strides.len() || window_op_dims.len() != offset_dims.len() {
+        return None;
+    }
+    let bmap = batching(&op_batch, &idx_batch, gd.index_vector_dim, xr)?;
+    let xst = strides(&x.ty.shape);
+    let mut params = vec![out.elems() as i64];
+    for d in 0..rr {
+        let (is, xs) = match batch_dims.iter().position(|&b| b == d) {
+            Some(k) => (
+                batch_strides[k],
+                (0..xr)
+                    .filter(|&od| bmap[od] == Some(k))
+                    .map(|od| xst[od])
+                    .sum(),
+            ),
+            None => {
+                let k = offset_dims.iter().position(|&o| o == d)?;
+                (0, xst[window_op_dims[k]])
+            }
+        };
+        params.extend([out.ty.shape[d] as i64, is, xs]);
+    }
+    params.push(vec_stride);
+    for &d in &start_map {
+        params.extend([(x.ty.shape[d] as i64 - sizes[d]).max(0), xst[d]]);
+    }
+    let kernel = ebb_codegen::gpu::GatherKernel {
+        elem_bytes: elem_bytes(out.ty.dtype),
+        index: idx.ty.dtype,
+        rank: rr as u8,
+        nvec: nvec as u8,
+    };
+    Some(Launch {
+        kernel: Arc::new(GpuKernel::Gather(kernel)),
+        bufs: vec![x.ptr, idx.ptr, out.ptr],
+        params,
+    })
+}
+
+/// A one-input scatter with a monoid or overwriting body whose windows cannot meet: the
+/// input copied to the result (unless in place) and the scatter kernel (see
+/// [`ebb_codegen::gpu::gather`]).
+fn scatter(
+    node: &Node,
+    sd: &ebb_ir::op::ScatterDims,
+    ins: &[Io],
+    outs: &[Io],
+) -> Option<Vec<(Work, Access)>> {
+    let ([x, idx, upd], [out]) = (ins, outs) else {
+        return None;
+    };
+    let op = match recognize(node.regions.first()?) {
+        Body::Monoid(m) => Some(match m {
+            Monoid::Add => ReduceOp::Add,
+            Monoid::Mul => ReduceOp::Mul,
+            Monoid::Max => ReduceOp::Max,
+            Monoid::Min => ReduceOp::Min,
+            Monoid::And => ReduceOp::And,
+            Monoid::Or => ReduceOp::Or,
+        }),
+        Body::Overwrite => None,
+        _ => return None,
+    };
+    let dtype = out.ty.dtype;
+    if x.ty.dtype != dtype
+        || upd.ty.dtype != dtype
+        || !idx.ty.dtype.is_int()
+        || !ebb_codegen::gpu::gather::scatter_supported(dtype, op)
+    {
+        return None;
+    }
+    let (xs, us) = (&x.ty.shape, &upd.ty.shape);
+    let (xr, ur) = (xs.len(), us.len());
+    let uwd = dims_below(&sd.update_window_dims, ur)?;
+    let inserted = dims_below(&sd.inserted_window_dims, xr)?;
+    let in_batch = dims_below(&sd.input_batching_dims, xr)?;
+    let idx_batch = dims_below(&sd.scatter_indices_batching_dims, idx.ty.shape.len())?;
+    let to_op = dims_below(&sd.scatter_dims_to_operand_dims, xr)?;
+    let (batch_strides, vec_stride, nvec) = index_layout(idx.ty, sd.index_vector_dim)?;
+    if nvec != to_op.len() {
+        return None;
+    }
+    let scatter_dims: Vec<usize> = (0..ur).filter(|d| !uwd.contains(d)).collect();
+    let window_op_dims: Vec<usize> = (0..xr)
+        .filter(|d| !inserted.contains(d) && !in_batch.contains(d))
+        .collect();
+    if scatter_dims.len() != batch_strides.len() || window_op_dims.len() != uwd.len() {
+        return None;
+    }
+    let bmap = batching(&in_batch, &idx_batch, sd.index_vector_dim, xr)?;
+    let wshape: Vec<usize> = uwd.iter().map(|&d| us[d]).collect();
+    // Windows of different scatters meet only along an indexed dimension they span.
+    for &d in &to_op {
+        if let Some(k) = window_op_dims.iter().position(|&w| w == d) {
+            if wshape[k] != 1 {
+                return None;
+            }
+        }
+    }
+    let (xst, ust) = (strides(xs), strides(us));
+    let nw: usize = wshape.iter().product();
+    let ns: usize = scatter_dims.iter().map(|&d| us[d]).product();
+    let mut params = vec![nw as i64, ns as i64];
+    for d in 0..xr {
+        params.extend([xs[d] as i64, xst[d]]);
+    }
+    for (k, &d) in uwd.iter().enumerate() {
+        params.extend([us[d] as i64, window_op_dims[k] as i64, ust[d]]);
+    }
+    for (k, &d) in scatter_dims.iter().enumerate() {
+        let xd = (0..xr)
+            .find(|&od| bmap[od] == Some(k))
+            .map_or(-1, |od| od as i64);
+        params.extend([us[d] as i64, ust[d], batch_strides[k], xd]);
+    }
+    params.push(vec_stride);
+    params.extend(to_op.iter().map(|&d| d as i64));
+    let mut work = Vec::new();
+    if x.ptr != out.ptr && out.ty.bytes() > 0 {
+        work.push((
+            Work::Copy {
+                t: Transfer::Device {
+                    src: x.ptr,
+                    dst: out.ptr,
+                },
+                bytes: out.ty.bytes(),
+            },
+            access(vec![x.range()], vec![out.range()]),
+        ));
+    }
+    if nw > 0 && ns > 0 {
+        let kernel = ebb_codegen::gpu::ScatterKernel {
+            dtype,
+            op,
+            index: idx.ty.dtype,
+            rank: xr as u8,
+            window: uwd.len() as u8,
+            scatter: scatter_dims.len() as u8,
+            nvec: nvec as u8,
+        };
+        work.push((
+            Work::Launch(Launch {
+                kernel: Arc::new(GpuKernel::Scatter(kernel)),
+                bufs: vec![out.ptr, idx.ptr, upd.ptr],
+                params,
+            }),
+            access(
+                vec![idx.range(), upd.range(), out.range()],
+                vec![out.range()],
+            ),
+        ));
+    }
+    Some(work)
+}
+
+/// The fusion kernel of `convert` from `from` to `to` over `n` elements, `src` to `dst`
+/// (a one-member region over a vector of symbolic length; kernels kept per pair of types).
+fn convert_launch(from: DType, to: DType, n: usize, src: DevPtr, dst: DevPtr) -> Option<Launch> {
+    type Kernels = Mutex<HashMap<(DType, DType), Option<Arc<GpuKernel>>>>;
+    static KERNELS: std::sync::OnceLock<Kernels> = std::sync::OnceLock::new();
+    let kernels = KERNELS.get_or_init(Default::default);
+    let mut m = kernels.lock().ok()?;
+    let kernel = m
+        .entry((from, to))
+        .or_insert_with(|| {
+            let mut r = Graph::new("convert");
+            let sym = r.scope.declare("n");
+            let ty = |d: DType| ebb_ir::TensorType::new(d, vec![ebb_ir::DimExpr::sym(sym.name())]);
+            let x = r.add_input("x", ty(from));
+            let id = r.add_node(Node::new(Op::Convert(to), vec![ty(to)]), &[x]);
+            r.set_outputs(vec![ebb_ir::ValueRef::new(id, 0)], vec!["y".into()]);
+            let layout = KernelLayout::of_target(&r, Target::Gpu).ok()?;
+            Some(Arc::new(GpuKernel::Fusion { region: r, layout }))
+        })
+        .clone()?;
+    let GpuKernel::Fusion { layout, .. } = kernel.as_ref() else {
+        return None;
+    };
+    let mut params = vec![0i64; 1 + layout.param_count()];
+    params[0] = n as i64;
+    params[1] = 1;
+    Some(Launch {
+        kernel,
+        bufs: vec![src, dst],
+        params,
+    })
 }
 
 /// A region of one op over fresh inputs of its operands' types (the parent's symbol scope).
@@ -470,6 +734,14 @@ impl Lower<'_> {
                 None => Lowered::Host,
             },
             Op::DotGeneral(dd) => self.dot(dd, ins, outs, ws),
+            Op::Gather(gd) => match gather(gd, ins, outs, self.bindings) {
+                Some(l) => one(Work::Launch(l)),
+                None => Lowered::Host,
+            },
+            Op::Scatter(sd) => match scatter(node, sd, ins, outs) {
+                Some(work) => Lowered::Device(work, 0),
+                None => Lowered::Host,
+            },
             Op::Fusion(_) | Op::Iota(_) => match self.fusion(id, ins, outs) {
                 Some(l) => one(Work::Launch(l)),
                 None => Lowered::Host,
@@ -681,16 +953,67 @@ impl Lower<'_> {
         })
     }
 
-    /// `dot_general` of `f32` operands into `f32`: the operands as `[batch, rows, cols]`
-    /// matrix stacks (copied into workspace when their dimension groups are not a strided
-    /// stack with a unit stride), one batched GEMM.
+    /// `dot_general` computed in `f32` (`f32` and `bf16` operands and result, as
+    /// `exec/dot.rs`): `bf16` operands converted into `f32` workspace, the operands as
+    /// `[batch, rows, cols]` matrix stacks (copied into workspace when their dimension groups
+    /// are not a strided stack with a unit stride), one batched GEMM, into workspace and
+    /// converted for a `bf16` result.
     fn dot(&self, dd: &ebb_ir::op::DotDims, ins: &[Io], outs: &[Io], ws: DevPtr) -> Lowered {
-        let ([l, r], [out]) = (ins, outs) else {
+        let ([l0, r0], [out0]) = (ins, outs) else {
             return Lowered::Host;
         };
-        if l.ty.dtype != DType::F32 || r.ty.dtype != DType::F32 || out.ty.dtype != DType::F32 {
+        let ok = |d: DType| matches!(d, DType::F32 | DType::BF16);
+        if !ok(l0.ty.dtype) || !ok(r0.ty.dtype) || !ok(out0.ty.dtype) {
             return Lowered::Host;
         }
+        let mut work = Vec::new();
+        let mut ws_used = 0u64;
+        let f32_types: Vec<OutType> = [l0, r0, out0]
+            .iter()
+            .map(|io| OutType {
+                dtype: DType::F32,
+                shape: io.ty.shape.clone(),
+            })
+            .collect();
+        // Operands in `f32`: converted into workspace where they are `bf16`.
+        let mut as_f32 = |io: &Io, ty: &OutType| -> Option<DevPtr> {
+            if io.ty.dtype == DType::F32 {
+                return Some(io.ptr);
+            }
+            let dst = ws.add(ws_used);
+            ws_used += ty.bytes().div_ceil(256) * 256;
+            let l = convert_launch(io.ty.dtype, DType::F32, io.elems(), io.ptr, dst)?;
+            let range = DevRange {
+                ptr: dst,
+                bytes: ty.bytes(),
+            };
+            work.push((Work::Launch(l), access(vec![io.range()], vec![range])));
+            Some(dst)
+        };
+        let (Some(lp), Some(rp)) = (as_f32(l0, &f32_types[0]), as_f32(r0, &f32_types[1])) else {
+            return Lowered::Host;
+        };
+        let cp = if out0.ty.dtype == DType::F32 {
+            out0.ptr
+        } else {
+            let p = ws.add(ws_used);
+            ws_used += f32_types[2].bytes().div_ceil(256) * 256;
+            p
+        };
+        let (l, r, out) = (
+            &Io {
+                ptr: lp,
+                ty: &f32_types[0],
+            },
+            &Io {
+                ptr: rp,
+                ty: &f32_types[1],
+            },
+            &Io {
+                ptr: cp,
+                ty: &f32_types[2],
+            },
+        );
         let (ls, rs) = (&l.ty.shape, &r.ty.shape);
         let dims = |v: &[i64], n: usize| crate::exec::dot::dims_of(v, "", n).ok();
         let (Some(lb), Some(rb), Some(lc), Some(rc)) = (
@@ -712,8 +1035,6 @@ impl Lower<'_> {
         if k == 0 || bt * m * n == 0 {
             return Lowered::Host;
         }
-        let mut work = Vec::new();
-        let mut ws_used = 0u64;
         let mut reads = vec![l.range(), r.range()];
         let mut stack = |io: &Io, groups: [&[usize]; 3], rows: usize, cols: usize| {
             let shape = &io.ty.shape;
@@ -756,6 +1077,16 @@ impl Lower<'_> {
             c: out.ptr,
         };
         work.push((Work::Gemm(call), access(reads, vec![out.range()])));
+        if out0.ty.dtype != DType::F32 {
+            let Some(l) = convert_launch(DType::F32, out0.ty.dtype, out0.elems(), cp, out0.ptr)
+            else {
+                return Lowered::Host;
+            };
+            work.push((
+                Work::Launch(l),
+                access(vec![out.range()], vec![out0.range()]),
+            ));
+        }
         Lowered::Device(work, ws_used)
     }
 }

@@ -38,6 +38,7 @@ use crate::exec::evict::{Back, Events};
 use crate::exec::{OutType, Program};
 use ebb_ir::plan::{Plan, ValueClass};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// What a command is about, for messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -730,4 +731,45 @@ impl Sync {
             }
         }
     }
+}
+
+/// The device kernels `prog`'s ops lower to at its bindings (addresses aside), by symbol.
+pub fn device_kernels(
+    prog: &Program,
+    cache: &KernelCache,
+) -> Vec<Arc<ebb_codegen::gpu::GpuKernel>> {
+    let mut types: Vec<OutType> = prog.inputs.clone();
+    for s in &prog.steps {
+        types.extend(s.out.iter().cloned());
+    }
+    let lower = Lower {
+        graph: prog.g,
+        bindings: &prog.bindings,
+        cache,
+    };
+    let at = DevPtr {
+        space: Space::Arena,
+        offset: 0,
+    };
+    let mut out: std::collections::BTreeMap<String, Arc<ebb_codegen::gpu::GpuKernel>> =
+        Default::default();
+    for s in &prog.steps {
+        let ins: Vec<Io> = s
+            .operands
+            .iter()
+            .map(|&v| Io {
+                ptr: at,
+                ty: &types[v as usize],
+            })
+            .collect();
+        let outs: Vec<Io> = s.out.iter().map(|t| Io { ptr: at, ty: t }).collect();
+        if let Lowered::Device(work, _) = lower.op(s.node, &ins, &outs, at) {
+            for (w, _) in work {
+                if let Work::Launch(l) = w {
+                    out.entry(l.kernel.name()).or_insert(l.kernel);
+                }
+            }
+        }
+    }
+    out.into_values().collect()
 }
