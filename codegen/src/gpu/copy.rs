@@ -113,3 +113,103 @@ impl CopyKernel {
         Ok(())
     }
 }
+
+/// The im2col kernel of a convolution (the reference: `ebb_runtime` `exec/dot.rs`,
+/// `conv_typed`): for a canonical `f32` input `[N, C, S...]` and one feature group, element
+/// `((nn·ci + c)·ks + kidx)·os + qidx` of the column stack is the input at batch
+/// `n0 + nn`, feature `c0 + c` and, per spatial dimension `d`, position
+/// `p_d = q_d·stride_d + k_d·rdil_d - pad_d` when `p_d ≥ 0`, `ldil_d` divides it and
+/// `p_d / ldil_d < S_d`, else 0 (`q`, `k`: the row-major coordinates of `qidx` over the output
+/// spatial sizes and of `kidx` over the kernel's).
+///
+/// Buffers: input, columns. Params: `n`, `ci`, `ks`, `os`, `n0·nstride + c0·cstride`,
+/// `nstride`, `cstride`, then per spatial dimension `(K, Q, S, stride, rdil, ldil, pad, xstride)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Im2colKernel {
+    /// Spatial dimensions.
+    pub spatial: u8,
+}
+
+impl Im2colKernel {
+    /// Number of `i64` parameters.
+    pub fn params(&self) -> usize {
+        7 + 8 * self.spatial as usize
+    }
+
+    pub(crate) fn element<'ctx>(
+        &self,
+        e: &Emit<'_, 'ctx>,
+        bufs: &[PointerValue<'ctx>],
+        params: &[IntValue<'ctx>],
+        i: IntValue<'ctx>,
+    ) -> Result<(), LowerError> {
+        let b = e.b;
+        let i64t = e.ctx.i64_type();
+        let (ci, ks, os) = (params[1], params[2], params[3]);
+        let (base, nstride, cstride) = (params[4], params[5], params[6]);
+        let qidx = b.build_int_unsigned_rem(i, os, "")?;
+        let r = b.build_int_unsigned_div(i, os, "")?;
+        let kidx = b.build_int_unsigned_rem(r, ks, "")?;
+        let r = b.build_int_unsigned_div(r, ks, "")?;
+        let c = b.build_int_unsigned_rem(r, ci, "")?;
+        let nn = b.build_int_unsigned_div(r, ci, "")?;
+        let mut off = b.build_int_add(
+            base,
+            b.build_int_add(
+                b.build_int_mul(nn, nstride, "")?,
+                b.build_int_mul(c, cstride, "")?,
+                "",
+            )?,
+            "",
+        )?;
+        let mut valid = e.ctx.bool_type().const_int(1, false);
+        let (mut qrem, mut krem) = (qidx, kidx);
+        let zero = i64t.const_zero();
+        for d in (0..self.spatial as usize).rev() {
+            let p = |j: usize| params[7 + 8 * d + j];
+            let (kd, qd, sd, stride, rdil, ldil, pad, xs) =
+                (p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7));
+            let q = b.build_int_unsigned_rem(qrem, qd, "")?;
+            qrem = b.build_int_unsigned_div(qrem, qd, "")?;
+            let k = b.build_int_unsigned_rem(krem, kd, "")?;
+            krem = b.build_int_unsigned_div(krem, kd, "")?;
+            let pos = b.build_int_sub(
+                b.build_int_add(
+                    b.build_int_mul(q, stride, "")?,
+                    b.build_int_mul(k, rdil, "")?,
+                    "",
+                )?,
+                pad,
+                "",
+            )?;
+            let nonneg = b.build_int_compare(IntPredicate::SGE, pos, zero, "")?;
+            let safe = b.build_select(nonneg, pos, zero, "")?.into_int_value();
+            let divisible = b.build_int_compare(
+                IntPredicate::EQ,
+                b.build_int_unsigned_rem(safe, ldil, "")?,
+                zero,
+                "",
+            )?;
+            let at = b.build_int_unsigned_div(safe, ldil, "")?;
+            let inside = b.build_int_compare(IntPredicate::SLT, at, sd, "")?;
+            valid = b.build_and(
+                valid,
+                b.build_and(nonneg, b.build_and(divisible, inside, "")?, "")?,
+                "",
+            )?;
+            off = b.build_int_add(off, b.build_int_mul(at, xs, "")?, "")?;
+        }
+        let f32t = e.ctx.f32_type();
+        let off = b.build_select(valid, off, zero, "")?.into_int_value();
+        // SAFETY: a valid offset lies inside the input (the others read element 0).
+        let v = unsafe {
+            let p = b.build_gep(f32t, bufs[0], &[off], "")?;
+            b.build_load(f32t, p, "")?.into_float_value()
+        };
+        let v = b.build_select(valid, v, f32t.const_zero(), "")?;
+        // SAFETY: `i < n`, the column stack's length.
+        let pd = unsafe { b.build_gep(f32t, bufs[1], &[i], "")? };
+        b.build_store(pd, v)?;
+        Ok(())
+    }
+}

@@ -20,8 +20,10 @@
 //! Kernel families: [`GpuKernel::Fusion`] (a loop fusion region, or one elementwise op as a
 //! one-member region: the host lowering's body, [`crate::lower`], per element),
 //! [`GpuKernel::Copy`] (strided and dynamically offset copies: transpose, slice, reverse,
-//! broadcast, concatenate, pad, dynamic (update) slice; [`copy`]) and [`GpuKernel::Reduce`]
-//! (one thread per result element, folding in the reference `reduce`'s order; [`reduce`]).
+//! broadcast, concatenate, pad, dynamic (update) slice; [`copy`]), [`GpuKernel::Reduce`]
+//! (one thread per result element, folding in the reference `reduce`'s order; [`reduce`]),
+//! [`GpuKernel::Gather`] and [`GpuKernel::Scatter`] ([`gather`]) and [`GpuKernel::Im2col`]
+//! (a convolution's column stack for the GEMM; [`copy`]).
 
 pub mod copy;
 pub mod gather;
@@ -31,7 +33,7 @@ pub mod reduce;
 use crate::layout::KernelLayout;
 use crate::lower::{Emit, KernelSpec, LowerError, StrideClass};
 use crate::{CodegenError, Target};
-pub use copy::CopyKernel;
+pub use copy::{CopyKernel, Im2colKernel};
 use ebb_ir::Graph;
 pub use gather::{GatherKernel, ScatterKernel};
 use inkwell::attributes::{Attribute, AttributeLoc};
@@ -76,6 +78,8 @@ pub enum GpuKernel {
     Gather(GatherKernel),
     /// A scatter ([`ScatterKernel`]).
     Scatter(ScatterKernel),
+    /// A convolution's column stack ([`Im2colKernel`]).
+    Im2col(Im2colKernel),
 }
 
 impl GpuKernel {
@@ -91,6 +95,7 @@ impl GpuKernel {
             GpuKernel::Reduce(r) => format!("{r:?}"),
             GpuKernel::Gather(g) => format!("{g:?}"),
             GpuKernel::Scatter(s) => format!("{s:?}"),
+            GpuKernel::Im2col(k) => format!("{k:?}"),
         }
     }
 
@@ -110,6 +115,7 @@ impl GpuKernel {
             GpuKernel::Fusion { layout, .. } => layout.inputs.len() + layout.stores.len(),
             GpuKernel::Copy(c) => c.buffers(),
             GpuKernel::Reduce(_) | GpuKernel::Gather(_) | GpuKernel::Scatter(_) => 3,
+            GpuKernel::Im2col(_) => 2,
         }
     }
 
@@ -121,6 +127,7 @@ impl GpuKernel {
             GpuKernel::Reduce(r) => r.params(),
             GpuKernel::Gather(g) => g.params(),
             GpuKernel::Scatter(s) => s.params(),
+            GpuKernel::Im2col(k) => k.params(),
         }
     }
 
@@ -256,6 +263,7 @@ impl GpuKernel {
             GpuKernel::Reduce(r) => r.element(e, core, bufs, params, i),
             GpuKernel::Gather(g) => g.element(e, bufs, params, i),
             GpuKernel::Scatter(s) => s.element(e, core, bufs, params, i),
+            GpuKernel::Im2col(k) => k.element(e, bufs, params, i),
         }
     }
 

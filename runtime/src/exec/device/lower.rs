@@ -11,10 +11,11 @@
 //! | `broadcast_in_dim`, `transpose`, `slice`, `reverse`, `concatenate`, `pad`, `dynamic_slice`, `dynamic_update_slice` | copy kernel |
 //! | `reduce` (one input, a monoid body) | reduce kernel |
 //! | `dot_general` (`f32`) | GEMM, with a copy into workspace for an operand whose dimension groups are not one strided matrix stack |
+//! | `convolution` (`f32`) | transposes to `[N, C, S...]`/`[O, I, K...]`, per feature group an im2col kernel and a batched GEMM (the reference's im2col order and GEMM shapes), a transpose to the result layout |
 //! | `gather` | gather kernel |
-//! | `scatter` (one input, a monoid or overwriting body, indexed dimensions of window extent 1) | copy of the input (unless in place), scatter kernel |
+//! | `scatter` (one input, a monoid or overwriting body, indexed dimensions of window extent 1 or a single scatter) | copy of the input (unless in place), scatter kernel |
 //!
-//! Everything else (other scatters, `convolution`, `reduce_window`, `select_and_scatter`,
+//! Everything else (other scatters, `reduce_window`, `select_and_scatter`,
 //! `sort`, `while`, `case`, `rng_bit_generator`, input fusions, element types the kernels do
 //! not implement) is [`Lowered::Host`].
 //!
@@ -351,17 +352,18 @@ fn scatter(
     }
     let bmap = batching(&in_batch, &idx_batch, sd.index_vector_dim, xr)?;
     let wshape: Vec<usize> = uwd.iter().map(|&d| us[d]).collect();
-    // Windows of different scatters meet only along an indexed dimension they span.
+    let (xst, ust) = (strides(xs), strides(us));
+    let nw: usize = wshape.iter().product();
+    let ns: usize = scatter_dims.iter().map(|&d| us[d]).product();
+    // Windows of different scatters meet only along an indexed dimension they span (and
+    // only when there are several).
     for &d in &to_op {
         if let Some(k) = window_op_dims.iter().position(|&w| w == d) {
-            if wshape[k] != 1 {
+            if wshape[k] != 1 && ns > 1 {
                 return None;
             }
         }
     }
-    let (xst, ust) = (strides(xs), strides(us));
-    let nw: usize = wshape.iter().product();
-    let ns: usize = scatter_dims.iter().map(|&d| us[d]).product();
     let mut params = vec![nw as i64, ns as i64];
     for d in 0..xr {
         params.extend([xs[d] as i64, xst[d]]);
@@ -734,6 +736,7 @@ impl Lower<'_> {
                 None => Lowered::Host,
             },
             Op::DotGeneral(dd) => self.dot(dd, ins, outs, ws),
+            Op::Convolution(spec) => self.convolution(spec, ins, outs, ws),
             Op::Gather(gd) => match gather(gd, ins, outs, self.bindings) {
                 Some(l) => one(Work::Launch(l)),
                 None => Lowered::Host,
@@ -951,6 +954,205 @@ impl Lower<'_> {
             bufs: vec![x.ptr, init.ptr, out.ptr],
             params,
         })
+    }
+
+    /// `convolution` of `f32` operands as the reference computes it (`exec/dot.rs`): the
+    /// operands transposed into canonical layouts in workspace, per feature group the column
+    /// stack of every batch item (im2col) and one GEMM per batch item (batched when there is
+    /// one group), the canonical result transposed into the output.
+    fn convolution(
+        &self,
+        spec: &ebb_ir::op::ConvSpec,
+        ins: &[Io],
+        outs: &[Io],
+        ws: DevPtr,
+    ) -> Lowered {
+        let ([x, w], [out]) = (ins, outs) else {
+            return Lowered::Host;
+        };
+        if [x.ty.dtype, w.ty.dtype, out.ty.dtype]
+            .iter()
+            .any(|&d| d != DType::F32)
+        {
+            return Lowered::Host;
+        }
+        let dn = &spec.dims;
+        let sd = dn.input_spatial.len();
+        let (xsh, wsh, osh) = (&x.ty.shape, &w.ty.shape, &out.ty.shape);
+        if xsh.len() != sd + 2
+            || wsh.len() != sd + 2
+            || osh.len() != sd + 2
+            || dn.kernel_spatial.len() != sd
+            || dn.output_spatial.len() != sd
+            || spec.window_strides.len() != sd
+            || spec.lhs_dilation.len() != sd
+            || spec.rhs_dilation.len() != sd
+            || spec.padding.len() != sd
+        {
+            return Lowered::Host;
+        }
+        let perm_x: Vec<usize> = [dn.input_batch, dn.input_feature]
+            .into_iter()
+            .chain(dn.input_spatial.iter().copied())
+            .collect();
+        let perm_w: Vec<usize> = [dn.kernel_output_feature, dn.kernel_input_feature]
+            .into_iter()
+            .chain(dn.kernel_spatial.iter().copied())
+            .collect();
+        if perm_x.iter().chain(&perm_w).any(|&d| d >= sd + 2) {
+            return Lowered::Host;
+        }
+        let xs: Vec<usize> = perm_x.iter().map(|&d| xsh[d]).collect();
+        let wsz: Vec<usize> = perm_w.iter().map(|&d| wsh[d]).collect();
+        let q: Vec<usize> = dn
+            .output_spatial
+            .iter()
+            .map(|&d| osh.get(d).copied().unwrap_or(0))
+            .collect();
+        let (nb, c, o, i) = (xs[0], xs[1], wsz[0], wsz[1]);
+        let fgc = spec.feature_group_count.max(1) as usize;
+        let bgc = spec.batch_group_count.max(1) as usize;
+        let groups = fgc.max(bgc);
+        if (fgc > 1 && bgc > 1) || c != i * fgc || o % groups != 0 || nb % bgc != 0 {
+            return Lowered::Host;
+        }
+        if spec
+            .window_strides
+            .iter()
+            .chain(&spec.lhs_dilation)
+            .chain(&spec.rhs_dilation)
+            .any(|&v| v <= 0)
+        {
+            return Lowered::Host;
+        }
+        let (nb_out, og) = (nb / bgc, o / groups);
+        let ks: usize = wsz[2..].iter().product();
+        let os: usize = q.iter().product();
+        if nb_out * o * os == 0 || i * ks == 0 {
+            return Lowered::Host;
+        }
+        let mut work = Vec::new();
+        let mut used = 0u64;
+        let mut alloc = |elems: usize| {
+            let p = ws.add(used);
+            used += (4 * elems as u64).div_ceil(256) * 256;
+            DevRange {
+                ptr: p,
+                bytes: 4 * elems as u64,
+            }
+        };
+        // Canonical operands.
+        let canon = |io: &Io, perm: &[usize], shape: &[usize], dst: DevRange| {
+            let st = strides(&io.ty.shape);
+            let l = copy_launch(
+                4,
+                shape,
+                Side {
+                    strides: perm.iter().map(|&d| st[d]).collect(),
+                    ..Side::dense(io.ptr, &[])
+                },
+                Side::dense(dst.ptr, shape),
+            );
+            (Work::Launch(l), access(vec![io.range()], vec![dst]))
+        };
+        let xr = alloc(xs.iter().product());
+        let wr = alloc(wsz.iter().product());
+        work.push(canon(x, &perm_x, &xs, xr));
+        work.push(canon(w, &perm_w, &wsz, wr));
+        let cols = alloc(nb_out * i * ks * os);
+        let res = alloc(nb_out * o * os);
+        let xst = strides(&xs);
+        for grp in 0..groups {
+            let n0 = if bgc > 1 { grp * nb_out } else { 0 };
+            let c0 = if fgc > 1 { grp * i } else { 0 };
+            let mut params = vec![
+                (nb_out * i * ks * os) as i64,
+                i as i64,
+                ks as i64,
+                os as i64,
+                n0 as i64 * xst[0] + c0 as i64 * xst[1],
+                xst[0],
+                xst[1],
+            ];
+            for d in 0..sd {
+                params.extend([
+                    wsz[2 + d] as i64,
+                    q[d] as i64,
+                    xs[2 + d] as i64,
+                    spec.window_strides[d],
+                    spec.rhs_dilation[d],
+                    spec.lhs_dilation[d],
+                    spec.padding[d].0,
+                    xst[2 + d],
+                ]);
+            }
+            let l = Launch {
+                kernel: Arc::new(GpuKernel::Im2col(ebb_codegen::gpu::Im2colKernel {
+                    spatial: sd as u8,
+                })),
+                bufs: vec![xr.ptr, cols.ptr],
+                params,
+            };
+            work.push((Work::Launch(l), access(vec![xr], vec![cols])));
+            // [og, i·ks] × [i·ks, os] per batch item, into the canonical result.
+            let k = i * ks;
+            let a = (
+                wr.ptr.add(4 * (grp * og * k) as u64),
+                og * k,
+                k as isize,
+                1,
+                0,
+            );
+            let per_item = |nn: usize, batch: usize| GemmCall {
+                dtype: GemmType::F32,
+                batch,
+                m: og,
+                k,
+                n: os,
+                a,
+                b: (
+                    cols.ptr.add(4 * (nn * k * os) as u64),
+                    batch * k * os,
+                    os as isize,
+                    1,
+                    (k * os) as isize,
+                ),
+                c: res.ptr.add(4 * ((nn * o + grp * og) * os) as u64),
+            };
+            if groups == 1 {
+                work.push((
+                    Work::Gemm(per_item(0, nb_out)),
+                    access(vec![wr, cols], vec![res]),
+                ));
+            } else {
+                for nn in 0..nb_out {
+                    work.push((
+                        Work::Gemm(per_item(nn, 1)),
+                        access(vec![wr, cols], vec![res]),
+                    ));
+                }
+            }
+        }
+        // [N', O, Q...] -> the output layout.
+        let cshape: Vec<usize> = [nb_out, o].into_iter().chain(q.iter().copied()).collect();
+        let cst = strides(&cshape);
+        let mut ost = vec![0i64; sd + 2];
+        ost[dn.output_batch] = cst[0];
+        ost[dn.output_feature] = cst[1];
+        for (j, &d) in dn.output_spatial.iter().enumerate() {
+            ost[d] = cst[2 + j];
+        }
+        let l = copy_launch(
+            4,
+            osh,
+            Side {
+                strides: ost,
+                ..Side::dense(res.ptr, &[])
+            },
+            Side::dense(out.ptr, osh),
+        );
+        work.push((Work::Launch(l), access(vec![res], vec![out.range()])));
+        Lowered::Device(work, used)
     }
 
     /// `dot_general` computed in `f32` (`f32` and `bf16` operands and result, as
