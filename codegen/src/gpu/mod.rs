@@ -22,13 +22,15 @@
 //! [`GpuKernel::Copy`] (strided and dynamically offset copies: transpose, slice, reverse,
 //! broadcast, concatenate, pad, dynamic (update) slice; [`copy`]), [`GpuKernel::Reduce`]
 //! (one thread per result element, folding in the reference `reduce`'s order; [`reduce`]),
-//! [`GpuKernel::Gather`] and [`GpuKernel::Scatter`] ([`gather`]) and [`GpuKernel::Im2col`]
-//! (a convolution's column stack for the GEMM; [`copy`]).
+//! [`GpuKernel::Gather`] and [`GpuKernel::Scatter`] ([`gather`]), [`GpuKernel::Im2col`]
+//! (a convolution's column stack for the GEMM; [`copy`]) and [`GpuKernel::Window`]
+//! (`reduce_window`, `select_and_scatter`; [`window`]).
 
 pub mod copy;
 pub mod gather;
 mod math;
 pub mod reduce;
+pub mod window;
 
 use crate::layout::KernelLayout;
 use crate::lower::{Emit, KernelSpec, LowerError, StrideClass};
@@ -49,6 +51,7 @@ use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate, OptimizationLevel};
 pub use reduce::{ReduceKernel, ReduceOp};
+pub use window::WindowKernel;
 
 /// The virtual GPU architecture PTX is generated for (Ampere and later run it).
 pub const SM: &str = "sm_80";
@@ -80,6 +83,8 @@ pub enum GpuKernel {
     Scatter(ScatterKernel),
     /// A convolution's column stack ([`Im2colKernel`]).
     Im2col(Im2colKernel),
+    /// `reduce_window` or `select_and_scatter` ([`WindowKernel`]).
+    Window(WindowKernel),
 }
 
 impl GpuKernel {
@@ -96,6 +101,7 @@ impl GpuKernel {
             GpuKernel::Gather(g) => format!("{g:?}"),
             GpuKernel::Scatter(s) => format!("{s:?}"),
             GpuKernel::Im2col(k) => format!("{k:?}"),
+            GpuKernel::Window(k) => format!("{k:?}"),
         }
     }
 
@@ -116,6 +122,7 @@ impl GpuKernel {
             GpuKernel::Copy(c) => c.buffers(),
             GpuKernel::Reduce(_) | GpuKernel::Gather(_) | GpuKernel::Scatter(_) => 3,
             GpuKernel::Im2col(_) => 2,
+            GpuKernel::Window(k) => k.buffers(),
         }
     }
 
@@ -128,6 +135,7 @@ impl GpuKernel {
             GpuKernel::Gather(g) => g.params(),
             GpuKernel::Scatter(s) => s.params(),
             GpuKernel::Im2col(k) => k.params(),
+            GpuKernel::Window(k) => k.params(),
         }
     }
 
@@ -264,6 +272,7 @@ impl GpuKernel {
             GpuKernel::Gather(g) => g.element(e, bufs, params, i),
             GpuKernel::Scatter(s) => s.element(e, core, bufs, params, i),
             GpuKernel::Im2col(k) => k.element(e, bufs, params, i),
+            GpuKernel::Window(k) => k.element(e, core, bufs, params, i),
         }
     }
 

@@ -15,7 +15,9 @@
 //! | `gather` | gather kernel |
 //! | `scatter` (one input, a monoid or overwriting body, indexed dimensions of window extent 1 or a single scatter) | copy of the input (unless in place), scatter kernel |
 //!
-//! Everything else (other scatters, `reduce_window`, `select_and_scatter`,
+//! | `reduce_window` (one input, a monoid body), `select_and_scatter` (a `compare` select, a monoid scatter) | window kernel |
+//!
+//! Everything else (other scatters, window ops with other bodies,
 //! `sort`, `while`, `case`, `rng_bit_generator`, input fusions, element types the kernels do
 //! not implement) is [`Lowered::Host`].
 //!
@@ -737,6 +739,14 @@ impl Lower<'_> {
             },
             Op::DotGeneral(dd) => self.dot(dd, ins, outs, ws),
             Op::Convolution(spec) => self.convolution(spec, ins, outs, ws),
+            Op::ReduceWindow(w) => match self.window(node, w, ins, outs, false) {
+                Some(l) => one(Work::Launch(l)),
+                None => Lowered::Host,
+            },
+            Op::SelectAndScatter(w) => match self.window(node, w, ins, outs, true) {
+                Some(l) => one(Work::Launch(l)),
+                None => Lowered::Host,
+            },
             Op::Gather(gd) => match gather(gd, ins, outs, self.bindings) {
                 Some(l) => one(Work::Launch(l)),
                 None => Lowered::Host,
@@ -952,6 +962,122 @@ impl Lower<'_> {
         Some(Launch {
             kernel: Arc::new(GpuKernel::Reduce(kernel)),
             bufs: vec![x.ptr, init.ptr, out.ptr],
+            params,
+        })
+    }
+
+    /// The window kernel of a `reduce_window` or `select_and_scatter` (see
+    /// [`ebb_codegen::gpu::window`]).
+    fn window(
+        &self,
+        node: &Node,
+        w: &ebb_ir::op::Window,
+        ins: &[Io],
+        outs: &[Io],
+        select: bool,
+    ) -> Option<Launch> {
+        let monoid = |r: &Graph| match recognize(r) {
+            Body::Monoid(m) => Some(match m {
+                Monoid::Add => ReduceOp::Add,
+                Monoid::Mul => ReduceOp::Mul,
+                Monoid::Max => ReduceOp::Max,
+                Monoid::Min => ReduceOp::Min,
+                Monoid::And => ReduceOp::And,
+                Monoid::Or => ReduceOp::Or,
+            }),
+            _ => None,
+        };
+        let (x, windows, dir, op, bufs, n) = if select {
+            let ([x, src, init], [out], [sel, sc]) = (ins, outs, node.regions.as_slice()) else {
+                return None;
+            };
+            let Body::Compare { dir, total: false } = recognize(sel) else {
+                return None;
+            };
+            if [src.ty.dtype, init.ty.dtype, out.ty.dtype]
+                .iter()
+                .any(|&d| d != x.ty.dtype)
+            {
+                return None;
+            }
+            (
+                x,
+                src,
+                Some(dir),
+                monoid(sc)?,
+                vec![x.ptr, src.ptr, init.ptr, out.ptr],
+                x.elems(),
+            )
+        } else {
+            let ([x, init], [out]) = (ins, outs) else {
+                return None;
+            };
+            if init.ty.dtype != x.ty.dtype || out.ty.dtype != x.ty.dtype {
+                return None;
+            }
+            (
+                x,
+                out,
+                None,
+                monoid(node.regions.first()?)?,
+                vec![x.ptr, init.ptr, out.ptr],
+                out.elems(),
+            )
+        };
+        let dtype = x.ty.dtype;
+        if !ebb_codegen::gpu::window::window_supported(dtype, op) {
+            return None;
+        }
+        let r = x.ty.shape.len();
+        let eval = |d: &ebb_ir::DimExpr| d.eval(self.bindings).ok();
+        let win: Vec<i64> = w.dimensions.iter().map(eval).collect::<Option<_>>()?;
+        let pad: Vec<i64> = w
+            .padding
+            .iter()
+            .map(|(l, _)| eval(l))
+            .collect::<Option<_>>()?;
+        if [
+            win.len(),
+            w.strides.len(),
+            w.base_dilations.len(),
+            w.window_dilations.len(),
+            pad.len(),
+        ]
+        .iter()
+        .any(|&l| l != r)
+            || windows.ty.shape.len() != r
+            || win
+                .iter()
+                .chain(&w.strides)
+                .chain(&w.base_dilations)
+                .chain(&w.window_dilations)
+                .any(|&v| v <= 0)
+        {
+            return None;
+        }
+        let ist = strides(&x.ty.shape);
+        let mut params = vec![n as i64, win.iter().product::<i64>()];
+        for d in 0..r {
+            params.extend([
+                windows.ty.shape[d] as i64,
+                x.ty.shape[d] as i64,
+                win[d],
+                w.strides[d],
+                w.window_dilations[d],
+                w.base_dilations[d],
+                pad[d],
+                ist[d],
+            ]);
+        }
+        let kernel = ebb_codegen::gpu::WindowKernel {
+            dtype,
+            rank: r as u8,
+            op,
+            select: dir,
+        };
+        Some(Launch {
+            kernel: Arc::new(GpuKernel::Window(kernel)),
+            bufs,
             params,
         })
     }
