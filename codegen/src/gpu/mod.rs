@@ -24,12 +24,14 @@
 //! (one thread per result element, folding in the reference `reduce`'s order; [`reduce`]),
 //! [`GpuKernel::Gather`] and [`GpuKernel::Scatter`] ([`gather`]), [`GpuKernel::Im2col`]
 //! (a convolution's column stack for the GEMM; [`copy`]) and [`GpuKernel::Window`]
-//! (`reduce_window`, `select_and_scatter`; [`window`]).
+//! (`reduce_window`, `select_and_scatter`; [`window`]), [`GpuKernel::Rng`]
+//! (`rng_bit_generator`'s threefry blocks; [`rng`]).
 
 pub mod copy;
 pub mod gather;
 mod math;
 pub mod reduce;
+pub mod rng;
 pub mod window;
 
 use crate::layout::KernelLayout;
@@ -51,6 +53,7 @@ use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate, OptimizationLevel};
 pub use reduce::{ReduceKernel, ReduceOp};
+pub use rng::RngKernel;
 pub use window::WindowKernel;
 
 /// The virtual GPU architecture PTX is generated for (Ampere and later run it).
@@ -85,6 +88,8 @@ pub enum GpuKernel {
     Im2col(Im2colKernel),
     /// `reduce_window` or `select_and_scatter` ([`WindowKernel`]).
     Window(WindowKernel),
+    /// `rng_bit_generator` ([`RngKernel`]).
+    Rng(RngKernel),
 }
 
 impl GpuKernel {
@@ -102,6 +107,7 @@ impl GpuKernel {
             GpuKernel::Scatter(s) => format!("{s:?}"),
             GpuKernel::Im2col(k) => format!("{k:?}"),
             GpuKernel::Window(k) => format!("{k:?}"),
+            GpuKernel::Rng(k) => format!("{k:?}"),
         }
     }
 
@@ -123,6 +129,7 @@ impl GpuKernel {
             GpuKernel::Reduce(_) | GpuKernel::Gather(_) | GpuKernel::Scatter(_) => 3,
             GpuKernel::Im2col(_) => 2,
             GpuKernel::Window(k) => k.buffers(),
+            GpuKernel::Rng(_) => 3,
         }
     }
 
@@ -136,6 +143,7 @@ impl GpuKernel {
             GpuKernel::Scatter(s) => s.params(),
             GpuKernel::Im2col(k) => k.params(),
             GpuKernel::Window(k) => k.params(),
+            GpuKernel::Rng(k) => k.params(),
         }
     }
 
@@ -273,6 +281,7 @@ impl GpuKernel {
             GpuKernel::Scatter(s) => s.element(e, core, bufs, params, i),
             GpuKernel::Im2col(k) => k.element(e, bufs, params, i),
             GpuKernel::Window(k) => k.element(e, core, bufs, params, i),
+            GpuKernel::Rng(k) => k.element(e, core, bufs, params, i),
         }
     }
 

@@ -13,13 +13,14 @@
 //! | `dot_general` (`f32`) | GEMM, with a copy into workspace for an operand whose dimension groups are not one strided matrix stack |
 //! | `convolution` (`f32`) | transposes to `[N, C, S...]`/`[O, I, K...]`, per feature group an im2col kernel and a batched GEMM (the reference's im2col order and GEMM shapes), a transpose to the result layout |
 //! | `gather` | gather kernel |
+//! | `rng_bit_generator` (`ui32`/`ui64` bits) | threefry kernel |
 //! | `scatter` (one input, a monoid or overwriting body, indexed dimensions of window extent 1 or a single scatter) | copy of the input (unless in place), scatter kernel |
 //!
 //! | `reduce_window` (one input, a monoid body), `select_and_scatter` (a `compare` select, a monoid scatter) | window kernel |
 //!
-//! Everything else (other scatters, window ops with other bodies,
-//! `sort`, `while`, `case`, `rng_bit_generator`, input fusions, element types the kernels do
-//! not implement) is [`Lowered::Host`].
+//! Everything else (`while`, `case`, `sort`, `custom_call`, other scatters, window ops with
+//! other bodies, input fusions, element types the kernels do not implement) is
+//! [`Lowered::Host`].
 //!
 //! Invariant: every kernel computes its elements with the reference executor's operations in
 //! its order ([`ebb_codegen::gpu`]), and the GEMM is the host's, so on the simt device the
@@ -746,6 +747,26 @@ impl Lower<'_> {
             Op::SelectAndScatter(w) => match self.window(node, w, ins, outs, true) {
                 Some(l) => one(Work::Launch(l)),
                 None => Lowered::Host,
+            },
+            Op::RngBitGenerator(spec) => match (ins, outs) {
+                ([state], [next, bits])
+                    if state.ty.dtype == DType::U64
+                        && state.elems() == 2
+                        && next.elems() == 2
+                        && matches!(spec.dtype, DType::U32 | DType::U64)
+                        && bits.ty.dtype == spec.dtype
+                        && bits.elems() > 0 =>
+                {
+                    let wide = spec.dtype == DType::U64;
+                    let n = bits.elems();
+                    let blocks = if wide { n } else { n.div_ceil(2) };
+                    one(Work::Launch(Launch {
+                        kernel: Arc::new(GpuKernel::Rng(ebb_codegen::gpu::RngKernel { wide })),
+                        bufs: vec![state.ptr, next.ptr, bits.ptr],
+                        params: vec![blocks as i64, n as i64, blocks as i64],
+                    }))
+                }
+                _ => Lowered::Host,
             },
             Op::Gather(gd) => match gather(gd, ins, outs, self.bindings) {
                 Some(l) => one(Work::Launch(l)),
