@@ -15,10 +15,12 @@
 use crate::lower::{emit, KernelSpec};
 use crate::{disk_cache, loader, CodegenError, Kernel, KernelFn};
 use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{
     CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine,
 };
+use inkwell::values::AsValueRef;
 use inkwell::OptimizationLevel;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -59,13 +61,27 @@ pub fn stats() -> JitStats {
     }
 }
 
-/// A request to the compile thread: the spec's owned parts, the kernel's symbol and where to
-/// answer (with the object code).
+/// Builds a module's functions and returns the entry's name ([`module`]).
+pub type ModuleBuilder =
+    Box<dyn for<'ctx> FnOnce(&'ctx Context, &Module<'ctx>) -> Result<String, String> + Send>;
+
+/// What the compile thread builds.
+enum Job {
+    /// A host fusion kernel: the spec's owned parts.
+    Fusion {
+        region: ebb_ir::Graph,
+        layout: crate::KernelLayout,
+        classes: Vec<crate::StrideClass>,
+        in_place: Vec<(usize, usize)>,
+    },
+    /// Any module ([`module`]).
+    Module(ModuleBuilder),
+}
+
+/// A request to the compile thread: what to build, the entry's symbol and where to answer
+/// (with the object code).
 struct Request {
-    region: ebb_ir::Graph,
-    layout: crate::KernelLayout,
-    classes: Vec<crate::StrideClass>,
-    in_place: Vec<(usize, usize)>,
+    job: Job,
     symbol: String,
     reply: Sender<Result<Vec<u8>, String>>,
 }
@@ -88,7 +104,7 @@ fn compiler() -> &'static Mutex<Option<Sender<Request>>> {
                 let tm = host_machine();
                 for req in rx {
                     let out = match &tm {
-                        Ok(tm) => compile(&ctx, tm, &req),
+                        Ok(tm) => compile(&ctx, tm, req.job, &req.symbol),
                         Err(e) => Err(e.clone()),
                     };
                     // The requester may have given up; nothing to do then.
@@ -130,23 +146,64 @@ fn host_machine() -> Result<(TargetMachine, String, String), String> {
     Ok((tm, cpu, features))
 }
 
-/// The object code of the kernel of `req`.
+/// The object code of `job`, whose entry function is named `name` (every other function it
+/// defines is internal, so that objects linked into one process never clash).
 fn compile(
     ctx: &Context,
     (tm, cpu, features): &(TargetMachine, String, String),
-    req: &Request,
+    job: Job,
+    name: &str,
 ) -> Result<Vec<u8>, String> {
-    let name = &req.symbol;
     let module = ctx.create_module(name);
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    let spec = KernelSpec {
-        region: &req.region,
-        layout: &req.layout,
-        classes: &req.classes,
-        in_place: &req.in_place,
+    let region = match job {
+        Job::Fusion {
+            region,
+            layout,
+            classes,
+            in_place,
+        } => {
+            let spec = KernelSpec {
+                region: &region,
+                layout: &layout,
+                classes: &classes,
+                in_place: &in_place,
+            };
+            emit(ctx, &module, &spec, name, cpu, features).map_err(|e| e.to_string())?;
+            Some(region)
+        }
+        Job::Module(build) => {
+            let entry = build(ctx, &module)?;
+            for f in module.get_functions() {
+                if f.count_basic_blocks() == 0 {
+                    continue; // a declaration (libm)
+                }
+                if f.get_name().to_str() == Ok(entry.as_str()) {
+                    let c = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
+                    // SAFETY: renames a function of a module this thread owns.
+                    unsafe {
+                        llvm_sys::core::LLVMSetValueName2(f.as_value_ref(), c.as_ptr(), name.len())
+                    };
+                } else {
+                    f.set_linkage(Linkage::Internal);
+                }
+                // The host's CPU for every function, so the vectorizer sees its features.
+                f.add_attribute(
+                    inkwell::attributes::AttributeLoc::Function,
+                    ctx.create_string_attribute("target-cpu", cpu),
+                );
+                f.add_attribute(
+                    inkwell::attributes::AttributeLoc::Function,
+                    ctx.create_string_attribute("target-features", features),
+                );
+            }
+            if module.get_function(name).is_none() {
+                return Err(format!("the module defines no entry `{entry}`"));
+            }
+            None
+        }
     };
-    emit(ctx, &module, &spec, name, cpu, features).map_err(|e| e.to_string())?;
     module.verify().map_err(|e| format!("invalid IR: {e}"))?;
     module
         .run_passes("default<O3>", tm, PassBuilderOptions::create())
@@ -155,7 +212,9 @@ fn compile(
         // Debugging aid: the optimized IR of every kernel, and the region it was made from.
         let dir = std::path::Path::new(&dir);
         let _ = module.print_to_file(dir.join(format!("{name}.ll")));
-        let _ = std::fs::write(dir.join(format!("{name}.ebb")), req.region.to_string());
+        if let Some(region) = &region {
+            let _ = std::fs::write(dir.join(format!("{name}.ebb")), region.to_string());
+        }
     }
     let object = tm
         .write_to_memory_buffer(&module, FileType::Object)
@@ -255,10 +314,12 @@ pub fn kernel(spec: &KernelSpec) -> Result<Kernel, CodegenError> {
         None => {
             let (reply, rx) = channel();
             let req = Request {
-                region: spec.region.clone(),
-                layout: spec.layout.clone(),
-                classes: spec.classes.to_vec(),
-                in_place: spec.in_place.to_vec(),
+                job: Job::Fusion {
+                    region: spec.region.clone(),
+                    layout: spec.layout.clone(),
+                    classes: spec.classes.to_vec(),
+                    in_place: spec.in_place.to_vec(),
+                },
                 symbol: symbol.clone(),
                 reply,
             };
@@ -315,6 +376,49 @@ pub fn structure_key(region: &ebb_ir::Graph) -> String {
     let outs: Vec<_> = region.outputs().iter().map(at).collect();
     let _ = write!(key, "-> {outs:?}");
     key
+}
+
+type ModuleCache = Mutex<HashMap<String, Result<usize, CodegenError>>>;
+
+/// The entry address of the module `build` makes (optimized at `default<O3>` for the host
+/// CPU, compiled to object code and linked by [`loader`]), cached by `key` for the life of the
+/// process (counted in [`stats`]; not in the on-disk cache).
+///
+/// # Errors
+/// [`CodegenError::Jit`] when the builder or LLVM fails (the same error is returned for the
+/// same key afterwards).
+pub fn module(key: String, build: ModuleBuilder) -> Result<usize, CodegenError> {
+    static CACHE: OnceLock<ModuleCache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(r) = cache.lock().map_err(|_| poisoned())?.get(&key) {
+        REUSED.fetch_add(1, Ordering::Relaxed);
+        return r.clone();
+    }
+    let t0 = Instant::now();
+    let symbol = symbol_of(&format!("module\n{key}"));
+    let (reply, rx) = channel();
+    let req = Request {
+        job: Job::Module(build),
+        symbol: symbol.clone(),
+        reply,
+    };
+    let res = compile_on_thread(req, rx)
+        .and_then(|object| loader::load(&object, &symbol))
+        .and_then(|a| {
+            if a == 0 {
+                Err("null entry address".into())
+            } else {
+                Ok(a)
+            }
+        })
+        .map_err(CodegenError::Jit);
+    COMPILED.fetch_add(1, Ordering::Relaxed);
+    COMPILE_US.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+    cache
+        .lock()
+        .map_err(|_| poisoned())?
+        .insert(key, res.clone());
+    res
 }
 
 fn poisoned() -> CodegenError {

@@ -14,6 +14,7 @@
 //! Invariant: a region accepted here is evaluated by [`crate::lower`] with exactly the
 //! per-element operations of the reference executor (same order, same rounding).
 
+use crate::Target;
 use ebb_ir::op::fusion::{
     aligned_inputs, member_last_uses, reads_aligned, reduce_root_columns, reduce_root_prefix,
 };
@@ -116,19 +117,63 @@ pub fn supported_dtype(d: DType) -> bool {
             | DType::I64
             | DType::U8
             | DType::U32
+            | DType::U64
     )
 }
 
-/// Elementwise kinds the lowering implements (per element type, see [`crate::lower`]).
-fn supported_elementwise(kind: OpKind, dtype: DType) -> bool {
+/// Element types the kernels compute in on `target` (`bf16` on the GPU only, as `f32`
+/// rounded after each op).
+pub fn supported_dtype_on(d: DType, target: Target) -> bool {
+    supported_dtype(d) || target == Target::Gpu && d == DType::BF16
+}
+
+/// Elementwise kinds the lowering implements (per element type and target, see
+/// [`crate::lower`]; on the GPU, the functions only the C library provides are not, nor
+/// `remainder`, which NVPTX expands inexactly).
+fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
     use OpKind::*;
+    if dtype == DType::BF16 {
+        // `bf16` ops the reference computes as `f32` ops rounded once: no transcendental
+        // functions (the reference's are the C library's there, not `fastmath.rs`).
+        return matches!(
+            kind,
+            Add | Subtract
+                | Multiply
+                | Divide
+                | Maximum
+                | Minimum
+                | Negate
+                | Abs
+                | Sqrt
+                | Rsqrt
+                | Floor
+                | Ceil
+                | Sign
+                | RoundNearestEven
+                | RoundNearestAfz
+                | IsFinite
+                | Select
+                | Compare
+                | Convert
+        );
+    }
     let float = dtype == DType::F32;
+    if target == Target::Gpu
+        && matches!(
+            kind,
+            Remainder | Atan2 | ExponentialMinusOne | LogPlusOne | Cbrt | Sine | Cosine
+        )
+    {
+        return false;
+    }
     match kind {
         Convert | Select | Compare => true,
         ReducePrecision => float,
         BitcastConvert => dtype.size_bytes() == 4,
         Add | Subtract | Multiply | Maximum | Minimum | And | Or | Xor | Not | Negate | Abs => true,
-        Divide | Remainder | Power | Atan2 => float,
+        ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => !float && dtype != DType::I1,
+        Divide | Remainder => dtype != DType::I1,
+        Power | Atan2 => float,
         Exponential | ExponentialMinusOne | Log | LogPlusOne | Logistic | Sqrt | Rsqrt | Cbrt
         | Tanh | Sine | Cosine | Floor | Ceil | Sign | RoundNearestEven | RoundNearestAfz
         | IsFinite => float,
@@ -152,6 +197,16 @@ impl KernelLayout {
     /// # Errors
     /// [`Unsupported`] naming the first member the lowering does not implement.
     pub fn of(region: &Graph) -> Result<KernelLayout, Unsupported> {
+        KernelLayout::of_target(region, Target::Host)
+    }
+
+    /// [`KernelLayout::of`] for `target`: on [`Target::Gpu`] loop fusions only (a reduction
+    /// root is the reduce kernel's, [`crate::gpu::reduce`]) and the ops the GPU lowering
+    /// implements.
+    ///
+    /// # Errors
+    /// [`Unsupported`] naming the first member the lowering does not implement.
+    pub fn of_target(region: &Graph, target: Target) -> Result<KernelLayout, Unsupported> {
         let (order, _) = member_last_uses(region);
         let root = order.last().copied();
         let mode = match root.and_then(|r| Some((r, reduce_root_prefix(region, r)?))) {
@@ -195,13 +250,19 @@ impl KernelLayout {
             let [out] = node.outputs.as_slice() else {
                 return Err(unsupported(kind, "has several results"));
             };
-            if !supported_dtype(out.dtype) {
+            if !supported_dtype_on(out.dtype, target) {
                 return Err(unsupported(kind, &format!("of element type {}", out.dtype)));
             }
             let ins = region.operands(id);
             for v in &ins {
-                if !supported_dtype(region.value_type(*v).dtype) {
+                if !supported_dtype_on(region.value_type(*v).dtype, target) {
                     return Err(unsupported(kind, "reads an unsupported element type"));
+                }
+            }
+            // An integer converted to `bf16` rounds once from its exact value there.
+            if let Op::Convert(DType::BF16) = node.op {
+                if ins.iter().any(|v| !region.value_type(*v).dtype.is_float()) {
+                    return Err(unsupported(kind, "from an integer to bf16"));
                 }
             }
             match &node.op {
@@ -233,7 +294,7 @@ impl KernelLayout {
                     let dt = ins
                         .first()
                         .map_or(out.dtype, |v| region.value_type(*v).dtype);
-                    if !supported_elementwise(kind, dt) {
+                    if !supported_elementwise(kind, dt, target) {
                         return Err(unsupported(kind, &format!("on {dt}")));
                     }
                     for (k, v) in ins.iter().enumerate() {
@@ -246,6 +307,9 @@ impl KernelLayout {
                 _ => return Err(unsupported(kind, "is not elementwise")),
             }
             members.push(id);
+        }
+        if target == Target::Gpu && mode != Mode::Loop {
+            return Err(unsupported(OpKind::Reduce, "as a fusion root on the GPU"));
         }
         let stores = match mode {
             Mode::Loop => region.outputs().to_vec(),

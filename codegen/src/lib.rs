@@ -20,6 +20,7 @@
 //! order, as the reference executor, so results are bit-identical to it.
 
 pub mod disk_cache;
+pub mod gpu;
 pub mod jit;
 pub mod layout;
 pub mod loader;
@@ -29,6 +30,15 @@ pub mod math;
 pub use jit::{kernel, stats, JitStats};
 pub use layout::{InputRead, KernelLayout, MapMember, Mode, Unsupported};
 pub use lower::{KernelSpec, StrideClass};
+
+/// The machine a kernel is generated for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// The host CPU (JIT; the C library's transcendental functions).
+    Host,
+    /// NVPTX, and the simt emulation of the same IR on the host ([`gpu`]).
+    Gpu,
+}
 
 /// The kernel ABI: `(buffers, params, begin, end)`; see [`lower`].
 pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);

@@ -88,14 +88,37 @@ fn other<T>(msg: impl Into<String>) -> Result<T, LowerError> {
 pub(crate) struct Emit<'a, 'ctx> {
     pub(crate) ctx: &'ctx Context,
     pub(crate) b: &'a Builder<'ctx>,
-    module: &'a Module<'ctx>,
+    pub(crate) module: &'a Module<'ctx>,
+    /// Which machine the code is for: on [`crate::Target::Gpu`] no libm exists, so the
+    /// transcendental functions are emitted inline ([`crate::math`]).
+    pub(crate) target: crate::Target,
 }
 
 fn is_signed(d: DType) -> bool {
-    !matches!(d, DType::U8 | DType::U32 | DType::I1)
+    !matches!(d, DType::U8 | DType::U32 | DType::U64 | DType::I1)
 }
 
 impl<'a, 'ctx> Emit<'a, 'ctx> {
+    /// A code emitter for `target` positioned by `b`.
+    pub(crate) fn new(
+        ctx: &'ctx Context,
+        b: &'a Builder<'ctx>,
+        module: &'a Module<'ctx>,
+        target: crate::Target,
+    ) -> Self {
+        Emit {
+            ctx,
+            b,
+            module,
+            target,
+        }
+    }
+
+    /// True when emitting for the GPU.
+    pub(crate) fn gpu(&self) -> bool {
+        self.target == crate::Target::Gpu
+    }
+
     /// A function making `f32` constants.
     pub(crate) fn f32c(&self) -> impl Fn(f32) -> FloatValue<'ctx> + 'ctx {
         let t = self.ctx.f32_type();
@@ -103,24 +126,24 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// Integer type of an integer element type (booleans as bytes, their memory type).
-    fn int_ty(&self, d: DType) -> IntType<'ctx> {
+    pub(crate) fn int_ty(&self, d: DType) -> IntType<'ctx> {
         match d {
             DType::I1 | DType::I8 | DType::U8 => self.ctx.i8_type(),
-            DType::I16 => self.ctx.i16_type(),
+            DType::I16 | DType::BF16 => self.ctx.i16_type(),
             DType::I32 | DType::U32 => self.ctx.i32_type(),
             _ => self.ctx.i64_type(),
         }
     }
 
     /// Memory type of an element type.
-    fn mem_ty(&self, d: DType) -> BasicTypeEnum<'ctx> {
+    pub(crate) fn mem_ty(&self, d: DType) -> BasicTypeEnum<'ctx> {
         match d {
             DType::F32 => self.ctx.f32_type().into(),
             _ => self.int_ty(d).into(),
         }
     }
 
-    fn intrinsic(
+    pub(crate) fn intrinsic(
         &self,
         name: &str,
         types: &[BasicTypeEnum<'ctx>],
@@ -167,7 +190,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// Loads element `idx` of `ptr` as element type `d` (booleans: byte != 0).
-    fn load(
+    pub(crate) fn load(
         &self,
         d: DType,
         ptr: PointerValue<'ctx>,
@@ -178,6 +201,22 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
         // stays inside them (the executor checks the sizes before calling).
         let p = unsafe { self.b.build_in_bounds_gep(t, ptr, &[idx], "")? };
         let v = self.b.build_load(t, p, "")?;
+        if d == DType::BF16 {
+            // `bf16::to_f32`: the bits shifted up, a NaN's quiet bit set.
+            let i32t = self.ctx.i32_type();
+            let w = self.b.build_int_z_extend(v.into_int_value(), i32t, "")?;
+            let mag = self.b.build_and(w, i32t.const_int(0x7fff, false), "")?;
+            let nan = self.b.build_int_compare(
+                IntPredicate::UGT,
+                mag,
+                i32t.const_int(0x7f80, false),
+                "",
+            )?;
+            let quiet = self.b.build_or(w, i32t.const_int(0x40, false), "")?;
+            let w = self.b.build_select(nan, quiet, w, "")?.into_int_value();
+            let w = self.b.build_left_shift(w, i32t.const_int(16, false), "")?;
+            return Ok(self.b.build_bit_cast(w, self.ctx.f32_type(), "")?);
+        }
         if d == DType::I1 {
             let z = self.ctx.i8_type().const_zero();
             return Ok(self
@@ -189,7 +228,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// Stores `v` (of element type `d`) at element `idx` of `ptr`.
-    fn store(
+    pub(crate) fn store(
         &self,
         d: DType,
         ptr: PointerValue<'ctx>,
@@ -203,6 +242,16 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             self.b
                 .build_int_z_extend(v.into_int_value(), self.ctx.i8_type(), "")?
                 .into()
+        } else if d == DType::BF16 {
+            // The value is a `bf16` already (rounded where computed): its top 16 bits.
+            let i32t = self.ctx.i32_type();
+            let w = self.b.build_bit_cast(v, i32t, "")?.into_int_value();
+            let w = self
+                .b
+                .build_right_shift(w, i32t.const_int(16, false), false, "")?;
+            self.b
+                .build_int_truncate(w, self.ctx.i16_type(), "")?
+                .into()
         } else {
             v
         };
@@ -211,7 +260,11 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// A splat literal's element as a register value of `d`.
-    fn constant(&self, d: DType, bytes: &[u8]) -> Result<BasicValueEnum<'ctx>, LowerError> {
+    pub(crate) fn constant(
+        &self,
+        d: DType,
+        bytes: &[u8],
+    ) -> Result<BasicValueEnum<'ctx>, LowerError> {
         let mut raw = [0u8; 8];
         let n = (d.size_bytes() as usize).min(8);
         if bytes.len() < n {
@@ -224,6 +277,10 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
                 let bits = self.ctx.i32_type().const_int(v, false);
                 self.b.build_bit_cast(bits, self.ctx.f32_type(), "")?
             }
+            DType::BF16 => {
+                let bits = self.ctx.i32_type().const_int(v << 16, false);
+                self.b.build_bit_cast(bits, self.ctx.f32_type(), "")?
+            }
             DType::I1 => self
                 .ctx
                 .bool_type()
@@ -234,13 +291,27 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// Converts `x` of element type `from` to `to` as `tensor.rs`'s `Data::convert`.
-    fn convert(
+    pub(crate) fn convert(
         &self,
         x: BasicValueEnum<'ctx>,
         from: DType,
         to: DType,
     ) -> Result<BasicValueEnum<'ctx>, LowerError> {
         let b = self.b;
+        if from == to {
+            return Ok(x);
+        }
+        if to == DType::BF16 {
+            // `tensor.rs` converts through `bf16::from_f64` of the (exact) `f64` value.
+            let f = self.convert(x, from, DType::F32)?;
+            let d = b.build_float_ext(f.into_float_value(), self.ctx.f64_type(), "")?;
+            return Ok(self.f64_to_bf16(d)?.into());
+        }
+        let from = if from == DType::BF16 {
+            DType::F32
+        } else {
+            from
+        };
         if from == to {
             return Ok(x);
         }
@@ -279,6 +350,125 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
         })
     }
 
+    /// `half::bf16::from_f32` of `x`, as an `f32` holding the `bf16`'s value: round to
+    /// nearest even on the bits; a NaN keeps its top bits with the quiet bit set.
+    pub(crate) fn round_bf16(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, LowerError> {
+        let b = self.b;
+        let i32t = self.ctx.i32_type();
+        let c = |v: u64| i32t.const_int(v, false);
+        let bits = b.build_bit_cast(x, i32t, "")?.into_int_value();
+        let hi = b.build_right_shift(bits, c(16), false, "")?;
+        let mag = b.build_and(bits, c(0x7fff_ffff), "")?;
+        let nan = b.build_int_compare(IntPredicate::UGT, mag, c(0x7f80_0000), "")?;
+        let quiet = b.build_or(hi, c(0x40), "")?;
+        let round = b.build_int_compare(
+            IntPredicate::NE,
+            b.build_and(bits, c(0x8000), "")?,
+            c(0),
+            "",
+        )?;
+        let sticky = b.build_int_compare(
+            IntPredicate::NE,
+            b.build_and(bits, c(3 * 0x8000 - 1), "")?,
+            c(0),
+            "",
+        )?;
+        let up = b.build_and(round, sticky, "")?;
+        let r = b
+            .build_select(up, b.build_int_add(hi, c(1), "")?, hi, "")?
+            .into_int_value();
+        let r = b.build_select(nan, quiet, r, "")?.into_int_value();
+        let r = b.build_left_shift(b.build_and(r, c(0xffff), "")?, c(16), "")?;
+        Ok(b.build_bit_cast(r, self.ctx.f32_type(), "")?
+            .into_float_value())
+    }
+
+    /// `half::bf16::from_f64` of `d` (as an `f32` holding the `bf16`'s value), operation for
+    /// operation: it rounds on the top 32 bits of the `f64` only (the low 32 mantissa bits
+    /// count only for telling a NaN from an infinity), so it is not always the nearest.
+    pub(crate) fn f64_to_bf16(&self, d: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, LowerError> {
+        let b = self.b;
+        let (i32t, i64t) = (self.ctx.i32_type(), self.ctx.i64_type());
+        let c = |v: u64| i32t.const_int(v, false);
+        let val = b.build_bit_cast(d, i64t, "")?.into_int_value();
+        let x = b.build_int_truncate(
+            b.build_right_shift(val, i64t.const_int(32, false), false, "")?,
+            i32t,
+            "",
+        )?;
+        let lo = b.build_int_truncate(val, i32t, "")?;
+        let sign = b.build_and(x, c(0x8000_0000), "")?;
+        let exp = b.build_and(x, c(0x7ff0_0000), "")?;
+        let man = b.build_and(x, c(0x000f_ffff), "")?;
+        let hsign = b.build_right_shift(sign, c(16), false, "")?;
+        let sel =
+            |cond, t: IntValue<'ctx>, f: IntValue<'ctx>| -> Result<IntValue<'ctx>, LowerError> {
+                Ok(b.build_select(cond, t, f, "")?.into_int_value())
+            };
+        let eq =
+            |u: IntValue<'ctx>, v: IntValue<'ctx>| b.build_int_compare(IntPredicate::EQ, u, v, "");
+        // Infinity or NaN.
+        let zero_man = b.build_and(eq(man, c(0))?, eq(lo, c(0))?, "")?;
+        let nan_bit = sel(zero_man, c(0), c(0x40))?;
+        let special = b.build_or(
+            b.build_or(hsign, c(0x7f80), "")?,
+            b.build_or(nan_bit, b.build_right_shift(man, c(13), false, "")?, "")?,
+            "",
+        )?;
+        // half_exp = exp - 1023 + 127, signed.
+        let e = b.build_int_sub(
+            b.build_right_shift(exp, c(20), false, "")?,
+            c(1023 - 127),
+            "",
+        )?;
+        let overflow = b.build_int_compare(IntPredicate::SGE, e, c(0xff), "")?;
+        let inf = b.build_or(hsign, c(0x7f80), "")?;
+        // Subnormal (e <= 0): zero when 7 - e > 21, else shifted with the hidden bit.
+        let sub = b.build_int_compare(IntPredicate::SLE, e, c(0), "")?;
+        let flush = b.build_int_compare(
+            IntPredicate::SLT,
+            e,
+            i32t.const_int((-14i64) as u64, true),
+            "",
+        )?;
+        // `e` in [-14, 0] where the shifts below are used; 0 elsewhere (keeps them in range).
+        let es = sel(sub, sel(flush, c(0), e)?, c(0))?;
+        let mh = b.build_or(man, c(0x0010_0000), "")?;
+        let sh = b.build_int_sub(c(14), es, "")?;
+        let half_man = b.build_right_shift(mh, sh, false, "")?;
+        let rb = b.build_left_shift(c(1), b.build_int_sub(c(13), es, "")?, "")?;
+        let three = b.build_int_sub(b.build_int_mul(rb, c(3), "")?, c(1), "")?;
+        let up = b.build_and(
+            b.build_int_compare(IntPredicate::NE, b.build_and(mh, rb, "")?, c(0), "")?,
+            b.build_int_compare(IntPredicate::NE, b.build_and(mh, three, "")?, c(0), "")?,
+            "",
+        )?;
+        let subr = b.build_or(
+            hsign,
+            sel(up, b.build_int_add(half_man, c(1), "")?, half_man)?,
+            "",
+        )?;
+        let subr = sel(flush, hsign, subr)?;
+        // Normal.
+        let norm = b.build_or(
+            b.build_or(hsign, b.build_left_shift(sel(sub, c(0), e)?, c(7), "")?, "")?,
+            b.build_right_shift(man, c(13), false, "")?,
+            "",
+        )?;
+        let up = b.build_and(
+            b.build_int_compare(IntPredicate::NE, b.build_and(man, c(0x1000), "")?, c(0), "")?,
+            b.build_int_compare(IntPredicate::NE, b.build_and(man, c(0x2fff), "")?, c(0), "")?,
+            "",
+        )?;
+        let norm = sel(up, b.build_int_add(norm, c(1), "")?, norm)?;
+        let r = sel(sub, subr, norm)?;
+        let r = sel(overflow, inf, r)?;
+        let r = sel(eq(exp, c(0x7ff0_0000))?, special, r)?;
+        let r = b.build_left_shift(b.build_and(r, c(0xffff), "")?, c(16), "")?;
+        Ok(b.build_bit_cast(r, self.ctx.f32_type(), "")?
+            .into_float_value())
+    }
+
     /// NaN-propagating `maximum`/`minimum` of `tensor.rs` (`max_e`/`min_e`).
     fn float_max_min(
         &self,
@@ -300,7 +490,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// A unary `f32` op.
-    fn float_unary(
+    pub(crate) fn float_unary(
         &self,
         k: OpKind,
         x: FloatValue<'ctx>,
@@ -314,10 +504,16 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             OpKind::Exponential => self.exp_f32(x)?.into(),
             OpKind::Tanh => self.tanh_f32(x)?.into(),
             OpKind::ExponentialMinusOne => self.libm("expm1f", &[x])?.into(),
+            OpKind::Log if self.gpu() => self.log_f32_gpu(x)?.into(),
             OpKind::Log => self.float_intrinsic("llvm.log", &[x])?.into(),
             OpKind::LogPlusOne => self.libm("log1pf", &[x])?.into(),
             OpKind::Logistic => {
-                let e = self.float_intrinsic("llvm.exp", &[b.build_float_neg(x, "")?])?;
+                let nx = b.build_float_neg(x, "")?;
+                let e = if self.gpu() {
+                    self.expf_gpu(nx)?
+                } else {
+                    self.float_intrinsic("llvm.exp", &[nx])?
+                };
                 b.build_float_div(one, b.build_float_add(one, e, "")?, "")?
                     .into()
             }
@@ -350,7 +546,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// A binary `f32` op (compare excluded).
-    fn float_binary(
+    pub(crate) fn float_binary(
         &self,
         k: OpKind,
         x: FloatValue<'ctx>,
@@ -365,6 +561,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             OpKind::Remainder => b.build_float_rem(x, y, "")?.into(),
             OpKind::Maximum => self.float_max_min(x, y, true)?.into(),
             OpKind::Minimum => self.float_max_min(x, y, false)?.into(),
+            OpKind::Power if self.gpu() => self.pow_f32_gpu(x, y)?.into(),
             OpKind::Power => self.float_intrinsic("llvm.pow", &[x, y])?.into(),
             OpKind::Atan2 => self.libm("atan2f", &[x, y])?.into(),
             _ => return other(format!("no f32 lowering of `{}`", k.name())),
@@ -373,7 +570,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
 
     /// An integer or boolean op (`tensor.rs`/`arith.rs` semantics: wrapping arithmetic;
     /// booleans: `add`/`maximum` are `or`, `multiply`/`minimum` are `and`, `subtract` is `xor`).
-    fn int_op(
+    pub(crate) fn int_op(
         &self,
         k: OpKind,
         d: DType,
@@ -396,6 +593,66 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             OpKind::Add => b.build_int_add(x, y()?, "")?.into(),
             OpKind::Subtract => b.build_int_sub(x, y()?, "")?.into(),
             OpKind::Multiply => b.build_int_mul(x, y()?, "")?.into(),
+            OpKind::ShiftLeft | OpKind::ShiftRightLogical | OpKind::ShiftRightArithmetic => {
+                // `arith.rs`: the amount as unsigned; at least the width: 0 (logical) or the
+                // sign (arithmetic, which shifts by width - 1).
+                let y = y()?;
+                let t = x.get_type();
+                let bits = t.const_int(u64::from(t.get_bit_width()), false);
+                let big = b.build_int_compare(IntPredicate::UGE, y, bits, "")?;
+                if k == OpKind::ShiftRightArithmetic {
+                    let last = t.const_int(u64::from(t.get_bit_width() - 1), false);
+                    let n = b.build_select(big, last, y, "")?.into_int_value();
+                    b.build_right_shift(x, n, true, "")?.into()
+                } else {
+                    let safe = b.build_select(big, t.const_zero(), y, "")?.into_int_value();
+                    let r = if k == OpKind::ShiftLeft {
+                        b.build_left_shift(x, safe, "")?
+                    } else {
+                        b.build_right_shift(x, safe, false, "")?
+                    };
+                    b.build_select(big, t.const_zero(), r, "")?
+                }
+            }
+            OpKind::Divide | OpKind::Remainder => {
+                // `arith.rs` `xdiv`/`xrem`: by zero all ones / the dividend; wrapping
+                // `MIN / -1` (MIN, remainder 0). The divisor is made safe first (LLVM's
+                // division by zero or overflow is undefined).
+                let y = y()?;
+                let t = x.get_type();
+                let zero = b.build_int_compare(IntPredicate::EQ, y, t.const_zero(), "")?;
+                let ones = t.const_all_ones();
+                let over = if signed {
+                    let min = t.const_int(1u64 << (t.get_bit_width() - 1), false);
+                    b.build_and(
+                        b.build_int_compare(IntPredicate::EQ, x, min, "")?,
+                        b.build_int_compare(IntPredicate::EQ, y, ones, "")?,
+                        "",
+                    )?
+                } else {
+                    e_false(self)
+                };
+                let bad = b.build_or(zero, over, "")?;
+                let safe = b
+                    .build_select(bad, t.const_int(1, false), y, "")?
+                    .into_int_value();
+                let div = k == OpKind::Divide;
+                let r = match (div, signed) {
+                    (true, true) => b.build_int_signed_div(x, safe, "")?,
+                    (true, false) => b.build_int_unsigned_div(x, safe, "")?,
+                    (false, true) => b.build_int_signed_rem(x, safe, "")?,
+                    (false, false) => b.build_int_unsigned_rem(x, safe, "")?,
+                };
+                // x / 1 = x = MIN for the overflow; MIN % -1 = 0.
+                let r = if div {
+                    r
+                } else {
+                    b.build_select(over, t.const_zero(), r, "")?
+                        .into_int_value()
+                };
+                let by_zero = if div { ones } else { x };
+                b.build_select(zero, by_zero, r, "")?
+            }
             OpKind::Negate => b.build_int_neg(x, "")?.into(),
             OpKind::Abs if signed => {
                 let neg =
@@ -419,7 +676,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// `compare` (partial order for floats: unordered compares false except `NE`).
-    fn compare(
+    pub(crate) fn compare(
         &self,
         dir: Relation,
         d: DType,
@@ -427,7 +684,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
         y: BasicValueEnum<'ctx>,
     ) -> Result<BasicValueEnum<'ctx>, LowerError> {
         let b = self.b;
-        if d == DType::F32 {
+        if matches!(d, DType::F32 | DType::BF16) {
             let p = match dir {
                 Relation::Eq => FloatPredicate::OEQ,
                 Relation::Ne => FloatPredicate::UNE,
@@ -458,6 +715,11 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
                 .into(),
         )
     }
+}
+
+/// The `i1` constant false.
+fn e_false<'ctx>(e: &Emit<'_, 'ctx>) -> IntValue<'ctx> {
+    e.ctx.bool_type().const_zero()
 }
 
 /// An index map's runtime inner stride (for [`StrideClass::Any`]) and, unless it is
@@ -569,12 +831,15 @@ fn element<'ctx>(
             }
             _ => {
                 let d = g.value_type(ins[0]).dtype;
+                // `bf16` is computed in `f32` and rounded (`exec/elementwise.rs`).
+                let bf16 = d == DType::BF16;
+                let d = if bf16 { DType::F32 } else { d };
                 let xs = ins
                     .iter()
                     .map(|v| get(&mut vals, *v))
                     .collect::<Result<Vec<_>, _>>()?;
                 let k = node.kind();
-                match (d, xs.as_slice()) {
+                let v = match (d, xs.as_slice()) {
                     (DType::F32, [x]) => e.float_unary(k, x.into_float_value())?,
                     (DType::F32, [x, y]) => {
                         e.float_binary(k, x.into_float_value(), y.into_float_value())?
@@ -584,6 +849,11 @@ fn element<'ctx>(
                         e.int_op(k, d, &xs)?
                     }
                     _ => return other(format!("`{}` with {} operands", k.name(), xs.len())),
+                };
+                if bf16 && out.dtype == DType::BF16 {
+                    e.round_bf16(v.into_float_value())?.into()
+                } else {
+                    v
                 }
             }
         };
@@ -621,6 +891,58 @@ pub fn emit<'ctx>(
     cpu: &str,
     features: &str,
 ) -> Result<FunctionValue<'ctx>, LowerError> {
+    let attrs = [("target-cpu", cpu), ("target-features", features)];
+    let (inner, outer_src) = emit_body(ctx, module, spec, name, &attrs, crate::Target::Host)?;
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let i64t = ctx.i64_type();
+    let void = ctx.void_type();
+    let outer = module.add_function(
+        name,
+        void.fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false),
+        None,
+    );
+    for (k, v) in attrs {
+        outer.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(k, v));
+    }
+    let b = ctx.create_builder();
+    // Outer: load the pointers, call the body.
+    let entry = ctx.append_basic_block(outer, "entry");
+    b.position_at_end(entry);
+    let arr = outer
+        .get_nth_param(0)
+        .ok_or_else(|| LowerError::Other("missing parameter".into()))?
+        .into_pointer_value();
+    let mut args = Vec::new();
+    for &k in &outer_src {
+        // SAFETY: the caller passes one pointer per input and store.
+        let p = unsafe { b.build_in_bounds_gep(ptr, arr, &[i64t.const_int(k as u64, false)], "")? };
+        args.push(b.build_load(ptr, p, "")?.into());
+    }
+    for k in 1..4 {
+        args.push(
+            outer
+                .get_nth_param(k)
+                .ok_or_else(|| LowerError::Other("missing parameter".into()))?
+                .into(),
+        );
+    }
+    b.build_call(inner, &args, "")?;
+    b.build_return(None)?;
+    Ok(outer)
+}
+
+/// Emits the kernel body `{name}.body(bufs.., params, begin, end)` for `spec` (internal,
+/// `alwaysinline`; on the host its buffer parameters are `noalias`, see the module docs) with
+/// the function attributes `attrs`. Returns it and, per buffer parameter, its slot in the
+/// host ABI's buffer array (inputs, then the stores not written in place).
+pub(crate) fn emit_body<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    spec: &KernelSpec,
+    name: &str,
+    attrs: &[(&str, &str)],
+    target: crate::Target,
+) -> Result<(FunctionValue<'ctx>, Vec<usize>), LowerError> {
     let layout = spec.layout;
     if spec.classes.len() != layout.maps.len() {
         return other("one stride class per index map is needed");
@@ -650,54 +972,22 @@ pub fn emit<'ctx>(
         void.fn_type(&inner_params, false),
         Some(Linkage::Internal),
     );
-    let outer = module.add_function(
-        name,
-        void.fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false),
-        None,
-    );
-    let noalias = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noalias"), 0);
-    for k in 0..n_bufs {
-        inner.add_attribute(AttributeLoc::Param(k as u32), noalias);
+    if target == crate::Target::Host {
+        // On the GPU a store written in place is passed its input's pointer: not `noalias`.
+        let noalias = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noalias"), 0);
+        for k in 0..n_bufs {
+            inner.add_attribute(AttributeLoc::Param(k as u32), noalias);
+        }
     }
     inner.add_attribute(
         AttributeLoc::Function,
         ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("alwaysinline"), 0),
     );
-    for f in [inner, outer] {
-        f.add_attribute(
-            AttributeLoc::Function,
-            ctx.create_string_attribute("target-cpu", cpu),
-        );
-        f.add_attribute(
-            AttributeLoc::Function,
-            ctx.create_string_attribute("target-features", features),
-        );
+    for (k, v) in attrs {
+        inner.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(k, v));
     }
     let b = ctx.create_builder();
-    let e = Emit { ctx, b: &b, module };
-    // Outer: load the pointers, call the body.
-    let entry = ctx.append_basic_block(outer, "entry");
-    b.position_at_end(entry);
-    let arr = outer
-        .get_nth_param(0)
-        .ok_or_else(|| LowerError::Other("missing parameter".into()))?
-        .into_pointer_value();
-    let mut args = Vec::new();
-    for &k in &outer_src {
-        // SAFETY: the caller passes one pointer per input and store.
-        let p = unsafe { b.build_in_bounds_gep(ptr, arr, &[i64t.const_int(k as u64, false)], "")? };
-        args.push(b.build_load(ptr, p, "")?.into());
-    }
-    for k in 1..4 {
-        args.push(
-            outer
-                .get_nth_param(k)
-                .ok_or_else(|| LowerError::Other("missing parameter".into()))?
-                .into(),
-        );
-    }
-    b.build_call(inner, &args, "")?;
-    b.build_return(None)?;
+    let e = Emit::new(ctx, &b, module, target);
     // Body.
     let param = |k: u32| {
         inner
@@ -820,5 +1110,5 @@ pub fn emit<'ctx>(
     i_phi.add_incoming(&[(&begin, entry), (&row_end, row_latch)]);
     b.position_at_end(exit);
     b.build_return(None)?;
-    Ok(outer)
+    Ok((inner, outer_src))
 }

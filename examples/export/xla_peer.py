@@ -14,14 +14,18 @@ the step with `donate_argnums` over every argument, as a trainer that updates pa
 optimizer state in place does (`jax.jit(step, donate_argnums=...)`): XLA aliases each donated
 buffer that an output of the same type can reuse. With `--time-runs N` (N >= 1) the step (not
 donated) runs on concrete arguments (the fixture's own `make_args(..., concrete=True)`) once to
-warm up and N times timed; `step_ms` is the median wall time, `jax.block_until_ready` included.
+warm up and N times timed; `step_ms` is the median wall time, `jax.block_until_ready` included. With
+`JAX_PLATFORMS=cuda` in the environment the step compiles and runs on the GPU instead
+(`scripts/gpu-check.sh`'s peer columns).
 
 Output (stdout), one JSON object a line:
   {"jax_version": "0.10.2"}                                   first
   {"bind": {"B": 8, "S": 128}, "argument_bytes": ..., "output_bytes": ..., "alias_bytes": ...,
    "temp_bytes": ..., "total_bytes": ..., "compile_ms": ...,
    "donated_alias_bytes": ..., "donated_temp_bytes": ..., "donated_total_bytes": ...,
-   "step_ms": ... (only with --time-runs)}                    one per shape, in order
+   "step_ms": ... (only with --time-runs),
+   "peak_bytes_in_use": ... (only with --time-runs, where the device reports memory_stats(),
+   e.g. a GPU: the allocator's peak over the compile and the timed runs)}  one per shape
   {"error": "jax_unavailable" | "unknown_fixture" | "bad_shapes", "message": "..."}  on failure
 total_bytes = argument + output - alias + temp (`compiled.memory_analysis()`, bytes).
 Exit status: 0, or 2 after an error line.
@@ -117,6 +121,9 @@ def main(argv=None):
                 jax.block_until_ready(compiled(*real))
                 times.append((time.perf_counter() - t0) * 1e3)
             line["step_ms"] = round(statistics.median(times), 3)
+            stats = jax.devices()[0].memory_stats() or {}
+            if "peak_bytes_in_use" in stats:
+                line["peak_bytes_in_use"] = int(stats["peak_bytes_in_use"])
         emit(line)
 
 

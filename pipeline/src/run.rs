@@ -55,6 +55,14 @@ pub struct RunReport {
     pub regen_ms: f64,
     /// With `--check`: the outputs are bit-identical to a run without decisions.
     pub outputs_match_reference: Option<bool>,
+    /// With `--check` and a GPU executor: the largest relative error of the outputs against
+    /// the reference executor's (per output, max |x - y| over max |y|; 0 when bit-identical).
+    pub reference_max_rel_err: Option<f64>,
+    /// With `--check` and a GPU executor: the outputs are bit-identical or within
+    /// [`RunOptions::device_tolerance`] of the reference executor's.
+    pub outputs_within_tolerance: Option<bool>,
+    /// With a GPU executor: the lowered program, the hazard check, what the device measured.
+    pub device: Option<ebb_runtime::step::DeviceReport>,
     /// With `--check`: wall time of the run without decisions, ms.
     pub wall_ms_unplanned: Option<f64>,
     /// With `--check`: the peak the independent plan checker proves for the decisions.
@@ -159,11 +167,15 @@ pub struct RunOptions {
     /// With `.npz` inputs holding `out_i`: the tolerance on each output's normwise relative
     /// error ([`crate::numerics`]; `--tolerance`, default 2%).
     pub tolerance: f64,
+    /// With `check` and a GPU executor: the largest relative error accepted against the
+    /// reference executor's outputs where they are not bit-identical.
+    pub device_tolerance: f64,
 }
 
 impl RunOptions {
     /// `ebb run`'s defaults at bindings `bind`: no budget, seeded random inputs (seed 0), no
-    /// check, generated kernels, the arena, the plan's pricing, tolerance 2%.
+    /// check, generated kernels, the arena, the plan's pricing, tolerance 2% (1e-5 against the
+    /// reference executor for a GPU executor).
     pub fn new(bind: Bindings) -> RunOptions {
         RunOptions {
             bind,
@@ -176,9 +188,14 @@ impl RunOptions {
             arena_backed: true,
             pricing: None,
             tolerance: DEFAULT_TOLERANCE,
+            device_tolerance: DEFAULT_DEVICE_TOLERANCE,
         }
     }
 }
+
+/// The default largest relative error of a GPU executor's outputs against the reference
+/// executor's where they are not bit-identical (`--device-tolerance`).
+pub const DEFAULT_DEVICE_TOLERANCE: f64 = 1e-5;
 
 /// The default tolerance on an output's normwise relative error against the framework's
 /// (`--tolerance`).
@@ -389,6 +406,7 @@ pub fn run(
     };
     let npz_max_rel_err = numerics.as_ref().map(NumericsReport::max_rel_err);
     let (mut matches, mut unplanned_ms, mut checker_peak) = (None, None, None);
+    let (mut ref_err, mut within) = (None, None);
     if opts.check {
         let mut free = Runtime::new(plan.clone(), None)?;
         free.set_executor(Executor::Reference);
@@ -402,6 +420,22 @@ pub fn run(
                     .all(|(x, y)| x.bits_eq(y)),
         );
         unplanned_ms = Some(reference.report.wall_ms);
+        if opts.executor.is_device() {
+            let e = reference
+                .outputs
+                .iter()
+                .zip(&step.outputs)
+                .map(|(r, x)| if x.bits_eq(r) { 0.0 } else { x.rel_err(r) })
+                .fold(0f64, |a, b| {
+                    if a.is_nan() || b.is_nan() {
+                        f64::NAN
+                    } else {
+                        a.max(b)
+                    }
+                });
+            ref_err = Some(e);
+            within = Some(matches == Some(true) || e <= opts.device_tolerance);
+        }
         let variant = plan.variant(step.concrete.variant).unwrap_or(&plan);
         let proof =
             ebb_passes::plan::check::check(rt.graph(), variant, &step.concrete.decisions, b)
@@ -461,6 +495,9 @@ pub fn run(
         wall_ms: step.report.wall_ms,
         regen_ms: step.report.regen_ms,
         outputs_match_reference: matches,
+        reference_max_rel_err: ref_err,
+        outputs_within_tolerance: within,
+        device: step.report.device.clone(),
         wall_ms_unplanned: unplanned_ms,
         checker_peak_bytes: checker_peak,
         npz_max_rel_err,

@@ -311,6 +311,21 @@ pub struct Plan {
     /// Precomputed budget thresholds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<Threshold>,
+    /// GPU kernels of the planned graph (`ebb compile --target cuda`): what the CUDA
+    /// executor loads instead of generating them, by symbol.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<PlanKernel>,
+}
+
+/// One GPU kernel stored with a plan.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct PlanKernel {
+    /// The entry's symbol (the kernel's structure hash).
+    pub name: String,
+    /// The virtual architecture the PTX targets (`sm_80`).
+    pub arch: String,
+    /// The PTX text.
+    pub ptx: String,
 }
 
 /// Errors reading or validating a plan.
@@ -592,6 +607,7 @@ mod tests {
             graph_ir: None,
             graph_digest: None,
             alternatives: Vec::new(),
+            kernels: Vec::new(),
             schedule: vec![OpPos::new(1), OpPos::new(2)],
             values: vec![
                 PlanValue {

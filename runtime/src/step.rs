@@ -13,6 +13,7 @@
 
 use crate::buffer::{ArenaAllocError, ArenaMemory, ArenaUsage};
 use crate::error::ExecError;
+use crate::exec::device::{self, Device, DeviceProgram, KernelCache};
 use crate::exec::jit::KernelMemo;
 use crate::exec::pool::BufferPool;
 use crate::exec::{ExecStats, Executor, Program};
@@ -41,6 +42,13 @@ pub enum RuntimeError {
     /// The arena of the finalized plan cannot be allocated.
     #[error(transparent)]
     Memory(#[from] ArenaAllocError),
+    /// The device executor's device is not available (no driver, no GPU) or failed.
+    #[error("device: {0}")]
+    Device(device::DeviceError),
+    /// The device executor's command sequence has a race between streams or writes onto
+    /// live bytes (a bug in Ebb: please report it).
+    #[error(transparent)]
+    Hazard(#[from] device::hazard::Hazard),
     /// The measured peak differs from the finalized plan's (a bug in Ebb: please report it).
     #[error("measured peak {measured} bytes differs from the planned {planned} bytes")]
     Accounting {
@@ -118,6 +126,20 @@ pub struct StepReport {
     /// Bytes of results written into recycled buffers (see [`crate::exec::pool`]) instead of
     /// newly allocated ones.
     pub recycled_bytes: u64,
+    /// With a device executor ([`Executor::is_device`]): the lowered program, the hazard
+    /// check and what the device measured.
+    pub device: Option<DeviceReport>,
+}
+
+/// What a device executor's step did.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceReport {
+    /// Sizes and counts of the command sequence.
+    pub program: device::program::ProgramStats,
+    /// The hazard check of the sequence (the simulated device checks every step).
+    pub hazards: Option<device::hazard::HazardStats>,
+    /// What the device run measured.
+    pub run: device::DeviceStats,
 }
 
 /// One step's results.
@@ -144,6 +166,10 @@ pub struct Runtime {
     /// Arenas of recent steps; one still holds the outputs the caller keeps.
     arenas: Vec<Arc<ArenaMemory>>,
     arena_backed: bool,
+    /// The device of a device executor, made at its first step.
+    device: Option<Box<dyn Device + Send>>,
+    /// Device kernels per op, kept across steps.
+    kernels: Arc<KernelCache>,
 }
 
 impl Runtime {
@@ -199,13 +225,39 @@ impl Runtime {
             memo: Arc::default(),
             arenas: Vec::new(),
             arena_backed: true,
+            device: None,
+            kernels: Arc::default(),
         })
     }
 
     /// Runs fusion groups with `executor`'s kernels from the next step on (default
     /// [`Executor::Jit`]; [`Executor::Reference`] interprets them).
     pub fn set_executor(&mut self, executor: Executor) {
+        if executor != self.executor {
+            self.device = None;
+        }
         self.executor = executor;
+    }
+
+    /// The device of a device executor, made now if needed.
+    fn device(&mut self) -> Result<&mut (dyn Device + Send + 'static), RuntimeError> {
+        if self.device.is_none() {
+            let d: Box<dyn Device + Send> = match self.executor {
+                Executor::Simt => {
+                    Box::new(device::simt::Simt::new().map_err(RuntimeError::Device)?)
+                }
+                Executor::Cuda => new_cuda(&self.plan)?,
+                e => {
+                    return Err(RuntimeError::Device(device::DeviceError::Unavailable(
+                        format!("{e:?} is not a device executor"),
+                    )))
+                }
+            };
+            self.device = Some(d);
+        }
+        self.device.as_deref_mut().ok_or_else(|| {
+            RuntimeError::Device(device::DeviceError::Unavailable("no device".into()))
+        })
     }
 
     /// Runs later steps out of an arena of the finalized plan's `arena_bytes` with every result
@@ -308,6 +360,19 @@ impl Runtime {
             .variant(concrete.variant)
             .unwrap_or(self.plan.as_ref());
         let schedule = schedule_nodes(&self.graph, plan)?;
+        if self.executor.is_device() {
+            let plan = plan.clone();
+            return self.device_step(
+                b,
+                inputs,
+                progress,
+                concrete,
+                cache_hit,
+                finalize_us,
+                &plan,
+                &schedule,
+            );
+        }
         // Freed buffers are recycled across steps, up to the planned arena's size.
         self.pool
             .set_capacity(u64::try_from(concrete.arena.arena_bytes).unwrap_or(0));
@@ -370,6 +435,7 @@ impl Runtime {
             jit_compile_ms: (jit1.compile_us - jit0.compile_us) as f64 / 1e3,
             jit_load_ms: (jit1.load_us - jit0.load_us) as f64 / 1e3,
             recycled_bytes: self.pool.reused_bytes() - reused0,
+            device: None,
         };
         Ok(StepOutput {
             outputs,
@@ -378,6 +444,175 @@ impl Runtime {
             concrete,
         })
     }
+}
+
+impl Runtime {
+    /// A step through the device executor: the program lowered with its decisions and arena
+    /// layout, checked for hazards (on the simulated device), run on the device.
+    #[allow(clippy::too_many_arguments)]
+    fn device_step(
+        &mut self,
+        b: &Bindings,
+        inputs: Vec<Tensor>,
+        progress: &mut dyn FnMut(usize, usize),
+        concrete: Arc<ConcretePlan>,
+        cache_hit: bool,
+        finalize_us: f64,
+        plan: &Plan,
+        schedule: &[NodeId],
+    ) -> Result<StepOutput, RuntimeError> {
+        let check = self.executor == Executor::Simt;
+        let kernels = self.kernels.clone();
+        let graph = std::mem::replace(&mut self.graph, Graph::new("moved"));
+        let out = (|| {
+            let program = Program::new(&graph, schedule, b)?
+                .with_executor(Executor::Jit)
+                .with_pool(self.pool.clone())
+                .with_kernel_memo(self.memo.clone());
+            let events = program.events(plan, &concrete.decisions)?;
+            let lowered = DeviceProgram::new(&program, plan, &concrete.arena, &events, &kernels)?;
+            let hazards = if check {
+                Some(device::hazard::check(&lowered.cmds)?)
+            } else {
+                None
+            };
+            let points = program.points();
+            let jit0 = ebb_codegen::stats();
+            let t = Instant::now();
+            let dev = self.device()?;
+            let (outputs, run) =
+                lowered.run(&program, dev, inputs, &mut |p| progress(p, points))?;
+            let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+            let jit1 = ebb_codegen::stats();
+            Ok::<_, RuntimeError>((outputs, run, lowered.stats, hazards, wall_ms, jit0, jit1))
+        })();
+        self.graph = graph;
+        let (outputs, run, program, hazards, wall_ms, jit0, jit1) = out?;
+        if i64::try_from(run.peak_bytes).ok() != Some(concrete.peak_bytes_planned) {
+            return Err(RuntimeError::Accounting {
+                planned: concrete.peak_bytes_planned,
+                measured: run.peak_bytes,
+            });
+        }
+        let stats = ExecStats {
+            resident_bytes: run.per_point.clone(),
+            regen_peak: vec![0; run.per_point.len()],
+            peak_bytes: run.peak_bytes,
+            peak_point: ebb_ir::Point::new(run.peak_point),
+            ..Default::default()
+        };
+        let count = |k: DecisionKind| concrete.decisions.iter().filter(|d| d.kind == k).count();
+        let report = StepReport {
+            variant: concrete.variant,
+            cache_hit,
+            finalize_us,
+            budget_bytes: concrete.budget,
+            peak_bytes_scheduled: concrete.peak_bytes_scheduled,
+            peak_bytes_planned: concrete.peak_bytes_planned,
+            measured_peak_bytes: run.peak_bytes,
+            arena_bytes: concrete.arena.arena_bytes,
+            arena_backed: true,
+            arena_usage: crate::buffer::ArenaUsage {
+                high_water_bytes: run.arena_high_water_bytes,
+                ..Default::default()
+            },
+            arena_direct_bytes: 0,
+            arena_copied_bytes: 0,
+            arena_unplaced_bytes: 0,
+            recompute_decisions: count(DecisionKind::Recompute),
+            swap_decisions: count(DecisionKind::Swap),
+            recompute_flops: concrete.recompute_flops,
+            step_flops: concrete.step_flops,
+            swap_bytes: concrete.swap_bytes,
+            host_peak_bytes: program.pool_bytes,
+            wall_ms,
+            regen_ms: 0.0,
+            executor: self.executor,
+            kernels_compiled: jit1.kernels_compiled - jit0.kernels_compiled,
+            kernels_loaded: jit1.kernels_loaded - jit0.kernels_loaded,
+            kernels_reused: jit1.kernels_reused - jit0.kernels_reused,
+            jit_compile_ms: (jit1.compile_us - jit0.compile_us) as f64 / 1e3,
+            jit_load_ms: (jit1.load_us - jit0.load_us) as f64 / 1e3,
+            recycled_bytes: 0,
+            device: Some(DeviceReport {
+                program,
+                hazards,
+                run,
+            }),
+        };
+        Ok(StepOutput {
+            outputs,
+            report,
+            stats,
+            concrete,
+        })
+    }
+}
+
+/// The GPU kernels of `plan` (every schedule variant) at the bindings `shapes`, with their
+/// PTX ([`ebb_codegen::gpu::ptx`]): what `ebb compile --target cuda` stores with the plan.
+///
+/// # Errors
+/// [`RuntimeError::Graph`] for a plan without its graph; [`RuntimeError::Exec`] when the
+/// shapes do not evaluate; [`RuntimeError::Device`] when a kernel's PTX cannot be generated.
+pub fn plan_kernels(
+    plan: &Plan,
+    shapes: &[Bindings],
+) -> Result<Vec<ebb_plan::format::PlanKernel>, RuntimeError> {
+    let rt = Runtime::new(plan.clone(), None)?;
+    let cache = KernelCache::default();
+    let mut kernels: std::collections::BTreeMap<String, Arc<ebb_codegen::gpu::GpuKernel>> =
+        Default::default();
+    let variants = std::iter::once(plan).chain(plan.alternatives.iter());
+    for variant in variants {
+        let schedule = schedule_nodes(rt.graph(), variant)?;
+        for b in shapes {
+            let prog = Program::new(rt.graph(), &schedule, b)?;
+            for k in device::program::device_kernels(&prog, &cache) {
+                kernels.entry(k.name()).or_insert(k);
+            }
+        }
+    }
+    kernels
+        .into_iter()
+        .map(|(name, k)| {
+            let ptx = ebb_codegen::gpu::ptx(&k).map_err(|e| {
+                RuntimeError::Device(device::DeviceError::Kernel {
+                    name: name.clone(),
+                    msg: e.to_string(),
+                })
+            })?;
+            Ok(ebb_plan::format::PlanKernel {
+                name,
+                arch: ebb_codegen::gpu::SM.to_string(),
+                ptx,
+            })
+        })
+        .collect()
+}
+
+/// The CUDA device (the `cuda` feature).
+#[cfg(feature = "cuda")]
+fn new_cuda(plan: &Plan) -> Result<Box<dyn Device + Send>, RuntimeError> {
+    let mut d = device::cuda::Cuda::new().map_err(RuntimeError::Device)?;
+    // The plan's stored kernels (`ebb compile --target cuda`) are loaded instead of generated.
+    d.set_ptx(
+        plan.kernels
+            .iter()
+            .map(|k| (k.name.clone(), k.ptx.clone()))
+            .collect(),
+    );
+    Ok(Box::new(d))
+}
+
+/// Without the `cuda` feature: an error saying so.
+#[cfg(not(feature = "cuda"))]
+fn new_cuda(_plan: &Plan) -> Result<Box<dyn Device + Send>, RuntimeError> {
+    Err(RuntimeError::Device(device::DeviceError::Unavailable(
+        "this build of Ebb has no CUDA executor: build with the `cuda` feature \
+         (cargo build --features cuda)"
+            .into(),
+    )))
 }
 
 /// The schedule of `plan` (program-order positions of `graph`) as node ids.

@@ -55,6 +55,7 @@ fn run_checked(
         check: true,
         max_host_memory: None,
         executor: ebb_runtime::Executor::Jit,
+        device_tolerance: 0.0,
         repeat: 0,
         arena_backed: true,
         pricing: None,
@@ -148,6 +149,7 @@ fn fused_donated_plans_run_checked_under_half_the_peak() {
                 check: false,
                 max_host_memory: None,
                 executor: ebb_runtime::Executor::Jit,
+                device_tolerance: 0.0,
                 repeat: 0,
                 // Heap buffers: the arena-backed run above must give the same bits.
                 arena_backed: false,

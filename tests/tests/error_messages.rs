@@ -369,6 +369,12 @@ fn runtime_errors_name_the_graph_op_or_file() {
             planned: 100,
             measured: 104,
         },
+        RuntimeError::Device(ebb_runtime::exec::device::DeviceError::Unavailable(
+            "libcuda.so.1 not found".into(),
+        )),
+        RuntimeError::Hazard(ebb_runtime::exec::device::hazard::Hazard(
+            "command 7 on the copy stream".into(),
+        )),
     ];
     for e in errors {
         let subjects: &[&str] = match &e {
@@ -377,6 +383,8 @@ fn runtime_errors_name_the_graph_op_or_file() {
             RuntimeError::Exec(_) => &["`dot_general`"],
             RuntimeError::Memory(_) => &["1099511627776"],
             RuntimeError::Accounting { .. } => &["100 bytes", "104 bytes"],
+            RuntimeError::Device(_) => &["libcuda.so.1"],
+            RuntimeError::Hazard(_) => &["command 7"],
         };
         names("RuntimeError", &e.to_string(), subjects, &[]);
     }

@@ -29,5 +29,6 @@ mod pretty_form;
 mod rewrite_fixtures;
 mod run_planned;
 mod schedule_fixtures;
+mod simt_fixtures;
 mod soak;
 mod trial_imports;

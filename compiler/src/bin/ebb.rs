@@ -167,6 +167,23 @@ struct CompileArgs {
     /// decisions on it unless given another `--device` (names as in `ebb plan --help`).
     #[arg(long, value_name = "NAME")]
     device: Option<String>,
+    /// Also store machine code with the plan: `cuda` stores the PTX of every GPU kernel the
+    /// planned graph lowers to (at the shapes of `--kernel-shapes`), which
+    /// `ebb run --executor cuda` loads instead of generating.
+    #[arg(long, value_enum)]
+    target: Option<TargetFlag>,
+    /// With `--target`: shapes to lower the graph at to find its kernels (a kernel serves
+    /// every shape, but unit dimensions can change which one an op needs), e.g.
+    /// `B=4,S=128;B=1,S=1`. Default: every symbol 3, clamped to its range.
+    #[arg(long, value_name = "SHAPES")]
+    kernel_shapes: Option<String>,
+}
+
+/// `ebb compile --target`.
+#[derive(Clone, Copy, ValueEnum)]
+enum TargetFlag {
+    /// NVIDIA GPUs: PTX for `sm_80` (Ampere and later).
+    Cuda,
 }
 
 /// The arguments of `ebb plan`.
@@ -346,6 +363,8 @@ impl CompileArgs {
             format,
             device,
             params_from,
+            target,
+            kernel_shapes,
         } = self;
         if let Some(p) = print_after
             .iter()
@@ -409,8 +428,27 @@ impl CompileArgs {
         }
         let what = match &c.plan {
             Some(plan) => {
+                let mut plan = plan.clone();
+                let mut ptx = String::new();
+                if let Some(TargetFlag::Cuda) = target {
+                    let shapes = match &kernel_shapes {
+                        Some(s) => s
+                            .split(';')
+                            .map(pipeline::parse_bindings)
+                            .collect::<Result<Vec<_>>>()
+                            .context("--kernel-shapes")?,
+                        None => vec![default_kernel_shape(&plan)],
+                    };
+                    plan.kernels = ebb_runtime::step::plan_kernels(&plan, &shapes)?;
+                    let bytes: usize = plan.kernels.iter().map(|k| k.ptx.len()).sum();
+                    ptx = format!(
+                        ", {} GPU kernels ({:.1} KiB of PTX)",
+                        plan.kernels.len(),
+                        bytes as f64 / 1024.0
+                    );
+                }
                 write_output(Some(&output), &plan.to_json())?;
-                format!("{} candidates", c.report.candidates)
+                format!("{} candidates{ptx}", c.report.candidates)
             }
             None => {
                 write_output(Some(&output), &ebb_ir::text::print(&c.graph))?;
@@ -506,6 +544,18 @@ fn load_plan(
         import.params_from_for(path, format)?,
         &flags.options_for(path, format)?,
     )
+}
+
+/// Every symbol of `plan` at 3, clamped to its range (the shape `--kernel-shapes` defaults
+/// to).
+fn default_kernel_shape(plan: &ebb_plan::format::Plan) -> ebb_ir::Bindings {
+    let mut b = ebb_ir::Bindings::new();
+    for s in plan.symbols.symbols() {
+        let (lo, hi) = plan.symbols.range(&s);
+        let v = 3i64.max(lo.unwrap_or(3)).min(hi.unwrap_or(3));
+        b.insert(s, v);
+    }
+    b
 }
 
 /// The budget, planned peak, decisions and their modelled cost of a plan report (text).

@@ -125,6 +125,7 @@ pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<
         graph_ir: None,
         graph_digest: None,
         alternatives: Vec::new(),
+        kernels: Vec::new(),
         point_flops: Some(
             schedule
                 .iter()

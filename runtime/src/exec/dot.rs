@@ -282,9 +282,45 @@ fn batched<T: Gemm>(
     })
 }
 
+/// `C = A·B` (`f32`, batched, the views of [`crate::exec::device::GemmCall`]) on raw
+/// buffers, through the same kernel as `dot_general` (the device executors' host GEMM).
+///
+/// # Safety
+/// `a` and `b` point at `a_len`/`b_len` readable elements, `c` at `batch·m·n` writable ones
+/// not overlapping them.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_f32_raw(
+    (batch, m, k, n): (usize, usize, usize, usize),
+    a: *const f32,
+    (a_len, rsa, csa, sa): (usize, isize, isize, isize),
+    b: *const f32,
+    (b_len, rsb, csb, sb): (usize, isize, isize, isize),
+    c: *mut f32,
+) -> Result<(), OpError> {
+    // SAFETY: forwarded from the caller's contract.
+    let (a, b, c) = unsafe {
+        (
+            std::slice::from_raw_parts(a, a_len),
+            std::slice::from_raw_parts(b, b_len),
+            std::slice::from_raw_parts_mut(c, batch * m * n),
+        )
+    };
+    let av = Mat {
+        off: 0,
+        rs: rsa,
+        cs: csa,
+    };
+    let bv = Mat {
+        off: 0,
+        rs: rsb,
+        cs: csb,
+    };
+    batched(batch, m, k, n, a, av, sa, b, bv, sb, c)
+}
+
 /// Strides `(batch, rows, cols)` of the operand viewed with dimension groups `g`, if every
 /// group is contiguous within itself; `None` when a copy is needed.
-fn group_strides(shape: &[usize], groups: [&[usize]; 3]) -> Option<[isize; 3]> {
+pub(crate) fn group_strides(shape: &[usize], groups: [&[usize]; 3]) -> Option<[isize; 3]> {
     let st = istrides_of(shape);
     let mut out = [0isize; 3];
     for (k, g) in groups.iter().enumerate() {
@@ -335,7 +371,7 @@ fn as_stack<'a, T: Gemm>(
     ))
 }
 
-fn dims_of(v: &[i64], name: &str, rank: usize) -> Result<Vec<usize>, OpError> {
+pub(crate) fn dims_of(v: &[i64], name: &str, rank: usize) -> Result<Vec<usize>, OpError> {
     v.iter()
         .map(|&d| {
             if d >= 0 && (d as usize) < rank {

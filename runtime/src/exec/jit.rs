@@ -72,10 +72,10 @@ fn to_i64(v: usize) -> Result<i64, KernelFailure> {
 }
 
 /// The kernel parameters and stride classes at the bindings.
-fn params(
+pub(crate) fn params(
     region: &Graph,
     layout: &KernelLayout,
-    ctx: &Ctx,
+    bindings: &ebb_ir::Bindings,
     row: Option<usize>,
     n: usize,
 ) -> Result<(Vec<i64>, Vec<StrideClass>), KernelFailure> {
@@ -83,7 +83,7 @@ fn params(
     let mut classes = Vec::with_capacity(layout.maps.len());
     let mut l = row.unwrap_or(0);
     for (m, member) in layout.maps.iter().enumerate() {
-        let bl = blocks(&index_map(region, member.id, ctx.bindings)?);
+        let bl = blocks(&index_map(region, member.id, bindings)?);
         let at = layout.map_param(m);
         // A map whose every block has stride 0 reads one element: no row constraint.
         let uniform = bl.iter().all(|&(_, s)| s == 0);
@@ -259,7 +259,7 @@ pub(crate) fn fusion(
         Some((_, _, rows, row)) => rows * row,
         None => ctx.out.first().map_or(0, |o| o.shape.iter().product()),
     };
-    let (p, classes) = match params(region, layout, ctx, reduce.map(|r| r.3), n) {
+    let (p, classes) = match params(region, layout, ctx.bindings, reduce.map(|r| r.3), n) {
         Ok(x) => x,
         Err(e) => return Ok(Err(e)),
     };

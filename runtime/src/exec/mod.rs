@@ -23,6 +23,7 @@
 
 mod arith;
 mod control;
+pub mod device;
 mod dot;
 mod elementwise;
 pub mod evict;
@@ -198,6 +199,18 @@ pub enum Executor {
     Jit,
     /// The chunked interpreter only: the numerics oracle of the tests.
     Reference,
+    /// The GPU executor on the simulated device ([`device::simt`]): the GPU kernels' code on
+    /// the host, streams on threads, every command sequence checked for hazards.
+    Simt,
+    /// The GPU executor on an NVIDIA GPU ([`device`]'s `cuda` module; the `cuda` feature).
+    Cuda,
+}
+
+impl Executor {
+    /// Whether this executor runs the step through a [`device::Device`].
+    pub fn is_device(self) -> bool {
+        matches!(self, Executor::Simt | Executor::Cuda)
+    }
 }
 
 /// A graph with a validated schedule and all types evaluated at the bindings, ready to run.
@@ -814,7 +827,7 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
         Op::While => Ok(control::while_loop(ctx, ops)?),
         Op::Case => Ok(control::case(ctx, ops)?),
         Op::RngBitGenerator(spec) => Ok(random::rng_bit_generator(ctx, spec, ops)?),
-        Op::Fusion(_) if ctx.executor == Executor::Jit => match jit::fusion(ctx, ops) {
+        Op::Fusion(_) if ctx.executor != Executor::Reference => match jit::fusion(ctx, ops) {
             Ok(r) => r,
             Err(ops) => fusion::fusion(ctx, ops),
         },

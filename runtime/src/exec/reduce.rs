@@ -62,7 +62,7 @@ pub(crate) fn reduce(
 }
 
 /// Merges adjacent dimensions of the same kind and drops unit dimensions.
-fn merge(shape: &[usize], red: &[bool]) -> (Vec<usize>, Vec<bool>) {
+pub(crate) fn merge(shape: &[usize], red: &[bool]) -> (Vec<usize>, Vec<bool>) {
     let (mut s, mut r): (Vec<usize>, Vec<bool>) = (Vec::new(), Vec::new());
     for (&d, &k) in shape.iter().zip(red) {
         if d == 1 {

@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# The GPU check: the GPU executor on real training steps, one JSON report.
+#
+# Cases: the 2-layer GPT (gpt2_tiny_adamw), GPT-2 small, a bf16 step (mlp_bf16: the Llama-style
+# bf16 fixture does not exist yet), the CNN (cnn_sgd) and the scan GPT (gpt2_tiny_scan), at two
+# shapes each, with no budget and at 50% of the scheduled peak (or the smallest feasible
+# budget when that is infeasible). Per run (`ebb run --check --repeat N --json`): measured
+# peak vs planned vs the plan checker's, the arena's high-water mark vs its size, the
+# driver's free-memory drop (cuda), outputs vs the CPU reference executor (and vs JAX's own
+# outputs where the shape is a fixture's reference shape), the median step time and the added
+# time measured (budget vs no budget) vs modelled; and, where `jax` with CUDA is importable,
+# the same JAX step on the same GPU (`memory_stats()["peak_bytes_in_use"]`, median step time).
+#
+# Usage:
+#   scripts/gpu-check.sh --build DIR             build the artifacts into DIR (needs the Rust
+#                                                toolchain, LLVM/MLIR 22; no GPU): the `ebb`
+#                                                binary with the CUDA executor, the plans with
+#                                                their PTX, the reference npz files, the JAX
+#                                                peer scripts; fails above 60 MiB
+#   scripts/gpu-check.sh --artifacts DIR [--executor cuda|simt] [--device PROFILE]
+#                        [--repeat N] [--out REPORT.json]
+#                                                run the check from DIR (a GPU machine needs the
+#                                                NVIDIA driver and cuBLAS on the library path,
+#                                                python3 for the report, JAX for the peer)
+#   scripts/gpu-check.sh --executor simt         both, here: the same report on the CPU through
+#                                                the simulated device (GPU fields null; smaller
+#                                                shapes, one timed step)
+#   --ebb PATH                                   with --build: use this `ebb` (built with
+#                                                `--features cuda`) instead of a release build
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+EXECUTOR=cuda
+DEVICE=""
+REPEAT=""
+OUT=gpu-check.json
+BUILD=""
+ARTIFACTS=""
+EBB=""
+LIMIT=$((60 * 1024 * 1024))
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --build) BUILD="$2"; shift 2 ;;
+        --artifacts) ARTIFACTS="$2"; shift 2 ;;
+        --executor) EXECUTOR="$2"; shift 2 ;;
+        --device) DEVICE="$2"; shift 2 ;;
+        --repeat) REPEAT="$2"; shift 2 ;;
+        --out) OUT="$2"; shift 2 ;;
+        --ebb) EBB="$2"; shift 2 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+case "$EXECUTOR" in cuda|simt) ;; *) echo "gpu-check: --executor cuda or simt" >&2; exit 2 ;; esac
+
+# name | shapes on a GPU | shapes under simt (each: shape;shape). A shape that is one of the
+# fixture's reference shapes runs on the reference npz's inputs (compared with JAX's outputs).
+CASES="gpt2_tiny_adamw|B=2,S=16;B=8,S=256|B=2,S=16;B=3,S=7
+gpt2_small|B=1,S=128;B=4,S=512|B=1,S=16;B=1,S=32
+mlp_bf16|B=8;B=512|B=8;B=3
+cnn_sgd|B=8;B=128|B=8;B=3
+gpt2_tiny_scan|B=2,S=16;B=8,S=256|B=2,S=16;B=3,S=7"
+
+build() {
+    local dir="$1"
+    mkdir -p "$dir/plans" "$dir/refs" "$dir/peer"
+    if [ -z "$EBB" ]; then
+        (cd "$ROOT" && cargo build --release -p ebb-compiler --bin ebb --features cuda)
+        EBB="$ROOT/target/release/ebb"
+    fi
+    cp "$EBB" "$dir/ebb"
+    strip "$dir/ebb" 2>/dev/null || true
+    local line name gpu simt
+    while IFS='|' read -r name gpu simt; do
+        "$dir/ebb" compile "$ROOT/tests/fixtures/jax/$name.mlir" --target cuda \
+            --kernel-shapes "$gpu;$simt" -o "$dir/plans/$name.json"
+        cp "$ROOT/tests/fixtures/jax/$name.json" "$dir/refs/$name.meta.json"
+        for npz in "$ROOT/tests/fixtures/jax/$name".ref*.npz; do
+            [ -e "$npz" ] && cp "$npz" "$dir/refs/"
+        done
+    done <<< "$CASES"
+    cp "$ROOT"/examples/export/{xla_peer.py,export_all.py,models.py} "$dir/peer/"
+    printf '%s\n' "$CASES" > "$dir/cases.txt"
+    local size
+    size=$(du -sb "$dir" | cut -f1)
+    echo "gpu-check: artifacts in $dir: $size bytes ($((size / 1048576)) MiB)"
+    echo "$size" > "$dir/artifact_bytes"
+    if [ "$size" -gt "$LIMIT" ]; then
+        if [ "$EXECUTOR" = cuda ]; then
+            echo "gpu-check: the artifacts exceed 60 MiB" >&2
+            exit 1
+        fi
+        echo "gpu-check: warning: the artifacts exceed 60 MiB (a rehearsal under simt goes on)" >&2
+    fi
+}
+
+# The reference npz of `name` whose bindings are `shape`, if any.
+ref_npz() {
+    local dir="$1" name="$2" shape="$3"
+    python3 - "$dir/refs/$name.meta.json" "$shape" <<'PY'
+import json, sys, os
+meta, shape = json.load(open(sys.argv[1])), sys.argv[2]
+want = dict(kv.split("=") for kv in shape.split(","))
+for r in meta.get("refs") or []:
+    if {k: str(v) for k, v in r["bindings"].items()} == want:
+        print(os.path.join(os.path.dirname(sys.argv[1]), r["file"]))
+        break
+PY
+}
+
+run_case() {
+    local dir="$1" name="$2" shape="$3" budget="$4" out="$5"
+    local inputs="random:7" npz
+    npz=$(ref_npz "$dir" "$name" "$shape")
+    [ -n "$npz" ] && inputs="$npz"
+    local args=(run "$dir/plans/$name.json" --bind "$shape" --executor "$EXECUTOR" --check
+        --repeat "$REPEAT" --inputs "$inputs" --device "$DEVICE" --json)
+    [ -n "$budget" ] && args+=(--budget "$budget")
+    local err
+    if ! "$dir/ebb" "${args[@]}" > "$out" 2> "$out.err"; then
+        err=$(cat "$out.err")
+        local smallest
+        smallest=$(sed -n 's/.*smallest feasible budget for this plan at these shapes is \([0-9]*\) bytes.*/\1/p' <<< "$err")
+        if [ -n "$smallest" ] && [ -n "$budget" ]; then
+            run_case "$dir" "$name" "$shape" "$smallest" "$out"
+            return
+        fi
+        echo "{\"error\": $(python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))' <<< "$err")}" > "$out"
+    fi
+}
+
+check() {
+    local dir="$1"
+    [ -x "$dir/ebb" ] || { echo "gpu-check: no ebb binary in $dir (run --build first)" >&2; exit 2; }
+    command -v python3 > /dev/null || { echo "gpu-check: python3 writes the report" >&2; exit 2; }
+    local work
+    work=$(mktemp -d)
+    local jax_gpu=0
+    if JAX_PLATFORMS=cuda python3 -c 'import jax; assert jax.devices()[0].platform == "gpu"' 2>/dev/null; then
+        jax_gpu=1
+    fi
+    local name gpu simt shapes shape budget k=0
+    while IFS='|' read -r name gpu simt; do
+        shapes="$gpu"
+        [ "$EXECUTOR" = simt ] && shapes="$simt"
+        IFS=';' read -ra list <<< "$shapes"
+        for shape in "${list[@]}"; do
+            for budget in "" "50%scheduled"; do
+                k=$((k + 1))
+                echo "gpu-check: $name $shape ${budget:-no budget} ($EXECUTOR)" >&2
+                run_case "$dir" "$name" "$shape" "$budget" "$work/run$k.json"
+                printf '%s\t%s\t%s\t%s\n' "$name" "$shape" "${budget:-none}" "$work/run$k.json" >> "$work/index.tsv"
+            done
+            if [ "$jax_gpu" = 1 ]; then
+                JAX_PLATFORMS=cuda python3 "$dir/peer/xla_peer.py" --fixture "$name" \
+                    --shapes "$shape" --time-runs 10 > "$work/jax-$name-$shape.jsonl" 2>/dev/null || true
+            fi
+        done
+    done < "$dir/cases.txt"
+    python3 - "$work" "$EXECUTOR" "$OUT" "$jax_gpu" "$(cat "$dir/artifact_bytes" 2>/dev/null || echo null)" <<'PY'
+import json, os, sys, glob
+work, executor, out, jax_gpu = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+artifact_bytes = json.loads(sys.argv[5])
+runs = []
+for line in open(os.path.join(work, "index.tsv")):
+    name, shape, budget, path = line.rstrip("\n").split("\t")
+    r = json.load(open(path))
+    runs.append((name, shape, budget, r))
+def jax_of(name, shape):
+    p = os.path.join(work, f"jax-{name}-{shape}.jsonl")
+    if not os.path.exists(p):
+        return None
+    for l in open(p):
+        o = json.loads(l)
+        if "bind" in o:
+            return {"step_ms": o.get("step_ms"), "peak_bytes_in_use": o.get("peak_bytes_in_use"),
+                    "xla_total_bytes": o.get("total_bytes")}
+    return None
+base = {(n, s): r for n, s, b, r in runs if b == "none" and "error" not in r}
+cases = []
+for name, shape, budget, r in runs:
+    if "error" in r:
+        cases.append({"model": name, "bind": shape, "budget": budget, "error": r["error"]})
+        continue
+    d = r.get("device") or {}
+    planned = r.get("peak_bytes_planned") or r.get("peak_bytes_scheduled")
+    free = base.get((name, shape))
+    step = r.get("wall_ms_median") or r.get("wall_ms")
+    free_step = free and (free.get("wall_ms_median") or free.get("wall_ms"))
+    cases.append({
+        "model": name, "bind": shape, "budget": budget,
+        "budget_bytes": r.get("budget_bytes"),
+        "decisions": {"recompute": r.get("recompute_decisions", 0), "swap": r.get("swap_decisions", 0)},
+        "peak_bytes_planned": planned,
+        "measured_peak_bytes": r["measured_peak_bytes"],
+        "checker_peak_bytes": r.get("checker_peak_bytes"),
+        "measured_equals_planned": r["measured_peak_bytes"] == planned == r.get("checker_peak_bytes"),
+        "arena_bytes": r.get("arena_bytes"),
+        "arena_high_water_bytes": (d.get("run") or {}).get("arena_high_water_bytes"),
+        "scratch_bytes": (d.get("program") or {}).get("scratch_bytes"),
+        "driver_free_drop_bytes": (d.get("run") or {}).get("device_bytes") if executor == "cuda" else None,
+        "outputs_bit_identical": r.get("outputs_match_reference"),
+        "reference_max_rel_err": r.get("reference_max_rel_err"),
+        "outputs_within_tolerance": r.get("outputs_within_tolerance"),
+        "npz_max_rel_err": r.get("npz_max_rel_err"),
+        "step_ms_median": step,
+        "added_ms_measured": (step - free_step) if (budget != "none" and free_step) else None,
+        "added_ms_modelled": r.get("added_us", 0) / 1e3 if budget != "none" else None,
+        "launches": (d.get("program") or {}).get("launches"),
+        "kernels": (d.get("program") or {}).get("kernels"),
+        "gemms": (d.get("program") or {}).get("gemms"),
+        "host_ops": (d.get("program") or {}).get("host_ops"),
+        "jax": jax_of(name, shape) if budget == "none" else None,
+    })
+ok = [c for c in cases if "error" not in c]
+report = {
+    "executor": executor,
+    "jax_on_gpu": jax_gpu,
+    "artifact_bytes": artifact_bytes,
+    "runs": len(cases),
+    "failed_runs": len(cases) - len(ok),
+    "all_measured_equal_planned": all(c["measured_equals_planned"] for c in ok) and len(ok) == len(cases),
+    "all_outputs_within_tolerance": all(c["outputs_within_tolerance"] for c in ok) and len(ok) == len(cases),
+    "cases": cases,
+}
+json.dump(report, open(out, "w"), indent=1)
+print(f"gpu-check: {len(ok)}/{len(cases)} runs, measured == planned == checker on all: "
+      f"{report['all_measured_equal_planned']}, outputs within tolerance on all: "
+      f"{report['all_outputs_within_tolerance']} -> {out}", file=sys.stderr)
+sys.exit(0 if report["all_measured_equal_planned"] and report["all_outputs_within_tolerance"] else 1)
+PY
+}
+
+if [ -z "$DEVICE" ]; then DEVICE=h100-sxm-pcie5; fi
+if [ -z "$REPEAT" ]; then
+    if [ "$EXECUTOR" = simt ]; then REPEAT=1; else REPEAT=10; fi
+fi
+if [ -n "$BUILD" ]; then
+    build "$BUILD"
+    [ -z "$ARTIFACTS" ] && exit 0
+fi
+if [ -z "$ARTIFACTS" ]; then
+    # Here: build into a temporary directory first.
+    ARTIFACTS=$(mktemp -d)
+    build "$ARTIFACTS"
+fi
+check "$ARTIFACTS"

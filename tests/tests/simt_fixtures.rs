@@ -1,0 +1,363 @@
+//! The GPU executor on the simulated device (`--executor simt --check`) over every JAX and
+//! ONNX fixture, with no budget and under half of the scheduled peak (or the smallest feasible
+//! budget where half is infeasible, as `run_planned.rs`), priced on an H100 so that both
+//! recompute and swap decisions are taken: the outputs equal the reference executor's (bit for
+//! bit, or within the stated tolerance of the GPU's `log`/`exp`/`pow`), the measured peak
+//! equals the planned one and the plan checker's, and the command sequence passes the hazard
+//! check. Also: dropping one event from a swapping step's commands is caught by the checker,
+//! and a reload onto bytes still live is too.
+//!
+//! GPT-2 small and the 24-layer GPT-2 are left out (3 and 8.5 GB arenas at the smallest
+//! shapes); `scripts/gpu-check.sh` runs GPT-2 small under `--executor simt`.
+
+use ebb_ir::Bindings;
+use ebb_pipeline::run::{self, InputSource, RunOptions};
+use ebb_pipeline::{Budget, CompileOptions, Pricing};
+use ebb_plan::finalize::{finalize, FinalizeError};
+use ebb_plan::format::{DecisionKind, Plan};
+use ebb_runtime::exec::device::{hazard, program::Cmd, DeviceProgram, KernelCache, COMPUTE, COPY};
+use ebb_runtime::{Executor, Program};
+use ebb_testkit::{jax_fixtures_dir, onnx_fixtures_dir};
+use std::path::PathBuf;
+
+/// The largest relative error accepted against the reference where outputs are not
+/// bit-identical (`ebb run --device-tolerance`'s default).
+const TOLERANCE: f64 = 1e-5;
+
+/// The fixture's model and (for an ONNX Runtime optimizer model) its training model.
+fn paths(name: &str) -> (PathBuf, Option<PathBuf>) {
+    match name.strip_prefix("onnx/") {
+        Some(n) => {
+            let d = onnx_fixtures_dir();
+            let train = n
+                .contains("_optimizer")
+                .then(|| d.join(format!("{}.onnx", n.replace("_optimizer", "_training"))));
+            (d.join(format!("{n}.onnx")), train)
+        }
+        None => (jax_fixtures_dir().join(format!("{name}.mlir")), None),
+    }
+}
+
+fn compile(name: &str) -> Plan {
+    let (model, train) = paths(name);
+    ebb_pipeline::api::load_or_compile_with(
+        &model,
+        None,
+        train.as_deref(),
+        &CompileOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e:#}"))
+}
+
+/// The bindings of the fixture's first reference (`refs[0].bindings` of its json) of the
+/// model's symbols (an ONNX Runtime optimizer model has none).
+fn bindings(name: &str) -> Bindings {
+    let (model, _) = paths(name);
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(model.with_extension("json")).unwrap()).unwrap();
+    let b = &meta["refs"][0]["bindings"];
+    let symbols = meta["symbols"].as_array().cloned().unwrap_or_default();
+    let text: Vec<String> = b
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| symbols.iter().any(|s| s.as_str() == Some(k.as_str())))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    ebb_pipeline::parse_bindings(&text.join(",")).unwrap()
+}
+
+fn h100() -> Pricing {
+    Pricing {
+        device: ebb_runtime::device::resolve("h100-sxm-pcie5").unwrap(),
+        kinds: vec![DecisionKind::Recompute, DecisionKind::Swap],
+    }
+}
+
+/// Half of the scheduled peak, or the smallest feasible budget above it.
+fn half_budget(plan: &Plan, b: &Bindings) -> i64 {
+    let p = h100();
+    let scheduled = finalize(plan, b, &p.finalize_options(None, false))
+        .unwrap()
+        .peak_bytes_scheduled;
+    let half = scheduled / 2;
+    match finalize(plan, b, &p.finalize_options(Some(half), false)) {
+        Err(FinalizeError::Infeasible { smallest, .. }) => smallest,
+        r => {
+            r.unwrap();
+            half
+        }
+    }
+}
+
+/// `ebb run --executor simt --check` at the fixture's bindings under `budget`.
+fn run_simt(name: &str, plan: &Plan, b: &Bindings, budget: Option<i64>) -> run::RunReport {
+    let opts = RunOptions {
+        budget: budget.map(Budget::Bytes),
+        inputs: InputSource::Random(7),
+        check: true,
+        max_host_memory: None,
+        executor: Executor::Simt,
+        device_tolerance: TOLERANCE,
+        pricing: Some(h100()),
+        ..RunOptions::new(b.clone())
+    };
+    let r = run::run(plan.clone(), &opts, &mut |_, _| {})
+        .unwrap_or_else(|e| panic!("{name} budget {budget:?}: {e:#}"))
+        .report;
+    let planned = r
+        .plan
+        .peak_bytes_planned
+        .unwrap_or(r.plan.peak_bytes_scheduled);
+    assert_eq!(
+        r.measured_peak_bytes as i64, planned,
+        "{name}: measured vs planned"
+    );
+    assert_eq!(
+        r.checker_peak_bytes,
+        Some(planned),
+        "{name}: checker vs planned"
+    );
+    assert_eq!(
+        r.outputs_within_tolerance,
+        Some(true),
+        "{name}: outputs {:?}",
+        r.reference_max_rel_err
+    );
+    let d = r.device.as_ref().expect("a device report");
+    assert!(
+        d.hazards.is_some(),
+        "{name}: the simt step is hazard-checked"
+    );
+    assert!(d.run.arena_high_water_bytes as i64 <= r.plan.arena_bytes.unwrap_or(0));
+    eprintln!(
+        "{name} {b:?} budget {budget:?}: peak {} = planned = checker; {} recompute + {} swap; \
+         bit-identical {:?} (rel err {:.1e}); {} launches of {} kernels, {} GEMMs, {} host calls {:?}",
+        r.measured_peak_bytes,
+        r.plan.recompute_decisions,
+        r.plan.swap_decisions,
+        r.outputs_match_reference,
+        r.reference_max_rel_err.unwrap_or(0.0),
+        d.program.launches,
+        d.program.kernels,
+        d.program.gemms,
+        d.program.host_calls,
+        d.program.host_ops
+    );
+    r
+}
+
+fn fixture(name: &str) {
+    let plan = compile(name);
+    let b = bindings(name);
+    run_simt(name, &plan, &b, None);
+    let budget = half_budget(&plan, &b);
+    let r = run_simt(name, &plan, &b, Some(budget));
+    if budget < r.plan.peak_bytes_scheduled {
+        assert!(
+            r.plan.recompute_decisions + r.plan.swap_decisions > 0,
+            "{name}: a budget below the scheduled peak takes decisions"
+        );
+    }
+}
+
+macro_rules! fixtures {
+    ($($test:ident => $name:expr),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                fixture($name);
+            }
+        )*
+    };
+}
+
+fixtures! {
+    ckpt_cumsum_key => "ckpt_cumsum_key",
+    cnn_poly_sgd => "cnn_poly_sgd",
+    cnn_sgd => "cnn_sgd",
+    gpt2_tiny_adamw => "gpt2_tiny_adamw",
+    gpt2_tiny_dropout => "gpt2_tiny_dropout",
+    gpt2_tiny_remat => "gpt2_tiny_remat",
+    gpt2_tiny_scan => "gpt2_tiny_scan",
+    mlp_bf16 => "mlp_bf16",
+    mlp_sgd => "mlp_sgd",
+    resnet_bn => "resnet_bn",
+    shifted_lm_take => "shifted_lm_take",
+    ort_cnn_bn_optimizer => "onnx/ort_cnn_bn_optimizer",
+    ort_cnn_bn_training => "onnx/ort_cnn_bn_training",
+    ort_cnn_optimizer => "onnx/ort_cnn_optimizer",
+    ort_cnn_training => "onnx/ort_cnn_training",
+    ort_gpt2_tiny_dropout_optimizer => "onnx/ort_gpt2_tiny_dropout_optimizer",
+    ort_gpt2_tiny_dropout_training => "onnx/ort_gpt2_tiny_dropout_training",
+    ort_gpt2_tiny_optimizer => "onnx/ort_gpt2_tiny_optimizer",
+    ort_gpt2_tiny_training => "onnx/ort_gpt2_tiny_training",
+    ort_mlp_optimizer => "onnx/ort_mlp_optimizer",
+    ort_mlp_tanh_optimizer => "onnx/ort_mlp_tanh_optimizer",
+    ort_mlp_tanh_training => "onnx/ort_mlp_tanh_training",
+    ort_mlp_training => "onnx/ort_mlp_training",
+    torch_gpt2_tiny_adam => "onnx/torch_gpt2_tiny_adam",
+    torch_gpt2_tiny_ce_adam => "onnx/torch_gpt2_tiny_ce_adam",
+    torch_gpt2_tiny_sgd => "onnx/torch_gpt2_tiny_sgd",
+    torch_mlp_adam => "onnx/torch_mlp_adam",
+    torch_mlp_ce_nll_sgd => "onnx/torch_mlp_ce_nll_sgd",
+    torch_mlp_sgd => "onnx/torch_mlp_sgd",
+}
+
+/// The command sequence of `name` at its bindings under the smallest feasible budget priced
+/// for swaps only (offloads and reloads on the copy stream).
+fn swapping_commands(name: &str) -> Vec<Cmd> {
+    let plan = compile(name);
+    let b = bindings(name);
+    let mut p = h100();
+    p.kinds = vec![DecisionKind::Swap];
+    let concrete = match finalize(&plan, &b, &p.finalize_options(Some(1), true)) {
+        Err(FinalizeError::Infeasible { smallest, .. }) => {
+            finalize(&plan, &b, &p.finalize_options(Some(smallest), true)).unwrap()
+        }
+        r => r.unwrap(),
+    };
+    let rt = ebb_runtime::Runtime::new(plan.clone(), None).unwrap();
+    let g = rt.graph();
+    let variant = plan.variant(concrete.variant).unwrap_or(&plan);
+    let schedule = ebb_runtime::step::schedule_nodes(g, variant).unwrap();
+    let prog = Program::new(g, &schedule, &b).unwrap();
+    let events = prog.events(variant, &concrete.decisions).unwrap();
+    assert!(events.len() > 0, "{name}: swaps are taken");
+    let cache = KernelCache::default();
+    DeviceProgram::new(&prog, variant, &concrete.arena, &events, &cache)
+        .unwrap()
+        .cmds
+}
+
+/// What a wait orders: the compute stream after a reload or an offload, the copy stream
+/// before an offload or a reload.
+fn wait_kind(cmds: &[Cmd], i: usize) -> &'static str {
+    let Cmd::Wait { stream, event } = cmds[i] else {
+        unreachable!()
+    };
+    if stream == COPY {
+        let next = cmds[i + 1..].iter().find_map(|c| match c {
+            Cmd::Work { label, .. } => Some(label.what.clone()),
+            _ => None,
+        });
+        return match next {
+            Some(w) if w.starts_with("offload") => "copy stream before an offload",
+            _ => "copy stream before a reload",
+        };
+    }
+    // The copy-stream work just before the record of `event`.
+    let rec = cmds
+        .iter()
+        .position(
+            |c| matches!(c, Cmd::Record { event: e, stream } if *e == event && *stream == COPY),
+        )
+        .unwrap();
+    match cmds[..rec].iter().rev().find_map(|c| match c {
+        Cmd::Work { label, .. } => Some(label.what.clone()),
+        _ => None,
+    }) {
+        Some(w) if w.starts_with("offload") => "compute stream after an offload",
+        _ => "compute stream after a reload",
+    }
+}
+
+/// Drops each of the sequence's waits in turn: the loss of every one the lowering emits is
+/// caught (the lowering emits no wait that the clocks already imply), for each kind of wait.
+#[test]
+fn a_dropped_event_is_caught_by_the_hazard_checker() {
+    let cmds = swapping_commands("gpt2_tiny_adamw");
+    hazard::check(&cmds).expect("the full sequence is race-free");
+    let waits: Vec<usize> = cmds
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| matches!(c, Cmd::Wait { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    let mut kinds: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+    for &i in &waits {
+        let mut dropped = cmds.clone();
+        let c = dropped.remove(i);
+        let caught = hazard::check(&dropped).err();
+        let k = kinds.entry(wait_kind(&cmds, i)).or_default();
+        k.0 += 1;
+        if let Some(e) = &caught {
+            k.1 += 1;
+            if k.1 == 1 {
+                eprintln!("dropping {c:?}: {e}");
+            }
+        }
+    }
+    eprintln!("waits dropped one at a time, (count, caught) by kind: {kinds:?}");
+    assert_eq!(kinds.len(), 4, "every kind of wait occurs: {kinds:?}");
+    for (k, (n, caught)) in &kinds {
+        assert_eq!(n, caught, "{k}: a dropped wait that is not caught");
+    }
+    let _ = COMPUTE;
+}
+
+/// A reload landing on bytes another value still holds is refused.
+#[test]
+fn a_reload_onto_live_bytes_is_caught() {
+    let mut cmds = swapping_commands("gpt2_tiny_adamw");
+    // Move the first reload's claim onto the first input's bytes (held throughout).
+    let input = cmds
+        .iter()
+        .find_map(|c| match c {
+            Cmd::Claim { range, .. } if range.bytes > 0 => Some(*range),
+            _ => None,
+        })
+        .unwrap();
+    let reload = cmds
+        .iter()
+        .position(|c| matches!(c, Cmd::Work { label, .. } if label.what.starts_with("reload")))
+        .unwrap();
+    let claim = (0..reload)
+        .rev()
+        .find(|&i| matches!(cmds[i], Cmd::Claim { .. }))
+        .unwrap();
+    if let Cmd::Claim { range, .. } = &mut cmds[claim] {
+        range.ptr = input.ptr;
+    }
+    let e = hazard::check(&cmds).expect_err("a reload onto live bytes");
+    assert!(e.to_string().contains("still holds"), "{e}");
+}
+
+/// `--executor cuda` where no GPU is usable fails with a message naming the cause (without
+/// the `cuda` feature: the feature; with it, on a machine without the NVIDIA driver: the
+/// driver library), never a panic. On a machine with a GPU the step runs instead.
+#[test]
+fn the_cuda_executor_without_a_driver_is_a_clean_error() {
+    let plan = compile("mlp_sgd");
+    let b = bindings("mlp_sgd");
+    let mut rt = ebb_runtime::Runtime::new(plan, None).unwrap();
+    rt.set_executor(Executor::Cuda);
+    let inputs = ebb_runtime::inputs::random_inputs(rt.graph(), &b, 7).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.step(&b, inputs)))
+        .expect("no panic");
+    match r {
+        Err(e) => {
+            let msg = e.to_string();
+            eprintln!("--executor cuda: {msg}");
+            if cfg!(feature = "cuda") {
+                assert!(
+                    msg.contains("NVIDIA driver")
+                        || msg.contains("CUDA device")
+                        || msg.contains("cuBLAS"),
+                    "{msg}"
+                );
+            } else {
+                assert!(msg.contains("`cuda` feature"), "{msg}");
+            }
+        }
+        Ok(out) => {
+            assert!(cfg!(feature = "cuda"), "a CUDA step without the feature");
+            eprintln!(
+                "a GPU is present: measured {} bytes",
+                out.report.measured_peak_bytes
+            );
+        }
+    }
+}
