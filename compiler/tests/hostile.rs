@@ -366,8 +366,8 @@ fn an_infinite_or_nan_reference_value_fails_the_comparison() {
             fails_with(
                 &ebb(&args),
                 &[
-                    "the outputs differ from the npz",
-                    "largest relative error inf",
+                    "outputs differ from the npz's `out_i`",
+                    "out_0 `result[0]`: 1 element(s) NaN or infinite on one side only",
                 ],
             );
         }
