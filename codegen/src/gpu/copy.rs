@@ -173,30 +173,8 @@ impl Im2colKernel {
             qrem = b.build_int_unsigned_div(qrem, qd, "")?;
             let k = b.build_int_unsigned_rem(krem, kd, "")?;
             krem = b.build_int_unsigned_div(krem, kd, "")?;
-            let pos = b.build_int_sub(
-                b.build_int_add(
-                    b.build_int_mul(q, stride, "")?,
-                    b.build_int_mul(k, rdil, "")?,
-                    "",
-                )?,
-                pad,
-                "",
-            )?;
-            let nonneg = b.build_int_compare(IntPredicate::SGE, pos, zero, "")?;
-            let safe = b.build_select(nonneg, pos, zero, "")?.into_int_value();
-            let divisible = b.build_int_compare(
-                IntPredicate::EQ,
-                b.build_int_unsigned_rem(safe, ldil, "")?,
-                zero,
-                "",
-            )?;
-            let at = b.build_int_unsigned_div(safe, ldil, "")?;
-            let inside = b.build_int_compare(IntPredicate::SLT, at, sd, "")?;
-            valid = b.build_and(
-                valid,
-                b.build_and(nonneg, b.build_and(divisible, inside, "")?, "")?,
-                "",
-            )?;
+            let (real, at) = super::window_tap(b, q, stride, k, rdil, pad, ldil, sd)?;
+            valid = b.build_and(valid, real, "")?;
             off = b.build_int_add(off, b.build_int_mul(at, xs, "")?, "")?;
         }
         let f32t = e.ctx.f32_type();

@@ -450,6 +450,58 @@ pub(crate) fn for_range<'ctx>(
 /// LLVM's `ptx_kernel` calling convention (a kernel entry of an NVPTX module).
 const PTX_KERNEL_CC: u32 = 71;
 
+/// One window tap of a `convolution` or `reduce_window` (StableHLO spec, §convolution and
+/// §reduce_window): output coordinate `out`, tap `tap`, at position
+/// `out * stride + tap * tap_dilation - pad_low` of the base-dilated operand. Returns whether
+/// the tap reads a real element (position non-negative, on a multiple of `base_dilation`, the
+/// coordinate below `extent`: padding and dilation holes read nothing) and the operand
+/// coordinate (`position / base_dilation`; meaningless where the tap is not real).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn window_tap<'ctx>(
+    b: &Builder<'ctx>,
+    out: IntValue<'ctx>,
+    stride: IntValue<'ctx>,
+    tap: IntValue<'ctx>,
+    tap_dilation: IntValue<'ctx>,
+    pad_low: IntValue<'ctx>,
+    base_dilation: IntValue<'ctx>,
+    extent: IntValue<'ctx>,
+) -> Result<(IntValue<'ctx>, IntValue<'ctx>), LowerError> {
+    let pos = b.build_int_sub(
+        b.build_int_add(
+            b.build_int_mul(out, stride, "")?,
+            b.build_int_mul(tap, tap_dilation, "")?,
+            "",
+        )?,
+        pad_low,
+        "",
+    )?;
+    grid_coordinate(b, pos, base_dilation, extent)
+}
+
+/// The coordinate `pos / step` on a grid of `extent` points spaced `step` apart, and whether
+/// `pos` is one of them (non-negative, a multiple of `step`, the coordinate below `extent`).
+pub(crate) fn grid_coordinate<'ctx>(
+    b: &Builder<'ctx>,
+    pos: IntValue<'ctx>,
+    step: IntValue<'ctx>,
+    extent: IntValue<'ctx>,
+) -> Result<(IntValue<'ctx>, IntValue<'ctx>), LowerError> {
+    let zero = pos.get_type().const_zero();
+    let nonneg = b.build_int_compare(IntPredicate::SGE, pos, zero, "")?;
+    let safe = b.build_select(nonneg, pos, zero, "")?.into_int_value();
+    let on_grid = b.build_int_compare(
+        IntPredicate::EQ,
+        b.build_int_unsigned_rem(safe, step, "")?,
+        zero,
+        "",
+    )?;
+    let at = b.build_int_unsigned_div(safe, step, "")?;
+    let inside = b.build_int_compare(IntPredicate::SLT, at, extent, "")?;
+    let real = b.build_and(nonneg, b.build_and(on_grid, inside, "")?, "")?;
+    Ok((real, at))
+}
+
 fn current<'ctx>(b: &Builder<'ctx>) -> Result<inkwell::basic_block::BasicBlock<'ctx>, LowerError> {
     b.get_insert_block()
         .ok_or_else(|| LowerError::Other("no insert block".into()))

@@ -139,30 +139,8 @@ impl WindowKernel {
                 (p(1), p(2), p(3), p(4), p(5), p(6), p(7));
             let w = b.build_int_unsigned_rem(rem, win, "")?;
             rem = b.build_int_unsigned_div(rem, win, "")?;
-            let pos = b.build_int_sub(
-                b.build_int_add(
-                    b.build_int_mul(o[d], stride, "")?,
-                    b.build_int_mul(w, wdil, "")?,
-                    "",
-                )?,
-                pad,
-                "",
-            )?;
-            let nonneg = b.build_int_compare(IntPredicate::SGE, pos, zero, "")?;
-            let safe = b.build_select(nonneg, pos, zero, "")?.into_int_value();
-            let div = b.build_int_compare(
-                IntPredicate::EQ,
-                b.build_int_unsigned_rem(safe, bdil, "")?,
-                zero,
-                "",
-            )?;
-            let at = b.build_int_unsigned_div(safe, bdil, "")?;
-            let inside = b.build_int_compare(IntPredicate::SLT, at, input, "")?;
-            valid = b.build_and(
-                valid,
-                b.build_and(nonneg, b.build_and(div, inside, "")?, "")?,
-                "",
-            )?;
+            let (real, at) = super::window_tap(b, o[d], stride, w, wdil, pad, bdil, input)?;
+            valid = b.build_and(valid, real, "")?;
             off = b.build_int_add(off, b.build_int_mul(at, ist, "")?, "")?;
         }
         let off = b.build_select(valid, off, zero, "")?.into_int_value();
@@ -265,21 +243,8 @@ impl WindowKernel {
                     b.build_int_mul(w, wdil, "")?,
                     "",
                 )?;
-                let nonneg = b.build_int_compare(IntPredicate::SGE, t, zero, "")?;
-                let safe = b.build_select(nonneg, t, zero, "")?.into_int_value();
-                let div = b.build_int_compare(
-                    IntPredicate::EQ,
-                    b.build_int_unsigned_rem(safe, stride, "")?,
-                    zero,
-                    "",
-                )?;
-                let od = b.build_int_unsigned_div(safe, stride, "")?;
-                let inside = b.build_int_compare(IntPredicate::SLT, od, out, "")?;
-                ok = b.build_and(
-                    ok,
-                    b.build_and(nonneg, b.build_and(div, inside, "")?, "")?,
-                    "",
-                )?;
+                let (real, od) = super::grid_coordinate(b, t, stride, out)?;
+                ok = b.build_and(ok, real, "")?;
                 o[d] = od;
             }
             for d in 0..r {
