@@ -931,6 +931,107 @@ pub fn emit<'ctx>(
     Ok(outer)
 }
 
+/// The buffer parameter of each store (its input's when it is written in place, else a
+/// buffer of its own after the inputs'), and per buffer parameter its slot in the host ABI's
+/// buffer array (inputs, then the stores not written in place).
+fn buffer_slots(spec: &KernelSpec) -> (Vec<usize>, Vec<usize>) {
+    let n_in = spec.layout.inputs.len();
+    let mut store_buf = Vec::new();
+    let mut outer_src = (0..n_in).collect::<Vec<_>>();
+    for k in 0..spec.layout.stores.len() {
+        match spec.in_place.iter().find(|(s, _)| *s == k) {
+            Some(&(_, i)) if i < n_in => store_buf.push(i),
+            _ => {
+                store_buf.push(outer_src.len());
+                outer_src.push(n_in + k);
+            }
+        }
+    }
+    (store_buf, outer_src)
+}
+
+/// Declares `{name}.body(bufs.. (n_bufs pointers), params, begin, end)`: internal,
+/// `alwaysinline`, with the function attributes `attrs`; on the host its buffer parameters
+/// are `noalias` (on the GPU a store written in place is passed its input's pointer).
+fn declare_body<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    name: &str,
+    n_bufs: usize,
+    attrs: &[(&str, &str)],
+    target: crate::Target,
+) -> FunctionValue<'ctx> {
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let i64t = ctx.i64_type();
+    let mut params: Vec<BasicMetadataTypeEnum> = vec![ptr.into(); n_bufs];
+    params.extend::<[BasicMetadataTypeEnum; 3]>([ptr.into(), i64t.into(), i64t.into()]);
+    let inner = module.add_function(
+        &format!("{name}.body"),
+        ctx.void_type().fn_type(&params, false),
+        Some(Linkage::Internal),
+    );
+    if target == crate::Target::Host {
+        let noalias = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noalias"), 0);
+        for k in 0..n_bufs {
+            inner.add_attribute(AttributeLoc::Param(k as u32), noalias);
+        }
+    }
+    inner.add_attribute(
+        AttributeLoc::Function,
+        ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("alwaysinline"), 0),
+    );
+    for (k, v) in attrs {
+        inner.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(k, v));
+    }
+    inner
+}
+
+/// Emits, at the builder's position in `f`, the offset of flat index `i` under an index map
+/// of `nb` blocks whose `(divisor, extent, stride)` triples start at `params[first]`:
+/// `Σ_{d < nb} ((i / div_d) mod ext_d) · stride_d`, as a loop over the blocks. The builder
+/// is left after the loop.
+fn map_offset<'ctx>(
+    ctx: &'ctx Context,
+    b: &Builder<'ctx>,
+    f: FunctionValue<'ctx>,
+    params: PointerValue<'ctx>,
+    i: IntValue<'ctx>,
+    nb: IntValue<'ctx>,
+    first: usize,
+) -> Result<IntValue<'ctx>, LowerError> {
+    let i64t = ctx.i64_type();
+    let pre = current_block(b)?;
+    let head = ctx.append_basic_block(f, "map");
+    let body = ctx.append_basic_block(f, "map.body");
+    let done = ctx.append_basic_block(f, "map.done");
+    b.build_unconditional_branch(head)?;
+    b.position_at_end(head);
+    let d_phi = b.build_phi(i64t, "d")?;
+    let off_phi = b.build_phi(i64t, "off")?;
+    let d = d_phi.as_basic_value().into_int_value();
+    let off = off_phi.as_basic_value().into_int_value();
+    let more = b.build_int_compare(IntPredicate::SLT, d, nb, "")?;
+    b.build_conditional_branch(more, body, done)?;
+    b.position_at_end(body);
+    let three = b.build_int_mul(d, i64t.const_int(3, false), "")?;
+    let q = b.build_int_add(three, i64t.const_int(first as u64, false), "")?;
+    let get = |k: u64| -> Result<IntValue, LowerError> {
+        let at = b.build_int_add(q, i64t.const_int(k, false), "")?;
+        // SAFETY: `d < nb <= rank`, so the triple lies inside `params`.
+        let p = unsafe { b.build_in_bounds_gep(i64t, params, &[at], "")? };
+        Ok(b.build_load(i64t, p, "")?.into_int_value())
+    };
+    let (div, ext, stride) = (get(0)?, get(1)?, get(2)?);
+    let k = b.build_int_unsigned_rem(b.build_int_unsigned_div(i, div, "")?, ext, "")?;
+    let off_next = b.build_int_add(off, b.build_int_mul(k, stride, "")?, "")?;
+    let d_next = b.build_int_add(d, i64t.const_int(1, false), "")?;
+    b.build_unconditional_branch(head)?;
+    d_phi.add_incoming(&[(&i64t.const_zero(), pre), (&d_next, body)]);
+    off_phi.add_incoming(&[(&i64t.const_zero(), pre), (&off_next, body)]);
+    b.position_at_end(done);
+    Ok(off)
+}
+
 /// Emits the kernel body `{name}.body(bufs.., params, begin, end)` for `spec` (internal,
 /// `alwaysinline`; on the host its buffer parameters are `noalias`, see the module docs) with
 /// the function attributes `attrs`. Returns it and, per buffer parameter, its slot in the
@@ -947,45 +1048,10 @@ pub(crate) fn emit_body<'ctx>(
     if spec.classes.len() != layout.maps.len() {
         return other("one stride class per index map is needed");
     }
-    let ptr = ctx.ptr_type(AddressSpace::default());
     let i64t = ctx.i64_type();
-    let n_in = layout.inputs.len();
-    // Buffer parameter of each store: its input's when written in place.
-    let mut store_buf = Vec::new();
-    let mut n_bufs = n_in;
-    let mut outer_src = (0..n_in).collect::<Vec<_>>();
-    for k in 0..layout.stores.len() {
-        match spec.in_place.iter().find(|(s, _)| *s == k) {
-            Some(&(_, i)) if i < n_in => store_buf.push(i),
-            _ => {
-                store_buf.push(n_bufs);
-                outer_src.push(n_in + k);
-                n_bufs += 1;
-            }
-        }
-    }
-    let mut inner_params: Vec<BasicMetadataTypeEnum> = vec![ptr.into(); n_bufs];
-    inner_params.extend::<[BasicMetadataTypeEnum; 3]>([ptr.into(), i64t.into(), i64t.into()]);
-    let void = ctx.void_type();
-    let inner = module.add_function(
-        &format!("{name}.body"),
-        void.fn_type(&inner_params, false),
-        Some(Linkage::Internal),
-    );
-    if target == crate::Target::Host {
-        // On the GPU a store written in place is passed its input's pointer: not `noalias`.
-        let noalias = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noalias"), 0);
-        for k in 0..n_bufs {
-            inner.add_attribute(AttributeLoc::Param(k as u32), noalias);
-        }
-    }
-    inner.add_attribute(
-        AttributeLoc::Function,
-        ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("alwaysinline"), 0),
-    );
-    for (k, v) in attrs {
-        inner.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(k, v));
-    }
+    let (store_buf, outer_src) = buffer_slots(spec);
+    let n_bufs = outer_src.len();
+    let inner = declare_body(ctx, module, name, n_bufs, attrs, target);
     let b = ctx.create_builder();
     let e = Emit::new(ctx, &b, module, target);
     // Body.
@@ -1050,40 +1116,10 @@ pub(crate) fn emit_body<'ctx>(
     // off_m = Σ_{d < nb_m} ((i / div_d) mod ext_d) · stride_d, a loop over the map's blocks.
     let mut map_off = Vec::new();
     for (_, blocks) in &maps {
-        let Some((nb, first)) = blocks else {
-            map_off.push(i64t.const_zero());
-            continue;
-        };
-        let pre = current_block(&b)?;
-        let head = ctx.append_basic_block(inner, "map");
-        let body = ctx.append_basic_block(inner, "map.body");
-        let done = ctx.append_basic_block(inner, "map.done");
-        b.build_unconditional_branch(head)?;
-        b.position_at_end(head);
-        let d_phi = b.build_phi(i64t, "d")?;
-        let off_phi = b.build_phi(i64t, "off")?;
-        let d = d_phi.as_basic_value().into_int_value();
-        let off = off_phi.as_basic_value().into_int_value();
-        let more = b.build_int_compare(IntPredicate::SLT, d, *nb, "")?;
-        b.build_conditional_branch(more, body, done)?;
-        b.position_at_end(body);
-        let three = b.build_int_mul(d, i64t.const_int(3, false), "")?;
-        let q = b.build_int_add(three, i64t.const_int(*first as u64, false), "")?;
-        let get = |k: u64| -> Result<IntValue, LowerError> {
-            let at = b.build_int_add(q, i64t.const_int(k, false), "")?;
-            // SAFETY: `d < nb <= rank`, so the triple lies inside `params`.
-            let p = unsafe { b.build_in_bounds_gep(i64t, params, &[at], "")? };
-            Ok(b.build_load(i64t, p, "")?.into_int_value())
-        };
-        let (div, ext, stride) = (get(0)?, get(1)?, get(2)?);
-        let k = b.build_int_unsigned_rem(b.build_int_unsigned_div(i, div, "")?, ext, "")?;
-        let off_next = b.build_int_add(off, b.build_int_mul(k, stride, "")?, "")?;
-        let d_next = b.build_int_add(d, i64t.const_int(1, false), "")?;
-        b.build_unconditional_branch(head)?;
-        d_phi.add_incoming(&[(&i64t.const_zero(), pre), (&d_next, body)]);
-        off_phi.add_incoming(&[(&i64t.const_zero(), pre), (&off_next, body)]);
-        b.position_at_end(done);
-        map_off.push(off);
+        map_off.push(match blocks {
+            Some((nb, first)) => map_offset(ctx, &b, inner, params, i, *nb, *first)?,
+            None => i64t.const_zero(),
+        });
     }
     let row_ready = current_block(&b)?;
     b.build_unconditional_branch(inner_head)?;

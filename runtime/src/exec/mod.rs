@@ -22,6 +22,7 @@
 //! is checked against the op's declared type at the bindings before it is stored.
 
 mod arith;
+mod build;
 mod control;
 pub mod device;
 mod dot;
@@ -243,173 +244,13 @@ impl<'g> Program<'g> {
         schedule: &[NodeId],
         bindings: &Bindings,
     ) -> Result<Program<'g>, ExecError> {
-        let sched_err = |msg: String| ExecError::Schedule {
-            graph: g.name.clone(),
-            msg,
-        };
-        let bound = g
-            .petgraph()
-            .node_indices()
-            .map(|n| n.index() + 1)
-            .max()
-            .unwrap_or(0);
-        // value id of result 0 of each node, by node index
-        let mut base = vec![NONE; bound];
-        let mut num_values = 0usize;
-        let mut inputs = Vec::with_capacity(g.inputs().len());
-        let mut sizes = Vec::new();
-        for &id in g.inputs() {
-            let node = g.node(id);
-            let t = node
-                .outputs
-                .first()
-                .ok_or_else(|| sched_err("an input node without a type".into()))?;
-            let ot = eval_type(g, node, t.dtype, &t.shape, bindings)?;
-            base[id.index()] = num_values as u32;
-            num_values += 1;
-            sizes.push(ot.bytes());
-            inputs.push(ot);
-        }
-        let num_ops = g.node_count() - g.inputs().len();
-        if schedule.len() != num_ops {
-            return Err(sched_err(format!(
-                "it has {} ops, the graph has {num_ops} non-input ops",
-                schedule.len()
-            )));
-        }
-        let mut steps = Vec::with_capacity(schedule.len());
-        let mut def = vec![0u32; num_values];
-        for (p, &id) in schedule.iter().enumerate() {
-            if !g.contains(id) || id.index() >= bound {
-                return Err(sched_err(format!(
-                    "point {p}: node {} is not in the graph",
-                    id.index()
-                )));
-            }
-            let node = g.node(id);
-            if node.kind() == OpKind::Input {
-                return Err(sched_err(format!(
-                    "point {p}: node {} is an input",
-                    id.index()
-                )));
-            }
-            if base[id.index()] != NONE {
-                return Err(sched_err(format!(
-                    "point {p}: node {} is scheduled twice",
-                    id.index()
-                )));
-            }
-            let mut operands = Vec::new();
-            for v in g.operands(id) {
-                let b = base.get(v.node.index()).copied().unwrap_or(NONE);
-                if b == NONE {
-                    return Err(sched_err(format!(
-                        "point {p}: `{}` (node {}) uses node {} before it is computed",
-                        node.kind(),
-                        id.index(),
-                        v.node.index()
-                    )));
-                }
-                if v.output as usize >= g.node(v.node).outputs.len() {
-                    return Err(sched_err(format!(
-                        "point {p}: operand refers to a missing result {v}"
-                    )));
-                }
-                operands.push(b + v.output);
-            }
-            let mut out = Vec::with_capacity(node.outputs.len());
-            for t in &node.outputs {
-                let ot = eval_type(g, node, t.dtype, &t.shape, bindings)?;
-                sizes.push(ot.bytes());
-                out.push(ot);
-            }
-            base[id.index()] = num_values as u32;
-            let first_result = num_values as u32;
-            num_values += node.outputs.len();
-            def.resize(num_values, p as u32);
-            steps.push(Step {
-                node: id,
-                take: vec![false; operands.len()],
-                operands,
-                first_result,
-                out,
-                frees: Vec::new(),
-                in_place: Vec::new(),
-                in_place_bytes: 0,
-            });
-        }
-        let mut outputs = Vec::with_capacity(g.outputs().len());
-        for (i, v) in g.outputs().iter().enumerate() {
-            let b = base.get(v.node.index()).copied().unwrap_or(NONE);
-            if b == NONE || !g.contains(v.node) || v.output as usize >= g.node(v.node).outputs.len()
-            {
-                return Err(sched_err(format!(
-                    "output {i} refers to a missing value {v}"
-                )));
-            }
-            outputs.push(b + v.output);
-        }
-        // classes and last uses
-        let mut class = vec![Class::Intermediate; num_values];
-        for (c, &id) in class.iter_mut().zip(g.inputs()) {
-            *c = if g.aliasing_output(id).is_some() {
-                Class::Donated
-            } else {
-                Class::Input
-            };
-        }
-        for &o in &outputs {
-            if class[o as usize] == Class::Intermediate {
-                class[o as usize] = Class::Output;
-            }
-        }
-        let mut last_use = vec![NONE; num_values];
-        for (p, s) in steps.iter().enumerate() {
-            for &v in &s.operands {
-                last_use[v as usize] = p as u32;
-            }
-        }
-        for (p, s) in steps.iter_mut().enumerate() {
-            for k in 0..s.operands.len() {
-                let v = s.operands[k];
-                let repeated = s.operands[k + 1..].contains(&v);
-                s.take[k] = matches!(class[v as usize], Class::Intermediate | Class::Donated)
-                    && last_use[v as usize] == p as u32
-                    && !repeated;
-            }
-        }
-        let in_place = ebb_ir::op::in_place_writes(g);
-        for s in steps.iter_mut() {
-            let Some(w) = in_place.get(&s.node) else {
-                continue;
-            };
-            for x in w {
-                if !s.take.get(x.operand).copied().unwrap_or(false) {
-                    return Err(sched_err(format!(
-                        "`{}` writes in place into operand {}, which is read after it",
-                        g.node(s.node).kind().name(),
-                        x.operand
-                    )));
-                }
-                s.in_place_bytes += sizes[s.operands[x.operand] as usize];
-            }
-            s.in_place = w.clone();
-        }
-        for v in 0..num_values {
-            if !matches!(class[v], Class::Intermediate | Class::Donated) {
-                continue;
-            }
-            let p = if last_use[v] == NONE {
-                def[v]
-            } else {
-                last_use[v]
-            } as usize;
-            // (A graph without ops keeps its donated inputs: there is no point to free them.)
-            if let Some(step) = steps.get_mut(p) {
-                step.frees.push(v as u32);
-            }
-        }
-        let mut step_of = vec![NONE; bound];
+        let mut values = build::Values::of_inputs(g, bindings)?;
+        let (mut steps, def) = values.steps(g, schedule, bindings)?;
+        let outputs = values.outputs(g)?;
+        let (class, last_use) = build::mark_takes(g, &mut steps, &outputs, values.count);
+        build::in_place(g, &mut steps, &values.sizes)?;
+        build::place_frees(&mut steps, &class, &last_use, &def);
+        let mut step_of = vec![NONE; values.base.len()];
         for (p, s) in steps.iter().enumerate() {
             step_of[s.node.index()] = p as u32;
         }
@@ -421,11 +262,11 @@ impl<'g> Program<'g> {
             placement: None,
             bindings: bindings.clone(),
             steps,
-            inputs,
+            inputs: values.inputs,
             outputs,
-            sizes,
-            num_values,
-            base,
+            sizes: values.sizes,
+            num_values: values.count,
+            base: values.base,
             step_of,
         })
     }
