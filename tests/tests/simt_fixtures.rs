@@ -235,7 +235,7 @@ fn tightest_commands(name: &str, p: &Pricing) -> Vec<Cmd> {
     let schedule = ebb_runtime::step::schedule_nodes(g, variant).unwrap();
     let prog = Program::new(g, &schedule, &b).unwrap();
     let events = prog.events(variant, &concrete.decisions).unwrap();
-    assert!(events.len() > 0, "{name}: decisions are taken");
+    assert!(!events.is_empty(), "{name}: decisions are taken");
     let cache = KernelCache::default();
     DeviceProgram::new(&prog, variant, &concrete.arena, &events, &cache)
         .unwrap()
