@@ -209,23 +209,33 @@ fixtures! {
 /// The command sequence of `name` at its bindings under the smallest feasible budget priced
 /// for swaps only (offloads and reloads on the copy stream).
 fn swapping_commands(name: &str) -> Vec<Cmd> {
-    let plan = compile(name);
-    let b = bindings(name);
     let mut p = h100();
     p.kinds = vec![DecisionKind::Swap];
-    let concrete = match finalize(&plan, &b, &p.finalize_options(Some(1), true)) {
-        Err(FinalizeError::Infeasible { smallest, .. }) => {
-            finalize(&plan, &b, &p.finalize_options(Some(smallest), true)).unwrap()
-        }
-        r => r.unwrap(),
-    };
+    tightest_commands(name, &p)
+}
+
+/// The smallest feasible budget of `plan` at `b` priced by `p`.
+fn smallest_budget(plan: &Plan, b: &Bindings, p: &Pricing) -> i64 {
+    match finalize(plan, b, &p.finalize_options(Some(1), true)) {
+        Err(FinalizeError::Infeasible { smallest, .. }) => smallest,
+        r => r.unwrap().peak_bytes_planned,
+    }
+}
+
+/// The command sequence of `name` at its bindings under the smallest feasible budget priced
+/// by `p`.
+fn tightest_commands(name: &str, p: &Pricing) -> Vec<Cmd> {
+    let plan = compile(name);
+    let b = bindings(name);
+    let smallest = smallest_budget(&plan, &b, p);
+    let concrete = finalize(&plan, &b, &p.finalize_options(Some(smallest), true)).unwrap();
     let rt = ebb_runtime::Runtime::new(plan.clone(), None).unwrap();
     let g = rt.graph();
     let variant = plan.variant(concrete.variant).unwrap_or(&plan);
     let schedule = ebb_runtime::step::schedule_nodes(g, variant).unwrap();
     let prog = Program::new(g, &schedule, &b).unwrap();
     let events = prog.events(variant, &concrete.decisions).unwrap();
-    assert!(events.len() > 0, "{name}: swaps are taken");
+    assert!(!events.is_empty(), "{name}: decisions are taken");
     let cache = KernelCache::default();
     DeviceProgram::new(&prog, variant, &concrete.arena, &events, &cache)
         .unwrap()
@@ -296,6 +306,26 @@ fn a_dropped_event_is_caught_by_the_hazard_checker() {
         assert_eq!(n, caught, "{k}: a dropped wait that is not caught");
     }
     let _ = COMPUTE;
+}
+
+/// A recompute that reruns an op on the host (a fusion without a device kernel) holds its
+/// results but charges no transient bytes (the plan checker's model of a regeneration): at
+/// the smallest feasible budget of the fusion-compiled GPT-2 step such recomputes are taken,
+/// and the measured peak equals the planned one (a charged tile buffer of the rerun fusion
+/// would exceed it).
+#[test]
+fn a_recomputed_host_op_charges_no_transient() {
+    let name = "onnx/torch_gpt2_tiny_sgd";
+    let cmds = tightest_commands(name, &h100());
+    let uncharged = cmds
+        .iter()
+        .filter(|c| matches!(c, Cmd::Host { charge: false, .. }))
+        .count();
+    assert!(uncharged > 0, "a recompute reruns an op on the host");
+    let plan = compile(name);
+    let b = bindings(name);
+    let smallest = smallest_budget(&plan, &b, &h100());
+    run_simt(name, &plan, &b, Some(smallest));
 }
 
 /// A reload landing on bytes another value still holds is refused.

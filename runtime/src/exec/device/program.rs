@@ -6,7 +6,9 @@
 //! 1. reloads due at `p` (the plan's prefetch point): a copy on the copy stream from the
 //!    value's host-pool slot to its planned offset;
 //! 2. recomputes due at `p`: the candidate's ops lowered again on the compute stream, their
-//!    temporaries in scratch, the value at its planned offset;
+//!    temporaries in scratch, the value at its planned offset; their results are held but
+//!    no op's transient bytes are charged (the plan checker's model of a regeneration), also
+//!    for an op run on the host;
 //! 3. the op: its results claimed at their planned offsets (a result written in place takes
 //!    its operand's bytes), its device work ([`super::lower`]) or a host call, its transient
 //!    bytes charged;
@@ -94,6 +96,10 @@ pub enum Cmd {
     Host {
         /// The call.
         call: HostCall,
+        /// Whether the op's transient bytes (what its host kernel reports) are charged: true
+        /// for the op of a point, false for an op rerun by a recompute (the plan's model
+        /// counts a recompute's results only, as for its device-lowered ops).
+        charge: bool,
         /// Bytes read and written.
         access: Access,
         /// Label.
@@ -337,6 +343,7 @@ impl Builder<'_, '_> {
                         operands: ins.to_vec(),
                         results: outs.to_vec(),
                     },
+                    charge,
                     access,
                     label,
                 });

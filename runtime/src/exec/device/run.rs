@@ -148,9 +148,11 @@ impl DeviceProgram {
                     }
                     .map_err(derr)?
                 }
-                Cmd::Host { call, .. } => {
+                Cmd::Host { call, charge, .. } => {
                     let t = dev.host_call(COMPUTE, call, &mut host).map_err(derr)?;
-                    tracker.charge(t);
+                    if *charge {
+                        tracker.charge(t);
+                    }
                 }
                 Cmd::Record { stream, event } => dev.record(*stream, *event).map_err(derr)?,
                 Cmd::Wait { stream, event } => dev.wait(*stream, *event).map_err(derr)?,
