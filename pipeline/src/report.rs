@@ -259,8 +259,8 @@ fn schedule_note(
                 )
             }
             Ok(r) => format!(
-                "its decisions add {:.1} us (planned peak {}), variant {}'s (the lowest \
-                 scheduled peak here, {}) add {:.1} us (planned peak {}): finalize keeps the \
+                "its decisions add {:.3} us (planned peak {}), variant {}'s (the lowest \
+                 scheduled peak here, {}) add {:.3} us (planned peak {}): finalize keeps the \
                  variant whose decisions add the least time, then the lower planned peak",
                 c.overhead_us,
                 mib(c.peak_bytes_planned),

@@ -404,7 +404,14 @@ fn budget_curve_svg(c: &ebb_pipeline::BudgetCurve) -> Result<String> {
                 .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
                 .map_err(err)?;
         }
-        legend_and_present(&mut chart, &upper)?;
+        // The legend only: the document is presented once, after the lower chart.
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
         let mut chart = ChartBuilder::on(&lower)
             .margin(16)
             .x_label_area_size(40)

@@ -670,7 +670,7 @@ fn write_decisions(out: &mut String, r: &pipeline::PlanReport) -> Result<()> {
 /// The budget curve as a table (`ebb plan --budget-curve`).
 fn curve_text(bind: &str, c: &pipeline::BudgetCurve) -> Result<String> {
     use ebb_compiler::units::{bytes, percent};
-    let mib = |x: i64| format!("{:.1}", x as f64 / 1048576.0);
+    let mib = |x: i64| format!("{:.2}", x as f64 / 1048576.0);
     let mut out = String::new();
     writeln!(
         out,
@@ -704,7 +704,7 @@ fn curve_text(bind: &str, c: &pipeline::BudgetCurve) -> Result<String> {
                 mib(p.budget_bytes),
                 percent(p.budget_fraction_of_scheduled, 1.0),
                 if p.own.feasible {
-                    format!("arena {} MiB", mib(p.own.arena_bytes))
+                    format!("arena {} MiB > the budget", mib(p.own.arena_bytes))
                 } else {
                     "infeasible".into()
                 }
