@@ -228,8 +228,7 @@ pub fn budget_curve(
         };
         // The plan without decisions, once its arena fits; then this budget's own result,
         // which wins ties.
-        if none.c.arena.arena_bytes <= budget
-            && best.as_ref().is_none_or(|f| none.key() < f.key())
+        if none.c.arena.arena_bytes <= budget && best.as_ref().is_none_or(|f| none.key() < f.key())
         {
             best = Some(Found {
                 decided_at: None,

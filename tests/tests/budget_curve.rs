@@ -45,7 +45,9 @@ fn check_curve(k: usize, b: &Bindings, device: &str, points: usize) {
     assert!(!curve.points.is_empty());
     assert_eq!(curve.points[0].budget_bytes, curve.smallest_feasible_bytes);
     let fit: Vec<_> = curve.points.iter().filter(|p| p.fits).collect();
-    let last = fit.last().expect("the arena without decisions fits at the curve's top");
+    let last = fit
+        .last()
+        .expect("the arena without decisions fits at the curve's top");
     assert_eq!(last.added_us, 0.0, "the top of the curve adds nothing");
     let finalizer = Finalizer::new(&c.plan);
     for p in [fit[0], fit[fit.len() / 2]] {
@@ -56,8 +58,16 @@ fn check_curve(k: usize, b: &Bindings, device: &str, points: usize) {
             .finalize(b, &pricing.finalize_options(Some(at), true))
             .unwrap();
         assert_eq!(
-            (again.arena.arena_bytes, again.overhead_us, again.decisions.len()),
-            (p.arena_bytes, p.added_us, p.recompute_decisions + p.swap_decisions),
+            (
+                again.arena.arena_bytes,
+                again.overhead_us,
+                again.decisions.len()
+            ),
+            (
+                p.arena_bytes,
+                p.added_us,
+                p.recompute_decisions + p.swap_decisions
+            ),
             "finalize at {at} bytes gives the point's decisions"
         );
     }

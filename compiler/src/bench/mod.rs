@@ -356,7 +356,9 @@ impl Summary {
                 &mut rows
                     .iter()
                     .filter_map(|r| r.budget.as_ref())
-                    .filter_map(|b| Some(b.arena_bytes? as f64 / b.peak_bytes_planned?.max(1) as f64)),
+                    .filter_map(|b| {
+                        Some(b.arena_bytes? as f64 / b.peak_bytes_planned?.max(1) as f64)
+                    }),
             ),
             max_greedy_gap: fmax(&mut rows.iter().filter_map(|r| r.exact.as_ref()?.greedy_gap)),
             compile_ms_precise_total: rows.iter().map(|r| r.compile_ms_precise).sum(),

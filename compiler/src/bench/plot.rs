@@ -332,7 +332,11 @@ fn budget_curve_svg(c: &ebb_pipeline::BudgetCurve) -> Result<String> {
     let fit: Vec<_> = c.points.iter().filter(|p| p.fits).collect();
     let m = |b: i64| b as f64 / MIB;
     let x0 = c.points.first().map_or(0.0, |p| m(p.budget_bytes));
-    let x1 = c.points.last().map_or(1.0, |p| m(p.budget_bytes)).max(x0 + 1e-3);
+    let x1 = c
+        .points
+        .last()
+        .map_or(1.0, |p| m(p.budget_bytes))
+        .max(x0 + 1e-3);
     let pad = (x1 - x0) * 0.03;
     let step = c.step_us_modelled.max(f64::MIN_POSITIVE);
     let added: Vec<(f64, f64)> = fit

@@ -595,7 +595,10 @@ fn write_peaks(out: &mut String, r: &pipeline::PlanReport) -> Result<()> {
             r.schedule_variant,
             r.schedule_variants,
             if r.peak_bytes_scheduled > r.peak_bytes_scheduled_best {
-                format!("; the lowest peaks at {:.1} MiB", mib(r.peak_bytes_scheduled_best))
+                format!(
+                    "; the lowest peaks at {:.1} MiB",
+                    mib(r.peak_bytes_scheduled_best)
+                )
             } else {
                 String::new()
             }
@@ -688,13 +691,21 @@ fn curve_text(bind: &str, c: &pipeline::BudgetCurve) -> Result<String> {
         "smallest feasible budget {} (planned peak); an arena fits from {}; no decisions from {} \
          (the arena without decisions)",
         bytes(c.smallest_feasible_bytes),
-        c.smallest_fitting_bytes.map_or("no budget here".into(), bytes),
+        c.smallest_fitting_bytes
+            .map_or("no budget here".into(), bytes),
         bytes(c.no_decisions_arena_bytes)
     )?;
     writeln!(
         out,
         "{:>11} {:>8} {:>11} {:>11} {:>10} {:>7} {:>9} {:>5}  decided at (MiB)",
-        "budget MiB", "of sched", "planned MiB", "arena MiB", "added us", "added", "recompute", "swap"
+        "budget MiB",
+        "of sched",
+        "planned MiB",
+        "arena MiB",
+        "added us",
+        "added",
+        "recompute",
+        "swap"
     )?;
     for p in &c.points {
         if !p.fits {
