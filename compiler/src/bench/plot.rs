@@ -45,13 +45,32 @@ pub fn peak_vs_x(r: &BenchReport, path: &Path) -> Result<()> {
     write_svg(path, &peak_vs_x_svg(r)?)
 }
 
+/// The chart of the line plots: f64 on both axes, drawn as SVG.
+type Chart<'a> = ChartContext<
+    'a,
+    SVGBackend<'a>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Draws each series as a labelled line with a dot at each point.
+fn draw_lines(chart: &mut Chart<'_>, series: Vec<Series>) -> Result<()> {
+    for (name, color, pts) in series {
+        let style = ShapeStyle::from(color).stroke_width(2);
+        chart
+            .draw_series(LineSeries::new(pts.clone(), style))
+            .map_err(err)?
+            .label(name)
+            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], style));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
 /// Draws the series legend (upper left, on a translucent white box) and finishes the drawing.
 fn legend_and_present<'a>(
-    chart: &mut ChartContext<
-        'a,
-        SVGBackend<'a>,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
+    chart: &mut Chart<'a>,
     root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
 ) -> Result<()> {
     chart
@@ -161,17 +180,7 @@ fn peak_vs_x_svg(r: &BenchReport) -> Result<String> {
             .y_desc("peak (MiB)")
             .draw()
             .map_err(err)?;
-        for (name, color, pts) in series {
-            let style = ShapeStyle::from(color).stroke_width(2);
-            chart
-                .draw_series(LineSeries::new(pts.clone(), style))
-                .map_err(err)?
-                .label(name)
-                .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], style));
-            chart
-                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
-                .map_err(err)?;
-        }
+        draw_lines(&mut chart, series)?;
         legend_and_present(&mut chart, &root)?;
     }
     Ok(buf)
@@ -397,17 +406,7 @@ fn budget_curve_svg(c: &ebb_pipeline::BudgetCurve) -> Result<String> {
             .y_desc("bytes (MiB)")
             .draw()
             .map_err(err)?;
-        for (name, color, pts) in series {
-            let style = ShapeStyle::from(color).stroke_width(2);
-            chart
-                .draw_series(LineSeries::new(pts.clone(), style))
-                .map_err(err)?
-                .label(name)
-                .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], style));
-            chart
-                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
-                .map_err(err)?;
-        }
+        draw_lines(&mut chart, series)?;
         // The legend only: the document is presented once, after the lower chart.
         chart
             .configure_series_labels()
@@ -428,14 +427,10 @@ fn budget_curve_svg(c: &ebb_pipeline::BudgetCurve) -> Result<String> {
             .y_desc("added time (% of step)")
             .draw()
             .map_err(err)?;
-        let color = RGBColor(44, 160, 44);
-        let style = ShapeStyle::from(color).stroke_width(2);
-        chart
-            .draw_series(LineSeries::new(added.clone(), style))
-            .map_err(err)?;
-        chart
-            .draw_series(added.into_iter().map(|p| Circle::new(p, 3, color.filled())))
-            .map_err(err)?;
+        draw_lines(
+            &mut chart,
+            vec![("added time".into(), RGBColor(44, 160, 44), added)],
+        )?;
         root.present().map_err(err)?;
     }
     Ok(buf)
