@@ -783,3 +783,126 @@ fn compile_reports_loops_unrolled_and_kept() {
     );
     assert!(err.contains("unrolling is off (--unroll off)"), "{err}");
 }
+
+#[test]
+fn plan_budget_curve_prints_json_text_and_a_plot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let svg = tmp.path().join("curve.svg");
+    let fixture = jax_fixture("gpt2_tiny_adamw");
+    let args = [
+        "plan",
+        fixture.to_str().unwrap(),
+        "--bind",
+        "B=8,S=256",
+        "--device",
+        "h100-sxm-pcie5",
+        "--budget-curve",
+        "5",
+    ];
+    let mut json = args.to_vec();
+    json.extend(["--plot", svg.to_str().unwrap(), "--json"]);
+    let out = ebb(&json);
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let points = v["points"].as_array().unwrap();
+    assert!(points.len() >= 5, "{v}");
+    assert_eq!(
+        points[0]["budget_bytes"], v["smallest_feasible_bytes"],
+        "the curve starts at the smallest feasible budget"
+    );
+    for key in [
+        "peak_bytes_scheduled",
+        "no_decisions_arena_bytes",
+        "rule",
+        "points_from_smaller_budget",
+    ] {
+        assert!(!v[key].is_null(), "{key} in {v}");
+    }
+    for p in points.iter().filter(|p| p["fits"] == true) {
+        assert!(
+            p["arena_bytes"].as_i64() <= p["budget_bytes"].as_i64(),
+            "{p}"
+        );
+    }
+    let doc = std::fs::read_to_string(&svg).unwrap();
+    assert!(doc.trim_end().ends_with("</svg>") && doc.matches("</svg>").count() == 1);
+    let text = ebb(&args);
+    assert_ok(&text);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("smallest feasible budget") && text.contains("decided at"),
+        "{text}"
+    );
+    // One budget or the curve, not both; and at least the two end points.
+    assert!(!ebb(&[&args[..], &["--budget", "50%"]].concat())
+        .status
+        .success());
+    let one = ebb(&[&args[..6], &["--budget-curve", "1"]].concat());
+    assert!(String::from_utf8_lossy(&one.stderr).contains("at least 2 points"));
+}
+
+/// Tests that where the reported schedule peaks above program order or above the lowest
+/// schedule variant (a scan step under a budget keeps a variant that peaks above program
+/// order), `plan` and `run` name the variant kept and why, in text and JSON, and that `50%`
+/// says of what.
+#[test]
+fn a_schedule_above_program_order_is_explained() {
+    let fixture = jax_fixture("gpt2_tiny_scan");
+    let f = fixture.to_str().unwrap();
+    let mut above = 0;
+    for budget in ["50%", "70%", "90%"] {
+        let out = ebb(&[
+            "plan",
+            f,
+            "--bind",
+            "B=8,S=256",
+            "--budget",
+            budget,
+            "--json",
+        ]);
+        assert_ok(&out);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["budget_fraction_of"], "peak_bytes_program_order");
+        let (sched, po, best) = (
+            v["peak_bytes_scheduled"].as_i64().unwrap(),
+            v["peak_bytes_program_order"].as_i64().unwrap(),
+            v["peak_bytes_scheduled_best"].as_i64().unwrap(),
+        );
+        let note = v["schedule_note"].as_str().unwrap_or("");
+        if sched > po || sched > best {
+            above += 1;
+            assert!(
+                note.contains("schedule variant") || note.contains("program order"),
+                "{v}"
+            );
+        } else {
+            assert!(v["schedule_note"].is_null(), "{v}");
+        }
+        let text = ebb(&["plan", f, "--bind", "B=8,S=256", "--budget", budget]);
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(
+            text.contains("of the program-order peak at these shapes"),
+            "{text}"
+        );
+        assert_eq!(text.contains("note: "), !note.is_empty(), "{text}");
+    }
+    assert!(
+        above > 0,
+        "the scan step keeps a variant above the lowest at some budget"
+    );
+    let run = ebb(&["run", f, "--bind", "B=8,S=256", "--budget", "50%"]);
+    assert_ok(&run);
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        text.contains("50.0% of the program-order peak at these shapes"),
+        "{text}"
+    );
+    let run = ebb(&["run", f, "--bind", "B=8,S=256", "--budget", "50%", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(v["budget_fraction"], 0.5);
+    assert_eq!(v["budget_fraction_of"], "peak_bytes_program_order");
+    assert!(
+        v.get("schedule_note").is_some() && v.get("schedule_variant").is_some(),
+        "{v}"
+    );
+}

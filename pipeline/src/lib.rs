@@ -7,6 +7,7 @@
 //! * [`api`] — [`api::Compiler`]: import and compile a file, read a plan file;
 //! * [`bind`] — symbol bindings (`B=8,S=512`), binding a graph, checking sizes evaluate;
 //! * [`report`] — a plan's memory figures at one binding, finalized and proven by the checker;
+//! * [`curve`] — the budget curve at one binding: added time and arena against the budget;
 //! * [`run`] — `ebb run`: finalize, execute on the CPU with the decisions, check and report;
 //! * [`numerics`] — the outputs against the framework's (`ebb run --inputs REF.npz`);
 //! * [`size`] — byte sizes and budgets as written (`2GiB`, `50%`);
@@ -17,6 +18,7 @@
 pub mod api;
 pub mod bind;
 pub mod compile;
+pub mod curve;
 pub mod numerics;
 pub mod options;
 pub mod output;
@@ -29,6 +31,7 @@ pub use compile::{
     compile, fusion_groups, pass_manager, plan_graph, run_pipeline, CompileOptions, CompileReport,
     Compiled, Staged, STOP_POINTS,
 };
+pub use curve::{budget_curve, BudgetCurve, CurvePoint, DEFAULT_CURVE_POINTS};
 pub use options::{resolve_device, CompileOptionsBuilder, Kinds, Pricing, RewriteSpec};
 pub use report::{
     check_plan_bindings, plan_report, plan_report_finalized, plan_report_proven,

@@ -51,8 +51,21 @@ pub struct PlanReport {
     pub bind: BTreeMap<String, i64>,
     /// Peak bytes executing the planned graph in program order.
     pub peak_bytes_program_order: i64,
-    /// Peak bytes of the plan's schedule (no evictions).
+    /// Peak bytes of the schedule the decisions use (schedule variant `schedule_variant`), no
+    /// evictions. Without a budget that is the variant with the lowest peak at this binding;
+    /// under a budget finalize can keep another (see `schedule_note`).
     pub peak_bytes_scheduled: i64,
+    /// The plan's schedule variant the report uses (0 = the plan's own; `Plan::variant`).
+    pub schedule_variant: usize,
+    /// Schedule variants the plan keeps (1–4).
+    pub schedule_variants: usize,
+    /// The lowest peak of any schedule variant at this binding, without decisions (its
+    /// `peak_bytes_scheduled` when no budget is given).
+    pub peak_bytes_scheduled_best: i64,
+    /// Why the schedule's peak is above the program-order peak or the best variant's, when it
+    /// is: the variant kept under the budget and the reason, or that every variant's schedule
+    /// is above program order at this binding. `None` otherwise.
+    pub schedule_note: Option<String>,
     /// Lower bound: persistent bytes + the largest single op's operands and results.
     pub lower_bound_bytes: i64,
     /// Remat/swap candidates in the plan.
@@ -177,7 +190,7 @@ pub fn check_plan_bindings(plan: &Plan, b: &Bindings) -> Result<()> {
 }
 
 /// Peak bytes of `g` executed in program order at `b`.
-fn program_order_peak(g: &Graph, b: &Bindings) -> Result<i64> {
+pub(crate) fn program_order_peak(g: &Graph, b: &Bindings) -> Result<i64> {
     Ok(memory::liveness(g, &memory::program_order(g))
         .peak(b)
         .map_err(|e| size_error(g, b, e))?
@@ -207,6 +220,73 @@ fn resolve_with(plan: &Plan, g: &Graph, b: &Bindings, budget: Budget, po: i64) -
             budget.resolve(po, scheduled)
         }
         x => x.resolve(po, 0),
+    })
+}
+
+/// Why the schedule of finalized plan `c` peaks above program order (`po` bytes) or above the
+/// best variant (`best`: its index and peak), if it does ([`PlanReport::schedule_note`]).
+/// When finalize kept a variant other than the best under the budget, the best variant is
+/// finalized alone under the same options to say why: it cannot meet the budget, its arena
+/// does not fit it, or its decisions add more time.
+fn schedule_note(
+    plan: &Plan,
+    b: &Bindings,
+    opts: &ebb_plan::finalize::FinalizeOptions,
+    c: &ebb_plan::finalize::ConcretePlan,
+    po: i64,
+    best: (usize, i64),
+) -> Option<String> {
+    let mib = |x: i64| format!("{:.1} MiB", x as f64 / 1048576.0);
+    let n = plan.alternatives.len() + 1;
+    if c.variant != best.0 && c.peak_bytes_scheduled > best.1 {
+        let mut alone = plan.variant(best.0).unwrap_or(plan).clone();
+        alone.alternatives.clear();
+        let why = match ebb_plan::finalize::finalize(&alone, b, opts) {
+            Err(ebb_plan::finalize::FinalizeError::Infeasible { smallest, .. }) => format!(
+                "variant {} (the lowest scheduled peak here, {}) cannot meet the budget (its \
+                 smallest feasible budget is {})",
+                best.0,
+                mib(best.1),
+                mib(smallest)
+            ),
+            Ok(r) if opts.offsets && r.arena.arena_bytes > opts.budget.unwrap_or(i64::MAX) => {
+                format!(
+                    "variant {} (the lowest scheduled peak here, {}) lays out an arena of {}, \
+                     above the budget",
+                    best.0,
+                    mib(best.1),
+                    mib(r.arena.arena_bytes)
+                )
+            }
+            Ok(r) => format!(
+                "its decisions add {:.3} us (planned peak {}), variant {}'s (the lowest \
+                 scheduled peak here, {}) add {:.3} us (planned peak {}): finalize keeps the \
+                 variant whose decisions add the least time, then the lower planned peak",
+                c.overhead_us,
+                mib(c.peak_bytes_planned),
+                best.0,
+                mib(best.1),
+                r.overhead_us,
+                mib(r.peak_bytes_planned)
+            ),
+            Err(e) => format!("variant {} could not be finalized alone: {e}", best.0),
+        };
+        return Some(format!(
+            "schedule variant {} of {n} kept under the budget: {why}",
+            c.variant
+        ));
+    }
+    (c.peak_bytes_scheduled > po).then(|| {
+        format!(
+            "{} at this binding: the plan's schedules were chosen at other shapes (`ebb \
+             compile --sweep` with this binding keeps the schedule no worse than program order \
+             here)",
+            if n > 1 {
+                format!("all {n} schedule variants peak above program order")
+            } else {
+                "the plan's schedule peaks above program order".to_string()
+            }
+        )
     })
 }
 
@@ -251,10 +331,15 @@ fn report_at(
             donated_bytes = donated_bytes.saturating_add(x);
         }
     }
+    let best = plan.best_variant(b).map_err(|e| size_error(g, b, e))?;
     let report = PlanReport {
         bind: b.iter().map(|(s, v)| (s.name().to_string(), *v)).collect(),
         peak_bytes_program_order: po,
         peak_bytes_scheduled: c.peak_bytes_scheduled,
+        schedule_variant: c.variant,
+        schedule_variants: plan.alternatives.len() + 1,
+        peak_bytes_scheduled_best: best.1,
+        schedule_note: schedule_note(plan, b, &opts, &c, po, best),
         lower_bound_bytes: lower,
         candidates: plan.candidates.len(),
         budget_bytes: budget,

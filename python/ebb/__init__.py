@@ -129,6 +129,29 @@ class Plan:
         :class:`ShapeError`."""
         return json.loads(self._p.finalize_json(_bind(bind, {}), budget, device, kinds))
 
+    def budget_curve(
+        self,
+        bind: Mapping[str, int],
+        points: int = 16,
+        device: str | None = None,
+        kinds: str = "both",
+    ) -> dict:
+        """The budget curve at ``bind`` (``ebb plan --budget-curve --json``'s report): for
+        ``points`` budgets from the smallest feasible to the scheduled peak (plus the smallest
+        budget whose arena fits and the arena without decisions), each point's
+        ``budget_bytes``, ``peak_bytes_planned``, ``arena_bytes``, ``added_us`` (modelled,
+        µs), ``added_fraction``, ``recompute_decisions`` and ``swap_decisions``.
+
+        A larger budget never adds more time, and a point's arena never exceeds its budget:
+        each point runs the decisions finalize finds at ``decided_at_bytes`` (a budget at most
+        its own; ``None``: no budget), the ones adding the least time among those whose arena
+        fits. To run a point, finalize (or ``Runtime(budget=...)``) at ``decided_at_bytes``.
+        ``own`` is finalize's result at the point's own budget. ``device`` and ``kinds`` as
+        :meth:`finalize`.
+
+        Raises :class:`ShapeError`."""
+        return json.loads(self._p.budget_curve_json(_bind(bind, {}), points, device, kinds))
+
     def input_specs(self, bind: Mapping[str, int] | None = None, **kw: int) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
         """``(name, dtype, shape)`` of every step input at the bindings, in the order
         :meth:`Runtime.step` takes them."""

@@ -283,6 +283,26 @@ impl PyPlan {
         .map_err(py_err)
     }
 
+    /// The budget curve at the bindings (`ebb plan --budget-curve N --json`'s report), as
+    /// JSON text.
+    #[pyo3(signature = (bind, points=pipeline::DEFAULT_CURVE_POINTS, device=None, kinds="both"))]
+    fn budget_curve_json(
+        &self,
+        py: Python<'_>,
+        bind: BTreeMap<String, i64>,
+        points: usize,
+        device: Option<String>,
+        kinds: &str,
+    ) -> PyResult<String> {
+        let pricing = self.pricing(device.as_deref(), kinds).map_err(py_err)?;
+        py.detach(|| -> Result<String> {
+            let b = self.checked(&bind)?;
+            let curve = pipeline::budget_curve(&self.plan, &self.graph, &b, &pricing, points)?;
+            Ok(serde_json::to_string(&curve)?)
+        })
+        .map_err(py_err)
+    }
+
     /// Packs sequence lengths into batches that fit `budget` (`ebb pack --json`'s report).
     #[pyo3(signature = (lengths, budget, device=None, kinds="both", max_added=0.1,
         bucket_width=64, batch_symbol="B", seq_symbol="S", fixed=None))]

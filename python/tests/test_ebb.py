@@ -176,3 +176,31 @@ def test_unrolling_a_scan_over_layers_lowers_its_peak():
     kept = ebb.compile(FIXTURES / "gpt2_tiny_scan.mlir", unroll=False)
     b = {"B": 8, "S": 256}
     assert unrolled.peak_bytes(b) < 0.6 * kept.peak_bytes(b)
+
+
+def test_budget_curve_is_monotone_fits_and_equals_the_cli(gpt2_tiny, gpt2_tiny_file):
+    bind = {"B": 8, "S": 256}
+    c = gpt2_tiny.budget_curve(bind, points=6)
+    pts = c["points"]
+    assert len(pts) >= 6
+    assert pts[0]["budget_bytes"] == c["smallest_feasible_bytes"]
+    assert c["peak_bytes_scheduled"] in [p["budget_bytes"] for p in pts]
+    fits = [p for p in pts if p["fits"]]
+    assert fits and fits[-1]["added_us"] == 0.0
+    for a, b in zip(pts, pts[1:]):
+        assert a["budget_bytes"] < b["budget_bytes"]
+        assert not a["fits"] or b["fits"]
+    for a, b in zip(fits, fits[1:]):
+        assert b["added_us"] <= a["added_us"]
+    for p in fits:
+        at = p["decided_at_bytes"]
+        assert p["arena_bytes"] <= (p["budget_bytes"] if at is None else at) <= p["budget_bytes"]
+        if at is not None:
+            # The runtime runs a point by finalizing at its decided_at budget.
+            r = gpt2_tiny.finalize(bind, budget=at)
+            assert (r["arena_bytes"], r["added_us"]) == (p["arena_bytes"], p["added_us"])
+    cli = ebb_cli("plan", str(gpt2_tiny_file), "--bind", "B=8,S=256", "--budget-curve", "6")
+    strip = lambda q: {k: v for k, v in q.items() if k != "own"}
+    assert [strip(p) for p in cli["points"]] == [strip(p) for p in pts]
+    with pytest.raises(ebb.EbbError):
+        gpt2_tiny.budget_curve(bind, points=1)

@@ -3,6 +3,7 @@
 //! here. A new test file must be added below. `exact` (CBC) runs with the `exact` feature:
 //! `cargo test --workspace --all-features`.
 
+mod budget_curve;
 mod canon_fixtures;
 mod control_flow;
 mod dim_expressions;

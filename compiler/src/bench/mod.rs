@@ -13,7 +13,8 @@
 //! - `lower_bound_bytes`: persistent bytes + the largest single op's operands and results;
 //! - `budget`: the runtime's finalize under `--budget` (bytes or % of program order): planned
 //!   peak, recompute FLOPs / step FLOPs, swap bytes, the modelled time the decisions add on
-//!   `--device` (roofline, `ebb_plan::cost`) against the modelled step, finalize time (µs);
+//!   `--device` (roofline, `ebb_plan::cost`) against the modelled step, the arena's bytes
+//!   (`arena_bytes`; the markdown shows arena / planned peak), finalize time (µs);
 //! - `compile_ms_precise`: compile time of the precise plan (import excluded), against the
 //!   symbolic plan's single `compile_ms_symbolic`;
 //! - `xla`: `compiled.memory_analysis()` of `jax.jit(step)` at this shape on XLA:CPU
@@ -48,7 +49,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// Version of the JSON schema of [`BenchReport`].
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The result of a sweep (see the module docs).
 #[derive(Clone, Debug, Serialize)]
@@ -163,6 +164,9 @@ pub struct BudgetRow {
     pub peak_bytes_planned: Option<i64>,
     /// The smallest budget the greedy reaches (infeasible only).
     pub smallest_feasible_bytes: Option<i64>,
+    /// Arena bytes of the decisions' layout (feasible only): the device memory the step
+    /// needs, the planned peak plus the layout's fragmentation.
+    pub arena_bytes: Option<i64>,
     /// Recompute decisions taken.
     pub recompute_decisions: usize,
     /// Swap decisions taken.
@@ -233,6 +237,8 @@ pub struct Summary {
     pub max_recompute_fraction: Option<f64>,
     /// Largest modelled added step time fraction among feasible shapes (target ≤ 0.10).
     pub max_added_fraction: Option<f64>,
+    /// Largest arena / planned peak among feasible shapes (target ≤ 1.05).
+    pub max_arena_over_planned: Option<f64>,
     /// Largest greedy gap to the optimum (target ≤ 0.05), with `--exact`.
     pub max_greedy_gap: Option<f64>,
     /// Total precise compile time over the shapes, ms.
@@ -345,6 +351,14 @@ impl Summary {
                     .filter_map(|r| r.budget.as_ref())
                     .filter(|b| b.feasible)
                     .map(|b| b.added_fraction),
+            ),
+            max_arena_over_planned: fmax(
+                &mut rows
+                    .iter()
+                    .filter_map(|r| r.budget.as_ref())
+                    .filter_map(|b| {
+                        Some(b.arena_bytes? as f64 / b.peak_bytes_planned?.max(1) as f64)
+                    }),
             ),
             max_greedy_gap: fmax(&mut rows.iter().filter_map(|r| r.exact.as_ref()?.greedy_gap)),
             compile_ms_precise_total: rows.iter().map(|r| r.compile_ms_precise).sum(),

@@ -4,7 +4,9 @@
 //!   scheduled (symbolic plan), Ebb precise (`--bind`), lower bound, planned at the budget
 //!   (feasible shapes), XLA total (when present);
 //! - `<stem>_timeline.svg`: resident MiB over program points at one shape, before and after the
-//!   budget's decisions, with the budget line.
+//!   budget's decisions, with the budget line;
+//! - [`budget_curve`] (`ebb plan --budget-curve --plot`): a plan's arena and planned peak
+//!   against the budget (with the budget line they stay under), and the added time.
 
 use super::{BenchReport, Timeline};
 use anyhow::{anyhow, Context, Result};
@@ -43,13 +45,32 @@ pub fn peak_vs_x(r: &BenchReport, path: &Path) -> Result<()> {
     write_svg(path, &peak_vs_x_svg(r)?)
 }
 
+/// The chart of the line plots: f64 on both axes, drawn as SVG.
+type Chart<'a> = ChartContext<
+    'a,
+    SVGBackend<'a>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Draws each series as a labelled line with a dot at each point.
+fn draw_lines(chart: &mut Chart<'_>, series: Vec<Series>) -> Result<()> {
+    for (name, color, pts) in series {
+        let style = ShapeStyle::from(color).stroke_width(2);
+        chart
+            .draw_series(LineSeries::new(pts.clone(), style))
+            .map_err(err)?
+            .label(name)
+            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], style));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
 /// Draws the series legend (upper left, on a translucent white box) and finishes the drawing.
 fn legend_and_present<'a>(
-    chart: &mut ChartContext<
-        'a,
-        SVGBackend<'a>,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
+    chart: &mut Chart<'a>,
     root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
 ) -> Result<()> {
     chart
@@ -159,17 +180,7 @@ fn peak_vs_x_svg(r: &BenchReport) -> Result<String> {
             .y_desc("peak (MiB)")
             .draw()
             .map_err(err)?;
-        for (name, color, pts) in series {
-            let style = ShapeStyle::from(color).stroke_width(2);
-            chart
-                .draw_series(LineSeries::new(pts.clone(), style))
-                .map_err(err)?
-                .label(name)
-                .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], style));
-            chart
-                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
-                .map_err(err)?;
-        }
+        draw_lines(&mut chart, series)?;
         legend_and_present(&mut chart, &root)?;
     }
     Ok(buf)
@@ -313,4 +324,114 @@ pub fn run_timeline(r: &ebb_pipeline::run::RunResult, path: &std::path::Path) ->
         ),
     };
     timeline(&t, &r.graph_name, path)
+}
+
+/// Writes a budget curve ([`ebb_pipeline::BudgetCurve`]) as SVG: above, the arena and the
+/// planned peak (MiB) of each fitting point against its budget, with the line arena = budget;
+/// below, the modelled time the decisions add (% of the step).
+///
+/// # Errors
+/// The file cannot be written.
+pub fn budget_curve(c: &ebb_pipeline::BudgetCurve, path: &Path) -> Result<()> {
+    write_svg(path, &budget_curve_svg(c)?)
+}
+
+/// The SVG of [`budget_curve`].
+fn budget_curve_svg(c: &ebb_pipeline::BudgetCurve) -> Result<String> {
+    let fit: Vec<_> = c.points.iter().filter(|p| p.fits).collect();
+    let m = |b: i64| b as f64 / MIB;
+    let x0 = c.points.first().map_or(0.0, |p| m(p.budget_bytes));
+    let x1 = c
+        .points
+        .last()
+        .map_or(1.0, |p| m(p.budget_bytes))
+        .max(x0 + 1e-3);
+    let pad = (x1 - x0) * 0.03;
+    let step = c.step_us_modelled.max(f64::MIN_POSITIVE);
+    let added: Vec<(f64, f64)> = fit
+        .iter()
+        .map(|p| (m(p.budget_bytes), 100.0 * p.added_us / step))
+        .collect();
+    let y_added = added.iter().map(|p| p.1).fold(0.0f64, f64::max).max(0.1) * 1.1;
+    let series: Vec<Series> = vec![
+        (
+            "budget".into(),
+            RGBColor(120, 120, 120),
+            vec![(x0, x0), (x1, x1)],
+        ),
+        (
+            "arena".into(),
+            RGBColor(214, 39, 40),
+            fit.iter()
+                .map(|p| (m(p.budget_bytes), m(p.arena_bytes)))
+                .collect(),
+        ),
+        (
+            "planned peak".into(),
+            RGBColor(31, 119, 180),
+            fit.iter()
+                .map(|p| (m(p.budget_bytes), m(p.peak_bytes_planned)))
+                .collect(),
+        ),
+    ];
+    let y0 = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.1))
+        .fold(f64::MAX, f64::min)
+        .min(x0);
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (960, 720)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let title = format!(
+            "budget curve at {} on {}",
+            c.bind
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            c.device
+        );
+        let root = root.titled(&title, ("sans-serif", 22)).map_err(err)?;
+        let (upper, lower) = root.split_vertically(420);
+        let mut chart = ChartBuilder::on(&upper)
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d((x0 - pad)..(x1 + pad), (y0 * 0.98)..(x1 * 1.02))
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("budget (MiB)")
+            .y_desc("bytes (MiB)")
+            .draw()
+            .map_err(err)?;
+        draw_lines(&mut chart, series)?;
+        // The legend only: the document is presented once, after the lower chart.
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        let mut chart = ChartBuilder::on(&lower)
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..y_added)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("budget (MiB)")
+            .y_desc("added time (% of step)")
+            .draw()
+            .map_err(err)?;
+        draw_lines(
+            &mut chart,
+            vec![("added time".into(), RGBColor(44, 160, 44), added)],
+        )?;
+        root.present().map_err(err)?;
+    }
+    Ok(buf)
 }

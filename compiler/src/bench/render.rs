@@ -66,7 +66,8 @@ fn header(r: &BenchReport) -> String {
         let _ = writeln!(
             s,
             "Budget: {b}; decisions ({}) priced on `{}` ({}): \"added\" is the modelled time \
-             they add (recompute + exposed transfers) over the modelled step.",
+             they add (recompute + exposed transfers) over the modelled step; \"arena/planned\" is the \
+             arena the decisions' offsets lay out over their planned peak (the fragmentation).",
             kinds.join(", "),
             r.device.name,
             r.device.source
@@ -148,6 +149,7 @@ impl Parts {
             add(&[
                 "budget",
                 "planned",
+                "arena/planned",
                 "recompute",
                 "swap",
                 "added",
@@ -231,6 +233,10 @@ fn budget_cells(row: &Row, c: &mut Vec<String>) {
         Some(b) if b.feasible => {
             c.push(mib(b.budget_bytes));
             c.push(b.peak_bytes_planned.map_or("–".into(), mib));
+            c.push(match (b.arena_bytes, b.peak_bytes_planned) {
+                (Some(a), Some(p)) => format!("{:.4}", a as f64 / p.max(1) as f64),
+                _ => "–".into(),
+            });
             c.push(pct(b.recompute_fraction));
             c.push(mib(b.swap_bytes));
             c.push(pct(b.added_fraction));
@@ -242,9 +248,9 @@ fn budget_cells(row: &Row, c: &mut Vec<String>) {
                 "infeasible (≥ {})",
                 b.smallest_feasible_bytes.map_or("?".into(), mib)
             ));
-            c.extend(dashes(4));
+            c.extend(dashes(5));
         }
-        None => c.extend(dashes(6)),
+        None => c.extend(dashes(7)),
     }
 }
 
@@ -267,6 +273,11 @@ fn worst_cases(r: &BenchReport, parts: &Parts) -> Vec<String> {
         worst.push(format!(
             "added step time ≤ {}",
             sm.max_added_fraction.map_or("–".into(), pct)
+        ));
+        worst.push(format!(
+            "arena/planned ≤ {}",
+            sm.max_arena_over_planned
+                .map_or("–".into(), |r| format!("{r:.4}"))
         ));
     }
     if let Some(g) = sm.max_greedy_gap {

@@ -13,6 +13,9 @@ use std::process::ExitCode;
 // `ebb run`; in `ebb/` beside this file (a file directly in `src/bin/` would be a binary).
 #[path = "ebb/step.rs"]
 mod step;
+// `ebb plan --budget-curve`'s text.
+#[path = "ebb/curve.rs"]
+mod curve;
 
 /// Ebb: a dynamic-shape compiler and memory optimizer for deep-learning training steps.
 ///
@@ -206,10 +209,24 @@ struct PlanArgs {
     import: ImportFlags,
     #[command(flatten)]
     device: DeviceFlags,
+    /// Print the budget curve instead of one budget: N budgets (default 16) from the smallest
+    /// feasible to the scheduled peak, each with its planned peak, arena and modelled added
+    /// time (made monotone: a budget runs the decisions found at the budget B' <= it that add
+    /// the least time among those whose arena fits, and says which B').
+    #[arg(long, value_name = "N", num_args = 0..=1,
+          default_missing_value = DEFAULT_CURVE_POINTS_TEXT, conflicts_with = "budget")]
+    budget_curve: Option<usize>,
+    /// With `--budget-curve`: also plot the curve (added time and arena against the budget)
+    /// to this SVG file.
+    #[arg(long, value_name = "FILE.svg", requires = "budget_curve")]
+    plot: Option<PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
 }
+
+/// [`pipeline::DEFAULT_CURVE_POINTS`] as clap's default text (a test checks they agree).
+const DEFAULT_CURVE_POINTS_TEXT: &str = "16";
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Emit {
@@ -487,10 +504,27 @@ impl PlanArgs {
             import,
             device,
             json,
+            budget_curve,
+            plot,
         } = self;
+        if let Some(path) = &plot {
+            output::check_target(path)?;
+        }
         let p = load_plan(&plan, None, &flags, &import)?;
         let pricing = device.pricing(&p)?;
         let b = pipeline::parse_bindings(&bind)?;
+        if let Some(n) = budget_curve {
+            let curve = pipeline::budget_curve(&p, &pipeline::plan_graph(&p)?, &b, &pricing, n)?;
+            if let Some(path) = &plot {
+                ebb_compiler::bench::plot::budget_curve(&curve, path)?;
+            }
+            let out = if json {
+                serde_json::to_string_pretty(&curve)? + "\n"
+            } else {
+                curve::curve_text(&bind, &curve)?
+            };
+            return Ok(output::print_stdout(&out)?);
+        }
         let budget = budget
             .as_deref()
             .map(pipeline::parse_budget)
@@ -503,19 +537,10 @@ impl PlanArgs {
         } else {
             let mib = |x: i64| x as f64 / 1048576.0;
             writeln!(out, "bind: {bind}")?;
+            write_peaks(&mut out, &r)?;
             writeln!(
                 out,
-                "peak, program order: {:>10.1} MiB",
-                mib(r.peak_bytes_program_order)
-            )?;
-            writeln!(
-                out,
-                "peak, scheduled:     {:>10.1} MiB",
-                mib(r.peak_bytes_scheduled)
-            )?;
-            writeln!(
-                out,
-                "lower bound:         {:>10.1} MiB",
+                "lower bound:          {:>10.1} MiB",
                 mib(r.lower_bound_bytes)
             )?;
             write_decisions(&mut out, &r)?;
@@ -556,6 +581,43 @@ fn default_kernel_shape(plan: &ebb_plan::format::Plan) -> ebb_ir::Bindings {
         b.insert(s, v);
     }
     b
+}
+
+/// The program-order and scheduled peaks of a plan report (text), with the schedule variant
+/// and why, where the schedule peaks above program order or above the best variant.
+fn write_peaks(out: &mut String, r: &pipeline::PlanReport) -> Result<()> {
+    let mib = |x: i64| x as f64 / 1048576.0;
+    writeln!(
+        out,
+        "peak, program order:  {:>10.1} MiB",
+        mib(r.peak_bytes_program_order)
+    )?;
+    let variant = if r.schedule_variants > 1 {
+        format!(
+            " (schedule variant {} of {}{})",
+            r.schedule_variant,
+            r.schedule_variants,
+            if r.peak_bytes_scheduled > r.peak_bytes_scheduled_best {
+                format!(
+                    "; the lowest peaks at {:.1} MiB",
+                    mib(r.peak_bytes_scheduled_best)
+                )
+            } else {
+                String::new()
+            }
+        )
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "peak, scheduled:      {:>10.1} MiB{variant}",
+        mib(r.peak_bytes_scheduled)
+    )?;
+    if let Some(note) = &r.schedule_note {
+        writeln!(out, "note: {note}")?;
+    }
+    Ok(())
 }
 
 /// The budget, planned peak, decisions and their modelled cost of a plan report (text).

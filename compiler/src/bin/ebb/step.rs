@@ -1,7 +1,7 @@
 //! `ebb run`: finalize a plan at one binding, execute the step under the decisions and report
 //! the planning figures with the measured ones.
 
-use super::{load_plan, write_decisions};
+use super::{load_plan, write_decisions, write_peaks};
 use anyhow::{Context, Result};
 use ebb_compiler::flags::{DeviceFlags, ImportFlags, PipelineFlags};
 use ebb_import::Format;
@@ -214,16 +214,7 @@ fn report_text(bind: &str, rep: &run::RunReport, timeline: Option<&Path>) -> Res
     let mib = |x: i64| x as f64 / 1048576.0;
     let pr = &rep.plan;
     writeln!(out, "bind: {bind}")?;
-    writeln!(
-        out,
-        "peak, program order:  {:>10.1} MiB",
-        mib(pr.peak_bytes_program_order)
-    )?;
-    writeln!(
-        out,
-        "peak, scheduled:      {:>10.1} MiB",
-        mib(pr.peak_bytes_scheduled)
-    )?;
+    write_peaks(&mut out, pr)?;
     write_decisions(&mut out, pr)?;
     writeln!(
         out,
