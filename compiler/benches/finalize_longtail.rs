@@ -18,7 +18,8 @@
 //! the shapes taken round-robin (`finalize/longtail/<fixture>/<device>/<mode>`).
 //!
 //! Run: `cargo bench -p ebb-compiler --bench finalize_longtail` (with `EBB_TABLE_ONLY=1` in the
-//! environment, only the table).
+//! environment, only the table). `EBB_LONGTAIL_FIXTURES=gpt2_24l` (comma-separated) restricts the
+//! fixtures, `EBB_LONGTAIL_REPEATS=N` sets the finalizes timed per shape (default 5).
 
 use criterion::Criterion;
 use ebb_compiler::bench::shapes::{sample_longtail, BatchRule, LongTail};
@@ -32,8 +33,25 @@ use ebb_testkit::jax_fixture;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
-/// Finalizes timed per shape; their median is the shape's time.
+/// Finalizes timed per shape by default; their median is the shape's time.
 const REPEATS: usize = 5;
+
+/// The fixtures measured: `EBB_LONGTAIL_FIXTURES` (comma-separated), else both.
+fn fixtures() -> Vec<String> {
+    match std::env::var("EBB_LONGTAIL_FIXTURES") {
+        Ok(list) => list.split(',').map(|f| f.trim().to_string()).collect(),
+        Err(_) => vec!["gpt2_small".into(), "gpt2_24l".into()],
+    }
+}
+
+/// Finalizes timed per shape: `EBB_LONGTAIL_REPEATS`, else [`REPEATS`].
+fn repeats() -> usize {
+    std::env::var("EBB_LONGTAIL_REPEATS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .filter(|&r| r > 0)
+        .unwrap_or(REPEATS)
+}
 
 /// One case's distribution over the shapes.
 #[derive(Serialize)]
@@ -90,7 +108,9 @@ fn main() {
         .configure_from_args()
         .sample_size(10)
         .measurement_time(Duration::from_secs(5));
-    for fixture in ["gpt2_small", "gpt2_24l"] {
+    let repeats = repeats();
+    for fixture in fixtures() {
+        let fixture = fixture.as_str();
         let (g, _) = ebb_import::stablehlo::import_file(&jax_fixture(fixture)).expect("imports");
         let compiled = compile(g, &CompileOptions::default()).expect("compiles");
         let (graph, plan) = (compiled.graph, compiled.plan);
@@ -142,15 +162,15 @@ fn main() {
                         budget: Some(budget),
                         ..base.clone()
                     };
-                    let mut ts = Vec::with_capacity(REPEATS);
+                    let mut ts = Vec::with_capacity(repeats);
                     let mut last = None;
-                    for _ in 0..REPEATS {
+                    for _ in 0..repeats {
                         let t = Instant::now();
                         last = Some(fin.finalize(b, &opts));
                         ts.push(t.elapsed().as_secs_f64() * 1e3);
                     }
                     ts.sort_by(f64::total_cmp);
-                    let ms = ts[REPEATS / 2];
+                    let ms = ts[repeats / 2];
                     if ms > worst.0 {
                         worst = (ms, b.to_text());
                     }

@@ -117,12 +117,6 @@ impl<R: Idx, E> Csr<R, E> {
         &mut self.entries[range]
     }
 
-    /// The entries of rows `from..to` (half-open, `from <= to <= rows`), in row order.
-    #[inline(always)]
-    pub(crate) fn rows_between(&self, from: R, to: R) -> &[E] {
-        &self.entries[self.offsets[from.index()] as usize..self.offsets[to.index()] as usize]
-    }
-
     /// Every entry, in row order.
     #[inline(always)]
     pub(crate) fn entries(&self) -> &[E] {
@@ -155,12 +149,6 @@ mod tests {
             (vec![1, 4], vec![3], vec![0, 2], vec![])
         );
         assert_eq!(g.rows(), 3);
-        let between: Vec<usize> = g
-            .rows_between(PointIx::new(1), PointIx::new(3))
-            .iter()
-            .map(|v| v.index())
-            .collect();
-        assert_eq!(between, vec![3, 0, 2]);
         let mut b = Csr::<PointIx, u8>::with_capacity(2, 3);
         b.push(7);
         b.end_row();

@@ -263,7 +263,6 @@ impl<I: Idx, T> IndexVec<I, T> {
     }
 
     /// The entries as a slice indexed by position.
-    #[cfg(test)]
     pub(crate) fn raw(&self) -> &[T] {
         &self.raw
     }

@@ -2,15 +2,21 @@
 //! value can have several) gets a byte offset in one arena, such that intervals that are
 //! resident at the same point never overlap in memory.
 //!
-//! Two kinds of layout are computed and the smallest arena kept:
+//! Two layouts, each of a cost bounded by construction, and the smaller arena kept:
 //! - the online scan (`arena/scan.rs`): program points in order, a free list sorted by address,
 //!   best-fit placement — the policy of classic allocators, O(n + points + n·f) for f free
 //!   blocks — with the small intervals in per-size slabs above the others;
-//! - the offline greedy layouts (`arena/greedy.rs`): greedy by size (TFLite's offline planner) and
-//!   variants of its order, each interval at the first (or smallest) gap left by the placed
-//!   intervals it overlaps in time, found through a segment tree over the points; tried only
-//!   when the scan's arena is more than [`SCAN_KEPT_WITHIN`] above the lower bound (the largest
-//!   live bytes at a point), and ended once a layout is within it.
+//! - the offline greedy by size (`arena/greedy.rs`; TFLite's offline planner, the family of
+//!   XLA's heap simulator): every interval, largest first, each at a gap left by the placed
+//!   intervals it overlaps in time (found through two rank-ordered segment trees,
+//!   `arena/ranked.rs`); a few orders, and where none is within [`SEARCH_UNTIL_WITHIN`] of the
+//!   bound a local search over the order, all within one work cap of overlap visits (512 per
+//!   interval, at least 10 M), so O(n log n + V log V) at worst for V the cap. Run only when the scan's arena is more than [`SCAN_KEPT_WITHIN`] above the
+//!   lower bound (the largest live bytes at a point, or the planned peak where that is larger).
+//!
+//! On the long-tail benchmark's budgeted plans (`compiler/benches/finalize_longtail.rs`) the
+//! greedy lands within 4.3% of the planned peak where the scan leaves up to 18%
+//! (docs/results/2026-11-28-finalize-layout.md).
 //!
 //! An in-place write ([`Plan::in_place_writes`]: a result written into the buffer of an
 //! operand that dies at its op) joins the operand's last interval and the result's first into
@@ -22,6 +28,7 @@
 
 mod greedy;
 mod intervals;
+mod ranked;
 mod scan;
 
 use crate::csr::Csr;
@@ -104,13 +111,14 @@ fn allocation(p: &Piece, value_bytes: &[i64], offset: i64) -> Allocation {
 }
 
 /// A layout within this fraction of the lower bound (the largest live bytes at a point, or the
-/// planned peak where that is larger) is good enough: the online scan's is kept without trying the greedy layouts (on GPT-2 medium,
-/// 11 600 intervals 1.2 % above the bound, the greedy search would cost 80 times the rest of a
-/// finalize), and the greedy search ends at the first variant that reaches it.
+/// planned peak where that is larger) is good enough: the online scan's is kept without the
+/// greedy layouts (a greedy pass visits every overlapping placed interval, hundreds per
+/// interval on the 24-layer GPT, where the scan reads a few dozen free blocks), and the
+/// greedy's passes end at the first layout within it.
 pub const SCAN_KEPT_WITHIN: f64 = 0.02;
 
-/// The greedy layouts' local search runs only while no layout is within this fraction of the
-/// lower bound (and within its budget of work, `MAX_VISITS` in `arena/greedy.rs`).
+/// The greedy layout's local search runs only while no layout is within this fraction of the
+/// lower bound (and within the greedy's work cap).
 pub const SEARCH_UNTIL_WITHIN: f64 = 0.04;
 
 /// The greedy's view of an allocation: its points and its aligned size.
@@ -122,8 +130,9 @@ fn item(a: &Allocation) -> Item {
     }
 }
 
-/// Assigns offsets to all residency intervals (see the module docs): the online best-fit scan
-/// and the offline greedy layouts are computed and the smallest arena is kept. `peak` (bytes)
+/// Assigns offsets to all residency intervals (see the module docs): the online best-fit scan,
+/// and where it is not within [`SCAN_KEPT_WITHIN`] of the lower bound the offline greedy by
+/// size, the smaller arena kept. `peak` (bytes)
 /// is the planned peak that `Arena::fragmentation` divides by.
 pub fn assign_offsets(
     plan: &Plan,
@@ -162,7 +171,7 @@ pub(crate) fn assign_offsets_live(
     } = intervals::group_items(plan, &pieces, value_bytes);
     // The output (one allocation per piece, by start point), made meanwhile, its offsets
     // assigned below, with the scan's placement of each allocation's interval.
-    let (scan, (by_start, mut allocations, placements)) =
+    let (mut scan, (mut allocations, placements, intervals)) =
         best_fit_scan(&items, peak, cancel, |placement| {
             let by_start: Vec<PieceIx> =
                 Csr::<PointIx, PieceIx>::group(pieces.all(), |p| p.window.start).into_entries();
@@ -170,41 +179,45 @@ pub(crate) fn assign_offsets_live(
                 .iter()
                 .map(|&i| allocation(pieces.get(i), value_bytes, 0))
                 .collect();
-            let placements: Vec<Placement> = by_start
-                .iter()
-                .map(|&i| placement[interval_of[i]])
-                .collect();
-            (by_start, allocations, placements)
+            let intervals: Vec<IntervalIx> = by_start.iter().map(|&i| interval_of[i]).collect();
+            let placements: Vec<Placement> = intervals.iter().map(|&k| placement[k]).collect();
+            (allocations, placements, intervals)
         })?;
-    let top_scan = scan.top;
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
     // live bytes (it also counts region and regeneration transients): the target is the
     // larger. The live bytes are only counted when the scan is not within reach of the peak.
     let within = |bound: i64, f: f64| (bound as f64 * (1.0 + f)) as i64;
-    let mut searched = None;
-    if top_scan > within(peak, SCAN_KEPT_WITHIN) {
+    // The greedy's offsets of every interval, where it beats the scan.
+    let mut greedy_offsets: Option<Vec<i64>> = None;
+    if scan.top > within(peak, SCAN_KEPT_WITHIN) {
         let lower_bound = live_max(&items).max(peak);
         let good_enough = within(lower_bound, SCAN_KEPT_WITHIN);
-        if top_scan > good_enough && !cancel.load(Ordering::Relaxed) {
+        if scan.top > good_enough {
             let acceptable = within(lower_bound, SEARCH_UNTIL_WITHIN);
-            searched = best_layout(&items, good_enough, acceptable, top_scan);
+            let greedy = best_layout(items.raw(), good_enough, acceptable, scan.top, cancel);
+            if cancel.load(Ordering::Relaxed) {
+                return None;
+            }
+            if let Some(greedy) = greedy {
+                debug_assert!(greedy.visits <= greedy::work_cap(items.len()));
+                scan.top = greedy.top;
+                greedy_offsets = Some(greedy.offsets);
+            }
         }
     }
-    let top = match searched {
-        // By start point, by value at one point (`pieces` is in value order).
-        Some((offset_of, top)) => {
-            for (a, &i) in allocations.iter_mut().zip(&by_start) {
-                a.offset = offset_of[interval_of[i]];
+    match &greedy_offsets {
+        Some(offsets) => {
+            for (a, &k) in allocations.iter_mut().zip(&intervals) {
+                a.offset = offsets[k.index()];
             }
-            top
         }
         None => {
             for (a, &placed) in allocations.iter_mut().zip(&placements) {
                 a.offset = scan.offset(placed);
             }
-            top_scan
         }
-    };
+    }
+    let top = scan.top;
     let fragmentation = if peak > 0 {
         top as f64 / peak as f64
     } else {
@@ -374,16 +387,17 @@ mod tests {
                 layouts.push((a, top));
             }
             let top_a = layouts[0].1;
-            if let Some((offsets, top_b)) = best_layout(&items, live_max, live_max, i64::MAX) {
+            let never = AtomicBool::new(false);
+            if let Some(g) = best_layout(items.raw(), live_max, live_max, i64::MAX, &never) {
                 let mut b = allocs.clone();
-                for (x, o) in b.iter_mut().zip(offsets) {
+                for (x, o) in b.iter_mut().zip(g.offsets) {
                     x.offset = o;
                 }
-                layouts.push((b, top_b));
+                layouts.push((b, g.top));
             }
             assert_eq!(layouts.len(), 4);
-            if let Some((_, top_c)) = best_layout(&items, live_max, live_max, top_a) {
-                assert!(top_c < top_a);
+            if let Some(g) = best_layout(items.raw(), live_max, live_max, top_a, &never) {
+                assert!(g.top < top_a);
             }
             for (allocations, top) in layouts {
                 assert!(top >= live_max);
