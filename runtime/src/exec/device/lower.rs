@@ -161,6 +161,28 @@ impl Side {
     }
 }
 
+/// A copy of every element of `dst` (dense), read from `src` at `base + Σ index · strides`
+/// (plus `dynamic` offsets): broadcast, transpose, slice, reverse and dynamic slice.
+fn read_into(
+    dst: &Io,
+    src: DevPtr,
+    base: i64,
+    strides: Vec<i64>,
+    dynamic: Vec<(DevPtr, DType, i64, i64)>,
+) -> Launch {
+    copy_launch(
+        elem_bytes(dst.ty.dtype),
+        &dst.ty.shape,
+        Side {
+            ptr: src,
+            base,
+            strides,
+            dynamic,
+        },
+        Side::dense(dst.ptr, &dst.ty.shape),
+    )
+}
+
 /// A copy-kernel launch over `ext` from `src` to `dst`.
 fn copy_launch(elem: u8, ext: &[usize], src: Side, dst: Side) -> Launch {
     let n: usize = ext.iter().product();
@@ -552,15 +574,7 @@ impl Lower<'_> {
                         *slot = ist[k];
                     }
                 }
-                let l = copy_launch(
-                    elem_bytes(dst.ty.dtype),
-                    &dst.ty.shape,
-                    Side {
-                        strides: ss,
-                        ..Side::dense(src.ptr, &[])
-                    },
-                    Side::dense(dst.ptr, &dst.ty.shape),
-                );
+                let l = read_into(dst, src.ptr, 0, ss, Vec::new());
                 one(Work::Launch(l))
             }
             Op::Transpose(perm) => {
@@ -573,15 +587,7 @@ impl Lower<'_> {
                 else {
                     return Lowered::Host;
                 };
-                let l = copy_launch(
-                    elem_bytes(dst.ty.dtype),
-                    &dst.ty.shape,
-                    Side {
-                        strides: ss,
-                        ..Side::dense(src.ptr, &[])
-                    },
-                    Side::dense(dst.ptr, &dst.ty.shape),
-                );
+                let l = read_into(dst, src.ptr, 0, ss, Vec::new());
                 one(Work::Launch(l))
             }
             Op::Slice(spec) => {
@@ -599,17 +605,7 @@ impl Lower<'_> {
                     base += st * ist[k];
                     ss.push(sd * ist[k]);
                 }
-                let l = copy_launch(
-                    elem_bytes(dst.ty.dtype),
-                    &dst.ty.shape,
-                    Side {
-                        ptr: src.ptr,
-                        base,
-                        strides: ss,
-                        dynamic: Vec::new(),
-                    },
-                    Side::dense(dst.ptr, &dst.ty.shape),
-                );
+                let l = read_into(dst, src.ptr, base, ss, Vec::new());
                 one(Work::Launch(l))
             }
             Op::Reverse(dims) => {
@@ -623,17 +619,7 @@ impl Lower<'_> {
                     base += (src.ty.shape[d] as i64 - 1).max(0) * ss[d];
                     ss[d] = -ss[d];
                 }
-                let l = copy_launch(
-                    elem_bytes(dst.ty.dtype),
-                    &dst.ty.shape,
-                    Side {
-                        ptr: src.ptr,
-                        base,
-                        strides: ss,
-                        dynamic: Vec::new(),
-                    },
-                    Side::dense(dst.ptr, &dst.ty.shape),
-                );
+                let l = read_into(dst, src.ptr, base, ss, Vec::new());
                 one(Work::Launch(l))
             }
             Op::Concatenate(axis) => {
@@ -679,17 +665,7 @@ impl Lower<'_> {
                         (ins[1 + k].ptr, ins[1 + k].ty.dtype, lim, ist[k])
                     })
                     .collect();
-                let l = copy_launch(
-                    elem_bytes(dst.ty.dtype),
-                    &dst.ty.shape,
-                    Side {
-                        ptr: src.ptr,
-                        base: 0,
-                        strides: ist,
-                        dynamic,
-                    },
-                    Side::dense(dst.ptr, &dst.ty.shape),
-                );
+                let l = read_into(dst, src.ptr, 0, ist, dynamic);
                 one(Work::Launch(l))
             }
             Op::DynamicUpdateSlice => {
