@@ -4,7 +4,8 @@
 //! recompute and swap decisions are taken: the outputs equal the reference executor's (bit for
 //! bit, or within the stated tolerance of the GPU's `log`/`exp`/`pow`), the measured peak
 //! equals the planned one and the plan checker's, and the command sequence passes the hazard
-//! check. Also: dropping one event from a swapping step's commands is caught by the checker,
+//! check; every GPU kernel of the step compiles to PTX (`sm_80`, self-contained). Also:
+//! dropping one event from a swapping step's commands is caught by the checker,
 //! and a reload onto bytes still live is too.
 //!
 //! GPT-2 small and the 24-layer GPT-2 are left out (3 and 8.5 GB arenas at the smallest
@@ -149,9 +150,28 @@ fn run_simt(name: &str, plan: &Plan, b: &Bindings, budget: Option<i64>) -> run::
     r
 }
 
+/// Every GPU kernel of `plan` (all schedule variants) at `b` compiles to PTX for the virtual
+/// architecture, as `ebb compile --target cuda` stores it: one `.entry` of the kernel's name,
+/// self-contained (no calls the driver would have to link, no `.extern`).
+fn assert_ptx(name: &str, plan: &Plan, b: &Bindings) {
+    let kernels = ebb_runtime::step::plan_kernels(plan, std::slice::from_ref(b))
+        .unwrap_or_else(|e| panic!("{name}: PTX: {e}"));
+    assert!(!kernels.is_empty(), "{name}: no GPU kernels");
+    for k in &kernels {
+        assert_eq!(k.arch, "sm_80", "{name}/{}", k.name);
+        let target = format!(".target {}", k.arch);
+        assert!(k.ptx.contains(&target), "{name}/{}: {}", k.name, k.ptx);
+        let entry = format!(".entry {}", k.name);
+        assert_eq!(k.ptx.matches(&entry).count(), 1, "{name}/{}", k.name);
+        assert!(!k.ptx.contains("call.uni"), "{name}/{}: {}", k.name, k.ptx);
+        assert!(!k.ptx.contains(".extern"), "{name}/{}: {}", k.name, k.ptx);
+    }
+}
+
 fn fixture(name: &str) {
     let plan = compile(name);
     let b = bindings(name);
+    assert_ptx(name, &plan, &b);
     run_simt(name, &plan, &b, None);
     let budget = half_budget(&plan, &b);
     let r = run_simt(name, &plan, &b, Some(budget));
