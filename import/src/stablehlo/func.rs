@@ -223,8 +223,16 @@ fn result_names(func: &OperationRef, n: usize) -> Vec<String> {
     if let Ok(a) = func.attribute("res_attrs") {
         for (i, part) in a.to_string().split("}, {").enumerate().take(n) {
             if let Some(p) = part.find("jax.result_info = ") {
-                names[i] =
-                    parse_string(part[p + 18..].trim_end_matches(['}', ']'])).unwrap_or_default();
+                // The quoted string only: other attributes may follow it
+                // (`mhlo.memory_kind = "device"` in modules lowered for a GPU).
+                let rest = &part[p + 18..];
+                let end = rest
+                    .char_indices()
+                    .skip(1)
+                    .find(|&(i, c)| c == '"' && !rest[..i].ends_with('\\'))
+                    .map_or(rest.len(), |(i, _)| i + 1);
+                names[i] = parse_string(rest[..end].trim_end_matches(['}', ']']))
+                    .unwrap_or_default();
             }
         }
     }

@@ -236,6 +236,12 @@ ops! {
     OptimizationBarrier = "optimization_barrier",
     /// Text attrs: `call_target_name`, `backend_config`, `has_side_effect`.
     CustomCall = "custom_call" (CustomCallSpec),
+    /// The user's placement of a value (JAX's `custom_call @annotate_device_placement`, from a
+    /// `jax.checkpoint` offload policy or `jax.device_put` to a memory kind): the identity on
+    /// its one operand, whose result is to live in the payload's memory. A result placed on
+    /// the host is offloaded by the plan (a swap it must perform unless the offload policy
+    /// says otherwise); placed on the device, it is the reload point. Text attr: `memory_kind`.
+    AnnotateDevicePlacement = "annotate_device_placement" (MemoryKind),
     /// A fusion group made by the fusion pass (`ebb_passes::fuse`): one region whose inputs are
     /// the operands and whose outputs are the results; the region's internal values are never
     /// materialized. Text attr: `kind` (`loop`, `input`).
@@ -342,10 +348,11 @@ impl OpKind {
     }
 
     /// The number of operands the op takes when that is fixed by its kind: 1 for unary and
-    /// 2 for binary elementwise ops, 3 for `select` and `clamp`; `None` for the others (their
-    /// shape rules check their operand counts against their payloads).
+    /// 2 for binary elementwise ops, 3 for `select` and `clamp`, 1 for
+    /// `annotate_device_placement`; `None` for the others (their shape rules check their
+    /// operand counts against their payloads).
     pub fn fixed_arity(self) -> Option<usize> {
-        if self.is_unary_elementwise() {
+        if self.is_unary_elementwise() || self == OpKind::AnnotateDevicePlacement {
             Some(1)
         } else if self.is_binary_elementwise() {
             Some(2)

@@ -199,6 +199,7 @@ pub fn infer(op: &Op, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
             ))
         }
         Op::Case => case(kind, operands, regions),
+        Op::AnnotateDevicePlacement(_) => Ok(Some(vec![nth(kind, operands, 0)?.clone()])),
         Op::Sort(_) | Op::While | Op::OptimizationBarrier => {
             if kind == While && regions.len() == 2 {
                 let body = &regions[1];

@@ -674,7 +674,9 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
         },
         Op::Fusion(_) => fusion::fusion(ctx, ops),
         Op::Sort(spec) => Ok(control::sort(ctx, spec, ops)?),
-        Op::OptimizationBarrier => Ok(ops),
+        // The placement is the plan's business (a swap it performs around the op); the value
+        // itself passes through.
+        Op::OptimizationBarrier | Op::AnnotateDevicePlacement(_) => Ok(ops),
         Op::CustomCall(cc) => Err(KernelFailure::Exec(ExecError::Unsupported {
             op: kind.name().into(),
             detail: format!(" (target \"{}\")", cc.target),
