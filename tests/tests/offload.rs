@@ -61,12 +61,7 @@ fn placements_import_as_typed_ops_on_symbolic_shapes() {
     shapes.sort_unstable();
     assert_eq!(
         shapes,
-        [
-            "f32[B,S,256]",
-            "f32[B,S,256]",
-            "f32[B,S,64]",
-            "f32[B,S,64]"
-        ]
+        ["f32[B,S,256]", "f32[B,S,256]", "f32[B,S,64]", "f32[B,S,64]"]
     );
     // The placement is printed and parsed back as a typed attribute.
     let text = ebb_ir::text::print(&g);
@@ -93,8 +88,14 @@ fn placed_values_are_forced_swaps_without_a_budget() {
     assert_eq!((r.forced_swaps, r.swap_decisions), (4, 4));
     assert_eq!(r.swap_bytes, r.host_placed_bytes);
     // The offloads free the device: the planned peak is not above the scheduled one.
-    let planned = r.peak_bytes_planned.expect("a planned peak with forced swaps");
-    assert!(planned <= r.peak_bytes_scheduled, "{planned} > {}", r.peak_bytes_scheduled);
+    let planned = r
+        .peak_bytes_planned
+        .expect("a planned peak with forced swaps");
+    assert!(
+        planned <= r.peak_bytes_scheduled,
+        "{planned} > {}",
+        r.peak_bytes_scheduled
+    );
 }
 
 #[test]
@@ -118,14 +119,20 @@ fn forced_swaps_stay_under_a_budget_and_the_checker_proves_them() {
         }
     };
     assert_eq!(r.forced_swaps, 4);
-    assert!(r.swap_decisions + r.recompute_decisions > 4, "the greedy took decisions too");
+    assert!(
+        r.swap_decisions + r.recompute_decisions > 4,
+        "the greedy took decisions too"
+    );
     assert!(r.peak_bytes_planned.unwrap() <= budget);
     assert!(budget < forced_peak);
     // The plan checker proves the decisions (forced and chosen) at these shapes.
-    let g = ebb_runtime::Runtime::new(plan.clone(), None).unwrap().graph().clone();
+    let g = ebb_runtime::Runtime::new(plan.clone(), None)
+        .unwrap()
+        .graph()
+        .clone();
     let p = ebb_pipeline::Pricing::for_plan(&plan);
-    let c = ebb_plan::finalize::finalize(&plan, &b, &p.finalize_options(Some(budget), true))
-        .unwrap();
+    let c =
+        ebb_plan::finalize::finalize(&plan, &b, &p.finalize_options(Some(budget), true)).unwrap();
     let variant = plan.variant(c.variant).unwrap();
     let report = ebb_passes::plan::check(&g, variant, &c.decisions, &b).unwrap();
     assert_eq!(report.peak, c.peak_bytes_planned);
@@ -230,8 +237,7 @@ fn unknown_placements_and_other_custom_calls_are_refused_with_name_and_location(
         .unwrap_err()
         .to_string();
     assert!(
-        msg.contains("offload.mlir:")
-            && msg.contains("custom_call @my_offload is not supported"),
+        msg.contains("offload.mlir:") && msg.contains("custom_call @my_offload is not supported"),
         "{msg}"
     );
 }

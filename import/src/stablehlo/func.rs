@@ -231,8 +231,8 @@ fn result_names(func: &OperationRef, n: usize) -> Vec<String> {
                     .skip(1)
                     .find(|&(i, c)| c == '"' && !rest[..i].ends_with('\\'))
                     .map_or(rest.len(), |(i, _)| i + 1);
-                names[i] = parse_string(rest[..end].trim_end_matches(['}', ']']))
-                    .unwrap_or_default();
+                names[i] =
+                    parse_string(rest[..end].trim_end_matches(['}', ']'])).unwrap_or_default();
             }
         }
     }

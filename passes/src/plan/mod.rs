@@ -23,10 +23,10 @@ pub use verify::{check_variants_at, verify_plan, PlanVerifyError};
 
 use crate::memory::{self, Schedule};
 use crate::remat::threshold::{threshold_in_scope, ThresholdError};
-use crate::remat::{self, CandidateOptions, RematError};
-use ebb_ir::{Bindings, Graph, NodeId, Symbol, ValueId, ValueRef};
 use crate::remat::OffloadPolicy;
+use crate::remat::{self, CandidateOptions, RematError};
 use crate::schedule::pin_placements;
+use ebb_ir::{Bindings, Graph, NodeId, Symbol, ValueId, ValueRef};
 use ebb_plan::format::{CandidateId, InPlaceWrite, Plan, PointBytes, PLAN_VERSION};
 
 /// A budget threshold to precompute: where the peak exceeds `budget` bytes as a function of

@@ -166,6 +166,9 @@ mod tests {
             Some("device")
         );
         assert_eq!(dict_string("{a = 1 : i32}", "_xla_buffer_placement"), None);
-        assert_eq!(dict_string(r#"{_xla_buffer_placement = 3}"#, "_xla_buffer_placement"), None);
+        assert_eq!(
+            dict_string(r#"{_xla_buffer_placement = 3}"#, "_xla_buffer_placement"),
+            None
+        );
     }
 }
