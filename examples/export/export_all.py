@@ -295,6 +295,14 @@ FIXTURES: list[Fixture] = [
         "gpt2_tiny_scan", M.GPTConfig(**{**_TINY.__dict__, "scan": True}),
         "gpt2_tiny_adamw with the block params stacked on a leading layer axis and the blocks "
         "run by lax.scan (stablehlo.while in forward and backward).", refs=_GPT_REFS),
+    _gpt_fixture(
+        "gpt2_tiny_scan_offload",
+        M.GPTConfig(**{**_TINY.__dict__, "offload": True, "scan": True}),
+        "gpt2_tiny_scan (blocks run by lax.scan) with each block under gpt2_tiny_offload's "
+        "host-offload policy: the annotate_device_placement custom calls sit in the scan's "
+        "stablehlo.while bodies (forward and backward). Lowered for cuda. Its flattened "
+        "inputs/outputs are those of gpt2_tiny_scan, whose reference files it shares.",
+        refs=_GPT_REFS, refs_from="gpt2_tiny_scan", platform="cuda"),
     Fixture(
         name="gpt2_tiny_dropout",
         description="gpt2_tiny_adamw with dropout 0.1 (jax.random.bernoulli on the attention "

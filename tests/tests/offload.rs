@@ -241,3 +241,29 @@ fn unknown_placements_and_other_custom_calls_are_refused_with_name_and_location(
         "{msg}"
     );
 }
+
+/// The policy under `lax.scan` (`gpt2_tiny_scan_offload`): the placements sit in the loops'
+/// bodies; unrolling the constant trip count brings them into the plan and the step runs
+/// `--check` against `gpt2_tiny_scan`'s references. Known limitation: the scan stacks each
+/// host value into its `ys` output (a device value) and the backward scan slices it back, so
+/// the forced swaps cover only each host value's gap before its copy into the stack, not the
+/// forward-to-backward gap the user meant (that needs the stacked residual itself placed on
+/// the host: per-slice offload of what a scan stacks).
+#[test]
+fn placements_in_scanned_blocks_import_plan_and_run_once_unrolled() {
+    let g = import_fixture("gpt2_tiny_scan_offload");
+    assert!(placements(&g).is_empty(), "in the while bodies at import");
+    let plan = compile_fixture("gpt2_tiny_scan_offload", &CompileOptions::default()).plan;
+    assert_eq!(plan.host_placed.len(), 4);
+    let opts = RunOptions {
+        inputs: InputSource::Npz(jax_fixtures_dir().join("gpt2_tiny_scan.ref0.npz")),
+        check: true,
+        ..RunOptions::new(b2s16())
+    };
+    let r = run::run(plan, &opts, &mut |_, _| {}).unwrap().report;
+    assert_eq!(r.plan.host_placed_values, 4);
+    let planned = r.plan.peak_bytes_planned.unwrap();
+    assert_eq!(r.measured_peak_bytes as i64, planned);
+    assert_eq!(r.checker_peak_bytes, Some(planned));
+    assert!(r.numerics.as_ref().unwrap().passed);
+}

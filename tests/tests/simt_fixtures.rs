@@ -183,6 +183,7 @@ fixtures! {
     gpt2_tiny_offload => "gpt2_tiny_offload",
     gpt2_tiny_remat => "gpt2_tiny_remat",
     gpt2_tiny_scan => "gpt2_tiny_scan",
+    gpt2_tiny_scan_offload => "gpt2_tiny_scan_offload",
     mlp_bf16 => "mlp_bf16",
     mlp_sgd => "mlp_sgd",
     resnet_bn => "resnet_bn",

@@ -27,6 +27,10 @@ pub(crate) struct Entry {
 pub(crate) struct Frame<'p> {
     vals: HashMap<usize, Entry>,
     parent: Option<&'p Frame<'p>>,
+    /// For an MLIR value that stands for a host value passed around an `optimization_barrier`
+    /// (`ops/placement.rs`), a result of that barrier: what a placement reading the value is
+    /// ordered after.
+    after: HashMap<usize, ValueRef>,
 }
 
 impl<'p> Frame<'p> {
@@ -34,7 +38,18 @@ impl<'p> Frame<'p> {
         Frame {
             vals: HashMap::new(),
             parent,
+            after: HashMap::new(),
         }
+    }
+
+    /// Orders reads of `v` by a placement after the graph value `t`.
+    pub fn set_after(&mut self, v: Value, t: ValueRef) {
+        self.after.insert(key(v), t);
+    }
+
+    /// What a placement reading `v` is ordered after ([`Frame::set_after`]), in this frame.
+    pub fn after(&self, v: Value) -> Option<ValueRef> {
+        self.after.get(&key(v)).copied()
     }
 
     pub fn insert(&mut self, v: Value, e: Entry) {

@@ -240,7 +240,9 @@ ops! {
     /// `jax.checkpoint` offload policy or `jax.device_put` to a memory kind): the identity on
     /// its one operand, whose result is to live in the payload's memory. A result placed on
     /// the host is offloaded by the plan (a swap it must perform unless the offload policy
-    /// says otherwise); placed on the device, it is the reload point. Text attr: `memory_kind`.
+    /// says otherwise); placed on the device, it is the reload point. An optional second
+    /// operand only orders the op after its producer (the result of the `optimization_barrier`
+    /// that the host value passed around at import). Text attr: `memory_kind`.
     AnnotateDevicePlacement = "annotate_device_placement" (MemoryKind),
     /// A fusion group made by the fusion pass (`ebb_passes::fuse`): one region whose inputs are
     /// the operands and whose outputs are the results; the region's internal values are never
@@ -348,11 +350,10 @@ impl OpKind {
     }
 
     /// The number of operands the op takes when that is fixed by its kind: 1 for unary and
-    /// 2 for binary elementwise ops, 3 for `select` and `clamp`, 1 for
-    /// `annotate_device_placement`; `None` for the others (their shape rules check their
-    /// operand counts against their payloads).
+    /// 2 for binary elementwise ops, 3 for `select` and `clamp`; `None` for the others (their
+    /// shape rules check their operand counts against their payloads).
     pub fn fixed_arity(self) -> Option<usize> {
-        if self.is_unary_elementwise() || self == OpKind::AnnotateDevicePlacement {
+        if self.is_unary_elementwise() {
             Some(1)
         } else if self.is_binary_elementwise() {
             Some(2)

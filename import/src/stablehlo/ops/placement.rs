@@ -13,7 +13,10 @@
 //! from the forward ones; a value on the host is not recomputed, so it has nothing to keep
 //! apart: an `optimization_barrier` operand placed on the host passes around the barrier
 //! (its result is the host value itself), so that the host value has one live range from its
-//! offload to its reload ([`Importer::optimization_barrier`]).
+//! offload to its reload ([`Importer::optimization_barrier`]). The barrier still orders the
+//! reload after the forward pass (its other operands include the incoming gradient): a
+//! placement that reads such a host value takes one of the barrier's results as a second,
+//! ordering-only operand.
 //!
 //! Invariant: the imported graph computes the same values as the module (every op here is an
 //! identity on its operand).
@@ -86,7 +89,10 @@ impl<'c, 'a> Importer<'c, 'a> {
                 ),
             )
         })?;
-        self.finish(g, frame, &op, Op::AnnotateDevicePlacement(kind), None)
+        let mut operands = self.operand_tensors(g, frame, &op, None)?;
+        let after = op.operand(0).ok().and_then(|v| frame.after(v));
+        operands.extend(after);
+        self.finish_with(g, frame, &op, Op::AnnotateDevicePlacement(kind), &operands)
     }
 
     /// Imports `optimization_barrier`: operands placed on the host (results of an
@@ -131,6 +137,8 @@ impl<'c, 'a> Importer<'c, 'a> {
             node.loc = Some(super::super::func::op_loc(&op, &self.file));
             Some(g.add_node(node, &kept))
         };
+        // What reads of the host values are ordered after: the barrier's last result.
+        let token = barrier.map(|id| ValueRef::new(id, kept.len() as u32 - 1));
         let mut k = 0u32;
         for (i, (v, &host)) in operands.iter().zip(&on_host).enumerate() {
             let r = op
@@ -143,6 +151,9 @@ impl<'c, 'a> Importer<'c, 'a> {
                 }
                 _ => *v,
             };
+            if let (true, Some(token)) = (host, token) {
+                frame.set_after(Value::from(r), token);
+            }
             frame.set_tensor(Value::from(r), t);
         }
         Ok(())

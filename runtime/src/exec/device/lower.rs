@@ -561,7 +561,8 @@ impl Lower<'_> {
                 })
             }
             Op::Reshape(_) => self.moves(&ins[..1], outs),
-            Op::OptimizationBarrier | Op::AnnotateDevicePlacement(_) => self.moves(ins, outs),
+            Op::OptimizationBarrier => self.moves(ins, outs),
+            Op::AnnotateDevicePlacement(_) => self.moves(&ins[..1], outs),
             Op::BroadcastInDim(bc) => {
                 let (src, dst) = (&ins[0], &outs[0]);
                 let ist = strides(&src.ty.shape);
