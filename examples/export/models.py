@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from jax import lax
+from jax.ad_checkpoint import checkpoint_name
 
 # ----------------------------------------------------------------------------------------------
 # Shared pieces
@@ -280,6 +281,9 @@ class GPTConfig:
     scan: bool = False  # stack the blocks and run them with lax.scan
     dropout: float = 0.0  # rate on attention probabilities and residual branches (needs a key)
     clip_norm: float | None = None  # global-norm gradient clip through lax.cond
+    # each block in jax.checkpoint with a policy that offloads the named residuals
+    # (OFFLOAD_NAMES) to pinned host memory and saves nothing else
+    offload: bool = False
 
     @property
     def d_ff(self):
@@ -388,6 +392,23 @@ def block(x, p, mask, n_head, key=None, rate=0.0):
     return x
 
 
+# The residuals `offload_block` names, offloaded to the host by OFFLOAD_POLICY: the residual
+# stream between the attention and the MLP, and the MLP's pre-activation [B, S, 4D].
+OFFLOAD_NAMES = ("resid_mid", "mlp_pre")
+OFFLOAD_POLICY = jax.checkpoint_policies.save_and_offload_only_these_names(
+    names_which_can_be_saved=[], names_which_can_be_offloaded=list(OFFLOAD_NAMES),
+    offload_src="device", offload_dst="pinned_host")
+
+
+def offload_block(x, p, mask, n_head):
+    """`block` (no dropout) with its residuals named for OFFLOAD_POLICY (checkpoint_name)."""
+    x = x + attention(layer_norm(x, p["ln1"]), p["attn"], mask, n_head)
+    x = checkpoint_name(x, "resid_mid")
+    h = checkpoint_name(layer_norm(x, p["ln2"]) @ p["mlp"]["w_fc"] + p["mlp"]["b_fc"],
+                        "mlp_pre")
+    return x + jax.nn.gelu(h, approximate=True) @ p["mlp"]["w_proj"] + p["mlp"]["b_proj"]
+
+
 def gpt_forward(params, tokens, cfg: GPTConfig, key=None):
     s = tokens.shape[1]
     x = params["wte"][tokens] + params["wpe"][:s]  # [B, S, D]; wpe[:S] is a symbolic slice
@@ -398,6 +419,9 @@ def gpt_forward(params, tokens, cfg: GPTConfig, key=None):
 
     if cfg.remat:
         run_block = jax.checkpoint(run_block)
+    if cfg.offload:
+        run_block = jax.checkpoint(lambda h, p: offload_block(h, p, mask, cfg.n_head),
+                                   policy=OFFLOAD_POLICY)
     if cfg.scan:
         x, _ = lax.scan(lambda h, p: (run_block(h, p), None), x, params["blocks"])
     elif key is not None:

@@ -200,8 +200,10 @@ fixtures! {
     cnn_sgd => "cnn_sgd",
     gpt2_tiny_adamw => "gpt2_tiny_adamw",
     gpt2_tiny_dropout => "gpt2_tiny_dropout",
+    gpt2_tiny_offload => "gpt2_tiny_offload",
     gpt2_tiny_remat => "gpt2_tiny_remat",
     gpt2_tiny_scan => "gpt2_tiny_scan",
+    gpt2_tiny_scan_offload => "gpt2_tiny_scan_offload",
     mlp_bf16 => "mlp_bf16",
     mlp_sgd => "mlp_sgd",
     resnet_bn => "resnet_bn",
@@ -224,6 +226,7 @@ fixtures! {
     torch_mlp_adam => "onnx/torch_mlp_adam",
     torch_mlp_ce_nll_sgd => "onnx/torch_mlp_ce_nll_sgd",
     torch_mlp_sgd => "onnx/torch_mlp_sgd",
+    torch_moe_top2_sgd => "onnx/torch_moe_top2_sgd",
 }
 
 /// The command sequence of `name` at its bindings under the smallest feasible budget priced

@@ -674,7 +674,14 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
         },
         Op::Fusion(_) => fusion::fusion(ctx, ops),
         Op::Sort(spec) => Ok(control::sort(ctx, spec, ops)?),
+        // The placement is the plan's business (a swap it performs around the op); the value
+        // itself passes through.
         Op::OptimizationBarrier => Ok(ops),
+        Op::AnnotateDevicePlacement(_) => {
+            let mut ops = ops;
+            ops.truncate(1);
+            Ok(ops)
+        }
         Op::CustomCall(cc) => Err(KernelFailure::Exec(ExecError::Unsupported {
             op: kind.name().into(),
             detail: format!(" (target \"{}\")", cc.target),

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | elementwise, `iota`, splat `constant`, loop `fusion` | fusion kernel (a one-member region for a single op) |
 //! | other `constant`, `dim_constant` | upload of the literal's bytes |
-//! | `reshape`, `optimization_barrier` | device-to-device copy |
+//! | `reshape`, `optimization_barrier`, `annotate_device_placement` | device-to-device copy |
 //! | `broadcast_in_dim`, `transpose`, `slice`, `reverse`, `concatenate`, `pad`, `dynamic_slice`, `dynamic_update_slice` | copy kernel |
 //! | `reduce` (one input, a monoid body) | reduce kernel |
 //! | `dot_general` (`f32`) | GEMM, with a copy into workspace for an operand whose dimension groups are not one strided matrix stack |
@@ -562,6 +562,7 @@ impl Lower<'_> {
             }
             Op::Reshape(_) => self.moves(&ins[..1], outs),
             Op::OptimizationBarrier => self.moves(ins, outs),
+            Op::AnnotateDevicePlacement(_) => self.moves(&ins[..1], outs),
             Op::BroadcastInDim(bc) => {
                 let (src, dst) = (&ins[0], &outs[0]);
                 let ist = strides(&src.ty.shape);
