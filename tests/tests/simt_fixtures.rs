@@ -185,6 +185,8 @@ fixtures! {
     mlp_bf16 => "mlp_bf16",
     mlp_sgd => "mlp_sgd",
     resnet_bn => "resnet_bn",
+    unet_gn => "unet_gn",
+    vae_convt => "vae_convt",
     shifted_lm_take => "shifted_lm_take",
     ort_cnn_bn_optimizer => "onnx/ort_cnn_bn_optimizer",
     ort_cnn_bn_training => "onnx/ort_cnn_bn_training",
