@@ -519,10 +519,23 @@ impl Windows {
     /// Input offsets (or `None` for padding) of the window of output multi-index `o`, in
     /// row-major window order.
     fn positions(&self, o: &[usize], in_strides: &[isize], out: &mut Vec<Option<usize>>) {
+        self.positions_into(o, in_strides, out, &mut Vec::new());
+    }
+
+    /// [`Windows::positions`] with the window multi-index kept in `w` (no allocation once
+    /// `out` and `w` have grown).
+    fn positions_into(
+        &self,
+        o: &[usize],
+        in_strides: &[isize],
+        out: &mut Vec<Option<usize>>,
+        w: &mut Vec<usize>,
+    ) {
         out.clear();
         let r = o.len();
         let n: usize = self.win.iter().product();
-        let mut w = vec![0usize; r];
+        w.clear();
+        w.resize(r, 0);
         for _ in 0..n {
             let mut off = 0usize;
             let mut valid = true;
@@ -580,14 +593,6 @@ pub(crate) fn reduce_window(
             oshape: &[usize],
             n_out: usize,
         ) -> Vec<T> {
-            let one = |i: usize| {
-                let o = unravel(i, oshape);
-                let mut pos = Vec::new();
-                w.positions(&o, ist, &mut pos);
-                pos.iter().fold(init, |acc, p| {
-                    combine(m, acc, p.map(|k| x[k]).unwrap_or(init))
-                })
-            };
             let mut out = vec![init; n_out];
             // Parallel when the work (outputs times window) is large.
             let chunk = if n_out * w.win.iter().product::<usize>() >= PAR_MIN {
@@ -596,8 +601,14 @@ pub(crate) fn reduce_window(
                 0
             };
             super::par::chunks_mut(&mut out, chunk, &|s, c| {
-                for (j, d) in c.iter_mut().enumerate() {
-                    *d = one(s + j);
+                let mut o = unravel(s, oshape);
+                let (mut pos, mut scratch) = (Vec::new(), Vec::new());
+                for d in c.iter_mut() {
+                    w.positions_into(&o, ist, &mut pos, &mut scratch);
+                    *d = pos.iter().fold(init, |acc, p| {
+                        combine(m, acc, p.map(|k| x[k]).unwrap_or(init))
+                    });
+                    advance(&mut o, oshape);
                 }
             });
             out
@@ -658,12 +669,29 @@ pub(crate) fn select_and_scatter(
     let fill = init
         .scalar_value()
         .ok_or_else(|| OpError::Invalid("init_value must be a scalar".into()))?;
-    let mut out = Data::splat(fill, x.len());
-    let mut pos = Vec::new();
     let cmp = match &sel.body {
         Body::Compare { dir, total } => Some((*dir, *total)),
         _ => None,
     };
+    if let (Some((dir, total)), Body::Monoid(m)) = (cmp, &sc.body) {
+        let m = *m;
+        let fast = |x: &Data, s: &Data| -> Option<Data> {
+            Some(match (x, s, fill) {
+                (Data::F32(x), Data::F32(s), Scalar::F32(f)) => {
+                    Data::F32(Buf::from(sas_typed(x, s, f, (&w, &ist, src.shape()), (dir, total), m)))
+                }
+                (Data::F64(x), Data::F64(s), Scalar::F64(f)) => {
+                    Data::F64(Buf::from(sas_typed(x, s, f, (&w, &ist, src.shape()), (dir, total), m)))
+                }
+                _ => return None,
+            })
+        };
+        if let Some(d) = fast(x.data(), src.data()) {
+            return Ok(Tensor::from_parts(x.shape().to_vec(), d));
+        }
+    }
+    let mut out = Data::splat(fill, x.len());
+    let mut pos = Vec::new();
     for i in 0..src.len() {
         w.positions(&unravel(i, src.shape()), &ist, &mut pos);
         let mut chosen: Option<usize> = None;
@@ -700,6 +728,56 @@ pub(crate) fn select_and_scatter(
         }
     }
     Ok(Tensor::from_parts(x.shape().to_vec(), out))
+}
+
+/// `select_and_scatter` of one float type whose select region is one `compare` and whose
+/// scatter region is a monoid: the same choices and the same scatter order as the general
+/// path, without scalar boxing.
+fn sas_typed<T: Elem>(
+    x: &[T],
+    src: &[T],
+    fill: T,
+    (w, ist, sshape): (&Windows, &[isize], &[usize]),
+    (dir, total): (Relation, bool),
+    m: Monoid,
+) -> Vec<T> {
+    let f = super::elementwise::cmp_fn(dir);
+    let keep = |a: T, b: T| {
+        if total {
+            f(Some(a.to_f64().total_cmp(&b.to_f64())))
+        } else {
+            f(a.partial_cmp(&b))
+        }
+    };
+    let mut out = vec![fill; x.len()];
+    let (mut pos, mut scratch) = (Vec::new(), Vec::new());
+    let mut o = vec![0usize; sshape.len()];
+    for &s in src {
+        w.positions_into(&o, ist, &mut pos, &mut scratch);
+        let mut chosen: Option<usize> = None;
+        for &p in pos.iter().flatten() {
+            chosen = Some(match chosen {
+                Some(c) if keep(x[c], x[p]) => c,
+                _ => p,
+            });
+        }
+        if let Some(c) = chosen {
+            out[c] = combine(m, out[c], s);
+        }
+        advance(&mut o, sshape);
+    }
+    out
+}
+
+/// Steps the row-major multi-index `o` within `shape` (wrapping to zeros after the last).
+fn advance(o: &mut [usize], shape: &[usize]) {
+    for d in (0..o.len()).rev() {
+        o[d] += 1;
+        if o[d] < shape[d] {
+            return;
+        }
+        o[d] = 0;
+    }
 }
 
 fn get(d: &Data, i: usize) -> Result<Scalar, OpError> {
