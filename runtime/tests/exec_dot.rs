@@ -160,7 +160,21 @@ struct ConvCase {
 /// Runs `case` and compares it with the direct definition (f64 sums); false when the window
 /// leaves no output.
 fn check_conv(case: ConvCase) -> bool {
-    let ConvCase { n, g, batch_groups, ci, og, hw: (h, w), k: (kh, kw), stride, pad: (pad_lo, pad_hi), ldil, rdil, layout, seed } = case;
+    let ConvCase {
+        n,
+        g,
+        batch_groups,
+        ci,
+        og,
+        hw: (h, w),
+        k: (kh, kw),
+        stride,
+        pad: (pad_lo, pad_hi),
+        ldil,
+        rdil,
+        layout,
+        seed,
+    } = case;
     let (fgc, bgc) = if batch_groups { (1, g) } else { (g, 1) };
     let nb = n * bgc;
     let c = ci * fgc;
@@ -169,7 +183,11 @@ fn check_conv(case: ConvCase) -> bool {
     let q = |d: usize, k: usize| -> i64 {
         let padded = dil(d, ldil) + pad_lo + pad_hi;
         let win = dil(k, rdil);
-        if padded < win { 0 } else { (padded - win) / stride + 1 }
+        if padded < win {
+            0
+        } else {
+            (padded - win) / stride + 1
+        }
     };
     let (qh, qw) = (q(h, kh), q(w, kw));
     if qh <= 0 || qw <= 0 {
@@ -185,7 +203,9 @@ fn check_conv(case: ConvCase) -> bool {
     let (xa, xs) = to_layout(&xv, &xc, &lx);
     let (wa, ws) = to_layout(&wv, &wc, &lw);
     let mut os = vec![0; 4];
-    for k in 0..4 { os[lo[k]] = oc[k]; }
+    for k in 0..4 {
+        os[lo[k]] = oc[k];
+    }
     let src = format!(
         "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{}]\n  %1 = input {{index = 1, name = \"w\"}} : f32[{}]\n  %2 = convolution(%0, %1) {{batch_group_count = {bgc}, dimension_numbers = \"{dn}\", feature_group_count = {fgc}, lhs_dilation = [{ldil}, {ldil}], padding = [{pad_lo}, {pad_hi}, {pad_lo}, {pad_hi}], rhs_dilation = [{rdil}, {rdil}], window_strides = [{stride}, {stride}]}} : f32[{}]\n  return %2\n}}",
         dims(&xs), dims(&ws), dims(&os)
@@ -205,11 +225,16 @@ fn check_conv(case: ConvCase) -> bool {
                 for kx in 0..kw as i64 {
                     let py = y * stride + ky * rdil - pad_lo;
                     let px = x * stride + kx * rdil - pad_lo;
-                    if py < 0 || px < 0 || py % ldil != 0 || px % ldil != 0 { continue; }
+                    if py < 0 || px < 0 || py % ldil != 0 || px % ldil != 0 {
+                        continue;
+                    }
                     let (iy, ix) = ((py / ldil) as usize, (px / ldil) as usize);
-                    if iy >= h || ix >= w { continue; }
+                    if iy >= h || ix >= w {
+                        continue;
+                    }
                     let xo = bn * xst[0] + (c0 + cc) * xst[1] + iy * xst[2] + ix * xst[3];
-                    let wo = oo * wst[0] + cc * wst[1] + ky as usize * wst[2] + kx as usize * wst[3];
+                    let wo =
+                        oo * wst[0] + cc * wst[1] + ky as usize * wst[2] + kx as usize * wst[3];
                     acc += xv[xo] as f64 * wv[wo] as f64;
                 }
             }

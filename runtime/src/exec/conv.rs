@@ -283,7 +283,11 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
     let q: Vec<usize> = osp.iter().map(|&d| out.shape[d]).collect();
     let by_rows = geo.by_rows();
     let cshape: Vec<usize> = if by_rows {
-        [nb_out].into_iter().chain(q.iter().copied()).chain([o]).collect()
+        [nb_out]
+            .into_iter()
+            .chain(q.iter().copied())
+            .chain([o])
+            .collect()
     } else {
         q.iter().copied().chain([nb_out, o]).collect()
     };
@@ -383,7 +387,10 @@ impl Geometry {
             let rows: Vec<usize> = if tap_major {
                 self.w_spatial.iter().copied().chain([self.w_in]).collect()
             } else {
-                [self.w_in].into_iter().chain(self.w_spatial.iter().copied()).collect()
+                [self.w_in]
+                    .into_iter()
+                    .chain(self.w_spatial.iter().copied())
+                    .collect()
             };
             if let Some([_, rs, cs]) = group_strides(&self.wshape, [&[], &rows, &[self.w_out]]) {
                 let m = Mat {
@@ -451,9 +458,7 @@ fn gemm_into<T: Gemm>(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    if (m - 1) * ldc + n > c.len()
-        || !view_fits(a.len(), av, m, k)
-        || !view_fits(b.len(), bv, k, n)
+    if (m - 1) * ldc + n > c.len() || !view_fits(a.len(), av, m, k) || !view_fits(b.len(), bv, k, n)
     {
         return invalid("internal: convolution GEMM views out of bounds");
     }
@@ -506,7 +511,13 @@ fn run<T: Copy + Default>(x: &[T], src: Option<isize>, s: isize, dst: &mut [T]) 
 
 /// Checks that every patch read of `class` stays inside `x` (runs of `len` with stride `s`
 /// from `base + b·sb + off` for `b < nb`).
-fn reads_fit(class: &Class, xlen: usize, base: usize, (nb, sb): (usize, isize), (len, s): (usize, isize)) -> bool {
+fn reads_fit(
+    class: &Class,
+    xlen: usize,
+    base: usize,
+    (nb, sb): (usize, isize),
+    (len, s): (usize, isize),
+) -> bool {
     let hi = class.off.iter().flatten().max().copied().unwrap_or(0);
     let lo = class.off.iter().flatten().min().copied().unwrap_or(0);
     let span = |n: usize, st: isize| st.max(0) * n.saturating_sub(1) as isize;
@@ -570,8 +581,13 @@ fn rows_class<T: Gemm>(
     // 1x1, stride 1, unpadded, rows one stride of x: x is the patch matrix
     let identity = single
         && nt == 1
-        && g.dims.iter().all(|d| d.q == d.xin && d.stride == 1 && d.pad_lo == 0 && d.ldil == 1);
-    let xrows: Vec<usize> = [g.x_batch].into_iter().chain(g.x_spatial.iter().copied()).collect();
+        && g.dims
+            .iter()
+            .all(|d| d.q == d.xin && d.stride == 1 && d.pad_lo == 0 && d.ldil == 1);
+    let xrows: Vec<usize> = [g.x_batch]
+        .into_iter()
+        .chain(g.x_spatial.iter().copied())
+        .collect();
     let xview = if identity {
         group_strides(&g.xshape, [&[], &xrows, &[g.x_feature]]).map(|[_, rs, _]| Mat {
             off: xo,

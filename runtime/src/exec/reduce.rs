@@ -675,17 +675,18 @@ pub(crate) fn select_and_scatter(
     };
     if let (Some((dir, total)), Body::Monoid(m)) = (cmp, &sc.body) {
         let m = *m;
-        let fast = |x: &Data, s: &Data| -> Option<Data> {
-            Some(match (x, s, fill) {
-                (Data::F32(x), Data::F32(s), Scalar::F32(f)) => {
-                    Data::F32(Buf::from(sas_typed(x, s, f, (&w, &ist, src.shape()), (dir, total), m)))
-                }
-                (Data::F64(x), Data::F64(s), Scalar::F64(f)) => {
-                    Data::F64(Buf::from(sas_typed(x, s, f, (&w, &ist, src.shape()), (dir, total), m)))
-                }
-                _ => return None,
-            })
-        };
+        let fast =
+            |x: &Data, s: &Data| -> Option<Data> {
+                Some(match (x, s, fill) {
+                    (Data::F32(x), Data::F32(s), Scalar::F32(f)) => Data::F32(Buf::from(
+                        sas_typed(x, s, f, (&w, &ist, src.shape()), (dir, total), m),
+                    )),
+                    (Data::F64(x), Data::F64(s), Scalar::F64(f)) => Data::F64(Buf::from(
+                        sas_typed(x, s, f, (&w, &ist, src.shape()), (dir, total), m),
+                    )),
+                    _ => return None,
+                })
+            };
         if let Some(d) = fast(x.data(), src.data()) {
             return Ok(Tensor::from_parts(x.shape().to_vec(), d));
         }
