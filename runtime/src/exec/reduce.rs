@@ -516,6 +516,40 @@ impl Windows {
         })
     }
 
+    /// For windows that never touch padding or base-dilation holes and whose taps sit at the
+    /// same distances from each window's first tap: per dimension the element offset of each
+    /// output position's first tap, and the taps' offsets from it in row-major window order
+    /// (what [`Windows::positions`] gives, as a sum). `None` otherwise.
+    fn dense(&self, in_strides: &[isize]) -> Option<(Vec<Vec<usize>>, Vec<usize>)> {
+        let mut base = Vec::with_capacity(self.win.len());
+        let mut offs = vec![0usize];
+        for (d, (t, &w)) in self.table.iter().zip(&self.win).enumerate() {
+            let st = usize::try_from(in_strides[d]).ok()?;
+            let mut firsts = Vec::with_capacity(t.len() / w.max(1));
+            let mut rel: Option<Vec<usize>> = None;
+            for row in t.chunks(w.max(1)) {
+                let first = row.first().copied().flatten()?;
+                let r: Vec<usize> = row
+                    .iter()
+                    .map(|v| v.and_then(|i| i.checked_sub(first)))
+                    .collect::<Option<_>>()?;
+                match &rel {
+                    Some(x) if *x != r => return None,
+                    Some(_) => {}
+                    None => rel = Some(r),
+                }
+                firsts.push(first * st);
+            }
+            let rel = rel.unwrap_or_default();
+            offs = offs
+                .iter()
+                .flat_map(|&o| rel.iter().map(move |&x| o + x * st))
+                .collect();
+            base.push(firsts);
+        }
+        Some((base, offs))
+    }
+
     /// Input offsets (or `None` for padding) of the window of output multi-index `o`, in
     /// row-major window order.
     fn positions(&self, o: &[usize], in_strides: &[isize], out: &mut Vec<Option<usize>>) {
@@ -600,6 +634,17 @@ pub(crate) fn reduce_window(
             } else {
                 0
             };
+            if let Some((base, offs)) = w.dense(ist) {
+                super::par::chunks_mut(&mut out, chunk, &|s, c| {
+                    let mut o = unravel(s, oshape);
+                    for d in c.iter_mut() {
+                        let b: usize = o.iter().zip(&base).map(|(&q, t)| t[q]).sum();
+                        *d = offs.iter().fold(init, |acc, &j| combine(m, acc, x[b + j]));
+                        advance(&mut o, oshape);
+                    }
+                });
+                return out;
+            }
             super::par::chunks_mut(&mut out, chunk, &|s, c| {
                 let mut o = unravel(s, oshape);
                 let (mut pos, mut scratch) = (Vec::new(), Vec::new());
@@ -751,8 +796,26 @@ fn sas_typed<T: Elem>(
         }
     };
     let mut out = vec![fill; x.len()];
-    let (mut pos, mut scratch) = (Vec::new(), Vec::new());
     let mut o = vec![0usize; sshape.len()];
+    if let Some((base, offs)) = w.dense(ist) {
+        for &s in src {
+            let b: usize = o.iter().zip(&base).map(|(&q, t)| t[q]).sum();
+            let mut chosen: Option<usize> = None;
+            for &j in &offs {
+                let p = b + j;
+                chosen = Some(match chosen {
+                    Some(c) if keep(x[c], x[p]) => c,
+                    _ => p,
+                });
+            }
+            if let Some(c) = chosen {
+                out[c] = combine(m, out[c], s);
+            }
+            advance(&mut o, sshape);
+        }
+        return out;
+    }
+    let (mut pos, mut scratch) = (Vec::new(), Vec::new());
     for &s in src {
         w.positions_into(&o, ist, &mut pos, &mut scratch);
         let mut chosen: Option<usize> = None;
