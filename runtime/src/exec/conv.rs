@@ -28,7 +28,7 @@
 //! Workspace: one patch block per running task (at most [`BLOCK_ELEMS`] elements), and the
 //! kernel matrix when it is not a strided view.
 
-use super::dot::{group_strides, operand, view_fits, Gemm, Mat};
+use super::dot::{gemm_into, group_strides, operand, Gemm, Mat};
 use super::layout::{gather_view, istrides_of};
 use super::{arity, Ctx};
 use crate::buffer::Buf;
@@ -359,6 +359,11 @@ impl Geometry {
         let contraction = self.i * self.k();
         contraction <= 4 * rows || rows > 4096
     }
+    /// Element strides of `x`'s batch and feature dimensions.
+    fn x_strides(&self) -> (isize, isize) {
+        let xst = istrides_of(&self.xshape);
+        (xst[self.x_batch], xst[self.x_feature])
+    }
     /// `(x offset, kernel output-feature offset)` of group `g`.
     fn group_offsets(&self, g: usize) -> (usize, usize) {
         let xst = istrides_of(&self.xshape);
@@ -443,55 +448,6 @@ impl Geometry {
     }
 }
 
-/// `C[m×n] (row stride ldc) = A·B (+ C when acc)`, checking every view first.
-#[allow(clippy::too_many_arguments)]
-fn gemm_into<T: Gemm>(
-    (m, k, n): (usize, usize, usize),
-    a: &[T],
-    av: Mat,
-    b: &[T],
-    bv: Mat,
-    c: &mut [T],
-    ldc: usize,
-    acc: bool,
-) -> Result<(), OpError> {
-    if m == 0 || n == 0 {
-        return Ok(());
-    }
-    if (m - 1) * ldc + n > c.len() || !view_fits(a.len(), av, m, k) || !view_fits(b.len(), bv, k, n)
-    {
-        return invalid("internal: convolution GEMM views out of bounds");
-    }
-    if k == 0 {
-        if !acc {
-            for r in 0..m {
-                c[r * ldc..r * ldc + n].fill(T::default());
-            }
-        }
-        return Ok(());
-    }
-    // SAFETY: the views were checked to lie inside `a`, `b` and `c` (non-negative strides,
-    // last element in range) and `c` is a distinct mutable borrow, aliasing neither input.
-    unsafe {
-        T::raw(
-            m,
-            k,
-            n,
-            a.as_ptr().add(av.off),
-            av.rs,
-            av.cs,
-            b.as_ptr().add(bv.off),
-            bv.rs,
-            bv.cs,
-            c.as_mut_ptr(),
-            ldc as isize,
-            1,
-            acc,
-        );
-    }
-    Ok(())
-}
-
 /// Copies `n` elements of `x` from `src` with stride `s` into `dst` (`None`: zeros).
 #[inline]
 fn run<T: Copy + Default>(x: &[T], src: Option<isize>, s: isize, dst: &mut [T]) {
@@ -570,9 +526,7 @@ fn rows_class<T: Gemm>(
     class: &Class,
     out: &mut [T],
 ) -> Result<(), OpError> {
-    let xst = istrides_of(&g.xshape);
-    let (sb, sc) = (xst[g.x_batch], xst[g.x_feature]);
-    let (xo, o0) = g.group_offsets(grp);
+    let ((sb, sc), (xo, o0)) = (g.x_strides(), g.group_offsets(grp));
     let (nq, nt, ci, og, o) = (class.qpos.len(), class.taps.len(), g.i, g.og, g.o);
     let qall = g.q();
     let rows = g.nb_out * nq;
@@ -657,9 +611,7 @@ fn contraction_class<T: Gemm>(
     class: &Class,
     out: &mut [T],
 ) -> Result<(), OpError> {
-    let xst = istrides_of(&g.xshape);
-    let (sb, sc) = (xst[g.x_batch], xst[g.x_feature]);
-    let (xo, o0) = g.group_offsets(grp);
+    let ((sb, sc), (xo, o0)) = (g.x_strides(), g.group_offsets(grp));
     let (nq, nt, ci, og, o, nbo) = (class.qpos.len(), class.taps.len(), g.i, g.og, g.o, g.nb_out);
     let ncols = nq * nbo; // result rows of this class: (q, b)
     let kc = ci * nt; // contraction rows: (c, tap)

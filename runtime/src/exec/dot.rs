@@ -121,7 +121,7 @@ pub(crate) struct Mat {
     pub(crate) cs: isize,
 }
 
-pub(crate) fn view_fits(len: usize, v: Mat, rows: usize, cols: usize) -> bool {
+fn view_fits(len: usize, v: Mat, rows: usize, cols: usize) -> bool {
     if rows == 0 || cols == 0 {
         return true;
     }
@@ -142,23 +142,55 @@ fn gemm<T: Gemm>(
     bv: Mat,
     c: &mut [T],
 ) -> Result<(), OpError> {
-    if c.len() != m * n || !view_fits(a.len(), av, m, k) || !view_fits(b.len(), bv, k, n) {
-        return invalid("internal: GEMM operand views out of bounds");
+    if c.len() != m * n {
+        return invalid("internal: GEMM result size");
     }
-    if m == 0 || n == 0 {
-        return Ok(());
-    }
-    if k == 0 {
-        c.fill(T::default());
-        return Ok(());
-    }
-    if k <= SMALL_K && n >= 8 {
+    if (1..=SMALL_K).contains(&k)
+        && n >= 8
+        && m > 0
+        && view_fits(a.len(), av, m, k)
+        && view_fits(b.len(), bv, k, n)
+    {
         small_k(m, k, n, a, av, b, bv, c);
         return Ok(());
     }
-    // SAFETY: the views were checked to lie inside `a` and `b` (non-negative strides, last
-    // element in range), `c` is exactly m*n contiguous elements, and `c` is a distinct
-    // mutable borrow, so it aliases neither input.
+    gemm_into((m, k, n), a, av, b, bv, c, n, false)
+}
+
+/// `C[m×n] (row stride ldc, unit column stride) = A·B`, or `C += A·B` when `acc`, checking
+/// every view before calling the kernel (`k = 0` writes zeros unless `acc`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_into<T: Gemm>(
+    (m, k, n): (usize, usize, usize),
+    a: &[T],
+    av: Mat,
+    b: &[T],
+    bv: Mat,
+    c: &mut [T],
+    ldc: usize,
+    acc: bool,
+) -> Result<(), OpError> {
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if ldc < n
+        || (m - 1) * ldc + n > c.len()
+        || !view_fits(a.len(), av, m, k)
+        || !view_fits(b.len(), bv, k, n)
+    {
+        return invalid("internal: GEMM operand views out of bounds");
+    }
+    if k == 0 {
+        if !acc {
+            for r in 0..m {
+                c[r * ldc..r * ldc + n].fill(T::default());
+            }
+        }
+        return Ok(());
+    }
+    // SAFETY: the views were checked to lie inside `a`, `b` and `c` (non-negative strides,
+    // last element in range; rows of `c` do not overlap as `ldc >= n`) and `c` is a distinct
+    // mutable borrow, aliasing neither input.
     unsafe {
         T::raw(
             m,
@@ -171,9 +203,9 @@ fn gemm<T: Gemm>(
             bv.rs,
             bv.cs,
             c.as_mut_ptr(),
-            n as isize,
+            ldc as isize,
             1,
-            false,
+            acc,
         );
     }
     Ok(())

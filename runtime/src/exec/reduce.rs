@@ -795,36 +795,28 @@ fn sas_typed<T: Elem>(
             f(a.partial_cmp(&b))
         }
     };
+    // the first position kept while `keep(current, candidate)` holds
+    let choose = |ps: &mut dyn Iterator<Item = usize>| {
+        ps.fold(None, |ch: Option<usize>, p| match ch {
+            Some(c) if keep(x[c], x[p]) => Some(c),
+            _ => Some(p),
+        })
+    };
     let mut out = vec![fill; x.len()];
     let mut o = vec![0usize; sshape.len()];
-    if let Some((base, offs)) = w.dense(ist) {
-        for &s in src {
-            let b: usize = o.iter().zip(&base).map(|(&q, t)| t[q]).sum();
-            let mut chosen: Option<usize> = None;
-            for &j in &offs {
-                let p = b + j;
-                chosen = Some(match chosen {
-                    Some(c) if keep(x[c], x[p]) => c,
-                    _ => p,
-                });
-            }
-            if let Some(c) = chosen {
-                out[c] = combine(m, out[c], s);
-            }
-            advance(&mut o, sshape);
-        }
-        return out;
-    }
+    let dense = w.dense(ist);
     let (mut pos, mut scratch) = (Vec::new(), Vec::new());
     for &s in src {
-        w.positions_into(&o, ist, &mut pos, &mut scratch);
-        let mut chosen: Option<usize> = None;
-        for &p in pos.iter().flatten() {
-            chosen = Some(match chosen {
-                Some(c) if keep(x[c], x[p]) => c,
-                _ => p,
-            });
-        }
+        let chosen = match &dense {
+            Some((base, offs)) => {
+                let b: usize = o.iter().zip(base).map(|(&q, t)| t[q]).sum();
+                choose(&mut offs.iter().map(|&j| b + j))
+            }
+            None => {
+                w.positions_into(&o, ist, &mut pos, &mut scratch);
+                choose(&mut pos.iter().flatten().copied())
+            }
+        };
         if let Some(c) = chosen {
             out[c] = combine(m, out[c], s);
         }
