@@ -189,6 +189,33 @@ def resnet_bn_args_fn():
     return make
 
 
+def image_opt_args_fn(init_params, opt, second):
+    """Arguments (params, opt_state, x, second) of a step on NHWC 32x32x3 images: `second` is
+    "target" (a clean image: x is it plus Gaussian noise) or "eps" (standard normal noise of
+    shape [B, models.VAE_LATENT] for the reparameterization)."""
+    def init(key):
+        params = init_params(key)
+        return params, opt.init(params)
+
+    def make(dims, concrete, seed=0):
+        b = dims["B"]
+        shape = (b, 32, 32, 3)
+        sshape = shape if second == "target" else (b, M.VAE_LATENT)
+        if concrete:
+            params, opt_state = init(jax.random.PRNGKey(0))
+            kx, ks = _data_keys(seed)
+            clean = jax.random.uniform(kx, shape, jnp.float32)
+            if second == "target":
+                return (params, opt_state,
+                        clean + 0.1 * jax.random.normal(ks, shape, jnp.float32), clean)
+            return params, opt_state, clean, jax.random.normal(ks, sshape, jnp.float32)
+        params, opt_state = jax.eval_shape(init, jax.random.PRNGKey(0))
+        return (params, opt_state, jax.ShapeDtypeStruct(shape, jnp.float32),
+                jax.ShapeDtypeStruct(sshape, jnp.float32))
+
+    return make
+
+
 def gpt_block_args(dims, concrete, seed=0):
     b, s, d = dims["B"], dims["S"], M.GPT_BLOCK.d_model
     if concrete:
@@ -354,6 +381,35 @@ FIXTURES: list[Fixture] = [
         make_args=resnet_bn_args_fn(), refs=_MLP_REFS,
         config={"layout": "NHWC/HWIO", "image": "(B, 16, 16, 3)", "batch_norm": "training",
                 "optimizer": "optax.sgd(0.05, momentum=0.9)"}),
+    Fixture(
+        name="unet_gn",
+        description="Small UNet denoiser on NHWC 32x32x3 images: conv3x3 blocks with group norm "
+                    "(4 groups) + SiLU at 16 ch, two stride-2 conv downsamples to 32 ch (16x16, "
+                    "8x8), nearest-neighbour 2x upsample (broadcast + reshape) and a stride-2 "
+                    "conv_transpose back up, skip concatenations at 16x16 and 32x32, 1x1 head to "
+                    "3 ch, MSE to the clean image, optax.sgd(0.05, momentum=0.9). x: noisy "
+                    "f32[B,32,32,3], target: f32[B,32,32,3]. Returns (loss, new_params, "
+                    "new_opt_state).",
+        step=M.make_unet_gn_step()[0], symbols="B", constraints=(),
+        make_args=image_opt_args_fn(M.init_unet_gn, M.make_unet_gn_step()[1], "target"),
+        refs=[{"B": 4}, {"B": 2}],
+        config={"layout": "NHWC/HWIO", "image": "(B, 32, 32, 3)", "channels": list(M.UNET_GN_CH),
+                "group_norm_groups": M.UNET_GN_GROUPS,
+                "optimizer": "optax.sgd(0.05, momentum=0.9)"}),
+    Fixture(
+        name="vae_convt",
+        description="Convolutional VAE on NHWC 32x32x3 images: three stride-2 conv3x3 + SiLU "
+                    "(16, 32, 32 ch, down to 4x4), dense to mean and log-variance of an 8-d "
+                    "latent, reparameterization z = mu + exp(logvar/2) * eps from a noise input, "
+                    "dense back to 4x4x32, three stride-2 conv_transpose 3x3 (32, 16, 3 ch) to "
+                    "32x32, negative ELBO (0.5 * squared error summed per image + KL to N(0, I), "
+                    "batch mean), optax.adam(1e-3). x: f32[B,32,32,3], eps: f32[B,8]. Returns "
+                    "(loss, new_params, new_opt_state).",
+        step=M.make_vae_convt_step()[0], symbols="B", constraints=(),
+        make_args=image_opt_args_fn(M.init_vae_convt, M.make_vae_convt_step()[1], "eps"),
+        refs=[{"B": 4}, {"B": 2}],
+        config={"layout": "NHWC/HWIO", "image": "(B, 32, 32, 3)", "channels": list(M.VAE_CH),
+                "latent": M.VAE_LATENT, "optimizer": "optax.adam(1e-3)"}),
     Fixture(
         name="mlp_bf16",
         description="mlp_sgd computing in bf16 with f32 master weights (params and x converted "

@@ -95,13 +95,24 @@ fn half_budget(plan: &Plan, b: &Bindings) -> i64 {
 
 /// `ebb run --executor simt --check` at the fixture's bindings under `budget`.
 fn run_simt(name: &str, plan: &Plan, b: &Bindings, budget: Option<i64>) -> run::RunReport {
+    run_simt_within(name, plan, b, budget, TOLERANCE)
+}
+
+/// [`run_simt`] accepting relative errors up to `tolerance` against the reference.
+fn run_simt_within(
+    name: &str,
+    plan: &Plan,
+    b: &Bindings,
+    budget: Option<i64>,
+    tolerance: f64,
+) -> run::RunReport {
     let opts = RunOptions {
         budget: budget.map(Budget::Bytes),
         inputs: InputSource::Random(7),
         check: true,
         max_host_memory: None,
         executor: Executor::Simt,
-        device_tolerance: TOLERANCE,
+        device_tolerance: tolerance,
         pricing: Some(h100()),
         ..RunOptions::new(b.clone())
     };
@@ -169,18 +180,31 @@ fn assert_ptx(name: &str, plan: &Plan, b: &Bindings) {
 }
 
 fn fixture(name: &str) {
+    fixture_within(name, TOLERANCE);
+}
+
+fn fixture_within(name: &str, tolerance: f64) {
     let plan = compile(name);
     let b = bindings(name);
     assert_ptx(name, &plan, &b);
-    run_simt(name, &plan, &b, None);
+    run_simt_within(name, &plan, &b, None, tolerance);
     let budget = half_budget(&plan, &b);
-    let r = run_simt(name, &plan, &b, Some(budget));
+    let r = run_simt_within(name, &plan, &b, Some(budget), tolerance);
     if budget < r.plan.peak_bytes_scheduled {
         assert!(
             r.plan.recompute_decisions + r.plan.swap_decisions > 0,
             "{name}: a budget below the scheduled peak takes decisions"
         );
     }
+}
+
+/// The VAE's Adam step on random inputs: Adam's first update `g / (sqrt(g²) + eps)` turns the
+/// round-off of near-zero gradients into updates up to the learning rate, and the GPU lowering
+/// sums each convolution in another order than the CPU's `exec/conv.rs`, so the outputs agree
+/// within 1e-3 of their largest magnitude (2.8e-4 measured), not 1e-5.
+#[test]
+fn vae_convt() {
+    fixture_within("vae_convt", 1e-3);
 }
 
 macro_rules! fixtures {
@@ -207,6 +231,7 @@ fixtures! {
     mlp_bf16 => "mlp_bf16",
     mlp_sgd => "mlp_sgd",
     resnet_bn => "resnet_bn",
+    unet_gn => "unet_gn",
     shifted_lm_take => "shifted_lm_take",
     ort_cnn_bn_optimizer => "onnx/ort_cnn_bn_optimizer",
     ort_cnn_bn_training => "onnx/ort_cnn_bn_training",

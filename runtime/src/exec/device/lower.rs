@@ -1080,10 +1080,11 @@ impl Lower<'_> {
         })
     }
 
-    /// `convolution` of `f32` operands as the reference computes it (`exec/dot.rs`): the
-    /// operands transposed into canonical layouts in workspace, per feature group the column
-    /// stack of every batch item (im2col) and one GEMM per batch item (batched when there is
-    /// one group), the canonical result transposed into the output.
+    /// `convolution` of `f32` operands (the same sums as the CPU's `exec/conv.rs`, in another
+    /// order: results agree within the device tolerance, not bit for bit): the operands
+    /// transposed into canonical layouts in workspace, per feature group the column stack of
+    /// every batch item (im2col) and one GEMM per batch item (batched when there is one
+    /// group), the canonical result transposed into the output.
     fn convolution(
         &self,
         spec: &ebb_ir::op::ConvSpec,
