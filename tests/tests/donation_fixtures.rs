@@ -111,7 +111,10 @@ fn the_default_options_are_fused_and_donated() {
     );
     let path = jax_fixture("gpt2_tiny_adamw");
     let default = ebb_testkit::compile_path(&path, &CompileOptions::default()).plan;
-    assert_eq!(default.to_json(), compile(&path, Some(DonatePolicy::Auto)).to_json());
+    assert_eq!(
+        default.to_json(),
+        compile(&path, Some(DonatePolicy::Auto)).to_json()
+    );
 }
 
 /// Tests the module docs' acceptance on every fixture with reference inputs.
