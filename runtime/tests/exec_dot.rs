@@ -213,13 +213,13 @@ fn check_conv(case: ConvCase) -> bool {
     let got = run1(&src, &[], vec![f32t(&xs, &xa), f32t(&ws, &wa)]);
     let xst = strides(&xc);
     let wst = strides(&wc);
-    let mut want_c = Vec::new();
+    let (mut want_c, mut bound_c) = (Vec::new(), Vec::new());
     for oi in indices(&oc) {
         let (nn, oo, y, x) = (oi[0], oi[1], oi[2] as i64, oi[3] as i64);
         let grp = oo / og;
         let bn = if bgc > 1 { grp * n + nn } else { nn };
         let c0 = if fgc > 1 { grp * ci } else { 0 };
-        let mut acc = 0f64;
+        let (mut acc, mut abs, mut terms) = (0f64, 0f64, 0usize);
         for cc in 0..ci {
             for ky in 0..kh as i64 {
                 for kx in 0..kw as i64 {
@@ -235,16 +235,36 @@ fn check_conv(case: ConvCase) -> bool {
                     let xo = bn * xst[0] + (c0 + cc) * xst[1] + iy * xst[2] + ix * xst[3];
                     let wo =
                         oo * wst[0] + cc * wst[1] + ky as usize * wst[2] + kx as usize * wst[3];
-                    acc += xv[xo] as f64 * wv[wo] as f64;
+                    let t = xv[xo] as f64 * wv[wo] as f64;
+                    (acc, abs, terms) = (acc + t, abs + t.abs(), terms + 1);
                 }
             }
         }
         want_c.push(acc as f32);
+        bound_c.push(summation_bound(terms, abs, acc));
     }
     let (want, _) = to_layout(&want_c, &oc, &lo);
-    let want: Vec<f64> = want.iter().map(|&v| v as f64).collect();
-    assert_close(&got, &want, 1e-5);
+    let (bound, _) = to_layout(&bound_c, &oc, &lo);
+    let g = got.to_f64_vec();
+    assert_eq!(g.len(), want.len(), "length");
+    for (i, ((a, b), e)) in g.iter().zip(&want).zip(&bound).enumerate() {
+        let b = *b as f64;
+        assert!(
+            (a - b).abs() <= (*e as f64).max(1e-5 * (1.0 + b.abs())),
+            "element {i}: got {a}, want {b} (summation bound {e})"
+        );
+    }
     true
+}
+
+/// The largest error of an `f32` sum of `terms` rounded products, in any order and blocking,
+/// against the exact sum `exact` whose absolute terms add to `abs`, plus the rounding of the
+/// reference to `f32`: γ(terms + 1)·abs + 2u·|exact|, with u = 2⁻²⁴ and γ(n) = n·u / (1 − n·u)
+/// (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §3.1 and §4.2).
+fn summation_bound(terms: usize, abs: f64, exact: f64) -> f32 {
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let nu = (terms + 1) as f64 * u;
+    (nu / (1.0 - nu) * abs + 2.0 * u * exact.abs()) as f32
 }
 
 proptest! {
