@@ -245,15 +245,10 @@ fn check_conv(case: ConvCase) -> bool {
     }
     let (want, _) = to_layout(&want_c, &oc, &lo);
     let (bound, _) = to_layout(&bound_c, &oc, &lo);
-    let g = got.to_f64_vec();
-    assert_eq!(g.len(), want.len(), "length");
-    for (i, ((a, b), e)) in g.iter().zip(&want).zip(&bound).enumerate() {
-        let b = *b as f64;
-        assert!(
-            (a - b).abs() <= (*e as f64).max(1e-5 * (1.0 + b.abs())),
-            "element {i}: got {a}, want {b} (summation bound {e})"
-        );
-    }
+    let want: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+    assert_close_by(&got, &want, |i, b| {
+        f64::from(bound[i]).max(1e-5 * (1.0 + b.abs()))
+    });
     true
 }
 
