@@ -62,7 +62,9 @@ pub enum Mode {
     /// Loop fusion: the stores are the region outputs.
     Loop,
     /// Input fusion: the one store is operand 0 of the `reduce` root `root`, whose leading
-    /// `prefix` dimensions are kept (the rows).
+    /// `prefix` dimensions are kept (the rows); the dimensions after them are reduced, or mix
+    /// reduced and kept ones (group normalization's statistics: the caller then reduces each
+    /// row with the reference `reduce` kernel).
     Input {
         /// The `reduce` root.
         root: NodeId,
@@ -211,15 +213,8 @@ impl KernelLayout {
         let root = order.last().copied();
         let mode = match root.and_then(|r| Some((r, reduce_root_prefix(region, r)?))) {
             Some((root, prefix)) => {
-                let Op::Reduce(dims) = &region.node(root).op else {
+                if !matches!(region.node(root).op, Op::Reduce(_)) {
                     return Err(unsupported(OpKind::Reduce, "is not a reduce"));
-                };
-                let rank = region.value_type(region.operands(root)[0]).rank();
-                if dims.len() != rank - prefix {
-                    return Err(unsupported(
-                        OpKind::Reduce,
-                        "keeps dimensions after the reduced ones",
-                    ));
                 }
                 Mode::Input { root, prefix }
             }
@@ -337,9 +332,24 @@ impl KernelLayout {
 
     /// Number of `i64` runtime parameters: the row length and the store base index, then per
     /// index-mapped member its inner stride, the number of `(divisor, extent, stride)` triples
-    /// in use, and room for `rank` triples.
+    /// in use, and room for `rank` triples; then the outer dimensions (at
+    /// [`KernelLayout::outer_param`]): their number `K` (0: none, every row's offsets are
+    /// computed from the triples), room for [`KernelLayout::outer_capacity`] extents, and per
+    /// index-mapped member as many carry deltas (see [`crate::lower`]).
     pub fn param_count(&self) -> usize {
+        let d = self.outer_capacity();
+        self.outer_param() + 1 + d + self.maps.len() * d
+    }
+
+    /// Index of the outer-dimension count `K` (after the maps' parameters).
+    pub fn outer_param(&self) -> usize {
         2 + self.maps.iter().map(|m| 2 + 3 * m.rank).sum::<usize>()
+    }
+
+    /// Room for outer dimensions: the index maps' ranks summed (each map's block boundaries,
+    /// at most its rank minus one, and the row length's).
+    pub fn outer_capacity(&self) -> usize {
+        self.maps.iter().map(|m| m.rank).sum()
     }
 
     /// Index of map `m`'s first parameter (its inner stride).

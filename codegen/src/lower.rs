@@ -11,12 +11,20 @@
 //! base of an input fusion (a store of flat index `i` goes to scratch element `i - base`; a
 //! loop fusion stores at `i`), then per index-mapped member
 //! its inner stride, the number `nb` of blocks in use and up to `rank` `(divisor, extent,
-//! stride)` blocks (only those with a nonzero stride matter). The kernel evaluates the
-//! flat indices `[begin, end)` row by row: rows are the multiples of `L`, and within a row the
-//! offset of index-mapped member `m` is `off_m + j * s_m` with
-//! `off_m = Σ_{d < nb} ((i / div_d) mod ext_d) · stride_d` computed once per row. The caller picks `L`
-//! so that no index map carries inside a row (`L` divides each map's innermost merged extent).
-//! The inner stride is specialized per [`StrideClass`] (0, 1 or a runtime value) so the inner
+//! stride)` blocks (only those with a nonzero stride matter), then the outer dimensions
+//! ([`KernelLayout::outer_param`]): their number `K`, their extents `E_0 … E_{K−1}` (innermost
+//! first) and per map the carry delta of each. The kernel evaluates the flat indices
+//! `[begin, end)` row by row: rows are the multiples of `L`, and within a row the offset of
+//! index-mapped member `m` is `off_m + j * s_m` with
+//! `off_m = Σ_{d < nb} ((i / div_d) mod ext_d) · stride_d` at the row's start `i`. The caller
+//! picks `L` so that no index map carries inside a row (`L` divides each map's innermost
+//! merged extent). On the host `off_m` is computed so (by division) for the launch's first row
+//! only when `K > 0`: the rows above it are the outer dimensions (the common refinement of the
+//! maps' blocks, one counter each), and at each row's end the first counter that does not
+//! wrap steps, the inner ones reset, and every `off_m` moves by that dimension's carry delta
+//! `S_{m,d} − Σ_{e < d} (E_e − 1) · S_{m,e}` (`S_{m,d}` the offset step of dimension `d`).
+//! With `K = 0` (the blocks do not nest, or one row) and on the GPU every row divides. The
+//! inner stride is specialized per [`StrideClass`] (0, 1 or a runtime value) so the inner
 //! loop vectorizes.
 //!
 //! The exported function loads the pointers and calls an inner `alwaysinline` function whose
@@ -1067,12 +1075,6 @@ pub(crate) fn emit_body<'ctx>(
     let begin = param(n_bufs as u32 + 1)?.into_int_value();
     let end = param(n_bufs as u32 + 2)?.into_int_value();
     let entry = ctx.append_basic_block(inner, "entry");
-    let row_head = ctx.append_basic_block(inner, "row");
-    let row_body = ctx.append_basic_block(inner, "row.body");
-    let inner_head = ctx.append_basic_block(inner, "elem");
-    let inner_body = ctx.append_basic_block(inner, "elem.body");
-    let row_latch = ctx.append_basic_block(inner, "row.next");
-    let exit = ctx.append_basic_block(inner, "exit");
     b.position_at_end(entry);
     let load_param = |k: usize| -> Result<IntValue, LowerError> {
         // SAFETY: `params` holds `layout.param_count()` values.
@@ -1096,55 +1098,288 @@ pub(crate) fn emit_body<'ctx>(
         };
         maps.push((stride, blocks));
     }
+    let io = Io {
+        f: inner,
+        bufs,
+        params,
+        begin,
+        end,
+        row_len,
+        base,
+        store_buf,
+    };
+    match target {
+        crate::Target::Host => rows_incremental(&e, spec, &io, &maps)?,
+        crate::Target::Gpu => rows_by_division(&e, spec, &io, &maps)?,
+    }
+    Ok((inner, outer_src))
+}
+
+/// The kernel body's arguments and per-launch parameters.
+struct Io<'ctx> {
+    f: FunctionValue<'ctx>,
+    bufs: Vec<PointerValue<'ctx>>,
+    params: PointerValue<'ctx>,
+    begin: IntValue<'ctx>,
+    end: IntValue<'ctx>,
+    row_len: IntValue<'ctx>,
+    base: IntValue<'ctx>,
+    store_buf: Vec<usize>,
+}
+
+/// Emits each map's offset at flat index `i` from its triples (divisions), zero for a
+/// uniform map.
+fn offsets_at<'ctx>(
+    e: &Emit<'_, 'ctx>,
+    io: &Io<'ctx>,
+    maps: &[MapParams<'ctx>],
+    i: IntValue<'ctx>,
+) -> Result<Vec<IntValue<'ctx>>, LowerError> {
+    maps.iter()
+        .map(|(_, blocks)| match blocks {
+            Some((nb, first)) => map_offset(e.ctx, e.b, io.f, io.params, i, *nb, *first),
+            None => Ok(e.ctx.i64_type().const_zero()),
+        })
+        .collect()
+}
+
+/// Emits the element loop of one row: `j` from `j0` to `count`, the flat index `rs + j`, the
+/// maps' offsets `off_m + j · s_m`. The builder is left in the block after the loop.
+fn element_loop<'ctx>(
+    e: &Emit<'_, 'ctx>,
+    spec: &KernelSpec,
+    io: &Io<'ctx>,
+    maps: &[MapParams<'ctx>],
+    (rs, j0, count): (IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>),
+    map_off: Vec<IntValue<'ctx>>,
+) -> Result<(), LowerError> {
+    let (ctx, b) = (e.ctx, e.b);
+    let i64t = ctx.i64_type();
+    let pre = current_block(b)?;
+    let head = ctx.append_basic_block(io.f, "elem");
+    let body = ctx.append_basic_block(io.f, "elem.body");
+    let done = ctx.append_basic_block(io.f, "elem.done");
+    b.build_unconditional_branch(head)?;
+    b.position_at_end(head);
+    let j_phi = b.build_phi(i64t, "j")?;
+    let j = j_phi.as_basic_value().into_int_value();
+    let more = b.build_int_compare(IntPredicate::SLT, j, count, "")?;
+    b.build_conditional_branch(more, body, done)?;
+    b.position_at_end(body);
+    let row = Row {
+        bufs: io.bufs.clone(),
+        idx: b.build_int_add(rs, j, "")?,
+        j,
+        map_off,
+        map_stride: maps.iter().map(|(s, _)| *s).collect(),
+    };
+    element(e, spec, &row, &io.store_buf, io.base)?;
+    let j_next = b.build_int_add(j, i64t.const_int(1, false), "")?;
+    let body_end = current_block(b)?;
+    b.build_unconditional_branch(head)?;
+    j_phi.add_incoming(&[(&j0, pre), (&j_next, body_end)]);
+    b.position_at_end(done);
+    Ok(())
+}
+
+/// The row loop with every row's map offsets computed from the triples (one division and
+/// one remainder per block per row): the GPU kernel's (one element per thread).
+fn rows_by_division<'ctx>(
+    e: &Emit<'_, 'ctx>,
+    spec: &KernelSpec,
+    io: &Io<'ctx>,
+    maps: &[MapParams<'ctx>],
+) -> Result<(), LowerError> {
+    let (ctx, b) = (e.ctx, e.b);
+    let i64t = ctx.i64_type();
+    let entry = current_block(b)?;
+    let row_head = ctx.append_basic_block(io.f, "row");
+    let row_body = ctx.append_basic_block(io.f, "row.body");
+    let exit = ctx.append_basic_block(io.f, "exit");
     b.build_unconditional_branch(row_head)?;
     // row loop: i from begin to end, in rows of `row_len`
     b.position_at_end(row_head);
     let i_phi = b.build_phi(i64t, "i")?;
     let i = i_phi.as_basic_value().into_int_value();
-    let more = b.build_int_compare(IntPredicate::SLT, i, end, "")?;
+    let more = b.build_int_compare(IntPredicate::SLT, i, io.end, "")?;
     b.build_conditional_branch(more, row_body, exit)?;
     b.position_at_end(row_body);
-    let q = b.build_int_unsigned_div(i, row_len, "")?;
+    let q = b.build_int_unsigned_div(i, io.row_len, "")?;
     let next = b.build_int_mul(
         b.build_int_add(q, i64t.const_int(1, false), "")?,
-        row_len,
+        io.row_len,
         "",
     )?;
-    let before_end = b.build_int_compare(IntPredicate::SLT, next, end, "")?;
-    let row_end = b.build_select(before_end, next, end, "")?.into_int_value();
+    let before_end = b.build_int_compare(IntPredicate::SLT, next, io.end, "")?;
+    let row_end = b
+        .build_select(before_end, next, io.end, "")?
+        .into_int_value();
     let count = b.build_int_sub(row_end, i, "")?;
-    // off_m = Σ_{d < nb_m} ((i / div_d) mod ext_d) · stride_d, a loop over the map's blocks.
-    let mut map_off = Vec::new();
-    for (_, blocks) in &maps {
-        map_off.push(match blocks {
-            Some((nb, first)) => map_offset(ctx, &b, inner, params, i, *nb, *first)?,
-            None => i64t.const_zero(),
-        });
-    }
-    let row_ready = current_block(&b)?;
-    b.build_unconditional_branch(inner_head)?;
-    b.position_at_end(inner_head);
-    let j_phi = b.build_phi(i64t, "j")?;
-    let j = j_phi.as_basic_value().into_int_value();
-    let more = b.build_int_compare(IntPredicate::SLT, j, count, "")?;
-    b.build_conditional_branch(more, inner_body, row_latch)?;
-    b.position_at_end(inner_body);
-    let row = Row {
-        bufs,
-        idx: b.build_int_add(i, j, "")?,
-        j,
-        map_off,
-        map_stride: maps.iter().map(|(s, _)| *s).collect(),
-    };
-    element(&e, spec, &row, &store_buf, base)?;
-    let j_next = b.build_int_add(j, i64t.const_int(1, false), "")?;
-    let body_end = current_block(&b)?;
-    b.build_unconditional_branch(inner_head)?;
-    j_phi.add_incoming(&[(&i64t.const_zero(), row_ready), (&j_next, body_end)]);
-    b.position_at_end(row_latch);
+    let map_off = offsets_at(e, io, maps, i)?;
+    element_loop(e, spec, io, maps, (i, i64t.const_zero(), count), map_off)?;
+    let latch = current_block(b)?;
     b.build_unconditional_branch(row_head)?;
-    i_phi.add_incoming(&[(&begin, entry), (&row_end, row_latch)]);
+    i_phi.add_incoming(&[(&io.begin, entry), (&row_end, latch)]);
     b.position_at_end(exit);
     b.build_return(None)?;
-    Ok((inner, outer_src))
+    Ok(())
+}
+
+/// The host's row loop: rows are the multiples of `L`; the maps' offsets are computed from
+/// the triples at the launch's first row only, then advanced row by row through the outer
+/// dimensions (an odometer: the first counter that does not wrap steps, and each map's
+/// offset moves by that dimension's carry delta). With `K = 0` every row's offsets are
+/// computed from the triples.
+fn rows_incremental<'ctx>(
+    e: &Emit<'_, 'ctx>,
+    spec: &KernelSpec,
+    io: &Io<'ctx>,
+    maps: &[MapParams<'ctx>],
+) -> Result<(), LowerError> {
+    let (ctx, b) = (e.ctx, e.b);
+    let i64t = ctx.i64_type();
+    let (zero, one) = (i64t.const_zero(), i64t.const_int(1, false));
+    let layout = spec.layout;
+    let cap = layout.outer_capacity();
+    let outer = layout.outer_param();
+    let c = |v: usize| i64t.const_int(v as u64, false);
+    let load_at = |at: IntValue<'ctx>| -> Result<IntValue<'ctx>, LowerError> {
+        // SAFETY: every index loaded lies in the outer section of `params`
+        // (`layout.param_count()` values).
+        let p = unsafe { b.build_in_bounds_gep(i64t, io.params, &[at], "")? };
+        Ok(b.build_load(i64t, p, "")?.into_int_value())
+    };
+    let k = load_at(c(outer))?;
+    let cnt = b.build_array_alloca(i64t, c(cap.max(1)), "cnt")?;
+    let cnt_at = |d: IntValue<'ctx>| -> Result<PointerValue<'ctx>, LowerError> {
+        // SAFETY: `d < K <= cap`.
+        Ok(unsafe { b.build_in_bounds_gep(i64t, cnt, &[d], "")? })
+    };
+    let extent = |d: IntValue<'ctx>| -> Result<IntValue<'ctx>, LowerError> {
+        load_at(b.build_int_add(d, c(outer + 1), "")?)
+    };
+    // Counters of the launch's first row.
+    let q0 = b.build_int_unsigned_div(io.begin, io.row_len, "")?;
+    let rs0 = b.build_int_mul(q0, io.row_len, "")?;
+    let entry = current_block(b)?;
+    let init_head = ctx.append_basic_block(io.f, "init");
+    let init_body = ctx.append_basic_block(io.f, "init.body");
+    let init_done = ctx.append_basic_block(io.f, "init.done");
+    b.build_unconditional_branch(init_head)?;
+    b.position_at_end(init_head);
+    let d_phi = b.build_phi(i64t, "d")?;
+    let q_phi = b.build_phi(i64t, "q")?;
+    let (d, q) = (
+        d_phi.as_basic_value().into_int_value(),
+        q_phi.as_basic_value().into_int_value(),
+    );
+    let more = b.build_int_compare(IntPredicate::SLT, d, k, "")?;
+    b.build_conditional_branch(more, init_body, init_done)?;
+    b.position_at_end(init_body);
+    let ext = extent(d)?;
+    b.build_store(cnt_at(d)?, b.build_int_unsigned_rem(q, ext, "")?)?;
+    let q_next = b.build_int_unsigned_div(q, ext, "")?;
+    let d_next = b.build_int_add(d, one, "")?;
+    b.build_unconditional_branch(init_head)?;
+    d_phi.add_incoming(&[(&zero, entry), (&d_next, init_body)]);
+    q_phi.add_incoming(&[(&q0, entry), (&q_next, init_body)]);
+    b.position_at_end(init_done);
+    let off0 = offsets_at(e, io, maps, rs0)?;
+    let init_end = current_block(b)?;
+    // Row loop.
+    let row_head = ctx.append_basic_block(io.f, "row");
+    let row_body = ctx.append_basic_block(io.f, "row.body");
+    let recompute = ctx.append_basic_block(io.f, "row.recompute");
+    let ready = ctx.append_basic_block(io.f, "row.ready");
+    let exit = ctx.append_basic_block(io.f, "exit");
+    b.build_unconditional_branch(row_head)?;
+    b.position_at_end(row_head);
+    let rs_phi = b.build_phi(i64t, "rs")?;
+    let rs = rs_phi.as_basic_value().into_int_value();
+    let off_phis = (0..maps.len())
+        .map(|_| b.build_phi(i64t, "off"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let more = b.build_int_compare(IntPredicate::SLT, rs, io.end, "")?;
+    b.build_conditional_branch(more, row_body, exit)?;
+    b.position_at_end(row_body);
+    let after = b.build_int_compare(IntPredicate::SGT, io.begin, rs, "")?;
+    let j0 = b
+        .build_select(after, b.build_int_sub(io.begin, rs, "")?, zero, "")?
+        .into_int_value();
+    let left = b.build_int_sub(io.end, rs, "")?;
+    let short = b.build_int_compare(IntPredicate::SLT, left, io.row_len, "")?;
+    let count = b
+        .build_select(short, left, io.row_len, "")?
+        .into_int_value();
+    let none = b.build_int_compare(IntPredicate::EQ, k, zero, "")?;
+    b.build_conditional_branch(none, recompute, ready)?;
+    b.position_at_end(recompute);
+    let offr = offsets_at(e, io, maps, rs)?;
+    let recompute_end = current_block(b)?;
+    b.build_unconditional_branch(ready)?;
+    b.position_at_end(ready);
+    let mut off_row = Vec::with_capacity(maps.len());
+    for (m, ph) in off_phis.iter().enumerate() {
+        let p = b.build_phi(i64t, "off.row")?;
+        p.add_incoming(&[
+            (&ph.as_basic_value().into_int_value(), row_body),
+            (&offr[m], recompute_end),
+        ]);
+        off_row.push(p.as_basic_value().into_int_value());
+    }
+    element_loop(e, spec, io, maps, (rs, j0, count), off_row.clone())?;
+    // Latch: the odometer over the outer dimensions.
+    let rs_next = b.build_int_add(rs, io.row_len, "")?;
+    let latch = current_block(b)?;
+    let carry_head = ctx.append_basic_block(io.f, "carry");
+    let carry_body = ctx.append_basic_block(io.f, "carry.body");
+    let carry_wrap = ctx.append_basic_block(io.f, "carry.wrap");
+    let carry_step = ctx.append_basic_block(io.f, "carry.step");
+    let next = ctx.append_basic_block(io.f, "row.next");
+    b.build_unconditional_branch(carry_head)?;
+    b.position_at_end(carry_head);
+    let cd_phi = b.build_phi(i64t, "cd")?;
+    let cd = cd_phi.as_basic_value().into_int_value();
+    let more = b.build_int_compare(IntPredicate::SLT, cd, k, "")?;
+    b.build_conditional_branch(more, carry_body, next)?;
+    b.position_at_end(carry_body);
+    let stepped = b.build_int_add(
+        b.build_load(i64t, cnt_at(cd)?, "")?.into_int_value(),
+        one,
+        "",
+    )?;
+    let fits = b.build_int_compare(IntPredicate::SLT, stepped, extent(cd)?, "")?;
+    b.build_conditional_branch(fits, carry_step, carry_wrap)?;
+    b.position_at_end(carry_wrap);
+    b.build_store(cnt_at(cd)?, zero)?;
+    let cd_next = b.build_int_add(cd, one, "")?;
+    b.build_unconditional_branch(carry_head)?;
+    cd_phi.add_incoming(&[(&zero, latch), (&cd_next, carry_wrap)]);
+    b.position_at_end(carry_step);
+    b.build_store(cnt_at(cd)?, stepped)?;
+    let mut off_step = Vec::with_capacity(maps.len());
+    for (m, (_, blocks)) in maps.iter().enumerate() {
+        off_step.push(match blocks {
+            Some(_) => {
+                let at = b.build_int_add(cd, c(outer + 1 + cap + m * cap), "")?;
+                b.build_int_add(off_row[m], load_at(at)?, "")?
+            }
+            None => off_row[m],
+        });
+    }
+    b.build_unconditional_branch(next)?;
+    b.position_at_end(next);
+    for (m, ph) in off_phis.iter().enumerate() {
+        let p = b.build_phi(i64t, "off.next")?;
+        p.add_incoming(&[(&off_row[m], carry_head), (&off_step[m], carry_step)]);
+        ph.add_incoming(&[
+            (&off0[m], init_end),
+            (&p.as_basic_value().into_int_value(), next),
+        ]);
+    }
+    b.build_unconditional_branch(row_head)?;
+    rs_phi.add_incoming(&[(&rs0, init_end), (&rs_next, next)]);
+    b.position_at_end(exit);
+    b.build_return(None)?;
+    Ok(())
 }

@@ -6,6 +6,7 @@
 //!   `select`, `convert` and splat constants;
 //! - index maps: bias (`[B]` along the inner dimension), row (`[A]` along the outer one),
 //!   scalar and transposing broadcasts, `iota`;
+//! - group normalization's broadcasts (short rows, offsets advanced through outer dimensions);
 //! - row reductions (input fusion: a softmax's max and sum of `exp`);
 //! - a second binding reuses the kernels (no compile).
 
@@ -465,6 +466,76 @@ proptest! {
         let (got, want) = both(GELU_BWD, &bind, gelu_inputs(a, b, seed));
         assert_bits(&got, &want, &format!("A={a} B={b}"));
     }
+}
+
+/// Group normalization's loop fusion as a NHWC export fuses it, over `f32[B,H,W,G,C]`: the
+/// per-group statistics `[B,G]` and the per-channel scale `[G,C]` broadcast back (index maps
+/// whose rows are `C` elements long), a transposing broadcast (`[W,B]`) and an `iota`.
+const GROUP_NORM: &str = r#"graph @t {
+  %0 = input {index = 0, name = "x"} : f32[B,H,W,G,C]
+  %1 = input {index = 1, name = "mean"} : f32[B,G]
+  %2 = input {index = 2, name = "scale"} : f32[G,C]
+  %3 = input {index = 3, name = "t"} : f32[W,B]
+  %4 = fusion(%0, %1, %2, %3) {kind = "loop"} : f32[B,H,W,G,C] {
+    region @fusion0 {
+      %0 = input {index = 0, name = "in0"} : f32[B,H,W,G,C]
+      %1 = input {index = 1, name = "in1"} : f32[B,G]
+      %2 = input {index = 2, name = "in2"} : f32[G,C]
+      %3 = input {index = 3, name = "in3"} : f32[W,B]
+      %4 = broadcast_in_dim(%1) {broadcast_dimensions = [0, 3], shape = dims[B, H, W, G, C]} : f32[B,H,W,G,C]
+      %5 = broadcast_in_dim(%2) {broadcast_dimensions = [3, 4], shape = dims[B, H, W, G, C]} : f32[B,H,W,G,C]
+      %6 = broadcast_in_dim(%3) {broadcast_dimensions = [2, 0], shape = dims[B, H, W, G, C]} : f32[B,H,W,G,C]
+      %7 = subtract(%0, %4) : f32[B,H,W,G,C]
+      %8 = multiply(%7, %5) : f32[B,H,W,G,C]
+      %9 = add(%8, %6) : f32[B,H,W,G,C]
+      %10 = iota {dtype = i32, iota_dimension = 2, shape = dims[B, H, W, G, C]} : i32[B,H,W,G,C]
+      %11 = convert(%10) {dtype = f32} : f32[B,H,W,G,C]
+      %12 = add(%9, %11) : f32[B,H,W,G,C]
+      return %12
+    }
+  }
+  return %4
+}"#;
+
+fn group_norm(s: [usize; 5], seed: u64) {
+    let [b, h, w, g, c] = s;
+    let bind = [
+        ("B", b as i64),
+        ("H", h as i64),
+        ("W", w as i64),
+        ("G", g as i64),
+        ("C", c as i64),
+    ];
+    let ins = vec![
+        f32t(&s, &values(s.iter().product(), seed)),
+        f32t(&[b, g], &values(b * g, seed + 1)),
+        f32t(&[g, c], &values(g * c, seed + 2)),
+        f32t(&[w, b], &values(w * b, seed + 3)),
+    ];
+    let (got, want) = both(GROUP_NORM, &bind, ins);
+    assert_bits(&got, &want, &format!("{s:?}"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Group normalization's broadcasts (rows of `C` elements, offsets advanced row by row
+    /// through the outer dimensions) at random shapes, unit dimensions included.
+    #[test]
+    fn group_norm_maps_match_the_reference(
+        b in 1usize..4, h in 1usize..6, w in 1usize..6, g in 1usize..5, c in 1usize..6,
+        seed in 0u64..1000,
+    ) {
+        group_norm([b, h, w, g, c], seed);
+    }
+}
+
+/// The same above the parallel threshold: launches begin inside a row and carry through
+/// every outer dimension.
+#[test]
+fn large_group_norm_maps_match_the_reference() {
+    group_norm([3, 17, 19, 4, 5], 11);
+    group_norm([2, 32, 32, 4, 4], 12);
 }
 
 /// Large shapes take the threaded split (and the vector loops' bodies, not only their tails).

@@ -7,7 +7,10 @@
 //! strides (the interpreter's [`index_map`]), merged into blocks of dimensions that advance by
 //! one stride; the row length `L`, the greatest common divisor of every map's innermost block
 //! extent (and, for an input fusion, of the reduce row), so that no map carries inside a row;
-//! and each map's inner-stride class, which the kernel is specialized on. An input fusion's
+//! and each map's inner-stride class, which the kernel is specialized on; and the outer
+//! dimensions above the row (the common refinement of the maps' blocks, when they nest) with
+//! each map's carry delta per dimension, so that the host kernel advances the maps' offsets
+//! row by row instead of dividing at every row ([`ebb_codegen::lower`]). An input fusion's
 //! kernel writes one reduce row of its root's operand at a time into a scratch row, which is
 //! folded by the reference `reduce` kernel's own row fold ([`fold_row_f32`]).
 //!
@@ -16,7 +19,7 @@
 //! the thread split; the scratch rows never exceed the planned tile bytes.
 
 use super::fusion::{index_map, invalid, shape_at};
-use super::reduce::{fold_row_f32, ColumnAcc};
+use super::reduce::{float_monoid, fold_row_f32, ColumnAcc};
 use super::region::{recognize, Body};
 use super::{Ctx, KernelFailure};
 use crate::buffer::Buf;
@@ -82,6 +85,7 @@ pub(crate) fn params(
     let mut p = vec![0i64; layout.param_count()];
     let mut classes = Vec::with_capacity(layout.maps.len());
     let mut l = row.unwrap_or(0);
+    let mut all = Vec::with_capacity(layout.maps.len());
     for (m, member) in layout.maps.iter().enumerate() {
         let bl = blocks(&index_map(region, member.id, bindings)?);
         let at = layout.map_param(m);
@@ -117,9 +121,91 @@ pub(crate) fn params(
             div = div.saturating_mul(ext);
         }
         p[at + 1] = to_i64(nb)?;
+        all.push((!uniform).then_some(bl));
     }
-    p[0] = to_i64(if l == 0 { n.max(1) } else { l })?;
+    let l = if l == 0 { n.max(1) } else { l };
+    p[0] = to_i64(l)?;
+    if let Some((extents, deltas)) = outer_dims(&all, l, n) {
+        if extents.len() <= layout.outer_capacity() {
+            let (at, cap) = (layout.outer_param(), layout.outer_capacity());
+            p[at] = to_i64(extents.len())?;
+            for (d, &e) in extents.iter().enumerate() {
+                p[at + 1 + d] = to_i64(e)?;
+            }
+            for (m, ds) in deltas.iter().enumerate() {
+                p[at + 1 + cap + m * cap..][..ds.len()].copy_from_slice(ds);
+            }
+        }
+    }
     Ok((p, classes))
+}
+
+/// The outer dimensions of the iteration space of `n` elements in rows of `l`: the common
+/// refinement of every index map's block boundaries (`maps`: each map's blocks `(extent,
+/// stride)` innermost first, `None` for a uniform map) and `l`, when the boundaries divide
+/// one another (else `None`: the kernel then computes every row's offsets by division).
+/// Returns the outer dimensions' extents, innermost first, and per map each dimension's carry
+/// delta: the change of the map's offset when that dimension steps and every dimension inside
+/// it (the row excepted) wraps to 0.
+fn outer_dims(
+    maps: &[Option<Vec<(usize, usize)>>],
+    l: usize,
+    n: usize,
+) -> Option<(Vec<usize>, Vec<Vec<i64>>)> {
+    let mut cuts = std::collections::BTreeSet::from([l]);
+    for bl in maps.iter().flatten() {
+        let mut at = 1usize;
+        for &(ext, _) in bl {
+            at = at.checked_mul(ext)?;
+            cuts.insert(at);
+        }
+        if at != n {
+            return None;
+        }
+    }
+    let cuts: Vec<usize> = cuts.into_iter().filter(|&c| c < n).collect();
+    if cuts.first() != Some(&l) || cuts.windows(2).any(|w| w[1] % w[0] != 0) {
+        return None;
+    }
+    let last = *cuts.last()?;
+    if n % last != 0 {
+        return None;
+    }
+    let extents: Vec<usize> = cuts
+        .windows(2)
+        .map(|w| w[1] / w[0])
+        .chain([n / last])
+        .collect();
+    let mut deltas = Vec::with_capacity(maps.len());
+    for bl in maps {
+        let Some(bl) = bl else {
+            deltas.push(Vec::new());
+            continue;
+        };
+        // The offset step of each outer dimension: the block holding its unit.
+        let steps = cuts
+            .iter()
+            .map(|&unit| {
+                let mut div = 1usize;
+                for &(ext, stride) in bl {
+                    if unit < div * ext {
+                        let k = i64::try_from(unit / div).ok()?;
+                        return k.checked_mul(i64::try_from(stride).ok()?);
+                    }
+                    div *= ext;
+                }
+                None
+            })
+            .collect::<Option<Vec<i64>>>()?;
+        let mut wrapped = 0i64;
+        let mut ds = Vec::with_capacity(steps.len());
+        for (&s, &e) in steps.iter().zip(&extents) {
+            ds.push(s.checked_sub(wrapped)?);
+            wrapped = wrapped.checked_add(s.checked_mul(i64::try_from(e).ok()? - 1)?)?;
+        }
+        deltas.push(ds);
+    }
+    Some((extents, deltas))
 }
 
 /// The init value of an input fusion's root: a region input's element 0 or a splat `f32`
@@ -224,7 +310,9 @@ pub(crate) fn fusion(
     {
         return Err(ops);
     }
-    // Input fusion: the reduce's monoid and init value, the row length.
+    // Input fusion: the reduce's monoid and init value, the row length; and when the row mixes
+    // reduced and kept dimensions, its shape and which are reduced.
+    let mut mixed: Option<(Vec<usize>, Vec<bool>)> = None;
     let reduce = match layout.mode {
         Mode::Input { root, prefix }
         | Mode::Columns {
@@ -246,6 +334,14 @@ pub(crate) fn fusion(
             let Ok(shape) = shape_at(&src.shape, ctx.bindings) else {
                 return Err(ops);
             };
+            if let (Mode::Input { .. }, Op::Reduce(dims)) = (&layout.mode, &node.op) {
+                let red: Vec<bool> = (prefix..shape.len())
+                    .map(|d| dims.contains(&(d as i64)))
+                    .collect();
+                if red.contains(&false) {
+                    mixed = Some((shape[prefix..].to_vec(), red));
+                }
+            }
             Some((
                 m,
                 init,
@@ -327,7 +423,15 @@ pub(crate) fn fusion(
             let threads = rayon::current_num_threads().max(1);
             let fit = (tile / (4 * row.max(1) as u64)).max(1) as usize;
             let threads = threads.min(fit);
-            let mut out = vec![0f32; rows];
+            // Results per row: 1, or the kept elements of a mixed row.
+            let kept: usize = mixed.as_ref().map_or(1, |(s, red)| {
+                s.iter()
+                    .zip(red)
+                    .filter(|(_, &r)| !r)
+                    .map(|(&d, _)| d)
+                    .product()
+            });
+            let mut out = vec![0f32; rows * kept];
             let ins: Vec<*mut u8> = ops.iter().map(|t| t.data().as_ptr() as *mut u8).collect();
             let per = rows.div_ceil(threads.max(1)).max(1);
             let shared = Ptrs(ins);
@@ -336,22 +440,35 @@ pub(crate) fn fusion(
                 let mut bufs = shared.get().to_vec();
                 bufs.push(scratch.as_mut_ptr() as *mut u8);
                 let mut pp = p.clone();
-                for (k, o) in chunk.iter_mut().enumerate() {
+                for (k, o) in chunk.chunks_mut(kept.max(1)).enumerate() {
                     let r = c * per + k;
                     let begin = to_i64(r * row)?;
                     pp[1] = begin;
                     // SAFETY: `bufs` holds the operands (checked sizes) and a scratch row of
                     // `row` elements; the kernel writes elements `[begin, begin + row) - begin`.
                     unsafe { (kernel.f)(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(row)?) };
-                    *o = fold_row_f32(m, init, &scratch)
-                        .ok_or_else(|| invalid("a logical reduction of f32"))?;
+                    match &mixed {
+                        // The reference kernel on the row: its order for each kept element.
+                        Some((shape, red)) => o.copy_from_slice(
+                            &float_monoid(&scratch, init, shape, red, m)
+                                .map_err(KernelFailure::Op)?,
+                        ),
+                        None => {
+                            o[0] = fold_row_f32(m, init, &scratch)
+                                .ok_or_else(|| invalid("a logical reduction of f32"))?
+                        }
+                    }
                 }
                 Ok(())
             };
             let res = if threads > 1 && n >= super::par::PAR_MIN {
-                out.par_chunks_mut(per).enumerate().try_for_each(body)
+                out.par_chunks_mut(per * kept)
+                    .enumerate()
+                    .try_for_each(body)
             } else {
-                out.chunks_mut(per).enumerate().try_for_each(body)
+                out.chunks_mut((per * kept).max(1))
+                    .enumerate()
+                    .try_for_each(body)
             };
             res.map(|()| {
                 let shape = ctx.out[0].shape.clone();
