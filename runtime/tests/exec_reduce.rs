@@ -248,3 +248,55 @@ fn reduce_window_with_a_symbolic_window_is_a_cumulative_reduction() {
         }
     }
 }
+
+/// Tests NCHW max pooling and its gradient above the parallel threshold (windows 2x2 stride 2
+/// and overlapping 3x3 stride 2, values with ties) against direct loops: the row-wise window
+/// walk and the per-image split of `select_and_scatter` give the definition's bits.
+#[test]
+fn max_pooling_and_its_gradient_match_the_definition() {
+    let (b, c, h) = (8, 8, 29);
+    for (k, s) in [(2usize, 2usize), (3, 2)] {
+        let o = (h - k) / s + 1;
+        let n = b * c * h * h;
+        let x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 101) as f32 - 50.0).collect();
+        let g: Vec<f32> = (0..b * c * o * o).map(|i| (i % 13) as f32 + 0.5).collect();
+        let win =
+            format!("window_dimensions = [1, 1, {k}, {k}], window_strides = [1, 1, {s}, {s}]");
+        let pool = window_graph(&win, &[b, c, h, h], &[b, c, o, o], "maximum", "-inf");
+        let grad = format!(
+            "graph @t {{
+  %0 = input {{index = 0, name = \"x\"}} : f32[{b},{c},{h},{h}]
+  %1 = input {{index = 1, name = \"src\"}} : f32[{b},{c},{o},{o}]
+  %2 = constant {{value = dense<0.0> : f32}} : f32[]
+  %3 = select_and_scatter(%0, %1, %2) {{{win}}} : f32[{b},{c},{h},{h}] {{
+    region @select {{
+      %0 = input {{index = 0, name = \"\"}} : f32[]
+      %1 = input {{index = 1, name = \"\"}} : f32[]
+      %2 = compare(%0, %1) {{comparison_direction = \"GE\"}} : i1[]
+      return %2
+    }}
+    {}
+  }}
+  return %3
+}}",
+            body("f32", "add").replace("@body", "@scatter")
+        );
+        let (mut want_pool, mut want_grad) = (Vec::new(), vec![0f32; n]);
+        for p in 0..b * c {
+            for (qy, qx) in (0..o).flat_map(|y| (0..o).map(move |x| (y, x))) {
+                let taps = (0..k).flat_map(|dy| (0..k).map(move |dx| (dy, dx)));
+                let at = |(dy, dx): (usize, usize)| p * h * h + (qy * s + dy) * h + qx * s + dx;
+                let m = taps.clone().fold(f32::NEG_INFINITY, |a, t| a.max(x[at(t)]));
+                want_pool.push(m as f64);
+                let chosen = taps.map(at).reduce(|a, t| if x[a] >= x[t] { a } else { t });
+                want_grad[chosen.unwrap()] += g[(p * o + qy) * o + qx];
+            }
+        }
+        let xt = f32t(&[b, c, h, h], &x);
+        let got = run1(&pool, &[], vec![xt.clone()]).to_f64_vec();
+        assert_eq!(got, want_pool, "pool {k}x{k}");
+        let got = run1(&grad, &[], vec![xt, f32t(&[b, c, o, o], &g)]).to_f64_vec();
+        let want: Vec<f64> = want_grad.iter().map(|&v| v as f64).collect();
+        assert_eq!(got, want, "gradient {k}x{k}");
+    }
+}

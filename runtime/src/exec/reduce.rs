@@ -289,7 +289,12 @@ fn reduce_typed<T: Copy + Sync, A: Copy + Send + Sync>(
     out
 }
 
-fn float_monoid<T: Elem>(
+/// `reduce` of float `x` (of `shape`, reducing where `red`) under `m`: sums and products
+/// through `f64`, rounded once; the order is [`reduce_typed`]'s, fixed by the shapes alone.
+///
+/// # Errors
+/// A logical monoid (`and`/`or`) on floats.
+pub(crate) fn float_monoid<T: Elem>(
     x: &[T],
     init: T,
     shape: &[usize],
@@ -636,12 +641,9 @@ pub(crate) fn reduce_window(
             };
             if let Some((base, offs)) = w.dense(ist) {
                 super::par::chunks_mut(&mut out, chunk, &|s, c| {
-                    let mut o = unravel(s, oshape);
-                    for d in c.iter_mut() {
-                        let b: usize = o.iter().zip(&base).map(|(&q, t)| t[q]).sum();
-                        *d = offs.iter().fold(init, |acc, &j| combine(m, acc, x[b + j]));
-                        advance(&mut o, oshape);
-                    }
+                    dense_walk(&base, oshape, s, c.len(), |k, b| {
+                        c[k] = offs.iter().fold(init, |acc, &j| combine(m, acc, x[b + j]));
+                    });
                 });
                 return out;
             }
@@ -803,26 +805,83 @@ fn sas_typed<T: Elem>(
         })
     };
     let mut out = vec![fill; x.len()];
-    let mut o = vec![0usize; sshape.len()];
     let dense = w.dense(ist);
-    let (mut pos, mut scratch) = (Vec::new(), Vec::new());
-    for &s in src {
-        let chosen = match &dense {
-            Some((base, offs)) => {
-                let b: usize = o.iter().zip(base).map(|(&q, t)| t[q]).sum();
-                choose(&mut offs.iter().map(|&j| b + j))
+    // Source elements `[s0, s0 + len)` scattered into `out`, whose element 0 is `x`'s `at`:
+    // every window of them lies inside it (checked by the caller's split).
+    let run = |s0: usize, len: usize, at: usize, out: &mut [T]| match &dense {
+        Some((base, offs)) => dense_walk(base, sshape, s0, len, |k, b| {
+            if let Some(c) = choose(&mut offs.iter().map(|&j| b + j)) {
+                out[c - at] = combine(m, out[c - at], src[s0 + k]);
             }
-            None => {
+        }),
+        None => {
+            let mut o = unravel(s0, sshape);
+            let (mut pos, mut scratch) = (Vec::new(), Vec::new());
+            for &s in &src[s0..s0 + len] {
                 w.positions_into(&o, ist, &mut pos, &mut scratch);
-                choose(&mut pos.iter().flatten().copied())
+                if let Some(c) = choose(&mut pos.iter().flatten().copied()) {
+                    out[c - at] = combine(m, out[c - at], s);
+                }
+                advance(&mut o, sshape);
             }
-        };
-        if let Some(c) = chosen {
-            out[c] = combine(m, out[c], s);
         }
-        advance(&mut o, sshape);
+    };
+    // Windows that keep the leading dimension (extent 1, stride 1, no padding) never reach
+    // across its slabs: the slabs are scattered in parallel, each in the sequential order.
+    let lead = sshape.first().copied().unwrap_or(0);
+    let slab_x = ist.first().map_or(0, |&v| v.max(0) as usize);
+    let slab_s = src.len() / lead.max(1);
+    let keeps_lead = lead > 1
+        && w.win.first() == Some(&1)
+        && w.table
+            .first()
+            .is_some_and(|t| t.len() == lead && t.iter().enumerate().all(|(q, p)| *p == Some(q)))
+        && slab_x * lead == x.len();
+    if keeps_lead && src.len() * w.win.iter().product::<usize>() >= PAR_MIN && slab_x > 0 {
+        let per = (super::par::grain(src.len()) / slab_s.max(1)).clamp(1, lead.div_ceil(4));
+        super::par::chunks_mut(&mut out, per * slab_x, &|start, c| {
+            let first = start / slab_x;
+            let slabs = c.len() / slab_x;
+            run(first * slab_s, slabs * slab_s, start, c);
+        });
+    } else {
+        run(0, src.len(), 0, &mut out);
     }
     out
+}
+
+/// Walks output elements `[s, s + len)` of `oshape` in row-major order, calling `f(k, b)`
+/// with `k` the element's index from `s` and `b` its window's first tap (the sum of the
+/// per-dimension `base` offsets, [`Windows::dense`]): the outer dimensions' part once per
+/// row of the innermost dimension.
+fn dense_walk(
+    base: &[Vec<usize>],
+    oshape: &[usize],
+    s: usize,
+    len: usize,
+    mut f: impl FnMut(usize, usize),
+) {
+    let Some((last, outer)) = base.split_last() else {
+        if len > 0 {
+            f(0, 0);
+        }
+        return;
+    };
+    let inner = oshape[oshape.len() - 1];
+    let mut o = unravel(s, oshape);
+    let mut k = 0;
+    while k < len {
+        let row: usize = o.iter().zip(outer).map(|(&q, t)| t[q]).sum();
+        let q0 = o[o.len() - 1];
+        let n = (inner - q0).min(len - k);
+        for (q, &b) in last[q0..q0 + n].iter().enumerate() {
+            f(k + q, row + b);
+        }
+        k += n;
+        let r = o.len();
+        o[r - 1] = 0;
+        advance(&mut o[..r - 1], &oshape[..r - 1]);
+    }
 }
 
 /// Steps the row-major multi-index `o` within `shape` (wrapping to zeros after the last).
