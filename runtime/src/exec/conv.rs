@@ -29,7 +29,7 @@
 //! kernel matrix when it is not a strided view.
 
 use super::dot::{gemm_into, group_strides, operand, Gemm, Mat};
-use super::layout::{gather_view, istrides_of};
+use super::layout::{gather_view_into, istrides_of};
 use super::{arity, Ctx};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
@@ -302,23 +302,24 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
     }
     let direct = ost == istrides_of(&out.shape) && out.dtype == ct;
     let n_out: usize = out.shape.iter().product();
+    let (xd, wd) = (x.data(), w.data());
     let data = match ct {
-        DType::F64 => {
-            let r = conv_typed::<f64>(ctx, x.data(), w.data(), &geo, n_out, direct)?;
-            Data::F64(if direct {
-                r
-            } else {
-                Buf::from(gather_view(&r, 0, &ost, &out.shape)?)
-            })
-        }
-        _ => {
-            let r = conv_typed::<f32>(ctx, x.data(), w.data(), &geo, n_out, direct)?;
-            Data::F32(if direct {
-                r
-            } else {
-                Buf::from(gather_view(&r, 0, &ost, &out.shape)?)
-            })
-        }
+        DType::F64 => Data::F64(conv_into::<f64>(
+            ctx,
+            (xd, wd),
+            &geo,
+            direct,
+            &ost,
+            &out.shape,
+        )?),
+        _ => Data::F32(conv_into::<f32>(
+            ctx,
+            (xd, wd),
+            &geo,
+            direct,
+            &ost,
+            &out.shape,
+        )?),
     };
     Ok(Tensor::from_parts(
         out.shape.clone(),
@@ -483,8 +484,29 @@ fn reads_fit(
         && (base as isize + hi + span(nb, sb) + span(len, s)) < xlen as isize
 }
 
+/// The convolution into the op's result buffer (of `shape`): computed there when the
+/// canonical layout is the result's (`direct`), else into a recycled canonical buffer whose
+/// view `ost` is gathered into it (the canonical buffer goes back to the pool).
+fn conv_into<T: Gemm>(
+    ctx: &Ctx,
+    (xd, wd): (&Data, &Data),
+    g: &Geometry,
+    direct: bool,
+    ost: &[isize],
+    shape: &[usize],
+) -> Result<Buf<T>, OpError> {
+    let n_out: usize = shape.iter().product();
+    let r = conv_typed::<T>(ctx, xd, wd, g, n_out, direct)?;
+    if direct {
+        return Ok(r);
+    }
+    let res = gather_view_into(&r, 0, ost, shape, ctx.take_vec::<T>(n_out))?;
+    ctx.pool.put(T::wrap(r));
+    Ok(res)
+}
+
 /// The convolution in the canonical result layout (see [`convolution`]); `n_out` elements,
-/// written into the op's result buffer when `direct`.
+/// written into the op's result buffer when `direct`, else into a recycled one.
 fn conv_typed<T: Gemm>(
     ctx: &Ctx,
     xd: &Data,
@@ -495,10 +517,11 @@ fn conv_typed<T: Gemm>(
 ) -> Result<Buf<T>, OpError> {
     let x = operand::<T>(xd);
     let w = operand::<T>(wd);
+    // Stale contents: every class writes its outputs.
     let mut out: Buf<T> = if direct {
         ctx.take_vec::<T>(n_out)
     } else {
-        Buf::from(vec![T::default(); n_out])
+        ctx.pool.take_vec::<T>(n_out)
     };
     if n_out == 0 {
         return Ok(out);

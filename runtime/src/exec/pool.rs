@@ -88,7 +88,7 @@ impl BufferPool {
     }
 
     /// Keeps a freed buffer if it fits under the capacity (otherwise drops it).
-    fn put(&self, d: Data) {
+    pub(crate) fn put(&self, d: Data) {
         let (dtype, n) = (d.dtype(), d.len());
         if !d.is_heap() {
             return; // an arena range is released when its slice drops
