@@ -301,7 +301,6 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
         ost[d] = cst[q_at + j];
     }
     let direct = ost == istrides_of(&out.shape) && out.dtype == ct;
-    let n_out: usize = out.shape.iter().product();
     let (xd, wd) = (x.data(), w.data());
     let data = match ct {
         DType::F64 => Data::F64(conv_into::<f64>(
