@@ -302,23 +302,10 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
     }
     let direct = ost == istrides_of(&out.shape) && out.dtype == ct;
     let (xd, wd) = (x.data(), w.data());
+    let at = (direct, ost.as_slice(), out.shape.as_slice());
     let data = match ct {
-        DType::F64 => Data::F64(conv_into::<f64>(
-            ctx,
-            (xd, wd),
-            &geo,
-            direct,
-            &ost,
-            &out.shape,
-        )?),
-        _ => Data::F32(conv_into::<f32>(
-            ctx,
-            (xd, wd),
-            &geo,
-            direct,
-            &ost,
-            &out.shape,
-        )?),
+        DType::F64 => Data::F64(conv_into::<f64>(ctx, (xd, wd), &geo, at)?),
+        _ => Data::F32(conv_into::<f32>(ctx, (xd, wd), &geo, at)?),
     };
     Ok(Tensor::from_parts(
         out.shape.clone(),
@@ -490,9 +477,7 @@ fn conv_into<T: Gemm>(
     ctx: &Ctx,
     (xd, wd): (&Data, &Data),
     g: &Geometry,
-    direct: bool,
-    ost: &[isize],
-    shape: &[usize],
+    (direct, ost, shape): (bool, &[isize], &[usize]),
 ) -> Result<Buf<T>, OpError> {
     let n_out: usize = shape.iter().product();
     let r = conv_typed::<T>(ctx, xd, wd, g, n_out, direct)?;
