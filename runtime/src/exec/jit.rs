@@ -12,7 +12,9 @@
 //! each map's carry delta per dimension, so that the host kernel advances the maps' offsets
 //! row by row instead of dividing at every row ([`ebb_codegen::lower`]). An input fusion's
 //! kernel writes one reduce row of its root's operand at a time into a scratch row, which is
-//! folded by the reference `reduce` kernel's own row fold ([`fold_row_f32`]).
+//! folded by the reference `reduce` kernel's own row fold ([`fold_row_f32`]), or, when the
+//! row keeps dimensions after reduced ones (group norm's statistics), reduced by the
+//! reference kernel itself ([`float_monoid`]).
 //!
 //! Invariant: the results are bit-identical to the interpreter's and the reference executor's
 //! (same per-element operations; reductions fold each row in the reference order), whatever
