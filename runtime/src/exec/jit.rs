@@ -170,7 +170,7 @@ fn outer_dims(
         return None;
     }
     let last = *cuts.last()?;
-    if n % last != 0 {
+    if !n.is_multiple_of(last) {
         return None;
     }
     let extents: Vec<usize> = cuts
