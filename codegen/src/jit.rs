@@ -1,7 +1,9 @@
-//! The JIT: one compile thread per process owns the LLVM context (LLVM contexts are not
-//! thread-safe) and turns kernels into object code; callers send it kernels to build and wait
-//! for the object, which [`crate::loader`] links into the process. Kernels are cached by their
-//! key — the region's structure (symbolic shapes, so one kernel serves every binding), the
+//! The JIT: a pool of compile threads per process ([`compile_threads`]: one per core, at most
+//! 8) turns kernels into object code, each thread owning its LLVM context and target machine
+//! (an LLVM context is not thread-safe; distinct contexts compile in parallel); callers send
+//! kernels to build to the pool and wait for the object, which [`crate::loader`] links into
+//! the process (once per symbol, so two threads compiling the same kernel at once link it
+//! once). Kernels are cached by their key — the region's structure (symbolic shapes, so one kernel serves every binding), the
 //! stride classes and the in-place stores — for the life of the process (a second shape, or a
 //! second layer with the same group, compiles nothing) and on disk ([`crate::disk_cache`]: a
 //! second process running the same plan compiles nothing either; it links the cached object).
@@ -93,25 +95,45 @@ fn cache() -> &'static Cache {
     CACHE.get_or_init(Default::default)
 }
 
+/// The number of compile threads: the machine's cores (`available_parallelism`), at most 8.
+/// Requests from one caller are answered in order; requests from concurrent callers (test
+/// threads, streams of the simulated device) compile side by side.
+pub fn compile_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
 fn compiler() -> &'static Mutex<Option<Sender<Request>>> {
     static TX: OnceLock<Mutex<Option<Sender<Request>>>> = OnceLock::new();
     TX.get_or_init(|| {
         let (tx, rx) = channel::<Request>();
-        let spawned = std::thread::Builder::new()
-            .name("ebb-jit".into())
-            .spawn(move || {
-                let ctx = Context::create();
-                let tm = host_machine();
-                for req in rx {
-                    let out = match &tm {
-                        Ok(tm) => compile(&ctx, tm, req.job, &req.symbol),
-                        Err(e) => Err(e.clone()),
-                    };
-                    // The requester may have given up; nothing to do then.
-                    let _ = req.reply.send(out);
-                }
-            });
-        Mutex::new(spawned.ok().map(|_| tx))
+        let rx = std::sync::Arc::new(Mutex::new(rx));
+        let mut any = false;
+        for i in 0..compile_threads() {
+            let rx = rx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("ebb-jit-{i}"))
+                .spawn(move || {
+                    let ctx = Context::create();
+                    let tm = host_machine();
+                    loop {
+                        // One thread waits on the queue at a time; the lock is released before
+                        // compiling.
+                        let req = match rx.lock() {
+                            Ok(rx) => rx.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok(req) = req else { return };
+                        let out = match &tm {
+                            Ok(tm) => compile(&ctx, tm, req.job, &req.symbol),
+                            Err(e) => Err(e.clone()),
+                        };
+                        // The requester may have given up; nothing to do then.
+                        let _ = req.reply.send(out);
+                    }
+                });
+            any |= spawned.is_ok();
+        }
+        Mutex::new(any.then_some(tx))
     })
 }
 

@@ -3,6 +3,10 @@
 //! module cargo just built (`lib_ebb.so` as `ebb/_ebb.abi3.so`), and pytest runs with the
 //! Python of `$EBB_PYTHON`, else the repository's `.venv-jax` (made by
 //! `scripts/setup-debian.sh`, which installs JAX, numpy and pytest there).
+//!
+//! The files run as three tests (one pytest process each) so that the test harness runs them
+//! side by side: the optax round trips, the PyTorch export tests (each imports its framework and
+//! traces), and the rest. A new `test_*.py` file runs in the last group unless listed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,14 +18,43 @@ fn repo() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// The files of the two slow groups; every other `python/tests/test_*.py` runs in
+/// [`pytest_api_and_boundaries`].
+const SLOW_FILES: [&str; 2] = ["test_runtime_steps.py", "test_torch.py"];
+
 #[test]
-fn pytest_python_tests() {
+fn pytest_runtime_steps() {
+    run_pytest("steps", &["test_runtime_steps.py"]);
+}
+
+#[test]
+fn pytest_torch() {
+    run_pytest("torch", &["test_torch.py"]);
+}
+
+#[test]
+fn pytest_api_and_boundaries() {
+    let mut rest: Vec<String> = std::fs::read_dir(repo().join("python/tests"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("test_") && n.ends_with(".py"))
+        .filter(|n| !SLOW_FILES.contains(&n.as_str()))
+        .collect();
+    rest.sort();
+    assert!(!rest.is_empty(), "no other python/tests/test_*.py file");
+    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+    run_pytest("api", &rest);
+}
+
+/// Runs pytest on `files` (names in `python/tests/`) with the `ebb` package assembled in its own
+/// scratch directory `python-{tag}`; panics with pytest's output when a test fails.
+fn run_pytest(tag: &str, files: &[&str]) {
     let repo = repo();
     let python = ebb_testkit::test_python();
     // A test build leaves the library in deps/ (`cargo build` also copies it up).
     let lib = ebb_testkit::deps_dir().join("lib_ebb.so");
     assert!(lib.exists(), "{} was not built", lib.display());
-    let site = ebb_testkit::scratch("python");
+    let site = ebb_testkit::scratch(&format!("python-{tag}"));
     let pkg = site.join("ebb");
     std::fs::create_dir_all(&pkg).unwrap();
     for entry in std::fs::read_dir(repo.join("python/ebb")).unwrap() {
@@ -39,14 +72,8 @@ fn pytest_python_tests() {
         ebb_bin.display()
     );
     let out = Command::new(&python)
-        .args([
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "python/tests",
-        ])
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .args(files.iter().map(|f| format!("python/tests/{f}")))
         .current_dir(&repo)
         .env("PYTHONPATH", &*site)
         .env("EBB_REPO", &repo)
