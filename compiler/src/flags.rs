@@ -4,6 +4,7 @@
 use anyhow::{bail, Result};
 use ebb_import::{is_model_file, Format};
 use ebb_passes::donate::DonatePolicy;
+use ebb_passes::remat::OffloadPolicy;
 use ebb_pipeline::options::{rewrite_groups, CompileOptionsBuilder, RewriteSpec};
 use ebb_pipeline::{CompileOptions, Kinds, Pricing};
 use ebb_plan::format::Plan;
@@ -73,6 +74,34 @@ pub struct PipelineFlags {
     /// planned whole at their point.
     #[arg(long, value_enum, default_value = "on")]
     pub unroll: OnOff,
+    /// Values the model placed on the host (a JAX `jax.checkpoint` offload policy, exported
+    /// for a GPU: `annotate_device_placement` to `pinned_host`): `force` (default: the plan
+    /// swaps each out after its placement and back before its next use, under any budget),
+    /// `hint` (swap candidates whatever their size, taken only when the budget needs them),
+    /// `ignore` (plain identities).
+    #[arg(long, value_enum, default_value = "force")]
+    pub offload_policy: OffloadArg,
+}
+
+/// `--offload-policy` as the command line spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OffloadArg {
+    /// Swaps the plan must take.
+    Force,
+    /// Swap candidates, taken when the budget needs them.
+    Hint,
+    /// Placements are identities.
+    Ignore,
+}
+
+impl From<OffloadArg> for OffloadPolicy {
+    fn from(a: OffloadArg) -> OffloadPolicy {
+        match a {
+            OffloadArg::Force => OffloadPolicy::Force,
+            OffloadArg::Hint => OffloadPolicy::Hint,
+            OffloadArg::Ignore => OffloadPolicy::Ignore,
+        }
+    }
 }
 
 impl PipelineFlags {
@@ -81,7 +110,8 @@ impl PipelineFlags {
         let b = CompileOptions::builder()
             .fusion(self.fusion == OnOff::On)
             .donate(self.donate.clone())
-            .unroll(self.unroll == OnOff::On);
+            .unroll(self.unroll == OnOff::On)
+            .offload(self.offload_policy.into());
         match &self.rewrite {
             Some(specs) => b.rewrite(rewrite_groups(specs)),
             None => b,
@@ -96,7 +126,8 @@ impl PipelineFlags {
         let builder = self.builder();
         if !builder.is_default_pipeline() && !is_model_file(path, format) {
             bail!(
-                "--fusion, --donate, --rewrite and --unroll apply when compiling a model file; \
+                "--fusion, --donate, --rewrite, --unroll and --offload-policy apply when \
+                 compiling a model file; \
                  {} is a plan (pass them to `ebb compile`)",
                 path.display()
             );
@@ -112,6 +143,7 @@ impl PipelineFlags {
             keep_loops: o.keep_loops,
             donate: o.donate,
             rewrite_groups: o.rewrite_groups,
+            offload: o.offload,
             ..base
         }
     }

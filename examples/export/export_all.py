@@ -87,6 +87,11 @@ class Fixture:
     # module and the jitted step disagree there beyond any elementwise tolerance, so they are
     # not checked elementwise; their largest difference is recorded in the JSON.
     roundoff_outputs: tuple[str, ...] = ()
+    # The platform the module is lowered for. A module lowered for another platform than the
+    # CPU (e.g. "cuda", whose lowering keeps a host-offload policy's annotate_device_placement
+    # custom calls, dropped by the CPU lowering) cannot be exp.call'ed here: its references are
+    # the plain jitted step on CPU only (an offload does not change the math).
+    platform: str = "cpu"
 
 
 def _spec(x):
@@ -184,6 +189,33 @@ def resnet_bn_args_fn():
     return make
 
 
+def image_opt_args_fn(init_params, opt, second):
+    """Arguments (params, opt_state, x, second) of a step on NHWC 32x32x3 images: `second` is
+    "target" (a clean image: x is it plus Gaussian noise) or "eps" (standard normal noise of
+    shape [B, models.VAE_LATENT] for the reparameterization)."""
+    def init(key):
+        params = init_params(key)
+        return params, opt.init(params)
+
+    def make(dims, concrete, seed=0):
+        b = dims["B"]
+        shape = (b, 32, 32, 3)
+        sshape = shape if second == "target" else (b, M.VAE_LATENT)
+        if concrete:
+            params, opt_state = init(jax.random.PRNGKey(0))
+            kx, ks = _data_keys(seed)
+            clean = jax.random.uniform(kx, shape, jnp.float32)
+            if second == "target":
+                return (params, opt_state,
+                        clean + 0.1 * jax.random.normal(ks, shape, jnp.float32), clean)
+            return params, opt_state, clean, jax.random.normal(ks, sshape, jnp.float32)
+        params, opt_state = jax.eval_shape(init, jax.random.PRNGKey(0))
+        return (params, opt_state, jax.ShapeDtypeStruct(shape, jnp.float32),
+                jax.ShapeDtypeStruct(sshape, jnp.float32))
+
+    return make
+
+
 def gpt_block_args(dims, concrete, seed=0):
     b, s, d = dims["B"], dims["S"], M.GPT_BLOCK.d_model
     if concrete:
@@ -236,16 +268,19 @@ def _gpt_config_dict(cfg: M.GPTConfig):
         "vocab": cfg.vocab, "n_pos": cfg.n_pos, "d_ff": cfg.d_ff, "remat": cfg.remat,
         "scan": cfg.scan, **({"dropout": cfg.dropout, "clip_norm": cfg.clip_norm}
                              if cfg.dropout else {}),
+        **({"offload": {"names": list(M.OFFLOAD_NAMES), "saved": [],
+                        "offload_src": "device", "offload_dst": "pinned_host"}}
+           if cfg.offload else {}),
         "tied_embedding": True, "layer_norm": "pre", "activation": "gelu_tanh",
         "optimizer": "optax.adamw(lr=1e-3, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1)",
     }
 
 
-def _gpt_fixture(name, cfg, description, refs=(), refs_from=None):
+def _gpt_fixture(name, cfg, description, refs=(), refs_from=None, platform=PLATFORM):
     return Fixture(
         name=name, description=description, step=M.make_gpt_step(cfg), symbols="B, S",
         constraints=(f"S <= {cfg.n_pos}",), make_args=gpt_args_fn(cfg), refs=list(refs),
-        config=_gpt_config_dict(cfg), refs_from=refs_from)
+        config=_gpt_config_dict(cfg), refs_from=refs_from, platform=platform)
 
 
 _TINY = M.GPT_TINY
@@ -272,9 +307,29 @@ FIXTURES: list[Fixture] = [
         "so it shares that fixture's reference files.", refs=_GPT_REFS,
         refs_from="gpt2_tiny_adamw"),
     _gpt_fixture(
+        "gpt2_tiny_offload", M.GPTConfig(**{**_TINY.__dict__, "offload": True}),
+        "gpt2_tiny_adamw with every block in jax.checkpoint under the host-offload policy "
+        "save_and_offload_only_these_names(names_which_can_be_saved=[], "
+        "names_which_can_be_offloaded=['resid_mid', 'mlp_pre'], offload_src='device', "
+        "offload_dst='pinned_host'): the residual stream between attention and MLP and the MLP "
+        "pre-activation (checkpoint_name) go to pinned host memory, everything else is "
+        "recomputed. Lowered for cuda (stablehlo.custom_call @annotate_device_placement with "
+        "_xla_buffer_placement pinned_host / device; the CPU lowering drops them). Its "
+        "flattened inputs/outputs are those of gpt2_tiny_adamw, whose reference files it "
+        "shares (its jitted step on CPU matches them).", refs=_GPT_REFS,
+        refs_from="gpt2_tiny_adamw", platform="cuda"),
+    _gpt_fixture(
         "gpt2_tiny_scan", M.GPTConfig(**{**_TINY.__dict__, "scan": True}),
         "gpt2_tiny_adamw with the block params stacked on a leading layer axis and the blocks "
         "run by lax.scan (stablehlo.while in forward and backward).", refs=_GPT_REFS),
+    _gpt_fixture(
+        "gpt2_tiny_scan_offload",
+        M.GPTConfig(**{**_TINY.__dict__, "offload": True, "scan": True}),
+        "gpt2_tiny_scan (blocks run by lax.scan) with each block under gpt2_tiny_offload's "
+        "host-offload policy: the annotate_device_placement custom calls sit in the scan's "
+        "stablehlo.while bodies (forward and backward). Lowered for cuda. Its flattened "
+        "inputs/outputs are those of gpt2_tiny_scan, whose reference files it shares.",
+        refs=_GPT_REFS, refs_from="gpt2_tiny_scan", platform="cuda"),
     Fixture(
         name="gpt2_tiny_dropout",
         description="gpt2_tiny_adamw with dropout 0.1 (jax.random.bernoulli on the attention "
@@ -326,6 +381,35 @@ FIXTURES: list[Fixture] = [
         make_args=resnet_bn_args_fn(), refs=_MLP_REFS,
         config={"layout": "NHWC/HWIO", "image": "(B, 16, 16, 3)", "batch_norm": "training",
                 "optimizer": "optax.sgd(0.05, momentum=0.9)"}),
+    Fixture(
+        name="unet_gn",
+        description="Small UNet denoiser on NHWC 32x32x3 images: conv3x3 blocks with group norm "
+                    "(4 groups) + SiLU at 16 ch, two stride-2 conv downsamples to 32 ch (16x16, "
+                    "8x8), nearest-neighbour 2x upsample (broadcast + reshape) and a stride-2 "
+                    "conv_transpose back up, skip concatenations at 16x16 and 32x32, 1x1 head to "
+                    "3 ch, MSE to the clean image, optax.sgd(0.05, momentum=0.9). x: noisy "
+                    "f32[B,32,32,3], target: f32[B,32,32,3]. Returns (loss, new_params, "
+                    "new_opt_state).",
+        step=M.make_unet_gn_step()[0], symbols="B", constraints=(),
+        make_args=image_opt_args_fn(M.init_unet_gn, M.make_unet_gn_step()[1], "target"),
+        refs=[{"B": 4}, {"B": 2}],
+        config={"layout": "NHWC/HWIO", "image": "(B, 32, 32, 3)", "channels": list(M.UNET_GN_CH),
+                "group_norm_groups": M.UNET_GN_GROUPS,
+                "optimizer": "optax.sgd(0.05, momentum=0.9)"}),
+    Fixture(
+        name="vae_convt",
+        description="Convolutional VAE on NHWC 32x32x3 images: three stride-2 conv3x3 + SiLU "
+                    "(16, 32, 32 ch, down to 4x4), dense to mean and log-variance of an 8-d "
+                    "latent, reparameterization z = mu + exp(logvar/2) * eps from a noise input, "
+                    "dense back to 4x4x32, three stride-2 conv_transpose 3x3 (32, 16, 3 ch) to "
+                    "32x32, negative ELBO (0.5 * squared error summed per image + KL to N(0, I), "
+                    "batch mean), optax.adam(1e-3). x: f32[B,32,32,3], eps: f32[B,8]. Returns "
+                    "(loss, new_params, new_opt_state).",
+        step=M.make_vae_convt_step()[0], symbols="B", constraints=(),
+        make_args=image_opt_args_fn(M.init_vae_convt, M.make_vae_convt_step()[1], "eps"),
+        refs=[{"B": 4}, {"B": 2}],
+        config={"layout": "NHWC/HWIO", "image": "(B, 32, 32, 3)", "channels": list(M.VAE_CH),
+                "latent": M.VAE_LATENT, "optimizer": "optax.adam(1e-3)"}),
     Fixture(
         name="mlp_bf16",
         description="mlp_sgd computing in bf16 with f32 master weights (params and x converted "
@@ -521,7 +605,7 @@ def export_fixture(fx: Fixture, out_dir: Path, with_refs=True) -> dict:
     dims = dict(zip(names, sym))
     specs = fx.make_args(dims, concrete=False)
 
-    exp = jax.export.export(jax.jit(fx.step), platforms=[PLATFORM])(*specs)
+    exp = jax.export.export(jax.jit(fx.step), platforms=[fx.platform])(*specs)
     text, op_counts, main_args = generic_text(exp)
 
     # The exported calling convention must be jax's flattened argument order, every leaf kept.
@@ -560,7 +644,11 @@ def export_fixture(fx: Fixture, out_dir: Path, with_refs=True) -> dict:
             args = fx.make_args(bindings, concrete=True, seed=k)
             in_leaves = jax.tree_util.tree_leaves(args)
             want = jax.tree_util.tree_leaves(jitted(*args))
-            got = jax.tree_util.tree_leaves(exp.call(*args))
+            # A module for another platform cannot run here: only the jitted step on CPU.
+            got = (jax.tree_util.tree_leaves(exp.call(*args)) if fx.platform == PLATFORM
+                   else want)
+            checked = ("exp.call vs jit" if fx.platform == PLATFORM
+                       else f"(lowered for {fx.platform}: jit on CPU only)")
             assert len(want) == len(got) == len(outputs)
             noisy = [i for i, o in enumerate(outputs)
                      if any(f in o["path"] for f in fx.roundoff_outputs)]
@@ -579,7 +667,7 @@ def export_fixture(fx: Fixture, out_dir: Path, with_refs=True) -> dict:
                 d = max(check_close(f"{fx.name}.ref{k} vs {other.name} out_{i}", w, t)
                         for i, (w, t) in enumerate(zip(want, theirs)))
                 ref_file = f"{other.name}.ref{k}.npz"
-                print(f"  ref{k} {bindings}: exp.call vs jit max|diff| = {worst:.3g}; shares "
+                print(f"  ref{k} {bindings}: {checked} max|diff| = {worst:.3g}; shares "
                       f"{ref_file} (max|diff| vs {other.name} = {d:.3g})")
             else:
                 arrays = {f"in_{i}": _np(a) for i, a in enumerate(in_leaves)}
@@ -587,7 +675,7 @@ def export_fixture(fx: Fixture, out_dir: Path, with_refs=True) -> dict:
                 ref_file = f"{fx.name}.ref{k}.npz"
                 write_npz(out_dir / ref_file, arrays)
                 nbytes = (out_dir / ref_file).stat().st_size
-                print(f"  ref{k} {bindings}: exp.call vs jit max|diff| = {worst:.3g}; "
+                print(f"  ref{k} {bindings}: {checked} max|diff| = {worst:.3g}; "
                       f"{ref_file} {nbytes} bytes")
             refs_meta.append({"file": ref_file, "bindings": bindings,
                               **({"roundoff_outputs_max_abs_diff": roundoff}
@@ -616,6 +704,10 @@ def export_fixture(fx: Fixture, out_dir: Path, with_refs=True) -> dict:
         "ref_format": ("npz (deflate); in_i = flattened inputs in @main argument order, out_i = "
                        "outputs of jax.jit(step) on CPU; compare with rtol~1e-4, atol~1e-5"
                        if refs_meta else None),
+        **({"refs_note": f"the module is lowered for {fx.platform} and cannot be called on "
+                         "the CPU: the references are the outputs of the plain jax.jit(step) "
+                         "on CPU only (not checked against the exported module)"}
+           if refs_meta and fx.platform != PLATFORM else {}),
     }
     (out_dir / f"{fx.name}.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(f"{fx.name}: {total_ops} ops, {size} bytes, {len(inputs)} inputs, "

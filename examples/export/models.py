@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from jax import lax
+from jax.ad_checkpoint import checkpoint_name
 
 # ----------------------------------------------------------------------------------------------
 # Shared pieces
@@ -265,6 +266,146 @@ def make_resnet_bn_step():
 
 
 # ----------------------------------------------------------------------------------------------
+# Small UNet with group norm + SiLU (a denoiser: MSE to a clean image), SGD with momentum
+# ----------------------------------------------------------------------------------------------
+
+UNET_GN_GROUPS = 4
+UNET_GN_EPS = 1e-5
+UNET_GN_CH = (16, 32)  # channels at 32x32 and at 16x16 / 8x8
+
+
+def _gn_params(c):
+    return {"scale": jnp.ones((c,), jnp.float32), "bias": jnp.zeros((c,), jnp.float32)}
+
+
+def init_unet_gn(key):
+    """Encoder 32x32 (3->16->16), stride-2 conv to 16x16 (16->32, 32->32), stride-2 conv to
+    the 8x8 bottleneck (32->32, 32->32), nearest-neighbour upsample to 16x16 + skip concat
+    (64->32), conv_transpose stride 2 to 32x32 (32->16) + skip concat (32->16), 1x1 head
+    16->3. Every 3x3 conv is followed by group norm (4 groups) and SiLU."""
+    c1, c2 = UNET_GN_CH
+    shapes = {
+        "enc1a": (3, c1), "enc1b": (c1, c1), "down1": (c1, c2), "enc2": (c2, c2),
+        "down2": (c2, c2), "mid": (c2, c2), "up2": (2 * c2, c2), "up1t": (c2, c1),
+        "up1": (2 * c1, c1),
+    }
+    ks = jax.random.split(key, len(shapes) + 1)
+    params = {}
+    for k, (name, (cin, cout)) in zip(ks, shapes.items()):
+        params[name] = {"w": he(k, (3, 3, cin, cout), 9 * cin), "gn": _gn_params(cout)}
+    params["head"] = {"w": he(ks[-1], (1, 1, c1, 3), c1), "b": jnp.zeros((3,), jnp.float32)}
+    return params
+
+
+def group_norm(x, p, groups=UNET_GN_GROUPS):
+    """Group norm over (H, W, C/groups) per sample and group, NHWC."""
+    b, h, w, c = x.shape
+    g = x.reshape(b, h, w, groups, c // groups)
+    mean = g.mean(axis=(1, 2, 4), keepdims=True)
+    var = jnp.square(g - mean).mean(axis=(1, 2, 4), keepdims=True)
+    g = (g - mean) * lax.rsqrt(var + UNET_GN_EPS)
+    return g.reshape(b, h, w, c) * p["scale"] + p["bias"]
+
+
+def _conv_gn_silu(x, p, stride=1):
+    return jax.nn.silu(group_norm(_conv_s(x, p["w"], stride), p["gn"]))
+
+
+def _upsample_nearest_2x(x):
+    b, h, w, c = x.shape
+    x = jnp.broadcast_to(x[:, :, None, :, None, :], (b, h, 2, w, 2, c))
+    return x.reshape(b, 2 * h, 2 * w, c)
+
+
+def unet_gn_forward(params, x):
+    s1 = _conv_gn_silu(_conv_gn_silu(x, params["enc1a"]), params["enc1b"])  # [B,32,32,16]
+    s2 = _conv_gn_silu(_conv_gn_silu(s1, params["down1"], 2), params["enc2"])  # [B,16,16,32]
+    h = _conv_gn_silu(_conv_gn_silu(s2, params["down2"], 2), params["mid"])  # [B,8,8,32]
+    h = jnp.concatenate([_upsample_nearest_2x(h), s2], axis=-1)  # [B,16,16,64]
+    h = _conv_gn_silu(h, params["up2"])  # [B,16,16,32]
+    h = lax.conv_transpose(h, params["up1t"]["w"], (2, 2), "SAME",
+                           dimension_numbers=_NHWC_DN)  # [B,32,32,16]
+    h = jax.nn.silu(group_norm(h, params["up1t"]["gn"]))
+    h = _conv_gn_silu(jnp.concatenate([h, s1], axis=-1), params["up1"])  # [B,32,32,16]
+    return _conv_s(h, params["head"]["w"]) + params["head"]["b"]  # [B,32,32,3]
+
+
+def make_unet_gn_step():
+    opt = optax.sgd(learning_rate=0.05, momentum=0.9)
+
+    def unet_gn_step(params, opt_state, x, target):
+        def loss_fn(p):
+            return jnp.mean(jnp.square(unet_gn_forward(p, x) - target))
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, new_opt = opt.update(grads, opt_state, params)
+        return loss, optax.apply_updates(params, updates), new_opt
+
+    return unet_gn_step, opt
+
+
+# ----------------------------------------------------------------------------------------------
+# Convolutional VAE: strided conv encoder, reparameterization from a noise input, conv_transpose
+# decoder, negative ELBO (Gaussian reconstruction + KL), Adam
+# ----------------------------------------------------------------------------------------------
+
+VAE_LATENT = 8
+VAE_CH = (16, 32, 32)  # encoder channels at 16x16, 8x8, 4x4
+
+
+def init_vae_convt(key):
+    c1, c2, c3 = VAE_CH
+    ks = jax.random.split(key, 8)
+    conv = lambda k, cin, cout: he(k, (3, 3, cin, cout), 9 * cin)  # noqa: E731
+    z = jnp.zeros
+    return {
+        "enc1": {"w": conv(ks[0], 3, c1), "b": z((c1,))},
+        "enc2": {"w": conv(ks[1], c1, c2), "b": z((c2,))},
+        "enc3": {"w": conv(ks[2], c2, c3), "b": z((c3,))},
+        "stats": {"w": he(ks[3], (16 * c3, 2 * VAE_LATENT), 16 * c3), "b": z((2 * VAE_LATENT,))},
+        "dec_in": {"w": he(ks[4], (VAE_LATENT, 16 * c3), VAE_LATENT), "b": z((16 * c3,))},
+        "dec3": {"w": conv(ks[5], c3, c2), "b": z((c2,))},
+        "dec2": {"w": conv(ks[6], c2, c1), "b": z((c1,))},
+        "dec1": {"w": conv(ks[7], c1, 3), "b": z((3,))},
+    }
+
+
+def _convt(x, p, act=True):
+    y = lax.conv_transpose(x, p["w"], (2, 2), "SAME", dimension_numbers=_NHWC_DN) + p["b"]
+    return jax.nn.silu(y) if act else y
+
+
+def vae_convt_loss(params, x, eps):
+    """Negative ELBO per image: 0.5 * squared error summed over pixels (unit-variance Gaussian
+    decoder) + KL(q(z|x) || N(0, I)), averaged over the batch."""
+    b = x.shape[0]
+    h = x
+    for name in ("enc1", "enc2", "enc3"):
+        h = jax.nn.silu(_conv_s(h, params[name]["w"], 2) + params[name]["b"])  # 16, 8, 4
+    st = h.reshape(b, -1) @ params["stats"]["w"] + params["stats"]["b"]
+    mu, logvar = st[:, :VAE_LATENT], st[:, VAE_LATENT:]
+    z = mu + jnp.exp(0.5 * logvar) * eps
+    h = jax.nn.silu(z @ params["dec_in"]["w"] + params["dec_in"]["b"])
+    h = h.reshape(b, 4, 4, VAE_CH[2])
+    h = _convt(_convt(h, params["dec3"]), params["dec2"])  # 8x8, 16x16
+    recon = _convt(h, params["dec1"], act=False)  # [B, 32, 32, 3]
+    rec = 0.5 * jnp.sum(jnp.square(recon - x), axis=(1, 2, 3))
+    kl = -0.5 * jnp.sum(1.0 + logvar - jnp.square(mu) - jnp.exp(logvar), axis=1)
+    return jnp.mean(rec + kl)
+
+
+def make_vae_convt_step():
+    opt = optax.adam(1e-3)
+
+    def vae_convt_step(params, opt_state, x, eps):
+        loss, grads = jax.value_and_grad(vae_convt_loss)(params, x, eps)
+        updates, new_opt = opt.update(grads, opt_state, params)
+        return loss, optax.apply_updates(params, updates), new_opt
+
+    return vae_convt_step, opt
+
+
+# ----------------------------------------------------------------------------------------------
 # 2-6. GPT-2 style decoder + AdamW (plain, remat, scan; tiny / small / 24-layer)
 # ----------------------------------------------------------------------------------------------
 
@@ -280,6 +421,9 @@ class GPTConfig:
     scan: bool = False  # stack the blocks and run them with lax.scan
     dropout: float = 0.0  # rate on attention probabilities and residual branches (needs a key)
     clip_norm: float | None = None  # global-norm gradient clip through lax.cond
+    # each block in jax.checkpoint with a policy that offloads the named residuals
+    # (OFFLOAD_NAMES) to pinned host memory and saves nothing else
+    offload: bool = False
 
     @property
     def d_ff(self):
@@ -388,6 +532,23 @@ def block(x, p, mask, n_head, key=None, rate=0.0):
     return x
 
 
+# The residuals `offload_block` names, offloaded to the host by OFFLOAD_POLICY: the residual
+# stream between the attention and the MLP, and the MLP's pre-activation [B, S, 4D].
+OFFLOAD_NAMES = ("resid_mid", "mlp_pre")
+OFFLOAD_POLICY = jax.checkpoint_policies.save_and_offload_only_these_names(
+    names_which_can_be_saved=[], names_which_can_be_offloaded=list(OFFLOAD_NAMES),
+    offload_src="device", offload_dst="pinned_host")
+
+
+def offload_block(x, p, mask, n_head):
+    """`block` (no dropout) with its residuals named for OFFLOAD_POLICY (checkpoint_name)."""
+    x = x + attention(layer_norm(x, p["ln1"]), p["attn"], mask, n_head)
+    x = checkpoint_name(x, "resid_mid")
+    h = checkpoint_name(layer_norm(x, p["ln2"]) @ p["mlp"]["w_fc"] + p["mlp"]["b_fc"],
+                        "mlp_pre")
+    return x + jax.nn.gelu(h, approximate=True) @ p["mlp"]["w_proj"] + p["mlp"]["b_proj"]
+
+
 def gpt_forward(params, tokens, cfg: GPTConfig, key=None):
     s = tokens.shape[1]
     x = params["wte"][tokens] + params["wpe"][:s]  # [B, S, D]; wpe[:S] is a symbolic slice
@@ -398,6 +559,9 @@ def gpt_forward(params, tokens, cfg: GPTConfig, key=None):
 
     if cfg.remat:
         run_block = jax.checkpoint(run_block)
+    if cfg.offload:
+        run_block = jax.checkpoint(lambda h, p: offload_block(h, p, mask, cfg.n_head),
+                                   policy=OFFLOAD_POLICY)
     if cfg.scan:
         x, _ = lax.scan(lambda h, p: (run_block(h, p), None), x, params["blocks"])
     elif key is not None:

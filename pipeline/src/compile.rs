@@ -18,6 +18,7 @@ use ebb_passes::fuse::{FusePass, FusionReport};
 use ebb_passes::manager::{PassContext, PassDump, PassManager, PassReport, StopAfter};
 use ebb_passes::memory::Schedule;
 use ebb_passes::plan::{PlanOptions, PlanPass};
+use ebb_passes::remat::{CandidateOptions, OffloadPolicy};
 use ebb_passes::rewrite::{Limits, RewritePass, RewriteReport, RuleGroup};
 use ebb_passes::schedule::{ScheduleOptions, SchedulePass, ScheduleReport, Scheduled};
 use ebb_passes::PassId;
@@ -56,6 +57,9 @@ pub struct CompileOptions {
     /// The device recorded in the plan ([`Plan::device`]) for the runtime to price decisions
     /// with (`None`: the runtime's default).
     pub device: Option<DeviceProfile>,
+    /// What the plan does with values the user placed on the host
+    /// (`ebb_passes::remat::OffloadPolicy`; default: the swaps are forced).
+    pub offload: OffloadPolicy,
 }
 
 /// What each pass did and how long it took.
@@ -196,6 +200,10 @@ pub fn pass_manager(opts: &CompileOptions) -> PassManager {
         .add_pass(PlanPass {
             opts: PlanOptions {
                 bind: opts.bind.clone(),
+                candidates: CandidateOptions {
+                    offload: opts.offload,
+                    ..CandidateOptions::default()
+                },
                 ..PlanOptions::default()
             },
         })

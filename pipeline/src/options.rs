@@ -8,6 +8,7 @@ use anyhow::{anyhow, Result};
 use ebb_ir::Bindings;
 use ebb_passes::donate::DonatePolicy;
 use ebb_passes::manager::StopAfter;
+use ebb_passes::remat::OffloadPolicy;
 use ebb_passes::rewrite::RuleGroup;
 use ebb_plan::device::DeviceProfile;
 use ebb_plan::finalize::FinalizeOptions;
@@ -80,6 +81,7 @@ pub struct CompileOptionsBuilder {
     stop_after: Option<StopAfter>,
     print_after: Vec<String>,
     max_variants: Option<usize>,
+    offload: OffloadPolicy,
 }
 
 impl Default for CompileOptionsBuilder {
@@ -96,6 +98,7 @@ impl Default for CompileOptionsBuilder {
             stop_after: None,
             print_after: Vec::new(),
             max_variants: None,
+            offload: OffloadPolicy::Force,
         }
     }
 }
@@ -172,6 +175,14 @@ impl CompileOptionsBuilder {
         self
     }
 
+    /// What the plan does with values the user placed on the host (an offload policy's
+    /// `annotate_device_placement`; default [`OffloadPolicy::Force`]: swaps the plan must
+    /// take; [`CompileOptions::offload`]).
+    pub fn offload(mut self, policy: OffloadPolicy) -> Self {
+        self.offload = policy;
+        self
+    }
+
     /// Schedules kept in a symbolic plan for the runtime to choose from (default 4).
     pub fn max_variants(mut self, n: Option<usize>) -> Self {
         self.max_variants = n;
@@ -179,13 +190,15 @@ impl CompileOptionsBuilder {
     }
 
     /// Whether every choice that changes what is planned (fusion, donation, rewrites,
-    /// unrolling) is at its default: a plan file, compiled already, accepts only these.
+    /// unrolling, the offload policy) is at its default: a plan file, compiled already,
+    /// accepts only these.
     pub fn is_default_pipeline(&self) -> bool {
         let d = CompileOptionsBuilder::default();
         self.fusion == d.fusion
             && self.donate == d.donate
             && self.rewrite.is_none()
             && self.keep_loops == d.keep_loops
+            && self.offload == d.offload
     }
 
     /// The options.
@@ -206,6 +219,7 @@ impl CompileOptionsBuilder {
             keep_loops: self.keep_loops,
             donate: self.donate,
             device: self.device,
+            offload: self.offload,
         }
     }
 }

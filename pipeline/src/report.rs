@@ -77,12 +77,20 @@ pub struct PlanReport {
     /// ...of this figure of the report: `peak_bytes_program_order` (`50%`) or
     /// `peak_bytes_scheduled` (`50%scheduled`).
     pub budget_fraction_of: Option<&'static str>,
-    /// Peak bytes with the runtime's decisions under the budget.
+    /// Peak bytes with the runtime's decisions under the budget, or without one when the plan
+    /// has forced swaps.
     pub peak_bytes_planned: Option<i64>,
     /// Decisions taken (recompute, swap).
     pub recompute_decisions: usize,
     /// Swap decisions taken.
     pub swap_decisions: usize,
+    /// Values the model placed on the host (an offload policy's `annotate_device_placement`),
+    /// unless the plan was compiled to ignore placements.
+    pub host_placed_values: usize,
+    /// Their bytes at this binding.
+    pub host_placed_bytes: i64,
+    /// Swaps taken because the plan must (the placed values' windows; among `swap_decisions`).
+    pub forced_swaps: usize,
     /// The decisions, in the order the runtime took them (empty without a budget).
     pub decisions: Vec<ebb_plan::finalize::DecisionSummary>,
     /// FLOPs spent on recomputation.
@@ -332,6 +340,7 @@ fn report_at(
         }
     }
     let best = plan.best_variant(b).map_err(|e| size_error(g, b, e))?;
+    let variant = plan.variant(c.variant).unwrap_or(plan);
     let report = PlanReport {
         bind: b.iter().map(|(s, v)| (s.name().to_string(), *v)).collect(),
         peak_bytes_program_order: po,
@@ -352,7 +361,8 @@ fn report_at(
             Some(Budget::FractionOfScheduled(_)) => Some("peak_bytes_scheduled"),
             _ => None,
         },
-        peak_bytes_planned: budget.map(|_| c.peak_bytes_planned),
+        peak_bytes_planned: (budget.is_some() || !c.decisions.is_empty())
+            .then_some(c.peak_bytes_planned),
         recompute_decisions: c
             .decisions
             .iter()
@@ -362,6 +372,17 @@ fn report_at(
             .decisions
             .iter()
             .filter(|d| d.kind == DecisionKind::Swap)
+            .count(),
+        host_placed_values: variant.host_placed.len(),
+        host_placed_bytes: variant
+            .host_placed
+            .iter()
+            .filter_map(|v| c.value_bytes.get(v.index()))
+            .sum(),
+        forced_swaps: c
+            .decisions
+            .iter()
+            .filter(|d| variant.forced_swaps.contains(&d.candidate))
             .count(),
         decisions: c.decision_summaries(plan),
         recompute_flops: c.recompute_flops,

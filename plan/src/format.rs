@@ -275,6 +275,15 @@ pub struct Plan {
     pub in_place_writes: Vec<InPlaceWrite>,
     /// Evict/regenerate candidates.
     pub candidates: Vec<Candidate>,
+    /// Candidates finalize must take as swaps, whatever the budget (ascending): the windows
+    /// of the values the user placed on the host (`annotate_device_placement` to a host memory
+    /// kind) under the forcing offload policy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forced_swaps: Vec<CandidateId>,
+    /// The values the user placed on the host (ascending; empty when the offload policy
+    /// ignores placements).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_placed: Vec<ValueId>,
     /// The bindings the plan was specialized for (`--bind`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound: Option<Bindings>,
@@ -608,6 +617,8 @@ mod tests {
             graph_digest: None,
             alternatives: Vec::new(),
             kernels: Vec::new(),
+            forced_swaps: Vec::new(),
+            host_placed: Vec::new(),
             schedule: vec![OpPos::new(1), OpPos::new(2)],
             values: vec![
                 PlanValue {

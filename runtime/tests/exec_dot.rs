@@ -89,7 +89,7 @@ proptest! {
 /// (lhs, rhs, result) positions and the dimension numbers.
 type Layout = ([usize; 4], [usize; 4], [usize; 4], &'static str);
 
-const LAYOUTS: [Layout; 3] = [
+const LAYOUTS: [Layout; 5] = [
     (
         [0, 1, 2, 3],
         [0, 1, 2, 3],
@@ -108,6 +108,18 @@ const LAYOUTS: [Layout; 3] = [
         [1, 0, 2, 3],
         "[f, b, 0, 1]x[i, o, 0, 1]->[f, b, 0, 1]",
     ),
+    (
+        [3, 0, 1, 2],
+        [3, 0, 1, 2],
+        [2, 3, 0, 1],
+        "[f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f]",
+    ),
+    (
+        [0, 3, 1, 2],
+        [2, 3, 0, 1],
+        [0, 3, 1, 2],
+        "[b, 0, 1, f]x[0, 1, o, i]->[b, 0, 1, f]",
+    ),
 ];
 
 /// Puts a canonical-layout tensor into the layout given by `pos`.
@@ -125,75 +137,164 @@ fn to_layout(canon: &[f32], cshape: &[usize], pos: &[usize; 4]) -> (Vec<f32>, Ve
     (out, shape)
 }
 
+/// One 2-D convolution case: canonical sizes, window attributes and a layout of [`LAYOUTS`].
+#[derive(Clone, Copy, Debug)]
+struct ConvCase {
+    /// Result batch, groups (`batch_groups`: batch groups, else feature groups), kernel input
+    /// features, output features per group, input height and width, kernel height and width.
+    n: usize,
+    g: usize,
+    batch_groups: bool,
+    ci: usize,
+    og: usize,
+    hw: (usize, usize),
+    k: (usize, usize),
+    stride: i64,
+    pad: (i64, i64),
+    ldil: i64,
+    rdil: i64,
+    layout: usize,
+    seed: u64,
+}
+
+/// Runs `case` and compares it with the direct definition (f64 sums); false when the window
+/// leaves no output.
+fn check_conv(case: ConvCase) -> bool {
+    let ConvCase {
+        n,
+        g,
+        batch_groups,
+        ci,
+        og,
+        hw: (h, w),
+        k: (kh, kw),
+        stride,
+        pad: (pad_lo, pad_hi),
+        ldil,
+        rdil,
+        layout,
+        seed,
+    } = case;
+    let (fgc, bgc) = if batch_groups { (1, g) } else { (g, 1) };
+    let nb = n * bgc;
+    let c = ci * fgc;
+    let o = og * g;
+    let dil = |d: usize, k: i64| if d == 0 { 0 } else { (d as i64 - 1) * k + 1 };
+    let q = |d: usize, k: usize| -> i64 {
+        let padded = dil(d, ldil) + pad_lo + pad_hi;
+        let win = dil(k, rdil);
+        if padded < win {
+            0
+        } else {
+            (padded - win) / stride + 1
+        }
+    };
+    let (qh, qw) = (q(h, kh), q(w, kw));
+    if qh <= 0 || qw <= 0 {
+        return false;
+    }
+    let (qh, qw) = (qh as usize, qw as usize);
+    let xc = [nb, c, h, w];
+    let wc = [o, ci, kh, kw];
+    let oc = [n, o, qh, qw];
+    let xv = pseudo(xc.iter().product(), seed);
+    let wv = pseudo(wc.iter().product(), seed + 7);
+    let (lx, lw, lo, dn) = LAYOUTS[layout];
+    let (xa, xs) = to_layout(&xv, &xc, &lx);
+    let (wa, ws) = to_layout(&wv, &wc, &lw);
+    let mut os = vec![0; 4];
+    for k in 0..4 {
+        os[lo[k]] = oc[k];
+    }
+    let src = format!(
+        "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{}]\n  %1 = input {{index = 1, name = \"w\"}} : f32[{}]\n  %2 = convolution(%0, %1) {{batch_group_count = {bgc}, dimension_numbers = \"{dn}\", feature_group_count = {fgc}, lhs_dilation = [{ldil}, {ldil}], padding = [{pad_lo}, {pad_hi}, {pad_lo}, {pad_hi}], rhs_dilation = [{rdil}, {rdil}], window_strides = [{stride}, {stride}]}} : f32[{}]\n  return %2\n}}",
+        dims(&xs), dims(&ws), dims(&os)
+    );
+    let got = run1(&src, &[], vec![f32t(&xs, &xa), f32t(&ws, &wa)]);
+    let xst = strides(&xc);
+    let wst = strides(&wc);
+    let (mut want_c, mut bound_c) = (Vec::new(), Vec::new());
+    for oi in indices(&oc) {
+        let (nn, oo, y, x) = (oi[0], oi[1], oi[2] as i64, oi[3] as i64);
+        let grp = oo / og;
+        let bn = if bgc > 1 { grp * n + nn } else { nn };
+        let c0 = if fgc > 1 { grp * ci } else { 0 };
+        let (mut acc, mut abs, mut terms) = (0f64, 0f64, 0usize);
+        for cc in 0..ci {
+            for ky in 0..kh as i64 {
+                for kx in 0..kw as i64 {
+                    let py = y * stride + ky * rdil - pad_lo;
+                    let px = x * stride + kx * rdil - pad_lo;
+                    if py < 0 || px < 0 || py % ldil != 0 || px % ldil != 0 {
+                        continue;
+                    }
+                    let (iy, ix) = ((py / ldil) as usize, (px / ldil) as usize);
+                    if iy >= h || ix >= w {
+                        continue;
+                    }
+                    let xo = bn * xst[0] + (c0 + cc) * xst[1] + iy * xst[2] + ix * xst[3];
+                    let wo =
+                        oo * wst[0] + cc * wst[1] + ky as usize * wst[2] + kx as usize * wst[3];
+                    let t = xv[xo] as f64 * wv[wo] as f64;
+                    (acc, abs, terms) = (acc + t, abs + t.abs(), terms + 1);
+                }
+            }
+        }
+        want_c.push(acc as f32);
+        bound_c.push(summation_bound(terms, abs, acc));
+    }
+    let (want, _) = to_layout(&want_c, &oc, &lo);
+    let (bound, _) = to_layout(&bound_c, &oc, &lo);
+    let want: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+    assert_close_by(&got, &want, |i, b| {
+        f64::from(bound[i]).max(1e-5 * (1.0 + b.abs()))
+    });
+    true
+}
+
+/// The largest error of an `f32` sum of `terms` rounded products, in any order and blocking,
+/// against the exact sum `exact` whose absolute terms add to `abs`, plus the rounding of the
+/// reference to `f32`: γ(terms + 1)·abs + 2u·|exact|, with u = 2⁻²⁴ and γ(n) = n·u / (1 − n·u)
+/// (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §3.1 and §4.2).
+fn summation_bound(terms: usize, abs: f64, exact: f64) -> f32 {
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let nu = (terms + 1) as f64 * u;
+    (nu / (1.0 - nu) * abs + 2.0 * u * exact.abs()) as f32
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Tests 2-D convolution (im2col + GEMM) against the direct definition, including
-    /// padding (also negative), strides, lhs (input) and rhs (kernel) dilation, feature groups,
-    /// batch groups and three dimension-number layouts.
+    /// Tests 2-D convolution against the direct definition, including padding (also
+    /// negative), strides, lhs (input) and rhs (kernel) dilation, feature groups, batch groups
+    /// and the dimension-number layouts of [`LAYOUTS`] (NCHW, NHWC, JAX's weight- and
+    /// input-gradient forms).
     #[test]
     fn convolution_matches_definition(
         n in 1usize..3, g in 1usize..3, batch_groups in any::<bool>(), ci in 1usize..3, og in 1usize..3,
         h in 1usize..6, w in 1usize..6, kh in 1usize..4, kw in 1usize..3,
         stride in 1i64..3, pad_lo in -1i64..3, pad_hi in -1i64..3, ldil in 1i64..3, rdil in 1i64..3,
-        layout in 0usize..3, seed in any::<u64>(),
+        layout in 0usize..LAYOUTS.len(), seed in any::<u64>(),
     ) {
-        let (fgc, bgc) = if batch_groups { (1, g) } else { (g, 1) };
-        let nb = n * bgc;
-        let c = ci * fgc;
-        let o = og * g;
-        let dil = |d: usize, k: i64| if d == 0 { 0 } else { (d as i64 - 1) * k + 1 };
-        let q = |d: usize, k: usize| -> i64 {
-            let padded = dil(d, ldil) + pad_lo + pad_hi;
-            let win = dil(k, rdil);
-            if padded < win { 0 } else { (padded - win) / stride + 1 }
-        };
-        let (qh, qw) = (q(h, kh), q(w, kw));
-        prop_assume!(qh > 0 && qw > 0);
-        let (qh, qw) = (qh as usize, qw as usize);
-        let xc = [nb, c, h, w];
-        let wc = [o, ci, kh, kw];
-        let oc = [n, o, qh, qw];
-        let xv = pseudo(xc.iter().product(), seed);
-        let wv = pseudo(wc.iter().product(), seed + 7);
-        let (lx, lw, lo, dn) = LAYOUTS[layout];
-        let (xa, xs) = to_layout(&xv, &xc, &lx);
-        let (wa, ws) = to_layout(&wv, &wc, &lw);
-        let mut os = vec![0; 4];
-        for k in 0..4 { os[lo[k]] = oc[k]; }
-        let src = format!(
-            "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{}]\n  %1 = input {{index = 1, name = \"w\"}} : f32[{}]\n  %2 = convolution(%0, %1) {{batch_group_count = {bgc}, dimension_numbers = \"{dn}\", feature_group_count = {fgc}, lhs_dilation = [{ldil}, {ldil}], padding = [{pad_lo}, {pad_hi}, {pad_lo}, {pad_hi}], rhs_dilation = [{rdil}, {rdil}], window_strides = [{stride}, {stride}]}} : f32[{}]\n  return %2\n}}",
-            dims(&xs), dims(&ws), dims(&os)
-        );
-        let got = run1(&src, &[], vec![f32t(&xs, &xa), f32t(&ws, &wa)]);
-        let xst = strides(&xc);
-        let wst = strides(&wc);
-        let mut want_c = Vec::new();
-        for oi in indices(&oc) {
-            let (nn, oo, y, x) = (oi[0], oi[1], oi[2] as i64, oi[3] as i64);
-            let grp = oo / og;
-            let bn = if bgc > 1 { grp * n + nn } else { nn };
-            let c0 = if fgc > 1 { grp * ci } else { 0 };
-            let mut acc = 0f64;
-            for cc in 0..ci {
-                for ky in 0..kh as i64 {
-                    for kx in 0..kw as i64 {
-                        let py = y * stride + ky * rdil - pad_lo;
-                        let px = x * stride + kx * rdil - pad_lo;
-                        if py < 0 || px < 0 || py % ldil != 0 || px % ldil != 0 { continue; }
-                        let (iy, ix) = ((py / ldil) as usize, (px / ldil) as usize);
-                        if iy >= h || ix >= w { continue; }
-                        let xo = bn * xst[0] + (c0 + cc) * xst[1] + iy * xst[2] + ix * xst[3];
-                        let wo = oo * wst[0] + cc * wst[1] + ky as usize * wst[2] + kx as usize * wst[3];
-                        acc += xv[xo] as f64 * wv[wo] as f64;
-                    }
-                }
-            }
-            want_c.push(acc as f32);
-        }
-        let (want, _) = to_layout(&want_c, &oc, &lo);
-        let want: Vec<f64> = want.iter().map(|&v| v as f64).collect();
-        assert_close(&got, &want, 1e-5);
+        let case = ConvCase { n, g, batch_groups, ci, og, hw: (h, w), k: (kh, kw), stride, pad: (pad_lo, pad_hi), ldil, rdil, layout, seed };
+        prop_assume!(check_conv(case));
+    }
+
+    /// Tests the weight-gradient shape of a convolution (a kernel as large as the image, few
+    /// output positions, a long contraction over batch and image: the split-contraction
+    /// lowering, with lhs dilation as a transposed convolution's weight gradient has) and the
+    /// large-image forward shape (several row blocks) against the direct definition.
+    #[test]
+    fn convolution_weight_gradient_shapes_match_definition(
+        n in 1usize..4, ci in 1usize..48, og in 1usize..4, h in 4usize..12, w in 4usize..12,
+        kcut in 0usize..3, stride in 1i64..3, pad in 0i64..3, ldil in 1i64..3, rdil in 1i64..3,
+        layout in 0usize..LAYOUTS.len(), seed in any::<u64>(),
+    ) {
+        let k = ((h - kcut).max(1), (w - kcut).max(1));
+        let wgrad = ConvCase { n, g: 1, batch_groups: false, ci, og, hw: (h, w), k, stride: 1, pad: (pad, pad), ldil, rdil, layout, seed };
+        check_conv(wgrad);
+        let fwd = ConvCase { n: ci, g: 1, batch_groups: false, ci: og, og: n, hw: (4 * h, 4 * w), k: (3, 3), stride, pad: (1, 1), ldil, rdil: 1, layout, seed };
+        check_conv(fwd);
     }
 }
 

@@ -303,3 +303,27 @@ pub fn nested_case_module(depth: usize) -> String {
         "\"builtin.module\"() ({{\n\"func.func\"() <{{function_type = ({t}, tensor<i32>) -> {t}, sym_name = \"main\"}}> ({{\n^bb0(%a: {t}, %i: tensor<i32>):\n{body}\"func.return\"(%v0) : ({t}) -> ()\n}}) : () -> ()\n}}) : () -> ()\n"
     )
 }
+
+/// Runs `f` on every item of `items` on up to `available_parallelism` threads (each takes the
+/// next unstarted item), and returns when all are done: the fixture sweeps that would otherwise
+/// be one long serial test, the last to finish in the suite.
+///
+/// # Panics
+/// When `f` panicked on any item (after every thread has stopped; the item's message is printed
+/// by the panicking thread).
+pub fn par_for_each<T: Sync>(items: &[T], f: impl Fn(&T) + Sync) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(items.len());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while let Some(item) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    f(item);
+                }
+            });
+        }
+    });
+}

@@ -257,6 +257,21 @@ fn resnet_bn_matches_jax() {
     check_fixture("resnet_bn", 1e-5);
 }
 
+/// A small UNet: group norm + SiLU after every 3x3 convolution, stride-2 downsamples, a
+/// nearest-neighbour upsample and a stride-2 `conv_transpose` (lhs-dilated convolutions),
+/// skip concatenations, MSE, SGD with momentum.
+#[test]
+fn unet_gn_matches_jax() {
+    check_fixture("unet_gn", 1e-5);
+}
+
+/// A convolutional VAE: stride-2 encoder, reparameterization from a noise input, a
+/// `conv_transpose` decoder, the negative ELBO, Adam.
+#[test]
+fn vae_convt_matches_jax() {
+    check_fixture("vae_convt", 1e-5);
+}
+
 #[test]
 fn cnn_sgd_matches_jax() {
     check_fixture("cnn_sgd", 1e-5);

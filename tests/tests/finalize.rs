@@ -501,6 +501,8 @@ fn every_fixture_layout_stays_within_five_percent_of_the_planned_peak() {
         (jax("mlp_bf16"), bind(&[("B", 64)])),
         (jax("mlp_sgd"), bind(&[("B", 64)])),
         (jax("resnet_bn"), bind(&[("B", 16)])),
+        (jax("unet_gn"), bind(&[("B", 16)])),
+        (jax("vae_convt"), bind(&[("B", 16)])),
         (onnx("ort_cnn_bn_training"), bind(&[("batch", 16)])),
         (onnx("ort_cnn_training"), bind(&[("batch", 16)])),
         (

@@ -21,6 +21,7 @@ mod import_fixtures;
 mod install;
 mod memory_fixtures;
 mod numerics_check;
+mod offload;
 mod onnx_common;
 mod onnx_import;
 mod onnx_numerics;

@@ -287,6 +287,13 @@ fn torch_gpt2_tiny_adam() {
     check("torch_gpt2_tiny_adam");
 }
 
+/// A top-2 MoE router: `torch.topk` (ONNX `TopK`, a stable sort and a slice), the chosen
+/// experts gathered (`GatherElements`) and their gradients scattered back.
+#[test]
+fn torch_moe_top2_sgd() {
+    check("torch_moe_top2_sgd");
+}
+
 /// `F.cross_entropy` as users write it: GatherElements forward, ScatterElements backward.
 #[test]
 fn torch_gpt2_tiny_ce_adam() {

@@ -162,6 +162,8 @@ fn every_fixture_plan_checks_against_the_memory_module() {
         "mlp_bf16",
         "cnn_sgd",
         "cnn_poly_sgd",
+        "unet_gn",
+        "vae_convt",
         "gpt2_tiny_remat",
         "gpt2_tiny_scan",
     ] {

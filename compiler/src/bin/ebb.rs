@@ -624,7 +624,20 @@ fn write_peaks(out: &mut String, r: &pipeline::PlanReport) -> Result<()> {
 fn write_decisions(out: &mut String, r: &pipeline::PlanReport) -> Result<()> {
     use ebb_compiler::units::{bytes, flops, percent};
     let mib = |x: i64| x as f64 / 1048576.0;
-    if let (Some(b), Some(pp)) = (r.budget_bytes, r.peak_bytes_planned) {
+    if r.host_placed_values > 0 {
+        writeln!(
+            out,
+            "placed on the host:   {} values, {} by the model's offload policy ({} forced swaps \
+             taken)",
+            r.host_placed_values,
+            bytes(r.host_placed_bytes),
+            r.forced_swaps
+        )?;
+    }
+    let Some(pp) = r.peak_bytes_planned else {
+        return Ok(());
+    };
+    if let Some(b) = r.budget_bytes {
         let basis = match (r.budget_fraction, r.budget_fraction_of) {
             (Some(f), Some(of)) => {
                 let (what, x) = if of == "peak_bytes_scheduled" {
@@ -645,6 +658,8 @@ fn write_decisions(out: &mut String, r: &pipeline::PlanReport) -> Result<()> {
             "budget:               {:>10.1} MiB ({b} bytes{basis})",
             mib(b)
         )?;
+    }
+    {
         writeln!(out, "peak, planned:        {:>10.1} MiB", mib(pp))?;
         writeln!(
             out,

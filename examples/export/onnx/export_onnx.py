@@ -46,7 +46,7 @@ DEFAULT_ORT_PYTHON = "/work/venv-ort/bin/python"
 sys.path.insert(0, str(HERE))
 
 TORCH_NAMES = ["torch_mlp_sgd", "torch_mlp_adam", "torch_gpt2_tiny_sgd", "torch_gpt2_tiny_adam",
-               "torch_gpt2_tiny_ce_adam", "torch_mlp_ce_nll_sgd"]
+               "torch_gpt2_tiny_ce_adam", "torch_mlp_ce_nll_sgd", "torch_moe_top2_sgd"]
 ORT_NAMES = ["ort_mlp", "ort_mlp_tanh", "ort_gpt2_tiny", "ort_cnn", "ort_gpt2_tiny_dropout", "ort_cnn_bn"]
 
 

@@ -283,3 +283,37 @@ def _cnn_tail(params, h):
     h = F.conv2d(h, params["conv2"]["w"], params["conv2"]["b"], padding=1)
     h = F.adaptive_avg_pool2d(torch.relu(h), 1)  # [B, 16, 1, 1]
     return h.flatten(1) @ params["dense"]["w"] + params["dense"]["b"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Top-2 mixture-of-experts router (torch.topk: ONNX TopK)
+# ----------------------------------------------------------------------------------------------
+
+MOE_D = 16  # model width
+MOE_EXPERTS = 4
+MOE_CLASSES = 10
+
+
+def init_moe(seed=0):
+    """Params in JAX pytree order (keys sorted): experts [E, D, D], gate [D, E], head."""
+    g = torch.Generator().manual_seed(seed)
+    d, e, c = MOE_D, MOE_EXPERTS, MOE_CLASSES
+    return {
+        "experts": torch.randn(e, d, d, generator=g) * math.sqrt(2.0 / d),
+        "gate": torch.randn(d, e, generator=g) * 0.5,
+        "head": {"b": torch.zeros(c), "w": torch.randn(d, c, generator=g) * math.sqrt(1.0 / d)},
+    }
+
+
+def moe_forward(params, x):
+    """x: f32[N, D] -> logits f32[N, C]. The router's softmax picks the top 2 of E experts per
+    row (torch.topk), their probabilities renormalized to sum to 1 weight the chosen experts'
+    outputs (each expert a D x D dense layer; all experts are evaluated and the chosen ones
+    gathered), then relu and a dense head."""
+    probs = torch.softmax(x @ params["gate"], dim=-1)  # [N, E]
+    top, idx = torch.topk(probs, 2, dim=-1)  # [N, 2] values and int64 indices
+    gates = top / top.sum(-1, keepdim=True)
+    outs = torch.einsum("nd,edf->nef", x, params["experts"])  # [N, E, D]
+    chosen = torch.gather(outs, 1, idx.unsqueeze(-1).expand(-1, -1, outs.shape[-1]))
+    h = torch.relu((gates.unsqueeze(-1) * chosen).sum(1))  # [N, D]
+    return h @ params["head"]["w"] + params["head"]["b"]

@@ -173,6 +173,25 @@ MLP_CE = ModelSpec(
             "loss": "F.cross_entropy (traced as written, ignore_index -100 on the last label)"})
 
 
+def _moe_data(b, seed):
+    g = _gen(seed)
+    x = torch.randn(b["batch"], M.MOE_D, generator=g)
+    y = torch.randint(0, M.MOE_CLASSES, (b["batch"],), generator=g, dtype=torch.int64)
+    return x, y
+
+
+# A top-2 mixture-of-experts classifier: torch.topk in the router (ONNX TopK), the chosen
+# experts gathered (GatherElements), their gradients scattered back.
+MOE_TOP2 = ModelSpec(
+    init=M.init_moe,
+    loss=lambda p, x, y: M.cross_entropy(M.moe_forward(p, x), y),
+    eager_loss=lambda p, x, y: F.cross_entropy(M.moe_forward(p, x), y),
+    data=_moe_data, data_names=("x", "y"), data_dims=({0: "batch"}, {0: "batch"}),
+    config={"d_model": M.MOE_D, "experts": M.MOE_EXPERTS, "top_k": 2, "classes": M.MOE_CLASSES,
+            "router": "softmax, torch.topk(2), renormalized", "expert": "dense D x D",
+            "activation": "relu", "init_seed": 0})
+
+
 @dataclass
 class TorchFixture:
     name: str
@@ -518,4 +537,13 @@ TORCH_FIXTURES = [
         MLP_CE, "sgd", {"batch": 5}, _MLP_REFS,
         exporter_defect="torch.onnx (dynamo) translates aten.nll_loss_backward with a wrong "
                         "scale, so the gradients in the file differ from eager PyTorch's"),
+    TorchFixture(
+        "torch_moe_top2_sgd",
+        "PyTorch top-2 mixture-of-experts classifier: router softmax(x @ gate) over 4 experts, "
+        "torch.topk(probs, 2) (ONNX TopK, k a constant input), the two probabilities "
+        "renormalized weight the chosen experts' outputs (each expert a 16x16 dense layer; all "
+        "evaluated, the chosen two gathered by torch.gather), relu, dense head 16->10, mean "
+        "cross-entropy, SGD (lr=0.05). Inputs: params (experts f32[4,16,16], gate f32[16,4], "
+        "head.b, head.w), x: f32[batch,16], y: i64[batch]. Outputs: loss, new params.",
+        MOE_TOP2, "sgd", {"batch": 5}, _MLP_REFS),
 ]

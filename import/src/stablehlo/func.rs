@@ -27,6 +27,10 @@ pub(crate) struct Entry {
 pub(crate) struct Frame<'p> {
     vals: HashMap<usize, Entry>,
     parent: Option<&'p Frame<'p>>,
+    /// For an MLIR value that stands for a host value passed around an `optimization_barrier`
+    /// (`ops/placement.rs`), a result of that barrier: what a placement reading the value is
+    /// ordered after.
+    after: HashMap<usize, ValueRef>,
 }
 
 impl<'p> Frame<'p> {
@@ -34,7 +38,18 @@ impl<'p> Frame<'p> {
         Frame {
             vals: HashMap::new(),
             parent,
+            after: HashMap::new(),
         }
+    }
+
+    /// Orders reads of `v` by a placement after the graph value `t`.
+    pub fn set_after(&mut self, v: Value, t: ValueRef) {
+        self.after.insert(key(v), t);
+    }
+
+    /// What a placement reading `v` is ordered after ([`Frame::set_after`]), in this frame.
+    pub fn after(&self, v: Value) -> Option<ValueRef> {
+        self.after.get(&key(v)).copied()
     }
 
     pub fn insert(&mut self, v: Value, e: Entry) {
@@ -223,8 +238,16 @@ fn result_names(func: &OperationRef, n: usize) -> Vec<String> {
     if let Ok(a) = func.attribute("res_attrs") {
         for (i, part) in a.to_string().split("}, {").enumerate().take(n) {
             if let Some(p) = part.find("jax.result_info = ") {
+                // The quoted string only: other attributes may follow it
+                // (`mhlo.memory_kind = "device"` in modules lowered for a GPU).
+                let rest = &part[p + 18..];
+                let end = rest
+                    .char_indices()
+                    .skip(1)
+                    .find(|&(i, c)| c == '"' && !rest[..i].ends_with('\\'))
+                    .map_or(rest.len(), |(i, _)| i + 1);
                 names[i] =
-                    parse_string(part[p + 18..].trim_end_matches(['}', ']'])).unwrap_or_default();
+                    parse_string(rest[..end].trim_end_matches(['}', ']'])).unwrap_or_default();
             }
         }
     }

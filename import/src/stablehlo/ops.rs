@@ -10,7 +10,8 @@
 //! `gather`/`dynamic_gather`, `scatter`, `sort`, `while`, `case`/`if` ([`control`]),
 //! `bitcast_convert` (equal widths), `reduce_precision`, `optimization_barrier`,
 //! `get_dimension_size`, `custom_call` (`shape_assertion` becomes a shape assertion,
-//! `stablehlo.dynamic_reduce_window` a `reduce_window`; any other target is refused, as no
+//! `stablehlo.dynamic_reduce_window` a `reduce_window`, `annotate_device_placement` an
+//! `annotate_device_placement` op ([`placement`]); any other target is refused, as no
 //! executor has a kernel for it), `func.call` (inlined), and
 //! Shardy's `sdy.sharding_constraint` (an identity; the module-level `sdy.mesh` is skipped).
 //!
@@ -27,6 +28,7 @@ mod control;
 mod dynamic_window;
 mod index;
 mod layout;
+mod placement;
 mod random;
 
 use super::func::{op_name, Entry, Frame, Importer, R};
@@ -336,15 +338,19 @@ impl<'c, 'a> Importer<'c, 'a> {
         if target == dynamic_window::DYNAMIC_REDUCE_WINDOW {
             return self.dynamic_reduce_window(g, frame, op);
         }
+        if target == placement::ANNOTATE_DEVICE_PLACEMENT {
+            return self.annotate_device_placement(g, frame, op);
+        }
         // Any other target is a kernel Ebb does not have: refused here rather than compiled
         // into a plan whose run then fails.
         Err(self.op_error(
             &op,
             format!(
                 "custom_call @{target} is not supported: Ebb has no kernel for this target (it \
-                 imports custom_call @shape_assertion and @{}; `ebb import --allow-unsupported` \
-                 lists every such op)",
-                dynamic_window::DYNAMIC_REDUCE_WINDOW
+                 imports custom_call @shape_assertion, @{} and @{}; `ebb import \
+                 --allow-unsupported` lists every such op)",
+                dynamic_window::DYNAMIC_REDUCE_WINDOW,
+                placement::ANNOTATE_DEVICE_PLACEMENT
             ),
         ))
     }
@@ -656,6 +662,7 @@ impl<'c, 'a> Importer<'c, 'a> {
             n if CONTROL_OPS.contains(&n) => self.conditional_op(g, frame, op, name),
             n if BATCH_NORM_OPS.contains(&n) => self.batch_norm_op(g, frame, op, name),
             "rng_bit_generator" => self.rng_op(g, frame, op),
+            "optimization_barrier" => self.optimization_barrier(g, frame, op),
             _ => self.elementwise_op(g, frame, op, name),
         }
     }
@@ -1096,7 +1103,8 @@ pub fn is_supported_op(full: &str) -> bool {
 
 /// For triage: the name under which `op` is listed as unsupported (`None` when the importer
 /// takes it). By op name ([`is_supported_op`]); a `custom_call` also by its target: only the
-/// targets imported as ops (`shape_assertion`, `stablehlo.dynamic_reduce_window`) are taken,
+/// targets imported as ops (`shape_assertion`, `stablehlo.dynamic_reduce_window`,
+/// `annotate_device_placement`) are taken,
 /// any other is listed as `stablehlo.custom_call @TARGET`.
 pub fn unsupported_name(op: &OperationRef) -> Option<String> {
     let name = super::func::op_name(op);
@@ -1111,7 +1119,10 @@ pub fn unsupported_name(op: &OperationRef) -> Option<String> {
         .ok()
         .and_then(|a| mt::parse_string(&a.to_string()))
         .unwrap_or_default();
-    if target == "shape_assertion" || target == dynamic_window::DYNAMIC_REDUCE_WINDOW {
+    if target == "shape_assertion"
+        || target == dynamic_window::DYNAMIC_REDUCE_WINDOW
+        || target == placement::ANNOTATE_DEVICE_PLACEMENT
+    {
         return None;
     }
     Some(format!("{name} @{target}"))

@@ -907,7 +907,11 @@ fn convolution(op: &Op) -> Result<Converted, String> {
     t = t[end..].trim_start_matches(',').trim();
     if let Some(w) = t.strip_prefix("window = ") {
         let close = matching_close(w, 0).ok_or("unbalanced window")?;
+        // `window = {}`: every field at its default (a 1x1, stride-1, unpadded window)
         for item in split_top(&w[1..close], ',') {
+            if item.trim().is_empty() {
+                continue;
+            }
             let (k, v) = item
                 .split_once(" = ")
                 .ok_or("window: expected `key = value`")?;

@@ -178,6 +178,7 @@ impl Op {
                 put("dimension", Attr::I64(s.dimension));
                 put("is_stable", Attr::Bool(s.is_stable));
             }
+            Op::AnnotateDevicePlacement(k) => put("memory_kind", Attr::Str(k.name().into())),
             Op::CustomCall(c) => {
                 put("call_target_name", Attr::Str(c.target.clone()));
                 if let Some(b) = &c.backend_config {
@@ -530,6 +531,12 @@ impl Reader {
                 dimension: self.int("dimension")?,
                 is_stable: self.bool_or("is_stable", false)?,
             }),
+            K::AnnotateDevicePlacement => {
+                let k = self.str("memory_kind")?;
+                Op::AnnotateDevicePlacement(MemoryKind::from_name(&k).ok_or_else(|| {
+                    self.err("memory_kind", "is not device/pinned_host/unpinned_host")
+                })?)
+            }
             K::CustomCall => Op::CustomCall(CustomCallSpec {
                 target: self.str("call_target_name")?,
                 backend_config: self.opt_str("backend_config")?,

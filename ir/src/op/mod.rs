@@ -236,6 +236,14 @@ ops! {
     OptimizationBarrier = "optimization_barrier",
     /// Text attrs: `call_target_name`, `backend_config`, `has_side_effect`.
     CustomCall = "custom_call" (CustomCallSpec),
+    /// The user's placement of a value (JAX's `custom_call @annotate_device_placement`, from a
+    /// `jax.checkpoint` offload policy or `jax.device_put` to a memory kind): the identity on
+    /// its one operand, whose result is to live in the payload's memory. A result placed on
+    /// the host is offloaded by the plan (a swap it must perform unless the offload policy
+    /// says otherwise); placed on the device, it is the reload point. An optional second
+    /// operand only orders the op after its producer (the result of the `optimization_barrier`
+    /// that the host value passed around at import). Text attr: `memory_kind`.
+    AnnotateDevicePlacement = "annotate_device_placement" (MemoryKind),
     /// A fusion group made by the fusion pass (`ebb_passes::fuse`): one region whose inputs are
     /// the operands and whose outputs are the results; the region's internal values are never
     /// materialized. Text attr: `kind` (`loop`, `input`).

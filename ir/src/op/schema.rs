@@ -146,6 +146,53 @@ impl std::fmt::Display for FusionKind {
     }
 }
 
+/// Where a value is placed (XLA's memory spaces, as JAX names them in `mhlo.memory_kind` and
+/// in `annotate_device_placement`'s `_xla_buffer_placement` attribute); serialized and printed
+/// as its [`name`](MemoryKind::name).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryKind {
+    /// Device memory (the arena).
+    Device,
+    /// Page-locked host memory, reachable by the device's copy engines.
+    PinnedHost,
+    /// Pageable host memory.
+    UnpinnedHost,
+}
+
+impl MemoryKind {
+    /// Text spelling, JAX's (`device`, `pinned_host`, `unpinned_host`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryKind::Device => "device",
+            MemoryKind::PinnedHost => "pinned_host",
+            MemoryKind::UnpinnedHost => "unpinned_host",
+        }
+    }
+
+    /// Parses [`MemoryKind::name`]'s spelling.
+    pub fn from_name(s: &str) -> Option<MemoryKind> {
+        match s {
+            "device" => Some(MemoryKind::Device),
+            "pinned_host" => Some(MemoryKind::PinnedHost),
+            "unpinned_host" => Some(MemoryKind::UnpinnedHost),
+            _ => None,
+        }
+    }
+
+    /// Whether the kind is host memory (pinned or not).
+    pub fn is_host(self) -> bool {
+        !matches!(self, MemoryKind::Device)
+    }
+}
+
+impl std::fmt::Display for MemoryKind {
+    /// [`MemoryKind::name`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// `iota`: indices along `dimension` of a tensor of `shape` and `dtype`.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct IotaSpec {

@@ -199,6 +199,18 @@ pub fn infer(op: &Op, operands: &[&TensorType], regions: &[Graph]) -> Inferred {
             ))
         }
         Op::Case => case(kind, operands, regions),
+        Op::AnnotateDevicePlacement(_) => {
+            if operands.len() > 2 {
+                return Err(invalid(
+                    kind,
+                    format!(
+                        "takes a value and an optional ordering operand, not {} operands",
+                        operands.len()
+                    ),
+                ));
+            }
+            Ok(Some(vec![nth(kind, operands, 0)?.clone()]))
+        }
         Op::Sort(_) | Op::While | Op::OptimizationBarrier => {
             if kind == While && regions.len() == 2 {
                 let body = &regions[1];

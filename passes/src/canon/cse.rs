@@ -49,7 +49,10 @@ impl Pass for Cse {
 /// Whether CSE may merge op `id` into an identical earlier one.
 fn mergeable(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
-    !matches!(n.kind(), OpKind::Input | OpKind::OptimizationBarrier) && !has_side_effects(n)
+    !matches!(
+        n.kind(),
+        OpKind::Input | OpKind::OptimizationBarrier | OpKind::AnnotateDevicePlacement
+    ) && !has_side_effects(n)
 }
 
 /// Merges the duplicate ops of `g` (regions included); returns how many ops were removed.

@@ -63,6 +63,7 @@ pub(crate) fn pure(kind: OpKind) -> bool {
             | OpKind::Case
             | OpKind::CustomCall
             | OpKind::OptimizationBarrier
+            | OpKind::AnnotateDevicePlacement
     )
 }
 

@@ -23,9 +23,11 @@ pub use verify::{check_variants_at, verify_plan, PlanVerifyError};
 
 use crate::memory::{self, Schedule};
 use crate::remat::threshold::{threshold_in_scope, ThresholdError};
+use crate::remat::OffloadPolicy;
 use crate::remat::{self, CandidateOptions, RematError};
+use crate::schedule::pin_placements;
 use ebb_ir::{Bindings, Graph, NodeId, Symbol, ValueId, ValueRef};
-use ebb_plan::format::{InPlaceWrite, Plan, PointBytes, PLAN_VERSION};
+use ebb_plan::format::{CandidateId, InPlaceWrite, Plan, PointBytes, PLAN_VERSION};
 
 /// A budget threshold to precompute: where the peak exceeds `budget` bytes as a function of
 /// `symbol`, the other symbols fixed.
@@ -81,12 +83,20 @@ pub(crate) fn in_place_writes(
     out
 }
 
-/// Builds the plan of `g` under `schedule` (non-input ops in execution order).
+/// Builds the plan of `g` under `schedule` (non-input ops in execution order), with the
+/// user's placements pinned in it ([`pin_placements`]) unless the offload policy ignores them.
 ///
 /// # Errors
 /// [`BuildError::Remat`] for an invalid schedule or overflow; [`BuildError::Threshold`] when a
 /// requested threshold's terms are not polynomial in its symbol or leave a symbol unbound.
 pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<Plan, BuildError> {
+    let pinned;
+    let schedule = if opts.candidates.offload == OffloadPolicy::Ignore {
+        schedule
+    } else {
+        pinned = pin_placements(g, schedule);
+        &pinned
+    };
     let (idx, found) = remat::find_candidates(g, schedule, &opts.candidates)?;
     let live = memory::liveness(g, schedule);
     let peak_terms: Vec<_> = live
@@ -149,6 +159,8 @@ pub fn build_plan(g: &Graph, schedule: &Schedule, opts: &PlanOptions) -> Result<
         region_transients,
         in_place_writes,
         candidates: found.candidates,
+        forced_swaps: found.forced.into_iter().map(CandidateId::new).collect(),
+        host_placed: found.placed,
         bound: opts.bind.clone(),
         peak_terms,
         thresholds,

@@ -28,7 +28,9 @@
 //!    ([`ebb_ir::SymbolScope::representative_bindings`]): the schedule is a topological
 //!    permutation, live ranges and region transients are the derived ones, and the maximum of
 //!    the peak terms is the simulated peak;
-//! 6. precomputed budget thresholds equal their recomputation from the peak terms.
+//! 6. precomputed budget thresholds equal their recomputation from the peak terms;
+//! 7. every value listed as placed on the host is a result of an `annotate_device_placement`
+//!    to a host memory kind, and every forced swap is a swap candidate of such a value.
 //!
 //! Invariant: a plan that passes [`verify_plan`] and then [`check_variants_at`] at bindings
 //! `b` reports, at `b`, the peaks the independent checker simulates for every variant, so a
@@ -209,6 +211,7 @@ impl Expected {
 
 /// Rules 2–4 of the module docs for variant `i`.
 fn verify_variant(g: &Graph, e: &Expected, i: usize, v: &Plan) -> Result<(), PlanVerifyError> {
+    verify_placed(g, i, v)?;
     if v.graph_name != g.name || v.ops != g.order().len() {
         return Err(mismatch(
             i,
@@ -561,6 +564,42 @@ fn check_at_samples(g: &Graph, plan: &Plan) -> Result<(), PlanVerifyError> {
     }
     if checked == 0 {
         return Err(PlanVerifyError::NoBinding(last_skip));
+    }
+    Ok(())
+}
+
+/// Rule 4's host placements: every value of `host_placed` is a result of an
+/// `annotate_device_placement` to a host memory kind, and every forced swap names a candidate
+/// of such a value that allows a swap.
+fn verify_placed(g: &Graph, i: usize, v: &Plan) -> Result<(), PlanVerifyError> {
+    let placed = |k: usize| {
+        v.values
+            .get(k)
+            .and_then(|pv| g.order().get(pv.node.index()))
+            .is_some_and(|&id| {
+                matches!(g.node(id).op, ebb_ir::Op::AnnotateDevicePlacement(m) if m.is_host())
+            })
+    };
+    for (k, val) in v.host_placed.iter().enumerate() {
+        if !placed(val.index()) {
+            return Err(mismatch(
+                i,
+                format!("host_placed[{k}]"),
+                format!("value {val} is not placed on the host by the graph"),
+            ));
+        }
+    }
+    for (k, c) in v.forced_swaps.iter().enumerate() {
+        let ok = v.candidates.get(c.index()).is_some_and(|cand| {
+            cand.allows(DecisionKind::Swap) && v.host_placed.contains(&cand.value)
+        });
+        if !ok {
+            return Err(mismatch(
+                i,
+                format!("forced_swaps[{k}]"),
+                format!("candidate {c} is not a swap of a value placed on the host"),
+            ));
+        }
     }
     Ok(())
 }

@@ -27,6 +27,11 @@
 //!    the regeneration would need more memory than the eviction frees.
 //! 5. *Swap* is allowed for every window (it reads nothing). The reload is issued
 //!    `prefetch_distance` points before the next use (never before `evict_after + 1`).
+//! 6. *Placed on the host.* A result of an `annotate_device_placement` to a host memory kind
+//!    (the user's offload policy) is a candidate whatever its size, in every window with at
+//!    least one point strictly between its ends, unless [`OffloadPolicy::Ignore`]; under
+//!    [`OffloadPolicy::Force`] its swap options are *forced* ([`Found::forced`]): the plan
+//!    must take them (swap is offered for them even when `allow_swap` is off).
 //!
 //! Invariant: every subset of the returned candidates, each taken as any of its allowed kinds,
 //! is a valid plan (checked independently by `crate::plan::check`). Candidates are sorted by
@@ -35,8 +40,8 @@
 
 use super::cost;
 use super::index::ScheduleIndex;
-use super::{CandidateOptions, RematError};
-use ebb_ir::{DimExpr, Graph, NodeId, OpKind};
+use super::{CandidateOptions, OffloadPolicy, RematError};
+use ebb_ir::{DimExpr, Graph, NodeId, Op, OpKind};
 use ebb_plan::format::{Candidate, DecisionKind, OpPos, Point, ValueClass, ValueId};
 
 /// Why a window has no recompute option.
@@ -62,6 +67,19 @@ pub struct Found {
     pub rejections: Vec<Option<Rejection>>,
     /// Windows dropped because neither recompute nor swap is possible or allowed.
     pub dropped: Vec<(ValueId, Rejection)>,
+    /// The values the user placed on the host (rule 6), in id order; empty under
+    /// [`OffloadPolicy::Ignore`].
+    pub placed: Vec<ValueId>,
+    /// Indices into `candidates` of the swaps the plan must take (rule 6 under
+    /// [`OffloadPolicy::Force`]), ascending.
+    pub forced: Vec<usize>,
+}
+
+/// Whether the value `v` (of `idx`) is a result of an `annotate_device_placement` to a host
+/// memory kind.
+pub fn placed_on_host(g: &Graph, idx: &ScheduleIndex, v: ValueId) -> bool {
+    let node = g.order()[idx.values()[v.index()].node.index()];
+    matches!(g.node(node).op, Op::AnnotateDevicePlacement(k) if k.is_host())
 }
 
 /// Whether ops of `kind` may be recomputed (rule 2).
@@ -73,6 +91,7 @@ pub fn recomputable(kind: OpKind) -> bool {
             | OpKind::Case
             | OpKind::CustomCall
             | OpKind::OptimizationBarrier
+            | OpKind::AnnotateDevicePlacement
     )
 }
 
@@ -82,10 +101,20 @@ pub fn recomputable(kind: OpKind) -> bool {
 /// [`RematError::Dim`] when a size or cost overflows.
 pub fn find(g: &Graph, idx: &ScheduleIndex, opts: &CandidateOptions) -> Result<Found, RematError> {
     let values = idx.values();
+    let placed: Vec<bool> = ValueId::all(values.len())
+        .map(|v| {
+            opts.offload != OffloadPolicy::Ignore
+                && values[v.index()].class == ValueClass::Intermediate
+                && placed_on_host(g, idx, v)
+        })
+        .collect();
     let eligible: Vec<bool> = values
         .iter()
-        .map(|val| {
-            val.class == ValueClass::Intermediate && !too_small(g, &val.bytes, opts.min_bytes)
+        .zip(&placed)
+        .map(|(val, &placed)| {
+            placed
+                || (val.class == ValueClass::Intermediate
+                    && !too_small(g, &val.bytes, opts.min_bytes))
         })
         .collect();
     // Rule 3's pins: points at which a recompute of a later value reads this one. Recompute
@@ -107,9 +136,14 @@ pub fn find(g: &Graph, idx: &ScheduleIndex, opts: &CandidateOptions) -> Result<F
         touches.sort_unstable();
         touches.dedup();
         let mut here: Vec<(Candidate, Option<Rejection>)> = Vec::new();
+        let (min_gap, swap) = if placed[v.index()] {
+            (1, opts.allow_swap || opts.offload == OffloadPolicy::Force)
+        } else {
+            (opts.min_gap.max(1), opts.allow_swap)
+        };
         for pair in touches.windows(2) {
             let (e, r) = (pair[0], pair[1]);
-            if r.index() - e.index() <= opts.min_gap.max(1) {
+            if r.index() - e.index() <= min_gap {
                 continue;
             }
             let recompute = if opts.allow_recompute {
@@ -121,7 +155,7 @@ pub fn find(g: &Graph, idx: &ScheduleIndex, opts: &CandidateOptions) -> Result<F
             if recompute.is_ok() {
                 kinds.push(DecisionKind::Recompute);
             }
-            if opts.allow_swap {
+            if swap {
                 kinds.push(DecisionKind::Swap);
             }
             let (sub, rejection) = match recompute {
@@ -158,9 +192,18 @@ pub fn find(g: &Graph, idx: &ScheduleIndex, opts: &CandidateOptions) -> Result<F
     }
     found.dropped.reverse();
     for (c, r) in out.into_iter().rev() {
+        if placed[c.value.index()]
+            && opts.offload == OffloadPolicy::Force
+            && c.allows(DecisionKind::Swap)
+        {
+            found.forced.push(found.candidates.len());
+        }
         found.candidates.push(c);
         found.rejections.push(r);
     }
+    found.placed = ValueId::all(values.len())
+        .filter(|v| placed[v.index()])
+        .collect();
     Ok(found)
 }
 

@@ -43,10 +43,41 @@ pub struct CandidateOptions {
     pub allow_recompute: bool,
     /// Offer swap.
     pub allow_swap: bool,
+    /// What becomes of the values the user placed on the host
+    /// ([`ebb_ir::Op::AnnotateDevicePlacement`]; see [`candidates`], rule 6).
+    pub offload: OffloadPolicy,
+}
+
+/// What the plan does with a value the user placed on the host (a `jax.checkpoint` offload
+/// policy's `annotate_device_placement` to `pinned_host`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OffloadPolicy {
+    /// The value is swapped out after its placement and reloaded before its next use, under
+    /// any budget (finalize takes the swap before deciding anything else).
+    #[default]
+    Force,
+    /// The value is a swap candidate whatever its size and gap, which finalize takes only
+    /// when the budget needs it.
+    Hint,
+    /// The placement is an identity like any other; the value is a candidate by the usual
+    /// rules.
+    Ignore,
+}
+
+impl OffloadPolicy {
+    /// The CLI spelling (`force`, `hint`, `ignore`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OffloadPolicy::Force => "force",
+            OffloadPolicy::Hint => "hint",
+            OffloadPolicy::Ignore => "ignore",
+        }
+    }
 }
 
 impl Default for CandidateOptions {
-    /// `min_gap` 8, `max_recompute_ops` 8, `prefetch_distance` 3, `min_bytes` 4096, both kinds.
+    /// `min_gap` 8, `max_recompute_ops` 8, `prefetch_distance` 3, `min_bytes` 4096, both kinds,
+    /// offloads forced.
     fn default() -> Self {
         CandidateOptions {
             min_gap: 8,
@@ -55,6 +86,7 @@ impl Default for CandidateOptions {
             min_bytes: 4096,
             allow_recompute: true,
             allow_swap: true,
+            offload: OffloadPolicy::Force,
         }
     }
 }

@@ -52,6 +52,7 @@ fn is_opaque(g: &Graph, id: NodeId) -> bool {
                 | OpKind::Sort
                 | OpKind::CustomCall
                 | OpKind::OptimizationBarrier
+                | OpKind::AnnotateDevicePlacement
         )
 }
 

@@ -43,6 +43,7 @@ mod context;
 mod dfs;
 mod list;
 mod pass;
+mod placement;
 mod refine;
 
 use crate::memory::{lower_bound_of, validate_schedule, Liveness, Schedule, ScheduleError};
@@ -50,6 +51,7 @@ use context::Ctx;
 use ebb_ir::{Bindings, Graph, OpKind, Symbol};
 use list::Priority;
 pub use pass::{SchedulePass, Scheduled};
+pub use placement::pin_placements;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::fmt;

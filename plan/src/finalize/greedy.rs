@@ -88,6 +88,15 @@ impl Chosen {
         }
     }
 
+    /// Σ exposed transfer time alone and Σ one-way transfer time of the swaps taken, µs (the
+    /// arguments of [`exposed_transfer_us`]).
+    pub fn link_sums(&self) -> (f64, f64) {
+        self.options
+            .iter()
+            .filter(|o| o.kind == DecisionKind::Swap)
+            .fold((0.0, 0.0), |(a, t), o| (a + o.cost_us, t + o.transfer_us))
+    }
+
     /// The time the decisions add, µs.
     fn added_us(&self) -> f64 {
         self.recompute_us + self.exposed_transfer_us

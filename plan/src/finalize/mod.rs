@@ -43,6 +43,7 @@
 //! full (conservative); link sharing is a fluid lower bound (see `crate::cost`).
 
 mod cover;
+mod forced;
 mod greedy;
 mod options;
 mod prepared;
@@ -519,12 +520,24 @@ fn finalize_prepared(
     let mut decisions = Vec::new();
     let (mut recompute_flops, mut swap_bytes) = (0i64, 0i64);
     let (mut recompute_us, mut exposed_transfer_us) = (0.0f64, 0.0f64);
+    // Built when first needed (pricing is lazy, but the index is one slot per option).
+    let mut options = (!plan.forced_swaps.is_empty())
+        .then(|| Options::new(prep, &vals, &costs, &value_bytes, opts));
+    let forced = match &mut options {
+        Some(o) => forced::take(plan, o, &value_bytes, &mut resident),
+        None => forced::Forced::default(),
+    };
+    let mut link = (forced.alone_us, forced.transfer_us);
+    swap_bytes += forced.swap_bytes;
+    decisions.extend_from_slice(&forced.decisions);
+    let peak_forced = resident.iter().copied().max().unwrap_or(0);
     if let Some(budget) = target {
-        if peak_scheduled > budget {
-            let mut options = Options::new(prep, &vals, &costs, &value_bytes, opts);
+        if peak_forced > budget {
+            let options = options
+                .get_or_insert_with(|| Options::new(prep, &vals, &costs, &value_bytes, opts));
             let tree = PeakTree::new(&resident);
             let c = greedy::choose(
-                &mut options,
+                options,
                 &prep.cover,
                 plan.candidates.len(),
                 tree,
@@ -534,12 +547,19 @@ fn finalize_prepared(
             )?;
             // The tree's residency, without walking it.
             c.charge(&mut resident);
-            decisions = c.decisions;
+            decisions.extend_from_slice(&c.decisions);
             recompute_flops = c.recompute_flops;
-            swap_bytes = c.swap_bytes;
+            swap_bytes += c.swap_bytes;
             recompute_us = c.recompute_us;
             exposed_transfer_us = c.exposed_transfer_us;
+            let (alone, transfers) = c.link_sums();
+            link.0 += alone;
+            link.1 += transfers;
         }
+    }
+    if !forced.decisions.is_empty() {
+        // The forced swaps share the link with the greedy's.
+        exposed_transfer_us = crate::cost::exposed_transfer_us(link.0, link.1, costs.step_us());
     }
     let (resident, regen_peak) =
         exact_residency(plan, prep, &vals, &value_bytes, resident, &decisions);

@@ -84,6 +84,9 @@ pub(super) struct Options<'a> {
     /// before any decision ([`Options::benefit`]); `None`: scores that do not depend on the
     /// budget.
     over_before: Option<Vec<u32>>,
+    /// Candidates taken before the greedy (forced swaps, `super::forced`), whose options are
+    /// absent; empty when there are none.
+    taken_before: Vec<bool>,
 }
 
 impl<'a> Options<'a> {
@@ -107,6 +110,18 @@ impl<'a> Options<'a> {
             place: IndexVec::from_elem(UNPRICED, prep.option_count()),
             priced: IndexVec::new(),
             over_before: None,
+            taken_before: Vec::new(),
+        }
+    }
+
+    /// Makes the options of candidate `c` absent ([`Options::present`]): it was taken before
+    /// the greedy.
+    pub fn take_before(&mut self, c: CandidateIx) {
+        if self.taken_before.is_empty() {
+            self.taken_before = vec![false; self.prep.candidates.len()];
+        }
+        if let Some(t) = self.taken_before.get_mut(c.index()) {
+            *t = true;
         }
     }
 
@@ -120,7 +135,13 @@ impl<'a> Options<'a> {
     /// pricing it.
     #[inline]
     pub fn present(&self, i: OptionIx) -> bool {
-        self.freed_bytes(self.prep.option(i)) > 0
+        let s = self.prep.option(i);
+        !self
+            .taken_before
+            .get(s.candidate.index())
+            .copied()
+            .unwrap_or(false)
+            && self.freed_bytes(s) > 0
     }
 
     /// The bytes option `s` frees: its value's, or 0 when its kind is not allowed.
@@ -136,6 +157,12 @@ impl<'a> Options<'a> {
         } else {
             0
         }
+    }
+
+    /// Option `i`'s kind, without pricing it.
+    #[inline]
+    pub fn kind_of(&self, i: OptionIx) -> DecisionKind {
+        self.prep.option(i).kind
     }
 
     /// The options of candidate `c` (recompute before swap).

@@ -1,27 +1,24 @@
-//! Contractions: `dot_general` and `convolution` (StableHLO spec, section "Ops"), both through
-//! a real GEMM (the `matrixmultiply` crate's `sgemm`/`dgemm`, which take arbitrary strides).
+//! Contractions: `dot_general` (StableHLO spec, section "Ops") through a real GEMM (the
+//! `matrixmultiply` crate's `sgemm`/`dgemm`, which take arbitrary strides); `convolution` is
+//! lowered onto the same GEMM in [`super::conv`].
 //!
 //! `dot_general`: each operand is viewed as a batch × rows × columns matrix stack — lhs as
 //! `[batch, M, K]` (batching, free, contracting dimensions), rhs as `[batch, K, N]`. When each
 //! group of dimensions is contiguous in the operand the view is free (a transposed operand is
 //! just other strides); otherwise the operand is first copied into that layout. The result
 //! `[batch, M, N]` is exactly the StableHLO result layout (batch, lhs free, rhs free).
-//! `convolution`: operands are transposed to `[N, C, spatial]` / `[O, I, spatial]`, each
-//! (batch, group) pair is lowered by im2col (padding, lhs/rhs dilation, strides) to one GEMM,
-//! and the `[N, O, spatial]` result is transposed to the output layout; feature and batch
-//! groups follow the spec's split/concatenate definition.
 //!
 //! `bf16`/`f16` operands are computed in `f32` and rounded once at the end; integers use a
 //! wrapping `i64` triple loop. Invariant: work is split into fixed blocks of output rows, so
 //! every output element is computed by one GEMM call with the same inputs whatever the thread
 //! count: results are deterministic.
 
-use super::layout::{gather_view, istrides_of, strides_of};
+use super::layout::{gather_view, istrides_of};
 use super::{arity, Ctx};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Tensor};
-use ebb_ir::op::{ConvSpec, DotDims};
+use ebb_ir::op::DotDims;
 use ebb_ir::{DType, OpKind};
 use std::borrow::Cow;
 
@@ -29,7 +26,8 @@ use std::borrow::Cow;
 pub(crate) trait Gemm:
     crate::tensor::Elem + std::ops::Mul<Output = Self> + std::ops::AddAssign
 {
-    /// `C = A·B` for raw strided matrices (no bounds checks: see [`gemm`]).
+    /// `C = A·B` (`C += A·B` when `acc`) for raw strided matrices (no bounds checks: see
+    /// [`gemm`]).
     ///
     /// # Safety
     /// All three views must lie inside their allocations and `c` must not alias `a` or `b`.
@@ -47,6 +45,7 @@ pub(crate) trait Gemm:
         c: *mut Self,
         rsc: isize,
         csc: isize,
+        acc: bool,
     );
     /// The buffer of `d` converted to this type.
     fn take(d: Data) -> Vec<Self>;
@@ -66,9 +65,11 @@ impl Gemm for f32 {
         c: *mut f32,
         rsc: isize,
         csc: isize,
+        acc: bool,
     ) {
+        let beta = if acc { 1.0 } else { 0.0 };
         // SAFETY: forwarded from the caller's contract.
-        unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+        unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
     }
     fn take(d: Data) -> Vec<f32> {
         match d {
@@ -95,9 +96,11 @@ impl Gemm for f64 {
         c: *mut f64,
         rsc: isize,
         csc: isize,
+        acc: bool,
     ) {
+        let beta = if acc { 1.0 } else { 0.0 };
         // SAFETY: forwarded from the caller's contract.
-        unsafe { matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+        unsafe { matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
     }
     fn take(d: Data) -> Vec<f64> {
         match d {
@@ -112,10 +115,10 @@ impl Gemm for f64 {
 
 /// A strided `rows × cols` matrix view into a buffer.
 #[derive(Clone, Copy, Debug)]
-struct Mat {
-    off: usize,
-    rs: isize,
-    cs: isize,
+pub(crate) struct Mat {
+    pub(crate) off: usize,
+    pub(crate) rs: isize,
+    pub(crate) cs: isize,
 }
 
 fn view_fits(len: usize, v: Mat, rows: usize, cols: usize) -> bool {
@@ -139,23 +142,55 @@ fn gemm<T: Gemm>(
     bv: Mat,
     c: &mut [T],
 ) -> Result<(), OpError> {
-    if c.len() != m * n || !view_fits(a.len(), av, m, k) || !view_fits(b.len(), bv, k, n) {
-        return invalid("internal: GEMM operand views out of bounds");
+    if c.len() != m * n {
+        return invalid("internal: GEMM result size");
     }
-    if m == 0 || n == 0 {
-        return Ok(());
-    }
-    if k == 0 {
-        c.fill(T::default());
-        return Ok(());
-    }
-    if k <= SMALL_K && n >= 8 {
+    if (1..=SMALL_K).contains(&k)
+        && n >= 8
+        && m > 0
+        && view_fits(a.len(), av, m, k)
+        && view_fits(b.len(), bv, k, n)
+    {
         small_k(m, k, n, a, av, b, bv, c);
         return Ok(());
     }
-    // SAFETY: the views were checked to lie inside `a` and `b` (non-negative strides, last
-    // element in range), `c` is exactly m*n contiguous elements, and `c` is a distinct
-    // mutable borrow, so it aliases neither input.
+    gemm_into((m, k, n), a, av, b, bv, c, n, false)
+}
+
+/// `C[m×n] (row stride ldc, unit column stride) = A·B`, or `C += A·B` when `acc`, checking
+/// every view before calling the kernel (`k = 0` writes zeros unless `acc`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_into<T: Gemm>(
+    (m, k, n): (usize, usize, usize),
+    a: &[T],
+    av: Mat,
+    b: &[T],
+    bv: Mat,
+    c: &mut [T],
+    ldc: usize,
+    acc: bool,
+) -> Result<(), OpError> {
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if ldc < n
+        || (m - 1) * ldc + n > c.len()
+        || !view_fits(a.len(), av, m, k)
+        || !view_fits(b.len(), bv, k, n)
+    {
+        return invalid("internal: GEMM operand views out of bounds");
+    }
+    if k == 0 {
+        if !acc {
+            for r in 0..m {
+                c[r * ldc..r * ldc + n].fill(T::default());
+            }
+        }
+        return Ok(());
+    }
+    // SAFETY: the views were checked to lie inside `a`, `b` and `c` (non-negative strides,
+    // last element in range; rows of `c` do not overlap as `ldc >= n`) and `c` is a distinct
+    // mutable borrow, aliasing neither input.
     unsafe {
         T::raw(
             m,
@@ -168,8 +203,9 @@ fn gemm<T: Gemm>(
             bv.rs,
             bv.cs,
             c.as_mut_ptr(),
-            n as isize,
+            ldc as isize,
             1,
+            acc,
         );
     }
     Ok(())
@@ -467,7 +503,7 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
 type Groups<'a> = [&'a [usize]; 3];
 
 /// The buffer of `d` as `T`, borrowed when it already has that type.
-fn operand<T: Gemm>(d: &Data) -> Cow<'_, [T]> {
+pub(crate) fn operand<T: Gemm>(d: &Data) -> Cow<'_, [T]> {
     match T::slice(d) {
         Some(s) => Cow::Borrowed(s),
         None => Cow::Owned(T::take(d.convert(T::DTYPE))),
@@ -529,235 +565,4 @@ fn dot_int(
         }
     }
     Ok(c)
-}
-
-/// `convolution` (see the module docs).
-pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
-    arity(&ops, 2, OpKind::Convolution)?;
-    let out = ctx.out0()?;
-    let dn = &spec.dims;
-    let (ib, ifd, isp) = (dn.input_batch, dn.input_feature, &dn.input_spatial);
-    let (ko, ki, ksp) = (
-        dn.kernel_output_feature,
-        dn.kernel_input_feature,
-        &dn.kernel_spatial,
-    );
-    let (ob, of, osp) = (dn.output_batch, dn.output_feature, &dn.output_spatial);
-    let (x, w) = (&ops[0], &ops[1]);
-    let sd = isp.len();
-    if x.shape().len() != sd + 2
-        || w.shape().len() != sd + 2
-        || ksp.len() != sd
-        || osp.len() != sd
-        || out.shape.len() != sd + 2
-    {
-        return invalid("dimension_numbers do not match the operand ranks");
-    }
-    // each part must place batch, feature and spatial dimensions on distinct positions
-    let is_perm = |a: usize, b: usize, sp: &[usize]| {
-        let mut seen = vec![false; sd + 2];
-        [a, b]
-            .iter()
-            .chain(sp)
-            .all(|&d| d < sd + 2 && !std::mem::replace(&mut seen[d], true))
-    };
-    if !is_perm(ib, ifd, isp) || !is_perm(ko, ki, ksp) || !is_perm(ob, of, osp) {
-        return invalid(format!(
-            "dimension_numbers `{dn}` repeat or skip a dimension"
-        ));
-    }
-    let get = |name: &str, v: &[i64]| -> Result<Vec<i64>, OpError> {
-        if v.len() == sd {
-            Ok(v.to_vec())
-        } else {
-            invalid(format!("`{name}` has {} entries, expected {sd}", v.len()))
-        }
-    };
-    let strides = get("window_strides", &spec.window_strides)?;
-    let ldil = get("lhs_dilation", &spec.lhs_dilation)?;
-    let rdil = get("rhs_dilation", &spec.rhs_dilation)?;
-    if spec.padding.len() != sd {
-        return invalid(format!(
-            "`padding` has {} entries, expected {sd}",
-            spec.padding.len()
-        ));
-    }
-    let pad = spec.padding.clone();
-    if strides.iter().chain(&ldil).chain(&rdil).any(|&v| v <= 0) {
-        return invalid("strides and dilations must be positive");
-    }
-    let fgc = spec.feature_group_count.max(1) as usize;
-    let bgc = spec.batch_group_count.max(1) as usize;
-    // canonical layouts
-    let perm_x: Vec<usize> = [ib, ifd].into_iter().chain(isp.iter().copied()).collect();
-    let perm_w: Vec<usize> = [ko, ki].into_iter().chain(ksp.iter().copied()).collect();
-    let xs: Vec<usize> = perm_x.iter().map(|&d| x.shape()[d]).collect();
-    let ws: Vec<usize> = perm_w.iter().map(|&d| w.shape()[d]).collect();
-    let q: Vec<usize> = osp.iter().map(|&d| out.shape[d]).collect();
-    let (nb, c, o, i) = (xs[0], xs[1], ws[0], ws[1]);
-    let groups = fgc.max(bgc);
-    if (fgc > 1 && bgc > 1) || c != i * fgc || o % groups != 0 || nb % bgc != 0 {
-        return invalid("feature/batch group counts do not divide the dimensions");
-    }
-    let nb_out = nb / bgc;
-    if out.shape[ob] != nb_out || out.shape[of] != o {
-        return invalid("result batch/feature sizes do not match the operands");
-    }
-    let ct = compute_type(x.dtype(), w.dtype(), out.dtype);
-    let geo = ConvGeometry {
-        xs: xs.clone(),
-        ks: ws[2..].to_vec(),
-        q: q.clone(),
-        strides,
-        pad,
-        ldil,
-        rdil,
-        fgc,
-        bgc,
-        og: o / groups,
-        i,
-    };
-    let canon = |t: &Tensor, perm: &[usize], dt: DType| -> Result<Data, OpError> {
-        let st = istrides_of(t.shape());
-        let ps: Vec<isize> = perm.iter().map(|&d| st[d]).collect();
-        let sh: Vec<usize> = perm.iter().map(|&d| t.shape()[d]).collect();
-        Ok(match t.data().convert(dt) {
-            Data::F64(v) => Data::F64(Buf::from(gather_view(&v, 0, &ps, &sh)?)),
-            Data::F32(v) => Data::F32(Buf::from(gather_view(&v, 0, &ps, &sh)?)),
-            _ => return invalid("internal: convolution compute type"),
-        })
-    };
-    let ct = if ct == DType::F64 {
-        DType::F64
-    } else {
-        DType::F32
-    };
-    let res = match (canon(x, &perm_x, ct)?, canon(w, &perm_w, ct)?) {
-        (Data::F32(xv), Data::F32(wv)) => Data::F32(Buf::from(conv_typed(&xv, &wv, &geo)?)),
-        (Data::F64(xv), Data::F64(wv)) => Data::F64(Buf::from(conv_typed(&xv, &wv, &geo)?)),
-        _ => return invalid("internal: convolution compute type"),
-    };
-    // canonical [N', O, Q...] -> output layout
-    let cshape: Vec<usize> = [nb_out, o].into_iter().chain(q.iter().copied()).collect();
-    let cst = istrides_of(&cshape);
-    let mut ost = vec![0isize; sd + 2];
-    ost[ob] = cst[0];
-    ost[of] = cst[1];
-    for (j, &d) in osp.iter().enumerate() {
-        ost[d] = cst[2 + j];
-    }
-    let data = match res {
-        Data::F32(v) => Data::F32(Buf::from(gather_view(&v, 0, &ost, &out.shape)?)),
-        Data::F64(v) => Data::F64(Buf::from(gather_view(&v, 0, &ost, &out.shape)?)),
-        _ => return invalid("internal: convolution result type"),
-    };
-    Ok(Tensor::from_parts(
-        out.shape.clone(),
-        data.into_dtype(out.dtype),
-    ))
-}
-
-struct ConvGeometry {
-    /// Canonical input shape `[N, C, S...]`.
-    xs: Vec<usize>,
-    /// Kernel spatial sizes.
-    ks: Vec<usize>,
-    /// Output spatial sizes.
-    q: Vec<usize>,
-    strides: Vec<i64>,
-    /// `(low, high)` padding per spatial dimension.
-    pad: Vec<(i64, i64)>,
-    ldil: Vec<i64>,
-    rdil: Vec<i64>,
-    fgc: usize,
-    bgc: usize,
-    /// Output features per group.
-    og: usize,
-    /// Kernel input features.
-    i: usize,
-}
-
-/// Canonical convolution: `x [N, C, S...]`, `w [O, I, K...]` → `[N/bgc, O, Q...]`.
-fn conv_typed<T: Gemm>(x: &[T], w: &[T], g: &ConvGeometry) -> Result<Vec<T>, OpError> {
-    let sd = g.ks.len();
-    let ks: usize = g.ks.iter().product();
-    let os: usize = g.q.iter().product();
-    let groups = g.fgc.max(g.bgc);
-    let o = g.og * groups;
-    let nb_out = g.xs[0] / g.bgc;
-    // per spatial dim: input index of (output position, kernel position), or None
-    let mut table: Vec<Vec<Option<usize>>> = Vec::with_capacity(sd);
-    for d in 0..sd {
-        let mut t = Vec::with_capacity(g.q[d] * g.ks[d]);
-        for qq in 0..g.q[d] as i64 {
-            for kk in 0..g.ks[d] as i64 {
-                let p = qq * g.strides[d] + kk * g.rdil[d] - g.pad[d].0;
-                let ok = p >= 0 && p % g.ldil[d] == 0 && p / g.ldil[d] < g.xs[2 + d] as i64;
-                t.push(ok.then_some((p / g.ldil[d]) as usize));
-            }
-        }
-        table.push(t);
-    }
-    let xst = strides_of(&g.xs);
-    let kdims = g.ks.clone();
-    let qdims = g.q.clone();
-    let mut out = vec![T::default(); nb_out * o * os];
-    let ci = g.i;
-    let per_batch = |nn: usize, ob: &mut [T]| -> Result<(), OpError> {
-        let mut col = vec![T::default(); ci * ks * os];
-        for grp in 0..groups {
-            let n = if g.bgc > 1 { grp * nb_out + nn } else { nn };
-            let c0 = if g.fgc > 1 { grp * ci } else { 0 };
-            // im2col: col[(c*ks + kidx), qidx]
-            for c in 0..ci {
-                let base = n * xst[0] + (c0 + c) * xst[1];
-                for kidx in 0..ks {
-                    let kv = super::layout::unravel(kidx, &kdims);
-                    let row = &mut col[(c * ks + kidx) * os..(c * ks + kidx + 1) * os];
-                    for (qidx, slot) in row.iter_mut().enumerate() {
-                        let qv = super::layout::unravel(qidx, &qdims);
-                        let mut off = base;
-                        let mut valid = true;
-                        for d in 0..sd {
-                            match table[d][qv[d] * kdims[d] + kv[d]] {
-                                Some(p) => off += p * xst[2 + d],
-                                None => {
-                                    valid = false;
-                                    break;
-                                }
-                            }
-                        }
-                        *slot = if valid { x[off] } else { T::default() };
-                    }
-                }
-            }
-            let o0 = grp * g.og;
-            let wv = Mat {
-                off: o0 * ci * ks,
-                rs: (ci * ks) as isize,
-                cs: 1,
-            };
-            let cv = Mat {
-                off: 0,
-                rs: os as isize,
-                cs: 1,
-            };
-            gemm(
-                g.og,
-                ci * ks,
-                os,
-                w,
-                wv,
-                &col,
-                cv,
-                &mut ob[o0 * os..(o0 + g.og) * os],
-            )?;
-        }
-        Ok(())
-    };
-    if o * os == 0 {
-        return Ok(out);
-    }
-    super::par::try_chunks_mut(&mut out, o * os, &|s, ob| per_batch(s / (o * os), ob))?;
-    Ok(out)
 }

@@ -269,7 +269,8 @@ pub(crate) fn binary(k: OpKind, a: &Data, b: &Data) -> Result<Data, OpError> {
     })
 }
 
-fn cmp_fn(dir: Relation) -> fn(Option<Ordering>) -> bool {
+/// The test of `compare` in direction `dir` on a partial ordering.
+pub(crate) fn cmp_fn(dir: Relation) -> fn(Option<Ordering>) -> bool {
     match dir {
         Relation::Eq => |o| o == Some(Ordering::Equal),
         Relation::Ne => |o| o != Some(Ordering::Equal),

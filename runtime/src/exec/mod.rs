@@ -24,6 +24,7 @@
 mod arith;
 mod build;
 mod control;
+mod conv;
 pub mod device;
 mod dot;
 mod elementwise;
@@ -662,7 +663,7 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
         Op::ReduceWindow(w) => Ok(reduce::reduce_window(ctx, w, ops)?),
         Op::SelectAndScatter(w) => one(reduce::select_and_scatter(ctx, w, ops)),
         Op::DotGeneral(dd) => one(dot::dot_general(ctx, dd, ops)),
-        Op::Convolution(spec) => one(dot::convolution(ctx, spec, ops)),
+        Op::Convolution(spec) => one(conv::convolution(ctx, spec, ops)),
         Op::Gather(gd) => one(gather_scatter::gather(ctx, gd, ops)),
         Op::Scatter(sd) => Ok(gather_scatter::scatter(ctx, sd, ops)?),
         Op::While => Ok(control::while_loop(ctx, ops)?),
@@ -674,7 +675,14 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
         },
         Op::Fusion(_) => fusion::fusion(ctx, ops),
         Op::Sort(spec) => Ok(control::sort(ctx, spec, ops)?),
+        // The placement is the plan's business (a swap it performs around the op); the value
+        // itself passes through.
         Op::OptimizationBarrier => Ok(ops),
+        Op::AnnotateDevicePlacement(_) => {
+            let mut ops = ops;
+            ops.truncate(1);
+            Ok(ops)
+        }
         Op::CustomCall(cc) => Err(KernelFailure::Exec(ExecError::Unsupported {
             op: kind.name().into(),
             detail: format!(" (target \"{}\")", cc.target),

@@ -516,13 +516,60 @@ impl Windows {
         })
     }
 
+    /// For windows that never touch padding or base-dilation holes and whose taps sit at the
+    /// same distances from each window's first tap: per dimension the element offset of each
+    /// output position's first tap, and the taps' offsets from it in row-major window order
+    /// (what [`Windows::positions`] gives, as a sum). `None` otherwise.
+    fn dense(&self, in_strides: &[isize]) -> Option<(Vec<Vec<usize>>, Vec<usize>)> {
+        let mut base = Vec::with_capacity(self.win.len());
+        let mut offs = vec![0usize];
+        for (d, (t, &w)) in self.table.iter().zip(&self.win).enumerate() {
+            let st = usize::try_from(in_strides[d]).ok()?;
+            let mut firsts = Vec::with_capacity(t.len() / w.max(1));
+            let mut rel: Option<Vec<usize>> = None;
+            for row in t.chunks(w.max(1)) {
+                let first = row.first().copied().flatten()?;
+                let r: Vec<usize> = row
+                    .iter()
+                    .map(|v| v.and_then(|i| i.checked_sub(first)))
+                    .collect::<Option<_>>()?;
+                match &rel {
+                    Some(x) if *x != r => return None,
+                    Some(_) => {}
+                    None => rel = Some(r),
+                }
+                firsts.push(first * st);
+            }
+            let rel = rel.unwrap_or_default();
+            offs = offs
+                .iter()
+                .flat_map(|&o| rel.iter().map(move |&x| o + x * st))
+                .collect();
+            base.push(firsts);
+        }
+        Some((base, offs))
+    }
+
     /// Input offsets (or `None` for padding) of the window of output multi-index `o`, in
     /// row-major window order.
     fn positions(&self, o: &[usize], in_strides: &[isize], out: &mut Vec<Option<usize>>) {
+        self.positions_into(o, in_strides, out, &mut Vec::new());
+    }
+
+    /// [`Windows::positions`] with the window multi-index kept in `w` (no allocation once
+    /// `out` and `w` have grown).
+    fn positions_into(
+        &self,
+        o: &[usize],
+        in_strides: &[isize],
+        out: &mut Vec<Option<usize>>,
+        w: &mut Vec<usize>,
+    ) {
         out.clear();
         let r = o.len();
         let n: usize = self.win.iter().product();
-        let mut w = vec![0usize; r];
+        w.clear();
+        w.resize(r, 0);
         for _ in 0..n {
             let mut off = 0usize;
             let mut valid = true;
@@ -580,14 +627,6 @@ pub(crate) fn reduce_window(
             oshape: &[usize],
             n_out: usize,
         ) -> Vec<T> {
-            let one = |i: usize| {
-                let o = unravel(i, oshape);
-                let mut pos = Vec::new();
-                w.positions(&o, ist, &mut pos);
-                pos.iter().fold(init, |acc, p| {
-                    combine(m, acc, p.map(|k| x[k]).unwrap_or(init))
-                })
-            };
             let mut out = vec![init; n_out];
             // Parallel when the work (outputs times window) is large.
             let chunk = if n_out * w.win.iter().product::<usize>() >= PAR_MIN {
@@ -595,9 +634,26 @@ pub(crate) fn reduce_window(
             } else {
                 0
             };
+            if let Some((base, offs)) = w.dense(ist) {
+                super::par::chunks_mut(&mut out, chunk, &|s, c| {
+                    let mut o = unravel(s, oshape);
+                    for d in c.iter_mut() {
+                        let b: usize = o.iter().zip(&base).map(|(&q, t)| t[q]).sum();
+                        *d = offs.iter().fold(init, |acc, &j| combine(m, acc, x[b + j]));
+                        advance(&mut o, oshape);
+                    }
+                });
+                return out;
+            }
             super::par::chunks_mut(&mut out, chunk, &|s, c| {
-                for (j, d) in c.iter_mut().enumerate() {
-                    *d = one(s + j);
+                let mut o = unravel(s, oshape);
+                let (mut pos, mut scratch) = (Vec::new(), Vec::new());
+                for d in c.iter_mut() {
+                    w.positions_into(&o, ist, &mut pos, &mut scratch);
+                    *d = pos.iter().fold(init, |acc, p| {
+                        combine(m, acc, p.map(|k| x[k]).unwrap_or(init))
+                    });
+                    advance(&mut o, oshape);
                 }
             });
             out
@@ -658,12 +714,30 @@ pub(crate) fn select_and_scatter(
     let fill = init
         .scalar_value()
         .ok_or_else(|| OpError::Invalid("init_value must be a scalar".into()))?;
-    let mut out = Data::splat(fill, x.len());
-    let mut pos = Vec::new();
     let cmp = match &sel.body {
         Body::Compare { dir, total } => Some((*dir, *total)),
         _ => None,
     };
+    if let (Some((dir, total)), Body::Monoid(m)) = (cmp, &sc.body) {
+        let m = *m;
+        let fast =
+            |x: &Data, s: &Data| -> Option<Data> {
+                Some(match (x, s, fill) {
+                    (Data::F32(x), Data::F32(s), Scalar::F32(f)) => Data::F32(Buf::from(
+                        sas_typed(x, s, f, (&w, &ist, src.shape()), (dir, total), m),
+                    )),
+                    (Data::F64(x), Data::F64(s), Scalar::F64(f)) => Data::F64(Buf::from(
+                        sas_typed(x, s, f, (&w, &ist, src.shape()), (dir, total), m),
+                    )),
+                    _ => return None,
+                })
+            };
+        if let Some(d) = fast(x.data(), src.data()) {
+            return Ok(Tensor::from_parts(x.shape().to_vec(), d));
+        }
+    }
+    let mut out = Data::splat(fill, x.len());
+    let mut pos = Vec::new();
     for i in 0..src.len() {
         w.positions(&unravel(i, src.shape()), &ist, &mut pos);
         let mut chosen: Option<usize> = None;
@@ -700,6 +774,66 @@ pub(crate) fn select_and_scatter(
         }
     }
     Ok(Tensor::from_parts(x.shape().to_vec(), out))
+}
+
+/// `select_and_scatter` of one float type whose select region is one `compare` and whose
+/// scatter region is a monoid: the same choices and the same scatter order as the general
+/// path, without scalar boxing.
+fn sas_typed<T: Elem>(
+    x: &[T],
+    src: &[T],
+    fill: T,
+    (w, ist, sshape): (&Windows, &[isize], &[usize]),
+    (dir, total): (Relation, bool),
+    m: Monoid,
+) -> Vec<T> {
+    let f = super::elementwise::cmp_fn(dir);
+    let keep = |a: T, b: T| {
+        if total {
+            f(Some(a.to_f64().total_cmp(&b.to_f64())))
+        } else {
+            f(a.partial_cmp(&b))
+        }
+    };
+    // the first position kept while `keep(current, candidate)` holds
+    let choose = |ps: &mut dyn Iterator<Item = usize>| {
+        ps.fold(None, |ch: Option<usize>, p| match ch {
+            Some(c) if keep(x[c], x[p]) => Some(c),
+            _ => Some(p),
+        })
+    };
+    let mut out = vec![fill; x.len()];
+    let mut o = vec![0usize; sshape.len()];
+    let dense = w.dense(ist);
+    let (mut pos, mut scratch) = (Vec::new(), Vec::new());
+    for &s in src {
+        let chosen = match &dense {
+            Some((base, offs)) => {
+                let b: usize = o.iter().zip(base).map(|(&q, t)| t[q]).sum();
+                choose(&mut offs.iter().map(|&j| b + j))
+            }
+            None => {
+                w.positions_into(&o, ist, &mut pos, &mut scratch);
+                choose(&mut pos.iter().flatten().copied())
+            }
+        };
+        if let Some(c) = chosen {
+            out[c] = combine(m, out[c], s);
+        }
+        advance(&mut o, sshape);
+    }
+    out
+}
+
+/// Steps the row-major multi-index `o` within `shape` (wrapping to zeros after the last).
+fn advance(o: &mut [usize], shape: &[usize]) {
+    for d in (0..o.len()).rev() {
+        o[d] += 1;
+        if o[d] < shape[d] {
+            return;
+        }
+        o[d] = 0;
+    }
 }
 
 fn get(d: &Data, i: usize) -> Result<Scalar, OpError> {

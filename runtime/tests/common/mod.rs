@@ -89,12 +89,18 @@ pub fn dims(shape: &[usize]) -> String {
 }
 
 pub fn assert_close(got: &Tensor, want: &[f64], tol: f64) {
+    assert_close_by(got, want, |_, b| tol * (1.0 + b.abs()));
+}
+
+/// Asserts `|got[i] - want[i]| <= bound(i, want[i])` for every element.
+pub fn assert_close_by(got: &Tensor, want: &[f64], bound: impl Fn(usize, f64) -> f64) {
     let g = got.to_f64_vec();
     assert_eq!(g.len(), want.len(), "length");
     for (i, (a, b)) in g.iter().zip(want).enumerate() {
+        let e = bound(i, *b);
         assert!(
-            (a - b).abs() <= tol * (1.0 + b.abs()),
-            "element {i}: got {a}, want {b}"
+            (a - b).abs() <= e,
+            "element {i}: got {a}, want {b} (allowed {e})"
         );
     }
 }

@@ -23,6 +23,7 @@ mod reduce;
 mod shape;
 mod slicing;
 mod symbolic;
+mod topk;
 
 pub(crate) use constant::literal_val;
 
@@ -51,6 +52,7 @@ static AI_ONNX: &[&[(&str, &dyn Lower)]] = &[
     random::OPS,
     batchnorm::OPS,
     control::OPS,
+    topk::OPS,
 ];
 
 /// The lowering tables of the `com.microsoft` domain (ONNX Runtime's contrib and training

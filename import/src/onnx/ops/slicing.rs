@@ -75,7 +75,7 @@ impl Lower for Concat {
 /// assumption `v <= n`: the importer records it as a shape assertion checked at run time and,
 /// for a single symbol against a constant, as a range fact (`seq <= 512`), instead of the
 /// clamped `min(v, n)` that ONNX's rule gives.
-fn slice_end(cx: &mut Cx, v: &DimExpr, n: &DimExpr) -> DimExpr {
+pub(super) fn slice_end(cx: &mut Cx, v: &DimExpr, n: &DimExpr) -> DimExpr {
     if v.as_const().is_none() && !cx.g.scope.compare(v, n).is_le() {
         if let (Some(s), Some(k)) = (v.as_symbol(), n.as_const()) {
             cx.g.scope.declare_range(s.name(), None, Some(k));

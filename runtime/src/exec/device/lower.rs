@@ -7,7 +7,7 @@
 //! |---|---|
 //! | elementwise, `iota`, splat `constant`, loop `fusion` | fusion kernel (a one-member region for a single op) |
 //! | other `constant`, `dim_constant` | upload of the literal's bytes |
-//! | `reshape`, `optimization_barrier` | device-to-device copy |
+//! | `reshape`, `optimization_barrier`, `annotate_device_placement` | device-to-device copy |
 //! | `broadcast_in_dim`, `transpose`, `slice`, `reverse`, `concatenate`, `pad`, `dynamic_slice`, `dynamic_update_slice` | copy kernel |
 //! | `reduce` (one input, a monoid body) | reduce kernel |
 //! | `dot_general` (`f32`) | GEMM, with a copy into workspace for an operand whose dimension groups are not one strided matrix stack |
@@ -562,6 +562,7 @@ impl Lower<'_> {
             }
             Op::Reshape(_) => self.moves(&ins[..1], outs),
             Op::OptimizationBarrier => self.moves(ins, outs),
+            Op::AnnotateDevicePlacement(_) => self.moves(&ins[..1], outs),
             Op::BroadcastInDim(bc) => {
                 let (src, dst) = (&ins[0], &outs[0]);
                 let ist = strides(&src.ty.shape);
@@ -1079,10 +1080,11 @@ impl Lower<'_> {
         })
     }
 
-    /// `convolution` of `f32` operands as the reference computes it (`exec/dot.rs`): the
-    /// operands transposed into canonical layouts in workspace, per feature group the column
-    /// stack of every batch item (im2col) and one GEMM per batch item (batched when there is
-    /// one group), the canonical result transposed into the output.
+    /// `convolution` of `f32` operands (the same sums as the CPU's `exec/conv.rs`, in another
+    /// order: results agree within the device tolerance, not bit for bit): the operands
+    /// transposed into canonical layouts in workspace, per feature group the column stack of
+    /// every batch item (im2col) and one GEMM per batch item (batched when there is one
+    /// group), the canonical result transposed into the output.
     fn convolution(
         &self,
         spec: &ebb_ir::op::ConvSpec,

@@ -1,0 +1,674 @@
+//! `convolution` (StableHLO spec, section "convolution") on the CPU: im2col in cache-sized
+//! blocks and the GEMM of [`super::dot`] (`matrixmultiply`), reading both operands in place
+//! through their strides (no canonicalizing transposes).
+//!
+//! Per group (feature or batch groups split the operands as the spec's definition does) the
+//! convolution is `out[b, q, o] = Σ_{c, k} x[b, c, pos(q, k)] · w[c, k, o]` with, per spatial
+//! dimension, `pos = q·stride + k·rhs_dilation − pad_low` read from `x` at `pos / lhs_dilation`
+//! when that divides and lies inside the input (else the term is zero). Two lowerings:
+//! - **rows** (forward and input-gradient convolutions: many output rows `(b, q)`, a short
+//!   contraction `(k, c)`): output rows are cut into blocks; each block gathers its patch rows
+//!   `[(b, q), (k, c)]` (runs over `c` copied with `x`'s feature stride, contiguous for NHWC)
+//!   into a block-sized buffer and makes one GEMM with the kernel viewed (or copied) as
+//!   `[(k, c), o]`. A 1×1, stride-1, unpadded convolution whose `(b, q)` rows are one stride
+//!   in `x` is one GEMM on `x` itself, with no patch buffer.
+//! - **contraction** (the weight gradients JAX emits as a convolution whose "batch" is the
+//!   layer's input features and whose "feature" is the layer's batch: few output rows
+//!   `(q, b)`, a contraction `(c, k)` over the whole batch and image): the contraction is cut
+//!   into a fixed number of chunks, each accumulates `[(c, k), (q, b)]ᵀ · w[(c, k), o]` over
+//!   its blocks, and the chunks' partial sums are added in chunk order.
+//!
+//! Lhs dilation (transposed convolutions and the input gradients of strided ones) is lowered
+//! without its zeros: output positions are split per spatial dimension into phases
+//! `(q·stride − pad_low) mod lhs_dilation`, and each phase contracts only over the kernel taps
+//! that land on input elements, a dense sub-convolution whose rows are scattered back.
+//!
+//! Invariant: every block, chunk and phase is fixed by the shapes alone, never by the thread
+//! count, and chunk partial sums are added in a fixed order, so results are deterministic.
+//! Workspace: one patch block per running task (at most [`BLOCK_ELEMS`] elements), and the
+//! kernel matrix when it is not a strided view.
+
+use super::dot::{gemm_into, group_strides, operand, Gemm, Mat};
+use super::layout::{gather_view, istrides_of};
+use super::{arity, Ctx};
+use crate::buffer::Buf;
+use crate::error::{invalid, OpError};
+use crate::tensor::{Data, Tensor};
+use ebb_ir::op::ConvSpec;
+use ebb_ir::{DType, OpKind};
+use std::borrow::Cow;
+
+/// Elements of one patch block (`f32`: 128 KiB, about a core's L2 share).
+pub(crate) const BLOCK_ELEMS: usize = 1 << 15;
+
+/// Most chunks a split contraction is cut into (partial sums: `CHUNKS × rows × o` elements).
+const CHUNKS: usize = 16;
+
+/// Contraction rows per chunk below which fewer chunks are made.
+const CHUNK_MIN_ROWS: usize = 2048;
+
+/// One spatial dimension of a convolution.
+#[derive(Clone, Copy, Debug)]
+struct Dim {
+    /// Input size (before lhs dilation), output size, kernel size.
+    xin: usize,
+    q: usize,
+    k: usize,
+    stride: i64,
+    ldil: i64,
+    rdil: i64,
+    pad_lo: i64,
+    /// Element stride of this dimension in `x`.
+    sx: isize,
+}
+
+impl Dim {
+    /// The input index read by output position `q` and kernel tap `k`, if any.
+    fn input(&self, q: usize, k: usize) -> Option<usize> {
+        let p = q as i64 * self.stride + k as i64 * self.rdil - self.pad_lo;
+        (p >= 0 && p % self.ldil == 0 && p / self.ldil < self.xin as i64)
+            .then_some((p / self.ldil) as usize)
+    }
+}
+
+/// Output positions and kernel taps of one phase of one dimension: every pair reads an input
+/// element or padding, never a dilation zero.
+struct Phase {
+    qs: Vec<usize>,
+    ks: Vec<usize>,
+}
+
+/// The phases of one dimension (one phase with every position and tap without lhs dilation).
+fn phases(d: &Dim) -> Vec<Phase> {
+    if d.ldil == 1 {
+        return vec![Phase {
+            qs: (0..d.q).collect(),
+            ks: (0..d.k).collect(),
+        }];
+    }
+    (0..d.ldil)
+        .filter_map(|r| {
+            let qs: Vec<usize> = (0..d.q)
+                .filter(|&q| (q as i64 * d.stride - d.pad_lo).rem_euclid(d.ldil) == r)
+                .collect();
+            let ks = (0..d.k)
+                .filter(|&k| (k as i64 * d.rdil + r).rem_euclid(d.ldil) == 0)
+                .collect();
+            (!qs.is_empty()).then_some(Phase { qs, ks })
+        })
+        .collect()
+}
+
+/// A dense sub-convolution: the product of one phase per spatial dimension.
+struct Class {
+    /// Flat output spatial index (row-major over all `q`) of each class position.
+    qpos: Vec<usize>,
+    /// Flat kernel spatial index of each tap.
+    taps: Vec<usize>,
+    /// `[qpos.len() × taps.len()]`: spatial element offset in `x` of (position, tap), or
+    /// `None` for padding.
+    off: Vec<Option<isize>>,
+}
+
+/// Row-major flat indices and per-dimension coordinates of the product of `lists`.
+fn product(lists: &[&[usize]], sizes: &[usize]) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let mut flat = vec![0usize];
+    let mut coords: Vec<Vec<usize>> = vec![Vec::new()];
+    for (l, &n) in lists.iter().zip(sizes) {
+        let mut f2 = Vec::with_capacity(flat.len() * l.len());
+        let mut c2 = Vec::with_capacity(flat.len() * l.len());
+        for (f, c) in flat.iter().zip(&coords) {
+            for &v in l.iter() {
+                f2.push(f * n + v);
+                let mut cc = c.clone();
+                cc.push(v);
+                c2.push(cc);
+            }
+        }
+        flat = f2;
+        coords = c2;
+    }
+    (flat, coords)
+}
+
+/// The classes of a convolution (one without lhs dilation).
+fn classes(dims: &[Dim]) -> Vec<Class> {
+    let per: Vec<Vec<Phase>> = dims.iter().map(phases).collect();
+    let mut out = Vec::new();
+    let mut pick = vec![0usize; dims.len()];
+    loop {
+        let ph: Vec<&Phase> = pick.iter().zip(&per).map(|(&i, p)| &p[i]).collect();
+        let qsz: Vec<usize> = dims.iter().map(|d| d.q).collect();
+        let ksz: Vec<usize> = dims.iter().map(|d| d.k).collect();
+        let ql: Vec<&[usize]> = ph.iter().map(|p| p.qs.as_slice()).collect();
+        let kl: Vec<&[usize]> = ph.iter().map(|p| p.ks.as_slice()).collect();
+        let (qpos, qc) = product(&ql, &qsz);
+        let (taps, kc) = product(&kl, &ksz);
+        let mut off = Vec::with_capacity(qpos.len() * taps.len());
+        for qv in &qc {
+            for kv in &kc {
+                let mut o = 0isize;
+                let mut ok = true;
+                for (j, d) in dims.iter().enumerate() {
+                    match d.input(qv[j], kv[j]) {
+                        Some(i) => o += i as isize * d.sx,
+                        None => {
+                            ok = false;
+                            break;
+                        }
+                    }
+                }
+                off.push(ok.then_some(o));
+            }
+        }
+        out.push(Class { qpos, taps, off });
+        // next combination
+        let mut j = dims.len();
+        loop {
+            if j == 0 {
+                return out;
+            }
+            j -= 1;
+            pick[j] += 1;
+            if pick[j] < per[j].len() {
+                break;
+            }
+            pick[j] = 0;
+        }
+    }
+}
+
+/// `convolution` (see the module docs).
+pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+    arity(&ops, 2, OpKind::Convolution)?;
+    let out = ctx.out0()?;
+    let dn = &spec.dims;
+    let (ib, ifd, isp) = (dn.input_batch, dn.input_feature, &dn.input_spatial);
+    let (ko, ki, ksp) = (
+        dn.kernel_output_feature,
+        dn.kernel_input_feature,
+        &dn.kernel_spatial,
+    );
+    let (ob, of, osp) = (dn.output_batch, dn.output_feature, &dn.output_spatial);
+    let (x, w) = (&ops[0], &ops[1]);
+    let sd = isp.len();
+    if x.shape().len() != sd + 2
+        || w.shape().len() != sd + 2
+        || ksp.len() != sd
+        || osp.len() != sd
+        || out.shape.len() != sd + 2
+    {
+        return invalid("dimension_numbers do not match the operand ranks");
+    }
+    // each part must place batch, feature and spatial dimensions on distinct positions
+    let is_perm = |a: usize, b: usize, sp: &[usize]| {
+        let mut seen = vec![false; sd + 2];
+        [a, b]
+            .iter()
+            .chain(sp)
+            .all(|&d| d < sd + 2 && !std::mem::replace(&mut seen[d], true))
+    };
+    if !is_perm(ib, ifd, isp) || !is_perm(ko, ki, ksp) || !is_perm(ob, of, osp) {
+        return invalid(format!(
+            "dimension_numbers `{dn}` repeat or skip a dimension"
+        ));
+    }
+    let get = |name: &str, v: &[i64]| -> Result<Vec<i64>, OpError> {
+        if v.len() == sd {
+            Ok(v.to_vec())
+        } else {
+            invalid(format!("`{name}` has {} entries, expected {sd}", v.len()))
+        }
+    };
+    let strides = get("window_strides", &spec.window_strides)?;
+    let ldil = get("lhs_dilation", &spec.lhs_dilation)?;
+    let rdil = get("rhs_dilation", &spec.rhs_dilation)?;
+    if spec.padding.len() != sd {
+        return invalid(format!(
+            "`padding` has {} entries, expected {sd}",
+            spec.padding.len()
+        ));
+    }
+    if strides.iter().chain(&ldil).chain(&rdil).any(|&v| v <= 0) {
+        return invalid("strides and dilations must be positive");
+    }
+    let (xsh, wsh) = (x.shape(), w.shape());
+    let (nb, c, o, i) = (xsh[ib], xsh[ifd], wsh[ko], wsh[ki]);
+    let fgc = spec.feature_group_count.max(1) as usize;
+    let bgc = spec.batch_group_count.max(1) as usize;
+    let groups = fgc.max(bgc);
+    if (fgc > 1 && bgc > 1) || c != i * fgc || o % groups != 0 || nb % bgc != 0 {
+        return invalid("feature/batch group counts do not divide the dimensions");
+    }
+    let nb_out = nb / bgc;
+    if out.shape[ob] != nb_out || out.shape[of] != o {
+        return invalid("result batch/feature sizes do not match the operands");
+    }
+    let xst = istrides_of(xsh);
+    let dims: Vec<Dim> = (0..sd)
+        .map(|d| Dim {
+            xin: xsh[isp[d]],
+            q: out.shape[osp[d]],
+            k: wsh[ksp[d]],
+            stride: strides[d],
+            ldil: ldil[d],
+            rdil: rdil[d],
+            pad_lo: spec.padding[d].0,
+            sx: xst[isp[d]],
+        })
+        .collect();
+    let geo = Geometry {
+        dims,
+        xshape: xsh.to_vec(),
+        wshape: wsh.to_vec(),
+        x_batch: ib,
+        x_feature: ifd,
+        x_spatial: isp.clone(),
+        w_out: ko,
+        w_in: ki,
+        w_spatial: ksp.clone(),
+        nb_out,
+        i,
+        o,
+        og: o / groups,
+        fgc,
+        bgc,
+    };
+    let ct = if [x.dtype(), w.dtype(), out.dtype].contains(&DType::F64) {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    // The canonical result: [N', Q..., O] (rows) or [Q..., N', O] (contraction).
+    let q: Vec<usize> = osp.iter().map(|&d| out.shape[d]).collect();
+    let by_rows = geo.by_rows();
+    let cshape: Vec<usize> = if by_rows {
+        [nb_out]
+            .into_iter()
+            .chain(q.iter().copied())
+            .chain([o])
+            .collect()
+    } else {
+        q.iter().copied().chain([nb_out, o]).collect()
+    };
+    // strides of the output's dimensions in the canonical result
+    let cst = istrides_of(&cshape);
+    let mut ost = vec![0isize; sd + 2];
+    let (b_at, q_at) = if by_rows { (0, 1) } else { (sd, 0) };
+    ost[ob] = cst[b_at];
+    ost[of] = cst[sd + 1];
+    for (j, &d) in osp.iter().enumerate() {
+        ost[d] = cst[q_at + j];
+    }
+    let direct = ost == istrides_of(&out.shape) && out.dtype == ct;
+    let n_out: usize = out.shape.iter().product();
+    let data = match ct {
+        DType::F64 => {
+            let r = conv_typed::<f64>(ctx, x.data(), w.data(), &geo, n_out, direct)?;
+            Data::F64(if direct {
+                r
+            } else {
+                Buf::from(gather_view(&r, 0, &ost, &out.shape)?)
+            })
+        }
+        _ => {
+            let r = conv_typed::<f32>(ctx, x.data(), w.data(), &geo, n_out, direct)?;
+            Data::F32(if direct {
+                r
+            } else {
+                Buf::from(gather_view(&r, 0, &ost, &out.shape)?)
+            })
+        }
+    };
+    Ok(Tensor::from_parts(
+        out.shape.clone(),
+        data.into_dtype(out.dtype),
+    ))
+}
+
+/// A validated convolution on the operands' own layouts.
+struct Geometry {
+    dims: Vec<Dim>,
+    xshape: Vec<usize>,
+    wshape: Vec<usize>,
+    x_batch: usize,
+    x_feature: usize,
+    x_spatial: Vec<usize>,
+    w_out: usize,
+    w_in: usize,
+    w_spatial: Vec<usize>,
+    /// Result batch, kernel input features, output features, output features per group.
+    nb_out: usize,
+    i: usize,
+    o: usize,
+    og: usize,
+    fgc: usize,
+    bgc: usize,
+}
+
+impl Geometry {
+    fn q(&self) -> usize {
+        self.dims.iter().map(|d| d.q).product()
+    }
+    fn k(&self) -> usize {
+        self.dims.iter().map(|d| d.k).product()
+    }
+    /// Whether the rows lowering serves (else the contraction one, see the module docs).
+    fn by_rows(&self) -> bool {
+        let rows = self.nb_out * self.q();
+        let contraction = self.i * self.k();
+        contraction <= 4 * rows || rows > 4096
+    }
+    /// Element strides of `x`'s batch and feature dimensions.
+    fn x_strides(&self) -> (isize, isize) {
+        let xst = istrides_of(&self.xshape);
+        (xst[self.x_batch], xst[self.x_feature])
+    }
+    /// `(x offset, kernel output-feature offset)` of group `g`.
+    fn group_offsets(&self, g: usize) -> (usize, usize) {
+        let xst = istrides_of(&self.xshape);
+        let xo = if self.bgc > 1 {
+            g * self.nb_out * xst[self.x_batch] as usize
+        } else if self.fgc > 1 {
+            g * self.i * xst[self.x_feature] as usize
+        } else {
+            0
+        };
+        (xo, g * self.og)
+    }
+    /// The kernel of group `g` restricted to `taps` as a `[rows, og]` matrix whose rows are
+    /// `(tap, c)` (`tap_major`) or `(c, tap)`: a strided view when the rows are one stride of
+    /// the kernel's own buffer (all taps), else a copy.
+    fn kernel<'a, T: Gemm>(
+        &self,
+        w: &'a [T],
+        g: usize,
+        taps: &[usize],
+        tap_major: bool,
+    ) -> (Cow<'a, [T]>, Mat) {
+        let wst = istrides_of(&self.wshape);
+        let o0 = g * self.og;
+        if taps.len() == self.k() {
+            let rows: Vec<usize> = if tap_major {
+                self.w_spatial.iter().copied().chain([self.w_in]).collect()
+            } else {
+                [self.w_in]
+                    .into_iter()
+                    .chain(self.w_spatial.iter().copied())
+                    .collect()
+            };
+            if let Some([_, rs, cs]) = group_strides(&self.wshape, [&[], &rows, &[self.w_out]]) {
+                let m = Mat {
+                    off: o0 * wst[self.w_out] as usize,
+                    rs,
+                    cs,
+                };
+                return (Cow::Borrowed(w), m);
+            }
+        }
+        let ksz: Vec<usize> = self.w_spatial.iter().map(|&d| self.wshape[d]).collect();
+        let tap_off: Vec<isize> = taps
+            .iter()
+            .map(|&t| {
+                let mut rem = t;
+                let mut off = 0isize;
+                for (j, &d) in self.w_spatial.iter().enumerate().rev() {
+                    off += (rem % ksz[j]) as isize * wst[d];
+                    rem /= ksz[j];
+                }
+                off
+            })
+            .collect();
+        let (so, si) = (wst[self.w_out], wst[self.w_in]);
+        let mut v = Vec::with_capacity(taps.len() * self.i * self.og);
+        let mut push_row = |base: isize| {
+            for oo in 0..self.og {
+                v.push(w[(base + (o0 + oo) as isize * so) as usize]);
+            }
+        };
+        if tap_major {
+            for &t in &tap_off {
+                for cc in 0..self.i {
+                    push_row(t + cc as isize * si);
+                }
+            }
+        } else {
+            for cc in 0..self.i {
+                for &t in &tap_off {
+                    push_row(t + cc as isize * si);
+                }
+            }
+        }
+        let m = Mat {
+            off: 0,
+            rs: self.og as isize,
+            cs: 1,
+        };
+        (Cow::Owned(v), m)
+    }
+}
+
+/// Copies `n` elements of `x` from `src` with stride `s` into `dst` (`None`: zeros).
+#[inline]
+fn run<T: Copy + Default>(x: &[T], src: Option<isize>, s: isize, dst: &mut [T]) {
+    match src {
+        None => dst.fill(T::default()),
+        Some(o) if s == 1 => {
+            let o = o as usize;
+            dst.copy_from_slice(&x[o..o + dst.len()]);
+        }
+        Some(o) => {
+            for (j, v) in dst.iter_mut().enumerate() {
+                *v = x[(o + j as isize * s) as usize];
+            }
+        }
+    }
+}
+
+/// Checks that every patch read of `class` stays inside `x` (runs of `len` with stride `s`
+/// from `base + b·sb + off` for `b < nb`).
+fn reads_fit(
+    class: &Class,
+    xlen: usize,
+    base: usize,
+    (nb, sb): (usize, isize),
+    (len, s): (usize, isize),
+) -> bool {
+    let hi = class.off.iter().flatten().max().copied().unwrap_or(0);
+    let lo = class.off.iter().flatten().min().copied().unwrap_or(0);
+    let span = |n: usize, st: isize| st.max(0) * n.saturating_sub(1) as isize;
+    lo >= 0
+        && sb >= 0
+        && s >= 0
+        && (base as isize + hi + span(nb, sb) + span(len, s)) < xlen as isize
+}
+
+/// The convolution in the canonical result layout (see [`convolution`]); `n_out` elements,
+/// written into the op's result buffer when `direct`.
+fn conv_typed<T: Gemm>(
+    ctx: &Ctx,
+    xd: &Data,
+    wd: &Data,
+    g: &Geometry,
+    n_out: usize,
+    direct: bool,
+) -> Result<Buf<T>, OpError> {
+    let x = operand::<T>(xd);
+    let w = operand::<T>(wd);
+    let mut out: Buf<T> = if direct {
+        ctx.take_vec::<T>(n_out)
+    } else {
+        Buf::from(vec![T::default(); n_out])
+    };
+    if n_out == 0 {
+        return Ok(out);
+    }
+    let cls = classes(&g.dims);
+    let groups = g.fgc.max(g.bgc);
+    for grp in 0..groups {
+        for class in &cls {
+            if g.by_rows() {
+                rows_class(&x, &w, g, grp, class, &mut out)?;
+            } else {
+                contraction_class(&x, &w, g, grp, class, &mut out)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The rows lowering of one group and class into `out` (`[N', Q, O]`).
+fn rows_class<T: Gemm>(
+    x: &[T],
+    w: &[T],
+    g: &Geometry,
+    grp: usize,
+    class: &Class,
+    out: &mut [T],
+) -> Result<(), OpError> {
+    let ((sb, sc), (xo, o0)) = (g.x_strides(), g.group_offsets(grp));
+    let (nq, nt, ci, og, o) = (class.qpos.len(), class.taps.len(), g.i, g.og, g.o);
+    let qall = g.q();
+    let rows = g.nb_out * nq;
+    let kc = nt * ci;
+    let single = nq == qall;
+    // 1x1, stride 1, unpadded, rows one stride of x: x is the patch matrix
+    let identity = single
+        && nt == 1
+        && g.dims
+            .iter()
+            .all(|d| d.q == d.xin && d.stride == 1 && d.pad_lo == 0 && d.ldil == 1);
+    let xrows: Vec<usize> = [g.x_batch]
+        .into_iter()
+        .chain(g.x_spatial.iter().copied())
+        .collect();
+    let xview = if identity {
+        group_strides(&g.xshape, [&[], &xrows, &[g.x_feature]]).map(|[_, rs, _]| Mat {
+            off: xo,
+            rs,
+            cs: sc,
+        })
+    } else {
+        None
+    };
+    if !reads_fit(class, x.len(), xo, (g.nb_out, sb), (ci, sc)) {
+        return invalid("internal: convolution patch reads out of bounds");
+    }
+    let (wm, wv) = g.kernel(w, grp, &class.taps, true);
+    let rb = (BLOCK_ELEMS / kc.max(1)).max(64).min(rows.max(1));
+    // block of rows [r0, r0 + n) into `cc` (row stride ldc, og columns)
+    let block = |r0: usize, n: usize, cc: &mut [T], ldc: usize| -> Result<(), OpError> {
+        if let Some(xv) = xview {
+            let av = Mat {
+                off: xv.off + r0 * xv.rs as usize,
+                ..xv
+            };
+            return gemm_into((n, kc, og), x, av, &wm, wv, cc, ldc, false);
+        }
+        let mut col = vec![T::default(); n * kc];
+        for (r, crow) in col.chunks_mut(kc.max(1)).enumerate().take(n) {
+            let (b, qi) = ((r0 + r) / nq, (r0 + r) % nq);
+            let base = (xo as isize) + b as isize * sb;
+            let offs = &class.off[qi * nt..(qi + 1) * nt];
+            for (t, dst) in offs.iter().zip(crow.chunks_mut(ci.max(1))) {
+                run(x, t.map(|v| v + base), sc, dst);
+            }
+        }
+        let av = Mat {
+            off: 0,
+            rs: kc as isize,
+            cs: 1,
+        };
+        gemm_into((n, kc, og), &col, av, &wm, wv, cc, ldc, false)
+    };
+    if single {
+        // rows are the result's own rows: write them in place, og of o columns
+        let out = &mut out[..];
+        return super::par::try_chunks_mut(out, rb * o, &|s, cb| {
+            let r0 = s / o;
+            let n = cb.len() / o;
+            block(r0, n, &mut cb[o0..], o)
+        });
+    }
+    let mut tmp = vec![T::default(); rows * og];
+    super::par::try_chunks_mut(&mut tmp, rb * og, &|s, cb| {
+        block(s / og, cb.len() / og, cb, og)
+    })?;
+    for (r, src) in tmp.chunks(og.max(1)).enumerate().take(rows) {
+        let (b, qi) = (r / nq, r % nq);
+        let at = (b * qall + class.qpos[qi]) * o + o0;
+        out[at..at + og].copy_from_slice(src);
+    }
+    Ok(())
+}
+
+/// The contraction lowering of one group and class into `out` (`[Q, N', O]`).
+fn contraction_class<T: Gemm>(
+    x: &[T],
+    w: &[T],
+    g: &Geometry,
+    grp: usize,
+    class: &Class,
+    out: &mut [T],
+) -> Result<(), OpError> {
+    let ((sb, sc), (xo, o0)) = (g.x_strides(), g.group_offsets(grp));
+    let (nq, nt, ci, og, o, nbo) = (class.qpos.len(), class.taps.len(), g.i, g.og, g.o, g.nb_out);
+    let ncols = nq * nbo; // result rows of this class: (q, b)
+    let kc = ci * nt; // contraction rows: (c, tap)
+    if !reads_fit(class, x.len(), xo, (ci, sc), (nbo, sb)) {
+        return invalid("internal: convolution patch reads out of bounds");
+    }
+    let (wm, wv) = g.kernel(w, grp, &class.taps, false);
+    let chunks = (kc / CHUNK_MIN_ROWS).clamp(1, CHUNKS);
+    let per_chunk = kc.div_ceil(chunks).max(1);
+    let kb = (BLOCK_ELEMS / ncols.max(1)).max(128).min(per_chunk);
+    let mut partial = vec![T::default(); chunks * ncols * og];
+    super::par::try_chunks_mut(&mut partial, ncols * og, &|s, acc| {
+        let ch = s / (ncols * og);
+        let (k0, k1) = (ch * per_chunk, ((ch + 1) * per_chunk).min(kc));
+        let mut col = vec![T::default(); kb * ncols];
+        let mut first = true;
+        let mut r0 = k0;
+        while r0 < k1 {
+            let n = kb.min(k1 - r0);
+            for (r, crow) in col.chunks_mut(ncols).enumerate().take(n) {
+                let (cc, t) = ((r0 + r) / nt, (r0 + r) % nt);
+                let base = xo as isize + cc as isize * sc;
+                for (qi, dst) in crow.chunks_mut(nbo).enumerate() {
+                    run(x, class.off[qi * nt + t].map(|v| v + base), sb, dst);
+                }
+            }
+            let av = Mat {
+                off: 0,
+                rs: 1,
+                cs: ncols as isize,
+            };
+            let bv = Mat {
+                off: (wv.off as isize + r0 as isize * wv.rs) as usize,
+                ..wv
+            };
+            gemm_into::<T>((ncols, n, og), &col, av, &wm, bv, acc, og, !first)?;
+            first = false;
+            r0 += n;
+        }
+        if first {
+            acc.fill(T::default());
+        }
+        Ok::<(), OpError>(())
+    })?;
+    for qi in 0..nq {
+        for b in 0..nbo {
+            let row = qi * nbo + b;
+            let at = (class.qpos[qi] * nbo + b) * o + o0;
+            let dst = &mut out[at..at + og];
+            dst.copy_from_slice(&partial[row * og..(row + 1) * og]);
+            for ch in 1..chunks {
+                let p = &partial[(ch * ncols + row) * og..(ch * ncols + row + 1) * og];
+                for (d, &v) in dst.iter_mut().zip(p) {
+                    *d += v;
+                }
+            }
+        }
+    }
+    Ok(())
+}
