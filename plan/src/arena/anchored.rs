@@ -19,9 +19,7 @@
 //! pass visits each overlapping pair of anchors once, at most K²/2 visits, O(K² log K); each
 //! other interval reads the free list (O(f)) and the anchors starting within its lifetime (at
 //! most K, sorted: O(K log K)). So O(n log n + K² log K + n·(f + K log K)), with no search
-//! and no work cap: the same work on every shape of a plan. Where every large interval is an
-//! anchor (small plans), a local search over the anchors' order may follow: at most
-//! [`SEARCH_PASSES`] passes, each at most K²/2 visits.
+//! and no work cap: the same work on every shape of a plan.
 //!
 //! Invariant: two intervals resident at a common point never share a byte (an anchor's bytes
 //! are carved from the free list at its start, and no interval placed earlier overlaps them
@@ -34,27 +32,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// How many placements the scan makes between two looks at its cancel flag.
 const CANCEL_EVERY: usize = 512;
 
-/// How many perturbed orders of the anchors the local search tries at most, when every large
-/// interval is an anchor (small plans; each pass at most K²/2 visits).
-pub(super) const SEARCH_PASSES: usize = 256;
-
 /// The anchored layout of `items` (see the module docs) with at most `anchors` anchors taken in
 /// greedy by size's order `variant` (an index into [`VARIANTS`], modulo its length), the
 /// intervals of at most `small` bytes (aligned) in slabs above the rest (none when there are
-/// at most `anchors` intervals): an offset per
-/// interval (bytes, by position in `items`), the top, and whether every large interval is an
-/// anchor. Where it is and `search_until` is given (bytes), a local search over the anchors'
-/// order (at most [`SEARCH_PASSES`] passes: a few anchors moved a short way forward, an order
-/// whose layout is no larger kept) runs until the arena is within it. `None` when `cancel` is
+/// at most `anchors` intervals: then every interval is an anchor, and this is greedy by size):
+/// an offset per interval (bytes, by position in `items`) and the top. `None` when `cancel` is
 /// set.
 pub(super) fn anchored_layout(
     items: &[Item],
     small: i64,
     anchors: usize,
     variant: usize,
-    search_until: Option<i64>,
     cancel: &AtomicBool,
-) -> Option<(Vec<i64>, i64, bool)> {
+) -> Option<(Vec<i64>, i64)> {
     let n = items.len();
     // A plan of at most `anchors` intervals is placed by greedy by size alone, no slabs.
     let small = if n <= anchors { -1 } else { small };
@@ -88,85 +78,17 @@ pub(super) fn anchored_layout(
     let (r, by_end, first_fit) = VARIANTS[variant % VARIANTS.len()];
     let rest = order(items, &rest, r, by_end);
     let k = anchors.min(rest.len());
-    let all = k == rest.len();
     let small_items: Vec<Item> = small_ix.iter().map(|&i| items[i as usize]).collect();
     let (above, height) = slab_layout(&small_items, cancel)?;
-    let mut order = rest[..k].to_vec();
-    let (mut placed, mut top) = pass_in_order(items, &order, base, first_fit, cancel)?;
-    if let Some(until) = search_until.filter(|_| all) {
-        search(
-            items,
-            &mut order,
-            &mut placed,
-            &mut top,
-            base,
-            first_fit,
-            until - height,
-            cancel,
-        )?;
-    }
+    let order = &rest[..k];
+    let (placed, _) = pass_in_order(items, order, base, first_fit, cancel)?;
     let fixed: Vec<(u32, i64)> = order.iter().copied().zip(placed).collect();
     let top = scan_around(items, &rest[k..], &fixed, base, &mut offsets, cancel)?;
     // The slabs above.
     for (&i, a) in small_ix.iter().zip(above) {
         offsets[i as usize] = top + a;
     }
-    Some((offsets, top + height, all))
-}
-
-/// The local search over the anchors' `order` (placed at `placed`, by rank, up to `top`):
-/// [`SEARCH_PASSES`] passes at most, each moving one to three anchors up to 30 places forward
-/// (a deterministic generator) and keeping an order whose layout is no larger (plateaus are
-/// crossed); ends once `top` is within `until`. Leaves the smallest layout found.
-#[allow(clippy::too_many_arguments)]
-fn search(
-    items: &[Item],
-    order: &mut Vec<u32>,
-    placed: &mut Vec<i64>,
-    top: &mut i64,
-    base: i64,
-    first_fit: bool,
-    until: i64,
-    cancel: &AtomicBool,
-) -> Option<()> {
-    let m = order.len();
-    let (mut current, mut current_top) = (order.clone(), *top);
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    for _ in 0..SEARCH_PASSES {
-        if m < 2 || *top <= until {
-            break;
-        }
-        let mut candidate = current.clone();
-        for _ in 0..1 + rng.below(3) {
-            let i = rng.below(m);
-            let j = i.saturating_sub(1 + rng.below(30));
-            let x = candidate.remove(i);
-            candidate.insert(j, x);
-        }
-        let (p, t) = pass_in_order(items, &candidate, base, first_fit, cancel)?;
-        if t <= current_top {
-            current_top = t;
-            if t < *top {
-                (*order, *placed, *top) = (candidate.clone(), p, t);
-            }
-            current = candidate;
-        }
-    }
-    Some(())
-}
-
-/// A small deterministic generator (xorshift64*) for the local search: layouts must not depend
-/// on anything but the plan and the shapes.
-struct Rng(u64);
-
-impl Rng {
-    /// A number in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
-    }
+    Some((offsets, top + height))
 }
 
 /// The best-fit scan of `rest` (positions in `items`) around the anchors `fixed` (position,
@@ -374,9 +296,8 @@ mod tests {
                 for small in [0, 10 * super::super::ALIGN] {
                     let items = super::super::random_items(&mut next, n, 200, longest, 40);
                     let never = AtomicBool::new(false);
-                    let (offsets, top, _) =
-                        anchored_layout(items.raw(), small, anchors, anchors % 8, Some(0), &never)
-                            .unwrap();
+                    let (offsets, top) =
+                        anchored_layout(items.raw(), small, anchors, anchors % 8, &never).unwrap();
                     assert!(top >= super::super::live_max(&items));
                     let offsets: IndexVec<IntervalIx, i64> = offsets.into_iter().collect();
                     super::super::check_layout(&super::super::layout_of(&items, &offsets, top))

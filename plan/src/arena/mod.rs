@@ -9,13 +9,19 @@
 //!   blocks — with the small intervals in per-size slabs above the others;
 //! - the anchored layout (`arena/anchored.rs`): the [`ANCHORS`] largest intervals placed first
 //!   by greedy by size (TFLite's offline planner, the family of XLA's heap simulator;
-//!   `arena/greedy.rs`), then the same scan around them, in [`ANCHOR_ORDERS`] orders of the
-//!   anchors at most: O(n log n + K² log K + n·(f + K log K)) each for K anchors (and, for a
-//!   small plan whose large intervals are all anchors, a local search of at most
-//!   256 passes of K²/2 visits). Run only when
-//!   the scan's arena is more than [`SCAN_KEPT_WITHIN`] above the lower bound (the largest live
-//!   bytes at a point, or the planned peak where that is larger), and stopped at the first
-//!   order within it.
+//!   `arena/greedy.rs`), then the same scan around them; a plan of at most [`GREEDY_UP_TO`]
+//!   intervals is placed by greedy by size alone (every interval an anchor). Run only when the
+//!   scan's arena is more than [`SCAN_KEPT_WITHIN`] above the lower bound (the largest live
+//!   bytes at a point, or the planned peak where that is larger), in at most
+//!   [`ANCHOR_ORDERS`] orders of the anchors, stopped at the first order within it.
+//!
+//! # Cost, bounded by construction
+//! For n intervals, f free blocks at a time and K = n if n ≤ [`GREEDY_UP_TO`] else
+//! [`ANCHORS`]: one layout is the scan, O(n log n + points + n·f), plus at most
+//! [`ANCHOR_ORDERS`] anchored orders of O(n log n + K² log K + n·(f + K log K)) each (the
+//! anchors' greedy pass visits each overlapping pair of anchors once: at most
+//! K²/2 ≤ 2 M visits). There is no search and no work cap: a plan's layout does the same
+//! work on every shape, whatever the arena it reaches.
 //!
 //! On the long-tail benchmark's plans (`compiler/benches/finalize_longtail.rs`: GPT-2 small and
 //! the 24-layer GPT, budgets from none to half the program-order peak) the anchored layout
@@ -121,11 +127,29 @@ fn allocation(p: &Piece, value_bytes: &[i64], offset: i64) -> Allocation {
 /// anchored layouts, and the anchored layouts end at the first order within it.
 pub const SCAN_KEPT_WITHIN: f64 = 0.02;
 
-/// How many of the largest intervals the anchored layout places first by greedy by size. Its
-/// anchors cost at most ANCHORS²/2 overlap visits; on the long-tail benchmark's plans 512
-/// leave the arena within 4.1% of the planned peak where 128 leave up to 20% and 2048 gain
-/// nothing over 512 (docs/results/2026-11-28-finalize-bounded.md).
+/// How many of the largest intervals the anchored layout places first by greedy by size, in a
+/// plan of more than [`GREEDY_UP_TO`] intervals. Its anchors cost at most ANCHORS²/2 overlap
+/// visits; on the long-tail benchmark's plans 512 leave the arena within 4.1% of the planned
+/// peak where 128 leave up to 20% and 2048 gain nothing over 512
+/// (docs/results/2026-11-28-finalize-bounded.md).
 pub const ANCHORS: usize = 512;
+
+/// A plan of at most this many intervals is laid out by greedy by size over all of them (every
+/// interval an anchor, no slabs): at most GREEDY_UP_TO²/2 = 2 M overlap visits per order. Small
+/// plans tie many equal sizes, which the scan around 512 anchors packs less well (the unfused
+/// `torch_gpt2_tiny_ce_adam`, 1 133 intervals, under half its program-order peak on
+/// `h100-sxm-pcie5`: 1.0506 of the planned peak with 512 anchors, 1.0490 with all).
+pub const GREEDY_UP_TO: usize = 2048;
+
+/// The anchors of a plan of `n` intervals: all of them up to [`GREEDY_UP_TO`], else
+/// [`ANCHORS`].
+fn anchors_of(n: usize) -> usize {
+    if n <= GREEDY_UP_TO {
+        n
+    } else {
+        ANCHORS
+    }
+}
 
 /// How many orders of the anchors (greedy by size's [`VARIANTS`](greedy::VARIANTS), in order)
 /// the anchored layout tries at most, ending at the first within [`SCAN_KEPT_WITHIN`]. On the
@@ -204,28 +228,13 @@ pub(crate) fn assign_offsets_live(
     let mut anchored: Option<Vec<i64>> = None;
     if scan.top > within(peak, SCAN_KEPT_WITHIN) {
         let good_enough = within(live_max(&items).max(peak), SCAN_KEPT_WITHIN);
-        // (order, whether every large interval is an anchor) of the smallest so far.
-        let mut best: Option<(usize, bool)> = None;
+        let anchors = anchors_of(items.len());
         for order in 0..ANCHOR_ORDERS {
             if scan.top <= good_enough {
                 break;
             }
-            let (offsets, top, all) =
-                anchored_layout(items.raw(), small_bytes(peak), ANCHORS, order, None, cancel)?;
-            if top < scan.top {
-                (scan.top, anchored, best) = (top, Some(offsets), Some((order, all)));
-            }
-        }
-        // A small plan (its large intervals all anchors) not within reach: the local search.
-        if let Some((order, true)) = best.filter(|_| scan.top > good_enough) {
-            let (offsets, top, _) = anchored_layout(
-                items.raw(),
-                small_bytes(peak),
-                ANCHORS,
-                order,
-                Some(good_enough),
-                cancel,
-            )?;
+            let (offsets, top) =
+                anchored_layout(items.raw(), small_bytes(peak), anchors, order, cancel)?;
             if top < scan.top {
                 (scan.top, anchored) = (top, Some(offsets));
             }

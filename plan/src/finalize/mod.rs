@@ -407,7 +407,10 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     /// Where the arena of `c` leaves more than [`UPWARD_SLACK`] of the budget unused (the
     /// layout fragmented less than [`ARENA_ALLOWANCE`] assumed), decides again for the whole
     /// budget and keeps that result when its arena (laid out by `lay`; `None` when cancelled)
-    /// fits the budget and it adds less time; else `c`.
+    /// fits the budget and it adds less time. Where that arena exceeds the budget, decides once
+    /// more under its planned peak scaled by budget / arena (as the retries of
+    /// [`Finalizer::lay_out`] do) and keeps that result on the same terms; else `c`. At most
+    /// two decisions and two layouts.
     fn decide_upward(
         &self,
         c: ConcretePlan,
@@ -422,19 +425,29 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         if c.decisions.is_empty() || slack <= 0 || (slack as f64) < budget as f64 * UPWARD_SLACK {
             return c;
         }
-        let Ok(mut up) = self.decide(c.variant, b, opts, Some(budget)) else {
-            return c;
-        };
-        if up.overhead_us >= c.overhead_us {
-            return c;
-        }
-        match lay(&up) {
-            Some(arena) if arena.arena_bytes <= budget => {
-                up.arena = arena;
-                up
+        let mut target = budget;
+        for _ in 0..2 {
+            let Ok(mut up) = self.decide(c.variant, b, opts, Some(target)) else {
+                return c;
+            };
+            if up.overhead_us >= c.overhead_us {
+                return c;
             }
-            _ => c,
+            let Some(arena) = lay(&up) else {
+                return c;
+            };
+            if arena.arena_bytes <= budget {
+                up.arena = arena;
+                return up;
+            }
+            // Below the first target tried (the budget): the arena fragments about as much.
+            target =
+                (up.peak_bytes_planned as f64 * budget as f64 / arena.arena_bytes as f64) as i64;
+            if target <= c.peak_bytes_planned {
+                return c;
+            }
         }
+        c
     }
 }
 
