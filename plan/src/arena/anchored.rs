@@ -36,13 +36,15 @@ const CANCEL_EVERY: usize = 512;
 /// greedy by size's order `variant` (an index into [`VARIANTS`], modulo its length), the
 /// intervals of at most `small` bytes (aligned) in slabs above the rest (none when there are
 /// at most `anchors` intervals: then every interval is an anchor, and this is greedy by size):
-/// an offset per interval (bytes, by position in `items`) and the top. `None` when `cancel` is
-/// set.
+/// an offset per interval (bytes, by position in `items`) and the top. Abandoned once the top
+/// reaches `beat` (bytes; the caller's best so far): then the offsets are empty and the top is
+/// at least `beat`. `None` when `cancel` is set.
 pub(super) fn anchored_layout(
     items: &[Item],
     small: i64,
     anchors: usize,
     variant: usize,
+    beat: i64,
     cancel: &AtomicBool,
 ) -> Option<(Vec<i64>, i64)> {
     let n = items.len();
@@ -81,9 +83,17 @@ pub(super) fn anchored_layout(
     let small_items: Vec<Item> = small_ix.iter().map(|&i| items[i as usize]).collect();
     let (above, height) = slab_layout(&small_items, cancel)?;
     let order = &rest[..k];
-    let (placed, _) = pass_in_order(items, order, base, first_fit, cancel)?;
+    // What the anchors and the scan around them must stay below, under the slabs.
+    let limit = beat.saturating_sub(height);
+    let (placed, anchors_top) = pass_in_order(items, order, base, first_fit, limit, cancel)?;
+    if anchors_top >= limit {
+        return Some((Vec::new(), anchors_top + height));
+    }
     let fixed: Vec<(u32, i64)> = order.iter().copied().zip(placed).collect();
-    let top = scan_around(items, &rest[k..], &fixed, base, &mut offsets, cancel)?;
+    let top = scan_around(items, &rest[k..], &fixed, base, limit, &mut offsets, cancel)?;
+    if top >= limit {
+        return Some((Vec::new(), top + height));
+    }
     // The slabs above.
     for (&i, a) in small_ix.iter().zip(above) {
         offsets[i as usize] = top + a;
@@ -93,12 +103,14 @@ pub(super) fn anchored_layout(
 
 /// The best-fit scan of `rest` (positions in `items`) around the anchors `fixed` (position,
 /// offset), above `base`: writes each interval's offset (bytes) to `offsets` and returns the
-/// top. `None` when `cancel` is set.
+/// top; abandoned once the top reaches `limit` (bytes; the top returned is then at least it).
+/// `None` when `cancel` is set.
 fn scan_around(
     items: &[Item],
     rest: &[u32],
     fixed: &[(u32, i64)],
     base: i64,
+    limit: i64,
     offsets: &mut [i64],
     cancel: &AtomicBool,
 ) -> Option<i64> {
@@ -167,6 +179,9 @@ fn scan_around(
         let at = free.best_fit_avoiding(need(i), &forbidden, &mut top);
         offsets[i as usize] = at;
         started[i as usize] = true;
+        if top >= limit {
+            return Some(top);
+        }
     }
     Some(top)
 }
@@ -297,8 +312,17 @@ mod tests {
                     let items = super::super::random_items(&mut next, n, 200, longest, 40);
                     let never = AtomicBool::new(false);
                     let (offsets, top) =
-                        anchored_layout(items.raw(), small, anchors, anchors % 8, &never).unwrap();
+                        anchored_layout(items.raw(), small, anchors, anchors % 8, i64::MAX, &never)
+                            .unwrap();
                     assert!(top >= super::super::live_max(&items));
+                    // A layout to beat above its top is the same layout; at its top, abandoned.
+                    let variant = anchors % 8;
+                    let layout = |beat| {
+                        anchored_layout(items.raw(), small, anchors, variant, beat, &never).unwrap()
+                    };
+                    assert_eq!(layout(top + 1), (offsets.clone(), top));
+                    let (none, over) = layout(top);
+                    assert!(none.is_empty() && over >= top, "n {n} anchors {anchors}");
                     let offsets: IndexVec<IntervalIx, i64> = offsets.into_iter().collect();
                     super::super::check_layout(&super::super::layout_of(&items, &offsets, top))
                         .unwrap_or_else(|e| panic!("n {n} anchors {anchors}: {e}"));

@@ -52,13 +52,15 @@ pub(super) const VARIANTS: [(f64, bool, bool); 8] = [
 
 /// One pass of greedy by size over `order` (positions in `items`) above `base` (bytes), with
 /// first fit or best fit: the offset of each (by rank) and the top, in bytes. Visits the
-/// placed intervals overlapping each one, at most `order.len()`² / 2 in all. `None` when
-/// `cancel` is set.
+/// placed intervals overlapping each one, at most `order.len()`² / 2 in all. Abandoned once
+/// the top reaches `beat` (bytes): then the offsets are empty and the top is at least `beat`.
+/// `None` when `cancel` is set.
 pub(super) fn pass_in_order(
     items: &[Item],
     order: &[u32],
     base: i64,
     first_fit: bool,
+    beat: i64,
     cancel: &AtomicBool,
 ) -> Option<(Vec<i64>, i64)> {
     let pass = Pass {
@@ -66,6 +68,7 @@ pub(super) fn pass_in_order(
         order,
         base,
         first_fit,
+        beat,
     };
     pass.place(cancel)
 }
@@ -101,24 +104,30 @@ pub(super) fn order(items: &[Item], rest: &[u32], r: f64, by_end: bool) -> Vec<u
 
 /// One pass: `order` (positions in `items`) placed in that order above `base`, each at the
 /// lowest gap between the placed intervals overlapping it in time that holds it (or the
-/// smallest such gap, without `first_fit`), else above them.
+/// smallest such gap, without `first_fit`), else above them; abandoned once the top reaches
+/// `beat` (bytes).
 struct Pass<'a> {
     items: &'a [Item],
     order: &'a [u32],
     base: i64,
     first_fit: bool,
+    beat: i64,
 }
 
 impl Pass<'_> {
-    /// The offset of each interval (by rank) and the top, in bytes. `None` when `cancel` is
-    /// set.
+    /// The offset of each interval (by rank) and the top, in bytes; no offsets once the top
+    /// reaches `beat`. `None` when `cancel` is set.
     fn place(&self, cancel: &AtomicBool) -> Option<(Vec<i64>, i64)> {
         let Pass {
             items,
             order,
             base,
             first_fit,
+            beat,
         } = *self;
+        if base >= beat {
+            return Some((Vec::new(), base));
+        }
         let windows: Vec<Window> = order.iter().map(|&i| items[i as usize].window).collect();
         // Sizes and offsets in units of `ALIGN` (every size and offset placed here is aligned),
         // so that a placed interval's `(offset, end)` packs into one `u64` sort key where the
@@ -171,6 +180,9 @@ impl Pass<'_> {
             };
             offsets[r] = at;
             top = top.max(at + need[r]);
+            if top * ALIGN >= beat {
+                return Some((Vec::new(), top * ALIGN));
+            }
         }
         let offsets = offsets.into_iter().map(|o| o * ALIGN).collect();
         let top = top * ALIGN;
@@ -215,7 +227,7 @@ mod tests {
                 let order = order(items.raw(), &all, r, by_end);
                 let never = AtomicBool::new(false);
                 let (placed, top) =
-                    pass_in_order(items.raw(), &order, 0, first_fit, &never).unwrap();
+                    pass_in_order(items.raw(), &order, 0, first_fit, i64::MAX, &never).unwrap();
                 assert!(top >= super::super::live_max(&items));
                 let mut offsets = vec![0i64; n];
                 for (&i, &o) in order.iter().zip(&placed) {

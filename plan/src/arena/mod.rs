@@ -233,8 +233,15 @@ pub(crate) fn assign_offsets_live(
             if scan.top <= good_enough {
                 break;
             }
-            let (offsets, top) =
-                anchored_layout(items.raw(), small_bytes(peak), anchors, order, cancel)?;
+            // Abandoned (no offsets) once it reaches the smallest top so far.
+            let (offsets, top) = anchored_layout(
+                items.raw(),
+                small_bytes(peak),
+                anchors,
+                order,
+                scan.top,
+                cancel,
+            )?;
             if top < scan.top {
                 (scan.top, anchored) = (top, Some(offsets));
             }
@@ -424,8 +431,8 @@ mod tests {
             for order in 0..greedy::VARIANTS.len() {
                 let never = AtomicBool::new(false);
                 let small = [0, 64 * ALIGN][order % 2];
-                let (offsets, top, _) =
-                    anchored_layout(items.raw(), small, 1 + order * 3, order, Some(0), &never)
+                let (offsets, top) =
+                    anchored_layout(items.raw(), small, 1 + order * 3, order, i64::MAX, &never)
                         .unwrap();
                 let mut b = allocs.clone();
                 for (x, o) in b.iter_mut().zip(offsets) {
