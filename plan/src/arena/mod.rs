@@ -154,8 +154,9 @@ fn anchors_of(n: usize) -> usize {
 /// How many orders of the anchors (greedy by size's [`VARIANTS`](greedy::VARIANTS), in order)
 /// the anchored layout tries at most, ending at the first within [`SCAN_KEPT_WITHIN`]. On the
 /// long-tail benchmark's plans the first alone leaves up to 8.5% over the planned peak, the
-/// first two 4.1%; later orders matter on small plans (with two and no search, the unfused
-/// `torch_gpt2_tiny_ce_adam` at half its program-order peak on `a100-40g-pcie4`: 1.0667).
+/// first two 4.1%; later orders matter on small plans whose sizes tie (the unfused
+/// `torch_gpt2_tiny_ce_adam` at half its program-order peak, with 512 anchors: the sixth order
+/// packs best, 1.0506 of the planned peak where the first two leave 1.066).
 pub const ANCHOR_ORDERS: usize = 8;
 
 /// The greedy's view of an allocation: its points and its aligned size.
