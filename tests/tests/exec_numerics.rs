@@ -300,6 +300,14 @@ fn mlp_bf16_matches_jax_within_bf16_rounding() {
     check_fixture("mlp_bf16", 2e-2);
 }
 
+/// bf16 compute from f32 master weights with dynamic loss scaling through
+/// `optax.apply_if_finite`: ref0 takes the update branch of its `case`, ref1 (an infinite
+/// scale) the skip branch, which returns the old moments unchanged.
+#[test]
+fn gpt_bf16_scaled_matches_jax() {
+    check_fixture("gpt_bf16_scaled", 2e-2);
+}
+
 #[test]
 fn outputs_are_bit_identical_under_two_schedules() {
     for name in ["mlp_sgd", "gpt2_tiny_adamw", "gpt2_tiny_scan", "cnn_sgd"] {
@@ -329,6 +337,9 @@ fn resident_bytes_match_the_planner_model() {
         // planner does.
         ("gpt2_tiny_dropout", 0),
         ("gpt2_tiny_dropout", 1),
+        // Results written over forwarded and dying operands, in both branches.
+        ("gpt_bf16_scaled", 0),
+        ("gpt_bf16_scaled", 1),
     ];
     for (name, r) in cases {
         let g = import(name);
