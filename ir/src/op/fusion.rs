@@ -283,7 +283,8 @@ pub struct InPlace {
 /// shares the same buffers (`CanShareOperandBufferWithUser`: elementwise fusions,
 /// `scatter`, `dynamic_update_slice`).
 ///
-/// * A loop `fusion`'s result `j` is written into its operand `i` (the first one, in operand
+/// * A loop `fusion`'s result `j` is written into its operand `i` (the input donated to the
+///   graph output that result `j` is, if the op reads it; else the first one, in operand
 ///   order, not already taken by an earlier result) when every member of the region that reads
 ///   the operand reads it flat-aligned, so each chunk of it is read (copied, the chunk contract
 ///   of the module docs) before that chunk of the result is written.
@@ -350,20 +351,32 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
         let mut pairs = Vec::new();
         match (&node.op, node.regions.as_slice()) {
             (Op::Fusion(super::FusionKind::Loop), [region]) => {
+                let aligned = |i: usize| {
+                    region.inputs().get(i).is_some_and(|&r| {
+                        let users = region.users(r);
+                        !users.is_empty()
+                            && users
+                                .iter()
+                                .all(|&(u, k, _)| reads_aligned(region, u, k as usize))
+                    })
+                };
+                // The operand that is the input donated to the graph output result `j` is:
+                // the result is that input's update, written over it first.
+                let own = |j: usize| {
+                    let out = ValueRef::new(id, j as u32);
+                    let k = g.outputs().iter().position(|&o| o == out)?;
+                    let input = g.inputs().iter().find(|&&x| g.aliasing_output(x) == Some(k))?;
+                    ops.iter().position(|v| v.node == *input)
+                };
                 let mut taken = vec![false; ops.len()];
-                for j in 0..node.outputs.len() {
-                    let found = (0..ops.len()).find(|&i| {
-                        !taken[i]
-                            && region.inputs().get(i).is_some_and(|&r| {
-                                let users = region.users(r);
-                                !users.is_empty()
-                                    && users
-                                        .iter()
-                                        .all(|&(u, k, _)| reads_aligned(region, u, k as usize))
-                            })
-                            && fits(i, j)
-                    });
-                    if let Some(i) = found {
+                let preferred = (0..node.outputs.len()).filter_map(|j| Some((j, own(j)?)));
+                let any = (0..node.outputs.len()).flat_map(|j| (0..ops.len()).map(move |i| (j, i)));
+                for (j, i) in preferred.chain(any) {
+                    if !taken[i]
+                        && !pairs.iter().any(|w: &InPlace| w.result == j)
+                        && aligned(i)
+                        && fits(i, j)
+                    {
                         taken[i] = true;
                         pairs.push(InPlace {
                             operand: i,
@@ -371,6 +384,7 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
                         });
                     }
                 }
+                pairs.sort_by_key(|w| w.result);
             }
             (Op::Scatter(_), _) if ops.len() == 3 && node.outputs.len() == 1 && fits(0, 0) => {
                 pairs.push(InPlace {
