@@ -229,8 +229,8 @@ def gpt_block_args(dims, concrete, seed=0):
     return params, xs, xs
 
 
-def gpt_args_fn(cfg: M.GPTConfig):
-    opt = M.make_adamw()
+def gpt_args_fn(cfg: M.GPTConfig, opt=None):
+    opt = opt or M.make_adamw()
 
     def init(key):
         params = M.init_gpt(key, cfg)
@@ -270,24 +270,13 @@ _BF16_SCALES = (2.0 ** 12, float("inf"))
 
 
 def gpt_bf16_scaled_args_fn(cfg: M.GPTConfig):
-    _, opt = M.make_gpt_bf16_scaled_step(cfg)
-
-    def init(key):
-        params = M.init_gpt(key, cfg)
-        return params, opt.init(params)
+    base = gpt_args_fn(cfg, M.make_gpt_bf16_scaled_step(cfg)[1])
 
     def make(dims, concrete, seed=0):
-        b, s = dims["B"], dims["S"]
-        if concrete:
-            params, opt_state = init(jax.random.PRNGKey(0))
-            kt, kg = _data_keys(seed)
-            tokens = jax.random.randint(kt, (b, s), 0, cfg.vocab, jnp.int32)
-            targets = jax.random.randint(kg, (b, s), 0, cfg.vocab, jnp.int32)
-            scale = jnp.asarray(_BF16_SCALES[seed % len(_BF16_SCALES)], jnp.float32)
-            return params, opt_state, scale, tokens, targets
-        params, opt_state = jax.eval_shape(init, jax.random.PRNGKey(0))
-        tok = jax.ShapeDtypeStruct((b, s), jnp.int32)
-        return params, opt_state, jax.ShapeDtypeStruct((), jnp.float32), tok, tok
+        params, opt_state, tokens, targets = base(dims, concrete, seed)
+        scale = (jnp.asarray(_BF16_SCALES[seed % len(_BF16_SCALES)], jnp.float32) if concrete
+                 else jax.ShapeDtypeStruct((), jnp.float32))
+        return params, opt_state, scale, tokens, targets
 
     return make
 
