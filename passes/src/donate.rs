@@ -232,14 +232,18 @@ pub fn donate_into_branches(g: &mut Graph) -> usize {
             }
             let mut n = 0;
             for w in &pairs {
-                let (Some(&arg), Some(&out)) =
-                    (r.inputs().get(w.operand.wrapping_sub(1)), r.outputs().get(w.result))
-                else {
+                let (Some(&arg), Some(&out)) = (
+                    r.inputs().get(w.operand.wrapping_sub(1)),
+                    r.outputs().get(w.result),
+                ) else {
                     continue;
                 };
                 let computed = r.node(out.node).kind() != OpKind::Input;
                 let returned = r.outputs().iter().any(|o| o.node == arg);
-                let taken = r.inputs().iter().any(|&a| r.aliasing_output(a) == Some(w.result));
+                let taken = r
+                    .inputs()
+                    .iter()
+                    .any(|&a| r.aliasing_output(a) == Some(w.result));
                 if computed
                     && !returned
                     && !taken

@@ -365,7 +365,10 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
                 let own = |j: usize| {
                     let out = ValueRef::new(id, j as u32);
                     let k = g.outputs().iter().position(|&o| o == out)?;
-                    let input = g.inputs().iter().find(|&&x| g.aliasing_output(x) == Some(k))?;
+                    let input = g
+                        .inputs()
+                        .iter()
+                        .find(|&&x| g.aliasing_output(x) == Some(k))?;
                     ops.iter().position(|v| v.node == *input)
                 };
                 let mut taken = vec![false; ops.len()];
@@ -401,10 +404,10 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
             (Op::Case, branches) => {
                 let mut taken = vec![false; ops.len()];
                 let forwarded = case_forwards(branches);
-                let others = (0..node.outputs.len()).flat_map(|j| (1..ops.len()).map(move |i| (j, i)));
+                let others =
+                    (0..node.outputs.len()).flat_map(|j| (1..ops.len()).map(move |i| (j, i)));
                 for (j, i) in forwarded.into_iter().chain(others) {
-                    if !taken[i] && !pairs.iter().any(|w: &InPlace| w.result == j) && fits(i, j)
-                    {
+                    if !taken[i] && !pairs.iter().any(|w: &InPlace| w.result == j) && fits(i, j) {
                         taken[i] = true;
                         pairs.push(InPlace {
                             operand: i,
@@ -428,14 +431,22 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
 /// is the index, which no branch receives), results in order, branches in order within a
 /// result. Linear in the branches' inputs and outputs.
 pub fn case_forwards(branches: &[Graph]) -> Vec<(usize, usize)> {
-    let results = branches.iter().map(|r| r.outputs().len()).max().unwrap_or(0);
+    let results = branches
+        .iter()
+        .map(|r| r.outputs().len())
+        .max()
+        .unwrap_or(0);
     let mut out = Vec::new();
     for j in 0..results {
         for r in branches {
             let Some(v) = r.outputs().get(j) else {
                 continue;
             };
-            if let Some(k) = r.inputs().iter().position(|&x| x == v.node && v.output == 0) {
+            if let Some(k) = r
+                .inputs()
+                .iter()
+                .position(|&x| x == v.node && v.output == 0)
+            {
                 if !out.contains(&(j, k + 1)) {
                     out.push((j, k + 1));
                 }
