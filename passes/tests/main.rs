@@ -10,6 +10,7 @@ mod canon_dce;
 mod canon_fold;
 mod canon_manager;
 mod canon_unroll;
+mod case_in_place;
 mod donate;
 mod fuse;
 mod in_place;
