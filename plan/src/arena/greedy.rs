@@ -46,14 +46,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One interval to place: its resident points and its aligned size in bytes.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Item {
+pub struct Item {
     pub window: Window,
     pub need: i64,
 }
 
 /// How many overlapping intervals the passes of one layout may visit in all, per interval
 /// placed (with [`VISITS_FLOOR`] below it): the cap grows with the plan, never with the search.
-pub(super) const VISITS_PER_INTERVAL: usize = 512;
+pub const VISITS_PER_INTERVAL: usize = 512;
 
 /// The fewest overlap visits a layout may make in all, whatever its size: the work budget of
 /// the search this layout replaced, so that small plans (whose equal sizes tie in ways no fixed
@@ -61,7 +61,7 @@ pub(super) const VISITS_PER_INTERVAL: usize = 512;
 /// (GPT-2 small, the 24-layer GPT: about 11 500) stay under it. Where the old search spent it
 /// visiting every overlapping interval, placed or not, a pass here visits only placed ones, so
 /// the same budget completes passes it used to abandon.
-pub(super) const VISITS_FLOOR: usize = 10_000_000;
+pub const VISITS_FLOOR: usize = 10_000_000;
 
 /// How many placements a pass makes between two looks at its cancel flag.
 const CANCEL_EVERY: usize = 512;
@@ -83,7 +83,7 @@ const VARIANTS: [(f64, bool, bool); 8] = [
 
 /// A greedy layout: per interval (by position in the items) its offset in bytes, the top
 /// (bytes), and the work it cost.
-pub(super) struct Layout {
+pub struct Layout {
     pub offsets: Vec<i64>,
     pub top: i64,
     /// Overlap visits (and tree builds) spent by all passes, at most [`work_cap`].
@@ -96,7 +96,7 @@ pub(super) struct Layout {
 /// `acceptable` bytes; `beat` is an arena size to beat (a pass that reaches it is abandoned).
 /// All within [`work_cap`]. `None` when no pass completes below `beat` within the cap, or when
 /// `cancel` is set.
-pub(super) fn best_layout(
+pub fn best_layout(
     items: &[Item],
     good_enough: i64,
     acceptable: i64,
@@ -211,7 +211,7 @@ impl Rng {
 
 /// The overlap visits all passes of one layout of `n` intervals may make:
 /// [`VISITS_PER_INTERVAL`] per interval, and at least [`VISITS_FLOOR`].
-pub(super) fn work_cap(n: usize) -> usize {
+pub fn work_cap(n: usize) -> usize {
     VISITS_PER_INTERVAL.saturating_mul(n).max(VISITS_FLOOR)
 }
 
@@ -361,35 +361,4 @@ fn fit(occupied: impl Iterator<Item = (i64, i64)>, base: i64, need: i64, first_f
         free_from = free_from.max(e);
     }
     best.map_or(free_from, |(_, o)| o)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::index::IntervalIx;
-
-    /// On random intervals (a fixed LCG) every layout is valid and its work stays within the
-    /// cap; where one pass alone would exceed the cap (3 000 long intervals, ~4 M overlapping
-    /// pairs) there is no layout (the caller keeps its scan's).
-    #[test]
-    fn layouts_are_valid_and_their_work_is_capped() {
-        let mut next = ebb_testkit::lcg(0x5eed_0f1a_7000_u64);
-        for (n, longest) in [(50, 10), (400, 300), (3000, 2000)] {
-            let items = super::super::random_items(&mut next, n, 200, longest, 40);
-            let never = AtomicBool::new(false);
-            let Some(g) = best_layout(items.raw(), 0, 0, i64::MAX, &never) else {
-                assert_eq!(n, 3000, "no layout of {n} intervals");
-                continue;
-            };
-            assert!(
-                g.visits <= work_cap(n),
-                "{} visits > cap {}",
-                g.visits,
-                work_cap(n)
-            );
-            let offsets: crate::index::IndexVec<IntervalIx, i64> =
-                g.offsets.iter().copied().collect();
-            super::super::check_layout(&super::super::layout_of(&items, &offsets, g.top)).unwrap();
-        }
-    }
 }
