@@ -229,8 +229,8 @@ def gpt_block_args(dims, concrete, seed=0):
     return params, xs, xs
 
 
-def gpt_args_fn(cfg: M.GPTConfig):
-    opt = M.make_adamw()
+def gpt_args_fn(cfg: M.GPTConfig, opt=None):
+    opt = opt or M.make_adamw()
 
     def init(key):
         params = M.init_gpt(key, cfg)
@@ -258,6 +258,25 @@ def gpt_dropout_args_fn(cfg: M.GPTConfig):
         if concrete:
             return (*base(dims, True, seed), jax.random.PRNGKey(7 + seed))
         return (*base(dims, False), jax.ShapeDtypeStruct((2,), jnp.uint32))
+
+    return make
+
+
+# A small GPT for the bf16 loss-scaled step (fast in debug-build tests).
+_BF16_SCALED = M.GPTConfig(n_layer=2, d_model=32, n_head=2, vocab=128, n_pos=128)
+# ref0's scale keeps every gradient finite (the update branch); ref1's (inf) makes them all
+# non-finite, so the update is skipped (the branch that forwards the old moments).
+_BF16_SCALES = (2.0 ** 12, float("inf"))
+
+
+def gpt_bf16_scaled_args_fn(cfg: M.GPTConfig):
+    base = gpt_args_fn(cfg, M.make_gpt_bf16_scaled_step(cfg)[1])
+
+    def make(dims, concrete, seed=0):
+        params, opt_state, tokens, targets = base(dims, concrete, seed)
+        scale = (jnp.asarray(_BF16_SCALES[seed % len(_BF16_SCALES)], jnp.float32) if concrete
+                 else jax.ShapeDtypeStruct((), jnp.float32))
+        return params, opt_state, scale, tokens, targets
 
     return make
 
@@ -350,6 +369,25 @@ FIXTURES: list[Fixture] = [
         "gpt2_24l", M.GPT_24L,
         "GPT-2 medium shape: 24 layers, d=1024, 16 heads, vocab 50257, 1024 positions, tied "
         "embedding, optax.adamw. Spec-only export (params never materialized)."),
+    Fixture(
+        name="gpt_bf16_scaled",
+        description="2-layer GPT (d=32, 2 heads, vocab 128, 128 positions, pre-LN, GELU-tanh, "
+                    "tied embedding) computing in bf16 from f32 master weights, with dynamic "
+                    "loss scaling: loss * loss_scale (f32[] input), gradients / loss_scale, "
+                    "optax.apply_if_finite(optax.adamw, max_consecutive_errors=5), whose "
+                    "lax.cond (stablehlo.case) skips the update on a non-finite gradient (the "
+                    "skip branch returns zero updates and the old moments, forwarded), and the "
+                    "scale halved after a skipped step. ref0 (scale 4096) takes the update "
+                    "branch, ref1 (scale inf) the skip branch. Returns (loss, new_params, "
+                    "new_opt_state, new_scale).",
+        step=M.make_gpt_bf16_scaled_step(_BF16_SCALED)[0], symbols="B, S",
+        constraints=(f"S <= {_BF16_SCALED.n_pos}",),
+        make_args=gpt_bf16_scaled_args_fn(_BF16_SCALED), refs=[{"B": 2, "S": 8}, {"B": 3, "S": 5}],
+        out_names=("loss", "new_params", "new_opt_state", "new_scale"),
+        config={**_gpt_config_dict(_BF16_SCALED), "compute_dtype": "bfloat16",
+                "loss_scaling": "dynamic: optax.apply_if_finite(max_consecutive_errors=5), "
+                                "scale halved on a skipped step",
+                "loss_scales": [str(x) for x in _BF16_SCALES]}),
     Fixture(
         name="cnn_sgd",
         description="CNN: conv3x3(1->8, SAME)+relu+maxpool2x2 (reduce_window), conv3x3(8->16)"

@@ -616,6 +616,32 @@ def make_gpt_dropout_step(cfg: GPTConfig):
     return gpt_dropout_step
 
 
+def make_gpt_bf16_scaled_step(cfg: GPTConfig):
+    """gpt_adamw_step computing in bf16 (f32 master weights converted to bf16 inside the loss,
+    logits converted back to f32) with dynamic loss scaling: the loss is multiplied by
+    `loss_scale` (f32[]), the gradients divided by it, and AdamW is wrapped in
+    `optax.apply_if_finite`, whose `lax.cond` (a `stablehlo.case`) skips the update when a
+    gradient is not finite: the skip branch returns zero updates and the old moments
+    (operands forwarded unchanged). The scale is halved after a skipped step."""
+    opt = optax.apply_if_finite(make_adamw(), max_consecutive_errors=5)
+
+    def gpt_bf16_scaled_step(params, opt_state, loss_scale, tokens, targets):
+        def loss_fn(p):
+            pb = jax.tree_util.tree_map(lambda x: x.astype(jnp.bfloat16), p)
+            logits = gpt_forward(pb, tokens, cfg).astype(jnp.float32)
+            loss = cross_entropy(logits, targets)
+            return loss * loss_scale, loss
+
+        (_, loss), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        grads = jax.tree_util.tree_map(lambda g: g / loss_scale, grads)
+        updates, new_opt_state = opt.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        new_scale = jnp.where(new_opt_state.last_finite, loss_scale, loss_scale * 0.5)
+        return loss, new_params, new_opt_state, new_scale
+
+    return gpt_bf16_scaled_step, opt
+
+
 # ----------------------------------------------------------------------------------------------
 # 9. A single GPT block + SGD (MSE regression on the block output)
 # ----------------------------------------------------------------------------------------------

@@ -17,6 +17,12 @@
 //!   op, in argument order — the rule JAX applies to `donate_argnums` over all arguments;
 //! * a list of input names or argument indices: exactly those, each paired as `auto` pairs.
 //!
+//! Inside `case` branches ([`donate_into_branches`]): a branch's block argument is donated to
+//! the branch output whose `case` result the op writes into that argument's operand
+//! ([`ebb_ir::op::in_place_writes`]: the operand is dead after the op), so the branch frees it
+//! after its last read there and may write that output into it in place (an optimizer update
+//! skipped on a non-finite gradient updates the moments in their own buffers).
+//!
 //! Invariant: the graph's ops are unchanged; every donated input names a distinct output of
 //! its own type computed by an op (checked again by [`ebb_ir::verify`]).
 
@@ -197,7 +203,59 @@ impl Pass for DonatePass {
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
         let changes = apply(g, &self.policy)?;
+        donate_into_branches(g);
         cx.insert(report(g));
         Ok(PassResult::changes(changes))
     }
+}
+
+/// Donates the block arguments of the branches of every `case` of `g` (nested ones included)
+/// whose operand the op writes a result into ([`ebb_ir::op::in_place_writes`]): in each
+/// branch, argument `i - 1` of such an operand `i` is donated to the branch's output `j`, the
+/// pair's result, where the branch computes that output with an op, the argument is not
+/// returned, and the two have one type. Clears the branches' earlier donations first, so a
+/// pass that changes the graph calls it again. Returns the number of arguments donated.
+pub fn donate_into_branches(g: &mut Graph) -> usize {
+    let writes = ebb_ir::op::in_place_writes(g);
+    let cases: Vec<NodeId> = g
+        .order()
+        .iter()
+        .copied()
+        .filter(|&id| g.node(id).op == ebb_ir::Op::Case)
+        .collect();
+    let mut total = 0;
+    for id in cases {
+        let pairs = writes.get(&id).cloned().unwrap_or_default();
+        let done = crate::canon::for_each_region(g, id, |r| -> Result<usize, ()> {
+            for arg in r.inputs().to_vec() {
+                r.set_aliasing_output(arg, None);
+            }
+            let mut n = 0;
+            for w in &pairs {
+                let (Some(&arg), Some(&out)) = (
+                    r.inputs().get(w.operand.wrapping_sub(1)),
+                    r.outputs().get(w.result),
+                ) else {
+                    continue;
+                };
+                let computed = r.node(out.node).kind() != OpKind::Input;
+                let returned = r.outputs().iter().any(|o| o.node == arg);
+                let taken = r
+                    .inputs()
+                    .iter()
+                    .any(|&a| r.aliasing_output(a) == Some(w.result));
+                if computed
+                    && !returned
+                    && !taken
+                    && r.node(arg).outputs.first() == Some(r.value_type(out))
+                {
+                    r.set_aliasing_output(arg, Some(w.result));
+                    n += 1;
+                }
+            }
+            Ok(n + donate_into_branches(r))
+        });
+        total += done.unwrap_or(0);
+    }
+    total
 }

@@ -10,6 +10,7 @@ mod canon_dce;
 mod canon_fold;
 mod canon_manager;
 mod canon_unroll;
+mod case_in_place;
 mod donate;
 // The ILP of `ebb_plan::exact` and Checkmate need CBC (feature `exact`).
 #[cfg(feature = "exact")]

@@ -1,10 +1,11 @@
-//! The arena layouts (`ebb_plan::arena`): the online best-fit scan, the offline greedy by
-//! size and its rank-ordered overlap trees, on random intervals from a fixed LCG.
+//! The arena layouts (`ebb_plan::arena`): the online best-fit scan, greedy by size, the
+//! anchored layout and the rank-ordered overlap trees, on random intervals from a fixed LCG.
 
-use ebb_plan::arena::greedy::{best_layout, work_cap, Item};
+use ebb_plan::arena::anchored::anchored_layout;
+use ebb_plan::arena::greedy::{order, pass_in_order, Item, VARIANTS};
 use ebb_plan::arena::ranked::RankedTrees;
 use ebb_plan::arena::scan::{best_fit_scan, scan_with, Pool, Unit};
-use ebb_plan::arena::{align, check_layout, Allocation, Arena, ALIGN};
+use ebb_plan::arena::{align, check_layout, live_max, Allocation, Arena, ALIGN};
 use ebb_plan::format::{Point, ValueId};
 use ebb_plan::index::{IndexVec, IntervalIx, PointIx, Window};
 use std::sync::atomic::AtomicBool;
@@ -64,9 +65,9 @@ fn random_items(
         .collect()
 }
 
-/// Random intervals (a fixed LCG): the scan's (with and without slabs) and the greedy
-/// layouts are valid, never below the largest live bytes at a point, and the greedy search
-/// never returns a layout larger than the one it is asked to beat.
+/// Random intervals (a fixed LCG): the scan's (with and without slabs) and the anchored
+/// layouts (every order, few to many anchors) are valid and never below the largest live
+/// bytes at a point.
 #[test]
 fn both_layouts_are_valid_and_hold_the_live_bytes() {
     let mut next = ebb_testkit::lcg(0x2545_f491_4f6c_dd1d);
@@ -110,18 +111,17 @@ fn both_layouts_are_valid_and_hold_the_live_bytes() {
             }
             layouts.push((a, top));
         }
-        let top_a = layouts[0].1;
-        let never = AtomicBool::new(false);
-        if let Some(g) = best_layout(items.raw(), live_max, live_max, i64::MAX, &never) {
+        for order in 0..VARIANTS.len() {
+            let never = AtomicBool::new(false);
+            let small = [0, 64 * ALIGN][order % 2];
+            let (offsets, top) =
+                anchored_layout(items.raw(), small, 1 + order * 3, order, i64::MAX, &never)
+                    .unwrap();
             let mut b = allocs.clone();
-            for (x, o) in b.iter_mut().zip(g.offsets) {
+            for (x, o) in b.iter_mut().zip(offsets) {
                 x.offset = o;
             }
-            layouts.push((b, g.top));
-        }
-        assert_eq!(layouts.len(), 4);
-        if let Some(g) = best_layout(items.raw(), live_max, live_max, top_a, &never) {
-            assert!(g.top < top_a);
+            layouts.push((b, top));
         }
         for (allocations, top) in layouts {
             assert!(top >= live_max);
@@ -136,28 +136,57 @@ fn both_layouts_are_valid_and_hold_the_live_bytes() {
     }
 }
 
-/// On random intervals (a fixed LCG) every layout is valid and its work stays within the
-/// cap; where one pass alone would exceed the cap (3 000 long intervals, ~4 M overlapping
-/// pairs) there is no layout (the caller keeps its scan's).
+/// On random intervals (a fixed LCG) a pass of every variant gives a valid layout, never
+/// below the largest live bytes.
 #[test]
-fn layouts_are_valid_and_their_work_is_capped() {
+fn every_variant_gives_a_valid_layout() {
     let mut next = ebb_testkit::lcg(0x5eed_0f1a_7000_u64);
-    for (n, longest) in [(50, 10), (400, 300), (3000, 2000)] {
+    for (n, longest) in [(1, 3), (50, 10), (400, 300)] {
         let items = random_items(&mut next, n, 200, longest, 40);
-        let never = AtomicBool::new(false);
-        let Some(g) = best_layout(items.raw(), 0, 0, i64::MAX, &never) else {
-            assert_eq!(n, 3000, "no layout of {n} intervals");
-            continue;
-        };
-        assert!(
-            g.visits <= work_cap(n),
-            "{} visits > cap {}",
-            g.visits,
-            work_cap(n)
-        );
-        let offsets: ebb_plan::index::IndexVec<IntervalIx, i64> =
-            g.offsets.iter().copied().collect();
-        check_layout(&layout_of(&items, &offsets, g.top)).unwrap();
+        let all: Vec<u32> = (0..n as u32).collect();
+        for &(r, by_end, first_fit) in &VARIANTS {
+            let order = order(items.raw(), &all, r, by_end);
+            let never = AtomicBool::new(false);
+            let (placed, top) =
+                pass_in_order(items.raw(), &order, 0, first_fit, i64::MAX, &never).unwrap();
+            assert!(top >= live_max(&items));
+            let mut offsets = vec![0i64; n];
+            for (&i, &o) in order.iter().zip(&placed) {
+                offsets[i as usize] = o;
+            }
+            let offsets: ebb_plan::index::IndexVec<IntervalIx, i64> = offsets.into_iter().collect();
+            check_layout(&layout_of(&items, &offsets, top)).unwrap();
+        }
+    }
+}
+
+/// On random intervals (a fixed LCG), with few and many anchors and with slabs, every
+/// layout is valid and never below the largest live bytes.
+#[test]
+fn anchored_layouts_are_valid() {
+    let mut next = ebb_testkit::lcg(0xa11c_0fed_u64);
+    for (n, longest) in [(1, 3), (30, 8), (300, 60), (2000, 400)] {
+        for anchors in [0, 1, 7, 64, 4096] {
+            for small in [0, 10 * ALIGN] {
+                let items = random_items(&mut next, n, 200, longest, 40);
+                let never = AtomicBool::new(false);
+                let (offsets, top) =
+                    anchored_layout(items.raw(), small, anchors, anchors % 8, i64::MAX, &never)
+                        .unwrap();
+                assert!(top >= live_max(&items));
+                // A layout to beat above its top is the same layout; at its top, abandoned.
+                let variant = anchors % 8;
+                let layout = |beat| {
+                    anchored_layout(items.raw(), small, anchors, variant, beat, &never).unwrap()
+                };
+                assert_eq!(layout(top + 1), (offsets.clone(), top));
+                let (none, over) = layout(top);
+                assert!(none.is_empty() && over >= top, "n {n} anchors {anchors}");
+                let offsets: IndexVec<IntervalIx, i64> = offsets.into_iter().collect();
+                check_layout(&layout_of(&items, &offsets, top))
+                    .unwrap_or_else(|e| panic!("n {n} anchors {anchors}: {e}"));
+            }
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod budget_curve;
 mod canon_fixtures;
+mod case_fixtures;
 mod control_flow;
 mod dim_expressions;
 mod donation_fixtures;

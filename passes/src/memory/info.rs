@@ -211,7 +211,8 @@ fn value_id(value_base: &[u32], g: &Graph, v: ValueRef) -> Option<u32> {
 
 /// Transient memory of a region-carrying op, in bytes: for each region that holds a
 /// non-scalar value, the region's own symbolic peak (in its program order) minus the bytes of
-/// its inputs (the block arguments, which alias the op's operands already counted outside);
+/// its inputs (the block arguments, donated or not, which alias the op's operands already
+/// counted outside);
 /// the maximum over the op's regions. `None` for ops without such regions (`reduce`, `sort`,
 /// `scatter` comparators are scalar bodies and are ignored).
 ///
@@ -219,16 +220,21 @@ fn value_id(value_base: &[u32], g: &Graph, v: ValueRef) -> Option<u32> {
 /// that die at it ([`ebb_ir::op::in_place_writes`]) is charged minus those operands' bytes
 /// (negative when they exceed its other transient bytes).
 ///
-/// Conservative: the region's outputs are counted both inside (in its peak) and outside (as
-/// the op's results), and the regions of a `while` are charged at the op's point only, as if
-/// one iteration's transient memory were live for the whole op.
+/// A `case` runs one branch: it is charged the largest branch peak less its block arguments,
+/// less the bytes of the results not written in place (counted outside as the op's results,
+/// and inside as the branch's outputs where it computes them), and at least 0
+/// ([`case_transient`]).
+///
+/// Conservative for a `while`: the region's outputs are counted both inside (in its peak) and
+/// outside (as the op's results), and its regions are charged at the op's point only, as if one
+/// iteration's transient memory were live for the whole op.
 fn region_transient(
     g: &Graph,
     id: NodeId,
     scope: &SymbolScope,
     in_place: &std::collections::HashMap<NodeId, Vec<ebb_ir::op::InPlace>>,
 ) -> Option<DimExpr> {
-    let own = own_transient(g, id, scope);
+    let own = own_transient(g, id, scope, in_place.get(&id).map_or(&[], Vec::as_slice));
     let Some(w) = in_place.get(&id) else {
         return own;
     };
@@ -238,8 +244,14 @@ fn region_transient(
     base.checked_sub(&saved).ok().map(|e| scope.normalize(&e))
 }
 
-/// [`region_transient`] without the in-place writes.
-fn own_transient(g: &Graph, id: NodeId, scope: &SymbolScope) -> Option<DimExpr> {
+/// [`region_transient`] without the in-place writes' saving (`writes`: the op's in-place
+/// writes, which a `case` needs to know its results held apart).
+fn own_transient(
+    g: &Graph,
+    id: NodeId,
+    scope: &SymbolScope,
+    writes: &[ebb_ir::op::InPlace],
+) -> Option<DimExpr> {
     let node = g.node(id);
     if let (ebb_ir::Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
         // A fusion's internal values are never materialized: only its tile buffers.
@@ -261,13 +273,42 @@ fn own_transient(g: &Graph, id: NodeId, scope: &SymbolScope) -> Option<DimExpr> 
         let inputs = live
             .ranges
             .iter()
-            .filter(|x| matches!(x.class, ValueClass::Input))
+            .filter(|x| matches!(x.class, ValueClass::Input | ValueClass::Donated))
             .try_fold(DimExpr::zero(), |acc, x| acc.checked_add(&x.bytes));
         if let Ok(e) = inputs.and_then(|i| peak.checked_sub(&i)) {
             parts.push(scope.normalize(&e));
         }
     }
-    match DimExpr::max_of(&parts) {
+    let most = match DimExpr::max_of(&parts) {
+        Some(Ok(e)) => scope.normalize(&e),
+        _ => return None,
+    };
+    if node.op == ebb_ir::Op::Case {
+        return case_transient(g, id, scope, writes, &most);
+    }
+    Some(most)
+}
+
+/// The transient bytes of the `case` op `id` whose largest branch peak less its block
+/// arguments is `most`: `max(0, most - held)`, `held` the bytes of the results not written in
+/// place. During branch `b` the op holds its operands and the branch's own values (its
+/// computed outputs among them); the liveness counts the operands and `held` at the op's
+/// point, so the branch is charged what it holds beyond them. `None` on overflow.
+fn case_transient(
+    g: &Graph,
+    id: NodeId,
+    scope: &SymbolScope,
+    writes: &[ebb_ir::op::InPlace],
+    most: &DimExpr,
+) -> Option<DimExpr> {
+    let mut held = DimExpr::zero();
+    for (j, t) in g.node(id).outputs.iter().enumerate() {
+        if !writes.iter().any(|w| w.result == j) {
+            held = held.checked_add(&t.size_bytes()).ok()?;
+        }
+    }
+    let beyond = scope.normalize(&most.checked_sub(&held).ok()?);
+    match DimExpr::max_of(&[DimExpr::zero(), beyond]) {
         Some(Ok(e)) => Some(scope.normalize(&e)),
         _ => None,
     }

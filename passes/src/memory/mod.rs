@@ -11,14 +11,19 @@
 //! * A *donated* input ([`ebb_ir::Graph::aliasing_output`]; JAX's `donate_argnums`) is resident
 //!   from point 0 to its last read only: after it, its bytes may hold other values (its
 //!   updated output among them).
-//! * An op that writes a result into an operand dying at it ([`ebb_ir::op::in_place_writes`])
-//!   holds that buffer once: its transient bytes are reduced by the operand's (`info.rs`).
-//!   Nothing else is reused in place and nothing aliases.
+//! * An op that writes a result into an operand dying at it ([`ebb_ir::op::in_place_writes`]:
+//!   loop fusions, `scatter`, `dynamic_update_slice`, and a `case` whose result a branch
+//!   forwards from an operand or that takes a dying same-typed operand's buffer) holds that
+//!   buffer once: its transient bytes are reduced by the operand's (`info.rs`). Nothing else
+//!   is reused in place and nothing aliases.
 //! * A value's size is [`TensorType::size_bytes`](ebb_ir::TensorType::size_bytes) (bytes), a
 //!   [`DimExpr`] over the graph's symbols.
 //! * Regions: a region-carrying op (`while`) is charged, at its own point, the region's own
 //!   symbolic peak minus the region's inputs (conservative: the loop's carried values are
 //!   counted as the op's operands and results outside, the body's outputs once more inside).
+//!   A `case` is charged its largest branch's peak minus the branch inputs, less its results
+//!   not written in place (the branch's outputs), and at least 0; a branch's inputs donated to
+//!   its outputs (their operands die at the `case`) are freed after their last read there.
 //!   Scalar regions (`reduce`, `sort`, `scatter` bodies) are ignored.
 //!
 //! # Use

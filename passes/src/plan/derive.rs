@@ -11,10 +11,12 @@
 //! other outputs from their definition to the last point, intermediates from their
 //! definition to their last read; a region-carrying op with a region that holds a tensor adds,
 //! at its own point, the largest over such regions of (the region's peak in its program order
-//! minus its block arguments); a `fusion` op adds its tile buffers minus the operands its
+//! minus its block arguments), for a `case` less the bytes of its results not written in place
+//! and at least 0 (the branch's computed outputs are those results); a `fusion` op adds its tile buffers minus the operands its
 //! results are written into in place ([`ebb_ir::op::in_place_writes`], the contract shared with
 //! the executor), and each such operand is proved to be last read there, and not to be a graph
-//! output or an input that is not donated (no read after the overwrite).
+//! output or an input that is not donated (no read after the overwrite); so is the operand of
+//! each donated block argument of a `case` branch (the branch frees it).
 
 use super::error::CheckError;
 use ebb_ir::{Bindings, Graph, NodeId, OpKind, OpPos, Point, TensorType, ValueId, ValueRef};
@@ -207,7 +209,8 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
             }
         }
         operands.truncate(k);
-        transient[p] = region_transient(g, id, b)?;
+        let writes = in_place.get(&id).map_or(&[][..], Vec::as_slice);
+        transient[p] = region_transient(g, id, writes, b)?;
         // An in-place write: the result takes the operand's buffer, allocated once.
         let ins = g.operands(id);
         for w in in_place.get(&id).into_iter().flatten() {
@@ -221,6 +224,22 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
             let x = base[src] + v.output as usize;
             transient[p] -= bytes[x];
             overwrites.push((p, x));
+        }
+        // A branch frees its donated block arguments after their last read there: their
+        // operands are proved dead after the op as an overwritten value is.
+        if g.node(id).op == ebb_ir::Op::Case {
+            for r in &g.node(id).regions {
+                for (k, &arg) in r.inputs().iter().enumerate() {
+                    if r.aliasing_output(arg).is_none() {
+                        continue;
+                    }
+                    let v = ins.get(k + 1).ok_or_else(|| {
+                        sched_err(p, format!("a branch argument {k} without an operand"))
+                    })?;
+                    let src = pos_of_id[v.node.index()];
+                    overwrites.push((p, base[src] + v.output as usize));
+                }
+            }
         }
     }
     op_start.resize(points + 1, operands.len());
@@ -274,8 +293,14 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
 /// that hold a tensor.
 ///
 /// A `fusion` op holds its tile buffers only: the contract of [`ebb_ir::op::fusion`], shared
-/// with the executor, evaluated here at the bindings.
-fn region_transient(g: &Graph, id: NodeId, b: &Bindings) -> Result<i64, CheckError> {
+/// with the executor, evaluated here at the bindings. A `case` (`writes`: its in-place writes)
+/// holds what its largest branch holds beyond the results not written in place.
+fn region_transient(
+    g: &Graph,
+    id: NodeId,
+    writes: &[ebb_ir::op::InPlace],
+    b: &Bindings,
+) -> Result<i64, CheckError> {
     let node = g.node(id);
     if let (ebb_ir::Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
         return ebb_ir::op::fusion_tile_bytes(region)
@@ -283,7 +308,7 @@ fn region_transient(g: &Graph, id: NodeId, b: &Bindings) -> Result<i64, CheckErr
             .map_err(CheckError::Bindings);
     }
     let mut best: Option<i64> = None;
-    for r in &g.node(id).regions {
+    for r in &node.regions {
         let holds_tensor = r
             .order()
             .iter()
@@ -301,5 +326,17 @@ fn region_transient(g: &Graph, id: NodeId, b: &Bindings) -> Result<i64, CheckErr
         let t = peak.checked_sub(inputs).ok_or(CheckError::Overflow)?;
         best = Some(best.map_or(t, |x: i64| x.max(t)));
     }
-    Ok(best.unwrap_or(0))
+    match best {
+        Some(most) if node.op == ebb_ir::Op::Case => {
+            let mut held = 0i64;
+            for (j, t) in node.outputs.iter().enumerate() {
+                if !writes.iter().any(|w| w.result == j) {
+                    let x = t.size_bytes().eval(b).map_err(CheckError::Bindings)?;
+                    held = held.checked_add(x).ok_or(CheckError::Overflow)?;
+                }
+            }
+            Ok(most.checked_sub(held).ok_or(CheckError::Overflow)?.max(0))
+        }
+        _ => Ok(best.unwrap_or(0)),
+    }
 }

@@ -2,21 +2,31 @@
 //! value can have several) gets a byte offset in one arena, such that intervals that are
 //! resident at the same point never overlap in memory.
 //!
-//! Two layouts, each of a cost bounded by construction, and the smaller arena kept:
+//! Two layouts, each of a cost bounded by construction (no work cap), and the
+//! smaller arena kept:
 //! - the online scan (`arena/scan.rs`): program points in order, a free list sorted by address,
 //!   best-fit placement — the policy of classic allocators, O(n + points + n·f) for f free
 //!   blocks — with the small intervals in per-size slabs above the others;
-//! - the offline greedy by size (`arena/greedy.rs`; TFLite's offline planner, the family of
-//!   XLA's heap simulator): every interval, largest first, each at a gap left by the placed
-//!   intervals it overlaps in time (found through two rank-ordered segment trees,
-//!   `arena/ranked.rs`); a few orders, and where none is within [`SEARCH_UNTIL_WITHIN`] of the
-//!   bound a local search over the order, all within one work cap of overlap visits (512 per
-//!   interval, at least 10 M), so O(n log n + V log V) at worst for V the cap. Run only when the scan's arena is more than [`SCAN_KEPT_WITHIN`] above the
-//!   lower bound (the largest live bytes at a point, or the planned peak where that is larger).
+//! - the anchored layout (`arena/anchored.rs`): the [`ANCHORS`] largest intervals placed first
+//!   by greedy by size (TFLite's offline planner, the family of XLA's heap simulator;
+//!   `arena/greedy.rs`), then the same scan around them; a plan of at most [`GREEDY_UP_TO`]
+//!   intervals is placed by greedy by size alone (every interval an anchor). Run only when the
+//!   scan's arena is more than [`SCAN_KEPT_WITHIN`] above the lower bound (the largest live
+//!   bytes at a point, or the planned peak where that is larger), in at most
+//!   [`ANCHOR_ORDERS`] orders of the anchors, stopped at the first order within it.
 //!
-//! On the long-tail benchmark's budgeted plans (`compiler/benches/finalize_longtail.rs`) the
-//! greedy lands within 4.3% of the planned peak where the scan leaves up to 18%
-//! (docs/results/2026-11-28-finalize-layout.md).
+//! # Cost, bounded by construction
+//! For n intervals, f free blocks at a time and K = n if n ≤ [`GREEDY_UP_TO`] else
+//! [`ANCHORS`]: one layout is the scan, O(n log n + points + n·f), plus at most
+//! [`ANCHOR_ORDERS`] anchored orders of O(n log n + K² log K + n·(f + K log K)) each (the
+//! anchors' greedy pass visits each overlapping pair of anchors once: at most
+//! K²/2 ≤ 2 M visits). There is no search and no work cap: a plan's layout does the same
+//! work on every shape, whatever the arena it reaches.
+//!
+//! On the long-tail benchmark's plans (`compiler/benches/finalize_longtail.rs`: GPT-2 small and
+//! the 24-layer GPT, budgets from none to half the program-order peak) the anchored layout
+//! lands within 4.1% of the planned peak where the scan leaves up to 29%
+//! (docs/results/2026-11-28-finalize-bounded.md).
 //!
 //! An in-place write ([`Plan::in_place_writes`]: a result written into the buffer of an
 //! operand that dies at its op) joins the operand's last interval and the result's first into
@@ -26,6 +36,8 @@
 //! fragmentation the layout costs (`Arena::fragmentation`; at most 1.03 on the fixtures'
 //! plans, with and without budgets: `tests/tests/finalize.rs`).
 
+#[doc(hidden)]
+pub mod anchored;
 #[doc(hidden)]
 pub mod greedy;
 mod intervals;
@@ -37,12 +49,13 @@ pub mod scan;
 use crate::csr::Csr;
 use crate::format::{Decision, Plan, Point, ValueId};
 use crate::index::{IndexVec, IntervalIx, PieceIx, PointIx, ValueIx, Window};
-use greedy::{best_layout, Item};
+use anchored::anchored_layout;
+use greedy::Item;
 use intervals::Piece;
-use scan::{best_fit_scan, Placement};
+use scan::{best_fit_scan, small_bytes, Placement};
 use serde::Serialize;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 /// Alignment of every offset in bytes.
 pub const ALIGN: i64 = 64;
@@ -117,18 +130,44 @@ fn allocation(p: &Piece, value_bytes: &[i64], offset: i64) -> Allocation {
 
 /// A layout within this fraction of the lower bound (the largest live bytes at a point, or the
 /// planned peak where that is larger) is good enough: the online scan's is kept without the
-/// greedy layouts (a greedy pass visits every overlapping placed interval, hundreds per
-/// interval on the 24-layer GPT, where the scan reads a few dozen free blocks), and the
-/// greedy's passes end at the first layout within it.
+/// anchored layouts, and the anchored layouts end at the first order within it.
 pub const SCAN_KEPT_WITHIN: f64 = 0.02;
 
-/// The greedy layout's local search runs only while no layout is within this fraction of the
-/// lower bound (and within the greedy's work cap).
-pub const SEARCH_UNTIL_WITHIN: f64 = 0.04;
+/// How many of the largest intervals the anchored layout places first by greedy by size, in a
+/// plan of more than [`GREEDY_UP_TO`] intervals. Its anchors cost at most ANCHORS²/2 overlap
+/// visits; on the long-tail benchmark's plans 512 leave the arena within 4.1% of the planned
+/// peak where 128 leave up to 20% and 2048 gain nothing over 512
+/// (docs/results/2026-11-28-finalize-bounded.md).
+pub const ANCHORS: usize = 512;
+
+/// A plan of at most this many intervals is laid out by greedy by size over all of them (every
+/// interval an anchor, no slabs): at most GREEDY_UP_TO²/2 = 2 M overlap visits per order. Small
+/// plans tie many equal sizes, which the scan around 512 anchors packs less well (the unfused
+/// `torch_gpt2_tiny_ce_adam`, 1 133 intervals, under half its program-order peak on
+/// `h100-sxm-pcie5`: 1.0506 of the planned peak with 512 anchors, 1.0490 with all).
+pub const GREEDY_UP_TO: usize = 2048;
+
+/// The anchors of a plan of `n` intervals: all of them up to [`GREEDY_UP_TO`], else
+/// [`ANCHORS`].
+fn anchors_of(n: usize) -> usize {
+    if n <= GREEDY_UP_TO {
+        n
+    } else {
+        ANCHORS
+    }
+}
+
+/// How many orders of the anchors (greedy by size's [`VARIANTS`](greedy::VARIANTS), in order)
+/// the anchored layout tries at most, ending at the first within [`SCAN_KEPT_WITHIN`]. On the
+/// long-tail benchmark's plans the first alone leaves up to 8.5% over the planned peak, the
+/// first two 4.1%; later orders matter on small plans whose sizes tie (the unfused
+/// `torch_gpt2_tiny_ce_adam` at half its program-order peak, with 512 anchors: the sixth order
+/// packs best, 1.0506 of the planned peak where the first two leave 1.066).
+pub const ANCHOR_ORDERS: usize = 8;
 
 /// Assigns offsets to all residency intervals (see the module docs): the online best-fit scan,
-/// and where it is not within [`SCAN_KEPT_WITHIN`] of the lower bound the offline greedy by
-/// size, the smaller arena kept. `peak` (bytes)
+/// and where it is not within [`SCAN_KEPT_WITHIN`] of the lower bound the anchored layouts,
+/// the smallest arena kept. `peak` (bytes)
 /// is the planned peak that `Arena::fragmentation` divides by.
 pub fn assign_offsets(
     plan: &Plan,
@@ -183,25 +222,30 @@ pub(crate) fn assign_offsets_live(
     // live bytes (it also counts region and regeneration transients): the target is the
     // larger. The live bytes are only counted when the scan is not within reach of the peak.
     let within = |bound: i64, f: f64| (bound as f64 * (1.0 + f)) as i64;
-    // The greedy's offsets of every interval, where it beats the scan.
-    let mut greedy_offsets: Option<Vec<i64>> = None;
+    // The anchored layout's offsets of every interval, where it beats the scan.
+    let mut anchored: Option<Vec<i64>> = None;
     if scan.top > within(peak, SCAN_KEPT_WITHIN) {
-        let lower_bound = live_max(&items).max(peak);
-        let good_enough = within(lower_bound, SCAN_KEPT_WITHIN);
-        if scan.top > good_enough {
-            let acceptable = within(lower_bound, SEARCH_UNTIL_WITHIN);
-            let greedy = best_layout(items.raw(), good_enough, acceptable, scan.top, cancel);
-            if cancel.load(Ordering::Relaxed) {
-                return None;
+        let good_enough = within(live_max(&items).max(peak), SCAN_KEPT_WITHIN);
+        let anchors = anchors_of(items.len());
+        for order in 0..ANCHOR_ORDERS {
+            if scan.top <= good_enough {
+                break;
             }
-            if let Some(greedy) = greedy {
-                debug_assert!(greedy.visits <= greedy::work_cap(items.len()));
-                scan.top = greedy.top;
-                greedy_offsets = Some(greedy.offsets);
+            // Abandoned (no offsets) once it reaches the smallest top so far.
+            let (offsets, top) = anchored_layout(
+                items.raw(),
+                small_bytes(peak),
+                anchors,
+                order,
+                scan.top,
+                cancel,
+            )?;
+            if top < scan.top {
+                (scan.top, anchored) = (top, Some(offsets));
             }
         }
     }
-    match &greedy_offsets {
+    match &anchored {
         Some(offsets) => {
             for (a, &k) in allocations.iter_mut().zip(&intervals) {
                 a.offset = offsets[k.index()];

@@ -54,11 +54,6 @@ impl<'a> RankedTrees<'a> {
         }
     }
 
-    /// The levels of the trees (`log2` of their leaves, plus one).
-    pub fn levels(&self) -> usize {
-        self.leaves.ilog2() as usize + 1
-    }
-
     /// Calls `f` with the rank of every interval of rank below `r` that overlaps interval
     /// `r`'s window, once each.
     #[inline]

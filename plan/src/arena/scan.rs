@@ -182,12 +182,25 @@ pub fn scan_with<P: Placer>(
     Some((placed, placer))
 }
 
+/// The slabs of `items` alone (see the module docs): each one's offset above the bottom of
+/// the slabs (bytes, by position) and the slabs' height. `None` when `cancel` is set.
+pub(super) fn slab_layout(items: &[Item], cancel: &AtomicBool) -> Option<(Vec<i64>, i64)> {
+    let (slots, slabs) = scan_with(items, Slabs::default(), cancel)?;
+    let (bottom, height) = slabs.stack(0);
+    let above = items
+        .iter()
+        .zip(slots.iter())
+        .map(|(it, &slot)| bottom[slab_class(it.need)] + slot * it.need)
+        .collect();
+    Some((above, height))
+}
+
 /// How many placements a scan makes between two looks at its cancel flag.
 const CANCEL_EVERY: usize = 512;
 
 /// Intervals of at most this many bytes (aligned) are placed in slabs (see the module docs):
 /// 64 KiB, or 1/4096 of the planned `peak` where that is less.
-fn small_bytes(peak: i64) -> i64 {
+pub(super) fn small_bytes(peak: i64) -> i64 {
     (64 << 10).min(peak / 4096)
 }
 

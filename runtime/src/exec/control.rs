@@ -4,14 +4,16 @@
 //! dispatcher; `custom_call` is rejected there.
 //!
 //! Invariant: `while` charges the executor's memory accounting with the largest
-//! per-iteration region peak minus the region inputs, `case` with the taken branch's (the
-//! planner charges the largest branch's, so the executor stays within the plan); regions are
-//! prepared once per op execution, not per iteration.
+//! per-iteration region peak minus the region inputs; `case` with the largest branch's (the
+//! taken one measured, the others from their types, as the planner charges them) less the
+//! bytes of its results not written in place ([`ebb_ir::op::in_place_writes`]: a branch that
+//! returns an operand unchanged returns that very tensor), and at least 0; regions are prepared
+//! once per op execution, not per iteration.
 
 use super::layout::strides_of;
 use super::reduce::scalar_compare;
 use super::region::RegionFn;
-use super::{program_schedule, Ctx, KernelFailure, Program};
+use super::{program_schedule, Ctx, KernelFailure, OutType, Program};
 use crate::error::OpError;
 use crate::tensor::{Data, Scalar, Tensor};
 use ebb_ir::op::SortSpec;
@@ -112,15 +114,31 @@ pub(crate) fn case(ctx: &Ctx, mut ops: Vec<Tensor>) -> Result<Vec<Tensor>, Kerne
             transient = transient.max(p.static_transient().map_err(region_err(&name))?);
         }
     }
+    if branches.iter().any(has_tensor) {
+        transient = transient.saturating_sub(held_apart(ctx.out, ctx.in_place));
+    }
     ctx.transient.set(transient);
     Ok(outs)
 }
 
-/// The region memory an op holds at its own point, from its types alone: a `fusion`'s tile
-/// buffers, the largest `case` branch, the larger `while` region (one iteration); 0 for ops
-/// whose regions hold no tensor (reduction bodies, comparators).
+/// Bytes of the results of a `case` (types `out` at the bindings) not written in place
+/// (`in_place`): counted among the op's results, and inside the branch that computes them.
+fn held_apart(out: &[OutType], in_place: &[ebb_ir::op::InPlace]) -> u64 {
+    out.iter()
+        .enumerate()
+        .filter(|(j, _)| !in_place.iter().any(|w| w.result == *j))
+        .map(|(_, t)| t.bytes())
+        .sum()
+}
+
+/// The region memory an op holds at its own point, from its types alone (`out`: its result
+/// types at `bindings`, `in_place`: its in-place writes): a `fusion`'s tile buffers, the
+/// largest `case` branch beyond the results not written in place, the larger `while` region
+/// (one iteration); 0 for ops whose regions hold no tensor (reduction bodies, comparators).
 pub(crate) fn static_region_bytes(
     node: &ebb_ir::Node,
+    out: &[OutType],
+    in_place: &[ebb_ir::op::InPlace],
     bindings: &ebb_ir::Bindings,
 ) -> Result<u64, crate::error::ExecError> {
     let shape_err = |msg: String| crate::error::ExecError::Shape {
@@ -142,6 +160,9 @@ pub(crate) fn static_region_bytes(
     for r in node.regions.iter().filter(|r| has_tensor(r)) {
         let p = Program::new(r, &program_schedule(r), bindings)?;
         most = most.max(p.static_transient()?);
+    }
+    if node.op == Op::Case && node.regions.iter().any(has_tensor) {
+        most = most.saturating_sub(held_apart(out, in_place));
     }
     Ok(most)
 }

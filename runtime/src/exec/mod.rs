@@ -313,7 +313,7 @@ impl<'g> Program<'g> {
         for s in &self.steps {
             let node = self.g.node(s.node);
             resident += s.out.iter().map(OutType::bytes).sum::<u64>();
-            let own = control::static_region_bytes(node, &self.bindings)?;
+            let own = control::static_region_bytes(node, &s.out, &s.in_place, &self.bindings)?;
             peak = peak.max((resident + own).saturating_sub(s.in_place_bytes));
             for &v in &s.frees {
                 resident -= self.sizes[v as usize];
@@ -577,8 +577,8 @@ pub(crate) struct Ctx<'a> {
     pub bindings: &'a Bindings,
     pub transient: Cell<u64>,
     /// Results the kernel may write into the buffer of an operand it is the last reader of
-    /// (a loop `fusion`'s [`ebb_ir::op::in_place_writes`]); the kernel reuses the buffer only
-    /// when it owns it alone.
+    /// ([`ebb_ir::op::in_place_writes`]); a loop `fusion`'s kernel reuses the buffer only when
+    /// it owns it alone, a `case` returns a forwarded operand itself.
     pub in_place: &'a [ebb_ir::op::InPlace],
     /// Which kernels run fusion groups (nested programs inherit it).
     pub executor: Executor,

@@ -323,7 +323,12 @@ impl Builder<'_, '_> {
                 }
                 if charge {
                     let node = prog.g.node(s.node);
-                    let t = crate::exec::control::static_region_bytes(node, &prog.bindings)?;
+                    let t = crate::exec::control::static_region_bytes(
+                        node,
+                        &s.out,
+                        &s.in_place,
+                        &prog.bindings,
+                    )?;
                     self.cmds.push(Cmd::Charge(t));
                 }
             }
