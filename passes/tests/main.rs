@@ -12,6 +12,9 @@ mod canon_manager;
 mod canon_unroll;
 mod case_in_place;
 mod donate;
+// The ILP of `ebb_plan::exact` and Checkmate need CBC (feature `exact`).
+#[cfg(feature = "exact")]
+mod exact;
 mod fuse;
 mod in_place;
 mod memory_helpers;
@@ -20,11 +23,15 @@ mod memory_peak;
 mod memory_proptest;
 mod plan_check_cases;
 mod plan_check_fuzz;
+mod registry;
 mod remat_candidates;
+mod remat_cost;
+mod remat_threshold;
 mod rewrite_fold_transpose_dot;
 mod rewrite_reassociate;
 mod rewrite_roundtrip;
 mod rewrite_sink_broadcast;
 mod rewrite_sink_convert;
+mod schedule_context;
 mod schedule_list;
 mod schedule_proptest;

@@ -13,7 +13,7 @@ use std::ops::Range;
 /// Rows indexed by `R`, each a slice of entries `E`, stored contiguously: row `r` is
 /// `entries[offsets[r]..offsets[r + 1]]` (offsets are `u32`: fewer than 2³² entries).
 #[derive(Clone, Debug)]
-pub(crate) struct Csr<R, E> {
+pub struct Csr<R, E> {
     offsets: Vec<u32>,
     entries: Vec<E>,
     _row: PhantomData<fn(&R)>,
@@ -29,7 +29,7 @@ impl<R: Idx, E> Default for Csr<R, E> {
 impl<R: Idx, E> Csr<R, E> {
     /// No rows yet, with room for `rows` rows and `entries` entries; fill with
     /// [`Csr::push`] and [`Csr::end_row`].
-    pub(crate) fn with_capacity(rows: usize, entries: usize) -> Self {
+    pub fn with_capacity(rows: usize, entries: usize) -> Self {
         let mut offsets = Vec::with_capacity(rows + 1);
         offsets.push(0);
         Csr {
@@ -41,19 +41,19 @@ impl<R: Idx, E> Csr<R, E> {
 
     /// Appends `e` to the row being filled (the one after the last ended).
     #[inline]
-    pub(crate) fn push(&mut self, e: E) {
+    pub fn push(&mut self, e: E) {
         self.entries.push(e);
     }
 
     /// Ends the row being filled; the next entries go to the next row.
     #[inline]
-    pub(crate) fn end_row(&mut self) {
+    pub fn end_row(&mut self) {
         self.offsets.push(self.entries.len() as u32);
     }
 
     /// Rows `0..rows` from `(row, entry)` pairs (every row below `rows`), each row's entries
     /// in the order of the pairs: a counting sort, O(rows + pairs). `pairs` is read twice.
-    pub(crate) fn from_pairs<I>(rows: usize, pairs: impl Fn() -> I) -> Self
+    pub fn from_pairs<I>(rows: usize, pairs: impl Fn() -> I) -> Self
     where
         I: Iterator<Item = (R, E)>,
         E: Copy + Default,
@@ -81,7 +81,7 @@ impl<R: Idx, E> Csr<R, E> {
 
     /// The indices of `items` grouped by `key` (rows `0..=` the largest key), each row in index
     /// order: a stable counting sort, O(items + rows).
-    pub(crate) fn group<T>(items: &[T], key: impl Fn(&T) -> R) -> Self
+    pub fn group<T>(items: &[T], key: impl Fn(&T) -> R) -> Self
     where
         E: Idx + Default,
     {
@@ -92,13 +92,13 @@ impl<R: Idx, E> Csr<R, E> {
     }
 
     /// How many rows.
-    pub(crate) fn rows(&self) -> usize {
+    pub fn rows(&self) -> usize {
         self.offsets.len() - 1
     }
 
     /// The positions in [`Csr::entries`] of row `r` (empty past the last row).
     #[inline(always)]
-    pub(crate) fn row_range(&self, r: R) -> Range<usize> {
+    pub fn row_range(&self, r: R) -> Range<usize> {
         match (self.offsets.get(r.index()), self.offsets.get(r.index() + 1)) {
             (Some(&lo), Some(&hi)) => lo as usize..hi as usize,
             _ => 0..0,
@@ -107,63 +107,24 @@ impl<R: Idx, E> Csr<R, E> {
 
     /// Row `r`'s entries (empty past the last row).
     #[inline(always)]
-    pub(crate) fn row(&self, r: R) -> &[E] {
+    pub fn row(&self, r: R) -> &[E] {
         &self.entries[self.row_range(r)]
     }
 
     /// Row `r`'s entries, to reorder them.
-    pub(crate) fn row_mut(&mut self, r: R) -> &mut [E] {
+    pub fn row_mut(&mut self, r: R) -> &mut [E] {
         let range = self.row_range(r);
         &mut self.entries[range]
     }
 
     /// Every entry, in row order.
     #[inline(always)]
-    pub(crate) fn entries(&self) -> &[E] {
+    pub fn entries(&self) -> &[E] {
         &self.entries
     }
 
     /// Every entry, in row order, without the rows.
-    pub(crate) fn into_entries(self) -> Vec<E> {
+    pub fn into_entries(self) -> Vec<E> {
         self.entries
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::index::{PointIx, ValueIx};
-
-    #[test]
-    fn rows_hold_their_entries_in_order() {
-        let keys = [2usize, 0, 2, 1, 0];
-        let g = Csr::<PointIx, ValueIx>::group(&keys, |&k| PointIx::new(k));
-        let row = |p| {
-            g.row(PointIx::new(p))
-                .iter()
-                .map(|v| v.index())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            (row(0), row(1), row(2), row(3)),
-            (vec![1, 4], vec![3], vec![0, 2], vec![])
-        );
-        assert_eq!(g.rows(), 3);
-        let mut b = Csr::<PointIx, u8>::with_capacity(2, 3);
-        b.push(7);
-        b.end_row();
-        b.end_row();
-        b.push(8);
-        b.push(9);
-        b.end_row();
-        assert_eq!(
-            (
-                b.row(PointIx::new(0)),
-                b.row(PointIx::new(1)),
-                b.row(PointIx::new(2))
-            ),
-            (&[7u8][..], &[][..], &[8u8, 9][..])
-        );
-        assert_eq!(b.row_range(PointIx::new(2)), 1..3);
     }
 }

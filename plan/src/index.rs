@@ -22,7 +22,7 @@ use std::marker::PhantomData;
 use std::ops::{Index, IndexMut};
 
 /// A compact index: a `u32` newtype that converts to and from `usize` positions.
-pub(crate) trait Idx: Copy {
+pub trait Idx: Copy {
     /// The index of position `i` (`i < 2³²`).
     fn new(i: usize) -> Self;
     /// The position, to index a slice.
@@ -34,13 +34,13 @@ macro_rules! compact_index {
         $(#[$doc])*
         #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(transparent)]
-        pub(crate) struct $name(u32);
+        pub struct $name(u32);
 
         impl $name {
             /// The index of position `i` (`i < 2³²`, checked in debug builds).
             #[inline(always)]
             #[allow(dead_code)]
-            pub(crate) const fn new(i: usize) -> Self {
+            pub const fn new(i: usize) -> Self {
                 debug_assert!(i <= u32::MAX as usize);
                 $name(i as u32)
             }
@@ -48,21 +48,21 @@ macro_rules! compact_index {
             /// The position, to index a slice.
             #[inline(always)]
             #[allow(dead_code)]
-            pub(crate) const fn index(self) -> usize {
+            pub const fn index(self) -> usize {
                 self.0 as usize
             }
 
             /// The index as its `u32` (for keys that pack it with other bits).
             #[inline(always)]
             #[allow(dead_code)]
-            pub(crate) const fn raw(self) -> u32 {
+            pub const fn raw(self) -> u32 {
                 self.0
             }
 
             /// The index whose `u32` is `raw` (inverse of `raw`).
             #[inline(always)]
             #[allow(dead_code)]
-            pub(crate) const fn from_raw(raw: u32) -> Self {
+            pub const fn from_raw(raw: u32) -> Self {
                 $name(raw)
             }
         }
@@ -95,7 +95,7 @@ compact_index!(
 );
 
 /// The value of every interned expression at one binding (`finalize::Prepared::eval`).
-pub(crate) type ExprValues = IndexVec<ExprIx, i64>;
+pub type ExprValues = IndexVec<ExprIx, i64>;
 
 compact_index!(
     /// A value (index into `Plan::values`), the compact form of [`ValueId`].
@@ -201,24 +201,24 @@ impl From<CandidateIx> for CandidateId {
 /// A vector indexed by `I` only (rustc's `IndexVec`): `v[i]` takes an `I`, so an index of
 /// another table does not compile. Bounds are checked as for `Vec`.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct IndexVec<I, T> {
+pub struct IndexVec<I, T> {
     raw: Vec<T>,
     _index: PhantomData<fn(&I)>,
 }
 
 impl<I: Idx, T> IndexVec<I, T> {
     /// An empty vector.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self::from_raw(Vec::new())
     }
 
     /// An empty vector with room for `n` entries.
-    pub(crate) fn with_capacity(n: usize) -> Self {
+    pub fn with_capacity(n: usize) -> Self {
         Self::from_raw(Vec::with_capacity(n))
     }
 
     /// `raw[k]` as the entry of index `k`.
-    pub(crate) fn from_raw(raw: Vec<T>) -> Self {
+    pub fn from_raw(raw: Vec<T>) -> Self {
         IndexVec {
             raw,
             _index: PhantomData,
@@ -226,7 +226,7 @@ impl<I: Idx, T> IndexVec<I, T> {
     }
 
     /// `n` copies of `x`.
-    pub(crate) fn from_elem(x: T, n: usize) -> Self
+    pub fn from_elem(x: T, n: usize) -> Self
     where
         T: Clone,
     {
@@ -235,40 +235,46 @@ impl<I: Idx, T> IndexVec<I, T> {
 
     /// Appends `x`; returns its index.
     #[inline]
-    pub(crate) fn push(&mut self, x: T) -> I {
+    pub fn push(&mut self, x: T) -> I {
         self.raw.push(x);
         I::new(self.raw.len() - 1)
     }
 
     /// The number of entries.
     #[inline]
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.raw.len()
+    }
+
+    /// Whether it holds no entry.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
     }
 
     /// The entry of index `i`, if there is one.
     #[inline]
-    pub(crate) fn get(&self, i: I) -> Option<&T> {
+    pub fn get(&self, i: I) -> Option<&T> {
         self.raw.get(i.index())
     }
 
     /// The entries in index order.
-    pub(crate) fn iter(&self) -> std::slice::Iter<'_, T> {
+    pub fn iter(&self) -> std::slice::Iter<'_, T> {
         self.raw.iter()
     }
 
     /// The entries with their indices, in index order.
-    pub(crate) fn iter_enumerated(&self) -> impl Iterator<Item = (I, &T)> + '_ {
+    pub fn iter_enumerated(&self) -> impl Iterator<Item = (I, &T)> + '_ {
         self.raw.iter().enumerate().map(|(k, x)| (I::new(k), x))
     }
 
     /// The entries as a slice indexed by position.
-    pub(crate) fn raw(&self) -> &[T] {
+    pub fn raw(&self) -> &[T] {
         &self.raw
     }
 
     /// Sets every entry to `x`.
-    pub(crate) fn fill(&mut self, x: T)
+    pub fn fill(&mut self, x: T)
     where
         T: Clone,
     {
@@ -276,7 +282,7 @@ impl<I: Idx, T> IndexVec<I, T> {
     }
 
     /// Grows or shrinks to `n` entries, new ones `x`.
-    pub(crate) fn resize(&mut self, n: usize, x: T)
+    pub fn resize(&mut self, n: usize, x: T)
     where
         T: Clone,
     {
@@ -345,7 +351,7 @@ impl<I, T: fmt::Debug> fmt::Debug for IndexVec<I, T> {
 /// The program points `[start, end]`, both inclusive (a value's residency, an option's freed
 /// points, an interval the arena places); empty when `start > end`.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-pub(crate) struct Window {
+pub struct Window {
     /// The first point.
     pub start: PointIx,
     /// The last point (inclusive).
@@ -355,49 +361,48 @@ pub(crate) struct Window {
 impl Window {
     /// The points `[start, end]`.
     #[inline(always)]
-    pub(crate) const fn new(start: PointIx, end: PointIx) -> Window {
+    pub const fn new(start: PointIx, end: PointIx) -> Window {
         Window { start, end }
     }
 
     /// Whether it holds no point (`start > end`).
     #[inline(always)]
-    pub(crate) fn is_empty(self) -> bool {
+    pub fn is_empty(self) -> bool {
         self.start > self.end
     }
 
     /// How many points it holds, `end − start + 1` (not empty).
     #[inline(always)]
-    pub(crate) fn points(self) -> u32 {
+    pub fn points(self) -> u32 {
         self.end.0 - self.start.0 + 1
     }
 
     /// Whether it holds point `p`.
     #[inline(always)]
-    pub(crate) fn contains(self, p: PointIx) -> bool {
+    pub fn contains(self, p: PointIx) -> bool {
         self.start <= p && p <= self.end
     }
 
     /// Whether it holds every point of `other`.
     #[inline(always)]
-    pub(crate) fn contains_window(self, other: Window) -> bool {
+    pub fn contains_window(self, other: Window) -> bool {
         self.start <= other.start && other.end <= self.end
     }
 
     /// Whether the two share a point.
-    #[cfg(test)]
-    pub(crate) fn overlaps(self, other: Window) -> bool {
+    pub fn overlaps(self, other: Window) -> bool {
         self.start <= other.end && other.start <= self.end
     }
 
     /// The position of the point after it, `end + 1` (as `usize`: never overflows).
     #[inline(always)]
-    pub(crate) const fn after(self) -> usize {
+    pub const fn after(self) -> usize {
         self.end.index() + 1
     }
 
     /// The smallest window holding both.
     #[inline(always)]
-    pub(crate) fn hull(self, other: Window) -> Window {
+    pub fn hull(self, other: Window) -> Window {
         Window::new(self.start.min(other.start), self.end.max(other.end))
     }
 }

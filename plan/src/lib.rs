@@ -19,14 +19,16 @@
 pub mod arena;
 pub mod cache;
 pub mod cost;
-mod csr;
+#[doc(hidden)]
+pub mod csr;
 pub mod device;
 #[cfg(feature = "exact")]
 pub mod exact;
 pub mod finalize;
 pub mod format;
 mod helpers;
-mod index;
+#[doc(hidden)]
+pub mod index;
 pub mod pack;
 
 pub use finalize::{finalize, ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};

@@ -66,12 +66,14 @@ pub fn host_memory_limit() -> Option<HostLimit> {
     limits.into_iter().min_by_key(|l| l.bytes)
 }
 
-fn read(p: impl AsRef<Path>) -> Option<String> {
+#[doc(hidden)]
+pub fn read(p: impl AsRef<Path>) -> Option<String> {
     std::fs::read_to_string(p).ok()
 }
 
 /// The value of `field` (`MemAvailable:`, `VmSize:`) in `/proc` text, in bytes (`kB` units).
-fn meminfo_field(text: &str, field: &str) -> Option<i64> {
+#[doc(hidden)]
+pub fn meminfo_field(text: &str, field: &str) -> Option<i64> {
     let line = text.lines().find(|l| l.starts_with(field))?;
     let kib: i64 = line[field.len()..]
         .trim()
@@ -144,34 +146,4 @@ pub fn cgroup_headroom(root: &Path, cgroups: &str) -> Option<HostLimit> {
         }
     }
     best
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cgroup_limits_are_read_for_the_cgroup_and_its_ancestors() {
-        let root = std::env::temp_dir().join(format!("ebb-cgroup-{}", std::process::id()));
-        let leaf = root.join("sys/fs/cgroup/a/b");
-        std::fs::create_dir_all(&leaf).unwrap();
-        let parent = root.join("sys/fs/cgroup/a");
-        std::fs::write(leaf.join("memory.max"), "max\n").unwrap();
-        std::fs::write(leaf.join("memory.current"), "100\n").unwrap();
-        std::fs::write(parent.join("memory.max"), "1000000\n").unwrap();
-        std::fs::write(parent.join("memory.current"), "400000\n").unwrap();
-        let l = cgroup_headroom(&root, "0::/a/b\n").unwrap();
-        assert_eq!(l.bytes, 600000);
-        assert!(l.source.contains("a/memory.max"), "{}", l.source);
-        assert_eq!(cgroup_headroom(&root, "0::/elsewhere\n"), None);
-        std::fs::remove_dir_all(&root).ok();
-    }
-
-    #[test]
-    fn the_limit_is_the_smallest_headroom() {
-        let l = host_memory_limit().expect("a Linux host has MemAvailable");
-        assert!(l.bytes >= 0);
-        let avail = meminfo_field(&read("/proc/meminfo").unwrap(), "MemAvailable:").unwrap();
-        assert!(l.bytes <= avail);
-    }
 }

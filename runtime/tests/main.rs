@@ -1,13 +1,24 @@
 //! The integration tests of `ebb-runtime`, one test binary (`autotests = false` in Cargo.toml):
 //! every file in this directory is a module here. A new test file must be added below.
 
+mod buffer;
 mod common;
+mod device;
+mod exec_arith;
 mod exec_control;
 mod exec_dot;
 mod exec_elementwise;
+mod exec_elementwise_kernels;
+mod exec_fastmath;
 mod exec_fusion;
 mod exec_gather_scatter;
 mod exec_jit;
+mod exec_layout;
+mod exec_pool;
 mod exec_program;
+mod exec_random;
 mod exec_reduce;
 mod exec_shape_ops;
+mod host_memory;
+mod raw;
+mod tensor;

@@ -39,7 +39,8 @@
 //!
 //! [`SymbolScope::compare`]: ebb_ir::SymbolScope::compare
 
-mod context;
+#[doc(hidden)]
+pub mod context;
 mod dfs;
 mod list;
 mod pass;

@@ -39,7 +39,7 @@ const CANCEL_EVERY: usize = 512;
 /// an offset per interval (bytes, by position in `items`) and the top. Abandoned once the top
 /// reaches `beat` (bytes; the caller's best so far): then the offsets are empty and the top is
 /// at least `beat`. `None` when `cancel` is set.
-pub(super) fn anchored_layout(
+pub fn anchored_layout(
     items: &[Item],
     small: i64,
     anchors: usize,
@@ -293,41 +293,5 @@ impl Free {
         }
         *top = (*top).max(at + need);
         at
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::index::{IndexVec, IntervalIx};
-
-    /// On random intervals (a fixed LCG), with few and many anchors and with slabs, every
-    /// layout is valid and never below the largest live bytes.
-    #[test]
-    fn anchored_layouts_are_valid() {
-        let mut next = ebb_testkit::lcg(0xa11c_0fed_u64);
-        for (n, longest) in [(1, 3), (30, 8), (300, 60), (2000, 400)] {
-            for anchors in [0, 1, 7, 64, 4096] {
-                for small in [0, 10 * super::super::ALIGN] {
-                    let items = super::super::random_items(&mut next, n, 200, longest, 40);
-                    let never = AtomicBool::new(false);
-                    let (offsets, top) =
-                        anchored_layout(items.raw(), small, anchors, anchors % 8, i64::MAX, &never)
-                            .unwrap();
-                    assert!(top >= super::super::live_max(&items));
-                    // A layout to beat above its top is the same layout; at its top, abandoned.
-                    let variant = anchors % 8;
-                    let layout = |beat| {
-                        anchored_layout(items.raw(), small, anchors, variant, beat, &never).unwrap()
-                    };
-                    assert_eq!(layout(top + 1), (offsets.clone(), top));
-                    let (none, over) = layout(top);
-                    assert!(none.is_empty() && over >= top, "n {n} anchors {anchors}");
-                    let offsets: IndexVec<IntervalIx, i64> = offsets.into_iter().collect();
-                    super::super::check_layout(&super::super::layout_of(&items, &offsets, top))
-                        .unwrap_or_else(|e| panic!("n {n} anchors {anchors}: {e}"));
-                }
-            }
-        }
     }
 }

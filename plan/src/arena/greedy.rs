@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One interval to place: its resident points and its aligned size in bytes.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Item {
+pub struct Item {
     pub window: Window,
     pub need: i64,
 }
@@ -39,7 +39,7 @@ const CANCEL_EVERY: usize = 512;
 /// `need · (end − start + 1)^r`, ties by start (`false`) or by end, latest first (`true`), and
 /// first fit (`true`) or best fit (the smallest gap that holds the interval). The first is
 /// greedy by size with first fit; the fifth is TFLite's best fit.
-pub(super) const VARIANTS: [(f64, bool, bool); 8] = [
+pub const VARIANTS: [(f64, bool, bool); 8] = [
     (0.0, false, true),
     (0.25, true, true),
     (0.5, false, true),
@@ -55,7 +55,7 @@ pub(super) const VARIANTS: [(f64, bool, bool); 8] = [
 /// placed intervals overlapping each one, at most `order.len()`² / 2 in all. Abandoned once
 /// the top reaches `beat` (bytes): then the offsets are empty and the top is at least `beat`.
 /// `None` when `cancel` is set.
-pub(super) fn pass_in_order(
+pub fn pass_in_order(
     items: &[Item],
     order: &[u32],
     base: i64,
@@ -75,7 +75,7 @@ pub(super) fn pass_in_order(
 
 /// The intervals `rest` (positions in `items`) by descending `need · lifetime^r`, ties by
 /// start (or by end, latest first), then by position.
-pub(super) fn order(items: &[Item], rest: &[u32], r: f64, by_end: bool) -> Vec<u32> {
+pub fn order(items: &[Item], rest: &[u32], r: f64, by_end: bool) -> Vec<u32> {
     let mut order = rest.to_vec();
     let tie = |i: u32| {
         let w = items[i as usize].window;
@@ -208,36 +208,4 @@ fn fit(occupied: impl Iterator<Item = (i64, i64)>, base: i64, need: i64, first_f
         free_from = free_from.max(e);
     }
     best.map_or(free_from, |(_, o)| o)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::index::IntervalIx;
-
-    /// On random intervals (a fixed LCG) a pass of every variant gives a valid layout, never
-    /// below the largest live bytes.
-    #[test]
-    fn every_variant_gives_a_valid_layout() {
-        let mut next = ebb_testkit::lcg(0x5eed_0f1a_7000_u64);
-        for (n, longest) in [(1, 3), (50, 10), (400, 300)] {
-            let items = super::super::random_items(&mut next, n, 200, longest, 40);
-            let all: Vec<u32> = (0..n as u32).collect();
-            for &(r, by_end, first_fit) in &VARIANTS {
-                let order = order(items.raw(), &all, r, by_end);
-                let never = AtomicBool::new(false);
-                let (placed, top) =
-                    pass_in_order(items.raw(), &order, 0, first_fit, i64::MAX, &never).unwrap();
-                assert!(top >= super::super::live_max(&items));
-                let mut offsets = vec![0i64; n];
-                for (&i, &o) in order.iter().zip(&placed) {
-                    offsets[i as usize] = o;
-                }
-                let offsets: crate::index::IndexVec<IntervalIx, i64> =
-                    offsets.into_iter().collect();
-                super::super::check_layout(&super::super::layout_of(&items, &offsets, top))
-                    .unwrap();
-            }
-        }
-    }
 }

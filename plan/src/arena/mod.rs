@@ -36,11 +36,15 @@
 //! fragmentation the layout costs (`Arena::fragmentation`; at most 1.03 on the fixtures'
 //! plans, with and without budgets: `tests/tests/finalize.rs`).
 
-mod anchored;
-mod greedy;
+#[doc(hidden)]
+pub mod anchored;
+#[doc(hidden)]
+pub mod greedy;
 mod intervals;
-mod ranked;
-mod scan;
+#[doc(hidden)]
+pub mod ranked;
+#[doc(hidden)]
+pub mod scan;
 
 use crate::csr::Csr;
 use crate::format::{Decision, Plan, Point, ValueId};
@@ -85,7 +89,9 @@ pub struct Arena {
     pub shared: Vec<(ValueId, ValueId)>,
 }
 
-fn align(x: i64) -> i64 {
+/// `x` bytes rounded up to a multiple of [`ALIGN`].
+#[doc(hidden)]
+pub fn align(x: i64) -> i64 {
     (x + ALIGN - 1) / ALIGN * ALIGN
 }
 
@@ -158,15 +164,6 @@ fn anchors_of(n: usize) -> usize {
 /// `torch_gpt2_tiny_ce_adam` at half its program-order peak, with 512 anchors: the sixth order
 /// packs best, 1.0506 of the planned peak where the first two leave 1.066).
 pub const ANCHOR_ORDERS: usize = 8;
-
-/// The greedy's view of an allocation: its points and its aligned size.
-#[cfg(test)]
-fn item(a: &Allocation) -> Item {
-    Item {
-        window: Window::new(a.start.into(), a.end.into()),
-        need: align(a.bytes),
-    }
-}
 
 /// Assigns offsets to all residency intervals (see the module docs): the online best-fit scan,
 /// and where it is not within [`SCAN_KEPT_WITHIN`] of the lower bound the anchored layouts,
@@ -273,8 +270,10 @@ pub(crate) fn assign_offsets_live(
         shared,
     })
 }
-/// The largest sum of aligned sizes resident at one point: no layout is smaller.
-fn live_max(items: &IndexVec<IntervalIx, Item>) -> i64 {
+
+/// The largest sum of aligned sizes resident at one point (bytes): no layout is smaller.
+#[doc(hidden)]
+pub fn live_max(items: &IndexVec<IntervalIx, Item>) -> i64 {
     let points = items
         .iter()
         .map(|it| it.window.after() + 1)
@@ -328,129 +327,4 @@ pub fn check_layout(arena: &Arena) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// The arena of `items` placed at `offsets` (bytes) in `top` bytes, item `i` as value `i`,
-/// for [`check_layout`] in tests.
-#[cfg(test)]
-fn layout_of(
-    items: &IndexVec<IntervalIx, Item>,
-    offsets: &IndexVec<IntervalIx, i64>,
-    top: i64,
-) -> Arena {
-    Arena {
-        arena_bytes: top,
-        fragmentation: 1.0,
-        allocations: items
-            .iter()
-            .zip(offsets)
-            .enumerate()
-            .map(|(i, (it, &offset))| Allocation {
-                value: ValueId::new(i),
-                start: it.window.start.into(),
-                end: it.window.end.into(),
-                offset,
-                bytes: it.need,
-            })
-            .collect(),
-        shared: Vec::new(),
-    }
-}
-
-/// `n` random intervals for tests: each starts before point `starts`, lasts up to `longest`
-/// more points and needs 1 to `sizes` times [`ALIGN`] bytes.
-#[cfg(test)]
-fn random_items(
-    next: &mut impl FnMut(u64) -> u64,
-    n: usize,
-    starts: u64,
-    longest: u64,
-    sizes: u64,
-) -> IndexVec<IntervalIx, Item> {
-    (0..n)
-        .map(|_| {
-            let start = next(starts) as usize;
-            let end = start + next(longest) as usize;
-            Item {
-                window: Window::new(PointIx::new(start), PointIx::new(end)),
-                need: (1 + next(sizes) as i64) * ALIGN,
-            }
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Random intervals (a fixed LCG): the scan's (with and without slabs) and the anchored
-    /// layouts (every order, few to many anchors) are valid and never below the largest live
-    /// bytes at a point.
-    #[test]
-    fn both_layouts_are_valid_and_hold_the_live_bytes() {
-        let mut next = ebb_testkit::lcg(0x2545_f491_4f6c_dd1d);
-        for _ in 0..50 {
-            let n = 1 + next(60) as usize;
-            let allocs: Vec<Allocation> = (0..n)
-                .map(|i| {
-                    let start = next(40) as usize;
-                    Allocation {
-                        value: ValueId::new(i),
-                        start: Point::new(start),
-                        end: Point::new(start + next(15) as usize),
-                        offset: 0,
-                        bytes: 1 + next(5000) as i64,
-                    }
-                })
-                .collect();
-            let live_max = (0..60)
-                .map(|p| {
-                    allocs
-                        .iter()
-                        .filter(|a| a.start.index() <= p && p <= a.end.index())
-                        .map(|a| align(a.bytes))
-                        .sum::<i64>()
-                })
-                .max()
-                .unwrap_or(0);
-            let items: IndexVec<IntervalIx, Item> = allocs.iter().map(item).collect();
-            assert_eq!(super::live_max(&items), live_max);
-            // The scan with every interval in the free list (peak 0), every one in slabs (a
-            // huge peak), and a mix (small = 2 KiB).
-            let mut layouts = Vec::new();
-            for peak in [0, 2048 * 4096, i64::MAX] {
-                let never = AtomicBool::new(false);
-                let (scan, placement) =
-                    best_fit_scan(&items, peak, &never, |placement| placement.clone()).unwrap();
-                let (offsets, top) = (placement.iter().map(|&c| scan.offset(c)), scan.top);
-                let mut a = allocs.clone();
-                for (x, o) in a.iter_mut().zip(offsets) {
-                    x.offset = o;
-                }
-                layouts.push((a, top));
-            }
-            for order in 0..greedy::VARIANTS.len() {
-                let never = AtomicBool::new(false);
-                let small = [0, 64 * ALIGN][order % 2];
-                let (offsets, top) =
-                    anchored_layout(items.raw(), small, 1 + order * 3, order, i64::MAX, &never)
-                        .unwrap();
-                let mut b = allocs.clone();
-                for (x, o) in b.iter_mut().zip(offsets) {
-                    x.offset = o;
-                }
-                layouts.push((b, top));
-            }
-            for (allocations, top) in layouts {
-                assert!(top >= live_max);
-                let arena = Arena {
-                    arena_bytes: top,
-                    fragmentation: 1.0,
-                    allocations,
-                    shared: Vec::new(),
-                };
-                check_layout(&arena).unwrap();
-            }
-        }
-    }
 }

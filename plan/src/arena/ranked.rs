@@ -19,7 +19,7 @@ use crate::finalize::segtree::canonical_nodes;
 use crate::index::{IntervalIx, Window};
 
 /// The two trees over the windows of intervals `0..n`, by rank.
-pub(super) struct RankedTrees<'a> {
+pub struct RankedTrees<'a> {
     windows: &'a [Window],
     leaves: usize,
     cover: Csr<usize, IntervalIx>,
@@ -28,7 +28,7 @@ pub(super) struct RankedTrees<'a> {
 
 impl<'a> RankedTrees<'a> {
     /// The trees of `windows` (by rank; none empty).
-    pub(super) fn new(windows: &'a [Window]) -> Self {
+    pub fn new(windows: &'a [Window]) -> Self {
         let points = windows.iter().map(|w| w.after()).max().unwrap_or(1);
         let leaves = points.next_power_of_two();
         let cover = Csr::from_pairs(2 * leaves, || {
@@ -57,7 +57,7 @@ impl<'a> RankedTrees<'a> {
     /// Calls `f` with the rank of every interval of rank below `r` that overlaps interval
     /// `r`'s window, once each.
     #[inline]
-    pub(super) fn for_each_placed(&self, r: usize, mut f: impl FnMut(usize)) {
+    pub fn for_each_placed(&self, r: usize, mut f: impl FnMut(usize)) {
         let w = self.windows[r];
         let mut prefix = |list: &[IntervalIx]| {
             for &j in list {
@@ -76,37 +76,6 @@ impl<'a> RankedTrees<'a> {
             canonical_nodes(self.leaves, w.start.index() + 1, w.end.index(), |k| {
                 prefix(self.starts.row(k))
             });
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::index::PointIx;
-
-    /// The trees report exactly the lower-ranked intervals a quadratic scan finds overlapping.
-    #[test]
-    fn placed_overlaps_match_a_quadratic_scan() {
-        let mut next = ebb_testkit::lcg(0x9e37_79b9_7f4a_7c15);
-        for _ in 0..40 {
-            let n = 1 + next(90) as usize;
-            let windows: Vec<Window> = (0..n)
-                .map(|_| {
-                    let s = next(60) as usize;
-                    Window::new(PointIx::new(s), PointIx::new(s + next(25) as usize))
-                })
-                .collect();
-            let trees = RankedTrees::new(&windows);
-            for r in 0..n {
-                let mut got = Vec::new();
-                trees.for_each_placed(r, |j| got.push(j));
-                got.sort_unstable();
-                let want: Vec<usize> = (0..r)
-                    .filter(|&j| windows[j].overlaps(windows[r]))
-                    .collect();
-                assert_eq!(got, want, "rank {r}");
-            }
         }
     }
 }

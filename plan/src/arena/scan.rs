@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Where the online scan put an interval, before the size of the large intervals' pool (the
 /// bottom of the slabs) is known; [`Scan::offset`] resolves it to an offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Placement {
+pub enum Placement {
     /// The large interval at this position among the large ones (its offset is in
     /// [`Scan`]'s table).
     Large(IntervalIx),
@@ -34,7 +34,7 @@ pub(super) enum Placement {
 }
 
 /// Where the online scan placed each interval, resolved to an offset by [`Scan::offset`].
-pub(super) struct Scan {
+pub struct Scan {
     /// Offset (bytes) of each large interval, by its position among the large ones.
     large_offsets: IndexVec<IntervalIx, i64>,
     /// The large intervals' pool size, bytes: where the slabs start.
@@ -65,7 +65,7 @@ impl Scan {
 /// slabs' offsets depend on the pool's size only by a shift, which [`Scan::offset`] adds).
 /// `None` when `cancel` is set before the scans end (checked every [`CANCEL_EVERY`]
 /// placements).
-pub(super) fn best_fit_scan<R: Send>(
+pub fn best_fit_scan<R: Send>(
     items: &IndexVec<IntervalIx, Item>,
     peak: i64,
     cancel: &AtomicBool,
@@ -135,7 +135,7 @@ fn scan_pool<U: Unit>(
 
 /// Where a scan places intervals: the large intervals' [`Pool`] (offsets) or the [`Slabs`]
 /// (slot numbers).
-trait Placer {
+pub trait Placer {
     /// Places `need` (aligned) bytes; returns where.
     fn place(&mut self, need: i64) -> i64;
     /// Frees `placed`, what [`Placer::place`] returned for `need` bytes.
@@ -145,7 +145,7 @@ trait Placer {
 /// The scan of `items` (named by their positions, as [`IntervalIx`]) into `placer`: by start
 /// point, largest first at a point (then in index order), each freed once the scan passes its
 /// end. Returns where each was placed and the placer.
-fn scan_with<P: Placer>(
+pub fn scan_with<P: Placer>(
     items: &[Item],
     mut placer: P,
     cancel: &AtomicBool,
@@ -206,7 +206,9 @@ pub(super) fn small_bytes(peak: i64) -> i64 {
 
 /// An offset or size in the large intervals' pool, in units of [`ALIGN`] bytes (every size
 /// placed there is aligned): `u32` where the pool stays below 2^32 units (256 GiB), else `i64`.
-trait Unit: Copy + Ord + Default + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> {
+pub trait Unit:
+    Copy + Ord + Default + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self>
+{
     /// Larger than any size.
     const MAX: Self;
     /// `bytes` (aligned) in units.
@@ -237,9 +239,10 @@ impl Unit for i64 {
 
 /// The large intervals' pool: its free blocks and its top (its size so far), in units.
 #[derive(Default)]
-struct Pool<U> {
+pub struct Pool<U> {
     free: FreeList<U>,
-    top: U,
+    /// The pool's size so far, in units.
+    pub top: U,
 }
 
 impl<U: Unit> Placer for Pool<U> {
@@ -320,7 +323,7 @@ impl Slabs {
 /// contiguous vector (a single move per insertion or removal) beat the logarithmic trees of a
 /// general allocator here.
 #[derive(Default)]
-struct FreeList<U> {
+pub struct FreeList<U> {
     blocks: Vec<(U, U)>,
 }
 
@@ -378,28 +381,5 @@ impl<U: Unit> FreeList<U> {
             self.blocks.pop();
             o
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::check_layout;
-    use super::*;
-
-    /// The pool places the same whether it counts in 32 or 64 bits (random intervals, a fixed
-    /// LCG), and its layouts hold: no two intervals resident at one point share a byte.
-    #[test]
-    fn both_unit_widths_place_alike() {
-        let mut next = ebb_testkit::lcg(0x0bad_5eed_1234_5678);
-        for _ in 0..50 {
-            let n = 1 + next(80) as usize;
-            let items = super::super::random_items(&mut next, n, 50, 12, 40);
-            let never = AtomicBool::new(false);
-            let (narrow, p32) = scan_with(items.raw(), Pool::<u32>::default(), &never).unwrap();
-            let (wide, p64) = scan_with(items.raw(), Pool::<i64>::default(), &never).unwrap();
-            assert_eq!(narrow, wide);
-            assert_eq!(p32.top.bytes(), p64.top.bytes());
-            check_layout(&super::super::layout_of(&items, &narrow, p32.top.bytes())).unwrap();
-        }
     }
 }

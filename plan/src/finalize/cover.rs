@@ -25,7 +25,7 @@ use crate::index::{CandidateIx, IndexVec, OptionIx, PointIx, StoredNode};
 
 /// The options a finalize may price, by the canonical nodes of their windows: built once per
 /// plan variant ([`super::Prepared`]), as windows do not depend on the shapes.
-pub(super) type CoverNodes = IntervalIndex<OptionIx>;
+pub type CoverNodes = IntervalIndex<OptionIx>;
 
 /// A score (µs added per byte freed, weighted by points: lower is better; never negative) as
 /// the bits of its `f64`, `(score + 0.0).to_bits()`.
@@ -38,12 +38,12 @@ pub(super) type CoverNodes = IntervalIndex<OptionIx>;
 /// sign bit set and would order above every positive score.
 #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Debug)]
 #[repr(transparent)]
-pub(super) struct ScoreKey(u64);
+pub struct ScoreKey(u64);
 
 impl ScoreKey {
     /// The key of `score` (not negative; see the type's docs).
     #[inline(always)]
-    pub(super) fn of(score: f64) -> ScoreKey {
+    pub fn of(score: f64) -> ScoreKey {
         ScoreKey((score + 0.0).to_bits())
     }
 }
@@ -53,24 +53,24 @@ impl ScoreKey {
 /// a swap without reading the option (the heaps keep it in their entries).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 #[repr(transparent)]
-pub(super) struct OptionTag(u32);
+pub struct OptionTag(u32);
 
 impl OptionTag {
     /// The tag of candidate `c` taken as `kind`.
     #[inline(always)]
-    pub(super) fn new(c: CandidateIx, kind: DecisionKind) -> OptionTag {
+    pub fn new(c: CandidateIx, kind: DecisionKind) -> OptionTag {
         OptionTag(c.raw() << 1 | u32::from(kind == DecisionKind::Swap))
     }
 
     /// The candidate.
     #[inline(always)]
-    pub(super) fn candidate(self) -> CandidateIx {
+    pub fn candidate(self) -> CandidateIx {
         CandidateIx::from_raw(self.0 >> 1)
     }
 
     /// Whether the option is a swap (its score can change as the link fills).
     #[inline(always)]
-    pub(super) fn is_swap(self) -> bool {
+    pub fn is_swap(self) -> bool {
         self.0 & 1 == 1
     }
 }
@@ -78,7 +78,7 @@ impl OptionTag {
 /// The rank order of an option among options of equal score (fields compared in order):
 /// unique per option.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub(super) struct Rank {
+pub struct Rank {
     /// Its static score.
     pub score: ScoreKey,
     /// `u64::MAX − bytes`: larger values first.
@@ -109,7 +109,7 @@ impl Entry {
 
 /// What [`CoverHeaps::best`] asks of the options: which are dead, their ranks, and their
 /// scores now.
-pub(super) trait Scores {
+pub trait Scores {
     /// Whether option `i` cannot be taken (read when a node's heap is built).
     fn dead(&mut self, i: OptionIx) -> bool;
     /// Option `i`'s [`Rank`]; its static score is its first key.
@@ -155,7 +155,7 @@ const NOT_BUILT: HeapRange = HeapRange {
 
 /// The lazy heaps of one greedy run (see the module docs): a node's heap is built the first
 /// time a query passes it.
-pub(super) struct CoverHeaps<'a> {
+pub struct CoverHeaps<'a> {
     nodes: &'a CoverNodes,
     /// The heap of each node that stores options ([`CoverNodes::id`]), [`NOT_BUILT`] until
     /// built.
@@ -168,7 +168,7 @@ pub(super) struct CoverHeaps<'a> {
 
 impl<'a> CoverHeaps<'a> {
     /// Heaps over `nodes`, none built.
-    pub(super) fn new(nodes: &'a CoverNodes) -> Self {
+    pub fn new(nodes: &'a CoverNodes) -> Self {
         CoverHeaps {
             nodes,
             heaps: IndexVec::from_elem(NOT_BUILT, nodes.stored()),
@@ -178,7 +178,7 @@ impl<'a> CoverHeaps<'a> {
     }
 
     /// Forgets every heap (after scores fell): they are rebuilt with the static scores.
-    pub(super) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.heaps.fill(NOT_BUILT);
         self.entries.clear();
     }
@@ -207,11 +207,7 @@ impl<'a> CoverHeaps<'a> {
 
     /// The option covering point `p` that is not dead with the lowest `(score, rank)`, or
     /// `None` when there is none (see [`Scores`] for what is asked of the options).
-    pub(super) fn best(
-        &mut self,
-        p: PointIx,
-        scores: &mut impl Scores,
-    ) -> Option<(ScoreKey, OptionIx)> {
+    pub fn best(&mut self, p: PointIx, scores: &mut impl Scores) -> Option<(ScoreKey, OptionIx)> {
         self.path.clear();
         let mut k = p.index() + self.nodes.leaves();
         while k >= 1 {
@@ -294,76 +290,5 @@ impl<'a> CoverHeaps<'a> {
             i = c;
         }
         self.entries[base + i] = e;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::index::Window;
-
-    /// Static scores: ranks from a table, nothing refreshed.
-    struct Static<'a> {
-        rank: &'a [Rank],
-        taken: &'a [bool],
-    }
-
-    impl Scores for Static<'_> {
-        fn dead(&mut self, i: OptionIx) -> bool {
-            self.taken[i.index()]
-        }
-        fn rank(&mut self, i: OptionIx) -> Rank {
-            self.rank[i.index()]
-        }
-        fn taken(&self, candidate: CandidateIx) -> bool {
-            self.taken[candidate.index()]
-        }
-        fn refresh(&mut self, _: OptionIx, _: ScoreKey) -> Option<ScoreKey> {
-            None
-        }
-    }
-
-    /// Static scores only: the heaps answer exactly what a scan in rank order answers.
-    #[test]
-    fn best_matches_a_scan() {
-        let mut next = ebb_testkit::lcg(0x9e37_79b9_7f4a_7c15);
-        for _ in 0..40 {
-            let points = 1 + next(70) as usize;
-            let n = next(60) as usize;
-            let windows: Vec<Window> = (0..n)
-                .map(|_| {
-                    let l = next(points as u64 + 3) as usize;
-                    Window::new(PointIx::new(l), PointIx::new(l + next(20) as usize))
-                })
-                .collect();
-            // Option `i` is candidate `i`'s recompute.
-            let rank: Vec<Rank> = (0..n)
-                .map(|i| Rank {
-                    score: ScoreKey::of(next(8) as f64),
-                    larger_first: next(3),
-                    tag: OptionTag::new(CandidateIx::new(i), DecisionKind::Recompute),
-                })
-                .collect();
-            let nodes = CoverNodes::new(points, windows.iter().copied());
-            let mut heaps = CoverHeaps::new(&nodes);
-            let mut taken = vec![false; n];
-            for _ in 0..30 {
-                let p = PointIx::new(next(points as u64) as usize);
-                let want = (0..n)
-                    .filter(|&i| !taken[i] && windows[i].contains(p))
-                    .min_by_key(|&i| rank[i]);
-                let got = heaps.best(
-                    p,
-                    &mut Static {
-                        rank: &rank,
-                        taken: &taken,
-                    },
-                );
-                assert_eq!(got.map(|g| g.1.index()), want);
-                if let Some(i) = want {
-                    taken[i] = true;
-                }
-            }
-        }
     }
 }

@@ -43,7 +43,8 @@
 //! --exact` measures the gap); recompute transients are charged at the regeneration point in
 //! full (conservative); link sharing is a fluid lower bound (see `crate::cost`).
 
-mod cover;
+#[doc(hidden)]
+pub mod cover;
 mod forced;
 mod greedy;
 mod options;

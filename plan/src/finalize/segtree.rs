@@ -13,7 +13,7 @@ use crate::index::{Idx, PointIx, StoredNode, Window};
 /// Calls `f` with the canonical nodes of points `[l, r]` (inclusive, `l <= r`) in a tree of
 /// `leaves` leaves: the O(log n) nodes whose ranges are inside `[l, r]` and whose parents'
 /// are not, which together cover it exactly.
-pub(crate) fn canonical_nodes(leaves: usize, l: usize, r: usize, mut f: impl FnMut(usize)) {
+pub fn canonical_nodes(leaves: usize, l: usize, r: usize, mut f: impl FnMut(usize)) {
     let (mut l, mut r) = (l + leaves, r + 1 + leaves);
     while l < r {
         if l & 1 == 1 {
@@ -34,7 +34,7 @@ pub(crate) fn canonical_nodes(leaves: usize, l: usize, r: usize, mut f: impl FnM
 /// `p`'s leaf to the root. Intervals are named by `T`, their positions in the list the index was
 /// built from.
 #[derive(Clone, Debug)]
-pub(crate) struct IntervalIndex<T> {
+pub struct IntervalIndex<T> {
     /// Leaves of the tree: a power of two at least the number of points.
     leaves: usize,
     /// Per node `k` (`0..2 · leaves`), the intervals stored there, in list order.
@@ -53,7 +53,7 @@ impl<T: Idx + Default> IntervalIndex<T> {
     /// The index of intervals `windows[i]` over `points` points, interval `i` named
     /// `T::new(i)`; the part of an interval past the last point is left out, an empty one is
     /// not stored.
-    pub(crate) fn new(points: usize, windows: impl Iterator<Item = Window>) -> Self {
+    pub fn new(points: usize, windows: impl Iterator<Item = Window>) -> Self {
         let leaves = points.max(1).next_power_of_two();
         let last = PointIx::new(points.max(1) - 1);
         // (node, interval) for every canonical node of every interval, in interval order.
@@ -89,24 +89,24 @@ impl<T: Idx + Default> IntervalIndex<T> {
     /// Node `k`'s rank among the nodes that store intervals (`0..stored()`), `None` when it
     /// stores none: for per-node state kept only where there are intervals.
     #[inline]
-    pub(crate) fn id(&self, k: usize) -> Option<StoredNode> {
+    pub fn id(&self, k: usize) -> Option<StoredNode> {
         self.ids.get(k).copied().filter(|&i| i != NOT_STORED)
     }
 
     /// How many nodes store intervals.
-    pub(crate) fn stored(&self) -> usize {
+    pub fn stored(&self) -> usize {
         self.stored
     }
 
     /// Leaves of the tree (point `p` is node `p + leaves`).
     #[inline]
-    pub(crate) fn leaves(&self) -> usize {
+    pub fn leaves(&self) -> usize {
         self.leaves
     }
 
     /// The intervals stored at node `k`.
     #[inline]
-    pub(crate) fn members(&self, k: usize) -> &[T] {
+    pub fn members(&self, k: usize) -> &[T] {
         self.members.row(k)
     }
 }
@@ -272,31 +272,5 @@ impl PeakTree {
                 self.max[leaf] + up
             })
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        #[test]
-        fn matches_a_plain_array(init in prop::collection::vec(-1000i64..1000, 1..40),
-                                 ops in prop::collection::vec((0usize..40, 0usize..40, -500i64..500), 0..30)) {
-            let mut t = PeakTree::new(&init);
-            let mut a = init.clone();
-            for (l, r, d) in ops {
-                let (l, r) = (l % a.len(), r % a.len());
-                t.add(l, r, d);
-                for x in a.iter_mut().take(r + 1).skip(l) { *x += d; }
-                let m = *a.iter().max().unwrap();
-                let p = a.iter().position(|x| *x == m).unwrap();
-                prop_assert_eq!(t.argmax(), (m, p));
-                let (ql, qr) = (l.min(r), l.max(r));
-                prop_assert_eq!(t.max_in(ql, qr), *a[ql..=qr].iter().max().unwrap());
-            }
-            prop_assert_eq!(t.values(), a);
-        }
     }
 }

@@ -254,7 +254,7 @@ pub(crate) fn map2_into_b<T: Copy + Send + Sync>(
 }
 
 /// Integer arithmetic with XLA's wrapping and division-by-zero semantics.
-pub(crate) trait IntOps: Elem + Ord {
+pub trait IntOps: Elem + Ord {
     fn wadd(self, o: Self) -> Self;
     fn wsub(self, o: Self) -> Self;
     fn wmul(self, o: Self) -> Self;
@@ -418,21 +418,3 @@ pub(crate) fn binary_int<T: IntOps>(k: OpKind, a: &[T], b: &[T]) -> Result<Vec<T
 }
 
 pub(crate) use {binary_real_match, unary_real_match};
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn integer_semantics_follow_xla() {
-        assert_eq!(7i32.xdiv(0), -1);
-        assert_eq!(i32::MIN.xdiv(-1), i32::MIN);
-        assert_eq!(7i32.xrem(0), 7);
-        assert_eq!(1i32.shl(40), 0);
-        assert_eq!((-8i32).shr_a(40), -1);
-        assert_eq!((-8i32).shr_l(1), ((-8i32 as u32) >> 1) as i32);
-        assert_eq!(3i32.ipow(4), 81);
-        assert_eq!(2i32.ipow(-1), 0);
-        assert_eq!(7u32.xdiv(0), u32::MAX);
-    }
-}

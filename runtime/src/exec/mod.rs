@@ -21,23 +21,28 @@
 //! atomics), so the outputs are bit-identical under every valid schedule; every kernel result
 //! is checked against the op's declared type at the bindings before it is stored.
 
-mod arith;
+#[doc(hidden)]
+pub mod arith;
 mod build;
 mod control;
 mod conv;
 pub mod device;
 mod dot;
-mod elementwise;
+#[doc(hidden)]
+pub mod elementwise;
 pub mod evict;
-mod fastmath;
+#[doc(hidden)]
+pub mod fastmath;
 mod fusion;
 mod gather_scatter;
 pub(crate) mod jit;
-mod layout;
+#[doc(hidden)]
+pub mod layout;
 mod par;
 mod placement;
 pub mod pool;
-mod random;
+#[doc(hidden)]
+pub mod random;
 mod reduce;
 mod region;
 mod shape_ops;

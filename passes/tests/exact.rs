@@ -3,13 +3,13 @@
 //! sets and passes the checker, and budgets are reported as infeasible exactly when no decision
 //! set meets them.
 
-use crate::memory::Schedule;
-use crate::plan::{build_plan, check, PlanOptions};
-use crate::remat::CandidateOptions;
 use ebb_ir::graph::Node;
 use ebb_ir::op::CustomCallSpec;
 use ebb_ir::Bindings;
 use ebb_ir::{BindingsExt, CandidateId, DType, Graph, NodeId, Op, OpKind, TensorType, ValueRef};
+use ebb_passes::memory::Schedule;
+use ebb_passes::plan::{build_plan, check, PlanOptions};
+use ebb_passes::remat::CandidateOptions;
 use ebb_plan::exact::model::{Instance, Prices};
 use ebb_plan::exact::*;
 use ebb_plan::format::{Decision, DecisionKind, Plan};
@@ -312,7 +312,7 @@ proptest! {
         b in 1i64..6,
         frac in 0.0f64..1.0,
     ) {
-        use crate::exact::checkmate::{solve_checkmate, CheckmateOptions};
+        use ebb_passes::exact::checkmate::{solve_checkmate, CheckmateOptions};
         let (g, s) = build(&ops);
         let plan = plan_of(&g, &s, 1);
         let bind = bind(b);

@@ -1,0 +1,8 @@
+//! ebb-plan's integration tests: one binary, a module per area.
+
+mod arena;
+mod cover;
+mod csr;
+mod device;
+mod format;
+mod segtree;

@@ -1,0 +1,79 @@
+//! Tensors (`ebb_runtime::tensor`): literals, little-endian bytes, conversions, lengths.
+
+use ebb_ir::op::Literal;
+use ebb_ir::DType;
+use ebb_runtime::tensor::*;
+use half::{bf16, f16};
+
+#[test]
+fn literal_splat_and_dense() {
+    let lit = Literal::splat_f64(DType::F32, 2.5);
+    let t = Tensor::from_literal(&lit, vec![2, 3]).unwrap();
+    assert_eq!(t.to_f64_vec(), vec![2.5; 6]);
+    let dense = Literal {
+        dtype: DType::I32,
+        splat: false,
+        data: [1i32, -2].iter().flat_map(|x| x.to_le_bytes()).collect(),
+    };
+    let t = Tensor::from_literal(&dense, vec![2]).unwrap();
+    assert_eq!(t.as_i32(), Some(&[1, -2][..]));
+    assert!(Tensor::from_literal(&dense, vec![3]).is_err());
+}
+
+#[test]
+fn le_bytes_round_trip_through_literals() {
+    let datas = [
+        Data::F32(vec![1.5, -0.0, f32::MAX].into()),
+        Data::BF16(vec![bf16::from_f32(3.0), bf16::from_f32(-1e-3)].into()),
+        Data::F16(vec![f16::from_f32(0.5), f16::from_f32(-65504.0)].into()),
+        Data::F64(vec![1e300, -2.0].into()),
+        Data::I1(vec![true, false, true].into()),
+        Data::I8(vec![-128, 7].into()),
+        Data::I16(vec![-300, 300].into()),
+        Data::I32(vec![i32::MIN, 5].into()),
+        Data::I64(vec![i64::MAX, -1].into()),
+        Data::U8(vec![0, 255].into()),
+        Data::U32(vec![u32::MAX, 1].into()),
+    ];
+    for d in datas {
+        let n = d.len();
+        let t = Tensor::new(vec![n], d).unwrap();
+        let bytes = t.to_le_bytes();
+        assert_eq!(bytes.len() as u64, t.size_bytes());
+        let lit = Literal {
+            dtype: t.dtype(),
+            splat: false,
+            data: bytes,
+        };
+        assert_eq!(Tensor::from_literal(&lit, vec![n]).unwrap(), t);
+    }
+}
+
+#[test]
+fn convert_semantics() {
+    let d = Data::F32(vec![1.7, -1.7, f32::NAN, 3e10, -0.0].into());
+    assert_eq!(
+        d.convert(DType::I32),
+        Data::I32(vec![1, -1, 0, i32::MAX, 0].into())
+    );
+    assert_eq!(
+        d.convert(DType::I1),
+        Data::I1(vec![true, true, true, true, false].into())
+    );
+    assert_eq!(
+        Data::I32(vec![300, -1].into()).convert(DType::U8),
+        Data::U8(vec![44, 255].into())
+    );
+    assert_eq!(
+        Data::F32(vec![1.0 + 1.0 / 256.0].into()).convert(DType::BF16),
+        Data::BF16(vec![bf16::from_f32(1.0)].into())
+    );
+}
+
+#[test]
+fn new_checks_length() {
+    assert!(Tensor::from_f32(vec![2, 2], vec![0.0; 3]).is_err());
+    let t = Tensor::from_f32(vec![2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+    assert_eq!(t.reshape(vec![4]).unwrap().shape(), &[4]);
+    assert!(t.reshape(vec![3]).is_err());
+}
