@@ -13,10 +13,12 @@
 #
 # Usage:
 #   scripts/gpu-check.sh --build DIR             build the artifacts into DIR (needs the Rust
-#                                                toolchain, LLVM/MLIR 22; no GPU): the `ebb`
-#                                                binary with the CUDA executor, the plans with
-#                                                their PTX, the reference npz files, the JAX
-#                                                peer scripts; fails above 60 MiB
+#                                                toolchain, LLVM/MLIR 22; no GPU): `ebb`, the
+#                                                CLI with the CUDA executor and no LLVM or MLIR
+#                                                (`--no-default-features --features cuda`), the
+#                                                plans with their PTX (compiled by a full `ebb`),
+#                                                the reference npz files, the JAX peer scripts;
+#                                                fails above 60 MiB
 #   scripts/gpu-check.sh --artifacts DIR [--executor cuda|simt] [--device PROFILE]
 #                        [--repeat N] [--out REPORT.json]
 #                                                run the check from DIR (a GPU machine needs the
@@ -24,9 +26,15 @@
 #                                                python3 for the report, JAX for the peer)
 #   scripts/gpu-check.sh --executor simt         both, here: the same report on the CPU through
 #                                                the simulated device (GPU fields null; smaller
-#                                                shapes, one timed step)
-#   --ebb PATH                                   with --build: use this `ebb` (built with
-#                                                `--features cuda`) instead of a release build
+#                                                shapes, one timed step), run by the full `ebb`
+#                                                (simt needs the code generator); the shipped
+#                                                `ebb` loads every plan and refuses
+#                                                `--executor cuda` cleanly without a driver
+#   --ebb PATH                                   a full `ebb` (default features) to compile the
+#                                                plans and run simt, instead of building one
+#   --lean PATH                                  with --build: ship this `ebb` (built with
+#                                                `--no-default-features --features cuda`)
+#                                                instead of building one
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,6 +45,7 @@ OUT=gpu-check.json
 BUILD=""
 ARTIFACTS=""
 EBB=""
+LEAN=""
 LIMIT=$((60 * 1024 * 1024))
 
 while [ $# -gt 0 ]; do
@@ -48,7 +57,8 @@ while [ $# -gt 0 ]; do
         --repeat) REPEAT="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
         --ebb) EBB="$2"; shift 2 ;;
-        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        --lean) LEAN="$2"; shift 2 ;;
+        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
         *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -62,18 +72,29 @@ mlp_bf16|B=8;B=512|B=8;B=3
 cnn_sgd|B=8;B=128|B=8;B=3
 gpt2_tiny_scan|B=2,S=16;B=8,S=256|B=2,S=16;B=3,S=7"
 
+# The full `ebb` (default features: StableHLO import, the code generator): `--ebb`, else built
+# (the dev profile, which the tests build too).
+full_ebb() {
+    if [ -z "$EBB" ]; then
+        (cd "$ROOT" && cargo build -p ebb-compiler --bin ebb)
+        EBB="$ROOT/target/debug/ebb"
+    fi
+}
+
 build() {
     local dir="$1"
     mkdir -p "$dir/plans" "$dir/refs" "$dir/peer"
-    if [ -z "$EBB" ]; then
-        (cd "$ROOT" && cargo build --release -p ebb-compiler --bin ebb --features cuda)
-        EBB="$ROOT/target/release/ebb"
+    full_ebb
+    if [ -z "$LEAN" ]; then
+        (cd "$ROOT" && cargo build --release -p ebb-compiler --bin ebb \
+            --no-default-features --features cuda)
+        LEAN="$ROOT/target/release/ebb"
     fi
-    cp "$EBB" "$dir/ebb"
+    cp "$LEAN" "$dir/ebb"
     strip "$dir/ebb" 2>/dev/null || true
     local line name gpu simt
     while IFS='|' read -r name gpu simt; do
-        "$dir/ebb" compile "$ROOT/tests/fixtures/jax/$name.mlir" --target cuda \
+        "$EBB" compile "$ROOT/tests/fixtures/jax/$name.mlir" --target cuda \
             --kernel-shapes "$gpu;$simt" -o "$dir/plans/$name.json"
         cp "$ROOT/tests/fixtures/jax/$name.json" "$dir/refs/$name.meta.json"
         for npz in "$ROOT/tests/fixtures/jax/$name".ref*.npz; do
@@ -118,7 +139,7 @@ run_case() {
         --repeat "$REPEAT" --inputs "$inputs" --device "$DEVICE" --json)
     [ -n "$budget" ] && args+=(--budget "$budget")
     local err
-    if ! "$dir/ebb" "${args[@]}" > "$out" 2> "$out.err"; then
+    if ! "$RUNNER" "${args[@]}" > "$out" 2> "$out.err"; then
         err=$(cat "$out.err")
         local smallest
         smallest=$(sed -n 's/.*smallest feasible budget for this plan at these shapes is \([0-9]*\) bytes.*/\1/p' <<< "$err")
@@ -133,6 +154,24 @@ run_case() {
 check() {
     local dir="$1"
     [ -x "$dir/ebb" ] || { echo "gpu-check: no ebb binary in $dir (run --build first)" >&2; exit 2; }
+    RUNNER="$dir/ebb"
+    local lean_plans=null
+    if [ "$EXECUTOR" = simt ]; then
+        full_ebb
+        RUNNER="$EBB"
+        # The shipped binary: every plan loads, and without a driver `--executor cuda` is a
+        # clean error (exit 1 with a message), never a crash.
+        lean_plans=0
+        local name gpu simt msg
+        while IFS='|' read -r name gpu simt; do
+            msg=$("$dir/ebb" run "$dir/plans/$name.json" --bind "${simt%%;*}" \
+                --executor cuda 2>&1 >/dev/null) && true
+            case "$msg" in
+                *"NVIDIA driver"*) lean_plans=$((lean_plans + 1)) ;;
+                *) echo "gpu-check: the shipped ebb on $name: $msg" >&2 ;;
+            esac
+        done < "$dir/cases.txt"
+    fi
     command -v python3 > /dev/null || { echo "gpu-check: python3 writes the report" >&2; exit 2; }
     local work
     work=$(mktemp -d)
@@ -158,10 +197,12 @@ check() {
             fi
         done
     done < "$dir/cases.txt"
-    python3 - "$work" "$EXECUTOR" "$OUT" "$jax_gpu" "$(cat "$dir/artifact_bytes" 2>/dev/null || echo null)" <<'PY'
+    python3 - "$work" "$EXECUTOR" "$OUT" "$jax_gpu" "$(cat "$dir/artifact_bytes" 2>/dev/null || echo null)" \
+        "$lean_plans" "$(wc -l < "$dir/cases.txt")" <<'PY'
 import json, os, sys, glob
 work, executor, out, jax_gpu = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 artifact_bytes = json.loads(sys.argv[5])
+lean_plans, n_plans = json.loads(sys.argv[6]), int(sys.argv[7])
 runs = []
 for line in open(os.path.join(work, "index.tsv")):
     name, shape, budget, path = line.rstrip("\n").split("\t")
@@ -218,6 +259,9 @@ report = {
     "executor": executor,
     "jax_on_gpu": jax_gpu,
     "artifact_bytes": artifact_bytes,
+    "artifact_limit_bytes": 60 * 1024 * 1024,
+    "artifacts_fit": None if artifact_bytes is None else artifact_bytes <= 60 * 1024 * 1024,
+    "shipped_ebb_refuses_cuda_cleanly": None if lean_plans is None else lean_plans == n_plans,
     "runs": len(cases),
     "failed_runs": len(cases) - len(ok),
     "all_measured_equal_planned": all(c["measured_equals_planned"] for c in ok) and len(ok) == len(cases),
@@ -227,8 +271,13 @@ report = {
 json.dump(report, open(out, "w"), indent=1)
 print(f"gpu-check: {len(ok)}/{len(cases)} runs, measured == planned == checker on all: "
       f"{report['all_measured_equal_planned']}, outputs within tolerance on all: "
-      f"{report['all_outputs_within_tolerance']} -> {out}", file=sys.stderr)
-sys.exit(0 if report["all_measured_equal_planned"] and report["all_outputs_within_tolerance"] else 1)
+      f"{report['all_outputs_within_tolerance']}, artifacts {artifact_bytes} bytes (fit 60 MiB: "
+      f"{report['artifacts_fit']}), shipped ebb refuses cuda cleanly without a driver: "
+      f"{report['shipped_ebb_refuses_cuda_cleanly']} -> {out}", file=sys.stderr)
+report_ok = (report["all_measured_equal_planned"] and report["all_outputs_within_tolerance"]
+             and report["artifacts_fit"] is not False
+             and report["shipped_ebb_refuses_cuda_cleanly"] is not False)
+sys.exit(0 if report_ok else 1)
 PY
 }
 

@@ -15,6 +15,8 @@
 //! No fast-math flags: results are the IEEE results of the operations emitted.
 
 use crate::lower::{emit, KernelSpec};
+pub use crate::spec::{count_reuse, structure_key};
+use crate::spec::{COMPILED, COMPILE_US, LOADED, LOAD_US, REUSED};
 use crate::{disk_cache, loader, CodegenError, Kernel, KernelFn};
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
@@ -26,42 +28,10 @@ use inkwell::values::AsValueRef;
 use inkwell::OptimizationLevel;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
-
-/// Process-wide JIT counters (see [`crate::stats`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct JitStats {
-    /// Kernels compiled (LLVM ran: IR, optimization, object code).
-    pub kernels_compiled: u64,
-    /// Kernels whose object code came from the on-disk cache (linked, not compiled).
-    pub kernels_loaded: u64,
-    /// Kernel requests served from the process's cache.
-    pub kernels_reused: u64,
-    /// Time spent compiling kernels and linking them, µs.
-    pub compile_us: u64,
-    /// Time spent reading cached kernels and linking them, µs.
-    pub load_us: u64,
-}
-
-static COMPILED: AtomicU64 = AtomicU64::new(0);
-static LOADED: AtomicU64 = AtomicU64::new(0);
-static REUSED: AtomicU64 = AtomicU64::new(0);
-static COMPILE_US: AtomicU64 = AtomicU64::new(0);
-static LOAD_US: AtomicU64 = AtomicU64::new(0);
-
-/// Current counters.
-pub fn stats() -> JitStats {
-    JitStats {
-        kernels_compiled: COMPILED.load(Ordering::Relaxed),
-        kernels_loaded: LOADED.load(Ordering::Relaxed),
-        kernels_reused: REUSED.load(Ordering::Relaxed),
-        compile_us: COMPILE_US.load(Ordering::Relaxed),
-        load_us: LOAD_US.load(Ordering::Relaxed),
-    }
-}
 
 /// Builds a module's functions and returns the entry's name ([`module`]).
 pub type ModuleBuilder =
@@ -295,12 +265,6 @@ fn kernel_at(addr: usize) -> Result<Kernel, CodegenError> {
     Ok(Kernel { f })
 }
 
-/// Counts a kernel the caller took from its own cache of this module's kernels (as
-/// [`stats`]' `kernels_reused`).
-pub fn count_reuse() {
-    REUSED.fetch_add(1, Ordering::Relaxed);
-}
-
 /// The kernel of `spec`: from the process's cache, else the object code from the on-disk
 /// cache ([`disk_cache`]), else compiled now (blocking on the compile thread) and stored there;
 /// the object is linked into the process by [`loader`].
@@ -362,42 +326,6 @@ pub fn kernel(spec: &KernelSpec) -> Result<Kernel, CodegenError> {
         .map_err(|_| poisoned())?
         .insert(key, res.clone());
     res
-}
-
-/// The region's structure: per member in program order its op, result element types and
-/// ranks, and operands by position; then the outputs. Names, source locations and extents
-/// are left out (the kernel takes extents as parameters; what the shapes decide, which reads
-/// are aligned and which broadcasts are index maps, is in the
-/// [`KernelLayout`](crate::layout::KernelLayout), part of the
-/// cache key too), so the same group in every layer, and the optimizer update of every
-/// parameter shape, share one kernel. Payloads are kept except the shapes of
-/// `broadcast_in_dim`, `reshape` and `iota`, which the kernel reads only through index maps.
-pub fn structure_key(region: &ebb_ir::Graph) -> String {
-    use std::fmt::Write;
-    let pos: HashMap<ebb_ir::NodeId, usize> = region
-        .order()
-        .iter()
-        .enumerate()
-        .map(|(k, &id)| (id, k))
-        .collect();
-    let at = |v: &ebb_ir::ValueRef| (pos.get(&v.node).copied().unwrap_or(usize::MAX), v.output);
-    let mut key = String::new();
-    for &id in region.order() {
-        let node = region.node(id);
-        let op = match &node.op {
-            // Input names differ between groups; the index is the position.
-            ebb_ir::Op::Input(_) => "input".to_string(),
-            ebb_ir::Op::BroadcastInDim(b) => format!("broadcast_in_dim {:?}", b.dims),
-            ebb_ir::Op::Reshape(_) | ebb_ir::Op::Iota(_) => node.kind().name().to_string(),
-            op => format!("{op:?}"),
-        };
-        let ins: Vec<_> = region.operands(id).iter().map(at).collect();
-        let types: Vec<_> = node.outputs.iter().map(|t| (t.dtype, t.rank())).collect();
-        let _ = writeln!(key, "{op} {types:?} {ins:?}");
-    }
-    let outs: Vec<_> = region.outputs().iter().map(at).collect();
-    let _ = write!(key, "-> {outs:?}");
-    key
 }
 
 type ModuleCache = Mutex<HashMap<String, Result<usize, CodegenError>>>;

@@ -16,20 +16,32 @@
 //! range over threads, and for an input fusion folds each row the kernel wrote with the
 //! reference `reduce` kernel's order.
 //!
+//! Without the default feature `llvm` only what describes a kernel is built — layouts
+//! ([`layout`]), [`KernelSpec`], the GPU kernels' structures and names ([`gpu::GpuKernel`]) —
+//! and nothing links LLVM: a runtime built so runs plans whose GPU kernels are stored as PTX.
+//!
 //! Invariant: a generated kernel computes every element with the same operations, in the same
 //! order, as the reference executor, so results are bit-identical to it.
 
 pub mod disk_cache;
 pub mod gpu;
+#[cfg(feature = "llvm")]
 pub mod jit;
 pub mod layout;
+#[cfg(feature = "llvm")]
 pub mod loader;
+#[cfg(feature = "llvm")]
 pub mod lower;
+#[cfg(feature = "llvm")]
 pub mod math;
+pub mod spec;
 
-pub use jit::{kernel, stats, JitStats};
+#[cfg(feature = "llvm")]
+pub use jit::kernel;
 pub use layout::{InputRead, KernelLayout, MapMember, Mode, Unsupported};
-pub use lower::{KernelSpec, StrideClass};
+#[cfg(not(feature = "llvm"))]
+pub use spec::kernel;
+pub use spec::{count_reuse, stats, JitStats, KernelSpec, StrideClass};
 
 /// The machine a kernel is generated for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,7 +52,7 @@ pub enum Target {
     Gpu,
 }
 
-/// The kernel ABI: `(buffers, params, begin, end)`; see [`lower`].
+/// The kernel ABI: `(buffers, params, begin, end)`; see `lower`.
 pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
 
 /// A compiled kernel (its machine code lives for the rest of the process).
@@ -59,4 +71,8 @@ pub enum CodegenError {
     /// LLVM failed (IR construction, verification, optimization or machine code).
     #[error("JIT: {0}")]
     Jit(String),
+    /// This build has no code generator (ebb-codegen without its `llvm` feature; the `ebb`
+    /// CLI or ebb-runtime without `jit`): what was asked for cannot be generated.
+    #[error("this build of Ebb has no code generator, so it cannot generate {0} (build with the `jit` feature, which the `ebb` CLI has by default)")]
+    Disabled(&'static str),
 }

@@ -37,8 +37,9 @@
 //! functions other than `exponential` and `tanh` (inline, [`crate::math`]); booleans are
 //! bytes in memory.
 
-use crate::layout::{InputRead, KernelLayout, Mode};
-use ebb_ir::{DType, Graph, NodeId, Op, OpKind, Relation, ValueRef};
+use crate::layout::{InputRead, Mode};
+pub use crate::spec::{KernelSpec, StrideClass};
+use ebb_ir::{DType, NodeId, Op, OpKind, Relation, ValueRef};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
@@ -48,34 +49,6 @@ use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum, IntType};
 use inkwell::values::{BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 use std::collections::HashMap;
-
-/// The inner stride of an index map, which the kernel is specialized on (and whether it
-/// reads one element everywhere).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StrideClass {
-    /// The member reads one element everywhere (offset 0: no index arithmetic at all).
-    Uniform,
-    /// The member repeats one element along a row.
-    Zero,
-    /// Consecutive elements.
-    One,
-    /// Any other stride (read from `params`).
-    Any,
-}
-
-/// A kernel to generate: the region, its layout, the stride class of each index map, and
-/// the stores written in place (`(store, input)`: store `store` goes to input `input`'s
-/// buffer).
-pub struct KernelSpec<'a> {
-    /// The `fusion` op's region.
-    pub region: &'a Graph,
-    /// Its [`KernelLayout::of`].
-    pub layout: &'a KernelLayout,
-    /// One per `layout.maps`.
-    pub classes: &'a [StrideClass],
-    /// In-place stores.
-    pub in_place: &'a [(usize, usize)],
-}
 
 /// Failure to build the IR (an LLVM builder error or a missing intrinsic).
 #[derive(Debug, thiserror::Error)]

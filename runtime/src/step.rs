@@ -243,6 +243,14 @@ impl Runtime {
     fn device(&mut self) -> Result<&mut (dyn Device + Send + 'static), RuntimeError> {
         if self.device.is_none() {
             let d: Box<dyn Device + Send> = match self.executor {
+                Executor::Simt if !cfg!(feature = "jit") => {
+                    return Err(RuntimeError::Device(device::DeviceError::Unavailable(
+                        "the simulated device runs generated kernels, and this build of Ebb \
+                         has no code generator: build with the `jit` feature (the `ebb` CLI's \
+                         default)"
+                            .into(),
+                    )))
+                }
                 Executor::Simt => {
                     Box::new(device::simt::Simt::new().map_err(RuntimeError::Device)?)
                 }
@@ -594,6 +602,14 @@ pub fn plan_kernels(
 /// The CUDA device (the `cuda` feature).
 #[cfg(feature = "cuda")]
 fn new_cuda(plan: &Plan) -> Result<Box<dyn Device + Send>, RuntimeError> {
+    if !cfg!(feature = "jit") && plan.kernels.is_empty() {
+        return Err(RuntimeError::Device(device::DeviceError::Unavailable(
+            "this plan carries no PTX and this build of Ebb has no code generator: compile \
+             the plan with `ebb compile FILE --target cuda` (a build with the `jit` feature) \
+             or run it with such a build"
+                .into(),
+        )));
+    }
     let mut d = device::cuda::Cuda::new().map_err(RuntimeError::Device)?;
     // The plan's stored kernels (`ebb compile --target cuda`) are loaded instead of generated.
     d.set_ptx(

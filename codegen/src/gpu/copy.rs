@@ -16,9 +16,12 @@
 //! `src_base`, `dst_base`, `(ext, src_stride, dst_stride)` per dimension, `(limit, stride)`
 //! per dynamic index (source's first).
 
+#[cfg(feature = "llvm")]
 use crate::lower::{Emit, LowerError};
 use ebb_ir::DType;
+#[cfg(feature = "llvm")]
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
+#[cfg(feature = "llvm")]
 use inkwell::IntPredicate;
 
 /// A copy kernel's structure (see the module docs).
@@ -44,7 +47,10 @@ impl CopyKernel {
     pub fn params(&self) -> usize {
         3 + 3 * self.rank as usize + 2 * (self.dyn_src.len() + self.dyn_dst.len())
     }
+}
 
+#[cfg(feature = "llvm")]
+impl CopyKernel {
     /// Emits the copy of element `i`.
     pub(crate) fn element<'ctx>(
         &self,
@@ -135,7 +141,10 @@ impl Im2colKernel {
     pub fn params(&self) -> usize {
         7 + 8 * self.spatial as usize
     }
+}
 
+#[cfg(feature = "llvm")]
+impl Im2colKernel {
     pub(crate) fn element<'ctx>(
         &self,
         e: &Emit<'_, 'ctx>,

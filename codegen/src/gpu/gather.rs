@@ -23,10 +23,14 @@
 //! per index component.
 
 use super::reduce::ReduceOp;
+#[cfg(feature = "llvm")]
 use super::{entry_alloca, for_range};
+#[cfg(feature = "llvm")]
 use crate::lower::{Emit, LowerError};
 use ebb_ir::DType;
+#[cfg(feature = "llvm")]
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+#[cfg(feature = "llvm")]
 use inkwell::{FloatPredicate, IntPredicate};
 
 /// A gather kernel's structure (see the module docs).
@@ -69,6 +73,7 @@ pub fn scatter_supported(d: DType, op: Option<ReduceOp>) -> bool {
     }
 }
 
+#[cfg(feature = "llvm")]
 /// Loads one index (as `i64`) of element type `d` at `ptr[at]`.
 fn load_index<'ctx>(
     e: &Emit<'_, 'ctx>,
@@ -86,6 +91,7 @@ fn load_index<'ctx>(
     })
 }
 
+#[cfg(feature = "llvm")]
 fn int_of<'ctx>(
     e: &Emit<'_, 'ctx>,
     bytes: u8,
@@ -104,7 +110,10 @@ impl GatherKernel {
     pub fn params(&self) -> usize {
         2 + 3 * self.rank as usize + 2 * self.nvec as usize
     }
+}
 
+#[cfg(feature = "llvm")]
+impl GatherKernel {
     pub(crate) fn element<'ctx>(
         &self,
         e: &Emit<'_, 'ctx>,
@@ -162,7 +171,10 @@ impl ScatterKernel {
             + 1
             + self.nvec as usize
     }
+}
 
+#[cfg(feature = "llvm")]
+impl ScatterKernel {
     fn comb<'ctx>(
         &self,
         e: &Emit<'_, 'ctx>,

@@ -17,9 +17,12 @@
 //! `(ext, stride)` per kept dimension, `(ext, stride)` per reduced outer dimension (strides in
 //! input elements), `row_len`.
 
+#[cfg(feature = "llvm")]
 use crate::lower::{Emit, LowerError};
 use ebb_ir::DType;
+#[cfg(feature = "llvm")]
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+#[cfg(feature = "llvm")]
 use inkwell::{FloatPredicate, IntPredicate};
 
 /// The combiner of a reduction.
@@ -75,7 +78,10 @@ impl ReduceKernel {
     pub fn params(&self) -> usize {
         2 + 2 * (self.kept as usize + self.reduced as usize)
     }
+}
 
+#[cfg(feature = "llvm")]
+impl ReduceKernel {
     fn float(&self) -> bool {
         matches!(self.dtype, DType::F32 | DType::BF16)
     }

@@ -7,8 +7,11 @@
 //!
 //! Buffers: state, next state, bits. Params: `n` (blocks), elements, blocks.
 
+#[cfg(feature = "llvm")]
 use crate::lower::{Emit, LowerError};
+#[cfg(feature = "llvm")]
 use inkwell::values::{IntValue, PointerValue};
+#[cfg(feature = "llvm")]
 use inkwell::IntPredicate;
 
 /// An `rng_bit_generator` kernel's structure.
@@ -23,7 +26,10 @@ impl RngKernel {
     pub fn params(&self) -> usize {
         3
     }
+}
 
+#[cfg(feature = "llvm")]
+impl RngKernel {
     pub(crate) fn element<'ctx>(
         &self,
         e: &Emit<'_, 'ctx>,

@@ -21,10 +21,14 @@
 //! operand, source, init, result.
 
 use super::reduce::ReduceOp;
+#[cfg(feature = "llvm")]
 use super::{entry_alloca, for_range};
+#[cfg(feature = "llvm")]
 use crate::lower::{Emit, LowerError};
 use ebb_ir::{DType, Relation};
+#[cfg(feature = "llvm")]
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+#[cfg(feature = "llvm")]
 use inkwell::{FloatPredicate, IntPredicate};
 
 /// A window kernel's structure (see the module docs).
@@ -66,7 +70,10 @@ impl WindowKernel {
     pub fn params(&self) -> usize {
         2 + 8 * self.rank as usize
     }
+}
 
+#[cfg(feature = "llvm")]
+impl WindowKernel {
     /// `combine(op, a, v)` of `exec/reduce.rs`.
     fn comb<'ctx>(
         &self,

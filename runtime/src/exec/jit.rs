@@ -277,7 +277,7 @@ impl KernelMemo {
             spec.in_place.to_vec(),
         );
         if let Some(k) = self.kernels.lock().ok().and_then(|m| m.get(&key).copied()) {
-            ebb_codegen::jit::count_reuse();
+            ebb_codegen::count_reuse();
             return Ok(k);
         }
         let k = ebb_codegen::kernel(spec)?;
