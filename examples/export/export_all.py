@@ -538,6 +538,50 @@ FIXTURES += [
     _attn_kbias_fixture("momentum", "optax.sgd(0.05, momentum=0.9)"),
 ]
 
+def mamba_args_fn(cfg: M.MambaConfig):
+    """Arguments (params, opt_state, tokens, targets) of the Mamba-style LM step."""
+    step_opt = M.make_mamba_step(cfg)[1]
+
+    def init(key):
+        params = M.init_mamba(key, cfg)
+        return params, step_opt.init(params)
+
+    def make(dims, concrete, seed=0):
+        b, s = dims["B"], dims["S"]
+        if concrete:
+            params, opt_state = init(jax.random.PRNGKey(0))
+            kt, kg = _data_keys(seed)
+            tokens = jax.random.randint(kt, (b, s), 0, cfg.vocab, jnp.int32)
+            targets = jax.random.randint(kg, (b, s), 0, cfg.vocab, jnp.int32)
+            return params, opt_state, tokens, targets
+        params, opt_state = jax.eval_shape(init, jax.random.PRNGKey(0))
+        tok = jax.ShapeDtypeStruct((b, s), jnp.int32)
+        return params, opt_state, tok, tok
+
+    return make
+
+
+_MAMBA = M.MAMBA_SMALL
+FIXTURES += [
+    Fixture(
+        name="mamba_ssm",
+        description="Mamba-style selective state-space LM (2 layers, d_model 32, d_inner 64, "
+                    "d_state 8, causal depthwise conv1d of width 4, dt rank 4, vocab 128, tied "
+                    "embedding, RMSNorm): the S6 recurrence h_t = exp(dt_t A) h_{t-1} + dt_t "
+                    "B_t u_t, y_t = C_t h_t + D u_t run by lax.scan over the symbolic sequence "
+                    "length S (stablehlo.while with a symbolic trip count in forward and "
+                    "backward), the discretized A and B*u materialized as [B,S,64,8]; "
+                    "cross-entropy, optax.adamw. Returns (loss, new_params, new_opt_state).",
+        step=M.make_mamba_step(_MAMBA)[0], symbols="B, S", constraints=(),
+        make_args=mamba_args_fn(_MAMBA), refs=[{"B": 2, "S": 16}, {"B": 3, "S": 7}],
+        config={"n_layer": _MAMBA.n_layer, "d_model": _MAMBA.d_model,
+                "d_inner": _MAMBA.d_inner, "d_state": _MAMBA.d_state,
+                "d_conv": _MAMBA.d_conv, "dt_rank": _MAMBA.dt_rank, "vocab": _MAMBA.vocab,
+                "scan": "lax.scan over S", "norm": "rms",
+                "optimizer": "optax.adamw(lr=1e-3, b1=0.9, b2=0.95, eps=1e-8, "
+                             "weight_decay=0.1)"}),
+]
+
 FIXTURES_BY_NAME = {f.name: f for f in FIXTURES}
 
 # ----------------------------------------------------------------------------------------------

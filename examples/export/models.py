@@ -406,6 +406,119 @@ def make_vae_convt_step():
 
 
 # ----------------------------------------------------------------------------------------------
+# Mamba-style selective state-space LM: the S6 recurrence run by lax.scan over the (symbolic)
+# sequence length (Gu & Dao, "Mamba: Linear-Time Sequence Modeling with Selective State
+# Spaces", 2023, Algorithm 2), in its plain form: the discretized A and B·u of every step are
+# materialized as [B, S, d_inner, d_state] and scanned time-major. AdamW.
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MambaConfig:
+    n_layer: int = 2
+    d_model: int = 32
+    d_inner: int = 64  # expand 2
+    d_state: int = 8
+    d_conv: int = 4
+    dt_rank: int = 4
+    vocab: int = 128
+
+
+MAMBA_SMALL = MambaConfig()
+
+
+def init_mamba(key, cfg: MambaConfig = MAMBA_SMALL):
+    d, di, ds, r = cfg.d_model, cfg.d_inner, cfg.d_state, cfg.dt_rank
+    keys = jax.random.split(key, cfg.n_layer + 1)
+
+    def layer(k):
+        ks = jax.random.split(k, 5)
+        return {
+            "norm": jnp.ones((d,), jnp.float32),
+            "in_proj": jax.random.normal(ks[0], (d, 2 * di), jnp.float32) / math.sqrt(d),
+            "conv_w": jax.random.normal(ks[1], (cfg.d_conv, 1, di), jnp.float32)
+            / math.sqrt(cfg.d_conv),
+            "conv_b": jnp.zeros((di,), jnp.float32),
+            "x_proj": jax.random.normal(ks[2], (di, r + 2 * ds), jnp.float32) / math.sqrt(di),
+            "dt_proj": jax.random.normal(ks[3], (r, di), jnp.float32) / math.sqrt(r),
+            # softplus^-1(0.01): initial step sizes of 0.01
+            "dt_bias": jnp.full((di,), math.log(math.expm1(0.01)), jnp.float32),
+            # S4D-real initialization: A = -(1, 2, ..., d_state) per channel
+            "A_log": jnp.log(jnp.tile(jnp.arange(1, ds + 1, dtype=jnp.float32), (di, 1))),
+            "D": jnp.ones((di,), jnp.float32),
+            "out_proj": jax.random.normal(ks[4], (di, d), jnp.float32) / math.sqrt(di),
+        }
+
+    return {
+        "embed": jax.random.normal(keys[0], (cfg.vocab, d), jnp.float32) * 0.02,
+        "layers": [layer(k) for k in keys[1:]],
+        "norm_f": jnp.ones((d,), jnp.float32),
+    }
+
+
+def rms_norm(x, g, eps=1e-5):
+    return x * lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * g
+
+
+def causal_conv1d(x, w, b):
+    """Depthwise causal convolution over the sequence: x [B, S, C], w [K, 1, C]."""
+    k, c = w.shape[0], w.shape[2]
+    y = lax.conv_general_dilated(x, w, window_strides=(1,), padding=[(k - 1, 0)],
+                                 dimension_numbers=("NWC", "WIO", "NWC"),
+                                 feature_group_count=c)
+    return y + b
+
+
+def selective_scan(u, dt, a, bm, cm, dskip):
+    """y_t = C_t · h_t + D u_t, h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t (h_0 = 0).
+
+    u, dt: [B, S, di]; a: [di, ds]; bm, cm: [B, S, ds]; dskip: [di]."""
+    da = jnp.exp(dt[..., None] * a)  # [B, S, di, ds]
+    dbu = dt[..., None] * bm[:, :, None, :] * u[..., None]  # [B, S, di, ds]
+
+    def step(h, xs):
+        da_t, dbu_t, c_t = xs
+        h = da_t * h + dbu_t
+        return h, jnp.einsum("bds,bs->bd", h, c_t)
+
+    h0 = jnp.zeros((u.shape[0], a.shape[0], a.shape[1]), u.dtype)
+    time_major = lambda t: jnp.swapaxes(t, 0, 1)  # noqa: E731
+    _, ys = lax.scan(step, h0, (time_major(da), time_major(dbu), time_major(cm)))
+    return time_major(ys) + u * dskip
+
+
+def mamba_block(h, p, cfg: MambaConfig):
+    ds, r = cfg.d_state, cfg.dt_rank
+    xz = rms_norm(h, p["norm"]) @ p["in_proj"]
+    x, z = jnp.split(xz, 2, axis=-1)
+    x = jax.nn.silu(causal_conv1d(x, p["conv_w"], p["conv_b"]))
+    dbc = x @ p["x_proj"]
+    dt, bm, cm = dbc[..., :r], dbc[..., r:r + ds], dbc[..., r + ds:]
+    dt = jax.nn.softplus(dt @ p["dt_proj"] + p["dt_bias"])
+    y = selective_scan(x, dt, -jnp.exp(p["A_log"]), bm, cm, p["D"])
+    return h + (y * jax.nn.silu(z)) @ p["out_proj"]
+
+
+def mamba_loss(params, tokens, targets, cfg: MambaConfig = MAMBA_SMALL):
+    h = params["embed"][tokens]
+    for p in params["layers"]:
+        h = mamba_block(h, p, cfg)
+    logits = rms_norm(h, params["norm_f"]) @ params["embed"].T
+    return cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
+
+
+def make_mamba_step(cfg: MambaConfig = MAMBA_SMALL):
+    opt = make_adamw()
+
+    def mamba_ssm_step(params, opt_state, tokens, targets):
+        loss, grads = jax.value_and_grad(mamba_loss)(params, tokens, targets, cfg)
+        updates, new_opt = opt.update(grads, opt_state, params)
+        return loss, optax.apply_updates(params, updates), new_opt
+
+    return mamba_ssm_step, opt
+
+
+# ----------------------------------------------------------------------------------------------
 # 2-6. GPT-2 style decoder + AdamW (plain, remat, scan; tiny / small / 24-layer)
 # ----------------------------------------------------------------------------------------------
 
