@@ -17,9 +17,8 @@
 //! budget / arena (at most [`FIT_RETRIES`] times). Only at the smallest feasible budget (the
 //! planned peak is the budget) can the arena still exceed it. Where the layout fragments much
 //! less (the arena leaves more than [`UPWARD_SLACK`] of the budget unused), the decisions are
-//! made once more under the planned peak scaled by budget / arena (the budget less the
-//! fragmentation that layout showed), and where that arena exceeds the budget once more under
-//! its own planned peak so scaled; the first that fits and adds less time is kept.
+//! made once more for the whole budget, and where that arena exceeds the budget once more under
+//! its planned peak scaled by budget / arena; the first that fits and adds less time is kept.
 //! Without offsets the decisions aim at the budget itself.
 //!
 //! # Cost
@@ -408,14 +407,12 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     }
 
     /// Where the arena of `c` leaves more than [`UPWARD_SLACK`] of the budget unused (the
-    /// layout fragmented less than [`ARENA_ALLOWANCE`] assumed), decides again under `c`'s
-    /// planned peak scaled by budget / arena (the budget less the fragmentation `c`'s layout
-    /// showed: decisions for about the same peak lay out about alike, so the arena usually
-    /// fits at once) and keeps that result when its arena (laid out by `lay`; `None` when
-    /// cancelled) fits the budget and it adds less time. Where that arena exceeds the budget,
-    /// decides once more under its own planned peak so scaled (as the retries of
+    /// layout fragmented less than [`ARENA_ALLOWANCE`] assumed), decides again for the whole
+    /// budget and keeps that result when its arena (laid out by `lay`; `None` when cancelled)
+    /// fits the budget and it adds less time. Where that arena exceeds the budget, decides once
+    /// more under its planned peak scaled by budget / arena (as the retries of
     /// [`Finalizer::lay_out`] do) and keeps that result on the same terms; else `c`. At most
-    /// two decisions and two layouts, usually one of each.
+    /// two decisions and two layouts.
     fn decide_upward(
         &self,
         c: ConcretePlan,
@@ -430,12 +427,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         if c.decisions.is_empty() || slack <= 0 || (slack as f64) < budget as f64 * UPWARD_SLACK {
             return c;
         }
-        let mut target =
-            ((c.peak_bytes_planned as f64 * budget as f64 / c.arena.arena_bytes as f64) as i64)
-                .min(budget);
-        if target <= c.peak_bytes_planned {
-            return c;
-        }
+        let mut target = budget;
         for _ in 0..2 {
             let Ok(mut up) = self.decide(c.variant, b, opts, Some(target)) else {
                 return c;
@@ -450,7 +442,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                 up.arena = arena;
                 return up;
             }
-            // Below the target tried: the arena fragments about as much.
+            // Below the first target tried (the budget): the arena fragments about as much.
             target =
                 (up.peak_bytes_planned as f64 * budget as f64 / arena.arena_bytes as f64) as i64;
             if target <= c.peak_bytes_planned {
