@@ -19,7 +19,10 @@
 //!
 //! Run: `cargo bench -p ebb-compiler --bench finalize_longtail` (with `EBB_TABLE_ONLY=1` in the
 //! environment, only the table). `EBB_LONGTAIL_FIXTURES=gpt2_24l` (comma-separated) restricts the
-//! fixtures, `EBB_LONGTAIL_REPEATS=N` sets the finalizes timed per shape (default 5).
+//! fixtures, `EBB_LONGTAIL_REPEATS=N` sets the finalizes timed per shape (default 5), and
+//! `EBB_LONGTAIL_DUMP=DIR` writes each fixture's plan (`DIR/<fixture>.plan.json`) and its shapes
+//! with their program-order peaks (`DIR/<fixture>.shapes.json`), and the measured `cpu` profile
+//! (`DIR/cpu.device.json`), for profiling finalize alone.
 
 use criterion::Criterion;
 use ebb_compiler::bench::shapes::{sample_longtail, BatchRule, LongTail};
@@ -120,6 +123,30 @@ fn main() {
             .iter()
             .map(|b| liveness.peak(b).expect("sizes evaluate").0)
             .collect();
+        if let Some(dir) = std::env::var_os("EBB_LONGTAIL_DUMP") {
+            let dir = std::path::Path::new(&dir);
+            let shapes_po: Vec<(String, i64)> = shapes
+                .iter()
+                .zip(&program_order)
+                .map(|(b, &p)| (b.to_text(), p))
+                .collect();
+            std::fs::create_dir_all(dir).expect("dump folder");
+            std::fs::write(
+                dir.join(format!("{fixture}.plan.json")),
+                serde_json::to_string(&plan).expect("serializes"),
+            )
+            .expect("writes the plan");
+            std::fs::write(
+                dir.join(format!("{fixture}.shapes.json")),
+                serde_json::to_string(&shapes_po).expect("serializes"),
+            )
+            .expect("writes the shapes");
+            std::fs::write(
+                dir.join("cpu.device.json"),
+                serde_json::to_string(&ebb_runtime::device::cpu()).expect("serializes"),
+            )
+            .expect("writes the cpu profile");
+        }
         let fin = Finalizer::new(&plan);
         fin.prepare_all();
         for device in [

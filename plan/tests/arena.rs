@@ -1,9 +1,8 @@
 //! The arena layouts (`ebb_plan::arena`): the online best-fit scan, greedy by size, the
-//! anchored layout and the rank-ordered overlap trees, on random intervals from a fixed LCG.
+//! anchored layout, on random intervals from a fixed LCG.
 
 use ebb_plan::arena::anchored::anchored_layout;
 use ebb_plan::arena::greedy::{order, pass_in_order, Item, VARIANTS};
-use ebb_plan::arena::ranked::RankedTrees;
 use ebb_plan::arena::scan::{best_fit_scan, scan_with, Pool, Unit};
 use ebb_plan::arena::{align, check_layout, live_max, Allocation, Arena, ALIGN};
 use ebb_plan::format::{Point, ValueId};
@@ -190,27 +189,46 @@ fn anchored_layouts_are_valid() {
     }
 }
 
-/// The trees report exactly the lower-ranked intervals a quadratic scan finds overlapping.
+/// Greedy by size's pass places every interval where the textbook pass does (random
+/// intervals, a fixed LCG, every order): at the lowest gap (first fit) or the smallest gap
+/// (best fit) between the placed intervals overlapping it in time, sorted by offset, else above
+/// them.
 #[test]
-fn placed_overlaps_match_a_quadratic_scan() {
+fn the_pass_places_as_the_textbook_greedy() {
     let mut next = ebb_testkit::lcg(0x9e37_79b9_7f4a_7c15);
+    let never = AtomicBool::new(false);
     for _ in 0..40 {
         let n = 1 + next(90) as usize;
-        let windows: Vec<Window> = (0..n)
-            .map(|_| {
-                let s = next(60) as usize;
-                Window::new(PointIx::new(s), PointIx::new(s + next(25) as usize))
-            })
-            .collect();
-        let trees = RankedTrees::new(&windows);
-        for r in 0..n {
-            let mut got = Vec::new();
-            trees.for_each_placed(r, |j| got.push(j));
-            got.sort_unstable();
-            let want: Vec<usize> = (0..r)
-                .filter(|&j| windows[j].overlaps(windows[r]))
-                .collect();
-            assert_eq!(got, want, "rank {r}");
+        let items = random_items(&mut next, n, 60, 25, 12);
+        let all: Vec<u32> = (0..n as u32).collect();
+        for &(r, by_end, first_fit) in &VARIANTS {
+            let ranked = order(items.raw(), &all, r, by_end);
+            let (got, top) =
+                pass_in_order(items.raw(), &ranked, 0, first_fit, i64::MAX, &never).unwrap();
+            let mut want: Vec<i64> = Vec::new();
+            for (k, &i) in ranked.iter().enumerate() {
+                let it = items.raw()[i as usize];
+                let mut placed: Vec<(i64, i64)> = (0..k)
+                    .filter(|&j| items.raw()[ranked[j] as usize].window.overlaps(it.window))
+                    .map(|j| (want[j], want[j] + items.raw()[ranked[j] as usize].need))
+                    .collect();
+                placed.sort_unstable();
+                let (mut free_from, mut best) = (0i64, None::<(i64, i64)>);
+                for (o, e) in placed {
+                    let gap = o - free_from;
+                    if gap >= it.need && best.is_none_or(|(g, _)| gap < g) {
+                        best = Some((gap, free_from));
+                        if first_fit {
+                            break;
+                        }
+                    }
+                    free_from = free_from.max(e);
+                }
+                want.push(best.map_or(free_from, |(_, o)| o));
+            }
+            assert_eq!(got, want, "n {n} variant ({r}, {by_end}, {first_fit})");
+            let end = |k: usize| want[k] + items.raw()[ranked[k] as usize].need;
+            assert_eq!(top, (0..n).map(end).max().unwrap_or(0));
         }
     }
 }

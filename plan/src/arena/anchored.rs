@@ -2,9 +2,9 @@
 //! the online best-fit scan for every other interval, around the anchors.
 //!
 //! Why: greedy by size (`arena/greedy.rs`) packs a training step's large activations well
-//! because it places them first, but each placement visits every placed interval that overlaps
+//! because it places them first, but each placement reads every placed interval that overlaps
 //! it in time, hundreds per interval on a 24-layer GPT, and a pass over every interval costs
-//! millions of visits. The scan (`arena/scan.rs`) reads a few dozen free blocks per interval
+//! millions of reads. The scan (`arena/scan.rs`) reads a few dozen free blocks per interval
 //! but places online, in time order, so a large interval lands wherever the free list has
 //! room at its start and fragments the arena. Here the K largest intervals (the caller's
 //! [`ANCHORS`](super::ANCHORS), first in one of greedy by size's orders, [`VARIANTS`]) are
@@ -16,9 +16,9 @@
 //!
 //! # Cost, bounded by construction
 //! For n intervals, K anchors and f free blocks at a time: the order O(n log n); the anchors'
-//! pass visits each overlapping pair of anchors once, at most K²/2 visits, O(K² log K); each
+//! pass reads each pair of anchors at most once, at most K²/2 reads, O(K²); each
 //! other interval reads the free list (O(f)) and the anchors starting within its lifetime (at
-//! most K, sorted: O(K log K)). So O(n log n + K² log K + n·(f + K log K)), with no search
+//! most K, sorted: O(K log K)). So O(n log n + K² + n·(f + K log K)), with no search
 //! and no work cap: the same work on every shape of a plan.
 //!
 //! Invariant: two intervals resident at a common point never share a byte (an anchor's bytes

@@ -18,9 +18,8 @@
 //! # Cost, bounded by construction
 //! For n intervals, f free blocks at a time and K = n if n ≤ [`GREEDY_UP_TO`] else
 //! [`ANCHORS`]: one layout is the scan, O(n log n + points + n·f), plus at most
-//! [`ANCHOR_ORDERS`] anchored orders of O(n log n + K² log K + n·(f + K log K)) each (the
-//! anchors' greedy pass visits each overlapping pair of anchors once: at most
-//! K²/2 ≤ 2 M visits). There is no search and no work cap: a plan's layout does the same
+//! [`ANCHOR_ORDERS`] anchored orders of O(n log n + K² + n·(f + K log K)) each (the
+//! anchors' greedy pass reads each pair of anchors at most once: at most K²/2 reads). There is no search and no work cap: a plan's layout does the same
 //! work on every shape, whatever the arena it reaches.
 //!
 //! On the long-tail benchmark's plans (`compiler/benches/finalize_longtail.rs`: GPT-2 small and
@@ -41,8 +40,6 @@ pub mod anchored;
 #[doc(hidden)]
 pub mod greedy;
 mod intervals;
-#[doc(hidden)]
-pub mod ranked;
 #[doc(hidden)]
 pub mod scan;
 
@@ -134,14 +131,15 @@ fn allocation(p: &Piece, value_bytes: &[i64], offset: i64) -> Allocation {
 pub const SCAN_KEPT_WITHIN: f64 = 0.02;
 
 /// How many of the largest intervals the anchored layout places first by greedy by size, in a
-/// plan of more than [`GREEDY_UP_TO`] intervals. Its anchors cost at most ANCHORS²/2 overlap
-/// visits; on the long-tail benchmark's plans 512 leave the arena within 4.1% of the planned
+/// plan of more than [`GREEDY_UP_TO`] intervals. Its anchors cost at most ANCHORS²/2 reads of
+/// placed anchors; on the long-tail benchmark's plans 512 leave the arena within 4.1% of the planned
 /// peak where 128 leave up to 20% and 2048 gain nothing over 512
 /// (docs/results/2026-11-28-finalize-bounded.md).
 pub const ANCHORS: usize = 512;
 
 /// A plan of at most this many intervals is laid out by greedy by size over all of them (every
-/// interval an anchor, no slabs): at most GREEDY_UP_TO²/2 = 2 M overlap visits per order. Small
+/// interval an anchor, no slabs): at most GREEDY_UP_TO²/2 = 2 M reads of placed intervals per
+/// order. Small
 /// plans tie many equal sizes, which the scan around 512 anchors packs less well (the unfused
 /// `torch_gpt2_tiny_ce_adam`, 1 133 intervals, under half its program-order peak on
 /// `h100-sxm-pcie5`: 1.0506 of the planned peak with 512 anchors, 1.0490 with all).
