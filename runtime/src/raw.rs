@@ -4,7 +4,7 @@
 //! `bfloat16` from ml_dtypes). A caller with other byte orders converts before (the Python
 //! layer converts `>f4` arrays value by value).
 
-use crate::tensor::Tensor;
+use crate::tensor::{Data, Tensor};
 use ebb_ir::{DType, Literal};
 
 /// The numpy name of an element type (`bfloat16` is ml_dtypes').
@@ -47,4 +47,31 @@ pub fn from_raw(data: Vec<u8>, dtype: &str, shape: Vec<usize>) -> Result<Tensor,
         data,
     };
     Tensor::from_literal(&lit, shape).map_err(|e| e.to_string())
+}
+
+/// The tensor of `shape` and element type `dtype` whose elements are `bytes` in the machine's
+/// byte order, C order (one copy; what a DLPack producer's memory holds).
+///
+/// # Errors
+/// A byte count that is not the shape's element count times the element size, or a `bool`
+/// byte other than 0 and 1.
+pub fn from_native_bytes(dtype: DType, shape: Vec<usize>, bytes: &[u8]) -> Result<Tensor, String> {
+    let n: usize = shape.iter().product();
+    let len = n as u64 * dtype.size_bytes();
+    if bytes.len() as u64 != len {
+        return Err(format!(
+            "{} bytes for {n} elements of {dtype} (want {len})",
+            bytes.len()
+        ));
+    }
+    if dtype == DType::I1 && bytes.iter().any(|&b| b > 1) {
+        return Err("a bool element is neither 0 nor 1".into());
+    }
+    let mut d = Data::zeros(dtype, n);
+    if len > 0 {
+        // SAFETY: `d` holds `n` elements of `len` bytes; every bit pattern is an element of
+        // `dtype` (booleans checked above).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), d.as_mut_ptr(), bytes.len()) };
+    }
+    Tensor::new(shape, d).map_err(|e| e.to_string())
 }
