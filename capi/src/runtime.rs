@@ -208,7 +208,9 @@ pub unsafe extern "C" fn ebb_runtime_set_executor(
 ///
 /// # Safety
 /// `rt` is a live runtime, `bindings` NUL-terminated, `inputs` points at `n_inputs` tensors
-/// whose memory is readable for the call (see the module docs for device memory).
+/// whose memory is readable for the call: host memory is copied during the call; CUDA memory
+/// (`EBB_MEMORY_CUDA`: device 0, the `cuda` executor only) is copied device to device, and
+/// the work writing it must be complete before the call.
 #[no_mangle]
 pub unsafe extern "C" fn ebb_runtime_step(
     rt: *mut EbbRuntime,

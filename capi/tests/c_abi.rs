@@ -359,6 +359,7 @@ fn a_c_program_runs_the_step_on_the_simt_executor_as_on_the_cpu() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
     assert!(
         out.status.success(),
         "{stdout}\n{}",

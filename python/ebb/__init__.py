@@ -270,11 +270,12 @@ class Runtime:
 
         - on the host executors (``cpu``, ``reference``, ``simt``): numpy arrays that share
           the output's memory (``bfloat16`` as ml_dtypes' type); ``torch.from_dlpack(out)``
-          and ``jax.dlpack.from_dlpack(out)`` take them without a copy;
+          takes them without a copy, ``jax.dlpack.from_dlpack(out)`` too where the address
+          is aligned as XLA requires (it copies otherwise);
         - with ``device="cuda"``: :class:`Tensor` objects on CUDA device 0, each owning a
           device allocation that holds a copy of the output, ready when ``step`` returns
           (no stream to wait for). ``torch.from_dlpack(out)``/``jax.dlpack.from_dlpack(out)``
-          take it without a copy; the allocation is freed when the last object using it
+          take it without a copy (allocations are 256-byte aligned); the allocation is freed when the last object using it
           (the :class:`Tensor` and every tensor made from it) is gone, independent of the
           :class:`Runtime`.
         """

@@ -13,8 +13,8 @@
 //!
 //! Out: [`PyTensor`] exposes `__dlpack__`/`__dlpack_device__` over memory it owns (a host
 //! tensor of the step's outputs, or a CUDA allocation holding a copy of the output), so
-//! `np.from_dlpack`, `torch.from_dlpack` and `jax.dlpack.from_dlpack` take it without a copy;
-//! the memory lives until the last consumer's deleter runs, independent of the `Runtime`.
+//! `np.from_dlpack` and `torch.from_dlpack` take it without a copy (`jax.dlpack.from_dlpack`
+//! too where the address is aligned as XLA requires; it copies otherwise); the memory lives until the last consumer's deleter runs, independent of the `Runtime`.
 
 use dlpark::ffi::{
     DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned,
@@ -288,7 +288,8 @@ impl Held {
 
 /// A step output that owns its memory (host, or a CUDA allocation) and hands it out through
 /// DLPack without a copy: `np.from_dlpack(t)`, `torch.from_dlpack(t)`,
-/// `jax.dlpack.from_dlpack(t)`. The memory lives as long as this object or any tensor made
+/// `jax.dlpack.from_dlpack(t)` (JAX copies a host address not aligned as XLA requires). The
+/// memory lives as long as this object or any tensor made
 /// from it. `as_bits` views a `bfloat16` tensor as `uint16` (for numpy, which has no
 /// DLPack bfloat16).
 #[pyclass(module = "ebb._ebb", name = "Tensor", frozen)]
