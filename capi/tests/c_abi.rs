@@ -15,6 +15,30 @@ fn generated_header_dir() -> PathBuf {
     PathBuf::from(env!("OUT_DIR"))
 }
 
+/// `tests/c/NAME.c` compiled with `cc -Wall -Wextra -Werror` against the generated header and
+/// `libebb_capi.so` into `dir/NAME`.
+fn compile_c(dir: &std::path::Path, name: &str) -> PathBuf {
+    let exe = dir.join(name);
+    let cc = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(generated_header_dir())
+        .arg(format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR")))
+        .arg("-L")
+        .arg(ebb_testkit::deps_dir())
+        .arg(format!("-Wl,-rpath,{}", ebb_testkit::deps_dir().display()))
+        .arg("-lebb_capi")
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("the C compiler `cc`");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    exe
+}
+
 #[test]
 fn committed_header_is_cbindgens_output() {
     let generated = std::fs::read_to_string(generated_header_dir().join("ebb.h")).unwrap();
@@ -67,24 +91,7 @@ fn a_c_program_finalizes_a_plan_and_prints_the_cli_decisions() {
         .collect();
     assert!(!expected.is_empty(), "a half budget needs decisions");
 
-    let exe = dir.join("finalize");
-    let cc = Command::new("cc")
-        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(generated_header_dir())
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/finalize.c"))
-        .arg("-L")
-        .arg(ebb_testkit::deps_dir())
-        .arg(format!("-Wl,-rpath,{}", ebb_testkit::deps_dir().display()))
-        .arg("-lebb_capi")
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("the C compiler `cc`");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    let exe = compile_c(&dir, "finalize");
 
     let out = Command::new(&exe)
         .arg(&plan_path)
@@ -334,24 +341,7 @@ fn a_c_program_runs_the_step_on_the_simt_executor_as_on_the_cpu() {
     let inputs_path = dir.join("inputs.bin");
     std::fs::write(&inputs_path, bin).unwrap();
 
-    let exe = dir.join("step");
-    let cc = Command::new("cc")
-        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(generated_header_dir())
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/step.c"))
-        .arg("-L")
-        .arg(ebb_testkit::deps_dir())
-        .arg(format!("-Wl,-rpath,{}", ebb_testkit::deps_dir().display()))
-        .arg("-lebb_capi")
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("the C compiler `cc`");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    let exe = compile_c(&dir, "step");
     let out = Command::new(&exe)
         .arg(&plan_path)
         .arg("B=8")

@@ -16,6 +16,7 @@
 //! `np.from_dlpack` and `torch.from_dlpack` take it without a copy (`jax.dlpack.from_dlpack`
 //! too where the address is aligned as XLA requires; it copies otherwise); the memory lives until the last consumer's deleter runs, independent of the `Runtime`.
 
+use crate::EbbError;
 use dlpark::ffi::{
     DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned,
 };
@@ -26,48 +27,40 @@ use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
 use ebb_ir::DType;
 use ebb_runtime::raw::numpy_name;
 use ebb_runtime::{DeviceBuffer, StepInput, StepTensor, Tensor};
-use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use std::sync::Arc;
 
+/// Every element type with its DLPack type code and width in bits.
+const DTYPES: [(DType, DLDataTypeCode, u8); 12] = [
+    (DType::F32, DLDataTypeCode::FLOAT, 32),
+    (DType::F64, DLDataTypeCode::FLOAT, 64),
+    (DType::F16, DLDataTypeCode::FLOAT, 16),
+    (DType::BF16, DLDataTypeCode::BFLOAT, 16),
+    (DType::I1, DLDataTypeCode::BOOL, 8),
+    (DType::I8, DLDataTypeCode::INT, 8),
+    (DType::I16, DLDataTypeCode::INT, 16),
+    (DType::I32, DLDataTypeCode::INT, 32),
+    (DType::I64, DLDataTypeCode::INT, 64),
+    (DType::U8, DLDataTypeCode::UINT, 8),
+    (DType::U32, DLDataTypeCode::UINT, 32),
+    (DType::U64, DLDataTypeCode::UINT, 64),
+];
+
 /// The element type of a DLPack dtype (one lane), if Ebb has it.
 fn dtype_of(t: DLDataType) -> Option<DType> {
-    if t.lanes != 1 {
-        return None;
-    }
-    Some(match (t.code, t.bits) {
-        (DLDataTypeCode::FLOAT, 32) => DType::F32,
-        (DLDataTypeCode::FLOAT, 64) => DType::F64,
-        (DLDataTypeCode::FLOAT, 16) => DType::F16,
-        (DLDataTypeCode::BFLOAT, 16) => DType::BF16,
-        (DLDataTypeCode::BOOL, 8) => DType::I1,
-        (DLDataTypeCode::INT, 8) => DType::I8,
-        (DLDataTypeCode::INT, 16) => DType::I16,
-        (DLDataTypeCode::INT, 32) => DType::I32,
-        (DLDataTypeCode::INT, 64) => DType::I64,
-        (DLDataTypeCode::UINT, 8) => DType::U8,
-        (DLDataTypeCode::UINT, 32) => DType::U32,
-        (DLDataTypeCode::UINT, 64) => DType::U64,
-        _ => return None,
-    })
+    DTYPES
+        .iter()
+        .find(|&&(_, code, bits)| t.lanes == 1 && t.code == code && t.bits == bits)
+        .map(|&(d, ..)| d)
 }
 
 /// The DLPack dtype of an element type.
 fn dl_dtype(d: DType) -> DLDataType {
-    let (code, bits) = match d {
-        DType::F32 => (DLDataTypeCode::FLOAT, 32),
-        DType::F64 => (DLDataTypeCode::FLOAT, 64),
-        DType::F16 => (DLDataTypeCode::FLOAT, 16),
-        DType::BF16 => (DLDataTypeCode::BFLOAT, 16),
-        DType::I1 => (DLDataTypeCode::BOOL, 8),
-        DType::I8 => (DLDataTypeCode::INT, 8),
-        DType::I16 => (DLDataTypeCode::INT, 16),
-        DType::I32 => (DLDataTypeCode::INT, 32),
-        DType::I64 => (DLDataTypeCode::INT, 64),
-        DType::U8 => (DLDataTypeCode::UINT, 8),
-        DType::U32 => (DLDataTypeCode::UINT, 32),
-        DType::U64 => (DLDataTypeCode::UINT, 64),
-    };
+    let (code, bits) = DTYPES
+        .iter()
+        .find(|&&(e, ..)| e == d)
+        .map_or((DLDataTypeCode::UINT, 8), |&(_, c, b)| (c, b));
     DLDataType {
         code,
         bits,
@@ -106,8 +99,8 @@ pub fn is_producer(obj: &Bound<'_, PyAny>) -> bool {
 /// Reads input `i` from the DLPack producer `obj`; see the module docs.
 ///
 /// # Errors
-/// `TypeError` for a dtype Ebb does not take; `BufferError` for a device the executor
-/// cannot read, or a CUDA tensor that is not contiguous.
+/// `EbbError` for a dtype Ebb does not take, a device the executor cannot read, or a CUDA
+/// tensor that is not contiguous; the producer's own exceptions pass through.
 pub fn import(obj: &Bound<'_, PyAny>, i: usize, cuda: CudaTarget) -> PyResult<Imported> {
     let req = ImportRequest::new(obj.as_borrowed())?;
     let device = req.device().ok();
@@ -119,9 +112,9 @@ pub fn import(obj: &Bound<'_, PyAny>, i: usize, cuda: CudaTarget) -> PyResult<Im
     let imported = req.import(stream.as_ref().map(|s| s as &dyn DlpackStream), None)?;
     let t = imported
         .validate()
-        .map_err(|e| PyBufferError::new_err(format!("input {i}: {e}")))?;
+        .map_err(|e| EbbError::new_err(format!("input {i}: {e}")))?;
     let dtype = dtype_of(t.dtype()).ok_or_else(|| {
-        PyTypeError::new_err(format!(
+        EbbError::new_err(format!(
             "input {i} has DLPack dtype (code {}, {} bits, {} lanes); Ebb takes bool, \
              int8/16/32/64, uint8/32/64, float16/32/64 and bfloat16",
             t.dtype().code.0,
@@ -140,13 +133,13 @@ pub fn import(obj: &Bound<'_, PyAny>, i: usize, cuda: CudaTarget) -> PyResult<Im
         DLDeviceType::CPU | DLDeviceType::CUDAHOST | DLDeviceType::CUDAMANAGED => {
             let strides = t
                 .strides_or_compact()
-                .map_err(|e| PyBufferError::new_err(format!("input {i}: {e}")))?;
+                .map_err(|e| EbbError::new_err(format!("input {i}: {e}")))?;
             let mut bytes = vec![0u8; n * size];
             if n > 0 {
                 gather(base, &shape, &strides, size, &mut bytes);
             }
             let tensor = ebb_runtime::raw::from_native_bytes(dtype, shape, &bytes)
-                .map_err(|e| PyTypeError::new_err(format!("input {i}: {e}")))?;
+                .map_err(|e| EbbError::new_err(format!("input {i}: {e}")))?;
             Ok(Imported {
                 input: StepInput::Host(tensor),
                 keep: None,
@@ -154,19 +147,19 @@ pub fn import(obj: &Bound<'_, PyAny>, i: usize, cuda: CudaTarget) -> PyResult<Im
         }
         DLDeviceType::CUDA => {
             let Some((_, ordinal)) = cuda else {
-                return Err(PyBufferError::new_err(format!(
+                return Err(EbbError::new_err(format!(
                     "input {i} is on a CUDA device; this Runtime's executor takes host \
                      tensors (make it with device=\"cuda\", or move the input to the host)"
                 )));
             };
             if dev.device_id != ordinal {
-                return Err(PyBufferError::new_err(format!(
+                return Err(EbbError::new_err(format!(
                     "input {i} is on cuda:{}; the Runtime runs on cuda:{ordinal}",
                     dev.device_id
                 )));
             }
             if !t.is_compact().unwrap_or(false) {
-                return Err(PyBufferError::new_err(format!(
+                return Err(EbbError::new_err(format!(
                     "input {i} is a strided CUDA tensor; pass a contiguous one \
                      (torch: x.contiguous())"
                 )));
@@ -180,7 +173,7 @@ pub fn import(obj: &Bound<'_, PyAny>, i: usize, cuda: CudaTarget) -> PyResult<Im
                 keep: Some(Box::new(SendImported(imported))),
             })
         }
-        d => Err(PyBufferError::new_err(format!(
+        d => Err(EbbError::new_err(format!(
             "input {i} is on {}; Ebb reads host (kDLCPU) and CUDA tensors",
             where_(DLDevice {
                 device_type: d,

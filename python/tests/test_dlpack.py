@@ -95,6 +95,11 @@ def test_simt_steps_torch_and_numpy_tensors_bit_for_bit_as_the_cpu(name):
     # numpy arrays in: the same outputs.
     outs2, _ = rt.step(bind, inputs)
     assert all(a.tobytes() == b.tobytes() for a, b in zip(outs2, want))
+    # A type Ebb does not have is refused by input index.
+    wrong = list(tin)
+    wrong[0] = torch.zeros(tuple(inputs[0].shape), dtype=torch.complex64)
+    with pytest.raises(ebb.EbbError, match="input 0 has DLPack dtype"):
+        rt.step(bind, wrong)
 
 
 def test_outputs_are_dlpack_tensors_that_own_their_memory(mlp):
