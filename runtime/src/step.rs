@@ -4,8 +4,8 @@
 //! Each step: the plan is finalized at the batch's bindings under the budget (from the LRU
 //! [`PlanCache`] when the shape was seen before), the chosen schedule variant is made into an
 //! executable [`Program`], the decisions into [`Events`](crate::exec::Events), and the step runs
-//! on the CPU executor
-//! with evictions, recomputes and swaps performed. [`StepReport`] says what it cost.
+//! on the executor set ([`Runtime::set_executor`]: the CPU's by default, or a device's) with
+//! evictions, recomputes and swaps performed. [`StepReport`] says what it cost.
 //!
 //! Invariant checked on every step: the executor's measured peak (device bytes, the plan
 //! checker's model) equals the finalized plan's `peak_bytes_planned`; a difference is a bug and
@@ -412,20 +412,21 @@ impl Runtime {
     }
 
     /// As [`Runtime::step`] with inputs that may be in device memory
-    /// ([`StepInput::Device`], for [`Executor::Cuda`]) and, with `on_device` and a device
-    /// executor that has device memory, outputs copied into device allocations the caller
-    /// owns ([`StepTensor::Device`]) instead of read back to the host.
+    /// ([`StepInput::Device`], for [`Executor::Cuda`]) and, with `on_device` and
+    /// [`Executor::Cuda`], outputs copied into device allocations the caller owns
+    /// ([`StepTensor::Device`]) instead of read back to the host (the other executors return
+    /// host tensors).
     ///
     /// # Errors
     /// As [`Runtime::step`], and [`RuntimeError::Device`] for a device input to an executor
-    /// without device memory, or `on_device` on the simulated device.
+    /// without device memory.
     pub fn step_io(
         &mut self,
         b: &Bindings,
         inputs: Vec<StepInput>,
         on_device: bool,
     ) -> Result<StepIo, RuntimeError> {
-        let on_device = on_device && self.executor.is_device();
+        let on_device = on_device && self.executor == Executor::Cuda;
         let (outputs, report, ..) = self.run_step(b, inputs, on_device, &mut |_, _| {})?;
         Ok(StepIo { outputs, report })
     }
