@@ -299,7 +299,12 @@ def _dlpack_dtype(dtype: np.dtype) -> bool:
     """Whether numpy exports ``dtype`` through DLPack as Ebb reads it (native byte order,
     a type DLPack has)."""
     native = dtype.byteorder in "=|" or (dtype.byteorder == "<") == (sys.byteorder == "little")
-    return native and dtype.fields is None and dtype.kind in "biuf"
+    # numpy exports bool through DLPack from 1.25 on.
+    kinds = "biuf" if _NUMPY_DLPACK_BOOL else "iuf"
+    return native and dtype.fields is None and dtype.kind in kinds
+
+
+_NUMPY_DLPACK_BOOL = tuple(int(p) for p in np.__version__.split(".")[:2] if p.isdigit()) >= (1, 25)
 
 
 def _raw(a: np.ndarray, i: int) -> tuple[bytes, str, list[int]]:
