@@ -256,9 +256,9 @@ class Runtime:
         each a tensor of any DLPack producer (numpy >= 1.22, torch, JAX, CuPy: anything with
         ``__dlpack__``) or a Python scalar.
 
-        Inputs: host tensors are read in place, once, into the step's own input buffers
-        (the runtime updates donated inputs in place and never writes into the caller's
-        arrays); strided ones are gathered in the same pass. With ``device="cuda"`` a CUDA
+        Inputs: contiguous host tensors are read in place, without a copy, and never written
+        (a donated input the step updates in place is copied first); strided ones are
+        gathered into a copy. With ``device="cuda"`` a CUDA
         tensor of device 0 (contiguous; ``x.contiguous()`` otherwise) is copied device to
         device into its arena offset, ordered after the producer's pending work through
         DLPack's ``stream`` argument; host tensors are uploaded. The other executors refuse

@@ -2,11 +2,12 @@
 //! `__dlpack_device__`, <https://dmlc.github.io/dlpack/latest/python_spec.html>; the structs
 //! and capsules are dlpark's).
 //!
-//! In: any producer (numpy >= 1.22, torch, JAX, CuPy). A host tensor (`kDLCPU`,
-//! `kDLCUDAHost`, `kDLCUDAManaged`) is read in place once, straight into the step's input
-//! tensor (one copy: the runtime's inputs own their buffers, because donated inputs are
-//! updated in place and must not write into the caller's array); a strided one is gathered in
-//! the same pass. A CUDA tensor (`kDLCUDA`) is taken only by the CUDA executor: it must be
+//! In: any producer (numpy >= 1.22, torch, JAX, CuPy). A contiguous host tensor (`kDLCPU`,
+//! `kDLCUDAHost`, `kDLCUDAManaged`) aligned for its type is read in place, without a copy
+//! (`ebb_runtime::raw::from_foreign`: the producer's tensor is released when the step no
+//! longer needs it; a kernel that would write it — a donated input updated in place — writes a
+//! copy, so the caller's memory is never written); a strided or misaligned one is gathered
+//! into a copy. A CUDA tensor (`kDLCUDA`) is taken only by the CUDA executor: it must be
 //! contiguous, on the executor's device, and is copied device to device into its arena
 //! offset on the executor's compute stream, which is passed to the producer as DLPack's
 //! `stream` so that the producer's pending writes are ordered before the copy.
@@ -124,7 +125,6 @@ pub fn import(obj: &Bound<'_, PyAny>, i: usize, cuda: CudaTarget) -> PyResult<Im
     })?;
     let shape: Vec<usize> = t.shape().iter().map(|&d| d.max(0) as usize).collect();
     let n: usize = shape.iter().product();
-    let size = dtype.size_bytes() as usize;
     let dev = t.device();
     // SAFETY: the producer's data pointer with its byte offset, valid while `imported` lives.
     let base = unsafe { (t.data_ptr() as *const u8).add(t.byte_offset() as usize) };
@@ -133,17 +133,26 @@ pub fn import(obj: &Bound<'_, PyAny>, i: usize, cuda: CudaTarget) -> PyResult<Im
         DLDeviceType::CPU | DLDeviceType::CUDAHOST | DLDeviceType::CUDAMANAGED => {
             let strides = t
                 .strides_or_compact()
-                .map_err(|e| EbbError::new_err(format!("input {i}: {e}")))?;
-            let mut bytes = vec![0u8; n * size];
-            if n > 0 {
-                gather(base, &shape, &strides, size, &mut bytes);
+                .map_err(|e| EbbError::new_err(format!("input {i}: {e}")))?
+                .into_owned();
+            if n > 0 && t.is_compact().unwrap_or(false) {
+                // Read in place, the producer's tensor kept alive by the step's tensor.
+                let owner: Arc<dyn Send + Sync> = Arc::new(SendImported(imported));
+                // SAFETY: `n` elements of `dtype` at `base`, alive while `owner` is; the
+                // runtime never writes them (a write copies first).
+                let tensor = unsafe {
+                    ebb_runtime::raw::from_foreign(dtype, shape.clone(), base, owner.clone())
+                };
+                if let Some(tensor) = tensor {
+                    return Ok(Imported {
+                        input: StepInput::Host(tensor),
+                        keep: None,
+                    });
+                }
+                // Misaligned, or bool bytes other than 0 and 1: copied.
+                return copied(base, dtype, shape, &strides, i);
             }
-            let tensor = ebb_runtime::raw::from_native_bytes(dtype, shape, &bytes)
-                .map_err(|e| EbbError::new_err(format!("input {i}: {e}")))?;
-            Ok(Imported {
-                input: StepInput::Host(tensor),
-                keep: None,
-            })
+            copied(base, dtype, shape, &strides, i)
         }
         DLDeviceType::CUDA => {
             let Some((_, ordinal)) = cuda else {
@@ -188,8 +197,38 @@ pub fn import(obj: &Bound<'_, PyAny>, i: usize, cuda: CudaTarget) -> PyResult<Im
 struct SendImported(#[allow(dead_code)] dlpark::python::ImportedDlpack);
 
 // SAFETY: DLPack deleters may be called from any thread (the spec requires producers to allow
-// it); the tensor is only held, never read, while sent.
+// it, taking the GIL themselves where they need it); the handle is only held, never used,
+// until it is dropped.
 unsafe impl Send for SendImported {}
+// SAFETY: as above: shared references never touch the handle.
+unsafe impl Sync for SendImported {}
+
+/// Input `i` copied out of host memory at `base` (gathered by `strides`).
+fn copied(
+    base: *const u8,
+    dtype: DType,
+    shape: Vec<usize>,
+    strides: &[i64],
+    i: usize,
+) -> PyResult<Imported> {
+    let n: usize = shape.iter().product();
+    let mut bytes = vec![0u8; n * dtype.size_bytes() as usize];
+    if n > 0 {
+        gather(
+            base,
+            &shape,
+            strides,
+            dtype.size_bytes() as usize,
+            &mut bytes,
+        );
+    }
+    let tensor = ebb_runtime::raw::from_native_bytes(dtype, shape, &bytes)
+        .map_err(|e| EbbError::new_err(format!("input {i}: {e}")))?;
+    Ok(Imported {
+        input: StepInput::Host(tensor),
+        keep: None,
+    })
+}
 
 /// Copies the `shape` tensor of `size`-byte elements at `base` with element `strides` into
 /// `out` in row-major order.

@@ -40,6 +40,8 @@ def _cpu(plan: ebb.Plan, name: str):
     bind, inputs = _reference(name)
     outs, report = ebb.Runtime(plan, device="cpu").step(bind, inputs)
     assert report["executor"] == "jit"
+    # Read in place, never written: the donated parameters the step updates are copies.
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(inputs, _reference(name)[1]))
     return bind, inputs, outs
 
 
@@ -95,6 +97,9 @@ def test_simt_steps_torch_and_numpy_tensors_bit_for_bit_as_the_cpu(name):
     # numpy arrays in: the same outputs.
     outs2, _ = rt.step(bind, inputs)
     assert all(a.tobytes() == b.tobytes() for a, b in zip(outs2, want))
+    # Inputs are read in place and never written, though the step updates donated ones.
+    assert all(torch.equal(a, torch.from_numpy(b)) for a, b in zip(tin, inputs))
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(inputs, _reference(name)[1]))
     # A type Ebb does not have is refused by input index.
     wrong = list(tin)
     wrong[0] = torch.zeros(tuple(inputs[0].shape), dtype=torch.complex64)
