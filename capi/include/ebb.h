@@ -17,11 +17,36 @@ typedef enum EbbDecisionKind {
   EBB_DECISION_KIND_SWAP = 1,
 } EbbDecisionKind;
 
+// Outcome of a call that returns a status.
+typedef enum EbbStatus {
+  // Done.
+  EBB_STATUS_OK = 0,
+  // A bad argument: NULL, not UTF-8, an unknown name (the message lists the choices).
+  EBB_STATUS_INVALID_ARGUMENT = 1,
+  // The executor's device cannot be used here (no NVIDIA driver, no GPU); the message
+  // names the cause.
+  EBB_STATUS_DEVICE_UNAVAILABLE = 2,
+} EbbStatus;
+
+// Where a tensor's bytes are.
+typedef enum EbbMemory {
+  // Host memory.
+  EBB_MEMORY_HOST = 0,
+  // Device memory of CUDA device 0.
+  EBB_MEMORY_CUDA = 1,
+} EbbMemory;
+
 // A plan finalized at concrete bindings under a budget.
 typedef struct EbbFinalized EbbFinalized;
 
 // A verified plan with its embedded graph, ready to finalize at any bindings.
 typedef struct EbbPlan EbbPlan;
+
+// A runtime: the plan, its budget, the finalized plans per shape, the executor.
+typedef struct EbbRuntime EbbRuntime;
+
+// One step's outputs and report.
+typedef struct EbbStep EbbStep;
 
 // One evict decision (see `ebb plan --json`'s `decisions`).
 typedef struct EbbDecision {
@@ -52,6 +77,21 @@ typedef struct EbbAllocation {
   // Size, bytes.
   int64_t bytes;
 } EbbAllocation;
+
+// A dense row-major tensor in the machine's byte order (`bool` one byte per element).
+typedef struct EbbTensor {
+  // Address of element 0 (may be NULL when the tensor has no elements).
+  const void *data;
+  // Element type by its numpy name: `float32`, `float16`, `bfloat16`, `float64`, `bool`,
+  // `int8`, `int16`, `int32`, `int64`, `uint8`, `uint32`, `uint64`.
+  const char *dtype;
+  // Number of dimensions.
+  size_t ndim;
+  // `ndim` extents, outermost first (may be NULL when `ndim` is 0).
+  const int64_t *shape;
+  // Where the bytes are.
+  enum EbbMemory memory;
+} EbbTensor;
 
 #ifdef __cplusplus
 extern "C" {
@@ -172,6 +212,74 @@ char *ebb_plan_report_json(const struct EbbPlan *plan,
 // # Safety
 // `s` came from an Ebb function documented to return an owned string.
 void ebb_string_free(char *s);
+
+// A runtime for `plan` under `budget_bytes` (negative: no budget), pricing decisions on
+// `profile` (NULL: the plan's device, else the measured `cpu`), on the `cpu` executor until
+// `ebb_runtime_set_executor`. NULL on error.
+//
+// # Safety
+// `plan` is a live plan (it may be freed afterwards); `profile` NULL or NUL-terminated.
+struct EbbRuntime *ebb_runtime_new(const struct EbbPlan *plan,
+                                   int64_t budget_bytes,
+                                   const char *profile);
+
+// Releases a runtime (NULL is ignored).
+//
+// # Safety
+// `rt` came from `ebb_runtime_new` and is not used afterwards.
+void ebb_runtime_free(struct EbbRuntime *rt);
+
+// Runs later steps on the executor `name`: `cpu` (generated kernels), `reference` (the
+// interpreter), `simt` (the GPU executor on a simulated device), `cuda` (CUDA device 0; the
+// NVIDIA driver and cuBLAS are loaded now). Returns `EBB_STATUS_OK`,
+// `EBB_STATUS_INVALID_ARGUMENT` for an unknown name or `EBB_STATUS_DEVICE_UNAVAILABLE` when
+// the device cannot be used (the executor is then unchanged); `ebb_last_error` says why.
+//
+// # Safety
+// `rt` is a live runtime; `name` NUL-terminated.
+enum EbbStatus ebb_runtime_set_executor(struct EbbRuntime *rt, const char *name);
+
+// Runs one step at `bindings` (`"B=8,S=512"`) on `n_inputs` inputs in the step's input
+// order; with `outputs_on_device` and the `cuda` executor the outputs stay in device memory.
+// NULL on error (unknown symbols, an infeasible budget, inputs whose type or shape differ
+// from the plan's, a device failure). Free with `ebb_step_free`.
+//
+// # Safety
+// `rt` is a live runtime, `bindings` NUL-terminated, `inputs` points at `n_inputs` tensors
+// whose memory is readable for the call: host memory is copied during the call; CUDA memory
+// (`EBB_MEMORY_CUDA`: device 0, the `cuda` executor only) is copied device to device, and
+// the work writing it must be complete before the call.
+struct EbbStep *ebb_runtime_step(struct EbbRuntime *rt,
+                                 const char *bindings,
+                                 const struct EbbTensor *inputs,
+                                 size_t n_inputs,
+                                 bool outputs_on_device);
+
+// Releases a step and its outputs (NULL is ignored).
+//
+// # Safety
+// `step` came from `ebb_runtime_step` and is not used afterwards.
+void ebb_step_free(struct EbbStep *step);
+
+// Number of outputs; 0 for NULL.
+//
+// # Safety
+// `step` is NULL or a live step.
+size_t ebb_step_output_count(const struct EbbStep *step);
+
+// Writes output `i` (graph output order) to `out`: its address, dtype, shape and memory,
+// valid until `ebb_step_free`. False when out of range or an argument is NULL.
+//
+// # Safety
+// `step` is NULL or a live step; `out` is NULL or writable.
+bool ebb_step_output(const struct EbbStep *step, size_t i, struct EbbTensor *out);
+
+// The step's report (peaks planned and measured in bytes, decisions, times in ms and µs,
+// the executor) as JSON; NULL on error. Free with `ebb_string_free`.
+//
+// # Safety
+// `step` is a live step.
+char *ebb_step_report_json(const struct EbbStep *step);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -13,8 +13,14 @@
 //! - Bindings are text, `"B=8,S=512"`; budgets are bytes (negative: no budget); devices are
 //!   the names of `ebb plan --device` (`NULL`: the plan's device, else the measured `cpu`).
 //! - An `EbbPlan` may be shared by threads; each `EbbFinalized` belongs to its caller.
+//!
+//! The step itself runs through `EbbRuntime` ([`runtime`]): `ebb_runtime_new`,
+//! `ebb_runtime_set_executor` (`cpu`, `reference`, `simt`, `cuda`), `ebb_runtime_step`.
 
 #![allow(clippy::missing_safety_doc)] // each function's `# Safety` is in its C documentation
+
+mod runtime;
+pub use runtime::*;
 
 use anyhow::{anyhow, Context, Result};
 use ebb_ir::{Bindings, Graph};

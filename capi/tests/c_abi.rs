@@ -15,6 +15,30 @@ fn generated_header_dir() -> PathBuf {
     PathBuf::from(env!("OUT_DIR"))
 }
 
+/// `tests/c/NAME.c` compiled with `cc -Wall -Wextra -Werror` against the generated header and
+/// `libebb_capi.so` into `dir/NAME`.
+fn compile_c(dir: &std::path::Path, name: &str) -> PathBuf {
+    let exe = dir.join(name);
+    let cc = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(generated_header_dir())
+        .arg(format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR")))
+        .arg("-L")
+        .arg(ebb_testkit::deps_dir())
+        .arg(format!("-Wl,-rpath,{}", ebb_testkit::deps_dir().display()))
+        .arg("-lebb_capi")
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("the C compiler `cc`");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    exe
+}
+
 #[test]
 fn committed_header_is_cbindgens_output() {
     let generated = std::fs::read_to_string(generated_header_dir().join("ebb.h")).unwrap();
@@ -67,24 +91,7 @@ fn a_c_program_finalizes_a_plan_and_prints_the_cli_decisions() {
         .collect();
     assert!(!expected.is_empty(), "a half budget needs decisions");
 
-    let exe = dir.join("finalize");
-    let cc = Command::new("cc")
-        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(generated_header_dir())
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/finalize.c"))
-        .arg("-L")
-        .arg(ebb_testkit::deps_dir())
-        .arg(format!("-Wl,-rpath,{}", ebb_testkit::deps_dir().display()))
-        .arg("-lebb_capi")
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("the C compiler `cc`");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    let exe = compile_c(&dir, "finalize");
 
     let out = Command::new(&exe)
         .arg(&plan_path)
@@ -301,4 +308,72 @@ fn the_installed_library_builds_a_program_through_pkg_config() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("symbol B\nsymbol S\n"), "{stdout}");
+}
+
+/// `tests/c/step.c` runs the MLP step through `EbbRuntime` on the `cpu` and `simt`
+/// executors and finds their outputs equal byte for byte; an unknown executor is
+/// `EBB_STATUS_INVALID_ARGUMENT` naming the choices, `cuda` on a machine without the NVIDIA
+/// driver is `EBB_STATUS_DEVICE_UNAVAILABLE` naming the driver (on a machine with one: OK).
+#[test]
+fn a_c_program_runs_the_step_on_the_simt_executor_as_on_the_cpu() {
+    let dir = ebb_testkit::scratch("capi-step");
+    let plan = Compiler::default()
+        .compile_file(&ebb_testkit::jax_fixture("mlp_sgd"))
+        .unwrap();
+    let plan_path = dir.join("mlp.plan.json");
+    std::fs::write(&plan_path, plan.to_json()).unwrap();
+    let b = pipeline::parse_bindings("B=8").unwrap();
+    let rt = ebb_runtime::Runtime::new(plan, None).unwrap();
+    let inputs = ebb_runtime::inputs::random_inputs(rt.graph(), &b, 3).unwrap();
+    let mut bin = (inputs.len() as u64).to_ne_bytes().to_vec();
+    for t in &inputs {
+        let name = ebb_runtime::raw::numpy_name(t.dtype());
+        bin.extend((name.len() as u64).to_ne_bytes());
+        bin.extend(name.as_bytes());
+        bin.extend((t.shape().len() as u64).to_ne_bytes());
+        for &d in t.shape() {
+            bin.extend((d as i64).to_ne_bytes());
+        }
+        let bytes = t.to_le_bytes();
+        bin.extend((bytes.len() as u64).to_ne_bytes());
+        bin.extend(bytes);
+    }
+    let inputs_path = dir.join("inputs.bin");
+    std::fs::write(&inputs_path, bin).unwrap();
+
+    let exe = compile_c(&dir, "step");
+    let out = Command::new(&exe)
+        .arg(&plan_path)
+        .arg("B=8")
+        .arg(&inputs_path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout
+            .contains("executor tpu: 1 unknown executor `tpu` (known: cpu, reference, simt, cuda)"),
+        "{stdout}"
+    );
+    let cuda = stdout
+        .lines()
+        .find(|l| l.starts_with("executor cuda: "))
+        .unwrap_or_default();
+    assert!(
+        cuda == "executor cuda: 0 "
+            || cuda.starts_with("executor cuda: 2 ")
+                && (cuda.contains("NVIDIA driver") || cuda.contains("CUDA device")),
+        "{cuda}"
+    );
+    assert!(stdout.contains("executor simt: 0\n"), "{stdout}");
+    let n = rt.graph().outputs().len();
+    assert!(stdout.contains(&format!("outputs {n} {n}\n")), "{stdout}");
+    assert!(stdout.contains(&format!("equal {n}\n")), "{stdout}");
+    assert!(stdout.contains("report simt\n"), "{stdout}");
+    assert!(stdout.contains("bad bindings: "), "{stdout}");
 }

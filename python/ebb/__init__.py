@@ -13,8 +13,9 @@ text: ``"40GiB"``, ``"50%"`` (of the program-order peak at the bindings), ``"50%
     >>> ebb.pack(plan, [120, 900, 33, 4000], budget="40GiB")
 
 Errors are exceptions: :class:`EbbError` and its subclasses :class:`ImportFailed`,
-:class:`PlanError`, :class:`ShapeError` and :class:`InfeasibleBudget` (which carries
-``smallest_feasible_bytes``).
+:class:`PlanError`, :class:`ShapeError`, :class:`InfeasibleBudget` (which carries
+``smallest_feasible_bytes``) and :class:`DeviceUnavailable`; an unknown device or profile
+name is a ``ValueError`` listing the choices.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from typing import Iterable, Mapping, Sequence, Union
 
 import numpy as np
 
+from ._ebb import Tensor  # noqa: F401  (re-exported)
 from ._ebb import (  # noqa: F401  (re-exported)
+    DeviceUnavailable,
     EbbError,
     ImportFailed,
     InfeasibleBudget,
@@ -51,6 +54,8 @@ __all__ = [
     "PlanError",
     "ShapeError",
     "InfeasibleBudget",
+    "DeviceUnavailable",
+    "Tensor",
 ]
 
 
@@ -204,41 +209,125 @@ def _np_dtype(name: str) -> np.dtype:
 
 
 class Runtime:
-    """Executes the step on the CPU under a memory budget: each :meth:`step` finalizes the plan
-    at its bindings (cached per shape), performs the evictions, recomputes and swaps, and
-    returns the outputs with the step's report.
+    """Executes the step under a memory budget: each :meth:`step` finalizes the plan at its
+    bindings (cached per shape), performs the evictions, recomputes and swaps, and returns the
+    outputs with the step's report.
 
     ``budget``: bytes (int) or text, as everywhere: ``"2GiB"``, ``"50%"`` (of the step's
     program-order peak at each step's bindings), ``"50%scheduled"`` (of the plan's scheduled
-    peak there)."""
+    peak there).
 
-    def __init__(self, plan: Plan, budget: Budget | None = None, device: str | None = None, kinds: str = "both"):
-        self._rt = _ebb.Runtime(plan._p, budget, device, kinds)
+    ``device`` selects the executor:
 
-    def step(self, bind: Mapping[str, int], inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], dict]:
-        """Runs one step. ``inputs`` in the step's input order (:meth:`Plan.input_specs`);
-        returns the outputs as numpy arrays and the report (``measured_peak_bytes``,
-        ``peak_bytes_planned``, decisions counts, ``wall_ms``, ``finalize_us``, …)."""
-        raw = []
+    - ``"cpu"`` (default): generated kernels on the host; ``"reference"``: the interpreter;
+    - ``"simt"``: the GPU executor on a simulated device (the GPU kernels run on the host,
+      streams on threads, every step's command sequence checked for hazards);
+    - ``"cuda"``: the GPU executor on CUDA device 0 (NVIDIA driver and cuBLAS loaded at run
+      time; where they are missing the constructor raises :class:`DeviceUnavailable` naming
+      the cause);
+    - a device profile name (``"h100-sxm-pcie5"``, ``"custom:…"``): the CPU executor with
+      decisions priced on that profile, as in versions where ``device`` only priced.
+
+    ``profile`` prices the decisions (the names of :meth:`Plan.finalize`'s ``device``). When
+    it is not given: the profile ``device`` names (``"cpu"`` prices on the measured ``cpu``
+    profile), else the plan's recorded profile, else ``h100-sxm-pcie5`` for ``simt`` and
+    ``cuda`` and the measured ``cpu`` for the CPU executors. An unknown ``device`` or
+    ``profile`` is a ``ValueError`` listing the choices. ``kinds``: ``recompute``, ``swap``
+    or ``both``.
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        budget: Budget | None = None,
+        device: str | None = None,
+        kinds: str = "both",
+        profile: str | None = None,
+    ):
+        self._rt = _ebb.Runtime(plan._p, budget, device, kinds, profile)
+
+    @property
+    def executor(self) -> str:
+        """The executor: ``cpu``, ``reference``, ``simt`` or ``cuda``."""
+        return self._rt.executor
+
+    def step(self, bind: Mapping[str, int], inputs: Sequence[object]) -> tuple[list, dict]:
+        """Runs one step. ``inputs`` in the step's input order (:meth:`Plan.input_specs`),
+        each a tensor of any DLPack producer (numpy >= 1.22, torch, JAX, CuPy: anything with
+        ``__dlpack__``) or a Python scalar.
+
+        Inputs: contiguous host tensors are read in place, without a copy, and never written
+        (a donated input the step updates in place is copied first); strided ones are
+        gathered into a copy. With ``device="cuda"`` a CUDA
+        tensor of device 0 (contiguous; ``x.contiguous()`` otherwise) is copied device to
+        device into its arena offset, ordered after the producer's pending work through
+        DLPack's ``stream`` argument; host tensors are uploaded. The other executors refuse
+        CUDA tensors. numpy arrays DLPack cannot carry (ml_dtypes' ``bfloat16``, non-native
+        byte order) are converted value for value.
+
+        Outputs, with the report (``measured_peak_bytes``, ``peak_bytes_planned``, decision
+        counts, ``wall_ms``, ``finalize_us``, …):
+
+        - on the host executors (``cpu``, ``reference``, ``simt``): numpy arrays that share
+          the output's memory (``bfloat16`` as ml_dtypes' type); ``torch.from_dlpack(out)``
+          takes them without a copy, ``jax.dlpack.from_dlpack(out)`` too where the address
+          is aligned as XLA requires (it copies otherwise);
+        - with ``device="cuda"``: :class:`Tensor` objects on CUDA device 0, each owning a
+          device allocation that holds a copy of the output, ready when ``step`` returns
+          (no stream to wait for). ``torch.from_dlpack(out)``/``jax.dlpack.from_dlpack(out)``
+          take it without a copy (allocations are 256-byte aligned); the allocation is freed when the last object using it
+          (the :class:`Tensor` and every tensor made from it) is gone, independent of the
+          :class:`Runtime`.
+        """
+        args = []
         for i, x in enumerate(inputs):
-            if not isinstance(x, np.ndarray) and not np.isscalar(x):
-                raise EbbError(f"input {i} is a {type(x).__name__}, not a numpy array")
-            a = np.asarray(x)
-            if a.dtype.kind not in "biuf" and a.dtype.name != "bfloat16" or a.dtype.fields is not None:
-                raise EbbError(
-                    f"input {i} has dtype {a.dtype.str} ({a.dtype.name}); Ebb takes bool, int8/16/32/64, "
-                    "uint8/32/64, float16/32/64 and bfloat16 arrays"
-                )
-            # The bytes cross the boundary little-endian: a big-endian array (`>f4`) is
-            # converted, value for value, never reinterpreted.
-            if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and sys.byteorder == "big"):
-                a = a.astype(a.dtype.newbyteorder("<"))
-            # C order, 0-d kept 0-d (np.ascontiguousarray would make it 1-d).
-            a = np.asarray(a, order="C")
-            raw.append((a.tobytes(), a.dtype.name, list(a.shape)))
-        outs, report = self._rt.step(_bind(bind, {}), raw)
-        arrays = [np.frombuffer(b, dtype=_np_dtype(d).newbyteorder("<")).reshape(tuple(s)) for b, d, s in outs]
-        return arrays, json.loads(report)
+            if not hasattr(x, "__dlpack__"):
+                if not np.isscalar(x):
+                    raise EbbError(f"input {i} is a {type(x).__name__}, not a DLPack tensor (numpy, torch, JAX)")
+                x = np.asarray(x)
+            if isinstance(x, np.ndarray) and not _dlpack_dtype(x.dtype):
+                args.append(_raw(x, i))
+            else:
+                args.append(x)
+        outs, report = self._rt.step(_bind(bind, {}), args)
+        if self._rt.executor != "cuda":
+            outs = [_to_numpy(t) for t in outs]
+        return outs, json.loads(report)
+
+
+def _dlpack_dtype(dtype: np.dtype) -> bool:
+    """Whether numpy exports ``dtype`` through DLPack as Ebb reads it (native byte order,
+    a type DLPack has)."""
+    native = dtype.byteorder in "=|" or (dtype.byteorder == "<") == (sys.byteorder == "little")
+    # numpy exports bool through DLPack from 1.25 on.
+    kinds = "biuf" if _NUMPY_DLPACK_BOOL else "iuf"
+    return native and dtype.fields is None and dtype.kind in kinds
+
+
+_NUMPY_DLPACK_BOOL = tuple(int(p) for p in np.__version__.split(".")[:2] if p.isdigit()) >= (1, 25)
+
+
+def _raw(a: np.ndarray, i: int) -> tuple[bytes, str, list[int]]:
+    """``a`` as little-endian C-order bytes with its dtype name (the types DLPack lacks)."""
+    if a.dtype.kind not in "biuf" and a.dtype.name != "bfloat16" or a.dtype.fields is not None:
+        raise EbbError(
+            f"input {i} has dtype {a.dtype.str} ({a.dtype.name}); Ebb takes bool, int8/16/32/64, "
+            "uint8/32/64, float16/32/64 and bfloat16 arrays"
+        )
+    # The bytes cross the boundary little-endian: a big-endian array (`>f4`) is converted,
+    # value for value, never reinterpreted.
+    if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and sys.byteorder == "big"):
+        a = a.astype(a.dtype.newbyteorder("<"))
+    # C order, 0-d kept 0-d (np.ascontiguousarray would make it 1-d).
+    a = np.asarray(a, order="C")
+    return (a.tobytes(), a.dtype.name, list(a.shape))
+
+
+def _to_numpy(t: Tensor) -> np.ndarray:
+    """A host output as a numpy array sharing its memory (bfloat16 through its bits)."""
+    if t.dtype == "bfloat16":
+        return np.from_dlpack(t.as_bits()).view(_np_dtype("bfloat16"))
+    return np.from_dlpack(t)
 
 
 def pack(

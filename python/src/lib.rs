@@ -8,21 +8,29 @@
 //! - `ShapeError`: bindings that name unknown symbols or violate a fact or shape assertion;
 //! - `InfeasibleBudget`: a budget below the smallest feasible one, which the exception carries
 //!   as `smallest_feasible_bytes` (`None` when a sequence does not fit within the added-time
-//!   cap of `pack`).
+//!   cap of `pack`);
+//! - `DeviceUnavailable`: an executor whose device cannot be used here (no NVIDIA driver, no
+//!   GPU), with the cause;
+//! - `ValueError` (Python's): an unknown device or profile name, listing the choices.
+//!
+//! Step inputs and outputs cross through DLPack ([`dlpack`]).
+
+mod dlpack;
 
 use anyhow::{Context, Result};
 use ebb_ir::{Bindings, Graph, Symbol};
 use ebb_pipeline::size::{self, Budget};
 use ebb_pipeline::{self as pipeline, CompileOptions, Kinds, Pricing};
+use ebb_plan::device::DeviceProfile;
 use ebb_plan::finalize::FinalizeError;
 use ebb_plan::format::Plan;
 use ebb_plan::pack::{PackError, PackOptions};
 use ebb_runtime::raw::{from_raw, numpy_name};
-use ebb_runtime::Runtime;
+use ebb_runtime::{Executor, Runtime, StepInput};
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::PyTuple;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -44,6 +52,12 @@ create_exception!(
     ShapeError,
     EbbError,
     "Bindings the plan does not accept."
+);
+create_exception!(
+    ebb,
+    DeviceUnavailable,
+    EbbError,
+    "An executor whose device cannot be used (no NVIDIA driver, no GPU), with the cause."
 );
 create_exception!(
     ebb,
@@ -89,6 +103,12 @@ fn py_err(e: anyhow::Error) -> PyErr {
                     }
                     _ => EbbError::new_err(msg.clone()),
                 };
+            }
+            if let Some(ebb_runtime::RuntimeError::Device(
+                ebb_runtime::exec::device::DeviceError::Unavailable(_),
+            )) = cause.downcast_ref::<ebb_runtime::RuntimeError>()
+            {
+                return DeviceUnavailable::new_err(msg.clone());
             }
             if cause.is::<ebb_ir::dim::BindingsError>() {
                 return ShapeError::new_err(msg.clone());
@@ -368,15 +388,61 @@ impl PyPlan {
     }
 }
 
-/// One step's tensors crossing the boundary: raw little-endian bytes, numpy dtype name, shape.
+/// A tensor crossing the boundary as raw bytes (little-endian, C order), numpy dtype name,
+/// shape: the fallback for numpy arrays DLPack cannot carry (ml_dtypes' bfloat16).
 type RawTensor = (Vec<u8>, String, Vec<usize>);
 
-/// [`RawTensor`] as handed to Python (`bytes`), with the step report's JSON.
-type StepResult<'py> = (Vec<(Bound<'py, PyBytes>, String, Vec<usize>)>, String);
+/// The executor and the pricing of `ebb.Runtime(device=..., profile=...)`: `device` names the
+/// executor (`cpu`, `simt`, `cuda`, `reference`; default `cpu`) or, as before executors were
+/// selectable, a device profile (CPU executor priced on it). Decisions are priced on
+/// `profile` if given, else the profile `device` names (`cpu` prices on the measured `cpu`
+/// profile), else the plan's recorded profile, else `h100-sxm-pcie5` for `simt`/`cuda` and
+/// the measured `cpu` for the CPU executors.
+///
+/// # Errors
+/// `ValueError` for an unknown device or profile name, listing the choices.
+fn runtime_target(
+    plan: &Plan,
+    device: Option<&str>,
+    profile: Option<&str>,
+    kinds_name: &str,
+) -> PyResult<(Executor, Pricing)> {
+    let value_err = |e: anyhow::Error| PyValueError::new_err(format!("{e:#}"));
+    let named_profile = |name: &str| {
+        ebb_runtime::device::resolve(name).map_err(|e| {
+            PyValueError::new_err(format!(
+                "{e}; `device` is an executor ({}) or a device profile",
+                Executor::NAMES.join(", ")
+            ))
+        })
+    };
+    let (executor, implied) = match device {
+        None => (Executor::Jit, None),
+        Some(name) => match Executor::from_name(name) {
+            Some(e) => (e, (name == "cpu").then(ebb_runtime::device::cpu)),
+            None => (Executor::Jit, Some(named_profile(name)?)),
+        },
+    };
+    let device_profile = match (profile, implied, &plan.device) {
+        (Some(p), _, _) => ebb_runtime::device::resolve(p)
+            .map_err(|e| PyValueError::new_err(format!("profile: {e}")))?,
+        (None, Some(p), _) => p,
+        (None, None, Some(p)) => p.clone(),
+        (None, None, None) if executor.is_device() => DeviceProfile::h100_sxm_pcie5(),
+        (None, None, None) => ebb_runtime::device::cpu(),
+    };
+    Ok((
+        executor,
+        Pricing {
+            device: device_profile,
+            kinds: kinds(kinds_name).map_err(value_err)?.decision_kinds(),
+        },
+    ))
+}
 
-/// The CPU executor under a budget (see `ebb.Runtime`). Usable from any Python thread: the
-/// runtime sits behind a mutex, waited for and held with the GIL released, so steps from
-/// several threads run one after another while other Python code goes on.
+/// The step under a budget on one executor (see `ebb.Runtime`). Usable from any Python
+/// thread: the runtime sits behind a mutex, waited for and held with the GIL released, so
+/// steps from several threads run one after another while other Python code goes on.
 /// A [`PyRuntime`]'s mutable part.
 struct RuntimeState {
     /// The runtime.
@@ -393,102 +459,135 @@ struct PyRuntime {
     graph: Graph,
     /// The budget as given (a fraction resolves per shape: [`pipeline::resolve_budget`]).
     budget: Option<Budget>,
+    /// The executor.
+    executor: Executor,
+    /// The CUDA executor's compute stream and device ordinal (device inputs are ordered
+    /// before it); `None` for the others.
+    cuda: dlpack::CudaTarget,
 }
 
 #[pymethods]
 impl PyRuntime {
     #[new]
-    #[pyo3(signature = (plan, budget=None, device=None, kinds="both"))]
+    #[pyo3(signature = (plan, budget=None, device=None, kinds="both", profile=None))]
     fn new(
+        py: Python<'_>,
         plan: &PyPlan,
         budget: Option<BudgetArg>,
         device: Option<String>,
         kinds: &str,
+        profile: Option<String>,
     ) -> PyResult<PyRuntime> {
-        (|| -> Result<PyRuntime> {
-            let pricing = plan.pricing(device.as_deref(), kinds)?;
-            let budget = budget.as_ref().map(BudgetArg::budget).transpose()?;
-            let bytes = match budget {
-                Some(Budget::Bytes(b)) => Some(b),
-                _ => None,
-            };
-            let rt = Runtime::with_options(
-                plan.plan.clone(),
-                pricing.finalize_options(bytes, true),
-                64,
-            )?;
-            Ok(PyRuntime {
-                inner: std::sync::Mutex::new(RuntimeState {
-                    rt,
-                    resolved: Default::default(),
-                }),
-                graph: plan.graph.clone(),
-                budget,
+        let (executor, pricing) =
+            runtime_target(&plan.plan, device.as_deref(), profile.as_deref(), kinds)?;
+        let budget = budget
+            .as_ref()
+            .map(BudgetArg::budget)
+            .transpose()
+            .map_err(py_err)?;
+        let bytes = match budget {
+            Some(Budget::Bytes(b)) => Some(b),
+            _ => None,
+        };
+        let p = plan.plan.clone();
+        let (rt, cuda) = py
+            .detach(move || -> Result<_> {
+                let mut rt = Runtime::with_options(p, pricing.finalize_options(bytes, true), 64)?;
+                rt.set_executor(executor);
+                // A missing driver or GPU is an error now, not at the first step.
+                rt.open_device()?;
+                let cuda = if executor == Executor::Cuda {
+                    rt.device_stream()?
+                } else {
+                    None
+                };
+                Ok((rt, cuda))
             })
-        })()
-        .map_err(py_err)
+            .map_err(py_err)?;
+        Ok(PyRuntime {
+            inner: std::sync::Mutex::new(RuntimeState {
+                rt,
+                resolved: Default::default(),
+            }),
+            graph: plan.graph.clone(),
+            budget,
+            executor,
+            cuda,
+        })
     }
 
-    /// Runs one step: inputs as `(bytes, dtype, shape)` in graph input order; returns the
-    /// outputs the same way and the step report as JSON text.
+    /// The executor's name (`cpu`, `reference`, `simt`, `cuda`).
+    #[getter]
+    fn executor(&self) -> &'static str {
+        match self.executor {
+            Executor::Jit => "cpu",
+            Executor::Reference => "reference",
+            Executor::Simt => "simt",
+            Executor::Cuda => "cuda",
+        }
+    }
+
+    /// Runs one step: inputs in graph input order, each a DLPack producer or a raw
+    /// `(bytes, dtype, shape)` tuple; returns the outputs as DLPack tensors (on the CUDA
+    /// device for the CUDA executor, else on the host) and the step report as JSON text.
     fn step<'py>(
         &self,
         py: Python<'py>,
         bind: BTreeMap<String, i64>,
-        inputs: Vec<RawTensor>,
-    ) -> PyResult<StepResult<'py>> {
-        let (outputs, report) = py
-            .detach(|| -> Result<(Vec<RawTensor>, String)> {
-                let mut state = self.inner.lock().map_err(|_| {
-                    anyhow::anyhow!(
-                        "an earlier step of this Runtime failed with a panic; create a new Runtime"
-                    )
-                })?;
-                let RuntimeState { rt, resolved } = &mut *state;
-                let b = bindings(&bind);
-                rt.plan().symbols.check_known(&b)?;
-                if let Some(budget @ (Budget::Fraction(_) | Budget::FractionOfScheduled(_))) =
-                    self.budget
-                {
-                    pipeline::check_plan_bindings(rt.plan(), &b)?;
-                    let key: Vec<i64> = b.values().copied().collect();
-                    let bytes = match resolved.get(&key) {
-                        Some(&x) => x,
-                        None => {
-                            let x = pipeline::resolve_budget(rt.plan(), &self.graph, &b, budget)?;
-                            resolved.insert(key, x);
-                            x
-                        }
-                    };
-                    rt.set_budget(Some(bytes));
-                }
-                let tensors = inputs
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (data, dtype, shape))| {
-                        from_raw(data, &dtype, shape).map_err(|e| anyhow::anyhow!("input {i}: {e}"))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let out = rt.step(&b, tensors)?;
-                let report = serde_json::to_string(&out.report)?;
-                let outputs = out
-                    .outputs
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.to_le_bytes(),
-                            numpy_name(t.dtype()).to_string(),
-                            t.shape().to_vec(),
-                        )
-                    })
-                    .collect();
-                Ok((outputs, report))
-            })
-            .map_err(py_err)?;
-        let outputs = outputs
-            .into_iter()
-            .map(|(data, dtype, shape)| (PyBytes::new(py, &data), dtype, shape))
-            .collect();
+        inputs: Vec<Bound<'py, PyAny>>,
+    ) -> PyResult<(Vec<dlpack::PyTensor>, String)> {
+        let mut tensors = Vec::with_capacity(inputs.len());
+        let mut keep = Vec::new();
+        for (i, x) in inputs.iter().enumerate() {
+            if dlpack::is_producer(x) {
+                let imported = dlpack::import(x, i, self.cuda)?;
+                tensors.push(imported.input);
+                keep.extend(imported.keep);
+            } else if x.is_instance_of::<PyTuple>() {
+                let (data, dtype, shape): RawTensor = x.extract()?;
+                let t = from_raw(data, &dtype, shape)
+                    .map_err(|e| py_err(anyhow::anyhow!("input {i}: {e}")))?;
+                tensors.push(StepInput::Host(t));
+            } else {
+                return Err(py_err(anyhow::anyhow!(
+                    "input {i} is a {}, not a DLPack tensor",
+                    x.get_type().name()?
+                )));
+            }
+        }
+        let on_device = self.executor == Executor::Cuda;
+        let result = py.detach(|| -> Result<_> {
+            let mut state = self.inner.lock().map_err(|_| {
+                anyhow::anyhow!(
+                    "an earlier step of this Runtime failed with a panic; create a new Runtime"
+                )
+            })?;
+            let RuntimeState { rt, resolved } = &mut *state;
+            let b = bindings(&bind);
+            rt.plan().symbols.check_known(&b)?;
+            if let Some(budget @ (Budget::Fraction(_) | Budget::FractionOfScheduled(_))) =
+                self.budget
+            {
+                pipeline::check_plan_bindings(rt.plan(), &b)?;
+                let key: Vec<i64> = b.values().copied().collect();
+                let bytes = match resolved.get(&key) {
+                    Some(&x) => x,
+                    None => {
+                        let x = pipeline::resolve_budget(rt.plan(), &self.graph, &b, budget)?;
+                        resolved.insert(key, x);
+                        x
+                    }
+                };
+                rt.set_budget(Some(bytes));
+            }
+            let out = rt.step_io(&b, tensors, on_device)?;
+            let report = serde_json::to_string(&out.report)?;
+            Ok((out.outputs, report))
+        });
+        // The producers' tensors are released with the GIL held.
+        drop(keep);
+        let (outputs, report) = result.map_err(py_err)?;
+        let outputs = outputs.into_iter().map(dlpack::PyTensor::new).collect();
         Ok((outputs, report))
     }
 }
@@ -498,11 +597,13 @@ fn _ebb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<PyPlan>()?;
     m.add_class::<PyRuntime>()?;
+    m.add_class::<dlpack::PyTensor>()?;
     m.add("EbbError", py.get_type::<EbbError>())?;
     m.add("ImportFailed", py.get_type::<ImportFailed>())?;
     m.add("PlanError", py.get_type::<PlanError>())?;
     m.add("ShapeError", py.get_type::<ShapeError>())?;
     m.add("InfeasibleBudget", py.get_type::<InfeasibleBudget>())?;
+    m.add("DeviceUnavailable", py.get_type::<DeviceUnavailable>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -5,8 +5,8 @@
 //! `scripts/setup-debian.sh`, which installs JAX, numpy and pytest there).
 //!
 //! The files run as three tests (one pytest process each) so that the test harness runs them
-//! side by side: the optax round trips, the PyTorch export tests (each imports its framework and
-//! traces), and the rest. A new `test_*.py` file runs in the last group unless listed.
+//! side by side: the optax round trips, the tests that import torch (the PyTorch export tests,
+//! which trace, and the DLPack tests), and the rest. A new `test_*.py` file runs in the last group unless listed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,7 +20,7 @@ fn repo() -> PathBuf {
 
 /// The files of the two slow groups; every other `python/tests/test_*.py` runs in
 /// [`pytest_api_and_boundaries`].
-const SLOW_FILES: [&str; 2] = ["test_runtime_steps.py", "test_torch.py"];
+const SLOW_FILES: [&str; 3] = ["test_runtime_steps.py", "test_torch.py", "test_dlpack.py"];
 
 #[test]
 fn pytest_runtime_steps() {
@@ -29,7 +29,7 @@ fn pytest_runtime_steps() {
 
 #[test]
 fn pytest_torch() {
-    run_pytest("torch", &["test_torch.py"]);
+    run_pytest("torch", &["test_torch.py", "test_dlpack.py"]);
 }
 
 #[test]

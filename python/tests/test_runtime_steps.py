@@ -138,3 +138,19 @@ def test_budgets_are_accepted_in_every_form():
         assert report["peak_bytes_planned"] <= report["budget_bytes"]
     _, report = ebb.Runtime(plan, budget="90%").step(bind, inputs)
     assert report["budget_bytes"] == int(po * 0.9)
+
+
+def test_jax_arrays_step_through_dlpack_and_outputs_go_back_to_jax():
+    import jax
+    import jax.numpy as jnp
+
+    plan = ebb.compile(FIXTURES / "mlp_sgd.mlir")
+    with np.load(FIXTURES / "mlp_sgd.ref0.npz") as z:
+        inputs = [z[f"in_{i}"] for i in range(sum(1 for k in z.files if k.startswith("in_")))]
+    rt = ebb.Runtime(plan)
+    want, _ = rt.step({"B": 8}, inputs)
+    outs, _ = rt.step({"B": 8}, [jnp.asarray(x) for x in inputs])
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(outs, want))
+    big = max(outs, key=lambda o: o.size)
+    j = jax.dlpack.from_dlpack(big)
+    assert np.asarray(j).tobytes() == big.tobytes()

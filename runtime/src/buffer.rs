@@ -1,11 +1,13 @@
 //! Element storage of a tensor: a heap vector, or a slice of an arena at a planned offset.
 //!
 //! [`Buf<T>`] is what every [`crate::Data`] variant holds: [`Buf::Heap`] (a `Vec<T>`, for
-//! inputs the caller owns, small results and values outside a finalized plan) or
+//! inputs the caller owns, small results and values outside a finalized plan),
 //! [`Buf::Arena`] (an [`ArenaSlice`]: `n` elements at a byte offset of one [`ArenaMemory`],
 //! the block the runtime allocates once per finalized plan of `arena_bytes`; see
-//! [`ebb_plan::arena`] for how offsets are chosen). Both dereference to `[T]`, so kernels read
-//! and write either the same way.
+//! [`ebb_plan::arena`] for how offsets are chosen) or [`Buf::Foreign`] (a [`ForeignSlice`]:
+//! memory another library owns, such as a DLPack producer's tensor, read in place and copied
+//! to the heap before the first write, so that memory is never written). All dereference to
+//! `[T]`, so kernels read and write them the same way.
 //!
 //! Invariant (what makes [`ArenaSlice`] sound): an [`ArenaMemory`] hands out a byte range only
 //! when it overlaps no range still held — a claim is checked against the live claims under a
@@ -32,6 +34,53 @@ pub enum Buf<T> {
     Heap(Vec<T>),
     /// Elements at a planned offset of an arena.
     Arena(ArenaSlice<T>),
+    /// Elements in memory another library owns (copied to the heap before a write).
+    Foreign(ForeignSlice<T>),
+}
+
+/// `len` elements of `T` in memory another library owns, kept alive by `owner` (e.g. an
+/// imported DLPack tensor, whose deleter runs when the last slice drops it).
+pub struct ForeignSlice<T> {
+    ptr: NonNull<T>,
+    len: usize,
+    _owner: Arc<dyn Send + Sync>,
+}
+
+// SAFETY: the slice only reads the memory, which its owner keeps alive and which nothing in
+// Ebb writes (a write copies to the heap first).
+unsafe impl<T: Send> Send for ForeignSlice<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for ForeignSlice<T> {}
+
+impl<T> ForeignSlice<T> {
+    /// The `len` elements at `ptr`, kept alive by `owner`; `None` when `ptr` is null or not
+    /// aligned for `T`.
+    ///
+    /// # Safety
+    /// `ptr` points at `len` initialized values of `T` that stay valid and unchanged while
+    /// `owner` lives.
+    pub unsafe fn new(
+        ptr: *const T,
+        len: usize,
+        owner: Arc<dyn Send + Sync>,
+    ) -> Option<ForeignSlice<T>> {
+        if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
+            return None;
+        }
+        Some(ForeignSlice {
+            ptr: NonNull::new(ptr as *mut T)?,
+            len,
+            _owner: owner,
+        })
+    }
+}
+
+impl<T> Deref for ForeignSlice<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: `new`'s contract: `len` valid values at an aligned `ptr` while `owner` lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
 }
 
 impl<T> Buf<T> {
@@ -43,7 +92,7 @@ impl<T> Buf<T> {
     /// The arena and byte offset of an arena slice.
     pub fn arena_offset(&self) -> Option<(&Arc<ArenaMemory>, usize)> {
         match self {
-            Buf::Heap(_) => None,
+            Buf::Heap(_) | Buf::Foreign(_) => None,
             Buf::Arena(s) => Some((&s.claim.mem, s.claim.offset)),
         }
     }
@@ -55,6 +104,7 @@ impl<T: Clone> Buf<T> {
         match self {
             Buf::Heap(v) => v,
             Buf::Arena(s) => s.to_vec(),
+            Buf::Foreign(s) => s.to_vec(),
         }
     }
 }
@@ -65,15 +115,21 @@ impl<T> Deref for Buf<T> {
         match self {
             Buf::Heap(v) => v,
             Buf::Arena(s) => s,
+            Buf::Foreign(s) => s,
         }
     }
 }
 
-impl<T> DerefMut for Buf<T> {
+/// Foreign memory is copied to the heap first (copy on write): it is never written.
+impl<T: Clone> DerefMut for Buf<T> {
     fn deref_mut(&mut self) -> &mut [T] {
+        if let Buf::Foreign(s) = self {
+            *self = Buf::Heap(s.to_vec());
+        }
         match self {
             Buf::Heap(v) => v,
             Buf::Arena(s) => s,
+            Buf::Foreign(_) => &mut [],
         }
     }
 }

@@ -31,6 +31,7 @@ pub mod step;
 pub mod tensor;
 
 pub use error::{ExecError, NpzError, OpError};
+pub use exec::device::{DeviceBuffer, StepInput, StepTensor};
 pub use exec::{execute, program_schedule, ExecStats, Executor, Program};
-pub use step::{Runtime, RuntimeError, StepOutput, StepReport};
+pub use step::{Runtime, RuntimeError, StepIo, StepOutput, StepReport};
 pub use tensor::{Data, Scalar, Tensor, TensorError};

@@ -4,8 +4,8 @@
 //! Each step: the plan is finalized at the batch's bindings under the budget (from the LRU
 //! [`PlanCache`] when the shape was seen before), the chosen schedule variant is made into an
 //! executable [`Program`], the decisions into [`Events`](crate::exec::Events), and the step runs
-//! on the CPU executor
-//! with evictions, recomputes and swaps performed. [`StepReport`] says what it cost.
+//! on the executor set ([`Runtime::set_executor`]: the CPU's by default, or a device's) with
+//! evictions, recomputes and swaps performed. [`StepReport`] says what it cost.
 //!
 //! Invariant checked on every step: the executor's measured peak (device bytes, the plan
 //! checker's model) equals the finalized plan's `peak_bytes_planned`; a difference is a bug and
@@ -13,7 +13,7 @@
 
 use crate::buffer::{ArenaAllocError, ArenaMemory, ArenaUsage};
 use crate::error::ExecError;
-use crate::exec::device::{self, Device, DeviceProgram, KernelCache};
+use crate::exec::device::{self, Device, DeviceProgram, KernelCache, StepInput, StepTensor};
 use crate::exec::jit::KernelMemo;
 use crate::exec::pool::BufferPool;
 use crate::exec::{ExecStats, Executor, Program};
@@ -154,6 +154,14 @@ pub struct StepOutput {
     pub concrete: Arc<ConcretePlan>,
 }
 
+/// One step's results from [`Runtime::step_io`]: outputs on the host or in device memory.
+pub struct StepIo {
+    /// The graph outputs, in graph output order.
+    pub outputs: Vec<StepTensor>,
+    /// The figures.
+    pub report: StepReport,
+}
+
 /// A compiled step ready to run at any shape; see the module docs.
 pub struct Runtime {
     plan: Arc<Plan>,
@@ -237,6 +245,38 @@ impl Runtime {
             self.device = None;
         }
         self.executor = executor;
+    }
+
+    /// The executor later steps run on.
+    pub fn executor(&self) -> Executor {
+        self.executor
+    }
+
+    /// Makes the device of a device executor now (it is otherwise made at the first step), so
+    /// that a missing driver or GPU is found before any step; nothing for the CPU executors.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Device`]: the device is not available (no driver, no GPU, a build
+    /// without the `cuda` feature), with the cause.
+    pub fn open_device(&mut self) -> Result<(), RuntimeError> {
+        if self.executor.is_device() {
+            self.device()?;
+        }
+        Ok(())
+    }
+
+    /// The driver handle of the device's compute stream and the device ordinal (a `CUstream`
+    /// for [`Executor::Cuda`]), for a caller that orders the work writing its device inputs
+    /// before the step (DLPack's `stream` argument); `None` for executors without driver
+    /// streams. Makes the device if needed.
+    ///
+    /// # Errors
+    /// As [`Runtime::open_device`].
+    pub fn device_stream(&mut self) -> Result<Option<(u64, i32)>, RuntimeError> {
+        if !self.executor.is_device() {
+            return Ok(None);
+        }
+        Ok(self.device()?.stream_handle(device::COMPUTE))
     }
 
     /// The device of a device executor, made now if needed.
@@ -362,6 +402,51 @@ impl Runtime {
         inputs: Vec<Tensor>,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<StepOutput, RuntimeError> {
+        let inputs = inputs.into_iter().map(StepInput::Host).collect();
+        let (outputs, report, stats, concrete) = self.run_step(b, inputs, false, progress)?;
+        let outputs = outputs
+            .into_iter()
+            .filter_map(|t| match t {
+                StepTensor::Host(t) => Some(t),
+                StepTensor::Device { .. } => None,
+            })
+            .collect();
+        Ok(StepOutput {
+            outputs,
+            report,
+            stats,
+            concrete,
+        })
+    }
+
+    /// As [`Runtime::step`] with inputs that may be in device memory
+    /// ([`StepInput::Device`], for [`Executor::Cuda`]) and, with `on_device` and
+    /// [`Executor::Cuda`], outputs copied into device allocations the caller owns
+    /// ([`StepTensor::Device`]) instead of read back to the host (the other executors return
+    /// host tensors).
+    ///
+    /// # Errors
+    /// As [`Runtime::step`], and [`RuntimeError::Device`] for a device input to an executor
+    /// without device memory.
+    pub fn step_io(
+        &mut self,
+        b: &Bindings,
+        inputs: Vec<StepInput>,
+        on_device: bool,
+    ) -> Result<StepIo, RuntimeError> {
+        let on_device = on_device && self.executor == Executor::Cuda;
+        let (outputs, report, ..) = self.run_step(b, inputs, on_device, &mut |_, _| {})?;
+        Ok(StepIo { outputs, report })
+    }
+
+    /// A step on any executor: outputs, report, statistics, finalized plan.
+    fn run_step(
+        &mut self,
+        b: &Bindings,
+        inputs: Vec<StepInput>,
+        on_device: bool,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<StepParts, RuntimeError> {
         let (concrete, cache_hit, finalize_us) = self.finalize(b)?;
         let plan = self
             .plan
@@ -372,7 +457,7 @@ impl Runtime {
             let plan = plan.clone();
             return self.device_step(
                 b,
-                inputs,
+                (inputs, on_device),
                 progress,
                 concrete,
                 cache_hit,
@@ -381,6 +466,19 @@ impl Runtime {
                 &schedule,
             );
         }
+        let inputs = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| match t {
+                StepInput::Host(t) => Ok(t),
+                StepInput::Device { .. } => Err(RuntimeError::Device(
+                    device::DeviceError::Unavailable(format!(
+                        "input {i} is in device memory; the {:?} executor takes host tensors",
+                        self.executor
+                    )),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         // Freed buffers are recycled across steps, up to the planned arena's size.
         self.pool
             .set_capacity(u64::try_from(concrete.arena.arena_bytes).unwrap_or(0));
@@ -445,14 +543,13 @@ impl Runtime {
             recycled_bytes: self.pool.reused_bytes() - reused0,
             device: None,
         };
-        Ok(StepOutput {
-            outputs,
-            report,
-            stats,
-            concrete,
-        })
+        let outputs = outputs.into_iter().map(StepTensor::Host).collect();
+        Ok((outputs, report, stats, concrete))
     }
 }
+
+/// What [`Runtime::run_step`] returns: outputs, report, statistics, the finalized plan.
+type StepParts = (Vec<StepTensor>, StepReport, ExecStats, Arc<ConcretePlan>);
 
 impl Runtime {
     /// A step through the device executor: the program lowered with its decisions and arena
@@ -461,14 +558,14 @@ impl Runtime {
     fn device_step(
         &mut self,
         b: &Bindings,
-        inputs: Vec<Tensor>,
+        (inputs, on_device): (Vec<StepInput>, bool),
         progress: &mut dyn FnMut(usize, usize),
         concrete: Arc<ConcretePlan>,
         cache_hit: bool,
         finalize_us: f64,
         plan: &Plan,
         schedule: &[NodeId],
-    ) -> Result<StepOutput, RuntimeError> {
+    ) -> Result<StepParts, RuntimeError> {
         let check = self.executor == Executor::Simt;
         let kernels = self.kernels.clone();
         let graph = std::mem::replace(&mut self.graph, Graph::new("moved"));
@@ -488,8 +585,9 @@ impl Runtime {
             let jit0 = ebb_codegen::stats();
             let t = Instant::now();
             let dev = self.device()?;
-            let (outputs, run) =
-                lowered.run(&program, dev, inputs, &mut |p| progress(p, points))?;
+            let (outputs, run) = lowered.run(&program, dev, inputs, on_device, &mut |p| {
+                progress(p, points)
+            })?;
             let wall_ms = t.elapsed().as_secs_f64() * 1e3;
             let jit1 = ebb_codegen::stats();
             Ok::<_, RuntimeError>((outputs, run, lowered.stats, hazards, wall_ms, jit0, jit1))
@@ -548,12 +646,7 @@ impl Runtime {
                 run,
             }),
         };
-        Ok(StepOutput {
-            outputs,
-            report,
-            stats,
-            concrete,
-        })
+        Ok((outputs, report, stats, concrete))
     }
 }
 

@@ -890,6 +890,13 @@ impl Tensor {
         }
     }
 
+    /// Address of element 0: `size_bytes()` bytes, row-major, in the machine's byte order
+    /// (`i1` one byte per element), valid while this tensor or a clone of it lives and unchanged
+    /// while it is shared (for zero-copy export, e.g. DLPack).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.data.as_ptr()
+    }
+
     /// The typed buffer.
     pub fn data(&self) -> &Data {
         &self.data

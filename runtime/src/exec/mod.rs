@@ -214,6 +214,22 @@ pub enum Executor {
 }
 
 impl Executor {
+    /// The names an embedding selects an executor by (Python's `Runtime(device=...)`, the C
+    /// ABI's `ebb_runtime_set_executor`): `cpu` ([`Executor::Jit`]), `reference`, `simt`,
+    /// `cuda`.
+    pub const NAMES: [&'static str; 4] = ["cpu", "reference", "simt", "cuda"];
+
+    /// The executor named `name` (one of [`Executor::NAMES`], or `jit` for `cpu`).
+    pub fn from_name(name: &str) -> Option<Executor> {
+        Some(match name {
+            "cpu" | "jit" => Executor::Jit,
+            "reference" => Executor::Reference,
+            "simt" => Executor::Simt,
+            "cuda" => Executor::Cuda,
+            _ => return None,
+        })
+    }
+
     /// Whether this executor runs the step through a [`device::Device`].
     pub fn is_device(self) -> bool {
         matches!(self, Executor::Simt | Executor::Cuda)

@@ -14,13 +14,19 @@
 //! command sequence says. A host call synchronizes the compute stream, copies its operands
 //! to the host, runs the CPU kernel and copies the results back.
 //!
+//! Embedding: a caller's device tensor ([`super::StepInput::Device`]) is copied device to
+//! device into its arena offset on the compute stream, whose handle the caller gets
+//! ([`Device::stream_handle`]) to order its own writes before; an output kept on the device
+//! ([`Device::export`]) is a new allocation ([`CudaBuffer`]) holding a copy of the arena
+//! bytes, made after every stream finished, freed when the caller drops it.
+//!
 //! Numerics: the kernels are the simt device's (same IR); a GEMM sums in cuBLAS's order,
 //! not `matrixmultiply`'s, so outputs downstream of a `dot_general` differ from the CPU
 //! reference by rounding (`ebb run --device-tolerance`).
 
 use super::{
-    DevPtr, DevRange, Device, DeviceError, Event, GemmCall, GemmType, HostCall, HostFn, Launch,
-    Space, Stream, Transfer, STREAMS,
+    DevPtr, DevRange, Device, DeviceBuffer, DeviceError, Event, GemmCall, GemmType, HostCall,
+    HostFn, Launch, Space, Stream, Transfer, STREAMS,
 };
 use cudarc::cublas::{result as blas, sys as blas_sys};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
@@ -238,6 +244,47 @@ impl Drop for Cuda {
             for &s in &self.streams {
                 let _ = cu::stream::destroy(s);
             }
+        }
+    }
+}
+
+/// A device allocation handed to the caller (a step output kept on the device); freed on
+/// drop, from any thread (the context is bound first).
+pub struct CudaBuffer {
+    ctx: Arc<CudaContext>,
+    ptr: cu_sys::CUdeviceptr,
+    bytes: u64,
+}
+
+// SAFETY: a device address and a context handle, usable from any thread once bound.
+unsafe impl Send for CudaBuffer {}
+// SAFETY: as above; shared access only reads the address.
+unsafe impl Sync for CudaBuffer {}
+
+impl DeviceBuffer for CudaBuffer {
+    fn ptr(&self) -> u64 {
+        if self.bytes == 0 {
+            0
+        } else {
+            self.ptr
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn ordinal(&self) -> i32 {
+        i32::try_from(self.ctx.ordinal()).unwrap_or(0)
+    }
+}
+
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: our allocation, freed once; the copy into it completed before it was
+            // handed out and the caller's uses of it are over when it drops it.
+            let _ = unsafe { cu::free_sync(self.ptr) };
         }
     }
 }
@@ -530,5 +577,61 @@ impl Device for Cuda {
     fn device_bytes(&self) -> Option<u64> {
         let (free, _) = cu::mem_get_info().ok()?;
         Some(self.free_at_start.saturating_sub(free) as u64)
+    }
+
+    fn upload_device(
+        &mut self,
+        stream: Stream,
+        dst: DevPtr,
+        src: u64,
+        bytes: u64,
+    ) -> Result<(), DeviceError> {
+        self.bind()?;
+        self.bounds(DevRange { ptr: dst, bytes })?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: checked destination; the caller keeps `src` (`bytes` bytes of this device's
+        // memory) alive until the step has synchronized, and ordered its writers before
+        // this stream.
+        call("cuMemcpyDtoDAsync", unsafe {
+            cu::memcpy_dtod_async(self.ptr(dst), src, bytes as usize, self.streams[stream])
+        })
+    }
+
+    fn export(&mut self, src: DevRange) -> Result<Box<dyn DeviceBuffer>, DeviceError> {
+        self.bind()?;
+        self.synchronize()?;
+        self.bounds(src)?;
+        // SAFETY: a plain allocation (at least one byte, so an empty output has an address).
+        let ptr = unsafe { cu::malloc_sync(src.bytes.max(1) as usize) }.map_err(|e| {
+            DeviceError::Call {
+                what: format!("cuMemAlloc of {} bytes for an output", src.bytes),
+                msg: format!("{e:?}"),
+            }
+        })?;
+        let buf = CudaBuffer {
+            ctx: self.ctx.clone(),
+            ptr,
+            bytes: src.bytes,
+        };
+        if src.bytes > 0 {
+            let s = self.streams[super::COMPUTE];
+            // SAFETY: checked source, a fresh destination of its size; the copy is complete
+            // when the stream is (a device-to-device `cuMemcpyDtoD` would not wait for it).
+            unsafe {
+                call(
+                    "cuMemcpyDtoDAsync",
+                    cu::memcpy_dtod_async(ptr, self.ptr(src.ptr), src.bytes as usize, s),
+                )?;
+                call("cuStreamSynchronize", cu::stream::synchronize(s))?;
+            }
+        }
+        Ok(Box::new(buf))
+    }
+
+    fn stream_handle(&self, stream: Stream) -> Option<(u64, i32)> {
+        let ordinal = i32::try_from(self.ctx.ordinal()).unwrap_or(0);
+        Some((self.streams[stream] as u64, ordinal))
     }
 }

@@ -35,7 +35,9 @@ pub use run::DeviceStats;
 pub mod cuda;
 
 use crate::error::ExecError;
+use crate::tensor::Tensor;
 use ebb_codegen::gpu::GpuKernel;
+use ebb_ir::DType;
 use std::sync::Arc;
 
 /// A stream: commands on one stream run in issue order.
@@ -201,6 +203,51 @@ pub struct HostCall {
     pub results: Vec<DevRange>,
 }
 
+/// A step input of a device executor: a host tensor (uploaded), or a contiguous row-major
+/// tensor already in the memory of the device that runs the step (a framework's CUDA tensor,
+/// copied device to device into its arena offset). The caller keeps a device input's memory
+/// alive and unchanged until the step returns, and orders the work that wrote it before the
+/// device's compute stream ([`crate::Runtime::device_stream`]).
+pub enum StepInput {
+    /// A host tensor.
+    Host(Tensor),
+    /// Device memory.
+    Device {
+        /// Device address of element 0.
+        ptr: u64,
+        /// Element type.
+        dtype: DType,
+        /// Shape, outermost first.
+        shape: Vec<usize>,
+    },
+}
+
+/// Device memory a device handed out (a step output kept on the device): the caller owns it,
+/// dropping it frees it, from any thread.
+pub trait DeviceBuffer: Send + Sync {
+    /// Device address of byte 0 (0 for an empty buffer).
+    fn ptr(&self) -> u64;
+    /// Size, bytes.
+    fn bytes(&self) -> u64;
+    /// Ordinal of the device that holds it.
+    fn ordinal(&self) -> i32;
+}
+
+/// A step output: a host tensor, or a buffer in device memory with its type.
+pub enum StepTensor {
+    /// On the host.
+    Host(Tensor),
+    /// In device memory, owned by the caller.
+    Device {
+        /// The memory.
+        buf: Box<dyn DeviceBuffer>,
+        /// Element type.
+        dtype: DType,
+        /// Shape, outermost first (row-major, contiguous).
+        shape: Vec<usize>,
+    },
+}
+
 /// Why a device cannot run a step.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
@@ -314,6 +361,43 @@ pub trait Device {
 
     /// Device memory held now (allocations, workspace), bytes, where the device can tell.
     fn device_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// Copies `bytes` bytes from device address `src` (memory of this device the caller owns)
+    /// to `dst`, on `stream`.
+    ///
+    /// # Errors
+    /// A device without addressable memory of its own (the simulated one), or a driver error.
+    fn upload_device(
+        &mut self,
+        _stream: Stream,
+        _dst: DevPtr,
+        _src: u64,
+        _bytes: u64,
+    ) -> Result<(), DeviceError> {
+        Err(DeviceError::Unavailable(format!(
+            "the {} device takes host tensors only",
+            self.name()
+        )))
+    }
+
+    /// A copy of `src` in a new device allocation the caller owns, made after every stream
+    /// has finished (the bytes are ready when this returns).
+    ///
+    /// # Errors
+    /// A device without addressable memory of its own (the simulated one), or a driver error.
+    fn export(&mut self, _src: DevRange) -> Result<Box<dyn DeviceBuffer>, DeviceError> {
+        Err(DeviceError::Unavailable(format!(
+            "the {} device hands out host tensors only",
+            self.name()
+        )))
+    }
+
+    /// The driver handle of `stream` (a `CUstream` for CUDA) and the device ordinal, for a
+    /// caller that orders its own work before the step's (DLPack's `stream` argument); `None`
+    /// for a device without driver streams.
+    fn stream_handle(&self, _stream: Stream) -> Option<(u64, i32)> {
         None
     }
 }

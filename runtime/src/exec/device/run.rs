@@ -1,10 +1,10 @@
 //! Running a [`DeviceProgram`] on a [`Device`]: the commands issued in order, the host calls
 //! answered by the CPU kernels, the memory model tracked ([`super::tracker`]), the outputs
-//! read back.
+//! read back (or handed out in device memory).
 
 use super::program::{Cmd, DeviceProgram};
 use super::tracker::Tracker;
-use super::{Device, DeviceError, HostCall, Space, COMPUTE};
+use super::{Device, DeviceError, HostCall, Space, StepInput, StepTensor, COMPUTE};
 use crate::error::ExecError;
 use crate::exec::{OutType, Program};
 use crate::tensor::{Data, Tensor};
@@ -60,7 +60,9 @@ pub(crate) fn tensor_from_bytes(ty: &OutType, bytes: &[u8]) -> Tensor {
 
 impl DeviceProgram {
     /// Runs the program on `dev` with `inputs` (graph input order), calling `on_point(p)` as
-    /// point `p` is issued. Returns the outputs and what was measured.
+    /// point `p` is issued. Returns the outputs (read back to the host, or with `on_device`
+    /// copied into device allocations the caller owns: [`Device::export`]) and what was
+    /// measured.
     ///
     /// # Errors
     /// [`ExecError`]: inputs that do not match, a device failure, a host kernel failure, or a
@@ -69,9 +71,10 @@ impl DeviceProgram {
         &self,
         prog: &Program,
         dev: &mut dyn Device,
-        inputs: Vec<Tensor>,
+        inputs: Vec<StepInput>,
+        on_device: bool,
         on_point: &mut dyn FnMut(usize),
-    ) -> Result<(Vec<Tensor>, DeviceStats), ExecError> {
+    ) -> Result<(Vec<StepTensor>, DeviceStats), ExecError> {
         let g = prog.g;
         let name = g.name.clone();
         let derr = |e: DeviceError| device_err(&name, e);
@@ -83,13 +86,17 @@ impl DeviceProgram {
             });
         }
         for (i, (t, ty)) in inputs.iter().zip(&prog.inputs).enumerate() {
-            if t.dtype() != ty.dtype || t.shape() != ty.shape.as_slice() {
+            let (dtype, shape) = match t {
+                StepInput::Host(t) => (t.dtype(), t.shape()),
+                StepInput::Device { dtype, shape, .. } => (*dtype, shape.as_slice()),
+            };
+            if dtype != ty.dtype || shape != ty.shape.as_slice() {
                 return Err(ExecError::InputMismatch {
                     graph: name.clone(),
                     index: i,
                     name: g.input_name(g.inputs()[i]).to_string(),
                     expected: crate::exec::fmt_type(ty.dtype, &ty.shape),
-                    got: crate::exec::fmt_type(t.dtype(), t.shape()),
+                    got: crate::exec::fmt_type(dtype, shape),
                 });
             }
         }
@@ -135,9 +142,15 @@ impl DeviceProgram {
                 }
                 Cmd::Release { range } => tracker.release(*range),
                 Cmd::Charge(b) => tracker.charge(*b),
-                Cmd::Input { index, dst, .. } => dev
-                    .upload(COMPUTE, *dst, &inputs[*index].to_le_bytes())
-                    .map_err(derr)?,
+                Cmd::Input { index, dst, .. } => match &inputs[*index] {
+                    StepInput::Host(t) => dev.upload(COMPUTE, *dst, &t.to_le_bytes()),
+                    StepInput::Device { ptr, dtype, shape } => {
+                        let n: usize = shape.iter().product();
+                        let bytes = n as u64 * dtype.size_bytes();
+                        dev.upload_device(COMPUTE, *dst, *ptr, bytes)
+                    }
+                }
+                .map_err(derr)?,
                 Cmd::Work { stream, work, .. } => {
                     use super::lower::Work;
                     match work {
@@ -164,12 +177,20 @@ impl DeviceProgram {
         }
         let mut outs = Vec::with_capacity(self.outputs.len());
         for (r, ty) in &self.outputs {
+            if on_device {
+                outs.push(StepTensor::Device {
+                    buf: dev.export(*r).map_err(derr)?,
+                    dtype: ty.dtype,
+                    shape: ty.shape.clone(),
+                });
+                continue;
+            }
             let bytes = if r.bytes == 0 {
                 Vec::new()
             } else {
                 dev.download(*r).map_err(derr)?
             };
-            outs.push(tensor_from_bytes(ty, &bytes));
+            outs.push(StepTensor::Host(tensor_from_bytes(ty, &bytes)));
         }
         let stats = DeviceStats {
             device: dev.name().to_string(),
