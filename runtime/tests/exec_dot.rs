@@ -360,3 +360,25 @@ fn shallow_and_deep_contractions() {
         assert_close(&got, &want, 1e-5);
     }
 }
+
+/// A dot and the same dot with its operands swapped and its result transposed
+/// (`fold_transpose_dot`'s result rule: `transpose(dot(x, y)) -> dot(y, x)`) give the same
+/// bits, on both sides of the shallow-contraction kernel's bounds (`k ≤ 32` and one result
+/// side of at least 8): the kernel is chosen from `{m, n}` and `k`, not from their order.
+#[test]
+fn swapped_operands_give_the_same_bits() {
+    for (m, k, n) in [(64, 32, 4), (4, 32, 64), (9, 5, 3), (3, 16, 9), (8, 33, 2), (5, 7, 5)] {
+        // x: [k, m], y: [k, n]; forward: dot(x, y) contracting k -> [m, n];
+        // swapped: dot(y, x) -> [n, m], then transposed to [m, n].
+        let src = format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{k},{m}]\n  %1 = input {{index = 1, name = \"y\"}} : f32[{k},{n}]\n  %2 = dot_general(%0, %1) {{lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]}} : f32[{m},{n}]\n  %3 = dot_general(%1, %0) {{lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]}} : f32[{n},{m}]\n  %4 = transpose(%3) {{permutation = [1, 0]}} : f32[{m},{n}]\n  %5 = subtract(%2, %4) : f32[{m},{n}]\n  return %5\n}}"
+        );
+        let (x, y) = (pseudo(k * m, 3), pseudo(k * n, 4));
+        let got = run1(&src, &[], vec![f32t(&[k, m], &x), f32t(&[k, n], &y)]);
+        let diff = got.as_f32().expect("f32");
+        assert!(
+            diff.iter().all(|&d| d == 0.0),
+            "m={m} k={k} n={n}: the swapped dot differs"
+        );
+    }
+}

@@ -145,13 +145,31 @@ fn gemm<T: Gemm>(
     if c.len() != m * n {
         return invalid("internal: GEMM result size");
     }
+    // The kernel is chosen from {m, n} and k alone, so that `A·B` and `(Bᵀ·Aᵀ)ᵀ` (a dot whose
+    // operands a rewrite swapped, `fold_transpose_dot`'s result rule) give the same bits:
+    // both kernels sum each element over `p = 0..k` in order, but with different roundings
+    // (`small_k` multiplies then adds; the packing GEMM may fuse them).
     if (1..=SMALL_K).contains(&k)
-        && n >= 8
+        && n.max(m) >= 8
         && m > 0
+        && n > 0
         && view_fits(a.len(), av, m, k)
         && view_fits(b.len(), bv, k, n)
     {
-        small_k(m, k, n, a, av, b, bv, c);
+        if n >= 8 {
+            small_k(m, k, n, a, av, b, bv, c);
+        } else {
+            // Cᵀ = Bᵀ·Aᵀ (the same products, summed in the same order), written back
+            // transposed.
+            let t = |v: Mat| Mat { off: v.off, rs: v.cs, cs: v.rs };
+            let mut ct = vec![T::default(); m * n];
+            small_k(n, k, m, b, t(bv), a, t(av), &mut ct);
+            for (j, row) in ct.chunks(m).enumerate() {
+                for (i, &x) in row.iter().enumerate() {
+                    c[i * n + j] = x;
+                }
+            }
+        }
         return Ok(());
     }
     gemm_into((m, k, n), a, av, b, bv, c, n, false)
