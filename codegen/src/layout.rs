@@ -138,41 +138,44 @@ fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
         // `bf16` ops the reference computes as `f32` ops rounded once. Its transcendental
         // functions are the C library's there (not `fastmath.rs`): the host kernel calls the
         // same functions; the GPU has none.
-        let libm = matches!(
-            kind,
-            Exponential
-                | ExponentialMinusOne
-                | Log
-                | LogPlusOne
-                | Logistic
-                | Tanh
-                | Cbrt
-                | Sine
-                | Cosine
-                | Remainder
-        );
-        return libm && target == Target::Host
-            || matches!(
+        if target == Target::Host
+            && matches!(
                 kind,
-                Add | Subtract
-                    | Multiply
-                    | Divide
-                    | Maximum
-                    | Minimum
-                    | Negate
-                    | Abs
-                    | Sqrt
-                    | Rsqrt
-                    | Floor
-                    | Ceil
-                    | Sign
-                    | RoundNearestEven
-                    | RoundNearestAfz
-                    | IsFinite
-                    | Select
-                    | Compare
-                    | Convert
-            );
+                Exponential
+                    | ExponentialMinusOne
+                    | Log
+                    | LogPlusOne
+                    | Logistic
+                    | Tanh
+                    | Cbrt
+                    | Sine
+                    | Cosine
+                    | Remainder
+            )
+        {
+            return true;
+        }
+        return matches!(
+            kind,
+            Add | Subtract
+                | Multiply
+                | Divide
+                | Maximum
+                | Minimum
+                | Negate
+                | Abs
+                | Sqrt
+                | Rsqrt
+                | Floor
+                | Ceil
+                | Sign
+                | RoundNearestEven
+                | RoundNearestAfz
+                | IsFinite
+                | Select
+                | Compare
+                | Convert
+        );
     }
     let float = dtype == DType::F32;
     if target == Target::Gpu
