@@ -123,10 +123,10 @@ pub fn supported_dtype(d: DType) -> bool {
     )
 }
 
-/// Element types the kernels compute in on `target` (`bf16` on the GPU only, as `f32`
-/// rounded after each op).
-pub fn supported_dtype_on(d: DType, target: Target) -> bool {
-    supported_dtype(d) || target == Target::Gpu && d == DType::BF16
+/// Element types the kernels compute in on `target`: [`supported_dtype`] and `bf16`, held
+/// in `f32` registers and rounded after each op (the reference executor's semantics).
+pub fn supported_dtype_on(d: DType, _target: Target) -> bool {
+    supported_dtype(d) || d == DType::BF16
 }
 
 /// Elementwise kinds the lowering implements (per element type and target, see
@@ -135,8 +135,26 @@ pub fn supported_dtype_on(d: DType, target: Target) -> bool {
 fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
     use OpKind::*;
     if dtype == DType::BF16 {
-        // `bf16` ops the reference computes as `f32` ops rounded once: no transcendental
-        // functions (the reference's are the C library's there, not `fastmath.rs`).
+        // `bf16` ops the reference computes as `f32` ops rounded once. Its transcendental
+        // functions are the C library's there (not `fastmath.rs`): the host kernel calls the
+        // same functions; the GPU has none.
+        if target == Target::Host
+            && matches!(
+                kind,
+                Exponential
+                    | ExponentialMinusOne
+                    | Log
+                    | LogPlusOne
+                    | Logistic
+                    | Tanh
+                    | Cbrt
+                    | Sine
+                    | Cosine
+                    | Remainder
+            )
+        {
+            return true;
+        }
         return matches!(
             kind,
             Add | Subtract
@@ -254,12 +272,6 @@ impl KernelLayout {
                     return Err(unsupported(kind, "reads an unsupported element type"));
                 }
             }
-            // An integer converted to `bf16` rounds once from its exact value there.
-            if let Op::Convert(DType::BF16) = node.op {
-                if ins.iter().any(|v| !region.value_type(*v).dtype.is_float()) {
-                    return Err(unsupported(kind, "from an integer to bf16"));
-                }
-            }
             match &node.op {
                 Op::Reshape(_) => {}
                 Op::BroadcastInDim(_) if reads_aligned(region, id, 0) => {}
@@ -309,9 +321,10 @@ impl KernelLayout {
         let stores = match mode {
             Mode::Loop => region.outputs().to_vec(),
             Mode::Input { root, .. } | Mode::Columns { root, .. } => {
+                // The kernel writes the operand's values as `f32` (a `bf16` one exactly).
                 let ins = region.operands(root);
-                if region.value_type(ins[0]).dtype != DType::F32 {
-                    return Err(unsupported(OpKind::Reduce, "of a non-f32 operand"));
+                if !matches!(region.value_type(ins[0]).dtype, DType::F32 | DType::BF16) {
+                    return Err(unsupported(OpKind::Reduce, "of a non-float operand"));
                 }
                 vec![ins[0]]
             }

@@ -35,7 +35,9 @@
 //! `arith.rs`, `tensor.rs` `convert`): wrapping integer arithmetic, NaN-propagating
 //! `maximum`/`minimum`, saturating float-to-integer conversion, libm for the transcendental
 //! functions other than `exponential` and `tanh` (inline, [`crate::math`]); booleans are
-//! bytes in memory.
+//! bytes in memory. `bf16` values live in `f32` registers and are rounded after each op
+//! (`half`'s `from_f32`; `from_f64` for `convert`); its transcendental functions are libm's,
+//! `exponential` and `tanh` included, as the reference's are.
 
 use crate::layout::{InputRead, Mode};
 pub use crate::spec::{KernelSpec, StrideClass};
@@ -283,9 +285,16 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             return Ok(x);
         }
         if to == DType::BF16 {
-            // `tensor.rs` converts through `bf16::from_f64` of the (exact) `f64` value.
-            let f = self.convert(x, from, DType::F32)?;
-            let d = b.build_float_ext(f.into_float_value(), self.ctx.f64_type(), "")?;
+            // `tensor.rs` converts through `bf16::from_f64` of the `f64` value (exact, but
+            // for a 64-bit integer, rounded once).
+            let f64t = self.ctx.f64_type();
+            let d = match from {
+                DType::F32 | DType::BF16 => b.build_float_ext(x.into_float_value(), f64t, "")?,
+                _ if is_signed(from) => {
+                    b.build_signed_int_to_float(x.into_int_value(), f64t, "")?
+                }
+                _ => b.build_unsigned_int_to_float(x.into_int_value(), f64t, "")?,
+            };
             return Ok(self.f64_to_bf16(d)?.into());
         }
         let from = if from == DType::BF16 {
@@ -821,6 +830,14 @@ fn element<'ctx>(
                     .collect::<Result<Vec<_>, _>>()?;
                 let k = node.kind();
                 let v = match (d, xs.as_slice()) {
+                    // The reference's `bf16` `exp`/`tanh` are the C library's (`fastmath.rs`
+                    // serves `f32` only).
+                    (DType::F32, [x]) if bf16 && k == OpKind::Exponential => {
+                        e.libm("expf", &[x.into_float_value()])?.into()
+                    }
+                    (DType::F32, [x]) if bf16 && k == OpKind::Tanh => {
+                        e.libm("tanhf", &[x.into_float_value()])?.into()
+                    }
                     (DType::F32, [x]) => e.float_unary(k, x.into_float_value())?,
                     (DType::F32, [x, y]) => {
                         e.float_binary(k, x.into_float_value(), y.into_float_value())?
@@ -843,13 +860,18 @@ fn element<'ctx>(
     // A loop fusion's stores go to the flat index itself (the base is 0): an in-place store
     // then has the very address of its load, which LLVM's runtime alias check needs to see
     // to keep the vector loop (a distance it cannot prove nonzero sends it to the scalar one).
-    let at = match spec.layout.mode {
-        Mode::Loop => row.idx,
-        Mode::Input { .. } | Mode::Columns { .. } => b.build_int_sub(row.idx, base, "")?,
+    // An input fusion's scratch rows are `f32` (a `bf16` value is stored exactly).
+    let (at, scratch) = match spec.layout.mode {
+        Mode::Loop => (row.idx, false),
+        Mode::Input { .. } | Mode::Columns { .. } => (b.build_int_sub(row.idx, base, "")?, true),
     };
     for (k, v) in spec.layout.stores.iter().enumerate() {
         let x = get(&mut vals, *v)?;
-        e.store(g.value_type(*v).dtype, row.bufs[store_buf[k]], at, x)?;
+        let d = match g.value_type(*v).dtype {
+            DType::BF16 if scratch => DType::F32,
+            d => d,
+        };
+        e.store(d, row.bufs[store_buf[k]], at, x)?;
     }
     Ok(())
 }

@@ -244,7 +244,7 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
         // No rows at all: every result element is the init value.
         if columns.is_none() {
             let root = steps[steps.len() - 1].id;
-            let init = super::jit::init_value(region, root, &ops).ok_or_else(|| {
+            let init = super::jit::init_value::<f32>(region, root, &ops).ok_or_else(|| {
                 invalid("a column reduction's init value is not an f32 input or splat")
             })?;
             columns = super::reduce::ColumnAcc::new(*m, init, row);

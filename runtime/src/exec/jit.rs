@@ -12,7 +12,8 @@
 //! each map's carry delta per dimension, so that the host kernel advances the maps' offsets
 //! row by row instead of dividing at every row ([`ebb_codegen::lower`]). An input fusion's
 //! kernel writes one reduce row of its root's operand at a time into a scratch row, which is
-//! folded by the reference `reduce` kernel's own row fold ([`fold_row_f32`]), or, when the
+//! folded by the reference `reduce` kernel's own row fold ([`fold_row_as`]: `f32` rows, and
+//! `bf16` rows rounded as the reference rounds them), or, when the
 //! row keeps dimensions after reduced ones (group norm's statistics), reduced by the
 //! reference kernel itself ([`float_monoid`]).
 //!
@@ -21,15 +22,16 @@
 //! the thread split; the scratch rows never exceed the planned tile bytes.
 
 use super::fusion::{index_map, invalid, shape_at};
-use super::reduce::{float_monoid, fold_row_f32, ColumnAcc};
+use super::reduce::{float_monoid, fold_row_as, ColumnAcc};
 use super::region::{recognize, Body};
 use super::{Ctx, KernelFailure};
 use crate::buffer::Buf;
-use crate::tensor::{Data, Tensor};
+use crate::tensor::{Data, Elem, Tensor};
 use ebb_codegen::{KernelLayout, KernelSpec, Mode, StrideClass};
 use ebb_ir::dim::DimError;
 use ebb_ir::op::fusion_tile_bytes;
 use ebb_ir::{DType, DimExpr, Graph, Op};
+use half::bf16;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -210,24 +212,33 @@ fn outer_dims(
     Some((extents, deltas))
 }
 
-/// The init value of an input fusion's root: a region input's element 0 or a splat `f32`
-/// constant member.
-pub(super) fn init_value(region: &Graph, root: ebb_ir::NodeId, ops: &[Tensor]) -> Option<f32> {
+/// The init value of an input fusion's root, of element type `T`: a region input's element 0
+/// or a splat constant member.
+pub(super) fn init_value<T: Elem>(
+    region: &Graph,
+    root: ebb_ir::NodeId,
+    ops: &[Tensor],
+) -> Option<T> {
     let v = *region.operands(root).get(1)?;
     let node = region.node(v.node);
     match &node.op {
-        Op::Constant(l) if l.splat && l.dtype == DType::F32 => {
-            Some(f32::from_le_bytes(l.data.get(..4)?.try_into().ok()?))
+        Op::Constant(l) if l.splat && l.dtype == T::DTYPE => {
+            let t = Tensor::from_literal(l, Vec::new()).ok()?;
+            T::slice(t.data())?.first().copied()
         }
         Op::Input(_) => {
             let k = region.inputs().iter().position(|&id| id == v.node)?;
-            match ops.get(k)?.data() {
-                Data::F32(x) => x.first().copied(),
-                _ => None,
-            }
+            T::slice(ops.get(k)?.data())?.first().copied()
         }
         _ => None,
     }
+}
+
+/// An input fusion root's init value: `f32`, or `bf16` for a row reduction of whole rows.
+#[derive(Clone, Copy)]
+enum Init {
+    F32(f32),
+    Bf16(bf16),
 }
 
 /// What a fusion region's kernel needs that does not depend on the bindings: its layout
@@ -322,16 +333,17 @@ pub(crate) fn fusion(
             reduced: prefix,
         } => {
             let node = region.node(root);
-            let (Some(body), Some(init)) = (node.regions.first(), init_value(region, root, &ops))
-            else {
+            let init = match node.outputs[0].dtype {
+                DType::F32 => init_value(region, root, &ops).map(Init::F32),
+                DType::BF16 => init_value(region, root, &ops).map(Init::Bf16),
+                _ => None,
+            };
+            let (Some(body), Some(init)) = (node.regions.first(), init) else {
                 return Err(ops);
             };
             let Body::Monoid(m) = recognize(body) else {
                 return Err(ops);
             };
-            if node.outputs[0].dtype != DType::F32 {
-                return Err(ops);
-            }
             let src = region.value_type(region.operands(root)[0]);
             let Ok(shape) = shape_at(&src.shape, ctx.bindings) else {
                 return Err(ops);
@@ -343,6 +355,12 @@ pub(crate) fn fusion(
                 if red.contains(&false) {
                     mixed = Some((shape[prefix..].to_vec(), red));
                 }
+            }
+            // `bf16`: rows reduced whole only (the kernel's rows are folded as the reference
+            // folds a `bf16` row, [`fold_row_as`]).
+            let whole_rows = mixed.is_none() && matches!(layout.mode, Mode::Input { .. });
+            if matches!(init, Init::Bf16(_)) && !whole_rows {
+                return Err(ops);
             }
             Some((
                 m,
@@ -410,7 +428,7 @@ pub(crate) fn fusion(
     ctx.transient.set(tile);
     Ok(match reduce {
         None => run_loop(ctx, layout, ops, &in_place, &p, kernel, n),
-        Some((m, init, rows, row)) if matches!(layout.mode, Mode::Columns { .. }) => {
+        Some((m, Init::F32(init), rows, row)) if matches!(layout.mode, Mode::Columns { .. }) => {
             let reduction = Columns {
                 m,
                 init,
@@ -421,10 +439,6 @@ pub(crate) fn fusion(
             run_columns(ctx, &ops, &p, kernel, &reduction)
         }
         Some((m, init, rows, row)) => {
-            // Scratch rows: one per thread, within the planned tile bytes.
-            let threads = rayon::current_num_threads().max(1);
-            let fit = (tile / (4 * row.max(1) as u64)).max(1) as usize;
-            let threads = threads.min(fit);
             // Results per row: 1, or the kept elements of a mixed row.
             let kept: usize = mixed.as_ref().map_or(1, |(s, red)| {
                 s.iter()
@@ -433,51 +447,98 @@ pub(crate) fn fusion(
                     .map(|(&d, _)| d)
                     .product()
             });
-            let mut out = vec![0f32; rows * kept];
-            let ins: Vec<*mut u8> = ops.iter().map(|t| t.data().as_ptr() as *mut u8).collect();
-            let per = rows.div_ceil(threads.max(1)).max(1);
-            let shared = Ptrs(ins);
-            let body = |(c, chunk): (usize, &mut [f32])| -> Result<(), KernelFailure> {
-                let mut scratch = vec![0f32; row];
-                let mut bufs = shared.get().to_vec();
-                bufs.push(scratch.as_mut_ptr() as *mut u8);
-                let mut pp = p.clone();
-                for (k, o) in chunk.chunks_mut(kept.max(1)).enumerate() {
-                    let r = c * per + k;
-                    let begin = to_i64(r * row)?;
-                    pp[1] = begin;
-                    // SAFETY: `bufs` holds the operands (checked sizes) and a scratch row of
-                    // `row` elements; the kernel writes elements `[begin, begin + row) - begin`.
-                    unsafe { (kernel.f)(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(row)?) };
+            let launch = RowLaunch {
+                p: &p,
+                kernel,
+                rows,
+                row,
+                kept,
+                tile,
+            };
+            let logical = || invalid("a logical reduction of a float");
+            match init {
+                Init::F32(init) => run_rows(ctx, &ops, &launch, |scratch, o: &mut [f32]| {
                     match &mixed {
                         // The reference kernel on the row: its order for each kept element.
                         Some((shape, red)) => o.copy_from_slice(
-                            &float_monoid(&scratch, init, shape, red, m)
+                            &float_monoid(scratch, init, shape, red, m)
                                 .map_err(KernelFailure::Op)?,
                         ),
-                        None => {
-                            o[0] = fold_row_f32(m, init, &scratch)
-                                .ok_or_else(|| invalid("a logical reduction of f32"))?
-                        }
+                        None => o[0] = fold_row_as(m, init, scratch).ok_or_else(logical)?,
                     }
-                }
-                Ok(())
-            };
-            let res = if threads > 1 && n >= super::par::PAR_MIN {
-                out.par_chunks_mut(per * kept)
-                    .enumerate()
-                    .try_for_each(body)
-            } else {
-                out.chunks_mut((per * kept).max(1))
-                    .enumerate()
-                    .try_for_each(body)
-            };
-            res.map(|()| {
-                let shape = ctx.out[0].shape.clone();
-                vec![Tensor::from_parts(shape, Data::F32(Buf::from(out)))]
-            })
+                    Ok(())
+                }),
+                Init::Bf16(init) => run_rows(ctx, &ops, &launch, |scratch, o: &mut [bf16]| {
+                    o[0] = fold_row_as(m, init, scratch).ok_or_else(logical)?;
+                    Ok(())
+                }),
+            }
         }
     })
+}
+
+/// A row input fusion's launch at the bindings: the kernel and its parameters, the rows and
+/// their length, the results per row, the planned tile bytes.
+struct RowLaunch<'a> {
+    p: &'a [i64],
+    kernel: ebb_codegen::Kernel,
+    rows: usize,
+    row: usize,
+    kept: usize,
+    tile: u64,
+}
+
+/// A row input fusion's launch: the rows split over threads, each row written by the kernel
+/// into a scratch row of `f32` (one per thread, within the planned tile bytes) and folded by
+/// `fold` into the row's `kept` results of type `T`.
+fn run_rows<T: Elem>(
+    ctx: &Ctx,
+    ops: &[Tensor],
+    l: &RowLaunch,
+    fold: impl Fn(&[f32], &mut [T]) -> Result<(), KernelFailure> + Sync,
+) -> Result<Vec<Tensor>, KernelFailure> {
+    let &RowLaunch {
+        p,
+        kernel,
+        rows,
+        row,
+        kept,
+        tile,
+    } = l;
+    let threads = rayon::current_num_threads().max(1);
+    let fit = (tile / (4 * row.max(1) as u64)).max(1) as usize;
+    let threads = threads.min(fit);
+    let mut out = vec![T::default(); rows * kept];
+    let ins: Vec<*mut u8> = ops.iter().map(|t| t.data().as_ptr() as *mut u8).collect();
+    let per = rows.div_ceil(threads.max(1)).max(1);
+    let shared = Ptrs(ins);
+    let body = |(c, chunk): (usize, &mut [T])| -> Result<(), KernelFailure> {
+        let mut scratch = vec![0f32; row];
+        let mut bufs = shared.get().to_vec();
+        bufs.push(scratch.as_mut_ptr() as *mut u8);
+        let mut pp = p.to_vec();
+        for (k, o) in chunk.chunks_mut(kept.max(1)).enumerate() {
+            let r = c * per + k;
+            let begin = to_i64(r * row)?;
+            pp[1] = begin;
+            // SAFETY: `bufs` holds the operands (checked sizes) and a scratch row of `row`
+            // elements; the kernel writes elements `[begin, begin + row) - begin`.
+            unsafe { (kernel.f)(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(row)?) };
+            fold(&scratch, o)?;
+        }
+        Ok(())
+    };
+    if threads > 1 && rows * row >= super::par::PAR_MIN {
+        out.par_chunks_mut(per * kept)
+            .enumerate()
+            .try_for_each(body)?;
+    } else {
+        out.chunks_mut((per * kept).max(1))
+            .enumerate()
+            .try_for_each(body)?;
+    }
+    let shape = ctx.out[0].shape.clone();
+    Ok(vec![Tensor::from_parts(shape, T::wrap(Buf::from(out)))])
 }
 
 /// A column reduction at the bindings: monoid, init value, rows (indices of the reduced

@@ -169,23 +169,26 @@ fn fold_row<T: Copy, A: Copy>(row: &[T], lift: &impl Fn(T) -> A, comb: &impl Fn(
     acc
 }
 
-/// One `f32` row reduced by monoid `m` from `init`, exactly as [`reduce`] reduces a row of a
-/// contiguous innermost reduced block: `init ⊕ fold_row(row)` (sums and products through
-/// `f64`), `init` for an empty row; `None` for the logical monoids. The JIT executor folds
-/// the rows its input-fusion kernels write with this, so its results are the reference's.
-pub(crate) fn fold_row_f32(m: Monoid, init: f32, row: &[f32]) -> Option<f32> {
+/// One row of `f32` values that are exactly `T` values, reduced by monoid `m` from `init` and
+/// rounded to `T` exactly as [`reduce`] reduces a row of `T` in a contiguous innermost
+/// reduced block: `init ⊕ fold_row(row)` (sums and products through `f64`, rounded once by
+/// `T::from_f64`; extrema exact), `init` for an empty row; `None` for the logical monoids.
+/// The JIT executor folds the rows its input-fusion kernels write (`f32`, or `bf16` values
+/// held in `f32`) with this, so its results are the reference's.
+pub(crate) fn fold_row_as<T: Elem>(m: Monoid, init: T, row: &[f32]) -> Option<T> {
     if row.is_empty() {
         return Some(init);
     }
+    let exact = |v: f32| T::from_f64(f64::from(v));
     Some(match m {
         Monoid::Add => {
-            (f64::from(init) + fold_row(row, &|v: f32| f64::from(v), &|a, b| a + b)) as f32
+            T::from_f64(init.to_f64() + fold_row(row, &|v: f32| f64::from(v), &|a, b| a + b))
         }
         Monoid::Mul => {
-            (f64::from(init) * fold_row(row, &|v: f32| f64::from(v), &|a, b| a * b)) as f32
+            T::from_f64(init.to_f64() * fold_row(row, &|v: f32| f64::from(v), &|a, b| a * b))
         }
-        Monoid::Max => init.max_e(fold_row(row, &|v| v, &f32::max_e)),
-        Monoid::Min => init.min_e(fold_row(row, &|v| v, &f32::min_e)),
+        Monoid::Max => init.max_e(exact(fold_row(row, &|v| v, &f32::max_e))),
+        Monoid::Min => init.min_e(exact(fold_row(row, &|v| v, &f32::min_e))),
         Monoid::And | Monoid::Or => return None,
     })
 }
