@@ -229,11 +229,12 @@ def gpt_block_args(dims, concrete, seed=0):
     return params, xs, xs
 
 
-def gpt_args_fn(cfg: M.GPTConfig, opt=None):
-    opt = opt or M.make_adamw()
+def lm_args_fn(init_params, vocab: int, opt):
+    """Arguments (params, opt_state, tokens, targets) of a language-model step: int32 tokens
+    and targets of shape [B, S] in [0, vocab)."""
 
     def init(key):
-        params = M.init_gpt(key, cfg)
+        params = init_params(key)
         return params, opt.init(params)
 
     def make(dims, concrete, seed=0):
@@ -241,14 +242,18 @@ def gpt_args_fn(cfg: M.GPTConfig, opt=None):
         if concrete:
             params, opt_state = init(jax.random.PRNGKey(0))
             kt, kg = _data_keys(seed)
-            tokens = jax.random.randint(kt, (b, s), 0, cfg.vocab, jnp.int32)
-            targets = jax.random.randint(kg, (b, s), 0, cfg.vocab, jnp.int32)
+            tokens = jax.random.randint(kt, (b, s), 0, vocab, jnp.int32)
+            targets = jax.random.randint(kg, (b, s), 0, vocab, jnp.int32)
             return params, opt_state, tokens, targets
         params, opt_state = jax.eval_shape(init, jax.random.PRNGKey(0))
         tok = jax.ShapeDtypeStruct((b, s), jnp.int32)
         return params, opt_state, tok, tok
 
     return make
+
+
+def gpt_args_fn(cfg: M.GPTConfig, opt=None):
+    return lm_args_fn(lambda key: M.init_gpt(key, cfg), cfg.vocab, opt or M.make_adamw())
 
 
 def gpt_dropout_args_fn(cfg: M.GPTConfig):
@@ -540,25 +545,7 @@ FIXTURES += [
 
 def mamba_args_fn(cfg: M.MambaConfig):
     """Arguments (params, opt_state, tokens, targets) of the Mamba-style LM step."""
-    step_opt = M.make_mamba_step(cfg)[1]
-
-    def init(key):
-        params = M.init_mamba(key, cfg)
-        return params, step_opt.init(params)
-
-    def make(dims, concrete, seed=0):
-        b, s = dims["B"], dims["S"]
-        if concrete:
-            params, opt_state = init(jax.random.PRNGKey(0))
-            kt, kg = _data_keys(seed)
-            tokens = jax.random.randint(kt, (b, s), 0, cfg.vocab, jnp.int32)
-            targets = jax.random.randint(kg, (b, s), 0, cfg.vocab, jnp.int32)
-            return params, opt_state, tokens, targets
-        params, opt_state = jax.eval_shape(init, jax.random.PRNGKey(0))
-        tok = jax.ShapeDtypeStruct((b, s), jnp.int32)
-        return params, opt_state, tok, tok
-
-    return make
+    return lm_args_fn(lambda key: M.init_mamba(key, cfg), cfg.vocab, M.make_mamba_step(cfg)[1])
 
 
 _MAMBA = M.MAMBA_SMALL

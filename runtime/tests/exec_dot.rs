@@ -367,7 +367,14 @@ fn shallow_and_deep_contractions() {
 /// side of at least 8): the kernel is chosen from `{m, n}` and `k`, not from their order.
 #[test]
 fn swapped_operands_give_the_same_bits() {
-    for (m, k, n) in [(64, 32, 4), (4, 32, 64), (9, 5, 3), (3, 16, 9), (8, 33, 2), (5, 7, 5)] {
+    for (m, k, n) in [
+        (64, 32, 4),
+        (4, 32, 64),
+        (9, 5, 3),
+        (3, 16, 9),
+        (8, 33, 2),
+        (5, 7, 5),
+    ] {
         // x: [k, m], y: [k, n]; forward: dot(x, y) contracting k -> [m, n];
         // swapped: dot(y, x) -> [n, m], then transposed to [m, n].
         let src = format!(

@@ -15,38 +15,9 @@
 
 use crate::common;
 use common::*;
-use ebb_runtime::{program_schedule, Data, Executor, Program, Tensor};
+use ebb_runtime::{Data, Tensor};
 use half::bf16;
 use proptest::prelude::*;
-
-/// Runs `src` with both executors; returns (JIT outputs, reference outputs), and checks that
-/// a generated kernel ran.
-fn both(src: &str, b: &[(&str, i64)], inputs: Vec<Tensor>) -> (Vec<Tensor>, Vec<Tensor>) {
-    let g = graph(src);
-    let sched = program_schedule(&g);
-    let run = |e: Executor| {
-        Program::new(&g, &sched, &bind(b))
-            .and_then(|p| p.with_executor(e).run(inputs.clone()))
-            .unwrap_or_else(|err| panic!("{e:?}: {err}"))
-            .0
-    };
-    let before = ebb_codegen::stats();
-    let jit = run(Executor::Jit);
-    let after = ebb_codegen::stats();
-    assert!(
-        after.kernels_compiled + after.kernels_loaded + after.kernels_reused
-            > before.kernels_compiled + before.kernels_loaded + before.kernels_reused,
-        "no fusion ran through a generated kernel"
-    );
-    (jit, run(Executor::Reference))
-}
-
-fn assert_bits(got: &[Tensor], want: &[Tensor], what: &str) {
-    assert_eq!(got.len(), want.len());
-    for (k, (x, y)) in got.iter().zip(want).enumerate() {
-        assert!(x.bits_eq(y), "{what}: output {k} differs\n{x:?}\nvs\n{y:?}");
-    }
-}
 
 fn bf16t(shape: &[usize], v: &[bf16]) -> Tensor {
     Tensor::new(shape.to_vec(), Data::BF16(v.to_vec().into())).unwrap()

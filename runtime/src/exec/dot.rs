@@ -161,7 +161,11 @@ fn gemm<T: Gemm>(
         } else {
             // Cᵀ = Bᵀ·Aᵀ (the same products, summed in the same order), written back
             // transposed.
-            let t = |v: Mat| Mat { off: v.off, rs: v.cs, cs: v.rs };
+            let t = |v: Mat| Mat {
+                off: v.off,
+                rs: v.cs,
+                cs: v.rs,
+            };
             let mut ct = vec![T::default(); m * n];
             small_k(n, k, m, b, t(bv), a, t(av), &mut ct);
             for (j, row) in ct.chunks(m).enumerate() {

@@ -104,3 +104,33 @@ pub fn assert_close_by(got: &Tensor, want: &[f64], bound: impl Fn(usize, f64) ->
         );
     }
 }
+
+/// Runs `src` with the JIT and the reference executor; returns (JIT outputs, reference
+/// outputs), and checks that a generated kernel ran.
+pub fn both(src: &str, b: &[(&str, i64)], inputs: Vec<Tensor>) -> (Vec<Tensor>, Vec<Tensor>) {
+    let g = graph(src);
+    let sched = program_schedule(&g);
+    let run = |e: ebb_runtime::Executor| {
+        ebb_runtime::Program::new(&g, &sched, &bind(b))
+            .and_then(|p| p.with_executor(e).run(inputs.clone()))
+            .unwrap_or_else(|err| panic!("{e:?}: {err}"))
+            .0
+    };
+    let before = ebb_codegen::stats();
+    let jit = run(ebb_runtime::Executor::Jit);
+    let after = ebb_codegen::stats();
+    assert!(
+        after.kernels_compiled + after.kernels_loaded + after.kernels_reused
+            > before.kernels_compiled + before.kernels_loaded + before.kernels_reused,
+        "no fusion ran through a generated kernel"
+    );
+    (jit, run(ebb_runtime::Executor::Reference))
+}
+
+/// Asserts that `got` and `want` are equal bit for bit.
+pub fn assert_bits(got: &[Tensor], want: &[Tensor], what: &str) {
+    assert_eq!(got.len(), want.len());
+    for (k, (x, y)) in got.iter().zip(want).enumerate() {
+        assert!(x.bits_eq(y), "{what}: output {k} differs\n{x:?}\nvs\n{y:?}");
+    }
+}
