@@ -7,7 +7,7 @@
 //! `EBB_KERNEL_CACHE=off` (or `0`) turns the cache off.
 //!
 //! **Key**: the kernel's in-process key (the group's structure, layout, stride classes and
-//! in-place stores; see [`crate::jit::structure_key`]) and everything the object code depends
+//! in-place stores; see [`crate::spec::structure_key`]) and everything the object code depends
 //! on besides: Ebb's version and a digest of the code generator's sources (computed by the
 //! build script, so a build with other lowering code never loads these objects), LLVM's
 //! version, the target triple, and the host CPU's name and features. The file is named by the

@@ -14,8 +14,8 @@
 //! target machine at `-O3` (position-independent), linked by ORC's LLJIT.
 //! No fast-math flags: results are the IEEE results of the operations emitted.
 
-use crate::lower::{emit, KernelSpec};
-pub use crate::spec::{count_reuse, structure_key};
+use crate::lower::emit;
+use crate::spec::{structure_key, KernelSpec};
 use crate::spec::{COMPILED, COMPILE_US, LOADED, LOAD_US, REUSED};
 use crate::{disk_cache, loader, CodegenError, Kernel, KernelFn};
 use inkwell::context::Context;

@@ -40,7 +40,7 @@
 //! `exponential` and `tanh` included, as the reference's are.
 
 use crate::layout::{InputRead, Mode};
-pub use crate::spec::{KernelSpec, StrideClass};
+use crate::spec::{KernelSpec, StrideClass};
 use ebb_ir::{DType, NodeId, Op, OpKind, Relation, ValueRef};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::{Builder, BuilderError};

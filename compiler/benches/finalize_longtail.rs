@@ -36,6 +36,30 @@ use ebb_testkit::jax_fixture;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
+/// Writes `fixture`'s plan, its shapes with their program-order peaks and the measured `cpu`
+/// profile into `dir` (`EBB_LONGTAIL_DUMP`).
+fn dump(
+    dir: &std::path::Path,
+    fixture: &str,
+    plan: &Plan,
+    shapes_po: &[(String, i64)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(
+        dir.join(format!("{fixture}.plan.json")),
+        serde_json::to_string(plan)?,
+    )?;
+    std::fs::write(
+        dir.join(format!("{fixture}.shapes.json")),
+        serde_json::to_string(shapes_po)?,
+    )?;
+    std::fs::write(
+        dir.join("cpu.device.json"),
+        serde_json::to_string(&ebb_runtime::device::cpu())?,
+    )?;
+    Ok(())
+}
+
 /// Finalizes timed per shape by default; their median is the shape's time.
 const REPEATS: usize = 5;
 
@@ -130,22 +154,10 @@ fn main() {
                 .zip(&program_order)
                 .map(|(b, &p)| (b.to_text(), p))
                 .collect();
-            std::fs::create_dir_all(dir).expect("dump folder");
-            std::fs::write(
-                dir.join(format!("{fixture}.plan.json")),
-                serde_json::to_string(&plan).expect("serializes"),
-            )
-            .expect("writes the plan");
-            std::fs::write(
-                dir.join(format!("{fixture}.shapes.json")),
-                serde_json::to_string(&shapes_po).expect("serializes"),
-            )
-            .expect("writes the shapes");
-            std::fs::write(
-                dir.join("cpu.device.json"),
-                serde_json::to_string(&ebb_runtime::device::cpu()).expect("serializes"),
-            )
-            .expect("writes the cpu profile");
+            if let Err(e) = dump(dir, fixture, &plan, &shapes_po) {
+                eprintln!("EBB_LONGTAIL_DUMP={}: {e}", dir.display());
+                std::process::exit(2);
+            }
         }
         let fin = Finalizer::new(&plan);
         fin.prepare_all();

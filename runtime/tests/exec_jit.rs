@@ -325,22 +325,6 @@ const COLUMNS_UNFUSED: &str = r#"graph @t {
   return %5, %10
 }"#;
 
-/// Values with negatives, zeros, large magnitudes (exp overflow/underflow, subnormal
-/// results) and a NaN-free spread.
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            let h = (i as u64 ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
-            let u = (h % 20001) as f32 / 10000.0 - 1.0;
-            match h % 17 {
-                0 => u * 120.0,
-                1 => 0.0,
-                _ => u * 6.0,
-            }
-        })
-        .collect()
-}
-
 fn loop_inputs(a: usize, b: usize, seed: u64) -> Vec<Tensor> {
     vec![
         f32t(&[a, b], &values(a * b, seed)),
@@ -620,7 +604,7 @@ fn groups_differing_only_in_extents_share_a_kernel() {
         let region = &g.node(id).regions[0];
         let layout = ebb_codegen::KernelLayout::of(region).unwrap();
         (
-            ebb_codegen::jit::structure_key(region),
+            ebb_codegen::spec::structure_key(region),
             format!("{layout:?}"),
         )
     };

@@ -306,21 +306,6 @@ const BF16_ROWS: &str = r#"graph @t {
   return %3, %4
 }"#;
 
-/// Values with negatives, zeros and large magnitudes (overflowing `exp`), as `f32`.
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            let h = (i as u64 ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
-            let u = (h % 20001) as f32 / 10000.0 - 1.0;
-            match h % 17 {
-                0 => u * 120.0,
-                1 => 0.0,
-                _ => u * 6.0,
-            }
-        })
-        .collect()
-}
-
 fn bf16s(n: usize, seed: u64) -> Vec<bf16> {
     values(n, seed).into_iter().map(bf16::from_f32).collect()
 }

@@ -3,7 +3,8 @@
 //! ([`simt`]); see the parent module for the kernel ABI.
 
 use super::{GpuKernel, SimtFn, PTX_FEATURES, SM, TRIPLE};
-use crate::lower::{Emit, KernelSpec, LowerError, StrideClass};
+use crate::lower::{Emit, LowerError};
+use crate::spec::{KernelSpec, StrideClass};
 use crate::{CodegenError, Target};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;

@@ -276,17 +276,20 @@ impl Free {
         }
         // At the top: from the free block that ends there (else the top), past the forbidden
         // ranges (all below the top: anchors lie below it).
-        let mut at = match self.blocks.last() {
-            Some(&(bo, bs)) if bo + bs == *top => bo,
-            _ => *top,
+        let tail = match self.blocks.last() {
+            Some(&(bo, bs)) if bo + bs == *top => Some(bo),
+            _ => None,
         };
+        let mut at = tail.unwrap_or(*top);
         for &(s, e) in forbidden {
             if e > at && s < at + need {
                 at = e;
             }
         }
-        if at < *top {
-            let (bo, _) = self.blocks.pop().expect("a block ends at the top");
+        // Below the top only when starting in the tail block: it is taken, less what stays
+        // free below `at`.
+        if let Some(bo) = tail.filter(|_| at < *top) {
+            self.blocks.pop();
             if bo < at {
                 self.blocks.push((bo, at - bo));
             }

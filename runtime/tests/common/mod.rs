@@ -134,3 +134,19 @@ pub fn assert_bits(got: &[Tensor], want: &[Tensor], what: &str) {
         assert!(x.bits_eq(y), "{what}: output {k} differs\n{x:?}\nvs\n{y:?}");
     }
 }
+
+/// Values with negatives, zeros, large magnitudes (exp overflow/underflow, subnormal
+/// results) and a NaN-free spread.
+pub fn values(n: usize, seed: u64) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let h = (i as u64 ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+            let u = (h % 20001) as f32 / 10000.0 - 1.0;
+            match h % 17 {
+                0 => u * 120.0,
+                1 => 0.0,
+                _ => u * 6.0,
+            }
+        })
+        .collect()
+}
