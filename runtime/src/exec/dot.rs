@@ -149,7 +149,7 @@ fn gemm<T: Gemm>(
     // operands a rewrite swapped, `fold_transpose_dot`'s result rule) give the same bits:
     // both kernels sum each element over `p = 0..k` in order, but with different roundings
     // (`small_k` multiplies then adds; the packing GEMM may fuse them).
-    if (1..=SMALL_K).contains(&k)
+    if ((1..=SMALL_K).contains(&k) || (k > 0 && m.min(n) <= THIN && m.saturating_mul(n).saturating_mul(k) <= THIN_WORK))
         && n.max(m) >= 8
         && m > 0
         && n > 0
@@ -236,6 +236,14 @@ pub(crate) fn gemm_into<T: Gemm>(
 /// Contractions at most this deep use [`small_k`] (attention's per-head `q·k`, `K = 16`):
 /// the packing GEMM spends most of its time packing and writing tiles there.
 const SMALL_K: usize = 32;
+
+/// Products with at most this many rows or columns (a matrix-vector product, or a scan
+/// step's per-batch `[1, 64]·[64, 8]`) and at most [`THIN_WORK`] multiply-adds also use
+/// [`small_k`], whatever their depth: packing such a thin operand costs more than the product.
+const THIN: usize = 2;
+
+/// See [`THIN`].
+const THIN_WORK: usize = 1 << 16;
 
 /// `c = a · b` for a shallow contraction: each output row is accumulated in a fixed-size
 /// block (vectorized by the compiler) over `p = 0..k` in order. Views must be checked.
