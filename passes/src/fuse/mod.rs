@@ -168,9 +168,10 @@ impl Pass for FusePass {
 /// the top level: a branch or a loop body runs as a nested program, and the planner charges its
 /// peak at the op's point, so its elementwise chains (an optimizer update skipped on a
 /// non-finite gradient, a scan step's recurrence) are grouped too and run as generated
-/// kernels. Groups are named `case<n>_fusion<i>` and `while<n>_fusion<i>` (`n` counts the
-/// regions of that op kind fused: `counts[0]` for `case`, `counts[1]` for `while`); rejected
-/// pairs inside regions are not reported.
+/// kernels. Groups are named `case<n>_fusion<i>` (`n` counts the branches fused,
+/// `counts[0]`), `while<n>_fusion<i>` in a loop body and `while<n>_cond_fusion<i>` in its
+/// condition (`n` counts the loops, `counts[1]`); rejected pairs inside regions are not
+/// reported.
 fn fuse_regions(g: &mut Graph, report: &mut FusionReport, counts: &mut [usize; 2]) {
     let carriers: Vec<(ebb_ir::NodeId, usize)> = g
         .order()
@@ -182,14 +183,25 @@ fn fuse_regions(g: &mut Graph, report: &mut FusionReport, counts: &mut [usize; 2
         })
         .collect();
     for (id, kind) in carriers {
+        let op = counts[1];
+        if kind == 1 {
+            counts[1] += 1;
+        }
+        let mut region = 0;
         let _ = crate::canon::for_each_region(g, id, |r| -> Result<usize, ()> {
-            let n = counts[kind];
-            counts[kind] += 1;
-            let prefix = ["case", "while"][kind];
+            let prefix = if kind == 0 {
+                counts[0] += 1;
+                format!("case{}", counts[0] - 1)
+            } else if region == 0 {
+                format!("while{op}_cond")
+            } else {
+                format!("while{op}")
+            };
+            region += 1;
             let mut p = partition(r);
             p.groups = siblings::merge_siblings(r, std::mem::take(&mut p.groups));
             for (i, group) in p.groups.iter().enumerate() {
-                let name = format!("{prefix}{n}_fusion{i}");
+                let name = format!("{prefix}_fusion{i}");
                 let ops = group
                     .members
                     .iter()
