@@ -149,7 +149,8 @@ fn gemm<T: Gemm>(
     // operands a rewrite swapped, `fold_transpose_dot`'s result rule) give the same bits:
     // both kernels sum each element over `p = 0..k` in order, but with different roundings
     // (`small_k` multiplies then adds; the packing GEMM may fuse them).
-    if ((1..=SMALL_K).contains(&k) || (k > 0 && m.min(n) <= THIN && m.saturating_mul(n).saturating_mul(k) <= THIN_WORK))
+    if ((1..=SMALL_K).contains(&k)
+        || (k > 0 && m.min(n) <= THIN && m.saturating_mul(n).saturating_mul(k) <= THIN_WORK))
         && n.max(m) >= 8
         && m > 0
         && n > 0

@@ -87,7 +87,8 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             // Only unit dimensions added (every operand dimension kept, as checked above, and in
             // order): the same elements in the same order, so the result shares the operand's
             // buffer, as `reshape` does.
-            if x.len() == out.shape.iter().product::<usize>() && dims.windows(2).all(|w| w[0] < w[1])
+            if x.len() == out.shape.iter().product::<usize>()
+                && dims.windows(2).all(|w| w[0] < w[1])
             {
                 return x
                     .reshape(out.shape.clone())
