@@ -240,7 +240,13 @@ fn report_text(bind: &str, rep: &run::RunReport, timeline: Option<&Path>) -> Res
         )?;
     }
     if let Some(m) = rep.wall_ms_median {
-        writeln!(out, "step after warm-up: {m:.1} ms (median)")?;
+        let exec = rep.exec_ms_median.unwrap_or(m);
+        writeln!(
+            out,
+            "step after warm-up: {m:.1} ms (median of the whole step calls; {exec:.1} ms \
+             executing, {:.1} ms preparing)",
+            m - exec
+        )?;
     }
     if rep.arena_backed {
         writeln!(
