@@ -302,7 +302,11 @@ pub struct Repeated {
 
 /// Runs `runs` more steps at `b` on `inputs`, handing each step's outputs back to `rt` for
 /// recycling (as a trainer does once it has read them; XLA's timed loop likewise drops each
-/// step's outputs).
+/// step's outputs). Each step gets its own copy of the inputs, made before its clock starts:
+/// a trainer passes the last step's parameters and optimizer state and keeps no other
+/// reference to them, so a donated input is updated in its own buffer; a step on tensors the
+/// caller still shares would first copy every donated input (copy-on-write), which no trainer
+/// pays.
 ///
 /// # Errors
 /// A failed step.
@@ -316,7 +320,7 @@ pub fn repeat_steps(
     let mut kernels_compiled = 0;
     let mut last = None;
     for _ in 0..runs {
-        let ins = inputs.to_vec();
+        let ins: Vec<Tensor> = inputs.iter().map(Tensor::deep_copy).collect();
         let t = std::time::Instant::now();
         let s = rt.step(b, ins)?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
