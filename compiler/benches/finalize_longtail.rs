@@ -12,8 +12,11 @@
 //! - `fixed-fits-all`: the largest scheduled peak of the sweep, in bytes (no decision anywhere);
 //! - `po-50%`: half of each shape's own program-order peak (what `--budget 50%` means).
 //!
-//! Per shape, the median of 5 finalizes is its time; the table gives p50 / p90 / max over the
-//! shapes, the largest arena / planned peak, and how many shapes were infeasible. The table is
+//! Per shape, the median of 5 finalizes is its time (wall, and the process's CPU time over all
+//! threads); the table gives p50 / p90 / max over the shapes, the largest arena / planned peak,
+//! and how many shapes were infeasible. Last, a digest (FNV-1a) of every result (decisions,
+//! added time, planned peak, arena and every offset) over all cases: two builds whose decisions
+//! and offsets are byte-identical print the same digest. The table is
 //! printed and written to `target/finalize_longtail.json`; then criterion times each case with
 //! the shapes taken round-robin (`finalize/longtail/<fixture>/<device>/<mode>`).
 //!
@@ -91,12 +94,60 @@ struct Row {
     p50_ms: f64,
     p90_ms: f64,
     max_ms: f64,
+    /// Process CPU time per finalize (all threads), ms: p50 / p90 / max over the shapes.
+    p50_cpu_ms: f64,
+    p90_cpu_ms: f64,
+    max_cpu_ms: f64,
     /// The shape of the slowest finalize.
     max_at: String,
     /// Largest arena / planned peak over the feasible shapes with a budget.
     max_arena_over_planned: f64,
     /// Largest arena / budget over the feasible shapes.
     max_arena_over_budget: f64,
+}
+
+/// The process's CPU time so far (all threads), ms.
+fn cpu_ms() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 * 1e-6
+}
+
+/// FNV-1a over `bytes`, continuing from `h`.
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// A digest of one finalize's outcome (decisions, added time, planned peak, arena and every
+/// offset; an error by its text), continuing from `h`.
+fn digest(h: u64, r: &Result<ebb_plan::finalize::ConcretePlan, FinalizeError>) -> u64 {
+    match r {
+        Err(e) => fnv(h, e.to_string().as_bytes()),
+        Ok(cp) => {
+            let mut h = fnv(h, &(cp.variant as u64).to_le_bytes());
+            for d in &cp.decisions {
+                h = fnv(h, format!("{}{:?},", d.candidate.index(), d.kind).as_bytes());
+            }
+            for x in [
+                cp.overhead_us.to_bits() as i64,
+                cp.peak_bytes_planned,
+                cp.arena.arena_bytes,
+            ] {
+                h = fnv(h, &x.to_le_bytes());
+            }
+            for a in &cp.arena.allocations {
+                h = fnv(h, &a.offset.to_le_bytes());
+            }
+            h
+        }
+    }
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -136,6 +187,8 @@ fn main() {
         .sample_size(10)
         .measurement_time(Duration::from_secs(5));
     let repeats = repeats();
+    // Over every result of every case, in order: a byte-identity check across builds.
+    let mut all_digest = 0xcbf2_9ce4_8422_2325u64;
     for fixture in fixtures() {
         let fixture = fixture.as_str();
         let (g, _) = ebb_import::stablehlo::import_file(&jax_fixture(fixture)).expect("imports");
@@ -194,6 +247,7 @@ fn main() {
             for mode in MODES {
                 let budgets = budgets(mode, &scheduled, &program_order, mid_median);
                 let mut times = Vec::new();
+                let mut cpu_times = Vec::new();
                 let (mut infeasible, mut worst, mut over_planned, mut over_budget) =
                     (0, (0.0, String::new()), 0.0f64, 0.0f64);
                 for (b, &budget) in shapes.iter().zip(&budgets) {
@@ -202,19 +256,26 @@ fn main() {
                         ..base.clone()
                     };
                     let mut ts = Vec::with_capacity(repeats);
+                    let mut cs = Vec::with_capacity(repeats);
                     let mut last = None;
                     for _ in 0..repeats {
+                        let c = cpu_ms();
                         let t = Instant::now();
                         last = Some(fin.finalize(b, &opts));
                         ts.push(t.elapsed().as_secs_f64() * 1e3);
+                        cs.push(cpu_ms() - c);
                     }
                     ts.sort_by(f64::total_cmp);
+                    cs.sort_by(f64::total_cmp);
                     let ms = ts[repeats / 2];
+                    cpu_times.push(cs[repeats / 2]);
                     if ms > worst.0 {
                         worst = (ms, b.to_text());
                     }
                     times.push(ms);
-                    match last.expect("timed") {
+                    let last = last.expect("timed");
+                    all_digest = digest(all_digest, &last);
+                    match last {
                         Ok(cp) => {
                             let arena = cp.arena.arena_bytes as f64;
                             over_planned = over_planned.max(arena / cp.peak_bytes_planned as f64);
@@ -224,6 +285,7 @@ fn main() {
                     }
                 }
                 times.sort_by(f64::total_cmp);
+                cpu_times.sort_by(f64::total_cmp);
                 let row = Row {
                     fixture: fixture.into(),
                     device: device.name.to_string(),
@@ -233,15 +295,18 @@ fn main() {
                     p50_ms: quantile(&times, 0.5),
                     p90_ms: quantile(&times, 0.9),
                     max_ms: worst.0,
+                    p50_cpu_ms: quantile(&cpu_times, 0.5),
+                    p90_cpu_ms: quantile(&cpu_times, 0.9),
+                    max_cpu_ms: cpu_times.last().copied().unwrap_or(0.0),
                     max_at: worst.1,
                     max_arena_over_planned: over_planned,
                     max_arena_over_budget: over_budget,
                 };
                 println!(
-                    "{:<11} {:<15} {:<18} shapes {:>2} infeasible {:>2}  p50 {:>7.3} ms  p90 {:>7.3} ms  max {:>8.3} ms ({})  arena/planned <= {:.4}  arena/budget <= {:.4}",
+                    "{:<11} {:<15} {:<18} shapes {:>2} infeasible {:>2}  p50 {:>7.3} ms  p90 {:>7.3} ms  max {:>8.3} ms ({})  cpu {:.3} / {:.3} / {:.3} ms  arena/planned <= {:.4}  arena/budget <= {:.4}",
                     row.fixture, row.device, row.mode, row.shapes, row.infeasible, row.p50_ms,
-                    row.p90_ms, row.max_ms, row.max_at, row.max_arena_over_planned,
-                    row.max_arena_over_budget
+                    row.p90_ms, row.max_ms, row.max_at, row.p50_cpu_ms, row.p90_cpu_ms,
+                    row.max_cpu_ms, row.max_arena_over_planned, row.max_arena_over_budget
                 );
                 rows.push(row);
                 if !quick {
@@ -261,6 +326,7 @@ fn main() {
             }
         }
     }
+    println!("digest of all results {all_digest:016x}");
     let out =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/finalize_longtail.json");
     let _ = std::fs::write(

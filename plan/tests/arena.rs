@@ -114,7 +114,7 @@ fn both_layouts_are_valid_and_hold_the_live_bytes() {
             let never = AtomicBool::new(false);
             let small = [0, 64 * ALIGN][order % 2];
             let (offsets, top) =
-                anchored_layout(items.raw(), small, 1 + order * 3, order, i64::MAX, &never)
+                anchored_layout(items.raw(), small, 1 + order * 3, order, i64::MAX, None, &never)
                     .unwrap();
             let mut b = allocs.clone();
             for (x, o) in b.iter_mut().zip(offsets) {
@@ -147,7 +147,7 @@ fn every_variant_gives_a_valid_layout() {
             let order = order(items.raw(), &all, r, by_end);
             let never = AtomicBool::new(false);
             let (placed, top) =
-                pass_in_order(items.raw(), &order, 0, first_fit, i64::MAX, &never).unwrap();
+                pass_in_order(items.raw(), &order, 0, first_fit, i64::MAX, None, &never).unwrap();
             assert!(top >= live_max(&items));
             let mut offsets = vec![0i64; n];
             for (&i, &o) in order.iter().zip(&placed) {
@@ -170,13 +170,13 @@ fn anchored_layouts_are_valid() {
                 let items = random_items(&mut next, n, 200, longest, 40);
                 let never = AtomicBool::new(false);
                 let (offsets, top) =
-                    anchored_layout(items.raw(), small, anchors, anchors % 8, i64::MAX, &never)
+                    anchored_layout(items.raw(), small, anchors, anchors % 8, i64::MAX, None, &never)
                         .unwrap();
                 assert!(top >= live_max(&items));
                 // A layout to beat above its top is the same layout; at its top, abandoned.
                 let variant = anchors % 8;
                 let layout = |beat| {
-                    anchored_layout(items.raw(), small, anchors, variant, beat, &never).unwrap()
+                    anchored_layout(items.raw(), small, anchors, variant, beat, None, &never).unwrap()
                 };
                 assert_eq!(layout(top + 1), (offsets.clone(), top));
                 let (none, over) = layout(top);
@@ -204,7 +204,7 @@ fn the_pass_places_as_the_textbook_greedy() {
         for &(r, by_end, first_fit) in &VARIANTS {
             let ranked = order(items.raw(), &all, r, by_end);
             let (got, top) =
-                pass_in_order(items.raw(), &ranked, 0, first_fit, i64::MAX, &never).unwrap();
+                pass_in_order(items.raw(), &ranked, 0, first_fit, i64::MAX, None, &never).unwrap();
             let mut want: Vec<i64> = Vec::new();
             for (k, &i) in ranked.iter().enumerate() {
                 let it = items.raw()[i as usize];

@@ -27,10 +27,15 @@
 
 use super::greedy::{order, pass_in_order, Item, VARIANTS};
 use super::scan::slab_layout;
+use crate::index::PointIx;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How many placements the scan makes between two looks at its cancel flag.
 const CANCEL_EVERY: usize = 512;
+
+/// An interval's forbidden ranges (the anchors starting within its lifetime) are gathered and
+/// sorted when they are at most 1/this of the anchors, else read from all anchors by offset.
+const SORT_FORBIDDEN_BELOW: usize = 8;
 
 /// The anchored layout of `items` (see the module docs) with at most `anchors` anchors taken in
 /// greedy by size's order `variant` (an index into [`VARIANTS`], modulo its length), the
@@ -39,12 +44,18 @@ const CANCEL_EVERY: usize = 512;
 /// an offset per interval (bytes, by position in `items`) and the top. Abandoned once the top
 /// reaches `beat` (bytes; the caller's best so far): then the offsets are empty and the top is
 /// at least `beat`. `None` when `cancel` is set.
+///
+/// `slabs`, when given, is the slabs' layout of the small intervals as the online scan made it
+/// (each interval's offset above the bottom of the slabs, by position in `items`, and the
+/// slabs' height; `scan::best_fit_scan` with the same `small`): the same as this layout's, so
+/// it is not made again.
 pub fn anchored_layout(
     items: &[Item],
     small: i64,
     anchors: usize,
     variant: usize,
     beat: i64,
+    slabs: Option<(&[i64], i64)>,
     cancel: &AtomicBool,
 ) -> Option<(Vec<i64>, i64)> {
     let n = items.len();
@@ -57,8 +68,8 @@ pub fn anchored_layout(
     // does: they share no byte with any other interval in any layout).
     let (min_end, max_start) = large.iter().fold(
         (
-            crate::index::PointIx::from_raw(u32::MAX),
-            crate::index::PointIx::default(),
+            PointIx::from_raw(u32::MAX),
+            PointIx::default(),
         ),
         |(lo, hi), &i| {
             let w = items[i as usize].window;
@@ -80,8 +91,13 @@ pub fn anchored_layout(
     let (r, by_end, first_fit) = VARIANTS[variant % VARIANTS.len()];
     let rest = order(items, &rest, r, by_end);
     let k = anchors.min(rest.len());
-    let small_items: Vec<Item> = small_ix.iter().map(|&i| items[i as usize]).collect();
-    let (above, height) = slab_layout(&small_items, cancel)?;
+    let (above, height) = match slabs.filter(|_| small >= 0) {
+        Some((above, height)) => (small_ix.iter().map(|&i| above[i as usize]).collect(), height),
+        None => {
+            let small_items: Vec<Item> = small_ix.iter().map(|&i| items[i as usize]).collect();
+            slab_layout(&small_items, cancel)?
+        }
+    };
     let order = &rest[..k];
     // What the anchors and the scan around them must stay below, under the slabs.
     let limit = beat.saturating_sub(height);
@@ -121,6 +137,12 @@ fn scan_around(
     let need = |i: u32| items[i as usize].need;
     let mut anchors: Vec<u32> = fixed.iter().map(|x| x.0).collect();
     anchors.sort_unstable_by_key(|&i| (window(i).start, i));
+    // The anchors' bytes `(offset, end, start point)`, by offset.
+    let mut by_offset: Vec<(i64, i64, PointIx)> = fixed
+        .iter()
+        .map(|&(i, o)| (o, o + need(i), window(i).start))
+        .collect();
+    by_offset.sort_unstable();
     let mut order: Vec<u32> = rest.to_vec();
     order.sort_unstable_by_key(|&i| (window(i).start, std::cmp::Reverse(need(i)), i));
     let mut ends: Vec<u32> = rest.iter().chain(anchors.iter()).copied().collect();
@@ -168,14 +190,25 @@ fn scan_around(
             a += 1;
         }
         // The anchors starting within this interval's lifetime: their bytes are off limits.
+        // Few: sorted by offset here; many (a long lifetime): read from every anchor by
+        // offset, which costs no more than the sort.
+        let within = anchors[a..].partition_point(|&j| window(j).start <= w.end);
         forbidden.clear();
-        forbidden.extend(
-            anchors[a..]
-                .iter()
-                .take_while(|&&j| window(j).start <= w.end)
-                .map(|&j| (offsets[j as usize], offsets[j as usize] + need(j))),
-        );
-        forbidden.sort_unstable();
+        if within <= by_offset.len() / SORT_FORBIDDEN_BELOW {
+            forbidden.extend(
+                anchors[a..a + within]
+                    .iter()
+                    .map(|&j| (offsets[j as usize], offsets[j as usize] + need(j))),
+            );
+            forbidden.sort_unstable();
+        } else {
+            forbidden.extend(
+                by_offset
+                    .iter()
+                    .filter(|x| x.2 > w.start && x.2 <= w.end)
+                    .map(|x| (x.0, x.1)),
+            );
+        }
         let at = free.best_fit_avoiding(need(i), &forbidden, &mut top);
         offsets[i as usize] = at;
         started[i as usize] = true;

@@ -1,0 +1,163 @@
+//! Finalize alone on the plans the long-tail benchmark dumps (`EBB_LONGTAIL_DUMP=DIR cargo
+//! bench -p ebb-compiler --bench finalize_longtail`), without compiling a fixture: for
+//! profiling (`perf record`) and byte-identity checks of finalize and the arena.
+//!
+//! `cargo run --release -p ebb-plan --example finalize_lab -- DIR FIXTURE [DEVICE [MODE
+//! [SHAPE [LOOPS]]]]`: DEVICE `h100-sxm-pcie5` (default) or `cpu` (the dumped measured
+//! profile), MODE one of the benchmark's (`fixed-mid-median` default, `fixed-fits-all`,
+//! `po-50%`), budgets as the benchmark sets them. Without SHAPE: each shape finalized 3 times,
+//! the median process CPU time per shape printed with a digest of its result, then p50 / p90
+//! / max and a digest over all. With SHAPE (`B=8,S=256`): that shape finalized LOOPS times
+//! (default 300), for a profiler.
+
+use ebb_ir::{Bindings, BindingsExt};
+use ebb_plan::device::DeviceProfile;
+use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
+use ebb_plan::format::Plan;
+use std::time::Instant;
+
+/// The process's CPU time so far (all threads), ms.
+fn cpu_ms() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 * 1e-6
+}
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+fn digest(h: u64, r: &Result<ConcretePlan, FinalizeError>) -> u64 {
+    match r {
+        Err(e) => fnv(h, e.to_string().as_bytes()),
+        Ok(cp) => {
+            let mut h = fnv(h, &(cp.variant as u64).to_le_bytes());
+            for d in &cp.decisions {
+                h = fnv(h, format!("{}{:?},", d.candidate.index(), d.kind).as_bytes());
+            }
+            for x in [
+                cp.overhead_us.to_bits() as i64,
+                cp.peak_bytes_planned,
+                cp.arena.arena_bytes,
+            ] {
+                h = fnv(h, &x.to_le_bytes());
+            }
+            for a in &cp.arena.allocations {
+                h = fnv(h, &a.offset.to_le_bytes());
+            }
+            h
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, d: &str| args.get(i).cloned().unwrap_or_else(|| d.to_string());
+    let dir = std::path::PathBuf::from(arg(0, "."));
+    let fixture = arg(1, "gpt2_24l");
+    let device = arg(2, "h100-sxm-pcie5");
+    let mode = arg(3, "fixed-mid-median");
+    let read = |name: String| std::fs::read_to_string(dir.join(name)).expect("dumped file");
+    let plan: Plan = serde_json::from_str(&read(format!("{fixture}.plan.json"))).expect("plan");
+    let shapes: Vec<(String, i64)> =
+        serde_json::from_str(&read(format!("{fixture}.shapes.json"))).expect("shapes");
+    let device: DeviceProfile = if device == "cpu" {
+        serde_json::from_str(&read("cpu.device.json".into())).expect("cpu profile")
+    } else {
+        DeviceProfile::named(&device).expect("named profile")
+    };
+    let shapes: Vec<(Bindings, i64)> = shapes
+        .iter()
+        .map(|(b, po)| (Bindings::parse(b).expect("bindings"), *po))
+        .collect();
+    let fin = Finalizer::new(&plan);
+    fin.prepare_all();
+    let base = FinalizeOptions {
+        device,
+        ..Default::default()
+    };
+    let scheduled: Vec<i64> = shapes
+        .iter()
+        .map(|(b, _)| fin.finalize(b, &base).expect("finalizes").peak_bytes_scheduled)
+        .collect();
+    let mut order: Vec<usize> = (0..shapes.len()).collect();
+    order.sort_by_key(|&i| scheduled[i]);
+    let median = order[order.len() / 2];
+    let one = FinalizeOptions {
+        budget: Some(1),
+        ..base.clone()
+    };
+    let smallest = match fin.finalize(&shapes[median].0, &one) {
+        Err(FinalizeError::Infeasible { smallest, .. }) => smallest,
+        _ => 0,
+    };
+    let mid_median = (smallest + scheduled[median]) / 2;
+    let budget = |i: usize| match mode.as_str() {
+        "fixed-mid-median" => mid_median,
+        "fixed-fits-all" => *scheduled.iter().max().unwrap_or(&0),
+        _ => shapes[i].1 / 2,
+    };
+    let opts = |i: usize| FinalizeOptions {
+        budget: Some(budget(i)),
+        ..base.clone()
+    };
+    if let Some(shape) = args.get(4) {
+        let i = shapes
+            .iter()
+            .position(|(b, _)| &b.to_text() == shape)
+            .expect("a shape of the dump");
+        let loops: usize = arg(5, "300").parse().expect("loops");
+        let (c, t) = (cpu_ms(), Instant::now());
+        for _ in 0..loops {
+            std::hint::black_box(fin.finalize(&shapes[i].0, &opts(i)).ok());
+        }
+        println!(
+            "{shape}: {:.3} ms wall, {:.3} ms cpu (process) per finalize",
+            t.elapsed().as_secs_f64() * 1e3 / loops as f64,
+            (cpu_ms() - c) / loops as f64
+        );
+        return;
+    }
+    let mut all = 0xcbf2_9ce4_8422_2325u64;
+    let mut times = Vec::new();
+    for (i, (b, _)) in shapes.iter().enumerate() {
+        let mut ts = Vec::new();
+        let mut last = None;
+        for _ in 0..3 {
+            let c = cpu_ms();
+            last = Some(fin.finalize(b, &opts(i)));
+            ts.push(cpu_ms() - c);
+        }
+        ts.sort_by(f64::total_cmp);
+        let last = last.expect("finalized");
+        let h = digest(0xcbf2_9ce4_8422_2325, &last);
+        all = digest(all, &last);
+        let (dec, arena) = last.as_ref().map_or((0, 0.0), |c| {
+            (
+                c.decisions.len(),
+                c.arena.arena_bytes as f64 / c.peak_bytes_planned.max(1) as f64,
+            )
+        });
+        println!(
+            "{:<12} {:>8.3} ms  decisions {dec:>4}  arena/planned {arena:.4}  {h:016x}",
+            b.to_text(),
+            ts[1]
+        );
+        times.push(ts[1]);
+    }
+    times.sort_by(f64::total_cmp);
+    let q = |f: f64| times[((times.len() - 1) as f64 * f).round() as usize];
+    println!(
+        "cpu (process) p50 {:.3} p90 {:.3} max {:.3} ms; digest {all:016x}",
+        q(0.5),
+        q(0.9),
+        q(1.0)
+    );
+}
