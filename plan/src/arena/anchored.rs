@@ -27,6 +27,7 @@
 
 use super::greedy::{order, pass_in_order, Item, VARIANTS};
 use super::scan::slab_layout;
+use crate::csr::Csr;
 use crate::index::PointIx;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -143,10 +144,41 @@ fn scan_around(
         .map(|&(i, o)| (o, o + need(i), window(i).start))
         .collect();
     by_offset.sort_unstable();
-    let mut order: Vec<u32> = rest.to_vec();
-    order.sort_unstable_by_key(|&i| (window(i).start, std::cmp::Reverse(need(i)), i));
-    let mut ends: Vec<u32> = rest.iter().chain(anchors.iter()).copied().collect();
-    ends.sort_unstable_by_key(|&i| (window(i).end, i));
+    // `rest` by start point, largest first at a point, then by position; `rest` and the
+    // anchors by end point, then by position: counting sorts over the points.
+    let points = items
+        .iter()
+        .map(|it| it.window.end.index() + 1)
+        .max()
+        .unwrap_or(0);
+    let mut member = vec![0u8; items.len()];
+    for &i in rest {
+        member[i as usize] = 1;
+    }
+    for &(i, _) in fixed {
+        member[i as usize] |= 2;
+    }
+    let placed = |bits: u8| {
+        let member = &member;
+        move || {
+            (0..items.len() as u32)
+                .filter(move |&i| member[i as usize] & bits != 0)
+                .map(|i| (items[i as usize].window, i))
+        }
+    };
+    let placed_rest = placed(1);
+    let mut order: Csr<PointIx, u32> =
+        Csr::from_pairs(points, || placed_rest().map(|(w, i)| (w.start, i)));
+    for p in 0..order.rows() {
+        let run = order.row_mut(PointIx::new(p));
+        if run.len() > 1 {
+            run.sort_unstable_by_key(|&i| (std::cmp::Reverse(need(i)), i));
+        }
+    }
+    let order = order.into_entries();
+    let placed_all = placed(3);
+    let ends = Csr::<PointIx, u32>::from_pairs(points, || placed_all().map(|(w, i)| (w.end, i)))
+        .into_entries();
     // The anchors' space is the pool's from the start; each anchor carves its bytes at its
     // start and frees them at its end.
     let anchor_top = fixed
