@@ -133,7 +133,10 @@ fn digest(h: u64, r: &Result<ebb_plan::finalize::ConcretePlan, FinalizeError>) -
         Ok(cp) => {
             let mut h = fnv(h, &(cp.variant as u64).to_le_bytes());
             for d in &cp.decisions {
-                h = fnv(h, format!("{}{:?},", d.candidate.index(), d.kind).as_bytes());
+                h = fnv(
+                    h,
+                    format!("{}{:?},", d.candidate.index(), d.kind).as_bytes(),
+                );
             }
             for x in [
                 cp.overhead_us.to_bits() as i64,

@@ -40,7 +40,10 @@ fn digest(h: u64, r: &Result<ConcretePlan, FinalizeError>) -> u64 {
         Ok(cp) => {
             let mut h = fnv(h, &(cp.variant as u64).to_le_bytes());
             for d in &cp.decisions {
-                h = fnv(h, format!("{}{:?},", d.candidate.index(), d.kind).as_bytes());
+                h = fnv(
+                    h,
+                    format!("{}{:?},", d.candidate.index(), d.kind).as_bytes(),
+                );
             }
             for x in [
                 cp.overhead_us.to_bits() as i64,
@@ -85,7 +88,11 @@ fn main() {
     };
     let scheduled: Vec<i64> = shapes
         .iter()
-        .map(|(b, _)| fin.finalize(b, &base).expect("finalizes").peak_bytes_scheduled)
+        .map(|(b, _)| {
+            fin.finalize(b, &base)
+                .expect("finalizes")
+                .peak_bytes_scheduled
+        })
         .collect();
     let mut order: Vec<usize> = (0..shapes.len()).collect();
     order.sort_by_key(|&i| scheduled[i]);

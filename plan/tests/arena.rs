@@ -113,9 +113,16 @@ fn both_layouts_are_valid_and_hold_the_live_bytes() {
         for order in 0..VARIANTS.len() {
             let never = AtomicBool::new(false);
             let small = [0, 64 * ALIGN][order % 2];
-            let (offsets, top) =
-                anchored_layout(items.raw(), small, 1 + order * 3, order, i64::MAX, None, &never)
-                    .unwrap();
+            let (offsets, top) = anchored_layout(
+                items.raw(),
+                small,
+                1 + order * 3,
+                order,
+                i64::MAX,
+                None,
+                &never,
+            )
+            .unwrap();
             let mut b = allocs.clone();
             for (x, o) in b.iter_mut().zip(offsets) {
                 x.offset = o;
@@ -169,14 +176,22 @@ fn anchored_layouts_are_valid() {
             for small in [0, 10 * ALIGN] {
                 let items = random_items(&mut next, n, 200, longest, 40);
                 let never = AtomicBool::new(false);
-                let (offsets, top) =
-                    anchored_layout(items.raw(), small, anchors, anchors % 8, i64::MAX, None, &never)
-                        .unwrap();
+                let (offsets, top) = anchored_layout(
+                    items.raw(),
+                    small,
+                    anchors,
+                    anchors % 8,
+                    i64::MAX,
+                    None,
+                    &never,
+                )
+                .unwrap();
                 assert!(top >= live_max(&items));
                 // A layout to beat above its top is the same layout; at its top, abandoned.
                 let variant = anchors % 8;
                 let layout = |beat| {
-                    anchored_layout(items.raw(), small, anchors, variant, beat, None, &never).unwrap()
+                    anchored_layout(items.raw(), small, anchors, variant, beat, None, &never)
+                        .unwrap()
                 };
                 assert_eq!(layout(top + 1), (offsets.clone(), top));
                 let (none, over) = layout(top);

@@ -16,10 +16,12 @@
 //!
 //! # Cost, bounded by construction
 //! For n intervals, K anchors and f free blocks at a time: the order O(n log n); the anchors'
-//! pass reads each pair of anchors at most once, at most K²/2 reads, O(K²); each
-//! other interval reads the free list (O(f)) and the anchors starting within its lifetime (at
-//! most K, sorted: O(K log K)). So O(n log n + K² + n·(f + K log K)), with no search
-//! and no work cap: the same work on every shape of a plan.
+//! pass reads each pair of anchors at most once, at most K²/2 reads, O(K²); the scan's orders
+//! by start and end are counting sorts over the points, O(n + points); each other interval
+//! reads the free list (O(f)) and the m anchors starting within its lifetime, found by a binary
+//! search and sorted by offset when few (O(m log m) for m ≤ K/8), else read from all K anchors
+//! sorted by offset once per layout (O(K)). So O(n log n + points + K² + n·(f + K)), with no
+//! search and no work cap: the same work on every shape of a plan.
 //!
 //! Invariant: two intervals resident at a common point never share a byte (an anchor's bytes
 //! are carved from the free list at its start, and no interval placed earlier overlaps them
@@ -68,10 +70,7 @@ pub fn anchored_layout(
     // Intervals overlapping every other large one: stacked at the bottom (as greedy by size
     // does: they share no byte with any other interval in any layout).
     let (min_end, max_start) = large.iter().fold(
-        (
-            PointIx::from_raw(u32::MAX),
-            PointIx::default(),
-        ),
+        (PointIx::from_raw(u32::MAX), PointIx::default()),
         |(lo, hi), &i| {
             let w = items[i as usize].window;
             (lo.min(w.end), hi.max(w.start))
@@ -93,7 +92,10 @@ pub fn anchored_layout(
     let rest = order(items, &rest, r, by_end);
     let k = anchors.min(rest.len());
     let (above, height) = match slabs.filter(|_| small >= 0) {
-        Some((above, height)) => (small_ix.iter().map(|&i| above[i as usize]).collect(), height),
+        Some((above, height)) => (
+            small_ix.iter().map(|&i| above[i as usize]).collect(),
+            height,
+        ),
         None => {
             let small_items: Vec<Item> = small_ix.iter().map(|&i| items[i as usize]).collect();
             slab_layout(&small_items, cancel)?

@@ -18,7 +18,7 @@
 //! # Cost, bounded by construction
 //! For n intervals, f free blocks at a time and K = n if n ≤ [`GREEDY_UP_TO`] else
 //! [`ANCHORS`]: one layout is the scan, O(n log n + points + n·f), plus at most
-//! [`ANCHOR_ORDERS`] anchored orders of O(n log n + K² + n·(f + K log K)) each (the
+//! [`ANCHOR_ORDERS`] anchored orders of O(n log n + points + K² + n·(f + K)) each (the
 //! anchors' greedy pass reads each pair of anchors at most once: at most K²/2 reads). There is no search and no work cap: a plan's layout does the same
 //! work on every shape, whatever the arena it reaches.
 //!
