@@ -3,7 +3,7 @@
 
 use ebb_plan::arena::anchored::anchored_layout;
 use ebb_plan::arena::greedy::{order, pass_in_order, Item, VARIANTS};
-use ebb_plan::arena::scan::{best_fit_scan, scan_with, Pool, Unit};
+use ebb_plan::arena::scan::{best_fit_scan, scan_with, Placement, Pool, Unit};
 use ebb_plan::arena::{align, check_layout, live_max, Allocation, Arena, ALIGN};
 use ebb_plan::format::{Point, ValueId};
 use ebb_plan::index::{IndexVec, IntervalIx, PointIx, Window};
@@ -154,7 +154,7 @@ fn every_variant_gives_a_valid_layout() {
             let order = order(items.raw(), &all, r, by_end);
             let never = AtomicBool::new(false);
             let (placed, top) =
-                pass_in_order(items.raw(), &order, 0, first_fit, i64::MAX, None, &never).unwrap();
+                pass_in_order(items.raw(), &order, 0, first_fit, i64::MAX, &never).unwrap();
             assert!(top >= live_max(&items));
             let mut offsets = vec![0i64; n];
             for (&i, &o) in order.iter().zip(&placed) {
@@ -167,7 +167,8 @@ fn every_variant_gives_a_valid_layout() {
 }
 
 /// On random intervals (a fixed LCG), with few and many anchors and with slabs, every
-/// layout is valid and never below the largest live bytes.
+/// layout is valid and never below the largest live bytes, and the same when given the slabs
+/// of the best-fit scan.
 #[test]
 fn anchored_layouts_are_valid() {
     let mut next = ebb_testkit::lcg(0xa11c_0fed_u64);
@@ -196,6 +197,33 @@ fn anchored_layouts_are_valid() {
                 assert_eq!(layout(top + 1), (offsets.clone(), top));
                 let (none, over) = layout(top);
                 assert!(none.is_empty() && over >= top, "n {n} anchors {anchors}");
+                // Given the slabs the best-fit scan made (its small intervals are those of at
+                // most `small` bytes under this planned peak), the same layout.
+                let peak = small * 4096;
+                let (scan, above) = best_fit_scan(&items, peak, &never, |placement| {
+                    placement
+                        .iter()
+                        .map(|&p| match p {
+                            Placement::Slab(above) => above,
+                            Placement::Large(_) => 0,
+                        })
+                        .collect::<Vec<i64>>()
+                })
+                .unwrap();
+                let slabs = Some((above.as_slice(), scan.slab_height()));
+                assert_eq!(
+                    anchored_layout(
+                        items.raw(),
+                        small,
+                        anchors,
+                        variant,
+                        i64::MAX,
+                        slabs,
+                        &never
+                    ),
+                    Some((offsets.clone(), top)),
+                    "n {n} anchors {anchors} small {small}"
+                );
                 let offsets: IndexVec<IntervalIx, i64> = offsets.into_iter().collect();
                 check_layout(&layout_of(&items, &offsets, top))
                     .unwrap_or_else(|e| panic!("n {n} anchors {anchors}: {e}"));
@@ -219,7 +247,7 @@ fn the_pass_places_as_the_textbook_greedy() {
         for &(r, by_end, first_fit) in &VARIANTS {
             let ranked = order(items.raw(), &all, r, by_end);
             let (got, top) =
-                pass_in_order(items.raw(), &ranked, 0, first_fit, i64::MAX, None, &never).unwrap();
+                pass_in_order(items.raw(), &ranked, 0, first_fit, i64::MAX, &never).unwrap();
             let mut want: Vec<i64> = Vec::new();
             for (k, &i) in ranked.iter().enumerate() {
                 let it = items.raw()[i as usize];
