@@ -33,9 +33,10 @@ use ebb_ir::{Bindings, BindingsExt};
 use ebb_passes::memory;
 use ebb_pipeline::{compile, CompileOptions};
 use ebb_plan::device::DeviceProfile;
-use ebb_plan::finalize::{FinalizeError, FinalizeOptions, Finalizer};
+use ebb_plan::finalize::{FinalizeOptions, Finalizer};
 use ebb_plan::format::Plan;
 use ebb_testkit::jax_fixture;
+use ebb_testkit::longtail::{digest, process_cpu_ms as cpu_ms, Budgets, DIGEST_START, MODES};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -106,53 +107,6 @@ struct Row {
     max_arena_over_budget: f64,
 }
 
-/// The process's CPU time so far (all threads), ms.
-fn cpu_ms() -> f64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a valid timespec for the call to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 * 1e-6
-}
-
-/// FNV-1a over `bytes`, continuing from `h`.
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
-/// A digest of one finalize's outcome (decisions, added time, planned peak, arena and every
-/// offset; an error by its text), continuing from `h`.
-fn digest(h: u64, r: &Result<ebb_plan::finalize::ConcretePlan, FinalizeError>) -> u64 {
-    match r {
-        Err(e) => fnv(h, e.to_string().as_bytes()),
-        Ok(cp) => {
-            let mut h = fnv(h, &(cp.variant as u64).to_le_bytes());
-            for d in &cp.decisions {
-                h = fnv(
-                    h,
-                    format!("{}{:?},", d.candidate.index(), d.kind).as_bytes(),
-                );
-            }
-            for x in [
-                cp.overhead_us.to_bits() as i64,
-                cp.peak_bytes_planned,
-                cp.arena.arena_bytes,
-            ] {
-                h = fnv(h, &x.to_le_bytes());
-            }
-            for a in &cp.arena.allocations {
-                h = fnv(h, &a.offset.to_le_bytes());
-            }
-            h
-        }
-    }
-}
-
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
@@ -170,18 +124,6 @@ fn shapes(plan: &Plan) -> Vec<Bindings> {
     sample_longtail(&lt, &plan.symbols).expect("long-tail shapes")
 }
 
-/// The budgets of one mode per shape: `scheduled` and `program_order` peaks per shape,
-/// `mid_median` the fixed budget of `fixed-mid-median`.
-fn budgets(mode: &str, scheduled: &[i64], program_order: &[i64], mid_median: i64) -> Vec<i64> {
-    match mode {
-        "fixed-mid-median" => vec![mid_median; scheduled.len()],
-        "fixed-fits-all" => vec![*scheduled.iter().max().unwrap_or(&0); scheduled.len()],
-        _ => program_order.iter().map(|p| p / 2).collect(),
-    }
-}
-
-const MODES: [&str; 3] = ["fixed-mid-median", "fixed-fits-all", "po-50%"];
-
 fn main() {
     let quick = std::env::var_os("EBB_TABLE_ONLY").is_some();
     let mut rows = Vec::new();
@@ -191,7 +133,7 @@ fn main() {
         .measurement_time(Duration::from_secs(5));
     let repeats = repeats();
     // Over every result of every case, in order: a byte-identity check across builds.
-    let mut all_digest = 0xcbf2_9ce4_8422_2325u64;
+    let mut all_digest = DIGEST_START;
     for fixture in fixtures() {
         let fixture = fixture.as_str();
         let (g, _) = ebb_import::stablehlo::import_file(&jax_fixture(fixture)).expect("imports");
@@ -225,30 +167,9 @@ fn main() {
                 device: device.clone(),
                 ..Default::default()
             };
-            let scheduled: Vec<i64> = shapes
-                .iter()
-                .map(|b| {
-                    fin.finalize(b, &base)
-                        .expect("finalizes")
-                        .peak_bytes_scheduled
-                })
-                .collect();
-            let mut order: Vec<usize> = (0..shapes.len()).collect();
-            order.sort_by_key(|&i| scheduled[i]);
-            let median = order[order.len() / 2];
-            let smallest = match fin.finalize(
-                &shapes[median],
-                &FinalizeOptions {
-                    budget: Some(1),
-                    ..base.clone()
-                },
-            ) {
-                Err(FinalizeError::Infeasible { smallest, .. }) => smallest,
-                _ => 0,
-            };
-            let mid_median = (smallest + scheduled[median]) / 2;
+            let modes = Budgets::new(&fin, &shapes, &base);
             for mode in MODES {
-                let budgets = budgets(mode, &scheduled, &program_order, mid_median);
+                let budgets = modes.of(mode, &program_order);
                 let mut times = Vec::new();
                 let mut cpu_times = Vec::new();
                 let (mut infeasible, mut worst, mut over_planned, mut over_budget) =

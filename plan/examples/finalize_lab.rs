@@ -12,53 +12,10 @@
 
 use ebb_ir::{Bindings, BindingsExt};
 use ebb_plan::device::DeviceProfile;
-use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
+use ebb_plan::finalize::{FinalizeOptions, Finalizer};
 use ebb_plan::format::Plan;
+use ebb_testkit::longtail::{digest, process_cpu_ms as cpu_ms, Budgets, DIGEST_START};
 use std::time::Instant;
-
-/// The process's CPU time so far (all threads), ms.
-fn cpu_ms() -> f64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a valid timespec for the call to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 * 1e-6
-}
-
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
-fn digest(h: u64, r: &Result<ConcretePlan, FinalizeError>) -> u64 {
-    match r {
-        Err(e) => fnv(h, e.to_string().as_bytes()),
-        Ok(cp) => {
-            let mut h = fnv(h, &(cp.variant as u64).to_le_bytes());
-            for d in &cp.decisions {
-                h = fnv(
-                    h,
-                    format!("{}{:?},", d.candidate.index(), d.kind).as_bytes(),
-                );
-            }
-            for x in [
-                cp.overhead_us.to_bits() as i64,
-                cp.peak_bytes_planned,
-                cp.arena.arena_bytes,
-            ] {
-                h = fnv(h, &x.to_le_bytes());
-            }
-            for a in &cp.arena.allocations {
-                h = fnv(h, &a.offset.to_le_bytes());
-            }
-            h
-        }
-    }
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -86,33 +43,11 @@ fn main() {
         device,
         ..Default::default()
     };
-    let scheduled: Vec<i64> = shapes
-        .iter()
-        .map(|(b, _)| {
-            fin.finalize(b, &base)
-                .expect("finalizes")
-                .peak_bytes_scheduled
-        })
-        .collect();
-    let mut order: Vec<usize> = (0..shapes.len()).collect();
-    order.sort_by_key(|&i| scheduled[i]);
-    let median = order[order.len() / 2];
-    let one = FinalizeOptions {
-        budget: Some(1),
-        ..base.clone()
-    };
-    let smallest = match fin.finalize(&shapes[median].0, &one) {
-        Err(FinalizeError::Infeasible { smallest, .. }) => smallest,
-        _ => 0,
-    };
-    let mid_median = (smallest + scheduled[median]) / 2;
-    let budget = |i: usize| match mode.as_str() {
-        "fixed-mid-median" => mid_median,
-        "fixed-fits-all" => *scheduled.iter().max().unwrap_or(&0),
-        _ => shapes[i].1 / 2,
-    };
+    let bindings: Vec<Bindings> = shapes.iter().map(|(b, _)| b.clone()).collect();
+    let program_order: Vec<i64> = shapes.iter().map(|&(_, po)| po).collect();
+    let budgets = Budgets::new(&fin, &bindings, &base).of(&mode, &program_order);
     let opts = |i: usize| FinalizeOptions {
-        budget: Some(budget(i)),
+        budget: Some(budgets[i]),
         ..base.clone()
     };
     if let Some(shape) = args.get(4) {
@@ -132,7 +67,7 @@ fn main() {
         );
         return;
     }
-    let mut all = 0xcbf2_9ce4_8422_2325u64;
+    let mut all = DIGEST_START;
     let mut times = Vec::new();
     let mut walls = Vec::new();
     for (i, (b, _)) in shapes.iter().enumerate() {
@@ -149,7 +84,7 @@ fn main() {
         ws.sort_by(f64::total_cmp);
         walls.push(ws[1]);
         let last = last.expect("finalized");
-        let h = digest(0xcbf2_9ce4_8422_2325, &last);
+        let h = digest(DIGEST_START, &last);
         all = digest(all, &last);
         let (dec, arena) = last.as_ref().map_or((0, 0.0), |c| {
             (
