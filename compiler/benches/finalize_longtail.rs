@@ -25,7 +25,7 @@
 //! fixtures, `EBB_LONGTAIL_REPEATS=N` sets the finalizes timed per shape (default 5), and
 //! `EBB_LONGTAIL_DUMP=DIR` writes each fixture's plan (`DIR/<fixture>.plan.json`) and its shapes
 //! with their program-order peaks (`DIR/<fixture>.shapes.json`), and the measured `cpu` profile
-//! (`DIR/cpu.device.json`), for profiling finalize alone.
+//! (`DIR/cpu.device.json`), for profiling finalize alone (`plan/examples/finalize_lab.rs`).
 
 use criterion::Criterion;
 use ebb_compiler::bench::shapes::{sample_longtail, BatchRule, LongTail};
