@@ -29,7 +29,7 @@
 //! in-place write never overwrites a value that any op reads later, in any schedule.
 
 use super::{Op, OpKind};
-use crate::dim::{DimError, DimExpr};
+use crate::dim::{DimError, DimExpr, SymbolScope};
 use crate::graph::{Graph, NodeId, ValueRef};
 use std::collections::HashMap;
 
@@ -255,6 +255,32 @@ pub fn fusion_chunk_elements(region: &Graph) -> Result<DimExpr, DimError> {
 ///
 /// Errors: [`DimError`] on overflow.
 pub fn fusion_tile_bytes(region: &Graph) -> Result<DimExpr, DimError> {
+    region
+        .memo
+        .tile_bytes
+        .get_or_init(|| compute_tile_bytes(region))
+        .clone()
+}
+
+/// [`fusion_tile_bytes`] normalized under `scope` ([`SymbolScope::normalize`]): the form the
+/// liveness analysis charges at the fusion's point. Kept with the region, for one scope.
+///
+/// Errors: [`DimError`] on overflow.
+pub fn fusion_tile_bytes_in(region: &Graph, scope: &SymbolScope) -> Result<DimExpr, DimError> {
+    let normalized = || fusion_tile_bytes(region).map(|e| scope.normalize(&e));
+    match region.memo.tile_bytes_in.get() {
+        Some((s, e)) if s == scope => e.clone(),
+        Some(_) => normalized(),
+        None => {
+            let e = normalized();
+            let _ = region.memo.tile_bytes_in.set((scope.clone(), e.clone()));
+            e
+        }
+    }
+}
+
+/// [`fusion_tile_bytes`], computed.
+fn compute_tile_bytes(region: &Graph) -> Result<DimExpr, DimError> {
     let tiles = fusion_chunk_elements(region)?
         .checked_mul(&DimExpr::constant(tile_bytes_per_element(region)))?;
     let columns = region
@@ -307,6 +333,19 @@ pub struct InPlace {
 /// after it is overwritten. The operand's bytes are then not allocated twice at the op's
 /// point: [`in_place_bytes`].
 pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
+    match g.memo.in_place.get() {
+        Some((scope, writes)) if *scope == g.scope => writes.clone(),
+        Some(_) => compute_in_place_writes(g),
+        None => {
+            let writes = compute_in_place_writes(g);
+            let _ = g.memo.in_place.set((g.scope.clone(), writes.clone()));
+            writes
+        }
+    }
+}
+
+/// [`in_place_writes`], computed.
+fn compute_in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
     let writers = |op: &Op| {
         matches!(
             op,
@@ -500,7 +539,12 @@ impl Ancestry {
             .map(|(u, _, _)| u)
             .collect();
         want.dedup();
-        let pos = |n: NodeId| self.pos.get(n.index()).copied().filter(|&p| p != usize::MAX);
+        let pos = |n: NodeId| {
+            self.pos
+                .get(n.index())
+                .copied()
+                .filter(|&p| p != usize::MAX)
+        };
         let Some(floor) = want.iter().filter_map(|&u| pos(u)).min() else {
             return true;
         };
