@@ -512,7 +512,8 @@ impl PlanArgs {
         }
         // One command, then the process exits: the plan and its graph (tens of thousands of
         // small allocations) are left to the exit rather than freed one by one.
-        let loaded = std::mem::ManuallyDrop::new(load_plan(&plan, None, &flags, &import)?);
+        let loaded =
+            std::mem::ManuallyDrop::new(load_plan_and_graph(&plan, None, &flags, &import)?);
         let (p, g) = (&loaded.0, &loaded.1);
         let pricing = device.pricing(p)?;
         let b = pipeline::parse_bindings(&bind)?;
@@ -559,8 +560,23 @@ impl PlanArgs {
 }
 
 /// A plan file, or a model file imported with `import` (`--params-from`) and compiled with `flags`
-/// (see [`PipelineFlags::options_for`]), with the plan's graph.
+/// (see [`PipelineFlags::options_for`]).
 fn load_plan(
+    path: &std::path::Path,
+    format: Option<Format>,
+    flags: &PipelineFlags,
+    import: &ImportFlags,
+) -> Result<ebb_plan::format::Plan> {
+    ebb_pipeline::api::load_or_compile_with(
+        path,
+        format,
+        import.params_from_for(path, format)?,
+        &flags.options_for(path, format)?,
+    )
+}
+
+/// [`load_plan`], with the plan's graph (the one its verification parsed).
+fn load_plan_and_graph(
     path: &std::path::Path,
     format: Option<Format>,
     flags: &PipelineFlags,

@@ -253,6 +253,8 @@ pub fn fusion_chunk_elements(region: &Graph) -> Result<DimExpr, DimError> {
 /// element of the chunk, an upper bound), plus 8 bytes per result element for a column
 /// reduction's accumulators.
 ///
+/// Computed once and kept with the region until it changes.
+///
 /// Errors: [`DimError`] on overflow.
 pub fn fusion_tile_bytes(region: &Graph) -> Result<DimExpr, DimError> {
     region
@@ -332,6 +334,8 @@ pub struct InPlace {
 /// ancestor of the op, so the op reads it last in every schedule: nothing reads the old value
 /// after it is overwritten. The operand's bytes are then not allocated twice at the op's
 /// point: [`in_place_bytes`].
+///
+/// Computed once and kept with the graph until it changes (a changed scope recomputes it).
 pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
     match g.memo.in_place.get() {
         Some((scope, writes)) if *scope == g.scope => writes.clone(),
