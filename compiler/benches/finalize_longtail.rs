@@ -12,8 +12,11 @@
 //! - `fixed-fits-all`: the largest scheduled peak of the sweep, in bytes (no decision anywhere);
 //! - `po-50%`: half of each shape's own program-order peak (what `--budget 50%` means).
 //!
-//! Per shape, the median of 5 finalizes is its time; the table gives p50 / p90 / max over the
-//! shapes, the largest arena / planned peak, and how many shapes were infeasible. The table is
+//! Per shape, the median of 5 finalizes is its time (wall, and the process's CPU time over all
+//! threads); the table gives p50 / p90 / max over the shapes, the largest arena / planned peak,
+//! and how many shapes were infeasible. Last, a digest (FNV-1a) of every result (decisions,
+//! added time, planned peak, arena and every offset) over all cases: two builds whose decisions
+//! and offsets are byte-identical print the same digest. The table is
 //! printed and written to `target/finalize_longtail.json`; then criterion times each case with
 //! the shapes taken round-robin (`finalize/longtail/<fixture>/<device>/<mode>`).
 //!
@@ -22,7 +25,7 @@
 //! fixtures, `EBB_LONGTAIL_REPEATS=N` sets the finalizes timed per shape (default 5), and
 //! `EBB_LONGTAIL_DUMP=DIR` writes each fixture's plan (`DIR/<fixture>.plan.json`) and its shapes
 //! with their program-order peaks (`DIR/<fixture>.shapes.json`), and the measured `cpu` profile
-//! (`DIR/cpu.device.json`), for profiling finalize alone.
+//! (`DIR/cpu.device.json`), for profiling finalize alone (`plan/examples/finalize_lab.rs`).
 
 use criterion::Criterion;
 use ebb_compiler::bench::shapes::{sample_longtail, BatchRule, LongTail};
@@ -30,9 +33,10 @@ use ebb_ir::{Bindings, BindingsExt};
 use ebb_passes::memory;
 use ebb_pipeline::{compile, CompileOptions};
 use ebb_plan::device::DeviceProfile;
-use ebb_plan::finalize::{FinalizeError, FinalizeOptions, Finalizer};
+use ebb_plan::finalize::{FinalizeOptions, Finalizer};
 use ebb_plan::format::Plan;
 use ebb_testkit::jax_fixture;
+use ebb_testkit::longtail::{digest, process_cpu_ms as cpu_ms, Budgets, DIGEST_START, MODES};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -91,6 +95,10 @@ struct Row {
     p50_ms: f64,
     p90_ms: f64,
     max_ms: f64,
+    /// Process CPU time per finalize (all threads), ms: p50 / p90 / max over the shapes.
+    p50_cpu_ms: f64,
+    p90_cpu_ms: f64,
+    max_cpu_ms: f64,
     /// The shape of the slowest finalize.
     max_at: String,
     /// Largest arena / planned peak over the feasible shapes with a budget.
@@ -116,18 +124,6 @@ fn shapes(plan: &Plan) -> Vec<Bindings> {
     sample_longtail(&lt, &plan.symbols).expect("long-tail shapes")
 }
 
-/// The budgets of one mode per shape: `scheduled` and `program_order` peaks per shape,
-/// `mid_median` the fixed budget of `fixed-mid-median`.
-fn budgets(mode: &str, scheduled: &[i64], program_order: &[i64], mid_median: i64) -> Vec<i64> {
-    match mode {
-        "fixed-mid-median" => vec![mid_median; scheduled.len()],
-        "fixed-fits-all" => vec![*scheduled.iter().max().unwrap_or(&0); scheduled.len()],
-        _ => program_order.iter().map(|p| p / 2).collect(),
-    }
-}
-
-const MODES: [&str; 3] = ["fixed-mid-median", "fixed-fits-all", "po-50%"];
-
 fn main() {
     let quick = std::env::var_os("EBB_TABLE_ONLY").is_some();
     let mut rows = Vec::new();
@@ -136,6 +132,8 @@ fn main() {
         .sample_size(10)
         .measurement_time(Duration::from_secs(5));
     let repeats = repeats();
+    // Over every result of every case, in order: a byte-identity check across builds.
+    let mut all_digest = DIGEST_START;
     for fixture in fixtures() {
         let fixture = fixture.as_str();
         let (g, _) = ebb_import::stablehlo::import_file(&jax_fixture(fixture)).expect("imports");
@@ -169,31 +167,11 @@ fn main() {
                 device: device.clone(),
                 ..Default::default()
             };
-            let scheduled: Vec<i64> = shapes
-                .iter()
-                .map(|b| {
-                    fin.finalize(b, &base)
-                        .expect("finalizes")
-                        .peak_bytes_scheduled
-                })
-                .collect();
-            let mut order: Vec<usize> = (0..shapes.len()).collect();
-            order.sort_by_key(|&i| scheduled[i]);
-            let median = order[order.len() / 2];
-            let smallest = match fin.finalize(
-                &shapes[median],
-                &FinalizeOptions {
-                    budget: Some(1),
-                    ..base.clone()
-                },
-            ) {
-                Err(FinalizeError::Infeasible { smallest, .. }) => smallest,
-                _ => 0,
-            };
-            let mid_median = (smallest + scheduled[median]) / 2;
+            let modes = Budgets::new(&fin, &shapes, &base);
             for mode in MODES {
-                let budgets = budgets(mode, &scheduled, &program_order, mid_median);
+                let budgets = modes.of(mode, &program_order);
                 let mut times = Vec::new();
+                let mut cpu_times = Vec::new();
                 let (mut infeasible, mut worst, mut over_planned, mut over_budget) =
                     (0, (0.0, String::new()), 0.0f64, 0.0f64);
                 for (b, &budget) in shapes.iter().zip(&budgets) {
@@ -202,19 +180,26 @@ fn main() {
                         ..base.clone()
                     };
                     let mut ts = Vec::with_capacity(repeats);
+                    let mut cs = Vec::with_capacity(repeats);
                     let mut last = None;
                     for _ in 0..repeats {
+                        let c = cpu_ms();
                         let t = Instant::now();
                         last = Some(fin.finalize(b, &opts));
                         ts.push(t.elapsed().as_secs_f64() * 1e3);
+                        cs.push(cpu_ms() - c);
                     }
                     ts.sort_by(f64::total_cmp);
+                    cs.sort_by(f64::total_cmp);
                     let ms = ts[repeats / 2];
+                    cpu_times.push(cs[repeats / 2]);
                     if ms > worst.0 {
                         worst = (ms, b.to_text());
                     }
                     times.push(ms);
-                    match last.expect("timed") {
+                    let last = last.expect("timed");
+                    all_digest = digest(all_digest, &last);
+                    match last {
                         Ok(cp) => {
                             let arena = cp.arena.arena_bytes as f64;
                             over_planned = over_planned.max(arena / cp.peak_bytes_planned as f64);
@@ -224,6 +209,7 @@ fn main() {
                     }
                 }
                 times.sort_by(f64::total_cmp);
+                cpu_times.sort_by(f64::total_cmp);
                 let row = Row {
                     fixture: fixture.into(),
                     device: device.name.to_string(),
@@ -233,15 +219,18 @@ fn main() {
                     p50_ms: quantile(&times, 0.5),
                     p90_ms: quantile(&times, 0.9),
                     max_ms: worst.0,
+                    p50_cpu_ms: quantile(&cpu_times, 0.5),
+                    p90_cpu_ms: quantile(&cpu_times, 0.9),
+                    max_cpu_ms: cpu_times.last().copied().unwrap_or(0.0),
                     max_at: worst.1,
                     max_arena_over_planned: over_planned,
                     max_arena_over_budget: over_budget,
                 };
                 println!(
-                    "{:<11} {:<15} {:<18} shapes {:>2} infeasible {:>2}  p50 {:>7.3} ms  p90 {:>7.3} ms  max {:>8.3} ms ({})  arena/planned <= {:.4}  arena/budget <= {:.4}",
+                    "{:<11} {:<15} {:<18} shapes {:>2} infeasible {:>2}  p50 {:>7.3} ms  p90 {:>7.3} ms  max {:>8.3} ms ({})  cpu {:.3} / {:.3} / {:.3} ms  arena/planned <= {:.4}  arena/budget <= {:.4}",
                     row.fixture, row.device, row.mode, row.shapes, row.infeasible, row.p50_ms,
-                    row.p90_ms, row.max_ms, row.max_at, row.max_arena_over_planned,
-                    row.max_arena_over_budget
+                    row.p90_ms, row.max_ms, row.max_at, row.p50_cpu_ms, row.p90_cpu_ms,
+                    row.max_cpu_ms, row.max_arena_over_planned, row.max_arena_over_budget
                 );
                 rows.push(row);
                 if !quick {
@@ -261,6 +250,7 @@ fn main() {
             }
         }
     }
+    println!("digest of all results {all_digest:016x}");
     let out =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/finalize_longtail.json");
     let _ = std::fs::write(

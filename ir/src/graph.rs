@@ -14,8 +14,9 @@ use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::sync::OnceLock;
 
 /// Deepest nesting of regions an importer accepts (a `while` in a `case` branch is two
 /// levels). Deeper modules are refused at import with the op's location, so every graph Ebb
@@ -182,6 +183,28 @@ pub struct Graph {
     pub scope: SymbolScope,
     /// Run-time shape checks.
     pub assertions: Vec<ShapeAssertion>,
+    /// Analyses computed on first use, cleared by every change.
+    pub(crate) memo: Memo,
+}
+
+/// Shape-independent analyses of a graph, computed on first use and kept until the graph
+/// changes: every `&mut self` method of [`Graph`] clears them. They are pure functions of the
+/// graph (and of its scope, a public field, which is compared before a result is reused), and
+/// a cold `ebb plan` asks for them once per liveness analysis and checker run.
+#[derive(Clone, Default)]
+pub(crate) struct Memo {
+    /// [`crate::op::in_place_writes`] of the graph, with the scope it was proven under.
+    pub(crate) in_place: OnceLock<(SymbolScope, HashMap<NodeId, Vec<crate::op::InPlace>>)>,
+    /// [`crate::op::fusion_tile_bytes`] of the graph as a fusion's region.
+    pub(crate) tile_bytes: OnceLock<Result<DimExpr, crate::dim::DimError>>,
+    /// [`crate::op::fusion_tile_bytes_in`]: those bytes normalized under a scope, with it.
+    pub(crate) tile_bytes_in: OnceLock<(SymbolScope, Result<DimExpr, crate::dim::DimError>)>,
+}
+
+impl fmt::Debug for Memo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Memo")
+    }
 }
 
 impl Graph {
@@ -207,6 +230,7 @@ impl Graph {
 
     /// Adds an `input` node (argument `inputs().len()`) named `name` of type `ty`.
     pub fn add_input(&mut self, name: &str, ty: TensorType) -> ValueRef {
+        self.memo = Memo::default();
         let op = Op::input(self.inputs.len(), name);
         let id = self.g.add_node(Node::new(op, vec![ty]));
         self.inputs.push(id);
@@ -218,6 +242,7 @@ impl Graph {
     /// The caller guarantees that the operands are defined earlier in program order
     /// ([`crate::verify::verify`] checks it).
     pub fn add_node(&mut self, node: Node, operands: &[ValueRef]) -> NodeId {
+        self.memo = Memo::default();
         let id = self.g.add_node(node);
         for (i, v) in operands.iter().enumerate() {
             self.g.add_edge(
@@ -235,6 +260,7 @@ impl Graph {
 
     /// Sets the graph outputs.
     pub fn set_outputs(&mut self, outputs: Vec<ValueRef>, names: Vec<String>) {
+        self.memo = Memo::default();
         self.outputs = outputs;
         self.output_names = names;
     }
@@ -246,6 +272,7 @@ impl Graph {
 
     /// Mutable access to node `id`.
     pub fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        self.memo = Memo::default();
         &mut self.g[id]
     }
 
@@ -288,6 +315,7 @@ impl Graph {
 
     /// Replaces every use of `old` (as an operand and as a graph output) by `new`.
     pub fn replace_all_uses(&mut self, old: ValueRef, new: ValueRef) {
+        self.memo = Memo::default();
         let edges: Vec<_> = self
             .g
             .edges_directed(old.node, Direction::Outgoing)
@@ -314,6 +342,7 @@ impl Graph {
 
     /// Replaces operand `operand` of `id` by `new`.
     pub fn set_operand(&mut self, id: NodeId, operand: u32, new: ValueRef) {
+        self.memo = Memo::default();
         let e = self
             .g
             .edges_directed(id, Direction::Incoming)
@@ -335,6 +364,7 @@ impl Graph {
     /// Removes the given nodes (and their edges) and drops them from the program order.
     /// Input nodes cannot be removed and are skipped.
     pub fn remove_nodes(&mut self, ids: &HashSet<NodeId>) {
+        self.memo = Memo::default();
         for &id in ids {
             if self.g.contains_node(id) && self.g[id].kind() != OpKind::Input {
                 self.g.remove_node(id);
@@ -346,6 +376,7 @@ impl Graph {
 
     /// Replaces the program order (must be a permutation of the live nodes, topological).
     pub fn set_order(&mut self, order: Vec<NodeId>) {
+        self.memo = Memo::default();
         self.order = order;
     }
 
@@ -402,6 +433,7 @@ impl Graph {
     /// Sets (or clears, with `None`) the donation of input `id` to graph output `output`;
     /// does nothing when `id` is not an input. [`crate::verify`] checks the pairing.
     pub fn set_aliasing_output(&mut self, id: NodeId, output: Option<usize>) {
+        self.memo = Memo::default();
         if let Op::Input(s) = &mut self.g[id].op {
             s.aliasing_output = output;
         }
@@ -410,6 +442,7 @@ impl Graph {
     /// Applies `f` to every dimension of every type, attribute, region and assertion
     /// (e.g. to substitute symbols).
     pub fn map_dims(&mut self, f: &dyn Fn(&DimExpr) -> DimExpr) {
+        self.memo = Memo::default();
         let ids: Vec<NodeId> = self.g.node_indices().collect();
         for id in ids {
             let n = &mut self.g[id];

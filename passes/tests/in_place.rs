@@ -69,6 +69,26 @@ fn a_dying_operand_is_overwritten() {
     assert!(planned >= inputs + d, "{planned}");
 }
 
+/// Tests that the in-place writes a graph keeps follow its changes: once `d` is a graph output
+/// too (`set_outputs` after the writes were asked for), the fusion no longer overwrites it.
+#[test]
+fn the_kept_writes_follow_a_change_of_the_graph() {
+    let mut g = fused_graph("", "%n");
+    assert_eq!(writes(&g).len(), 1);
+    let dot = *g
+        .order()
+        .iter()
+        .find(|&&n| g.node(n).kind() == OpKind::DotGeneral)
+        .expect("the dot");
+    let mut outputs = g.outputs().to_vec();
+    outputs.push(ebb_ir::ValueRef::new(dot, 0));
+    let mut names = g.output_names.clone();
+    names.push("d".into());
+    g.set_outputs(outputs, names);
+    assert_eq!(writes(&g), []);
+    assert_eq!(writes(&g.clone()), []);
+}
+
 /// Tests the negative cases: `d` read after the fusion by an op that does not feed it, `d`
 /// a graph output, and the fusion reading a graph input that is not donated — no write.
 #[test]

@@ -84,6 +84,27 @@ pub fn load_or_compile_with(
     read_plan(path)
 }
 
+/// [`load_or_compile_with`], with the plan's graph: the one a plan file's verification parsed
+/// ([`read_plan_and_graph`]), or the compiled plan's embedded graph ([`pipeline::plan_graph`]),
+/// so that a caller reporting on the plan does not parse it again.
+///
+/// # Errors
+/// As [`load_or_compile_with`].
+pub fn load_or_compile_graph_with(
+    path: &Path,
+    format: Option<Format>,
+    params_from: Option<&Path>,
+    options: &CompileOptions,
+) -> Result<(Plan, Graph)> {
+    if frontend::is_model_file(path, format) {
+        let (g, _) = frontend::import_file_with(path, format, params_from)?;
+        let plan = pipeline::compile(g, options)?.plan;
+        let g = pipeline::plan_graph(&plan)?;
+        return Ok((plan, g));
+    }
+    read_plan_and_graph(path)
+}
+
 /// Reads a plan file written by `ebb compile` and verifies it against its embedded graph
 /// ([`ebb_passes::plan::verify_plan`]: graph digest, symbol facts, value table, costs,
 /// candidates, and the independent checker at representative bindings).

@@ -10,19 +10,26 @@
 //! parameter or optimizer state, paired with its input as `--donate auto` pairs them — is
 //! compared by its **update**: `‖(x − x₀) − (y − x₀)‖₂ / ‖y − x₀‖₂`, so a wrong gradient is not
 //! hidden under the parameter's own magnitude (SGD's `w − lr·g` is close to `w` whatever `g`).
+//! The pairing is `--donate auto`'s, by type, so it can pair an output that updates nothing (a
+//! loss paired with a loss-scale input of its type); the update is used only where its norm is
+//! below the value's, so the denominator is the smaller of `‖y‖` and `‖y − x₀‖`: a real
+//! update is judged by its own size, and a loss beside a large unrelated input by its value.
 //! An output passes when that error is at most the tolerance (`--tolerance`, default 2%).
 //!
 //! Where an output fails that test only, its **sensitivity to round-off** is measured: the step
 //! runs again on the same inputs (the outputs must repeat bit for bit: Ebb's executor is
-//! deterministic) and on inputs perturbed by one unit in the last place (every floating-point
-//! element multiplied by `1 ± ε` of its type, signs from a fixed seed), and the output's change
-//! under that perturbation, in the same norm and relative to the same denominator, is its
-//! sensitivity `s`. The output passes when its error is at most [`SENSITIVITY_FACTOR`]` · s`.
+//! deterministic) and on inputs perturbed by one unit of the step's round-off (every
+//! floating-point element multiplied by `1 ± ε`, signs from a fixed seed, where `ε` is the
+//! machine epsilon of the least precise floating-point type the step computes in — f32's for
+//! an f32 step, bf16's `2⁻⁷` for a step whose forward pass runs in bf16 even when its
+//! parameters are f32: [`roundoff_epsilon`]), and the output's change under that perturbation,
+//! in the same norm and relative to the same denominator, is its sensitivity `s`. The output passes when its error is at most [`SENSITIVITY_FACTOR`]` · s`.
 //! This is the rule of thumb *forward error ≲ condition number × backward error* (Higham §1.5–
 //! §1.6): two implementations that each compute the exact result of slightly perturbed data (a
-//! backward error of a few units of round-off, which is what a different summation order
-//! gives) differ by about the condition number times that perturbation, and the perturbed run
-//! measures exactly that product for this step at these inputs. It matters where a parameter's
+//! backward error of a few units of round-off of the arithmetic they compute in, which is what
+//! a different summation order or rounding of intermediates gives) differ by about the
+//! condition number times that perturbation, and the perturbed run measures exactly that
+//! product for this step at these inputs. It matters where a parameter's
 //! gradient is zero in exact arithmetic (a key bias of attention: softmax ignores a constant
 //! added to every logit of a row; a Mixer's token-mixing bias): the computed gradient is
 //! round-off, and a sign-like optimizer update (Adam's `m̂/(√v̂ + ε)` with `√v̂ ≲ ε`, Lion's
@@ -40,14 +47,15 @@ use ebb_ir::{DType, Graph};
 use ebb_runtime::tensor::{Data, Tensor};
 use serde::Serialize;
 
-/// An output passes when its error is at most this many times its sensitivity to a one-ulp
-/// perturbation of the inputs (see the module docs).
+/// An output passes when its error is at most this many times its sensitivity to a perturbation
+/// of the inputs by one unit of the step's round-off (see the module docs).
 pub const SENSITIVITY_FACTOR: f64 = 8.0;
 
 /// The rule, as reports state it.
 pub const RULE: &str = "normwise relative error ||x - y|| / ||y|| (of the update x - x0 for \
     an output that updates input x0) <= tolerance, or <= 8 x the output's change when the \
-    step reruns on inputs perturbed by one ulp; shapes and NaN/inf positions must match";
+    step reruns on inputs perturbed by one unit of round-off of the least precise float type \
+    it computes in; shapes and NaN/inf positions must match";
 
 /// What one output was compared by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -88,8 +96,9 @@ pub struct OutputNumerics {
     pub over_tolerance: usize,
     /// Elements where one side is NaN or infinite and the other is not the same.
     pub nonfinite_mismatches: usize,
-    /// The output's normwise change when the step reruns on inputs perturbed by one ulp,
-    /// relative to the same denominator (measured only where the tolerance alone fails).
+    /// The output's normwise change when the step reruns on inputs perturbed by one unit of
+    /// its round-off ([`roundoff_epsilon`]), relative to the same denominator (measured only
+    /// where the tolerance alone fails).
     pub sensitivity: Option<f64>,
     /// Whether the output passes the rule.
     pub passed: bool,
@@ -158,6 +167,8 @@ struct Diff {
     diff_sq: f64,
     ref_sq: f64,
     nonfinite_mismatches: usize,
+    /// Compared as the update of the paired input (else by value).
+    by_update: bool,
 }
 
 impl Diff {
@@ -177,7 +188,8 @@ fn ratio(num: f64, den: f64) -> f64 {
     }
 }
 
-/// Compares `x` with `y` (both of one length), as updates of `base` when given.
+/// Compares `x` with `y` (both of one length), as updates of `base` when given and the
+/// reference's update is smaller in norm than its value (see the module docs).
 fn diff(x: &[f64], y: &[f64], base: Option<&[f64]>) -> Diff {
     let mut d = Diff::default();
     for (k, (&a, &b)) in x.iter().zip(y).enumerate() {
@@ -198,18 +210,19 @@ fn diff(x: &[f64], y: &[f64], base: Option<&[f64]>) -> Diff {
         d.diff_sq += e * e;
         d.ref_sq += r * r;
     }
-    if d.ref_sq == 0.0 && base.is_some() {
-        // The reference leaves this input unchanged: compare the values instead.
-        let v = diff(x, y, None);
-        return Diff {
-            max_abs: v.max_abs,
-            max_ref: v.max_ref,
-            diff_sq: v.diff_sq,
-            ref_sq: v.ref_sq,
-            nonfinite_mismatches: d.nonfinite_mismatches,
-        };
+    if base.is_none() {
+        return d;
     }
-    d
+    // The reference leaves this input unchanged, or changes it by more than its value's norm
+    // (an output paired with an input it does not update): compare the values instead.
+    let v = diff(x, y, None);
+    if d.ref_sq == 0.0 || v.ref_sq < d.ref_sq {
+        return v;
+    }
+    Diff {
+        by_update: true,
+        ..d
+    }
 }
 
 /// `‖x − x'‖₂` over the finite elements of both.
@@ -233,12 +246,30 @@ fn epsilon(d: DType) -> Option<f64> {
     }
 }
 
-/// `inputs` with every floating-point element multiplied by `1 ± ε` of its type (one unit in
-/// the last place, rounded to the type), signs from a fixed seed; other inputs unchanged.
+/// The machine epsilon of the least precise floating-point type among the values `g` computes
+/// (its inputs, every op's results, nested regions included): the unit of the round-off the
+/// step's own arithmetic commits. `None` when it computes no floating-point value.
+pub fn roundoff_epsilon(g: &Graph) -> Option<f64> {
+    let inputs = g.inputs().iter().flat_map(|&n| &g.node(n).outputs);
+    let mut eps = inputs
+        .chain(g.order().iter().flat_map(|&n| &g.node(n).outputs))
+        .filter_map(|t| epsilon(t.dtype))
+        .reduce(f64::max);
+    for &n in g.order() {
+        for r in &g.node(n).regions {
+            eps = eps.into_iter().chain(roundoff_epsilon(r)).reduce(f64::max);
+        }
+    }
+    eps
+}
+
+/// `inputs` with every floating-point element multiplied by `1 ± max(ε, floor)`, `ε` the machine
+/// epsilon of its type (`floor` 0: one unit in the last place), rounded to the type; signs from
+/// a fixed seed; other inputs unchanged.
 ///
 /// # Errors
 /// A tensor that cannot be rebuilt (not expected: the shape is the input's).
-pub fn perturb_one_ulp(inputs: &[Tensor], seed: u64) -> Result<Vec<Tensor>> {
+pub fn perturb_by_roundoff(inputs: &[Tensor], floor: f64, seed: u64) -> Result<Vec<Tensor>> {
     let mut state = seed;
     let mut next_sign = move || {
         // splitmix64
@@ -257,6 +288,7 @@ pub fn perturb_one_ulp(inputs: &[Tensor], seed: u64) -> Result<Vec<Tensor>> {
         .map(|t| match epsilon(t.dtype()) {
             None => Ok(t.clone()),
             Some(eps) => {
+                let eps = eps.max(floor);
                 let v: Vec<f64> = t
                     .to_f64_vec()
                     .into_iter()
@@ -307,7 +339,7 @@ pub fn compare(
         } else {
             Diff::default()
         };
-        let compared = if base.is_some() {
+        let compared = if d.by_update {
             Compared::Update
         } else {
             Compared::Value
@@ -357,7 +389,7 @@ pub fn compare(
             shape: x.shape().to_vec(),
             reference_shape: y.shape().to_vec(),
             compared,
-            update_of: base.and(pairs[k]),
+            update_of: if d.by_update { pairs[k] } else { None },
             max_abs_err: d.max_abs,
             max_rel_err: if same_shape {
                 ratio(d.max_abs, d.max_ref)
@@ -385,7 +417,8 @@ pub fn compare(
         let deterministic =
             again.len() == got.len() && again.iter().zip(got).all(|(a, b)| a.bits_eq(b));
         let perturbed = if deterministic {
-            Some(rerun(perturb_one_ulp(inputs, 0x5EED)?)?)
+            let floor = roundoff_epsilon(g).unwrap_or(0.0);
+            Some(rerun(perturb_by_roundoff(inputs, floor, 0x5EED)?)?)
         } else {
             None
         };
@@ -412,13 +445,14 @@ pub fn compare(
                 o.passed = true;
                 o.verdict = format!(
                     "above the tolerance, within {SENSITIVITY_FACTOR} x its sensitivity \
-                     {s:.3e} to a one-ulp perturbation of the inputs (round-off the step \
-                     amplifies)"
+                     {s:.3e} to a one-unit round-off perturbation of the inputs (round-off the \
+                     step amplifies)"
                 );
             } else {
                 o.verdict = format!(
                     "normwise error {:.3e} above the tolerance and above {SENSITIVITY_FACTOR} x \
-                     its sensitivity {s:.3e} to a one-ulp perturbation of the inputs",
+                     its sensitivity {s:.3e} to a one-unit round-off perturbation of the \
+                     inputs",
                     o.normwise_rel_err
                 );
             }
@@ -466,13 +500,19 @@ mod tests {
         assert!(v.normwise() < 0.011);
         // An input the reference leaves unchanged is compared by value.
         assert_eq!(diff(&[3.0], &[3.0], Some(&[3.0])).normwise(), 0.0);
+        // So is an output that is not the update of its paired input (a loss of 5 paired with
+        // a loss scale of 32768): twice the loss is off by its whole value.
+        let loss = diff(&[10.0], &[5.0], Some(&[32768.0]));
+        assert!(!loss.by_update);
+        assert!((loss.normwise() - 1.0).abs() < 1e-12);
+        assert!(d.by_update);
     }
 
     #[test]
     fn one_ulp_perturbation_changes_every_nonzero_float() {
         let t = Tensor::from_f32(vec![3], vec![1.0, -2.5, 0.0]).unwrap();
         let i = Tensor::from_i32(vec![1], vec![7]).unwrap();
-        let p = perturb_one_ulp(&[t.clone(), i.clone()], 1).unwrap();
+        let p = perturb_by_roundoff(&[t.clone(), i.clone()], 0.0, 1).unwrap();
         let (a, b) = (t.as_f32().unwrap(), p[0].as_f32().unwrap());
         for k in 0..2 {
             let ulps = (a[k].to_bits() as i64 - b[k].to_bits() as i64).abs();
@@ -481,5 +521,35 @@ mod tests {
         }
         assert_eq!(b[2], 0.0);
         assert!(p[1].bits_eq(&i));
+    }
+
+    #[test]
+    fn the_roundoff_unit_is_the_least_precise_computed_type() {
+        let f32_step = ebb_ir::text::parse(
+            "graph @t {\n  %0 = input {index = 0, name = \"x\"} : f32[4]\n  \
+             %1 = negate(%0) : f32[4]\n  return %1\n}",
+        )
+        .unwrap();
+        assert_eq!(roundoff_epsilon(&f32_step), Some(f32::EPSILON as f64));
+        // f32 parameters, a bf16 forward pass inside a region: bf16's unit.
+        let bf16_inside = ebb_ir::text::parse(
+            "graph @t {\n  %0 = input {index = 0, name = \"x\"} : f32[4]\n  \
+             %1 = fusion(%0) {kind = \"loop\"} : f32[4] {\n    region @f {\n      \
+             %0 = input {index = 0, name = \"in0\"} : f32[4]\n      \
+             %1 = convert(%0) {dtype = bf16} : bf16[4]\n      \
+             %2 = convert(%1) {dtype = f32} : f32[4]\n      return %2\n    }\n  }\n  \
+             return %1\n}",
+        )
+        .unwrap();
+        assert_eq!(roundoff_epsilon(&bf16_inside), Some(2f64.powi(-7)));
+        let ints = ebb_ir::text::parse(
+            "graph @t {\n  %0 = input {index = 0, name = \"x\"} : i32[4]\n  return %0\n}",
+        )
+        .unwrap();
+        assert_eq!(roundoff_epsilon(&ints), None);
+        // The floor widens f32 inputs to bf16's unit: about 2^16 f32 ulps.
+        let t = Tensor::from_f32(vec![1], vec![1.0]).unwrap();
+        let p = perturb_by_roundoff(&[t], 2f64.powi(-7), 1).unwrap();
+        assert!((p[0].as_f32().unwrap()[0] - 1.0).abs() == 2f32.powi(-7));
     }
 }

@@ -92,8 +92,13 @@ pub struct RunReport {
     /// Bytes of results written into buffers recycled from freed values instead of new ones
     /// (of the last step with `--repeat`; the first step recycles only within itself).
     pub recycled_bytes: u64,
-    /// With `--repeat N`: the median wall time of the N steps after the first, ms.
+    /// With `--repeat N`: the median wall time of the N steps after the first, ms, each the
+    /// whole `Runtime::step` call a trainer makes (the finalized plan looked up, the program
+    /// prepared at the step's shapes, executed, the outputs handed over).
     pub wall_ms_median: Option<f64>,
+    /// With `--repeat N`: the median of the same steps' execution alone (`wall_ms` of each),
+    /// ms; the rest of [`RunReport::wall_ms_median`] is per-step preparation.
+    pub exec_ms_median: Option<f64>,
     /// Bytes of the step's inputs (the caller holds them; the arena's ranges planned for them
     /// are not used).
     pub input_bytes: u64,
@@ -285,8 +290,10 @@ pub fn check_host_memory(need: &MemoryNeed, limit: Option<i64>) -> Result<()> {
 
 /// What [`repeat_steps`] measured.
 pub struct Repeated {
-    /// Median wall time of the steps, ms (`None` for no step).
+    /// Median wall time of the whole `Runtime::step` calls, ms (`None` for no step).
     pub median_ms: Option<f64>,
+    /// Median of their execution alone (the report's `wall_ms`), ms.
+    pub exec_median_ms: Option<f64>,
     /// Kernels the steps compiled.
     pub kernels_compiled: u64,
     /// The last step's statistics and recycled bytes.
@@ -295,7 +302,11 @@ pub struct Repeated {
 
 /// Runs `runs` more steps at `b` on `inputs`, handing each step's outputs back to `rt` for
 /// recycling (as a trainer does once it has read them; XLA's timed loop likewise drops each
-/// step's outputs).
+/// step's outputs). Each step gets its own copy of the inputs, made before its clock starts:
+/// a trainer passes the last step's parameters and optimizer state and keeps no other
+/// reference to them, so a donated input is updated in its own buffer; a step on tensors the
+/// caller still shares would first copy every donated input (copy-on-write), which no trainer
+/// pays.
 ///
 /// # Errors
 /// A failed step.
@@ -305,19 +316,26 @@ pub fn repeat_steps(
     inputs: &[Tensor],
     runs: usize,
 ) -> Result<Repeated> {
-    let mut times = Vec::with_capacity(runs);
+    let (mut times, mut exec) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     let mut kernels_compiled = 0;
     let mut last = None;
     for _ in 0..runs {
-        let s = rt.step(b, inputs.to_vec())?;
-        times.push(s.report.wall_ms);
+        let ins: Vec<Tensor> = inputs.iter().map(Tensor::deep_copy).collect();
+        let t = std::time::Instant::now();
+        let s = rt.step(b, ins)?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+        exec.push(s.report.wall_ms);
         kernels_compiled += s.report.kernels_compiled;
         last = Some((s.stats, s.report.recycled_bytes));
         rt.recycle(s.outputs);
     }
-    times.sort_by(f64::total_cmp);
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
     Ok(Repeated {
-        median_ms: times.get(times.len() / 2).copied(),
+        median_ms: median(times),
+        exec_median_ms: median(exec),
         kernels_compiled,
         last,
     })
@@ -385,7 +403,7 @@ pub fn run(
     let step = rt.step_with_progress(b, inputs.clone(), progress)?;
     // The op times reported are the last step's (warm with `--repeat`).
     let repeated = repeat_steps(&mut rt, b, &inputs, opts.repeat)?;
-    let wall_ms_median = repeated.median_ms;
+    let (wall_ms_median, exec_ms_median) = (repeated.median_ms, repeated.exec_median_ms);
     let (last_stats, recycled_bytes) = match repeated.last {
         Some((stats, recycled)) => (Some(stats), recycled),
         None => (None, step.report.recycled_bytes),
@@ -520,6 +538,7 @@ pub fn run(
         time_by_kind,
         slowest_ops,
         wall_ms_median,
+        exec_ms_median,
         plan: PlanReport {
             arena_bytes: Some(concrete.arena.arena_bytes),
             finalize_us: step.report.finalize_us,

@@ -435,11 +435,24 @@ impl Plan {
         struct VersionOnly {
             version: u32,
         }
-        let v: VersionOnly = serde_json::from_str(text).map_err(json_error)?;
-        if v.version != PLAN_VERSION {
-            return Err(PlanError::Version { found: v.version });
+        // One parse when the plan is of this version; the version alone is read only to say
+        // why a plan does not parse (a plan of another version, or no plan at all).
+        let parsed = serde_json::from_str::<Plan>(text);
+        let plan = match parsed {
+            Ok(plan) => plan,
+            Err(e) => {
+                let v: VersionOnly = serde_json::from_str(text).map_err(json_error)?;
+                if v.version != PLAN_VERSION {
+                    return Err(PlanError::Version { found: v.version });
+                }
+                return Err(json_error(e));
+            }
+        };
+        if plan.version != PLAN_VERSION {
+            return Err(PlanError::Version {
+                found: plan.version,
+            });
         }
-        let plan: Plan = serde_json::from_str(text).map_err(json_error)?;
         plan.validate_indices()?;
         Ok(plan)
     }

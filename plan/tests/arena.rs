@@ -3,7 +3,7 @@
 
 use ebb_plan::arena::anchored::anchored_layout;
 use ebb_plan::arena::greedy::{order, pass_in_order, Item, VARIANTS};
-use ebb_plan::arena::scan::{best_fit_scan, scan_with, Pool, Unit};
+use ebb_plan::arena::scan::{best_fit_scan, scan_with, Placement, Pool, Unit};
 use ebb_plan::arena::{align, check_layout, live_max, Allocation, Arena, ALIGN};
 use ebb_plan::format::{Point, ValueId};
 use ebb_plan::index::{IndexVec, IntervalIx, PointIx, Window};
@@ -113,9 +113,16 @@ fn both_layouts_are_valid_and_hold_the_live_bytes() {
         for order in 0..VARIANTS.len() {
             let never = AtomicBool::new(false);
             let small = [0, 64 * ALIGN][order % 2];
-            let (offsets, top) =
-                anchored_layout(items.raw(), small, 1 + order * 3, order, i64::MAX, &never)
-                    .unwrap();
+            let (offsets, top) = anchored_layout(
+                items.raw(),
+                small,
+                1 + order * 3,
+                order,
+                i64::MAX,
+                None,
+                &never,
+            )
+            .unwrap();
             let mut b = allocs.clone();
             for (x, o) in b.iter_mut().zip(offsets) {
                 x.offset = o;
@@ -160,7 +167,8 @@ fn every_variant_gives_a_valid_layout() {
 }
 
 /// On random intervals (a fixed LCG), with few and many anchors and with slabs, every
-/// layout is valid and never below the largest live bytes.
+/// layout is valid and never below the largest live bytes, and the same when given the slabs
+/// of the best-fit scan.
 #[test]
 fn anchored_layouts_are_valid() {
     let mut next = ebb_testkit::lcg(0xa11c_0fed_u64);
@@ -169,18 +177,53 @@ fn anchored_layouts_are_valid() {
             for small in [0, 10 * ALIGN] {
                 let items = random_items(&mut next, n, 200, longest, 40);
                 let never = AtomicBool::new(false);
-                let (offsets, top) =
-                    anchored_layout(items.raw(), small, anchors, anchors % 8, i64::MAX, &never)
-                        .unwrap();
+                let (offsets, top) = anchored_layout(
+                    items.raw(),
+                    small,
+                    anchors,
+                    anchors % 8,
+                    i64::MAX,
+                    None,
+                    &never,
+                )
+                .unwrap();
                 assert!(top >= live_max(&items));
                 // A layout to beat above its top is the same layout; at its top, abandoned.
                 let variant = anchors % 8;
                 let layout = |beat| {
-                    anchored_layout(items.raw(), small, anchors, variant, beat, &never).unwrap()
+                    anchored_layout(items.raw(), small, anchors, variant, beat, None, &never)
+                        .unwrap()
                 };
                 assert_eq!(layout(top + 1), (offsets.clone(), top));
                 let (none, over) = layout(top);
                 assert!(none.is_empty() && over >= top, "n {n} anchors {anchors}");
+                // Given the slabs the best-fit scan made (its small intervals are those of at
+                // most `small` bytes under this planned peak), the same layout.
+                let peak = small * 4096;
+                let (scan, above) = best_fit_scan(&items, peak, &never, |placement| {
+                    placement
+                        .iter()
+                        .map(|&p| match p {
+                            Placement::Slab(above) => above,
+                            Placement::Large(_) => 0,
+                        })
+                        .collect::<Vec<i64>>()
+                })
+                .unwrap();
+                let slabs = Some((above.as_slice(), scan.slab_height()));
+                assert_eq!(
+                    anchored_layout(
+                        items.raw(),
+                        small,
+                        anchors,
+                        variant,
+                        i64::MAX,
+                        slabs,
+                        &never
+                    ),
+                    Some((offsets.clone(), top)),
+                    "n {n} anchors {anchors} small {small}"
+                );
                 let offsets: IndexVec<IntervalIx, i64> = offsets.into_iter().collect();
                 check_layout(&layout_of(&items, &offsets, top))
                     .unwrap_or_else(|e| panic!("n {n} anchors {anchors}: {e}"));

@@ -41,13 +41,7 @@ def test_every_fixture_steps_from_python_as_ebb_run(name, ref, bind, tmp_path):
     assert any(o.ndim == 0 for o in outs)
     saved = tmp_path / "outputs.npz"
     b = ",".join(f"{k}={v}" for k, v in bind.items())
-    # The bf16 loss-scaled step's first AdamW update is `lr * sign(g)` (moments at zero): where
-    # a gradient is near zero its sign flips on bf16 round-off differences from XLA's, so 12 of
-    # its 90 outputs' updates differ from JAX's by up to twice their norm (normwise error up to
-    # 0.67; tests/tests/numerics_check.rs leaves it out for the same reason). This test compares
-    # Python's outputs with the CLI's bit for bit, so the CLI's JAX check is widened there.
-    tol = ["--tolerance", "2"] if name == "gpt_bf16_scaled" else []
-    cli = ebb_cli("run", str(FIXTURES / f"{name}.mlir"), "--bind", b, "--inputs", str(FIXTURES / ref), "--save-outputs", str(saved), *tol)
+    cli = ebb_cli("run", str(FIXTURES / f"{name}.mlir"), "--bind", b, "--inputs", str(FIXTURES / ref), "--save-outputs", str(saved))
     assert cli["numerics"]["passed"]
     with np.load(saved) as s:
         for i, o in enumerate(outs):

@@ -11,14 +11,15 @@
 //!   link is the same copy counted once (a swap on the CPU copies into the host pool).
 //!
 //! Each figure is the best of three runs. The profile is cached as JSON in
-//! `$EBB_CACHE_DIR`, else `$XDG_CACHE_HOME/ebb`, else `~/.cache/ebb` (file
-//! `cpu-profile.json`), keyed by the thread count and the build (release or dev); a cache that
-//! cannot be written is skipped.
+//! `$EBB_CACHE_DIR`, else `$XDG_CACHE_HOME/ebb`, else `~/.cache/ebb`, one file per thread count
+//! and build (`cpu-profile-release-2t.json`), so that dev and release builds, or runs with
+//! another `RAYON_NUM_THREADS`, do not measure again in turn; a cache that cannot be written is
+//! skipped.
 
 use ebb_plan::device::{DeviceError, DeviceId, DeviceProfile};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Instant;
 
 /// The cached measurement.
@@ -55,8 +56,14 @@ pub fn resolve(name: &str) -> Result<DeviceProfile, DeviceError> {
 
 /// The `cpu` profile: cached, else measured now (and cached).
 pub fn cpu() -> DeviceProfile {
+    cpu_cached_in(ebb_codegen::disk_cache::cache_dir().as_deref())
+}
+
+/// The `cpu` profile cached in `dir` (the file for this build and thread count; see the module
+/// docs), else measured now and cached there; `None`: measured, not cached.
+pub fn cpu_cached_in(dir: Option<&Path>) -> DeviceProfile {
     let threads = rayon::current_num_threads();
-    let path = cache_path();
+    let path = dir.map(|d| d.join(cache_file(threads)));
     if let Some(p) = &path {
         if let Some(c) = std::fs::read_to_string(p)
             .ok()
@@ -198,9 +205,10 @@ fn mem_total_bytes() -> Option<i64> {
     kib.checked_mul(1024)
 }
 
-/// Where the `cpu` profile is cached (see the module docs).
-fn cache_path() -> Option<PathBuf> {
-    Some(ebb_codegen::disk_cache::cache_dir()?.join("cpu-profile.json"))
+/// The cache file of the `cpu` profile measured with `threads` threads by this build (see the
+/// module docs).
+fn cache_file(threads: usize) -> String {
+    format!("cpu-profile-{}-{threads}t.json", build_kind())
 }
 
 /// Writes the cache through a temporary file in the same directory, renamed into place.

@@ -20,3 +20,35 @@ fn names_resolve() {
     );
     assert!(resolve("warp-drive").is_err());
 }
+
+#[test]
+fn the_cpu_profile_is_cached_per_build_and_thread_count() {
+    let dir = std::env::temp_dir().join(format!("ebb-cpu-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let first = cpu_cached_in(Some(&dir));
+    let build = if cfg!(debug_assertions) {
+        "dev"
+    } else {
+        "release"
+    };
+    let threads = rayon::current_num_threads();
+    let file = dir.join(format!("cpu-profile-{build}-{threads}t.json"));
+    assert!(file.is_file(), "{}", file.display());
+    // A second call reads the file: the same figures (to JSON's float round trip), not a new
+    // measurement, which differs in far more than the last bits.
+    let again = cpu_cached_in(Some(&dir));
+    let same = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs();
+    assert!(
+        same(first.matrix_flops, again.matrix_flops),
+        "{first:?} {again:?}"
+    );
+    assert!(
+        same(first.vector_flops, again.vector_flops),
+        "{first:?} {again:?}"
+    );
+    assert!(
+        same(first.link_bandwidth, again.link_bandwidth),
+        "{first:?} {again:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -8,6 +8,8 @@
 //! - `runtime`: [`load_ref`] (a reference archive's inputs and expected outputs);
 //! - `compiler`: [`import_fixture`] (a JAX fixture through the StableHLO front end, which links
 //!   LLVM/MLIR), [`import_path`], [`compile_fixture`] and the other fixture compile helpers;
+//! - `plan`: [`longtail`] (the long-tail finalize benchmark's budgets, a digest of finalize's
+//!   results, the process's CPU time);
 //! - `fuzz` (all three): [`fuzz`], the fuzz targets and their seed corpora.
 //!
 //! The base crate also holds [`graph`] (textual IR parsed and verified), [`ty`] (a tensor type
@@ -32,6 +34,8 @@ pub use random::{lcg, Lcg};
 mod compile;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
+#[cfg(feature = "plan")]
+pub mod longtail;
 mod random;
 
 /// Parses the textual IR `text` and verifies it.

@@ -510,11 +510,15 @@ impl PlanArgs {
         if let Some(path) = &plot {
             output::check_target(path)?;
         }
-        let p = load_plan(&plan, None, &flags, &import)?;
-        let pricing = device.pricing(&p)?;
+        // One command, then the process exits: the plan and its graph (tens of thousands of
+        // small allocations) are left to the exit rather than freed one by one.
+        let loaded =
+            std::mem::ManuallyDrop::new(load_plan_and_graph(&plan, None, &flags, &import)?);
+        let (p, g) = (&loaded.0, &loaded.1);
+        let pricing = device.pricing(p)?;
         let b = pipeline::parse_bindings(&bind)?;
         if let Some(n) = budget_curve {
-            let curve = pipeline::budget_curve(&p, &pipeline::plan_graph(&p)?, &b, &pricing, n)?;
+            let curve = pipeline::budget_curve(p, g, &b, &pricing, n)?;
             if let Some(path) = &plot {
                 ebb_compiler::bench::plot::budget_curve(&curve, path)?;
             }
@@ -530,7 +534,7 @@ impl PlanArgs {
             .map(pipeline::parse_budget)
             .transpose()
             .context("--budget")?;
-        let r = pipeline::plan_report_proven(&p, &b, budget, &pricing)?.0;
+        let r = pipeline::plan_report_proven_on(p, g, &b, budget, &pricing)?.0;
         let mut out = String::new();
         if json {
             out = serde_json::to_string_pretty(&r)? + "\n";
@@ -564,6 +568,21 @@ fn load_plan(
     import: &ImportFlags,
 ) -> Result<ebb_plan::format::Plan> {
     ebb_pipeline::api::load_or_compile_with(
+        path,
+        format,
+        import.params_from_for(path, format)?,
+        &flags.options_for(path, format)?,
+    )
+}
+
+/// [`load_plan`], with the plan's graph (the one its verification parsed).
+fn load_plan_and_graph(
+    path: &std::path::Path,
+    format: Option<Format>,
+    flags: &PipelineFlags,
+    import: &ImportFlags,
+) -> Result<(ebb_plan::format::Plan, ebb_ir::Graph)> {
+    ebb_pipeline::api::load_or_compile_graph_with(
         path,
         format,
         import.params_from_for(path, format)?,

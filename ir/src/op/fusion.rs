@@ -29,7 +29,7 @@
 //! in-place write never overwrites a value that any op reads later, in any schedule.
 
 use super::{Op, OpKind};
-use crate::dim::{DimError, DimExpr};
+use crate::dim::{DimError, DimExpr, SymbolScope};
 use crate::graph::{Graph, NodeId, ValueRef};
 use std::collections::HashMap;
 
@@ -253,8 +253,36 @@ pub fn fusion_chunk_elements(region: &Graph) -> Result<DimExpr, DimError> {
 /// element of the chunk, an upper bound), plus 8 bytes per result element for a column
 /// reduction's accumulators.
 ///
+/// Computed once and kept with the region until it changes.
+///
 /// Errors: [`DimError`] on overflow.
 pub fn fusion_tile_bytes(region: &Graph) -> Result<DimExpr, DimError> {
+    region
+        .memo
+        .tile_bytes
+        .get_or_init(|| compute_tile_bytes(region))
+        .clone()
+}
+
+/// [`fusion_tile_bytes`] normalized under `scope` ([`SymbolScope::normalize`]): the form the
+/// liveness analysis charges at the fusion's point. Kept with the region, for one scope.
+///
+/// Errors: [`DimError`] on overflow.
+pub fn fusion_tile_bytes_in(region: &Graph, scope: &SymbolScope) -> Result<DimExpr, DimError> {
+    let normalized = || fusion_tile_bytes(region).map(|e| scope.normalize(&e));
+    match region.memo.tile_bytes_in.get() {
+        Some((s, e)) if s == scope => e.clone(),
+        Some(_) => normalized(),
+        None => {
+            let e = normalized();
+            let _ = region.memo.tile_bytes_in.set((scope.clone(), e.clone()));
+            e
+        }
+    }
+}
+
+/// [`fusion_tile_bytes`], computed.
+fn compute_tile_bytes(region: &Graph) -> Result<DimExpr, DimError> {
     let tiles = fusion_chunk_elements(region)?
         .checked_mul(&DimExpr::constant(tile_bytes_per_element(region)))?;
     let columns = region
@@ -306,7 +334,22 @@ pub struct InPlace {
 /// ancestor of the op, so the op reads it last in every schedule: nothing reads the old value
 /// after it is overwritten. The operand's bytes are then not allocated twice at the op's
 /// point: [`in_place_bytes`].
+///
+/// Computed once and kept with the graph until it changes (a changed scope recomputes it).
 pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
+    match g.memo.in_place.get() {
+        Some((scope, writes)) if *scope == g.scope => writes.clone(),
+        Some(_) => compute_in_place_writes(g),
+        None => {
+            let writes = compute_in_place_writes(g);
+            let _ = g.memo.in_place.set((g.scope.clone(), writes.clone()));
+            writes
+        }
+    }
+}
+
+/// [`in_place_writes`], computed.
+fn compute_in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
     let writers = |op: &Op| {
         matches!(
             op,
@@ -320,7 +363,7 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
     if !g.order().iter().any(|&id| writers(&g.node(id).op)) {
         return out;
     }
-    let pos: HashMap<NodeId, usize> = g.order().iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    let ancestry = std::cell::RefCell::new(Ancestry::new(g));
     let outputs: std::collections::HashSet<ValueRef> = g.outputs().iter().copied().collect();
     for &id in g.order() {
         let node = g.node(id);
@@ -345,19 +388,23 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
                     && !outputs.contains(&v)
                     && !matches!(producer.op, Op::Constant(_))
                     && (producer.kind() != OpKind::Input || g.aliasing_output(v.node).is_some())
-                    && others_precede(g, &pos, v, id)
+                    && ancestry.borrow_mut().others_precede(g, v, id)
             })
         };
         let mut pairs = Vec::new();
         match (&node.op, node.regions.as_slice()) {
             (Op::Fusion(super::FusionKind::Loop), [region]) => {
+                // Memoized: tried once per (result, operand) pair.
+                let aligned_memo = std::cell::RefCell::new(vec![None; ops.len()]);
                 let aligned = |i: usize| {
-                    region.inputs().get(i).is_some_and(|&r| {
-                        let users = region.users(r);
-                        !users.is_empty()
-                            && users
-                                .iter()
-                                .all(|&(u, k, _)| reads_aligned(region, u, k as usize))
+                    *aligned_memo.borrow_mut()[i].get_or_insert_with(|| {
+                        region.inputs().get(i).is_some_and(|&r| {
+                            let users = region.users(r);
+                            !users.is_empty()
+                                && users
+                                    .iter()
+                                    .all(|&(u, k, _)| reads_aligned(region, u, k as usize))
+                        })
                     })
                 };
                 // The operand that is the input donated to the graph output result `j` is:
@@ -456,31 +503,80 @@ pub fn case_forwards(branches: &[Graph]) -> Vec<(usize, usize)> {
     out
 }
 
-/// Whether every reader of `v` other than `f` is an ancestor of `f` (a backward search from
-/// `f` over operands, pruned at program-order positions before the earliest such reader).
-fn others_precede(g: &Graph, pos: &HashMap<NodeId, usize>, v: ValueRef, f: NodeId) -> bool {
-    let mut want: std::collections::HashSet<NodeId> = g
-        .users(v.node)
-        .into_iter()
-        .filter(|&(u, _, out)| out == v.output && u != f)
-        .map(|(u, _, _)| u)
-        .collect();
-    let Some(floor) = want.iter().filter_map(|u| pos.get(u)).min().copied() else {
-        return true;
-    };
-    let mut seen = std::collections::HashSet::from([f]);
-    let mut stack = vec![f];
-    while let Some(n) = stack.pop() {
-        for w in g.operands(n) {
-            if want.remove(&w.node) && want.is_empty() {
-                return true;
-            }
-            if pos.get(&w.node).is_some_and(|&p| p >= floor) && seen.insert(w.node) {
-                stack.push(w.node);
-            }
+/// Program-order positions by node index and a visit mark per node, for the ancestor
+/// searches of [`in_place_writes`] (one per operand that may be overwritten), reused so that a
+/// search allocates nothing.
+struct Ancestry {
+    /// `NodeId::index()` → program-order position (`usize::MAX` for an index not in the order).
+    pos: Vec<usize>,
+    /// `NodeId::index()` → the search that last visited it.
+    seen: Vec<u32>,
+    /// The current search's number.
+    search: u32,
+    /// The search's stack.
+    stack: Vec<NodeId>,
+}
+
+impl Ancestry {
+    fn new(g: &Graph) -> Ancestry {
+        use petgraph::visit::NodeIndexable;
+        let bound = g.petgraph().node_bound();
+        let mut pos = vec![usize::MAX; bound];
+        for (i, &n) in g.order().iter().enumerate() {
+            pos[n.index()] = i;
+        }
+        Ancestry {
+            pos,
+            seen: vec![0; bound],
+            search: 0,
+            stack: Vec::new(),
         }
     }
-    want.is_empty()
+
+    /// Whether every reader of `v` other than `f` is an ancestor of `f` (a backward search from
+    /// `f` over operands, pruned at program-order positions before the earliest such reader).
+    fn others_precede(&mut self, g: &Graph, v: ValueRef, f: NodeId) -> bool {
+        let mut want: Vec<NodeId> = g
+            .users(v.node)
+            .into_iter()
+            .filter(|&(u, _, out)| out == v.output && u != f)
+            .map(|(u, _, _)| u)
+            .collect();
+        want.dedup();
+        let pos = |n: NodeId| {
+            self.pos
+                .get(n.index())
+                .copied()
+                .filter(|&p| p != usize::MAX)
+        };
+        let Some(floor) = want.iter().filter_map(|&u| pos(u)).min() else {
+            return true;
+        };
+        self.search += 1;
+        let search = self.search;
+        self.seen[f.index()] = search;
+        self.stack.clear();
+        self.stack.push(f);
+        while let Some(n) = self.stack.pop() {
+            for w in g
+                .petgraph()
+                .neighbors_directed(n, petgraph::Direction::Incoming)
+            {
+                if let Some(k) = want.iter().position(|&x| x == w) {
+                    want.swap_remove(k);
+                    if want.is_empty() {
+                        return true;
+                    }
+                }
+                let p = self.pos.get(w.index()).copied().unwrap_or(usize::MAX);
+                if p != usize::MAX && p >= floor && self.seen[w.index()] != search {
+                    self.seen[w.index()] = search;
+                    self.stack.push(w);
+                }
+            }
+        }
+        want.is_empty()
+    }
 }
 
 /// Bytes of the operands of op `id` that its results are written into (`in_place`, the op's

@@ -255,9 +255,7 @@ fn own_transient(
     let node = g.node(id);
     if let (ebb_ir::Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
         // A fusion's internal values are never materialized: only its tile buffers.
-        return ebb_ir::op::fusion_tile_bytes(region)
-            .ok()
-            .map(|e| scope.normalize(&e));
+        return ebb_ir::op::fusion_tile_bytes_in(region, scope).ok();
     }
     let mut parts = Vec::new();
     for r in &node.regions {

@@ -16,10 +16,12 @@
 //!
 //! # Cost, bounded by construction
 //! For n intervals, K anchors and f free blocks at a time: the order O(n log n); the anchors'
-//! pass reads each pair of anchors at most once, at most K²/2 reads, O(K²); each
-//! other interval reads the free list (O(f)) and the anchors starting within its lifetime (at
-//! most K, sorted: O(K log K)). So O(n log n + K² + n·(f + K log K)), with no search
-//! and no work cap: the same work on every shape of a plan.
+//! pass reads each pair of anchors at most once, at most K²/2 reads, O(K²); the scan's orders
+//! by start and end are counting sorts over the points, O(n + points); each other interval
+//! reads the free list (O(f)) and the m anchors starting within its lifetime, found by a binary
+//! search and sorted by offset when few (O(m log m) for m ≤ K/8), else read from all K anchors
+//! sorted by offset once per layout (O(K)). So O(n log n + points + K² + n·(f + K)), with no
+//! search and no work cap: the same work on every shape of a plan.
 //!
 //! Invariant: two intervals resident at a common point never share a byte (an anchor's bytes
 //! are carved from the free list at its start, and no interval placed earlier overlaps them
@@ -27,10 +29,16 @@
 
 use super::greedy::{order, pass_in_order, Item, VARIANTS};
 use super::scan::slab_layout;
+use crate::csr::Csr;
+use crate::index::PointIx;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How many placements the scan makes between two looks at its cancel flag.
 const CANCEL_EVERY: usize = 512;
+
+/// An interval's forbidden ranges (the anchors starting within its lifetime) are gathered and
+/// sorted when they are at most 1/this of the anchors, else read from all anchors by offset.
+const SORT_FORBIDDEN_BELOW: usize = 8;
 
 /// The anchored layout of `items` (see the module docs) with at most `anchors` anchors taken in
 /// greedy by size's order `variant` (an index into [`VARIANTS`], modulo its length), the
@@ -39,12 +47,18 @@ const CANCEL_EVERY: usize = 512;
 /// an offset per interval (bytes, by position in `items`) and the top. Abandoned once the top
 /// reaches `beat` (bytes; the caller's best so far): then the offsets are empty and the top is
 /// at least `beat`. `None` when `cancel` is set.
+///
+/// `slabs`, when given, is the slabs' layout of the small intervals as the online scan made it
+/// (each interval's offset above the bottom of the slabs, by position in `items`, and the
+/// slabs' height; `scan::best_fit_scan` with the same `small`): the same as this layout's, so
+/// it is not made again.
 pub fn anchored_layout(
     items: &[Item],
     small: i64,
     anchors: usize,
     variant: usize,
     beat: i64,
+    slabs: Option<(&[i64], i64)>,
     cancel: &AtomicBool,
 ) -> Option<(Vec<i64>, i64)> {
     let n = items.len();
@@ -56,10 +70,7 @@ pub fn anchored_layout(
     // Intervals overlapping every other large one: stacked at the bottom (as greedy by size
     // does: they share no byte with any other interval in any layout).
     let (min_end, max_start) = large.iter().fold(
-        (
-            crate::index::PointIx::from_raw(u32::MAX),
-            crate::index::PointIx::default(),
-        ),
+        (PointIx::from_raw(u32::MAX), PointIx::default()),
         |(lo, hi), &i| {
             let w = items[i as usize].window;
             (lo.min(w.end), hi.max(w.start))
@@ -80,8 +91,16 @@ pub fn anchored_layout(
     let (r, by_end, first_fit) = VARIANTS[variant % VARIANTS.len()];
     let rest = order(items, &rest, r, by_end);
     let k = anchors.min(rest.len());
-    let small_items: Vec<Item> = small_ix.iter().map(|&i| items[i as usize]).collect();
-    let (above, height) = slab_layout(&small_items, cancel)?;
+    let (above, height) = match slabs.filter(|_| small >= 0) {
+        Some((above, height)) => (
+            small_ix.iter().map(|&i| above[i as usize]).collect(),
+            height,
+        ),
+        None => {
+            let small_items: Vec<Item> = small_ix.iter().map(|&i| items[i as usize]).collect();
+            slab_layout(&small_items, cancel)?
+        }
+    };
     let order = &rest[..k];
     // What the anchors and the scan around them must stay below, under the slabs.
     let limit = beat.saturating_sub(height);
@@ -121,10 +140,47 @@ fn scan_around(
     let need = |i: u32| items[i as usize].need;
     let mut anchors: Vec<u32> = fixed.iter().map(|x| x.0).collect();
     anchors.sort_unstable_by_key(|&i| (window(i).start, i));
-    let mut order: Vec<u32> = rest.to_vec();
-    order.sort_unstable_by_key(|&i| (window(i).start, std::cmp::Reverse(need(i)), i));
-    let mut ends: Vec<u32> = rest.iter().chain(anchors.iter()).copied().collect();
-    ends.sort_unstable_by_key(|&i| (window(i).end, i));
+    // The anchors' bytes `(offset, end, start point)`, by offset.
+    let mut by_offset: Vec<(i64, i64, PointIx)> = fixed
+        .iter()
+        .map(|&(i, o)| (o, o + need(i), window(i).start))
+        .collect();
+    by_offset.sort_unstable();
+    // `rest` by start point, largest first at a point, then by position; `rest` and the
+    // anchors by end point, then by position: counting sorts over the points.
+    let points = items
+        .iter()
+        .map(|it| it.window.end.index() + 1)
+        .max()
+        .unwrap_or(0);
+    let mut member = vec![0u8; items.len()];
+    for &i in rest {
+        member[i as usize] = 1;
+    }
+    for &(i, _) in fixed {
+        member[i as usize] |= 2;
+    }
+    let placed = |bits: u8| {
+        let member = &member;
+        move || {
+            (0..items.len() as u32)
+                .filter(move |&i| member[i as usize] & bits != 0)
+                .map(|i| (items[i as usize].window, i))
+        }
+    };
+    let placed_rest = placed(1);
+    let mut order: Csr<PointIx, u32> =
+        Csr::from_pairs(points, || placed_rest().map(|(w, i)| (w.start, i)));
+    for p in 0..order.rows() {
+        let run = order.row_mut(PointIx::new(p));
+        if run.len() > 1 {
+            run.sort_unstable_by_key(|&i| (std::cmp::Reverse(need(i)), i));
+        }
+    }
+    let order = order.into_entries();
+    let placed_all = placed(3);
+    let ends = Csr::<PointIx, u32>::from_pairs(points, || placed_all().map(|(w, i)| (w.end, i)))
+        .into_entries();
     // The anchors' space is the pool's from the start; each anchor carves its bytes at its
     // start and frees them at its end.
     let anchor_top = fixed
@@ -168,14 +224,25 @@ fn scan_around(
             a += 1;
         }
         // The anchors starting within this interval's lifetime: their bytes are off limits.
+        // Few: sorted by offset here; many (a long lifetime): read from every anchor by
+        // offset, which costs no more than the sort.
+        let within = anchors[a..].partition_point(|&j| window(j).start <= w.end);
         forbidden.clear();
-        forbidden.extend(
-            anchors[a..]
-                .iter()
-                .take_while(|&&j| window(j).start <= w.end)
-                .map(|&j| (offsets[j as usize], offsets[j as usize] + need(j))),
-        );
-        forbidden.sort_unstable();
+        if within <= by_offset.len() / SORT_FORBIDDEN_BELOW {
+            forbidden.extend(
+                anchors[a..a + within]
+                    .iter()
+                    .map(|&j| (offsets[j as usize], offsets[j as usize] + need(j))),
+            );
+            forbidden.sort_unstable();
+        } else {
+            forbidden.extend(
+                by_offset
+                    .iter()
+                    .filter(|x| x.2 > w.start && x.2 <= w.end)
+                    .map(|x| (x.0, x.1)),
+            );
+        }
         let at = free.best_fit_avoiding(need(i), &forbidden, &mut top);
         offsets[i as usize] = at;
         started[i as usize] = true;

@@ -11,7 +11,6 @@ use super::{align, greedy::Item};
 use crate::csr::Csr;
 use crate::format::{Decision, Plan, ValueId};
 use crate::index::{IndexVec, IntervalIx, PieceIx, PointIx, ValueIx, Window};
-use std::collections::BTreeMap;
 
 /// One resident piece of a value: the points of `window`.
 #[derive(Clone, Copy, Debug)]
@@ -106,6 +105,9 @@ pub(super) fn pieces(
     Pieces { by_value }
 }
 
+/// A root's entry in [`group_items`]'s union-find.
+const NO_PARENT: u32 = u32::MAX;
+
 /// The intervals a layout places ([`group_items`]).
 pub(super) struct Intervals {
     /// One per in-place group of pieces (most are one piece).
@@ -139,23 +141,27 @@ pub(super) fn group_items(plan: &Plan, pieces: &Pieces, value_bytes: &[i64]) -> 
         window: p.window,
         need: need(p),
     };
-    // Union-find over the joined pieces only (most plans join few or none): `parent` maps
-    // each piece that is not its group's root to a lower piece of the group.
-    let mut parent: BTreeMap<PieceIx, PieceIx> = BTreeMap::new();
-    let root = |parent: &BTreeMap<PieceIx, PieceIx>, mut i: PieceIx| {
-        while let Some(&up) = parent.get(&i) {
-            i = up;
+    // Union-find over the joined pieces: `parent[i]` is a lower piece of piece `i`'s group, or
+    // [`NO_PARENT`] for a group's root; `members` are the pieces that are not roots.
+    let mut parent: Vec<u32> = vec![NO_PARENT; pieces.all().len()];
+    let root = |parent: &[u32], mut i: PieceIx| {
+        while parent[i.index()] != NO_PARENT {
+            i = PieceIx::from_raw(parent[i.index()]);
         }
         i
     };
+    let mut members: Vec<PieceIx> = Vec::new();
     let mut shared = Vec::new();
     for (o, r, operand, result) in joins {
         let (a, b) = (root(&parent, o), root(&parent, r));
         if a != b {
-            parent.insert(b.max(a), a.min(b));
+            // (A root has no parent yet, and once a member it is never a root again.)
+            parent[b.max(a).index()] = a.min(b).raw();
+            members.push(b.max(a));
             shared.push((operand, result));
         }
     }
+    members.sort_unstable();
     // One interval per piece but the members below a root, which extend their root's interval
     // (a group's root is its lowest piece, so its interval exists by then).
     let all = pieces.all();
@@ -171,7 +177,7 @@ pub(super) fn group_items(plan: &Plan, pieces: &Pieces, value_bytes: &[i64]) -> 
         items.extend(all[from..to].iter().map(item));
         interval_of.extend((first..items.len()).map(IntervalIx::new));
     };
-    for &member in parent.keys() {
+    for &member in &members {
         each_own(&mut items, &mut interval_of, from, member.index());
         let joined = interval_of[root(&parent, member)];
         interval_of.push(joined);

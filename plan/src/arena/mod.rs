@@ -18,7 +18,7 @@
 //! # Cost, bounded by construction
 //! For n intervals, f free blocks at a time and K = n if n ≤ [`GREEDY_UP_TO`] else
 //! [`ANCHORS`]: one layout is the scan, O(n log n + points + n·f), plus at most
-//! [`ANCHOR_ORDERS`] anchored orders of O(n log n + K² + n·(f + K log K)) each (the
+//! [`ANCHOR_ORDERS`] anchored orders of O(n log n + points + K² + n·(f + K)) each (the
 //! anchors' greedy pass reads each pair of anchors at most once: at most K²/2 reads). There is no search and no work cap: a plan's layout does the same
 //! work on every shape, whatever the arena it reaches.
 //!
@@ -204,7 +204,7 @@ pub(crate) fn assign_offsets_live(
     } = intervals::group_items(plan, &pieces, value_bytes);
     // The output (one allocation per piece, by start point), made meanwhile, its offsets
     // assigned below, with the scan's placement of each allocation's interval.
-    let (mut scan, (mut allocations, placements, intervals)) =
+    let (mut scan, (mut allocations, placements, intervals, slab_above)) =
         best_fit_scan(&items, peak, cancel, |placement| {
             let by_start: Vec<PieceIx> =
                 Csr::<PointIx, PieceIx>::group(pieces.all(), |p| p.window.start).into_entries();
@@ -214,8 +214,17 @@ pub(crate) fn assign_offsets_live(
                 .collect();
             let intervals: Vec<IntervalIx> = by_start.iter().map(|&i| interval_of[i]).collect();
             let placements: Vec<Placement> = intervals.iter().map(|&k| placement[k]).collect();
-            (allocations, placements, intervals)
+            // Each small interval's place in the slabs (the anchored layout's too).
+            let slab_above: Vec<i64> = placement
+                .iter()
+                .map(|&p| match p {
+                    Placement::Slab(above) => above,
+                    Placement::Large(_) => 0,
+                })
+                .collect();
+            (allocations, placements, intervals, slab_above)
         })?;
+    let slabs = (slab_above.as_slice(), scan.slab_height());
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
     // live bytes (it also counts region and regeneration transients): the target is the
     // larger. The live bytes are only counted when the scan is not within reach of the peak.
@@ -236,6 +245,7 @@ pub(crate) fn assign_offsets_live(
                 anchors,
                 order,
                 scan.top,
+                Some(slabs),
                 cancel,
             )?;
             if top < scan.top {

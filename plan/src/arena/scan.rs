@@ -44,6 +44,11 @@ pub struct Scan {
 }
 
 impl Scan {
+    /// The slabs' height, bytes: the arena above the large intervals' pool.
+    pub fn slab_height(&self) -> i64 {
+        self.top - self.large_top
+    }
+
     /// The offset (bytes) of the interval placed at `placement`.
     #[inline]
     pub fn offset(&self, placement: Placement) -> i64 {

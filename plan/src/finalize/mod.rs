@@ -27,7 +27,10 @@
 //! segment tree of the points, and the step times' tables built ([`crate::cost::CostTables`]: each
 //! distinct point cost timed once, each candidate's recompute points listed); [`Finalizer`]
 //! and the runtime's plan cache hold the prepared variants). A finalize is then linear in the
-//! plan (values, points, candidates) plus the greedy's heap queries and the arena layout.
+//! plan (values, points, candidates) plus the greedy's heap queries and the arena layout; it
+//! evaluates its plan variant at the bindings once (values, sizes, residency without decisions,
+//! step times), and the decisions it makes under several targets (the arena's retries, the
+//! upward re-decision) share that.
 //! On GPT-2 medium (10 458 points, 5 469 candidates) at B=8, S=1024 under 50% of its scheduled
 //! peak the work per variant is the decisions (options priced when first read,
 //! `finalize/options.rs`; the variant whose swaps saturate the link decides twice,
@@ -302,28 +305,44 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let first = check_and_choose_variant(&self.plan, b)?;
         let compare = opts.budget.is_some() && self.prepared.len() > 1;
         if !compare {
-            let c = self.decide(first, b, opts, opts.decisions_target())?;
-            return Ok(self.lay_out(c, b, opts));
+            let shaped = self.evaluate(first, b, opts)?;
+            let c = self.decide(&shaped, b, opts, opts.decisions_target())?;
+            return Ok(self.lay_out(c, &shaped, b, opts));
         }
         self.finalize_variants(first, b, opts)
     }
 
-    /// The decisions of plan variant `i` at `b` under `target` bytes, without the arena
-    /// layout. Where `target` is below the budget (the arena's allowance) and cannot be met
-    /// while the budget can, the decisions reach the smallest peak the greedy meets instead.
-    fn decide(
+    /// Plan variant `i` evaluated at `b` ([`Shaped`]), for its decisions under any target.
+    ///
+    /// # Errors
+    /// [`FinalizeError::Eval`] when an expression does not evaluate.
+    fn evaluate(
         &self,
         i: usize,
         b: &Bindings,
         opts: &FinalizeOptions,
+    ) -> Result<Shaped, FinalizeError> {
+        let (v, prep) = self.prepared_variant(i);
+        evaluate(v, prep, i, b, opts)
+    }
+
+    /// The decisions of the plan variant `shaped` evaluated at `b` under `target` bytes,
+    /// without the arena layout. Where `target` is below the budget (the arena's allowance)
+    /// and cannot be met while the budget can, the decisions reach the smallest peak the greedy
+    /// meets instead.
+    fn decide(
+        &self,
+        shaped: &Shaped,
+        b: &Bindings,
+        opts: &FinalizeOptions,
         target: Option<i64>,
     ) -> Result<ConcretePlan, FinalizeError> {
-        let (v, prep) = self.prepared_variant(i);
-        match finalize_prepared(v, prep, i, b, opts, target) {
+        let (v, prep) = self.prepared_variant(shaped.variant);
+        match finalize_prepared(v, prep, shaped, b, opts, target) {
             Err(FinalizeError::Infeasible { smallest, .. })
                 if target < opts.budget && Some(smallest) <= opts.budget =>
             {
-                finalize_prepared(v, prep, i, b, opts, Some(smallest))
+                finalize_prepared(v, prep, shaped, b, opts, Some(smallest))
             }
             // Reported against the budget asked for, not the target.
             Err(FinalizeError::Infeasible {
@@ -344,9 +363,15 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     /// [`ARENA_ALLOWANCE`]), the decisions are made again under the planned peak scaled by
     /// budget / arena, up to [`FIT_RETRIES`] times, until the arena fits; else the smallest
     /// arena is kept.
-    fn lay_out(&self, c: ConcretePlan, b: &Bindings, opts: &FinalizeOptions) -> ConcretePlan {
+    fn lay_out(
+        &self,
+        c: ConcretePlan,
+        shaped: &Shaped,
+        b: &Bindings,
+        opts: &FinalizeOptions,
+    ) -> ConcretePlan {
         let never = AtomicBool::new(false);
-        self.lay_out_unless(c, b, opts, &never).0
+        self.lay_out_unless(c, shaped, b, opts, &never).0
     }
 
     /// As [`Finalizer::lay_out`], and whether it is done: given back without an arena
@@ -354,6 +379,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     fn lay_out_unless(
         &self,
         mut c: ConcretePlan,
+        shaped: &Shaped,
         b: &Bindings,
         opts: &FinalizeOptions,
         cancel: &AtomicBool,
@@ -389,7 +415,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                 break;
             }
             let scaled = (last.0 as f64 * budget as f64 / last.1 as f64) as i64;
-            let Ok(mut again) = self.decide(c.variant, b, opts, Some(scaled)) else {
+            let Ok(mut again) = self.decide(shaped, b, opts, Some(scaled)) else {
                 break;
             };
             let Some(arena) = lay(&again) else {
@@ -403,7 +429,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             }
         }
         let out = best.unwrap_or(c);
-        (self.decide_upward(out, b, opts, &lay), true)
+        (self.decide_upward(out, shaped, b, opts, &lay), true)
     }
 
     /// Where the arena of `c` leaves more than [`UPWARD_SLACK`] of the budget unused (the
@@ -416,6 +442,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     fn decide_upward(
         &self,
         c: ConcretePlan,
+        shaped: &Shaped,
         b: &Bindings,
         opts: &FinalizeOptions,
         lay: &dyn Fn(&ConcretePlan) -> Option<Arena>,
@@ -429,7 +456,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         }
         let mut target = budget;
         for _ in 0..2 {
-            let Ok(mut up) = self.decide(c.variant, b, opts, Some(target)) else {
+            let Ok(mut up) = self.decide(shaped, b, opts, Some(target)) else {
                 return c;
             };
             if up.overhead_us >= c.overhead_us {
@@ -500,17 +527,36 @@ fn check_and_choose_variant(plan: &Plan, b: &Bindings) -> Result<usize, Finalize
         .0)
 }
 
-/// Finalizes plan variant `variant` (`plan`, prepared as `prep`) at checked bindings `b`,
-/// with decisions that bring the peak to `target` bytes (`None`: no decisions), without the
-/// arena layout.
-fn finalize_prepared(
+/// What one finalize of a plan variant evaluates at its bindings before any decision: shared
+/// by the decisions it makes under several targets (the arena's retries and the upward
+/// re-decision, [`Finalizer`]), each of which would otherwise evaluate it again.
+pub(crate) struct Shaped {
+    /// The plan variant.
+    variant: usize,
+    /// Every interned expression's value.
+    vals: ExprValues,
+    /// Size of every value in bytes.
+    value_bytes: Vec<i64>,
+    /// Resident bytes per point without decisions (region transients included).
+    resident: Vec<i64>,
+    /// FLOPs of one step.
+    step_flops: i64,
+    /// The step's modelled times on the options' device.
+    costs: crate::cost::PointTimes,
+}
+
+/// Evaluates plan variant `variant` (`plan`, prepared as `prep`) at checked bindings `b` on
+/// the device of `opts` ([`Shaped`]).
+///
+/// # Errors
+/// [`FinalizeError::Eval`] when an expression does not evaluate.
+fn evaluate(
     plan: &Plan,
     prep: &Prepared,
     variant: usize,
     b: &Bindings,
     opts: &FinalizeOptions,
-    target: Option<i64>,
-) -> Result<ConcretePlan, FinalizeError> {
+) -> Result<Shaped, FinalizeError> {
     let vals = prep.eval(b)?;
     let points = plan.schedule.len().max(1);
     let value_bytes: Vec<i64> = prep.value_bytes.iter().map(|&e| vals[e]).collect();
@@ -531,16 +577,46 @@ fn finalize_prepared(
         }
     }
     let step_flops = prep.step_flops.iter().map(|&(e, n)| n * vals[e]).sum();
-    let peak_scheduled = resident.iter().copied().max().unwrap_or(0);
     let costs = prep.costs.times(&opts.device, &vals);
+    Ok(Shaped {
+        variant,
+        vals,
+        value_bytes,
+        resident,
+        step_flops,
+        costs,
+    })
+}
+
+/// Finalizes the plan variant `shaped` evaluated (`plan`, prepared as `prep`) at checked
+/// bindings `b`, with decisions that bring the peak to `target` bytes (`None`: no decisions),
+/// without the arena layout.
+fn finalize_prepared(
+    plan: &Plan,
+    prep: &Prepared,
+    shaped: &Shaped,
+    b: &Bindings,
+    opts: &FinalizeOptions,
+    target: Option<i64>,
+) -> Result<ConcretePlan, FinalizeError> {
+    let Shaped {
+        variant,
+        ref vals,
+        ref value_bytes,
+        step_flops,
+        ref costs,
+        ..
+    } = *shaped;
+    let mut resident = shaped.resident.clone();
+    let peak_scheduled = resident.iter().copied().max().unwrap_or(0);
     let mut decisions = Vec::new();
     let (mut recompute_flops, mut swap_bytes) = (0i64, 0i64);
     let (mut recompute_us, mut exposed_transfer_us) = (0.0f64, 0.0f64);
     // Built when first needed (pricing is lazy, but the index is one slot per option).
-    let mut options = (!plan.forced_swaps.is_empty())
-        .then(|| Options::new(prep, &vals, &costs, &value_bytes, opts));
+    let mut options =
+        (!plan.forced_swaps.is_empty()).then(|| Options::new(prep, vals, costs, value_bytes, opts));
     let forced = match &mut options {
-        Some(o) => forced::take(plan, o, &value_bytes, &mut resident),
+        Some(o) => forced::take(plan, o, value_bytes, &mut resident),
         None => forced::Forced::default(),
     };
     let mut link = (forced.alone_us, forced.transfer_us);
@@ -549,8 +625,8 @@ fn finalize_prepared(
     let peak_forced = resident.iter().copied().max().unwrap_or(0);
     if let Some(budget) = target {
         if peak_forced > budget {
-            let options = options
-                .get_or_insert_with(|| Options::new(prep, &vals, &costs, &value_bytes, opts));
+            let options =
+                options.get_or_insert_with(|| Options::new(prep, vals, costs, value_bytes, opts));
             let tree = PeakTree::new(&resident);
             let c = greedy::choose(
                 options,
@@ -578,7 +654,7 @@ fn finalize_prepared(
         exposed_transfer_us = crate::cost::exposed_transfer_us(link.0, link.1, costs.step_us());
     }
     let (resident, regen_peak) =
-        exact_residency(plan, prep, &vals, &value_bytes, resident, &decisions);
+        exact_residency(plan, prep, vals, value_bytes, resident, &decisions);
     let peak_planned = resident
         .iter()
         .chain(&regen_peak)
@@ -589,7 +665,7 @@ fn finalize_prepared(
         variant,
         bindings: b.clone(),
         budget: opts.budget,
-        value_bytes,
+        value_bytes: value_bytes.clone(),
         peak_bytes_scheduled: peak_scheduled,
         peak_bytes_planned: peak_planned,
         resident,

@@ -19,7 +19,7 @@
 //! it decides again under a lower target, [`Finalizer`]'s `lay_out`), else the smallest arena
 //! (test: `tests/tests/finalize.rs`, `the_variant_comparison_follows_its_rule`).
 
-use super::{smaller_infeasible, ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
+use super::{smaller_infeasible, ConcretePlan, FinalizeError, FinalizeOptions, Finalizer, Shaped};
 use crate::format::Plan;
 use ebb_ir::dim::DimError;
 use ebb_ir::Bindings;
@@ -87,12 +87,18 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         // Per variant (in index order once sorted): the result, whether its arena is laid
         // out, and its decisions' key before any layout (a layout that misses the budget
         // decides again and adds time).
-        let mut run: Vec<(usize, Outcome)> = crate::helpers::map_shared(n, |k| {
+        let mut run: Vec<(usize, Outcome, Option<Shaped>)> = crate::helpers::map_shared(n, |k| {
             let i = order[k];
-            let decided = self.decide(i, b, opts, target).map(|c| {
+            let shaped = self.evaluate(i, b, opts);
+            let decided = match &shaped {
+                Ok(s) => self.decide(s, b, opts, target),
+                Err(e) => Err(e.clone()),
+            }
+            .map(|c| {
                 let key = (c.overhead_us, c.peak_bytes_planned, rank(i, first));
                 (c, key)
             });
+            let shaped = shaped.ok();
             let key = decided.as_ref().ok().map(|&(_, key)| key);
             let (speculate, wait) = {
                 let mut race = race.lock().unwrap_or_else(|e| e.into_inner());
@@ -131,19 +137,27 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                     }
                 }
             }
-            let r = match decided {
-                Ok((c, key)) if speculate => {
-                    let (c, laid) = self.lay_out_unless(c, b, opts, &cancel);
+            let r = match (decided, &shaped) {
+                (Ok((c, key)), Some(shaped)) if speculate => {
+                    let (c, laid) = self.lay_out_unless(c, shaped, b, opts, &cancel);
                     laid_out.store(true, Ordering::Release);
                     Ok((c, laid, key))
                 }
-                Ok((c, key)) => Ok((c, false, key)),
-                Err(e) => Err(e),
+                (Ok((c, key)), _) => Ok((c, false, key)),
+                (Err(e), _) => Err(e),
             };
-            (i, r)
+            (i, r, shaped)
         });
         run.sort_unstable_by_key(|r| r.0);
-        let mut all: Vec<Outcome> = run.into_iter().map(|(_, r)| r).collect();
+        // Each variant evaluated at `b` (`None` where that failed), by index.
+        let (all, shaped): (Vec<Outcome>, Vec<Option<Shaped>>) =
+            run.into_iter().map(|(_, r, s)| (r, s)).unzip();
+        let mut all = all;
+        // Lays out `c`, whose variant was evaluated (it has decisions).
+        let lay_out = |c: ConcretePlan| match &shaped[c.variant] {
+            Some(s) => self.lay_out(c, s, b, opts),
+            None => c,
+        };
         let binds = match &all[first] {
             Ok((c, _, _)) => !c.decisions.is_empty(),
             Err(e) => matches!(e, FinalizeError::Infeasible { .. }),
@@ -151,7 +165,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         if !binds {
             return all
                 .swap_remove(first)
-                .map(|(c, laid, _)| if laid { c } else { self.lay_out(c, b, opts) });
+                .map(|(c, laid, _)| if laid { c } else { lay_out(c) });
         }
         let mut ok: Vec<(ConcretePlan, bool, Key)> = Vec::new();
         let mut infeasible: Option<FinalizeError> = None;
@@ -183,7 +197,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let budget = opts.budget.unwrap_or(i64::MAX);
         let mut laid: Vec<ConcretePlan> = Vec::with_capacity(ok.len());
         for (c, done, _) in ok {
-            let c = if done { c } else { self.lay_out(c, b, opts) };
+            let c = if done { c } else { lay_out(c) };
             if c.arena.arena_bytes <= budget {
                 return Ok(c);
             }

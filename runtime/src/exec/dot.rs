@@ -9,9 +9,13 @@
 //! `[batch, M, N]` is exactly the StableHLO result layout (batch, lhs free, rhs free).
 //!
 //! `bf16`/`f16` operands are computed in `f32` and rounded once at the end; integers use a
-//! wrapping `i64` triple loop. Invariant: work is split into fixed blocks of output rows, so
-//! every output element is computed by one GEMM call with the same inputs whatever the thread
-//! count: results are deterministic.
+//! wrapping `i64` triple loop. Invariant: work is split into blocks of output rows, or of
+//! output columns when the result is wider than tall (each block packs its own slice of one
+//! operand and the whole other one, so splitting the longer side packs the least), and every
+//! output element is computed by one GEMM call over the same `k` products in the same order
+//! whatever the thread count and the split (the packing GEMM's blocking depends on `k` alone,
+//! and the kernel is chosen from the whole matrix's `{m, n}` and `k`): results are
+//! deterministic and the same bits as one unsplit call.
 
 use super::layout::{gather_view, istrides_of};
 use super::{arity, Ctx};
@@ -149,14 +153,7 @@ fn gemm<T: Gemm>(
     // operands a rewrite swapped, `fold_transpose_dot`'s result rule) give the same bits:
     // both kernels sum each element over `p = 0..k` in order, but with different roundings
     // (`small_k` multiplies then adds; the packing GEMM may fuse them).
-    if ((1..=SMALL_K).contains(&k)
-        || (k > 0 && m.min(n) <= THIN && m.saturating_mul(n).saturating_mul(k) <= THIN_WORK))
-        && n.max(m) >= 8
-        && m > 0
-        && n > 0
-        && view_fits(a.len(), av, m, k)
-        && view_fits(b.len(), bv, k, n)
-    {
+    if uses_small_k(m, k, n) && view_fits(a.len(), av, m, k) && view_fits(b.len(), bv, k, n) {
         if n >= 8 {
             small_k(m, k, n, a, av, b, bv, c);
         } else {
@@ -178,6 +175,12 @@ fn gemm<T: Gemm>(
         return Ok(());
     }
     gemm_into((m, k, n), a, av, b, bv, c, n, false)
+}
+
+/// Whether [`gemm`] computes an `m×k·k×n` product with [`small_k`] (else the packing GEMM).
+fn uses_small_k(m: usize, k: usize, n: usize) -> bool {
+    let thin = k > 0 && m.min(n) <= THIN && m.saturating_mul(n).saturating_mul(k) <= THIN_WORK;
+    ((1..=SMALL_K).contains(&k) || thin) && n.max(m) >= 8 && m > 0 && n > 0
 }
 
 /// `C[m×n] (row stride ldc, unit column stride) = A·B`, or `C += A·B` when `acc`, checking
@@ -312,6 +315,16 @@ fn batched<T: Gemm>(
     } else {
         (4 * threads).div_ceil(batch).max(1)
     };
+    if n > m && blocks_per_batch > 1 && !uses_small_k(m, k, n) {
+        return column_blocks(
+            batch,
+            (m, k, n),
+            (a, av, sa),
+            (b, bv, sb),
+            c,
+            blocks_per_batch,
+        );
+    }
     let rows_per = m.div_ceil(blocks_per_batch).max(1);
     let job = |bt: usize, r0: usize, cc: &mut [T]| {
         let rows = cc.len() / n;
@@ -347,6 +360,82 @@ fn batched<T: Gemm>(
         let bt = s / (m * n);
         super::par::try_chunks_mut(cb, rows_per * n, &|s2, cc| job(bt, s2 / n, cc))
     })
+}
+
+/// The pointer to `c` shared by the column blocks of [`column_blocks`].
+#[derive(Clone, Copy)]
+struct Out<T>(*mut T);
+// SAFETY: the blocks write disjoint columns (see `column_blocks`).
+unsafe impl<T> Send for Out<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Out<T> {}
+
+/// [`batched`] split into `blocks` column blocks per batch element: each block is one packing
+/// GEMM of all `m` rows and its columns `j0..j1`, written straight into `c` (row stride `n`).
+/// The caller has chosen the packing GEMM for the whole `m×k·k×n` product.
+fn column_blocks<T: Gemm>(
+    batch: usize,
+    (m, k, n): (usize, usize, usize),
+    (a, av, sa): (&[T], Mat, isize),
+    (b, bv, sb): (&[T], Mat, isize),
+    c: &mut [T],
+    blocks: usize,
+) -> Result<(), OpError> {
+    // Column blocks a multiple of 16 wide (the widest packing kernel's tile), so no block
+    // ends in a sliver.
+    let cols_per = n.div_ceil(blocks).next_multiple_of(16);
+    let per_batch = n.div_ceil(cols_per);
+    for bt in 0..batch {
+        let a_off = av.off as isize + bt as isize * sa;
+        let b_off = bv.off as isize + bt as isize * sb;
+        if a_off < 0 || b_off < 0 {
+            return invalid("internal: negative GEMM offset");
+        }
+        let (a_at, b_at) = (
+            Mat {
+                off: a_off as usize,
+                ..av
+            },
+            Mat {
+                off: b_off as usize,
+                ..bv
+            },
+        );
+        if !view_fits(a.len(), a_at, m, k) || !view_fits(b.len(), b_at, k, n) {
+            return invalid("internal: GEMM operand views out of bounds");
+        }
+    }
+    let out = Out(c.as_mut_ptr());
+    super::par::indices(batch * per_batch, &|i| {
+        let (bt, j0) = (i / per_batch, (i % per_batch) * cols_per);
+        let cols = cols_per.min(n - j0);
+        let a_off = (av.off as isize + bt as isize * sa) as usize;
+        let b_off = (bv.off as isize + bt as isize * sb + j0 as isize * bv.cs) as usize;
+        let out = out;
+        // SAFETY: every batch element's views of `a` and `b` were checked above (columns
+        // `j0..j0+cols` lie inside the checked `k×n` view), `c` holds `batch·m·n` elements
+        // (checked by `batched`) of which this block writes only rows `0..m` of columns
+        // `j0..j0+cols` of batch element `bt`, disjoint from every other block's, and `c` is
+        // an exclusive borrow aliasing neither input.
+        unsafe {
+            T::raw(
+                m,
+                k,
+                cols,
+                a.as_ptr().add(a_off),
+                av.rs,
+                av.cs,
+                b.as_ptr().add(b_off),
+                bv.rs,
+                bv.cs,
+                out.0.add(bt * m * n + j0),
+                n as isize,
+                1,
+                false,
+            );
+        }
+    });
+    Ok(())
 }
 
 /// `C = A·B` (`f32`, batched, the views of [`crate::exec::device::GemmCall`]) on raw

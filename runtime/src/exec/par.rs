@@ -57,6 +57,11 @@ pub(crate) fn try_chunks_mut<U: Send, E: Send>(
     }
 }
 
+/// `body(i)` for every `i < n`, in parallel (each index once).
+pub(crate) fn indices(n: usize, body: &(dyn Fn(usize) + Sync)) {
+    (0..n).into_par_iter().for_each(body);
+}
+
 /// `dst.copy_from_slice(src)`, split like [`elements`] (equal lengths: the caller's contract).
 pub(crate) fn copy<U: Copy + Send + Sync>(dst: &mut [U], src: &[U]) {
     elements(dst, &|start, c| {

@@ -24,9 +24,10 @@ pub(crate) struct RunFlags {
     /// With an `.npz` holding `out_i`: the largest normwise relative error accepted per output
     /// (`||x - y|| / ||y||`; for an output that updates an input — a parameter or optimizer
     /// state — of its update `x - x0`). An output above it still passes when its error is
-    /// within 8 times its change under a one-ulp perturbation of the inputs (f32 round-off the
-    /// step amplifies, as Adam, Lion or momentum do on a gradient that is zero in exact
-    /// arithmetic); shapes and NaN/inf positions must match. The run fails (exit code 1),
+    /// within 8 times its change under a perturbation of the inputs by one unit of round-off
+    /// of the least precise float type the step computes in (round-off the step amplifies, as
+    /// Adam, Lion or momentum do on a gradient that is zero in exact arithmetic); shapes and
+    /// NaN/inf positions must match. The run fails (exit code 1),
     /// naming each failing output. `--json` gives every output's figures under `numerics`.
     #[arg(
         long,
@@ -239,7 +240,13 @@ fn report_text(bind: &str, rep: &run::RunReport, timeline: Option<&Path>) -> Res
         )?;
     }
     if let Some(m) = rep.wall_ms_median {
-        writeln!(out, "step after warm-up: {m:.1} ms (median)")?;
+        let exec = rep.exec_ms_median.unwrap_or(m);
+        writeln!(
+            out,
+            "step after warm-up: {m:.1} ms (median of the whole step calls; {exec:.1} ms \
+             executing, {:.1} ms preparing)",
+            m - exec
+        )?;
     }
     if rep.arena_backed {
         writeln!(
@@ -362,7 +369,7 @@ fn write_numerics(out: &mut String, n: &pipeline::numerics::NumericsReport) -> R
         n.outputs.len(),
         n.tolerance,
         if n.reran {
-            "; sensitivity: the change under a one-ulp perturbation of the inputs"
+            "; sensitivity: the change under a one-unit round-off perturbation of the inputs"
         } else {
             ""
         }

@@ -1,0 +1,115 @@
+//! Finalize alone on the plans the long-tail benchmark dumps (`EBB_LONGTAIL_DUMP=DIR cargo
+//! bench -p ebb-compiler --bench finalize_longtail`), without compiling a fixture: for
+//! profiling (`perf record`) and byte-identity checks of finalize and the arena.
+//!
+//! `cargo run --release -p ebb-plan --example finalize_lab -- DIR FIXTURE [DEVICE [MODE
+//! [SHAPE [LOOPS]]]]`: DEVICE `h100-sxm-pcie5` (default) or `cpu` (the dumped measured
+//! profile), MODE one of the benchmark's (`fixed-mid-median` default, `fixed-fits-all`,
+//! `po-50%`), budgets as the benchmark sets them. Without SHAPE: each shape finalized 3 times,
+//! the median process CPU time and wall time per shape printed with a digest of its result, then p50 / p90
+//! / max and a digest over all. With SHAPE (`B=8,S=256`): that shape finalized LOOPS times
+//! (default 300), for a profiler.
+
+use ebb_ir::{Bindings, BindingsExt};
+use ebb_plan::device::DeviceProfile;
+use ebb_plan::finalize::{FinalizeOptions, Finalizer};
+use ebb_plan::format::Plan;
+use ebb_testkit::longtail::{digest, process_cpu_ms as cpu_ms, Budgets, DIGEST_START};
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, d: &str| args.get(i).cloned().unwrap_or_else(|| d.to_string());
+    let dir = std::path::PathBuf::from(arg(0, "."));
+    let fixture = arg(1, "gpt2_24l");
+    let device = arg(2, "h100-sxm-pcie5");
+    let mode = arg(3, "fixed-mid-median");
+    let read = |name: String| std::fs::read_to_string(dir.join(name)).expect("dumped file");
+    let plan: Plan = serde_json::from_str(&read(format!("{fixture}.plan.json"))).expect("plan");
+    let shapes: Vec<(String, i64)> =
+        serde_json::from_str(&read(format!("{fixture}.shapes.json"))).expect("shapes");
+    let device: DeviceProfile = if device == "cpu" {
+        serde_json::from_str(&read("cpu.device.json".into())).expect("cpu profile")
+    } else {
+        DeviceProfile::named(&device).expect("named profile")
+    };
+    let shapes: Vec<(Bindings, i64)> = shapes
+        .iter()
+        .map(|(b, po)| (Bindings::parse(b).expect("bindings"), *po))
+        .collect();
+    let fin = Finalizer::new(&plan);
+    fin.prepare_all();
+    let base = FinalizeOptions {
+        device,
+        ..Default::default()
+    };
+    let bindings: Vec<Bindings> = shapes.iter().map(|(b, _)| b.clone()).collect();
+    let program_order: Vec<i64> = shapes.iter().map(|&(_, po)| po).collect();
+    let budgets = Budgets::new(&fin, &bindings, &base).of(&mode, &program_order);
+    let opts = |i: usize| FinalizeOptions {
+        budget: Some(budgets[i]),
+        ..base.clone()
+    };
+    if let Some(shape) = args.get(4) {
+        let i = shapes
+            .iter()
+            .position(|(b, _)| &b.to_text() == shape)
+            .expect("a shape of the dump");
+        let loops: usize = arg(5, "300").parse().expect("loops");
+        let (c, t) = (cpu_ms(), Instant::now());
+        for _ in 0..loops {
+            std::hint::black_box(fin.finalize(&shapes[i].0, &opts(i)).ok());
+        }
+        println!(
+            "{shape}: {:.3} ms wall, {:.3} ms cpu (process) per finalize",
+            t.elapsed().as_secs_f64() * 1e3 / loops as f64,
+            (cpu_ms() - c) / loops as f64
+        );
+        return;
+    }
+    let mut all = DIGEST_START;
+    let mut times = Vec::new();
+    let mut walls = Vec::new();
+    for (i, (b, _)) in shapes.iter().enumerate() {
+        let mut ts = Vec::new();
+        let mut ws = Vec::new();
+        let mut last = None;
+        for _ in 0..3 {
+            let (c, t) = (cpu_ms(), Instant::now());
+            last = Some(fin.finalize(b, &opts(i)));
+            ws.push(t.elapsed().as_secs_f64() * 1e3);
+            ts.push(cpu_ms() - c);
+        }
+        ts.sort_by(f64::total_cmp);
+        ws.sort_by(f64::total_cmp);
+        walls.push(ws[1]);
+        let last = last.expect("finalized");
+        let h = digest(DIGEST_START, &last);
+        all = digest(all, &last);
+        let (dec, arena) = last.as_ref().map_or((0, 0.0), |c| {
+            (
+                c.decisions.len(),
+                c.arena.arena_bytes as f64 / c.peak_bytes_planned.max(1) as f64,
+            )
+        });
+        println!(
+            "{:<12} cpu {:>8.3} ms  wall {:>8.3} ms  decisions {dec:>4}  arena/planned {arena:.4}  {h:016x}",
+            b.to_text(),
+            ts[1],
+            ws[1]
+        );
+        times.push(ts[1]);
+    }
+    times.sort_by(f64::total_cmp);
+    walls.sort_by(f64::total_cmp);
+    let q = |v: &[f64], f: f64| v[((v.len() - 1) as f64 * f).round() as usize];
+    println!(
+        "cpu (process) p50 {:.3} p90 {:.3} max {:.3} ms; wall p50 {:.3} p90 {:.3} max {:.3} ms; digest {all:016x}",
+        q(&times, 0.5),
+        q(&times, 0.9),
+        q(&times, 1.0),
+        q(&walls, 0.5),
+        q(&walls, 0.9),
+        q(&walls, 1.0)
+    );
+}

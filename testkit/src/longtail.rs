@@ -1,0 +1,122 @@
+//! What the long-tail finalize benchmark (`compiler/benches/finalize_longtail.rs`) and the
+//! finalize lab (`plan/examples/finalize_lab.rs`) share: the budgets of its modes, a digest of
+//! finalize's results (to check across builds that decisions and offsets are byte-identical),
+//! and the process's CPU time.
+
+use ebb_ir::Bindings;
+use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
+use ebb_plan::format::Plan;
+use std::ops::Deref;
+
+/// The budget modes, in the benchmark's order (see [`Budgets::of`]).
+pub const MODES: [&str; 3] = ["fixed-mid-median", "fixed-fits-all", "po-50%"];
+
+/// What the budgets of the modes over one list of shapes depend on.
+pub struct Budgets {
+    /// Per shape, the scheduled peak without a budget, bytes.
+    pub scheduled: Vec<i64>,
+    /// Midway between the smallest feasible budget and the scheduled peak at the shape of
+    /// median scheduled peak, bytes.
+    pub mid_median: i64,
+}
+
+impl Budgets {
+    /// The budgets of `shapes` finalized by `fin` on the device of `base`.
+    ///
+    /// # Panics
+    /// When a shape does not finalize without a budget (a benchmark's setup error).
+    pub fn new<P: Deref<Target = Plan> + Sync>(
+        fin: &Finalizer<P>,
+        shapes: &[Bindings],
+        base: &FinalizeOptions,
+    ) -> Budgets {
+        let scheduled: Vec<i64> = shapes
+            .iter()
+            .map(|b| {
+                fin.finalize(b, base)
+                    .expect("finalizes")
+                    .peak_bytes_scheduled
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..shapes.len()).collect();
+        order.sort_by_key(|&i| scheduled[i]);
+        let median = order[order.len() / 2];
+        let one = FinalizeOptions {
+            budget: Some(1),
+            ..base.clone()
+        };
+        let smallest = match fin.finalize(&shapes[median], &one) {
+            Err(FinalizeError::Infeasible { smallest, .. }) => smallest,
+            _ => 0,
+        };
+        let mid_median = (smallest + scheduled[median]) / 2;
+        Budgets {
+            scheduled,
+            mid_median,
+        }
+    }
+
+    /// The budget of each shape in `mode` (bytes), given each shape's program-order peak:
+    /// - `fixed-mid-median`: [`Budgets::mid_median`] for every shape (no decision at the short
+    ///   shapes, decisions at the longer ones, infeasible at the longest);
+    /// - `fixed-fits-all`: the largest scheduled peak, for every shape (no decision anywhere);
+    /// - otherwise (`po-50%`): half of each shape's own program-order peak.
+    pub fn of(&self, mode: &str, program_order: &[i64]) -> Vec<i64> {
+        let n = self.scheduled.len();
+        match mode {
+            "fixed-mid-median" => vec![self.mid_median; n],
+            "fixed-fits-all" => vec![*self.scheduled.iter().max().unwrap_or(&0); n],
+            _ => program_order.iter().map(|p| p / 2).collect(),
+        }
+    }
+}
+
+/// The digest of nothing (the FNV-1a offset basis), where [`digest`] starts.
+pub const DIGEST_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a over `bytes`, continuing from `h`.
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// `h` continued over one finalize's outcome: its variant, decisions, added time (bits),
+/// planned peak, arena size and every offset; an error by its text.
+pub fn digest(h: u64, r: &Result<ConcretePlan, FinalizeError>) -> u64 {
+    match r {
+        Err(e) => fnv(h, e.to_string().as_bytes()),
+        Ok(cp) => {
+            let mut h = fnv(h, &(cp.variant as u64).to_le_bytes());
+            for d in &cp.decisions {
+                h = fnv(
+                    h,
+                    format!("{}{:?},", d.candidate.index(), d.kind).as_bytes(),
+                );
+            }
+            for x in [
+                cp.overhead_us.to_bits() as i64,
+                cp.peak_bytes_planned,
+                cp.arena.arena_bytes,
+            ] {
+                h = fnv(h, &x.to_le_bytes());
+            }
+            for a in &cp.arena.allocations {
+                h = fnv(h, &a.offset.to_le_bytes());
+            }
+            h
+        }
+    }
+}
+
+/// The process's CPU time so far, over all its threads, in ms.
+pub fn process_cpu_ms() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 * 1e-6
+}
