@@ -21,7 +21,9 @@
 //! the branch output whose `case` result the op writes into that argument's operand
 //! ([`ebb_ir::op::in_place_writes`]: the operand is dead after the op), so the branch frees it
 //! after its last read there and may write that output into it in place (an optimizer update
-//! skipped on a non-finite gradient updates the moments in their own buffers).
+//! skipped on a non-finite gradient updates the moments in their own buffers). Inside `while`
+//! bodies: each carried argument is donated to its next value (the loop keeps only what the
+//! body returns), so a scan's `dynamic_update_slice` writes the stacked result in place.
 //!
 //! Invariant: the graph's ops are unchanged; every donated input names a distinct output of
 //! its own type computed by an op (checked again by [`ebb_ir::verify`]).
@@ -209,53 +211,72 @@ impl Pass for DonatePass {
     }
 }
 
-/// Donates the block arguments of the branches of every `case` of `g` (nested ones included)
-/// whose operand the op writes a result into ([`ebb_ir::op::in_place_writes`]): in each
-/// branch, argument `i - 1` of such an operand `i` is donated to the branch's output `j`, the
-/// pair's result, where the branch computes that output with an op, the argument is not
-/// returned, and the two have one type. Clears the branches' earlier donations first, so a
-/// pass that changes the graph calls it again. Returns the number of arguments donated.
+/// Donates block arguments of the regions of every `case` and `while` of `g` (nested ones
+/// included), and returns how many:
+/// * a `case` whose operand `i` the op writes a result `j` into
+///   ([`ebb_ir::op::in_place_writes`]): in each branch, argument `i - 1` is donated to output
+///   `j`;
+/// * a `while` body: argument `i` (the carried value `i`) is donated to output `i` (its next
+///   value). The loop hands each iteration's values to the body and keeps only what the body
+///   returns, so the body may free an argument after its last read and write its next value
+///   into it in place (a scan's `dynamic_update_slice` into the stacked result).
+///
+/// Each pair is donated where the region computes that output with an op, the argument is not
+/// returned, and the two have one type. Clears the regions' earlier donations first, so a pass
+/// that changes the graph calls it again.
 pub fn donate_into_branches(g: &mut Graph) -> usize {
     let writes = ebb_ir::op::in_place_writes(g);
-    let cases: Vec<NodeId> = g
+    let carriers: Vec<NodeId> = g
         .order()
         .iter()
         .copied()
-        .filter(|&id| g.node(id).op == ebb_ir::Op::Case)
+        .filter(|&id| matches!(g.node(id).op, ebb_ir::Op::Case | ebb_ir::Op::While))
         .collect();
     let mut total = 0;
-    for id in cases {
-        let pairs = writes.get(&id).cloned().unwrap_or_default();
+    for id in carriers {
+        let is_while = g.node(id).op == ebb_ir::Op::While;
+        // (block argument, region output) pairs, and which region they are for (a `while`'s
+        // body is region 1; every `case` branch).
+        let pairs: Vec<(usize, usize)> = if is_while {
+            (0..g.operands(id).len()).map(|i| (i, i)).collect()
+        } else {
+            let w = writes.get(&id).map_or(&[][..], Vec::as_slice);
+            w.iter()
+                .filter_map(|w| Some((w.operand.checked_sub(1)?, w.result)))
+                .collect()
+        };
+        let mut region = 0;
         let done = crate::canon::for_each_region(g, id, |r| -> Result<usize, ()> {
+            let donating = !is_while || region == 1;
+            region += 1;
             for arg in r.inputs().to_vec() {
                 r.set_aliasing_output(arg, None);
             }
-            let mut n = 0;
-            for w in &pairs {
-                let (Some(&arg), Some(&out)) = (
-                    r.inputs().get(w.operand.wrapping_sub(1)),
-                    r.outputs().get(w.result),
-                ) else {
-                    continue;
-                };
-                let computed = r.node(out.node).kind() != OpKind::Input;
-                let returned = r.outputs().iter().any(|o| o.node == arg);
-                let taken = r
-                    .inputs()
-                    .iter()
-                    .any(|&a| r.aliasing_output(a) == Some(w.result));
-                if computed
-                    && !returned
-                    && !taken
-                    && r.node(arg).outputs.first() == Some(r.value_type(out))
-                {
-                    r.set_aliasing_output(arg, Some(w.result));
-                    n += 1;
-                }
-            }
+            let n = if donating { donate_pairs(r, &pairs) } else { 0 };
             Ok(n + donate_into_branches(r))
         });
         total += done.unwrap_or(0);
     }
     total
+}
+
+/// Donates argument `a` of region `r` to output `o` for each pair `(a, o)` where `r` computes
+/// the output with an op, does not return the argument, has not donated another argument to
+/// that output, and the two have one type; returns how many.
+fn donate_pairs(r: &mut Graph, pairs: &[(usize, usize)]) -> usize {
+    let mut n = 0;
+    for &(a, o) in pairs {
+        let (Some(&arg), Some(&out)) = (r.inputs().get(a), r.outputs().get(o)) else {
+            continue;
+        };
+        let computed = r.node(out.node).kind() != OpKind::Input;
+        let returned = r.outputs().iter().any(|x| x.node == arg);
+        let taken = r.inputs().iter().any(|&x| r.aliasing_output(x) == Some(o));
+        if computed && !returned && !taken && r.node(arg).outputs.first() == Some(r.value_type(out))
+        {
+            r.set_aliasing_output(arg, Some(o));
+            n += 1;
+        }
+    }
+    n
 }

@@ -35,3 +35,4 @@ mod rewrite_sink_convert;
 mod schedule_context;
 mod schedule_list;
 mod schedule_proptest;
+mod while_in_place;

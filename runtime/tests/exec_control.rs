@@ -119,3 +119,76 @@ fn optimization_barrier_is_the_identity() {
     assert_eq!(out[0].to_f64_vec(), vec![1.0]);
     assert_eq!(out[1].to_f64_vec(), vec![1.0, 2.0]);
 }
+
+/// `h' = h·x_t + x_t` over the rows of `xs`, each `h'` stacked into `ys` by a
+/// `dynamic_update_slice` on the carried argument; the body's carried arguments are donated
+/// (`{donate}`: as `ebb_passes::donate` marks them) or not (empty). Returns the stacked result
+/// and the zeros it started from.
+fn scan(donate: bool) -> String {
+    let d = |i: usize| {
+        if donate {
+            format!("aliasing_output = {i}, ")
+        } else {
+            String::new()
+        }
+    };
+    format!(
+        r#"graph @scan {{
+  symbols N in [1, inf), S in [1, inf)
+  %xs = input {{index = 0, name = "xs"}} : f32[S,N]
+  %i0 = constant {{value = dense<0> : i32}} : i32[]
+  %z = constant {{value = dense<0.0> : f32}} : f32[]
+  %h0 = broadcast_in_dim(%z) {{broadcast_dimensions = [], shape = dims[N]}} : f32[N]
+  %ys0 = broadcast_in_dim(%z) {{broadcast_dimensions = [], shape = dims[S, N]}} : f32[S,N]
+  %w:4 = while(%i0, %h0, %ys0, %xs) : i32[], f32[N], f32[S,N], f32[S,N] {{
+    region @cond {{
+      %0 = input {{index = 0}} : i32[]
+      %1 = input {{index = 1}} : f32[N]
+      %2 = input {{index = 2}} : f32[S,N]
+      %3 = input {{index = 3}} : f32[S,N]
+      %4 = dim_constant {{values = dims[S]}} : i32[]
+      %5 = compare(%0, %4) {{comparison_direction = "LT"}} : i1[]
+      return %5
+    }}
+    region @body {{
+      %0 = input {{{}index = 0}} : i32[]
+      %1 = input {{{}index = 1}} : f32[N]
+      %2 = input {{{}index = 2}} : f32[S,N]
+      %3 = input {{index = 3}} : f32[S,N]
+      %4 = constant {{value = dense<0> : i32}} : i32[]
+      %5 = dynamic_slice(%3, %0, %4) {{slice_sizes = dims[1, N]}} : f32[1,N]
+      %6 = reshape(%5) {{shape = dims[N]}} : f32[N]
+      %7 = multiply(%1, %6) : f32[N]
+      %8 = add(%7, %6) : f32[N]
+      %9 = broadcast_in_dim(%8) {{broadcast_dimensions = [1], shape = dims[1, N]}} : f32[1,N]
+      %10 = dynamic_update_slice(%2, %9, %0, %4) : f32[S,N]
+      %11 = constant {{value = dense<1> : i32}} : i32[]
+      %12 = add(%0, %11) : i32[]
+      return %12, %8, %10, %3
+    }}
+  }}
+  return %w#2, %ys0
+}}"#,
+        d(0),
+        d(1),
+        d(2)
+    )
+}
+
+/// Tests a scan over a symbolic length whose body updates the stacked result in place: the
+/// rows are each step's state, the zeros the loop started from (still held by the graph
+/// output) are left unchanged, the results equal the run without donation, and the loop is
+/// charged one stacked result less (the `dynamic_update_slice` writes into its donated
+/// argument instead of a second buffer).
+#[test]
+fn a_scan_updates_its_stacked_result_in_place() {
+    let xs = f32t(&[3, 2], &[1., 2., 3., 4., 5., 6.]);
+    let b = [("N", 2), ("S", 3)];
+    let (out, donated) = run_with_stats(&scan(true), &b, vec![xs.clone()]).unwrap();
+    // h: [0,0] -> [1,2] -> [1·3+3, 2·4+4] = [6,12] -> [6·5+5, 12·6+6] = [35,78]
+    assert_eq!(out[0].to_f64_vec(), vec![1., 2., 6., 12., 35., 78.]);
+    assert_eq!(out[1].to_f64_vec(), vec![0.; 6]);
+    let (plain, kept) = run_with_stats(&scan(false), &b, vec![xs]).unwrap();
+    assert_eq!(plain[0].to_f64_vec(), out[0].to_f64_vec());
+    assert_eq!(kept.peak_bytes - donated.peak_bytes, 4 * 2 * 3);
+}

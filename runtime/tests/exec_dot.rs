@@ -363,10 +363,10 @@ fn shallow_and_deep_contractions() {
 
 /// A dot and the same dot with its operands swapped and its result transposed
 /// (`fold_transpose_dot`'s result rule: `transpose(dot(x, y)) -> dot(y, x)`) give the same
-/// bits, on both sides of the shallow-contraction kernel's bounds (`k ≤ 32` and one result
-/// side of at least 8): the kernel is chosen from `{m, n}` and `k`, not from their order; and
-/// on both sides of the thread split (row blocks for a tall result, column blocks for a wide
-/// one).
+/// bits, on both sides of the shallow-contraction kernel's bounds (`k ≤ 32`, or a thin product
+/// of at most 2 rows or columns and at most 65 536 multiply-adds, and one result side of at
+/// least 8): the kernel is chosen from `{m, n}` and `k`, not from their order; and on both
+/// sides of the thread split (row blocks for a tall result, column blocks for a wide one).
 #[test]
 fn swapped_operands_give_the_same_bits() {
     for (m, k, n) in [
@@ -376,6 +376,9 @@ fn swapped_operands_give_the_same_bits() {
         (3, 16, 9),
         (8, 33, 2),
         (5, 7, 5),
+        (1, 64, 8),
+        (64, 512, 2),
+        (3, 64, 8),
         // Large enough to be split across threads: a wide result in column blocks, its
         // transpose in row blocks (the same bits as one unsplit call).
         (24, 100, 700),

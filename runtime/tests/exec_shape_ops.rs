@@ -102,6 +102,21 @@ fn broadcast_in_dim_expands_unit_dims() {
     assert_eq!(got, want);
 }
 
+/// Tests broadcast_in_dim that only adds unit dimensions (the operand's kept in order: the
+/// result shares the operand's buffer), and one that also moves a dimension (a copy).
+#[test]
+fn broadcast_in_dim_adding_unit_dims_keeps_the_elements() {
+    for (bd, out, want) in [
+        ("[1, 3]", [1, 2, 1, 3], [0., 1., 2., 3., 4., 5.]),
+        ("[3, 1]", [1, 3, 1, 2], [0., 3., 1., 4., 2., 5.]),
+    ] {
+        let attrs = format!("broadcast_dimensions = {bd}, shape = dims[{}]", dims(&out));
+        let src = unary_graph("broadcast_in_dim", &[2, 3], &attrs, &out);
+        let got = run1(&src, &[], vec![arange(&[2, 3])]).to_f64_vec();
+        assert_eq!(got, want);
+    }
+}
+
 /// Tests reverse along two dimensions.
 #[test]
 fn reverse_flips_the_given_dimensions() {

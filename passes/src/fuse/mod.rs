@@ -155,7 +155,7 @@ impl Pass for FusePass {
                 results: g.node(id).outputs.len(),
             });
         }
-        fuse_case_branches(g, &mut report, &mut 0);
+        fuse_regions(g, &mut report, &mut [0, 0]);
         // The groups changed the values the `case` ops read: their branch donations again.
         crate::donate::donate_into_branches(g);
         let changes = report.fused_ops;
@@ -164,26 +164,44 @@ impl Pass for FusePass {
     }
 }
 
-/// Fuses inside the branches of every `case` of `g` (nested ones included), as at the top
-/// level: a branch runs as a nested program, and the planner charges its peak at the op's
-/// point, so its elementwise chains (an optimizer update skipped on a non-finite gradient)
-/// are grouped too. Groups are named `case<n>_fusion<i>` (`n` counts the branches fused);
-/// rejected pairs inside branches are not reported.
-fn fuse_case_branches(g: &mut Graph, report: &mut FusionReport, branch: &mut usize) {
-    let cases: Vec<ebb_ir::NodeId> = g
+/// Fuses inside the regions of every `case` and `while` of `g` (nested ones included), as at
+/// the top level: a branch or a loop body runs as a nested program, and the planner charges its
+/// peak at the op's point, so its elementwise chains (an optimizer update skipped on a
+/// non-finite gradient, a scan step's recurrence) are grouped too and run as generated
+/// kernels. Groups are named `case<n>_fusion<i>` (`n` counts the branches fused,
+/// `counts[0]`), `while<n>_fusion<i>` in a loop body and `while<n>_cond_fusion<i>` in its
+/// condition (`n` counts the loops, `counts[1]`); rejected pairs inside regions are not
+/// reported.
+fn fuse_regions(g: &mut Graph, report: &mut FusionReport, counts: &mut [usize; 2]) {
+    let carriers: Vec<(ebb_ir::NodeId, usize)> = g
         .order()
         .iter()
-        .copied()
-        .filter(|&id| g.node(id).op == ebb_ir::Op::Case)
+        .filter_map(|&id| match g.node(id).op {
+            ebb_ir::Op::Case => Some((id, 0)),
+            ebb_ir::Op::While => Some((id, 1)),
+            _ => None,
+        })
         .collect();
-    for id in cases {
+    for (id, kind) in carriers {
+        let op = counts[1];
+        if kind == 1 {
+            counts[1] += 1;
+        }
+        let mut region = 0;
         let _ = crate::canon::for_each_region(g, id, |r| -> Result<usize, ()> {
-            let n = *branch;
-            *branch += 1;
+            let prefix = if kind == 0 {
+                counts[0] += 1;
+                format!("case{}", counts[0] - 1)
+            } else if region == 0 {
+                format!("while{op}_cond")
+            } else {
+                format!("while{op}")
+            };
+            region += 1;
             let mut p = partition(r);
             p.groups = siblings::merge_siblings(r, std::mem::take(&mut p.groups));
             for (i, group) in p.groups.iter().enumerate() {
-                let name = format!("case{n}_fusion{i}");
+                let name = format!("{prefix}_fusion{i}");
                 let ops = group
                     .members
                     .iter()
@@ -202,7 +220,7 @@ fn fuse_case_branches(g: &mut Graph, report: &mut FusionReport, branch: &mut usi
                     results: r.node(fused).outputs.len(),
                 });
             }
-            fuse_case_branches(r, report, branch);
+            fuse_regions(r, report, counts);
             Ok(0)
         });
     }

@@ -58,6 +58,21 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
     let (cp, bp) = (nested(ctx, cond, "cond")?, nested(ctx, body, "body")?);
     let (ct, bt) = (has_tensor(cond), has_tensor(body));
     let mut vals = ops;
+    // A carried value that the body writes in place into its next value starts in the loop
+    // result's arena range: the body then updates it there, iteration after iteration, and
+    // the result needs no copy after the loop.
+    if let Some(slots) = ctx.slots {
+        let kept = kept_in_place(body);
+        for (i, t) in vals.iter_mut().enumerate() {
+            if !kept.contains(&i) {
+                continue;
+            }
+            if let Some(mut d) = slots.take_at(i, t.dtype(), t.len()) {
+                super::placement::copy_into(&mut d, t.data());
+                *t = Tensor::from_parts(t.shape().to_vec(), d);
+            }
+        }
+    }
     let mut transient = 0u64;
     loop {
         let (c, st) = cp.run(vals.clone()).map_err(region_err("cond"))?;
@@ -79,6 +94,28 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
     }
     ctx.transient.set(transient);
     Ok(vals)
+}
+
+/// The carried values `i` that a `while` body writes in place into its next value: output `i`
+/// is a result that its op writes into the body's argument `i`
+/// ([`ebb_ir::op::in_place_writes`], which needs the argument donated to that output).
+fn kept_in_place(body: &Graph) -> Vec<usize> {
+    let writes = ebb_ir::op::in_place_writes(body);
+    let args = body.inputs();
+    body.outputs()
+        .iter()
+        .enumerate()
+        .filter(|&(i, out)| {
+            writes.get(&out.node).is_some_and(|w| {
+                w.iter().any(|w| {
+                    w.result == out.output as usize
+                        && body.operands(out.node).get(w.operand)
+                            == args.get(i).map(|&a| ValueRef::new(a, 0)).as_ref()
+                })
+            })
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// `case`: runs the branch that operand 0 selects (the last one for an index outside

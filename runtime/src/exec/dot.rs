@@ -179,7 +179,8 @@ fn gemm<T: Gemm>(
 
 /// Whether [`gemm`] computes an `m×k·k×n` product with [`small_k`] (else the packing GEMM).
 fn uses_small_k(m: usize, k: usize, n: usize) -> bool {
-    (1..=SMALL_K).contains(&k) && n.max(m) >= 8 && m > 0 && n > 0
+    let thin = k > 0 && m.min(n) <= THIN && m.saturating_mul(n).saturating_mul(k) <= THIN_WORK;
+    ((1..=SMALL_K).contains(&k) || thin) && n.max(m) >= 8 && m > 0 && n > 0
 }
 
 /// `C[m×n] (row stride ldc, unit column stride) = A·B`, or `C += A·B` when `acc`, checking
@@ -239,6 +240,14 @@ pub(crate) fn gemm_into<T: Gemm>(
 /// Contractions at most this deep use [`small_k`] (attention's per-head `q·k`, `K = 16`):
 /// the packing GEMM spends most of its time packing and writing tiles there.
 const SMALL_K: usize = 32;
+
+/// Products with at most this many rows or columns (a matrix-vector product, or a scan
+/// step's per-batch `[1, 64]·[64, 8]`) and at most [`THIN_WORK`] multiply-adds also use
+/// [`small_k`], whatever their depth: packing such a thin operand costs more than the product.
+const THIN: usize = 2;
+
+/// See [`THIN`].
+const THIN_WORK: usize = 1 << 16;
 
 /// `c = a · b` for a shallow contraction: each output row is accumulated in a fixed-size
 /// block (vectorized by the compiler) over `p = 0..k` in order. Views must be checked.

@@ -442,7 +442,10 @@ impl<'g> Program<'g> {
                 self.run_kernel(s, operands, arena.as_ref().map(|a| &a.1))?;
             for (i, mut t) in results.into_iter().enumerate() {
                 let v = s.first_result + i as u32;
-                if let Some((pl, kept)) = &arena {
+                // A result nothing reads (freed at its own point: a `while`'s carried value
+                // returned unchanged, which no op uses) is not copied to its range.
+                let dead = s.frees.contains(&v);
+                if let (Some((pl, kept)), false) = (&arena, dead) {
                     if let Some(off) = pl.at_def(v) {
                         t = pl.place(t, off, kept.remaining(i), &mut stats);
                     }

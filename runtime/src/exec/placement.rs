@@ -144,7 +144,7 @@ fn claim_data(mem: &Arc<ArenaMemory>, dtype: DType, offset: usize, n: usize) -> 
 }
 
 /// Copies `src` into `dst` (same element type and length, checked by the caller).
-fn copy_into(dst: &mut Data, src: &Data) {
+pub(crate) fn copy_into(dst: &mut Data, src: &Data) {
     crate::tensor::zip_with!(dst, src, d, s => super::par::copy(d, s));
 }
 

@@ -3,7 +3,9 @@
 //! `reverse` (StableHLO spec, section "Ops", each op's "Semantics").
 //!
 //! Each op is a strided view of its operand ([`super::layout`]) or a strided write into a
-//! fresh result; `reshape` shares the operand's buffer. Start indices of the dynamic ops are
+//! fresh result; `reshape`, and a `broadcast_in_dim` that only adds unit dimensions, share the
+//! operand's buffer; `dynamic_update_slice` writes into its operand's buffer when no other
+//! tensor holds it. Start indices of the dynamic ops are
 //! clamped into range as the spec prescribes. Invariant: results have exactly the op's
 //! declared type at the bindings (the executor checks it).
 
@@ -82,6 +84,16 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
                     st[d] = xs[i];
                 }
             }
+            // Only unit dimensions added (every operand dimension kept, as checked above, and in
+            // order): the same elements in the same order, so the result shares the operand's
+            // buffer, as `reshape` does.
+            if x.len() == out.shape.iter().product::<usize>()
+                && dims.windows(2).all(|w| w[0] < w[1])
+            {
+                return x
+                    .reshape(out.shape.clone())
+                    .map_err(|e| OpError::Invalid(e.to_string()));
+            }
             view(ctx, x, 0, &st, &out.shape)
         }
         Op::Transpose(perm) => {
@@ -138,6 +150,13 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             let (Some(mut x), Some(u)) = (it.next(), it.next()) else {
                 return invalid("expects operand and update");
             };
+            // The operand is updated in its own buffer when nothing else holds it (the
+            // executor moves it in at its last use); else it is copied first, into the result's
+            // arena range or a recycled buffer.
+            if x.unique_data_mut().is_none() {
+                let shape = x.shape().to_vec();
+                x = view(ctx, &x, 0, &istrides_of(&shape), &shape)?;
+            }
             let idx: Vec<Tensor> = it.collect();
             let starts = clamped_starts(&idx, x.shape(), u.shape())?;
             if x.dtype() != u.dtype() {

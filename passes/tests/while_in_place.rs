@@ -1,0 +1,137 @@
+//! `while` bodies fused and their carried arguments donated: a scan over a symbolic length
+//! (`lax.scan` as JAX lowers it) writes each step's state into the stacked result with a
+//! `dynamic_update_slice` on the carried argument, which the body may then update in place
+//! (`ebb_passes::donate::donate_into_branches`, `ebb_ir::op::in_place_writes`); the loop is
+//! charged one copy of the stacked result, not two, and the checker agrees with the plan.
+
+use ebb_ir::op::{in_place_writes, InPlace};
+use ebb_ir::{Graph, OpKind};
+use ebb_passes::donate::donate_into_branches;
+use ebb_passes::fuse::{FusePass, FusionReport};
+use ebb_passes::manager::{Pass, PassContext};
+use ebb_passes::memory::{liveness, program_order};
+use ebb_passes::plan::{build_plan, check, PlanOptions};
+
+/// `h' = h·x_t + x_t` over the `S` rows `x_t` of `xs`, each `h'` stacked into `ys` (returned);
+/// `xs` is carried through unchanged, as a scan carries its inputs.
+const SCAN: &str = r#"graph @scan {
+  symbols N in [1, inf), S in [1, inf)
+  %xs = input {index = 0, name = "xs"} : f32[S,N]
+  %i0 = constant {value = dense<0> : i32} : i32[]
+  %z = constant {value = dense<0.0> : f32} : f32[]
+  %h0 = broadcast_in_dim(%z) {broadcast_dimensions = [], shape = dims[N]} : f32[N]
+  %ys0 = broadcast_in_dim(%z) {broadcast_dimensions = [], shape = dims[S, N]} : f32[S,N]
+  %w:4 = while(%i0, %h0, %ys0, %xs) : i32[], f32[N], f32[S,N], f32[S,N] {
+    region @cond {
+      %0 = input {index = 0} : i32[]
+      %1 = input {index = 1} : f32[N]
+      %2 = input {index = 2} : f32[S,N]
+      %3 = input {index = 3} : f32[S,N]
+      %4 = dim_constant {values = dims[S]} : i32[]
+      %5 = compare(%0, %4) {comparison_direction = "LT"} : i1[]
+      return %5
+    }
+    region @body {
+      %0 = input {index = 0} : i32[]
+      %1 = input {index = 1} : f32[N]
+      %2 = input {index = 2} : f32[S,N]
+      %3 = input {index = 3} : f32[S,N]
+      %4 = constant {value = dense<0> : i32} : i32[]
+      %5 = dynamic_slice(%3, %0, %4) {slice_sizes = dims[1, N]} : f32[1,N]
+      %6 = reshape(%5) {shape = dims[N]} : f32[N]
+      %7 = multiply(%1, %6) : f32[N]
+      %8 = add(%7, %6) : f32[N]
+      %9 = reshape(%8) {shape = dims[1, N]} : f32[1,N]
+      %10 = dynamic_update_slice(%2, %9, %0, %4) : f32[S,N]
+      %11 = constant {value = dense<1> : i32} : i32[]
+      %12 = add(%0, %11) : i32[]
+      return %12, %8, %10, %3
+    }
+  }
+  return %w#2
+}"#;
+
+fn while_node(g: &Graph) -> ebb_ir::NodeId {
+    *g.order()
+        .iter()
+        .find(|&&n| g.node(n).kind() == OpKind::While)
+        .expect("a while op")
+}
+
+/// The block arguments' donations of region `r` of the loop.
+fn donated(g: &Graph, r: usize) -> Vec<Option<usize>> {
+    let region = &g.node(while_node(g)).regions[r];
+    region
+        .inputs()
+        .iter()
+        .map(|&a| region.aliasing_output(a))
+        .collect()
+}
+
+/// The planned peak (program order, no decisions), the checker's, and the planned resident
+/// bytes at the loop, at `N = n`, `S = s`.
+fn peaks(g: &Graph, n: i64, s: i64) -> (i64, i64, i64) {
+    let bind = ebb_testkit::bind(&[("N", n), ("S", s)]);
+    let order = program_order(g);
+    let plan = build_plan(g, &order, &PlanOptions::default()).unwrap();
+    let checked = check(g, &plan, &[], &bind).unwrap();
+    let at = order.iter().position(|&id| id == while_node(g)).unwrap();
+    let at_loop = liveness(g, &order).resident_bytes(&bind).unwrap()[at];
+    (plan.peak_at(&bind).unwrap(), checked.peak, at_loop)
+}
+
+/// Tests that the body's carried arguments are donated to their next values (not `xs`, which
+/// the body returns unchanged, nor the condition's), that the stacked result's
+/// `dynamic_update_slice` then writes into its argument, and that the loop is charged the
+/// stacked result once less: the plan and the checker agree before and after.
+#[test]
+fn a_scan_body_updates_its_stacked_result_in_place() {
+    let plain = ebb_testkit::graph(SCAN);
+    let mut g = plain.clone();
+    assert_eq!(donate_into_branches(&mut g), 3);
+    ebb_ir::verify::verify(&g).unwrap();
+    assert_eq!(donated(&g, 0), [None; 4]);
+    assert_eq!(donated(&g, 1), [Some(0), Some(1), Some(2), None]);
+    let body = &g.node(while_node(&g)).regions[1];
+    let dus = *body
+        .order()
+        .iter()
+        .find(|&&n| body.node(n).kind() == OpKind::DynamicUpdateSlice)
+        .unwrap();
+    assert_eq!(
+        in_place_writes(body).remove(&dus),
+        Some(vec![InPlace {
+            operand: 0,
+            result: 0
+        }])
+    );
+    assert!(in_place_writes(plain.node(while_node(&plain)).regions.get(1).unwrap()).is_empty());
+    let (n, s) = (1000, 64);
+    let (planned, checked, at_loop) = peaks(&g, n, s);
+    assert_eq!(planned, checked);
+    let (planned0, checked0, at_loop0) = peaks(&plain, n, s);
+    assert_eq!(planned0, checked0);
+    assert_eq!(at_loop0 - at_loop, 4 * n * s);
+}
+
+/// Tests that fusion groups the body's elementwise chain (`multiply`, `add`) into a loop
+/// fusion named after the loop, that the donations are made again on the fused body, and that
+/// the plan and the checker still agree.
+#[test]
+fn a_scan_body_is_fused_and_stays_donated() {
+    let mut g = ebb_testkit::graph(SCAN);
+    let mut cx = PassContext::new();
+    FusePass.run(&mut g, &mut cx).unwrap();
+    ebb_ir::verify::verify(&g).unwrap();
+    let report = cx.get::<FusionReport>().unwrap();
+    let names: Vec<&str> = report.groups.iter().map(|gr| gr.name.as_str()).collect();
+    assert_eq!(names, ["while0_fusion0"]);
+    let body = &g.node(while_node(&g)).regions[1];
+    assert!(body
+        .order()
+        .iter()
+        .any(|&n| matches!(body.node(n).op, ebb_ir::Op::Fusion(_))));
+    assert_eq!(donated(&g, 1), [Some(0), Some(1), Some(2), None]);
+    let (planned, checked, _) = peaks(&g, 1000, 64);
+    assert_eq!(planned, checked);
+}
