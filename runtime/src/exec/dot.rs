@@ -370,6 +370,13 @@ unsafe impl<T> Send for Out<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for Out<T> {}
 
+impl<T> Out<T> {
+    /// The pointer (a method, so that a closure captures the whole `Out`, not its field).
+    fn ptr(&self) -> *mut T {
+        self.0
+    }
+}
+
 /// [`batched`] split into `blocks` column blocks per batch element: each block is one packing
 /// GEMM of all `m` rows and its columns `j0..j1`, written straight into `c` (row stride `n`).
 /// The caller has chosen the packing GEMM for the whole `m×k·k×n` product.
@@ -411,7 +418,6 @@ fn column_blocks<T: Gemm>(
         let cols = cols_per.min(n - j0);
         let a_off = (av.off as isize + bt as isize * sa) as usize;
         let b_off = (bv.off as isize + bt as isize * sb + j0 as isize * bv.cs) as usize;
-        let out = out;
         // SAFETY: every batch element's views of `a` and `b` were checked above (columns
         // `j0..j0+cols` lie inside the checked `k×n` view), `c` holds `batch·m·n` elements
         // (checked by `batched`) of which this block writes only rows `0..m` of columns
@@ -428,7 +434,7 @@ fn column_blocks<T: Gemm>(
                 b.as_ptr().add(b_off),
                 bv.rs,
                 bv.cs,
-                out.0.add(bt * m * n + j0),
+                out.ptr().add(bt * m * n + j0),
                 n as isize,
                 1,
                 false,
