@@ -125,6 +125,19 @@ pub(crate) struct Mat {
     pub(crate) cs: isize,
 }
 
+impl Mat {
+    /// The view moved by `by` elements (a batch element's, a row block's).
+    ///
+    /// # Errors
+    /// A negative offset (an internal error).
+    fn shifted(self, by: isize) -> Result<Mat, OpError> {
+        match usize::try_from(self.off as isize + by) {
+            Ok(off) => Ok(Mat { off, ..self }),
+            Err(_) => invalid("internal: negative GEMM offset"),
+        }
+    }
+}
+
 fn view_fits(len: usize, v: Mat, rows: usize, cols: usize) -> bool {
     if rows == 0 || cols == 0 {
         return true;
@@ -328,27 +341,9 @@ fn batched<T: Gemm>(
     let rows_per = m.div_ceil(blocks_per_batch).max(1);
     let job = |bt: usize, r0: usize, cc: &mut [T]| {
         let rows = cc.len() / n;
-        let a_off = av.off as isize + bt as isize * sa + r0 as isize * av.rs;
-        let b_off = bv.off as isize + bt as isize * sb;
-        if a_off < 0 || b_off < 0 {
-            return invalid("internal: negative GEMM offset");
-        }
-        gemm(
-            rows,
-            k,
-            n,
-            a,
-            Mat {
-                off: a_off as usize,
-                ..av
-            },
-            b,
-            Mat {
-                off: b_off as usize,
-                ..bv
-            },
-            cc,
-        )
+        let a_at = av.shifted(bt as isize * sa + r0 as isize * av.rs)?;
+        let b_at = bv.shifted(bt as isize * sb)?;
+        gemm(rows, k, n, a, a_at, b, b_at, cc)
     };
     if work < (1 << 18) {
         for (bt, cb) in c.chunks_mut(m * n).enumerate() {
@@ -393,21 +388,7 @@ fn column_blocks<T: Gemm>(
     let cols_per = n.div_ceil(blocks).next_multiple_of(16);
     let per_batch = n.div_ceil(cols_per);
     for bt in 0..batch {
-        let a_off = av.off as isize + bt as isize * sa;
-        let b_off = bv.off as isize + bt as isize * sb;
-        if a_off < 0 || b_off < 0 {
-            return invalid("internal: negative GEMM offset");
-        }
-        let (a_at, b_at) = (
-            Mat {
-                off: a_off as usize,
-                ..av
-            },
-            Mat {
-                off: b_off as usize,
-                ..bv
-            },
-        );
+        let (a_at, b_at) = (av.shifted(bt as isize * sa)?, bv.shifted(bt as isize * sb)?);
         if !view_fits(a.len(), a_at, m, k) || !view_fits(b.len(), b_at, k, n) {
             return invalid("internal: GEMM operand views out of bounds");
         }
