@@ -17,26 +17,38 @@ use ebb_plan::format::Plan;
 use ebb_testkit::longtail::{digest, process_cpu_ms as cpu_ms, Budgets, DIGEST_START};
 use std::time::Instant;
 
-fn main() {
+/// What went wrong, for the message `main` prints.
+type Failure = Box<dyn std::error::Error>;
+
+fn main() -> Result<(), Failure> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, d: &str| args.get(i).cloned().unwrap_or_else(|| d.to_string());
     let dir = std::path::PathBuf::from(arg(0, "."));
     let fixture = arg(1, "gpt2_24l");
     let device = arg(2, "h100-sxm-pcie5");
     let mode = arg(3, "fixed-mid-median");
-    let read = |name: String| std::fs::read_to_string(dir.join(name)).expect("dumped file");
-    let plan: Plan = serde_json::from_str(&read(format!("{fixture}.plan.json"))).expect("plan");
+    let read = |name: String| -> Result<String, Failure> {
+        let path = dir.join(&name);
+        std::fs::read_to_string(&path).map_err(|e| {
+            format!(
+                "{}: {e} (a folder EBB_LONGTAIL_DUMP wrote?)",
+                path.display()
+            )
+            .into()
+        })
+    };
+    let plan: Plan = serde_json::from_str(&read(format!("{fixture}.plan.json"))?)?;
     let shapes: Vec<(String, i64)> =
-        serde_json::from_str(&read(format!("{fixture}.shapes.json"))).expect("shapes");
+        serde_json::from_str(&read(format!("{fixture}.shapes.json"))?)?;
     let device: DeviceProfile = if device == "cpu" {
-        serde_json::from_str(&read("cpu.device.json".into())).expect("cpu profile")
+        serde_json::from_str(&read("cpu.device.json".into())?)?
     } else {
-        DeviceProfile::named(&device).expect("named profile")
+        DeviceProfile::named(&device)?
     };
     let shapes: Vec<(Bindings, i64)> = shapes
         .iter()
-        .map(|(b, po)| (Bindings::parse(b).expect("bindings"), *po))
-        .collect();
+        .map(|(b, po)| Ok((Bindings::parse(b)?, *po)))
+        .collect::<Result<_, Failure>>()?;
     let fin = Finalizer::new(&plan);
     fin.prepare_all();
     let base = FinalizeOptions {
@@ -54,8 +66,8 @@ fn main() {
         let i = shapes
             .iter()
             .position(|(b, _)| &b.to_text() == shape)
-            .expect("a shape of the dump");
-        let loops: usize = arg(5, "300").parse().expect("loops");
+            .ok_or_else(|| format!("{shape} is not a shape of the dump"))?;
+        let loops: usize = arg(5, "300").parse().map_err(|e| format!("LOOPS: {e}"))?;
         let (c, t) = (cpu_ms(), Instant::now());
         for _ in 0..loops {
             std::hint::black_box(fin.finalize(&shapes[i].0, &opts(i)).ok());
@@ -65,7 +77,7 @@ fn main() {
             t.elapsed().as_secs_f64() * 1e3 / loops as f64,
             (cpu_ms() - c) / loops as f64
         );
-        return;
+        return Ok(());
     }
     let mut all = DIGEST_START;
     let mut times = Vec::new();
@@ -83,7 +95,9 @@ fn main() {
         ts.sort_by(f64::total_cmp);
         ws.sort_by(f64::total_cmp);
         walls.push(ws[1]);
-        let last = last.expect("finalized");
+        let Some(last) = last else {
+            continue;
+        };
         let h = digest(DIGEST_START, &last);
         all = digest(all, &last);
         let (dec, arena) = last.as_ref().map_or((0, 0.0), |c| {
@@ -100,6 +114,9 @@ fn main() {
         );
         times.push(ts[1]);
     }
+    if times.is_empty() {
+        return Err(format!("{fixture}.shapes.json lists no shape").into());
+    }
     times.sort_by(f64::total_cmp);
     walls.sort_by(f64::total_cmp);
     let q = |v: &[f64], f: f64| v[((v.len() - 1) as f64 * f).round() as usize];
@@ -112,4 +129,5 @@ fn main() {
         q(&walls, 0.9),
         q(&walls, 1.0)
     );
+    Ok(())
 }
