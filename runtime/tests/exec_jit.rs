@@ -488,6 +488,18 @@ proptest! {
 
 /// The same above the parallel threshold: launches carry through every outer dimension, and
 /// with rows of 7 the threaded split's launches begin inside a row (at 2 or more threads).
+/// A softmax over rows of length 0 (`B = 0`): the row kernel is not called (its index
+/// arithmetic divides by the row's extents: a hardware trap, not an error), and each row's max
+/// and sum are the reductions' initial values, as in the reference.
+#[test]
+fn softmax_over_empty_rows_matches_the_reference() {
+    for a in [1usize, 3, 17] {
+        let bind = [("A", a as i64), ("B", 0)];
+        let (got, want) = both(SOFTMAX, &bind, vec![f32t(&[a, 0], &[])]);
+        assert_bits(&got, &want, &format!("A={a} B=0"));
+    }
+}
+
 #[test]
 fn large_group_norm_maps_match_the_reference() {
     group_norm([3, 33, 37, 4, 7], 11);

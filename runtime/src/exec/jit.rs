@@ -521,9 +521,14 @@ fn run_rows<T: Elem>(
             let r = c * per + k;
             let begin = to_i64(r * row)?;
             pp[1] = begin;
-            // SAFETY: `bufs` holds the operands (checked sizes) and a scratch row of `row`
-            // elements; the kernel writes elements `[begin, begin + row) - begin`.
-            unsafe { (kernel.f)(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(row)?) };
+            // An empty row (a reduced dimension of extent 0) has nothing to compute, and the
+            // kernel's index arithmetic divides by the row's extents: it is not called, and the
+            // fold of no elements gives the reduction's initial value.
+            if row > 0 {
+                // SAFETY: `bufs` holds the operands (checked sizes) and a scratch row of `row`
+                // elements; the kernel writes elements `[begin, begin + row) - begin`.
+                unsafe { (kernel.f)(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(row)?) };
+            }
             fold(&scratch, o)?;
         }
         Ok(())
