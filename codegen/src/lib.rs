@@ -62,6 +62,25 @@ pub struct Kernel {
     pub f: KernelFn,
 }
 
+impl Kernel {
+    /// Runs the kernel over the flat range `[begin, end)` of its iteration space; an empty
+    /// range runs nothing. The kernel's index arithmetic divides by the extents of its
+    /// dimensions, which are 0 exactly when the range is empty (a reduced row of length 0), and
+    /// an integer division by zero in generated code is a hardware trap (SIGFPE) that kills
+    /// the process, not an error.
+    ///
+    /// # Safety
+    /// As [`KernelFn`]'s contract: `bufs` and `params` hold what the kernel's layout
+    /// prescribes, and the buffers cover the elements of `[begin, end)` the kernel reads and
+    /// writes.
+    pub unsafe fn run(&self, bufs: *const *mut u8, params: *const i64, begin: i64, end: i64) {
+        if begin < end {
+            // SAFETY: forwarded from the caller's contract.
+            unsafe { (self.f)(bufs, params, begin, end) }
+        }
+    }
+}
+
 /// Failure to generate or compile a kernel.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CodegenError {

@@ -167,9 +167,10 @@ fn main() {
                 device: device.clone(),
                 ..Default::default()
             };
-            let modes = Budgets::new(&fin, &shapes, &base);
+            let modes = Budgets::new(&fin, &shapes, &base)
+                .expect("every long-tail shape finalizes without a budget");
             for mode in MODES {
-                let budgets = modes.of(mode, &program_order);
+                let budgets = modes.of(mode, &program_order).expect("one of MODES");
                 let mut times = Vec::new();
                 let mut cpu_times = Vec::new();
                 let (mut infeasible, mut worst, mut over_planned, mut over_budget) =

@@ -192,6 +192,9 @@ fn ratio(num: f64, den: f64) -> f64 {
 /// reference's update is smaller in norm than its value (see the module docs).
 fn diff(x: &[f64], y: &[f64], base: Option<&[f64]>) -> Diff {
     let mut d = Diff::default();
+    // The reference's update `y − x₀` (its value where `x₀` is absent or not finite), beside
+    // its value: largest magnitude and squared norm of each.
+    let (mut upd_max, mut upd_sq) = (0f64, 0f64);
     for (k, (&a, &b)) in x.iter().zip(y).enumerate() {
         if !(a.is_finite() && b.is_finite()) {
             let same = (a.is_nan() && b.is_nan()) || a == b;
@@ -206,23 +209,20 @@ fn diff(x: &[f64], y: &[f64], base: Option<&[f64]>) -> Diff {
         };
         let e = (a - b).abs();
         d.max_abs = d.max_abs.max(e);
-        d.max_ref = d.max_ref.max(r.abs());
         d.diff_sq += e * e;
-        d.ref_sq += r * r;
+        d.max_ref = d.max_ref.max(b.abs());
+        d.ref_sq += b * b;
+        upd_max = upd_max.max(r.abs());
+        upd_sq += r * r;
     }
-    if base.is_none() {
-        return d;
+    // By update only where the reference changes the input, by less than its value's norm (an
+    // output paired with an input it does not update is compared by value).
+    if base.is_some() && upd_sq > 0.0 && upd_sq <= d.ref_sq {
+        d.max_ref = upd_max;
+        d.ref_sq = upd_sq;
+        d.by_update = true;
     }
-    // The reference leaves this input unchanged, or changes it by more than its value's norm
-    // (an output paired with an input it does not update): compare the values instead.
-    let v = diff(x, y, None);
-    if d.ref_sq == 0.0 || v.ref_sq < d.ref_sq {
-        return v;
-    }
-    Diff {
-        by_update: true,
-        ..d
-    }
+    d
 }
 
 /// `‖x − x'‖₂` over the finite elements of both.
@@ -333,9 +333,10 @@ pub fn compare(
             .and_then(|i| inputs.get(i))
             .filter(|t| t.shape() == x.shape());
         let same_shape = x.shape() == y.shape();
+        let (xs, ys) = (x.to_f64_vec(), y.to_f64_vec());
         let d = if same_shape {
             let base = base.map(Tensor::to_f64_vec);
-            diff(&x.to_f64_vec(), &y.to_f64_vec(), base.as_deref())
+            diff(&xs, &ys, base.as_deref())
         } else {
             Diff::default()
         };
@@ -346,10 +347,9 @@ pub fn compare(
         };
         let over = if same_shape {
             let limit = tolerance * d.max_ref;
-            x.to_f64_vec()
-                .iter()
-                .zip(y.to_f64_vec())
-                .filter(|(a, b)| a.is_finite() && b.is_finite() && (*a - b).abs() > limit)
+            xs.iter()
+                .zip(&ys)
+                .filter(|&(a, b)| a.is_finite() && b.is_finite() && (a - b).abs() > limit)
                 .count()
         } else {
             x.len()

@@ -14,7 +14,7 @@ use ebb_ir::{Bindings, BindingsExt};
 use ebb_plan::device::DeviceProfile;
 use ebb_plan::finalize::{FinalizeOptions, Finalizer};
 use ebb_plan::format::Plan;
-use ebb_testkit::longtail::{digest, process_cpu_ms as cpu_ms, Budgets, DIGEST_START};
+use ebb_testkit::longtail::{digest, process_cpu_ms as cpu_ms, Budgets, DIGEST_START, MODES};
 use std::time::Instant;
 
 /// What went wrong, for the message `main` prints.
@@ -57,7 +57,9 @@ fn main() -> Result<(), Failure> {
     };
     let bindings: Vec<Bindings> = shapes.iter().map(|(b, _)| b.clone()).collect();
     let program_order: Vec<i64> = shapes.iter().map(|&(_, po)| po).collect();
-    let budgets = Budgets::new(&fin, &bindings, &base).of(&mode, &program_order);
+    let budgets = Budgets::new(&fin, &bindings, &base)?
+        .of(&mode, &program_order)
+        .ok_or_else(|| format!("MODE {mode}: not one of {MODES:?}"))?;
     let opts = |i: usize| FinalizeOptions {
         budget: Some(budgets[i]),
         ..base.clone()

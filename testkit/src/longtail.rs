@@ -21,26 +21,28 @@ pub struct Budgets {
 }
 
 impl Budgets {
-    /// The budgets of `shapes` finalized by `fin` on the device of `base`.
+    /// The budgets of `shapes` finalized by `fin` on the device of `base` (no shape: no
+    /// budget but 0).
     ///
-    /// # Panics
-    /// When a shape does not finalize without a budget (a benchmark's setup error).
+    /// # Errors
+    /// A shape that does not finalize without a budget.
     pub fn new<P: Deref<Target = Plan> + Sync>(
         fin: &Finalizer<P>,
         shapes: &[Bindings],
         base: &FinalizeOptions,
-    ) -> Budgets {
-        let scheduled: Vec<i64> = shapes
+    ) -> Result<Budgets, FinalizeError> {
+        let scheduled = shapes
             .iter()
-            .map(|b| {
-                fin.finalize(b, base)
-                    .expect("finalizes")
-                    .peak_bytes_scheduled
-            })
-            .collect();
+            .map(|b| Ok(fin.finalize(b, base)?.peak_bytes_scheduled))
+            .collect::<Result<Vec<i64>, FinalizeError>>()?;
         let mut order: Vec<usize> = (0..shapes.len()).collect();
         order.sort_by_key(|&i| scheduled[i]);
-        let median = order[order.len() / 2];
+        let Some(&median) = order.get(order.len() / 2) else {
+            return Ok(Budgets {
+                scheduled,
+                mid_median: 0,
+            });
+        };
         let one = FinalizeOptions {
             budget: Some(1),
             ..base.clone()
@@ -50,24 +52,27 @@ impl Budgets {
             _ => 0,
         };
         let mid_median = (smallest + scheduled[median]) / 2;
-        Budgets {
+        Ok(Budgets {
             scheduled,
             mid_median,
-        }
+        })
     }
 
     /// The budget of each shape in `mode` (bytes), given each shape's program-order peak:
     /// - `fixed-mid-median`: [`Budgets::mid_median`] for every shape (no decision at the short
     ///   shapes, decisions at the longer ones, infeasible at the longest);
     /// - `fixed-fits-all`: the largest scheduled peak, for every shape (no decision anywhere);
-    /// - otherwise (`po-50%`): half of each shape's own program-order peak.
-    pub fn of(&self, mode: &str, program_order: &[i64]) -> Vec<i64> {
+    /// - `po-50%`: half of each shape's own program-order peak;
+    ///
+    /// `None` for another mode (see [`MODES`]).
+    pub fn of(&self, mode: &str, program_order: &[i64]) -> Option<Vec<i64>> {
         let n = self.scheduled.len();
-        match mode {
+        Some(match mode {
             "fixed-mid-median" => vec![self.mid_median; n],
             "fixed-fits-all" => vec![*self.scheduled.iter().max().unwrap_or(&0); n],
-            _ => program_order.iter().map(|p| p / 2).collect(),
-        }
+            "po-50%" => program_order.iter().map(|p| p / 2).collect(),
+            _ => return None,
+        })
     }
 }
 

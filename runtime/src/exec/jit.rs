@@ -521,14 +521,10 @@ fn run_rows<T: Elem>(
             let r = c * per + k;
             let begin = to_i64(r * row)?;
             pp[1] = begin;
-            // An empty row (a reduced dimension of extent 0) has nothing to compute, and the
-            // kernel's index arithmetic divides by the row's extents: it is not called, and the
-            // fold of no elements gives the reduction's initial value.
-            if row > 0 {
-                // SAFETY: `bufs` holds the operands (checked sizes) and a scratch row of `row`
-                // elements; the kernel writes elements `[begin, begin + row) - begin`.
-                unsafe { (kernel.f)(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(row)?) };
-            }
+            // SAFETY: `bufs` holds the operands (checked sizes) and a scratch row of `row`
+            // elements; the kernel writes elements `[begin, begin + row) - begin` (none for an
+            // empty row, whose fold gives the reduction's initial value).
+            unsafe { kernel.run(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(row)?) };
             fold(&scratch, o)?;
         }
         Ok(())
@@ -610,7 +606,7 @@ fn run_columns(
             pp[1] = begin;
             // SAFETY: `bufs` holds the operands (checked sizes) and a scratch buffer of `span`
             // elements; the kernel writes elements `[begin, begin + len) - begin`, `len <= span`.
-            unsafe { (kernel.f)(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(len)?) };
+            unsafe { kernel.run(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(len)?) };
             acc.fold_rows(&scratch[..len]);
             r += nr;
         }
@@ -669,14 +665,14 @@ fn run_loop(
     let launch = |begin: usize, end: usize| {
         // SAFETY: `bufs` holds the operands (sizes checked) and the results of `n` elements;
         // each call writes the disjoint range `[begin, end)` of the results.
-        unsafe { (kernel.f)(bufs.get().as_ptr(), p.as_ptr(), begin as i64, end as i64) };
+        unsafe { kernel.run(bufs.get().as_ptr(), p.as_ptr(), begin as i64, end as i64) };
     };
     if n >= super::par::PAR_MIN {
         let g = super::par::grain(n);
         (0..n.div_ceil(g))
             .into_par_iter()
             .for_each(|c| launch(c * g, ((c + 1) * g).min(n)));
-    } else if n > 0 {
+    } else {
         launch(0, n);
     }
     drop(bufs);
