@@ -135,18 +135,17 @@ pub fn supported_dtype_on(d: DType, _target: Target) -> bool {
 fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
     use OpKind::*;
     if dtype == DType::BF16 {
-        // `bf16` ops the reference computes as `f32` ops rounded once. Its transcendental
-        // functions are the C library's there (not `fastmath.rs`): the host kernel calls the
-        // same functions; the GPU has none.
+        // `bf16` ops the reference computes as `f32` ops rounded once. `exponential` and
+        // `tanh` are `fastmath.rs`'s there, as for `f32` (every target emits them); its other
+        // transcendental functions are the C library's: the host kernel calls the same
+        // functions, the GPU has none.
         if target == Target::Host
             && matches!(
                 kind,
-                Exponential
-                    | ExponentialMinusOne
+                ExponentialMinusOne
                     | Log
                     | LogPlusOne
                     | Logistic
-                    | Tanh
                     | Cbrt
                     | Sine
                     | Cosine
@@ -157,7 +156,10 @@ fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
         }
         return matches!(
             kind,
-            Add | Subtract
+            Exponential
+                | Tanh
+                | Add
+                | Subtract
                 | Multiply
                 | Divide
                 | Maximum

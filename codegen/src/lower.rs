@@ -830,14 +830,6 @@ fn element<'ctx>(
                     .collect::<Result<Vec<_>, _>>()?;
                 let k = node.kind();
                 let v = match (d, xs.as_slice()) {
-                    // The reference's `bf16` `exp`/`tanh` are the C library's (`fastmath.rs`
-                    // serves `f32` only).
-                    (DType::F32, [x]) if bf16 && k == OpKind::Exponential => {
-                        e.libm("expf", &[x.into_float_value()])?.into()
-                    }
-                    (DType::F32, [x]) if bf16 && k == OpKind::Tanh => {
-                        e.libm("tanhf", &[x.into_float_value()])?.into()
-                    }
                     (DType::F32, [x]) => e.float_unary(k, x.into_float_value())?,
                     (DType::F32, [x, y]) => {
                         e.float_binary(k, x.into_float_value(), y.into_float_value())?

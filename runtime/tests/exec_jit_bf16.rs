@@ -1,8 +1,8 @@
 //! The JIT executor's `bf16` fusion kernels against the reference executor, bit for bit: the
 //! kernel holds `bf16` values in `f32` registers and rounds after every op as the reference
-//! does (`half::bf16::from_f32`; `from_f64` for `convert`), calls the C library's `exp` and
-//! `tanh` where the reference does (its `bf16` ops do not use `fastmath.rs`), and quiets NaNs
-//! on load as `bf16::to_f32`:
+//! does (`half::bf16::from_f32`; `from_f64` for `convert`), computes `exp` and `tanh` with
+//! `fastmath.rs`'s operations as the reference does (the C library's functions for the other
+//! transcendental ops), and quiets NaNs on load as `bf16::to_f32`:
 //! - every one of the 65536 `bf16` bit patterns through each supported unary op, `add` and
 //!   `multiply` against a second pattern, and `convert` to `f32` and `i32`;
 //! - `f32` and `i32` values (ties, subnormals, infinities, NaN payloads, large integers)

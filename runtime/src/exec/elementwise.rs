@@ -191,6 +191,17 @@ fn via_f32<T: Copy + Sync + Send>(v: &[T], to: fn(T) -> f32) -> Vec<f32> {
     map1(v, to)
 }
 
+/// A unary op of a `bf16`/`f16` operand computed on its `f32` values (rounded by the caller):
+/// `exponential` and `tanh` with the vector kernels of `fastmath.rs`, as for `f32` (the
+/// generated kernels emit the same operations), the other ops with the scalar functions.
+fn unary_via_f32(k: OpKind, mut v: Vec<f32>) -> Result<Vec<f32>, OpError> {
+    if super::fastmath::apply_in_place(k, &mut v) {
+        Ok(v)
+    } else {
+        unary_real(k, &v)
+    }
+}
+
 /// A unary op on any element type.
 pub(crate) fn unary(k: OpKind, d: &Data) -> Result<Data, OpError> {
     if k == OpKind::IsFinite {
@@ -211,11 +222,11 @@ pub(crate) fn unary(k: OpKind, d: &Data) -> Result<Data, OpError> {
         Data::F32(v) => Data::F32(Buf::from(unary_real(k, v)?)),
         Data::F64(v) => Data::F64(Buf::from(unary_real(k, v)?)),
         Data::BF16(v) => Data::BF16(Buf::from(map1(
-            &unary_real(k, &via_f32(v, bf16::to_f32))?,
+            &unary_via_f32(k, via_f32(v, bf16::to_f32))?,
             bf16::from_f32,
         ))),
         Data::F16(v) => Data::F16(Buf::from(map1(
-            &unary_real(k, &via_f32(v, f16::to_f32))?,
+            &unary_via_f32(k, via_f32(v, f16::to_f32))?,
             f16::from_f32,
         ))),
         Data::I8(v) => Data::I8(Buf::from(unary_int(k, v)?)),
