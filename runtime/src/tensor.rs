@@ -593,6 +593,9 @@ impl Data {
         if self.dtype() == dtype {
             return self.clone();
         }
+        if let (DType::BF16, Data::F32(v)) = (dtype, self) {
+            return Data::BF16(Buf::from(crate::exec::arith::map1(v, f32_to_bf16)));
+        }
         let float_src = self.dtype().is_float();
         fn go<S: Elem, T: Elem>(v: &[S], float_src: bool) -> Vec<T> {
             if float_src || T::DTYPE.is_float() {
@@ -628,11 +631,27 @@ impl Data {
     }
 }
 
+/// `bf16::from_f64(x as f64)`, the rounding of every float-to-`bf16` [`Data::convert`] (which
+/// the generated kernels replicate), on the `f32` bits: `half`'s `f64` conversion rounds the
+/// top 32 bits of the `f64`, where a normal `f32`'s three lowest mantissa bits do not lie, so
+/// for a normal, zero or infinite `f32` it is `bf16::from_f32` of `x` with those bits cleared
+/// (round to nearest even on the rest). Subnormals and NaNs take the `f64` path itself.
+#[inline]
+fn f32_to_bf16(x: f32) -> bf16 {
+    let b = x.to_bits();
+    let exp = b & 0x7F80_0000;
+    if b & 0x007F_FFFF != 0 && (exp == 0 || exp == 0x7F80_0000) {
+        bf16::from_f64(x as f64)
+    } else {
+        bf16::from_f32(f32::from_bits(b & !7))
+    }
+}
+
 /// `f32` conversion with direct paths for the common float sources (no double rounding).
 fn convert_to_f32(d: &Data) -> Vec<f32> {
     match d {
         Data::F32(v) => v.to_vec(),
-        Data::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        Data::BF16(v) => crate::exec::arith::map1(v, bf16::to_f32),
         Data::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
         Data::F64(v) => v.iter().map(|&x| x as f32).collect(),
         Data::I1(v) => v.iter().map(|&x| x as u8 as f32).collect(),

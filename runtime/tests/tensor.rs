@@ -70,6 +70,27 @@ fn convert_semantics() {
     );
 }
 
+/// `f32` to `bf16` is `bf16::from_f64` of the value (the rounding the generated kernels
+/// replicate), whose `f64` path ignores the `f32`'s three lowest mantissa bits when it breaks
+/// a tie: every sign, exponent and top-7-bit mantissa with low halves that probe the round
+/// bit, the sticky bits in and out of the ignored three, subnormals and NaN payloads.
+#[test]
+fn f32_to_bf16_is_the_f64_conversion_bit_for_bit() {
+    let lows: [u32; 16] = [
+        0, 1, 2, 3, 4, 7, 8, 0x7FFF, 0x8000, 0x8001, 0x8003, 0x8004, 0x8007, 0x8008, 0xC000, 0xFFFF,
+    ];
+    let v: Vec<f32> = (0..=u16::MAX as u32)
+        .flat_map(|hi| lows.iter().map(move |&lo| f32::from_bits(hi << 16 | lo)))
+        .collect();
+    let Data::BF16(got) = Data::F32(v.clone().into()).convert(DType::BF16) else {
+        panic!("not bf16");
+    };
+    for (x, y) in v.iter().zip(got.iter()) {
+        let want = bf16::from_f64(*x as f64);
+        assert_eq!(y.to_bits(), want.to_bits(), "{:#010x}", x.to_bits());
+    }
+}
+
 #[test]
 fn new_checks_length() {
     assert!(Tensor::from_f32(vec![2, 2], vec![0.0; 3]).is_err());
