@@ -594,7 +594,7 @@ impl Data {
             return self.clone();
         }
         if let (DType::BF16, Data::F32(v)) = (dtype, self) {
-            return Data::BF16(Buf::from(crate::exec::arith::map1(v, f32_to_bf16)));
+            return Data::BF16(Buf::from(f32_to_bf16(v)));
         }
         let float_src = self.dtype().is_float();
         fn go<S: Elem, T: Elem>(v: &[S], float_src: bool) -> Vec<T> {
@@ -631,20 +631,37 @@ impl Data {
     }
 }
 
-/// `bf16::from_f64(x as f64)`, the rounding of every float-to-`bf16` [`Data::convert`] (which
-/// the generated kernels replicate), on the `f32` bits: `half`'s `f64` conversion rounds the
-/// top 32 bits of the `f64`, where a normal `f32`'s three lowest mantissa bits do not lie, so
-/// for a normal, zero or infinite `f32` it is `bf16::from_f32` of `x` with those bits cleared
-/// (round to nearest even on the rest). Subnormals and NaNs take the `f64` path itself.
-#[inline]
-fn f32_to_bf16(x: f32) -> bf16 {
-    let b = x.to_bits();
-    let exp = b & 0x7F80_0000;
-    if b & 0x007F_FFFF != 0 && (exp == 0 || exp == 0x7F80_0000) {
-        bf16::from_f64(x as f64)
-    } else {
-        bf16::from_f32(f32::from_bits(b & !7))
-    }
+/// `bf16::from_f64(x as f64)` of every element, the rounding of every float-to-`bf16`
+/// [`Data::convert`] (which the generated kernels replicate), on the `f32` bits and in
+/// parallel: `half`'s `f64` conversion rounds the top 32 bits of the `f64`, where a normal
+/// `f32`'s three lowest mantissa bits do not lie, so for a normal, zero or infinite `f32` it is
+/// round to nearest even of the top 16 bits with those three bits ignored (the branch-free
+/// loop, which vectorizes). Subnormals and NaNs are then redone through the `f64` path itself.
+fn f32_to_bf16(v: &[f32]) -> Vec<bf16> {
+    let special = |b: u32| {
+        let exp = b & 0x7F80_0000;
+        b & 0x007F_FFFF != 0 && (exp == 0 || exp == 0x7F80_0000)
+    };
+    let mut out = vec![bf16::ZERO; v.len()];
+    crate::exec::par::elements(&mut out, &|s, o| {
+        let src = &v[s..s + o.len()];
+        let mut any = false;
+        for (d, &x) in o.iter_mut().zip(src) {
+            let b = x.to_bits() & !7;
+            // Round up when the round bit is set and the rest or the kept lsb is not zero.
+            let up = (b >> 15) & 1 & u32::from(b & 0x1_7FFF != 0);
+            *d = bf16::from_bits(((b >> 16) + up) as u16);
+            any |= special(x.to_bits());
+        }
+        if any {
+            for (d, &x) in o.iter_mut().zip(src) {
+                if special(x.to_bits()) {
+                    *d = bf16::from_f64(f64::from(x));
+                }
+            }
+        }
+    });
+    out
 }
 
 /// `f32` conversion with direct paths for the common float sources (no double rounding).

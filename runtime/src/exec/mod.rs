@@ -38,7 +38,7 @@ mod gather_scatter;
 pub(crate) mod jit;
 #[doc(hidden)]
 pub mod layout;
-mod par;
+pub(crate) mod par;
 mod placement;
 pub mod pool;
 #[doc(hidden)]
