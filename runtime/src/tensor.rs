@@ -638,12 +638,18 @@ impl Data {
 /// round to nearest even of the top 16 bits with those three bits ignored (the branch-free
 /// loop, which vectorizes). Subnormals and NaNs are then redone through the `f64` path itself.
 fn f32_to_bf16(v: &[f32]) -> Vec<bf16> {
+    let mut out = vec![bf16::ZERO; v.len()];
+    f32_to_bf16_into(v, &mut out);
+    out
+}
+
+/// [`f32_to_bf16`] written into `out` (of `v`'s length).
+pub(crate) fn f32_to_bf16_into(v: &[f32], out: &mut [bf16]) {
     let special = |b: u32| {
         let exp = b & 0x7F80_0000;
         b & 0x007F_FFFF != 0 && (exp == 0 || exp == 0x7F80_0000)
     };
-    let mut out = vec![bf16::ZERO; v.len()];
-    crate::exec::par::elements(&mut out, &|s, o| {
+    crate::exec::par::elements(out, &|s, o| {
         let src = &v[s..s + o.len()];
         let mut any = false;
         for (d, &x) in o.iter_mut().zip(src) {
@@ -661,7 +667,6 @@ fn f32_to_bf16(v: &[f32]) -> Vec<bf16> {
             }
         }
     });
-    out
 }
 
 /// `f32` conversion with direct paths for the common float sources (no double rounding).

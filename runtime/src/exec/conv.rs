@@ -304,13 +304,10 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
     let (xd, wd) = (x.data(), w.data());
     let at = (direct, ost.as_slice(), out.shape.as_slice());
     let data = match ct {
-        DType::F64 => Data::F64(conv_into::<f64>(ctx, (xd, wd), &geo, at)?),
-        _ => Data::F32(conv_into::<f32>(ctx, (xd, wd), &geo, at)?),
+        DType::F64 => Data::F64(conv_into::<f64>(ctx, (xd, wd), &geo, at)?).into_dtype(out.dtype),
+        _ => ctx.result_from_f32(conv_into::<f32>(ctx, (xd, wd), &geo, at)?, out.dtype),
     };
-    Ok(Tensor::from_parts(
-        out.shape.clone(),
-        data.into_dtype(out.dtype),
-    ))
+    Ok(Tensor::from_parts(out.shape.clone(), data))
 }
 
 /// A validated convolution on the operands' own layouts.

@@ -579,16 +579,10 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
             (bt, m, k, n),
             ctx,
         )?),
-        DType::F32 => Data::F32(dot_typed::<f32>(
-            l.data(),
-            r.data(),
-            ls,
-            rs,
-            lg,
-            rg,
-            (bt, m, k, n),
-            ctx,
-        )?),
+        DType::F32 => ctx.result_from_f32(
+            dot_typed::<f32>(l.data(), r.data(), ls, rs, lg, rg, (bt, m, k, n), ctx)?,
+            out.dtype,
+        ),
         _ => Data::I64(Buf::from(dot_int(
             l,
             r,
