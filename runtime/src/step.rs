@@ -3,9 +3,11 @@
 //!
 //! Each step: the plan is finalized at the batch's bindings under the budget (from the LRU
 //! [`PlanCache`] when the shape was seen before), the chosen schedule variant is made into an
-//! executable [`Program`], the decisions into [`Events`](crate::exec::Events), and the step runs
-//! on the executor set ([`Runtime::set_executor`]: the CPU's by default, or a device's) with
-//! evictions, recomputes and swaps performed. [`StepReport`] says what it cost.
+//! executable [`Program`], the decisions into [`Events`](crate::exec::Events) (on the CPU, kept
+//! with the arena offsets for the next steps at the same finalized plan and bindings), and the
+//! step runs on the executor set ([`Runtime::set_executor`]: the CPU's by default, on a thread
+//! of rayon's global pool, or a device's) with evictions, recomputes and swaps performed.
+//! [`StepReport`] says what it cost.
 //!
 //! Invariant checked on every step: the executor's measured peak (device bytes, the plan
 //! checker's model) equals the finalized plan's `peak_bytes_planned`; a difference is a bug and

@@ -305,18 +305,25 @@ fn wrong_inputs_are_an_error_not_a_panic() {
 fn steps_at_a_repeated_shape_give_the_bits_and_peak_of_a_fresh_step() {
     let plan = compile("gpt2_tiny_adamw");
     let kinds = [DecisionKind::Recompute, DecisionKind::Swap];
-    let a = pipeline::parse_bindings("B=2,S=16").unwrap();
-    let budget = program_order_peak(&plan, &a) * 6 / 10;
-    let other = pipeline::parse_bindings("B=2,S=8").unwrap();
-    let fresh = |b: &Bindings, inputs: &[Tensor]| {
-        let mut rt = runtime(&plan, Some(budget), &kinds);
-        rt.step(b, inputs.to_vec()).unwrap()
-    };
+    let a = pipeline::parse_bindings("B=8,S=64").unwrap();
+    let other = pipeline::parse_bindings("B=2,S=16").unwrap();
     let graph = Runtime::new(plan.clone(), None).unwrap().graph().clone();
     let (in_a, in_other) = (
         random_inputs(&graph, &a, 3).unwrap(),
         random_inputs(&graph, &other, 4).unwrap(),
     );
+    // 60% of A's program-order peak, or the smallest budget feasible at both shapes.
+    let mut budget = program_order_peak(&plan, &a) * 6 / 10;
+    for (b, inputs) in [(&a, &in_a), (&other, &in_other)] {
+        let step = runtime(&plan, Some(budget), &kinds).step(b, inputs.clone());
+        if let Err(RuntimeError::Finalize(FinalizeError::Infeasible { smallest, .. })) = step {
+            budget = smallest;
+        }
+    }
+    let fresh = |b: &Bindings, inputs: &[Tensor]| {
+        let mut rt = runtime(&plan, Some(budget), &kinds);
+        rt.step(b, inputs.to_vec()).unwrap()
+    };
     let (first_a, first_other) = (fresh(&a, &in_a), fresh(&other, &in_other));
     assert!(first_a.report.recompute_decisions + first_a.report.swap_decisions > 0);
     let mut rt = runtime(&plan, Some(budget), &kinds);
