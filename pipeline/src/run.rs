@@ -367,7 +367,7 @@ pub fn resident_of_variant(
 pub fn run(
     plan: Plan,
     opts: &RunOptions,
-    progress: &mut dyn FnMut(usize, usize),
+    progress: &mut ebb_runtime::step::Progress<'_>,
 ) -> Result<RunResult> {
     let b = &opts.bind;
     let pricing = opts

@@ -3,9 +3,11 @@
 //!
 //! Each step: the plan is finalized at the batch's bindings under the budget (from the LRU
 //! [`PlanCache`] when the shape was seen before), the chosen schedule variant is made into an
-//! executable [`Program`], the decisions into [`Events`](crate::exec::Events), and the step runs
-//! on the executor set ([`Runtime::set_executor`]: the CPU's by default, or a device's) with
-//! evictions, recomputes and swaps performed. [`StepReport`] says what it cost.
+//! executable [`Program`], the decisions into [`Events`](crate::exec::Events) (on the CPU, kept
+//! with the arena offsets for the next steps at the same finalized plan and bindings), and the
+//! step runs on the executor set ([`Runtime::set_executor`]: the CPU's by default, on a thread
+//! of rayon's global pool, or a device's) with evictions, recomputes and swaps performed.
+//! [`StepReport`] says what it cost.
 //!
 //! Invariant checked on every step: the executor's measured peak (device bytes, the plan
 //! checker's model) equals the finalized plan's `peak_bytes_planned`; a difference is a bug and
@@ -16,7 +18,7 @@ use crate::error::ExecError;
 use crate::exec::device::{self, Device, DeviceProgram, KernelCache, StepInput, StepTensor};
 use crate::exec::jit::KernelMemo;
 use crate::exec::pool::BufferPool;
-use crate::exec::{ExecStats, Executor, Program};
+use crate::exec::{Events, ExecStats, Executor, Offsets, Prepared, Program};
 use crate::tensor::Tensor;
 use ebb_ir::{Bindings, Graph, NodeId};
 use ebb_plan::cache::PlanCache;
@@ -178,6 +180,76 @@ pub struct Runtime {
     device: Option<Box<dyn Device + Send>>,
     /// Device kernels per op, kept across steps.
     kernels: Arc<KernelCache>,
+    /// What recent CPU steps prepared from their finalized plan and bindings, most recent
+    /// last (at most [`READY_KEPT`]).
+    ready: Vec<Ready>,
+}
+
+/// What a CPU step prepares from its finalized plan and bindings before it runs (the
+/// program's value ids, types and frees, its events, its arena offsets), kept for the next
+/// steps at the same shape: a step at a shape seen recently skips all of it.
+struct Ready {
+    /// The finalized plan (held, so that pointer equality identifies it).
+    concrete: Arc<ConcretePlan>,
+    bindings: Bindings,
+    prepared: Arc<Prepared>,
+    events: Arc<Events>,
+    /// Made at the first arena-backed step.
+    offsets: Option<Arc<Offsets>>,
+}
+
+/// Shapes whose [`Ready`] a [`Runtime`] keeps.
+const READY_KEPT: usize = 8;
+
+/// The program of a CPU step at `b` with the finalized plan `concrete` of schedule variant
+/// `plan`, out of the arena `mem` when given, and its events: from `ready` when a recent
+/// step had the same plan and bindings, else prepared now and kept there.
+///
+/// # Errors
+/// [`RuntimeError::Graph`] for a schedule outside the graph; [`RuntimeError::Exec`] when the
+/// program, its events or its offsets cannot be made.
+fn ready_program<'g>(
+    ready: &mut Vec<Ready>,
+    graph: &'g Graph,
+    plan: &Plan,
+    (b, concrete): (&Bindings, &Arc<ConcretePlan>),
+    mem: Option<Arc<ArenaMemory>>,
+) -> Result<(Program<'g>, Arc<Events>), RuntimeError> {
+    let seen = ready
+        .iter()
+        .position(|r| Arc::ptr_eq(&r.concrete, concrete) && r.bindings == *b);
+    let mut r = match seen {
+        Some(i) => ready.remove(i),
+        None => {
+            let schedule = schedule_nodes(graph, plan)?;
+            let program = Program::new(graph, &schedule, b)?;
+            let events = Arc::new(program.events(plan, &concrete.decisions)?);
+            Ready {
+                concrete: concrete.clone(),
+                bindings: b.clone(),
+                prepared: program.prepared(),
+                events,
+                offsets: None,
+            }
+        }
+    };
+    let mut program = Program::from_prepared(graph, r.prepared.clone());
+    if let Some(m) = mem {
+        program = match &r.offsets {
+            Some(o) => program.with_arena_offsets(o.clone(), m)?,
+            None => {
+                let p = program.with_arena(plan, &concrete.arena, m)?;
+                r.offsets = p.arena_offsets();
+                p
+            }
+        };
+    }
+    let events = r.events.clone();
+    ready.push(r);
+    if ready.len() > READY_KEPT {
+        ready.remove(0);
+    }
+    Ok((program, events))
 }
 
 impl Runtime {
@@ -235,6 +307,7 @@ impl Runtime {
             arena_backed: true,
             device: None,
             kernels: Arc::default(),
+            ready: Vec::new(),
         })
     }
 
@@ -400,7 +473,7 @@ impl Runtime {
         &mut self,
         b: &Bindings,
         inputs: Vec<Tensor>,
-        progress: &mut dyn FnMut(usize, usize),
+        progress: &mut Progress<'_>,
     ) -> Result<StepOutput, RuntimeError> {
         let inputs = inputs.into_iter().map(StepInput::Host).collect();
         let (outputs, report, stats, concrete) = self.run_step(b, inputs, false, progress)?;
@@ -445,15 +518,15 @@ impl Runtime {
         b: &Bindings,
         inputs: Vec<StepInput>,
         on_device: bool,
-        progress: &mut dyn FnMut(usize, usize),
+        progress: &mut Progress<'_>,
     ) -> Result<StepParts, RuntimeError> {
         let (concrete, cache_hit, finalize_us) = self.finalize(b)?;
         let plan = self
             .plan
             .variant(concrete.variant)
             .unwrap_or(self.plan.as_ref());
-        let schedule = schedule_nodes(&self.graph, plan)?;
         if self.executor.is_device() {
+            let schedule = schedule_nodes(&self.graph, plan)?;
             let plan = plan.clone();
             return self.device_step(
                 b,
@@ -482,27 +555,31 @@ impl Runtime {
         // Freed buffers are recycled across steps, up to the planned arena's size.
         self.pool
             .set_capacity(u64::try_from(concrete.arena.arena_bytes).unwrap_or(0));
-        let mut program = Program::new(&self.graph, &schedule, b)?
-            .with_executor(self.executor)
-            .with_pool(self.pool.clone())
-            .with_kernel_memo(self.memo.clone());
         let mem = if self.arena_backed {
-            let m = Runtime::arena_for(
+            Some(Runtime::arena_for(
                 &mut self.arenas,
                 u64::try_from(concrete.arena.arena_bytes).unwrap_or(0),
-            )?;
-            program = program.with_arena(plan, &concrete.arena, m.clone())?;
-            Some(m)
+            )?)
         } else {
             None
         };
-        let events = program.events(plan, &concrete.decisions)?;
+        let (program, events) = ready_program(
+            &mut self.ready,
+            &self.graph,
+            plan,
+            (b, &concrete),
+            mem.clone(),
+        )?;
+        let program = program
+            .with_executor(self.executor)
+            .with_pool(self.pool.clone())
+            .with_kernel_memo(self.memo.clone());
         let points = program.points();
         let jit0 = ebb_codegen::stats();
         let reused0 = self.pool.reused_bytes();
         let t = Instant::now();
         let (outputs, stats) =
-            program.run_with(inputs, Some(&events), &mut |p| progress(p, points))?;
+            on_pool(|| program.run_with(inputs, Some(&events), &mut |p| progress(p, points)))?;
         let wall_ms = t.elapsed().as_secs_f64() * 1e3;
         let jit1 = ebb_codegen::stats();
         if i64::try_from(stats.peak_bytes).ok() != Some(concrete.peak_bytes_planned) {
@@ -548,6 +625,21 @@ impl Runtime {
     }
 }
 
+/// A step's progress callback: `(point, points)` after every program point, called on the
+/// thread that runs the step (a thread of rayon's global pool).
+pub type Progress<'a> = dyn FnMut(usize, usize) + Send + 'a;
+
+/// `f()` run on a thread of rayon's global pool (directly when the caller is one).
+///
+/// A step's kernels split their work with rayon. From a thread outside the pool every split
+/// is a job injected into the pool and a wait on a lock for its end (two thread wake-ups per
+/// kernel, tens of µs each, more than a small kernel's whole work); from inside the pool a
+/// split is a local `join` that another worker may steal, and the step hands over to the
+/// pool once.
+fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    rayon::scope(|_| f())
+}
+
 /// What [`Runtime::run_step`] returns: outputs, report, statistics, the finalized plan.
 type StepParts = (Vec<StepTensor>, StepReport, ExecStats, Arc<ConcretePlan>);
 
@@ -559,7 +651,7 @@ impl Runtime {
         &mut self,
         b: &Bindings,
         (inputs, on_device): (Vec<StepInput>, bool),
-        progress: &mut dyn FnMut(usize, usize),
+        progress: &mut Progress<'_>,
         concrete: Arc<ConcretePlan>,
         cache_hit: bool,
         finalize_us: f64,

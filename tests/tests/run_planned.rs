@@ -297,3 +297,64 @@ fn wrong_inputs_are_an_error_not_a_panic() {
     let e = rt.step(&b, bad).err().expect("mismatched inputs must fail");
     assert!(e.to_string().contains("expected"), "{e}");
 }
+
+/// A runtime keeps what a step prepared at a shape (the program, its events and arena
+/// offsets) for the next steps at that shape: steps at shapes A, A, B, A under a budget give
+/// the bits, the decisions and the measured peak of a fresh runtime's first step at each.
+#[test]
+fn steps_at_a_repeated_shape_give_the_bits_and_peak_of_a_fresh_step() {
+    let plan = compile("gpt2_tiny_adamw");
+    let kinds = [DecisionKind::Recompute, DecisionKind::Swap];
+    let a = pipeline::parse_bindings("B=8,S=64").unwrap();
+    let other = pipeline::parse_bindings("B=2,S=16").unwrap();
+    let graph = Runtime::new(plan.clone(), None).unwrap().graph().clone();
+    let (in_a, in_other) = (
+        random_inputs(&graph, &a, 3).unwrap(),
+        random_inputs(&graph, &other, 4).unwrap(),
+    );
+    // 60% of A's program-order peak, or the smallest budget feasible at both shapes.
+    let mut budget = program_order_peak(&plan, &a) * 6 / 10;
+    for (b, inputs) in [(&a, &in_a), (&other, &in_other)] {
+        let step = runtime(&plan, Some(budget), &kinds).step(b, inputs.clone());
+        if let Err(RuntimeError::Finalize(FinalizeError::Infeasible { smallest, .. })) = step {
+            budget = smallest;
+        }
+    }
+    let fresh = |b: &Bindings, inputs: &[Tensor]| {
+        let mut rt = runtime(&plan, Some(budget), &kinds);
+        rt.step(b, inputs.to_vec()).unwrap()
+    };
+    let (first_a, first_other) = (fresh(&a, &in_a), fresh(&other, &in_other));
+    assert!(first_a.report.recompute_decisions + first_a.report.swap_decisions > 0);
+    let mut rt = runtime(&plan, Some(budget), &kinds);
+    for (i, (b, inputs, first)) in [
+        (&a, &in_a, &first_a),
+        (&a, &in_a, &first_a),
+        (&other, &in_other, &first_other),
+        (&a, &in_a, &first_a),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = rt.step(b, inputs.clone()).unwrap();
+        let (r, f) = (&out.report, &first.report);
+        assert_bit_identical(&first.outputs, &out.outputs);
+        assert_eq!(r.measured_peak_bytes, f.measured_peak_bytes, "step {i}");
+        assert_eq!(
+            r.measured_peak_bytes as i64, r.peak_bytes_planned,
+            "step {i}"
+        );
+        assert_eq!(
+            (r.recompute_decisions, r.swap_decisions),
+            (f.recompute_decisions, f.swap_decisions),
+            "step {i}"
+        );
+        assert_eq!(r.arena_unplaced_bytes, 0, "step {i}");
+        assert_eq!(
+            r.arena_direct_bytes + r.arena_copied_bytes,
+            f.arena_direct_bytes + f.arena_copied_bytes,
+            "step {i}"
+        );
+        assert_eq!(r.cache_hit, i == 1 || i == 3, "step {i}");
+    }
+}

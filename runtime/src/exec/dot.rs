@@ -299,6 +299,12 @@ fn small_k<T: Gemm>(m: usize, k: usize, n: usize, a: &[T], av: Mat, b: &[T], bv:
     }
 }
 
+/// Blocks a GEMM's rows (or columns) are split into, per thread. Every block packs the whole
+/// other operand again, which for the small products of a small batch costs about as much as
+/// the block's multiply-adds; two blocks per thread still leave a thread that finishes early
+/// a block to take over. (The split never changes the bits: see the module docs.)
+const BLOCKS_PER_THREAD: usize = 2;
+
 /// Batched GEMM: `c[bt] = a[bt] · b[bt]` for `bt < batch`, `c` row-major `[batch, m, n]`;
 /// `sa`/`sb` are the batch strides. Split across threads in fixed row blocks.
 #[allow(clippy::too_many_arguments)]
@@ -326,7 +332,7 @@ fn batched<T: Gemm>(
     let blocks_per_batch = if work < (1 << 18) {
         1
     } else {
-        (4 * threads).div_ceil(batch).max(1)
+        (BLOCKS_PER_THREAD * threads).div_ceil(batch).max(1)
     };
     if n > m && blocks_per_batch > 1 && !uses_small_k(m, k, n) {
         return column_blocks(

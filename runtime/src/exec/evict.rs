@@ -90,21 +90,21 @@ impl Program<'_> {
                 .filter(|&id| g.contains(id))
                 .ok_or_else(|| bad(format!("position {pos} is not in the graph")))
         };
-        if plan.schedule.len() != self.steps.len() {
+        if plan.schedule.len() != self.prep.steps.len() {
             return Err(bad(format!(
                 "the plan schedules {} ops, the program {}",
                 plan.schedule.len(),
-                self.steps.len()
+                self.prep.steps.len()
             )));
         }
         for (p, &pos) in plan.schedule.iter().enumerate() {
-            if node_at(pos)? != self.steps[p].node {
+            if node_at(pos)? != self.prep.steps[p].node {
                 return Err(bad(format!(
                     "point {p}: the plan runs position {pos}, the program another op"
                 )));
             }
         }
-        let points = self.steps.len().max(1);
+        let points = self.prep.steps.len().max(1);
         let mut ev = Events {
             before: vec![Vec::new(); points],
             after: vec![Vec::new(); points],
@@ -126,9 +126,9 @@ impl Program<'_> {
                 .get(c.value.index())
                 .ok_or_else(|| bad(format!("no value {}", c.value)))?;
             let node = node_at(pv.node)?;
-            let value = self.base[node.index()]
+            let value = self.prep.base[node.index()]
                 .checked_add(pv.output)
-                .filter(|&v| (v as usize) < self.num_values)
+                .filter(|&v| (v as usize) < self.prep.num_values)
                 .ok_or_else(|| bad(format!("value {} is not computed", c.value)))?;
             let back = match d.kind {
                 DecisionKind::Swap => Back::Reload { value },
@@ -138,7 +138,7 @@ impl Program<'_> {
                         .iter()
                         .map(|&pos| {
                             let n = node_at(pos)?;
-                            match self.step_of.get(n.index()) {
+                            match self.prep.step_of.get(n.index()) {
                                 Some(&s) if s != super::NONE => Ok(s as usize),
                                 _ => Err(bad(format!("recompute position {pos} is not scheduled"))),
                             }
@@ -197,7 +197,7 @@ impl Program<'_> {
                     };
                     Some(self.back_in_arena(*value, p, t, stats))
                 };
-                *resident += self.sizes[*value as usize];
+                *resident += self.prep.sizes[*value as usize];
                 Ok(*resident)
             }
             Back::Recompute { value, steps } => {
@@ -210,7 +210,7 @@ impl Program<'_> {
                 // Last reader (index into `steps`) of every value the recompute produces.
                 let mut last: HashMap<u32, usize> = HashMap::new();
                 for (k, &si) in steps.iter().enumerate() {
-                    let s = &self.steps[si];
+                    let s = &self.prep.steps[si];
                     for &o in &s.operands {
                         if let Some(x) = last.get_mut(&o) {
                             *x = k;
@@ -223,7 +223,7 @@ impl Program<'_> {
                 let mut temps: HashMap<u32, Tensor> = HashMap::new();
                 let (mut live, mut peak) = (0u64, *resident);
                 for (k, &si) in steps.iter().enumerate() {
-                    let s = &self.steps[si];
+                    let s = &self.prep.steps[si];
                     let mut operands = Vec::with_capacity(s.operands.len());
                     for &o in &s.operands {
                         let t = temps
@@ -240,13 +240,13 @@ impl Program<'_> {
                     let (results, _) = self.run_kernel(s, operands, None)?;
                     for (i, t) in results.into_iter().enumerate() {
                         let u = s.first_result + i as u32;
-                        live += self.sizes[u as usize];
+                        live += self.prep.sizes[u as usize];
                         temps.insert(u, t);
                     }
                     peak = peak.max(*resident + live);
                     for (&u, &l) in &last {
                         if l == k && u != v && temps.remove(&u).is_some() {
-                            live -= self.sizes[u as usize];
+                            live -= self.prep.sizes[u as usize];
                         }
                     }
                 }
@@ -256,7 +256,7 @@ impl Program<'_> {
                     ))
                 })?;
                 slots[v as usize] = Some(self.back_in_arena(v, p, t, stats));
-                *resident += self.sizes[v as usize];
+                *resident += self.prep.sizes[v as usize];
                 Ok(peak)
             }
         }

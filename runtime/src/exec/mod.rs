@@ -57,6 +57,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use evict::{Back, Events, Evict};
+pub(crate) use placement::Offsets;
 pub use placement::Placement;
 
 const NONE: u32 = u32::MAX;
@@ -236,13 +237,11 @@ impl Executor {
     }
 }
 
-/// A graph with a validated schedule and all types evaluated at the bindings, ready to run.
-pub struct Program<'g> {
-    g: &'g Graph,
-    executor: Executor,
-    pool: Arc<BufferPool>,
-    memo: Option<Arc<jit::KernelMemo>>,
-    placement: Option<Placement>,
+/// What [`Program::new`] derives from the graph, the schedule and the bindings alone (value
+/// ids, each step's operands, result types and frees, the in-place writes): shared by the
+/// programs of one graph, schedule and bindings ([`Program::prepared`],
+/// [`Program::from_prepared`]), so that a step repeated at a shape skips it.
+pub(crate) struct Prepared {
     bindings: Bindings,
     steps: Vec<Step>,
     inputs: Vec<OutType>,
@@ -253,6 +252,16 @@ pub struct Program<'g> {
     base: Vec<u32>,
     /// Step index of each node, by node index (`NONE` for inputs).
     step_of: Vec<u32>,
+}
+
+/// A graph with a validated schedule and all types evaluated at the bindings, ready to run.
+pub struct Program<'g> {
+    g: &'g Graph,
+    executor: Executor,
+    pool: Arc<BufferPool>,
+    memo: Option<Arc<jit::KernelMemo>>,
+    placement: Option<Placement>,
+    prep: Arc<Prepared>,
 }
 
 impl<'g> Program<'g> {
@@ -276,12 +285,7 @@ impl<'g> Program<'g> {
         for (p, s) in steps.iter().enumerate() {
             step_of[s.node.index()] = p as u32;
         }
-        Ok(Program {
-            g,
-            executor: Executor::default(),
-            pool: BufferPool::none().clone(),
-            memo: None,
-            placement: None,
+        let prep = Prepared {
             bindings: bindings.clone(),
             steps,
             inputs: values.inputs,
@@ -290,7 +294,27 @@ impl<'g> Program<'g> {
             num_values: values.count,
             base: values.base,
             step_of,
-        })
+        };
+        Ok(Program::from_prepared(g, Arc::new(prep)))
+    }
+
+    /// The program of `prep`, which [`Program::prepared`] returned for a program of `g` (the
+    /// same graph: value ids and steps index it).
+    pub(crate) fn from_prepared(g: &'g Graph, prep: Arc<Prepared>) -> Program<'g> {
+        Program {
+            g,
+            executor: Executor::default(),
+            pool: BufferPool::none().clone(),
+            memo: None,
+            placement: None,
+            prep,
+        }
+    }
+
+    /// What this program derived from its graph, schedule and bindings, to make another
+    /// program of them with [`Program::from_prepared`].
+    pub(crate) fn prepared(&self) -> Arc<Prepared> {
+        self.prep.clone()
     }
 
     /// The program run with `executor`'s fusion kernels (default [`Executor::Jit`]).
@@ -315,7 +339,7 @@ impl<'g> Program<'g> {
 
     /// Bytes of the graph inputs at the bindings.
     pub fn input_bytes(&self) -> u64 {
-        self.sizes[..self.inputs.len()].iter().sum()
+        self.prep.sizes[..self.prep.inputs.len()].iter().sum()
     }
 
     /// The transient bytes a run of this program (a region) charges to the enclosing op,
@@ -331,13 +355,13 @@ impl<'g> Program<'g> {
     pub(crate) fn static_transient(&self) -> Result<u64, ExecError> {
         let mut resident = self.input_bytes();
         let mut peak = resident;
-        for s in &self.steps {
+        for s in &self.prep.steps {
             let node = self.g.node(s.node);
             resident += s.out.iter().map(OutType::bytes).sum::<u64>();
-            let own = control::static_region_bytes(node, &s.out, &s.in_place, &self.bindings)?;
+            let own = control::static_region_bytes(node, &s.out, &s.in_place, &self.prep.bindings)?;
             peak = peak.max((resident + own).saturating_sub(s.in_place_bytes));
             for &v in &s.frees {
-                resident -= self.sizes[v as usize];
+                resident -= self.prep.sizes[v as usize];
             }
         }
         Ok(peak - self.input_bytes())
@@ -345,7 +369,7 @@ impl<'g> Program<'g> {
 
     /// Number of program points (scheduled ops).
     pub fn points(&self) -> usize {
-        self.steps.len()
+        self.prep.steps.len()
     }
 
     /// Runs the program on `inputs` (graph input order); see [`execute`].
@@ -374,15 +398,15 @@ impl<'g> Program<'g> {
         let _recycling = self.pool.activate();
         let mut host: HashMap<u32, Tensor> = HashMap::new();
         let mut host_bytes = 0u64;
-        if inputs.len() != self.inputs.len() {
+        if inputs.len() != self.prep.inputs.len() {
             return Err(ExecError::InputCount {
                 graph: g.name.clone(),
-                expected: self.inputs.len(),
+                expected: self.prep.inputs.len(),
                 got: inputs.len(),
             });
         }
-        let mut slots: Vec<Option<Tensor>> = vec![None; self.num_values];
-        for (i, (t, ty)) in inputs.into_iter().zip(&self.inputs).enumerate() {
+        let mut slots: Vec<Option<Tensor>> = vec![None; self.prep.num_values];
+        for (i, (t, ty)) in inputs.into_iter().zip(&self.prep.inputs).enumerate() {
             if t.dtype() != ty.dtype || t.shape() != ty.shape.as_slice() {
                 let id = g.inputs()[i];
                 return Err(ExecError::InputMismatch {
@@ -397,23 +421,23 @@ impl<'g> Program<'g> {
         }
         let input_bytes = self.input_bytes();
         let mut stats = ExecStats {
-            resident_bytes: Vec::with_capacity(self.steps.len()),
-            regen_peak: vec![0; self.steps.len()],
+            resident_bytes: Vec::with_capacity(self.prep.steps.len()),
+            regen_peak: vec![0; self.prep.steps.len()],
             peak_bytes: input_bytes,
             peak_point: Point::new(0),
             host_peak_bytes: 0,
             regen_time: Duration::ZERO,
             input_bytes,
-            op_time: Vec::with_capacity(self.steps.len()),
+            op_time: Vec::with_capacity(self.prep.steps.len()),
             ..Default::default()
         };
         let mut resident = input_bytes;
-        for (p, s) in self.steps.iter().enumerate() {
+        for (p, s) in self.prep.steps.iter().enumerate() {
             if let Some(back) = events.and_then(|e| e.before.get(p)) {
                 let t0 = Instant::now();
                 for b in back {
                     if let Back::Reload { value } = b {
-                        host_bytes -= self.sizes[*value as usize];
+                        host_bytes -= self.prep.sizes[*value as usize];
                     }
                     let peak =
                         self.bring_back(b, p, &mut slots, &mut host, &mut resident, &mut stats)?;
@@ -450,7 +474,7 @@ impl<'g> Program<'g> {
                         t = pl.place(t, off, kept.remaining(i), &mut stats);
                     }
                 }
-                resident += self.sizes[v as usize];
+                resident += self.prep.sizes[v as usize];
                 slots[v as usize] = Some(t);
             }
             // An operand written in place holds a result: its bytes are counted once.
@@ -463,7 +487,7 @@ impl<'g> Program<'g> {
             stats.resident_bytes.push(now);
             for &v in &s.frees {
                 slots[v as usize] = None;
-                resident -= self.sizes[v as usize];
+                resident -= self.prep.sizes[v as usize];
             }
             if let Some(out) = events.and_then(|e| e.after.get(p)) {
                 for e in out {
@@ -476,9 +500,9 @@ impl<'g> Program<'g> {
                                 e.value
                             ),
                         })?;
-                    resident -= self.sizes[e.value as usize];
+                    resident -= self.prep.sizes[e.value as usize];
                     if e.to_host {
-                        host_bytes += self.sizes[e.value as usize];
+                        host_bytes += self.prep.sizes[e.value as usize];
                         host.insert(e.value, t.deep_copy());
                     }
                 }
@@ -487,8 +511,8 @@ impl<'g> Program<'g> {
             stats.op_time.push(start.elapsed());
             on_point(p);
         }
-        let mut outs = Vec::with_capacity(self.outputs.len());
-        for (i, &v) in self.outputs.iter().enumerate() {
+        let mut outs = Vec::with_capacity(self.prep.outputs.len());
+        for (i, &v) in self.prep.outputs.iter().enumerate() {
             outs.push(
                 slots[v as usize]
                     .clone()
@@ -515,7 +539,7 @@ impl Program<'_> {
         let ctx = Ctx {
             node,
             out: &s.out,
-            bindings: &self.bindings,
+            bindings: &self.prep.bindings,
             transient: Cell::new(0),
             in_place: &s.in_place,
             executor: self.executor,

@@ -38,6 +38,15 @@ use std::sync::Arc;
 /// Where the results of a program go in an arena; see the module docs.
 pub struct Placement {
     mem: Arc<ArenaMemory>,
+    offsets: Arc<Offsets>,
+}
+
+/// The offsets of a [`Placement`] in the program's value numbering: they depend on the
+/// program and the layout alone, not on the arena memory, and serve every step of one
+/// finalized plan ([`Program::arena_offsets`], [`Program::with_arena_offsets`]).
+pub(crate) struct Offsets {
+    /// Bytes of the layout (the arena must hold them).
+    arena_bytes: u64,
     /// Offset of each value's first interval (from its def point), by executor value id.
     at_def: Vec<Option<usize>>,
     /// Offset of a value's later interval, by (executor value id, point it starts at).
@@ -46,11 +55,11 @@ pub struct Placement {
 
 impl Placement {
     pub(crate) fn at_def(&self, v: u32) -> Option<usize> {
-        self.at_def.get(v as usize).copied().flatten()
+        self.offsets.at_def.get(v as usize).copied().flatten()
     }
 
     pub(crate) fn back(&self, v: u32, p: usize) -> Option<usize> {
-        self.back.get(&(v, p)).copied()
+        self.offsets.back.get(&(v, p)).copied()
     }
 
     /// Claims `ty`'s elements at `offset`.
@@ -180,25 +189,54 @@ impl Program<'_> {
     /// [`ExecError::Plan`] when an allocation names a value the program does not compute or
     /// an offset beyond `mem`.
     pub fn with_arena(
-        mut self,
+        self,
         plan: &Plan,
         arena: &Arena,
         mem: Arc<ArenaMemory>,
     ) -> Result<Self, ExecError> {
+        let offsets = Arc::new(self.offsets(plan, arena)?);
+        self.with_arena_offsets(offsets, mem)
+    }
+
+    /// As [`Program::with_arena`] with the offsets of an earlier program of the same
+    /// [`super::Prepared`] and layout ([`Program::arena_offsets`]).
+    ///
+    /// # Errors
+    /// [`ExecError::Plan`] when the layout needs more bytes than `mem` has.
+    pub(crate) fn with_arena_offsets(
+        mut self,
+        offsets: Arc<Offsets>,
+        mem: Arc<ArenaMemory>,
+    ) -> Result<Self, ExecError> {
+        if offsets.arena_bytes > mem.bytes() {
+            return Err(ExecError::Plan {
+                graph: self.g.name.clone(),
+                msg: format!(
+                    "the layout needs {} bytes, the arena has {}",
+                    offsets.arena_bytes,
+                    mem.bytes()
+                ),
+            });
+        }
+        self.placement = Some(Placement { mem, offsets });
+        Ok(self)
+    }
+
+    /// The offsets of an arena-backed program ([`Program::with_arena`]), if it is one.
+    pub(crate) fn arena_offsets(&self) -> Option<Arc<Offsets>> {
+        self.placement.as_ref().map(|p| p.offsets.clone())
+    }
+
+    /// The offsets of `arena`, the layout finalized for `plan`, in this program's numbering.
+    fn offsets(&self, plan: &Plan, arena: &Arena) -> Result<Offsets, ExecError> {
         let g = self.g;
         let bad = |msg: String| ExecError::Plan {
             graph: g.name.clone(),
             msg,
         };
-        if u64::try_from(arena.arena_bytes).ok() > Some(mem.bytes()) {
-            return Err(bad(format!(
-                "the layout needs {} bytes, the arena has {}",
-                arena.arena_bytes,
-                mem.bytes()
-            )));
-        }
+        let arena_bytes = u64::try_from(arena.arena_bytes).unwrap_or(0);
         let order = g.order();
-        let mut at_def = vec![None; self.num_values];
+        let mut at_def = vec![None; self.prep.num_values];
         let mut back = HashMap::new();
         for a in &arena.allocations {
             let pv = plan
@@ -210,9 +248,9 @@ impl Program<'_> {
             }
             let v = order
                 .get(pv.node.index())
-                .and_then(|n| self.base.get(n.index()))
+                .and_then(|n| self.prep.base.get(n.index()))
                 .and_then(|&b| b.checked_add(pv.output))
-                .filter(|&v| v != super::NONE && (v as usize) < self.num_values)
+                .filter(|&v| v != super::NONE && (v as usize) < self.prep.num_values)
                 .ok_or_else(|| bad(format!("value {} is not computed", a.value)))?;
             let offset = usize::try_from(a.offset)
                 .map_err(|_| bad(format!("value {}: offset {}", a.value, a.offset)))?;
@@ -222,7 +260,10 @@ impl Program<'_> {
                 back.insert((v, a.start.index()), offset);
             }
         }
-        self.placement = Some(Placement { mem, at_def, back });
-        Ok(self)
+        Ok(Offsets {
+            arena_bytes,
+            at_def,
+            back,
+        })
     }
 }

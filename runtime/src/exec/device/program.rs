@@ -197,7 +197,7 @@ impl Builder<'_, '_> {
     /// The bytes of value `v` at point `p` (the interval holding `p`; `start`: the one
     /// starting at `p`).
     fn range(&self, v: u32, p: usize, start: bool) -> Result<DevRange, ExecError> {
-        let bytes = self.prog.sizes[v as usize];
+        let bytes = self.prog.prep.sizes[v as usize];
         if bytes == 0 {
             return Ok(DevRange {
                 ptr: DevPtr {
@@ -226,7 +226,7 @@ impl Builder<'_, '_> {
     }
 
     fn label(&self, p: usize, step: usize) -> Label {
-        let s = &self.prog.steps[step];
+        let s = &self.prog.prep.steps[step];
         Label {
             point: p,
             what: format!(
@@ -280,7 +280,7 @@ impl Builder<'_, '_> {
         charge: bool,
     ) -> Result<(), ExecError> {
         let prog = self.prog;
-        let s = &prog.steps[si];
+        let s = &prog.prep.steps[si];
         let label = self.label(p, si);
         let types = self.types;
         let in_io: Vec<Io> = s
@@ -327,7 +327,7 @@ impl Builder<'_, '_> {
                         node,
                         &s.out,
                         &s.in_place,
-                        &prog.bindings,
+                        &prog.prep.bindings,
                     )?;
                     self.cmds.push(Cmd::Charge(t));
                 }
@@ -378,16 +378,16 @@ impl DeviceProgram {
             msg,
         };
         // Concrete type of every value.
-        let mut types: Vec<OutType> = prog.inputs.clone();
-        for s in &prog.steps {
+        let mut types: Vec<OutType> = prog.prep.inputs.clone();
+        for s in &prog.prep.steps {
             types.extend(s.out.iter().cloned());
         }
-        if types.len() != prog.num_values {
+        if types.len() != prog.prep.num_values {
             return Err(bad("value types do not match the program".into()));
         }
         // Device intervals of every value.
         let order = g.order();
-        let mut ivals: Intervals = vec![Vec::new(); prog.num_values];
+        let mut ivals: Intervals = vec![Vec::new(); prog.prep.num_values];
         for a in &arena.allocations {
             let pv = plan
                 .values
@@ -395,9 +395,9 @@ impl DeviceProgram {
                 .ok_or_else(|| bad(format!("the layout places a missing value {}", a.value)))?;
             let v = order
                 .get(pv.node.index())
-                .and_then(|n| prog.base.get(n.index()))
+                .and_then(|n| prog.prep.base.get(n.index()))
                 .and_then(|&b| b.checked_add(pv.output))
-                .filter(|&v| (v as usize) < prog.num_values)
+                .filter(|&v| (v as usize) < prog.prep.num_values)
                 .ok_or_else(|| bad(format!("value {} is not computed", a.value)))?;
             let _ = matches!(pv.class, ValueClass::Input);
             ivals[v as usize].push((
@@ -411,7 +411,7 @@ impl DeviceProgram {
             types: &types,
             lower: Lower {
                 graph: g,
-                bindings: &prog.bindings,
+                bindings: &prog.prep.bindings,
                 cache,
             },
             ivals,
@@ -429,7 +429,7 @@ impl DeviceProgram {
             host_ops: HashMap::new(),
         };
         b.cmds.push(Cmd::Point(0));
-        for i in 0..prog.inputs.len() {
+        for i in 0..prog.prep.inputs.len() {
             let r = b.range(i as u32, 0, false)?;
             b.cmds.push(Cmd::Claim {
                 range: r,
@@ -450,7 +450,7 @@ impl DeviceProgram {
                 });
             }
         }
-        for p in 0..prog.steps.len() {
+        for p in 0..prog.prep.steps.len() {
             if p > 0 {
                 b.cmds.push(Cmd::Point(p));
             }
@@ -495,9 +495,9 @@ impl DeviceProgram {
                 }
             }
         }
-        let last = prog.steps.len().saturating_sub(1);
-        let mut outputs = Vec::with_capacity(prog.outputs.len());
-        for &v in &prog.outputs {
+        let last = prog.prep.steps.len().saturating_sub(1);
+        let mut outputs = Vec::with_capacity(prog.prep.outputs.len());
+        for &v in &prog.prep.outputs {
             outputs.push((b.range(v, last, false)?, types[v as usize].clone()));
         }
         let mut cmds = b.cmds;
@@ -525,7 +525,7 @@ impl DeviceProgram {
 impl Builder<'_, '_> {
     /// The op of point `p` (see the module docs, 3 and 4).
     fn step(&mut self, p: usize) -> Result<(), ExecError> {
-        let s = &self.prog.steps[p];
+        let s = &self.prog.prep.steps[p];
         let mut ins = Vec::with_capacity(s.operands.len());
         for &v in &s.operands {
             ins.push(self.range(v, p, false)?);
@@ -600,7 +600,7 @@ impl Builder<'_, '_> {
         // Last reader (index into `steps`) of every value the recompute produces.
         let mut last: HashMap<u32, usize> = HashMap::new();
         for (k, &si) in steps.iter().enumerate() {
-            let s = &prog.steps[si];
+            let s = &prog.prep.steps[si];
             for o in &s.operands {
                 if let Some(x) = last.get_mut(o) {
                     *x = k;
@@ -614,7 +614,7 @@ impl Builder<'_, '_> {
         let mut top = 0u64;
         let mut produced = false;
         for (k, &si) in steps.iter().enumerate() {
-            let s = &prog.steps[si];
+            let s = &prog.prep.steps[si];
             let mut ins = Vec::with_capacity(s.operands.len());
             for &o in &s.operands {
                 ins.push(match temps.get(&o) {
@@ -625,7 +625,7 @@ impl Builder<'_, '_> {
             let mut outs = Vec::with_capacity(s.out.len());
             for i in 0..s.out.len() as u32 {
                 let u = s.first_result + i;
-                let bytes = prog.sizes[u as usize];
+                let bytes = prog.prep.sizes[u as usize];
                 let r = if u == v {
                     produced = true;
                     self.range(v, p, true)?
@@ -750,13 +750,13 @@ pub fn device_kernels(
     prog: &Program,
     cache: &KernelCache,
 ) -> Vec<Arc<ebb_codegen::gpu::GpuKernel>> {
-    let mut types: Vec<OutType> = prog.inputs.clone();
-    for s in &prog.steps {
+    let mut types: Vec<OutType> = prog.prep.inputs.clone();
+    for s in &prog.prep.steps {
         types.extend(s.out.iter().cloned());
     }
     let lower = Lower {
         graph: prog.g,
-        bindings: &prog.bindings,
+        bindings: &prog.prep.bindings,
         cache,
     };
     let at = DevPtr {
@@ -765,7 +765,7 @@ pub fn device_kernels(
     };
     let mut out: std::collections::BTreeMap<String, Arc<ebb_codegen::gpu::GpuKernel>> =
         Default::default();
-    for s in &prog.steps {
+    for s in &prog.prep.steps {
         let ins: Vec<Io> = s
             .operands
             .iter()

@@ -78,14 +78,14 @@ impl DeviceProgram {
         let g = prog.g;
         let name = g.name.clone();
         let derr = |e: DeviceError| device_err(&name, e);
-        if inputs.len() != prog.inputs.len() {
+        if inputs.len() != prog.prep.inputs.len() {
             return Err(ExecError::InputCount {
                 graph: name.clone(),
-                expected: prog.inputs.len(),
+                expected: prog.prep.inputs.len(),
                 got: inputs.len(),
             });
         }
-        for (i, (t, ty)) in inputs.iter().zip(&prog.inputs).enumerate() {
+        for (i, (t, ty)) in inputs.iter().zip(&prog.prep.inputs).enumerate() {
             let (dtype, shape) = match t {
                 StepInput::Host(t) => (t.dtype(), t.shape()),
                 StepInput::Device { dtype, shape, .. } => (*dtype, shape.as_slice()),
@@ -113,7 +113,7 @@ impl DeviceProgram {
         let mut host =
             |call: &HostCall, bytes: Vec<Vec<u8>>| -> Result<(Vec<Vec<u8>>, u64), ExecError> {
                 let t = Instant::now();
-                let s = &prog.steps[call.step];
+                let s = &prog.prep.steps[call.step];
                 let operands: Vec<Tensor> = s
                     .operands
                     .iter()
@@ -172,8 +172,8 @@ impl DeviceProgram {
             }
         }
         dev.synchronize().map_err(derr)?;
-        if !prog.steps.is_empty() {
-            on_point(prog.steps.len() - 1);
+        if !prog.prep.steps.is_empty() {
+            on_point(prog.prep.steps.len() - 1);
         }
         let mut outs = Vec::with_capacity(self.outputs.len());
         for (r, ty) in &self.outputs {
