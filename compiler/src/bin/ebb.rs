@@ -258,6 +258,12 @@ fn main() -> ExitCode {
         output::mark_stdout_closed();
     }
     output::install_signal_cleanup();
+    // A step runs on rayon's global pool (`ebb_runtime::step`): its threads get the main
+    // thread's 8 MiB of stack instead of the 2 MiB of a spawned thread (the first step's LLVM
+    // compiles, nested regions). Fails only when the pool exists already; then it is kept.
+    let _ = rayon::ThreadPoolBuilder::new()
+        .stack_size(8 << 20)
+        .build_global();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         // `ebb ... | head -1`: the reader has what it wanted; end quietly, as Unix filters do.
