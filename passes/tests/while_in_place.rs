@@ -135,3 +135,72 @@ fn a_scan_body_is_fused_and_stays_donated() {
     let (planned, checked, _) = peaks(&g, 1000, 64);
     assert_eq!(planned, checked);
 }
+
+/// [`SCAN`] with `xs` computed (`negate`) rather than a graph input, and read again after the
+/// loop (as a backward scan reads a forward scan's inputs) by `%after`; `unordered` adds a
+/// reader of `xs` that neither precedes nor follows the loop.
+fn scan_read_after(unordered: bool) -> Graph {
+    let (extra, ret) = if unordered {
+        ("  %u = exponential(%x) : f32[S,N]\n", ", %u")
+    } else {
+        ("", "")
+    };
+    let body = SCAN
+        .split_once("  %w:4")
+        .unwrap()
+        .1
+        .split_once("  return %w#2")
+        .unwrap()
+        .0;
+    ebb_testkit::graph(&format!(
+        r#"graph @scan {{
+  symbols N in [1, inf), S in [1, inf)
+  %xs = input {{index = 0, name = "xs"}} : f32[S,N]
+  %x = negate(%xs) : f32[S,N]
+  %i0 = constant {{value = dense<0> : i32}} : i32[]
+  %z = constant {{value = dense<0.0> : f32}} : f32[]
+  %h0 = broadcast_in_dim(%z) {{broadcast_dimensions = [], shape = dims[N]}} : f32[N]
+  %ys0 = broadcast_in_dim(%z) {{broadcast_dimensions = [], shape = dims[S, N]}} : f32[S,N]
+  %w:4{}{extra}  %after = multiply(%x, %w#2) : f32[S,N]
+  return %after{ret}
+}}"#,
+        body.replace("(%i0, %h0, %ys0, %xs)", "(%i0, %h0, %ys0, %x)")
+    ))
+}
+
+/// Tests that a reader after the loop of a carry the body returns unchanged is handed the
+/// loop's result (`ebb_passes::carry::hand_over_carries`), that the result then takes the
+/// operand's buffer (`in_place_writes`: operand 3 into result 3), and that the loop is charged
+/// `xs` once, not twice: the plan and the checker agree before and after. With a reader that
+/// may run on either side of the loop, nothing changes.
+#[test]
+fn a_carry_returned_unchanged_takes_its_operand_buffer() {
+    let mut plain = scan_read_after(false);
+    donate_into_branches(&mut plain);
+    let mut g = plain.clone();
+    assert_eq!(ebb_passes::carry::hand_over_carries(&mut g), 1);
+    ebb_ir::verify::verify(&g).unwrap();
+    let w = while_node(&g);
+    assert_eq!(
+        in_place_writes(&g).remove(&w),
+        Some(vec![InPlace {
+            operand: 3,
+            result: 3
+        }])
+    );
+    // Before the hand-over the operand is read after the loop: no in-place write.
+    assert_eq!(in_place_writes(&plain).remove(&while_node(&plain)), None);
+    let (n, s) = (1000, 64);
+    let (planned, checked, at_loop) = peaks(&g, n, s);
+    assert_eq!(planned, checked);
+    let (planned0, checked0, at_loop0) = peaks(&plain, n, s);
+    assert_eq!(planned0, checked0);
+    assert_eq!(at_loop0 - at_loop, 4 * n * s);
+
+    let mut unordered = scan_read_after(true);
+    assert_eq!(ebb_passes::carry::hand_over_carries(&mut unordered), 0);
+    assert_eq!(
+        in_place_writes(&unordered).remove(&while_node(&unordered)),
+        None
+    );
+}

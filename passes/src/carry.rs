@@ -1,0 +1,99 @@
+//! Loop-invariant carries handed over (`hand_over_carries`, run by the donation pass after
+//! the graph's inputs are donated).
+//!
+//! A `while` whose body returns its block argument `j` unchanged (a scan's inputs, a
+//! loop-invariant value: [`ebb_ir::op::while_forwards`]) has result `j` equal to operand `j`
+//! after any number of iterations. When that operand is also read after the loop (a forward
+//! scan's inputs, read again by the backward scan), its buffer is live across the loop and the
+//! result, the same elements, is charged beside it. Here every reader that runs after the
+//! loop in every schedule (a descendant of the `while`) reads result `j` instead, so the
+//! operand dies at the loop and the result takes its buffer
+//! ([`ebb_ir::op::in_place_writes`]): one buffer instead of two at the loop's point.
+//!
+//! A carry is handed over only when, afterwards, the operand's other readers all precede the
+//! loop (are its ancestors), and the operand is a buffer the step owns: computed by an op that
+//! is not a `constant`, or a donated graph input; not a graph output; read once by the loop.
+//! Otherwise nothing changes (rewiring then would only lengthen the result's life).
+//!
+//! Invariant: every rewired read reads the same elements as before (result `j` *is* operand
+//! `j`), so results are bit-identical; no edge is added from a reader that did not already
+//! follow the loop, so program order stays valid and no schedule is lost; only top-level
+//! `while` ops are handled.
+
+use ebb_ir::{Graph, NodeId, Op, OpKind, ValueRef};
+use petgraph::Direction;
+use std::collections::HashSet;
+
+/// The nodes reachable from `from` along `dir` (`from` excluded).
+fn reach(g: &Graph, from: NodeId, dir: Direction) -> HashSet<NodeId> {
+    let mut seen = HashSet::new();
+    let mut stack = vec![from];
+    while let Some(n) = stack.pop() {
+        for m in g.petgraph().neighbors_directed(n, dir) {
+            if seen.insert(m) {
+                stack.push(m);
+            }
+        }
+    }
+    seen
+}
+
+/// Hands over the loop-invariant carries of the top-level `while` ops of `g` (see the module
+/// docs); returns the number of reads rewired.
+pub fn hand_over_carries(g: &mut Graph) -> usize {
+    let loops: Vec<NodeId> = g
+        .order()
+        .iter()
+        .copied()
+        .filter(|&id| g.node(id).op == Op::While)
+        .collect();
+    let mut rewired = 0;
+    for w in loops {
+        let forwards = match g.node(w).regions.as_slice() {
+            [_, body] => ebb_ir::op::while_forwards(body),
+            _ => continue,
+        };
+        if forwards.is_empty() {
+            continue;
+        }
+        let after = reach(g, w, Direction::Outgoing);
+        let before = reach(g, w, Direction::Incoming);
+        let ops = g.operands(w);
+        for j in forwards {
+            let Some(&v) = ops.get(j) else {
+                continue;
+            };
+            let producer = g.node(v.node);
+            let owned = match producer.kind() {
+                OpKind::Input => g.aliasing_output(v.node).is_some(),
+                _ => !matches!(producer.op, Op::Constant(_)),
+            };
+            if !owned || ops.iter().filter(|&&x| x == v).count() != 1 || g.outputs().contains(&v) {
+                continue;
+            }
+            let readers: Vec<(NodeId, u32)> = g
+                .users(v.node)
+                .into_iter()
+                .filter(|&(u, _, out)| out == v.output && u != w)
+                .map(|(u, k, _)| (u, k))
+                .collect();
+            let late: Vec<(NodeId, u32)> = readers
+                .iter()
+                .copied()
+                .filter(|(u, _)| after.contains(u))
+                .collect();
+            if late.is_empty()
+                || readers
+                    .iter()
+                    .any(|(u, _)| !after.contains(u) && !before.contains(u))
+            {
+                continue;
+            }
+            for (u, k) in late {
+                g.set_operand(u, k, ValueRef::new(w, j as u32));
+                rewired += 1;
+            }
+        }
+    }
+    rewired
+}
