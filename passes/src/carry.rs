@@ -15,6 +15,13 @@
 //! is not a `constant`, or a donated graph input; not a graph output; read once by the loop.
 //! Otherwise nothing changes (rewiring then would only lengthen the result's life).
 //!
+//! A carry initialized with a splat (`broadcast_in_dim` of a scalar `constant`: the zeros a
+//! scan stacks its outputs into) that another op also reads — common-subexpression
+//! elimination merges the equal zero stacks of all the loops of a step into one — gets its own
+//! splat, made right before the loop ([`own_splats`]): the loop's operand then dies at the
+//! loop, so the body's updates of it (donated to its next value) take its buffer, instead of
+//! one zero stack held from the first loop to the last.
+//!
 //! Invariant: every rewired read reads the same elements as before (result `j` *is* operand
 //! `j`), so results are bit-identical; no edge is added from a reader that did not already
 //! follow the loop, so program order stays valid and no schedule is lost; only top-level
@@ -36,6 +43,68 @@ fn reach(g: &Graph, from: NodeId, dir: Direction) -> HashSet<NodeId> {
         }
     }
     seen
+}
+
+/// Whether `v` is a splat: a `broadcast_in_dim` of a rank-0 `constant`.
+fn is_splat(g: &Graph, v: ValueRef) -> bool {
+    let n = g.node(v.node);
+    if !matches!(n.op, Op::BroadcastInDim(_)) {
+        return false;
+    }
+    let ins = g.operands(v.node);
+    ins.len() == 1
+        && g.value_type(ins[0]).rank() == 0
+        && matches!(g.node(ins[0].node).op, Op::Constant(_))
+}
+
+/// Gives each computed carry of a top-level `while` of `g` whose operand is a splat read
+/// elsewhere too its own copy of the splat, placed right before the loop; removes splats left
+/// unread. Returns the number of splats made.
+pub fn own_splats(g: &mut Graph) -> usize {
+    let loops: Vec<NodeId> = g
+        .order()
+        .iter()
+        .copied()
+        .filter(|&id| g.node(id).op == Op::While)
+        .collect();
+    let mut made = 0;
+    let mut originals = HashSet::new();
+    for w in loops {
+        let forwards = match g.node(w).regions.as_slice() {
+            [_, body] => ebb_ir::op::while_forwards(body),
+            _ => continue,
+        };
+        for (j, v) in g.operands(w).into_iter().enumerate() {
+            let uses = g
+                .users(v.node)
+                .iter()
+                .filter(|&&(_, _, out)| out == v.output)
+                .count();
+            // (A splat already copied for an earlier loop is copied for this one too, so it
+            // is made right before each loop and the original is left unread.)
+            let shared = uses >= 2 || originals.contains(&v.node);
+            if forwards.contains(&j) || !shared || !is_splat(g, v) {
+                continue;
+            }
+            let node = g.node(v.node).clone();
+            let ins = g.operands(v.node);
+            let copy = g.add_node(node, &ins);
+            let mut order = g.order().to_vec();
+            order.pop();
+            let at = order.iter().position(|&n| n == w).unwrap_or(order.len());
+            order.insert(at, copy);
+            g.set_order(order);
+            g.set_operand(w, j as u32, ValueRef::new(copy, v.output));
+            originals.insert(v.node);
+            made += 1;
+        }
+    }
+    let unread: HashSet<NodeId> = originals
+        .into_iter()
+        .filter(|&n| g.users(n).is_empty() && !g.outputs().iter().any(|o| o.node == n))
+        .collect();
+    g.remove_nodes(&unread);
+    made
 }
 
 /// Hands over the loop-invariant carries of the top-level `while` ops of `g` (see the module

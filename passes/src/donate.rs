@@ -210,7 +210,7 @@ impl Pass for DonatePass {
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
         let changes = apply(g, &self.policy)?;
-        let changes = changes + crate::carry::hand_over_carries(g);
+        let changes = changes + crate::carry::own_splats(g) + crate::carry::hand_over_carries(g);
         donate_into_branches(g);
         cx.insert(report(g));
         Ok(PassResult::changes(changes))

@@ -111,7 +111,9 @@ fn a_scan_body_updates_its_stacked_result_in_place() {
     assert_eq!(planned, checked);
     let (planned0, checked0, at_loop0) = peaks(&plain, n, s);
     assert_eq!(planned0, checked0);
-    assert_eq!(at_loop0 - at_loop, 4 * n * s);
+    // The body's stacked result updated in place (4·N·S), and the loop's results for the
+    // stacked result and the state taking their dying splats' buffers (4·N·S + 4·N).
+    assert_eq!(at_loop0 - at_loop, 8 * n * s + 4 * n);
 }
 
 /// Tests that fusion groups the body's elementwise chain (`multiply`, `add`) into a loop
@@ -181,15 +183,28 @@ fn a_carry_returned_unchanged_takes_its_operand_buffer() {
     assert_eq!(ebb_passes::carry::hand_over_carries(&mut g), 1);
     ebb_ir::verify::verify(&g).unwrap();
     let w = while_node(&g);
+    // The state and the stacked result (dying splats, donated to their next values) before
+    // and after; `xs` only once the reader after the loop reads the result.
+    let carried = vec![
+        InPlace {
+            operand: 1,
+            result: 1,
+        },
+        InPlace {
+            operand: 2,
+            result: 2,
+        },
+    ];
+    let mut handed = carried.clone();
+    handed.push(InPlace {
+        operand: 3,
+        result: 3,
+    });
+    assert_eq!(in_place_writes(&g).remove(&w), Some(handed));
     assert_eq!(
-        in_place_writes(&g).remove(&w),
-        Some(vec![InPlace {
-            operand: 3,
-            result: 3
-        }])
+        in_place_writes(&plain).remove(&while_node(&plain)),
+        Some(carried)
     );
-    // Before the hand-over the operand is read after the loop: no in-place write.
-    assert_eq!(in_place_writes(&plain).remove(&while_node(&plain)), None);
     let (n, s) = (1000, 64);
     let (planned, checked, at_loop) = peaks(&g, n, s);
     assert_eq!(planned, checked);
@@ -199,8 +214,66 @@ fn a_carry_returned_unchanged_takes_its_operand_buffer() {
 
     let mut unordered = scan_read_after(true);
     assert_eq!(ebb_passes::carry::hand_over_carries(&mut unordered), 0);
+    let w = while_node(&unordered);
+    assert!(in_place_writes(&unordered)
+        .remove(&w)
+        .unwrap_or_default()
+        .iter()
+        .all(|x| x.operand != 3));
+}
+
+/// Tests that two loops sharing their zero-initialized carries (one splat each for `h0` and
+/// `ys0`, as common-subexpression elimination leaves them) each get their own splats
+/// (`ebb_passes::carry::own_splats`), the shared ones are removed, and each loop's computed
+/// carries then take their operands' buffers (results 1 and 2; not the counter, a constant,
+/// nor `xs`, a graph input the caller keeps); the plan and the checker agree.
+#[test]
+fn loops_sharing_a_zero_stack_get_their_own() {
+    let (head, tail) = SCAN.split_once("  return %w#2").unwrap();
+    let second = head
+        .split_once("  %w:4")
+        .unwrap()
+        .1
+        .replace(" = while", "  %v:4 = while");
+    let text = format!("{head}{second}  return %w#2, %v#2{tail}");
+    let mut g = ebb_testkit::graph(&text);
+    assert_eq!(ebb_passes::carry::own_splats(&mut g), 4);
+    donate_into_branches(&mut g);
+    ebb_ir::verify::verify(&g).unwrap();
+    let splats = g
+        .order()
+        .iter()
+        .filter(|&&n| g.node(n).kind() == OpKind::BroadcastInDim)
+        .count();
+    assert_eq!(splats, 4);
+    let writes = in_place_writes(&g);
+    let loops: Vec<_> = g
+        .order()
+        .iter()
+        .copied()
+        .filter(|&n| g.node(n).kind() == OpKind::While)
+        .collect();
+    assert_eq!(loops.len(), 2);
+    for w in loops {
+        assert_eq!(
+            writes.get(&w).cloned(),
+            Some(vec![
+                InPlace {
+                    operand: 1,
+                    result: 1
+                },
+                InPlace {
+                    operand: 2,
+                    result: 2
+                }
+            ])
+        );
+    }
+    let bind = ebb_testkit::bind(&[("N", 1000), ("S", 64)]);
+    let order = program_order(&g);
+    let plan = build_plan(&g, &order, &PlanOptions::default()).unwrap();
     assert_eq!(
-        in_place_writes(&unordered).remove(&while_node(&unordered)),
-        None
+        plan.peak_at(&bind).unwrap(),
+        check(&g, &plan, &[], &bind).unwrap().peak
     );
 }

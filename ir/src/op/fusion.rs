@@ -21,8 +21,8 @@
 //! In-place writes ([`in_place_writes`]): a loop fusion, `scatter` or `dynamic_update_slice`
 //! whose operand dies at it writes its result into that operand's buffer, and a `case` result
 //! that a branch returns unchanged from an operand dying at it (a forwarded operand) takes
-//! that operand's buffer, as does a `while` result that the body returns unchanged from its
-//! block argument; planner, checker and executor count the buffer once
+//! that operand's buffer, as does a `while` result carried from an operand dying at the loop
+//! (returned unchanged by the body, or donated to its next value); planner, checker and executor count the buffer once
 //! ([`in_place_bytes`] less at the op's point).
 //!
 //! Invariant: [`fusion_tile_bytes`] is the bytes the executor charges while the op runs, on top
@@ -328,10 +328,12 @@ pub struct InPlace {
 ///   branch's own peak is charged apart; the branch inputs of such operands are donated to the
 ///   branch's outputs by `ebb_passes::donate::donate_into_branches`, so a branch frees them
 ///   after their last read there).
-/// * A `while` result `j` that the body returns unchanged from its block argument `j`
-///   ([`while_forwards`]: a scan's inputs, loop-invariant values) takes the buffer of operand
-///   `j`: the loop never writes it (the body does not donate a returned argument), and the
-///   result *is* the operand after any number of iterations.
+/// * A `while` result `j` takes the buffer of operand `j` where the body returns its block
+///   argument `j` unchanged ([`while_forwards`]: a scan's inputs, loop-invariant values; the
+///   loop never writes it, and the result *is* the operand after any number of iterations),
+///   or donates that argument to its output `j` (`ebb_passes::donate::donate_into_branches`:
+///   each iteration's value replaces the last, as a scan's stacked outputs, updated in place,
+///   and its carry do): the loop holds one value of the carry at a time.
 ///
 /// In every case the operand has the result's element type and, provably, its element count;
 /// it is not a graph output, nor a graph input other than a donated one (`aliasing_output`),
@@ -471,8 +473,14 @@ fn compute_in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
                 pairs.sort_by_key(|w| w.result);
             }
             (Op::While, [_, body]) => {
-                for j in while_forwards(body) {
-                    if fits(j, j) {
+                let forwarded = while_forwards(body);
+                let args = body.inputs();
+                for j in 0..node.outputs.len() {
+                    let carried = forwarded.contains(&j)
+                        || args
+                            .get(j)
+                            .is_some_and(|&a| body.aliasing_output(a) == Some(j));
+                    if carried && fits(j, j) {
                         pairs.push(InPlace {
                             operand: j,
                             result: j,
