@@ -45,6 +45,20 @@ fn reach(g: &Graph, from: NodeId, dir: Direction) -> HashSet<NodeId> {
     seen
 }
 
+/// The top-level `while` ops of `g` with their carries returned unchanged
+/// ([`ebb_ir::op::while_forwards`]), in program order.
+fn top_level_loops(g: &Graph) -> Vec<(NodeId, Vec<usize>)> {
+    g.order()
+        .iter()
+        .filter_map(
+            |&id| match (&g.node(id).op, g.node(id).regions.as_slice()) {
+                (Op::While, [_, body]) => Some((id, ebb_ir::op::while_forwards(body))),
+                _ => None,
+            },
+        )
+        .collect()
+}
+
 /// Whether `v` is a splat: a `broadcast_in_dim` of a rank-0 `constant`.
 fn is_splat(g: &Graph, v: ValueRef) -> bool {
     let n = g.node(v.node);
@@ -61,19 +75,10 @@ fn is_splat(g: &Graph, v: ValueRef) -> bool {
 /// elsewhere too its own copy of the splat, placed right before the loop; removes splats left
 /// unread. Returns the number of splats made.
 pub fn own_splats(g: &mut Graph) -> usize {
-    let loops: Vec<NodeId> = g
-        .order()
-        .iter()
-        .copied()
-        .filter(|&id| g.node(id).op == Op::While)
-        .collect();
+    let loops = top_level_loops(g);
     let mut made = 0;
     let mut originals = HashSet::new();
-    for w in loops {
-        let forwards = match g.node(w).regions.as_slice() {
-            [_, body] => ebb_ir::op::while_forwards(body),
-            _ => continue,
-        };
+    for (w, forwards) in loops {
         for (j, v) in g.operands(w).into_iter().enumerate() {
             let uses = g
                 .users(v.node)
@@ -110,18 +115,9 @@ pub fn own_splats(g: &mut Graph) -> usize {
 /// Hands over the loop-invariant carries of the top-level `while` ops of `g` (see the module
 /// docs); returns the number of reads rewired.
 pub fn hand_over_carries(g: &mut Graph) -> usize {
-    let loops: Vec<NodeId> = g
-        .order()
-        .iter()
-        .copied()
-        .filter(|&id| g.node(id).op == Op::While)
-        .collect();
+    let loops = top_level_loops(g);
     let mut rewired = 0;
-    for w in loops {
-        let forwards = match g.node(w).regions.as_slice() {
-            [_, body] => ebb_ir::op::while_forwards(body),
-            _ => continue,
-        };
+    for (w, forwards) in loops {
         if forwards.is_empty() {
             continue;
         }
