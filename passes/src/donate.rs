@@ -25,7 +25,12 @@
 //! bodies: each carried argument is donated to its next value (the loop keeps only what the
 //! body returns), so a scan's `dynamic_update_slice` writes the stacked result in place.
 //!
-//! Invariant: the graph's ops are unchanged; every donated input names a distinct output of
+//! Loop-invariant `while` carries are handed over to the loop's result
+//! ([`crate::carry::hand_over_carries`]) once the inputs are donated (a donated input may be
+//! one), so that the operand dies at the loop and the result takes its buffer.
+//!
+//! Invariant: the graph's ops are unchanged but for reads rewired to a `while` result equal to
+//! the value read ([`crate::carry`]); every donated input names a distinct output of
 //! its own type computed by an op (checked again by [`ebb_ir::verify`]).
 
 use crate::manager::{Pass, PassContext, PassError, PassResult};
@@ -205,6 +210,7 @@ impl Pass for DonatePass {
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
         let changes = apply(g, &self.policy)?;
+        let changes = changes + crate::carry::own_splats(g) + crate::carry::hand_over_carries(g);
         donate_into_branches(g);
         cx.insert(report(g));
         Ok(PassResult::changes(changes))

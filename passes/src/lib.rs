@@ -4,6 +4,7 @@
 //! independent plan checker. One pass per file; see each module's docs for its invariant.
 
 pub mod canon;
+pub mod carry;
 pub mod donate;
 #[cfg(feature = "exact")]
 pub mod exact;

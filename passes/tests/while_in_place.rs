@@ -111,7 +111,9 @@ fn a_scan_body_updates_its_stacked_result_in_place() {
     assert_eq!(planned, checked);
     let (planned0, checked0, at_loop0) = peaks(&plain, n, s);
     assert_eq!(planned0, checked0);
-    assert_eq!(at_loop0 - at_loop, 4 * n * s);
+    // The body's stacked result updated in place (4·N·S), and the loop's results for the
+    // stacked result and the state taking their dying splats' buffers (4·N·S + 4·N).
+    assert_eq!(at_loop0 - at_loop, 8 * n * s + 4 * n);
 }
 
 /// Tests that fusion groups the body's elementwise chain (`multiply`, `add`) into a loop
@@ -134,4 +136,144 @@ fn a_scan_body_is_fused_and_stays_donated() {
     assert_eq!(donated(&g, 1), [Some(0), Some(1), Some(2), None]);
     let (planned, checked, _) = peaks(&g, 1000, 64);
     assert_eq!(planned, checked);
+}
+
+/// [`SCAN`] with `xs` computed (`negate`) rather than a graph input, and read again after the
+/// loop (as a backward scan reads a forward scan's inputs) by `%after`; `unordered` adds a
+/// reader of `xs` that neither precedes nor follows the loop.
+fn scan_read_after(unordered: bool) -> Graph {
+    let (extra, ret) = if unordered {
+        ("  %u = exponential(%x) : f32[S,N]\n", ", %u")
+    } else {
+        ("", "")
+    };
+    let body = SCAN
+        .split_once("  %w:4")
+        .unwrap()
+        .1
+        .split_once("  return %w#2")
+        .unwrap()
+        .0;
+    ebb_testkit::graph(&format!(
+        r#"graph @scan {{
+  symbols N in [1, inf), S in [1, inf)
+  %xs = input {{index = 0, name = "xs"}} : f32[S,N]
+  %x = negate(%xs) : f32[S,N]
+  %i0 = constant {{value = dense<0> : i32}} : i32[]
+  %z = constant {{value = dense<0.0> : f32}} : f32[]
+  %h0 = broadcast_in_dim(%z) {{broadcast_dimensions = [], shape = dims[N]}} : f32[N]
+  %ys0 = broadcast_in_dim(%z) {{broadcast_dimensions = [], shape = dims[S, N]}} : f32[S,N]
+  %w:4{}{extra}  %after = multiply(%x, %w#2) : f32[S,N]
+  return %after{ret}
+}}"#,
+        body.replace("(%i0, %h0, %ys0, %xs)", "(%i0, %h0, %ys0, %x)")
+    ))
+}
+
+/// Tests that a reader after the loop of a carry the body returns unchanged is handed the
+/// loop's result (`ebb_passes::carry::hand_over_carries`), that the result then takes the
+/// operand's buffer (`in_place_writes`: operand 3 into result 3), and that the loop is charged
+/// `xs` once, not twice: the plan and the checker agree before and after. With a reader that
+/// may run on either side of the loop, nothing changes.
+#[test]
+fn a_carry_returned_unchanged_takes_its_operand_buffer() {
+    let mut plain = scan_read_after(false);
+    donate_into_branches(&mut plain);
+    let mut g = plain.clone();
+    assert_eq!(ebb_passes::carry::hand_over_carries(&mut g), 1);
+    ebb_ir::verify::verify(&g).unwrap();
+    let w = while_node(&g);
+    // The state and the stacked result (dying splats, donated to their next values) before
+    // and after; `xs` only once the reader after the loop reads the result.
+    let carried = vec![
+        InPlace {
+            operand: 1,
+            result: 1,
+        },
+        InPlace {
+            operand: 2,
+            result: 2,
+        },
+    ];
+    let mut handed = carried.clone();
+    handed.push(InPlace {
+        operand: 3,
+        result: 3,
+    });
+    assert_eq!(in_place_writes(&g).remove(&w), Some(handed));
+    assert_eq!(
+        in_place_writes(&plain).remove(&while_node(&plain)),
+        Some(carried)
+    );
+    let (n, s) = (1000, 64);
+    let (planned, checked, at_loop) = peaks(&g, n, s);
+    assert_eq!(planned, checked);
+    let (planned0, checked0, at_loop0) = peaks(&plain, n, s);
+    assert_eq!(planned0, checked0);
+    assert_eq!(at_loop0 - at_loop, 4 * n * s);
+
+    let mut unordered = scan_read_after(true);
+    assert_eq!(ebb_passes::carry::hand_over_carries(&mut unordered), 0);
+    let w = while_node(&unordered);
+    assert!(in_place_writes(&unordered)
+        .remove(&w)
+        .unwrap_or_default()
+        .iter()
+        .all(|x| x.operand != 3));
+}
+
+/// Tests that two loops sharing their zero-initialized carries (one splat each for `h0` and
+/// `ys0`, as common-subexpression elimination leaves them) each get their own splats
+/// (`ebb_passes::carry::own_splats`), the shared ones are removed, and each loop's computed
+/// carries then take their operands' buffers (results 1 and 2; not the counter, a constant,
+/// nor `xs`, a graph input the caller keeps); the plan and the checker agree.
+#[test]
+fn loops_sharing_a_zero_stack_get_their_own() {
+    let (head, tail) = SCAN.split_once("  return %w#2").unwrap();
+    let second = head
+        .split_once("  %w:4")
+        .unwrap()
+        .1
+        .replace(" = while", "  %v:4 = while");
+    let text = format!("{head}{second}  return %w#2, %v#2{tail}");
+    let mut g = ebb_testkit::graph(&text);
+    assert_eq!(ebb_passes::carry::own_splats(&mut g), 4);
+    donate_into_branches(&mut g);
+    ebb_ir::verify::verify(&g).unwrap();
+    let splats = g
+        .order()
+        .iter()
+        .filter(|&&n| g.node(n).kind() == OpKind::BroadcastInDim)
+        .count();
+    assert_eq!(splats, 4);
+    let writes = in_place_writes(&g);
+    let loops: Vec<_> = g
+        .order()
+        .iter()
+        .copied()
+        .filter(|&n| g.node(n).kind() == OpKind::While)
+        .collect();
+    assert_eq!(loops.len(), 2);
+    for w in loops {
+        assert_eq!(
+            writes.get(&w).cloned(),
+            Some(vec![
+                InPlace {
+                    operand: 1,
+                    result: 1
+                },
+                InPlace {
+                    operand: 2,
+                    result: 2
+                }
+            ])
+        );
+    }
+    let bind = ebb_testkit::bind(&[("N", 1000), ("S", 64)]);
+    let order = program_order(&g);
+    let plan = build_plan(&g, &order, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        plan.peak_at(&bind).unwrap(),
+        check(&g, &plan, &[], &bind).unwrap().peak
+    );
 }

@@ -611,7 +611,10 @@ fn every_fixture_layout_stays_within_five_percent_of_the_planned_peak() {
 /// The 2-layer GPT whose blocks run under `lax.scan` (two `while` loops,
 /// stacked residuals) is unrolled at compile time, so its scheduled peak without a budget is
 /// within 5% of the unrolled export's (`gpt2_tiny_adamw`, the same model) at small and large
-/// shapes; with `--unroll off` the loops are planned whole and the peak is far above it.
+/// shapes; with `--unroll off` the loops are planned whole (each body's peak charged at its
+/// loop's point) and the peak is within 10% of it at S ≥ 256 (1.06–1.07×): the loops' carries
+/// share their operands' buffers (the stacked parameters a body returns unchanged, the
+/// residuals it stacks into a zero stack of its own).
 #[test]
 fn scan_fixture_schedules_within_five_percent_of_the_unrolled_export() {
     let scan = compiled("gpt2_tiny_scan");
@@ -637,7 +640,7 @@ fn scan_fixture_schedules_within_five_percent_of_the_unrolled_export() {
         assert!(p as f64 <= 1.05 * u as f64, "B={bb} S={s}: {p} vs {u}");
         if s >= 256 {
             assert!(
-                k as f64 > 1.3 * u as f64,
+                k as f64 <= 1.1 * u as f64,
                 "B={bb} S={s}: loops kept {k} vs {u}"
             );
         }

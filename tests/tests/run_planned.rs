@@ -268,6 +268,23 @@ fn unrolled_scan_fixture_runs_bit_identical_under_half_its_program_order_peak() 
     assert!(budget as f64 <= 0.5 * program_order_peak(&plan, &b) as f64);
 }
 
+/// A scan over a symbolic length (the Mamba-style S6 recurrence, `while` loops with trip count
+/// `S`, forward and backward): the loops' inputs, returned unchanged by their bodies, share
+/// their operands' buffers, so half the program-order peak is feasible at B=8, S=64 and the
+/// runs are bit-identical.
+#[test]
+fn symbolic_scan_fixture_runs_bit_identical_under_half_its_program_order_peak() {
+    let plan = compile("mamba_ssm");
+    let g = pipeline::plan_graph(&plan).unwrap();
+    assert!(g
+        .order()
+        .iter()
+        .any(|&id| g.node(id).kind() == OpKind::While));
+    let (budget, _) = run_plan("mamba_ssm", plan.clone(), "B=8,S=64", 0.5);
+    let b = pipeline::parse_bindings("B=8,S=64").unwrap();
+    assert!(budget as f64 <= 0.5 * program_order_peak(&plan, &b) as f64);
+}
+
 /// Dropout (threefry `while` loops, `ui64`, `bitcast_convert`) and a `lax.cond` gradient
 /// clip (`case`): half the program-order peak is feasible and the runs are bit-identical.
 #[test]

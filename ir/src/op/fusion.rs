@@ -21,7 +21,8 @@
 //! In-place writes ([`in_place_writes`]): a loop fusion, `scatter` or `dynamic_update_slice`
 //! whose operand dies at it writes its result into that operand's buffer, and a `case` result
 //! that a branch returns unchanged from an operand dying at it (a forwarded operand) takes
-//! that operand's buffer; planner, checker and executor count the buffer once
+//! that operand's buffer, as does a `while` result carried from an operand dying at the loop
+//! (returned unchanged by the body, or donated to its next value); planner, checker and executor count the buffer once
 //! ([`in_place_bytes`] less at the op's point).
 //!
 //! Invariant: [`fusion_tile_bytes`] is the bytes the executor charges while the op runs, on top
@@ -327,6 +328,12 @@ pub struct InPlace {
 ///   branch's own peak is charged apart; the branch inputs of such operands are donated to the
 ///   branch's outputs by `ebb_passes::donate::donate_into_branches`, so a branch frees them
 ///   after their last read there).
+/// * A `while` result `j` takes the buffer of operand `j` where the body returns its block
+///   argument `j` unchanged ([`while_forwards`]: a scan's inputs, loop-invariant values; the
+///   loop never writes it, and the result *is* the operand after any number of iterations),
+///   or donates that argument to its output `j` (`ebb_passes::donate::donate_into_branches`:
+///   each iteration's value replaces the last, as a scan's stacked outputs, updated in place,
+///   and its carry do): the loop holds one value of the carry at a time.
 ///
 /// In every case the operand has the result's element type and, provably, its element count;
 /// it is not a graph output, nor a graph input other than a donated one (`aliasing_output`),
@@ -357,6 +364,7 @@ fn compute_in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
                 | Op::Scatter(_)
                 | Op::DynamicUpdateSlice
                 | Op::Case
+                | Op::While
         )
     };
     let mut out = HashMap::new();
@@ -464,6 +472,22 @@ fn compute_in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
                 }
                 pairs.sort_by_key(|w| w.result);
             }
+            (Op::While, [_, body]) => {
+                let forwarded = while_forwards(body);
+                let args = body.inputs();
+                for j in 0..node.outputs.len() {
+                    let carried = forwarded.contains(&j)
+                        || args
+                            .get(j)
+                            .is_some_and(|&a| body.aliasing_output(a) == Some(j));
+                    if carried && fits(j, j) {
+                        pairs.push(InPlace {
+                            operand: j,
+                            result: j,
+                        });
+                    }
+                }
+            }
             _ => {}
         }
         if !pairs.is_empty() {
@@ -501,6 +525,20 @@ pub fn case_forwards(branches: &[Graph]) -> Vec<(usize, usize)> {
         }
     }
     out
+}
+
+/// The carried values `j` that a `while` body `body` returns unchanged: its output `j` is its
+/// block argument `j`, so the loop's result `j` is its operand `j` after any number of
+/// iterations (a scan's inputs and loop-invariant values). In order; linear in the body's
+/// outputs.
+pub fn while_forwards(body: &Graph) -> Vec<usize> {
+    let args = body.inputs();
+    body.outputs()
+        .iter()
+        .enumerate()
+        .filter(|&(j, v)| v.output == 0 && args.get(j) == Some(&v.node))
+        .map(|(j, _)| j)
+        .collect()
 }
 
 /// Program-order positions by node index and a visit mark per node, for the ancestor

@@ -1,0 +1,164 @@
+//! Loop-invariant carries handed over (`hand_over_carries`, run by the donation pass after
+//! the graph's inputs are donated).
+//!
+//! A `while` whose body returns its block argument `j` unchanged (a scan's inputs, a
+//! loop-invariant value: [`ebb_ir::op::while_forwards`]) has result `j` equal to operand `j`
+//! after any number of iterations. When that operand is also read after the loop (a forward
+//! scan's inputs, read again by the backward scan), its buffer is live across the loop and the
+//! result, the same elements, is charged beside it. Here every reader that runs after the
+//! loop in every schedule (a descendant of the `while`) reads result `j` instead, so the
+//! operand dies at the loop and the result takes its buffer
+//! ([`ebb_ir::op::in_place_writes`]): one buffer instead of two at the loop's point.
+//!
+//! A carry is handed over only when, afterwards, the operand's other readers all precede the
+//! loop (are its ancestors), and the operand is a buffer the step owns: computed by an op that
+//! is not a `constant`, or a donated graph input; not a graph output; read once by the loop.
+//! Otherwise nothing changes (rewiring then would only lengthen the result's life).
+//!
+//! A carry initialized with a splat (`broadcast_in_dim` of a scalar `constant`: the zeros a
+//! scan stacks its outputs into) that another op also reads — common-subexpression
+//! elimination merges the equal zero stacks of all the loops of a step into one — gets its own
+//! splat, made right before the loop ([`own_splats`]): the loop's operand then dies at the
+//! loop, so the body's updates of it (donated to its next value) take its buffer, instead of
+//! one zero stack held from the first loop to the last.
+//!
+//! Invariant: every rewired read reads the same elements as before (result `j` *is* operand
+//! `j`), so results are bit-identical; no edge is added from a reader that did not already
+//! follow the loop, so program order stays valid and no schedule is lost; only top-level
+//! `while` ops are handled.
+
+use ebb_ir::{Graph, NodeId, Op, OpKind, ValueRef};
+use petgraph::Direction;
+use std::collections::HashSet;
+
+/// The nodes reachable from `from` along `dir` (`from` excluded).
+fn reach(g: &Graph, from: NodeId, dir: Direction) -> HashSet<NodeId> {
+    let mut seen = HashSet::new();
+    let mut stack = vec![from];
+    while let Some(n) = stack.pop() {
+        for m in g.petgraph().neighbors_directed(n, dir) {
+            if seen.insert(m) {
+                stack.push(m);
+            }
+        }
+    }
+    seen
+}
+
+/// The top-level `while` ops of `g` with their carries returned unchanged
+/// ([`ebb_ir::op::while_forwards`]), in program order.
+fn top_level_loops(g: &Graph) -> Vec<(NodeId, Vec<usize>)> {
+    g.order()
+        .iter()
+        .filter_map(
+            |&id| match (&g.node(id).op, g.node(id).regions.as_slice()) {
+                (Op::While, [_, body]) => Some((id, ebb_ir::op::while_forwards(body))),
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+/// Whether `v` is a splat: a `broadcast_in_dim` of a rank-0 `constant`.
+fn is_splat(g: &Graph, v: ValueRef) -> bool {
+    let n = g.node(v.node);
+    if !matches!(n.op, Op::BroadcastInDim(_)) {
+        return false;
+    }
+    let ins = g.operands(v.node);
+    ins.len() == 1
+        && g.value_type(ins[0]).rank() == 0
+        && matches!(g.node(ins[0].node).op, Op::Constant(_))
+}
+
+/// Gives each computed carry of a top-level `while` of `g` whose operand is a splat read
+/// elsewhere too its own copy of the splat, placed right before the loop; removes splats left
+/// unread. Returns the number of splats made.
+pub fn own_splats(g: &mut Graph) -> usize {
+    let loops = top_level_loops(g);
+    let mut made = 0;
+    let mut originals = HashSet::new();
+    for (w, forwards) in loops {
+        for (j, v) in g.operands(w).into_iter().enumerate() {
+            let uses = g
+                .users(v.node)
+                .iter()
+                .filter(|&&(_, _, out)| out == v.output)
+                .count();
+            // (A splat already copied for an earlier loop is copied for this one too, so it
+            // is made right before each loop and the original is left unread.)
+            let shared = uses >= 2 || originals.contains(&v.node);
+            if forwards.contains(&j) || !shared || !is_splat(g, v) {
+                continue;
+            }
+            let node = g.node(v.node).clone();
+            let ins = g.operands(v.node);
+            let copy = g.add_node(node, &ins);
+            let mut order = g.order().to_vec();
+            order.pop();
+            let at = order.iter().position(|&n| n == w).unwrap_or(order.len());
+            order.insert(at, copy);
+            g.set_order(order);
+            g.set_operand(w, j as u32, ValueRef::new(copy, v.output));
+            originals.insert(v.node);
+            made += 1;
+        }
+    }
+    let unread: HashSet<NodeId> = originals
+        .into_iter()
+        .filter(|&n| g.users(n).is_empty() && !g.outputs().iter().any(|o| o.node == n))
+        .collect();
+    g.remove_nodes(&unread);
+    made
+}
+
+/// Hands over the loop-invariant carries of the top-level `while` ops of `g` (see the module
+/// docs); returns the number of reads rewired.
+pub fn hand_over_carries(g: &mut Graph) -> usize {
+    let loops = top_level_loops(g);
+    let mut rewired = 0;
+    for (w, forwards) in loops {
+        if forwards.is_empty() {
+            continue;
+        }
+        let after = reach(g, w, Direction::Outgoing);
+        let before = reach(g, w, Direction::Incoming);
+        let ops = g.operands(w);
+        for j in forwards {
+            let Some(&v) = ops.get(j) else {
+                continue;
+            };
+            let producer = g.node(v.node);
+            let owned = match producer.kind() {
+                OpKind::Input => g.aliasing_output(v.node).is_some(),
+                _ => !matches!(producer.op, Op::Constant(_)),
+            };
+            if !owned || ops.iter().filter(|&&x| x == v).count() != 1 || g.outputs().contains(&v) {
+                continue;
+            }
+            let readers: Vec<(NodeId, u32)> = g
+                .users(v.node)
+                .into_iter()
+                .filter(|&(u, _, out)| out == v.output && u != w)
+                .map(|(u, k, _)| (u, k))
+                .collect();
+            let late: Vec<(NodeId, u32)> = readers
+                .iter()
+                .copied()
+                .filter(|(u, _)| after.contains(u))
+                .collect();
+            if late.is_empty()
+                || readers
+                    .iter()
+                    .any(|(u, _)| !after.contains(u) && !before.contains(u))
+            {
+                continue;
+            }
+            for (u, k) in late {
+                g.set_operand(u, k, ValueRef::new(w, j as u32));
+                rewired += 1;
+            }
+        }
+    }
+    rewired
+}
