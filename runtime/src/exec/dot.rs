@@ -264,8 +264,67 @@ const THIN_WORK: usize = 1 << 16;
 
 /// `c = a · b` for a shallow contraction: each output row is accumulated in a fixed-size
 /// block (vectorized by the compiler) over `p = 0..k` in order. Views must be checked.
+///
+/// Compiled once more for AVX2 and for AVX-512, taken when the CPU has them: the vectors are
+/// wider, the operations the same (separate multiplies and adds, never fused, in the same
+/// order), so every build gives the same bits.
 #[allow(clippy::too_many_arguments)]
 fn small_k<T: Gemm>(m: usize, k: usize, n: usize, a: &[T], av: Mat, b: &[T], bv: Mat, c: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn avx512<T: Gemm>(
+            m: usize,
+            k: usize,
+            n: usize,
+            a: &[T],
+            av: Mat,
+            b: &[T],
+            bv: Mat,
+            c: &mut [T],
+        ) {
+            small_k_body(m, k, n, a, av, b, bv, c)
+        }
+        #[target_feature(enable = "avx2")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn avx2<T: Gemm>(
+            m: usize,
+            k: usize,
+            n: usize,
+            a: &[T],
+            av: Mat,
+            b: &[T],
+            bv: Mat,
+            c: &mut [T],
+        ) {
+            small_k_body(m, k, n, a, av, b, bv, c)
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked above).
+            return unsafe { avx512(m, k, n, a, av, b, bv, c) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked above).
+            return unsafe { avx2(m, k, n, a, av, b, bv, c) };
+        }
+    }
+    small_k_body(m, k, n, a, av, b, bv, c)
+}
+
+/// [`small_k`]'s loops, inlined into each of its target-feature variants.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn small_k_body<T: Gemm>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    av: Mat,
+    b: &[T],
+    bv: Mat,
+    c: &mut [T],
+) {
     const W: usize = 64;
     // B as a contiguous k x n block
     let bc: std::borrow::Cow<[T]> = if bv.cs == 1 && bv.rs == n as isize {
