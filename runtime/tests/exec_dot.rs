@@ -280,6 +280,22 @@ proptest! {
         prop_assume!(check_conv(case));
     }
 
+    /// Tests depthwise convolutions (one feature per group, many groups: a depthwise layer's
+    /// forward pass and input gradient by feature groups, its weight gradient by batch groups
+    /// with a result batch of 1), computed directly rather than by GEMMs, against the direct
+    /// definition, in every layout.
+    #[test]
+    fn depthwise_convolutions_match_definition(
+        n in 1usize..4, g in 2usize..70, batch_groups in any::<bool>(),
+        h in 1usize..9, w in 1usize..4, kh in 1usize..5, kw in 1usize..3,
+        stride in 1i64..3, pad_lo in -1i64..4, pad_hi in -1i64..4, rdil in 1i64..3,
+        layout in 0usize..LAYOUTS.len(), seed in any::<u64>(),
+    ) {
+        let n = if batch_groups { 1 } else { n };
+        let case = ConvCase { n, g, batch_groups, ci: 1, og: 1, hw: (h, w), k: (kh, kw), stride, pad: (pad_lo, pad_hi), ldil: 1, rdil, layout, seed };
+        prop_assume!(check_conv(case));
+    }
+
     /// Tests the weight-gradient shape of a convolution (a kernel as large as the image, few
     /// output positions, a long contraction over batch and image: the split-contraction
     /// lowering, with lhs dilation as a transposed convolution's weight gradient has) and the

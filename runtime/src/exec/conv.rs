@@ -49,17 +49,17 @@ const CHUNK_MIN_ROWS: usize = 2048;
 
 /// One spatial dimension of a convolution.
 #[derive(Clone, Copy, Debug)]
-struct Dim {
+pub(super) struct Dim {
     /// Input size (before lhs dilation), output size, kernel size.
-    xin: usize,
-    q: usize,
-    k: usize,
-    stride: i64,
-    ldil: i64,
-    rdil: i64,
-    pad_lo: i64,
+    pub(super) xin: usize,
+    pub(super) q: usize,
+    pub(super) k: usize,
+    pub(super) stride: i64,
+    pub(super) ldil: i64,
+    pub(super) rdil: i64,
+    pub(super) pad_lo: i64,
     /// Element stride of this dimension in `x`.
-    sx: isize,
+    pub(super) sx: isize,
 }
 
 impl Dim {
@@ -100,14 +100,14 @@ fn phases(d: &Dim) -> Vec<Phase> {
 }
 
 /// A dense sub-convolution: the product of one phase per spatial dimension.
-struct Class {
+pub(super) struct Class {
     /// Flat output spatial index (row-major over all `q`) of each class position.
-    qpos: Vec<usize>,
+    pub(super) qpos: Vec<usize>,
     /// Flat kernel spatial index of each tap.
-    taps: Vec<usize>,
+    pub(super) taps: Vec<usize>,
     /// `[qpos.len() × taps.len()]`: spatial element offset in `x` of (position, tap), or
     /// `None` for padding.
-    off: Vec<Option<isize>>,
+    pub(super) off: Vec<Option<isize>>,
 }
 
 /// Row-major flat indices and per-dimension coordinates of the product of `lists`.
@@ -311,23 +311,23 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
 }
 
 /// A validated convolution on the operands' own layouts.
-struct Geometry {
-    dims: Vec<Dim>,
-    xshape: Vec<usize>,
-    wshape: Vec<usize>,
-    x_batch: usize,
-    x_feature: usize,
-    x_spatial: Vec<usize>,
-    w_out: usize,
-    w_in: usize,
-    w_spatial: Vec<usize>,
+pub(super) struct Geometry {
+    pub(super) dims: Vec<Dim>,
+    pub(super) xshape: Vec<usize>,
+    pub(super) wshape: Vec<usize>,
+    pub(super) x_batch: usize,
+    pub(super) x_feature: usize,
+    pub(super) x_spatial: Vec<usize>,
+    pub(super) w_out: usize,
+    pub(super) w_in: usize,
+    pub(super) w_spatial: Vec<usize>,
     /// Result batch, kernel input features, output features, output features per group.
-    nb_out: usize,
-    i: usize,
-    o: usize,
-    og: usize,
-    fgc: usize,
-    bgc: usize,
+    pub(super) nb_out: usize,
+    pub(super) i: usize,
+    pub(super) o: usize,
+    pub(super) og: usize,
+    pub(super) fgc: usize,
+    pub(super) bgc: usize,
 }
 
 impl Geometry {
@@ -338,13 +338,13 @@ impl Geometry {
         self.dims.iter().map(|d| d.k).product()
     }
     /// Whether the rows lowering serves (else the contraction one, see the module docs).
-    fn by_rows(&self) -> bool {
+    pub(super) fn by_rows(&self) -> bool {
         let rows = self.nb_out * self.q();
         let contraction = self.i * self.k();
         contraction <= 4 * rows || rows > 4096
     }
     /// Element strides of `x`'s batch and feature dimensions.
-    fn x_strides(&self) -> (isize, isize) {
+    pub(super) fn x_strides(&self) -> (isize, isize) {
         let xst = istrides_of(&self.xshape);
         (xst[self.x_batch], xst[self.x_feature])
     }
@@ -360,6 +360,24 @@ impl Geometry {
         };
         (xo, g * self.og)
     }
+    /// The element offset in the kernel of each flat spatial tap of `taps` (row-major over the
+    /// kernel's spatial dimensions).
+    pub(super) fn tap_offsets(&self, taps: &[usize]) -> Vec<isize> {
+        let wst = istrides_of(&self.wshape);
+        let ksz: Vec<usize> = self.w_spatial.iter().map(|&d| self.wshape[d]).collect();
+        taps.iter()
+            .map(|&t| {
+                let mut rem = t;
+                let mut off = 0isize;
+                for (j, &d) in self.w_spatial.iter().enumerate().rev() {
+                    off += (rem % ksz[j]) as isize * wst[d];
+                    rem /= ksz[j];
+                }
+                off
+            })
+            .collect()
+    }
+
     /// The kernel of group `g` restricted to `taps` as a `[rows, og]` matrix whose rows are
     /// `(tap, c)` (`tap_major`) or `(c, tap)`: a strided view when the rows are one stride of
     /// the kernel's own buffer (all taps), else a copy.
@@ -390,19 +408,7 @@ impl Geometry {
                 return (Cow::Borrowed(w), m);
             }
         }
-        let ksz: Vec<usize> = self.w_spatial.iter().map(|&d| self.wshape[d]).collect();
-        let tap_off: Vec<isize> = taps
-            .iter()
-            .map(|&t| {
-                let mut rem = t;
-                let mut off = 0isize;
-                for (j, &d) in self.w_spatial.iter().enumerate().rev() {
-                    off += (rem % ksz[j]) as isize * wst[d];
-                    rem /= ksz[j];
-                }
-                off
-            })
-            .collect();
+        let tap_off = self.tap_offsets(taps);
         let (so, si) = (wst[self.w_out], wst[self.w_in]);
         let mut v = Vec::with_capacity(taps.len() * self.i * self.og);
         let mut push_row = |base: isize| {
@@ -508,6 +514,9 @@ fn conv_typed<T: Gemm>(
         return Ok(out);
     }
     let cls = classes(&g.dims);
+    if super::conv_depthwise::depthwise(&x, &w, g, &cls, &mut out)? {
+        return Ok(out);
+    }
     let groups = g.fgc.max(g.bgc);
     for grp in 0..groups {
         for class in &cls {

@@ -26,6 +26,7 @@ pub mod arith;
 mod build;
 mod control;
 mod conv;
+mod conv_depthwise;
 pub mod device;
 mod dot;
 #[doc(hidden)]
