@@ -272,34 +272,27 @@ const THIN_WORK: usize = 1 << 16;
 fn small_k<T: Gemm>(m: usize, k: usize, n: usize, a: &[T], av: Mat, b: &[T], bv: Mat, c: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
     {
-        #[target_feature(enable = "avx512f")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn avx512<T: Gemm>(
-            m: usize,
-            k: usize,
-            n: usize,
-            a: &[T],
-            av: Mat,
-            b: &[T],
-            bv: Mat,
-            c: &mut [T],
-        ) {
-            small_k_body(m, k, n, a, av, b, bv, c)
+        // `small_k_body` compiled for one more target feature.
+        macro_rules! variant {
+            ($name:ident, $feature:literal) => {
+                #[target_feature(enable = $feature)]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn $name<T: Gemm>(
+                    m: usize,
+                    k: usize,
+                    n: usize,
+                    a: &[T],
+                    av: Mat,
+                    b: &[T],
+                    bv: Mat,
+                    c: &mut [T],
+                ) {
+                    small_k_body(m, k, n, a, av, b, bv, c)
+                }
+            };
         }
-        #[target_feature(enable = "avx2")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn avx2<T: Gemm>(
-            m: usize,
-            k: usize,
-            n: usize,
-            a: &[T],
-            av: Mat,
-            b: &[T],
-            bv: Mat,
-            c: &mut [T],
-        ) {
-            small_k_body(m, k, n, a, av, b, bv, c)
-        }
+        variant!(avx512, "avx512f");
+        variant!(avx2, "avx2");
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F (checked above).
             return unsafe { avx512(m, k, n, a, av, b, bv, c) };
