@@ -20,14 +20,18 @@
 //! elimination merges the equal zero stacks of all the loops of a step into one — gets its own
 //! splat, made right before the loop ([`own_splats`]): the loop's operand then dies at the
 //! loop, so the body's updates of it (donated to its next value) take its buffer, instead of
-//! one zero stack held from the first loop to the last.
+//! one zero stack held from the first loop to the last. A splat `constant` (constant folding
+//! makes one of such a broadcast when the shapes are static, as in a plan compiled for one
+//! shape) is made anew as a broadcast before its loop even when only the loop reads it: a
+//! constant's buffer is never written in place.
 //!
 //! Invariant: every rewired read reads the same elements as before (result `j` *is* operand
 //! `j`), so results are bit-identical; no edge is added from a reader that did not already
 //! follow the loop, so program order stays valid and no schedule is lost; only top-level
 //! `while` ops are handled.
 
-use ebb_ir::{Graph, NodeId, Op, OpKind, ValueRef};
+use ebb_ir::op::BroadcastSpec;
+use ebb_ir::{Graph, Literal, Node, NodeId, Op, OpKind, TensorType, ValueRef};
 use petgraph::Direction;
 use std::collections::HashSet;
 
@@ -59,21 +63,36 @@ fn top_level_loops(g: &Graph) -> Vec<(NodeId, Vec<usize>)> {
         .collect()
 }
 
-/// Whether `v` is a splat: a `broadcast_in_dim` of a rank-0 `constant`.
-fn is_splat(g: &Graph, v: ValueRef) -> bool {
+/// A splat a carry starts from: a `broadcast_in_dim` of a rank-0 `constant` (copied as it
+/// is), or a splat `constant` of rank > 0 (what constant folding makes of one when the shape
+/// is static; made anew as a rank-0 `constant` and its `broadcast_in_dim`, since a constant's
+/// buffer is never written in place).
+enum Splat {
+    Broadcast,
+    Constant(Literal),
+}
+
+/// The splat `v` is, if it is one.
+fn splat_of(g: &Graph, v: ValueRef) -> Option<Splat> {
     let n = g.node(v.node);
-    if !matches!(n.op, Op::BroadcastInDim(_)) {
-        return false;
+    match &n.op {
+        Op::BroadcastInDim(_) => {
+            let ins = g.operands(v.node);
+            (ins.len() == 1
+                && g.value_type(ins[0]).rank() == 0
+                && matches!(g.node(ins[0].node).op, Op::Constant(_)))
+            .then_some(Splat::Broadcast)
+        }
+        Op::Constant(lit) if lit.splat && g.value_type(v).rank() > 0 => {
+            Some(Splat::Constant(lit.clone()))
+        }
+        _ => None,
     }
-    let ins = g.operands(v.node);
-    ins.len() == 1
-        && g.value_type(ins[0]).rank() == 0
-        && matches!(g.node(ins[0].node).op, Op::Constant(_))
 }
 
 /// Gives each computed carry of a top-level `while` of `g` whose operand is a splat read
-/// elsewhere too its own copy of the splat, placed right before the loop; removes splats left
-/// unread. Returns the number of splats made.
+/// elsewhere too (or a splat `constant`, see [`Splat`]) its own splat, placed right before
+/// the loop; removes splats left unread. Returns the number of splats made.
 pub fn own_splats(g: &mut Graph) -> usize {
     let loops = top_level_loops(g);
     let mut made = 0;
@@ -88,18 +107,40 @@ pub fn own_splats(g: &mut Graph) -> usize {
             // (A splat already copied for an earlier loop is copied for this one too, so it
             // is made right before each loop and the original is left unread.)
             let shared = uses >= 2 || originals.contains(&v.node);
-            if forwards.contains(&j) || !shared || !is_splat(g, v) {
+            let Some(splat) = splat_of(g, v).filter(|_| !forwards.contains(&j)) else {
                 continue;
-            }
-            let node = g.node(v.node).clone();
-            let ins = g.operands(v.node);
-            let copy = g.add_node(node, &ins);
+            };
+            let before = g.order().len();
+            let copy = match splat {
+                Splat::Broadcast if shared => {
+                    let node = g.node(v.node).clone();
+                    let ins = g.operands(v.node);
+                    g.add_node(node, &ins)
+                }
+                Splat::Broadcast => continue,
+                Splat::Constant(lit) => {
+                    let ty = g.value_type(v).clone();
+                    let loc = g.node(v.node).loc.clone();
+                    let mut scalar =
+                        Node::new(Op::Constant(lit), vec![TensorType::scalar(ty.dtype)]);
+                    scalar.loc = loc.clone();
+                    let scalar = g.add_node(scalar, &[]);
+                    let spec = BroadcastSpec {
+                        dims: Vec::new(),
+                        shape: ty.shape.clone(),
+                    };
+                    let mut b = Node::new(Op::BroadcastInDim(spec), vec![ty]);
+                    b.loc = loc;
+                    g.add_node(b, &[ValueRef::new(scalar, 0)])
+                }
+            };
+            // The new nodes were appended to the program order: move them before the loop.
             let mut order = g.order().to_vec();
-            order.pop();
+            let new: Vec<NodeId> = order.split_off(before);
             let at = order.iter().position(|&n| n == w).unwrap_or(order.len());
-            order.insert(at, copy);
+            order.splice(at..at, new);
             g.set_order(order);
-            g.set_operand(w, j as u32, ValueRef::new(copy, v.output));
+            g.set_operand(w, j as u32, ValueRef::new(copy, 0));
             originals.insert(v.node);
             made += 1;
         }

@@ -277,3 +277,55 @@ fn loops_sharing_a_zero_stack_get_their_own() {
         check(&g, &plan, &[], &bind).unwrap().peak
     );
 }
+
+/// Splat `constant` carries (what constant folding makes of the zero stacks when the shapes
+/// are static, as in a plan compiled for one shape) are made anew as broadcasts right before
+/// the loop, even when only the loop reads them (a constant's buffer is never written in
+/// place), so the loop's computed carries take their operands' buffers as in the symbolic
+/// plan; the plan and the checker agree.
+#[test]
+fn splat_constant_carries_are_made_anew_before_their_loop() {
+    let text = SCAN
+        .replace(
+            "%h0 = broadcast_in_dim(%z) {broadcast_dimensions = [], shape = dims[N]} : f32[N]",
+            "%h0 = constant {value = dense<0.0> : f32} : f32[N]",
+        )
+        .replace(
+            "%ys0 = broadcast_in_dim(%z) {broadcast_dimensions = [], shape = dims[S, N]} : f32[S,N]",
+            "%ys0 = constant {value = dense<0.0> : f32} : f32[S,N]",
+        );
+    let mut g = ebb_testkit::graph(&text);
+    assert!(in_place_writes(&g)
+        .get(&while_node(&g))
+        .is_none_or(|w| w.is_empty()));
+    assert_eq!(ebb_passes::carry::own_splats(&mut g), 2);
+    donate_into_branches(&mut g);
+    ebb_ir::verify::verify(&g).unwrap();
+    let w = while_node(&g);
+    let order = g.order().to_vec();
+    let at = order.iter().position(|&n| n == w).unwrap();
+    for v in &g.operands(w)[1..3] {
+        assert_eq!(g.node(v.node).kind(), OpKind::BroadcastInDim);
+        assert!(order.iter().position(|&n| n == v.node).unwrap() < at);
+    }
+    assert_eq!(
+        in_place_writes(&g).get(&w).cloned(),
+        Some(vec![
+            InPlace {
+                operand: 1,
+                result: 1
+            },
+            InPlace {
+                operand: 2,
+                result: 2
+            }
+        ])
+    );
+    let bind = ebb_testkit::bind(&[("N", 1000), ("S", 64)]);
+    let order = program_order(&g);
+    let plan = build_plan(&g, &order, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        plan.peak_at(&bind).unwrap(),
+        check(&g, &plan, &[], &bind).unwrap().peak
+    );
+}
