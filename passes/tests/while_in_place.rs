@@ -255,26 +255,34 @@ fn loops_sharing_a_zero_stack_get_their_own() {
         .collect();
     assert_eq!(loops.len(), 2);
     for w in loops {
-        assert_eq!(
-            writes.get(&w).cloned(),
-            Some(vec![
-                InPlace {
-                    operand: 1,
-                    result: 1
-                },
-                InPlace {
-                    operand: 2,
-                    result: 2
-                }
-            ])
-        );
+        assert_eq!(writes.get(&w).cloned(), Some(computed_carries_in_place()));
     }
+    plan_matches_checker(&g);
+}
+
+/// The in-place writes of [`SCAN`]'s loop once its computed carries (the state `h` and the
+/// stacked `ys`) take their operands' buffers: operand 1 into result 1, 2 into 2.
+fn computed_carries_in_place() -> Vec<InPlace> {
+    vec![
+        InPlace {
+            operand: 1,
+            result: 1,
+        },
+        InPlace {
+            operand: 2,
+            result: 2,
+        },
+    ]
+}
+
+/// The plan's peak of `g` in program order at N=1000, S=64 is the checker's.
+fn plan_matches_checker(g: &Graph) {
     let bind = ebb_testkit::bind(&[("N", 1000), ("S", 64)]);
-    let order = program_order(&g);
-    let plan = build_plan(&g, &order, &PlanOptions::default()).unwrap();
+    let order = program_order(g);
+    let plan = build_plan(g, &order, &PlanOptions::default()).unwrap();
     assert_eq!(
         plan.peak_at(&bind).unwrap(),
-        check(&g, &plan, &[], &bind).unwrap().peak
+        check(g, &plan, &[], &bind).unwrap().peak
     );
 }
 
@@ -310,22 +318,7 @@ fn splat_constant_carries_are_made_anew_before_their_loop() {
     }
     assert_eq!(
         in_place_writes(&g).get(&w).cloned(),
-        Some(vec![
-            InPlace {
-                operand: 1,
-                result: 1
-            },
-            InPlace {
-                operand: 2,
-                result: 2
-            }
-        ])
+        Some(computed_carries_in_place())
     );
-    let bind = ebb_testkit::bind(&[("N", 1000), ("S", 64)]);
-    let order = program_order(&g);
-    let plan = build_plan(&g, &order, &PlanOptions::default()).unwrap();
-    assert_eq!(
-        plan.peak_at(&bind).unwrap(),
-        check(&g, &plan, &[], &bind).unwrap().peak
-    );
+    plan_matches_checker(&g);
 }

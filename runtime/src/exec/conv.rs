@@ -51,15 +51,15 @@ const CHUNK_MIN_ROWS: usize = 2048;
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Dim {
     /// Input size (before lhs dilation), output size, kernel size.
-    pub(super) xin: usize,
-    pub(super) q: usize,
-    pub(super) k: usize,
-    pub(super) stride: i64,
+    xin: usize,
+    q: usize,
+    k: usize,
+    stride: i64,
     pub(super) ldil: i64,
-    pub(super) rdil: i64,
-    pub(super) pad_lo: i64,
+    rdil: i64,
+    pad_lo: i64,
     /// Element stride of this dimension in `x`.
-    pub(super) sx: isize,
+    sx: isize,
 }
 
 impl Dim {
@@ -313,14 +313,14 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
 /// A validated convolution on the operands' own layouts.
 pub(super) struct Geometry {
     pub(super) dims: Vec<Dim>,
-    pub(super) xshape: Vec<usize>,
+    xshape: Vec<usize>,
     pub(super) wshape: Vec<usize>,
-    pub(super) x_batch: usize,
-    pub(super) x_feature: usize,
-    pub(super) x_spatial: Vec<usize>,
+    x_batch: usize,
+    x_feature: usize,
+    x_spatial: Vec<usize>,
     pub(super) w_out: usize,
     pub(super) w_in: usize,
-    pub(super) w_spatial: Vec<usize>,
+    w_spatial: Vec<usize>,
     /// Result batch, kernel input features, output features, output features per group.
     pub(super) nb_out: usize,
     pub(super) i: usize,

@@ -191,9 +191,9 @@ fn via_f32<T: Copy + Sync + Send>(v: &[T], to: fn(T) -> f32) -> Vec<f32> {
     map1(v, to)
 }
 
-/// A unary op of a `bf16`/`f16` operand computed on its `f32` values (rounded by the caller):
-/// `exponential` and `tanh` with the vector kernels of `fastmath.rs`, as for `f32` (the
-/// generated kernels emit the same operations), the other ops with the scalar functions.
+/// A unary op on `f32` values (a `bf16`/`f16` operand's, rounded by the caller):
+/// `exponential` and `tanh` with the vector kernels of `fastmath.rs` (the generated kernels
+/// emit the same operations), the other ops with the scalar functions.
 fn unary_via_f32(k: OpKind, mut v: Vec<f32>) -> Result<Vec<f32>, OpError> {
     if super::fastmath::apply_in_place(k, &mut v) {
         Ok(v)
@@ -215,9 +215,7 @@ pub(crate) fn unary(k: OpKind, d: &Data) -> Result<Data, OpError> {
     }
     Ok(match d {
         Data::F32(v) if matches!(k, OpKind::Exponential | OpKind::Tanh) => {
-            let mut out = v.clone();
-            super::fastmath::apply_in_place(k, &mut out);
-            Data::F32(out)
+            Data::F32(Buf::from(unary_via_f32(k, v.to_vec())?))
         }
         Data::F32(v) => Data::F32(Buf::from(unary_real(k, v)?)),
         Data::F64(v) => Data::F64(Buf::from(unary_real(k, v)?)),
