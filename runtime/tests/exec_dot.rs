@@ -414,3 +414,26 @@ fn swapped_operands_give_the_same_bits() {
         );
     }
 }
+
+/// The shallow-contraction product's AVX2/AVX-512 variants give the bits of its baseline
+/// build: the same multiplies and adds in the same order, wider vectors only (full and partial
+/// column blocks, a row-major and a transposed right operand).
+#[test]
+fn small_k_variants_give_the_baseline_bits() {
+    for (i, (m, k, n)) in [(5, 16, 128), (3, 7, 70), (1, 32, 9), (17, 2, 64)]
+        .into_iter()
+        .enumerate()
+    {
+        let a = pseudo(m * k, i as u64);
+        let b = pseudo(k * n, i as u64 + 100);
+        for transposed in [false, true] {
+            let (c0, c1) = ebb_runtime::exec::small_k_both((m, k, n), &a, &b, transposed);
+            let bits = |c: &[f32]| c.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&c0),
+                bits(&c1),
+                "m={m} k={k} n={n} transposed={transposed}"
+            );
+        }
+    }
+}

@@ -726,50 +726,37 @@ fn dot_int(
     Ok(c)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::{small_k, small_k_body, Mat};
-
-    /// [`small_k`]'s AVX2/AVX-512 variants give the bits of its baseline build: the same
-    /// multiplies and adds in the same order, wider vectors only (full and partial column
-    /// blocks, strided operands).
-    #[test]
-    fn small_k_variants_give_the_baseline_bits() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        };
-        for (m, k, n) in [(5, 16, 128), (3, 7, 70), (1, 32, 9), (17, 2, 64)] {
-            let a: Vec<f32> = (0..m * k).map(|_| next()).collect();
-            let b: Vec<f32> = (0..k * n).map(|_| next()).collect();
-            let av = Mat {
-                off: 0,
-                rs: k as isize,
-                cs: 1,
-            };
-            // B read transposed through its strides (the copying branch).
-            let bv = Mat {
-                off: 0,
-                rs: 1,
-                cs: k as isize,
-            };
-            for bv in [
-                Mat {
-                    off: 0,
-                    rs: n as isize,
-                    cs: 1,
-                },
-                bv,
-            ] {
-                let (mut c0, mut c1) = (vec![0f32; m * n], vec![0f32; m * n]);
-                small_k(m, k, n, &a, av, &b, bv, &mut c0);
-                small_k_body(m, k, n, &a, av, &b, bv, &mut c1);
-                let bits = |c: &[f32]| c.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&c0), bits(&c1), "m={m} k={k} n={n}");
-            }
+/// [`small_k`] of `a` (`m×k`, row-major) and `b` (`k×n` row-major, or read transposed
+/// through its strides from an `n×k` buffer when `b_transposed`) through the CPU's widest
+/// variant and through the baseline build: `(dispatched, baseline)`, for the test that they
+/// agree bit for bit.
+#[doc(hidden)]
+pub fn small_k_both(
+    (m, k, n): (usize, usize, usize),
+    a: &[f32],
+    b: &[f32],
+    b_transposed: bool,
+) -> (Vec<f32>, Vec<f32>) {
+    let av = Mat {
+        off: 0,
+        rs: k as isize,
+        cs: 1,
+    };
+    let bv = if b_transposed {
+        Mat {
+            off: 0,
+            rs: 1,
+            cs: k as isize,
         }
-    }
+    } else {
+        Mat {
+            off: 0,
+            rs: n as isize,
+            cs: 1,
+        }
+    };
+    let (mut c0, mut c1) = (vec![0f32; m * n], vec![0f32; m * n]);
+    small_k(m, k, n, a, av, b, bv, &mut c0);
+    small_k_body(m, k, n, a, av, b, bv, &mut c1);
+    (c0, c1)
 }

@@ -57,6 +57,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[doc(hidden)]
+pub use dot::small_k_both;
 pub use evict::{Back, Events, Evict};
 pub(crate) use placement::Offsets;
 pub use placement::Placement;
