@@ -124,9 +124,11 @@ pub fn supported_dtype(d: DType) -> bool {
 }
 
 /// Element types the kernels compute in on `target`: [`supported_dtype`] and `bf16`, held
-/// in `f32` registers and rounded after each op (the reference executor's semantics).
-pub fn supported_dtype_on(d: DType, _target: Target) -> bool {
-    supported_dtype(d) || d == DType::BF16
+/// in `f32` registers and rounded after each op (the reference executor's semantics); on the
+/// host also `f16`, the same way (converted with LLVM's `half` type: F16C's instructions
+/// where the CPU has them).
+pub fn supported_dtype_on(d: DType, target: Target) -> bool {
+    supported_dtype(d) || d == DType::BF16 || d == DType::F16 && target == Target::Host
 }
 
 /// Elementwise kinds the lowering implements (per element type and target, see
@@ -134,8 +136,11 @@ pub fn supported_dtype_on(d: DType, _target: Target) -> bool {
 /// `remainder`, which NVPTX expands inexactly).
 fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
     use OpKind::*;
-    if dtype == DType::BF16 {
-        // `bf16` ops the reference computes as `f32` ops rounded once. `exponential` and
+    if matches!(dtype, DType::BF16 | DType::F16) {
+        if dtype == DType::F16 && target != Target::Host {
+            return false;
+        }
+        // `bf16`/`f16` ops the reference computes as `f32` ops rounded once. `exponential` and
         // `tanh` are `fastmath.rs`'s there, as for `f32` (every target emits them); its other
         // transcendental functions are the C library's: the host kernel calls the same
         // functions, the GPU has none.
@@ -323,9 +328,12 @@ impl KernelLayout {
         let stores = match mode {
             Mode::Loop => region.outputs().to_vec(),
             Mode::Input { root, .. } | Mode::Columns { root, .. } => {
-                // The kernel writes the operand's values as `f32` (a `bf16` one exactly).
+                // The kernel writes the operand's values as `f32` (a `bf16`/`f16` one exactly).
                 let ins = region.operands(root);
-                if !matches!(region.value_type(ins[0]).dtype, DType::F32 | DType::BF16) {
+                if !matches!(
+                    region.value_type(ins[0]).dtype,
+                    DType::F32 | DType::BF16 | DType::F16
+                ) {
                     return Err(unsupported(OpKind::Reduce, "of a non-float operand"));
                 }
                 vec![ins[0]]

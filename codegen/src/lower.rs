@@ -112,7 +112,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     pub(crate) fn int_ty(&self, d: DType) -> IntType<'ctx> {
         match d {
             DType::I1 | DType::I8 | DType::U8 => self.ctx.i8_type(),
-            DType::I16 | DType::BF16 => self.ctx.i16_type(),
+            DType::I16 | DType::BF16 | DType::F16 => self.ctx.i16_type(),
             DType::I32 | DType::U32 => self.ctx.i32_type(),
             _ => self.ctx.i64_type(),
         }
@@ -200,6 +200,27 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             let w = self.b.build_left_shift(w, i32t.const_int(16, false), "")?;
             return Ok(self.b.build_bit_cast(w, self.ctx.f32_type(), "")?);
         }
+        if d == DType::F16 {
+            // `f16::to_f32`: exact, a NaN's quiet bit set (F16C's `vcvtph2ps` and `half`'s
+            // software path). The bit is set here: LLVM may fold a widening that feeds a
+            // narrowing (`sign` of a NaN returns it), leaving a signaling NaN signaling.
+            let i16t = self.ctx.i16_type();
+            let w = v.into_int_value();
+            let mag = self.b.build_and(w, i16t.const_int(0x7fff, false), "")?;
+            let nan = self.b.build_int_compare(
+                IntPredicate::UGT,
+                mag,
+                i16t.const_int(0x7c00, false),
+                "",
+            )?;
+            let quiet = self.b.build_or(w, i16t.const_int(0x200, false), "")?;
+            let w = self.b.build_select(nan, quiet, w, "")?;
+            let h = self.b.build_bit_cast(w, self.ctx.f16_type(), "")?;
+            return Ok(self
+                .b
+                .build_float_ext(h.into_float_value(), self.ctx.f32_type(), "")?
+                .into());
+        }
         if d == DType::I1 {
             let z = self.ctx.i8_type().const_zero();
             return Ok(self
@@ -235,6 +256,12 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             self.b
                 .build_int_truncate(w, self.ctx.i16_type(), "")?
                 .into()
+        } else if d == DType::F16 {
+            // The value is an `f16` already (rounded where computed): exact.
+            let h = self
+                .b
+                .build_float_trunc(v.into_float_value(), self.ctx.f16_type(), "")?;
+            self.b.build_bit_cast(h, self.ctx.i16_type(), "")?
         } else {
             v
         };
@@ -264,6 +291,13 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
                 let bits = self.ctx.i32_type().const_int(v << 16, false);
                 self.b.build_bit_cast(bits, self.ctx.f32_type(), "")?
             }
+            DType::F16 => {
+                // `f16::to_f32` on the host, as the loads do; built from the bits, so a NaN
+                // keeps its payload.
+                let x = half::f16::from_bits(v as u16).to_f32().to_bits();
+                let bits = self.ctx.i32_type().const_int(u64::from(x), false);
+                self.b.build_bit_cast(bits, self.ctx.f32_type(), "")?
+            }
             DType::I1 => self
                 .ctx
                 .bool_type()
@@ -284,12 +318,29 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
         if from == to {
             return Ok(x);
         }
+        let float_from = matches!(from, DType::F32 | DType::BF16 | DType::F16);
+        if to == DType::F16 {
+            // `tensor.rs` converts through `f16::from_f64`: the `f64` value rounded to `f32`,
+            // then to `f16` (F16C's conversion of `x as f32`; `half`'s own without F16C).
+            let x = if float_from {
+                x.into_float_value()
+            } else {
+                let f64t = self.ctx.f64_type();
+                let d = if is_signed(from) {
+                    b.build_signed_int_to_float(x.into_int_value(), f64t, "")?
+                } else {
+                    b.build_unsigned_int_to_float(x.into_int_value(), f64t, "")?
+                };
+                b.build_float_trunc(d, self.ctx.f32_type(), "")?
+            };
+            return Ok(self.round_f16(x)?.into());
+        }
         if to == DType::BF16 {
             // `tensor.rs` converts through `bf16::from_f64` of the `f64` value (exact, but
             // for a 64-bit integer, rounded once).
             let f64t = self.ctx.f64_type();
             let d = match from {
-                DType::F32 | DType::BF16 => b.build_float_ext(x.into_float_value(), f64t, "")?,
+                _ if float_from => b.build_float_ext(x.into_float_value(), f64t, "")?,
                 _ if is_signed(from) => {
                     b.build_signed_int_to_float(x.into_int_value(), f64t, "")?
                 }
@@ -297,11 +348,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             };
             return Ok(self.f64_to_bf16(d)?.into());
         }
-        let from = if from == DType::BF16 {
-            DType::F32
-        } else {
-            from
-        };
+        let from = if float_from { DType::F32 } else { from };
         if from == to {
             return Ok(x);
         }
@@ -338,6 +385,14 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
                 .build_int_cast_sign_flag(x.into_int_value(), self.int_ty(to), is_signed(from), "")?
                 .into(),
         })
+    }
+
+    /// `half::f16::from_f32` of `x`, as an `f32` holding the `f16`'s value: round to nearest
+    /// even (LLVM's `fptrunc` to `half`, F16C's `vcvtps2ph` where the CPU has it; a NaN keeps
+    /// its top payload bits with the quiet bit set, as `half`'s), widened back exactly.
+    pub(crate) fn round_f16(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, LowerError> {
+        let h = self.b.build_float_trunc(x, self.ctx.f16_type(), "")?;
+        Ok(self.b.build_float_ext(h, self.ctx.f32_type(), "")?)
     }
 
     /// `half::bf16::from_f32` of `x`, as an `f32` holding the `bf16`'s value: round to
@@ -674,7 +729,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
         y: BasicValueEnum<'ctx>,
     ) -> Result<BasicValueEnum<'ctx>, LowerError> {
         let b = self.b;
-        if matches!(d, DType::F32 | DType::BF16) {
+        if matches!(d, DType::F32 | DType::BF16 | DType::F16) {
             let p = match dir {
                 Relation::Eq => FloatPredicate::OEQ,
                 Relation::Ne => FloatPredicate::UNE,
@@ -821,9 +876,9 @@ fn element<'ctx>(
             }
             _ => {
                 let d = g.value_type(ins[0]).dtype;
-                // `bf16` is computed in `f32` and rounded (`exec/elementwise.rs`).
-                let bf16 = d == DType::BF16;
-                let d = if bf16 { DType::F32 } else { d };
+                // `bf16`/`f16` are computed in `f32` and rounded (`exec/elementwise.rs`).
+                let low = matches!(d, DType::BF16 | DType::F16);
+                let d = if low { DType::F32 } else { d };
                 let xs = ins
                     .iter()
                     .map(|v| get(&mut vals, *v))
@@ -840,10 +895,10 @@ fn element<'ctx>(
                     }
                     _ => return other(format!("`{}` with {} operands", k.name(), xs.len())),
                 };
-                if bf16 && out.dtype == DType::BF16 {
-                    e.round_bf16(v.into_float_value())?.into()
-                } else {
-                    v
+                match out.dtype {
+                    DType::BF16 if low => e.round_bf16(v.into_float_value())?.into(),
+                    DType::F16 if low => e.round_f16(v.into_float_value())?.into(),
+                    _ => v,
                 }
             }
         };
@@ -860,7 +915,7 @@ fn element<'ctx>(
     for (k, v) in spec.layout.stores.iter().enumerate() {
         let x = get(&mut vals, *v)?;
         let d = match g.value_type(*v).dtype {
-            DType::BF16 if scratch => DType::F32,
+            DType::BF16 | DType::F16 if scratch => DType::F32,
             d => d,
         };
         e.store(d, row.bufs[store_buf[k]], at, x)?;

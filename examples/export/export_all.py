@@ -274,8 +274,8 @@ _BF16_SCALED = M.GPTConfig(n_layer=2, d_model=32, n_head=2, vocab=128, n_pos=128
 _BF16_SCALES = (2.0 ** 12, float("inf"))
 
 
-def gpt_bf16_scaled_args_fn(cfg: M.GPTConfig):
-    base = gpt_args_fn(cfg, M.make_gpt_bf16_scaled_step(cfg)[1])
+def gpt_bf16_scaled_args_fn(cfg: M.GPTConfig, compute_dtype=jnp.bfloat16):
+    base = gpt_args_fn(cfg, M.make_gpt_bf16_scaled_step(cfg, compute_dtype)[1])
 
     def make(dims, concrete, seed=0):
         params, opt_state, tokens, targets = base(dims, concrete, seed)
@@ -390,6 +390,25 @@ FIXTURES: list[Fixture] = [
         make_args=gpt_bf16_scaled_args_fn(_BF16_SCALED), refs=[{"B": 2, "S": 8}, {"B": 3, "S": 5}],
         out_names=("loss", "new_params", "new_opt_state", "new_scale"),
         config={**_gpt_config_dict(_BF16_SCALED), "compute_dtype": "bfloat16",
+                "loss_scaling": "dynamic: optax.apply_if_finite(max_consecutive_errors=5), "
+                                "scale halved on a skipped step",
+                "loss_scales": [str(x) for x in _BF16_SCALES]}),
+    Fixture(
+        name="gpt_f16_scaled",
+        description="gpt_bf16_scaled computing in f16 instead of bf16 (the classic mixed-precision "
+                    "recipe, where loss scaling keeps small gradients above f16's smallest "
+                    "normal): f32 master weights converted to f16 inside the loss, logits back "
+                    "to f32, loss * loss_scale, gradients / loss_scale, "
+                    "optax.apply_if_finite(optax.adamw, max_consecutive_errors=5) (a "
+                    "stablehlo.case), the scale halved after a skipped step. ref0 (scale 4096) "
+                    "takes the update branch, ref1 (scale inf) the skip branch. Returns (loss, "
+                    "new_params, new_opt_state, new_scale).",
+        step=M.make_gpt_bf16_scaled_step(_BF16_SCALED, jnp.float16)[0], symbols="B, S",
+        constraints=(f"S <= {_BF16_SCALED.n_pos}",),
+        make_args=gpt_bf16_scaled_args_fn(_BF16_SCALED, jnp.float16),
+        refs=[{"B": 2, "S": 8}, {"B": 3, "S": 5}],
+        out_names=("loss", "new_params", "new_opt_state", "new_scale"),
+        config={**_gpt_config_dict(_BF16_SCALED), "compute_dtype": "float16",
                 "loss_scaling": "dynamic: optax.apply_if_finite(max_consecutive_errors=5), "
                                 "scale halved on a skipped step",
                 "loss_scales": [str(x) for x in _BF16_SCALES]}),

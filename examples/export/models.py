@@ -729,8 +729,9 @@ def make_gpt_dropout_step(cfg: GPTConfig):
     return gpt_dropout_step
 
 
-def make_gpt_bf16_scaled_step(cfg: GPTConfig):
-    """gpt_adamw_step computing in bf16 (f32 master weights converted to bf16 inside the loss,
+def make_gpt_bf16_scaled_step(cfg: GPTConfig, compute_dtype=jnp.bfloat16):
+    """gpt_adamw_step computing in bf16 (or `compute_dtype`: f16 for the classic
+    mixed-precision recipe) (f32 master weights converted to bf16 inside the loss,
     logits converted back to f32) with dynamic loss scaling: the loss is multiplied by
     `loss_scale` (f32[]), the gradients divided by it, and AdamW is wrapped in
     `optax.apply_if_finite`, whose `lax.cond` (a `stablehlo.case`) skips the update when a
@@ -740,7 +741,7 @@ def make_gpt_bf16_scaled_step(cfg: GPTConfig):
 
     def gpt_bf16_scaled_step(params, opt_state, loss_scale, tokens, targets):
         def loss_fn(p):
-            pb = jax.tree_util.tree_map(lambda x: x.astype(jnp.bfloat16), p)
+            pb = jax.tree_util.tree_map(lambda x: x.astype(compute_dtype), p)
             logits = gpt_forward(pb, tokens, cfg).astype(jnp.float32)
             loss = cross_entropy(logits, targets)
             return loss * loss_scale, loss

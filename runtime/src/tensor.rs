@@ -13,7 +13,7 @@
 pub use crate::buffer::Buf;
 use ebb_ir::op::{f16_bits_to_f32, Literal};
 use ebb_ir::DType;
-use half::{bf16, f16};
+use half::{bf16, f16, slice::HalfFloatSliceExt};
 use std::fmt;
 use std::sync::Arc;
 
@@ -368,7 +368,10 @@ macro_rules! impl_elem_float {
 impl_elem_float!(f32, F32, |x| x as f64, |v| v as f32);
 impl_elem_float!(f64, F64, |x| x, |v| v);
 impl_elem_float!(bf16, BF16, |x| x.to_f64(), bf16::from_f64);
-impl_elem_float!(f16, F16, |x| x.to_f64(), f16::from_f64);
+// `f16` from `f64` through `f32`: what `f16::from_f64` does on x86 CPUs with F16C (the
+// hardware conversion of `x as f32`), made the rule on every CPU (`half`'s software path
+// rounds on the top 32 bits of the `f64` instead); the generated kernels do the same.
+impl_elem_float!(f16, F16, |x| x.to_f64(), |v| f16::from_f32(v as f32));
 
 /// One element of any type (for region bodies evaluated element by element).
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -596,6 +599,11 @@ impl Data {
         if let (DType::BF16, Data::F32(v)) = (dtype, self) {
             return Data::BF16(Buf::from(f32_to_bf16(v)));
         }
+        if let (DType::F16, Data::F32(v)) = (dtype, self) {
+            let mut out = vec![f16::ZERO; v.len()];
+            f32_to_f16_into(v, &mut out);
+            return Data::F16(Buf::from(out));
+        }
         let float_src = self.dtype().is_float();
         fn go<S: Elem, T: Elem>(v: &[S], float_src: bool) -> Vec<T> {
             if float_src || T::DTYPE.is_float() {
@@ -669,12 +677,27 @@ pub(crate) fn f32_to_bf16_into(v: &[f32], out: &mut [bf16]) {
     });
 }
 
+/// `f16::from_f32` of every element (round to nearest even: exactly the `f64` path's rounding
+/// of an `f32`), written into `out` (of `v`'s length) in parallel with `half`'s slice
+/// conversion (F16C's vector instructions where the CPU has them).
+pub(crate) fn f32_to_f16_into(v: &[f32], out: &mut [f16]) {
+    crate::exec::par::elements(out, &|s, o| {
+        o.convert_from_f32_slice(&v[s..s + o.len()]);
+    });
+}
+
 /// `f32` conversion with direct paths for the common float sources (no double rounding).
 fn convert_to_f32(d: &Data) -> Vec<f32> {
     match d {
         Data::F32(v) => v.to_vec(),
         Data::BF16(v) => crate::exec::arith::map1(v, bf16::to_f32),
-        Data::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        Data::F16(v) => {
+            let mut out = vec![0f32; v.len()];
+            crate::exec::par::elements(&mut out, &|s, o| {
+                v[s..s + o.len()].convert_to_f32_slice(o);
+            });
+            out
+        }
         Data::F64(v) => v.iter().map(|&x| x as f32).collect(),
         Data::I1(v) => v.iter().map(|&x| x as u8 as f32).collect(),
         Data::I8(v) => v.iter().map(|&x| x as f32).collect(),

@@ -23,21 +23,10 @@ fn bf16t(shape: &[usize], v: &[bf16]) -> Tensor {
     Tensor::new(shape.to_vec(), Data::BF16(v.to_vec().into())).unwrap()
 }
 
-/// Every `bf16` bit pattern, and a second operand: the patterns in another order.
-fn all_patterns() -> (Vec<bf16>, Vec<bf16>) {
-    let x: Vec<bf16> = (0..=u16::MAX).map(bf16::from_bits).collect();
-    let y = (0..=u16::MAX as u32)
-        .map(|i| bf16::from_bits((i.wrapping_mul(40503) ^ 0x3f80) as u16))
-        .collect();
-    (x, y)
-}
-
-/// Each unary op the host kernels implement for `bf16`, and the binary ones, on every bit
-/// pattern (NaN payloads, signaling NaNs, subnormals, infinities, both zeros).
-#[test]
-fn every_bf16_pattern_matches_the_reference() {
-    let (x, y) = all_patterns();
-    let n = x.len();
+/// A loop fusion applying each unary op the host kernels implement for `dt` (`bf16` or
+/// `f16`) to input 0, each binary one to inputs 0 and 1, and `convert`, `is_finite` and
+/// `compare` (`N` elements).
+pub(crate) fn every_op_fusion(dt: &str) -> String {
     let unary = [
         "exponential",
         "exponential_minus_one",
@@ -58,17 +47,7 @@ fn every_bf16_pattern_matches_the_reference() {
         "round_nearest_even",
         "round_nearest_afz",
     ];
-    let mut body = String::new();
-    let mut rets = Vec::new();
-    let mut types = Vec::new();
-    let mut k = 2;
-    for op in unary {
-        body += &format!("      %{k} = {op}(%0) : bf16[N]\n");
-        rets.push(format!("%{k}"));
-        types.push("bf16[N]");
-        k += 1;
-    }
-    for op in [
+    let binary = [
         "add",
         "subtract",
         "multiply",
@@ -76,11 +55,13 @@ fn every_bf16_pattern_matches_the_reference() {
         "remainder",
         "maximum",
         "minimum",
-    ] {
-        body += &format!("      %{k} = {op}(%0, %1) : bf16[N]\n");
-        rets.push(format!("%{k}"));
-        types.push("bf16[N]");
-        k += 1;
+    ];
+    let mut lines: Vec<(String, String)> = Vec::new();
+    for op in unary {
+        lines.push((format!("{op}(%0) : {dt}[N]"), format!("{dt}[N]")));
+    }
+    for op in binary {
+        lines.push((format!("{op}(%0, %1) : {dt}[N]"), format!("{dt}[N]")));
     }
     for (line, ty) in [
         ("convert(%0) {dtype = f32} : f32[N]", "f32[N]"),
@@ -91,20 +72,24 @@ fn every_bf16_pattern_matches_the_reference() {
             "i1[N]",
         ),
     ] {
-        body += &format!("      %{k} = {line}\n");
-        rets.push(format!("%{k}"));
-        types.push(ty);
-        k += 1;
+        lines.push((line.to_string(), ty.to_string()));
     }
+    let body: String = lines
+        .iter()
+        .enumerate()
+        .map(|(i, (line, _))| format!("      %{} = {line}\n", i + 2))
+        .collect();
+    let rets: Vec<String> = (0..lines.len()).map(|i| format!("%{}", i + 2)).collect();
+    let types: Vec<&str> = lines.iter().map(|(_, ty)| ty.as_str()).collect();
     let outs: Vec<String> = (0..rets.len()).map(|i| format!("%2#{i}")).collect();
-    let src = format!(
+    format!(
         r#"graph @t {{
-  %0 = input {{index = 0, name = "x"}} : bf16[N]
-  %1 = input {{index = 1, name = "y"}} : bf16[N]
+  %0 = input {{index = 0, name = "x"}} : {dt}[N]
+  %1 = input {{index = 1, name = "y"}} : {dt}[N]
   %2:{m} = fusion(%0, %1) {{kind = "loop"}} : {types} {{
     region @fusion0 {{
-      %0 = input {{index = 0, name = "in0"}} : bf16[N]
-      %1 = input {{index = 1, name = "in1"}} : bf16[N]
+      %0 = input {{index = 0, name = "in0"}} : {dt}[N]
+      %1 = input {{index = 1, name = "in1"}} : {dt}[N]
 {body}      return {rets}
     }}
   }}
@@ -114,11 +99,34 @@ fn every_bf16_pattern_matches_the_reference() {
         types = types.join(", "),
         rets = rets.join(", "),
         outs = outs.join(", "),
-    );
+    )
+}
+
+/// Every 16-bit pattern, and a second operand: the patterns in another order.
+pub(crate) fn all_bit_patterns() -> (Vec<u16>, Vec<u16>) {
+    let x: Vec<u16> = (0..=u16::MAX).collect();
+    let y = (0..=u16::MAX as u32)
+        .map(|i| (i.wrapping_mul(40503) ^ 0x3f80) as u16)
+        .collect();
+    (x, y)
+}
+
+/// Each unary op the host kernels implement for `bf16`, and the binary ones, on every bit
+/// pattern (NaN payloads, signaling NaNs, subnormals, infinities, both zeros).
+#[test]
+fn every_bf16_pattern_matches_the_reference() {
+    let (x, y) = all_bit_patterns();
+    let n = x.len();
+    let t = |v: &[u16]| {
+        bf16t(
+            &[n],
+            &v.iter().map(|&b| bf16::from_bits(b)).collect::<Vec<_>>(),
+        )
+    };
     let (got, want) = both(
-        &src,
+        &every_op_fusion("bf16"),
         &[("N", n as i64)],
-        vec![bf16t(&[n], &x), bf16t(&[n], &y)],
+        vec![t(&x), t(&y)],
     );
     assert_bits(&got, &want, "bf16 patterns");
 }
@@ -186,7 +194,7 @@ fn conversions_to_bf16_match_the_reference() {
 }
 
 /// A loop fusion shaped like the bf16 GPT's groups, on `bf16[A,B]` with `f32` master values.
-const LOOP: &str = r#"graph @t {
+pub(crate) const LOOP: &str = r#"graph @t {
   %0 = input {index = 0, name = "x"} : bf16[A,B]
   %1 = input {index = 1, name = "bias"} : bf16[B]
   %2 = input {index = 2, name = "w"} : f32[A,B]
@@ -231,7 +239,7 @@ const LOOP: &str = r#"graph @t {
 }"#;
 
 /// A softmax's sum over `bf16` exponentials, accumulated in `f32` (input fusion).
-const ROWS: &str = r#"graph @t {
+pub(crate) const ROWS: &str = r#"graph @t {
   %0 = input {index = 0, name = "x"} : bf16[A,B]
   %1 = input {index = 1, name = "m"} : bf16[A]
   %3 = constant {value = dense<0.0> : f32} : f32[]
@@ -261,7 +269,7 @@ const ROWS: &str = r#"graph @t {
 /// A `bf16` softmax's reductions as the GPT's attention has them: the scaled row maximum
 /// (init `-inf`) and the sum of the exponentials (init an input), both in
 /// `bf16` (sums through `f64`, rounded once to `bf16`).
-const BF16_ROWS: &str = r#"graph @t {
+pub(crate) const BF16_ROWS: &str = r#"graph @t {
   %0 = input {index = 0, name = "x"} : bf16[A,B]
   %1 = input {index = 1, name = "m"} : bf16[A]
   %2 = input {index = 2, name = "z"} : bf16[]

@@ -14,6 +14,7 @@ mod exec_fusion;
 mod exec_gather_scatter;
 mod exec_jit;
 mod exec_jit_bf16;
+mod exec_jit_f16;
 mod exec_layout;
 mod exec_pool;
 mod exec_program;

@@ -91,6 +91,32 @@ fn f32_to_bf16_is_the_f64_conversion_bit_for_bit() {
     }
 }
 
+/// `convert` from `f32` to `f16` (the parallel slice conversion) is `f16::from_f32` of each
+/// element, and back to `f32` is `f16::to_f32`: every sign, exponent and top-10-bit mantissa
+/// with low bits probing the round bit and the sticky bits, so ties, subnormals, overflow to
+/// infinity and NaN payloads; every `f16` pattern back.
+#[test]
+fn f32_and_f16_convert_as_half_does_bit_for_bit() {
+    let lows: [u32; 8] = [0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x3000, 0x1F_FFFF];
+    let v: Vec<f32> = (0..=u16::MAX as u32)
+        .flat_map(|hi| lows.iter().map(move |&lo| f32::from_bits(hi << 16 | lo)))
+        .collect();
+    let Data::F16(got) = Data::F32(v.clone().into()).convert(DType::F16) else {
+        panic!("not f16");
+    };
+    for (x, y) in v.iter().zip(got.iter()) {
+        let want = half::f16::from_f32(*x);
+        assert_eq!(y.to_bits(), want.to_bits(), "{:#010x}", x.to_bits());
+    }
+    let all: Vec<half::f16> = (0..=u16::MAX).map(half::f16::from_bits).collect();
+    let Data::F32(back) = Data::F16(all.clone().into()).convert(DType::F32) else {
+        panic!("not f32");
+    };
+    for (h, x) in all.iter().zip(back.iter()) {
+        assert_eq!(x.to_bits(), h.to_f32().to_bits(), "{:#06x}", h.to_bits());
+    }
+}
+
 #[test]
 fn new_checks_length() {
     assert!(Tensor::from_f32(vec![2, 2], vec![0.0; 3]).is_err());

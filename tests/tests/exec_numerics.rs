@@ -314,6 +314,13 @@ fn gpt_bf16_scaled_matches_jax() {
     check_fixture("gpt_bf16_scaled", 2e-2);
 }
 
+/// The same step computing in `f16` (11-bit significand, loss scaling against its narrow
+/// range): both branches of the `case` against JAX.
+#[test]
+fn gpt_f16_scaled_matches_jax() {
+    check_fixture("gpt_f16_scaled", 2e-2);
+}
+
 #[test]
 fn outputs_are_bit_identical_under_two_schedules() {
     for name in ["mlp_sgd", "gpt2_tiny_adamw", "gpt2_tiny_scan", "cnn_sgd"] {

@@ -31,7 +31,7 @@ use ebb_codegen::{KernelLayout, KernelSpec, Mode, StrideClass};
 use ebb_ir::dim::DimError;
 use ebb_ir::op::fusion_tile_bytes;
 use ebb_ir::{DType, DimExpr, Graph, Op};
-use half::bf16;
+use half::{bf16, f16};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -234,11 +234,13 @@ pub(super) fn init_value<T: Elem>(
     }
 }
 
-/// An input fusion root's init value: `f32`, or `bf16` for a row reduction of whole rows.
+/// An input fusion root's init value: `f32`, or `bf16`/`f16` for a row reduction of whole
+/// rows.
 #[derive(Clone, Copy)]
 enum Init {
     F32(f32),
     Bf16(bf16),
+    F16(f16),
 }
 
 /// What a fusion region's kernel needs that does not depend on the bindings: its layout
@@ -336,6 +338,7 @@ pub(crate) fn fusion(
             let init = match node.outputs[0].dtype {
                 DType::F32 => init_value(region, root, &ops).map(Init::F32),
                 DType::BF16 => init_value(region, root, &ops).map(Init::Bf16),
+                DType::F16 => init_value(region, root, &ops).map(Init::F16),
                 _ => None,
             };
             let (Some(body), Some(init)) = (node.regions.first(), init) else {
@@ -356,10 +359,10 @@ pub(crate) fn fusion(
                     mixed = Some((shape[prefix..].to_vec(), red));
                 }
             }
-            // `bf16`: rows reduced whole only (the kernel's rows are folded as the reference
-            // folds a `bf16` row, [`fold_row_as`]).
+            // `bf16`/`f16`: rows reduced whole only (the kernel's rows are folded as the
+            // reference folds a row of its type, [`fold_row_as`]).
             let whole_rows = mixed.is_none() && matches!(layout.mode, Mode::Input { .. });
-            if matches!(init, Init::Bf16(_)) && !whole_rows {
+            if matches!(init, Init::Bf16(_) | Init::F16(_)) && !whole_rows {
                 return Err(ops);
             }
             Some((
@@ -469,6 +472,10 @@ pub(crate) fn fusion(
                     Ok(())
                 }),
                 Init::Bf16(init) => run_rows(ctx, &ops, &launch, |scratch, o: &mut [bf16]| {
+                    o[0] = fold_row_as(m, init, scratch).ok_or_else(logical)?;
+                    Ok(())
+                }),
+                Init::F16(init) => run_rows(ctx, &ops, &launch, |scratch, o: &mut [f16]| {
                     o[0] = fold_row_as(m, init, scratch).ok_or_else(logical)?;
                     Ok(())
                 }),

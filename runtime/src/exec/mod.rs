@@ -660,13 +660,21 @@ impl Ctx<'_> {
             .unwrap_or_else(|| self.pool.take_or_zeros(dtype, n))
     }
 
-    /// Result 0 computed in `f32` (`c`) as `dtype`: a `bf16` result is rounded straight into
-    /// its range ([`Ctx::take_result`]), other types through [`Data::into_dtype`].
+    /// Result 0 computed in `f32` (`c`) as `dtype`: a `bf16` or `f16` result is rounded
+    /// straight into its range ([`Ctx::take_result`]), other types through
+    /// [`Data::into_dtype`].
     pub(crate) fn result_from_f32(&self, c: Buf<f32>, dtype: DType) -> Data {
-        if dtype == DType::BF16 {
-            if let Data::BF16(mut out) = self.take_result(0, dtype, c.len()) {
-                crate::tensor::f32_to_bf16_into(&c, &mut out);
-                return Data::BF16(out);
+        if matches!(dtype, DType::BF16 | DType::F16) {
+            match self.take_result(0, dtype, c.len()) {
+                Data::BF16(mut out) => {
+                    crate::tensor::f32_to_bf16_into(&c, &mut out);
+                    return Data::BF16(out);
+                }
+                Data::F16(mut out) => {
+                    crate::tensor::f32_to_f16_into(&c, &mut out);
+                    return Data::F16(out);
+                }
+                _ => {}
             }
         }
         Data::F32(c).into_dtype(dtype)
