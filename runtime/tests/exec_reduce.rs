@@ -70,6 +70,65 @@ fn large_reductions_over_first_and_last_dims() {
     }
 }
 
+/// A `bf16` reduction of leading rows into kept columns (a bias gradient), large enough to
+/// split its columns over threads: every result is the rows combined in order in `f64` (the
+/// values span 2^±40, so the `f64` sums round and another order would give other bits),
+/// rounded once.
+#[test]
+fn column_reductions_combine_rows_in_order() {
+    use half::bf16;
+    let (m, n) = (300, 257);
+    let x: Vec<bf16> = (0..m * n)
+        .map(|i| {
+            let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+            let e = (h % 81) as i32 - 40;
+            bf16::from_f64(
+                ((h >> 8) % 255) as f64 / 128.0
+                    * 2f64.powi(e)
+                    * if h & 1 == 0 { 1.0 } else { -1.0 },
+            )
+        })
+        .collect();
+    let src = format!(
+        "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : bf16[{m},{n}]\n  %1 = constant {{value = dense<0.0> : bf16}} : bf16[]\n  %2 = reduce(%0, %1) {{dimensions = [0]}} : bf16[{n}] {{\n    {}\n  }}\n  return %2\n}}",
+        body("bf16", "add")
+    );
+    let t =
+        ebb_runtime::Tensor::new(vec![m, n], ebb_runtime::Data::BF16(x.clone().into())).unwrap();
+    let got = run1(&src, &[], vec![t]);
+    let ebb_runtime::Data::BF16(got) = got.data() else {
+        panic!("not bf16");
+    };
+    for j in 0..n {
+        let want = (0..m).fold(0f64, |a, i| a + x[i * n + j].to_f64());
+        assert_eq!(
+            got[j].to_bits(),
+            bf16::from_f64(want).to_bits(),
+            "column {j}"
+        );
+    }
+}
+
+/// The reductions lift `bf16`/`f16` to `f64` through `f32`: `half`'s `to_f64`, bit for bit,
+/// for every pattern (NaN payloads included).
+#[test]
+fn low_precision_elements_lift_to_f64_as_half_does() {
+    use ebb_runtime::tensor::Elem;
+    for b in 0..=u16::MAX {
+        let (x, y) = (half::bf16::from_bits(b), half::f16::from_bits(b));
+        assert_eq!(
+            Elem::to_f64(x).to_bits(),
+            x.to_f64().to_bits(),
+            "bf16 {b:#06x}"
+        );
+        assert_eq!(
+            Elem::to_f64(y).to_bits(),
+            y.to_f64().to_bits(),
+            "f16 {b:#06x}"
+        );
+    }
+}
+
 /// Tests a two-input reduce (argmax: value and index) whose body is evaluated through the
 /// region, with ties resolved toward the smaller index by the body itself.
 #[test]

@@ -272,6 +272,27 @@ fn reduce_typed<T: Copy + Sync, A: Copy + Send + Sync>(
     if x.is_empty() {
         return out;
     }
+    if let ([rows, cols], [true, false]) = (s.as_slice(), r.as_slice()) {
+        // Leading rows reduced into a kept innermost block (a bias gradient): the columns
+        // split over threads, each walking every row in order, so every result combines its
+        // elements in the sequential order.
+        let (rows, cols) = (*rows, *cols);
+        let per = if x.len() >= PAR_MIN {
+            cols.div_ceil(2 * rayon::current_num_threads().max(1))
+                .next_multiple_of(16)
+        } else {
+            cols
+        };
+        super::par::chunks_mut(&mut out, per, &|c0, o| {
+            for i in 0..rows {
+                let row = &x[i * cols + c0..i * cols + c0 + o.len()];
+                for (slot, &v) in o.iter_mut().zip(row) {
+                    *slot = comb(*slot, lift(v));
+                }
+            }
+        });
+        return out;
+    }
     if x.len() >= PAR_MIN && !s.is_empty() && !r[0] && s[0] > 1 {
         let x_row: usize = s[1..].iter().product();
         let o_row = n_out / s[0];
