@@ -210,7 +210,10 @@ impl Pass for DonatePass {
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
         let changes = apply(g, &self.policy)?;
-        let changes = changes + crate::carry::own_splats(g) + crate::carry::hand_over_carries(g);
+        let changes = changes
+            + crate::carry::own_splats(g)
+            + crate::carry::hand_over_carries(g)
+            + crate::stack_reuse::reuse_stacks(g);
         donate_into_branches(g);
         cx.insert(report(g));
         Ok(PassResult::changes(changes))
