@@ -203,3 +203,92 @@ pub fn hand_over_carries(g: &mut Graph) -> usize {
     }
     rewired
 }
+
+/// Lets a value whose transpose a loop carries unchanged die at the transpose: when every
+/// reader of `x` but `y = transpose(x)` runs after a top-level `while` chain that returns `y`
+/// unchanged (`y` an operand the body returns, that result an operand of a later such loop,
+/// and so on: a forward scan's stacked input read again by the backward scan), those readers
+/// read `transpose(r)` instead, `r` the last loop's result for `y` (the transposition
+/// inverted: the same elements), made right before the first of them. `x` then dies at the
+/// transpose instead of being held beside `y` across the loops. Returns the number of reads
+/// rewired.
+///
+/// Only for `x` a buffer the step owns (not a `constant`, a donated input if an input, not a
+/// graph output); `y` read once by each loop of the chain.
+pub fn hand_back_transposes(g: &mut Graph) -> usize {
+    let transposes: Vec<NodeId> = g
+        .order()
+        .iter()
+        .copied()
+        .filter(|&id| matches!(g.node(id).op, Op::Transpose(_)))
+        .collect();
+    let mut rewired = 0;
+    for t in transposes {
+        let Op::Transpose(perm) = g.node(t).op.clone() else {
+            continue;
+        };
+        let x = g.operands(t)[0];
+        let producer = g.node(x.node);
+        let owned = match producer.kind() {
+            OpKind::Input => g.aliasing_output(x.node).is_some(),
+            _ => !matches!(producer.op, Op::Constant(_)),
+        };
+        let readers: Vec<(NodeId, u32)> = g
+            .users(x.node)
+            .into_iter()
+            .filter(|&(u, _, out)| out == x.output && u != t)
+            .map(|(u, k, _)| (u, k))
+            .collect();
+        if !owned || readers.is_empty() || g.outputs().contains(&x) {
+            continue;
+        }
+        // The chain of loops carrying `y` unchanged; the last one that all readers follow.
+        let mut carried = ValueRef::new(t, 0);
+        let mut last = None;
+        loop {
+            let users: Vec<(NodeId, u32, u32)> = g
+                .users(carried.node)
+                .into_iter()
+                .filter(|&(_, _, out)| out == carried.output)
+                .collect();
+            let next = users.iter().find_map(|&(w, j, _)| {
+                let n = g.node(w);
+                let forwards = match (&n.op, n.regions.as_slice()) {
+                    (Op::While, [_, body]) => ebb_ir::op::while_forwards(body),
+                    _ => return None,
+                };
+                let once = g.operands(w).iter().filter(|&&v| v == carried).count() == 1;
+                (once && forwards.contains(&(j as usize))).then_some(ValueRef::new(w, j))
+            });
+            let Some(next) = next else { break };
+            let after = reach(g, next.node, Direction::Outgoing);
+            if readers.iter().all(|(u, _)| after.contains(u)) {
+                last = Some(next);
+            }
+            carried = next;
+        }
+        let Some(r) = last else { continue };
+        let mut inverse = vec![0i64; perm.len()];
+        for (i, &p) in perm.iter().enumerate() {
+            inverse[p as usize] = i as i64;
+        }
+        let mut node = g.node(t).clone();
+        node.op = Op::Transpose(inverse);
+        node.outputs = vec![g.value_type(x).clone()];
+        let before = g.order().len();
+        let back = g.add_node(node, &[r]);
+        let mut order = g.order().to_vec();
+        order.truncate(before);
+        let first = order
+            .iter()
+            .position(|n| readers.iter().any(|(u, _)| u == n))
+            .unwrap_or(order.len());
+        order.insert(first, back);
+        g.set_order(order);
+        for (u, k) in readers {
+            g.set_operand(u, k, ValueRef::new(back, 0));
+            rewired += 1;
+        }
+    }
+    rewired
+}

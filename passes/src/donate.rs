@@ -213,6 +213,7 @@ impl Pass for DonatePass {
         let changes = changes
             + crate::carry::own_splats(g)
             + crate::carry::hand_over_carries(g)
+            + crate::carry::hand_back_transposes(g)
             + crate::stack_reuse::reuse_stacks(g);
         donate_into_branches(g);
         cx.insert(report(g));
