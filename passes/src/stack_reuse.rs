@@ -439,7 +439,8 @@ fn rewrite(g: &mut Graph, w: NodeId, pairs: &[(usize, usize)]) {
         }
     }
     g.set_order(order);
-    let mut gone = HashSet::from([w]);
+    g.remove_nodes(&HashSet::from([w]));
+    let mut gone = HashSet::new();
     for &(_, k) in pairs {
         let old = ops[k];
         if g.users(old.node).is_empty() && !g.outputs().iter().any(|o| o.node == old.node) {
