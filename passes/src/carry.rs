@@ -25,8 +25,13 @@
 //! shape) is made anew as a broadcast before its loop even when only the loop reads it: a
 //! constant's buffer is never written in place.
 //!
+//! A value `x` whose transpose such loops carry unchanged (a forward scan's time-major input,
+//! read again by the backward scan) and that is read again only after them is read there as
+//! the last loop's result transposed back ([`hand_back_transposes`]), so that it dies at its
+//! transpose instead of being held beside it across the loops.
+//!
 //! Invariant: every rewired read reads the same elements as before (result `j` *is* operand
-//! `j`), so results are bit-identical; no edge is added from a reader that did not already
+//! `j`; a transpose transposed back is its operand), so results are bit-identical; no edge is added from a reader that did not already
 //! follow the loop, so program order stays valid and no schedule is lost; only top-level
 //! `while` ops are handled.
 
