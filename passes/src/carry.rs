@@ -41,7 +41,7 @@ use petgraph::Direction;
 use std::collections::HashSet;
 
 /// The nodes reachable from `from` along `dir` (`from` excluded).
-fn reach(g: &Graph, from: NodeId, dir: Direction) -> HashSet<NodeId> {
+pub(crate) fn reach(g: &Graph, from: NodeId, dir: Direction) -> HashSet<NodeId> {
     let mut seen = HashSet::new();
     let mut stack = vec![from];
     while let Some(n) = stack.pop() {
@@ -52,6 +52,25 @@ fn reach(g: &Graph, from: NodeId, dir: Direction) -> HashSet<NodeId> {
         }
     }
     seen
+}
+
+/// Whether `v` is a buffer the step owns: computed by an op that is not a `constant`, or a
+/// donated graph input.
+pub(crate) fn owned(g: &Graph, v: ValueRef) -> bool {
+    let producer = g.node(v.node);
+    match producer.kind() {
+        OpKind::Input => g.aliasing_output(v.node).is_some(),
+        _ => !matches!(producer.op, Op::Constant(_)),
+    }
+}
+
+/// The readers of `v` other than `except`: (node, operand index).
+fn readers_but(g: &Graph, v: ValueRef, except: NodeId) -> Vec<(NodeId, u32)> {
+    g.users(v.node)
+        .into_iter()
+        .filter(|&(u, _, out)| out == v.output && u != except)
+        .map(|(u, k, _)| (u, k))
+        .collect()
 }
 
 /// The top-level `while` ops of `g` with their carries returned unchanged
@@ -174,20 +193,13 @@ pub fn hand_over_carries(g: &mut Graph) -> usize {
             let Some(&v) = ops.get(j) else {
                 continue;
             };
-            let producer = g.node(v.node);
-            let owned = match producer.kind() {
-                OpKind::Input => g.aliasing_output(v.node).is_some(),
-                _ => !matches!(producer.op, Op::Constant(_)),
-            };
-            if !owned || ops.iter().filter(|&&x| x == v).count() != 1 || g.outputs().contains(&v) {
+            if !owned(g, v)
+                || ops.iter().filter(|&&x| x == v).count() != 1
+                || g.outputs().contains(&v)
+            {
                 continue;
             }
-            let readers: Vec<(NodeId, u32)> = g
-                .users(v.node)
-                .into_iter()
-                .filter(|&(u, _, out)| out == v.output && u != w)
-                .map(|(u, k, _)| (u, k))
-                .collect();
+            let readers = readers_but(g, v, w);
             let late: Vec<(NodeId, u32)> = readers
                 .iter()
                 .copied()
@@ -233,18 +245,8 @@ pub fn hand_back_transposes(g: &mut Graph) -> usize {
             continue;
         };
         let x = g.operands(t)[0];
-        let producer = g.node(x.node);
-        let owned = match producer.kind() {
-            OpKind::Input => g.aliasing_output(x.node).is_some(),
-            _ => !matches!(producer.op, Op::Constant(_)),
-        };
-        let readers: Vec<(NodeId, u32)> = g
-            .users(x.node)
-            .into_iter()
-            .filter(|&(u, _, out)| out == x.output && u != t)
-            .map(|(u, k, _)| (u, k))
-            .collect();
-        if !owned || readers.is_empty() || g.outputs().contains(&x) {
+        let readers = readers_but(g, x, t);
+        if !owned(g, x) || readers.is_empty() || g.outputs().contains(&x) {
             continue;
         }
         // The chain of loops carrying `y` unchanged; the last one that all readers follow.

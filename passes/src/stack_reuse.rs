@@ -19,7 +19,10 @@
 //! unchanged, unread after the loop) is removed: the loop then holds one stack where it held
 //! two, and its result takes `R`'s buffer by the usual in-place rule for a carry donated to
 //! its next value ([`ebb_ir::op::in_place_writes`]), which the planner, the checker and the
-//! executor share.
+//! executor share. That rule writes the update in place only when every other read of the
+//! carry precedes it in every schedule; where the update does not depend on the slices read
+//! (a scan stacking the state before its step as a residual), the update passes through an
+//! `optimization_barrier` with those slices first (the identity, an ordering only).
 //!
 //! Proven, for a top-level `while` (others are left alone):
 //! * a counter carry starting at the constant 0, stepped by the constant 1, and a condition
@@ -43,6 +46,7 @@
 //! Invariant: the loop's results that remain are bit-identical to before (the argument
 //! above); no result that was read is removed; program order stays valid.
 
+use crate::carry::reach;
 use ebb_ir::{DimExpr, Graph, Node, NodeId, Op, OpKind, ValueRef};
 use petgraph::Direction;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -210,12 +214,7 @@ fn owned_and_dying(
     ops: &[ValueRef],
     before: &HashSet<NodeId>,
 ) -> bool {
-    let producer = g.node(v.node);
-    let owned = match producer.kind() {
-        OpKind::Input => g.aliasing_output(v.node).is_some(),
-        _ => !matches!(producer.op, Op::Constant(_)),
-    };
-    owned
+    crate::carry::owned(g, v)
         && ops.iter().filter(|&&x| x == v).count() == 1
         && !g.outputs().contains(&v)
         && g.users(v.node)
@@ -375,20 +374,6 @@ fn range(x: &Affine, n: &DimExpr) -> Option<(DimExpr, DimExpr)> {
         -1 => Some((x.a.checked_sub(&last).ok()?, x.a.clone())),
         _ => None,
     }
-}
-
-/// The nodes reachable from `from` along `dir` (`from` excluded).
-fn reach(g: &Graph, from: NodeId, dir: Direction) -> HashSet<NodeId> {
-    let mut seen = HashSet::new();
-    let mut stack = vec![from];
-    while let Some(n) = stack.pop() {
-        for m in g.petgraph().neighbors_directed(n, dir) {
-            if seen.insert(m) {
-                stack.push(m);
-            }
-        }
-    }
-    seen
 }
 
 /// Hands each `R` (carry `m`) of `pairs` to its `G` (carry `k`) in loop `w`, removing the `R`
