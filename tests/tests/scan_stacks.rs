@@ -6,7 +6,7 @@
 //! (`lax.scan(unroll=True)`), and `--check` passes: measured == planned == checker.
 
 use ebb_ir::{Graph, OpKind};
-use ebb_pipeline::run::{self, InputSource, RunOptions};
+use ebb_pipeline::run::InputSource;
 use ebb_pipeline::{self as pipeline, CompileOptions};
 use ebb_runtime::{execute, program_schedule, Tensor};
 
@@ -108,20 +108,7 @@ fn a_scan_over_a_symbolic_length_peaks_below_its_unrolled_form() {
         "{} > {UNROLLED_B8_S64}",
         report.peak_bytes_scheduled
     );
-    let opts = RunOptions {
-        bind: b,
-        budget: None,
-        inputs: InputSource::Random(7),
-        check: true,
-        max_host_memory: None,
-        executor: ebb_runtime::Executor::Jit,
-        device_tolerance: 0.0,
-        repeat: 0,
-        arena_backed: true,
-        pricing: None,
-        tolerance: run::DEFAULT_TOLERANCE,
-    };
-    let r = run::run(plan, &opts, &mut |_, _| {}).unwrap();
+    let r = crate::donation_fixtures::run_checked(&plan, &b, InputSource::Random(7), None).unwrap();
     let planned = r.report.plan.peak_bytes_scheduled;
     assert_eq!(r.report.measured_peak_bytes as i64, planned);
     assert_eq!(r.report.checker_peak_bytes, Some(planned));
