@@ -5,6 +5,8 @@ Usage (from the repository root):
     python examples/export/export_all.py                 # everything into tests/fixtures/jax/
     python examples/export/export_all.py --only mlp_sgd  # a subset
     python examples/export/export_all.py --out /tmp/fx   # somewhere else
+    python examples/export/export_all.py --only mamba_ssm_unrolled --static B=8,S=64 --out /tmp/fx
+                                       # at concrete shapes: <name>_B8_S64.mlir, no references
 
 For each fixture <name> this writes
   <name>.mlir          StableHLO module in MLIR *generic* form with debug locations,
@@ -19,6 +21,7 @@ names in locations are made relative; npz members carry a fixed timestamp).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import io
 import json
@@ -92,6 +95,9 @@ class Fixture:
     # custom calls, dropped by the CPU lowering) cannot be exp.call'ed here: its references are
     # the plain jitted step on CPU only (an offload does not change the math).
     platform: str = "cpu"
+    # Exportable at concrete shapes only (`--static`; e.g. a scan unrolled over S): not part of
+    # the default set.
+    static_only: bool = False
 
 
 def _spec(x):
@@ -568,6 +574,7 @@ def mamba_args_fn(cfg: M.MambaConfig):
 
 
 _MAMBA = M.MAMBA_SMALL
+_MAMBA_UNROLLED = dataclasses.replace(_MAMBA, unroll=True)
 FIXTURES += [
     Fixture(
         name="mamba_ssm",
@@ -586,6 +593,15 @@ FIXTURES += [
                 "scan": "lax.scan over S", "norm": "rms",
                 "optimizer": "optax.adamw(lr=1e-3, b1=0.9, b2=0.95, eps=1e-8, "
                              "weight_decay=0.1)"}),
+    # The same step with both scans unrolled (lax.scan(unroll=True)): the reference for the
+    # peak of the loop over the symbolic S; exported at concrete shapes only (`--static`).
+    Fixture(
+        name="mamba_ssm_unrolled",
+        description="mamba_ssm with lax.scan(unroll=True): every step of the recurrence "
+                    "unrolled at a concrete S (no while loops).",
+        step=M.make_mamba_step(_MAMBA_UNROLLED)[0], symbols="B, S", constraints=(),
+        make_args=mamba_args_fn(_MAMBA_UNROLLED), static_only=True,
+        config={"n_layer": _MAMBA.n_layer, "scan": "lax.scan(unroll=True)"}),
 ]
 
 FIXTURES_BY_NAME = {f.name: f for f in FIXTURES}
@@ -685,12 +701,26 @@ def check_close(name, a, b, rtol=1e-4, atol=1e-5):
 # ----------------------------------------------------------------------------------------------
 
 
-def export_fixture(fx: Fixture, out_dir: Path, with_refs=True) -> dict:
-    """Export one fixture; write <name>.mlir, <name>.json and its reference npz files."""
+def export_fixture(fx: Fixture, out_dir: Path, with_refs=True, static=None) -> dict:
+    """Export one fixture; write <name>.mlir, <name>.json and its reference npz files.
+
+    `static`: symbol -> int, to export at these concrete shapes instead of symbolic ones, as
+    <name>_<S1><v1>_<S2><v2>.mlir and .json, without references."""
     t0 = time.time()
-    sym = jax.export.symbolic_shape(fx.symbols, constraints=fx.constraints)
     names = [s.strip() for s in fx.symbols.split(",")]
-    dims = dict(zip(names, sym))
+    if static is not None:
+        if set(static) != set(names):
+            raise SystemExit(f"{fx.name}: --static must bind exactly {', '.join(names)}")
+        dims = {n: static[n] for n in names}
+        fx = dataclasses.replace(
+            fx, name=fx.name + "".join(f"_{n}{v}" for n, v in dims.items()), symbols="",
+            refs=[], refs_from=None)
+        names = []
+    else:
+        if fx.static_only:
+            raise SystemExit(f"{fx.name}: exported at concrete shapes only (--static)")
+        sym = jax.export.symbolic_shape(fx.symbols, constraints=fx.constraints)
+        dims = dict(zip(names, sym))
     specs = fx.make_args(dims, concrete=False)
 
     exp = jax.export.export(jax.jit(fx.step), platforms=[fx.platform])(*specs)
@@ -808,6 +838,8 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--only", nargs="*", help="fixture names (default: all)")
     ap.add_argument("--no-refs", action="store_true", help="skip the numeric reference data")
+    ap.add_argument("--static", metavar="B=8,S=64",
+                    help="export at these concrete shapes (every symbol bound), no references")
     ap.add_argument("--pretty-of", nargs="*", type=Path, metavar="FIXTURE.mlir",
                     help="write these exported modules (generic form) in the pretty form "
                          "jax.export's mlir_module() prints, to --out, instead of exporting")
@@ -819,13 +851,17 @@ def main(argv=None):
         return
     args.out.mkdir(parents=True, exist_ok=True)
     known = FIXTURES_BY_NAME
-    todo = args.only or list(known)
+    todo = args.only or [n for n, f in known.items() if not f.static_only]
+    static = None
+    if args.static:
+        static = {k.strip(): int(v) for k, v in
+                  (kv.split("=") for kv in args.static.split(","))}
     for n in todo:
         if n not in known:
             ap.error(f"unknown fixture {n!r}; known: {', '.join(known)}")
     union: Counter = Counter()
     for n in todo:
-        meta = export_fixture(known[n], args.out, with_refs=not args.no_refs)
+        meta = export_fixture(known[n], args.out, with_refs=not args.no_refs, static=static)
         union.update(meta["op_names"])
     print("op names across fixtures:", json.dumps(dict(sorted(union.items()))))
 

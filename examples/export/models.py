@@ -422,6 +422,9 @@ class MambaConfig:
     d_conv: int = 4
     dt_rank: int = 4
     vocab: int = 128
+    # Unroll the scans (`lax.scan(unroll=True)`): needs a static sequence length; the
+    # comparison the symbolic-length loop's plan is measured against.
+    unroll: bool = False
 
 
 MAMBA_SMALL = MambaConfig()
@@ -469,10 +472,11 @@ def causal_conv1d(x, w, b):
     return y + b
 
 
-def selective_scan(u, dt, a, bm, cm, dskip):
+def selective_scan(u, dt, a, bm, cm, dskip, unroll=False):
     """y_t = C_t · h_t + D u_t, h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t (h_0 = 0).
 
-    u, dt: [B, S, di]; a: [di, ds]; bm, cm: [B, S, ds]; dskip: [di]."""
+    u, dt: [B, S, di]; a: [di, ds]; bm, cm: [B, S, ds]; dskip: [di]. `unroll`: unroll the
+    scan (a static S only)."""
     da = jnp.exp(dt[..., None] * a)  # [B, S, di, ds]
     dbu = dt[..., None] * bm[:, :, None, :] * u[..., None]  # [B, S, di, ds]
 
@@ -483,7 +487,8 @@ def selective_scan(u, dt, a, bm, cm, dskip):
 
     h0 = jnp.zeros((u.shape[0], a.shape[0], a.shape[1]), u.dtype)
     time_major = lambda t: jnp.swapaxes(t, 0, 1)  # noqa: E731
-    _, ys = lax.scan(step, h0, (time_major(da), time_major(dbu), time_major(cm)))
+    _, ys = lax.scan(step, h0, (time_major(da), time_major(dbu), time_major(cm)),
+                     unroll=unroll)
     return time_major(ys) + u * dskip
 
 
@@ -495,7 +500,7 @@ def mamba_block(h, p, cfg: MambaConfig):
     dbc = x @ p["x_proj"]
     dt, bm, cm = dbc[..., :r], dbc[..., r:r + ds], dbc[..., r + ds:]
     dt = jax.nn.softplus(dt @ p["dt_proj"] + p["dt_bias"])
-    y = selective_scan(x, dt, -jnp.exp(p["A_log"]), bm, cm, p["D"])
+    y = selective_scan(x, dt, -jnp.exp(p["A_log"]), bm, cm, p["D"], unroll=cfg.unroll)
     return h + (y * jax.nn.silu(z)) @ p["out_proj"]
 
 

@@ -25,8 +25,13 @@
 //! shape) is made anew as a broadcast before its loop even when only the loop reads it: a
 //! constant's buffer is never written in place.
 //!
+//! A value `x` whose transpose such loops carry unchanged (a forward scan's time-major input,
+//! read again by the backward scan) and that is read again only after them is read there as
+//! the last loop's result transposed back ([`hand_back_transposes`]), so that it dies at its
+//! transpose instead of being held beside it across the loops.
+//!
 //! Invariant: every rewired read reads the same elements as before (result `j` *is* operand
-//! `j`), so results are bit-identical; no edge is added from a reader that did not already
+//! `j`; a transpose transposed back is its operand), so results are bit-identical; no edge is added from a reader that did not already
 //! follow the loop, so program order stays valid and no schedule is lost; only top-level
 //! `while` ops are handled.
 
@@ -36,7 +41,7 @@ use petgraph::Direction;
 use std::collections::HashSet;
 
 /// The nodes reachable from `from` along `dir` (`from` excluded).
-fn reach(g: &Graph, from: NodeId, dir: Direction) -> HashSet<NodeId> {
+pub(crate) fn reach(g: &Graph, from: NodeId, dir: Direction) -> HashSet<NodeId> {
     let mut seen = HashSet::new();
     let mut stack = vec![from];
     while let Some(n) = stack.pop() {
@@ -47,6 +52,25 @@ fn reach(g: &Graph, from: NodeId, dir: Direction) -> HashSet<NodeId> {
         }
     }
     seen
+}
+
+/// Whether `v` is a buffer the step owns: computed by an op that is not a `constant`, or a
+/// donated graph input.
+pub(crate) fn owned(g: &Graph, v: ValueRef) -> bool {
+    let producer = g.node(v.node);
+    match producer.kind() {
+        OpKind::Input => g.aliasing_output(v.node).is_some(),
+        _ => !matches!(producer.op, Op::Constant(_)),
+    }
+}
+
+/// The readers of `v` other than `except`: (node, operand index).
+fn readers_but(g: &Graph, v: ValueRef, except: NodeId) -> Vec<(NodeId, u32)> {
+    g.users(v.node)
+        .into_iter()
+        .filter(|&(u, _, out)| out == v.output && u != except)
+        .map(|(u, k, _)| (u, k))
+        .collect()
 }
 
 /// The top-level `while` ops of `g` with their carries returned unchanged
@@ -169,20 +193,13 @@ pub fn hand_over_carries(g: &mut Graph) -> usize {
             let Some(&v) = ops.get(j) else {
                 continue;
             };
-            let producer = g.node(v.node);
-            let owned = match producer.kind() {
-                OpKind::Input => g.aliasing_output(v.node).is_some(),
-                _ => !matches!(producer.op, Op::Constant(_)),
-            };
-            if !owned || ops.iter().filter(|&&x| x == v).count() != 1 || g.outputs().contains(&v) {
+            if !owned(g, v)
+                || ops.iter().filter(|&&x| x == v).count() != 1
+                || g.outputs().contains(&v)
+            {
                 continue;
             }
-            let readers: Vec<(NodeId, u32)> = g
-                .users(v.node)
-                .into_iter()
-                .filter(|&(u, _, out)| out == v.output && u != w)
-                .map(|(u, k, _)| (u, k))
-                .collect();
+            let readers = readers_but(g, v, w);
             let late: Vec<(NodeId, u32)> = readers
                 .iter()
                 .copied()
@@ -199,6 +216,85 @@ pub fn hand_over_carries(g: &mut Graph) -> usize {
                 g.set_operand(u, k, ValueRef::new(w, j as u32));
                 rewired += 1;
             }
+        }
+    }
+    rewired
+}
+
+/// Lets a value whose transpose a loop carries unchanged die at the transpose: when every
+/// reader of `x` but `y = transpose(x)` runs after a top-level `while` chain that returns `y`
+/// unchanged (`y` an operand the body returns, that result an operand of a later such loop,
+/// and so on: a forward scan's stacked input read again by the backward scan), those readers
+/// read `transpose(r)` instead, `r` the last loop's result for `y` (the transposition
+/// inverted: the same elements), made right before the first of them. `x` then dies at the
+/// transpose instead of being held beside `y` across the loops. Returns the number of reads
+/// rewired.
+///
+/// Only for `x` a buffer the step owns (not a `constant`, a donated input if an input, not a
+/// graph output); `y` read once by each loop of the chain.
+pub fn hand_back_transposes(g: &mut Graph) -> usize {
+    let transposes: Vec<NodeId> = g
+        .order()
+        .iter()
+        .copied()
+        .filter(|&id| matches!(g.node(id).op, Op::Transpose(_)))
+        .collect();
+    let mut rewired = 0;
+    for t in transposes {
+        let Op::Transpose(perm) = g.node(t).op.clone() else {
+            continue;
+        };
+        let x = g.operands(t)[0];
+        let readers = readers_but(g, x, t);
+        if !owned(g, x) || readers.is_empty() || g.outputs().contains(&x) {
+            continue;
+        }
+        // The chain of loops carrying `y` unchanged; the last one that all readers follow.
+        let mut carried = ValueRef::new(t, 0);
+        let mut last = None;
+        loop {
+            let users: Vec<(NodeId, u32, u32)> = g
+                .users(carried.node)
+                .into_iter()
+                .filter(|&(_, _, out)| out == carried.output)
+                .collect();
+            let next = users.iter().find_map(|&(w, j, _)| {
+                let n = g.node(w);
+                let forwards = match (&n.op, n.regions.as_slice()) {
+                    (Op::While, [_, body]) => ebb_ir::op::while_forwards(body),
+                    _ => return None,
+                };
+                let once = g.operands(w).iter().filter(|&&v| v == carried).count() == 1;
+                (once && forwards.contains(&(j as usize))).then_some(ValueRef::new(w, j))
+            });
+            let Some(next) = next else { break };
+            let after = reach(g, next.node, Direction::Outgoing);
+            if readers.iter().all(|(u, _)| after.contains(u)) {
+                last = Some(next);
+            }
+            carried = next;
+        }
+        let Some(r) = last else { continue };
+        let mut inverse = vec![0i64; perm.len()];
+        for (i, &p) in perm.iter().enumerate() {
+            inverse[p as usize] = i as i64;
+        }
+        let mut node = g.node(t).clone();
+        node.op = Op::Transpose(inverse);
+        node.outputs = vec![g.value_type(x).clone()];
+        let before = g.order().len();
+        let back = g.add_node(node, &[r]);
+        let mut order = g.order().to_vec();
+        order.truncate(before);
+        let first = order
+            .iter()
+            .position(|n| readers.iter().any(|(u, _)| u == n))
+            .unwrap_or(order.len());
+        order.insert(first, back);
+        g.set_order(order);
+        for (u, k) in readers {
+            g.set_operand(u, k, ValueRef::new(back, 0));
+            rewired += 1;
         }
     }
     rewired

@@ -27,11 +27,16 @@
 //!
 //! Loop-invariant `while` carries are handed over to the loop's result
 //! ([`crate::carry::hand_over_carries`]) once the inputs are donated (a donated input may be
-//! one), so that the operand dies at the loop and the result takes its buffer.
+//! one), so that the operand dies at the loop and the result takes its buffer; a value whose
+//! transpose the loops carry is read after them as their result transposed back
+//! ([`crate::carry::hand_back_transposes`]); a scan's stacked output starts as a stacked input
+//! of its type that dies at the loop ([`crate::stack_reuse`]).
 //!
-//! Invariant: the graph's ops are unchanged but for reads rewired to a `while` result equal to
-//! the value read ([`crate::carry`]); every donated input names a distinct output of
-//! its own type computed by an op (checked again by [`ebb_ir::verify`]).
+//! Invariant: the graph computes the same outputs, bit for bit: its ops are unchanged but for
+//! reads rewired to a `while` result equal to the value read (or its transpose transposed
+//! back, [`crate::carry`]) and the scans rewritten by [`crate::stack_reuse`]; every donated
+//! input names a distinct output of its own type computed by an op (checked again by
+//! [`ebb_ir::verify`]).
 
 use crate::manager::{Pass, PassContext, PassError, PassResult};
 use crate::pass_id::PassId;
@@ -210,7 +215,11 @@ impl Pass for DonatePass {
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
         let changes = apply(g, &self.policy)?;
-        let changes = changes + crate::carry::own_splats(g) + crate::carry::hand_over_carries(g);
+        let changes = changes
+            + crate::carry::own_splats(g)
+            + crate::carry::hand_over_carries(g)
+            + crate::carry::hand_back_transposes(g)
+            + crate::stack_reuse::reuse_stacks(g);
         donate_into_branches(g);
         cx.insert(report(g));
         Ok(PassResult::changes(changes))

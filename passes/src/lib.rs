@@ -17,5 +17,6 @@ pub mod registry;
 pub mod remat;
 pub mod rewrite;
 pub mod schedule;
+pub mod stack_reuse;
 
 pub use pass_id::PassId;

@@ -35,4 +35,5 @@ mod rewrite_sink_convert;
 mod schedule_context;
 mod schedule_list;
 mod schedule_proptest;
+mod stack_reuse;
 mod while_in_place;

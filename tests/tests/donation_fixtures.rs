@@ -41,16 +41,16 @@ fn source(npz: &Path) -> InputSource {
     }
 }
 
-/// `ebb run --check` at `b` on `inputs` under `budget`.
-fn run_checked(
+/// `ebb run --check` at `b` on `inputs` under `budget` (none: the plan's own peak).
+pub(crate) fn run_checked(
     plan: &Plan,
     b: &Bindings,
     inputs: InputSource,
-    budget: Budget,
+    budget: Option<Budget>,
 ) -> anyhow::Result<run::RunResult> {
     let opts = RunOptions {
         bind: b.clone(),
-        budget: Some(budget),
+        budget,
         inputs,
         check: true,
         max_host_memory: None,
@@ -72,10 +72,10 @@ pub(crate) fn run_checked_under_half(
     b: &Bindings,
     inputs: InputSource,
 ) -> run::RunResult {
-    match run_checked(plan, b, inputs.clone(), Budget::Fraction(0.5)) {
+    match run_checked(plan, b, inputs.clone(), Some(Budget::Fraction(0.5))) {
         Err(e) => match e.downcast_ref::<FinalizeError>() {
             Some(FinalizeError::Infeasible { smallest, .. }) => {
-                run_checked(plan, b, inputs, Budget::Bytes(*smallest))
+                run_checked(plan, b, inputs, Some(Budget::Bytes(*smallest)))
                     .unwrap_or_else(|e| panic!("{what} {b:?}: {e:#}"))
             }
             _ => panic!("{what} {b:?}: {e:#}"),

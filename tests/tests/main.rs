@@ -31,6 +31,7 @@ mod plan_verify;
 mod pretty_form;
 mod rewrite_fixtures;
 mod run_planned;
+mod scan_stacks;
 mod schedule_fixtures;
 mod simt_fixtures;
 mod soak;

@@ -244,7 +244,7 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
 
 /// One literal element: integers (and `i1`) as `i64`, floats as `f64`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Num {
+pub(crate) enum Num {
     I(i64),
     F(f64),
 }
@@ -258,7 +258,7 @@ pub(super) fn num_elements(t: &TensorType) -> Option<usize> {
 
 /// The elements of value `v` when it is produced by a `constant`: `(true, [x])` for a splat
 /// (or a one-element tensor), `(false, xs)` for a dense literal of at most `max` elements.
-pub(super) fn elements(g: &Graph, v: ValueRef, max: usize) -> Option<(bool, Vec<Num>)> {
+pub(crate) fn elements(g: &Graph, v: ValueRef, max: usize) -> Option<(bool, Vec<Num>)> {
     let n = g.node(v.node);
     let Op::Constant(lit) = &n.op else {
         return None;

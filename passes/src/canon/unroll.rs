@@ -252,7 +252,7 @@ fn input_index(r: &Graph, v: ValueRef) -> Option<usize> {
 }
 
 /// The value of a scalar integer constant.
-pub(super) fn scalar_int(g: &Graph, v: ValueRef) -> Option<i64> {
+pub(crate) fn scalar_int(g: &Graph, v: ValueRef) -> Option<i64> {
     if !g.value_type(v).dtype.is_int() {
         return None;
     }
