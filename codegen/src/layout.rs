@@ -198,6 +198,8 @@ fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
         ReducePrecision => float,
         BitcastConvert => dtype.size_bytes() == 4,
         Add | Subtract | Multiply | Maximum | Minimum | And | Or | Xor | Not | Negate | Abs => true,
+        // Integer bounds (a `dynamic_slice`'s start indices): `max` then `min`, on the host.
+        Clamp => !float && dtype != DType::I1 && target == Target::Host,
         ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => !float && dtype != DType::I1,
         Divide | Remainder => dtype != DType::I1,
         Power | Atan2 => float,

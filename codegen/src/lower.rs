@@ -716,6 +716,14 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
                 let c = b.build_int_compare(pred, x, y, "")?;
                 b.build_select(c, x, y, "")?
             }
+            OpKind::Clamp => {
+                // Operands `(lo, x, hi)`: `min(max(x, lo), hi)`, as `exec/elementwise.rs`.
+                let (Some(&v), Some(&hi)) = (xs.get(1), xs.get(2)) else {
+                    return other("`clamp` without three operands");
+                };
+                let m = self.int_op(OpKind::Maximum, d, &[v, x])?.into_int_value();
+                self.int_op(OpKind::Minimum, d, &[m, hi])?
+            }
             _ => return other(format!("no {d} lowering of `{}`", k.name())),
         })
     }

@@ -6,8 +6,10 @@
 //! the block the runtime allocates once per finalized plan of `arena_bytes`; see
 //! [`ebb_plan::arena`] for how offsets are chosen) or [`Buf::Foreign`] (a [`ForeignSlice`]:
 //! memory another library owns, such as a DLPack producer's tensor, read in place and copied
-//! to the heap before the first write, so that memory is never written). All dereference to
-//! `[T]`, so kernels read and write them the same way.
+//! to the heap before the first write, so that memory is never written) or [`Buf::View`] (a
+//! [`ForeignSlice`] whose owner is another tensor's buffer: a contiguous range of it that a
+//! `dynamic_slice` or `slice` reads in place instead of copying, likewise copied to the heap
+//! before a write). All dereference to `[T]`, so kernels read and write them the same way.
 //!
 //! Invariant (what makes [`ArenaSlice`] sound): an [`ArenaMemory`] hands out a byte range only
 //! when it overlaps no range still held — a claim is checked against the live claims under a
@@ -36,6 +38,9 @@ pub enum Buf<T> {
     Arena(ArenaSlice<T>),
     /// Elements in memory another library owns (copied to the heap before a write).
     Foreign(ForeignSlice<T>),
+    /// A contiguous range of another tensor's buffer, which the slice keeps alive (copied to
+    /// the heap before a write; made by `Tensor::contiguous_view`).
+    View(ForeignSlice<T>),
 }
 
 /// `len` elements of `T` in memory another library owns, kept alive by `owner` (e.g. an
@@ -89,10 +94,15 @@ impl<T> Buf<T> {
         matches!(self, Buf::Heap(_))
     }
 
+    /// True for [`Buf::View`].
+    pub fn is_view(&self) -> bool {
+        matches!(self, Buf::View(_))
+    }
+
     /// The arena and byte offset of an arena slice.
     pub fn arena_offset(&self) -> Option<(&Arc<ArenaMemory>, usize)> {
         match self {
-            Buf::Heap(_) | Buf::Foreign(_) => None,
+            Buf::Heap(_) | Buf::Foreign(_) | Buf::View(_) => None,
             Buf::Arena(s) => Some((&s.claim.mem, s.claim.offset)),
         }
     }
@@ -104,7 +114,7 @@ impl<T: Clone> Buf<T> {
         match self {
             Buf::Heap(v) => v,
             Buf::Arena(s) => s.to_vec(),
-            Buf::Foreign(s) => s.to_vec(),
+            Buf::Foreign(s) | Buf::View(s) => s.to_vec(),
         }
     }
 }
@@ -115,21 +125,22 @@ impl<T> Deref for Buf<T> {
         match self {
             Buf::Heap(v) => v,
             Buf::Arena(s) => s,
-            Buf::Foreign(s) => s,
+            Buf::Foreign(s) | Buf::View(s) => s,
         }
     }
 }
 
-/// Foreign memory is copied to the heap first (copy on write): it is never written.
+/// Foreign memory and views are copied to the heap first (copy on write): they are never
+/// written.
 impl<T: Clone> DerefMut for Buf<T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        if let Buf::Foreign(s) = self {
+        if let Buf::Foreign(s) | Buf::View(s) = self {
             *self = Buf::Heap(s.to_vec());
         }
         match self {
             Buf::Heap(v) => v,
             Buf::Arena(s) => s,
-            Buf::Foreign(_) => &mut [],
+            Buf::Foreign(_) | Buf::View(_) => &mut [],
         }
     }
 }

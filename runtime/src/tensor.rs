@@ -447,6 +447,11 @@ impl Data {
         dispatch!(self, v => v.is_heap())
     }
 
+    /// True when the elements are a range of another tensor's buffer ([`Buf::View`]).
+    pub fn is_view(&self) -> bool {
+        dispatch!(self, v => v.is_view())
+    }
+
     /// The arena and byte offset the elements are at, if they are in an arena.
     pub fn arena_offset(&self) -> Option<(&Arc<crate::buffer::ArenaMemory>, usize)> {
         dispatch!(self, v => v.arena_offset())
@@ -1016,13 +1021,52 @@ impl Tensor {
     }
 
     /// The buffer, if no other tensor shares it (for kernels that reuse their operand's
-    /// buffer as the result).
+    /// buffer as the result); `None` for a view ([`Buf::View`]), whose memory is another
+    /// tensor's: a kernel writes its result into a buffer of its own rather than copying the
+    /// view first.
     pub(crate) fn unique_data_mut(&mut self) -> Option<&mut Data> {
+        if self.data.is_view() {
+            return None;
+        }
         Arc::get_mut(&mut self.data)
     }
 
-    /// The buffer moved out, or the tensor back when the buffer is shared.
+    /// The `shape.iter().product()` elements from element `start` of this tensor's buffer as
+    /// a tensor of `shape` that shares the buffer instead of copying it ([`Buf::View`]: it
+    /// keeps this tensor's buffer alive, and a write to either copies first). `None` for an
+    /// empty or out-of-bounds range.
+    pub(crate) fn contiguous_view(&self, start: usize, shape: Vec<usize>) -> Option<Tensor> {
+        let n: usize = shape.iter().product();
+        if n == 0 || start.checked_add(n)? > self.len() {
+            return None;
+        }
+        let owner: Arc<dyn Send + Sync> = self.data.clone();
+        macro_rules! view {
+            ($($v:ident),*) => {
+                match &*self.data {
+                    $(Data::$v(b) => {
+                        // SAFETY: `start + n <= len`, so the `n` elements lie inside the
+                        // buffer, which `owner` keeps alive; while `owner` shares it, no
+                        // tensor writes it (`Tensor::data_mut` and `unique_data_mut` see it
+                        // shared: a write copies first).
+                        let s = unsafe {
+                            crate::buffer::ForeignSlice::new(b.as_ptr().add(start), n, owner)
+                        }?;
+                        Data::$v(Buf::View(s))
+                    })*
+                }
+            };
+        }
+        let data = view!(F32, BF16, F16, F64, I1, I8, I16, I32, I64, U8, U32, U64);
+        Some(Tensor::from_parts(shape, data))
+    }
+
+    /// The buffer moved out, or the tensor back when the buffer is shared or a view (as
+    /// [`Tensor::unique_data_mut`]).
     pub(crate) fn try_into_data(mut self) -> Result<Data, Tensor> {
+        if self.data.is_view() {
+            return Err(self);
+        }
         match Arc::get_mut(&mut self.data) {
             // The emptied tensor is then dropped with nothing to recycle.
             Some(d) => Ok(std::mem::replace(d, Data::F32(Buf::from(Vec::new())))),

@@ -500,6 +500,56 @@ fn softmax_over_empty_rows_matches_the_reference() {
     }
 }
 
+/// Many short rows (a `reduce` of an innermost dimension of 1 to 9 elements, as a scan's
+/// state reductions are): the row kernel writes a batch of rows per call, each folded alone,
+/// bit for bit as the reference folds them, at row counts that are not multiples of the batch
+/// and above the threaded split's threshold.
+#[test]
+fn short_rows_match_the_reference() {
+    for (a, b) in [(5003usize, 1usize), (4099, 3), (4801, 8), (3001, 9)] {
+        let bind = [("A", a as i64), ("B", b as i64)];
+        let x = f32t(&[a, b], &values(a * b, 3));
+        let (got, want) = both(SOFTMAX, &bind, vec![x]);
+        assert_bits(&got, &want, &format!("A={a} B={b}"));
+    }
+}
+
+/// Integer `clamp` in a loop fusion (a scan body's start indices, `clamp(0, i, S - 1)`) runs
+/// as a generated kernel with the reference's values: `min(max(x, lo), hi)`, for values below,
+/// inside and above the bounds, and a bound pair crossed (`hi < lo`).
+#[test]
+fn integer_clamp_matches_the_reference() {
+    let src = r#"graph @t {
+  %0 = input {index = 0, name = "x"} : i32[A]
+  %1 = input {index = 1, name = "hi"} : i32[A]
+  %2 = fusion(%0, %1) {kind = "loop"} : i32[A] {
+    region @fusion0 {
+      %0 = constant {value = dense<1> : i32} : i32[A]
+      %1 = input {index = 0, name = "in0"} : i32[A]
+      %2 = input {index = 1, name = "in1"} : i32[A]
+      %3 = clamp(%0, %1, %2) : i32[A]
+      return %3
+    }
+  }
+  return %2
+}"#;
+    let a = 37usize;
+    let x: Vec<i32> = (0..a as i32).map(|i| i * 7 - 100).collect();
+    let hi: Vec<i32> = (0..a as i32).map(|i| i * 3 - 20).collect();
+    let (got, want) = both(
+        src,
+        &[("A", a as i64)],
+        vec![i32t(&[a], &x), i32t(&[a], &hi)],
+    );
+    assert_bits(&got, &want, "clamp");
+    let expect: Vec<f64> = x
+        .iter()
+        .zip(&hi)
+        .map(|(&v, &h)| f64::from(v.max(1).min(h)))
+        .collect();
+    assert_eq!(got[0].to_f64_vec(), expect);
+}
+
 #[test]
 fn large_group_norm_maps_match_the_reference() {
     group_norm([3, 33, 37, 4, 7], 11);

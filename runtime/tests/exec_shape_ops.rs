@@ -202,3 +202,28 @@ fn dense_constant_literal() {
 }";
     assert_eq!(run1(src, &[], vec![]).to_f64_vec(), vec![1., 2., 3., 4.]);
 }
+
+/// A `dynamic_slice` and a `slice` of rows of a graph input (one contiguous range each: read
+/// in place, as a loop body reads its stacked input) give the rows' values, also when a
+/// result is a graph output (it leaves the run as a copy, not a view of the input) and when a
+/// later op reads it.
+#[test]
+fn contiguous_slices_of_an_input_read_its_values() {
+    let src = r#"graph @t {
+  %0 = input {index = 0, name = "x"} : f32[4,2,3]
+  %1 = constant {value = dense<2> : i32} : i32[]
+  %2 = constant {value = dense<0> : i32} : i32[]
+  %3 = dynamic_slice(%0, %1, %2, %2) {slice_sizes = dims[1, 2, 3]} : f32[1,2,3]
+  %4 = slice(%0) {limit_indices = dims[2, 2, 3], start_indices = dims[1, 1, 0], strides = dims[1, 1, 1]} : f32[1,1,3]
+  %5 = reshape(%3) {shape = dims[2, 3]} : f32[2,3]
+  %6 = add(%5, %5) : f32[2,3]
+  return %3, %4, %6
+}"#;
+    let out = run(src, &[], vec![arange(&[4, 2, 3])]).unwrap();
+    let row: Vec<f64> = (12..18).map(f64::from).collect();
+    assert_eq!(out[0].to_f64_vec(), row);
+    assert_eq!(out[1].to_f64_vec(), vec![9.0, 10.0, 11.0]);
+    let twice: Vec<f64> = row.iter().map(|v| 2.0 * v).collect();
+    assert_eq!(out[2].to_f64_vec(), twice);
+    assert!(out.iter().all(|t| !t.data().is_view()));
+}

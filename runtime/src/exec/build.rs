@@ -107,6 +107,7 @@ impl Values {
             steps.push(Step {
                 node: id,
                 take: vec![false; operands.len()],
+                held: vec![false; operands.len()],
                 operands,
                 first_result,
                 out,
@@ -173,7 +174,8 @@ impl Values {
 }
 
 /// Classifies the values and marks, per step, the operands it may take (move into its
-/// kernel): an intermediate or donated value at its last read, read once by that step.
+/// kernel): an intermediate or donated value at its last read, read once by that step; and
+/// the operands held for the whole run (graph inputs not donated).
 /// Returns the classes and each value's last reading point (`NONE` if never read).
 pub(super) fn mark_takes(
     g: &Graph,
@@ -207,6 +209,7 @@ pub(super) fn mark_takes(
             s.take[k] = matches!(class[v as usize], Class::Intermediate | Class::Donated)
                 && last_use[v as usize] == p as u32
                 && !repeated;
+            s.held[k] = class[v as usize] == Class::Input;
         }
     }
     (class, last_use)

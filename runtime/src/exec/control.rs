@@ -43,7 +43,8 @@ fn nested<'g>(ctx: &Ctx, g: &'g Graph, name: &str) -> Result<Program<'g>, Kernel
     let p = Program::new(g, &program_schedule(g), ctx.bindings)
         .map_err(region_err(name))?
         .with_executor(ctx.executor)
-        .with_pool(ctx.pool.clone());
+        .with_pool(ctx.pool.clone())
+        .untimed();
     Ok(match ctx.memo {
         Some(m) => p.with_kernel_memo(m.clone()),
         None => p,

@@ -237,7 +237,7 @@ impl Program<'_> {
                             })?;
                         operands.push(t);
                     }
-                    let (results, _) = self.run_kernel(s, operands, None)?;
+                    let (results, _) = self.run_kernel(si, s, operands, None)?;
                     for (i, t) in results.into_iter().enumerate() {
                         let u = s.first_result + i as u32;
                         live += self.prep.sizes[u as usize];

@@ -556,6 +556,7 @@ fn with_ctx<R>(step: &Step, b: &Bindings, shape: Vec<usize>, f: impl FnOnce(&Ctx
         bindings: b,
         transient: Cell::new(0),
         in_place: &[],
+        held: &[],
         executor: super::Executor::Reference,
         pool: super::pool::BufferPool::none(),
         memo: None,

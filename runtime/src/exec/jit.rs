@@ -495,9 +495,12 @@ struct RowLaunch<'a> {
     tile: u64,
 }
 
-/// A row input fusion's launch: the rows split over threads, each row written by the kernel
-/// into a scratch row of `f32` (one per thread, within the planned tile bytes) and folded by
-/// `fold` into the row's `kept` results of type `T`.
+/// A row input fusion's launch: the rows split over threads; each thread's kernel calls write
+/// a batch of whole rows into a scratch buffer of `f32` (one per thread; the threads' buffers
+/// together within the planned tile bytes), and `fold` folds each row of it into the row's
+/// `kept` results of type `T`. Short rows (a `reduce` of one innermost dimension of a few
+/// elements) are thus written many to a kernel call; each row is still folded alone, so the
+/// results do not depend on the batch.
 fn run_rows<T: Elem>(
     ctx: &Ctx,
     ops: &[Tensor],
@@ -513,26 +516,31 @@ fn run_rows<T: Elem>(
         tile,
     } = l;
     let threads = rayon::current_num_threads().max(1);
+    // Rows whose scratch fits the tile bytes, all threads together.
     let fit = (tile / (4 * row.max(1) as u64)).max(1) as usize;
     let threads = threads.min(fit);
     let mut out = vec![T::default(); rows * kept];
     let ins: Vec<*mut u8> = ops.iter().map(|t| t.data().as_ptr() as *mut u8).collect();
     let per = rows.div_ceil(threads.max(1)).max(1);
+    let batch = (fit / threads.max(1)).clamp(1, per);
     let shared = Ptrs(ins);
     let body = |(c, chunk): (usize, &mut [T])| -> Result<(), KernelFailure> {
-        let mut scratch = vec![0f32; row];
+        let mut scratch = vec![0f32; batch * row];
         let mut bufs = shared.get().to_vec();
         bufs.push(scratch.as_mut_ptr() as *mut u8);
         let mut pp = p.to_vec();
-        for (k, o) in chunk.chunks_mut(kept.max(1)).enumerate() {
-            let r = c * per + k;
-            let begin = to_i64(r * row)?;
+        for (k, os) in chunk.chunks_mut((batch * kept).max(1)).enumerate() {
+            let nr = os.len() / kept.max(1);
+            let begin = to_i64((c * per + k * batch) * row)?;
             pp[1] = begin;
-            // SAFETY: `bufs` holds the operands (checked sizes) and a scratch row of `row`
-            // elements; the kernel writes elements `[begin, begin + row) - begin` (none for an
-            // empty row, whose fold gives the reduction's initial value).
-            unsafe { kernel.run(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(row)?) };
-            fold(&scratch, o)?;
+            // SAFETY: `bufs` holds the operands (checked sizes) and a scratch buffer of
+            // `batch * row` elements; the kernel writes elements `[begin, begin + nr * row) -
+            // begin`, `nr <= batch` (none for empty rows, whose fold gives the reduction's
+            // initial value).
+            unsafe { kernel.run(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(nr * row)?) };
+            for (j, o) in os.chunks_mut(kept.max(1)).enumerate() {
+                fold(&scratch[j * row..(j + 1) * row], o)?;
+            }
         }
         Ok(())
     };

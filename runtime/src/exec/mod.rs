@@ -84,7 +84,8 @@ pub struct ExecStats {
     pub peak_point: Point,
     /// Bytes of the graph inputs (resident throughout).
     pub input_bytes: u64,
-    /// Wall time of each op, indexed like the schedule.
+    /// Wall time of each op, indexed like the schedule (empty for a nested program: loop
+    /// bodies and branches are not timed op by op).
     pub op_time: Vec<Duration>,
     /// Arena-backed runs ([`Program::with_arena`]): bytes of results their kernels wrote at
     /// the planned offset directly.
@@ -187,6 +188,8 @@ struct Step {
     operands: Vec<u32>,
     /// Whether the operand can be moved into the kernel (this is its last use).
     take: Vec<bool>,
+    /// Whether the operand is held unchanged for the whole run (a graph input not donated).
+    held: Vec<bool>,
     /// First result value id (results are consecutive).
     first_result: u32,
     /// Result types at the bindings.
@@ -265,7 +268,16 @@ pub struct Program<'g> {
     memo: Option<Arc<jit::KernelMemo>>,
     placement: Option<Placement>,
     prep: Arc<Prepared>,
+    /// Whether [`ExecStats::op_time`] is measured.
+    timed: bool,
+    /// Small `constant` and `dim_constant` results, by step: computed at the first run and
+    /// shared by the later ones (the bindings are fixed, so they never change).
+    consts: Vec<std::sync::OnceLock<Tensor>>,
 }
+
+/// `constant` and `dim_constant` results of at most this many bytes are computed once per
+/// [`Program`] (a loop body's are then built once per loop, not once per iteration).
+const CONST_CACHE_BYTES: u64 = 4 << 10;
 
 impl<'g> Program<'g> {
     /// Validates `schedule` against `g` and evaluates every result type at `bindings`.
@@ -304,6 +316,9 @@ impl<'g> Program<'g> {
     /// The program of `prep`, which [`Program::prepared`] returned for a program of `g` (the
     /// same graph: value ids and steps index it).
     pub(crate) fn from_prepared(g: &'g Graph, prep: Arc<Prepared>) -> Program<'g> {
+        let consts = (0..prep.steps.len())
+            .map(|_| std::sync::OnceLock::new())
+            .collect();
         Program {
             g,
             executor: Executor::default(),
@@ -311,6 +326,8 @@ impl<'g> Program<'g> {
             memo: None,
             placement: None,
             prep,
+            timed: true,
+            consts,
         }
     }
 
@@ -318,6 +335,13 @@ impl<'g> Program<'g> {
     /// program of them with [`Program::from_prepared`].
     pub(crate) fn prepared(&self) -> Arc<Prepared> {
         self.prep.clone()
+    }
+
+    /// The program run without timing its ops ([`ExecStats::op_time`] stays empty): for
+    /// nested programs (loop bodies, branches), run many times, whose op times nobody reads.
+    pub(crate) fn untimed(mut self) -> Self {
+        self.timed = false;
+        self
     }
 
     /// The program run with `executor`'s fusion kernels (default [`Executor::Jit`]).
@@ -431,7 +455,7 @@ impl<'g> Program<'g> {
             host_peak_bytes: 0,
             regen_time: Duration::ZERO,
             input_bytes,
-            op_time: Vec::with_capacity(self.prep.steps.len()),
+            op_time: Vec::with_capacity(if self.timed { self.prep.steps.len() } else { 0 }),
             ..Default::default()
         };
         let mut resident = input_bytes;
@@ -448,7 +472,7 @@ impl<'g> Program<'g> {
                 }
                 stats.regen_time += t0.elapsed();
             }
-            let start = Instant::now();
+            let start = self.timed.then(Instant::now);
             let node = g.node(s.node);
             let mut operands = Vec::with_capacity(s.operands.len());
             for (k, &v) in s.operands.iter().enumerate() {
@@ -466,7 +490,7 @@ impl<'g> Program<'g> {
                 .as_ref()
                 .map(|pl| (pl, pl.slots(&s.out, s.first_result, &s.in_place)));
             let (results, transient) =
-                self.run_kernel(s, operands, arena.as_ref().map(|a| &a.1))?;
+                self.run_kernel(p, s, operands, arena.as_ref().map(|a| &a.1))?;
             for (i, mut t) in results.into_iter().enumerate() {
                 let v = s.first_result + i as u32;
                 // A result nothing reads (freed at its own point: a `while`'s carried value
@@ -511,40 +535,55 @@ impl<'g> Program<'g> {
                 }
                 stats.host_peak_bytes = stats.host_peak_bytes.max(host_bytes);
             }
-            stats.op_time.push(start.elapsed());
+            if let Some(start) = start {
+                stats.op_time.push(start.elapsed());
+            }
             on_point(p);
         }
         let mut outs = Vec::with_capacity(self.prep.outputs.len());
         for (i, &v) in self.prep.outputs.iter().enumerate() {
-            outs.push(
-                slots[v as usize]
-                    .clone()
-                    .ok_or_else(|| ExecError::Schedule {
-                        graph: g.name.clone(),
-                        msg: format!("output {i} was not computed"),
-                    })?,
-            );
+            let t = slots[v as usize]
+                .clone()
+                .ok_or_else(|| ExecError::Schedule {
+                    graph: g.name.clone(),
+                    msg: format!("output {i} was not computed"),
+                })?;
+            // A view reads an input of this run in place: it leaves the run as a copy, so
+            // that it never keeps that input's buffer alive beyond the run.
+            outs.push(if t.data().is_view() { t.deep_copy() } else { t });
         }
         Ok((outs, stats))
     }
 }
 
 impl Program<'_> {
-    /// Runs the kernel of step `s` on `operands` and checks its results against the op's types
-    /// at the bindings. Returns the results and the op's region transient bytes.
+    /// Runs the kernel of step `s` (at point `p`) on `operands` and checks its results against
+    /// the op's types at the bindings. Returns the results and the op's region transient
+    /// bytes.
     fn run_kernel(
         &self,
+        p: usize,
         s: &Step,
         operands: Vec<Tensor>,
         slots: Option<&placement::Slots>,
     ) -> Result<(Vec<Tensor>, u64), ExecError> {
         let node = self.g.node(s.node);
+        let constant = matches!(node.op, Op::Constant(_) | Op::DimConstant(_)) && slots.is_none();
+        if let Some(t) = self
+            .consts
+            .get(p)
+            .and_then(|c| c.get())
+            .filter(|_| constant)
+        {
+            return Ok((vec![t.clone()], 0));
+        }
         let ctx = Ctx {
             node,
             out: &s.out,
             bindings: &self.prep.bindings,
             transient: Cell::new(0),
             in_place: &s.in_place,
+            held: &s.held,
             executor: self.executor,
             pool: &self.pool,
             memo: self.memo.as_ref(),
@@ -554,6 +593,13 @@ impl Program<'_> {
             KernelFailure::Op(source) => op_err(node, source),
             KernelFailure::Exec(e) => e,
         })?;
+        if let ([t], true) = (results.as_slice(), constant) {
+            if t.size_bytes() <= CONST_CACHE_BYTES {
+                if let Some(c) = self.consts.get(p) {
+                    let _ = c.set(t.clone());
+                }
+            }
+        }
         if results.len() != s.out.len() {
             return Err(op_err(
                 node,
@@ -631,6 +677,10 @@ pub(crate) struct Ctx<'a> {
     /// ([`ebb_ir::op::in_place_writes`]); a loop `fusion`'s kernel reuses the buffer only when
     /// it owns it alone, a `case` returns a forwarded operand itself.
     pub in_place: &'a [ebb_ir::op::InPlace],
+    /// Per operand: whether it is held unchanged for the whole run (a graph input not
+    /// donated), so that a view of it may be returned instead of a copy (see
+    /// `shape_ops::view`).
+    pub held: &'a [bool],
     /// Which kernels run fusion groups (nested programs inherit it).
     pub executor: Executor,
     /// Recycled buffers for large results (nested programs share it).

@@ -4,8 +4,10 @@
 //!
 //! Each op is a strided view of its operand ([`super::layout`]) or a strided write into a
 //! fresh result; `reshape`, and a `broadcast_in_dim` that only adds unit dimensions, share the
-//! operand's buffer; `dynamic_update_slice` writes into its operand's buffer when no other
-//! tensor holds it. Start indices of the dynamic ops are
+//! operand's buffer; a `slice` or `dynamic_slice` whose elements are one contiguous range of
+//! an operand held for the whole run (a loop body's stacked input read one step at a time) is
+//! a view of that range ([`slice_view`]); `dynamic_update_slice` writes into its operand's
+//! buffer when no other tensor holds it. Start indices of the dynamic ops are
 //! clamped into range as the spec prescribes. Invariant: results have exactly the op's
 //! declared type at the bindings (the executor checks it).
 
@@ -121,7 +123,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
                 off += start[i] as isize * xs[i];
                 st.push(strides[i] as isize * xs[i]);
             }
-            view(ctx, x, off, &st, &out.shape)
+            slice_view(ctx, x, off, &st, &out.shape)
         }
         Op::Reverse(dims) => {
             arity(&ops, 1, kind)?;
@@ -143,7 +145,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             let starts = clamped_starts(&ops[1..], x.shape(), sizes)?;
             let xs = istrides_of(x.shape());
             let off = starts.iter().zip(&xs).map(|(&s, &k)| s as isize * k).sum();
-            view(ctx, x, off, &xs, sizes)
+            slice_view(ctx, x, off, &xs, sizes)
         }
         Op::DynamicUpdateSlice => {
             let mut it = ops.into_iter();
@@ -191,6 +193,36 @@ fn eval_dims(ctx: &Ctx, d: &[DimExpr]) -> Result<Vec<i64>, OpError> {
     d.iter()
         .map(|e| e.eval(ctx.bindings).map_err(OpError::from))
         .collect()
+}
+
+/// A `slice` or `dynamic_slice` of `x` (the view at `off` with strides `st` and `shape`): the
+/// range of `x`'s buffer itself when the view's elements are one contiguous range in row-major
+/// order, `x` is held unchanged for the whole run (a graph input not donated: it outlives the
+/// result, and nothing writes it in place meanwhile) and the result has no planned arena
+/// range to be written into; else copied ([`view`]). The executor copies a view that leaves
+/// the run as an output ([`super::Program::run`]), so a view never outlives its operand's
+/// run. The memory accounting is unchanged: the result is charged its own bytes either way.
+fn slice_view(
+    ctx: &Ctx,
+    x: &Tensor,
+    off: isize,
+    st: &[isize],
+    shape: &[usize],
+) -> Result<Tensor, OpError> {
+    let contiguous = istrides_of(shape)
+        .iter()
+        .zip(st)
+        .zip(shape)
+        .all(|((&want, &got), &n)| n == 1 || want == got);
+    if contiguous && ctx.slots.is_none() && ctx.held.first() == Some(&true) {
+        if let Some(t) = usize::try_from(off)
+            .ok()
+            .and_then(|start| x.contiguous_view(start, shape.to_vec()))
+        {
+            return Ok(t);
+        }
+    }
+    view(ctx, x, off, st, shape)
 }
 
 /// The view of `x` copied into a new tensor (a recycled buffer of the pool when there is one).

@@ -120,7 +120,7 @@ impl DeviceProgram {
                     .zip(&bytes)
                     .map(|(&v, b)| tensor_from_bytes(&types[v as usize], b))
                     .collect();
-                let (results, transient) = prog.run_kernel(s, operands, None)?;
+                let (results, transient) = prog.run_kernel(call.step, s, operands, None)?;
                 host_time += t.elapsed();
                 Ok((results.iter().map(Tensor::to_le_bytes).collect(), transient))
             };
