@@ -116,6 +116,11 @@ pub struct RunReport {
     pub arena_copied_bytes: u64,
     /// Bytes of results that could not be placed (a bug if not 0; `--check` fails then).
     pub arena_unplaced_bytes: u64,
+    /// Bytes of results written in place into a donated input's buffer and left there
+    /// instead of copied to their planned range (of the last step with `--repeat`, whose
+    /// inputs are its own; 0 for a step on inputs the caller still shares, which are updated
+    /// into new buffers).
+    pub in_place_kept_bytes: u64,
     /// Op time of the planned run by op kind, largest first (of the last step with
     /// `--repeat`).
     pub time_by_kind: Vec<KindTime>,
@@ -535,6 +540,7 @@ pub fn run(
         arena_direct_bytes: step.report.arena_direct_bytes,
         arena_copied_bytes: step.report.arena_copied_bytes,
         arena_unplaced_bytes: step.report.arena_unplaced_bytes,
+        in_place_kept_bytes: stats.in_place_kept_bytes,
         time_by_kind,
         slowest_ops,
         wall_ms_median,
