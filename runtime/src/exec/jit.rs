@@ -426,7 +426,7 @@ pub(crate) fn fusion(
     let spec = KernelSpec {
         region,
         layout,
-        classes: &classes,
+        classes,
         in_place: &in_place,
     };
     let kernel = match ctx.memo {
@@ -453,7 +453,7 @@ pub(crate) fn fusion(
     };
     ctx.transient.set(tile);
     Ok(match reduce {
-        None => run_loop(ctx, layout, ops, &in_place, &p, kernel, n),
+        None => run_loop(ctx, layout, ops, &in_place, p, kernel, n),
         Some((m, Init::F32(init), rows, row)) if matches!(layout.mode, Mode::Columns { .. }) => {
             let reduction = Columns {
                 m,
@@ -462,7 +462,7 @@ pub(crate) fn fusion(
                 row,
                 tile,
             };
-            run_columns(ctx, &ops, &p, kernel, &reduction)
+            run_columns(ctx, &ops, p, kernel, &reduction)
         }
         Some((m, init, rows, row)) => {
             // Results per row: 1, or the kept elements of a mixed row.
@@ -474,7 +474,7 @@ pub(crate) fn fusion(
                     .product()
             });
             let launch = RowLaunch {
-                p: &p,
+                p,
                 kernel,
                 rows,
                 row,
