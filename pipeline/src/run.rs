@@ -109,13 +109,19 @@ pub struct RunReport {
     pub arena_high_water_bytes: u64,
     /// Measured in that arena: the most bytes held by results at one time.
     pub arena_peak_live_bytes: u64,
-    /// Bytes of results their kernels wrote at the planned offset directly.
+    /// Bytes of results their kernels wrote at the planned offset directly (of the last step
+    /// with `--repeat`, like the two figures below).
     pub arena_direct_bytes: u64,
     /// Bytes of results copied to their planned offset after their kernel (views, in-place
-    /// updates, interpreted kernels, reloads, recomputes).
+    /// updates of inputs the caller still shares, interpreted kernels, reloads, recomputes).
     pub arena_copied_bytes: u64,
     /// Bytes of results that could not be placed (a bug if not 0; `--check` fails then).
     pub arena_unplaced_bytes: u64,
+    /// Bytes of results written in place into a donated input's buffer and left there
+    /// instead of copied to their planned range (0 for a step on inputs the caller still
+    /// shares, as the first step of `ebb run` is: those are updated into new buffers; each
+    /// `--repeat` step gets inputs of its own).
+    pub in_place_kept_bytes: u64,
     /// Op time of the planned run by op kind, largest first (of the last step with
     /// `--repeat`).
     pub time_by_kind: Vec<KindTime>,
@@ -532,9 +538,10 @@ pub fn run(
         arena_backed: step.report.arena_backed,
         arena_high_water_bytes: step.report.arena_usage.high_water_bytes,
         arena_peak_live_bytes: step.report.arena_usage.peak_live_bytes,
-        arena_direct_bytes: step.report.arena_direct_bytes,
-        arena_copied_bytes: step.report.arena_copied_bytes,
+        arena_direct_bytes: stats.arena_direct_bytes,
+        arena_copied_bytes: stats.arena_copied_bytes,
         arena_unplaced_bytes: step.report.arena_unplaced_bytes,
+        in_place_kept_bytes: stats.in_place_kept_bytes,
         time_by_kind,
         slowest_ops,
         wall_ms_median,

@@ -94,6 +94,10 @@ pub struct StepReport {
     /// Bytes of results left off the arena because their range was still held (a bug if not
     /// 0).
     pub arena_unplaced_bytes: u64,
+    /// Bytes of results written in place into a donated input's buffer and left there (the
+    /// caller's buffer stands for the range the plan gives them; see
+    /// [`crate::exec::Placement`]).
+    pub in_place_kept_bytes: u64,
     /// Recompute decisions taken.
     pub recompute_decisions: usize,
     /// Swap decisions taken.
@@ -603,6 +607,7 @@ impl Runtime {
             arena_direct_bytes: stats.arena_direct_bytes,
             arena_copied_bytes: stats.arena_copied_bytes,
             arena_unplaced_bytes: stats.arena_unplaced_bytes,
+            in_place_kept_bytes: stats.in_place_kept_bytes,
             recompute_decisions: count(DecisionKind::Recompute),
             swap_decisions: count(DecisionKind::Swap),
             recompute_flops: concrete.recompute_flops,
@@ -717,6 +722,7 @@ impl Runtime {
             arena_direct_bytes: 0,
             arena_copied_bytes: 0,
             arena_unplaced_bytes: 0,
+            in_place_kept_bytes: 0,
             recompute_decisions: count(DecisionKind::Recompute),
             swap_decisions: count(DecisionKind::Swap),
             recompute_flops: concrete.recompute_flops,

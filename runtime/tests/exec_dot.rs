@@ -437,3 +437,32 @@ fn small_k_variants_give_the_baseline_bits() {
         }
     }
 }
+
+/// An attention-shaped contraction of `[B, S, H, D]` operands batched over `B` and `H` (batch
+/// dimensions that do not merge, read through their strides) gives the bits of the same
+/// contraction of the operands transposed to `[B, H, S, D]` first (one contiguous batch), for
+/// a shallow (`small_k`) and a deep (packing GEMM) contraction.
+#[test]
+fn unmerged_batch_dimensions_give_the_bits_of_transposed_operands() {
+    let (b, s, h) = (2, 24, 3);
+    for d in [16, 40] {
+        let n = b * s * h * d;
+        let (q, k) = (pseudo(n, 1), pseudo(n, 2));
+        let ty = format!("f32[{b},{s},{h},{d}]");
+        let inputs = format!(
+            "  %0 = input {{index = 0, name = \"q\"}} : {ty}\n  %1 = input {{index = 1, name = \"k\"}} : {ty}\n"
+        );
+        let batched = "lhs_batching_dimensions = [0, 2], lhs_contracting_dimensions = [3], rhs_batching_dimensions = [0, 2], rhs_contracting_dimensions = [3]";
+        let strided = format!(
+            "graph @t {{\n{inputs}  %2 = dot_general(%0, %1) {{{batched}}} : f32[{b},{h},{s},{s}]\n  return %2\n}}"
+        );
+        let contiguous = "lhs_batching_dimensions = [0, 1], lhs_contracting_dimensions = [3], rhs_batching_dimensions = [0, 1], rhs_contracting_dimensions = [3]";
+        let transposed = format!(
+            "graph @t {{\n{inputs}  %2 = transpose(%0) {{permutation = [0, 2, 1, 3]}} : f32[{b},{h},{s},{d}]\n  %3 = transpose(%1) {{permutation = [0, 2, 1, 3]}} : f32[{b},{h},{s},{d}]\n  %4 = dot_general(%2, %3) {{{contiguous}}} : f32[{b},{h},{s},{s}]\n  return %4\n}}"
+        );
+        let shape = [b, s, h, d];
+        let ins = || vec![f32t(&shape, &q), f32t(&shape, &k)];
+        let (x, y) = (run1(&strided, &[], ins()), run1(&transposed, &[], ins()));
+        assert!(x.bits_eq(&y), "d = {d}");
+    }
+}

@@ -375,3 +375,38 @@ fn steps_at_a_repeated_shape_give_the_bits_and_peak_of_a_fresh_step() {
         assert_eq!(r.cache_hit, i == 1 || i == 3, "step {i}");
     }
 }
+
+/// A donated input updated in place (the AdamW step's parameters and moments) stays in the
+/// buffer the caller gave when the caller holds no other reference to it: the step copies
+/// exactly those bytes less into its arena than a step on inputs the caller still shares
+/// (updated into new buffers, then copied to their planned ranges), with the same bits and
+/// the planned peak.
+#[test]
+fn donated_in_place_updates_stay_in_the_callers_buffers() {
+    let plan = ebb_testkit::compiled("gpt2_tiny_adamw").plan;
+    let b = pipeline::parse_bindings("B=2,S=16").unwrap();
+    let mut rt = Runtime::new(plan, None).unwrap();
+    let inputs = random_inputs(&rt.graph().clone(), &b, 3).unwrap();
+    let shared = rt.step(&b, inputs.clone()).unwrap();
+    let own: Vec<Tensor> = inputs.iter().map(Tensor::deep_copy).collect();
+    let addresses: Vec<usize> = own.iter().map(|t| t.as_ptr() as usize).collect();
+    let owned = rt.step(&b, own).unwrap();
+    assert_bit_identical(&shared.outputs, &owned.outputs);
+    let (s, o) = (&shared.report, &owned.report);
+    assert_eq!(s.in_place_kept_bytes, 0);
+    assert!(o.in_place_kept_bytes > 1 << 10, "{}", o.in_place_kept_bytes);
+    assert_eq!(
+        o.arena_copied_bytes + o.in_place_kept_bytes,
+        s.arena_copied_bytes
+    );
+    assert_eq!(o.measured_peak_bytes as i64, o.peak_bytes_planned);
+    assert_eq!(o.arena_unplaced_bytes, 0);
+    // Outputs updated in place are in the buffers of the inputs they update.
+    let kept: u64 = owned
+        .outputs
+        .iter()
+        .filter(|t| addresses.contains(&(t.as_ptr() as usize)))
+        .map(|t| t.size_bytes())
+        .sum();
+    assert!(kept > 0 && kept <= o.in_place_kept_bytes, "{kept}");
+}

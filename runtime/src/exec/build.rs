@@ -114,6 +114,7 @@ impl Values {
                 frees: Vec::new(),
                 in_place: Vec::new(),
                 in_place_bytes: 0,
+                launch: Default::default(),
             });
         }
         Ok((steps, def))

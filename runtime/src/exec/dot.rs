@@ -357,8 +357,48 @@ fn small_k_body<T: Gemm>(
 /// a block to take over. (The split never changes the bits: see the module docs.)
 const BLOCKS_PER_THREAD: usize = 2;
 
+/// Where each element of a stack's batch starts, in elements from the view's offset: the
+/// batch dimensions `(extent, stride)`, outermost first, after merging neighbours that
+/// advance by one stride (one dimension, or none, for most stacks; two for attention's
+/// `[B, S, H, D]` operands batched over `B` and `H`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct BatchAt(Vec<(usize, isize)>);
+
+impl BatchAt {
+    /// `batch` elements `stride` apart.
+    pub(crate) fn strided(batch: usize, stride: isize) -> BatchAt {
+        BatchAt(vec![(batch, stride)])
+    }
+
+    /// The batch dimensions `dims` of an operand of `shape` with strides `st` (unit
+    /// dimensions dropped, neighbours merged where contiguous).
+    fn of(shape: &[usize], st: &[isize], dims: &[usize]) -> BatchAt {
+        let mut out: Vec<(usize, isize)> = Vec::new();
+        for &d in dims.iter().filter(|&&d| shape[d] != 1) {
+            match out.last_mut() {
+                Some((n, s)) if *s == st[d] * shape[d] as isize => {
+                    *n *= shape[d];
+                    *s = st[d];
+                }
+                _ => out.push((shape[d], st[d])),
+            }
+        }
+        BatchAt(out)
+    }
+
+    /// The offset of batch element `bt`.
+    fn at(&self, mut bt: usize) -> isize {
+        let mut off = 0isize;
+        for &(n, s) in self.0.iter().rev() {
+            off += (bt % n.max(1)) as isize * s;
+            bt /= n.max(1);
+        }
+        off
+    }
+}
+
 /// Batched GEMM: `c[bt] = a[bt] · b[bt]` for `bt < batch`, `c` row-major `[batch, m, n]`;
-/// `sa`/`sb` are the batch strides. Split across threads in fixed row blocks.
+/// `sa`/`sb` say where each batch element starts. Split across threads in fixed row blocks.
 #[allow(clippy::too_many_arguments)]
 fn batched<T: Gemm>(
     batch: usize,
@@ -367,10 +407,10 @@ fn batched<T: Gemm>(
     n: usize,
     a: &[T],
     av: Mat,
-    sa: isize,
+    sa: &BatchAt,
     b: &[T],
     bv: Mat,
-    sb: isize,
+    sb: &BatchAt,
     c: &mut [T],
 ) -> Result<(), OpError> {
     if c.len() != batch * m * n {
@@ -399,8 +439,8 @@ fn batched<T: Gemm>(
     let rows_per = m.div_ceil(blocks_per_batch).max(1);
     let job = |bt: usize, r0: usize, cc: &mut [T]| {
         let rows = cc.len() / n;
-        let a_at = av.shifted(bt as isize * sa + r0 as isize * av.rs)?;
-        let b_at = bv.shifted(bt as isize * sb)?;
+        let a_at = av.shifted(sa.at(bt) + r0 as isize * av.rs)?;
+        let b_at = bv.shifted(sb.at(bt))?;
         gemm(rows, k, n, a, a_at, b, b_at, cc)
     };
     if work < (1 << 18) {
@@ -436,8 +476,8 @@ impl<T> Out<T> {
 fn column_blocks<T: Gemm>(
     batch: usize,
     (m, k, n): (usize, usize, usize),
-    (a, av, sa): (&[T], Mat, isize),
-    (b, bv, sb): (&[T], Mat, isize),
+    (a, av, sa): (&[T], Mat, &BatchAt),
+    (b, bv, sb): (&[T], Mat, &BatchAt),
     c: &mut [T],
     blocks: usize,
 ) -> Result<(), OpError> {
@@ -446,7 +486,7 @@ fn column_blocks<T: Gemm>(
     let cols_per = n.div_ceil(blocks).next_multiple_of(16);
     let per_batch = n.div_ceil(cols_per);
     for bt in 0..batch {
-        let (a_at, b_at) = (av.shifted(bt as isize * sa)?, bv.shifted(bt as isize * sb)?);
+        let (a_at, b_at) = (av.shifted(sa.at(bt))?, bv.shifted(sb.at(bt))?);
         if !view_fits(a.len(), a_at, m, k) || !view_fits(b.len(), b_at, k, n) {
             return invalid("internal: GEMM operand views out of bounds");
         }
@@ -455,8 +495,8 @@ fn column_blocks<T: Gemm>(
     super::par::indices(batch * per_batch, &|i| {
         let (bt, j0) = (i / per_batch, (i % per_batch) * cols_per);
         let cols = cols_per.min(n - j0);
-        let a_off = (av.off as isize + bt as isize * sa) as usize;
-        let b_off = (bv.off as isize + bt as isize * sb + j0 as isize * bv.cs) as usize;
+        let a_off = (av.off as isize + sa.at(bt)) as usize;
+        let b_off = (bv.off as isize + sb.at(bt) + j0 as isize * bv.cs) as usize;
         // SAFETY: every batch element's views of `a` and `b` were checked above (columns
         // `j0..j0+cols` lie inside the checked `k×n` view), `c` holds `batch·m·n` elements
         // (checked by `batched`) of which this block writes only rows `0..m` of columns
@@ -516,7 +556,8 @@ pub(crate) unsafe fn gemm_f32_raw(
         rs: rsb,
         cs: csb,
     };
-    batched(batch, m, k, n, a, av, sa, b, bv, sb, c)
+    let (sa, sb) = (BatchAt::strided(batch, sa), BatchAt::strided(batch, sb));
+    batched(batch, m, k, n, a, av, &sa, b, bv, &sb, c)
 }
 
 /// Strides `(batch, rows, cols)` of the operand viewed with dimension groups `g`, if every
@@ -536,14 +577,16 @@ pub(crate) fn group_strides(shape: &[usize], groups: [&[usize]; 3]) -> Option<[i
     Some(out)
 }
 
-/// The operand as a `[batch, rows, cols]` stack: (buffer, view, batch stride), copying into
-/// that layout when the dimension groups are not contiguous.
+/// The operand as a `[batch, rows, cols]` stack: (buffer, view, where each batch element
+/// starts), copying into that layout when the rows' or the columns' dimensions are not
+/// contiguous (batch dimensions that do not merge are read through their own strides).
 fn as_stack<'a, T: Gemm>(
     v: Cow<'a, [T]>,
     shape: &[usize],
     groups: [&[usize]; 3],
-) -> Result<(Cow<'a, [T]>, Mat, isize), OpError> {
-    if let Some([sb, sr, sc]) = group_strides(shape, groups) {
+) -> Result<(Cow<'a, [T]>, Mat, BatchAt), OpError> {
+    if let Some([_, sr, sc]) = group_strides(shape, [&[], groups[1], groups[2]]) {
+        let st = istrides_of(shape);
         return Ok((
             v,
             Mat {
@@ -551,7 +594,7 @@ fn as_stack<'a, T: Gemm>(
                 rs: sr,
                 cs: sc,
             },
-            sb,
+            BatchAt::of(shape, &st, groups[0]),
         ));
     }
     let perm: Vec<usize> = groups.iter().flat_map(|g| g.iter().copied()).collect();
@@ -561,6 +604,7 @@ fn as_stack<'a, T: Gemm>(
     let copy = gather_view(&v, 0, &pst, &pshape)?;
     let rows: usize = groups[1].iter().map(|&d| shape[d]).product();
     let cols: usize = groups[2].iter().map(|&d| shape[d]).product();
+    let batch: usize = groups[0].iter().map(|&d| shape[d]).product();
     Ok((
         Cow::Owned(copy),
         Mat {
@@ -568,7 +612,7 @@ fn as_stack<'a, T: Gemm>(
             rs: cols as isize,
             cs: 1,
         },
-        (rows * cols) as isize,
+        BatchAt::strided(batch, (rows * cols) as isize),
     ))
 }
 
@@ -685,7 +729,7 @@ fn dot_typed<T: Gemm>(
     // A recycled buffer: every element is written (β = 0 in the GEMM, `small_k` stores whole
     // blocks, `k = 0` fills).
     let mut c = ctx.take_vec::<T>(bt * m * n);
-    batched(bt, m, k, n, &av, am, asb, &bv, bm, bsb, &mut c)?;
+    batched(bt, m, k, n, &av, am, &asb, &bv, bm, &bsb, &mut c)?;
     Ok(c)
 }
 

@@ -561,6 +561,7 @@ fn with_ctx<R>(step: &Step, b: &Bindings, shape: Vec<usize>, f: impl FnOnce(&Ctx
         pool: super::pool::BufferPool::none(),
         memo: None,
         slots: None,
+        launch: None,
     };
     f(&c)
 }

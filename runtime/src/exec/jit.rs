@@ -78,6 +78,14 @@ fn to_i64(v: usize) -> Result<i64, KernelFailure> {
     i64::try_from(v).map_err(|_| invalid("a fusion too large for 64-bit indices"))
 }
 
+/// A fusion kernel's parameters and its index maps' stride classes at the bindings
+/// ([`params`]): the same at every run of one prepared program, kept with its step.
+#[derive(Debug)]
+pub(crate) struct Launch {
+    p: Vec<i64>,
+    classes: Vec<StrideClass>,
+}
+
 /// The kernel parameters and stride classes at the bindings.
 pub(crate) fn params(
     region: &Graph,
@@ -378,10 +386,28 @@ pub(crate) fn fusion(
         Some((_, _, rows, row)) => rows * row,
         None => ctx.out.first().map_or(0, |o| o.shape.iter().product()),
     };
-    let (p, classes) = match params(region, layout, ctx.bindings, reduce.map(|r| r.3), n) {
-        Ok(x) => x,
-        Err(e) => return Ok(Err(e)),
+    let compute = || {
+        params(region, layout, ctx.bindings, reduce.map(|r| r.3), n)
+            .map(|(p, classes)| Launch { p, classes })
     };
+    let local;
+    let launch: &Launch = match ctx.launch {
+        Some(at) => match at.get() {
+            Some(l) => l,
+            None => match compute() {
+                Ok(l) => at.get_or_init(|| l),
+                Err(e) => return Ok(Err(e)),
+            },
+        },
+        None => match compute() {
+            Ok(l) => {
+                local = l;
+                &local
+            }
+            Err(e) => return Ok(Err(e)),
+        },
+    };
+    let (p, classes) = (launch.p.as_slice(), launch.classes.as_slice());
     // In-place stores: a result written into an operand buffer this op alone holds.
     let mut in_place: Vec<(usize, usize)> = Vec::new();
     if reduce.is_none() {
@@ -403,7 +429,7 @@ pub(crate) fn fusion(
     let spec = KernelSpec {
         region,
         layout,
-        classes: &classes,
+        classes,
         in_place: &in_place,
     };
     let kernel = match ctx.memo {
@@ -430,7 +456,7 @@ pub(crate) fn fusion(
     };
     ctx.transient.set(tile);
     Ok(match reduce {
-        None => run_loop(ctx, layout, ops, &in_place, &p, kernel, n),
+        None => run_loop(ctx, layout, ops, &in_place, p, kernel, n),
         Some((m, Init::F32(init), rows, row)) if matches!(layout.mode, Mode::Columns { .. }) => {
             let reduction = Columns {
                 m,
@@ -439,7 +465,7 @@ pub(crate) fn fusion(
                 row,
                 tile,
             };
-            run_columns(ctx, &ops, &p, kernel, &reduction)
+            run_columns(ctx, &ops, p, kernel, &reduction)
         }
         Some((m, init, rows, row)) => {
             // Results per row: 1, or the kept elements of a mixed row.
@@ -451,7 +477,7 @@ pub(crate) fn fusion(
                     .product()
             });
             let launch = RowLaunch {
-                p: &p,
+                p,
                 kernel,
                 rows,
                 row,

@@ -96,6 +96,10 @@ pub struct ExecStats {
     /// Arena-backed runs: bytes of results left on the heap because their planned range was
     /// still held (0 for every plan the checker accepts; see `exec/placement.rs`).
     pub arena_unplaced_bytes: u64,
+    /// Arena-backed runs: bytes of results written in place into a donated input's buffer,
+    /// which stays where the caller keeps it, and left there (the plan lays such a result out
+    /// in its operand's range, which the run never claims; see `exec/placement.rs`).
+    pub in_place_kept_bytes: u64,
 }
 
 impl ExecStats {
@@ -201,6 +205,9 @@ struct Step {
     in_place: Vec<ebb_ir::op::InPlace>,
     /// Bytes of those operands: allocated once for operand and result.
     in_place_bytes: u64,
+    /// A `fusion`'s kernel parameters at the bindings, computed at its first run and kept
+    /// with the prepared program (a step repeated at a shape does not evaluate them again).
+    launch: std::sync::OnceLock<jit::Launch>,
 }
 
 /// Which kernels run `fusion` groups.
@@ -489,6 +496,10 @@ impl<'g> Program<'g> {
                 .placement
                 .as_ref()
                 .map(|pl| (pl, pl.slots(&s.out, s.first_result, &s.in_place)));
+            let outside = match arena {
+                Some(_) => placement::outside_arena(&s.in_place, &operands),
+                None => Vec::new(),
+            };
             let (results, transient) =
                 self.run_kernel(p, s, operands, arena.as_ref().map(|a| &a.1))?;
             for (i, mut t) in results.into_iter().enumerate() {
@@ -497,7 +508,9 @@ impl<'g> Program<'g> {
                 // returned unchanged, which no op uses) is not copied to its range.
                 let dead = s.frees.contains(&v);
                 if let (Some((pl, kept)), false) = (&arena, dead) {
-                    if let Some(off) = pl.at_def(v) {
+                    if placement::kept_in_operand(&outside, i, &t) {
+                        stats.in_place_kept_bytes += t.size_bytes();
+                    } else if let Some(off) = pl.at_def(v) {
                         t = pl.place(t, off, kept.remaining(i), &mut stats);
                     }
                 }
@@ -588,6 +601,7 @@ impl Program<'_> {
             pool: &self.pool,
             memo: self.memo.as_ref(),
             slots,
+            launch: Some(&s.launch),
         };
         let results = dispatch(&ctx, operands).map_err(|e| match e {
             KernelFailure::Op(source) => op_err(node, source),
@@ -689,6 +703,9 @@ pub(crate) struct Ctx<'a> {
     pub memo: Option<&'a Arc<jit::KernelMemo>>,
     /// The claimed arena ranges of the results in an arena-backed run ([`placement`]).
     pub slots: Option<&'a placement::Slots>,
+    /// Where a `fusion` keeps its kernel parameters at the bindings across runs of one
+    /// prepared program (`None`: computed at every run).
+    pub launch: Option<&'a std::sync::OnceLock<jit::Launch>>,
 }
 
 impl Ctx<'_> {

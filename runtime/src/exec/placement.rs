@@ -8,6 +8,12 @@
 //! - results a kernel produces elsewhere — views that share an operand's buffer (`reshape`,
 //!   `optimization_barrier`), results written in place into a dying operand, interpreted
 //!   kernels that build their own vectors — are copied into the claimed range after it;
+//! - a result written in place into the buffer of a donated input that is not in this arena
+//!   (the caller's buffer) stays there: the layout joins an in-place result's range to its
+//!   operand's ([`ebb_plan::arena`]), and a graph input's range is never claimed, so the
+//!   caller's buffer stands for that range until the result dies (counted in
+//!   [`super::ExecStats::in_place_kept_bytes`]); a buffer in another arena is copied in as
+//!   above, so that no step's outputs pin an earlier step's arena;
 //! - a value evicted after a point is dropped (its range released); a reload copies the host
 //!   copy into the offset of the value's next interval, and a recompute's result is copied to
 //!   that offset (the recompute's own temporaries are transient and stay on the heap, as the
@@ -128,6 +134,31 @@ impl Placement {
             }
         }
     }
+}
+
+/// The in-place writes of a step whose operand is outside every arena (the caller's buffer of
+/// a donated input, or any heap buffer): `(result, address of the operand's elements)`, taken
+/// before the kernel consumes the operands.
+pub(crate) fn outside_arena(in_place: &[InPlace], operands: &[Tensor]) -> Vec<(usize, usize)> {
+    in_place
+        .iter()
+        .filter_map(|w| {
+            let d = operands.get(w.operand)?.data();
+            d.arena_offset()
+                .is_none()
+                .then(|| (w.result, d.as_ptr() as usize))
+        })
+        .collect()
+}
+
+/// Whether result `i` (`t`) was written into the very buffer of its in-place operand that
+/// [`outside_arena`] found outside the arena: it is then left there (see the module docs).
+pub(crate) fn kept_in_operand(outside: &[(usize, usize)], i: usize, t: &Tensor) -> bool {
+    t.size_bytes() > 0
+        && t.data().arena_offset().is_none()
+        && outside
+            .iter()
+            .any(|&(r, at)| r == i && at == t.data().as_ptr() as usize)
 }
 
 /// `n` elements of `dtype` claimed at `offset` of `mem`.

@@ -254,13 +254,15 @@ fn report_text(bind: &str, rep: &run::RunReport, timeline: Option<&Path>) -> Res
             "arena: {:.1} MiB laid out for inputs and results; the {:.1} MiB of inputs stay \
              where the caller keeps them, so results alone reach {:.1} MiB (highest byte \
              used) and hold {:.1} MiB at most; {:.1} MiB written in place by their \
-             kernels, {:.1} MiB copied in",
+             kernels, {:.1} MiB copied in, {:.1} MiB updated in the donated inputs' own \
+             buffers",
             mib(pr.arena_bytes.unwrap_or(0)),
             mib(rep.input_bytes as i64),
             mib(rep.arena_high_water_bytes as i64),
             mib(rep.arena_peak_live_bytes as i64),
             mib(rep.arena_direct_bytes as i64),
-            mib(rep.arena_copied_bytes as i64)
+            mib(rep.arena_copied_bytes as i64),
+            mib(rep.in_place_kept_bytes as i64)
         )?;
     }
     writeln!(
