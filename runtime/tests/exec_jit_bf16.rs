@@ -168,7 +168,16 @@ fn conversions_to_bf16_match_the_reference() {
         })
         .collect();
     let n = xs.len();
-    let src = r#"graph @t {
+    let ins = vec![
+        Tensor::new(vec![n], Data::F32(xs.into())).unwrap(),
+        i32t(&[n], &ints),
+    ];
+    let (got, want) = both(CONVERT, &[("N", n as i64)], ins);
+    assert_bits(&got, &want, "convert to bf16");
+}
+
+/// `convert` to `bf16` from `f32` input 0, `i32` input 1, and `iota` times input 1.
+pub(crate) const CONVERT: &str = r#"graph @t {
   %0 = input {index = 0, name = "x"} : f32[N]
   %1 = input {index = 1, name = "k"} : i32[N]
   %2:3 = fusion(%0, %1) {kind = "loop"} : bf16[N], bf16[N], bf16[N] {
@@ -185,13 +194,6 @@ fn conversions_to_bf16_match_the_reference() {
   }
   return %2#0, %2#1, %2#2
 }"#;
-    let ins = vec![
-        Tensor::new(vec![n], Data::F32(xs.into())).unwrap(),
-        i32t(&[n], &ints),
-    ];
-    let (got, want) = both(src, &[("N", n as i64)], ins);
-    assert_bits(&got, &want, "convert to bf16");
-}
 
 /// A loop fusion shaped like the bf16 GPT's groups, on `bf16[A,B]` with `f32` master values.
 pub(crate) const LOOP: &str = r#"graph @t {

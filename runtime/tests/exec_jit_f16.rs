@@ -10,7 +10,7 @@
 //!   low-precision type (a softmax's maximum and sum), in `f16`, at random shapes.
 
 use crate::common;
-use crate::exec_jit_bf16::{all_bit_patterns, every_op_fusion, BF16_ROWS, LOOP, ROWS};
+use crate::exec_jit_bf16::{all_bit_patterns, every_op_fusion, BF16_ROWS, CONVERT, LOOP, ROWS};
 use common::*;
 use ebb_runtime::{Data, Tensor};
 use half::f16;
@@ -82,28 +82,12 @@ fn conversions_to_f16_match_the_reference() {
         })
         .collect();
     let n = xs.len();
-    let src = r#"graph @t {
-  %0 = input {index = 0, name = "x"} : f32[N]
-  %1 = input {index = 1, name = "k"} : i32[N]
-  %2:3 = fusion(%0, %1) {kind = "loop"} : f16[N], f16[N], f16[N] {
-    region @fusion0 {
-      %0 = input {index = 0, name = "in0"} : f32[N]
-      %1 = input {index = 1, name = "in1"} : i32[N]
-      %2 = convert(%0) {dtype = f16} : f16[N]
-      %3 = convert(%1) {dtype = f16} : f16[N]
-      %4 = iota {dtype = i32, iota_dimension = 0, shape = dims[N]} : i32[N]
-      %5 = multiply(%4, %1) : i32[N]
-      %6 = convert(%5) {dtype = f16} : f16[N]
-      return %2, %3, %6
-    }
-  }
-  return %2#0, %2#1, %2#2
-}"#;
+    let src = CONVERT.replace("bf16", "f16");
     let ins = vec![
         Tensor::new(vec![n], Data::F32(xs.into())).unwrap(),
         i32t(&[n], &ints),
     ];
-    let (got, want) = both(src, &[("N", n as i64)], ins);
+    let (got, want) = both(&src, &[("N", n as i64)], ins);
     assert_bits(&got, &want, "convert to f16");
 }
 
