@@ -115,20 +115,38 @@ pub(crate) fn all_bit_patterns() -> (Vec<u16>, Vec<u16>) {
 /// pattern (NaN payloads, signaling NaNs, subnormals, infinities, both zeros).
 #[test]
 fn every_bf16_pattern_matches_the_reference() {
+    every_pattern_matches("bf16", |bits| {
+        let v: Vec<bf16> = bits.iter().map(|&b| bf16::from_bits(b)).collect();
+        bf16t(&[v.len()], &v)
+    });
+}
+
+/// [`every_op_fusion`] of `dt` on every 16-bit pattern (`tensor` makes a tensor of `dt` from
+/// the bits), JIT against reference, bit for bit.
+pub(crate) fn every_pattern_matches(dt: &str, tensor: impl Fn(&[u16]) -> Tensor) {
     let (x, y) = all_bit_patterns();
     let n = x.len();
-    let t = |v: &[u16]| {
-        bf16t(
-            &[n],
-            &v.iter().map(|&b| bf16::from_bits(b)).collect::<Vec<_>>(),
-        )
-    };
     let (got, want) = both(
-        &every_op_fusion("bf16"),
+        &every_op_fusion(dt),
         &[("N", n as i64)],
-        vec![t(&x), t(&y)],
+        vec![tensor(&x), tensor(&y)],
     );
-    assert_bits(&got, &want, "bf16 patterns");
+    assert_bits(&got, &want, &format!("{dt} patterns"));
+}
+
+/// 8192 scattered `f32` bit patterns, then `±(e | m)` for each exponent field `e` and low
+/// mantissa `m` (ties of a narrower type's rounding, just above and below them).
+pub(crate) fn f32_probes(exponents: &[u32], mantissas: &[u32]) -> Vec<f32> {
+    let mut xs: Vec<f32> = (0u32..8192)
+        .map(|i| f32::from_bits(i.wrapping_mul(0x9E37_79B9) ^ (i << 19)))
+        .collect();
+    for e in exponents {
+        for m in mantissas {
+            xs.push(f32::from_bits(e | m));
+            xs.push(-f32::from_bits(e | m));
+        }
+    }
+    xs
 }
 
 /// `convert` to `bf16` from `f32` (through `bf16::from_f64`, which rounds on the top bits of
@@ -136,18 +154,13 @@ fn every_bf16_pattern_matches_the_reference() {
 /// twice).
 #[test]
 fn conversions_to_bf16_match_the_reference() {
-    let mut xs: Vec<f32> = (0u32..8192)
-        .map(|i| f32::from_bits(i.wrapping_mul(0x9E37_79B9) ^ (i << 19)))
-        .collect();
-    for e in [0x3f80_0000u32, 0x0000_0000, 0x0080_0000, 0x7f00_0000] {
-        // ties, just above and below them, at several exponents and in the subnormals
-        for m in [
+    // ties, just above and below them, at several exponents and in the subnormals
+    let mut xs = f32_probes(
+        &[0x3f80_0000, 0x0000_0000, 0x0080_0000, 0x7f00_0000],
+        &[
             0x8000, 0x7fff, 0x8001, 0x1_8000, 0x1_7fff, 0xffff, 0x7f_ffff,
-        ] {
-            xs.push(f32::from_bits(e | m));
-            xs.push(-f32::from_bits(e | m));
-        }
-    }
+        ],
+    );
     xs.extend([
         f32::MAX,
         f32::INFINITY,

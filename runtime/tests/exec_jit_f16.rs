@@ -10,7 +10,7 @@
 //!   low-precision type (a softmax's maximum and sum), in `f16`, at random shapes.
 
 use crate::common;
-use crate::exec_jit_bf16::{all_bit_patterns, every_op_fusion, BF16_ROWS, CONVERT, LOOP, ROWS};
+use crate::exec_jit_bf16::{every_pattern_matches, f32_probes, BF16_ROWS, CONVERT, LOOP, ROWS};
 use common::*;
 use ebb_runtime::{Data, Tensor};
 use half::f16;
@@ -28,37 +28,22 @@ fn f16s(n: usize, seed: u64) -> Vec<f16> {
 /// signaling NaNs, subnormals, infinities, both zeros).
 #[test]
 fn every_f16_pattern_matches_the_reference() {
-    let (x, y) = all_bit_patterns();
-    let n = x.len();
-    let t = |v: &[u16]| {
-        f16t(
-            &[n],
-            &v.iter().map(|&b| f16::from_bits(b)).collect::<Vec<_>>(),
-        )
-    };
-    let (got, want) = both(
-        &every_op_fusion("f16"),
-        &[("N", n as i64)],
-        vec![t(&x), t(&y)],
-    );
-    assert_bits(&got, &want, "f16 patterns");
+    every_pattern_matches("f16", |bits| {
+        let v: Vec<f16> = bits.iter().map(|&b| f16::from_bits(b)).collect();
+        f16t(&[v.len()], &v)
+    });
 }
 
 /// `convert` to `f16` from `f32` (one rounding) and from integers (to `f64`, `f32`, then
 /// `f16`).
 #[test]
 fn conversions_to_f16_match_the_reference() {
-    let mut xs: Vec<f32> = (0u32..8192)
-        .map(|i| f32::from_bits(i.wrapping_mul(0x9E37_79B9) ^ (i << 19)))
-        .collect();
-    // 1.0, f16's subnormal range (2^-20), its smallest normal (2^-14), and just below 65504.
-    for e in [0x3f80_0000u32, 0x3580_0000, 0x3880_0000, 0x4778_0000] {
-        // ties of the 13 dropped bits, just above and below them
-        for m in [0x1000, 0x0fff, 0x1001, 0x3000, 0x2fff, 0x1fff, 0x7_ffff] {
-            xs.push(f32::from_bits(e | m));
-            xs.push(-f32::from_bits(e | m));
-        }
-    }
+    // Ties of the 13 dropped bits, just above and below them, at 1.0, in f16's subnormal range
+    // (2^-20), at its smallest normal (2^-14), and just below 65504.
+    let mut xs = f32_probes(
+        &[0x3f80_0000, 0x3580_0000, 0x3880_0000, 0x4778_0000],
+        &[0x1000, 0x0fff, 0x1001, 0x3000, 0x2fff, 0x1fff, 0x7_ffff],
+    );
     xs.extend([
         65504.0,
         65519.0,
