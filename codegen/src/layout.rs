@@ -137,9 +137,7 @@ pub fn supported_dtype_on(d: DType, target: Target) -> bool {
 fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
     use OpKind::*;
     if matches!(dtype, DType::BF16 | DType::F16) {
-        if dtype == DType::F16 && target != Target::Host {
-            return false;
-        }
+        // (`f16` reaches here on the host only: [`supported_dtype_on`] refuses it elsewhere.)
         // `bf16`/`f16` ops the reference computes as `f32` ops rounded once. `exponential` and
         // `tanh` are `fastmath.rs`'s there, as for `f32` (every target emits them); its other
         // transcendental functions are the C library's: the host kernel calls the same

@@ -497,16 +497,26 @@ pub(crate) fn fusion(
                     }
                     Ok(())
                 }),
-                Init::Bf16(init) => run_rows(ctx, &ops, &launch, |scratch, o: &mut [bf16]| {
-                    o[0] = fold_row_as(m, init, scratch).ok_or_else(logical)?;
-                    Ok(())
-                }),
-                Init::F16(init) => run_rows(ctx, &ops, &launch, |scratch, o: &mut [f16]| {
-                    o[0] = fold_row_as(m, init, scratch).ok_or_else(logical)?;
-                    Ok(())
-                }),
+                Init::Bf16(init) => whole_rows(ctx, &ops, &launch, m, init),
+                Init::F16(init) => whole_rows(ctx, &ops, &launch, m, init),
             }
         }
+    })
+}
+
+/// [`run_rows`] of whole rows, each folded into one result of type `T` as the reference folds
+/// a row of `T` ([`fold_row_as`]): the `bf16`/`f16` row reductions.
+fn whole_rows<T: Elem>(
+    ctx: &Ctx,
+    ops: &[Tensor],
+    launch: &RowLaunch,
+    m: super::region::Monoid,
+    init: T,
+) -> Result<Vec<Tensor>, KernelFailure> {
+    run_rows(ctx, ops, launch, |scratch, o: &mut [T]| {
+        o[0] = fold_row_as(m, init, scratch)
+            .ok_or_else(|| invalid("a logical reduction of a float"))?;
+        Ok(())
     })
 }
 
