@@ -10,22 +10,24 @@
 //! [`KernelLayout::param_count`] says: `params[0]` the row length `L`, `params[1]` the store
 //! base of an input fusion (a store of flat index `i` goes to scratch element `i - base`; a
 //! loop fusion stores at `i`), then per index-mapped member
-//! its inner stride, the number `nb` of blocks in use and up to `rank` `(divisor, extent,
+//! its inner stride (or, for [`StrideClass::Table`], the index in `params` of its table of
+//! in-row offsets), the number `nb` of blocks in use and up to `rank` `(divisor, extent,
 //! stride)` blocks (only those with a nonzero stride matter), then the outer dimensions
 //! ([`KernelLayout::outer_param`]): their number `K`, their extents `E_0 … E_{K−1}` (innermost
 //! first) and per map the carry delta of each. The kernel evaluates the flat indices
 //! `[begin, end)` row by row: rows are the multiples of `L`, and within a row the offset of
-//! index-mapped member `m` is `off_m + j * s_m` with
+//! index-mapped member `m` is `off_m + j * s_m` (or `off_m + table_m[j]`) with
 //! `off_m = Σ_{d < nb} ((i / div_d) mod ext_d) · stride_d` at the row's start `i`. The caller
 //! picks `L` so that no index map carries inside a row (`L` divides each map's innermost
-//! merged extent). On the host `off_m` is computed so (by division) for the launch's first row
+//! merged extent), or so that every map's blocks either end inside the row or carry only at
+//! its multiples (the maps whose blocks end inside it then read a table). On the host `off_m` is computed so (by division) for the launch's first row
 //! only when `K > 0`: the rows above it are the outer dimensions (the common refinement of the
 //! maps' blocks, one counter each), and at each row's end the first counter that does not
 //! wrap steps, the inner ones reset, and every `off_m` moves by that dimension's carry delta
 //! `S_{m,d} − Σ_{e < d} (E_e − 1) · S_{m,e}` (`S_{m,d}` the offset step of dimension `d`).
 //! With `K = 0` (the blocks do not nest, or one row) and on the GPU every row divides. The
-//! inner stride is specialized per [`StrideClass`] (0, 1 or a runtime value) so the inner
-//! loop vectorizes.
+//! inner stride is specialized per [`StrideClass`] (0, 1, a runtime value or a table) so the
+//! inner loop vectorizes.
 //!
 //! The exported function loads the pointers and calls an inner `alwaysinline` function whose
 //! buffer parameters are `noalias` (a store written in place shares its input's parameter), so
@@ -787,6 +789,7 @@ struct Row<'ctx> {
     j: IntValue<'ctx>,
     map_off: Vec<IntValue<'ctx>>,
     map_stride: Vec<Option<IntValue<'ctx>>>,
+    params: PointerValue<'ctx>,
 }
 
 /// Emits the member computations and stores of one element (the inner loop body).
@@ -841,7 +844,16 @@ fn element<'ctx>(
             (StrideClass::Any, Some(s)) => {
                 b.build_int_add(row.map_off[m], b.build_int_mul(row.j, s, "")?, "")?
             }
-            (StrideClass::Any, None) => return other("a runtime stride without its parameter"),
+            (StrideClass::Table, Some(t)) => {
+                let at = b.build_int_add(t, row.j, "")?;
+                // SAFETY: the table of `L` offsets lies inside `params` and `j < L`.
+                let p = unsafe { b.build_in_bounds_gep(i64t, row.params, &[at], "")? };
+                let d = b.build_load(i64t, p, "")?.into_int_value();
+                b.build_int_add(row.map_off[m], d, "")?
+            }
+            (StrideClass::Any | StrideClass::Table, None) => {
+                return other("a runtime stride or table without its parameter")
+            }
         })
     };
     for &id in &spec.layout.members {
@@ -1134,12 +1146,13 @@ pub(crate) fn emit_body<'ctx>(
     };
     let row_len = load_param(0)?;
     let base = load_param(1)?;
-    // Per map: the inner stride (for `Any`) and where its triples start.
+    // Per map: the inner stride (for `Any`) or its table's index (for `Table`), and where its
+    // triples start.
     let mut maps: Vec<MapParams> = Vec::new();
     for (m, _) in layout.maps.iter().enumerate() {
         let at = layout.map_param(m);
         let stride = match spec.classes[m] {
-            StrideClass::Any => Some(load_param(at)?),
+            StrideClass::Any | StrideClass::Table => Some(load_param(at)?),
             _ => None,
         };
         let blocks = match spec.classes[m] {
@@ -1222,6 +1235,7 @@ fn element_loop<'ctx>(
         j,
         map_off,
         map_stride: maps.iter().map(|(s, _)| *s).collect(),
+        params: io.params,
     };
     element(e, spec, &row, &io.store_buf, io.base)?;
     let j_next = b.build_int_add(j, i64t.const_int(1, false), "")?;

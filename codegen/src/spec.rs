@@ -20,6 +20,11 @@ pub enum StrideClass {
     One,
     /// Any other stride (read from `params`).
     Any,
+    /// The offsets inside a row are no single stride (the map's innermost blocks are shorter
+    /// than the row: group normalization's per-group broadcasts over rows of several groups):
+    /// the offset of the row's element `j` is the row's offset plus `table[j]`, a table of `L`
+    /// offsets in `params` whose index is the map's first parameter.
+    Table,
 }
 
 /// A kernel to generate: the region, its layout, the stride class of each index map, and

@@ -110,6 +110,128 @@ const GELU_BWD: &str = r#"graph @t {
   return %8
 }"#;
 
+/// Group normalization + SiLU backward as the UNet export fuses it (`models.py:302–306`,
+/// 4 groups of 4 channels): per-(batch, group) broadcasts over rows of 4 elements, per-channel
+/// broadcasts over 16, `exponential` and `divide`.
+const GN_SILU_BWD: &str = r#"graph @t {
+  %0 = input {index = 0, name = "one"} : f32[]
+  %1 = input {index = 1, name = "x"} : f32[B,32,32,16]
+  %2 = input {index = 2, name = "mean"} : f32[B,1,1,4,1]
+  %3 = input {index = 3, name = "rstd"} : f32[B,1,1,4,1]
+  %4 = input {index = 4, name = "gamma"} : f32[1,1,1,16]
+  %5 = input {index = 5, name = "beta"} : f32[1,1,1,16]
+  %6 = input {index = 6, name = "dy"} : f32[B,32,32,16]
+  %7 = fusion(%0, %1, %2, %3, %4, %5, %6) {kind = "loop"} : f32[B,32,32,16] {
+    region @fusion0 {
+      symbols B in [1, inf)
+      %0 = input {index = 0, name = "in0"} : f32[]
+      %1 = broadcast_in_dim(%0) {broadcast_dimensions = [], shape = dims[B, 32, 32, 16]} : f32[B,32,32,16] loc("add")
+      %2 = input {index = 1, name = "in1"} : f32[B,32,32,16]
+      %3 = reshape(%2) {shape = dims[B, 32, 32, 4, 4]} : f32[B,32,32,4,4] loc("jit(unet_gn_step)/jvp()/reshape @ models.py:302:8")
+      %4 = input {index = 2, name = "in2"} : f32[B,1,1,4,1]
+      %5 = broadcast_in_dim(%4) {broadcast_dimensions = [0, 1, 2, 3, 4], shape = dims[B, 32, 32, 4, 4]} : f32[B,32,32,4,4] loc("jit(unet_gn_step)/jvp()/sub @ models.py:304:21")
+      %6 = subtract(%3, %5) : f32[B,32,32,4,4] loc("jit(unet_gn_step)/jvp()/sub @ models.py:304:21")
+      %7 = input {index = 3, name = "in3"} : f32[B,1,1,4,1]
+      %8 = broadcast_in_dim(%7) {broadcast_dimensions = [0, 1, 2, 3, 4], shape = dims[B, 32, 32, 4, 4]} : f32[B,32,32,4,4] loc("jit(unet_gn_step)/jvp()/mul @ models.py:305:8")
+      %9 = multiply(%6, %8) : f32[B,32,32,4,4] loc("jit(unet_gn_step)/jvp()/mul @ models.py:305:8")
+      %10 = reshape(%9) {shape = dims[B, 32, 32, 16]} : f32[B,32,32,16] loc("jit(unet_gn_step)/jvp()/reshape @ models.py:306:11")
+      %11 = input {index = 4, name = "in4"} : f32[1,1,1,16]
+      %12 = broadcast_in_dim(%11) {broadcast_dimensions = [0, 1, 2, 3], shape = dims[B, 32, 32, 16]} : f32[B,32,32,16] loc("jit(unet_gn_step)/jvp()/mul @ models.py:306:11")
+      %13 = multiply(%10, %12) : f32[B,32,32,16] loc("jit(unet_gn_step)/jvp()/mul @ models.py:306:11")
+      %14 = input {index = 5, name = "in5"} : f32[1,1,1,16]
+      %15 = broadcast_in_dim(%14) {broadcast_dimensions = [0, 1, 2, 3], shape = dims[B, 32, 32, 16]} : f32[B,32,32,16] loc("jit(unet_gn_step)/jvp()/add @ models.py:306:11")
+      %16 = add(%13, %15) : f32[B,32,32,16] loc("jit(unet_gn_step)/jvp()/add @ models.py:306:11")
+      %17 = negate(%16) : f32[B,32,32,16] loc("neg")
+      %18 = exponential(%17) : f32[B,32,32,16] loc("exp")
+      %19 = add(%1, %18) : f32[B,32,32,16] loc("add")
+      %20 = divide(%1, %19) : f32[B,32,32,16] loc("div")
+      %21 = subtract(%1, %20) : f32[B,32,32,16] loc("sub")
+      %22 = multiply(%20, %21) : f32[B,32,32,16] loc("mul")
+      %23 = input {index = 6, name = "in6"} : f32[B,32,32,16]
+      %24 = multiply(%16, %23) : f32[B,32,32,16] loc("mul")
+      %25 = multiply(%23, %20) : f32[B,32,32,16] loc("mul")
+      %26 = multiply(%24, %22) : f32[B,32,32,16] loc("mul")
+      %27 = add(%25, %26) : f32[B,32,32,16] loc("add_any")
+      return %27
+    }
+  }
+  return %7
+}"#;
+
+/// Group normalization's reductions as the UNet export fuses them (`models.py:303–306`): the
+/// per-(batch, group) variance (a reduce row per batch keeping the groups between reduced
+/// dimensions) and the scale's gradient (a column reduction over rows of 16 channels), both
+/// reading per-group broadcasts whose blocks (4 elements) are shorter than a vector.
+const GN_GRADS: &str = r#"graph @t {
+  %0 = input {index = 0, name = "x"} : f32[B,32,32,16]
+  %1 = input {index = 1, name = "mean"} : f32[B,1,1,4,1]
+  %2 = input {index = 2, name = "rstd"} : f32[B,1,1,4,1]
+  %3 = input {index = 3, name = "dy"} : f32[B,32,32,16]
+  %4 = input {index = 4, name = "zero"} : f32[]
+  %5 = fusion(%0, %1, %4) {kind = "input"} : f32[B,4] {
+    region @fusion0 {
+      symbols B in [1, inf)
+      %0 = input {index = 0, name = "in0"} : f32[B,32,32,16]
+      %1 = reshape(%0) {shape = dims[B, 32, 32, 4, 4]} : f32[B,32,32,4,4]
+      %2 = input {index = 1, name = "in1"} : f32[B,1,1,4,1]
+      %3 = broadcast_in_dim(%2) {broadcast_dimensions = [0, 1, 2, 3, 4], shape = dims[B, 32, 32, 4, 4]} : f32[B,32,32,4,4]
+      %4 = subtract(%1, %3) : f32[B,32,32,4,4]
+      %5 = multiply(%4, %4) : f32[B,32,32,4,4]
+      %6 = input {index = 2, name = "in2"} : f32[]
+      %7 = reduce(%5, %6) {dimensions = [1, 2, 4]} : f32[B,4] {
+        region @body {
+          %0 = input {index = 0, name = ""} : f32[]
+          %1 = input {index = 1, name = ""} : f32[]
+          %2 = add(%0, %1) : f32[]
+          return %2
+        }
+      }
+      return %7
+    }
+  }
+  %6 = fusion(%0, %1, %2, %3, %4) {kind = "input"} : f32[16] {
+    region @fusion1 {
+      symbols B in [1, inf)
+      %0 = input {index = 0, name = "in0"} : f32[B,32,32,16]
+      %1 = reshape(%0) {shape = dims[B, 32, 32, 4, 4]} : f32[B,32,32,4,4]
+      %2 = input {index = 1, name = "in1"} : f32[B,1,1,4,1]
+      %3 = broadcast_in_dim(%2) {broadcast_dimensions = [0, 1, 2, 3, 4], shape = dims[B, 32, 32, 4, 4]} : f32[B,32,32,4,4]
+      %4 = subtract(%1, %3) : f32[B,32,32,4,4]
+      %5 = input {index = 2, name = "in2"} : f32[B,1,1,4,1]
+      %6 = broadcast_in_dim(%5) {broadcast_dimensions = [0, 1, 2, 3, 4], shape = dims[B, 32, 32, 4, 4]} : f32[B,32,32,4,4]
+      %7 = multiply(%4, %6) : f32[B,32,32,4,4]
+      %8 = reshape(%7) {shape = dims[B, 32, 32, 16]} : f32[B,32,32,16]
+      %9 = input {index = 3, name = "in3"} : f32[B,32,32,16]
+      %10 = multiply(%8, %9) : f32[B,32,32,16]
+      %11 = input {index = 4, name = "in4"} : f32[]
+      %12 = reduce(%10, %11) {dimensions = [0, 1, 2]} : f32[16] {
+        region @body {
+          %0 = input {index = 0, name = ""} : f32[]
+          %1 = input {index = 1, name = ""} : f32[]
+          %2 = add(%0, %1) : f32[]
+          return %2
+        }
+      }
+      return %12
+    }
+  }
+  return %5, %6
+}"#;
+
+/// [`GN_SILU_BWD`]'s inputs at batch `b` (seeded).
+fn gn_silu_inputs(b: usize, seed: u64) -> Vec<Tensor> {
+    let n = b * 32 * 32 * 16;
+    vec![
+        f32t(&[], &[1.0]),
+        f32t(&[b, 32, 32, 16], &values(n, seed)),
+        f32t(&[b, 1, 1, 4, 1], &values(b * 4, seed + 1)),
+        f32t(&[b, 1, 1, 4, 1], &values(b * 4, seed + 2)),
+        f32t(&[1, 1, 1, 16], &values(16, seed + 3)),
+        f32t(&[1, 1, 1, 16], &values(16, seed + 4)),
+        f32t(&[b, 32, 32, 16], &values(n, seed + 5)),
+    ]
+}
+
 /// GELU-backward inputs at `A x B` (seeded).
 fn gelu_inputs(a: usize, b: usize, seed: u64) -> Vec<Tensor> {
     let mut v: Vec<Tensor> = [0.134, 0.044, 0.798, 1.0, 0.5]
@@ -556,6 +678,36 @@ fn large_group_norm_maps_match_the_reference() {
     group_norm([2, 32, 32, 4, 4], 12);
 }
 
+/// Group normalization + SiLU backward as the UNet export fuses it: rows of 4 elements would
+/// not vectorize, so the kernel takes rows of 512 whose per-group and per-channel offsets come
+/// from tables; the same bits as the reference, also across the threaded split.
+#[test]
+fn group_norm_rows_read_offset_tables_as_the_reference_reads_maps() {
+    for b in [1, 3] {
+        let (got, want) = both(GN_SILU_BWD, &[("B", b)], gn_silu_inputs(b as usize, 7));
+        assert_bits(&got, &want, &format!("B={b}"));
+    }
+}
+
+/// [`GN_GRADS`]: the group statistics' reduce rows and the scale gradient's column reduction
+/// read their per-group broadcasts through offset tables (rows of 512 and of 16); the same bits
+/// as the reference.
+#[test]
+fn group_norm_reductions_read_offset_tables_as_the_reference_reads_maps() {
+    for b in [1usize, 3] {
+        let n = b * 32 * 32 * 16;
+        let ins = vec![
+            f32t(&[b, 32, 32, 16], &values(n, 3)),
+            f32t(&[b, 1, 1, 4, 1], &values(b * 4, 4)),
+            f32t(&[b, 1, 1, 4, 1], &values(b * 4, 5)),
+            f32t(&[b, 32, 32, 16], &values(n, 6)),
+            f32t(&[], &[0.0]),
+        ];
+        let (got, want) = both(GN_GRADS, &[("B", b as i64)], ins);
+        assert_bits(&got, &want, &format!("B={b}"));
+    }
+}
+
 /// Large shapes take the threaded split (and the vector loops' bodies, not only their tails).
 #[test]
 fn large_fusions_match_the_reference() {
@@ -717,10 +869,16 @@ fn jit_throughput() {
             &gelu_bwd_in_place,
             gelu_inputs(a, b, 1),
         ),
+        ("gn_silu_bwd", GN_SILU_BWD, gn_silu_inputs(8, 1)),
     ];
     for (name, src, inputs) in cases {
         let src: &str = src;
         let g = graph(src);
+        let at = if name == "gn_silu_bwd" {
+            bind(&[("B", 8)])
+        } else {
+            at.clone()
+        };
         let sched = program_schedule(&g);
         for e in [Executor::Jit, Executor::Reference] {
             let p = Program::new(&g, &sched, &at).unwrap().with_executor(e);

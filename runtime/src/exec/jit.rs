@@ -98,31 +98,50 @@ pub(crate) fn params(
     let mut classes = Vec::with_capacity(layout.maps.len());
     let mut l = row.unwrap_or(0);
     let mut all = Vec::with_capacity(layout.maps.len());
-    for (m, member) in layout.maps.iter().enumerate() {
+    for member in &layout.maps {
         let bl = blocks(&index_map(region, member.id, bindings)?);
-        let at = layout.map_param(m);
-        // A map whose every block has stride 0 reads one element: no row constraint.
-        let uniform = bl.iter().all(|&(_, s)| s == 0);
-        let (inner_n, inner_s) = if uniform {
-            (0, 0)
-        } else {
-            bl.first().copied().unwrap_or((1, 0))
-        };
-        l = gcd(l, inner_n);
-        classes.push(match (uniform, inner_s) {
-            (true, _) => StrideClass::Uniform,
-            (_, 0) => StrideClass::Zero,
-            (_, 1) => StrideClass::One,
-            _ => StrideClass::Any,
-        });
-        p[at] = to_i64(inner_s)?;
         if bl.len() > member.rank {
             return Err(invalid("an index map with more blocks than dimensions"));
         }
+        // A map whose every block has stride 0 reads one element: no row constraint.
+        let uniform = bl.iter().all(|&(_, s)| s == 0);
+        if !uniform {
+            l = gcd(l, bl.first().map_or(1, |b| b.0));
+        }
+        all.push((!uniform).then_some(bl));
+    }
+    let mut l = if l == 0 { n.max(1) } else { l };
+    // A fusion whose rows would be too short to vectorize takes longer rows when the maps'
+    // blocks (and an input fusion's reduce row) nest; the maps whose blocks end inside a row
+    // then read a table.
+    if l < TABLE_BELOW {
+        if let Some(longer) = table_row(&all, n, row) {
+            l = longer;
+        }
+    }
+    for (m, bl) in all.iter().enumerate() {
+        let at = layout.map_param(m);
+        let Some(bl) = bl else {
+            classes.push(StrideClass::Uniform);
+            continue;
+        };
+        let (inner_n, inner_s) = bl.first().copied().unwrap_or((1, 0));
+        classes.push(if inner_n < l {
+            p[at] = to_i64(p.len())?;
+            p.extend(row_table(bl, l)?);
+            StrideClass::Table
+        } else {
+            p[at] = to_i64(inner_s)?;
+            match inner_s {
+                0 => StrideClass::Zero,
+                1 => StrideClass::One,
+                _ => StrideClass::Any,
+            }
+        });
         // Only blocks with a nonzero stride move the offset.
         let mut div = 1usize;
         let mut nb = 0;
-        for &(ext, stride) in &bl {
+        for &(ext, stride) in bl {
             if stride != 0 {
                 let q = at + 2 + 3 * nb;
                 p[q] = to_i64(div)?;
@@ -133,9 +152,7 @@ pub(crate) fn params(
             div = div.saturating_mul(ext);
         }
         p[at + 1] = to_i64(nb)?;
-        all.push((!uniform).then_some(bl));
     }
-    let l = if l == 0 { n.max(1) } else { l };
     p[0] = to_i64(l)?;
     if let Some((extents, deltas)) = outer_dims(&all, l, n) {
         if extents.len() <= layout.outer_capacity() {
@@ -152,6 +169,85 @@ pub(crate) fn params(
     Ok((p, classes))
 }
 
+/// Rows shorter than this (elements) are lengthened when the maps allow it
+/// ([`table_row`]): a vector of `f32` is 8 or 16 lanes, and each row costs its odometer step.
+const TABLE_BELOW: usize = 16;
+
+/// The longest row a table may cover (elements): each table is `L` offsets of 8 bytes.
+const TABLE_MAX: usize = 512;
+
+/// The maps' block boundaries (cumulative extents, innermost first) when they nest (each
+/// divides the next) and every map covers all `n > 0` elements; `None` otherwise. `extra` is
+/// one more boundary (an input fusion's reduce row).
+fn nested_cuts(
+    maps: &[Option<Vec<(usize, usize)>>],
+    n: usize,
+    extra: Option<usize>,
+) -> Option<Vec<usize>> {
+    if n == 0 {
+        return None;
+    }
+    let mut cuts: std::collections::BTreeSet<usize> = extra.into_iter().collect();
+    for bl in maps.iter().flatten() {
+        let mut at = 1usize;
+        for &(ext, _) in bl {
+            at = at.checked_mul(ext)?;
+            cuts.insert(at);
+        }
+        if at != n {
+            return None;
+        }
+    }
+    let cuts: Vec<usize> = cuts.into_iter().collect();
+    (!cuts.windows(2).any(|w| w[1] % w[0] != 0)).then_some(cuts)
+}
+
+/// A row length for a fusion of `n` elements whose maps' innermost blocks are short: the
+/// longest `L ≤ TABLE_MAX` that is a multiple of the largest block boundary at most
+/// `TABLE_MAX` and divides the next boundary (or `n`), so that inside a row every map's offset
+/// is the row's offset plus a fixed table of in-row offsets ([`row_table`]) and the rows'
+/// offsets advance through the outer dimensions. An input fusion's reduce row `reduce_row` is
+/// one of the boundaries and bounds `L` (a kernel row never straddles two reduce rows). `None` when the
+/// boundaries do not nest or no row of at least [`TABLE_BELOW`] elements exists.
+fn table_row(
+    maps: &[Option<Vec<(usize, usize)>>],
+    n: usize,
+    reduce_row: Option<usize>,
+) -> Option<usize> {
+    let cuts = nested_cuts(maps, n, reduce_row)?;
+    let cap = reduce_row.map_or(TABLE_MAX, |r| r.min(TABLE_MAX));
+    let lo = cuts.iter().copied().filter(|&c| c <= cap).max()?;
+    let hi = cuts.iter().copied().find(|&c| c > lo).unwrap_or(n);
+    if hi % lo != 0 {
+        return None;
+    }
+    let f = (1..=cap / lo)
+        .rev()
+        .find(|f| (hi / lo).is_multiple_of(*f))?;
+    let l = lo * f;
+    (l >= TABLE_BELOW && n.is_multiple_of(l)).then_some(l)
+}
+
+/// The offsets of a map of blocks `bl` (innermost first) at the in-row positions `0..l`,
+/// relative to the row's start: `Σ ((j / div) mod ext) · stride` over its blocks. With `l`
+/// from [`table_row`] the row's start adds its own offset and nothing inside the row carries.
+fn row_table(bl: &[(usize, usize)], l: usize) -> Result<Vec<i64>, KernelFailure> {
+    (0..l)
+        .map(|j| {
+            let mut div = 1usize;
+            let mut off = 0usize;
+            for &(ext, stride) in bl {
+                if div >= l {
+                    break;
+                }
+                off += (j / div % ext) * stride;
+                div = div.saturating_mul(ext);
+            }
+            to_i64(off)
+        })
+        .collect()
+}
+
 /// The outer dimensions of the iteration space of `n` elements in rows of `l`: the common
 /// refinement of every index map's block boundaries (`maps`: each map's blocks `(extent,
 /// stride)` innermost first, `None` for a uniform map) and `l`, when the boundaries divide
@@ -164,19 +260,16 @@ fn outer_dims(
     l: usize,
     n: usize,
 ) -> Option<(Vec<usize>, Vec<Vec<i64>>)> {
-    let mut cuts = std::collections::BTreeSet::from([l]);
-    for bl in maps.iter().flatten() {
-        let mut at = 1usize;
-        for &(ext, _) in bl {
-            at = at.checked_mul(ext)?;
-            cuts.insert(at);
-        }
-        if at != n {
-            return None;
-        }
+    let mut cuts = nested_cuts(maps, n, None)?;
+    cuts.push(l);
+    cuts.sort_unstable();
+    cuts.dedup();
+    if cuts.windows(2).any(|w| w[1] % w[0] != 0) {
+        return None;
     }
-    let cuts: Vec<usize> = cuts.into_iter().filter(|&c| c < n).collect();
-    if cuts.first() != Some(&l) || cuts.windows(2).any(|w| w[1] % w[0] != 0) {
+    // Boundaries inside a row: the maps that have them read a table ([`row_table`]).
+    let cuts: Vec<usize> = cuts.into_iter().filter(|&c| c >= l && c < n).collect();
+    if cuts.first() != Some(&l) {
         return None;
     }
     let last = *cuts.last()?;

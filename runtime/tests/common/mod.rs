@@ -131,7 +131,18 @@ pub fn both(src: &str, b: &[(&str, i64)], inputs: Vec<Tensor>) -> (Vec<Tensor>, 
 pub fn assert_bits(got: &[Tensor], want: &[Tensor], what: &str) {
     assert_eq!(got.len(), want.len());
     for (k, (x, y)) in got.iter().zip(want).enumerate() {
-        assert!(x.bits_eq(y), "{what}: output {k} differs\n{x:?}\nvs\n{y:?}");
+        if !x.bits_eq(y) {
+            let (a, b) = (x.to_f64_vec(), y.to_f64_vec());
+            let bad: Vec<(usize, f64, f64)> = a
+                .iter()
+                .zip(&b)
+                .enumerate()
+                .filter(|(_, (p, q))| p.to_bits() != q.to_bits())
+                .take(5)
+                .map(|(i, (p, q))| (i, *p, *q))
+                .collect();
+            panic!("{what}: output {k} differs at (index, got, want) {bad:?}\n{x:?}\nvs\n{y:?}");
+        }
     }
 }
 
