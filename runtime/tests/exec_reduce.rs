@@ -109,6 +109,42 @@ fn column_reductions_combine_rows_in_order() {
     }
 }
 
+/// Group normalization's statistics: `f32[P,G,C]` reduced over positions and channels into
+/// `f32[G]`; every result is, position by position, its `C` channels summed in order in `f64`
+/// and added to the running sum (the values span 2^±40, so another order gives other bits),
+/// rounded once.
+#[test]
+fn reductions_around_a_kept_block_combine_rows_in_order() {
+    let (p, g, c) = (97, 4, 5);
+    let x: Vec<f32> = (0..p * g * c)
+        .map(|i| {
+            let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+            let e = (h % 81) as i32 - 40;
+            (((h >> 8) % 255) as f64 / 128.0 * 2f64.powi(e) * if h & 1 == 0 { 1.0 } else { -1.0 })
+                as f32
+        })
+        .collect();
+    let src = format!(
+        "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{p},{g},{c}]\n  %1 = constant {{value = dense<0.0> : f32}} : f32[]\n  %2 = reduce(%0, %1) {{dimensions = [0, 2]}} : f32[{g}] {{\n    {}\n  }}\n  return %2\n}}",
+        body("f32", "add")
+    );
+    let got = run1(&src, &[], vec![f32t(&[p, g, c], &x)]).to_f64_vec();
+    for k in 0..g {
+        let want = (0..p).fold(0f64, |a, i| {
+            let row = &x[(i * g + k) * c..(i * g + k + 1) * c];
+            let s = row[1..]
+                .iter()
+                .fold(f64::from(row[0]), |s, &v| s + f64::from(v));
+            a + s
+        });
+        assert_eq!(
+            got[k].to_bits(),
+            f64::from(want as f32).to_bits(),
+            "group {k}"
+        );
+    }
+}
+
 /// The reductions lift `bf16`/`f16` to `f64` through `f32`: `half`'s `to_f64`, bit for bit,
 /// for every pattern (NaN payloads included).
 #[test]
