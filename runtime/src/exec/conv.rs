@@ -37,6 +37,7 @@ use crate::tensor::{Data, Tensor};
 use ebb_ir::op::ConvSpec;
 use ebb_ir::{DType, OpKind};
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 /// Elements of one patch block (`f32`: 128 KiB, about a core's L2 share).
 pub(crate) const BLOCK_ELEMS: usize = 1 << 15;
@@ -438,21 +439,50 @@ impl Geometry {
     }
 }
 
-/// Copies `n` elements of `x` from `src` with stride `s` into `dst` (`None`: zeros).
+/// Writes `dst.len()` elements of `x` from `src` with stride `s` into `dst` (`None`: zeros):
+/// every element of `dst` is initialized.
 #[inline]
-fn run<T: Copy + Default>(x: &[T], src: Option<isize>, s: isize, dst: &mut [T]) {
+fn run<T: Copy + Default>(x: &[T], src: Option<isize>, s: isize, dst: &mut [MaybeUninit<T>]) {
     match src {
-        None => dst.fill(T::default()),
+        None => dst.fill(MaybeUninit::new(T::default())),
         Some(o) if s == 1 => {
             let o = o as usize;
-            dst.copy_from_slice(&x[o..o + dst.len()]);
+            copy_run(&x[o..o + dst.len()], dst);
         }
         Some(o) => {
             for (j, v) in dst.iter_mut().enumerate() {
-                *v = x[(o + j as isize * s) as usize];
+                v.write(x[(o + j as isize * s) as usize]);
             }
         }
     }
+}
+
+/// Copies a contiguous run in blocks of 8 elements (moves inlined: the runs are one pixel's
+/// channels, often 16–64 elements, where a `memmove` call costs more than the copy).
+#[inline]
+fn copy_run<T: Copy>(src: &[T], dst: &mut [MaybeUninit<T>]) {
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (a, b) in (&mut d).zip(&mut s) {
+        for j in 0..8 {
+            a[j].write(b[j]);
+        }
+    }
+    for (a, &b) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        a.write(b);
+    }
+}
+
+/// The first `len` elements of `buf`'s capacity, filled by `fill` (which must initialize every
+/// element it is given), as `buf`'s contents: a patch buffer with no zeroing pass.
+fn filled<T>(buf: &mut Vec<T>, len: usize, fill: impl FnOnce(&mut [MaybeUninit<T>])) -> &[T] {
+    buf.clear();
+    buf.reserve(len);
+    fill(&mut buf.spare_capacity_mut()[..len]);
+    // SAFETY: `fill` initialized the `len` elements (every caller writes each of them through
+    // `run`, whose runs tile the rows).
+    unsafe { buf.set_len(len) };
+    buf
 }
 
 /// Checks that every patch read of `class` stays inside `x` (runs of `len` with stride `s`
@@ -578,21 +608,24 @@ fn rows_class<T: Gemm>(
             };
             return gemm_into((n, kc, og), x, av, &wm, wv, cc, ldc, false);
         }
-        let mut col = vec![T::default(); n * kc];
-        for (r, crow) in col.chunks_mut(kc.max(1)).enumerate().take(n) {
-            let (b, qi) = ((r0 + r) / nq, (r0 + r) % nq);
-            let base = (xo as isize) + b as isize * sb;
-            let offs = &class.off[qi * nt..(qi + 1) * nt];
-            for (t, dst) in offs.iter().zip(crow.chunks_mut(ci.max(1))) {
-                run(x, t.map(|v| v + base), sc, dst);
+        // Each row is `nt` runs of `ci` elements: `kc` in all.
+        let mut buf = Vec::new();
+        let col = filled(&mut buf, n * kc, |col| {
+            for (r, crow) in col.chunks_mut(kc.max(1)).enumerate().take(n) {
+                let (b, qi) = ((r0 + r) / nq, (r0 + r) % nq);
+                let base = (xo as isize) + b as isize * sb;
+                let offs = &class.off[qi * nt..(qi + 1) * nt];
+                for (t, dst) in offs.iter().zip(crow.chunks_mut(ci.max(1))) {
+                    run(x, t.map(|v| v + base), sc, dst);
+                }
             }
-        }
+        });
         let av = Mat {
             off: 0,
             rs: kc as isize,
             cs: 1,
         };
-        gemm_into((n, kc, og), &col, av, &wm, wv, cc, ldc, false)
+        gemm_into((n, kc, og), col, av, &wm, wv, cc, ldc, false)
     };
     if single {
         // rows are the result's own rows: write them in place, og of o columns
@@ -639,18 +672,21 @@ fn contraction_class<T: Gemm>(
     super::par::try_chunks_mut(&mut partial, ncols * og, &|s, acc| {
         let ch = s / (ncols * og);
         let (k0, k1) = (ch * per_chunk, ((ch + 1) * per_chunk).min(kc));
-        let mut col = vec![T::default(); kb * ncols];
+        let mut buf = Vec::with_capacity(kb * ncols);
         let mut first = true;
         let mut r0 = k0;
         while r0 < k1 {
             let n = kb.min(k1 - r0);
-            for (r, crow) in col.chunks_mut(ncols).enumerate().take(n) {
-                let (cc, t) = ((r0 + r) / nt, (r0 + r) % nt);
-                let base = xo as isize + cc as isize * sc;
-                for (qi, dst) in crow.chunks_mut(nbo).enumerate() {
-                    run(x, class.off[qi * nt + t].map(|v| v + base), sb, dst);
+            // Each row is `nq` runs of `nbo` elements: `ncols` in all.
+            let col = filled(&mut buf, n * ncols, |col| {
+                for (r, crow) in col.chunks_mut(ncols.max(1)).enumerate().take(n) {
+                    let (cc, t) = ((r0 + r) / nt, (r0 + r) % nt);
+                    let base = xo as isize + cc as isize * sc;
+                    for (qi, dst) in crow.chunks_mut(nbo.max(1)).enumerate() {
+                        run(x, class.off[qi * nt + t].map(|v| v + base), sb, dst);
+                    }
                 }
-            }
+            });
             let av = Mat {
                 off: 0,
                 rs: 1,
@@ -660,7 +696,7 @@ fn contraction_class<T: Gemm>(
                 off: (wv.off as isize + r0 as isize * wv.rs) as usize,
                 ..wv
             };
-            gemm_into::<T>((ncols, n, og), &col, av, &wm, bv, acc, og, !first)?;
+            gemm_into::<T>((ncols, n, og), col, av, &wm, bv, acc, og, !first)?;
             first = false;
             r0 += n;
         }
