@@ -662,28 +662,31 @@ fn f32_to_bf16(v: &[f32]) -> Vec<bf16> {
 
 /// [`f32_to_bf16`] written into `out` (of `v`'s length).
 pub(crate) fn f32_to_bf16_into(v: &[f32], out: &mut [bf16]) {
+    crate::exec::par::elements(out, &|s, o| f32_to_bf16_serial(&v[s..s + o.len()], o));
+}
+
+/// [`f32_to_bf16_into`] on the calling thread (`src` and `out` of one length).
+#[inline(always)]
+pub(crate) fn f32_to_bf16_serial(src: &[f32], out: &mut [bf16]) {
     let special = |b: u32| {
         let exp = b & 0x7F80_0000;
         b & 0x007F_FFFF != 0 && (exp == 0 || exp == 0x7F80_0000)
     };
-    crate::exec::par::elements(out, &|s, o| {
-        let src = &v[s..s + o.len()];
-        let mut any = false;
-        for (d, &x) in o.iter_mut().zip(src) {
-            let b = x.to_bits() & !7;
-            // Round up when the round bit is set and the rest or the kept lsb is not zero.
-            let up = (b >> 15) & 1 & u32::from(b & 0x1_7FFF != 0);
-            *d = bf16::from_bits(((b >> 16) + up) as u16);
-            any |= special(x.to_bits());
-        }
-        if any {
-            for (d, &x) in o.iter_mut().zip(src) {
-                if special(x.to_bits()) {
-                    *d = bf16::from_f64(f64::from(x));
-                }
+    let mut any = false;
+    for (d, &x) in out.iter_mut().zip(src) {
+        let b = x.to_bits() & !7;
+        // Round up when the round bit is set and the rest or the kept lsb is not zero.
+        let up = (b >> 15) & 1 & u32::from(b & 0x1_7FFF != 0);
+        *d = bf16::from_bits(((b >> 16) + up) as u16);
+        any |= special(x.to_bits());
+    }
+    if any {
+        for (d, &x) in out.iter_mut().zip(src) {
+            if special(x.to_bits()) {
+                *d = bf16::from_f64(f64::from(x));
             }
         }
-    });
+    }
 }
 
 /// `f16::from_f32` of every element (round to nearest even: exactly the `f64` path's rounding
@@ -695,11 +698,28 @@ pub(crate) fn f32_to_f16_into(v: &[f32], out: &mut [f16]) {
     });
 }
 
+/// `bf16::to_f32` of every element of `src` into `dst` (of the same length), on the calling
+/// thread: exact, a NaN quieted as `half` does it, and written so that it vectorizes.
+#[inline(always)]
+pub(crate) fn bf16_to_f32_serial(src: &[bf16], dst: &mut [f32]) {
+    for (d, &x) in dst.iter_mut().zip(src) {
+        let b = u32::from(x.to_bits());
+        let q = if b & 0x7FFF > 0x7F80 { b | 0x0040 } else { b };
+        *d = f32::from_bits(q << 16);
+    }
+}
+
 /// `f32` conversion with direct paths for the common float sources (no double rounding).
 fn convert_to_f32(d: &Data) -> Vec<f32> {
     match d {
         Data::F32(v) => v.to_vec(),
-        Data::BF16(v) => crate::exec::arith::map1(v, bf16::to_f32),
+        Data::BF16(v) => {
+            let mut out = vec![0f32; v.len()];
+            crate::exec::par::elements(&mut out, &|s, o| {
+                bf16_to_f32_serial(&v[s..s + o.len()], o);
+            });
+            out
+        }
         Data::F16(v) => {
             let mut out = vec![0f32; v.len()];
             crate::exec::par::elements(&mut out, &|s, o| {

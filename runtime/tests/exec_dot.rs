@@ -416,13 +416,21 @@ fn swapped_operands_give_the_same_bits() {
 }
 
 /// The shallow-contraction product's AVX2/AVX-512 variants give the bits of its baseline
-/// build: the same multiplies and adds in the same order, wider vectors only (full and partial
-/// column blocks, a row-major and a transposed right operand).
+/// build: the same multiplies and adds in the same order, wider vectors and more rows per
+/// block only (bands of 64, 32 and 16 columns and the last few, whole and partial blocks of
+/// rows, a row-major and a transposed right operand).
 #[test]
 fn small_k_variants_give_the_baseline_bits() {
-    for (i, (m, k, n)) in [(5, 16, 128), (3, 7, 70), (1, 32, 9), (17, 2, 64)]
-        .into_iter()
-        .enumerate()
+    for (i, (m, k, n)) in [
+        (5, 16, 128),
+        (3, 7, 70),
+        (1, 32, 9),
+        (17, 2, 64),
+        (13, 16, 96),
+        (11, 24, 117),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let a = pseudo(m * k, i as u64);
         let b = pseudo(k * n, i as u64 + 100);

@@ -7,6 +7,7 @@ mod device;
 mod exec_arith;
 mod exec_control;
 mod exec_dot;
+mod exec_dot_half;
 mod exec_elementwise;
 mod exec_elementwise_kernels;
 mod exec_fastmath;

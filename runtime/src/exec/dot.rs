@@ -18,12 +18,14 @@
 //! deterministic and the same bits as one unsplit call.
 
 use super::layout::{gather_view, istrides_of};
+use super::small_k::{small_k, Store, Widen};
 use super::{arity, Ctx};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Tensor};
 use ebb_ir::op::DotDims;
 use ebb_ir::{DType, OpKind};
+use half::{bf16, f16};
 use std::borrow::Cow;
 
 /// Element types with a GEMM kernel.
@@ -148,16 +150,18 @@ fn view_fits(len: usize, v: Mat, rows: usize, cols: usize) -> bool {
 }
 
 /// `c[m×n] (row-major) = a[m×k] · b[k×n]`, checking every view before calling the kernel.
+/// Operands narrower than `T` go through [`small_k`] only (see [`any_packing`]); one that
+/// would need the packing GEMM is an internal error.
 #[allow(clippy::too_many_arguments)]
-fn gemm<T: Gemm>(
+fn gemm<S: Widen<T>, T: Gemm, O: Store<T>>(
     m: usize,
     k: usize,
     n: usize,
-    a: &[T],
+    a: &[S],
     av: Mat,
-    b: &[T],
+    b: &[S],
     bv: Mat,
-    c: &mut [T],
+    c: &mut [O],
 ) -> Result<(), OpError> {
     if c.len() != m * n {
         return invalid("internal: GEMM result size");
@@ -177,7 +181,7 @@ fn gemm<T: Gemm>(
                 rs: v.cs,
                 cs: v.rs,
             };
-            let mut ct = vec![T::default(); m * n];
+            let mut ct = vec![O::default(); m * n];
             small_k(n, k, m, b, t(bv), a, t(av), &mut ct);
             for (j, row) in ct.chunks(m).enumerate() {
                 for (i, &x) in row.iter().enumerate() {
@@ -187,7 +191,10 @@ fn gemm<T: Gemm>(
         }
         return Ok(());
     }
-    gemm_into((m, k, n), a, av, b, bv, c, n, false)
+    match (S::as_wide(a), S::as_wide(b), O::as_acc(c)) {
+        (Some(a), Some(b), Some(c)) => gemm_into((m, k, n), a, av, b, bv, c, n, false),
+        _ => invalid("internal: a narrow operand or result reached the packing GEMM"),
+    }
 }
 
 /// Whether [`gemm`] computes an `m×k·k×n` product with [`small_k`] (else the packing GEMM).
@@ -262,95 +269,6 @@ const THIN: usize = 2;
 /// See [`THIN`].
 const THIN_WORK: usize = 1 << 16;
 
-/// `c = a · b` for a shallow contraction: each output row is accumulated in a fixed-size
-/// block (vectorized by the compiler) over `p = 0..k` in order. Views must be checked.
-///
-/// Compiled once more for AVX2 and for AVX-512, taken when the CPU has them: the vectors are
-/// wider, the operations the same (separate multiplies and adds, never fused, in the same
-/// order), so every build gives the same bits.
-#[allow(clippy::too_many_arguments)]
-fn small_k<T: Gemm>(m: usize, k: usize, n: usize, a: &[T], av: Mat, b: &[T], bv: Mat, c: &mut [T]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // `small_k_body` compiled for one more target feature.
-        macro_rules! variant {
-            ($name:ident, $feature:literal) => {
-                #[target_feature(enable = $feature)]
-                #[allow(clippy::too_many_arguments)]
-                unsafe fn $name<T: Gemm>(
-                    m: usize,
-                    k: usize,
-                    n: usize,
-                    a: &[T],
-                    av: Mat,
-                    b: &[T],
-                    bv: Mat,
-                    c: &mut [T],
-                ) {
-                    small_k_body(m, k, n, a, av, b, bv, c)
-                }
-            };
-        }
-        variant!(avx512, "avx512f");
-        variant!(avx2, "avx2");
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (checked above).
-            return unsafe { avx512(m, k, n, a, av, b, bv, c) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked above).
-            return unsafe { avx2(m, k, n, a, av, b, bv, c) };
-        }
-    }
-    small_k_body(m, k, n, a, av, b, bv, c)
-}
-
-/// [`small_k`]'s loops, inlined into each of its target-feature variants.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn small_k_body<T: Gemm>(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &[T],
-    av: Mat,
-    b: &[T],
-    bv: Mat,
-    c: &mut [T],
-) {
-    const W: usize = 64;
-    // B as a contiguous k x n block
-    let bc: std::borrow::Cow<[T]> = if bv.cs == 1 && bv.rs == n as isize {
-        std::borrow::Cow::Borrowed(&b[bv.off..bv.off + k * n])
-    } else {
-        let mut v = Vec::with_capacity(k * n);
-        for p in 0..k {
-            for j in 0..n {
-                v.push(b[(bv.off as isize + p as isize * bv.rs + j as isize * bv.cs) as usize]);
-            }
-        }
-        std::borrow::Cow::Owned(v)
-    };
-    let mut arow = vec![T::default(); k];
-    for (i, crow) in c.chunks_mut(n).enumerate().take(m) {
-        for (p, x) in arow.iter_mut().enumerate() {
-            *x = a[(av.off as isize + i as isize * av.rs + p as isize * av.cs) as usize];
-        }
-        for (jb, cblock) in crow.chunks_mut(W).enumerate() {
-            let j0 = jb * W;
-            let w = cblock.len();
-            let mut acc = [T::default(); W];
-            for (p, &s) in arow.iter().enumerate() {
-                let brow = &bc[p * n + j0..p * n + j0 + w];
-                for (x, &y) in acc[..w].iter_mut().zip(brow) {
-                    *x += s * y;
-                }
-            }
-            cblock.copy_from_slice(&acc[..w]);
-        }
-    }
-}
-
 /// Blocks a GEMM's rows (or columns) are split into, per thread. Every block packs the whole
 /// other operand again, which for the small products of a small batch costs about as much as
 /// the block's multiply-adds; two blocks per thread still leave a thread that finishes early
@@ -397,21 +315,51 @@ impl BatchAt {
     }
 }
 
+/// Blocks of rows (or columns) per batch element that [`batched`] splits a
+/// `[batch, m, k]·[batch, k, n]` product into: one below 2¹⁸ multiply-adds, else
+/// [`BLOCKS_PER_THREAD`] per thread of the current pool spread over the batch.
+fn blocks_per_batch(batch: usize, m: usize, k: usize, n: usize) -> usize {
+    let work = batch as u64 * m as u64 * n as u64 * k.max(1) as u64;
+    if work < (1 << 18) {
+        1
+    } else {
+        let threads = rayon::current_num_threads().max(1);
+        (BLOCKS_PER_THREAD * threads).div_ceil(batch.max(1)).max(1)
+    }
+}
+
+/// Whether [`batched`] hands any block of a `[batch, m, k]·[batch, k, n]` product to the
+/// packing GEMM (else every block goes through [`small_k`], which reads `bf16`/`f16`
+/// operands without a converted copy). Mirrors [`batched`]'s split: column blocks, or row
+/// blocks of `rows_per` rows and one last block of the rest.
+fn any_packing(batch: usize, m: usize, k: usize, n: usize) -> bool {
+    if batch == 0 || m == 0 || n == 0 {
+        return false;
+    }
+    let blocks = blocks_per_batch(batch, m, k, n);
+    if n > m && blocks > 1 && !uses_small_k(m, k, n) {
+        return true;
+    }
+    let rows_per = m.div_ceil(blocks).max(1);
+    let last = m - rows_per * (m.div_ceil(rows_per) - 1);
+    !uses_small_k(rows_per.min(m), k, n) || !uses_small_k(last, k, n)
+}
+
 /// Batched GEMM: `c[bt] = a[bt] · b[bt]` for `bt < batch`, `c` row-major `[batch, m, n]`;
 /// `sa`/`sb` say where each batch element starts. Split across threads in fixed row blocks.
 #[allow(clippy::too_many_arguments)]
-fn batched<T: Gemm>(
+fn batched<S: Widen<T>, T: Gemm, O: Store<T>>(
     batch: usize,
     m: usize,
     k: usize,
     n: usize,
-    a: &[T],
+    a: &[S],
     av: Mat,
     sa: &BatchAt,
-    b: &[T],
+    b: &[S],
     bv: Mat,
     sb: &BatchAt,
-    c: &mut [T],
+    c: &mut [O],
 ) -> Result<(), OpError> {
     if c.len() != batch * m * n {
         return invalid("internal: GEMM result size");
@@ -420,24 +368,22 @@ fn batched<T: Gemm>(
         return Ok(());
     }
     let work = batch as u64 * m as u64 * n as u64 * k.max(1) as u64;
-    let threads = rayon::current_num_threads().max(1);
-    let blocks_per_batch = if work < (1 << 18) {
-        1
-    } else {
-        (BLOCKS_PER_THREAD * threads).div_ceil(batch).max(1)
-    };
+    let blocks_per_batch = blocks_per_batch(batch, m, k, n);
     if n > m && blocks_per_batch > 1 && !uses_small_k(m, k, n) {
-        return column_blocks(
-            batch,
-            (m, k, n),
-            (a, av, sa),
-            (b, bv, sb),
-            c,
-            blocks_per_batch,
-        );
+        return match (S::as_wide(a), S::as_wide(b), O::as_acc(c)) {
+            (Some(a), Some(b), Some(c)) => column_blocks(
+                batch,
+                (m, k, n),
+                (a, av, sa),
+                (b, bv, sb),
+                c,
+                blocks_per_batch,
+            ),
+            _ => invalid("internal: a narrow operand or result reached the packing GEMM"),
+        };
     }
     let rows_per = m.div_ceil(blocks_per_batch).max(1);
-    let job = |bt: usize, r0: usize, cc: &mut [T]| {
+    let job = |bt: usize, r0: usize, cc: &mut [O]| {
         let rows = cc.len() / n;
         let a_at = av.shifted(sa.at(bt) + r0 as isize * av.rs)?;
         let b_at = bv.shifted(sb.at(bt))?;
@@ -580,7 +526,7 @@ pub(crate) fn group_strides(shape: &[usize], groups: [&[usize]; 3]) -> Option<[i
 /// The operand as a `[batch, rows, cols]` stack: (buffer, view, where each batch element
 /// starts), copying into that layout when the rows' or the columns' dimensions are not
 /// contiguous (batch dimensions that do not merge are read through their own strides).
-fn as_stack<'a, T: Gemm>(
+fn as_stack<'a, T: Copy + Send + Sync + Default>(
     v: Cow<'a, [T]>,
     shape: &[usize],
     groups: [&[usize]; 3],
@@ -681,10 +627,17 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
             (bt, m, k, n),
             ctx,
         )?),
-        DType::F32 => ctx.result_from_f32(
-            dot_typed::<f32>(l.data(), r.data(), ls, rs, lg, rg, (bt, m, k, n), ctx)?,
+        DType::F32 => dot_f32(
+            l.data(),
+            r.data(),
+            ls,
+            rs,
+            lg,
+            rg,
+            (bt, m, k, n),
             out.dtype,
-        ),
+            ctx,
+        )?,
         _ => Data::I64(Buf::from(dot_int(
             l,
             r,
@@ -713,24 +666,142 @@ pub(crate) fn operand<T: Gemm>(d: &Data) -> Cow<'_, [T]> {
     }
 }
 
+/// The contraction in `f32`, as `out` (the result type). Two `bf16` or two `f16` operands
+/// of a product that [`small_k`] computes whole are read as they are (widened on load) and a
+/// `bf16`/`f16` result is rounded as each block is stored: the bits of converting the
+/// operands to `f32` first and rounding the `f32` result after. Other products convert.
 #[allow(clippy::too_many_arguments)]
-fn dot_typed<T: Gemm>(
+fn dot_f32(
     a: &Data,
     b: &Data,
     ls: &[usize],
     rs: &[usize],
     lg: Groups,
     rg: Groups,
-    (bt, m, k, n): (usize, usize, usize, usize),
+    dims @ (bt, m, k, n): (usize, usize, usize, usize),
+    out: DType,
+    ctx: &Ctx,
+) -> Result<Data, OpError> {
+    /// One operand type `S`: the result stored as `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn narrow<S: Widen<f32>>(
+        (x, y): (&[S], &[S]),
+        (ls, rs): (&[usize], &[usize]),
+        (lg, rg): (Groups, Groups),
+        dims @ (bt, m, _, n): (usize, usize, usize, usize),
+        out: DType,
+        ctx: &Ctx,
+    ) -> Result<Option<Data>, OpError> {
+        let (x, y) = (Cow::Borrowed(x), Cow::Borrowed(y));
+        Ok(Some(match ctx.take_result(0, out, bt * m * n) {
+            Data::BF16(mut c) => {
+                dot_stacks::<S, f32, bf16>(x, y, ls, rs, lg, rg, dims, &mut c)?;
+                Data::BF16(c)
+            }
+            Data::F16(mut c) => {
+                dot_stacks::<S, f32, f16>(x, y, ls, rs, lg, rg, dims, &mut c)?;
+                Data::F16(c)
+            }
+            Data::F32(mut c) => {
+                dot_stacks::<S, f32, f32>(x, y, ls, rs, lg, rg, dims, &mut c)?;
+                Data::F32(c)
+            }
+            _ => return Ok(None),
+        }))
+    }
+    if !any_packing(bt, m, k, n) {
+        let shapes = (ls, rs);
+        let groups = (lg, rg);
+        let done = match (a, b) {
+            (Data::BF16(x), Data::BF16(y)) => narrow((x, y), shapes, groups, dims, out, ctx)?,
+            (Data::F16(x), Data::F16(y)) => narrow((x, y), shapes, groups, dims, out, ctx)?,
+            _ => None,
+        };
+        if let Some(d) = done {
+            return Ok(d);
+        }
+    }
+    // Narrow operands converted into recycled buffers, handed back after the product.
+    let (wa, wb) = (widened(a, ctx), widened(b, ctx));
+    let mut c = ctx.take_vec::<f32>(bt * m * n);
+    let x = wa
+        .as_deref()
+        .map_or_else(|| operand::<f32>(a), Cow::Borrowed);
+    let y = wb
+        .as_deref()
+        .map_or_else(|| operand::<f32>(b), Cow::Borrowed);
+    dot_stacks::<f32, f32, f32>(x, y, ls, rs, lg, rg, dims, &mut c)?;
+    for w in [wa, wb].into_iter().flatten() {
+        ctx.pool.put(Data::F32(w));
+    }
+    Ok(ctx.result_from_f32(c, out))
+}
+
+/// A `bf16`/`f16` buffer widened to `f32` (exactly) into a buffer of the step's pool; `None`
+/// for other types.
+fn widened(d: &Data, ctx: &Ctx) -> Option<Buf<f32>> {
+    match d {
+        Data::BF16(v) => {
+            let mut out = ctx.pool.take_vec::<f32>(v.len());
+            super::par::elements(&mut out, &|s, o| {
+                crate::tensor::bf16_to_f32_serial(&v[s..s + o.len()], o)
+            });
+            Some(out)
+        }
+        Data::F16(v) => {
+            let mut out = ctx.pool.take_vec::<f32>(v.len());
+            super::par::elements(&mut out, &|s, o| {
+                <f16 as Widen<f32>>::widen_into(&v[s..s + o.len()], o)
+            });
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn dot_typed<T: Gemm + Widen<T> + Store<T>>(
+    a: &Data,
+    b: &Data,
+    ls: &[usize],
+    rs: &[usize],
+    lg: Groups,
+    rg: Groups,
+    dims @ (bt, m, _, n): (usize, usize, usize, usize),
     ctx: &Ctx,
 ) -> Result<Buf<T>, OpError> {
-    let (av, am, asb) = as_stack(operand::<T>(a), ls, lg)?;
-    let (bv, bm, bsb) = as_stack(operand::<T>(b), rs, rg)?;
     // A recycled buffer: every element is written (β = 0 in the GEMM, `small_k` stores whole
     // blocks, `k = 0` fills).
     let mut c = ctx.take_vec::<T>(bt * m * n);
-    batched(bt, m, k, n, &av, am, &asb, &bv, bm, &bsb, &mut c)?;
+    dot_stacks::<T, T, T>(
+        operand::<T>(a),
+        operand::<T>(b),
+        ls,
+        rs,
+        lg,
+        rg,
+        dims,
+        &mut c,
+    )?;
     Ok(c)
+}
+
+/// The contraction of two operand buffers of element type `S`, accumulated in `T`, stored
+/// as `O` into `c` (`bt·m·n` elements, every one written).
+#[allow(clippy::too_many_arguments)]
+fn dot_stacks<S: Widen<T>, T: Gemm, O: Store<T>>(
+    a: Cow<'_, [S]>,
+    b: Cow<'_, [S]>,
+    ls: &[usize],
+    rs: &[usize],
+    lg: Groups,
+    rg: Groups,
+    (bt, m, k, n): (usize, usize, usize, usize),
+    c: &mut [O],
+) -> Result<(), OpError> {
+    let (av, am, asb) = as_stack(a, ls, lg)?;
+    let (bv, bm, bsb) = as_stack(b, rs, rg)?;
+    batched(bt, m, k, n, &av, am, &asb, &bv, bm, &bsb, c)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -768,39 +839,4 @@ fn dot_int(
         }
     }
     Ok(c)
-}
-
-/// [`small_k`] of `a` (`m×k`, row-major) and `b` (`k×n` row-major, or read transposed
-/// through its strides from an `n×k` buffer when `b_transposed`) through the CPU's widest
-/// variant and through the baseline build: `(dispatched, baseline)`, for the test that they
-/// agree bit for bit.
-#[doc(hidden)]
-pub fn small_k_both(
-    (m, k, n): (usize, usize, usize),
-    a: &[f32],
-    b: &[f32],
-    b_transposed: bool,
-) -> (Vec<f32>, Vec<f32>) {
-    let av = Mat {
-        off: 0,
-        rs: k as isize,
-        cs: 1,
-    };
-    let bv = if b_transposed {
-        Mat {
-            off: 0,
-            rs: 1,
-            cs: k as isize,
-        }
-    } else {
-        Mat {
-            off: 0,
-            rs: n as isize,
-            cs: 1,
-        }
-    };
-    let (mut c0, mut c1) = (vec![0f32; m * n], vec![0f32; m * n]);
-    small_k(m, k, n, a, av, b, bv, &mut c0);
-    small_k_body(m, k, n, a, av, b, bv, &mut c1);
-    (c0, c1)
 }

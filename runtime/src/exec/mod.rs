@@ -47,6 +47,7 @@ pub mod random;
 mod reduce;
 mod region;
 mod shape_ops;
+mod small_k;
 
 use crate::error::{ExecError, OpError};
 use crate::tensor::{Buf, Data, Elem, Tensor};
@@ -57,11 +58,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[doc(hidden)]
-pub use dot::small_k_both;
 pub use evict::{Back, Events, Evict};
 pub(crate) use placement::Offsets;
 pub use placement::Placement;
+#[doc(hidden)]
+pub use small_k::small_k_both;
 
 const NONE: u32 = u32::MAX;
 
