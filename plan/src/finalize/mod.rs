@@ -29,6 +29,25 @@
 //! budget) can the arena still exceed it.
 //! Without offsets the decisions aim at the budget itself.
 //!
+//! Every layout is told the budget ([`crate::arena::assign_offsets_within`]): where its
+//! best-fit scan lands over the budget but within
+//! [`SCAN_KEPT_WITHIN`](crate::arena::SCAN_KEPT_WITHIN) of the planned peak, it tries
+//! [`REPAIR_ORDERS`](crate::arena::REPAIR_ORDERS) order of its anchored layout first: a repair
+//! of the offsets that keeps the decisions, cheaper than deciding again.
+//!
+//! # Bound on the work at a new shape
+//! Per plan variant: one evaluation of its prepared expressions; one greedy search (two runs
+//! where its swaps saturate the link); where the decisions add time, two replays of it (no
+//! heap search: the budget less [`UPWARD_SLACK`] and less [`ARENA_ALLOWANCE`]); and one
+//! layout where the first replay's arena fits the budget (the common case: most layouts
+//! fragment by less than [`UPWARD_SLACK`], or are repaired to), plus one replay for the whole
+//! budget and its layout where that arena leaves more than twice [`UPWARD_SLACK`] unused
+//! (the greedy overshot its target). Otherwise
+//! at most one more layout for the first decisions, [`FIT_RETRIES`] decisions and layouts
+//! where that arena exceeds the budget, and two decisions (replays where the search covers
+//! their target) and layouts for the whole budget. Each layout is bounded by construction
+//! (`crate::arena`).
+//!
 //! # Cost
 //! A plan is prepared once per plan variant ([`Prepared`]: its size and cost expressions
 //! interned, so finalize evaluates each distinct one once, the options' windows indexed by a
@@ -456,6 +475,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             &c.value_bytes,
             &c.decisions,
             c.peak_bytes_planned,
+            c.budget,
             cancel,
         )
     }
@@ -478,6 +498,11 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             // (Decisions that add no time cannot be bettered.)
             if c.overhead_us > 0.0 && upward_target(budget) > c.peak_bytes_planned {
                 match self.upward_first(shaped, b, opts, budget, c.overhead_us, &lay) {
+                    // Decisions for the whole budget where these overshot their target (a
+                    // tight layout of them leaves about `UPWARD_SLACK` unused, not twice).
+                    Upward::Fits(up) if overshot(&up, budget) => {
+                        return (self.decide_upward(*up, shaped, b, opts, &lay, 1), true)
+                    }
                     Upward::Fits(up) => return (*up, true),
                     Upward::Cancelled => return (c, false),
                     Upward::Not => {}
@@ -515,7 +540,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             }
         }
         let out = best.unwrap_or(c);
-        (self.decide_upward(out, shaped, b, opts, &lay), true)
+        (self.decide_upward(out, shaped, b, opts, &lay, 2), true)
     }
 
     /// Before the arena of the first decisions (for the budget less [`ARENA_ALLOWANCE`], adding
@@ -555,7 +580,8 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     /// adds less time. Where that arena exceeds the budget, decides once
     /// more under its planned peak scaled by budget / arena (as the retries of
     /// [`Finalizer::lay_out`] do) and keeps that result on the same terms; else `c`. At most
-    /// two decisions and two layouts.
+    /// `tries` (1 or 2) decisions and layouts: one where `c` is the decisions for the budget
+    /// less [`UPWARD_SLACK`] (the whole budget only), two after the retries.
     fn decide_upward(
         &self,
         c: ConcretePlan,
@@ -563,6 +589,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         b: &Bindings,
         opts: &FinalizeOptions,
         lay: &dyn Fn(&ConcretePlan) -> Option<Arena>,
+        tries: usize,
     ) -> ConcretePlan {
         let Some(budget) = opts.budget else {
             return c;
@@ -577,7 +604,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             return c;
         }
         let mut target = budget;
-        for _ in 0..2 {
+        for _ in 0..tries {
             let Ok(mut up) = self.redecide(shaped, b, opts, target, true) else {
                 return c;
             };
@@ -600,6 +627,15 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         }
         c
     }
+}
+
+/// Whether the arena of `c`, decided for the budget less [`UPWARD_SLACK`], leaves more than
+/// twice that share of `budget` unused: its decisions overshot their target, and those for the
+/// whole budget can add less time (`gpt2_tiny_scan` fused at B=8, S=37 under half its
+/// scheduled peak on `h100-sxm-pcie5`: 1.5% left, 243.2% of the step added, 241.4% for the
+/// whole budget).
+fn overshot(c: &ConcretePlan, budget: i64) -> bool {
+    (budget - c.arena.arena_bytes) as f64 > 2.0 * UPWARD_SLACK * budget as f64
 }
 
 /// What [`Finalizer::upward_first`] found.
