@@ -15,8 +15,9 @@
 //!   bytes at a point, or the planned peak where that is larger), in at most
 //!   [`ANCHOR_ORDERS`] orders of the anchors, stopped at the first order within it. Where the
 //!   caller bounds the arena (finalize: the budget) and the scan is within [`SCAN_KEPT_WITHIN`]
-//!   of the peak but over the bound, at most [`REPAIR_ORDERS`] orders are tried, stopped at the
-//!   first within the bound: a repair of the offsets that keeps the decisions.
+//!   of the peak but over the bound, at most [`REPAIR_ORDERS`] orders are tried (in a plan of
+//!   more than [`GREEDY_UP_TO`] intervals), stopped at the first within the bound: a repair of
+//!   the offsets that keeps the decisions.
 //!
 //! # Cost, bounded by construction
 //! For n intervals, f free blocks at a time and K = n if n ≤ [`GREEDY_UP_TO`] else
@@ -167,7 +168,8 @@ fn anchors_of(n: usize) -> usize {
 pub const ANCHOR_ORDERS: usize = 8;
 
 /// How many orders of the anchors the anchored layout tries to bring a scan that is within
-/// [`SCAN_KEPT_WITHIN`] of the peak under the caller's bound ([`assign_offsets_within`]). One:
+/// [`SCAN_KEPT_WITHIN`] of the peak under the caller's bound ([`assign_offsets_within`]), in a
+/// plan of more than [`GREEDY_UP_TO`] intervals (a smaller plan is not repaired). One:
 /// each order costs about a third of a layout, and where the first does not fit the bound
 /// finalize decides again (docs/results/2026-11-29-finalize-one-layout.md).
 pub const REPAIR_ORDERS: usize = 1;
@@ -268,8 +270,12 @@ pub(crate) fn assign_offsets_live(
     let within = |bound: i64, f: f64| (bound as f64 * (1.0 + f)) as i64;
     // The anchored layout's offsets of every interval, where it beats the scan.
     let mut anchored: Option<Vec<i64>> = None;
-    // Within reach of the peak but over `fit`: the anchored layout tries to repair that.
-    let repair = fit.filter(|&f| scan.top > f && scan.top <= within(peak, SCAN_KEPT_WITHIN));
+    // Within reach of the peak but over `fit`: the anchored layout tries to repair that,
+    // where its order is of [`ANCHORS`] anchors (over all intervals of a smaller plan, an
+    // order costs several layouts: GPT-2 small under half its program-order peak).
+    let repair = fit.filter(|&f| {
+        items.len() > GREEDY_UP_TO && scan.top > f && scan.top <= within(peak, SCAN_KEPT_WITHIN)
+    });
     if scan.top > within(peak, SCAN_KEPT_WITHIN) || repair.is_some() {
         let good_enough = match repair {
             Some(f) => f,
