@@ -6,8 +6,9 @@
 //! [SHAPE [LOOPS]]]]`: DEVICE `h100-sxm-pcie5` (default) or `cpu` (the dumped measured
 //! profile), MODE one of the benchmark's (`fixed-mid-median` default, `fixed-fits-all`,
 //! `po-50%`), budgets as the benchmark sets them. Without SHAPE: each shape finalized 3 times,
-//! the median process CPU time and wall time per shape printed with a digest of its result, then p50 / p90
-//! / max and a digest over all. With SHAPE (`B=8,S=256`): that shape finalized LOOPS times
+//! the median process CPU time and wall time per shape printed with the decisions taken, the
+//! added time (% of the modelled step), arena / planned peak and a digest of its result, then
+//! p50 / p90 / max and a digest over all. With SHAPE (`B=8,S=256`): that shape finalized LOOPS times
 //! (default 300), for a profiler.
 
 use ebb_ir::{Bindings, BindingsExt};
@@ -102,14 +103,15 @@ fn main() -> Result<(), Failure> {
         };
         let h = digest(DIGEST_START, &last);
         all = digest(all, &last);
-        let (dec, arena) = last.as_ref().map_or((0, 0.0), |c| {
+        let (dec, arena, added) = last.as_ref().map_or((0, 0.0, 0.0), |c| {
             (
                 c.decisions.len(),
                 c.arena.arena_bytes as f64 / c.peak_bytes_planned.max(1) as f64,
+                100.0 * c.overhead_us / c.step_us.max(f64::MIN_POSITIVE),
             )
         });
         println!(
-            "{:<12} cpu {:>8.3} ms  wall {:>8.3} ms  decisions {dec:>4}  arena/planned {arena:.4}  {h:016x}",
+            "{:<12} cpu {:>8.3} ms  wall {:>8.3} ms  decisions {dec:>4}  added {added:>7.3}%  arena/planned {arena:.4}  {h:016x}",
             b.to_text(),
             ts[1],
             ws[1]

@@ -91,13 +91,23 @@ fn digest(cp: &ConcretePlan) -> String {
     format!("{decisions}/{}", sha_prefix(&s))
 }
 
-/// One row of the table for finalizing `plan` at `B=8, S=s` under `budget`.
-fn row(fin: &Finalizer<&Plan>, s: i64, budget: Option<i64>, opts: &FinalizeOptions) -> String {
+/// One row of the table for finalizing `plan` at `B=8, S=s` under `budget`, and the case's
+/// figures for comparing decisions across builds (`case` names it; see [`figures`]).
+fn row(
+    fin: &Finalizer<&Plan>,
+    s: i64,
+    budget: Option<i64>,
+    opts: &FinalizeOptions,
+    case: &str,
+    tsv: &mut String,
+) -> String {
     let opts = FinalizeOptions {
         budget,
         ..opts.clone()
     };
-    match fin.finalize(&bs(8, s), &opts) {
+    let result = fin.finalize(&bs(8, s), &opts);
+    figures(tsv, case, budget, &result);
+    match result {
         Ok(cp) => {
             let r = cp
                 .decisions
@@ -122,6 +132,28 @@ fn row(fin: &Finalizer<&Plan>, s: i64, budget: Option<i64>, opts: &FinalizeOptio
     }
 }
 
+/// Appends one tab-separated line of the case's figures to `tsv`: case, budget (bytes, -1 for
+/// none), added µs, step µs, arena bytes, planned peak bytes (or the error). Written to the
+/// file `EBB_GOLDEN_TSV` names, for `scripts/golden_compare.py` (the "no worse than before"
+/// check of a change that moves decisions: added time within 1% of the step where the old
+/// arena fits).
+fn figures(
+    tsv: &mut String,
+    case: &str,
+    budget: Option<i64>,
+    result: &Result<ConcretePlan, FinalizeError>,
+) {
+    let _ = write!(tsv, "{case}\t{}\t", budget.unwrap_or(-1));
+    let _ = match result {
+        Ok(cp) => writeln!(
+            tsv,
+            "{}\t{}\t{}\t{}",
+            cp.overhead_us, cp.step_us, cp.arena.arena_bytes, cp.peak_bytes_planned
+        ),
+        Err(e) => writeln!(tsv, "err {e}"),
+    };
+}
+
 /// The compile configurations: fusion off with the import's donations, fusion on with every
 /// input that has a same-typed output donated.
 const CONFIGS: [(&str, bool, DonatePolicy); 2] = [
@@ -137,6 +169,7 @@ fn table(
     devices: &[&str],
     offsets_modes: &[bool],
     lengths: &[i64],
+    tsv: &mut String,
 ) -> String {
     let graph = import_fixture(fixture);
     let mut out = String::new();
@@ -177,15 +210,15 @@ fn table(
                         ("50%", Some(peak / 2)),
                         ("30%", Some(peak * 3 / 10)),
                     ] {
-                        let _ = writeln!(
-                            out,
-                            "{fixture} {config} {} offsets={offsets} B=8 S={s} {label}: {}",
+                        let case = format!(
+                            "{fixture} {config} {} offsets={offsets} B=8 S={s} {label}",
                             match &device.name {
                                 DeviceId::Custom(_) => "cpu-like".to_string(),
                                 name => name.to_string(),
-                            },
-                            row(&fin, s, budget, &opts)
+                            }
                         );
+                        let row = row(&fin, s, budget, &opts, &case, tsv);
+                        let _ = writeln!(out, "{case}: {row}");
                     }
                 }
             }
@@ -202,12 +235,20 @@ fn table(
 fn golden_set() {
     let devices = ["h100-sxm-pcie5", CPU_LIKE];
     let mut all = String::new();
+    let mut tsv = String::new();
     for (fixture, lengths) in [
         ("gpt2_tiny_adamw", &TINY_LENGTHS),
         ("gpt2_tiny_scan", &TINY_LENGTHS),
         ("gpt2_small", &SMALL_LENGTHS),
     ] {
-        all.push_str(&table(fixture, &CONFIGS, &devices, &[true, false], lengths));
+        all.push_str(&table(
+            fixture,
+            &CONFIGS,
+            &devices,
+            &[true, false],
+            lengths,
+            &mut tsv,
+        ));
     }
     all.push_str(&table(
         "gpt2_24l",
@@ -215,6 +256,10 @@ fn golden_set() {
         &devices[..1],
         &[true],
         &[115, 534, 1024],
+        &mut tsv,
     ));
+    if let Some(path) = std::env::var_os("EBB_GOLDEN_TSV") {
+        std::fs::write(&path, &tsv).expect("EBB_GOLDEN_TSV is writable");
+    }
     insta::assert_snapshot!("golden_set", all);
 }

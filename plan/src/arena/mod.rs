@@ -13,7 +13,11 @@
 //!   intervals is placed by greedy by size alone (every interval an anchor). Run only when the
 //!   scan's arena is more than [`SCAN_KEPT_WITHIN`] above the lower bound (the largest live
 //!   bytes at a point, or the planned peak where that is larger), in at most
-//!   [`ANCHOR_ORDERS`] orders of the anchors, stopped at the first order within it.
+//!   [`ANCHOR_ORDERS`] orders of the anchors, stopped at the first order within it. Where the
+//!   caller bounds the arena (finalize: the budget) and the scan is within [`SCAN_KEPT_WITHIN`]
+//!   of the peak but over the bound, at most [`REPAIR_ORDERS`] orders are tried (in a plan of
+//!   more than [`GREEDY_UP_TO`] intervals), stopped at the first within the bound: a repair of
+//!   the offsets that keeps the decisions.
 //!
 //! # Cost, bounded by construction
 //! For n intervals, f free blocks at a time and K = n if n ≤ [`GREEDY_UP_TO`] else
@@ -163,6 +167,27 @@ fn anchors_of(n: usize) -> usize {
 /// packs best, 1.0506 of the planned peak where the first two leave 1.066).
 pub const ANCHOR_ORDERS: usize = 8;
 
+/// How many orders of the anchors the anchored layout tries to bring a scan that is within
+/// [`SCAN_KEPT_WITHIN`] of the peak under the caller's bound ([`assign_offsets_within`]), in a
+/// plan of more than [`GREEDY_UP_TO`] intervals (a smaller plan is not repaired). One:
+/// each order costs about a third of a layout, and where the first does not fit the bound
+/// finalize decides again (docs/results/2026-11-29-finalize-one-layout.md).
+pub const REPAIR_ORDERS: usize = 1;
+
+/// As [`assign_offsets`], and where the arena exceeds `fit` bytes while the scan is within
+/// [`SCAN_KEPT_WITHIN`] of the peak, at most [`REPAIR_ORDERS`] anchored orders are tried to
+/// bring it within `fit` (see the module docs). The arena is never larger than
+/// [`assign_offsets`]'s.
+pub fn assign_offsets_within(
+    plan: &Plan,
+    value_bytes: &[i64],
+    decisions: &[Decision],
+    peak: i64,
+    fit: i64,
+) -> Arena {
+    lay_out_now(plan, value_bytes, decisions, peak, Some(fit))
+}
+
 /// Assigns offsets to all residency intervals (see the module docs): the online best-fit scan,
 /// and where it is not within [`SCAN_KEPT_WITHIN`] of the lower bound the anchored layouts,
 /// the smallest arena kept. `peak` (bytes)
@@ -173,6 +198,17 @@ pub fn assign_offsets(
     decisions: &[Decision],
     peak: i64,
 ) -> Arena {
+    lay_out_now(plan, value_bytes, decisions, peak, None)
+}
+
+/// [`assign_offsets_live`] with the plan's live windows, never cancelled.
+fn lay_out_now(
+    plan: &Plan,
+    value_bytes: &[i64],
+    decisions: &[Decision],
+    peak: i64,
+    fit: Option<i64>,
+) -> Arena {
     let never = AtomicBool::new(false);
     assign_offsets_live(
         plan,
@@ -180,13 +216,15 @@ pub fn assign_offsets(
         value_bytes,
         decisions,
         peak,
+        fit,
         &never,
     )
     .unwrap_or_default()
 }
 
 /// As [`assign_offsets`], with each value's `[def, last_use]` points given (`live`; the
-/// finalizer holds them prepared); `None` when `cancel` is set before the layout is done (a
+/// finalizer holds them prepared) and the caller's bound on the arena, if any (`fit`, bytes:
+/// [`assign_offsets_within`]); `None` when `cancel` is set before the layout is done (a
 /// speculative layout no longer needed).
 pub(crate) fn assign_offsets_live(
     plan: &Plan,
@@ -194,6 +232,7 @@ pub(crate) fn assign_offsets_live(
     value_bytes: &[i64],
     decisions: &[Decision],
     peak: i64,
+    fit: Option<i64>,
     cancel: &AtomicBool,
 ) -> Option<Arena> {
     let pieces = intervals::pieces(plan, live, value_bytes, decisions);
@@ -231,10 +270,24 @@ pub(crate) fn assign_offsets_live(
     let within = |bound: i64, f: f64| (bound as f64 * (1.0 + f)) as i64;
     // The anchored layout's offsets of every interval, where it beats the scan.
     let mut anchored: Option<Vec<i64>> = None;
-    if scan.top > within(peak, SCAN_KEPT_WITHIN) {
-        let good_enough = within(live_max(&items).max(peak), SCAN_KEPT_WITHIN);
+    // Within reach of the peak but over `fit`: the anchored layout tries to repair that,
+    // where its order is of [`ANCHORS`] anchors (over all intervals of a smaller plan, an
+    // order costs several layouts: GPT-2 small under half its program-order peak).
+    let repair = fit.filter(|&f| {
+        items.len() > GREEDY_UP_TO && scan.top > f && scan.top <= within(peak, SCAN_KEPT_WITHIN)
+    });
+    if scan.top > within(peak, SCAN_KEPT_WITHIN) || repair.is_some() {
+        let good_enough = match repair {
+            Some(f) => f,
+            None => within(live_max(&items).max(peak), SCAN_KEPT_WITHIN),
+        };
         let anchors = anchors_of(items.len());
-        for order in 0..ANCHOR_ORDERS {
+        let orders = if repair.is_some() {
+            REPAIR_ORDERS
+        } else {
+            ANCHOR_ORDERS
+        };
+        for order in 0..orders {
             if scan.top <= good_enough {
                 break;
             }

@@ -38,6 +38,12 @@
 //! 6. When the budget is not met, the greedy runs once more with the budget-independent
 //!    score `cost_us / (bytes · window)`: its choices are the same at every budget down to
 //!    the lowest peak it reaches, which is then the smallest budget reported.
+//! 7. Each run's picks are kept ([`Trace`]): with the scores fixed, the run at a higher
+//!    budget takes the same picks until the peak is within it, so the decisions at a higher
+//!    target ([`replay`]) take that prefix of the picks and their own second look, without
+//!    searching again. A run scored over the higher target and filled to the lower one
+//!    ([`trace`]) thus gives the decisions at both targets for one search: at the higher one
+//!    exactly those of a run there.
 //!
 //! Invariant: the tree holds, at every point, the resident bytes with the chosen decisions
 //! and each recompute's transient bytes charged in full at its regeneration point (a bound
@@ -170,6 +176,8 @@ struct Greedy<'a, 'o> {
     lowest: i64,
     /// A swap is priced at least this times its transfer time ([`PricedOption::priced`]).
     link_price: f64,
+    /// Every option set by [`Greedy::set`], in order: the run's [`Trace`].
+    log: Vec<OptionIx>,
 }
 
 /// What the cover heaps ask of one greedy run's options ([`Scores`]): the run's fields they
@@ -238,6 +246,7 @@ impl<'a, 'o> Greedy<'a, 'o> {
             budget,
             lowest: i64::MAX,
             link_price,
+            log: Vec::new(),
         }
     }
 
@@ -269,6 +278,7 @@ impl<'a, 'o> Greedy<'a, 'o> {
         } else {
             self.order.push(c);
         }
+        self.log.push(new);
         let n = self.options.get(new);
         n.apply(self.tree, 1);
         self.link.add(&n, 1.0);
@@ -481,6 +491,19 @@ impl<'a, 'o> Greedy<'a, 'o> {
     }
 }
 
+/// How one [`choose`] reached its decisions: its target and, per greedy run (the link price
+/// it priced swaps at), the options [`Greedy::fill`] set, in order. Scores fixed, a run's fill
+/// at a higher target is a prefix of this one (the same picks until the peak is within it), so
+/// [`replay`] decides at any target from `target` up without searching again.
+#[derive(Clone, Debug)]
+pub(super) struct Trace {
+    /// The target the runs filled to, bytes.
+    pub target: i64,
+    /// The target the options were scored over ([`Options::score_over`]), bytes.
+    pub scored_over: i64,
+    runs: Vec<(f64, Vec<OptionIx>)>,
+}
+
 /// Chooses decisions until `tree`'s peak is at most `budget` (see the module docs); `tree`
 /// is over `resident`, the bytes per point before any decision, and is used up (the caller
 /// charges the chosen decisions to `resident` itself, [`Chosen::charge`]). `step_us` is the
@@ -488,10 +511,14 @@ impl<'a, 'o> Greedy<'a, 'o> {
 ///
 /// Runs the greedy with swaps priced by their marginal exposed time; when its swaps saturate
 /// the link, runs it again with every swap priced at least its transfer time (what it costs
-/// on a saturated link) and keeps the run that adds less time (the first on a tie).
+/// on a saturated link) and keeps the run that adds less time (the first on a tie). With the
+/// decisions, the [`Trace`] of the runs (`None` when the budget-independent scores decided).
+/// With `unscored` (a run traced at this budget did not meet it), the budget-independent run
+/// decides at once.
 ///
 /// # Errors
 /// [`FinalizeError::Infeasible`] with the smallest budget this greedy meets.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn choose(
     options: &mut Options<'_>,
     cover: &CoverNodes,
@@ -500,15 +527,21 @@ pub(super) fn choose(
     resident: &[i64],
     budget: i64,
     step_us: f64,
-) -> Result<Chosen, FinalizeError> {
+    unscored: bool,
+) -> Result<(Chosen, Option<Trace>), FinalizeError> {
     let run = Run {
         cover,
         candidates,
         budget,
         step_us,
     };
-    options.score_over(Some((resident, budget)));
-    let first = match run.decide(options, &mut tree, 0.0) {
+    let scored = if unscored {
+        Err(0)
+    } else {
+        options.score_over(Some((resident, budget)));
+        run.decide(options, &mut tree, 0.0)
+    };
+    let first = match scored {
         Ok(first) => first,
         // Scores that do not depend on the budget: this run's choices are the same at every
         // budget down to the lowest peak it reaches, so that peak is a budget it meets.
@@ -520,7 +553,7 @@ pub(super) fn choose(
             options.score_over(None);
             return run
                 .decide(options, &mut tree, 0.0)
-                .map(|c| c.0)
+                .map(|c| (c.0, None))
                 .map_err(|lowest| FinalizeError::Infeasible {
                     budget,
                     smallest: lowest,
@@ -528,14 +561,98 @@ pub(super) fn choose(
                 });
         }
     };
+    let mut trace = Trace {
+        target: budget,
+        scored_over: budget,
+        runs: vec![(0.0, first.2)],
+    };
     if !first.1 {
-        return Ok(first.0);
+        return Ok((first.0, Some(trace)));
     }
     // The second run from the bytes before any decision, as above.
     tree = PeakTree::new(resident);
     match run.decide(options, &mut tree, 1.0) {
-        Ok(second) if second.0.added_us() < first.0.added_us() => Ok(second.0),
-        _ => Ok(first.0),
+        Ok(second) => {
+            trace.runs.push((1.0, second.2));
+            if second.0.added_us() < first.0.added_us() {
+                Ok((second.0, Some(trace)))
+            } else {
+                Ok((first.0, Some(trace)))
+            }
+        }
+        _ => Ok((first.0, Some(trace))),
+    }
+}
+
+/// The [`Trace`] of [`choose`]'s first run filled to `budget` with the options scored over
+/// `scored_over` bytes (at least `budget`), without its second look: what [`replay`] needs to
+/// decide at any budget from `budget` up, and at `scored_over` exactly what [`choose`] decides
+/// there. `None` where that run does not meet `budget`.
+pub(super) fn trace(
+    options: &mut Options<'_>,
+    cover: &CoverNodes,
+    candidates: usize,
+    resident: &[i64],
+    budget: i64,
+    scored_over: i64,
+    step_us: f64,
+) -> Option<Trace> {
+    let run = Run {
+        cover,
+        candidates,
+        budget,
+        step_us,
+    };
+    options.score_over(Some((resident, scored_over)));
+    let mut tree = PeakTree::new(resident);
+    let mut g = run.greedy(options, &mut tree, 0.0);
+    if !g.fill() {
+        return None;
+    }
+    Some(Trace {
+        target: budget,
+        scored_over,
+        runs: vec![(0.0, std::mem::take(&mut g.log))],
+    })
+}
+
+/// What [`choose`] decides at `budget` ≥ `trace.target` with the options scored over
+/// `trace.scored_over` (at `budget = trace.scored_over`, exactly what [`choose`] decides):
+/// each run's fill replayed from `trace` until the peak is within `budget` (no search), then
+/// its second look at `budget`; a second run the trace lacks is run in full. `None` when the trace does not reach `budget` (a lower budget, or
+/// not the same options), where the caller decides in full.
+pub(super) fn replay(
+    options: &mut Options<'_>,
+    cover: &CoverNodes,
+    candidates: usize,
+    resident: &[i64],
+    trace: &Trace,
+    budget: i64,
+    step_us: f64,
+) -> Option<Chosen> {
+    if budget < trace.target {
+        return None;
+    }
+    let run = Run {
+        cover,
+        candidates,
+        budget,
+        step_us,
+    };
+    options.score_over(Some((resident, trace.scored_over)));
+    let mut tree = PeakTree::new(resident);
+    let first = run.replayed(options, &mut tree, 0.0, &trace.runs.first()?.1)?;
+    if !first.1 {
+        return Some(first.0);
+    }
+    tree = PeakTree::new(resident);
+    let second = match trace.runs.get(1) {
+        Some((price, log)) => run.replayed(options, &mut tree, *price, log),
+        None => run.decide(options, &mut tree, 1.0).ok(),
+    };
+    match second {
+        Some(second) if second.0.added_us() < first.0.added_us() => Some(second.0),
+        _ => Some(first.0),
     }
 }
 
@@ -549,16 +666,53 @@ struct Run<'a> {
 
 impl Run<'_> {
     /// One greedy run over `options` with swaps priced at least `link_price` times their
-    /// transfer time: the decisions and whether their swaps saturate the link, or the lowest
-    /// peak it reached when the budget is infeasible. `tree` is left with the run's options
-    /// applied.
+    /// transfer time: the decisions, whether their swaps saturate the link and the options the
+    /// fill set (its [`Trace`]), or the lowest peak it reached when the budget is infeasible.
+    /// `tree` is left with the run's options applied.
     fn decide(
         &self,
         options: &mut Options<'_>,
         tree: &mut PeakTree,
         link_price: f64,
-    ) -> Result<(Chosen, bool), i64> {
-        let mut g = Greedy::new(
+    ) -> Result<(Chosen, bool, Vec<OptionIx>), i64> {
+        let mut g = self.greedy(options, tree, link_price);
+        if !g.fill() {
+            return Err(g.lowest);
+        }
+        let (chosen, saturated) = g.second_look();
+        Ok((chosen, saturated, std::mem::take(&mut g.log)))
+    }
+
+    /// As [`Run::decide`] with the fill replayed from `log` (the options a fill at a budget
+    /// no larger set) until the peak is within the budget; `None` when `log` runs out first.
+    fn replayed(
+        &self,
+        options: &mut Options<'_>,
+        tree: &mut PeakTree,
+        link_price: f64,
+        log: &[OptionIx],
+    ) -> Option<(Chosen, bool, Vec<OptionIx>)> {
+        let mut g = self.greedy(options, tree, link_price);
+        let mut next = log.iter();
+        while g.tree.max() > self.budget {
+            let &i = next.next()?;
+            let c = g.options.candidate_of(i);
+            g.set(c, i);
+        }
+        let (chosen, saturated) = g.second_look();
+        Some((chosen, saturated, Vec::new()))
+    }
+
+    fn greedy<'g, 'o>(
+        &self,
+        options: &'g mut Options<'o>,
+        tree: &'g mut PeakTree,
+        link_price: f64,
+    ) -> Greedy<'g, 'o>
+    where
+        Self: 'g,
+    {
+        Greedy::new(
             options,
             link_price,
             self.cover,
@@ -566,13 +720,17 @@ impl Run<'_> {
             tree,
             self.budget,
             self.step_us,
-        );
-        if !g.fill() {
-            return Err(g.lowest);
-        }
-        let mut recompute_us = g.recompute_us();
-        g.drop_unneeded(&mut recompute_us);
-        g.switch_kinds(&mut recompute_us);
-        Ok((g.chosen(), g.link.saturated()))
+        )
+    }
+}
+
+impl Greedy<'_, '_> {
+    /// Steps 4 of the module docs on a filled run: the decisions and whether their swaps
+    /// saturate the link.
+    fn second_look(&mut self) -> (Chosen, bool) {
+        let mut recompute_us = self.recompute_us();
+        self.drop_unneeded(&mut recompute_us);
+        self.switch_kinds(&mut recompute_us);
+        (self.chosen(), self.link.saturated())
     }
 }

@@ -12,14 +12,41 @@
 //! # The arena fits the budget
 //! With offsets, the decisions aim at the budget less [`ARENA_ALLOWANCE`] (2%, the
 //! fragmentation the layout accepts before it tries harder), so that the arena, not only the
-//! planned peak, fits the budget ([`FinalizeOptions::decisions_target`]); where the layout
-//! fragments more, the decisions are made again under the planned peak scaled by
-//! budget / arena (at most [`FIT_RETRIES`] times). Only at the smallest feasible budget (the
-//! planned peak is the budget) can the arena still exceed it. Where the layout fragments much
-//! less (the arena leaves more than [`UPWARD_SLACK`] of the budget unused), the decisions are
-//! made once more for the whole budget, and where that arena exceeds the budget once more under
-//! its planned peak scaled by budget / arena; the first that fits and adds less time is kept.
+//! planned peak, fits the budget ([`FinalizeOptions::decisions_target`]). They come from one
+//! greedy search (`finalize/greedy.rs`'s `Trace`) scored over the budget less
+//! [`UPWARD_SLACK`] (0.5%) and filled to that lower target, replayed there; the search's
+//! prefix is exactly the greedy's decisions at the budget less [`UPWARD_SLACK`]. Most layouts
+//! fragment by less than that, so those are replayed and laid out first, and kept where they
+//! add less time and their arena fits the budget: one search, two replays and one layout in
+//! the common case. Else the first decisions are laid out; where their arena exceeds the
+//! budget, the decisions are made again under the planned peak scaled by budget / arena (at
+//! most [`FIT_RETRIES`] times); where the arena kept leaves more than [`UPWARD_SLACK`] of the
+//! budget unused, the decisions are made once more for the whole budget, and where that arena
+//! exceeds the budget once more under its planned peak scaled by budget / arena; the first
+//! that fits and adds less time is kept (the greedy is not monotone in its target: decisions
+//! for the whole budget can fit and add less where those for the budget less
+//! [`UPWARD_SLACK`] do not). Only at the smallest feasible budget (the planned peak is the
+//! budget) can the arena still exceed it.
 //! Without offsets the decisions aim at the budget itself.
+//!
+//! Every layout is told the budget ([`crate::arena::assign_offsets_within`]): where its
+//! best-fit scan lands over the budget but within
+//! [`SCAN_KEPT_WITHIN`](crate::arena::SCAN_KEPT_WITHIN) of the planned peak, it tries
+//! [`REPAIR_ORDERS`](crate::arena::REPAIR_ORDERS) order of its anchored layout first: a repair
+//! of the offsets that keeps the decisions, cheaper than deciding again.
+//!
+//! # Bound on the work at a new shape
+//! Per plan variant: one evaluation of its prepared expressions; one greedy search (two runs
+//! where its swaps saturate the link); where the decisions add time, two replays of it (no
+//! heap search: the budget less [`UPWARD_SLACK`] and less [`ARENA_ALLOWANCE`]); and one
+//! layout where the first replay's arena fits the budget (the common case: most layouts
+//! fragment by less than [`UPWARD_SLACK`], or are repaired to), plus one replay for the whole
+//! budget and its layout where that arena leaves more than twice [`UPWARD_SLACK`] unused
+//! (the greedy overshot its target). Otherwise
+//! at most one more layout for the first decisions, [`FIT_RETRIES`] decisions and layouts
+//! where that arena exceeds the budget, and two decisions (replays where the search covers
+//! their target) and layouts for the whole budget. Each layout is bounded by construction
+//! (`crate::arena`).
 //!
 //! # Cost
 //! A plan is prepared once per plan variant ([`Prepared`]: its size and cost expressions
@@ -67,8 +94,8 @@ pub use prepared::Prepared;
 use segtree::PeakTree;
 use serde::Serialize;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize};
+use std::sync::{Arc, Mutex, OnceLock};
 pub use summary::DecisionSummary;
 
 /// Options of [`finalize`].
@@ -306,7 +333,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let compare = opts.budget.is_some() && self.prepared.len() > 1;
         if !compare {
             let shaped = self.evaluate(first, b, opts)?;
-            let c = self.decide(&shaped, b, opts, opts.decisions_target())?;
+            let c = self.decide_first(&shaped, b, opts)?;
             return Ok(self.lay_out(c, &shaped, b, opts));
         }
         self.finalize_variants(first, b, opts)
@@ -338,11 +365,20 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         target: Option<i64>,
     ) -> Result<ConcretePlan, FinalizeError> {
         let (v, prep) = self.prepared_variant(shaped.variant);
-        match finalize_prepared(v, prep, shaped, b, opts, target) {
+        // (`None` only comes from a replay.)
+        let full = |target| {
+            finalize_prepared(v, prep, shaped, b, opts, target, None).unwrap_or(Err(
+                FinalizeError::Eval {
+                    expr: "greedy".into(),
+                    source: DimError::Overflow,
+                },
+            ))
+        };
+        match full(target) {
             Err(FinalizeError::Infeasible { smallest, .. })
                 if target < opts.budget && Some(smallest) <= opts.budget =>
             {
-                finalize_prepared(v, prep, shaped, b, opts, Some(smallest))
+                full(Some(smallest))
             }
             // Reported against the budget asked for, not the target.
             Err(FinalizeError::Infeasible {
@@ -358,11 +394,66 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         }
     }
 
+    /// The first decisions of the plan variant `shaped` evaluated at `b`: under
+    /// [`FinalizeOptions::decisions_target`]. With offsets and a budget they come from one
+    /// greedy search scored over the budget less [`UPWARD_SLACK`] and filled to that target
+    /// ([`trace_prepared`], replayed at it), whose prefix gives the decisions at the budget
+    /// less [`UPWARD_SLACK`] that [`Finalizer::upward_first`] lays out first; else (and where
+    /// that search does not meet the target) they are made in full.
+    fn decide_first(
+        &self,
+        shaped: &Shaped,
+        b: &Bindings,
+        opts: &FinalizeOptions,
+    ) -> Result<ConcretePlan, FinalizeError> {
+        let target = opts.decisions_target();
+        if let (true, Some(budget), Some(t)) = (opts.offsets, opts.budget, target) {
+            let (v, prep) = self.prepared_variant(shaped.variant);
+            if trace_prepared(v, prep, shaped, opts, t, upward_target(budget)) {
+                return self.redecide(shaped, b, opts, t, true);
+            }
+        }
+        self.decide(shaped, b, opts, target)
+    }
+
+    /// As [`Finalizer::decide`] at `target`, replayed ([`greedy::replay`], no search) from the
+    /// trace kept in `shaped` when that was scored over `target` and filled to it or below
+    /// (the same decisions); else decided in full. With `scored_below`, a trace scored over any
+    /// target up to `target` is replayed (the options keep their scores over that target).
+    fn redecide(
+        &self,
+        shaped: &Shaped,
+        b: &Bindings,
+        opts: &FinalizeOptions,
+        target: i64,
+        scored_below: bool,
+    ) -> Result<ConcretePlan, FinalizeError> {
+        let trace = shaped
+            .trace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let usable = |t: &greedy::Trace| {
+            t.target <= target
+                && (t.scored_over == target || (scored_below && t.scored_over <= target))
+        };
+        if let Some(trace) = trace.filter(usable) {
+            let (v, prep) = self.prepared_variant(shaped.variant);
+            if let Some(r) = finalize_prepared(v, prep, shaped, b, opts, Some(target), Some(&trace))
+            {
+                return r;
+            }
+        }
+        self.decide(shaped, b, opts, Some(target))
+    }
+
     /// Lays out the arena of finalized plan `c` (of variant `c.variant`) when `opts` asks for
-    /// offsets. Where the arena exceeds the budget (the layout fragmented more than
+    /// offsets, after trying the decisions for the budget less [`UPWARD_SLACK`] first
+    /// ([`Finalizer::upward_first`], kept when they add less time than `c` and their arena
+    /// fits). Where `c`'s arena exceeds the budget (the layout fragmented more than
     /// [`ARENA_ALLOWANCE`]), the decisions are made again under the planned peak scaled by
     /// budget / arena, up to [`FIT_RETRIES`] times, until the arena fits; else the smallest
-    /// arena is kept.
+    /// arena is kept; then [`Finalizer::decide_upward`].
     fn lay_out(
         &self,
         c: ConcretePlan,
@@ -372,6 +463,21 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     ) -> ConcretePlan {
         let never = AtomicBool::new(false);
         self.lay_out_unless(c, shaped, b, opts, &never).0
+    }
+
+    /// The arena of `c` (of variant `c.variant`) with `c.peak_bytes_planned` as its peak;
+    /// `None` when `cancel` is set before it is done.
+    fn lay(&self, c: &ConcretePlan, cancel: &AtomicBool) -> Option<Arena> {
+        let (v, prep) = self.prepared_variant(c.variant);
+        assign_offsets_live(
+            v,
+            &prep.value_live,
+            &c.value_bytes,
+            &c.decisions,
+            c.peak_bytes_planned,
+            c.budget,
+            cancel,
+        )
     }
 
     /// As [`Finalizer::lay_out`], and whether it is done: given back without an arena
@@ -387,17 +493,22 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         if !opts.offsets {
             return (c, true);
         }
-        let (v, prep) = self.prepared_variant(c.variant);
-        let lay = |c: &ConcretePlan| {
-            assign_offsets_live(
-                v,
-                &prep.value_live,
-                &c.value_bytes,
-                &c.decisions,
-                c.peak_bytes_planned,
-                cancel,
-            )
-        };
+        let lay = |c: &ConcretePlan| self.lay(c, cancel);
+        if let Some(budget) = opts.budget {
+            // (Decisions that add no time cannot be bettered.)
+            if c.overhead_us > 0.0 && upward_target(budget) > c.peak_bytes_planned {
+                match self.upward_first(shaped, b, opts, budget, c.overhead_us, &lay) {
+                    // Decisions for the whole budget where these overshot their target (a
+                    // tight layout of them leaves about `UPWARD_SLACK` unused, not twice).
+                    Upward::Fits(up) if overshot(&up, budget) => {
+                        return (self.decide_upward(*up, shaped, b, opts, &lay, 1), true)
+                    }
+                    Upward::Fits(up) => return (*up, true),
+                    Upward::Cancelled => return (c, false),
+                    Upward::Not => {}
+                }
+            }
+        }
         let Some(arena) = lay(&c) else {
             return (c, false);
         };
@@ -429,16 +540,48 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             }
         }
         let out = best.unwrap_or(c);
-        (self.decide_upward(out, shaped, b, opts, &lay), true)
+        (self.decide_upward(out, shaped, b, opts, &lay, 2), true)
     }
 
-    /// Where the arena of `c` leaves more than [`UPWARD_SLACK`] of the budget unused (the
-    /// layout fragmented less than [`ARENA_ALLOWANCE`] assumed), decides again for the whole
-    /// budget and keeps that result when its arena (laid out by `lay`; `None` when cancelled)
-    /// fits the budget and it adds less time. Where that arena exceeds the budget, decides once
+    /// Before the arena of the first decisions (for the budget less [`ARENA_ALLOWANCE`], adding
+    /// `than` µs) is laid out: the decisions for the budget less [`UPWARD_SLACK`] (replayed
+    /// where `shaped` holds a search scored over that target, [`Finalizer::redecide`]; else
+    /// decided in full), laid out by `lay` when they add less than `than`: [`Upward::Fits`]
+    /// when that arena fits `budget` (most layouts fragment by less than [`UPWARD_SLACK`]).
+    fn upward_first(
+        &self,
+        shaped: &Shaped,
+        b: &Bindings,
+        opts: &FinalizeOptions,
+        budget: i64,
+        than: f64,
+        lay: &dyn Fn(&ConcretePlan) -> Option<Arena>,
+    ) -> Upward {
+        let Ok(mut up) = self.redecide(shaped, b, opts, upward_target(budget), false) else {
+            return Upward::Not;
+        };
+        if up.overhead_us >= than {
+            return Upward::Not;
+        }
+        let Some(arena) = lay(&up) else {
+            return Upward::Cancelled;
+        };
+        if arena.arena_bytes > budget {
+            return Upward::Not;
+        }
+        up.arena = arena;
+        Upward::Fits(Box::new(up))
+    }
+
+    /// Where the arena of `c` (kept after the retries of [`Finalizer::lay_out`]) leaves more
+    /// than [`UPWARD_SLACK`] of the budget unused, decides again for the whole budget and
+    /// keeps that
+    /// result when its arena (laid out by `lay`; `None` when cancelled) fits the budget and it
+    /// adds less time. Where that arena exceeds the budget, decides once
     /// more under its planned peak scaled by budget / arena (as the retries of
     /// [`Finalizer::lay_out`] do) and keeps that result on the same terms; else `c`. At most
-    /// two decisions and two layouts.
+    /// `tries` (1 or 2) decisions and layouts: one where `c` is the decisions for the budget
+    /// less [`UPWARD_SLACK`] (the whole budget only), two after the retries.
     fn decide_upward(
         &self,
         c: ConcretePlan,
@@ -446,17 +589,23 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         b: &Bindings,
         opts: &FinalizeOptions,
         lay: &dyn Fn(&ConcretePlan) -> Option<Arena>,
+        tries: usize,
     ) -> ConcretePlan {
         let Some(budget) = opts.budget else {
             return c;
         };
         let slack = budget - c.arena.arena_bytes;
-        if c.decisions.is_empty() || slack <= 0 || (slack as f64) < budget as f64 * UPWARD_SLACK {
+        // (Decisions that add no time cannot be bettered.)
+        if c.decisions.is_empty()
+            || c.overhead_us <= 0.0
+            || slack <= 0
+            || (slack as f64) < budget as f64 * UPWARD_SLACK
+        {
             return c;
         }
         let mut target = budget;
-        for _ in 0..2 {
-            let Ok(mut up) = self.decide(shaped, b, opts, Some(target)) else {
+        for _ in 0..tries {
+            let Ok(mut up) = self.redecide(shaped, b, opts, target, true) else {
                 return c;
             };
             if up.overhead_us >= c.overhead_us {
@@ -480,14 +629,39 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     }
 }
 
-/// Share of the budget an arena must leave unused for finalize to decide again for the whole
-/// budget ([`ARENA_ALLOWANCE`] assumes the layout fragments by up to 2%; many layouts come
-/// within a fraction of that, and then the allowance only costs evictions). A quarter of the
-/// allowance (0.5%): GPT-2 small (unfused) at B=8, S=250 under half its scheduled peak on
-/// `h100-sxm-pcie5` leaves 0.76%; decided for the whole budget its arena is 0.3% over it, and
-/// decided again under the planned peak scaled by budget / arena it fits and adds 8.1% instead
-/// of 11.1% of step time. GPT-2 medium at B=8, S=1024 leaves 0.25% and is not decided again.
+/// Whether the arena of `c`, decided for the budget less [`UPWARD_SLACK`], leaves more than
+/// twice that share of `budget` unused: its decisions overshot their target, and those for the
+/// whole budget can add less time (`gpt2_tiny_scan` fused at B=8, S=37 under half its
+/// scheduled peak on `h100-sxm-pcie5`: 1.5% left, 243.2% of the step added, 241.4% for the
+/// whole budget).
+fn overshot(c: &ConcretePlan, budget: i64) -> bool {
+    (budget - c.arena.arena_bytes) as f64 > 2.0 * UPWARD_SLACK * budget as f64
+}
+
+/// What [`Finalizer::upward_first`] found.
+enum Upward {
+    /// Decisions that add less time, with an arena that fits the budget.
+    Fits(Box<ConcretePlan>),
+    /// They add no less time, or their arena exceeds the budget: the first decisions are laid
+    /// out.
+    Not,
+    /// The layout was cancelled.
+    Cancelled,
+}
+
+/// Share of the budget the layout is assumed to need when finalize first tries decisions above
+/// the [`ARENA_ALLOWANCE`] target ([`ARENA_ALLOWANCE`] assumes the layout fragments by up to 2%;
+/// most layouts come within a fraction of that, and then the allowance only costs evictions),
+/// and the share an arena must leave unused after the retries for finalize to decide again for
+/// the whole budget. On the long-tail benchmark's plans most arenas are within 0.5% of their
+/// planned peak (`compiler/benches/finalize_longtail.rs`).
 pub const UPWARD_SLACK: f64 = ARENA_ALLOWANCE / 4.0;
+
+/// The target in bytes of the decisions [`Finalizer`] lays out first under `budget`: the
+/// budget less [`UPWARD_SLACK`] of it.
+fn upward_target(budget: i64) -> i64 {
+    budget - (budget as f64 * UPWARD_SLACK) as i64
+}
 
 /// How many times [`Finalizer::finalize`] decides again under a lower target when the arena
 /// does not fit the budget.
@@ -543,6 +717,13 @@ pub(crate) struct Shaped {
     step_flops: i64,
     /// The step's modelled times on the options' device.
     costs: crate::cost::PointTimes,
+    /// The trace of the greedy's last search ([`greedy::Trace`]: [`trace_prepared`]'s, or a
+    /// decision's in full): decisions at a higher target replay it ([`Finalizer::redecide`]).
+    trace: Mutex<Option<greedy::Trace>>,
+    /// The target at which a traced run ([`trace_prepared`]) did not meet the target
+    /// (`i64::MIN`: none): decisions there go straight to the greedy's budget-independent run
+    /// ([`greedy::choose`]'s `unscored`).
+    trace_failed_at: AtomicI64,
 }
 
 /// Evaluates plan variant `variant` (`plan`, prepared as `prep`) at checked bindings `b` on
@@ -585,12 +766,56 @@ fn evaluate(
         resident,
         step_flops,
         costs,
+        trace: Mutex::new(None),
+        trace_failed_at: AtomicI64::new(i64::MIN),
     })
+}
+
+/// Traces the greedy's picks ([`greedy::trace`]) filled to `target` bytes with the options
+/// scored over `scored_over` bytes on the plan variant `shaped` evaluated (`plan`, prepared as
+/// `prep`) and keeps the trace in `shaped`; `false`
+/// (nothing kept) where the peak is within `target` without the greedy or its run does not
+/// meet `target` (then the decisions are made in full).
+fn trace_prepared(
+    plan: &Plan,
+    prep: &Prepared,
+    shaped: &Shaped,
+    opts: &FinalizeOptions,
+    target: i64,
+    scored_over: i64,
+) -> bool {
+    let mut resident = shaped.resident.clone();
+    let mut options = Options::new(prep, &shaped.vals, &shaped.costs, &shaped.value_bytes, opts);
+    if !plan.forced_swaps.is_empty() {
+        forced::take(plan, &mut options, &shaped.value_bytes, &mut resident);
+    }
+    if resident.iter().all(|&x| x <= target) {
+        return false;
+    }
+    let trace = greedy::trace(
+        &mut options,
+        &prep.cover,
+        plan.candidates.len(),
+        &resident,
+        target,
+        scored_over.max(target),
+        shaped.costs.step_us(),
+    );
+    let traced = trace.is_some();
+    if !traced {
+        shaped
+            .trace_failed_at
+            .store(target, std::sync::atomic::Ordering::Relaxed);
+    }
+    *shaped.trace.lock().unwrap_or_else(|e| e.into_inner()) = trace;
+    traced
 }
 
 /// Finalizes the plan variant `shaped` evaluated (`plan`, prepared as `prep`) at checked
 /// bindings `b`, with decisions that bring the peak to `target` bytes (`None`: no decisions),
-/// without the arena layout.
+/// without the arena layout. With `replay`, the greedy's decisions are replayed from that
+/// trace ([`greedy::replay`]; `None` when it does not reach `target`); else they are made in
+/// full and their trace kept in `shaped`.
 fn finalize_prepared(
     plan: &Plan,
     prep: &Prepared,
@@ -598,7 +823,8 @@ fn finalize_prepared(
     b: &Bindings,
     opts: &FinalizeOptions,
     target: Option<i64>,
-) -> Result<ConcretePlan, FinalizeError> {
+    replay: Option<&greedy::Trace>,
+) -> Option<Result<ConcretePlan, FinalizeError>> {
     let Shaped {
         variant,
         ref vals,
@@ -627,16 +853,40 @@ fn finalize_prepared(
         if peak_forced > budget {
             let options =
                 options.get_or_insert_with(|| Options::new(prep, vals, costs, value_bytes, opts));
-            let tree = PeakTree::new(&resident);
-            let c = greedy::choose(
-                options,
-                &prep.cover,
-                plan.candidates.len(),
-                tree,
-                &resident,
-                budget,
-                costs.step_us(),
-            )?;
+            let c = match replay {
+                Some(trace) => greedy::replay(
+                    options,
+                    &prep.cover,
+                    plan.candidates.len(),
+                    &resident,
+                    trace,
+                    budget,
+                    costs.step_us(),
+                )?,
+                None => {
+                    let tree = PeakTree::new(&resident);
+                    let unscored = shaped
+                        .trace_failed_at
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                        == budget;
+                    match greedy::choose(
+                        options,
+                        &prep.cover,
+                        plan.candidates.len(),
+                        tree,
+                        &resident,
+                        budget,
+                        costs.step_us(),
+                        unscored,
+                    ) {
+                        Ok((c, trace)) => {
+                            *shaped.trace.lock().unwrap_or_else(|e| e.into_inner()) = trace;
+                            c
+                        }
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+            };
             // The tree's residency, without walking it.
             c.charge(&mut resident);
             decisions.extend_from_slice(&c.decisions);
@@ -661,7 +911,7 @@ fn finalize_prepared(
         .copied()
         .max()
         .unwrap_or(0);
-    Ok(ConcretePlan {
+    Some(Ok(ConcretePlan {
         variant,
         bindings: b.clone(),
         budget: opts.budget,
@@ -680,7 +930,7 @@ fn finalize_prepared(
         device: opts.device.name.clone(),
         step_flops,
         arena: Arena::default(),
-    })
+    }))
 }
 
 /// The exact memory of the chosen decisions, in the plan checker's model

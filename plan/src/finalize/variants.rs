@@ -69,7 +69,6 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         opts: &FinalizeOptions,
     ) -> Result<ConcretePlan, FinalizeError> {
         let n = self.prepared.len();
-        let target = opts.decisions_target();
         let race = Mutex::new(Race {
             finished: 0,
             keys: vec![None; n],
@@ -91,7 +90,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             let i = order[k];
             let shaped = self.evaluate(i, b, opts);
             let decided = match &shaped {
-                Ok(s) => self.decide(s, b, opts, target),
+                Ok(s) => self.decide_first(s, b, opts),
                 Err(e) => Err(e.clone()),
             }
             .map(|c| {
