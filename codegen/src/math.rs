@@ -142,7 +142,6 @@ impl<'ctx> Emit<'_, 'ctx> {
         let fsel = |cond, t: FloatValue<'ctx>, e: FloatValue<'ctx>| -> Result<_, LowerError> {
             Ok(b.build_select(cond, t, e, "")?.into_float_value())
         };
-        let ix = bits(x)?;
         let u = b.build_float_add(f(1.0), x, "")?;
         let iu = b.build_int_add(bits(u)?, c(0x3f80_0000 - 0x3f35_04f3), "")?;
         let k = b.build_int_sub(b.build_right_shift(iu, c(23), false, "")?, c(0x7f), "")?;
@@ -155,15 +154,9 @@ impl<'ctx> Emit<'_, 'ctx> {
         let m = float(b.build_int_add(b.build_and(iu, c(0x007f_ffff), "")?, c(0x3f35_04f3), "")?)?;
         let fr = b.build_float_sub(m, f(1.0), "")?;
         // √2/2 - 1 <= x < √2 - 1: no reduction, f = x.
-        let positive = b.build_int_compare(
-            IntPredicate::EQ,
-            b.build_right_shift(ix, c(31), false, "")?,
-            c(0),
-            "",
-        )?;
-        let near_pos = b.build_int_compare(IntPredicate::ULT, ix, c(0x3ed4_13d0), "")?;
-        let near_neg = b.build_int_compare(IntPredicate::ULE, ix, c(0xbe95_f619), "")?;
-        let near = b.build_select(positive, near_pos, near_neg, "")?.into_int_value();
+        let ge = b.build_float_compare(FloatPredicate::OGE, x, f(f32::from_bits(0xbe95_f619)), "")?;
+        let lt = b.build_float_compare(FloatPredicate::OLT, x, f(f32::from_bits(0x3ed4_13d0)), "")?;
+        let near = b.build_and(ge, lt, "")?;
         let k = b.build_select(near, c(0), k, "")?.into_int_value();
         let cr = fsel(near, f(0.0), cr)?;
         let fr = fsel(near, x, fr)?;
@@ -196,14 +189,14 @@ impl<'ctx> Emit<'_, 'ctx> {
         let y = b.build_float_add(y, fr, "")?;
         let y = b.build_float_add(y, b.build_float_mul(dk, ln2_hi, "")?, "")?;
         // |x| < 2^-24: x; +inf: +inf; x <= -1: -inf at -1, NaN below; NaN: NaN.
-        let ix2 = b.build_left_shift(ix, c(1), "")?;
-        let tiny = b.build_int_compare(IntPredicate::ULT, ix2, c(0x3380_0000 << 1), "")?;
+        let a = self.float_intrinsic("llvm.fabs", &[x])?;
+        let tiny = b.build_float_compare(FloatPredicate::OLT, a, f(f32::from_bits(0x3380_0000)), "")?;
         let y = fsel(tiny, x, y)?;
-        let inf = b.build_int_compare(IntPredicate::EQ, ix, c(0x7f80_0000), "")?;
+        let inf = b.build_float_compare(FloatPredicate::OEQ, x, f(f32::INFINITY), "")?;
         let y = fsel(inf, x, y)?;
-        let minus_one = b.build_int_compare(IntPredicate::EQ, ix, c(0xbf80_0000), "")?;
+        let minus_one = b.build_float_compare(FloatPredicate::OEQ, x, f(-1.0), "")?;
         let below = fsel(minus_one, f(f32::NEG_INFINITY), f(f32::NAN))?;
-        let le = b.build_int_compare(IntPredicate::UGE, ix, c(0xbf80_0000), "")?;
+        let le = b.build_float_compare(FloatPredicate::OLE, x, f(-1.0), "")?;
         let y = fsel(le, below, y)?;
         let nan = b.build_float_compare(FloatPredicate::UNO, x, x, "")?;
         fsel(nan, f(f32::NAN), y)

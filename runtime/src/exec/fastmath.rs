@@ -156,6 +156,13 @@ pub fn tanh(src: &[f32]) -> Vec<f32> {
 const LN2_HI: f32 = f32::from_bits(0x3f31_7180);
 /// `ln 2 - LN2_HI`.
 const LN2_LO: f32 = f32::from_bits(0x3717_f7d1);
+/// `√2/2 - 1` and `√2 - 1` (rounded as `log1pf` takes them): `1 + x` in `[√2/2, √2)`
+/// between them.
+const NEAR_LO: f32 = f32::from_bits(0xbe95_f619);
+/// See [`NEAR_LO`].
+const NEAR_HI: f32 = f32::from_bits(0x3ed4_13d0);
+/// 2^-24: below it in magnitude, `ln(1 + x)` rounds to `x`.
+const TINY: f32 = f32::from_bits(0x3380_0000);
 /// `log1pf`'s polynomial: `|(log(1+s) - log(1-s))/s - Lg(s)| < 2^-34.24` on its range.
 const LG: [f32; 4] = [
     f32::from_bits(0x3f2a_aaaa),
@@ -170,7 +177,6 @@ const LG: [f32; 4] = [
 /// gives `x`. The generated kernels (`ebb_codegen::math`) emit exactly these operations.
 #[inline(always)]
 pub(crate) fn log1p_core(x: f32) -> f32 {
-    let ix = x.to_bits();
     let u = 1.0 + x;
     // `1 + x = 2^k m`, `m` in [√2/2, √2): the exponent of `u` scaled by 1/√2.
     let iu = u.to_bits().wrapping_add(0x3f80_0000 - 0x3f35_04f3);
@@ -180,11 +186,7 @@ pub(crate) fn log1p_core(x: f32) -> f32 {
     let c = if k < 25 { c / u } else { 0.0 };
     let f = f32::from_bits((iu & 0x007f_ffff) + 0x3f35_04f3) - 1.0;
     // √2/2 - 1 <= x < √2 - 1: `1 + x` needs no reduction and `f = x` exactly.
-    let near = if ix >> 31 == 0 {
-        ix < 0x3ed4_13d0
-    } else {
-        ix <= 0xbe95_f619
-    };
+    let near = x >= NEAR_LO && x < NEAR_HI;
     let (k, c, f) = if near { (0, 0.0, x) } else { (k, c, f) };
     let s = f / (2.0 + f);
     let z = s * s;
@@ -195,20 +197,17 @@ pub(crate) fn log1p_core(x: f32) -> f32 {
     let hfsq = 0.5 * f * f;
     let dk = k as f32;
     let y = s * (hfsq + r) + (dk * LN2_LO + c) - hfsq + f + dk * LN2_HI;
-    // |x| < 2^-24: x itself (also ±0 and subnormals).
-    let y = if ix << 1 < 0x3380_0000 << 1 { x } else { y };
-    // +inf stays +inf.
-    let y = if ix == 0x7f80_0000 { x } else { y };
-    // x <= -1 (and negative NaNs): -inf at -1, NaN below.
-    let y = if ix >= 0xbf80_0000 {
-        if ix == 0xbf80_0000 {
-            f32::NEG_INFINITY
-        } else {
-            f32::NAN
-        }
+    // |x| < 2^-24: x itself (also ±0 and subnormals); +inf stays +inf; -1 gives -inf, below
+    // it NaN. (Compares of `x` as a float, not of its bits: a kernel holding `x` widened from
+    // a 16-bit type then keeps it a float.)
+    let y = if x.abs() < TINY { x } else { y };
+    let y = if x == f32::INFINITY { x } else { y };
+    let below = if x == -1.0 {
+        f32::NEG_INFINITY
     } else {
-        y
+        f32::NAN
     };
+    let y = if x <= -1.0 { below } else { y };
     if x.is_nan() {
         f32::NAN
     } else {
