@@ -167,24 +167,7 @@ fn gemm<T: Gemm>(
     // both kernels sum each element over `p = 0..k` in order, but with different roundings
     // (`small_k` multiplies then adds; the packing GEMM may fuse them).
     if uses_small_k(m, k, n) && view_fits(a.len(), av, m, k) && view_fits(b.len(), bv, k, n) {
-        if n >= 8 {
-            small_k(m, k, n, a, av, b, bv, c);
-        } else {
-            // Cᵀ = Bᵀ·Aᵀ (the same products, summed in the same order), written back
-            // transposed.
-            let t = |v: Mat| Mat {
-                off: v.off,
-                rs: v.cs,
-                cs: v.rs,
-            };
-            let mut ct = vec![T::default(); m * n];
-            small_k(n, k, m, b, t(bv), a, t(av), &mut ct);
-            for (j, row) in ct.chunks(m).enumerate() {
-                for (i, &x) in row.iter().enumerate() {
-                    c[i * n + j] = x;
-                }
-            }
-        }
+        small_k(m, k, n, a, av, b, bv, c);
         return Ok(());
     }
     gemm_into((m, k, n), a, av, b, bv, c, n, false)
@@ -262,8 +245,10 @@ const THIN: usize = 2;
 /// See [`THIN`].
 const THIN_WORK: usize = 1 << 16;
 
-/// `c = a · b` for a shallow contraction: each output row is accumulated in a fixed-size
-/// block (vectorized by the compiler) over `p = 0..k` in order. Views must be checked.
+/// `c = a · b` for a shallow contraction: each output element is accumulated over `p = 0..k`
+/// in order, a fixed-size block of a row (or, for rows narrower than 8, of a column) at a time
+/// (vectorized by the compiler), without allocating unless `b`'s columns are not adjacent.
+/// Views must be checked.
 ///
 /// Compiled once more for AVX2 and for AVX-512, taken when the CPU has them: the vectors are
 /// wider, the operations the same (separate multiplies and adds, never fused, in the same
@@ -305,7 +290,11 @@ fn small_k<T: Gemm>(m: usize, k: usize, n: usize, a: &[T], av: Mat, b: &[T], bv:
     small_k_body(m, k, n, a, av, b, bv, c)
 }
 
-/// [`small_k`]'s loops, inlined into each of its target-feature variants.
+/// [`small_k`]'s loops, inlined into each of its target-feature variants: a block of up to
+/// `W` elements of a row of `c` (rows at least 8 wide) or of a column (narrower rows: a
+/// matrix-vector product), accumulated over `p = 0..k` in order, reading `a` and `b` in place
+/// through their strides (only a `b` whose rows are not contiguous is copied, and only for
+/// row blocks).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn small_k_body<T: Gemm>(
@@ -319,29 +308,47 @@ fn small_k_body<T: Gemm>(
     c: &mut [T],
 ) {
     const W: usize = 64;
-    // B as a contiguous k x n block
-    let bc: std::borrow::Cow<[T]> = if bv.cs == 1 && bv.rs == n as isize {
-        std::borrow::Cow::Borrowed(&b[bv.off..bv.off + k * n])
+    let at = |i: usize, p: usize| (av.off as isize + i as isize * av.rs + p as isize * av.cs) as usize;
+    let bt = |p: usize, j: usize| (bv.off as isize + p as isize * bv.rs + j as isize * bv.cs) as usize;
+    if n < 8 {
+        // Column blocks: `c[i0.., j] = Σ_p a[i0.., p] · b[p, j]`.
+        for i0 in (0..m).step_by(W) {
+            let w = W.min(m - i0);
+            for j in 0..n {
+                let mut acc = [T::default(); W];
+                for p in 0..k {
+                    let s = b[bt(p, j)];
+                    for (ii, x) in acc[..w].iter_mut().enumerate() {
+                        *x += a[at(i0 + ii, p)] * s;
+                    }
+                }
+                for (ii, &x) in acc[..w].iter().enumerate() {
+                    c[(i0 + ii) * n + j] = x;
+                }
+            }
+        }
+        return;
+    }
+    // Rows of B as contiguous slices: in place when its columns are adjacent, else copied.
+    let (bc, b0, brs): (std::borrow::Cow<[T]>, usize, usize) = if bv.cs == 1 {
+        (std::borrow::Cow::Borrowed(b), bv.off, bv.rs as usize)
     } else {
         let mut v = Vec::with_capacity(k * n);
         for p in 0..k {
             for j in 0..n {
-                v.push(b[(bv.off as isize + p as isize * bv.rs + j as isize * bv.cs) as usize]);
+                v.push(b[bt(p, j)]);
             }
         }
-        std::borrow::Cow::Owned(v)
+        (std::borrow::Cow::Owned(v), 0, n)
     };
-    let mut arow = vec![T::default(); k];
     for (i, crow) in c.chunks_mut(n).enumerate().take(m) {
-        for (p, x) in arow.iter_mut().enumerate() {
-            *x = a[(av.off as isize + i as isize * av.rs + p as isize * av.cs) as usize];
-        }
         for (jb, cblock) in crow.chunks_mut(W).enumerate() {
             let j0 = jb * W;
             let w = cblock.len();
             let mut acc = [T::default(); W];
-            for (p, &s) in arow.iter().enumerate() {
-                let brow = &bc[p * n + j0..p * n + j0 + w];
+            for p in 0..k {
+                let s = a[at(i, p)];
+                let brow = &bc[b0 + p * brs + j0..b0 + p * brs + j0 + w];
                 for (x, &y) in acc[..w].iter_mut().zip(brow) {
                     *x += s * y;
                 }
