@@ -151,11 +151,14 @@ impl<'ctx> Emit<'_, 'ctx> {
         let cr = fsel(k_ge2, big, small)?;
         let k_lt25 = b.build_int_compare(IntPredicate::SLT, k, c(25), "")?;
         let cr = fsel(k_lt25, b.build_float_div(cr, u, "")?, f(0.0))?;
-        let m = float(b.build_int_add(b.build_and(iu, c(0x007f_ffff), "")?, c(0x3f35_04f3), "")?)?;
+        let m =
+            float(b.build_int_add(b.build_and(iu, c(0x007f_ffff), "")?, c(0x3f35_04f3), "")?)?;
         let fr = b.build_float_sub(m, f(1.0), "")?;
         // √2/2 - 1 <= x < √2 - 1: no reduction, f = x.
-        let ge = b.build_float_compare(FloatPredicate::OGE, x, f(f32::from_bits(0xbe95_f619)), "")?;
-        let lt = b.build_float_compare(FloatPredicate::OLT, x, f(f32::from_bits(0x3ed4_13d0)), "")?;
+        let ge =
+            b.build_float_compare(FloatPredicate::OGE, x, f(f32::from_bits(0xbe95_f619)), "")?;
+        let lt =
+            b.build_float_compare(FloatPredicate::OLT, x, f(f32::from_bits(0x3ed4_13d0)), "")?;
         let near = b.build_and(ge, lt, "")?;
         let k = b.build_select(near, c(0), k, "")?.into_int_value();
         let cr = fsel(near, f(0.0), cr)?;
@@ -164,7 +167,12 @@ impl<'ctx> Emit<'_, 'ctx> {
         let z = b.build_float_mul(s, s, "")?;
         let w = b.build_float_mul(z, z, "")?;
         let lg = |v: u32| f(f32::from_bits(v));
-        let (lg1, lg2, lg3, lg4) = (lg(0x3f2a_aaaa), lg(0x3ecc_ce13), lg(0x3e91_e9ee), lg(0x3e78_9e26));
+        let (lg1, lg2, lg3, lg4) = (
+            lg(0x3f2a_aaaa),
+            lg(0x3ecc_ce13),
+            lg(0x3e91_e9ee),
+            lg(0x3e78_9e26),
+        );
         let t1 = b.build_float_mul(
             w,
             b.build_float_add(lg2, b.build_float_mul(w, lg4, "")?, "")?,
@@ -178,7 +186,10 @@ impl<'ctx> Emit<'_, 'ctx> {
         let r = b.build_float_add(t2, t1, "")?;
         let hfsq = b.build_float_mul(b.build_float_mul(f(0.5), fr, "")?, fr, "")?;
         let dk = b.build_signed_int_to_float(k, f32t, "")?;
-        let (ln2_hi, ln2_lo) = (f(f32::from_bits(0x3f31_7180)), f(f32::from_bits(0x3717_f7d1)));
+        let (ln2_hi, ln2_lo) = (
+            f(f32::from_bits(0x3f31_7180)),
+            f(f32::from_bits(0x3717_f7d1)),
+        );
         let y = b.build_float_mul(s, b.build_float_add(hfsq, r, "")?, "")?;
         let y = b.build_float_add(
             y,
@@ -190,7 +201,8 @@ impl<'ctx> Emit<'_, 'ctx> {
         let y = b.build_float_add(y, b.build_float_mul(dk, ln2_hi, "")?, "")?;
         // |x| < 2^-24: x; +inf: +inf; x <= -1: -inf at -1, NaN below; NaN: NaN.
         let a = self.float_intrinsic("llvm.fabs", &[x])?;
-        let tiny = b.build_float_compare(FloatPredicate::OLT, a, f(f32::from_bits(0x3380_0000)), "")?;
+        let tiny =
+            b.build_float_compare(FloatPredicate::OLT, a, f(f32::from_bits(0x3380_0000)), "")?;
         let y = fsel(tiny, x, y)?;
         let inf = b.build_float_compare(FloatPredicate::OEQ, x, f(f32::INFINITY), "")?;
         let y = fsel(inf, x, y)?;

@@ -430,8 +430,8 @@ fn small_k_variants_give_the_baseline_bits() {
         (70, 3, 5),
         (130, 32, 7),
     ]
-        .into_iter()
-        .enumerate()
+    .into_iter()
+    .enumerate()
     {
         let a = pseudo(m * k, i as u64);
         let b = pseudo(k * n, i as u64 + 100);
@@ -490,12 +490,15 @@ fn scan_step_products_sum_in_order() {
     let out = run(
         &src,
         &[],
-        vec![f32t(&[bt, d, s], &h), f32t(&[bt, s], &c), f32t(&[bt, d], &g)],
+        vec![
+            f32t(&[bt, d, s], &h),
+            f32t(&[bt, s], &c),
+            f32t(&[bt, d], &g),
+        ],
     )
     .unwrap();
-    let in_order = |terms: &mut dyn Iterator<Item = (f32, f32)>| {
-        terms.fold(0f32, |acc, (x, y)| acc + x * y)
-    };
+    let in_order =
+        |terms: &mut dyn Iterator<Item = (f32, f32)>| terms.fold(0f32, |acc, (x, y)| acc + x * y);
     let mut want3 = Vec::new();
     let mut want4 = Vec::new();
     let mut want5 = Vec::new();
@@ -517,7 +520,19 @@ fn scan_step_products_sum_in_order() {
         }
     }
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(out[0].as_f32().unwrap()), bits(&want3), "[B,64,8]·[B,8]");
-    assert_eq!(bits(out[1].as_f32().unwrap()), bits(&want4), "[B,64]·[B,64,8]");
-    assert_eq!(bits(out[2].as_f32().unwrap()), bits(&want5), "outer product");
+    assert_eq!(
+        bits(out[0].as_f32().unwrap()),
+        bits(&want3),
+        "[B,64,8]·[B,8]"
+    );
+    assert_eq!(
+        bits(out[1].as_f32().unwrap()),
+        bits(&want4),
+        "[B,64]·[B,64,8]"
+    );
+    assert_eq!(
+        bits(out[2].as_f32().unwrap()),
+        bits(&want5),
+        "outer product"
+    );
 }

@@ -68,14 +68,25 @@ fn log1p_is_within_one_ulp() {
     let mut xs: Vec<f32> = (-99_999..=400_000).map(|i| i as f32 * 1e-5).collect();
     for e in -30..=127 {
         let p = 2f32.powi(e);
-        for x in [p, f32::from_bits(p.to_bits() + 1), f32::from_bits(p.to_bits() - 1)] {
+        for x in [
+            p,
+            f32::from_bits(p.to_bits() + 1),
+            f32::from_bits(p.to_bits() - 1),
+        ] {
             xs.push(x);
             if x < 1.0 {
                 xs.push(-x);
             }
         }
     }
-    xs.extend([f32::MAX, -0.999_999_94, 0.414_213_5, -0.292_893_2, 1e-8, -1e-8]);
+    xs.extend([
+        f32::MAX,
+        -0.999_999_94,
+        0.414_213_5,
+        -0.292_893_2,
+        1e-8,
+        -1e-8,
+    ]);
     let got = log1p(&xs);
     let worst = xs
         .iter()

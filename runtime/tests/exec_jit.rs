@@ -780,5 +780,8 @@ fn log_plus_one_matches_the_reference() {
     let (got, want) = both(src, &[("A", a as i64)], vec![f32t(&[a], &x)]);
     assert_bits(&got, &want, "log_plus_one");
     let direct = f32t(&[a], &ebb_runtime::exec::fastmath::log1p(&x));
-    assert!(got[1].bits_eq(&direct), "the kernel's log1p differs from fastmath::log1p");
+    assert!(
+        got[1].bits_eq(&direct),
+        "the kernel's log1p differs from fastmath::log1p"
+    );
 }

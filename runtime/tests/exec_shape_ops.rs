@@ -258,7 +258,11 @@ fn slices_of_a_stack_updated_later_read_its_old_values() {
     let at = x.as_f32().unwrap().as_ptr();
     let out = run(&src("%8"), &[], vec![x, i32t(&[], &[2])]).unwrap();
     assert_eq!(out[0].to_f64_vec(), want);
-    assert_eq!(out[0].as_f32().unwrap().as_ptr(), at, "the update was not in place");
+    assert_eq!(
+        out[0].as_f32().unwrap().as_ptr(),
+        at,
+        "the update was not in place"
+    );
     let out = run(&src("%8, %4"), &[], vec![arange(&[4, 3]), i32t(&[], &[2])]).unwrap();
     assert_eq!(out[0].to_f64_vec(), want);
     assert_eq!(out[1].to_f64_vec(), vec![6.0, 7.0, 8.0]);

@@ -154,7 +154,9 @@ pub(crate) fn case(ctx: &Ctx, mut ops: Vec<Tensor>) -> Result<Vec<Tensor>, Kerne
     let taken = usize::try_from(index).map_or(last, |i| i.min(last));
     let name = format!("branch {taken}");
     let r = &branches[taken];
-    let (outs, st) = nested(ctx, taken, &name)?.run(ops).map_err(region_err(&name))?;
+    let (outs, st) = nested(ctx, taken, &name)?
+        .run(ops)
+        .map_err(region_err(&name))?;
     // The plan reserves the largest branch's memory whichever runs: the branches not taken
     // are charged without running them.
     let mut transient = if has_tensor(r) {

@@ -308,8 +308,10 @@ fn small_k_body<T: Gemm>(
     c: &mut [T],
 ) {
     const W: usize = 64;
-    let at = |i: usize, p: usize| (av.off as isize + i as isize * av.rs + p as isize * av.cs) as usize;
-    let bt = |p: usize, j: usize| (bv.off as isize + p as isize * bv.rs + j as isize * bv.cs) as usize;
+    let at =
+        |i: usize, p: usize| (av.off as isize + i as isize * av.rs + p as isize * av.cs) as usize;
+    let bt =
+        |p: usize, j: usize| (bv.off as isize + p as isize * bv.rs + j as isize * bv.cs) as usize;
     if n < 8 {
         // Column blocks: `c[i0.., j] = Σ_p a[i0.., p] · b[p, j]`.
         for i0 in (0..m).step_by(W) {

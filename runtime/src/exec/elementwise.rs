@@ -120,10 +120,7 @@ fn try_in_place(k: OpKind, ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
         }
     }
     let is_real = |d: DType| matches!(d, DType::F32 | DType::F64);
-    if super::fastmath::has_kernel(k)
-        && ops.len() == 1
-        && ops[0].dtype() == DType::F32
-    {
+    if super::fastmath::has_kernel(k) && ops.len() == 1 && ops[0].dtype() == DType::F32 {
         let mut it = ops.into_iter();
         let Some(mut t) = it.next() else {
             return Err(Vec::new());
