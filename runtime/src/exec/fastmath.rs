@@ -186,7 +186,7 @@ pub(crate) fn log1p_core(x: f32) -> f32 {
     let c = if k < 25 { c / u } else { 0.0 };
     let f = f32::from_bits((iu & 0x007f_ffff) + 0x3f35_04f3) - 1.0;
     // √2/2 - 1 <= x < √2 - 1: `1 + x` needs no reduction and `f = x` exactly.
-    let near = x >= NEAR_LO && x < NEAR_HI;
+    let near = (NEAR_LO..NEAR_HI).contains(&x);
     let (k, c, f) = if near { (0, 0.0, x) } else { (k, c, f) };
     let s = f / (2.0 + f);
     let z = s * s;
