@@ -138,8 +138,9 @@ fn supported_elementwise(kind: OpKind, dtype: DType, target: Target) -> bool {
     use OpKind::*;
     if matches!(dtype, DType::BF16 | DType::F16) {
         // (`f16` reaches here on the host only: [`supported_dtype_on`] refuses it elsewhere.)
-        // `bf16`/`f16` ops the reference computes as `f32` ops rounded once. `exponential` and
-        // `tanh` are `fastmath.rs`'s there, as for `f32` (every target emits them); its other
+        // `bf16`/`f16` ops the reference computes as `f32` ops rounded once. `exponential`,
+        // `tanh` and `log_plus_one` are `fastmath.rs`'s there, as for `f32` (the first two on
+        // every target, `log_plus_one` on the host only, as for `f32`); its other
         // transcendental functions are the C library's: the host kernel calls the same
         // functions, the GPU has none.
         if target == Target::Host

@@ -553,7 +553,7 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
             OpKind::ExponentialMinusOne => self.libm("expm1f", &[x])?.into(),
             OpKind::Log if self.gpu() => self.log_f32_gpu(x)?.into(),
             OpKind::Log => self.float_intrinsic("llvm.log", &[x])?.into(),
-            OpKind::LogPlusOne => self.libm("log1pf", &[x])?.into(),
+            OpKind::LogPlusOne => self.log1p_f32(x)?.into(),
             OpKind::Logistic => {
                 let nx = b.build_float_neg(x, "")?;
                 let e = if self.gpu() {

@@ -1,6 +1,7 @@
-//! `f32` `exponential`, `tanh` and `reduce_precision` emitted inline as LLVM IR. The first two
-//! follow, operation for operation, the reference executor's vector kernels (`ebb_runtime`'s
-//! `exec/fastmath.rs`: Cephes `expf` with a two-factor `2^n` scale, Cephes `tanhf`), and
+//! `f32` `exponential`, `tanh`, `log_plus_one` and `reduce_precision` emitted inline as LLVM
+//! IR. The first three follow, operation for operation, the reference executor's vector
+//! kernels (`ebb_runtime`'s `exec/fastmath.rs`: Cephes `expf` with a two-factor `2^n` scale,
+//! Cephes `tanhf`, FreeBSD/musl `log1pf` with its branches as selects), and
 //! `reduce_precision` the bit manipulation of `ReducePrecisionSpec::apply_bits`, so that a
 //! generated kernel vectorizes them and agrees with the reference bit for bit. Every constant and every operation order below must
 //! match that file; its tests and `runtime/tests/exec_jit.rs` check the agreement.
@@ -121,6 +122,96 @@ impl<'ctx> Emit<'_, 'ctx> {
         let r = b.build_select(c, small, big, "")?.into_float_value();
         let nan = b.build_float_compare(FloatPredicate::UNO, x, x, "")?;
         Ok(b.build_select(nan, f(f32::NAN), r, "")?.into_float_value())
+    }
+
+    /// `log1p_core` of `fastmath.rs` (FreeBSD/musl `log1pf`): `1 + x = 2^k m` with `m` in
+    /// `[√2/2, √2)`, the correction `c / (1 + x)` for the rounding of `1 + x`, `log(m)` by a
+    /// polynomial in `s = f / (2 + f)`; special values by selects (NaN in: the canonical NaN).
+    pub(crate) fn log1p_f32(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, LowerError> {
+        let b = self.b;
+        let f = self.f32c();
+        let i32t = self.ctx.i32_type();
+        let f32t = self.ctx.f32_type();
+        let c = |v: u32| i32t.const_int(u64::from(v), false);
+        let bits = |v: FloatValue<'ctx>| -> Result<_, LowerError> {
+            Ok(b.build_bit_cast(v, i32t, "")?.into_int_value())
+        };
+        let float = |v| -> Result<FloatValue<'ctx>, LowerError> {
+            Ok(b.build_bit_cast(v, f32t, "")?.into_float_value())
+        };
+        let fsel = |cond, t: FloatValue<'ctx>, e: FloatValue<'ctx>| -> Result<_, LowerError> {
+            Ok(b.build_select(cond, t, e, "")?.into_float_value())
+        };
+        let u = b.build_float_add(f(1.0), x, "")?;
+        let iu = b.build_int_add(bits(u)?, c(0x3f80_0000 - 0x3f35_04f3), "")?;
+        let k = b.build_int_sub(b.build_right_shift(iu, c(23), false, "")?, c(0x7f), "")?;
+        let big = b.build_float_sub(f(1.0), b.build_float_sub(u, x, "")?, "")?;
+        let small = b.build_float_sub(x, b.build_float_sub(u, f(1.0), "")?, "")?;
+        let k_ge2 = b.build_int_compare(IntPredicate::SGE, k, c(2), "")?;
+        let cr = fsel(k_ge2, big, small)?;
+        let k_lt25 = b.build_int_compare(IntPredicate::SLT, k, c(25), "")?;
+        let cr = fsel(k_lt25, b.build_float_div(cr, u, "")?, f(0.0))?;
+        let m =
+            float(b.build_int_add(b.build_and(iu, c(0x007f_ffff), "")?, c(0x3f35_04f3), "")?)?;
+        let fr = b.build_float_sub(m, f(1.0), "")?;
+        // √2/2 - 1 <= x < √2 - 1: no reduction, f = x.
+        let ge =
+            b.build_float_compare(FloatPredicate::OGE, x, f(f32::from_bits(0xbe95_f619)), "")?;
+        let lt =
+            b.build_float_compare(FloatPredicate::OLT, x, f(f32::from_bits(0x3ed4_13d0)), "")?;
+        let near = b.build_and(ge, lt, "")?;
+        let k = b.build_select(near, c(0), k, "")?.into_int_value();
+        let cr = fsel(near, f(0.0), cr)?;
+        let fr = fsel(near, x, fr)?;
+        let s = b.build_float_div(fr, b.build_float_add(f(2.0), fr, "")?, "")?;
+        let z = b.build_float_mul(s, s, "")?;
+        let w = b.build_float_mul(z, z, "")?;
+        let lg = |v: u32| f(f32::from_bits(v));
+        let (lg1, lg2, lg3, lg4) = (
+            lg(0x3f2a_aaaa),
+            lg(0x3ecc_ce13),
+            lg(0x3e91_e9ee),
+            lg(0x3e78_9e26),
+        );
+        let t1 = b.build_float_mul(
+            w,
+            b.build_float_add(lg2, b.build_float_mul(w, lg4, "")?, "")?,
+            "",
+        )?;
+        let t2 = b.build_float_mul(
+            z,
+            b.build_float_add(lg1, b.build_float_mul(w, lg3, "")?, "")?,
+            "",
+        )?;
+        let r = b.build_float_add(t2, t1, "")?;
+        let hfsq = b.build_float_mul(b.build_float_mul(f(0.5), fr, "")?, fr, "")?;
+        let dk = b.build_signed_int_to_float(k, f32t, "")?;
+        let (ln2_hi, ln2_lo) = (
+            f(f32::from_bits(0x3f31_7180)),
+            f(f32::from_bits(0x3717_f7d1)),
+        );
+        let y = b.build_float_mul(s, b.build_float_add(hfsq, r, "")?, "")?;
+        let y = b.build_float_add(
+            y,
+            b.build_float_add(b.build_float_mul(dk, ln2_lo, "")?, cr, "")?,
+            "",
+        )?;
+        let y = b.build_float_sub(y, hfsq, "")?;
+        let y = b.build_float_add(y, fr, "")?;
+        let y = b.build_float_add(y, b.build_float_mul(dk, ln2_hi, "")?, "")?;
+        // |x| < 2^-24: x; +inf: +inf; x <= -1: -inf at -1, NaN below; NaN: NaN.
+        let a = self.float_intrinsic("llvm.fabs", &[x])?;
+        let tiny =
+            b.build_float_compare(FloatPredicate::OLT, a, f(f32::from_bits(0x3380_0000)), "")?;
+        let y = fsel(tiny, x, y)?;
+        let inf = b.build_float_compare(FloatPredicate::OEQ, x, f(f32::INFINITY), "")?;
+        let y = fsel(inf, x, y)?;
+        let minus_one = b.build_float_compare(FloatPredicate::OEQ, x, f(-1.0), "")?;
+        let below = fsel(minus_one, f(f32::NEG_INFINITY), f(f32::NAN))?;
+        let le = b.build_float_compare(FloatPredicate::OLE, x, f(-1.0), "")?;
+        let y = fsel(le, below, y)?;
+        let nan = b.build_float_compare(FloatPredicate::UNO, x, x, "")?;
+        fsel(nan, f(f32::NAN), y)
     }
 
     /// `reduce_precision` of an `f32` to `spec`'s exponent and mantissa bits, on the bits as

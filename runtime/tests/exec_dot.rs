@@ -418,7 +418,8 @@ fn swapped_operands_give_the_same_bits() {
 /// The shallow-contraction product's AVX2/AVX-512 variants give the bits of its baseline
 /// build: the same multiplies and adds in the same order, wider vectors and more rows per
 /// block only (bands of 64, 32 and 16 columns and the last few, whole and partial blocks of
-/// rows, a row-major and a transposed right operand).
+/// rows, column blocks of results narrower than 8, a row-major and a transposed right
+/// operand).
 #[test]
 fn small_k_variants_give_the_baseline_bits() {
     for (i, (m, k, n)) in [
@@ -428,6 +429,9 @@ fn small_k_variants_give_the_baseline_bits() {
         (17, 2, 64),
         (13, 16, 96),
         (11, 24, 117),
+        (64, 8, 1),
+        (70, 3, 5),
+        (130, 32, 7),
     ]
     .into_iter()
     .enumerate()
@@ -473,4 +477,65 @@ fn unmerged_batch_dimensions_give_the_bits_of_transposed_operands() {
         let (x, y) = (run1(&strided, &[], ins()), run1(&transposed, &[], ins()));
         assert!(x.bits_eq(&y), "d = {d}");
     }
+}
+
+/// The batched products of a scan step over `B` (`[B,64,8]·[B,8] -> [B,64]`, a
+/// matrix-vector product per batch element; `[B,64]·[B,64,8] -> [B,8]`; the outer product
+/// `[B,64]·[B,8] -> [B,64,8]`) give, bit for bit, each element summed in `f32` over the
+/// contraction in order from zero, a multiply then an add per term.
+#[test]
+fn scan_step_products_sum_in_order() {
+    let (bt, d, s) = (3usize, 64usize, 8usize);
+    let src = format!(
+        "graph @t {{\n  %0 = input {{index = 0, name = \"h\"}} : f32[{bt},{d},{s}]\n  %1 = input {{index = 1, name = \"c\"}} : f32[{bt},{s}]\n  %2 = input {{index = 2, name = \"g\"}} : f32[{bt},{d}]\n  %3 = dot_general(%0, %1) {{lhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_batching_dimensions = [0], rhs_contracting_dimensions = [1]}} : f32[{bt},{d}]\n  %4 = dot_general(%2, %0) {{lhs_batching_dimensions = [0], lhs_contracting_dimensions = [1], rhs_batching_dimensions = [0], rhs_contracting_dimensions = [1]}} : f32[{bt},{s}]\n  %5 = dot_general(%2, %1) {{lhs_batching_dimensions = [0], lhs_contracting_dimensions = [], rhs_batching_dimensions = [0], rhs_contracting_dimensions = []}} : f32[{bt},{d},{s}]\n  return %3, %4, %5\n}}"
+    );
+    let (h, c, g) = (pseudo(bt * d * s, 7), pseudo(bt * s, 8), pseudo(bt * d, 9));
+    let out = run(
+        &src,
+        &[],
+        vec![
+            f32t(&[bt, d, s], &h),
+            f32t(&[bt, s], &c),
+            f32t(&[bt, d], &g),
+        ],
+    )
+    .unwrap();
+    let in_order =
+        |terms: &mut dyn Iterator<Item = (f32, f32)>| terms.fold(0f32, |acc, (x, y)| acc + x * y);
+    let mut want3 = Vec::new();
+    let mut want4 = Vec::new();
+    let mut want5 = Vec::new();
+    for b in 0..bt {
+        for i in 0..d {
+            want3.push(in_order(
+                &mut (0..s).map(|p| (h[(b * d + i) * s + p], c[b * s + p])),
+            ));
+        }
+        for j in 0..s {
+            want4.push(in_order(
+                &mut (0..d).map(|p| (g[b * d + p], h[(b * d + p) * s + j])),
+            ));
+        }
+        for i in 0..d {
+            for j in 0..s {
+                want5.push(0f32 + g[b * d + i] * c[b * s + j]);
+            }
+        }
+    }
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(out[0].as_f32().unwrap()),
+        bits(&want3),
+        "[B,64,8]·[B,8]"
+    );
+    assert_eq!(
+        bits(out[1].as_f32().unwrap()),
+        bits(&want4),
+        "[B,64]·[B,64,8]"
+    );
+    assert_eq!(
+        bits(out[2].as_f32().unwrap()),
+        bits(&want5),
+        "outer product"
+    );
 }

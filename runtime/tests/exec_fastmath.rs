@@ -1,6 +1,7 @@
-//! The vector `exp` and `tanh` (`ebb_runtime::exec::fastmath`): ulp bounds and special values.
+//! The vector `exp`, `tanh` and `log1p` (`ebb_runtime::exec::fastmath`): ulp bounds and
+//! special values.
 
-use ebb_runtime::exec::fastmath::{exp, tanh};
+use ebb_runtime::exec::fastmath::{exp, log1p, tanh};
 
 fn ulps(a: f32, b: f64) -> f64 {
     let b32 = b as f32;
@@ -58,4 +59,55 @@ fn tanh_is_within_three_ulps() {
     assert!(worst <= 3.0, "worst {worst} ulps");
     assert!(tanh(&[f32::NAN])[0].is_nan());
     assert_eq!(tanh(&[f32::INFINITY, f32::NEG_INFINITY]), vec![1.0, -1.0]);
+}
+
+/// `log1p` against `f64::ln_1p` on a sweep over (-1, 4], on every power of two from 2^-30 to
+/// 2^127 with its neighbours (and their negations above -1), and on the special values.
+#[test]
+fn log1p_is_within_one_ulp() {
+    let mut xs: Vec<f32> = (-99_999..=400_000).map(|i| i as f32 * 1e-5).collect();
+    for e in -30..=127 {
+        let p = 2f32.powi(e);
+        for x in [
+            p,
+            f32::from_bits(p.to_bits() + 1),
+            f32::from_bits(p.to_bits() - 1),
+        ] {
+            xs.push(x);
+            if x < 1.0 {
+                xs.push(-x);
+            }
+        }
+    }
+    xs.extend([
+        f32::MAX,
+        -0.999_999_94,
+        0.414_213_5,
+        -0.292_893_2,
+        1e-8,
+        -1e-8,
+    ]);
+    let got = log1p(&xs);
+    let worst = xs
+        .iter()
+        .zip(&got)
+        .map(|(&x, &y)| ulps(y, (x as f64).ln_1p()))
+        .fold(0.0, f64::max);
+    assert!(worst <= 1.0, "worst {worst} ulps");
+    let special = log1p(&[
+        -1.0,
+        -1.5,
+        f32::NEG_INFINITY,
+        f32::INFINITY,
+        f32::NAN,
+        0.0,
+        -0.0,
+        1e-40,
+    ]);
+    assert_eq!(special[0], f32::NEG_INFINITY);
+    assert!(special[1].is_nan() && special[2].is_nan() && special[4].is_nan());
+    assert_eq!(special[3], f32::INFINITY);
+    assert_eq!(special[5].to_bits(), 0f32.to_bits());
+    assert_eq!(special[6].to_bits(), (-0f32).to_bits());
+    assert_eq!(special[7], 1e-40);
 }

@@ -11,7 +11,7 @@
 
 use super::{eval_type, Class, OutType, Step, NONE};
 use crate::error::ExecError;
-use ebb_ir::{Bindings, Graph, NodeId, OpKind};
+use ebb_ir::{Bindings, Graph, NodeId, Op, OpKind};
 
 /// The schedule error of graph `g`.
 fn sched_err(g: &Graph, msg: String) -> ExecError {
@@ -115,6 +115,7 @@ impl Values {
                 in_place: Vec::new(),
                 in_place_bytes: 0,
                 launch: Default::default(),
+                regions: node.regions.iter().map(|_| Default::default()).collect(),
             });
         }
         Ok((steps, def))
@@ -213,7 +214,74 @@ pub(super) fn mark_takes(
             s.held[k] = class[v as usize] == Class::Input;
         }
     }
+    hold_sliced(g, steps, &class, &last_use, outputs);
     (class, last_use)
+}
+
+/// Whether the results of op `op` may share an operand's buffer (the executor returns the
+/// operand itself, a reshaped or forwarded tensor, or a view of it).
+fn may_share(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Reshape(_)
+            | Op::BroadcastInDim(_)
+            | Op::Slice(_)
+            | Op::DynamicSlice(_)
+            | Op::OptimizationBarrier
+            | Op::AnnotateDevicePlacement(_)
+            | Op::Convert(_)
+            | Op::BitcastConvert(_)
+            | Op::While
+            | Op::Case
+    )
+}
+
+/// Marks as held the sliced operand of a `slice`/`dynamic_slice` whose result, and every value
+/// that may share its buffer ([`may_share`], transitively; none of them a program output), is
+/// last read before the operand's own last reader: nothing writes the operand while a view of
+/// it lives (only its last reader may write into it in place), so the slice may be a view (a
+/// scan body's read of the stack it updates later in the iteration). A program output is never
+/// written during the run. A view kept past that point would only cost a copy, never a wrong
+/// value: a kernel writes only into a buffer it owns alone.
+fn hold_sliced(g: &Graph, steps: &mut [Step], class: &[Class], last_use: &[u32], outputs: &[u32]) {
+    let mut shared: Vec<bool> = vec![false; class.len()];
+    for p in 0..steps.len() {
+        let s = &steps[p];
+        if !matches!(g.node(s.node).op, Op::Slice(_) | Op::DynamicSlice(_)) {
+            continue;
+        }
+        let Some(&v) = s.operands.first() else {
+            continue;
+        };
+        let held = match class[v as usize] {
+            Class::Input | Class::Output => true,
+            Class::Donated | Class::Intermediate => {
+                // The last point that reads a value sharing the result's buffer.
+                shared.fill(false);
+                shared[s.first_result as usize] = true;
+                let mut end = p as u32;
+                for (q, t) in steps.iter().enumerate().skip(p) {
+                    if t.operands.iter().any(|&o| shared[o as usize]) {
+                        end = end.max(q as u32);
+                        let op = &g.node(t.node).op;
+                        for r in 0..t.out.len() {
+                            // A barrier forwards operand `r` as result `r`.
+                            let from = match op {
+                                Op::OptimizationBarrier => {
+                                    t.operands.get(r).is_some_and(|&o| shared[o as usize])
+                                }
+                                _ => may_share(op),
+                            };
+                            shared[t.first_result as usize + r] |= from;
+                        }
+                    }
+                }
+                let returned = outputs.iter().any(|&o| shared[o as usize]);
+                !returned && last_use[v as usize] != NONE && last_use[v as usize] > end
+            }
+        };
+        steps[p].held[0] = held;
+    }
 }
 
 /// Records each step's in-place writes ([`ebb_ir::op::in_place_writes`]) and their bytes.

@@ -37,11 +37,28 @@ fn has_tensor(r: &Graph) -> bool {
         .any(|&n| r.node(n).outputs.iter().any(|t| t.rank() > 0))
 }
 
-/// The program of a nested region, run with the enclosing op's executor, buffer pool and
-/// kernel memo.
-fn nested<'g>(ctx: &Ctx, g: &'g Graph, name: &str) -> Result<Program<'g>, KernelFailure> {
-    let p = Program::new(g, &program_schedule(g), ctx.bindings)
-        .map_err(region_err(name))?
+/// The program of region `i` of the op, run with the enclosing op's executor, buffer pool and
+/// kernel memo; prepared once per prepared enclosing program when it keeps the regions
+/// ([`Ctx::regions`]).
+fn nested<'g>(ctx: &Ctx<'g>, i: usize, name: &str) -> Result<Program<'g>, KernelFailure> {
+    let g = &ctx.node.regions[i];
+    let fresh = || -> Result<_, KernelFailure> {
+        Ok(Program::new(g, &program_schedule(g), ctx.bindings)
+            .map_err(region_err(name))?
+            .prepared())
+    };
+    let prep = match ctx.regions.get(i) {
+        Some(cell) => match cell.get() {
+            Some(p) => p.clone(),
+            None => {
+                let p = fresh()?;
+                let _ = cell.set(p.clone());
+                p
+            }
+        },
+        None => fresh()?,
+    };
+    let p = Program::from_prepared(g, prep)
         .with_executor(ctx.executor)
         .with_pool(ctx.pool.clone())
         .untimed();
@@ -56,7 +73,7 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
     let [cond, body] = ctx.node.regions.as_slice() else {
         return Err(OpError::Invalid("while needs cond and body regions".into()).into());
     };
-    let (cp, bp) = (nested(ctx, cond, "cond")?, nested(ctx, body, "body")?);
+    let (cp, bp) = (nested(ctx, 0, "cond")?, nested(ctx, 1, "body")?);
     let (ct, bt) = (has_tensor(cond), has_tensor(body));
     let mut vals = ops;
     // A carried value that the body writes in place into its next value starts in the loop
@@ -137,7 +154,9 @@ pub(crate) fn case(ctx: &Ctx, mut ops: Vec<Tensor>) -> Result<Vec<Tensor>, Kerne
     let taken = usize::try_from(index).map_or(last, |i| i.min(last));
     let name = format!("branch {taken}");
     let r = &branches[taken];
-    let (outs, st) = nested(ctx, r, &name)?.run(ops).map_err(region_err(&name))?;
+    let (outs, st) = nested(ctx, taken, &name)?
+        .run(ops)
+        .map_err(region_err(&name))?;
     // The plan reserves the largest branch's memory whichever runs: the branches not taken
     // are charged without running them.
     let mut transient = if has_tensor(r) {
@@ -148,7 +167,7 @@ pub(crate) fn case(ctx: &Ctx, mut ops: Vec<Tensor>) -> Result<Vec<Tensor>, Kerne
     for (b, other) in branches.iter().enumerate() {
         if b != taken && has_tensor(other) {
             let name = format!("branch {b}");
-            let p = nested(ctx, other, &name)?;
+            let p = nested(ctx, b, &name)?;
             transient = transient.max(p.static_transient().map_err(region_err(&name))?);
         }
     }

@@ -171,24 +171,7 @@ fn gemm<S: Widen<T>, T: Gemm, O: Store<T>>(
     // both kernels sum each element over `p = 0..k` in order, but with different roundings
     // (`small_k` multiplies then adds; the packing GEMM may fuse them).
     if uses_small_k(m, k, n) && view_fits(a.len(), av, m, k) && view_fits(b.len(), bv, k, n) {
-        if n >= 8 {
-            small_k(m, k, n, a, av, b, bv, c);
-        } else {
-            // Cᵀ = Bᵀ·Aᵀ (the same products, summed in the same order), written back
-            // transposed.
-            let t = |v: Mat| Mat {
-                off: v.off,
-                rs: v.cs,
-                cs: v.rs,
-            };
-            let mut ct = vec![O::default(); m * n];
-            small_k(n, k, m, b, t(bv), a, t(av), &mut ct);
-            for (j, row) in ct.chunks(m).enumerate() {
-                for (i, &x) in row.iter().enumerate() {
-                    c[i * n + j] = x;
-                }
-            }
-        }
+        small_k(m, k, n, a, av, b, bv, c);
         return Ok(());
     }
     match (S::as_wide(a), S::as_wide(b), O::as_acc(c)) {

@@ -8,7 +8,7 @@
 //! at least the bit width give 0 (or the sign for arithmetic shifts). Booleans support the
 //! logical ops, `maximum` (or) and `minimum` (and).
 //!
-//! The typed arithmetic lives in `arith.rs`, the vector `exp`/`tanh` in `fastmath.rs`; this
+//! The typed arithmetic lives in `arith.rs`, the vector `exp`/`tanh`/`log1p` in `fastmath.rs`; this
 //! file dispatches on element types and reuses the buffer of an operand that dies at the op.
 //!
 //! Invariant: element `i` of the result depends only on element `i` of the operands, so the
@@ -120,10 +120,7 @@ fn try_in_place(k: OpKind, ops: Vec<Tensor>) -> Result<Data, Vec<Tensor>> {
         }
     }
     let is_real = |d: DType| matches!(d, DType::F32 | DType::F64);
-    if matches!(k, OpKind::Exponential | OpKind::Tanh)
-        && ops.len() == 1
-        && ops[0].dtype() == DType::F32
-    {
+    if super::fastmath::has_kernel(k) && ops.len() == 1 && ops[0].dtype() == DType::F32 {
         let mut it = ops.into_iter();
         let Some(mut t) = it.next() else {
             return Err(Vec::new());
@@ -192,7 +189,7 @@ fn via_f32<T: Copy + Sync + Send>(v: &[T], to: fn(T) -> f32) -> Vec<f32> {
 }
 
 /// A unary op on `f32` values (a `bf16`/`f16` operand's, rounded by the caller):
-/// `exponential` and `tanh` with the vector kernels of `fastmath.rs` (the generated kernels
+/// `exponential`, `tanh` and `log_plus_one` with the vector kernels of `fastmath.rs` (the generated kernels
 /// emit the same operations), the other ops with the scalar functions.
 fn unary_via_f32(k: OpKind, mut v: Vec<f32>) -> Result<Vec<f32>, OpError> {
     if super::fastmath::apply_in_place(k, &mut v) {
@@ -214,7 +211,7 @@ pub(crate) fn unary(k: OpKind, d: &Data) -> Result<Data, OpError> {
         }));
     }
     Ok(match d {
-        Data::F32(v) if matches!(k, OpKind::Exponential | OpKind::Tanh) => {
+        Data::F32(v) if super::fastmath::has_kernel(k) => {
             Data::F32(Buf::from(unary_via_f32(k, v.to_vec())?))
         }
         Data::F32(v) => Data::F32(Buf::from(unary_real(k, v)?)),

@@ -562,6 +562,7 @@ fn with_ctx<R>(step: &Step, b: &Bindings, shape: Vec<usize>, f: impl FnOnce(&Ctx
         memo: None,
         slots: None,
         launch: None,
+        regions: &[],
     };
     f(&c)
 }

@@ -193,7 +193,9 @@ struct Step {
     operands: Vec<u32>,
     /// Whether the operand can be moved into the kernel (this is its last use).
     take: Vec<bool>,
-    /// Whether the operand is held unchanged for the whole run (a graph input not donated).
+    /// Whether the operand is held unchanged while this step's results live (a graph input
+    /// not donated; a sliced operand whose last reader comes after the slice's readers, see
+    /// `build::hold_sliced`).
     held: Vec<bool>,
     /// First result value id (results are consecutive).
     first_result: u32,
@@ -209,6 +211,9 @@ struct Step {
     /// A `fusion`'s kernel parameters at the bindings, computed at its first run and kept
     /// with the prepared program (a step repeated at a shape does not evaluate them again).
     launch: std::sync::OnceLock<jit::Launch>,
+    /// The op's regions (a `while`'s `cond` and `body`, a `case`'s branches) prepared at the
+    /// bindings, at their first run, and kept with the prepared program.
+    regions: Vec<std::sync::OnceLock<Arc<Prepared>>>,
 }
 
 /// Which kernels run `fusion` groups.
@@ -603,6 +608,7 @@ impl Program<'_> {
             memo: self.memo.as_ref(),
             slots,
             launch: Some(&s.launch),
+            regions: &s.regions,
         };
         let results = dispatch(&ctx, operands).map_err(|e| match e {
             KernelFailure::Op(source) => op_err(node, source),
@@ -692,9 +698,9 @@ pub(crate) struct Ctx<'a> {
     /// ([`ebb_ir::op::in_place_writes`]); a loop `fusion`'s kernel reuses the buffer only when
     /// it owns it alone, a `case` returns a forwarded operand itself.
     pub in_place: &'a [ebb_ir::op::InPlace],
-    /// Per operand: whether it is held unchanged for the whole run (a graph input not
-    /// donated), so that a view of it may be returned instead of a copy (see
-    /// `shape_ops::view`).
+    /// Per operand: whether it is held unchanged while the results live (a graph input not
+    /// donated, or a sliced operand read again only after them), so that a view of it may be
+    /// returned instead of a copy (see `shape_ops::slice_view`).
     pub held: &'a [bool],
     /// Which kernels run fusion groups (nested programs inherit it).
     pub executor: Executor,
@@ -707,6 +713,9 @@ pub(crate) struct Ctx<'a> {
     /// Where a `fusion` keeps its kernel parameters at the bindings across runs of one
     /// prepared program (`None`: computed at every run).
     pub launch: Option<&'a std::sync::OnceLock<jit::Launch>>,
+    /// Where the op's regions keep their prepared programs across runs of one prepared
+    /// program, by region index (empty: prepared at every run).
+    pub regions: &'a [std::sync::OnceLock<Arc<Prepared>>],
 }
 
 impl Ctx<'_> {

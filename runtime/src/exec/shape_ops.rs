@@ -197,8 +197,9 @@ fn eval_dims(ctx: &Ctx, d: &[DimExpr]) -> Result<Vec<i64>, OpError> {
 
 /// A `slice` or `dynamic_slice` of `x` (the view at `off` with strides `st` and `shape`): the
 /// range of `x`'s buffer itself when the view's elements are one contiguous range in row-major
-/// order, `x` is held unchanged for the whole run (a graph input not donated: it outlives the
-/// result, and nothing writes it in place meanwhile) and the result has no planned arena
+/// order, `x` is held unchanged while the result lives (a graph input not donated, or an
+/// operand whose last reader comes after every reader of the result: it outlives the result,
+/// and nothing writes it in place meanwhile; `build::hold_sliced`) and the result has no planned arena
 /// range to be written into; else copied ([`view`]). The executor copies a view that leaves
 /// the run as an output ([`super::Program::run`]), so a view never outlives its operand's
 /// run. The memory accounting is unchanged: the result is charged its own bytes either way.

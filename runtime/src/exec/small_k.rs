@@ -189,7 +189,8 @@ fn contiguous<'a, S: Widen<T>, T: Gemm>(
 /// [`small_k`]'s loops, inlined into each of its target-feature variants. Columns go in bands
 /// of 64, then one of 32 and one of 16 where as many are left, each band in blocks of rows
 /// (`R64`, `R32`, `R16`; one for 8-byte accumulators) held in registers, every loaded row of
-/// `b` used by each row of the block; the last columns (fewer than 16) row by row.
+/// `b` used by each row of the block; the last columns (fewer than 16) row by row. A result
+/// narrower than 8 columns goes column by column, in blocks of 64 rows.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn small_k_body<
@@ -212,6 +213,28 @@ fn small_k_body<
     let bc = contiguous::<S, T>(b, bv, k, n);
     let ac = contiguous::<S, T>(a, av, m, k);
     let (ac, bc) = (&ac[..], &bc[..]);
+    if n < 8 {
+        // Rows too narrow for a vector: column blocks of up to 64 rows,
+        // `c[i0.., j] = Σ_p a[i0.., p] · b[p, j]` (a matrix-vector product per column).
+        const W: usize = 64;
+        for i0 in (0..m).step_by(W) {
+            let w = W.min(m - i0);
+            for j in 0..n {
+                let mut acc = [T::default(); W];
+                for p in 0..k {
+                    let s = bc[p * n + j];
+                    for (ii, x) in acc[..w].iter_mut().enumerate() {
+                        *x += ac[(i0 + ii) * k + p] * s;
+                    }
+                }
+                for (ii, x) in acc[..w].iter().enumerate() {
+                    let o = (i0 + ii) * n + j;
+                    O::store(std::slice::from_ref(x), &mut c[o..o + 1]);
+                }
+            }
+        }
+        return;
+    }
     let wide = std::mem::size_of::<T>() > 4;
     let mut j0 = 0;
     while n - j0 >= 64 {
