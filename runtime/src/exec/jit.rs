@@ -6,7 +6,9 @@
 //! At the bindings this file computes the kernel's parameters: each index map's extents and
 //! strides (the interpreter's [`index_map`]), merged into blocks of dimensions that advance by
 //! one stride; the row length `L`, the greatest common divisor of every map's innermost block
-//! extent (and, for an input fusion, of the reduce row), so that no map carries inside a row;
+//! extent (and, for an input fusion, of the reduce row), so that no map carries inside a row —
+//! or, where that is shorter than a vector and the blocks nest, a longer row ([`table_row`])
+//! inside which the maps whose blocks end read a table of in-row offsets ([`row_table`]);
 //! and each map's inner-stride class, which the kernel is specialized on; and the outer
 //! dimensions above the row (the common refinement of the maps' blocks, when they nest) with
 //! each map's carry delta per dimension, so that the host kernel advances the maps' offsets
