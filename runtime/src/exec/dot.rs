@@ -15,7 +15,9 @@
 //! output element is computed by one GEMM call over the same `k` products in the same order
 //! whatever the thread count and the split (the packing GEMM's blocking depends on `k` alone,
 //! and the kernel is chosen from the whole matrix's `{m, n}` and `k`): results are
-//! deterministic and the same bits as one unsplit call.
+//! deterministic and the same bits as one unsplit call. Thin `f32` products, where packing
+//! costs more than it saves, go through [`super::gemm_direct`] instead, which gives the
+//! packing GEMM's bits.
 
 use super::layout::{gather_view, istrides_of};
 use super::small_k::{small_k, Store, Widen};

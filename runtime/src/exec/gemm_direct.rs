@@ -9,7 +9,8 @@
 //! `kc = 256` depths (`k` beyond one block adds each block's chain to `C`), and stores
 //! `fma(1, acc, 0) = acc + 0` (β = 0). This kernel computes the same chain per element for
 //! `k <= 256` and stores `acc + 0`; [`sgemm`] declines the other cases, which then go to
-//! `matrixmultiply`.
+//! `matrixmultiply`. (Checked for finite and infinite operands; where two NaNs of different
+//! payloads meet, which payload the result carries is not pinned down.)
 //!
 //! Register blocking: tiles of 6 rows × 16 columns (12 `__m256` accumulators, a row of `B`
 //! loaded once per depth and each element of `A` broadcast), then 8-column and scalar tails.
