@@ -13,6 +13,7 @@ mod exec_elementwise_kernels;
 mod exec_fastmath;
 mod exec_fusion;
 mod exec_gather_scatter;
+mod exec_gemm_direct;
 mod exec_jit;
 mod exec_jit_bf16;
 mod exec_jit_f16;

@@ -15,7 +15,9 @@
 //! output element is computed by one GEMM call over the same `k` products in the same order
 //! whatever the thread count and the split (the packing GEMM's blocking depends on `k` alone,
 //! and the kernel is chosen from the whole matrix's `{m, n}` and `k`): results are
-//! deterministic and the same bits as one unsplit call.
+//! deterministic and the same bits as one unsplit call. Thin `f32` products, where packing
+//! costs more than it saves, go through [`super::gemm_direct`] instead, which gives the
+//! packing GEMM's bits.
 
 use super::layout::{gather_view, istrides_of};
 use super::small_k::{small_k, Store, Widen};
@@ -73,6 +75,17 @@ impl Gemm for f32 {
         csc: isize,
         acc: bool,
     ) {
+        // Without packing where that gives `matrixmultiply`'s bits (see `gemm_direct`).
+        if !acc && csb == 1 && csc == 1 && rsc >= 0 {
+            // SAFETY: forwarded from the caller's contract (`B` and `C` of unit column
+            // stride, `C`'s rows `rsc` apart).
+            let done = unsafe {
+                super::gemm_direct::sgemm((m, k, n), a, (rsa, csa), b, rsb, c, rsc as usize)
+            };
+            if done {
+                return;
+            }
+        }
         let beta = if acc { 1.0 } else { 0.0 };
         // SAFETY: forwarded from the caller's contract.
         unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
@@ -299,14 +312,15 @@ impl BatchAt {
 }
 
 /// Blocks of rows (or columns) per batch element that [`batched`] splits a
-/// `[batch, m, k]·[batch, k, n]` product into: one below 2¹⁸ multiply-adds, else
-/// [`BLOCKS_PER_THREAD`] per thread of the current pool spread over the batch.
+/// `[batch, m, k]·[batch, k, n]` product into: one below 2¹⁸ multiply-adds or on one thread
+/// (each block packs the whole other operand again), else [`BLOCKS_PER_THREAD`] per thread
+/// of the current pool spread over the batch.
 fn blocks_per_batch(batch: usize, m: usize, k: usize, n: usize) -> usize {
     let work = batch as u64 * m as u64 * n as u64 * k.max(1) as u64;
-    if work < (1 << 18) {
+    let threads = rayon::current_num_threads().max(1);
+    if work < (1 << 18) || threads == 1 {
         1
     } else {
-        let threads = rayon::current_num_threads().max(1);
         (BLOCKS_PER_THREAD * threads).div_ceil(batch.max(1)).max(1)
     }
 }

@@ -36,6 +36,7 @@ pub mod evict;
 pub mod fastmath;
 mod fusion;
 mod gather_scatter;
+mod gemm_direct;
 pub(crate) mod jit;
 #[doc(hidden)]
 pub mod layout;
@@ -59,6 +60,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use evict::{Back, Events, Evict};
+#[doc(hidden)]
+pub use gemm_direct::direct_and_packed;
 pub(crate) use placement::Offsets;
 pub use placement::Placement;
 #[doc(hidden)]

@@ -1,0 +1,263 @@
+//! An `f32` GEMM without packing, for the products whose right operand has unit column
+//! stride: `C = A·B` with each element of `C` the same bits as `matrixmultiply::sgemm`'s
+//! FMA kernel gives, without copying `A` and `B` into packed panels first (at the small
+//! products of a small batch, packing and its buffer cost as much as the multiply-adds).
+//!
+//! Why the bits are the same: with AVX2 and FMA (and no AVX-512, which `matrixmultiply` would
+//! pick instead), `matrixmultiply`'s kernel computes every element of `C` as one chain
+//! `acc = fma(a[i,p], b[p,j], acc)` over `p = 0..k` in order, starting from `+0`, in blocks of
+//! `kc = 256` depths (`k` beyond one block adds each block's chain to `C`), and stores
+//! `fma(1, acc, 0) = acc + 0` (β = 0). This kernel computes the same chain per element for
+//! `k <= 256` and stores `acc + 0`; [`sgemm`] declines the other cases, which then go to
+//! `matrixmultiply`. (Checked for finite and infinite operands; where two NaNs of different
+//! payloads meet, which payload the result carries is not pinned down.)
+//!
+//! Register blocking: tiles of 6 rows × 16 columns (12 `__m256` accumulators, a row of `B`
+//! loaded once per depth and each element of `A` broadcast), then 8-column and scalar tails.
+
+/// Deepest contraction computed here: `matrixmultiply`'s `kc` for `f32`, so one chain per
+/// element.
+const MAX_K: usize = 256;
+
+/// `C[m×n] = A[m×k]·B[k×n]` with `C` row-major (row stride `ldc`, unit column stride) and `B`
+/// of unit column stride, when this machine runs `matrixmultiply`'s FMA kernel, `k <= 256`
+/// and the product is one where packing does not pay ([`thin`]); returns `false` (and does
+/// nothing) otherwise.
+///
+/// # Safety
+/// The views `a` (`m×k`, strides `rsa`, `csa`), `b` (`k×n`, row stride `rsb`, unit column
+/// stride) and `c` (`m×n`, row stride `ldc`) lie inside their allocations, and `c` aliases
+/// neither `a` nor `b`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn sgemm(
+    (m, k, n): (usize, usize, usize),
+    a: *const f32,
+    (rsa, csa): (isize, isize),
+    b: *const f32,
+    rsb: isize,
+    c: *mut f32,
+    ldc: usize,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if k <= MAX_K && thin(m, k, n) && fma_kernel() {
+            // SAFETY: the features were detected; the views are the caller's contract.
+            unsafe { x86::sgemm(m, k, n, a, rsa, csa, b, rsb, c, ldc) };
+            return true;
+        }
+    }
+    let _ = (m, k, n, a, rsa, csa, b, rsb, c, ldc);
+    false
+}
+
+/// Whether packing would cost more than this kernel loses to `matrixmultiply`'s: a side of
+/// `C` of at most [`THIN_SIDE`] (packing costs about `1/m + 1/n` of the multiply-adds, each
+/// packed element several of them), or at most [`SMALL_WORK`] multiply-adds in all (where the
+/// packing buffer's allocation alone is a good part of the time).
+fn thin(m: usize, k: usize, n: usize) -> bool {
+    m.min(n) <= THIN_SIDE || m.saturating_mul(n).saturating_mul(k) <= SMALL_WORK
+}
+
+/// See [`thin`]: attention's per-head products (`[S, S]·[S, 16]`) are the typical case.
+const THIN_SIDE: usize = 32;
+
+/// See [`thin`].
+const SMALL_WORK: usize = 1 << 16;
+
+/// Whether `matrixmultiply` runs its AVX2+FMA kernel on this machine (and not its AVX-512
+/// one, which it prefers where available).
+#[cfg(target_arch = "x86_64")]
+fn fma_kernel() -> bool {
+    static FMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FMA.get_or_init(|| {
+        std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("avx2")
+            && !std::is_x86_feature_detected!("avx512f")
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// See [`super::sgemm`].
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn sgemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        // SAFETY (every block below): rows `i..i+R` and columns `j..j+8W` of the caller's
+        // views, which lie inside their allocations.
+        let mut j = 0;
+        while j + 16 <= n {
+            rows::<2>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            j += 16;
+        }
+        if j + 8 <= n {
+            rows::<1>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            j += 8;
+        }
+        for jj in j..n {
+            for i in 0..m {
+                let ai = a.offset(i as isize * rsa);
+                let mut acc = 0f32;
+                for p in 0..k {
+                    let bp = *b.offset(p as isize * rsb).add(jj);
+                    acc = (*ai.offset(p as isize * csa)).mul_add(bp, acc);
+                }
+                *c.add(i * ldc + jj) = acc + 0.0;
+            }
+        }
+    }
+
+    /// All `m` rows of a strip of `8W` columns: tiles of 6 rows, then single rows.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn rows<const W: usize>(
+        m: usize,
+        k: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        let mut i = 0;
+        while i + 6 <= m {
+            tile::<6, W>(
+                k,
+                a.offset(i as isize * rsa),
+                rsa,
+                csa,
+                b,
+                rsb,
+                c.add(i * ldc),
+                ldc,
+            );
+            i += 6;
+        }
+        while i < m {
+            tile::<1, W>(
+                k,
+                a.offset(i as isize * rsa),
+                rsa,
+                csa,
+                b,
+                rsb,
+                c.add(i * ldc),
+                ldc,
+            );
+            i += 1;
+        }
+    }
+
+    /// `R` rows × `8W` columns: one FMA chain per element over the depths in order, from
+    /// `+0`, stored as `acc + 0`.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn tile<const R: usize, const W: usize>(
+        k: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); W]; R];
+        for p in 0..k {
+            let bp = b.offset(p as isize * rsb);
+            let mut bv = [_mm256_setzero_ps(); W];
+            for (w, v) in bv.iter_mut().enumerate() {
+                *v = _mm256_loadu_ps(bp.add(8 * w));
+            }
+            let ap = a.offset(p as isize * csa);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = _mm256_set1_ps(*ap.offset(r as isize * rsa));
+                for (x, v) in row.iter_mut().zip(&bv) {
+                    *x = _mm256_fmadd_ps(av, *v, *x);
+                }
+            }
+        }
+        let zero = _mm256_setzero_ps();
+        for (r, row) in acc.iter().enumerate() {
+            for (w, x) in row.iter().enumerate() {
+                _mm256_storeu_ps(c.add(r * ldc + 8 * w), _mm256_add_ps(*x, zero));
+            }
+        }
+    }
+}
+
+/// The product `a·b` (`a` an `m×k` view of strides `(rsa, csa)`, `b` `k×n` row-major with
+/// row stride `ldb >= n`) through this kernel and through `matrixmultiply::sgemm` (β = 0):
+/// `Some((direct, matrixmultiply))`, both `m×n` row-major, or `None` where this kernel
+/// declines the product (no FMA kernel on this machine, `k > 256`, a product where packing
+/// pays). For the test that the two agree bit for bit.
+///
+/// # Panics
+/// When a view does not lie inside its buffer.
+#[doc(hidden)]
+pub fn direct_and_packed(
+    (m, k, n): (usize, usize, usize),
+    a: &[f32],
+    (rsa, csa): (usize, usize),
+    b: &[f32],
+    ldb: usize,
+) -> Option<(Vec<f32>, Vec<f32>)> {
+    let last = |rows: usize, cols: usize, rs: usize, cs: usize| {
+        (rows.max(1) - 1) * rs + (cols.max(1) - 1) * cs
+    };
+    assert!(m * k == 0 || last(m, k, rsa, csa) < a.len(), "a's view");
+    assert!(
+        k * n == 0 || (ldb >= n && last(k, n, ldb, 1) < b.len()),
+        "b's view"
+    );
+    let mut direct = vec![f32::NAN; m * n];
+    let mut packed = vec![f32::NAN; m * n];
+    let (rsa, csa, ldb) = (rsa as isize, csa as isize, ldb as isize);
+    // SAFETY: the views were checked above; `direct` and `packed` are fresh buffers of
+    // `m·n` elements.
+    unsafe {
+        if !sgemm(
+            (m, k, n),
+            a.as_ptr(),
+            (rsa, csa),
+            b.as_ptr(),
+            ldb,
+            direct.as_mut_ptr(),
+            n,
+        ) {
+            return None;
+        }
+        matrixmultiply::sgemm(
+            m,
+            k,
+            n,
+            1.0,
+            a.as_ptr(),
+            rsa,
+            csa,
+            b.as_ptr(),
+            ldb,
+            1,
+            0.0,
+            packed.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+    Some((direct, packed))
+}

@@ -1,0 +1,86 @@
+//! The `f32` GEMM without packing (`exec/gemm_direct.rs`) gives `matrixmultiply::sgemm`'s bits
+//! for every product it takes: shapes covering its 6×16 tiles and all of their tails, `A`
+//! row-major and transposed, `B` with padded rows, and operands whose products underflow to
+//! `-0` (where `matrixmultiply` stores `+0`) or are infinite (sums of opposite infinities: NaN).
+
+use ebb_runtime::exec::direct_and_packed;
+use ebb_testkit::Lcg;
+
+/// `n` values in `[-1, 1)` drawn from `seed`, with every `special`-th one replaced in turn by
+/// a value whose products underflow or an infinity (none when `special` is 0).
+fn values(n: usize, seed: u64, special: usize) -> Vec<f32> {
+    let mut g = Lcg::new(seed.wrapping_add(0x9E37_79B9_7F4A_7C15));
+    (0..n)
+        .map(
+            |i| match i.checked_rem(special).zip(i.checked_div(special)) {
+                Some((0, q)) => [-1e-30, 1e-30, f32::INFINITY][q % 3],
+                _ => g.symmetric_f32(),
+            },
+        )
+        .collect()
+}
+
+/// Compares the two kernels on one product; `false` when the direct kernel declines it.
+fn agree(m: usize, k: usize, n: usize, a_transposed: bool, pad: usize, special: usize) -> bool {
+    let seed = (m * 1_000_003 + k * 1009 + n) as u64;
+    let a = values(m * k, seed, special);
+    let ldb = n + pad;
+    let b = values(k * ldb, seed ^ 0xABCD, special);
+    let strides = if a_transposed { (1, m) } else { (k, 1) };
+    let Some((direct, packed)) = direct_and_packed((m, k, n), &a, strides, &b, ldb) else {
+        return false;
+    };
+    for (i, (x, y)) in direct.iter().zip(&packed).enumerate() {
+        assert_eq!(
+            x.to_bits(),
+            y.to_bits(),
+            "m={m} k={k} n={n} transposed={a_transposed} pad={pad}: element {i}: {x} vs {y}"
+        );
+    }
+    true
+}
+
+#[test]
+fn direct_gemm_matches_matrixmultiply_bit_for_bit() {
+    let mut taken = 0;
+    for &(m, k, n) in &[
+        (64, 64, 16),
+        (64, 16, 64),
+        (13, 256, 40),
+        (7, 1, 33),
+        (1, 5, 1),
+        (32, 100, 200),
+        (200, 37, 25),
+        (6, 3, 16),
+        (12, 64, 8),
+        (5, 0, 9),
+    ] {
+        for a_transposed in [false, true] {
+            for pad in [0, 3] {
+                for special in [0, 7] {
+                    if agree(m, k, n, a_transposed, pad, special) {
+                        taken += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Where the machine runs matrixmultiply's FMA kernel every one of these is taken; on
+    // other machines none is (and the GEMM goes to matrixmultiply).
+    assert!(taken == 0 || taken == 80, "{taken} products taken");
+}
+
+#[test]
+fn direct_gemm_negative_zero_is_stored_as_matrixmultiply_stores_it() {
+    // Every product underflows to -0: the chain ends at -0, which matrixmultiply stores as
+    // +0 (β = 0 adds +0).
+    let a = vec![-1e-30f32; 8 * 4];
+    let b = vec![1e-30f32; 4 * 16];
+    if let Some((direct, packed)) = direct_and_packed((8, 4, 16), &a, (4, 1), &b, 16) {
+        assert!(direct.iter().all(|x| x.to_bits() == 0));
+        assert_eq!(
+            direct.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            packed.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+    }
+}
