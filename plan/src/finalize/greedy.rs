@@ -587,7 +587,10 @@ pub(super) fn choose(
 /// The [`Trace`] of [`choose`]'s first run filled to `budget` with the options scored over
 /// `scored_over` bytes (at least `budget`), without its second look: what [`replay`] needs to
 /// decide at any budget from `budget` up, and at `scored_over` exactly what [`choose`] decides
-/// there. `None` where that run does not meet `budget`.
+/// there. `Err` where that run does not meet `budget`, with the trace of its picks up to where
+/// it stopped, whose `target` is the lowest peak it reached: the fill at any budget from that
+/// peak up takes a prefix of the same picks (the budget only decides where a fill stops), so
+/// [`replay`] decides there from it as from a trace that met its target.
 pub(super) fn trace(
     options: &mut Options<'_>,
     cover: &CoverNodes,
@@ -596,7 +599,7 @@ pub(super) fn trace(
     budget: i64,
     scored_over: i64,
     step_us: f64,
-) -> Option<Trace> {
+) -> Result<Trace, Trace> {
     let run = Run {
         cover,
         candidates,
@@ -606,14 +609,17 @@ pub(super) fn trace(
     options.score_over(Some((resident, scored_over)));
     let mut tree = PeakTree::new(resident);
     let mut g = run.greedy(options, &mut tree, 0.0);
-    if !g.fill() {
-        return None;
-    }
-    Some(Trace {
-        target: budget,
+    let met = g.fill();
+    let trace = Trace {
+        target: if met { budget } else { g.lowest },
         scored_over,
         runs: vec![(0.0, std::mem::take(&mut g.log))],
-    })
+    };
+    if met {
+        Ok(trace)
+    } else {
+        Err(trace)
+    }
 }
 
 /// What [`choose`] decides at `budget` ≥ `trace.target` with the options scored over

@@ -410,7 +410,17 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         if let (true, Some(budget), Some(t)) = (opts.offsets, opts.budget, target) {
             let (v, prep) = self.prepared_variant(shaped.variant);
             if trace_prepared(v, prep, shaped, opts, t, upward_target(budget)) {
-                return self.redecide(shaped, b, opts, t, true);
+                // The trace was filled to `t`: its replay there is the first decisions.
+                let trace = shaped
+                    .trace
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                if let Some(r) = trace.and_then(|trace| {
+                    finalize_prepared(v, prep, shaped, b, opts, Some(t), Some(&trace))
+                }) {
+                    return r;
+                }
             }
         }
         self.decide(shaped, b, opts, target)
@@ -418,7 +428,9 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
 
     /// As [`Finalizer::decide`] at `target`, replayed ([`greedy::replay`], no search) from the
     /// trace kept in `shaped` when that was scored over `target` and filled to it or below
-    /// (the same decisions); else decided in full. With `scored_below`, a trace scored over any
+    /// (the same decisions), or from the picks of a traced run that stopped short of its own
+    /// target (`Shaped::partial`) where they reach `target` and were scored over it; else
+    /// decided in full. With `scored_below`, a trace scored over any
     /// target up to `target` is replayed (the options keep their scores over that target).
     fn redecide(
         &self,
@@ -437,7 +449,17 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             t.target <= target
                 && (t.scored_over == target || (scored_below && t.scored_over <= target))
         };
-        if let Some(trace) = trace.filter(usable) {
+        // Else the picks of a traced run that stopped short of its target, where they reach
+        // `target` and were scored over it (exactly what a search there takes).
+        let partial = || {
+            shaped
+                .partial
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+                .filter(|t| t.target <= target && t.scored_over == target)
+        };
+        if let Some(trace) = trace.filter(usable).or_else(partial) {
             let (v, prep) = self.prepared_variant(shaped.variant);
             if let Some(r) = finalize_prepared(v, prep, shaped, b, opts, Some(target), Some(&trace))
             {
@@ -724,6 +746,10 @@ pub(crate) struct Shaped {
     /// (`i64::MIN`: none): decisions there go straight to the greedy's budget-independent run
     /// ([`greedy::choose`]'s `unscored`).
     trace_failed_at: AtomicI64,
+    /// The picks of a traced run ([`trace_prepared`]) that did not meet its target, up to the
+    /// lowest peak it reached (its `target`): decisions at its `scored_over` exactly, where
+    /// that is at least the lowest peak, replay it ([`Finalizer::redecide`]).
+    partial: Mutex<Option<greedy::Trace>>,
 }
 
 /// Evaluates plan variant `variant` (`plan`, prepared as `prep`) at checked bindings `b` on
@@ -768,6 +794,7 @@ fn evaluate(
         costs,
         trace: Mutex::new(None),
         trace_failed_at: AtomicI64::new(i64::MIN),
+        partial: Mutex::new(None),
     })
 }
 
@@ -801,14 +828,20 @@ fn trace_prepared(
         scored_over.max(target),
         shaped.costs.step_us(),
     );
-    let traced = trace.is_some();
-    if !traced {
-        shaped
-            .trace_failed_at
-            .store(target, std::sync::atomic::Ordering::Relaxed);
+    match trace {
+        Ok(trace) => {
+            *shaped.trace.lock().unwrap_or_else(|e| e.into_inner()) = Some(trace);
+            true
+        }
+        Err(partial) => {
+            shaped
+                .trace_failed_at
+                .store(target, std::sync::atomic::Ordering::Relaxed);
+            *shaped.trace.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *shaped.partial.lock().unwrap_or_else(|e| e.into_inner()) = Some(partial);
+            false
+        }
     }
-    *shaped.trace.lock().unwrap_or_else(|e| e.into_inner()) = trace;
-    traced
 }
 
 /// Finalizes the plan variant `shaped` evaluated (`plan`, prepared as `prep`) at checked
