@@ -8,6 +8,7 @@ mod rewrite_util;
 mod canon_cse;
 mod canon_dce;
 mod canon_fold;
+mod canon_fold_starts;
 mod canon_manager;
 mod canon_unroll;
 mod case_in_place;

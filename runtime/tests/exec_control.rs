@@ -50,6 +50,66 @@ fn while_loop_iterates_and_charges_its_body() {
     assert_eq!(stats.peak_bytes, at_while);
 }
 
+/// A count-down loop over an `i64` counter starting at `N`: the condition is
+/// `compare(bound, counter)` with the bound first, `N - 3 < counter` (`{cond}` the bound's
+/// value: `%3`, or `%4 = add(%3, 0)`, which the executor cannot evaluate without running the
+/// region); the body adds 1.0 to an accumulator each turn.
+fn count_down(direct: bool) -> String {
+    let (extra, bound) = if direct {
+        ("", "%3")
+    } else {
+        (
+            "%5 = constant {value = dense<0> : i64} : i64[]\n      %4 = add(%3, %5) : i64[]",
+            "%4",
+        )
+    };
+    format!(
+        "graph @t {{
+  symbols N in [1, inf)
+  %0 = dim_constant {{values = dims[N]}} : i64[]
+  %1 = constant {{value = dense<0.0> : f32}} : f32[]
+  %2:2 = while(%0, %1) : i64[], f32[] {{
+    region @cond {{
+      %0 = input {{index = 0, name = \"\"}} : i64[]
+      %1 = input {{index = 1, name = \"\"}} : f32[]
+      %3 = dim_constant {{values = dims[N - 3]}} : i64[]
+      {extra}
+      %6 = compare({bound}, %0) {{comparison_direction = \"LT\"}} : i1[]
+      return %6
+    }}
+    region @body {{
+      %0 = input {{index = 0, name = \"\"}} : i64[]
+      %1 = input {{index = 1, name = \"\"}} : f32[]
+      %2 = constant {{value = dense<1> : i64}} : i64[]
+      %3 = subtract(%0, %2) : i64[]
+      %4 = constant {{value = dense<1.0> : f32}} : f32[]
+      %5 = add(%1, %4) : f32[]
+      return %3, %5
+    }}
+  }}
+  return %2#0, %2#1
+}}"
+    )
+}
+
+/// Tests a loop whose condition compares a symbolic bound (first operand) with an `i64`
+/// counter: it takes three turns at every `N`, whether the condition is evaluated directly
+/// or by running the region.
+#[test]
+fn while_condition_on_a_counter_takes_the_same_turns() {
+    for n in [1, 3, 7] {
+        for direct in [true, false] {
+            let out = run(&count_down(direct), &[("N", n)], vec![]).unwrap();
+            assert_eq!(
+                out[0].data().to_i64_vec(),
+                vec![n - 3],
+                "N = {n}, direct {direct}"
+            );
+            assert_eq!(out[1].to_f64_vec(), vec![3.0], "N = {n}, direct {direct}");
+        }
+    }
+}
+
 /// Tests sort with a `GT` comparator (descending) on the keys, carrying a second operand
 /// along (argsort), stable for equal keys.
 #[test]

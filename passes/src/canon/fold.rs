@@ -31,6 +31,13 @@
 //!    the dropout step's symbolic plan 3% above its precise plan). The old operand, when now
 //!    unused, is left to DCE.
 //!
+//! 9. Start indices of `dynamic_slice` / `dynamic_update_slice` (`canon/fold_starts.rs`):
+//!    each start operand is followed back through the index arithmetic that builds it
+//!    (`reshape`, `slice`, `concatenate`, `clamp`, dimension constants) and replaced by the
+//!    scalar it reads (the loop counter), a new scalar constant or `dim_constant`; a `clamp`
+//!    no narrower than the op's own clamping of the start is dropped. In a loop that is not
+//!    unrolled, this removes the per-iteration index ops of a scan.
+//!
 //! "Small" means at most [`Fold::max_elements`] elements ([`MAX_FOLD_ELEMENTS`] by default).
 //!
 //! Invariant: folding never grows memory. A new constant is either a splat (one stored
@@ -38,9 +45,11 @@
 //! that replaces an op producing the same small tensor; large non-splat constants are never
 //! materialized. Result types, graph inputs, outputs and assertions are unchanged, and a
 //! folded op's replacement takes its place in the program order. Folded ops are removed;
-//! their operands, when now unused, are left to DCE. Change count: ops folded or bypassed
-//! plus literals canonicalized.
+//! their operands, when now unused, are left to DCE. Rule 9 changes only start operands (each
+//! new scalar node takes its place just before the op). Change count: ops folded or bypassed
+//! plus literals canonicalized plus start operands rewired.
 
+use super::fold_starts::Start;
 use super::for_each_region;
 use crate::manager::{Pass, PassContext, PassError, PassResult};
 use crate::pass_id::PassId;
@@ -89,6 +98,8 @@ enum Rewrite {
     /// Make the op a `broadcast_in_dim` (this payload) of a new scalar `constant` holding this
     /// literal, placed just before it.
     ScalarBroadcast(Literal, Box<BroadcastSpec>),
+    /// Set these start operands of a `dynamic_slice` / `dynamic_update_slice` (rule 9).
+    Starts(Vec<(usize, Start)>),
 }
 
 /// Folds `g` and its regions (see the module docs); returns the change count. Linear in the
@@ -97,6 +108,8 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
     let order: Vec<NodeId> = g.order().to_vec();
     let mut replaced_by: HashMap<NodeId, NodeId> = HashMap::new();
     let mut removed: HashSet<NodeId> = HashSet::new();
+    // Scalar start nodes of rule 9, by the op they are placed before.
+    let mut starts_before: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
     let mut changes = 0;
     for id in order {
         changes += for_each_region(g, id, |r| {
@@ -134,10 +147,30 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
                 // Placed before `id`, which stays.
                 replaced_by.insert(id, c);
             }
+            Rewrite::Starts(starts) => {
+                changes += starts.len() - 1;
+                for (i, s) in starts {
+                    let v = match s {
+                        Start::Value(v) => v,
+                        Start::Dim(e) => {
+                            let ty = g.value_type(g.operands(id)[i]).clone();
+                            let Some(mut c) = super::fold_starts::node(&e, &ty) else {
+                                continue;
+                            };
+                            c.loc.clone_from(&g.node(id).loc);
+                            let c = g.add_node(c, &[]);
+                            starts_before.entry(id).or_default().push(c);
+                            ValueRef::new(c, 0)
+                        }
+                    };
+                    g.set_operand(id, i as u32, v);
+                }
+            }
         }
     }
     // New constants were appended; move each to the position of the op it replaces.
     super::place_before(g, &replaced_by);
+    super::place_all_before(g, &starts_before);
     if !removed.is_empty() {
         g.remove_nodes(&removed);
     }
@@ -237,6 +270,10 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
                 values.push(Num::I(r));
             }
             build(out.dtype, &values, splat).map(Rewrite::Constant)
+        }
+        Op::DynamicSlice(_) | Op::DynamicUpdateSlice => {
+            let starts = super::fold_starts::rewrite(g, id, max);
+            (!starts.is_empty()).then_some(Rewrite::Starts(starts))
         }
         _ => super::fold_index::rewrite(g, id, max).map(Rewrite::Constant),
     }

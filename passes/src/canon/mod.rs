@@ -30,6 +30,7 @@ pub mod cse;
 pub mod dce;
 pub mod fold;
 mod fold_index;
+mod fold_starts;
 pub mod slices;
 pub mod unroll;
 
@@ -103,6 +104,26 @@ pub(crate) fn place_before(g: &mut Graph, before: &HashMap<NodeId, NodeId>) {
         }
         if let Some(&n) = before.get(&id) {
             order.push(n);
+        }
+        order.push(id);
+    }
+    g.set_order(order);
+}
+
+/// Moves the nodes `before[id]` (appended to the program order by a rewrite, in that order)
+/// to just before `id`, which stays.
+pub(crate) fn place_all_before(g: &mut Graph, before: &HashMap<NodeId, Vec<NodeId>>) {
+    if before.is_empty() {
+        return;
+    }
+    let new: HashSet<NodeId> = before.values().flatten().copied().collect();
+    let mut order = Vec::with_capacity(g.order().len());
+    for &id in g.order() {
+        if new.contains(&id) {
+            continue;
+        }
+        if let Some(ns) = before.get(&id) {
+            order.extend_from_slice(ns);
         }
         order.push(id);
     }

@@ -1,5 +1,6 @@
 //! Control flow and ordering: `while` (regions `cond` and `body` run as nested programs on the
-//! loop-carried values), `case` (the selected branch runs as a nested program) and `sort` (a stable sort of every 1-D slice along `dimension` under
+//! loop-carried values; a `cond` that compares a carried counter with a constant bound is
+//! evaluated directly, see `CounterCond`), `case` (the selected branch runs as a nested program) and `sort` (a stable sort of every 1-D slice along `dimension` under
 //! the comparator region). `optimization_barrier` is the identity and handled by the
 //! dispatcher; `custom_call` is rejected there.
 //!
@@ -17,7 +18,7 @@ use super::{program_schedule, Ctx, KernelFailure, OutType, Program};
 use crate::error::OpError;
 use crate::tensor::{Data, Scalar, Tensor};
 use ebb_ir::op::SortSpec;
-use ebb_ir::{Graph, Op, Relation, ValueRef};
+use ebb_ir::{DType, Graph, Op, Relation, ValueRef};
 use std::cell::RefCell;
 use std::cmp::Ordering;
 
@@ -75,6 +76,7 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
     };
     let (cp, bp) = (nested(ctx, 0, "cond")?, nested(ctx, 1, "body")?);
     let (ct, bt) = (has_tensor(cond), has_tensor(body));
+    let counted = counter_cond(cond, ctx.bindings);
     let mut vals = ops;
     // A carried value that the body writes in place into its next value starts in the loop
     // result's arena range: the body then updates it there, iteration after iteration, and
@@ -93,13 +95,20 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
     }
     let mut transient = 0u64;
     loop {
-        let (c, st) = cp.run(vals.clone()).map_err(region_err("cond"))?;
-        if ct {
-            transient = transient.max(st.peak_bytes - st.input_bytes);
-        }
-        let go = match c.first().and_then(|t| t.scalar_value()) {
-            Some(Scalar::I1(b)) => b,
-            _ => return Err(OpError::Invalid("cond must return an i1 scalar".into()).into()),
+        let go = match &counted {
+            Some(cc) => cc.holds(&vals)?,
+            None => {
+                let (c, st) = cp.run(vals.clone()).map_err(region_err("cond"))?;
+                if ct {
+                    transient = transient.max(st.peak_bytes - st.input_bytes);
+                }
+                match c.first().and_then(|t| t.scalar_value()) {
+                    Some(Scalar::I1(b)) => b,
+                    _ => {
+                        return Err(OpError::Invalid("cond must return an i1 scalar".into()).into())
+                    }
+                }
+            }
         };
         if !go {
             break;
@@ -112,6 +121,91 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
     }
     ctx.transient.set(transient);
     Ok(vals)
+}
+
+/// A `while` condition `compare(counter, bound)` (either operand order) of a scalar integer
+/// carried value and a scalar `constant` or `dim_constant`, evaluated without running the
+/// region: the bound is computed once, as its op computes it, and compared with the
+/// counter as the `compare` kernel compares (so the loop takes the same turns). The region
+/// holds no tensor, so it charges nothing either way.
+struct CounterCond {
+    /// The carried value compared.
+    arg: usize,
+    /// The bound's value at the bindings.
+    bound: Scalar,
+    /// Whether the bound is the compare's first operand.
+    bound_first: bool,
+    dir: Relation,
+    total: bool,
+}
+
+impl CounterCond {
+    /// Whether the loop goes on with carried values `vals`.
+    fn holds(&self, vals: &[Tensor]) -> Result<bool, KernelFailure> {
+        let c = vals
+            .get(self.arg)
+            .and_then(|t| t.scalar_value())
+            .ok_or_else(|| OpError::Invalid("the loop counter is not a scalar".into()))?;
+        let (a, b) = if self.bound_first {
+            (self.bound, c)
+        } else {
+            (c, self.bound)
+        };
+        Ok(scalar_compare(a, b, self.dir, self.total)?)
+    }
+}
+
+/// The [`CounterCond`] of condition region `r` at `bindings`, if it has that form.
+fn counter_cond(r: &Graph, bindings: &ebb_ir::Bindings) -> Option<CounterCond> {
+    let ops = program_schedule(r);
+    let [bound, cmp] = ops.as_slice() else {
+        return None;
+    };
+    let Op::Compare(spec) = &r.node(*cmp).op else {
+        return None;
+    };
+    if r.outputs() != [ValueRef::new(*cmp, 0)] {
+        return None;
+    }
+    let b = r.node(*bound);
+    let ty = b.outputs.first()?;
+    if b.outputs.len() != 1 || ty.rank() != 0 || !matches!(ty.dtype, DType::I32 | DType::I64) {
+        return None;
+    }
+    let value = match &b.op {
+        Op::Constant(lit) => {
+            let t = Tensor::from_literal(lit, Vec::new()).ok()?;
+            (t.dtype() == ty.dtype).then_some(t)?.scalar_value()?
+        }
+        Op::DimConstant(vals) => {
+            let [d] = vals.as_slice() else {
+                return None;
+            };
+            let v = d.eval(bindings).ok()?;
+            Data::I64(vec![v].into()).into_dtype(ty.dtype).get(0)?
+        }
+        _ => return None,
+    };
+    let bv = ValueRef::new(*bound, 0);
+    let operands = r.operands(*cmp);
+    let [x, y] = operands.as_slice() else {
+        return None;
+    };
+    let (counter, bound_first) = if *y == bv {
+        (*x, false)
+    } else if *x == bv {
+        (*y, true)
+    } else {
+        return None;
+    };
+    let arg = r.inputs().iter().position(|&a| a == counter.node)?;
+    (counter.output == 0 && r.value_type(counter) == ty).then_some(CounterCond {
+        arg,
+        bound: value,
+        bound_first,
+        dir: spec.direction,
+        total: spec.total_order(),
+    })
 }
 
 /// The carried values `i` that a `while` body writes in place into its next value: output `i`
