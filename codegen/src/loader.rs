@@ -3,6 +3,10 @@
 //! executable memory and resolves its calls to libm through the process's own symbols. The
 //! memory lives as long as the process (the `LLJIT` is never disposed), as the kernel
 //! function pointers handed out do.
+//!
+//! With `EBB_PERF_MAP` set, each linked kernel's entry (address, size from the object's
+//! symbol table, symbol) is appended to `/tmp/perf-<pid>.map`, the file `perf report` reads to
+//! name JIT code.
 
 use llvm_sys::error::{LLVMDisposeErrorMessage, LLVMErrorRef, LLVMGetErrorMessage};
 use llvm_sys::orc2::lljit::{
@@ -96,8 +100,36 @@ impl Loader {
             )?;
         }
         let addr = usize::try_from(addr).map_err(|e| e.to_string())?;
+        if std::env::var_os("EBB_PERF_MAP").is_some() {
+            perf_map(object, symbol, addr);
+        }
         self.loaded.insert(symbol.to_string(), addr);
         Ok(addr)
+    }
+}
+
+/// Appends `symbol`'s line (`addr size name`, hex) to `/tmp/perf-<pid>.map`; the size is the
+/// symbol's in `object` (0 when it cannot be read). A debugging aid: errors are ignored.
+fn perf_map(object: &[u8], symbol: &str, addr: usize) {
+    use std::io::Write;
+    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(object, symbol);
+    let mut size = 0;
+    if let Ok(bin) = buf.create_binary_file(None) {
+        if let Some(mut syms) = bin.get_symbols() {
+            while let Some(s) = syms.next_symbol() {
+                if s.get_name().and_then(|n| n.to_str().ok()) == Some(symbol) {
+                    size = s.get_size();
+                }
+            }
+        }
+    }
+    let path = format!("/tmp/perf-{}.map", std::process::id());
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{addr:x} {size:x} {symbol}");
     }
 }
 

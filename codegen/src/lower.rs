@@ -37,9 +37,10 @@
 //! `arith.rs`, `tensor.rs` `convert`): wrapping integer arithmetic, NaN-propagating
 //! `maximum`/`minimum`, saturating float-to-integer conversion, libm for the transcendental
 //! functions other than `exponential` and `tanh` (inline, [`crate::math`]); booleans are
-//! bytes in memory. `bf16` values live in `f32` registers and are rounded after each op
-//! (`half`'s `from_f32`; `from_f64` for `convert`); its transcendental functions are libm's,
-//! `exponential` and `tanh` included, as the reference's are.
+//! bytes in memory. `bf16` and `f16` values live in `f32` registers and are rounded after each
+//! op (`half`'s `from_f32`; `from_f64` for `convert`) unless its result is one of theirs
+//! already ([`Rounding`]); `exponential`, `tanh` and `log_plus_one` are [`crate::math`]'s, the
+//! other transcendental functions libm's, as the reference's are.
 
 use crate::layout::{InputRead, Mode};
 use crate::spec::{KernelSpec, StrideClass};
@@ -340,9 +341,12 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
         if to == DType::BF16 {
             // `tensor.rs` converts through `bf16::from_f64` of the `f64` value (exact, but
             // for a 64-bit integer, rounded once).
+            if float_from {
+                // `bf16`/`f16` values are `f32`s exactly.
+                return Ok(self.f32_to_bf16_via_f64(x.into_float_value())?.into());
+            }
             let f64t = self.ctx.f64_type();
             let d = match from {
-                _ if float_from => b.build_float_ext(x.into_float_value(), f64t, "")?,
                 _ if is_signed(from) => {
                     b.build_signed_int_to_float(x.into_int_value(), f64t, "")?
                 }
@@ -398,34 +402,91 @@ impl<'a, 'ctx> Emit<'a, 'ctx> {
     }
 
     /// `half::bf16::from_f32` of `x`, as an `f32` holding the `bf16`'s value: round to
-    /// nearest even on the bits; a NaN keeps its top bits with the quiet bit set.
+    /// nearest even on the bits, `(bits + 0x7fff + lsb) & 0xffff_0000` with `lsb` the bit
+    /// that becomes the `bf16`'s last (a carry out of the mantissa steps the exponent, up to
+    /// infinity, as `half`'s `+ 1` on the top half does); a NaN keeps its top bits with the
+    /// quiet bit set. Nine vector operations, no branch.
     pub(crate) fn round_bf16(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, LowerError> {
+        let bits = self
+            .b
+            .build_bit_cast(x, self.ctx.i32_type(), "")?
+            .into_int_value();
+        self.round_bf16_bits(bits, true)
+    }
+
+    /// [`Self::round_bf16`] of the result `x` of an IEEE operation (`+ - * /`, `sqrt`, and
+    /// the inline `exp`/`tanh`, which return an operand's NaN or the canonical one) on
+    /// `bf16` values: on the host CPU such a NaN is quiet with its low 16 bits zero (the
+    /// operands' NaNs are, being `bf16`s widened with the quiet bit set on load, and the
+    /// x86 default NaN is), and the rounding add leaves it as it is, so the NaN select of
+    /// [`Self::round_bf16`] is left out (five operations). On the GPU (whose default NaN has
+    /// a full payload) it is [`Self::round_bf16`].
+    pub(crate) fn round_bf16_clean(
+        &self,
+        x: FloatValue<'ctx>,
+    ) -> Result<FloatValue<'ctx>, LowerError> {
+        let bits = self
+            .b
+            .build_bit_cast(x, self.ctx.i32_type(), "")?
+            .into_int_value();
+        self.round_bf16_bits(bits, self.gpu())
+    }
+
+    /// The rounding of [`Self::round_bf16`] on the bits of an `f32`; `nan`: with the NaN
+    /// select.
+    fn round_bf16_bits(
+        &self,
+        bits: IntValue<'ctx>,
+        nan: bool,
+    ) -> Result<FloatValue<'ctx>, LowerError> {
+        let b = self.b;
+        let i32t = self.ctx.i32_type();
+        let c = |v: u64| i32t.const_int(v, false);
+        let lsb = b.build_and(b.build_right_shift(bits, c(16), false, "")?, c(1), "")?;
+        let r = b.build_int_add(b.build_int_add(bits, c(0x7fff), "")?, lsb, "")?;
+        let r = if nan {
+            let mag = b.build_and(bits, c(0x7fff_ffff), "")?;
+            let is_nan = b.build_int_compare(IntPredicate::UGT, mag, c(0x7f80_0000), "")?;
+            let quiet = b.build_or(bits, c(0x0040_0000), "")?;
+            b.build_select(is_nan, quiet, r, "")?.into_int_value()
+        } else {
+            r
+        };
+        let r = b.build_and(r, c(0xffff_0000), "")?;
+        Ok(b.build_bit_cast(r, self.ctx.f32_type(), "")?
+            .into_float_value())
+    }
+
+    /// `half::bf16::from_f64(x as f64)` of an `f32` `x`, as [`Self::f64_to_bf16`] gives it but
+    /// on the `f32`'s bits: `from_f64` rounds on the top 32 bits of the `f64`, which hold the
+    /// 21 significant bits from the leading one down (the implicit bit and 20 stored), so
+    /// the `f32`'s bits below those count for nothing: its lowest 3 for a normal number, 2 or
+    /// 1 for a subnormal whose leading one is bit 22 or 21 (its exponent, `-22` or `-23`
+    /// after normalizing, is a subnormal `bf16`'s, whose rounding then takes the same bits as
+    /// `from_f32`'s); the rest is [`Self::round_bf16`] of the bits with those cleared (a
+    /// NaN's own bits decide it is one, and it keeps its top bits quieted as with `from_f64`).
+    pub(crate) fn f32_to_bf16_via_f64(
+        &self,
+        x: FloatValue<'ctx>,
+    ) -> Result<FloatValue<'ctx>, LowerError> {
         let b = self.b;
         let i32t = self.ctx.i32_type();
         let c = |v: u64| i32t.const_int(v, false);
         let bits = b.build_bit_cast(x, i32t, "")?.into_int_value();
-        let hi = b.build_right_shift(bits, c(16), false, "")?;
         let mag = b.build_and(bits, c(0x7fff_ffff), "")?;
-        let nan = b.build_int_compare(IntPredicate::UGT, mag, c(0x7f80_0000), "")?;
-        let quiet = b.build_or(hi, c(0x40), "")?;
-        let round = b.build_int_compare(
-            IntPredicate::NE,
-            b.build_and(bits, c(0x8000), "")?,
-            c(0),
-            "",
-        )?;
-        let sticky = b.build_int_compare(
-            IntPredicate::NE,
-            b.build_and(bits, c(3 * 0x8000 - 1), "")?,
-            c(0),
-            "",
-        )?;
-        let up = b.build_and(round, sticky, "")?;
-        let r = b
-            .build_select(up, b.build_int_add(hi, c(1), "")?, hi, "")?
-            .into_int_value();
-        let r = b.build_select(nan, quiet, r, "")?.into_int_value();
-        let r = b.build_left_shift(b.build_and(r, c(0xffff), "")?, c(16), "")?;
+        // t = the magnitude's bits 21 and up: 0..3 for a subnormal (leading one below bit
+        // 21, at 21, at 22), 4 and more for a normal number, an infinity or a NaN.
+        let t = b.build_right_shift(mag, c(21), false, "")?;
+        let normal = b.build_int_compare(IntPredicate::UGE, t, c(4), "")?;
+        let sub_drop = b.build_or(t, b.build_right_shift(t, c(1), false, "")?, "")?;
+        let drop = b.build_select(normal, c(7), sub_drop, "")?.into_int_value();
+        let kept = b.build_and(bits, b.build_not(drop, "")?, "")?;
+        let lsb = b.build_and(b.build_right_shift(bits, c(16), false, "")?, c(1), "")?;
+        let r = b.build_int_add(b.build_int_add(kept, c(0x7fff), "")?, lsb, "")?;
+        let is_nan = b.build_int_compare(IntPredicate::UGT, mag, c(0x7f80_0000), "")?;
+        let quiet = b.build_or(bits, c(0x0040_0000), "")?;
+        let r = b.build_select(is_nan, quiet, r, "")?.into_int_value();
+        let r = b.build_and(r, c(0xffff_0000), "")?;
         Ok(b.build_bit_cast(r, self.ctx.f32_type(), "")?
             .into_float_value())
     }
@@ -781,6 +842,32 @@ fn e_false<'ctx>(e: &Emit<'_, 'ctx>) -> IntValue<'ctx> {
 /// [`StrideClass::Uniform`], its block count and the index of its first block parameter.
 type MapParams<'ctx> = (Option<IntValue<'ctx>>, Option<(IntValue<'ctx>, usize)>);
 
+/// How the `f32` result of an op on `bf16`/`f16` values is rounded to the narrow type.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Rounding {
+    /// Not at all: the result is one of the operands, an operand with its sign changed, the
+    /// canonical NaN, `±1`, or an integer no larger in magnitude than an operand or the next
+    /// power of two above it (`floor`, `ceil`, the roundings), so it is a value of the narrow
+    /// type already (exactly what rounding it would give, NaNs included).
+    Exact,
+    /// An IEEE operation on the widened values, whose NaN is quiet with the low half zero
+    /// ([`Emit::round_bf16_clean`]).
+    Clean,
+    /// Fully, NaN payloads included (the C library's functions, `remainder`, `logistic`).
+    Full,
+}
+
+/// The [`Rounding`] of op `k`'s result.
+fn rounding(k: OpKind) -> Rounding {
+    use OpKind::*;
+    match k {
+        Negate | Abs | Maximum | Minimum | Floor | Ceil | RoundNearestEven | RoundNearestAfz
+        | Sign => Rounding::Exact,
+        Add | Subtract | Multiply | Divide | Sqrt | Rsqrt | Exponential | Tanh => Rounding::Clean,
+        _ => Rounding::Full,
+    }
+}
+
 /// Per-row state of the loop nest: the buffers, the flat index and each map's offset and
 /// inner stride.
 struct Row<'ctx> {
@@ -915,9 +1002,13 @@ fn element<'ctx>(
                     }
                     _ => return other(format!("`{}` with {} operands", k.name(), xs.len())),
                 };
-                match out.dtype {
-                    DType::BF16 if low => e.round_bf16(v.into_float_value())?.into(),
-                    DType::F16 if low => e.round_f16(v.into_float_value())?.into(),
+                match (out.dtype, rounding(k)) {
+                    (_, Rounding::Exact) if low => v,
+                    (DType::BF16, Rounding::Clean) if low => {
+                        e.round_bf16_clean(v.into_float_value())?.into()
+                    }
+                    (DType::BF16, _) if low => e.round_bf16(v.into_float_value())?.into(),
+                    (DType::F16, _) if low => e.round_f16(v.into_float_value())?.into(),
                     _ => v,
                 }
             }

@@ -9,6 +9,10 @@
 //! they are widened exactly on load, giving the bits of a product of the widened operands.
 
 use super::dot::{Gemm, Mat};
+
+#[cfg(target_arch = "x86_64")]
+#[path = "small_k_avx2.rs"]
+mod avx2;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
@@ -124,7 +128,7 @@ pub(crate) fn small_k<S: Widen<T>, T: Gemm, O: Store<T>>(
         // `small_k_body` compiled for one more target feature, with blocks of `$r64` rows
         // of 64 columns, `$r32` rows of 32 and `$r16` rows of 16.
         macro_rules! variant {
-            ($name:ident, $feature:literal, $r64:literal, $r32:literal, $r16:literal) => {
+            ($name:ident, $feature:literal, $r64:literal, $r32:literal, $r16:literal, $avx2:literal) => {
                 #[target_feature(enable = $feature)]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn $name<S: Widen<T>, T: Gemm, O: Store<T>>(
@@ -137,12 +141,14 @@ pub(crate) fn small_k<S: Widen<T>, T: Gemm, O: Store<T>>(
                     bv: Mat,
                     c: &mut [O],
                 ) {
-                    small_k_body::<S, T, O, $r64, $r32, $r16>(m, k, n, a, av, b, bv, c)
+                    small_k_body::<S, T, O, $r64, $r32, $r16, $avx2>(m, k, n, a, av, b, bv, c)
                 }
             };
         }
-        variant!(avx512, "avx512f", 4, 8, 8);
-        variant!(avx2, "avx2", 1, 2, 2);
+        variant!(avx512, "avx512f", 4, 8, 8, false);
+        // `f32` on AVX2 through `avx2::band` (explicit vectors: the loops of `block` leave
+        // the 32- and 16-wide bands' accumulators on the stack, added one scalar at a time).
+        variant!(avx2, "avx2", 1, 2, 2, true);
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F (checked above).
             return unsafe { avx512(m, k, n, a, av, b, bv, c) };
@@ -152,7 +158,7 @@ pub(crate) fn small_k<S: Widen<T>, T: Gemm, O: Store<T>>(
             return unsafe { avx2(m, k, n, a, av, b, bv, c) };
         }
     }
-    small_k_body::<S, T, O, 1, 1, 1>(m, k, n, a, av, b, bv, c)
+    small_k_body::<S, T, O, 1, 1, 1, false>(m, k, n, a, av, b, bv, c)
 }
 
 /// The `rows × cols` view `v` of `src` as a contiguous, widened row-major block (borrowed
@@ -200,6 +206,7 @@ fn small_k_body<
     const R64: usize,
     const R32: usize,
     const R16: usize,
+    const AVX2: bool,
 >(
     m: usize,
     k: usize,
@@ -233,6 +240,13 @@ fn small_k_body<
                 }
             }
         }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 && T::DTYPE == ebb_ir::DType::F32 {
+        // SAFETY: `T` is `f32` (checked above), and this body is inlined into the AVX2
+        // variant only (`AVX2`), which runs on a CPU with AVX2.
+        unsafe { avx2::product::<T, O>((m, k, n), ac, bc, c) };
         return;
     }
     let wide = std::mem::size_of::<T>() > 4;
@@ -359,6 +373,6 @@ pub fn small_k_both(
     };
     let (mut c0, mut c1) = (vec![0f32; m * n], vec![0f32; m * n]);
     small_k(m, k, n, a, av, b, bv, &mut c0);
-    small_k_body::<f32, f32, f32, 1, 1, 1>(m, k, n, a, av, b, bv, &mut c1);
+    small_k_body::<f32, f32, f32, 1, 1, 1, false>(m, k, n, a, av, b, bv, &mut c1);
     (c0, c1)
 }
