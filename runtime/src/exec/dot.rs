@@ -16,8 +16,8 @@
 //! whatever the thread count and the split (the packing GEMM's blocking depends on `k` alone,
 //! and the kernel is chosen from the whole matrix's `{m, n}` and `k`): results are
 //! deterministic and the same bits as one unsplit call. Thin `f32` products, where packing
-//! costs more than it saves, go through [`super::gemm_direct`] instead, which gives the
-//! packing GEMM's bits.
+//! costs more than it saves, go through [`super::gemm_direct`] instead (optimized builds),
+//! which gives the packing GEMM's bits.
 
 use super::layout::{gather_view, istrides_of};
 use super::small_k::{small_k, Store, Widen};
@@ -75,8 +75,11 @@ impl Gemm for f32 {
         csc: isize,
         acc: bool,
     ) {
-        // Without packing where that gives `matrixmultiply`'s bits (see `gemm_direct`).
-        if !acc && csb == 1 && csc == 1 && rsc >= 0 {
+        // Without packing where that gives `matrixmultiply`'s bits (see `gemm_direct`). Only
+        // in optimized builds: at the test profile's opt-level 1 the unpacked kernel is
+        // several times slower than `matrixmultiply` (a dependency, built at opt-level 2),
+        // and the bits are the same either way (`exec_gemm_direct` tests the kernel itself).
+        if !cfg!(debug_assertions) && !acc && csb == 1 && csc == 1 && rsc >= 0 {
             // SAFETY: forwarded from the caller's contract (`B` and `C` of unit column
             // stride, `C`'s rows `rsc` apart).
             let done = unsafe {
