@@ -46,8 +46,32 @@ enum Job {
         classes: Vec<crate::StrideClass>,
         in_place: Vec<(usize, usize)>,
     },
-    /// Any module ([`module`]).
-    Module(ModuleBuilder),
+    /// Any module ([`module`]) and the LLVM pass pipeline it is optimized with.
+    Module(ModuleBuilder, Pipeline),
+}
+
+/// The LLVM pass pipeline a [`module`] is optimized with before code generation.
+///
+/// Neither changes a result's bits: the generated IR carries no fast-math flags, so LLVM may
+/// not reassociate or contract at any level ([`crate::math`]'s invariant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pipeline {
+    /// `default<O3>`: the kernels a step runs on the host.
+    Speed,
+    /// `default<O1>` and LLVM's `-O0` code generator: code that checks rather than serves (the
+    /// simulated GPU's kernels), where compile time matters more than run time (the dropout
+    /// GPT step's largest fused kernels take ~3,400 `i64` parameters).
+    CompileTime,
+}
+
+impl Pipeline {
+    /// The pipeline's text for `LLVMRunPasses`.
+    fn passes(self) -> &'static str {
+        match self {
+            Pipeline::Speed => "default<O3>",
+            Pipeline::CompileTime => "default<O1>",
+        }
+    }
 }
 
 /// A request to the compile thread: what to build, the entry's symbol and where to answer
@@ -84,7 +108,8 @@ fn compiler() -> &'static Mutex<Option<Sender<Request>>> {
                 .name(format!("ebb-jit-{i}"))
                 .spawn(move || {
                     let ctx = Context::create();
-                    let tm = host_machine();
+                    let speed = host_machine(OptimizationLevel::Aggressive);
+                    let quick = host_machine(OptimizationLevel::None);
                     loop {
                         // One thread waits on the queue at a time; the lock is released before
                         // compiling.
@@ -93,7 +118,11 @@ fn compiler() -> &'static Mutex<Option<Sender<Request>>> {
                             Err(_) => return,
                         };
                         let Ok(req) = req else { return };
-                        let out = match &tm {
+                        let tm = match &req.job {
+                            Job::Module(_, Pipeline::CompileTime) => &quick,
+                            _ => &speed,
+                        };
+                        let out = match tm {
                             Ok(tm) => compile(&ctx, tm, req.job, &req.symbol),
                             Err(e) => Err(e.clone()),
                         };
@@ -118,9 +147,10 @@ fn host_cpu() -> &'static (String, String) {
     })
 }
 
-/// The host CPU's target machine (and its name and features): `-O3`, position-independent
-/// code (ORC links it anywhere in memory).
-fn host_machine() -> Result<(TargetMachine, String, String), String> {
+/// The host CPU's target machine (and its name and features) generating code at `level`
+/// (`Aggressive`: `-O3`; `None`: LLVM's fast instruction selection and register allocation),
+/// position-independent (ORC links it anywhere in memory).
+fn host_machine(level: OptimizationLevel) -> Result<(TargetMachine, String, String), String> {
     Target::initialize_native(&InitializationConfig::default())?;
     let triple = TargetMachine::get_default_triple();
     let target = Target::from_triple(&triple).map_err(|e| e.to_string())?;
@@ -130,7 +160,7 @@ fn host_machine() -> Result<(TargetMachine, String, String), String> {
             &triple,
             &cpu,
             &features,
-            OptimizationLevel::Aggressive,
+            level,
             RelocMode::PIC,
             CodeModel::Default,
         )
@@ -149,6 +179,7 @@ fn compile(
     let module = ctx.create_module(name);
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let mut passes = Pipeline::Speed;
     let region = match job {
         Job::Fusion {
             region,
@@ -165,7 +196,8 @@ fn compile(
             emit(ctx, &module, &spec, name, cpu, features).map_err(|e| e.to_string())?;
             Some(region)
         }
-        Job::Module(build) => {
+        Job::Module(build, pipeline) => {
+            passes = pipeline;
             let entry = build(ctx, &module)?;
             for f in module.get_functions() {
                 if f.count_basic_blocks() == 0 {
@@ -198,7 +230,7 @@ fn compile(
     };
     module.verify().map_err(|e| format!("invalid IR: {e}"))?;
     module
-        .run_passes("default<O3>", tm, PassBuilderOptions::create())
+        .run_passes(passes.passes(), tm, PassBuilderOptions::create())
         .map_err(|e| e.to_string())?;
     if let Some(dir) = std::env::var_os("EBB_JIT_DUMP") {
         // Debugging aid: the optimized IR of every kernel, and the region it was made from.
@@ -330,14 +362,19 @@ pub fn kernel(spec: &KernelSpec) -> Result<Kernel, CodegenError> {
 
 type ModuleCache = Mutex<HashMap<String, Result<usize, CodegenError>>>;
 
-/// The entry address of the module `build` makes (optimized at `default<O3>` for the host
-/// CPU, compiled to object code and linked by [`loader`]), cached by `key` for the life of the
-/// process (counted in [`stats`]; not in the on-disk cache).
+/// The entry address of the module `build` makes (optimized by `pipeline` for the host CPU,
+/// compiled to object code and linked by [`loader`]), cached by `key` (and `pipeline`) for the
+/// life of the process (counted in [`stats`]; not in the on-disk cache).
 ///
 /// # Errors
 /// [`CodegenError::Jit`] when the builder or LLVM fails (the same error is returned for the
 /// same key afterwards).
-pub fn module(key: String, build: ModuleBuilder) -> Result<usize, CodegenError> {
+pub fn module(
+    key: String,
+    build: ModuleBuilder,
+    pipeline: Pipeline,
+) -> Result<usize, CodegenError> {
+    let key = format!("{pipeline:?}\n{key}");
     static CACHE: OnceLock<ModuleCache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(r) = cache.lock().map_err(|_| poisoned())?.get(&key) {
@@ -348,7 +385,7 @@ pub fn module(key: String, build: ModuleBuilder) -> Result<usize, CodegenError> 
     let symbol = symbol_of(&format!("module\n{key}"));
     let (reply, rx) = channel();
     let req = Request {
-        job: Job::Module(build),
+        job: Job::Module(build, pipeline),
         symbol: symbol.clone(),
         reply,
     };

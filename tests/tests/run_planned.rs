@@ -146,9 +146,9 @@ fn onnx_gpt_steps_at_half_of_program_order_peak_run_bit_identical() {
         "onnx/ort_gpt2_tiny_training",
     ] {
         let plan = compile(name);
-        let b = pipeline::parse_bindings("batch=8,seq=256").unwrap();
+        let b = pipeline::parse_bindings("batch=8,seq=128").unwrap();
         let po = program_order_peak(&plan, &b);
-        let (budget, _) = run_fixture(name, "batch=8,seq=256", 0.5);
+        let (budget, _) = run_fixture(name, "batch=8,seq=128", 0.5);
         assert_eq!(
             budget,
             po / 2,

@@ -163,7 +163,8 @@ fn run_simt_within(
 
 /// Every GPU kernel of `plan` (all schedule variants) at `b` compiles to PTX for the virtual
 /// architecture, as `ebb compile --target cuda` stores it: one `.entry` of the kernel's name,
-/// self-contained (no calls the driver would have to link, no `.extern`).
+/// self-contained (no calls the driver would have to link, no `.extern`), PTX ISA 8.1 with at
+/// most `MAX_PARAM_BYTES` of parameters.
 fn assert_ptx(name: &str, plan: &Plan, b: &Bindings) {
     let kernels = ebb_runtime::step::plan_kernels(plan, std::slice::from_ref(b))
         .unwrap_or_else(|e| panic!("{name}: PTX: {e}"));
@@ -176,6 +177,14 @@ fn assert_ptx(name: &str, plan: &Plan, b: &Bindings) {
         assert_eq!(k.ptx.matches(&entry).count(), 1, "{name}/{}", k.name);
         assert!(!k.ptx.contains("call.uni"), "{name}/{}: {}", k.name, k.ptx);
         assert!(!k.ptx.contains(".extern"), "{name}/{}: {}", k.name, k.ptx);
+        // Loadable: the PTX ISA version that allows over 4 KB of parameters, within the limit.
+        assert!(k.ptx.contains(".version 8.1"), "{name}/{}", k.name);
+        let params = k.ptx.matches(".param .u64").count();
+        assert!(
+            8 * params <= 32_764, // `ebb_codegen::gpu::MAX_PARAM_BYTES`
+            "{name}/{}: {params} parameters",
+            k.name
+        );
     }
 }
 

@@ -2,7 +2,7 @@
 //! function, its NVPTX entry and PTX text ([`ptx`]), and its simt entry compiled for the host
 //! ([`simt`]); see the parent module for the kernel ABI.
 
-use super::{GpuKernel, SimtFn, PTX_FEATURES, SM, TRIPLE};
+use super::{GpuKernel, SimtFn, MAX_PARAM_BYTES, PTX_FEATURES, SM, TRIPLE};
 use crate::lower::{Emit, LowerError};
 use crate::spec::{KernelSpec, StrideClass};
 use crate::{CodegenError, Target};
@@ -434,9 +434,19 @@ pub fn nvptx_ir(kernel: &GpuKernel) -> Result<String, CodegenError> {
 /// The PTX text of `kernel` (entry [`GpuKernel::name`]), optimized at `-O3`.
 ///
 /// # Errors
-/// [`CodegenError::Jit`] when LLVM cannot build, verify or compile the kernel.
+/// [`CodegenError::Jit`] when the kernel takes more than [`MAX_PARAM_BYTES`] of parameters
+/// (no driver would load it), or when LLVM cannot build, verify or compile it.
 pub fn ptx(kernel: &GpuKernel) -> Result<String, CodegenError> {
     let err = |e: String| CodegenError::Jit(format!("{}: {e}", kernel.name()));
+    if kernel.param_bytes() > MAX_PARAM_BYTES {
+        return Err(err(format!(
+            "the kernel takes {} bytes of parameters ({} buffers, {} integers); CUDA allows \
+             at most {MAX_PARAM_BYTES}",
+            kernel.param_bytes(),
+            kernel.buffers(),
+            kernel.params()
+        )));
+    }
     let tm = nvptx_machine().map_err(err)?;
     let ctx = Context::create();
     let module = ctx.create_module(&kernel.name());
@@ -458,7 +468,8 @@ pub fn ptx(kernel: &GpuKernel) -> Result<String, CodegenError> {
 }
 
 /// `kernel` compiled for the host with its simt entry (see the module docs), cached by key
-/// for the life of the process.
+/// for the life of the process. Optimized at `default<O1>` ([`crate::jit::Pipeline::CompileTime`]):
+/// the simulated device checks a step's kernels; the same bits as at `-O3`.
 ///
 /// # Errors
 /// [`CodegenError::Jit`] when LLVM cannot build or compile the kernel.
@@ -467,6 +478,7 @@ pub fn simt(kernel: &GpuKernel) -> Result<SimtFn, CodegenError> {
     let addr = crate::jit::module(
         format!("simt\n{}", kernel.key()),
         Box::new(move |ctx, module| k.build(ctx, module, false).map_err(|e| e.to_string())),
+        crate::jit::Pipeline::CompileTime,
     )?;
     // SAFETY: `addr` is the simt entry emitted by `build`, with the `SimtFn` ABI, kept alive
     // by its engine for the life of the process.

@@ -53,8 +53,14 @@ pub use window::WindowKernel;
 
 /// The virtual GPU architecture PTX is generated for (Ampere and later run it).
 pub const SM: &str = "sm_80";
-/// PTX ISA version of the generated text (CUDA 11.5 and later drivers load it).
-pub const PTX_FEATURES: &str = "+ptx75";
+/// PTX ISA version of the generated text: 8.1 (CUDA 12.1 and later drivers load it), the first
+/// whose kernels may take more than 4,096 bytes of parameters (up to [`MAX_PARAM_BYTES`]). A
+/// fused kernel passes its index maps' shapes and strides as parameters: the dropout GPT's
+/// largest takes 3,454 (27.6 KB).
+pub const PTX_FEATURES: &str = "+ptx81";
+/// The most bytes of parameters a kernel may take: 32,764 (CUDA 12.1, PTX ISA 8.1, Volta and
+/// later GPUs; the CUDA C++ Programming Guide, "Function Parameters").
+pub const MAX_PARAM_BYTES: usize = 32_764;
 /// The NVPTX target triple.
 pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
 
@@ -114,6 +120,12 @@ impl GpuKernel {
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
         format!("ebb_{h:016x}")
+    }
+
+    /// Bytes of parameters a launch passes: 8 per buffer pointer and per `i64` parameter
+    /// (at most [`MAX_PARAM_BYTES`] for the kernel to load).
+    pub fn param_bytes(&self) -> usize {
+        8 * (self.buffers() + self.params())
     }
 
     /// Number of buffer (pointer) arguments.
