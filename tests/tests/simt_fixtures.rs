@@ -163,8 +163,8 @@ fn run_simt_within(
 
 /// Every GPU kernel of `plan` (all schedule variants) at `b` compiles to PTX for the virtual
 /// architecture, as `ebb compile --target cuda` stores it: one `.entry` of the kernel's name,
-/// self-contained (no calls the driver would have to link, no `.extern`), PTX ISA 8.1 with at
-/// most `MAX_PARAM_BYTES` of parameters.
+/// self-contained (no calls the driver would have to link, no `.extern`), PTX ISA 8.1 with its
+/// parameters in one block of at most `MAX_PARAM_BYTES` with the buffers' pointers.
 fn assert_ptx(name: &str, plan: &Plan, b: &Bindings) {
     let kernels = ebb_runtime::step::plan_kernels(plan, std::slice::from_ref(b))
         .unwrap_or_else(|e| panic!("{name}: PTX: {e}"));
@@ -179,12 +179,24 @@ fn assert_ptx(name: &str, plan: &Plan, b: &Bindings) {
         assert!(!k.ptx.contains(".extern"), "{name}/{}: {}", k.name, k.ptx);
         // Loadable: the PTX ISA version that allows over 4 KB of parameters, within the limit.
         assert!(k.ptx.contains(".version 8.1"), "{name}/{}", k.name);
-        let params = k.ptx.matches(".param .u64").count();
+        // Buffers' pointers, then the parameter block read in place (no per-thread copy).
+        let pointers = k.ptx.matches(".param .u64 .ptr").count();
+        let block: usize = k
+            .ptx
+            .split(".param .align 8 .b8 ")
+            .skip(1)
+            .map(|rest| {
+                let n = &rest[rest.find('[').unwrap() + 1..rest.find(']').unwrap()];
+                n.parse::<usize>().unwrap()
+            })
+            .sum();
+        let bytes = 8 * pointers + block;
         assert!(
-            8 * params <= 32_764, // `ebb_codegen::gpu::MAX_PARAM_BYTES`
-            "{name}/{}: {params} parameters",
+            bytes <= 32_764, // `ebb_codegen::gpu::MAX_PARAM_BYTES`
+            "{name}/{}: {bytes} bytes of parameters",
             k.name
         );
+        assert!(block > 0, "{name}/{}: no parameter block", k.name);
     }
 }
 

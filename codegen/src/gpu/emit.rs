@@ -31,8 +31,10 @@ impl GpuKernel {
         let ptr = ctx.ptr_type(AddressSpace::default());
         let (i32t, i64t) = (ctx.i32_type(), ctx.i64_type());
         let mut sig: Vec<BasicMetadataTypeEnum> = vec![i32t.into(); 4];
-        sig.extend(std::iter::repeat_n(BasicMetadataTypeEnum::from(ptr), nb));
-        sig.extend(std::iter::repeat_n(BasicMetadataTypeEnum::from(i64t), np));
+        sig.extend(std::iter::repeat_n(
+            BasicMetadataTypeEnum::from(ptr),
+            nb + 1,
+        ));
         let core = module.add_function(
             &format!("{name}.core"),
             ctx.void_type().fn_type(&sig, false),
@@ -52,13 +54,26 @@ impl GpuKernel {
         let bufs: Vec<PointerValue> = (0..nb)
             .map(|k| param(4 + k).map(|p| p.into_pointer_value()))
             .collect::<Result<_, _>>()?;
-        let params: Vec<IntValue> = (0..np)
-            .map(|k| param(4 + nb + k).map(|p| p.into_int_value()))
-            .collect::<Result<_, _>>()?;
+        let block = param(4 + nb)?.into_pointer_value();
         let b = ctx.create_builder();
         let e = Emit::new(ctx, &b, module, Target::Gpu);
         let entry = ctx.append_basic_block(core, "entry");
         b.position_at_end(entry);
+        // The parameters a kernel reads by position; a fusion reads its layout's through the
+        // block itself (`prepare`), and only `n` here.
+        let loaded = match self {
+            GpuKernel::Fusion { .. } => 1,
+            _ => np,
+        };
+        let params: Vec<IntValue> = (0..loaded)
+            .map(|k| {
+                // SAFETY: the block holds `np` parameters.
+                let at = unsafe {
+                    b.build_in_bounds_gep(i64t, block, &[i64t.const_int(k as u64, false)], "")?
+                };
+                Ok(b.build_load(i64t, at, "")?.into_int_value())
+            })
+            .collect::<Result<_, LowerError>>()?;
         let wide = |v: IntValue<'ctx>| b.build_int_z_extend(v, i64t, "");
         let (tid, ntid, ctaid, nctaid) = (
             wide(sreg[0])?,
@@ -68,7 +83,7 @@ impl GpuKernel {
         );
         let start = b.build_int_add(b.build_int_mul(ctaid, ntid, "")?, tid, "")?;
         let stride = b.build_int_mul(ntid, nctaid, "")?;
-        let prep = self.prepare(&e, core, &params)?;
+        let prep = self.prepare(&e, block)?;
         let n = params[0];
         let pre = current(&b)?;
         let head = ctx.append_basic_block(core, "grid");
@@ -91,27 +106,22 @@ impl GpuKernel {
         Ok(core)
     }
 
-    /// Per-launch values computed before the grid loop (a fusion's parameter array).
+    /// A fusion's parameter array: its layout's parameters, read in place from the launch's
+    /// parameter block (after `n`), never copied (a copy would sit in each thread's local
+    /// memory).
     fn prepare<'ctx>(
         &self,
         e: &Emit<'_, 'ctx>,
-        _core: FunctionValue<'ctx>,
-        params: &[IntValue<'ctx>],
+        block: PointerValue<'ctx>,
     ) -> Result<Option<PointerValue<'ctx>>, LowerError> {
-        let GpuKernel::Fusion { layout, .. } = self else {
+        let GpuKernel::Fusion { .. } = self else {
             return Ok(None);
         };
         let i64t = e.ctx.i64_type();
-        let np = layout.param_count();
-        let arr =
-            e.b.build_array_alloca(i64t, i64t.const_int(np as u64, false), "params")?;
-        for k in 0..np {
-            // SAFETY: `arr` holds `np` elements.
-            let p = unsafe {
-                e.b.build_in_bounds_gep(i64t, arr, &[i64t.const_int(k as u64, false)], "")?
-            };
-            e.b.build_store(p, params[1 + k])?;
-        }
+        // SAFETY: the block holds `n` and then the layout's parameters.
+        let arr = unsafe {
+            e.b.build_in_bounds_gep(i64t, block, &[i64t.const_int(1, false)], "")?
+        };
         Ok(Some(arr))
     }
 
@@ -173,17 +183,33 @@ impl GpuKernel {
         let void = ctx.void_type();
         let b = ctx.create_builder();
         if nvptx {
-            let mut sig: Vec<BasicMetadataTypeEnum> = vec![ptr.into(); nb];
-            sig.extend(std::iter::repeat_n(BasicMetadataTypeEnum::from(i64t), np));
+            // Buffers, then the parameter block: one `.param .align 8 .b8 [8·np]` read in
+            // place (`byval` + `nvvm.grid_constant`: `ld.param`, or `cvta.param` where the
+            // address is passed on), so no thread copies it into local memory.
+            let sig: Vec<BasicMetadataTypeEnum> = vec![ptr.into(); nb + 1];
             let f = module.add_function(&name, void.fn_type(&sig, false), None);
             f.set_call_conventions(PTX_KERNEL_CC);
+            let block_ty = i64t.array_type(np as u32);
+            let at = AttributeLoc::Param(nb as u32);
+            f.add_attribute(
+                at,
+                ctx.create_type_attribute(
+                    Attribute::get_named_enum_kind_id("byval"),
+                    block_ty.into(),
+                ),
+            );
+            f.add_attribute(
+                at,
+                ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("align"), 8),
+            );
+            f.add_attribute(at, ctx.create_string_attribute("nvvm.grid_constant", ""));
             let entry = ctx.append_basic_block(f, "entry");
             b.position_at_end(entry);
             let mut args: Vec<inkwell::values::BasicMetadataValueEnum> = Vec::new();
             for s in ["tid.x", "ntid.x", "ctaid.x", "nctaid.x"] {
                 args.push(sreg(ctx, module, &b, s)?.into());
             }
-            for k in 0..nb + np {
+            for k in 0..=nb {
                 args.push(
                     f.get_nth_param(k as u32)
                         .ok_or_else(|| LowerError::Other("missing parameter".into()))?
@@ -223,15 +249,16 @@ impl GpuKernel {
             let entry = ctx.append_basic_block(f, "entry");
             b.position_at_end(entry);
             let mut fixed: Vec<inkwell::values::BasicMetadataValueEnum> = Vec::new();
-            for k in 0..nb + np {
-                // SAFETY: the caller passes `nb + np` slots.
+            for k in 0..=nb {
+                // SAFETY: the caller passes `nb + np` slots: the buffers' pointers, then the
+                // parameter block.
                 let at = unsafe {
                     b.build_in_bounds_gep(i64t, argv, &[i64t.const_int(k as u64, false)], "")?
                 };
                 fixed.push(if k < nb {
                     b.build_load(ptr, at, "")?.into()
                 } else {
-                    b.build_load(i64t, at, "")?.into()
+                    at.into()
                 });
             }
             // for ctaid in [b0, b1): for tid in [0, ntid): core(tid, ntid, ctaid, nctaid, ..)

@@ -10,9 +10,11 @@
 //!   same four values to loop variables over the blocks `[block_begin, block_end)` and their
 //!   threads, compiled for the host (the simulated device runs blocks on its threads).
 //!
-//! Kernel ABI: `bufs` are device pointers (buffers in [`GpuKernel::buffers`] order), `params`
-//! are `i64` ([`GpuKernel::params`]; `params[0]` is the iteration count `n`). The simt entry
-//! takes them as one array of 64-bit slots, buffers first. Shapes are parameters: one kernel
+//! Kernel ABI ([`ABI`]): `bufs` are device pointers (buffers in [`GpuKernel::buffers`] order),
+//! then one parameter block of `i64`s ([`GpuKernel::params`]; `params[0]` is the iteration count
+//! `n`), a PTX `.param .align 8 .b8 [8·np]` the kernel reads in place (`nvvm.grid_constant`:
+//! no thread copies it to local memory; a fused kernel indexes its index maps' shapes and
+//! strides there). The simt entry takes them as one array of 64-bit slots, buffers first. Shapes are parameters: one kernel
 //! per structure serves every binding. No shared memory, no barriers, no atomics: each thread
 //! computes its elements alone, in the order the reference executor uses, so results do not
 //! depend on the launch grid.
@@ -61,6 +63,9 @@ pub const PTX_FEATURES: &str = "+ptx81";
 /// The most bytes of parameters a kernel may take: 32,764 (CUDA 12.1, PTX ISA 8.1, Volta and
 /// later GPUs; the CUDA C++ Programming Guide, "Function Parameters").
 pub const MAX_PARAM_BYTES: usize = 32_764;
+/// The kernel ABI's tag, hashed into every entry's name ([`GpuKernel::name`]): `abi2` passes
+/// the parameters as one block (the module docs); `abi1` passed each as its own `.param`.
+pub const ABI: &str = "abi2\n";
 /// The NVPTX target triple.
 pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
 
@@ -112,10 +117,11 @@ impl GpuKernel {
         }
     }
 
-    /// The entry's symbol: `ebb_` and the 64-bit FNV-1a hash of [`GpuKernel::key`] in hex.
+    /// The entry's symbol: `ebb_` and the 64-bit FNV-1a hash of [`ABI`] and
+    /// [`GpuKernel::key`] in hex (PTX stored by a build of another ABI names other entries).
     pub fn name(&self) -> String {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in self.key().bytes() {
+        for byte in ABI.bytes().chain(self.key().bytes()) {
             h ^= u64::from(byte);
             h = h.wrapping_mul(0x0100_0000_01b3);
         }

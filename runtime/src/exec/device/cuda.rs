@@ -447,14 +447,17 @@ impl Device for Cuda {
             });
         }
         let f = self.function(l)?;
-        let mut vals: Vec<u64> = l.bufs.iter().map(|&b| self.ptr(b)).collect();
-        vals.extend(l.params.iter().map(|&p| p as u64));
-        let mut args: Vec<*mut c_void> = vals
+        // The kernel ABI (`ebb_codegen::gpu`): one 64-bit pointer per buffer, then the
+        // parameter block (`8·params` bytes, one `.param` array).
+        let mut ptrs: Vec<u64> = l.bufs.iter().map(|&b| self.ptr(b)).collect();
+        let mut block: Vec<i64> = l.params.clone();
+        let mut args: Vec<*mut c_void> = ptrs
             .iter_mut()
             .map(|v| v as *mut u64 as *mut c_void)
             .collect();
-        // SAFETY: the arguments follow the kernel's ABI (64-bit pointers and integers); the
-        // lowering keeps every index inside its buffer.
+        args.push(block.as_mut_ptr() as *mut c_void);
+        // SAFETY: the arguments follow the kernel's ABI (64-bit pointers, then the block of
+        // `params.len()` 64-bit integers); the lowering keeps every index inside its buffer.
         call("cuLaunchKernel", unsafe {
             cu::launch_kernel(
                 f,
