@@ -267,7 +267,6 @@ pub(crate) fn scatter(
         .first()
         .ok_or_else(|| OpError::Invalid("scatter without a body".into()))?;
     let f = RegionFn::new(region, "body", ctx.bindings)?;
-    let nw: usize = wshape.iter().product();
     // offsets of every window element relative to the window's origin, in the result and in
     // the updates (row-major window order)
     let wxst: Vec<usize> = window_op_dims.iter().map(|&d| xst[d]).collect();
