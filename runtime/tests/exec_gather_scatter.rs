@@ -165,3 +165,50 @@ fn gather_with_implicit_index_vector_and_symbolic_slice() {
     let got = run1(src, &[("S", 3)], vec![arange(&[4, 2]), i32t(&[1], &[3])]);
     assert_eq!(got.to_f64_vec(), vec![2., 3., 4., 5., 6., 7.]);
 }
+
+/// Tests a scatter-add of one whole 3-D window along the last dimension, as JAX's gradient of
+/// a channel slice comes in (`update_window_dims = [0, 1, 2]`, one index): every operand
+/// element inside the window is `x + u` and every other is `x`, at an index inside the
+/// operand and at one where the window sticks out (its elements past the end skipped).
+#[test]
+fn scatter_add_of_a_whole_window() {
+    let src = "graph @t {
+  %0 = input {index = 0, name = \"x\"} : f32[2,3,5]
+  %1 = input {index = 1, name = \"i\"} : i32[1]
+  %2 = input {index = 2, name = \"u\"} : f32[2,3,2]
+  %3 = scatter(%0, %1, %2) {index_vector_dim = 0, indices_are_sorted = true, scatter_dims_to_operand_dims = [2], unique_indices = true, update_window_dims = [0, 1, 2]} : f32[2,3,5] {
+    region @body {
+      %0 = input {index = 0, name = \"\"} : f32[]
+      %1 = input {index = 1, name = \"\"} : f32[]
+      %2 = add(%0, %1) : f32[]
+      return %2
+    }
+  }
+  return %3
+}";
+    let x: Vec<f32> = (0..30).map(|v| v as f32 * 0.5).collect();
+    let u: Vec<f32> = (0..12).map(|v| 100.0 + v as f32).collect();
+    for at in [2usize, 4] {
+        let out = run1(
+            src,
+            &[],
+            vec![
+                f32t(&[2, 3, 5], &x),
+                i32t(&[1], &[at as i32]),
+                f32t(&[2, 3, 2], &u),
+            ],
+        );
+        let mut want: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+        for a in 0..2 {
+            for b in 0..3 {
+                for c in 0..2 {
+                    if at + c < 5 {
+                        want[(a * 3 + b) * 5 + at + c] =
+                            f64::from(x[(a * 3 + b) * 5 + at + c] + u[(a * 3 + b) * 2 + c]);
+                    }
+                }
+            }
+        }
+        assert_eq!(out.to_f64_vec(), want, "index {at}");
+    }
+}

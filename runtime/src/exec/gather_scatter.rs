@@ -267,26 +267,11 @@ pub(crate) fn scatter(
         .first()
         .ok_or_else(|| OpError::Invalid("scatter without a body".into()))?;
     let f = RegionFn::new(region, "body", ctx.bindings)?;
-    let nw: usize = wshape.iter().product();
     // offsets of every window element relative to the window's origin, in the result and in
     // the updates (row-major window order)
-    let mut wx = Vec::with_capacity(nw);
-    let mut wu = Vec::with_capacity(nw);
-    for w in 0..nw {
-        let widx = unravel(w, &wshape);
-        wx.push(
-            widx.iter()
-                .zip(&window_op_dims)
-                .map(|(&i, &d)| i * xst[d])
-                .sum::<usize>(),
-        );
-        wu.push(
-            widx.iter()
-                .zip(&uwd)
-                .map(|(&i, &d)| i * ust[d])
-                .sum::<usize>(),
-        );
-    }
+    let wxst: Vec<usize> = window_op_dims.iter().map(|&d| xst[d]).collect();
+    let wust: Vec<usize> = uwd.iter().map(|&d| ust[d]).collect();
+    let (wx, wu) = window_offsets(&wshape, &wxst, &wust);
     let mut extent = vec![1usize; xr];
     for (k, &d) in window_op_dims.iter().enumerate() {
         extent[d] = wshape[k];
@@ -375,6 +360,33 @@ pub(crate) fn scatter(
         }
     }
     Ok(inputs)
+}
+
+/// The offsets of every element of a window of `shape` from the window's origin, in row-major
+/// window order: `Σ idx[k] * a[k]` and `Σ idx[k] * b[k]` for each multi-index `idx` (strides
+/// `a` in the result, `b` in the updates). Counted up dimension by dimension (an odometer), so
+/// that no multi-index is built per element; empty when a dimension is 0.
+fn window_offsets(shape: &[usize], a: &[usize], b: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let n: usize = shape.iter().product();
+    let (mut xs, mut us) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut idx = vec![0usize; shape.len()];
+    let (mut x, mut u) = (0usize, 0usize);
+    for _ in 0..n {
+        xs.push(x);
+        us.push(u);
+        for k in (0..shape.len()).rev() {
+            idx[k] += 1;
+            x += a[k];
+            u += b[k];
+            if idx[k] < shape[k] {
+                break;
+            }
+            idx[k] = 0;
+            x -= shape[k] * a[k];
+            u -= shape[k] * b[k];
+        }
+    }
+    (xs, us)
 }
 
 /// `x[xo] = x[xo] ⊕ u[uo]` (or `= u[uo]` for `None`) for every pair, in place in `x`'s buffer.

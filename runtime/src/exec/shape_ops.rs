@@ -277,7 +277,8 @@ fn clamped_starts(idx: &[Tensor], shape: &[usize], sizes: &[usize]) -> Result<Ve
         if !t.shape().is_empty() {
             return invalid("start indices must be scalars");
         }
-        let s = t.data().to_i64_vec()[0];
+        let s = dispatch!(t.data(), v => v.first().map(|x| x.to_i64()))
+            .ok_or_else(|| OpError::Invalid("an empty start index".into()))?;
         if sizes[i] > shape[i] {
             return invalid(format!(
                 "slice size {} exceeds dimension {}",
