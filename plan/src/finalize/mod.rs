@@ -774,7 +774,8 @@ fn surely_infeasible(
     opts: &FinalizeOptions,
     target: i64,
 ) -> bool {
-    if !plan.forced_swaps.is_empty() {
+    // (The bound is at most the peak: without decisions needed, nothing is computed.)
+    if !plan.forced_swaps.is_empty() || shaped.resident.iter().all(|&x| x <= target) {
         return false;
     }
     let lowest = *shaped.lowest_reachable.get_or_init(|| {
