@@ -82,10 +82,10 @@ mod forced;
 mod greedy;
 mod options;
 mod prepared;
+#[doc(hidden)]
+pub mod replay_check;
 pub mod segtree;
 mod summary;
-#[cfg(test)]
-mod trace_tests;
 mod variants;
 
 use crate::arena::{assign_offsets_live, Arena};
