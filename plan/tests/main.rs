@@ -5,4 +5,5 @@ mod cover;
 mod csr;
 mod device;
 mod format;
+mod replay;
 mod segtree;

@@ -46,7 +46,9 @@
 //! at most one more layout for the first decisions, [`FIT_RETRIES`] decisions and layouts
 //! where that arena exceeds the budget, and two decisions (replays where the search covers
 //! their target) and layouts for the whole budget. Each layout is bounded by construction
-//! (`crate::arena`).
+//! (`crate::arena`). Where the residency less everything any option frees exceeds the budget
+//! (`finalize/bound.rs`, O(options + points)), no greedy run can meet it: the search is
+//! skipped and only the budget-independent run is made, for the smallest budget reported.
 //!
 //! # Cost
 //! A plan is prepared once per plan variant ([`Prepared`]: its size and cost expressions
@@ -73,12 +75,15 @@
 //! --exact` measures the gap); recompute transients are charged at the regeneration point in
 //! full (conservative); link sharing is a fluid lower bound (see `crate::cost`).
 
+mod bound;
 #[doc(hidden)]
 pub mod cover;
 mod forced;
 mod greedy;
 mod options;
 mod prepared;
+#[doc(hidden)]
+pub mod replay_check;
 pub mod segtree;
 mod summary;
 mod variants;
@@ -409,7 +414,11 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let target = opts.decisions_target();
         if let (true, Some(budget), Some(t)) = (opts.offsets, opts.budget, target) {
             let (v, prep) = self.prepared_variant(shaped.variant);
-            if trace_prepared(v, prep, shaped, opts, t, upward_target(budget)) {
+            // (Where no decisions meet the budget, the search would fail and its picks go
+            // unused: the finalize reports the budget infeasible.)
+            if !surely_infeasible(v, prep, shaped, opts, budget)
+                && trace_prepared(v, prep, shaped, opts, t, upward_target(budget))
+            {
                 // The trace was filled to `t`: its replay there is the first decisions.
                 let trace = shaped
                     .trace
@@ -750,6 +759,30 @@ pub(crate) struct Shaped {
     /// lowest peak it reached (its `target`): decisions at its `scored_over` exactly, where
     /// that is at least the lowest peak, replay it ([`Finalizer::redecide`]).
     partial: Mutex<Option<greedy::Trace>>,
+    /// No greedy state's peak is below this ([`bound::lowest_reachable`]; `None`: no bound),
+    /// computed when first asked ([`surely_infeasible`]).
+    lowest_reachable: OnceLock<Option<i64>>,
+}
+
+/// Whether no decisions of the greedy can bring the plan variant `shaped` evaluated (`plan`,
+/// prepared as `prep`) within `target` bytes: its peak with everything any option frees
+/// taken is above `target` ([`bound::lowest_reachable`]; never where the plan forces swaps).
+fn surely_infeasible(
+    plan: &Plan,
+    prep: &Prepared,
+    shaped: &Shaped,
+    opts: &FinalizeOptions,
+    target: i64,
+) -> bool {
+    // (The bound is at most the peak: without decisions needed, nothing is computed.)
+    if !plan.forced_swaps.is_empty() || shaped.resident.iter().all(|&x| x <= target) {
+        return false;
+    }
+    let lowest = *shaped.lowest_reachable.get_or_init(|| {
+        let options = Options::new(prep, &shaped.vals, &shaped.costs, &shaped.value_bytes, opts);
+        bound::lowest_reachable(prep, &shaped.vals, &options, &shaped.resident)
+    });
+    lowest.is_some_and(|l| l > target)
 }
 
 /// Evaluates plan variant `variant` (`plan`, prepared as `prep`) at checked bindings `b` on
@@ -795,6 +828,7 @@ fn evaluate(
         trace: Mutex::new(None),
         trace_failed_at: AtomicI64::new(i64::MIN),
         partial: Mutex::new(None),
+        lowest_reachable: OnceLock::new(),
     })
 }
 
@@ -898,10 +932,12 @@ fn finalize_prepared(
                 )?,
                 None => {
                     let tree = PeakTree::new(&resident);
+                    // (A scored run there fails before the budget-independent one.)
                     let unscored = shaped
                         .trace_failed_at
                         .load(std::sync::atomic::Ordering::Relaxed)
-                        == budget;
+                        == budget
+                        || surely_infeasible(plan, prep, shaped, opts, budget);
                     match greedy::choose(
                         options,
                         &prep.cover,

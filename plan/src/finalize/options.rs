@@ -165,6 +165,19 @@ impl<'a> Options<'a> {
         self.prep.option(i).kind
     }
 
+    /// Option `i`'s window (the points it frees), without pricing it.
+    #[inline]
+    pub fn window_of(&self, i: OptionIx) -> Window {
+        self.prep.option(i).window
+    }
+
+    /// The bytes option `i` frees over its window (0 where it is not [`Options::present`]
+    /// for its kind), without pricing it.
+    #[inline]
+    pub fn bytes_of(&self, i: OptionIx) -> i64 {
+        self.freed_bytes(self.prep.option(i))
+    }
+
     /// The options of candidate `c` (recompute before swap).
     pub fn of_candidate(&self, c: CandidateIx) -> impl Iterator<Item = OptionIx> {
         self.prep.options_of(c)
