@@ -458,12 +458,30 @@ pub fn nvptx_ir(kernel: &GpuKernel) -> Result<String, CodegenError> {
     Ok(module.print_to_string().to_string())
 }
 
-/// The PTX text of `kernel` (entry [`GpuKernel::name`]), optimized at `-O3`.
+/// The PTX text of `kernel` (entry [`GpuKernel::name`]), optimized at `-O3`; cached for the
+/// life of the process by the entry's name (the structure hash: equal names, equal code), so
+/// plans and schedule variants sharing a kernel compile it once.
 ///
 /// # Errors
 /// [`CodegenError::Jit`] when the kernel takes more than [`MAX_PARAM_BYTES`] of parameters
-/// (no driver would load it), or when LLVM cannot build, verify or compile it.
+/// (no driver would load it), or when LLVM cannot build, verify or compile it (not cached).
 pub fn ptx(kernel: &GpuKernel) -> Result<String, CodegenError> {
+    type PtxCache = std::sync::Mutex<std::collections::HashMap<String, String>>;
+    static CACHE: std::sync::OnceLock<PtxCache> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let name = kernel.name();
+    if let Some(text) = cache.lock().ok().and_then(|c| c.get(&name).cloned()) {
+        return Ok(text);
+    }
+    let text = compile_ptx(kernel)?;
+    if let Ok(mut c) = cache.lock() {
+        c.insert(name, text.clone());
+    }
+    Ok(text)
+}
+
+/// [`ptx`] without the cache.
+fn compile_ptx(kernel: &GpuKernel) -> Result<String, CodegenError> {
     let err = |e: String| CodegenError::Jit(format!("{}: {e}", kernel.name()));
     if kernel.param_bytes() > MAX_PARAM_BYTES {
         return Err(err(format!(
