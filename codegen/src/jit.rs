@@ -64,6 +64,16 @@ pub enum Pipeline {
     CompileTime,
 }
 
+impl Job {
+    /// The pipeline the job's module is optimized with.
+    fn pipeline(&self) -> Pipeline {
+        match self {
+            Job::Fusion { .. } => Pipeline::Speed,
+            Job::Module(_, p) => *p,
+        }
+    }
+}
+
 impl Pipeline {
     /// The pipeline's text for `LLVMRunPasses`.
     fn passes(self) -> &'static str {
@@ -109,7 +119,8 @@ fn compiler() -> &'static Mutex<Option<Sender<Request>>> {
                 .spawn(move || {
                     let ctx = Context::create();
                     let speed = host_machine(OptimizationLevel::Aggressive);
-                    let quick = host_machine(OptimizationLevel::None);
+                    // Made at the first job that asks for it (most processes never do).
+                    let mut quick = None;
                     loop {
                         // One thread waits on the queue at a time; the lock is released before
                         // compiling.
@@ -118,9 +129,11 @@ fn compiler() -> &'static Mutex<Option<Sender<Request>>> {
                             Err(_) => return,
                         };
                         let Ok(req) = req else { return };
-                        let tm = match &req.job {
-                            Job::Module(_, Pipeline::CompileTime) => &quick,
-                            _ => &speed,
+                        let tm = match req.job.pipeline() {
+                            Pipeline::Speed => &speed,
+                            Pipeline::CompileTime => {
+                                quick.get_or_insert_with(|| host_machine(OptimizationLevel::None))
+                            }
                         };
                         let out = match tm {
                             Ok(tm) => compile(&ctx, tm, req.job, &req.symbol),
@@ -179,7 +192,7 @@ fn compile(
     let module = ctx.create_module(name);
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    let mut passes = Pipeline::Speed;
+    let passes = job.pipeline();
     let region = match job {
         Job::Fusion {
             region,
@@ -196,8 +209,7 @@ fn compile(
             emit(ctx, &module, &spec, name, cpu, features).map_err(|e| e.to_string())?;
             Some(region)
         }
-        Job::Module(build, pipeline) => {
-            passes = pipeline;
+        Job::Module(build, _) => {
             let entry = build(ctx, &module)?;
             for f in module.get_functions() {
                 if f.count_basic_blocks() == 0 {

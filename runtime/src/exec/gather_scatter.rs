@@ -13,7 +13,7 @@
 //! Invariant: updates are applied in row-major update order, so results are deterministic
 //! even with repeated indices.
 
-use super::layout::{assign_view, istrides_of, strides_of, unravel};
+use super::layout::{assign_view, istrides_of, step, strides_of, unravel};
 use super::reduce::combine;
 use super::region::{Body, Monoid, RegionFn};
 use super::{arity, Ctx};
@@ -364,27 +364,20 @@ pub(crate) fn scatter(
 
 /// The offsets of every element of a window of `shape` from the window's origin, in row-major
 /// window order: `Σ idx[k] * a[k]` and `Σ idx[k] * b[k]` for each multi-index `idx` (strides
-/// `a` in the result, `b` in the updates). Counted up dimension by dimension (an odometer), so
-/// that no multi-index is built per element; empty when a dimension is 0.
+/// `a` in the result, `b` in the updates), counted up by [`step`] (no multi-index built per
+/// element); empty when a dimension is 0.
 fn window_offsets(shape: &[usize], a: &[usize], b: &[usize]) -> (Vec<usize>, Vec<usize>) {
     let n: usize = shape.iter().product();
+    let signed = |s: &[usize]| s.iter().map(|&x| x as isize).collect::<Vec<_>>();
+    let (a, b) = (signed(a), signed(b));
     let (mut xs, mut us) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let mut idx = vec![0usize; shape.len()];
-    let (mut x, mut u) = (0usize, 0usize);
+    let (mut ia, mut ib) = (vec![0usize; shape.len()], vec![0usize; shape.len()]);
+    let (mut x, mut u) = (0isize, 0isize);
     for _ in 0..n {
-        xs.push(x);
-        us.push(u);
-        for k in (0..shape.len()).rev() {
-            idx[k] += 1;
-            x += a[k];
-            u += b[k];
-            if idx[k] < shape[k] {
-                break;
-            }
-            idx[k] = 0;
-            x -= shape[k] * a[k];
-            u -= shape[k] * b[k];
-        }
+        xs.push(x as usize);
+        us.push(u as usize);
+        x += step(&mut ia, shape, &a);
+        u += step(&mut ib, shape, &b);
     }
     (xs, us)
 }
