@@ -63,7 +63,7 @@ pub struct CompileOptions {
 }
 
 /// What each pass did and how long it took.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct CompileReport {
     /// Every pass run of the pipeline (groups `canonicalize`, `rewrite`, `schedule`, `plan`)
     /// with its changes, op counts and timing.
@@ -87,6 +87,7 @@ pub struct CompileReport {
 }
 
 /// The planned graph, its schedule, the plan and the report.
+#[derive(Clone)]
 pub struct Compiled {
     /// The graph after canonicalization and rewrites (the plan's positions refer to it).
     pub graph: Graph,

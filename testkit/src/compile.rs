@@ -1,11 +1,44 @@
 //! Fixtures imported and compiled through the pipeline (feature `compiler`): the per-file
 //! import and compile helpers of the integration tests, defined once.
+//!
+//! Imports and compiles of fixture files are memoized for the test process (the pipeline is
+//! deterministic in its input and options): the tests of one binary compile the same fixture
+//! with the same options many times (a third of the tests crate's compile time was repeats).
 
 use crate::{jax_fixture, onnx_fixture, onnx_metadata};
 use ebb_import::onnx::ImportOptions;
 use ebb_ir::{DType, Graph, TensorType};
 use ebb_pipeline::{CompileOptions, Compiled};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Files larger than this (bytes) are imported and compiled afresh each time: a memoized
+/// result stays in memory until the test process exits.
+const MEMO_MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// The value of `key` in the process-wide memo `memo`, made by `make` on the first request;
+/// concurrent requests for one key wait for that one computation. Not memoized (made afresh)
+/// when `path` is over [`MEMO_MAX_FILE_BYTES`] or unreadable.
+fn memoized<T: Clone + Send + Sync + 'static>(
+    memo: &'static OnceLock<Mutex<HashMap<String, Arc<OnceLock<T>>>>>,
+    path: &Path,
+    key: String,
+    make: impl FnOnce() -> T,
+) -> T {
+    let small = std::fs::metadata(path).is_ok_and(|m| m.len() <= MEMO_MAX_FILE_BYTES);
+    if !small {
+        return make();
+    }
+    let cell = {
+        let mut map = memo
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        Arc::clone(map.entry(key).or_default())
+    };
+    cell.get_or_init(make).clone()
+}
 
 /// The path of fixture `name`: `onnx/NAME` for an ONNX fixture
 /// (`tests/fixtures/onnx/NAME.onnx`), else a JAX one (`tests/fixtures/jax/NAME.mlir`).
@@ -65,6 +98,14 @@ pub fn onnx_import_options(name: &str) -> ImportOptions {
 /// # Panics
 /// When the import fails (naming the file).
 pub fn import_path(path: &Path) -> Graph {
+    static MEMO: OnceLock<Mutex<HashMap<String, Arc<OnceLock<Graph>>>>> = OnceLock::new();
+    memoized(&MEMO, path, path.display().to_string(), || {
+        import_afresh(path)
+    })
+}
+
+/// [`import_path`] without the memo.
+fn import_afresh(path: &Path) -> Graph {
     let imported = if path.extension().is_some_and(|e| e == "onnx") {
         let name = path.file_stem().unwrap_or_default().to_string_lossy();
         ebb_import::onnx::import_file_with(path, &onnx_import_options(&name))
@@ -77,13 +118,18 @@ pub fn import_path(path: &Path) -> Graph {
         .0
 }
 
-/// Imports and compiles the model at `path` with `opts` ([`import_path`], then the pipeline).
+/// Imports and compiles the model at `path` with `opts` ([`import_path`], then the pipeline);
+/// memoized for the process by path and options (the module docs).
 ///
 /// # Panics
 /// When the import or the compile fails (naming the file).
 pub fn compile_path(path: &Path, opts: &CompileOptions) -> Compiled {
-    ebb_pipeline::compile(import_path(path), opts)
-        .unwrap_or_else(|e| panic!("compile {}: {e:#}", path.display()))
+    static MEMO: OnceLock<Mutex<HashMap<String, Arc<OnceLock<Compiled>>>>> = OnceLock::new();
+    let key = format!("{}\n{opts:?}", path.display());
+    memoized(&MEMO, path, key, || {
+        ebb_pipeline::compile(import_path(path), opts)
+            .unwrap_or_else(|e| panic!("compile {}: {e:#}", path.display()))
+    })
 }
 
 /// Fixture `name` ([`fixture_path`]) imported and compiled with `opts`.
