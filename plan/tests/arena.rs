@@ -2,7 +2,7 @@
 //! anchored layout, on random intervals from a fixed LCG.
 
 use ebb_plan::arena::anchored::anchored_layout;
-use ebb_plan::arena::greedy::{order, pass_in_order, Item, VARIANTS};
+use ebb_plan::arena::greedy::{order, order_first, pass_in_order, Item, VARIANTS};
 use ebb_plan::arena::scan::{best_fit_scan, scan_with, Placement, Pool, Unit};
 use ebb_plan::arena::{align, check_layout, live_max, Allocation, Arena, ALIGN};
 use ebb_plan::format::{Point, ValueId};
@@ -162,6 +162,62 @@ fn every_variant_gives_a_valid_layout() {
             }
             let offsets: ebb_plan::index::IndexVec<IntervalIx, i64> = offsets.into_iter().collect();
             check_layout(&layout_of(&items, &offsets, top)).unwrap();
+        }
+    }
+}
+
+/// On random intervals with many equal sizes (a fixed LCG), for every variant: `order` is a
+/// sort by descending `need · points^r`, ties by start (or by end, latest first), then by
+/// position, and `order_first` puts the same `k` first in the same order, the others after
+/// them (a permutation of the intervals given, a subset in scrambled order).
+#[test]
+fn the_first_k_are_ordered_as_the_full_sort() {
+    let mut next = ebb_testkit::lcg(0x0dde_f125_u64);
+    for (n, longest) in [(1, 3), (40, 10), (700, 200)] {
+        let items = random_items(&mut next, n, 100, longest, 4);
+        // Every other interval, in a scrambled order.
+        let mut rest: Vec<u32> = (0..n as u32).step_by(2).collect();
+        for i in (1..rest.len()).rev() {
+            rest.swap(i, next(i as u64 + 1) as usize);
+        }
+        for &(r, by_end, _) in &VARIANTS {
+            let key = |i: u32| {
+                let it = items.raw()[i as usize];
+                let tie = if by_end {
+                    u32::MAX - it.window.end.raw()
+                } else {
+                    it.window.start.raw()
+                };
+                (
+                    it.need as f64 * f64::from(it.window.points()).powf(r),
+                    tie,
+                    i,
+                )
+            };
+            let mut want = rest.clone();
+            want.sort_by(|&a, &b| {
+                let (ka, kb) = (key(a), key(b));
+                kb.0.total_cmp(&ka.0)
+                    .then(ka.1.cmp(&kb.1))
+                    .then(ka.2.cmp(&kb.2))
+            });
+            assert_eq!(order(items.raw(), &rest, r, by_end), want);
+            for k in [
+                0,
+                1,
+                rest.len() / 3,
+                rest.len().saturating_sub(1),
+                rest.len(),
+                rest.len() + 5,
+            ] {
+                let got = order_first(items.raw(), &rest, r, by_end, k);
+                let k = k.min(rest.len());
+                assert_eq!(got[..k], want[..k], "k = {k}, r = {r}, by_end = {by_end}");
+                let (mut a, mut b) = (got.clone(), rest.clone());
+                a.sort_unstable();
+                b.sort_unstable();
+                assert_eq!(a, b, "a permutation of the intervals given");
+            }
         }
     }
 }

@@ -15,19 +15,21 @@
 //! scan's slabs, above the rest, as in the plain scan.
 //!
 //! # Cost, bounded by construction
-//! For n intervals, K anchors and f free blocks at a time: the order O(n log n); the anchors'
+//! For n intervals, K anchors and f free blocks at a time: the anchors' order O(n + K log K) (a
+//! selection of the K, then their sort; the others need no order); the anchors'
 //! pass reads each pair of anchors at most once, at most K²/2 reads, O(K²); the scan's orders
 //! by start and end are counting sorts over the points, O(n + points); each other interval
 //! reads the free list (O(f)) and the m anchors starting within its lifetime, found by a binary
-//! search and sorted by offset when few (O(m log m) for m ≤ K/8), else read from all K anchors
-//! sorted by offset once per layout (O(K)). So O(n log n + points + K² + n·(f + K)), with no
-//! search and no work cap: the same work on every shape of a plan.
+//! search and sorted by offset when few (O(m log m) for m ≤ K/8), else read from the anchors
+//! not started yet, kept sorted by offset and shrunk as anchors start (O(K): at most one pass
+//! to shrink and one to read per interval). So O(n + K log K + points + K² + n·(f + K)), with
+//! no search and no work cap: the same work on every shape of a plan.
 //!
 //! Invariant: two intervals resident at a common point never share a byte (an anchor's bytes
 //! are carved from the free list at its start, and no interval placed earlier overlaps them
 //! during the anchor's lifetime).
 
-use super::greedy::{order, pass_in_order, Item, VARIANTS};
+use super::greedy::{order_first, pass_in_order, Item, VARIANTS};
 use super::scan::slab_layout;
 use crate::csr::Csr;
 use crate::index::PointIx;
@@ -89,8 +91,9 @@ pub fn anchored_layout(
     }
     // The anchors: the first `anchors` in the order of `variant`.
     let (r, by_end, first_fit) = VARIANTS[variant % VARIANTS.len()];
-    let rest = order(items, &rest, r, by_end);
+    // (Only the anchors' order matters: the scan places the others by start point.)
     let k = anchors.min(rest.len());
+    let rest = order_first(items, &rest, r, by_end, k);
     let (above, height) = match slabs.filter(|_| small >= 0) {
         Some((above, height)) => (
             small_ix.iter().map(|&i| above[i as usize]).collect(),
@@ -196,6 +199,12 @@ fn scan_around(
     let (mut e, mut a) = (0usize, 0usize);
     let mut started = vec![false; items.len()];
     let mut forbidden: Vec<(i64, i64)> = Vec::new();
+    // The anchors not started yet (start after the last interval's start), by offset: the
+    // anchors read for a long lifetime, shrunk to those starting after its start when
+    // anchors have started since it was last shrunk.
+    let sort_below = by_offset.len() / SORT_FORBIDDEN_BELOW;
+    let mut pending = by_offset;
+    let mut pending_from = 0usize;
     for (n, &i) in order.iter().enumerate() {
         if n % CANCEL_EVERY == 0 && cancel.load(Ordering::Relaxed) {
             return None;
@@ -224,11 +233,11 @@ fn scan_around(
             a += 1;
         }
         // The anchors starting within this interval's lifetime: their bytes are off limits.
-        // Few: sorted by offset here; many (a long lifetime): read from every anchor by
-        // offset, which costs no more than the sort.
+        // Few: sorted by offset here; many (a long lifetime): read from the anchors not
+        // started yet, by offset, which costs no more than the sort.
         let within = anchors[a..].partition_point(|&j| window(j).start <= w.end);
         forbidden.clear();
-        if within <= by_offset.len() / SORT_FORBIDDEN_BELOW {
+        if within <= sort_below {
             forbidden.extend(
                 anchors[a..a + within]
                     .iter()
@@ -236,12 +245,16 @@ fn scan_around(
             );
             forbidden.sort_unstable();
         } else {
-            forbidden.extend(
-                by_offset
-                    .iter()
-                    .filter(|x| x.2 > w.start && x.2 <= w.end)
-                    .map(|x| (x.0, x.1)),
-            );
+            if pending_from != a {
+                pending.retain(|x| x.2 > w.start);
+                pending_from = a;
+            }
+            if a + within == anchors.len() {
+                // Every anchor not started starts within the lifetime.
+                forbidden.extend(pending.iter().map(|x| (x.0, x.1)));
+            } else {
+                forbidden.extend(pending.iter().filter(|x| x.2 <= w.end).map(|x| (x.0, x.1)));
+            }
         }
         let at = free.best_fit_avoiding(need(i), &forbidden, &mut top);
         offsets[i as usize] = at;

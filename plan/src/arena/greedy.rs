@@ -10,12 +10,14 @@
 //! start or by end, first or best fit).
 //!
 //! # Cost
-//! An order is a sort, O(n log n). A pass keeps the placed intervals in one list sorted by
+//! An order is a sort, O(n log n); where only its first k are placed by the pass (the
+//! anchored layout's anchors, [`order_first`]), a selection and a sort of the k, O(n + k log k).
+//! A pass keeps the placed intervals in one list sorted by
 //! offset; each placement reads that list in offset order, skipping the intervals that do
 //! not overlap it in time (two comparisons each), up to the first gap that holds it (first
 //! fit) or to its end (best fit), and inserts itself at its offset's position (a move of at
 //! most k entries). A pass over k intervals thus makes at most k²/2 reads and k²/2 moves of
-//! 16 bytes, O(k²) with no heap or tree: on a training step most placed intervals overlap the
+//! 24 bytes, O(k²) with no heap or tree: on a training step most placed intervals overlap the
 //! next one, so reading them all in order costs less than finding the overlapping ones first
 //! (greedy by size over GPT-2 small's 1 553 intervals: 0.9 ms against 4.1 ms with two segment
 //! trees and a heap, docs/results/2026-11-28-finalize-bounded.md).
@@ -77,6 +79,14 @@ pub fn pass_in_order(
 /// The intervals `rest` (positions in `items`) by descending `need · lifetime^r`, ties by
 /// start (or by end, latest first), then by position.
 pub fn order(items: &[Item], rest: &[u32], r: f64, by_end: bool) -> Vec<u32> {
+    order_first(items, rest, r, by_end, rest.len())
+}
+
+/// As [`order`], but only the first `k` are in that order: they are the first `k` of
+/// [`order`]'s, and the others follow in no particular order. A selection, then a sort of the
+/// `k`: O(n + k log k) for n intervals (the order is total, so the `k` first are the same
+/// set as [`order`]'s).
+pub fn order_first(items: &[Item], rest: &[u32], r: f64, by_end: bool, k: usize) -> Vec<u32> {
     let mut order = rest.to_vec();
     let tie = |i: u32| {
         let w = items[i as usize].window;
@@ -87,20 +97,46 @@ pub fn order(items: &[Item], rest: &[u32], r: f64, by_end: bool) -> Vec<u32> {
         }
     };
     if r == 0.0 {
-        order.sort_unstable_by_key(|&i| (std::cmp::Reverse(items[i as usize].need), tie(i), i));
+        let key = |&i: &u32| (std::cmp::Reverse(items[i as usize].need), tie(i), i);
+        sort_first(&mut order, k, |a, b| key(a).cmp(&key(b)));
     } else {
-        let key: Vec<f64> = items
+        // Keyed by position in `rest`, computed once each.
+        let key: Vec<f64> = rest
             .iter()
-            .map(|it| it.need as f64 * f64::from(it.window.points()).powf(r))
+            .map(|&i| {
+                let it = items[i as usize];
+                it.need as f64 * f64::from(it.window.points()).powf(r)
+            })
             .collect();
-        order.sort_unstable_by(|&a, &b| {
-            key[b as usize]
-                .total_cmp(&key[a as usize])
+        let mut ranked: Vec<(u32, u32)> = rest
+            .iter()
+            .enumerate()
+            .map(|(p, &i)| (p as u32, i))
+            .collect();
+        sort_first(&mut ranked, k, |&(pa, a), &(pb, b)| {
+            key[pb as usize]
+                .total_cmp(&key[pa as usize])
                 .then(tie(a).cmp(&tie(b)))
                 .then(a.cmp(&b))
         });
+        for (o, (_, i)) in order.iter_mut().zip(ranked) {
+            *o = i;
+        }
     }
     order
+}
+
+/// Puts the `k` least of `v` under the total order `cmp` first, in that order (the rest after
+/// them, in no particular order).
+fn sort_first<T>(v: &mut [T], k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
+    let k = k.min(v.len());
+    if k == 0 {
+        return;
+    }
+    if k < v.len() {
+        v.select_nth_unstable_by(k - 1, &cmp);
+    }
+    v[..k].sort_unstable_by(cmp);
 }
 
 /// One pass: `order` (positions in `items`) placed in that order above `base`, each at the
@@ -134,10 +170,9 @@ impl Pass<'_> {
         if base >= beat {
             return Some((Vec::new(), base));
         }
-        // Placed intervals by offset: `(offset, end)` in units of ALIGN and `(start, end)`
-        // points, in two parallel lists.
-        let mut spans: Vec<(i64, i64)> = Vec::with_capacity(order.len());
-        let mut times: Vec<(u32, u32)> = Vec::with_capacity(order.len());
+        // Placed intervals by offset: `[offset, end)` in units of ALIGN and their first and
+        // last points, in one list (read in order at each placement).
+        let mut placed: Vec<Placed> = Vec::with_capacity(order.len());
         let mut offsets = vec![0i64; order.len()];
         let base = base / ALIGN;
         let mut top = base;
@@ -148,15 +183,21 @@ impl Pass<'_> {
             let it = items[i as usize];
             let (s, e) = (it.window.start.raw(), it.window.end.raw());
             let need = it.need / ALIGN;
-            let overlapping = spans
+            let overlapping = placed
                 .iter()
-                .zip(&times)
-                .filter(|(_, &(ps, pe))| ps <= e && s <= pe)
-                .map(|(&span, _)| span);
+                .filter(|p| p.first <= e && s <= p.last)
+                .map(|p| (p.offset, p.end));
             let at = fit(overlapping, base, need, first_fit);
-            let k = spans.partition_point(|&(o, _)| o <= at);
-            spans.insert(k, (at, at + need));
-            times.insert(k, (s, e));
+            let k = placed.partition_point(|p| p.offset <= at);
+            placed.insert(
+                k,
+                Placed {
+                    offset: at,
+                    end: at + need,
+                    first: s,
+                    last: e,
+                },
+            );
             offsets[r] = at;
             top = top.max(at + need);
             if top * ALIGN >= beat {
@@ -166,6 +207,16 @@ impl Pass<'_> {
         let offsets = offsets.into_iter().map(|o| o * ALIGN).collect();
         Some((offsets, top * ALIGN))
     }
+}
+
+/// A placed interval in [`Pass::place`]: its bytes `[offset, end)` in units of [`ALIGN`] and
+/// its first and last points.
+#[derive(Clone, Copy)]
+struct Placed {
+    offset: i64,
+    end: i64,
+    first: u32,
+    last: u32,
 }
 
 /// Where `need` goes between the occupied ranges `(offset, end)` (sorted by offset) above
