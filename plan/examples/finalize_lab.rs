@@ -1,5 +1,5 @@
 //! Finalize alone on the plans the long-tail benchmark dumps (`EBB_LONGTAIL_DUMP=DIR cargo
-//! bench -p ebb-compiler --bench finalize_longtail`), without compiling a fixture: for
+//! bench -p ebb-bench --bench finalize_longtail`), without compiling a fixture: for
 //! profiling (`perf record`) and byte-identity checks of finalize and the arena.
 //!
 //! `cargo run --release -p ebb-plan --example finalize_lab -- DIR FIXTURE [DEVICE [MODE

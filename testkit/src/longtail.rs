@@ -1,4 +1,4 @@
-//! What the long-tail finalize benchmark (`compiler/benches/finalize_longtail.rs`) and the
+//! What the long-tail finalize benchmark (`bench/benches/finalize_longtail.rs`) and the
 //! finalize lab (`plan/examples/finalize_lab.rs`) share: the budgets of its modes, a digest of
 //! finalize's results (to check across builds that decisions and offsets are byte-identical),
 //! and the process's CPU time.

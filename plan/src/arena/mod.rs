@@ -26,7 +26,7 @@
 //! anchors' greedy pass reads each pair of anchors at most once: at most K²/2 reads). There is no search and no work cap: a plan's layout does the same
 //! work on every shape, whatever the arena it reaches.
 //!
-//! On the long-tail benchmark's plans (`compiler/benches/finalize_longtail.rs`: GPT-2 small and
+//! On the long-tail benchmark's plans (`bench/benches/finalize_longtail.rs`: GPT-2 small and
 //! the 24-layer GPT, budgets from none to half the program-order peak) the anchored layout
 //! lands within 4.1% of the planned peak where the scan leaves up to 29%
 //! (docs/results/2026-11-28-finalize-bounded.md).

@@ -67,7 +67,7 @@
 //! residency intervals on the calling thread, the ~5 900 small ones in slabs on a helper
 //! thread); the calling thread decides one variant and lays out its arena at once while a
 //! helper thread decides the other (`finalize/variants.rs`, `crate::helpers`). Timings:
-//! `cargo bench -p ebb-compiler --bench plan -- finalize`, and docs/results/ (about 0.9 ms in
+//! `cargo bench -p ebb-bench --bench plan -- finalize`, and docs/results/ (about 0.9 ms in
 //! all on a 2-core VM).
 //!
 //! Known failure cases: greedy choice per peak point is not optimal (a candidate chosen early
@@ -685,7 +685,7 @@ enum Upward {
 /// most layouts come within a fraction of that, and then the allowance only costs evictions),
 /// and the share an arena must leave unused after the retries for finalize to decide again for
 /// the whole budget. On the long-tail benchmark's plans most arenas are within 0.5% of their
-/// planned peak (`compiler/benches/finalize_longtail.rs`).
+/// planned peak (`bench/benches/finalize_longtail.rs`).
 pub const UPWARD_SLACK: f64 = ARENA_ALLOWANCE / 4.0;
 
 /// The target in bytes of the decisions [`Finalizer`] lays out first under `budget`: the

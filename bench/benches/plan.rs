@@ -8,7 +8,7 @@
 //!   scheduled peak on `h100-sxm-pcie5`, with arena offsets, its variants prepared once as a
 //!   runtime holds them (target ≤ 1 ms), and from the cache. Measured figures: docs/results/.
 //!
-//! Run: `cargo bench -p ebb-compiler --bench plan`.
+//! Run: `cargo bench -p ebb-bench --bench plan`.
 // `criterion_group!` defines an undocumented `pub fn`; a bench has no API to document.
 #![allow(missing_docs)]
 

@@ -2,7 +2,7 @@
 //! (11.4k MLIR ops, 1.8 MB of generic-form text). Target: under 3 s and under 1 GiB
 //! on a 2-core machine.
 //!
-//! Run: `cargo bench -p ebb-compiler --bench import`. Peak RSS is the process's `VmHWM`
+//! Run: `cargo bench -p ebb-bench --bench import`. Peak RSS is the process's `VmHWM`
 //! (Linux), measured after the timing loop, so it covers the largest single import.
 // `criterion_group!` defines an undocumented `pub fn`; a bench has no API to document.
 #![allow(missing_docs)]

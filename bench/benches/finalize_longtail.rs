@@ -20,7 +20,7 @@
 //! printed and written to `target/finalize_longtail.json`; then criterion times each case with
 //! the shapes taken round-robin (`finalize/longtail/<fixture>/<device>/<mode>`).
 //!
-//! Run: `cargo bench -p ebb-compiler --bench finalize_longtail` (with `EBB_TABLE_ONLY=1` in the
+//! Run: `cargo bench -p ebb-bench --bench finalize_longtail` (with `EBB_TABLE_ONLY=1` in the
 //! environment, only the table). `EBB_LONGTAIL_FIXTURES=gpt2_24l` (comma-separated) restricts the
 //! fixtures, `EBB_LONGTAIL_REPEATS=N` sets the finalizes timed per shape (default 5), and
 //! `EBB_LONGTAIL_DUMP=DIR` writes each fixture's plan (`DIR/<fixture>.plan.json`) and its shapes
