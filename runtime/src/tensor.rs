@@ -13,7 +13,7 @@
 pub use crate::buffer::Buf;
 use ebb_ir::op::{f16_bits_to_f32, Literal};
 use ebb_ir::DType;
-use half::{bf16, f16, slice::HalfFloatSliceExt};
+use half::{bf16, f16};
 use std::fmt;
 use std::sync::Arc;
 
@@ -372,10 +372,15 @@ impl_elem_float!(f64, F64, |x| x, |v| v);
 impl_elem_float!(bf16, BF16, |x| f64::from(x.to_f32()), bf16::from_f64);
 // `f16` from `f64` through `f32`: what `f16::from_f64` does on x86 CPUs with F16C (the
 // hardware conversion of `x as f32`), made the rule on every CPU (`half`'s software path
-// rounds on the top 32 bits of the `f64` instead); the generated kernels do the same.
-impl_elem_float!(f16, F16, |x| f64::from(x.to_f32()), |v| f16::from_f32(
-    v as f32
-));
+// rounds on the top 32 bits of the `f64` instead); the generated kernels do the same. To
+// `f64` through `f32` with `f16_conv`'s branch-free widening (`half`'s bits, no call per
+// element), so that loops over it vectorize.
+impl_elem_float!(
+    f16,
+    F16,
+    |x| f64::from(crate::f16_conv::f16_to_f32(x)),
+    |v| f16::from_f32(v as f32)
+);
 
 /// One element of any type (for region bodies evaluated element by element).
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -690,11 +695,11 @@ pub(crate) fn f32_to_bf16_serial(src: &[f32], out: &mut [bf16]) {
 }
 
 /// `f16::from_f32` of every element (round to nearest even: exactly the `f64` path's rounding
-/// of an `f32`), written into `out` (of `v`'s length) in parallel with `half`'s slice
-/// conversion (F16C's vector instructions where the CPU has them).
+/// of an `f32`), written into `out` (of `v`'s length) in parallel with
+/// [`crate::f16_conv::f32_to_f16_slice`] (F16C's vector instructions where the CPU has them).
 pub(crate) fn f32_to_f16_into(v: &[f32], out: &mut [f16]) {
     crate::exec::par::elements(out, &|s, o| {
-        o.convert_from_f32_slice(&v[s..s + o.len()]);
+        crate::f16_conv::f32_to_f16_slice(&v[s..s + o.len()], o);
     });
 }
 
@@ -723,7 +728,7 @@ fn convert_to_f32(d: &Data) -> Vec<f32> {
         Data::F16(v) => {
             let mut out = vec![0f32; v.len()];
             crate::exec::par::elements(&mut out, &|s, o| {
-                v[s..s + o.len()].convert_to_f32_slice(o);
+                crate::f16_conv::f16_to_f32_slice(&v[s..s + o.len()], o);
             });
             out
         }

@@ -109,6 +109,52 @@ fn column_reductions_combine_rows_in_order() {
     }
 }
 
+/// `f16` sums and products (widened to `f32` before the reduction) over leading rows (split
+/// over threads by columns) and over the innermost dimension: every result is its elements
+/// combined in order in `f64` from the init value, rounded once as `f16::from_f32` of the
+/// `f32` rounding; one column and one row hold an infinity.
+#[test]
+fn f16_sums_and_products_combine_in_order() {
+    use half::f16;
+    let (m, n) = (300, 257);
+    let mut x: Vec<f16> = (0..m * n)
+        .map(|i| {
+            let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+            let e = (h % 16) as i32 - 12;
+            let s = if h & 1 == 0 { 1.0 } else { -1.0 };
+            f16::from_f64(((h >> 8) % 255 + 1) as f64 / 128.0 * 2f64.powi(e) * s)
+        })
+        .collect();
+    x[5 * n + 7] = f16::INFINITY;
+    let t = ebb_runtime::Tensor::new(vec![m, n], ebb_runtime::Data::F16(x.clone().into())).unwrap();
+    for (op, init) in [("add", 0.5f64), ("multiply", 1.0)] {
+        for (dim, out) in [(0usize, n), (1, m)] {
+            let src = format!(
+                "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f16[{m},{n}]\n  %1 = constant {{value = dense<{init:?}> : f16}} : f16[]\n  %2 = reduce(%0, %1) {{dimensions = [{dim}]}} : f16[{out}] {{\n    {}\n  }}\n  return %2\n}}",
+                body("f16", op)
+            );
+            let got = run1(&src, &[], vec![t.clone()]);
+            let ebb_runtime::Data::F16(got) = got.data() else {
+                panic!("not f16");
+            };
+            for (k, g) in got.iter().enumerate() {
+                let at = |i: usize| if dim == 0 { x[i * n + k] } else { x[k * n + i] };
+                let len = if dim == 0 { m } else { n };
+                let want = (0..len).fold(init, |a, i| {
+                    let v = at(i).to_f64();
+                    if op == "add" {
+                        a + v
+                    } else {
+                        a * v
+                    }
+                });
+                let want = f16::from_f32(want as f32);
+                assert_eq!(g.to_bits(), want.to_bits(), "{op} over {dim}, result {k}");
+            }
+        }
+    }
+}
+
 /// Group normalization's statistics: `f32[P,G,C]` reduced over positions and channels into
 /// `f32[G]`; every result is, position by position, its `C` channels summed in order in `f64`
 /// and added to the running sum (the values span 2^±40, so another order gives other bits),

@@ -54,6 +54,13 @@ pub(crate) fn reduce(
     let f = RegionFn::new(region, "body", ctx.bindings)?;
     if let (1, Body::Monoid(m)) = (n, &f.body) {
         if xs[0].dtype() == inits[0].dtype() && ctx.out[0].dtype == xs[0].dtype() {
+            if let (Data::F16(x), Some(Scalar::F16(init)), Monoid::Add | Monoid::Mul) =
+                (xs[0].data(), inits[0].data().get(0), m)
+            {
+                let out = f16_sums(ctx, x, init, &shape, &red, *m == Monoid::Mul);
+                let data = Data::F16(Buf::from(out));
+                return Ok(vec![Tensor::from_parts(ctx.out[0].shape.clone(), data)]);
+            }
             let data = reduce_monoid(xs[0].data(), inits[0].data(), &shape, &red, *m)?;
             return Ok(vec![Tensor::from_parts(ctx.out[0].shape.clone(), data)]);
         }
@@ -355,6 +362,32 @@ pub(crate) fn float_monoid<T: Elem>(
             })
         }
     })
+}
+
+/// [`float_monoid`]'s sums (products when `mul`) of `f16` values, the operand widened to
+/// `f32` first (F16C's vector conversion, into a buffer of the step's pool): the same `f64`
+/// terms in the same order, so the same bits, without a conversion per element inside the
+/// reduction's loops.
+fn f16_sums(
+    ctx: &Ctx,
+    x: &[half::f16],
+    init: half::f16,
+    shape: &[usize],
+    red: &[bool],
+    mul: bool,
+) -> Vec<half::f16> {
+    let mut w = ctx.pool.take_vec::<f32>(x.len());
+    super::par::elements(&mut w, &|s, o| {
+        crate::f16_conv::f16_to_f32_slice(&x[s..s + o.len()], o);
+    });
+    let init = init.to_f64();
+    let acc = if mul {
+        reduce_typed(&w, shape, red, init, f64::from, |a, b| a * b)
+    } else {
+        reduce_typed(&w, shape, red, init, f64::from, |a, b| a + b)
+    };
+    ctx.pool.put(Data::F32(w));
+    acc.into_iter().map(<half::f16 as Elem>::from_f64).collect()
 }
 
 fn int_monoid<T: super::arith::IntOps>(

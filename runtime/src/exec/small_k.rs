@@ -13,7 +13,6 @@ use super::dot::{Gemm, Mat};
 #[cfg(target_arch = "x86_64")]
 #[path = "small_k_avx2.rs"]
 mod avx2;
-use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
 /// An operand element type that an accumulator type `T` reads, widened exactly.
@@ -53,7 +52,7 @@ impl Widen<f32> for f16 {
     fn widen_into(src: &[f16], dst: &mut [f32]) {
         // Exact (every `f16` value is an `f32`); F16C's vector instructions where the CPU
         // has them.
-        src.convert_to_f32_slice(dst);
+        crate::f16_conv::f16_to_f32_slice(src, dst);
     }
     fn as_wide(_: &[f16]) -> Option<&[f32]> {
         None
@@ -99,7 +98,7 @@ impl Store<f32> for bf16 {
 impl Store<f32> for f16 {
     #[inline(always)]
     fn store(src: &[f32], dst: &mut [f16]) {
-        dst.convert_from_f32_slice(src);
+        crate::f16_conv::f32_to_f16_slice(src, dst);
     }
     fn as_acc(_: &mut [f16]) -> Option<&mut [f32]> {
         None
