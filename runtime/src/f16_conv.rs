@@ -17,7 +17,7 @@ use half::slice::HalfFloatSliceExt;
 /// normals rebias the exponent (+112), subnormals are `mantissa × 2⁻²⁴` (exact in `f32`),
 /// infinities and NaNs take the all-ones exponent.
 #[inline(always)]
-pub(crate) fn f16_to_f32(x: f16) -> f32 {
+pub fn f16_to_f32(x: f16) -> f32 {
     let h = u32::from(x.to_bits());
     let sign = (h & 0x8000) << 16;
     let em = h & 0x7fff;
@@ -37,7 +37,10 @@ pub(crate) fn f16_to_f32(x: f16) -> f32 {
 }
 
 /// `f16::to_f32` of every element of `src` into `dst` (of the same length).
-pub(crate) fn f16_to_f32_slice(src: &[f16], dst: &mut [f32]) {
+///
+/// # Panics
+/// When the lengths differ.
+pub fn f16_to_f32_slice(src: &[f16], dst: &mut [f32]) {
     assert_eq!(src.len(), dst.len(), "f16_to_f32_slice: lengths differ");
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
@@ -52,7 +55,10 @@ pub(crate) fn f16_to_f32_slice(src: &[f16], dst: &mut [f32]) {
 
 /// `f16::from_f32` of every element of `src` into `dst` (of the same length): round to
 /// nearest even, a NaN keeping its top payload bits with the quiet bit set.
-pub(crate) fn f32_to_f16_slice(src: &[f32], dst: &mut [f16]) {
+///
+/// # Panics
+/// When the lengths differ.
+pub fn f32_to_f16_slice(src: &[f32], dst: &mut [f16]) {
     assert_eq!(src.len(), dst.len(), "f32_to_f16_slice: lengths differ");
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
@@ -127,56 +133,5 @@ mod x86 {
             }
             dst[n..].copy_from_slice(&h[..r]);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every `f16` bit pattern widens to `half`'s bits, scalar and slice.
-    #[test]
-    fn widening_matches_half_on_every_pattern() {
-        let all: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
-        let mut got = vec![0f32; all.len()];
-        f16_to_f32_slice(&all, &mut got);
-        for (&h, &g) in all.iter().zip(&got) {
-            let want = h.to_f32().to_bits();
-            assert_eq!(f16_to_f32(h).to_bits(), want, "scalar {:#06x}", h.to_bits());
-            assert_eq!(g.to_bits(), want, "slice {:#06x}", h.to_bits());
-        }
-    }
-
-    /// Narrowing matches `f16::from_f32` on every `f16` value, the midpoints and their
-    /// neighbours, the overflow edge and NaN payloads, including a tail shorter than 8.
-    #[test]
-    fn narrowing_matches_half() {
-        let mut xs = vec![
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            65520.0,
-            65519.996,
-            -65520.0,
-        ];
-        xs.extend([0x7f80_0001u32, 0xffc1_2345, 0x7fbf_ffff].map(f32::from_bits));
-        for b in 0..=u16::MAX {
-            let x = f16::from_bits(b).to_f32();
-            let u = x.to_bits();
-            let (up, down) = (u.wrapping_add(0x1000), u.wrapping_add(0xfff));
-            xs.extend([x, f32::from_bits(up), f32::from_bits(down)]);
-        }
-        let mut got = vec![f16::ZERO; xs.len()];
-        f32_to_f16_slice(&xs, &mut got);
-        for (&x, &g) in xs.iter().zip(&got) {
-            assert_eq!(
-                g.to_bits(),
-                f16::from_f32(x).to_bits(),
-                "{:#010x}",
-                x.to_bits()
-            );
-        }
-        let mut tail = [f16::ZERO; 5];
-        f32_to_f16_slice(&xs[..5], &mut tail);
-        assert_eq!(tail.as_slice(), &got[..5]);
     }
 }

@@ -23,7 +23,7 @@ pub mod buffer;
 pub mod device;
 pub mod error;
 pub mod exec;
-mod f16_conv;
+pub mod f16_conv;
 pub mod host_memory;
 pub mod inputs;
 pub mod npz;

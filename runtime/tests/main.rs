@@ -23,6 +23,7 @@ mod exec_program;
 mod exec_random;
 mod exec_reduce;
 mod exec_shape_ops;
+mod f16_conv;
 mod host_memory;
 mod raw;
 mod tensor;
