@@ -3,9 +3,11 @@
 //! file must be added below.
 
 mod bench;
+mod bench_shapes;
 mod cli;
 mod docs_commands;
 mod hostile;
 mod kernel_cache;
 mod pack;
 mod reliability;
+mod units;

@@ -119,16 +119,3 @@ impl FromStr for DType {
             .ok_or_else(|| UnknownDType(s.to_string()))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip() {
-        for d in DType::ALL {
-            assert_eq!(d.name().parse::<DType>(), Ok(d));
-        }
-        assert!("c64".parse::<DType>().is_err());
-    }
-}

@@ -133,8 +133,9 @@ impl Found {
 }
 
 /// The budget grid: `points` budgets evenly spaced from `lo` to `hi` (both included), with
-/// `extra` budgets added; sorted, without repeats.
-fn grid(lo: i64, hi: i64, points: usize, extra: &[i64]) -> Vec<i64> {
+/// `extra` budgets added; sorted, without repeats. Public for the tests only.
+#[doc(hidden)]
+pub fn grid(lo: i64, hi: i64, points: usize, extra: &[i64]) -> Vec<i64> {
     let n = points.max(2) - 1;
     let mut g: Vec<i64> = (0..=n)
         .map(|k| lo + ((hi - lo) as i128 * k as i128 / n as i128) as i64)
@@ -353,17 +354,5 @@ impl BudgetCurve {
             last = Some(p);
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::grid;
-
-    #[test]
-    fn the_grid_holds_both_ends_and_the_extras_once() {
-        assert_eq!(grid(10, 20, 3, &[20, 25]), vec![10, 15, 20, 25]);
-        assert_eq!(grid(10, 10, 16, &[]), vec![10]);
-        assert_eq!(grid(0, 100, 5, &[7]), vec![0, 7, 25, 50, 75, 100]);
     }
 }

@@ -159,21 +159,23 @@ pub fn update_pairs(g: &Graph) -> Vec<Option<usize>> {
     pairs
 }
 
-/// Error figures of one output (see [`OutputNumerics`]).
+/// Error figures of one output (see [`OutputNumerics`]). Public for the tests only.
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default)]
-struct Diff {
+pub struct Diff {
     max_abs: f64,
     max_ref: f64,
     diff_sq: f64,
     ref_sq: f64,
-    nonfinite_mismatches: usize,
+    /// Elements where one side is not finite and the two differ.
+    pub nonfinite_mismatches: usize,
     /// Compared as the update of the paired input (else by value).
-    by_update: bool,
+    pub by_update: bool,
 }
 
 impl Diff {
     /// `‖x − y‖ / ‖y‖` (0 when both are 0, infinite when only the reference is 0).
-    fn normwise(&self) -> f64 {
+    pub fn normwise(&self) -> f64 {
         ratio(self.diff_sq.sqrt(), self.ref_sq.sqrt())
     }
 }
@@ -189,8 +191,10 @@ fn ratio(num: f64, den: f64) -> f64 {
 }
 
 /// Compares `x` with `y` (both of one length), as updates of `base` when given and the
-/// reference's update is smaller in norm than its value (see the module docs).
-fn diff(x: &[f64], y: &[f64], base: Option<&[f64]>) -> Diff {
+/// reference's update is smaller in norm than its value (see the module docs). Public for the
+/// tests only.
+#[doc(hidden)]
+pub fn diff(x: &[f64], y: &[f64], base: Option<&[f64]>) -> Diff {
     let mut d = Diff::default();
     // The reference's update `y − x₀` (its value where `x₀` is absent or not finite), beside
     // its value: largest magnitude and squared norm of each.
@@ -475,81 +479,4 @@ pub fn compare(
         reran,
         outputs,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nonfinite_positions_must_match() {
-        let inf = f64::INFINITY;
-        assert_eq!(diff(&[inf, 1.0], &[inf, 1.0], None).nonfinite_mismatches, 0);
-        assert_eq!(diff(&[f64::NAN], &[f64::NAN], None).nonfinite_mismatches, 0);
-        assert_eq!(diff(&[inf], &[-inf], None).nonfinite_mismatches, 1);
-        assert_eq!(diff(&[f64::NAN], &[1.0], None).nonfinite_mismatches, 1);
-        assert_eq!(diff(&[1.0], &[inf], None).nonfinite_mismatches, 1);
-    }
-
-    #[test]
-    fn updates_are_compared_against_the_reference_update() {
-        // w = 10, reference update -0.1, ours -0.2: 1% of the value, 100% of the update.
-        let d = diff(&[9.8], &[9.9], Some(&[10.0]));
-        assert!((d.normwise() - 1.0).abs() < 1e-9);
-        let v = diff(&[9.8], &[9.9], None);
-        assert!(v.normwise() < 0.011);
-        // An input the reference leaves unchanged is compared by value.
-        assert_eq!(diff(&[3.0], &[3.0], Some(&[3.0])).normwise(), 0.0);
-        // So is an output that is not the update of its paired input (a loss of 5 paired with
-        // a loss scale of 32768): twice the loss is off by its whole value.
-        let loss = diff(&[10.0], &[5.0], Some(&[32768.0]));
-        assert!(!loss.by_update);
-        assert!((loss.normwise() - 1.0).abs() < 1e-12);
-        assert!(d.by_update);
-    }
-
-    #[test]
-    fn one_ulp_perturbation_changes_every_nonzero_float() {
-        let t = Tensor::from_f32(vec![3], vec![1.0, -2.5, 0.0]).unwrap();
-        let i = Tensor::from_i32(vec![1], vec![7]).unwrap();
-        let p = perturb_by_roundoff(&[t.clone(), i.clone()], 0.0, 1).unwrap();
-        let (a, b) = (t.as_f32().unwrap(), p[0].as_f32().unwrap());
-        for k in 0..2 {
-            let ulps = (a[k].to_bits() as i64 - b[k].to_bits() as i64).abs();
-            // 1 ± ε: one ulp, or two below a power of two (the lower binade's ulps are finer).
-            assert!((1..=2).contains(&ulps), "{} -> {}", a[k], b[k]);
-        }
-        assert_eq!(b[2], 0.0);
-        assert!(p[1].bits_eq(&i));
-    }
-
-    #[test]
-    fn the_roundoff_unit_is_the_least_precise_computed_type() {
-        let f32_step = ebb_ir::text::parse(
-            "graph @t {\n  %0 = input {index = 0, name = \"x\"} : f32[4]\n  \
-             %1 = negate(%0) : f32[4]\n  return %1\n}",
-        )
-        .unwrap();
-        assert_eq!(roundoff_epsilon(&f32_step), Some(f32::EPSILON as f64));
-        // f32 parameters, a bf16 forward pass inside a region: bf16's unit.
-        let bf16_inside = ebb_ir::text::parse(
-            "graph @t {\n  %0 = input {index = 0, name = \"x\"} : f32[4]\n  \
-             %1 = fusion(%0) {kind = \"loop\"} : f32[4] {\n    region @f {\n      \
-             %0 = input {index = 0, name = \"in0\"} : f32[4]\n      \
-             %1 = convert(%0) {dtype = bf16} : bf16[4]\n      \
-             %2 = convert(%1) {dtype = f32} : f32[4]\n      return %2\n    }\n  }\n  \
-             return %1\n}",
-        )
-        .unwrap();
-        assert_eq!(roundoff_epsilon(&bf16_inside), Some(2f64.powi(-7)));
-        let ints = ebb_ir::text::parse(
-            "graph @t {\n  %0 = input {index = 0, name = \"x\"} : i32[4]\n  return %0\n}",
-        )
-        .unwrap();
-        assert_eq!(roundoff_epsilon(&ints), None);
-        // The floor widens f32 inputs to bf16's unit: about 2^16 f32 ulps.
-        let t = Tensor::from_f32(vec![1], vec![1.0]).unwrap();
-        let p = perturb_by_roundoff(&[t], 2f64.powi(-7), 1).unwrap();
-        assert!((p[0].as_f32().unwrap()[0] - 1.0).abs() == 2f32.powi(-7));
-    }
 }

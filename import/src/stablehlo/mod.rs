@@ -27,6 +27,13 @@ pub mod pretty;
 
 pub use crate::{sym, ImportStats, UnsupportedUse};
 pub use error::ImportError;
+
+/// Internal helpers, public for the tests in `import/tests/` only.
+#[doc(hidden)]
+pub mod internals {
+    pub use super::dims::solve;
+    pub use super::ops::placement::dict_string;
+}
 pub use ops::supported_op_names;
 
 use ebb_ir::Graph;
@@ -241,7 +248,7 @@ fn parse_generic<'c>(
 }
 
 /// Extracts `line:col` from an MLIR location text such as `loc("-":3:14)`.
-fn line_col(loc: &str) -> (u32, u32) {
+pub fn line_col(loc: &str) -> (u32, u32) {
     let nums: Vec<u32> = loc
         .rsplit('"')
         .next()
@@ -312,28 +319,5 @@ pub fn short_loc(loc: &str) -> String {
         (Some(n), None) => n,
         (None, Some(f)) => f,
         (None, None) => "unknown location".into(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn locations() {
-        assert_eq!(line_col("loc(\"-\":3:14)"), (3, 14));
-        assert_eq!(
-            short_loc("loc(\"jit(step)/dot_general\"(\"/tmp/mlp.py\":7:20 to :41))"),
-            "jit(step)/dot_general @ mlp.py:7:20"
-        );
-        assert_eq!(short_loc("loc(unknown)"), "unknown location");
-        assert_eq!(
-            short_loc_in("loc(\"-\":5:10)", "/tmp/m.mlir"),
-            "m.mlir:5:10"
-        );
-        assert_eq!(
-            short_loc_in("loc(\"add\"(\"-\":5:10))", "/tmp/m.mlir"),
-            "add @ m.mlir:5:10"
-        );
     }
 }

@@ -28,7 +28,7 @@ mod control;
 mod dynamic_window;
 mod index;
 mod layout;
-mod placement;
+pub(super) mod placement;
 mod random;
 
 use super::func::{op_name, Entry, Frame, Importer, R};

@@ -12,7 +12,7 @@ use super::Symbol;
 
 /// An integer or an infinity. Ordered `NegInf < Fin(_) < PosInf`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub(crate) enum Ext {
+pub enum Ext {
     NegInf,
     Fin(i128),
     PosInf,
@@ -108,9 +108,9 @@ impl Ext {
 
 /// A closed interval `[lo, hi]` of integers, possibly unbounded.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct Interval {
-    pub(crate) lo: Ext,
-    pub(crate) hi: Ext,
+pub struct Interval {
+    pub lo: Ext,
+    pub hi: Ext,
 }
 
 impl Interval {
@@ -143,14 +143,14 @@ impl Interval {
         }
     }
 
-    pub(crate) fn add(self, o: Interval) -> Interval {
+    pub fn add(self, o: Interval) -> Interval {
         Interval {
             lo: self.lo.add(o.lo, Dir::Down),
             hi: self.hi.add(o.hi, Dir::Up),
         }
     }
 
-    pub(crate) fn mul(self, o: Interval) -> Interval {
+    pub fn mul(self, o: Interval) -> Interval {
         let pairs = [
             (self.lo, o.lo),
             (self.lo, o.hi),
@@ -171,7 +171,7 @@ impl Interval {
     }
 
     /// `self^n`, exact on the sign structure (even powers are non-negative).
-    pub(crate) fn pow(self, n: u32) -> Interval {
+    pub fn pow(self, n: u32) -> Interval {
         if n == 0 {
             return Interval::point(1);
         }
@@ -200,7 +200,7 @@ impl Interval {
     }
 
     /// `floordiv(x, k)` for `k > 0` (monotone).
-    pub(crate) fn floor_div(self, k: i128) -> Interval {
+    pub fn floor_div(self, k: i128) -> Interval {
         Interval {
             lo: self.lo.floor_div(k),
             hi: self.hi.floor_div(k),
@@ -208,7 +208,7 @@ impl Interval {
     }
 
     /// `mod(x, k)` for `k > 0`: exact shift when `x` stays within one period, else `[0, k-1]`.
-    pub(crate) fn floor_mod(self, k: i128) -> Interval {
+    pub fn floor_mod(self, k: i128) -> Interval {
         if let Some((a, b)) = self.finite() {
             let j = a.div_euclid(k);
             if j == b.div_euclid(k) {
@@ -225,7 +225,7 @@ impl Interval {
     }
 
     /// Interval of `min(x, y)`.
-    pub(crate) fn min(self, o: Interval) -> Interval {
+    pub fn min(self, o: Interval) -> Interval {
         Interval {
             lo: self.lo.min(o.lo),
             hi: self.hi.min(o.hi),
@@ -275,54 +275,4 @@ pub(crate) fn expr_interval(e: &DimExpr, sym: &dyn Fn(&Symbol) -> Interval) -> I
         acc = acc.add(iv);
     }
     acc
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn iv(lo: i128, hi: i128) -> Interval {
-        Interval {
-            lo: Ext::Fin(lo),
-            hi: Ext::Fin(hi),
-        }
-    }
-
-    #[test]
-    fn products_and_powers() {
-        assert_eq!(iv(-2, 3).mul(iv(4, 5)), iv(-10, 15));
-        assert_eq!(iv(-3, 2).pow(2), iv(0, 9));
-        assert_eq!(iv(-3, -2).pow(2), iv(4, 9));
-        assert_eq!(iv(-3, 2).pow(3), iv(-27, 8));
-        let pos = Interval {
-            lo: Ext::Fin(1),
-            hi: Ext::PosInf,
-        };
-        assert_eq!(pos.mul(iv(0, 0)), iv(0, 0));
-        assert_eq!(
-            pos.mul(iv(-1, 0)),
-            Interval {
-                lo: Ext::NegInf,
-                hi: Ext::Fin(0)
-            }
-        );
-    }
-
-    #[test]
-    fn overflow_widens() {
-        let big = iv(i128::MAX / 2 + 1, i128::MAX);
-        let s = big.add(big);
-        assert_eq!(s.lo, Ext::NegInf);
-        assert_eq!(iv(i128::MIN, 0).pow(3).lo, Ext::NegInf);
-        assert_eq!(s.hi, Ext::PosInf);
-        assert_eq!(big.mul(big).hi, Ext::PosInf);
-    }
-
-    #[test]
-    fn div_and_mod() {
-        assert_eq!(iv(-3, 7).floor_div(2), iv(-2, 3));
-        assert_eq!(iv(9, 10).floor_mod(8), iv(1, 2));
-        assert_eq!(iv(7, 9).floor_mod(8), iv(0, 7));
-        assert_eq!(iv(1, 5).min(iv(3, 4)), iv(1, 4));
-    }
 }

@@ -31,15 +31,13 @@ mod display;
 mod eval;
 pub(crate) mod expr;
 mod grid;
-mod interval;
+// For the tests (`tests/dim_interval.rs`): the prover's interval arithmetic.
+#[doc(hidden)]
+pub mod interval;
 mod ops;
 mod parse;
 mod prove;
-#[cfg(test)]
-mod prove_tests;
 mod scope;
-#[cfg(test)]
-mod scope_tests;
 mod symbol;
 
 pub use bindings::{BindingsError, BindingsExt};
@@ -144,34 +142,4 @@ pub enum DimError {
         /// The value of `symbol` in the bindings.
         value: i64,
     },
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ordering_helpers() {
-        assert_eq!(DimOrdering::Less.reverse(), DimOrdering::Greater);
-        assert_eq!(DimOrdering::Unknown.reverse(), DimOrdering::Unknown);
-        assert!(DimOrdering::Equal.is_le() && DimOrdering::Equal.is_ge());
-        assert!(!DimOrdering::Unknown.is_le());
-    }
-
-    #[test]
-    fn error_messages_name_the_problem() {
-        let e = DimError::FactViolated {
-            symbol: "S".into(),
-            fact: "S % 8 == 0".into(),
-            value: 7,
-        };
-        assert_eq!(
-            e.to_string(),
-            "symbol `S` = 7 violates the fact `S % 8 == 0`"
-        );
-        assert_eq!(
-            DimError::Unbound("B".into()).to_string(),
-            "symbol `B` is not bound"
-        );
-    }
 }

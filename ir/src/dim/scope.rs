@@ -242,6 +242,12 @@ impl SymbolScope {
         &self.equalities
     }
 
+    /// The solved form of the facts (see the module docs): each solved symbol and the
+    /// expression it equals, which mentions no solved symbol.
+    pub fn solved(&self) -> &BTreeMap<Symbol, DimExpr> {
+        &self.solved
+    }
+
     /// Recomputes the solved form from the facts: the equalities in order, then the
     /// single-value ranges (so the solved form depends only on the facts).
     fn rebuild(&mut self) {

@@ -86,35 +86,3 @@ impl<'de> Deserialize<'de> for Symbol {
         Ok(Symbol::new(&name))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn symbols_are_equal_by_name() {
-        let a = Symbol::new("B");
-        assert_eq!(a, Symbol::new("B"));
-        assert_ne!(a, Symbol::new("S"));
-        assert!(Symbol::new("A") < Symbol::new("B"));
-        assert_eq!(a.name(), "B");
-        assert_eq!(a.to_string(), "B");
-    }
-
-    #[test]
-    fn identifiers() {
-        assert!(is_identifier("batch_size"));
-        assert!(is_identifier("_x1"));
-        assert!(!is_identifier("1x"));
-        assert!(!is_identifier("seq len"));
-        assert!(!is_identifier(""));
-    }
-
-    #[test]
-    fn serde_as_name() {
-        let s = Symbol::new("seq len");
-        let j = serde_json::to_string(&s).unwrap();
-        assert_eq!(j, "\"seq len\"");
-        assert_eq!(serde_json::from_str::<Symbol>(&j).unwrap(), s);
-    }
-}

@@ -13,7 +13,7 @@ const MAX_DIM_DEPTH: usize = 64;
 
 /// A number token: the source text of an integer or of a float (with `.` or an exponent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Number<'a> {
+pub enum Number<'a> {
     /// `-?[0-9]+`
     Int(&'a str),
     /// `-?[0-9]+(.[0-9]*)?([eE][+-]?[0-9]+)?` with a `.` or an exponent.
@@ -21,7 +21,7 @@ pub(crate) enum Number<'a> {
 }
 
 /// A position in the source and the scanning primitives. See the module docs.
-pub(crate) struct Cursor<'a> {
+pub struct Cursor<'a> {
     src: &'a str,
     pos: usize,
 }
@@ -44,7 +44,7 @@ pub(crate) fn is_ident(s: &str) -> bool {
 
 impl<'a> Cursor<'a> {
     /// A cursor at the start of `src`.
-    pub(crate) fn new(src: &'a str) -> Self {
+    pub fn new(src: &'a str) -> Self {
         Cursor { src, pos: 0 }
     }
 
@@ -71,7 +71,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// True at the end of the input (after trivia).
-    pub(crate) fn at_end(&mut self) -> bool {
+    pub fn at_end(&mut self) -> bool {
         self.peek().is_none()
     }
 
@@ -91,7 +91,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// An error at byte offset `at` (line and column are computed here, on the error path only).
-    pub(crate) fn error_at(&self, at: usize, msg: impl Into<String>) -> ParseError {
+    pub fn error_at(&self, at: usize, msg: impl Into<String>) -> ParseError {
         let at = at.min(self.src.len());
         let before = self.src.as_bytes()[..at].iter().rposition(|&c| c == b'\n');
         let line = self.src.as_bytes()[..at]
@@ -137,7 +137,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Consumes `s` if the input continues with it (after trivia).
-    pub(crate) fn eat(&mut self, s: &str) -> bool {
+    pub fn eat(&mut self, s: &str) -> bool {
         self.skip_trivia();
         if self.rest().starts_with(s.as_bytes()) {
             self.pos += s.len();
@@ -180,7 +180,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Consumes an identifier `[A-Za-z_][A-Za-z0-9_.$]*`.
-    pub(crate) fn ident(&mut self) -> Option<&'a str> {
+    pub fn ident(&mut self) -> Option<&'a str> {
         let id = self.peek_ident()?;
         self.pos += id.len();
         Some(id)
@@ -199,7 +199,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Consumes a decimal number (integer or float; see [`Number`]).
-    pub(crate) fn number(&mut self) -> Option<Number<'a>> {
+    pub fn number(&mut self) -> Option<Number<'a>> {
         self.skip_trivia();
         let r = self.rest();
         let mut i = usize::from(r.first() == Some(&b'-'));
@@ -241,7 +241,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Consumes `0x` followed by hex digits; returns the digits.
-    pub(crate) fn hex(&mut self) -> Option<&'a str> {
+    pub fn hex(&mut self) -> Option<&'a str> {
         self.skip_trivia();
         let r = self.rest();
         if !(r.starts_with(b"0x") || r.starts_with(b"0X")) {
@@ -272,7 +272,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Consumes a double-quoted string with escapes `\" \\ \n \t \r \u{HEX}`.
-    pub(crate) fn string(&mut self) -> Result<String, ParseError> {
+    pub fn string(&mut self) -> Result<String, ParseError> {
         self.skip_trivia();
         let start = self.pos;
         if self.peek_raw() != Some(b'"') {
@@ -341,7 +341,7 @@ impl<'a> Cursor<'a> {
     /// `:`, comparison or other delimiter outside parentheses and quoted symbol names, or the
     /// end of the line.
     /// Returns the trimmed text and its start offset.
-    pub(crate) fn dim_span(&mut self) -> Result<(&'a str, usize), ParseError> {
+    pub fn dim_span(&mut self) -> Result<(&'a str, usize), ParseError> {
         self.skip_trivia();
         let start = self.pos;
         let r = self.rest();

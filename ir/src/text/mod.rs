@@ -78,7 +78,9 @@
 //! Both directions are linear in the size of the text.
 
 mod attrs;
-mod lexer;
+// For the tests (`tests/text.rs`): the scanning primitives.
+#[doc(hidden)]
+pub mod lexer;
 mod parse;
 mod print;
 
@@ -106,6 +108,3 @@ impl fmt::Display for Graph {
         f.write_str(&print(self))
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -20,9 +20,9 @@ mod nn;
 mod optim;
 mod random;
 mod reduce;
-mod shape;
+pub(super) mod shape;
 mod slicing;
-mod symbolic;
+pub(super) mod symbolic;
 mod topk;
 
 pub(crate) use constant::literal_val;

@@ -36,7 +36,7 @@ const BUFFER_PLACEMENT: &str = "_xla_buffer_placement";
 
 /// The value of `key` in the printed dictionary attribute `dict` (`{a = "x", b = "y"}`), when it
 /// is a string.
-fn dict_string(dict: &str, key: &str) -> Option<String> {
+pub fn dict_string(dict: &str, key: &str) -> Option<String> {
     let at = dict.find(key)?;
     let rest = dict[at + key.len()..].trim_start().strip_prefix('=')?;
     let rest = rest.trim_start();
@@ -157,29 +157,5 @@ impl<'c, 'a> Importer<'c, 'a> {
             frame.set_tensor(Value::from(r), t);
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::dict_string;
-
-    #[test]
-    fn reads_the_placement_from_the_frontend_attributes() {
-        let d = r#"{_xla_buffer_placement = "pinned_host"}"#;
-        assert_eq!(
-            dict_string(d, "_xla_buffer_placement").as_deref(),
-            Some("pinned_host")
-        );
-        let d = r#"{a = "b", _xla_buffer_placement = "device"}"#;
-        assert_eq!(
-            dict_string(d, "_xla_buffer_placement").as_deref(),
-            Some("device")
-        );
-        assert_eq!(dict_string("{a = 1 : i32}", "_xla_buffer_placement"), None);
-        assert_eq!(
-            dict_string(r#"{_xla_buffer_placement = 3}"#, "_xla_buffer_placement"),
-            None
-        );
     }
 }

@@ -2,7 +2,7 @@
 //! ONNX definition: every reduction, with and without class weights and an ignored target,
 //! a spatial `[N, C, d]` input, and infinite inputs at classes other than the target.
 
-use super::tests::{int_attr, node, run, str_attr, vi};
+use crate::onnx::{int_attr, node, run, str_attr, vi};
 use ebb_runtime::{Data, Tensor};
 
 /// `loss[n, d] = −x[n, t[n, d], d]·w[t[n, d]]` (0 and no weight where `t == ignore`), reduced
@@ -152,7 +152,7 @@ fn nll_loss_spatial_and_infinite_other_classes() {
 /// target, an unknown reduction.
 #[test]
 fn nll_loss_bad_forms_are_errors() {
-    let cases: Vec<(Vec<super::proto::ValueInfoProto>, &str, &str)> = vec![
+    let cases: Vec<(Vec<ebb_import::onnx::proto::ValueInfoProto>, &str, &str)> = vec![
         (
             vec![vi("x", 1, &["4"]), vi("t", 7, &[])],
             "mean",
@@ -170,8 +170,8 @@ fn nll_loss_bad_forms_are_errors() {
         ),
     ];
     for (inputs, reduction, want) in cases {
-        let m = super::tests::model(
-            super::proto::GraphProto {
+        let m = crate::onnx::model(
+            ebb_import::onnx::proto::GraphProto {
                 node: vec![node(
                     "NegativeLogLikelihoodLoss",
                     &["x", "t"],
@@ -184,7 +184,7 @@ fn nll_loss_bad_forms_are_errors() {
             },
             &[],
         );
-        let e = super::import_bytes(&super::encode_model(&m), "t.onnx", None)
+        let e = ebb_import::onnx::import_bytes(&ebb_import::onnx::encode_model(&m), "t.onnx", None)
             .err()
             .map(|e| e.to_string())
             .expect("refused");

@@ -2,12 +2,12 @@
 //! compared with values computed directly (ops the fixtures do not exercise: `Erf`, negative
 //! `Gather` indices, `Trilu`, `OneHot`, symbolic `Reshape` chains, batched `MatMul`).
 
-use super::proto::{
+use ebb_import::onnx::proto::{
     tensor_shape_proto::{dimension::Value as D, Dimension},
     type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
 };
-use super::{encode_model, import_bytes};
+use ebb_import::onnx::{encode_model, import_bytes};
 use ebb_ir::{Bindings, Symbol};
 use ebb_runtime::{execute, program_schedule, Tensor};
 

@@ -4,9 +4,9 @@
 //! in both directions;
 //! model-local functions expanded with their attribute references.
 
-use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
-use super::tests::{node, vi};
-use super::{encode_model, import_bytes};
+use crate::onnx::{node, vi};
+use ebb_import::onnx::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
+use ebb_import::onnx::{encode_model, import_bytes};
 use ebb_ir::{Bindings, OpKind};
 use ebb_runtime::{execute, program_schedule, Data, Tensor};
 
@@ -67,7 +67,7 @@ fn model(cond: Option<bool>) -> Vec<u8> {
         ],
         ..node("If", &["c"], &["out"], vec![])
     });
-    let m = super::tests::model(
+    let m = crate::onnx::model(
         GraphProto {
             node: nodes,
             input: inputs,
@@ -121,8 +121,8 @@ fn if_with_a_known_condition_is_imported_inline() {
 /// with `ax` given and once with its default, expands in place.
 #[test]
 fn local_functions_expand_with_their_attributes() {
-    use super::proto::FunctionProto;
-    let int_attr = super::tests::int_attr;
+    use ebb_import::onnx::proto::FunctionProto;
+    let int_attr = crate::onnx::int_attr;
     let f = FunctionProto {
         name: Some("SoftAdd".into()),
         domain: Some("local".into()),
@@ -148,9 +148,9 @@ fn local_functions_expand_with_their_attributes() {
         attribute: attrs,
         ..node("SoftAdd", &["x", "x"], &[out], vec![])
     };
-    let m = super::proto::ModelProto {
+    let m = ebb_import::onnx::proto::ModelProto {
         functions: vec![f],
-        ..super::tests::model(
+        ..crate::onnx::model(
             GraphProto {
                 node: vec![call("p", vec![int_attr("ax", 1)]), call("q", vec![])],
                 input: vec![vi("x", 1, &["2", "2"])],
@@ -192,7 +192,7 @@ fn loop_carries_values_captures_and_stacks_scan_outputs() {
                 "Cast",
                 &["i"],
                 &["fi"],
-                vec![super::tests::int_attr("to", 1)],
+                vec![crate::onnx::int_attr("to", 1)],
             ),
             node("Mul", &["x", "fi"], &["xi"], vec![]),
             node("Add", &["acc", "xi"], &["acc_out"], vec![]),
@@ -215,13 +215,13 @@ fn loop_carries_values_captures_and_stacks_scan_outputs() {
         attribute: vec![graph_attr("body", g)],
         ..node("Loop", &[trip, "", "acc0"], outs, vec![])
     };
-    let m = super::tests::model(
+    let m = crate::onnx::model(
         GraphProto {
             node: vec![
                 looped(body, "four", &["acc", "rows"]),
                 looped(short, "trips", &["acc2"]),
             ],
-            initializer: vec![super::tests::i64_init("four", &[], &[4])],
+            initializer: vec![crate::onnx::i64_init("four", &[], &[4])],
             input: vec![
                 vi("x", 1, &["2"]),
                 vi("acc0", 1, &["2"]),
@@ -274,7 +274,7 @@ fn scan_runs_over_rows_in_both_directions() {
         attribute: {
             let mut a = vec![
                 graph_attr("body", body.clone()),
-                super::tests::int_attr("num_scan_inputs", 1),
+                crate::onnx::int_attr("num_scan_inputs", 1),
             ];
             if reverse {
                 a.push(AttributeProto {
@@ -288,7 +288,7 @@ fn scan_runs_over_rows_in_both_directions() {
         },
         ..node("Scan", &["s0", "xs"], &out, vec![])
     };
-    let m = super::tests::model(
+    let m = crate::onnx::model(
         GraphProto {
             node: vec![scan(["f", "fy"], false), scan(["r", "ry"], true)],
             input: vec![

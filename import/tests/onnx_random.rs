@@ -3,8 +3,8 @@
 //! numbers, so the tests check their distribution, the dropout algebra, the `ebb.rng_seed`
 //! input and determinism.
 
-use super::proto::{NodeProto, TensorProto};
-use super::tests::{ms_node, node, run, vi};
+use crate::onnx::{ms_node, node, run, vi};
+use ebb_import::onnx::proto::{NodeProto, TensorProto};
 use ebb_runtime::{Data, Tensor};
 
 fn f32_init(name: &str, v: f32) -> TensorProto {

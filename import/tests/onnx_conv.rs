@@ -4,8 +4,8 @@
 //! `GlobalMaxPool`, `AveragePoolGrad` in both padding-count modes, `BatchNormalization` in both
 //! modes with its running statistics.
 
-use super::proto::{AttributeProto, NodeProto};
-use super::tests::{ints_attr, ms_node, node, run, vi};
+use crate::onnx::{ints_attr, ms_node, node, run, vi};
+use ebb_import::onnx::proto::{AttributeProto, NodeProto};
 use ebb_runtime::Tensor;
 
 /// Deterministic values in [-1, 1).
@@ -231,7 +231,7 @@ fn average_pool_excludes_padding_and_global_max_pool_reduces_space() {
 fn batch_normalization_modes_and_running_statistics() {
     // x: [2, 2, 1, 2]; channel 0 holds 1,2,3,4, channel 1 holds 0,0,4,4.
     let x = vec![1.0, 2.0, 0.0, 0.0, 3.0, 4.0, 4.0, 4.0];
-    let vec_in = |name: &str, v: [f32; 2]| super::proto::TensorProto {
+    let vec_in = |name: &str, v: [f32; 2]| ebb_import::onnx::proto::TensorProto {
         name: Some(name.into()),
         dims: vec![2],
         data_type: Some(1),
@@ -239,7 +239,7 @@ fn batch_normalization_modes_and_running_statistics() {
         ..Default::default()
     };
     let train = NodeProto {
-        attribute: vec![super::tests::int_attr("training_mode", 1)],
+        attribute: vec![crate::onnx::int_attr("training_mode", 1)],
         ..node(
             "BatchNormalization",
             &["x", "s", "b", "m", "v"],
@@ -335,7 +335,7 @@ fn average_pool_grad_spreads_over_the_windows() {
             ints_attr("kernel_shape", &[k as i64]),
             ints_attr("strides", &[s as i64]),
             ints_attr("pads", &[p as i64, p as i64]),
-            super::tests::int_attr("count_include_pad", include),
+            crate::onnx::int_attr("count_include_pad", include),
         ];
         let grad = NodeProto {
             attribute: attrs,

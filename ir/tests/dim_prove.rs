@@ -1,7 +1,7 @@
-//! Unit tests of the prover (`prove.rs`): normalization, bounds and comparisons under facts.
+//! Tests of the prover (`ir/src/dim/prove.rs`): normalization, bounds and comparisons under facts.
 
-use super::DimOrdering::*;
-use super::*;
+use ebb_ir::dim::DimOrdering::*;
+use ebb_ir::dim::*;
 
 fn p(s: &str) -> DimExpr {
     s.parse().unwrap()

@@ -1,12 +1,12 @@
-//! Unit tests of the lexer and of printing details; whole-graph round trips are in
-//! `ir/tests/text_roundtrip.rs`.
+//! Tests of the lexer (`ir/src/text/lexer.rs`) and of printing details; whole-graph round
+//! trips are in `text_roundtrip.rs`.
 
-use super::lexer::{Cursor, Number};
-use super::{parse, parse_attrs, print, print_attrs};
-use crate::graph::Graph;
-use crate::op::{Attr, Attrs, CustomCallSpec, Op};
-use crate::types::TensorType;
-use crate::{DType, Node};
+use ebb_ir::graph::Graph;
+use ebb_ir::op::{Attr, Attrs, CustomCallSpec, Op};
+use ebb_ir::text::lexer::{Cursor, Number};
+use ebb_ir::text::{parse, parse_attrs, print, print_attrs};
+use ebb_ir::types::TensorType;
+use ebb_ir::{DType, Node};
 
 #[test]
 fn lexer_numbers_strings_and_trivia() {
@@ -61,7 +61,7 @@ fn zero_result_ops_and_multi_result_references() {
         ),
         &[x, x],
     );
-    g.set_outputs(vec![crate::ValueRef::new(two, 1)], vec![String::new()]);
+    g.set_outputs(vec![ebb_ir::ValueRef::new(two, 1)], vec![String::new()]);
     let text = print(&g);
     assert!(
         text.contains("%1:0 = custom_call(%0) {call_target_name = \"\"} : ()\n"),
@@ -110,7 +110,7 @@ fn payloads_are_validated_when_parsed() {
 fn case_with_several_branches_and_bitcast_round_trip() {
     let text = "graph @m {\n  %0 = input {index = 0, name = \"i\"} : i32[]\n  %1 = input {index = 1, name = \"x\"} : ui32[B]\n  %2 = case(%0, %1) : f32[B] {\n    region {\n      %0 = input {index = 0} : ui32[B]\n      %1 = bitcast_convert(%0) {dtype = f32} : f32[B]\n      return %1\n    }\n    region {\n      %0 = input {index = 0} : ui32[B]\n      %1 = convert(%0) {dtype = f32} : f32[B]\n      return %1\n    }\n  }\n  return %2\n}\n";
     let g = parse(text).unwrap_or_else(|e| panic!("{e}"));
-    crate::verify::verify(&g).unwrap();
+    ebb_ir::verify::verify(&g).unwrap();
     assert_eq!(print(&g), print(&parse(&print(&g)).unwrap()));
     // A branch returning another type than branch 0 is rejected by verification.
     let bad = text.replacen(
@@ -119,5 +119,5 @@ fn case_with_several_branches_and_bitcast_round_trip() {
         1,
     );
     let g = parse(&bad).unwrap();
-    assert!(crate::verify::verify(&g).is_err());
+    assert!(ebb_ir::verify::verify(&g).is_err());
 }

@@ -3,15 +3,15 @@
 //! nested graphs deeper than the import bound, external data that leaves the model's folder
 //! through a symbolic link or names a FIFO.
 
-use super::proto::{
+use crate::onnx::{ints_attr, model, node, vi};
+use ebb_import::onnx::proto::{
     AttributeProto, GraphProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
 };
-use super::tests::{ints_attr, model, node, vi};
-use super::{encode_model, import_bytes, OnnxError};
+use ebb_import::onnx::{encode_model, import_bytes, OnnxError};
 use std::path::Path;
 
 /// A graph `x: f32[2,3] -> y` with `nodes` (which must define `y`).
-fn graph(nodes: Vec<super::proto::NodeProto>, inits: Vec<TensorProto>) -> GraphProto {
+fn graph(nodes: Vec<ebb_import::onnx::proto::NodeProto>, inits: Vec<TensorProto>) -> GraphProto {
     GraphProto {
         node: nodes,
         initializer: inits,
@@ -33,7 +33,10 @@ fn import_err(g: GraphProto, opset: i64, dir: Option<&Path>) -> String {
     }
 }
 
-fn named(mut n: super::proto::NodeProto, name: &str) -> super::proto::NodeProto {
+fn named(
+    mut n: ebb_import::onnx::proto::NodeProto,
+    name: &str,
+) -> ebb_import::onnx::proto::NodeProto {
     n.name = Some(name.into());
     n
 }
@@ -126,7 +129,7 @@ fn invalid_attributes_are_refused_on_nodes_nothing_reads() {
 
 /// `If(cond) { then: If(cond) { ... } }` nested `depth` deep, the innermost branch `Relu(x)`.
 fn nested_ifs(depth: usize) -> GraphProto {
-    let branch = |inner: Vec<super::proto::NodeProto>, out: &str| GraphProto {
+    let branch = |inner: Vec<ebb_import::onnx::proto::NodeProto>, out: &str| GraphProto {
         node: inner,
         output: vec![vi(out, 1, &["2", "3"])],
         ..Default::default()

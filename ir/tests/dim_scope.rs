@@ -1,8 +1,8 @@
-//! Unit tests of [`SymbolScope`] facts (`scope.rs`): declarations, ranges, checks, the
+//! Tests of [`SymbolScope`] facts (`ir/src/dim/scope.rs`): declarations, ranges, checks, the
 //! solved form of equalities, sampling and serde.
 
-use super::*;
-use crate::BindingsExt;
+use ebb_ir::dim::*;
+use ebb_ir::BindingsExt;
 
 #[test]
 fn declare_and_ranges() {
@@ -61,10 +61,10 @@ fn solved_form_chains_equalities() {
     sc.add_equality(&a, "2*B".parse().unwrap());
     sc.add_equality(&b, "C + 1".parse().unwrap());
     sc.add_equality(&c, "A".parse().unwrap()); // cyclic: checked, not solved
-    assert_eq!(sc.solved.get(&a), Some(&"2*C + 2".parse().unwrap()));
-    assert!(!sc.solved.contains_key(&c));
+    assert_eq!(sc.solved().get(&a), Some(&"2*C + 2".parse().unwrap()));
+    assert!(!sc.solved().contains_key(&c));
     sc.set_range(&c, Some(5), Some(5));
-    assert_eq!(sc.solved.get(&a), Some(&DimExpr::constant(12)));
+    assert_eq!(sc.solved().get(&a), Some(&DimExpr::constant(12)));
     assert_eq!(sc.complete(&Bindings::new()).map(|b| b.len()), Ok(3));
 }
 
@@ -81,7 +81,7 @@ fn solved_form_depends_only_on_the_facts() {
     y.set_range(&s, Some(5), Some(5));
     y.add_equality(&s, "T + 1".parse().unwrap());
     assert_eq!(x, y);
-    assert_eq!(x.solved.get(&s), Some(&"T + 1".parse().unwrap()));
+    assert_eq!(x.solved().get(&s), Some(&"T + 1".parse().unwrap()));
     let back: SymbolScope = serde_json::from_str(&serde_json::to_string(&x).unwrap()).unwrap();
     assert_eq!(back, x);
     assert_eq!(
