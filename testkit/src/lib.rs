@@ -15,10 +15,8 @@
 //! The base crate also holds [`graph`] (textual IR parsed and verified), [`ty`] (a tensor type
 //! from dimension texts) and [`Lcg`] (the tests' one pseudo-random generator).
 //!
-//! Unit tests inside `ebb-ir` cannot use this crate (it depends on `ebb-ir`, so they would see
-//! two copies of its types); they use
-//! [`Bindings::from_pairs`](ebb_ir::BindingsExt::from_pairs) directly. Integration tests of
-//! `ebb-ir` (`ir/tests`) and unit tests of the other crates can.
+//! Every crate's tests are integration tests (`CRATE/tests/`; no library builds a unit-test
+//! harness), so all of them can use this crate, `ebb-ir`'s included.
 
 use ebb_ir::{Bindings, DType, DimExpr, Graph, Symbol, TensorType};
 use std::path::{Path, PathBuf};

@@ -36,3 +36,4 @@ mod schedule_fixtures;
 mod simt_fixtures;
 mod soak;
 mod trial_imports;
+mod workspace_layout;
