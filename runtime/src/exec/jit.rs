@@ -585,10 +585,16 @@ pub(crate) fn fusion(
                     match &mixed {
                         // The reference kernel on each row: its order for each kept element.
                         Some((shape, red)) => {
-                            for (o, r) in o.chunks_mut(kept.max(1)).zip(scratch.chunks(row)) {
+                            for (j, o) in o.chunks_mut(kept.max(1)).enumerate() {
                                 o.copy_from_slice(
-                                    &float_monoid(r, init, shape, red, m)
-                                        .map_err(KernelFailure::Op)?,
+                                    &float_monoid(
+                                        &scratch[j * row..(j + 1) * row],
+                                        init,
+                                        shape,
+                                        red,
+                                        m,
+                                    )
+                                    .map_err(KernelFailure::Op)?,
                                 );
                             }
                         }

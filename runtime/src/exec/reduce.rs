@@ -218,8 +218,8 @@ pub(crate) fn fold_rows_as<T: Elem>(
     out: &mut [T],
 ) -> Option<()> {
     if row == 0 || row >= 16 {
-        for (o, r) in out.iter_mut().zip(rows.chunks(row.max(1))) {
-            *o = fold_row_as(m, init, if row == 0 { &[] } else { r })?;
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = fold_row_as(m, init, &rows[j * row..(j + 1) * row])?;
         }
         return Some(());
     }
