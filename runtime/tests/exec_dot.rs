@@ -418,8 +418,8 @@ fn swapped_operands_give_the_same_bits() {
 /// The shallow-contraction product's AVX2/AVX-512 variants give the bits of its baseline
 /// build: the same multiplies and adds in the same order, wider vectors and more rows per
 /// block only (bands of 64, 32 and 16 columns and the last few, whole and partial blocks of
-/// rows, column blocks of results narrower than 8, a row-major and a transposed right
-/// operand).
+/// rows, results narrower than 8 with whole and partial 8×8 blocks of the left operand, a
+/// row-major and a transposed right operand).
 #[test]
 fn small_k_variants_give_the_baseline_bits() {
     for (i, (m, k, n)) in [
@@ -432,6 +432,13 @@ fn small_k_variants_give_the_baseline_bits() {
         (64, 8, 1),
         (70, 3, 5),
         (130, 32, 7),
+        (24, 16, 3),
+        (9, 12, 2),
+        (16, 19, 6),
+        (64, 1, 8),
+        (1, 64, 8),
+        (13, 5, 12),
+        (22, 1, 8),
     ]
     .into_iter()
     .enumerate()

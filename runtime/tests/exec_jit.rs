@@ -622,13 +622,19 @@ fn softmax_over_empty_rows_matches_the_reference() {
     }
 }
 
-/// Many short rows (a `reduce` of an innermost dimension of 1 to 9 elements, as a scan's
+/// Many short rows (a `reduce` of an innermost dimension of 1 to 15 elements, as a scan's
 /// state reductions are): the row kernel writes a batch of rows per call, each folded alone,
 /// bit for bit as the reference folds them, at row counts that are not multiples of the batch
 /// and above the threaded split's threshold.
 #[test]
 fn short_rows_match_the_reference() {
-    for (a, b) in [(5003usize, 1usize), (4099, 3), (4801, 8), (3001, 9)] {
+    for (a, b) in [
+        (5003usize, 1usize),
+        (4099, 3),
+        (4801, 8),
+        (3001, 9),
+        (2011, 15),
+    ] {
         let bind = [("A", a as i64), ("B", b as i64)];
         let x = f32t(&[a, b], &values(a * b, 3));
         let (got, want) = both(SOFTMAX, &bind, vec![x]);

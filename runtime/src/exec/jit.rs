@@ -14,7 +14,7 @@
 //! each map's carry delta per dimension, so that the host kernel advances the maps' offsets
 //! row by row instead of dividing at every row ([`ebb_codegen::lower`]). An input fusion's
 //! kernel writes one reduce row of its root's operand at a time into a scratch row, which is
-//! folded by the reference `reduce` kernel's own row fold ([`fold_row_as`]: `f32` rows, and
+//! folded by the reference `reduce` kernel's own row fold ([`fold_rows_as`]: `f32` rows, and
 //! `bf16` rows rounded as the reference rounds them), or, when the
 //! row keeps dimensions after reduced ones (group norm's statistics), reduced by the
 //! reference kernel itself ([`float_monoid`]).
@@ -24,7 +24,7 @@
 //! the thread split; the scratch rows never exceed the planned tile bytes.
 
 use super::fusion::{index_map, invalid, shape_at};
-use super::reduce::{float_monoid, fold_row_as, ColumnAcc};
+use super::reduce::{float_monoid, fold_rows_as, ColumnAcc};
 use super::region::{recognize, Body};
 use super::{Ctx, KernelFailure};
 use crate::buffer::Buf;
@@ -463,7 +463,7 @@ pub(crate) fn fusion(
                 }
             }
             // `bf16`/`f16`: rows reduced whole only (the kernel's rows are folded as the
-            // reference folds a row of its type, [`fold_row_as`]).
+            // reference folds a row of its type, [`fold_rows_as`]).
             let whole_rows = mixed.is_none() && matches!(layout.mode, Mode::Input { .. });
             if matches!(init, Init::Bf16(_) | Init::F16(_)) && !whole_rows {
                 return Err(ops);
@@ -583,12 +583,22 @@ pub(crate) fn fusion(
             match init {
                 Init::F32(init) => run_rows(ctx, &ops, &launch, |scratch, o: &mut [f32]| {
                     match &mixed {
-                        // The reference kernel on the row: its order for each kept element.
-                        Some((shape, red)) => o.copy_from_slice(
-                            &float_monoid(scratch, init, shape, red, m)
-                                .map_err(KernelFailure::Op)?,
-                        ),
-                        None => o[0] = fold_row_as(m, init, scratch).ok_or_else(logical)?,
+                        // The reference kernel on each row: its order for each kept element.
+                        Some((shape, red)) => {
+                            for (j, o) in o.chunks_mut(kept.max(1)).enumerate() {
+                                o.copy_from_slice(
+                                    &float_monoid(
+                                        &scratch[j * row..(j + 1) * row],
+                                        init,
+                                        shape,
+                                        red,
+                                        m,
+                                    )
+                                    .map_err(KernelFailure::Op)?,
+                                );
+                            }
+                        }
+                        None => fold_rows_as(m, init, scratch, row, o).ok_or_else(logical)?,
                     }
                     Ok(())
                 }),
@@ -600,7 +610,7 @@ pub(crate) fn fusion(
 }
 
 /// [`run_rows`] of whole rows, each folded into one result of type `T` as the reference folds
-/// a row of `T` ([`fold_row_as`]): the `bf16`/`f16` row reductions.
+/// a row of `T` ([`fold_rows_as`]): the `bf16`/`f16` row reductions.
 fn whole_rows<T: Elem>(
     ctx: &Ctx,
     ops: &[Tensor],
@@ -609,7 +619,7 @@ fn whole_rows<T: Elem>(
     init: T,
 ) -> Result<Vec<Tensor>, KernelFailure> {
     run_rows(ctx, ops, launch, |scratch, o: &mut [T]| {
-        o[0] = fold_row_as(m, init, scratch)
+        fold_rows_as(m, init, scratch, launch.row, o)
             .ok_or_else(|| invalid("a logical reduction of a float"))?;
         Ok(())
     })
@@ -650,7 +660,8 @@ fn run_rows<T: Elem>(
     // Rows whose scratch fits the tile bytes, all threads together.
     let fit = (tile / (4 * row.max(1) as u64)).max(1) as usize;
     let threads = threads.min(fit);
-    let mut out = vec![T::default(); rows * kept];
+    // Every element is written: each row's fold writes its `kept` results.
+    let mut out = ctx.take_vec::<T>(rows * kept);
     let ins: Vec<*mut u8> = ops.iter().map(|t| t.data().as_ptr() as *mut u8).collect();
     let per = rows.div_ceil(threads.max(1)).max(1);
     let batch = (fit / threads.max(1)).clamp(1, per);
@@ -669,9 +680,7 @@ fn run_rows<T: Elem>(
             // begin`, `nr <= batch` (none for empty rows, whose fold gives the reduction's
             // initial value).
             unsafe { kernel.run(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(nr * row)?) };
-            for (j, o) in os.chunks_mut(kept.max(1)).enumerate() {
-                fold(&scratch[j * row..(j + 1) * row], o)?;
-            }
+            fold(&scratch[..nr * row], os)?;
         }
         Ok(())
     };
@@ -685,7 +694,7 @@ fn run_rows<T: Elem>(
             .try_for_each(body)?;
     }
     let shape = ctx.out[0].shape.clone();
-    Ok(vec![Tensor::from_parts(shape, T::wrap(Buf::from(out)))])
+    Ok(vec![Tensor::from_parts(shape, T::wrap(out))])
 }
 
 /// A column reduction at the bindings: monoid, init value, rows (indices of the reduced

@@ -212,6 +212,91 @@ pub(crate) fn fold_row_as<T: Elem>(m: Monoid, init: T, row: &[f32]) -> Option<T>
     })
 }
 
+/// [`fold_row_as`] of each of the consecutive rows of `row` elements in `rows` into the
+/// matching element of `out` (`rows.len() == out.len() * row`), with its bits. Rows shorter
+/// than [`fold_row`]'s lanes are folded four at a time, each with its own sequential chain, so
+/// that four chains overlap instead of one row's latency per row; longer rows one by one.
+/// `None` for the logical monoids.
+pub(crate) fn fold_rows_as<T: Elem>(
+    m: Monoid,
+    init: T,
+    rows: &[f32],
+    row: usize,
+    out: &mut [T],
+) -> Option<()> {
+    if row == 0 || row >= 16 {
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = fold_row_as(m, init, &rows[j * row..(j + 1) * row])?;
+        }
+        return Some(());
+    }
+    let exact = |v: f32| T::from_f64(f64::from(v));
+    let i = init.to_f64();
+    match m {
+        Monoid::Add => short_rows(
+            rows,
+            row,
+            out,
+            f64::from,
+            |a, b| a + b,
+            |s| T::from_f64(i + s),
+        ),
+        Monoid::Mul => short_rows(
+            rows,
+            row,
+            out,
+            f64::from,
+            |a, b| a * b,
+            |s| T::from_f64(i * s),
+        ),
+        Monoid::Max => short_rows(rows, row, out, |v| v, f32::max_e, |s| init.max_e(exact(s))),
+        Monoid::Min => short_rows(rows, row, out, |v| v, f32::min_e, |s| init.min_e(exact(s))),
+        Monoid::And | Monoid::Or => return None,
+    }
+    Some(())
+}
+
+/// Rows of `1 ≤ row < 16` elements folded as [`fold_row`] folds them (`lift` the first,
+/// `comb` each next in order), `fin` applied to each row's fold; four rows at a time.
+#[inline(always)]
+fn short_rows<A: Copy, T>(
+    rows: &[f32],
+    row: usize,
+    out: &mut [T],
+    lift: impl Fn(f32) -> A,
+    comb: impl Fn(A, A) -> A,
+    fin: impl Fn(A) -> T,
+) {
+    let mut outs = out.chunks_exact_mut(4);
+    let mut quads = rows.chunks_exact(4 * row);
+    for (o, q) in outs.by_ref().zip(quads.by_ref()) {
+        let (r0, rest) = q.split_at(row);
+        let (r1, rest) = rest.split_at(row);
+        let (r2, r3) = rest.split_at(row);
+        let mut a = [lift(r0[0]), lift(r1[0]), lift(r2[0]), lift(r3[0])];
+        for k in 1..row {
+            a[0] = comb(a[0], lift(r0[k]));
+            a[1] = comb(a[1], lift(r1[k]));
+            a[2] = comb(a[2], lift(r2[k]));
+            a[3] = comb(a[3], lift(r3[k]));
+        }
+        for (o, a) in o.iter_mut().zip(a) {
+            *o = fin(a);
+        }
+    }
+    for (o, r) in outs
+        .into_remainder()
+        .iter_mut()
+        .zip(quads.remainder().chunks_exact(row))
+    {
+        let mut a = lift(r[0]);
+        for &v in &r[1..] {
+            a = comb(a, lift(v));
+        }
+        *o = fin(a);
+    }
+}
+
 /// The accumulators of an `f32` column reduction (a `reduce` of leading dimensions, the root
 /// of a column input fusion) fed whole rows in order: per result element, the init value
 /// lifted, then each row's element combined into it — the order in which [`reduce`] walks the

@@ -219,6 +219,13 @@ fn small_k_body<
     let bc = contiguous::<S, T>(b, bv, k, n);
     let ac = contiguous::<S, T>(a, av, m, k);
     let (ac, bc) = (&ac[..], &bc[..]);
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 && T::DTYPE == ebb_ir::DType::F32 && (1..8).contains(&n) {
+        // SAFETY: `T` is `f32` (checked above), and this body is inlined into the AVX2
+        // variant only (`AVX2`), which runs on a CPU with AVX2.
+        unsafe { avx2::narrow::<T, O>((m, k, n), ac, bc, c) };
+        return;
+    }
     if n < 8 {
         // Rows too narrow for a vector: column blocks of up to 64 rows,
         // `c[i0.., j] = Σ_p a[i0.., p] · b[p, j]` (a matrix-vector product per column).
