@@ -35,6 +35,17 @@
 #   --lean PATH                                  with --build: ship this `ebb` (built with
 #                                                `--no-default-features --features cuda`)
 #                                                instead of building one
+#   --work DIR                                   keep every run's JSON and stderr in DIR
+#                                                (default: a temporary folder)
+#   --run-timeout S                              stop one `ebb run` after S seconds and
+#                                                report it as an error (default 300)
+#   --no-peer                                    skip the JAX peer (it runs after every Ebb
+#                                                run, one process per shape)
+#
+# cuBLAS: cudarc opens `libcublas.so` or `libcublas.so.12` (and older). Where only a newer
+# versioned file exists (CUDA 13: `libcublas.so.13`, in the toolkit or in the `nvidia-cublas`
+# Python package), the check links it as `libcublas.so` in its work folder and puts that
+# folder on LD_LIBRARY_PATH, and says so.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,6 +58,9 @@ ARTIFACTS=""
 EBB=""
 LEAN=""
 LIMIT=$((60 * 1024 * 1024))
+WORK=""
+RUN_TIMEOUT=300
+PEER=1
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -58,7 +72,10 @@ while [ $# -gt 0 ]; do
         --out) OUT="$2"; shift 2 ;;
         --ebb) EBB="$2"; shift 2 ;;
         --lean) LEAN="$2"; shift 2 ;;
-        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+        --work) WORK="$2"; shift 2 ;;
+        --run-timeout) RUN_TIMEOUT="$2"; shift 2 ;;
+        --no-peer) PEER=0; shift ;;
+        -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
         *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -67,7 +84,7 @@ case "$EXECUTOR" in cuda|simt) ;; *) echo "gpu-check: --executor cuda or simt" >
 # name | shapes on a GPU | shapes under simt (each: shape;shape). A shape that is one of the
 # fixture's reference shapes runs on the reference npz's inputs (compared with JAX's outputs).
 CASES="gpt2_tiny_adamw|B=2,S=16;B=8,S=256|B=2,S=16;B=3,S=7
-gpt2_small|B=1,S=128;B=4,S=512|B=1,S=16;B=1,S=32
+gpt2_small|B=1,S=128;B=2,S=256|B=1,S=16;B=1,S=32
 mlp_bf16|B=8;B=512|B=8;B=3
 cnn_sgd|B=8;B=128|B=8;B=3
 gpt2_tiny_scan|B=2,S=16;B=8,S=256|B=2,S=16;B=3,S=7"
@@ -138,9 +155,11 @@ run_case() {
     local args=(run "$dir/plans/$name.json" --bind "$shape" --executor "$EXECUTOR" --check
         --repeat "$REPEAT" --inputs "$inputs" --device "$DEVICE" --json)
     [ -n "$budget" ] && args+=(--budget "$budget")
-    local err
-    if ! "$RUNNER" "${args[@]}" > "$out" 2> "$out.err"; then
+    local err rc=0
+    timeout "$RUN_TIMEOUT" "$RUNNER" "${args[@]}" > "$out" 2> "$out.err" || rc=$?
+    if [ "$rc" != 0 ]; then
         err=$(cat "$out.err")
+        [ "$rc" = 124 ] && err="stopped after $RUN_TIMEOUT s (--run-timeout): $err"
         local smallest
         smallest=$(sed -n 's/.*smallest feasible budget for this plan at these shapes is \([0-9]*\) bytes.*/\1/p' <<< "$err")
         if [ -n "$smallest" ] && [ -n "$budget" ]; then
@@ -149,6 +168,26 @@ run_case() {
         fi
         echo "{\"error\": $(python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))' <<< "$err")}" > "$out"
     fi
+}
+
+# Makes cuBLAS loadable under a name cudarc tries (see the header), in folder `$1`.
+find_cublas() {
+    local lib="$1/lib" f
+    if python3 -c 'import ctypes; ctypes.CDLL("libcublas.so")' 2>/dev/null \
+        || python3 -c 'import ctypes; ctypes.CDLL("libcublas.so.12")' 2>/dev/null; then
+        return
+    fi
+    for f in /usr/local/cuda/lib64/libcublas.so.* /usr/local/cuda*/targets/*/lib/libcublas.so.* \
+        $(python3 -c 'import site, glob; print(" ".join(p for s in site.getsitepackages() for p in glob.glob(s + "/nvidia/*/lib/libcublas.so.*")))' 2>/dev/null) \
+        /usr/lib/x86_64-linux-gnu/libcublas.so.*; do
+        [ -e "$f" ] || continue
+        mkdir -p "$lib"
+        ln -sf "$f" "$lib/libcublas.so"
+        export LD_LIBRARY_PATH="$lib:$(dirname "$f")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        echo "gpu-check: cuBLAS from $f (linked as $lib/libcublas.so)" >&2
+        return
+    done
+    echo "gpu-check: no cuBLAS library found; the runs will say so" >&2
 }
 
 check() {
@@ -173,10 +212,11 @@ check() {
         done < "$dir/cases.txt"
     fi
     command -v python3 > /dev/null || { echo "gpu-check: python3 writes the report" >&2; exit 2; }
-    local work
-    work=$(mktemp -d)
+    local work="$WORK"
+    if [ -n "$work" ]; then mkdir -p "$work"; : > "$work/index.tsv"; else work=$(mktemp -d); fi
+    if [ "$EXECUTOR" = cuda ]; then find_cublas "$work"; fi
     local jax_gpu=0
-    if JAX_PLATFORMS=cuda python3 -c 'import jax; assert jax.devices()[0].platform == "gpu"' 2>/dev/null; then
+    if [ "$PEER" = 1 ] && JAX_PLATFORMS=cuda python3 -c 'import jax; assert jax.devices()[0].platform == "gpu"' 2>/dev/null; then
         jax_gpu=1
     fi
     local name gpu simt shapes shape budget k=0
@@ -191,12 +231,25 @@ check() {
                 run_case "$dir" "$name" "$shape" "$budget" "$work/run$k.json"
                 printf '%s\t%s\t%s\t%s\n' "$name" "$shape" "${budget:-none}" "$work/run$k.json" >> "$work/index.tsv"
             done
-            if [ "$jax_gpu" = 1 ]; then
-                JAX_PLATFORMS=cuda python3 "$dir/peer/xla_peer.py" --fixture "$name" \
-                    --shapes "$shape" --time-runs 10 > "$work/jax-$name-$shape.jsonl" 2>/dev/null || true
-            fi
         done
     done < "$dir/cases.txt"
+    # The peer after every Ebb run, so that a short lease gets Ebb's figures first; not at
+    # all when every Ebb run failed (there is nothing to compare).
+    if [ "$jax_gpu" = 1 ] && [ -z "$(grep -L '"error"' "$work"/run*.json 2>/dev/null)" ]; then
+        echo "gpu-check: every Ebb run failed; the JAX peer is skipped" >&2
+        jax_gpu=0
+    fi
+    if [ "$jax_gpu" = 1 ]; then
+        while IFS='|' read -r name gpu simt; do
+            IFS=';' read -ra list <<< "$gpu"
+            for shape in "${list[@]}"; do
+                echo "gpu-check: JAX peer $name $shape" >&2
+                JAX_PLATFORMS=cuda timeout "$RUN_TIMEOUT" python3 "$dir/peer/xla_peer.py" \
+                    --fixture "$name" --shapes "$shape" --time-runs 10 \
+                    > "$work/jax-$name-$shape.jsonl" 2> "$work/jax-$name-$shape.err" || true
+            done
+        done < "$dir/cases.txt"
+    fi
     python3 - "$work" "$EXECUTOR" "$OUT" "$jax_gpu" "$(cat "$dir/artifact_bytes" 2>/dev/null || echo null)" \
         "$lean_plans" "$(wc -l < "$dir/cases.txt")" <<'PY'
 import json, os, sys, glob
