@@ -6,6 +6,7 @@
 //! | op | device work |
 //! |---|---|
 //! | elementwise, `iota`, splat `constant`, loop `fusion` | fusion kernel (a one-member region for a single op) |
+//! | input `fusion`, a loop `fusion` without one kernel | its members' work, one by one ([`super::region`]) |
 //! | other `constant`, `dim_constant` | upload of the literal's bytes |
 //! | `reshape`, `optimization_barrier`, `annotate_device_placement` | device-to-device copy |
 //! | `broadcast_in_dim`, `transpose`, `slice`, `reverse`, `concatenate`, `pad`, `dynamic_slice`, `dynamic_update_slice` | copy kernel |
@@ -19,7 +20,7 @@
 //! | `reduce_window` (one input, a monoid body), `select_and_scatter` (a `compare` select, a monoid scatter) | window kernel |
 //!
 //! Everything else (`while`, `case`, `sort`, `custom_call`, other scatters, window ops with
-//! other bodies, input fusions, element types the kernels do not implement) is
+//! other bodies, element types the kernels do not implement) is
 //! [`Lowered::Host`].
 //!
 //! Invariant: every kernel computes its elements with the reference executor's operations in
@@ -93,7 +94,7 @@ impl Io<'_> {
         self.ty.shape.iter().product()
     }
 
-    fn range(&self) -> DevRange {
+    pub(super) fn range(&self) -> DevRange {
         DevRange {
             ptr: self.ptr,
             bytes: self.ty.bytes(),
@@ -126,6 +127,19 @@ impl KernelCache {
         }
         k
     }
+}
+
+/// Whether `EBB_DEVICE_HOST` (read once) lists op kind `kind`.
+fn forced_to_host(kind: &str) -> bool {
+    static KINDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    KINDS
+        .get_or_init(|| {
+            std::env::var("EBB_DEVICE_HOST")
+                .map(|v| v.split(',').map(|k| k.trim().to_string()).collect())
+                .unwrap_or_default()
+        })
+        .iter()
+        .any(|k| k == kind)
 }
 
 /// Row-major element strides.
@@ -513,8 +527,15 @@ pub struct Lower<'a> {
 impl Lower<'_> {
     /// Lowers op `id` of the graph reading `ins` and writing `outs`, with workspace from `ws`
     /// on.
+    ///
+    /// An op whose kind is listed in the environment variable `EBB_DEVICE_HOST`
+    /// (comma-separated op names, e.g. `fusion,reduce`) runs on the host: a way to find which
+    /// ops' device work makes outputs differ from the reference executor's.
     pub fn op(&self, id: ebb_ir::NodeId, ins: &[Io], outs: &[Io], ws: DevPtr) -> Lowered {
         let node = self.graph.node(id);
+        if forced_to_host(node.kind().name()) {
+            return Lowered::Host;
+        }
         let reads: Vec<DevRange> = ins.iter().map(Io::range).collect();
         let writes: Vec<DevRange> = outs.iter().map(Io::range).collect();
         let one = |w: Work| Lowered::Device(vec![(w, access(reads.clone(), writes.clone()))], 0);
@@ -753,7 +774,11 @@ impl Lower<'_> {
                 Some(work) => Lowered::Device(work, 0),
                 None => Lowered::Host,
             },
-            Op::Fusion(_) | Op::Iota(_) => match self.fusion(id, ins, outs) {
+            Op::Fusion(_) => match self.fusion(id, ins, outs) {
+                Some(l) => one(Work::Launch(l)),
+                None => self.region(node, ins, outs, ws),
+            },
+            Op::Iota(_) => match self.fusion(id, ins, outs) {
                 Some(l) => one(Work::Launch(l)),
                 None => Lowered::Host,
             },

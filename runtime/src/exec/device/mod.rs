@@ -23,6 +23,7 @@
 pub mod hazard;
 mod lower;
 pub mod program;
+mod region;
 mod run;
 pub mod simt;
 mod tracker;
