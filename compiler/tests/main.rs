@@ -5,6 +5,7 @@
 mod bench;
 mod bench_shapes;
 mod cli;
+mod device_check;
 mod docs_commands;
 mod hostile;
 mod kernel_cache;

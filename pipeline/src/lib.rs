@@ -19,6 +19,7 @@ pub mod api;
 pub mod bind;
 pub mod compile;
 pub mod curve;
+pub mod device_check;
 pub mod numerics;
 pub mod options;
 pub mod output;

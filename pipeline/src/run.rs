@@ -58,9 +58,13 @@ pub struct RunReport {
     /// With `--check` and a GPU executor: the largest relative error of the outputs against
     /// the reference executor's (per output, max |x - y| over max |y|; 0 when bit-identical).
     pub reference_max_rel_err: Option<f64>,
-    /// With `--check` and a GPU executor: the outputs are bit-identical or within
-    /// [`RunOptions::device_tolerance`] of the reference executor's.
+    /// With `--check` and a GPU executor: every output is bit-identical or within its
+    /// tolerance of the reference executor's ([`crate::device_check`]).
     pub outputs_within_tolerance: Option<bool>,
+    /// With `--check` and a GPU executor: the outputs that are not bit-identical to the
+    /// reference executor's, with their errors and tolerances.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reference_output_errors: Vec<crate::device_check::OutputError>,
     /// With a GPU executor: the lowered program, the hazard check, what the device measured.
     pub device: Option<ebb_runtime::step::DeviceReport>,
     /// With `--check`: wall time of the run without decisions, ms.
@@ -430,10 +434,16 @@ pub fn run(
     };
     let npz_max_rel_err = numerics.as_ref().map(NumericsReport::max_rel_err);
     let (mut matches, mut unplanned_ms, mut checker_peak) = (None, None, None);
-    let (mut ref_err, mut within) = (None, None);
+    let (mut ref_err, mut within, mut ref_errors) = (None, None, Vec::new());
     if opts.check {
         let mut free = Runtime::new(plan.clone(), None)?;
         free.set_executor(Executor::Reference);
+        // The inputs again for the `f64`-accumulated reference a GPU check may need.
+        let kept = if opts.executor.is_device() {
+            inputs.clone()
+        } else {
+            Vec::new()
+        };
         let reference = free.step(b, inputs)?;
         matches = Some(
             reference.outputs.len() == step.outputs.len()
@@ -458,7 +468,38 @@ pub fn run(
                     }
                 });
             ref_err = Some(e);
-            within = Some(matches == Some(true) || e <= opts.device_tolerance);
+            ref_errors = crate::device_check::compare(
+                &step.outputs,
+                &reference.outputs,
+                &rt.graph().output_names,
+                crate::device_check::coarsest_float(rt.graph()),
+                opts.device_tolerance,
+            );
+            if !ref_errors
+                .iter()
+                .all(crate::device_check::OutputError::passed)
+            {
+                // Over the tolerance: how accurate is the reference itself?
+                let mut exact_rt = Runtime::new(plan.clone(), None)?;
+                exact_rt.set_executor(Executor::Reference);
+                let exact = ebb_runtime::exec::with_f64_dot(|| exact_rt.step(b, kept))?;
+                for e in &mut ref_errors {
+                    if let (Some(x), Some(y), Some(z)) = (
+                        step.outputs.get(e.index),
+                        reference.outputs.get(e.index),
+                        exact.outputs.get(e.index),
+                    ) {
+                        e.weigh(x, y, z);
+                    }
+                }
+            }
+            within = Some(
+                matches == Some(true)
+                    || (reference.outputs.len() == step.outputs.len()
+                        && ref_errors
+                            .iter()
+                            .all(crate::device_check::OutputError::passed)),
+            );
         }
         let variant = plan.variant(step.concrete.variant).unwrap_or(&plan);
         let proof =
@@ -521,6 +562,7 @@ pub fn run(
         outputs_match_reference: matches,
         reference_max_rel_err: ref_err,
         outputs_within_tolerance: within,
+        reference_output_errors: ref_errors,
         device: step.report.device.clone(),
         wall_ms_unplanned: unplanned_ms,
         checker_peak_bytes: checker_peak,

@@ -4,6 +4,7 @@
 
 mod compile;
 mod curve;
+mod device_check;
 mod numerics;
 mod output;
 mod size;

@@ -641,8 +641,11 @@ pub type Progress<'a> = dyn FnMut(usize, usize) + Send + 'a;
 /// kernel, tens of µs each, more than a small kernel's whole work); from inside the pool a
 /// split is a local `join` that another worker may steal, and the step hands over to the
 /// pool once.
+///
+/// The caller's [`crate::exec::with_f64_dot`] setting holds on that thread too.
 fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    rayon::scope(|_| f())
+    let f64_dot = crate::exec::f64_dot();
+    rayon::scope(|_| crate::exec::f64_dot_set(f64_dot, f))
 }
 
 /// What [`Runtime::run_step`] returns: outputs, report, statistics, the finalized plan.

@@ -585,6 +585,38 @@ fn compute_type(a: DType, b: DType, out: DType) -> DType {
     }
 }
 
+thread_local! {
+    /// Whether `f32` contractions on this thread accumulate in `f64` ([`with_f64_dot`]).
+    static F64_DOT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every `f32` `dot_general` that this thread executes computed in `f64` (the
+/// operands widened exactly, the products summed in `f64`, the result rounded once to its
+/// type): a more accurate run of the same step, against which the GPU check measures how far
+/// the reference executor's own `f32` sums are from exact (`ebb_pipeline::device_check`).
+/// A [`crate::Runtime::step`] called inside `f` carries the setting to the pool thread that
+/// runs the step; ops that other threads execute are unaffected.
+pub fn with_f64_dot<R>(f: impl FnOnce() -> R) -> R {
+    f64_dot_set(true, f)
+}
+
+/// Whether [`with_f64_dot`] is in force on this thread.
+pub(crate) fn f64_dot() -> bool {
+    F64_DOT.with(|c| c.get())
+}
+
+/// `f()` with [`with_f64_dot`]'s setting `on` on this thread (restored after).
+pub(crate) fn f64_dot_set<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            F64_DOT.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(F64_DOT.with(|c| c.replace(on)));
+    f()
+}
+
 /// `dot_general` (see the module docs).
 pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
     arity(&ops, 2, OpKind::DotGeneral)?;
@@ -614,7 +646,10 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
         .collect();
     let prod = |s: &[usize], g: &[usize]| g.iter().map(|&d| s[d]).product::<usize>();
     let (bt, m, k, n) = (prod(ls, &lb), prod(ls, &lf), prod(ls, &lc), prod(rs, &rf));
-    let ct = compute_type(l.dtype(), r.dtype(), out.dtype);
+    let ct = match compute_type(l.dtype(), r.dtype(), out.dtype) {
+        DType::F32 if f64_dot() => DType::F64,
+        ct => ct,
+    };
     let (lg, rg): (Groups, Groups) = ([&lb, &lf, &lc], [&rb, &rc, &rf]);
     let data = match ct {
         DType::F64 => Data::F64(dot_typed::<f64>(

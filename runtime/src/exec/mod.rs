@@ -59,6 +59,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use dot::with_f64_dot;
+pub(crate) use dot::{f64_dot, f64_dot_set};
 pub use evict::{Back, Events, Evict};
 #[doc(hidden)]
 pub use gemm_direct::direct_and_packed;

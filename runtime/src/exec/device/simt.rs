@@ -5,6 +5,11 @@
 //! over the CPU's threads. GEMMs run the CPU executor's GEMM. Host calls run on the issuing
 //! thread once the compute stream has drained.
 //!
+//! The environment variable `EBB_SIMT_GEMM` stands the GEMM in for another library's, to test
+//! the GPU check (`ebb_pipeline::device_check`) without a GPU: `reversed` sums each dot
+//! product in `f32` in reverse order (a legitimate other order, as cuBLAS's blocking is);
+//! `faulty` does so and scales each result's first element by 1.001 (a wrong kernel).
+//!
 //! With [`super::hazard::check`] over the same command sequence, this is how CI runs the
 //! GPU executor without a GPU: the same launches, copies and events as on a GPU, the same
 //! kernels' code, and every race the events would leave caught before it can corrupt a run.
@@ -23,6 +28,43 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 type Job = Box<dyn FnOnce() -> Result<(), DeviceError> + Send>;
+
+/// `EBB_SIMT_GEMM` (see the module docs): `None` for the CPU executor's GEMM, `Some(faulty)`
+/// for the reversed-order stand-in.
+fn stand_in() -> Option<bool> {
+    match std::env::var("EBB_SIMT_GEMM").as_deref() {
+        Ok("reversed") => Some(false),
+        Ok("faulty") => Some(true),
+        _ => None,
+    }
+}
+
+/// `c = a · b` per batch, each dot product summed in `f32` from the last term to the first;
+/// with `faulty`, each batch's `c[0][0]` scaled by 1.001.
+///
+/// # Safety
+/// The views of `g` lie in their buffers and `c` holds `batch · m · n` elements distinct
+/// from them.
+unsafe fn reversed_gemm(g: &GemmCall, a: *const f32, b: *const f32, c: *mut f32, faulty: bool) {
+    for bt in 0..g.batch {
+        for i in 0..g.m {
+            for j in 0..g.n {
+                let mut acc = 0f32;
+                for p in (0..g.k).rev() {
+                    let ia = bt as isize * g.a.4 + i as isize * g.a.2 + p as isize * g.a.3;
+                    let ib = bt as isize * g.b.4 + p as isize * g.b.2 + j as isize * g.b.3;
+                    // SAFETY: inside the views (the caller's contract).
+                    acc += unsafe { *a.offset(ia) * *b.offset(ib) };
+                }
+                if faulty && i == 0 && j == 0 {
+                    acc *= 1.001;
+                }
+                // SAFETY: inside `c`.
+                unsafe { *c.add((bt * g.m + i) * g.n + j) = acc };
+            }
+        }
+    }
+}
 
 /// Host memory standing for a device allocation (8-byte aligned, zeroed).
 #[derive(Default)]
@@ -402,6 +444,19 @@ impl Device for Simt {
                 let (a, b, c) = (a, b, c);
                 // SAFETY: the three views lie in their checked ranges; `c` is a result range
                 // distinct from the operands.
+                if let Some(faulty) = stand_in() {
+                    // SAFETY: as below.
+                    unsafe {
+                        reversed_gemm(
+                            &g,
+                            a.0 as *const f32,
+                            b.0 as *const f32,
+                            c.0 as *mut f32,
+                            faulty,
+                        )
+                    };
+                    return Ok(());
+                }
                 unsafe {
                     crate::exec::dot::gemm_f32_raw(
                         (g.batch, g.m, g.k, g.n),
