@@ -74,6 +74,9 @@ pub struct Cuda {
     pool: (*mut u8, u64),
     blas: blas_sys::cublasHandle_t,
     kernels: HashMap<String, (cu_sys::CUmodule, cu_sys::CUfunction)>,
+    /// Functions by kernel description's address (the `Arc` kept, so the address is not
+    /// reused): a launch finds its function without hashing the kernel's key.
+    by_kernel: HashMap<usize, (Arc<ebb_codegen::gpu::GpuKernel>, cu_sys::CUfunction)>,
     ptx: HashMap<String, String>,
     /// Host bytes of uploads in flight (kept until the next synchronization).
     staging: Vec<Vec<u8>>,
@@ -125,6 +128,7 @@ impl Cuda {
             pool: (std::ptr::null_mut(), 0),
             blas,
             kernels: HashMap::new(),
+            by_kernel: HashMap::new(),
             ptx: HashMap::new(),
             staging: Vec::new(),
             free_at_start,
@@ -184,8 +188,13 @@ impl Cuda {
     }
 
     fn function(&mut self, l: &Launch) -> Result<cu_sys::CUfunction, DeviceError> {
+        let at = Arc::as_ptr(&l.kernel) as usize;
+        if let Some((_, f)) = self.by_kernel.get(&at) {
+            return Ok(*f);
+        }
         let name = l.kernel.name();
         if let Some(&(_, f)) = self.kernels.get(&name) {
+            self.by_kernel.insert(at, (l.kernel.clone(), f));
             return Ok(f);
         }
         let kerr = |msg: String| DeviceError::Kernel {
@@ -205,6 +214,7 @@ impl Cuda {
         let f = unsafe { cu::module::get_function(module, cname) }
             .map_err(|e| kerr(format!("cuModuleGetFunction: {e:?}")))?;
         self.kernels.insert(name, (module, f));
+        self.by_kernel.insert(at, (l.kernel.clone(), f));
         Ok(f)
     }
 
