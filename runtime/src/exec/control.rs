@@ -368,7 +368,7 @@ pub(crate) fn sort(
         .first()
         .ok_or_else(|| OpError::Invalid("sort without a comparator".into()))?;
     let fast = key_compare(region);
-    let f = RegionFn::new(region, "comparator", ctx.bindings)?;
+    let f = RegionFn::of(ctx, 0, "comparator")?;
     let len = shape.get(d).copied().unwrap_or(1);
     let st = strides_of(&shape);
     let stride = st.get(d).copied().unwrap_or(1);

@@ -261,12 +261,10 @@ pub(crate) fn scatter(
     let wshape: Vec<usize> = uwd.iter().map(|&d| ushape[d]).collect();
     let ust = strides_of(&ushape);
     let xst = strides_of(&xshape);
-    let region = ctx
-        .node
-        .regions
-        .first()
-        .ok_or_else(|| OpError::Invalid("scatter without a body".into()))?;
-    let f = RegionFn::new(region, "body", ctx.bindings)?;
+    if ctx.node.regions.is_empty() {
+        return invalid("scatter without a body");
+    }
+    let f = RegionFn::of(ctx, 0, "body")?;
     // offsets of every window element relative to the window's origin, in the result and in
     // the updates (row-major window order)
     let wxst: Vec<usize> = window_op_dims.iter().map(|&d| xst[d]).collect();

@@ -80,14 +80,6 @@ fn to_i64(v: usize) -> Result<i64, KernelFailure> {
     i64::try_from(v).map_err(|_| invalid("a fusion too large for 64-bit indices"))
 }
 
-/// A fusion kernel's parameters and its index maps' stride classes at the bindings
-/// ([`params`]): the same at every run of one prepared program, kept with its step.
-#[derive(Debug)]
-pub(crate) struct Launch {
-    p: Vec<i64>,
-    classes: Vec<StrideClass>,
-}
-
 /// The kernel parameters and stride classes at the bindings.
 pub(crate) fn params(
     region: &Graph,
@@ -404,33 +396,114 @@ impl KernelMemo {
     }
 }
 
-/// Runs `fusion` through its generated kernel; gives the operands back when the region is not
-/// generated (the caller then interprets it).
-pub(crate) fn fusion(
-    ctx: &Ctx,
-    mut ops: Vec<Tensor>,
-) -> Result<Result<Vec<Tensor>, KernelFailure>, Vec<Tensor>> {
-    let [region] = ctx.node.regions.as_slice() else {
-        return Err(ops);
-    };
+/// Where an input fusion's init value comes from: a splat constant member (its value, read
+/// once) or a region input (read from the operand at every run).
+#[derive(Clone, Copy)]
+enum InitFrom {
+    Const(Init),
+    /// The operand's index and the root's element type.
+    Operand(usize, DType),
+}
+
+impl InitFrom {
+    /// The init value of a run on `ops` (`None`: the operand is not a scalar of the root's
+    /// type, and the interpreter runs the group).
+    fn value(self, ops: &[Tensor]) -> Option<Init> {
+        fn first<T: Elem>(t: &Tensor) -> Option<T> {
+            T::slice(t.data())?.first().copied()
+        }
+        match self {
+            InitFrom::Const(i) => Some(i),
+            InitFrom::Operand(k, dtype) => {
+                let t = ops.get(k)?;
+                match dtype {
+                    DType::F32 => first(t).map(Init::F32),
+                    DType::BF16 => first(t).map(Init::Bf16),
+                    DType::F16 => first(t).map(Init::F16),
+                    _ => None,
+                }
+            }
+        }
+    }
+}
+
+/// The init value source of input fusion root `root` ([`init_value`], with a region input
+/// read at each run).
+fn init_from(region: &Graph, root: ebb_ir::NodeId) -> Option<InitFrom> {
+    let dtype = region.node(root).outputs[0].dtype;
+    let v = *region.operands(root).get(1)?;
+    if let Op::Input(_) = region.node(v.node).op {
+        let k = region.inputs().iter().position(|&id| id == v.node)?;
+        return Some(InitFrom::Operand(k, dtype));
+    }
+    let none: [Tensor; 0] = [];
+    match dtype {
+        DType::F32 => init_value(region, root, &none).map(Init::F32),
+        DType::BF16 => init_value(region, root, &none).map(Init::Bf16),
+        DType::F16 => init_value(region, root, &none).map(Init::F16),
+        _ => None,
+    }
+    .map(InitFrom::Const)
+}
+
+/// An input fusion's reduction at the bindings: the root's monoid and init value source, the
+/// rows and their length, and when a row mixes reduced and kept dimensions, its shape and
+/// which are reduced.
+struct Reduction {
+    m: super::region::Monoid,
+    init: InitFrom,
+    rows: usize,
+    row: usize,
+    mixed: Option<(Vec<usize>, Vec<bool>)>,
+}
+
+/// A fusion's launch at the bindings, apart from its operands: computed at its first run and
+/// kept with its step ([`Ctx::launch`]), so that a repeated step neither looks its region up
+/// nor evaluates its sizes again.
+pub(crate) struct Launch {
+    /// `None`: the generator does not implement the group at the bindings (the interpreter
+    /// runs it).
+    plan: Option<Plan>,
+}
+
+/// A generated fusion's launch at the bindings ([`Launch`]).
+struct Plan {
+    prepared: Arc<Prepared>,
+    /// The region inputs' element types, which the operands must have.
+    dtypes: Vec<DType>,
+    reduce: Option<Reduction>,
+    /// Elements of the iteration space.
+    n: usize,
+    /// Kernel parameters and the index maps' stride classes ([`params`]).
+    p: Vec<i64>,
+    classes: Vec<StrideClass>,
+    /// Planned tile bytes.
+    tile: u64,
+    /// Kernels by in-place stores, as the memo or the code generator gave them.
+    kernels: Mutex<Vec<(Vec<(usize, usize)>, ebb_codegen::Kernel)>>,
+}
+
+/// The launch of the fusion of `ctx` at the bindings.
+///
+/// # Errors
+/// A kernel failure when the parameters or the tile bytes cannot be computed.
+fn plan(ctx: &Ctx, region: &Graph) -> Result<Launch, KernelFailure> {
     let prepared = match ctx.memo {
         Some(m) => m.prepared(region),
         None => Arc::new(prepare(region)),
     };
+    let not_generated = Launch { plan: None };
     let Some((layout, tile_expr)) = prepared.as_ref() else {
-        return Err(ops);
+        return Ok(not_generated);
     };
-    if ops.len() != layout.inputs.len()
-        || ops
-            .iter()
-            .zip(region.inputs())
-            .any(|(t, &id)| t.dtype() != region.node(id).outputs[0].dtype)
-    {
-        return Err(ops);
+    let dtypes: Vec<DType> = region
+        .inputs()
+        .iter()
+        .map(|&id| region.node(id).outputs[0].dtype)
+        .collect();
+    if dtypes.len() != layout.inputs.len() {
+        return Ok(not_generated);
     }
-    // Input fusion: the reduce's monoid and init value, the row length; and when the row mixes
-    // reduced and kept dimensions, its shape and which are reduced.
-    let mut mixed: Option<(Vec<usize>, Vec<bool>)> = None;
     let reduce = match layout.mode {
         Mode::Input { root, prefix }
         | Mode::Columns {
@@ -438,22 +511,17 @@ pub(crate) fn fusion(
             reduced: prefix,
         } => {
             let node = region.node(root);
-            let init = match node.outputs[0].dtype {
-                DType::F32 => init_value(region, root, &ops).map(Init::F32),
-                DType::BF16 => init_value(region, root, &ops).map(Init::Bf16),
-                DType::F16 => init_value(region, root, &ops).map(Init::F16),
-                _ => None,
-            };
-            let (Some(body), Some(init)) = (node.regions.first(), init) else {
-                return Err(ops);
+            let (Some(body), Some(init)) = (node.regions.first(), init_from(region, root)) else {
+                return Ok(not_generated);
             };
             let Body::Monoid(m) = recognize(body) else {
-                return Err(ops);
+                return Ok(not_generated);
             };
             let src = region.value_type(region.operands(root)[0]);
             let Ok(shape) = shape_at(&src.shape, ctx.bindings) else {
-                return Err(ops);
+                return Ok(not_generated);
             };
+            let mut mixed = None;
             if let (Mode::Input { .. }, Op::Reduce(dims)) = (&layout.mode, &node.op) {
                 let red: Vec<bool> = (prefix..shape.len())
                     .map(|d| dims.contains(&(d as i64)))
@@ -465,36 +533,112 @@ pub(crate) fn fusion(
             // `bf16`/`f16`: rows reduced whole only (the kernel's rows are folded as the
             // reference folds a row of its type, [`fold_rows_as`]).
             let whole_rows = mixed.is_none() && matches!(layout.mode, Mode::Input { .. });
-            if matches!(init, Init::Bf16(_) | Init::F16(_)) && !whole_rows {
-                return Err(ops);
+            let narrow = match init {
+                InitFrom::Const(i) => !matches!(i, Init::F32(_)),
+                InitFrom::Operand(_, dtype) => dtype != DType::F32,
+            };
+            if narrow && !whole_rows {
+                return Ok(not_generated);
             }
-            Some((
+            Some(Reduction {
                 m,
                 init,
-                shape[..prefix].iter().product::<usize>(),
-                shape[prefix..].iter().product::<usize>(),
-            ))
+                rows: shape[..prefix].iter().product::<usize>(),
+                row: shape[prefix..].iter().product::<usize>(),
+                mixed,
+            })
         }
         Mode::Loop => None,
     };
-    let n: usize = match reduce {
-        Some((_, _, rows, row)) => rows * row,
+    let n: usize = match &reduce {
+        Some(r) => r.rows * r.row,
         None => ctx.out.first().map_or(0, |o| o.shape.iter().product()),
     };
-    let compute = || {
-        params(region, layout, ctx.bindings, reduce.map(|r| r.3), n)
-            .map(|(p, classes)| Launch { p, classes })
+    let (p, classes) = params(
+        region,
+        layout,
+        ctx.bindings,
+        reduce.as_ref().map(|r| r.row),
+        n,
+    )?;
+    let tile = match tile_expr
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|e| e.eval(ctx.bindings))
+    {
+        Ok(t) => u64::try_from(t).unwrap_or(0),
+        Err(e) => return Err(invalid(e.to_string())),
+    };
+    Ok(Launch {
+        plan: Some(Plan {
+            prepared: prepared.clone(),
+            dtypes,
+            reduce,
+            n,
+            p,
+            classes,
+            tile,
+            kernels: Mutex::new(Vec::new()),
+        }),
+    })
+}
+
+impl Plan {
+    /// The kernel with in-place stores `in_place`: kept from an earlier run of the step, or
+    /// from the memo or the code generator (`None` when it cannot be generated).
+    fn kernel(
+        &self,
+        ctx: &Ctx,
+        region: &Graph,
+        layout: &KernelLayout,
+        in_place: &[(usize, usize)],
+    ) -> Option<ebb_codegen::Kernel> {
+        if let Some(k) = self.kernels.lock().ok().and_then(|ks| {
+            ks.iter()
+                .find(|(ip, _)| ip.as_slice() == in_place)
+                .map(|&(_, k)| k)
+        }) {
+            // Counted as the memo and the generator's cache count a reuse.
+            ebb_codegen::count_reuse();
+            return Some(k);
+        }
+        let spec = KernelSpec {
+            region,
+            layout,
+            classes: &self.classes,
+            in_place,
+        };
+        let kernel = match ctx.memo {
+            Some(m) => m.kernel(region, &spec),
+            None => ebb_codegen::kernel(&spec),
+        }
+        .ok()?;
+        if let Ok(mut ks) = self.kernels.lock() {
+            ks.push((in_place.to_vec(), kernel));
+        }
+        Some(kernel)
+    }
+}
+
+/// Runs `fusion` through its generated kernel; gives the operands back when the region is not
+/// generated (the caller then interprets it).
+pub(crate) fn fusion(
+    ctx: &Ctx,
+    mut ops: Vec<Tensor>,
+) -> Result<Result<Vec<Tensor>, KernelFailure>, Vec<Tensor>> {
+    let [region] = ctx.node.regions.as_slice() else {
+        return Err(ops);
     };
     let local;
     let launch: &Launch = match ctx.launch {
         Some(at) => match at.get() {
             Some(l) => l,
-            None => match compute() {
+            None => match plan(ctx, region) {
                 Ok(l) => at.get_or_init(|| l),
                 Err(e) => return Ok(Err(e)),
             },
         },
-        None => match compute() {
+        None => match plan(ctx, region) {
             Ok(l) => {
                 local = l;
                 &local
@@ -502,7 +646,24 @@ pub(crate) fn fusion(
             Err(e) => return Ok(Err(e)),
         },
     };
-    let (p, classes) = (launch.p.as_slice(), launch.classes.as_slice());
+    let Some(plan) = &launch.plan else {
+        return Err(ops);
+    };
+    let Some((layout, _)) = plan.prepared.as_ref() else {
+        return Err(ops);
+    };
+    if ops.len() != plan.dtypes.len() || ops.iter().zip(&plan.dtypes).any(|(t, &d)| t.dtype() != d)
+    {
+        return Err(ops);
+    }
+    let reduce = match &plan.reduce {
+        Some(r) => match r.init.value(&ops) {
+            Some(init) => Some((r, init)),
+            None => return Err(ops),
+        },
+        None => None,
+    };
+    let (p, n, tile) = (plan.p.as_slice(), plan.n, plan.tile);
     // In-place stores: a result written into an operand buffer this op alone holds.
     let mut in_place: Vec<(usize, usize)> = Vec::new();
     if reduce.is_none() {
@@ -521,17 +682,7 @@ pub(crate) fn fusion(
             }
         }
     }
-    let spec = KernelSpec {
-        region,
-        layout,
-        classes,
-        in_place: &in_place,
-    };
-    let kernel = match ctx.memo {
-        Some(m) => m.kernel(region, &spec),
-        None => ebb_codegen::kernel(&spec),
-    };
-    let Ok(kernel) = kernel else {
+    let Some(kernel) = plan.kernel(ctx, region, layout, &in_place) else {
         return Err(ops);
     };
     for (k, t) in ops.iter().enumerate() {
@@ -541,28 +692,21 @@ pub(crate) fn fusion(
             ))));
         }
     }
-    let tile = match tile_expr
-        .as_ref()
-        .map_err(Clone::clone)
-        .and_then(|e| e.eval(ctx.bindings))
-    {
-        Ok(t) => u64::try_from(t).unwrap_or(0),
-        Err(e) => return Ok(Err(invalid(e.to_string()))),
-    };
     ctx.transient.set(tile);
     Ok(match reduce {
         None => run_loop(ctx, layout, ops, &in_place, p, kernel, n),
-        Some((m, Init::F32(init), rows, row)) if matches!(layout.mode, Mode::Columns { .. }) => {
+        Some((r, Init::F32(init))) if matches!(layout.mode, Mode::Columns { .. }) => {
             let reduction = Columns {
-                m,
+                m: r.m,
                 init,
-                rows,
-                row,
+                rows: r.rows,
+                row: r.row,
                 tile,
             };
             run_columns(ctx, &ops, p, kernel, &reduction)
         }
-        Some((m, init, rows, row)) => {
+        Some((r, init)) => {
+            let (m, rows, row, mixed) = (r.m, r.rows, r.row, &r.mixed);
             // Results per row: 1, or the kept elements of a mixed row.
             let kept: usize = mixed.as_ref().map_or(1, |(s, red)| {
                 s.iter()
@@ -582,7 +726,7 @@ pub(crate) fn fusion(
             let logical = || invalid("a logical reduction of a float");
             match init {
                 Init::F32(init) => run_rows(ctx, &ops, &launch, |scratch, o: &mut [f32]| {
-                    match &mixed {
+                    match mixed {
                         // The reference kernel on each row: its order for each kept element.
                         Some((shape, red)) => {
                             for (j, o) in o.chunks_mut(kept.max(1)).enumerate() {

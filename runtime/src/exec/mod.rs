@@ -477,6 +477,9 @@ impl<'g> Program<'g> {
             ..Default::default()
         };
         let mut resident = input_bytes;
+        // An op's time runs from the end of the previous op (or of its own regenerations and
+        // reloads) to its own end: one clock read per op.
+        let mut clock = self.timed.then(Instant::now);
         for (p, s) in self.prep.steps.iter().enumerate() {
             if let Some(back) = events.and_then(|e| e.before.get(p)) {
                 let t0 = Instant::now();
@@ -488,9 +491,10 @@ impl<'g> Program<'g> {
                         self.bring_back(b, p, &mut slots, &mut host, &mut resident, &mut stats)?;
                     stats.regen_peak[p] = stats.regen_peak[p].max(peak);
                 }
-                stats.regen_time += t0.elapsed();
+                let t1 = Instant::now();
+                stats.regen_time += t1 - t0;
+                clock = clock.map(|_| t1);
             }
-            let start = self.timed.then(Instant::now);
             let node = g.node(s.node);
             let mut operands = Vec::with_capacity(s.operands.len());
             for (k, &v) in s.operands.iter().enumerate() {
@@ -559,8 +563,10 @@ impl<'g> Program<'g> {
                 }
                 stats.host_peak_bytes = stats.host_peak_bytes.max(host_bytes);
             }
-            if let Some(start) = start {
-                stats.op_time.push(start.elapsed());
+            if let Some(start) = clock {
+                let now = Instant::now();
+                stats.op_time.push(now - start);
+                clock = Some(now);
             }
             on_point(p);
         }

@@ -46,12 +46,10 @@ pub(crate) fn reduce(
         }
         red[d as usize] = true;
     }
-    let region = ctx
-        .node
-        .regions
-        .first()
-        .ok_or_else(|| OpError::Invalid("reduce without a body".into()))?;
-    let f = RegionFn::new(region, "body", ctx.bindings)?;
+    if ctx.node.regions.is_empty() {
+        return invalid("reduce without a body");
+    }
+    let f = RegionFn::of(ctx, 0, "body")?;
     if let (1, Body::Monoid(m)) = (n, &f.body) {
         if xs[0].dtype() == inits[0].dtype() && ctx.out[0].dtype == xs[0].dtype() {
             if let (Data::F16(x), Some(Scalar::F16(init)), Monoid::Add | Monoid::Mul) =
@@ -768,12 +766,10 @@ pub(crate) fn reduce_window(
     let oshape = ctx.out[0].shape.clone();
     let w = Windows::new(window, ctx.bindings, &ishape, &oshape)?;
     let ist = istrides_of(&ishape);
-    let region = ctx
-        .node
-        .regions
-        .first()
-        .ok_or_else(|| OpError::Invalid("reduce_window without a body".into()))?;
-    let f = RegionFn::new(region, "body", ctx.bindings)?;
+    if ctx.node.regions.is_empty() {
+        return invalid("reduce_window without a body");
+    }
+    let f = RegionFn::of(ctx, 0, "body")?;
     let n_out: usize = oshape.iter().product();
     if let (1, Body::Monoid(m)) = (n, &f.body) {
         let m = *m;
@@ -865,8 +861,8 @@ pub(crate) fn select_and_scatter(
     if ctx.node.regions.len() != 2 {
         return invalid("select_and_scatter needs select and scatter regions");
     }
-    let sel = RegionFn::new(&ctx.node.regions[0], "select", ctx.bindings)?;
-    let sc = RegionFn::new(&ctx.node.regions[1], "scatter", ctx.bindings)?;
+    let sel = RegionFn::of(ctx, 0, "select")?;
+    let sc = RegionFn::of(ctx, 1, "scatter")?;
     let fill = init
         .scalar_value()
         .ok_or_else(|| OpError::Invalid("init_value must be a scalar".into()))?;

@@ -9,7 +9,7 @@
 //! recognized body computes exactly what the region graph computes (operand order matters only
 //! for `compare`, whose direction is mirrored when the operands are swapped).
 
-use super::{program_schedule, Program};
+use super::{program_schedule, Ctx, Program};
 use crate::error::OpError;
 use crate::tensor::{Scalar, Tensor};
 use ebb_ir::{Bindings, Graph, Op, Relation, ValueRef};
@@ -107,6 +107,41 @@ impl<'g> RegionFn<'g> {
             body: recognize(r),
             name: name.into(),
             prog,
+        })
+    }
+
+    /// Prepares region `i` of the op of `ctx` (named `name` in errors) at its bindings, its
+    /// program prepared once per prepared enclosing program where that keeps the op's regions
+    /// ([`Ctx::regions`]; empty: prepared at every call, as [`RegionFn::new`]).
+    ///
+    /// # Errors
+    /// [`OpError::Invalid`] when the op has no region `i`; [`OpError::Region`] when the
+    /// region's types cannot be evaluated at the bindings.
+    pub fn of(ctx: &Ctx<'g>, i: usize, name: &str) -> Result<RegionFn<'g>, OpError> {
+        let r: &'g Graph = ctx
+            .node
+            .regions
+            .get(i)
+            .ok_or_else(|| OpError::Invalid(format!("no region `{name}`")))?;
+        let Some(cell) = ctx.regions.get(i) else {
+            return RegionFn::new(r, name, ctx.bindings);
+        };
+        let prep = match cell.get() {
+            Some(p) => p.clone(),
+            None => {
+                let p = Program::new(r, &program_schedule(r), ctx.bindings)
+                    .map_err(|e| OpError::Region {
+                        region: name.into(),
+                        source: Box::new(e),
+                    })?
+                    .prepared();
+                cell.get_or_init(|| p).clone()
+            }
+        };
+        Ok(RegionFn {
+            body: recognize(r),
+            name: name.into(),
+            prog: Program::from_prepared(r, prep),
         })
     }
 
