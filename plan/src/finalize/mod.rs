@@ -710,6 +710,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     /// scaled decisions of [`Finalizer::upward_first`] (on the golden set, one there lost 4.3
     /// points of the step: `gpt2_tiny_scan` fused, B=8, S=255 under half its scheduled peak on
     /// `h100-sxm-pcie5`).
+    #[allow(clippy::too_many_arguments)]
     fn decide_upward(
         &self,
         c: ConcretePlan,
