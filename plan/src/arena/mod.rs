@@ -56,7 +56,7 @@ use intervals::Piece;
 use scan::{best_fit_scan, small_bytes, Placement};
 use serde::Serialize;
 use std::collections::HashSet;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Alignment of every offset in bytes.
 pub const ALIGN: i64 = 64;
@@ -217,6 +217,7 @@ fn lay_out_now(
         decisions,
         peak,
         fit,
+        &AtomicBool::new(false),
         &never,
     )
     .unwrap_or_default()
@@ -226,6 +227,13 @@ fn lay_out_now(
 /// finalizer holds them prepared) and the caller's bound on the arena, if any (`fit`, bytes:
 /// [`assign_offsets_within`]); `None` when `cancel` is set before the layout is done (a
 /// speculative layout no longer needed).
+///
+/// `futile` carries what a caller's earlier layouts of the same plan at the same shape learnt
+/// about the repair: set once a repair's anchored order did not come below the scan (the
+/// anchored layout of these intervals packs no tighter than the scan; decisions a few
+/// candidates apart lay out alike), and while set no repair is tried, so a finalize that lays
+/// out several decisions pays for at most one futile repair.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn assign_offsets_live(
     plan: &Plan,
     live: &IndexVec<ValueIx, Window>,
@@ -233,6 +241,7 @@ pub(crate) fn assign_offsets_live(
     decisions: &[Decision],
     peak: i64,
     fit: Option<i64>,
+    futile: &AtomicBool,
     cancel: &AtomicBool,
 ) -> Option<Arena> {
     let pieces = intervals::pieces(plan, live, value_bytes, decisions);
@@ -274,7 +283,10 @@ pub(crate) fn assign_offsets_live(
     // where its order is of [`ANCHORS`] anchors (over all intervals of a smaller plan, an
     // order costs several layouts: GPT-2 small under half its program-order peak).
     let repair = fit.filter(|&f| {
-        items.len() > GREEDY_UP_TO && scan.top > f && scan.top <= within(peak, SCAN_KEPT_WITHIN)
+        items.len() > GREEDY_UP_TO
+            && scan.top > f
+            && scan.top <= within(peak, SCAN_KEPT_WITHIN)
+            && !futile.load(Ordering::Relaxed)
     });
     if scan.top > within(peak, SCAN_KEPT_WITHIN) || repair.is_some() {
         let good_enough = match repair {
@@ -304,6 +316,9 @@ pub(crate) fn assign_offsets_live(
             if top < scan.top {
                 (scan.top, anchored) = (top, Some(offsets));
             }
+        }
+        if repair.is_some() && anchored.is_none() {
+            futile.store(true, Ordering::Relaxed);
         }
     }
     match &anchored {

@@ -585,9 +585,10 @@ pub(super) fn choose(
 }
 
 /// The [`Trace`] of [`choose`]'s first run filled to `budget` with the options scored over
-/// `scored_over` bytes (at least `budget`), without its second look: what [`replay`] needs to
+/// `scored_over` bytes (at least `budget`): what [`replay`] needs to
 /// decide at any budget from `budget` up, and at `scored_over` exactly what [`choose`] decides
-/// there. `Err` where that run does not meet `budget`, with the trace of its picks up to where
+/// there; with [`replay`]'s decisions at `budget` itself (the run's second look) where its
+/// swaps do not saturate the link. `Err` where that run does not meet `budget`, with the trace of its picks up to where
 /// it stopped, whose `target` is the lowest peak it reached: the fill at any budget from that
 /// peak up takes a prefix of the same picks (the budget only decides where a fill stops), so
 /// [`replay`] decides there from it as from a trace that met its target.
@@ -599,7 +600,7 @@ pub(super) fn trace(
     budget: i64,
     scored_over: i64,
     step_us: f64,
-) -> Result<Trace, Trace> {
+) -> Result<(Trace, Option<Chosen>), Trace> {
     let run = Run {
         cover,
         candidates,
@@ -615,11 +616,14 @@ pub(super) fn trace(
         scored_over,
         runs: vec![(0.0, std::mem::take(&mut g.log))],
     };
-    if met {
-        Ok(trace)
-    } else {
-        Err(trace)
+    if !met {
+        return Err(trace);
     }
+    // The run's state is what a replay of its whole log at `budget` rebuilds (the same
+    // options set in the same order): its second look is that replay's, where the swaps leave
+    // the link unsaturated (else the replay runs a second greedy).
+    let (chosen, saturated) = g.second_look();
+    Ok((trace, (!saturated).then_some(chosen)))
 }
 
 /// What [`choose`] decides at `budget` ≥ `trace.target` with the options scored over

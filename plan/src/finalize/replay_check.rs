@@ -2,7 +2,8 @@
 //! (`finalize/greedy.rs`): a trace kept from a search filled to one target with the options
 //! scored over another, replayed at the scored target, takes exactly the decisions a full
 //! search there takes, whether the traced search met its own (lower) target or stopped short
-//! of it (a partial trace, kept up to the lowest peak it reached).
+//! of it (a partial trace, kept up to the lowest peak it reached); and the traced run's own
+//! decisions at its target are those of its replay there.
 
 use super::greedy::{self, Chosen};
 use super::options::Options;
@@ -62,7 +63,28 @@ pub fn replay_matches_search(
         scored_over,
         step_us,
     ) {
-        Ok(t) => (t, false),
+        Ok((t, traced)) => {
+            // The traced run's own second look is its replay's at `fill_to`.
+            if let Some(traced) = traced {
+                let replayed = greedy::replay(
+                    &mut options(),
+                    &prep.cover,
+                    candidates,
+                    resident,
+                    &t,
+                    fill_to,
+                    step_us,
+                );
+                if replayed.as_ref().map(summary) != Some(summary(&traced)) {
+                    return Err(format!(
+                        "the traced run at {fill_to} decides {:?}, its replay there {:?}",
+                        summary(&traced),
+                        replayed.as_ref().map(summary)
+                    ));
+                }
+            }
+            (t, false)
+        }
         Err(t) => (t, true),
     };
     let replayed = greedy::replay(
