@@ -333,6 +333,12 @@ impl Device for Cuda {
             Space::Arena => &mut self.arena,
             Space::Scratch => &mut self.scratch,
         };
+        // A step at the shape of the last one keeps its allocation (the device holds exactly
+        // the bytes the plan asks for either way; `cuMemFree` + `cuMemAlloc` per step cost
+        // far more than a small step's kernels).
+        if slot.0 != 0 && slot.1 == bytes {
+            return Ok(());
+        }
         if slot.0 != 0 {
             // SAFETY: our allocation, no work in flight.
             call("cuMemFree", unsafe { cu::free_sync(slot.0) })?;
@@ -352,6 +358,11 @@ impl Device for Cuda {
     fn alloc_host_pool(&mut self, bytes: u64) -> Result<(), DeviceError> {
         self.bind()?;
         self.synchronize()?;
+        // The pool of the last step when it has the size asked for (pinning host memory,
+        // `cuMemAllocHost`, takes milliseconds).
+        if !self.pool.0.is_null() && self.pool.1 == bytes {
+            return Ok(());
+        }
         if !self.pool.0.is_null() {
             // SAFETY: our pinned allocation, no copy in flight.
             call("cuMemFreeHost", unsafe {

@@ -288,7 +288,8 @@ pub trait Device {
     /// A short name (`simt`, `cuda`).
     fn name(&self) -> &'static str;
 
-    /// Allocates `space` with `bytes` bytes (once per step; the previous one is freed).
+    /// Allocates `space` with `bytes` bytes (once per step; the previous allocation is freed,
+    /// or kept when it has exactly this size).
     ///
     /// # Errors
     /// Out of device memory, or a driver error.
