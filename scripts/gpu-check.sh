@@ -297,6 +297,7 @@ for name, shape, budget, r in runs:
         "outputs_bit_identical": r.get("outputs_match_reference"),
         "reference_max_rel_err": r.get("reference_max_rel_err"),
         "outputs_within_tolerance": r.get("outputs_within_tolerance"),
+        "output_errors": r.get("reference_output_errors") or [],
         "npz_max_rel_err": r.get("npz_max_rel_err"),
         "step_ms_median": step,
         "added_ms_measured": (step - free_step) if (budget != "none" and free_step) else None,
