@@ -184,6 +184,14 @@ pub struct Runtime {
     device: Option<Box<dyn Device + Send>>,
     /// Device kernels per op, kept across steps.
     kernels: Arc<KernelCache>,
+    /// The last device step's lowered program and its hazard check, by its finalized plan
+    /// (held, so that pointer equality identifies it): a step at the same shape and budget
+    /// runs it again instead of lowering the program anew.
+    lowered: Option<(
+        Arc<ConcretePlan>,
+        Arc<DeviceProgram>,
+        Option<device::hazard::HazardStats>,
+    )>,
     /// What recent CPU steps prepared from their finalized plan and bindings, most recent
     /// last (at most [`READY_KEPT`]).
     ready: Vec<Ready>,
@@ -311,6 +319,7 @@ impl Runtime {
             arena_backed: true,
             device: None,
             kernels: Arc::default(),
+            lowered: None,
             ready: Vec::new(),
         })
     }
@@ -320,6 +329,7 @@ impl Runtime {
     pub fn set_executor(&mut self, executor: Executor) {
         if executor != self.executor {
             self.device = None;
+            self.lowered = None;
         }
         self.executor = executor;
     }
@@ -669,17 +679,35 @@ impl Runtime {
         let check = self.executor == Executor::Simt;
         let kernels = self.kernels.clone();
         let graph = std::mem::replace(&mut self.graph, Graph::new("moved"));
+        let kept = self
+            .lowered
+            .as_ref()
+            .filter(|(c, ..)| Arc::ptr_eq(c, &concrete))
+            .map(|(_, l, h)| (l.clone(), *h));
         let out = (|| {
             let program = Program::new(&graph, schedule, b)?
                 .with_executor(Executor::Jit)
                 .with_pool(self.pool.clone())
                 .with_kernel_memo(self.memo.clone());
-            let events = program.events(plan, &concrete.decisions)?;
-            let lowered = DeviceProgram::new(&program, plan, &concrete.arena, &events, &kernels)?;
-            let hazards = if check {
-                Some(device::hazard::check(&lowered.cmds)?)
-            } else {
-                None
+            let (lowered, hazards) = match kept {
+                Some(k) => k,
+                None => {
+                    let events = program.events(plan, &concrete.decisions)?;
+                    let lowered = Arc::new(DeviceProgram::new(
+                        &program,
+                        plan,
+                        &concrete.arena,
+                        &events,
+                        &kernels,
+                    )?);
+                    let hazards = if check {
+                        Some(device::hazard::check(&lowered.cmds)?)
+                    } else {
+                        None
+                    };
+                    self.lowered = Some((concrete.clone(), lowered.clone(), hazards));
+                    (lowered, hazards)
+                }
             };
             let points = program.points();
             let jit0 = ebb_codegen::stats();
@@ -690,7 +718,15 @@ impl Runtime {
             })?;
             let wall_ms = t.elapsed().as_secs_f64() * 1e3;
             let jit1 = ebb_codegen::stats();
-            Ok::<_, RuntimeError>((outputs, run, lowered.stats, hazards, wall_ms, jit0, jit1))
+            Ok::<_, RuntimeError>((
+                outputs,
+                run,
+                lowered.stats.clone(),
+                hazards,
+                wall_ms,
+                jit0,
+                jit1,
+            ))
         })();
         self.graph = graph;
         let (outputs, run, program, hazards, wall_ms, jit0, jit1) = out?;

@@ -467,3 +467,30 @@ fn the_cuda_executor_without_a_driver_is_a_clean_error() {
         }
     }
 }
+
+/// A step at the shape of the last one runs the lowered program kept from it (no new
+/// lowering or hazard check): on one runtime, steps at B=8, again B=8, B=3 and B=8 give, each,
+/// the outputs of a fresh runtime's first step at that shape.
+#[test]
+fn a_repeated_shape_runs_the_kept_lowered_program() {
+    let plan = compile("mlp_sgd");
+    let shapes = ["B=8", "B=8", "B=3", "B=8"];
+    let bind = |s: &str| ebb_pipeline::parse_bindings(s).unwrap();
+    let fresh = |s: &str| {
+        let mut rt = ebb_runtime::Runtime::new(plan.clone(), None).unwrap();
+        rt.set_executor(Executor::Simt);
+        let inputs = ebb_runtime::inputs::random_inputs(rt.graph(), &bind(s), 7).unwrap();
+        rt.step(&bind(s), inputs).unwrap().outputs
+    };
+    let mut rt = ebb_runtime::Runtime::new(plan.clone(), None).unwrap();
+    rt.set_executor(Executor::Simt);
+    for s in shapes {
+        let inputs = ebb_runtime::inputs::random_inputs(rt.graph(), &bind(s), 7).unwrap();
+        let got = rt.step(&bind(s), inputs).unwrap().outputs;
+        let want = fresh(s);
+        assert_eq!(got.len(), want.len());
+        for (x, y) in got.iter().zip(&want) {
+            assert!(x.bits_eq(y), "{s}");
+        }
+    }
+}
