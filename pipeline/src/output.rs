@@ -157,15 +157,24 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
     let mut builder = tempfile::Builder::new();
     builder.prefix(&prefix).suffix(".tmp");
     let existing = fs::metadata(&target).ok().map(|m| m.permissions());
-    #[cfg(unix)]
-    {
-        // A new file gets `0666 & !umask`, as `open(2)` would give it.
-        use std::os::unix::fs::PermissionsExt;
-        builder.permissions(fs::Permissions::from_mode(0o666));
-    }
+    // The signal handler learns each temporary path before the file exists (a signal in
+    // between unlinks nothing), so no moment leaves a created file unknown to it.
+    let mut armed: Option<Armed> = None;
     // Dropping `tmp` (on any early return below) removes the temporary file.
     let mut tmp = builder
-        .tempfile_in(&dir)
+        .make_in(&dir, |path| {
+            armed = None;
+            armed = Some(Armed::new(path));
+            let mut o = fs::OpenOptions::new();
+            o.read(true).write(true).create_new(true);
+            #[cfg(unix)]
+            {
+                // A new file gets `0666 & !umask`, as `open(2)` would give it.
+                use std::os::unix::fs::OpenOptionsExt;
+                o.mode(0o666);
+            }
+            o.open(path)
+        })
         .map_err(|e| OutputError::TempFile {
             path: path.to_path_buf(),
             dir: dir.clone(),
@@ -176,7 +185,7 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
                 io::Error::new(e.kind(), msg)
             },
         })?;
-    let _armed = Armed::new(tmp.path());
+    let _armed = armed;
     if let Some(perms) = existing {
         tmp.as_file().set_permissions(perms).map_err(io)?;
     }
