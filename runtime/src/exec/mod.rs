@@ -672,7 +672,7 @@ fn op_err(node: &Node, source: OpError) -> ExecError {
     }
 }
 
-fn eval_type(
+pub(crate) fn eval_type(
     g: &Graph,
     node: &Node,
     dtype: DType,

@@ -30,24 +30,6 @@ fn overlaps(a: DevRange, b: DevRange) -> bool {
         && b.ptr.offset < a.ptr.offset + a.bytes
 }
 
-/// The concrete type of `ty` at `lower`'s bindings, or `None` when a dimension does not
-/// evaluate to a size.
-fn concrete(lower: &Lower, ty: &ebb_ir::TensorType) -> Option<OutType> {
-    let shape = ty
-        .shape
-        .iter()
-        .map(|d| {
-            d.eval(lower.bindings)
-                .ok()
-                .and_then(|v| usize::try_from(v).ok())
-        })
-        .collect::<Option<Vec<usize>>>()?;
-    Some(OutType {
-        dtype: ty.dtype,
-        shape,
-    })
-}
-
 impl Lower<'_> {
     /// The device work of fusion `node` member by member; see the module docs. `ins` and
     /// `outs` are the fusion's operands and results, `ws` its workspace.
@@ -84,10 +66,10 @@ impl Lower<'_> {
         let mut work: Vec<(Work, Access)> = Vec::new();
         let mut peak = 0u64;
         for &n in r.order() {
-            if r.inputs().contains(&n) {
+            let member = r.node(n);
+            if matches!(member.op, Op::Input(_)) {
                 continue;
             }
-            let member = r.node(n);
             let operands = r.operands(n);
             let mut in_types = Vec::with_capacity(operands.len());
             for v in &operands {
@@ -96,7 +78,8 @@ impl Lower<'_> {
             }
             let mut out_types = Vec::with_capacity(member.outputs.len());
             for (k, ty) in member.outputs.iter().enumerate() {
-                let t = concrete(self, ty)?;
+                let t =
+                    crate::exec::eval_type(r, member, ty.dtype, &ty.shape, self.bindings).ok()?;
                 let v = ValueRef::new(n, k as u32);
                 let p = match slot.get(&v) {
                     Some(&o) if !in_place => {

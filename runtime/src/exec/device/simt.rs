@@ -29,14 +29,15 @@ use std::thread::JoinHandle;
 
 type Job = Box<dyn FnOnce() -> Result<(), DeviceError> + Send>;
 
-/// `EBB_SIMT_GEMM` (see the module docs): `None` for the CPU executor's GEMM, `Some(faulty)`
-/// for the reversed-order stand-in.
+/// `EBB_SIMT_GEMM` (see the module docs; read once per process): `None` for the CPU
+/// executor's GEMM, `Some(faulty)` for the reversed-order stand-in.
 fn stand_in() -> Option<bool> {
-    match std::env::var("EBB_SIMT_GEMM").as_deref() {
+    static MODE: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| match std::env::var("EBB_SIMT_GEMM").as_deref() {
         Ok("reversed") => Some(false),
         Ok("faulty") => Some(true),
         _ => None,
-    }
+    })
 }
 
 /// `c = a · b` per batch, each dot product summed in `f32` from the last term to the first;
