@@ -379,17 +379,45 @@ pub(crate) fn sort(
             .get(i)
             .ok_or_else(|| OpError::Invalid("index out of range".into()))
     };
+    // A comparator of per-element keys: the keys computed once per element.
+    let keyed = match (&fast, f.scalar()) {
+        (None, Some(body)) => body.key_compare().and_then(|kc| {
+            let mut keys = Vec::with_capacity(total);
+            let mut args = Vec::with_capacity(ops.len());
+            for i in 0..total {
+                args.clear();
+                for t in &ops {
+                    args.push(t.data().get(i)?);
+                }
+                keys.push(body.keys(&kc, &args)?);
+            }
+            Some((kc, keys))
+        }),
+        _ => None,
+    };
     let less = |i: usize, j: usize| -> bool {
         let r = (|| -> Result<bool, OpError> {
+            if let Some((kc, keys)) = &keyed {
+                return kc
+                    .less(keys[i].0, keys[j].1)
+                    .ok_or_else(|| OpError::Invalid("comparator key types differ".into()));
+            }
             match &fast {
                 Some((dir, total)) => scalar_compare(get(first, i)?, get(first, j)?, *dir, *total),
                 None => {
-                    let mut args = Vec::with_capacity(2 * ops.len());
-                    for t in &ops {
-                        args.push(get(t, i)?);
-                        args.push(get(t, j)?);
+                    let mut buf = [Scalar::I1(false); 8];
+                    let mut heap = Vec::new();
+                    let args: &mut [Scalar] = if 2 * ops.len() <= buf.len() {
+                        &mut buf[..2 * ops.len()]
+                    } else {
+                        heap.resize(2 * ops.len(), Scalar::I1(false));
+                        &mut heap
+                    };
+                    for (k, t) in ops.iter().enumerate() {
+                        args[2 * k] = get(t, i)?;
+                        args[2 * k + 1] = get(t, j)?;
                     }
-                    Ok(matches!(f.call(&args)?.first(), Some(Scalar::I1(true))))
+                    f.test(args)
                 }
             }
         })();
@@ -407,13 +435,13 @@ pub(crate) fn sort(
     for &s in &starts {
         order.clear();
         order.extend((0..len).map(|k| s + k * stride));
+        // A stable sort by `less` alone (std's `sort_by` asks only whether an element is
+        // less than another, so the order of equal elements is theirs on input either way).
         order.sort_by(|&i, &j| {
             if less(i, j) {
                 Ordering::Less
-            } else if less(j, i) {
-                Ordering::Greater
             } else {
-                Ordering::Equal
+                Ordering::Greater
             }
         });
         for (k, &from) in order.iter().enumerate() {

@@ -47,6 +47,7 @@ pub mod pool;
 pub mod random;
 mod reduce;
 mod region;
+mod scalar_body;
 mod shape_ops;
 mod small_k;
 

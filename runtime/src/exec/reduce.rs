@@ -572,9 +572,14 @@ fn reduce_general(
     let mut accs: Vec<Vec<Scalar>> = vec![init; n_out];
     let total: usize = shape.iter().product();
     let mut args = Vec::with_capacity(2 * n);
+    // Each input dimension's stride in the outputs (0 for a reduced one).
+    let mut step = vec![0usize; shape.len()];
+    for (&d, &s) in kept.iter().zip(&ost) {
+        step[d] = s;
+    }
+    let mut idx = vec![0usize; shape.len()];
+    let mut o = 0usize;
     for i in 0..total {
-        let idx = unravel(i, shape);
-        let o: usize = kept.iter().zip(&ost).map(|(&d, &s)| idx[d] * s).sum();
         args.clear();
         args.extend_from_slice(&accs[o]);
         for x in xs {
@@ -584,7 +589,17 @@ fn reduce_general(
                     .ok_or_else(|| OpError::Invalid("index out of range".into()))?,
             );
         }
-        accs[o] = f.call(&args)?;
+        f.call_into(&args, &mut accs[o])?;
+        // The next input element's multi-index and output position.
+        for d in (0..shape.len()).rev() {
+            idx[d] += 1;
+            o += step[d];
+            if idx[d] < shape[d] {
+                break;
+            }
+            o -= step[d] * idx[d];
+            idx[d] = 0;
+        }
     }
     collect_outputs(accs, out)
 }
@@ -707,6 +722,24 @@ impl Windows {
         Some((base, offs))
     }
 
+    /// The one axis along which windows have more than one tap or touch padding, where every
+    /// other axis maps output index `o` to input index `o` with a one-tap window (a cumulative
+    /// sum, `jnp.cumsum`'s `reduce_window` and its transpose); `None` otherwise.
+    fn one_axis(&self, output: &[usize]) -> Option<usize> {
+        let mut active = None;
+        for (d, (t, &w)) in self.table.iter().zip(&self.win).enumerate() {
+            let identity = w == 1 && t.iter().enumerate().all(|(o, &i)| i == Some(o));
+            if !identity {
+                if active.is_some() {
+                    return None;
+                }
+                active = Some(d);
+            }
+        }
+        let a = active?;
+        (self.table[a].len() == output[a] * self.win[a]).then_some(a)
+    }
+
     /// Input offsets (or `None` for padding) of the window of output multi-index `o`, in
     /// row-major window order.
     fn positions(&self, o: &[usize], in_strides: &[isize], out: &mut Vec<Option<usize>>) {
@@ -797,6 +830,11 @@ pub(crate) fn reduce_window(
                 });
                 return out;
             }
+            if let Some(a) = w.one_axis(oshape) {
+                if one_axis_fold(x, init, m, w, (a, ist), oshape, &mut out, chunk > 0) {
+                    return out;
+                }
+            }
             super::par::chunks_mut(&mut out, chunk, &|s, c| {
                 let mut o = unravel(s, oshape);
                 let (mut pos, mut scratch) = (Vec::new(), Vec::new());
@@ -843,6 +881,81 @@ pub(crate) fn reduce_window(
         accs.push(acc);
     }
     collect_outputs(accs, ctx.out)
+}
+
+/// `reduce_window` of one monoid input whose windows vary along axis `a` only
+/// ([`Windows::one_axis`]): each output folds its window's taps along `a` in window order,
+/// padding taps contributing `init`, as the general walk does, without computing positions.
+/// Where every window is padding followed by the input's elements `0..=o` (a cumulative sum
+/// over the axis) and `init ⊕ init` is `init` bit for bit (so any run of padding taps leaves
+/// `init`), output `o` is the running fold `init ⊕ x[0] ⊕ … ⊕ x[o]`: the same additions in
+/// the same order, in linear time instead of quadratic. `ist` are the input's strides. Parallel
+/// over the axes before `a` when `par`. `false` (nothing written) where `x` and `out` are not
+/// the lengths the shapes give.
+#[allow(clippy::too_many_arguments)]
+fn one_axis_fold<T: Elem>(
+    x: &[T],
+    init: T,
+    m: Monoid,
+    w: &Windows,
+    (a, ist): (usize, &[isize]),
+    oshape: &[usize],
+    out: &mut [T],
+    par: bool,
+) -> bool {
+    let (na, wa, ta) = (oshape[a], w.win[a], &w.table[a]);
+    let inner: usize = oshape[a + 1..].iter().product();
+    let outer: usize = oshape[..a].iter().product();
+    if inner == 0 || outer == 0 || na == 0 {
+        return true;
+    }
+    // The input's length along `a` (the other axes are the output's).
+    let la = match a {
+        0 => x.len() / inner,
+        _ => ist[a - 1] as usize / inner,
+    };
+    let same = |p: T, q: T| p.to_f64().to_bits() == q.to_f64().to_bits();
+    let prefix = same(combine(m, init, init), init)
+        && (0..na).all(|o| {
+            let row = &ta[o * wa..(o + 1) * wa];
+            let lead = row.iter().take_while(|t| t.is_none()).count();
+            row[lead..].iter().enumerate().all(|(k, &t)| t == Some(k)) && wa - lead == o + 1
+        });
+    let block = na * inner;
+    if la * inner * outer != x.len() || out.len() != outer * block {
+        return false;
+    }
+    let chunk = if par {
+        block
+            * outer
+                .div_ceil(4 * rayon::current_num_threads().max(1))
+                .max(1)
+    } else {
+        0
+    };
+    super::par::chunks_mut(out, chunk, &|s, c| {
+        for (q, o_blk) in c.chunks_mut(block).enumerate() {
+            let pre = s / block + q;
+            let xin = &x[pre * la * inner..(pre + 1) * la * inner];
+            for post in 0..inner {
+                if prefix {
+                    let mut acc = init;
+                    for oa in 0..na {
+                        acc = combine(m, acc, xin[oa * inner + post]);
+                        o_blk[oa * inner + post] = acc;
+                    }
+                    continue;
+                }
+                for oa in 0..na {
+                    let row = &ta[oa * wa..(oa + 1) * wa];
+                    o_blk[oa * inner + post] = row.iter().fold(init, |acc, t| {
+                        combine(m, acc, t.map_or(init, |i| xin[i * inner + post]))
+                    });
+                }
+            }
+        }
+    });
+    true
 }
 
 /// `select_and_scatter` (operand, source, init_value; regions select, scatter): for every
@@ -900,7 +1013,7 @@ pub(crate) fn select_and_scatter(
                     let (a, b) = (get(x.data(), c)?, get(x.data(), p)?);
                     let keep = match &cmp {
                         Some((dir, total)) => scalar_compare(a, b, *dir, *total)?,
-                        None => matches!(sel.call(&[a, b])?.first(), Some(Scalar::I1(true))),
+                        None => sel.test(&[a, b])?,
                     };
                     if keep {
                         c

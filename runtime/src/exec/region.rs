@@ -9,6 +9,7 @@
 //! recognized body computes exactly what the region graph computes (operand order matters only
 //! for `compare`, whose direction is mirrored when the operands are swapped).
 
+use super::scalar_body::ScalarBody;
 use super::{program_schedule, Ctx, Program};
 use crate::error::OpError;
 use crate::tensor::{Scalar, Tensor};
@@ -44,6 +45,9 @@ pub(crate) struct RegionFn<'g> {
     pub body: Body,
     name: String,
     prog: Program<'g>,
+    /// The region compiled to scalar instructions, where its ops allow
+    /// ([`ScalarBody::compile`]); [`RegionFn::call`] then runs it instead of `prog`.
+    scalar: Option<ScalarBody>,
 }
 
 /// Recognizes the body of `r` (see the module docs).
@@ -107,6 +111,7 @@ impl<'g> RegionFn<'g> {
             body: recognize(r),
             name: name.into(),
             prog,
+            scalar: ScalarBody::compile(r),
         })
     }
 
@@ -142,11 +147,19 @@ impl<'g> RegionFn<'g> {
             body: recognize(r),
             name: name.into(),
             prog: Program::from_prepared(r, prep),
+            scalar: ScalarBody::compile(r),
         })
     }
 
     /// Evaluates the region on scalar arguments.
     pub fn call(&self, args: &[Scalar]) -> Result<Vec<Scalar>, OpError> {
+        if let Some(v) = self
+            .scalar
+            .as_ref()
+            .and_then(|b| b.eval(args, |r| r.to_vec()))
+        {
+            return Ok(v);
+        }
         let inputs = args.iter().map(|&s| Tensor::scalar(s)).collect();
         let (outs, _) = self.prog.run(inputs).map_err(|e| OpError::Region {
             region: self.name.clone(),
@@ -159,5 +172,40 @@ impl<'g> RegionFn<'g> {
                 })
             })
             .collect()
+    }
+
+    /// [`RegionFn::call`], its results written over `out` (no allocation where the region is
+    /// compiled to scalar instructions).
+    ///
+    /// # Errors
+    /// As [`RegionFn::call`].
+    pub fn call_into(&self, args: &[Scalar], out: &mut Vec<Scalar>) -> Result<(), OpError> {
+        let write = |r: &[Scalar]| {
+            out.clear();
+            out.extend_from_slice(r);
+        };
+        if let Some(()) = self.scalar.as_ref().and_then(|b| b.eval(args, write)) {
+            return Ok(());
+        }
+        *out = self.call(args)?;
+        Ok(())
+    }
+
+    /// The region compiled to scalar instructions, where its ops allow.
+    pub(crate) fn scalar(&self) -> Option<&ScalarBody> {
+        self.scalar.as_ref()
+    }
+
+    /// Evaluates a predicate region (a `sort` comparator, a `select_and_scatter` select): whether
+    /// its first result is `true`.
+    ///
+    /// # Errors
+    /// As [`RegionFn::call`].
+    pub fn test(&self, args: &[Scalar]) -> Result<bool, OpError> {
+        let first = |r: &[Scalar]| matches!(r.first(), Some(Scalar::I1(true)));
+        if let Some(v) = self.scalar.as_ref().and_then(|b| b.eval(args, first)) {
+            return Ok(v);
+        }
+        Ok(first(&self.call(args)?))
     }
 }

@@ -1,0 +1,233 @@
+//! Tests of region bodies compiled to scalar instructions and of the `reduce_window` walk
+//! along one axis, on the regions JAX emits: `jnp.sort`/`jnp.argsort`'s comparator (keys
+//! computed once per element), `jnp.argmax`'s variadic `reduce` body, and cumulative sums
+//! forward and reversed (the transpose `jax.grad` gives). Each result is checked against the
+//! op's definition computed here, on values with NaN, `-0.0`, infinities and ties.
+
+use crate::common;
+use common::*;
+use ebb_runtime::{Data, Tensor};
+
+/// `jnp.argsort(x, axis=1)` as JAX exports it: `x` and an iota sorted together by a comparator
+/// that maps `-0.0` to `0.0` and every NaN to one NaN, then compares in the total order.
+const ARGSORT: &str = r#"graph @t {
+  %0 = input {index = 0, name = "x"} : f32[A,B]
+  %1 = iota {dtype = ui32, iota_dimension = 1, shape = dims[A, B]} : ui32[A,B]
+  %2:2 = sort(%0, %1) {dimension = 1, is_stable = true} : f32[A,B], ui32[A,B] {
+    region @body {
+      %0 = input {index = 0, name = ""} : f32[]
+      %1 = input {index = 1, name = ""} : f32[]
+      %2 = input {index = 2, name = ""} : ui32[]
+      %3 = input {index = 3, name = ""} : ui32[]
+      %4 = constant {value = dense<0.0> : f32} : f32[]
+      %5 = compare(%0, %4) {compare_type = "FLOAT", comparison_direction = "EQ"} : i1[]
+      %6 = select(%5, %4, %0) : f32[]
+      %7 = compare(%0, %0) {compare_type = "FLOAT", comparison_direction = "NE"} : i1[]
+      %8 = constant {value = dense<0x7fc00000> : f32} : f32[]
+      %9 = select(%7, %8, %6) : f32[]
+      %10 = compare(%1, %4) {compare_type = "FLOAT", comparison_direction = "EQ"} : i1[]
+      %11 = select(%10, %4, %1) : f32[]
+      %12 = compare(%1, %1) {compare_type = "FLOAT", comparison_direction = "NE"} : i1[]
+      %13 = select(%12, %8, %11) : f32[]
+      %14 = compare(%9, %13) {compare_type = "TOTALORDER", comparison_direction = "LT"} : i1[]
+      return %14
+    }
+  }
+  return %2#0, %2#1
+}"#;
+
+/// `jnp.argmax(x, axis=1)`: a `reduce` of `x` and an iota whose body keeps the larger value
+/// (a NaN wins) and, on ties, the smaller index.
+const ARGMAX: &str = r#"graph @t {
+  %0 = input {index = 0, name = "x"} : f32[A,B]
+  %1 = iota {dtype = i32, iota_dimension = 1, shape = dims[A, B]} : i32[A,B]
+  %2 = constant {value = dense<0xFF800000> : f32} : f32[]
+  %3 = constant {value = dense<0> : i32} : i32[]
+  %4:2 = reduce(%0, %1, %2, %3) {dimensions = [1]} : f32[A], i32[A] {
+    region @body {
+      %0 = input {index = 0, name = ""} : f32[]
+      %1 = input {index = 1, name = ""} : i32[]
+      %2 = input {index = 2, name = ""} : f32[]
+      %3 = input {index = 3, name = ""} : i32[]
+      %4 = compare(%0, %2) {compare_type = "FLOAT", comparison_direction = "GT"} : i1[]
+      %5 = compare(%0, %0) {compare_type = "FLOAT", comparison_direction = "NE"} : i1[]
+      %6 = or(%4, %5) : i1[]
+      %7 = compare(%0, %2) {compare_type = "FLOAT", comparison_direction = "EQ"} : i1[]
+      %8 = compare(%1, %3) {compare_type = "SIGNED", comparison_direction = "LT"} : i1[]
+      %9 = and(%7, %8) : i1[]
+      %10 = or(%6, %9) : i1[]
+      %11 = select(%6, %0, %2) : f32[]
+      %12 = select(%10, %1, %3) : i32[]
+      return %11, %12
+    }
+  }
+  return %4#1
+}"#;
+
+/// Rows of values with NaN, both zeros, infinities and repeated values.
+fn special_rows(a: usize, b: usize) -> Vec<f32> {
+    let pool = [
+        f32::NAN,
+        -0.0,
+        0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1.5,
+        -1.5,
+        1.5,
+        -f32::NAN,
+        3.25,
+    ];
+    (0..a * b)
+        .map(|i| {
+            let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 37;
+            if h % 3 == 0 {
+                pool[(h / 3) as usize % pool.len()]
+            } else {
+                ((h % 41) as f32 - 20.0) / 4.0
+            }
+        })
+        .collect()
+}
+
+/// Tests `jnp.argsort`'s comparator on rows long and short: the values and indices are a
+/// stable sort by the canonicalized key in the total order (NaN last, `-0.0` equal to `0.0`).
+#[test]
+fn jax_argsort_comparator_sorts_by_its_canonical_keys() {
+    for (a, b) in [(3usize, 7usize), (4, 40)] {
+        let x = special_rows(a, b);
+        let out = run(
+            ARGSORT,
+            &[("A", a as i64), ("B", b as i64)],
+            vec![f32t(&[a, b], &x)],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let key = |v: f32| {
+            if v.is_nan() {
+                f32::NAN
+            } else if v == 0.0 {
+                0.0
+            } else {
+                v
+            }
+        };
+        let (mut vals, mut idx) = (Vec::new(), Vec::new());
+        for row in x.chunks(b) {
+            let mut order: Vec<usize> = (0..b).collect();
+            order.sort_by(|&i, &j| key(row[i]).total_cmp(&key(row[j])));
+            vals.extend(order.iter().map(|&i| row[i]));
+            idx.extend(order.iter().map(|&i| i as u32));
+        }
+        let want = [
+            f32t(&[a, b], &vals),
+            Tensor::new(vec![a, b], Data::U32(idx.into())).unwrap(),
+        ];
+        assert_bits(&out, &want, &format!("argsort of [{a}, {b}]"));
+    }
+}
+
+/// Tests `jnp.argmax`'s variadic `reduce` body: the first NaN's index where a row has one,
+/// otherwise the first index of the largest value.
+#[test]
+fn jax_argmax_body_picks_the_first_largest_or_nan() {
+    let (a, b) = (6usize, 23usize);
+    let mut x = special_rows(a, b);
+    // A row of ties only.
+    x[..b].iter_mut().for_each(|v| *v = 2.0);
+    let got = run1(
+        ARGMAX,
+        &[("A", a as i64), ("B", b as i64)],
+        vec![f32t(&[a, b], &x)],
+    );
+    let want: Vec<i32> = x
+        .chunks(b)
+        .map(|row| match row.iter().position(|v| v.is_nan()) {
+            Some(i) => i as i32,
+            None => {
+                let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                row.iter().position(|&v| v == m).unwrap() as i32
+            }
+        })
+        .collect();
+    assert_bits(&[got], &[i32t(&[a], &want)], "argmax");
+}
+
+/// `reduce_window` of `add` along the middle axis of `f32[2,S,3]`: window `w`, padding
+/// `(lo, hi)`, stride `st`.
+fn window_along_s(w: &str, lo: &str, hi: &str, st: usize, out_s: &str) -> String {
+    format!(
+        "graph @t {{
+  %0 = input {{index = 0, name = \"x\"}} : f32[2,S,3]
+  %1 = constant {{value = dense<0.0> : f32}} : f32[]
+  %2 = reduce_window(%0, %1) {{padding = dims[0, 0, {lo}, {hi}, 0, 0], window_dimensions = dims[1, {w}, 1], window_strides = [1, {st}, 1]}} : f32[2,{out_s},3] {{
+    region @body {{
+      %0 = input {{index = 0, name = \"\"}} : f32[]
+      %1 = input {{index = 1, name = \"\"}} : f32[]
+      %2 = add(%0, %1) : f32[]
+      return %2
+    }}
+  }}
+  return %2
+}}"
+    )
+}
+
+/// The definition: output `o` along the axis folds, from `0.0`, the taps `o·st - lo + k` for
+/// `k` in `0..w` in order, a tap outside `0..s` adding `0.0`.
+fn window_sums(x: &[f32], s: usize, w: usize, lo: usize, st: usize, out_s: usize) -> Vec<f32> {
+    let mut out = Vec::new();
+    for p in 0..2 {
+        for o in 0..out_s {
+            for q in 0..3 {
+                let mut acc = 0.0f32;
+                for k in 0..w {
+                    let i = (o * st + k) as i64 - lo as i64;
+                    let v = if (0..s as i64).contains(&i) {
+                        x[(p * s + i as usize) * 3 + q]
+                    } else {
+                        0.0
+                    };
+                    acc += v;
+                }
+                out.push(acc);
+            }
+        }
+    }
+    out
+}
+
+/// Tests cumulative sums forward (padding `S - 1` below: the running sum) and reversed
+/// (padding `S - 1` above: `jax.grad`'s transpose of `jnp.cumsum`), a sliding window of 3
+/// padded by 1 on both sides and a strided one, on values with `-0.0`, against the
+/// definition bit for bit.
+#[test]
+fn windows_along_one_axis_fold_their_taps_in_order() {
+    for s in [1usize, 5, 12] {
+        let mut x: Vec<f32> = values(2 * s * 3, s as u64);
+        for v in x.iter_mut().step_by(4) {
+            *v = -0.0;
+        }
+        let input = || vec![f32t(&[2, s, 3], &x)];
+        let b = &[("S", s as i64)];
+        let cases = [
+            (window_along_s("S", "S - 1", "0", 1, "S"), s, s - 1, 1, s),
+            (window_along_s("S", "0", "S - 1", 1, "S"), s, 0, 1, s),
+            (window_along_s("3", "1", "1", 1, "S"), 3, 1, 1, s),
+            (
+                window_along_s("2", "0", "0", 2, "floordiv(S, 2)"),
+                2,
+                0,
+                2,
+                s / 2,
+            ),
+        ];
+        for (k, (src, w, lo, st, out_s)) in cases.into_iter().enumerate() {
+            if out_s == 0 {
+                continue;
+            }
+            let got = run1(&src, b, input());
+            let want = f32t(&[2, out_s, 3], &window_sums(&x, s, w, lo, st, out_s));
+            assert_bits(&[got], &[want], &format!("case {k} at S={s}"));
+        }
+    }
+}
