@@ -203,7 +203,8 @@ fn xla_column_is_merged_from_the_peer() {
     let peer = dir.join("peer.sh");
     std::fs::write(
         &peer,
-        r#"test "$2" = mlp_sgd && test "$4" = "B=8;B=16" && test "$5 $6" = "--time-runs 2" || { echo '{"error": "bad_shapes", "message": "args"}'; exit 2; }
+        r#"while [ $# -gt 1 ]; do case "$1" in --fixture) fx=$2;; --module) mod=$2;; --signature) sig=$2;; --shapes) sh=$2;; --time-runs) tr=$2;; esac; shift 2; done
+test "$fx" = mlp_sgd && test "$sh" = "B=8;B=16" && test "$tr" = 2 && case "$mod" in */mlp_sgd.mlir) ;; *) false;; esac && case "$sig" in '{"inputs":["f32['*'"symbols":["B"]}') ;; *) false;; esac || { echo '{"error": "bad_shapes", "message": "args"}'; exit 2; }
 echo '{"jax_version": "0.10.2"}'
 echo '{"bind": {"B": 8}, "argument_bytes": 400, "output_bytes": 300, "alias_bytes": 100, "temp_bytes": 400, "total_bytes": 1000, "compile_ms": 1.5, "donated_alias_bytes": 300, "donated_temp_bytes": 400, "donated_total_bytes": 800, "step_ms": 2.5}'
 echo '{"bind": {"B": 16}, "argument_bytes": 400, "output_bytes": 300, "alias_bytes": 0, "temp_bytes": 1300, "total_bytes": 2000, "compile_ms": 1.5, "donated_alias_bytes": 300, "donated_temp_bytes": 1200, "donated_total_bytes": 1600, "step_ms": 4.5}'
@@ -255,6 +256,41 @@ echo '{"bind": {"B": 16}, "argument_bytes": 400, "output_bytes": 300, "alias_byt
         assert!((x["ebb_over_xla"].as_f64().unwrap() - peak / total).abs() < 1e-12);
         assert!((x["ebb_over_xla_donated"].as_f64().unwrap() - peak / donated).abs() < 1e-12);
     }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A module whose `.json` metadata names no fixture (a user's own export) goes to the peer
+/// as `--module` with its signature (symbols, `@main`'s argument and result types), without
+/// `--fixture`.
+#[test]
+fn xla_column_for_a_module_without_fixture_metadata() {
+    let dir = std::env::temp_dir().join(format!("ebb-bench-module-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let own = dir.join("own_step.mlir");
+    std::fs::copy(fixture("mlp_sgd"), &own).unwrap();
+    let peer = dir.join("peer.sh");
+    std::fs::write(
+        &peer,
+        r#"while [ $# -gt 1 ]; do case "$1" in --fixture) fx=$2;; --module) mod=$2;; --signature) sig=$2;; esac; shift 2; done
+test -z "$fx" && test "$mod" = "$(dirname "$0")/own_step.mlir" && case "$sig" in *'"outputs":["f32[]",'*'"symbols":["B"]}') ;; *) false;; esac || { echo '{"error": "bad_module", "message": "args"}'; exit 2; }
+echo '{"jax_version": "0.10.2"}'
+echo '{"bind": {"B": 8}, "argument_bytes": 400, "output_bytes": 300, "alias_bytes": 100, "temp_bytes": 400, "total_bytes": 1000, "compile_ms": 1.5, "donated_alias_bytes": 300, "donated_temp_bytes": 400, "donated_total_bytes": 800, "step_ms": 2.5}'
+"#,
+    )
+    .unwrap();
+    let out = ebb(
+        &["bench", own.to_str().unwrap(), "--shapes", "B=8", "--xla"],
+        &[
+            ("EBB_PYTHON", "/bin/sh"),
+            ("EBB_XLA_PEER", peer.to_str().unwrap()),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("XLA total"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -18,6 +18,15 @@ warm up and N times timed; `step_ms` is the median wall time, `jax.block_until_r
 `JAX_PLATFORMS=cuda` in the environment the step compiles and runs on the GPU instead
 (`scripts/gpu-check.sh`'s peer columns).
 
+A step that is not a fixture (your own export) is compiled from its module instead:
+`--module F.mlir --signature SIG` (what `ebb bench --xla` passes for a `.mlir` input whose
+JSON metadata does not name a fixture). SIG is JSON, `{"symbols": ["B", "S"], "inputs":
+["f32[B,S]", ...], "outputs": [...]}` (Ebb's types of `@main`'s arguments and results,
+symbolic dimensions as expressions of the symbols); the module becomes a `jax.export.Exported`
+with those avals, and `jax.jit(exported.call)` compiles it at each shape (JAX refines the
+symbolic shapes, as when calling a deserialized export). Timed runs feed it inputs drawn
+here: floats from a normal distribution scaled by 0.1 (seed 0), integers and booleans zero.
+
 Output (stdout), one JSON object a line:
   {"jax_version": "0.10.2"}                                   first
   {"bind": {"B": 8, "S": 128}, "argument_bytes": ..., "output_bytes": ..., "alias_bytes": ...,
@@ -69,9 +78,85 @@ def parse_shapes(text):
     return shapes
 
 
+class ModuleStep:
+    """A step compiled from a StableHLO module: `symbols`, `step` and `make_args` as a fixture
+    of export_all.py has them."""
+
+    DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16",
+              "i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+              "ui8": "uint8", "ui16": "uint16", "ui32": "uint32", "ui64": "uint64"}
+
+    def __init__(self, path, signature):
+        import jax
+        import numpy as np
+        from jax._src.interpreters import mlir as jm
+        from jax._src.lib.mlir import ir
+
+        sig = json.loads(signature)
+        self.symbols = ", ".join(sig["symbols"])
+        scope = jax.export.SymbolicScope() if not sig["symbols"] else \
+            jax.export.symbolic_shape(self.symbols)[0].scope
+
+        def aval(t):
+            dt, _, rest = t.partition("[")
+            dims = rest.rstrip("]").strip()
+            shape = tuple(jax.export.symbolic_shape(dims, scope=scope)) if dims else ()
+            if dt not in self.DTYPES:
+                raise ValueError(f"element type {dt!r} of {t!r}")
+            return jax.core.ShapedArray(shape, jax.numpy.dtype(self.DTYPES[dt]))
+
+        ins = tuple(aval(t) for t in sig["inputs"])
+        outs = tuple(aval(t) for t in sig["outputs"])
+        with jm.make_ir_context():
+            module = ir.Module.parse(open(path).read())
+            bytecode = jm.module_to_bytecode(module)
+        tree = jax.tree_util.tree_structure
+        none = lambda n: (None,) * n  # noqa: E731
+        self.exported = jax.export.Exported(
+            fun_name="main", in_tree=tree((tuple(range(len(ins))), {})), in_avals=ins,
+            out_tree=tree(tuple(range(len(outs)))), out_avals=outs,
+            _has_named_shardings=False, _in_named_shardings=none(len(ins)),
+            _out_named_shardings=none(len(outs)), in_shardings_hlo=none(len(ins)),
+            out_shardings_hlo=none(len(outs)), nr_devices=1, platforms=("cpu",),
+            ordered_effects=(), unordered_effects=(), disabled_safety_checks=(),
+            mlir_module_serialized=bytecode, calling_convention_version=10,
+            module_kept_var_idx=tuple(range(len(ins))), uses_global_constants=bool(sig["symbols"]),
+            _get_vjp=None)
+        self.np = np
+
+    def step(self, *args):
+        return self.exported.call(*args)
+
+    def make_args(self, dims, concrete):
+        import jax
+        env = {k: int(v) for k, v in dims.items()}
+        shapes = [tuple(int(d) if isinstance(d, int) else int(d._evaluate(env)) for d in a.shape)
+                  for a in self.exported.in_avals]
+        if not concrete:
+            return [jax.ShapeDtypeStruct(s, a.dtype) for s, a in zip(shapes, self.exported.in_avals)]
+        rng = self.np.random.default_rng(0)
+        out = []
+        for s, a in zip(shapes, self.exported.in_avals):
+            if jax.numpy.issubdtype(a.dtype, jax.numpy.floating):
+                out.append(jax.numpy.asarray(0.1 * rng.standard_normal(s), dtype=a.dtype))
+            else:
+                out.append(jax.numpy.zeros(s, dtype=a.dtype))
+        return out
+
+
+def module_step(path, signature):
+    try:
+        return ModuleStep(path, signature)
+    except Exception as e:  # a module or signature JAX cannot take
+        fail("bad_module", f"{path}: {type(e).__name__}: {e}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--fixture", required=True, help="fixture name, as in export_all.py")
+    ap.add_argument("--fixture", help="fixture name, as in export_all.py")
+    ap.add_argument("--module", help="a StableHLO module (.mlir) to compile where --fixture "
+                    "is not a fixture of export_all.py (needs --signature)")
+    ap.add_argument("--signature", help="JSON: symbols, input and output types of --module")
     ap.add_argument("--shapes", required=True, help="e.g. 'B=8,S=128;B=8,S=256'")
     ap.add_argument("--time-runs", type=int, default=0,
                     help="time this many executions of the step per shape (0: none)")
@@ -85,11 +170,14 @@ def main(argv=None):
     import export_all as X
 
     emit({"jax_version": jax.__version__})
-    fx = X.FIXTURES_BY_NAME.get(args.fixture)
+    fx = X.FIXTURES_BY_NAME.get(args.fixture) if args.fixture else None
+    if fx is None and args.module and args.signature:
+        fx = module_step(args.module, args.signature)
     if fx is None:
         fail("unknown_fixture",
-             f"{args.fixture!r} is not a fixture of export_all.py ({', '.join(X.FIXTURES_BY_NAME)})")
-    names = [s.strip() for s in fx.symbols.split(",")]
+             f"{args.fixture!r} is not a fixture of export_all.py ({', '.join(X.FIXTURES_BY_NAME)})"
+             " and no --module/--signature was given")
+    names = [s.strip() for s in fx.symbols.split(",") if s.strip()]
     for dims in shapes:
         if sorted(dims) != sorted(names):
             fail("bad_shapes", f"{dims} does not bind exactly the symbols {names}")

@@ -203,17 +203,23 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn Progress) -> Result<BenchRepo
         ..XlaInfo::default()
     };
     if opts.xla {
-        let outcome = match &fixture {
-            None => XlaOutcome::Unavailable(format!(
-                "no fixture metadata (`{}`) to name the JAX step",
+        let signature = xla::module_signature(&opts.input, &graph);
+        let step = xla::PeerStep {
+            fixture: fixture.as_deref(),
+            module: signature.as_deref().map(|s| (opts.input.as_path(), s)),
+        };
+        let outcome = if step.fixture.is_none() && step.module.is_none() {
+            XlaOutcome::Unavailable(format!(
+                "{} is not a StableHLO module and has no fixture metadata (`{}`) naming the \
+                 JAX step",
+                opts.input.display(),
                 opts.input.with_extension("json").display()
-            )),
-            Some(name) => {
-                progress.start("xla", binds.len() as u64);
-                let o = xla::run_peer(name, &binds, opts.xla_time_runs, || progress.tick("xla"));
-                progress.finish();
-                o
-            }
+            ))
+        } else {
+            progress.start("xla", binds.len() as u64);
+            let o = xla::run_peer(&step, &binds, opts.xla_time_runs, || progress.tick("xla"));
+            progress.finish();
+            o
         };
         match outcome {
             XlaOutcome::Ok {

@@ -9,11 +9,11 @@
 //! table without the XLA column and fails with that reason (exit code 1); an interpreter that
 //! cannot be started at all is refused before the sweep ([`check_python`]).
 
-use ebb_ir::Bindings;
+use ebb_ir::{Bindings, Graph};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// XLA's memory analysis of one compiled step at one shape (bytes; compile time in ms).
@@ -110,11 +110,48 @@ pub fn script() -> PathBuf {
     }
 }
 
-/// Runs the peer on fixture `fixture` at `shapes`, timing `time_runs` executions of the step
-/// per shape (0: none); `tick` is called after each shape.
+/// What the peer compiles: a fixture of `export_all.py` by name (its JAX step), else a
+/// StableHLO module with its signature ([`module_signature`]).
+pub struct PeerStep<'a> {
+    /// The fixture name in the `.json` metadata next to the module, if any.
+    pub fixture: Option<&'a str>,
+    /// The module file and its signature, for a `.mlir` input.
+    pub module: Option<(&'a Path, &'a str)>,
+}
+
+/// The signature `xla_peer.py --module` needs to compile the StableHLO module `input` (a
+/// `.mlir` file) that imported as `g`: JSON `{"symbols": [...], "inputs": ["f32[B,S]", ...],
+/// "outputs": [...]}`, the types of `@main`'s arguments and results as Ebb reads them. `None`
+/// for other inputs.
+pub fn module_signature(input: &Path, g: &Graph) -> Option<String> {
+    if input.extension()? != "mlir" {
+        return None;
+    }
+    let symbols: Vec<String> = g
+        .scope
+        .symbols()
+        .iter()
+        .map(|s| s.name().to_string())
+        .filter(|n| !n.starts_with('_'))
+        .collect();
+    let inputs: Vec<String> = g
+        .inputs()
+        .iter()
+        .map(|&id| g.node(id).outputs[0].to_string())
+        .collect();
+    let outputs: Vec<String> = g
+        .outputs()
+        .iter()
+        .map(|v| g.value_type(*v).to_string())
+        .collect();
+    Some(serde_json::json!({"symbols": symbols, "inputs": inputs, "outputs": outputs}).to_string())
+}
+
+/// Runs the peer on `step` at `shapes`, timing `time_runs` executions of the step per shape
+/// (0: none); `tick` is called after each shape.
 /// Never fails: every problem becomes [`XlaOutcome::Unavailable`] with the reason.
 pub fn run_peer(
-    fixture: &str,
+    step: &PeerStep,
     shapes: &[Bindings],
     time_runs: usize,
     mut tick: impl FnMut(),
@@ -132,9 +169,16 @@ pub fn run_peer(
         .map(super::shapes::show_bindings)
         .collect::<Vec<_>>()
         .join(";");
-    let child = Command::new(&py)
-        .arg(&script)
-        .args(["--fixture", fixture, "--shapes", &list])
+    let mut cmd = Command::new(&py);
+    cmd.arg(&script);
+    if let Some(f) = step.fixture {
+        cmd.args(["--fixture", f]);
+    }
+    if let Some((m, sig)) = step.module {
+        cmd.arg("--module").arg(m).args(["--signature", sig]);
+    }
+    let child = cmd
+        .args(["--shapes", &list])
         .args(["--time-runs", &time_runs.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
