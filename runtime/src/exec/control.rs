@@ -395,6 +395,8 @@ pub(crate) fn sort(
         }),
         _ => None,
     };
+    // One integer key per element where the keys allow ([`KeyCompare::ordered`]).
+    let ordered = keyed.as_ref().and_then(|(kc, keys)| kc.ordered(keys));
     let less = |i: usize, j: usize| -> bool {
         let r = (|| -> Result<bool, OpError> {
             if let Some((kc, keys)) = &keyed {
@@ -437,13 +439,17 @@ pub(crate) fn sort(
         order.extend((0..len).map(|k| s + k * stride));
         // A stable sort by `less` alone (std's `sort_by` asks only whether an element is
         // less than another, so the order of equal elements is theirs on input either way).
-        order.sort_by(|&i, &j| {
-            if less(i, j) {
-                Ordering::Less
-            } else {
-                Ordering::Greater
-            }
-        });
+        match &ordered {
+            Some((k, false)) => order.sort_by_key(|&i| k[i]),
+            Some((k, true)) => order.sort_by(|&i, &j| k[j].cmp(&k[i])),
+            None => order.sort_by(|&i, &j| {
+                if less(i, j) {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            }),
+        }
         for (k, &from) in order.iter().enumerate() {
             src[s + k * stride] = from;
         }

@@ -937,20 +937,35 @@ fn one_axis_fold<T: Elem>(
         for (q, o_blk) in c.chunks_mut(block).enumerate() {
             let pre = s / block + q;
             let xin = &x[pre * la * inner..(pre + 1) * la * inner];
-            for post in 0..inner {
+            // Rows of `inner` outputs at a time (each output still folds its own taps in
+            // window order; the rows only make the loads contiguous).
+            for oa in 0..na {
+                let (done, rest) = o_blk.split_at_mut(oa * inner);
+                let o_row = &mut rest[..inner];
                 if prefix {
-                    let mut acc = init;
-                    for oa in 0..na {
-                        acc = combine(m, acc, xin[oa * inner + post]);
-                        o_blk[oa * inner + post] = acc;
+                    let x_row = &xin[oa * inner..(oa + 1) * inner];
+                    let prev = if oa == 0 {
+                        None
+                    } else {
+                        Some(&done[(oa - 1) * inner..])
+                    };
+                    for p in 0..inner {
+                        let acc = prev.map_or(init, |r| r[p]);
+                        o_row[p] = combine(m, acc, x_row[p]);
                     }
                     continue;
                 }
-                for oa in 0..na {
-                    let row = &ta[oa * wa..(oa + 1) * wa];
-                    o_blk[oa * inner + post] = row.iter().fold(init, |acc, t| {
-                        combine(m, acc, t.map_or(init, |i| xin[i * inner + post]))
-                    });
+                o_row.iter_mut().for_each(|o| *o = init);
+                for t in &ta[oa * wa..(oa + 1) * wa] {
+                    match t {
+                        Some(i) => {
+                            let x_row = &xin[i * inner..(i + 1) * inner];
+                            for (o, &v) in o_row.iter_mut().zip(x_row) {
+                                *o = combine(m, *o, v);
+                            }
+                        }
+                        None => o_row.iter_mut().for_each(|o| *o = combine(m, *o, init)),
+                    }
                 }
             }
         }

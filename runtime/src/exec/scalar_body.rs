@@ -315,7 +315,61 @@ pub(crate) struct KeyCompare {
     pub total: bool,
 }
 
+/// An unsigned integer whose order is `s`'s: the IEEE total order of a float's `f64` value
+/// (`total_cmp`), the numeric order of an integer or boolean.
+fn ordered_bits(s: Scalar) -> u64 {
+    use Scalar as S;
+    let float = |v: f64| {
+        let b = v.to_bits();
+        if b >> 63 == 1 {
+            !b
+        } else {
+            b | (1 << 63)
+        }
+    };
+    let signed = |v: i64| (v as u64) ^ (1 << 63);
+    match s {
+        S::F32(x) => float(x.to_f64()),
+        S::BF16(x) => float(x.to_f64()),
+        S::F16(x) => float(x.to_f64()),
+        S::F64(x) => float(x),
+        S::I1(x) => x as u64,
+        S::I8(x) => signed(x as i64),
+        S::I16(x) => signed(x as i64),
+        S::I32(x) => signed(x as i64),
+        S::I64(x) => signed(x),
+        S::U8(x) => x as u64,
+        S::U32(x) => x as u64,
+        S::U64(x) => x,
+    }
+}
+
 impl KeyCompare {
+    /// Where both sides' keys are one key per element (`left[i]` and `right[i]` of one type and
+    /// equal bit for bit), the comparison is `LT` or `GT`, and it is a total order on these keys
+    /// (`TOTALORDER` floats, integers, booleans): per element an integer whose ascending
+    /// (`LT`) or descending (`GT`) order is the comparator's, so that a stable sort by it
+    /// orders elements as a stable sort by the comparator does; and whether it is descending.
+    pub(crate) fn ordered(&self, keys: &[(Scalar, Scalar)]) -> Option<(Vec<u64>, bool)> {
+        let desc = match self.dir {
+            Relation::Lt => false,
+            Relation::Gt => true,
+            _ => return None,
+        };
+        let first = keys.first()?.0;
+        if first.dtype().is_float() && !self.total {
+            return None;
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        for &(l, r) in keys {
+            if l.dtype() != first.dtype() || ordered_bits(l) != ordered_bits(r) {
+                return None;
+            }
+            out.push(ordered_bits(l));
+        }
+        Some((out, desc))
+    }
+
     /// `compare(left, right)` of two keys; `None` where their types differ.
     pub(crate) fn less(&self, left: Scalar, right: Scalar) -> Option<bool> {
         compare_scalars(left, right, self.dir, self.total)
