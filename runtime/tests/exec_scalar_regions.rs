@@ -231,3 +231,88 @@ fn windows_along_one_axis_fold_their_taps_in_order() {
         }
     }
 }
+
+/// `reduce_window` of `add` or `maximum` over NHWC `f32[2,H,W,C]` by the definition: for each
+/// output, the window taps in row-major order, a tap at padded, base-dilated position `p`
+/// reading `x[p / bd]` where `p ≥ 0`, `p % bd == 0` and `p / bd` is inside, else `init`.
+#[allow(clippy::too_many_arguments)]
+fn nhwc_window(
+    x: &[f32],
+    (h, w, c): (usize, usize, usize),
+    (oh, ow): (usize, usize),
+    win: usize,
+    st: usize,
+    bd: usize,
+    pad: i64,
+    max: bool,
+) -> Vec<f32> {
+    let init = if max { f32::NEG_INFINITY } else { 0.0 };
+    let mut out = Vec::new();
+    for n in 0..2 {
+        for i in 0..oh {
+            for j in 0..ow {
+                for ch in 0..c {
+                    let mut acc = init;
+                    for a in 0..win {
+                        for b in 0..win {
+                            let (p, q) = ((i * st + a) as i64 - pad, (j * st + b) as i64 - pad);
+                            let inside = |p: i64, n: usize| {
+                                p >= 0 && p % bd as i64 == 0 && ((p / bd as i64) as usize) < n
+                            };
+                            let v = if inside(p, h) && inside(q, w) {
+                                let (p, q) = ((p / bd as i64) as usize, (q / bd as i64) as usize);
+                                x[((n * h + p) * w + q) * c + ch]
+                            } else {
+                                init
+                            };
+                            acc = if max { acc.max(v) } else { acc + v };
+                        }
+                    }
+                    out.push(acc);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Tests NHWC pooling windows, whose channel axis is a one-tap identity (each tap adds a row
+/// of channels): 2x2 stride-2 max pooling, a 3x3 sum padded by 1, and the gradient of a 2x2
+/// stride-2 sum pool (base dilation 2, padding 1), against the definition bit for bit.
+#[test]
+fn nhwc_windows_fold_rows_of_channels() {
+    let (h, c) = (6usize, 8usize);
+    let x: Vec<f32> = values(2 * h * h * c, 3);
+    // (window, stride, base dilation, padding, max, output side, input side)
+    let cases = [
+        (2usize, 2usize, 1usize, 0i64, true, 3usize, h),
+        (3, 1, 1, 1, false, 6, h),
+        (2, 1, 2, 1, false, 6, 3),
+    ];
+    for (k, (win, st, bd, pad, max, o, side)) in cases.into_iter().enumerate() {
+        let xin = &x[..2 * side * side * c];
+        let (op, init) = if max {
+            ("maximum", "0xFF800000")
+        } else {
+            ("add", "0.0")
+        };
+        let src = format!(
+            "graph @t {{
+  %0 = input {{index = 0, name = \"x\"}} : f32[2,{side},{side},{c}]
+  %1 = constant {{value = dense<{init}> : f32}} : f32[]
+  %2 = reduce_window(%0, %1) {{base_dilations = [1, {bd}, {bd}, 1], padding = dims[0, 0, {pad}, {pad}, {pad}, {pad}, 0, 0], window_dimensions = dims[1, {win}, {win}, 1], window_strides = [1, {st}, {st}, 1]}} : f32[2,{o},{o},{c}] {{
+    region @body {{
+      %0 = input {{index = 0, name = \"\"}} : f32[]
+      %1 = input {{index = 1, name = \"\"}} : f32[]
+      %2 = {op}(%0, %1) : f32[]
+      return %2
+    }}
+  }}
+  return %2
+}}"
+        );
+        let got = run1(&src, &[], vec![f32t(&[2, side, side, c], xin)]);
+        let want = nhwc_window(xin, (side, side, c), (o, o), win, st, bd, pad, max);
+        assert_bits(&[got], &[f32t(&[2, o, o, c], &want)], &format!("case {k}"));
+    }
+}

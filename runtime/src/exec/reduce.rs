@@ -740,6 +740,19 @@ impl Windows {
         (self.table[a].len() == output[a] * self.win[a]).then_some(a)
     }
 
+    /// The number of elements of the trailing axes whose windows are one tap at the output's
+    /// own index (so the input and output agree on them): 1 where the last axis is not such.
+    fn identity_tail(&self, output: &[usize]) -> usize {
+        let mut n = 1;
+        for (d, (t, &w)) in self.table.iter().zip(&self.win).enumerate().rev() {
+            if w != 1 || t.len() != output[d] || t.iter().enumerate().any(|(o, &i)| i != Some(o)) {
+                break;
+            }
+            n *= output[d];
+        }
+        n
+    }
+
     /// Input offsets (or `None` for padding) of the window of output multi-index `o`, in
     /// row-major window order.
     fn positions(&self, o: &[usize], in_strides: &[isize], out: &mut Vec<Option<usize>>) {
@@ -834,6 +847,43 @@ pub(crate) fn reduce_window(
                 if one_axis_fold(x, init, m, w, (a, ist), oshape, &mut out, chunk > 0) {
                     return out;
                 }
+            }
+            // Trailing axes with one-tap identity windows (channels, say): the windows of a
+            // row of outputs along them are one window's taps shifted by the row's index, so
+            // the taps are walked once per row and each tap adds a contiguous row.
+            let inner = w.identity_tail(oshape);
+            if inner >= 4 {
+                let rows = n_out / inner;
+                let row_chunk = if chunk > 0 {
+                    inner
+                        * rows
+                            .div_ceil(4 * rayon::current_num_threads().max(1))
+                            .max(1)
+                } else {
+                    0
+                };
+                super::par::chunks_mut(&mut out, row_chunk, &|s, c| {
+                    let mut o = unravel(s, oshape);
+                    let (mut pos, mut scratch) = (Vec::new(), Vec::new());
+                    for o_row in c.chunks_mut(inner) {
+                        w.positions_into(&o, ist, &mut pos, &mut scratch);
+                        o_row.iter_mut().for_each(|v| *v = init);
+                        for p in &pos {
+                            match p {
+                                Some(k) => {
+                                    for (v, &xv) in o_row.iter_mut().zip(&x[*k..*k + inner]) {
+                                        *v = combine(m, *v, xv);
+                                    }
+                                }
+                                None => o_row.iter_mut().for_each(|v| *v = combine(m, *v, init)),
+                            }
+                        }
+                        for _ in 0..inner {
+                            advance(&mut o, oshape);
+                        }
+                    }
+                });
+                return out;
             }
             super::par::chunks_mut(&mut out, chunk, &|s, c| {
                 let mut o = unravel(s, oshape);
