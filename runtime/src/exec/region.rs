@@ -42,7 +42,7 @@ pub(crate) enum Body {
 /// A region prepared for repeated scalar calls.
 pub(crate) struct RegionFn<'g> {
     pub body: Body,
-    name: String,
+    name: &'static str,
     prog: Program<'g>,
 }
 
@@ -97,7 +97,11 @@ pub(crate) fn recognize(r: &Graph) -> Body {
 
 impl<'g> RegionFn<'g> {
     /// Prepares region `r` (named `name` in errors) at `bindings`.
-    pub fn new(r: &'g Graph, name: &str, bindings: &Bindings) -> Result<RegionFn<'g>, OpError> {
+    pub fn new(
+        r: &'g Graph,
+        name: &'static str,
+        bindings: &Bindings,
+    ) -> Result<RegionFn<'g>, OpError> {
         let prog =
             Program::new(r, &program_schedule(r), bindings).map_err(|e| OpError::Region {
                 region: name.into(),
@@ -105,7 +109,7 @@ impl<'g> RegionFn<'g> {
             })?;
         Ok(RegionFn {
             body: recognize(r),
-            name: name.into(),
+            name,
             prog,
         })
     }
@@ -117,7 +121,7 @@ impl<'g> RegionFn<'g> {
     /// # Errors
     /// [`OpError::Invalid`] when the op has no region `i`; [`OpError::Region`] when the
     /// region's types cannot be evaluated at the bindings.
-    pub fn of(ctx: &Ctx<'g>, i: usize, name: &str) -> Result<RegionFn<'g>, OpError> {
+    pub fn of(ctx: &Ctx<'g>, i: usize, name: &'static str) -> Result<RegionFn<'g>, OpError> {
         let r: &'g Graph = ctx
             .node
             .regions
@@ -139,8 +143,8 @@ impl<'g> RegionFn<'g> {
             }
         };
         Ok(RegionFn {
-            body: recognize(r),
-            name: name.into(),
+            body: prep.body.get_or_init(|| recognize(r)).clone(),
+            name,
             prog: Program::from_prepared(r, prep),
         })
     }
@@ -149,7 +153,7 @@ impl<'g> RegionFn<'g> {
     pub fn call(&self, args: &[Scalar]) -> Result<Vec<Scalar>, OpError> {
         let inputs = args.iter().map(|&s| Tensor::scalar(s)).collect();
         let (outs, _) = self.prog.run(inputs).map_err(|e| OpError::Region {
-            region: self.name.clone(),
+            region: self.name.into(),
             source: Box::new(e),
         })?;
         outs.iter()
