@@ -457,6 +457,32 @@ fn small_k_variants_give_the_baseline_bits() {
     }
 }
 
+/// A shallow contraction whose right operand is read through its strides (transposed: gathered
+/// into a contiguous block first) gives the bits of the same product with that operand
+/// transposed in memory beforehand (read as it is).
+#[test]
+fn small_k_strided_operand_gives_the_bits_of_a_contiguous_one() {
+    for (i, (m, k, n)) in [
+        (5, 16, 128),
+        (3, 7, 70),
+        (13, 16, 96),
+        (64, 8, 1),
+        (9, 12, 2),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let a = pseudo(m * k, i as u64 + 7);
+        // `bt` holds the `k×n` operand column-major (`n×k` row-major).
+        let bt = pseudo(k * n, i as u64 + 300);
+        let b: Vec<f32> = (0..k * n).map(|x| bt[(x % n) * k + x / n]).collect();
+        let (strided, _) = ebb_runtime::exec::small_k_both((m, k, n), &a, &bt, true);
+        let (contiguous, _) = ebb_runtime::exec::small_k_both((m, k, n), &a, &b, false);
+        let bits = |c: &[f32]| c.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&strided), bits(&contiguous), "m={m} k={k} n={n}");
+    }
+}
+
 /// An attention-shaped contraction of `[B, S, H, D]` operands batched over `B` and `H` (batch
 /// dimensions that do not merge, read through their strides) gives the bits of the same
 /// contraction of the operands transposed to `[B, H, S, D]` first (one contiguous batch), for

@@ -315,13 +315,14 @@ impl BatchAt {
 }
 
 /// Blocks of rows (or columns) per batch element that [`batched`] splits a
-/// `[batch, m, k]·[batch, k, n]` product into: one below 2¹⁸ multiply-adds or on one thread
+/// `[batch, m, k]·[batch, k, n]` product into: one below [`super::par::dot_min`] multiply-adds
+/// (2¹⁸ by default) or on one thread
 /// (each block packs the whole other operand again), else [`BLOCKS_PER_THREAD`] per thread
 /// of the current pool spread over the batch.
 fn blocks_per_batch(batch: usize, m: usize, k: usize, n: usize) -> usize {
     let work = batch as u64 * m as u64 * n as u64 * k.max(1) as u64;
     let threads = rayon::current_num_threads().max(1);
-    if work < (1 << 18) || threads == 1 {
+    if work < super::par::dot_min() || threads == 1 {
         1
     } else {
         (BLOCKS_PER_THREAD * threads).div_ceil(batch.max(1)).max(1)
@@ -389,7 +390,7 @@ fn batched<S: Widen<T>, T: Gemm, O: Store<T>>(
         let b_at = bv.shifted(sb.at(bt))?;
         gemm(rows, k, n, a, a_at, b, b_at, cc)
     };
-    if work < (1 << 18) {
+    if work < super::par::dot_min() {
         for (bt, cb) in c.chunks_mut(m * n).enumerate() {
             job(bt, 0, cb)?;
         }

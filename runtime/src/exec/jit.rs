@@ -828,7 +828,7 @@ fn run_rows<T: Elem>(
         }
         Ok(())
     };
-    if threads > 1 && rows * row >= super::par::PAR_MIN {
+    if threads > 1 && rows * row >= super::par::par_min() {
         out.par_chunks_mut(per * kept)
             .enumerate()
             .try_for_each(body)?;
@@ -876,7 +876,7 @@ fn run_columns(
     }
     let units = row / l;
     let threads = rayon::current_num_threads().max(1);
-    let blocks = if rows * row >= super::par::PAR_MIN {
+    let blocks = if rows * row >= super::par::par_min() {
         threads.min(units).max(1)
     } else {
         1
@@ -966,7 +966,7 @@ fn run_loop(
         // each call writes the disjoint range `[begin, end)` of the results.
         unsafe { kernel.run(bufs.get().as_ptr(), p.as_ptr(), begin as i64, end as i64) };
     };
-    if n >= super::par::PAR_MIN {
+    if n >= super::par::par_min() {
         let g = super::par::grain(n);
         (0..n.div_ceil(g))
             .into_par_iter()

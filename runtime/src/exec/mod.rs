@@ -277,6 +277,10 @@ pub(crate) struct Prepared {
     base: Vec<u32>,
     /// Step index of each node, by node index (`NONE` for inputs).
     step_of: Vec<u32>,
+    /// What the graph computes when it is a scalar region body (a `reduce`'s, a `scatter`'s,
+    /// a comparator), recognized at its first call ([`region::RegionFn::of`]) and kept with
+    /// the prepared program.
+    body: std::sync::OnceLock<region::Body>,
 }
 
 /// A graph with a validated schedule and all types evaluated at the bindings, ready to run.
@@ -328,6 +332,7 @@ impl<'g> Program<'g> {
             num_values: values.count,
             base: values.base,
             step_of,
+            body: std::sync::OnceLock::new(),
         };
         Ok(Program::from_prepared(g, Arc::new(prep)))
     }

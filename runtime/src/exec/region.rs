@@ -43,7 +43,7 @@ pub(crate) enum Body {
 /// A region prepared for repeated scalar calls.
 pub(crate) struct RegionFn<'g> {
     pub body: Body,
-    name: String,
+    name: &'static str,
     prog: Program<'g>,
     /// The region compiled to scalar instructions, where its ops allow
     /// ([`ScalarBody::compile`]); [`RegionFn::call`] then runs it instead of `prog`.
@@ -101,7 +101,11 @@ pub(crate) fn recognize(r: &Graph) -> Body {
 
 impl<'g> RegionFn<'g> {
     /// Prepares region `r` (named `name` in errors) at `bindings`.
-    pub fn new(r: &'g Graph, name: &str, bindings: &Bindings) -> Result<RegionFn<'g>, OpError> {
+    pub fn new(
+        r: &'g Graph,
+        name: &'static str,
+        bindings: &Bindings,
+    ) -> Result<RegionFn<'g>, OpError> {
         let prog =
             Program::new(r, &program_schedule(r), bindings).map_err(|e| OpError::Region {
                 region: name.into(),
@@ -109,7 +113,7 @@ impl<'g> RegionFn<'g> {
             })?;
         Ok(RegionFn {
             body: recognize(r),
-            name: name.into(),
+            name,
             prog,
             scalar: ScalarBody::compile(r),
         })
@@ -122,7 +126,7 @@ impl<'g> RegionFn<'g> {
     /// # Errors
     /// [`OpError::Invalid`] when the op has no region `i`; [`OpError::Region`] when the
     /// region's types cannot be evaluated at the bindings.
-    pub fn of(ctx: &Ctx<'g>, i: usize, name: &str) -> Result<RegionFn<'g>, OpError> {
+    pub fn of(ctx: &Ctx<'g>, i: usize, name: &'static str) -> Result<RegionFn<'g>, OpError> {
         let r: &'g Graph = ctx
             .node
             .regions
@@ -144,8 +148,8 @@ impl<'g> RegionFn<'g> {
             }
         };
         Ok(RegionFn {
-            body: recognize(r),
-            name: name.into(),
+            body: prep.body.get_or_init(|| recognize(r)).clone(),
+            name,
             prog: Program::from_prepared(r, prep),
             scalar: ScalarBody::compile(r),
         })
@@ -162,7 +166,7 @@ impl<'g> RegionFn<'g> {
         }
         let inputs = args.iter().map(|&s| Tensor::scalar(s)).collect();
         let (outs, _) = self.prog.run(inputs).map_err(|e| OpError::Region {
-            region: self.name.clone(),
+            region: self.name.into(),
             source: Box::new(e),
         })?;
         outs.iter()

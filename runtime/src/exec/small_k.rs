@@ -181,6 +181,16 @@ fn contiguous<'a, S: Widen<T>, T: Gemm>(
             }
         };
     }
+    // A strided view of an operand already of the accumulation type: gathered straight
+    // into the block.
+    if let Some(w) = S::as_wide(src) {
+        let mut out = Vec::with_capacity(len);
+        for r in 0..rows {
+            let row = v.off as isize + r as isize * v.rs;
+            out.extend((0..cols).map(|j| w[(row + j as isize * v.cs) as usize]));
+        }
+        return Cow::Owned(out);
+    }
     let mut narrow = Vec::with_capacity(len);
     for r in 0..rows {
         let row = v.off as isize + r as isize * v.rs;
