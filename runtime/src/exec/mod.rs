@@ -281,6 +281,9 @@ pub(crate) struct Prepared {
     /// a comparator), recognized at its first call ([`region::RegionFn::of`]) and kept with
     /// the prepared program.
     body: std::sync::OnceLock<region::Body>,
+    /// The scalar region body compiled to instructions where its ops allow, at its first call
+    /// likewise ([`scalar_body::ScalarBody::compile`]).
+    scalar: std::sync::OnceLock<Option<scalar_body::ScalarBody>>,
 }
 
 /// A graph with a validated schedule and all types evaluated at the bindings, ready to run.
@@ -333,6 +336,7 @@ impl<'g> Program<'g> {
             base: values.base,
             step_of,
             body: std::sync::OnceLock::new(),
+            scalar: std::sync::OnceLock::new(),
         };
         Ok(Program::from_prepared(g, Arc::new(prep)))
     }

@@ -150,8 +150,8 @@ impl<'g> RegionFn<'g> {
         Ok(RegionFn {
             body: prep.body.get_or_init(|| recognize(r)).clone(),
             name,
+            scalar: prep.scalar.get_or_init(|| ScalarBody::compile(r)).clone(),
             prog: Program::from_prepared(r, prep),
-            scalar: ScalarBody::compile(r),
         })
     }
 
