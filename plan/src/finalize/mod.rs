@@ -84,6 +84,7 @@
 //! --exact` measures the gap); recompute transients are charged at the regeneration point in
 //! full (conservative); link sharing is a fluid lower bound (see `crate::cost`).
 
+mod atlas;
 mod bound;
 #[doc(hidden)]
 pub mod cover;
@@ -101,6 +102,7 @@ use crate::arena::{assign_offsets_live, Arena};
 use crate::device::{DeviceId, DeviceProfile};
 use crate::format::{CandidateId, Decision, DecisionKind, Plan, ProgPoint};
 use crate::index::{ExprValues, PointIx};
+pub use atlas::ATLAS_MARGIN;
 use ebb_ir::dim::DimError;
 use ebb_ir::{Bindings, DimExpr};
 use options::Options;
@@ -109,7 +111,7 @@ use segtree::PeakTree;
 use serde::Serialize;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 pub use summary::DecisionSummary;
 
 /// Options of [`finalize`].
@@ -286,6 +288,11 @@ pub struct Finalizer<P: Deref<Target = Plan> = Arc<Plan>> {
     /// (`finalize/variants.rs` runs it first: a hint for the order of work, never for the
     /// result).
     ended_first: AtomicUsize,
+    /// The atlases prepared ([`Finalizer::prepare_atlas`], `finalize/atlas.rs`), one per set of
+    /// options.
+    atlases: RwLock<Vec<atlas::Atlas>>,
+    /// How many finalizes took an atlas's fast path ([`Finalizer::atlas_hits`]).
+    atlas_hits: AtomicUsize,
 }
 
 impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
@@ -298,6 +305,8 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             plan,
             prepared,
             ended_first: AtomicUsize::new(0),
+            atlases: RwLock::new(Vec::new()),
+            atlas_hits: AtomicUsize::new(0),
         }
     }
 
@@ -347,6 +356,9 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let compare = opts.budget.is_some() && self.prepared.len() > 1;
         if !compare {
             let shaped = self.evaluate(first, b, opts)?;
+            if let Some(c) = self.from_atlas(&shaped, b, opts) {
+                return Ok(c);
+            }
             let c = self.decide_first(&shaped, b, opts)?;
             return Ok(self.lay_out(c, &shaped, b, opts));
         }
