@@ -8,15 +8,16 @@
 //! Per sample bindings under the atlas's options: the scheduled peak there (the coordinate
 //! entries are looked up by: one number for any number of symbols), the [`greedy::Trace`] of
 //! the search its full finalize made (the options the greedy set, in order: the decision
-//! skeleton, by identity) and the layout order that packs its decisions best (the scan, or
-//! one of greedy by size's [`VARIANTS`] as the anchored layout's order) with that layout's
-//! fragmentation (arena / planned peak).
+//! skeleton, by identity) and the layout order that packs its decisions best (one of greedy by
+//! size's [`VARIANTS`] as the anchored layout's order; the scan where it packs within
+//! [`SCAN_PREFERRED_WITHIN`] of that) with that layout's fragmentation (arena / planned peak).
 //!
 //! # The fast path
 //! At bindings whose scheduled peak exceeds the budget less [`UPWARD_SLACK`] (below it the
 //! full finalize takes no decision that adds time), the entry with the smallest scheduled
 //! peak at least this one's (its log frees at least as much; none: the full finalize) is
-//! replayed ([`greedy::replay`] of [`greedy::Trace::retargeted`]: its options set in order,
+//! replayed where that costs less than the full finalize did at the entry (`Entry::faster`;
+//! else the full finalize runs) ([`greedy::replay`] of [`greedy::Trace::retargeted`]: its options set in order,
 //! skipping those absent here, until the peak is within the target, then the greedy's second
 //! look) under the budget divided by the fragmentation of the entry's layout (of the nearest
 //! feasible entry where it was infeasible), less [`ATLAS_MARGIN`] of the budget, and at most
@@ -58,6 +59,11 @@ use std::ops::Deref;
 /// fragmentation (the fragmentation of neighbouring shapes differs by a little).
 pub const ATLAS_MARGIN: f64 = UPWARD_SLACK / 2.0;
 
+/// Share of the budget by which an entry's best anchored order must pack tighter than the
+/// scan for the fast path to lay out in that order rather than by the scan (one anchored
+/// order costs about twice the scan: its anchors' greedy pass reads up to K²/2 pairs).
+pub const SCAN_PREFERRED_WITHIN: f64 = UPWARD_SLACK / 2.0;
+
 /// How many replays and layouts the fast path makes before the full finalize: the second
 /// under the first's planned peak scaled by budget / arena, less [`ATLAS_MARGIN`].
 pub const ATLAS_TRIES: usize = 2;
@@ -65,6 +71,11 @@ pub const ATLAS_TRIES: usize = 2;
 /// One sample of an [`Atlas`] (see the module docs).
 #[derive(Debug, Clone)]
 struct Entry {
+    /// Whether the fast path costs less than the full finalize there: that decided or laid out
+    /// more than once, or its scan exceeded the budget (it repaired the layout), or the fast
+    /// path lays out by the scan alone (else the fast path is not taken at the shapes this
+    /// entry serves: a replay and an anchored order cost about what a search and a scan do).
+    faster: bool,
     /// Scheduled peak at the sample, bytes.
     peak_scheduled: i64,
     /// The search made there.
@@ -113,6 +124,13 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             let result = self
                 .decide_first(&shaped, b, opts)
                 .map(|c| self.lay_out(c, &shaped, b, opts));
+            // (The fast path replays and lays out once: where the full finalize decided and
+            // laid out once, it costs about as much, and is kept.)
+            let (decided, laid) = (
+                shaped.work.0.load(std::sync::atomic::Ordering::Relaxed),
+                shaped.work.1.load(std::sync::atomic::Ordering::Relaxed),
+            );
+            let mut faster = decided > 1 || laid > 1;
             let trace = lock(&shaped.trace)
                 .clone()
                 .or_else(|| lock(&shaped.partial).clone());
@@ -120,6 +138,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                 continue;
             };
             let layout = result.ok().map(|c| {
+                let faster = &mut faster;
                 let (v, prep) = self.prepared_variant(c.variant);
                 let arena = |order| {
                     assign_offsets_order(
@@ -132,14 +151,20 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                     )
                     .arena_bytes
                 };
-                let (order, best) = std::iter::once(None)
-                    .chain((0..VARIANTS.len()).map(Some))
-                    .map(|order| (order, arena(order)))
+                // The scan (the cheaper layout) where it packs within `SCAN_PREFERRED_WITHIN`
+                // of the budget of the best anchored order, else that order.
+                let scan = arena(None);
+                let (order, best) = (0..VARIANTS.len())
+                    .map(|order| (Some(order), arena(Some(order))))
                     .min_by_key(|&(_, a)| a)
-                    .unwrap_or((None, 0));
+                    .filter(|&(_, a)| (scan - a) as f64 > budget as f64 * SCAN_PREFERRED_WITHIN)
+                    .unwrap_or((None, scan));
+                // (A scan over the budget: the full finalize repaired it or laid out again.)
+                *faster |= order.is_none() || scan > budget;
                 (order, best as f64 / c.peak_bytes_planned.max(1) as f64)
             });
             entries.push(Entry {
+                faster,
                 peak_scheduled,
                 trace,
                 layout,
@@ -176,7 +201,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                 .iter()
                 .find(|a| a.opts.budget == opts.budget && same_options(&a.opts, opts))?;
             let at = atlas.entries.partition_point(|e| e.peak_scheduled < peak);
-            let e = atlas.entries.get(at)?;
+            let e = atlas.entries.get(at).filter(|e| e.faster)?;
             // The layout of the nearest feasible entry (this one's where feasible).
             let layout = atlas.entries[..=at]
                 .iter()

@@ -540,6 +540,10 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     /// The arena of `c` (of variant `c.variant`) with `c.peak_bytes_planned` as its peak;
     /// `None` when `cancel` is set before it is done.
     fn lay(&self, c: &ConcretePlan, shaped: &Shaped, cancel: &AtomicBool) -> Option<Arena> {
+        shaped
+            .work
+            .1
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (v, prep) = self.prepared_variant(c.variant);
         assign_offsets_live(
             v,
@@ -884,6 +888,10 @@ pub(crate) struct Shaped {
     /// Set once a layout's repair of this finalize came no lower than its scan: later layouts
     /// skip the repair ([`crate::arena`]'s `assign_offsets_live`).
     repair_futile: AtomicBool,
+    /// How many decisions (searches and replays, [`finalize_prepared`]) and arena layouts
+    /// ([`Finalizer`]'s `lay`) this finalize made: what the atlas reads of a sample's full
+    /// finalize (`finalize/atlas.rs`).
+    work: (AtomicUsize, AtomicUsize),
     /// The decisions of the traced run ([`trace_prepared`]) at its target (bytes), its second
     /// look made on the run's own state: what the first replay of the trace at that target
     /// decides, taken by it instead of replaying.
@@ -956,6 +964,7 @@ fn evaluate(
         partial: Mutex::new(None),
         lowest_reachable: OnceLock::new(),
         repair_futile: AtomicBool::new(false),
+        work: (AtomicUsize::new(0), AtomicUsize::new(0)),
         traced: Mutex::new(None),
     })
 }
@@ -1029,6 +1038,10 @@ fn finalize_prepared(
         ref costs,
         ..
     } = *shaped;
+    shaped
+        .work
+        .0
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut resident = shaped.resident.clone();
     let peak_scheduled = resident.iter().copied().max().unwrap_or(0);
     let mut decisions = Vec::new();
