@@ -258,10 +258,10 @@ pub(crate) fn assign_offsets_live(
 }
 
 /// The layout of one fixed order, chosen ahead (`finalize/atlas.rs` keeps the order that
-/// packed best at a neighbouring shape): the online best-fit scan (`order` `None`), O(n log n
-/// + points + n·f), or the anchored layout in greedy by size's order `order` (an index of
-/// [`VARIANTS`](greedy::VARIANTS)) alone, its slabs placed as the scan places them, O(n log n
-/// + points + K² + n·(f + K)); whatever arena it reaches. `live` and `peak` as in [`assign_offsets_live`].
+/// packed best at a neighbouring shape): the online best-fit scan (`order` `None`), of cost
+/// O(n log n + points + n·f), or the anchored layout in greedy by size's order `order` (an
+/// index of [`VARIANTS`](greedy::VARIANTS)) alone, its slabs placed as the scan places them,
+/// of cost O(n log n + points + K² + n·(f + K)); whatever arena it reaches. `live` and `peak` as in [`assign_offsets_live`].
 pub(crate) fn assign_offsets_order(
     plan: &Plan,
     live: &IndexVec<ValueIx, Window>,

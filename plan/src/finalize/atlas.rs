@@ -184,7 +184,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     /// The atlas's result for the plan variant `shaped` evaluated at `b` (see the module
     /// docs), `None` where there is no atlas for `opts`, no entry applies, or the replay or
     /// its arena does not fit (the caller finalizes in full on the same `shaped`).
-    pub(super) fn from_atlas(
+    pub(super) fn atlas_result(
         &self,
         shaped: &Shaped,
         b: &Bindings,

@@ -59,6 +59,14 @@
 //! (`finalize/bound.rs`, O(options + points)), no greedy run can meet it: the search is
 //! skipped and only the budget-independent run is made, for the smallest budget reported.
 //!
+//! # A plan atlas
+//! A caller that holds one budget can prepare an atlas for it ([`Finalizer::prepare_atlas`],
+//! `finalize/atlas.rs`): a finalize then replays a neighbouring sample's greedy picks and lays
+//! out the arena in that sample's best layout order (one replay and one one-order layout,
+//! twice at most), checks the arena against the budget, and falls back to the path above
+//! where it does not fit. Results depend on the atlas's samples, never on the shapes
+//! finalized before.
+//!
 //! # Cost
 //! A plan is prepared once per plan variant ([`Prepared`]: its size and cost expressions
 //! interned, so finalize evaluates each distinct one once, the options' windows indexed by a
@@ -356,7 +364,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let compare = opts.budget.is_some() && self.prepared.len() > 1;
         if !compare {
             let shaped = self.evaluate(first, b, opts)?;
-            if let Some(c) = self.from_atlas(&shaped, b, opts) {
+            if let Some(c) = self.atlas_result(&shaped, b, opts) {
                 return Ok(c);
             }
             let c = self.decide_first(&shaped, b, opts)?;
