@@ -14,7 +14,9 @@
 //!
 //! Per shape, the median of 5 finalizes is its time (wall, and the process's CPU time over all
 //! threads); the table gives p50 / p90 / max over the shapes, the largest arena / planned peak,
-//! and how many shapes were infeasible. Last, a digest (FNV-1a) of every result (decisions,
+//! how many shapes were infeasible, and how many finalizes took the atlas's fast path: under a
+//! budget fixed over the shapes, the [`Finalizer`] prepares an atlas first ([`Finalizer::prepare_atlas`]
+//! at 32 lengths geometric over 32..1024, not the shapes measured; `EBB_LONGTAIL_ATLAS=0`: none). Last, a digest (FNV-1a) of every result (decisions,
 //! added time, planned peak, arena and every offset) over all cases: two builds whose decisions
 //! and offsets are byte-identical print the same digest. The table is
 //! printed and written to `target/finalize_longtail.json`; then criterion times each case with
@@ -105,6 +107,10 @@ struct Row {
     max_arena_over_planned: f64,
     /// Largest arena / budget over the feasible shapes.
     max_arena_over_budget: f64,
+    /// Finalizes (of shapes × repeats) that took the atlas's fast path.
+    atlas_hits: usize,
+    /// CPU time of preparing the atlas, ms (0: none).
+    atlas_prepare_cpu_ms: f64,
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -124,8 +130,28 @@ fn shapes(plan: &Plan) -> Vec<Bindings> {
     sample_longtail(&lt, &plan.symbols).expect("long-tail shapes")
 }
 
+/// Sample lengths of the atlas ([`Finalizer::prepare_atlas`]): [`ATLAS_SAMPLES`] lengths
+/// geometric over the long-tail range (32..=1024), B=8, de-duplicated.
+fn atlas_samples(plan: &Plan) -> Vec<Bindings> {
+    let n = ATLAS_SAMPLES;
+    let mut lengths: Vec<i64> = (0..n)
+        .map(|i| (32.0 * 32f64.powf(i as f64 / (n - 1) as f64)).round() as i64)
+        .collect();
+    lengths.dedup();
+    lengths
+        .iter()
+        .filter_map(|s| Bindings::parse(&format!("B=8,S={s}")).ok())
+        .filter(|b| plan.symbols.check(b).is_ok())
+        .collect()
+}
+
+/// How many sample lengths an atlas is prepared from.
+const ATLAS_SAMPLES: usize = 32;
+
 fn main() {
     let quick = std::env::var_os("EBB_TABLE_ONLY").is_some();
+    // `EBB_LONGTAIL_ATLAS=0`: no atlas (the full finalize at every shape).
+    let atlas = std::env::var("EBB_LONGTAIL_ATLAS").map_or(true, |v| v != "0");
     let mut rows = Vec::new();
     let mut criterion = Criterion::default()
         .configure_from_args()
@@ -171,6 +197,23 @@ fn main() {
                 .expect("every long-tail shape finalizes without a budget");
             for mode in MODES {
                 let budgets = modes.of(mode, &program_order).expect("one of MODES");
+                // A budget fixed over the shapes: its atlas, prepared once at sample lengths
+                // (not the shapes measured), as a runtime holding that budget would.
+                let atlas_ms = match (atlas, budgets.first()) {
+                    (true, Some(&budget)) if budgets.iter().all(|&x| x == budget) => {
+                        let c = cpu_ms();
+                        fin.prepare_atlas(
+                            &atlas_samples(&plan),
+                            &FinalizeOptions {
+                                budget: Some(budget),
+                                ..base.clone()
+                            },
+                        );
+                        cpu_ms() - c
+                    }
+                    _ => 0.0,
+                };
+                let hits_before = fin.atlas_hits();
                 let mut times = Vec::new();
                 let mut cpu_times = Vec::new();
                 let (mut infeasible, mut worst, mut over_planned, mut over_budget) =
@@ -226,12 +269,15 @@ fn main() {
                     max_at: worst.1,
                     max_arena_over_planned: over_planned,
                     max_arena_over_budget: over_budget,
+                    atlas_hits: fin.atlas_hits() - hits_before,
+                    atlas_prepare_cpu_ms: atlas_ms,
                 };
                 println!(
-                    "{:<11} {:<15} {:<18} shapes {:>2} infeasible {:>2}  p50 {:>7.3} ms  p90 {:>7.3} ms  max {:>8.3} ms ({})  cpu {:.3} / {:.3} / {:.3} ms  arena/planned <= {:.4}  arena/budget <= {:.4}",
+                    "{:<11} {:<15} {:<18} shapes {:>2} infeasible {:>2}  p50 {:>7.3} ms  p90 {:>7.3} ms  max {:>8.3} ms ({})  cpu {:.3} / {:.3} / {:.3} ms  arena/planned <= {:.4}  arena/budget <= {:.4}  atlas {} of {} finalizes (prepared in {:.1} ms cpu)",
                     row.fixture, row.device, row.mode, row.shapes, row.infeasible, row.p50_ms,
                     row.p90_ms, row.max_ms, row.max_at, row.p50_cpu_ms, row.p90_cpu_ms,
-                    row.max_cpu_ms, row.max_arena_over_planned, row.max_arena_over_budget
+                    row.max_cpu_ms, row.max_arena_over_planned, row.max_arena_over_budget,
+                    row.atlas_hits, row.shapes * repeats, row.atlas_prepare_cpu_ms
                 );
                 rows.push(row);
                 if !quick {

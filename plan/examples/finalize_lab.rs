@@ -65,6 +65,19 @@ fn main() -> Result<(), Failure> {
         budget: Some(budgets[i]),
         ..base.clone()
     };
+    // With `EBB_ATLAS=N` and a budget fixed over the shapes: an atlas of N sample lengths,
+    // geometric over S = 32..1024 at B=8 (`Finalizer::prepare_atlas`).
+    if let Some(n) = std::env::var("EBB_ATLAS").ok().and_then(|n| n.parse().ok()) {
+        if budgets.iter().all(|&x| x == budgets[0]) {
+            let (c, t) = (cpu_ms(), Instant::now());
+            let entries = fin.prepare_atlas(&atlas_grid(n)?, &opts(0));
+            eprintln!(
+                "atlas: {entries} entries of {n} samples in {:.1} ms ({:.1} ms cpu)",
+                t.elapsed().as_secs_f64() * 1e3,
+                cpu_ms() - c
+            );
+        }
+    }
     if let Some(shape) = args.get(4) {
         let i = shapes
             .iter()
@@ -121,6 +134,9 @@ fn main() -> Result<(), Failure> {
     if times.is_empty() {
         return Err(format!("{fixture}.shapes.json lists no shape").into());
     }
+    if fin.atlas_hits() > 0 {
+        println!("atlas fast path: {} finalizes", fin.atlas_hits());
+    }
     times.sort_by(f64::total_cmp);
     walls.sort_by(f64::total_cmp);
     let q = |v: &[f64], f: f64| v[((v.len() - 1) as f64 * f).round() as usize];
@@ -134,4 +150,16 @@ fn main() -> Result<(), Failure> {
         q(&walls, 1.0)
     );
     Ok(())
+}
+
+/// `n` sample bindings for an atlas: B=8 and S geometric over 32..=1024, de-duplicated.
+fn atlas_grid(n: usize) -> Result<Vec<Bindings>, Failure> {
+    let mut lengths: Vec<i64> = (0..n)
+        .map(|i| (32.0 * 32f64.powf(i as f64 / (n.max(2) - 1) as f64)).round() as i64)
+        .collect();
+    lengths.dedup();
+    lengths
+        .iter()
+        .map(|s| Ok(Bindings::parse(&format!("B=8,S={s}"))?))
+        .collect()
 }

@@ -1,6 +1,7 @@
 //! ebb-plan's integration tests: one binary, a module per area.
 
 mod arena;
+mod atlas;
 mod cover;
 mod csr;
 mod device;

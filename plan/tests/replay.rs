@@ -13,7 +13,7 @@ use ebb_plan::format::{DecisionKind, Plan};
 /// that lives long enough is a candidate (recompute of its op, or swap prefetched one point
 /// early) freeing it between its op and a seeded point before its last read. Seeded sizes and
 /// FLOPs so that scores differ.
-fn random_plan(n: usize, next: &mut impl FnMut(u64) -> u64) -> Plan {
+pub fn random_plan(n: usize, next: &mut impl FnMut(u64) -> u64) -> Plan {
     let mut values = Vec::new();
     let mut candidates = Vec::new();
     for i in 0..n {

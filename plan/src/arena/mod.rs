@@ -53,7 +53,7 @@ use crate::index::{IndexVec, IntervalIx, PieceIx, PointIx, ValueIx, Window};
 use anchored::anchored_layout;
 use greedy::Item;
 use intervals::Piece;
-use scan::{best_fit_scan, small_bytes, Placement};
+use scan::{best_fit_scan_with, small_bytes, Placement};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -244,6 +244,61 @@ pub(crate) fn assign_offsets_live(
     futile: &AtomicBool,
     cancel: &AtomicBool,
 ) -> Option<Arena> {
+    lay_out(
+        plan,
+        live,
+        value_bytes,
+        decisions,
+        peak,
+        fit,
+        futile,
+        cancel,
+        None,
+    )
+}
+
+/// The layout of one fixed order, chosen ahead (`finalize/atlas.rs` keeps the order that
+/// packed best at a neighbouring shape): the online best-fit scan (`order` `None`), of cost
+/// O(n log n + points + n·f), or the anchored layout in greedy by size's order `order` (an
+/// index of [`VARIANTS`](greedy::VARIANTS)) alone, its slabs placed as the scan places them,
+/// of cost O(n log n + points + K² + n·(f + K)); whatever arena it reaches. `live` and `peak` as in [`assign_offsets_live`].
+pub(crate) fn assign_offsets_order(
+    plan: &Plan,
+    live: &IndexVec<ValueIx, Window>,
+    value_bytes: &[i64],
+    decisions: &[Decision],
+    peak: i64,
+    order: Option<usize>,
+) -> Arena {
+    let never = AtomicBool::new(false);
+    lay_out(
+        plan,
+        live,
+        value_bytes,
+        decisions,
+        peak,
+        None,
+        &AtomicBool::new(true),
+        &never,
+        Some(order),
+    )
+    .unwrap_or_default()
+}
+
+/// [`assign_offsets_live`] (`fixed`: `None`), or the scan and at most the one anchored order
+/// `fixed` names ([`assign_offsets_order`]).
+#[allow(clippy::too_many_arguments)]
+fn lay_out(
+    plan: &Plan,
+    live: &IndexVec<ValueIx, Window>,
+    value_bytes: &[i64],
+    decisions: &[Decision],
+    peak: i64,
+    fit: Option<i64>,
+    futile: &AtomicBool,
+    cancel: &AtomicBool,
+    fixed: Option<Option<usize>>,
+) -> Option<Arena> {
     let pieces = intervals::pieces(plan, live, value_bytes, decisions);
     let intervals::Intervals {
         items,
@@ -253,7 +308,8 @@ pub(crate) fn assign_offsets_live(
     // The output (one allocation per piece, by start point), made meanwhile, its offsets
     // assigned below, with the scan's placement of each allocation's interval.
     let (mut scan, (mut allocations, placements, intervals, slab_above)) =
-        best_fit_scan(&items, peak, cancel, |placement| {
+        // (The anchored layout of a fixed order places the large intervals itself.)
+        best_fit_scan_with(&items, peak, !matches!(fixed, Some(Some(_))), cancel, |placement| {
             let by_start: Vec<PieceIx> =
                 Csr::<PointIx, PieceIx>::group(pieces.all(), |p| p.window.start).into_entries();
             let allocations: Vec<Allocation> = by_start
@@ -288,7 +344,21 @@ pub(crate) fn assign_offsets_live(
             && scan.top <= within(peak, SCAN_KEPT_WITHIN)
             && !futile.load(Ordering::Relaxed)
     });
-    if scan.top > within(peak, SCAN_KEPT_WITHIN) || repair.is_some() {
+    if let Some(order) = fixed {
+        if let Some(order) = order {
+            // The anchored layout alone (the scan placed only the slabs), never abandoned.
+            let (offsets, top) = anchored_layout(
+                items.raw(),
+                small_bytes(peak),
+                anchors_of(items.len()),
+                order,
+                i64::MAX,
+                Some(slabs),
+                cancel,
+            )?;
+            (scan.top, anchored) = (top, Some(offsets));
+        }
+    } else if scan.top > within(peak, SCAN_KEPT_WITHIN) || repair.is_some() {
         let good_enough = match repair {
             Some(f) => f,
             None => within(live_max(&items).max(peak), SCAN_KEPT_WITHIN),

@@ -76,6 +76,20 @@ pub fn best_fit_scan<R: Send>(
     cancel: &AtomicBool,
     also: impl FnOnce(&IndexVec<IntervalIx, Placement>) -> R + Send,
 ) -> Option<(Scan, R)> {
+    best_fit_scan_with(items, peak, true, cancel, also)
+}
+
+/// As [`best_fit_scan`], or, without `large`, the slabs alone: the large intervals are not
+/// placed (each at offset 0, the pool empty), for a layout that places them otherwise (the
+/// anchored layout of one order, `super::assign_offsets_order`).
+pub(super) fn best_fit_scan_with<R: Send>(
+    items: &IndexVec<IntervalIx, Item>,
+    peak: i64,
+    large: bool,
+    cancel: &AtomicBool,
+    also: impl FnOnce(&IndexVec<IntervalIx, Placement>) -> R + Send,
+) -> Option<(Scan, R)> {
+    let scan_large = large;
     let small = small_bytes(peak);
     // Large intervals first, then small ones, each in index order: a branch-free partition
     // (whether an interval is small follows no pattern a branch predictor could learn).
@@ -98,6 +112,9 @@ pub fn best_fit_scan<R: Send>(
     let units: i64 = large_items.iter().map(|it| it.need / ALIGN).sum();
     let (large, small) = crate::helpers::join(
         || {
+            if !scan_large {
+                return Some((IndexVec::from_elem(0i64, large_items.len()), 0));
+            }
             if units <= i64::from(u32::MAX) {
                 scan_pool::<u32>(large_items, cancel)
             } else {

@@ -504,6 +504,19 @@ pub(super) struct Trace {
     runs: Vec<(f64, Vec<OptionIx>)>,
 }
 
+impl Trace {
+    /// The same picks for [`replay`] at any target (`target` the lowest possible; the replay
+    /// ends where its log runs out) with the options scored over `scored_over` bytes: a log
+    /// kept from other bindings (`finalize/atlas.rs`), replayed as the order of its picks.
+    pub fn retargeted(&self, scored_over: i64) -> Trace {
+        Trace {
+            target: i64::MIN,
+            scored_over,
+            runs: self.runs.clone(),
+        }
+    }
+}
+
 /// Chooses decisions until `tree`'s peak is at most `budget` (see the module docs); `tree`
 /// is over `resident`, the bytes per point before any decision, and is used up (the caller
 /// charges the chosen decisions to `resident` itself, [`Chosen::charge`]). `step_us` is the
@@ -706,6 +719,10 @@ impl Run<'_> {
         let mut next = log.iter();
         while g.tree.max() > self.budget {
             let &i = next.next()?;
+            // (An option absent at these bindings: a log kept from other bindings, an atlas's.)
+            if !g.options.present(i) {
+                continue;
+            }
             let c = g.options.candidate_of(i);
             g.set(c, i);
         }

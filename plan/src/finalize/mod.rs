@@ -59,6 +59,14 @@
 //! (`finalize/bound.rs`, O(options + points)), no greedy run can meet it: the search is
 //! skipped and only the budget-independent run is made, for the smallest budget reported.
 //!
+//! # A plan atlas
+//! A caller that holds one budget can prepare an atlas for it ([`Finalizer::prepare_atlas`],
+//! `finalize/atlas.rs`): a finalize then replays a neighbouring sample's greedy picks and lays
+//! out the arena in that sample's best layout order (one replay and one one-order layout,
+//! twice at most), checks the arena against the budget, and falls back to the path above
+//! where it does not fit. Results depend on the atlas's samples, never on the shapes
+//! finalized before.
+//!
 //! # Cost
 //! A plan is prepared once per plan variant ([`Prepared`]: its size and cost expressions
 //! interned, so finalize evaluates each distinct one once, the options' windows indexed by a
@@ -84,6 +92,7 @@
 //! --exact` measures the gap); recompute transients are charged at the regeneration point in
 //! full (conservative); link sharing is a fluid lower bound (see `crate::cost`).
 
+mod atlas;
 mod bound;
 #[doc(hidden)]
 pub mod cover;
@@ -101,6 +110,7 @@ use crate::arena::{assign_offsets_live, Arena};
 use crate::device::{DeviceId, DeviceProfile};
 use crate::format::{CandidateId, Decision, DecisionKind, Plan, ProgPoint};
 use crate::index::{ExprValues, PointIx};
+pub use atlas::ATLAS_MARGIN;
 use ebb_ir::dim::DimError;
 use ebb_ir::{Bindings, DimExpr};
 use options::Options;
@@ -109,7 +119,7 @@ use segtree::PeakTree;
 use serde::Serialize;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 pub use summary::DecisionSummary;
 
 /// Options of [`finalize`].
@@ -286,6 +296,11 @@ pub struct Finalizer<P: Deref<Target = Plan> = Arc<Plan>> {
     /// (`finalize/variants.rs` runs it first: a hint for the order of work, never for the
     /// result).
     ended_first: AtomicUsize,
+    /// The atlases prepared ([`Finalizer::prepare_atlas`], `finalize/atlas.rs`), one per set of
+    /// options.
+    atlases: RwLock<Vec<atlas::Atlas>>,
+    /// How many finalizes took an atlas's fast path ([`Finalizer::atlas_hits`]).
+    atlas_hits: AtomicUsize,
 }
 
 impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
@@ -298,6 +313,8 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             plan,
             prepared,
             ended_first: AtomicUsize::new(0),
+            atlases: RwLock::new(Vec::new()),
+            atlas_hits: AtomicUsize::new(0),
         }
     }
 
@@ -347,6 +364,9 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let compare = opts.budget.is_some() && self.prepared.len() > 1;
         if !compare {
             let shaped = self.evaluate(first, b, opts)?;
+            if let Some(c) = self.atlas_result(&shaped, b, opts) {
+                return Ok(c);
+            }
             let c = self.decide_first(&shaped, b, opts)?;
             return Ok(self.lay_out(c, &shaped, b, opts));
         }
@@ -528,6 +548,10 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     /// The arena of `c` (of variant `c.variant`) with `c.peak_bytes_planned` as its peak;
     /// `None` when `cancel` is set before it is done.
     fn lay(&self, c: &ConcretePlan, shaped: &Shaped, cancel: &AtomicBool) -> Option<Arena> {
+        shaped
+            .work
+            .1
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (v, prep) = self.prepared_variant(c.variant);
         assign_offsets_live(
             v,
@@ -872,6 +896,10 @@ pub(crate) struct Shaped {
     /// Set once a layout's repair of this finalize came no lower than its scan: later layouts
     /// skip the repair ([`crate::arena`]'s `assign_offsets_live`).
     repair_futile: AtomicBool,
+    /// How many decisions (searches and replays, [`finalize_prepared`]) and arena layouts
+    /// ([`Finalizer`]'s `lay`) this finalize made: what the atlas reads of a sample's full
+    /// finalize (`finalize/atlas.rs`).
+    work: (AtomicUsize, AtomicUsize),
     /// The decisions of the traced run ([`trace_prepared`]) at its target (bytes), its second
     /// look made on the run's own state: what the first replay of the trace at that target
     /// decides, taken by it instead of replaying.
@@ -944,6 +972,7 @@ fn evaluate(
         partial: Mutex::new(None),
         lowest_reachable: OnceLock::new(),
         repair_futile: AtomicBool::new(false),
+        work: (AtomicUsize::new(0), AtomicUsize::new(0)),
         traced: Mutex::new(None),
     })
 }
@@ -1017,6 +1046,10 @@ fn finalize_prepared(
         ref costs,
         ..
     } = *shaped;
+    shaped
+        .work
+        .0
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut resident = shaped.resident.clone();
     let peak_scheduled = resident.iter().copied().max().unwrap_or(0);
     let mut decisions = Vec::new();
