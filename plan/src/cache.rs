@@ -58,6 +58,13 @@ impl PlanCache {
         self.finalizer.prepare_all();
     }
 
+    /// Prepares the finalizer's plan atlas for finalizes under `opts` from full finalizes at
+    /// `samples` ([`Finalizer::prepare_atlas`]); returns its number of entries. Plans already
+    /// cached are kept.
+    pub fn prepare_atlas(&self, samples: &[Bindings], opts: &FinalizeOptions) -> usize {
+        self.finalizer.prepare_atlas(samples, opts)
+    }
+
     /// Number of cached plans.
     pub fn len(&self) -> usize {
         self.cache.len()

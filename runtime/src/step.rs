@@ -440,6 +440,18 @@ impl Runtime {
         self.cache.len()
     }
 
+    /// Prepares a plan atlas for this runtime's finalize options (its budget, device and
+    /// offsets), from full finalizes at `samples` (shapes spread over the range the trainer
+    /// meets, e.g. a geometric grid of sequence lengths): later steps at new shapes under the
+    /// same options replay the nearest sample's decisions and layout order, checked exactly,
+    /// instead of searching (`ebb_plan::finalize`'s atlas; its decisions may differ from the
+    /// full search's). Returns the atlas's number of entries (0: the samples need no
+    /// decisions, or the plan has several schedule variants). Costs one full finalize per
+    /// sample, now.
+    pub fn prepare_atlas(&self, samples: &[Bindings]) -> usize {
+        self.cache.prepare_atlas(samples, &self.opts)
+    }
+
     /// Changes the device budget (bytes) for later steps.
     pub fn set_budget(&mut self, budget: Option<i64>) {
         self.opts.budget = budget;

@@ -410,3 +410,35 @@ fn donated_in_place_updates_stay_in_the_callers_buffers() {
         .sum();
     assert!(kept > 0 && kept <= o.in_place_kept_bytes, "{kept}");
 }
+
+/// A runtime whose finalizer holds a plan atlas (prepared from a grid of sequence lengths
+/// under its fixed byte budget) steps shapes it never sampled within the budget: measured
+/// peak == planned peak ≤ budget, outputs bit-identical to the run without a budget.
+#[test]
+fn a_runtime_with_a_plan_atlas_steps_new_shapes_within_its_budget() {
+    // (An atlas serves plans of one schedule variant: this one, unfused.)
+    let plan = compile("gpt2_tiny_scan");
+    let kinds = [DecisionKind::Recompute, DecisionKind::Swap];
+    let mid = pipeline::parse_bindings("B=4,S=40").unwrap();
+    let budget = program_order_peak(&plan, &mid) * 6 / 10;
+    let rt_atlas = runtime(&plan, Some(budget), &kinds);
+    let samples: Vec<Bindings> = [16, 32, 48, 64]
+        .iter()
+        .map(|s| pipeline::parse_bindings(&format!("B=4,S={s}")).unwrap())
+        .collect();
+    assert!(rt_atlas.prepare_atlas(&samples) > 0, "no atlas entry");
+    let mut rt = rt_atlas;
+    let graph = rt.graph().clone();
+    for (k, s) in [40, 56, 24].into_iter().enumerate() {
+        let b = pipeline::parse_bindings(&format!("B=4,S={s}")).unwrap();
+        let inputs = random_inputs(&graph, &b, k as u64).unwrap();
+        let want = runtime(&plan, None, &kinds)
+            .step(&b, inputs.clone())
+            .unwrap();
+        let out = rt.step(&b, inputs).unwrap();
+        let r = &out.report;
+        assert_bit_identical(&want.outputs, &out.outputs);
+        assert_eq!(r.measured_peak_bytes as i64, r.peak_bytes_planned, "S={s}");
+        assert!(r.peak_bytes_planned <= budget, "S={s}: {r:?}");
+    }
+}
