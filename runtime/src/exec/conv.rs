@@ -11,7 +11,9 @@
 //!   `[(b, q), (k, c)]` (runs over `c` copied with `x`'s feature stride, contiguous for NHWC)
 //!   into a block-sized buffer and makes one GEMM with the kernel viewed (or copied) as
 //!   `[(k, c), o]`. A 1×1, stride-1, unpadded convolution whose `(b, q)` rows are one stride
-//!   in `x` is one GEMM on `x` itself, with no patch buffer.
+//!   in `x` is one GEMM on `x` itself, with no patch buffer. When `x`'s batch dimension is
+//!   the contiguous one (a weight gradient the rows lowering serves), the patch is gathered
+//!   transposed instead, per output position, in [`super::conv_rows_batch`].
 //! - **contraction** (the weight gradients JAX emits as a convolution whose "batch" is the
 //!   layer's input features and whose "feature" is the layer's batch: few output rows
 //!   `(q, b)`, a contraction `(c, k)` over the whole batch and image): the contraction is cut
@@ -332,7 +334,7 @@ pub(super) struct Geometry {
 }
 
 impl Geometry {
-    fn q(&self) -> usize {
+    pub(super) fn q(&self) -> usize {
         self.dims.iter().map(|d| d.q).product()
     }
     fn k(&self) -> usize {
@@ -442,7 +444,12 @@ impl Geometry {
 /// Writes `dst.len()` elements of `x` from `src` with stride `s` into `dst` (`None`: zeros):
 /// every element of `dst` is initialized.
 #[inline]
-fn run<T: Copy + Default>(x: &[T], src: Option<isize>, s: isize, dst: &mut [MaybeUninit<T>]) {
+pub(super) fn run<T: Copy + Default>(
+    x: &[T],
+    src: Option<isize>,
+    s: isize,
+    dst: &mut [MaybeUninit<T>],
+) {
     match src {
         None => dst.fill(MaybeUninit::new(T::default())),
         Some(o) if s == 1 => {
@@ -475,7 +482,11 @@ fn copy_run<T: Copy>(src: &[T], dst: &mut [MaybeUninit<T>]) {
 
 /// The first `len` elements of `buf`'s capacity, filled by `fill` (which must initialize every
 /// element it is given), as `buf`'s contents: a patch buffer with no zeroing pass.
-fn filled<T>(buf: &mut Vec<T>, len: usize, fill: impl FnOnce(&mut [MaybeUninit<T>])) -> &[T] {
+pub(super) fn filled<T>(
+    buf: &mut Vec<T>,
+    len: usize,
+    fill: impl FnOnce(&mut [MaybeUninit<T>]),
+) -> &[T] {
     buf.clear();
     buf.reserve(len);
     fill(&mut buf.spare_capacity_mut()[..len]);
@@ -598,6 +609,10 @@ fn rows_class<T: Gemm>(
         return invalid("internal: convolution patch reads out of bounds");
     }
     let (wm, wv) = g.kernel(w, grp, &class.taps, true);
+    if xview.is_none() && sb == 1 && sc != 1 {
+        let at = (xo, o0);
+        return super::conv_rows_batch::rows_by_batch(x, (&wm, wv), g, at, class, out);
+    }
     let rb = (BLOCK_ELEMS / kc.max(1)).max(64).min(rows.max(1));
     // block of rows [r0, r0 + n) into `cc` (row stride ldc, og columns)
     let block = |r0: usize, n: usize, cc: &mut [T], ldc: usize| -> Result<(), OpError> {
