@@ -152,3 +152,37 @@ fn batch_contiguous_rows_lowering_matches_feature_contiguous() {
         check(case, 11 + i as u64);
     }
 }
+
+/// Tests that a convolution whose contraction is deeper than one `matrixmultiply` depth
+/// block (256), computed block by block with the blocks' sums added to the result, gives the
+/// bits of the same product as one `dot_general`: a 1×1 convolution over 600 features into a
+/// few output features (the convolution's GEMM reads `x` in place).
+#[test]
+fn deep_convolution_matches_dot_general_bits() {
+    let (n, h, w, c, o) = (2, 3, 5, 600, 5);
+    let mut g = Lcg::new(5);
+    let xv: Vec<f32> = (0..n * h * w * c).map(|_| g.symmetric_f32()).collect();
+    let wv: Vec<f32> = (0..c * o).map(|_| g.symmetric_f32()).collect();
+    let conv = format!(
+        "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{n},{h},{w},{c}]\n  %1 = input {{index = 1, name = \"w\"}} : f32[1,1,{c},{o}]\n  %2 = convolution(%0, %1) {{batch_group_count = 1, dimension_numbers = \"[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]\", feature_group_count = 1, lhs_dilation = [1, 1], padding = [0, 0, 0, 0], rhs_dilation = [1, 1], window_strides = [1, 1]}} : f32[{n},{h},{w},{o}]\n  return %2\n}}"
+    );
+    let dot = format!(
+        "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{},{c}]\n  %1 = input {{index = 1, name = \"w\"}} : f32[{c},{o}]\n  %2 = dot_general(%0, %1) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[{},{o}]\n  return %2\n}}",
+        n * h * w,
+        n * h * w
+    );
+    let a = run1(
+        &conv,
+        &[],
+        vec![f32t(&[n, h, w, c], &xv), f32t(&[1, 1, c, o], &wv)],
+    );
+    let b = run1(
+        &dot,
+        &[],
+        vec![f32t(&[n * h * w, c], &xv), f32t(&[c, o], &wv)],
+    );
+    let bits = |t: &ebb_runtime::Tensor| -> Vec<u64> {
+        t.to_f64_vec().iter().map(|v| v.to_bits()).collect()
+    };
+    assert_eq!(bits(&a), bits(&b));
+}

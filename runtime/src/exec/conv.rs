@@ -30,7 +30,8 @@
 //! Workspace: one patch block per running task (at most [`BLOCK_ELEMS`] elements), and the
 //! kernel matrix when it is not a strided view.
 
-use super::dot::{gemm_into, group_strides, operand, Gemm, Mat};
+use super::conv_gemm::gemm_blocks;
+use super::dot::{group_strides, operand, Gemm, Mat};
 use super::layout::{gather_view_into, istrides_of};
 use super::{arity, Ctx};
 use crate::buffer::Buf;
@@ -113,56 +114,74 @@ pub(super) struct Class {
     pub(super) off: Vec<Option<isize>>,
 }
 
-/// Row-major flat indices and per-dimension coordinates of the product of `lists`.
-fn product(lists: &[&[usize]], sizes: &[usize]) -> (Vec<usize>, Vec<Vec<usize>>) {
+/// Row-major flat indices (over the full `sizes`) of the product of `lists`, in the product's
+/// row-major order.
+fn product(lists: &[&[usize]], sizes: &[usize]) -> Vec<usize> {
     let mut flat = vec![0usize];
-    let mut coords: Vec<Vec<usize>> = vec![Vec::new()];
     for (l, &n) in lists.iter().zip(sizes) {
-        let mut f2 = Vec::with_capacity(flat.len() * l.len());
-        let mut c2 = Vec::with_capacity(flat.len() * l.len());
-        for (f, c) in flat.iter().zip(&coords) {
-            for &v in l.iter() {
-                f2.push(f * n + v);
-                let mut cc = c.clone();
-                cc.push(v);
-                c2.push(cc);
-            }
-        }
-        flat = f2;
-        coords = c2;
+        flat = flat
+            .iter()
+            .flat_map(|&f| l.iter().map(move |&v| f * n + v))
+            .collect();
     }
-    (flat, coords)
+    flat
+}
+
+/// Advances the mixed-radix counter `idx` (digit `j` below `lens[j]`, last digit fastest).
+fn next_index(idx: &mut [usize], lens: &[usize]) {
+    for j in (0..idx.len()).rev() {
+        idx[j] += 1;
+        if idx[j] < lens[j] {
+            return;
+        }
+        idx[j] = 0;
+    }
 }
 
 /// The classes of a convolution (one without lhs dilation).
 fn classes(dims: &[Dim]) -> Vec<Class> {
     let per: Vec<Vec<Phase>> = dims.iter().map(phases).collect();
+    let qsz: Vec<usize> = dims.iter().map(|d| d.q).collect();
+    let ksz: Vec<usize> = dims.iter().map(|d| d.k).collect();
     let mut out = Vec::new();
     let mut pick = vec![0usize; dims.len()];
     loop {
         let ph: Vec<&Phase> = pick.iter().zip(&per).map(|(&i, p)| &p[i]).collect();
-        let qsz: Vec<usize> = dims.iter().map(|d| d.q).collect();
-        let ksz: Vec<usize> = dims.iter().map(|d| d.k).collect();
         let ql: Vec<&[usize]> = ph.iter().map(|p| p.qs.as_slice()).collect();
         let kl: Vec<&[usize]> = ph.iter().map(|p| p.ks.as_slice()).collect();
-        let (qpos, qc) = product(&ql, &qsz);
-        let (taps, kc) = product(&kl, &ksz);
+        let qpos = product(&ql, &qsz);
+        let taps = product(&kl, &ksz);
+        // per dimension: the offset of (position, tap) of this phase, `[qs × ks]`
+        let tables: Vec<Vec<Option<isize>>> = dims
+            .iter()
+            .zip(&ph)
+            .map(|(d, p)| {
+                p.qs.iter()
+                    .flat_map(|&q| {
+                        p.ks.iter()
+                            .map(move |&k| d.input(q, k).map(|i| i as isize * d.sx))
+                    })
+                    .collect()
+            })
+            .collect();
+        let (qlen, klen): (Vec<usize>, Vec<usize>) =
+            ph.iter().map(|p| (p.qs.len(), p.ks.len())).unzip();
         let mut off = Vec::with_capacity(qpos.len() * taps.len());
-        for qv in &qc {
-            for kv in &kc {
-                let mut o = 0isize;
-                let mut ok = true;
-                for (j, d) in dims.iter().enumerate() {
-                    match d.input(qv[j], kv[j]) {
-                        Some(i) => o += i as isize * d.sx,
-                        None => {
-                            ok = false;
-                            break;
-                        }
-                    }
+        let mut qi = vec![0usize; dims.len()];
+        for _ in 0..qpos.len() {
+            let mut ki = vec![0usize; dims.len()];
+            for _ in 0..taps.len() {
+                let mut o = Some(0isize);
+                for j in 0..dims.len() {
+                    o = match (o, tables[j][qi[j] * klen[j] + ki[j]]) {
+                        (Some(a), Some(b)) => Some(a + b),
+                        _ => None,
+                    };
                 }
-                off.push(ok.then_some(o));
+                off.push(o);
+                next_index(&mut ki, &klen);
             }
+            next_index(&mut qi, &qlen);
         }
         out.push(Class { qpos, taps, off });
         // next combination
@@ -621,7 +640,7 @@ fn rows_class<T: Gemm>(
                 off: xv.off + r0 * xv.rs as usize,
                 ..xv
             };
-            return gemm_into((n, kc, og), x, av, &wm, wv, cc, ldc, false);
+            return gemm_blocks((n, kc, og), x, av, &wm, wv, cc, ldc, false, &mut Vec::new());
         }
         // Each row is `nt` runs of `ci` elements: `kc` in all.
         let mut buf = Vec::new();
@@ -640,7 +659,17 @@ fn rows_class<T: Gemm>(
             rs: kc as isize,
             cs: 1,
         };
-        gemm_into((n, kc, og), col, av, &wm, wv, cc, ldc, false)
+        gemm_blocks(
+            (n, kc, og),
+            col,
+            av,
+            &wm,
+            wv,
+            cc,
+            ldc,
+            false,
+            &mut Vec::new(),
+        )
     };
     if single {
         // rows are the result's own rows: write them in place, og of o columns
@@ -688,6 +717,7 @@ fn contraction_class<T: Gemm>(
         let ch = s / (ncols * og);
         let (k0, k1) = (ch * per_chunk, ((ch + 1) * per_chunk).min(kc));
         let mut buf = Vec::with_capacity(kb * ncols);
+        let mut scratch = Vec::new();
         let mut first = true;
         let mut r0 = k0;
         while r0 < k1 {
@@ -711,7 +741,17 @@ fn contraction_class<T: Gemm>(
                 off: (wv.off as isize + r0 as isize * wv.rs) as usize,
                 ..wv
             };
-            gemm_into::<T>((ncols, n, og), col, av, &wm, bv, acc, og, !first)?;
+            gemm_blocks::<T>(
+                (ncols, n, og),
+                col,
+                av,
+                &wm,
+                bv,
+                acc,
+                og,
+                !first,
+                &mut scratch,
+            )?;
             first = false;
             r0 += n;
         }

@@ -16,7 +16,8 @@
 //! deterministic for given shapes whatever the thread count.
 
 use super::conv::{filled, run, Class, Geometry, BLOCK_ELEMS};
-use super::dot::{gemm_into, Gemm, Mat};
+use super::conv_gemm::gemm_blocks;
+use super::dot::{Gemm, Mat};
 use crate::error::OpError;
 
 /// The rows lowering of one group and class into `out` (`[N', Q, O]`, this group's `og`
@@ -66,7 +67,7 @@ pub(super) fn rows_by_batch<T: Gemm>(
             rs: 1,
             cs: n as isize,
         };
-        gemm_into((n, kc, og), col, av, wm, wv, cb, og, false)
+        gemm_blocks((n, kc, og), col, av, wm, wv, cb, og, false, &mut Vec::new())
     })?;
     for qi in 0..nq {
         for b in 0..nb {
