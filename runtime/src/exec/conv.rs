@@ -18,7 +18,9 @@
 //!   layer's input features and whose "feature" is the layer's batch: few output rows
 //!   `(q, b)`, a contraction `(c, k)` over the whole batch and image): the contraction is cut
 //!   into a fixed number of chunks, each accumulates `[(c, k), (q, b)]ᵀ · w[(c, k), o]` over
-//!   its blocks, and the chunks' partial sums are added in chunk order.
+//!   its blocks, and the chunks' partial sums are added in chunk order. A chunk's result rows
+//!   are further cut into parts computed as tasks of their own, so that the few chunks of a
+//!   small batch still spread over the threads.
 //!
 //! Lhs dilation (transposed convolutions and the input gradients of strided ones) is lowered
 //! without its zeros: output positions are split per spatial dimension into phases
@@ -50,6 +52,14 @@ const CHUNKS: usize = 16;
 
 /// Contraction rows per chunk below which fewer chunks are made.
 const CHUNK_MIN_ROWS: usize = 2048;
+
+/// Tasks a split contraction aims at (chunks × row parts): a small batch makes few chunks,
+/// whose result rows are then cut into parts (which never changes the bits: each result
+/// element is still one chunk's blocks in order).
+const PAR_TASKS: usize = 8;
+
+/// Fewest result rows of a row part of a split contraction.
+const PART_MIN_ROWS: usize = 32;
 
 /// One spatial dimension of a convolution.
 #[derive(Clone, Copy, Debug)]
@@ -712,46 +722,52 @@ fn contraction_class<T: Gemm>(
     let chunks = (kc / CHUNK_MIN_ROWS).clamp(1, CHUNKS);
     let per_chunk = kc.div_ceil(chunks).max(1);
     let kb = (BLOCK_ELEMS / ncols.max(1)).max(128).min(per_chunk);
-    let mut partial = vec![T::default(); chunks * ncols * og];
-    super::par::try_chunks_mut(&mut partial, ncols * og, &|s, acc| {
-        let ch = s / (ncols * og);
+    // Each chunk's result rows are cut into `parts` tasks of `rp` rows (the last one may be
+    // short), so that a small batch's few chunks still make several tasks; `partial` holds
+    // `np = parts · rp` rows per chunk.
+    let rp = ncols
+        .div_ceil((PAR_TASKS / chunks).max(1))
+        .max(PART_MIN_ROWS)
+        .min(ncols.max(1));
+    let parts = ncols.div_ceil(rp).max(1);
+    let np = parts * rp;
+    let mut partial = vec![T::default(); chunks * np * og];
+    super::par::try_chunks_mut(&mut partial, rp * og, &|s, acc| {
+        let task = s / (rp * og);
+        let (ch, p0) = (task / parts, (task % parts) * rp);
+        let m = rp.min(ncols - p0);
         let (k0, k1) = (ch * per_chunk, ((ch + 1) * per_chunk).min(kc));
-        let mut buf = Vec::with_capacity(kb * ncols);
+        let mut buf = Vec::with_capacity(kb * m);
         let mut scratch = Vec::new();
         let mut first = true;
         let mut r0 = k0;
         while r0 < k1 {
             let n = kb.min(k1 - r0);
-            // Each row is `nq` runs of `nbo` elements: `ncols` in all.
-            let col = filled(&mut buf, n * ncols, |col| {
-                for (r, crow) in col.chunks_mut(ncols.max(1)).enumerate().take(n) {
+            // Each row holds the task's result rows `(q, b)` from `p0`: runs over `b`.
+            let col = filled(&mut buf, n * m, |col| {
+                for (r, crow) in col.chunks_mut(m.max(1)).enumerate().take(n) {
                     let (cc, t) = ((r0 + r) / nt, (r0 + r) % nt);
                     let base = xo as isize + cc as isize * sc;
-                    for (qi, dst) in crow.chunks_mut(nbo.max(1)).enumerate() {
-                        run(x, class.off[qi * nt + t].map(|v| v + base), sb, dst);
+                    let mut j = 0;
+                    while j < m {
+                        let (qi, b) = ((p0 + j) / nbo, (p0 + j) % nbo);
+                        let len = (nbo - b).min(m - j);
+                        let src = class.off[qi * nt + t].map(|v| v + base + b as isize * sb);
+                        run(x, src, sb, &mut crow[j..j + len]);
+                        j += len;
                     }
                 }
             });
             let av = Mat {
                 off: 0,
                 rs: 1,
-                cs: ncols as isize,
+                cs: m as isize,
             };
             let bv = Mat {
                 off: (wv.off as isize + r0 as isize * wv.rs) as usize,
                 ..wv
             };
-            gemm_blocks::<T>(
-                (ncols, n, og),
-                col,
-                av,
-                &wm,
-                bv,
-                acc,
-                og,
-                !first,
-                &mut scratch,
-            )?;
+            gemm_blocks::<T>((m, n, og), col, av, &wm, bv, acc, og, !first, &mut scratch)?;
             first = false;
             r0 += n;
         }
@@ -767,7 +783,7 @@ fn contraction_class<T: Gemm>(
             let dst = &mut out[at..at + og];
             dst.copy_from_slice(&partial[row * og..(row + 1) * og]);
             for ch in 1..chunks {
-                let p = &partial[(ch * ncols + row) * og..(ch * ncols + row + 1) * og];
+                let p = &partial[(ch * np + row) * og..(ch * np + row + 1) * og];
                 for (d, &v) in dst.iter_mut().zip(p) {
                     *d += v;
                 }
