@@ -56,10 +56,10 @@ const CHUNK_MIN_ROWS: usize = 2048;
 /// Tasks a split contraction aims at (chunks × row parts): a small batch makes few chunks,
 /// whose result rows are then cut into parts (which never changes the bits: each result
 /// element is still one chunk's blocks in order).
-const PAR_TASKS: usize = 8;
+const PAR_TASKS: usize = 4;
 
 /// Fewest result rows of a row part of a split contraction.
-const PART_MIN_ROWS: usize = 32;
+const PART_MIN_ROWS: usize = 64;
 
 /// One spatial dimension of a convolution.
 #[derive(Clone, Copy, Debug)]
@@ -600,6 +600,47 @@ fn conv_typed<T: Gemm>(
     Ok(out)
 }
 
+/// The patch row of each class position as runs of `x` (start offset or `None` for zeros,
+/// length): one run of `ci` elements per tap, neighbours merged where they continue each
+/// other (two padding runs, or two taps whose runs are adjacent in `x`, as the taps of one
+/// kernel row are in a channels-last image).
+struct Runs {
+    /// Runs of position `qi`: `runs[starts[qi]..starts[qi + 1]]`.
+    starts: Vec<usize>,
+    runs: Vec<(Option<isize>, usize)>,
+}
+
+impl Runs {
+    /// The runs of `class` for `ci` features `sc` apart in `x`.
+    fn of(class: &Class, ci: usize, sc: isize) -> Runs {
+        let nt = class.taps.len();
+        let mut starts = Vec::with_capacity(class.qpos.len() + 1);
+        let mut runs: Vec<(Option<isize>, usize)> = Vec::new();
+        for qi in 0..class.qpos.len() {
+            starts.push(runs.len());
+            let first = runs.len();
+            for &t in &class.off[qi * nt..(qi + 1) * nt] {
+                if runs.len() > first {
+                    let (src, len) = runs[runs.len() - 1];
+                    let continues = match (src, t) {
+                        (None, None) => true,
+                        (Some(a), Some(b)) => sc == 1 && b == a + len as isize,
+                        _ => false,
+                    };
+                    if continues {
+                        let last = runs.len() - 1;
+                        runs[last].1 += ci;
+                        continue;
+                    }
+                }
+                runs.push((t, ci));
+            }
+        }
+        starts.push(runs.len());
+        Runs { starts, runs }
+    }
+}
+
 /// The rows lowering of one group and class into `out` (`[N', Q, O]`).
 fn rows_class<T: Gemm>(
     x: &[T],
@@ -643,6 +684,7 @@ fn rows_class<T: Gemm>(
         return super::conv_rows_batch::rows_by_batch(x, (&wm, wv), g, at, class, out);
     }
     let rb = (BLOCK_ELEMS / kc.max(1)).max(64).min(rows.max(1));
+    let runs = Runs::of(class, ci, sc);
     // block of rows [r0, r0 + n) into `cc` (row stride ldc, og columns)
     let block = |r0: usize, n: usize, cc: &mut [T], ldc: usize| -> Result<(), OpError> {
         if let Some(xv) = xview {
@@ -652,15 +694,17 @@ fn rows_class<T: Gemm>(
             };
             return gemm_blocks((n, kc, og), x, av, &wm, wv, cc, ldc, false, &mut Vec::new());
         }
-        // Each row is `nt` runs of `ci` elements: `kc` in all.
+        // Each row is `nt` runs of `ci` elements (`kc` in all), merged where contiguous.
         let mut buf = Vec::new();
         let col = filled(&mut buf, n * kc, |col| {
             for (r, crow) in col.chunks_mut(kc.max(1)).enumerate().take(n) {
                 let (b, qi) = ((r0 + r) / nq, (r0 + r) % nq);
                 let base = (xo as isize) + b as isize * sb;
-                let offs = &class.off[qi * nt..(qi + 1) * nt];
-                for (t, dst) in offs.iter().zip(crow.chunks_mut(ci.max(1))) {
-                    run(x, t.map(|v| v + base), sc, dst);
+                let (rs, re) = (runs.starts[qi], runs.starts[qi + 1]);
+                let mut at = 0;
+                for &(src, len) in &runs.runs[rs..re] {
+                    run(x, src.map(|v| v + base), sc, &mut crow[at..at + len]);
+                    at += len;
                 }
             }
         });

@@ -13,13 +13,20 @@
 //! roundings in the same order. A chain that starts from `+0` never ends at `-0`, so storing
 //! `ab + 0` changes nothing. Only `f32` on machines where `matrixmultiply` runs its FMA kernel
 //! (AVX2 and FMA without AVX-512, the condition `gemm_direct` checks) is cut; other products
-//! are one call.
+//! are one call. A product narrower than one vector whose `A` is column-major is computed
+//! as its transpose, `Cᵀ = Bᵀ·Aᵀ`, into the scratch tile and copied back: the same chains,
+//! since an FMA's two factors commute.
 
 use super::dot::{gemm_into, Gemm, Mat};
 use crate::error::OpError;
 
 /// `matrixmultiply`'s depth block for `f32` (`S_KC`).
 const KC: usize = 256;
+
+/// Products with fewer columns than this (one vector of 8 `f32`) whose `A` is column-major
+/// are computed transposed, `Cᵀ = Bᵀ·Aᵀ`, so that the unpacked kernel runs along the long
+/// side (it computes fewer than 8 columns one element at a time).
+pub(super) const NARROW: usize = 8;
 
 /// Products whose `C` has at most this many rows or columns are cut (`gemm_direct`'s thin
 /// side: packing does not pay there).
@@ -42,9 +49,10 @@ pub(super) fn gemm_blocks<T: Gemm>(
     acc: bool,
     scratch: &mut Vec<T>,
 ) -> Result<(), OpError> {
+    // A product of fewer than 8 columns whose `A` is column-major is computed transposed.
+    let tr = n < NARROW && av.rs == 1 && m >= 2 * NARROW;
     let cut = std::mem::size_of::<T>() == 4
-        && (k > KC || acc)
-        && m.min(n) <= THIN_SIDE
+        && (tr || (n >= NARROW && m.min(n) <= THIN_SIDE && (k > KC || acc)))
         && m > 0
         && n > 0
         && k > 0
@@ -63,7 +71,33 @@ pub(super) fn gemm_blocks<T: Gemm>(
             off: (bv.off as isize + p0 as isize * bv.rs) as usize,
             ..bv
         };
-        if p0 == 0 && !acc {
+        if tr {
+            // Sᵀ[n × m] = Bᵀ·Aᵀ: the same chains (an FMA's two factors commute), `m` wide.
+            scratch.clear();
+            scratch.resize(m * n, T::default());
+            let bt = Mat {
+                off: bb.off,
+                rs: bv.cs,
+                cs: bv.rs,
+            };
+            let at = Mat {
+                off: ab.off,
+                rs: av.cs,
+                cs: 1,
+            };
+            gemm_into((n, kb, m), b, bt, a, at, scratch, m, false)?;
+            let set = p0 == 0 && !acc;
+            for (r, row) in c.chunks_mut(ldc).take(m).enumerate() {
+                for (j, d) in row[..n].iter_mut().enumerate() {
+                    let v = scratch[j * m + r];
+                    if set {
+                        *d = v;
+                    } else {
+                        *d += v;
+                    }
+                }
+            }
+        } else if p0 == 0 && !acc {
             gemm_into((m, kb, n), a, ab, b, bb, c, ldc, false)?;
         } else {
             scratch.clear();
