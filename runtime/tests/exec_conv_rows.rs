@@ -186,3 +186,32 @@ fn deep_convolution_matches_dot_general_bits() {
     };
     assert_eq!(bits(&a), bits(&b));
 }
+
+/// Tests that a weight-gradient convolution with fewer than 8 output features (computed as
+/// its transpose, `Cᵀ = Bᵀ·Aᵀ`, by the split-contraction lowering) gives the bits of the same
+/// product as one `dot_general`: the kernel covers the whole image, so the contraction is
+/// `(c, h, w)` in order, one chunk of one block.
+#[test]
+fn narrow_weight_gradient_matches_dot_general_bits() {
+    let (c, h, w, nb, o) = (4, 8, 8, 40, 3);
+    let mut g = Lcg::new(9);
+    let xv: Vec<f32> = (0..c * h * w * nb).map(|_| g.symmetric_f32()).collect();
+    let wv: Vec<f32> = (0..c * h * w * o).map(|_| g.symmetric_f32()).collect();
+    let conv = format!(
+        "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{c},{h},{w},{nb}]\n  %1 = input {{index = 1, name = \"w\"}} : f32[{c},{h},{w},{o}]\n  %2 = convolution(%0, %1) {{batch_group_count = 1, dimension_numbers = \"[f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f]\", feature_group_count = 1, lhs_dilation = [1, 1], padding = [0, 0, 0, 0], rhs_dilation = [1, 1], window_strides = [1, 1]}} : f32[1,1,{nb},{o}]\n  return %2\n}}"
+    );
+    let k = c * h * w;
+    let dot = format!(
+        "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{k},{nb}]\n  %1 = input {{index = 1, name = \"w\"}} : f32[{k},{o}]\n  %2 = dot_general(%0, %1) {{lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]}} : f32[{nb},{o}]\n  return %2\n}}"
+    );
+    let a = run1(
+        &conv,
+        &[],
+        vec![f32t(&[c, h, w, nb], &xv), f32t(&[c, h, w, o], &wv)],
+    );
+    let b = run1(&dot, &[], vec![f32t(&[k, nb], &xv), f32t(&[k, o], &wv)]);
+    let bits = |t: &ebb_runtime::Tensor| -> Vec<u64> {
+        t.to_f64_vec().iter().map(|v| v.to_bits()).collect()
+    };
+    assert_eq!(bits(&a), bits(&b));
+}

@@ -22,6 +22,10 @@
 //!   are further cut into parts computed as tasks of their own, so that the few chunks of a
 //!   small batch still spread over the threads.
 //!
+//! Every GEMM goes through [`super::conv_gemm::gemm_blocks`], which cuts thin products into
+//! `matrixmultiply`'s own 256-deep blocks (and computes narrow ones transposed) so that they
+//! reach the unpacked kernel with the bits of one call.
+//!
 //! Lhs dilation (transposed convolutions and the input gradients of strided ones) is lowered
 //! without its zeros: output positions are split per spatial dimension into phases
 //! `(q·stride − pad_low) mod lhs_dilation`, and each phase contracts only over the kernel taps
