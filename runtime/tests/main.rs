@@ -6,6 +6,7 @@ mod common;
 mod device;
 mod exec_arith;
 mod exec_control;
+mod exec_conv_rows;
 mod exec_dot;
 mod exec_dot_half;
 mod exec_elementwise;

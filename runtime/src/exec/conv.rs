@@ -11,12 +11,20 @@
 //!   `[(b, q), (k, c)]` (runs over `c` copied with `x`'s feature stride, contiguous for NHWC)
 //!   into a block-sized buffer and makes one GEMM with the kernel viewed (or copied) as
 //!   `[(k, c), o]`. A 1×1, stride-1, unpadded convolution whose `(b, q)` rows are one stride
-//!   in `x` is one GEMM on `x` itself, with no patch buffer.
+//!   in `x` is one GEMM on `x` itself, with no patch buffer. When `x`'s batch dimension is
+//!   the contiguous one (a weight gradient the rows lowering serves), the patch is gathered
+//!   transposed instead, per output position, in [`super::conv_rows_batch`].
 //! - **contraction** (the weight gradients JAX emits as a convolution whose "batch" is the
 //!   layer's input features and whose "feature" is the layer's batch: few output rows
 //!   `(q, b)`, a contraction `(c, k)` over the whole batch and image): the contraction is cut
 //!   into a fixed number of chunks, each accumulates `[(c, k), (q, b)]ᵀ · w[(c, k), o]` over
-//!   its blocks, and the chunks' partial sums are added in chunk order.
+//!   its blocks, and the chunks' partial sums are added in chunk order. A chunk's result rows
+//!   are further cut into parts computed as tasks of their own, so that the few chunks of a
+//!   small batch still spread over the threads.
+//!
+//! Every GEMM goes through [`super::conv_gemm::gemm_blocks`], which cuts thin products into
+//! `matrixmultiply`'s own 256-deep blocks (and computes narrow ones transposed) so that they
+//! reach the unpacked kernel with the bits of one call.
 //!
 //! Lhs dilation (transposed convolutions and the input gradients of strided ones) is lowered
 //! without its zeros: output positions are split per spatial dimension into phases
@@ -28,7 +36,8 @@
 //! Workspace: one patch block per running task (at most [`BLOCK_ELEMS`] elements), and the
 //! kernel matrix when it is not a strided view.
 
-use super::dot::{gemm_into, group_strides, operand, Gemm, Mat};
+use super::conv_gemm::gemm_blocks;
+use super::dot::{group_strides, operand, Gemm, Mat};
 use super::layout::{gather_view_into, istrides_of};
 use super::{arity, Ctx};
 use crate::buffer::Buf;
@@ -47,6 +56,14 @@ const CHUNKS: usize = 16;
 
 /// Contraction rows per chunk below which fewer chunks are made.
 const CHUNK_MIN_ROWS: usize = 2048;
+
+/// Tasks a split contraction aims at (chunks × row parts): a small batch makes few chunks,
+/// whose result rows are then cut into parts (which never changes the bits: each result
+/// element is still one chunk's blocks in order).
+const PAR_TASKS: usize = 4;
+
+/// Fewest result rows of a row part of a split contraction.
+const PART_MIN_ROWS: usize = 64;
 
 /// One spatial dimension of a convolution.
 #[derive(Clone, Copy, Debug)]
@@ -111,56 +128,74 @@ pub(super) struct Class {
     pub(super) off: Vec<Option<isize>>,
 }
 
-/// Row-major flat indices and per-dimension coordinates of the product of `lists`.
-fn product(lists: &[&[usize]], sizes: &[usize]) -> (Vec<usize>, Vec<Vec<usize>>) {
+/// Row-major flat indices (over the full `sizes`) of the product of `lists`, in the product's
+/// row-major order.
+fn product(lists: &[&[usize]], sizes: &[usize]) -> Vec<usize> {
     let mut flat = vec![0usize];
-    let mut coords: Vec<Vec<usize>> = vec![Vec::new()];
     for (l, &n) in lists.iter().zip(sizes) {
-        let mut f2 = Vec::with_capacity(flat.len() * l.len());
-        let mut c2 = Vec::with_capacity(flat.len() * l.len());
-        for (f, c) in flat.iter().zip(&coords) {
-            for &v in l.iter() {
-                f2.push(f * n + v);
-                let mut cc = c.clone();
-                cc.push(v);
-                c2.push(cc);
-            }
-        }
-        flat = f2;
-        coords = c2;
+        flat = flat
+            .iter()
+            .flat_map(|&f| l.iter().map(move |&v| f * n + v))
+            .collect();
     }
-    (flat, coords)
+    flat
+}
+
+/// Advances the mixed-radix counter `idx` (digit `j` below `lens[j]`, last digit fastest).
+fn next_index(idx: &mut [usize], lens: &[usize]) {
+    for j in (0..idx.len()).rev() {
+        idx[j] += 1;
+        if idx[j] < lens[j] {
+            return;
+        }
+        idx[j] = 0;
+    }
 }
 
 /// The classes of a convolution (one without lhs dilation).
 fn classes(dims: &[Dim]) -> Vec<Class> {
     let per: Vec<Vec<Phase>> = dims.iter().map(phases).collect();
+    let qsz: Vec<usize> = dims.iter().map(|d| d.q).collect();
+    let ksz: Vec<usize> = dims.iter().map(|d| d.k).collect();
     let mut out = Vec::new();
     let mut pick = vec![0usize; dims.len()];
     loop {
         let ph: Vec<&Phase> = pick.iter().zip(&per).map(|(&i, p)| &p[i]).collect();
-        let qsz: Vec<usize> = dims.iter().map(|d| d.q).collect();
-        let ksz: Vec<usize> = dims.iter().map(|d| d.k).collect();
         let ql: Vec<&[usize]> = ph.iter().map(|p| p.qs.as_slice()).collect();
         let kl: Vec<&[usize]> = ph.iter().map(|p| p.ks.as_slice()).collect();
-        let (qpos, qc) = product(&ql, &qsz);
-        let (taps, kc) = product(&kl, &ksz);
+        let qpos = product(&ql, &qsz);
+        let taps = product(&kl, &ksz);
+        // per dimension: the offset of (position, tap) of this phase, `[qs × ks]`
+        let tables: Vec<Vec<Option<isize>>> = dims
+            .iter()
+            .zip(&ph)
+            .map(|(d, p)| {
+                p.qs.iter()
+                    .flat_map(|&q| {
+                        p.ks.iter()
+                            .map(move |&k| d.input(q, k).map(|i| i as isize * d.sx))
+                    })
+                    .collect()
+            })
+            .collect();
+        let (qlen, klen): (Vec<usize>, Vec<usize>) =
+            ph.iter().map(|p| (p.qs.len(), p.ks.len())).unzip();
         let mut off = Vec::with_capacity(qpos.len() * taps.len());
-        for qv in &qc {
-            for kv in &kc {
-                let mut o = 0isize;
-                let mut ok = true;
-                for (j, d) in dims.iter().enumerate() {
-                    match d.input(qv[j], kv[j]) {
-                        Some(i) => o += i as isize * d.sx,
-                        None => {
-                            ok = false;
-                            break;
-                        }
-                    }
+        let mut qi = vec![0usize; dims.len()];
+        for _ in 0..qpos.len() {
+            let mut ki = vec![0usize; dims.len()];
+            for _ in 0..taps.len() {
+                let mut o = Some(0isize);
+                for j in 0..dims.len() {
+                    o = match (o, tables[j][qi[j] * klen[j] + ki[j]]) {
+                        (Some(a), Some(b)) => Some(a + b),
+                        _ => None,
+                    };
                 }
-                off.push(ok.then_some(o));
+                off.push(o);
+                next_index(&mut ki, &klen);
             }
+            next_index(&mut qi, &qlen);
         }
         out.push(Class { qpos, taps, off });
         // next combination
@@ -332,7 +367,7 @@ pub(super) struct Geometry {
 }
 
 impl Geometry {
-    fn q(&self) -> usize {
+    pub(super) fn q(&self) -> usize {
         self.dims.iter().map(|d| d.q).product()
     }
     fn k(&self) -> usize {
@@ -442,7 +477,12 @@ impl Geometry {
 /// Writes `dst.len()` elements of `x` from `src` with stride `s` into `dst` (`None`: zeros):
 /// every element of `dst` is initialized.
 #[inline]
-fn run<T: Copy + Default>(x: &[T], src: Option<isize>, s: isize, dst: &mut [MaybeUninit<T>]) {
+pub(super) fn run<T: Copy + Default>(
+    x: &[T],
+    src: Option<isize>,
+    s: isize,
+    dst: &mut [MaybeUninit<T>],
+) {
     match src {
         None => dst.fill(MaybeUninit::new(T::default())),
         Some(o) if s == 1 => {
@@ -475,7 +515,11 @@ fn copy_run<T: Copy>(src: &[T], dst: &mut [MaybeUninit<T>]) {
 
 /// The first `len` elements of `buf`'s capacity, filled by `fill` (which must initialize every
 /// element it is given), as `buf`'s contents: a patch buffer with no zeroing pass.
-fn filled<T>(buf: &mut Vec<T>, len: usize, fill: impl FnOnce(&mut [MaybeUninit<T>])) -> &[T] {
+pub(super) fn filled<T>(
+    buf: &mut Vec<T>,
+    len: usize,
+    fill: impl FnOnce(&mut [MaybeUninit<T>]),
+) -> &[T] {
     buf.clear();
     buf.reserve(len);
     fill(&mut buf.spare_capacity_mut()[..len]);
@@ -560,6 +604,47 @@ fn conv_typed<T: Gemm>(
     Ok(out)
 }
 
+/// The patch row of each class position as runs of `x` (start offset or `None` for zeros,
+/// length): one run of `ci` elements per tap, neighbours merged where they continue each
+/// other (two padding runs, or two taps whose runs are adjacent in `x`, as the taps of one
+/// kernel row are in a channels-last image).
+struct Runs {
+    /// Runs of position `qi`: `runs[starts[qi]..starts[qi + 1]]`.
+    starts: Vec<usize>,
+    runs: Vec<(Option<isize>, usize)>,
+}
+
+impl Runs {
+    /// The runs of `class` for `ci` features `sc` apart in `x`.
+    fn of(class: &Class, ci: usize, sc: isize) -> Runs {
+        let nt = class.taps.len();
+        let mut starts = Vec::with_capacity(class.qpos.len() + 1);
+        let mut runs: Vec<(Option<isize>, usize)> = Vec::new();
+        for qi in 0..class.qpos.len() {
+            starts.push(runs.len());
+            let first = runs.len();
+            for &t in &class.off[qi * nt..(qi + 1) * nt] {
+                if runs.len() > first {
+                    let (src, len) = runs[runs.len() - 1];
+                    let continues = match (src, t) {
+                        (None, None) => true,
+                        (Some(a), Some(b)) => sc == 1 && b == a + len as isize,
+                        _ => false,
+                    };
+                    if continues {
+                        let last = runs.len() - 1;
+                        runs[last].1 += ci;
+                        continue;
+                    }
+                }
+                runs.push((t, ci));
+            }
+        }
+        starts.push(runs.len());
+        Runs { starts, runs }
+    }
+}
+
 /// The rows lowering of one group and class into `out` (`[N', Q, O]`).
 fn rows_class<T: Gemm>(
     x: &[T],
@@ -598,7 +683,12 @@ fn rows_class<T: Gemm>(
         return invalid("internal: convolution patch reads out of bounds");
     }
     let (wm, wv) = g.kernel(w, grp, &class.taps, true);
+    if xview.is_none() && sb == 1 && sc != 1 {
+        let at = (xo, o0);
+        return super::conv_rows_batch::rows_by_batch(x, (&wm, wv), g, at, class, out);
+    }
     let rb = (BLOCK_ELEMS / kc.max(1)).max(64).min(rows.max(1));
+    let runs = Runs::of(class, ci, sc);
     // block of rows [r0, r0 + n) into `cc` (row stride ldc, og columns)
     let block = |r0: usize, n: usize, cc: &mut [T], ldc: usize| -> Result<(), OpError> {
         if let Some(xv) = xview {
@@ -606,17 +696,19 @@ fn rows_class<T: Gemm>(
                 off: xv.off + r0 * xv.rs as usize,
                 ..xv
             };
-            return gemm_into((n, kc, og), x, av, &wm, wv, cc, ldc, false);
+            return gemm_blocks((n, kc, og), x, av, &wm, wv, cc, ldc, false, &mut Vec::new());
         }
-        // Each row is `nt` runs of `ci` elements: `kc` in all.
+        // Each row is `nt` runs of `ci` elements (`kc` in all), merged where contiguous.
         let mut buf = Vec::new();
         let col = filled(&mut buf, n * kc, |col| {
             for (r, crow) in col.chunks_mut(kc.max(1)).enumerate().take(n) {
                 let (b, qi) = ((r0 + r) / nq, (r0 + r) % nq);
                 let base = (xo as isize) + b as isize * sb;
-                let offs = &class.off[qi * nt..(qi + 1) * nt];
-                for (t, dst) in offs.iter().zip(crow.chunks_mut(ci.max(1))) {
-                    run(x, t.map(|v| v + base), sc, dst);
+                let (rs, re) = (runs.starts[qi], runs.starts[qi + 1]);
+                let mut at = 0;
+                for &(src, len) in &runs.runs[rs..re] {
+                    run(x, src.map(|v| v + base), sc, &mut crow[at..at + len]);
+                    at += len;
                 }
             }
         });
@@ -625,7 +717,17 @@ fn rows_class<T: Gemm>(
             rs: kc as isize,
             cs: 1,
         };
-        gemm_into((n, kc, og), col, av, &wm, wv, cc, ldc, false)
+        gemm_blocks(
+            (n, kc, og),
+            col,
+            av,
+            &wm,
+            wv,
+            cc,
+            ldc,
+            false,
+            &mut Vec::new(),
+        )
     };
     if single {
         // rows are the result's own rows: write them in place, og of o columns
@@ -668,35 +770,52 @@ fn contraction_class<T: Gemm>(
     let chunks = (kc / CHUNK_MIN_ROWS).clamp(1, CHUNKS);
     let per_chunk = kc.div_ceil(chunks).max(1);
     let kb = (BLOCK_ELEMS / ncols.max(1)).max(128).min(per_chunk);
-    let mut partial = vec![T::default(); chunks * ncols * og];
-    super::par::try_chunks_mut(&mut partial, ncols * og, &|s, acc| {
-        let ch = s / (ncols * og);
+    // Each chunk's result rows are cut into `parts` tasks of `rp` rows (the last one may be
+    // short), so that a small batch's few chunks still make several tasks; `partial` holds
+    // `np = parts · rp` rows per chunk.
+    let rp = ncols
+        .div_ceil((PAR_TASKS / chunks).max(1))
+        .max(PART_MIN_ROWS)
+        .min(ncols.max(1));
+    let parts = ncols.div_ceil(rp).max(1);
+    let np = parts * rp;
+    let mut partial = vec![T::default(); chunks * np * og];
+    super::par::try_chunks_mut(&mut partial, rp * og, &|s, acc| {
+        let task = s / (rp * og);
+        let (ch, p0) = (task / parts, (task % parts) * rp);
+        let m = rp.min(ncols - p0);
         let (k0, k1) = (ch * per_chunk, ((ch + 1) * per_chunk).min(kc));
-        let mut buf = Vec::with_capacity(kb * ncols);
+        let mut buf = Vec::with_capacity(kb * m);
+        let mut scratch = Vec::new();
         let mut first = true;
         let mut r0 = k0;
         while r0 < k1 {
             let n = kb.min(k1 - r0);
-            // Each row is `nq` runs of `nbo` elements: `ncols` in all.
-            let col = filled(&mut buf, n * ncols, |col| {
-                for (r, crow) in col.chunks_mut(ncols.max(1)).enumerate().take(n) {
+            // Each row holds the task's result rows `(q, b)` from `p0`: runs over `b`.
+            let col = filled(&mut buf, n * m, |col| {
+                for (r, crow) in col.chunks_mut(m.max(1)).enumerate().take(n) {
                     let (cc, t) = ((r0 + r) / nt, (r0 + r) % nt);
                     let base = xo as isize + cc as isize * sc;
-                    for (qi, dst) in crow.chunks_mut(nbo.max(1)).enumerate() {
-                        run(x, class.off[qi * nt + t].map(|v| v + base), sb, dst);
+                    let mut j = 0;
+                    while j < m {
+                        let (qi, b) = ((p0 + j) / nbo, (p0 + j) % nbo);
+                        let len = (nbo - b).min(m - j);
+                        let src = class.off[qi * nt + t].map(|v| v + base + b as isize * sb);
+                        run(x, src, sb, &mut crow[j..j + len]);
+                        j += len;
                     }
                 }
             });
             let av = Mat {
                 off: 0,
                 rs: 1,
-                cs: ncols as isize,
+                cs: m as isize,
             };
             let bv = Mat {
                 off: (wv.off as isize + r0 as isize * wv.rs) as usize,
                 ..wv
             };
-            gemm_into::<T>((ncols, n, og), col, av, &wm, bv, acc, og, !first)?;
+            gemm_blocks::<T>((m, n, og), col, av, &wm, bv, acc, og, !first, &mut scratch)?;
             first = false;
             r0 += n;
         }
@@ -712,7 +831,7 @@ fn contraction_class<T: Gemm>(
             let dst = &mut out[at..at + og];
             dst.copy_from_slice(&partial[row * og..(row + 1) * og]);
             for ch in 1..chunks {
-                let p = &partial[(ch * ncols + row) * og..(ch * ncols + row + 1) * og];
+                let p = &partial[(ch * np + row) * og..(ch * np + row + 1) * og];
                 for (d, &v) in dst.iter_mut().zip(p) {
                     *d += v;
                 }

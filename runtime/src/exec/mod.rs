@@ -27,6 +27,8 @@ mod build;
 mod control;
 mod conv;
 mod conv_depthwise;
+mod conv_gemm;
+mod conv_rows_batch;
 pub mod device;
 mod dot;
 #[doc(hidden)]
