@@ -45,8 +45,8 @@ pub(crate) struct RegionFn<'g> {
     pub body: Body,
     name: &'static str,
     prog: Program<'g>,
-    /// The region compiled to scalar instructions, where its ops allow
-    /// ([`ScalarBody::compile`]); [`RegionFn::call`] then runs it instead of `prog`.
+    /// The region compiled to scalar instructions where its body is not recognized and its
+    /// ops allow ([`ScalarBody::compile`]); [`RegionFn::call`] then runs it instead of `prog`.
     scalar: Option<ScalarBody>,
 }
 
@@ -99,6 +99,14 @@ pub(crate) fn recognize(r: &Graph) -> Body {
     Body::Monoid(m)
 }
 
+/// The scalar instructions of a region whose body is not recognized (the callers run a
+/// recognized body with typed kernels, never through [`RegionFn::call`]'s program).
+fn general(body: &Body, r: &Graph) -> Option<ScalarBody> {
+    matches!(body, Body::General)
+        .then(|| ScalarBody::compile(r))
+        .flatten()
+}
+
 impl<'g> RegionFn<'g> {
     /// Prepares region `r` (named `name` in errors) at `bindings`.
     pub fn new(
@@ -111,11 +119,12 @@ impl<'g> RegionFn<'g> {
                 region: name.into(),
                 source: Box::new(e),
             })?;
+        let body = recognize(r);
         Ok(RegionFn {
-            body: recognize(r),
+            scalar: general(&body, r),
+            body,
             name,
             prog,
-            scalar: ScalarBody::compile(r),
         })
     }
 
@@ -147,10 +156,11 @@ impl<'g> RegionFn<'g> {
                 cell.get_or_init(|| p).clone()
             }
         };
+        let body = prep.body.get_or_init(|| recognize(r)).clone();
         Ok(RegionFn {
-            body: prep.body.get_or_init(|| recognize(r)).clone(),
+            scalar: prep.scalar.get_or_init(|| general(&body, r)).clone(),
+            body,
             name,
-            scalar: prep.scalar.get_or_init(|| ScalarBody::compile(r)).clone(),
             prog: Program::from_prepared(r, prep),
         })
     }
