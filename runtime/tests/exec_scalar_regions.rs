@@ -316,3 +316,46 @@ fn nhwc_windows_fold_rows_of_channels() {
         assert_bits(&[got], &[f32t(&[2, o, o, c], &want)], &format!("case {k}"));
     }
 }
+
+/// Tests a window over `f32[2,4,3,6]` that sums pairs along axis 1 (padded by 1 below) and
+/// crops the last axis to its first 4 elements (padding −2 above): no axis after axis 1 has
+/// the input's extent throughout, so no row of outputs after it is read as a contiguous row
+/// of the input (its rows are 6 apart in the input, 4 in the output).
+#[test]
+fn a_cropped_last_axis_is_not_read_as_a_row() {
+    let x: Vec<f32> = values(2 * 4 * 3 * 6, 11);
+    let src = "graph @t {
+  %0 = input {index = 0, name = \"x\"} : f32[2,4,3,6]
+  %1 = constant {value = dense<0.0> : f32} : f32[]
+  %2 = reduce_window(%0, %1) {padding = dims[0, 0, 1, 0, 0, 0, 0, -2], window_dimensions = dims[1, 2, 1, 1]} : f32[2,4,3,4] {
+    region @body {
+      %0 = input {index = 0, name = \"\"} : f32[]
+      %1 = input {index = 1, name = \"\"} : f32[]
+      %2 = add(%0, %1) : f32[]
+      return %2
+    }
+  }
+  return %2
+}";
+    let got = run1(src, &[], vec![f32t(&[2, 4, 3, 6], &x)]);
+    let mut want = Vec::new();
+    for n in 0..2 {
+        for i in 0..4 {
+            for j in 0..3 {
+                for c in 0..4 {
+                    let mut acc = 0.0f32;
+                    for k in 0..2 {
+                        let p = i as i64 + k - 1;
+                        acc += if p >= 0 {
+                            x[((n * 4 + p as usize) * 3 + j) * 6 + c]
+                        } else {
+                            0.0
+                        };
+                    }
+                    want.push(acc);
+                }
+            }
+        }
+    }
+    assert_bits(&[got], &[f32t(&[2, 4, 3, 4], &want)], "cropped");
+}

@@ -626,6 +626,8 @@ fn collect_outputs(accs: Vec<Vec<Scalar>>, out: &[OutType]) -> Result<Vec<Tensor
 /// and every (output position, window position) the input index, or `None` for padding and
 /// base-dilation holes (StableHLO spec, `reduce_window` semantics).
 struct Windows {
+    /// The input's shape.
+    input: Vec<usize>,
     win: Vec<usize>,
     /// `table[d][o * win[d] + w]`.
     table: Vec<Vec<Option<usize>>>,
@@ -683,6 +685,7 @@ impl Windows {
             table.push(t);
         }
         Ok(Windows {
+            input: input.to_vec(),
             win: win.iter().map(|&w| w as usize).collect(),
             table,
         })
@@ -723,12 +726,15 @@ impl Windows {
     }
 
     /// The one axis along which windows have more than one tap or touch padding, where every
-    /// other axis maps output index `o` to input index `o` with a one-tap window (a cumulative
+    /// other axis has the input's extent and maps output index `o` to input index `o` with a
+    /// one-tap window (a cumulative
     /// sum, `jnp.cumsum`'s `reduce_window` and its transpose); `None` otherwise.
     fn one_axis(&self, output: &[usize]) -> Option<usize> {
         let mut active = None;
         for (d, (t, &w)) in self.table.iter().zip(&self.win).enumerate() {
-            let identity = w == 1 && t.iter().enumerate().all(|(o, &i)| i == Some(o));
+            let identity = w == 1
+                && self.input[d] == output[d]
+                && t.iter().enumerate().all(|(o, &i)| i == Some(o));
             if !identity {
                 if active.is_some() {
                     return None;
@@ -741,11 +747,16 @@ impl Windows {
     }
 
     /// The number of elements of the trailing axes whose windows are one tap at the output's
-    /// own index (so the input and output agree on them): 1 where the last axis is not such.
+    /// own index and whose input and output extents agree (so that a row of outputs along them
+    /// reads a contiguous row of the input): 1 where the last axis is not such.
     fn identity_tail(&self, output: &[usize]) -> usize {
         let mut n = 1;
         for (d, (t, &w)) in self.table.iter().zip(&self.win).enumerate().rev() {
-            if w != 1 || t.len() != output[d] || t.iter().enumerate().any(|(o, &i)| i != Some(o)) {
+            if w != 1
+                || self.input[d] != output[d]
+                || t.len() != output[d]
+                || t.iter().enumerate().any(|(o, &i)| i != Some(o))
+            {
                 break;
             }
             n *= output[d];
