@@ -287,17 +287,24 @@ pub(crate) fn cmp_fn(dir: Relation) -> fn(Option<Ordering>) -> bool {
     }
 }
 
+/// `compare` of two elements by test `f` ([`cmp_fn`]): in the IEEE total order of their `f64`
+/// values for `total` floats, else by `partial_cmp` (NaN unordered).
+#[inline]
+pub(crate) fn cmp_elem<T: Elem>(x: T, y: T, f: fn(Option<Ordering>) -> bool, total: bool) -> bool {
+    if total && T::DTYPE.is_float() {
+        f(Some(x.to_f64().total_cmp(&y.to_f64())))
+    } else {
+        f(x.partial_cmp(&y))
+    }
+}
+
 fn cmp_slices<T: Elem>(
     a: &[T],
     b: &[T],
     f: fn(Option<Ordering>) -> bool,
     total: bool,
 ) -> Vec<bool> {
-    if total && T::DTYPE.is_float() {
-        map2(a, b, |x, y| f(Some(x.to_f64().total_cmp(&y.to_f64()))))
-    } else {
-        map2(a, b, |x, y| f(x.partial_cmp(&y)))
-    }
+    map2(a, b, |x, y| cmp_elem(x, y, f, total))
 }
 
 /// `compare` in direction `dir` (`EQ`, `NE`, `LT`, `LE`, `GT`, `GE`); `total` selects the IEEE

@@ -573,9 +573,9 @@ fn reduce_general(
     let total: usize = shape.iter().product();
     let mut args = Vec::with_capacity(2 * n);
     // Each input dimension's stride in the outputs (0 for a reduced one).
-    let mut step = vec![0usize; shape.len()];
+    let mut step = vec![0isize; shape.len()];
     for (&d, &s) in kept.iter().zip(&ost) {
-        step[d] = s;
+        step[d] = s as isize;
     }
     let mut idx = vec![0usize; shape.len()];
     let mut o = 0usize;
@@ -590,16 +590,8 @@ fn reduce_general(
             );
         }
         f.call_into(&args, &mut accs[o])?;
-        // The next input element's multi-index and output position.
-        for d in (0..shape.len()).rev() {
-            idx[d] += 1;
-            o += step[d];
-            if idx[d] < shape[d] {
-                break;
-            }
-            o -= step[d] * idx[d];
-            idx[d] = 0;
-        }
+        // The next input element's output position.
+        o = o.wrapping_add_signed(super::layout::step(&mut idx, shape, &step));
     }
     collect_outputs(accs, out)
 }
@@ -731,11 +723,8 @@ impl Windows {
     /// sum, `jnp.cumsum`'s `reduce_window` and its transpose); `None` otherwise.
     fn one_axis(&self, output: &[usize]) -> Option<usize> {
         let mut active = None;
-        for (d, (t, &w)) in self.table.iter().zip(&self.win).enumerate() {
-            let identity = w == 1
-                && self.input[d] == output[d]
-                && t.iter().enumerate().all(|(o, &i)| i == Some(o));
-            if !identity {
+        for d in 0..self.win.len() {
+            if !self.identity_axis(d, output) {
                 if active.is_some() {
                     return None;
                 }
@@ -746,17 +735,22 @@ impl Windows {
         (self.table[a].len() == output[a] * self.win[a]).then_some(a)
     }
 
+    /// Whether axis `d` has the input's extent and a one-tap window at each output's own index.
+    fn identity_axis(&self, d: usize, output: &[usize]) -> bool {
+        let t = &self.table[d];
+        self.win[d] == 1
+            && self.input[d] == output[d]
+            && t.len() == output[d]
+            && t.iter().enumerate().all(|(o, &i)| i == Some(o))
+    }
+
     /// The number of elements of the trailing axes whose windows are one tap at the output's
     /// own index and whose input and output extents agree (so that a row of outputs along them
     /// reads a contiguous row of the input): 1 where the last axis is not such.
     fn identity_tail(&self, output: &[usize]) -> usize {
         let mut n = 1;
-        for (d, (t, &w)) in self.table.iter().zip(&self.win).enumerate().rev() {
-            if w != 1
-                || self.input[d] != output[d]
-                || t.len() != output[d]
-                || t.iter().enumerate().any(|(o, &i)| i != Some(o))
-            {
+        for d in (0..self.win.len()).rev() {
+            if !self.identity_axis(d, output) {
                 break;
             }
             n *= output[d];
@@ -1259,13 +1253,21 @@ pub(crate) fn combine_scalar(m: Monoid, a: Scalar, b: Scalar) -> Result<Scalar, 
     })
 }
 
-/// `compare(a, b)` on two scalars (see [`super::elementwise::compare`]).
+/// `compare(a, b)` on two scalars (see [`super::elementwise::compare`]), without allocating.
+///
+/// # Errors
+/// [`OpError::Invalid`] when their element types differ.
 pub(crate) fn scalar_compare(
     a: Scalar,
     b: Scalar,
     dir: Relation,
     total: bool,
 ) -> Result<bool, OpError> {
-    let r = super::elementwise::compare(&Data::splat(a, 1), &Data::splat(b, 1), dir, total)?;
-    Ok(matches!(r.get(0), Some(Scalar::I1(true))))
+    super::scalar_body::compare_scalars(a, b, dir, total).ok_or_else(|| {
+        OpError::Invalid(format!(
+            "operand element types differ: {} vs {}",
+            a.dtype(),
+            b.dtype()
+        ))
+    })
 }

@@ -1,20 +1,18 @@
 //! A scalar region (a `sort` comparator, a variadic `reduce` body such as JAX's `argmax`, a
 //! `scatter` or window body) compiled once into a straight-line list of scalar instructions
 //! over a register file, so that evaluating it per element costs a few nanoseconds instead of
-//! a [`super::Program`] run on one-element tensors (about 10 µs: a `jnp.sort` of 8 192 `f32`
-//! took 0.86 s that way).
+//! a [`super::Program`] run on one-element tensors (about 10 µs).
 //!
 //! Compiled ops: `constant` (a splat literal), `compare` (every direction, `TOTALORDER` or
 //! not), `select`, `and`/`or`/`xor`/`not` on `i1`, `maximum`/`minimum` on every element type.
 //! A region with any other op, or with operands of other types, is not compiled
-//! ([`ScalarBody::compile`] gives `None`) and runs as before.
+//! ([`ScalarBody::compile`] gives `None`) and runs as its program.
 //!
 //! Invariant: [`ScalarBody::eval`] returns exactly what the region's program returns on the
 //! same scalars: each instruction is the reference kernel's own element operation
-//! (`compare`'s [`super::elementwise::cmp_fn`] on `partial_cmp`, or `total_cmp` of the `f64`
-//! value for `TOTALORDER` floats; [`Elem::max_e`]/[`Elem::min_e`]; `select` on its `i1`).
+//! (`compare`'s [`super::elementwise::cmp_elem`]; [`Elem::max_e`]/[`Elem::min_e`]; `select` on its `i1`).
 
-use super::elementwise::cmp_fn;
+use super::elementwise::{cmp_elem, cmp_fn};
 use super::program_schedule;
 use crate::tensor::{Elem, Scalar, Tensor};
 use ebb_ir::{Graph, Op, Relation, ValueRef};
@@ -54,16 +52,11 @@ pub(crate) struct ScalarBody {
 }
 
 fn compare<T: Elem>(x: T, y: T, dir: Relation, total: bool) -> bool {
-    let f = cmp_fn(dir);
-    if total && T::DTYPE.is_float() {
-        f(Some(x.to_f64().total_cmp(&y.to_f64())))
-    } else {
-        f(x.partial_cmp(&y))
-    }
+    cmp_elem(x, y, cmp_fn(dir), total)
 }
 
 /// `compare` of two scalars of one type; `None` when their types differ.
-fn compare_scalars(a: Scalar, b: Scalar, dir: Relation, total: bool) -> Option<bool> {
+pub(crate) fn compare_scalars(a: Scalar, b: Scalar, dir: Relation, total: bool) -> Option<bool> {
     use Scalar as S;
     Some(match (a, b) {
         (S::F32(x), S::F32(y)) => compare(x, y, dir, total),
