@@ -747,7 +747,20 @@ fn convert_to_f32(d: &Data) -> Vec<f32> {
 impl Scalar {
     /// Element type.
     pub fn dtype(&self) -> DType {
-        Data::splat(*self, 0).dtype()
+        match self {
+            Scalar::F32(_) => DType::F32,
+            Scalar::BF16(_) => DType::BF16,
+            Scalar::F16(_) => DType::F16,
+            Scalar::F64(_) => DType::F64,
+            Scalar::I1(_) => DType::I1,
+            Scalar::I8(_) => DType::I8,
+            Scalar::I16(_) => DType::I16,
+            Scalar::I32(_) => DType::I32,
+            Scalar::I64(_) => DType::I64,
+            Scalar::U8(_) => DType::U8,
+            Scalar::U32(_) => DType::U32,
+            Scalar::U64(_) => DType::U64,
+        }
     }
 }
 

@@ -1,7 +1,7 @@
-//! Control flow and ordering: `while` (regions `cond` and `body` run as nested programs on the
+//! Control flow: `while` (regions `cond` and `body` run as nested programs on the
 //! loop-carried values; a `cond` that compares a carried counter with a constant bound is
-//! evaluated directly, see `CounterCond`), `case` (the selected branch runs as a nested program) and `sort` (a stable sort of every 1-D slice along `dimension` under
-//! the comparator region). `optimization_barrier` is the identity and handled by the
+//! evaluated directly, see `CounterCond`) and `case` (the selected branch runs as a nested
+//! program); `sort` is in `sort.rs`. `optimization_barrier` is the identity and handled by the
 //! dispatcher; `custom_call` is rejected there.
 //!
 //! Invariant: `while` charges the executor's memory accounting with the largest
@@ -11,16 +11,11 @@
 //! returns an operand unchanged returns that very tensor), and at least 0; regions are prepared
 //! once per op execution, not per iteration.
 
-use super::layout::strides_of;
 use super::reduce::scalar_compare;
-use super::region::RegionFn;
 use super::{program_schedule, Ctx, KernelFailure, OutType, Program};
 use crate::error::OpError;
 use crate::tensor::{Data, Scalar, Tensor};
-use ebb_ir::op::SortSpec;
 use ebb_ir::{DType, Graph, Op, Relation, ValueRef};
-use std::cell::RefCell;
-use std::cmp::Ordering;
 
 fn region_err(name: &str) -> impl Fn(crate::error::ExecError) -> KernelFailure + '_ {
     move |e| {
@@ -316,163 +311,4 @@ pub(crate) fn static_region_bytes(
         most = most.saturating_sub(held_apart(out, in_place));
     }
     Ok(most)
-}
-
-/// A comparator recognized as `compare(lhs0, rhs0)` on the first operand only.
-fn key_compare(r: &Graph) -> Option<(Relation, bool)> {
-    let ins = r.inputs();
-    let ops = program_schedule(r);
-    if ins.len() < 2 || ops.len() != 1 || r.outputs() != [ValueRef::new(ops[0], 0)] {
-        return None;
-    }
-    let Op::Compare(spec) = &r.node(ops[0]).op else {
-        return None;
-    };
-    let (a, b) = (ValueRef::new(ins[0], 0), ValueRef::new(ins[1], 0));
-    let operands = r.operands(ops[0]);
-    let total = spec.total_order();
-    if operands == [a, b] {
-        Some((spec.direction, total))
-    } else if operands == [b, a] {
-        Some((spec.direction.mirror(), total))
-    } else {
-        None
-    }
-}
-
-/// `sort`: sorts all operands together along `spec.dimension` by the comparator (stable).
-pub(crate) fn sort(
-    ctx: &Ctx,
-    spec: &SortSpec,
-    ops: Vec<Tensor>,
-) -> Result<Vec<Tensor>, KernelFailure> {
-    let first = ops
-        .first()
-        .ok_or_else(|| OpError::Invalid("sort without operands".into()))?;
-    let shape = first.shape().to_vec();
-    if ops.iter().any(|t| t.shape() != shape.as_slice()) {
-        return Err(OpError::Invalid("sort operands must share a shape".into()).into());
-    }
-    let rank = shape.len() as i64;
-    let mut d = spec.dimension;
-    if d < 0 {
-        d += rank;
-    }
-    if d < 0 || d >= rank.max(1) {
-        return Err(OpError::Invalid(format!("dimension {d} out of range")).into());
-    }
-    let d = d as usize;
-    let region = ctx
-        .node
-        .regions
-        .first()
-        .ok_or_else(|| OpError::Invalid("sort without a comparator".into()))?;
-    let fast = key_compare(region);
-    let f = RegionFn::of(ctx, 0, "comparator")?;
-    let len = shape.get(d).copied().unwrap_or(1);
-    let st = strides_of(&shape);
-    let stride = st.get(d).copied().unwrap_or(1);
-    let total: usize = shape.iter().product();
-    let err: RefCell<Option<OpError>> = RefCell::new(None);
-    let get = |t: &Tensor, i: usize| {
-        t.data()
-            .get(i)
-            .ok_or_else(|| OpError::Invalid("index out of range".into()))
-    };
-    // A comparator of per-element keys: the keys computed once per element.
-    let keyed = match (&fast, f.scalar()) {
-        (None, Some(body)) => body.key_compare().and_then(|kc| {
-            let mut keys = Vec::with_capacity(total);
-            let mut args = Vec::with_capacity(ops.len());
-            for i in 0..total {
-                args.clear();
-                for t in &ops {
-                    args.push(t.data().get(i)?);
-                }
-                keys.push(body.keys(&kc, &args)?);
-            }
-            Some((kc, keys))
-        }),
-        _ => None,
-    };
-    // One integer key per element where the keys allow ([`KeyCompare::ordered`]).
-    let ordered = keyed.as_ref().and_then(|(kc, keys)| kc.ordered(keys));
-    let less = |i: usize, j: usize| -> bool {
-        let r = (|| -> Result<bool, OpError> {
-            if let Some((kc, keys)) = &keyed {
-                return kc
-                    .less(keys[i].0, keys[j].1)
-                    .ok_or_else(|| OpError::Invalid("comparator key types differ".into()));
-            }
-            match &fast {
-                Some((dir, total)) => scalar_compare(get(first, i)?, get(first, j)?, *dir, *total),
-                None => {
-                    let mut buf = [Scalar::I1(false); 8];
-                    let mut heap = Vec::new();
-                    let args: &mut [Scalar] = if 2 * ops.len() <= buf.len() {
-                        &mut buf[..2 * ops.len()]
-                    } else {
-                        heap.resize(2 * ops.len(), Scalar::I1(false));
-                        &mut heap
-                    };
-                    for (k, t) in ops.iter().enumerate() {
-                        args[2 * k] = get(t, i)?;
-                        args[2 * k + 1] = get(t, j)?;
-                    }
-                    f.test(args)
-                }
-            }
-        })();
-        r.unwrap_or_else(|e| {
-            err.borrow_mut().get_or_insert(e);
-            false
-        })
-    };
-    // slices along d: start offsets are all indices with idx[d] == 0
-    let starts: Vec<usize> = (0..total)
-        .filter(|&i| len == 0 || (i / stride) % len == 0)
-        .collect();
-    let mut order: Vec<usize> = Vec::with_capacity(len);
-    let mut src = vec![0usize; total];
-    for &s in &starts {
-        order.clear();
-        order.extend((0..len).map(|k| s + k * stride));
-        // A stable sort by `less` alone (std's `sort_by` asks only whether an element is
-        // less than another, so the order of equal elements is theirs on input either way).
-        match &ordered {
-            Some((k, false)) => order.sort_by_key(|&i| k[i]),
-            Some((k, true)) => order.sort_by(|&i, &j| k[j].cmp(&k[i])),
-            None => order.sort_by(|&i, &j| {
-                if less(i, j) {
-                    Ordering::Less
-                } else {
-                    Ordering::Greater
-                }
-            }),
-        }
-        for (k, &from) in order.iter().enumerate() {
-            src[s + k * stride] = from;
-        }
-    }
-    if let Some(e) = err.into_inner() {
-        return Err(e.into());
-    }
-    let mut out = Vec::with_capacity(ops.len());
-    for t in &ops {
-        let mut data = Data::zeros(t.dtype(), total);
-        for (i, &from) in src.iter().enumerate() {
-            let v = t
-                .data()
-                .get(from)
-                .ok_or_else(|| OpError::Invalid("index out of range".into()))?;
-            if !data.set(i, v) {
-                return Err(OpError::Invalid("internal: sort element type".into()).into());
-            }
-        }
-        out.push(Tensor::from_parts(shape.clone(), data));
-    }
-    if total == 0 {
-        return Ok(ops);
-    }
-    Ok(out)
 }

@@ -278,8 +278,14 @@ pub(crate) fn scatter(
     let mut base = vec![0i64; xr];
     // (result offset, update offset) of every in-bounds update element, in update order
     let mut pairs: Vec<(usize, usize)> = Vec::with_capacity(updates[0].len());
+    // The scatter index and its update offset, counted up by [`step`] (row-major order).
+    let sst: Vec<isize> = scatter_dims.iter().map(|&d| ust[d] as isize).collect();
+    let mut sidx = vec![0usize; sshape.len()];
+    let mut ubase = 0usize;
     for s in 0..sshape.iter().product::<usize>() {
-        let sidx = unravel(s, &sshape);
+        if s > 0 {
+            ubase = ubase.wrapping_add_signed(step(&mut sidx, &sshape, &sst));
+        }
         reader.read(&sidx, &mut start);
         base.iter_mut().for_each(|b| *b = 0);
         for (j, &d) in to_op.iter().enumerate() {
@@ -290,11 +296,6 @@ pub(crate) fn scatter(
                 base[d] += sidx.get(*p).copied().unwrap_or(0) as i64;
             }
         }
-        let ubase: usize = sidx
-            .iter()
-            .zip(&scatter_dims)
-            .map(|(&i, &d)| i * ust[d])
-            .sum();
         let inside =
             (0..xr).all(|d| base[d] >= 0 && base[d] + extent[d] as i64 <= xshape[d] as i64);
         if inside {

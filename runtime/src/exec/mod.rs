@@ -52,6 +52,7 @@ mod region;
 mod scalar_body;
 mod shape_ops;
 mod small_k;
+mod sort;
 
 use crate::error::{ExecError, OpError};
 use crate::tensor::{Buf, Data, Elem, Tensor};
@@ -845,7 +846,7 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
             Err(ops) => fusion::fusion(ctx, ops),
         },
         Op::Fusion(_) => fusion::fusion(ctx, ops),
-        Op::Sort(spec) => Ok(control::sort(ctx, spec, ops)?),
+        Op::Sort(spec) => Ok(sort::sort(ctx, spec, ops)?),
         // The placement is the plan's business (a swap it performs around the op); the value
         // itself passes through.
         Op::OptimizationBarrier => Ok(ops),

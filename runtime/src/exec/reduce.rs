@@ -15,6 +15,7 @@
 
 use super::layout::{istrides_of, unravel, PAR_MIN};
 use super::region::{Body, Monoid, RegionFn};
+use super::scalar_body::{data_from_regs, read_lanes, read_reg, Lanes, Reg, ScalarBody, LANES};
 use super::{Ctx, OutType};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
@@ -564,6 +565,12 @@ fn reduce_general(
     let oshape: Vec<usize> = kept.iter().map(|&i| shape[i]).collect();
     let ost = super::layout::strides_of(&oshape);
     let n_out: usize = oshape.iter().product();
+    if let Some(res) = f
+        .scalar()
+        .and_then(|b| reduce_registers(b, xs, inits, shape, &kept, n_out, out))
+    {
+        return Ok(res);
+    }
     let init: Vec<Scalar> = inits
         .iter()
         .map(|t| t.scalar_value())
@@ -594,6 +601,108 @@ fn reduce_general(
         o = o.wrapping_add_signed(super::layout::step(&mut idx, shape, &step));
     }
     collect_outputs(accs, out)
+}
+
+/// [`reduce_general`] on a body compiled to scalar instructions, its accumulators kept as
+/// register bits (no per-element conversion to [`Scalar`]): the same body evaluations in the
+/// same order, so the same results. `None` (nothing computed) where the operands', init
+/// values' or results' element types are not the body's, or an operand is shorter than
+/// `shape`; the caller then takes the general path, which reports any error.
+#[allow(clippy::too_many_arguments)]
+fn reduce_registers(
+    body: &ScalarBody,
+    xs: &[Tensor],
+    inits: &[Tensor],
+    shape: &[usize],
+    kept: &[usize],
+    n_out: usize,
+    out: &[OutType],
+) -> Option<Vec<Tensor>> {
+    let n = xs.len();
+    let types = body.input_types();
+    let total: usize = shape.iter().product();
+    if types.len() != 2 * n
+        || body.outputs() != n
+        || out.len() != n
+        || inits.len() != n
+        || (0..n).any(|k| {
+            xs[k].dtype() != types[n + k]
+                || inits[k].dtype() != types[k]
+                || inits[k].len() != 1
+                || body.output(k).map(|(_, t)| t) != Some(out[k].dtype)
+                || out[k].dtype != types[k]
+                || xs[k].len() < total
+        })
+    {
+        return None;
+    }
+    let init: Vec<Reg> = inits
+        .iter()
+        .map(|t| read_reg(t.data(), 0))
+        .collect::<Option<_>>()?;
+    let res: Vec<usize> = (0..n)
+        .map(|k| body.output(k).map(|(r, _)| r))
+        .collect::<Option<_>>()?;
+    // Output `o` folds the elements at `base[o] + roff[r]` for `r` in order: the elements that
+    // reduce into it in increasing linear order (row-major over the reduced dimensions).
+    let ist = super::layout::strides_of(shape);
+    let offsets = |dims: &mut dyn Iterator<Item = usize>| {
+        let dims: Vec<usize> = dims.collect();
+        let sizes: Vec<usize> = dims.iter().map(|&d| shape[d]).collect();
+        let count: usize = sizes.iter().product();
+        let mut idx = vec![0usize; dims.len()];
+        let mut v = Vec::with_capacity(count);
+        for _ in 0..count {
+            v.push(
+                dims.iter()
+                    .zip(&idx)
+                    .map(|(&d, &i)| i * ist[d])
+                    .sum::<usize>(),
+            );
+            advance(&mut idx, &sizes);
+        }
+        v
+    };
+    let base = offsets(&mut kept.iter().copied());
+    let roff = offsets(&mut (0..shape.len()).filter(|d| !kept.contains(d)));
+    let mut accs: Vec<Reg> = init.repeat(n_out);
+    let file = body.registers();
+    let mut regs: Vec<Lanes> = file.iter().map(|&r| [r; LANES]).collect();
+    let mut at = [0usize; LANES];
+    for o0 in (0..n_out).step_by(LANES) {
+        // Lanes past the last output repeat it; their results are dropped.
+        let lane = |l: usize| (o0 + l).min(n_out - 1);
+        for (k, &v) in init.iter().enumerate() {
+            regs[k] = [v; LANES];
+        }
+        for &r in &roff {
+            for (l, a) in at.iter_mut().enumerate() {
+                *a = base[lane(l)] + r;
+            }
+            for (k, x) in xs.iter().enumerate() {
+                if !read_lanes(x.data(), &at, &mut regs[n + k]) {
+                    return None;
+                }
+            }
+            body.exec_lanes(&mut regs);
+            for (k, &r) in res.iter().enumerate() {
+                regs[k] = regs[r];
+            }
+        }
+        for l in 0..LANES.min(n_out - o0) {
+            for k in 0..n {
+                accs[(o0 + l) * n + k] = regs[k][l];
+            }
+        }
+    }
+    Some(
+        (0..n)
+            .map(|k| {
+                let d = data_from_regs(out[k].dtype, (0..n_out).map(|j| accs[j * n + k]));
+                Tensor::from_parts(out[k].shape.clone(), d)
+            })
+            .collect(),
+    )
 }
 
 /// Transposes per-output scalar tuples into result tensors of the declared types.
@@ -824,10 +933,10 @@ pub(crate) fn reduce_window(
     let n_out: usize = oshape.iter().product();
     if let (1, Body::Monoid(m)) = (n, &f.body) {
         let m = *m;
-        fn go<T: Elem>(
+        fn go<T: Elem, C: Fn(T, T) -> T + Sync>(
             x: &[T],
             init: T,
-            m: Monoid,
+            comb: C,
             w: &Windows,
             ist: &[isize],
             oshape: &[usize],
@@ -843,13 +952,13 @@ pub(crate) fn reduce_window(
             if let Some((base, offs)) = w.dense(ist) {
                 super::par::chunks_mut(&mut out, chunk, &|s, c| {
                     dense_walk(&base, oshape, s, c.len(), |k, b| {
-                        c[k] = offs.iter().fold(init, |acc, &j| combine(m, acc, x[b + j]));
+                        c[k] = offs.iter().fold(init, |acc, &j| comb(acc, x[b + j]));
                     });
                 });
                 return out;
             }
             if let Some(a) = w.one_axis(oshape) {
-                if one_axis_fold(x, init, m, w, (a, ist), oshape, &mut out, chunk > 0) {
+                if one_axis_fold(x, init, &comb, w, (a, ist), oshape, &mut out, chunk > 0) {
                     return out;
                 }
             }
@@ -877,10 +986,10 @@ pub(crate) fn reduce_window(
                             match p {
                                 Some(k) => {
                                     for (v, &xv) in o_row.iter_mut().zip(&x[*k..*k + inner]) {
-                                        *v = combine(m, *v, xv);
+                                        *v = comb(*v, xv);
                                     }
                                 }
-                                None => o_row.iter_mut().for_each(|v| *v = combine(m, *v, init)),
+                                None => o_row.iter_mut().for_each(|v| *v = comb(*v, init)),
                             }
                         }
                         for _ in 0..inner {
@@ -895,16 +1004,37 @@ pub(crate) fn reduce_window(
                 let (mut pos, mut scratch) = (Vec::new(), Vec::new());
                 for d in c.iter_mut() {
                     w.positions_into(&o, ist, &mut pos, &mut scratch);
-                    *d = pos.iter().fold(init, |acc, p| {
-                        combine(m, acc, p.map(|k| x[k]).unwrap_or(init))
-                    });
+                    *d = pos
+                        .iter()
+                        .fold(init, |acc, p| comb(acc, p.map(|k| x[k]).unwrap_or(init)));
                     advance(&mut o, oshape);
                 }
             });
             out
         }
+        /// [`go`] with the combiner of `m` fixed at compile time, so that the row loops
+        /// vectorize (the same element operation, [`combine`], in the same order).
+        fn go_monoid<T: Elem>(
+            x: &[T],
+            init: T,
+            m: Monoid,
+            w: &Windows,
+            ist: &[isize],
+            oshape: &[usize],
+            n_out: usize,
+        ) -> Vec<T> {
+            use Monoid as M;
+            match m {
+                M::Add => go(x, init, |a, b| combine(M::Add, a, b), w, ist, oshape, n_out),
+                M::Mul => go(x, init, |a, b| combine(M::Mul, a, b), w, ist, oshape, n_out),
+                M::Max => go(x, init, |a, b| combine(M::Max, a, b), w, ist, oshape, n_out),
+                M::Min => go(x, init, |a, b| combine(M::Min, a, b), w, ist, oshape, n_out),
+                M::And => go(x, init, |a, b| combine(M::And, a, b), w, ist, oshape, n_out),
+                M::Or => go(x, init, |a, b| combine(M::Or, a, b), w, ist, oshape, n_out),
+            }
+        }
         let init = inits[0].data();
-        let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(Buf::from(go(x, i[0], m, &w, &ist, &oshape, n_out))))
+        let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(Buf::from(go_monoid(x, i[0], m, &w, &ist, &oshape, n_out))))
             .ok_or_else(|| OpError::Invalid("input and init value element types differ".into()))?;
         return Ok(vec![Tensor::from_parts(oshape, data)]);
     }
@@ -951,7 +1081,7 @@ pub(crate) fn reduce_window(
 fn one_axis_fold<T: Elem>(
     x: &[T],
     init: T,
-    m: Monoid,
+    comb: &(impl Fn(T, T) -> T + Sync),
     w: &Windows,
     (a, ist): (usize, &[isize]),
     oshape: &[usize],
@@ -970,7 +1100,7 @@ fn one_axis_fold<T: Elem>(
         _ => ist[a - 1] as usize / inner,
     };
     let same = |p: T, q: T| p.to_f64().to_bits() == q.to_f64().to_bits();
-    let prefix = same(combine(m, init, init), init)
+    let prefix = same(comb(init, init), init)
         && (0..na).all(|o| {
             let row = &ta[o * wa..(o + 1) * wa];
             let lead = row.iter().take_while(|t| t.is_none()).count();
@@ -1006,7 +1136,7 @@ fn one_axis_fold<T: Elem>(
                     };
                     for p in 0..inner {
                         let acc = prev.map_or(init, |r| r[p]);
-                        o_row[p] = combine(m, acc, x_row[p]);
+                        o_row[p] = comb(acc, x_row[p]);
                     }
                     continue;
                 }
@@ -1016,10 +1146,10 @@ fn one_axis_fold<T: Elem>(
                         Some(i) => {
                             let x_row = &xin[i * inner..(i + 1) * inner];
                             for (o, &v) in o_row.iter_mut().zip(x_row) {
-                                *o = combine(m, *o, v);
+                                *o = comb(*o, v);
                             }
                         }
-                        None => o_row.iter_mut().for_each(|o| *o = combine(m, *o, init)),
+                        None => o_row.iter_mut().for_each(|o| *o = comb(*o, init)),
                     }
                 }
             }
