@@ -359,3 +359,77 @@ fn a_cropped_last_axis_is_not_read_as_a_row() {
     }
     assert_bits(&[got], &[f32t(&[2, 4, 3, 4], &want)], "cropped");
 }
+
+/// Tests `jnp.argmax(x, axis=0)` (the reduced axis outer, 37 outputs: more than one set of
+/// evaluation lanes, the last one partial): per column, the first NaN's index where the
+/// column has one, otherwise the first index of its largest value.
+#[test]
+fn jax_argmax_body_along_an_outer_axis_over_many_outputs() {
+    let (a, b) = (9usize, 37usize);
+    let g = ARGMAX
+        .replace("iota_dimension = 1", "iota_dimension = 0")
+        .replace("dimensions = [1]", "dimensions = [0]")
+        .replace(": f32[A], i32[A] {", ": f32[B], i32[B] {");
+    let x = special_rows(a, b);
+    let got = run1(
+        &g,
+        &[("A", a as i64), ("B", b as i64)],
+        vec![f32t(&[a, b], &x)],
+    );
+    let want: Vec<i32> = (0..b)
+        .map(|j| {
+            let col: Vec<f32> = (0..a).map(|i| x[i * b + j]).collect();
+            match col.iter().position(|v| v.is_nan()) {
+                Some(i) => i as i32,
+                None => {
+                    let m = col.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    col.iter().position(|&v| v == m).unwrap() as i32
+                }
+            }
+        })
+        .collect();
+    assert_bits(&[got], &[i32t(&[b], &want)], "argmax along axis 0");
+}
+
+/// `lax.top_k`'s sort: `x` and an iota sorted together by `compare(x_lhs, x_rhs)` in
+/// direction `GT`, `TOTALORDER`.
+const SORT_DESC: &str = r#"graph @t {
+  %0 = input {index = 0, name = "x"} : f32[A,B]
+  %1 = iota {dtype = i32, iota_dimension = 1, shape = dims[A, B]} : i32[A,B]
+  %2:2 = sort(%0, %1) {dimension = 1, is_stable = true} : f32[A,B], i32[A,B] {
+    region @body {
+      %0 = input {index = 0, name = ""} : f32[]
+      %1 = input {index = 1, name = ""} : f32[]
+      %2 = input {index = 2, name = ""} : i32[]
+      %3 = input {index = 3, name = ""} : i32[]
+      %4 = compare(%0, %1) {compare_type = "TOTALORDER", comparison_direction = "GT"} : i1[]
+      return %4
+    }
+  }
+  return %2#0, %2#1
+}"#;
+
+/// Tests a comparator on the first operand alone in the total order, descending: a stable
+/// sort by `total_cmp` reversed (NaN first, `-NaN` last, `0.0` before `-0.0`, ties in input
+/// order).
+#[test]
+fn a_total_order_comparator_sorts_descending_and_stably() {
+    for (a, b) in [(3usize, 7usize), (5, 33)] {
+        let x = special_rows(a, b);
+        let out = run(
+            SORT_DESC,
+            &[("A", a as i64), ("B", b as i64)],
+            vec![f32t(&[a, b], &x)],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let (mut vals, mut idx) = (Vec::new(), Vec::new());
+        for row in x.chunks(b) {
+            let mut order: Vec<usize> = (0..b).collect();
+            order.sort_by(|&i, &j| row[j].total_cmp(&row[i]));
+            vals.extend(order.iter().map(|&i| row[i]));
+            idx.extend(order.iter().map(|&i| i as i32));
+        }
+        let want = [f32t(&[a, b], &vals), i32t(&[a, b], &idx)];
+        assert_bits(&out, &want, &format!("descending sort of [{a}, {b}]"));
+    }
+}

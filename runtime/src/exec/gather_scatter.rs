@@ -120,7 +120,7 @@ fn batching_map(
 }
 
 /// Maps a batch index to the (result, operand) offsets of its window.
-type Plan<'a> = &'a dyn Fn(usize, &mut Vec<i64>) -> (isize, isize);
+type Plan<'a> = &'a dyn Fn(&[usize], &mut Vec<i64>) -> (isize, isize);
 
 /// `gather` (see the module docs).
 pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
@@ -165,11 +165,10 @@ pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Ten
     let (xst, rst) = (istrides_of(x.shape()), istrides_of(&out.shape));
     let wdst: Vec<isize> = offset_dims.iter().map(|&d| rst[d]).collect();
     let wsrc: Vec<isize> = window_op_dims.iter().map(|&d| xst[d]).collect();
-    let nb: usize = bshape.iter().product();
     fn go<T: Elem>(
         src: &[T],
         n_out: usize,
-        nb: usize,
+        bshape: &[usize],
         plan: Plan,
         wdst: &[isize],
         wsrc: &[isize],
@@ -177,15 +176,41 @@ pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Ten
     ) -> Result<Vec<T>, OpError> {
         let mut res = vec![T::default(); n_out];
         let mut buf = Vec::new();
-        for b in 0..nb {
-            let (roff, xoff) = plan(b, &mut buf);
+        // Whether the window's elements are consecutive in both the result and the operand
+        // (rows of an embedding table): then each is one slice copy.
+        let consecutive = |st: &[isize]| {
+            let mut want = 1isize;
+            for (&n, &s) in wshape.iter().zip(st).rev() {
+                if n != 1 && s != want {
+                    return false;
+                }
+                want *= n as isize;
+            }
+            true
+        };
+        let run =
+            (consecutive(wdst) && consecutive(wsrc)).then(|| wshape.iter().product::<usize>());
+        // The batch index, counted up in row-major order.
+        let mut bidx = vec![0usize; bshape.len()];
+        let zeros = vec![0isize; bshape.len()];
+        for b in 0..bshape.iter().product::<usize>() {
+            if b > 0 {
+                step(&mut bidx, bshape, &zeros);
+            }
+            let (roff, xoff) = plan(&bidx, &mut buf);
+            if let Some(n) = run {
+                let (r, x) = (roff as usize, xoff as usize);
+                if let (Some(d), Some(v)) = (res.get_mut(r..r + n), src.get(x..x + n)) {
+                    d.copy_from_slice(v);
+                    continue;
+                }
+            }
             assign_view(&mut res, roff, wdst, src, xoff, wsrc, wshape)?;
         }
         Ok(res)
     }
-    let plan = |b: usize, buf: &mut Vec<i64>| -> (isize, isize) {
-        let bidx = unravel(b, &bshape);
-        reader.read(&bidx, buf);
+    let plan = |bidx: &[usize], buf: &mut Vec<i64>| -> (isize, isize) {
+        reader.read(bidx, buf);
         let mut xoff = 0isize;
         for (j, &d) in start_map.iter().enumerate() {
             let hi = x.shape()[d] as i64 - sizes[d];
@@ -204,8 +229,7 @@ pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Ten
         (roff, xoff)
     };
     let n_out: usize = out.shape.iter().product();
-    let data =
-        crate::tensor::map_same!(x.data(), v => go(v, n_out, nb, &plan, &wdst, &wsrc, &wshape)?);
+    let data = crate::tensor::map_same!(x.data(), v => go(v, n_out, &bshape, &plan, &wdst, &wsrc, &wshape)?);
     Ok(Tensor::from_parts(out.shape.clone(), data))
 }
 
