@@ -412,22 +412,37 @@ fn apply_typed(
     pairs: &[(usize, usize)],
     m: Option<Monoid>,
 ) -> Result<(), OpError> {
+    fn apply<T: Elem>(
+        x: &mut [T],
+        u: &[T],
+        pairs: &[(usize, usize)],
+        f: impl Fn(T, T) -> T,
+    ) -> Result<(), OpError> {
+        for &(xo, uo) in pairs {
+            let (Some(&a), Some(&b)) = (x.get(xo), u.get(uo)) else {
+                return invalid("index out of range");
+            };
+            x[xo] = f(a, b);
+        }
+        Ok(())
+    }
+    // The combiner fixed at compile time (the same element operation, [`combine`]).
     fn go<T: Elem>(
         x: &mut [T],
         u: &[T],
         pairs: &[(usize, usize)],
         m: Option<Monoid>,
     ) -> Result<(), OpError> {
-        for &(xo, uo) in pairs {
-            let (Some(&a), Some(&b)) = (x.get(xo), u.get(uo)) else {
-                return invalid("index out of range");
-            };
-            x[xo] = match m {
-                Some(m) => combine(m, a, b),
-                None => b,
-            };
+        use Monoid as M;
+        match m {
+            None => apply(x, u, pairs, |_, b| b),
+            Some(M::Add) => apply(x, u, pairs, |a, b| combine(M::Add, a, b)),
+            Some(M::Mul) => apply(x, u, pairs, |a, b| combine(M::Mul, a, b)),
+            Some(M::Max) => apply(x, u, pairs, |a, b| combine(M::Max, a, b)),
+            Some(M::Min) => apply(x, u, pairs, |a, b| combine(M::Min, a, b)),
+            Some(M::And) => apply(x, u, pairs, |a, b| combine(M::And, a, b)),
+            Some(M::Or) => apply(x, u, pairs, |a, b| combine(M::Or, a, b)),
         }
-        Ok(())
     }
     macro_rules! arms {
         ($($v:ident),*) => {
