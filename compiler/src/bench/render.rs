@@ -9,6 +9,18 @@ pub fn mib(bytes: i64) -> String {
     format!("{:.1}", bytes as f64 / 1048576.0)
 }
 
+/// A step time in ms with three significant digits below 10 ms (sub-millisecond steps stay
+/// readable), one decimal above.
+fn step_ms(t: f64) -> String {
+    if t < 1.0 {
+        format!("{t:.3}")
+    } else if t < 10.0 {
+        format!("{t:.2}")
+    } else {
+        format!("{t:.1}")
+    }
+}
+
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
@@ -183,7 +195,7 @@ impl Parts {
         if self.exec {
             match &row.exec {
                 Some(e) => {
-                    c.push(format!("{:.1}", e.step_ms));
+                    c.push(step_ms(e.step_ms));
                     c.push(
                         e.ebb_over_xla_step
                             .map_or("–".into(), |r| format!("{r:.2}")),
@@ -219,7 +231,7 @@ impl Parts {
                 );
                 c.push(format!("{:.0}", x.compile_ms));
                 if self.xla_time {
-                    c.push(x.step_ms.map_or("–".into(), |t| format!("{t:.1}")));
+                    c.push(x.step_ms.map_or("–".into(), step_ms));
                 }
             }
             None => c.extend(dashes(if self.xla_time { 6 } else { 5 })),
