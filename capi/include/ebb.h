@@ -239,6 +239,20 @@ void ebb_runtime_free(struct EbbRuntime *rt);
 // `rt` is a live runtime; `name` NUL-terminated.
 enum EbbStatus ebb_runtime_set_executor(struct EbbRuntime *rt, const char *name);
 
+// Prepares a plan atlas for the runtime's budget and pricing from full finalizes at the
+// `n_samples` shapes `samples` (each `"B=8,S=512"`, spread over the range the trainer meets):
+// later steps at new shapes replay the nearest sample's decisions and arena layout order,
+// checked exactly (the full search where the check fails), instead of searching. Returns the
+// atlas's number of entries (0: the samples need no decisions, or the plan has several
+// schedule variants), or -1 on error (a sample that does not bind the plan's symbols;
+// `ebb_last_error` says why). Costs one full finalize per sample, during the call.
+//
+// # Safety
+// `rt` is a live runtime; `samples` points at `n_samples` NUL-terminated strings.
+int64_t ebb_runtime_prepare_atlas(const struct EbbRuntime *rt,
+                                  const char *const *samples,
+                                  size_t n_samples);
+
 // Runs one step at `bindings` (`"B=8,S=512"`) on `n_inputs` inputs in the step's input
 // order; with `outputs_on_device` and the `cuda` executor the outputs stay in device memory.
 // NULL on error (unknown symbols, an infeasible budget, inputs whose type or shape differ

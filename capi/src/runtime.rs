@@ -201,6 +201,43 @@ pub unsafe extern "C" fn ebb_runtime_set_executor(
     }
 }
 
+/// Prepares a plan atlas for the runtime's budget and pricing from full finalizes at the
+/// `n_samples` shapes `samples` (each `"B=8,S=512"`, spread over the range the trainer meets):
+/// later steps at new shapes replay the nearest sample's decisions and arena layout order,
+/// checked exactly (the full search where the check fails), instead of searching. Returns the
+/// atlas's number of entries (0: the samples need no decisions, or the plan has several
+/// schedule variants), or -1 on error (a sample that does not bind the plan's symbols;
+/// `ebb_last_error` says why). Costs one full finalize per sample, during the call.
+///
+/// # Safety
+/// `rt` is a live runtime; `samples` points at `n_samples` NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn ebb_runtime_prepare_atlas(
+    rt: *const EbbRuntime,
+    samples: *const *const c_char,
+    n_samples: usize,
+) -> i64 {
+    guard(-1, || {
+        let r = rt.as_ref().context("runtime is NULL")?;
+        let texts: &[*const c_char] = if n_samples == 0 {
+            &[]
+        } else if samples.is_null() {
+            bail!("samples is NULL");
+        } else {
+            std::slice::from_raw_parts(samples, n_samples)
+        };
+        let samples = texts
+            .iter()
+            .map(|&t| {
+                let b = pipeline::parse_bindings(text(t, "sample")?)?;
+                pipeline::check_plan_bindings(r.rt.plan(), &b)?;
+                Ok(b)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(r.rt.prepare_atlas(&samples) as i64)
+    })
+}
+
 /// Runs one step at `bindings` (`"B=8,S=512"`) on `n_inputs` inputs in the step's input
 /// order; with `outputs_on_device` and the `cuda` executor the outputs stay in device memory.
 /// NULL on error (unknown symbols, an infeasible budget, inputs whose type or shape differ

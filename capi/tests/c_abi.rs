@@ -313,7 +313,8 @@ fn the_installed_library_builds_a_program_through_pkg_config() {
 /// `tests/c/step.c` runs the MLP step through `EbbRuntime` on the `cpu` and `simt`
 /// executors and finds their outputs equal byte for byte; an unknown executor is
 /// `EBB_STATUS_INVALID_ARGUMENT` naming the choices, `cuda` on a machine without the NVIDIA
-/// driver is `EBB_STATUS_DEVICE_UNAVAILABLE` naming the driver (on a machine with one: OK).
+/// driver is `EBB_STATUS_DEVICE_UNAVAILABLE` naming the driver (on a machine with one: OK);
+/// a plan atlas without a budget has no entry, and a bad sample is -1 with the error.
 #[test]
 fn a_c_program_runs_the_step_on_the_simt_executor_as_on_the_cpu() {
     let dir = ebb_testkit::scratch("capi-step");
@@ -376,4 +377,6 @@ fn a_c_program_runs_the_step_on_the_simt_executor_as_on_the_cpu() {
     assert!(stdout.contains(&format!("equal {n}\n")), "{stdout}");
     assert!(stdout.contains("report simt\n"), "{stdout}");
     assert!(stdout.contains("bad bindings: "), "{stdout}");
+    assert!(stdout.contains("atlas 0\n"), "{stdout}");
+    assert!(stdout.contains("bad atlas sample: "), "{stdout}");
 }

@@ -251,6 +251,22 @@ class Runtime:
         """The executor: ``cpu``, ``reference``, ``simt`` or ``cuda``."""
         return self._rt.executor
 
+    def prepare_atlas(self, samples: Sequence[Mapping[str, int]]) -> int:
+        """Prepares a plan atlas for this runtime's budget, device and kinds from full
+        finalizes at ``samples`` (shapes spread over the range the trainer meets, e.g. a
+        geometric grid of sequence lengths; each a ``{symbol: value}`` mapping). Later steps
+        at new shapes replay the nearest sample's decisions and arena layout order, checked
+        exactly (falling back to the full search where the check fails), instead of
+        searching: a bounded finalize. Their decisions may differ from the full search's;
+        the planned peak stays within the budget and is proven as always.
+
+        Returns the atlas's number of entries: 0 where the samples need no decisions or the
+        plan has several schedule variants (an atlas serves plans of one). Costs one full
+        finalize per sample, now. Raises :class:`EbbError` for a fractional budget
+        (``"50%"``: each shape resolves it to other bytes) and for samples that do not bind
+        the plan's symbols."""
+        return self._rt.prepare_atlas([_bind(s, {}) for s in samples])
+
     def step(self, bind: Mapping[str, int], inputs: Sequence[object]) -> tuple[list, dict]:
         """Runs one step. ``inputs`` in the step's input order (:meth:`Plan.input_specs`),
         each a tensor of any DLPack producer (numpy >= 1.22, torch, JAX, CuPy: anything with

@@ -527,6 +527,35 @@ impl PyRuntime {
         }
     }
 
+    /// Prepares a plan atlas from full finalizes at `samples` (see
+    /// `ebb.Runtime.prepare_atlas`); the number of entries.
+    fn prepare_atlas(
+        &self,
+        py: Python<'_>,
+        samples: Vec<BTreeMap<String, i64>>,
+    ) -> PyResult<usize> {
+        if let Some(Budget::Fraction(_) | Budget::FractionOfScheduled(_)) = self.budget {
+            return Err(py_err(anyhow::anyhow!(
+                "prepare_atlas needs a budget in bytes: a fractional budget is resolved to \
+                 other bytes at each shape, and an atlas holds the decisions of one budget"
+            )));
+        }
+        py.detach(|| -> Result<usize> {
+            let state = self.inner.lock().map_err(|_| {
+                anyhow::anyhow!(
+                    "an earlier step of this Runtime failed with a panic; create a new Runtime"
+                )
+            })?;
+            let samples: Vec<Bindings> = samples.iter().map(bindings).collect();
+            for b in &samples {
+                state.rt.plan().symbols.check_known(b)?;
+                pipeline::check_plan_bindings(state.rt.plan(), b)?;
+            }
+            Ok(state.rt.prepare_atlas(&samples))
+        })
+        .map_err(py_err)
+    }
+
     /// Runs one step: inputs in graph input order, each a DLPack producer or a raw
     /// `(bytes, dtype, shape)` tuple; returns the outputs as DLPack tensors (on the CUDA
     /// device for the CUDA executor, else on the host) and the step report as JSON text.

@@ -134,6 +134,31 @@ def test_budgets_are_accepted_in_every_form():
     assert report["budget_bytes"] == int(po * 0.9)
 
 
+def test_a_plan_atlas_steps_new_shapes_within_its_budget():
+    # An atlas serves plans of one schedule variant: this one, unfused.
+    plan = ebb.compile(FIXTURES / "gpt2_tiny_scan.mlir", fusion=False, donate="keep")
+    budget = int(0.6 * plan.program_order_peak_bytes({"B": 4, "S": 40}))
+    rt = ebb.Runtime(plan, budget=budget)
+    assert rt.prepare_atlas([{"B": 4, "S": s} for s in (16, 32, 48, 64)]) > 0
+    free = ebb.Runtime(plan)
+    rng = np.random.default_rng(1)
+    for s in (40, 24):
+        bind = {"B": 4, "S": s}
+        inputs = [
+            (rng.standard_normal(sh) * 0.02).astype(d) if np.issubdtype(d, np.floating) else rng.integers(0, 4, sh).astype(d)
+            for _, d, sh in plan.input_specs(bind)
+        ]
+        want, _ = free.step(bind, inputs)
+        outs, report = rt.step(bind, inputs)
+        assert report["peak_bytes_planned"] <= budget, s
+        assert report["measured_peak_bytes"] == report["peak_bytes_planned"], s
+        assert all(o.tobytes() == w.tobytes() for o, w in zip(outs, want)), s
+    with pytest.raises(ebb.EbbError, match="budget in bytes"):
+        ebb.Runtime(plan, budget="60%").prepare_atlas([{"B": 4, "S": 16}])
+    with pytest.raises(ebb.EbbError):
+        rt.prepare_atlas([{"B": 4}])
+
+
 def test_jax_arrays_step_through_dlpack_and_outputs_go_back_to_jax():
     import jax
     import jax.numpy as jnp

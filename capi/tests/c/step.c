@@ -5,7 +5,8 @@
  * ndim, ndim int64 extents, uint64 byte count, the bytes (native order, row-major).
  *
  * Prints: the status of picking unknown, `cuda` and `simt` executors (with the messages), the
- * number of outputs, and whether every output of `simt` equals `cpu`'s byte for byte. */
+ * number of outputs, whether every output of `simt` equals `cpu`'s byte for byte, and the
+ * plan atlas prepared at BINDINGS (then at a bad sample). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,11 @@ int main(int argc, char **argv) {
     ebb_string_free(report);
     if (ebb_runtime_step(cpu, "B=-3", inputs, n, false) == NULL)
         printf("bad bindings: %s\n", ebb_last_error());
+    /* Without a budget no sample needs a decision: an atlas of 0 entries. */
+    const char *samples[2] = {argv[2], "B=-3"};
+    printf("atlas %" PRId64 "\n", ebb_runtime_prepare_atlas(cpu, samples, 1));
+    if (ebb_runtime_prepare_atlas(cpu, samples, 2) == -1)
+        printf("bad atlas sample: %s\n", ebb_last_error());
     ebb_step_free(a);
     ebb_step_free(b);
     ebb_runtime_free(cpu);
