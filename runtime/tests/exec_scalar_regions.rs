@@ -90,18 +90,40 @@ fn special_rows(a: usize, b: usize) -> Vec<f32> {
         .collect()
 }
 
+/// `x` of shape `[a, b]` sorted row by row, stably, by `cmp`: the sorted values and each one's
+/// index in its row.
+fn sorted_rows(
+    x: &[f32],
+    b: usize,
+    cmp: impl Fn(f32, f32) -> std::cmp::Ordering,
+) -> (Vec<f32>, Vec<usize>) {
+    let (mut vals, mut idx) = (Vec::new(), Vec::new());
+    for row in x.chunks(b) {
+        let mut order: Vec<usize> = (0..b).collect();
+        order.sort_by(|&i, &j| cmp(row[i], row[j]));
+        vals.extend(order.iter().map(|&i| row[i]));
+        idx.extend(order.iter().copied());
+    }
+    (vals, idx)
+}
+
+/// Runs `graph` (one input `x: f32[A, B]`) at `[a, b]` on `x`.
+fn run_rows(graph: &str, a: usize, b: usize, x: &[f32]) -> Vec<Tensor> {
+    run(
+        graph,
+        &[("A", a as i64), ("B", b as i64)],
+        vec![f32t(&[a, b], x)],
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Tests `jnp.argsort`'s comparator on rows long and short: the values and indices are a
 /// stable sort by the canonicalized key in the total order (NaN last, `-0.0` equal to `0.0`).
 #[test]
 fn jax_argsort_comparator_sorts_by_its_canonical_keys() {
     for (a, b) in [(3usize, 7usize), (4, 40)] {
         let x = special_rows(a, b);
-        let out = run(
-            ARGSORT,
-            &[("A", a as i64), ("B", b as i64)],
-            vec![f32t(&[a, b], &x)],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let out = run_rows(ARGSORT, a, b, &x);
         let key = |v: f32| {
             if v.is_nan() {
                 f32::NAN
@@ -111,13 +133,8 @@ fn jax_argsort_comparator_sorts_by_its_canonical_keys() {
                 v
             }
         };
-        let (mut vals, mut idx) = (Vec::new(), Vec::new());
-        for row in x.chunks(b) {
-            let mut order: Vec<usize> = (0..b).collect();
-            order.sort_by(|&i, &j| key(row[i]).total_cmp(&key(row[j])));
-            vals.extend(order.iter().map(|&i| row[i]));
-            idx.extend(order.iter().map(|&i| i as u32));
-        }
+        let (vals, idx) = sorted_rows(&x, b, |p, q| key(p).total_cmp(&key(q)));
+        let idx: Vec<u32> = idx.iter().map(|&i| i as u32).collect();
         let want = [
             f32t(&[a, b], &vals),
             Tensor::new(vec![a, b], Data::U32(idx.into())).unwrap(),
@@ -416,19 +433,9 @@ const SORT_DESC: &str = r#"graph @t {
 fn a_total_order_comparator_sorts_descending_and_stably() {
     for (a, b) in [(3usize, 7usize), (5, 33)] {
         let x = special_rows(a, b);
-        let out = run(
-            SORT_DESC,
-            &[("A", a as i64), ("B", b as i64)],
-            vec![f32t(&[a, b], &x)],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let (mut vals, mut idx) = (Vec::new(), Vec::new());
-        for row in x.chunks(b) {
-            let mut order: Vec<usize> = (0..b).collect();
-            order.sort_by(|&i, &j| row[j].total_cmp(&row[i]));
-            vals.extend(order.iter().map(|&i| row[i]));
-            idx.extend(order.iter().map(|&i| i as i32));
-        }
+        let out = run_rows(SORT_DESC, a, b, &x);
+        let (vals, idx) = sorted_rows(&x, b, |p, q| q.total_cmp(&p));
+        let idx: Vec<i32> = idx.iter().map(|&i| i as i32).collect();
         let want = [f32t(&[a, b], &vals), i32t(&[a, b], &idx)];
         assert_bits(&out, &want, &format!("descending sort of [{a}, {b}]"));
     }
