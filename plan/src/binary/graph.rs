@@ -190,6 +190,15 @@ impl BinGraph {
     }
 }
 
+/// An op read from the file: op, result types, operands, region bodies, location.
+type ReadOp = (
+    Op,
+    Vec<TensorType>,
+    Vec<(u32, u32)>,
+    Vec<u32>,
+    Option<String>,
+);
+
 /// Builds body `at` at region depth `depth`, taking it (and its regions) out of `bodies`;
 /// `used` counts the bodies taken.
 fn build(
@@ -211,7 +220,7 @@ fn build(
     g.scope = t.scope(body.scope)?;
     g.assertions = body.assertions;
     // Kinds and payloads first, so every op is checked before the graph is built.
-    let mut ops = Vec::with_capacity(body.ops.len());
+    let mut ops: Vec<ReadOp> = Vec::with_capacity(body.ops.len());
     for (i, o) in body.ops.into_iter().enumerate() {
         let kind = OpKind::from_name(&o.kind)
             .ok_or_else(|| err(i, format!("unknown op kind `{}`", o.kind)))?;
@@ -340,15 +349,6 @@ fn build(
 }
 
 /// The number of results of the already-read op `j` (0 when out of range).
-fn ops_types_len(
-    ops: &[(
-        Op,
-        Vec<TensorType>,
-        Vec<(u32, u32)>,
-        Vec<u32>,
-        Option<String>,
-    )],
-    j: usize,
-) -> usize {
+fn ops_types_len(ops: &[ReadOp], j: usize) -> usize {
     ops.get(j).map_or(0, |o| o.1.len())
 }
