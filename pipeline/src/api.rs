@@ -14,7 +14,7 @@
 //! ```
 
 use crate::{self as pipeline, CompileOptions, Compiled};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use ebb_import::{self as frontend, Format};
 use ebb_ir::Graph;
 use ebb_plan::format::Plan;
@@ -86,7 +86,8 @@ pub fn load_or_compile_with(
 
 /// [`load_or_compile_with`], with the plan's graph: the one a plan file's verification parsed
 /// ([`read_plan_and_graph`]), or the compiled plan's embedded graph ([`pipeline::plan_graph`]),
-/// so that a caller reporting on the plan does not parse it again.
+/// so that a caller reporting on the plan does not parse it again. A plan read from a binary
+/// file has no `graph_ir` (the graph is returned instead).
 ///
 /// # Errors
 /// As [`load_or_compile_with`].
@@ -102,27 +103,27 @@ pub fn load_or_compile_graph_with(
         let g = pipeline::plan_graph(&plan)?;
         return Ok((plan, g));
     }
-    read_plan_and_graph(path)
+    // The caller has the graph: a binary plan's text is not printed for it.
+    crate::plan_file::read_plan_file(path, false)
 }
 
 /// Reads a plan file written by `ebb compile` and verifies it against its embedded graph
 /// ([`ebb_passes::plan::verify_plan`]: graph digest, symbol facts, value table, costs,
-/// candidates, and the independent checker at representative bindings).
+/// candidates, and the independent checker at representative bindings). The file may be JSON
+/// or binary ([`crate::plan_file`]): a binary plan whose stamp matches its bytes was verified
+/// so when it was written, and is only checked for structure (see [`ebb_plan::binary`]).
 ///
 /// # Errors
-/// Unreadable or invalid plan JSON, or a failed verification, each with the path.
+/// Unreadable or invalid plan JSON or binary, or a failed verification, each with the path.
 pub fn read_plan(path: &Path) -> Result<Plan> {
     Ok(read_plan_and_graph(path)?.0)
 }
 
-/// [`read_plan`], with the embedded graph its verification parsed.
+/// [`read_plan`], with the embedded graph its verification parsed (or, for a binary plan, the
+/// graph it holds). The plan always has its graph's text in `graph_ir`.
 ///
 /// # Errors
 /// As [`read_plan`].
 pub fn read_plan_and_graph(path: &Path) -> Result<(Plan, Graph)> {
-    let text = frontend::text::read(path)?;
-    let plan = Plan::from_json(&text).with_context(|| format!("{}", path.display()))?;
-    let g = ebb_passes::plan::verify_plan(&plan)
-        .with_context(|| format!("{}: the plan does not verify", path.display()))?;
-    Ok((plan, g))
+    crate::plan_file::read_plan_file(path, true)
 }

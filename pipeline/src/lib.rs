@@ -23,6 +23,7 @@ pub mod device_check;
 pub mod numerics;
 pub mod options;
 pub mod output;
+pub mod plan_file;
 pub mod report;
 pub mod run;
 pub mod size;

@@ -17,6 +17,7 @@
 //!   of finalize's greedy.
 
 pub mod arena;
+pub mod binary;
 pub mod cache;
 pub mod cost;
 #[doc(hidden)]

@@ -180,6 +180,20 @@ struct CompileArgs {
     /// `B=4,S=128;B=1,S=1`. Default: every symbol 3, clamped to its range.
     #[arg(long, value_name = "SHAPES")]
     kernel_shapes: Option<String>,
+    /// The plan file's form: `json`, or `binary`, which loads without parsing text and is
+    /// stamped as verified once its read-back passes the full verification, so that loading
+    /// it does not re-derive the plan (`ebb_plan::binary`).
+    #[arg(long, value_enum, default_value = "json")]
+    plan_format: PlanFormatFlag,
+}
+
+/// `ebb compile --plan-format`.
+#[derive(Clone, Copy, ValueEnum)]
+enum PlanFormatFlag {
+    /// Pretty-printed JSON with the graph as textual IR.
+    Json,
+    /// The binary form (`ebb_plan::binary`).
+    Binary,
 }
 
 /// `ebb compile --target`.
@@ -388,6 +402,7 @@ impl CompileArgs {
             params_from,
             target,
             kernel_shapes,
+            plan_format,
         } = self;
         if let Some(p) = print_after
             .iter()
@@ -470,7 +485,16 @@ impl CompileArgs {
                         bytes as f64 / 1024.0
                     );
                 }
-                write_output(Some(&output), &plan.to_json())?;
+                match plan_format {
+                    PlanFormatFlag::Json => write_output(Some(&output), &plan.to_json())?,
+                    PlanFormatFlag::Binary => {
+                        let bytes = pipeline::plan_file::plan_file_bytes(
+                            &plan,
+                            pipeline::plan_file::PlanFormat::Binary,
+                        )?;
+                        output::write_file(&output, &bytes)?;
+                    }
+                }
                 format!("{} candidates{ptx}", c.report.candidates)
             }
             None => {

@@ -19,7 +19,7 @@ pub mod verify;
 
 pub use check::{check, resident_bytes, CheckError, CheckReport};
 pub use pass::PlanPass;
-pub use verify::{check_variants_at, verify_plan, PlanVerifyError};
+pub use verify::{check_stamped_structure, check_variants_at, verify_plan, PlanVerifyError};
 
 use crate::memory::{self, Schedule};
 use crate::remat::threshold::{threshold_in_scope, ThresholdError};

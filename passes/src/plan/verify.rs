@@ -146,6 +146,58 @@ pub fn check_variants_at(g: &Graph, plan: &Plan, b: &Bindings) -> Result<(), Pla
     Ok(())
 }
 
+/// The structural rules of [`verify_plan`] that cost no derivation, for a plan whose file
+/// carries a matching verification stamp (`ebb_plan::binary`): the plan and its graph were
+/// fully verified together when the file was written, and these checks keep a loader from
+/// indexing past the graph should a stamped file be inconsistent anyway. Each variant names
+/// the graph, its op count, its symbol scope and its shape assertions, and lists as many
+/// values as the graph has results; a bound plan's bindings satisfy the scope.
+///
+/// Not a verification: a stamped file is trusted for everything else (see
+/// `ebb_plan::binary`'s docs); the checker at the bindings a command reports on
+/// ([`check_variants_at`]) still proves every reported peak.
+///
+/// # Errors
+/// The first failed rule as a [`PlanVerifyError::Mismatch`].
+pub fn check_stamped_structure(g: &Graph, plan: &Plan) -> Result<(), PlanVerifyError> {
+    if let Some(b) = &plan.bound {
+        g.scope
+            .check(b)
+            .map_err(|e| mismatch(0, "bound", e.to_string()))?;
+    }
+    let results: usize = g.order().iter().map(|&id| g.node(id).outputs.len()).sum();
+    for (i, v) in variants(plan) {
+        if v.graph_name != g.name || v.ops != g.order().len() {
+            return Err(mismatch(
+                i,
+                "graph_name/ops",
+                format!(
+                    "plan is for `{}` with {} ops, the graph is `{}` with {}",
+                    v.graph_name,
+                    v.ops,
+                    g.name,
+                    g.order().len()
+                ),
+            ));
+        }
+        if v.symbols != g.scope || v.assertions != g.assertions {
+            return Err(mismatch(
+                i,
+                "symbols/assertions",
+                "the symbol facts or shape assertions differ from the graph's".into(),
+            ));
+        }
+        if v.values.len() != results {
+            return Err(mismatch(
+                i,
+                "values",
+                format!("{} values listed, the graph has {results}", v.values.len()),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The plan (variant 0) and its alternatives, numbered.
 fn variants(plan: &Plan) -> impl Iterator<Item = (usize, &Plan)> {
     std::iter::once(plan).chain(&plan.alternatives).enumerate()
