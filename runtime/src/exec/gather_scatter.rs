@@ -13,10 +13,11 @@
 //! Invariant: updates are applied in row-major update order, so results are deterministic
 //! even with repeated indices.
 
-use super::layout::{assign_view, istrides_of, step, strides_of, unravel};
-use super::reduce::combine;
+use super::layout::{assign_view, istrides_of, step, strides_of};
 use super::region::{Body, Monoid, RegionFn};
+use super::scatter_window::{apply_windows, Window, WindowLoop};
 use super::{arity, Ctx};
+use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Tensor};
 use ebb_ir::op::{GatherDims, ScatterDims};
@@ -165,16 +166,17 @@ pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Ten
     let (xst, rst) = (istrides_of(x.shape()), istrides_of(&out.shape));
     let wdst: Vec<isize> = offset_dims.iter().map(|&d| rst[d]).collect();
     let wsrc: Vec<isize> = window_op_dims.iter().map(|&d| xst[d]).collect();
+    // Every result element lies in exactly one window: the result buffer (recycled, or the
+    // result's arena range) is overwritten in full.
     fn go<T: Elem>(
         src: &[T],
-        n_out: usize,
+        mut res: Buf<T>,
         bshape: &[usize],
         plan: Plan,
         wdst: &[isize],
         wsrc: &[isize],
         wshape: &[usize],
-    ) -> Result<Vec<T>, OpError> {
-        let mut res = vec![T::default(); n_out];
+    ) -> Result<Buf<T>, OpError> {
         let mut buf = Vec::new();
         // Whether the window's elements are consecutive in both the result and the operand
         // (rows of an embedding table): then each is one slice copy.
@@ -229,7 +231,9 @@ pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Ten
         (roff, xoff)
     };
     let n_out: usize = out.shape.iter().product();
-    let data = crate::tensor::map_same!(x.data(), v => go(v, n_out, &bshape, &plan, &wdst, &wsrc, &wshape)?);
+    let data = crate::tensor::map_same!(x.data(), v => {
+        go(v, ctx.take_vec(n_out), &bshape, &plan, &wdst, &wsrc, &wshape)?
+    });
     Ok(Tensor::from_parts(out.shape.clone(), data))
 }
 
@@ -289,24 +293,25 @@ pub(crate) fn scatter(
         return invalid("scatter without a body");
     }
     let f = RegionFn::of(ctx, 0, "body")?;
-    // offsets of every window element relative to the window's origin, in the result and in
-    // the updates (row-major window order)
+    // strides of the window dimensions in the result and in the updates
     let wxst: Vec<usize> = window_op_dims.iter().map(|&d| xst[d]).collect();
     let wust: Vec<usize> = uwd.iter().map(|&d| ust[d]).collect();
-    let (wx, wu) = window_offsets(&wshape, &wxst, &wust);
     let mut extent = vec![1usize; xr];
     for (k, &d) in window_op_dims.iter().enumerate() {
         extent[d] = wshape[k];
     }
     let mut start = Vec::new();
     let mut base = vec![0i64; xr];
-    // (result offset, update offset) of every in-bounds update element, in update order
-    let mut pairs: Vec<(usize, usize)> = Vec::with_capacity(updates[0].len());
+    let ns: usize = sshape.iter().product();
+    // every window in update order: its origins where it lies inside the result, else its
+    // in-bounds (result offset, update offset) pairs in `part`
+    let mut windows: Vec<Window> = Vec::with_capacity(ns);
+    let mut part: Vec<(usize, usize)> = Vec::new();
     // The scatter index and its update offset, counted up by [`step`] (row-major order).
     let sst: Vec<isize> = scatter_dims.iter().map(|&d| ust[d] as isize).collect();
     let mut sidx = vec![0usize; sshape.len()];
     let mut ubase = 0usize;
-    for s in 0..sshape.iter().product::<usize>() {
+    for s in 0..ns {
         if s > 0 {
             ubase = ubase.wrapping_add_signed(step(&mut sidx, &sshape, &sst));
         }
@@ -324,12 +329,16 @@ pub(crate) fn scatter(
             (0..xr).all(|d| base[d] >= 0 && base[d] + extent[d] as i64 <= xshape[d] as i64);
         if inside {
             let xbase: usize = base.iter().zip(&xst).map(|(&i, &st)| i as usize * st).sum();
-            pairs.extend(wx.iter().zip(&wu).map(|(&x, &u)| (xbase + x, ubase + u)));
+            windows.push(Window::Full { x: xbase, u: ubase });
             continue;
         }
         // partly out of bounds: check element by element (spec: skip out-of-bounds elements)
-        for (w, &wuo) in wu.iter().enumerate() {
-            let widx = unravel(w, &wshape);
+        let first = part.len();
+        let mut widx = vec![0usize; wshape.len()];
+        for w in 0..wshape.iter().product::<usize>() {
+            if w > 0 {
+                odometer(&mut widx, &wshape);
+            }
             let mut full = base.clone();
             for (k, &d) in window_op_dims.iter().enumerate() {
                 full[d] += widx[k] as i64;
@@ -342,13 +351,33 @@ pub(crate) fn scatter(
                 continue;
             }
             let xo: usize = full.iter().zip(&xst).map(|(&i, &st)| i as usize * st).sum();
-            pairs.push((xo, ubase + wuo));
+            let uo: usize = widx.iter().zip(&wust).map(|(&i, &st)| i * st).sum();
+            part.push((xo, ubase + uo));
         }
+        windows.push(Window::Pairs {
+            start: first,
+            end: part.len(),
+        });
     }
+    let typed = |m: Option<Monoid>, x: &mut Tensor| {
+        // An input that another value shares is copied first, into a recycled buffer (or the
+        // result's arena range), as `dynamic_update_slice` copies.
+        if x.unique_data_mut().is_none() {
+            let data = crate::tensor::map_same!(x.data(), v => {
+                let mut b = ctx.take_vec(v.len());
+                b.copy_from_slice(v);
+                b
+            });
+            *x = Tensor::from_parts(x.shape().to_vec(), data);
+        }
+        let lp = WindowLoop::new(&wshape, &wxst, &wust);
+        apply_windows(x, &updates[0], &lp, &windows, &part, m)
+    };
     match (&f.body, n) {
-        (Body::Monoid(m), 1) => apply_typed(&mut inputs[0], &updates[0], &pairs, Some(*m))?,
-        (Body::Overwrite, 1) => apply_typed(&mut inputs[0], &updates[0], &pairs, None)?,
+        (Body::Monoid(m), 1) => typed(Some(*m), &mut inputs[0])?,
+        (Body::Overwrite, 1) => typed(None, &mut inputs[0])?,
         _ => {
+            let pairs = all_pairs(&windows, &part, &wshape, &wxst, &wust);
             let mut datas: Vec<Data> = inputs.iter().map(|t| t.data().clone()).collect();
             let mut args = Vec::with_capacity(2 * n);
             for &(xo, uo) in &pairs {
@@ -405,52 +434,37 @@ fn window_offsets(shape: &[usize], a: &[usize], b: &[usize]) -> (Vec<usize>, Vec
     (xs, us)
 }
 
-/// `x[xo] = x[xo] ⊕ u[uo]` (or `= u[uo]` for `None`) for every pair, in place in `x`'s buffer.
-fn apply_typed(
-    x: &mut Tensor,
-    u: &Tensor,
-    pairs: &[(usize, usize)],
-    m: Option<Monoid>,
-) -> Result<(), OpError> {
-    fn apply<T: Elem>(
-        x: &mut [T],
-        u: &[T],
-        pairs: &[(usize, usize)],
-        f: impl Fn(T, T) -> T,
-    ) -> Result<(), OpError> {
-        for &(xo, uo) in pairs {
-            let (Some(&a), Some(&b)) = (x.get(xo), u.get(uo)) else {
-                return invalid("index out of range");
-            };
-            x[xo] = f(a, b);
-        }
-        Ok(())
-    }
-    // The combiner fixed at compile time (the same element operation, [`combine`]).
-    fn go<T: Elem>(
-        x: &mut [T],
-        u: &[T],
-        pairs: &[(usize, usize)],
-        m: Option<Monoid>,
-    ) -> Result<(), OpError> {
-        use Monoid as M;
-        match m {
-            None => apply(x, u, pairs, |_, b| b),
-            Some(M::Add) => apply(x, u, pairs, |a, b| combine(M::Add, a, b)),
-            Some(M::Mul) => apply(x, u, pairs, |a, b| combine(M::Mul, a, b)),
-            Some(M::Max) => apply(x, u, pairs, |a, b| combine(M::Max, a, b)),
-            Some(M::Min) => apply(x, u, pairs, |a, b| combine(M::Min, a, b)),
-            Some(M::And) => apply(x, u, pairs, |a, b| combine(M::And, a, b)),
-            Some(M::Or) => apply(x, u, pairs, |a, b| combine(M::Or, a, b)),
-        }
-    }
-    macro_rules! arms {
-        ($($v:ident),*) => {
-            match (x.data_mut(), u.data()) {
-                $((Data::$v(xv), Data::$v(uv)) => go(xv, uv, pairs, m),)*
-                _ => invalid("input and update element types differ"),
+/// The (result offset, update offset) of every in-bounds update element of `windows`, in
+/// update order (a full window's from [`window_offsets`] of `wshape` with result strides
+/// `wxst` and update strides `wust`; a partial one's from `part`).
+fn all_pairs(
+    windows: &[Window],
+    part: &[(usize, usize)],
+    wshape: &[usize],
+    wxst: &[usize],
+    wust: &[usize],
+) -> Vec<(usize, usize)> {
+    let (wx, wu) = window_offsets(wshape, wxst, wust);
+    let mut pairs = Vec::new();
+    for w in windows {
+        match *w {
+            Window::Full { x, u } => {
+                pairs.extend(wx.iter().zip(&wu).map(|(&a, &b)| (x + a, u + b)));
             }
-        };
+            Window::Pairs { start, end } => pairs.extend_from_slice(&part[start..end]),
+        }
     }
-    arms!(F32, BF16, F16, F64, I1, I8, I16, I32, I64, U8, U32)
+    pairs
+}
+
+/// Advances the row-major multi-index `idx` over `shape` by one (wrapping to zeros at the
+/// end).
+fn odometer(idx: &mut [usize], shape: &[usize]) {
+    for k in (0..shape.len()).rev() {
+        idx[k] += 1;
+        if idx[k] < shape[k] {
+            return;
+        }
+        idx[k] = 0;
+    }
 }

@@ -50,6 +50,7 @@ pub mod random;
 mod reduce;
 mod region;
 mod scalar_body;
+mod scatter_window;
 mod shape_ops;
 mod small_k;
 mod sort;
