@@ -2,7 +2,9 @@
 //! "Ops").
 //!
 //! Bodies recognized by [`super::region::recognize`] run as typed loops; other bodies are
-//! evaluated element by element through the region graph. `reduce` with a recognized body
+//! evaluated element by element: a body compiled to scalar instructions
+//! ([`super::scalar_body`]; JAX's `argmax`) on register bits, [`LANES`] outputs at a time,
+//! else through the region graph. `reduce` with a recognized body
 //! merges adjacent reduced/kept dimensions, then walks the input once in memory order,
 //! combining each element into its output's accumulator; float `add`/`multiply` accumulate in
 //! `f64` and round once at the end (more accurate than any `f32` summation order, so the result
