@@ -529,6 +529,42 @@ fn reduce_monoid(
     })
 }
 
+/// Evaluates `$body` with `$c` bound to `|a, b| combine(m, a, b)` for the monoid `$m` fixed at
+/// compile time, so that loops over it are specialized (and vectorize) per monoid: the same
+/// element operation, [`combine`].
+macro_rules! with_monoid {
+    ($m:expr, $c:ident => $body:expr) => {{
+        use $crate::exec::region::Monoid as M;
+        match $m {
+            M::Add => {
+                let $c = |a, b| $crate::exec::reduce::combine(M::Add, a, b);
+                $body
+            }
+            M::Mul => {
+                let $c = |a, b| $crate::exec::reduce::combine(M::Mul, a, b);
+                $body
+            }
+            M::Max => {
+                let $c = |a, b| $crate::exec::reduce::combine(M::Max, a, b);
+                $body
+            }
+            M::Min => {
+                let $c = |a, b| $crate::exec::reduce::combine(M::Min, a, b);
+                $body
+            }
+            M::And => {
+                let $c = |a, b| $crate::exec::reduce::combine(M::And, a, b);
+                $body
+            }
+            M::Or => {
+                let $c = |a, b| $crate::exec::reduce::combine(M::Or, a, b);
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use with_monoid;
+
 /// `a ⊕ b` for one pair of elements, with the rounding of the element type (floats through
 /// `f64`, which rounds exactly like the native type for one operation; integers wrap).
 pub(crate) fn combine<T: Elem>(m: Monoid, a: T, b: T) -> T {
@@ -1014,29 +1050,8 @@ pub(crate) fn reduce_window(
             });
             out
         }
-        /// [`go`] with the combiner of `m` fixed at compile time, so that the row loops
-        /// vectorize (the same element operation, [`combine`], in the same order).
-        fn go_monoid<T: Elem>(
-            x: &[T],
-            init: T,
-            m: Monoid,
-            w: &Windows,
-            ist: &[isize],
-            oshape: &[usize],
-            n_out: usize,
-        ) -> Vec<T> {
-            use Monoid as M;
-            match m {
-                M::Add => go(x, init, |a, b| combine(M::Add, a, b), w, ist, oshape, n_out),
-                M::Mul => go(x, init, |a, b| combine(M::Mul, a, b), w, ist, oshape, n_out),
-                M::Max => go(x, init, |a, b| combine(M::Max, a, b), w, ist, oshape, n_out),
-                M::Min => go(x, init, |a, b| combine(M::Min, a, b), w, ist, oshape, n_out),
-                M::And => go(x, init, |a, b| combine(M::And, a, b), w, ist, oshape, n_out),
-                M::Or => go(x, init, |a, b| combine(M::Or, a, b), w, ist, oshape, n_out),
-            }
-        }
         let init = inits[0].data();
-        let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(Buf::from(go_monoid(x, i[0], m, &w, &ist, &oshape, n_out))))
+        let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(Buf::from(with_monoid!(m, c => go(x, i[0], c, &w, &ist, &oshape, n_out)))))
             .ok_or_else(|| OpError::Invalid("input and init value element types differ".into()))?;
         return Ok(vec![Tensor::from_parts(oshape, data)]);
     }

@@ -562,20 +562,7 @@ impl ScalarBody {
 
 /// Element `i` of `d` as register bits; `None` past its end.
 pub(crate) fn read_reg(d: &Data, i: usize) -> Option<Reg> {
-    Some(match d {
-        Data::F32(v) => v.get(i)?.put(),
-        Data::BF16(v) => v.get(i)?.put(),
-        Data::F16(v) => v.get(i)?.put(),
-        Data::F64(v) => v.get(i)?.put(),
-        Data::I1(v) => v.get(i)?.put(),
-        Data::I8(v) => v.get(i)?.put(),
-        Data::I16(v) => v.get(i)?.put(),
-        Data::I32(v) => v.get(i)?.put(),
-        Data::I64(v) => v.get(i)?.put(),
-        Data::U8(v) => v.get(i)?.put(),
-        Data::U32(v) => v.get(i)?.put(),
-        Data::U64(v) => v.get(i)?.put(),
-    })
+    crate::tensor::dispatch!(d, v => v.get(i).map(|x| x.put()))
 }
 
 /// Elements `at[l]` of `d` as register bits into lane `l` of `out`; `false` where an index is
@@ -590,20 +577,7 @@ pub(crate) fn read_lanes(d: &Data, at: &[usize; LANES], out: &mut Lanes) -> bool
         }
         true
     }
-    match d {
-        Data::F32(v) => typed(v, at, out),
-        Data::BF16(v) => typed(v, at, out),
-        Data::F16(v) => typed(v, at, out),
-        Data::F64(v) => typed(v, at, out),
-        Data::I1(v) => typed(v, at, out),
-        Data::I8(v) => typed(v, at, out),
-        Data::I16(v) => typed(v, at, out),
-        Data::I32(v) => typed(v, at, out),
-        Data::I64(v) => typed(v, at, out),
-        Data::U8(v) => typed(v, at, out),
-        Data::U32(v) => typed(v, at, out),
-        Data::U64(v) => typed(v, at, out),
-    }
+    crate::tensor::dispatch!(d, v => typed(v, at, out))
 }
 
 /// A tensor's elements from register bits of its element type `ty`.

@@ -10,7 +10,7 @@
 //! `gather_scatter`'s per-element pairs, so results are bit-identical to applying those pairs
 //! one by one, even where windows overlap.
 
-use super::reduce::combine;
+use super::reduce::with_monoid;
 use super::region::Monoid;
 use crate::error::{invalid, OpError};
 use crate::tensor::{Data, Elem, Tensor};
@@ -180,21 +180,9 @@ pub(crate) fn apply_windows(
         pairs: &[(usize, usize)],
         m: Option<Monoid>,
     ) -> Result<(), OpError> {
-        use Monoid::*;
-        let args = (x, u, lp, windows, pairs);
-        macro_rules! with {
-            ($f:expr) => {
-                go(args.0, args.1, args.2, args.3, args.4, $f)
-            };
-        }
         match m {
-            None => with!(|_: T, b: T| b),
-            Some(Add) => with!(|a, b| combine(Add, a, b)),
-            Some(Mul) => with!(|a, b| combine(Mul, a, b)),
-            Some(Max) => with!(|a, b| combine(Max, a, b)),
-            Some(Min) => with!(|a, b| combine(Min, a, b)),
-            Some(And) => with!(|a, b| combine(And, a, b)),
-            Some(Or) => with!(|a, b| combine(Or, a, b)),
+            None => go(x, u, lp, windows, pairs, |_: T, b: T| b),
+            Some(m) => with_monoid!(m, c => go(x, u, lp, windows, pairs, c)),
         }
     }
     macro_rules! arms {
