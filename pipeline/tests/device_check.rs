@@ -88,3 +88,14 @@ fn the_coarsest_type_is_found_inside_regions() {
     let bf16_step = ebb_testkit::import_path(&ebb_testkit::jax_fixture("mlp_bf16"));
     assert_eq!(coarsest_float(&bf16_step), Some(DType::BF16));
 }
+
+#[test]
+fn bf16_outputs_are_compared_by_value_and_named_by_type() {
+    // A bf16 output one bf16 ulp (2^-7 at 1.0) off: within bf16 precision, located anyway.
+    let want = as_type(&f32s(&[1.0, 0.25]), DType::BF16);
+    let got = as_type(&f32s(&[1.0078125, 0.25]), DType::BF16);
+    let e = &compare(&[got], &[want], &[], Some(DType::BF16), 1e-5)[0];
+    assert!(e.passed(), "{e:?}");
+    assert_eq!(e.ty, "bf16[2]");
+    assert_eq!(e.worst.map(|w| w.0), Some(0));
+}

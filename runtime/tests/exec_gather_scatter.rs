@@ -212,3 +212,32 @@ fn scatter_add_of_a_whole_window() {
         assert_eq!(out.to_f64_vec(), want, "index {at}");
     }
 }
+
+/// Tests that a gather whose windows are consecutive in the operand and the result (two whole
+/// rows of a table: each window is copied as one slice) gives the bits of the same gather with
+/// the window's dimensions split around the batch dimension in the result (copied element by
+/// element through the window's strides) transposed back, at indices inside the table, past
+/// its end and negative (both clamped).
+#[test]
+fn consecutive_gather_windows_match_the_strided_copy() {
+    let src = "graph @t {
+  %0 = input {index = 0, name = \"table\"} : f32[6,4]
+  %1 = input {index = 1, name = \"ids\"} : i32[5,1]
+  %2 = gather(%0, %1) {index_vector_dim = 1, indices_are_sorted = false, offset_dims = [1, 2], slice_sizes = dims[2, 4], start_index_map = [0]} : f32[5,2,4]
+  %3 = gather(%0, %1) {index_vector_dim = 1, indices_are_sorted = false, offset_dims = [0, 2], slice_sizes = dims[2, 4], start_index_map = [0]} : f32[2,5,4]
+  %4 = transpose(%3) {permutation = [1, 0, 2]} : f32[5,2,4]
+  return %2, %4
+}";
+    let ids = [3, 0, 9, -2, 4];
+    let out = run(src, &[], vec![arange(&[6, 4]), i32t(&[5, 1], &ids)]).unwrap();
+    assert_bits(&out[..1], &out[1..], "gather windows");
+    // Row r of window k is table row clamp(ids[k], 0, 4) + r.
+    let want: Vec<f64> = ids
+        .iter()
+        .flat_map(|&i| {
+            let r0 = i.clamp(0, 4) as usize;
+            (r0 * 4..r0 * 4 + 8).map(|v| v as f64)
+        })
+        .collect();
+    assert_eq!(out[0].to_f64_vec(), want);
+}

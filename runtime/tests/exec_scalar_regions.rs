@@ -440,3 +440,56 @@ fn a_total_order_comparator_sorts_descending_and_stably() {
         assert_bits(&out, &want, &format!("descending sort of [{a}, {b}]"));
     }
 }
+
+/// A variadic `reduce` of `x` and an iota whose body is outside the argmax pattern: the value
+/// kept is `maximum(acc, x)` and the index is taken where `x < acc` (`{NEGATE}` is replaced
+/// by a body prefix; the result names `%x`).
+const MAX_AND_INDEX: &str = r#"graph @t {
+  %0 = input {index = 0, name = "x"} : f32[A,B]
+  %1 = iota {dtype = i32, iota_dimension = DIM, shape = dims[A, B]} : i32[A,B]
+  %2 = constant {value = dense<0xFF800000> : f32} : f32[]
+  %3 = constant {value = dense<7> : i32} : i32[]
+  %4:2 = reduce(%0, %1, %2, %3) {dimensions = [DIM]} : f32[OUT], i32[OUT] {
+    region @body {
+      %0 = input {index = 0, name = ""} : f32[]
+      %1 = input {index = 1, name = ""} : i32[]
+      %2 = input {index = 2, name = ""} : f32[]
+      %3 = input {index = 3, name = ""} : i32[]
+BODY
+      return %6, %8
+    }
+  }
+  return %4#0, %4#1
+}"#;
+
+/// Tests that the register-lane fold of a variadic `reduce` (a body of `maximum`, `compare`
+/// and `select` compiles to scalar instructions) gives the bits of the per-element path (the
+/// same body with `x` passed through two `negate`s, which leaves every bit as it is but does
+/// not compile to registers), along the inner axis (fewer outputs than a lane set) and the
+/// outer one (37 outputs: several lane sets, the last partial).
+#[test]
+fn a_variadic_reduce_in_register_lanes_matches_the_per_element_path() {
+    let compiled = "      %4 = constant {value = dense<0.0> : f32} : f32[]
+      %5 = constant {value = dense<1.0> : f32} : f32[]
+      %6 = maximum(%0, %2) : f32[]
+      %7 = compare(%2, %0) {compare_type = \"FLOAT\", comparison_direction = \"LT\"} : i1[]
+      %8 = select(%7, %1, %3) : i32[]";
+    let general = "      %4 = negate(%2) : f32[]
+      %5 = negate(%4) : f32[]
+      %6 = maximum(%0, %5) : f32[]
+      %7 = compare(%5, %0) {compare_type = \"FLOAT\", comparison_direction = \"LT\"} : i1[]
+      %8 = select(%7, %1, %3) : i32[]";
+    let (a, b) = (9usize, 37usize);
+    let x = special_rows(a, b);
+    for (dim, out) in [("1", "A"), ("0", "B")] {
+        let graph = |body: &str| {
+            MAX_AND_INDEX
+                .replace("DIM", dim)
+                .replace("OUT", out)
+                .replace("BODY", body)
+        };
+        let fast = run_rows(&graph(compiled), a, b, &x);
+        let slow = run_rows(&graph(general), a, b, &x);
+        assert_bits(&fast, &slow, &format!("reduce over dimension {dim}"));
+    }
+}
