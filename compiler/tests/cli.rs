@@ -849,6 +849,11 @@ fn plan_budget_curve_prints_json_text_and_a_plot() {
 fn a_schedule_above_program_order_is_explained() {
     let fixture = jax_fixture("gpt2_tiny_scan");
     let f = fixture.to_str().unwrap();
+    // Compiled once: the plan file serves every `ebb plan` and `ebb run` below.
+    let dir = ebb_testkit::scratch("above");
+    let plan = dir.join("scan.plan.json");
+    assert_ok(&ebb(&["compile", f, "-o", plan.to_str().unwrap()]));
+    let f = plan.to_str().unwrap();
     let mut above = 0;
     for budget in ["50%", "70%", "90%"] {
         let out = ebb(&[
