@@ -336,12 +336,22 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             if !e.faster {
                 return None;
             }
-            let layout = atlas.entries[..=at]
+            let mut layout = atlas.entries[..=at]
                 .iter()
                 .rev()
                 .chain(&atlas.entries[at + 1..])
                 .filter(|&e| serves(e))
                 .find_map(|e| e.layout)?;
+            // The shape lies between this entry and the nearest feasible one below it that
+            // serves it: aimed under the larger of their fragmentations.
+            if let Some(below) = atlas.entries[..from]
+                .iter()
+                .rev()
+                .filter(|&e| serves(e))
+                .find_map(|e| e.layout)
+            {
+                layout.fragmentation = layout.fragmentation.max(below.fragmentation);
+            }
             (e.trace.clone(), layout)
         };
         let (v, prep) = self.prepared_variant(shaped.variant);
