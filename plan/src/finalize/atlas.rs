@@ -29,7 +29,9 @@
 //! repair of the skeleton rather than a search from nothing; then the greedy's second look;
 //! the second run, where the first's swaps saturate the link, replayed likewise)
 //! under the budget divided by the fragmentation of the entry's layout (of the nearest
-//! feasible entry where it was infeasible), less [`ATLAS_MARGIN`] of the budget, and at most
+//! feasible entry where it was infeasible; the larger of that and the fragmentation of the
+//! nearest feasible entry below the shape, which brackets it with this one), less
+//! [`ATLAS_MARGIN`] of the budget, and at most
 //! the budget less [`UPWARD_SLACK`]. The residency is then computed exactly (the checker's
 //! model) and the arena laid out in the entry's layout order ([`crate::arena`]'s one-order
 //! layout: the scan, or one anchored order alone); the result is kept where the arena fits
@@ -39,10 +41,11 @@
 //! runs on the same evaluated shape.
 //!
 //! The decisions are not today's search at this shape: they are a neighbour's picks in its
-//! order, under a target set by its fragmentation. On `gpt2_24l` (B=8, 64 long-tail lengths,
-//! 32 samples) they add between 0.45 points of the step less and 0.41 more than the full
-//! finalize's under `fixed-mid-median` on `h100-sxm-pcie5`, and between 0.33 less and the
-//! same under `po-50%` (docs/results/2026-11-30-finalize-atlas-relative.md).
+//! order, under a target set by its neighbours' fragmentation. On `gpt2_24l` (B=8, 64
+//! long-tail lengths, 32 samples) they add between 0.33 points of the step less and 0.54
+//! more than the full finalize's under `fixed-mid-median` on `h100-sxm-pcie5`, between 0.32
+//! less and the same under `po-50%`, and the same (0.000%) on `cpu`
+//! (docs/results/2026-11-30-finalize-atlas-relative.md).
 //!
 //! # Cost
 //! Fast path: one evaluation, one replay per run (O(picks · log points) plus the second

@@ -520,9 +520,7 @@ impl Trace {
             searches_on: true,
         }
     }
-}
 
-impl Trace {
     /// Whether it holds the log of [`choose`]'s second run (swaps priced at least their
     /// transfer time), which [`replay`] replays where the first run's swaps saturate the link
     /// (else it runs that search).
