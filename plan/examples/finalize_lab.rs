@@ -68,15 +68,41 @@ fn main() -> Result<(), Failure> {
     // With `EBB_ATLAS=N` and a budget fixed over the shapes: an atlas of N sample lengths,
     // geometric over S = 32..1024 at B=8 (`Finalizer::prepare_atlas`).
     if let Some(n) = std::env::var("EBB_ATLAS").ok().and_then(|n| n.parse().ok()) {
-        if budgets.iter().all(|&x| x == budgets[0]) {
-            let (c, t) = (cpu_ms(), Instant::now());
-            let entries = fin.prepare_atlas(&atlas_grid(n)?, &opts(0));
-            eprintln!(
-                "atlas: {entries} entries of {n} samples in {:.1} ms ({:.1} ms cpu)",
-                t.elapsed().as_secs_f64() * 1e3,
-                cpu_ms() - c
-            );
-        }
+        let (c, t) = (cpu_ms(), Instant::now());
+        let entries = if budgets.iter().all(|&x| x == budgets[0]) {
+            fin.prepare_atlas(&atlas_grid(n)?, &opts(0))
+        } else if mode == "po-50%" {
+            // A budget per shape: half the program-order peak at each sample length,
+            // interpolated (linearly in S) between the dumped shapes' peaks.
+            let mut known: Vec<(i64, i64)> = shapes
+                .iter()
+                .filter_map(|(b, po)| Some((b.get(&ebb_ir::dim::Symbol::new("S")).copied()?, *po)))
+                .collect();
+            known.sort_unstable();
+            known.dedup();
+            let po_at = |s: i64| -> i64 {
+                let k = known
+                    .partition_point(|&(x, _)| x < s)
+                    .clamp(1, known.len() - 1);
+                let ((s0, p0), (s1, p1)) = (known[k - 1], known[k]);
+                p0 + ((p1 - p0) as f64 * (s - s0) as f64 / (s1 - s0).max(1) as f64) as i64
+            };
+            let samples: Vec<(Bindings, i64)> = atlas_grid(n)?
+                .into_iter()
+                .filter_map(|b| {
+                    let s = b.get(&ebb_ir::dim::Symbol::new("S")).copied()?;
+                    Some((b, po_at(s) / 2))
+                })
+                .collect();
+            fin.prepare_atlas_relative(&samples, &base)
+        } else {
+            0
+        };
+        eprintln!(
+            "atlas: {entries} entries of {n} samples in {:.1} ms ({:.1} ms cpu)",
+            t.elapsed().as_secs_f64() * 1e3,
+            cpu_ms() - c
+        );
     }
     if let Some(shape) = args.get(4) {
         let i = shapes
@@ -102,6 +128,7 @@ fn main() -> Result<(), Failure> {
         let mut ts = Vec::new();
         let mut ws = Vec::new();
         let mut last = None;
+        let hits = fin.atlas_hits();
         for _ in 0..3 {
             let (c, t) = (cpu_ms(), Instant::now());
             last = Some(fin.finalize(b, &opts(i)));
@@ -124,10 +151,11 @@ fn main() -> Result<(), Failure> {
             )
         });
         println!(
-            "{:<12} cpu {:>8.3} ms  wall {:>8.3} ms  decisions {dec:>4}  added {added:>7.3}%  arena/planned {arena:.4}  {h:016x}",
+            "{:<12} cpu {:>8.3} ms  wall {:>8.3} ms  decisions {dec:>4}  added {added:>7.3}%  arena/planned {arena:.4}  atlas {}  {h:016x}",
             b.to_text(),
             ts[1],
-            ws[1]
+            ws[1],
+            fin.atlas_hits() - hits,
         );
         times.push(ts[1]);
     }

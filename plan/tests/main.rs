@@ -2,6 +2,7 @@
 
 mod arena;
 mod atlas;
+mod atlas_relative;
 mod cover;
 mod csr;
 mod device;

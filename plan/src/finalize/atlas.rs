@@ -1,53 +1,71 @@
 //! A plan atlas: the greedy's pick orders at sample bindings of the symbol space, prepared
-//! once per budget and device ([`Finalizer::prepare_atlas`]), so that a finalize at a new shape
-//! replays a neighbour's picks (no search) and lays out the arena by the online scan alone (no
-//! anchored layout, no repair), then checks the result exactly and falls back to the full
-//! finalize where it does not fit.
+//! once per budget and device ([`Finalizer::prepare_atlas`]) or once per device for budgets
+//! that are a share of each shape's peak ([`Finalizer::prepare_atlas_relative`]), so that a
+//! finalize at a new shape replays a neighbour's picks and lays out the arena in one order
+//! chosen ahead, then checks the result exactly and falls back to the full finalize where it
+//! does not fit.
 //!
 //! # What an entry holds
-//! Per sample bindings under the atlas's options: the scheduled peak there (the coordinate
-//! entries are looked up by: one number for any number of symbols), the [`greedy::Trace`] of
-//! the search its full finalize made (the options the greedy set, in order: the decision
-//! skeleton, by identity) and the layout order that packs its decisions best (one of greedy by
-//! size's [`VARIANTS`] as the anchored layout's order; the scan where it packs within
-//! [`SCAN_PREFERRED_WITHIN`] of that) with that layout's fragmentation (arena / planned peak).
+//! Per sample bindings under its budget: the scheduled peak there and the budget's share of
+//! it (the coordinates entries are looked up by: two numbers for any number of symbols), the
+//! [`greedy::Trace`] of the search its full finalize made (the options the greedy set, in
+//! order: the decision skeleton, by identity), with the log of the greedy's second run (swaps
+//! priced at least their transfer time) filled as deep as the first, and the layout order
+//! that packs its decisions best (one of greedy by size's [`VARIANTS`] as the order of the
+//! anchored layout of [`ORDER_ANCHORS`](crate::arena::ORDER_ANCHORS) anchors; the scan where
+//! it packs within [`SCAN_PREFERRED_WITHIN`] of that) with that layout's fragmentation (arena
+//! / planned peak).
 //!
 //! # The fast path
 //! At bindings whose scheduled peak exceeds the budget less [`UPWARD_SLACK`] (below it the
-//! full finalize takes no decision that adds time), the entry with the smallest scheduled
-//! peak at least this one's (its log frees at least as much; none: the full finalize) is
+//! full finalize takes no decision that adds time), the atlas for exactly this budget, else a
+//! relative one for these options; in it the entry with the smallest scheduled peak at least
+//! this one's (its log frees at least as much; none: the full finalize) and, in a relative
+//! atlas, a budget share within [`RELATIVE_WITHIN`] of this one's, is
 //! replayed where that costs less than the full finalize did at the entry (`Entry::faster`;
-//! else the full finalize runs) ([`greedy::replay`] of [`greedy::Trace::retargeted`]: its options set in order,
-//! skipping those absent here, until the peak is within the target, then the greedy's second
-//! look) under the budget divided by the fragmentation of the entry's layout (of the nearest
-//! feasible entry where it was infeasible), less [`ATLAS_MARGIN`] of the budget, and at most
+//! else the full finalize runs) ([`greedy::replay`] of [`greedy::Trace::retargeted`]: each
+//! run's options set in order, skipping those absent here, until the peak is within the
+//! target; where the log runs out first, the greedy's search goes on from there, a local
+//! repair of the skeleton rather than a search from nothing; then the greedy's second look;
+//! the second run, where the first's swaps saturate the link, replayed likewise)
+//! under the budget divided by the fragmentation of the entry's layout (of the nearest
+//! feasible entry where it was infeasible; the larger of that and the fragmentation of the
+//! nearest feasible entry below the shape, which brackets it with this one), less
+//! [`ATLAS_MARGIN`] of the budget, and at most
 //! the budget less [`UPWARD_SLACK`]. The residency is then computed exactly (the checker's
 //! model) and the arena laid out in the entry's layout order ([`crate::arena`]'s one-order
 //! layout: the scan, or one anchored order alone); the result is kept where the arena fits
 //! the budget. Where it exceeds the budget, once more under the planned peak scaled by
-//! budget / arena, less [`ATLAS_MARGIN`] ([`ATLAS_TRIES`]). Else (the log runs out, or the
-//! arena still exceeds the budget) the full finalize runs on the same evaluated shape.
+//! budget / arena, less [`ATLAS_MARGIN`] ([`ATLAS_TRIES`]). Else (the search from the log's
+//! state does not meet the target, or the arena still exceeds the budget) the full finalize
+//! runs on the same evaluated shape.
 //!
 //! The decisions are not today's search at this shape: they are a neighbour's picks in its
-//! order, under a target set by its fragmentation. On `gpt2_24l` (B=8, 64 long-tail lengths,
-//! `fixed-mid-median`, 32 samples) they add between 0.43 points of the step less and 0.54
-//! more than the full finalize's (docs/results/2026-11-29-finalize-atlas.md).
+//! order, under a target set by its neighbours' fragmentation. On `gpt2_24l` (B=8, 64
+//! long-tail lengths, 32 samples) they add between 0.33 points of the step less and 0.54
+//! more than the full finalize's under `fixed-mid-median` on `h100-sxm-pcie5`, between 0.32
+//! less and the same under `po-50%`, and the same (0.000%) on `cpu`
+//! (docs/results/2026-11-30-finalize-atlas-relative.md).
 //!
 //! # Cost
-//! Fast path: one evaluation, one replay (O(picks · log points) plus the second look), one
-//! layout of one order (`crate::arena`: the scan, O(n log n + points + n·f), or one anchored
-//! order, O(n log n + points + K² + n·(f + K)) for K anchors); twice where the first arena
-//! misses the budget. No search, no choice among layout orders. A miss adds those to the full
-//! finalize.
+//! Fast path: one evaluation, one replay per run (O(picks · log points) plus the second
+//! look, plus the search from the log's end where it runs out), one layout of one order
+//! (`crate::arena`: the scan, O(n log n + points + n·f), or one anchored order, O(n log n +
+//! points + K² + n·(f + K)) for K ≤ [`ORDER_ANCHORS`](crate::arena::ORDER_ANCHORS) anchors);
+//! twice where the first arena misses the budget. No choice among layout orders. A miss adds
+//! those to the full finalize.
 //!
 //! # Determinism
-//! The atlas depends only on the plan, the options and the sample bindings given to
-//! [`Finalizer::prepare_atlas`], never on the shapes finalized since: the same bindings and
-//! options give the same result whatever was finalized before. Without an atlas for the
-//! options (another budget or device, or several plan variants), finalize is unchanged.
+//! The atlas depends only on the plan, the options and the samples (bindings, and budgets
+//! for a relative atlas) given to [`Finalizer::prepare_atlas`] or
+//! [`Finalizer::prepare_atlas_relative`], never on the shapes finalized since: the same
+//! samples and options give the same result whatever was finalized before. Without an atlas
+//! for the options (another budget without a relative atlas, another device, or several plan
+//! variants), finalize is unchanged.
 
+use super::options::Options;
 use super::{
-    check_and_choose_variant, finalize_prepared, greedy, surely_infeasible, upward_target,
+    check_and_choose_variant, finalize_prepared, forced, greedy, surely_infeasible, upward_target,
     ConcretePlan, FinalizeOptions, Finalizer, Shaped, UPWARD_SLACK,
 };
 use crate::arena::{assign_offsets_order, greedy::VARIANTS};
@@ -72,27 +90,57 @@ pub const ATLAS_TRIES: usize = 2;
 #[derive(Debug, Clone)]
 struct Entry {
     /// Whether the fast path costs less than the full finalize there: that decided or laid out
-    /// more than once, or its scan exceeded the budget (it repaired the layout), or the fast
-    /// path lays out by the scan alone (else the fast path is not taken at the shapes this
-    /// entry serves: a replay and an anchored order cost about what a search and a scan do).
+    /// more than once, or its scan exceeded the budget (it repaired the layout); else the fast
+    /// path is not taken at the shapes this entry serves. A full finalize that decided and
+    /// laid out once costs a search and a scan, about what one replay and one layout do, and
+    /// less than two where the shape's scan fragments more than the entry's (on `gpt2_24l`
+    /// on `cpu`: 0.55–0.64 ms at S=72, 80 under `fixed-mid-median` and S=379 under `po-50%`,
+    /// where the fast path took 0.9–1.2 ms; 0.1 ms more where one replay fits).
     faster: bool,
     /// Scheduled peak at the sample, bytes.
     peak_scheduled: i64,
+    /// The sample's budget, bytes.
+    budget: i64,
     /// The search made there.
     trace: greedy::Trace,
     /// The layout order that packs the sample's decisions best (`None`: the scan alone; else
     /// that anchored order after the scan) and its arena / planned peak; `None` where the
     /// sample was infeasible.
-    layout: Option<(Option<usize>, f64)>,
+    layout: Option<Layout>,
 }
 
-/// The entries prepared for one set of finalize options (a budget and a device), by
-/// scheduled peak.
+/// The layout kept by an [`Entry`].
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// The order the fast path lays out in: `None` the scan, else that anchored order.
+    order: Option<usize>,
+    /// Its arena / planned peak at the sample.
+    fragmentation: f64,
+}
+
+impl Entry {
+    /// The sample's budget as a share of its scheduled peak.
+    fn share(&self) -> f64 {
+        self.budget as f64 / self.peak_scheduled.max(1) as f64
+    }
+}
+
+/// The entries prepared for one set of finalize options (a budget and a device; any budget
+/// where `relative`), by scheduled peak.
 #[derive(Debug, Clone)]
 pub(super) struct Atlas {
     opts: FinalizeOptions,
+    /// Keyed by the budget's share of the scheduled peak ([`Finalizer::prepare_atlas_relative`]):
+    /// an entry serves a shape whose budget's share of its peak is within [`RELATIVE_WITHIN`]
+    /// of the entry's.
+    relative: bool,
     entries: Vec<Entry>,
 }
+
+/// How far (absolute, in shares of the scheduled peak) the budget's share of the peak at a
+/// shape may be from an entry's for a relative atlas's entry to serve it
+/// ([`Finalizer::prepare_atlas_relative`]).
+pub const RELATIVE_WITHIN: f64 = 0.02;
 
 impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
     /// Prepares an atlas for finalizes under `opts` (a budget, with offsets; a plan of one
@@ -109,76 +157,143 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         if !opts.offsets || self.prepared.len() != 1 {
             return 0;
         }
-        let mut entries = Vec::new();
-        for b in samples {
-            let Ok(first) = check_and_choose_variant(&self.plan, b) else {
-                continue;
-            };
-            let Ok(shaped) = self.evaluate(first, b, opts) else {
-                continue;
-            };
-            let peak_scheduled = shaped.resident.iter().copied().max().unwrap_or(0);
-            if peak_scheduled <= upward_target(budget) {
-                continue;
-            }
-            let result = self
-                .decide_first(&shaped, b, opts)
-                .map(|c| self.lay_out(c, &shaped, b, opts));
-            // (The fast path replays and lays out once: where the full finalize decided and
-            // laid out once, it costs about as much, and is kept.)
-            let (decided, laid) = (
-                shaped.work.0.load(std::sync::atomic::Ordering::Relaxed),
-                shaped.work.1.load(std::sync::atomic::Ordering::Relaxed),
-            );
-            let mut faster = decided > 1 || laid > 1;
-            let trace = lock(&shaped.trace)
-                .clone()
-                .or_else(|| lock(&shaped.partial).clone());
-            let Some(trace) = trace else {
-                continue;
-            };
-            let layout = result.ok().map(|c| {
-                let faster = &mut faster;
-                let (v, prep) = self.prepared_variant(c.variant);
-                let arena = |order| {
-                    assign_offsets_order(
-                        v,
-                        &prep.value_live,
-                        &c.value_bytes,
-                        &c.decisions,
-                        c.peak_bytes_planned,
-                        order,
-                    )
-                    .arena_bytes
-                };
-                // The scan (the cheaper layout) where it packs within `SCAN_PREFERRED_WITHIN`
-                // of the budget of the best anchored order, else that order.
-                let scan = arena(None);
-                let (order, best) = (0..VARIANTS.len())
-                    .map(|order| (Some(order), arena(Some(order))))
-                    .min_by_key(|&(_, a)| a)
-                    .filter(|&(_, a)| (scan - a) as f64 > budget as f64 * SCAN_PREFERRED_WITHIN)
-                    .unwrap_or((None, scan));
-                // (A scan over the budget: the full finalize repaired it or laid out again.)
-                *faster |= order.is_none() || scan > budget;
-                (order, best as f64 / c.peak_bytes_planned.max(1) as f64)
-            });
-            entries.push(Entry {
-                faster,
-                peak_scheduled,
-                trace,
-                layout,
-            });
+        let entries = samples
+            .iter()
+            .filter_map(|b| self.entry_at(b, budget, opts))
+            .collect();
+        self.keep_atlas(opts, false, entries)
+    }
+
+    /// Prepares an atlas for finalizes whose budget is a fraction of each shape's peak (a
+    /// budget per shape, as `--budget 50%` resolves: half of each shape's program-order peak):
+    /// from the full finalizes at each sample bindings under its own budget (bytes), with
+    /// `opts`'s device, kinds and offsets (its budget is not read). Its entries are keyed by
+    /// the scheduled peak and by the budget as a share of it ([`RELATIVE_WITHIN`]); a later
+    /// finalize under these options at any budget takes the fast path where an entry with a
+    /// share within [`RELATIVE_WITHIN`] of its own serves it (an atlas for its exact budget,
+    /// [`Finalizer::prepare_atlas`], is looked up first). Replaces any such atlas for the same
+    /// options; returns how many entries it holds (as [`Finalizer::prepare_atlas`]).
+    pub fn prepare_atlas_relative(
+        &self,
+        samples: &[(Bindings, i64)],
+        opts: &FinalizeOptions,
+    ) -> usize {
+        if !opts.offsets || self.prepared.len() != 1 {
+            return 0;
         }
+        let entries = samples
+            .iter()
+            .filter_map(|(b, budget)| {
+                let opts = FinalizeOptions {
+                    budget: Some(*budget),
+                    ..opts.clone()
+                };
+                self.entry_at(b, *budget, &opts)
+            })
+            .collect();
+        self.keep_atlas(opts, true, entries)
+    }
+
+    /// Keeps an atlas of `entries` for `opts` (`relative`: keyed by the budget's share of the
+    /// peak, any budget), replacing the one for the same options; its number of entries.
+    fn keep_atlas(&self, opts: &FinalizeOptions, relative: bool, mut entries: Vec<Entry>) -> usize {
         entries.sort_by_key(|e| e.peak_scheduled);
         let n = entries.len();
         let mut atlases = self.atlases.write().unwrap_or_else(|e| e.into_inner());
-        atlases.retain(|a| a.opts.budget != opts.budget || !same_options(&a.opts, opts));
+        atlases.retain(|a| {
+            a.relative != relative
+                || (!relative && a.opts.budget != opts.budget)
+                || !same_options(&a.opts, opts)
+        });
         atlases.push(Atlas {
             opts: opts.clone(),
+            relative,
             entries,
         });
         n
+    }
+
+    /// The entry of the full finalize at sample `b` under `budget` (`opts`), `None` where the
+    /// bindings are invalid or the sample's scheduled peak is within the budget less
+    /// [`UPWARD_SLACK`].
+    fn entry_at(&self, b: &Bindings, budget: i64, opts: &FinalizeOptions) -> Option<Entry> {
+        let first = check_and_choose_variant(&self.plan, b).ok()?;
+        let shaped = self.evaluate(first, b, opts).ok()?;
+        let peak_scheduled = shaped.resident.iter().copied().max().unwrap_or(0);
+        if peak_scheduled <= upward_target(budget) {
+            return None;
+        }
+        let result = self
+            .decide_first(&shaped, b, opts)
+            .map(|c| self.lay_out(c, &shaped, b, opts));
+        // (The fast path replays and lays out once: where the full finalize decided and
+        // laid out once, it costs about as much, and is kept.)
+        let (decided, laid) = (
+            shaped.work.0.load(std::sync::atomic::Ordering::Relaxed),
+            shaped.work.1.load(std::sync::atomic::Ordering::Relaxed),
+        );
+        let mut faster = decided > 1 || laid > 1;
+
+        let mut trace = lock(&shaped.trace)
+            .clone()
+            .or_else(|| lock(&shaped.partial).clone())?;
+        let (v, prep) = self.prepared_variant(shaped.variant);
+        if !trace.has_second_run() {
+            // The greedy's second run (swaps priced at their transfer time), filled as deep
+            // as the first: where the replay's swaps saturate the link, it is replayed too
+            // rather than searched.
+            let mut resident = shaped.resident.clone();
+            let mut options =
+                Options::new(prep, &shaped.vals, &shaped.costs, &shaped.value_bytes, opts);
+            if !v.forced_swaps.is_empty() {
+                forced::take(v, &mut options, &shaped.value_bytes, &mut resident);
+            }
+            let (price, log) = greedy::second_run(
+                &mut options,
+                &prep.cover,
+                v.candidates.len(),
+                &resident,
+                trace.target,
+                trace.scored_over,
+                shaped.costs.step_us(),
+            );
+            trace.push_second_run(price, log);
+        }
+        let layout = result.ok().map(|c| {
+            let faster = &mut faster;
+            let arena = |order| {
+                assign_offsets_order(
+                    v,
+                    &prep.value_live,
+                    &c.value_bytes,
+                    &c.decisions,
+                    c.peak_bytes_planned,
+                    order,
+                )
+                .arena_bytes
+            };
+            // The scan (the cheaper layout) where it packs within `SCAN_PREFERRED_WITHIN`
+            // of the budget of the best anchored order, else that order.
+            let scan = arena(None);
+            let (order, best) = (0..VARIANTS.len())
+                .map(|order| (Some(order), arena(Some(order))))
+                .min_by_key(|&(_, a)| a)
+                .filter(|&(_, a)| (scan - a) as f64 > budget as f64 * SCAN_PREFERRED_WITHIN)
+                .unwrap_or((None, scan));
+            // (A scan over the budget: the full finalize repaired it or laid out again.)
+            *faster |= scan > budget;
+            Layout {
+                order,
+                fragmentation: best as f64 / c.peak_bytes_planned.max(1) as f64,
+            }
+        });
+        Some(Entry {
+            faster,
+            peak_scheduled,
+            budget,
+            trace,
+            layout,
+        })
     }
 
     /// The atlas's result for the plan variant `shaped` evaluated at `b` (see the module
@@ -195,43 +310,79 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         if peak <= upward_target(budget) {
             return None;
         }
-        let (trace, (order, fragmentation)) = {
+        // The nearest entry that serves this shape, with the layout of the nearest feasible
+        // entry that serves it (its own where feasible).
+        let (trace, layout) = {
             let atlases = self.atlases.read().unwrap_or_else(|e| e.into_inner());
-            let atlas = atlases
+            // An atlas for this exact budget, else one keyed by the budget's share of the peak.
+            let fixed = atlases.iter().find(|a| {
+                !a.relative && a.opts.budget == opts.budget && same_options(&a.opts, opts)
+            });
+            // (`None`: any entry serves; else the budget's share of the peak here.)
+            let (atlas, share) = match fixed {
+                Some(a) => (a, None),
+                None => (
+                    atlases
+                        .iter()
+                        .find(|a| a.relative && same_options(&a.opts, opts))?,
+                    Some(budget as f64 / peak.max(1) as f64),
+                ),
+            };
+            let serves =
+                |e: &Entry| share.is_none_or(|share| (e.share() - share).abs() <= RELATIVE_WITHIN);
+            let from = atlas.entries.partition_point(|e| e.peak_scheduled < peak);
+            let (at, e) = atlas.entries[from..]
                 .iter()
-                .find(|a| a.opts.budget == opts.budget && same_options(&a.opts, opts))?;
-            let at = atlas.entries.partition_point(|e| e.peak_scheduled < peak);
-            let e = atlas.entries.get(at).filter(|e| e.faster)?;
-            // The layout of the nearest feasible entry (this one's where feasible).
-            let layout = atlas.entries[..=at]
+                .enumerate()
+                .find(|&(_, e)| serves(e))
+                .map(|(k, e)| (from + k, e))?;
+            if !e.faster {
+                return None;
+            }
+            let mut layout = atlas.entries[..=at]
                 .iter()
                 .rev()
                 .chain(&atlas.entries[at + 1..])
+                .filter(|&e| serves(e))
                 .find_map(|e| e.layout)?;
+            // The shape lies between this entry and the nearest feasible one below it that
+            // serves it: aimed under the larger of their fragmentations.
+            if let Some(below) = atlas.entries[..from]
+                .iter()
+                .rev()
+                .filter(|&e| serves(e))
+                .find_map(|e| e.layout)
+            {
+                layout.fragmentation = layout.fragmentation.max(below.fragmentation);
+            }
             (e.trace.clone(), layout)
         };
         let (v, prep) = self.prepared_variant(shaped.variant);
         if surely_infeasible(v, prep, shaped, opts, budget) {
             return None;
         }
-        let mut target = ((budget as f64 / fragmentation.max(1.0)) as i64
+        let mut target = ((budget as f64 / layout.fragmentation.max(1.0)) as i64
             - (budget as f64 * ATLAS_MARGIN) as i64)
             .min(upward_target(budget));
-        for _ in 0..ATLAS_TRIES {
-            let replay = trace.retargeted(target);
-            let mut c =
-                finalize_prepared(v, prep, shaped, b, opts, Some(target), Some(&replay))?.ok()?;
-            if c.peak_bytes_planned > budget {
-                return None;
-            }
-            let arena = assign_offsets_order(
+        let lay = |c: &ConcretePlan, order| {
+            assign_offsets_order(
                 v,
                 &prep.value_live,
                 &c.value_bytes,
                 &c.decisions,
                 c.peak_bytes_planned,
                 order,
-            );
+            )
+        };
+        for _ in 0..ATLAS_TRIES {
+            // (The log replayed, then the greedy's search from there where it runs out.)
+            let replay = trace.retargeted(target);
+            let mut c =
+                finalize_prepared(v, prep, shaped, b, opts, Some(target), Some(&replay))?.ok()?;
+            if c.peak_bytes_planned > budget {
+                return None;
+            }
+            let arena = lay(&c, layout.order);
             if arena.arena_bytes <= budget {
                 c.arena = arena;
                 self.atlas_hits

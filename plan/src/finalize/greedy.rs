@@ -502,6 +502,10 @@ pub(super) struct Trace {
     /// The target the options were scored over ([`Options::score_over`]), bytes.
     pub scored_over: i64,
     runs: Vec<(f64, Vec<OptionIx>)>,
+    /// Where a run's log runs out before the peak is within the budget, [`replay`] goes on
+    /// searching from the state the log reached (a log kept from other bindings,
+    /// [`Trace::retargeted`]); else it gives `None`.
+    searches_on: bool,
 }
 
 impl Trace {
@@ -513,8 +517,51 @@ impl Trace {
             target: i64::MIN,
             scored_over,
             runs: self.runs.clone(),
+            searches_on: true,
         }
     }
+
+    /// Whether it holds the log of [`choose`]'s second run (swaps priced at least their
+    /// transfer time), which [`replay`] replays where the first run's swaps saturate the link
+    /// (else it runs that search).
+    pub fn has_second_run(&self) -> bool {
+        self.runs.len() > 1
+    }
+
+    /// Adds the log of a second run, its swaps priced at least `link_price` times their
+    /// transfer time ([`second_run`]); kept only where the trace holds one run.
+    pub fn push_second_run(&mut self, link_price: f64, log: Vec<OptionIx>) {
+        if self.runs.len() == 1 {
+            self.runs.push((link_price, log));
+        }
+    }
+}
+
+/// The options the second run of [`choose`] (swaps priced at least their transfer time,
+/// link price 1) sets, in order, filled to `budget` with the options scored over
+/// `scored_over` bytes, from `resident`: as far as it got where it does not meet `budget`.
+/// With the link price, for [`Trace::push_second_run`]: a kept log ([`crate::finalize`]'s
+/// atlas) then replays that run where it would be searched.
+pub(super) fn second_run(
+    options: &mut Options<'_>,
+    cover: &CoverNodes,
+    candidates: usize,
+    resident: &[i64],
+    budget: i64,
+    scored_over: i64,
+    step_us: f64,
+) -> (f64, Vec<OptionIx>) {
+    let run = Run {
+        cover,
+        candidates,
+        budget,
+        step_us,
+    };
+    options.score_over(Some((resident, scored_over.max(budget))));
+    let mut tree = PeakTree::new(resident);
+    let mut g = run.greedy(options, &mut tree, 1.0);
+    g.fill();
+    (1.0, std::mem::take(&mut g.log))
 }
 
 /// Chooses decisions until `tree`'s peak is at most `budget` (see the module docs); `tree`
@@ -578,6 +625,7 @@ pub(super) fn choose(
         target: budget,
         scored_over: budget,
         runs: vec![(0.0, first.2)],
+        searches_on: false,
     };
     if !first.1 {
         return Ok((first.0, Some(trace)));
@@ -628,6 +676,7 @@ pub(super) fn trace(
         target: if met { budget } else { g.lowest },
         scored_over,
         runs: vec![(0.0, std::mem::take(&mut g.log))],
+        searches_on: false,
     };
     if !met {
         return Err(trace);
@@ -664,13 +713,14 @@ pub(super) fn replay(
     };
     options.score_over(Some((resident, trace.scored_over)));
     let mut tree = PeakTree::new(resident);
-    let first = run.replayed(options, &mut tree, 0.0, &trace.runs.first()?.1)?;
+    let on = trace.searches_on;
+    let first = run.replayed(options, &mut tree, 0.0, &trace.runs.first()?.1, on)?;
     if !first.1 {
         return Some(first.0);
     }
     tree = PeakTree::new(resident);
     let second = match trace.runs.get(1) {
-        Some((price, log)) => run.replayed(options, &mut tree, *price, log),
+        Some((price, log)) => run.replayed(options, &mut tree, *price, log, on),
         None => run.decide(options, &mut tree, 1.0).ok(),
     };
     match second {
@@ -707,18 +757,26 @@ impl Run<'_> {
     }
 
     /// As [`Run::decide`] with the fill replayed from `log` (the options a fill at a budget
-    /// no larger set) until the peak is within the budget; `None` when `log` runs out first.
+    /// no larger set) until the peak is within the budget; where `log` runs out first, `None`,
+    /// or with `search_on` the greedy's fill from there (`None` where it does not meet the
+    /// budget).
     fn replayed(
         &self,
         options: &mut Options<'_>,
         tree: &mut PeakTree,
         link_price: f64,
         log: &[OptionIx],
+        search_on: bool,
     ) -> Option<(Chosen, bool, Vec<OptionIx>)> {
         let mut g = self.greedy(options, tree, link_price);
         let mut next = log.iter();
         while g.tree.max() > self.budget {
-            let &i = next.next()?;
+            let Some(&i) = next.next() else {
+                if search_on && g.fill() {
+                    break;
+                }
+                return None;
+            };
             // (An option absent at these bindings: a log kept from other bindings, an atlas's.)
             if !g.options.present(i) {
                 continue;

@@ -61,10 +61,12 @@
 //!
 //! # A plan atlas
 //! A caller that holds one budget can prepare an atlas for it ([`Finalizer::prepare_atlas`],
-//! `finalize/atlas.rs`): a finalize then replays a neighbouring sample's greedy picks and lays
-//! out the arena in that sample's best layout order (one replay and one one-order layout,
-//! twice at most), checks the arena against the budget, and falls back to the path above
-//! where it does not fit. Results depend on the atlas's samples, never on the shapes
+//! `finalize/atlas.rs`), and one whose budget is a share of each shape's peak (`--budget
+//! 50%`) an atlas keyed by that share ([`Finalizer::prepare_atlas_relative`]): a finalize
+//! then replays a neighbouring sample's greedy picks (searching on from where they run out)
+//! and lays out the arena in that sample's best layout order (one replay and one one-order
+//! layout, twice at most), checks the arena against the budget, and falls back to the path
+//! above where it does not fit. Results depend on the atlas's samples, never on the shapes
 //! finalized before.
 //!
 //! # Cost
@@ -110,7 +112,7 @@ use crate::arena::{assign_offsets_live, Arena};
 use crate::device::{DeviceId, DeviceProfile};
 use crate::format::{CandidateId, Decision, DecisionKind, Plan, ProgPoint};
 use crate::index::{ExprValues, PointIx};
-pub use atlas::ATLAS_MARGIN;
+pub use atlas::{ATLAS_MARGIN, RELATIVE_WITHIN};
 use ebb_ir::dim::DimError;
 use ebb_ir::{Bindings, DimExpr};
 use options::Options;
