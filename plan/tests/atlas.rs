@@ -10,7 +10,7 @@ use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer
 use ebb_plan::format::Plan;
 
 /// What a result is compared by: decisions, planned peak, arena size and every offset.
-fn key(r: &Result<ConcretePlan, FinalizeError>) -> String {
+pub(crate) fn key(r: &Result<ConcretePlan, FinalizeError>) -> String {
     match r {
         Ok(c) => format!(
             "{:?}|{}|{}|{:?}",
@@ -27,7 +27,7 @@ fn key(r: &Result<ConcretePlan, FinalizeError>) -> String {
     }
 }
 
-fn shape(s: i64) -> Bindings {
+pub(crate) fn shape(s: i64) -> Bindings {
     Bindings::parse(&format!("B=2,S={s}")).unwrap()
 }
 

@@ -11,33 +11,12 @@
 //! shares of 70–80% of the peak the fast path here adds up to 4 points more than the full
 //! finalize (at 85–95%, within 0.2), so the test holds to those shares.
 
+use super::atlas::{key, shape};
 use super::replay::random_plan;
-use ebb_ir::{Bindings, BindingsExt};
+use ebb_ir::Bindings;
 use ebb_plan::arena::check_layout;
-use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
+use ebb_plan::finalize::{ConcretePlan, FinalizeOptions, Finalizer};
 use ebb_plan::format::Plan;
-
-/// What a result is compared by: decisions, planned peak, arena size and every offset.
-fn key(r: &Result<ConcretePlan, FinalizeError>) -> String {
-    match r {
-        Ok(c) => format!(
-            "{:?}|{}|{}|{:?}",
-            c.decisions,
-            c.peak_bytes_planned,
-            c.arena.arena_bytes,
-            c.arena
-                .allocations
-                .iter()
-                .map(|a| a.offset)
-                .collect::<Vec<_>>()
-        ),
-        Err(e) => format!("{e}"),
-    }
-}
-
-fn shape(s: i64) -> Bindings {
-    Bindings::parse(&format!("B=2,S={s}")).unwrap()
-}
 
 /// The budget at `s`: `share` of the scheduled peak there.
 fn budget_at(plan: &Plan, s: i64, share: f64) -> i64 {
