@@ -176,8 +176,11 @@ impl BufferPool {
 }
 
 /// Buffers smaller than this are left to the allocator (small blocks are cheap to allocate
-/// and come from memory the process already touched).
-pub const RECYCLE_MIN_BYTES: u64 = 64 << 10;
+/// and come from memory the process already touched). From this size on, a recycled buffer
+/// also saves the zeroing of a new one (`calloc`'s `memset`, which every taker overwrites):
+/// in a scanned RNN's loop body, whose results of a few KiB are made at every iteration, the
+/// zeroing was about a tenth of the step's instructions, more than the pool's lock and lookup.
+pub const RECYCLE_MIN_BYTES: u64 = 8 << 10;
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<BufferPool>>> = const { RefCell::new(None) };
