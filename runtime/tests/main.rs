@@ -11,6 +11,7 @@ mod exec_dot;
 mod exec_dot_half;
 mod exec_elementwise;
 mod exec_elementwise_kernels;
+mod exec_fast_paths;
 mod exec_fastmath;
 mod exec_fusion;
 mod exec_gather_scatter;

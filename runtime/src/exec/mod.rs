@@ -303,6 +303,8 @@ pub struct Program<'g> {
     /// Small `constant` and `dim_constant` results, by step: computed at the first run and
     /// shared by the later ones (the bindings are fixed, so they never change).
     consts: Vec<std::sync::OnceLock<Tensor>>,
+    /// The node of each step, by step (looked up once, not at every run of a loop body).
+    nodes: Vec<&'g Node>,
 }
 
 /// `constant` and `dim_constant` results of at most this many bytes are computed once per
@@ -351,6 +353,7 @@ impl<'g> Program<'g> {
         let consts = (0..prep.steps.len())
             .map(|_| std::sync::OnceLock::new())
             .collect();
+        let nodes = prep.steps.iter().map(|s| g.node(s.node)).collect();
         Program {
             g,
             executor: Executor::default(),
@@ -360,6 +363,7 @@ impl<'g> Program<'g> {
             prep,
             timed: true,
             consts,
+            nodes,
         }
     }
 
@@ -494,6 +498,8 @@ impl<'g> Program<'g> {
         // An op's time runs from the end of the previous op (or of its own regenerations and
         // reloads) to its own end: one clock read per op.
         let mut clock = self.timed.then(Instant::now);
+        // Each step's results, moved out into their slots: one vector for the whole run.
+        let mut results: Vec<Tensor> = Vec::new();
         for (p, s) in self.prep.steps.iter().enumerate() {
             if let Some(back) = events.and_then(|e| e.before.get(p)) {
                 let t0 = Instant::now();
@@ -509,7 +515,7 @@ impl<'g> Program<'g> {
                 stats.regen_time += t1 - t0;
                 clock = clock.map(|_| t1);
             }
-            let node = g.node(s.node);
+            let node = self.nodes[p];
             let mut operands = Vec::with_capacity(s.operands.len());
             for (k, &v) in s.operands.iter().enumerate() {
                 let slot = &mut slots[v as usize];
@@ -526,12 +532,14 @@ impl<'g> Program<'g> {
                 .as_ref()
                 .map(|pl| (pl, pl.slots(&s.out, s.first_result, &s.in_place)));
             let outside = match arena {
-                Some(_) => placement::outside_arena(&s.in_place, &operands),
-                None => Vec::new(),
+                Some(_) if !s.in_place.is_empty() => {
+                    placement::outside_arena(&s.in_place, &operands)
+                }
+                _ => Vec::new(),
             };
-            let (results, transient) =
-                self.run_kernel(p, s, operands, arena.as_ref().map(|a| &a.1))?;
-            for (i, mut t) in results.into_iter().enumerate() {
+            let transient =
+                self.run_kernel_into(p, s, operands, arena.as_ref().map(|a| &a.1), &mut results)?;
+            for (i, mut t) in results.drain(..).enumerate() {
                 let v = s.first_result + i as u32;
                 // A result nothing reads (freed at its own point: a `while`'s carried value
                 // returned unchanged, which no op uses) is not copied to its range.
@@ -585,13 +593,19 @@ impl<'g> Program<'g> {
             on_point(p);
         }
         let mut outs = Vec::with_capacity(self.prep.outputs.len());
-        for (i, &v) in self.prep.outputs.iter().enumerate() {
-            let t = slots[v as usize]
-                .clone()
-                .ok_or_else(|| ExecError::Schedule {
-                    graph: g.name.clone(),
-                    msg: format!("output {i} was not computed"),
-                })?;
+        let outputs = &self.prep.outputs;
+        for (i, &v) in outputs.iter().enumerate() {
+            // The run ends here: a value's slot is moved out at its last mention as an output.
+            let slot = &mut slots[v as usize];
+            let t = if outputs[i + 1..].contains(&v) {
+                slot.clone()
+            } else {
+                slot.take()
+            };
+            let t = t.ok_or_else(|| ExecError::Schedule {
+                graph: g.name.clone(),
+                msg: format!("output {i} was not computed"),
+            })?;
             // A view reads an input of this run in place: it leaves the run as a copy, so
             // that it never keeps that input's buffer alive beyond the run.
             outs.push(if t.data().is_view() { t.deep_copy() } else { t });
@@ -611,7 +625,22 @@ impl Program<'_> {
         operands: Vec<Tensor>,
         slots: Option<&placement::Slots>,
     ) -> Result<(Vec<Tensor>, u64), ExecError> {
-        let node = self.g.node(s.node);
+        let mut results = Vec::with_capacity(s.out.len());
+        let transient = self.run_kernel_into(p, s, operands, slots, &mut results)?;
+        Ok((results, transient))
+    }
+
+    /// [`Program::run_kernel`] appending the results to `results` (empty on entry, so that a
+    /// run reuses one vector for every step). Returns the op's region transient bytes.
+    fn run_kernel_into(
+        &self,
+        p: usize,
+        s: &Step,
+        operands: Vec<Tensor>,
+        slots: Option<&placement::Slots>,
+        results: &mut Vec<Tensor>,
+    ) -> Result<u64, ExecError> {
+        let node = self.nodes[p];
         let constant = matches!(node.op, Op::Constant(_) | Op::DimConstant(_)) && slots.is_none();
         if let Some(t) = self
             .consts
@@ -619,7 +648,8 @@ impl Program<'_> {
             .and_then(|c| c.get())
             .filter(|_| constant)
         {
-            return Ok((vec![t.clone()], 0));
+            results.push(t.clone());
+            return Ok(0);
         }
         let ctx = Ctx {
             node,
@@ -635,7 +665,7 @@ impl Program<'_> {
             launch: Some(&s.launch),
             regions: &s.regions,
         };
-        let results = dispatch(&ctx, operands).map_err(|e| match e {
+        dispatch(&ctx, operands, results).map_err(|e| match e {
             KernelFailure::Op(source) => op_err(node, source),
             KernelFailure::Exec(e) => e,
         })?;
@@ -668,7 +698,7 @@ impl Program<'_> {
                 ));
             }
         }
-        Ok((results, ctx.transient.get()))
+        Ok(ctx.transient.get())
     }
 }
 
@@ -814,14 +844,15 @@ pub(crate) fn arity(ops: &[Tensor], n: usize, op: OpKind) -> Result<(), OpError>
     Ok(())
 }
 
-fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
+/// Runs the kernel of `ctx`'s op on `ops`, appending its results to `out` (a single result is
+/// pushed, without a vector of its own).
+fn dispatch(ctx: &Ctx, ops: Vec<Tensor>, out: &mut Vec<Tensor>) -> Result<(), KernelFailure> {
     let kind = ctx.node.kind();
-    let one = |t: Result<Tensor, OpError>| t.map(|t| vec![t]).map_err(KernelFailure::Op);
     match &ctx.node.op {
         Op::Input(_) => Err(OpError::Invalid("an input cannot be executed".into()).into()),
-        Op::Constant(lit) => one(shape_ops::constant(ctx, lit)),
-        Op::DimConstant(vals) => one(shape_ops::dim_constant(ctx, vals)),
-        _ if kind.is_elementwise() => one(elementwise::run(ctx, ops)),
+        Op::Constant(lit) => one(out, shape_ops::constant(ctx, lit)),
+        Op::DimConstant(vals) => one(out, shape_ops::dim_constant(ctx, vals)),
+        _ if kind.is_elementwise() => one(out, elementwise::run(ctx, ops)),
         Op::BroadcastInDim(_)
         | Op::Reshape(_)
         | Op::Transpose(_)
@@ -831,30 +862,36 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
         | Op::DynamicUpdateSlice
         | Op::Pad(_)
         | Op::Reverse(_)
-        | Op::Iota(_) => one(shape_ops::run(ctx, ops)),
-        Op::Reduce(dims) => Ok(reduce::reduce(ctx, dims, ops)?),
-        Op::ReduceWindow(w) => Ok(reduce::reduce_window(ctx, w, ops)?),
-        Op::SelectAndScatter(w) => one(reduce::select_and_scatter(ctx, w, ops)),
-        Op::DotGeneral(dd) => one(dot::dot_general(ctx, dd, ops)),
-        Op::Convolution(spec) => one(conv::convolution(ctx, spec, ops)),
-        Op::Gather(gd) => one(gather_scatter::gather(ctx, gd, ops)),
-        Op::Scatter(sd) => Ok(gather_scatter::scatter(ctx, sd, ops)?),
-        Op::While => Ok(control::while_loop(ctx, ops)?),
-        Op::Case => Ok(control::case(ctx, ops)?),
-        Op::RngBitGenerator(spec) => Ok(random::rng_bit_generator(ctx, spec, ops)?),
+        | Op::Iota(_) => one(out, shape_ops::run(ctx, ops)),
+        Op::Reduce(dims) => many(out, reduce::reduce(ctx, dims, ops).map_err(Into::into)),
+        Op::ReduceWindow(w) => many(out, reduce::reduce_window(ctx, w, ops).map_err(Into::into)),
+        Op::SelectAndScatter(w) => one(out, reduce::select_and_scatter(ctx, w, ops)),
+        Op::DotGeneral(dd) => one(out, dot::dot_general(ctx, dd, ops)),
+        Op::Convolution(spec) => one(out, conv::convolution(ctx, spec, ops)),
+        Op::Gather(gd) => one(out, gather_scatter::gather(ctx, gd, ops)),
+        Op::Scatter(sd) => many(
+            out,
+            gather_scatter::scatter(ctx, sd, ops).map_err(Into::into),
+        ),
+        Op::While => many(out, control::while_loop(ctx, ops)),
+        Op::Case => many(out, control::case(ctx, ops)),
+        Op::RngBitGenerator(spec) => many(
+            out,
+            random::rng_bit_generator(ctx, spec, ops).map_err(Into::into),
+        ),
         Op::Fusion(_) if ctx.executor != Executor::Reference => match jit::fusion(ctx, ops) {
-            Ok(r) => r,
-            Err(ops) => fusion::fusion(ctx, ops),
+            Ok(r) => many(out, r),
+            Err(ops) => many(out, fusion::fusion(ctx, ops)),
         },
-        Op::Fusion(_) => fusion::fusion(ctx, ops),
-        Op::Sort(spec) => Ok(sort::sort(ctx, spec, ops)?),
+        Op::Fusion(_) => many(out, fusion::fusion(ctx, ops)),
+        Op::Sort(spec) => many(out, sort::sort(ctx, spec, ops).map_err(Into::into)),
         // The placement is the plan's business (a swap it performs around the op); the value
         // itself passes through.
-        Op::OptimizationBarrier => Ok(ops),
+        Op::OptimizationBarrier => many(out, Ok(ops)),
         Op::AnnotateDevicePlacement(_) => {
             let mut ops = ops;
             ops.truncate(1);
-            Ok(ops)
+            many(out, Ok(ops))
         }
         Op::CustomCall(cc) => Err(KernelFailure::Exec(ExecError::Unsupported {
             op: kind.name().into(),
@@ -867,4 +904,21 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
             loc: loc_of(ctx.node),
         })),
     }
+}
+
+/// Appends a kernel's single result to `out`.
+fn one(out: &mut Vec<Tensor>, t: Result<Tensor, OpError>) -> Result<(), KernelFailure> {
+    out.push(t?);
+    Ok(())
+}
+
+/// Appends a kernel's results to `out` (empty on entry: the kernel's vector becomes it).
+fn many(out: &mut Vec<Tensor>, r: Result<Vec<Tensor>, KernelFailure>) -> Result<(), KernelFailure> {
+    let r = r?;
+    if out.is_empty() {
+        *out = r;
+    } else {
+        out.extend(r);
+    }
+    Ok(())
 }

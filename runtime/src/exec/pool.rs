@@ -17,6 +17,7 @@ use crate::tensor::{Buf, Data, Elem};
 use ebb_ir::DType;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Freed buffers by `(element type, length)`, at most a capacity in bytes; see the module docs.
@@ -27,10 +28,48 @@ pub struct BufferPool {
 
 #[derive(Debug, Default)]
 struct Inner {
-    free: HashMap<(DType, usize), Vec<Data>>,
+    free: HashMap<(DType, usize), Vec<Data>, BuildHasherDefault<KeyHasher>>,
     bytes: u64,
     capacity: u64,
     reused_bytes: u64,
+}
+
+/// The hasher of the pool's keys (an element type and a length, hashed at every result a
+/// kernel takes): a multiply-rotate mix of the words written, as rustc's `FxHasher` (the keys
+/// are the process's own sizes, no adversary picks them).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+
+    fn write_isize(&mut self, x: isize) {
+        self.write_u64(x as u64);
+    }
+
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(u64::from(x));
+    }
+
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(u64::from(x));
+    }
 }
 
 fn bytes_of(dtype: DType, n: usize) -> u64 {
@@ -137,8 +176,11 @@ impl BufferPool {
 }
 
 /// Buffers smaller than this are left to the allocator (small blocks are cheap to allocate
-/// and come from memory the process already touched).
-pub const RECYCLE_MIN_BYTES: u64 = 64 << 10;
+/// and come from memory the process already touched). From this size on, a recycled buffer
+/// also saves the zeroing of a new one (`calloc`'s `memset`, which every taker overwrites):
+/// in a scanned RNN's loop body, whose results of a few KiB are made at every iteration, the
+/// zeroing was about a tenth of the step's instructions, more than the pool's lock and lookup.
+pub const RECYCLE_MIN_BYTES: u64 = 8 << 10;
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<BufferPool>>> = const { RefCell::new(None) };

@@ -10,10 +10,11 @@
 //! for `compare`, whose direction is mirrored when the operands are swapped).
 
 use super::scalar_body::ScalarBody;
-use super::{program_schedule, Ctx, Program};
+use super::{program_schedule, Ctx, Prepared, Program};
 use crate::error::OpError;
 use crate::tensor::{Scalar, Tensor};
 use ebb_ir::{Bindings, Graph, Op, Relation, ValueRef};
+use std::sync::Arc;
 
 /// An associative, commutative combiner recognized in a region.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -44,10 +45,25 @@ pub(crate) enum Body {
 pub(crate) struct RegionFn<'g> {
     pub body: Body,
     name: &'static str,
-    prog: Program<'g>,
+    /// The region graph.
+    graph: &'g Graph,
+    /// What its program is made from, at the first call that runs it.
+    source: Source,
+    /// The region's program, made at the first call that runs it (a recognized body, or one
+    /// compiled to scalar instructions, never does: the callers of a reduction or a sort made
+    /// per op execution do not prepare a program they do not run).
+    prog: std::sync::OnceLock<Program<'g>>,
     /// The region compiled to scalar instructions where its body is not recognized and its
     /// ops allow ([`ScalarBody::compile`]); [`RegionFn::call`] then runs it instead of `prog`.
     scalar: Option<ScalarBody>,
+}
+
+/// What a [`RegionFn`]'s program is made from.
+enum Source {
+    /// The region's prepared program, kept by the enclosing op.
+    Prepared(Arc<Prepared>),
+    /// The bindings, to prepare it at.
+    Bindings(Bindings),
 }
 
 /// Recognizes the body of `r` (see the module docs).
@@ -109,22 +125,23 @@ fn general(body: &Body, r: &Graph) -> Option<ScalarBody> {
 
 impl<'g> RegionFn<'g> {
     /// Prepares region `r` (named `name` in errors) at `bindings`.
+    ///
+    /// # Errors
+    /// None at present: a region whose types cannot be evaluated at `bindings` fails at the
+    /// first call that runs its program.
     pub fn new(
         r: &'g Graph,
         name: &'static str,
         bindings: &Bindings,
     ) -> Result<RegionFn<'g>, OpError> {
-        let prog =
-            Program::new(r, &program_schedule(r), bindings).map_err(|e| OpError::Region {
-                region: name.into(),
-                source: Box::new(e),
-            })?;
         let body = recognize(r);
         Ok(RegionFn {
             scalar: general(&body, r),
             body,
             name,
-            prog,
+            graph: r,
+            source: Source::Bindings(bindings.clone()),
+            prog: std::sync::OnceLock::new(),
         })
     }
 
@@ -161,8 +178,26 @@ impl<'g> RegionFn<'g> {
             scalar: prep.scalar.get_or_init(|| general(&body, r)).clone(),
             body,
             name,
-            prog: Program::from_prepared(r, prep),
+            graph: r,
+            source: Source::Prepared(prep),
+            prog: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The region's program, made at the first call.
+    fn prog(&self) -> Result<&Program<'g>, OpError> {
+        if let Some(p) = self.prog.get() {
+            return Ok(p);
+        }
+        let p = match &self.source {
+            Source::Prepared(prep) => Program::from_prepared(self.graph, prep.clone()),
+            Source::Bindings(b) => Program::new(self.graph, &program_schedule(self.graph), b)
+                .map_err(|e| OpError::Region {
+                    region: self.name.into(),
+                    source: Box::new(e),
+                })?,
+        };
+        Ok(self.prog.get_or_init(|| p))
     }
 
     /// Evaluates the region on scalar arguments.
@@ -175,7 +210,7 @@ impl<'g> RegionFn<'g> {
             return Ok(v);
         }
         let inputs = args.iter().map(|&s| Tensor::scalar(s)).collect();
-        let (outs, _) = self.prog.run(inputs).map_err(|e| OpError::Region {
+        let (outs, _) = self.prog()?.run(inputs).map_err(|e| OpError::Region {
             region: self.name.into(),
             source: Box::new(e),
         })?;
