@@ -235,10 +235,18 @@ impl PeakTree {
     /// `{ add all; max() <= budget }`, in O(k log k + k log n) for k adds. The adds cut the
     /// points into at most 2k runs of one summed delta; only the runs where it is positive
     /// can rise, each checked by [`PeakTree::max_in`] (the rest stay at most the current
-    /// maximum, which must itself be within `budget`).
+    /// maximum). Where the current maximum already exceeds `budget`, or for more than 8
+    /// adds, the adds are applied to a copy (O(n); never in the greedy's second look).
     pub fn fits_with(&self, adds: &[(usize, usize, i64)], budget: i64) -> bool {
+        let applied = || {
+            let mut t = self.clone();
+            for &(l, r, d) in adds {
+                t.add(l, r, d);
+            }
+            t.max() <= budget
+        };
         if self.max() > budget {
-            return false;
+            return applied();
         }
         // Clamped as `add` clamps: adds past the last point, empty or zero ones, drop out.
         let mut live = [(0usize, 0usize, 0i64); 8];
@@ -248,12 +256,7 @@ impl PeakTree {
                 continue;
             }
             if k == live.len() {
-                // More adds than the probe holds: apply them to a copy (never in this crate).
-                let mut t = self.clone();
-                for &(l, r, d) in adds {
-                    t.add(l, r, d);
-                }
-                return t.max() <= budget;
+                return applied();
             }
             live[k] = (l, r.min(self.n - 1), d);
             k += 1;
