@@ -22,3 +22,20 @@ proptest! {
         prop_assert_eq!(t.values(), a);
     }
 }
+
+proptest! {
+    /// `PeakTree::fits_with` (a probe without applying) against applying the adds to a copy
+    /// and reading the maximum; adds may run past the last point, be empty or be zero.
+    #[test]
+    fn fits_with_matches_applying(init in prop::collection::vec(-1000i64..1000, 1..40),
+                                  adds in prop::collection::vec((0usize..45, 0usize..45, -800i64..800), 0..10),
+                                  slack in -300i64..300) {
+        let t = PeakTree::new(&init);
+        let budget = t.max() + slack;
+        let mut applied = t.clone();
+        for &(l, r, d) in &adds {
+            applied.add(l, r, d);
+        }
+        prop_assert_eq!(t.fits_with(&adds, budget), applied.max() <= budget);
+    }
+}

@@ -421,30 +421,34 @@ impl<'a, 'o> Greedy<'a, 'o> {
             for k in 0..self.order.len() {
                 let c = self.order[k];
                 let Some(i) = self.state[c] else { continue };
-                for j in self.of(c) {
-                    if j == i {
-                        continue;
-                    }
-                    let (oi, oj) = (self.options.get(i), self.options.get(j));
-                    let before = *recompute_us + self.link.exposed();
-                    let mut next = self.link;
-                    next.add(&oi, -1.0);
-                    next.add(&oj, 1.0);
-                    let rec = *recompute_us - recompute_of(&oi) + recompute_of(&oj);
-                    if rec + next.exposed() >= before - 1e-9 * before.max(1.0) {
-                        continue;
-                    }
+                // The candidate's other option, if present (one per kind at most: the order
+                // of `Greedy::of` does not matter here).
+                let options = &*self.options;
+                let Some(j) = options
+                    .of_candidate(c)
+                    .find(|&j| j != i && options.present(j))
+                else {
+                    continue;
+                };
+                let (oi, oj) = (self.options.get(i), self.options.get(j));
+                let before = *recompute_us + self.link.exposed();
+                let mut next = self.link;
+                next.add(&oi, -1.0);
+                next.add(&oj, 1.0);
+                let rec = *recompute_us - recompute_of(&oi) + recompute_of(&oj);
+                if rec + next.exposed() >= before - 1e-9 * before.max(1.0) {
+                    continue;
+                }
+                // Probed without touching the tree (most improving switches miss the budget).
+                let [a, b] = oi.adds(-1);
+                let [x, y] = oj.adds(1);
+                if self.tree.fits_with(&[a, b, x, y], self.budget) {
                     oi.apply(self.tree, -1);
                     oj.apply(self.tree, 1);
-                    if self.tree.max() <= self.budget {
-                        self.state[c] = Some(j);
-                        self.link = next;
-                        *recompute_us = rec;
-                        improved = true;
-                        break;
-                    }
-                    oj.apply(self.tree, -1);
-                    oi.apply(self.tree, 1);
+                    self.state[c] = Some(j);
+                    self.link = next;
+                    *recompute_us = rec;
+                    improved = true;
                 }
             }
             if !improved {

@@ -54,6 +54,18 @@ impl PricedOption {
         self.window.contains(p)
     }
 
+    /// The range adds ([`PeakTree::add`]'s arguments) that apply (`sign` = 1) or undo
+    /// (`sign` = −1) the option: what [`PricedOption::apply`] adds.
+    #[inline]
+    pub fn adds(&self, sign: i64) -> [(usize, usize, i64); 2] {
+        let w = self.window;
+        let t = w.after();
+        [
+            (w.start.index(), w.end.index(), -sign * self.bytes),
+            (t, t, sign * self.transient),
+        ]
+    }
+
     /// Applies (`sign` = 1) or undoes (`sign` = −1) the option on `tree`.
     #[inline]
     pub fn apply(&self, tree: &mut PeakTree, sign: i64) {

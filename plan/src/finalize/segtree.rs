@@ -229,6 +229,63 @@ impl PeakTree {
         left.max(right).unwrap_or(i64::MIN)
     }
 
+    /// Whether the maximum over all points stays at most `budget` with the range adds `adds`
+    /// (`(l, r, delta)`: `delta` bytes at every point of `[l, r]`, inclusive, as
+    /// [`PeakTree::add`] takes them) applied, without applying them: exactly
+    /// `{ add all; max() <= budget }`, in O(k log k + k log n) for k adds. The adds cut the
+    /// points into at most 2k runs of one summed delta; only the runs where it is positive
+    /// can rise, each checked by [`PeakTree::max_in`] (the rest stay at most the current
+    /// maximum). Where the current maximum already exceeds `budget`, or for more than 8
+    /// adds, the adds are applied to a copy (O(n); never in the greedy's second look).
+    pub fn fits_with(&self, adds: &[(usize, usize, i64)], budget: i64) -> bool {
+        let applied = || {
+            let mut t = self.clone();
+            for &(l, r, d) in adds {
+                t.add(l, r, d);
+            }
+            t.max() <= budget
+        };
+        if self.max() > budget {
+            return applied();
+        }
+        // Clamped as `add` clamps: adds past the last point, empty or zero ones, drop out.
+        let mut live = [(0usize, 0usize, 0i64); 8];
+        let mut k = 0;
+        for &(l, r, d) in adds {
+            if l > r || l >= self.n || d == 0 {
+                continue;
+            }
+            if k == live.len() {
+                return applied();
+            }
+            live[k] = (l, r.min(self.n - 1), d);
+            k += 1;
+        }
+        let live = &live[..k];
+        let mut cuts = [0usize; 16];
+        for (j, &(l, r, _)) in live.iter().enumerate() {
+            cuts[2 * j] = l;
+            cuts[2 * j + 1] = r + 1;
+        }
+        let cuts = &mut cuts[..2 * k];
+        cuts.sort_unstable();
+        for w in cuts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if a == b {
+                continue;
+            }
+            let delta: i64 = live
+                .iter()
+                .filter(|&&(l, r, _)| l <= a && a <= r)
+                .map(|&(_, _, d)| d)
+                .sum();
+            if delta > 0 && self.max_in(a, b - 1) + delta > budget {
+                return false;
+            }
+        }
+        true
+    }
+
     /// The maximum over all points and the first point where it is reached.
     pub fn argmax(&self) -> (i64, usize) {
         let best = self.max[1];
