@@ -17,7 +17,6 @@ use crate::tensor::{Buf, Data, Elem};
 use ebb_ir::DType;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Freed buffers by `(element type, length)`, at most a capacity in bytes; see the module docs.
@@ -28,48 +27,10 @@ pub struct BufferPool {
 
 #[derive(Debug, Default)]
 struct Inner {
-    free: HashMap<(DType, usize), Vec<Data>, BuildHasherDefault<KeyHasher>>,
+    free: HashMap<(DType, usize), Vec<Data>, rustc_hash::FxBuildHasher>,
     bytes: u64,
     capacity: u64,
     reused_bytes: u64,
-}
-
-/// The hasher of the pool's keys (an element type and a length, hashed at every result a
-/// kernel takes): a multiply-rotate mix of the words written, as rustc's `FxHasher` (the keys
-/// are the process's own sizes, no adversary picks them).
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_usize(&mut self, x: usize) {
-        self.write_u64(x as u64);
-    }
-
-    fn write_isize(&mut self, x: isize) {
-        self.write_u64(x as u64);
-    }
-
-    fn write_u8(&mut self, x: u8) {
-        self.write_u64(u64::from(x));
-    }
-
-    fn write_u32(&mut self, x: u32) {
-        self.write_u64(u64::from(x));
-    }
 }
 
 fn bytes_of(dtype: DType, n: usize) -> u64 {
