@@ -143,6 +143,18 @@ fn jax_argsort_comparator_sorts_by_its_canonical_keys() {
     }
 }
 
+/// `jnp.argmax` of `v` by its definition: the first NaN's index where `v` has one, otherwise
+/// the first index of the largest value.
+fn argmax_of(v: &[f32]) -> i32 {
+    match v.iter().position(|x| x.is_nan()) {
+        Some(i) => i as i32,
+        None => {
+            let m = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            v.iter().position(|&x| x == m).unwrap() as i32
+        }
+    }
+}
+
 /// Tests `jnp.argmax`'s variadic `reduce` body: the first NaN's index where a row has one,
 /// otherwise the first index of the largest value.
 #[test]
@@ -156,16 +168,7 @@ fn jax_argmax_body_picks_the_first_largest_or_nan() {
         &[("A", a as i64), ("B", b as i64)],
         vec![f32t(&[a, b], &x)],
     );
-    let want: Vec<i32> = x
-        .chunks(b)
-        .map(|row| match row.iter().position(|v| v.is_nan()) {
-            Some(i) => i as i32,
-            None => {
-                let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                row.iter().position(|&v| v == m).unwrap() as i32
-            }
-        })
-        .collect();
+    let want: Vec<i32> = x.chunks(b).map(argmax_of).collect();
     assert_bits(&[got], &[i32t(&[a], &want)], "argmax");
 }
 
@@ -394,16 +397,7 @@ fn jax_argmax_body_along_an_outer_axis_over_many_outputs() {
         vec![f32t(&[a, b], &x)],
     );
     let want: Vec<i32> = (0..b)
-        .map(|j| {
-            let col: Vec<f32> = (0..a).map(|i| x[i * b + j]).collect();
-            match col.iter().position(|v| v.is_nan()) {
-                Some(i) => i as i32,
-                None => {
-                    let m = col.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    col.iter().position(|&v| v == m).unwrap() as i32
-                }
-            }
-        })
+        .map(|j| argmax_of(&(0..a).map(|i| x[i * b + j]).collect::<Vec<f32>>()))
         .collect();
     assert_bits(&[got], &[i32t(&[b], &want)], "argmax along axis 0");
 }

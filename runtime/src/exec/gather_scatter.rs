@@ -178,20 +178,6 @@ pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Ten
         wshape: &[usize],
     ) -> Result<Buf<T>, OpError> {
         let mut buf = Vec::new();
-        // Whether the window's elements are consecutive in both the result and the operand
-        // (rows of an embedding table): then each is one slice copy.
-        let consecutive = |st: &[isize]| {
-            let mut want = 1isize;
-            for (&n, &s) in wshape.iter().zip(st).rev() {
-                if n != 1 && s != want {
-                    return false;
-                }
-                want *= n as isize;
-            }
-            true
-        };
-        let run =
-            (consecutive(wdst) && consecutive(wsrc)).then(|| wshape.iter().product::<usize>());
         // The batch index, counted up in row-major order.
         let mut bidx = vec![0usize; bshape.len()];
         let zeros = vec![0isize; bshape.len()];
@@ -200,13 +186,7 @@ pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Ten
                 step(&mut bidx, bshape, &zeros);
             }
             let (roff, xoff) = plan(&bidx, &mut buf);
-            if let Some(n) = run {
-                let (r, x) = (roff as usize, xoff as usize);
-                if let (Some(d), Some(v)) = (res.get_mut(r..r + n), src.get(x..x + n)) {
-                    d.copy_from_slice(v);
-                    continue;
-                }
-            }
+            // (A window consecutive in both, an embedding row, is one slice copy.)
             assign_view(&mut res, roff, wdst, src, xoff, wsrc, wshape)?;
         }
         Ok(res)

@@ -172,7 +172,21 @@ pub fn gather_view_into<T: Copy + Send + Sync + Default, B: DerefMut<Target = [T
     Ok(out)
 }
 
-/// `dst[view d] = src[view s]` elementwise over `shape`.
+/// Whether the view of strides `st` over `shape` walks its elements in row-major order with
+/// no gaps (dimensions of size 1 ignored, whatever their stride).
+fn row_major(st: &[isize], shape: &[usize]) -> bool {
+    let mut want = 1isize;
+    for (&n, &s) in shape.iter().zip(st).rev() {
+        if n != 1 && s != want {
+            return false;
+        }
+        want *= n as isize;
+    }
+    true
+}
+
+/// `dst[view d] = src[view s]` elementwise over `shape`; one slice copy where both views are
+/// row-major without gaps (an embedding row, a scan step written into its stack).
 pub fn assign_view<T: Copy>(
     dst: &mut [T],
     doff: isize,
@@ -186,6 +200,12 @@ pub fn assign_view<T: Copy>(
     check_view(src.len(), soff, sstr, shape, "source")?;
     let n: usize = shape.iter().product();
     if n == 0 {
+        return Ok(());
+    }
+    if row_major(dstr, shape) && row_major(sstr, shape) {
+        // (Both ranges lie in their buffers: `check_view` above.)
+        let (d, s) = (doff as usize, soff as usize);
+        dst[d..d + n].copy_from_slice(&src[s..s + n]);
         return Ok(());
     }
     // keep only non-unit dims (merging needs both views to agree; do it pairwise)

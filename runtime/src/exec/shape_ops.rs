@@ -7,8 +7,8 @@
 //! operand's buffer; a `slice` or `dynamic_slice` whose elements are one contiguous range of
 //! an operand held for the whole run (a loop body's stacked input read one step at a time) is
 //! a view of that range ([`slice_view`]); `dynamic_update_slice` writes into its operand's
-//! buffer when no other tensor holds it, one range copy when the update is a contiguous range
-//! of it ([`contiguous_in`]: a scan's step written into its stack); a `broadcast_in_dim` of
+//! buffer when no other tensor holds it (one slice copy where the update is a contiguous range
+//! of it, a scan's step written into its stack: [`assign_view`]); a `broadcast_in_dim` of
 //! one element is a fill. Start indices of the dynamic ops are
 //! clamped into range as the spec prescribes. Invariant: results have exactly the op's
 //! declared type at the bindings (the executor checks it).
@@ -171,10 +171,6 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             }
             let xs = istrides_of(x.shape());
             let off = starts.iter().zip(&xs).map(|(&s, &k)| s as isize * k).sum();
-            if contiguous_in(u.shape(), x.shape()) {
-                copy_range(x.data_mut(), off as usize, u.data())?;
-                return Ok(x);
-            }
             let us = istrides_of(u.shape());
             let ushape = u.shape().to_vec();
             assign_data(x.data_mut(), off, &xs, u.data(), 0, &us, &ushape)?;
@@ -248,38 +244,6 @@ fn view(
         Elem::wrap(gather_view_into(v, off, st, shape, ctx.take_vec(n))?)
     });
     Ok(Tensor::from_parts(shape.to_vec(), data))
-}
-
-/// Whether a block of shape `block` inside an array of shape `shape` (same rank, each
-/// dimension at most the array's) is one contiguous range of the array in row-major order:
-/// unit dimensions, then at most one partial dimension, then full ones.
-pub(crate) fn contiguous_in(block: &[usize], shape: &[usize]) -> bool {
-    if block.len() != shape.len() {
-        return false;
-    }
-    let lead = block.iter().take_while(|&&n| n == 1).count();
-    lead + 1 >= block.len() || block[lead + 1..] == shape[lead + 1..]
-}
-
-/// `dst[off..off + src.len()] = src` for two data of the same element type (the row-major
-/// range an update that is [`contiguous_in`] its operand covers).
-fn copy_range(dst: &mut Data, off: usize, src: &Data) -> Result<(), OpError> {
-    macro_rules! go {
-        ($($v:ident),*) => {
-            match (dst, src) {
-                $((Data::$v(d), Data::$v(s)) => {
-                    let end = off.checked_add(s.len()).filter(|&e| e <= d.len());
-                    let Some(end) = end else {
-                        return invalid("update out of range");
-                    };
-                    d[off..end].copy_from_slice(s);
-                    Ok(())
-                })*
-                _ => invalid("element types differ"),
-            }
-        };
-    }
-    go!(F32, BF16, F16, F64, I1, I8, I16, I32, I64, U8, U32)
 }
 
 /// The one element of `x` repeated over `shape` (a `broadcast_in_dim` of a one-element operand),
