@@ -17,6 +17,7 @@
 
 pub mod api;
 pub mod bind;
+pub mod budget;
 pub mod compile;
 pub mod curve;
 pub mod device_check;
@@ -29,6 +30,7 @@ pub mod run;
 pub mod size;
 
 pub use bind::{bind_graph, check_evaluable, parse_bindings, show};
+pub use budget::BudgetResolver;
 pub use compile::{
     compile, fusion_groups, pass_manager, plan_graph, run_pipeline, CompileOptions, CompileReport,
     Compiled, Staged, STOP_POINTS,

@@ -65,6 +65,23 @@ impl PlanCache {
         self.finalizer.prepare_atlas(samples, opts)
     }
 
+    /// Prepares the finalizer's atlas for finalizes whose budget is a share of each shape's
+    /// peak, from full finalizes at each sample under its own budget (bytes)
+    /// ([`Finalizer::prepare_atlas_relative`]; `opts`'s budget is not read); returns its
+    /// number of entries. Plans already cached are kept.
+    pub fn prepare_atlas_relative(
+        &self,
+        samples: &[(Bindings, i64)],
+        opts: &FinalizeOptions,
+    ) -> usize {
+        self.finalizer.prepare_atlas_relative(samples, opts)
+    }
+
+    /// How many finalizes so far took an atlas's fast path ([`Finalizer::atlas_hits`]).
+    pub fn atlas_hits(&self) -> usize {
+        self.finalizer.atlas_hits()
+    }
+
     /// Number of cached plans.
     pub fn len(&self) -> usize {
         self.cache.len()

@@ -256,16 +256,24 @@ class Runtime:
         finalizes at ``samples`` (shapes spread over the range the trainer meets, e.g. a
         geometric grid of sequence lengths; each a ``{symbol: value}`` mapping). Later steps
         at new shapes replay the nearest sample's decisions and arena layout order, checked
-        exactly (falling back to the full search where the check fails), instead of
-        searching: a bounded finalize. Their decisions may differ from the full search's;
-        the planned peak stays within the budget and is proven as always.
+        exactly (searching on where the replay runs out), instead of searching from nothing:
+        a bounded finalize. Their decisions may differ from the full search's; the planned
+        peak stays within the budget and is proven as always. Under a fractional budget
+        (``"50%"``, resolved to other bytes at each shape) each sample is finalized under its
+        own bytes and a later shape takes the entry whose budget is the same share of its
+        peak (within 2 points). :attr:`atlas_hits` counts the steps served so.
 
         Returns the atlas's number of entries: 0 where the samples need no decisions or the
         plan has several schedule variants (an atlas serves plans of one). Costs one full
-        finalize per sample, now. Raises :class:`EbbError` for a fractional budget
-        (``"50%"``: each shape resolves it to other bytes) and for samples that do not bind
-        the plan's symbols."""
+        finalize per sample, now. Raises :class:`EbbError` for samples that do not bind the
+        plan's symbols."""
         return self._rt.prepare_atlas([_bind(s, {}) for s in samples])
+
+    @property
+    def atlas_hits(self) -> int:
+        """How many finalizes at new shapes took the plan atlas's fast path (see
+        :meth:`prepare_atlas`)."""
+        return self._rt.atlas_hits
 
     def step(self, bind: Mapping[str, int], inputs: Sequence[object]) -> tuple[list, dict]:
         """Runs one step. ``inputs`` in the step's input order (:meth:`Plan.input_specs`),

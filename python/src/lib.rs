@@ -459,6 +459,8 @@ struct PyRuntime {
     graph: Graph,
     /// The budget as given (a fraction resolves per shape: [`pipeline::resolve_budget`]).
     budget: Option<Budget>,
+    /// A fractional budget's resolver (the program-order liveness built once).
+    resolver: Option<pipeline::BudgetResolver>,
     /// The executor.
     executor: Executor,
     /// The CUDA executor's compute stream and device ordinal (device inputs are ordered
@@ -511,8 +513,22 @@ impl PyRuntime {
             }),
             graph: plan.graph.clone(),
             budget,
+            resolver: budget
+                .filter(|b| !matches!(b, Budget::Bytes(_)))
+                .map(pipeline::BudgetResolver::new),
             executor,
             cuda,
+        })
+    }
+
+    /// How many finalizes at new shapes took the plan atlas's fast path.
+    #[getter]
+    fn atlas_hits(&self, py: Python<'_>) -> PyResult<usize> {
+        py.detach(|| {
+            self.inner
+                .lock()
+                .map(|s| s.rt.atlas_hits())
+                .map_err(|_| py_err(anyhow::anyhow!("an earlier step of this Runtime failed")))
         })
     }
 
@@ -528,18 +544,14 @@ impl PyRuntime {
     }
 
     /// Prepares a plan atlas from full finalizes at `samples` (see
-    /// `ebb.Runtime.prepare_atlas`); the number of entries.
+    /// `ebb.Runtime.prepare_atlas`); the number of entries. Under a fractional budget each
+    /// sample is finalized under its own resolved bytes and the atlas is keyed by the
+    /// budget's share of the peak ([`Runtime::prepare_atlas_relative`]).
     fn prepare_atlas(
         &self,
         py: Python<'_>,
         samples: Vec<BTreeMap<String, i64>>,
     ) -> PyResult<usize> {
-        if let Some(Budget::Fraction(_) | Budget::FractionOfScheduled(_)) = self.budget {
-            return Err(py_err(anyhow::anyhow!(
-                "prepare_atlas needs a budget in bytes: a fractional budget is resolved to \
-                 other bytes at each shape, and an atlas holds the decisions of one budget"
-            )));
-        }
         py.detach(|| -> Result<usize> {
             let state = self.inner.lock().map_err(|_| {
                 anyhow::anyhow!(
@@ -551,7 +563,19 @@ impl PyRuntime {
                 state.rt.plan().symbols.check_known(b)?;
                 pipeline::check_plan_bindings(state.rt.plan(), b)?;
             }
-            Ok(state.rt.prepare_atlas(&samples))
+            match &self.resolver {
+                None => Ok(state.rt.prepare_atlas(&samples)),
+                Some(resolver) => {
+                    let budgets = samples
+                        .into_iter()
+                        .map(|b| {
+                            let x = resolver.resolve(state.rt.plan(), &self.graph, &b)?;
+                            Ok((b, x))
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    Ok(state.rt.prepare_atlas_relative(&budgets))
+                }
+            }
         })
         .map_err(py_err)
     }
@@ -594,15 +618,13 @@ impl PyRuntime {
             let RuntimeState { rt, resolved } = &mut *state;
             let b = bindings(&bind);
             rt.plan().symbols.check_known(&b)?;
-            if let Some(budget @ (Budget::Fraction(_) | Budget::FractionOfScheduled(_))) =
-                self.budget
-            {
+            if let Some(resolver) = &self.resolver {
                 pipeline::check_plan_bindings(rt.plan(), &b)?;
                 let key: Vec<i64> = b.values().copied().collect();
                 let bytes = match resolved.get(&key) {
                     Some(&x) => x,
                     None => {
-                        let x = pipeline::resolve_budget(rt.plan(), &self.graph, &b, budget)?;
+                        let x = resolver.resolve(rt.plan(), &self.graph, &b)?;
                         resolved.insert(key, x);
                         x
                     }

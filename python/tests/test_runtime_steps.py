@@ -153,8 +153,24 @@ def test_a_plan_atlas_steps_new_shapes_within_its_budget():
         assert report["peak_bytes_planned"] <= budget, s
         assert report["measured_peak_bytes"] == report["peak_bytes_planned"], s
         assert all(o.tobytes() == w.tobytes() for o, w in zip(outs, want)), s
-    with pytest.raises(ebb.EbbError, match="budget in bytes"):
-        ebb.Runtime(plan, budget="60%").prepare_atlas([{"B": 4, "S": 16}])
+    # A fractional budget (75%: 60% is infeasible at S=16): each sample under its own
+    # bytes, the atlas keyed by the share.
+    share = ebb.Runtime(plan, budget="75%")
+    assert share.prepare_atlas([{"B": 4, "S": s} for s in (16, 32, 48, 64)]) > 0
+    for s in (40, 24):
+        bind = {"B": 4, "S": s}
+        inputs = [
+            (rng.standard_normal(sh) * 0.02).astype(d) if np.issubdtype(d, np.floating) else rng.integers(0, 4, sh).astype(d)
+            for _, d, sh in plan.input_specs(bind)
+        ]
+        want, _ = free.step(bind, inputs)
+        outs, report = share.step(bind, inputs)
+        assert report["budget_bytes"] == int(0.75 * plan.program_order_peak_bytes(bind)), s
+        assert report["peak_bytes_planned"] <= report["budget_bytes"], s
+        assert report["measured_peak_bytes"] == report["peak_bytes_planned"], s
+        assert all(o.tobytes() == w.tobytes() for o, w in zip(outs, want)), s
+    # At least one of the two new shapes replays an entry of the same share.
+    assert share.atlas_hits >= 1
     with pytest.raises(ebb.EbbError):
         rt.prepare_atlas([{"B": 4}])
 

@@ -440,6 +440,13 @@ impl Runtime {
         self.cache.len()
     }
 
+    /// How many of this runtime's finalizes (cache misses) took a plan atlas's fast path
+    /// ([`Runtime::prepare_atlas`], [`Runtime::prepare_atlas_relative`]) instead of the full
+    /// search.
+    pub fn atlas_hits(&self) -> usize {
+        self.cache.atlas_hits()
+    }
+
     /// Prepares a plan atlas for this runtime's finalize options (its budget, device and
     /// offsets), from full finalizes at `samples` (shapes spread over the range the trainer
     /// meets, e.g. a geometric grid of sequence lengths): later steps at new shapes under the
@@ -450,6 +457,18 @@ impl Runtime {
     /// sample, now.
     pub fn prepare_atlas(&self, samples: &[Bindings]) -> usize {
         self.cache.prepare_atlas(samples, &self.opts)
+    }
+
+    /// Prepares a plan atlas for a budget that is a share of each shape's peak (`50%`, which
+    /// a trainer resolves to other bytes at each shape and sets with
+    /// [`Runtime::set_budget`]): full finalizes at each sample under its own budget (bytes),
+    /// with this runtime's device, kinds and offsets. A later step at a new shape whose budget
+    /// is within `ebb_plan::finalize::RELATIVE_WITHIN` of an entry's share of its peak replays
+    /// that entry, checked exactly, instead of searching. Returns the atlas's number of
+    /// entries (0: the samples need no decisions, or the plan has several schedule variants).
+    /// Costs one full finalize per sample, now.
+    pub fn prepare_atlas_relative(&self, samples: &[(Bindings, i64)]) -> usize {
+        self.cache.prepare_atlas_relative(samples, &self.opts)
     }
 
     /// Changes the device budget (bytes) for later steps.
