@@ -205,8 +205,8 @@ pub unsafe extern "C" fn ebb_runtime_set_executor(
 /// `n_samples` shapes `samples` (each `"B=8,S=512"`, spread over the range the trainer meets):
 /// later steps at new shapes replay the nearest sample's decisions and arena layout order,
 /// checked exactly (the full search where the check fails), instead of searching. Returns the
-/// atlas's number of entries (0: the samples need no decisions; each schedule variant of the
-/// plan has its own), or -1 on error (a sample that does not bind the plan's symbols;
+/// atlas's number of entries (0: the samples need no decisions, or the plan has several
+/// schedule variants), or -1 on error (a sample that does not bind the plan's symbols;
 /// `ebb_last_error` says why). Costs one full finalize per sample, during the call.
 ///
 /// # Safety

@@ -263,9 +263,9 @@ class Runtime:
         own bytes and a later shape takes the entry whose budget is the same share of its
         peak (within 2 points). :attr:`atlas_hits` counts the steps served so.
 
-        Returns the atlas's number of entries (each schedule variant of the plan has its
-        own): 0 where the samples need no decisions. Costs one full finalize per sample and
-        variant, now. Raises :class:`EbbError` for samples that do not bind the
+        Returns the atlas's number of entries: 0 where the samples need no decisions or the
+        plan has several schedule variants (an atlas serves plans of one). Costs one full
+        finalize per sample, now. Raises :class:`EbbError` for samples that do not bind the
         plan's symbols."""
         return self._rt.prepare_atlas([_bind(s, {}) for s in samples])
 

@@ -453,8 +453,8 @@ impl Runtime {
     /// same options replay the nearest sample's decisions and layout order, checked exactly,
     /// instead of searching (`ebb_plan::finalize`'s atlas; its decisions may differ from the
     /// full search's). Returns the atlas's number of entries (0: the samples need no
-    /// decisions; each schedule variant of the plan has its own entries). Costs one full
-    /// finalize per sample and variant, now.
+    /// decisions, or the plan has several schedule variants). Costs one full finalize per
+    /// sample, now.
     pub fn prepare_atlas(&self, samples: &[Bindings]) -> usize {
         self.cache.prepare_atlas(samples, &self.opts)
     }
@@ -465,7 +465,7 @@ impl Runtime {
     /// with this runtime's device, kinds and offsets. A later step at a new shape whose budget
     /// is within `ebb_plan::finalize::RELATIVE_WITHIN` of an entry's share of its peak replays
     /// that entry, checked exactly, instead of searching. Returns the atlas's number of
-    /// entries (0: the samples need no decisions; each schedule variant has its own).
+    /// entries (0: the samples need no decisions, or the plan has several schedule variants).
     /// Costs one full finalize per sample, now.
     pub fn prepare_atlas_relative(&self, samples: &[(Bindings, i64)]) -> usize {
         self.cache.prepare_atlas_relative(samples, &self.opts)

@@ -450,64 +450,6 @@ fn the_variant_comparison_follows_its_rule() {
 
 /// A [`Finalizer`] (variants prepared once, expressions interned) finalizes exactly as the
 /// one-off [`finalize`] at every shape and budget: same variant, decisions, peaks and offsets.
-/// A plan of several schedule variants takes the atlas's fast path (`finalize/atlas.rs`, each
-/// variant with its own entries): a result it serves at a new shape is within the budget
-/// (planned peak and arena), its layout is valid and the plan checker proves its peak; a
-/// shape it does not serve gets the full comparison's result.
-#[test]
-fn a_plan_of_several_variants_takes_the_atlas() {
-    let c = compiled("gpt2_tiny_adamw");
-    assert!(!c.plan.alternatives.is_empty(), "several variants");
-    let plain = Finalizer::new(&c.plan);
-    let mid = plain
-        .finalize(&bind(&[("B", 8), ("S", 256)]), &FinalizeOptions::default())
-        .unwrap()
-        .peak_bytes_scheduled;
-    let budget = mid * 8 / 10;
-    let opts = FinalizeOptions {
-        budget: Some(budget),
-        ..Default::default()
-    };
-    let fin = Finalizer::new(&c.plan);
-    let samples: Vec<_> = (0..8)
-        .map(|i| bind(&[("B", 8), ("S", 260 + 36 * i)]))
-        .collect();
-    assert!(
-        fin.prepare_atlas(&samples, &opts) > samples.len(),
-        "entries per variant"
-    );
-    let mut hits = 0;
-    for s in [150, 262, 290, 310, 333, 358, 381, 405, 430, 455, 478, 500] {
-        let b = bind(&[("B", 8), ("S", s)]);
-        let before = fin.atlas_hits();
-        let r = fin.finalize(&b, &opts);
-        if fin.atlas_hits() == before {
-            let full = plain.finalize(&b, &opts);
-            assert_eq!(
-                format!("{r:?}"),
-                format!("{full:?}"),
-                "S={s}: the full comparison"
-            );
-            continue;
-        }
-        hits += 1;
-        let cp = r.unwrap_or_else(|e| panic!("S={s}: {e}"));
-        assert!(cp.peak_bytes_planned <= budget, "S={s}: planned peak");
-        assert!(cp.arena.arena_bytes <= budget, "S={s}: arena");
-        check_layout(&cp.arena).unwrap_or_else(|e| panic!("S={s}: {e}"));
-        let report = check(
-            &c.graph,
-            c.plan.variant(cp.variant).unwrap(),
-            &cp.decisions,
-            &b,
-        )
-        .unwrap_or_else(|e| panic!("S={s}: checker: {e}"));
-        assert_eq!(report.peak, cp.peak_bytes_planned, "S={s}: checker's peak");
-    }
-    eprintln!("{hits} of 12 shapes took the atlas");
-    assert!(hits > 0, "no shape took the atlas");
-}
-
 #[test]
 fn a_prepared_finalizer_agrees_with_one_off_finalize() {
     let c = compiled("gpt2_tiny_adamw");

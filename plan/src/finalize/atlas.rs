@@ -60,19 +60,10 @@
 //! for a relative atlas) given to [`Finalizer::prepare_atlas`] or
 //! [`Finalizer::prepare_atlas_relative`], never on the shapes finalized since: the same
 //! samples and options give the same result whatever was finalized before. Without an atlas
-//! for the options (another budget without a relative atlas, another device), finalize is
-//! unchanged.
-//!
-//! # Plans of several schedule variants
-//! Each variant has its own entries, from the full finalize of that variant at each sample.
-//! At a new shape every variant takes its fast path (in parallel, `crate::helpers`); where
-//! each gives a result, the first in the variant comparison's order (added time, planned
-//! peak, the variant with the lowest scheduled peak first: `finalize/variants.rs`) is
-//! returned; where any does not (the lowest-peak variant needs no decision, or a variant's
-//! replay or arena does not fit), the variants are compared in full.
+//! for the options (another budget without a relative atlas, another device, or several plan
+//! variants), finalize is unchanged.
 
 use super::options::Options;
-use super::variants::{compare, rank, Key};
 use super::{
     check_and_choose_variant, finalize_prepared, forced, greedy, surely_infeasible, upward_target,
     ConcretePlan, FinalizeOptions, Finalizer, Shaped, UPWARD_SLACK,
@@ -135,7 +126,7 @@ impl Entry {
 }
 
 /// The entries prepared for one set of finalize options (a budget and a device; any budget
-/// where `relative`), per plan variant, by scheduled peak.
+/// where `relative`), by scheduled peak.
 #[derive(Debug, Clone)]
 pub(super) struct Atlas {
     opts: FinalizeOptions,
@@ -143,8 +134,7 @@ pub(super) struct Atlas {
     /// an entry serves a shape whose budget's share of its peak is within [`RELATIVE_WITHIN`]
     /// of the entry's.
     relative: bool,
-    /// Per plan variant (its index in the plan), its entries by scheduled peak.
-    variants: Vec<Vec<Entry>>,
+    entries: Vec<Entry>,
 }
 
 /// How far (absolute, in shares of the scheduled peak) the budget's share of the peak at a
@@ -153,8 +143,8 @@ pub(super) struct Atlas {
 pub const RELATIVE_WITHIN: f64 = 0.02;
 
 impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
-    /// Prepares an atlas for finalizes under `opts` (a budget, with offsets) from the full
-    /// finalizes of each plan variant at `samples` (e.g. a geometric grid of the symbol
+    /// Prepares an atlas for finalizes under `opts` (a budget, with offsets; a plan of one
+    /// variant) from the full finalizes at `samples` (e.g. a geometric grid of the symbol
     /// range); replaces any atlas for the same options. Returns how many entries it holds
     /// (samples whose scheduled peak is within the budget less [`UPWARD_SLACK`], or whose
     /// bindings are invalid, give none). Later finalizes under exactly these options take the
@@ -164,10 +154,13 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let Some(budget) = opts.budget else {
             return 0;
         };
-        if !opts.offsets {
+        if !opts.offsets || self.prepared.len() != 1 {
             return 0;
         }
-        let entries = self.entries(samples.iter().map(|b| (b, budget, opts.clone())));
+        let entries = samples
+            .iter()
+            .filter_map(|b| self.entry_at(b, budget, opts))
+            .collect();
         self.keep_atlas(opts, false, entries)
     }
 
@@ -185,48 +178,27 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         samples: &[(Bindings, i64)],
         opts: &FinalizeOptions,
     ) -> usize {
-        if !opts.offsets {
+        if !opts.offsets || self.prepared.len() != 1 {
             return 0;
         }
-        let entries = self.entries(samples.iter().map(|(b, budget)| {
-            let opts = FinalizeOptions {
-                budget: Some(*budget),
-                ..opts.clone()
-            };
-            (b, *budget, opts)
-        }));
-        self.keep_atlas(opts, true, entries)
-    }
-
-    /// Per plan variant, the entries of the full finalizes of that variant at each sample
-    /// (bindings, budget in bytes, options with that budget).
-    fn entries<'b>(
-        &self,
-        samples: impl Iterator<Item = (&'b Bindings, i64, FinalizeOptions)>,
-    ) -> Vec<Vec<Entry>> {
-        let samples: Vec<_> = samples.collect();
-        (0..self.prepared.len())
-            .map(|variant| {
-                samples
-                    .iter()
-                    .filter_map(|(b, budget, opts)| self.entry_at(b, variant, *budget, opts))
-                    .collect()
+        let entries = samples
+            .iter()
+            .filter_map(|(b, budget)| {
+                let opts = FinalizeOptions {
+                    budget: Some(*budget),
+                    ..opts.clone()
+                };
+                self.entry_at(b, *budget, &opts)
             })
-            .collect()
+            .collect();
+        self.keep_atlas(opts, true, entries)
     }
 
     /// Keeps an atlas of `entries` for `opts` (`relative`: keyed by the budget's share of the
     /// peak, any budget), replacing the one for the same options; its number of entries.
-    fn keep_atlas(
-        &self,
-        opts: &FinalizeOptions,
-        relative: bool,
-        mut variants: Vec<Vec<Entry>>,
-    ) -> usize {
-        for entries in &mut variants {
-            entries.sort_by_key(|e| e.peak_scheduled);
-        }
-        let n = variants.iter().map(Vec::len).sum();
+    fn keep_atlas(&self, opts: &FinalizeOptions, relative: bool, mut entries: Vec<Entry>) -> usize {
+        entries.sort_by_key(|e| e.peak_scheduled);
+        let n = entries.len();
         let mut atlases = self.atlases.write().unwrap_or_else(|e| e.into_inner());
         atlases.retain(|a| {
             a.relative != relative
@@ -236,23 +208,17 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         atlases.push(Atlas {
             opts: opts.clone(),
             relative,
-            variants,
+            entries,
         });
         n
     }
 
-    /// The entry of the full finalize of plan variant `variant` at sample `b` under `budget`
-    /// (`opts`), `None` where the bindings are invalid or the variant's scheduled peak there
-    /// is within the budget less [`UPWARD_SLACK`].
-    fn entry_at(
-        &self,
-        b: &Bindings,
-        variant: usize,
-        budget: i64,
-        opts: &FinalizeOptions,
-    ) -> Option<Entry> {
-        check_and_choose_variant(&self.plan, b).ok()?;
-        let shaped = self.evaluate(variant, b, opts).ok()?;
+    /// The entry of the full finalize at sample `b` under `budget` (`opts`), `None` where the
+    /// bindings are invalid or the sample's scheduled peak is within the budget less
+    /// [`UPWARD_SLACK`].
+    fn entry_at(&self, b: &Bindings, budget: i64, opts: &FinalizeOptions) -> Option<Entry> {
+        let first = check_and_choose_variant(&self.plan, b).ok()?;
+        let shaped = self.evaluate(first, b, opts).ok()?;
         let peak_scheduled = shaped.resident.iter().copied().max().unwrap_or(0);
         if peak_scheduled <= upward_target(budget) {
             return None;
@@ -339,69 +305,6 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         b: &Bindings,
         opts: &FinalizeOptions,
     ) -> Option<ConcretePlan> {
-        let c = self.fast_path(shaped, b, opts)?;
-        self.atlas_hits
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some(c)
-    }
-
-    /// The atlas's result for a plan of several variants at `b` (`first`: the variant with
-    /// the lowest scheduled peak there): every variant's fast path, and where each gives a
-    /// result (laid out, within the budget), the first in the variant comparison's order of
-    /// added time, planned peak and rank (`finalize/variants.rs`). `None` where there is no
-    /// atlas for `opts` or any variant's fast path does not apply (the first variant needs no
-    /// decision, no entry serves one, or a replay or its arena does not fit): the caller
-    /// compares the variants in full.
-    pub(super) fn atlas_result_variants(
-        &self,
-        first: usize,
-        b: &Bindings,
-        opts: &FinalizeOptions,
-    ) -> Option<ConcretePlan> {
-        if !self.has_atlas(opts) {
-            return None;
-        }
-        let results = crate::helpers::map_shared(self.prepared.len(), |i| {
-            let shaped = self.evaluate(i, b, opts).ok()?;
-            self.fast_path(&shaped, b, opts)
-        });
-        let mut all: Vec<(ConcretePlan, Key)> = results
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| {
-                c.map(|c| {
-                    let key = (c.overhead_us, c.peak_bytes_planned, rank(i, first));
-                    (c, key)
-                })
-            })
-            .collect::<Option<_>>()?;
-        all.sort_by(|x, y| compare(&x.1, &y.1));
-        self.atlas_hits
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some(all.swap_remove(0).0)
-    }
-
-    /// Whether an atlas serves finalizes under `opts`: one for its exact budget, or a
-    /// relative one for its device, kinds and offsets.
-    fn has_atlas(&self, opts: &FinalizeOptions) -> bool {
-        opts.budget.is_some()
-            && self
-                .atlases
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .any(|a| {
-                    (a.relative || a.opts.budget == opts.budget) && same_options(&a.opts, opts)
-                })
-    }
-
-    /// [`Finalizer::atlas_result`], not counted in [`Finalizer::atlas_hits`].
-    fn fast_path(
-        &self,
-        shaped: &Shaped,
-        b: &Bindings,
-        opts: &FinalizeOptions,
-    ) -> Option<ConcretePlan> {
         let budget = opts.budget?;
         let peak = shaped.resident.iter().copied().max().unwrap_or(0);
         if peak <= upward_target(budget) {
@@ -427,9 +330,8 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             };
             let serves =
                 |e: &Entry| share.is_none_or(|share| (e.share() - share).abs() <= RELATIVE_WITHIN);
-            let entries = atlas.variants.get(shaped.variant)?;
-            let from = entries.partition_point(|e| e.peak_scheduled < peak);
-            let (at, e) = entries[from..]
+            let from = atlas.entries.partition_point(|e| e.peak_scheduled < peak);
+            let (at, e) = atlas.entries[from..]
                 .iter()
                 .enumerate()
                 .find(|&(_, e)| serves(e))
@@ -437,15 +339,15 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             if !e.faster {
                 return None;
             }
-            let mut layout = entries[..=at]
+            let mut layout = atlas.entries[..=at]
                 .iter()
                 .rev()
-                .chain(&entries[at + 1..])
+                .chain(&atlas.entries[at + 1..])
                 .filter(|&e| serves(e))
                 .find_map(|e| e.layout)?;
             // The shape lies between this entry and the nearest feasible one below it that
             // serves it: aimed under the larger of their fragmentations.
-            if let Some(below) = entries[..from]
+            if let Some(below) = atlas.entries[..from]
                 .iter()
                 .rev()
                 .filter(|&e| serves(e))
@@ -483,6 +385,8 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             let arena = lay(&c, layout.order);
             if arena.arena_bytes <= budget {
                 c.arena = arena;
+                self.atlas_hits
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Some(c);
             }
             // This shape fragments more than the entry's: once more under the planned peak

@@ -372,9 +372,6 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             let c = self.decide_first(&shaped, b, opts)?;
             return Ok(self.lay_out(c, &shaped, b, opts));
         }
-        if let Some(c) = self.atlas_result_variants(first, b, opts) {
-            return Ok(c);
-        }
         self.finalize_variants(first, b, opts)
     }
 

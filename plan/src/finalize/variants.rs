@@ -30,19 +30,18 @@ use std::sync::Mutex;
 
 /// A feasible result's place in the order: added time (µs), planned peak (bytes), and its
 /// rank among equals (the first variant first, then by index).
-pub(super) type Key = (f64, i64, usize);
+type Key = (f64, i64, usize);
 
 /// One variant's outcome: the result, whether its arena is laid out, and its decisions' key
 /// before any layout.
 type Outcome = Result<(ConcretePlan, bool, Key), FinalizeError>;
 
-/// The comparison's order of two feasible results' keys.
-pub(super) fn compare(a: &Key, b: &Key) -> Cmp {
+fn compare(a: &Key, b: &Key) -> Cmp {
     a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2))
 }
 
 /// Variant `i`'s rank among equal results when variant `first` comes first.
-pub(super) fn rank(i: usize, first: usize) -> usize {
+fn rank(i: usize, first: usize) -> usize {
     if i == first {
         0
     } else if i == 0 {
