@@ -36,7 +36,8 @@
 //! assertions, verifies, and materializes at most as many bytes as the input under the
 //! cost model (equality when no rule helps: the graph is then unchanged).
 //!
-//! Not done here: regions (`reduce` bodies, `while` bodies) are not rewritten, and peak
+//! Not done here: regions are not rewritten by [`rewrite`] (the pass, [`RewritePass`], runs it
+//! again on each `while` and `case` region; `reduce` bodies are left alone), and peak
 //! memory is not modelled by the extraction (it depends on the schedule, chosen later); in
 //! particular a broadcast kept alive from the forward to the backward pass by a consumer
 //! that cannot take a small operand (JAX's causal-mask `select`) is left to

@@ -79,11 +79,11 @@ impl Gemm for f32 {
         // in optimized builds: at the test profile's opt-level 1 the unpacked kernel is
         // several times slower than `matrixmultiply` (a dependency, built at opt-level 2),
         // and the bits are the same either way (`exec_gemm_direct` tests the kernel itself).
-        if !cfg!(debug_assertions) && !acc && csb == 1 && csc == 1 && rsc >= 0 {
-            // SAFETY: forwarded from the caller's contract (`B` and `C` of unit column
-            // stride, `C`'s rows `rsc` apart).
+        if !cfg!(debug_assertions) && !acc && csc == 1 && rsc >= 0 {
+            // SAFETY: forwarded from the caller's contract (`C` of unit column stride, its
+            // rows `rsc` apart).
             let done = unsafe {
-                super::gemm_direct::sgemm((m, k, n), a, (rsa, csa), b, rsb, c, rsc as usize)
+                super::gemm_direct::sgemm((m, k, n), a, (rsa, csa), b, (rsb, csb), c, rsc as usize)
             };
             if done {
                 return;

@@ -1,7 +1,9 @@
-//! An `f32` GEMM without packing, for the products whose right operand has unit column
-//! stride: `C = A·B` with each element of `C` the same bits as `matrixmultiply::sgemm`'s
-//! FMA kernel gives, without copying `A` and `B` into packed panels first (at the small
-//! products of a small batch, packing and its buffer cost as much as the multiply-adds).
+//! An `f32` GEMM without packing: `C = A·B` with each element of `C` the same bits as
+//! `matrixmultiply::sgemm`'s FMA kernel gives, without copying `A` and `B` into packed panels
+//! first (at the small products of a small batch, packing and its buffer cost as much as the
+//! multiply-adds). `B` is read in place when its columns are contiguous, else copied row-major
+//! once into a buffer kept by the thread (`A·Bᵀ` with both operands contracted over their
+//! contiguous dimension).
 //!
 //! Why the bits are the same: with AVX2 and FMA (and no AVX-512, which `matrixmultiply` would
 //! pick instead), `matrixmultiply`'s kernel computes every element of `C` as one chain
@@ -19,35 +21,83 @@
 /// element.
 const MAX_K: usize = 256;
 
-/// `C[m×n] = A[m×k]·B[k×n]` with `C` row-major (row stride `ldc`, unit column stride) and `B`
-/// of unit column stride, when this machine runs `matrixmultiply`'s FMA kernel, `k <= 256`
-/// and the product is one where packing does not pay ([`thin`]); returns `false` (and does
-/// nothing) otherwise.
+/// `C[m×n] = A[m×k]·B[k×n]` with `C` row-major (row stride `ldc`, unit column stride), when
+/// this machine runs `matrixmultiply`'s FMA kernel, `k <= 256` and the product is one where
+/// packing does not pay ([`thin`]); returns `false` (and does nothing) otherwise. A `B` of
+/// other than unit column stride (a transposed operand: `A·Bᵀ`, both contracted over their
+/// contiguous dimension, as a scan step's `dh·Wᵀ`) is first copied row-major into a scratch
+/// buffer of this thread (`k·n` elements, what `matrixmultiply` would pack it into).
 ///
 /// # Safety
-/// The views `a` (`m×k`, strides `rsa`, `csa`), `b` (`k×n`, row stride `rsb`, unit column
-/// stride) and `c` (`m×n`, row stride `ldc`) lie inside their allocations, and `c` aliases
-/// neither `a` nor `b`.
+/// The views `a` (`m×k`, strides `rsa`, `csa`), `b` (`k×n`, strides `rsb`, `csb`) and `c`
+/// (`m×n`, row stride `ldc`) lie inside their allocations, and `c` aliases neither `a` nor
+/// `b`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn sgemm(
     (m, k, n): (usize, usize, usize),
     a: *const f32,
     (rsa, csa): (isize, isize),
     b: *const f32,
-    rsb: isize,
+    (rsb, csb): (isize, isize),
     c: *mut f32,
     ldc: usize,
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if k <= MAX_K && thin(m, k, n) && fma_kernel() {
-            // SAFETY: the features were detected; the views are the caller's contract.
-            unsafe { x86::sgemm(m, k, n, a, rsa, csa, b, rsb, c, ldc) };
+            if csb == 1 {
+                // SAFETY: the features were detected; the views are the caller's contract.
+                unsafe { x86::sgemm(m, k, n, a, rsa, csa, b, rsb, c, ldc) };
+            } else {
+                SCRATCH.with(|cell| {
+                    let mut rows = cell.borrow_mut();
+                    // SAFETY: `b`'s view is the caller's contract; `rows` is a distinct buffer
+                    // of this thread, `k·n` elements row-major, which `x86::sgemm` reads with
+                    // row stride `n`.
+                    unsafe {
+                        copy_rows(k, n, b, rsb, csb, &mut rows);
+                        x86::sgemm(m, k, n, a, rsa, csa, rows.as_ptr(), n as isize, c, ldc);
+                    }
+                });
+            }
             return true;
         }
     }
-    let _ = (m, k, n, a, rsa, csa, b, rsb, c, ldc);
+    let _ = (m, k, n, a, rsa, csa, b, rsb, csb, c, ldc);
     false
+}
+
+std::thread_local! {
+    /// A transposed `B` copied row-major (see [`sgemm`]); reused by every product of a thread.
+    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `out` = the `k×n` view `b` (strides `rsb`, `csb`) row-major: 8×8 blocks transposed in
+/// registers where `b`'s columns are contiguous (`rsb = 1`, a transposed row-major matrix),
+/// else element by element.
+///
+/// # Safety
+/// The view lies inside its allocation, and the machine has AVX2 (see [`fma_kernel`]).
+#[cfg(target_arch = "x86_64")]
+unsafe fn copy_rows(k: usize, n: usize, b: *const f32, rsb: isize, csb: isize, out: &mut Vec<f32>) {
+    out.clear();
+    out.reserve(k * n);
+    let o = out.as_mut_ptr();
+    // SAFETY (both branches): `out` has room for `k·n` elements, all written below before
+    // the length is set; reads stay inside `b`'s view (the caller's contract).
+    unsafe {
+        if rsb == 1 {
+            x86::transpose_into(k, n, b, csb, o);
+        } else {
+            for p in 0..k {
+                let src = b.offset(p as isize * rsb);
+                for j in 0..n {
+                    *o.add(p * n + j) = *src.offset(j as isize * csb);
+                }
+            }
+        }
+        out.set_len(k * n);
+    }
 }
 
 /// Whether packing would cost more than this kernel loses to `matrixmultiply`'s: a side of
@@ -115,6 +165,64 @@ mod x86 {
                     acc = (*ai.offset(p as isize * csa)).mul_add(bp, acc);
                 }
                 *c.add(i * ldc + jj) = acc + 0.0;
+            }
+        }
+    }
+
+    /// `out[p·n + j] = b[j·ldb + p]` for `p < k`, `j < n` (`b` an `n×k` row-major matrix with
+    /// rows `ldb` apart, `out` its `k×n` transpose): 8×8 blocks through registers (unpack,
+    /// shuffle, lane permute), the edges element by element.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn transpose_into(
+        k: usize,
+        n: usize,
+        b: *const f32,
+        ldb: isize,
+        out: *mut f32,
+    ) {
+        let (k8, n8) = (k - k % 8, n - n % 8);
+        for j in (0..n8).step_by(8) {
+            for p in (0..k8).step_by(8) {
+                let mut r = [_mm256_setzero_ps(); 8];
+                for (q, v) in r.iter_mut().enumerate() {
+                    *v = _mm256_loadu_ps(b.offset((j + q) as isize * ldb).add(p));
+                }
+                let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+                let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+                let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+                let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+                let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+                let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+                let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+                let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+                let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+                let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+                let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+                let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+                let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+                let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+                let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+                let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+                let cols = [
+                    _mm256_permute2f128_ps::<0x20>(u0, u4),
+                    _mm256_permute2f128_ps::<0x20>(u1, u5),
+                    _mm256_permute2f128_ps::<0x20>(u2, u6),
+                    _mm256_permute2f128_ps::<0x20>(u3, u7),
+                    _mm256_permute2f128_ps::<0x31>(u0, u4),
+                    _mm256_permute2f128_ps::<0x31>(u1, u5),
+                    _mm256_permute2f128_ps::<0x31>(u2, u6),
+                    _mm256_permute2f128_ps::<0x31>(u3, u7),
+                ];
+                for (q, c) in cols.iter().enumerate() {
+                    _mm256_storeu_ps(out.add((p + q) * n + j), *c);
+                }
+            }
+        }
+        for j in 0..n {
+            let row = b.offset(j as isize * ldb);
+            let from = if j < n8 { k8 } else { 0 };
+            for p in from..k {
+                *out.add(p * n + j) = *row.add(p);
             }
         }
     }
@@ -201,8 +309,8 @@ mod x86 {
     }
 }
 
-/// The product `a·b` (`a` an `m×k` view of strides `(rsa, csa)`, `b` `k×n` row-major with
-/// row stride `ldb >= n`) through this kernel and through `matrixmultiply::sgemm` (β = 0):
+/// The product `a·b` (`a` an `m×k` view of strides `(rsa, csa)`, `b` a `k×n` view of strides
+/// `(rsb, csb)`, unit column stride or not) through this kernel and through `matrixmultiply::sgemm` (β = 0):
 /// `Some((direct, matrixmultiply))`, both `m×n` row-major, or `None` where this kernel
 /// declines the product (no FMA kernel on this machine, `k > 256`, a product where packing
 /// pays). For the test that the two agree bit for bit.
@@ -215,19 +323,16 @@ pub fn direct_and_packed(
     a: &[f32],
     (rsa, csa): (usize, usize),
     b: &[f32],
-    ldb: usize,
+    (rsb, csb): (usize, usize),
 ) -> Option<(Vec<f32>, Vec<f32>)> {
     let last = |rows: usize, cols: usize, rs: usize, cs: usize| {
         (rows.max(1) - 1) * rs + (cols.max(1) - 1) * cs
     };
     assert!(m * k == 0 || last(m, k, rsa, csa) < a.len(), "a's view");
-    assert!(
-        k * n == 0 || (ldb >= n && last(k, n, ldb, 1) < b.len()),
-        "b's view"
-    );
+    assert!(k * n == 0 || last(k, n, rsb, csb) < b.len(), "b's view");
     let mut direct = vec![f32::NAN; m * n];
     let mut packed = vec![f32::NAN; m * n];
-    let (rsa, csa, ldb) = (rsa as isize, csa as isize, ldb as isize);
+    let (rsa, csa, rsb, csb) = (rsa as isize, csa as isize, rsb as isize, csb as isize);
     // SAFETY: the views were checked above; `direct` and `packed` are fresh buffers of
     // `m·n` elements.
     unsafe {
@@ -236,7 +341,7 @@ pub fn direct_and_packed(
             a.as_ptr(),
             (rsa, csa),
             b.as_ptr(),
-            ldb,
+            (rsb, csb),
             direct.as_mut_ptr(),
             n,
         ) {
@@ -251,8 +356,8 @@ pub fn direct_and_packed(
             rsa,
             csa,
             b.as_ptr(),
-            ldb,
-            1,
+            rsb,
+            csb,
             0.0,
             packed.as_mut_ptr(),
             n as isize,
