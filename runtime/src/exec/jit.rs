@@ -464,6 +464,23 @@ pub(crate) struct Launch {
     /// `None`: the generator does not implement the group at the bindings (the interpreter
     /// runs it).
     plan: Option<Plan>,
+    /// The interpreter's preparation of the group at the bindings, made at its first
+    /// interpreted run (a group the generator declines, or operands it does not take).
+    interp: std::sync::OnceLock<super::fusion::Interp>,
+}
+
+impl Launch {
+    fn new(plan: Option<Plan>) -> Launch {
+        Launch {
+            plan,
+            interp: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Where the interpreter keeps its preparation of the group ([`super::fusion::Interp`]).
+    pub(crate) fn interp(&self) -> &std::sync::OnceLock<super::fusion::Interp> {
+        &self.interp
+    }
 }
 
 /// A generated fusion's launch at the bindings ([`Launch`]).
@@ -492,7 +509,7 @@ fn plan(ctx: &Ctx, region: &Graph) -> Result<Launch, KernelFailure> {
         Some(m) => m.prepared(region),
         None => Arc::new(prepare(region)),
     };
-    let not_generated = Launch { plan: None };
+    let not_generated = Launch::new(None);
     let Some((layout, tile_expr)) = prepared.as_ref() else {
         return Ok(not_generated);
     };
@@ -569,18 +586,16 @@ fn plan(ctx: &Ctx, region: &Graph) -> Result<Launch, KernelFailure> {
         Ok(t) => u64::try_from(t).unwrap_or(0),
         Err(e) => return Err(invalid(e.to_string())),
     };
-    Ok(Launch {
-        plan: Some(Plan {
-            prepared: prepared.clone(),
-            dtypes,
-            reduce,
-            n,
-            p,
-            classes,
-            tile,
-            kernels: Mutex::new(Vec::new()),
-        }),
-    })
+    Ok(Launch::new(Some(Plan {
+        prepared: prepared.clone(),
+        dtypes,
+        reduce,
+        n,
+        p,
+        classes,
+        tile,
+        kernels: Mutex::new(Vec::new()),
+    })))
 }
 
 impl Plan {
