@@ -1,14 +1,15 @@
-//! `fusion` (loop or input fusion, made by `ebb_passes::fuse`): the region is evaluated chunk by chunk
-//! over the flat (row-major) iteration space, [`FUSION_CHUNK`] elements at a time, so that no
-//! internal value of the group is ever materialized whole. Per chunk: aligned inputs are
-//! copied for the chunk's range, members run with the ordinary kernels on chunk-sized
-//! tensors (`reshape` and unit-dimension broadcasts are the identity on a chunk, expanding
-//! broadcasts, `iota` and splat constants are computed from the flat indices), and the results' chunks are
-//! written into the whole results. An input fusion's chunks are whole rows of its `reduce`
-//! root's operand; the root reduces each chunk's rows with the ordinary `reduce` kernel and
-//! its rows of the result are written in place. A column reduction's root instead combines
-//! each chunk's rows, in order, into one accumulator per result element
-//! ([`super::reduce::ColumnAcc`]), written out after the last chunk.
+//! `fusion` (loop or input fusion, made by `ebb_passes::fuse`): the region is evaluated chunk
+//! by chunk over the flat (row-major) iteration space, [`ebb_ir::op::FUSION_CHUNK`] elements
+//! at a time, so that no internal value of the group is ever materialized whole. Per chunk:
+//! aligned inputs are copied for the chunk's range (read in place when one chunk covers them),
+//! members run with the ordinary kernels on chunk-sized tensors (`reshape` and unit-dimension
+//! broadcasts are the identity on a chunk, expanding broadcasts, `iota` and splat constants
+//! are computed from the flat indices), and the results' chunks are written into the whole
+//! results. An input fusion's chunks are whole rows of its `reduce` root's operand; the root
+//! reduces each chunk's rows with the ordinary `reduce` kernel and its rows of the result are
+//! written in place. A column reduction's root instead combines each chunk's rows, in order,
+//! into one accumulator per result element ([`super::reduce::ColumnAcc`]), written out after
+//! the last chunk.
 //!
 //! The preparation of a group at the bindings ([`Interp`], `fusion/plan.rs`) is made at its
 //! first run and kept with the step's launch under the JIT executor (the groups the code
@@ -17,7 +18,7 @@
 //! Invariant: the results equal, bit for bit, what running the region's ops one by one on whole
 //! tensors gives (every member is elementwise on the flat index; the `reduce` kernel combines
 //! each output element's inputs in an order fixed by its row alone), and the transient bytes
-//! reported are [`fusion_tile_bytes`] at the bindings, the planner's charge.
+//! reported are [`ebb_ir::op::fusion_tile_bytes`] at the bindings, the planner's charge.
 
 mod plan;
 
