@@ -27,7 +27,6 @@ use super::fusion::{index_map, invalid, shape_at};
 use super::reduce::{float_monoid, fold_rows_as, ColumnAcc};
 use super::region::{recognize, Body};
 use super::{Ctx, KernelFailure};
-use crate::buffer::Buf;
 use crate::tensor::{Data, Elem, Tensor};
 use ebb_codegen::{KernelLayout, KernelSpec, Mode, StrideClass};
 use ebb_ir::dim::DimError;
@@ -927,14 +926,16 @@ fn run_columns(
         out.copy_from_slice(&acc.finish());
         Ok(())
     };
-    let mut out = vec![0f32; row];
+    // Every element is written by its block (its planned arena range, stale contents, or a
+    // recycled buffer: [`Ctx::take_vec`]).
+    let mut out = ctx.take_vec::<f32>(row);
     if blocks > 1 {
         out.par_chunks_mut(per).enumerate().try_for_each(body)?;
     } else {
         out.chunks_mut(per.max(1)).enumerate().try_for_each(body)?;
     }
     let shape = ctx.out.first().map(|o| o.shape.clone()).unwrap_or_default();
-    Ok(vec![Tensor::from_parts(shape, Data::F32(Buf::from(out)))])
+    Ok(vec![Tensor::from_parts(shape, Data::F32(out))])
 }
 
 /// A loop fusion's launch: results allocated (or taken over in place), the flat range split
