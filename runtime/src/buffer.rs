@@ -20,7 +20,6 @@
 use crate::tensor::Elem;
 use ebb_ir::DType;
 use std::alloc::Layout;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
@@ -248,8 +247,10 @@ pub struct ArenaUsage {
 
 #[derive(Default)]
 struct State {
-    /// Held ranges: offset → end (exclusive).
-    live: BTreeMap<usize, usize>,
+    /// Held ranges `(offset, end)` (end exclusive), disjoint and sorted by offset: a step
+    /// holds tens of ranges, where a sorted vector's binary search and short moves cost less
+    /// than a tree's nodes.
+    live: Vec<(usize, usize)>,
     usage: ArenaUsage,
 }
 
@@ -306,7 +307,7 @@ impl ArenaMemory {
     pub fn reset_usage(&self) {
         if let Ok(mut s) = self.state.lock() {
             let live = s.usage.live_bytes;
-            let top = s.live.values().copied().max().unwrap_or(0) as u64;
+            let top = s.live.iter().map(|&(_, e)| e).max().unwrap_or(0) as u64;
             s.usage = ArenaUsage {
                 high_water_bytes: top,
                 peak_live_bytes: live,
@@ -327,12 +328,15 @@ impl ArenaMemory {
         }
         {
             let mut s = self.state.lock().ok()?;
-            let before = s.live.range(..end).next_back().map(|(_, &e)| e);
-            if before.is_some_and(|e| e > offset) {
+            // The held range with the greatest offset below `end` is the only one that can
+            // overlap `[offset, end)` (the ranges are disjoint); with none overlapping, no held
+            // range starts inside `[offset, end)`, so `at` is also where `offset` sorts.
+            let at = s.live.partition_point(|&(o, _)| o < end);
+            if at > 0 && s.live[at - 1].1 > offset {
                 s.usage.refused += 1;
                 return None;
             }
-            s.live.insert(offset, end);
+            s.live.insert(at, (offset, end));
             let u = &mut s.usage;
             u.claims += 1;
             u.live_bytes += size as u64;
@@ -357,7 +361,8 @@ impl ArenaMemory {
 
     fn release(&self, offset: usize) {
         if let Ok(mut s) = self.state.lock() {
-            if let Some(end) = s.live.remove(&offset) {
+            if let Ok(at) = s.live.binary_search_by_key(&offset, |&(o, _)| o) {
+                let (_, end) = s.live.remove(at);
                 s.usage.live_bytes -= (end - offset) as u64;
             }
         }

@@ -14,6 +14,7 @@ mod exec_elementwise_kernels;
 mod exec_fast_paths;
 mod exec_fastmath;
 mod exec_fusion;
+mod exec_fusion_kept;
 mod exec_gather_scatter;
 mod exec_gemm_direct;
 mod exec_jit;

@@ -1,32 +1,36 @@
-//! `fusion` (loop or input fusion, made by `ebb_passes::fuse`): the region is evaluated chunk by chunk
-//! over the flat (row-major) iteration space, [`FUSION_CHUNK`] elements at a time, so that no
-//! internal value of the group is ever materialized whole. Per chunk: aligned inputs are
-//! copied for the chunk's range, members run with the ordinary kernels on chunk-sized
-//! tensors (`reshape` and unit-dimension broadcasts are the identity on a chunk, expanding
-//! broadcasts, `iota` and splat constants are computed from the flat indices), and the results' chunks are
-//! written into the whole results. An input fusion's chunks are whole rows of its `reduce`
-//! root's operand; the root reduces each chunk's rows with the ordinary `reduce` kernel and
-//! its rows of the result are written in place. A column reduction's root instead combines
-//! each chunk's rows, in order, into one accumulator per result element
-//! ([`super::reduce::ColumnAcc`]), written out after the last chunk.
+//! `fusion` (loop or input fusion, made by `ebb_passes::fuse`): the region is evaluated chunk
+//! by chunk over the flat (row-major) iteration space, [`ebb_ir::op::FUSION_CHUNK`] elements
+//! at a time, so that no internal value of the group is ever materialized whole. Per chunk:
+//! aligned inputs are copied for the chunk's range (read in place when one chunk covers them),
+//! members run with the ordinary kernels on chunk-sized tensors (`reshape` and unit-dimension
+//! broadcasts are the identity on a chunk, expanding broadcasts, `iota` and splat constants
+//! are computed from the flat indices), and the results' chunks are written into the whole
+//! results. An input fusion's chunks are whole rows of its `reduce` root's operand; the root
+//! reduces each chunk's rows with the ordinary `reduce` kernel and its rows of the result are
+//! written in place. A column reduction's root instead combines each chunk's rows, in order,
+//! into one accumulator per result element ([`super::reduce::ColumnAcc`]), written out after
+//! the last chunk.
+//!
+//! The preparation of a group at the bindings ([`Interp`], `fusion/plan.rs`) is made at its
+//! first run and kept with the step's launch under the JIT executor (the groups the code
+//! generator declines run here at every step); the reference executor prepares at every run.
 //!
 //! Invariant: the results equal, bit for bit, what running the region's ops one by one on whole
 //! tensors gives (every member is elementwise on the flat index; the `reduce` kernel combines
 //! each output element's inputs in an order fixed by its row alone), and the transient bytes
-//! reported are [`fusion_tile_bytes`] at the bindings, the planner's charge.
+//! reported are [`ebb_ir::op::fusion_tile_bytes`] at the bindings, the planner's charge.
 
-use super::layout::strides_of;
-use super::{elementwise, Ctx, KernelFailure, OutType};
+mod plan;
+
+pub(crate) use plan::{index_map, Interp};
+
+use super::{elementwise, Ctx, Executor, KernelFailure, OutType};
 use crate::buffer::Buf;
 use crate::error::OpError;
 use crate::tensor::{Data, Tensor};
-use ebb_ir::op::fusion::{
-    aligned_inputs, member_last_uses, reads_aligned, reduce_root_columns, reduce_root_prefix,
-};
-use ebb_ir::op::{fusion_tile_bytes, FUSION_CHUNK};
-use ebb_ir::{Bindings, Graph, Node, Op, ValueRef};
+use ebb_ir::{Bindings, Graph, Node, Op};
+use plan::{How, Step};
 use std::cell::Cell;
-use std::collections::HashMap;
 
 pub(super) fn invalid(msg: impl Into<String>) -> KernelFailure {
     KernelFailure::Op(OpError::Invalid(msg.into()))
@@ -46,61 +50,6 @@ pub(super) fn shape_at(
         .collect()
 }
 
-/// How the iteration space is cut into chunks, at the bindings.
-struct Chunking {
-    /// Elements of the iteration space.
-    n: usize,
-    /// Elements per row (1 for a loop fusion: any cut is a row boundary).
-    row: usize,
-    /// Rows per chunk (at least 1).
-    rows_per: usize,
-    /// Rows of the iteration space.
-    rows: usize,
-    /// Whether this is an input fusion (a `reduce` root).
-    input: bool,
-}
-
-/// The chunking of a loop fusion (chunks of [`FUSION_CHUNK`] elements) or of an input fusion
-/// (whole rows of the reduce's operand, as many as fit, at least one).
-fn chunking(region: &Graph, ctx: &Ctx) -> Result<Chunking, KernelFailure> {
-    let chunk = FUSION_CHUNK as usize;
-    let root = region.order().last().copied();
-    let prefix = |r| reduce_root_prefix(region, r).or_else(|| reduce_root_columns(region, r));
-    if let Some((root, k)) = root.and_then(|r| Some((r, prefix(r)?))) {
-        let operand = region
-            .operands(root)
-            .first()
-            .copied()
-            .ok_or_else(|| invalid("reduce without an operand"))?;
-        let shape = shape_at(&region.value_type(operand).shape, ctx.bindings)?;
-        let row: usize = shape[k..].iter().product();
-        return Ok(Chunking {
-            n: shape.iter().product(),
-            row,
-            rows_per: (chunk / row.max(1)).max(1),
-            // One row per index of the kept (row reduction) or reduced (column reduction)
-            // prefix; empty rows still yield the init value.
-            rows: shape[..k].iter().product(),
-            input: true,
-        });
-    }
-    let n: usize = ctx.out.first().map_or(0, |o| o.shape.iter().product());
-    if ctx
-        .out
-        .iter()
-        .any(|o| o.shape.iter().product::<usize>() != n)
-    {
-        return Err(invalid("loop fusion results differ in element count"));
-    }
-    Ok(Chunking {
-        n,
-        row: 1,
-        rows_per: chunk,
-        rows: n,
-        input: false,
-    })
-}
-
 /// `fusion` of either kind (see the module docs).
 pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelFailure> {
     let [region] = ctx.node.regions.as_slice() else {
@@ -111,45 +60,51 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
             "fusion operands or results differ from its region's",
         ));
     }
-    let Chunking {
+    // The step's launch keeps the preparation under the JIT executor (which made the launch
+    // before declining the group); the reference executor prepares at every run.
+    let kept = ctx
+        .launch
+        .and_then(std::sync::OnceLock::get)
+        .filter(|_| ctx.executor != Executor::Reference)
+        .map(super::jit::Launch::interp);
+    let local;
+    let interp: &Interp = match kept {
+        Some(slot) => match slot.get() {
+            Some(p) => p,
+            None => {
+                let p = plan::prepare(region, ctx)?;
+                slot.get_or_init(|| p)
+            }
+        },
+        None => {
+            local = plan::prepare(region, ctx)?;
+            &local
+        }
+    };
+    run(ctx, region, interp, ops)
+}
+
+/// Runs the fusion of `ctx` prepared as `ip` on `ops`.
+fn run(
+    ctx: &Ctx,
+    region: &Graph,
+    ip: &Interp,
+    ops: Vec<Tensor>,
+) -> Result<Vec<Tensor>, KernelFailure> {
+    let plan::Chunking {
         n,
         row,
         rows_per,
         rows,
         input,
-    } = chunking(region, ctx)?;
-    let aligned = aligned_inputs(region);
-    let (members, last) = member_last_uses(region);
-    if input
-        && region
-            .outputs()
-            .iter()
-            .any(|v| Some(&v.node) != members.last())
-    {
-        return Err(invalid(
-            "an input fusion's only result is its reduce root's",
-        ));
-    }
-    // Region output index of each member result that is one.
-    let out_of: HashMap<ValueRef, Vec<usize>> =
-        region
-            .outputs()
-            .iter()
-            .enumerate()
-            .fold(HashMap::new(), |mut m, (k, v)| {
-                m.entry(*v).or_default().push(k);
-                m
-            });
+    } = ip.chunking;
+    let aligned = &ip.aligned;
+    let steps = &ip.steps;
     for (i, t) in ops.iter().enumerate() {
         if aligned[i] && t.len() != n {
             return Err(invalid(format!("operand {i} is not of the fusion's size")));
         }
     }
-    // Everything that does not depend on the chunk, prepared once per op execution.
-    let steps = members
-        .iter()
-        .map(|&id| prepare(region, id, ctx.bindings))
-        .collect::<Result<Vec<_>, _>>()?;
     // In-place writes: a result takes the buffer of an operand this op alone holds; that
     // operand's chunks are then read from the result buffer, each before it is overwritten.
     let mut ops = ops;
@@ -173,14 +128,26 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
             Err(back) => *t = back,
         }
     }
+    // A result that a member computes has every element written below (each chunk's, each
+    // row's, or the column accumulators'), so it may start in its planned arena range or a
+    // recycled buffer with stale contents ([`Ctx::take_result`]).
     let mut results: Vec<Data> = ctx
         .out
         .iter()
         .zip(reuse)
-        .map(|(o, r)| r.unwrap_or_else(|| Data::zeros(o.dtype, o.shape.iter().product())))
+        .enumerate()
+        .map(|(i, (o, r))| {
+            let n = o.shape.iter().product();
+            r.unwrap_or_else(|| match ip.writes_all {
+                true => ctx.take_result(i, o.dtype, n),
+                false => Data::zeros(o.dtype, n),
+            })
+        })
         .collect();
     // A column reduction's accumulators (its root is the last step).
     let mut columns: Option<super::reduce::ColumnAcc> = None;
+    // The chunk's values by slot ([`Step`]): the inputs', then the members' results.
+    let mut env: Vec<Option<Tensor>> = vec![None; ops.len() + steps.len()];
     let mut r0 = 0;
     while r0 < rows {
         let nrows = rows_per.min(rows - r0);
@@ -190,41 +157,43 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
             len,
             rows: nrows,
         };
-        let mut env: HashMap<ValueRef, Tensor> = HashMap::new();
-        for (i, (&id, t)) in region.inputs().iter().zip(&ops).enumerate() {
-            let v = if aligned[i] {
-                let data = match src_result[i] {
-                    Some(o) => &results[o],
-                    None => t.data(),
-                };
-                let d = crate::tensor::map_same!(data, v => v[start..start + len].to_vec());
-                Tensor::from_parts(vec![len], d)
-            } else {
+        for (i, t) in ops.iter().enumerate() {
+            env[i] = Some(if !aligned[i] {
                 t.clone()
-            };
-            env.insert(ValueRef::new(id, 0), v);
+            } else if let Some(o) = src_result[i] {
+                let d = crate::tensor::map_same!(&results[o], v => v[start..start + len].to_vec());
+                Tensor::from_parts(vec![len], d)
+            } else if start == 0 && len == t.len() {
+                // The whole operand is the one chunk: read in place.
+                t.reshape(vec![len]).map_err(|e| invalid(e.to_string()))?
+            } else {
+                let d = crate::tensor::map_same!(t.data(), v => v[start..start + len].to_vec());
+                Tensor::from_parts(vec![len], d)
+            });
         }
         for (k, step) in steps.iter().enumerate() {
-            let operands: Vec<Tensor> = step.ins.iter().map(|v| env[v].clone()).collect();
+            let operands = step
+                .ins
+                .iter()
+                .map(|&s| env[s].clone())
+                .collect::<Option<Vec<Tensor>>>()
+                .ok_or_else(|| invalid("a fusion member reads a value not computed"))?;
             // Drop what this member reads for the last time (the tiles of the module docs).
-            for v in &step.ins {
-                if last.get(v) == Some(&k) {
-                    env.remove(v);
-                }
+            for &s in &step.drops {
+                env[s] = None;
             }
             if let How::Columns(m) = step.how {
                 column_rows(&mut columns, m, &operands, row)?;
                 continue;
             }
-            let t = member(step, operands, &chunk, ctx.bindings)?;
-            let v = ValueRef::new(step.id, 0);
+            let t = member(region.node(step.id), step, operands, &chunk, ctx.bindings)?;
             // A loop member's chunk lands at the chunk's elements, a reduce root's at its rows.
             let at = if input {
                 r0 * (t.len() / nrows.max(1))
             } else {
                 start
             };
-            for &o in out_of.get(&v).into_iter().flatten() {
+            for &o in &step.outs {
                 let dst = &mut results[o];
                 if at + t.len() > dst.len() {
                     return Err(invalid("a fusion member's chunk exceeds its result"));
@@ -234,35 +203,34 @@ pub(crate) fn fusion(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, KernelF
                     return Err(invalid("a fusion result changed its element type"));
                 }
             }
-            if last.get(&v).is_some_and(|&l| l > k) {
-                env.insert(v, t);
+            if step.keep {
+                env[ops.len() + k] = Some(t);
             }
         }
         r0 += nrows;
     }
-    if let Some(How::Columns(m)) = steps.last().map(|s| &s.how) {
+    drop(env);
+    if let Some(root) = steps.last().filter(|s| matches!(s.how, How::Columns(_))) {
+        let How::Columns(m) = root.how else {
+            return Err(invalid("a column reduction without its monoid"));
+        };
         // No rows at all: every result element is the init value.
         if columns.is_none() {
-            let root = steps[steps.len() - 1].id;
-            let init = super::jit::init_value::<f32>(region, root, &ops).ok_or_else(|| {
+            let init = super::jit::init_value::<f32>(region, root.id, &ops).ok_or_else(|| {
                 invalid("a column reduction's init value is not an f32 input or splat")
             })?;
-            columns = super::reduce::ColumnAcc::new(*m, init, row);
+            columns = super::reduce::ColumnAcc::new(m, init, row);
         }
         let acc = columns.ok_or_else(|| invalid("a logical column reduction of f32"))?;
-        let v = ValueRef::new(steps[steps.len() - 1].id, 0);
         let data = Data::F32(Buf::from(acc.finish()));
-        for &o in out_of.get(&v).into_iter().flatten() {
+        for &o in &root.outs {
             if results[o].len() != data.len() {
                 return Err(invalid("a column reduction's result differs from its row"));
             }
             results[o] = data.clone();
         }
     }
-    let tile = fusion_tile_bytes(region)
-        .and_then(|e| e.eval(ctx.bindings))
-        .map_err(|e| invalid(e.to_string()))?;
-    ctx.transient.set(u64::try_from(tile).unwrap_or(0));
+    ctx.transient.set(ip.tile);
     Ok(results
         .into_iter()
         .zip(ctx.out)
@@ -278,34 +246,6 @@ struct Chunk {
     len: usize,
     /// Whole rows (an input fusion's; `len` for a loop fusion).
     rows: usize,
-}
-
-/// How a member computes one chunk.
-enum How {
-    /// `reshape`, or a broadcast that only adds unit dimensions: the operand's chunk.
-    Identity,
-    /// An expanding `broadcast_in_dim` of a whole operand: for each result dimension, its
-    /// extent and the operand stride it maps to (0 where the operand repeats).
-    Broadcast(Vec<(usize, usize)>),
-    /// `iota` along a dimension of the result: per result dimension its extent and 1 for the
-    /// iota dimension (0 elsewhere), as for [`How::Broadcast`]; and the element type.
-    Iota(Vec<(usize, usize)>, ebb_ir::DType),
-    /// A splat `constant`: its one value repeated over a whole chunk, made once.
-    Splat(Tensor),
-    /// An elementwise op, run by its ordinary kernel on chunk tensors.
-    Elementwise,
-    /// The `reduce` root of an input fusion, run by its ordinary kernel on a chunk of rows
-    /// reshaped to `[rows] ++ rest`: the dimensions it reduces renumbered for that shape,
-    /// `rest` (the operand's dimensions after the kept prefix) and the kept dimensions of
-    /// `rest`.
-    Reduce {
-        dims: Vec<i64>,
-        rest: Vec<usize>,
-        kept_rest: Vec<usize>,
-    },
-    /// The `reduce` root of a column input fusion ([`reduce_root_columns`]), folding each
-    /// chunk's rows into the accumulators with its monoid.
-    Columns(super::region::Monoid),
 }
 
 /// Folds a chunk of whole rows (operand 0, `f32`) into a column reduction's accumulators,
@@ -336,115 +276,6 @@ fn column_rows(
     Ok(())
 }
 
-/// A member prepared for the chunk loop: its node, operands and [`How`].
-struct Step<'g> {
-    id: ebb_ir::NodeId,
-    node: &'g Node,
-    ins: Vec<ValueRef>,
-    how: How,
-}
-
-/// Prepares member `id` of `region` at the bindings (shapes, strides, index maps).
-fn prepare<'g>(
-    region: &'g Graph,
-    id: ebb_ir::NodeId,
-    b: &Bindings,
-) -> Result<Step<'g>, KernelFailure> {
-    let node = region.node(id);
-    let ins = region.operands(id);
-    let how = match &node.op {
-        Op::Reshape(_) => How::Identity,
-        Op::BroadcastInDim(_) if reads_aligned(region, id, 0) => How::Identity,
-        Op::BroadcastInDim(_) => How::Broadcast(index_map(region, id, b)?),
-        Op::Iota(spec) => How::Iota(index_map(region, id, b)?, spec.dtype),
-        Op::Constant(lit) if lit.splat => {
-            How::Splat(splat(lit, node.outputs[0].dtype, FUSION_CHUNK as usize)?)
-        }
-        _ if node.kind().is_elementwise() => How::Elementwise,
-        Op::Reduce(_) if reduce_root_columns(region, id).is_some() => {
-            let body = node
-                .regions
-                .first()
-                .ok_or_else(|| invalid("reduce without a body"))?;
-            match super::region::recognize(body) {
-                super::region::Body::Monoid(m) => How::Columns(m),
-                _ => return Err(invalid("a column reduction whose body is not a monoid")),
-            }
-        }
-        Op::Reduce(dims) => {
-            let k = reduce_root_prefix(region, id)
-                .ok_or_else(|| invalid("a reduce that cannot root an input fusion"))?;
-            let src = ins
-                .first()
-                .map(|v| shape_at(&region.value_type(*v).shape, b))
-                .ok_or_else(|| invalid("reduce without an operand"))??;
-            let rest = src[k..].to_vec();
-            let kept_rest = (k..src.len())
-                .filter(|d| !dims.contains(&(*d as i64)))
-                .map(|d| src[d])
-                .collect();
-            How::Reduce {
-                dims: dims.iter().map(|&d| d - k as i64 + 1).collect(),
-                rest,
-                kept_rest,
-            }
-        }
-        _ => {
-            return Err(invalid(format!(
-                "`{}` cannot be a loop fusion member",
-                node.kind().name()
-            )))
-        }
-    };
-    Ok(Step { id, node, ins, how })
-}
-
-/// The index map of an expanding `broadcast_in_dim` or an `iota` member `id` of `region` at
-/// the bindings: per result dimension its extent and the operand stride it maps to (0 where
-/// the operand repeats, including broadcast operand dimensions of size 1); for an `iota`, 1
-/// for the iota dimension and 0 elsewhere (the index along it is the "operand" offset).
-pub(super) fn index_map(
-    region: &Graph,
-    id: ebb_ir::NodeId,
-    b: &Bindings,
-) -> Result<Vec<(usize, usize)>, KernelFailure> {
-    let node = region.node(id);
-    let full = shape_at(&node.outputs[0].shape, b)?;
-    let mut map: Vec<(usize, usize)> = full.iter().map(|&n| (n, 0)).collect();
-    match &node.op {
-        Op::BroadcastInDim(bc) => {
-            let src = region
-                .operands(id)
-                .first()
-                .map(|v| shape_at(&region.value_type(*v).shape, b))
-                .ok_or_else(|| invalid("broadcast_in_dim without an operand"))??;
-            let ist = strides_of(&src);
-            for (k, &d) in bc.dims.iter().enumerate() {
-                let slot = usize::try_from(d)
-                    .ok()
-                    .and_then(|d| map.get_mut(d))
-                    .ok_or_else(|| invalid("bad broadcast dimension"))?;
-                // A broadcast operand dimension of size 1 repeats its element.
-                slot.1 = if src.get(k) == Some(&1) { 0 } else { ist[k] };
-            }
-        }
-        Op::Iota(spec) => {
-            let d = usize::try_from(spec.dimension)
-                .ok()
-                .filter(|&d| d < full.len())
-                .ok_or_else(|| invalid("bad iota dimension"))?;
-            // The index along `d` is the offset of a broadcast whose only stride is `d`'s.
-            map[d].1 = 1;
-        }
-        _ => {
-            return Err(invalid(
-                "an index map of a member that is not a broadcast or iota",
-            ))
-        }
-    }
-    Ok(map)
-}
-
 /// Operand offsets of the flat result elements `[start, start + len)` of a broadcast with
 /// per-result-dimension `(extent, operand stride)` `map`: one division per dimension for the
 /// first element, then an odometer (row-major increments, carrying into outer dimensions).
@@ -473,18 +304,9 @@ fn broadcast_offsets(map: &[(usize, usize)], start: usize, len: usize) -> Vec<us
     out
 }
 
-/// `len` copies of splat literal `lit` as `dtype`.
-fn splat(lit: &ebb_ir::Literal, dtype: ebb_ir::DType, len: usize) -> Result<Tensor, KernelFailure> {
-    let t = Tensor::from_literal(lit, vec![len]).map_err(|e| invalid(e.to_string()))?;
-    Ok(if t.dtype() == dtype {
-        t
-    } else {
-        Tensor::from_parts(vec![len], t.data().convert(dtype))
-    })
-}
-
-/// One member on the chunk `[start, start + len)`.
+/// One member (`node`, prepared as `step`) on the chunk `[start, start + len)`.
 fn member(
+    node: &Node,
     step: &Step,
     mut operands: Vec<Tensor>,
     chunk: &Chunk,
@@ -502,6 +324,14 @@ fn member(
             let d = crate::tensor::map_same!(src.data(), v => idx.iter().map(|&i| v[i]).collect::<Vec<_>>());
             Ok(Tensor::from_parts(vec![len], d))
         }
+        How::Repeat => {
+            let src = &operands[0];
+            if len > 0 && src.is_empty() {
+                return Err(invalid("a broadcast reads past its operand"));
+            }
+            let d = crate::tensor::map_same!(src.data(), v => v[..len.min(1)].repeat(len));
+            Ok(Tensor::from_parts(vec![len], d))
+        }
         How::Iota(map, dtype) => {
             let v: Vec<i64> = broadcast_offsets(map, start, len)
                 .into_iter()
@@ -512,12 +342,14 @@ fn member(
                 Data::I64(Buf::from(v)).into_dtype(*dtype),
             ))
         }
-        How::Splat(full) if full.len() == len => Ok(full.clone()),
-        How::Splat(_) => match &step.node.op {
-            Op::Constant(lit) => splat(lit, step.node.outputs[0].dtype, len),
-            _ => Err(invalid("a splat member that is not a constant")),
+        How::Splat(made) => match made.iter().find(|t| t.len() == len) {
+            Some(t) => Ok(t.clone()),
+            None => match &node.op {
+                Op::Constant(lit) => plan::splat(lit, node.outputs[0].dtype, len),
+                _ => Err(invalid("a splat member that is not a constant")),
+            },
         },
-        How::Elementwise => with_ctx(step, b, vec![len], |c| {
+        How::Elementwise => with_ctx(node, step, b, vec![len], |c| {
             elementwise::run(c, operands).map_err(KernelFailure::Op)
         }),
         How::Columns(_) => Err(invalid("a column reduction is folded, not run per chunk")),
@@ -536,7 +368,7 @@ fn member(
             let out = std::iter::once(rows)
                 .chain(kept_rest.iter().copied())
                 .collect();
-            let mut r = with_ctx(step, b, out, |c| {
+            let mut r = with_ctx(node, step, b, out, |c| {
                 super::reduce::reduce(c, dims, operands).map_err(KernelFailure::Op)
             })?;
             r.pop().ok_or_else(|| invalid("reduce without a result"))
@@ -544,14 +376,21 @@ fn member(
     }
 }
 
-/// Runs `f` with the kernel context of member `step` whose one result has `shape`.
-fn with_ctx<R>(step: &Step, b: &Bindings, shape: Vec<usize>, f: impl FnOnce(&Ctx) -> R) -> R {
+/// Runs `f` with the kernel context of member `node` (prepared as `step`) whose one result
+/// has `shape`.
+fn with_ctx<R>(
+    node: &Node,
+    step: &Step,
+    b: &Bindings,
+    shape: Vec<usize>,
+    f: impl FnOnce(&Ctx) -> R,
+) -> R {
     let out = [OutType {
-        dtype: step.node.outputs[0].dtype,
+        dtype: node.outputs[0].dtype,
         shape,
     }];
     let c = Ctx {
-        node: step.node,
+        node,
         out: &out,
         bindings: b,
         transient: Cell::new(0),
@@ -562,7 +401,7 @@ fn with_ctx<R>(step: &Step, b: &Bindings, shape: Vec<usize>, f: impl FnOnce(&Ctx
         memo: None,
         slots: None,
         launch: None,
-        regions: &[],
+        regions: &step.regions,
     };
     f(&c)
 }

@@ -27,7 +27,6 @@ use super::fusion::{index_map, invalid, shape_at};
 use super::reduce::{float_monoid, fold_rows_as, ColumnAcc};
 use super::region::{recognize, Body};
 use super::{Ctx, KernelFailure};
-use crate::buffer::Buf;
 use crate::tensor::{Data, Elem, Tensor};
 use ebb_codegen::{KernelLayout, KernelSpec, Mode, StrideClass};
 use ebb_ir::dim::DimError;
@@ -464,6 +463,23 @@ pub(crate) struct Launch {
     /// `None`: the generator does not implement the group at the bindings (the interpreter
     /// runs it).
     plan: Option<Plan>,
+    /// The interpreter's preparation of the group at the bindings, made at its first
+    /// interpreted run (a group the generator declines, or operands it does not take).
+    interp: std::sync::OnceLock<super::fusion::Interp>,
+}
+
+impl Launch {
+    fn new(plan: Option<Plan>) -> Launch {
+        Launch {
+            plan,
+            interp: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Where the interpreter keeps its preparation of the group ([`super::fusion::Interp`]).
+    pub(crate) fn interp(&self) -> &std::sync::OnceLock<super::fusion::Interp> {
+        &self.interp
+    }
 }
 
 /// A generated fusion's launch at the bindings ([`Launch`]).
@@ -492,7 +508,7 @@ fn plan(ctx: &Ctx, region: &Graph) -> Result<Launch, KernelFailure> {
         Some(m) => m.prepared(region),
         None => Arc::new(prepare(region)),
     };
-    let not_generated = Launch { plan: None };
+    let not_generated = Launch::new(None);
     let Some((layout, tile_expr)) = prepared.as_ref() else {
         return Ok(not_generated);
     };
@@ -569,18 +585,16 @@ fn plan(ctx: &Ctx, region: &Graph) -> Result<Launch, KernelFailure> {
         Ok(t) => u64::try_from(t).unwrap_or(0),
         Err(e) => return Err(invalid(e.to_string())),
     };
-    Ok(Launch {
-        plan: Some(Plan {
-            prepared: prepared.clone(),
-            dtypes,
-            reduce,
-            n,
-            p,
-            classes,
-            tile,
-            kernels: Mutex::new(Vec::new()),
-        }),
-    })
+    Ok(Launch::new(Some(Plan {
+        prepared: prepared.clone(),
+        dtypes,
+        reduce,
+        n,
+        p,
+        classes,
+        tile,
+        kernels: Mutex::new(Vec::new()),
+    })))
 }
 
 impl Plan {
@@ -912,14 +926,16 @@ fn run_columns(
         out.copy_from_slice(&acc.finish());
         Ok(())
     };
-    let mut out = vec![0f32; row];
+    // Every element is written by its block (its planned arena range, stale contents, or a
+    // recycled buffer: [`Ctx::take_vec`]).
+    let mut out = ctx.take_vec::<f32>(row);
     if blocks > 1 {
         out.par_chunks_mut(per).enumerate().try_for_each(body)?;
     } else {
         out.chunks_mut(per.max(1)).enumerate().try_for_each(body)?;
     }
     let shape = ctx.out.first().map(|o| o.shape.clone()).unwrap_or_default();
-    Ok(vec![Tensor::from_parts(shape, Data::F32(Buf::from(out)))])
+    Ok(vec![Tensor::from_parts(shape, Data::F32(out))])
 }
 
 /// A loop fusion's launch: results allocated (or taken over in place), the flat range split
