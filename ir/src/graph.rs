@@ -216,6 +216,18 @@ impl Graph {
         }
     }
 
+    /// An empty graph with room for `nodes` nodes and `edges` operand edges, so that adding
+    /// that many grows no table (a decoder that knows the sizes builds the graph in one
+    /// allocation per table instead of a doubling series of them).
+    pub fn with_capacity(name: &str, nodes: usize, edges: usize) -> Self {
+        Graph {
+            name: name.to_string(),
+            g: StableDiGraph::with_capacity(nodes, edges),
+            order: Vec::with_capacity(nodes),
+            ..Default::default()
+        }
+    }
+
     /// The region `(a, b) -> op(a, b)` over two scalars of `dtype`, with a result of type
     /// `out`: a `reduce`/`reduce_window` body (`op` a monoid, `out == dtype`) or a
     /// `select_and_scatter` select (`op` a `compare`, `out` `i1`).

@@ -22,6 +22,7 @@ mod memory_helpers;
 mod memory_liveness;
 mod memory_peak;
 mod memory_proptest;
+mod memory_shared;
 mod plan_check_cases;
 mod plan_check_fuzz;
 mod registry;

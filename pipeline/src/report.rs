@@ -199,7 +199,12 @@ pub fn check_plan_bindings(plan: &Plan, b: &Bindings) -> Result<()> {
 
 /// Peak bytes of `g` executed in program order at `b`.
 pub(crate) fn program_order_peak(g: &Graph, b: &Bindings) -> Result<i64> {
-    Ok(memory::liveness(g, &memory::program_order(g))
+    program_order_peak_of(&memory::GraphMemory::new(g), g, b)
+}
+
+/// [`program_order_peak`] on `g`'s memory view `m`, already built.
+fn program_order_peak_of(m: &memory::GraphMemory, g: &Graph, b: &Bindings) -> Result<i64> {
+    Ok(m.liveness(&memory::program_order(g))
         .peak(b)
         .map_err(|e| size_error(g, b, e))?
         .0)
@@ -307,12 +312,15 @@ fn report_at(
     pricing: &Pricing,
 ) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
     check_plan_bindings(plan, b)?;
-    let po = program_order_peak(g, b)?;
+    // One view of the graph for the program-order peak, the lower bound and the scheduled
+    // breakdown.
+    let mem = memory::GraphMemory::new(g);
+    let po = program_order_peak_of(&mem, g, b)?;
     let given = budget;
     let budget = budget
         .map(|x| resolve_with(plan, g, b, x, po))
         .transpose()?;
-    let lower = memory::lower_bound(g, b).map_err(|e| size_error(g, b, e))?;
+    let lower = mem.lower_bound(b).map_err(|e| size_error(g, b, e))?;
     let opts = pricing.finalize_options(budget, true);
     // Prepared first, as a runtime does once per plan: `finalize_us` is what a new shape
     // costs.
@@ -329,7 +337,8 @@ fn report_at(
         .iter()
         .filter_map(|pos| g.order().get(pos.index()).copied())
         .collect();
-    let peak = memory::liveness(g, &schedule)
+    let peak = mem
+        .liveness(&schedule)
         .peak_breakdown(g, b)
         .map_err(|e| size_error(g, b, e))?;
     let mut donated_bytes = 0i64;

@@ -151,11 +151,10 @@ pub fn reads_aligned(g: &Graph, consumer: NodeId, operand: usize) -> bool {
     let Some(out) = n.outputs.first() else {
         return false;
     };
-    let ins = g.operands(consumer);
-    let Some(v) = ins.get(operand) else {
+    let Some(v) = operand_at(g, consumer, operand) else {
         return false;
     };
-    let t = g.value_type(*v);
+    let t = g.value_type(v);
     match &n.op {
         Op::Reshape(_) => true,
         Op::BroadcastInDim(b) => {
@@ -169,6 +168,16 @@ pub fn reads_aligned(g: &Graph, consumer: NodeId, operand: usize) -> bool {
         _ if n.kind().is_elementwise() => t.shape == out.shape,
         _ => false,
     }
+}
+
+/// Operand `k` of op `id` ([`Graph::operands`]`[k]`), found among its incoming edges without
+/// collecting and sorting all of them.
+fn operand_at(g: &Graph, id: NodeId, k: usize) -> Option<ValueRef> {
+    use petgraph::visit::EdgeRef;
+    g.petgraph()
+        .edges_directed(id, petgraph::Direction::Incoming)
+        .find(|e| e.weight().operand as usize == k)
+        .map(|e| ValueRef::new(e.source(), e.weight().output))
 }
 
 /// The region inputs of a loop fusion that some member reads flat-aligned (copied chunk by
@@ -209,25 +218,46 @@ pub fn member_last_uses(region: &Graph) -> (Vec<NodeId>, HashMap<ValueRef, usize
 /// result of `k`. Region outputs are copied out when produced and dropped after their last
 /// in-region read.
 pub fn tile_bytes_per_element(region: &Graph) -> i64 {
-    let (members, last) = member_last_uses(region);
-    let aligned = aligned_inputs(region);
-    let size = |v: &ValueRef| region.value_type(*v).dtype.size_bytes() as i64;
+    use petgraph::visit::{EdgeRef, NodeIndexable};
+    let pg = region.petgraph();
+    // Node index -> the last member reading its result 0.
+    let mut last = vec![None::<usize>; pg.node_bound()];
+    let mut members = Vec::with_capacity(region.order().len());
+    for &id in region.order() {
+        if region.node(id).kind() == OpKind::Input {
+            continue;
+        }
+        let k = members.len();
+        members.push(id);
+        for e in pg.edges_directed(id, petgraph::Direction::Incoming) {
+            if e.weight().output == 0 {
+                last[e.source().index()] = Some(k);
+            }
+        }
+    }
+    let size = |id: NodeId| region.node(id).outputs[0].dtype.size_bytes() as i64;
+    // What is live while member `k` runs, as a difference array over `k`: an aligned input
+    // from 0 to its last reader, an earlier member's result from the next member to its last
+    // reader, and the member's own result at `k`.
+    let mut delta = vec![0i64; members.len() + 1];
+    for (&id, al) in region.inputs().iter().zip(aligned_inputs(region)) {
+        if let (true, Some(l)) = (al, last[id.index()]) {
+            delta[0] += size(id);
+            delta[l + 1] -= size(id);
+        }
+    }
+    for (j, &m) in members.iter().enumerate() {
+        delta[j] += size(m);
+        delta[j + 1] -= size(m);
+        if let Some(l) = last[m.index()].filter(|&l| l > j) {
+            delta[j + 1] += size(m);
+            delta[l + 1] -= size(m);
+        }
+    }
+    let mut live = 0;
     let mut peak = 0;
-    for k in 0..members.len() {
-        let mut live = 0;
-        for (&id, &al) in region.inputs().iter().zip(&aligned) {
-            let v = ValueRef::new(id, 0);
-            if al && last.get(&v).is_some_and(|&l| l >= k) {
-                live += size(&v);
-            }
-        }
-        for &m in &members[..k] {
-            let v = ValueRef::new(m, 0);
-            if last.get(&v).is_some_and(|&l| l >= k) {
-                live += size(&v);
-            }
-        }
-        live += size(&ValueRef::new(members[k], 0));
+    for d in &delta[..members.len()] {
+        live += d;
         peak = peak.max(live);
     }
     peak
@@ -387,7 +417,10 @@ fn compute_in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
                 return false;
             };
             let vt = g.value_type(v);
-            if vt.dtype != ty.dtype || !g.scope.prove_eq(&vt.num_elements(), &ty.num_elements()) {
+            // Equal shapes have equal element counts; others need the proof.
+            if vt.dtype != ty.dtype
+                || vt.shape != ty.shape && !g.scope.prove_eq(&vt.num_elements(), &ty.num_elements())
+            {
                 return false;
             }
             *dies.borrow_mut()[i].get_or_insert_with(|| {

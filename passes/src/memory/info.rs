@@ -164,9 +164,12 @@ impl GraphInfo {
         let operands = Csr::from_pairs(ops.len(), &op_pairs);
         let users = Csr::from_pairs(values.len(), &user_pairs);
         let in_place = ebb_ir::op::in_place_writes(g);
+        let mut norm = Normalizer::new(scope);
         let transient = ops
             .iter()
-            .map(|&id| region_transient(g, id, scope, &in_place).map_or(NONE, |e| sizes.intern(e)))
+            .map(|&id| {
+                region_transient(g, id, &mut norm, &in_place).map_or(NONE, |e| sizes.intern(e))
+            })
             .collect();
         GraphInfo {
             ops,
@@ -231,17 +234,17 @@ fn value_id(value_base: &[u32], g: &Graph, v: ValueRef) -> Option<u32> {
 fn region_transient(
     g: &Graph,
     id: NodeId,
-    scope: &SymbolScope,
+    norm: &mut Normalizer<'_>,
     in_place: &std::collections::HashMap<NodeId, Vec<ebb_ir::op::InPlace>>,
 ) -> Option<DimExpr> {
-    let own = own_transient(g, id, scope, in_place.get(&id).map_or(&[], Vec::as_slice));
+    let own = own_transient(g, id, norm, in_place.get(&id).map_or(&[], Vec::as_slice));
     let Some(w) = in_place.get(&id) else {
         return own;
     };
     // An operand written in place holds the result: its bytes are counted once.
     let saved = ebb_ir::op::in_place_bytes(g, id, w).ok()?;
     let base = own.unwrap_or_else(DimExpr::zero);
-    base.checked_sub(&saved).ok().map(|e| scope.normalize(&e))
+    base.checked_sub(&saved).ok().map(|e| norm.normalize(e))
 }
 
 /// [`region_transient`] without the in-place writes' saving (`writes`: the op's in-place
@@ -249,14 +252,19 @@ fn region_transient(
 fn own_transient(
     g: &Graph,
     id: NodeId,
-    scope: &SymbolScope,
+    norm: &mut Normalizer<'_>,
     writes: &[ebb_ir::op::InPlace],
 ) -> Option<DimExpr> {
     let node = g.node(id);
     if let (ebb_ir::Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
-        // A fusion's internal values are never materialized: only its tile buffers.
-        return ebb_ir::op::fusion_tile_bytes_in(region, scope).ok();
+        // A fusion's internal values are never materialized: only its tile buffers (the
+        // normalized form `ebb_ir::op::fusion_tile_bytes_in` gives, one normalization per
+        // distinct expression).
+        return ebb_ir::op::fusion_tile_bytes(region)
+            .ok()
+            .map(|e| norm.normalize(e));
     }
+    let scope = norm.scope;
     let mut parts = Vec::new();
     for r in &node.regions {
         let has_tensor = r
@@ -309,5 +317,36 @@ fn case_transient(
     match DimExpr::max_of(&[DimExpr::zero(), beyond]) {
         Some(Ok(e)) => Some(scope.normalize(&e)),
         _ => None,
+    }
+}
+
+/// [`SymbolScope::normalize`] under one scope, each distinct expression normalized once: the
+/// region transients of a graph of repeated layers are a few distinct expressions repeated
+/// (the same fusion body's tile bytes, the same in-place saving), and normalizing one proves
+/// facts about it.
+pub(crate) struct Normalizer<'a> {
+    /// The scope normalized under.
+    pub(crate) scope: &'a SymbolScope,
+    /// Expression -> its normal form.
+    memo: std::collections::HashMap<DimExpr, DimExpr>,
+}
+
+impl<'a> Normalizer<'a> {
+    /// An empty memo under `scope`.
+    pub(crate) fn new(scope: &'a SymbolScope) -> Self {
+        Normalizer {
+            scope,
+            memo: std::collections::HashMap::new(),
+        }
+    }
+
+    /// `scope.normalize(&e)`, from the memo when `e` was normalized before.
+    pub(crate) fn normalize(&mut self, e: DimExpr) -> DimExpr {
+        if let Some(n) = self.memo.get(&e) {
+            return n.clone();
+        }
+        let n = self.scope.normalize(&e);
+        self.memo.insert(e, n.clone());
+        n
     }
 }

@@ -104,6 +104,41 @@ pub(crate) fn liveness_in_scope(g: &Graph, s: &Schedule, scope: &SymbolScope) ->
     Liveness::from_info(&GraphInfo::build(g, scope), s)
 }
 
+/// The memory model's view of one graph, built once ([`GraphInfo`]: value numbering, interned
+/// sizes, operands, users and region transients) and shared by every query on that graph:
+/// the liveness under any schedule and the lower bound. [`liveness`] and [`lower_bound`]
+/// build it afresh on each call; a caller asking several questions of one graph (the `ebb plan`
+/// report: program order, the scheduled variant, the lower bound) builds it once here.
+///
+/// Invariant: `GraphMemory::new(g).liveness(s)` equals `liveness(g, s)` and
+/// `GraphMemory::new(g).lower_bound(b)` equals `lower_bound(g, b)`.
+#[derive(Clone, Debug)]
+pub struct GraphMemory {
+    info: GraphInfo,
+}
+
+impl GraphMemory {
+    /// The view of `g`, region peaks pruned under `g.scope` (linear in the size of `g`).
+    pub fn new(g: &Graph) -> GraphMemory {
+        GraphMemory {
+            info: GraphInfo::build(g, &g.scope),
+        }
+    }
+
+    /// [`liveness`] of the graph under `s`.
+    pub fn liveness(&self, s: &Schedule) -> Liveness {
+        Liveness::from_info(&self.info, s)
+    }
+
+    /// [`lower_bound`] of the graph at `b`, bytes.
+    ///
+    /// # Errors
+    /// As [`lower_bound`].
+    pub fn lower_bound(&self, b: &Bindings) -> Result<i64, ebb_ir::dim::DimError> {
+        lower_bound_of(&self.info, &self.info.sizes.eval(b)?)
+    }
+}
+
 /// A schedule that is not a topological permutation of the graph's non-input ops.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleError {

@@ -216,7 +216,8 @@ fn build(
     let err = |i: usize, msg: String| {
         BinaryError::Graph(format!("graph `{}`: op #{i}: {msg}", body.name))
     };
-    let mut g = Graph::new(&body.name);
+    let edges = body.ops.iter().map(|o| o.operands.len()).sum();
+    let mut g = Graph::with_capacity(&body.name, body.ops.len(), edges);
     g.scope = t.scope(body.scope)?;
     g.assertions = body.assertions;
     // Kinds and payloads first, so every op is checked before the graph is built.
