@@ -3,9 +3,9 @@
 //! transients included) is built once, on the first shape that needs it, and evaluated at
 //! each shape after.
 //!
-//! Invariant: [`BudgetResolver::resolve`] returns exactly what [`crate::resolve_budget`]
-//! returns for the same plan, graph, shape and budget (the same liveness, evaluated at the
-//! same bindings); only the symbolic build is shared.
+//! Invariant: a resolver used at many shapes returns at each exactly what a fresh one returns
+//! there ([`crate::resolve_budget`], one resolver per call): the same liveness, evaluated at
+//! that shape's bindings; only the symbolic build is shared.
 
 use crate::bind::size_error;
 use crate::size::Budget;
@@ -50,9 +50,9 @@ impl BudgetResolver {
         Ok(match self.budget {
             Budget::Bytes(x) => x,
             Budget::Fraction(_) => {
-                let live = self
-                    .program_order
-                    .get_or_init(|| memory::liveness(g, &memory::program_order(g)));
+                let live = self.program_order.get_or_init(|| {
+                    memory::GraphMemory::new(g).liveness(&memory::program_order(g))
+                });
                 let po = live.peak(b).map_err(|e| size_error(g, b, e))?.0;
                 self.budget.resolve(po, 0)
             }

@@ -218,11 +218,7 @@ fn program_order_peak_of(m: &memory::GraphMemory, g: &Graph, b: &Bindings) -> Re
 /// # Errors
 /// Sizes that do not evaluate at `b`.
 pub fn resolve_budget(plan: &Plan, g: &Graph, b: &Bindings, budget: Budget) -> Result<i64> {
-    match budget {
-        Budget::Bytes(x) => Ok(x),
-        Budget::Fraction(_) => resolve_with(plan, g, b, budget, program_order_peak(g, b)?),
-        Budget::FractionOfScheduled(_) => resolve_with(plan, g, b, budget, 0),
-    }
+    crate::BudgetResolver::new(budget).resolve(plan, g, b)
 }
 
 /// [`resolve_budget`] with the program-order peak `po` at `b` known.

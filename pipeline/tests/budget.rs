@@ -1,6 +1,8 @@
-//! Tests of `budget` (`pipeline/src/budget.rs`): a resolver built once gives, at every shape,
-//! exactly the bytes `resolve_budget` gives there.
+//! Tests of `budget` (`pipeline/src/budget.rs`): a resolver used at many shapes gives, at each,
+//! exactly the bytes a fresh one gives there (`resolve_budget`), and fractions follow the
+//! program-order and scheduled peaks (checked against `plan_report`'s figures).
 
+use ebb_passes::memory;
 use ebb_pipeline::{resolve_budget, Budget, BudgetResolver};
 use ebb_testkit::bs;
 
@@ -24,6 +26,12 @@ fn the_resolver_resolves_as_resolve_budget_at_every_shape() {
                 want,
                 "{budget:?} {at:?}"
             );
+            // The definition: a share of the program-order peak (`memory::peaks`, its own
+            // liveness build) or of the best variant's scheduled peak.
+            let po = memory::peaks(&c.graph, &memory::program_order(&c.graph), &[at.clone()])
+                .unwrap()[0];
+            let scheduled = c.plan.best_variant(&at).unwrap().1;
+            assert_eq!(want, budget.resolve(po, scheduled), "{budget:?} {at:?}");
             seen.push(want);
         }
         // Fractions resolve to other bytes at other shapes.
