@@ -134,15 +134,10 @@ def test_budgets_are_accepted_in_every_form():
     assert report["budget_bytes"] == int(po * 0.9)
 
 
-def test_a_plan_atlas_steps_new_shapes_within_its_budget():
-    # An atlas serves plans of one schedule variant: this one, unfused.
-    plan = ebb.compile(FIXTURES / "gpt2_tiny_scan.mlir", fusion=False, donate="keep")
-    budget = int(0.6 * plan.program_order_peak_bytes({"B": 4, "S": 40}))
-    rt = ebb.Runtime(plan, budget=budget)
-    assert rt.prepare_atlas([{"B": 4, "S": s} for s in (16, 32, 48, 64)]) > 0
-    free = ebb.Runtime(plan)
-    rng = np.random.default_rng(1)
-    for s in (40, 24):
+def _steps_as_without_budget(plan, rt, free, rng, lengths):
+    """Steps `rt` at B=4 and each of `lengths` on random inputs: every report is within its
+    budget, measured == planned, and the outputs are `free`'s (no budget) bit for bit."""
+    for s in lengths:
         bind = {"B": 4, "S": s}
         inputs = [
             (rng.standard_normal(sh) * 0.02).astype(d) if np.issubdtype(d, np.floating) else rng.integers(0, 4, sh).astype(d)
@@ -150,25 +145,29 @@ def test_a_plan_atlas_steps_new_shapes_within_its_budget():
         ]
         want, _ = free.step(bind, inputs)
         outs, report = rt.step(bind, inputs)
-        assert report["peak_bytes_planned"] <= budget, s
-        assert report["measured_peak_bytes"] == report["peak_bytes_planned"], s
-        assert all(o.tobytes() == w.tobytes() for o, w in zip(outs, want)), s
-    # A fractional budget (75%: 60% is infeasible at S=16): each sample under its own
-    # bytes, the atlas keyed by the share.
-    share = ebb.Runtime(plan, budget="75%")
-    assert share.prepare_atlas([{"B": 4, "S": s} for s in (16, 32, 48, 64)]) > 0
-    for s in (40, 24):
-        bind = {"B": 4, "S": s}
-        inputs = [
-            (rng.standard_normal(sh) * 0.02).astype(d) if np.issubdtype(d, np.floating) else rng.integers(0, 4, sh).astype(d)
-            for _, d, sh in plan.input_specs(bind)
-        ]
-        want, _ = free.step(bind, inputs)
-        outs, report = share.step(bind, inputs)
-        assert report["budget_bytes"] == int(0.75 * plan.program_order_peak_bytes(bind)), s
         assert report["peak_bytes_planned"] <= report["budget_bytes"], s
         assert report["measured_peak_bytes"] == report["peak_bytes_planned"], s
         assert all(o.tobytes() == w.tobytes() for o, w in zip(outs, want)), s
+        yield bind, report
+
+
+def test_a_plan_atlas_steps_new_shapes_within_its_budget():
+    # An atlas serves plans of one schedule variant: this one, unfused.
+    plan = ebb.compile(FIXTURES / "gpt2_tiny_scan.mlir", fusion=False, donate="keep")
+    budget = int(0.6 * plan.program_order_peak_bytes({"B": 4, "S": 40}))
+    rt = ebb.Runtime(plan, budget=budget)
+    samples = [{"B": 4, "S": s} for s in (16, 32, 48, 64)]
+    assert rt.prepare_atlas(samples) > 0
+    free = ebb.Runtime(plan)
+    rng = np.random.default_rng(1)
+    for _, report in _steps_as_without_budget(plan, rt, free, rng, (40, 24)):
+        assert report["budget_bytes"] == budget
+    # A fractional budget (75%: 60% is infeasible at S=16): each sample under its own
+    # bytes, the atlas keyed by the share.
+    share = ebb.Runtime(plan, budget="75%")
+    assert share.prepare_atlas(samples) > 0
+    for bind, report in _steps_as_without_budget(plan, share, free, rng, (40, 24)):
+        assert report["budget_bytes"] == int(0.75 * plan.program_order_peak_bytes(bind))
     # At least one of the two new shapes replays an entry of the same share.
     assert share.atlas_hits >= 1
     with pytest.raises(ebb.EbbError):

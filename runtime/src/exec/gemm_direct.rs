@@ -187,32 +187,7 @@ mod x86 {
                 for (q, v) in r.iter_mut().enumerate() {
                     *v = _mm256_loadu_ps(b.offset((j + q) as isize * ldb).add(p));
                 }
-                let t0 = _mm256_unpacklo_ps(r[0], r[1]);
-                let t1 = _mm256_unpackhi_ps(r[0], r[1]);
-                let t2 = _mm256_unpacklo_ps(r[2], r[3]);
-                let t3 = _mm256_unpackhi_ps(r[2], r[3]);
-                let t4 = _mm256_unpacklo_ps(r[4], r[5]);
-                let t5 = _mm256_unpackhi_ps(r[4], r[5]);
-                let t6 = _mm256_unpacklo_ps(r[6], r[7]);
-                let t7 = _mm256_unpackhi_ps(r[6], r[7]);
-                let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-                let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-                let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-                let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-                let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-                let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-                let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-                let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-                let cols = [
-                    _mm256_permute2f128_ps::<0x20>(u0, u4),
-                    _mm256_permute2f128_ps::<0x20>(u1, u5),
-                    _mm256_permute2f128_ps::<0x20>(u2, u6),
-                    _mm256_permute2f128_ps::<0x20>(u3, u7),
-                    _mm256_permute2f128_ps::<0x31>(u0, u4),
-                    _mm256_permute2f128_ps::<0x31>(u1, u5),
-                    _mm256_permute2f128_ps::<0x31>(u2, u6),
-                    _mm256_permute2f128_ps::<0x31>(u3, u7),
-                ];
+                let cols = crate::exec::small_k::avx2::transpose8(r);
                 for (q, c) in cols.iter().enumerate() {
                     _mm256_storeu_ps(out.add((p + q) * n + j), *c);
                 }

@@ -12,7 +12,7 @@ use super::dot::{Gemm, Mat};
 
 #[cfg(target_arch = "x86_64")]
 #[path = "small_k_avx2.rs"]
-mod avx2;
+pub(super) mod avx2;
 use half::{bf16, f16};
 
 /// An operand element type that an accumulator type `T` reads, widened exactly.

@@ -177,7 +177,7 @@ unsafe fn narrow_n<T: Gemm, O: Store<T>, const N: usize>(
 
 /// The 8×8 block of rows `r` transposed: lane `i` of result `j` is lane `j` of `r[i]`.
 #[inline(always)]
-fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+pub(crate) fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     // SAFETY: the callers run on a CPU with AVX (implied by AVX2); these are pure register
     // shuffles.
     unsafe {
