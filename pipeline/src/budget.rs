@@ -40,7 +40,7 @@ impl BudgetResolver {
 
     /// The budget's bytes at `b` for `plan`, whose graph is `g` (the same graph at every
     /// call): bytes as given, a fraction of the program-order peak at `b` (the first such
-    /// call builds the program-order liveness, O(ops) symbolic work — tens of ms on a
+    /// call builds the program-order liveness, O(ops) symbolic work — about 20 ms on the
     /// 24-layer GPT; later calls evaluate it, O(values + points)), or a fraction of the
     /// plan's scheduled peak at `b`.
     ///
