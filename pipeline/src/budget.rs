@@ -47,19 +47,16 @@ impl BudgetResolver {
     /// # Errors
     /// Sizes that do not evaluate at `b` (an overflow names the op whose size overflows).
     pub fn resolve(&self, plan: &Plan, g: &Graph, b: &Bindings) -> Result<i64> {
-        Ok(match self.budget {
-            Budget::Bytes(x) => x,
+        // (Only a share of the program-order peak reads it.)
+        let po = match self.budget {
             Budget::Fraction(_) => {
                 let live = self.program_order.get_or_init(|| {
                     memory::GraphMemory::new(g).liveness(&memory::program_order(g))
                 });
-                let po = live.peak(b).map_err(|e| size_error(g, b, e))?.0;
-                self.budget.resolve(po, 0)
+                live.peak(b).map_err(|e| size_error(g, b, e))?.0
             }
-            Budget::FractionOfScheduled(_) => {
-                let scheduled = plan.best_variant(b).map_err(|e| size_error(g, b, e))?.1;
-                self.budget.resolve(0, scheduled)
-            }
-        })
+            _ => 0,
+        };
+        crate::report::resolve_with(plan, g, b, self.budget, po)
     }
 }

@@ -222,7 +222,13 @@ pub fn resolve_budget(plan: &Plan, g: &Graph, b: &Bindings, budget: Budget) -> R
 }
 
 /// [`resolve_budget`] with the program-order peak `po` at `b` known.
-fn resolve_with(plan: &Plan, g: &Graph, b: &Bindings, budget: Budget, po: i64) -> Result<i64> {
+pub(crate) fn resolve_with(
+    plan: &Plan,
+    g: &Graph,
+    b: &Bindings,
+    budget: Budget,
+    po: i64,
+) -> Result<i64> {
     Ok(match budget {
         Budget::FractionOfScheduled(_) => {
             let scheduled = plan.best_variant(b).map_err(|e| size_error(g, b, e))?.1;

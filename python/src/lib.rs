@@ -457,9 +457,8 @@ struct PyRuntime {
     inner: std::sync::Mutex<RuntimeState>,
     /// The plan's graph, to resolve a fractional budget at each shape.
     graph: Graph,
-    /// The budget as given (a fraction resolves per shape: [`pipeline::resolve_budget`]).
-    budget: Option<Budget>,
-    /// A fractional budget's resolver (the program-order liveness built once).
+    /// A fractional budget (resolved per shape, the program-order liveness built once); `None`
+    /// for a budget in bytes, set once in the runtime, or none.
     resolver: Option<pipeline::BudgetResolver>,
     /// The executor.
     executor: Executor,
@@ -512,7 +511,6 @@ impl PyRuntime {
                 resolved: Default::default(),
             }),
             graph: plan.graph.clone(),
-            budget,
             resolver: budget
                 .filter(|b| !matches!(b, Budget::Bytes(_)))
                 .map(pipeline::BudgetResolver::new),
