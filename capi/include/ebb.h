@@ -223,6 +223,20 @@ struct EbbRuntime *ebb_runtime_new(const struct EbbPlan *plan,
                                    int64_t budget_bytes,
                                    const char *profile);
 
+// A runtime for `plan` under `budget` as `ebb run --budget` takes it: bytes (`16GiB`,
+// `1500000000`), a share of each step's program-order peak (`50%`) or of its scheduled peak
+// (`50%scheduled`), or NULL for none. A share is resolved at each new shape, once (the
+// first builds the plan's program-order liveness, about 20 ms on a 24-layer GPT; later ones
+// evaluate it), and `ebb_runtime_prepare_atlas` then keys the atlas by the share. Otherwise
+// as `ebb_runtime_new`. NULL on error (a budget that does not parse, an unknown profile).
+//
+// # Safety
+// `plan` is a live plan (it may be freed afterwards); `budget` and `profile` NULL or
+// NUL-terminated.
+struct EbbRuntime *ebb_runtime_new_budget(const struct EbbPlan *plan,
+                                          const char *budget,
+                                          const char *profile);
+
 // Releases a runtime (NULL is ignored).
 //
 // # Safety

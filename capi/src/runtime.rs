@@ -20,6 +20,8 @@ use std::ffi::{c_char, c_void, CStr, CString};
 /// A runtime: the plan, its budget, the finalized plans per shape, the executor.
 pub struct EbbRuntime {
     rt: Runtime,
+    /// Its budget at each shape.
+    budget: pipeline::StepBudget,
 }
 
 /// One step's outputs and report.
@@ -141,12 +143,47 @@ pub unsafe extern "C" fn ebb_runtime_new(
     profile: *const c_char,
 ) -> *mut EbbRuntime {
     guard(std::ptr::null_mut(), || {
-        let p = plan.as_ref().context("plan is NULL")?;
-        let pricing = Pricing::resolve(opt_text(profile, "profile")?, Kinds::Both, &p.plan)?;
-        let opts = pricing.finalize_options((budget_bytes >= 0).then_some(budget_bytes), true);
-        let rt = Runtime::with_options((*p.plan).clone(), opts, 64)?;
-        Ok(Box::into_raw(Box::new(EbbRuntime { rt })))
+        let budget = (budget_bytes >= 0).then_some(pipeline::Budget::Bytes(budget_bytes));
+        new_runtime(plan, budget, profile)
     })
+}
+
+/// A runtime for `plan` under `budget` as `ebb run --budget` takes it: bytes (`16GiB`,
+/// `1500000000`), a share of each step's program-order peak (`50%`) or of its scheduled peak
+/// (`50%scheduled`), or NULL for none. A share is resolved at each new shape, once (the
+/// first builds the plan's program-order liveness, about 20 ms on a 24-layer GPT; later ones
+/// evaluate it), and `ebb_runtime_prepare_atlas` then keys the atlas by the share. Otherwise
+/// as `ebb_runtime_new`. NULL on error (a budget that does not parse, an unknown profile).
+///
+/// # Safety
+/// `plan` is a live plan (it may be freed afterwards); `budget` and `profile` NULL or
+/// NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn ebb_runtime_new_budget(
+    plan: *const EbbPlan,
+    budget: *const c_char,
+    profile: *const c_char,
+) -> *mut EbbRuntime {
+    guard(std::ptr::null_mut(), || {
+        let budget = opt_text(budget, "budget")?
+            .map(|t| pipeline::parse_budget(t).with_context(|| format!("budget `{t}`")))
+            .transpose()?;
+        new_runtime(plan, budget, profile)
+    })
+}
+
+/// The runtime of `ebb_runtime_new` and `ebb_runtime_new_budget`.
+unsafe fn new_runtime(
+    plan: *const EbbPlan,
+    budget: Option<pipeline::Budget>,
+    profile: *const c_char,
+) -> Result<*mut EbbRuntime> {
+    let p = plan.as_ref().context("plan is NULL")?;
+    let pricing = Pricing::resolve(opt_text(profile, "profile")?, Kinds::Both, &p.plan)?;
+    let budget = pipeline::StepBudget::new(budget, &p.graph);
+    let opts = pricing.finalize_options(budget.fixed_bytes(), true);
+    let rt = Runtime::with_options((*p.plan).clone(), opts, 64)?;
+    Ok(Box::into_raw(Box::new(EbbRuntime { rt, budget })))
 }
 
 /// Releases a runtime (NULL is ignored).
@@ -228,13 +265,9 @@ pub unsafe extern "C" fn ebb_runtime_prepare_atlas(
         };
         let samples = texts
             .iter()
-            .map(|&t| {
-                let b = pipeline::parse_bindings(text(t, "sample")?)?;
-                pipeline::check_plan_bindings(r.rt.plan(), &b)?;
-                Ok(b)
-            })
+            .map(|&t| pipeline::parse_bindings(text(t, "sample")?))
             .collect::<Result<Vec<_>>>()?;
-        Ok(r.rt.prepare_atlas(&samples) as i64)
+        Ok(r.budget.prepare_atlas(&r.rt, &samples)? as i64)
     })
 }
 
@@ -260,6 +293,7 @@ pub unsafe extern "C" fn ebb_runtime_step(
         let r = rt.as_mut().context("runtime is NULL")?;
         let b = pipeline::parse_bindings(text(bindings, "bindings")?)?;
         pipeline::check_plan_bindings(r.rt.plan(), &b)?;
+        r.budget.apply(&mut r.rt, &b)?;
         let ins: &[EbbTensor] = if n_inputs == 0 {
             &[]
         } else if inputs.is_null() {

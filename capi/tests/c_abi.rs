@@ -379,4 +379,14 @@ fn a_c_program_runs_the_step_on_the_simt_executor_as_on_the_cpu() {
     assert!(stdout.contains("bad bindings: "), "{stdout}");
     assert!(stdout.contains("atlas 0\n"), "{stdout}");
     assert!(stdout.contains("bad atlas sample: "), "{stdout}");
+    // `95%` resolved at B=8 as `ebb run --budget 95%` resolves it; the decisions change no bit.
+    let bytes =
+        pipeline::resolve_budget(rt.plan(), rt.graph(), &b, Budget::Fraction(0.95)).unwrap();
+    assert!(
+        stdout.contains(&format!("budget 95% {bytes}\n")),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("equal 95% {n}\n")), "{stdout}");
+    assert!(stdout.contains("atlas 95% "), "{stdout}");
+    assert!(stdout.contains("bad budget: budget `half`: "), "{stdout}");
 }

@@ -5,7 +5,8 @@
 //!
 //! Invariant: a resolver used at many shapes returns at each exactly what a fresh one returns
 //! there ([`crate::resolve_budget`], one resolver per call): the same liveness, evaluated at
-//! that shape's bindings; only the symbolic build is shared.
+//! that shape's bindings; only the symbolic build is shared. [`StepBudget`] is a runtime's
+//! budget over its steps: the Python `ebb.Runtime` and the C `ebb_runtime_new_budget` hold one.
 
 use crate::bind::size_error;
 use crate::size::Budget;
@@ -13,6 +14,8 @@ use anyhow::Result;
 use ebb_ir::{Bindings, Graph};
 use ebb_passes::memory::{self, Liveness};
 use ebb_plan::format::Plan;
+use ebb_runtime::Runtime;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// One budget of one plan, resolved per shape (see the module docs).
@@ -58,5 +61,105 @@ impl BudgetResolver {
             _ => 0,
         };
         crate::report::resolve_with(plan, g, b, self.budget, po)
+    }
+}
+
+/// A runtime's budget at every shape it steps, as the Python and C runtimes take it: none,
+/// bytes (set once in the runtime), or a budget resolved per shape (`50%` of that shape's
+/// program-order peak, or a share of its scheduled peak) through one [`BudgetResolver`],
+/// each shape's bytes resolved once and kept.
+///
+/// Invariant: before each step at `b`, [`StepBudget::apply`] leaves the runtime's budget at
+/// exactly what [`crate::resolve_budget`] gives at `b` (for a per-shape budget), or
+/// untouched (bytes or none, fixed at the runtime's creation by [`StepBudget::fixed_bytes`]).
+#[derive(Debug)]
+pub struct StepBudget {
+    /// The budget as given; `None`: no budget.
+    budget: Option<Budget>,
+    /// The resolver of a per-shape budget; `None` for bytes or none.
+    resolver: Option<BudgetResolver>,
+    /// The plan's graph, held for a per-shape budget only.
+    graph: Option<Graph>,
+    /// Bytes resolved per shape seen (symbol values in symbol order).
+    resolved: HashMap<Vec<i64>, i64>,
+}
+
+impl StepBudget {
+    /// The budget `budget` (`None`: no budget) of a runtime of the plan whose graph is `g`
+    /// (cloned for a per-shape budget only).
+    pub fn new(budget: Option<Budget>, g: &Graph) -> Self {
+        let resolver = budget
+            .filter(|b| !matches!(b, Budget::Bytes(_)))
+            .map(BudgetResolver::new);
+        Self {
+            budget,
+            graph: resolver.as_ref().map(|_| g.clone()),
+            resolver,
+            resolved: HashMap::new(),
+        }
+    }
+
+    /// The bytes to create the runtime with: the budget in bytes, `None` for no budget or a
+    /// per-shape one (set before each step by [`StepBudget::apply`]).
+    pub fn fixed_bytes(&self) -> Option<i64> {
+        match self.budget {
+            Some(Budget::Bytes(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Whether the bytes depend on the shape (a fraction of a peak).
+    pub fn per_shape(&self) -> bool {
+        self.resolver.is_some()
+    }
+
+    /// Sets `rt`'s budget for a step at `b`: a per-shape budget is resolved at `b` the first time `b` is seen (about 20 ms
+    /// for the first shape of the 24-layer GPT, the program-order liveness build; then
+    /// O(values + points)) and kept; bytes or none leave `rt` as it is.
+    ///
+    /// # Errors
+    /// Bindings the plan's facts or shape assertions reject; sizes that do not evaluate at
+    /// `b`.
+    pub fn apply(&mut self, rt: &mut Runtime, b: &Bindings) -> Result<()> {
+        let (Some(resolver), Some(g)) = (&self.resolver, &self.graph) else {
+            return Ok(());
+        };
+        let key: Vec<i64> = b.values().copied().collect();
+        let bytes = match self.resolved.get(&key) {
+            Some(&x) => x,
+            None => {
+                crate::check_plan_bindings(rt.plan(), b)?;
+                let x = resolver.resolve(rt.plan(), g, b)?;
+                self.resolved.insert(key, x);
+                x
+            }
+        };
+        rt.set_budget(Some(bytes));
+        Ok(())
+    }
+
+    /// Prepares `rt`'s plan atlas from full finalizes at `samples` (see
+    /// [`Runtime::prepare_atlas`]): under a per-shape budget each sample is finalized under
+    /// its own bytes and the atlas is keyed by the budget's share of the peak
+    /// ([`Runtime::prepare_atlas_relative`]). Returns the number of entries.
+    ///
+    /// # Errors
+    /// A sample with an unknown symbol, or one the plan's facts or shape assertions reject;
+    /// sizes that do not evaluate at a sample.
+    pub fn prepare_atlas(&self, rt: &Runtime, samples: &[Bindings]) -> Result<usize> {
+        for b in samples {
+            rt.plan().symbols.check_known(b)?;
+            crate::check_plan_bindings(rt.plan(), b)?;
+        }
+        match (&self.resolver, &self.graph) {
+            (Some(resolver), Some(g)) => {
+                let budgets = samples
+                    .iter()
+                    .map(|b| Ok((b.clone(), resolver.resolve(rt.plan(), g, b)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(rt.prepare_atlas_relative(&budgets))
+            }
+            _ => Ok(rt.prepare_atlas(samples)),
+        }
     }
 }

@@ -30,7 +30,7 @@ pub mod run;
 pub mod size;
 
 pub use bind::{bind_graph, check_evaluable, parse_bindings, show};
-pub use budget::BudgetResolver;
+pub use budget::{BudgetResolver, StepBudget};
 pub use compile::{
     compile, fusion_groups, pass_manager, plan_graph, run_pipeline, CompileOptions, CompileReport,
     Compiled, Staged, STOP_POINTS,

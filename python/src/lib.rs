@@ -447,19 +447,14 @@ fn runtime_target(
 struct RuntimeState {
     /// The runtime.
     rt: Runtime,
-    /// Bytes of a fractional budget per shape seen (symbol values in symbol order).
-    resolved: std::collections::HashMap<Vec<i64>, i64>,
+    /// Its budget at each shape (a fractional one resolved per shape, once).
+    budget: pipeline::StepBudget,
 }
 
 #[pyclass(module = "ebb._ebb", name = "Runtime", frozen)]
 struct PyRuntime {
     /// The runtime and the budget bytes resolved per shape, behind one lock.
     inner: std::sync::Mutex<RuntimeState>,
-    /// The plan's graph, to resolve a fractional budget at each shape.
-    graph: Graph,
-    /// A fractional budget (resolved per shape, the program-order liveness built once); `None`
-    /// for a budget in bytes, set once in the runtime, or none.
-    resolver: Option<pipeline::BudgetResolver>,
     /// The executor.
     executor: Executor,
     /// The CUDA executor's compute stream and device ordinal (device inputs are ordered
@@ -486,10 +481,8 @@ impl PyRuntime {
             .map(BudgetArg::budget)
             .transpose()
             .map_err(py_err)?;
-        let bytes = match budget {
-            Some(Budget::Bytes(b)) => Some(b),
-            _ => None,
-        };
+        let budget = pipeline::StepBudget::new(budget, &plan.graph);
+        let bytes = budget.fixed_bytes();
         let p = plan.plan.clone();
         let (rt, cuda) = py
             .detach(move || -> Result<_> {
@@ -506,14 +499,7 @@ impl PyRuntime {
             })
             .map_err(py_err)?;
         Ok(PyRuntime {
-            inner: std::sync::Mutex::new(RuntimeState {
-                rt,
-                resolved: Default::default(),
-            }),
-            graph: plan.graph.clone(),
-            resolver: budget
-                .filter(|b| !matches!(b, Budget::Bytes(_)))
-                .map(pipeline::BudgetResolver::new),
+            inner: std::sync::Mutex::new(RuntimeState { rt, budget }),
             executor,
             cuda,
         })
@@ -557,23 +543,7 @@ impl PyRuntime {
                 )
             })?;
             let samples: Vec<Bindings> = samples.iter().map(bindings).collect();
-            for b in &samples {
-                state.rt.plan().symbols.check_known(b)?;
-                pipeline::check_plan_bindings(state.rt.plan(), b)?;
-            }
-            match &self.resolver {
-                None => Ok(state.rt.prepare_atlas(&samples)),
-                Some(resolver) => {
-                    let budgets = samples
-                        .into_iter()
-                        .map(|b| {
-                            let x = resolver.resolve(state.rt.plan(), &self.graph, &b)?;
-                            Ok((b, x))
-                        })
-                        .collect::<Result<Vec<_>>>()?;
-                    Ok(state.rt.prepare_atlas_relative(&budgets))
-                }
-            }
+            state.budget.prepare_atlas(&state.rt, &samples)
         })
         .map_err(py_err)
     }
@@ -613,22 +583,10 @@ impl PyRuntime {
                     "an earlier step of this Runtime failed with a panic; create a new Runtime"
                 )
             })?;
-            let RuntimeState { rt, resolved } = &mut *state;
+            let RuntimeState { rt, budget } = &mut *state;
             let b = bindings(&bind);
             rt.plan().symbols.check_known(&b)?;
-            if let Some(resolver) = &self.resolver {
-                pipeline::check_plan_bindings(rt.plan(), &b)?;
-                let key: Vec<i64> = b.values().copied().collect();
-                let bytes = match resolved.get(&key) {
-                    Some(&x) => x,
-                    None => {
-                        let x = resolver.resolve(rt.plan(), &self.graph, &b)?;
-                        resolved.insert(key, x);
-                        x
-                    }
-                };
-                rt.set_budget(Some(bytes));
-            }
+            budget.apply(rt, &b)?;
             let out = rt.step_io(&b, tensors, on_device)?;
             let report = serde_json::to_string(&out.report)?;
             Ok((out.outputs, report))

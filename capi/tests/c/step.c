@@ -5,8 +5,10 @@
  * ndim, ndim int64 extents, uint64 byte count, the bytes (native order, row-major).
  *
  * Prints: the status of picking unknown, `cuda` and `simt` executors (with the messages), the
- * number of outputs, whether every output of `simt` equals `cpu`'s byte for byte, and the
- * plan atlas prepared at BINDINGS (then at a bad sample). */
+ * number of outputs, whether every output of `simt` equals `cpu`'s byte for byte, the
+ * plan atlas prepared at BINDINGS (then at a bad sample), and a runtime under `95%` of each
+ * shape's program-order peak: its budget in bytes at BINDINGS, its outputs against `cpu`'s,
+ * its atlas, and the error of a budget that does not parse. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,20 @@ static size_t tensor_bytes(const EbbTensor *t) {
     size_t n = dtype_size(t->dtype);
     for (size_t d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
     return n;
+}
+
+/* How many outputs of `a` equal `b`'s byte for byte (host memory, same dtype and size). */
+static size_t equal_outputs(const EbbStep *a, const EbbStep *b) {
+    size_t equal = 0;
+    for (size_t i = 0; i < ebb_step_output_count(a); i++) {
+        EbbTensor x, y;
+        if (!ebb_step_output(a, i, &x) || !ebb_step_output(b, i, &y)) return 0;
+        size_t nx = tensor_bytes(&x);
+        if (x.memory == EBB_MEMORY_HOST && y.memory == EBB_MEMORY_HOST && !strcmp(x.dtype, y.dtype) &&
+            nx == tensor_bytes(&y) && (nx == 0 || !memcmp(x.data, y.data, nx)))
+            equal++;
+    }
+    return equal;
 }
 
 int main(int argc, char **argv) {
@@ -95,18 +111,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "step: %s\n", ebb_last_error());
         return 1;
     }
-    size_t outs = ebb_step_output_count(a);
-    printf("outputs %zu %zu\n", outs, ebb_step_output_count(b));
-    size_t equal = 0;
-    for (size_t i = 0; i < outs; i++) {
-        EbbTensor x, y;
-        if (!ebb_step_output(a, i, &x) || !ebb_step_output(b, i, &y)) return 1;
-        size_t nx = tensor_bytes(&x);
-        if (x.memory == EBB_MEMORY_HOST && y.memory == EBB_MEMORY_HOST && !strcmp(x.dtype, y.dtype) &&
-            nx == tensor_bytes(&y) && (nx == 0 || !memcmp(x.data, y.data, nx)))
-            equal++;
-    }
-    printf("equal %zu\n", equal);
+    printf("outputs %zu %zu\n", ebb_step_output_count(a), ebb_step_output_count(b));
+    printf("equal %zu\n", equal_outputs(a, b));
     char *report = ebb_step_report_json(b);
     printf("report %s\n", report != NULL && strstr(report, "\"simt\"") != NULL ? "simt" : "?");
     ebb_string_free(report);
@@ -117,6 +123,24 @@ int main(int argc, char **argv) {
     printf("atlas %" PRId64 "\n", ebb_runtime_prepare_atlas(cpu, samples, 1));
     if (ebb_runtime_prepare_atlas(cpu, samples, 2) == -1)
         printf("bad atlas sample: %s\n", ebb_last_error());
+
+    /* A budget as `ebb run --budget` takes it, resolved at each new shape. */
+    EbbRuntime *share = ebb_runtime_new_budget(plan, "95%", NULL);
+    EbbStep *c = share == NULL ? NULL : ebb_runtime_step(share, argv[2], inputs, n, false);
+    if (c == NULL) {
+        fprintf(stderr, "95%%: %s\n", ebb_last_error());
+        return 1;
+    }
+    char *rc = ebb_step_report_json(c);
+    const char *field = rc == NULL ? NULL : strstr(rc, "\"budget_bytes\":");
+    printf("budget 95%% %lld\n", field == NULL ? -1LL : strtoll(strchr(field, ':') + 1, NULL, 10));
+    ebb_string_free(rc);
+    printf("equal 95%% %zu\n", equal_outputs(a, c));
+    printf("atlas 95%% %" PRId64 "\n", ebb_runtime_prepare_atlas(share, samples, 1));
+    if (ebb_runtime_new_budget(plan, "half", NULL) == NULL)
+        printf("bad budget: %s\n", ebb_last_error());
+    ebb_step_free(c);
+    ebb_runtime_free(share);
     ebb_step_free(a);
     ebb_step_free(b);
     ebb_runtime_free(cpu);
