@@ -376,16 +376,17 @@ impl<'a, 'o> Greedy<'a, 'o> {
     /// transfer time counts: it loads the shared link); `recompute_us` follows.
     fn drop_unneeded(&mut self, recompute_us: &mut f64) {
         // Each cost read once (not per comparison).
-        let mut by_cost: Vec<(f64, CandidateIx)> = Vec::with_capacity(self.order.len());
+        // Sorted as integers: (cost descending in `total_cmp`'s order, candidate).
+        let mut by_cost: Vec<(u64, CandidateIx)> = Vec::with_capacity(self.order.len());
         for k in 0..self.order.len() {
             let c = self.order[k];
             let cost = self.state[c].map_or(0.0, |i| {
                 let o = self.options.get(i);
                 o.cost_us.max(o.transfer_us)
             });
-            by_cost.push((cost, c));
+            by_cost.push((!total_order_bits(cost), c));
         }
-        by_cost.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        by_cost.sort_unstable();
         for (_, c) in by_cost {
             let Some(i) = self.state[c] else {
                 continue;
@@ -822,4 +823,11 @@ impl Greedy<'_, '_> {
         self.switch_kinds(&mut recompute_us);
         (self.chosen(), self.link.saturated())
     }
+}
+
+/// `x`'s bits as a `u64` whose unsigned order is [`f64::total_cmp`]'s order of `x`.
+#[inline]
+fn total_order_bits(x: f64) -> u64 {
+    let bits = x.to_bits() as i64;
+    ((bits ^ (((bits >> 63) as u64) >> 1) as i64) as u64) ^ (1 << 63)
 }
