@@ -105,10 +105,22 @@ pub fn order_first(items: &[Item], rest: &[u32], r: f64, by_end: bool, k: usize)
             .map(|&i| packed(ordered_i64(items[i as usize].need), i))
             .collect()
     } else {
+        // `points^r` once per distinct lifetime (intervals share few lengths).
+        let longest = rest
+            .iter()
+            .map(|&i| items[i as usize].window.points())
+            .max()
+            .unwrap_or(0);
+        let mut power = vec![f64::NAN; longest as usize + 1];
         rest.iter()
             .map(|&i| {
                 let it = items[i as usize];
-                let key = it.need as f64 * f64::from(it.window.points()).powf(r);
+                let points = it.window.points();
+                let p = &mut power[points as usize];
+                if p.is_nan() {
+                    *p = f64::from(points).powf(r);
+                }
+                let key = it.need as f64 * *p;
                 packed(ordered_f64(key), i)
             })
             .collect()
