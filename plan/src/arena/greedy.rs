@@ -87,7 +87,6 @@ pub fn order(items: &[Item], rest: &[u32], r: f64, by_end: bool) -> Vec<u32> {
 /// `k`: O(n + k log k) for n intervals (the order is total, so the `k` first are the same
 /// set as [`order`]'s).
 pub fn order_first(items: &[Item], rest: &[u32], r: f64, by_end: bool, k: usize) -> Vec<u32> {
-    let mut order = rest.to_vec();
     let tie = |i: u32| {
         let w = items[i as usize].window;
         if by_end {
@@ -96,34 +95,52 @@ pub fn order_first(items: &[Item], rest: &[u32], r: f64, by_end: bool, k: usize)
             w.start.raw()
         }
     };
-    if r == 0.0 {
-        let key = |&i: &u32| (std::cmp::Reverse(items[i as usize].need), tie(i), i);
-        sort_first(&mut order, k, |a, b| key(a).cmp(&key(b)));
+    // Each interval's place in the order as one integer, compared as the tuple (key
+    // descending, tie, position): the key's bits in an order-preserving form (`total_cmp`'s
+    // for a float key), complemented, in the high 64 bits.
+    let packed =
+        |key: u64, i: u32| (u128::from(!key) << 64) | (u128::from(tie(i)) << 32) | u128::from(i);
+    let mut ranked: Vec<u128> = if r == 0.0 {
+        rest.iter()
+            .map(|&i| packed(ordered_i64(items[i as usize].need), i))
+            .collect()
     } else {
-        // Keyed by position in `rest`, computed once each.
-        let key: Vec<f64> = rest
+        // `points^r` once per distinct lifetime (intervals share few lengths).
+        let longest = rest
             .iter()
+            .map(|&i| items[i as usize].window.points())
+            .max()
+            .unwrap_or(0);
+        let mut power = vec![f64::NAN; longest as usize + 1];
+        rest.iter()
             .map(|&i| {
                 let it = items[i as usize];
-                it.need as f64 * f64::from(it.window.points()).powf(r)
+                let points = it.window.points();
+                let p = &mut power[points as usize];
+                if p.is_nan() {
+                    *p = f64::from(points).powf(r);
+                }
+                let key = it.need as f64 * *p;
+                packed(ordered_f64(key), i)
             })
-            .collect();
-        let mut ranked: Vec<(u32, u32)> = rest
-            .iter()
-            .enumerate()
-            .map(|(p, &i)| (p as u32, i))
-            .collect();
-        sort_first(&mut ranked, k, |&(pa, a), &(pb, b)| {
-            key[pb as usize]
-                .total_cmp(&key[pa as usize])
-                .then(tie(a).cmp(&tie(b)))
-                .then(a.cmp(&b))
-        });
-        for (o, (_, i)) in order.iter_mut().zip(ranked) {
-            *o = i;
-        }
-    }
-    order
+            .collect()
+    };
+    sort_first(&mut ranked, k, |a, b| a.cmp(b));
+    ranked.into_iter().map(|x| x as u32).collect()
+}
+
+/// `x` as a `u64` whose unsigned order is `x`'s order.
+#[inline]
+fn ordered_i64(x: i64) -> u64 {
+    (x as u64) ^ (1 << 63)
+}
+
+/// `x`'s bits as a `u64` whose unsigned order is [`f64::total_cmp`]'s order of `x`.
+#[inline]
+fn ordered_f64(x: f64) -> u64 {
+    let bits = x.to_bits() as i64;
+    // `total_cmp`'s key (a signed order), then made unsigned.
+    ordered_i64(bits ^ (((bits >> 63) as u64) >> 1) as i64)
 }
 
 /// Puts the `k` least of `v` under the total order `cmp` first, in that order (the rest after

@@ -110,32 +110,39 @@ pub(super) fn best_fit_scan_with<R: Send>(
     // The pool counts in units of ALIGN, in 32 bits where the large intervals' total allows
     // (half the bytes to search and move).
     let units: i64 = large_items.iter().map(|it| it.need / ALIGN).sum();
-    let (large, small) = crate::helpers::join(
-        || {
-            if !scan_large {
-                return Some((IndexVec::from_elem(0i64, large_items.len()), 0));
-            }
-            if units <= i64::from(u32::MAX) {
-                scan_pool::<u32>(large_items, cancel)
-            } else {
-                scan_pool::<i64>(large_items, cancel)
-            }
-        },
-        || {
-            let (slots, slabs) = scan_with(small_items, Slabs::default(), cancel)?;
-            let mut placement = IndexVec::from_elem(Placement::Slab(0), items.len());
-            for (k, &i) in large_origin.iter().enumerate() {
-                placement[i] = Placement::Large(IntervalIx::new(k));
-            }
-            // The slabs sit on top of the large intervals, by size.
-            let (slab_bottom, height) = slabs.stack(0);
-            for ((&i, &slot), it) in small_origin.iter().zip(slots.iter()).zip(small_items) {
-                let above = slab_bottom[slab_class(it.need)] + slot * it.need;
-                placement[i] = Placement::Slab(above);
-            }
-            Some((height, also(&placement)))
-        },
-    );
+    let slabs = || {
+        let (slots, slabs) = scan_with(small_items, Slabs::default(), cancel)?;
+        let mut placement = IndexVec::from_elem(Placement::Slab(0), items.len());
+        for (k, &i) in large_origin.iter().enumerate() {
+            placement[i] = Placement::Large(IntervalIx::new(k));
+        }
+        // The slabs sit on top of the large intervals, by size.
+        let (slab_bottom, height) = slabs.stack(0);
+        for ((&i, &slot), it) in small_origin.iter().zip(slots.iter()).zip(small_items) {
+            let above = slab_bottom[slab_class(it.need)] + slot * it.need;
+            placement[i] = Placement::Slab(above);
+        }
+        Some((height, also(&placement)))
+    };
+    // Without the large intervals the slabs are the only work: on the calling thread (a
+    // helper would only be woken to run it while the caller waits).
+    let (large, small) = if scan_large {
+        crate::helpers::join(
+            || {
+                if units <= i64::from(u32::MAX) {
+                    scan_pool::<u32>(large_items, cancel)
+                } else {
+                    scan_pool::<i64>(large_items, cancel)
+                }
+            },
+            slabs,
+        )
+    } else {
+        (
+            Some((IndexVec::from_elem(0i64, large_items.len()), 0)),
+            slabs(),
+        )
+    };
     let ((large_offsets, large_top), (height, extra)) = (large?, small?);
     let scan = Scan {
         large_offsets,

@@ -176,8 +176,11 @@ struct Greedy<'a, 'o> {
     lowest: i64,
     /// A swap is priced at least this times its transfer time ([`PricedOption::priced`]).
     link_price: f64,
-    /// Every option set by [`Greedy::set`], in order: the run's [`Trace`].
+    /// Every option set by [`Greedy::set`], in order: the run's [`Trace`] (kept where
+    /// `logging`).
     log: Vec<OptionIx>,
+    /// Whether [`Greedy::set`] keeps `log` (not in a replay, whose log goes unused).
+    logging: bool,
 }
 
 /// What the cover heaps ask of one greedy run's options ([`Scores`]): the run's fields they
@@ -247,6 +250,7 @@ impl<'a, 'o> Greedy<'a, 'o> {
             lowest: i64::MAX,
             link_price,
             log: Vec::new(),
+            logging: true,
         }
     }
 
@@ -278,7 +282,9 @@ impl<'a, 'o> Greedy<'a, 'o> {
         } else {
             self.order.push(c);
         }
-        self.log.push(new);
+        if self.logging {
+            self.log.push(new);
+        }
         let n = self.options.get(new);
         n.apply(self.tree, 1);
         self.link.add(&n, 1.0);
@@ -376,23 +382,31 @@ impl<'a, 'o> Greedy<'a, 'o> {
     /// transfer time counts: it loads the shared link); `recompute_us` follows.
     fn drop_unneeded(&mut self, recompute_us: &mut f64) {
         // Each cost read once (not per comparison).
-        let mut by_cost: Vec<(f64, CandidateIx)> = Vec::with_capacity(self.order.len());
+        // Sorted as integers: (cost descending in `total_cmp`'s order, candidate), with the
+        // option taken (its place in `taken`; none is dropped before its turn).
+        let mut by_cost: Vec<(u64, CandidateIx, u32)> = Vec::with_capacity(self.order.len());
+        let mut taken: Vec<PricedOption> = Vec::with_capacity(self.order.len());
         for k in 0..self.order.len() {
             let c = self.order[k];
-            let cost = self.state[c].map_or(0.0, |i| {
-                let o = self.options.get(i);
-                o.cost_us.max(o.transfer_us)
-            });
-            by_cost.push((cost, c));
-        }
-        by_cost.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        for (_, c) in by_cost {
             let Some(i) = self.state[c] else {
+                by_cost.push((!total_order_bits(0.0), c, u32::MAX));
+                continue;
+            };
+            let o = self.options.get(i);
+            by_cost.push((
+                !total_order_bits(o.cost_us.max(o.transfer_us)),
+                c,
+                taken.len() as u32,
+            ));
+            taken.push(o);
+        }
+        by_cost.sort_unstable();
+        for (_, c, t) in by_cost {
+            let Some(&o) = taken.get(t as usize) else {
                 continue;
             };
             // Undoing it raises its window by its bytes and lowers only its transient's point
             // (after the window): the peak stays within the budget when the window's does.
-            let o = self.options.get(i);
             if self
                 .tree
                 .max_in(o.window.start.index(), o.window.end.index())
@@ -416,27 +430,35 @@ impl<'a, 'o> Greedy<'a, 'o> {
             DecisionKind::Recompute => o.cost_us,
             DecisionKind::Swap => 0.0,
         };
+        // Per decision whose candidate has another option present (one per kind at most),
+        // in the order taken: the candidate, the option taken and the other, each with its
+        // index; swapped when the decision switches (the passes only switch kinds).
+        let mut pairs: Vec<(CandidateIx, [(OptionIx, PricedOption); 2])> = Vec::new();
+        for k in 0..self.order.len() {
+            let c = self.order[k];
+            let Some(i) = self.state[c] else { continue };
+            let options = &*self.options;
+            let Some(j) = options
+                .of_candidate(c)
+                .find(|&j| j != i && options.present(j))
+            else {
+                continue;
+            };
+            let (oi, oj) = (self.options.get(i), self.options.get(j));
+            pairs.push((c, [(i, oi), (j, oj)]));
+        }
+        let mut exposed = self.link.exposed();
         for _ in 0..SWITCH_PASSES {
             let mut improved = false;
-            for k in 0..self.order.len() {
-                let c = self.order[k];
-                let Some(i) = self.state[c] else { continue };
-                // The candidate's other option, if present (one per kind at most: the order
-                // of `Greedy::of` does not matter here).
-                let options = &*self.options;
-                let Some(j) = options
-                    .of_candidate(c)
-                    .find(|&j| j != i && options.present(j))
-                else {
-                    continue;
-                };
-                let (oi, oj) = (self.options.get(i), self.options.get(j));
-                let before = *recompute_us + self.link.exposed();
+            for (c, pair) in &mut pairs {
+                let [(_, oi), (j, oj)] = *pair;
+                let before = *recompute_us + exposed;
                 let mut next = self.link;
                 next.add(&oi, -1.0);
                 next.add(&oj, 1.0);
                 let rec = *recompute_us - recompute_of(&oi) + recompute_of(&oj);
-                if rec + next.exposed() >= before - 1e-9 * before.max(1.0) {
+                let next_exposed = next.exposed();
+                if rec + next_exposed >= before - 1e-9 * before.max(1.0) {
                     continue;
                 }
                 // Probed without touching the tree (most improving switches miss the budget).
@@ -445,9 +467,11 @@ impl<'a, 'o> Greedy<'a, 'o> {
                 if self.tree.fits_with(&[a, b, x, y], self.budget) {
                     oi.apply(self.tree, -1);
                     oj.apply(self.tree, 1);
-                    self.state[c] = Some(j);
+                    self.state[*c] = Some(j);
                     self.link = next;
+                    exposed = next_exposed;
                     *recompute_us = rec;
+                    pair.swap(0, 1);
                     improved = true;
                 }
             }
@@ -773,6 +797,7 @@ impl Run<'_> {
         search_on: bool,
     ) -> Option<(Chosen, bool, Vec<OptionIx>)> {
         let mut g = self.greedy(options, tree, link_price);
+        g.logging = false;
         let mut next = log.iter();
         while g.tree.max() > self.budget {
             let Some(&i) = next.next() else {
@@ -822,4 +847,11 @@ impl Greedy<'_, '_> {
         self.switch_kinds(&mut recompute_us);
         (self.chosen(), self.link.saturated())
     }
+}
+
+/// `x`'s bits as a `u64` whose unsigned order is [`f64::total_cmp`]'s order of `x`.
+#[inline]
+fn total_order_bits(x: f64) -> u64 {
+    let bits = x.to_bits() as i64;
+    ((bits ^ (((bits >> 63) as u64) >> 1) as i64) as u64) ^ (1 << 63)
 }

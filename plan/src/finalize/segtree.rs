@@ -162,8 +162,11 @@ impl PeakTree {
         }
     }
 
-    /// Recomputes the ancestors of leaves `a` and `b`, level by level (each common ancestor
-    /// once).
+    /// Recomputes the ancestors of leaves `a` and `b` after a range add whose canonical nodes
+    /// lie under them, level by level (each common ancestor once). Above the first common
+    /// ancestor (the only common one that can be a canonical node, whose value the add
+    /// changed directly) a node is a function of its children alone, so where one comes out
+    /// unchanged its ancestors do too and the walk stops.
     fn pull(&mut self, mut a: usize, mut b: usize) {
         a >>= 1;
         b >>= 1;
@@ -173,8 +176,16 @@ impl PeakTree {
             a >>= 1;
             b >>= 1;
         }
-        while a >= 1 {
+        if a >= 1 {
             self.max[a] = self.max[2 * a].max(self.max[2 * a + 1]) + self.add[a];
+            a >>= 1;
+        }
+        while a >= 1 {
+            let m = self.max[2 * a].max(self.max[2 * a + 1]) + self.add[a];
+            if m == self.max[a] {
+                break;
+            }
+            self.max[a] = m;
             a >>= 1;
         }
     }
