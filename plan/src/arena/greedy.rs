@@ -135,9 +135,10 @@ fn ordered_i64(x: i64) -> u64 {
     (x as u64) ^ (1 << 63)
 }
 
-/// `x`'s bits as a `u64` whose unsigned order is [`f64::total_cmp`]'s order of `x`.
+/// `x`'s bits as a `u64` whose unsigned order is [`f64::total_cmp`]'s order of `x` (sort keys
+/// packed into integers, here and in the finalize's second look).
 #[inline]
-fn ordered_f64(x: f64) -> u64 {
+pub(crate) fn ordered_f64(x: f64) -> u64 {
     let bits = x.to_bits() as i64;
     // `total_cmp`'s key (a signed order), then made unsigned.
     ordered_i64(bits ^ (((bits >> 63) as u64) >> 1) as i64)

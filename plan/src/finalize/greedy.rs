@@ -389,12 +389,12 @@ impl<'a, 'o> Greedy<'a, 'o> {
         for k in 0..self.order.len() {
             let c = self.order[k];
             let Some(i) = self.state[c] else {
-                by_cost.push((!total_order_bits(0.0), c, u32::MAX));
+                by_cost.push((!crate::arena::greedy::ordered_f64(0.0), c, u32::MAX));
                 continue;
             };
             let o = self.options.get(i);
             by_cost.push((
-                !total_order_bits(o.cost_us.max(o.transfer_us)),
+                !crate::arena::greedy::ordered_f64(o.cost_us.max(o.transfer_us)),
                 c,
                 taken.len() as u32,
             ));
@@ -847,11 +847,4 @@ impl Greedy<'_, '_> {
         self.switch_kinds(&mut recompute_us);
         (self.chosen(), self.link.saturated())
     }
-}
-
-/// `x`'s bits as a `u64` whose unsigned order is [`f64::total_cmp`]'s order of `x`.
-#[inline]
-fn total_order_bits(x: f64) -> u64 {
-    let bits = x.to_bits() as i64;
-    ((bits ^ (((bits >> 63) as u64) >> 1) as i64) as u64) ^ (1 << 63)
 }
