@@ -512,6 +512,92 @@ fn unmerged_batch_dimensions_give_the_bits_of_transposed_operands() {
     }
 }
 
+/// `x` (row-major, `shape`) with its dimensions permuted: result dimension `i` is `x`'s
+/// dimension `perm[i]`.
+fn permuted(x: &[f32], shape: &[usize], perm: &[usize]) -> (Vec<f32>, Vec<usize>) {
+    let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let mut strides = vec![1usize; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1];
+    }
+    let mut out = Vec::with_capacity(x.len());
+    let mut idx = vec![0usize; shape.len()];
+    for _ in 0..x.len() {
+        out.push(
+            x[perm
+                .iter()
+                .zip(&idx)
+                .map(|(&p, &i)| i * strides[p])
+                .sum::<usize>()],
+        );
+        for d in (0..idx.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < out_shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    (out, out_shape)
+}
+
+/// A shallow contraction whose operands are read through their strides in each of the ways
+/// the shallow product gathers them (rows that are contiguous runs, as attention's `[B, S, H,
+/// D]` right operand; columns that are, as a transposed left operand `dk = dattᵀ·q`; neither,
+/// with the batch dimension innermost) gives the bits of the same contraction of operands laid
+/// out contiguously in memory beforehand.
+#[test]
+fn small_k_gathered_operands_give_the_bits_of_contiguous_ones() {
+    let (b, s, h, d) = (2, 24, 3, 8);
+    let ty = |sh: &[usize]| {
+        let dims: Vec<String> = sh.iter().map(|x| x.to_string()).collect();
+        format!("f32[{}]", dims.join(","))
+    };
+    let dot = |(ta, tb): (&str, &str), dims: &str, out: &str| {
+        format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"a\"}} : {ta}\n  %1 = input {{index = 1, name = \"b\"}} : {tb}\n  %2 = dot_general(%0, %1) {{{dims}}} : {out}\n  return %2\n}}"
+        )
+    };
+    // `[B,S,H,D]·[B,S,H,D]` contracting `S`: a transposed left operand, row-strided right.
+    let shape = [b, s, h, d];
+    let (x, y) = (pseudo(b * s * h * d, 11), pseudo(b * s * h * d, 12));
+    let strided = dot(
+        (&ty(&shape), &ty(&shape)),
+        "lhs_batching_dimensions = [0, 2], lhs_contracting_dimensions = [1], rhs_batching_dimensions = [0, 2], rhs_contracting_dimensions = [1]",
+        &ty(&[b, h, d, d]),
+    );
+    // The same operands laid out `[B,H,D,S]` and `[B,H,S,D]`: contiguous blocks.
+    let (xc, xs) = permuted(&x, &shape, &[0, 2, 3, 1]);
+    let (yc, ys) = permuted(&y, &shape, &[0, 2, 1, 3]);
+    let contiguous = dot(
+        (&ty(&xs), &ty(&ys)),
+        "lhs_batching_dimensions = [0, 1], lhs_contracting_dimensions = [3], rhs_batching_dimensions = [0, 1], rhs_contracting_dimensions = [2]",
+        &ty(&[b, h, d, d]),
+    );
+    let got = run1(&strided, &[], vec![f32t(&shape, &x), f32t(&shape, &y)]);
+    let want = run1(&contiguous, &[], vec![f32t(&xs, &xc), f32t(&ys, &yc)]);
+    assert!(got.bits_eq(&want), "transposed and row-strided operands");
+    // `[S,D,B]·[B,S,N]` batched over the innermost `B` of the left operand: neither its rows
+    // nor its columns are contiguous.
+    let n = 12;
+    let (ls, rs) = ([s, d, b], [b, s, n]);
+    let (x, y) = (pseudo(s * d * b, 13), pseudo(b * s * n, 14));
+    let strided = dot(
+        (&ty(&ls), &ty(&rs)),
+        "lhs_batching_dimensions = [2], lhs_contracting_dimensions = [0], rhs_batching_dimensions = [0], rhs_contracting_dimensions = [1]",
+        &ty(&[b, d, n]),
+    );
+    let (xc, xs) = permuted(&x, &ls, &[2, 1, 0]);
+    let contiguous = dot(
+        (&ty(&xs), &ty(&rs)),
+        "lhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_batching_dimensions = [0], rhs_contracting_dimensions = [1]",
+        &ty(&[b, d, n]),
+    );
+    let got = run1(&strided, &[], vec![f32t(&ls, &x), f32t(&rs, &y)]);
+    let want = run1(&contiguous, &[], vec![f32t(&xs, &xc), f32t(&rs, &y)]);
+    assert!(got.bits_eq(&want), "an operand strided both ways");
+}
+
 /// The batched products of a scan step over `B` (`[B,64,8]·[B,8] -> [B,64]`, a
 /// matrix-vector product per batch element; `[B,64]·[B,64,8] -> [B,8]`; the outer product
 /// `[B,64]·[B,8] -> [B,64,8]`) give, bit for bit, each element summed in `f32` over the

@@ -184,21 +184,48 @@ fn contiguous<'a, S: Widen<T>, T: Gemm>(
     // A strided view of an operand already of the accumulation type: gathered straight
     // into the block.
     if let Some(w) = S::as_wide(src) {
-        let mut out = Vec::with_capacity(len);
-        for r in 0..rows {
-            let row = v.off as isize + r as isize * v.rs;
-            out.extend((0..cols).map(|j| w[(row + j as isize * v.cs) as usize]));
-        }
-        return Cow::Owned(out);
+        return Cow::Owned(gather_view(w, v, rows, cols));
     }
-    let mut narrow = Vec::with_capacity(len);
-    for r in 0..rows {
-        let row = v.off as isize + r as isize * v.rs;
-        narrow.extend((0..cols).map(|j| src[(row + j as isize * v.cs) as usize]));
-    }
+    let narrow = gather_view(src, v, rows, cols);
     let mut out = vec![T::default(); len];
     S::widen_into(&narrow, &mut out);
     Cow::Owned(out)
+}
+
+/// The `rows × cols` view `v` of `src` copied into a row-major block: row by row where the
+/// view's rows are contiguous runs (`cs == 1`), column by column where its columns are
+/// (`rs == 1`, a transposed operand: attention's `kᵀ`), else element by element. The view
+/// must lie inside `src` (the caller checks it).
+fn gather_view<U: Copy + Default>(src: &[U], v: Mat, rows: usize, cols: usize) -> Vec<U> {
+    let len = rows * cols;
+    if len == 0 {
+        return Vec::new();
+    }
+    let at = |r: usize, j: usize| (v.off as isize + r as isize * v.rs + j as isize * v.cs) as usize;
+    if v.cs == 1 {
+        let mut out = Vec::with_capacity(len);
+        for r in 0..rows {
+            let s = at(r, 0);
+            out.extend_from_slice(&src[s..s + cols]);
+        }
+        return out;
+    }
+    if v.rs == 1 {
+        let mut out = vec![U::default(); len];
+        for j in 0..cols {
+            let s = at(0, j);
+            for (o, &x) in out.chunks_exact_mut(cols).zip(&src[s..s + rows]) {
+                o[j] = x;
+            }
+        }
+        return out;
+    }
+    let mut out = Vec::with_capacity(len);
+    for r in 0..rows {
+        let row = at(r, 0) as isize;
+        out.extend((0..cols).map(|j| src[(row + j as isize * v.cs) as usize]));
+    }
+    out
 }
 
 /// [`small_k`]'s loops, inlined into each of its target-feature variants. Columns go in bands
