@@ -316,7 +316,8 @@ pub struct Repeated {
 /// a trainer passes the last step's parameters and optimizer state and keeps no other
 /// reference to them, so a donated input is updated in its own buffer; a step on tensors the
 /// caller still shares would first copy every donated input (copy-on-write), which no trainer
-/// pays.
+/// pays. Only the last step times its ops ([`Runtime::set_op_timing`]), whose times the
+/// report lists.
 ///
 /// # Errors
 /// A failed step.
@@ -329,7 +330,9 @@ pub fn repeat_steps(
     let (mut times, mut exec) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     let mut kernels_compiled = 0;
     let mut last = None;
-    for _ in 0..runs {
+    for i in 0..runs {
+        // Only the last step's op times are read.
+        rt.set_op_timing(i + 1 == runs);
         let ins: Vec<Tensor> = inputs.iter().map(Tensor::deep_copy).collect();
         let t = std::time::Instant::now();
         let s = rt.step(b, ins)?;
@@ -410,6 +413,7 @@ pub fn run(
         InputSource::Npz(p) => npz_inputs(p, n_in)?,
     };
     let input_bytes = inputs.iter().map(Tensor::size_bytes).sum();
+    rt.set_op_timing(true);
     let step = rt.step_with_progress(b, inputs.clone(), progress)?;
     // The op times reported are the last step's (warm with `--repeat`).
     let repeated = repeat_steps(&mut rt, b, &inputs, opts.repeat)?;

@@ -195,6 +195,8 @@ pub struct Runtime {
     /// What recent CPU steps prepared from their finalized plan and bindings, most recent
     /// last (at most [`READY_KEPT`]).
     ready: Vec<Ready>,
+    /// Whether CPU steps time each op ([`crate::exec::ExecStats::op_time`]).
+    op_timing: bool,
 }
 
 /// What a CPU step prepares from its finalized plan and bindings before it runs (the
@@ -321,6 +323,7 @@ impl Runtime {
             kernels: Arc::default(),
             lowered: None,
             ready: Vec::new(),
+            op_timing: false,
         })
     }
 
@@ -393,6 +396,13 @@ impl Runtime {
         self.device.as_deref_mut().ok_or_else(|| {
             RuntimeError::Device(device::DeviceError::Unavailable("no device".into()))
         })
+    }
+
+    /// Times each op of later CPU steps (`true`: their [`crate::exec::ExecStats::op_time`],
+    /// one clock read per op, 4–7% of a sub-millisecond step on a VM's clock) or not
+    /// (`false`, the default: `op_time` stays empty). `ebb run` times its first and last step.
+    pub fn set_op_timing(&mut self, on: bool) {
+        self.op_timing = on;
     }
 
     /// Runs later steps out of an arena of the finalized plan's `arena_bytes` with every result
@@ -615,10 +625,13 @@ impl Runtime {
             (b, &concrete),
             mem.clone(),
         )?;
-        let program = program
+        let mut program = program
             .with_executor(self.executor)
             .with_pool(self.pool.clone())
             .with_kernel_memo(self.memo.clone());
+        if !self.op_timing {
+            program = program.untimed();
+        }
         let points = program.points();
         let jit0 = ebb_codegen::stats();
         let reused0 = self.pool.reused_bytes();

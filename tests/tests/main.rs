@@ -26,6 +26,7 @@ mod offload;
 mod onnx_common;
 mod onnx_import;
 mod onnx_numerics;
+mod op_timing;
 mod plan_binary;
 mod plan_fixtures;
 mod plan_verify;

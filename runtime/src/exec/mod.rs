@@ -374,7 +374,8 @@ impl<'g> Program<'g> {
     }
 
     /// The program run without timing its ops ([`ExecStats::op_time`] stays empty): for
-    /// nested programs (loop bodies, branches), run many times, whose op times nobody reads.
+    /// nested programs (loop bodies, branches), run many times, whose op times nobody reads,
+    /// and a runtime's steps unless asked (`Runtime::set_op_timing`).
     pub(crate) fn untimed(mut self) -> Self {
         self.timed = false;
         self
