@@ -38,6 +38,12 @@
 //!    no narrower than the op's own clamping of the start is dropped. In a loop that is not
 //!    unrolled, this removes the per-iteration index ops of a scan.
 //!
+//! 10. Loop-invariant constants of a `while` (`canon/fold_loop.rs`): a carried value whose
+//!     initial operand is a small constant and that the body returns unchanged is read as a
+//!     copy of that constant inside the `cond` and `body` regions.
+//! 11. `gather` of one window at constant start indices (`canon/fold_gather.rs`) → `slice`
+//!     (and a `reshape` dropping the collapsed dimensions).
+//!
 //! "Small" means at most [`Fold::max_elements`] elements ([`MAX_FOLD_ELEMENTS`] by default).
 //!
 //! Invariant: folding never grows memory. A new constant is either a splat (one stored
@@ -46,7 +52,8 @@
 //! materialized. Result types, graph inputs, outputs and assertions are unchanged, and a
 //! folded op's replacement takes its place in the program order. Folded ops are removed;
 //! their operands, when now unused, are left to DCE. Rule 9 changes only start operands (each
-//! new scalar node takes its place just before the op). Change count: ops folded or bypassed
+//! new scalar node takes its place just before the op); rule 11's `slice` reads the gathered
+//! window only (no larger than the gather's result). Change count: ops folded or bypassed
 //! plus literals canonicalized plus start operands rewired.
 
 use super::fold_starts::Start;
@@ -100,6 +107,8 @@ enum Rewrite {
     ScalarBroadcast(Literal, Box<BroadcastSpec>),
     /// Set these start operands of a `dynamic_slice` / `dynamic_update_slice` (rule 9).
     Starts(Vec<(usize, Start)>),
+    /// Replace the op by this `slice` of this value, then this `reshape` of it (rule 11).
+    Slice(Node, ValueRef, Option<Node>),
 }
 
 /// Folds `g` and its regions (see the module docs); returns the change count. Linear in the
@@ -112,6 +121,7 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
     let mut starts_before: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
     let mut changes = 0;
     for id in order {
+        changes += super::fold_loop::fold_invariants(g, id, max_elements);
         changes += for_each_region(g, id, |r| {
             Ok::<_, std::convert::Infallible>(fold_constants(r, max_elements))
         })
@@ -146,6 +156,18 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
                 g.set_operand(id, 0, ValueRef::new(c, 0));
                 // Placed before `id`, which stays.
                 replaced_by.insert(id, c);
+            }
+            Rewrite::Slice(slice, src, reshape) => {
+                let s = g.add_node(slice, &[src]);
+                let mut last = s;
+                let placed = starts_before.entry(id).or_default();
+                placed.push(s);
+                if let Some(r) = reshape {
+                    last = g.add_node(r, &[ValueRef::new(s, 0)]);
+                    starts_before.entry(id).or_default().push(last);
+                }
+                g.replace_all_uses(ValueRef::new(id, 0), ValueRef::new(last, 0));
+                removed.insert(id);
             }
             Rewrite::Starts(starts) => {
                 changes += starts.len() - 1;
@@ -275,6 +297,8 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
             let starts = super::fold_starts::rewrite(g, id, max);
             (!starts.is_empty()).then_some(Rewrite::Starts(starts))
         }
+        Op::Gather(_) => super::fold_gather::as_slice(g, id, max)
+            .map(|(s, src, r)| Rewrite::Slice(s, src, r)),
         _ => super::fold_index::rewrite(g, id, max).map(Rewrite::Constant),
     }
 }
