@@ -32,6 +32,7 @@ pub mod fold;
 mod fold_gather;
 mod fold_index;
 mod fold_loop;
+mod fold_scatter;
 mod fold_starts;
 pub mod slices;
 pub mod unroll;
