@@ -228,7 +228,11 @@ fn concat(g: &mut Graph, id: NodeId, t: super::fold_scatter::Tiling) -> Vec<Node
     let zero = match t.zero {
         Some(z) => z,
         None => {
-            let z = if t.dtype.is_float() { Num::F(0.0) } else { Num::I(0) };
+            let z = if t.dtype.is_float() {
+                Num::F(0.0)
+            } else {
+                Num::I(0)
+            };
             let lit = build(t.dtype, &[z], true).expect("a zero of a numeric type");
             add(g, Op::Constant(lit), TensorType::scalar(t.dtype), &[])
         }
@@ -236,7 +240,12 @@ fn concat(g: &mut Graph, id: NodeId, t: super::fold_scatter::Tiling) -> Vec<Node
     let mut pieces = Vec::with_capacity(t.pieces.len());
     for u in t.pieces {
         let ty = g.value_type(u).clone();
-        let b = add(g, super::fold_scatter::broadcast(&ty.shape), ty.clone(), &[zero]);
+        let b = add(
+            g,
+            super::fold_scatter::broadcast(&ty.shape),
+            ty.clone(),
+            &[zero],
+        );
         pieces.push(add(g, Op::Add, ty, &[b, u]));
     }
     add(g, Op::Concatenate(t.dim), out, &pieces);
@@ -344,8 +353,9 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
             let starts = super::fold_starts::rewrite(g, id, max);
             (!starts.is_empty()).then_some(Rewrite::Starts(starts))
         }
-        Op::Gather(_) => super::fold_gather::as_slice(g, id, max)
-            .map(|(s, src, r)| Rewrite::Slice(s, src, r)),
+        Op::Gather(_) => {
+            super::fold_gather::as_slice(g, id, max).map(|(s, src, r)| Rewrite::Slice(s, src, r))
+        }
         _ => super::fold_index::rewrite(g, id, max).map(Rewrite::Constant),
     }
 }

@@ -24,7 +24,11 @@ use ebb_ir::{DimExpr, Graph, Node, NodeId, Op, TensorType, ValueRef};
 
 /// The `slice` (and the `reshape` after it, when dimensions are collapsed) that `gather` node
 /// `id` of `g` is, when rule 11 applies: `(slice node, its operand, reshape node)`.
-pub(super) fn as_slice(g: &Graph, id: NodeId, max: usize) -> Option<(Node, ValueRef, Option<Node>)> {
+pub(super) fn as_slice(
+    g: &Graph,
+    id: NodeId,
+    max: usize,
+) -> Option<(Node, ValueRef, Option<Node>)> {
     let n = g.node(id);
     let Op::Gather(d) = &n.op else {
         return None;
@@ -44,7 +48,10 @@ pub(super) fn as_slice(g: &Graph, id: NodeId, max: usize) -> Option<(Node, Value
     let mut limit = d.slice_sizes.clone();
     for (k, &dim) in d.start_index_map.iter().enumerate() {
         let dim = usize::try_from(dim).ok().filter(|&x| x < rank)?;
-        let room = src.shape[dim].checked_sub(&d.slice_sizes[dim]).ok()?.as_const()?;
+        let room = src.shape[dim]
+            .checked_sub(&d.slice_sizes[dim])
+            .ok()?
+            .as_const()?;
         if room < 0 {
             return None;
         }
