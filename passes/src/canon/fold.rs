@@ -112,7 +112,7 @@ enum Rewrite {
     /// Set these start operands of a `dynamic_slice` / `dynamic_update_slice` (rule 9).
     Starts(Vec<(usize, Start)>),
     /// Replace the op by this `slice` of this value, then this `reshape` of it (rule 11).
-    Slice(Node, ValueRef, Option<Node>),
+    Slice(Box<(Node, ValueRef, Option<Node>)>),
     /// Replace the `add` tree rooted at the op by this concatenation (rule 12).
     Concat(super::fold_scatter::Tiling),
 }
@@ -163,7 +163,8 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
                 // Placed before `id`, which stays.
                 replaced_by.insert(id, c);
             }
-            Rewrite::Slice(slice, src, reshape) => {
+            Rewrite::Slice(b) => {
+                let (slice, src, reshape) = *b;
                 let s = g.add_node(slice, &[src]);
                 let mut last = s;
                 let placed = starts_before.entry(id).or_default();
@@ -354,7 +355,7 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
             (!starts.is_empty()).then_some(Rewrite::Starts(starts))
         }
         Op::Gather(_) => {
-            super::fold_gather::as_slice(g, id, max).map(|(s, src, r)| Rewrite::Slice(s, src, r))
+            super::fold_gather::as_slice(g, id, max).map(|x| Rewrite::Slice(Box::new(x)))
         }
         _ => super::fold_index::rewrite(g, id, max).map(Rewrite::Constant),
     }

@@ -82,12 +82,11 @@ pub(super) fn tiling(g: &Graph, id: NodeId, max: usize) -> Option<Tiling> {
         windows.push((start, update));
     }
     // The one dimension along which the windows are not whole.
-    let rank = out.rank();
     let mut dim = None;
     for (start, update) in &windows {
-        for k in 0..rank {
-            let upd = &g.value_type(*update).shape[k];
-            let whole = start[k] == 0 && *upd == out.shape[k];
+        let shape = &g.value_type(*update).shape;
+        for (k, (&s, upd)) in start.iter().zip(shape).enumerate() {
+            let whole = s == 0 && *upd == out.shape[k];
             if !whole && dim.is_some_and(|d| d != k) {
                 return None;
             }
@@ -148,12 +147,12 @@ fn leaf(
         let dim = usize::try_from(dim).ok().filter(|&x| x < rank)?;
         start[dim] = starts[k];
     }
-    for k in 0..rank {
-        let fits = if upd.shape[k] == out.shape[k] {
-            start[k] == 0
+    for ((&s, u), o) in start.iter().zip(&upd.shape).zip(&out.shape) {
+        let fits = if u == o {
+            s == 0
         } else {
-            let (size, whole) = (upd.shape[k].as_const()?, out.shape[k].as_const()?);
-            start[k] >= 0 && start[k] + size <= whole
+            let (size, whole) = (u.as_const()?, o.as_const()?);
+            s >= 0 && s + size <= whole
         };
         if !fits {
             return None;
