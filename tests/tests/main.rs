@@ -20,6 +20,7 @@ mod golden;
 mod import_errors;
 mod import_fixtures;
 mod install;
+mod loop_folds;
 mod memory_fixtures;
 mod numerics_check;
 mod offload;

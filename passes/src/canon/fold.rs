@@ -38,6 +38,15 @@
 //!    no narrower than the op's own clamping of the start is dropped. In a loop that is not
 //!    unrolled, this removes the per-iteration index ops of a scan.
 //!
+//! 10. Loop-invariant constants of a `while` (`canon/fold_loop.rs`): a carried value whose
+//!     initial operand is a small constant and that the body returns unchanged is read as a
+//!     copy of that constant inside the `cond` and `body` regions.
+//! 11. `gather` of one window at constant start indices (`canon/fold_gather.rs`) → `slice`
+//!     (and a `reshape` dropping the collapsed dimensions).
+//!
+//! 12. A sum of `scatter`-adds into `+0` whose windows tile the result along one dimension
+//!     (`canon/fold_scatter.rs`) → `concatenate` of `0 + update` per window.
+//!
 //! "Small" means at most [`Fold::max_elements`] elements ([`MAX_FOLD_ELEMENTS`] by default).
 //!
 //! Invariant: folding never grows memory. A new constant is either a splat (one stored
@@ -46,7 +55,9 @@
 //! materialized. Result types, graph inputs, outputs and assertions are unchanged, and a
 //! folded op's replacement takes its place in the program order. Folded ops are removed;
 //! their operands, when now unused, are left to DCE. Rule 9 changes only start operands (each
-//! new scalar node takes its place just before the op). Change count: ops folded or bypassed
+//! new scalar node takes its place just before the op); rule 11's `slice` reads the gathered
+//! window only (no larger than the gather's result); rule 12's pieces are the scatters' updates
+//! and its `concatenate` has the replaced sum's type. Change count: ops folded or bypassed
 //! plus literals canonicalized plus start operands rewired.
 
 use super::fold_starts::Start;
@@ -55,7 +66,7 @@ use crate::manager::{Pass, PassContext, PassError, PassResult};
 use crate::pass_id::PassId;
 use ebb_ir::op::BroadcastSpec;
 use ebb_ir::op::{f16_bits_to_f32, f32_to_f16_bits};
-use ebb_ir::{DType, Graph, Literal, Node, NodeId, Op, TensorType, ValueRef};
+use ebb_ir::{DType, Graph, Literal, Node, NodeId, Op, OpKind, TensorType, ValueRef};
 use std::collections::{HashMap, HashSet};
 
 /// Default for [`Fold::max_elements`]: the largest non-splat constant (in elements) that
@@ -100,6 +111,10 @@ enum Rewrite {
     ScalarBroadcast(Literal, Box<BroadcastSpec>),
     /// Set these start operands of a `dynamic_slice` / `dynamic_update_slice` (rule 9).
     Starts(Vec<(usize, Start)>),
+    /// Replace the op by this `slice` of this value, then this `reshape` of it (rule 11).
+    Slice(Box<(Node, ValueRef, Option<Node>)>),
+    /// Replace the `add` tree rooted at the op by this concatenation (rule 12).
+    Concat(super::fold_scatter::Tiling),
 }
 
 /// Folds `g` and its regions (see the module docs); returns the change count. Linear in the
@@ -112,6 +127,7 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
     let mut starts_before: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
     let mut changes = 0;
     for id in order {
+        changes += super::fold_loop::fold_invariants(g, id, max_elements);
         changes += for_each_region(g, id, |r| {
             Ok::<_, std::convert::Infallible>(fold_constants(r, max_elements))
         })
@@ -147,6 +163,25 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
                 // Placed before `id`, which stays.
                 replaced_by.insert(id, c);
             }
+            Rewrite::Slice(b) => {
+                let (slice, src, reshape) = *b;
+                let s = g.add_node(slice, &[src]);
+                let mut last = s;
+                let placed = starts_before.entry(id).or_default();
+                placed.push(s);
+                if let Some(r) = reshape {
+                    last = g.add_node(r, &[ValueRef::new(s, 0)]);
+                    starts_before.entry(id).or_default().push(last);
+                }
+                g.replace_all_uses(ValueRef::new(id, 0), ValueRef::new(last, 0));
+                removed.insert(id);
+            }
+            Rewrite::Concat(t) => {
+                let last = concat(g, id, t);
+                g.replace_all_uses(ValueRef::new(id, 0), ValueRef::new(last[last.len() - 1], 0));
+                starts_before.entry(id).or_default().extend(last);
+                removed.insert(id);
+            }
             Rewrite::Starts(starts) => {
                 changes += starts.len() - 1;
                 for (i, s) in starts {
@@ -175,6 +210,47 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
         g.remove_nodes(&removed);
     }
     changes
+}
+
+/// Appends the nodes of rule 12's concatenation `t` that replaces `add` node `id` (a scalar
+/// zero when the graph has none, a `broadcast_in_dim` of it and an `add` per piece, the
+/// `concatenate` last); returns them in order.
+fn concat(g: &mut Graph, id: NodeId, t: super::fold_scatter::Tiling) -> Vec<NodeId> {
+    let loc = g.node(id).loc.clone();
+    let out = g.node(id).outputs[0].clone();
+    let mut nodes = Vec::new();
+    let mut add = |g: &mut Graph, op: Op, ty: TensorType, operands: &[ValueRef]| {
+        let mut n = Node::new(op, vec![ty]);
+        n.loc.clone_from(&loc);
+        let id = g.add_node(n, operands);
+        nodes.push(id);
+        ValueRef::new(id, 0)
+    };
+    let zero = match t.zero {
+        Some(z) => z,
+        None => {
+            let z = if t.dtype.is_float() {
+                Num::F(0.0)
+            } else {
+                Num::I(0)
+            };
+            let lit = build(t.dtype, &[z], true).expect("a zero of a numeric type");
+            add(g, Op::Constant(lit), TensorType::scalar(t.dtype), &[])
+        }
+    };
+    let mut pieces = Vec::with_capacity(t.pieces.len());
+    for u in t.pieces {
+        let ty = g.value_type(u).clone();
+        let b = add(
+            g,
+            super::fold_scatter::broadcast(&ty.shape),
+            ty.clone(),
+            &[zero],
+        );
+        pieces.push(add(g, Op::Add, ty, &[b, u]));
+    }
+    add(g, Op::Concatenate(t.dim), out, &pieces);
+    nodes
 }
 
 /// The rewrite for op `id`, if a rule applies.
@@ -243,6 +319,9 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
             let (v, t) = input(0)?;
             (perm.iter().copied().eq(0..t.rank() as i64) && t == out).then_some(Rewrite::Forward(v))
         }
+        Op::Add if g.node(operands.first()?.node).kind() != OpKind::Constant => {
+            super::fold_scatter::tiling(g, id, max).map(Rewrite::Concat)
+        }
         Op::Add | Op::Subtract | Op::Multiply | Op::Divide => {
             if !out.dtype.is_int() {
                 return None;
@@ -274,6 +353,9 @@ fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Rewrite> {
         Op::DynamicSlice(_) | Op::DynamicUpdateSlice => {
             let starts = super::fold_starts::rewrite(g, id, max);
             (!starts.is_empty()).then_some(Rewrite::Starts(starts))
+        }
+        Op::Gather(_) => {
+            super::fold_gather::as_slice(g, id, max).map(|x| Rewrite::Slice(Box::new(x)))
         }
         _ => super::fold_index::rewrite(g, id, max).map(Rewrite::Constant),
     }

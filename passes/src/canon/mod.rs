@@ -29,7 +29,10 @@
 pub mod cse;
 pub mod dce;
 pub mod fold;
+mod fold_gather;
 mod fold_index;
+mod fold_loop;
+mod fold_scatter;
 mod fold_starts;
 pub mod slices;
 pub mod unroll;
