@@ -19,10 +19,7 @@ fn steps_time_their_ops_only_when_asked() {
     let timed = rt.step(&b, inputs.clone()).unwrap();
     // One time per program point, as the resident bytes.
     assert!(!timed.stats.op_time.is_empty());
-    assert_eq!(
-        timed.stats.op_time.len(),
-        timed.stats.resident_bytes.len()
-    );
+    assert_eq!(timed.stats.op_time.len(), timed.stats.resident_bytes.len());
     rt.set_op_timing(false);
     let again = rt.step(&b, inputs).unwrap();
     assert!(again.stats.op_time.is_empty());

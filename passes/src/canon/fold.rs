@@ -375,6 +375,20 @@ pub(super) fn num_elements(t: &TensorType) -> Option<usize> {
         .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
 }
 
+/// The `count` integers of value `v` when it is a `constant` of integers (a splat repeated):
+/// [`elements`] with every element an integer.
+pub(crate) fn int_elements(g: &Graph, v: ValueRef, count: usize, max: usize) -> Option<Vec<i64>> {
+    let (splat, xs) = elements(g, v, max)?;
+    let ints = xs
+        .iter()
+        .map(|x| match x {
+            Num::I(i) => Some(*i),
+            Num::F(_) => None,
+        })
+        .collect::<Option<Vec<i64>>>()?;
+    Some(if splat { vec![ints[0]; count] } else { ints })
+}
+
 /// The elements of value `v` when it is produced by a `constant`: `(true, [x])` for a splat
 /// (or a one-element tensor), `(false, xs)` for a dense literal of at most `max` elements.
 pub(crate) fn elements(g: &Graph, v: ValueRef, max: usize) -> Option<(bool, Vec<Num>)> {

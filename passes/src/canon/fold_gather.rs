@@ -18,7 +18,7 @@
 //! bit-identical; it takes the gather's place in program order and has its result type. The
 //! index constant, when now unused, is left to DCE. Change count: gathers replaced.
 
-use super::fold::{elements, Num};
+use super::fold::int_elements;
 use ebb_ir::op::{GatherDims, SliceSpec};
 use ebb_ir::{DimExpr, Graph, Node, NodeId, Op, TensorType, ValueRef};
 
@@ -105,14 +105,5 @@ fn starts(g: &Graph, d: &GatherDims, indices: ValueRef, max: usize) -> Option<Ve
     if d.start_index_map.len() != len {
         return None;
     }
-    let (splat, xs) = elements(g, indices, max)?;
-    let xs: Option<Vec<i64>> = xs
-        .iter()
-        .map(|x| match x {
-            Num::I(i) => Some(*i),
-            Num::F(_) => None,
-        })
-        .collect();
-    let xs = xs?;
-    Some(if splat { vec![xs[0]; len] } else { xs })
+    int_elements(g, indices, len, max)
 }

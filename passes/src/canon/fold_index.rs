@@ -12,7 +12,7 @@
 //! Invariant: as for every fold rule, the replacement is a constant of the op's result type no
 //! larger than [`super::Fold::max_elements`] elements (or a splat); floats are never touched.
 
-use super::fold::{build, elements, num_elements, Num};
+use super::fold::{build, int_elements, num_elements, Num};
 use ebb_ir::{DType, Graph, Literal, NodeId, Op};
 
 /// The folded literal of op `id`, when rule 7 applies.
@@ -38,16 +38,7 @@ pub(super) fn rewrite(g: &Graph, id: NodeId, max: usize) -> Option<Literal> {
         if count > max {
             return None;
         }
-        let (splat, xs) = elements(g, *v, max)?;
-        let ints: Option<Vec<i64>> = xs
-            .iter()
-            .map(|x| match x {
-                Num::I(i) => Some(*i),
-                Num::F(_) => None,
-            })
-            .collect();
-        let ints = ints?;
-        args.push(if splat { vec![ints[0]; count] } else { ints });
+        args.push(int_elements(g, *v, count, max)?);
     }
     let values: Vec<i64> = match &n.op {
         Op::Reshape(_) => args.first()?.clone(),

@@ -32,7 +32,7 @@
 //! place in program order, the old scatters and adds, when now unused, are left to DCE; no new
 //! tensor is larger than the tree's result. Change count: trees replaced.
 
-use super::fold::{elements, Num};
+use super::fold::{elements, int_elements, Num};
 use ebb_ir::op::{BroadcastSpec, ScatterDims};
 use ebb_ir::{DimExpr, Graph, NodeId, Op, OpKind, TensorType, ValueRef};
 
@@ -223,16 +223,7 @@ fn starts(g: &Graph, d: &ScatterDims, indices: ValueRef, max: usize) -> Option<V
     if d.scatter_dims_to_operand_dims.len() != len {
         return None;
     }
-    let (splat, xs) = elements(g, indices, max)?;
-    let xs: Option<Vec<i64>> = xs
-        .iter()
-        .map(|x| match x {
-            Num::I(i) => Some(*i),
-            Num::F(_) => None,
-        })
-        .collect();
-    let xs = xs?;
-    Some(if splat { vec![xs[0]; len] } else { xs })
+    int_elements(g, indices, len, max)
 }
 
 /// The `broadcast_in_dim` of a scalar to `shape`.
