@@ -180,7 +180,7 @@ unsafe fn new_runtime(
 ) -> Result<*mut EbbRuntime> {
     let p = plan.as_ref().context("plan is NULL")?;
     let pricing = Pricing::resolve(opt_text(profile, "profile")?, Kinds::Both, &p.plan)?;
-    let budget = pipeline::StepBudget::new(budget, &p.graph);
+    let budget = pipeline::StepBudget::new(budget);
     let opts = pricing.finalize_options(budget.fixed_bytes(), true);
     let rt = Runtime::with_options((*p.plan).clone(), opts, 64)?;
     Ok(Box::into_raw(Box::new(EbbRuntime { rt, budget })))

@@ -74,27 +74,25 @@ impl BudgetResolver {
 /// untouched (bytes or none, fixed at the runtime's creation by [`StepBudget::fixed_bytes`]).
 #[derive(Debug)]
 pub struct StepBudget {
-    /// The budget as given; `None`: no budget.
-    budget: Option<Budget>,
+    /// A budget in bytes, set once in the runtime; `None` for none or a per-shape one.
+    fixed: Option<i64>,
     /// The resolver of a per-shape budget; `None` for bytes or none.
     resolver: Option<BudgetResolver>,
-    /// The plan's graph, held for a per-shape budget only.
-    graph: Option<Graph>,
     /// Bytes resolved per shape seen (symbol values in symbol order).
     resolved: HashMap<Vec<i64>, i64>,
 }
 
 impl StepBudget {
-    /// The budget `budget` (`None`: no budget) of a runtime of the plan whose graph is `g`
-    /// (cloned for a per-shape budget only).
-    pub fn new(budget: Option<Budget>, g: &Graph) -> Self {
-        let resolver = budget
-            .filter(|b| !matches!(b, Budget::Bytes(_)))
-            .map(BudgetResolver::new);
+    /// The budget `budget` (`None`: no budget) of a runtime.
+    pub fn new(budget: Option<Budget>) -> Self {
         Self {
-            budget,
-            graph: resolver.as_ref().map(|_| g.clone()),
-            resolver,
+            fixed: match budget {
+                Some(Budget::Bytes(b)) => Some(b),
+                _ => None,
+            },
+            resolver: budget
+                .filter(|b| !matches!(b, Budget::Bytes(_)))
+                .map(BudgetResolver::new),
             resolved: HashMap::new(),
         }
     }
@@ -102,26 +100,19 @@ impl StepBudget {
     /// The bytes to create the runtime with: the budget in bytes, `None` for no budget or a
     /// per-shape one (set before each step by [`StepBudget::apply`]).
     pub fn fixed_bytes(&self) -> Option<i64> {
-        match self.budget {
-            Some(Budget::Bytes(b)) => Some(b),
-            _ => None,
-        }
+        self.fixed
     }
 
-    /// Whether the bytes depend on the shape (a fraction of a peak).
-    pub fn per_shape(&self) -> bool {
-        self.resolver.is_some()
-    }
-
-    /// Sets `rt`'s budget for a step at `b`: a per-shape budget is resolved at `b` the first time `b` is seen (about 20 ms
-    /// for the first shape of the 24-layer GPT, the program-order liveness build; then
-    /// O(values + points)) and kept; bytes or none leave `rt` as it is.
+    /// Sets `rt`'s budget for a step at `b`: a per-shape budget is resolved at `b` on the
+    /// runtime's graph the first time `b` is seen (about 20 ms for the first shape of the
+    /// 24-layer GPT, the program-order liveness build; then O(values + points)) and kept;
+    /// bytes or none leave `rt` as it is.
     ///
     /// # Errors
     /// Bindings the plan's facts or shape assertions reject; sizes that do not evaluate at
     /// `b`.
     pub fn apply(&mut self, rt: &mut Runtime, b: &Bindings) -> Result<()> {
-        let (Some(resolver), Some(g)) = (&self.resolver, &self.graph) else {
+        let Some(resolver) = &self.resolver else {
             return Ok(());
         };
         let key: Vec<i64> = b.values().copied().collect();
@@ -129,7 +120,7 @@ impl StepBudget {
             Some(&x) => x,
             None => {
                 crate::check_plan_bindings(rt.plan(), b)?;
-                let x = resolver.resolve(rt.plan(), g, b)?;
+                let x = resolver.resolve(rt.plan(), rt.graph(), b)?;
                 self.resolved.insert(key, x);
                 x
             }
@@ -151,15 +142,15 @@ impl StepBudget {
             rt.plan().symbols.check_known(b)?;
             crate::check_plan_bindings(rt.plan(), b)?;
         }
-        match (&self.resolver, &self.graph) {
-            (Some(resolver), Some(g)) => {
+        match &self.resolver {
+            Some(resolver) => {
                 let budgets = samples
                     .iter()
-                    .map(|b| Ok((b.clone(), resolver.resolve(rt.plan(), g, b)?)))
+                    .map(|b| Ok((b.clone(), resolver.resolve(rt.plan(), rt.graph(), b)?)))
                     .collect::<Result<Vec<_>>>()?;
                 Ok(rt.prepare_atlas_relative(&budgets))
             }
-            _ => Ok(rt.prepare_atlas(samples)),
+            None => Ok(rt.prepare_atlas(samples)),
         }
     }
 }

@@ -481,7 +481,7 @@ impl PyRuntime {
             .map(BudgetArg::budget)
             .transpose()
             .map_err(py_err)?;
-        let budget = pipeline::StepBudget::new(budget, &plan.graph);
+        let budget = pipeline::StepBudget::new(budget);
         let bytes = budget.fixed_bytes();
         let p = plan.plan.clone();
         let (rt, cuda) = py

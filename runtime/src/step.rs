@@ -399,7 +399,7 @@ impl Runtime {
     }
 
     /// Times each op of later CPU steps (`true`: their [`crate::exec::ExecStats::op_time`],
-    /// one clock read per op, 4–7% of a sub-millisecond step on a VM's clock) or not
+    /// one clock read per op, about 1% of a sub-millisecond step on this project's VM) or not
     /// (`false`, the default: `op_time` stays empty). `ebb run` times its first and last step.
     pub fn set_op_timing(&mut self, on: bool) {
         self.op_timing = on;

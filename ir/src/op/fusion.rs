@@ -84,6 +84,15 @@ pub fn reduce_root_columns(g: &Graph, id: NodeId) -> Option<usize> {
 /// Whether a reduce body is one `add`, `multiply`, `maximum` or `minimum` of its two
 /// arguments, returned.
 fn monoid_body(body: &Graph) -> bool {
+    matches!(
+        combiner(body),
+        Some(OpKind::Add | OpKind::Multiply | OpKind::Maximum | OpKind::Minimum)
+    )
+}
+
+/// The kind of the one op of a two-argument region (a `reduce` or `scatter` body) when that op
+/// combines the region's two arguments (in either order) and is returned: `add` for a sum.
+pub fn combiner(body: &Graph) -> Option<OpKind> {
     let ins = body.inputs();
     let ops: Vec<NodeId> = body
         .order()
@@ -91,18 +100,13 @@ fn monoid_body(body: &Graph) -> bool {
         .copied()
         .filter(|&id| body.node(id).kind() != OpKind::Input)
         .collect();
-    let [op] = ops.as_slice() else {
-        return false;
+    let ([a, b], [op]) = (ins, ops.as_slice()) else {
+        return None;
     };
     let args = body.operands(*op);
-    ins.len() == 2
-        && matches!(
-            body.node(*op).kind(),
-            OpKind::Add | OpKind::Multiply | OpKind::Maximum | OpKind::Minimum
-        )
-        && args.len() == 2
-        && args.iter().all(|a| ins.contains(&a.node))
-        && body.outputs() == [ValueRef::new(*op, 0)]
+    let (a, b) = (ValueRef::new(*a, 0), ValueRef::new(*b, 0));
+    ((args == [a, b] || args == [b, a]) && body.outputs() == [ValueRef::new(*op, 0)])
+        .then(|| body.node(*op).kind())
 }
 
 /// Whether the op `id` of `g` may root an input fusion: a row ([`reduce_root_prefix`]) or

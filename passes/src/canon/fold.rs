@@ -165,14 +165,13 @@ pub fn fold_constants(g: &mut Graph, max_elements: usize) -> usize {
             }
             Rewrite::Slice(b) => {
                 let (slice, src, reshape) = *b;
-                let s = g.add_node(slice, &[src]);
-                let mut last = s;
-                let placed = starts_before.entry(id).or_default();
-                placed.push(s);
+                let mut last = g.add_node(slice, &[src]);
+                let mut placed = vec![last];
                 if let Some(r) = reshape {
-                    last = g.add_node(r, &[ValueRef::new(s, 0)]);
-                    starts_before.entry(id).or_default().push(last);
+                    last = g.add_node(r, &[ValueRef::new(last, 0)]);
+                    placed.push(last);
                 }
+                starts_before.entry(id).or_default().extend(placed);
                 g.replace_all_uses(ValueRef::new(id, 0), ValueRef::new(last, 0));
                 removed.insert(id);
             }
@@ -387,6 +386,28 @@ pub(crate) fn int_elements(g: &Graph, v: ValueRef, count: usize, max: usize) -> 
         })
         .collect::<Option<Vec<i64>>>()?;
     Some(if splat { vec![ints[0]; count] } else { ints })
+}
+
+/// The one index vector of a `gather` or `scatter` of one window: the `len` integers of
+/// `indices` when it is a constant of rank 0, or of rank 1 with `index_vector_dim = 0`, holding
+/// exactly `len` of them ([`int_elements`]).
+pub(crate) fn one_index_vector(
+    g: &Graph,
+    indices: ValueRef,
+    index_vector_dim: i64,
+    len: usize,
+    max: usize,
+) -> Option<Vec<i64>> {
+    let ty = g.value_type(indices);
+    let held = match ty.rank() {
+        0 if index_vector_dim == 0 => 1,
+        1 if index_vector_dim == 0 => usize::try_from(ty.shape[0].as_const()?).ok()?,
+        _ => return None,
+    };
+    if held != len {
+        return None;
+    }
+    int_elements(g, indices, len, max)
 }
 
 /// The elements of value `v` when it is produced by a `constant`: `(true, [x])` for a splat

@@ -18,7 +18,7 @@
 //! bit-identical; it takes the gather's place in program order and has its result type. The
 //! index constant, when now unused, is left to DCE. Change count: gathers replaced.
 
-use super::fold::int_elements;
+use super::fold::one_index_vector;
 use ebb_ir::op::{GatherDims, SliceSpec};
 use ebb_ir::{DimExpr, Graph, Node, NodeId, Op, TensorType, ValueRef};
 
@@ -87,23 +87,10 @@ pub(super) fn as_slice(
 }
 
 /// The start indices of gather `d` (one per `start_index_map` entry), when `indices` is a
-/// constant holding exactly one index vector.
+/// constant holding exactly one index vector and `d` has no batching dimensions.
 fn starts(g: &Graph, d: &GatherDims, indices: ValueRef, max: usize) -> Option<Vec<i64>> {
-    let ty = g.value_type(indices);
-    let one_vector = match ty.rank() {
-        0 => d.index_vector_dim == 0,
-        1 => d.index_vector_dim == 0,
-        _ => false,
-    };
-    if !one_vector || !d.start_indices_batching_dims.is_empty() {
+    if !d.start_indices_batching_dims.is_empty() {
         return None;
     }
-    let len = match ty.rank() {
-        1 => usize::try_from(ty.shape[0].as_const()?).ok()?,
-        _ => 1,
-    };
-    if d.start_index_map.len() != len {
-        return None;
-    }
-    int_elements(g, indices, len, max)
+    one_index_vector(g, indices, d.index_vector_dim, d.start_index_map.len(), max)
 }

@@ -32,7 +32,7 @@
 //! place in program order, the old scatters and adds, when now unused, are left to DCE; no new
 //! tensor is larger than the tree's result. Change count: trees replaced.
 
-use super::fold::{elements, int_elements, Num};
+use super::fold::{elements, one_index_vector, Num};
 use ebb_ir::op::{BroadcastSpec, ScatterDims};
 use ebb_ir::{DimExpr, Graph, NodeId, Op, OpKind, TensorType, ValueRef};
 
@@ -170,24 +170,7 @@ fn plain(d: &ScatterDims) -> bool {
 
 /// Whether node `id`'s one region returns the `add` of its two arguments.
 fn adds(g: &Graph, id: NodeId) -> bool {
-    let [r] = g.node(id).regions.as_slice() else {
-        return false;
-    };
-    let ins = r.inputs();
-    let ops: Vec<NodeId> = r
-        .order()
-        .iter()
-        .copied()
-        .filter(|&n| r.node(n).kind() != OpKind::Input)
-        .collect();
-    let ([a, b], [op]) = (ins, ops.as_slice()) else {
-        return false;
-    };
-    let args = r.operands(*op);
-    let (a, b) = (ValueRef::new(*a, 0), ValueRef::new(*b, 0));
-    r.node(*op).op == Op::Add
-        && (args == [a, b] || args == [b, a])
-        && r.outputs() == [ValueRef::new(*op, 0)]
+    matches!(g.node(id).regions.as_slice(), [r] if ebb_ir::op::fusion::combiner(r) == Some(OpKind::Add))
 }
 
 /// `Some(Some(s))` when `v` is `broadcast_in_dim` of the scalar `+0` `s`, `Some(None)` when
@@ -214,16 +197,13 @@ fn zero_of(g: &Graph, v: ValueRef, max: usize) -> Option<Option<ValueRef>> {
 /// The start indices of scatter `d` (one per `scatter_dims_to_operand_dims` entry), when
 /// `indices` is a constant holding exactly one index vector.
 fn starts(g: &Graph, d: &ScatterDims, indices: ValueRef, max: usize) -> Option<Vec<i64>> {
-    let ty = g.value_type(indices);
-    let len = match ty.rank() {
-        0 if d.index_vector_dim == 0 => 1,
-        1 if d.index_vector_dim == 0 => usize::try_from(ty.shape[0].as_const()?).ok()?,
-        _ => return None,
-    };
-    if d.scatter_dims_to_operand_dims.len() != len {
-        return None;
-    }
-    int_elements(g, indices, len, max)
+    one_index_vector(
+        g,
+        indices,
+        d.index_vector_dim,
+        d.scatter_dims_to_operand_dims.len(),
+        max,
+    )
 }
 
 /// The `broadcast_in_dim` of a scalar to `shape`.
