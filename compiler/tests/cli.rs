@@ -911,3 +911,67 @@ fn a_schedule_above_program_order_is_explained() {
         "{v}"
     );
 }
+
+/// `ebb plan` prints the same report from a stamped binary plan (read without its fusion
+/// regions' ops) as from the JSON plan of the same compile (read and verified in full): the
+/// text without its timing line, and `--json` without the two timings, with and without a
+/// budget and for both kinds of fractional budget.
+#[test]
+fn plan_output_from_a_binary_plan_is_the_json_plans() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = jax_fixture("gpt2_tiny_adamw");
+    let json = dir.path().join("p.json");
+    let bin = dir.path().join("p.bin");
+    for (path, format) in [(&json, "json"), (&bin, "binary")] {
+        let out = ebb(&[
+            "compile",
+            fixture.to_str().unwrap(),
+            "-o",
+            path.to_str().unwrap(),
+            "--plan-format",
+            format,
+            "--device",
+            "h100-sxm-pcie5",
+        ]);
+        assert_ok(&out);
+    }
+    let report = |path: &std::path::Path, extra: &[&str]| {
+        let mut args = vec![
+            "plan",
+            path.to_str().unwrap(),
+            "--bind",
+            "B=8,S=256",
+            "--device",
+            "h100-sxm-pcie5",
+        ];
+        args.extend_from_slice(extra);
+        let out = ebb(&args);
+        assert_ok(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for budget in [
+        &[][..],
+        &["--budget", "16MiB"],
+        &["--budget", "50%"],
+        &["--budget", "60%scheduled"],
+    ] {
+        let text = |path| {
+            report(path, budget)
+                .lines()
+                .filter(|l| !l.starts_with("candidates: "))
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+        };
+        let (a, b) = (text(&json), text(&bin));
+        assert!(a.contains("peak, program order:"), "{a}");
+        assert_eq!(a, b, "{budget:?}");
+        let value = |path| {
+            let mut v: serde_json::Value =
+                serde_json::from_str(&report(path, &[budget, &["--json"]].concat())).unwrap();
+            v["finalize_us"] = 0.into();
+            v["prepare_us"] = 0.into();
+            v
+        };
+        assert_eq!(value(&json), value(&bin), "{budget:?}");
+    }
+}

@@ -107,6 +107,25 @@ pub fn load_or_compile_graph_with(
     crate::plan_file::read_plan_file(path, false)
 }
 
+/// [`load_or_compile_graph_with`] for a report at bindings (`ebb plan`): a stamped binary plan
+/// file loads with its fusion regions elided ([`crate::plan_file::read_plan_file_for_report`]);
+/// the graph serves [`crate::plan_report_proven_on`] and nothing that prints, verifies or
+/// executes it.
+///
+/// # Errors
+/// As [`load_or_compile_with`].
+pub fn load_or_compile_for_report(
+    path: &Path,
+    format: Option<Format>,
+    params_from: Option<&Path>,
+    options: &CompileOptions,
+) -> Result<(Plan, Graph)> {
+    if frontend::is_model_file(path, format) {
+        return load_or_compile_graph_with(path, format, params_from, options);
+    }
+    crate::plan_file::read_plan_file_for_report(path)
+}
+
 /// Reads a plan file written by `ebb compile` and verifies it against its embedded graph
 /// ([`ebb_passes::plan::verify_plan`]: graph digest, symbol facts, value table, costs,
 /// candidates, and the independent checker at representative bindings). The file may be JSON

@@ -54,6 +54,24 @@ pub fn plan_file_bytes(plan: &Plan, format: PlanFormat) -> Result<Vec<u8>> {
 /// Unreadable file, invalid JSON or binary (typed errors, never a panic), or a failed
 /// verification, each with the path.
 pub fn read_plan_file(path: &Path, with_text: bool) -> Result<(Plan, Graph)> {
+    read(path, with_text, false)
+}
+
+/// [`read_plan_file`] for a report on the plan at bindings (`ebb plan`): a binary plan whose
+/// stamp matches is decoded with [`binary::DecodeOptions::elide_fusion_bodies`], so its graph's
+/// fusion regions are empty and their in-place writes and tile bytes come from the file. Such
+/// a graph serves the memory model and the plan checker ([`crate::plan_report_proven_on`]),
+/// and nothing that prints, verifies or executes it. Other files load as with
+/// [`read_plan_file`].
+///
+/// # Errors
+/// As [`read_plan_file`].
+pub fn read_plan_file_for_report(path: &Path) -> Result<(Plan, Graph)> {
+    read(path, false, true)
+}
+
+/// [`read_plan_file`], fusion regions elided when `elide` allows.
+fn read(path: &Path, with_text: bool, elide: bool) -> Result<(Plan, Graph)> {
     let file = path.display().to_string();
     // The errors of `ebb_import::text::read`, which reads a JSON plan.
     let bytes =
@@ -68,7 +86,10 @@ pub fn read_plan_file(path: &Path, with_text: bool) -> Result<(Plan, Graph)> {
             .with_context(|| format!("{file}: the plan does not verify"))?;
         return Ok((plan, g));
     }
-    let decoded = binary::decode(&bytes).with_context(|| file.clone())?;
+    let options = binary::DecodeOptions {
+        elide_fusion_bodies: elide,
+    };
+    let decoded = binary::decode_with(&bytes, options).with_context(|| file.clone())?;
     let stamp = decoded.stamp;
     let (mut plan, g) = if stamp == Stamp::Matches {
         ebb_passes::plan::check_stamped_structure(&decoded.graph, &decoded.plan)

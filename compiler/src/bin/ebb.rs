@@ -549,8 +549,14 @@ impl PlanArgs {
         }
         // One command, then the process exits: the plan and its graph (tens of thousands of
         // small allocations) are left to the exit rather than freed one by one.
-        let loaded =
-            std::mem::ManuallyDrop::new(load_plan_and_graph(&plan, None, &flags, &import)?);
+        // The report alone reads a stamped binary plan without its fusion regions' ops.
+        let loaded = std::mem::ManuallyDrop::new(load_plan_and_graph(
+            &plan,
+            None,
+            &flags,
+            &import,
+            budget_curve.is_none(),
+        )?);
         let (p, g) = (&loaded.0, &loaded.1);
         let pricing = device.pricing(p)?;
         let b = pipeline::parse_bindings(&bind)?;
@@ -612,14 +618,22 @@ fn load_plan(
     )
 }
 
-/// [`load_plan`], with the plan's graph (the one its verification parsed).
+/// [`load_plan`], with the plan's graph (the one its verification parsed); for a `report`
+/// alone, a stamped binary plan's graph without its fusion regions' ops
+/// ([`ebb_pipeline::api::load_or_compile_for_report`]).
 fn load_plan_and_graph(
     path: &std::path::Path,
     format: Option<Format>,
     flags: &PipelineFlags,
     import: &ImportFlags,
+    report: bool,
 ) -> Result<(ebb_plan::format::Plan, ebb_ir::Graph)> {
-    ebb_pipeline::api::load_or_compile_graph_with(
+    let load = if report {
+        ebb_pipeline::api::load_or_compile_for_report
+    } else {
+        ebb_pipeline::api::load_or_compile_graph_with
+    };
+    load(
         path,
         format,
         import.params_from_for(path, format)?,

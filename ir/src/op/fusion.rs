@@ -316,6 +316,14 @@ pub fn fusion_tile_bytes_in(region: &Graph, scope: &SymbolScope) -> Result<DimEx
     }
 }
 
+/// Records `bytes` as [`fusion_tile_bytes`] of `region`: what it returns (and
+/// [`fusion_tile_bytes_in`] normalizes) until `region` changes. For a loader that read them
+/// from a file stamped as verified against this very region (`ebb_plan::binary`); no effect
+/// when they are known already.
+pub fn remember_fusion_tile_bytes(region: &Graph, bytes: DimExpr) {
+    let _ = region.memo.tile_bytes.set(Ok(bytes));
+}
+
 /// [`fusion_tile_bytes`], computed.
 fn compute_tile_bytes(region: &Graph) -> Result<DimExpr, DimError> {
     let tiles = fusion_chunk_elements(region)?
@@ -387,6 +395,14 @@ pub fn in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
             writes
         }
     }
+}
+
+/// Records `writes` as the in-place writes of `g` under its current scope: what
+/// [`in_place_writes`] returns until `g` changes. For a loader that read them from a file
+/// stamped as verified against this very graph (`ebb_plan::binary`); no effect when they are
+/// known already.
+pub fn remember_in_place_writes(g: &Graph, writes: HashMap<NodeId, Vec<InPlace>>) {
+    let _ = g.memo.in_place.set((g.scope.clone(), writes));
 }
 
 /// [`in_place_writes`], computed.

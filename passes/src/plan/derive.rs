@@ -183,7 +183,8 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
         op_start.push(operands.len());
         let id = order[pos];
         let from = operands.len();
-        for v in g.operands(id) {
+        let ins = g.operands(id);
+        for &v in &ins {
             let src = pos_of_id.get(v.node.index()).copied().unwrap_or(usize::MAX);
             if src == usize::MAX || !is_input[src] && point_of_pos[src] >= p {
                 return Err(sched_err(
@@ -212,7 +213,6 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
         let writes = in_place.get(&id).map_or(&[][..], Vec::as_slice);
         transient[p] = region_transient(g, id, writes, b)?;
         // An in-place write: the result takes the operand's buffer, allocated once.
-        let ins = g.operands(id);
         for w in in_place.get(&id).into_iter().flatten() {
             let v = ins.get(w.operand).ok_or_else(|| {
                 sched_err(
@@ -251,13 +251,18 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
     }
     // No read after an overwrite: the overwritten value is last resident at the write, and is
     // neither a graph input the caller keeps nor a graph output.
+    let mut output = vec![false; bytes.len()];
+    for o in g.outputs() {
+        let pos = pos_of_id[o.node.index()];
+        let x = base[pos] + o.output as usize;
+        if x < base[pos + 1] {
+            output[x] = true;
+        }
+    }
     for &(p, x) in &overwrites {
         let src = producer[x].index();
         let kept_input = is_input[src] && !donated[src];
-        let is_output = g
-            .outputs()
-            .iter()
-            .any(|o| pos_of_id[o.node.index()] == src && base[src] + o.output as usize == x);
+        let is_output = output[x];
         if kept_input || is_output || last_use[x] != Point::new(p) {
             return Err(sched_err(
                 p,

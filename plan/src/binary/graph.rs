@@ -1,16 +1,26 @@
-//! The graph of a binary plan file: each body (the graph and every region, flattened into one
-//! list so that decoding never recurses on untrusted input) as its ops in program order, each
-//! op as its kind's name, its attribute dictionary ([`Op::to_attrs`]), result types, operands
-//! and region indices. Shapes, dimension attributes and scopes are indices into the file's
-//! tables ([`super::exprs`]).
+//! The graph of a binary plan file: its distinct op payloads, result types and locations each
+//! stored once in a table, and each body (the graph and every region, flattened into one list
+//! so that decoding never recurses on untrusted input) as one stream of integers naming them.
+//!
+//! # Tables
+//! * payloads: an op's kind name and attribute dictionary ([`Op::to_attrs`]), dimension
+//!   attributes as indices into the file's expressions ([`super::exprs`]); rebuilt once each by
+//!   [`Op::from_attrs`], which validates them as the textual IR's parser does;
+//! * types: an element type and its dimensions as expression indices;
+//! * locations: source locations as text.
+//!
+//! # A body's op stream
+//! For each op in program order, integers: its payload; its location plus one (0: none); its
+//! result count, then each result's type; its operand count, then each operand as (op index in
+//! the body, strictly before this op; result index); its region count, then each region's
+//! body index in [`BinGraph::bodies`] (each after this op's body, each used once).
 //!
 //! Decoding rebuilds the graph exactly as the textual IR's parser does
 //! (`ebb_ir::text::parse`): `input` ops first through [`Graph::add_input`] in the order of
 //! their argument index, then the other ops through [`Graph::add_node`], then the stored
 //! program order with [`Graph::set_order`]. So a decoded graph has the node ids, program
-//! order and payloads of the graph parsed from the same graph's text. Payloads are rebuilt by
-//! [`Op::from_attrs`], which validates them as the parser does; shapes are not re-inferred
-//! (the IR verifier does that, on plans that are not stamped).
+//! order and payloads of the graph parsed from the same graph's text. Shapes are not
+//! re-inferred (the IR verifier does that, on plans that are not stamped).
 
 use super::exprs::{Interner, Ix, Tables};
 use super::BinaryError;
@@ -18,10 +28,14 @@ use ebb_ir::graph::{ShapeAssertion, MAX_REGION_DEPTH};
 use ebb_ir::op::{Attr, Attrs, Literal, Op, OpKind};
 use ebb_ir::{DType, Graph, Node, NodeId, TensorType, ValueRef};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
-/// The graph and its regions, body 0 the graph itself.
+/// The graph and its regions, body 0 the graph itself, with the tables their ops name.
 #[derive(Serialize, Deserialize)]
 pub(super) struct BinGraph {
+    payloads: Vec<BinPayload>,
+    types: Vec<(DType, Vec<Ix>)>,
+    locs: Vec<String>,
     bodies: Vec<BinBody>,
 }
 
@@ -31,25 +45,30 @@ struct BinBody {
     name: String,
     scope: Ix,
     assertions: Vec<ShapeAssertion>,
-    ops: Vec<BinOp>,
-    /// Graph outputs: (op index in `ops`, result index).
+    /// Number of ops in `stream`.
+    ops: u32,
+    /// The ops (see the module docs).
+    stream: Vec<u32>,
+    /// Graph outputs: (op index in the body, result index).
     outputs: Vec<(u32, u32)>,
     output_names: Vec<String>,
+    /// The body's in-place writes ([`ebb_ir::op::in_place_writes`]): (op index in the body,
+    /// operand, result).
+    in_place: Vec<(u32, u32, u32)>,
+    /// For the region of a `fusion` op: its tile bytes ([`ebb_ir::op::fusion_tile_bytes`]),
+    /// when they compute.
+    tile_bytes: Option<Ix>,
+    /// The number of bodies after this one that are its regions, theirs, and so on (they
+    /// follow it in the list).
+    descendants: u32,
 }
 
-/// One op of a body.
+/// One distinct op payload.
 #[derive(Serialize, Deserialize)]
-struct BinOp {
+struct BinPayload {
     /// [`OpKind::name`].
     kind: String,
     attrs: Vec<(String, BinAttr)>,
-    /// Result types: element type and dimensions.
-    types: Vec<(DType, Vec<Ix>)>,
-    /// (op index in the body, strictly before this op; result index).
-    operands: Vec<(u32, u32)>,
-    /// Indices of the region bodies in [`BinGraph::bodies`], each after this op's body.
-    regions: Vec<u32>,
-    loc: Option<String>,
 }
 
 /// [`Attr`] with dimensions as indices.
@@ -93,6 +112,48 @@ impl BinAttr {
     }
 }
 
+/// Collects the distinct payloads, types and locations while encoding. Payloads are compared
+/// by their encoded form (a float attribute compares by its bits there, so `-0.0` and `0.0`
+/// or two NaNs stay apart).
+#[derive(Default)]
+struct Distinct {
+    payloads: HashMap<Vec<u8>, u32>,
+    payload_list: Vec<BinPayload>,
+    types: HashMap<(DType, Vec<Ix>), u32>,
+    type_list: Vec<(DType, Vec<Ix>)>,
+    locs: HashMap<String, u32>,
+    loc_list: Vec<String>,
+}
+
+impl Distinct {
+    fn payload(&mut self, p: BinPayload) -> Result<u32, BinaryError> {
+        let key = postcard::to_stdvec(&p).map_err(|e| BinaryError::Encode(e.to_string()))?;
+        let n = self.payload_list.len() as u32;
+        Ok(*self.payloads.entry(key).or_insert_with(|| {
+            self.payload_list.push(p);
+            n
+        }))
+    }
+
+    fn ty(&mut self, t: (DType, Vec<Ix>)) -> u32 {
+        let n = self.type_list.len() as u32;
+        *self.types.entry(t.clone()).or_insert_with(|| {
+            self.type_list.push(t);
+            n
+        })
+    }
+
+    fn loc(&mut self, l: &str) -> u32 {
+        if let Some(&i) = self.locs.get(l) {
+            return i;
+        }
+        let n = self.loc_list.len() as u32;
+        self.locs.insert(l.to_string(), n);
+        self.loc_list.push(l.to_string());
+        n
+    }
+}
+
 impl BinGraph {
     /// The encoding of `g`, its expressions and scopes added to `ix`.
     ///
@@ -100,86 +161,59 @@ impl BinGraph {
     /// [`BinaryError::Encode`] when a scope does not serialize or a value is outside the
     /// program order.
     pub(super) fn of(g: &Graph, ix: &mut Interner) -> Result<BinGraph, BinaryError> {
-        let mut out = BinGraph { bodies: Vec::new() };
-        out.push(g, ix)?;
-        Ok(out)
-    }
-
-    /// Appends `g` as a body (and its regions after it); returns its index.
-    fn push(&mut self, g: &Graph, ix: &mut Interner) -> Result<u32, BinaryError> {
-        let at = self.bodies.len();
-        self.bodies.push(BinBody {
-            name: g.name.clone(),
-            scope: ix.scope(&g.scope)?,
-            assertions: g.assertions.clone(),
-            ops: Vec::new(),
-            outputs: Vec::new(),
-            output_names: g.output_names.clone(),
-        });
-        let order = g.order();
-        let mut pos = std::collections::HashMap::with_capacity(order.len());
-        for (i, &id) in order.iter().enumerate() {
-            pos.insert(id, i as u32);
-        }
-        let at_pos = |v: ValueRef| -> Result<(u32, u32), BinaryError> {
-            pos.get(&v.node)
-                .map(|&p| (p, v.output))
-                .ok_or_else(|| BinaryError::Encode("a value outside the program order".into()))
-        };
-        let mut ops = Vec::with_capacity(order.len());
-        for &id in order {
-            let n = g.node(id);
-            let mut regions = Vec::with_capacity(n.regions.len());
-            for r in &n.regions {
-                regions.push(self.push(r, ix)?);
-            }
-            ops.push(BinOp {
-                kind: n.kind().name().to_string(),
-                attrs: n
-                    .op
-                    .to_attrs()
-                    .into_iter()
-                    .map(|(k, a)| (k, BinAttr::of(a, ix)))
-                    .collect(),
-                types: n
-                    .outputs
-                    .iter()
-                    .map(|t| (t.dtype, ix.exprs(&t.shape)))
-                    .collect(),
-                operands: g
-                    .operands(id)
-                    .into_iter()
-                    .map(at_pos)
-                    .collect::<Result<_, _>>()?,
-                regions,
-                loc: n.loc.clone(),
-            });
-        }
-        let outputs = g
-            .outputs()
-            .iter()
-            .map(|&v| at_pos(v))
-            .collect::<Result<_, _>>()?;
-        let body = &mut self.bodies[at];
-        body.ops = ops;
-        body.outputs = outputs;
-        Ok(at as u32)
+        let mut d = Distinct::default();
+        let mut bodies = Vec::new();
+        push(&mut bodies, &mut d, g, ix)?;
+        Ok(BinGraph {
+            payloads: d.payload_list,
+            types: d.type_list,
+            locs: d.loc_list,
+            bodies,
+        })
     }
 
     /// The graph (see the module docs).
     ///
     /// # Errors
     /// [`BinaryError::Graph`] naming the body and op: an unknown op kind, an invalid payload,
-    /// an operand or output that is not an earlier op's result, a region index that is not a
-    /// later, unused body, regions deeper than [`MAX_REGION_DEPTH`], an `input` op with
-    /// operands or regions or not exactly one result, or bodies no op refers to.
-    pub(super) fn into_graph(self, t: &Tables) -> Result<Graph, BinaryError> {
+    /// a table index out of range, a stream that ends early or runs on, an operand or output
+    /// that is not an earlier op's result, a region index that is not a later, unused body,
+    /// regions deeper than [`MAX_REGION_DEPTH`], an `input` op with operands or regions or
+    /// not exactly one result, or bodies no op refers to.
+    pub(super) fn into_graph(self, t: &Tables, elide: bool) -> Result<Graph, BinaryError> {
+        let payloads = self
+            .payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let bad = |msg: String| BinaryError::Graph(format!("op payload {i}: {msg}"));
+                let kind = OpKind::from_name(&p.kind)
+                    .ok_or_else(|| bad(format!("unknown op kind `{}`", p.kind)))?;
+                let mut attrs = Attrs::new();
+                for (k, a) in p.attrs {
+                    attrs.insert(k, a.into_attr(t)?);
+                }
+                Op::from_attrs(kind, attrs).map_err(|e| bad(e.to_string()))
+            })
+            .collect::<Result<Vec<Op>, BinaryError>>()?;
+        let types = self
+            .types
+            .into_iter()
+            .map(|(dtype, shape)| Ok(TensorType::new(dtype, t.exprs(&shape)?)))
+            .collect::<Result<Vec<_>, BinaryError>>()?;
+        let shared = Shared {
+            payloads,
+            types,
+            locs: self.locs,
+            t,
+            elide,
+        };
         let mut bodies: Vec<Option<BinBody>> = self.bodies.into_iter().map(Some).collect();
         if bodies.is_empty() {
             return Err(BinaryError::Graph("the file holds no graph".into()));
         }
         let mut used = 1;
-        let g = build(&mut bodies, 0, 0, &mut used, t)?;
+        let g = build(&mut bodies, 0, 0, &mut used, &shared)?;
         if used != bodies.len() {
             return Err(BinaryError::Graph(format!(
                 "{} graph bodies are not regions of any op",
@@ -190,14 +224,132 @@ impl BinGraph {
     }
 }
 
-/// An op read from the file: op, result types, operands, region bodies, location.
-type ReadOp = (
-    Op,
-    Vec<TensorType>,
-    Vec<(u32, u32)>,
-    Vec<u32>,
-    Option<String>,
-);
+/// Appends `g` as a body (and its regions after it); returns its index.
+fn push(
+    bodies: &mut Vec<BinBody>,
+    d: &mut Distinct,
+    g: &Graph,
+    ix: &mut Interner,
+) -> Result<u32, BinaryError> {
+    let at = bodies.len();
+    bodies.push(BinBody {
+        name: g.name.clone(),
+        scope: ix.scope(&g.scope)?,
+        assertions: g.assertions.clone(),
+        ops: 0,
+        stream: Vec::new(),
+        outputs: Vec::new(),
+        output_names: g.output_names.clone(),
+        in_place: Vec::new(),
+        tile_bytes: None,
+        descendants: 0,
+    });
+    let order = g.order();
+    let mut pos = HashMap::with_capacity(order.len());
+    for (i, &id) in order.iter().enumerate() {
+        pos.insert(id, i as u32);
+    }
+    let at_pos = |v: ValueRef| -> Result<(u32, u32), BinaryError> {
+        pos.get(&v.node)
+            .map(|&p| (p, v.output))
+            .ok_or_else(|| BinaryError::Encode("a value outside the program order".into()))
+    };
+    let mut stream = Vec::with_capacity(order.len() * 8);
+    for &id in order {
+        let n = g.node(id);
+        let payload = BinPayload {
+            kind: n.kind().name().to_string(),
+            attrs: n
+                .op
+                .to_attrs()
+                .into_iter()
+                .map(|(k, a)| (k, BinAttr::of(a, ix)))
+                .collect(),
+        };
+        stream.push(d.payload(payload)?);
+        stream.push(n.loc.as_deref().map_or(0, |l| d.loc(l) + 1));
+        stream.push(n.outputs.len() as u32);
+        for t in &n.outputs {
+            stream.push(d.ty((t.dtype, ix.exprs(&t.shape))));
+        }
+        let operands = g.operands(id);
+        stream.push(operands.len() as u32);
+        for v in operands {
+            let (j, k) = at_pos(v)?;
+            stream.extend([j, k]);
+        }
+        stream.push(n.regions.len() as u32);
+        let fusion = matches!((&n.op, n.regions.len()), (Op::Fusion(_), 1));
+        for r in &n.regions {
+            let b = push(bodies, d, r, ix)?;
+            if fusion {
+                let bytes = ebb_ir::op::fusion_tile_bytes(r).ok();
+                bodies[b as usize].tile_bytes = bytes.map(|e| ix.expr(&e));
+            }
+            stream.push(b);
+        }
+    }
+    let outputs = g
+        .outputs()
+        .iter()
+        .map(|&v| at_pos(v))
+        .collect::<Result<_, _>>()?;
+    let mut in_place = Vec::new();
+    for (id, writes) in ebb_ir::op::in_place_writes(g) {
+        let (j, _) = at_pos(ValueRef::new(id, 0))?;
+        in_place.extend(
+            writes
+                .iter()
+                .map(|w| (j, w.operand as u32, w.result as u32)),
+        );
+    }
+    // By op, each op's writes in their order.
+    in_place.sort_by_key(|w| w.0);
+    let descendants = (bodies.len() - at - 1) as u32;
+    let body = &mut bodies[at];
+    body.ops = order.len() as u32;
+    body.stream = stream;
+    body.outputs = outputs;
+    body.in_place = in_place;
+    body.descendants = descendants;
+    Ok(at as u32)
+}
+
+/// The decoded tables every body's ops name.
+struct Shared<'a> {
+    payloads: Vec<Op>,
+    types: Vec<TensorType>,
+    locs: Vec<String>,
+    t: &'a Tables,
+    /// Build for a report ([`super::DecodeOptions::elide_fusion_bodies`]): every body's
+    /// in-place writes and every fusion region's tile bytes taken from the file, and a fusion
+    /// region whose tile bytes the file holds left empty.
+    elide: bool,
+}
+
+/// Reads a body's op stream, every read checked.
+struct Stream<'a> {
+    items: &'a [u32],
+    at: usize,
+}
+
+impl Stream<'_> {
+    fn next(&mut self) -> Option<u32> {
+        let x = self.items.get(self.at).copied();
+        self.at += 1;
+        x
+    }
+}
+
+/// An op read from a stream: payload, result types, operands (op index in the body, result),
+/// region bodies, location.
+struct ReadOp {
+    payload: usize,
+    types: Vec<TensorType>,
+    operands: std::ops::Range<usize>,
+    regions: std::ops::Range<usize>,
+    loc: Option<String>,
+}
 
 /// Builds body `at` at region depth `depth`, taking it (and its regions) out of `bodies`;
 /// `used` counts the bodies taken.
@@ -206,7 +358,7 @@ fn build(
     at: usize,
     depth: usize,
     used: &mut usize,
-    t: &Tables,
+    sh: &Shared<'_>,
 ) -> Result<Graph, BinaryError> {
     let Some(body) = bodies[at].take() else {
         return Err(BinaryError::Graph(format!(
@@ -216,52 +368,112 @@ fn build(
     let err = |i: usize, msg: String| {
         BinaryError::Graph(format!("graph `{}`: op #{i}: {msg}", body.name))
     };
-    let edges = body.ops.iter().map(|o| o.operands.len()).sum();
-    let mut g = Graph::with_capacity(&body.name, body.ops.len(), edges);
-    g.scope = t.scope(body.scope)?;
-    g.assertions = body.assertions;
-    // Kinds and payloads first, so every op is checked before the graph is built.
-    let mut ops: Vec<ReadOp> = Vec::with_capacity(body.ops.len());
-    for (i, o) in body.ops.into_iter().enumerate() {
-        let kind = OpKind::from_name(&o.kind)
-            .ok_or_else(|| err(i, format!("unknown op kind `{}`", o.kind)))?;
-        let mut attrs = Attrs::new();
-        for (k, a) in o.attrs {
-            attrs.insert(k, a.into_attr(t)?);
+    let n = body.ops as usize;
+    if n > body.stream.len() {
+        return Err(err(
+            0,
+            format!("{n} ops in a stream of {}", body.stream.len()),
+        ));
+    }
+    // Every op read and checked before the graph is built; operands and region indices are
+    // kept in two flat lists.
+    let mut s = Stream {
+        items: &body.stream,
+        at: 0,
+    };
+    let mut ops: Vec<ReadOp> = Vec::with_capacity(n);
+    let mut operands: Vec<(u32, u32)> = Vec::with_capacity(body.stream.len() / 4);
+    let mut region_ix: Vec<u32> = Vec::new();
+    for i in 0..n {
+        let ended = || err(i, "the op stream ends early".into());
+        let payload = s.next().ok_or_else(ended)? as usize;
+        let op = sh.payloads.get(payload).ok_or_else(|| {
+            err(
+                i,
+                format!("payload {payload} of a table of {}", sh.payloads.len()),
+            )
+        })?;
+        let loc = match s.next().ok_or_else(ended)? {
+            0 => None,
+            l => Some(
+                sh.locs
+                    .get(l as usize - 1)
+                    .ok_or_else(|| {
+                        err(
+                            i,
+                            format!("location {} of a table of {}", l - 1, sh.locs.len()),
+                        )
+                    })?
+                    .clone(),
+            ),
+        };
+        let results = s.next().ok_or_else(ended)? as usize;
+        if results > s.items.len() {
+            return Err(ended());
         }
-        let op = Op::from_attrs(kind, attrs).map_err(|e| err(i, e.to_string()))?;
-        let types = o
-            .types
-            .into_iter()
-            .map(|(dtype, shape)| Ok(TensorType::new(dtype, t.exprs(&shape)?)))
-            .collect::<Result<Vec<_>, BinaryError>>()?;
-        for &(j, k) in &o.operands {
+        let mut types = Vec::with_capacity(results);
+        for _ in 0..results {
+            let ty = s.next().ok_or_else(ended)? as usize;
+            types.push(
+                sh.types
+                    .get(ty)
+                    .ok_or_else(|| err(i, format!("type {ty} of a table of {}", sh.types.len())))?
+                    .clone(),
+            );
+        }
+        let from = operands.len();
+        let count = s.next().ok_or_else(ended)?;
+        for _ in 0..count {
+            let j = s.next().ok_or_else(ended)?;
+            let k = s.next().ok_or_else(ended)?;
             if j as usize >= i {
                 return Err(err(i, format!("operand from op #{j}, not an earlier op")));
             }
-            let results = ops_types_len(&ops, j as usize);
-            if k as usize >= results {
+            let have = ops[j as usize].types.len();
+            if k as usize >= have {
                 return Err(err(
                     i,
-                    format!("operand {j}:{k}: op #{j} has {results} results"),
+                    format!("operand {j}:{k}: op #{j} has {have} results"),
                 ));
             }
+            operands.push((j, k));
         }
-        if kind == OpKind::Input
-            && (!o.operands.is_empty() || !o.regions.is_empty() || types.len() != 1)
+        let rfrom = region_ix.len();
+        let count = s.next().ok_or_else(ended)?;
+        for _ in 0..count {
+            region_ix.push(s.next().ok_or_else(ended)?);
+        }
+        if op.kind() == OpKind::Input
+            && (operands.len() > from || region_ix.len() > rfrom || types.len() != 1)
         {
             return Err(err(
                 i,
                 "an `input` op has no operands or regions and exactly one result".into(),
             ));
         }
-        ops.push((op, types, o.operands, o.regions, o.loc));
+        ops.push(ReadOp {
+            payload,
+            types,
+            operands: from..operands.len(),
+            regions: rfrom..region_ix.len(),
+            loc,
+        });
     }
+    if s.at != s.items.len() {
+        return Err(BinaryError::Graph(format!(
+            "graph `{}`: {} integers after its last op",
+            body.name,
+            s.items.len() - s.at
+        )));
+    }
+    let mut g = Graph::with_capacity(&body.name, n, operands.len());
+    g.scope = sh.t.scope(body.scope)?;
+    g.assertions = body.assertions;
     // Regions, depth-first; every index after this body's.
-    let mut regions: Vec<Vec<Graph>> = Vec::with_capacity(ops.len());
-    for (i, o) in ops.iter_mut().enumerate() {
-        let mut rs = Vec::with_capacity(o.3.len());
-        for &r in &o.3 {
+    let mut regions: Vec<Vec<Graph>> = Vec::with_capacity(n);
+    for (i, o) in ops.iter().enumerate() {
+        let mut rs = Vec::with_capacity(o.regions.len());
+        for &r in &region_ix[o.regions.clone()] {
             let r = r as usize;
             if r <= at || r >= bodies.len() {
                 return Err(err(i, format!("region body {r} is not a later body")));
@@ -272,52 +484,68 @@ fn build(
                     format!("regions nested more than {MAX_REGION_DEPTH} deep"),
                 ));
             }
-            *used += 1;
-            rs.push(build(bodies, r, depth + 1, used, t)?);
+            let fusion = matches!(sh.payloads[o.payload], Op::Fusion(_)) && o.regions.len() == 1;
+            let tile_bytes = bodies[r].as_ref().and_then(|b| b.tile_bytes);
+            match (fusion, tile_bytes) {
+                (true, Some(e)) if sh.elide => rs.push(elided(bodies, r, e, used, sh)?),
+                _ => {
+                    *used += 1;
+                    let region = build(bodies, r, depth + 1, used, sh)?;
+                    if let (true, Some(e)) = (fusion && sh.elide, tile_bytes) {
+                        ebb_ir::op::remember_fusion_tile_bytes(&region, sh.t.expr(e)?);
+                    }
+                    rs.push(region);
+                }
+            }
         }
         regions.push(rs);
     }
     // Inputs in argument order (ties by position), then the other ops, as the parser does.
-    let index_of = |op: &Op| match op {
+    let index_of = |i: usize| match &sh.payloads[ops[i].payload] {
         Op::Input(s) => s.index,
         _ => usize::MAX,
     };
-    let mut inputs: Vec<usize> = (0..ops.len())
-        .filter(|&i| ops[i].0.kind() == OpKind::Input)
+    let mut inputs: Vec<usize> = (0..n)
+        .filter(|&i| sh.payloads[ops[i].payload].kind() == OpKind::Input)
         .collect();
-    inputs.sort_by_key(|&i| (index_of(&ops[i].0), i));
-    let mut ids: Vec<Option<NodeId>> = vec![None; ops.len()];
-    let mut taken: Vec<Option<_>> = ops.into_iter().zip(regions).map(Some).collect();
+    inputs.sort_by_key(|&i| (index_of(i), i));
+    let mut ids: Vec<Option<NodeId>> = vec![None; n];
+    let mut taken: Vec<Option<(ReadOp, Vec<Graph>)>> =
+        ops.into_iter().zip(regions).map(Some).collect();
     for i in inputs {
-        let Some(((op, types, _, _, loc), _)) = taken[i].take() else {
+        let Some((o, _)) = taken[i].take() else {
             continue;
         };
         // One result, checked above.
-        let ty = types
+        let ty = o
+            .types
             .into_iter()
             .next()
             .unwrap_or_else(|| TensorType::scalar(DType::F32));
         let v = g.add_input("", ty);
-        let n = g.node_mut(v.node);
-        n.op = op;
-        n.loc = loc;
+        let node = g.node_mut(v.node);
+        node.op = sh.payloads[o.payload].clone();
+        node.loc = o.loc;
         ids[i] = Some(v.node);
     }
+    let mut refs: Vec<ValueRef> = Vec::new();
     for i in 0..taken.len() {
-        let Some(((op, types, operands, _, loc), regions)) = taken[i].take() else {
+        let Some((o, regions)) = taken[i].take() else {
             continue;
         };
-        let operands: Vec<ValueRef> = operands
-            .iter()
-            .filter_map(|&(j, k)| ids[j as usize].map(|id| ValueRef::new(id, k)))
-            .collect();
+        refs.clear();
+        refs.extend(
+            operands[o.operands.clone()]
+                .iter()
+                .filter_map(|&(j, k)| ids[j as usize].map(|id| ValueRef::new(id, k))),
+        );
         let node = Node {
-            op,
-            outputs: types,
+            op: sh.payloads[o.payload].clone(),
+            outputs: o.types,
             regions,
-            loc,
+            loc: o.loc,
         };
-        ids[i] = Some(g.add_node(node, &operands));
+        ids[i] = Some(g.add_node(node, &refs));
     }
     let order: Vec<NodeId> = ids.iter().flatten().copied().collect();
     if body.output_names.len() != body.outputs.len() {
@@ -346,10 +574,65 @@ fn build(
     }
     g.set_order(order);
     g.set_outputs(outs, body.output_names);
+    if sh.elide {
+        let mut writes: HashMap<NodeId, Vec<ebb_ir::op::InPlace>> = HashMap::new();
+        for &(j, operand, result) in &body.in_place {
+            let bad = || {
+                BinaryError::Graph(format!(
+                    "graph `{}`: in-place write ({j}, {operand}, {result}) names no operand and result",
+                    body.name
+                ))
+            };
+            let id = ids.get(j as usize).copied().flatten().ok_or_else(bad)?;
+            if operand as usize >= g.operands(id).len()
+                || result as usize >= g.node(id).outputs.len()
+            {
+                return Err(bad());
+            }
+            writes.entry(id).or_default().push(ebb_ir::op::InPlace {
+                operand: operand as usize,
+                result: result as usize,
+            });
+        }
+        ebb_ir::op::remember_in_place_writes(&g, writes);
+    }
     Ok(g)
 }
 
-/// The number of results of the already-read op `j` (0 when out of range).
-fn ops_types_len(ops: &[ReadOp], j: usize) -> usize {
-    ops.get(j).map_or(0, |o| o.1.len())
+/// The region body `at` of a `fusion` op left empty (its name and scope only), its tile
+/// bytes `tile_bytes` remembered; it and its descendants are taken out of `bodies`.
+fn elided(
+    bodies: &mut [Option<BinBody>],
+    at: usize,
+    tile_bytes: Ix,
+    used: &mut usize,
+    sh: &Shared<'_>,
+) -> Result<Graph, BinaryError> {
+    let Some(body) = bodies[at].take() else {
+        return Err(BinaryError::Graph(format!(
+            "graph body {at} is the region of two ops"
+        )));
+    };
+    let end = at
+        .checked_add(body.descendants as usize)
+        .filter(|&e| e < bodies.len())
+        .ok_or_else(|| {
+            BinaryError::Graph(format!(
+                "graph body {at}: {} descendants in a list of {}",
+                body.descendants,
+                bodies.len()
+            ))
+        })?;
+    for b in &mut bodies[at + 1..=end] {
+        if b.take().is_none() {
+            return Err(BinaryError::Graph(format!(
+                "a region of graph body {at} is the region of two ops"
+            )));
+        }
+    }
+    *used += 1 + body.descendants as usize;
+    let mut g = Graph::new(&body.name);
+    g.scope = sh.t.scope(body.scope)?;
+    ebb_ir::op::remember_fusion_tile_bytes(&g, sh.t.expr(tile_bytes)?);
+    Ok(g)
 }

@@ -11,9 +11,17 @@
 //! | 52.. | the payload: [postcard](https://docs.rs/postcard) of the plan's schedule variants ([`tables`]) and its graph ([`graph`]) |
 //!
 //! Symbolic sizes and shapes are indices into a table of the distinct [`ebb_ir::DimExpr`]s as
-//! text, each parsed once; op payloads are stored as their attribute dictionaries ([`ebb_ir::op::Op::to_attrs`]). Enums other than op kinds and element
-//! types are stored by variant index: [`BINARY_VERSION`] changes with any change to a stored
-//! type; op kinds are stored by name and the [`fingerprint`] changes with the op set.
+//! text, each parsed once; the graph's distinct op payloads (as attribute dictionaries,
+//! [`ebb_ir::op::Op::to_attrs`]), result types and locations are tables too, and its ops
+//! integers naming them ([`graph`]). Enums other than op kinds and element types are stored by
+//! variant index: [`BINARY_VERSION`] changes with any change to a stored type; op kinds are
+//! stored by name and the [`fingerprint`] changes with the op set.
+//!
+//! The file also holds two shape-independent analyses of the graph, each a pure function of
+//! it: every body's in-place writes ([`ebb_ir::op::in_place_writes`]) and every fusion
+//! region's tile bytes ([`ebb_ir::op::fusion_tile_bytes`]). A report on a stamped file
+//! ([`DecodeOptions::elide_fusion_bodies`]) takes them from the file instead of deriving
+//! them, and so needs no fusion region's ops.
 //!
 //! # The stamp
 //! A writer stamps a file only after the plan read back from exactly these bytes passed the full
@@ -41,7 +49,7 @@ use sha2::{Digest, Sha256};
 pub const MAGIC: &[u8; 8] = b"EBBPLAN\x00";
 
 /// The layout and payload version; [`decode`] rejects others.
-pub const BINARY_VERSION: u32 = 1;
+pub const BINARY_VERSION: u32 = 2;
 
 /// Length of the header before the payload.
 const HEADER: usize = 52;
@@ -106,10 +114,28 @@ pub struct Decoded {
     /// The plan, without `graph_ir` (its graph is [`Decoded::graph`]; `graph_digest` is the
     /// recorded digest of the graph's text).
     pub plan: Plan,
-    /// The plan's graph, built as the textual IR's parser builds it (not verified).
+    /// The plan's graph, built as the textual IR's parser builds it (not verified); with
+    /// [`Decoded::elided`], its fusion regions are empty.
     pub graph: Graph,
     /// Whether the bytes carry a matching verification stamp.
     pub stamp: Stamp,
+    /// Whether the fusion regions of [`Decoded::graph`] were left empty
+    /// ([`DecodeOptions::elide_fusion_bodies`]).
+    pub elided: bool,
+}
+
+/// How [`decode_with`] builds the graph.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// For a report on a file whose stamp matches, and only then: every graph body's in-place
+    /// writes and every fusion region's tile bytes are taken from the file and remembered
+    /// with the graph ([`ebb_ir::op::remember_in_place_writes`],
+    /// [`ebb_ir::op::remember_fusion_tile_bytes`]), and each fusion region is left empty (its
+    /// name and scope only). What reads a fusion op's region through those two analyses (the
+    /// memory model's region transients, the plan checker) gets what it would have derived;
+    /// anything else that reads a fusion region (printing, verifying or executing the graph)
+    /// must not be given such a graph.
+    pub elide_fusion_bodies: bool,
 }
 
 /// The whole payload.
@@ -229,6 +255,14 @@ fn hex(b: &[u8]) -> String {
 /// # Errors
 /// A [`BinaryError`] for any malformed, truncated or foreign file.
 pub fn decode(bytes: &[u8]) -> Result<Decoded, BinaryError> {
+    decode_with(bytes, DecodeOptions::default())
+}
+
+/// [`decode`] with `options` (see [`DecodeOptions`]).
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_with(bytes: &[u8], options: DecodeOptions) -> Result<Decoded, BinaryError> {
     header(bytes)?;
     let recorded = &bytes[STAMP];
     let stamp = if recorded.iter().all(|&b| b == 0) {
@@ -255,6 +289,12 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, BinaryError> {
         .into());
     }
     plan.validate_indices()?;
-    let graph = payload.graph.into_graph(&t)?;
-    Ok(Decoded { plan, graph, stamp })
+    let elided = options.elide_fusion_bodies && stamp == Stamp::Matches;
+    let graph = payload.graph.into_graph(&t, elided)?;
+    Ok(Decoded {
+        plan,
+        graph,
+        stamp,
+        elided,
+    })
 }
