@@ -951,7 +951,7 @@ fn plan_output_from_a_binary_plan_is_the_json_plans() {
     };
     for budget in [
         &[][..],
-        &["--budget", "16MiB"],
+        &["--budget", "30MiB"],
         &["--budget", "50%"],
         &["--budget", "60%scheduled"],
     ] {

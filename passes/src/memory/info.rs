@@ -9,9 +9,10 @@
 
 use super::sizes::SizeTable;
 use super::ValueClass;
-use ebb_ir::{DimExpr, Graph, NodeId, OpKind, SymbolScope, ValueRef};
+use ebb_ir::{DimExpr, Graph, NodeId, OpKind, SymbolScope, TensorType, ValueRef};
 use petgraph::visit::{EdgeRef, NodeIndexable};
 use petgraph::Direction;
+use rustc_hash::FxHashMap;
 
 /// Marker for "no index" in the dense tables.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -92,11 +93,17 @@ impl GraphInfo {
         let mut sizes = SizeTable::new();
         let mut ops = Vec::with_capacity(g.order().len());
         let mut op_values = Vec::with_capacity(g.order().len() + 1);
+        // Each distinct type's size computed and interned once (a graph of repeated layers has
+        // few distinct types).
+        let mut size_of_type: FxHashMap<&TensorType, u32> = FxHashMap::default();
         let mut add_values = |id: NodeId, prod: u32, values: &mut Vec<ValueRef>| {
             value_base[id.index()] = values.len() as u32;
             for (k, t) in g.node(id).outputs.iter().enumerate() {
                 values.push(ValueRef::new(id, k as u32));
-                value_size.push(sizes.intern(t.size_bytes()));
+                let size = *size_of_type
+                    .entry(t)
+                    .or_insert_with(|| sizes.intern(t.size_bytes()));
+                value_size.push(size);
                 producer.push(prod);
             }
         };

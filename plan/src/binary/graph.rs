@@ -9,6 +9,11 @@
 //! * types: an element type and its dimensions as expression indices;
 //! * locations: source locations as text.
 //!
+//! # Bodies
+//! Each body is stored as its own postcard bytes, beside its name, the number of bodies below
+//! it and, for a fusion op's region, its tile bytes: a body is decoded only when it is built,
+//! and a report that elides fusion regions ([`super::DecodeOptions`]) skips theirs unread.
+//!
 //! # A body's op stream
 //! For each op in program order, integers: its payload; its location plus one (0: none); its
 //! result count, then each result's type; its operand count, then each operand as (op index in
@@ -32,16 +37,29 @@ use std::collections::HashMap;
 
 /// The graph and its regions, body 0 the graph itself, with the tables their ops name.
 #[derive(Serialize, Deserialize)]
-pub(super) struct BinGraph {
+pub(super) struct BinGraph<'a> {
     payloads: Vec<BinPayload>,
     types: Vec<(DType, Vec<Ix>)>,
     locs: Vec<String>,
-    bodies: Vec<BinBody>,
+    #[serde(borrow)]
+    bodies: Vec<BodyEntry<'a>>,
+}
+
+/// One body in the list: what eliding it needs, and the body itself as postcard bytes, read
+/// in place and decoded only when the body is built.
+#[derive(Serialize, Deserialize)]
+struct BodyEntry<'a> {
+    name: &'a str,
+    tile_bytes: Option<Ix>,
+    descendants: u32,
+    data: &'a [u8],
 }
 
 /// One graph body (the graph or a region).
 #[derive(Serialize, Deserialize)]
 struct BinBody {
+    /// Stored in its [`BodyEntry`].
+    #[serde(skip)]
     name: String,
     scope: Ix,
     assertions: Vec<ShapeAssertion>,
@@ -56,10 +74,12 @@ struct BinBody {
     /// operand, result).
     in_place: Vec<(u32, u32, u32)>,
     /// For the region of a `fusion` op: its tile bytes ([`ebb_ir::op::fusion_tile_bytes`]),
-    /// when they compute.
+    /// when they compute (stored in its [`BodyEntry`]).
+    #[serde(skip)]
     tile_bytes: Option<Ix>,
     /// The number of bodies after this one that are its regions, theirs, and so on (they
-    /// follow it in the list).
+    /// follow it in the list; stored in its [`BodyEntry`]).
+    #[serde(skip)]
     descendants: u32,
 }
 
@@ -154,22 +174,53 @@ impl Distinct {
     }
 }
 
-impl BinGraph {
-    /// The encoding of `g`, its expressions and scopes added to `ix`.
+/// The bodies of a graph, each encoded ([`BinGraph::of`] borrows them).
+pub(super) struct Encoded {
+    d: Distinct,
+    /// Name, tile bytes, descendants and the encoded body.
+    bodies: Vec<(String, Option<Ix>, u32, Vec<u8>)>,
+}
+
+impl Encoded {
+    /// The encoding of `g`'s bodies, its expressions and scopes added to `ix`.
     ///
     /// # Errors
-    /// [`BinaryError::Encode`] when a scope does not serialize or a value is outside the
-    /// program order.
-    pub(super) fn of(g: &Graph, ix: &mut Interner) -> Result<BinGraph, BinaryError> {
+    /// [`BinaryError::Encode`] when a scope does not serialize, a value is outside the
+    /// program order, or a body does not encode.
+    pub(super) fn of(g: &Graph, ix: &mut Interner) -> Result<Encoded, BinaryError> {
         let mut d = Distinct::default();
         let mut bodies = Vec::new();
         push(&mut bodies, &mut d, g, ix)?;
-        Ok(BinGraph {
-            payloads: d.payload_list,
-            types: d.type_list,
-            locs: d.loc_list,
-            bodies,
-        })
+        let bodies = bodies
+            .into_iter()
+            .map(|b| {
+                let data =
+                    postcard::to_stdvec(&b).map_err(|e| BinaryError::Encode(e.to_string()))?;
+                Ok((b.name, b.tile_bytes, b.descendants, data))
+            })
+            .collect::<Result<_, BinaryError>>()?;
+        Ok(Encoded { d, bodies })
+    }
+}
+
+impl<'a> BinGraph<'a> {
+    /// The graph of `e` as stored.
+    pub(super) fn of(e: &'a mut Encoded) -> BinGraph<'a> {
+        BinGraph {
+            payloads: std::mem::take(&mut e.d.payload_list),
+            types: std::mem::take(&mut e.d.type_list),
+            locs: std::mem::take(&mut e.d.loc_list),
+            bodies: e
+                .bodies
+                .iter()
+                .map(|(name, tile_bytes, descendants, data)| BodyEntry {
+                    name,
+                    tile_bytes: *tile_bytes,
+                    descendants: *descendants,
+                    data,
+                })
+                .collect(),
+        }
     }
 
     /// The graph (see the module docs).
@@ -208,7 +259,7 @@ impl BinGraph {
             t,
             elide,
         };
-        let mut bodies: Vec<Option<BinBody>> = self.bodies.into_iter().map(Some).collect();
+        let mut bodies: Vec<Option<BodyEntry<'_>>> = self.bodies.into_iter().map(Some).collect();
         if bodies.is_empty() {
             return Err(BinaryError::Graph("the file holds no graph".into()));
         }
@@ -354,17 +405,26 @@ struct ReadOp {
 /// Builds body `at` at region depth `depth`, taking it (and its regions) out of `bodies`;
 /// `used` counts the bodies taken.
 fn build(
-    bodies: &mut [Option<BinBody>],
+    bodies: &mut [Option<BodyEntry<'_>>],
     at: usize,
     depth: usize,
     used: &mut usize,
     sh: &Shared<'_>,
 ) -> Result<Graph, BinaryError> {
-    let Some(body) = bodies[at].take() else {
+    let Some(entry) = bodies[at].take() else {
         return Err(BinaryError::Graph(format!(
             "graph body {at} is the region of two ops"
         )));
     };
+    let (mut body, rest): (BinBody, &[u8]) = postcard::take_from_bytes(entry.data)
+        .map_err(|e| BinaryError::Payload(format!("graph body {at}: {e}")))?;
+    body.name = entry.name.to_string();
+    if !rest.is_empty() {
+        return Err(BinaryError::Payload(format!(
+            "graph body {at}: {} bytes after its end",
+            rest.len()
+        )));
+    }
     let err = |i: usize, msg: String| {
         BinaryError::Graph(format!("graph `{}`: op #{i}: {msg}", body.name))
     };
@@ -599,10 +659,10 @@ fn build(
     Ok(g)
 }
 
-/// The region body `at` of a `fusion` op left empty (its name and scope only), its tile
+/// The region body `at` of a `fusion` op left empty (its name only), its tile
 /// bytes `tile_bytes` remembered; it and its descendants are taken out of `bodies`.
 fn elided(
-    bodies: &mut [Option<BinBody>],
+    bodies: &mut [Option<BodyEntry<'_>>],
     at: usize,
     tile_bytes: Ix,
     used: &mut usize,
@@ -631,8 +691,7 @@ fn elided(
         }
     }
     *used += 1 + body.descendants as usize;
-    let mut g = Graph::new(&body.name);
-    g.scope = sh.t.scope(body.scope)?;
+    let g = Graph::new(body.name);
     ebb_ir::op::remember_fusion_tile_bytes(&g, sh.t.expr(tile_bytes)?);
     Ok(g)
 }

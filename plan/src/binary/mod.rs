@@ -131,7 +131,7 @@ pub struct DecodeOptions {
     /// writes and every fusion region's tile bytes are taken from the file and remembered
     /// with the graph ([`ebb_ir::op::remember_in_place_writes`],
     /// [`ebb_ir::op::remember_fusion_tile_bytes`]), and each fusion region is left empty (its
-    /// name and scope only). What reads a fusion op's region through those two analyses (the
+    /// name only). What reads a fusion op's region through those two analyses (the
     /// memory model's region transients, the plan checker) gets what it would have derived;
     /// anything else that reads a fusion region (printing, verifying or executing the graph)
     /// must not be given such a graph.
@@ -140,14 +140,15 @@ pub struct DecodeOptions {
 
 /// The whole payload.
 #[derive(Serialize, Deserialize)]
-struct Payload {
+struct Payload<'a> {
     /// Distinct symbolic expressions as text ([`exprs`]).
     exprs: Vec<String>,
     /// Distinct symbol scopes as JSON (their serde form skips defaults, which a format without
     /// field names cannot read back).
     scopes: Vec<String>,
     variants: Vec<tables::BinVariant>,
-    graph: graph::BinGraph,
+    #[serde(borrow)]
+    graph: graph::BinGraph<'a>,
 }
 
 /// Whether `bytes` start with [`MAGIC`].
@@ -182,7 +183,8 @@ pub fn fingerprint() -> [u8; 8] {
 pub fn encode(plan: &Plan, graph: &Graph) -> Result<Vec<u8>, BinaryError> {
     let mut ix = exprs::Interner::default();
     let variants = tables::variants_of(plan, &mut ix)?;
-    let graph = graph::BinGraph::of(graph, &mut ix)?;
+    let mut encoded = graph::Encoded::of(graph, &mut ix)?;
+    let graph = graph::BinGraph::of(&mut encoded);
     let (exprs, scopes) = ix.into_lists();
     let payload = Payload {
         exprs,

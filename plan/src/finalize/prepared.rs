@@ -14,6 +14,7 @@ use crate::csr::Csr;
 use crate::format::{DecisionKind, Plan, Point};
 use crate::index::{CandidateIx, ExprIx, ExprValues, IndexVec, OptionIx, PointIx, ValueIx, Window};
 use ebb_ir::{Bindings, DimExpr};
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 
 /// The expressions of one candidate.
@@ -191,10 +192,12 @@ impl Prepared {
     }
 }
 
-/// Distinct expressions in first-seen order, and the index of each.
+/// Distinct expressions in first-seen order, and the index of each (hashed with FxHash: the
+/// map is only looked up, never iterated, and SipHash of each expression's terms was most of
+/// a cold preparation).
 #[derive(Default)]
 struct Interner<'p> {
-    index: HashMap<&'p DimExpr, ExprIx>,
+    index: FxHashMap<&'p DimExpr, ExprIx>,
     exprs: IndexVec<ExprIx, DimExpr>,
 }
 
