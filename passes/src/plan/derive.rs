@@ -21,6 +21,7 @@
 use super::error::CheckError;
 use ebb_ir::{Bindings, Graph, NodeId, OpKind, OpPos, Point, TensorType, ValueId, ValueRef};
 use petgraph::visit::NodeIndexable;
+use rustc_hash::FxHashMap;
 
 /// Facts about one graph under one schedule at one binding (see the module docs).
 pub(crate) struct Derived {
@@ -153,14 +154,24 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
     let mut base = Vec::with_capacity(n + 1);
     let (mut producer, mut bytes, mut def, mut last_use) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Each distinct type's bytes evaluated once (a graph of repeated layers has few).
+    let mut bytes_of_type: FxHashMap<&TensorType, i64> = FxHashMap::default();
     for (pos, &id) in order.iter().enumerate() {
         base.push(bytes.len());
         for t in &g.node(id).outputs {
             let v = bytes.len();
-            bytes.push(tensor_bytes(t, b).map_err(|source| CheckError::Size {
-                value: ValueId::new(v),
-                source,
-            })?);
+            let x = match bytes_of_type.get(t) {
+                Some(&x) => x,
+                None => {
+                    let x = tensor_bytes(t, b).map_err(|source| CheckError::Size {
+                        value: ValueId::new(v),
+                        source,
+                    })?;
+                    bytes_of_type.insert(t, x);
+                    x
+                }
+            };
+            bytes.push(x);
             producer.push(OpPos::new(pos));
             let d = Point::new(if is_input[pos] { 0 } else { point_of_pos[pos] });
             def.push(d);
