@@ -19,7 +19,9 @@
 //! carries is not pinned down.)
 //!
 //! Register blocking: tiles of 6 rows × 16 columns (12 `__m256` accumulators, a row of `B`
-//! loaded once per depth and each element of `A` broadcast), then 8-column and scalar tails.
+//! loaded once per depth and each element of `A` broadcast), then 8-column and scalar tails;
+//! beside the AVX-512 kernel (which needs the CPU's AVX-512), tiles of 8 rows × 32 columns
+//! (16 `__m512` accumulators) first, the columns left over as above.
 
 /// Deepest contraction computed here: `matrixmultiply`'s `kc` for `f32`, so one chain per
 /// element.
@@ -54,21 +56,24 @@ pub(crate) unsafe fn sgemm(
             None
         };
         if let Some(st) = st {
-            let keep = st == Store::Product;
+            // SAFETY (both calls): the features were detected ([`store`]: `Product` only
+            // where the CPU has AVX-512); the views are the caller's contract.
+            let run = |b: *const f32, rsb: isize| unsafe {
+                match st {
+                    Store::Product => x86::sgemm512(m, k, n, a, rsa, csa, b, rsb, c, ldc),
+                    Store::PlusZero => x86::sgemm(m, k, n, a, rsa, csa, b, rsb, c, ldc, false),
+                }
+            };
             if csb == 1 {
-                // SAFETY: the features were detected; the views are the caller's contract.
-                unsafe { x86::sgemm(m, k, n, a, rsa, csa, b, rsb, c, ldc, keep) };
+                run(b, rsb);
             } else {
                 SCRATCH.with(|cell| {
                     let mut rows = cell.borrow_mut();
                     // SAFETY: `b`'s view is the caller's contract; `rows` is a distinct buffer
                     // of this thread, `k·n` elements row-major, which `x86::sgemm` reads with
                     // row stride `n`.
-                    unsafe {
-                        copy_rows(k, n, b, rsb, csb, &mut rows);
-                        let b = rows.as_ptr();
-                        x86::sgemm(m, k, n, a, rsa, csa, b, n as isize, c, ldc, keep);
-                    }
+                    unsafe { copy_rows(k, n, b, rsb, csb, &mut rows) };
+                    run(rows.as_ptr(), n as isize);
                 });
             }
             return true;
@@ -131,7 +136,8 @@ const SMALL_WORK: usize = 1 << 16;
 enum Store {
     /// `fma(1, acc, 0) = acc + 0` (the AVX2+FMA kernel): a chain ending at `-0` is stored `+0`.
     PlusZero,
-    /// `1·acc` (the AVX-512 kernel): the chain's value, `-0` kept.
+    /// `1·acc` (the AVX-512 kernel, found only where the CPU has AVX-512): the chain's value,
+    /// `-0` kept.
     Product,
 }
 
@@ -152,7 +158,7 @@ fn store() -> Option<Store> {
         unsafe { matrixmultiply::sgemm(1, 1, 1, 1.0, &a, 1, 1, &b, 1, 1, 0.0, &mut c, 1, 1) };
         match c.to_bits() {
             0 => Some(Store::PlusZero),
-            0x8000_0000 => Some(Store::Product),
+            0x8000_0000 if std::is_x86_feature_detected!("avx512f") => Some(Store::Product),
             _ => None,
         }
     })
@@ -207,6 +213,108 @@ mod x86 {
                     acc = (*ai.offset(p as isize * csa)).mul_add(bp, acc);
                 }
                 *c.add(i * ldc + jj) = if keep { acc } else { acc + 0.0 };
+            }
+        }
+    }
+
+    /// [`sgemm`] beside `matrixmultiply`'s AVX-512 kernel (chains stored as `1·acc`): strips of
+    /// 32 and 16 columns in `__m512` tiles, the columns left over by [`sgemm`].
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn sgemm512(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        // SAFETY (every block below): rows `i..i+R` and columns `j..j+16W` of the caller's
+        // views, which lie inside their allocations.
+        let mut j = 0;
+        while j + 32 <= n {
+            rows512::<2>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            j += 32;
+        }
+        if j + 16 <= n {
+            rows512::<1>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            j += 16;
+        }
+        if j < n {
+            sgemm(m, k, n - j, a, rsa, csa, b.add(j), rsb, c.add(j), ldc, true);
+        }
+    }
+
+    /// All `m` rows of a strip of `16W` columns: tiles of 8 rows, then of 4, then single rows.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn rows512<const W: usize>(
+        m: usize,
+        k: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        let mut i = 0;
+        let at = |i: usize| (a.offset(i as isize * rsa), c.add(i * ldc));
+        while i + 8 <= m {
+            let (a, c) = at(i);
+            tile512::<8, W>(k, a, rsa, csa, b, rsb, c, ldc);
+            i += 8;
+        }
+        while i + 4 <= m {
+            let (a, c) = at(i);
+            tile512::<4, W>(k, a, rsa, csa, b, rsb, c, ldc);
+            i += 4;
+        }
+        while i < m {
+            let (a, c) = at(i);
+            tile512::<1, W>(k, a, rsa, csa, b, rsb, c, ldc);
+            i += 1;
+        }
+    }
+
+    /// `R` rows × `16W` columns: one FMA chain per element over the depths in order, from
+    /// `+0`, stored as `acc` (the AVX-512 kernel's `1·acc`).
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn tile512<const R: usize, const W: usize>(
+        k: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); W]; R];
+        for p in 0..k {
+            let bp = b.offset(p as isize * rsb);
+            let mut bv = [_mm512_setzero_ps(); W];
+            for (w, v) in bv.iter_mut().enumerate() {
+                *v = _mm512_loadu_ps(bp.add(16 * w));
+            }
+            let ap = a.offset(p as isize * csa);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*ap.offset(r as isize * rsa));
+                for (x, v) in row.iter_mut().zip(&bv) {
+                    *x = _mm512_fmadd_ps(av, *v, *x);
+                }
+            }
+        }
+        for (r, row) in acc.iter().enumerate() {
+            for (w, x) in row.iter().enumerate() {
+                _mm512_storeu_ps(c.add(r * ldc + 16 * w), *x);
             }
         }
     }
