@@ -1,29 +1,35 @@
 //! An `f32` GEMM without packing: `C = A·B` with each element of `C` the same bits as
-//! `matrixmultiply::sgemm`'s FMA kernel gives, without copying `A` and `B` into packed panels
+//! `matrixmultiply::sgemm`'s FMA kernels give, without copying `A` and `B` into packed panels
 //! first (at the small products of a small batch, packing and its buffer cost as much as the
 //! multiply-adds). `B` is read in place when its columns are contiguous, else copied row-major
 //! once into a buffer kept by the thread (`A·Bᵀ` with both operands contracted over their
 //! contiguous dimension).
 //!
-//! Why the bits are the same: with AVX2 and FMA (and no AVX-512, which `matrixmultiply` would
-//! pick instead), `matrixmultiply`'s kernel computes every element of `C` as one chain
-//! `acc = fma(a[i,p], b[p,j], acc)` over `p = 0..k` in order, starting from `+0`, in blocks of
-//! `kc = 256` depths (`k` beyond one block adds each block's chain to `C`), and stores
-//! `fma(1, acc, 0) = acc + 0` (β = 0). This kernel computes the same chain per element for
-//! `k <= 256` and stores `acc + 0`; [`sgemm`] declines the other cases, which then go to
-//! `matrixmultiply`. (Checked for finite and infinite operands; where two NaNs of different
-//! payloads meet, which payload the result carries is not pinned down.)
+//! Why the bits are the same: `matrixmultiply` runs its AVX-512 kernel where the CPU has
+//! AVX-512 (and the crate was built with it), else its AVX2+FMA kernel where the CPU has AVX2
+//! and FMA. Both compute every element of `C` as one chain `acc = fma(a[i,p], b[p,j], acc)`
+//! over `p = 0..k` in order, starting from `+0`, in blocks of `kc = 256` depths (`k` beyond
+//! one block adds each block's chain to `C`); with β = 0 the AVX2+FMA kernel stores
+//! `fma(1, acc, 0) = acc + 0`, the AVX-512 kernel `1·acc = acc` (the two differ only where
+//! the chain ends at `-0`, a sum of products that underflow to `-0`). This kernel computes
+//! the same chain per element for `k <= 256` and stores it as the kernel `matrixmultiply`
+//! runs on this machine does ([`Store`], found once by a product whose chain ends at `-0`);
+//! [`sgemm`] declines the other cases, which then go to `matrixmultiply`. (Checked for finite
+//! and infinite operands; where two NaNs of different payloads meet, which payload the result
+//! carries is not pinned down.)
 //!
 //! Register blocking: tiles of 6 rows × 16 columns (12 `__m256` accumulators, a row of `B`
-//! loaded once per depth and each element of `A` broadcast), then 8-column and scalar tails.
+//! loaded once per depth and each element of `A` broadcast), then 8-column and scalar tails;
+//! beside the AVX-512 kernel (which needs the CPU's AVX-512), tiles of 8 rows × 32 columns
+//! (16 `__m512` accumulators) first, the columns left over as above.
 
 /// Deepest contraction computed here: `matrixmultiply`'s `kc` for `f32`, so one chain per
 /// element.
 const MAX_K: usize = 256;
 
 /// `C[m×n] = A[m×k]·B[k×n]` with `C` row-major (row stride `ldc`, unit column stride), when
-/// this machine runs `matrixmultiply`'s FMA kernel, `k <= 256` and the product is one where
-/// packing does not pay ([`thin`]); returns `false` (and does nothing) otherwise. A `B` of
+/// this machine runs one of `matrixmultiply`'s FMA kernels ([`store`]), `k <= 256` and the
+/// product is one where packing does not pay ([`thin`]); returns `false` (and does nothing) otherwise. A `B` of
 /// other than unit column stride (a transposed operand: `A·Bᵀ`, both contracted over their
 /// contiguous dimension, as a scan step's `dh·Wᵀ`) is first copied row-major into a scratch
 /// buffer of this thread (`k·n` elements, what `matrixmultiply` would pack it into).
@@ -44,20 +50,30 @@ pub(crate) unsafe fn sgemm(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if k <= MAX_K && thin(m, k, n) && fma_kernel() {
+        let st = if k <= MAX_K && thin(m, k, n) {
+            store()
+        } else {
+            None
+        };
+        if let Some(st) = st {
+            // SAFETY (both calls): the features were detected ([`store`]: `Product` only
+            // where the CPU has AVX-512); the views are the caller's contract.
+            let run = |b: *const f32, rsb: isize| unsafe {
+                match st {
+                    Store::Product => x86::sgemm512(m, k, n, a, rsa, csa, b, rsb, c, ldc),
+                    Store::PlusZero => x86::sgemm(m, k, n, a, rsa, csa, b, rsb, c, ldc, false),
+                }
+            };
             if csb == 1 {
-                // SAFETY: the features were detected; the views are the caller's contract.
-                unsafe { x86::sgemm(m, k, n, a, rsa, csa, b, rsb, c, ldc) };
+                run(b, rsb);
             } else {
                 SCRATCH.with(|cell| {
                     let mut rows = cell.borrow_mut();
                     // SAFETY: `b`'s view is the caller's contract; `rows` is a distinct buffer
                     // of this thread, `k·n` elements row-major, which `x86::sgemm` reads with
                     // row stride `n`.
-                    unsafe {
-                        copy_rows(k, n, b, rsb, csb, &mut rows);
-                        x86::sgemm(m, k, n, a, rsa, csa, rows.as_ptr(), n as isize, c, ldc);
-                    }
+                    unsafe { copy_rows(k, n, b, rsb, csb, &mut rows) };
+                    run(rows.as_ptr(), n as isize);
                 });
             }
             return true;
@@ -77,7 +93,7 @@ std::thread_local! {
 /// else element by element.
 ///
 /// # Safety
-/// The view lies inside its allocation, and the machine has AVX2 (see [`fma_kernel`]).
+/// The view lies inside its allocation, and the machine has AVX2 (see [`store`]).
 #[cfg(target_arch = "x86_64")]
 unsafe fn copy_rows(k: usize, n: usize, b: *const f32, rsb: isize, csb: isize, out: &mut Vec<f32>) {
     out.clear();
@@ -114,15 +130,37 @@ const THIN_SIDE: usize = 32;
 /// See [`thin`].
 const SMALL_WORK: usize = 1 << 16;
 
-/// Whether `matrixmultiply` runs its AVX2+FMA kernel on this machine (and not its AVX-512
-/// one, which it prefers where available).
+/// How the `matrixmultiply` kernel this machine runs stores a chain with β = 0.
 #[cfg(target_arch = "x86_64")]
-fn fma_kernel() -> bool {
-    static FMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FMA.get_or_init(|| {
-        std::is_x86_feature_detected!("fma")
-            && std::is_x86_feature_detected!("avx2")
-            && !std::is_x86_feature_detected!("avx512f")
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Store {
+    /// `fma(1, acc, 0) = acc + 0` (the AVX2+FMA kernel): a chain ending at `-0` is stored `+0`.
+    PlusZero,
+    /// `1·acc` (the AVX-512 kernel, found only where the CPU has AVX-512): the chain's value,
+    /// `-0` kept.
+    Product,
+}
+
+/// How `matrixmultiply` stores a chain on this machine, where it runs one of its FMA kernels
+/// (the CPU has AVX2 and FMA, which this kernel needs; `matrixmultiply` then runs its AVX-512
+/// kernel or its AVX2+FMA one, never a kernel without FMA); `None` elsewhere. Found once, by
+/// the sign `matrixmultiply` gives a `1×1·1×1` product whose FMA chain ends at `-0`
+/// (`-1e-30·1e-30` underflows): `+0` from the AVX2+FMA kernel, `-0` from the AVX-512 one.
+#[cfg(target_arch = "x86_64")]
+fn store() -> Option<Store> {
+    static STORE: std::sync::OnceLock<Option<Store>> = std::sync::OnceLock::new();
+    *STORE.get_or_init(|| {
+        if !(std::is_x86_feature_detected!("fma") && std::is_x86_feature_detected!("avx2")) {
+            return None;
+        }
+        let (a, b, mut c) = (-1e-30f32, 1e-30f32, f32::NAN);
+        // SAFETY: three one-element matrices, `c` distinct from `a` and `b`.
+        unsafe { matrixmultiply::sgemm(1, 1, 1, 1.0, &a, 1, 1, &b, 1, 1, 0.0, &mut c, 1, 1) };
+        match c.to_bits() {
+            0 => Some(Store::PlusZero),
+            0x8000_0000 if std::is_x86_feature_detected!("avx512f") => Some(Store::Product),
+            _ => None,
+        }
     })
 }
 
@@ -144,16 +182,26 @@ mod x86 {
         rsb: isize,
         c: *mut f32,
         ldc: usize,
+        keep: bool,
     ) {
         // SAFETY (every block below): rows `i..i+R` and columns `j..j+8W` of the caller's
         // views, which lie inside their allocations.
         let mut j = 0;
+        let strip = |w: usize, j: usize| {
+            let (b, c) = (b.add(j), c.add(j));
+            match (w, keep) {
+                (2, false) => rows::<2, false>(m, k, a, rsa, csa, b, rsb, c, ldc),
+                (2, true) => rows::<2, true>(m, k, a, rsa, csa, b, rsb, c, ldc),
+                (_, false) => rows::<1, false>(m, k, a, rsa, csa, b, rsb, c, ldc),
+                (_, true) => rows::<1, true>(m, k, a, rsa, csa, b, rsb, c, ldc),
+            }
+        };
         while j + 16 <= n {
-            rows::<2>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            strip(2, j);
             j += 16;
         }
         if j + 8 <= n {
-            rows::<1>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            strip(1, j);
             j += 8;
         }
         for jj in j..n {
@@ -164,7 +212,109 @@ mod x86 {
                     let bp = *b.offset(p as isize * rsb).add(jj);
                     acc = (*ai.offset(p as isize * csa)).mul_add(bp, acc);
                 }
-                *c.add(i * ldc + jj) = acc + 0.0;
+                *c.add(i * ldc + jj) = if keep { acc } else { acc + 0.0 };
+            }
+        }
+    }
+
+    /// [`sgemm`] beside `matrixmultiply`'s AVX-512 kernel (chains stored as `1·acc`): strips of
+    /// 32 and 16 columns in `__m512` tiles, the columns left over by [`sgemm`].
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn sgemm512(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        // SAFETY (every block below): rows `i..i+R` and columns `j..j+16W` of the caller's
+        // views, which lie inside their allocations.
+        let mut j = 0;
+        while j + 32 <= n {
+            rows512::<2>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            j += 32;
+        }
+        if j + 16 <= n {
+            rows512::<1>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            j += 16;
+        }
+        if j < n {
+            sgemm(m, k, n - j, a, rsa, csa, b.add(j), rsb, c.add(j), ldc, true);
+        }
+    }
+
+    /// All `m` rows of a strip of `16W` columns: tiles of 8 rows, then of 4, then single rows.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn rows512<const W: usize>(
+        m: usize,
+        k: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        let mut i = 0;
+        let at = |i: usize| (a.offset(i as isize * rsa), c.add(i * ldc));
+        while i + 8 <= m {
+            let (a, c) = at(i);
+            tile512::<8, W>(k, a, rsa, csa, b, rsb, c, ldc);
+            i += 8;
+        }
+        while i + 4 <= m {
+            let (a, c) = at(i);
+            tile512::<4, W>(k, a, rsa, csa, b, rsb, c, ldc);
+            i += 4;
+        }
+        while i < m {
+            let (a, c) = at(i);
+            tile512::<1, W>(k, a, rsa, csa, b, rsb, c, ldc);
+            i += 1;
+        }
+    }
+
+    /// `R` rows × `16W` columns: one FMA chain per element over the depths in order, from
+    /// `+0`, stored as `acc` (the AVX-512 kernel's `1·acc`).
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn tile512<const R: usize, const W: usize>(
+        k: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); W]; R];
+        for p in 0..k {
+            let bp = b.offset(p as isize * rsb);
+            let mut bv = [_mm512_setzero_ps(); W];
+            for (w, v) in bv.iter_mut().enumerate() {
+                *v = _mm512_loadu_ps(bp.add(16 * w));
+            }
+            let ap = a.offset(p as isize * csa);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*ap.offset(r as isize * rsa));
+                for (x, v) in row.iter_mut().zip(&bv) {
+                    *x = _mm512_fmadd_ps(av, *v, *x);
+                }
+            }
+        }
+        for (r, row) in acc.iter().enumerate() {
+            for (w, x) in row.iter().enumerate() {
+                _mm512_storeu_ps(c.add(r * ldc + 16 * w), *x);
             }
         }
     }
@@ -202,10 +352,11 @@ mod x86 {
         }
     }
 
-    /// All `m` rows of a strip of `8W` columns: tiles of 6 rows, then single rows.
+    /// All `m` rows of a strip of `8W` columns: tiles of 6 rows, then single rows (`KEEP`:
+    /// see [`tile`]).
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn rows<const W: usize>(
+    unsafe fn rows<const W: usize, const KEEP: bool>(
         m: usize,
         k: usize,
         a: *const f32,
@@ -218,7 +369,7 @@ mod x86 {
     ) {
         let mut i = 0;
         while i + 6 <= m {
-            tile::<6, W>(
+            tile::<6, W, KEEP>(
                 k,
                 a.offset(i as isize * rsa),
                 rsa,
@@ -231,7 +382,7 @@ mod x86 {
             i += 6;
         }
         while i < m {
-            tile::<1, W>(
+            tile::<1, W, KEEP>(
                 k,
                 a.offset(i as isize * rsa),
                 rsa,
@@ -246,11 +397,11 @@ mod x86 {
     }
 
     /// `R` rows × `8W` columns: one FMA chain per element over the depths in order, from
-    /// `+0`, stored as `acc + 0`.
+    /// `+0`, stored as `acc` (`KEEP`, the AVX-512 kernel's `1·acc`) or `acc + 0`.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn tile<const R: usize, const W: usize>(
+    unsafe fn tile<const R: usize, const W: usize, const KEEP: bool>(
         k: usize,
         a: *const f32,
         rsa: isize,
@@ -278,7 +429,8 @@ mod x86 {
         let zero = _mm256_setzero_ps();
         for (r, row) in acc.iter().enumerate() {
             for (w, x) in row.iter().enumerate() {
-                _mm256_storeu_ps(c.add(r * ldc + 8 * w), _mm256_add_ps(*x, zero));
+                let v = if KEEP { *x } else { _mm256_add_ps(*x, zero) };
+                _mm256_storeu_ps(c.add(r * ldc + 8 * w), v);
             }
         }
     }
