@@ -10,8 +10,9 @@
 //! Here each block's chain is computed by a call of its own with `β = 0` (by `gemm_direct`
 //! or `matrixmultiply`, the same chain) into `C` for the first block of a non-accumulating
 //! product, else into a scratch tile that is then added to `C` element by element: the same
-//! roundings in the same order. A chain that starts from `+0` never ends at `-0`, so storing
-//! `ab + 0` changes nothing. Only `f32` on machines where `matrixmultiply` runs its AVX2+FMA
+//! roundings in the same order. A chain ends at `-0` only when its products underflow to `-0`;
+//! each call stores it as `matrixmultiply`'s kernel on this machine does (`gemm_direct`'s
+//! `Store`, probed once). Only `f32` on machines where `matrixmultiply` runs its AVX2+FMA
 //! kernel (AVX2 and FMA without AVX-512) is cut; other products are one call (which
 //! `gemm_direct` also takes beside the AVX-512 kernel, one block being one chain there too). A product narrower than one vector whose `A` is column-major is computed
 //! as its transpose, `Cᵀ = Bᵀ·Aᵀ`, into the scratch tile and copied back: the same chains,
