@@ -66,8 +66,14 @@ pub fn anchored_layout(
     let n = items.len();
     // A plan of at most `anchors` intervals is placed by greedy by size alone, no slabs.
     let small = if n <= anchors { -1 } else { small };
-    let (large, small_ix): (Vec<u32>, Vec<u32>) =
-        (0..n as u32).partition(|&i| items[i as usize].need > small);
+    let (mut large, mut small_ix) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n as u32 {
+        if items[i as usize].need > small {
+            large.push(i);
+        } else {
+            small_ix.push(i);
+        }
+    }
     let mut offsets = vec![0i64; n];
     // Intervals overlapping every other large one: stacked at the bottom (as greedy by size
     // does: they share no byte with any other interval in any layout).
@@ -150,30 +156,15 @@ fn scan_around(
         .collect();
     by_offset.sort_unstable();
     // `rest` by start point, largest first at a point, then by position; `rest` and the
-    // anchors by end point, then by position: counting sorts over the points.
+    // anchors by end point (in no particular order at a point: frees between two placements
+    // leave the same coalesced free list in any order): counting sorts over the points.
     let points = items
         .iter()
         .map(|it| it.window.end.index() + 1)
         .max()
         .unwrap_or(0);
-    let mut member = vec![0u8; items.len()];
-    for &i in rest {
-        member[i as usize] = 1;
-    }
-    for &(i, _) in fixed {
-        member[i as usize] |= 2;
-    }
-    let placed = |bits: u8| {
-        let member = &member;
-        move || {
-            (0..items.len() as u32)
-                .filter(move |&i| member[i as usize] & bits != 0)
-                .map(|i| (items[i as usize].window, i))
-        }
-    };
-    let placed_rest = placed(1);
     let mut order: Csr<PointIx, u32> =
-        Csr::from_pairs(points, || placed_rest().map(|(w, i)| (w.start, i)));
+        Csr::from_pairs(points, || rest.iter().map(|&i| (window(i).start, i)));
     for p in 0..order.rows() {
         let run = order.row_mut(PointIx::new(p));
         if run.len() > 1 {
@@ -181,9 +172,12 @@ fn scan_around(
         }
     }
     let order = order.into_entries();
-    let placed_all = placed(3);
-    let ends = Csr::<PointIx, u32>::from_pairs(points, || placed_all().map(|(w, i)| (w.end, i)))
-        .into_entries();
+    let ends = Csr::<PointIx, u32>::from_pairs(points, || {
+        rest.iter()
+            .chain(fixed.iter().map(|x| &x.0))
+            .map(|&i| (window(i).end, i))
+    })
+    .into_entries();
     // The anchors' space is the pool's from the start; each anchor carves its bytes at its
     // start and frees them at its end.
     let anchor_top = fixed

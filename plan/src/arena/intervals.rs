@@ -150,8 +150,8 @@ pub(super) fn group_items(plan: &Plan, pieces: &Pieces, value_bytes: &[i64]) -> 
         }
         i
     };
-    let mut members: Vec<PieceIx> = Vec::new();
-    let mut shared = Vec::new();
+    let mut members: Vec<PieceIx> = Vec::with_capacity(joins.len());
+    let mut shared = Vec::with_capacity(joins.len());
     for (o, r, operand, result) in joins {
         let (a, b) = (root(&parent, o), root(&parent, r));
         if a != b {

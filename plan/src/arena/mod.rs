@@ -326,11 +326,13 @@ fn lay_out(
         interval_of,
         shared,
     } = intervals::group_items(plan, &pieces, value_bytes);
+    // (The anchored layout of a fixed order places the large intervals itself: the scan's
+    // placements go unread.)
+    let scanned = !matches!(fixed, Some(Some(_)));
     // The output (one allocation per piece, by start point), made meanwhile, its offsets
     // assigned below, with the scan's placement of each allocation's interval.
     let (mut scan, (mut allocations, placements, intervals, slab_above)) =
-        // (The anchored layout of a fixed order places the large intervals itself.)
-        best_fit_scan_with(&items, peak, !matches!(fixed, Some(Some(_))), cancel, |placement| {
+        best_fit_scan_with(&items, peak, scanned, cancel, |placement| {
             let by_start: Vec<PieceIx> =
                 Csr::<PointIx, PieceIx>::group(pieces.all(), |p| p.window.start).into_entries();
             let allocations: Vec<Allocation> = by_start
@@ -338,7 +340,11 @@ fn lay_out(
                 .map(|&i| allocation(pieces.get(i), value_bytes, 0))
                 .collect();
             let intervals: Vec<IntervalIx> = by_start.iter().map(|&i| interval_of[i]).collect();
-            let placements: Vec<Placement> = intervals.iter().map(|&k| placement[k]).collect();
+            let placements: Vec<Placement> = if scanned {
+                intervals.iter().map(|&k| placement[k]).collect()
+            } else {
+                Vec::new()
+            };
             // Each small interval's place in the slabs (the anchored layout's too).
             let slab_above: Vec<i64> = placement
                 .iter()
