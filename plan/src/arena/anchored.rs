@@ -165,10 +165,16 @@ fn scan_around(
         .unwrap_or(0);
     let mut order: Csr<PointIx, u32> =
         Csr::from_pairs(points, || rest.iter().map(|&i| (window(i).start, i)));
+    let key = |i: u32| (std::cmp::Reverse(need(i)), i);
     for p in 0..order.rows() {
-        let run = order.row_mut(PointIx::new(p));
-        if run.len() > 1 {
-            run.sort_unstable_by_key(|&i| (std::cmp::Reverse(need(i)), i));
+        match order.row_mut(PointIx::new(p)) {
+            [] | [_] => {}
+            [x, y] => {
+                if key(*y) < key(*x) {
+                    std::mem::swap(x, y);
+                }
+            }
+            run => run.sort_unstable_by_key(|&i| key(i)),
         }
     }
     let order = order.into_entries();

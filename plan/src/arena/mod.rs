@@ -329,6 +329,8 @@ fn lay_out(
     // (The anchored layout of a fixed order places the large intervals itself: the scan's
     // placements go unread.)
     let scanned = !matches!(fixed, Some(Some(_)));
+    // (The scan of a fixed order is the whole layout: no anchored layout reads the slabs.)
+    let anchors_possible = !matches!(fixed, Some(None));
     // The output (one allocation per piece, by start point), made meanwhile, its offsets
     // assigned below, with the scan's placement of each allocation's interval.
     let (mut scan, (mut allocations, placements, intervals, slab_above)) =
@@ -345,14 +347,19 @@ fn lay_out(
             } else {
                 Vec::new()
             };
-            // Each small interval's place in the slabs (the anchored layout's too).
-            let slab_above: Vec<i64> = placement
-                .iter()
-                .map(|&p| match p {
-                    Placement::Slab(above) => above,
-                    Placement::Large(_) => 0,
-                })
-                .collect();
+            // Each small interval's place in the slabs (the anchored layout's too; none for
+            // the scan alone).
+            let slab_above: Vec<i64> = if anchors_possible {
+                placement
+                    .iter()
+                    .map(|&p| match p {
+                        Placement::Slab(above) => above,
+                        Placement::Large(_) => 0,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             (allocations, placements, intervals, slab_above)
         })?;
     let slabs = (slab_above.as_slice(), scan.slab_height());
