@@ -50,7 +50,7 @@ pub mod scan;
 use crate::csr::Csr;
 use crate::format::{Decision, Plan, Point, ValueId};
 use crate::index::{IndexVec, IntervalIx, PieceIx, PointIx, ValueIx, Window};
-use anchored::anchored_layout;
+use anchored::{anchored_layout, anchored_layout_beside};
 use greedy::Item;
 use intervals::Piece;
 use scan::{best_fit_scan_with, small_bytes, Placement};
@@ -333,35 +333,65 @@ fn lay_out(
     let anchors_possible = !matches!(fixed, Some(None));
     // The output (one allocation per piece, by start point), made meanwhile, its offsets
     // assigned below, with the scan's placement of each allocation's interval.
-    let (mut scan, (mut allocations, placements, intervals, slab_above)) =
-        best_fit_scan_with(&items, peak, scanned, cancel, |placement| {
-            let by_start: Vec<PieceIx> =
-                Csr::<PointIx, PieceIx>::group(pieces.all(), |p| p.window.start).into_entries();
-            let allocations: Vec<Allocation> = by_start
+    let output = |placement: &IndexVec<IntervalIx, Placement>| {
+        let by_start: Vec<PieceIx> =
+            Csr::<PointIx, PieceIx>::group(pieces.all(), |p| p.window.start).into_entries();
+        let allocations: Vec<Allocation> = by_start
+            .iter()
+            .map(|&i| allocation(pieces.get(i), value_bytes, 0))
+            .collect();
+        let intervals: Vec<IntervalIx> = by_start.iter().map(|&i| interval_of[i]).collect();
+        let placements: Vec<Placement> = if scanned {
+            intervals.iter().map(|&k| placement[k]).collect()
+        } else {
+            Vec::new()
+        };
+        // Each small interval's place in the slabs (the anchored layout's too; none for the
+        // scan alone).
+        let slab_above: Vec<i64> = if anchors_possible {
+            placement
                 .iter()
-                .map(|&i| allocation(pieces.get(i), value_bytes, 0))
-                .collect();
-            let intervals: Vec<IntervalIx> = by_start.iter().map(|&i| interval_of[i]).collect();
-            let placements: Vec<Placement> = if scanned {
-                intervals.iter().map(|&k| placement[k]).collect()
+                .map(|&p| match p {
+                    Placement::Slab(above) => above,
+                    Placement::Large(_) => 0,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        (allocations, placements, intervals, slab_above)
+    };
+    if let Some(Some(order)) = fixed {
+        // The anchored layout alone, never abandoned, the slabs made beside it (the scan of
+        // the small intervals alone).
+        let ((offsets, top), (mut allocations, intervals)) = anchored_layout_beside(
+            items.raw(),
+            small_bytes(peak),
+            order_anchors_of(items.len()),
+            order,
+            cancel,
+            || {
+                let (scan, (allocations, _, intervals, slab_above)) =
+                    best_fit_scan_with(&items, peak, false, cancel, output)?;
+                Some((slab_above, scan.slab_height(), (allocations, intervals)))
+            },
+        )?;
+        for (a, &k) in allocations.iter_mut().zip(&intervals) {
+            a.offset = offsets[k.index()];
+        }
+        return Some(Arena {
+            arena_bytes: top,
+            fragmentation: if peak > 0 {
+                top as f64 / peak as f64
             } else {
-                Vec::new()
-            };
-            // Each small interval's place in the slabs (the anchored layout's too; none for
-            // the scan alone).
-            let slab_above: Vec<i64> = if anchors_possible {
-                placement
-                    .iter()
-                    .map(|&p| match p {
-                        Placement::Slab(above) => above,
-                        Placement::Large(_) => 0,
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            (allocations, placements, intervals, slab_above)
-        })?;
+                1.0
+            },
+            allocations,
+            shared,
+        });
+    }
+    let (mut scan, (mut allocations, placements, intervals, slab_above)) =
+        best_fit_scan_with(&items, peak, scanned, cancel, output)?;
     let slabs = (slab_above.as_slice(), scan.slab_height());
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
     // live bytes (it also counts region and regeneration transients): the target is the
@@ -378,20 +408,8 @@ fn lay_out(
             && scan.top <= within(peak, SCAN_KEPT_WITHIN)
             && !futile.load(Ordering::Relaxed)
     });
-    if let Some(order) = fixed {
-        if let Some(order) = order {
-            // The anchored layout alone (the scan placed only the slabs), never abandoned.
-            let (offsets, top) = anchored_layout(
-                items.raw(),
-                small_bytes(peak),
-                order_anchors_of(items.len()),
-                order,
-                i64::MAX,
-                Some(slabs),
-                cancel,
-            )?;
-            (scan.top, anchored) = (top, Some(offsets));
-        }
+    if fixed.is_some() {
+        // (The scan of a fixed order: the layout.)
     } else if scan.top > within(peak, SCAN_KEPT_WITHIN) || repair.is_some() {
         let good_enough = match repair {
             Some(f) => f,
