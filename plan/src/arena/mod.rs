@@ -280,8 +280,8 @@ pub(crate) fn assign_offsets_live(
 /// packed best at a neighbouring shape): the online best-fit scan (`order` `None`), of cost
 /// O(n log n + points + n·f), or the anchored layout in greedy by size's order `order` (an
 /// index of [`VARIANTS`](greedy::VARIANTS)) alone with at most [`ORDER_ANCHORS`] anchors, its
-/// slabs placed as the scan places them (a plan of at most [`GREEDY_UP_TO`] intervals: greedy
-/// by size over all), of cost O(n log n + points + K² + n·(f + K)); whatever arena it
+/// slabs placed as the scan places them, on a helper thread beside the large intervals (a plan
+/// of at most [`GREEDY_UP_TO`] intervals: greedy by size over all), of cost O(n log n + points + K² + n·(f + K)); whatever arena it
 /// reaches. `live` and `peak` as in [`assign_offsets_live`].
 pub(crate) fn assign_offsets_order(
     plan: &Plan,
