@@ -281,8 +281,8 @@ pub(crate) fn assign_offsets_live(
 /// O(n log n + points + n·f), or the anchored layout in greedy by size's order `order` (an
 /// index of [`VARIANTS`](greedy::VARIANTS)) alone with at most [`ORDER_ANCHORS`] anchors, its
 /// slabs placed as the scan places them, on a helper thread beside the large intervals (a plan
-/// of at most [`GREEDY_UP_TO`] intervals: greedy by size over all), of cost O(n log n + points + K² + n·(f + K)); whatever arena it
-/// reaches. `live` and `peak` as in [`assign_offsets_live`].
+/// of at most [`GREEDY_UP_TO`] intervals: greedy by size over all), of cost O(n log n + points
+/// + K² + n·(f + K)); whatever arena it reaches. `live` and `peak` as in [`assign_offsets_live`].
 pub(crate) fn assign_offsets_order(
     plan: &Plan,
     live: &IndexVec<ValueIx, Window>,
@@ -408,9 +408,8 @@ fn lay_out(
             && scan.top <= within(peak, SCAN_KEPT_WITHIN)
             && !futile.load(Ordering::Relaxed)
     });
-    if fixed.is_some() {
-        // (The scan of a fixed order: the layout.)
-    } else if scan.top > within(peak, SCAN_KEPT_WITHIN) || repair.is_some() {
+    // (The scan of a fixed order is the layout, whatever arena it reaches.)
+    if fixed.is_none() && (scan.top > within(peak, SCAN_KEPT_WITHIN) || repair.is_some()) {
         let good_enough = match repair {
             Some(f) => f,
             None => within(live_max(&items).max(peak), SCAN_KEPT_WITHIN),
