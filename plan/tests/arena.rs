@@ -1,7 +1,7 @@
 //! The arena layouts (`ebb_plan::arena`): the online best-fit scan, greedy by size, the
 //! anchored layout, on random intervals from a fixed LCG.
 
-use ebb_plan::arena::anchored::anchored_layout;
+use ebb_plan::arena::anchored::{anchored_layout, anchored_layout_beside};
 use ebb_plan::arena::greedy::{order, order_first, pass_in_order, Item, VARIANTS};
 use ebb_plan::arena::scan::{best_fit_scan, scan_with, Placement, Pool, Unit};
 use ebb_plan::arena::{align, check_layout, live_max, Allocation, Arena, ALIGN};
@@ -224,7 +224,8 @@ fn the_first_k_are_ordered_as_the_full_sort() {
 
 /// On random intervals (a fixed LCG), with few and many anchors and with slabs, every
 /// layout is valid and never below the largest live bytes, and the same when given the slabs
-/// of the best-fit scan.
+/// of the best-fit scan, made first or beside the large intervals
+/// (`anchored_layout_beside`).
 #[test]
 fn anchored_layouts_are_valid() {
     let mut next = ebb_testkit::lcg(0xa11c_0fed_u64);
@@ -279,6 +280,17 @@ fn anchored_layouts_are_valid() {
                     ),
                     Some((offsets.clone(), top)),
                     "n {n} anchors {anchors} small {small}"
+                );
+                // Its large intervals laid out beside the slabs (the one-order layout), the
+                // same layout, and what the slabs' side computes handed back.
+                let beside =
+                    anchored_layout_beside(items.raw(), small, anchors, variant, &never, || {
+                        Some((above.clone(), scan.slab_height(), n))
+                    });
+                assert_eq!(
+                    beside,
+                    Some(((offsets.clone(), top), n)),
+                    "beside: n {n} anchors {anchors} small {small}"
                 );
                 let offsets: IndexVec<IntervalIx, i64> = offsets.into_iter().collect();
                 check_layout(&layout_of(&items, &offsets, top))

@@ -63,12 +63,94 @@ pub fn anchored_layout(
     slabs: Option<(&[i64], i64)>,
     cancel: &AtomicBool,
 ) -> Option<(Vec<i64>, i64)> {
+    let (small, large, small_ix) = split(items, small, anchors);
+    let (above, height) = match slabs.filter(|_| small >= 0) {
+        Some((above, height)) => (
+            small_ix.iter().map(|&i| above[i as usize]).collect(),
+            height,
+        ),
+        None => {
+            let small_items: Vec<Item> = small_ix.iter().map(|&i| items[i as usize]).collect();
+            slab_layout(&small_items, cancel)?
+        }
+    };
+    // What the anchors and the scan around them must stay below, under the slabs.
+    let limit = beat.saturating_sub(height);
+    let (mut offsets, top) = match place_large(items, &large, anchors, variant, limit, cancel)? {
+        Ok(placed) => placed,
+        Err(top) => return Some((Vec::new(), top + height)),
+    };
+    // The slabs above.
+    for (&i, a) in small_ix.iter().zip(above) {
+        offsets[i as usize] = top + a;
+    }
+    Some((offsets, top + height))
+}
+
+/// As [`anchored_layout`] never abandoned, with the slabs' layout made by `slabs` beside the
+/// large intervals' (on a helper thread, or after them where none is free:
+/// `crate::helpers::join`), as the online scan makes its slabs beside its pool. `slabs` gives
+/// the slabs' layout of the intervals of at most `small` bytes as [`anchored_layout`] takes it
+/// (each interval's offset above the bottom of the slabs, by position in `items`, and the
+/// slabs' height), with what else the caller computes there (`R`); `None` when `cancel` is
+/// set (by either).
+pub fn anchored_layout_beside<R: Send>(
+    items: &[Item],
+    small: i64,
+    anchors: usize,
+    variant: usize,
+    cancel: &AtomicBool,
+    slabs: impl FnOnce() -> Option<(Vec<i64>, i64, R)> + Send,
+) -> Option<((Vec<i64>, i64), R)> {
+    let (small, large, small_ix) = split(items, small, anchors);
+    let (placed, slabs) = crate::helpers::join(
+        || place_large(items, &large, anchors, variant, i64::MAX, cancel),
+        slabs,
+    );
+    let (above, height, extra) = slabs?;
+    // (Never abandoned below `i64::MAX`.)
+    let (mut offsets, top) = placed?.ok()?;
+    if small < 0 {
+        // Every interval an anchor: no slabs.
+        return Some(((offsets, top), extra));
+    }
+    for &i in &small_ix {
+        offsets[i as usize] = top + above[i as usize];
+    }
+    Some(((offsets, top + height), extra))
+}
+
+/// The threshold of the slabs of a layout of `items` with at most `anchors` anchors (`-1`,
+/// none, when every interval is an anchor; else `small`), and the positions of the large and
+/// the small intervals.
+fn split(items: &[Item], small: i64, anchors: usize) -> (i64, Vec<u32>, Vec<u32>) {
     let n = items.len();
     // A plan of at most `anchors` intervals is placed by greedy by size alone, no slabs.
     let small = if n <= anchors { -1 } else { small };
-    let (large, small_ix): (Vec<u32>, Vec<u32>) =
-        (0..n as u32).partition(|&i| items[i as usize].need > small);
-    let mut offsets = vec![0i64; n];
+    let (mut large, mut small_ix) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n as u32 {
+        if items[i as usize].need > small {
+            large.push(i);
+        } else {
+            small_ix.push(i);
+        }
+    }
+    (small, large, small_ix)
+}
+
+/// The large intervals `large` (positions in `items`) laid out by [`anchored_layout`]: an
+/// offset per interval (bytes, by position in `items`; 0 for the others) and the top, or
+/// `Err` with a top at least `limit` (bytes) once it reaches that. `None` when `cancel` is
+/// set.
+fn place_large(
+    items: &[Item],
+    large: &[u32],
+    anchors: usize,
+    variant: usize,
+    limit: i64,
+    cancel: &AtomicBool,
+) -> Option<Result<(Vec<i64>, i64), i64>> {
+    let mut offsets = vec![0i64; items.len()];
     // Intervals overlapping every other large one: stacked at the bottom (as greedy by size
     // does: they share no byte with any other interval in any layout).
     let (min_end, max_start) = large.iter().fold(
@@ -80,7 +162,7 @@ pub fn anchored_layout(
     );
     let mut base = 0i64;
     let mut rest: Vec<u32> = Vec::with_capacity(large.len());
-    for &i in &large {
+    for &i in large {
         let it = items[i as usize];
         if it.window.start <= min_end && it.window.end >= max_start {
             offsets[i as usize] = base;
@@ -94,33 +176,17 @@ pub fn anchored_layout(
     // (Only the anchors' order matters: the scan places the others by start point.)
     let k = anchors.min(rest.len());
     let rest = order_first(items, &rest, r, by_end, k);
-    let (above, height) = match slabs.filter(|_| small >= 0) {
-        Some((above, height)) => (
-            small_ix.iter().map(|&i| above[i as usize]).collect(),
-            height,
-        ),
-        None => {
-            let small_items: Vec<Item> = small_ix.iter().map(|&i| items[i as usize]).collect();
-            slab_layout(&small_items, cancel)?
-        }
-    };
     let order = &rest[..k];
-    // What the anchors and the scan around them must stay below, under the slabs.
-    let limit = beat.saturating_sub(height);
     let (placed, anchors_top) = pass_in_order(items, order, base, first_fit, limit, cancel)?;
     if anchors_top >= limit {
-        return Some((Vec::new(), anchors_top + height));
+        return Some(Err(anchors_top));
     }
     let fixed: Vec<(u32, i64)> = order.iter().copied().zip(placed).collect();
     let top = scan_around(items, &rest[k..], &fixed, base, limit, &mut offsets, cancel)?;
     if top >= limit {
-        return Some((Vec::new(), top + height));
+        return Some(Err(top));
     }
-    // The slabs above.
-    for (&i, a) in small_ix.iter().zip(above) {
-        offsets[i as usize] = top + a;
-    }
-    Some((offsets, top + height))
+    Some(Ok((offsets, top)))
 }
 
 /// The best-fit scan of `rest` (positions in `items`) around the anchors `fixed` (position,
@@ -150,40 +216,34 @@ fn scan_around(
         .collect();
     by_offset.sort_unstable();
     // `rest` by start point, largest first at a point, then by position; `rest` and the
-    // anchors by end point, then by position: counting sorts over the points.
+    // anchors by end point (in no particular order at a point: frees between two placements
+    // leave the same coalesced free list in any order): counting sorts over the points.
     let points = items
         .iter()
         .map(|it| it.window.end.index() + 1)
         .max()
         .unwrap_or(0);
-    let mut member = vec![0u8; items.len()];
-    for &i in rest {
-        member[i as usize] = 1;
-    }
-    for &(i, _) in fixed {
-        member[i as usize] |= 2;
-    }
-    let placed = |bits: u8| {
-        let member = &member;
-        move || {
-            (0..items.len() as u32)
-                .filter(move |&i| member[i as usize] & bits != 0)
-                .map(|i| (items[i as usize].window, i))
-        }
-    };
-    let placed_rest = placed(1);
     let mut order: Csr<PointIx, u32> =
-        Csr::from_pairs(points, || placed_rest().map(|(w, i)| (w.start, i)));
+        Csr::from_pairs(points, || rest.iter().map(|&i| (window(i).start, i)));
+    let key = |i: u32| (std::cmp::Reverse(need(i)), i);
     for p in 0..order.rows() {
-        let run = order.row_mut(PointIx::new(p));
-        if run.len() > 1 {
-            run.sort_unstable_by_key(|&i| (std::cmp::Reverse(need(i)), i));
+        match order.row_mut(PointIx::new(p)) {
+            [] | [_] => {}
+            [x, y] => {
+                if key(*y) < key(*x) {
+                    std::mem::swap(x, y);
+                }
+            }
+            run => run.sort_unstable_by_key(|&i| key(i)),
         }
     }
     let order = order.into_entries();
-    let placed_all = placed(3);
-    let ends = Csr::<PointIx, u32>::from_pairs(points, || placed_all().map(|(w, i)| (w.end, i)))
-        .into_entries();
+    let ends = Csr::<PointIx, u32>::from_pairs(points, || {
+        rest.iter()
+            .chain(fixed.iter().map(|x| &x.0))
+            .map(|&i| (window(i).end, i))
+    })
+    .into_entries();
     // The anchors' space is the pool's from the start; each anchor carves its bytes at its
     // start and frees them at its end.
     let anchor_top = fixed

@@ -142,7 +142,7 @@ pub(super) fn group_items(plan: &Plan, pieces: &Pieces, value_bytes: &[i64]) -> 
         need: need(p),
     };
     // Union-find over the joined pieces: `parent[i]` is a lower piece of piece `i`'s group, or
-    // [`NO_PARENT`] for a group's root; `members` are the pieces that are not roots.
+    // [`NO_PARENT`] for a group's root (the other pieces are its members).
     let mut parent: Vec<u32> = vec![NO_PARENT; pieces.all().len()];
     let root = |parent: &[u32], mut i: PieceIx| {
         while parent[i.index()] != NO_PARENT {
@@ -150,43 +150,32 @@ pub(super) fn group_items(plan: &Plan, pieces: &Pieces, value_bytes: &[i64]) -> 
         }
         i
     };
-    let mut members: Vec<PieceIx> = Vec::new();
-    let mut shared = Vec::new();
+    let mut shared = Vec::with_capacity(joins.len());
     for (o, r, operand, result) in joins {
         let (a, b) = (root(&parent, o), root(&parent, r));
         if a != b {
             // (A root has no parent yet, and once a member it is never a root again.)
             parent[b.max(a).index()] = a.min(b).raw();
-            members.push(b.max(a));
             shared.push((operand, result));
         }
     }
-    members.sort_unstable();
     // One interval per piece but the members below a root, which extend their root's interval
-    // (a group's root is its lowest piece, so its interval exists by then).
+    // (a member's parent is a lower piece of its group, whose interval exists by then).
     let all = pieces.all();
     let mut items: IndexVec<IntervalIx, Item> = IndexVec::with_capacity(all.len());
     let mut interval_of: IndexVec<PieceIx, IntervalIx> = IndexVec::with_capacity(all.len());
-    let mut from = 0usize;
-    // Each piece from `from` to `to` its own interval.
-    let each_own = |items: &mut IndexVec<IntervalIx, Item>,
-                    interval_of: &mut IndexVec<PieceIx, IntervalIx>,
-                    from: usize,
-                    to: usize| {
-        let first = items.len();
-        items.extend(all[from..to].iter().map(item));
-        interval_of.extend((first..items.len()).map(IntervalIx::new));
-    };
-    for &member in &members {
-        each_own(&mut items, &mut interval_of, from, member.index());
-        let joined = interval_of[root(&parent, member)];
-        interval_of.push(joined);
-        let (m, j) = (item(pieces.get(member)), &mut items[joined]);
-        j.window = j.window.hull(m.window);
-        j.need = j.need.max(m.need);
-        from = member.index() + 1;
+    for (p, &up) in all.iter().zip(&parent) {
+        if up == NO_PARENT {
+            interval_of.push(IntervalIx::new(items.len()));
+            items.push(item(p));
+        } else {
+            let joined = interval_of[PieceIx::from_raw(up)];
+            interval_of.push(joined);
+            let (m, j) = (item(p), &mut items[joined]);
+            j.window = j.window.hull(m.window);
+            j.need = j.need.max(m.need);
+        }
     }
-    each_own(&mut items, &mut interval_of, from, all.len());
     Intervals {
         items,
         interval_of,

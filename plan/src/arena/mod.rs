@@ -50,7 +50,7 @@ pub mod scan;
 use crate::csr::Csr;
 use crate::format::{Decision, Plan, Point, ValueId};
 use crate::index::{IndexVec, IntervalIx, PieceIx, PointIx, ValueIx, Window};
-use anchored::anchored_layout;
+use anchored::{anchored_layout, anchored_layout_beside};
 use greedy::Item;
 use intervals::Piece;
 use scan::{best_fit_scan_with, small_bytes, Placement};
@@ -280,9 +280,9 @@ pub(crate) fn assign_offsets_live(
 /// packed best at a neighbouring shape): the online best-fit scan (`order` `None`), of cost
 /// O(n log n + points + n·f), or the anchored layout in greedy by size's order `order` (an
 /// index of [`VARIANTS`](greedy::VARIANTS)) alone with at most [`ORDER_ANCHORS`] anchors, its
-/// slabs placed as the scan places them (a plan of at most [`GREEDY_UP_TO`] intervals: greedy
-/// by size over all), of cost O(n log n + points + K² + n·(f + K)); whatever arena it
-/// reaches. `live` and `peak` as in [`assign_offsets_live`].
+/// slabs placed as the scan places them, on a helper thread beside the large intervals (a plan
+/// of at most [`GREEDY_UP_TO`] intervals: greedy by size over all), of cost O(n log n + points
+/// + K² + n·(f + K)); whatever arena it reaches. `live` and `peak` as in [`assign_offsets_live`].
 pub(crate) fn assign_offsets_order(
     plan: &Plan,
     live: &IndexVec<ValueIx, Window>,
@@ -326,29 +326,72 @@ fn lay_out(
         interval_of,
         shared,
     } = intervals::group_items(plan, &pieces, value_bytes);
+    // (The anchored layout of a fixed order places the large intervals itself: the scan's
+    // placements go unread.)
+    let scanned = !matches!(fixed, Some(Some(_)));
+    // (The scan of a fixed order is the whole layout: no anchored layout reads the slabs.)
+    let anchors_possible = !matches!(fixed, Some(None));
     // The output (one allocation per piece, by start point), made meanwhile, its offsets
     // assigned below, with the scan's placement of each allocation's interval.
-    let (mut scan, (mut allocations, placements, intervals, slab_above)) =
-        // (The anchored layout of a fixed order places the large intervals itself.)
-        best_fit_scan_with(&items, peak, !matches!(fixed, Some(Some(_))), cancel, |placement| {
-            let by_start: Vec<PieceIx> =
-                Csr::<PointIx, PieceIx>::group(pieces.all(), |p| p.window.start).into_entries();
-            let allocations: Vec<Allocation> = by_start
-                .iter()
-                .map(|&i| allocation(pieces.get(i), value_bytes, 0))
-                .collect();
-            let intervals: Vec<IntervalIx> = by_start.iter().map(|&i| interval_of[i]).collect();
-            let placements: Vec<Placement> = intervals.iter().map(|&k| placement[k]).collect();
-            // Each small interval's place in the slabs (the anchored layout's too).
-            let slab_above: Vec<i64> = placement
+    let output = |placement: &IndexVec<IntervalIx, Placement>| {
+        let by_start: Vec<PieceIx> =
+            Csr::<PointIx, PieceIx>::group(pieces.all(), |p| p.window.start).into_entries();
+        let allocations: Vec<Allocation> = by_start
+            .iter()
+            .map(|&i| allocation(pieces.get(i), value_bytes, 0))
+            .collect();
+        let intervals: Vec<IntervalIx> = by_start.iter().map(|&i| interval_of[i]).collect();
+        let placements: Vec<Placement> = if scanned {
+            intervals.iter().map(|&k| placement[k]).collect()
+        } else {
+            Vec::new()
+        };
+        // Each small interval's place in the slabs (the anchored layout's too; none for the
+        // scan alone).
+        let slab_above: Vec<i64> = if anchors_possible {
+            placement
                 .iter()
                 .map(|&p| match p {
                     Placement::Slab(above) => above,
                     Placement::Large(_) => 0,
                 })
-                .collect();
-            (allocations, placements, intervals, slab_above)
-        })?;
+                .collect()
+        } else {
+            Vec::new()
+        };
+        (allocations, placements, intervals, slab_above)
+    };
+    if let Some(Some(order)) = fixed {
+        // The anchored layout alone, never abandoned, the slabs made beside it (the scan of
+        // the small intervals alone).
+        let ((offsets, top), (mut allocations, intervals)) = anchored_layout_beside(
+            items.raw(),
+            small_bytes(peak),
+            order_anchors_of(items.len()),
+            order,
+            cancel,
+            || {
+                let (scan, (allocations, _, intervals, slab_above)) =
+                    best_fit_scan_with(&items, peak, false, cancel, output)?;
+                Some((slab_above, scan.slab_height(), (allocations, intervals)))
+            },
+        )?;
+        for (a, &k) in allocations.iter_mut().zip(&intervals) {
+            a.offset = offsets[k.index()];
+        }
+        return Some(Arena {
+            arena_bytes: top,
+            fragmentation: if peak > 0 {
+                top as f64 / peak as f64
+            } else {
+                1.0
+            },
+            allocations,
+            shared,
+        });
+    }
+    let (mut scan, (mut allocations, placements, intervals, slab_above)) =
+        best_fit_scan_with(&items, peak, scanned, cancel, output)?;
     let slabs = (slab_above.as_slice(), scan.slab_height());
     // Fragmentation is measured against the planned peak, which can exceed the intervals'
     // live bytes (it also counts region and regeneration transients): the target is the
@@ -365,21 +408,8 @@ fn lay_out(
             && scan.top <= within(peak, SCAN_KEPT_WITHIN)
             && !futile.load(Ordering::Relaxed)
     });
-    if let Some(order) = fixed {
-        if let Some(order) = order {
-            // The anchored layout alone (the scan placed only the slabs), never abandoned.
-            let (offsets, top) = anchored_layout(
-                items.raw(),
-                small_bytes(peak),
-                order_anchors_of(items.len()),
-                order,
-                i64::MAX,
-                Some(slabs),
-                cancel,
-            )?;
-            (scan.top, anchored) = (top, Some(offsets));
-        }
-    } else if scan.top > within(peak, SCAN_KEPT_WITHIN) || repair.is_some() {
+    // (The scan of a fixed order is the layout, whatever arena it reaches.)
+    if fixed.is_none() && (scan.top > within(peak, SCAN_KEPT_WITHIN) || repair.is_some()) {
         let good_enough = match repair {
             Some(f) => f,
             None => within(live_max(&items).max(peak), SCAN_KEPT_WITHIN),

@@ -180,11 +180,17 @@ pub fn scan_with<P: Placer>(
     cancel: &AtomicBool,
 ) -> Option<(IndexVec<IntervalIx, i64>, P)> {
     let mut by_start: Csr<PointIx, IntervalIx> = Csr::group(items, |a| a.window.start);
-    // Largest first among the intervals starting at one point (runs are short).
+    // Largest first among the intervals starting at one point, then in index order (runs are
+    // short, most of one or two, and each in index order already).
     for p in 0..by_start.rows() {
-        let run = by_start.row_mut(PointIx::new(p));
-        if run.len() > 1 {
-            run.sort_unstable_by_key(|&x| (-items[x.index()].need, x));
+        match by_start.row_mut(PointIx::new(p)) {
+            [] | [_] => {}
+            [x, y] => {
+                if items[y.index()].need > items[x.index()].need {
+                    std::mem::swap(x, y);
+                }
+            }
+            run => run.sort_unstable_by_key(|&x| (-items[x.index()].need, x)),
         }
     }
     // Ends, to free intervals in point order (the order of frees between two placements does

@@ -236,7 +236,7 @@ impl<'a, 'o> Greedy<'a, 'o> {
         Greedy {
             options,
             state: IndexVec::from_elem(None, candidates),
-            order: Vec::new(),
+            order: Vec::with_capacity(candidates),
             taken: IndexVec::from_elem(false, candidates),
             heaps: CoverHeaps::new(cover),
             fresh: IndexVec::new(),
@@ -433,7 +433,8 @@ impl<'a, 'o> Greedy<'a, 'o> {
         // Per decision whose candidate has another option present (one per kind at most),
         // in the order taken: the candidate, the option taken and the other, each with its
         // index; swapped when the decision switches (the passes only switch kinds).
-        let mut pairs: Vec<(CandidateIx, [(OptionIx, PricedOption); 2])> = Vec::new();
+        let mut pairs: Vec<(CandidateIx, [(OptionIx, PricedOption); 2])> =
+            Vec::with_capacity(self.order.len());
         for k in 0..self.order.len() {
             let c = self.order[k];
             let Some(i) = self.state[c] else { continue };
@@ -484,8 +485,8 @@ impl<'a, 'o> Greedy<'a, 'o> {
     /// The decisions taken, in the order first taken, with their totals.
     fn chosen(&mut self) -> Chosen {
         let mut chosen = Chosen {
-            decisions: Vec::new(),
-            options: Vec::new(),
+            decisions: Vec::with_capacity(self.order.len()),
+            options: Vec::with_capacity(self.order.len()),
             recompute_flops: 0,
             swap_bytes: 0,
             recompute_us: 0.0,
