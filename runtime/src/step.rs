@@ -117,6 +117,10 @@ pub struct StepReport {
     pub regen_ms: f64,
     /// Which kernels ran the fusion groups.
     pub executor: Executor,
+    /// The step ran on the caller's thread: a CPU step none of whose kernels splits its work
+    /// over threads at its shapes (`false`: it was handed to a thread of rayon's pool, or ran
+    /// on a device).
+    pub caller_thread: bool,
     /// Fusion kernels JIT-compiled during the step (the process-wide counter's change; 0
     /// once every group of the plan has been seen, at any binding, in this process or — with
     /// the on-disk kernel cache — in an earlier one on this machine).
@@ -677,6 +681,7 @@ impl Runtime {
             wall_ms,
             regen_ms: stats.regen_time.as_secs_f64() * 1e3,
             executor: self.executor,
+            caller_thread: serial,
             kernels_compiled: jit1.kernels_compiled - jit0.kernels_compiled,
             kernels_loaded: jit1.kernels_loaded - jit0.kernels_loaded,
             kernels_reused: jit1.kernels_reused - jit0.kernels_reused,
@@ -826,6 +831,7 @@ impl Runtime {
             wall_ms,
             regen_ms: 0.0,
             executor: self.executor,
+            caller_thread: false,
             kernels_compiled: jit1.kernels_compiled - jit0.kernels_compiled,
             kernels_loaded: jit1.kernels_loaded - jit0.kernels_loaded,
             kernels_reused: jit1.kernels_reused - jit0.kernels_reused,

@@ -72,7 +72,8 @@ pub use evict::{Back, Events, Evict};
 pub use gemm_direct::direct_and_packed;
 pub(crate) use placement::Offsets;
 pub use placement::Placement;
-pub(crate) use serial::no_kernel_splits;
+#[doc(hidden)]
+pub use serial::no_kernel_splits;
 #[doc(hidden)]
 pub use small_k::small_k_both;
 

@@ -28,7 +28,7 @@ use ebb_ir::{Bindings, DimExpr, Graph, Op, TensorType};
 
 /// Whether no kernel of `g` (its nested regions included) splits its work over threads at
 /// `b` (see the module docs).
-pub(crate) fn no_kernel_splits(g: &Graph, b: &Bindings) -> bool {
+pub fn no_kernel_splits(g: &Graph, b: &Bindings) -> bool {
     let limits = Limits {
         elems: par_min().min(copy_min()).min(PAR_MIN) as u128,
         dot: u128::from(dot_min()),
