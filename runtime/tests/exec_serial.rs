@@ -42,7 +42,7 @@ const LOOP_WITH_A_SQUARE: &str = "graph @t {
       %1 = input {index = 1, name = \"\"} : f32[N]
       %2 = constant {value = dense<1> : i32} : i32[]
       %3 = add(%0, %2) : i32[]
-      %4 = broadcast_in_dim(%1) {broadcast_dimensions = [1]} : f32[N,N]
+      %4 = broadcast_in_dim(%1) {broadcast_dimensions = [1], shape = dims[N, N]} : f32[N,N]
       %5 = constant {value = dense<0.0> : f32} : f32[]
       %6 = reduce(%4, %5) {dimensions = [0]} : f32[N] {
         region @body {
