@@ -6,7 +6,8 @@
 //! executable [`Program`], the decisions into [`Events`](crate::exec::Events) (on the CPU, kept
 //! with the arena offsets for the next steps at the same finalized plan and bindings), and the
 //! step runs on the executor set ([`Runtime::set_executor`]: the CPU's by default, on a thread
-//! of rayon's global pool, or a device's) with evictions, recomputes and swaps performed.
+//! of rayon's global pool — on the caller's thread when no kernel of the step splits its work
+//! at its shapes — or a device's) with evictions, recomputes and swaps performed.
 //! [`StepReport`] says what it cost.
 //!
 //! Invariant checked on every step: the executor's measured peak (device bytes, the plan
@@ -116,6 +117,10 @@ pub struct StepReport {
     pub regen_ms: f64,
     /// Which kernels ran the fusion groups.
     pub executor: Executor,
+    /// The step ran on the caller's thread: a CPU step none of whose kernels splits its work
+    /// over threads at its shapes (`false`: it was handed to a thread of rayon's pool, or ran
+    /// on a device).
+    pub caller_thread: bool,
     /// Fusion kernels JIT-compiled during the step (the process-wide counter's change; 0
     /// once every group of the plan has been seen, at any binding, in this process or — with
     /// the on-disk kernel cache — in an earlier one on this machine).
@@ -210,14 +215,18 @@ struct Ready {
     events: Arc<Events>,
     /// Made at the first arena-backed step.
     offsets: Option<Arc<Offsets>>,
+    /// No kernel of the step splits its work over threads at these bindings
+    /// ([`crate::exec::no_kernel_splits`]): the step runs on the caller's thread.
+    serial: bool,
 }
 
 /// Shapes whose [`Ready`] a [`Runtime`] keeps.
 const READY_KEPT: usize = 8;
 
 /// The program of a CPU step at `b` with the finalized plan `concrete` of schedule variant
-/// `plan`, out of the arena `mem` when given, and its events: from `ready` when a recent
-/// step had the same plan and bindings, else prepared now and kept there.
+/// `plan`, out of the arena `mem` when given, its events, and whether it runs on the caller's
+/// thread (no kernel splits its work): from `ready` when a recent step had the same plan and
+/// bindings, else prepared now and kept there.
 ///
 /// # Errors
 /// [`RuntimeError::Graph`] for a schedule outside the graph; [`RuntimeError::Exec`] when the
@@ -228,7 +237,7 @@ fn ready_program<'g>(
     plan: &Plan,
     (b, concrete): (&Bindings, &Arc<ConcretePlan>),
     mem: Option<Arc<ArenaMemory>>,
-) -> Result<(Program<'g>, Arc<Events>), RuntimeError> {
+) -> Result<(Program<'g>, Arc<Events>, bool), RuntimeError> {
     let seen = ready
         .iter()
         .position(|r| Arc::ptr_eq(&r.concrete, concrete) && r.bindings == *b);
@@ -244,6 +253,7 @@ fn ready_program<'g>(
                 prepared: program.prepared(),
                 events,
                 offsets: None,
+                serial: crate::exec::no_kernel_splits(graph, b),
             }
         }
     };
@@ -258,12 +268,12 @@ fn ready_program<'g>(
             }
         };
     }
-    let events = r.events.clone();
+    let (events, serial) = (r.events.clone(), r.serial);
     ready.push(r);
     if ready.len() > READY_KEPT {
         ready.remove(0);
     }
-    Ok((program, events))
+    Ok((program, events, serial))
 }
 
 impl Runtime {
@@ -618,7 +628,7 @@ impl Runtime {
         } else {
             None
         };
-        let (program, events) = ready_program(
+        let (program, events, serial) = ready_program(
             &mut self.ready,
             &self.graph,
             plan,
@@ -636,8 +646,8 @@ impl Runtime {
         let jit0 = ebb_codegen::stats();
         let reused0 = self.pool.reused_bytes();
         let t = Instant::now();
-        let (outputs, stats) =
-            on_pool(|| program.run_with(inputs, Some(&events), &mut |p| progress(p, points)))?;
+        let run = || program.run_with(inputs, Some(&events), &mut |p| progress(p, points));
+        let (outputs, stats) = if serial { run() } else { on_pool(run) }?;
         let wall_ms = t.elapsed().as_secs_f64() * 1e3;
         let jit1 = ebb_codegen::stats();
         if i64::try_from(stats.peak_bytes).ok() != Some(concrete.peak_bytes_planned) {
@@ -671,6 +681,7 @@ impl Runtime {
             wall_ms,
             regen_ms: stats.regen_time.as_secs_f64() * 1e3,
             executor: self.executor,
+            caller_thread: serial,
             kernels_compiled: jit1.kernels_compiled - jit0.kernels_compiled,
             kernels_loaded: jit1.kernels_loaded - jit0.kernels_loaded,
             kernels_reused: jit1.kernels_reused - jit0.kernels_reused,
@@ -685,7 +696,8 @@ impl Runtime {
 }
 
 /// A step's progress callback: `(point, points)` after every program point, called on the
-/// thread that runs the step (a thread of rayon's global pool).
+/// thread that runs the step (a thread of rayon's global pool, or the caller's for a step
+/// none of whose kernels splits its work; see [`on_pool`]).
 pub type Progress<'a> = dyn FnMut(usize, usize) + Send + 'a;
 
 /// `f()` run on a thread of rayon's global pool (directly when the caller is one).
@@ -697,6 +709,10 @@ pub type Progress<'a> = dyn FnMut(usize, usize) + Send + 'a;
 /// pool once.
 ///
 /// The caller's [`crate::exec::with_f64_dot`] setting holds on that thread too.
+///
+/// A CPU step none of whose kernels splits its work at its bindings
+/// ([`crate::exec::no_kernel_splits`]) gains nothing from the pool and runs on the caller's
+/// thread instead, without the hand-off.
 fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let f64_dot = crate::exec::f64_dot();
     rayon::scope(|_| crate::exec::f64_dot_set(f64_dot, f))
@@ -815,6 +831,7 @@ impl Runtime {
             wall_ms,
             regen_ms: 0.0,
             executor: self.executor,
+            caller_thread: false,
             kernels_compiled: jit1.kernels_compiled - jit0.kernels_compiled,
             kernels_loaded: jit1.kernels_loaded - jit0.kernels_loaded,
             kernels_reused: jit1.kernels_reused - jit0.kernels_reused,

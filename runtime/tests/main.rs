@@ -28,6 +28,7 @@ mod exec_reduce;
 mod exec_repeat;
 mod exec_scalar_regions;
 mod exec_scatter_windows;
+mod exec_serial;
 mod exec_shape_ops;
 mod f16_conv;
 mod host_memory;

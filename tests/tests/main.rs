@@ -4,6 +4,7 @@
 //! `cargo test --workspace --all-features`.
 
 mod budget_curve;
+mod caller_thread;
 mod canon_fixtures;
 mod case_fixtures;
 mod control_flow;

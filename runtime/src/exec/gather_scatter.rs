@@ -13,7 +13,7 @@
 //! Invariant: updates are applied in row-major update order, so results are deterministic
 //! even with repeated indices.
 
-use super::layout::{assign_view, istrides_of, step, strides_of};
+use super::layout::{istrides_of, step, strides_of, WindowCopy};
 use super::region::{Body, Monoid, RegionFn};
 use super::scatter_window::{apply_windows, Window, WindowLoop};
 use super::{arity, Ctx};
@@ -173,9 +173,7 @@ pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Ten
         mut res: Buf<T>,
         bshape: &[usize],
         plan: Plan,
-        wdst: &[isize],
-        wsrc: &[isize],
-        wshape: &[usize],
+        window: &WindowCopy,
     ) -> Result<Buf<T>, OpError> {
         let mut buf = Vec::new();
         // The batch index, counted up in row-major order.
@@ -187,7 +185,7 @@ pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Ten
             }
             let (roff, xoff) = plan(&bidx, &mut buf);
             // (A window consecutive in both, an embedding row, is one slice copy.)
-            assign_view(&mut res, roff, wdst, src, xoff, wsrc, wshape)?;
+            window.copy(&mut res, roff, src, xoff)?;
         }
         Ok(res)
     }
@@ -211,8 +209,9 @@ pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Ten
         (roff, xoff)
     };
     let n_out: usize = out.shape.iter().product();
+    let window = WindowCopy::new(&wdst, &wsrc, &wshape);
     let data = crate::tensor::map_same!(x.data(), v => {
-        go(v, ctx.take_vec(n_out), &bshape, &plan, &wdst, &wsrc, &wshape)?
+        go(v, ctx.take_vec(n_out), &bshape, &plan, &window)?
     });
     Ok(Tensor::from_parts(out.shape.clone(), data))
 }

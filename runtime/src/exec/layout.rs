@@ -264,6 +264,87 @@ pub fn assign_view<T: Copy>(
     Ok(())
 }
 
+/// [`assign_view`] for many windows of one geometry (a `gather`'s windows, which differ only
+/// in their offsets): the views' extents and whether both are row-major are worked out once,
+/// so that a window costs a bounds check and one element or one slice copied. A window that
+/// is not row-major in both views, or leaves a buffer, goes through [`assign_view`] (which
+/// copies it, or reports the error), so the bits written are the same.
+pub(crate) struct WindowCopy<'a> {
+    dstr: &'a [isize],
+    sstr: &'a [isize],
+    shape: &'a [usize],
+    /// Elements of a window.
+    n: usize,
+    /// Both views row-major without gaps: a window is one slice of `n` elements.
+    contiguous: bool,
+    /// Lowest and highest element of the destination and source views, relative to their
+    /// offsets.
+    dspan: (i128, i128),
+    sspan: (i128, i128),
+}
+
+impl<'a> WindowCopy<'a> {
+    /// The copy of windows of `shape` from strides `sstr` into strides `dstr`.
+    pub(crate) fn new(dstr: &'a [isize], sstr: &'a [isize], shape: &'a [usize]) -> Self {
+        let span = |st: &[isize]| {
+            let (mut lo, mut hi) = (0i128, 0i128);
+            for (&s, &d) in st.iter().zip(shape) {
+                let e = s as i128 * (d as i128 - 1);
+                if e < 0 {
+                    lo += e;
+                } else {
+                    hi += e;
+                }
+            }
+            (lo, hi)
+        };
+        WindowCopy {
+            dstr,
+            sstr,
+            shape,
+            n: shape.iter().product(),
+            contiguous: dstr.len() == shape.len()
+                && sstr.len() == shape.len()
+                && row_major(dstr, shape)
+                && row_major(sstr, shape),
+            dspan: span(dstr),
+            sspan: span(sstr),
+        }
+    }
+
+    /// `dst[view at doff] = src[view at soff]`, as [`assign_view`] does.
+    ///
+    /// # Errors
+    /// As [`assign_view`]: a view that leaves its buffer.
+    #[inline]
+    pub(crate) fn copy<T: Copy>(
+        &self,
+        dst: &mut [T],
+        doff: isize,
+        src: &[T],
+        soff: isize,
+    ) -> Result<(), OpError> {
+        let inside = |len: usize, off: isize, (lo, hi): (i128, i128)| {
+            off as i128 + lo >= 0 && off as i128 + hi < len as i128
+        };
+        if self.n == 0
+            || !self.contiguous
+            || !inside(dst.len(), doff, self.dspan)
+            || !inside(src.len(), soff, self.sspan)
+        {
+            return assign_view(dst, doff, self.dstr, src, soff, self.sstr, self.shape);
+        }
+        // (Both ranges lie in their buffers: checked above.)
+        let (d, s) = (doff as usize, soff as usize);
+        if self.n == 1 {
+            dst[d] = src[s];
+        } else {
+            dst[d..d + self.n].copy_from_slice(&src[s..s + self.n]);
+        }
+        Ok(())
+    }
+}
+
 /// The multi-index of row-major linear index `i` in `shape`.
 pub(crate) fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
     let mut idx = vec![0usize; shape.len()];

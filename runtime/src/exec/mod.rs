@@ -51,6 +51,7 @@ mod reduce;
 mod region;
 mod scalar_body;
 mod scatter_window;
+mod serial;
 mod shape_ops;
 mod small_k;
 mod sort;
@@ -71,6 +72,8 @@ pub use evict::{Back, Events, Evict};
 pub use gemm_direct::direct_and_packed;
 pub(crate) use placement::Offsets;
 pub use placement::Placement;
+#[doc(hidden)]
+pub use serial::no_kernel_splits;
 #[doc(hidden)]
 pub use small_k::small_k_both;
 
@@ -502,7 +505,10 @@ impl<'g> Program<'g> {
         // Each step's results, moved out into their slots: one vector for the whole run.
         let mut results: Vec<Tensor> = Vec::new();
         for (p, s) in self.prep.steps.iter().enumerate() {
-            if let Some(back) = events.and_then(|e| e.before.get(p)) {
+            if let Some(back) = events
+                .and_then(|e| e.before.get(p))
+                .filter(|b| !b.is_empty())
+            {
                 let t0 = Instant::now();
                 for b in back {
                     if let Back::Reload { value } = b {
