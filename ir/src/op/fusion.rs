@@ -316,6 +316,12 @@ pub fn fusion_tile_bytes_in(region: &Graph, scope: &SymbolScope) -> Result<DimEx
     }
 }
 
+/// The version of the two shape-independent analyses a binary plan file stores
+/// ([`in_place_writes`] and [`fusion_tile_bytes`]), part of the file's fingerprint
+/// (`ebb_plan::binary::fingerprint`): bump it with any change to what either returns, so that
+/// files written by an earlier build are refused instead of reported with their stored results.
+pub const STORED_ANALYSES_VERSION: u32 = 1;
+
 /// Records `bytes` as [`fusion_tile_bytes`] of `region`: what it returns (and
 /// [`fusion_tile_bytes_in`] normalizes) until `region` changes. For a loader that read them
 /// from a file stamped as verified against this very region (`ebb_plan::binary`); no effect

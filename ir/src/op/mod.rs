@@ -22,6 +22,7 @@ pub use attr::{Attr, AttrError, Attrs};
 pub use fusion::{
     case_forwards, fusion_tile_bytes, fusion_tile_bytes_in, in_place_bytes, in_place_writes,
     remember_fusion_tile_bytes, remember_in_place_writes, while_forwards, InPlace, FUSION_CHUNK,
+    STORED_ANALYSES_VERSION,
 };
 pub use literal::{f16_bits_to_f32, f32_to_f16_bits, Literal};
 pub use reduce_precision::{float_format, ReducePrecisionSpec};

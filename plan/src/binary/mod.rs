@@ -156,12 +156,15 @@ pub fn is_binary(bytes: &[u8]) -> bool {
     bytes.starts_with(MAGIC)
 }
 
-/// The first 8 bytes of the SHA-256 of [`PLAN_VERSION`], every op kind's name and every
-/// element type's name, in order: changes when this build encodes ops or types differently.
+/// The first 8 bytes of the SHA-256 of [`PLAN_VERSION`], the version of the stored analyses
+/// ([`ebb_ir::op::STORED_ANALYSES_VERSION`]), every op kind's name and every element type's
+/// name, in order: changes when this build encodes ops or types differently or derives the
+/// stored analyses differently.
 pub fn fingerprint() -> [u8; 8] {
     let mut h = Sha256::new();
     h.update(b"ebb binary plan\n");
     h.update(PLAN_VERSION.to_le_bytes());
+    h.update(ebb_ir::op::STORED_ANALYSES_VERSION.to_le_bytes());
     for k in ebb_ir::OpKind::ALL {
         h.update(k.name().as_bytes());
         h.update(b"\n");
