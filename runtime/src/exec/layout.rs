@@ -25,6 +25,21 @@ pub fn istrides_of(shape: &[usize]) -> Vec<isize> {
     strides_of(shape).into_iter().map(|s| s as isize).collect()
 }
 
+/// The lowest and highest element a view of `shape` with `strides` reaches, relative to its
+/// offset (elements; a shape with a 0 extent gives a meaningless span, which callers skip).
+fn view_span(strides: &[isize], shape: &[usize]) -> (i128, i128) {
+    let (mut lo, mut hi) = (0i128, 0i128);
+    for (&s, &d) in strides.iter().zip(shape) {
+        let span = s as i128 * (d as i128 - 1);
+        if span < 0 {
+            lo += span;
+        } else {
+            hi += span;
+        }
+    }
+    (lo, hi)
+}
+
 /// Checks that the view stays inside a buffer of `len` elements.
 fn check_view(
     len: usize,
@@ -36,15 +51,8 @@ fn check_view(
     if shape.contains(&0) {
         return Ok(());
     }
-    let (mut lo, mut hi) = (offset as i128, offset as i128);
-    for (&s, &d) in strides.iter().zip(shape) {
-        let span = s as i128 * (d as i128 - 1);
-        if span < 0 {
-            lo += span;
-        } else {
-            hi += span;
-        }
-    }
+    let (lo, hi) = view_span(strides, shape);
+    let (lo, hi) = (offset as i128 + lo, offset as i128 + hi);
     if strides.len() != shape.len() || lo < 0 || hi >= len as i128 {
         return Err(OpError::Invalid(format!(
             "internal: {what} view (offset {offset}, strides {strides:?}, shape {shape:?}) leaves a buffer of {len} elements"
@@ -286,18 +294,6 @@ pub(crate) struct WindowCopy<'a> {
 impl<'a> WindowCopy<'a> {
     /// The copy of windows of `shape` from strides `sstr` into strides `dstr`.
     pub(crate) fn new(dstr: &'a [isize], sstr: &'a [isize], shape: &'a [usize]) -> Self {
-        let span = |st: &[isize]| {
-            let (mut lo, mut hi) = (0i128, 0i128);
-            for (&s, &d) in st.iter().zip(shape) {
-                let e = s as i128 * (d as i128 - 1);
-                if e < 0 {
-                    lo += e;
-                } else {
-                    hi += e;
-                }
-            }
-            (lo, hi)
-        };
         WindowCopy {
             dstr,
             sstr,
@@ -307,8 +303,8 @@ impl<'a> WindowCopy<'a> {
                 && sstr.len() == shape.len()
                 && row_major(dstr, shape)
                 && row_major(sstr, shape),
-            dspan: span(dstr),
-            sspan: span(sstr),
+            dspan: view_span(dstr, shape),
+            sspan: view_span(sstr, shape),
         }
     }
 
