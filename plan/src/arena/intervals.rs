@@ -142,17 +142,24 @@ pub(super) fn group_items(plan: &Plan, pieces: &Pieces, value_bytes: &[i64]) -> 
         need: need(p),
     };
     // Union-find over the joined pieces: `parent[i]` is a lower piece of piece `i`'s group, or
-    // [`NO_PARENT`] for a group's root (the other pieces are its members).
+    // [`NO_PARENT`] for a group's root (the other pieces are its members). Finding a root
+    // splits the path it walks (each piece on it then points at its grandparent, still a lower
+    // piece of the group), so a chain of k in-place writes costs O(k log k), not O(k²).
     let mut parent: Vec<u32> = vec![NO_PARENT; pieces.all().len()];
-    let root = |parent: &[u32], mut i: PieceIx| {
+    let root = |parent: &mut [u32], mut i: PieceIx| {
         while parent[i.index()] != NO_PARENT {
-            i = PieceIx::from_raw(parent[i.index()]);
+            let up = parent[i.index()];
+            let grand = parent[up as usize];
+            if grand != NO_PARENT {
+                parent[i.index()] = grand;
+            }
+            i = PieceIx::from_raw(up);
         }
         i
     };
     let mut shared = Vec::with_capacity(joins.len());
     for (o, r, operand, result) in joins {
-        let (a, b) = (root(&parent, o), root(&parent, r));
+        let (a, b) = (root(&mut parent, o), root(&mut parent, r));
         if a != b {
             // (A root has no parent yet, and once a member it is never a root again.)
             parent[b.max(a).index()] = a.min(b).raw();
