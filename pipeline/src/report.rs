@@ -7,12 +7,12 @@ use crate::compile::{fusion_groups, plan_graph};
 use crate::options::Pricing;
 use crate::size::Budget;
 use anyhow::{bail, Context, Result};
-use ebb_ir::{Bindings, Graph};
+use ebb_ir::{Bindings, DimExpr, Graph};
 use ebb_passes::memory::{self, Schedule};
 use ebb_plan::device::DeviceId;
 use ebb_plan::format::{DecisionKind, Plan};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 /// Proves what a report at `b` rests on with the independent plan checker
@@ -30,9 +30,11 @@ pub fn prove_at(
     b: &Bindings,
     c: &ebb_plan::finalize::ConcretePlan,
 ) -> Result<()> {
-    ebb_passes::plan::check_variants_at(g, plan, b)?;
-    let variant = plan.variant(c.variant).unwrap_or(plan);
-    let proof = ebb_passes::plan::check(g, variant, &c.decisions, b)
+    // The finalized variant's derivation at `b` serves both its check without decisions and
+    // the check of the decisions.
+    let checker = ebb_passes::plan::check_variants_keeping(g, plan, b, c.variant)?;
+    let proof = checker
+        .check(&c.decisions)
         .context("the plan checker rejects the finalized decisions")?;
     if proof.peak != c.peak_bytes_planned {
         bail!(
@@ -238,6 +240,27 @@ pub(crate) fn resolve_with(
     })
 }
 
+/// The region transient memory of `plan` (variant 0) by node of its graph `g`
+/// (`NodeId::index()` → bytes; `None` for an op without any), read through the plan's schedule:
+/// the expressions [`memory::GraphMemory::new`] derives for `g`, as the plan was built from
+/// them ([`ebb_passes::plan::build_plan`]) and verified to be (`ebb_passes::plan::verify_plan`
+/// or the binary plan's stamp). `None` when the plan's points do not name `g`'s ops one to one.
+fn transients_by_node(plan: &Plan, g: &Graph) -> Option<Vec<Option<DimExpr>>> {
+    let order = g.order();
+    let bound = order.iter().map(|id| id.index() + 1).max().unwrap_or(0);
+    let mut by_node: Vec<Option<DimExpr>> = vec![None; bound];
+    for t in &plan.region_transients {
+        let pos = plan.schedule.get(t.point.index())?;
+        let id = order.get(pos.index())?;
+        let slot = by_node.get_mut(id.index())?;
+        if slot.is_some() {
+            return None;
+        }
+        *slot = Some(t.bytes.clone());
+    }
+    Some(by_node)
+}
+
 /// Why the schedule of finalized plan `c` peaks above program order (`po` bytes) or above the
 /// best variant (`best`: its index and peak), if it does ([`PlanReport::schedule_note`]).
 /// When finalize kept a variant other than the best under the budget, the best variant is
@@ -315,8 +338,12 @@ fn report_at(
 ) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
     check_plan_bindings(plan, b)?;
     // One view of the graph for the program-order peak, the lower bound and the scheduled
-    // breakdown.
-    let mem = memory::GraphMemory::new(g);
+    // breakdown, its region transients the plan's (verified with the plan; the checker proves
+    // them at `b` in [`prove_at`]).
+    let mem = match transients_by_node(plan, g) {
+        Some(t) => memory::GraphMemory::with_transients(g, |id| t.get(id.index())?.clone()),
+        None => memory::GraphMemory::new(g),
+    };
     let po = program_order_peak_of(&mem, g, b)?;
     let given = budget;
     let budget = budget
@@ -344,9 +371,17 @@ fn report_at(
         .peak_breakdown(g, b)
         .map_err(|e| size_error(g, b, e))?;
     let mut donated_bytes = 0i64;
+    // Each distinct type's bytes evaluated once (a step's inputs repeat a few types per layer).
+    let mut bytes_of: HashMap<&ebb_ir::TensorType, i64> = HashMap::new();
     for &id in g.inputs() {
         if let (Some(_), Some(t)) = (g.aliasing_output(id), g.node(id).outputs.first()) {
-            let x = t.size_bytes().eval(b).map_err(|e| size_error(g, b, e))?;
+            let x = match bytes_of.get(t) {
+                Some(&x) => x,
+                None => {
+                    let x = t.size_bytes().eval(b).map_err(|e| size_error(g, b, e))?;
+                    *bytes_of.entry(t).or_insert(x)
+                }
+            };
             donated_bytes = donated_bytes.saturating_add(x);
         }
     }

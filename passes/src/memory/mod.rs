@@ -125,6 +125,19 @@ impl GraphMemory {
         }
     }
 
+    /// [`GraphMemory::new`] with each op's region transient memory given by `transient_of`
+    /// (`None` for an op without one) instead of derived: for a plan of `g`, whose
+    /// `region_transients` are the ones `new` derives ([`crate::plan::build_plan`]), those
+    /// expressions by node, which spares normalizing every region's memory again.
+    pub fn with_transients(
+        g: &Graph,
+        transient_of: impl FnMut(NodeId) -> Option<DimExpr>,
+    ) -> GraphMemory {
+        GraphMemory {
+            info: GraphInfo::build_with(g, transient_of),
+        }
+    }
+
     /// [`liveness`] of the graph under `s`.
     pub fn liveness(&self, s: &Schedule) -> Liveness {
         Liveness::from_info(&self.info, s)
