@@ -7,7 +7,7 @@ use crate::compile::{fusion_groups, plan_graph};
 use crate::options::Pricing;
 use crate::size::Budget;
 use anyhow::{bail, Context, Result};
-use ebb_ir::{Bindings, DimExpr, Graph};
+use ebb_ir::{Bindings, Graph};
 use ebb_passes::memory::{self, Schedule};
 use ebb_plan::device::DeviceId;
 use ebb_plan::format::{DecisionKind, Plan};
@@ -240,27 +240,6 @@ pub(crate) fn resolve_with(
     })
 }
 
-/// The region transient memory of `plan` (variant 0) by node of its graph `g`
-/// (`NodeId::index()` → bytes; `None` for an op without any), read through the plan's schedule:
-/// the expressions [`memory::GraphMemory::new`] derives for `g`, as the plan was built from
-/// them ([`ebb_passes::plan::build_plan`]) and verified to be (`ebb_passes::plan::verify_plan`
-/// or the binary plan's stamp). `None` when the plan's points do not name `g`'s ops one to one.
-fn transients_by_node(plan: &Plan, g: &Graph) -> Option<Vec<Option<DimExpr>>> {
-    let order = g.order();
-    let bound = order.iter().map(|id| id.index() + 1).max().unwrap_or(0);
-    let mut by_node: Vec<Option<DimExpr>> = vec![None; bound];
-    for t in &plan.region_transients {
-        let pos = plan.schedule.get(t.point.index())?;
-        let id = order.get(pos.index())?;
-        let slot = by_node.get_mut(id.index())?;
-        if slot.is_some() {
-            return None;
-        }
-        *slot = Some(t.bytes.clone());
-    }
-    Some(by_node)
-}
-
 /// Why the schedule of finalized plan `c` peaks above program order (`po` bytes) or above the
 /// best variant (`best`: its index and peak), if it does ([`PlanReport::schedule_note`]).
 /// When finalize kept a variant other than the best under the budget, the best variant is
@@ -340,10 +319,7 @@ fn report_at(
     // One view of the graph for the program-order peak, the lower bound and the scheduled
     // breakdown, its region transients the plan's (verified with the plan; the checker proves
     // them at `b` in [`prove_at`]).
-    let mem = match transients_by_node(plan, g) {
-        Some(t) => memory::GraphMemory::with_transients(g, |id| t.get(id.index())?.clone()),
-        None => memory::GraphMemory::new(g),
-    };
+    let mem = memory::GraphMemory::of_plan(g, plan).unwrap_or_else(|| memory::GraphMemory::new(g));
     let po = program_order_peak_of(&mem, g, b)?;
     let given = budget;
     let budget = budget
