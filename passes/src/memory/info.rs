@@ -178,7 +178,8 @@ impl GraphInfo {
                 user_pairs.push((v, i as u32));
             }
         }
-        user_pairs.sort_unstable();
+        // `user_pairs` is in op order, so each value's users come out ascending
+        // (`Csr::from_pairs` keeps each row's items in the order given).
         let operands = Csr::from_pairs(ops.len(), &op_pairs);
         let users = Csr::from_pairs(values.len(), &user_pairs);
         let transient = ops
