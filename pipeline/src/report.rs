@@ -12,7 +12,7 @@ use ebb_passes::memory::{self, Schedule};
 use ebb_plan::device::DeviceId;
 use ebb_plan::format::{DecisionKind, Plan};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 /// Proves what a report at `b` rests on with the independent plan checker
@@ -30,9 +30,11 @@ pub fn prove_at(
     b: &Bindings,
     c: &ebb_plan::finalize::ConcretePlan,
 ) -> Result<()> {
-    ebb_passes::plan::check_variants_at(g, plan, b)?;
-    let variant = plan.variant(c.variant).unwrap_or(plan);
-    let proof = ebb_passes::plan::check(g, variant, &c.decisions, b)
+    // The finalized variant's derivation at `b` serves both its check without decisions and
+    // the check of the decisions.
+    let checker = ebb_passes::plan::check_variants_keeping(g, plan, b, c.variant)?;
+    let proof = checker
+        .check(&c.decisions)
         .context("the plan checker rejects the finalized decisions")?;
     if proof.peak != c.peak_bytes_planned {
         bail!(
@@ -315,8 +317,9 @@ fn report_at(
 ) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
     check_plan_bindings(plan, b)?;
     // One view of the graph for the program-order peak, the lower bound and the scheduled
-    // breakdown.
-    let mem = memory::GraphMemory::new(g);
+    // breakdown, its region transients the plan's (verified with the plan; the checker proves
+    // them at `b` in [`prove_at`]).
+    let mem = memory::GraphMemory::of_plan(g, plan).unwrap_or_else(|| memory::GraphMemory::new(g));
     let po = program_order_peak_of(&mem, g, b)?;
     let given = budget;
     let budget = budget
@@ -344,9 +347,17 @@ fn report_at(
         .peak_breakdown(g, b)
         .map_err(|e| size_error(g, b, e))?;
     let mut donated_bytes = 0i64;
+    // Each distinct type's bytes evaluated once (a step's inputs repeat a few types per layer).
+    let mut bytes_of: HashMap<&ebb_ir::TensorType, i64> = HashMap::new();
     for &id in g.inputs() {
         if let (Some(_), Some(t)) = (g.aliasing_output(id), g.node(id).outputs.first()) {
-            let x = t.size_bytes().eval(b).map_err(|e| size_error(g, b, e))?;
+            let x = match bytes_of.get(t) {
+                Some(&x) => x,
+                None => {
+                    let x = t.size_bytes().eval(b).map_err(|e| size_error(g, b, e))?;
+                    *bytes_of.entry(t).or_insert(x)
+                }
+            };
             donated_bytes = donated_bytes.saturating_add(x);
         }
     }

@@ -33,6 +33,7 @@ mod plan_binary;
 mod plan_fixtures;
 mod plan_verify;
 mod pretty_form;
+mod report_reuse;
 mod rewrite_fixtures;
 mod run_planned;
 mod scan_stacks;

@@ -83,6 +83,17 @@ impl GraphInfo {
     /// Builds the view of `g`; `scope` proves the pruning of region peaks (the graph's own
     /// scope at the top level, the enclosing graph's scope for regions).
     pub(crate) fn build(g: &Graph, scope: &SymbolScope) -> GraphInfo {
+        let in_place = ebb_ir::op::in_place_writes(g);
+        let mut norm = Normalizer::new(scope);
+        GraphInfo::build_with(g, |id| region_transient(g, id, &mut norm, &in_place))
+    }
+
+    /// [`GraphInfo::build`] with each op's region transient memory given by `transient_of`
+    /// (`None` for an op without one) instead of derived.
+    pub(crate) fn build_with(
+        g: &Graph,
+        mut transient_of: impl FnMut(NodeId) -> Option<DimExpr>,
+    ) -> GraphInfo {
         let pg = g.petgraph();
         let bound = pg.node_bound();
         let mut op_of_node = vec![NONE; bound];
@@ -167,16 +178,13 @@ impl GraphInfo {
                 user_pairs.push((v, i as u32));
             }
         }
-        user_pairs.sort_unstable();
+        // `user_pairs` is in op order, so each value's users come out ascending
+        // (`Csr::from_pairs` keeps each row's items in the order given).
         let operands = Csr::from_pairs(ops.len(), &op_pairs);
         let users = Csr::from_pairs(values.len(), &user_pairs);
-        let in_place = ebb_ir::op::in_place_writes(g);
-        let mut norm = Normalizer::new(scope);
         let transient = ops
             .iter()
-            .map(|&id| {
-                region_transient(g, id, &mut norm, &in_place).map_or(NONE, |e| sizes.intern(e))
-            })
+            .map(|&id| transient_of(id).map_or(NONE, |e| sizes.intern(e)))
             .collect();
         GraphInfo {
             ops,

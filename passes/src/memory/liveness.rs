@@ -138,12 +138,13 @@ impl Liveness {
             .enumerate()
             .map(|(i, r)| (r.def.index() as u32, i as u32))
             .collect();
-        let mut ends: Vec<(u32, u32)> = ranges
+        // In range order: `Csr::from_pairs` keeps each row's items in the order given, so each
+        // point lists its ranges ascending.
+        let ends: Vec<(u32, u32)> = ranges
             .iter()
             .enumerate()
             .map(|(i, r)| (r.last_use.index() as u32, i as u32))
             .collect();
-        ends.sort_unstable();
         Liveness {
             starts: Csr::from_pairs(points, &starts),
             ends: Csr::from_pairs(points, &ends),

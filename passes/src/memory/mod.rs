@@ -111,7 +111,8 @@ pub(crate) fn liveness_in_scope(g: &Graph, s: &Schedule, scope: &SymbolScope) ->
 /// report: program order, the scheduled variant, the lower bound) builds it once here.
 ///
 /// Invariant: `GraphMemory::new(g).liveness(s)` equals `liveness(g, s)` and
-/// `GraphMemory::new(g).lower_bound(b)` equals `lower_bound(g, b)`.
+/// `GraphMemory::new(g).lower_bound(b)` equals `lower_bound(g, b)`; so do
+/// [`GraphMemory::of_plan`]'s for a plan built from `g`.
 #[derive(Clone, Debug)]
 pub struct GraphMemory {
     info: GraphInfo,
@@ -123,6 +124,29 @@ impl GraphMemory {
         GraphMemory {
             info: GraphInfo::build(g, &g.scope),
         }
+    }
+
+    /// [`GraphMemory::new`] for `g` with `plan`'s region transient memory instead of the one
+    /// `new` derives: `plan` (variant 0) was built from `g` by [`crate::plan::build_plan`],
+    /// whose `region_transients` are `new`'s expressions, each op's at its point of the plan's
+    /// schedule; the plan checker proves them at any binding it checks. That spares
+    /// normalizing every region's memory again (most of `new`'s cost on a fused graph).
+    /// `None` when the plan's points do not name `g`'s ops one to one.
+    pub fn of_plan(g: &Graph, plan: &ebb_plan::format::Plan) -> Option<GraphMemory> {
+        let order = g.order();
+        let bound = order.iter().map(|id| id.index() + 1).max().unwrap_or(0);
+        let mut by_node: Vec<Option<&DimExpr>> = vec![None; bound];
+        for t in &plan.region_transients {
+            let pos = plan.schedule.get(t.point.index())?;
+            let id = order.get(pos.index())?;
+            let slot = by_node.get_mut(id.index())?;
+            if slot.is_some() {
+                return None;
+            }
+            *slot = Some(&t.bytes);
+        }
+        let info = GraphInfo::build_with(g, |id| by_node.get(id.index())?.cloned());
+        Some(GraphMemory { info })
     }
 
     /// [`liveness`] of the graph under `s`.

@@ -8,13 +8,14 @@
 
 use ebb_ir::dim::DimError;
 use ebb_ir::{Bindings, DimExpr};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Interned table of distinct [`DimExpr`]s (sizes in bytes).
 #[derive(Clone, Debug, Default)]
 pub struct SizeTable {
     exprs: Vec<DimExpr>,
-    index: HashMap<DimExpr, u32>,
+    /// Looked up only, never iterated (its hasher does not affect any id).
+    index: FxHashMap<DimExpr, u32>,
 }
 
 impl SizeTable {

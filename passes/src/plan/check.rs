@@ -86,33 +86,65 @@ pub fn check(
     decisions: &[Decision],
     b: &Bindings,
 ) -> Result<CheckReport, CheckError> {
-    if plan.graph_name != g.name || plan.ops != g.order().len() {
-        return Err(CheckError::GraphMismatch {
-            plan: plan.graph_name.clone(),
-            plan_ops: plan.ops,
-            graph: g.name.clone(),
-            graph_ops: g.order().len(),
-        });
-    }
-    g.scope.check(b).map_err(CheckError::Bindings)?;
-    let d = derive(g, &plan.schedule, b)?;
-    check_tables(plan, &d, b)?;
-    let events = events(plan, decisions, &d, b)?;
-    let report = simulate(g, plan, decisions, &d, &events, b)?;
-    if decisions.is_empty() && !plan.peak_terms.is_empty() {
-        let planned = plan.peak_at(b).map_err(|source| CheckError::Claim {
-            what: "peak_terms".into(),
-            source,
-        })?;
-        if planned != report.peak {
-            return Err(CheckError::Peak {
-                planned,
-                derived: report.peak,
-                point: report.peak_point,
+    Checker::new(g, plan, b)?.check(decisions)
+}
+
+/// The checker of one plan at one binding, its derivation done and its tables proven (rule 1):
+/// [`Checker::check`] then proves any number of decision sets on that one derivation, each
+/// exactly as [`check()`] would (the derivation depends on the graph, the schedule and the
+/// bindings only).
+pub struct Checker<'a> {
+    g: &'a Graph,
+    plan: &'a Plan,
+    b: &'a Bindings,
+    d: Derived,
+}
+
+impl<'a> Checker<'a> {
+    /// Derives `g` under `plan`'s schedule at `b` and proves rule 1 (the schedule, the value
+    /// table and the region transients).
+    ///
+    /// # Errors
+    /// As [`check()`], for rule 1.
+    pub fn new(g: &'a Graph, plan: &'a Plan, b: &'a Bindings) -> Result<Self, CheckError> {
+        if plan.graph_name != g.name || plan.ops != g.order().len() {
+            return Err(CheckError::GraphMismatch {
+                plan: plan.graph_name.clone(),
+                plan_ops: plan.ops,
+                graph: g.name.clone(),
+                graph_ops: g.order().len(),
             });
         }
+        g.scope.check(b).map_err(CheckError::Bindings)?;
+        let d = derive(g, &plan.schedule, b)?;
+        check_tables(plan, &d, b)?;
+        Ok(Checker { g, plan, b, d })
     }
-    Ok(report)
+
+    /// Rules 2–5 with `decisions` taken, and with none, the plan's peak terms against the
+    /// simulated peak (see the module docs).
+    ///
+    /// # Errors
+    /// The first failed rule, as a [`CheckError`].
+    pub fn check(&self, decisions: &[Decision]) -> Result<CheckReport, CheckError> {
+        let Checker { g, plan, b, d } = self;
+        let events = events(plan, decisions, d, b)?;
+        let report = simulate(g, plan, decisions, d, &events, b)?;
+        if decisions.is_empty() && !plan.peak_terms.is_empty() {
+            let planned = plan.peak_at(b).map_err(|source| CheckError::Claim {
+                what: "peak_terms".into(),
+                source,
+            })?;
+            if planned != report.peak {
+                return Err(CheckError::Peak {
+                    planned,
+                    derived: report.peak,
+                    point: report.peak_point,
+                });
+            }
+        }
+        Ok(report)
+    }
 }
 
 /// Rule 1: the value table and region transients equal the derived ones.

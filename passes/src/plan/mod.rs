@@ -17,9 +17,12 @@ mod error;
 mod pass;
 pub mod verify;
 
-pub use check::{check, resident_bytes, CheckError, CheckReport};
+pub use check::{check, resident_bytes, CheckError, CheckReport, Checker};
 pub use pass::PlanPass;
-pub use verify::{check_stamped_structure, check_variants_at, verify_plan, PlanVerifyError};
+pub use verify::{
+    check_stamped_structure, check_variants_at, check_variants_keeping, verify_plan,
+    PlanVerifyError,
+};
 
 use crate::memory::{self, Schedule};
 use crate::remat::threshold::{threshold_in_scope, ThresholdError};

@@ -37,7 +37,7 @@
 //! runtime choosing a variant by [`Plan::best_variant`] chooses honestly. Decisions taken at
 //! `b` are proven separately by [`super::check()`] with those decisions.
 
-use super::check::{check, CheckError};
+use super::check::{CheckError, Checker};
 use crate::remat::cost;
 use crate::remat::threshold::threshold_in_scope;
 use ebb_ir::{Bindings, BindingsExt, DimExpr, Graph, NodeId, OpKind, ValueRef};
@@ -136,14 +136,40 @@ pub fn verify_plan(plan: &Plan) -> Result<Graph, PlanVerifyError> {
 /// # Errors
 /// [`PlanVerifyError::Check`] naming the variant and the checker's finding.
 pub fn check_variants_at(g: &Graph, plan: &Plan, b: &Bindings) -> Result<(), PlanVerifyError> {
+    check_variants_keeping(g, plan, b, 0).map(|_| ())
+}
+
+/// [`check_variants_at`], returning the checker of variant `keep` (variant 0 when the plan has
+/// no such variant) at `b`, its derivation done: the decisions finalized at `b` for that
+/// variant are then proven with [`Checker::check`] without deriving the graph again.
+///
+/// # Errors
+/// As [`check_variants_at`].
+pub fn check_variants_keeping<'a>(
+    g: &'a Graph,
+    plan: &'a Plan,
+    b: &'a Bindings,
+    keep: usize,
+) -> Result<Checker<'a>, PlanVerifyError> {
+    let keep = if plan.variant(keep).is_some() {
+        keep
+    } else {
+        0
+    };
+    let mut kept = None;
     for (i, v) in variants(plan) {
-        check(g, v, &[], b).map_err(|source| PlanVerifyError::Check {
+        let checked = Checker::new(g, v, b).and_then(|c| c.check(&[]).map(|_| c));
+        let c = checked.map_err(|source| PlanVerifyError::Check {
             variant: i,
             bindings: b.to_text(),
             source,
         })?;
+        if i == keep {
+            kept = Some(c);
+        }
     }
-    Ok(())
+    // `variants` yields variant 0 and every alternative, `keep` among them.
+    kept.ok_or_else(|| mismatch(keep, "alternatives", "no such variant".into()))
 }
 
 /// The structural rules of [`verify_plan`] that cost no derivation, for a plan whose file
