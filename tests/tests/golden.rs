@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 
 /// A CPU-like profile with fixed figures (matrix 1 TFLOP/s, memory 50 GB/s, link 20 GB/s).
-const CPU_LIKE: &str = "custom:flops=1T,hbm=50G,link=20G";
+pub(crate) const CPU_LIKE: &str = "custom:flops=1T,hbm=50G,link=20G";
 
 /// Sequence lengths of the fixtures bounded by `S <= 512`: short, middle, the bound, and odd
 /// lengths of the long tail.
@@ -44,7 +44,7 @@ fn sha_prefix(s: &str) -> String {
 /// The digests of one finalized plan, `decisions/offsets`: every field a decision or a reported
 /// figure depends on, then the arena, each written in a fixed textual order (independent of the
 /// types' serialization).
-fn digest(cp: &ConcretePlan) -> String {
+pub(crate) fn digest(cp: &ConcretePlan) -> String {
     let mut s = String::new();
     let _ = write!(s, "v{} ", cp.variant);
     for d in &cp.decisions {

@@ -18,6 +18,7 @@ mod finalize;
 mod fusion_fixtures;
 mod fuzz_smoke;
 mod golden;
+mod golden_atlas;
 mod import_errors;
 mod import_fixtures;
 mod install;

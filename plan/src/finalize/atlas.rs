@@ -9,8 +9,10 @@
 //! Per sample bindings under its budget: the scheduled peak there and the budget's share of
 //! it (the coordinates entries are looked up by: two numbers for any number of symbols), the
 //! [`greedy::Trace`] of the search its full finalize made (the options the greedy set, in
-//! order: the decision skeleton, by identity), with the log of the greedy's second run (swaps
-//! priced at least their transfer time) filled as deep as the first, and the layout order
+//! order: the decision skeleton, by identity), each run's log filled on as deep as the greedy
+//! goes ([`greedy::deepest_log`]: the same picks first, then those a lower budget would take),
+//! with the log of the greedy's second run (swaps priced at least their transfer time) where
+//! the full finalize made none, and the layout order
 //! that packs its decisions best (one of greedy by size's [`VARIANTS`] as the order of the
 //! anchored layout of [`ORDER_ANCHORS`](crate::arena::ORDER_ANCHORS) anchors; the scan where
 //! it packs within [`SCAN_PREFERRED_WITHIN`] of that) with that layout's fragmentation (arena
@@ -25,8 +27,10 @@
 //! replayed where that costs less than the full finalize did at the entry (`Entry::faster`;
 //! else the full finalize runs) ([`greedy::replay`] of [`greedy::Trace::retargeted`]: each
 //! run's options set in order, skipping those absent here, until the peak is within the
-//! target; where the log runs out first, the greedy's search goes on from there, a local
-//! repair of the skeleton rather than a search from nothing; then the greedy's second look;
+//! target: a shape below the entry's peak needs more picks than the entry's budget took
+//! (smaller values free less), which the deepened log holds; where it runs out even so (the
+//! greedy stopped there at the entry), the greedy's search goes on from there, a local repair
+//! of the skeleton rather than a search from nothing; then the greedy's second look;
 //! the second run, where the first's swaps saturate the link, replayed likewise)
 //! under the budget divided by the fragmentation of the entry's layout (of the nearest
 //! feasible entry where it was infeasible; the larger of that and the fragmentation of the
@@ -43,13 +47,15 @@
 //! The decisions are not today's search at this shape: they are a neighbour's picks in its
 //! order, under a target set by its neighbours' fragmentation. On `gpt2_24l` (B=8, 64
 //! long-tail lengths, 32 samples) they add between 0.33 points of the step less and 0.54
-//! more than the full finalize's under `fixed-mid-median` on `h100-sxm-pcie5`, between 0.32
-//! less and the same under `po-50%`, and the same (0.000%) on `cpu`
-//! (docs/results/2026-11-30-finalize-atlas-relative.md).
+//! more than the full finalize's under `fixed-mid-median` on `h100-sxm-pcie5`, between 0.25
+//! less and 0.11 more under `po-50%`, and the same (0.000%) on `cpu`
+//! (docs/results/2026-11-30-finalize-atlas-relative.md,
+//! docs/results/2026-11-30-finalize-atlas-deep-logs.md).
 //!
 //! # Cost
 //! Fast path: one evaluation, one replay per run (O(picks · log points) plus the second
-//! look, plus the search from the log's end where it runs out), one layout of one order
+//! look, plus the search from the log's end where even the deepened log runs out), one
+//! layout of one order
 //! (`crate::arena`: the scan, O(n log n + points + n·f), or one anchored order, O(n log n +
 //! points + K² + n·(f + K)) for K ≤ [`ORDER_ANCHORS`](crate::arena::ORDER_ANCHORS) anchors);
 //! twice where the first arena misses the budget. No choice among layout orders. A miss adds
@@ -238,26 +244,28 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             .clone()
             .or_else(|| lock(&shaped.partial).clone())?;
         let (v, prep) = self.prepared_variant(shaped.variant);
-        if !trace.has_second_run() {
-            // The greedy's second run (swaps priced at their transfer time), filled as deep
-            // as the first: where the replay's swaps saturate the link, it is replayed too
-            // rather than searched.
+        {
+            // Each run's log filled as deep as the greedy goes, and the greedy's second run
+            // (swaps priced at their transfer time) added where the trace lacks it: where a
+            // shape needs more picks than the sample, or the replay's swaps saturate the link,
+            // the replay goes on down the log rather than searching.
             let mut resident = shaped.resident.clone();
             let mut options =
                 Options::new(prep, &shaped.vals, &shaped.costs, &shaped.value_bytes, opts);
             if !v.forced_swaps.is_empty() {
                 forced::take(v, &mut options, &shaped.value_bytes, &mut resident);
             }
-            let (price, log) = greedy::second_run(
-                &mut options,
-                &prep.cover,
-                v.candidates.len(),
-                &resident,
-                trace.target,
-                trace.scored_over,
-                shaped.costs.step_us(),
-            );
-            trace.push_second_run(price, log);
+            trace.deepen(|price, scored_over| {
+                greedy::deepest_log(
+                    &mut options,
+                    &prep.cover,
+                    v.candidates.len(),
+                    &resident,
+                    scored_over,
+                    price,
+                    shaped.costs.step_us(),
+                )
+            });
         }
         let layout = result.ok().map(|c| {
             let faster = &mut faster;

@@ -550,47 +550,55 @@ impl Trace {
         }
     }
 
-    /// Whether it holds the log of [`choose`]'s second run (swaps priced at least their
-    /// transfer time), which [`replay`] replays where the first run's swaps saturate the link
-    /// (else it runs that search).
-    pub fn has_second_run(&self) -> bool {
-        self.runs.len() > 1
-    }
-
-    /// Adds the log of a second run, its swaps priced at least `link_price` times their
-    /// transfer time ([`second_run`]); kept only where the trace holds one run.
-    pub fn push_second_run(&mut self, link_price: f64, log: Vec<OptionIx>) {
+    /// Each run's log replaced by `deep(its link price, scored over)` where that extends it
+    /// (the same picks first: [`deepest_log`] with the options scored over
+    /// [`Trace::scored_over`]), and the log of [`choose`]'s second run (swaps priced at least
+    /// their transfer time, link price 1, scored over the larger of
+    /// [`Trace::scored_over`] and [`Trace::target`]) added where the trace lacks it:
+    /// [`replay`] then replays that run where the first run's swaps saturate the link (else
+    /// it runs that search), and each run's log goes on where a shape needs more picks than
+    /// the run took.
+    pub fn deepen(&mut self, mut deep: impl FnMut(f64, i64) -> Vec<OptionIx>) {
+        for (price, log) in &mut self.runs {
+            let more = deep(*price, self.scored_over);
+            if more.len() > log.len() && more.starts_with(log) {
+                *log = more;
+            }
+        }
         if self.runs.len() == 1 {
-            self.runs.push((link_price, log));
+            let log = deep(1.0, self.scored_over.max(self.target));
+            self.runs.push((1.0, log));
         }
     }
 }
 
-/// The options the second run of [`choose`] (swaps priced at least their transfer time,
-/// link price 1) sets, in order, filled to `budget` with the options scored over
-/// `scored_over` bytes, from `resident`: as far as it got where it does not meet `budget`.
-/// With the link price, for [`Trace::push_second_run`]: a kept log ([`crate::finalize`]'s
-/// atlas) then replays that run where it would be searched.
-pub(super) fn second_run(
+/// The options one greedy run of [`choose`] (swaps priced at least `link_price` times their
+/// transfer time) sets, in order, from `resident` with the options scored over `scored_over`
+/// bytes, filled as deep as the greedy goes (until neither an option nor a widening covers
+/// the peak point). The fill at any budget takes a prefix of these picks (the budget only
+/// decides where a fill stops), so the log of that run at the same scores is a prefix of this
+/// one: a kept log ([`crate::finalize`]'s atlas) deepened so ([`Trace::deepen`]) replays
+/// rather than searches where a shape needs more picks than its sample did.
+pub(super) fn deepest_log(
     options: &mut Options<'_>,
     cover: &CoverNodes,
     candidates: usize,
     resident: &[i64],
-    budget: i64,
     scored_over: i64,
+    link_price: f64,
     step_us: f64,
-) -> (f64, Vec<OptionIx>) {
+) -> Vec<OptionIx> {
     let run = Run {
         cover,
         candidates,
-        budget,
+        budget: i64::MIN,
         step_us,
     };
-    options.score_over(Some((resident, scored_over.max(budget))));
+    options.score_over(Some((resident, scored_over)));
     let mut tree = PeakTree::new(resident);
-    let mut g = run.greedy(options, &mut tree, 1.0);
+    let mut g = run.greedy(options, &mut tree, link_price);
     g.fill();
-    (1.0, std::mem::take(&mut g.log))
+    std::mem::take(&mut g.log)
 }
 
 /// Chooses decisions until `tree`'s peak is at most `budget` (see the module docs); `tree`
