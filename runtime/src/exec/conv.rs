@@ -645,6 +645,54 @@ impl Runs {
     }
 }
 
+/// The columns `[p0, p0 + m)` (result rows `(q, b)`, `b` fastest) of the contraction lowering's
+/// patch rows, per kernel tap: runs `(x offset or None for zeros, first column from p0,
+/// length)` over `b` with `x`'s batch stride, neighbours merged where they continue each other
+/// (two padding runs, or consecutive positions whose runs are adjacent in `x`, as the
+/// neighbouring taps of one kernel row of a channels-last image are).
+struct ColumnRuns {
+    /// Runs of tap `t`: `runs[starts[t]..starts[t + 1]]`.
+    starts: Vec<usize>,
+    runs: Vec<(Option<isize>, usize, usize)>,
+}
+
+impl ColumnRuns {
+    /// The runs of `class` for columns `[p0, p0 + m)` of `nbo` batch elements `sb` apart.
+    fn of(class: &Class, (p0, m): (usize, usize), nbo: usize, sb: isize) -> ColumnRuns {
+        let nt = class.taps.len();
+        let mut starts = Vec::with_capacity(nt + 1);
+        let mut runs: Vec<(Option<isize>, usize, usize)> = Vec::new();
+        for t in 0..nt {
+            starts.push(runs.len());
+            let first = runs.len();
+            let mut j = 0;
+            while j < m {
+                let (qi, b) = ((p0 + j) / nbo, (p0 + j) % nbo);
+                let len = (nbo - b).min(m - j);
+                let src = class.off[qi * nt + t].map(|v| v + b as isize * sb);
+                let last = runs.len().checked_sub(1).filter(|&l| l >= first);
+                let continues = last.is_some_and(|l| match (runs[l].0, src) {
+                    (None, None) => true,
+                    (Some(a), Some(s)) => s == a + runs[l].2 as isize * sb,
+                    _ => false,
+                });
+                match last {
+                    Some(l) if continues => runs[l].2 += len,
+                    _ => runs.push((src, j, len)),
+                }
+                j += len;
+            }
+        }
+        starts.push(runs.len());
+        ColumnRuns { starts, runs }
+    }
+
+    /// The runs of tap `t`.
+    fn of_tap(&self, t: usize) -> &[(Option<isize>, usize, usize)] {
+        &self.runs[self.starts[t]..self.starts[t + 1]]
+    }
+}
+
 /// The rows lowering of one group and class into `out` (`[N', Q, O]`).
 fn rows_class<T: Gemm>(
     x: &[T],
@@ -780,6 +828,10 @@ fn contraction_class<T: Gemm>(
     let parts = ncols.div_ceil(rp).max(1);
     let np = parts * rp;
     let mut partial = vec![T::default(); chunks * np * og];
+    // The patch runs of each row part (the same for every chunk).
+    let cols: Vec<ColumnRuns> = (0..parts)
+        .map(|p| ColumnRuns::of(class, (p * rp, rp.min(ncols - p * rp)), nbo, sb))
+        .collect();
     super::par::try_chunks_mut(&mut partial, rp * og, &|s, acc| {
         let task = s / (rp * og);
         let (ch, p0) = (task / parts, (task % parts) * rp);
@@ -789,20 +841,20 @@ fn contraction_class<T: Gemm>(
         let mut scratch = Vec::new();
         let mut first = true;
         let mut r0 = k0;
+        let cols = &cols[task % parts];
         while r0 < k1 {
             let n = kb.min(k1 - r0);
             // Each row holds the task's result rows `(q, b)` from `p0`: runs over `b`.
             let col = filled(&mut buf, n * m, |col| {
-                for (r, crow) in col.chunks_mut(m.max(1)).enumerate().take(n) {
-                    let (cc, t) = ((r0 + r) / nt, (r0 + r) % nt);
+                let (mut cc, mut t) = (r0 / nt, r0 % nt);
+                for crow in col.chunks_mut(m.max(1)).take(n) {
                     let base = xo as isize + cc as isize * sc;
-                    let mut j = 0;
-                    while j < m {
-                        let (qi, b) = ((p0 + j) / nbo, (p0 + j) % nbo);
-                        let len = (nbo - b).min(m - j);
-                        let src = class.off[qi * nt + t].map(|v| v + base + b as isize * sb);
-                        run(x, src, sb, &mut crow[j..j + len]);
-                        j += len;
+                    for &(src, j, len) in cols.of_tap(t) {
+                        run(x, src.map(|v| v + base), sb, &mut crow[j..j + len]);
+                    }
+                    t += 1;
+                    if t == nt {
+                        (cc, t) = (cc + 1, 0);
                     }
                 }
             });

@@ -13,8 +13,10 @@
 //! roundings in the same order. A chain ends at `-0` only when its products underflow to `-0`;
 //! each call stores it as `matrixmultiply`'s kernel on this machine does (`gemm_direct`'s
 //! `Store`, probed once). Only `f32` on machines where `matrixmultiply` runs its AVX2+FMA
-//! kernel (AVX2 and FMA without AVX-512) is cut; other products are one call (which
-//! `gemm_direct` also takes beside the AVX-512 kernel, one block being one chain there too). A product narrower than one vector whose `A` is column-major is computed
+//! kernel (the CPU has AVX2 and FMA, and `matrixmultiply` was built without its `avx512`
+//! feature or the CPU lacks AVX-512: the way it stores a chain tells) is cut; other products
+//! are one call (which `gemm_direct` also takes beside the AVX-512 kernel, one block being one
+//! chain there too). A product narrower than one vector whose `A` is column-major is computed
 //! as its transpose, `Cᵀ = Bᵀ·Aᵀ`, into the scratch tile and copied back: the same chains,
 //! since an FMA's two factors commute.
 
@@ -116,18 +118,9 @@ pub(super) fn gemm_blocks<T: Gemm>(
     Ok(())
 }
 
-/// Whether `matrixmultiply` runs its AVX2+FMA `f32` kernel on this machine (not its AVX-512
-/// one, which it prefers where available).
+/// Whether `matrixmultiply` runs its AVX2+FMA `f32` kernel on this machine: found by the
+/// way it stores a chain ([`super::gemm_direct::avx2_fma_kernel`]), since a CPU with AVX-512
+/// runs that kernel too unless `matrixmultiply` was built with its `avx512` feature.
 fn fma_kernel() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static FMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *FMA.get_or_init(|| {
-            std::is_x86_feature_detected!("fma")
-                && std::is_x86_feature_detected!("avx2")
-                && !std::is_x86_feature_detected!("avx512f")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    super::gemm_direct::avx2_fma_kernel()
 }

@@ -141,6 +141,18 @@ enum Store {
     Product,
 }
 
+/// Whether `matrixmultiply` runs its AVX2+FMA `f32` kernel on this machine (the CPU has AVX2
+/// and FMA, and `matrixmultiply` does not run its AVX-512 kernel: it was built without its
+/// `avx512` feature or the CPU lacks AVX-512), found by [`store`].
+pub(super) fn avx2_fma_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        store() == Some(Store::PlusZero)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// How `matrixmultiply` stores a chain on this machine, where it runs one of its FMA kernels
 /// (the CPU has AVX2 and FMA, which this kernel needs; `matrixmultiply` then runs its AVX-512
 /// kernel or its AVX2+FMA one, never a kernel without FMA); `None` elsewhere. Found once, by

@@ -55,6 +55,7 @@ mod serial;
 mod shape_ops;
 mod small_k;
 mod sort;
+mod window_rows;
 
 use crate::error::{ExecError, OpError};
 use crate::tensor::{Buf, Data, Elem, Tensor};

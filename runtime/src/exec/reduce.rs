@@ -971,7 +971,9 @@ pub(crate) fn reduce_window(
     let n_out: usize = oshape.iter().product();
     if let (1, Body::Monoid(m)) = (n, &f.body) {
         let m = *m;
+        #[allow(clippy::too_many_arguments)]
         fn go<T: Elem, C: Fn(T, T) -> T + Sync>(
+            ctx: &Ctx,
             x: &[T],
             init: T,
             comb: C,
@@ -979,25 +981,35 @@ pub(crate) fn reduce_window(
             ist: &[isize],
             oshape: &[usize],
             n_out: usize,
-        ) -> Vec<T> {
-            let mut out = vec![init; n_out];
+        ) -> Buf<T> {
             // Parallel when the work (outputs times window) is large.
             let chunk = if n_out * w.win.iter().product::<usize>() >= PAR_MIN {
                 super::par::grain(n_out).min(n_out.div_ceil(4)).max(1)
             } else {
                 0
             };
-            if let Some((base, offs)) = w.dense(ist) {
+            let dense = w.dense(ist);
+            if let Some((base, offs)) = &dense {
+                if super::window_rows::fits(x.len(), base, offs, oshape) {
+                    // Channels-last runs folded a tap at a time (every output written).
+                    let mut out = ctx.take_vec::<T>(n_out);
+                    let w = (base.as_slice(), offs.as_slice());
+                    super::window_rows::dense_rows(x, init, &comb, w, oshape, &mut out, chunk);
+                    return out;
+                }
+            }
+            let mut out = vec![init; n_out];
+            if let Some((base, offs)) = dense {
                 super::par::chunks_mut(&mut out, chunk, &|s, c| {
                     dense_walk(&base, oshape, s, c.len(), |k, b| {
                         c[k] = offs.iter().fold(init, |acc, &j| comb(acc, x[b + j]));
                     });
                 });
-                return out;
+                return Buf::from(out);
             }
             if let Some(a) = w.one_axis(oshape) {
                 if one_axis_fold(x, init, &comb, w, (a, ist), oshape, &mut out, chunk > 0) {
-                    return out;
+                    return Buf::from(out);
                 }
             }
             // Trailing axes with one-tap identity windows (channels, say): the windows of a
@@ -1035,7 +1047,7 @@ pub(crate) fn reduce_window(
                         }
                     }
                 });
-                return out;
+                return Buf::from(out);
             }
             super::par::chunks_mut(&mut out, chunk, &|s, c| {
                 let mut o = unravel(s, oshape);
@@ -1048,10 +1060,10 @@ pub(crate) fn reduce_window(
                     advance(&mut o, oshape);
                 }
             });
-            out
+            Buf::from(out)
         }
         let init = inits[0].data();
-        let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(Buf::from(with_monoid!(m, c => go(x, i[0], c, &w, &ist, &oshape, n_out)))))
+        let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(with_monoid!(m, c => go(ctx, x, i[0], c, &w, &ist, &oshape, n_out))))
             .ok_or_else(|| OpError::Invalid("input and init value element types differ".into()))?;
         return Ok(vec![Tensor::from_parts(oshape, data)]);
     }
