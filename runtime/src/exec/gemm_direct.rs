@@ -141,13 +141,14 @@ enum Store {
     Product,
 }
 
-/// Whether `matrixmultiply` runs its AVX2+FMA `f32` kernel on this machine (the CPU has AVX2
-/// and FMA, and `matrixmultiply` does not run its AVX-512 kernel: it was built without its
-/// `avx512` feature or the CPU lacks AVX-512), found by [`store`].
-pub(super) fn avx2_fma_kernel() -> bool {
+/// Whether `matrixmultiply` runs one of its FMA `f32` kernels on this machine (AVX2+FMA, or
+/// AVX-512 where the CPU has it and `matrixmultiply` was built with its `avx512` feature),
+/// found by [`store`]: both compute each element of `C` per depth block of 256 as one chain
+/// from `+0` and add a later block's chain to `C` with one rounding.
+pub(super) fn fma_kernel() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        store() == Some(Store::PlusZero)
+        store().is_some()
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
