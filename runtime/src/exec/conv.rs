@@ -37,6 +37,7 @@
 //! kernel matrix when it is not a strided view.
 
 use super::conv_gemm::gemm_blocks;
+use super::conv_plan::Plan;
 use super::dot::{group_strides, operand, Gemm, Mat};
 use super::layout::{gather_view_into, istrides_of};
 use super::{arity, Ctx};
@@ -153,7 +154,7 @@ fn next_index(idx: &mut [usize], lens: &[usize]) {
 }
 
 /// The classes of a convolution (one without lhs dilation).
-fn classes(dims: &[Dim]) -> Vec<Class> {
+pub(super) fn classes(dims: &[Dim]) -> Vec<Class> {
     let per: Vec<Vec<Phase>> = dims.iter().map(phases).collect();
     let qsz: Vec<usize> = dims.iter().map(|d| d.q).collect();
     let ksz: Vec<usize> = dims.iter().map(|d| d.k).collect();
@@ -367,6 +368,43 @@ pub(super) struct Geometry {
 }
 
 impl Geometry {
+    /// Every number the geometry holds, in a fixed order: equal keys, equal geometries.
+    pub(super) fn key(&self) -> Vec<i64> {
+        let mut k: Vec<i64> = Vec::with_capacity(8 * self.dims.len() + 32);
+        for d in &self.dims {
+            k.extend([
+                d.xin as i64,
+                d.q as i64,
+                d.k as i64,
+                d.stride,
+                d.ldil,
+                d.rdil,
+                d.pad_lo,
+            ]);
+            k.push(d.sx as i64);
+        }
+        let lists = [&self.xshape, &self.wshape, &self.x_spatial, &self.w_spatial];
+        for l in lists {
+            k.push(l.len() as i64);
+            k.extend(l.iter().map(|&v| v as i64));
+        }
+        k.extend(
+            [
+                self.x_batch,
+                self.x_feature,
+                self.w_out,
+                self.w_in,
+                self.nb_out,
+                self.i,
+                self.o,
+                self.og,
+                self.fgc,
+                self.bgc,
+            ]
+            .map(|v| v as i64),
+        );
+        k
+    }
     pub(super) fn q(&self) -> usize {
         self.dims.iter().map(|d| d.q).product()
     }
@@ -587,17 +625,17 @@ fn conv_typed<T: Gemm>(
     if n_out == 0 {
         return Ok(out);
     }
-    let cls = classes(&g.dims);
-    if super::conv_depthwise::depthwise(&x, &w, g, &cls, &mut out)? {
+    let plan = super::conv_plan::plan(g);
+    if super::conv_depthwise::depthwise(&x, &w, g, &plan.classes, &mut out)? {
         return Ok(out);
     }
     let groups = g.fgc.max(g.bgc);
     for grp in 0..groups {
-        for class in &cls {
+        for c in 0..plan.classes.len() {
             if g.by_rows() {
-                rows_class(&x, &w, g, grp, class, &mut out)?;
+                rows_class(&x, &w, g, grp, (&plan, c), &mut out)?;
             } else {
-                contraction_class(&x, &w, g, grp, class, &mut out)?;
+                contraction_class(&x, &w, g, grp, (&plan, c), &mut out)?;
             }
         }
     }
@@ -608,7 +646,7 @@ fn conv_typed<T: Gemm>(
 /// length): one run of `ci` elements per tap, neighbours merged where they continue each
 /// other (two padding runs, or two taps whose runs are adjacent in `x`, as the taps of one
 /// kernel row are in a channels-last image).
-struct Runs {
+pub(super) struct Runs {
     /// Runs of position `qi`: `runs[starts[qi]..starts[qi + 1]]`.
     starts: Vec<usize>,
     runs: Vec<(Option<isize>, usize)>,
@@ -650,7 +688,7 @@ impl Runs {
 /// length)` over `b` with `x`'s batch stride, neighbours merged where they continue each other
 /// (two padding runs, or consecutive positions whose runs are adjacent in `x`, as the
 /// neighbouring taps of one kernel row of a channels-last image are).
-struct ColumnRuns {
+pub(super) struct ColumnRuns {
     /// Runs of tap `t`: `runs[starts[t]..starts[t + 1]]`.
     starts: Vec<usize>,
     runs: Vec<(Option<isize>, usize, usize)>,
@@ -699,9 +737,10 @@ fn rows_class<T: Gemm>(
     w: &[T],
     g: &Geometry,
     grp: usize,
-    class: &Class,
+    (plan, cid): (&Plan, usize),
     out: &mut [T],
 ) -> Result<(), OpError> {
+    let class = &plan.classes[cid];
     let ((sb, sc), (xo, o0)) = (g.x_strides(), g.group_offsets(grp));
     let (nq, nt, ci, og, o) = (class.qpos.len(), class.taps.len(), g.i, g.og, g.o);
     let qall = g.q();
@@ -736,7 +775,7 @@ fn rows_class<T: Gemm>(
         return super::conv_rows_batch::rows_by_batch(x, (&wm, wv), g, at, class, out);
     }
     let rb = (BLOCK_ELEMS / kc.max(1)).max(64).min(rows.max(1));
-    let runs = Runs::of(class, ci, sc);
+    let runs = plan.rows(cid, || Runs::of(class, ci, sc));
     // block of rows [r0, r0 + n) into `cc` (row stride ldc, og columns)
     let block = |r0: usize, n: usize, cc: &mut [T], ldc: usize| -> Result<(), OpError> {
         if let Some(xv) = xview {
@@ -804,9 +843,10 @@ fn contraction_class<T: Gemm>(
     w: &[T],
     g: &Geometry,
     grp: usize,
-    class: &Class,
+    (plan, cid): (&Plan, usize),
     out: &mut [T],
 ) -> Result<(), OpError> {
+    let class = &plan.classes[cid];
     let ((sb, sc), (xo, o0)) = (g.x_strides(), g.group_offsets(grp));
     let (nq, nt, ci, og, o, nbo) = (class.qpos.len(), class.taps.len(), g.i, g.og, g.o, g.nb_out);
     let ncols = nq * nbo; // result rows of this class: (q, b)
@@ -829,9 +869,11 @@ fn contraction_class<T: Gemm>(
     let np = parts * rp;
     let mut partial = vec![T::default(); chunks * np * og];
     // The patch runs of each row part (the same for every chunk).
-    let cols: Vec<ColumnRuns> = (0..parts)
-        .map(|p| ColumnRuns::of(class, (p * rp, rp.min(ncols - p * rp)), nbo, sb))
-        .collect();
+    let cols = plan.cols(cid, || {
+        (0..parts)
+            .map(|p| ColumnRuns::of(class, (p * rp, rp.min(ncols - p * rp)), nbo, sb))
+            .collect()
+    });
     super::par::try_chunks_mut(&mut partial, rp * og, &|s, acc| {
         let task = s / (rp * og);
         let (ch, p0) = (task / parts, (task % parts) * rp);

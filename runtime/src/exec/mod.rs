@@ -28,6 +28,7 @@ mod control;
 mod conv;
 mod conv_depthwise;
 mod conv_gemm;
+mod conv_plan;
 mod conv_rows_batch;
 pub mod device;
 mod dot;
