@@ -92,7 +92,7 @@ fn check(case: Case, seed: u64) {
         }
     }
     let n = xv.len();
-    if seed % 3 == 0 {
+    if seed.is_multiple_of(3) {
         xv[n / 2] = f32::NAN;
     }
     if seed % 4 == 1 {
