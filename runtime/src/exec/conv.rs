@@ -22,6 +22,9 @@
 //!   are further cut into parts computed as tasks of their own, so that the few chunks of a
 //!   small batch still spread over the threads.
 //!
+//! The classes below and the patch runs of both lowerings depend on the shapes alone; they
+//! come from [`super::conv_plan`], which keeps them across steps.
+//!
 //! Every GEMM goes through [`super::conv_gemm::gemm_blocks`], which cuts thin products into
 //! `matrixmultiply`'s own 256-deep blocks (and computes narrow ones transposed) so that they
 //! reach the unpacked kernel with the bits of one call.

@@ -11,6 +11,9 @@
 //! is within the reference's own rounding error of it). Large reductions are split across
 //! threads along the outermost kept dimension only.
 //!
+//! `reduce_window` over dense channels-last windows (pooling and its gradient) folds runs of
+//! channels a tap at a time ([`super::window_rows`]), the element walk's fold per output.
+//!
 //! Invariant: every output element combines its inputs in an order fixed by the shapes alone
 //! (row-major, with contiguous rows folded in eight interleaved lanes), whatever the thread
 //! split, so results are deterministic.
