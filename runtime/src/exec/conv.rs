@@ -22,6 +22,9 @@
 //!   are further cut into parts computed as tasks of their own, so that the few chunks of a
 //!   small batch still spread over the threads.
 //!
+//! The classes below and the patch runs of both lowerings depend on the shapes alone; they
+//! come from [`super::conv_plan`], which keeps them across steps.
+//!
 //! Every GEMM goes through [`super::conv_gemm::gemm_blocks`], which cuts thin products into
 //! `matrixmultiply`'s own 256-deep blocks (and computes narrow ones transposed) so that they
 //! reach the unpacked kernel with the bits of one call.
@@ -37,6 +40,7 @@
 //! kernel matrix when it is not a strided view.
 
 use super::conv_gemm::gemm_blocks;
+use super::conv_plan::Plan;
 use super::dot::{group_strides, operand, Gemm, Mat};
 use super::layout::{gather_view_into, istrides_of};
 use super::{arity, Ctx};
@@ -153,7 +157,7 @@ fn next_index(idx: &mut [usize], lens: &[usize]) {
 }
 
 /// The classes of a convolution (one without lhs dilation).
-fn classes(dims: &[Dim]) -> Vec<Class> {
+pub(super) fn classes(dims: &[Dim]) -> Vec<Class> {
     let per: Vec<Vec<Phase>> = dims.iter().map(phases).collect();
     let qsz: Vec<usize> = dims.iter().map(|d| d.q).collect();
     let ksz: Vec<usize> = dims.iter().map(|d| d.k).collect();
@@ -367,6 +371,43 @@ pub(super) struct Geometry {
 }
 
 impl Geometry {
+    /// Every number the geometry holds, in a fixed order: equal keys, equal geometries.
+    pub(super) fn key(&self) -> Vec<i64> {
+        let mut k: Vec<i64> = Vec::with_capacity(8 * self.dims.len() + 32);
+        for d in &self.dims {
+            k.extend([
+                d.xin as i64,
+                d.q as i64,
+                d.k as i64,
+                d.stride,
+                d.ldil,
+                d.rdil,
+                d.pad_lo,
+            ]);
+            k.push(d.sx as i64);
+        }
+        let lists = [&self.xshape, &self.wshape, &self.x_spatial, &self.w_spatial];
+        for l in lists {
+            k.push(l.len() as i64);
+            k.extend(l.iter().map(|&v| v as i64));
+        }
+        k.extend(
+            [
+                self.x_batch,
+                self.x_feature,
+                self.w_out,
+                self.w_in,
+                self.nb_out,
+                self.i,
+                self.o,
+                self.og,
+                self.fgc,
+                self.bgc,
+            ]
+            .map(|v| v as i64),
+        );
+        k
+    }
     pub(super) fn q(&self) -> usize {
         self.dims.iter().map(|d| d.q).product()
     }
@@ -587,17 +628,17 @@ fn conv_typed<T: Gemm>(
     if n_out == 0 {
         return Ok(out);
     }
-    let cls = classes(&g.dims);
-    if super::conv_depthwise::depthwise(&x, &w, g, &cls, &mut out)? {
+    let plan = super::conv_plan::plan(g);
+    if super::conv_depthwise::depthwise(&x, &w, g, &plan.classes, &mut out)? {
         return Ok(out);
     }
     let groups = g.fgc.max(g.bgc);
     for grp in 0..groups {
-        for class in &cls {
+        for c in 0..plan.classes.len() {
             if g.by_rows() {
-                rows_class(&x, &w, g, grp, class, &mut out)?;
+                rows_class(&x, &w, g, grp, (&plan, c), &mut out)?;
             } else {
-                contraction_class(&x, &w, g, grp, class, &mut out)?;
+                contraction_class(&x, &w, g, grp, (&plan, c), &mut out)?;
             }
         }
     }
@@ -608,7 +649,7 @@ fn conv_typed<T: Gemm>(
 /// length): one run of `ci` elements per tap, neighbours merged where they continue each
 /// other (two padding runs, or two taps whose runs are adjacent in `x`, as the taps of one
 /// kernel row are in a channels-last image).
-struct Runs {
+pub(super) struct Runs {
     /// Runs of position `qi`: `runs[starts[qi]..starts[qi + 1]]`.
     starts: Vec<usize>,
     runs: Vec<(Option<isize>, usize)>,
@@ -645,15 +686,64 @@ impl Runs {
     }
 }
 
+/// The columns `[p0, p0 + m)` (result rows `(q, b)`, `b` fastest) of the contraction lowering's
+/// patch rows, per kernel tap: runs `(x offset or None for zeros, first column from p0,
+/// length)` over `b` with `x`'s batch stride, neighbours merged where they continue each other
+/// (two padding runs, or consecutive positions whose runs are adjacent in `x`, as the
+/// neighbouring taps of one kernel row of a channels-last image are).
+pub(super) struct ColumnRuns {
+    /// Runs of tap `t`: `runs[starts[t]..starts[t + 1]]`.
+    starts: Vec<usize>,
+    runs: Vec<(Option<isize>, usize, usize)>,
+}
+
+impl ColumnRuns {
+    /// The runs of `class` for columns `[p0, p0 + m)` of `nbo` batch elements `sb` apart.
+    fn of(class: &Class, (p0, m): (usize, usize), nbo: usize, sb: isize) -> ColumnRuns {
+        let nt = class.taps.len();
+        let mut starts = Vec::with_capacity(nt + 1);
+        let mut runs: Vec<(Option<isize>, usize, usize)> = Vec::new();
+        for t in 0..nt {
+            starts.push(runs.len());
+            let first = runs.len();
+            let mut j = 0;
+            while j < m {
+                let (qi, b) = ((p0 + j) / nbo, (p0 + j) % nbo);
+                let len = (nbo - b).min(m - j);
+                let src = class.off[qi * nt + t].map(|v| v + b as isize * sb);
+                let last = runs.len().checked_sub(1).filter(|&l| l >= first);
+                let continues = last.is_some_and(|l| match (runs[l].0, src) {
+                    (None, None) => true,
+                    (Some(a), Some(s)) => s == a + runs[l].2 as isize * sb,
+                    _ => false,
+                });
+                match last {
+                    Some(l) if continues => runs[l].2 += len,
+                    _ => runs.push((src, j, len)),
+                }
+                j += len;
+            }
+        }
+        starts.push(runs.len());
+        ColumnRuns { starts, runs }
+    }
+
+    /// The runs of tap `t`.
+    fn of_tap(&self, t: usize) -> &[(Option<isize>, usize, usize)] {
+        &self.runs[self.starts[t]..self.starts[t + 1]]
+    }
+}
+
 /// The rows lowering of one group and class into `out` (`[N', Q, O]`).
 fn rows_class<T: Gemm>(
     x: &[T],
     w: &[T],
     g: &Geometry,
     grp: usize,
-    class: &Class,
+    (plan, cid): (&Plan, usize),
     out: &mut [T],
 ) -> Result<(), OpError> {
+    let class = &plan.classes[cid];
     let ((sb, sc), (xo, o0)) = (g.x_strides(), g.group_offsets(grp));
     let (nq, nt, ci, og, o) = (class.qpos.len(), class.taps.len(), g.i, g.og, g.o);
     let qall = g.q();
@@ -688,7 +778,7 @@ fn rows_class<T: Gemm>(
         return super::conv_rows_batch::rows_by_batch(x, (&wm, wv), g, at, class, out);
     }
     let rb = (BLOCK_ELEMS / kc.max(1)).max(64).min(rows.max(1));
-    let runs = Runs::of(class, ci, sc);
+    let runs = plan.rows(cid, || Runs::of(class, ci, sc));
     // block of rows [r0, r0 + n) into `cc` (row stride ldc, og columns)
     let block = |r0: usize, n: usize, cc: &mut [T], ldc: usize| -> Result<(), OpError> {
         if let Some(xv) = xview {
@@ -756,9 +846,10 @@ fn contraction_class<T: Gemm>(
     w: &[T],
     g: &Geometry,
     grp: usize,
-    class: &Class,
+    (plan, cid): (&Plan, usize),
     out: &mut [T],
 ) -> Result<(), OpError> {
+    let class = &plan.classes[cid];
     let ((sb, sc), (xo, o0)) = (g.x_strides(), g.group_offsets(grp));
     let (nq, nt, ci, og, o, nbo) = (class.qpos.len(), class.taps.len(), g.i, g.og, g.o, g.nb_out);
     let ncols = nq * nbo; // result rows of this class: (q, b)
@@ -780,6 +871,12 @@ fn contraction_class<T: Gemm>(
     let parts = ncols.div_ceil(rp).max(1);
     let np = parts * rp;
     let mut partial = vec![T::default(); chunks * np * og];
+    // The patch runs of each row part (the same for every chunk).
+    let cols = plan.cols(cid, || {
+        (0..parts)
+            .map(|p| ColumnRuns::of(class, (p * rp, rp.min(ncols - p * rp)), nbo, sb))
+            .collect()
+    });
     super::par::try_chunks_mut(&mut partial, rp * og, &|s, acc| {
         let task = s / (rp * og);
         let (ch, p0) = (task / parts, (task % parts) * rp);
@@ -789,20 +886,20 @@ fn contraction_class<T: Gemm>(
         let mut scratch = Vec::new();
         let mut first = true;
         let mut r0 = k0;
+        let cols = &cols[task % parts];
         while r0 < k1 {
             let n = kb.min(k1 - r0);
             // Each row holds the task's result rows `(q, b)` from `p0`: runs over `b`.
             let col = filled(&mut buf, n * m, |col| {
-                for (r, crow) in col.chunks_mut(m.max(1)).enumerate().take(n) {
-                    let (cc, t) = ((r0 + r) / nt, (r0 + r) % nt);
+                let (mut cc, mut t) = (r0 / nt, r0 % nt);
+                for crow in col.chunks_mut(m.max(1)).take(n) {
                     let base = xo as isize + cc as isize * sc;
-                    let mut j = 0;
-                    while j < m {
-                        let (qi, b) = ((p0 + j) / nbo, (p0 + j) % nbo);
-                        let len = (nbo - b).min(m - j);
-                        let src = class.off[qi * nt + t].map(|v| v + base + b as isize * sb);
-                        run(x, src, sb, &mut crow[j..j + len]);
-                        j += len;
+                    for &(src, j, len) in cols.of_tap(t) {
+                        run(x, src.map(|v| v + base), sb, &mut crow[j..j + len]);
+                    }
+                    t += 1;
+                    if t == nt {
+                        (cc, t) = (cc + 1, 0);
                     }
                 }
             });

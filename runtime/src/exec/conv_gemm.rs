@@ -3,18 +3,19 @@
 //! unpacked kernel of [`super::gemm_direct`], which takes one block of at most 256 depths
 //! and no accumulation.
 //!
-//! Why the bits are those of one `matrixmultiply::sgemm` call: its AVX2+FMA kernel computes
-//! each element of `C` per depth block `[256·j, 256·(j + 1))` as one chain of FMAs from `+0`
-//! and stores `ab` for the first block when `β = 0`, else `fma(1, ab, 1·c) = c + ab` (one
-//! rounding; its edge tiles compute `ab` into a buffer and add `c·1 + ab`, the same value).
-//! Here each block's chain is computed by a call of its own with `β = 0` (by `gemm_direct`
-//! or `matrixmultiply`, the same chain) into `C` for the first block of a non-accumulating
-//! product, else into a scratch tile that is then added to `C` element by element: the same
-//! roundings in the same order. A chain ends at `-0` only when its products underflow to `-0`;
-//! each call stores it as `matrixmultiply`'s kernel on this machine does (`gemm_direct`'s
-//! `Store`, probed once). Only `f32` on machines where `matrixmultiply` runs its AVX2+FMA
-//! kernel (AVX2 and FMA without AVX-512) is cut; other products are one call (which
-//! `gemm_direct` also takes beside the AVX-512 kernel, one block being one chain there too). A product narrower than one vector whose `A` is column-major is computed
+//! Why the bits are those of one `matrixmultiply::sgemm` call: its FMA kernels (AVX2+FMA, and
+//! AVX-512 where it was built with its `avx512` feature and the CPU has it) compute each
+//! element of `C` per depth block `[256·j, 256·(j + 1))` as one chain of FMAs from `+0` and
+//! store `ab` for the first block when `β = 0` (AVX2+FMA: `fma(1, ab, 0)`, AVX-512: `1·ab`),
+//! else `fma(1, ab, 1·c) = c + ab` (one rounding; their edge tiles compute `ab` into a buffer
+//! and add `c·1 + ab`, the same value). Here each block's chain is computed by a call of its
+//! own with `β = 0` (by `gemm_direct` or `matrixmultiply`, the same chain) into `C` for the
+//! first block of a non-accumulating product, else into a scratch tile that is then added to
+//! `C` element by element: the same roundings in the same order. A chain ends at `-0` only
+//! when its products underflow to `-0`; each call stores it as `matrixmultiply`'s kernel on
+//! this machine does (`gemm_direct`'s `Store`, probed once). Only `f32` on machines where
+//! `matrixmultiply` runs one of those kernels (the way it stores a chain tells) is cut; other
+//! products are one call. A product narrower than one vector whose `A` is column-major is computed
 //! as its transpose, `Cᵀ = Bᵀ·Aᵀ`, into the scratch tile and copied back: the same chains,
 //! since an FMA's two factors commute.
 
@@ -116,18 +117,8 @@ pub(super) fn gemm_blocks<T: Gemm>(
     Ok(())
 }
 
-/// Whether `matrixmultiply` runs its AVX2+FMA `f32` kernel on this machine (not its AVX-512
-/// one, which it prefers where available).
+/// Whether `matrixmultiply` runs one of its FMA `f32` kernels on this machine
+/// ([`super::gemm_direct::fma_kernel`]).
 fn fma_kernel() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static FMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *FMA.get_or_init(|| {
-            std::is_x86_feature_detected!("fma")
-                && std::is_x86_feature_detected!("avx2")
-                && !std::is_x86_feature_detected!("avx512f")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    super::gemm_direct::fma_kernel()
 }

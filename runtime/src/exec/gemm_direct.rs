@@ -141,6 +141,19 @@ enum Store {
     Product,
 }
 
+/// Whether `matrixmultiply` runs one of its FMA `f32` kernels on this machine (AVX2+FMA, or
+/// AVX-512 where the CPU has it and `matrixmultiply` was built with its `avx512` feature),
+/// found by [`store`]: both compute each element of `C` per depth block of 256 as one chain
+/// from `+0` and add a later block's chain to `C` with one rounding.
+pub(super) fn fma_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        store().is_some()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// How `matrixmultiply` stores a chain on this machine, where it runs one of its FMA kernels
 /// (the CPU has AVX2 and FMA, which this kernel needs; `matrixmultiply` then runs its AVX-512
 /// kernel or its AVX2+FMA one, never a kernel without FMA); `None` elsewhere. Found once, by

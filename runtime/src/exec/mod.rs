@@ -28,6 +28,7 @@ mod control;
 mod conv;
 mod conv_depthwise;
 mod conv_gemm;
+mod conv_plan;
 mod conv_rows_batch;
 pub mod device;
 mod dot;
@@ -55,6 +56,7 @@ mod serial;
 mod shape_ops;
 mod small_k;
 mod sort;
+mod window_rows;
 
 use crate::error::{ExecError, OpError};
 use crate::tensor::{Buf, Data, Elem, Tensor};

@@ -11,6 +11,9 @@
 //! is within the reference's own rounding error of it). Large reductions are split across
 //! threads along the outermost kept dimension only.
 //!
+//! `reduce_window` over dense channels-last windows (pooling and its gradient) folds runs of
+//! channels a tap at a time ([`super::window_rows`]), the element walk's fold per output.
+//!
 //! Invariant: every output element combines its inputs in an order fixed by the shapes alone
 //! (row-major, with contiguous rows folded in eight interleaved lanes), whatever the thread
 //! split, so results are deterministic.
@@ -971,7 +974,12 @@ pub(crate) fn reduce_window(
     let n_out: usize = oshape.iter().product();
     if let (1, Body::Monoid(m)) = (n, &f.body) {
         let m = *m;
+        if let Some(t) = f32_sum_rows(ctx, m, (&xs[0], &inits[0]), &w, &ist, &oshape) {
+            return Ok(vec![t]);
+        }
+        #[allow(clippy::too_many_arguments)]
         fn go<T: Elem, C: Fn(T, T) -> T + Sync>(
+            ctx: &Ctx,
             x: &[T],
             init: T,
             comb: C,
@@ -979,25 +987,35 @@ pub(crate) fn reduce_window(
             ist: &[isize],
             oshape: &[usize],
             n_out: usize,
-        ) -> Vec<T> {
-            let mut out = vec![init; n_out];
+        ) -> Buf<T> {
             // Parallel when the work (outputs times window) is large.
             let chunk = if n_out * w.win.iter().product::<usize>() >= PAR_MIN {
                 super::par::grain(n_out).min(n_out.div_ceil(4)).max(1)
             } else {
                 0
             };
-            if let Some((base, offs)) = w.dense(ist) {
+            let dense = w.dense(ist);
+            if let Some((base, offs)) = &dense {
+                if super::window_rows::fits(x.len(), base, offs, oshape) {
+                    // Channels-last runs folded a tap at a time (every output written).
+                    let mut out = ctx.take_vec::<T>(n_out);
+                    let w = (base.as_slice(), offs.as_slice());
+                    super::window_rows::dense_rows(x, init, &comb, w, oshape, &mut out, chunk);
+                    return out;
+                }
+            }
+            let mut out = vec![init; n_out];
+            if let Some((base, offs)) = dense {
                 super::par::chunks_mut(&mut out, chunk, &|s, c| {
                     dense_walk(&base, oshape, s, c.len(), |k, b| {
                         c[k] = offs.iter().fold(init, |acc, &j| comb(acc, x[b + j]));
                     });
                 });
-                return out;
+                return Buf::from(out);
             }
             if let Some(a) = w.one_axis(oshape) {
                 if one_axis_fold(x, init, &comb, w, (a, ist), oshape, &mut out, chunk > 0) {
-                    return out;
+                    return Buf::from(out);
                 }
             }
             // Trailing axes with one-tap identity windows (channels, say): the windows of a
@@ -1035,7 +1053,7 @@ pub(crate) fn reduce_window(
                         }
                     }
                 });
-                return out;
+                return Buf::from(out);
             }
             super::par::chunks_mut(&mut out, chunk, &|s, c| {
                 let mut o = unravel(s, oshape);
@@ -1048,10 +1066,10 @@ pub(crate) fn reduce_window(
                     advance(&mut o, oshape);
                 }
             });
-            out
+            Buf::from(out)
         }
         let init = inits[0].data();
-        let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(Buf::from(with_monoid!(m, c => go(x, i[0], c, &w, &ist, &oshape, n_out)))))
+        let data = crate::tensor::zip_with!(xs[0].data(), init, x, i => Elem::wrap(with_monoid!(m, c => go(ctx, x, i[0], c, &w, &ist, &oshape, n_out))))
             .ok_or_else(|| OpError::Invalid("input and init value element types differ".into()))?;
         return Ok(vec![Tensor::from_parts(oshape, data)]);
     }
@@ -1083,6 +1101,41 @@ pub(crate) fn reduce_window(
         accs.push(acc);
     }
     collect_outputs(accs, ctx.out)
+}
+
+/// `reduce_window` sums of `f32` over dense channels-last windows
+/// ([`super::window_rows::fits`]) with the native `f32` addition, which rounds each sum as
+/// [`combine`]'s `f64` one does (the exact sum of two `f32` rounded to `f64` and then to `f32`
+/// is the correctly rounded `f32` sum: `f64` carries more than `2·24 + 2` bits), in fewer
+/// instructions; `None` where the case does not apply.
+fn f32_sum_rows(
+    ctx: &Ctx,
+    m: Monoid,
+    (x, init): (&Tensor, &Tensor),
+    w: &Windows,
+    ist: &[isize],
+    oshape: &[usize],
+) -> Option<Tensor> {
+    let (Monoid::Add, Data::F32(xv), Some(Scalar::F32(i0)), ebb_ir::DType::F32) =
+        (m, x.data(), init.data().get(0), ctx.out.first()?.dtype)
+    else {
+        return None;
+    };
+    let (base, offs) = w.dense(ist)?;
+    if !super::window_rows::fits(xv.len(), &base, &offs, oshape) {
+        return None;
+    }
+    let n_out: usize = oshape.iter().product();
+    let chunk = if n_out * offs.len() >= PAR_MIN {
+        super::par::grain(n_out).min(n_out.div_ceil(4)).max(1)
+    } else {
+        0
+    };
+    let mut out = ctx.take_vec::<f32>(n_out);
+    let add = |a: f32, b: f32| a + b;
+    let wins = (base.as_slice(), offs.as_slice());
+    super::window_rows::dense_rows(xv, i0, &add, wins, oshape, &mut out, chunk);
+    Some(Tensor::from_parts(oshape.to_vec(), Data::F32(out)))
 }
 
 /// `reduce_window` of one monoid input whose windows vary along axis `a` only

@@ -179,7 +179,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
         Op::Concatenate(d) => concatenate(ctx, &ops, axis(*d, out.shape.len())?, out),
         Op::Pad(spec) => {
             arity(&ops, 2, kind)?;
-            pad(spec, &ops[0], &ops[1], out)
+            pad(ctx, spec, &ops[0], &ops[1], out)
         }
         _ => Err(OpError::Unsupported(format!(
             "`{kind}` is not a data-movement op"
@@ -363,7 +363,13 @@ fn concatenate(
 
 /// `pad` (StableHLO spec): edge padding may be negative (cropping); interior padding inserts
 /// `interior[d]` padding elements between neighbours.
-fn pad(spec: &PadSpec, x: &Tensor, pv: &Tensor, out: &super::OutType) -> Result<Tensor, OpError> {
+fn pad(
+    ctx: &Ctx,
+    spec: &PadSpec,
+    x: &Tensor,
+    pv: &Tensor,
+    out: &super::OutType,
+) -> Result<Tensor, OpError> {
     let (lo, it) = (&spec.low, &spec.interior);
     let rank = x.shape().len();
     if lo.len() != rank || it.len() != rank || out.shape.len() != rank {
@@ -376,7 +382,18 @@ fn pad(spec: &PadSpec, x: &Tensor, pv: &Tensor, out: &super::OutType) -> Result<
         return invalid("padding value has another element type");
     }
     let n: usize = out.shape.iter().product();
-    let mut data = Data::splat(fill, n);
+    // The result's own buffer (stale contents) filled with the padding value.
+    let mut data = ctx.take_result(0, x.dtype(), n);
+    let one = Data::splat(fill, 1);
+    macro_rules! fill {
+        ($($v:ident),*) => {
+            match (&mut data, &one) {
+                $((Data::$v(d), Data::$v(s)) => d.fill(s[0]),)*
+                _ => return invalid("padding value has another element type"),
+            }
+        };
+    }
+    fill!(F32, BF16, F16, F64, I1, I8, I16, I32, I64, U8, U32, U64);
     let os = istrides_of(&out.shape);
     let xs = istrides_of(x.shape());
     // per dim: operand index range [a, b) whose positions lo + i*(it+1) land inside the result
