@@ -89,7 +89,8 @@ impl BufferPool {
 
     /// Keeps a freed buffer if it is at least [`recycle_min_bytes`] long and fits under the
     /// capacity (otherwise drops it).
-    pub(crate) fn put(&self, d: Data) {
+    #[doc(hidden)]
+    pub fn put(&self, d: Data) {
         let (dtype, n) = (d.dtype(), d.len());
         if !d.is_heap() {
             return; // an arena range is released when its slice drops
@@ -147,11 +148,13 @@ impl BufferPool {
 
 /// Buffers smaller than this are left to the allocator (small blocks are cheap to allocate
 /// and come from memory the process already touched). From this size on, a recycled buffer
-/// also saves the zeroing of a new one (`calloc`'s `memset`, which every taker overwrites):
-/// in a scanned RNN's loop body, whose results of a few KiB are made at every iteration, the
-/// zeroing was about a tenth of the step's instructions, more than the pool's lock and lookup.
-/// The default of [`recycle_min_bytes`].
-pub const RECYCLE_MIN_BYTES: u64 = 8 << 10;
+/// also saves the zeroing of a new one (`calloc`'s `memset`, which every taker overwrites)
+/// and the allocator's path for blocks over 1 KiB (mimalloc's generic one): in a scanned
+/// RNN's loop body, whose results of 1 to 6 KiB are made at every iteration, recycling from
+/// 1 KiB on made the step at `B=16, S=64` about 4% faster than from 8 KiB on (alternated
+/// pairs), and left `B=8, S=32` (1 KiB results) unchanged. The default of
+/// [`recycle_min_bytes`].
+pub const RECYCLE_MIN_BYTES: u64 = 1 << 10;
 
 /// The smallest buffer the pool keeps, in bytes: `EBB_RECYCLE_MIN_BYTES` (read once, so that
 /// a measurement can sweep it without a rebuild), default [`RECYCLE_MIN_BYTES`]. Any value
