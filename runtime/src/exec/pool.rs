@@ -151,8 +151,8 @@ impl BufferPool {
 /// also saves the zeroing of a new one (`calloc`'s `memset`, which every taker overwrites)
 /// and the allocator's path for blocks over 1 KiB (mimalloc's generic one): in a scanned
 /// RNN's loop body, whose results of 1 to 6 KiB are made at every iteration, recycling from
-/// 1 KiB on made the step at `B=16, S=64` about 4% faster than from 8 KiB on (alternated
-/// pairs), and left `B=8, S=32` (1 KiB results) unchanged. The default of
+/// 1 KiB on made the step at `B=16, S=64` about 2% faster than from 8 KiB on (median of 14
+/// alternated pairs), and left `B=8, S=32` (1 KiB results) unchanged. The default of
 /// [`recycle_min_bytes`].
 pub const RECYCLE_MIN_BYTES: u64 = 1 << 10;
 
