@@ -987,9 +987,11 @@ fn run_loop(
         launch(0, n);
     }
     drop(bufs);
-    Ok(results
-        .into_iter()
-        .zip(ctx.out)
-        .map(|(d, o)| Tensor::from_parts(o.shape.clone(), d))
-        .collect())
+    // A vector of its own (collecting the buffers' vector in place reallocates it: a `Tensor`
+    // and a `Data` differ in size).
+    let mut out = Vec::with_capacity(results.len());
+    for (d, o) in results.into_iter().zip(ctx.out) {
+        out.push(Tensor::from_parts(o.shape.clone(), d));
+    }
+    Ok(out)
 }
