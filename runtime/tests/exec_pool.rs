@@ -37,3 +37,25 @@ fn shared_buffers_are_not_kept_and_capacity_bounds_the_pool() {
     pool.set_capacity(64 << 10);
     assert_eq!(pool.held_bytes(), 0);
 }
+
+#[test]
+fn buffers_below_the_recycling_size_are_neither_kept_nor_looked_for() {
+    use ebb_runtime::exec::pool::recycle_min_bytes;
+    use ebb_runtime::tensor::Data;
+    let pool = Arc::new(BufferPool::new(1 << 20));
+    let small = (recycle_min_bytes() / 4 - 1) as usize; // f32 elements, just below the size
+    let large = (recycle_min_bytes() / 4) as usize;
+    {
+        let _on = pool.activate();
+        drop(Tensor::zeros(DType::F32, vec![small]));
+        drop(Tensor::zeros(DType::F32, vec![large]));
+    }
+    assert_eq!(pool.held_bytes(), recycle_min_bytes());
+    assert!(pool.take(DType::F32, small).is_none());
+    assert_eq!(pool.take(DType::F32, large).map(|d| d.len()), Some(large));
+    // An explicit `put` of a small buffer keeps nothing either (`take` would never find it).
+    pool.put(Data::zeros(DType::F32, small));
+    assert_eq!(pool.held_bytes(), 0);
+    pool.put(Data::zeros(DType::F32, large));
+    assert_eq!(pool.held_bytes(), recycle_min_bytes());
+}

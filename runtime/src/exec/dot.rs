@@ -513,13 +513,17 @@ pub(crate) fn group_strides(shape: &[usize], groups: [&[usize]; 3]) -> Option<[i
     let st = istrides_of(shape);
     let mut out = [0isize; 3];
     for (k, g) in groups.iter().enumerate() {
-        let dims: Vec<usize> = g.iter().copied().filter(|&d| shape[d] != 1).collect();
-        for w in dims.windows(2) {
-            if st[w[0]] != st[w[1]] * shape[w[1]] as isize {
-                return None;
+        // The group's non-unit dimensions, each next to the one before it.
+        let mut prev: Option<usize> = None;
+        for d in g.iter().copied().filter(|&d| shape[d] != 1) {
+            if let Some(p) = prev {
+                if st[p] != st[d] * shape[d] as isize {
+                    return None;
+                }
             }
+            prev = Some(d);
         }
-        out[k] = dims.last().map(|&d| st[d]).unwrap_or(0);
+        out[k] = prev.map(|d| st[d]).unwrap_or(0);
     }
     Some(out)
 }

@@ -92,7 +92,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
 }
 
 fn same_shape(a: &Tensor, b: &Tensor) -> Result<(), OpError> {
-    if a.shape() != b.shape() {
+    if !super::same_dims(a.shape(), b.shape()) {
         return invalid(format!(
             "operand shapes differ: {:?} vs {:?}",
             a.shape(),

@@ -949,25 +949,21 @@ fn run_loop(
     kernel: ebb_codegen::Kernel,
     n: usize,
 ) -> Result<Vec<Tensor>, KernelFailure> {
-    let mut results: Vec<Option<Data>> = vec![None; ctx.out.len()];
-    for &(s, i) in in_place {
+    let mut results: Vec<Data> = Vec::with_capacity(ctx.out.len());
+    for (i, o) in ctx.out.iter().enumerate() {
+        let Some(&(_, k)) = in_place.iter().find(|&&(s, _)| s == i) else {
+            results.push(ctx.take_result(i, o.dtype, o.shape.iter().product()));
+            continue;
+        };
         let held = std::mem::replace(
-            &mut ops[i],
+            &mut ops[k],
             Tensor::scalar(crate::tensor::Scalar::I1(false)),
         );
         match held.try_into_data() {
-            Ok(d) => results[s] = Some(d),
+            Ok(d) => results.push(d),
             Err(_) => return Err(invalid("an in-place operand became shared")),
         }
     }
-    let mut results: Vec<Data> = results
-        .into_iter()
-        .zip(ctx.out)
-        .enumerate()
-        .map(|(i, (r, o))| {
-            r.unwrap_or_else(|| ctx.take_result(i, o.dtype, o.shape.iter().product()))
-        })
-        .collect();
     if results.len() != layout.stores.len() || results.iter().any(|d| d.len() != n) {
         return Err(invalid("loop fusion results differ in element count"));
     }
@@ -991,9 +987,11 @@ fn run_loop(
         launch(0, n);
     }
     drop(bufs);
-    Ok(results
-        .into_iter()
-        .zip(ctx.out)
-        .map(|(d, o)| Tensor::from_parts(o.shape.clone(), d))
-        .collect())
+    // A vector of its own (collecting the buffers' vector in place reallocates it: a `Tensor`
+    // and a `Data` differ in size).
+    let mut out = Vec::with_capacity(results.len());
+    for (d, o) in results.into_iter().zip(ctx.out) {
+        out.push(Tensor::from_parts(o.shape.clone(), d));
+    }
+    Ok(out)
 }

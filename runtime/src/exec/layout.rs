@@ -22,7 +22,11 @@ pub(crate) fn strides_of(shape: &[usize]) -> Vec<usize> {
 
 /// Row-major strides as `isize`.
 pub fn istrides_of(shape: &[usize]) -> Vec<isize> {
-    strides_of(shape).into_iter().map(|s| s as isize).collect()
+    let mut s = vec![1isize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1] as isize;
+    }
+    s
 }
 
 /// The lowest and highest element a view of `shape` with `strides` reaches, relative to its

@@ -186,6 +186,14 @@ impl OutType {
     }
 }
 
+/// Whether two shapes are equal, compared in place (a slice `==` calls `memcmp`, which
+/// costs more than the comparison for the few dimensions of a shape, checked for every
+/// input and result of every step, at every iteration of a loop body).
+#[inline]
+pub(crate) fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 fn fmt_type(dtype: DType, shape: &[usize]) -> String {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     format!("{dtype}[{}]", dims.join(","))
@@ -476,7 +484,7 @@ impl<'g> Program<'g> {
         }
         let mut slots: Vec<Option<Tensor>> = vec![None; self.prep.num_values];
         for (i, (t, ty)) in inputs.into_iter().zip(&self.prep.inputs).enumerate() {
-            if t.dtype() != ty.dtype || t.shape() != ty.shape.as_slice() {
+            if t.dtype() != ty.dtype || !same_dims(t.shape(), &ty.shape) {
                 let id = g.inputs()[i];
                 return Err(ExecError::InputMismatch {
                     graph: g.name.clone(),
@@ -696,7 +704,7 @@ impl Program<'_> {
             ));
         }
         for (i, (t, ot)) in results.iter().zip(&s.out).enumerate() {
-            if t.dtype() != ot.dtype || t.shape() != ot.shape.as_slice() {
+            if t.dtype() != ot.dtype || !same_dims(t.shape(), &ot.shape) {
                 return Err(op_err(
                     node,
                     OpError::Invalid(format!(

@@ -87,13 +87,18 @@ impl BufferPool {
         self.inner.lock().map_or(0, |p| p.reused_bytes)
     }
 
-    /// Keeps a freed buffer if it fits under the capacity (otherwise drops it).
-    pub(crate) fn put(&self, d: Data) {
+    /// Keeps a freed buffer if it is at least [`recycle_min_bytes`] long and fits under the
+    /// capacity (otherwise drops it).
+    #[doc(hidden)]
+    pub fn put(&self, d: Data) {
         let (dtype, n) = (d.dtype(), d.len());
         if !d.is_heap() {
             return; // an arena range is released when its slice drops
         }
         let size = bytes_of(dtype, n);
+        if size < recycle_min_bytes() {
+            return; // never handed out again: `take` does not look for it
+        }
         let Ok(mut p) = self.inner.lock() else {
             return;
         };
@@ -113,11 +118,16 @@ impl BufferPool {
     }
 
     /// A kept buffer of exactly `dtype` and `n` elements (stale contents), if there is one.
+    /// A buffer shorter than [`recycle_min_bytes`] is never kept, so none is looked for
+    /// (without taking the lock: a loop body's small results ask at every iteration).
     #[doc(hidden)]
     pub fn take(&self, dtype: DType, n: usize) -> Option<Data> {
+        let size = bytes_of(dtype, n);
+        if size < recycle_min_bytes() {
+            return None;
+        }
         let mut p = self.inner.lock().ok()?;
         let d = p.free.get_mut(&(dtype, n))?.pop()?;
-        let size = bytes_of(dtype, n);
         p.bytes -= size;
         p.reused_bytes += size;
         Some(d)
@@ -138,10 +148,26 @@ impl BufferPool {
 
 /// Buffers smaller than this are left to the allocator (small blocks are cheap to allocate
 /// and come from memory the process already touched). From this size on, a recycled buffer
-/// also saves the zeroing of a new one (`calloc`'s `memset`, which every taker overwrites):
-/// in a scanned RNN's loop body, whose results of a few KiB are made at every iteration, the
-/// zeroing was about a tenth of the step's instructions, more than the pool's lock and lookup.
-pub const RECYCLE_MIN_BYTES: u64 = 8 << 10;
+/// also saves the zeroing of a new one (`calloc`'s `memset`, which every taker overwrites)
+/// and the allocator's path for blocks over 1 KiB (mimalloc's generic one): in a scanned
+/// RNN's loop body, whose results of 1 to 6 KiB are made at every iteration, recycling from
+/// 1 KiB on made the step at `B=16, S=64` about 2% faster than from 8 KiB on (median of 14
+/// alternated pairs), and left `B=8, S=32` (1 KiB results) unchanged. The default of
+/// [`recycle_min_bytes`].
+pub const RECYCLE_MIN_BYTES: u64 = 1 << 10;
+
+/// The smallest buffer the pool keeps, in bytes: `EBB_RECYCLE_MIN_BYTES` (read once, so that
+/// a measurement can sweep it without a rebuild), default [`RECYCLE_MIN_BYTES`]. Any value
+/// gives the same bits (every taker overwrites every element).
+pub fn recycle_min_bytes() -> u64 {
+    static V: OnceLock<u64> = OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("EBB_RECYCLE_MIN_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(RECYCLE_MIN_BYTES)
+    })
+}
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<BufferPool>>> = const { RefCell::new(None) };
@@ -162,7 +188,7 @@ impl Drop for Active {
 
 /// Called by `Tensor`'s `Drop`: moves a large, unshared buffer into the active pool.
 pub(crate) fn recycle(data: &mut Arc<Data>) {
-    if bytes_of(data.dtype(), data.len()) < RECYCLE_MIN_BYTES {
+    if bytes_of(data.dtype(), data.len()) < recycle_min_bytes() {
         return;
     }
     let Some(d) = Arc::get_mut(data) else {

@@ -215,11 +215,16 @@ fn slice_view(
     st: &[isize],
     shape: &[usize],
 ) -> Result<Tensor, OpError> {
-    let contiguous = istrides_of(shape)
-        .iter()
-        .zip(st)
-        .zip(shape)
-        .all(|((&want, &got), &n)| n == 1 || want == got);
+    // Row-major strides of `shape`, innermost first, compared as they are computed.
+    let mut want = 1isize;
+    let mut contiguous = st.len() == shape.len();
+    for (&got, &n) in st.iter().zip(shape).rev() {
+        if n != 1 && got != want {
+            contiguous = false;
+            break;
+        }
+        want *= n as isize;
+    }
     if contiguous && ctx.slots.is_none() && ctx.held.first() == Some(&true) {
         if let Some(t) = usize::try_from(off)
             .ok()
