@@ -40,7 +40,9 @@ use ebb_plan::device::DeviceProfile;
 use ebb_plan::finalize::{FinalizeOptions, Finalizer};
 use ebb_plan::format::Plan;
 use ebb_testkit::jax_fixture;
-use ebb_testkit::longtail::{digest, process_cpu_ms as cpu_ms, Budgets, DIGEST_START, MODES};
+use ebb_testkit::longtail::{
+    atlas_samples, digest, process_cpu_ms as cpu_ms, Budgets, DIGEST_START, MODES,
+};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -131,24 +133,6 @@ fn shapes(plan: &Plan) -> Vec<Bindings> {
     };
     sample_longtail(&lt, &plan.symbols).expect("long-tail shapes")
 }
-
-/// Sample lengths of the atlas ([`Finalizer::prepare_atlas`]): [`ATLAS_SAMPLES`] lengths
-/// geometric over the long-tail range (32..=1024), B=8, de-duplicated.
-fn atlas_samples(plan: &Plan) -> Vec<Bindings> {
-    let n = ATLAS_SAMPLES;
-    let mut lengths: Vec<i64> = (0..n)
-        .map(|i| (32.0 * 32f64.powf(i as f64 / (n - 1) as f64)).round() as i64)
-        .collect();
-    lengths.dedup();
-    lengths
-        .iter()
-        .filter_map(|s| Bindings::parse(&format!("B=8,S={s}")).ok())
-        .filter(|b| plan.symbols.check(b).is_ok())
-        .collect()
-}
-
-/// How many sample lengths an atlas is prepared from.
-const ATLAS_SAMPLES: usize = 32;
 
 fn main() {
     let quick = std::env::var_os("EBB_TABLE_ONLY").is_some();

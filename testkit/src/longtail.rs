@@ -8,6 +8,25 @@ use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer
 use ebb_plan::format::Plan;
 use std::ops::Deref;
 
+/// How many sample lengths the benchmark's atlases are prepared from.
+pub const ATLAS_SAMPLES: usize = 32;
+
+/// The benchmark's atlas samples ([`Finalizer::prepare_atlas`]): B=8 and [`ATLAS_SAMPLES`]
+/// lengths geometric over the long-tail range (32..=1024), de-duplicated, those `plan`'s
+/// symbol facts admit.
+pub fn atlas_samples(plan: &Plan) -> Vec<Bindings> {
+    let n = ATLAS_SAMPLES;
+    let mut lengths: Vec<i64> = (0..n)
+        .map(|i| (32.0 * 32f64.powf(i as f64 / (n - 1) as f64)).round() as i64)
+        .collect();
+    lengths.dedup();
+    lengths
+        .iter()
+        .map(|&s| crate::bs(8, s))
+        .filter(|b| plan.symbols.check(b).is_ok())
+        .collect()
+}
+
 /// The budget modes, in the benchmark's order (see [`Budgets::of`]).
 pub const MODES: [&str; 3] = ["fixed-mid-median", "fixed-fits-all", "po-50%"];
 

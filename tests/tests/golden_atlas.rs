@@ -35,26 +35,8 @@ use ebb_plan::device::{DeviceId, DeviceProfile};
 use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
 use ebb_plan::format::{DecisionKind, Plan};
 use ebb_testkit::import_fixture;
-use ebb_testkit::longtail::{Budgets, MODES};
+use ebb_testkit::longtail::{atlas_samples, Budgets, MODES};
 use std::fmt::Write as _;
-
-/// How many sample lengths the atlases are prepared from (the benchmark's `ATLAS_SAMPLES`).
-const ATLAS_SAMPLES: usize = 32;
-
-/// The atlas's sample bindings: B=8 and [`ATLAS_SAMPLES`] lengths geometric over 32..=1024,
-/// de-duplicated (as the benchmark's `atlas_samples`).
-fn atlas_samples(plan: &Plan) -> Vec<Bindings> {
-    let n = ATLAS_SAMPLES;
-    let mut lengths: Vec<i64> = (0..n)
-        .map(|i| (32.0 * 32f64.powf(i as f64 / (n - 1) as f64)).round() as i64)
-        .collect();
-    lengths.dedup();
-    lengths
-        .iter()
-        .map(|&s| ebb_testkit::bs(8, s))
-        .filter(|b| plan.symbols.check(b).is_ok())
-        .collect()
-}
 
 /// The sequence length of `b`.
 fn seq(b: &Bindings) -> i64 {

@@ -1418,7 +1418,7 @@ fn dense_walk(
 }
 
 /// Steps the row-major multi-index `o` within `shape` (wrapping to zeros after the last).
-fn advance(o: &mut [usize], shape: &[usize]) {
+pub(super) fn advance(o: &mut [usize], shape: &[usize]) {
     for d in (0..o.len()).rev() {
         o[d] += 1;
         if o[d] < shape[d] {

@@ -11,6 +11,7 @@
 //! fold.
 
 use super::par;
+use super::reduce::advance;
 
 /// Outputs folded together in registers (one AVX-512 vector of `f32`, two of `f64`).
 const L: usize = 8;
@@ -107,15 +108,4 @@ pub(super) fn dense_rows<T: Copy + Send + Sync>(
             advance(&mut o, outer_shape);
         }
     });
-}
-
-/// Steps the row-major multi-index `o` within `shape` (wrapping to zeros after the last).
-fn advance(o: &mut [usize], shape: &[usize]) {
-    for d in (0..o.len()).rev() {
-        o[d] += 1;
-        if o[d] < shape[d] {
-            return;
-        }
-        o[d] = 0;
-    }
 }
