@@ -33,7 +33,7 @@ use ebb_pipeline::{compile, CompileOptions};
 use ebb_plan::arena::check_layout;
 use ebb_plan::device::{DeviceId, DeviceProfile};
 use ebb_plan::finalize::{ConcretePlan, FinalizeError, FinalizeOptions, Finalizer};
-use ebb_plan::format::{DecisionKind, Plan};
+use ebb_plan::format::DecisionKind;
 use ebb_testkit::import_fixture;
 use ebb_testkit::longtail::{atlas_samples, Budgets, MODES};
 use std::fmt::Write as _;
