@@ -59,6 +59,10 @@ pub(super) fn plan(g: &Geometry) -> Arc<Plan> {
     });
     if offsets <= MAX_OFFSETS {
         let mut c = cache();
+        // Another thread may have cached this geometry meanwhile: keep one plan per key.
+        if let Some(q) = c.iter().find(|q| q.key == p.key) {
+            return Arc::clone(q);
+        }
         if c.len() >= CAPACITY {
             c.remove(0);
         }

@@ -23,7 +23,7 @@ pub(crate) const PAR_MIN: usize = 1 << 15;
 /// helpers' wake-up and join against the work they take over, which depends on the machine;
 /// these variables let a measurement sweep them without a rebuild. Any value gives the same
 /// bits (see the module docs).
-fn knob(name: &str, default: usize) -> usize {
+pub(crate) fn knob(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())

@@ -161,12 +161,7 @@ pub const RECYCLE_MIN_BYTES: u64 = 1 << 10;
 /// gives the same bits (every taker overwrites every element).
 pub fn recycle_min_bytes() -> u64 {
     static V: OnceLock<u64> = OnceLock::new();
-    *V.get_or_init(|| {
-        std::env::var("EBB_RECYCLE_MIN_BYTES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(RECYCLE_MIN_BYTES)
-    })
+    *V.get_or_init(|| super::par::knob("EBB_RECYCLE_MIN_BYTES", RECYCLE_MIN_BYTES as usize) as u64)
 }
 
 thread_local! {
