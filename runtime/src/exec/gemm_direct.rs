@@ -250,85 +250,15 @@ mod x86 {
         // views, which lie inside their allocations.
         let mut j = 0;
         while j + 32 <= n {
-            rows512::<2>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            rows512::<2, true>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
             j += 32;
         }
         if j + 16 <= n {
-            rows512::<1>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            rows512::<1, true>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
             j += 16;
         }
         if j < n {
             sgemm(m, k, n - j, a, rsa, csa, b.add(j), rsb, c.add(j), ldc, true);
-        }
-    }
-
-    /// All `m` rows of a strip of `16W` columns: tiles of 8 rows, then of 4, then single rows.
-    #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn rows512<const W: usize>(
-        m: usize,
-        k: usize,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        c: *mut f32,
-        ldc: usize,
-    ) {
-        let mut i = 0;
-        let at = |i: usize| (a.offset(i as isize * rsa), c.add(i * ldc));
-        while i + 8 <= m {
-            let (a, c) = at(i);
-            tile512::<8, W>(k, a, rsa, csa, b, rsb, c, ldc);
-            i += 8;
-        }
-        while i + 4 <= m {
-            let (a, c) = at(i);
-            tile512::<4, W>(k, a, rsa, csa, b, rsb, c, ldc);
-            i += 4;
-        }
-        while i < m {
-            let (a, c) = at(i);
-            tile512::<1, W>(k, a, rsa, csa, b, rsb, c, ldc);
-            i += 1;
-        }
-    }
-
-    /// `R` rows × `16W` columns: one FMA chain per element over the depths in order, from
-    /// `+0`, stored as `acc` (the AVX-512 kernel's `1·acc`).
-    #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn tile512<const R: usize, const W: usize>(
-        k: usize,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        c: *mut f32,
-        ldc: usize,
-    ) {
-        let mut acc = [[_mm512_setzero_ps(); W]; R];
-        for p in 0..k {
-            let bp = b.offset(p as isize * rsb);
-            let mut bv = [_mm512_setzero_ps(); W];
-            for (w, v) in bv.iter_mut().enumerate() {
-                *v = _mm512_loadu_ps(bp.add(16 * w));
-            }
-            let ap = a.offset(p as isize * csa);
-            for (r, row) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*ap.offset(r as isize * rsa));
-                for (x, v) in row.iter_mut().zip(&bv) {
-                    *x = _mm512_fmadd_ps(av, *v, *x);
-                }
-            }
-        }
-        for (r, row) in acc.iter().enumerate() {
-            for (w, x) in row.iter().enumerate() {
-                _mm512_storeu_ps(c.add(r * ldc + 16 * w), *x);
-            }
         }
     }
 
@@ -365,88 +295,105 @@ mod x86 {
         }
     }
 
-    /// All `m` rows of a strip of `8W` columns: tiles of 6 rows, then single rows (`KEEP`:
-    /// see [`tile`]).
-    #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn rows<const W: usize, const KEEP: bool>(
-        m: usize,
-        k: usize,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        c: *mut f32,
-        ldc: usize,
-    ) {
-        let mut i = 0;
-        while i + 6 <= m {
-            tile::<6, W, KEEP>(
-                k,
-                a.offset(i as isize * rsa),
-                rsa,
-                csa,
-                b,
-                rsb,
-                c.add(i * ldc),
-                ldc,
-            );
-            i += 6;
-        }
-        while i < m {
-            tile::<1, W, KEEP>(
-                k,
-                a.offset(i as isize * rsa),
-                rsa,
-                csa,
-                b,
-                rsb,
-                c.add(i * ldc),
-                ldc,
-            );
-            i += 1;
-        }
-    }
-
-    /// `R` rows × `8W` columns: one FMA chain per element over the depths in order, from
-    /// `+0`, stored as `acc` (`KEEP`, the AVX-512 kernel's `1·acc`) or `acc + 0`.
-    #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn tile<const R: usize, const W: usize, const KEEP: bool>(
-        k: usize,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        c: *mut f32,
-        ldc: usize,
-    ) {
-        let mut acc = [[_mm256_setzero_ps(); W]; R];
-        for p in 0..k {
-            let bp = b.offset(p as isize * rsb);
-            let mut bv = [_mm256_setzero_ps(); W];
-            for (w, v) in bv.iter_mut().enumerate() {
-                *v = _mm256_loadu_ps(bp.add(8 * w));
+    /// Defines `$rows` (all `m` rows of a strip of `LANES·W` columns, in tiles of the listed
+    /// heights, tallest first) and `$tile` (`R` rows × `LANES·W` columns: one FMA chain per
+    /// element over the depths in order, from `+0`, stored as `acc` where `KEEP` — the AVX-512
+    /// kernel's `1·acc` — else as `acc + 0`), for one vector width: the AVX2 and AVX-512 tiles
+    /// are the same code over `__m256` and `__m512`.
+    macro_rules! tiles {
+        ($rows:ident, $tile:ident, $feature:literal, $lanes:literal, [$($height:literal),+],
+         $zero:ident, $load:ident, $splat:ident, $fma:ident, $add:ident, $store:ident) => {
+            #[allow(clippy::too_many_arguments, clippy::int_plus_one)]
+            #[target_feature(enable = $feature)]
+            unsafe fn $rows<const W: usize, const KEEP: bool>(
+                m: usize,
+                k: usize,
+                a: *const f32,
+                rsa: isize,
+                csa: isize,
+                b: *const f32,
+                rsb: isize,
+                c: *mut f32,
+                ldc: usize,
+            ) {
+                let mut i = 0;
+                $(
+                    while i + $height <= m {
+                        let (a, c) = (a.offset(i as isize * rsa), c.add(i * ldc));
+                        $tile::<$height, W, KEEP>(k, a, rsa, csa, b, rsb, c, ldc);
+                        i += $height;
+                    }
+                )+
             }
-            let ap = a.offset(p as isize * csa);
-            for (r, row) in acc.iter_mut().enumerate() {
-                let av = _mm256_set1_ps(*ap.offset(r as isize * rsa));
-                for (x, v) in row.iter_mut().zip(&bv) {
-                    *x = _mm256_fmadd_ps(av, *v, *x);
+
+            #[allow(clippy::too_many_arguments)]
+            #[target_feature(enable = $feature)]
+            #[inline]
+            unsafe fn $tile<const R: usize, const W: usize, const KEEP: bool>(
+                k: usize,
+                a: *const f32,
+                rsa: isize,
+                csa: isize,
+                b: *const f32,
+                rsb: isize,
+                c: *mut f32,
+                ldc: usize,
+            ) {
+                let mut acc = [[$zero(); W]; R];
+                for p in 0..k {
+                    let bp = b.offset(p as isize * rsb);
+                    let mut bv = [$zero(); W];
+                    for (w, v) in bv.iter_mut().enumerate() {
+                        *v = $load(bp.add($lanes * w));
+                    }
+                    let ap = a.offset(p as isize * csa);
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        let av = $splat(*ap.offset(r as isize * rsa));
+                        for (x, v) in row.iter_mut().zip(&bv) {
+                            *x = $fma(av, *v, *x);
+                        }
+                    }
+                }
+                let zero = $zero();
+                for (r, row) in acc.iter().enumerate() {
+                    for (w, x) in row.iter().enumerate() {
+                        let v = if KEEP { *x } else { $add(*x, zero) };
+                        $store(c.add(r * ldc + $lanes * w), v);
+                    }
                 }
             }
-        }
-        let zero = _mm256_setzero_ps();
-        for (r, row) in acc.iter().enumerate() {
-            for (w, x) in row.iter().enumerate() {
-                let v = if KEEP { *x } else { _mm256_add_ps(*x, zero) };
-                _mm256_storeu_ps(c.add(r * ldc + 8 * w), v);
-            }
-        }
+        };
     }
+
+    // Tiles of 6 rows × 16 or 8 columns (12 `__m256` accumulators at most), then single rows.
+    tiles!(
+        rows,
+        tile,
+        "avx2,fma",
+        8,
+        [6, 1],
+        _mm256_setzero_ps,
+        _mm256_loadu_ps,
+        _mm256_set1_ps,
+        _mm256_fmadd_ps,
+        _mm256_add_ps,
+        _mm256_storeu_ps
+    );
+    // Tiles of 8 rows × 32 or 16 columns (16 `__m512` accumulators at most), then 4 rows, then
+    // single rows.
+    tiles!(
+        rows512,
+        tile512,
+        "avx512f",
+        16,
+        [8, 4, 1],
+        _mm512_setzero_ps,
+        _mm512_loadu_ps,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps,
+        _mm512_add_ps,
+        _mm512_storeu_ps
+    );
 }
 
 /// The product `a·b` (`a` an `m×k` view of strides `(rsa, csa)`, `b` a `k×n` view of strides
