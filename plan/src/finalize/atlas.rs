@@ -74,7 +74,7 @@ use super::{
     check_and_choose_variant, finalize_prepared, forced, greedy, surely_infeasible, upward_target,
     ConcretePlan, FinalizeOptions, Finalizer, Shaped, UPWARD_SLACK,
 };
-use crate::arena::{assign_offsets_order, greedy::VARIANTS};
+use crate::arena::{assign_offsets_order, assign_offsets_order_within, greedy::VARIANTS};
 use crate::format::Plan;
 use ebb_ir::Bindings;
 use std::ops::Deref;
@@ -120,6 +120,10 @@ struct Entry {
 struct Layout {
     /// The order the fast path lays out in: `None` the scan, else that anchored order.
     order: Option<usize>,
+    /// Arena / planned peak of the sample's decisions in each anchored order (by index of
+    /// [`VARIANTS`]): where the scan (`order` `None`) exceeds the budget at a shape, the order
+    /// that packs best at both samples bracketing it is laid out before deciding again.
+    anchored: [f64; VARIANTS.len()],
     /// Its arena / planned peak at the sample.
     fragmentation: f64,
 }
@@ -283,16 +287,26 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             // The scan (the cheaper layout) where it packs within `SCAN_PREFERRED_WITHIN`
             // of the budget of the best anchored order, else that order.
             let scan = arena(None);
-            let (order, best) = (0..VARIANTS.len())
-                .map(|order| (Some(order), arena(Some(order))))
+            let arenas: [i64; VARIANTS.len()] = std::array::from_fn(|order| arena(Some(order)));
+            let (fallback, anchored) = arenas
+                .iter()
+                .copied()
+                .enumerate()
                 .min_by_key(|&(_, a)| a)
-                .filter(|&(_, a)| (scan - a) as f64 > budget as f64 * SCAN_PREFERRED_WITHIN)
-                .unwrap_or((None, scan));
+                .unwrap_or((0, i64::MAX));
+            let (order, best) = if (scan - anchored) as f64 > budget as f64 * SCAN_PREFERRED_WITHIN
+            {
+                (Some(fallback), anchored)
+            } else {
+                (None, scan)
+            };
+            let planned = c.peak_bytes_planned.max(1) as f64;
             // (A scan over the budget: the full finalize repaired it or laid out again.)
             *faster |= scan > budget;
             Layout {
                 order,
-                fragmentation: best as f64 / c.peak_bytes_planned.max(1) as f64,
+                anchored: arenas.map(|a| a as f64 / planned),
+                fragmentation: best as f64 / planned,
             }
         });
         Some(Entry {
@@ -362,6 +376,9 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                 .find_map(|e| e.layout)
             {
                 layout.fragmentation = layout.fragmentation.max(below.fragmentation);
+                for (f, b) in layout.anchored.iter_mut().zip(below.anchored) {
+                    *f = f.max(b);
+                }
             }
             (e.trace.clone(), layout)
         };
@@ -372,14 +389,21 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         let mut target = ((budget as f64 / layout.fragmentation.max(1.0)) as i64
             - (budget as f64 * ATLAS_MARGIN) as i64)
             .min(upward_target(budget));
-        let lay = |c: &ConcretePlan, order| {
-            assign_offsets_order(
+        // Where the scan exceeds the budget, the anchored order that packs best at both
+        // bracketing samples (the larger of their fragmentations), of the same decisions,
+        // before deciding again.
+        let fallback = (0..VARIANTS.len())
+            .min_by(|&x, &y| layout.anchored[x].total_cmp(&layout.anchored[y]))
+            .unwrap_or(0);
+        let lay = |c: &ConcretePlan| {
+            assign_offsets_order_within(
                 v,
                 &prep.value_live,
                 &c.value_bytes,
                 &c.decisions,
                 c.peak_bytes_planned,
-                order,
+                layout.order,
+                Some((fallback, budget)),
             )
         };
         for _ in 0..ATLAS_TRIES {
@@ -390,7 +414,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             if c.peak_bytes_planned > budget {
                 return None;
             }
-            let arena = lay(&c, layout.order);
+            let arena = lay(&c);
             if arena.arena_bytes <= budget {
                 c.arena = arena;
                 self.atlas_hits
