@@ -334,7 +334,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         }
         // The nearest entry that serves this shape, with the layout of the nearest feasible
         // entry that serves it (its own where feasible).
-        let (trace, layout) = {
+        let (mut replay, layout, feasible) = {
             let atlases = self.atlases.read().unwrap_or_else(|e| e.into_inner());
             // An atlas for this exact budget, else one keyed by the budget's share of the peak.
             let fixed = atlases.iter().find(|a| {
@@ -380,10 +380,13 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                     *f = f.max(b);
                 }
             }
-            (e.trace.clone(), layout)
+            (e.trace.retargeted(i64::MIN), layout, e.layout.is_some())
         };
         let (v, prep) = self.prepared_variant(shaped.variant);
-        if surely_infeasible(v, prep, shaped, opts, budget) {
+        // (Served by a feasible sample, whose scheduled peak is at least this one's, the shape
+        // is feasible but for exceptions, where the replay fails: the bound is skipped. A
+        // replay never meets a target below the bound, so the result is the same.)
+        if !feasible && surely_infeasible(v, prep, shaped, opts, budget) {
             return None;
         }
         let mut target = ((budget as f64 / layout.fragmentation.max(1.0)) as i64
@@ -408,7 +411,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         };
         for _ in 0..ATLAS_TRIES {
             // (The log replayed, then the greedy's search from there where it runs out.)
-            let replay = trace.retargeted(target);
+            replay.retarget(target);
             let mut c =
                 finalize_prepared(v, prep, shaped, b, opts, Some(target), Some(&replay))?.ok()?;
             if c.peak_bytes_planned > budget {
