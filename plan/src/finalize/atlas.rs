@@ -16,7 +16,8 @@
 //! that packs its decisions best (one of greedy by size's [`VARIANTS`] as the order of the
 //! anchored layout of [`ORDER_ANCHORS`](crate::arena::ORDER_ANCHORS) anchors; the scan where
 //! it packs within [`SCAN_PREFERRED_WITHIN`] of that) with that layout's fragmentation (arena
-//! / planned peak).
+//! / planned peak), and the fragmentation of each anchored order (for the fallback order
+//! below).
 //!
 //! # The fast path
 //! At bindings whose scheduled peak exceeds the budget less [`UPWARD_SLACK`] (below it the
@@ -38,28 +39,40 @@
 //! [`ATLAS_MARGIN`] of the budget, and at most
 //! the budget less [`UPWARD_SLACK`]. The residency is then computed exactly (the checker's
 //! model) and the arena laid out in the entry's layout order ([`crate::arena`]'s one-order
-//! layout: the scan, or one anchored order alone); the result is kept where the arena fits
-//! the budget. Where it exceeds the budget, once more under the planned peak scaled by
-//! budget / arena, less [`ATLAS_MARGIN`] ([`ATLAS_TRIES`]). Else (the search from the log's
+//! layout: the scan, or one anchored order alone); where the scan exceeds the budget, the
+//! same decisions are laid out in the anchored order that packs best at both entries
+//! bracketing the shape (the smallest of the larger of their fragmentations; the scan's slabs
+//! reused, abandoned once over the budget: [`crate::arena`]'s `assign_offsets_order_within`),
+//! since a shape's scan can fragment more than its neighbours' (`gpt2_24l`, B=8: S=110 under
+//! `fixed-mid-median` on `h100-sxm-pcie5`, 1.8% over the planned peak against 0.1% at S=122,
+//! where anchored order 0 packs within 0.5%). The result is kept where the arena fits the
+//! budget. Where it still exceeds the budget, once more under the planned peak scaled by
+//! budget / arena (the scan's), less [`ATLAS_MARGIN`] ([`ATLAS_TRIES`]). Else (the search from the log's
 //! state does not meet the target, or the arena still exceeds the budget) the full finalize
 //! runs on the same evaluated shape.
 //!
 //! The decisions are not today's search at this shape: they are a neighbour's picks in its
 //! order, under a target set by its neighbours' fragmentation. On `gpt2_24l` (B=8, 64
-//! long-tail lengths, 32 samples) they add between 0.33 points of the step less and 0.54
+//! long-tail lengths, 32 samples) they add between 0.33 points of the step less and 0.41
 //! more than the full finalize's under `fixed-mid-median` on `h100-sxm-pcie5`, between 0.25
-//! less and 0.11 more under `po-50%`, and the same (0.000%) on `cpu`
+//! less and 0.09 more under `po-50%`, and the same (0.000%) on `cpu`
 //! (docs/results/2026-11-30-finalize-atlas-relative.md,
-//! docs/results/2026-11-30-finalize-atlas-deep-logs.md).
+//! docs/results/2026-11-30-finalize-atlas-deep-logs.md,
+//! docs/results/2026-11-30-finalize-atlas-fallback-order.md).
 //!
 //! # Cost
 //! Fast path: one evaluation, one replay per run (O(picks · log points) plus the second
 //! look, plus the search from the log's end where even the deepened log runs out), one
 //! layout of one order
 //! (`crate::arena`: the scan, O(n log n + points + n·f), or one anchored order, O(n log n +
-//! points + K² + n·(f + K)) for K ≤ [`ORDER_ANCHORS`](crate::arena::ORDER_ANCHORS) anchors);
-//! twice where the first arena misses the budget. No choice among layout orders. A miss adds
-//! those to the full finalize.
+//! points + K² + n·(f + K)) for K ≤ [`ORDER_ANCHORS`](crate::arena::ORDER_ANCHORS) anchors),
+//! plus one anchored order's large intervals where the scan misses the budget; twice where
+//! the arena still misses it (on `gpt2_24l`'s 64 long-tail lengths, in no case since the
+//! fallback order). No choice among layout orders. A miss adds those to the full finalize.
+//! The bound on the lowest reachable peak (`surely_infeasible`) is computed only where the
+//! serving entry's sample was infeasible (a replay never meets a target below it, so the
+//! result is the same; a feasible sample above the shape makes it feasible but for
+//! exceptions).
 //!
 //! # Determinism
 //! The atlas depends only on the plan, the options and the samples (bindings, and budgets
@@ -109,9 +122,9 @@ struct Entry {
     budget: i64,
     /// The search made there.
     trace: greedy::Trace,
-    /// The layout order that packs the sample's decisions best (`None`: the scan alone; else
-    /// that anchored order after the scan) and its arena / planned peak; `None` where the
-    /// sample was infeasible.
+    /// The layout order that packs the sample's decisions best (`None`: the scan, with an
+    /// anchored order where it misses the budget; else that anchored order alone) and its
+    /// arena / planned peak; `None` where the sample was infeasible.
     layout: Option<Layout>,
 }
 
