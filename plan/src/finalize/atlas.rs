@@ -54,7 +54,7 @@
 //! The decisions are not today's search at this shape: they are a neighbour's picks in its
 //! order, under a target set by its neighbours' fragmentation. On `gpt2_24l` (B=8, 64
 //! long-tail lengths, 32 samples) they add between 0.33 points of the step less and 0.41
-//! more than the full finalize's under `fixed-mid-median` on `h100-sxm-pcie5`, between 0.25
+//! more than the full finalize's under `fixed-mid-median` on `h100-sxm-pcie5`, between 0.28
 //! less and 0.09 more under `po-50%`, and the same (0.000%) on `cpu`
 //! (docs/results/2026-11-30-finalize-atlas-relative.md,
 //! docs/results/2026-11-30-finalize-atlas-deep-logs.md,
