@@ -291,6 +291,25 @@ pub(crate) fn assign_offsets_order(
     peak: i64,
     order: Option<usize>,
 ) -> Arena {
+    assign_offsets_order_within(plan, live, value_bytes, decisions, peak, order, None)
+}
+
+/// As [`assign_offsets_order`], and where the scan (`order` `None`) exceeds `fallback`'s bound
+/// (bytes), the anchored layout in `fallback`'s order (an index of
+/// [`VARIANTS`](greedy::VARIANTS), [`ORDER_ANCHORS`] anchors) of the same intervals, its slabs
+/// the scan's (not made again), abandoned once its top exceeds the bound: kept where it fits
+/// the bound, else the scan's arena is returned. One layout of the decisions in place of a
+/// second decision and layout (`finalize/atlas.rs`'s fast path where a shape's scan fragments
+/// more than its neighbours'); at most O(K² + n·(f + K)) more than the scan.
+pub(crate) fn assign_offsets_order_within(
+    plan: &Plan,
+    live: &IndexVec<ValueIx, Window>,
+    value_bytes: &[i64],
+    decisions: &[Decision],
+    peak: i64,
+    order: Option<usize>,
+    fallback: Option<(usize, i64)>,
+) -> Arena {
     let never = AtomicBool::new(false);
     lay_out(
         plan,
@@ -298,16 +317,18 @@ pub(crate) fn assign_offsets_order(
         value_bytes,
         decisions,
         peak,
-        None,
+        fallback.map(|f| f.1),
         &AtomicBool::new(true),
         &never,
-        Some(order),
+        Some(order.ok_or(fallback.map(|f| f.0))),
     )
     .unwrap_or_default()
 }
 
-/// [`assign_offsets_live`] (`fixed`: `None`), or the scan and at most the one anchored order
-/// `fixed` names ([`assign_offsets_order`]).
+/// [`assign_offsets_live`] (`fixed`: `None`), or the one order `fixed` names
+/// ([`assign_offsets_order_within`]): `Ok(order)` that anchored order alone, `Err(fallback)` the
+/// scan, then where it exceeds `fit` the anchored order `fallback` (if any) with the scan's
+/// slabs.
 #[allow(clippy::too_many_arguments)]
 fn lay_out(
     plan: &Plan,
@@ -318,7 +339,7 @@ fn lay_out(
     fit: Option<i64>,
     futile: &AtomicBool,
     cancel: &AtomicBool,
-    fixed: Option<Option<usize>>,
+    fixed: Option<Result<usize, Option<usize>>>,
 ) -> Option<Arena> {
     let pieces = intervals::pieces(plan, live, value_bytes, decisions);
     let intervals::Intervals {
@@ -328,9 +349,10 @@ fn lay_out(
     } = intervals::group_items(plan, &pieces, value_bytes);
     // (The anchored layout of a fixed order places the large intervals itself: the scan's
     // placements go unread.)
-    let scanned = !matches!(fixed, Some(Some(_)));
-    // (The scan of a fixed order is the whole layout: no anchored layout reads the slabs.)
-    let anchors_possible = !matches!(fixed, Some(None));
+    let scanned = !matches!(fixed, Some(Ok(_)));
+    // (The scan of a fixed order without a fallback order is the whole layout: no anchored
+    // layout reads the slabs.)
+    let anchors_possible = !matches!(fixed, Some(Err(None)));
     // The output (one allocation per piece, by start point), made meanwhile, its offsets
     // assigned below, with the scan's placement of each allocation's interval.
     let output = |placement: &IndexVec<IntervalIx, Placement>| {
@@ -361,7 +383,7 @@ fn lay_out(
         };
         (allocations, placements, intervals, slab_above)
     };
-    if let Some(Some(order)) = fixed {
+    if let Some(Ok(order)) = fixed {
         // The anchored layout alone, never abandoned, the slabs made beside it (the scan of
         // the small intervals alone).
         let ((offsets, top), (mut allocations, intervals)) = anchored_layout_beside(
@@ -408,6 +430,23 @@ fn lay_out(
             && scan.top <= within(peak, SCAN_KEPT_WITHIN)
             && !futile.load(Ordering::Relaxed)
     });
+    // The scan of a fixed order over `fit`: its fallback order, kept where it fits `fit`.
+    if let (Some(Err(Some(order))), Some(fit)) = (fixed, fit) {
+        if scan.top > fit {
+            let (offsets, top) = anchored_layout(
+                items.raw(),
+                small_bytes(peak),
+                order_anchors_of(items.len()),
+                order,
+                fit.saturating_add(1),
+                Some(slabs),
+                cancel,
+            )?;
+            if top <= fit {
+                (scan.top, anchored) = (top, Some(offsets));
+            }
+        }
+    }
     // (The scan of a fixed order is the layout, whatever arena it reaches.)
     if fixed.is_none() && (scan.top > within(peak, SCAN_KEPT_WITHIN) || repair.is_some()) {
         let good_enough = match repair {

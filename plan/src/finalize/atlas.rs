@@ -16,7 +16,8 @@
 //! that packs its decisions best (one of greedy by size's [`VARIANTS`] as the order of the
 //! anchored layout of [`ORDER_ANCHORS`](crate::arena::ORDER_ANCHORS) anchors; the scan where
 //! it packs within [`SCAN_PREFERRED_WITHIN`] of that) with that layout's fragmentation (arena
-//! / planned peak).
+//! / planned peak), and the fragmentation of each anchored order (for the fallback order
+//! below).
 //!
 //! # The fast path
 //! At bindings whose scheduled peak exceeds the budget less [`UPWARD_SLACK`] (below it the
@@ -38,28 +39,40 @@
 //! [`ATLAS_MARGIN`] of the budget, and at most
 //! the budget less [`UPWARD_SLACK`]. The residency is then computed exactly (the checker's
 //! model) and the arena laid out in the entry's layout order ([`crate::arena`]'s one-order
-//! layout: the scan, or one anchored order alone); the result is kept where the arena fits
-//! the budget. Where it exceeds the budget, once more under the planned peak scaled by
-//! budget / arena, less [`ATLAS_MARGIN`] ([`ATLAS_TRIES`]). Else (the search from the log's
+//! layout: the scan, or one anchored order alone); where the scan exceeds the budget, the
+//! same decisions are laid out in the anchored order that packs best at both entries
+//! bracketing the shape (the smallest of the larger of their fragmentations; the scan's slabs
+//! reused, abandoned once over the budget: [`crate::arena`]'s `assign_offsets_order_within`),
+//! since a shape's scan can fragment more than its neighbours' (`gpt2_24l`, B=8: S=110 under
+//! `fixed-mid-median` on `h100-sxm-pcie5`, 1.8% over the planned peak against 0.1% at S=122,
+//! where anchored order 0 packs within 0.5%). The result is kept where the arena fits the
+//! budget. Where it still exceeds the budget, once more under the planned peak scaled by
+//! budget / arena (the scan's), less [`ATLAS_MARGIN`] ([`ATLAS_TRIES`]). Else (the search from the log's
 //! state does not meet the target, or the arena still exceeds the budget) the full finalize
 //! runs on the same evaluated shape.
 //!
 //! The decisions are not today's search at this shape: they are a neighbour's picks in its
 //! order, under a target set by its neighbours' fragmentation. On `gpt2_24l` (B=8, 64
-//! long-tail lengths, 32 samples) they add between 0.33 points of the step less and 0.54
-//! more than the full finalize's under `fixed-mid-median` on `h100-sxm-pcie5`, between 0.25
-//! less and 0.11 more under `po-50%`, and the same (0.000%) on `cpu`
+//! long-tail lengths, 32 samples) they add between 0.33 points of the step less and 0.41
+//! more than the full finalize's under `fixed-mid-median` on `h100-sxm-pcie5`, between 0.28
+//! less and 0.09 more under `po-50%`, and the same (0.000%) on `cpu`
 //! (docs/results/2026-11-30-finalize-atlas-relative.md,
-//! docs/results/2026-11-30-finalize-atlas-deep-logs.md).
+//! docs/results/2026-11-30-finalize-atlas-deep-logs.md,
+//! docs/results/2026-11-30-finalize-atlas-fallback-order.md).
 //!
 //! # Cost
 //! Fast path: one evaluation, one replay per run (O(picks · log points) plus the second
 //! look, plus the search from the log's end where even the deepened log runs out), one
 //! layout of one order
 //! (`crate::arena`: the scan, O(n log n + points + n·f), or one anchored order, O(n log n +
-//! points + K² + n·(f + K)) for K ≤ [`ORDER_ANCHORS`](crate::arena::ORDER_ANCHORS) anchors);
-//! twice where the first arena misses the budget. No choice among layout orders. A miss adds
-//! those to the full finalize.
+//! points + K² + n·(f + K)) for K ≤ [`ORDER_ANCHORS`](crate::arena::ORDER_ANCHORS) anchors),
+//! plus one anchored order's large intervals where the scan misses the budget; twice where
+//! the arena still misses it (on `gpt2_24l`'s 64 long-tail lengths, in no case since the
+//! fallback order). No choice among layout orders. A miss adds those to the full finalize.
+//! The bound on the lowest reachable peak (`surely_infeasible`) is computed only where the
+//! serving entry's sample was infeasible (a replay never meets a target below it, so the
+//! result is the same; a feasible sample above the shape makes it feasible but for
+//! exceptions).
 //!
 //! # Determinism
 //! The atlas depends only on the plan, the options and the samples (bindings, and budgets
@@ -74,7 +87,7 @@ use super::{
     check_and_choose_variant, finalize_prepared, forced, greedy, surely_infeasible, upward_target,
     ConcretePlan, FinalizeOptions, Finalizer, Shaped, UPWARD_SLACK,
 };
-use crate::arena::{assign_offsets_order, greedy::VARIANTS};
+use crate::arena::{assign_offsets_order, assign_offsets_order_within, greedy::VARIANTS};
 use crate::format::Plan;
 use ebb_ir::Bindings;
 use std::ops::Deref;
@@ -109,9 +122,9 @@ struct Entry {
     budget: i64,
     /// The search made there.
     trace: greedy::Trace,
-    /// The layout order that packs the sample's decisions best (`None`: the scan alone; else
-    /// that anchored order after the scan) and its arena / planned peak; `None` where the
-    /// sample was infeasible.
+    /// The layout order that packs the sample's decisions best (`None`: the scan, with an
+    /// anchored order where it misses the budget; else that anchored order alone) and its
+    /// arena / planned peak; `None` where the sample was infeasible.
     layout: Option<Layout>,
 }
 
@@ -120,6 +133,10 @@ struct Entry {
 struct Layout {
     /// The order the fast path lays out in: `None` the scan, else that anchored order.
     order: Option<usize>,
+    /// Arena / planned peak of the sample's decisions in each anchored order (by index of
+    /// [`VARIANTS`]): where the scan (`order` `None`) exceeds the budget at a shape, the order
+    /// that packs best at both samples bracketing it is laid out before deciding again.
+    anchored: [f64; VARIANTS.len()],
     /// Its arena / planned peak at the sample.
     fragmentation: f64,
 }
@@ -283,16 +300,26 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             // The scan (the cheaper layout) where it packs within `SCAN_PREFERRED_WITHIN`
             // of the budget of the best anchored order, else that order.
             let scan = arena(None);
-            let (order, best) = (0..VARIANTS.len())
-                .map(|order| (Some(order), arena(Some(order))))
+            let arenas: [i64; VARIANTS.len()] = std::array::from_fn(|order| arena(Some(order)));
+            let (fallback, anchored) = arenas
+                .iter()
+                .copied()
+                .enumerate()
                 .min_by_key(|&(_, a)| a)
-                .filter(|&(_, a)| (scan - a) as f64 > budget as f64 * SCAN_PREFERRED_WITHIN)
-                .unwrap_or((None, scan));
+                .unwrap_or((0, i64::MAX));
+            let (order, best) = if (scan - anchored) as f64 > budget as f64 * SCAN_PREFERRED_WITHIN
+            {
+                (Some(fallback), anchored)
+            } else {
+                (None, scan)
+            };
+            let planned = c.peak_bytes_planned.max(1) as f64;
             // (A scan over the budget: the full finalize repaired it or laid out again.)
             *faster |= scan > budget;
             Layout {
                 order,
-                fragmentation: best as f64 / c.peak_bytes_planned.max(1) as f64,
+                anchored: arenas.map(|a| a as f64 / planned),
+                fragmentation: best as f64 / planned,
             }
         });
         Some(Entry {
@@ -320,7 +347,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         }
         // The nearest entry that serves this shape, with the layout of the nearest feasible
         // entry that serves it (its own where feasible).
-        let (trace, layout) = {
+        let (mut replay, layout, feasible) = {
             let atlases = self.atlases.read().unwrap_or_else(|e| e.into_inner());
             // An atlas for this exact budget, else one keyed by the budget's share of the peak.
             let fixed = atlases.iter().find(|a| {
@@ -362,35 +389,48 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                 .find_map(|e| e.layout)
             {
                 layout.fragmentation = layout.fragmentation.max(below.fragmentation);
+                for (f, b) in layout.anchored.iter_mut().zip(below.anchored) {
+                    *f = f.max(b);
+                }
             }
-            (e.trace.clone(), layout)
+            (e.trace.retargeted(i64::MIN), layout, e.layout.is_some())
         };
         let (v, prep) = self.prepared_variant(shaped.variant);
-        if surely_infeasible(v, prep, shaped, opts, budget) {
+        // (Served by a feasible sample, whose scheduled peak is at least this one's, the shape
+        // is feasible but for exceptions, where the replay fails: the bound is skipped. A
+        // replay never meets a target below the bound, so the result is the same.)
+        if !feasible && surely_infeasible(v, prep, shaped, opts, budget) {
             return None;
         }
         let mut target = ((budget as f64 / layout.fragmentation.max(1.0)) as i64
             - (budget as f64 * ATLAS_MARGIN) as i64)
             .min(upward_target(budget));
-        let lay = |c: &ConcretePlan, order| {
-            assign_offsets_order(
+        // Where the scan exceeds the budget, the anchored order that packs best at both
+        // bracketing samples (the larger of their fragmentations), of the same decisions,
+        // before deciding again.
+        let fallback = (0..VARIANTS.len())
+            .min_by(|&x, &y| layout.anchored[x].total_cmp(&layout.anchored[y]))
+            .unwrap_or(0);
+        let lay = |c: &ConcretePlan| {
+            assign_offsets_order_within(
                 v,
                 &prep.value_live,
                 &c.value_bytes,
                 &c.decisions,
                 c.peak_bytes_planned,
-                order,
+                layout.order,
+                Some((fallback, budget)),
             )
         };
         for _ in 0..ATLAS_TRIES {
             // (The log replayed, then the greedy's search from there where it runs out.)
-            let replay = trace.retargeted(target);
+            replay.retarget(target);
             let mut c =
                 finalize_prepared(v, prep, shaped, b, opts, Some(target), Some(&replay))?.ok()?;
             if c.peak_bytes_planned > budget {
                 return None;
             }
-            let arena = lay(&c, layout.order);
+            let arena = lay(&c);
             if arena.arena_bytes <= budget {
                 c.arena = arena;
                 self.atlas_hits

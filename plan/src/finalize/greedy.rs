@@ -550,6 +550,11 @@ impl Trace {
         }
     }
 
+    /// As [`Trace::retargeted`] in place: the options scored over `scored_over` bytes.
+    pub fn retarget(&mut self, scored_over: i64) {
+        self.scored_over = scored_over;
+    }
+
     /// Each run's log replaced by `deep(its link price, scored over)` where that extends it
     /// (the same picks first: [`deepest_log`] with the options scored over
     /// [`Trace::scored_over`]), and the log of [`choose`]'s second run (swaps priced at least

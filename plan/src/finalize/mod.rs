@@ -65,7 +65,8 @@
 //! 50%`) an atlas keyed by that share ([`Finalizer::prepare_atlas_relative`]): a finalize
 //! then replays a neighbouring sample's greedy picks (searching on from where they run out)
 //! and lays out the arena in that sample's best layout order (one replay and one one-order
-//! layout, twice at most), checks the arena against the budget, and falls back to the path
+//! layout; where the scan misses the budget, one anchored order of the same decisions; twice
+//! at most), checks the arena against the budget, and falls back to the path
 //! above where it does not fit. Results depend on the atlas's samples, never on the shapes
 //! finalized before.
 //!
