@@ -234,3 +234,32 @@ fn the_plan_charges_hoisted_values_across_the_loop() {
         .unwrap();
     assert_eq!(h.node(w).outputs.len(), 9);
 }
+
+/// The trial RNN's backward scan (`tests/data/rnn_backward_scan.ebb`).
+const RNN: &str = include_str!("data/rnn_backward_scan.ebb");
+
+/// Tests the pass on a real export's loop, the trial RNN's backward scan: the two weights the
+/// body contracts over their last dimension (`dh·Wᵀ`) are transposed once before the loop
+/// (two changes, nothing else is invariant there), the scan computes the same bits, and the
+/// planned peak, which the checker proves, holds the two 12 KiB transposes across the loop.
+#[test]
+fn transposes_the_rnn_backward_scans_weights_once() {
+    let (s, r) = before_after(RNN, &Licm);
+    assert_eq!(r, PassResult::changes(2));
+    insta::assert_snapshot!(s);
+    let g = parse(RNN);
+    let mut h = g.clone();
+    ebb_passes::licm::hoist_loop_invariants(&mut h);
+    assert_eq!(run(&g), run(&h));
+    let b = ebb_testkit::bind(&[("B", 8), ("S", 5)]);
+    let peak = |g: &Graph| {
+        let order = program_order(g);
+        let plan = build_plan(g, &order, &PlanOptions::default()).unwrap();
+        assert_eq!(
+            plan.peak_at(&b).unwrap(),
+            check(g, &plan, &[], &b).unwrap().peak
+        );
+        plan.peak_at(&b).unwrap()
+    };
+    assert_eq!(peak(&h) - peak(&g), 2 * 32 * 96 * 4);
+}
