@@ -67,8 +67,8 @@ impl Pass for Licm {
 
 /// Hoists the loop-invariant ops of every `while` body of `g` (regions included, innermost
 /// first) and materializes loop-invariant `dot_general` operands in the GEMM's layout before
-/// their loop (see the module docs); returns the number of ops hoisted plus `transpose`s
-/// made. Sizes are compared under `g.scope`.
+/// their loop, one `transpose` per value and permutation (see the module docs); returns the
+/// number of ops hoisted plus `transpose`s made. Sizes are compared under `g.scope`.
 pub fn hoist_loop_invariants(g: &mut Graph) -> usize {
     let scope = g.scope.clone();
     hoist_in(g, &scope)
@@ -278,11 +278,16 @@ fn hoist_regions(g: &mut Graph, w: NodeId, regions: &mut [Graph], scope: &Symbol
         })
         .map(|&id| (ValueRef::new(id, 0), before[&id]))
         .collect();
-    // Transposed right-hand operands of the `dot_general`s.
+    // Transposed operands of the `dot_general`s, one per value and permutation.
     let mut transposed: Vec<(NodeId, usize, ValueRef)> = Vec::new();
+    let mut made_transposes: HashMap<(ValueRef, Vec<i64>), ValueRef> = HashMap::new();
     for (dot, side, perm) in &h.dots {
         let v = body.operands(*dot)[*side];
         let x = outer_value(g, body, &mut before, &mut made, v);
+        if let Some(&t) = made_transposes.get(&(x, perm.clone())) {
+            transposed.push((*dot, *side, t));
+            continue;
+        }
         let ty = g.value_type(x).clone();
         let shape = perm.iter().map(|&d| ty.shape[d as usize].clone()).collect();
         let mut t = Node::new(
@@ -292,6 +297,7 @@ fn hoist_regions(g: &mut Graph, w: NodeId, regions: &mut [Graph], scope: &Symbol
         t.loc = body.node(*dot).loc.clone();
         let tid = g.add_node(t, &[x]);
         made.push(tid);
+        made_transposes.insert((x, perm.clone()), ValueRef::new(tid, 0));
         transposed.push((*dot, *side, ValueRef::new(tid, 0)));
     }
     place_all_before(g, &HashMap::from([(w, made)]));
@@ -302,16 +308,24 @@ fn hoist_regions(g: &mut Graph, w: NodeId, regions: &mut [Graph], scope: &Symbol
         // Every read, the body's return included (the new carry's own position reads `arg`).
         body.replace_all_uses(v, arg);
     }
+    let mut carry_of: HashMap<ValueRef, ValueRef> = HashMap::new();
     for &(dot, side, t) in &transposed {
         let rank = g.value_type(t).rank();
-        let arg = add_carry(g, w, cond, body, t);
+        let arg = match carry_of.get(&t) {
+            Some(&arg) => arg,
+            None => {
+                let arg = add_carry(g, w, cond, body, t);
+                carry_of.insert(t, arg);
+                arg
+            }
+        };
         body.set_operand(dot, side as u32, arg);
         if let Op::DotGeneral(dd) = &mut body.node_mut(dot).op {
             relabel(dd, side, rank);
         }
     }
     eliminate_dead_code(body);
-    h.ops.len() + transposed.len()
+    h.ops.len() + made_transposes.len()
 }
 
 /// The value before the loop of body value `v`: a forwarded block argument's loop operand, a

@@ -14,11 +14,12 @@ use ebb_testkit::before_after;
 
 /// A scan over the rows of `x` (`S` steps) carrying `h`, with the weights `w`, `u`, `bias`
 /// and an integer table `kk` carried unchanged. Hoisted: `transpose(u)`, `negate(w)` and
-/// their sum (one carry, the chain's end), and the transpose of `w` that `dot_general(a, w)`
-/// (contracting `w` over its last dimension, as JAX's `dh·Wᵀ`) reads. Left in the body: the
-/// integer `divide` of the invariant `kk` (it could fault; its `convert` then reads a body
-/// value), the `reshape` of the block argument `bias` (a view) and the `broadcast_in_dim`s
-/// that grow an invariant (the size rule), the per-step `dynamic_slice`.
+/// their sum (one carry, the chain's end), and the transpose of `w` that the two
+/// `dot_general`s contracting `w` over its last dimension (as JAX's `dh·Wᵀ`) read (one
+/// transpose for both; the one contracting `w` over its first dimension reads `w` itself).
+/// Left in the body: the integer `divide` of the invariant `kk` (it could fault; its `convert`
+/// then reads a body value), the `reshape` of the block argument `bias` (a view) and the
+/// `broadcast_in_dim`s that grow an invariant (the size rule), the per-step `dynamic_slice`.
 const SCAN: &str = r#"graph @main {
   symbols B in [1, inf), S in [1, inf)
   %x = input {index = 0, name = "x"} : f32[S,B,32]
@@ -56,7 +57,9 @@ const SCAN: &str = r#"graph @main {
       %wn = negate(%ww) : f32[32,96]
       %ws = add(%ut, %wn) : f32[32,96]
       %a = dot_general(%xr, %ws) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,96]
-      %g = dot_general(%a, %ww) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]} : f32[B,32]
+      %g1 = dot_general(%a, %ww) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]} : f32[B,32]
+      %g2 = dot_general(%g1, %ww) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,96]
+      %g = dot_general(%g2, %ww) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]} : f32[B,32]
       %kd = divide(%k, %k) : i32[32]
       %kf = convert(%kd) {dtype = f32} : f32[32]
       %kb = broadcast_in_dim(%kf) {broadcast_dimensions = [1], shape = dims[B, 32]} : f32[B,32]
