@@ -257,15 +257,15 @@ fn compile_prints_the_ir_after_the_named_passes() {
         "-o",
         plan.to_str().unwrap(),
         "--print-after",
-        "licm",
+        "hoist",
     ]);
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown pass `licm`"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown pass `hoist`"));
 }
 
 /// Tests that every pipeline stage runs through the pass manager: the JSON report lists the
-/// groups canonicalize, schedule and plan with per-pass timing; `--stop-after schedule` ends
-/// before the plan; an unknown stop point is a clear error.
+/// groups canonicalize, donate, rewrite, licm, fuse, schedule and plan with per-pass timing;
+/// `--stop-after schedule` ends before the plan; an unknown stop point is a clear error.
 #[test]
 fn compile_runs_every_stage_as_a_pass() {
     let tmp = tempfile::tempdir().unwrap();
@@ -299,6 +299,7 @@ fn compile_runs_every_stage_as_a_pass() {
             "canonicalize",
             "donate",
             "rewrite",
+            "licm",
             "fuse",
             "schedule",
             "plan"
@@ -325,10 +326,10 @@ fn compile_runs_every_stage_as_a_pass() {
     assert_eq!(report["candidates"], 0);
     ebb_ir::text::parse(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
 
-    let bad = compile(&["--stop-after", "licm"]);
+    let bad = compile(&["--stop-after", "hoist"]);
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(err.contains("--stop-after: unknown pass `licm`"), "{err}");
+    assert!(err.contains("--stop-after: unknown pass `hoist`"), "{err}");
 }
 
 /// Tests `--donate` and `--fusion` on `ebb plan`: a model file compiled with them reports the

@@ -9,6 +9,7 @@ pub mod donate;
 #[cfg(feature = "exact")]
 pub mod exact;
 pub mod fuse;
+pub mod licm;
 pub mod manager;
 pub mod memory;
 pub mod pass_id;

@@ -25,6 +25,8 @@ pub enum PassId {
     Donate,
     /// E-graph rewrites ([`crate::rewrite::RewritePass`]).
     Rewrite,
+    /// Loop-invariant code motion ([`crate::licm::Licm`]).
+    Licm,
     /// Loop and input fusion ([`crate::fuse::FusePass`]).
     Fuse,
     /// Op scheduling, an analysis ([`crate::schedule::SchedulePass`]).
@@ -35,7 +37,7 @@ pub enum PassId {
 
 impl PassId {
     /// Every pass, in the order the registry lists them.
-    pub const ALL: [PassId; 10] = [
+    pub const ALL: [PassId; 11] = [
         PassId::Unroll,
         PassId::Dce,
         PassId::Cse,
@@ -43,13 +45,14 @@ impl PassId {
         PassId::ForwardSlices,
         PassId::Donate,
         PassId::Rewrite,
+        PassId::Licm,
         PassId::Fuse,
         PassId::Schedule,
         PassId::Plan,
     ];
 
     /// The pass's name (`unroll`, `dce`, `cse`, `fold`, `forward_slices`, `donate`, `rewrite`,
-    /// `fuse`, `schedule`, `plan`).
+    /// `licm`, `fuse`, `schedule`, `plan`).
     pub const fn name(self) -> &'static str {
         match self {
             PassId::Unroll => "unroll",
@@ -59,6 +62,7 @@ impl PassId {
             PassId::ForwardSlices => "forward_slices",
             PassId::Donate => "donate",
             PassId::Rewrite => "rewrite",
+            PassId::Licm => "licm",
             PassId::Fuse => "fuse",
             PassId::Schedule => "schedule",
             PassId::Plan => "plan",

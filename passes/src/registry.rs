@@ -26,6 +26,7 @@ pub fn pass(id: PassId) -> Box<dyn Pass> {
             groups: RuleGroup::ALL.to_vec(),
             ..RewritePass::default()
         }),
+        PassId::Licm => Box::new(crate::licm::Licm),
         PassId::Fuse => Box::new(crate::fuse::FusePass),
         PassId::Schedule => Box::new(SchedulePass::default()),
         PassId::Plan => Box::new(PlanPass::default()),

@@ -18,6 +18,7 @@ mod donate;
 mod exact;
 mod fuse;
 mod in_place;
+mod licm;
 mod memory_helpers;
 mod memory_liveness;
 mod memory_peak;

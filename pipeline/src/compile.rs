@@ -1,7 +1,7 @@
 //! The compile pipeline, every stage a pass of one [`PassManager`] (per-pass timing,
 //! verification between passes, `stop_after`, `print_after`): canonicalize (unrolling of
 //! constant-trip-count loops, fold, slice forwarding, CSE, DCE to a fixed point) → donation (which inputs' buffers the step may reuse) → optional e-graph
-//! rewrites → optional loop fusion → op scheduling with symbolic sizes (never worse
+//! rewrites → loop-invariant code motion → optional loop fusion → op scheduling with symbolic sizes (never worse
 //! than program order on the sweep) → remat/swap candidates and the [`Plan`], which embeds the
 //! planned graph as textual IR so that a plan file is self-contained (`ebb plan`, `ebb run`).
 //!
@@ -15,6 +15,7 @@ use ebb_passes::canon::unroll::{UnrollReport, MAX_TRIP_COUNT};
 use ebb_passes::canon::{Cse, Dce, Fold, ForwardSlices, Unroll};
 use ebb_passes::donate::{DonatePass, DonatePolicy, DonationReport};
 use ebb_passes::fuse::{FusePass, FusionReport};
+use ebb_passes::licm::Licm;
 use ebb_passes::manager::{PassContext, PassDump, PassManager, PassReport, StopAfter};
 use ebb_passes::memory::Schedule;
 use ebb_passes::plan::{PlanOptions, PlanPass};
@@ -42,7 +43,7 @@ pub struct CompileOptions {
     /// (`canonicalize`, `unroll`, `fold`, `forward_slices`, `cse`, `dce`, `rewrite`, `schedule`); see [`run_pipeline`].
     pub stop_after: Option<StopAfter>,
     /// Record the graph after these passes (`unroll`, `fold`, `forward_slices`, `cse`, `dce`,
-    /// `donate`, `rewrite`, `fuse`, `schedule`, `plan`, or `all`) into [`Compiled::dumps`].
+    /// `donate`, `rewrite`, `licm`, `fuse`, `schedule`, `plan`, or `all`) into [`Compiled::dumps`].
     pub print_after: Vec<String>,
     /// Schedules kept in a symbolic plan for the runtime to choose from (default 4).
     pub max_variants: Option<usize>,
@@ -121,7 +122,7 @@ pub const CANONICALIZE: &str = "canonicalize";
 
 /// The pipeline's passes in the order they run ([`pass_manager`]): the first five are the
 /// [`CANONICALIZE`] group; every other pass is a group of its own, named after it.
-pub const PIPELINE_PASSES: [PassId; 10] = [
+pub const PIPELINE_PASSES: [PassId; 11] = [
     PassId::Unroll,
     PassId::Fold,
     PassId::ForwardSlices,
@@ -129,6 +130,7 @@ pub const PIPELINE_PASSES: [PassId; 10] = [
     PassId::Dce,
     PassId::Donate,
     PassId::Rewrite,
+    PassId::Licm,
     PassId::Fuse,
     PassId::Schedule,
     PassId::Plan,
@@ -136,7 +138,7 @@ pub const PIPELINE_PASSES: [PassId; 10] = [
 
 /// Names `--stop-after` accepts besides a run count: the [`CANONICALIZE`] group, then the
 /// [`PIPELINE_PASSES`] in order.
-pub const STOP_POINTS: [&str; 11] = [
+pub const STOP_POINTS: [&str; 12] = [
     CANONICALIZE,
     PIPELINE_PASSES[0].name(),
     PIPELINE_PASSES[1].name(),
@@ -148,10 +150,11 @@ pub const STOP_POINTS: [&str; 11] = [
     PIPELINE_PASSES[7].name(),
     PIPELINE_PASSES[8].name(),
     PIPELINE_PASSES[9].name(),
+    PIPELINE_PASSES[10].name(),
 ];
 
 /// The pass manager of the pipeline (see the module docs): groups `canonicalize` (unroll,
-/// fold, forward_slices, CSE, DCE to a fixed point, at most 4 sweeps), `donate` ([`CompileOptions::donate`]), `rewrite` (only with rule groups), `fuse` (only
+/// fold, forward_slices, CSE, DCE to a fixed point, at most 4 sweeps), `donate` ([`CompileOptions::donate`]), `rewrite` (only with rule groups), `licm`, `fuse` (only
 /// with [`CompileOptions::fusion`]), `schedule` and `plan`.
 pub fn pass_manager(opts: &CompileOptions) -> PassManager {
     let mut sweep = opts.sweep.clone();
@@ -179,6 +182,7 @@ pub fn pass_manager(opts: &CompileOptions) -> PassManager {
             limits: Limits::default(),
         });
     }
+    pm = pm.group(PassId::Licm.name()).add_pass(Licm);
     if opts.fusion {
         pm = pm.group(PassId::Fuse.name()).add_pass(FusePass);
     }
