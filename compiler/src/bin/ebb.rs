@@ -50,8 +50,9 @@ enum Command {
     Ops(OpsArgs),
     /// Compile a training step into a memory plan (JSON).
     ///
-    /// Pipeline: import → canonicalize (fold, CSE, DCE) → [e-graph rewrites] → op scheduling
-    /// with symbolic sizes → rematerialization/swap candidates → plan. The plan embeds the
+    /// Pipeline: import → canonicalize (unroll constant trip counts, fold, forward slices,
+    /// CSE, DCE) → donation → e-graph rewrites → loop-invariant code motion → fusion → op
+    /// scheduling with symbolic sizes → rematerialization/swap candidates → plan. The plan embeds the
     /// planned graph, so `ebb plan` and `ebb run` need only the plan file.
     Compile(CompileArgs),
     /// Report a plan's memory at concrete shapes, optionally finalized under a budget.
