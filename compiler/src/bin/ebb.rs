@@ -279,13 +279,17 @@ fn main() -> ExitCode {
         output::mark_stdout_closed();
     }
     output::install_signal_cleanup();
+    let cli = Cli::parse();
     // A step runs on rayon's global pool (`ebb_runtime::step`): its threads get the main
     // thread's 8 MiB of stack instead of the 2 MiB of a spawned thread (the first step's LLVM
     // compiles, nested regions). Fails only when the pool exists already; then it is kept.
-    let _ = rayon::ThreadPoolBuilder::new()
-        .stack_size(8 << 20)
-        .build_global();
-    match run(Cli::parse()) {
+    // `ebb plan` and `ebb ops` run nothing on it, so they do not start its threads.
+    if !matches!(cli.command, Command::Plan(_) | Command::Ops(_)) {
+        let _ = rayon::ThreadPoolBuilder::new()
+            .stack_size(8 << 20)
+            .build_global();
+    }
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         // `ebb ... | head -1`: the reader has what it wanted; end quietly, as Unix filters do.
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
