@@ -10,12 +10,12 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The process's allocator: mimalloc (a step's many small host buffers, a plan file's decoding
-/// and the compiler's graphs allocate and free at a high rate; the system allocator took 13–30%
-/// more CPU on sub-millisecond steps and a cold `ebb plan`). Planned and measured peaks are
-/// Ebb's own accounting of its buffers and do not depend on it.
+/// The process's allocator: mimalloc, or the system allocator for `ebb plan` (see `ebb/alloc.rs`).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::EbbAlloc = alloc::EbbAlloc;
+
+#[path = "ebb/alloc.rs"]
+mod alloc;
 
 // `ebb run`; in `ebb/` beside this file (a file directly in `src/bin/` would be a binary).
 #[path = "ebb/step.rs"]
