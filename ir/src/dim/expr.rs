@@ -211,6 +211,14 @@ impl DimExpr {
         }
     }
 
+    /// The address of this expression's terms, which its clones share: two expressions with
+    /// the same address are equal (equal expressions built apart have different addresses).
+    /// For a cache keyed by identity, such as an interner of expressions it borrows: the
+    /// address stays this expression's while it, or a clone, lives.
+    pub fn terms_addr(&self) -> usize {
+        self.terms.0.as_ptr() as usize
+    }
+
     /// The constant `0`.
     pub fn zero() -> DimExpr {
         DimExpr::default()
