@@ -101,7 +101,7 @@ extern "C" fn choose_from_args(
     if argc < 2 || argv.is_null() {
         return;
     }
-    // SAFETY: glibc passes the process's `argv`, `argc` valid NUL-terminated strings.
+    // SAFETY: glibc passes the process's `argv`: `argc` pointers to NUL-terminated strings.
     let command = unsafe {
         let arg = *argv.add(1);
         if arg.is_null() {
