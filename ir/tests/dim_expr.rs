@@ -55,3 +55,23 @@ fn coefficient_overflow_is_an_error() {
     let x = big.checked_sub(&big).unwrap();
     assert!(x.is_zero());
 }
+
+#[test]
+fn clones_share_their_terms_and_compare_hash_and_print_as_expressions_built_apart() {
+    use std::hash::BuildHasher;
+    let a: DimExpr = "4*B*S + floordiv(S, 2) - 3".parse().unwrap();
+    let b = a.clone();
+    let c: DimExpr = "4*B*S + floordiv(S, 2) - 3".parse().unwrap();
+    assert_eq!(a.terms_addr(), b.terms_addr());
+    assert_ne!(a.terms_addr(), c.terms_addr());
+    assert_eq!(a, c);
+    assert_eq!(a.cmp(&c), std::cmp::Ordering::Equal);
+    let h = std::collections::hash_map::RandomState::new();
+    assert_eq!(h.hash_one(&a), h.hash_one(&c));
+    assert_eq!(format!("{a:?}"), format!("{c:?}"));
+    assert_eq!(a.to_string(), c.to_string());
+    // An expression built from a clone leaves the clone's terms as they were.
+    let d = b.checked_add(&DimExpr::constant(3)).unwrap();
+    assert_eq!(b, a);
+    assert_eq!(d, "4*B*S + floordiv(S, 2)".parse::<DimExpr>().unwrap());
+}

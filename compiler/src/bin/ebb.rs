@@ -10,12 +10,12 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The process's allocator: mimalloc (a step's many small host buffers, a plan file's decoding
-/// and the compiler's graphs allocate and free at a high rate; the system allocator took 13–30%
-/// more CPU on sub-millisecond steps and a cold `ebb plan`). Planned and measured peaks are
-/// Ebb's own accounting of its buffers and do not depend on it.
+/// The process's allocator: mimalloc, or the system allocator for `ebb plan` (see `ebb/alloc.rs`).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::EbbAlloc = alloc::EbbAlloc;
+
+#[path = "ebb/alloc.rs"]
+mod alloc;
 
 // `ebb run`; in `ebb/` beside this file (a file directly in `src/bin/` would be a binary).
 #[path = "ebb/step.rs"]
@@ -280,13 +280,17 @@ fn main() -> ExitCode {
         output::mark_stdout_closed();
     }
     output::install_signal_cleanup();
+    let cli = Cli::parse();
     // A step runs on rayon's global pool (`ebb_runtime::step`): its threads get the main
     // thread's 8 MiB of stack instead of the 2 MiB of a spawned thread (the first step's LLVM
     // compiles, nested regions). Fails only when the pool exists already; then it is kept.
-    let _ = rayon::ThreadPoolBuilder::new()
-        .stack_size(8 << 20)
-        .build_global();
-    match run(Cli::parse()) {
+    // `ebb plan` and `ebb ops` run nothing on it, so they do not start its threads.
+    if !matches!(cli.command, Command::Plan(_) | Command::Ops(_)) {
+        let _ = rayon::ThreadPoolBuilder::new()
+            .stack_size(8 << 20)
+            .build_global();
+    }
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         // `ebb ... | head -1`: the reader has what it wanted; end quietly, as Unix filters do.
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,

@@ -78,13 +78,18 @@ fn split_multiple(x: &DimExpr, k: i64) -> (DimExpr, DimExpr) {
             r.push((m.clone(), cr));
         }
     }
-    (DimExpr { terms: q }, DimExpr { terms: r })
+    (DimExpr { terms: q.into() }, DimExpr { terms: r.into() })
 }
 
 /// Divides every coefficient by `g` (which divides them all).
 fn divide_coeffs(x: &DimExpr, g: i64) -> DimExpr {
     DimExpr {
-        terms: x.terms.iter().map(|(m, c)| (m.clone(), c / g)).collect(),
+        terms: x
+            .terms
+            .iter()
+            .map(|(m, c)| (m.clone(), c / g))
+            .collect::<Vec<_>>()
+            .into(),
     }
 }
 
@@ -130,7 +135,7 @@ pub(crate) fn floor_div_with(x: &DimExpr, k: i64, facts: &dyn Facts) -> Result<D
         let mut acc = q;
         for t in &r.terms {
             let t = DimExpr {
-                terms: vec![t.clone()],
+                terms: vec![t.clone()].into(),
             };
             acc = acc.checked_add(&floor_div_with(&t, k, facts)?)?;
         }
@@ -198,8 +203,11 @@ pub(crate) fn min_max_with(
         });
         match nested {
             Some(i) if flat.len() + work.len() < MAX_FLAT_ARGS => {
-                let mut rest = a.clone();
-                let (m, _) = rest.terms.remove(i);
+                let mut terms = a.terms.to_vec();
+                let (m, _) = terms.remove(i);
+                let rest = DimExpr {
+                    terms: terms.into(),
+                };
                 if let Some((Atom::Min(inner) | Atom::Max(inner), _)) = m.0.first() {
                     for x in inner.iter() {
                         work.push(rest.checked_add(x)?);
@@ -222,7 +230,7 @@ pub(crate) fn min_max_with(
     }
     let args: Vec<DimExpr> = best
         .into_iter()
-        .map(|(nc, c)| DimExpr { terms: nc.to_vec() }.checked_add(&DimExpr::constant(c)))
+        .map(|(nc, c)| DimExpr { terms: nc.into() }.checked_add(&DimExpr::constant(c)))
         .collect::<Result<_, _>>()?;
     let Some(first) = args.first() else {
         return Ok(DimExpr::zero());
@@ -238,7 +246,9 @@ pub(crate) fn min_max_with(
     if c0 != 0 {
         common.insert(0, (Monomial::default(), c0));
     }
-    let common = DimExpr { terms: common };
+    let common = DimExpr {
+        terms: common.into(),
+    };
     let mut rest: Vec<DimExpr> = args
         .iter()
         .map(|a| a.checked_sub(&common))

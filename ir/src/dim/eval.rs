@@ -171,7 +171,9 @@ impl DimExpr {
                 .into_iter()
                 .map(|mut terms| {
                     terms.sort();
-                    DimExpr { terms }
+                    DimExpr {
+                        terms: terms.into(),
+                    }
                 })
                 .collect(),
         )

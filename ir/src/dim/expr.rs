@@ -116,7 +116,54 @@ impl Monomial {
 /// them from text (`"4*B*S + floordiv(S, 2)"`). The default value is `0`.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Default)]
 pub struct DimExpr {
-    pub(crate) terms: Vec<(Monomial, i64)>,
+    pub(crate) terms: Terms,
+}
+
+/// The terms of a [`DimExpr`], shared: an expression is built once and never changed, so a
+/// clone (a tensor type's shape, a plan value's size, each use of an interned expression)
+/// shares them instead of copying every monomial. Compares, orders, hashes and prints as the
+/// slice of its terms.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub(crate) struct Terms(Arc<[(Monomial, i64)]>);
+
+impl Terms {
+    /// The terms as a slice.
+    pub(crate) fn as_slice(&self) -> &[(Monomial, i64)] {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Terms {
+    type Target = [(Monomial, i64)];
+    fn deref(&self) -> &[(Monomial, i64)] {
+        &self.0
+    }
+}
+
+impl<'a> IntoIterator for &'a Terms {
+    type Item = &'a (Monomial, i64);
+    type IntoIter = std::slice::Iter<'a, (Monomial, i64)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl From<Vec<(Monomial, i64)>> for Terms {
+    fn from(v: Vec<(Monomial, i64)>) -> Terms {
+        Terms(v.into())
+    }
+}
+
+impl From<&[(Monomial, i64)]> for Terms {
+    fn from(v: &[(Monomial, i64)]) -> Terms {
+        Terms(v.into())
+    }
+}
+
+impl std::fmt::Debug for Terms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// Largest size (terms and factors, nested `floordiv`/`mod`/`min`/`max` arguments counted
@@ -159,9 +206,17 @@ impl DimExpr {
             DimExpr::default()
         } else {
             DimExpr {
-                terms: vec![(Monomial::default(), v)],
+                terms: vec![(Monomial::default(), v)].into(),
             }
         }
+    }
+
+    /// The address of this expression's terms, which its clones share: two expressions with
+    /// the same address are equal (equal expressions built apart have different addresses).
+    /// For a cache keyed by identity, such as an interner of expressions it borrows: the
+    /// address stays this expression's while it, or a clone, lives.
+    pub fn terms_addr(&self) -> usize {
+        self.terms.0.as_ptr() as usize
     }
 
     /// The constant `0`.
@@ -183,7 +238,7 @@ impl DimExpr {
     /// `1 * atom`.
     pub(crate) fn from_atom(a: Atom) -> DimExpr {
         DimExpr {
-            terms: vec![(Monomial::of_atom(a), 1)],
+            terms: vec![(Monomial::of_atom(a), 1)].into(),
         }
     }
 
@@ -195,7 +250,9 @@ impl DimExpr {
                 terms.push((m, i64::try_from(c).map_err(|_| DimError::Overflow)?));
             }
         }
-        Ok(DimExpr { terms })
+        Ok(DimExpr {
+            terms: terms.into(),
+        })
     }
 
     /// The value if this is a constant.
@@ -290,7 +347,7 @@ impl DimExpr {
         }
         out.extend_from_slice(&a[i..]);
         out.extend_from_slice(&b[j..]);
-        Ok(DimExpr { terms: out })
+        Ok(DimExpr { terms: out.into() })
     }
 
     /// `-self`, or [`DimError::Overflow`] for a coefficient `i64::MIN`.
@@ -322,7 +379,9 @@ impl DimExpr {
         for (m, k) in &self.terms {
             terms.push((m.clone(), k.checked_mul(c).ok_or(DimError::Overflow)?));
         }
-        Ok(DimExpr { terms })
+        Ok(DimExpr {
+            terms: terms.into(),
+        })
     }
 
     /// `self * o` (polynomial product), or [`DimError::Overflow`].

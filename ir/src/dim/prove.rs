@@ -158,10 +158,10 @@ impl SymbolScope {
                 return Ok(e);
             };
             let rest = DimExpr {
-                terms: vec![(m.without(&a), 1)],
+                terms: vec![(m.without(&a), 1)].into(),
             };
             let old = DimExpr {
-                terms: vec![(m, c)],
+                terms: vec![(m, c)].into(),
             };
             e = e
                 .checked_sub(&old)?
@@ -300,7 +300,7 @@ impl SymbolScope {
             }
         }
         p.sort();
-        let (p, r) = (DimExpr { terms: p }, DimExpr { terms: r });
+        let (p, r) = (DimExpr { terms: p.into() }, DimExpr { terms: r.into() });
         let lb = |e: Result<DimExpr, DimError>, fuel: &mut u32, enough: Ext| match e {
             Ok(e) => self.lower_bound(&e, fuel, enough),
             Err(_) => Ext::NegInf,

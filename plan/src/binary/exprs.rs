@@ -108,7 +108,11 @@ impl Tables {
     /// # Errors
     /// As [`Tables::expr`].
     pub(super) fn exprs(&self, ix: &[Ix]) -> Result<Vec<DimExpr>, BinaryError> {
-        ix.iter().map(|&i| self.expr(i)).collect()
+        let mut out = Vec::with_capacity(ix.len());
+        for &i in ix {
+            out.push(self.expr(i)?);
+        }
+        Ok(out)
     }
 
     /// Scope `i`.

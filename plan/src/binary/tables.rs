@@ -185,36 +185,24 @@ impl BinVariant {
             assertions: self.assertions,
             ops: self.ops,
             schedule: self.schedule,
-            values: self
-                .values
-                .into_iter()
-                .map(|v| {
-                    Ok(PlanValue {
-                        node: v.node,
-                        output: v.output,
-                        bytes: t.expr(v.bytes)?,
-                        def: v.def,
-                        last_use: v.last_use,
-                        class: v.class,
-                    })
+            values: try_map(self.values, |v| {
+                Ok(PlanValue {
+                    node: v.node,
+                    output: v.output,
+                    bytes: t.expr(v.bytes)?,
+                    def: v.def,
+                    last_use: v.last_use,
+                    class: v.class,
                 })
-                .collect::<Result<_, BinaryError>>()?,
-            region_transients: self
-                .region_transients
-                .into_iter()
-                .map(|(point, b)| {
-                    Ok(PointBytes {
-                        point,
-                        bytes: t.expr(b)?,
-                    })
+            })?,
+            region_transients: try_map(self.region_transients, |(point, b)| {
+                Ok(PointBytes {
+                    point,
+                    bytes: t.expr(b)?,
                 })
-                .collect::<Result<_, BinaryError>>()?,
+            })?,
             in_place_writes: self.in_place_writes,
-            candidates: self
-                .candidates
-                .into_iter()
-                .map(|c| c.into_candidate(t))
-                .collect::<Result<_, _>>()?,
+            candidates: try_map(self.candidates, |c| c.into_candidate(t))?,
             forced_swaps: self.forced_swaps,
             host_placed: self.host_placed,
             bound: self.bound,
@@ -230,6 +218,19 @@ impl BinVariant {
             kernels: self.kernels,
         })
     }
+}
+
+/// `v` mapped by `f`, allocated once at its length (collecting into a `Result` would grow the
+/// vector by doubling: its size hint has no lower bound).
+fn try_map<T, U>(
+    v: Vec<T>,
+    f: impl FnMut(T) -> Result<U, BinaryError>,
+) -> Result<Vec<U>, BinaryError> {
+    let mut out = Vec::with_capacity(v.len());
+    for u in v.into_iter().map(f) {
+        out.push(u?);
+    }
+    Ok(out)
 }
 
 impl BinCandidate {

@@ -195,17 +195,29 @@ impl Prepared {
 /// Distinct expressions in first-seen order, and the index of each (hashed with FxHash: the
 /// map is only looked up, never iterated, and SipHash of each expression's terms was most of
 /// a cold preparation).
+///
+/// `by_addr` finds an expression by the address of its shared terms first
+/// ([`DimExpr::terms_addr`]): a decoded plan's expressions are clones of one table entry each,
+/// so most are found without hashing their terms. The expressions are borrowed for `'p`, so
+/// no address is reused while the interner lives.
 #[derive(Default)]
 struct Interner<'p> {
     index: FxHashMap<&'p DimExpr, ExprIx>,
+    by_addr: FxHashMap<usize, ExprIx>,
     exprs: IndexVec<ExprIx, DimExpr>,
 }
 
 impl<'p> Interner<'p> {
     fn intern(&mut self, e: &'p DimExpr) -> ExprIx {
-        *self
+        let addr = e.terms_addr();
+        if let Some(&i) = self.by_addr.get(&addr) {
+            return i;
+        }
+        let i = *self
             .index
             .entry(e)
-            .or_insert_with(|| self.exprs.push(e.clone()))
+            .or_insert_with(|| self.exprs.push(e.clone()));
+        self.by_addr.insert(addr, i);
+        i
     }
 }
