@@ -19,7 +19,7 @@
 //! costs more than it saves, go through [`super::gemm_direct`] instead (optimized builds),
 //! which gives the packing GEMM's bits.
 
-use super::layout::{gather_view, istrides_of};
+use super::layout::{gather_view, istrides_of, Dims};
 use super::small_k::{small_k, Store, Widen};
 use super::{arity, Ctx};
 use crate::buffer::Buf;
@@ -567,7 +567,7 @@ fn as_stack<'a, T: Copy + Send + Sync + Default>(
     ))
 }
 
-pub(crate) fn dims_of(v: &[i64], name: &str, rank: usize) -> Result<Vec<usize>, OpError> {
+pub(crate) fn dims_of(v: &[i64], name: &str, rank: usize) -> Result<Dims<usize>, OpError> {
     v.iter()
         .map(|&d| {
             if d >= 0 && (d as usize) < rank {
@@ -643,10 +643,10 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
             ));
         }
     }
-    let lf: Vec<usize> = (0..ls.len())
+    let lf: Dims<usize> = (0..ls.len())
         .filter(|d| !lb.contains(d) && !lc.contains(d))
         .collect();
-    let rf: Vec<usize> = (0..rs.len())
+    let rf: Dims<usize> = (0..rs.len())
         .filter(|d| !rb.contains(d) && !rc.contains(d))
         .collect();
     let prod = |s: &[usize], g: &[usize]| g.iter().map(|&d| s[d]).product::<usize>();
@@ -691,7 +691,7 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
         )?)),
     };
     Ok(Tensor::from_parts(
-        out.shape.clone(),
+        out.shape.as_slice(),
         data.into_dtype(out.dtype),
     ))
 }
