@@ -9,7 +9,8 @@
 //! taken one measured, the others from their types, as the planner charges them) less the
 //! bytes of its results not written in place ([`ebb_ir::op::in_place_writes`]: a branch that
 //! returns an operand unchanged returns that very tensor), and at least 0; regions are prepared
-//! once per op execution, not per iteration.
+//! once per op execution, not per iteration, and a loop's body reuses its working vectors and
+//! one statistics value at every iteration.
 
 use super::reduce::scalar_compare;
 use super::{program_schedule, Ctx, KernelFailure, OutType, Program};

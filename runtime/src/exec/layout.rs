@@ -26,11 +26,16 @@ pub(crate) type Dims<T> = smallvec::SmallVec<[T; 6]>;
 
 /// [`istrides_of`] held inline ([`Dims`]).
 pub(crate) fn istrides(shape: &[usize]) -> Dims<isize> {
-    let mut s: Dims<isize> = smallvec::smallvec![1isize; shape.len()];
+    // Filled innermost first into an array, then copied once (a `SmallVec` built element by
+    // element costs more than the strides themselves).
+    let mut s = [1isize; 6];
+    if shape.len() > s.len() {
+        return Dims::from_vec(istrides_of(shape));
+    }
     for i in (0..shape.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * shape[i + 1] as isize;
     }
-    s
+    Dims::from_slice(&s[..shape.len()])
 }
 
 /// Row-major strides as `isize`.

@@ -4,7 +4,9 @@
 //!
 //! # Use
 //! [`execute`] runs once; [`Program::new`] validates a schedule and evaluates all shapes once,
-//! then [`Program::run`] can be called repeatedly (loop bodies use this).
+//! then [`Program::run`] can be called repeatedly (loop bodies use this; a program keeps its
+//! run's working vectors from one run to the next, emptied, so that a loop body's iteration
+//! allocates none of them).
 //!
 //! # Memory accounting (same model as `ebb_passes::memory`)
 //! Program point `p` is the execution of `schedule[p]`. Graph inputs (parameters, optimizer

@@ -197,9 +197,11 @@ fn axis(d: i64, rank: usize) -> Result<usize, OpError> {
 }
 
 fn eval_dims(ctx: &Ctx, d: &[DimExpr]) -> Result<Dims<i64>, OpError> {
-    d.iter()
-        .map(|e| e.eval(ctx.bindings).map_err(OpError::from))
-        .collect()
+    let mut out = Dims::new();
+    for e in d {
+        out.push(e.eval(ctx.bindings)?);
+    }
+    Ok(out)
 }
 
 /// A `slice` or `dynamic_slice` of `x` (the view at `off` with strides `st` and `shape`): the
@@ -300,13 +302,17 @@ fn clamped_starts(
             shape.len()
         ));
     }
-    let mut out = Dims::with_capacity(idx.len());
+    let mut out = Dims::new();
     for (i, t) in idx.iter().enumerate() {
         if !t.shape().is_empty() {
             return invalid("start indices must be scalars");
         }
-        let s = dispatch!(t.data(), v => v.first().map(|x| x.to_i64()))
-            .ok_or_else(|| OpError::Invalid("an empty start index".into()))?;
+        let s = match t.data() {
+            Data::I32(v) if v.len() == 1 => Some(i64::from(v[0])),
+            Data::I64(v) if v.len() == 1 => Some(v[0]),
+            d => dispatch!(d, v => v.first().map(|x| x.to_i64())),
+        }
+        .ok_or_else(|| OpError::Invalid("an empty start index".into()))?;
         if sizes[i] > shape[i] {
             return invalid(format!(
                 "slice size {} exceeds dimension {}",
