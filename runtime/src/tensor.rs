@@ -795,38 +795,61 @@ const INLINE_DIMS: usize = 4;
 
 /// A tensor's dimensions, outermost first: up to four held inline (no allocation when a
 /// tensor of such a shape is made or cloned, as a loop body does for every small value at every
-/// iteration; a clone is a copy), more on the heap.
-#[derive(Clone)]
-pub(crate) enum Shape {
-    /// `len` dimensions in `dims[..len]`.
-    Inline { len: u8, dims: [usize; INLINE_DIMS] },
-    /// More than [`INLINE_DIMS`] dimensions.
-    Heap(Vec<usize>),
+/// iteration), more on the heap. Held as five machine words, so that a copy is moved in whole
+/// words (no partial-store forwarding stalls when a clone is moved on, as when an operand is
+/// cloned at every read of a loop body's value).
+pub(crate) struct Shape {
+    /// `[len, d0, d1, d2, d3]` for `len <= INLINE_DIMS` dimensions; for more,
+    /// `[len, address, 0, 0, 0]` of a `Box<[usize]>` of `len` dimensions this shape owns.
+    w: [usize; INLINE_DIMS + 1],
 }
 
 impl Shape {
     /// The shape of `dims`.
     #[inline]
     pub(crate) fn from_slice(dims: &[usize]) -> Shape {
+        let mut w = [0usize; INLINE_DIMS + 1];
+        w[0] = dims.len();
         if dims.len() <= INLINE_DIMS {
-            let mut d = [0usize; INLINE_DIMS];
-            d[..dims.len()].copy_from_slice(dims);
-            Shape::Inline {
-                len: dims.len() as u8,
-                dims: d,
-            }
+            w[1..1 + dims.len()].copy_from_slice(dims);
         } else {
-            Shape::Heap(dims.to_vec())
+            let b: Box<[usize]> = dims.into();
+            w[1] = Box::into_raw(b) as *mut usize as usize;
         }
+        Shape { w }
     }
 
-    /// The shape of `dims`, its vector kept only when it has more than [`INLINE_DIMS`].
+    /// The shape of `dims`.
     #[inline]
     pub(crate) fn from_vec(dims: Vec<usize>) -> Shape {
-        if dims.len() <= INLINE_DIMS {
-            Shape::from_slice(&dims)
+        Shape::from_slice(&dims)
+    }
+}
+
+impl Drop for Shape {
+    #[inline]
+    fn drop(&mut self) {
+        let len = self.w[0];
+        if len > INLINE_DIMS {
+            // SAFETY: `w[1]` is the address of the `Box<[usize]>` of `len` elements made by
+            // `from_slice`, owned by this shape alone and freed only here.
+            unsafe {
+                drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    self.w[1] as *mut usize,
+                    len,
+                )));
+            }
+        }
+    }
+}
+
+impl Clone for Shape {
+    #[inline]
+    fn clone(&self) -> Shape {
+        if self.w[0] <= INLINE_DIMS {
+            Shape { w: self.w }
         } else {
-            Shape::Heap(dims)
+            Shape::from_slice(self)
         }
     }
 }
@@ -835,9 +858,12 @@ impl std::ops::Deref for Shape {
     type Target = [usize];
     #[inline]
     fn deref(&self) -> &[usize] {
-        match self {
-            Shape::Inline { len, dims } => &dims[..*len as usize],
-            Shape::Heap(v) => v,
+        let len = self.w[0];
+        if len <= INLINE_DIMS {
+            &self.w[1..1 + len]
+        } else {
+            // SAFETY: `w[1]` addresses the `len` dimensions this shape owns (see `Drop`).
+            unsafe { std::slice::from_raw_parts(self.w[1] as *const usize, len) }
         }
     }
 }

@@ -624,16 +624,20 @@ impl<'g> Program<'g> {
                 clock = clock.map(|_| t1);
             }
             let node = self.nodes[p];
-            let mut operands = Vec::with_capacity(s.operands.len());
+            let mut operands: Vec<Tensor> = Vec::with_capacity(s.operands.len());
             for (k, &v) in s.operands.iter().enumerate() {
+                // Each operand moved or cloned straight into the vector (no temporary).
                 let slot = &mut slots[v as usize];
-                let t = if s.take[k] { slot.take() } else { slot.clone() };
-                operands.push(t.ok_or_else(|| {
-                    op_err(
-                        node,
-                        OpError::Invalid(format!("operand {k} was freed early")),
-                    )
-                })?);
+                match slot {
+                    Some(_) if s.take[k] => operands.extend(slot.take()),
+                    Some(t) => operands.push(t.clone()),
+                    None => {
+                        return Err(op_err(
+                            node,
+                            OpError::Invalid(format!("operand {k} was freed early")),
+                        ))
+                    }
+                }
             }
             let arena = self
                 .placement
