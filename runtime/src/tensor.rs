@@ -2,7 +2,7 @@
 //!
 //! Representation: [`Data`] is an enum of typed `Vec`s, one variant per [`DType`] (`bf16` and
 //! `f16` as [`half::bf16`] / [`half::f16`], `i1` as `bool`, one byte per element as in XLA).
-//! A [`Tensor`] is a shape ([`Shape`], outermost first, up to four dimensions held inline)
+//! A [`Tensor`] is a shape (outermost first, up to four dimensions held inline)
 //! plus an `Arc<Data>`, so cloning a tensor and reshaping it are O(1), share the buffer and
 //! allocate nothing for shapes of rank up to 4; kernels that update in place
 //! (`dynamic_update_slice`, `scatter`) call [`Tensor::data_mut`], which copies only when the
