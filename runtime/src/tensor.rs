@@ -2,8 +2,9 @@
 //!
 //! Representation: [`Data`] is an enum of typed `Vec`s, one variant per [`DType`] (`bf16` and
 //! `f16` as [`half::bf16`] / [`half::f16`], `i1` as `bool`, one byte per element as in XLA).
-//! A [`Tensor`] is a shape (`Vec<usize>`, outermost first) plus an `Arc<Data>`, so cloning a
-//! tensor and reshaping it are O(1) and share the buffer; kernels that update in place
+//! A [`Tensor`] is a shape (outermost first, up to four dimensions held inline)
+//! plus an `Arc<Data>`, so cloning a tensor and reshaping it are O(1), share the buffer and
+//! allocate nothing for shapes of rank up to 4; kernels that update in place
 //! (`dynamic_update_slice`, `scatter`) call [`Tensor::data_mut`], which copies only when the
 //! buffer is shared (copy on write).
 //!
@@ -789,10 +790,128 @@ pub enum TensorError {
     },
 }
 
+/// Dimensions held inline by a [`Shape`].
+const INLINE_DIMS: usize = 4;
+
+/// A tensor's dimensions, outermost first: up to four held inline (no allocation when a
+/// tensor of such a shape is made or cloned, as a loop body does for every small value at every
+/// iteration), more on the heap. Held as five machine words, so that a copy is moved in whole
+/// words (no partial-store forwarding stalls when a clone is moved on, as when an operand is
+/// cloned at every read of a loop body's value).
+pub(crate) struct Shape {
+    /// `[len, d0, d1, d2, d3]` for `len <= INLINE_DIMS` dimensions; for more,
+    /// `[len, address, 0, 0, 0]` of a `Box<[usize]>` of `len` dimensions this shape owns.
+    w: [usize; INLINE_DIMS + 1],
+}
+
+impl Shape {
+    /// The shape of `dims`.
+    #[inline]
+    pub(crate) fn from_slice(dims: &[usize]) -> Shape {
+        let mut w = [0usize; INLINE_DIMS + 1];
+        w[0] = dims.len();
+        if dims.len() <= INLINE_DIMS {
+            w[1..1 + dims.len()].copy_from_slice(dims);
+        } else {
+            let b: Box<[usize]> = dims.into();
+            w[1] = Box::into_raw(b) as *mut usize as usize;
+        }
+        Shape { w }
+    }
+
+    /// The shape of `dims`.
+    #[inline]
+    pub(crate) fn from_vec(dims: Vec<usize>) -> Shape {
+        Shape::from_slice(&dims)
+    }
+}
+
+impl Drop for Shape {
+    #[inline]
+    fn drop(&mut self) {
+        let len = self.w[0];
+        if len > INLINE_DIMS {
+            // SAFETY: `w[1]` is the address of the `Box<[usize]>` of `len` elements made by
+            // `from_slice`, owned by this shape alone and freed only here.
+            unsafe {
+                drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    self.w[1] as *mut usize,
+                    len,
+                )));
+            }
+        }
+    }
+}
+
+impl Clone for Shape {
+    #[inline]
+    fn clone(&self) -> Shape {
+        if self.w[0] <= INLINE_DIMS {
+            Shape { w: self.w }
+        } else {
+            Shape::from_slice(self)
+        }
+    }
+}
+
+impl std::ops::Deref for Shape {
+    type Target = [usize];
+    #[inline]
+    fn deref(&self) -> &[usize] {
+        let len = self.w[0];
+        if len <= INLINE_DIMS {
+            &self.w[1..1 + len]
+        } else {
+            // SAFETY: `w[1]` addresses the `len` dimensions this shape owns (see `Drop`).
+            unsafe { std::slice::from_raw_parts(self.w[1] as *const usize, len) }
+        }
+    }
+}
+
+impl PartialEq for Shape {
+    fn eq(&self, o: &Shape) -> bool {
+        **self == **o
+    }
+}
+
+impl fmt::Debug for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// What [`Tensor::from_parts`] takes as a shape: a `Vec` (moved inline when it has at most
+/// four dimensions), a slice (copied), or a [`Shape`].
+pub(crate) trait IntoShape {
+    /// The dimensions as a [`Shape`].
+    fn into_shape(self) -> Shape;
+}
+
+impl IntoShape for Vec<usize> {
+    #[inline]
+    fn into_shape(self) -> Shape {
+        Shape::from_vec(self)
+    }
+}
+
+impl IntoShape for &[usize] {
+    #[inline]
+    fn into_shape(self) -> Shape {
+        Shape::from_slice(self)
+    }
+}
+
+impl IntoShape for Shape {
+    #[inline]
+    fn into_shape(self) -> Shape {
+        self
+    }
+}
+
 /// A host tensor: shape plus shared typed buffer. See the module docs.
 #[derive(Clone, PartialEq)]
 pub struct Tensor {
-    shape: Vec<usize>,
+    shape: Shape,
     data: Arc<Data>,
 }
 
@@ -829,14 +948,16 @@ impl Tensor {
             });
         }
         Ok(Tensor {
-            shape,
+            shape: Shape::from_vec(shape),
             data: Arc::new(data),
         })
     }
 
     /// Crate-internal constructor for kernels that keep the length invariant by construction
-    /// (checked in debug builds).
-    pub(crate) fn from_parts(shape: Vec<usize>, data: Data) -> Tensor {
+    /// (checked in debug builds). `shape`: a `Vec` (moved inline when it has at most four
+    /// dimensions) or a slice (copied, without allocating for such shapes).
+    pub(crate) fn from_parts(shape: impl IntoShape, data: Data) -> Tensor {
+        let shape = shape.into_shape();
         debug_assert_eq!(
             data.len(),
             shape.iter().product::<usize>(),
@@ -850,7 +971,7 @@ impl Tensor {
 
     /// A rank-0 tensor holding `s`.
     pub fn scalar(s: Scalar) -> Tensor {
-        Tensor::from_parts(Vec::new(), Data::splat(s, 1))
+        Tensor::from_parts(Shape::from_slice(&[]), Data::splat(s, 1))
     }
 
     /// A tensor of `shape` filled with zeros (false for `i1`).
@@ -1073,7 +1194,7 @@ impl Tensor {
     /// a tensor of `shape` that shares the buffer instead of copying it ([`Buf::View`]: it
     /// keeps this tensor's buffer alive, and a write to either copies first). `None` for an
     /// empty or out-of-bounds range.
-    pub(crate) fn contiguous_view(&self, start: usize, shape: Vec<usize>) -> Option<Tensor> {
+    pub(crate) fn contiguous_view(&self, start: usize, shape: &[usize]) -> Option<Tensor> {
         let n: usize = shape.iter().product();
         if n == 0 || start.checked_add(n)? > self.len() {
             return None;
@@ -1126,7 +1247,27 @@ impl Tensor {
             });
         }
         Ok(Tensor {
-            shape,
+            shape: Shape::from_vec(shape),
+            data: self.data.clone(),
+        })
+    }
+
+    /// [`Tensor::reshape`] to the dimensions `shape` (copied, without allocating for at most
+    /// four dimensions).
+    ///
+    /// # Errors
+    /// As [`Tensor::reshape`].
+    pub(crate) fn reshaped(&self, shape: &[usize]) -> Result<Tensor, TensorError> {
+        let expected = shape.iter().product::<usize>();
+        if expected != self.len() {
+            return Err(TensorError::Length {
+                shape: shape.to_vec(),
+                expected,
+                got: self.len(),
+            });
+        }
+        Ok(Tensor {
+            shape: Shape::from_slice(shape),
             data: self.data.clone(),
         })
     }

@@ -27,6 +27,7 @@ mod exec_program;
 mod exec_random;
 mod exec_reduce;
 mod exec_repeat;
+mod exec_reuse;
 mod exec_scalar_regions;
 mod exec_scatter_windows;
 mod exec_serial;

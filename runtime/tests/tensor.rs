@@ -124,3 +124,33 @@ fn new_checks_length() {
     assert_eq!(t.reshape(vec![4]).unwrap().shape(), &[4]);
     assert!(t.reshape(vec![3]).is_err());
 }
+
+/// Tests shapes of every rank from 0 to 7 (up to four dimensions are held inline, more on the
+/// heap): a tensor made, cloned, reshaped to another rank and dropped keeps its dimensions,
+/// its elements and its `Debug` form, and clones compare equal.
+#[test]
+fn shapes_of_every_rank_survive_clones_and_reshapes() {
+    for rank in 0..8usize {
+        let dims: Vec<usize> = (0..rank).map(|i| 1 + i % 3).collect();
+        let n: usize = dims.iter().product();
+        let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let t = Tensor::from_f32(dims.clone(), v.clone()).unwrap();
+        assert_eq!(t.shape(), &dims[..], "rank {rank}");
+        let c = t.clone();
+        drop(t);
+        assert_eq!(c.shape(), &dims[..], "rank {rank}");
+        assert_eq!(c.as_f32(), Some(&v[..]), "rank {rank}");
+        assert!(
+            format!("{c:?}").contains(&format!("{dims:?}")),
+            "rank {rank}: {c:?}"
+        );
+        // Reshaped to one more unit dimension (inline to heap at rank 4 to 5) and back.
+        let mut up = dims.clone();
+        up.push(1);
+        let r = c.reshape(up.clone()).unwrap();
+        assert_eq!(r.shape(), &up[..], "rank {rank}");
+        let back = r.clone().reshape(dims.clone()).unwrap();
+        assert_eq!(back, c, "rank {rank}");
+        assert!(back.bits_eq(&c), "rank {rank}");
+    }
+}

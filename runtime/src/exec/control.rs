@@ -9,7 +9,8 @@
 //! taken one measured, the others from their types, as the planner charges them) less the
 //! bytes of its results not written in place ([`ebb_ir::op::in_place_writes`]: a branch that
 //! returns an operand unchanged returns that very tensor), and at least 0; regions are prepared
-//! once per op execution, not per iteration.
+//! once per op execution, not per iteration, and a loop's body reuses its working vectors and
+//! one statistics value at every iteration.
 
 use super::reduce::scalar_compare;
 use super::{program_schedule, Ctx, KernelFailure, OutType, Program};
@@ -84,11 +85,13 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
             }
             if let Some(mut d) = slots.take_at(i, t.dtype(), t.len()) {
                 super::placement::copy_into(&mut d, t.data());
-                *t = Tensor::from_parts(t.shape().to_vec(), d);
+                *t = Tensor::from_parts(t.shape(), d);
             }
         }
     }
     let mut transient = 0u64;
+    // One statistics value for every run of the body (its vectors reused).
+    let mut st = super::ExecStats::default();
     loop {
         let go = match &counted {
             Some(cc) => cc.holds(&vals)?,
@@ -108,7 +111,7 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
         if !go {
             break;
         }
-        let (next, st) = bp.run(vals).map_err(region_err("body"))?;
+        let next = bp.run_reusing(vals, &mut st).map_err(region_err("body"))?;
         if bt {
             transient = transient.max(st.peak_bytes - st.input_bytes);
         }

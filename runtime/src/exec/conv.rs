@@ -347,7 +347,7 @@ pub(crate) fn convolution(ctx: &Ctx, spec: &ConvSpec, ops: Vec<Tensor>) -> Resul
         DType::F64 => Data::F64(conv_into::<f64>(ctx, (xd, wd), &geo, at)?).into_dtype(out.dtype),
         _ => ctx.result_from_f32(conv_into::<f32>(ctx, (xd, wd), &geo, at)?, out.dtype),
     };
-    Ok(Tensor::from_parts(out.shape.clone(), data))
+    Ok(Tensor::from_parts(out.shape.as_slice(), data))
 }
 
 /// A validated convolution on the operands' own layouts.

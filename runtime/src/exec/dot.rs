@@ -19,7 +19,7 @@
 //! costs more than it saves, go through [`super::gemm_direct`] instead (optimized builds),
 //! which gives the packing GEMM's bits.
 
-use super::layout::{gather_view, istrides_of};
+use super::layout::{gather_view, istrides_of, Dims};
 use super::small_k::{small_k, Store, Widen};
 use super::{arity, Ctx};
 use crate::buffer::Buf;
@@ -567,16 +567,15 @@ fn as_stack<'a, T: Copy + Send + Sync + Default>(
     ))
 }
 
-pub(crate) fn dims_of(v: &[i64], name: &str, rank: usize) -> Result<Vec<usize>, OpError> {
-    v.iter()
-        .map(|&d| {
-            if d >= 0 && (d as usize) < rank {
-                Ok(d as usize)
-            } else {
-                invalid(format!("{name}: dimension {d} out of range"))
-            }
-        })
-        .collect()
+pub(crate) fn dims_of(v: &[i64], name: &str, rank: usize) -> Result<Dims<usize>, OpError> {
+    let mut out = Dims::new();
+    for &d in v {
+        if d < 0 || d as usize >= rank {
+            return invalid(format!("{name}: dimension {d} out of range"));
+        }
+        out.push(d as usize);
+    }
+    Ok(out)
 }
 
 /// The computation type of a contraction of `a` and `b` producing `out`.
@@ -643,12 +642,14 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
             ));
         }
     }
-    let lf: Vec<usize> = (0..ls.len())
-        .filter(|d| !lb.contains(d) && !lc.contains(d))
-        .collect();
-    let rf: Vec<usize> = (0..rs.len())
-        .filter(|d| !rb.contains(d) && !rc.contains(d))
-        .collect();
+    let free = |rank: usize, b: &[usize], c: &[usize]| {
+        let mut f: Dims<usize> = Dims::new();
+        for d in (0..rank).filter(|d| !b.contains(d) && !c.contains(d)) {
+            f.push(d);
+        }
+        f
+    };
+    let (lf, rf) = (free(ls.len(), &lb, &lc), free(rs.len(), &rb, &rc));
     let prod = |s: &[usize], g: &[usize]| g.iter().map(|&d| s[d]).product::<usize>();
     let (bt, m, k, n) = (prod(ls, &lb), prod(ls, &lf), prod(ls, &lc), prod(rs, &rf));
     let ct = match compute_type(l.dtype(), r.dtype(), out.dtype) {
@@ -691,7 +692,7 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
         )?)),
     };
     Ok(Tensor::from_parts(
-        out.shape.clone(),
+        out.shape.as_slice(),
         data.into_dtype(out.dtype),
     ))
 }

@@ -88,7 +88,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
         }
         _ => return Err(OpError::Unsupported(format!("`{kind}` is not elementwise"))),
     };
-    Ok(Tensor::from_parts(out.shape.clone(), data))
+    Ok(Tensor::from_parts(out.shape.as_slice(), data))
 }
 
 fn same_shape(a: &Tensor, b: &Tensor) -> Result<(), OpError> {

@@ -234,7 +234,7 @@ fn run(
     Ok(results
         .into_iter()
         .zip(ctx.out)
-        .map(|(d, o)| Tensor::from_parts(o.shape.clone(), d))
+        .map(|(d, o)| Tensor::from_parts(o.shape.as_slice(), d))
         .collect())
 }
 

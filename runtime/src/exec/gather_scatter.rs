@@ -213,7 +213,7 @@ pub(crate) fn gather(ctx: &Ctx, gd: &GatherDims, ops: Vec<Tensor>) -> Result<Ten
     let data = crate::tensor::map_same!(x.data(), v => {
         go(v, ctx.take_vec(n_out), &bshape, &plan, &window)?
     });
-    Ok(Tensor::from_parts(out.shape.clone(), data))
+    Ok(Tensor::from_parts(out.shape.as_slice(), data))
 }
 
 /// `scatter` (see the module docs): operands are the inputs, the scatter indices, then as
@@ -347,7 +347,7 @@ pub(crate) fn scatter(
                 b.copy_from_slice(v);
                 b
             });
-            *x = Tensor::from_parts(x.shape().to_vec(), data);
+            *x = Tensor::from_parts(x.shape(), data);
         }
         let lp = WindowLoop::new(&wshape, &wxst, &wust);
         apply_windows(x, &updates[0], &lp, &windows, &part, m)
@@ -386,7 +386,7 @@ pub(crate) fn scatter(
             inputs = inputs
                 .iter()
                 .zip(datas)
-                .map(|(t, d)| Tensor::from_parts(t.shape().to_vec(), d))
+                .map(|(t, d)| Tensor::from_parts(t.shape(), d))
                 .collect();
         }
     }

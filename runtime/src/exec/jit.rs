@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Buffer addresses shared by the threads of one kernel launch.
-struct Ptrs(Vec<*mut u8>);
+struct Ptrs(smallvec::SmallVec<[*mut u8; 16]>);
 // SAFETY: the threads write disjoint index ranges of the result buffers and only read the
 // operands; the buffers outlive the launch.
 unsafe impl Sync for Ptrs {}
@@ -823,7 +823,7 @@ fn run_rows<T: Elem>(
     let ins: Vec<*mut u8> = ops.iter().map(|t| t.data().as_ptr() as *mut u8).collect();
     let per = rows.div_ceil(threads.max(1)).max(1);
     let batch = (fit / threads.max(1)).clamp(1, per);
-    let shared = Ptrs(ins);
+    let shared = Ptrs(smallvec::SmallVec::from_vec(ins));
     let body = |(c, chunk): (usize, &mut [T])| -> Result<(), KernelFailure> {
         let mut scratch = vec![0f32; batch * row];
         let mut bufs = shared.get().to_vec();
@@ -949,7 +949,7 @@ fn run_loop(
     kernel: ebb_codegen::Kernel,
     n: usize,
 ) -> Result<Vec<Tensor>, KernelFailure> {
-    let mut results: Vec<Data> = Vec::with_capacity(ctx.out.len());
+    let mut results: smallvec::SmallVec<[Data; 4]> = smallvec::SmallVec::new();
     for (i, o) in ctx.out.iter().enumerate() {
         let Some(&(_, k)) = in_place.iter().find(|&&(s, _)| s == i) else {
             results.push(ctx.take_result(i, o.dtype, o.shape.iter().product()));
@@ -967,11 +967,18 @@ fn run_loop(
     if results.len() != layout.stores.len() || results.iter().any(|d| d.len() != n) {
         return Err(invalid("loop fusion results differ in element count"));
     }
-    let mut bufs: Vec<*mut u8> = ops.iter().map(|t| t.data().as_ptr() as *mut u8).collect();
+    // Operands then results, in one vector sized once (inline for up to 16 buffers).
+    let mut bufs: smallvec::SmallVec<[*mut u8; 16]> =
+        smallvec::SmallVec::with_capacity(ops.len() + results.len());
+    for t in &ops {
+        bufs.push(t.data().as_ptr() as *mut u8);
+    }
     for &(s, i) in in_place {
         bufs[i] = results[s].as_mut_ptr();
     }
-    bufs.extend(results.iter_mut().map(|d| d.as_mut_ptr()));
+    for d in results.iter_mut() {
+        bufs.push(d.as_mut_ptr());
+    }
     let bufs = Ptrs(bufs);
     let launch = |begin: usize, end: usize| {
         // SAFETY: `bufs` holds the operands (sizes checked) and the results of `n` elements;
@@ -991,7 +998,7 @@ fn run_loop(
     // and a `Data` differ in size).
     let mut out = Vec::with_capacity(results.len());
     for (d, o) in results.into_iter().zip(ctx.out) {
-        out.push(Tensor::from_parts(o.shape.clone(), d));
+        out.push(Tensor::from_parts(o.shape.as_slice(), d));
     }
     Ok(out)
 }

@@ -20,6 +20,24 @@ pub(crate) fn strides_of(shape: &[usize]) -> Vec<usize> {
     s
 }
 
+/// Per-dimension values of a view (strides, extents, indices) held inline up to rank 6: the
+/// views of a loop body's small ops then allocate nothing.
+pub(crate) type Dims<T> = smallvec::SmallVec<[T; 6]>;
+
+/// [`istrides_of`] held inline ([`Dims`]).
+pub(crate) fn istrides(shape: &[usize]) -> Dims<isize> {
+    // Filled innermost first into an array, then copied once (a `SmallVec` built element by
+    // element costs more than the strides themselves).
+    let mut s = [1isize; 6];
+    if shape.len() > s.len() {
+        return Dims::from_vec(istrides_of(shape));
+    }
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1] as isize;
+    }
+    Dims::from_slice(&s[..shape.len()])
+}
+
 /// Row-major strides as `isize`.
 pub fn istrides_of(shape: &[usize]) -> Vec<isize> {
     let mut s = vec![1isize; shape.len()];
@@ -67,9 +85,9 @@ fn check_view(
 
 /// Drops unit dimensions and merges dimensions that are contiguous with each other, so that
 /// the innermost loop is as long as possible. Returns (strides, shape); empty for a scalar.
-fn simplify(strides: &[isize], shape: &[usize]) -> (Vec<isize>, Vec<usize>) {
-    let mut st: Vec<isize> = Vec::with_capacity(shape.len());
-    let mut sh: Vec<usize> = Vec::with_capacity(shape.len());
+fn simplify(strides: &[isize], shape: &[usize]) -> (Dims<isize>, Dims<usize>) {
+    let mut st: Dims<isize> = Dims::new();
+    let mut sh: Dims<usize> = Dims::new();
     for (&s, &d) in strides.iter().zip(shape) {
         if d == 1 {
             continue;
@@ -133,7 +151,7 @@ pub fn gather_view_into<T: Copy + Send + Sync + Default, B: DerefMut<Target = [T
     // so that each source cache line read serves `TILE` output rows.
     let tiled = inner_stride.unsigned_abs() > 1 && outer_strides.last() == Some(&1);
     let fill = |chunk: &mut [T], row0: usize| {
-        let mut idx = unravel(row0, outer_shape);
+        let mut idx = unravel_dims(row0, outer_shape);
         let mut off = offset
             + idx
                 .iter()
@@ -221,9 +239,9 @@ pub fn assign_view<T: Copy>(
         return Ok(());
     }
     // keep only non-unit dims (merging needs both views to agree; do it pairwise)
-    let mut ds = Vec::new();
-    let mut ss = Vec::new();
-    let mut sh: Vec<usize> = Vec::new();
+    let mut ds: Dims<isize> = Dims::new();
+    let mut ss: Dims<isize> = Dims::new();
+    let mut sh: Dims<usize> = Dims::new();
     for i in 0..shape.len() {
         if shape[i] == 1 {
             continue;
@@ -249,7 +267,7 @@ pub fn assign_view<T: Copy>(
     let (di, si) = (ds[ds.len() - 1], ss[ss.len() - 1]);
     let outer = &sh[..sh.len() - 1];
     let (dos, sos) = (&ds[..ds.len() - 1], &ss[..ss.len() - 1]);
-    let mut idx = vec![0usize; outer.len()];
+    let mut idx: Dims<usize> = smallvec::smallvec![0usize; outer.len()];
     let (mut d, mut s) = (doff, soff);
     for _ in 0..n / inner {
         if di == 1 && si == 1 {
@@ -343,6 +361,17 @@ impl<'a> WindowCopy<'a> {
         }
         Ok(())
     }
+}
+
+/// [`unravel`] held inline ([`Dims`]).
+pub(crate) fn unravel_dims(mut i: usize, shape: &[usize]) -> Dims<usize> {
+    let mut idx: Dims<usize> = smallvec::smallvec![0usize; shape.len()];
+    for k in (0..shape.len()).rev() {
+        let d = shape[k].max(1);
+        idx[k] = i % d;
+        i /= d;
+    }
+    idx
 }
 
 /// The multi-index of row-major linear index `i` in `shape`.

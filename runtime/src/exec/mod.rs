@@ -4,7 +4,9 @@
 //!
 //! # Use
 //! [`execute`] runs once; [`Program::new`] validates a schedule and evaluates all shapes once,
-//! then [`Program::run`] can be called repeatedly (loop bodies use this).
+//! then [`Program::run`] can be called repeatedly (loop bodies use this; a program keeps its
+//! run's working vectors from one run to the next, emptied, so that a loop body's iteration
+//! allocates none of them).
 //!
 //! # Memory accounting (same model as `ebb_passes::memory`)
 //! Program point `p` is the execution of `schedule[p]`. Graph inputs (parameters, optimizer
@@ -119,6 +121,42 @@ pub struct ExecStats {
 }
 
 impl ExecStats {
+    /// The statistics before the first point of a run of `points` points whose inputs hold
+    /// `input_bytes`, with room for `timed` op times: what a fresh run starts from, in this
+    /// value's vectors (cleared, their memory kept).
+    fn reset(&mut self, points: usize, input_bytes: u64, timed: usize) {
+        // Every field named, so that a new one is reset here too.
+        let ExecStats {
+            resident_bytes,
+            regen_peak,
+            peak_bytes,
+            host_peak_bytes,
+            regen_time,
+            peak_point,
+            input_bytes: inputs,
+            op_time,
+            arena_direct_bytes,
+            arena_copied_bytes,
+            arena_unplaced_bytes,
+            in_place_kept_bytes,
+        } = self;
+        resident_bytes.clear();
+        resident_bytes.reserve(points);
+        regen_peak.clear();
+        regen_peak.resize(points, 0);
+        *peak_bytes = input_bytes;
+        *host_peak_bytes = 0;
+        *regen_time = Duration::ZERO;
+        *peak_point = Point::new(0);
+        *inputs = input_bytes;
+        op_time.clear();
+        op_time.reserve(timed);
+        *arena_direct_bytes = 0;
+        *arena_copied_bytes = 0;
+        *arena_unplaced_bytes = 0;
+        *in_place_kept_bytes = 0;
+    }
+
     /// Total op time per op kind, largest first: `(kind, count, time)`.
     pub fn time_by_kind(&self, g: &Graph, schedule: &[NodeId]) -> Vec<(OpKind, usize, Duration)> {
         let mut acc: std::collections::BTreeMap<OpKind, (usize, Duration)> = Default::default();
@@ -288,6 +326,9 @@ pub(crate) struct Prepared {
     steps: Vec<Step>,
     inputs: Vec<OutType>,
     outputs: Vec<u32>,
+    /// Per output: whether the same value is an output again later in the list (the run then
+    /// leaves it a clone, and moves it out at its last mention).
+    output_again: Vec<bool>,
     sizes: Vec<u64>,
     num_values: usize,
     /// Value id of result 0 of each node, by node index (`NONE` if not computed).
@@ -318,6 +359,21 @@ pub struct Program<'g> {
     consts: Vec<std::sync::OnceLock<Tensor>>,
     /// The node of each step, by step (looked up once, not at every run of a loop body).
     nodes: Vec<&'g Node>,
+    /// The run's working vectors, kept between runs of this program (a loop body's
+    /// iterations) instead of allocated at every run; `None` while a run holds them.
+    scratch: std::sync::Mutex<Option<Scratch>>,
+}
+
+/// The working vectors of [`Program::run_with`], cleared and kept between runs
+/// ([`Program::scratch`]): what they hold never carries from one run to the next.
+#[derive(Default)]
+struct Scratch {
+    /// One slot per value, all `None` between runs.
+    slots: Vec<Option<Tensor>>,
+    /// Each step's results, moved out into their slots (empty between runs).
+    results: Vec<Tensor>,
+    /// The inputs' vector of the last run, emptied: the next run's outputs go into it.
+    outs: Vec<Tensor>,
 }
 
 /// `constant` and `dim_constant` results of at most this many bytes are computed once per
@@ -345,11 +401,15 @@ impl<'g> Program<'g> {
         for (p, s) in steps.iter().enumerate() {
             step_of[s.node.index()] = p as u32;
         }
+        let output_again = (0..outputs.len())
+            .map(|i| outputs[i + 1..].contains(&outputs[i]))
+            .collect();
         let prep = Prepared {
             bindings: bindings.clone(),
             steps,
             inputs: values.inputs,
             outputs,
+            output_again,
             sizes: values.sizes,
             num_values: values.count,
             base: values.base,
@@ -377,6 +437,7 @@ impl<'g> Program<'g> {
             timed: true,
             consts,
             nodes,
+            scratch: std::sync::Mutex::new(None),
         }
     }
 
@@ -469,6 +530,33 @@ impl<'g> Program<'g> {
         events: Option<&Events>,
         on_point: &mut dyn FnMut(usize),
     ) -> Result<(Vec<Tensor>, ExecStats), ExecError> {
+        let mut stats = ExecStats::default();
+        let outs = self.run_stats(inputs, events, on_point, &mut stats)?;
+        Ok((outs, stats))
+    }
+
+    /// [`Program::run`] writing the statistics over `stats` (its vectors cleared and reused:
+    /// a loop runs its body with one [`ExecStats`] for all iterations). `stats` is then
+    /// exactly what [`Program::run`] returns.
+    ///
+    /// # Errors
+    /// As [`execute`] (`stats` is then unspecified).
+    pub(crate) fn run_reusing(
+        &self,
+        inputs: Vec<Tensor>,
+        stats: &mut ExecStats,
+    ) -> Result<Vec<Tensor>, ExecError> {
+        self.run_stats(inputs, None, &mut |_| {}, stats)
+    }
+
+    /// [`Program::run_with`] writing the statistics over `stats`.
+    fn run_stats(
+        &self,
+        mut inputs: Vec<Tensor>,
+        events: Option<&Events>,
+        on_point: &mut dyn FnMut(usize),
+        stats: &mut ExecStats,
+    ) -> Result<Vec<Tensor>, ExecError> {
         let g = self.g;
         // Tensors dropped during the run (freed values, consumed operands) recycle their
         // buffers through the pool.
@@ -482,8 +570,17 @@ impl<'g> Program<'g> {
                 got: inputs.len(),
             });
         }
-        let mut slots: Vec<Option<Tensor>> = vec![None; self.prep.num_values];
-        for (i, (t, ty)) in inputs.into_iter().zip(&self.prep.inputs).enumerate() {
+        let mut scratch = self
+            .scratch
+            .try_lock()
+            .ok()
+            .and_then(|mut s| s.take())
+            .unwrap_or_default();
+        let mut slots = std::mem::take(&mut scratch.slots);
+        if slots.len() != self.prep.num_values {
+            slots = vec![None; self.prep.num_values];
+        }
+        for (i, (t, ty)) in inputs.drain(..).zip(&self.prep.inputs).enumerate() {
             if t.dtype() != ty.dtype || !same_dims(t.shape(), &ty.shape) {
                 let id = g.inputs()[i];
                 return Err(ExecError::InputMismatch {
@@ -497,23 +594,17 @@ impl<'g> Program<'g> {
             slots[i] = Some(t);
         }
         let input_bytes = self.input_bytes();
-        let mut stats = ExecStats {
-            resident_bytes: Vec::with_capacity(self.prep.steps.len()),
-            regen_peak: vec![0; self.prep.steps.len()],
-            peak_bytes: input_bytes,
-            peak_point: Point::new(0),
-            host_peak_bytes: 0,
-            regen_time: Duration::ZERO,
+        stats.reset(
+            self.prep.steps.len(),
             input_bytes,
-            op_time: Vec::with_capacity(if self.timed { self.prep.steps.len() } else { 0 }),
-            ..Default::default()
-        };
+            if self.timed { self.prep.steps.len() } else { 0 },
+        );
         let mut resident = input_bytes;
         // An op's time runs from the end of the previous op (or of its own regenerations and
         // reloads) to its own end: one clock read per op.
         let mut clock = self.timed.then(Instant::now);
         // Each step's results, moved out into their slots: one vector for the whole run.
-        let mut results: Vec<Tensor> = Vec::new();
+        let mut results = std::mem::take(&mut scratch.results);
         for (p, s) in self.prep.steps.iter().enumerate() {
             if let Some(back) = events
                 .and_then(|e| e.before.get(p))
@@ -525,7 +616,7 @@ impl<'g> Program<'g> {
                         host_bytes -= self.prep.sizes[*value as usize];
                     }
                     let peak =
-                        self.bring_back(b, p, &mut slots, &mut host, &mut resident, &mut stats)?;
+                        self.bring_back(b, p, &mut slots, &mut host, &mut resident, stats)?;
                     stats.regen_peak[p] = stats.regen_peak[p].max(peak);
                 }
                 let t1 = Instant::now();
@@ -533,16 +624,20 @@ impl<'g> Program<'g> {
                 clock = clock.map(|_| t1);
             }
             let node = self.nodes[p];
-            let mut operands = Vec::with_capacity(s.operands.len());
+            let mut operands: Vec<Tensor> = Vec::with_capacity(s.operands.len());
             for (k, &v) in s.operands.iter().enumerate() {
+                // Each operand moved or cloned straight into the vector (no temporary).
                 let slot = &mut slots[v as usize];
-                let t = if s.take[k] { slot.take() } else { slot.clone() };
-                operands.push(t.ok_or_else(|| {
-                    op_err(
-                        node,
-                        OpError::Invalid(format!("operand {k} was freed early")),
-                    )
-                })?);
+                match slot {
+                    Some(_) if s.take[k] => operands.extend(slot.take()),
+                    Some(t) => operands.push(t.clone()),
+                    None => {
+                        return Err(op_err(
+                            node,
+                            OpError::Invalid(format!("operand {k} was freed early")),
+                        ))
+                    }
+                }
             }
             let arena = self
                 .placement
@@ -565,7 +660,7 @@ impl<'g> Program<'g> {
                     if placement::kept_in_operand(&outside, i, &t) {
                         stats.in_place_kept_bytes += t.size_bytes();
                     } else if let Some(off) = pl.at_def(v) {
-                        t = pl.place(t, off, kept.remaining(i), &mut stats);
+                        t = pl.place(t, off, kept.remaining(i), stats);
                     }
                 }
                 resident += self.prep.sizes[v as usize];
@@ -609,12 +704,13 @@ impl<'g> Program<'g> {
             }
             on_point(p);
         }
-        let mut outs = Vec::with_capacity(self.prep.outputs.len());
+        let mut outs = std::mem::take(&mut scratch.outs);
+        outs.reserve(self.prep.outputs.len());
         let outputs = &self.prep.outputs;
         for (i, &v) in outputs.iter().enumerate() {
             // The run ends here: a value's slot is moved out at its last mention as an output.
             let slot = &mut slots[v as usize];
-            let t = if outputs[i + 1..].contains(&v) {
+            let t = if self.prep.output_again[i] {
                 slot.clone()
             } else {
                 slot.take()
@@ -627,7 +723,17 @@ impl<'g> Program<'g> {
             // that it never keeps that input's buffer alive beyond the run.
             outs.push(if t.data().is_view() { t.deep_copy() } else { t });
         }
-        Ok((outs, stats))
+        // What is left in the slots (inputs nobody took) is dropped here, at the run's end,
+        // and the emptied vectors are kept for the next run.
+        slots.iter_mut().for_each(|s| *s = None);
+        results.clear();
+        scratch.slots = slots;
+        scratch.results = results;
+        scratch.outs = inputs;
+        if let Ok(mut s) = self.scratch.try_lock() {
+            *s = Some(scratch);
+        }
+        Ok(outs)
     }
 }
 

@@ -740,7 +740,7 @@ fn reduce_registers(
         (0..n)
             .map(|k| {
                 let d = data_from_regs(out[k].dtype, (0..n_out).map(|j| accs[j * n + k]));
-                Tensor::from_parts(out[k].shape.clone(), d)
+                Tensor::from_parts(out[k].shape.as_slice(), d)
             })
             .collect(),
     )
@@ -759,7 +759,7 @@ fn collect_outputs(accs: Vec<Vec<Scalar>>, out: &[OutType]) -> Result<Vec<Tensor
                 return invalid("region returned a value of another element type");
             }
         }
-        res.push(Tensor::from_parts(ot.shape.clone(), d));
+        res.push(Tensor::from_parts(ot.shape.as_slice(), d));
     }
     Ok(res)
 }
@@ -1268,7 +1268,7 @@ pub(crate) fn select_and_scatter(
                 })
             };
         if let Some(d) = fast(x.data(), src.data()) {
-            return Ok(Tensor::from_parts(x.shape().to_vec(), d));
+            return Ok(Tensor::from_parts(x.shape(), d));
         }
     }
     let mut out = Data::splat(fill, x.len());
@@ -1308,7 +1308,7 @@ pub(crate) fn select_and_scatter(
             return invalid("scatter region returned a value of another element type");
         }
     }
-    Ok(Tensor::from_parts(x.shape().to_vec(), out))
+    Ok(Tensor::from_parts(x.shape(), out))
 }
 
 /// `select_and_scatter` of one float type whose select region is one `compare` and whose

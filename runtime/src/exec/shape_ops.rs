@@ -13,7 +13,7 @@
 //! clamped into range as the spec prescribes. Invariant: results have exactly the op's
 //! declared type at the bindings (the executor checks it).
 
-use super::layout::{assign_view, gather_view_into, istrides_of, strides_of};
+use super::layout::{assign_view, gather_view_into, istrides, istrides_of, strides_of, Dims};
 use super::{arity, Ctx};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
@@ -63,7 +63,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
         Op::Reshape(_) => {
             arity(&ops, 1, kind)?;
             ops[0]
-                .reshape(out.shape.clone())
+                .reshaped(&out.shape)
                 .map_err(|e| OpError::Invalid(e.to_string()))
         }
         Op::BroadcastInDim(spec) => {
@@ -73,8 +73,8 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             if dims.len() != x.shape().len() {
                 return invalid("broadcast_dimensions length differs from the operand rank");
             }
-            let xs = istrides_of(x.shape());
-            let mut st = vec![0isize; out.shape.len()];
+            let xs = istrides(x.shape());
+            let mut st: Dims<isize> = smallvec::smallvec![0isize; out.shape.len()];
             for (i, &d) in dims.iter().enumerate() {
                 let d = axis(d, out.shape.len())?;
                 let n = x.shape()[i];
@@ -95,7 +95,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
                 && dims.windows(2).all(|w| w[0] < w[1])
             {
                 return x
-                    .reshape(out.shape.clone())
+                    .reshaped(&out.shape)
                     .map_err(|e| OpError::Invalid(e.to_string()));
             }
             if x.len() == 1 {
@@ -106,8 +106,8 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
         Op::Transpose(perm) => {
             arity(&ops, 1, kind)?;
             let x = &ops[0];
-            let xs = istrides_of(x.shape());
-            let mut st = Vec::with_capacity(perm.len());
+            let xs = istrides(x.shape());
+            let mut st: Dims<isize> = Dims::with_capacity(perm.len());
             for &p in perm {
                 st.push(xs[axis(p, x.shape().len())?]);
             }
@@ -121,9 +121,9 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             if start.len() != x.shape().len() || strides.len() != start.len() {
                 return invalid("start_indices/strides length differs from the rank");
             }
-            let xs = istrides_of(x.shape());
+            let xs = istrides(x.shape());
             let mut off = 0isize;
-            let mut st = Vec::with_capacity(xs.len());
+            let mut st: Dims<isize> = Dims::with_capacity(xs.len());
             for i in 0..xs.len() {
                 off += start[i] as isize * xs[i];
                 st.push(strides[i] as isize * xs[i]);
@@ -148,15 +148,18 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
                 .ok_or_else(|| OpError::Invalid("missing operand".into()))?;
             let sizes = &out.shape;
             let starts = clamped_starts(&ops[1..], x.shape(), sizes)?;
-            let xs = istrides_of(x.shape());
+            let xs = istrides(x.shape());
             let off = starts.iter().zip(&xs).map(|(&s, &k)| s as isize * k).sum();
             slice_view(ctx, x, off, &xs, sizes)
         }
         Op::DynamicUpdateSlice => {
-            let mut it = ops.into_iter();
-            let (Some(mut x), Some(u)) = (it.next(), it.next()) else {
+            let mut ops = ops;
+            if ops.len() < 2 {
                 return invalid("expects operand and update");
-            };
+            }
+            // `ops` is then the update and the start indices.
+            let mut x = ops.remove(0);
+            let (u, idx) = (&ops[0], &ops[1..]);
             // The operand is updated in its own buffer when nothing else holds it (the
             // executor moves it in at its last use); else it is copied first, into the result's
             // arena range or a recycled buffer.
@@ -164,15 +167,14 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
                 let shape = x.shape().to_vec();
                 x = view(ctx, &x, 0, &istrides_of(&shape), &shape)?;
             }
-            let idx: Vec<Tensor> = it.collect();
-            let starts = clamped_starts(&idx, x.shape(), u.shape())?;
+            let starts = clamped_starts(idx, x.shape(), u.shape())?;
             if x.dtype() != u.dtype() {
                 return invalid("operand and update element types differ");
             }
-            let xs = istrides_of(x.shape());
+            let xs = istrides(x.shape());
             let off = starts.iter().zip(&xs).map(|(&s, &k)| s as isize * k).sum();
-            let us = istrides_of(u.shape());
-            let ushape = u.shape().to_vec();
+            let us = istrides(u.shape());
+            let ushape: Dims<usize> = Dims::from_slice(u.shape());
             assign_data(x.data_mut(), off, &xs, u.data(), 0, &us, &ushape)?;
             Ok(x)
         }
@@ -194,10 +196,12 @@ fn axis(d: i64, rank: usize) -> Result<usize, OpError> {
     Ok(d as usize)
 }
 
-fn eval_dims(ctx: &Ctx, d: &[DimExpr]) -> Result<Vec<i64>, OpError> {
-    d.iter()
-        .map(|e| e.eval(ctx.bindings).map_err(OpError::from))
-        .collect()
+fn eval_dims(ctx: &Ctx, d: &[DimExpr]) -> Result<Dims<i64>, OpError> {
+    let mut out = Dims::new();
+    for e in d {
+        out.push(e.eval(ctx.bindings)?);
+    }
+    Ok(out)
 }
 
 /// A `slice` or `dynamic_slice` of `x` (the view at `off` with strides `st` and `shape`): the
@@ -228,7 +232,7 @@ fn slice_view(
     if contiguous && ctx.slots.is_none() && ctx.held.first() == Some(&true) {
         if let Some(t) = usize::try_from(off)
             .ok()
-            .and_then(|start| x.contiguous_view(start, shape.to_vec()))
+            .and_then(|start| x.contiguous_view(start, shape))
         {
             return Ok(t);
         }
@@ -248,7 +252,7 @@ fn view(
     let data = dispatch!(x.data(), v => {
         Elem::wrap(gather_view_into(v, off, st, shape, ctx.take_vec(n))?)
     });
-    Ok(Tensor::from_parts(shape.to_vec(), data))
+    Ok(Tensor::from_parts(shape, data))
 }
 
 /// The one element of `x` repeated over `shape` (a `broadcast_in_dim` of a one-element operand),
@@ -260,7 +264,7 @@ fn splat(ctx: &Ctx, x: &Tensor, shape: &[usize]) -> Tensor {
         out.fill(v[0]);
         Elem::wrap(out)
     });
-    Tensor::from_parts(shape.to_vec(), data)
+    Tensor::from_parts(shape, data)
 }
 
 /// `dst[view] = src[view]` for two data of the same element type.
@@ -286,7 +290,11 @@ pub(crate) fn assign_data(
 
 /// Start indices of `dynamic_slice`/`dynamic_update_slice`, each clamped to
 /// `[0, dim - size]` (StableHLO spec, `dynamic_slice` semantics).
-fn clamped_starts(idx: &[Tensor], shape: &[usize], sizes: &[usize]) -> Result<Vec<usize>, OpError> {
+fn clamped_starts(
+    idx: &[Tensor],
+    shape: &[usize],
+    sizes: &[usize],
+) -> Result<Dims<usize>, OpError> {
     if idx.len() != shape.len() || sizes.len() != shape.len() {
         return invalid(format!(
             "{} start indices for rank {}",
@@ -294,13 +302,17 @@ fn clamped_starts(idx: &[Tensor], shape: &[usize], sizes: &[usize]) -> Result<Ve
             shape.len()
         ));
     }
-    let mut out = Vec::with_capacity(idx.len());
+    let mut out = Dims::new();
     for (i, t) in idx.iter().enumerate() {
         if !t.shape().is_empty() {
             return invalid("start indices must be scalars");
         }
-        let s = dispatch!(t.data(), v => v.first().map(|x| x.to_i64()))
-            .ok_or_else(|| OpError::Invalid("an empty start index".into()))?;
+        let s = match t.data() {
+            Data::I32(v) if v.len() == 1 => Some(i64::from(v[0])),
+            Data::I64(v) if v.len() == 1 => Some(v[0]),
+            d => dispatch!(d, v => v.first().map(|x| x.to_i64())),
+        }
+        .ok_or_else(|| OpError::Invalid("an empty start index".into()))?;
         if sizes[i] > shape[i] {
             return invalid(format!(
                 "slice size {} exceeds dimension {}",
@@ -363,7 +375,7 @@ fn concatenate(
         }
         v
     });
-    Ok(Tensor::from_parts(out.shape.clone(), data))
+    Ok(Tensor::from_parts(out.shape.as_slice(), data))
 }
 
 /// `pad` (StableHLO spec): edge padding may be negative (cropping); interior padding inserts
@@ -429,5 +441,5 @@ fn pad(
     if shape.iter().all(|&c| c > 0) {
         assign_data(&mut data, doff, &dstr, x.data(), soff, &xs, &shape)?;
     }
-    Ok(Tensor::from_parts(out.shape.clone(), data))
+    Ok(Tensor::from_parts(out.shape.as_slice(), data))
 }
