@@ -320,15 +320,26 @@ pub(crate) fn assign_offsets_order_within(
         fallback.map(|f| f.1),
         &AtomicBool::new(true),
         &never,
-        Some(order.ok_or(fallback.map(|f| f.0))),
+        Some(match order {
+            Some(order) => Fixed::Anchored(order),
+            None => Fixed::Scan(fallback.map(|f| f.0)),
+        }),
     )
     .unwrap_or_default()
 }
 
+/// The one order a layout is fixed to ([`assign_offsets_order_within`]).
+#[derive(Clone, Copy)]
+enum Fixed {
+    /// That anchored order (an index of [`VARIANTS`](greedy::VARIANTS)) alone.
+    Anchored(usize),
+    /// The scan, then, where it exceeds the layout's `fit`, this anchored order (if any) with
+    /// the scan's slabs.
+    Scan(Option<usize>),
+}
+
 /// [`assign_offsets_live`] (`fixed`: `None`), or the one order `fixed` names
-/// ([`assign_offsets_order_within`]): `Ok(order)` that anchored order alone, `Err(fallback)` the
-/// scan, then where it exceeds `fit` the anchored order `fallback` (if any) with the scan's
-/// slabs.
+/// ([`assign_offsets_order_within`]).
 #[allow(clippy::too_many_arguments)]
 fn lay_out(
     plan: &Plan,
@@ -339,7 +350,7 @@ fn lay_out(
     fit: Option<i64>,
     futile: &AtomicBool,
     cancel: &AtomicBool,
-    fixed: Option<Result<usize, Option<usize>>>,
+    fixed: Option<Fixed>,
 ) -> Option<Arena> {
     let pieces = intervals::pieces(plan, live, value_bytes, decisions);
     let intervals::Intervals {
@@ -349,10 +360,10 @@ fn lay_out(
     } = intervals::group_items(plan, &pieces, value_bytes);
     // (The anchored layout of a fixed order places the large intervals itself: the scan's
     // placements go unread.)
-    let scanned = !matches!(fixed, Some(Ok(_)));
+    let scanned = !matches!(fixed, Some(Fixed::Anchored(_)));
     // (The scan of a fixed order without a fallback order is the whole layout: no anchored
     // layout reads the slabs.)
-    let anchors_possible = !matches!(fixed, Some(Err(None)));
+    let anchors_possible = !matches!(fixed, Some(Fixed::Scan(None)));
     // The output (one allocation per piece, by start point), made meanwhile, its offsets
     // assigned below, with the scan's placement of each allocation's interval.
     let output = |placement: &IndexVec<IntervalIx, Placement>| {
@@ -383,7 +394,7 @@ fn lay_out(
         };
         (allocations, placements, intervals, slab_above)
     };
-    if let Some(Ok(order)) = fixed {
+    if let Some(Fixed::Anchored(order)) = fixed {
         // The anchored layout alone, never abandoned, the slabs made beside it (the scan of
         // the small intervals alone).
         let ((offsets, top), (mut allocations, intervals)) = anchored_layout_beside(
@@ -431,7 +442,7 @@ fn lay_out(
             && !futile.load(Ordering::Relaxed)
     });
     // The scan of a fixed order over `fit`: its fallback order, kept where it fits `fit`.
-    if let (Some(Err(Some(order))), Some(fit)) = (fixed, fit) {
+    if let (Some(Fixed::Scan(Some(order))), Some(fit)) = (fixed, fit) {
         if scan.top > fit {
             let (offsets, top) = anchored_layout(
                 items.raw(),

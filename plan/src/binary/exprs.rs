@@ -108,11 +108,7 @@ impl Tables {
     /// # Errors
     /// As [`Tables::expr`].
     pub(super) fn exprs(&self, ix: &[Ix]) -> Result<Vec<DimExpr>, BinaryError> {
-        let mut out = Vec::with_capacity(ix.len());
-        for &i in ix {
-            out.push(self.expr(i)?);
-        }
-        Ok(out)
+        super::try_map(ix, |&i| self.expr(i))
     }
 
     /// Scope `i`.

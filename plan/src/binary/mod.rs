@@ -151,6 +151,23 @@ struct Payload<'a> {
     graph: graph::BinGraph<'a>,
 }
 
+/// `items` mapped by `f`, the vector allocated once at their number (collecting into a
+/// `Result` would grow it by doubling: that iterator's size hint has no lower bound).
+fn try_map<I: IntoIterator, U>(
+    items: I,
+    f: impl FnMut(I::Item) -> Result<U, BinaryError>,
+) -> Result<Vec<U>, BinaryError>
+where
+    I::IntoIter: ExactSizeIterator,
+{
+    let items = items.into_iter();
+    let mut out = Vec::with_capacity(items.len());
+    for u in items.map(f) {
+        out.push(u?);
+    }
+    Ok(out)
+}
+
 /// Whether `bytes` start with [`MAGIC`].
 pub fn is_binary(bytes: &[u8]) -> bool {
     bytes.starts_with(MAGIC)

@@ -185,7 +185,7 @@ impl BinVariant {
             assertions: self.assertions,
             ops: self.ops,
             schedule: self.schedule,
-            values: try_map(self.values, |v| {
+            values: super::try_map(self.values, |v| {
                 Ok(PlanValue {
                     node: v.node,
                     output: v.output,
@@ -195,14 +195,14 @@ impl BinVariant {
                     class: v.class,
                 })
             })?,
-            region_transients: try_map(self.region_transients, |(point, b)| {
+            region_transients: super::try_map(self.region_transients, |(point, b)| {
                 Ok(PointBytes {
                     point,
                     bytes: t.expr(b)?,
                 })
             })?,
             in_place_writes: self.in_place_writes,
-            candidates: try_map(self.candidates, |c| c.into_candidate(t))?,
+            candidates: super::try_map(self.candidates, |c| c.into_candidate(t))?,
             forced_swaps: self.forced_swaps,
             host_placed: self.host_placed,
             bound: self.bound,
@@ -218,19 +218,6 @@ impl BinVariant {
             kernels: self.kernels,
         })
     }
-}
-
-/// `v` mapped by `f`, allocated once at its length (collecting into a `Result` would grow the
-/// vector by doubling: its size hint has no lower bound).
-fn try_map<T, U>(
-    v: Vec<T>,
-    f: impl FnMut(T) -> Result<U, BinaryError>,
-) -> Result<Vec<U>, BinaryError> {
-    let mut out = Vec::with_capacity(v.len());
-    for u in v.into_iter().map(f) {
-        out.push(u?);
-    }
-    Ok(out)
 }
 
 impl BinCandidate {

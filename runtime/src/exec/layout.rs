@@ -151,7 +151,7 @@ pub fn gather_view_into<T: Copy + Send + Sync + Default, B: DerefMut<Target = [T
     // so that each source cache line read serves `TILE` output rows.
     let tiled = inner_stride.unsigned_abs() > 1 && outer_strides.last() == Some(&1);
     let fill = |chunk: &mut [T], row0: usize| {
-        let mut idx = unravel_dims(row0, outer_shape);
+        let mut idx = unravel(row0, outer_shape);
         let mut off = offset
             + idx
                 .iter()
@@ -363,20 +363,9 @@ impl<'a> WindowCopy<'a> {
     }
 }
 
-/// [`unravel`] held inline ([`Dims`]).
-pub(crate) fn unravel_dims(mut i: usize, shape: &[usize]) -> Dims<usize> {
+/// The multi-index of row-major linear index `i` in `shape` (inline up to rank 6: [`Dims`]).
+pub(crate) fn unravel(mut i: usize, shape: &[usize]) -> Dims<usize> {
     let mut idx: Dims<usize> = smallvec::smallvec![0usize; shape.len()];
-    for k in (0..shape.len()).rev() {
-        let d = shape[k].max(1);
-        idx[k] = i % d;
-        i /= d;
-    }
-    idx
-}
-
-/// The multi-index of row-major linear index `i` in `shape`.
-pub(crate) fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0usize; shape.len()];
     for k in (0..shape.len()).rev() {
         let d = shape[k].max(1);
         idx[k] = i % d;
