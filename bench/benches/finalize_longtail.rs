@@ -32,7 +32,7 @@
 //! (`DIR/cpu.device.json`), for profiling finalize alone (`plan/examples/finalize_lab.rs`).
 
 use criterion::Criterion;
-use ebb_compiler::bench::shapes::{sample_longtail, BatchRule, LongTail};
+use ebb_compiler::bench::shapes::{sample_longtail, LongTail};
 use ebb_ir::{Bindings, BindingsExt};
 use ebb_passes::memory;
 use ebb_pipeline::{compile, CompileOptions};
@@ -122,16 +122,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 }
 
 fn shapes(plan: &Plan) -> Vec<Bindings> {
-    let lt = LongTail {
-        samples: 64,
-        seed: 7,
-        batch: BatchRule::Fixed(8),
-        s_min: 32,
-        s_max: 1024,
-        seq_symbol: "S".into(),
-        batch_symbol: "B".into(),
-    };
-    sample_longtail(&lt, &plan.symbols).expect("long-tail shapes")
+    sample_longtail(&LongTail::finalize_benchmark(), &plan.symbols).expect("long-tail shapes")
 }
 
 fn main() {

@@ -17,14 +17,14 @@
 //! `fixed-mid-median` (midway between the smallest feasible budget and the scheduled peak at
 //! the median length), `fixed-fits-all` (the largest scheduled peak) and `po-50%` (half of each
 //! shape's own program-order peak); B=8 and the 64 lengths of the long-tail distribution
-//! (seed 7), less those among the atlas's samples; devices `h100-sxm-pcie5` and the fixed
-//! CPU-like profile of `golden.rs` (the measured `cpu` profile cannot be golden). Every
-//! fast-path result is also checked: planned peak and arena within the budget, arena within
-//! 1.05 of the planned peak, offsets that never overlap, and added time within one point of
-//! the step of the full finalize's.
+//! (`LongTail::finalize_benchmark`: seed 7, lengths 32..1024), less those among the atlas's
+//! samples; devices `h100-sxm-pcie5` and the fixed CPU-like profile of `golden.rs` (the
+//! measured `cpu` profile cannot be golden). Every fast-path result is also checked: planned
+//! peak and arena within the budget, arena within 1.05 of the planned peak, offsets that never
+//! overlap, and added time within one point of the step of the full finalize's.
 
 use super::golden::{digest, CPU_LIKE};
-use ebb_compiler::bench::shapes::{sample_longtail, BatchRule, LongTail};
+use ebb_compiler::bench::shapes::{sample_longtail, LongTail};
 use ebb_ir::{dim::Symbol, Bindings};
 use ebb_passes::donate::DonatePolicy;
 use ebb_passes::memory;
@@ -121,19 +121,8 @@ fn golden_atlas() {
     let program_order = |b: &Bindings| liveness.peak(b).expect("sizes evaluate").0;
     let samples = atlas_samples(plan);
     let sampled: Vec<i64> = samples.iter().map(seq).collect();
-    let all_shapes = sample_longtail(
-        &LongTail {
-            samples: 64,
-            seed: 7,
-            batch: BatchRule::Fixed(8),
-            s_min: 32,
-            s_max: 1024,
-            seq_symbol: "S".into(),
-            batch_symbol: "B".into(),
-        },
-        &plan.symbols,
-    )
-    .expect("long-tail shapes");
+    let all_shapes =
+        sample_longtail(&LongTail::finalize_benchmark(), &plan.symbols).expect("long-tail shapes");
     let po: Vec<i64> = all_shapes.iter().map(program_order).collect();
     let relative: Vec<(Bindings, i64)> = samples
         .iter()

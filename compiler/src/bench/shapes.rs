@@ -56,6 +56,23 @@ pub struct LongTail {
     pub batch_symbol: String,
 }
 
+impl LongTail {
+    /// The distribution the finalize benchmark (`bench/benches/finalize_longtail.rs`) and the
+    /// committed `golden_atlas` test draw from: 64 samples, seed 7, `B = 8`, sequence lengths
+    /// 32..1024 over the symbols `S` and `B`.
+    pub fn finalize_benchmark() -> Self {
+        LongTail {
+            samples: 64,
+            seed: 7,
+            batch: BatchRule::Fixed(8),
+            s_min: 32,
+            s_max: 1024,
+            seq_symbol: "S".into(),
+            batch_symbol: "B".into(),
+        }
+    }
+}
+
 /// Where the swept shapes come from.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
