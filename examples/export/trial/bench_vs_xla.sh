@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# The trial's 13 JAX steps beside XLA:CPU, two shapes each: one `ebb bench --xla --json` per step.
-#   bash examples/export/trial/bench_vs_xla.sh EBB_BINARY OUT_DIR
+# The trial's JAX steps beside XLA:CPU, two shapes each: one `ebb bench --xla --json` per step.
+#   bash examples/export/trial/bench_vs_xla.sh EBB_BINARY OUT_DIR [all|12|3]
+# `12` (the default): the 13 steps of trial_models.py and trial_models2.py; `3`: the 6 steps of
+# trial_models3.py (ViT, BERT, T5, MoE, Whisper, CLIP) and the 2 of trial_models_flax.py (linen,
+# NNX); `all`: both.
 #   python3 examples/export/trial/summ_vs_xla.py OUT_DIR      # one row per step x shape, then median / max
 # Needs the exports in /tmp/trial/jax/out (README.md of this folder) and .venv-jax.
 set -euo pipefail
-BIN=$1; OUT=$2; mkdir -p "$OUT"
+BIN=$1; OUT=$2; SET=${3:-12}; mkdir -p "$OUT"
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 D=/tmp/trial/jax/out
 export EBB_PYTHON="$root/.venv-jax/bin/python"
-while read -r step shapes; do
-  "$BIN" bench "$D/$step.mlir" --shapes "$shapes" --xla --xla-time-runs 30 --exec 30 \
-    --json "$OUT/$step.json" > "$OUT/$step.txt" 2>&1 || echo "FAIL $step (see $OUT/$step.txt)" >&2
-done <<'LIST'
+{ [ "$SET" = 3 ] || cat <<'LIST'
 jx_bf16_lossscale B=8;B=64
 jx_cnn_nhwc_avgpool B=8;B=64
 jx_cumsum_sort_topk_segsum B=8,S=32;B=16,S=64
@@ -26,3 +26,17 @@ jx_sdpa_lengths_stepin B=8,S=32;B=16,S=64
 jx_tfm_sdpa_erf_adamw_sched B=8,S=32;B=16,S=64
 jx_typed_key_dropout B=8;B=64
 LIST
+[ "$SET" = 12 ] || cat <<'LIST'
+jx3_vit_patchconv_adamw B=8;B=64
+jx3_bert_padmask_mlm B=8,S=32;B=16,S=64
+jx3_t5_encdec_two_syms B=8,S=32,T=16;B=16,S=64,T=32
+jx3_moe_top2_dense B=8,S=32;B=16,S=64
+jx3_whisper_conv1d B=8,T=50;B=16,T=100
+jx3_clip_bb_logits B=8,S=16;B=64,S=32
+fx_linen_cnn_bn_dropout B=8;B=64
+fx_nnx_tfm_padmask B=8,S=32;B=16,S=64
+LIST
+} | while read -r step shapes; do
+  "$BIN" bench "$D/$step.mlir" --shapes "$shapes" --xla --xla-time-runs 30 --exec 30 \
+    --json "$OUT/$step.json" > "$OUT/$step.txt" 2>&1 || echo "FAIL $step (see $OUT/$step.txt)" >&2
+done
