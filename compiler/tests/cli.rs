@@ -264,7 +264,7 @@ fn compile_prints_the_ir_after_the_named_passes() {
 }
 
 /// Tests that every pipeline stage runs through the pass manager: the JSON report lists the
-/// groups canonicalize, donate, rewrite, licm, fuse, schedule and plan with per-pass timing;
+/// groups canonicalize, donate, rewrite, licm, dot_accumulate, fuse, schedule and plan with per-pass timing;
 /// `--stop-after schedule` ends before the plan; an unknown stop point is a clear error.
 #[test]
 fn compile_runs_every_stage_as_a_pass() {
@@ -300,6 +300,7 @@ fn compile_runs_every_stage_as_a_pass() {
             "donate",
             "rewrite",
             "licm",
+            "dot_accumulate",
             "fuse",
             "schedule",
             "plan"

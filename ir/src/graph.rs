@@ -386,6 +386,56 @@ impl Graph {
         self.order.retain(|id| g.contains_node(*id));
     }
 
+    /// Removes input `i` (argument order) when no op reads it and no graph output is it
+    /// (a loop's dead carry, `ebb_passes::dead_carries`): the later inputs move up one
+    /// position (their `index` with them). Returns whether it was removed.
+    pub fn remove_input(&mut self, i: usize) -> bool {
+        let Some(&id) = self.inputs.get(i) else {
+            return false;
+        };
+        let read = self
+            .g
+            .edges_directed(id, Direction::Outgoing)
+            .next()
+            .is_some();
+        if read || self.outputs.iter().any(|o| o.node == id) {
+            return false;
+        }
+        self.memo = Memo::default();
+        self.g.remove_node(id);
+        self.inputs.remove(i);
+        self.order.retain(|&n| n != id);
+        for &x in &self.inputs[i..] {
+            if let Op::Input(s) = &mut self.g[x].op {
+                s.index -= 1;
+            }
+        }
+        true
+    }
+
+    /// Removes graph output `j` (and its name); the later outputs move up one position, and
+    /// so do the donations naming them ([`Graph::aliasing_output`]); an input donated to
+    /// output `j` is no longer donated.
+    pub fn remove_output(&mut self, j: usize) {
+        if j >= self.outputs.len() {
+            return;
+        }
+        self.memo = Memo::default();
+        self.outputs.remove(j);
+        if j < self.output_names.len() {
+            self.output_names.remove(j);
+        }
+        for &x in &self.inputs {
+            if let Op::Input(s) = &mut self.g[x].op {
+                s.aliasing_output = match s.aliasing_output {
+                    Some(k) if k == j => None,
+                    Some(k) if k > j => Some(k - 1),
+                    k => k,
+                };
+            }
+        }
+    }
+
     /// Replaces the program order (must be a permutation of the live nodes, topological).
     pub fn set_order(&mut self, order: Vec<NodeId>) {
         self.memo = Memo::default();

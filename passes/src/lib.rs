@@ -5,7 +5,9 @@
 
 pub mod canon;
 pub mod carry;
+pub mod dead_carries;
 pub mod donate;
+pub mod dot_accumulate;
 #[cfg(feature = "exact")]
 pub mod exact;
 pub mod fuse;

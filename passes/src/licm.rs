@@ -38,13 +38,19 @@
 //! invariant there too. Nothing is hoisted out of a `case` branch (it may not run) or out of
 //! a `while` condition (a few scalar ops); loops inside them are processed.
 //!
+//! After hoisting, the carries that neither region reads any more and that the body returns
+//! unchanged (the `W` whose transpose a backward scan now carries instead) are removed
+//! ([`crate::dead_carries`]).
+//!
 //! Invariant: every value the graph computes is unchanged (a hoisted op computes from the same
 //! operands as in every iteration; a transposed `dot_general` operand is read in another
 //! order only), so results are bit-identical; the graph keeps verifying; graph inputs, outputs
-//! and side-effecting ops are kept. Change count: ops hoisted plus `transpose`s made.
+//! and side-effecting ops are kept. Change count: ops hoisted plus `transpose`s made plus
+//! dead carries removed.
 
 use crate::canon::dce::eliminate_dead_code;
 use crate::canon::{for_each_region, has_side_effects, place_all_before};
+use crate::dead_carries::drop_dead_carries;
 use crate::manager::{Pass, PassContext, PassError, PassResult};
 use crate::pass_id::PassId;
 use ebb_ir::op::{while_forwards, DotDims};
@@ -61,7 +67,8 @@ impl Pass for Licm {
     }
 
     fn run(&self, g: &mut Graph, _cx: &mut PassContext) -> Result<PassResult, PassError> {
-        Ok(PassResult::changes(hoist_loop_invariants(g)))
+        let hoisted = hoist_loop_invariants(g);
+        Ok(PassResult::changes(hoisted + drop_dead_carries(g)))
     }
 }
 

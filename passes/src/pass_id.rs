@@ -27,6 +27,8 @@ pub enum PassId {
     Rewrite,
     /// Loop-invariant code motion ([`crate::licm::Licm`]).
     Licm,
+    /// Loop-carried dot-accumulates ([`crate::dot_accumulate::DotAccumulate`]).
+    DotAccumulate,
     /// Loop and input fusion ([`crate::fuse::FusePass`]).
     Fuse,
     /// Op scheduling, an analysis ([`crate::schedule::SchedulePass`]).
@@ -37,7 +39,7 @@ pub enum PassId {
 
 impl PassId {
     /// Every pass, in the order the registry lists them.
-    pub const ALL: [PassId; 11] = [
+    pub const ALL: [PassId; 12] = [
         PassId::Unroll,
         PassId::Dce,
         PassId::Cse,
@@ -46,13 +48,14 @@ impl PassId {
         PassId::Donate,
         PassId::Rewrite,
         PassId::Licm,
+        PassId::DotAccumulate,
         PassId::Fuse,
         PassId::Schedule,
         PassId::Plan,
     ];
 
     /// The pass's name (`unroll`, `dce`, `cse`, `fold`, `forward_slices`, `donate`, `rewrite`,
-    /// `licm`, `fuse`, `schedule`, `plan`).
+    /// `licm`, `dot_accumulate`, `fuse`, `schedule`, `plan`).
     pub const fn name(self) -> &'static str {
         match self {
             PassId::Unroll => "unroll",
@@ -63,6 +66,7 @@ impl PassId {
             PassId::Donate => "donate",
             PassId::Rewrite => "rewrite",
             PassId::Licm => "licm",
+            PassId::DotAccumulate => "dot_accumulate",
             PassId::Fuse => "fuse",
             PassId::Schedule => "schedule",
             PassId::Plan => "plan",

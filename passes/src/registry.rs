@@ -27,6 +27,7 @@ pub fn pass(id: PassId) -> Box<dyn Pass> {
             ..RewritePass::default()
         }),
         PassId::Licm => Box::new(crate::licm::Licm),
+        PassId::DotAccumulate => Box::new(crate::dot_accumulate::DotAccumulate),
         PassId::Fuse => Box::new(crate::fuse::FusePass),
         PassId::Schedule => Box::new(SchedulePass::default()),
         PassId::Plan => Box::new(PlanPass::default()),

@@ -217,7 +217,7 @@ fn passes_are_found_by_name() {
     assert_eq!(
         err.to_string(),
         "unknown pass `hoist` (known passes: unroll, dce, cse, fold, forward_slices, donate, rewrite, \
-         licm, fuse, schedule, plan)"
+         licm, dot_accumulate, fuse, schedule, plan)"
     );
 }
 

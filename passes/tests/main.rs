@@ -13,6 +13,7 @@ mod canon_manager;
 mod canon_unroll;
 mod case_in_place;
 mod donate;
+mod dot_accumulate;
 // The ILP of `ebb_plan::exact` and Checkmate need CBC (feature `exact`).
 #[cfg(feature = "exact")]
 mod exact;

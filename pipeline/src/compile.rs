@@ -14,6 +14,7 @@ use ebb_ir::{Bindings, Graph};
 use ebb_passes::canon::unroll::{UnrollReport, MAX_TRIP_COUNT};
 use ebb_passes::canon::{Cse, Dce, Fold, ForwardSlices, Unroll};
 use ebb_passes::donate::{DonatePass, DonatePolicy, DonationReport};
+use ebb_passes::dot_accumulate::DotAccumulate;
 use ebb_passes::fuse::{FusePass, FusionReport};
 use ebb_passes::licm::Licm;
 use ebb_passes::manager::{PassContext, PassDump, PassManager, PassReport, StopAfter};
@@ -43,7 +44,7 @@ pub struct CompileOptions {
     /// (`canonicalize`, `unroll`, `fold`, `forward_slices`, `cse`, `dce`, `rewrite`, `schedule`); see [`run_pipeline`].
     pub stop_after: Option<StopAfter>,
     /// Record the graph after these passes (`unroll`, `fold`, `forward_slices`, `cse`, `dce`,
-    /// `donate`, `rewrite`, `licm`, `fuse`, `schedule`, `plan`, or `all`) into [`Compiled::dumps`].
+    /// `donate`, `rewrite`, `licm`, `dot_accumulate`, `fuse`, `schedule`, `plan`, or `all`) into [`Compiled::dumps`].
     pub print_after: Vec<String>,
     /// Schedules kept in a symbolic plan for the runtime to choose from (default 4).
     pub max_variants: Option<usize>,
@@ -122,7 +123,7 @@ pub const CANONICALIZE: &str = "canonicalize";
 
 /// The pipeline's passes in the order they run ([`pass_manager`]): the first five are the
 /// [`CANONICALIZE`] group; every other pass is a group of its own, named after it.
-pub const PIPELINE_PASSES: [PassId; 11] = [
+pub const PIPELINE_PASSES: [PassId; 12] = [
     PassId::Unroll,
     PassId::Fold,
     PassId::ForwardSlices,
@@ -131,6 +132,7 @@ pub const PIPELINE_PASSES: [PassId; 11] = [
     PassId::Donate,
     PassId::Rewrite,
     PassId::Licm,
+    PassId::DotAccumulate,
     PassId::Fuse,
     PassId::Schedule,
     PassId::Plan,
@@ -138,7 +140,7 @@ pub const PIPELINE_PASSES: [PassId; 11] = [
 
 /// Names `--stop-after` accepts besides a run count: the [`CANONICALIZE`] group, then the
 /// [`PIPELINE_PASSES`] in order.
-pub const STOP_POINTS: [&str; 12] = [
+pub const STOP_POINTS: [&str; 13] = [
     CANONICALIZE,
     PIPELINE_PASSES[0].name(),
     PIPELINE_PASSES[1].name(),
@@ -151,10 +153,11 @@ pub const STOP_POINTS: [&str; 12] = [
     PIPELINE_PASSES[8].name(),
     PIPELINE_PASSES[9].name(),
     PIPELINE_PASSES[10].name(),
+    PIPELINE_PASSES[11].name(),
 ];
 
 /// The pass manager of the pipeline (see the module docs): groups `canonicalize` (unroll,
-/// fold, forward_slices, CSE, DCE to a fixed point, at most 4 sweeps), `donate` ([`CompileOptions::donate`]), `rewrite` (only with rule groups), `licm`, `fuse` (only
+/// fold, forward_slices, CSE, DCE to a fixed point, at most 4 sweeps), `donate` ([`CompileOptions::donate`]), `rewrite` (only with rule groups), `licm`, `dot_accumulate` and `fuse` (only
 /// with [`CompileOptions::fusion`]), `schedule` and `plan`.
 pub fn pass_manager(opts: &CompileOptions) -> PassManager {
     let mut sweep = opts.sweep.clone();
@@ -184,7 +187,11 @@ pub fn pass_manager(opts: &CompileOptions) -> PassManager {
     }
     pm = pm.group(PassId::Licm.name()).add_pass(Licm);
     if opts.fusion {
-        pm = pm.group(PassId::Fuse.name()).add_pass(FusePass);
+        pm = pm
+            .group(PassId::DotAccumulate.name())
+            .add_pass(DotAccumulate)
+            .group(PassId::Fuse.name())
+            .add_pass(FusePass);
     }
     pm.group(PassId::Schedule.name())
         .add_pass(SchedulePass {

@@ -658,3 +658,57 @@ fn scan_step_products_sum_in_order() {
         "outer product"
     );
 }
+
+/// Tests that the dot-accumulate form `dot_general(a, b, c)` gives the bits of
+/// `add(c, dot_general(a, b))`, the sum complete before `c` is added once as the left operand
+/// (signed zeros, infinities and NaN payloads in `c` included): through the shallow kernel's
+/// accumulating store (`k ≤ 32`, the scan's `xᵀ·dG` with `k` the batch) and the packing GEMM
+/// (deeper: the product apart, then added), with `c` held by the op alone (written in place)
+/// and also returned (copied first).
+#[test]
+fn dot_accumulate_gives_the_bits_of_the_add() {
+    for (m, k, n) in [
+        (32, 8, 96),
+        (32, 16, 96),
+        (9, 5, 70),
+        (9, 32, 70),
+        (9, 33, 70),
+        (9, 300, 70),
+    ] {
+        let head = format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"a\"}} : f32[{k},{m}]\n  %1 = input {{index = 1, name = \"b\"}} : f32[{k},{n}]\n  %2 = input {{index = 2, name = \"c\"}} : f32[{m},{n}]\n"
+        );
+        let dims = "{lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]}";
+        let fused =
+            format!("{head}  %3 = dot_general(%0, %1, %2) {dims} : f32[{m},{n}]\n  return %3\n}}");
+        let shared = format!(
+            "{head}  %3 = dot_general(%0, %1, %2) {dims} : f32[{m},{n}]\n  return %3, %2\n}}"
+        );
+        let plain = format!("{head}  %3 = dot_general(%0, %1) {dims} : f32[{m},{n}]\n  %4 = add(%2, %3) : f32[{m},{n}]\n  return %4\n}}");
+        let (a, b) = (pseudo(k * m, 3), pseudo(k * n, 4));
+        let mut c = pseudo(m * n, 5);
+        for (i, x) in [
+            -0.0,
+            0.0,
+            f32::INFINITY,
+            f32::from_bits(0x7fc0_1234),
+            f32::from_bits(0xffc0_0042),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            c[i * 7] = x;
+        }
+        let ins = || vec![f32t(&[k, m], &a), f32t(&[k, n], &b), f32t(&[m, n], &c)];
+        let bits =
+            |t: &Tensor| -> Vec<u32> { t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect() };
+        let want = bits(&run1(&plain, &[], ins()));
+        assert_eq!(bits(&run1(&fused, &[], ins())), want, "{m}x{k}x{n}");
+        let both = run(&shared, &[], ins()).unwrap();
+        assert_eq!(bits(&both[0]), want, "{m}x{k}x{n}, shared accumulator");
+        assert_eq!(
+            bits(&both[1]),
+            c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+    }
+}

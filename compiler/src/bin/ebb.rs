@@ -155,14 +155,14 @@ struct CompileArgs {
     #[arg(long)]
     sweep: Option<String>,
     /// Stop after N pass runs (to bisect a pass bug), or after a pass or group: one of
-    /// canonicalize, unroll, fold, forward_slices, cse, dce, donate, rewrite, licm, fuse,
-    /// schedule, plan. When the pipeline stops
+    /// canonicalize, unroll, fold, forward_slices, cse, dce, donate, rewrite, licm,
+    /// dot_accumulate, fuse, schedule, plan. When the pipeline stops
     /// before the plan, the graph at that point (textual IR) is written to `--output`.
     #[arg(long, value_name = "N|PASS")]
     stop_after: Option<ebb_passes::manager::StopAfter>,
     /// Print the graph (textual IR) to standard error after each run of these passes
-    /// (comma-separated: unroll, fold, forward_slices, cse, dce, donate, rewrite, licm, fuse,
-    /// schedule, plan; `all` for every one).
+    /// (comma-separated: unroll, fold, forward_slices, cse, dce, donate, rewrite, licm,
+    /// dot_accumulate, fuse, schedule, plan; `all` for every one).
     #[arg(long, value_delimiter = ',')]
     print_after: Vec<String>,
     #[command(flatten)]

@@ -367,6 +367,9 @@ pub struct InPlace {
 ///   of the module docs) before that chunk of the result is written.
 /// * A `scatter` of one input writes its result into that input (operand 0), and a
 ///   `dynamic_update_slice` into its operand: the kernels update the buffer in place.
+/// * A `dot_general` with an accumulator (operand 2, the dot-accumulate form) adds the
+///   product into the accumulator's buffer (a GEMM with β = 1, or the product's elements added
+///   after it: the executor's `dot_general`).
 /// * A `case` result `j` takes the buffer of operand `i` (not the index, operand 0): first
 ///   where a branch returns its block argument `i - 1` unchanged as result `j`
 ///   ([`case_forwards`]; the first such operand, in branch order, not already taken by an
@@ -413,25 +416,24 @@ pub fn remember_in_place_writes(g: &Graph, writes: HashMap<NodeId, Vec<InPlace>>
 
 /// [`in_place_writes`], computed.
 fn compute_in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
-    let writers = |op: &Op| {
-        matches!(
-            op,
-            Op::Fusion(super::FusionKind::Loop)
-                | Op::Scatter(_)
-                | Op::DynamicUpdateSlice
-                | Op::Case
-                | Op::While
-        )
+    let writers = |id: NodeId| match &g.node(id).op {
+        Op::Fusion(super::FusionKind::Loop)
+        | Op::Scatter(_)
+        | Op::DynamicUpdateSlice
+        | Op::Case
+        | Op::While => true,
+        Op::DotGeneral(_) => g.operands(id).len() == 3,
+        _ => false,
     };
     let mut out = HashMap::new();
-    if !g.order().iter().any(|&id| writers(&g.node(id).op)) {
+    if !g.order().iter().any(|&id| writers(id)) {
         return out;
     }
     let ancestry = std::cell::RefCell::new(Ancestry::new(g));
     let outputs: std::collections::HashSet<ValueRef> = g.outputs().iter().copied().collect();
     for &id in g.order() {
         let node = g.node(id);
-        if !writers(&node.op) {
+        if !writers(id) {
             continue;
         }
         let ops = g.operands(id);
@@ -506,6 +508,12 @@ fn compute_in_place_writes(g: &Graph) -> HashMap<NodeId, Vec<InPlace>> {
             (Op::Scatter(_), _) if ops.len() == 3 && node.outputs.len() == 1 && fits(0, 0) => {
                 pairs.push(InPlace {
                     operand: 0,
+                    result: 0,
+                });
+            }
+            (Op::DotGeneral(_), _) if ops.len() == 3 && fits(2, 0) => {
+                pairs.push(InPlace {
+                    operand: 2,
                     result: 0,
                 });
             }

@@ -217,6 +217,10 @@ ops! {
     SelectAndScatter = "select_and_scatter" (Window),
     /// Text attrs: `lhs_batching_dimensions`, `rhs_batching_dimensions`,
     /// `lhs_contracting_dimensions`, `rhs_contracting_dimensions`, `dtype` (mixed precision).
+    /// Operands: lhs, rhs and, in Ebb's dot-accumulate form (made by
+    /// `ebb_passes::dot_accumulate`), an accumulator `c` of the result's type: the result is
+    /// `add(c, dot_general(lhs, rhs))`, the product computed as for two operands and `c` added
+    /// once, elementwise, as the left operand of that `add` (the same bits).
     DotGeneral = "dot_general" (DotDims),
     /// Text attrs: `window_strides`, `padding` (flattened pairs), `lhs_dilation`,
     /// `rhs_dilation`, `dimension_numbers` (`[b,0,1,f]x[o,i,0,1]->[b,0,1,f]`),

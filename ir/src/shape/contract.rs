@@ -8,10 +8,17 @@ use crate::op::{ConvSpec, DotDims, OpKind};
 use crate::types::{Shape, TensorType};
 
 /// `dot_general` (spec C1–C12): batching dimensions, then the lhs's and the rhs's free
-/// dimensions; batching and contracting sizes must agree.
+/// dimensions; batching and contracting sizes must agree. A third operand, the accumulator
+/// (Ebb's dot-accumulate form, [`crate::op::Op::DotGeneral`]), must have the result's type.
 pub(super) fn dot_general(op: OpKind, d: &DotDims, operands: &[&TensorType]) -> Inferred {
     let a = nth(op, operands, 0)?;
     let b = nth(op, operands, 1)?;
+    if operands.len() > 3 {
+        return Err(invalid(
+            op,
+            format!("expects 2 or 3 operands, got {}", operands.len()),
+        ));
+    }
     let (lb, rb, lc, rc) = (&d.lhs_batch, &d.rhs_batch, &d.lhs_contract, &d.rhs_contract);
     if lb.len() != rb.len() || lc.len() != rc.len() {
         return Err(invalid(op, "batching/contracting dimension counts differ"));
@@ -37,7 +44,16 @@ pub(super) fn dot_general(op: OpKind, d: &DotDims, operands: &[&TensorType]) -> 
     };
     s.extend(free(a, lb, lc));
     s.extend(free(b, rb, rc));
-    one(TensorType::new(d.result_dtype.unwrap_or(a.dtype), s))
+    let ty = TensorType::new(d.result_dtype.unwrap_or(a.dtype), s);
+    if let Some(c) = operands.get(2) {
+        if **c != ty {
+            return Err(invalid(
+                op,
+                format!("accumulator {c} differs from the result type {ty}"),
+            ));
+        }
+    }
+    one(ty)
 }
 
 /// `convolution` (spec C1–C33): the window runs over the input's spatial dimensions with the

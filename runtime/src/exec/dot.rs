@@ -20,7 +20,7 @@
 //! which gives the packing GEMM's bits.
 
 use super::layout::{gather_view, istrides_of, Dims};
-use super::small_k::{small_k, Store, Widen};
+use super::small_k::{small_k, AddTo, Store, Widen};
 use super::{arity, Ctx};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
@@ -622,7 +622,13 @@ pub(crate) fn f64_dot_set<R>(on: bool, f: impl FnOnce() -> R) -> R {
 }
 
 /// `dot_general` (see the module docs).
-pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+pub(crate) fn dot_general(
+    ctx: &Ctx,
+    dd: &DotDims,
+    mut ops: Vec<Tensor>,
+) -> Result<Tensor, OpError> {
+    // The dot-accumulate form: `c + a·b` ([`ebb_ir::Op::DotGeneral`]).
+    let acc = if ops.len() == 3 { ops.pop() } else { None };
     arity(&ops, 2, OpKind::DotGeneral)?;
     let out = ctx.out0()?;
     let (l, r) = (&ops[0], &ops[1]);
@@ -657,6 +663,52 @@ pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<T
         ct => ct,
     };
     let (lg, rg): (Groups, Groups) = ([&lb, &lf, &lc], [&rb, &rc, &rf]);
+    if let Some(c) = acc {
+        if c.shape() != out.shape.as_slice() || c.dtype() != out.dtype {
+            return invalid(format!(
+                "accumulator {:?} {} differs from the result {:?} {}",
+                c.shape(),
+                c.dtype(),
+                out.shape.as_slice(),
+                out.dtype
+            ));
+        }
+        let shallow = ct == DType::F32
+            && [l.dtype(), r.dtype(), out.dtype] == [DType::F32; 3]
+            && !any_packing(bt, m, k, n);
+        if shallow {
+            let (Data::F32(x), Data::F32(y)) = (l.data(), r.data()) else {
+                return invalid("internal: f32 operands");
+            };
+            let mut sum = match c.try_into_data() {
+                Ok(Data::F32(v)) => v,
+                Ok(_) => return invalid("internal: f32 accumulator"),
+                Err(shared) => {
+                    let Data::F32(v) = shared.data() else {
+                        return invalid("internal: f32 accumulator");
+                    };
+                    let mut own = ctx.take_vec::<f32>(v.len());
+                    own.copy_from_slice(v);
+                    own
+                }
+            };
+            dot_stacks::<f32, f32, AddTo>(
+                Cow::Borrowed(x),
+                Cow::Borrowed(y),
+                ls,
+                rs,
+                lg,
+                rg,
+                (bt, m, k, n),
+                AddTo::slice_mut(&mut sum),
+            )?;
+            return Ok(Tensor::from_parts(out.shape.as_slice(), Data::F32(sum)));
+        }
+        // Other kernels: the product apart, then added as `add(c, product)` adds.
+        let product = dot_general(ctx, dd, ops)?;
+        let sum = super::elementwise::add(c, product)?;
+        return Ok(Tensor::from_parts(out.shape.as_slice(), sum));
+    }
     let data = match ct {
         DType::F64 => Data::F64(dot_typed::<f64>(
             l.data(),

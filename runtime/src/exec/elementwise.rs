@@ -91,6 +91,17 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
     Ok(Tensor::from_parts(out.shape.as_slice(), data))
 }
 
+/// `add(a, b)` of two tensors of one shape and type, as the `add` op computes it (into the
+/// buffer of an operand held nowhere else, when there is one): the second step of a
+/// dot-accumulate whose product the kernel cannot add into the accumulator directly.
+pub(crate) fn add(a: Tensor, b: Tensor) -> Result<Data, OpError> {
+    same_shape(&a, &b)?;
+    match try_in_place(OpKind::Add, vec![a, b]) {
+        Ok(d) => Ok(d),
+        Err(ops) => binary(OpKind::Add, ops[0].data(), ops[1].data()),
+    }
+}
+
 fn same_shape(a: &Tensor, b: &Tensor) -> Result<(), OpError> {
     if !super::same_dims(a.shape(), b.shape()) {
         return invalid(format!(

@@ -105,6 +105,35 @@ impl Store<f32> for f16 {
     }
 }
 
+/// An `f32` accumulator element that [`small_k`] adds each stored product element to,
+/// `c = c + Σₖ aₖbₖ` with the sum complete before the one addition (the dot-accumulate form of
+/// `dot_general`: the bits of `add(c, a·b)`). Never the packing GEMM's result
+/// ([`Store::as_acc`] is `None`), which may add partial sums into its result.
+#[repr(transparent)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct AddTo(f32);
+
+impl AddTo {
+    /// `v` read as accumulators (the same bytes).
+    pub(crate) fn slice_mut(v: &mut [f32]) -> &mut [AddTo] {
+        // SAFETY: `AddTo` is `repr(transparent)` over `f32`: same size, alignment and
+        // validity; the borrow is carried over.
+        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<AddTo>(), v.len()) }
+    }
+}
+
+impl Store<f32> for AddTo {
+    #[inline(always)]
+    fn store(src: &[f32], dst: &mut [AddTo]) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            d.0 += s;
+        }
+    }
+    fn as_acc(_: &mut [AddTo]) -> Option<&mut [f32]> {
+        None
+    }
+}
+
 /// `c[m×n] (row-major) = a · b` for a shallow contraction (see the module docs). Views must
 /// be checked by the caller.
 ///
