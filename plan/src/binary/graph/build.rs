@@ -215,6 +215,9 @@ pub(super) fn build(
         .collect();
     inputs.sort_by_key(|&i| (index_of(i), i));
     let mut ids: Vec<Option<NodeId>> = vec![None; n];
+    // Each op's operand count: its node gets exactly these operands (each names an earlier op,
+    // built before it), so the in-place writes below are checked without reading the graph.
+    let operand_counts: Vec<usize> = ops.iter().map(|o| o.operands.len()).collect();
     let mut taken: Vec<Option<(ReadOp, Vec<Graph>)>> =
         ops.into_iter().zip(regions).map(Some).collect();
     for i in inputs {
@@ -289,7 +292,7 @@ pub(super) fn build(
                 ))
             };
             let id = ids.get(j as usize).copied().flatten().ok_or_else(bad)?;
-            if operand as usize >= g.operands(id).len()
+            if operand as usize >= operand_counts[j as usize]
                 || result as usize >= g.node(id).outputs.len()
             {
                 return Err(bad());
