@@ -348,8 +348,8 @@ fn a_group_root_copied_into_another_group() {
 /// stacked by a `dynamic_update_slice` before the later group runs: those readers move after
 /// the merged op. The reset gate's residual groups (`sigmoid(r)`, `sigmoid(r)·(1 -
 /// sigmoid(r))`) merge too; the candidate's group, which also reads `sigmoid(r)`, stays apart
-/// (merging it would extend the live ranges of two `[B,32]` slices of the gate products to
-/// delay one). The order stays topological (the graph verifies) and every stacked residual
+/// (merging it would extend the live ranges of two `[B,32]` slices of the matmul outputs
+/// to delay one `[B,32]` result). The order stays topological (the graph verifies) and every stacked residual
 /// still follows the group that computes it.
 #[test]
 fn rnn_forward_scan_residual_siblings_merge() {

@@ -4,9 +4,10 @@
 //! copy (a sigmoid recomputed for each residual of a scan step) run once, and the earlier
 //! group's results are allocated only when the later one runs.
 //!
-//! Positions are those of the program order, where a member of a group counts at its group's
-//! root (where the outlined `fusion` op runs; a copied member counts at its own place, which
-//! precedes every group that copies it). Group `A` (root earlier) merges into group `B` when
+//! Positions are those of the program order, where an op counts where it runs: a member of a
+//! group at its group's root (where the outlined `fusion` op runs), a copied member at the
+//! root of every group that copies it and at its own place while an op outside those groups
+//! reads it. Group `A` (root earlier) merges into group `B` when
 //! * both are loop fusions and their element counts are provably equal;
 //! * they read a common full-size value from outside (the siblings' shared input);
 //! * every reader of `A`'s results outside `A` comes after `B`'s root, or is a *moved
