@@ -363,3 +363,29 @@ fn rnn_forward_scan_residual_siblings_merge() {
         .collect();
     assert_eq!(results, [1, 2, 7], "{snap}");
 }
+
+/// The whole trial RNN step (`tests/data/rnn_step.ebb`): inside the forward loop's body,
+/// whose own scope does not bound `B` and `S`, the residual groups merge as in
+/// [`rnn_forward_scan_residual_siblings_merge`] (sizes are proved under the top-level scope):
+/// three groups with 1, 2 and 7 results.
+#[test]
+fn rnn_step_forward_body_merges_under_the_top_level_scope() {
+    let mut g = ebb_ir::text::parse(include_str!("data/rnn_step.ebb")).expect("parses");
+    let mut cx = PassContext::new();
+    FusePass.run(&mut g, &mut cx).expect("fusion runs");
+    ebb_ir::verify::verify(&g).unwrap_or_else(|e| panic!("graph verifies after fusion: {e}"));
+    let forward = g
+        .order()
+        .iter()
+        .copied()
+        .find(|&n| g.node(n).kind() == ebb_ir::OpKind::While)
+        .expect("a loop");
+    let body = &g.node(forward).regions[1];
+    let results: Vec<usize> = body
+        .order()
+        .iter()
+        .filter(|&&n| body.node(n).kind() == ebb_ir::OpKind::Fusion)
+        .map(|&n| body.node(n).outputs.len())
+        .collect();
+    assert_eq!(results, [1, 2, 7]);
+}

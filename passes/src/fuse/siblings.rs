@@ -274,8 +274,7 @@ pub fn merge_siblings(
     }
     let mut reordered = false;
     for bi in (0..groups.len()).rev() {
-        'look: loop {
-            let Some(fb) = &facts_of[bi] else { break };
+        'look: while let Some(fb) = &facts_of[bi] {
             let mut earlier: Vec<usize> = fb
                 .operands
                 .iter()
