@@ -253,25 +253,24 @@ fn residuals_are_recomputed_in_each_reader() {
     assert!(!top.contains(&"exponential"), "{top:?}");
 }
 
-/// Siblings: `exp(d)` and `-(2·d)` read the same `dot_general` result and are both graph
+/// Siblings: `exp(d)` and `-(d·k)` read the same `dot_general` result and are both graph
 /// outputs, so their groups merge into one with two results (multi-output fusion) and `d` is
-/// read once per chunk. Negative case: `tanh(d)`, whose result a `dot_general` reads before
-/// the later sibling runs, stays a group of its own (the merged op could not take the later
-/// one's place).
+/// read once per chunk. Negative case: `-tanh(d)`, whose result the `dot_general` `k` reads
+/// before the later sibling runs, stays a group of its own: the later sibling reads `k`, so a
+/// path joins them and `k` cannot move after the merged op.
 #[test]
 fn siblings_share_one_group() {
     let (snap, g) = fused(
         r#"graph @siblings {
   %x = input {index = 0, name = "x"} : f32[B,64]
   %w = input {index = 1, name = "w"} : f32[64,64]
-  %two = constant {value = dense<2.0> : f32} : f32[B,64]
   %d = dot_general(%x, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,64]
   %t = tanh(%d) : f32[B,64]
   %t2 = negate(%t) : f32[B,64]
   %k = dot_general(%t2, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[B,64]
   %e = exponential(%d) : f32[B,64]
   %e2 = sqrt(%e) : f32[B,64]
-  %m = multiply(%d, %two) : f32[B,64]
+  %m = multiply(%d, %k) : f32[B,64]
   %n = negate(%m) : f32[B,64]
   return %e2, %n, %k
 }"#,
@@ -340,4 +339,53 @@ fn a_group_root_copied_into_another_group() {
     // The chain is computed once, in the broadcast's group; the reduce's group reads it.
     assert!(!kinds.contains(&"select"), "{kinds:?}");
     assert_eq!(snap.matches("select(").count(), 2, "{snap}");
+}
+
+/// The trial RNN's forward scan body (`tests/data/rnn_forward_scan.ebb`): the residual
+/// groups over the update gate `u` (the new hidden state's, `sigmoid(u)`, `1 - sigmoid(u)`,
+/// `sigmoid(u)·(1 - sigmoid(u))`) and over the candidate `n` (`tanh(n)`, `1 - tanh(n)`) merge
+/// into one group that computes each gate once, though every earlier group's result is
+/// stacked by a `dynamic_update_slice` before the later group runs: those readers move after
+/// the merged op. The reset gate's residual groups (`sigmoid(r)`, `sigmoid(r)·(1 -
+/// sigmoid(r))`) merge too; the candidate's group, which also reads `sigmoid(r)`, stays apart
+/// (merging it would extend the live ranges of two `[B,32]` slices of the matmul outputs
+/// to delay one `[B,32]` result). The order stays topological (the graph verifies) and every stacked residual
+/// still follows the group that computes it.
+#[test]
+fn rnn_forward_scan_residual_siblings_merge() {
+    let (snap, g) = fused(include_str!("data/rnn_forward_scan.ebb"));
+    insta::assert_snapshot!(snap);
+    let results: Vec<usize> = g
+        .order()
+        .iter()
+        .filter(|&&n| g.node(n).kind() == ebb_ir::OpKind::Fusion)
+        .map(|&n| g.node(n).outputs.len())
+        .collect();
+    assert_eq!(results, [1, 2, 7], "{snap}");
+}
+
+/// The whole trial RNN step (`tests/data/rnn_step.ebb`): inside the forward loop's body,
+/// whose own scope does not bound `B` and `S`, the residual groups merge as in
+/// [`rnn_forward_scan_residual_siblings_merge`] (sizes are proved under the top-level scope):
+/// three groups with 1, 2 and 7 results.
+#[test]
+fn rnn_step_forward_body_merges_under_the_top_level_scope() {
+    let mut g = ebb_ir::text::parse(include_str!("data/rnn_step.ebb")).expect("parses");
+    let mut cx = PassContext::new();
+    FusePass.run(&mut g, &mut cx).expect("fusion runs");
+    ebb_ir::verify::verify(&g).unwrap_or_else(|e| panic!("graph verifies after fusion: {e}"));
+    let forward = g
+        .order()
+        .iter()
+        .copied()
+        .find(|&n| g.node(n).kind() == ebb_ir::OpKind::While)
+        .expect("a loop");
+    let body = &g.node(forward).regions[1];
+    let results: Vec<usize> = body
+        .order()
+        .iter()
+        .filter(|&&n| body.node(n).kind() == ebb_ir::OpKind::Fusion)
+        .map(|&n| body.node(n).outputs.len())
+        .collect();
+    assert_eq!(results, [1, 2, 7]);
 }

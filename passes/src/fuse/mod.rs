@@ -120,7 +120,8 @@ impl Pass for FusePass {
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
         let mut p = partition(g);
-        p.groups = siblings::merge_siblings(g, std::mem::take(&mut p.groups));
+        let scope = g.scope.clone();
+        p.groups = siblings::merge_siblings(g, std::mem::take(&mut p.groups), &scope);
         let rejected = p
             .rejected
             .iter()
@@ -155,7 +156,7 @@ impl Pass for FusePass {
                 results: g.node(id).outputs.len(),
             });
         }
-        fuse_regions(g, &mut report, &mut [0, 0]);
+        fuse_regions(g, &mut report, &mut [0, 0], &scope);
         // The groups changed the values the `case` ops read: their branch donations again.
         crate::donate::donate_into_branches(g);
         let changes = report.fused_ops;
@@ -171,8 +172,13 @@ impl Pass for FusePass {
 /// kernels. Groups are named `case<n>_fusion<i>` (`n` counts the branches fused,
 /// `counts[0]`), `while<n>_fusion<i>` in a loop body and `while<n>_cond_fusion<i>` in its
 /// condition (`n` counts the loops, `counts[1]`); rejected pairs inside regions are not
-/// reported.
-fn fuse_regions(g: &mut Graph, report: &mut FusionReport, counts: &mut [usize; 2]) {
+/// reported. Sizes are proved under `scope`, the top-level graph's.
+fn fuse_regions(
+    g: &mut Graph,
+    report: &mut FusionReport,
+    counts: &mut [usize; 2],
+    scope: &ebb_ir::SymbolScope,
+) {
     let carriers: Vec<(ebb_ir::NodeId, usize)> = g
         .order()
         .iter()
@@ -199,7 +205,7 @@ fn fuse_regions(g: &mut Graph, report: &mut FusionReport, counts: &mut [usize; 2
             };
             region += 1;
             let mut p = partition(r);
-            p.groups = siblings::merge_siblings(r, std::mem::take(&mut p.groups));
+            p.groups = siblings::merge_siblings(r, std::mem::take(&mut p.groups), scope);
             for (i, group) in p.groups.iter().enumerate() {
                 let name = format!("{prefix}_fusion{i}");
                 let ops = group
@@ -220,7 +226,7 @@ fn fuse_regions(g: &mut Graph, report: &mut FusionReport, counts: &mut [usize; 2
                     results: r.node(fused).outputs.len(),
                 });
             }
-            fuse_regions(r, report, counts);
+            fuse_regions(r, report, counts, scope);
             Ok(0)
         });
     }
