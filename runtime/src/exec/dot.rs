@@ -622,8 +622,8 @@ pub(crate) fn f64_dot_set<R>(on: bool, f: impl FnOnce() -> R) -> R {
 }
 
 /// `dot_general` (see the module docs).
-pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
-    arity(&ops, 2, OpKind::DotGeneral)?;
+pub(crate) fn dot_general(ctx: &Ctx, dd: &DotDims, ops: &[Tensor]) -> Result<Tensor, OpError> {
+    arity(ops, 2, OpKind::DotGeneral)?;
     let out = ctx.out0()?;
     let (l, r) = (&ops[0], &ops[1]);
     let (ls, rs) = (l.shape(), r.shape());

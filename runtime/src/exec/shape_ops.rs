@@ -14,6 +14,7 @@
 //! declared type at the bindings (the executor checks it).
 
 use super::layout::{assign_view, gather_view_into, istrides, istrides_of, strides_of, Dims};
+use super::operands::Operands;
 use super::{arity, Ctx};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
@@ -55,7 +56,7 @@ pub(crate) fn dim_constant(ctx: &Ctx, vals: &[DimExpr]) -> Result<Tensor, OpErro
 }
 
 /// Dispatches the remaining data-movement ops.
-pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+pub(crate) fn run(ctx: &Ctx, ops: &mut Operands<'_>) -> Result<Tensor, OpError> {
     let kind = ctx.node.kind();
     let out = ctx.out0()?;
     match &ctx.node.op {
@@ -153,12 +154,13 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             slice_view(ctx, x, off, &xs, sizes)
         }
         Op::DynamicUpdateSlice => {
-            let mut ops = ops;
             if ops.len() < 2 {
                 return invalid("expects operand and update");
             }
             // `ops` is then the update and the start indices.
-            let mut x = ops.remove(0);
+            let Some(mut x) = ops.take_first() else {
+                return invalid("expects operand and update");
+            };
             let (u, idx) = (&ops[0], &ops[1..]);
             // The operand is updated in its own buffer when nothing else holds it (the
             // executor moves it in at its last use); else it is copied first, into the result's
