@@ -700,9 +700,7 @@ pub(crate) fn fusion(
             }
         }
     }
-    let Some(kernel) = plan.kernel(ctx, region, layout, &in_place) else {
-        return None;
-    };
+    let kernel = plan.kernel(ctx, region, layout, &in_place)?;
     for (k, t) in ops.iter().enumerate() {
         if layout.inputs[k] == ebb_codegen::InputRead::Aligned && t.len() != n {
             return Some(Err(invalid(format!(

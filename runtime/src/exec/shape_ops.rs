@@ -62,13 +62,13 @@ pub(crate) fn run(ctx: &Ctx, ops: &mut Operands<'_>) -> Result<Tensor, OpError> 
     match &ctx.node.op {
         Op::Iota(spec) => iota(out.dtype, &out.shape, spec.dimension),
         Op::Reshape(_) => {
-            arity(&ops, 1, kind)?;
+            arity(ops, 1, kind)?;
             ops[0]
                 .reshaped(&out.shape)
                 .map_err(|e| OpError::Invalid(e.to_string()))
         }
         Op::BroadcastInDim(spec) => {
-            arity(&ops, 1, kind)?;
+            arity(ops, 1, kind)?;
             let x = &ops[0];
             let dims = &spec.dims;
             if dims.len() != x.shape().len() {
@@ -105,7 +105,7 @@ pub(crate) fn run(ctx: &Ctx, ops: &mut Operands<'_>) -> Result<Tensor, OpError> 
             view(ctx, x, 0, &st, &out.shape)
         }
         Op::Transpose(perm) => {
-            arity(&ops, 1, kind)?;
+            arity(ops, 1, kind)?;
             let x = &ops[0];
             let xs = istrides(x.shape());
             let mut st: Dims<isize> = Dims::with_capacity(perm.len());
@@ -115,7 +115,7 @@ pub(crate) fn run(ctx: &Ctx, ops: &mut Operands<'_>) -> Result<Tensor, OpError> 
             view(ctx, x, 0, &st, &out.shape)
         }
         Op::Slice(spec) => {
-            arity(&ops, 1, kind)?;
+            arity(ops, 1, kind)?;
             let x = &ops[0];
             let start = eval_dims(ctx, &spec.start)?;
             let strides = eval_dims(ctx, &spec.strides)?;
@@ -132,7 +132,7 @@ pub(crate) fn run(ctx: &Ctx, ops: &mut Operands<'_>) -> Result<Tensor, OpError> 
             slice_view(ctx, x, off, &st, &out.shape)
         }
         Op::Reverse(dims) => {
-            arity(&ops, 1, kind)?;
+            arity(ops, 1, kind)?;
             let x = &ops[0];
             let mut st = istrides_of(x.shape());
             let mut off = 0isize;
@@ -180,9 +180,9 @@ pub(crate) fn run(ctx: &Ctx, ops: &mut Operands<'_>) -> Result<Tensor, OpError> 
             assign_data(x.data_mut(), off, &xs, u.data(), 0, &us, &ushape)?;
             Ok(x)
         }
-        Op::Concatenate(d) => concatenate(ctx, &ops, axis(*d, out.shape.len())?, out),
+        Op::Concatenate(d) => concatenate(ctx, ops, axis(*d, out.shape.len())?, out),
         Op::Pad(spec) => {
-            arity(&ops, 2, kind)?;
+            arity(ops, 2, kind)?;
             pad(ctx, spec, &ops[0], &ops[1], out)
         }
         _ => Err(OpError::Unsupported(format!(
