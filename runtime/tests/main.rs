@@ -5,6 +5,7 @@ mod buffer;
 mod common;
 mod device;
 mod exec_arith;
+mod exec_borrowed;
 mod exec_control;
 mod exec_conv_contraction;
 mod exec_conv_rows;

@@ -107,6 +107,7 @@ impl Values {
             steps.push(Step {
                 node: id,
                 take: vec![false; operands.len()],
+                moved: vec![false; operands.len()],
                 held: vec![false; operands.len()],
                 operands,
                 first_result,
@@ -211,6 +212,7 @@ pub(super) fn mark_takes(
             s.take[k] = matches!(class[v as usize], Class::Intermediate | Class::Donated)
                 && last_use[v as usize] == p as u32
                 && !repeated;
+            s.moved[k] = s.take[k] && !s.operands[..k].contains(&v);
             s.held[k] = class[v as usize] == Class::Input;
         }
     }

@@ -21,6 +21,7 @@
 
 use super::layout::{gather_view, istrides_of, Dims};
 use super::small_k::{small_k, AddTo, Store, Widen};
+use super::operands::Operands;
 use super::{arity, Ctx};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
@@ -625,11 +626,12 @@ pub(crate) fn f64_dot_set<R>(on: bool, f: impl FnOnce() -> R) -> R {
 pub(crate) fn dot_general(
     ctx: &Ctx,
     dd: &DotDims,
-    mut ops: Vec<Tensor>,
+    ops: &mut Operands<'_>,
 ) -> Result<Tensor, OpError> {
-    // The dot-accumulate form: `c + a·b` ([`ebb_ir::Op::DotGeneral`]).
-    let acc = if ops.len() == 3 { ops.pop() } else { None };
-    arity(&ops, 2, OpKind::DotGeneral)?;
+    // The dot-accumulate form: `c + a·b` ([`ebb_ir::Op::DotGeneral`]); `c` by value (moved
+    // when the step gave it at its last use, so that its buffer can take the sum in place).
+    let acc = if ops.len() == 3 { ops.take_last() } else { None };
+    arity(ops, 2, OpKind::DotGeneral)?;
     let out = ctx.out0()?;
     let (l, r) = (&ops[0], &ops[1]);
     let (ls, rs) = (l.shape(), r.shape());

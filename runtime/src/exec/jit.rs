@@ -24,6 +24,7 @@
 //! the thread split; the scratch rows never exceed the planned tile bytes.
 
 use super::fusion::{index_map, invalid, shape_at};
+use super::operands::Operands;
 use super::reduce::{float_monoid, fold_rows_as, ColumnAcc};
 use super::region::{recognize, Body};
 use super::{Ctx, KernelFailure};
@@ -634,14 +635,15 @@ impl Plan {
     }
 }
 
-/// Runs `fusion` through its generated kernel; gives the operands back when the region is not
-/// generated (the caller then interprets it).
+/// Runs `fusion` through its generated kernel; `None`, the operands left as they are, when the
+/// region is not generated (the caller then interprets it).
 pub(crate) fn fusion(
-    ctx: &Ctx,
-    mut ops: Vec<Tensor>,
-) -> Result<Result<Vec<Tensor>, KernelFailure>, Vec<Tensor>> {
+    ctx: &Ctx<'_>,
+    ops: &mut Operands<'_>,
+    out: &mut Vec<Tensor>,
+) -> Option<Result<(), KernelFailure>> {
     let [region] = ctx.node.regions.as_slice() else {
-        return Err(ops);
+        return None;
     };
     let local;
     let launch: &Launch = match ctx.launch {
@@ -649,7 +651,7 @@ pub(crate) fn fusion(
             Some(l) => l,
             None => match plan(ctx, region) {
                 Ok(l) => at.get_or_init(|| l),
-                Err(e) => return Ok(Err(e)),
+                Err(e) => return Some(Err(e)),
             },
         },
         None => match plan(ctx, region) {
@@ -657,29 +659,29 @@ pub(crate) fn fusion(
                 local = l;
                 &local
             }
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Some(Err(e)),
         },
     };
     let Some(plan) = &launch.plan else {
-        return Err(ops);
+        return None;
     };
     let Some((layout, _)) = plan.prepared.as_ref() else {
-        return Err(ops);
+        return None;
     };
     if ops.len() != plan.dtypes.len() || ops.iter().zip(&plan.dtypes).any(|(t, &d)| t.dtype() != d)
     {
-        return Err(ops);
+        return None;
     }
     let reduce = match &plan.reduce {
-        Some(r) => match r.init.value(&ops) {
+        Some(r) => match r.init.value(ops) {
             Some(init) => Some((r, init)),
-            None => return Err(ops),
+            None => return None,
         },
         None => None,
     };
     let (p, n, tile) = (plan.p.as_slice(), plan.n, plan.tile);
     // In-place stores: a result written into an operand buffer this op alone holds.
-    let mut in_place: Vec<(usize, usize)> = Vec::new();
+    let mut in_place: smallvec::SmallVec<[(usize, usize); 4]> = smallvec::SmallVec::new();
     if reduce.is_none() {
         for w in ctx.in_place {
             let ok = matches!(
@@ -690,26 +692,28 @@ pub(crate) fn fusion(
                 && !in_place
                     .iter()
                     .any(|&(s, i)| s == w.result || i == w.operand)
-                && ops[w.operand].unique_data_mut().is_some();
+                && ops
+                    .owned_mut(w.operand)
+                    .is_some_and(|t| t.unique_data_mut().is_some());
             if ok {
                 in_place.push((w.result, w.operand));
             }
         }
     }
-    let Some(kernel) = plan.kernel(ctx, region, layout, &in_place) else {
-        return Err(ops);
-    };
+    let kernel = plan.kernel(ctx, region, layout, &in_place)?;
     for (k, t) in ops.iter().enumerate() {
         if layout.inputs[k] == ebb_codegen::InputRead::Aligned && t.len() != n {
-            return Ok(Err(invalid(format!(
+            return Some(Err(invalid(format!(
                 "operand {k} is not of the fusion's size"
             ))));
         }
     }
     ctx.transient.set(tile);
-    Ok(match reduce {
-        None => run_loop(ctx, layout, ops, &in_place, p, kernel, n),
-        Some((r, Init::F32(init))) if matches!(layout.mode, Mode::Columns { .. }) => {
+    let Some(reduce) = reduce else {
+        return Some(run_loop(ctx, layout, ops, &in_place, p, kernel, n, out));
+    };
+    let rows = match reduce {
+        (r, Init::F32(init)) if matches!(layout.mode, Mode::Columns { .. }) => {
             let reduction = Columns {
                 m: r.m,
                 init,
@@ -717,9 +721,9 @@ pub(crate) fn fusion(
                 row: r.row,
                 tile,
             };
-            run_columns(ctx, &ops, p, kernel, &reduction)
+            run_columns(ctx, ops, p, kernel, &reduction)
         }
-        Some((r, init)) => {
+        (r, init) => {
             let (m, rows, row, mixed) = (r.m, r.rows, r.row, &r.mixed);
             // Results per row: 1, or the kept elements of a mixed row.
             let kept: usize = mixed.as_ref().map_or(1, |(s, red)| {
@@ -739,7 +743,7 @@ pub(crate) fn fusion(
             };
             let logical = || invalid("a logical reduction of a float");
             match init {
-                Init::F32(init) => run_rows(ctx, &ops, &launch, |scratch, o: &mut [f32]| {
+                Init::F32(init) => run_rows(ctx, ops, &launch, |scratch, o: &mut [f32]| {
                     match mixed {
                         // The reference kernel on each row: its order for each kept element.
                         Some((shape, red)) => {
@@ -760,11 +764,12 @@ pub(crate) fn fusion(
                     }
                     Ok(())
                 }),
-                Init::Bf16(init) => whole_rows(ctx, &ops, &launch, m, init),
-                Init::F16(init) => whole_rows(ctx, &ops, &launch, m, init),
+                Init::Bf16(init) => whole_rows(ctx, ops, &launch, m, init),
+                Init::F16(init) => whole_rows(ctx, ops, &launch, m, init),
             }
         }
-    })
+    };
+    Some(rows.map(|r| out.extend(r)))
 }
 
 /// [`run_rows`] of whole rows, each folded into one result of type `T` as the reference folds
@@ -939,29 +944,28 @@ fn run_columns(
 }
 
 /// A loop fusion's launch: results allocated (or taken over in place), the flat range split
-/// over threads.
+/// over threads; the results are appended to `out`.
+#[allow(clippy::too_many_arguments)]
 fn run_loop(
     ctx: &Ctx,
     layout: &KernelLayout,
-    mut ops: Vec<Tensor>,
+    ops: &mut Operands<'_>,
     in_place: &[(usize, usize)],
     p: &[i64],
     kernel: ebb_codegen::Kernel,
     n: usize,
-) -> Result<Vec<Tensor>, KernelFailure> {
+    out: &mut Vec<Tensor>,
+) -> Result<(), KernelFailure> {
     let mut results: smallvec::SmallVec<[Data; 4]> = smallvec::SmallVec::new();
     for (i, o) in ctx.out.iter().enumerate() {
         let Some(&(_, k)) = in_place.iter().find(|&&(s, _)| s == i) else {
             results.push(ctx.take_result(i, o.dtype, o.shape.iter().product()));
             continue;
         };
-        let held = std::mem::replace(
-            &mut ops[k],
-            Tensor::scalar(crate::tensor::Scalar::I1(false)),
-        );
-        match held.try_into_data() {
-            Ok(d) => results.push(d),
-            Err(_) => return Err(invalid("an in-place operand became shared")),
+        let held = ops.replace_owned(k, Tensor::scalar(crate::tensor::Scalar::I1(false)));
+        match held.map(Tensor::try_into_data) {
+            Some(Ok(d)) => results.push(d),
+            _ => return Err(invalid("an in-place operand became shared")),
         }
     }
     if results.len() != layout.stores.len() || results.iter().any(|d| d.len() != n) {
@@ -970,7 +974,7 @@ fn run_loop(
     // Operands then results, in one vector sized once (inline for up to 16 buffers).
     let mut bufs: smallvec::SmallVec<[*mut u8; 16]> =
         smallvec::SmallVec::with_capacity(ops.len() + results.len());
-    for t in &ops {
+    for t in ops.iter() {
         bufs.push(t.data().as_ptr() as *mut u8);
     }
     for &(s, i) in in_place {
@@ -994,11 +998,10 @@ fn run_loop(
         launch(0, n);
     }
     drop(bufs);
-    // A vector of its own (collecting the buffers' vector in place reallocates it: a `Tensor`
-    // and a `Data` differ in size).
-    let mut out = Vec::with_capacity(results.len());
+    // Into the run's result vector (kept from step to step: no vector allocated per launch).
+    out.reserve(results.len());
     for (d, o) in results.into_iter().zip(ctx.out) {
         out.push(Tensor::from_parts(o.shape.as_slice(), d));
     }
-    Ok(out)
+    Ok(())
 }

@@ -45,6 +45,7 @@ mod gemm_direct;
 pub(crate) mod jit;
 #[doc(hidden)]
 pub mod layout;
+mod operands;
 pub(crate) mod par;
 mod placement;
 pub mod pool;
@@ -63,6 +64,7 @@ mod window_rows;
 use crate::error::{ExecError, OpError};
 use crate::tensor::{Buf, Data, Elem, Tensor};
 use ebb_ir::{Bindings, DType, Graph, Node, NodeId, Op, OpKind, Point};
+use operands::Operands;
 use pool::BufferPool;
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -254,6 +256,10 @@ struct Step {
     operands: Vec<u32>,
     /// Whether the operand can be moved into the kernel (this is its last use).
     take: Vec<bool>,
+    /// Whether the operand is moved out of its slot into the kernel's operands: taken, and its
+    /// value read nowhere else in the step (a value read twice is borrowed at every read and
+    /// freed after the step; see [`operands::Operands`]).
+    moved: Vec<bool>,
     /// Whether the operand is held unchanged while this step's results live (a graph input
     /// not donated; a sliced operand whose last reader comes after the slice's readers, see
     /// `build::hold_sliced`).
@@ -374,6 +380,8 @@ struct Scratch {
     results: Vec<Tensor>,
     /// The inputs' vector of the last run, emptied: the next run's outputs go into it.
     outs: Vec<Tensor>,
+    /// The vectors of each step's operands (empty between steps).
+    operands: operands::Storage,
 }
 
 /// `constant` and `dim_constant` results of at most this many bytes are computed once per
@@ -605,6 +613,7 @@ impl<'g> Program<'g> {
         let mut clock = self.timed.then(Instant::now);
         // Each step's results, moved out into their slots: one vector for the whole run.
         let mut results = std::mem::take(&mut scratch.results);
+        let mut storage = std::mem::take(&mut scratch.operands);
         for (p, s) in self.prep.steps.iter().enumerate() {
             if let Some(back) = events
                 .and_then(|e| e.before.get(p))
@@ -624,21 +633,7 @@ impl<'g> Program<'g> {
                 clock = clock.map(|_| t1);
             }
             let node = self.nodes[p];
-            let mut operands: Vec<Tensor> = Vec::with_capacity(s.operands.len());
-            for (k, &v) in s.operands.iter().enumerate() {
-                // Each operand moved or cloned straight into the vector (no temporary).
-                let slot = &mut slots[v as usize];
-                match slot {
-                    Some(_) if s.take[k] => operands.extend(slot.take()),
-                    Some(t) => operands.push(t.clone()),
-                    None => {
-                        return Err(op_err(
-                            node,
-                            OpError::Invalid(format!("operand {k} was freed early")),
-                        ))
-                    }
-                }
-            }
+            let mut operands = operands_of(node, s, &mut slots, storage)?;
             let arena = self
                 .placement
                 .as_ref()
@@ -649,8 +644,15 @@ impl<'g> Program<'g> {
                 }
                 _ => Vec::new(),
             };
-            let transient =
-                self.run_kernel_into(p, s, operands, arena.as_ref().map(|a| &a.1), &mut results)?;
+            let transient = self.run_kernel_into(
+                p,
+                s,
+                &mut operands,
+                arena.as_ref().map(|a| &a.1),
+                &mut results,
+            )?;
+            // The owned operands the kernel left are dropped here, and the borrows end.
+            storage = operands.release();
             for (i, mut t) in results.drain(..).enumerate() {
                 let v = s.first_result + i as u32;
                 // A result nothing reads (freed at its own point: a `while`'s carried value
@@ -730,11 +732,52 @@ impl<'g> Program<'g> {
         scratch.slots = slots;
         scratch.results = results;
         scratch.outs = inputs;
+        scratch.operands = storage;
         if let Ok(mut s) = self.scratch.try_lock() {
             *s = Some(scratch);
         }
         Ok(outs)
     }
+}
+
+/// The operands of step `s` (node `node`): an operand at its last use moved out of its slot
+/// (owned), the others borrowed where their slots hold them ([`Operands`]), in one pass.
+///
+/// # Errors
+/// [`ExecError::Op`] when an operand's slot is empty (freed early).
+fn operands_of<'a>(
+    node: &Node,
+    s: &Step,
+    slots: &'a mut [Option<Tensor>],
+    storage: operands::Storage,
+) -> Result<Operands<'a>, ExecError> {
+    let early = |k: usize| {
+        op_err(
+            node,
+            OpError::Invalid(format!("operand {k} was freed early")),
+        )
+    };
+    let mut operands = Operands::in_storage(storage);
+    let n = slots.len();
+    let base = slots.as_mut_ptr();
+    for (k, (&v, &moved)) in s.operands.iter().zip(&s.moved).enumerate() {
+        let v = v as usize;
+        if v >= n {
+            return Err(early(k));
+        }
+        // SAFETY: `v < n`, and every access goes through `base`, derived from the exclusive
+        // borrow `slots` of `'a`. A moved value is read by no other operand of the step
+        // (`Step::moved`), so the slots emptied here are never borrowed, and the borrowed
+        // slots are not written while `'a` lasts.
+        if moved {
+            let t = unsafe { (*base.add(v)).take() }.ok_or_else(|| early(k))?;
+            operands.push_owned(t);
+        } else {
+            let t: &'a Tensor = unsafe { (*base.add(v)).as_ref() }.ok_or_else(|| early(k))?;
+            operands.push_held(t);
+        }
+    }
+    Ok(operands)
 }
 
 impl Program<'_> {
@@ -749,7 +792,8 @@ impl Program<'_> {
         slots: Option<&placement::Slots>,
     ) -> Result<(Vec<Tensor>, u64), ExecError> {
         let mut results = Vec::with_capacity(s.out.len());
-        let transient = self.run_kernel_into(p, s, operands, slots, &mut results)?;
+        let mut operands = Operands::from_vec(operands);
+        let transient = self.run_kernel_into(p, s, &mut operands, slots, &mut results)?;
         Ok((results, transient))
     }
 
@@ -759,7 +803,7 @@ impl Program<'_> {
         &self,
         p: usize,
         s: &Step,
-        operands: Vec<Tensor>,
+        operands: &mut Operands<'_>,
         slots: Option<&placement::Slots>,
         results: &mut Vec<Tensor>,
     ) -> Result<u64, ExecError> {
@@ -969,13 +1013,13 @@ pub(crate) fn arity(ops: &[Tensor], n: usize, op: OpKind) -> Result<(), OpError>
 
 /// Runs the kernel of `ctx`'s op on `ops`, appending its results to `out` (a single result is
 /// pushed, without a vector of its own).
-fn dispatch(ctx: &Ctx, ops: Vec<Tensor>, out: &mut Vec<Tensor>) -> Result<(), KernelFailure> {
+fn dispatch(ctx: &Ctx, ops: &mut Operands<'_>, out: &mut Vec<Tensor>) -> Result<(), KernelFailure> {
     let kind = ctx.node.kind();
     match &ctx.node.op {
         Op::Input(_) => Err(OpError::Invalid("an input cannot be executed".into()).into()),
         Op::Constant(lit) => one(out, shape_ops::constant(ctx, lit)),
         Op::DimConstant(vals) => one(out, shape_ops::dim_constant(ctx, vals)),
-        _ if kind.is_elementwise() => one(out, elementwise::run(ctx, ops)),
+        _ if kind.is_elementwise() => one(out, elementwise::run(ctx, ops.take_vec())),
         Op::BroadcastInDim(_)
         | Op::Reshape(_)
         | Op::Transpose(_)
@@ -986,33 +1030,42 @@ fn dispatch(ctx: &Ctx, ops: Vec<Tensor>, out: &mut Vec<Tensor>) -> Result<(), Ke
         | Op::Pad(_)
         | Op::Reverse(_)
         | Op::Iota(_) => one(out, shape_ops::run(ctx, ops)),
-        Op::Reduce(dims) => many(out, reduce::reduce(ctx, dims, ops).map_err(Into::into)),
-        Op::ReduceWindow(w) => many(out, reduce::reduce_window(ctx, w, ops).map_err(Into::into)),
-        Op::SelectAndScatter(w) => one(out, reduce::select_and_scatter(ctx, w, ops)),
+        Op::Reduce(dims) => many(
+            out,
+            reduce::reduce(ctx, dims, ops.take_vec()).map_err(Into::into),
+        ),
+        Op::ReduceWindow(w) => many(
+            out,
+            reduce::reduce_window(ctx, w, ops.take_vec()).map_err(Into::into),
+        ),
+        Op::SelectAndScatter(w) => one(out, reduce::select_and_scatter(ctx, w, ops.take_vec())),
         Op::DotGeneral(dd) => one(out, dot::dot_general(ctx, dd, ops)),
-        Op::Convolution(spec) => one(out, conv::convolution(ctx, spec, ops)),
-        Op::Gather(gd) => one(out, gather_scatter::gather(ctx, gd, ops)),
+        Op::Convolution(spec) => one(out, conv::convolution(ctx, spec, ops.take_vec())),
+        Op::Gather(gd) => one(out, gather_scatter::gather(ctx, gd, ops.take_vec())),
         Op::Scatter(sd) => many(
             out,
-            gather_scatter::scatter(ctx, sd, ops).map_err(Into::into),
+            gather_scatter::scatter(ctx, sd, ops.take_vec()).map_err(Into::into),
         ),
-        Op::While => many(out, control::while_loop(ctx, ops)),
-        Op::Case => many(out, control::case(ctx, ops)),
+        Op::While => many(out, control::while_loop(ctx, ops.take_vec())),
+        Op::Case => many(out, control::case(ctx, ops.take_vec())),
         Op::RngBitGenerator(spec) => many(
             out,
-            random::rng_bit_generator(ctx, spec, ops).map_err(Into::into),
+            random::rng_bit_generator(ctx, spec, ops.take_vec()).map_err(Into::into),
         ),
-        Op::Fusion(_) if ctx.executor != Executor::Reference => match jit::fusion(ctx, ops) {
-            Ok(r) => many(out, r),
-            Err(ops) => many(out, fusion::fusion(ctx, ops)),
+        Op::Fusion(_) if ctx.executor != Executor::Reference => match jit::fusion(ctx, ops, out) {
+            Some(r) => r,
+            None => many(out, fusion::fusion(ctx, ops.take_vec())),
         },
-        Op::Fusion(_) => many(out, fusion::fusion(ctx, ops)),
-        Op::Sort(spec) => many(out, sort::sort(ctx, spec, ops).map_err(Into::into)),
+        Op::Fusion(_) => many(out, fusion::fusion(ctx, ops.take_vec())),
+        Op::Sort(spec) => many(
+            out,
+            sort::sort(ctx, spec, ops.take_vec()).map_err(Into::into),
+        ),
         // The placement is the plan's business (a swap it performs around the op); the value
         // itself passes through.
-        Op::OptimizationBarrier => many(out, Ok(ops)),
+        Op::OptimizationBarrier => many(out, Ok(ops.take_vec())),
         Op::AnnotateDevicePlacement(_) => {
-            let mut ops = ops;
+            let mut ops = ops.take_vec();
             ops.truncate(1);
             many(out, Ok(ops))
         }

@@ -14,6 +14,7 @@
 //! declared type at the bindings (the executor checks it).
 
 use super::layout::{assign_view, gather_view_into, istrides, istrides_of, strides_of, Dims};
+use super::operands::Operands;
 use super::{arity, Ctx};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
@@ -55,19 +56,19 @@ pub(crate) fn dim_constant(ctx: &Ctx, vals: &[DimExpr]) -> Result<Tensor, OpErro
 }
 
 /// Dispatches the remaining data-movement ops.
-pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
+pub(crate) fn run(ctx: &Ctx, ops: &mut Operands<'_>) -> Result<Tensor, OpError> {
     let kind = ctx.node.kind();
     let out = ctx.out0()?;
     match &ctx.node.op {
         Op::Iota(spec) => iota(out.dtype, &out.shape, spec.dimension),
         Op::Reshape(_) => {
-            arity(&ops, 1, kind)?;
+            arity(ops, 1, kind)?;
             ops[0]
                 .reshaped(&out.shape)
                 .map_err(|e| OpError::Invalid(e.to_string()))
         }
         Op::BroadcastInDim(spec) => {
-            arity(&ops, 1, kind)?;
+            arity(ops, 1, kind)?;
             let x = &ops[0];
             let dims = &spec.dims;
             if dims.len() != x.shape().len() {
@@ -104,7 +105,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             view(ctx, x, 0, &st, &out.shape)
         }
         Op::Transpose(perm) => {
-            arity(&ops, 1, kind)?;
+            arity(ops, 1, kind)?;
             let x = &ops[0];
             let xs = istrides(x.shape());
             let mut st: Dims<isize> = Dims::with_capacity(perm.len());
@@ -114,7 +115,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             view(ctx, x, 0, &st, &out.shape)
         }
         Op::Slice(spec) => {
-            arity(&ops, 1, kind)?;
+            arity(ops, 1, kind)?;
             let x = &ops[0];
             let start = eval_dims(ctx, &spec.start)?;
             let strides = eval_dims(ctx, &spec.strides)?;
@@ -131,7 +132,7 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             slice_view(ctx, x, off, &st, &out.shape)
         }
         Op::Reverse(dims) => {
-            arity(&ops, 1, kind)?;
+            arity(ops, 1, kind)?;
             let x = &ops[0];
             let mut st = istrides_of(x.shape());
             let mut off = 0isize;
@@ -153,12 +154,13 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             slice_view(ctx, x, off, &xs, sizes)
         }
         Op::DynamicUpdateSlice => {
-            let mut ops = ops;
             if ops.len() < 2 {
                 return invalid("expects operand and update");
             }
             // `ops` is then the update and the start indices.
-            let mut x = ops.remove(0);
+            let Some(mut x) = ops.take_first() else {
+                return invalid("expects operand and update");
+            };
             let (u, idx) = (&ops[0], &ops[1..]);
             // The operand is updated in its own buffer when nothing else holds it (the
             // executor moves it in at its last use); else it is copied first, into the result's
@@ -178,9 +180,9 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
             assign_data(x.data_mut(), off, &xs, u.data(), 0, &us, &ushape)?;
             Ok(x)
         }
-        Op::Concatenate(d) => concatenate(ctx, &ops, axis(*d, out.shape.len())?, out),
+        Op::Concatenate(d) => concatenate(ctx, ops, axis(*d, out.shape.len())?, out),
         Op::Pad(spec) => {
-            arity(&ops, 2, kind)?;
+            arity(ops, 2, kind)?;
             pad(ctx, spec, &ops[0], &ops[1], out)
         }
         _ => Err(OpError::Unsupported(format!(
