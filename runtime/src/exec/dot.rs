@@ -20,8 +20,8 @@
 //! which gives the packing GEMM's bits.
 
 use super::layout::{gather_view, istrides_of, Dims};
-use super::small_k::{small_k, AddTo, Store, Widen};
 use super::operands::Operands;
+use super::small_k::{small_k, AddTo, Store, Widen};
 use super::{arity, Ctx};
 use crate::buffer::Buf;
 use crate::error::{invalid, OpError};
@@ -630,7 +630,11 @@ pub(crate) fn dot_general(
 ) -> Result<Tensor, OpError> {
     // The dot-accumulate form: `c + a·b` ([`ebb_ir::Op::DotGeneral`]); `c` by value (moved
     // when the step gave it at its last use, so that its buffer can take the sum in place).
-    let acc = if ops.len() == 3 { ops.take_last() } else { None };
+    let acc = if ops.len() == 3 {
+        ops.take_last()
+    } else {
+        None
+    };
     arity(ops, 2, OpKind::DotGeneral)?;
     let out = ctx.out0()?;
     let (l, r) = (&ops[0], &ops[1]);
