@@ -16,7 +16,11 @@
 //! Memory: before, the product and the sum were two buffers beside the carry at the `add`;
 //! after, the result is written in place into the carry, so the body's peak drops by up to
 //! two buffers of the accumulator's size; the planner, the checker and the executor read the
-//! in-place write from [`ebb_ir::op::in_place_writes`].
+//! in-place write from [`ebb_ir::op::in_place_writes`]. Not charged: where the executor
+//! computes the product apart (a contraction too deep for the shallow kernel, as a rule over 32
+//! terms, or the `f64` check mode), that product is a buffer of the result's size inside the
+//! kernel, which neither the plan nor the measured peak counts (as neither counts the packing
+//! GEMM's panels).
 //!
 //! Invariant: results are bit-identical. The executor computes the product exactly as it
 //! computes a two-operand `dot_general` (the same kernel, summing each element's terms in
