@@ -23,6 +23,7 @@
 //! program order. Change count: carries removed.
 
 use crate::canon::{for_each_region, has_side_effects, place_before};
+use ebb_ir::op::while_forwards;
 use ebb_ir::{Graph, Node, NodeId, OpKind, ValueRef};
 use std::collections::{HashMap, HashSet};
 
@@ -54,14 +55,11 @@ fn dead(g: &Graph, id: NodeId) -> Vec<usize> {
     };
     let outputs: HashSet<ValueRef> = g.outputs().iter().copied().collect();
     let unread = |r: &Graph, j: usize| r.inputs().get(j).is_some_and(|&a| r.users(a).is_empty());
-    (0..node.outputs.len())
+    while_forwards(body)
+        .into_iter()
         .filter(|&j| {
             let arg = ValueRef::new(body.inputs()[j], 0);
-            let returned: Vec<usize> = (body.outputs().iter().enumerate())
-                .filter(|&(_, &o)| o == arg)
-                .map(|(k, _)| k)
-                .collect();
-            returned == [j]
+            body.outputs().iter().filter(|&&o| o == arg).count() == 1
                 && unread(body, j)
                 && unread(cond, j)
                 && !cond.outputs().iter().any(|o| o.node == cond.inputs()[j])

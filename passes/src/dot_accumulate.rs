@@ -57,18 +57,14 @@ pub fn accumulate_dots(g: &mut Graph) -> usize {
     let ids: Vec<NodeId> = g.order().to_vec();
     let mut n = 0;
     for id in ids {
-        let is_while = g.node(id).kind() == OpKind::While && g.node(id).regions.len() == 2;
-        let mut k = 0;
         n += for_each_region(g, id, |r| {
-            let here = if is_while && k == 1 {
-                accumulate_in_body(r)
-            } else {
-                0
-            };
-            k += 1;
-            Ok::<_, std::convert::Infallible>(here + accumulate_dots(r))
+            Ok::<_, std::convert::Infallible>(accumulate_dots(r))
         })
         .unwrap_or(0);
+        let node = g.node_mut(id);
+        if node.kind() == OpKind::While && node.regions.len() == 2 {
+            n += accumulate_in_body(&mut node.regions[1]);
+        }
     }
     n
 }
