@@ -367,10 +367,13 @@ fn rnn_forward_scan_residual_siblings_merge() {
 /// The whole trial RNN step (`tests/data/rnn_step.ebb`): inside the forward loop's body,
 /// whose own scope does not bound `B` and `S`, the residual groups merge as in
 /// [`rnn_forward_scan_residual_siblings_merge`] (sizes are proved under the top-level scope):
-/// three groups with 1, 2 and 7 results.
+/// three groups with 1, 2 and 7 results; the fused step computes the same bits as the
+/// unfused one on the reference executor (moved readers and merged groups change no
+/// arithmetic).
 #[test]
 fn rnn_step_forward_body_merges_under_the_top_level_scope() {
     let mut g = ebb_ir::text::parse(include_str!("data/rnn_step.ebb")).expect("parses");
+    let unfused = crate::licm::run(&g);
     let mut cx = PassContext::new();
     FusePass.run(&mut g, &mut cx).expect("fusion runs");
     ebb_ir::verify::verify(&g).unwrap_or_else(|e| panic!("graph verifies after fusion: {e}"));
@@ -388,4 +391,8 @@ fn rnn_step_forward_body_merges_under_the_top_level_scope() {
         .map(|&n| body.node(n).outputs.len())
         .collect();
     assert_eq!(results, [1, 2, 7]);
+    assert!(
+        crate::licm::run(&g) == unfused,
+        "the fused step's bits differ"
+    );
 }
