@@ -977,3 +977,14 @@ fn plan_output_from_a_binary_plan_is_the_json_plans() {
         assert_eq!(value(&json), value(&bin), "{budget:?}");
     }
 }
+
+/// `compiler/build.rs` links `ebb` with `-no-pie`: its ELF header's `e_type` (bytes 16–17,
+/// little-endian) is `ET_EXEC` (2), not `ET_DYN` (3, a PIE), so the dynamic loader applies no
+/// relative relocations at start-up (a cold `ebb plan` is a few milliseconds in all).
+#[test]
+fn cli_binary_is_linked_position_dependent() {
+    let bytes = std::fs::read(env!("CARGO_BIN_EXE_ebb")).unwrap();
+    assert_eq!(&bytes[..4], b"\x7fELF");
+    let e_type = u16::from_le_bytes([bytes[16], bytes[17]]);
+    assert_eq!(e_type, 2, "`ebb` is not ET_EXEC (e_type {e_type})");
+}
