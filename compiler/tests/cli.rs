@@ -988,3 +988,31 @@ fn cli_binary_is_linked_position_dependent() {
     let e_type = u16::from_le_bytes([bytes[16], bytes[17]]);
     assert_eq!(e_type, 2, "`ebb` is not ET_EXEC (e_type {e_type})");
 }
+
+/// `src/bin/ebb/link.rs` keeps LLVM's other backends and MLIR's registry of every dialect and
+/// pass out of the `ebb` binary (their static constructors ran at every start). Each C++ file
+/// linked with a static constructor leaves a `_GLOBAL__sub_I_<file>` symbol: the host backend's
+/// are there (the positive control: the binary is not stripped), no other backend's, and not
+/// the XeGPU passes that only MLIR's registry of every pass links.
+#[test]
+fn cli_binary_links_only_the_llvm_backends_it_uses() {
+    let bytes = std::fs::read(env!("CARGO_BIN_EXE_ebb")).unwrap();
+    let has = |file: &str| {
+        let name = format!("_GLOBAL__sub_I_{file}");
+        memchr::memmem::find(&bytes, name.as_bytes()).is_some()
+    };
+    if cfg!(all(target_arch = "x86_64", feature = "jit")) {
+        assert!(
+            has("X86TargetMachine.cpp"),
+            "no constructor symbols: stripped?"
+        );
+        for other in ["AArch64", "AMDGPU", "Hexagon", "RISCV", "Mips", "ARM"] {
+            let file = format!("{other}TargetMachine.cpp");
+            assert!(!has(&file), "`ebb` links {file}");
+        }
+        assert!(
+            !has("XeGPUPropagateLayout.cpp"),
+            "`ebb` links MLIR's registry of every pass"
+        );
+    }
+}

@@ -17,6 +17,10 @@ static GLOBAL: alloc::EbbAlloc = alloc::EbbAlloc;
 #[path = "ebb/alloc.rs"]
 mod alloc;
 
+// Definitions that keep LLVM's other backends and MLIR's registry of everything out of the link.
+#[path = "ebb/link.rs"]
+mod link;
+
 // `ebb run`; in `ebb/` beside this file (a file directly in `src/bin/` would be a binary).
 #[path = "ebb/step.rs"]
 mod step;
