@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The trial's JAX steps beside XLA:CPU, two shapes each: one `ebb bench --xla --json` per step.
-#   bash examples/export/trial/bench_vs_xla.sh EBB_BINARY OUT_DIR [all|12|3]
+#   bash examples/export/trial/bench_vs_xla.sh EBB_BINARY OUT_DIR [all|12|3|4]
 # `12` (the default): the 13 steps of trial_models.py and trial_models2.py; `3`: the 6 steps of
 # trial_models3.py (ViT, BERT, T5, MoE, Whisper, CLIP) and the 2 of trial_models_flax.py (linen,
-# NNX); `all`: both.
+# NNX); `4`: the 5 steps of trial_models4.py (ConvNeXt, LLaMA-style, Swin, BiLSTM, MLP-Mixer);
+# `all`: every set.
 #   python3 examples/export/trial/summ_vs_xla.py OUT_DIR      # one row per step x shape, then median / max
 # Needs the exports in /tmp/trial/jax/out (README.md of this folder) and .venv-jax.
 set -euo pipefail
@@ -11,7 +12,8 @@ BIN=$1; OUT=$2; SET=${3:-12}; mkdir -p "$OUT"
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 D=/tmp/trial/jax/out
 export EBB_PYTHON="$root/.venv-jax/bin/python"
-{ [ "$SET" = 3 ] || cat <<'LIST'
+want() { [ "$SET" = all ] || [ "$SET" = "$1" ]; }
+{ if want 12; then cat <<'LIST'
 jx_bf16_lossscale B=8;B=64
 jx_cnn_nhwc_avgpool B=8;B=64
 jx_cumsum_sort_topk_segsum B=8,S=32;B=16,S=64
@@ -26,7 +28,7 @@ jx_sdpa_lengths_stepin B=8,S=32;B=16,S=64
 jx_tfm_sdpa_erf_adamw_sched B=8,S=32;B=16,S=64
 jx_typed_key_dropout B=8;B=64
 LIST
-[ "$SET" = 12 ] || cat <<'LIST'
+fi; if want 3; then cat <<'LIST'
 jx3_vit_patchconv_adamw B=8;B=64
 jx3_bert_padmask_mlm B=8,S=32;B=16,S=64
 jx3_t5_encdec_two_syms B=8,S=32,T=16;B=16,S=64,T=32
@@ -36,7 +38,14 @@ jx3_clip_bb_logits B=8,S=16;B=64,S=32
 fx_linen_cnn_bn_dropout B=8;B=64
 fx_nnx_tfm_padmask B=8,S=32;B=16,S=64
 LIST
-} | while read -r step shapes; do
+fi; if want 4; then cat <<'LIST'
+jx4_convnext_dw7 B=8;B=64
+jx4_llama_gqa_rope B=8,S=32;B=16,S=64
+jx4_swin_shifted B=8;B=64
+jx4_bilstm_tagger B=8,S=32;B=16,S=64
+jx4_mixer_lion B=8;B=64
+LIST
+fi; } | while read -r step shapes; do
   "$BIN" bench "$D/$step.mlir" --shapes "$shapes" --xla --xla-time-runs 30 --exec 30 \
     --json "$OUT/$step.json" > "$OUT/$step.txt" 2>&1 || echo "FAIL $step (see $OUT/$step.txt)" >&2
 done
