@@ -58,6 +58,13 @@ pub(crate) trait Gemm:
     );
     /// The buffer of `d` converted to this type.
     fn take(d: Data) -> Vec<Self>;
+    /// `c`, just written by [`Gemm::raw`] with `acc` (β = 1) over a contraction of one depth
+    /// block (`k <= 256`), made the bits of `c` plus the product that the same call with β = 0
+    /// stores: the two differ only on the AVX2+FMA `f32` kernel, which stores a chain ending at
+    /// `-0` as `+0` (`fma(1, acc, +0)`) but adds it to `C` as `-0`, so that a `-0` accumulator
+    /// keeps `-0` where the sum is `+0`. That kernel's stored product is never `-0`, so neither
+    /// is a sum with it: every `-0` of `c` becomes `+0`. Elsewhere nothing to do.
+    fn settle_sum(_c: &mut [Self]) {}
 }
 
 impl Gemm for f32 {
@@ -101,6 +108,14 @@ impl Gemm for f32 {
                 Data::F32(v) => v.into_vec(),
                 _ => Vec::new(),
             },
+        }
+    }
+    fn settle_sum(c: &mut [f32]) {
+        if super::gemm_direct::stores_plus_zero() {
+            for x in c.iter_mut() {
+                // `-0 + 0 = +0`; every other value unchanged.
+                *x += 0.0;
+            }
         }
     }
 }
@@ -192,7 +207,13 @@ fn gemm<S: Widen<T>, T: Gemm, O: Store<T>>(
         return Ok(());
     }
     match (S::as_wide(a), S::as_wide(b), O::as_acc(c)) {
-        (Some(a), Some(b), Some(c)) => gemm_into((m, k, n), a, av, b, bv, c, n, false),
+        (Some(a), Some(b), Some(c)) => {
+            gemm_into((m, k, n), a, av, b, bv, c, n, O::ADDS)?;
+            if O::ADDS {
+                T::settle_sum(c);
+            }
+            Ok(())
+        }
         _ => invalid("internal: a narrow operand or result reached the packing GEMM"),
     }
 }
@@ -373,14 +394,20 @@ fn batched<S: Widen<T>, T: Gemm, O: Store<T>>(
     let blocks_per_batch = blocks_per_batch(batch, m, k, n);
     if n > m && blocks_per_batch > 1 && !uses_small_k(m, k, n) {
         return match (S::as_wide(a), S::as_wide(b), O::as_acc(c)) {
-            (Some(a), Some(b), Some(c)) => column_blocks(
-                batch,
-                (m, k, n),
-                (a, av, sa),
-                (b, bv, sb),
-                c,
-                blocks_per_batch,
-            ),
+            (Some(a), Some(b), Some(c)) => {
+                column_blocks(
+                    batch,
+                    (m, k, n),
+                    (a, av, sa),
+                    (b, bv, sb),
+                    c,
+                    (blocks_per_batch, O::ADDS),
+                )?;
+                if O::ADDS {
+                    T::settle_sum(c);
+                }
+                Ok(())
+            }
             _ => invalid("internal: a narrow operand or result reached the packing GEMM"),
         };
     }
@@ -419,15 +446,16 @@ impl<T> Out<T> {
 }
 
 /// [`batched`] split into `blocks` column blocks per batch element: each block is one packing
-/// GEMM of all `m` rows and its columns `j0..j1`, written straight into `c` (row stride `n`).
-/// The caller has chosen the packing GEMM for the whole `m×k·k×n` product.
+/// GEMM of all `m` rows and its columns `j0..j1`, written straight into `c` (row stride `n`),
+/// or added to it when `acc` (β = 1). The caller has chosen the packing GEMM for the whole
+/// `m×k·k×n` product.
 fn column_blocks<T: Gemm>(
     batch: usize,
     (m, k, n): (usize, usize, usize),
     (a, av, sa): (&[T], Mat, &BatchAt),
     (b, bv, sb): (&[T], Mat, &BatchAt),
     c: &mut [T],
-    blocks: usize,
+    (blocks, acc): (usize, bool),
 ) -> Result<(), OpError> {
     // Column blocks a multiple of 16 wide (the widest packing kernel's tile), so no block
     // ends in a sliver.
@@ -464,7 +492,7 @@ fn column_blocks<T: Gemm>(
                 out.ptr().add(bt * m * n + j0),
                 n as isize,
                 1,
-                false,
+                acc,
             );
         }
     });
@@ -679,10 +707,14 @@ pub(crate) fn dot_general(
                 out.dtype
             ));
         }
-        let shallow = ct == DType::F32
+        // In place where the contraction is at most one depth block deep (the contract of
+        // `ebb_ir::op::accumulate`): each block of the product through `small_k`, or through
+        // the packing GEMM with β = 1, each element's chain complete before it is added (an
+        // empty contraction adds zeros).
+        let in_place = ct == DType::F32
             && [l.dtype(), r.dtype(), out.dtype] == [DType::F32; 3]
-            && !any_packing(bt, m, k, n);
-        if shallow {
+            && k <= ACCUMULATE_DEPTH;
+        if in_place {
             let (Data::F32(x), Data::F32(y)) = (l.data(), r.data()) else {
                 return invalid("internal: f32 operands");
             };
@@ -708,10 +740,19 @@ pub(crate) fn dot_general(
                 (bt, m, k, n),
                 AddTo::slice_mut(&mut sum),
             )?;
+            if k == 0 {
+                // `c + 0` (no kernel ran: the GEMM leaves `C` as it is).
+                sum.iter_mut().for_each(|x| *x += 0.0);
+            }
             return Ok(Tensor::from_parts(out.shape.as_slice(), Data::F32(sum)));
         }
-        // Other kernels: the product apart, then added as `add(c, product)` adds.
+        // Deeper (the packing GEMM would add each depth block's partial sums into `c`), or the
+        // `f64` check mode: the product apart, then added as `add(c, product)` adds. The
+        // product's buffer is the op's transient (`ebb_ir::op::accumulate_product_bytes`).
         let product = dot_general(ctx, dd, ops)?;
+        if k > ACCUMULATE_DEPTH && ctx.in_place.iter().any(|w| w.operand == 2) {
+            ctx.transient.set(product.size_bytes());
+        }
         let sum = super::elementwise::add(c, product)?;
         return Ok(Tensor::from_parts(out.shape.as_slice(), sum));
     }
@@ -756,6 +797,12 @@ pub(crate) fn dot_general(
 }
 
 type Groups<'a> = [&'a [usize]; 3];
+
+/// Deepest contraction a dot-accumulate adds into its accumulator in place
+/// ([`ebb_ir::op::ACCUMULATE_DEPTH`]): the packing GEMM's depth block, as deep as
+/// [`super::gemm_direct`] computes one chain.
+const ACCUMULATE_DEPTH: usize = ebb_ir::op::ACCUMULATE_DEPTH as usize;
+const _: () = assert!(ACCUMULATE_DEPTH == super::gemm_direct::MAX_K);
 
 /// The buffer of `d` as `T`, borrowed when it already has that type.
 pub(crate) fn operand<T: Gemm>(d: &Data) -> Cow<'_, [T]> {

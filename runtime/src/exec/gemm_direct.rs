@@ -25,7 +25,7 @@
 
 /// Deepest contraction computed here: `matrixmultiply`'s `kc` for `f32`, so one chain per
 /// element.
-const MAX_K: usize = 256;
+pub(super) const MAX_K: usize = 256;
 
 /// `C[m×n] = A[m×k]·B[k×n]` with `C` row-major (row stride `ldc`, unit column stride), when
 /// this machine runs one of `matrixmultiply`'s FMA kernels ([`store`]), `k <= 256` and the
@@ -149,6 +149,19 @@ pub(super) fn fma_kernel() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         store().is_some()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Whether `matrixmultiply` runs its AVX2+FMA `f32` kernel on this machine, which stores a
+/// chain ending at `-0` as `+0` with β = 0 ([`Store::PlusZero`]) but adds it to `C` as it is
+/// with β = 1: the one kernel whose `C + A·B` (β = 1) can differ from `C` plus its stored
+/// `A·B` (see `super::dot::Gemm::settle_sum`).
+pub(super) fn stores_plus_zero() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        store() == Some(Store::PlusZero)
     }
     #[cfg(not(target_arch = "x86_64"))]
     false

@@ -502,9 +502,14 @@ impl<'g> Program<'g> {
         let mut resident = self.input_bytes();
         let mut peak = resident;
         for s in &self.prep.steps {
-            let node = self.g.node(s.node);
             resident += s.out.iter().map(OutType::bytes).sum::<u64>();
-            let own = control::static_region_bytes(node, &s.out, &s.in_place, &self.prep.bindings)?;
+            let own = control::static_region_bytes(
+                self.g,
+                s.node,
+                &s.out,
+                &s.in_place,
+                &self.prep.bindings,
+            )?;
             peak = peak.max((resident + own).saturating_sub(s.in_place_bytes));
             for &v in &s.frees {
                 resident -= self.prep.sizes[v as usize];
