@@ -103,7 +103,9 @@ fn the_rnn_scan_is_measured_as_planned_at_every_depth() {
         .order()
         .iter()
         .copied()
-        .filter(|&n| body.operands(n).len() == 3 && body.node(n).kind() == ebb_ir::OpKind::DotGeneral)
+        .filter(|&n| {
+            body.operands(n).len() == 3 && body.node(n).kind() == ebb_ir::OpKind::DotGeneral
+        })
         .collect();
     assert_eq!(accumulates.len(), 2);
     for batch in [8, 64, 256, 257] {
@@ -112,7 +114,11 @@ fn the_rnn_scan_is_measured_as_planned_at_every_depth() {
         let (got, measured) = run_at(&h, &b);
         assert_eq!(got, want, "B={batch}");
         let planned = plan.peak_at(&b).unwrap();
-        assert_eq!(check(&h, &plan, &[], &b).unwrap().peak, planned, "B={batch}");
+        assert_eq!(
+            check(&h, &plan, &[], &b).unwrap().peak,
+            planned,
+            "B={batch}"
+        );
         assert_eq!(measured as i64, planned, "B={batch}");
         // The product apart is charged where the contraction is deeper than one block.
         for &n in &accumulates {
