@@ -19,7 +19,7 @@
 //! in-place write from [`ebb_ir::op::in_place_writes`]. The executor adds the product into the
 //! carry's buffer as each element's sum completes where the contraction is at most one depth
 //! block of the packing GEMM deep (256 terms, [`ebb_ir::op::ACCUMULATE_DEPTH`]: the shallow
-//! kernel's store, or the packing GEMM with β = 1); a deeper product it computes apart, in a
+//! kernel's store, or the GEMM adding each element as it stores it); a deeper product it computes apart, in a
 //! buffer of the result's size, which planner, checker and executor charge as the op's
 //! transient ([`ebb_ir::op::accumulate_product_bytes`]: the result's bytes where the depth,
 //! a symbolic expression, exceeds 256 at the bindings, else 0), so the measured peak is the
@@ -30,10 +30,10 @@
 //! Invariant: results are bit-identical. The executor computes the product exactly as it
 //! computes a two-operand `dot_general` (the same kernel, summing each element's terms in
 //! the same order) and adds the accumulator once, as the left operand, as the `add` did:
-//! `c + Σₖ aₖbₖ`. In place, the packing GEMM's β = 1 store `c + chain` is that sum except
-//! where its AVX2+FMA kernel's chain ends at `-0` (a sum of products that underflow), which the
-//! two-operand product stores as `+0`: the executor turns the sums' `-0`s into `+0` there (see
-//! `ebb_runtime`'s `dot_general`). Where two NaNs of different payloads meet, which payload
+//! `c + Σₖ aₖbₖ`. In place, the unpacked GEMM adds each element as it stores it; the packing
+//! GEMM's β = 1 store `c + chain` is that sum except where its AVX2+FMA kernel's chain ends at
+//! `-0` (a sum of products that underflow), which the two-operand product stores as `+0`: the
+//! executor turns the sums' `-0`s into `+0` there (see `ebb_runtime`'s `Gemm::raw_add`). Where two NaNs of different payloads meet, which payload
 //! the sum carries is not pinned down. The graph keeps verifying; graph inputs, outputs and
 //! side-effecting ops are kept. Change count: the `add`s rewritten.
 

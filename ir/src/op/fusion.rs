@@ -369,7 +369,7 @@ pub struct InPlace {
 ///   `dynamic_update_slice` into its operand: the kernels update the buffer in place.
 /// * A `dot_general` with an accumulator (operand 2, the dot-accumulate form) adds the
 ///   product into the accumulator's buffer, each element's complete sum added once (the shallow
-///   kernel's store, or the packing GEMM with β = 1 over one depth block); a deeper product is
+///   kernel's store, or the GEMM adding each element as it stores it, over one depth block); a deeper product is
 ///   computed apart and then added, its buffer the op's transient ([`super::accumulate`]).
 /// * A `case` result `j` takes the buffer of operand `i` (not the index, operand 0): first
 ///   where a branch returns its block argument `i - 1` unchanged as result `j`

@@ -75,7 +75,7 @@ pub use dot::with_f64_dot;
 pub(crate) use dot::{f64_dot, f64_dot_set};
 pub use evict::{Back, Events, Evict};
 #[doc(hidden)]
-pub use gemm_direct::direct_and_packed;
+pub use gemm_direct::{direct_add_and_packed, direct_and_packed};
 pub(crate) use placement::Offsets;
 pub use placement::Placement;
 #[doc(hidden)]

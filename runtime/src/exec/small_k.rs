@@ -67,8 +67,8 @@ pub(crate) trait Store<T>: Copy + Send + Sync + Default {
     fn store(src: &[T], dst: &mut [Self]);
     /// `dst` itself when it already has type `T` (the packing GEMM can write it).
     fn as_acc(dst: &mut [Self]) -> Option<&mut [T]>;
-    /// Whether a product is added to `dst`'s elements rather than stored over them: the
-    /// packing GEMM then runs with β = 1 into [`Store::as_acc`] (see [`AddTo`]).
+    /// Whether a product is added to `dst`'s elements rather than stored over them: the GEMM
+    /// then adds into [`Store::as_acc`] (`super::dot::Gemm::raw_add`, see [`AddTo`]).
     const ADDS: bool = false;
 }
 
@@ -110,10 +110,10 @@ impl Store<f32> for f16 {
 
 /// An `f32` accumulator element that each stored product element is added to,
 /// `c = c + Σₖ aₖbₖ` with the sum complete before the one addition (the dot-accumulate form of
-/// `dot_general`: the bits of `add(c, a·b)`): by [`small_k`]'s store, or by the packing GEMM
-/// run with β = 1 ([`Store::ADDS`]), which the caller hands only contractions of one depth
-/// block (`k <= 256`), where each element's chain is complete before it is added (see
-/// `super::dot::Gemm::settle_sum` for the one case where its sum's bits need a fix-up).
+/// `dot_general`: the bits of `add(c, a·b)`): by [`small_k`]'s store, or by the GEMM adding
+/// each stored element ([`Store::ADDS`], `super::dot::Gemm::raw_add`), which the caller hands
+/// only contractions of one depth block (`k <= 256`), where each element's chain is complete
+/// before it is added.
 #[repr(transparent)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct AddTo(f32);
