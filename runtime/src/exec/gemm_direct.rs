@@ -516,7 +516,11 @@ fn direct_and_packed_into(
     }
     if let Some(c) = c {
         for (p, &x) in packed.iter_mut().zip(c) {
-            *p = x + *p;
+            // `c + p`: the accumulator the left operand, as the `add` has it.
+            #[allow(clippy::assign_op_pattern)]
+            {
+                *p = x + *p;
+            }
         }
     }
     Some((direct, packed))
