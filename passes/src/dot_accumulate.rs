@@ -16,20 +16,26 @@
 //! Memory: before, the product and the sum were two buffers beside the carry at the `add`;
 //! after, the result is written in place into the carry, so the body's peak drops by up to
 //! two buffers of the accumulator's size; the planner, the checker and the executor read the
-//! in-place write from [`ebb_ir::op::in_place_writes`]. Not charged: where the executor
-//! computes the product apart (a contraction too deep for the shallow kernel, as a rule over 32
-//! terms, or the `f64` check mode), that product is a buffer of the result's size inside the
-//! kernel, which neither the plan nor the measured peak counts (as neither counts the packing
-//! GEMM's panels).
+//! in-place write from [`ebb_ir::op::in_place_writes`]. The executor adds the product into the
+//! carry's buffer as each element's sum completes where the contraction is at most one depth
+//! block of the packing GEMM deep (256 terms, [`ebb_ir::op::ACCUMULATE_DEPTH`]: the shallow
+//! kernel's store, or the GEMM adding each element as it stores it); a deeper product it computes apart, in a
+//! buffer of the result's size, which planner, checker and executor charge as the op's
+//! transient ([`ebb_ir::op::accumulate_product_bytes`]: the result's bytes where the depth,
+//! a symbolic expression, exceeds 256 at the bindings, else 0), so the measured peak is the
+//! planned one at every shape. (The GEMM's packing panels are not counted, for any product;
+//! nor are the `f64` buffers of the executor's `f64` check mode, which computes every
+//! contraction apart.)
 //!
 //! Invariant: results are bit-identical. The executor computes the product exactly as it
 //! computes a two-operand `dot_general` (the same kernel, summing each element's terms in
 //! the same order) and adds the accumulator once, as the left operand, as the `add` did:
-//! `c + Σₖ aₖbₖ`. Where the product's kernel cannot add into the buffer exactly (the
-//! packing GEMM would add partial sums of a deep contraction into it), the executor
-//! computes the product apart and then adds it (see `ebb_runtime`'s `dot_general`). The
-//! graph keeps verifying; graph inputs, outputs and side-effecting ops are kept. Change
-//! count: the `add`s rewritten.
+//! `c + Σₖ aₖbₖ`. In place, the unpacked GEMM adds each element as it stores it; the packing
+//! GEMM's β = 1 store `c + chain` is that sum except where its AVX2+FMA kernel's chain ends at
+//! `-0` (a sum of products that underflow), which the two-operand product stores as `+0`: the
+//! executor turns the sums' `-0`s into `+0` there (see `ebb_runtime`'s `Gemm::raw_add`). Where two NaNs of different payloads meet, which payload
+//! the sum carries is not pinned down. The graph keeps verifying; graph inputs, outputs and
+//! side-effecting ops are kept. Change count: the `add`s rewritten.
 
 use crate::canon::for_each_region;
 use crate::manager::{Pass, PassContext, PassError, PassResult};

@@ -5,7 +5,8 @@
 //! a small scan, what is rewritten and what is not.
 
 use crate::licm::{rnn_gradients_only, run};
-use ebb_ir::Graph;
+use crate::rewrite_util::eval::input_value;
+use ebb_ir::{Bindings, DType, Graph};
 use ebb_passes::dot_accumulate::DotAccumulate;
 use ebb_passes::licm::Licm;
 use ebb_passes::manager::{Pass, PassContext, PassResult};
@@ -44,6 +45,92 @@ fn accumulates_the_rnn_weight_gradients_in_place() {
     assert_eq!(run(&g), run(&h));
     let (before, after) = (peak(&g), peak(&h));
     assert!(after < before, "{after} >= {before}");
+}
+
+/// `g` run on the reference executor at `b` (inputs as [`run`] makes them): the outputs' bits
+/// and the measured peak.
+fn run_at(g: &Graph, b: &Bindings) -> (Vec<Vec<u64>>, u64) {
+    let inputs = g
+        .inputs()
+        .iter()
+        .enumerate()
+        .map(|(k, &id)| {
+            let t = &g.node(id).outputs[0];
+            let shape: Vec<usize> = t
+                .shape
+                .iter()
+                .map(|d| d.eval(b).unwrap() as usize)
+                .collect();
+            match t.dtype {
+                DType::I32 => {
+                    let n = shape.iter().product::<usize>();
+                    let v = if t.rank() == 0 { 0 } else { 1 };
+                    ebb_runtime::Tensor::new(shape, ebb_runtime::Data::I32(vec![v; n].into()))
+                        .unwrap()
+                }
+                d => input_value(k, shape, d),
+            }
+        })
+        .collect();
+    let sched = ebb_runtime::program_schedule(g);
+    let (outs, stats) = ebb_runtime::execute(g, &sched, b, inputs).unwrap();
+    let bits = outs
+        .iter()
+        .map(|t| t.to_f64_vec().iter().map(|v| v.to_bits()).collect())
+        .collect();
+    (bits, stats.peak_bytes)
+}
+
+/// Tests the RNN's backward scan rewritten, at batch sizes whose weight-gradient products
+/// (contracted over the batch) take the shallow kernel (`B = 8`), the packing GEMM adding
+/// into the carry with β = 1 (`B = 64`, 256) and the product apart (`B = 257`, deeper than
+/// one depth block, `ebb_ir::op::accumulate`): the scan computes the unrewritten scan's bits on
+/// the reference executor, and its measured peak equals the planned one, which the checker
+/// proves; the product apart is charged, and only there.
+#[test]
+fn the_rnn_scan_is_measured_as_planned_at_every_depth() {
+    let g = ebb_testkit::graph(&after_licm());
+    let mut h = g.clone();
+    DotAccumulate.run(&mut h, &mut PassContext::new()).unwrap();
+    let plan = build_plan(&h, &program_order(&h), &PlanOptions::default()).unwrap();
+    let w = *h
+        .order()
+        .iter()
+        .find(|&&n| h.node(n).kind() == ebb_ir::OpKind::While)
+        .unwrap();
+    let body = &h.node(w).regions[1];
+    let accumulates: Vec<_> = body
+        .order()
+        .iter()
+        .copied()
+        .filter(|&n| {
+            body.operands(n).len() == 3 && body.node(n).kind() == ebb_ir::OpKind::DotGeneral
+        })
+        .collect();
+    assert_eq!(accumulates.len(), 2);
+    for batch in [8, 64, 256, 257] {
+        let b = ebb_testkit::bind(&[("B", batch), ("S", 5)]);
+        let (want, _) = run_at(&g, &b);
+        let (got, measured) = run_at(&h, &b);
+        assert_eq!(got, want, "B={batch}");
+        let planned = plan.peak_at(&b).unwrap();
+        assert_eq!(
+            check(&h, &plan, &[], &b).unwrap().peak,
+            planned,
+            "B={batch}"
+        );
+        assert_eq!(measured as i64, planned, "B={batch}");
+        // The product apart is charged where the contraction is deeper than one block.
+        for &n in &accumulates {
+            let charged = ebb_ir::op::accumulate_product_bytes(body, n)
+                .unwrap()
+                .unwrap()
+                .eval(&b)
+                .unwrap();
+            let result = body.node(n).outputs[0].size_bytes().eval(&b).unwrap();
+            assert_eq!(charged, if batch > 256 { result } else { 0 }, "B={batch}");
+        }
+    }
 }
 
 /// A scan accumulating `xᵀ·g` into carry 1 over `n` steps.

@@ -674,6 +674,12 @@ fn dot_accumulate_gives_the_bits_of_the_add() {
         (9, 32, 70),
         (9, 33, 70),
         (9, 300, 70),
+        // The packing GEMM with β = 1 (one depth block), in row blocks and in column blocks.
+        (64, 64, 64),
+        (40, 256, 160),
+        (9, 0, 70),
+        // Deeper: the product apart.
+        (40, 257, 160),
     ] {
         let head = format!(
             "graph @t {{\n  %0 = input {{index = 0, name = \"a\"}} : f32[{k},{m}]\n  %1 = input {{index = 1, name = \"b\"}} : f32[{k},{n}]\n  %2 = input {{index = 2, name = \"c\"}} : f32[{m},{n}]\n"
@@ -710,5 +716,131 @@ fn dot_accumulate_gives_the_bits_of_the_add() {
             bits(&both[1]),
             c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         );
+    }
+}
+
+/// `c + a·b` of the dot-accumulate form against `add(c, dot_general(a, b))`, bit for bit,
+/// where signed zeros meet: rows of `aᵀ` and columns of `b` whose products underflow to `-0`
+/// (an FMA chain ending at `-0`, which the AVX2+FMA kernel stores as `+0` with β = 0) or to
+/// `+0`, added to accumulators `-0` and `+0`; through the packing GEMM (row and column blocks,
+/// edge tiles) and the shallow kernel.
+#[test]
+fn dot_accumulate_gives_the_signed_zeros_of_the_add() {
+    for (m, k, n) in [(64, 64, 64), (40, 200, 160), (9, 40, 70), (9, 8, 70)] {
+        let head = format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"a\"}} : f32[{k},{m}]\n  %1 = input {{index = 1, name = \"b\"}} : f32[{k},{n}]\n  %2 = input {{index = 2, name = \"c\"}} : f32[{m},{n}]\n"
+        );
+        let dims = "{lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]}";
+        let fused =
+            format!("{head}  %3 = dot_general(%0, %1, %2) {dims} : f32[{m},{n}]\n  return %3\n}}");
+        let plain = format!("{head}  %3 = dot_general(%0, %1) {dims} : f32[{m},{n}]\n  %4 = add(%2, %3) : f32[{m},{n}]\n  return %4\n}}");
+        // Row i of aᵀ: ±1e-30 by i mod 3 (0: regular values); column j of b: 1e-30 or regular.
+        let mut a = pseudo(k * m, 7);
+        for p in 0..k {
+            for i in 0..m {
+                match i % 3 {
+                    1 => a[p * m + i] = -1e-30,
+                    2 => a[p * m + i] = 1e-30,
+                    _ => {}
+                }
+            }
+        }
+        let mut b = pseudo(k * n, 8);
+        for p in 0..k {
+            for j in (0..n).filter(|j| j % 2 == 1) {
+                b[p * n + j] = 1e-30;
+            }
+        }
+        let c: Vec<f32> = (0..m * n)
+            .map(|e| if (e / n + e % n) % 2 == 0 { -0.0 } else { 0.0 })
+            .collect();
+        let ins = || vec![f32t(&[k, m], &a), f32t(&[k, n], &b), f32t(&[m, n], &c)];
+        let bits =
+            |t: &Tensor| -> Vec<u32> { t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect() };
+        let want = bits(&run1(&plain, &[], ins()));
+        assert!(want.contains(&0), "{m}x{k}x{n}: no +0 sum");
+        assert_eq!(bits(&run1(&fused, &[], ins())), want, "{m}x{k}x{n}");
+    }
+}
+
+/// A scan accumulating `xᵀ·g` (`[K, 48]ᵀ·[K, 40]`) into its carry over 3 steps, as the
+/// dot-accumulate (`FORM` `dot_general(%2, %3, %1)`) or as `add(carry, dot_general)`.
+const ACC_SCAN: &str = r#"graph @main {
+  %0 = input {index = 0, name = "x"} : f32[K,48]
+  %1 = input {index = 1, name = "g"} : f32[K,40]
+  %2 = input {index = 2, name = "acc"} : f32[48,40]
+  %3 = constant {value = dense<0> : i32} : i32[]
+  %4:4 = while(%3, %2, %0, %1) : i32[], f32[48,40], f32[K,48], f32[K,40] {
+    region @cond {
+      %0 = input {index = 0, name = ""} : i32[]
+      %1 = input {index = 1, name = ""} : f32[48,40]
+      %2 = input {index = 2, name = ""} : f32[K,48]
+      %3 = input {index = 3, name = ""} : f32[K,40]
+      %4 = constant {value = dense<3> : i32} : i32[]
+      %5 = compare(%0, %4) {compare_type = "SIGNED", comparison_direction = "LT"} : i1[]
+      return %5
+    }
+    region @body {
+      %0 = input {aliasing_output = 0, index = 0, name = ""} : i32[]
+      %1 = input {aliasing_output = 1, index = 1, name = ""} : f32[48,40]
+      %2 = input {index = 2, name = ""} : f32[K,48]
+      %3 = input {index = 3, name = ""} : f32[K,40]
+      %4 = constant {value = dense<1> : i32} : i32[]
+      %5 = add(%0, %4) : i32[]
+FORM
+      return %5, %7, %2, %3
+    }
+  }
+  return %4#1 as "acc"
+}
+"#;
+
+/// Tests that a scan's dot-accumulate deep enough for the packing GEMM (`K = 64`, 256) adds
+/// the product into the carry's buffer: no buffer of the product's size is held apart and
+/// recycled, and the bits are the scan with `add(carry, dot)`'s; deeper (`K = 257`), the
+/// product is computed apart (recycled through the pool), with the same bits.
+#[test]
+fn a_scan_accumulates_through_the_packing_gemm_without_a_product_buffer() {
+    use ebb_runtime::exec::pool::BufferPool;
+    use ebb_runtime::{program_schedule, Program};
+    use std::sync::Arc;
+    let dims = "{lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]}";
+    let fused = ACC_SCAN.replace(
+        "FORM",
+        &format!("      %7 = dot_general(%2, %3, %1) {dims} : f32[48,40]"),
+    );
+    let plain = ACC_SCAN.replace(
+        "FORM",
+        &format!("      %6 = dot_general(%2, %3) {dims} : f32[48,40]\n      %7 = add(%1, %6) : f32[48,40]"),
+    );
+    for k in [64usize, 256, 257] {
+        let b = bind(&[("K", k as i64)]);
+        let ins = || {
+            vec![
+                f32t(&[k, 48], &pseudo(k * 48, 1)),
+                f32t(&[k, 40], &pseudo(k * 40, 2)),
+                f32t(&[48, 40], &pseudo(48 * 40, 3)),
+            ]
+        };
+        let run_pooled = |src: &str| {
+            let g = graph(src);
+            let pool = Arc::new(BufferPool::new(1 << 24));
+            let p = Program::new(&g, &program_schedule(&g), &b)
+                .unwrap()
+                .with_pool(pool.clone());
+            // The inputs held here too: shared, their buffers are never recycled.
+            let held = ins();
+            let (out, _) = p.run(held.clone()).unwrap();
+            drop(held);
+            (out, pool.held_bytes() + pool.reused_bytes())
+        };
+        let (want, _) = run_pooled(&plain);
+        let (got, recycled) = run_pooled(&fused);
+        assert_bits(&got, &want, &format!("K={k}"));
+        if k <= 256 {
+            assert_eq!(recycled, 0, "K={k}: a buffer held apart");
+        } else {
+            assert!(recycled >= 48 * 40 * 4, "K={k}: {recycled}");
+        }
     }
 }

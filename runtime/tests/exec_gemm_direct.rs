@@ -6,7 +6,7 @@
 //! infinite (sums of opposite infinities: NaN). On a machine with AVX-512 the products are
 //! compared with `matrixmultiply`'s AVX-512 kernel, elsewhere with its AVX2+FMA kernel.
 
-use ebb_runtime::exec::direct_and_packed;
+use ebb_runtime::exec::{direct_add_and_packed, direct_and_packed};
 use ebb_testkit::Lcg;
 
 /// `n` values in `[-1, 1)` drawn from `seed`, with every `special`-th one replaced in turn by
@@ -50,6 +50,22 @@ fn agree(
             x.to_bits(),
             y.to_bits(),
             "m={m} k={k} n={n} a transposed={a_transposed} b transposed={b_transposed} \
+             pad={pad}: element {i}: {x} vs {y}"
+        );
+    }
+    // Added to an accumulator (the dot-accumulate form): `c + p`, signed zeros included.
+    let c: Vec<f32> = values(m * n, seed ^ 0x5EED, 0)
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| [-0.0, 0.0, x][i % 3])
+        .collect();
+    let (direct, packed) =
+        direct_add_and_packed((m, k, n), &a, strides, &b, b_strides, &c).expect("taken");
+    for (i, (x, y)) in direct.iter().zip(&packed).enumerate() {
+        assert_eq!(
+            x.to_bits(),
+            y.to_bits(),
+            "added: m={m} k={k} n={n} a transposed={a_transposed} b transposed={b_transposed} \
              pad={pad}: element {i}: {x} vs {y}"
         );
     }
@@ -109,6 +125,16 @@ fn direct_gemm_negative_zero_is_stored_as_matrixmultiply_stores_it() {
                 direct.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                 packed.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                 "m={m} k={k} n={n}"
+            );
+        }
+        // Added to `-0` accumulators: `-0 + p`, as the dot-accumulate form adds.
+        let c = vec![-0.0f32; m * n];
+        if let Some((direct, packed)) = direct_add_and_packed((m, k, n), &a, (k, 1), &b, (n, 1), &c)
+        {
+            assert_eq!(
+                direct.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                packed.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "added: m={m} k={k} n={n}"
             );
         }
     }

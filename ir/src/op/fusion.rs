@@ -368,8 +368,9 @@ pub struct InPlace {
 /// * A `scatter` of one input writes its result into that input (operand 0), and a
 ///   `dynamic_update_slice` into its operand: the kernels update the buffer in place.
 /// * A `dot_general` with an accumulator (operand 2, the dot-accumulate form) adds the
-///   product into the accumulator's buffer (each finished element of the shallow kernel's
-///   product added once, or the whole product added after it: the executor's `dot_general`).
+///   product into the accumulator's buffer, each element's complete sum added once (the shallow
+///   kernel's store, or the GEMM adding each element as it stores it, over one depth block); a deeper product is
+///   computed apart and then added, its buffer the op's transient ([`super::accumulate`]).
 /// * A `case` result `j` takes the buffer of operand `i` (not the index, operand 0): first
 ///   where a branch returns its block argument `i - 1` unchanged as result `j`
 ///   ([`case_forwards`]; the first such operand, in branch order, not already taken by an

@@ -11,6 +11,7 @@
 //! their static counterparts with symbolic payloads, so that every shape in the graph is a
 //! [`DimExpr`] over named symbols.
 
+pub mod accumulate;
 mod attr;
 pub mod codec;
 pub mod fusion;
@@ -18,6 +19,7 @@ mod literal;
 mod reduce_precision;
 pub mod schema;
 
+pub use accumulate::{accumulate_product_bytes, ACCUMULATE_DEPTH};
 pub use attr::{Attr, AttrError, Attrs};
 pub use fusion::{
     case_forwards, fusion_tile_bytes, fusion_tile_bytes_in, in_place_bytes, in_place_writes,

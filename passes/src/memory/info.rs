@@ -234,7 +234,8 @@ fn value_id(value_base: &[u32], g: &Graph, v: ValueRef) -> Option<u32> {
 /// the maximum over the op's regions. `None` for ops without such regions (`reduce`, `sort`,
 /// `scatter` comparators are scalar bodies and are ignored).
 ///
-/// A `fusion` op is charged its tile buffers only. An op that writes results into operands
+/// A `fusion` op is charged its tile buffers only, a dot-accumulate the product it computes
+/// apart ([`ebb_ir::op::accumulate_product_bytes`]). An op that writes results into operands
 /// that die at it ([`ebb_ir::op::in_place_writes`]) is charged minus those operands' bytes
 /// (negative when they exceed its other transient bytes).
 ///
@@ -271,6 +272,10 @@ fn own_transient(
     writes: &[ebb_ir::op::InPlace],
 ) -> Option<DimExpr> {
     let node = g.node(id);
+    if let Some(bytes) = ebb_ir::op::accumulate_product_bytes(g, id) {
+        // A dot-accumulate deeper than one GEMM depth block holds its product apart.
+        return bytes.ok().map(|e| norm.normalize(e));
+    }
     if let (ebb_ir::Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
         // A fusion's internal values are never materialized: only its tile buffers (the
         // normalized form `ebb_ir::op::fusion_tile_bytes_in` gives, one normalization per

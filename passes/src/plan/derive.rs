@@ -309,7 +309,8 @@ pub(crate) fn derive(g: &Graph, schedule: &[OpPos], b: &Bindings) -> Result<Deri
 /// that hold a tensor.
 ///
 /// A `fusion` op holds its tile buffers only: the contract of [`ebb_ir::op::fusion`], shared
-/// with the executor, evaluated here at the bindings. A `case` (`writes`: its in-place writes)
+/// with the executor, evaluated here at the bindings; a dot-accumulate the product it computes
+/// apart ([`ebb_ir::op::accumulate_product_bytes`], the same). A `case` (`writes`: its in-place writes)
 /// holds what its largest branch holds beyond the results not written in place.
 fn region_transient(
     g: &Graph,
@@ -318,6 +319,9 @@ fn region_transient(
     b: &Bindings,
 ) -> Result<i64, CheckError> {
     let node = g.node(id);
+    if let Some(bytes) = ebb_ir::op::accumulate_product_bytes(g, id) {
+        return bytes.and_then(|e| e.eval(b)).map_err(CheckError::Bindings);
+    }
     if let (ebb_ir::Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
         return ebb_ir::op::fusion_tile_bytes(region)
             .and_then(|e| e.eval(b))

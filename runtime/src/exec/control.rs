@@ -280,22 +280,31 @@ fn held_apart(out: &[OutType], in_place: &[ebb_ir::op::InPlace]) -> u64 {
         .sum()
 }
 
-/// The region memory an op holds at its own point, from its types alone (`out`: its result
-/// types at `bindings`, `in_place`: its in-place writes): a `fusion`'s tile buffers, the
+/// The region memory op `id` of `g` holds at its own point, from its types alone (`out`: its
+/// result types at `bindings`, `in_place`: its in-place writes): a `fusion`'s tile buffers, a
+/// dot-accumulate's product computed apart ([`ebb_ir::op::accumulate_product_bytes`]), the
 /// largest `case` branch beyond the results not written in place, the larger `while` region
 /// (one iteration); 0 for ops whose regions hold no tensor (reduction bodies, comparators).
 pub(crate) fn static_region_bytes(
-    node: &ebb_ir::Node,
+    g: &ebb_ir::Graph,
+    id: ebb_ir::NodeId,
     out: &[OutType],
     in_place: &[ebb_ir::op::InPlace],
     bindings: &ebb_ir::Bindings,
 ) -> Result<u64, crate::error::ExecError> {
+    let node = g.node(id);
     let shape_err = |msg: String| crate::error::ExecError::Shape {
         graph: String::new(),
         op: node.kind().name().into(),
         loc: super::loc_of(node),
         msg,
     };
+    if let Some(bytes) = ebb_ir::op::accumulate_product_bytes(g, id) {
+        let bytes = bytes
+            .and_then(|e| e.eval(bindings))
+            .map_err(|e| shape_err(e.to_string()))?;
+        return Ok(u64::try_from(bytes).unwrap_or(0));
+    }
     if let (Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {
         let tile = ebb_ir::op::fusion_tile_bytes(region)
             .and_then(|e| e.eval(bindings))

@@ -58,6 +58,26 @@ pub(crate) trait Gemm:
     );
     /// The buffer of `d` converted to this type.
     fn take(d: Data) -> Vec<Self>;
+    /// `C = C + A·B` over a contraction of one depth block (`k <= 256`), each element of the
+    /// product as [`Gemm::raw`] stores it without `acc`, added once to `C`'s (the bits of
+    /// `add(c, a·b)`; the dot-accumulate form). By default [`Gemm::raw`] with `acc` (β = 1:
+    /// `c + chain`), which is that wherever the kernel stores a chain as it is.
+    ///
+    /// # Safety
+    /// As [`Gemm::raw`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn raw_add(
+        (m, k, n): (usize, usize, usize),
+        a: *const Self,
+        (rsa, csa): (isize, isize),
+        b: *const Self,
+        (rsb, csb): (isize, isize),
+        c: *mut Self,
+        (rsc, csc): (isize, isize),
+    ) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { Self::raw(m, k, n, a, rsa, csa, b, rsb, csb, c, rsc, csc, true) }
+    }
 }
 
 impl Gemm for f32 {
@@ -84,7 +104,8 @@ impl Gemm for f32 {
             // SAFETY: forwarded from the caller's contract (`C` of unit column stride, its
             // rows `rsc` apart).
             let done = unsafe {
-                super::gemm_direct::sgemm((m, k, n), a, (rsa, csa), b, (rsb, csb), c, rsc as usize)
+                let ab = (a, (rsa, csa), b, (rsb, csb));
+                super::gemm_direct::sgemm((m, k, n), ab.0, ab.1, ab.2, ab.3, c, rsc as usize, false)
             };
             if done {
                 return;
@@ -101,6 +122,43 @@ impl Gemm for f32 {
                 Data::F32(v) => v.into_vec(),
                 _ => Vec::new(),
             },
+        }
+    }
+    /// The unpacked kernel where [`Gemm::raw`] would use it (it adds each stored element);
+    /// else `matrixmultiply` with β = 1, whose `c + chain` differs from `c` plus the stored
+    /// product only on the AVX2+FMA kernel, which stores a chain ending at `-0` (products that
+    /// underflow) as `+0` (`fma(1, chain, +0)`), so that a `-0` accumulator would keep `-0`
+    /// where the sum is `+0`. That kernel's stored product is never `-0`, so neither is a sum
+    /// with it: there every `-0` of `C` becomes `+0`.
+    unsafe fn raw_add(
+        (m, k, n): (usize, usize, usize),
+        a: *const f32,
+        (rsa, csa): (isize, isize),
+        b: *const f32,
+        (rsb, csb): (isize, isize),
+        c: *mut f32,
+        (rsc, csc): (isize, isize),
+    ) {
+        if !cfg!(debug_assertions) && csc == 1 && rsc >= 0 {
+            // SAFETY: as in `raw`.
+            let done = unsafe {
+                let ab = (a, (rsa, csa), b, (rsb, csb));
+                super::gemm_direct::sgemm((m, k, n), ab.0, ab.1, ab.2, ab.3, c, rsc as usize, true)
+            };
+            if done {
+                return;
+            }
+        }
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 1.0, c, rsc, csc) }
+        if super::gemm_direct::stores_plus_zero() {
+            for i in 0..m as isize {
+                for j in 0..n as isize {
+                    // SAFETY: element (i, j) of the caller's view of `C`.
+                    // `-0 + 0 = +0`; every other value unchanged.
+                    unsafe { *c.offset(i * rsc + j * csc) += 0.0 };
+                }
+            }
         }
     }
 }
@@ -192,9 +250,42 @@ fn gemm<S: Widen<T>, T: Gemm, O: Store<T>>(
         return Ok(());
     }
     match (S::as_wide(a), S::as_wide(b), O::as_acc(c)) {
+        (Some(a), Some(b), Some(c)) if O::ADDS => gemm_add_into((m, k, n), a, av, b, bv, c),
         (Some(a), Some(b), Some(c)) => gemm_into((m, k, n), a, av, b, bv, c, n, false),
         _ => invalid("internal: a narrow operand or result reached the packing GEMM"),
     }
+}
+
+/// `C[m×n] (row-major) = C + A·B` through [`Gemm::raw_add`] (the dot-accumulate form, `k <= 256`),
+/// checking every view before calling the kernel (`k = 0` leaves `C` as it is).
+fn gemm_add_into<T: Gemm>(
+    (m, k, n): (usize, usize, usize),
+    a: &[T],
+    av: Mat,
+    b: &[T],
+    bv: Mat,
+    c: &mut [T],
+) -> Result<(), OpError> {
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(());
+    }
+    if m * n > c.len() || !view_fits(a.len(), av, m, k) || !view_fits(b.len(), bv, k, n) {
+        return invalid("internal: GEMM operand views out of bounds");
+    }
+    // SAFETY: the views were checked to lie inside `a`, `b` and `c`, and `c` is a distinct
+    // mutable borrow, aliasing neither input.
+    unsafe {
+        T::raw_add(
+            (m, k, n),
+            a.as_ptr().add(av.off),
+            (av.rs, av.cs),
+            b.as_ptr().add(bv.off),
+            (bv.rs, bv.cs),
+            c.as_mut_ptr(),
+            (n as isize, 1),
+        );
+    }
+    Ok(())
 }
 
 /// Whether [`gemm`] computes an `m×k·k×n` product with [`small_k`] (else the packing GEMM).
@@ -379,7 +470,7 @@ fn batched<S: Widen<T>, T: Gemm, O: Store<T>>(
                 (a, av, sa),
                 (b, bv, sb),
                 c,
-                blocks_per_batch,
+                (blocks_per_batch, O::ADDS),
             ),
             _ => invalid("internal: a narrow operand or result reached the packing GEMM"),
         };
@@ -419,15 +510,16 @@ impl<T> Out<T> {
 }
 
 /// [`batched`] split into `blocks` column blocks per batch element: each block is one packing
-/// GEMM of all `m` rows and its columns `j0..j1`, written straight into `c` (row stride `n`).
-/// The caller has chosen the packing GEMM for the whole `m×k·k×n` product.
+/// GEMM of all `m` rows and its columns `j0..j1`, written straight into `c` (row stride `n`),
+/// or added to it when `add` ([`Gemm::raw_add`]). The caller has chosen the packing GEMM for
+/// the whole `m×k·k×n` product.
 fn column_blocks<T: Gemm>(
     batch: usize,
     (m, k, n): (usize, usize, usize),
     (a, av, sa): (&[T], Mat, &BatchAt),
     (b, bv, sb): (&[T], Mat, &BatchAt),
     c: &mut [T],
-    blocks: usize,
+    (blocks, add): (usize, bool),
 ) -> Result<(), OpError> {
     // Column blocks a multiple of 16 wide (the widest packing kernel's tile), so no block
     // ends in a sliver.
@@ -451,21 +543,19 @@ fn column_blocks<T: Gemm>(
         // `j0..j0+cols` of batch element `bt`, disjoint from every other block's, and `c` is
         // an exclusive borrow aliasing neither input.
         unsafe {
-            T::raw(
-                m,
-                k,
-                cols,
+            let (a, b, c) = (
                 a.as_ptr().add(a_off),
-                av.rs,
-                av.cs,
                 b.as_ptr().add(b_off),
-                bv.rs,
-                bv.cs,
                 out.ptr().add(bt * m * n + j0),
-                n as isize,
-                1,
-                false,
             );
+            if add {
+                let (ra, rb) = ((av.rs, av.cs), (bv.rs, bv.cs));
+                T::raw_add((m, k, cols), a, ra, b, rb, c, (n as isize, 1));
+            } else {
+                T::raw(
+                    m, k, cols, a, av.rs, av.cs, b, bv.rs, bv.cs, c, n as isize, 1, false,
+                );
+            }
         }
     });
     Ok(())
@@ -679,10 +769,14 @@ pub(crate) fn dot_general(
                 out.dtype
             ));
         }
-        let shallow = ct == DType::F32
+        // In place where the contraction is at most one depth block deep (the contract of
+        // `ebb_ir::op::accumulate`): each block of the product through `small_k`, or through
+        // the GEMM adding each element's complete chain as it stores it (`Gemm::raw_add`; an
+        // empty contraction adds zeros).
+        let in_place = ct == DType::F32
             && [l.dtype(), r.dtype(), out.dtype] == [DType::F32; 3]
-            && !any_packing(bt, m, k, n);
-        if shallow {
+            && k <= ACCUMULATE_DEPTH;
+        if in_place {
             let (Data::F32(x), Data::F32(y)) = (l.data(), r.data()) else {
                 return invalid("internal: f32 operands");
             };
@@ -708,10 +802,19 @@ pub(crate) fn dot_general(
                 (bt, m, k, n),
                 AddTo::slice_mut(&mut sum),
             )?;
+            if k == 0 {
+                // `c + 0` (no kernel ran: the GEMM leaves `C` as it is).
+                sum.iter_mut().for_each(|x| *x += 0.0);
+            }
             return Ok(Tensor::from_parts(out.shape.as_slice(), Data::F32(sum)));
         }
-        // Other kernels: the product apart, then added as `add(c, product)` adds.
+        // Deeper (the packing GEMM would add each depth block's partial sums into `c`), or the
+        // `f64` check mode: the product apart, then added as `add(c, product)` adds. The
+        // product's buffer is the op's transient (`ebb_ir::op::accumulate_product_bytes`).
         let product = dot_general(ctx, dd, ops)?;
+        if k > ACCUMULATE_DEPTH && ctx.in_place.iter().any(|w| w.operand == 2) {
+            ctx.transient.set(product.size_bytes());
+        }
         let sum = super::elementwise::add(c, product)?;
         return Ok(Tensor::from_parts(out.shape.as_slice(), sum));
     }
@@ -756,6 +859,12 @@ pub(crate) fn dot_general(
 }
 
 type Groups<'a> = [&'a [usize]; 3];
+
+/// Deepest contraction a dot-accumulate adds into its accumulator in place
+/// ([`ebb_ir::op::ACCUMULATE_DEPTH`]): the packing GEMM's depth block, as deep as
+/// [`super::gemm_direct`] computes one chain.
+const ACCUMULATE_DEPTH: usize = ebb_ir::op::ACCUMULATE_DEPTH as usize;
+const _: () = assert!(ACCUMULATE_DEPTH == super::gemm_direct::MAX_K);
 
 /// The buffer of `d` as `T`, borrowed when it already has that type.
 pub(crate) fn operand<T: Gemm>(d: &Data) -> Cow<'_, [T]> {

@@ -25,9 +25,11 @@
 
 /// Deepest contraction computed here: `matrixmultiply`'s `kc` for `f32`, so one chain per
 /// element.
-const MAX_K: usize = 256;
+pub(super) const MAX_K: usize = 256;
 
-/// `C[m×n] = A[m×k]·B[k×n]` with `C` row-major (row stride `ldc`, unit column stride), when
+/// `C[m×n] = A[m×k]·B[k×n]` with `C` row-major (row stride `ldc`, unit column stride), or
+/// `C = C + A·B` when `add` (each element of the product, stored as `matrixmultiply` stores
+/// it, added once to `C`'s element as the right operand: the bits of `add(c, a·b)`), when
 /// this machine runs one of `matrixmultiply`'s FMA kernels ([`store`]), `k <= 256` and the
 /// product is one where packing does not pay ([`thin`]); returns `false` (and does nothing) otherwise. A `B` of
 /// other than unit column stride (a transposed operand: `A·Bᵀ`, both contracted over their
@@ -47,6 +49,7 @@ pub(crate) unsafe fn sgemm(
     (rsb, csb): (isize, isize),
     c: *mut f32,
     ldc: usize,
+    add: bool,
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -59,9 +62,19 @@ pub(crate) unsafe fn sgemm(
             // SAFETY (both calls): the features were detected ([`store`]: `Product` only
             // where the CPU has AVX-512); the views are the caller's contract.
             let run = |b: *const f32, rsb: isize| unsafe {
-                match st {
-                    Store::Product => x86::sgemm512(m, k, n, a, rsa, csa, b, rsb, c, ldc),
-                    Store::PlusZero => x86::sgemm(m, k, n, a, rsa, csa, b, rsb, c, ldc, false),
+                match (st, add) {
+                    (Store::Product, false) => {
+                        x86::sgemm512::<false>(m, k, n, a, rsa, csa, b, rsb, c, ldc)
+                    }
+                    (Store::Product, true) => {
+                        x86::sgemm512::<true>(m, k, n, a, rsa, csa, b, rsb, c, ldc)
+                    }
+                    (Store::PlusZero, false) => {
+                        x86::sgemm::<false>(m, k, n, a, rsa, csa, b, rsb, c, ldc, false)
+                    }
+                    (Store::PlusZero, true) => {
+                        x86::sgemm::<true>(m, k, n, a, rsa, csa, b, rsb, c, ldc, false)
+                    }
                 }
             };
             if csb == 1 {
@@ -79,7 +92,7 @@ pub(crate) unsafe fn sgemm(
             return true;
         }
     }
-    let _ = (m, k, n, a, rsa, csa, b, rsb, csb, c, ldc);
+    let _ = (m, k, n, a, rsa, csa, b, rsb, csb, c, ldc, add);
     false
 }
 
@@ -154,6 +167,19 @@ pub(super) fn fma_kernel() -> bool {
     false
 }
 
+/// Whether `matrixmultiply` runs its AVX2+FMA `f32` kernel on this machine, which stores a
+/// chain ending at `-0` as `+0` with β = 0 ([`Store::PlusZero`]) but adds it to `C` as it is
+/// with β = 1: the one kernel whose `C + A·B` (β = 1) can differ from `C` plus its stored
+/// `A·B` (see `super::dot::Gemm::raw_add`).
+pub(super) fn stores_plus_zero() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        store() == Some(Store::PlusZero)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// How `matrixmultiply` stores a chain on this machine, where it runs one of its FMA kernels
 /// (the CPU has AVX2 and FMA, which this kernel needs; `matrixmultiply` then runs its AVX-512
 /// kernel or its AVX2+FMA one, never a kernel without FMA); `None` elsewhere. Found once, by
@@ -184,7 +210,7 @@ mod x86 {
     /// See [`super::sgemm`].
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn sgemm(
+    pub(super) unsafe fn sgemm<const ADD: bool>(
         m: usize,
         k: usize,
         n: usize,
@@ -203,10 +229,10 @@ mod x86 {
         let strip = |w: usize, j: usize| {
             let (b, c) = (b.add(j), c.add(j));
             match (w, keep) {
-                (2, false) => rows::<2, false>(m, k, a, rsa, csa, b, rsb, c, ldc),
-                (2, true) => rows::<2, true>(m, k, a, rsa, csa, b, rsb, c, ldc),
-                (_, false) => rows::<1, false>(m, k, a, rsa, csa, b, rsb, c, ldc),
-                (_, true) => rows::<1, true>(m, k, a, rsa, csa, b, rsb, c, ldc),
+                (2, false) => rows::<2, false, ADD>(m, k, a, rsa, csa, b, rsb, c, ldc),
+                (2, true) => rows::<2, true, ADD>(m, k, a, rsa, csa, b, rsb, c, ldc),
+                (_, false) => rows::<1, false, ADD>(m, k, a, rsa, csa, b, rsb, c, ldc),
+                (_, true) => rows::<1, true, ADD>(m, k, a, rsa, csa, b, rsb, c, ldc),
             }
         };
         while j + 16 <= n {
@@ -225,7 +251,9 @@ mod x86 {
                     let bp = *b.offset(p as isize * rsb).add(jj);
                     acc = (*ai.offset(p as isize * csa)).mul_add(bp, acc);
                 }
-                *c.add(i * ldc + jj) = if keep { acc } else { acc + 0.0 };
+                let v = if keep { acc } else { acc + 0.0 };
+                let at = c.add(i * ldc + jj);
+                *at = if ADD { *at + v } else { v };
             }
         }
     }
@@ -234,7 +262,7 @@ mod x86 {
     /// 32 and 16 columns in `__m512` tiles, the columns left over by [`sgemm`].
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn sgemm512(
+    pub(super) unsafe fn sgemm512<const ADD: bool>(
         m: usize,
         k: usize,
         n: usize,
@@ -250,15 +278,15 @@ mod x86 {
         // views, which lie inside their allocations.
         let mut j = 0;
         while j + 32 <= n {
-            rows512::<2, true>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            rows512::<2, true, ADD>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
             j += 32;
         }
         if j + 16 <= n {
-            rows512::<1, true>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
+            rows512::<1, true, ADD>(m, k, a, rsa, csa, b.add(j), rsb, c.add(j), ldc);
             j += 16;
         }
         if j < n {
-            sgemm(m, k, n - j, a, rsa, csa, b.add(j), rsb, c.add(j), ldc, true);
+            sgemm::<ADD>(m, k, n - j, a, rsa, csa, b.add(j), rsb, c.add(j), ldc, true);
         }
     }
 
@@ -298,14 +326,15 @@ mod x86 {
     /// Defines `$rows` (all `m` rows of a strip of `LANES·W` columns, in tiles of the listed
     /// heights, tallest first) and `$tile` (`R` rows × `LANES·W` columns: one FMA chain per
     /// element over the depths in order, from `+0`, stored as `acc` where `KEEP` — the AVX-512
-    /// kernel's `1·acc` — else as `acc + 0`), for one vector width: the AVX2 and AVX-512 tiles
-    /// are the same code over `__m256` and `__m512`.
+    /// kernel's `1·acc` — else as `acc + 0`; where `ADD`, that value added to `C`'s element,
+    /// `c + v`), for one vector width: the AVX2 and AVX-512 tiles are the same code over
+    /// `__m256` and `__m512`.
     macro_rules! tiles {
         ($rows:ident, $tile:ident, $feature:literal, $lanes:literal, [$($height:literal),+],
          $zero:ident, $load:ident, $splat:ident, $fma:ident, $add:ident, $store:ident) => {
             #[allow(clippy::too_many_arguments, clippy::int_plus_one)]
             #[target_feature(enable = $feature)]
-            unsafe fn $rows<const W: usize, const KEEP: bool>(
+            unsafe fn $rows<const W: usize, const KEEP: bool, const ADD: bool>(
                 m: usize,
                 k: usize,
                 a: *const f32,
@@ -320,7 +349,7 @@ mod x86 {
                 $(
                     while i + $height <= m {
                         let (a, c) = (a.offset(i as isize * rsa), c.add(i * ldc));
-                        $tile::<$height, W, KEEP>(k, a, rsa, csa, b, rsb, c, ldc);
+                        $tile::<$height, W, KEEP, ADD>(k, a, rsa, csa, b, rsb, c, ldc);
                         i += $height;
                     }
                 )+
@@ -329,7 +358,7 @@ mod x86 {
             #[allow(clippy::too_many_arguments)]
             #[target_feature(enable = $feature)]
             #[inline]
-            unsafe fn $tile<const R: usize, const W: usize, const KEEP: bool>(
+            unsafe fn $tile<const R: usize, const W: usize, const KEEP: bool, const ADD: bool>(
                 k: usize,
                 a: *const f32,
                 rsa: isize,
@@ -358,7 +387,9 @@ mod x86 {
                 for (r, row) in acc.iter().enumerate() {
                     for (w, x) in row.iter().enumerate() {
                         let v = if KEEP { *x } else { $add(*x, zero) };
-                        $store(c.add(r * ldc + $lanes * w), v);
+                        let at = c.add(r * ldc + $lanes * w);
+                        let v = if ADD { $add($load(at), v) } else { v };
+                        $store(at, v);
                     }
                 }
             }
@@ -406,18 +437,49 @@ mod x86 {
 /// When a view does not lie inside its buffer.
 #[doc(hidden)]
 pub fn direct_and_packed(
+    mkn: (usize, usize, usize),
+    a: &[f32],
+    sa: (usize, usize),
+    b: &[f32],
+    sb: (usize, usize),
+) -> Option<(Vec<f32>, Vec<f32>)> {
+    direct_and_packed_into(mkn, a, sa, b, sb, None)
+}
+
+/// [`direct_and_packed`] added to `c` (`m×n` row-major): this kernel adding into `c`, and `c`
+/// plus `matrixmultiply`'s product (β = 0) element by element, `c + p` (the dot-accumulate
+/// form's bits). For the test that the two agree bit for bit.
+///
+/// # Panics
+/// When a view does not lie inside its buffer, or `c` is not `m·n` long.
+#[doc(hidden)]
+pub fn direct_add_and_packed(
+    mkn: (usize, usize, usize),
+    a: &[f32],
+    sa: (usize, usize),
+    b: &[f32],
+    sb: (usize, usize),
+    c: &[f32],
+) -> Option<(Vec<f32>, Vec<f32>)> {
+    assert_eq!(c.len(), mkn.0 * mkn.2, "c's length");
+    direct_and_packed_into(mkn, a, sa, b, sb, Some(c))
+}
+
+/// [`direct_and_packed`], added to `c` when given.
+fn direct_and_packed_into(
     (m, k, n): (usize, usize, usize),
     a: &[f32],
     (rsa, csa): (usize, usize),
     b: &[f32],
     (rsb, csb): (usize, usize),
+    c: Option<&[f32]>,
 ) -> Option<(Vec<f32>, Vec<f32>)> {
     let last = |rows: usize, cols: usize, rs: usize, cs: usize| {
         (rows.max(1) - 1) * rs + (cols.max(1) - 1) * cs
     };
     assert!(m * k == 0 || last(m, k, rsa, csa) < a.len(), "a's view");
     assert!(k * n == 0 || last(k, n, rsb, csb) < b.len(), "b's view");
-    let mut direct = vec![f32::NAN; m * n];
+    let mut direct = c.map_or_else(|| vec![f32::NAN; m * n], <[f32]>::to_vec);
     let mut packed = vec![f32::NAN; m * n];
     let (rsa, csa, rsb, csb) = (rsa as isize, csa as isize, rsb as isize, csb as isize);
     // SAFETY: the views were checked above; `direct` and `packed` are fresh buffers of
@@ -431,6 +493,7 @@ pub fn direct_and_packed(
             (rsb, csb),
             direct.as_mut_ptr(),
             n,
+            c.is_some(),
         ) {
             return None;
         }
@@ -450,6 +513,15 @@ pub fn direct_and_packed(
             n as isize,
             1,
         );
+    }
+    if let Some(c) = c {
+        for (p, &x) in packed.iter_mut().zip(c) {
+            // `c + p`: the accumulator the left operand, as the `add` has it.
+            #[allow(clippy::assign_op_pattern)]
+            {
+                *p = x + *p;
+            }
+        }
     }
     Some((direct, packed))
 }

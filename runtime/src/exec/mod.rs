@@ -75,7 +75,7 @@ pub use dot::with_f64_dot;
 pub(crate) use dot::{f64_dot, f64_dot_set};
 pub use evict::{Back, Events, Evict};
 #[doc(hidden)]
-pub use gemm_direct::direct_and_packed;
+pub use gemm_direct::{direct_add_and_packed, direct_and_packed};
 pub(crate) use placement::Offsets;
 pub use placement::Placement;
 #[doc(hidden)]
@@ -502,9 +502,14 @@ impl<'g> Program<'g> {
         let mut resident = self.input_bytes();
         let mut peak = resident;
         for s in &self.prep.steps {
-            let node = self.g.node(s.node);
             resident += s.out.iter().map(OutType::bytes).sum::<u64>();
-            let own = control::static_region_bytes(node, &s.out, &s.in_place, &self.prep.bindings)?;
+            let own = control::static_region_bytes(
+                self.g,
+                s.node,
+                &s.out,
+                &s.in_place,
+                &self.prep.bindings,
+            )?;
             peak = peak.max((resident + own).saturating_sub(s.in_place_bytes));
             for &v in &s.frees {
                 resident -= self.prep.sizes[v as usize];

@@ -67,6 +67,9 @@ pub(crate) trait Store<T>: Copy + Send + Sync + Default {
     fn store(src: &[T], dst: &mut [Self]);
     /// `dst` itself when it already has type `T` (the packing GEMM can write it).
     fn as_acc(dst: &mut [Self]) -> Option<&mut [T]>;
+    /// Whether a product is added to `dst`'s elements rather than stored over them: the GEMM
+    /// then adds into [`Store::as_acc`] (`super::dot::Gemm::raw_add`, see [`AddTo`]).
+    const ADDS: bool = false;
 }
 
 macro_rules! store_same {
@@ -105,10 +108,12 @@ impl Store<f32> for f16 {
     }
 }
 
-/// An `f32` accumulator element that [`small_k`] adds each stored product element to,
+/// An `f32` accumulator element that each stored product element is added to,
 /// `c = c + Σₖ aₖbₖ` with the sum complete before the one addition (the dot-accumulate form of
-/// `dot_general`: the bits of `add(c, a·b)`). Never the packing GEMM's result
-/// ([`Store::as_acc`] is `None`), which may add partial sums into its result.
+/// `dot_general`: the bits of `add(c, a·b)`): by [`small_k`]'s store, or by the GEMM adding
+/// each stored element ([`Store::ADDS`], `super::dot::Gemm::raw_add`), which the caller hands
+/// only contractions of one depth block (`k <= 256`), where each element's chain is complete
+/// before it is added.
 #[repr(transparent)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct AddTo(f32);
@@ -129,9 +134,11 @@ impl Store<f32> for AddTo {
             d.0 += s;
         }
     }
-    fn as_acc(_: &mut [AddTo]) -> Option<&mut [f32]> {
-        None
+    fn as_acc(dst: &mut [AddTo]) -> Option<&mut [f32]> {
+        // SAFETY: `AddTo` is `repr(transparent)` over `f32`; the borrow is carried over.
+        Some(unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<f32>(), dst.len()) })
     }
+    const ADDS: bool = true;
 }
 
 /// `c[m×n] (row-major) = a · b` for a shallow contraction (see the module docs). Views must

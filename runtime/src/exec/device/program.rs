@@ -322,9 +322,9 @@ impl Builder<'_, '_> {
                     });
                 }
                 if charge {
-                    let node = prog.g.node(s.node);
                     let t = crate::exec::control::static_region_bytes(
-                        node,
+                        prog.g,
+                        s.node,
                         &s.out,
                         &s.in_place,
                         &prog.prep.bindings,
