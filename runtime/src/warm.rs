@@ -11,12 +11,17 @@
 //! kept awake (XLA:CPU, whose Eigen pool also spins between tasks, 5.8 ms). Work-stealing
 //! pools elsewhere make the same trade (Eigen's `ThreadPool` spins before it parks a thread).
 //!
-//! How: [`with_warm_workers`] spawns one *warden* job per other worker into a rayon scope
-//! that also runs the step. A warden runs whatever job it can take ([`rayon::yield_now`]:
+//! How: [`with_warm_workers`] runs the step in a rayon scope and spawns one *warden* job per
+//! other worker into the pool, detached ([`rayon::spawn`]): the step never waits for a
+//! warden, which matters on a loaded machine, where a warden may be off its CPU when the step
+//! ends (waiting for it to see the end cost a scheduler time slice, several ms). A warden runs whatever job it can take ([`rayon::yield_now`]:
 //! the pool's queues, so the split work of the step's kernels) and otherwise gives its CPU
-//! back to the operating system for a moment ([`std::thread::yield_now`]), so that on a
-//! loaded machine it delays no other runnable thread beyond one scheduler round. After
-//! [`IDLE`] without a job it returns and spawns its successor into the same scope, which the
+//! back to the operating system for a moment ([`std::thread::yield_now`]). When that yield
+//! lasts [`BUSY`] or more, another thread wanted the CPU (a loaded machine, where a spinning
+//! warden would take CPU time from the step's own thread and from other processes): the
+//! warden then stops for the rest of the step, and its worker sleeps between splits as
+//! without wardens. After
+//! [`IDLE`] without a job it returns and spawns its successor into the pool, which the
 //! worker takes up again from its own queue.
 //!
 //! Why the successor: a worker waiting for a stolen half of its own split runs other jobs
@@ -33,10 +38,12 @@
 //! Invariant: a warden only runs jobs that the step's kernels put into the pool; which thread
 //! runs a job never changes its result (the kernels split their work by the thread count,
 //! not by which threads take it: see `exec::par`), so the bits are those of a step without
-//! wardens. The scope returns only after every warden has returned, and wardens stop
-//! spawning successors once the step's closure has returned (or unwound).
+//! wardens. Wardens stop, without successors, once the step's closure has returned (or
+//! unwound); one still off its CPU then returns as soon as it runs again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// Whether steps keep their workers warm: `EBB_WARM_WORKERS` unset or anything but `0`.
 pub(crate) fn enabled() -> bool {
@@ -57,6 +64,10 @@ impl Drop for Done<'_> {
 /// docs): the most a warden taken by a waiting job delays it once the job's half is done.
 const IDLE: std::time::Duration = std::time::Duration::from_micros(20);
 
+/// A yield of the CPU that takes at least this long gave it to another thread (an idle CPU
+/// returns at once): the warden then stops, without a successor (see the module docs).
+const BUSY: std::time::Duration = std::time::Duration::from_micros(50);
+
 std::thread_local! {
     /// Whether this thread is running a step's closure (it then runs no warden).
     static STEP_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -70,13 +81,13 @@ pub(crate) fn with_warm_workers<R: Send>(warm: bool, f: impl FnOnce() -> R + Sen
     if !warm || others == 0 {
         return rayon::scope(|_| f());
     }
-    let done = AtomicBool::new(false);
-    let done = &done;
-    rayon::scope(|s| {
+    rayon::scope(|_| {
+        let done = Arc::new(AtomicBool::new(false));
         for _ in 0..others {
-            s.spawn(move |s| warden(s, done));
+            let done = done.clone();
+            rayon::spawn(move || warden(done));
         }
-        let _done = Done(done);
+        let _done = Done(&done);
         let outer = STEP_THREAD.with(|c| c.replace(true));
         let _restore = Restore(outer);
         f()
@@ -93,20 +104,29 @@ impl Drop for Restore {
 }
 
 /// A warden (see the module docs): runs the pool's jobs until `done`, or until it has found
-/// none for [`IDLE`], then spawns its successor.
-fn warden<'s>(s: &rayon::Scope<'s>, done: &'s AtomicBool) {
+/// none for [`IDLE`] (then spawns its successor), or until a yield of its CPU lasted
+/// [`BUSY`] (then stops).
+fn warden(done: Arc<AtomicBool>) {
     if STEP_THREAD.with(std::cell::Cell::get) {
         return;
     }
-    let mut since = std::time::Instant::now();
+    let mut since = Instant::now();
     while !done.load(Ordering::Acquire) {
         match rayon::yield_now() {
-            Some(rayon::Yield::Executed) => since = std::time::Instant::now(),
+            Some(rayon::Yield::Executed) => since = Instant::now(),
             _ if since.elapsed() >= IDLE => {
-                s.spawn(move |s| warden(s, done));
+                rayon::spawn(move || warden(done));
                 return;
             }
-            _ => std::thread::yield_now(),
+            _ => {
+                let t = Instant::now();
+                std::thread::yield_now();
+                if t.elapsed() >= BUSY {
+                    // Another thread ran on this CPU meanwhile: the machine has no CPU to
+                    // spare, so this worker goes back to sleeping between splits.
+                    return;
+                }
+            }
         }
     }
 }
