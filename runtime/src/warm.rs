@@ -14,15 +14,15 @@
 //! How: [`with_warm_workers`] runs the step in a rayon scope and spawns one *warden* job per
 //! other worker into the pool, detached ([`rayon::spawn`]): the step never waits for a
 //! warden, which matters on a loaded machine, where a warden may be off its CPU when the step
-//! ends (waiting for it to see the end cost a scheduler time slice, several ms). A warden runs whatever job it can take ([`rayon::yield_now`]:
-//! the pool's queues, so the split work of the step's kernels) and otherwise gives its CPU
-//! back to the operating system for a moment ([`std::thread::yield_now`]). When that yield
-//! lasts [`BUSY`] or more, another thread wanted the CPU (a loaded machine, where a spinning
-//! warden would take CPU time from the step's own thread and from other processes): the
-//! warden then stops for the rest of the step, and its worker sleeps between splits as
-//! without wardens. After
-//! [`IDLE`] without a job it returns and spawns its successor into the pool, which the
-//! worker takes up again from its own queue.
+//! ends (waiting for it to see the end would cost a scheduler time slice, several ms). A
+//! warden runs whatever job it can take ([`rayon::yield_now`]: the pool's queues, so the
+//! split work of the step's kernels) and otherwise gives its CPU back to the operating system
+//! for a moment ([`std::thread::yield_now`]). When that yield lasts [`BUSY`] or more, another
+//! thread wanted the CPU (a loaded machine, where a spinning warden would take CPU time from
+//! the step's own thread and from other processes): the warden then stops for the rest of
+//! the step, and its worker sleeps between splits as without wardens. After [`IDLE`]
+//! without a job a warden returns and spawns its successor into the pool, which the worker
+//! takes up again from its own queue.
 //!
 //! Why the successor: a worker waiting for a stolen half of its own split runs other jobs
 //! meanwhile, and may take a warden; that warden runs on top of the waiting job, which
