@@ -708,14 +708,18 @@ pub type Progress<'a> = dyn FnMut(usize, usize) + Send + 'a;
 /// split is a local `join` that another worker may steal, and the step hands over to the
 /// pool once.
 ///
-/// The caller's [`crate::exec::with_f64_dot`] setting holds on that thread too.
+/// The caller's [`crate::exec::with_f64_dot`] setting holds on that thread too. The pool's
+/// other workers stay awake while the step runs ([`crate::warm`]), so a split does not wait
+/// for a sleeping worker to wake up.
 ///
 /// A CPU step none of whose kernels splits its work at its bindings
 /// ([`crate::exec::no_kernel_splits`]) gains nothing from the pool and runs on the caller's
 /// thread instead, without the hand-off.
 fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let f64_dot = crate::exec::f64_dot();
-    rayon::scope(|_| crate::exec::f64_dot_set(f64_dot, f))
+    crate::warm::with_warm_workers(crate::warm::enabled(), || {
+        crate::exec::f64_dot_set(f64_dot, f)
+    })
 }
 
 /// What [`Runtime::run_step`] returns: outputs, report, statistics, the finalized plan.
