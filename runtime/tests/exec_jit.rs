@@ -642,6 +642,38 @@ fn short_rows_match_the_reference() {
     }
 }
 
+/// The row and column kernels' scratch rows are kept on the thread between launches
+/// (`exec/scratch.rs`): a reduction launched after a larger one whose scratch held NaN reads
+/// only the rows its own kernel wrote, bit for bit as the reference (the shapes stay below the
+/// threaded split, so every launch runs on this thread and reuses its buffer).
+#[test]
+fn reductions_after_larger_ones_read_only_their_own_rows() {
+    for ((a0, b0), (a, b)) in [((7usize, 290usize), (3usize, 5usize)), ((2, 100), (9, 1))] {
+        let nan = f32t(&[a0, b0], &vec![f32::NAN; a0 * b0]);
+        let _ = both(SOFTMAX, &[("A", a0 as i64), ("B", b0 as i64)], vec![nan]);
+        let x = f32t(&[a, b], &values(a * b, 5));
+        let (got, want) = both(SOFTMAX, &[("A", a as i64), ("B", b as i64)], vec![x]);
+        assert_bits(&got, &want, &format!("A={a} B={b} after A={a0} B={b0}"));
+    }
+    let cols = |a: usize, b: usize, c: usize, fill: Option<f32>| {
+        let n = a * b * c;
+        let v = |seed| fill.map_or_else(|| values(n, seed), |f| vec![f; n]);
+        let ins = vec![
+            f32t(&[a, b, c], &v(1)),
+            f32t(&[a, b, c], &v(2)),
+            f32t(&[c], &values(c, 3)),
+        ];
+        both(
+            COLUMNS,
+            &[("A", a as i64), ("B", b as i64), ("C", c as i64)],
+            ins,
+        )
+    };
+    let _ = cols(4, 9, 200, Some(f32::NAN));
+    let (got, want) = cols(2, 3, 17, None);
+    assert_bits(&got, &want, "A=2 B=3 C=17 after A=4 B=9 C=200");
+}
+
 /// Integer `clamp` in a loop fusion (a scan body's start indices, `clamp(0, i, S - 1)`) runs
 /// as a generated kernel with the reference's values: `min(max(x, lo), hi)`, for values below,
 /// inside and above the bounds, and a bound pair crossed (`hi < lo`).

@@ -7,6 +7,7 @@ mod budget_curve;
 mod caller_thread;
 mod canon_fixtures;
 mod case_fixtures;
+mod claimed_ranges;
 mod control_flow;
 mod dim_expressions;
 mod donation_fixtures;

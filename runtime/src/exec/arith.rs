@@ -38,12 +38,38 @@ pub(crate) fn map2<T: Copy + Sync, S: Copy + Sync, U: Copy + Default + Send>(
     f: impl Fn(T, S) -> U + Sync + Send,
 ) -> Vec<U> {
     let mut out = vec![U::default(); a.len().min(b.len())];
-    par::elements(&mut out, &|s, o| {
+    map2_to(a, b, &mut out, f);
+    out
+}
+
+/// `out[i] = f(a[i], b[i])` for every element of `out` (at most as long as `a` and `b`), in
+/// parallel for large outputs: [`map2`] into a buffer the caller has (stale contents are
+/// overwritten).
+pub(crate) fn map2_to<T: Copy + Sync, S: Copy + Sync, U: Copy + Send>(
+    a: &[T],
+    b: &[S],
+    out: &mut [U],
+    f: impl Fn(T, S) -> U + Sync + Send,
+) {
+    par::elements(out, &|s, o| {
         for ((d, &x), &y) in o.iter_mut().zip(&a[s..]).zip(&b[s..]) {
             *d = f(x, y);
         }
     });
-    out
+}
+
+/// `out[i] = f(v[i])` for every element of `out` (at most as long as `v`), in parallel for
+/// large outputs: [`map1`] into a buffer the caller has (stale contents are overwritten).
+pub(crate) fn map1_to<T: Copy + Sync, U: Copy + Send>(
+    v: &[T],
+    out: &mut [U],
+    f: impl Fn(T) -> U + Sync + Send,
+) {
+    par::elements(out, &|s, o| {
+        for (d, &x) in o.iter_mut().zip(&v[s..]) {
+            *d = f(x);
+        }
+    });
 }
 
 /// Float math used by the kernels (`f32` and `f64`).

@@ -9,7 +9,8 @@
 //! logical ops, `maximum` (or) and `minimum` (and).
 //!
 //! The typed arithmetic lives in `arith.rs`, the vector `exp`/`tanh`/`log1p` in `fastmath.rs`; this
-//! file dispatches on element types and reuses the buffer of an operand that dies at the op.
+//! file dispatches on element types and reuses the buffer of an operand that dies at the op;
+//! `claimed.rs` writes float arithmetic straight into the result's arena range.
 //!
 //! Invariant: element `i` of the result depends only on element `i` of the operands, so the
 //! rayon split of large tensors ([`par::PAR_MIN`]) cannot change any bit of the result.
@@ -73,6 +74,9 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
         }
         _ if kind.is_unary_elementwise() => {
             arity(&ops, 1, kind)?;
+            if let Some(d) = super::claimed::into_claimed(ctx, kind, &ops) {
+                return Ok(Tensor::from_parts(out.shape.as_slice(), d));
+            }
             match try_in_place(kind, ops) {
                 Ok(d) => d,
                 Err(ops) => unary(kind, ops[0].data())?,
@@ -81,6 +85,9 @@ pub(crate) fn run(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Tensor, OpError> {
         _ if kind.is_binary_elementwise() => {
             arity(&ops, 2, kind)?;
             same_shape(&ops[0], &ops[1])?;
+            if let Some(d) = super::claimed::into_claimed(ctx, kind, &ops) {
+                return Ok(Tensor::from_parts(out.shape.as_slice(), d));
+            }
             match try_in_place(kind, ops) {
                 Ok(d) => d,
                 Err(ops) => binary(kind, ops[0].data(), ops[1].data())?,

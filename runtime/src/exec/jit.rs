@@ -830,22 +830,23 @@ fn run_rows<T: Elem>(
     let batch = (fit / threads.max(1)).clamp(1, per);
     let shared = Ptrs(smallvec::SmallVec::from_vec(ins));
     let body = |(c, chunk): (usize, &mut [T])| -> Result<(), KernelFailure> {
-        let mut scratch = vec![0f32; batch * row];
-        let mut bufs = shared.get().to_vec();
-        bufs.push(scratch.as_mut_ptr() as *mut u8);
-        let mut pp = p.to_vec();
-        for (k, os) in chunk.chunks_mut((batch * kept).max(1)).enumerate() {
-            let nr = os.len() / kept.max(1);
-            let begin = to_i64((c * per + k * batch) * row)?;
-            pp[1] = begin;
-            // SAFETY: `bufs` holds the operands (checked sizes) and a scratch buffer of
-            // `batch * row` elements; the kernel writes elements `[begin, begin + nr * row) -
-            // begin`, `nr <= batch` (none for empty rows, whose fold gives the reduction's
-            // initial value).
-            unsafe { kernel.run(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(nr * row)?) };
-            fold(&scratch[..nr * row], os)?;
-        }
-        Ok(())
+        super::scratch::with_rows(batch * row, |scratch| {
+            let mut bufs = shared.get().to_vec();
+            bufs.push(scratch.as_mut_ptr() as *mut u8);
+            let mut pp = p.to_vec();
+            for (k, os) in chunk.chunks_mut((batch * kept).max(1)).enumerate() {
+                let nr = os.len() / kept.max(1);
+                let begin = to_i64((c * per + k * batch) * row)?;
+                pp[1] = begin;
+                // SAFETY: `bufs` holds the operands (checked sizes) and a scratch buffer of
+                // `batch * row` elements; the kernel writes elements `[begin, begin + nr *
+                // row) - begin`, `nr <= batch` (none for empty rows, whose fold gives the
+                // reduction's initial value), before the fold reads them.
+                unsafe { kernel.run(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(nr * row)?) };
+                fold(&scratch[..nr * row], os)?;
+            }
+            Ok(())
+        })
     };
     if threads > 1 && rows * row >= super::par::par_min() {
         out.par_chunks_mut(per * kept)
@@ -912,22 +913,25 @@ fn run_columns(
         } else {
             (1, width)
         };
-        let mut scratch = vec![0f32; span];
-        let mut bufs = shared.get().to_vec();
-        bufs.push(scratch.as_mut_ptr() as *mut u8);
-        let mut pp = p.to_vec();
-        let mut r = 0;
-        while r < rows {
-            let nr = step.min(rows - r);
-            let begin = to_i64(r * row + c0)?;
-            let len = if width == row { nr * row } else { width };
-            pp[1] = begin;
-            // SAFETY: `bufs` holds the operands (checked sizes) and a scratch buffer of `span`
-            // elements; the kernel writes elements `[begin, begin + len) - begin`, `len <= span`.
-            unsafe { kernel.run(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(len)?) };
-            acc.fold_rows(&scratch[..len]);
-            r += nr;
-        }
+        super::scratch::with_rows(span, |scratch| {
+            let mut bufs = shared.get().to_vec();
+            bufs.push(scratch.as_mut_ptr() as *mut u8);
+            let mut pp = p.to_vec();
+            let mut r = 0;
+            while r < rows {
+                let nr = step.min(rows - r);
+                let begin = to_i64(r * row + c0)?;
+                let len = if width == row { nr * row } else { width };
+                pp[1] = begin;
+                // SAFETY: `bufs` holds the operands (checked sizes) and a scratch buffer of
+                // `span` elements; the kernel writes elements `[begin, begin + len) - begin`,
+                // `len <= span`, before the fold reads them.
+                unsafe { kernel.run(bufs.as_ptr(), pp.as_ptr(), begin, begin + to_i64(len)?) };
+                acc.fold_rows(&scratch[..len]);
+                r += nr;
+            }
+            Ok::<(), KernelFailure>(())
+        })?;
         out.copy_from_slice(&acc.finish());
         Ok(())
     };

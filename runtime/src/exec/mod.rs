@@ -26,6 +26,7 @@
 #[doc(hidden)]
 pub mod arith;
 mod build;
+mod claimed;
 mod control;
 mod conv;
 mod conv_depthwise;
@@ -55,6 +56,7 @@ mod reduce;
 mod region;
 mod scalar_body;
 mod scatter_window;
+mod scratch;
 mod serial;
 mod shape_ops;
 mod small_k;
@@ -954,6 +956,14 @@ impl Ctx<'_> {
             .and_then(|s| s.take_at(0, T::DTYPE, n))
             .and_then(T::unwrap)
             .unwrap_or_else(|| self.pool.take_vec(n))
+    }
+
+    /// The claimed arena range of result `i` if the run is arena-backed and the range has
+    /// `dtype` and `n` elements and is still unused (stale contents: the kernel overwrites
+    /// every element); `None` otherwise, nothing taken. A kernel that does not use it drops
+    /// it (the range is released) or leaves it to the executor.
+    pub(crate) fn claimed(&self, i: usize, dtype: DType, n: usize) -> Option<Data> {
+        self.slots.and_then(|s| s.take_at(i, dtype, n))
     }
 
     /// [`Ctx::take_vec`] for result `i` of an element type known at run time (the range of
