@@ -30,7 +30,7 @@ pub mod npz;
 pub mod raw;
 pub mod step;
 pub mod tensor;
-mod warm;
+pub mod warm;
 
 pub use error::{ExecError, NpzError, OpError};
 pub use exec::device::{DeviceBuffer, StepInput, StepTensor};

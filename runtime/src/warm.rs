@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Whether steps keep their workers warm: `EBB_WARM_WORKERS` unset or anything but `0`.
-pub(crate) fn enabled() -> bool {
+pub fn enabled() -> bool {
     static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *V.get_or_init(|| std::env::var("EBB_WARM_WORKERS").map_or(true, |v| v.trim() != "0"))
 }
@@ -76,7 +76,7 @@ std::thread_local! {
 /// `f()` on a thread of rayon's global pool (inside a [`rayon::scope`]), with the pool's
 /// other workers kept awake until it returns (see the module docs); with `warm` false, or a
 /// pool of one thread, just `f()` inside a scope.
-pub(crate) fn with_warm_workers<R: Send>(warm: bool, f: impl FnOnce() -> R + Send) -> R {
+pub fn with_warm_workers<R: Send>(warm: bool, f: impl FnOnce() -> R + Send) -> R {
     let others = rayon::current_num_threads().saturating_sub(1);
     if !warm || others == 0 {
         return rayon::scope(|_| f());
@@ -128,32 +128,5 @@ fn warden(done: Arc<AtomicBool>) {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rayon::prelude::*;
-
-    #[test]
-    fn split_work_gives_the_same_result_warm_or_not() {
-        let sum = |warm| {
-            with_warm_workers(warm, || {
-                (0..200_000u64)
-                    .into_par_iter()
-                    .map(|i| i * i % 7)
-                    .sum::<u64>()
-            })
-        };
-        assert_eq!(sum(true), sum(false));
-    }
-
-    #[test]
-    fn wardens_stop_when_the_step_unwinds() {
-        let r = std::panic::catch_unwind(|| with_warm_workers(true, || panic!("step failed")));
-        assert!(r.is_err());
-        // The pool is usable afterwards: no warden is left running.
-        assert_eq!(with_warm_workers(true, || 7), 7);
     }
 }

@@ -38,3 +38,4 @@ mod f16_conv;
 mod host_memory;
 mod raw;
 mod tensor;
+mod warm;
