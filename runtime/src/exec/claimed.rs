@@ -13,7 +13,7 @@
 //! Invariant: element `i` of the result is computed by the very function the other paths
 //! apply to element `i` of the operands (the same `Real` method, the same vector kernel for
 //! an `f32` `exponential`, `tanh` or `log_plus_one`), so the bits do not depend on the path.
-//! Tested through the executor (`tests/exec_claimed.rs`).
+//! Tested through the executor (`tests/tests/claimed_ranges.rs`).
 
 use super::arith::{binary_real_match, map1_to, map2_to, unary_real_match, Real};
 use super::Ctx;
