@@ -4,9 +4,8 @@
 //! bits on the reference executor, and the planned peak, which the checker proves, drops; on
 //! a small scan, what is rewritten and what is not.
 
-use crate::licm::{rnn_gradients_only, run};
-use crate::rewrite_util::eval::input_value;
-use ebb_ir::{Bindings, DType, Graph};
+use crate::licm::{rnn_gradients_only, run, run_at};
+use ebb_ir::Graph;
 use ebb_passes::dot_accumulate::DotAccumulate;
 use ebb_passes::licm::Licm;
 use ebb_passes::manager::{Pass, PassContext, PassResult};
@@ -47,40 +46,6 @@ fn accumulates_the_rnn_weight_gradients_in_place() {
     assert!(after < before, "{after} >= {before}");
 }
 
-/// `g` run on the reference executor at `b` (inputs as [`run`] makes them): the outputs' bits
-/// and the measured peak.
-fn run_at(g: &Graph, b: &Bindings) -> (Vec<Vec<u64>>, u64) {
-    let inputs = g
-        .inputs()
-        .iter()
-        .enumerate()
-        .map(|(k, &id)| {
-            let t = &g.node(id).outputs[0];
-            let shape: Vec<usize> = t
-                .shape
-                .iter()
-                .map(|d| d.eval(b).unwrap() as usize)
-                .collect();
-            match t.dtype {
-                DType::I32 => {
-                    let n = shape.iter().product::<usize>();
-                    let v = if t.rank() == 0 { 0 } else { 1 };
-                    ebb_runtime::Tensor::new(shape, ebb_runtime::Data::I32(vec![v; n].into()))
-                        .unwrap()
-                }
-                d => input_value(k, shape, d),
-            }
-        })
-        .collect();
-    let sched = ebb_runtime::program_schedule(g);
-    let (outs, stats) = ebb_runtime::execute(g, &sched, b, inputs).unwrap();
-    let bits = outs
-        .iter()
-        .map(|t| t.to_f64_vec().iter().map(|v| v.to_bits()).collect())
-        .collect();
-    (bits, stats.peak_bytes)
-}
-
 /// Tests the RNN's backward scan rewritten, at batch sizes whose weight-gradient products
 /// (contracted over the batch) take the shallow kernel (`B = 8`), the packing GEMM adding
 /// into the carry with β = 1 (`B = 64`, 256) and the product apart (`B = 257`, deeper than
@@ -108,6 +73,7 @@ fn the_rnn_scan_is_measured_as_planned_at_every_depth() {
         })
         .collect();
     assert_eq!(accumulates.len(), 2);
+    let writes = ebb_ir::op::in_place_writes(body);
     for batch in [8, 64, 256, 257] {
         let b = ebb_testkit::bind(&[("B", batch), ("S", 5)]);
         let (want, _) = run_at(&g, &b);
@@ -122,7 +88,7 @@ fn the_rnn_scan_is_measured_as_planned_at_every_depth() {
         assert_eq!(measured as i64, planned, "B={batch}");
         // The product apart is charged where the contraction is deeper than one block.
         for &n in &accumulates {
-            let charged = ebb_ir::op::accumulate_product_bytes(body, n)
+            let charged = ebb_ir::op::accumulate_product_bytes(body, n, &writes[&n])
                 .unwrap()
                 .unwrap()
                 .eval(&b)

@@ -4,7 +4,7 @@
 //! planner charges a hoisted value across its loop (planned peak = checker's peak).
 
 use crate::rewrite_util::eval::input_value;
-use ebb_ir::{DType, Graph, OpKind};
+use ebb_ir::{Bindings, DType, Graph, OpKind};
 use ebb_passes::licm::Licm;
 use ebb_passes::manager::PassResult;
 use ebb_passes::memory::program_order;
@@ -144,10 +144,15 @@ const NESTED: &str = r#"graph @main {
   return %o#1
 }"#;
 
-/// The outputs of `g` at `B = 8, S = 5` on the reference executor (deterministic inputs;
-/// integer inputs made by hand: `kk` all ones, `sel` 0).
+/// The outputs of `g` at `B = 8, S = 5` on the reference executor (inputs as [`run_at`]
+/// makes them).
 pub(crate) fn run(g: &Graph) -> Vec<Vec<u64>> {
-    let b = ebb_testkit::bind(&[("B", 8), ("S", 5)]);
+    run_at(g, &ebb_testkit::bind(&[("B", 8), ("S", 5)])).0
+}
+
+/// `g` run on the reference executor at `b` (deterministic inputs; integer inputs made by
+/// hand: `kk` all ones, `sel` 0): the outputs' bits and the measured peak.
+pub(crate) fn run_at(g: &Graph, b: &Bindings) -> (Vec<Vec<u64>>, u64) {
     let inputs = g
         .inputs()
         .iter()
@@ -157,7 +162,7 @@ pub(crate) fn run(g: &Graph) -> Vec<Vec<u64>> {
             let shape: Vec<usize> = t
                 .shape
                 .iter()
-                .map(|d| d.eval(&b).unwrap() as usize)
+                .map(|d| d.eval(b).unwrap() as usize)
                 .collect();
             match t.dtype {
                 DType::I32 => {
@@ -169,10 +174,12 @@ pub(crate) fn run(g: &Graph) -> Vec<Vec<u64>> {
             }
         })
         .collect();
-    let (outs, _) = execute(g, &program_schedule(g), &b, inputs).unwrap();
-    outs.iter()
+    let (outs, stats) = execute(g, &program_schedule(g), b, inputs).unwrap();
+    let bits = outs
+        .iter()
         .map(|t| t.to_f64_vec().iter().map(|v| v.to_bits()).collect())
-        .collect()
+        .collect();
+    (bits, stats.peak_bytes)
 }
 
 fn parse(text: &str) -> Graph {

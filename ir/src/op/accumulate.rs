@@ -16,7 +16,7 @@
 //! and the result is written in place, else 0 (`f32` results; the executor's `f64` check mode, which computes every contraction
 //! apart in `f64`, is outside the memory accounting for every `dot_general`).
 
-use super::Op;
+use super::{InPlace, Op};
 use crate::dim::{DimError, DimExpr};
 use crate::graph::{Graph, NodeId};
 
@@ -25,7 +25,8 @@ use crate::graph::{Graph, NodeId};
 pub const ACCUMULATE_DEPTH: i64 = 256;
 
 /// The transient bytes of node `id` of `g` when it is a dot-accumulate (a `dot_general` with
-/// three operands) that writes its result into its accumulator ([`super::in_place_writes`]):
+/// three operands) that writes its result into its accumulator (`writes`: the node's entry of
+/// [`super::in_place_writes`], which every caller holds already):
 /// `R · min(1, max(0, K − 256))`, `R` the result's bytes and `K` the contraction's depth (the
 /// product of the lhs contracting dimensions), that is `R` where `K > 256` and 0 elsewhere; 0
 /// for one that does not write in place (the product is computed into the result's own
@@ -34,7 +35,11 @@ pub const ACCUMULATE_DEPTH: i64 = 256;
 /// # Errors
 /// [`DimError`] on coefficient overflow, or a contracting dimension outside the lhs's rank
 /// ([`DimError::Unbound`], which the verifier rules out).
-pub fn accumulate_product_bytes(g: &Graph, id: NodeId) -> Option<Result<DimExpr, DimError>> {
+pub fn accumulate_product_bytes(
+    g: &Graph,
+    id: NodeId,
+    writes: &[InPlace],
+) -> Option<Result<DimExpr, DimError>> {
     let node = g.node(id);
     let Op::DotGeneral(dims) = &node.op else {
         return None;
@@ -43,10 +48,7 @@ pub fn accumulate_product_bytes(g: &Graph, id: NodeId) -> Option<Result<DimExpr,
     if ops.len() != 3 {
         return None;
     }
-    let written = super::in_place_writes(g)
-        .get(&id)
-        .is_some_and(|w| w.iter().any(|w| w.operand == 2));
-    if !written {
+    if !writes.iter().any(|w| w.operand == 2) {
         // The product goes to the result's own buffer, and the sum over it.
         return Some(Ok(DimExpr::zero()));
     }

@@ -272,7 +272,7 @@ fn own_transient(
     writes: &[ebb_ir::op::InPlace],
 ) -> Option<DimExpr> {
     let node = g.node(id);
-    if let Some(bytes) = ebb_ir::op::accumulate_product_bytes(g, id) {
+    if let Some(bytes) = ebb_ir::op::accumulate_product_bytes(g, id, writes) {
         // A dot-accumulate deeper than one GEMM depth block holds its product apart.
         return bytes.ok().map(|e| norm.normalize(e));
     }

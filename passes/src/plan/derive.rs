@@ -319,7 +319,7 @@ fn region_transient(
     b: &Bindings,
 ) -> Result<i64, CheckError> {
     let node = g.node(id);
-    if let Some(bytes) = ebb_ir::op::accumulate_product_bytes(g, id) {
+    if let Some(bytes) = ebb_ir::op::accumulate_product_bytes(g, id, writes) {
         return bytes.and_then(|e| e.eval(b)).map_err(CheckError::Bindings);
     }
     if let (ebb_ir::Op::Fusion(_), [region]) = (&node.op, node.regions.as_slice()) {

@@ -299,7 +299,7 @@ pub(crate) fn static_region_bytes(
         loc: super::loc_of(node),
         msg,
     };
-    if let Some(bytes) = ebb_ir::op::accumulate_product_bytes(g, id) {
+    if let Some(bytes) = ebb_ir::op::accumulate_product_bytes(g, id, in_place) {
         let bytes = bytes
             .and_then(|e| e.eval(bindings))
             .map_err(|e| shape_err(e.to_string()))?;

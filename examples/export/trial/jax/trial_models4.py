@@ -15,6 +15,7 @@ from jax import lax
 
 from harness import export
 from trial_models import key, layer_norm, normal, with_opt
+from trial_models3 import rms
 
 SDS = jax.ShapeDtypeStruct
 NC4, V4 = 10, 512
@@ -82,10 +83,6 @@ def convnext_loss(p, images, labels):
 #    warmup-cosine schedule
 DL, HQ, HKV, FFL = 128, 4, 2, 256
 HD = DL // HQ
-
-
-def rms(x, g, eps=1e-6):
-    return x * lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + eps) * g
 
 
 def rope(x):
