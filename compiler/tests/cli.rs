@@ -1016,3 +1016,17 @@ fn cli_binary_links_only_the_llvm_backends_it_uses() {
         );
     }
 }
+
+/// `compiler/build.rs` links the C++ standard library into `ebb` statically: the binary's
+/// dynamic section names no `libstdc++.so` (whose ~4 500 symbol relocations the dynamic loader
+/// looked up at every start). The positive control: it still names `libc.so.6`.
+#[test]
+fn cli_binary_links_the_cpp_standard_library_statically() {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return;
+    }
+    let bytes = std::fs::read(env!("CARGO_BIN_EXE_ebb")).unwrap();
+    let has = |name: &str| memchr::memmem::find(&bytes, name.as_bytes()).is_some();
+    assert!(has("libc.so.6\0"), "no `libc.so.6` in the dynamic section");
+    assert!(!has("libstdc++.so.6\0"), "`ebb` needs the shared libstdc++");
+}
