@@ -20,8 +20,8 @@ pub mod verify;
 pub use check::{check, resident_bytes, CheckError, CheckReport, Checker};
 pub use pass::PlanPass;
 pub use verify::{
-    check_stamped_structure, check_variants_at, check_variants_keeping, verify_plan,
-    PlanVerifyError,
+    check_stamped_structure, check_variants_at, check_variants_each, check_variants_keeping,
+    verify_plan, PlanVerifyError,
 };
 
 use crate::memory::{self, Schedule};

@@ -158,18 +158,45 @@ pub fn check_variants_keeping<'a>(
     };
     let mut kept = None;
     for (i, v) in variants(plan) {
-        let checked = Checker::new(g, v, b).and_then(|c| c.check(&[]).map(|_| c));
-        let c = checked.map_err(|source| PlanVerifyError::Check {
-            variant: i,
-            bindings: b.to_text(),
-            source,
-        })?;
+        let c = check_variant(g, i, v, b)?;
         if i == keep {
             kept = Some(c);
         }
     }
     // `variants` yields variant 0 and every alternative, `keep` among them.
     kept.ok_or_else(|| mismatch(keep, "alternatives", "no such variant".into()))
+}
+
+/// [`check_variants_at`], returning every variant's checker at `b` (element `i` is variant
+/// `i`'s), each derivation done: for a caller that checks the variants before it knows which
+/// one its decisions will use (`ebb plan` checks them while it finalizes).
+///
+/// # Errors
+/// As [`check_variants_at`].
+pub fn check_variants_each<'a>(
+    g: &'a Graph,
+    plan: &'a Plan,
+    b: &'a Bindings,
+) -> Result<Vec<Checker<'a>>, PlanVerifyError> {
+    variants(plan)
+        .map(|(i, v)| check_variant(g, i, v, b))
+        .collect()
+}
+
+/// The checker of variant `i` (`v`) at `b`, after it accepted the variant without decisions.
+fn check_variant<'a>(
+    g: &'a Graph,
+    i: usize,
+    v: &'a Plan,
+    b: &'a Bindings,
+) -> Result<Checker<'a>, PlanVerifyError> {
+    Checker::new(g, v, b)
+        .and_then(|c| c.check(&[]).map(|_| c))
+        .map_err(|source| PlanVerifyError::Check {
+            variant: i,
+            bindings: b.to_text(),
+            source,
+        })
 }
 
 /// The structural rules of [`verify_plan`] that cost no derivation, for a plan whose file
