@@ -1,6 +1,6 @@
 //! Links the `ebb` binary for a fast start: position-dependent (`-no-pie`), its static
-//! constructors' code in one place, and the C++ standard library (`libstdc++`) linked
-//! statically.
+//! constructors' code in one place, the functions a cold `ebb plan` runs laid out together,
+//! and the C++ standard library (`libstdc++`) linked statically.
 //!
 //! The binary carries LLVM and MLIR (~78 MB):
 //! - as a PIE its ~77 000 relative relocations are applied by the dynamic loader at every
@@ -16,6 +16,13 @@
 //!   this binary alone (rustc's toolchain links LLVM the same way). Where the C++ compiler
 //!   (`$CXX`, else `c++`) names no `libstdc++.a`, the binary links the shared library as
 //!   before, with a build warning.
+//! - the code a cold `ebb plan` runs (LLVM's and MLIR's static constructors, the decode,
+//!   finalize, the checker, the report: ~1.7 MB) lay spread over ~40 MB of text, one page fault
+//!   per 64 KiB window touched (266 on the 24-layer GPT). `ebb.order` lists those functions
+//!   (`scripts/link-order.sh` regenerates it with callgrind) and lld lays them out first, in
+//!   that order (`--symbol-ordering-file`; names the binary lacks are skipped without a word:
+//!   the Rust ones change with the toolchain, the features and the profile, the C++ ones only
+//!   with LLVM).
 //!
 //! Libraries (`ebb-capi`, the Python module) and test binaries are not affected.
 use std::path::{Path, PathBuf};
@@ -26,6 +33,16 @@ fn main() {
     // Static constructors' code (`.text.startup`) in one place: fewer pages touched at start-up.
     println!("cargo:rustc-link-arg-bin=ebb=-Wl,-z,keep-text-section-prefix");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=ebb.order");
+    let order =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default()).join("ebb.order");
+    if order.is_file() {
+        println!(
+            "cargo:rustc-link-arg-bin=ebb=-Wl,--symbol-ordering-file={}",
+            order.display()
+        );
+        println!("cargo:rustc-link-arg-bin=ebb=-Wl,--no-warn-symbol-ordering");
+    }
     println!("cargo:rerun-if-env-changed=CXX");
     let linux_gnu = std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux")
         && std::env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("gnu");

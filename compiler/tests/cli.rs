@@ -1030,3 +1030,41 @@ fn cli_binary_links_the_cpp_standard_library_statically() {
     assert!(has("libc.so.6\0"), "no `libc.so.6` in the dynamic section");
     assert!(!has("libstdc++.so.6\0"), "`ebb` needs the shared libstdc++");
 }
+
+/// `compiler/ebb.order` (the functions a cold `ebb plan` runs, laid out together by
+/// `compiler/build.rs`) still names the binary's functions: of its C++ names (LLVM's and MLIR's,
+/// which change only with LLVM; the Rust names change with the toolchain and features), at
+/// least 90% are symbols of `ebb`. When this fails, run `scripts/link-order.sh`.
+#[test]
+fn link_order_file_names_the_binarys_functions() {
+    let order = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/ebb.order")).unwrap();
+    let cxx: Vec<&str> = order
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.starts_with("_Z"))
+        .filter(|l| !is_rust_legacy_symbol(l))
+        .collect();
+    assert!(cxx.len() > 500, "only {} C++ names in ebb.order", cxx.len());
+    let bytes = std::fs::read(env!("CARGO_BIN_EXE_ebb")).unwrap();
+    // Every NUL-terminated string of the binary that could be a C++ name (the symbol table's
+    // string table among them), gathered in one pass.
+    let names: std::collections::HashSet<&[u8]> = bytes
+        .split(|&b| b == 0)
+        .filter(|s| s.starts_with(b"_Z"))
+        .collect();
+    let found = cxx.iter().filter(|n| names.contains(n.as_bytes())).count();
+    assert!(
+        found * 10 >= cxx.len() * 9,
+        "{found} of {} C++ names of ebb.order are symbols of `ebb`: run scripts/link-order.sh",
+        cxx.len()
+    );
+}
+
+/// A Rust symbol in the legacy mangling: `_ZN…17h<16 hex digits>E`.
+fn is_rust_legacy_symbol(name: &str) -> bool {
+    name.len() > 20
+        && name.ends_with('E')
+        && name[name.len() - 20..].starts_with("17h")
+        && name[name.len() - 17..name.len() - 1]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit())
+}
