@@ -191,6 +191,64 @@ fn reductions_around_a_kept_block_combine_rows_in_order() {
     }
 }
 
+/// An embedding bag's sum (and a product): `[P, N, K]` reduced over its middle dimension
+/// into `[P, K]`, `f32` large enough to split its blocks over threads, and `bf16`: every result
+/// is the init then its `N` elements combined in order in `f64` (the values span 2^±40, so
+/// another order gives other bits), rounded once.
+#[test]
+fn middle_reductions_combine_rows_in_order() {
+    use half::bf16;
+    let (p, n, k) = (301, 4, 64);
+    let x: Vec<f64> = (0..p * n * k)
+        .map(|i| {
+            let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+            let e = (h % 81) as i32 - 40;
+            ((h >> 8) % 255 + 1) as f64 / 128.0 * 2f64.powi(e) * if h & 1 == 0 { 1.0 } else { -1.0 }
+        })
+        .collect();
+    for (op, init) in [("add", 0.5f64), ("multiply", 1.0)] {
+        let want = |x: &[f64], o: usize| {
+            let (b, c) = (o / k, o % k);
+            (0..n).fold(init, |a, j| {
+                let v = x[(b * n + j) * k + c];
+                if op == "add" {
+                    a + v
+                } else {
+                    a * v
+                }
+            })
+        };
+        for dtype in ["f32", "bf16"] {
+            let src = format!(
+                "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : {dtype}[{p},{n},{k}]\n  %1 = constant {{value = dense<{init:?}> : {dtype}}} : {dtype}[]\n  %2 = reduce(%0, %1) {{dimensions = [1]}} : {dtype}[{p},{k}] {{\n    {}\n  }}\n  return %2\n}}",
+                body(dtype, op)
+            );
+            if dtype == "f32" {
+                let xs: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+                let xd: Vec<f64> = xs.iter().map(|&v| f64::from(v)).collect();
+                let got = run1(&src, &[], vec![f32t(&[p, n, k], &xs)]).to_f64_vec();
+                for (o, g) in got.iter().enumerate() {
+                    let w = f64::from(want(&xd, o) as f32);
+                    assert_eq!(g.to_bits(), w.to_bits(), "{op} {dtype} result {o}");
+                }
+            } else {
+                let xs: Vec<bf16> = x.iter().map(|&v| bf16::from_f64(v)).collect();
+                let xd: Vec<f64> = xs.iter().map(|v| v.to_f64()).collect();
+                let t = ebb_runtime::Tensor::new(vec![p, n, k], ebb_runtime::Data::BF16(xs.into()))
+                    .unwrap();
+                let got = run1(&src, &[], vec![t]);
+                let ebb_runtime::Data::BF16(got) = got.data() else {
+                    panic!("not bf16");
+                };
+                for (o, g) in got.iter().enumerate() {
+                    let w = bf16::from_f64(want(&xd, o));
+                    assert_eq!(g.to_bits(), w.to_bits(), "{op} {dtype} result {o}");
+                }
+            }
+        }
+    }
+}
+
 /// The reductions lift `bf16`/`f16` to `f64` through `f32`: `half`'s `to_f64`, bit for bit,
 /// for every pattern (NaN payloads included).
 #[test]

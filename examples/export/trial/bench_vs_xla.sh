@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The trial's JAX steps beside XLA:CPU, two shapes each: one `ebb bench --xla --json` per step.
-#   bash examples/export/trial/bench_vs_xla.sh EBB_BINARY OUT_DIR [all|12|3|4]
+#   bash examples/export/trial/bench_vs_xla.sh EBB_BINARY OUT_DIR [all|12|3|4|5]
 # `12` (the default): the 13 steps of trial_models.py and trial_models2.py; `3`: the 6 steps of
 # trial_models3.py (ViT, BERT, T5, MoE, Whisper, CLIP) and the 2 of trial_models_flax.py (linen,
 # NNX); `4`: the 5 steps of trial_models4.py (ConvNeXt, LLaMA-style, Swin, BiLSTM, MLP-Mixer);
-# `all`: every set.
+# `5`: the 6 steps of trial_models5.py (GRU LM, ResNet with BatchNorm, graph network, WaveNet,
+# Perceiver, DLRM); `all`: every set.
 #   python3 examples/export/trial/summ_vs_xla.py OUT_DIR      # one row per step x shape, then median / max
 # Needs the exports in /tmp/trial/jax/out (README.md of this folder) and .venv-jax.
 set -euo pipefail
@@ -44,6 +45,14 @@ jx4_llama_gqa_rope B=8,S=32;B=16,S=64
 jx4_swin_shifted B=8;B=64
 jx4_bilstm_tagger B=8,S=32;B=16,S=64
 jx4_mixer_lion B=8;B=64
+LIST
+fi; if want 5; then cat <<'LIST'
+jx5_gru_lm B=8,S=32;B=16,S=64
+jx5_resnet_bn_sgdwd B=8;B=64
+jx5_gnn_segsum N=64,E=256;N=512,E=2048
+jx5_wavenet_dilated B=8,T=64;B=16,T=256
+jx5_perceiver_xattn B=8,S=32;B=16,S=128
+jx5_dlrm_embag B=64;B=512
 LIST
 fi; } | while read -r step shapes; do
   "$BIN" bench "$D/$step.mlir" --shapes "$shapes" --xla --xla-time-runs 30 --exec 30 \

@@ -433,6 +433,11 @@ pub(crate) fn float_monoid<T: Elem>(
     red: &[bool],
     m: Monoid,
 ) -> Result<Vec<T>, OpError> {
+    if let (Monoid::Add | Monoid::Mul, (s, r)) = (m, merge(shape, red)) {
+        if let ([p, n, k], [false, true, false]) = (s.as_slice(), r.as_slice()) {
+            return Ok(block_sums(x, [*p, *n, *k], init, m == Monoid::Mul));
+        }
+    }
     Ok(match m {
         Monoid::Add => reduce_typed(x, shape, red, init.to_f64(), |v| v.to_f64(), |a, b| a + b)
             .into_iter()
@@ -451,6 +456,55 @@ pub(crate) fn float_monoid<T: Elem>(
             })
         }
     })
+}
+
+/// [`float_monoid`]'s sums (products when `mul`) of `x` as `[p, n, k]` reduced over `n` (a
+/// reduced middle block between kept ones: an embedding bag's sum over its indices, a mean
+/// over the sequence of `[B, S, D]`): per block of `k` results, an `f64` accumulator per
+/// result from the init, each of the `n` rows of `k` combined in order, rounded once into the
+/// result — [`reduce_typed`]'s terms in its order (memory order), so its bits, without its
+/// result-sized `f64` buffer. Blocks split across threads.
+fn block_sums<T: Elem>(x: &[T], shape: [usize; 3], init: T, mul: bool) -> Vec<T> {
+    if mul {
+        block_fold(x, shape, init, |a, b| a * b)
+    } else {
+        block_fold(x, shape, init, |a, b| a + b)
+    }
+}
+
+/// [`block_sums`] with the combiner `comb` (on `f64`) fixed at compile time.
+#[inline(always)]
+fn block_fold<T: Elem>(
+    x: &[T],
+    [p, n, k]: [usize; 3],
+    init: T,
+    comb: impl Fn(f64, f64) -> f64 + Sync,
+) -> Vec<T> {
+    let mut out = vec![init; p * k];
+    if k == 0 {
+        return out;
+    }
+    let per = if x.len() >= PAR_MIN {
+        p.div_ceil(4 * rayon::current_num_threads().max(1)).max(1) * k
+    } else {
+        p * k
+    };
+    super::par::chunks_mut(&mut out, per, &|at, o| {
+        let mut acc = vec![0f64; k];
+        for (b, ob) in o.chunks_exact_mut(k).enumerate() {
+            let block = &x[(at / k + b) * n * k..][..n * k];
+            acc.fill(init.to_f64());
+            for row in block.chunks_exact(k) {
+                for (a, &v) in acc.iter_mut().zip(row) {
+                    *a = comb(*a, v.to_f64());
+                }
+            }
+            for (o, &a) in ob.iter_mut().zip(&acc) {
+                *o = T::from_f64(a);
+            }
+        }
+    });
+    out
 }
 
 /// [`float_monoid`]'s sums (products when `mul`) of `f16` values, the operand widened to
