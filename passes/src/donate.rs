@@ -217,7 +217,6 @@ impl Pass for DonatePass {
         let changes = apply(g, &self.policy)?;
         let changes = changes
             + crate::carry::own_splats(g)
-            + crate::writable_splats::own_written_splats(g)
             + crate::carry::hand_over_carries(g)
             + crate::carry::hand_back_transposes(g)
             + crate::stack_reuse::reuse_stacks(g);

@@ -41,4 +41,3 @@ mod schedule_list;
 mod schedule_proptest;
 mod stack_reuse;
 mod while_in_place;
-mod writable_splats;
