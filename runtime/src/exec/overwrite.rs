@@ -70,10 +70,10 @@ fn counted(
 ) -> Option<(usize, i64)> {
     let cc = counter_cond(cond, b)?;
     // `counter < bound`, or `bound > counter`.
-    let lt = match (cc.dir, cc.bound_first) {
-        (Relation::Lt, false) | (Relation::Gt, true) => true,
-        _ => false,
-    };
+    let lt = matches!(
+        (cc.dir, cc.bound_first),
+        (Relation::Lt, false) | (Relation::Gt, true)
+    );
     let n = int(cc.bound)?;
     if !lt || n < 1 {
         return None;
