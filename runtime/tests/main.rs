@@ -23,6 +23,7 @@ mod exec_jit;
 mod exec_jit_bf16;
 mod exec_jit_f16;
 mod exec_layout;
+mod exec_overwrite;
 mod exec_pool;
 mod exec_program;
 mod exec_random;

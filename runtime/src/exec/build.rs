@@ -2,7 +2,8 @@
 //! scheduled op's results (types evaluated at the bindings), the schedule validated as a
 //! topological order of exactly the non-input ops, the graph outputs, which operands each
 //! step may take (its last read of an intermediate or donated value), the in-place writes,
-//! and the point after which each intermediate or donated value is freed.
+//! the point after which each intermediate or donated value is freed, and the
+//! initializations of carried values that a `while` overwrites whole (`super::overwrite`).
 //!
 //! Invariant: value ids are dense, inputs first (in graph input order), then each step's
 //! results in schedule order; every value read by a step was defined before it; a value is
@@ -117,6 +118,8 @@ impl Values {
                 in_place_bytes: 0,
                 launch: Default::default(),
                 regions: node.regions.iter().map(|_| Default::default()).collect(),
+                overwritten: Vec::new(),
+                unread: false,
             });
         }
         Ok((steps, def))
@@ -331,5 +334,28 @@ pub(super) fn place_frees(steps: &mut [Step], class: &[Class], last_use: &[u32],
         if let Some(step) = steps.get_mut(p) {
             step.frees.push(v as u32);
         }
+    }
+}
+
+/// Marks each `while` step's carried values that the loop overwrites whole before reading
+/// them, and each splat `broadcast_in_dim` step that only initializes one of them
+/// ([`super::overwrite`]).
+pub(super) fn mark_overwritten(g: &Graph, steps: &mut [Step], bindings: &Bindings) {
+    let mut of: std::collections::HashMap<NodeId, Vec<usize>> = Default::default();
+    for s in steps.iter_mut() {
+        if g.node(s.node).op == Op::While {
+            s.overwritten = super::overwrite::overwritten_carries(g, s.node, bindings);
+            if !s.overwritten.is_empty() {
+                of.insert(s.node, s.overwritten.clone());
+            }
+        }
+    }
+    if of.is_empty() {
+        return;
+    }
+    for s in steps.iter_mut() {
+        s.unread = super::overwrite::initializes_overwritten(g, s.node, |w| {
+            of.get(&w).cloned().unwrap_or_default()
+        });
     }
 }

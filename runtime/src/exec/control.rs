@@ -84,7 +84,11 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
                 continue;
             }
             if let Some(mut d) = slots.take_at(i, t.dtype(), t.len()) {
-                super::placement::copy_into(&mut d, t.data());
+                // A carried value the loop overwrites whole before reading it
+                // (`super::overwrite`) starts with the range's stale contents.
+                if !ctx.overwritten.contains(&i) {
+                    super::placement::copy_into(&mut d, t.data());
+                }
                 *t = Tensor::from_parts(t.shape(), d);
             }
         }
@@ -126,14 +130,14 @@ pub(crate) fn while_loop(ctx: &Ctx, ops: Vec<Tensor>) -> Result<Vec<Tensor>, Ker
 /// region: the bound is computed once, as its op computes it, and compared with the
 /// counter as the `compare` kernel compares (so the loop takes the same turns). The region
 /// holds no tensor, so it charges nothing either way.
-struct CounterCond {
+pub(super) struct CounterCond {
     /// The carried value compared.
-    arg: usize,
+    pub(super) arg: usize,
     /// The bound's value at the bindings.
-    bound: Scalar,
+    pub(super) bound: Scalar,
     /// Whether the bound is the compare's first operand.
-    bound_first: bool,
-    dir: Relation,
+    pub(super) bound_first: bool,
+    pub(super) dir: Relation,
     total: bool,
 }
 
@@ -154,7 +158,7 @@ impl CounterCond {
 }
 
 /// The [`CounterCond`] of condition region `r` at `bindings`, if it has that form.
-fn counter_cond(r: &Graph, bindings: &ebb_ir::Bindings) -> Option<CounterCond> {
+pub(super) fn counter_cond(r: &Graph, bindings: &ebb_ir::Bindings) -> Option<CounterCond> {
     let ops = program_schedule(r);
     let [bound, cmp] = ops.as_slice() else {
         return None;

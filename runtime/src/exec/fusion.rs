@@ -402,6 +402,8 @@ fn with_ctx<R>(
         slots: None,
         launch: None,
         regions: &step.regions,
+        overwritten: &[],
+        unread: false,
     };
     f(&c)
 }

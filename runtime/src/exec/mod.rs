@@ -47,6 +47,7 @@ pub(crate) mod jit;
 #[doc(hidden)]
 pub mod layout;
 mod operands;
+mod overwrite;
 pub(crate) mod par;
 mod placement;
 pub mod pool;
@@ -78,9 +79,10 @@ pub(crate) use dot::{f64_dot, f64_dot_set};
 pub use evict::{Back, Events, Evict};
 #[doc(hidden)]
 pub use gemm_direct::{direct_add_and_packed, direct_and_packed};
+#[doc(hidden)]
+pub use overwrite::{overwritten_carries, unfilled_inits};
 pub(crate) use placement::Offsets;
 pub use placement::Placement;
-#[doc(hidden)]
 pub use serial::no_kernel_splits;
 #[doc(hidden)]
 pub use small_k::small_k_both;
@@ -283,6 +285,12 @@ struct Step {
     /// The op's regions (a `while`'s `cond` and `body`, a `case`'s branches) prepared at the
     /// bindings, at their first run, and kept with the prepared program.
     regions: Vec<std::sync::OnceLock<Arc<Prepared>>>,
+    /// A `while`'s carried values that the loop overwrites whole before reading them
+    /// ([`overwrite::overwritten_carries`]).
+    overwritten: Vec<usize>,
+    /// Whether the op is a `broadcast_in_dim` that only initializes such a carried value
+    /// ([`overwrite::initializes_overwritten`]): its kernel need not fill its buffer.
+    unread: bool,
 }
 
 /// Which kernels run `fusion` groups.
@@ -407,6 +415,7 @@ impl<'g> Program<'g> {
         let (class, last_use) = build::mark_takes(g, &mut steps, &outputs, values.count);
         build::in_place(g, &mut steps, &values.sizes)?;
         build::place_frees(&mut steps, &class, &last_use, &def);
+        build::mark_overwritten(g, &mut steps, bindings);
         let mut step_of = vec![NONE; values.base.len()];
         for (p, s) in steps.iter().enumerate() {
             step_of[s.node.index()] = p as u32;
@@ -838,6 +847,8 @@ impl Program<'_> {
             slots,
             launch: Some(&s.launch),
             regions: &s.regions,
+            overwritten: &s.overwritten,
+            unread: s.unread,
         };
         dispatch(&ctx, operands, results).map_err(|e| match e {
             KernelFailure::Op(source) => op_err(node, source),
@@ -945,6 +956,12 @@ pub(crate) struct Ctx<'a> {
     /// Where the op's regions keep their prepared programs across runs of one prepared
     /// program, by region index (empty: prepared at every run).
     pub regions: &'a [std::sync::OnceLock<Arc<Prepared>>],
+    /// A `while`'s carried values that the loop overwrites whole before reading them
+    /// ([`overwrite::overwritten_carries`]): they start in the loop result's range uncopied.
+    pub overwritten: &'a [usize],
+    /// Whether the result's contents are never read before being overwritten
+    /// ([`overwrite::initializes_overwritten`]): a splat `broadcast_in_dim` leaves them stale.
+    pub unread: bool,
 }
 
 impl Ctx<'_> {

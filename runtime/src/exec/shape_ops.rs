@@ -259,11 +259,16 @@ fn view(
 
 /// The one element of `x` repeated over `shape` (a `broadcast_in_dim` of a one-element operand),
 /// in a buffer as [`view`] takes it.
+///
+/// When the result only initializes a carried value that a `while` overwrites whole before
+/// reading it ([`Ctx::unread`]), the buffer keeps its stale contents.
 fn splat(ctx: &Ctx, x: &Tensor, shape: &[usize]) -> Tensor {
     let n = shape.iter().product();
     let data = dispatch!(x.data(), v => {
         let mut out = ctx.take_vec(n);
-        out.fill(v[0]);
+        if !ctx.unread {
+            out.fill(v[0]);
+        }
         Elem::wrap(out)
     });
     Tensor::from_parts(shape, data)
