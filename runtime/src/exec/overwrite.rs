@@ -199,15 +199,6 @@ fn scalar_of(
     };
     let r = match &node.op {
         _ if v.node == counter => t,
-        Op::Constant(_) => const_int(g, v.node)?,
-        Op::DimConstant(vals) => match vals.as_slice() {
-            [d] => d.eval(b).ok()?,
-            _ => return None,
-        },
-        Op::Add => arg(0)?.checked_add(arg(1)?)?,
-        Op::Subtract => arg(0)?.checked_sub(arg(1)?)?,
-        Op::Multiply => arg(0)?.checked_mul(arg(1)?)?,
-        Op::Negate => arg(0)?.checked_neg()?,
         Op::Fusion(_) if depth < MAX_DEPTH && v.output == 0 => {
             let [region] = node.regions.as_slice() else {
                 return None;
@@ -217,8 +208,37 @@ fn scalar_of(
             };
             return fused_scalar(g, v.node, region, *ro, counter, t, b, depth + 1);
         }
-        _ => return None,
+        op => scalar_arith(g, v.node, op, b, arg)?,
     };
+    in_i32(r)
+}
+
+/// The value of node `id` of `graph` (its op `op`) when it is scalar integer arithmetic: a
+/// constant, a `dim_constant`, or add/subtract/multiply/negate of operands whose values `arg`
+/// gives; `None` otherwise or on overflow.
+fn scalar_arith(
+    graph: &Graph,
+    id: NodeId,
+    op: &Op,
+    b: &Bindings,
+    arg: impl Fn(usize) -> Option<i64>,
+) -> Option<i64> {
+    Some(match op {
+        Op::Constant(_) => const_int(graph, id)?,
+        Op::DimConstant(vals) => match vals.as_slice() {
+            [d] => d.eval(b).ok()?,
+            _ => return None,
+        },
+        Op::Add => arg(0)?.checked_add(arg(1)?)?,
+        Op::Subtract => arg(0)?.checked_sub(arg(1)?)?,
+        Op::Multiply => arg(0)?.checked_mul(arg(1)?)?,
+        Op::Negate => arg(0)?.checked_neg()?,
+        _ => return None,
+    })
+}
+
+/// `r` when it fits an `i32` (an index the kernels take).
+fn in_i32(r: i64) -> Option<i64> {
     (i64::from(i32::MIN)..=i64::from(i32::MAX))
         .contains(&r)
         .then_some(r)
@@ -251,21 +271,7 @@ fn fused_scalar(
         let o = *region.operands(ro.node).get(k)?;
         fused_scalar(g, f, region, o, counter, t, b, depth)
     };
-    let r = match &node.op {
-        Op::Constant(_) => const_int(region, ro.node)?,
-        Op::DimConstant(vals) => match vals.as_slice() {
-            [d] => d.eval(b).ok()?,
-            _ => return None,
-        },
-        Op::Add => arg(0)?.checked_add(arg(1)?)?,
-        Op::Subtract => arg(0)?.checked_sub(arg(1)?)?,
-        Op::Multiply => arg(0)?.checked_mul(arg(1)?)?,
-        Op::Negate => arg(0)?.checked_neg()?,
-        _ => return None,
-    };
-    (i64::from(i32::MIN)..=i64::from(i32::MAX))
-        .contains(&r)
-        .then_some(r)
+    in_i32(scalar_arith(region, ro.node, &node.op, b, arg)?)
 }
 
 /// The splat `broadcast_in_dim` ops of `g` (its top level) whose kernels leave their buffers
