@@ -165,7 +165,9 @@ pub fn plan_report_finalized(
     budget: Option<Budget>,
     pricing: &Pricing,
 ) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
-    report_at(plan, &plan_graph(plan)?, b, budget, pricing)
+    let g = plan_graph(plan)?;
+    check_plan_bindings(plan, b)?;
+    report_at(plan, &g, b, budget, pricing)
 }
 
 /// [`plan_report_finalized`], then [`prove_at`] on the same parsed graph: what `ebb plan`,
@@ -342,7 +344,8 @@ fn schedule_note(
     })
 }
 
-/// [`plan_report_finalized`] on the plan's graph `g`, already parsed.
+/// [`plan_report_finalized`] on the plan's graph `g`, already parsed, its bindings `b` already
+/// checked ([`check_plan_bindings`]).
 fn report_at(
     plan: &Plan,
     g: &Graph,
@@ -350,7 +353,6 @@ fn report_at(
     budget: Option<Budget>,
     pricing: &Pricing,
 ) -> Result<(PlanReport, ebb_plan::finalize::ConcretePlan)> {
-    check_plan_bindings(plan, b)?;
     // One view of the graph for the program-order peak, the lower bound and the scheduled
     // breakdown, its region transients the plan's (verified with the plan; the checker proves
     // them at `b` in [`prove_at`]).

@@ -96,20 +96,23 @@ impl Gemm for f32 {
         csc: isize,
         acc: bool,
     ) {
-        // Without packing where that gives `matrixmultiply`'s bits (see `gemm_direct`). Only
-        // in optimized builds: at the test profile's opt-level 1 the unpacked kernel is
-        // several times slower than `matrixmultiply` (a dependency, built at opt-level 2),
-        // and the bits are the same either way (`exec_gemm_direct` tests the kernel itself).
-        if !cfg!(debug_assertions) && !acc && csc == 1 && rsc >= 0 {
-            // SAFETY: forwarded from the caller's contract (`C` of unit column stride, its
-            // rows `rsc` apart).
-            let done = unsafe {
-                let ab = (a, (rsa, csa), b, (rsb, csb));
-                super::gemm_direct::sgemm((m, k, n), ab.0, ab.1, ab.2, ab.3, c, rsc as usize, false)
-            };
-            if done {
-                return;
+        // Without packing where that gives `matrixmultiply`'s bits ([`direct`]).
+        // SAFETY: forwarded from the caller's contract.
+        if !acc
+            && unsafe {
+                direct(
+                    (m, k, n),
+                    a,
+                    (rsa, csa),
+                    b,
+                    (rsb, csb),
+                    c,
+                    (rsc, csc),
+                    false,
+                )
             }
+        {
+            return;
         }
         let beta = if acc { 1.0 } else { 0.0 };
         // SAFETY: forwarded from the caller's contract.
@@ -139,15 +142,9 @@ impl Gemm for f32 {
         c: *mut f32,
         (rsc, csc): (isize, isize),
     ) {
-        if !cfg!(debug_assertions) && csc == 1 && rsc >= 0 {
-            // SAFETY: as in `raw`.
-            let done = unsafe {
-                let ab = (a, (rsa, csa), b, (rsb, csb));
-                super::gemm_direct::sgemm((m, k, n), ab.0, ab.1, ab.2, ab.3, c, rsc as usize, true)
-            };
-            if done {
-                return;
-            }
+        // SAFETY: forwarded from the caller's contract.
+        if unsafe { direct((m, k, n), a, (rsa, csa), b, (rsb, csb), c, (rsc, csc), true) } {
+            return;
         }
         // SAFETY: forwarded from the caller's contract.
         unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 1.0, c, rsc, csc) }
@@ -160,6 +157,45 @@ impl Gemm for f32 {
                 }
             }
         }
+    }
+}
+
+/// `C = A·B` (or `C += A·B` when `add`) through the unpacked kernel
+/// ([`super::gemm_direct::sgemm`]) where it gives `matrixmultiply`'s bits: `C` of unit column
+/// stride, its rows `rsc >= 0` apart, in optimized builds only (at the test profile's opt-level
+/// 1 the unpacked kernel is several times slower than `matrixmultiply`, a dependency built at
+/// opt-level 2; the bits are the same either way, `exec_gemm_direct` tests the kernel itself).
+/// Whether it did; else nothing was written.
+///
+/// # Safety
+/// As [`Gemm::raw`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn direct(
+    (m, k, n): (usize, usize, usize),
+    a: *const f32,
+    (rsa, csa): (isize, isize),
+    b: *const f32,
+    (rsb, csb): (isize, isize),
+    c: *mut f32,
+    (rsc, csc): (isize, isize),
+    add: bool,
+) -> bool {
+    if cfg!(debug_assertions) || csc != 1 || rsc < 0 {
+        return false;
+    }
+    // SAFETY: forwarded from the caller's contract (`C` of unit column stride, its rows `rsc`
+    // apart).
+    unsafe {
+        super::gemm_direct::sgemm(
+            (m, k, n),
+            a,
+            (rsa, csa),
+            b,
+            (rsb, csb),
+            c,
+            rsc as usize,
+            add,
+        )
     }
 }
 
