@@ -844,3 +844,42 @@ fn a_scan_accumulates_through_the_packing_gemm_without_a_product_buffer() {
         }
     }
 }
+
+/// A product gives the same bits split over threads or not, on both sides of the split
+/// thresholds (`EBB_PAR_DOT_MIN`, 2¹⁸ multiply-adds, twice that for a skinny product of at
+/// most 16 rows or depth: `dot::split_min`): each case runs on a pool of one thread and on one
+/// of four, and the two results are compared bit for bit.
+#[test]
+fn products_give_the_same_bits_on_any_number_of_threads() {
+    for (m, k, n) in [
+        // Skinny by rows: 2¹⁸ (unsplit), 2.5·2¹⁸ (split).
+        (16, 64, 256),
+        (16, 64, 640),
+        // Skinny by depth: 2¹⁸ (unsplit), 2¹⁹ (split).
+        (64, 16, 256),
+        (64, 16, 512),
+        // Neither: 2¹⁸ (split).
+        (32, 64, 128),
+    ] {
+        let src = format!(
+            "graph @t {{\n  %0 = input {{index = 0, name = \"x\"}} : f32[{m},{k}]\n  %1 = input {{index = 1, name = \"y\"}} : f32[{k},{n}]\n  %2 = dot_general(%0, %1) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[{m},{n}]\n  return %2\n}}"
+        );
+        let (x, y) = (pseudo(m * k, 5), pseudo(k * n, 6));
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a pool");
+            pool.install(|| run1(&src, &[], vec![f32t(&[m, k], &x), f32t(&[k, n], &y)]))
+        };
+        let (one, four) = (on(1), on(4));
+        let bits = |t: &Tensor| -> Vec<u32> {
+            t.as_f32()
+                .expect("f32")
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        };
+        assert_eq!(bits(&one), bits(&four), "m={m} k={k} n={n}");
+    }
+}
