@@ -31,6 +31,8 @@ pub mod layout;
 #[cfg(feature = "llvm")]
 pub mod loader;
 #[cfg(feature = "llvm")]
+mod loop_hint;
+#[cfg(feature = "llvm")]
 pub mod lower;
 #[cfg(feature = "llvm")]
 pub mod math;

@@ -1298,7 +1298,11 @@ fn offsets_at<'ctx>(
 }
 
 /// Emits the element loop of one row: `j` from `j0` to `count`, the flat index `rs + j`, the
-/// maps' offsets `off_m + j · s_m`. The builder is left in the block after the loop.
+/// maps' offsets `off_m + j · s_m`. On the host the row is two loops: its first multiple of
+/// [`TAIL`] elements, vectorized as LLVM chooses, then the rest, vectorized with masked
+/// iterations ([`crate::loop_hint::fold_tail`]): at `L = 47` with 16 lanes a scalar epilogue
+/// took 15 of every 47 elements, and the RoPE trial step's softmax fusions ran 3–4 × as long
+/// as at `L = 48`. The builder is left in the block after the loops.
 fn element_loop<'ctx>(
     e: &Emit<'_, 'ctx>,
     spec: &KernelSpec,
@@ -1306,6 +1310,47 @@ fn element_loop<'ctx>(
     maps: &[MapParams<'ctx>],
     (rs, j0, count): (IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>),
     map_off: Vec<IntValue<'ctx>>,
+) -> Result<(), LowerError> {
+    if e.gpu() {
+        return element_range(e, spec, io, maps, (rs, j0, count), &map_off, false);
+    }
+    let b = e.b;
+    let i64t = e.ctx.i64_type();
+    // mid = j0 + (max(count − j0, 0) & −TAIL)
+    let n = b.build_int_sub(count, j0, "")?;
+    let pos = b.build_int_compare(IntPredicate::SGT, n, i64t.const_zero(), "")?;
+    let n = b
+        .build_select(pos, n, i64t.const_zero(), "")?
+        .into_int_value();
+    let whole = b.build_and(n, i64t.const_int((-(TAIL as i64)) as u64, true), "")?;
+    let mid = b.build_int_add(j0, whole, "")?;
+    element_range(e, spec, io, maps, (rs, j0, mid), &map_off, false)?;
+    // The remainder loop behind its own test, so that rows without a remainder skip its
+    // set-up (the masks, the trip count) too.
+    let rest = e.ctx.append_basic_block(io.f, "elem.rest");
+    let after = e.ctx.append_basic_block(io.f, "elem.after");
+    let any = b.build_int_compare(IntPredicate::SLT, mid, count, "")?;
+    b.build_conditional_branch(any, rest, after)?;
+    b.position_at_end(rest);
+    element_range(e, spec, io, maps, (rs, mid, count), &map_off, true)?;
+    b.build_unconditional_branch(after)?;
+    b.position_at_end(after);
+    Ok(())
+}
+
+/// The rows' element loops are split at a multiple of this many elements (four vectors of 16
+/// lanes): below it, the masked remainder loop.
+const TAIL: u64 = 64;
+
+/// One loop of [`element_loop`]: `j` from `j0` to `end`; `fold` marks it for a masked tail.
+fn element_range<'ctx>(
+    e: &Emit<'_, 'ctx>,
+    spec: &KernelSpec,
+    io: &Io<'ctx>,
+    maps: &[MapParams<'ctx>],
+    (rs, j0, count): (IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>),
+    map_off: &[IntValue<'ctx>],
+    fold: bool,
 ) -> Result<(), LowerError> {
     let (ctx, b) = (e.ctx, e.b);
     let i64t = ctx.i64_type();
@@ -1324,14 +1369,17 @@ fn element_loop<'ctx>(
         bufs: io.bufs.clone(),
         idx: b.build_int_add(rs, j, "")?,
         j,
-        map_off,
+        map_off: map_off.to_vec(),
         map_stride: maps.iter().map(|(s, _)| *s).collect(),
         params: io.params,
     };
     element(e, spec, &row, &io.store_buf, io.base)?;
     let j_next = b.build_int_add(j, i64t.const_int(1, false), "")?;
     let body_end = current_block(b)?;
-    b.build_unconditional_branch(head)?;
+    let latch = b.build_unconditional_branch(head)?;
+    if fold {
+        crate::loop_hint::fold_tail(ctx, latch);
+    }
     j_phi.add_incoming(&[(&j0, pre), (&j_next, body_end)]);
     b.position_at_end(done);
     Ok(())

@@ -642,6 +642,26 @@ fn short_rows_match_the_reference() {
     }
 }
 
+/// Rows whose length is not a multiple of 64: the row's element loop runs its first multiple
+/// of 64 elements, then a remainder loop vectorized with masked iterations (1 to 63 elements,
+/// or all of a row shorter than 64). Row lengths on both sides of each vector and remainder
+/// boundary, through the row reductions, the softmax's normalization (`exponential`,
+/// `divide`) and the loop fusion's every index-map kind: the reference's bits.
+#[test]
+fn rows_with_a_masked_remainder_match_the_reference() {
+    for b in [
+        1usize, 7, 15, 16, 17, 47, 63, 64, 65, 113, 127, 128, 129, 191,
+    ] {
+        let a = 9;
+        let bind = [("A", a as i64), ("B", b as i64)];
+        let x = f32t(&[a, b], &values(a * b, b as u64));
+        let (got, want) = both(SOFTMAX, &bind, vec![x]);
+        assert_bits(&got, &want, &format!("softmax A={a} B={b}"));
+        let (got, want) = both(LOOP, &bind, loop_inputs(a, b, b as u64));
+        assert_bits(&got, &want, &format!("loop A={a} B={b}"));
+    }
+}
+
 /// The row and column kernels' scratch rows are kept on the thread between launches
 /// (`exec/scratch.rs`): a reduction launched after a larger one whose scratch held NaN reads
 /// only the rows its own kernel wrote, bit for bit as the reference (the shapes stay below the
