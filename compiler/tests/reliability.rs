@@ -296,6 +296,35 @@ fn bindings_naming_unknown_symbols_or_unevaluable_sweeps_are_errors() {
     );
 }
 
+/// A step without symbols plans and runs without `--bind`; a step with symbols and no
+/// `--bind` is an error naming the unbound symbol (exit 1, nothing printed on standard output).
+#[test]
+fn bind_may_be_left_out_only_for_a_step_without_symbols() {
+    let dir = scratch("nobind");
+    let m = dir.join("static.mlir");
+    std::fs::write(
+        &m,
+        "module @m {
+  func.func public @main(%a: tensor<4x8xf32>, %b: tensor<8x3xf32>) -> (tensor<4x3xf32>) {
+    %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+    return %0 : tensor<4x3xf32>
+  }
+}
+",
+    )
+    .unwrap();
+    for cmd in ["plan", "run"] {
+        let o = ebb(&[cmd, s(&m)]);
+        assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+    }
+    let mlp = jax_fixture("mlp_sgd");
+    for cmd in ["plan", "run"] {
+        let o = ebb(&[cmd, s(&mlp)]);
+        fails_with(&o, "symbol `B` is not bound");
+        assert!(o.stdout.is_empty(), "{cmd}");
+    }
+}
+
 #[test]
 fn budgets_say_what_they_accept_and_must_be_positive() {
     let mlp = jax_fixture("mlp_sgd");

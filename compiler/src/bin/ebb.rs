@@ -73,8 +73,8 @@ enum Command {
     Run {
         /// A plan written by `ebb compile`, or a model (`.mlir`, `.onnx`) compiled first.
         plan: PathBuf,
-        /// Symbol values, e.g. `B=8,S=256`.
-        #[arg(long)]
+        /// Symbol values, e.g. `B=8,S=256` (left out for a step without symbols).
+        #[arg(long, default_value = "")]
         bind: String,
         #[command(flatten)]
         flags: step::RunFlags,
@@ -220,8 +220,8 @@ enum TargetFlag {
 struct PlanArgs {
     /// A plan written by `ebb compile`, or a `.mlir` module (compiled first, in memory).
     plan: PathBuf,
-    /// Symbol values, e.g. `B=8,S=512`.
-    #[arg(long)]
+    /// Symbol values, e.g. `B=8,S=512` (left out for a step without symbols).
+    #[arg(long, default_value = "")]
     bind: String,
     /// Device memory budget: `2GiB`, `512MiB`, `1.5GB`, bytes, `50%` of the
     /// program-order peak at these shapes, or `50%scheduled` of the plan's scheduled peak.
