@@ -4,9 +4,8 @@
 //!
 //! This is the body of a `lax.scan`: a loop fusion computes the iteration's outputs (and the
 //! residuals the linearization saves), and one `dynamic_update_slice` per output writes it
-//! into row `i` of its stack. With the update written into the row directly, the update op
-//! finds its update already in place ([`super::shape_ops`]' identity case) and copies
-//! nothing.
+//! into row `i` of its stack. With the update written into the row directly, the executor
+//! moves the stack on as the update's result without running its kernel: nothing is copied.
 //!
 //! A result `r` of a `fusion` step `F` is marked *direct* into the operand `x` of a
 //! `dynamic_update_slice` step `D` when all of these hold (checked once, at preparation):
@@ -15,14 +14,16 @@
 //!   an operand of `F`, and it is defined before `F`, as are `D`'s start indices;
 //! - `r` and `x` have one element type.
 //!
-//! At run time ([`claim`]) the executor writes the result into `x`'s buffer only when that
-//! buffer is a heap or arena buffer no other tensor shares and the update's clamped rectangle
-//! is one contiguous range of it; the result is then a view of that range ([`Buf::View`]).
+//! At run time ([`claim`]) the executor writes the result into `x`'s buffer only in a run of
+//! the JIT executor without an arena or evictions, and when that buffer is a heap or arena
+//! buffer no other tensor shares and the update's clamped rectangle is one contiguous range of
+//! it; the result is then a view of that range ([`Buf::View`]), and `D`'s result is `x`
+//! itself.
 //!
 //! Invariant: the values are those of the run without direct writes, bit for bit. Between `F`
 //! and `D` no op reads `x` (its only reader is `D`), so writing the rectangle early is not
-//! observed; `D` then writes the same elements at the same place (a no-op), and the view is
-//! dropped after `D`, its last reader, so `D`'s result owns its buffer alone again.
+//! observed; `D`'s kernel would write the same elements at the same place (a no-op), and the
+//! view is dropped after `D`, its last reader, so `D`'s result owns its buffer alone again.
 //!
 //! [`Buf::View`]: crate::buffer::Buf::View
 
@@ -41,6 +42,8 @@ pub(super) struct Direct {
     pub target: u32,
     /// Value ids of the update's start indices.
     pub starts: Vec<u32>,
+    /// Step index of the `dynamic_update_slice`.
+    pub update: u32,
 }
 
 /// A [`Direct`] result's destination at run time: `ptr` is element `start` of `target`'s
@@ -54,6 +57,8 @@ pub(crate) struct Dest<'a> {
     pub start: usize,
     /// Address of element `start` of `target`'s buffer.
     pub ptr: *mut u8,
+    /// Step index of the `dynamic_update_slice` ([`Direct::update`]).
+    pub update: u32,
 }
 
 /// Marks the [`Direct`] results of every step (see the module docs). `inputs` is the number
@@ -77,7 +82,7 @@ pub(super) fn mark(g: &Graph, steps: &mut [Step], inputs: usize, def: &[u32], ou
     }
     let before = |v: u32, f: usize| (v as usize) < inputs || (def[v as usize] as usize) < f;
     let mut found: Vec<(usize, Direct)> = Vec::new();
-    for d in steps.iter() {
+    for (dp, d) in steps.iter().enumerate() {
         if g.node(d.node).op != Op::DynamicUpdateSlice || d.operands.len() < 2 {
             continue;
         }
@@ -118,6 +123,7 @@ pub(super) fn mark(g: &Graph, steps: &mut [Step], inputs: usize, def: &[u32], ou
                 result,
                 target: x,
                 starts,
+                update: dp as u32,
             },
         ));
     }
@@ -182,6 +188,7 @@ pub(super) fn claim<'a>(
         target,
         start,
         ptr,
+        update: d.update,
     })
 }
 

@@ -641,6 +641,8 @@ impl<'g> Program<'g> {
         // Each step's results, moved out into their slots: one vector for the whole run.
         let mut results = std::mem::take(&mut scratch.results);
         let mut storage = std::mem::take(&mut scratch.operands);
+        // The `dynamic_update_slice` steps whose update a fusion has written in place.
+        let mut written: smallvec::SmallVec<[u32; 16]> = smallvec::SmallVec::new();
         for (p, s) in self.prep.steps.iter().enumerate() {
             if let Some(back) = events
                 .and_then(|e| e.before.get(p))
@@ -660,61 +662,88 @@ impl<'g> Program<'g> {
                 clock = clock.map(|_| t1);
             }
             let node = self.nodes[p];
-            // Direct results' targets, out of their slots while the kernel writes them.
-            let mut targets: smallvec::SmallVec<[(u32, Tensor); 4]> = smallvec::SmallVec::new();
-            if !s.direct.is_empty() && self.placement.is_none() && self.executor == Executor::Jit {
-                for d in &s.direct {
-                    if let Some(t) = slots.get_mut(d.target as usize).and_then(Option::take) {
-                        targets.push((d.target, t));
+            // A `dynamic_update_slice` whose update a fusion wrote in place ([`direct`]): its
+            // result is its operand, moved on without running the kernel (and without an
+            // arena: direct writes are made only in runs without one).
+            let skip = written.iter().position(|&q| q as usize == p);
+            let arena = match skip {
+                Some(_) => None,
+                None => self
+                    .placement
+                    .as_ref()
+                    .map(|pl| (pl, pl.slots(&s.out, s.first_result, &s.in_place))),
+            };
+            let (transient, outside) = if let Some(k) = skip {
+                written.swap_remove(k);
+                let x = s.operands[0] as usize;
+                let t = slots[x].take().ok_or_else(|| {
+                    op_err(node, OpError::Invalid("operand 0 was freed early".into()))
+                })?;
+                results.push(t);
+                (0, Vec::new())
+            } else {
+                // Direct results' targets, out of their slots while the kernel writes them.
+                let mut targets: smallvec::SmallVec<[(usize, Tensor); 4]> =
+                    smallvec::SmallVec::new();
+                // Not in runs with an arena or with evictions (a value regenerated between
+                // the fusion and the update would lack the row).
+                if !s.direct.is_empty()
+                    && self.placement.is_none()
+                    && events.is_none()
+                    && self.executor == Executor::Jit
+                {
+                    for (k, d) in s.direct.iter().enumerate() {
+                        if let Some(t) = slots.get_mut(d.target as usize).and_then(Option::take) {
+                            targets.push((k, t));
+                        }
                     }
                 }
-            }
-            let mut dests: smallvec::SmallVec<[direct::Dest; 4]> = smallvec::SmallVec::new();
-            for (d, (_, t)) in s.direct.iter().zip(targets.iter_mut()) {
-                let starts: Option<smallvec::SmallVec<[&Tensor; 4]>> = d
-                    .starts
-                    .iter()
-                    .map(|&v| slots[v as usize].as_ref())
-                    .collect();
-                let Some(o) = s.out.get(d.result) else {
-                    continue;
+                let mut dests: smallvec::SmallVec<[direct::Dest; 4]> = smallvec::SmallVec::new();
+                for (k, t) in targets.iter_mut() {
+                    let d = &s.direct[*k];
+                    let starts: Option<smallvec::SmallVec<[&Tensor; 4]>> = d
+                        .starts
+                        .iter()
+                        .map(|&v| slots[v as usize].as_ref())
+                        .collect();
+                    let Some(o) = s.out.get(d.result) else {
+                        continue;
+                    };
+                    if let Some(dest) =
+                        starts.and_then(|st| direct::claim(d, t, &st, o.dtype, &o.shape))
+                    {
+                        dests.push(dest);
+                    }
+                }
+                let mut operands = operands_of(node, s, &mut slots, storage)?;
+                let outside = match arena {
+                    Some(_) if !s.in_place.is_empty() => {
+                        placement::outside_arena(&s.in_place, &operands)
+                    }
+                    _ => Vec::new(),
                 };
-                if let Some(dest) =
-                    starts.and_then(|st| direct::claim(d, t, &st, o.dtype, &o.shape))
-                {
-                    dests.push(dest);
+                let transient = self.run_kernel_into(
+                    p,
+                    s,
+                    &mut operands,
+                    arena.as_ref().map(|a| &a.1),
+                    &dests,
+                    &mut results,
+                )?;
+                // The owned operands the kernel left are dropped here, and the borrows end.
+                storage = operands.release();
+                for d in &dests {
+                    if let Some(t) = results.get(d.result).filter(|t| t.data().is_view()) {
+                        stats.direct_bytes += t.size_bytes();
+                        written.push(d.update);
+                    }
                 }
-            }
-            let mut operands = operands_of(node, s, &mut slots, storage)?;
-            let arena = self
-                .placement
-                .as_ref()
-                .map(|pl| (pl, pl.slots(&s.out, s.first_result, &s.in_place)));
-            let outside = match arena {
-                Some(_) if !s.in_place.is_empty() => {
-                    placement::outside_arena(&s.in_place, &operands)
+                drop(dests);
+                for (k, t) in targets {
+                    slots[s.direct[k].target as usize] = Some(t);
                 }
-                _ => Vec::new(),
+                (transient, outside)
             };
-            let transient = self.run_kernel_into(
-                p,
-                s,
-                &mut operands,
-                arena.as_ref().map(|a| &a.1),
-                &dests,
-                &mut results,
-            )?;
-            // The owned operands the kernel left are dropped here, and the borrows end.
-            storage = operands.release();
-            for d in &dests {
-                if let Some(t) = results.get(d.result).filter(|t| t.data().is_view()) {
-                    stats.direct_bytes += t.size_bytes();
-                }
-            }
-            drop(dests);
-            for (v, t) in targets {
-                slots[v as usize] = Some(t);
-            }
             for (i, mut t) in results.drain(..).enumerate() {
                 let v = s.first_result + i as u32;
                 // A result nothing reads (freed at its own point: a `while`'s carried value

@@ -166,11 +166,6 @@ pub(crate) fn run(ctx: &Ctx, ops: &mut Operands<'_>) -> Result<Tensor, OpError> 
             if x.dtype() != u.dtype() {
                 return invalid("operand and update element types differ");
             }
-            // An update that is a view of the very elements it updates (a fusion wrote it
-            // there, `super::direct`) leaves the operand as it is.
-            if updates_itself(&x, u, &starts) {
-                return Ok(x);
-            }
             // The operand is updated in its own buffer when nothing else holds it (the
             // executor moves it in at its last use); else it is copied first, into the result's
             // arena range or a recycled buffer.
@@ -298,20 +293,6 @@ pub(crate) fn assign_data(
         };
     }
     go!(F32, BF16, F16, F64, I1, I8, I16, I32, I64, U8, U32)
-}
-
-/// Whether update `u` of `x` at the clamped `starts` is a view of exactly the elements it
-/// would overwrite (a contiguous range of `x`'s buffer at the update's offset), so that the
-/// update changes nothing.
-fn updates_itself(x: &Tensor, u: &Tensor, starts: &[usize]) -> bool {
-    if !u.data().is_view() || u.is_empty() || x.dtype() != u.dtype() {
-        return false;
-    }
-    let Some(start) = super::direct::contiguous_start(x.shape(), u.shape(), starts) else {
-        return false;
-    };
-    let esize = x.dtype().size_bytes() as usize;
-    start + u.len() <= x.len() && u.as_ptr() == x.as_ptr().wrapping_add(start * esize)
 }
 
 /// [`clamped_starts`] for [`super::direct`]: the start index tensors by reference.
