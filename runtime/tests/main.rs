@@ -9,6 +9,7 @@ mod exec_borrowed;
 mod exec_control;
 mod exec_conv_contraction;
 mod exec_conv_rows;
+mod exec_direct;
 mod exec_dot;
 mod exec_dot_half;
 mod exec_elementwise;

@@ -120,6 +120,7 @@ impl Values {
                 regions: node.regions.iter().map(|_| Default::default()).collect(),
                 overwritten: Vec::new(),
                 unread: false,
+                direct: Vec::new(),
             });
         }
         Ok((steps, def))

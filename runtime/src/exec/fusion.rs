@@ -404,6 +404,7 @@ fn with_ctx<R>(
         regions: &step.regions,
         overwritten: &[],
         unread: false,
+        direct: &[],
     };
     f(&c)
 }

@@ -684,6 +684,9 @@ pub(crate) fn fusion(
     let mut in_place: smallvec::SmallVec<[(usize, usize); 4]> = smallvec::SmallVec::new();
     if reduce.is_none() {
         for w in ctx.in_place {
+            if ctx.direct.iter().any(|d| d.result == w.result) {
+                continue;
+            }
             let ok = matches!(
                 layout.inputs.get(w.operand),
                 Some(ebb_codegen::InputRead::Aligned)
@@ -961,7 +964,20 @@ fn run_loop(
     out: &mut Vec<Tensor>,
 ) -> Result<(), KernelFailure> {
     let mut results: smallvec::SmallVec<[Data; 4]> = smallvec::SmallVec::new();
+    // Results written straight into a `dynamic_update_slice`'s operand (`super::direct`):
+    // (result, address, the view of the written range that is the result).
+    let mut direct: smallvec::SmallVec<[(usize, *mut u8, Tensor); 4]> = smallvec::SmallVec::new();
     for (i, o) in ctx.out.iter().enumerate() {
+        let view = ctx.direct.iter().find(|d| d.result == i).and_then(|d| {
+            let v = d.target.contiguous_view(d.start, &o.shape)?;
+            (v.dtype() == o.dtype && v.len() == n).then_some((d.ptr, v))
+        });
+        if let Some((ptr, v)) = view {
+            direct.push((i, ptr, v));
+            // A placeholder of no elements, never written (its address is replaced below).
+            results.push(Data::zeros(o.dtype, 0));
+            continue;
+        }
         let Some(&(_, k)) = in_place.iter().find(|&&(s, _)| s == i) else {
             results.push(ctx.take_result(i, o.dtype, o.shape.iter().product()));
             continue;
@@ -972,7 +988,12 @@ fn run_loop(
             _ => return Err(invalid("an in-place operand became shared")),
         }
     }
-    if results.len() != layout.stores.len() || results.iter().any(|d| d.len() != n) {
+    if results.len() != layout.stores.len()
+        || results
+            .iter()
+            .enumerate()
+            .any(|(i, d)| d.len() != n && !direct.iter().any(|x| x.0 == i))
+    {
         return Err(invalid("loop fusion results differ in element count"));
     }
     // Operands then results, in one vector sized once (inline for up to 16 buffers).
@@ -986,6 +1007,10 @@ fn run_loop(
     }
     for d in results.iter_mut() {
         bufs.push(d.as_mut_ptr());
+    }
+    let first = ops.len();
+    for &(i, ptr, _) in &direct {
+        bufs[first + i] = ptr;
     }
     let bufs = Ptrs(bufs);
     let launch = |begin: usize, end: usize| {
@@ -1004,8 +1029,14 @@ fn run_loop(
     drop(bufs);
     // Into the run's result vector (kept from step to step: no vector allocated per launch).
     out.reserve(results.len());
-    for (d, o) in results.into_iter().zip(ctx.out) {
-        out.push(Tensor::from_parts(o.shape.as_slice(), d));
+    for (i, (d, o)) in results.into_iter().zip(ctx.out).enumerate() {
+        match direct.iter().position(|x| x.0 == i) {
+            Some(k) => out.push(std::mem::replace(
+                &mut direct[k].2,
+                Tensor::scalar(crate::tensor::Scalar::I1(false)),
+            )),
+            None => out.push(Tensor::from_parts(o.shape.as_slice(), d)),
+        }
     }
     Ok(())
 }

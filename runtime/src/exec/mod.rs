@@ -34,6 +34,7 @@ mod conv_gemm;
 mod conv_plan;
 mod conv_rows_batch;
 pub mod device;
+pub(crate) mod direct;
 mod dot;
 #[doc(hidden)]
 pub mod elementwise;
@@ -74,12 +75,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[doc(hidden)]
+pub use direct::direct_results;
 pub use dot::with_f64_dot;
 pub(crate) use dot::{f64_dot, f64_dot_set};
 pub use evict::{Back, Events, Evict};
 #[doc(hidden)]
 pub use gemm_direct::{direct_add_and_packed, direct_and_packed};
-#[doc(hidden)]
 pub use overwrite::{overwritten_carries, unfilled_inits};
 pub(crate) use placement::Offsets;
 pub use placement::Placement;
@@ -124,6 +126,9 @@ pub struct ExecStats {
     /// which stays where the caller keeps it, and left there (the plan lays such a result out
     /// in its operand's range, which the run never claims; see `exec/placement.rs`).
     pub in_place_kept_bytes: u64,
+    /// Bytes of loop-fusion results written straight into the operand of the
+    /// `dynamic_update_slice` that reads them ([`direct`]), which then copies nothing.
+    pub direct_bytes: u64,
 }
 
 impl ExecStats {
@@ -145,6 +150,7 @@ impl ExecStats {
             arena_copied_bytes,
             arena_unplaced_bytes,
             in_place_kept_bytes,
+            direct_bytes,
         } = self;
         resident_bytes.clear();
         resident_bytes.reserve(points);
@@ -161,6 +167,7 @@ impl ExecStats {
         *arena_copied_bytes = 0;
         *arena_unplaced_bytes = 0;
         *in_place_kept_bytes = 0;
+        *direct_bytes = 0;
     }
 
     /// Total op time per op kind, largest first: `(kind, count, time)`.
@@ -291,6 +298,9 @@ struct Step {
     /// Whether the op is a `broadcast_in_dim` that only initializes such a carried value
     /// ([`overwrite::initializes_overwritten`]): its kernel need not fill its buffer.
     unread: bool,
+    /// Results written into the operand of the `dynamic_update_slice` that reads them
+    /// ([`direct`]).
+    direct: Vec<direct::Direct>,
 }
 
 /// Which kernels run `fusion` groups.
@@ -416,6 +426,7 @@ impl<'g> Program<'g> {
         build::in_place(g, &mut steps, &values.sizes)?;
         build::place_frees(&mut steps, &class, &last_use, &def);
         build::mark_overwritten(g, &mut steps, bindings);
+        direct::mark(g, &mut steps, values.inputs.len(), &def, &outputs);
         let mut step_of = vec![NONE; values.base.len()];
         for (p, s) in steps.iter().enumerate() {
             step_of[s.node.index()] = p as u32;
@@ -630,6 +641,8 @@ impl<'g> Program<'g> {
         // Each step's results, moved out into their slots: one vector for the whole run.
         let mut results = std::mem::take(&mut scratch.results);
         let mut storage = std::mem::take(&mut scratch.operands);
+        // The `dynamic_update_slice` steps whose update a fusion has written in place.
+        let mut written: smallvec::SmallVec<[u32; 16]> = smallvec::SmallVec::new();
         for (p, s) in self.prep.steps.iter().enumerate() {
             if let Some(back) = events
                 .and_then(|e| e.before.get(p))
@@ -649,26 +662,88 @@ impl<'g> Program<'g> {
                 clock = clock.map(|_| t1);
             }
             let node = self.nodes[p];
-            let mut operands = operands_of(node, s, &mut slots, storage)?;
-            let arena = self
-                .placement
-                .as_ref()
-                .map(|pl| (pl, pl.slots(&s.out, s.first_result, &s.in_place)));
-            let outside = match arena {
-                Some(_) if !s.in_place.is_empty() => {
-                    placement::outside_arena(&s.in_place, &operands)
-                }
-                _ => Vec::new(),
+            // A `dynamic_update_slice` whose update a fusion wrote in place ([`direct`]): its
+            // result is its operand, moved on without running the kernel (and without an
+            // arena: direct writes are made only in runs without one).
+            let skip = written.iter().position(|&q| q as usize == p);
+            let arena = match skip {
+                Some(_) => None,
+                None => self
+                    .placement
+                    .as_ref()
+                    .map(|pl| (pl, pl.slots(&s.out, s.first_result, &s.in_place))),
             };
-            let transient = self.run_kernel_into(
-                p,
-                s,
-                &mut operands,
-                arena.as_ref().map(|a| &a.1),
-                &mut results,
-            )?;
-            // The owned operands the kernel left are dropped here, and the borrows end.
-            storage = operands.release();
+            let (transient, outside) = if let Some(k) = skip {
+                written.swap_remove(k);
+                let x = s.operands[0] as usize;
+                let t = slots[x].take().ok_or_else(|| {
+                    op_err(node, OpError::Invalid("operand 0 was freed early".into()))
+                })?;
+                results.push(t);
+                (0, Vec::new())
+            } else {
+                // Direct results' targets, out of their slots while the kernel writes them.
+                let mut targets: smallvec::SmallVec<[(usize, Tensor); 4]> =
+                    smallvec::SmallVec::new();
+                // Not in runs with an arena or with evictions (a value regenerated between
+                // the fusion and the update would lack the row).
+                if !s.direct.is_empty()
+                    && self.placement.is_none()
+                    && events.is_none()
+                    && self.executor == Executor::Jit
+                {
+                    for (k, d) in s.direct.iter().enumerate() {
+                        if let Some(t) = slots.get_mut(d.target as usize).and_then(Option::take) {
+                            targets.push((k, t));
+                        }
+                    }
+                }
+                let mut dests: smallvec::SmallVec<[direct::Dest; 4]> = smallvec::SmallVec::new();
+                for (k, t) in targets.iter_mut() {
+                    let d = &s.direct[*k];
+                    let starts: Option<smallvec::SmallVec<[&Tensor; 4]>> = d
+                        .starts
+                        .iter()
+                        .map(|&v| slots[v as usize].as_ref())
+                        .collect();
+                    let Some(o) = s.out.get(d.result) else {
+                        continue;
+                    };
+                    if let Some(dest) =
+                        starts.and_then(|st| direct::claim(d, t, &st, o.dtype, &o.shape))
+                    {
+                        dests.push(dest);
+                    }
+                }
+                let mut operands = operands_of(node, s, &mut slots, storage)?;
+                let outside = match arena {
+                    Some(_) if !s.in_place.is_empty() => {
+                        placement::outside_arena(&s.in_place, &operands)
+                    }
+                    _ => Vec::new(),
+                };
+                let transient = self.run_kernel_into(
+                    p,
+                    s,
+                    &mut operands,
+                    arena.as_ref().map(|a| &a.1),
+                    &dests,
+                    &mut results,
+                )?;
+                // The owned operands the kernel left are dropped here, and the borrows end.
+                storage = operands.release();
+                for d in &dests {
+                    if let Some(t) = results.get(d.result).filter(|t| t.data().is_view()) {
+                        stats.direct_bytes += t.size_bytes();
+                        written.push(d.update);
+                    }
+                }
+                drop(dests);
+                for (k, t) in targets {
+                    slots[s.direct[k].target as usize] = Some(t);
+                }
+                (transient, outside)
+            };
             for (i, mut t) in results.drain(..).enumerate() {
                 let v = s.first_result + i as u32;
                 // A result nothing reads (freed at its own point: a `while`'s carried value
@@ -809,7 +884,7 @@ impl Program<'_> {
     ) -> Result<(Vec<Tensor>, u64), ExecError> {
         let mut results = Vec::with_capacity(s.out.len());
         let mut operands = Operands::from_vec(operands);
-        let transient = self.run_kernel_into(p, s, &mut operands, slots, &mut results)?;
+        let transient = self.run_kernel_into(p, s, &mut operands, slots, &[], &mut results)?;
         Ok((results, transient))
     }
 
@@ -821,6 +896,7 @@ impl Program<'_> {
         s: &Step,
         operands: &mut Operands<'_>,
         slots: Option<&placement::Slots>,
+        direct: &[direct::Dest],
         results: &mut Vec<Tensor>,
     ) -> Result<u64, ExecError> {
         let node = self.nodes[p];
@@ -849,6 +925,7 @@ impl Program<'_> {
             regions: &s.regions,
             overwritten: &s.overwritten,
             unread: s.unread,
+            direct,
         };
         dispatch(&ctx, operands, results).map_err(|e| match e {
             KernelFailure::Op(source) => op_err(node, source),
@@ -962,6 +1039,9 @@ pub(crate) struct Ctx<'a> {
     /// Whether the result's contents are never read before being overwritten
     /// ([`overwrite::initializes_overwritten`]): a splat `broadcast_in_dim` leaves them stale.
     pub unread: bool,
+    /// Where a loop `fusion` may write results straight into the operand of the
+    /// `dynamic_update_slice` that reads them ([`direct`]; empty: nowhere).
+    pub direct: &'a [direct::Dest<'a>],
 }
 
 impl Ctx<'_> {

@@ -162,16 +162,16 @@ pub(crate) fn run(ctx: &Ctx, ops: &mut Operands<'_>) -> Result<Tensor, OpError> 
                 return invalid("expects operand and update");
             };
             let (u, idx) = (&ops[0], &ops[1..]);
+            let starts = clamped_starts(idx, x.shape(), u.shape())?;
+            if x.dtype() != u.dtype() {
+                return invalid("operand and update element types differ");
+            }
             // The operand is updated in its own buffer when nothing else holds it (the
             // executor moves it in at its last use); else it is copied first, into the result's
             // arena range or a recycled buffer.
             if x.unique_data_mut().is_none() {
                 let shape = x.shape().to_vec();
                 x = view(ctx, &x, 0, &istrides_of(&shape), &shape)?;
-            }
-            let starts = clamped_starts(idx, x.shape(), u.shape())?;
-            if x.dtype() != u.dtype() {
-                return invalid("operand and update element types differ");
             }
             let xs = istrides(x.shape());
             let off = starts.iter().zip(&xs).map(|(&s, &k)| s as isize * k).sum();
@@ -293,6 +293,30 @@ pub(crate) fn assign_data(
         };
     }
     go!(F32, BF16, F16, F64, I1, I8, I16, I32, I64, U8, U32)
+}
+
+/// [`clamped_starts`] for [`super::direct`]: the start index tensors by reference.
+pub(super) fn clamped_start_indices(
+    idx: &[&Tensor],
+    shape: &[usize],
+    sizes: &[usize],
+) -> Result<Dims<usize>, OpError> {
+    if idx.len() != shape.len() || sizes.len() != shape.len() {
+        return invalid("start indices of another rank");
+    }
+    let mut out = Dims::new();
+    for (i, t) in idx.iter().enumerate() {
+        let s = match t.data() {
+            Data::I32(v) if v.len() == 1 && t.shape().is_empty() => i64::from(v[0]),
+            Data::I64(v) if v.len() == 1 && t.shape().is_empty() => v[0],
+            _ => return invalid("start indices must be i32 or i64 scalars"),
+        };
+        if sizes[i] > shape[i] {
+            return invalid("slice size exceeds dimension");
+        }
+        out.push(s.clamp(0, (shape[i] - sizes[i]) as i64) as usize);
+    }
+    Ok(out)
 }
 
 /// Start indices of `dynamic_slice`/`dynamic_update_slice`, each clamped to
