@@ -618,12 +618,19 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         // retry whose arena is smaller than the best so far replaces `best`.
         let mut best: Option<ConcretePlan> = None;
         let mut last = (c.peak_bytes_planned, c.arena.arena_bytes);
+        let mut tried = None;
         for _ in 0..FIT_RETRIES {
             let smallest = best.as_ref().unwrap_or(&c).arena.arena_bytes;
             if smallest <= budget || last.1 <= 0 {
                 break;
             }
             let scaled = (last.0 as f64 * budget as f64 / last.1 as f64) as i64;
+            // The target of the last retry again (its decisions reached the smallest peak
+            // the greedy meets, and laid out alike): the same decisions and arena again.
+            if tried == Some(scaled) {
+                break;
+            }
+            tried = Some(scaled);
             let Ok(mut again) = self.decide(shaped, b, opts, Some(scaled)) else {
                 break;
             };
