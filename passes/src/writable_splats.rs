@@ -23,7 +23,8 @@
 //! Invariant: the op reads the same elements as before (a broadcast of a splat's one value is
 //! that splat), so results are bit-identical; the new nodes read nothing and precede the op
 //! in program order and in every schedule, so each stays a topological order; no new tensor
-//! is larger than the op's result, and no point's resident bytes rise.
+//! is larger than the op's result, and no point's resident bytes rise by more than the rank-0
+//! `constant`'s own bytes (at its point and the broadcast's).
 
 use crate::memory::Schedule;
 use ebb_ir::op::BroadcastSpec;
