@@ -84,8 +84,10 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             speculating: None,
         });
         let cancel = AtomicBool::new(false);
-        // Set once the speculative layout has returned (done or cancelled).
+        // Set once the speculative layout has returned (done or cancelled), and once it has
+        // started (after its screen).
         let laid_out = AtomicBool::new(false);
+        let laying = AtomicBool::new(false);
         // The variant that ended first last time runs first, on this thread: the speculative
         // layout then starts without waiting for another thread to wake (timing only).
         let lead = self.ended_first.load(Ordering::Relaxed).min(n - 1);
@@ -141,8 +143,10 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             if wait {
                 // The last decisions are done and the speculation stands: stay awake
                 // (taking any work of the pool, such as the layout's other half) until
-                // the layout returns, rather than sleep and be woken late.
-                while !laid_out.load(Ordering::Acquire) {
+                // the layout returns, rather than sleep and be woken late; not while the
+                // speculating variant is still screened (a busy wait beside that work, at
+                // a real-time priority on two cores, can hold its core for seconds).
+                while !laid_out.load(Ordering::Acquire) && laying.load(Ordering::Acquire) {
                     if rayon::yield_now() != Some(rayon::Yield::Executed) {
                         std::hint::spin_loop();
                     }
@@ -158,6 +162,7 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
                     let (c, laid) = if misses {
                         (c, false)
                     } else {
+                        laying.store(true, Ordering::Release);
                         self.lay_out_unless(c, shaped, b, opts, &cancel)
                     };
                     laid_out.store(true, Ordering::Release);
