@@ -35,8 +35,8 @@
 //! follow the loop, so program order stays valid and no schedule is lost; only top-level
 //! `while` ops are handled.
 
-use ebb_ir::op::BroadcastSpec;
-use ebb_ir::{Graph, Literal, Node, NodeId, Op, OpKind, TensorType, ValueRef};
+use crate::writable_splats::{place_before, splat_node};
+use ebb_ir::{Graph, Literal, NodeId, Op, OpKind, ValueRef};
 use petgraph::Direction;
 use std::collections::HashSet;
 
@@ -145,25 +145,10 @@ pub fn own_splats(g: &mut Graph) -> usize {
                 Splat::Constant(lit) => {
                     let ty = g.value_type(v).clone();
                     let loc = g.node(v.node).loc.clone();
-                    let mut scalar =
-                        Node::new(Op::Constant(lit), vec![TensorType::scalar(ty.dtype)]);
-                    scalar.loc = loc.clone();
-                    let scalar = g.add_node(scalar, &[]);
-                    let spec = BroadcastSpec {
-                        dims: Vec::new(),
-                        shape: ty.shape.clone(),
-                    };
-                    let mut b = Node::new(Op::BroadcastInDim(spec), vec![ty]);
-                    b.loc = loc;
-                    g.add_node(b, &[ValueRef::new(scalar, 0)])
+                    splat_node(g, lit, ty, loc)
                 }
             };
-            // The new nodes were appended to the program order: move them before the loop.
-            let mut order = g.order().to_vec();
-            let new: Vec<NodeId> = order.split_off(before);
-            let at = order.iter().position(|&n| n == w).unwrap_or(order.len());
-            order.splice(at..at, new);
-            g.set_order(order);
+            place_before(g, before, w);
             g.set_operand(w, j as u32, ValueRef::new(copy, 0));
             originals.insert(v.node);
             made += 1;

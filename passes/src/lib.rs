@@ -21,5 +21,6 @@ pub mod remat;
 pub mod rewrite;
 pub mod schedule;
 pub mod stack_reuse;
+pub mod writable_splats;
 
 pub use pass_id::PassId;

@@ -41,3 +41,4 @@ mod schedule_list;
 mod schedule_proptest;
 mod stack_reuse;
 mod while_in_place;
+mod writable_splats;

@@ -362,7 +362,9 @@ fn fused_layouts_share_in_place_buffers_and_stay_within_five_percent() {
 /// and is cancelled when it does not come first): each variant finalized alone, the result is
 /// the lowest-peak variant's where its decisions do not bind, else the first feasible one by
 /// its decisions' (added time, planned peak, lowest-peak variant first, index) whose arena
-/// fits the budget (a layout that misses it decides again), else the smallest arena.
+/// fits the budget (a layout that misses it decides again), those whose arenas surely miss
+/// the budget ahead of the first that may fit taken last (`Finalizer::surely_misses_at`), else
+/// the smallest arena.
 #[test]
 fn the_variant_comparison_follows_its_rule() {
     let c = compiled("gpt2_tiny_adamw");
@@ -422,6 +424,17 @@ fn the_variant_comparison_follows_its_rule() {
                             .then(x.2.cmp(&y.2))
                             .then(rank(x.0).cmp(&rank(y.0)))
                     });
+                    // Those whose arenas surely miss the budget ahead of the first that may
+                    // fit go last.
+                    let misses = |i: usize| {
+                        let d = decided[i].as_ref().unwrap();
+                        Finalizer::new(&alone[i])
+                            .surely_misses_at(d, &b, &opts)
+                            .unwrap()
+                    };
+                    if let Some(k) = ok.iter().position(|x| !misses(x.0)) {
+                        ok.rotate_left(k);
+                    }
                     let arena =
                         |i: usize| laid[i].as_ref().map_or(i64::MAX, |l| l.arena.arena_bytes);
                     let added = |i: usize| laid[i].as_ref().map_or(f64::MAX, |l| l.overhead_us);

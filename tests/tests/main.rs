@@ -43,4 +43,5 @@ mod schedule_fixtures;
 mod simt_fixtures;
 mod soak;
 mod trial_imports;
+mod variant_screen;
 mod workspace_layout;

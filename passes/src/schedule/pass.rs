@@ -2,13 +2,20 @@
 //! schedule, never worse than program order at the sweep's bindings) and, for a symbolic plan,
 //! [`schedule_variants`], and leaves them in the [`PassContext`] as [`Scheduled`].
 //!
-//! Invariant: the graph is left as it was unless [`SchedulePass::apply`] is set; then its
-//! program order becomes the schedule (and [`Scheduled::schedule`] is that program order).
+//! Then a scatter or `dynamic_update_slice` into a splat `constant` gets its own broadcast of
+//! the splat in that `constant`'s slot of program order and of every schedule
+//! ([`own_written_splats_in`]: chosen on the graph with the `constant`, the schedules order the
+//! ops as they did, and the op writes in place).
+//!
+//! Invariant: the graph is left as it was apart from those splats unless
+//! [`SchedulePass::apply`] is set; then its program order becomes the schedule (and
+//! [`Scheduled::schedule`] is that program order).
 
 use super::{apply_schedule, schedule_checked, schedule_variants, ScheduleOptions, ScheduleReport};
 use crate::manager::{Pass, PassContext, PassError, PassResult};
 use crate::memory::{program_order, Schedule};
 use crate::pass_id::PassId;
+use crate::writable_splats::own_written_splats_in;
 use ebb_ir::{Bindings, Graph};
 
 /// The result of [`SchedulePass`]: the chosen schedule, the report, and the other kept
@@ -24,7 +31,7 @@ pub struct Scheduled {
 }
 
 /// The scheduling pass (see the module docs). Reports one change per op whose position
-/// differs from program order.
+/// differs from program order and one per splat made.
 #[derive(Clone, Debug, Default)]
 pub struct SchedulePass {
     /// Options of the scheduler.
@@ -43,9 +50,8 @@ impl Pass for SchedulePass {
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<PassResult, PassError> {
-        let before = program_order(g);
-        let (schedule, report) = schedule_checked(g, &self.opts, &self.sweep);
-        let variants = if self.max_variants > 1 {
+        let (mut schedule, report) = schedule_checked(g, &self.opts, &self.sweep);
+        let mut variants: Vec<_> = if self.max_variants > 1 {
             schedule_variants(g, &self.opts, self.max_variants)
                 .into_iter()
                 .map(|(_, s)| s)
@@ -54,6 +60,13 @@ impl Pass for SchedulePass {
         } else {
             Vec::new()
         };
+        let made = {
+            let mut all: Vec<&mut Schedule> = std::iter::once(&mut schedule)
+                .chain(variants.iter_mut())
+                .collect();
+            own_written_splats_in(g, &mut all)
+        };
+        let before = program_order(g);
         let moved = before.iter().zip(&schedule).filter(|(a, b)| a != b).count();
         if self.apply && moved > 0 {
             apply_schedule(g, &schedule).map_err(|e| PassError::Failed {
@@ -70,6 +83,6 @@ impl Pass for SchedulePass {
             report,
             variants,
         });
-        Ok(PassResult::changes(moved))
+        Ok(PassResult::changes(moved + made))
     }
 }

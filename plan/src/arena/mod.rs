@@ -328,6 +328,56 @@ pub(crate) fn assign_offsets_order_within(
     .unwrap_or_default()
 }
 
+/// Whether the layout of these intervals ([`assign_offsets_live`]: `live` and `peak` as there)
+/// is surely at least `beat` bytes: the online best-fit scan exceeds `fit` and reaches `beat`,
+/// and so does the anchored layout in each of the [`ANCHOR_ORDERS`] orders that layout tries
+/// (each abandoned there), so every arena it can keep does. `false` at the first that stays
+/// below `beat`, where the scan fits `fit`, or when `cancel` is set. Of cost at most that
+/// layout's, and about one scan where the scan or the first order stays below `beat`: what
+/// finalize's comparison of plan variants screens a result with before laying it out in full
+/// (`finalize/variants.rs`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn every_order_reaches(
+    plan: &Plan,
+    live: &IndexVec<ValueIx, Window>,
+    value_bytes: &[i64],
+    decisions: &[Decision],
+    peak: i64,
+    fit: i64,
+    beat: i64,
+    cancel: &AtomicBool,
+) -> bool {
+    let pieces = intervals::pieces(plan, live, value_bytes, decisions);
+    let items = intervals::group_items(plan, &pieces, value_bytes).items;
+    let slabs = |placement: &IndexVec<IntervalIx, Placement>| -> Vec<i64> {
+        placement
+            .iter()
+            .map(|&p| match p {
+                Placement::Slab(above) => above,
+                Placement::Large(_) => 0,
+            })
+            .collect()
+    };
+    let Some((scan, slab_above)) = best_fit_scan_with(&items, peak, true, cancel, slabs) else {
+        return false;
+    };
+    if scan.top <= fit || scan.top < beat {
+        return false;
+    }
+    (0..ANCHOR_ORDERS).all(|order| {
+        anchored_layout(
+            items.raw(),
+            small_bytes(peak),
+            anchors_of(items.len()),
+            order,
+            beat,
+            Some((&slab_above, scan.slab_height())),
+            cancel,
+        )
+        .is_some_and(|(_, top)| top >= beat)
+    })
+}
+
 /// The one order a layout is fixed to ([`assign_offsets_order_within`]).
 #[derive(Clone, Copy)]
 enum Fixed {

@@ -13,11 +13,20 @@
 //! runs where the result is awaited (no thread is woken for it); the thread that decides last
 //! stays awake, helping, until the speculative layout returns.
 //!
+//! Before a result is laid out in full it is screened (`Finalizer::surely_misses`): where
+//! every order of its layout, each abandoned early, fragments past what its retries could
+//! recover (their target would lie below the lowest peak its decisions reach), the results
+//! that come before the first that may fit go last, so that a variant that cannot fit the
+//! budget is not laid out and retried ahead of one that fits (the speculating variant is
+//! screened before its layout, on its thread).
+//!
 //! Invariant: speculation changes when arenas are laid out, never which result is returned:
 //! the first feasible result in order of its decisions' (added time, planned peak, the first
-//! variant before the others, then by index) whose arena fits the budget (a layout that misses
-//! it decides again under a lower target, [`Finalizer`]'s `lay_out`), else the smallest arena
-//! (test: `tests/tests/finalize.rs`, `the_variant_comparison_follows_its_rule`).
+//! variant before the others, then by index), those that surely miss the budget ahead of the
+//! first that may fit taken last, whose arena fits the budget (a layout that misses it
+//! decides again under a lower target, [`Finalizer`]'s `lay_out`), else the smallest arena
+//! (tests: `tests/tests/finalize.rs`, `the_variant_comparison_follows_its_rule`;
+//! `tests/tests/variant_screen.rs`).
 
 use super::{smaller_infeasible, ConcretePlan, FinalizeError, FinalizeOptions, Finalizer, Shaped};
 use crate::format::Plan;
@@ -75,8 +84,10 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             speculating: None,
         });
         let cancel = AtomicBool::new(false);
-        // Set once the speculative layout has returned (done or cancelled).
+        // Set once the speculative layout has returned (done or cancelled), and once it has
+        // started (after its screen).
         let laid_out = AtomicBool::new(false);
+        let laying = AtomicBool::new(false);
         // The variant that ended first last time runs first, on this thread: the speculative
         // layout then starts without waiting for another thread to wake (timing only).
         let lead = self.ended_first.load(Ordering::Relaxed).min(n - 1);
@@ -86,7 +97,10 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         // Per variant (in index order once sorted): the result, whether its arena is laid
         // out, and its decisions' key before any layout (a layout that misses the budget
         // decides again and adds time).
-        let mut run: Vec<(usize, Outcome, Option<Shaped>)> = crate::helpers::map_shared(n, |k| {
+        // (Per variant also whether its arena surely misses the budget, where that was
+        // screened: by the variant that speculates, before its layout.)
+        type Run = (usize, Outcome, Option<Shaped>, Option<bool>);
+        let mut run: Vec<Run> = crate::helpers::map_shared(n, |k| {
             let i = order[k];
             let shaped = self.evaluate(i, b, opts);
             let decided = match &shaped {
@@ -129,28 +143,46 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
             if wait {
                 // The last decisions are done and the speculation stands: stay awake
                 // (taking any work of the pool, such as the layout's other half) until
-                // the layout returns, rather than sleep and be woken late.
-                while !laid_out.load(Ordering::Acquire) {
+                // the layout returns, rather than sleep and be woken late; not while the
+                // speculating variant is still screened (a busy wait beside that work, at
+                // a real-time priority on two cores, can hold its core for seconds).
+                while !laid_out.load(Ordering::Acquire) && laying.load(Ordering::Acquire) {
                     if rayon::yield_now() != Some(rayon::Yield::Executed) {
                         std::hint::spin_loop();
                     }
                 }
             }
+            let mut misses_budget = None;
             let r = match (decided, &shaped) {
                 (Ok((c, key)), Some(shaped)) if speculate => {
-                    let (c, laid) = self.lay_out_unless(c, shaped, b, opts, &cancel);
+                    // Not laid out where its arena surely misses the budget: another
+                    // variant's result then comes first (see below).
+                    let misses = self.surely_misses(&c, shaped, opts);
+                    misses_budget = Some(misses);
+                    let (c, laid) = if misses {
+                        (c, false)
+                    } else {
+                        laying.store(true, Ordering::Release);
+                        self.lay_out_unless(c, shaped, b, opts, &cancel)
+                    };
                     laid_out.store(true, Ordering::Release);
                     Ok((c, laid, key))
                 }
                 (Ok((c, key)), _) => Ok((c, false, key)),
                 (Err(e), _) => Err(e),
             };
-            (i, r, shaped)
+            (i, r, shaped, misses_budget)
         });
         run.sort_unstable_by_key(|r| r.0);
         // Each variant evaluated at `b` (`None` where that failed), by index.
-        let (all, shaped): (Vec<Outcome>, Vec<Option<Shaped>>) =
-            run.into_iter().map(|(_, r, s)| (r, s)).unzip();
+        let mut screened: Vec<Option<bool>> = Vec::with_capacity(n);
+        let (all, shaped): (Vec<Outcome>, Vec<Option<Shaped>>) = run
+            .into_iter()
+            .map(|(_, r, s, misses)| {
+                screened.push(misses);
+                (r, s)
+            })
+            .unzip();
         let mut all = all;
         // Lays out `c`, whose variant was evaluated (it has decisions).
         let lay_out = |c: ConcretePlan| match &shaped[c.variant] {
@@ -190,6 +222,20 @@ impl<P: Deref<Target = Plan> + Sync> Finalizer<P> {
         }
         if !opts.offsets {
             return Ok(ok.swap_remove(0).0);
+        }
+        // The results whose arenas surely miss the budget, retries included
+        // (`Finalizer::surely_misses`), ahead of the first that may fit go last, in that
+        // order: their full layouts and retries would be made before the next result's.
+        let may_fit = |(c, done, _): &(ConcretePlan, bool, Key)| {
+            *done
+                || !screened[c.variant].unwrap_or_else(|| {
+                    shaped[c.variant]
+                        .as_ref()
+                        .is_some_and(|s| self.surely_misses(c, s, opts))
+                })
+        };
+        if let Some(k) = ok.iter().position(may_fit) {
+            ok.rotate_left(k);
         }
         // Arenas in that order, until one fits the budget (the decisions leave the layout
         // room, so the first usually does); else the smallest.
