@@ -35,7 +35,7 @@
 //! follow the loop, so program order stays valid and no schedule is lost; only top-level
 //! `while` ops are handled.
 
-use crate::writable_splats::{place_before, splat_node};
+use crate::writable_splats::{place_before, remove_unread, splat_node};
 use ebb_ir::{Graph, Literal, NodeId, Op, OpKind, ValueRef};
 use petgraph::Direction;
 use std::collections::HashSet;
@@ -154,11 +154,7 @@ pub fn own_splats(g: &mut Graph) -> usize {
             made += 1;
         }
     }
-    let unread: HashSet<NodeId> = originals
-        .into_iter()
-        .filter(|&n| g.users(n).is_empty() && !g.outputs().iter().any(|o| o.node == n))
-        .collect();
-    g.remove_nodes(&unread);
+    remove_unread(g, originals);
     made
 }
 

@@ -62,6 +62,17 @@ pub(crate) fn place_before(g: &mut Graph, since: usize, at: NodeId) {
     g.set_order(order);
 }
 
+/// Removes the nodes of `originals` that nothing reads any more (not an operand, not a graph
+/// output) and returns them.
+pub(crate) fn remove_unread(g: &mut Graph, originals: HashSet<NodeId>) -> HashSet<NodeId> {
+    let unread: HashSet<NodeId> = originals
+        .into_iter()
+        .filter(|&n| g.users(n).is_empty() && !g.outputs().iter().any(|o| o.node == n))
+        .collect();
+    g.remove_nodes(&unread);
+    unread
+}
+
 /// Gives each top-level `scatter` of one input and each `dynamic_update_slice` whose operand
 /// 0 is a splat `constant` of rank > 0 its own splat (see the module docs), placed right
 /// before the op in program order; returns the number of operands replaced.
@@ -119,11 +130,7 @@ pub fn own_written_splats_in(g: &mut Graph, schedules: &mut [&mut Schedule]) -> 
         originals.insert(v.node);
         made += 1;
     }
-    let unread: HashSet<NodeId> = originals
-        .into_iter()
-        .filter(|&n| g.users(n).is_empty() && !g.outputs().iter().any(|o| o.node == n))
-        .collect();
-    g.remove_nodes(&unread);
+    let unread = remove_unread(g, originals);
     for s in schedules.iter_mut() {
         s.retain(|n| !unread.contains(n));
     }

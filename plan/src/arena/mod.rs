@@ -349,15 +349,7 @@ pub(crate) fn every_order_reaches(
 ) -> bool {
     let pieces = intervals::pieces(plan, live, value_bytes, decisions);
     let items = intervals::group_items(plan, &pieces, value_bytes).items;
-    let slabs = |placement: &IndexVec<IntervalIx, Placement>| -> Vec<i64> {
-        placement
-            .iter()
-            .map(|&p| match p {
-                Placement::Slab(above) => above,
-                Placement::Large(_) => 0,
-            })
-            .collect()
-    };
+    let slabs = |placement: &IndexVec<IntervalIx, Placement>| slab_offsets(placement);
     let Some((scan, slab_above)) = best_fit_scan_with(&items, peak, true, cancel, slabs) else {
         return false;
     };
@@ -432,13 +424,7 @@ fn lay_out(
         // Each small interval's place in the slabs (the anchored layout's too; none for the
         // scan alone).
         let slab_above: Vec<i64> = if anchors_possible {
-            placement
-                .iter()
-                .map(|&p| match p {
-                    Placement::Slab(above) => above,
-                    Placement::Large(_) => 0,
-                })
-                .collect()
+            slab_offsets(&placement)
         } else {
             Vec::new()
         };
@@ -624,4 +610,15 @@ pub fn check_layout(arena: &Arena) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Each small interval's place in the slabs (0 for a large one), by interval.
+fn slab_offsets(placement: &IndexVec<IntervalIx, Placement>) -> Vec<i64> {
+    placement
+        .iter()
+        .map(|&p| match p {
+            Placement::Slab(above) => above,
+            Placement::Large(_) => 0,
+        })
+        .collect()
 }
