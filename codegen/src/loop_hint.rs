@@ -9,8 +9,9 @@
 use inkwell::context::Context;
 use inkwell::values::{AsValueRef, InstructionValue};
 use llvm_sys::core::{
-    LLVMConstInt, LLVMGetMDKindIDInContext, LLVMInt1TypeInContext, LLVMMDNodeInContext2,
-    LLVMMDStringInContext2, LLVMMetadataAsValue, LLVMSetMetadata, LLVMValueAsMetadata,
+    LLVMConstInt, LLVMGetMDKindIDInContext, LLVMInt1TypeInContext, LLVMInt32TypeInContext,
+    LLVMMDNodeInContext2, LLVMMDStringInContext2, LLVMMetadataAsValue, LLVMSetMetadata,
+    LLVMValueAsMetadata,
 };
 use llvm_sys::debuginfo::{LLVMMetadataReplaceAllUsesWith, LLVMTemporaryMDNode};
 use llvm_sys::prelude::LLVMMetadataRef;
@@ -27,21 +28,15 @@ pub(crate) fn fold_tail(ctx: &Context, latch: InstructionValue<'_>) {
     // as LangRef requires of a loop ID's first operand; `latch` is a live instruction.
     unsafe {
         let s = |t: &str| LLVMMDStringInContext2(c, t.as_ptr().cast(), t.len());
-        let int = |bits: u32, v: u64| {
-            let ty = if bits == 1 {
-                LLVMInt1TypeInContext(c)
-            } else {
-                llvm_sys::core::LLVMInt32TypeInContext(c)
-            };
-            LLVMValueAsMetadata(LLVMConstInt(ty, v, 0))
-        };
+        let yes = LLVMValueAsMetadata(LLVMConstInt(LLVMInt1TypeInContext(c), 1, 0));
+        let one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(c), 1, 0));
         let pair = |k: &str, v: LLVMMetadataRef| {
             let mut ops = [s(k), v];
             LLVMMDNodeInContext2(c, ops.as_mut_ptr(), ops.len())
         };
-        let enable = pair("llvm.loop.vectorize.enable", int(1, 1));
-        let predicate = pair("llvm.loop.vectorize.predicate.enable", int(1, 1));
-        let interleave = pair("llvm.loop.interleave.count", int(32, 1));
+        let enable = pair("llvm.loop.vectorize.enable", yes);
+        let predicate = pair("llvm.loop.vectorize.predicate.enable", yes);
+        let interleave = pair("llvm.loop.interleave.count", one);
         let tmp = LLVMTemporaryMDNode(c, std::ptr::null_mut(), 0);
         let mut ops = [tmp, enable, predicate, interleave];
         let id = LLVMMDNodeInContext2(c, ops.as_mut_ptr(), ops.len());

@@ -1309,10 +1309,10 @@ fn element_loop<'ctx>(
     io: &Io<'ctx>,
     maps: &[MapParams<'ctx>],
     (rs, j0, count): (IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>),
-    map_off: Vec<IntValue<'ctx>>,
+    map_off: &[IntValue<'ctx>],
 ) -> Result<(), LowerError> {
     if e.gpu() {
-        return element_range(e, spec, io, maps, (rs, j0, count), &map_off, false);
+        return element_range(e, spec, io, maps, (rs, j0, count), map_off, false);
     }
     let b = e.b;
     let i64t = e.ctx.i64_type();
@@ -1324,7 +1324,7 @@ fn element_loop<'ctx>(
         .into_int_value();
     let whole = b.build_and(n, i64t.const_int((-(TAIL as i64)) as u64, true), "")?;
     let mid = b.build_int_add(j0, whole, "")?;
-    element_range(e, spec, io, maps, (rs, j0, mid), &map_off, false)?;
+    element_range(e, spec, io, maps, (rs, j0, mid), map_off, false)?;
     // The remainder loop behind its own test, so that rows without a remainder skip its
     // set-up (the masks, the trip count) too.
     let rest = e.ctx.append_basic_block(io.f, "elem.rest");
@@ -1332,7 +1332,7 @@ fn element_loop<'ctx>(
     let any = b.build_int_compare(IntPredicate::SLT, mid, count, "")?;
     b.build_conditional_branch(any, rest, after)?;
     b.position_at_end(rest);
-    element_range(e, spec, io, maps, (rs, mid, count), &map_off, true)?;
+    element_range(e, spec, io, maps, (rs, mid, count), map_off, true)?;
     b.build_unconditional_branch(after)?;
     b.position_at_end(after);
     Ok(())
@@ -1342,7 +1342,7 @@ fn element_loop<'ctx>(
 /// lanes): below it, the masked remainder loop.
 const TAIL: u64 = 64;
 
-/// One loop of [`element_loop`]: `j` from `j0` to `end`; `fold` marks it for a masked tail.
+/// One loop of [`element_loop`]: `j` from `j0` to `count`; `fold` marks it for a masked tail.
 fn element_range<'ctx>(
     e: &Emit<'_, 'ctx>,
     spec: &KernelSpec,
@@ -1419,7 +1419,7 @@ fn rows_by_division<'ctx>(
         .into_int_value();
     let count = b.build_int_sub(row_end, i, "")?;
     let map_off = offsets_at(e, io, maps, i)?;
-    element_loop(e, spec, io, maps, (i, i64t.const_zero(), count), map_off)?;
+    element_loop(e, spec, io, maps, (i, i64t.const_zero(), count), &map_off)?;
     let latch = current_block(b)?;
     b.build_unconditional_branch(row_head)?;
     i_phi.add_incoming(&[(&io.begin, entry), (&row_end, latch)]);
@@ -1530,7 +1530,7 @@ fn rows_incremental<'ctx>(
         ]);
         off_row.push(p.as_basic_value().into_int_value());
     }
-    element_loop(e, spec, io, maps, (rs, j0, count), off_row.clone())?;
+    element_loop(e, spec, io, maps, (rs, j0, count), &off_row)?;
     // Latch: the odometer over the outer dimensions.
     let rs_next = b.build_int_add(rs, io.row_len, "")?;
     let latch = current_block(b)?;

@@ -169,7 +169,7 @@ pub(super) fn claim<'a>(
     if target.dtype() != dtype {
         return None;
     }
-    let clamped = super::shape_ops::clamped_start_indices(starts, target.shape(), sizes).ok()?;
+    let clamped = super::shape_ops::clamped_starts(starts, target.shape(), sizes).ok()?;
     let start = contiguous_start(target.shape(), sizes, &clamped)?;
     let esize = dtype.size_bytes() as usize;
     let data = target.unique_data_mut()?;

@@ -295,34 +295,11 @@ pub(crate) fn assign_data(
     go!(F32, BF16, F16, F64, I1, I8, I16, I32, I64, U8, U32)
 }
 
-/// [`clamped_starts`] for [`super::direct`]: the start index tensors by reference.
-pub(super) fn clamped_start_indices(
-    idx: &[&Tensor],
-    shape: &[usize],
-    sizes: &[usize],
-) -> Result<Dims<usize>, OpError> {
-    if idx.len() != shape.len() || sizes.len() != shape.len() {
-        return invalid("start indices of another rank");
-    }
-    let mut out = Dims::new();
-    for (i, t) in idx.iter().enumerate() {
-        let s = match t.data() {
-            Data::I32(v) if v.len() == 1 && t.shape().is_empty() => i64::from(v[0]),
-            Data::I64(v) if v.len() == 1 && t.shape().is_empty() => v[0],
-            _ => return invalid("start indices must be i32 or i64 scalars"),
-        };
-        if sizes[i] > shape[i] {
-            return invalid("slice size exceeds dimension");
-        }
-        out.push(s.clamp(0, (shape[i] - sizes[i]) as i64) as usize);
-    }
-    Ok(out)
-}
-
 /// Start indices of `dynamic_slice`/`dynamic_update_slice`, each clamped to
-/// `[0, dim - size]` (StableHLO spec, `dynamic_slice` semantics).
-fn clamped_starts(
-    idx: &[Tensor],
+/// `[0, dim - size]` (StableHLO spec, `dynamic_slice` semantics). The index tensors by value
+/// or by reference (`super::direct` reads them from their slots).
+pub(super) fn clamped_starts<T: std::borrow::Borrow<Tensor>>(
+    idx: &[T],
     shape: &[usize],
     sizes: &[usize],
 ) -> Result<Dims<usize>, OpError> {
@@ -335,6 +312,7 @@ fn clamped_starts(
     }
     let mut out = Dims::new();
     for (i, t) in idx.iter().enumerate() {
+        let t: &Tensor = t.borrow();
         if !t.shape().is_empty() {
             return invalid("start indices must be scalars");
         }
